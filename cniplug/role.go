@@ -1,0 +1,75 @@
+package cniplug
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// SupportedVersions are the CNI spec versions every role of cnibox speaks.
+var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+
+// Role is one CNI plugin that this binary answers as. Add is required; a nil
+// Check, Del, GC or Status succeeds without doing anything.
+type Role struct {
+	// Name is the plugin type, the symlink name in /opt/cni/bin.
+	Name string
+	// About is a one-paragraph explanation printed when the role is run by
+	// hand without CNI_COMMAND.
+	About string
+	// IPAM reports whether the role is an IPAM plugin (for listings).
+	IPAM bool
+
+	Add    func(ctx context.Context, a *Args) (types.Result, error)
+	Check  func(ctx context.Context, a *Args) error
+	Del    func(ctx context.Context, a *Args) error
+	GC     func(ctx context.Context, a *Args) error
+	Status func(ctx context.Context, a *Args) error
+}
+
+// Registry is the explicit list of roles of a binary, looked up by name.
+type Registry struct {
+	byName map[string]*Role
+	order  []*Role
+}
+
+// NewRegistry builds a registry. A duplicate or empty name panics: the list is
+// written by hand in one file and a clash is a programming error.
+func NewRegistry(roles ...*Role) *Registry {
+	r := &Registry{byName: make(map[string]*Role, len(roles))}
+	for _, role := range roles {
+		if role.Name == "" || role.Add == nil {
+			panic(fmt.Sprintf("cniplug: role %q has no name or no Add", role.Name))
+		}
+		if _, dup := r.byName[role.Name]; dup {
+			panic(fmt.Sprintf("cniplug: role %q registered twice", role.Name))
+		}
+		r.byName[role.Name] = role
+		r.order = append(r.order, role)
+	}
+	return r
+}
+
+// Lookup returns the role with the given name.
+func (r *Registry) Lookup(name string) (*Role, bool) {
+	if r == nil {
+		return nil, false
+	}
+	role, ok := r.byName[name]
+	return role, ok
+}
+
+// Names returns the role names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.order))
+	for _, role := range r.order {
+		names = append(names, role.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Roles returns the roles in registration order.
+func (r *Registry) Roles() []*Role { return append([]*Role(nil), r.order...) }

@@ -1,0 +1,214 @@
+package cniplug
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// MaxConfigBytes bounds what is read from stdin: a network config larger than
+// this is refused rather than parsed.
+const MaxConfigBytes = 4 << 20
+
+// errNoCommand marks a role run by hand without CNI_COMMAND.
+var errNoCommand = errors.New("CNI_COMMAND is not set")
+
+// Invocation is the raw input of one call.
+type Invocation struct {
+	Getenv   func(string) string
+	Stdin    io.Reader
+	Stderr   io.Writer
+	Registry *Registry
+}
+
+// Main runs role as a CNI plugin and returns the process exit code. Stdout gets
+// only the result or the CNI error JSON.
+func Main(ctx context.Context, role *Role, inv Invocation, stdout io.Writer) int {
+	var stdin []byte
+	if inv.Getenv("CNI_COMMAND") != "" {
+		stdin, _ = io.ReadAll(io.LimitReader(inv.Stdin, MaxConfigBytes+1))
+		inv.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := Invoke(ctx, role, inv)
+	if errors.Is(err, errNoCommand) {
+		fmt.Fprintf(inv.Stderr, "%s\n\nThis is cnibox's %q CNI plugin. Container runtimes run it with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH set and the network config on stdin. Supported CNI versions: %s.\nTo run a network by hand, see `cnibox exec --help`; `cnibox --help` lists every command.\n",
+			role.About, role.Name, strings.Join(SupportedVersions, ", "))
+		return 1
+	}
+	if err != nil {
+		te := AsTypesError(err)
+		body := struct {
+			CNIVersion string `json:"cniVersion,omitempty"`
+			*types.Error
+		}{errorVersion(stdin), te}
+		b, _ := json.Marshal(body)
+		stdout.Write(append(b, '\n'))
+		fmt.Fprintf(inv.Stderr, "cnibox %s %s: error %d: %s\n", role.Name, inv.Getenv("CNI_COMMAND"), te.Code, te.Msg)
+		return 1
+	}
+	if len(out) > 0 {
+		stdout.Write(out)
+	}
+	return 0
+}
+
+// errorVersion is the cniVersion of an error reply: the config's when it can
+// be read, else none.
+func errorVersion(stdin []byte) string {
+	var c struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if json.Unmarshal(stdin, &c) != nil {
+		return ""
+	}
+	return c.CNIVersion
+}
+
+var requiredEnv = map[string][]string{
+	"ADD":    {"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"},
+	"CHECK":  {"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"},
+	"DEL":    {"CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"},
+	"GC":     {"CNI_PATH"},
+	"STATUS": {"CNI_PATH"},
+}
+
+// minVersion is the lowest config version that allows a verb.
+var minVersion = map[string]string{"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+
+// Invoke runs one call of role and returns what belongs on stdout.
+func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
+	cmd := inv.Getenv("CNI_COMMAND")
+	if cmd == "" {
+		return nil, errNoCommand
+	}
+	if cmd == "VERSION" {
+		var b bytes.Buffer
+		if err := version.PluginSupports(SupportedVersions...).Encode(&b); err != nil {
+			return nil, WithCode(types.ErrIOFailure, err)
+		}
+		return b.Bytes(), nil
+	}
+	req, known := requiredEnv[cmd]
+	if !known {
+		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_COMMAND %q is not a CNI verb (want ADD, DEL, CHECK, GC, STATUS or VERSION)", cmd)
+	}
+	var missing []string
+	for _, k := range req {
+		if inv.Getenv(k) == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "required environment variables missing for %s: %s", cmd, strings.Join(missing, ", "))
+	}
+	a := &Args{
+		Command:     cmd,
+		ContainerID: inv.Getenv("CNI_CONTAINERID"),
+		Netns:       inv.Getenv("CNI_NETNS"),
+		IfName:      inv.Getenv("CNI_IFNAME"),
+		Path:        filepath.SplitList(inv.Getenv("CNI_PATH")),
+		RawArgs:     inv.Getenv("CNI_ARGS"),
+		Registry:    inv.Registry,
+		Stderr:      inv.Stderr,
+		Getenv:      inv.Getenv,
+	}
+	if a.ContainerID != "" {
+		if err := utils.ValidateContainerID(a.ContainerID); err != nil {
+			return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_CONTAINERID %q: %s (letters, digits, '_', '.', '-' only)", a.ContainerID, err.Msg)
+		}
+	}
+	if a.IfName != "" {
+		if err := utils.ValidateInterfaceName(a.IfName); err != nil {
+			return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_IFNAME %q: %s (at most 15 bytes, no '/', ':' or whitespace)", a.IfName, err.Msg)
+		}
+	}
+	stdin, err := io.ReadAll(io.LimitReader(inv.Stdin, MaxConfigBytes+1))
+	if err != nil {
+		return nil, Errorf(types.ErrIOFailure, "read the network config from stdin: %w", err)
+	}
+	if len(stdin) > MaxConfigBytes {
+		return nil, Errorf(types.ErrDecodingFailure, "stdin: the network config is larger than %d bytes", MaxConfigBytes)
+	}
+	a.StdinData = stdin
+	conf, err := decodeConf(stdin)
+	if err != nil {
+		return nil, err
+	}
+	a.Conf = conf
+	if err := utils.ValidateNetworkName(conf.Name); err != nil {
+		return nil, Errorf(types.ErrInvalidNetworkConfig, "config field \"name\" %q: %s", conf.Name, err.Msg)
+	}
+	if err := checkVersion(cmd, conf.CNIVersion); err != nil {
+		return nil, err
+	}
+	if err := types.LoadArgs(a.RawArgs, &a.CNIArgs); err != nil {
+		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_ARGS %q: %v (add IgnoreUnknown=1 to pass keys this plugin does not know)", a.RawArgs, err)
+	}
+
+	switch cmd {
+	case "ADD":
+		res, err := role.Add(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResult(res, conf.CNIVersion)
+	case "CHECK":
+		return nil, call(ctx, role.Check, a)
+	case "DEL":
+		return nil, call(ctx, role.Del, a)
+	case "GC":
+		return nil, call(ctx, role.GC, a)
+	default: // STATUS
+		return nil, call(ctx, role.Status, a)
+	}
+}
+
+func call(ctx context.Context, f func(context.Context, *Args) error, a *Args) error {
+	if f == nil {
+		return nil
+	}
+	return f(ctx, a)
+}
+
+func checkVersion(cmd, v string) error {
+	if v == "" {
+		v = "0.1.0"
+	}
+	supported := false
+	for _, s := range SupportedVersions {
+		supported = supported || s == v
+	}
+	if !supported {
+		return Errorf(types.ErrIncompatibleCNIVersion, "config field \"cniVersion\" %q is not supported: cnibox speaks %s", v, strings.Join(SupportedVersions, ", "))
+	}
+	if min, ok := minVersion[cmd]; ok {
+		if ok, _ := version.GreaterThanOrEqualTo(v, min); !ok {
+			return Errorf(types.ErrIncompatibleCNIVersion, "%s needs cniVersion %s or later; the config says %q", cmd, min, v)
+		}
+	}
+	return nil
+}
+
+func encodeResult(res types.Result, v string) ([]byte, error) {
+	if res == nil {
+		return nil, Errorf(types.ErrInternal, "the plugin returned no result")
+	}
+	conv, err := res.GetAsVersion(v)
+	if err != nil {
+		return nil, Errorf(types.ErrIncompatibleCNIVersion, "convert the result to cniVersion %s: %w", v, err)
+	}
+	var b bytes.Buffer
+	if err := conv.PrintTo(&b); err != nil {
+		return nil, WithCode(types.ErrIOFailure, err)
+	}
+	return b.Bytes(), nil
+}
