@@ -51,6 +51,10 @@ func WithCode(code uint, err error) error {
 	return &CodedError{Code: code, Msg: err.Error(), Err: err}
 }
 
+// Coder is implemented by errors of lower packages (store, netops) that know
+// their CNI code without importing this package.
+type Coder interface{ CNICode() uint }
+
 // codeOf returns the outermost code in err's chain.
 func codeOf(err error) (uint, bool) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
@@ -59,6 +63,8 @@ func codeOf(err error) (uint, bool) {
 			return t.Code, true
 		case *types.Error:
 			return t.Code, true
+		case Coder:
+			return t.CNICode(), true
 		}
 	}
 	return 0, false

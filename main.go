@@ -1,0 +1,43 @@
+// Command cnibox is every CNI plugin a node needs in one binary. Run through a
+// symlink named after a plugin type (bridge, host-local, loopback, ...) it is
+// that plugin; run as cnibox it is the operator's CLI, and `cnibox <role>` runs
+// a role too (busybox style).
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cnibox/cnibox/cli"
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args))
+}
+
+func run(argv []string) int {
+	reg := roles.Registry()
+	name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe")
+	role, ok := reg.Lookup(name)
+	if !ok && len(argv) > 1 {
+		if role, ok = reg.Lookup(argv[1]); ok {
+			argv = argv[1:]
+		}
+	}
+	if ok {
+		return cniplug.Main(context.Background(), role, cniplug.Invocation{
+			Getenv:   os.Getenv,
+			Stdin:    os.Stdin,
+			Stderr:   os.Stderr,
+			Registry: reg,
+		}, os.Stdout)
+	}
+	return cli.Run(argv, cli.Options{Version: version, Registry: reg})
+}

@@ -1,0 +1,298 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, err error) {
+	c, err := parseConf(a, defaults)
+	if err != nil {
+		return nil, err
+	}
+	mac, err := a.RequestedMAC()
+	if err != nil {
+		return nil, err
+	}
+	pod, err := netops.Open(a.Netns)
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
+	}
+	defer pod.Close()
+	if _, err := pod.LinkByName(a.IfName); err == nil {
+		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
+	}
+
+	var undo cniplug.Undo
+	defer func() {
+		if err != nil {
+			undo.Run()
+		}
+	}()
+
+	// IPAM first: an exhausted pool fails before any kernel work.
+	var ipamRes *current.Result
+	if t := a.Conf.IPAM.Type; t != "" {
+		r, err := a.DelegateAdd(ctx, t, a.StdinData)
+		if err != nil {
+			return nil, err
+		}
+		undo.Push(func() { _ = a.DelegateDel(context.WithoutCancel(ctx), t, a.StdinData) })
+		if ipamRes, err = current.NewResultFromResult(r); err != nil {
+			return nil, cniplug.Errorf(types.ErrDecodingFailure, "IPAM plugin %q result: %w", t, err)
+		}
+		if len(ipamRes.IPs) == 0 {
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "IPAM plugin %q returned no address: check the ipam section", t)
+		}
+	}
+
+	host, err := netops.Open("")
+	if err != nil {
+		return nil, cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	defer host.Close()
+
+	br, err := host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0})
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
+	}
+	hostName := hostVethName(a.ContainerID, a.IfName)
+	hv, pv, err := host.EnsureVeth(netops.VethOpts{
+		HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
+	})
+	if errors.Is(err, netops.ErrExists) {
+		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "create veth %s/%s: %w", hostName, a.IfName, err)
+	}
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "create veth %s/%s: %w", hostName, a.IfName, err)
+	}
+	undo.Push(func() { _ = host.DeleteLink(hostName) })
+	if c.HairpinMode {
+		if err := host.SetHairpin(hostName, true); err != nil {
+			return nil, cniplug.WithCode(types.ErrIOFailure, err)
+		}
+	}
+	if c.Vlan != 0 {
+		if err := host.SetPortVlan(hostName, c.Vlan); err != nil {
+			return nil, cniplug.WithCode(types.ErrIOFailure, err)
+		}
+	}
+	if c.MacSpoofChk {
+		if err := host.EnsureMacSpoofCheck(hostName, pv.MAC); err != nil {
+			return nil, cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		undo.Push(func() { _ = host.DeleteMacSpoofCheck(hostName) })
+	}
+
+	res := &current.Result{
+		CNIVersion: current.ImplementedSpecVersion,
+		Interfaces: []*current.Interface{
+			{Name: br.Name, Mac: br.MAC.String()},
+			{Name: hv.Name, Mac: hv.MAC.String()},
+			{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
+		},
+	}
+	if ipamRes != nil {
+		if err := configureAddresses(host, pod, a, c, ipamRes, res); err != nil {
+			return nil, err
+		}
+		if c.IPMasq {
+			if err := host.EnsureMasq(a.Conf.Name, podPrefixes(res)); err != nil {
+				return nil, cniplug.Errorf(types.ErrIOFailure, "ipMasq: %w", err)
+			}
+			ips := podAddrs(res)
+			undo.Push(func() { _ = host.DeleteMasq(ips) })
+		}
+	}
+
+	if err := putEndpoint(a, c, res, hostName); err != nil {
+		return nil, err
+	}
+	undo.Discard()
+	return res, nil
+}
+
+// configureAddresses puts IPAM's addresses and routes on the pod interface and,
+// with isGateway, the gateways on the bridge; it fills res.
+func configureAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, ipamRes *current.Result, res *current.Result) error {
+	podIdx := 2
+	gws := map[bool]netip.Addr{} // by is4
+	for _, ipc := range ipamRes.IPs {
+		p := prefixOf(ipc.Address)
+		if err := pod.EnsureAddr(a.IfName, p, netops.AddrOpts{NoDAD: !c.EnableDad}); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", p, a.IfName, err)
+		}
+		gw := addrOf(ipc.Gateway)
+		if gw.IsValid() {
+			if _, seen := gws[gw.Is4()]; !seen {
+				gws[gw.Is4()] = gw
+			}
+			if c.IsGateway {
+				if err := ensureGatewayAddr(host, c, netip.PrefixFrom(gw, p.Bits())); err != nil {
+					return err
+				}
+			}
+		}
+		res.IPs = append(res.IPs, &current.IPConfig{Interface: &podIdx, Address: ipc.Address, Gateway: ipc.Gateway})
+	}
+	routes := append([]*types.Route(nil), ipamRes.Routes...)
+	if c.IsDefaultGW {
+		for is4, gw := range gws {
+			dst := netip.MustParsePrefix("::/0")
+			if is4 {
+				dst = netip.MustParsePrefix("0.0.0.0/0")
+			}
+			if !hasRoute(routes, dst) {
+				routes = append(routes, &types.Route{Dst: ipNet(dst), GW: gw.AsSlice()})
+			}
+		}
+	}
+	for _, r := range routes {
+		dst := prefixOf(r.Dst)
+		gw := addrOf(r.GW)
+		if !gw.IsValid() {
+			gw = gws[dst.Addr().Is4()]
+		}
+		rt := netops.Route{Dst: dst, GW: gw, Dev: a.IfName, MTU: r.MTU, Priority: r.Priority, Table: intOr(r.Table)}
+		if err := pod.EnsureRoute(rt); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add route %s via %s in the pod: %w", dst, gw, err)
+		}
+		out := &types.Route{Dst: r.Dst, MTU: r.MTU, Priority: r.Priority, Table: r.Table, Scope: r.Scope, AdvMSS: r.AdvMSS}
+		if gw.IsValid() {
+			out.GW = gw.AsSlice()
+		}
+		res.Routes = append(res.Routes, out)
+	}
+	res.DNS = ipamRes.DNS
+	if c.IsGateway {
+		if err := enableForwarding(host, gws); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func intOr(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func hasRoute(routes []*types.Route, dst netip.Prefix) bool {
+	for _, r := range routes {
+		if prefixOf(r.Dst) == dst {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureGatewayAddr puts gw on the bridge. Another address of the same
+// subnet on the bridge is an error unless forceAddress, which replaces it.
+func ensureGatewayAddr(host *netops.Handle, c *Conf, gw netip.Prefix) error {
+	have, err := host.Addrs(c.Bridge)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "list addresses of bridge %q: %w", c.Bridge, err)
+	}
+	for _, p := range have {
+		if p == gw {
+			return nil
+		}
+		if p.Addr().Is4() != gw.Addr().Is4() || !p.Overlaps(gw) || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		if !c.ForceAddress {
+			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "bridge %q already has address %s, not the gateway %s: set \"forceAddress\": true to replace it, or fix the ipam gateway", c.Bridge, p, gw)
+		}
+		if err := host.DeleteAddr(c.Bridge, p); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "remove old gateway %s from bridge %q: %w", p, c.Bridge, err)
+		}
+	}
+	if err := host.EnsureAddr(c.Bridge, gw, netops.AddrOpts{NoDAD: true}); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "add gateway %s to bridge %q: %w", gw, c.Bridge, err)
+	}
+	return nil
+}
+
+// enableForwarding turns on IP forwarding for the families that have a
+// gateway; a value already set is not written again.
+func enableForwarding(host *netops.Handle, gws map[bool]netip.Addr) error {
+	for is4 := range gws {
+		key := "net.ipv6.conf.all.forwarding"
+		if is4 {
+			key = "net.ipv4.ip_forward"
+		}
+		if v, err := host.Sysctl(key); err == nil && v == "1" {
+			continue
+		}
+		if err := host.SetSysctl(key, "1"); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "enable forwarding (%s): %w", key, err)
+		}
+	}
+	return nil
+}
+
+func podPrefixes(res *current.Result) []netip.Prefix {
+	var out []netip.Prefix
+	for _, ipc := range res.IPs {
+		out = append(out, prefixOf(ipc.Address))
+	}
+	return out
+}
+
+func podAddrs(res *current.Result) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range podPrefixes(res) {
+		out = append(out, p.Addr())
+	}
+	return out
+}
+
+// putEndpoint records the attachment in the store.
+func putEndpoint(a *cniplug.Args, c *Conf, res *current.Result, hostName string) error {
+	ep := store.Endpoint{
+		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns,
+		PodNamespace: string(a.CNIArgs.K8S_POD_NAMESPACE), PodName: string(a.CNIArgs.K8S_POD_NAME),
+		PodUID: string(a.CNIArgs.K8S_POD_UID), Plugin: a.Conf.Type, Bridge: c.Bridge, HostVeth: hostName,
+		MAC: res.Interfaces[2].Mac, IPs: podPrefixes(res), Created: time.Now().UTC(), BootID: store.BootID(),
+	}
+	for _, ipc := range res.IPs {
+		if gw := addrOf(ipc.Gateway); gw.IsValid() {
+			ep.Gateways = append(ep.Gateways, gw)
+		}
+	}
+	for _, r := range res.Routes {
+		ep.Routes = append(ep.Routes, store.Route{Dst: prefixOf(r.Dst), GW: addrOf(r.GW)})
+	}
+	ep.DNS = store.DNS{Nameservers: res.DNS.Nameservers, Domain: res.DNS.Domain, Search: res.DNS.Search, Options: res.DNS.Options}
+	if c.IPMasq {
+		ep.Extra = map[string]string{"ipMasq": "true"}
+	}
+	st, err := store.Open(store.Dir(c.DataDir))
+	if err != nil {
+		return storeErr(err)
+	}
+	defer st.Close()
+	if err := st.PutEndpoint(ep); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+func storeErr(err error) error {
+	if errors.Is(err, store.ErrBusy) {
+		return cniplug.WithCode(types.ErrTryAgainLater, err)
+	}
+	return cniplug.WithCode(types.ErrIOFailure, err)
+}
+

@@ -1,0 +1,126 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// del removes the attachment. Everything already gone counts as removed, and
+// it works with an empty CNI_NETNS: the host veth name is derived from the
+// container ID and ifname, the masquerade entries from the endpoint record or
+// prevResult.
+func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
+	c, err := parseConf(a, defaults)
+	if err != nil {
+		return err
+	}
+	ips, err := attachmentIPs(a, c)
+	if err != nil {
+		return err
+	}
+	if t := a.Conf.IPAM.Type; t != "" {
+		if err := a.DelegateDel(ctx, t, a.StdinData); err != nil {
+			return err
+		}
+	}
+	host, err := netops.Open("")
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	// Close after the veth delete: the nftables socket stays open across it
+	// so its cleanup wait overlaps the veth's (see perf-notes).
+	defer host.Close()
+	if c.IPMasq && len(ips) > 0 {
+		if err := host.DeleteMasq(ips); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
+		}
+	}
+	hostName := hostVethName(a.ContainerID, a.IfName)
+	if c.MacSpoofChk {
+		if err := host.DeleteMacSpoofCheck(hostName); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+	}
+	if err := deleteVeth(host, hostName, a); err != nil {
+		return err
+	}
+	return deleteEndpoint(a, c)
+}
+
+// deleteVeth deletes the host end (and with it the pod end). If the host end
+// is not there but the pod still has CNI_IFNAME as a veth, that goes.
+func deleteVeth(host *netops.Handle, hostName string, a *cniplug.Args) error {
+	if _, err := host.LinkByName(hostName); err == nil {
+		if err := host.DeleteLink(hostName); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete veth %s: %w", hostName, err)
+		}
+		return nil
+	}
+	if a.Netns == "" {
+		return nil
+	}
+	pod, err := netops.Open(a.Netns)
+	if err != nil {
+		return nil // the namespace is gone, and its interfaces with it
+	}
+	defer pod.Close()
+	l, err := pod.LinkByName(a.IfName)
+	if errors.Is(err, netops.ErrNotFound) || (err == nil && l.Kind != "veth") {
+		return nil
+	}
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	if err := pod.DeleteLink(a.IfName); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "delete %s in the pod: %w", a.IfName, err)
+	}
+	return nil
+}
+
+// attachmentIPs returns the pod addresses from the endpoint record, or from
+// prevResult when there is no record.
+func attachmentIPs(a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
+	st, err := store.Open(store.Dir(c.DataDir))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
+	st.Close()
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	var ips []netip.Addr
+	if found {
+		for _, p := range ep.IPs {
+			ips = append(ips, p.Addr())
+		}
+		return ips, nil
+	}
+	prev, err := a.Conf.PrevResult()
+	if err != nil || prev == nil {
+		return nil, err
+	}
+	for _, ipc := range prev.IPs {
+		ips = append(ips, prefixOf(ipc.Address).Addr())
+	}
+	return ips, nil
+}
+
+func deleteEndpoint(a *cniplug.Args, c *Conf) error {
+	st, err := store.Open(store.Dir(c.DataDir))
+	if err != nil {
+		return storeErr(err)
+	}
+	defer st.Close()
+	if err := st.DeleteEndpoint(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}

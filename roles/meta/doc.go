@@ -1,0 +1,3 @@
+// Package meta holds the small and chaining roles: loopback (and later
+// portmap, tuning, bandwidth, flannel and multi).
+package meta

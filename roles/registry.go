@@ -1,0 +1,21 @@
+// Package roles holds the one explicit list of the CNI roles that cnibox
+// answers as. Each role lives in its own package below; nothing registers
+// itself.
+package roles
+
+import (
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/roles/hostlocal"
+	"github.com/cnibox/cnibox/roles/meta"
+)
+
+// Registry returns every role of the cnibox binary. A duplicate name panics.
+func Registry() *cniplug.Registry {
+	return cniplug.NewRegistry(
+		bridge.Role,
+		hostlocal.Role,
+		hostlocal.StaticRole,
+		meta.Loopback,
+	)
+}
