@@ -42,7 +42,7 @@ e2e: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -v ./test/...
 
 demo: build
-	@command -v ip >/dev/null || (apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null)
+	@command -v ip >/dev/null && [ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
 	./test/demo.sh
 
 clean:

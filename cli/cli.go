@@ -31,6 +31,8 @@ func Run(argv []string, o Options) int {
 			versionCommand(o),
 			rolesCommand(o),
 			installCommand(o),
+			execCommand(),
+			inspectCommand(),
 		},
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}

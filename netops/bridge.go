@@ -1,0 +1,174 @@
+package netops
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// BridgeOpts describes a bridge for EnsureBridge.
+type BridgeOpts struct {
+	Name          string
+	MTU           int              // at creation; 0 = kernel default
+	MAC           net.HardwareAddr // at creation; optional
+	PromiscMode   bool             // turn promiscuous mode on
+	VlanFiltering bool             // turn vlan_filtering on
+}
+
+// EnsureBridge makes sure the bridge o.Name exists and is up, creating it
+// when missing. On an existing bridge it turns promiscuous mode and
+// vlan_filtering on when asked (it never turns them off, and leaves MTU and
+// MAC alone). When a link that is not a bridge has the name, the error wraps
+// ErrExists.
+func (h *Handle) EnsureBridge(o BridgeOpts) (Link, error) {
+	if err := checkIfName("ensure bridge", o.Name); err != nil {
+		return Link{}, err
+	}
+	l, err := h.LinkByName(o.Name)
+	switch {
+	case err == nil:
+		return h.fixBridge(l, o)
+	case !errors.Is(err, ErrNotFound):
+		return Link{}, fmt.Errorf("ensure bridge %q: %w", o.Name, err)
+	}
+
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Change, msg.Flags = unix.IFF_UP, unix.IFF_UP
+	if o.PromiscMode {
+		msg.Change |= unix.IFF_PROMISC
+		msg.Flags |= unix.IFF_PROMISC
+	}
+	attrs := []nl.NetlinkRequestData{nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(o.Name))}
+	if o.MTU > 0 {
+		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_MTU, u32(o.MTU)))
+	}
+	if len(o.MAC) > 0 {
+		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_ADDRESS, []byte(o.MAC)))
+	}
+	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("bridge"))
+	if o.VlanFiltering {
+		data := info.AddRtAttr(nl.IFLA_INFO_DATA, nil)
+		data.AddRtAttr(nl.IFLA_BR_VLAN_FILTERING, nl.Uint8Attr(1))
+	}
+	attrs = append(attrs, info)
+
+	l, echoed, err := h.createLink(msg, attrs...)
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		// Created concurrently by someone else.
+		if l, err = h.LinkByName(o.Name); err != nil {
+			return Link{}, fmt.Errorf("ensure bridge %q: %w", o.Name, err)
+		}
+		return h.fixBridge(l, o)
+	case err != nil:
+		return Link{}, fmt.Errorf("create bridge %q in %s: %w", o.Name, h.where(), classify(err))
+	case !echoed:
+		if l, err = h.LinkByName(o.Name); err != nil {
+			return Link{}, fmt.Errorf("create bridge %q: %w", o.Name, err)
+		}
+	}
+	return l, nil
+}
+
+// fixBridge brings an existing bridge to what o asks.
+func (h *Handle) fixBridge(l Link, o BridgeOpts) (Link, error) {
+	if l.Kind != "bridge" {
+		return Link{}, fmt.Errorf("ensure bridge %q: interface exists in %s and is not a bridge (kind %q): %w",
+			o.Name, h.where(), l.Kind, ErrExists)
+	}
+	if o.VlanFiltering && !l.VlanFiltering {
+		info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+		info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("bridge"))
+		data := info.AddRtAttr(nl.IFLA_INFO_DATA, nil)
+		data.AddRtAttr(nl.IFLA_BR_VLAN_FILTERING, nl.Uint8Attr(1))
+		if err := h.setLink("set vlan_filtering", o.Name, 0, 0, info); err != nil {
+			return Link{}, fmt.Errorf("ensure bridge %q: %w", o.Name, err)
+		}
+		l.VlanFiltering = true
+	}
+	var change, flags uint32
+	if o.PromiscMode && !l.Promisc {
+		change, flags = change|unix.IFF_PROMISC, flags|unix.IFF_PROMISC
+		l.Promisc = true
+	}
+	if !l.Up {
+		change, flags = change|unix.IFF_UP, flags|unix.IFF_UP
+		l.Up = true
+	}
+	if change != 0 {
+		if err := h.setLink("set up", o.Name, change, flags); err != nil {
+			return Link{}, fmt.Errorf("ensure bridge %q: %w", o.Name, err)
+		}
+	}
+	return l, nil
+}
+
+// SetHairpin turns hairpin mode of a bridge port on or off.
+func (h *Handle) SetHairpin(port string, on bool) error {
+	var v uint8
+	if on {
+		v = 1
+	}
+	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+	data := info.AddRtAttr(nl.IFLA_INFO_SLAVE_DATA, nil)
+	data.AddRtAttr(nl.IFLA_BRPORT_MODE, nl.Uint8Attr(v))
+	return h.setLink(fmt.Sprintf("set hairpin %v", on), port, 0, 0, info)
+}
+
+// PortVlan is one VLAN of a bridge port.
+type PortVlan struct {
+	VID      int
+	PVID     bool // untagged ingress frames get this VID
+	Untagged bool // egress frames leave untagged
+}
+
+// SetPortVlan makes vid the port's PVID, egress untagged, on a bridge with
+// vlan_filtering, and removes the default VID 1 from the port.
+func (h *Handle) SetPortVlan(port string, vid int) error {
+	if vid < 1 || vid > 4094 {
+		return fmt.Errorf("set vlan of %q: vid %d is not in 1..4094", port, vid)
+	}
+	err := h.withLinkIndex(port, func(idx int) error {
+		if err := h.nlh.BridgeVlanAdd(indexOnly(idx), uint16(vid), true, true, false, false); err != nil {
+			return err
+		}
+		if vid == 1 {
+			return nil
+		}
+		err := h.nlh.BridgeVlanDel(indexOnly(idx), 1, false, false, false, false)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set vlan %d of %q in %s: %w", vid, port, h.where(), classify(err))
+	}
+	return nil
+}
+
+// PortVlans returns the VLANs of a bridge port.
+func (h *Handle) PortVlans(port string) ([]PortVlan, error) {
+	idx, _, err := h.linkIndex(port)
+	if err != nil {
+		return nil, fmt.Errorf("list vlans of %q: %w", port, err)
+	}
+	all, err := retryDump(h.nlh.BridgeVlanList)
+	if err != nil {
+		return nil, fmt.Errorf("list vlans of %q in %s: %w", port, h.where(), err)
+	}
+	var out []PortVlan
+	for _, v := range all[int32(idx)] {
+		out = append(out, PortVlan{
+			VID:      int(v.Vid),
+			PVID:     v.Flags&nl.BRIDGE_VLAN_INFO_PVID != 0,
+			Untagged: v.Flags&nl.BRIDGE_VLAN_INFO_UNTAGGED != 0,
+		})
+	}
+	return out, nil
+}
+

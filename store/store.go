@@ -1,0 +1,249 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+const (
+	// DefaultDir is where the store lives unless configured otherwise.
+	DefaultDir = "/var/lib/cnibox"
+	// FileName is the store's file name inside its directory.
+	FileName = "cnibox.db"
+	// DefaultTimeout bounds the wait for another process's lock on the store.
+	DefaultTimeout = 10 * time.Second
+
+	// EnvDataDir overrides DefaultDir (a config's dataDir overrides both).
+	EnvDataDir = "CNIBOX_DATA_DIR"
+	// EnvTimeout overrides DefaultTimeout, as a Go duration ("500ms", "30s").
+	EnvTimeout = "CNIBOX_STORE_TIMEOUT"
+)
+
+// Errors of the store. Match them with errors.Is. ErrBusy and ErrInvalidEnv
+// carry their CNI error code (11 and 4), so a role may return them as they are.
+var (
+	// ErrBusy: another process held the store's lock past the timeout.
+	ErrBusy error = &types.Error{Code: types.ErrTryAgainLater, Msg: "the store is busy"}
+	// ErrInvalidEnv: an environment variable the store reads has an unusable value.
+	ErrInvalidEnv error = &types.Error{Code: types.ErrInvalidEnvironmentVariables, Msg: "invalid environment"}
+	// ErrCorrupt: the store file is not a readable database.
+	ErrCorrupt = errors.New("the store file is corrupt")
+	// ErrTaken: an address is reserved by another owner.
+	ErrTaken = errors.New("address already reserved")
+	// ErrNotFound: a record that an operation needs does not exist.
+	ErrNotFound = errors.New("not found")
+)
+
+// Store is an open store file. It holds the file's lock until Close, so keep
+// it open for one call's transaction, never across an exec.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// Options tune OpenWith.
+type Options struct {
+	// Timeout bounds the wait for the file lock. Zero means $CNIBOX_STORE_TIMEOUT
+	// (read through Getenv), else DefaultTimeout.
+	Timeout time.Duration
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Dir returns the store directory: configured (a config's dataDir) if set,
+// else $CNIBOX_DATA_DIR, else DefaultDir.
+func Dir(configured string) string { return DirFrom(configured, os.Getenv) }
+
+// DirFrom is Dir with the environment read through getenv (a CNI call's
+// environment may not be the process's).
+func DirFrom(configured string, getenv func(string) string) string {
+	if configured != "" {
+		return configured
+	}
+	if getenv != nil {
+		if d := getenv(EnvDataDir); d != "" {
+			return d
+		}
+	}
+	return DefaultDir
+}
+
+// Open opens (creating if needed) the store in dir with default options.
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens (creating if needed) the store file in dir. The directory is
+// created with mode 0700 and the file with 0600. A lock held by another
+// process past the timeout returns an error wrapping ErrBusy; a file that is
+// not a bbolt database (empty, truncated, garbage) one wrapping ErrCorrupt.
+func OpenWith(dir string, o Options) (*Store, error) {
+	timeout, err := o.timeout()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, FileName)
+	deadline := time.Now().Add(timeout)
+	f, err := openLocked(path, deadline)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := create(dir, path); err != nil {
+			return nil, err
+		}
+		f, err = openLocked(path, deadline)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	} else if st.Size() == 0 {
+		// A file we create is complete before it appears (see create), so an
+		// empty one was truncated by something else.
+		f.Close()
+		return nil, fmt.Errorf("open store %s: %w: the file is empty; move it away (cnibox recreates it) and run `cnibox gc` to rebuild the reservations", path, ErrCorrupt)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      timeout,
+		FreelistType: bolt.FreelistMapType,
+		// The lock is already ours: hand bbolt the locked file.
+		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
+	})
+	if err != nil {
+		// bbolt closed f. Anything but an OS error means the content is bad.
+		var errno syscall.Errno
+		var pe *fs.PathError
+		if errors.As(err, &errno) || errors.As(err, &pe) {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("open store %s: %w (%v); move the file away (cnibox recreates it) and run `cnibox gc` to rebuild the reservations", path, ErrCorrupt, err)
+	}
+	return &Store{db: db, path: path}, nil
+}
+
+func (o Options) timeout() (time.Duration, error) {
+	if o.Timeout > 0 {
+		return o.Timeout, nil
+	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	v := getenv(EnvTimeout)
+	if v == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: %s=%q is not a positive Go duration: set it like 10s or 500ms, or unset it for the default %s", ErrInvalidEnv, EnvTimeout, v, DefaultTimeout)
+	}
+	return d, nil
+}
+
+// create makes a new, initialised store file at path atomically: it is built
+// under a temporary name and linked into place, so no process ever sees a
+// half-written file. Losing the race to another creator is fine.
+func create(dir, path string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create store directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+FileName+".new-*")
+	if err != nil {
+		return fmt.Errorf("create store %s: %w", path, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	defer os.Remove(name)
+	db, err := bolt.Open(name, 0o600, &bolt.Options{Timeout: time.Second})
+	if err == nil {
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bucketEndpoints, bucketIPAM} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create store %s: %w", path, err)
+	}
+	if err := os.Link(name, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		// A file system without hard links: rename (racy only against another
+		// creator at this very moment, which then loses its empty store).
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+			if rerr := os.Rename(name, path); rerr != nil {
+				return fmt.Errorf("create store %s: %w", path, rerr)
+			}
+		}
+	}
+	return nil
+}
+
+// Close releases the store and its lock.
+func (s *Store) Close() error {
+	if s == nil || s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// Path returns the store file's path.
+func (s *Store) Path() string { return s.path }
+
+// isCorrupt reports whether err from bbolt means the file content is bad.
+func isCorrupt(err error) bool {
+	return errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) ||
+		errors.Is(err, berrors.ErrVersionMismatch)
+}
+
+// guard turns a bbolt panic (it panics on some corrupt pages) into ErrCorrupt.
+func (s *Store) guard(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("store %s: %w (%v); move the file away (cnibox recreates it) and run `cnibox gc` to rebuild the reservations", s.path, ErrCorrupt, r)
+	}
+}
+
+// update runs fn in one read-write transaction; commit is skipped (rolled
+// back) when fn reports that it changed nothing.
+func (s *Store) update(fn func(tx *bolt.Tx) (changed bool, err error)) (err error) {
+	defer s.guard(&err)
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return s.wrap(err)
+	}
+	changed, err := fn(tx)
+	if err != nil || !changed {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(err)
+	}
+	return nil
+}
+
+// view runs fn in one read-only transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer s.guard(&err)
+	return s.db.View(fn)
+}
+
+func (s *Store) wrap(err error) error {
+	if isCorrupt(err) {
+		return fmt.Errorf("store %s: %w (%v)", s.path, ErrCorrupt, err)
+	}
+	return fmt.Errorf("store %s: %w", s.path, err)
+}

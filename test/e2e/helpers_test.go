@@ -1,0 +1,305 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/store"
+)
+
+// env is one test's node: a plugin dir of cnibox symlinks, a data dir and a
+// libcni cache dir.
+type env struct {
+	t        *testing.T
+	binDir   string
+	dataDir  string
+	cacheDir string
+	cni      *libcni.CNIConfig
+}
+
+// cniboxBin is the binary under test: $CNIBOX_BIN (make test sets it) or a
+// fresh build.
+func cniboxBin(t testing.TB) string {
+	if p := os.Getenv("CNIBOX_BIN"); p != "" {
+		return p
+	}
+	out := filepath.Join(os.TempDir(), "cnibox-e2e-bin")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/cnibox/cnibox")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build cnibox: %v\n%s", err, b)
+	}
+	return out
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	e := &env{t: t, binDir: t.TempDir(), dataDir: t.TempDir(), cacheDir: t.TempDir()}
+	out, err := exec.Command(cniboxBin(t), "install", "--dir", e.binDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cnibox install: %v\n%s", err, out)
+	}
+	// Every plugin process inherits the data dir, so the test's store is private.
+	t.Setenv("CNIBOX_DATA_DIR", e.dataDir)
+	e.cni = libcni.NewCNIConfigWithCacheDir([]string{e.binDir}, e.cacheDir, nil)
+	return e
+}
+
+// conflist loads a conflist file, or fails the test.
+func loadList(t *testing.T, path string) *libcni.NetworkConfigList {
+	t.Helper()
+	l, err := libcni.ConfListFromFile(path)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	return l
+}
+
+// listFromJSON builds a conflist from JSON text.
+func listFromJSON(t *testing.T, s string) *libcni.NetworkConfigList {
+	t.Helper()
+	l, err := libcni.ConfListFromBytes([]byte(s))
+	if err != nil {
+		t.Fatalf("conflist: %v\n%s", err, s)
+	}
+	return l
+}
+
+// withVersion returns the conflist with its cniVersion replaced.
+func withVersion(t *testing.T, l *libcni.NetworkConfigList, v string) *libcni.NetworkConfigList {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(l.Bytes, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["cniVersion"] = v
+	b, _ := json.Marshal(m)
+	return listFromJSON(t, string(b))
+}
+
+type pod struct {
+	id    string
+	netns string
+	rt    *libcni.RuntimeConf
+}
+
+var podSeq int
+
+func (e *env) newPod(name string) *pod {
+	e.t.Helper()
+	podSeq++
+	ns := nstest.NewNS(e.t, "e2e")
+	id := fmt.Sprintf("%s-%d-%d", name, os.Getpid(), podSeq)
+	return &pod{id: id, netns: ns, rt: &libcni.RuntimeConf{
+		ContainerID: id, NetNS: ns, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}},
+	}}
+}
+
+func (e *env) add(l *libcni.NetworkConfigList, p *pod) *current.Result {
+	e.t.Helper()
+	r, err := e.cni.AddNetworkList(context.Background(), l, p.rt)
+	if err != nil {
+		e.t.Fatalf("ADD %s on %s: %v", p.id, l.Name, err)
+	}
+	res, err := current.NewResultFromResult(r)
+	if err != nil {
+		e.t.Fatalf("ADD result: %v", err)
+	}
+	return res
+}
+
+func (e *env) del(l *libcni.NetworkConfigList, p *pod) {
+	e.t.Helper()
+	if err := e.cni.DelNetworkList(context.Background(), l, p.rt); err != nil {
+		e.t.Fatalf("DEL %s on %s: %v", p.id, l.Name, err)
+	}
+}
+
+// podIP returns the first address of the given family in a result.
+func podIP(t *testing.T, r *current.Result, v4 bool) netip.Addr {
+	t.Helper()
+	for _, ipc := range r.IPs {
+		a, _ := netip.AddrFromSlice(ipc.Address.IP)
+		a = a.Unmap()
+		if a.Is4() == v4 {
+			return a
+		}
+	}
+	t.Fatalf("no IPv%s address in result %v", map[bool]string{true: "4", false: "6"}[v4], r)
+	return netip.Addr{}
+}
+
+// reachable reports whether a TCP connection from pod "from" reaches a
+// listener in pod "to" on address ip.
+func reachable(t *testing.T, from, to string, ip netip.Addr) error {
+	t.Helper()
+	var ln net.Listener
+	if err := nstest.Run(t, to, func() error {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+		return err
+	}); err != nil {
+		return fmt.Errorf("listen in %s: %w", to, err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	return nstest.Run(t, from, func() error {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 2)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		_, err = c.Read(buf)
+		return err
+	})
+}
+
+// hostLinks returns the names of the node's links.
+func hostLinks(t *testing.T) []string {
+	t.Helper()
+	h, err := netops.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ls, err := h.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range ls {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+// ourVeths returns the host veths cnibox created on the node.
+func ourVeths(t *testing.T) []string {
+	var out []string
+	for _, n := range hostLinks(t) {
+		if strings.HasPrefix(n, "cbx") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// reservations returns every IPAM reservation of a network in the store.
+func (e *env) reservations(network string) []store.Reservation {
+	e.t.Helper()
+	st, err := store.Open(e.dataDir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer st.Close()
+	var all []store.Reservation
+	if err := st.ViewIPAM(network, func(tx *store.IPAMTx) error {
+		all = tx.All()
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return all
+}
+
+// masqEntries returns the pod IPs with a masquerade entry on the node.
+func masqEntries(t *testing.T) []netip.Addr {
+	t.Helper()
+	h, err := netops.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	es, err := h.MasqEntries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, e := range es {
+		out = append(out, e.PodIP)
+	}
+	return out
+}
+
+// cacheFiles lists what libcni left in its cache dir.
+func cacheFiles(t *testing.T, dir string) []string {
+	var out []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+func hostHandle(t *testing.T) *netops.Handle {
+	t.Helper()
+	h, err := netops.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func bridgeOpts(name string) netops.BridgeOpts { return netops.BridgeOpts{Name: name} }
+func addrOpts() netops.AddrOpts                { return netops.AddrOpts{NoDAD: true} }
+
+// podLinks returns the link names in a pod namespace.
+func podLinks(t *testing.T, ns string) []string {
+	t.Helper()
+	h, err := netops.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ls, err := h.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range ls {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+func mustCurrent(t *testing.T, r types.Result) *current.Result {
+	res, err := current.NewResultFromResult(r)
+	if err != nil {
+		t.Error(err)
+		return &current.Result{}
+	}
+	return res
+}
