@@ -171,4 +171,3 @@ func (h *Handle) PortVlans(port string) ([]PortVlan, error) {
 	}
 	return out, nil
 }
-

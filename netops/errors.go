@@ -15,6 +15,11 @@ var ErrNotFound = errors.New("not found")
 // not the one that was asked for.
 var ErrExists = errors.New("already exists")
 
+// ErrNotSupported is wrapped by errors about a feature the kernel lacks
+// (EOPNOTSUPP), such as vlan_filtering on a kernel built without
+// CONFIG_BRIDGE_VLAN_FILTERING.
+var ErrNotSupported = errors.New("not supported by the kernel")
+
 // kernelError keeps the kernel's error text and adds the sentinel that
 // classifies it, so that errors.Is matches both.
 type kernelError struct {
@@ -31,7 +36,7 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotSupported) {
 		return err
 	}
 	var lnf netlink.LinkNotFoundError
@@ -44,6 +49,8 @@ func classify(err error) error {
 		return &kernelError{sentinel: ErrNotFound, err: err}
 	case errors.Is(err, unix.EEXIST):
 		return &kernelError{sentinel: ErrExists, err: err}
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return &kernelError{sentinel: ErrNotSupported, err: err}
 	}
 	return err
 }

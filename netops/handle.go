@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"syscall"
 
-	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/google/nftables"
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -35,9 +35,8 @@ type Handle struct {
 
 	ifindex map[string]int // name -> ifindex of links this handle created or looked up
 
-	nft   *nftables.Conn   // lazy, lasting
-	nfRaw *mdnetlink.Conn  // the socket under nft, for requests nftables cannot build
-	nfSeq uint32
+	nft   *nftables.Conn  // lazy, lasting
+	nfRaw *mdnetlink.Conn // the socket under nft, for requests nftables cannot build
 }
 
 // Open returns a Handle for the network namespace at nsPath (for example
@@ -167,7 +166,11 @@ func (h *Handle) rtSocket() (*nl.NetlinkSocket, error) {
 	if h.rt != nil {
 		return h.rt, nil
 	}
-	s, err := nl.GetNetlinkSocketAt(h.ns, netns.None(), unix.NETLINK_ROUTE)
+	target := h.ns
+	if h.path == "" {
+		target = netns.None() // the caller's namespace: no switch
+	}
+	s, err := nl.GetNetlinkSocketAt(target, netns.None(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("open netlink socket in %s: %w", h.where(), err)
 	}

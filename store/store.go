@@ -43,6 +43,9 @@ var (
 	ErrNotFound = errors.New("not found")
 )
 
+// corruptFix ends the message of ErrCorrupt.
+const corruptFix = "move the file away and cnibox starts a new one (the reservations of running containers are lost with it: re-create them)"
+
 // Store is an open store file. It holds the file's lock until Close, so keep
 // it open for one call's transaction, never across an exec.
 type Store struct {
@@ -57,6 +60,9 @@ type Options struct {
 	Timeout time.Duration
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
+	// NoCreate makes a missing store file an error wrapping ErrNotFound
+	// instead of creating it (for calls that only read or release).
+	NoCreate bool
 }
 
 // Dir returns the store directory: configured (a config's dataDir) if set,
@@ -91,12 +97,15 @@ func OpenWith(dir string, o Options) (*Store, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	deadline := time.Now().Add(timeout)
-	f, err := openLocked(path, deadline)
+	f, err := openLocked(path, deadline, timeout)
 	if errors.Is(err, fs.ErrNotExist) {
+		if o.NoCreate {
+			return nil, fmt.Errorf("open store %s: %w (nothing was ever stored there)", path, ErrNotFound)
+		}
 		if err := create(dir, path); err != nil {
 			return nil, err
 		}
-		f, err = openLocked(path, deadline)
+		f, err = openLocked(path, deadline, timeout)
 	}
 	if err != nil {
 		return nil, err
@@ -108,7 +117,7 @@ func OpenWith(dir string, o Options) (*Store, error) {
 		// A file we create is complete before it appears (see create), so an
 		// empty one was truncated by something else.
 		f.Close()
-		return nil, fmt.Errorf("open store %s: %w: the file is empty; move it away (cnibox recreates it) and run `cnibox gc` to rebuild the reservations", path, ErrCorrupt)
+		return nil, fmt.Errorf("open store %s: %w: the file is empty; %s", path, ErrCorrupt, corruptFix)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      timeout,
@@ -123,7 +132,7 @@ func OpenWith(dir string, o Options) (*Store, error) {
 		if errors.As(err, &errno) || errors.As(err, &pe) {
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("open store %s: %w (%v); move the file away (cnibox recreates it) and run `cnibox gc` to rebuild the reservations", path, ErrCorrupt, err)
+		return nil, fmt.Errorf("open store %s: %w (%v); %s", path, ErrCorrupt, err, corruptFix)
 	}
 	return &Store{db: db, path: path}, nil
 }
@@ -212,7 +221,7 @@ func isCorrupt(err error) bool {
 // guard turns a bbolt panic (it panics on some corrupt pages) into ErrCorrupt.
 func (s *Store) guard(err *error) {
 	if r := recover(); r != nil {
-		*err = fmt.Errorf("store %s: %w (%v); move the file away (cnibox recreates it) and run `cnibox gc` to rebuild the reservations", s.path, ErrCorrupt, r)
+		*err = fmt.Errorf("store %s: %w (%v); %s", s.path, ErrCorrupt, r, corruptFix)
 	}
 }
 

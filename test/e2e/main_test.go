@@ -6,7 +6,6 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 
 	"github.com/cnibox/cnibox/netops/nstest"

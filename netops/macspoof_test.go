@@ -1,0 +1,82 @@
+package netops_test
+
+import (
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/google/nftables"
+)
+
+func TestMacSpoofCheck(t *testing.T) {
+	l := newLab(t, 2)
+	pod0, err := l.pods[0].LinkByName("eth0")
+	must(t, err)
+	pod1, err := l.pods[1].LinkByName("eth0")
+	must(t, err)
+	b4, _ := podAddrs(1)
+	srv := serve(t, l.pods[1].Path(), b4.Addr())
+	a4, _ := podAddrs(0)
+
+	// Deleting a check that was never made is fine.
+	must(t, l.host.DeleteMacSpoofCheck("veth0"))
+
+	// The pod's own MAC passes.
+	must(t, l.host.EnsureMacSpoofCheck("veth0", pod0.MAC))
+	must(t, l.host.EnsureMacSpoofCheck("veth0", pod0.MAC))
+	must(t, l.host.EnsureMacSpoofCheck("veth1", pod1.MAC))
+	checkBridgeChains(t, l.host, []string{"prerouting", netops.MacSpoofChain("veth0"), netops.MacSpoofChain("veth1")})
+	if got := seenFrom(t, l.pods[0].Path(), srv); got != a4.Addr() {
+		t.Errorf("pod 1 saw %v, want %v", got, a4.Addr())
+	}
+
+	// Another MAC is dropped at the bridge.
+	must(t, l.host.EnsureMacSpoofCheck("veth0", net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}))
+	err = nstest.Run(t, l.pods[0].Path(), func() error {
+		c, err := net.DialTimeout("tcp", srv.String(), 500*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err == nil {
+		t.Error("a pod with a spoofed MAC reached the other pod")
+	}
+
+	must(t, l.host.DeleteMacSpoofCheck("veth0"))
+	must(t, l.host.DeleteMacSpoofCheck("veth0"))
+	checkBridgeChains(t, l.host, []string{"prerouting", netops.MacSpoofChain("veth1")})
+	if got := seenFrom(t, l.pods[0].Path(), srv); got != a4.Addr() {
+		t.Errorf("after DeleteMacSpoofCheck pod 1 saw %v, want %v", got, a4.Addr())
+	}
+	if err := l.host.EnsureMacSpoofCheck("veth0", nil); err == nil {
+		t.Error("EnsureMacSpoofCheck without a MAC succeeded")
+	}
+}
+
+// checkBridgeChains compares the chains of the bridge cnibox table with want.
+func checkBridgeChains(t *testing.T, h *netops.Handle, want []string) {
+	t.Helper()
+	ns, err := openNSFile(h.Path())
+	must(t, err)
+	defer ns.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	must(t, err)
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
+	must(t, err)
+	var got []string
+	for _, ch := range chains {
+		if ch.Table.Name == netops.MasqTable {
+			got = append(got, ch.Name)
+		}
+	}
+	slices.Sort(got)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("bridge chains = %v, want %v", got, want)
+	}
+}

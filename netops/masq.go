@@ -1,0 +1,492 @@
+package netops
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	mdnetlink "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The masquerade rules live in a table of their own:
+//
+//	table inet cnibox {
+//		map masq4 { type ipv4_addr : verdict }  # pod IP -> jump m-<hash>
+//		map masq6 { type ipv6_addr : verdict }
+//		chain postrouting {
+//			type nat hook postrouting priority srcnat; policy accept;
+//			ip saddr vmap @masq4
+//			ip6 saddr vmap @masq6
+//		}
+//		chain m-<hash> {   # one per masqueraded (network, subnet)
+//			ip daddr 10.1.0.0/24 return
+//			ip daddr 224.0.0.0/4 return
+//			masquerade
+//		}
+//	}
+//
+// A pod costs one map element, whatever the number of pods: adding or
+// deleting it is flat. Each element's comment is "<subnet> <network>", which
+// MasqEntries reads back.
+const (
+	// MasqTable is the name of the nftables tables cnibox owns: "inet
+	// cnibox" (masquerade) and "bridge cnibox" (MAC spoofing check).
+	MasqTable     = "cnibox"
+	masqBaseChain = "postrouting"
+	masqMap4      = "masq4"
+	masqMap6      = "masq6"
+
+	// nftMsgDestroySetElem deletes set elements and ignores those (and sets
+	// and tables) that do not exist; Linux 6.3 and later.
+	nftMsgDestroySetElem = 0x1e
+)
+
+// MasqEntry is one masqueraded pod address.
+type MasqEntry struct {
+	PodIP   netip.Addr
+	Subnet  netip.Prefix // traffic to the subnet is not masqueraded
+	Network string       // the CNI network the pod address belongs to
+}
+
+// MasqChain returns the name of the chain that masquerades traffic of
+// network's subnet, "m-" and 16 hex digits of a hash of both.
+func MasqChain(network string, subnet netip.Prefix) string {
+	sum := sha256.Sum256([]byte(network + "\x00" + subnet.Masked().String()))
+	return "m-" + hex.EncodeToString(sum[:8])
+}
+
+// EnsureMasq masquerades traffic from each pod address in ips (an address
+// with its subnet's prefix length, e.g. 10.1.0.5/24) to destinations outside
+// the subnet and outside multicast. It adds one map element per address in
+// one nftables transaction. For the first pod of a subnet that transaction
+// fails (nothing to jump to) and a second one creates the table, maps and
+// the subnet's chain with the elements. An address already mapped to another
+// chain is moved to this one.
+func (h *Handle) EnsureMasq(network string, ips []netip.Prefix) error {
+	if network == "" {
+		return fmt.Errorf("ensure masquerade: empty network name")
+	}
+	if len(ips) == 0 {
+		return nil
+	}
+	err := h.ensureMasq(network, ips)
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY) {
+		// An address is mapped to another network's chain (a leftover of a
+		// pod that was not deleted): drop those elements and add again.
+		addrs := make([]netip.Addr, len(ips))
+		for i, p := range ips {
+			addrs[i] = p.Addr()
+		}
+		if err = h.DeleteMasq(addrs); err == nil {
+			err = h.ensureMasq(network, ips)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure masquerade of %v (network %q) in %s: %w", ips, network, h.where(), classify(err))
+	}
+	return nil
+}
+
+func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
+	type subnetChain struct {
+		subnet netip.Prefix
+		name   string
+	}
+	var (
+		chains []subnetChain
+		elems4 []nftables.SetElement
+		elems6 []nftables.SetElement
+	)
+	seen := map[string]bool{}
+	for _, p := range ips {
+		if !p.IsValid() {
+			return fmt.Errorf("invalid pod address %v", p)
+		}
+		a := p.Addr().Unmap()
+		if p.Bits() > a.BitLen() {
+			return fmt.Errorf("invalid pod address %v", p)
+		}
+		subnet := netip.PrefixFrom(a, p.Bits()).Masked()
+		name := MasqChain(network, subnet)
+		if !seen[name] {
+			seen[name] = true
+			chains = append(chains, subnetChain{subnet, name})
+		}
+		comment := subnet.String() + " " + network
+		if len(comment) > 200 {
+			return fmt.Errorf("network name %q too long", network)
+		}
+		e := nftables.SetElement{
+			Key:         a.AsSlice(),
+			VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name},
+			Comment:     comment,
+		}
+		if a.Is4() {
+			elems4 = append(elems4, e)
+		} else {
+			elems6 = append(elems6, e)
+		}
+	}
+
+	c, err := h.nftConn()
+	if err != nil {
+		return err
+	}
+	table, set4, set6 := masqObjects()
+	addElems := func() error {
+		if len(elems4) > 0 {
+			if err := c.SetAddElements(set4, elems4); err != nil {
+				return err
+			}
+		}
+		if len(elems6) > 0 {
+			if err := c.SetAddElements(set6, elems6); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	// Fast path, for every pod but the first of a subnet: the maps and the
+	// subnet chain exist, add the elements. The kernel answers ENOENT when
+	// the table, a map or a chain is missing, and rolls back.
+	if err := addElems(); err != nil {
+		return err
+	}
+	if err := c.Flush(); !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+
+	var missing []subnetChain
+	for _, sc := range chains {
+		ok, err := h.nftExists(unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, sc.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, sc)
+		}
+	}
+	base := true
+	if len(missing) > 0 {
+		if base, err = h.nftExists(unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, masqBaseChain); err != nil {
+			return err
+		}
+	}
+
+	if !base {
+		c.AddTable(table)
+		if err := c.AddSet(set4, nil); err != nil {
+			return err
+		}
+		if err := c.AddSet(set6, nil); err != nil {
+			return err
+		}
+		policy := nftables.ChainPolicyAccept
+		pr := c.AddChain(&nftables.Chain{
+			Name:     masqBaseChain,
+			Table:    table,
+			Type:     nftables.ChainTypeNAT,
+			Hooknum:  nftables.ChainHookPostrouting,
+			Priority: nftables.ChainPriorityNATSource,
+			Policy:   &policy,
+		})
+		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(unix.NFPROTO_IPV4, set4)})
+		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(unix.NFPROTO_IPV6, set6)})
+	}
+	for _, sc := range missing {
+		ch := c.AddChain(&nftables.Chain{Name: sc.name, Table: table})
+		mcast := netip.MustParsePrefix("224.0.0.0/4")
+		if sc.subnet.Addr().Is6() {
+			mcast = netip.MustParsePrefix("ff00::/8")
+		}
+		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: daddrReturn(sc.subnet)})
+		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: daddrReturn(mcast)})
+		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Masq{}}})
+	}
+	if err := addElems(); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// DeleteMasq removes the map elements of the pod addresses ips in one
+// nftables transaction. Addresses without an element, and a missing table,
+// are not an error. The subnet chains stay. The nftables connection stays
+// open until Close, so a caller can delete the pod's veth first and hide the
+// kernel's cleanup wait behind it.
+func (h *Handle) DeleteMasq(ips []netip.Addr) error {
+	var keys4, keys6 [][]byte
+	for _, a := range ips {
+		if !a.IsValid() {
+			return fmt.Errorf("delete masquerade: invalid address %v", a)
+		}
+		a = a.Unmap()
+		if a.Is4() {
+			keys4 = append(keys4, a.AsSlice())
+		} else {
+			keys6 = append(keys6, a.AsSlice())
+		}
+	}
+	if len(keys4)+len(keys6) == 0 {
+		return nil
+	}
+	if _, err := h.nftConn(); err != nil {
+		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
+	}
+	err := h.destroyElems(keys4, keys6)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		// The table or a map is missing (DESTROYSETELEM ignores missing
+		// elements only), or the kernel predates DESTROYSETELEM: delete
+		// the elements that exist.
+		err = h.delExistingElems(keys4, keys6)
+	}
+	if err != nil {
+		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
+	}
+	return nil
+}
+
+// destroyElems deletes the keys from the maps with NFT_MSG_DESTROYSETELEM,
+// which ignores missing elements, in one batch.
+func (h *Handle) destroyElems(keys4, keys6 [][]byte) error {
+	var msgs []mdnetlink.Message
+	if len(keys4) > 0 {
+		msgs = append(msgs, h.elemMsg(nftMsgDestroySetElem, mdnetlink.Acknowledge, masqMap4, keys4))
+	}
+	if len(keys6) > 0 {
+		msgs = append(msgs, h.elemMsg(nftMsgDestroySetElem, mdnetlink.Acknowledge, masqMap6, keys6))
+	}
+	return h.nftBatch(msgs)
+}
+
+// delExistingElems deletes the keys that exist, checking each with a get, in
+// one batch; for kernels without DESTROYSETELEM.
+func (h *Handle) delExistingElems(keys4, keys6 [][]byte) error {
+	var msgs []mdnetlink.Message
+	for _, g := range []struct {
+		set  string
+		keys [][]byte
+	}{{masqMap4, keys4}, {masqMap6, keys6}} {
+		var present [][]byte
+		for _, k := range g.keys {
+			_, err := h.nfRaw.Execute(h.elemMsg(unix.NFT_MSG_GETSETELEM, 0, g.set, [][]byte{k}))
+			switch {
+			case err == nil:
+				present = append(present, k)
+			case !errors.Is(err, unix.ENOENT):
+				return err
+			}
+		}
+		if len(present) > 0 {
+			msgs = append(msgs, h.elemMsg(unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, g.set, present))
+		}
+	}
+	return h.nftBatch(msgs)
+}
+
+// MasqEntries returns the masqueraded pod addresses. An entry whose element
+// has no cnibox comment has a zero Subnet and an empty Network.
+func (h *Handle) MasqEntries() ([]MasqEntry, error) {
+	if _, err := h.nftConn(); err != nil {
+		return nil, fmt.Errorf("list masquerade entries in %s: %w", h.where(), err)
+	}
+	_, set4, set6 := masqObjects()
+	var out []MasqEntry
+	for _, s := range []*nftables.Set{set4, set6} {
+		ok, err := h.nftExists(unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, s.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list masquerade entries in %s: %w", h.where(), err)
+		}
+		if !ok {
+			continue
+		}
+		elems, err := h.nft.GetSetElements(s)
+		if err != nil {
+			return nil, fmt.Errorf("list masquerade entries in %s: %w", h.where(), err)
+		}
+		for _, e := range elems {
+			a, ok := netip.AddrFromSlice(e.Key)
+			if !ok {
+				continue
+			}
+			me := MasqEntry{PodIP: a}
+			if subnet, network, ok := strings.Cut(e.Comment, " "); ok {
+				if p, err := netip.ParsePrefix(subnet); err == nil {
+					me.Subnet, me.Network = p, network
+				}
+			}
+			out = append(out, me)
+		}
+	}
+	return out, nil
+}
+
+// nftConn returns the lasting nftables connection, opening it on first use.
+func (h *Handle) nftConn() (*nftables.Conn, error) {
+	if h.nft != nil {
+		return h.nft, nil
+	}
+	var raw *mdnetlink.Conn
+	opts := []nftables.ConnOption{
+		nftables.AsLasting(),
+		// Keep the socket under the Conn for the requests nftables cannot
+		// build (single gets, DESTROYSETELEM).
+		nftables.WithSockOptions(func(c *mdnetlink.Conn) error { raw = c; return nil }),
+	}
+	if h.path != "" {
+		opts = append(opts, nftables.WithNetNSFd(int(h.ns)))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open nftables connection in %s: %w", h.where(), err)
+	}
+	if raw == nil {
+		_ = c.CloseLasting()
+		return nil, fmt.Errorf("open nftables connection in %s: no socket", h.where())
+	}
+	h.nft, h.nfRaw = c, raw
+	return c, nil
+}
+
+// nftExists reports whether the chain or set called name exists in the
+// masquerade table (inet cnibox), with one non-dump get (msgType
+// NFT_MSG_GETCHAIN or NFT_MSG_GETSET, with that type's table and name
+// attributes).
+func (h *Handle) nftExists(msgType int, tableAttr, nameAttr uint16, name string) (bool, error) {
+	return h.nftExistsIn(unix.NFPROTO_INET, MasqTable, msgType, tableAttr, nameAttr, name)
+}
+
+// nftExistsIn is nftExists for any table.
+func (h *Handle) nftExistsIn(family uint8, table string, msgType int, tableAttr, nameAttr uint16, name string) (bool, error) {
+	data, err := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
+		{Type: tableAttr, Data: []byte(table + "\x00")},
+		{Type: nameAttr, Data: []byte(name + "\x00")},
+	})
+	if err != nil {
+		return false, err
+	}
+	_, err = h.nfRaw.Execute(mdnetlink.Message{
+		Header: mdnetlink.Header{
+			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
+			Flags: mdnetlink.Request,
+		},
+		Data: append(nfgenmsg(family, 0), data...),
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	}
+	return false, fmt.Errorf("get %s: %w", name, err)
+}
+
+// elemMsg builds a set element message for set with one element per key.
+func (h *Handle) elemMsg(msgType int, flags mdnetlink.HeaderFlags, set string, keys [][]byte) mdnetlink.Message {
+	var list []mdnetlink.Attribute
+	for i, k := range keys {
+		key, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: k}})
+		elem, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: key}})
+		list = append(list, mdnetlink.Attribute{Type: unix.NLA_F_NESTED | uint16(i+1), Data: elem})
+	}
+	elems, _ := mdnetlink.MarshalAttributes(list)
+	data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(MasqTable + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
+		{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: elems},
+	})
+	return mdnetlink.Message{
+		Header: mdnetlink.Header{
+			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
+			Flags: mdnetlink.Request | flags,
+		},
+		Data: append(nfgenmsg(unix.NFPROTO_INET, 0), data...),
+	}
+}
+
+// nftBatch sends msgs (each with the ack flag) as one nftables transaction
+// and waits for their acks.
+func (h *Handle) nftBatch(msgs []mdnetlink.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	batch := make([]mdnetlink.Message, 0, len(msgs)+2)
+	batch = append(batch, mdnetlink.Message{
+		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_BEGIN, Flags: mdnetlink.Request},
+		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
+	})
+	batch = append(batch, msgs...)
+	batch = append(batch, mdnetlink.Message{
+		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_END, Flags: mdnetlink.Request},
+		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
+	})
+	if _, err := h.nfRaw.SendMessages(batch); err != nil {
+		return err
+	}
+	var errs []error
+	for range msgs {
+		if _, err := h.nfRaw.Receive(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nfgenmsg returns the nfnetlink header.
+func nfgenmsg(family uint8, resID uint16) []byte {
+	return append([]byte{family, unix.NFNETLINK_V0}, binaryutil.BigEndian.PutUint16(resID)...)
+}
+
+// masqObjects returns the table and maps, for nftables calls.
+func masqObjects() (table *nftables.Table, set4, set6 *nftables.Set) {
+	table = &nftables.Table{Name: MasqTable, Family: nftables.TableFamilyINet}
+	set4 = &nftables.Set{Table: table, Name: masqMap4, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
+	set6 = &nftables.Set{Table: table, Name: masqMap6, IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeVerdict}
+	return table, set4, set6
+}
+
+// saddrVmap is `ip saddr vmap @set` (or ip6) in an inet chain.
+func saddrVmap(nfproto byte, set *nftables.Set) []expr.Any {
+	off, n := uint32(12), uint32(4) // IPv4 source address
+	if nfproto == unix.NFPROTO_IPV6 {
+		off, n = 8, 16
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0},
+	}
+}
+
+// daddrReturn is `ip daddr <p> return` (or ip6) in an inet chain.
+func daddrReturn(p netip.Prefix) []expr.Any {
+	nfproto, off, n := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4) // IPv4 destination address
+	if p.Addr().Is6() {
+		nfproto, off, n = unix.NFPROTO_IPV6, 24, 16
+	}
+	e := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+	}
+	if p.Bits() < p.Addr().BitLen() {
+		mask := make([]byte, n)
+		for i := 0; i < p.Bits(); i++ {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)})
+	}
+	return append(e,
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()},
+		&expr.Verdict{Kind: expr.VerdictReturn},
+	)
+}

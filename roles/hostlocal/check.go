@@ -1,0 +1,44 @@
+package hostlocal
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/ipam"
+	"github.com/cnibox/cnibox/store"
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// check verifies that the attachment holds an address in every range set.
+func check(_ context.Context, a *cniplug.Args) error {
+	cfg, err := loadConfig(a, loadOptions{ranges: true})
+	if err != nil {
+		return err
+	}
+	var missing []int
+	err = withStore(a, cfg, true, func(s *store.Store) error {
+		return s.ViewIPAM(cfg.Network, func(tx *store.IPAMTx) error {
+			_, missing = ipam.Held(tx, a.ContainerID, a.IfName, cfg.Sets)
+			return nil
+		})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		missing = make([]int, len(cfg.Sets))
+		for i := range missing {
+			missing[i] = i
+		}
+	} else if err != nil {
+		return err
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var sets []string
+	for _, i := range missing {
+		sets = append(sets, cfg.Sets[i].String())
+	}
+	return cniplug.Errorf(types.ErrUnknownContainer, "network %q: container %s interface %s holds no address in %s: its addresses were released (DEL or cnibox gc); re-create the container",
+		cfg.Network, a.ContainerID, a.IfName, strings.Join(sets, "; "))
+}

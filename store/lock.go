@@ -1,0 +1,64 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// openLocked opens the existing store file and takes its exclusive lock,
+// waiting at most until deadline.
+//
+// bbolt's own lock polls every 50 ms, so under a burst of parallel CNI calls
+// each waiter would lose up to 50 ms per round. Here the wait is a blocking
+// flock(2), woken by the kernel as soon as the holder closes the file; bbolt
+// then locks the same open file again, which succeeds at once.
+func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	fd := int(f.Fd())
+	err = flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return f, nil
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		f.Close()
+		return nil, fmt.Errorf("lock store %s: %w", path, err)
+	}
+	// Contended: block in a goroutine so the deadline can win. If it does,
+	// the goroutine keeps waiting and closes the file (dropping the lock)
+	// once it gets it.
+	done := make(chan error, 1)
+	go func() { done <- flock(fd, syscall.LOCK_EX) }()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock store %s: %w", path, err)
+		}
+		return f, nil
+	case <-timer.C:
+		go func() {
+			<-done
+			f.Close()
+		}()
+		return nil, fmt.Errorf("open store %s: %w: another process held its lock for more than %s; retry, or find the holder with `fuser %s` (the wait is set by %s)",
+			path, ErrBusy, timeout, path, EnvTimeout)
+	}
+}
+
+// flock is flock(2), restarted when a signal interrupts it.
+func flock(fd, how int) error {
+	for {
+		err := syscall.Flock(fd, how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
