@@ -184,31 +184,18 @@ func reachable(t *testing.T, from, to string, ip netip.Addr) error {
 	})
 }
 
-// hostLinks returns the names of the node's links.
-func hostLinks(t *testing.T) []string {
+// ourVeths returns the host veths cnibox created on the node.
+func ourVeths(t *testing.T) []string {
 	t.Helper()
-	h, err := netops.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := hostHandle(t)
 	ls, err := h.Links()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, l := range ls {
-		names = append(names, l.Name)
-	}
-	return names
-}
-
-// ourVeths returns the host veths cnibox created on the node.
-func ourVeths(t *testing.T) []string {
 	var out []string
-	for _, n := range hostLinks(t) {
-		if strings.HasPrefix(n, "cbx") {
-			out = append(out, n)
+	for _, l := range ls {
+		if l.Kind == "veth" && strings.HasPrefix(l.Name, "cbx") {
+			out = append(out, l.Name)
 		}
 	}
 	return out

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,10 +27,10 @@ func newPodman(t *testing.T, pluginDir, confDir string) *podman {
 		t.Fatalf("podman is not installed (make deps installs it): %v", err)
 	}
 	dir := t.TempDir()
-	hard := "1048576"
-	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
-		hard = strings.TrimSpace(string(b))
-	}
+	// The default rlimits fail without CAP_SYS_RESOURCE: ask for what we have.
+	var lim syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	hard := strconv.FormatUint(lim.Max, 10)
 	conf := fmt.Sprintf(`[network]
 network_backend = "cni"
 cni_plugin_dirs = [%q]
