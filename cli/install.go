@@ -68,6 +68,9 @@ func Install(dir, target string, names []string, force bool) ([]string, error) {
 		default:
 			cur, statErr := os.Stat(p)
 			ours := statErr == nil && os.SameFile(cur, self)
+			if link, err := os.Readlink(p); err == nil && filepath.Base(link) == "cnibox" {
+				ours = true // a link left by an earlier install of cnibox
+			}
 			if ours && fi.Mode()&fs.ModeSymlink != 0 {
 				if link, _ := os.Readlink(p); link == target {
 					out = append(out, fmt.Sprintf("ok        %s -> %s", p, target))

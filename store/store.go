@@ -121,7 +121,7 @@ func OpenWith(dir string, o Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      timeout,
-		FreelistType: bolt.FreelistMapType,
+		FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
 		// The lock is already ours: hand bbolt the locked file.
 		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
 	})

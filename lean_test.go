@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLeanBinary keeps the heavy clients out of cnibox: every CNI call is a
+// fresh process, and the etcd client (+2 ms per exec) or client-go (+4 ms,
+// +20 MiB) would cost more than a whole ADD. They belong in cnibox-agent.
+func TestLeanBinary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/cnibox/cnibox").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	forbidden := []string{"google.golang.org/grpc", "go.etcd.io/etcd/client", "k8s.io/client-go"}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if strings.HasPrefix(dep, f) {
+				t.Errorf("cnibox links %s: heavy clients belong in cmd/cnibox-agent only", dep)
+			}
+		}
+	}
+}
+
+// TestDispatch: a role name as argv[0] or as the first argument runs the
+// role; a role run without CNI_COMMAND explains itself and exits 1.
+func TestDispatch(t *testing.T) {
+	t.Setenv("CNI_COMMAND", "")
+	if code := run([]string{"/opt/cni/bin/bridge.exe"}); code != 1 {
+		t.Errorf("bridge.exe without CNI_COMMAND: exit %d, want 1", code)
+	}
+	if code := run([]string{"cnibox", "host-local"}); code != 1 {
+		t.Errorf("cnibox host-local without CNI_COMMAND: exit %d, want 1", code)
+	}
+	if code := run([]string{"cnibox", "roles"}); code != 0 {
+		t.Errorf("cnibox roles: exit %d, want 0", code)
+	}
+}
