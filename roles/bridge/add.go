@@ -295,4 +295,3 @@ func storeErr(err error) error {
 	}
 	return cniplug.WithCode(types.ErrIOFailure, err)
 }
-
