@@ -3,6 +3,7 @@ package ipam
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -94,8 +95,10 @@ func Allocate(tx *store.IPAMTx, req Request) ([]Allocation, error) {
 		for i, al := range a.out {
 			addrs[i] = al.Addr.Addr()
 		}
-		if err := tx.SetSticky(req.Pod, addrs); err != nil {
-			return nil, err
+		if !slices.Equal(addrs, tx.Sticky(req.Pod)) {
+			if err := tx.SetSticky(req.Pod, addrs); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return a.out, nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	bolt "go.etcd.io/bbolt"
 )
 
 func openT(t *testing.T, dir string) *Store {
@@ -231,4 +233,64 @@ func TestOpenNoCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+}
+
+// TestCorruptPages damages the pages after the two meta pages: opening or
+// reading must report ErrCorrupt, not crash.
+func TestCorruptPages(t *testing.T) {
+	for _, keepFreelist := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepFreelist=%v", keepFreelist), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openT(t, dir)
+			if err := s.IPAM("net", func(tx *IPAMTx) error {
+				return tx.Reserve(Reservation{Addr: a("10.1.0.5"), ContainerID: "c1", IfName: "eth0"})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			freelist := -1
+			s.db.View(func(tx *bolt.Tx) error {
+				for i := 0; ; i++ {
+					pi, err := tx.Page(i)
+					if err != nil || pi == nil {
+						return nil
+					}
+					if pi.Type == "freelist" {
+						freelist = i
+					}
+				}
+			})
+			s.Close()
+			b, err := os.ReadFile(s.Path())
+			if err != nil {
+				t.Fatal(err)
+			}
+			page := os.Getpagesize()
+			for i := 2 * page; i < len(b); i++ {
+				if keepFreelist && i/page == freelist {
+					continue
+				}
+				b[i] = 0xff
+			}
+			if err := os.WriteFile(s.Path(), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := Open(dir)
+			if err == nil {
+				defer s2.Close()
+				err = s2.ViewIPAM("net", func(tx *IPAMTx) error {
+					tx.Get(a("10.1.0.5"))
+					return nil
+				})
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("err = %v, want ErrCorrupt", err)
+			}
+			if s2 != nil {
+				// The store stays usable for closing after a failed transaction.
+				if err := s2.IPAM("net", func(*IPAMTx) error { return nil }); !errors.Is(err, ErrCorrupt) {
+					t.Errorf("second transaction: %v", err)
+				}
+			}
+		})
+	}
 }

@@ -53,7 +53,7 @@ func add(_ context.Context, a *cniplug.Args) (types.Result, error) {
 		res.IPs = append(res.IPs, ipc)
 	}
 	for _, r := range cfg.Routes {
-		res.Routes = append(res.Routes, r.CNI())
+		res.Routes = append(res.Routes, r.cni())
 	}
 	return res, nil
 }

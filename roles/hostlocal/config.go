@@ -8,11 +8,11 @@ import (
 	"github.com/cnibox/cnibox/ipam"
 )
 
-// Config is the host-local part of a plugin config, validated.
-type Config struct {
+// config is the host-local part of a plugin config, validated.
+type config struct {
 	Network    string
 	Sets       []ipam.RangeSet
-	Routes     []Route
+	Routes     []route
 	DataDir    string // "" = $CNIBOX_DATA_DIR or store.DefaultDir
 	ResolvConf string
 	Sticky     bool
@@ -43,7 +43,7 @@ type loadOptions struct {
 // ipRanges capability (runtimeConfig.ipRanges), when given, replaces the
 // configured ranges; otherwise the legacy single range (ipam.subnet ...) comes
 // first, then ipam.ranges, and ipam.rangeFromFile only when both are absent.
-func loadConfig(a *cniplug.Args, opt loadOptions) (*Config, error) {
+func loadConfig(a *cniplug.Args, opt loadOptions) (*config, error) {
 	var raw struct {
 		IPAM *ipamJSON `json:"ipam"`
 	}
@@ -54,7 +54,7 @@ func loadConfig(a *cniplug.Args, opt loadOptions) (*Config, error) {
 		return nil, cniplug.ConfError("ipam", "missing: host-local reads its ranges from the plugin config's \"ipam\" section")
 	}
 	in := raw.IPAM
-	cfg := &Config{Network: a.Conf.Name, DataDir: in.DataDir, ResolvConf: in.ResolvConf, Sticky: in.Sticky}
+	cfg := &config{Network: a.Conf.Name, DataDir: in.DataDir, ResolvConf: in.ResolvConf, Sticky: in.Sticky}
 	var err error
 	if cfg.Routes, err = parseRoutes("ipam.routes", in.Routes); err != nil {
 		return nil, err

@@ -27,10 +27,16 @@ func gc(_ context.Context, a *cniplug.Args) error {
 			return cniplug.ConfError("cni.dev/valid-attachments", "missing: GC releases every address not in this list; pass the attachments to keep ([] to release all)")
 		}
 	}
+	type attachment struct{ containerID, ifname string }
+	valid := map[attachment]bool{}
+	for _, at := range a.Conf.GCKeep() {
+		valid[attachment{at.ContainerID, at.IfName}] = true
+	}
+	keep := func(containerID, ifname string) bool { return valid[attachment{containerID, ifname}] }
 	var freed []store.Reservation
 	err = withStore(a, cfg, true, func(s *store.Store) error {
 		return s.IPAM(cfg.Network, func(tx *store.IPAMTx) (err error) {
-			freed, err = ipam.GC(tx, a.Conf.Keeps)
+			freed, err = ipam.GC(tx, keep)
 			return err
 		})
 	})

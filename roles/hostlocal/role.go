@@ -8,7 +8,7 @@ var Role = &cniplug.Role{
 	IPAM: true,
 	About: "host-local hands out IP addresses from the ranges in the config's \"ipam\" section " +
 		"(\"ranges\": [[{\"subnet\": \"10.1.0.0/24\"}]], or the legacy \"subnet\"), one per range set, " +
-		"round robin, and records them in cnibox's store (" + "dataDir, $CNIBOX_DATA_DIR or /var/lib/cnibox). " +
+		"round robin, and records them in cnibox's store (in dataDir, $CNIBOX_DATA_DIR or /var/lib/cnibox). " +
 		"It honours requested addresses (CNI_ARGS IP=, args.cni.ips, the ips capability), the ipRanges " +
 		"capability, \"routes\", \"resolvConf\", and cnibox's \"sticky\": true (a pod gets its previous address back).",
 	Add:    add,

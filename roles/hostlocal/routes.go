@@ -10,8 +10,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 )
 
-// Route is a route for the container, as the CNI result carries it.
-type Route struct {
+// route is a route for the container, as the CNI result carries it.
+type route struct {
 	Dst      netip.Prefix
 	GW       netip.Addr // invalid: no gateway (the main plugin picks one)
 	MTU      int
@@ -32,8 +32,8 @@ type routeJSON struct {
 	Scope    *int   `json:"scope,omitempty"`
 }
 
-func parseRoutes(field string, in []routeJSON) ([]Route, error) {
-	out := make([]Route, 0, len(in))
+func parseRoutes(field string, in []routeJSON) ([]route, error) {
+	out := make([]route, 0, len(in))
 	for i, rj := range in {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if rj.Dst == "" {
@@ -49,7 +49,7 @@ func parseRoutes(field string, in []routeJSON) ([]Route, error) {
 		if m := dst.Masked(); m != dst {
 			return nil, cniplug.ConfError(f+".dst", "%s has host bits set: did you mean %s?", dst, m)
 		}
-		r := Route{Dst: dst, MTU: rj.MTU, AdvMSS: rj.AdvMSS, Priority: rj.Priority, Table: rj.Table, Scope: rj.Scope}
+		r := route{Dst: dst, MTU: rj.MTU, AdvMSS: rj.AdvMSS, Priority: rj.Priority, Table: rj.Table, Scope: rj.Scope}
 		if rj.GW != "" {
 			gw, err := netip.ParseAddr(strings.TrimSpace(rj.GW))
 			if err != nil {
@@ -68,8 +68,8 @@ func parseRoutes(field string, in []routeJSON) ([]Route, error) {
 	return out, nil
 }
 
-// CNI converts r to the CNI library's route.
-func (r Route) CNI() *types.Route {
+// cni converts r to the CNI library's route.
+func (r route) cni() *types.Route {
 	out := &types.Route{Dst: ipNet(r.Dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
 	if r.GW.IsValid() {
 		out.GW = net.IP(r.GW.AsSlice())

@@ -12,16 +12,16 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 )
 
-// StaticConfig is the static part of a plugin config, validated.
-type StaticConfig struct {
-	Addresses []StaticAddress
-	Routes    []Route
+// staticConfig is the static part of a plugin config, validated.
+type staticConfig struct {
+	Addresses []staticAddress
+	Routes    []route
 	DNS       types.DNS
 }
 
-// StaticAddress is one address with its prefix length (host bits kept) and
+// staticAddress is one address with its prefix length (host bits kept) and
 // optional gateway.
-type StaticAddress struct {
+type staticAddress struct {
 	Addr    netip.Prefix
 	Gateway netip.Addr
 }
@@ -40,7 +40,7 @@ type staticJSON struct {
 // does: ipam.addresses, plus CNI_ARGS IP= (comma-separated CIDRs, appended)
 // and GATEWAY= (set on the addresses whose subnet contains it); args.cni.ips,
 // then runtimeConfig.ips (the ips capability), replace the list when given.
-func loadStaticConfig(a *cniplug.Args) (*StaticConfig, error) {
+func loadStaticConfig(a *cniplug.Args) (*staticConfig, error) {
 	var raw struct {
 		IPAM *staticJSON `json:"ipam"`
 	}
@@ -50,7 +50,7 @@ func loadStaticConfig(a *cniplug.Args) (*StaticConfig, error) {
 	if raw.IPAM == nil {
 		return nil, cniplug.ConfError("ipam", "missing: static reads its addresses from the plugin config's \"ipam\" section")
 	}
-	cfg := &StaticConfig{DNS: raw.IPAM.DNS}
+	cfg := &staticConfig{DNS: raw.IPAM.DNS}
 	var err error
 	if cfg.Routes, err = parseRoutes("ipam.routes", raw.IPAM.Routes); err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func loadStaticConfig(a *cniplug.Args) (*StaticConfig, error) {
 		if err != nil {
 			return nil, err
 		}
-		sa := StaticAddress{Addr: p}
+		sa := staticAddress{Addr: p}
 		if ad.Gateway != "" {
 			if sa.Gateway, err = parseGateway(f+".gateway", ad.Gateway, p); err != nil {
 				return nil, err
@@ -75,7 +75,7 @@ func loadStaticConfig(a *cniplug.Args) (*StaticConfig, error) {
 			if err != nil {
 				return nil, err
 			}
-			cfg.Addresses = append(cfg.Addresses, StaticAddress{Addr: p})
+			cfg.Addresses = append(cfg.Addresses, staticAddress{Addr: p})
 		}
 	}
 	if gws := string(a.CNIArgs.GATEWAY); gws != "" {
@@ -107,7 +107,7 @@ func loadStaticConfig(a *cniplug.Args) (*StaticConfig, error) {
 			if err != nil {
 				return nil, err
 			}
-			cfg.Addresses = append(cfg.Addresses, StaticAddress{Addr: p})
+			cfg.Addresses = append(cfg.Addresses, staticAddress{Addr: p})
 		}
 	}
 	if len(cfg.Addresses) == 0 {
@@ -159,7 +159,7 @@ func staticAdd(_ context.Context, a *cniplug.Args) (types.Result, error) {
 		res.IPs = append(res.IPs, ipc)
 	}
 	for _, r := range cfg.Routes {
-		res.Routes = append(res.Routes, r.CNI())
+		res.Routes = append(res.Routes, r.cni())
 	}
 	return res, nil
 }

@@ -10,7 +10,7 @@ import (
 // withStore opens the store of cfg for one transaction's time and closes it
 // again. Store errors keep their codes (busy: 11); others are I/O failures
 // (5). noCreate makes a missing store an error wrapping store.ErrNotFound.
-func withStore(a *cniplug.Args, cfg *Config, noCreate bool, fn func(s *store.Store) error) error {
+func withStore(a *cniplug.Args, cfg *config, noCreate bool, fn func(s *store.Store) error) error {
 	dir := store.DirFrom(cfg.DataDir, a.Getenv)
 	s, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: noCreate})
 	if err != nil {
