@@ -33,6 +33,7 @@ func Run(argv []string, o Options) int {
 			installCommand(o),
 			execCommand(),
 			inspectCommand(),
+			logsCommand(),
 		},
 		ExitErrHandler: func(*ucli.Context, error) {},
 	}

@@ -27,6 +27,8 @@ type Args struct {
 	// Getenv reads the invocation's environment (the process's, or the one
 	// given to an in-process delegate).
 	Getenv func(string) string
+
+	log *callLog
 }
 
 // CNIArgs are the CNI_ARGS keys cnibox understands. Unknown keys are an error

@@ -24,6 +24,8 @@ type NetConf struct {
 	// cni.dev/attachments is accepted as a synonym).
 	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
 	Attachments      []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
+
+	keep map[types.GCAttachment]bool
 }
 
 // RuntimeConfig carries the capability arguments that runtimes pass.
@@ -44,19 +46,16 @@ func (c *NetConf) GCKeep() []types.GCAttachment {
 	return append(append([]types.GCAttachment(nil), c.ValidAttachments...), c.Attachments...)
 }
 
-// Keeps reports whether the attachment (containerID, ifname) is in GC's valid list.
+// Keeps reports whether the attachment (containerID, ifname) is in GC's valid
+// list. The list is indexed on first use, so GC stays linear.
 func (c *NetConf) Keeps(containerID, ifname string) bool {
-	for _, a := range c.ValidAttachments {
-		if a.ContainerID == containerID && a.IfName == ifname {
-			return true
+	if c.keep == nil {
+		c.keep = make(map[types.GCAttachment]bool, len(c.ValidAttachments)+len(c.Attachments))
+		for _, a := range c.GCKeep() {
+			c.keep[a] = true
 		}
 	}
-	for _, a := range c.Attachments {
-		if a.ContainerID == containerID && a.IfName == ifname {
-			return true
-		}
-	}
-	return false
+	return c.keep[types.GCAttachment{ContainerID: containerID, IfName: ifname}]
 }
 
 // decodeConf parses stdin into the common config and its previous result.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/utils"
@@ -28,6 +29,9 @@ type Invocation struct {
 	Stdin    io.Reader
 	Stderr   io.Writer
 	Registry *Registry
+
+	// seen receives the call's Args once they exist (Main's log record).
+	seen func(*Args)
 }
 
 // Main runs role as a CNI plugin and returns the process exit code. Stdout gets
@@ -38,12 +42,19 @@ func Main(ctx context.Context, role *Role, inv Invocation, stdout io.Writer) int
 		stdin, _ = io.ReadAll(io.LimitReader(inv.Stdin, MaxConfigBytes+1))
 		inv.Stdin = bytes.NewReader(stdin)
 	}
+	start := time.Now()
+	var a *Args
+	inv.seen = func(x *Args) {
+		a = x
+		a.log = &callLog{start: start, last: start}
+	}
 	out, err := Invoke(ctx, role, inv)
 	if errors.Is(err, errNoCommand) {
 		fmt.Fprintf(inv.Stderr, "%s\n\nThis is cnibox's %q CNI plugin. Container runtimes run it with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH set and the network config on stdin. Supported CNI versions: %s.\nTo run a network by hand, see `cnibox exec --help`; `cnibox --help` lists every command.\n",
 			role.About, role.Name, strings.Join(SupportedVersions, ", "))
 		return 1
 	}
+	writeLog(role, inv, stdin, a, out, err, start)
 	if err != nil {
 		te := AsTypesError(err)
 		body := struct {
@@ -120,6 +131,9 @@ func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
 		Registry:    inv.Registry,
 		Stderr:      inv.Stderr,
 		Getenv:      inv.Getenv,
+	}
+	if inv.seen != nil {
+		inv.seen(a)
 	}
 	if a.ContainerID != "" {
 		if err := utils.ValidateContainerID(a.ContainerID); err != nil {

@@ -53,6 +53,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		if len(ipamRes.IPs) == 0 {
 			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "IPAM plugin %q returned no address: check the ipam section", t)
 		}
+		a.Mark("ipam")
 	}
 
 	host, err := netops.Open("")
@@ -93,6 +94,8 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		undo.Push(func() { _ = host.DeleteMacSpoofCheck(hostName) })
 	}
 
+	a.Mark("veth")
+
 	res := &current.Result{
 		CNIVersion: current.ImplementedSpecVersion,
 		Interfaces: []*current.Interface{
@@ -112,11 +115,13 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 			ips := podAddrs(res)
 			undo.Push(func() { _ = host.DeleteMasq(ips) })
 		}
+		a.Mark("addresses")
 	}
 
 	if err := putEndpoint(a, c, res, hostName); err != nil {
 		return nil, err
 	}
+	a.Mark("record")
 	undo.Discard()
 	return res, nil
 }

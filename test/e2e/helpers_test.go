@@ -29,6 +29,7 @@ type env struct {
 	binDir   string
 	dataDir  string
 	cacheDir string
+	logFile  string
 	cni      *libcni.CNIConfig
 }
 
@@ -59,6 +60,8 @@ func newEnv(t *testing.T) *env {
 	}
 	// Every plugin process inherits the data dir, so the test's store is private.
 	t.Setenv("CNIBOX_DATA_DIR", e.dataDir)
+	e.logFile = filepath.Join(e.dataDir, "cnibox.log")
+	t.Setenv("CNIBOX_LOG_FILE", e.logFile)
 	e.cni = libcni.NewCNIConfigWithCacheDir([]string{e.binDir}, e.cacheDir, nil)
 	return e
 }
@@ -289,4 +292,18 @@ func mustCurrent(t *testing.T, r types.Result) *current.Result {
 		return &current.Result{}
 	}
 	return res
+}
+
+// newDownNS creates a pod namespace with its loopback still down, as a
+// runtime hands it to the loopback plugin.
+func newDownNS(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("e2e-lo-%d-%d", os.Getpid(), podSeq)
+	podSeq++
+	path, err := netops.CreateNamedNS(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netops.DeleteNamedNS(name) })
+	return path
 }

@@ -1,0 +1,136 @@
+package cniplug
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// DefaultLogFile is where every invocation's record goes unless the config's
+// logFile or $CNIBOX_LOG_FILE says otherwise ("off" disables logging).
+const DefaultLogFile = "/var/log/cnibox/cnibox.log"
+
+// Step is one timed step of an invocation, for the log record.
+type Step struct {
+	Name string
+	Took time.Duration
+}
+
+// Mark records that the step name ended now; its duration counts from the
+// previous mark (or the start of the call).
+func (a *Args) Mark(name string) {
+	if a == nil || a.log == nil {
+		return
+	}
+	now := time.Now()
+	a.log.steps = append(a.log.steps, Step{Name: name, Took: now.Sub(a.log.last)})
+	a.log.last = now
+}
+
+// callLog collects what the invocation's log record says.
+type callLog struct {
+	start, last time.Time
+	steps       []Step
+}
+
+// logSettings are the config's logging fields.
+type logSettings struct {
+	LogFile  string `json:"logFile"`
+	LogLevel string `json:"logLevel"`
+}
+
+func levelOf(s string) (slog.Level, bool) {
+	switch strings.ToLower(s) {
+	case "", "info":
+		return slog.LevelInfo, true
+	case "debug":
+		return slog.LevelDebug, true
+	case "warn", "warning":
+		return slog.LevelWarn, true
+	case "error":
+		return slog.LevelError, true
+	}
+	return 0, false
+}
+
+// writeLog appends one JSON record for the call to the log file. Logging never
+// fails a call: a file that cannot be written is skipped.
+func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err error, start time.Time) {
+	var ls logSettings
+	_ = json.Unmarshal(stdin, &ls)
+	path := ls.LogFile
+	if path == "" {
+		path = inv.Getenv("CNIBOX_LOG_FILE")
+	}
+	if path == "" {
+		path = DefaultLogFile
+	}
+	if path == "off" || path == "none" {
+		return
+	}
+	min, ok := levelOf(ls.LogLevel)
+	if !ok {
+		min = slog.LevelInfo
+	}
+	level := slog.LevelInfo
+	if inv.Getenv("CNI_COMMAND") == "VERSION" {
+		level = slog.LevelDebug // runtimes ask on every config load
+	}
+	if err != nil {
+		level = slog.LevelError
+	}
+	if level < min {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	w := &lumberjack.Logger{Filename: path, MaxSize: 10, MaxBackups: 3}
+	defer w.Close()
+	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: min}))
+	attrs := []slog.Attr{
+		slog.String("role", role.Name),
+		slog.String("command", inv.Getenv("CNI_COMMAND")),
+		slog.String("container", inv.Getenv("CNI_CONTAINERID")),
+		slog.String("ifname", inv.Getenv("CNI_IFNAME")),
+		slog.String("netns", inv.Getenv("CNI_NETNS")),
+		slog.Int("pid", os.Getpid()),
+		slog.Duration("took", time.Since(start)),
+	}
+	if a != nil && a.Conf != nil {
+		attrs = append(attrs, slog.String("network", a.Conf.Name), slog.String("cniVersion", a.Conf.CNIVersion))
+		if pod := a.CNIArgs.Pod(); pod != "" {
+			attrs = append(attrs, slog.String("pod", pod))
+		}
+	}
+	if a != nil && a.log != nil && len(a.log.steps) > 0 {
+		steps := make([]any, 0, len(a.log.steps))
+		for _, s := range a.log.steps {
+			steps = append(steps, slog.Duration(s.Name, s.Took))
+		}
+		attrs = append(attrs, slog.Group("steps", steps...))
+	}
+	msg := "ok"
+	if err != nil {
+		te := AsTypesError(err)
+		msg = "error"
+		attrs = append(attrs, slog.Int("code", int(te.Code)), slog.String("error", te.Msg))
+	} else if len(out) > 0 && inv.Getenv("CNI_COMMAND") == "ADD" {
+		attrs = append(attrs, slog.Any("result", json.RawMessage(compact(out))))
+	}
+	logger.LogAttrs(nil, level, msg, attrs...) //nolint:staticcheck // no context to carry
+}
+
+func compact(b []byte) []byte {
+	var m any
+	if json.Unmarshal(b, &m) != nil {
+		return []byte(`null`)
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
