@@ -10,6 +10,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -54,6 +55,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "IPAM plugin %q returned no address: check the ipam section", t)
 		}
 		a.Mark("ipam")
+		fault.Point("bridge/add/after-ipam")
 	}
 
 	host, err := netops.Open("")
@@ -66,6 +68,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
 	}
+	fault.Point("bridge/add/after-bridge")
 	hostName := hostVethName(a.ContainerID, a.IfName)
 	hv, pv, err := host.EnsureVeth(netops.VethOpts{
 		HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
@@ -77,6 +80,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		return nil, cniplug.Errorf(types.ErrIOFailure, "create veth %s/%s: %w", hostName, a.IfName, err)
 	}
 	undo.Push(func() { _ = host.DeleteLink(hostName) })
+	fault.Point("bridge/add/after-veth")
 	if c.HairpinMode {
 		if err := host.SetHairpin(hostName, true); err != nil {
 			return nil, cniplug.WithCode(types.ErrIOFailure, err)
@@ -92,6 +96,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 			return nil, cniplug.WithCode(types.ErrIOFailure, err)
 		}
 		undo.Push(func() { _ = host.DeleteMacSpoofCheck(hostName) })
+		fault.Point("bridge/add/after-macspoof")
 	}
 
 	a.Mark("veth")
@@ -108,12 +113,14 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		if err := configureAddresses(host, pod, a, c, ipamRes, res); err != nil {
 			return nil, err
 		}
+		fault.Point("bridge/add/after-addresses")
 		if c.IPMasq {
 			if err := host.EnsureMasq(a.Conf.Name, podPrefixes(res)); err != nil {
 				return nil, cniplug.Errorf(types.ErrIOFailure, "ipMasq: %w", err)
 			}
 			ips := podAddrs(res)
 			undo.Push(func() { _ = host.DeleteMasq(ips) })
+			fault.Point("bridge/add/after-masq")
 		}
 		a.Mark("addresses")
 	}
@@ -122,6 +129,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		return nil, err
 	}
 	a.Mark("record")
+	fault.Point("bridge/add/after-record")
 	undo.Discard()
 	return res, nil
 }
@@ -283,7 +291,7 @@ func putEndpoint(a *cniplug.Args, c *Conf, res *current.Result, hostName string)
 	if c.IPMasq {
 		ep.Extra = map[string]string{"ipMasq": "true"}
 	}
-	st, err := store.Open(store.Dir(c.DataDir))
+	st, err := openStore(a, c)
 	if err != nil {
 		return storeErr(err)
 	}
@@ -292,6 +300,13 @@ func putEndpoint(a *cniplug.Args, c *Conf, res *current.Result, hostName string)
 		return storeErr(err)
 	}
 	return nil
+}
+
+// openStore opens the endpoint store named by the config's dataDir or the
+// call's environment (an in-process delegate's environment is not the
+// process's).
+func openStore(a *cniplug.Args, c *Conf) (*store.Store, error) {
+	return store.OpenWith(store.DirFrom(c.DataDir, a.Getenv), store.Options{Getenv: a.Getenv})
 }
 
 func storeErr(err error) error {

@@ -8,8 +8,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/store"
 )
 
 // del removes the attachment. Everything already gone counts as removed, and
@@ -29,6 +29,7 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 		if err := a.DelegateDel(ctx, t, a.StdinData); err != nil {
 			return err
 		}
+		fault.Point("bridge/del/after-ipam")
 	}
 	host, err := netops.Open("")
 	if err != nil {
@@ -41,17 +42,24 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 		if err := host.DeleteMasq(ips); err != nil {
 			return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
 		}
+		fault.Point("bridge/del/after-masq")
 	}
 	hostName := hostVethName(a.ContainerID, a.IfName)
 	if c.MacSpoofChk {
 		if err := host.DeleteMacSpoofCheck(hostName); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
 		}
+		fault.Point("bridge/del/after-macspoof")
 	}
 	if err := deleteVeth(host, hostName, a); err != nil {
 		return err
 	}
-	return deleteEndpoint(a, c)
+	fault.Point("bridge/del/after-veth")
+	if err := deleteEndpoint(a, c); err != nil {
+		return err
+	}
+	fault.Point("bridge/del/after-record")
+	return nil
 }
 
 // deleteVeth deletes the host end (and with it the pod end). If the host end
@@ -87,7 +95,7 @@ func deleteVeth(host *netops.Handle, hostName string, a *cniplug.Args) error {
 // attachmentIPs returns the pod addresses from the endpoint record, or from
 // prevResult when there is no record.
 func attachmentIPs(a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
-	st, err := store.Open(store.Dir(c.DataDir))
+	st, err := openStore(a, c)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -114,7 +122,7 @@ func attachmentIPs(a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
 }
 
 func deleteEndpoint(a *cniplug.Args, c *Conf) error {
-	st, err := store.Open(store.Dir(c.DataDir))
+	st, err := openStore(a, c)
 	if err != nil {
 		return storeErr(err)
 	}

@@ -19,7 +19,7 @@ func gc(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(store.Dir(c.DataDir))
+	st, err := openStore(a, c)
 	if err != nil {
 		return storeErr(err)
 	}
@@ -56,7 +56,7 @@ func gc(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 		return err
 	}
 	if len(stale) > 0 {
-		st, err := store.Open(store.Dir(c.DataDir))
+		st, err := openStore(a, c)
 		if err != nil {
 			return storeErr(err)
 		}

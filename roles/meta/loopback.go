@@ -86,4 +86,3 @@ func loopbackDel(_ context.Context, a *cniplug.Args) error {
 	}
 	return nil
 }
-
