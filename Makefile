@@ -9,12 +9,13 @@ LDFLAGS    := -s -w -X main.version=$(VERSION)
 GOTEST_FLAGS ?= -count=1 -timeout 14m
 # Debian packages the tests drive: the kernel tools for test namespaces, podman
 # with runc for the end-to-end test, the reference plugins to compare with.
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack
+TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server
 
 .PHONY: build install test unit e2e demo deps bench lint clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox-agent ./cmd/cnibox-agent
 
 install: build
 	install -D -m 0755 bin/cnibox $(DESTDIR)$(PREFIX)/bin/cnibox
@@ -41,9 +42,20 @@ unit:
 e2e: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -v ./test/...
 
+# test-kube: the overlay's Kubernetes backend against a real control plane
+# (../shared/tools/kube-control-plane.sh; its first build takes ~8 minutes).
+test-kube: deps build
+	bash $(CURDIR)/../shared/tools/kube-control-plane.sh build
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
+
 demo: build
 	@command -v ip >/dev/null && [ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
 	./test/demo.sh
+
+# bench: ours vs the reference plugins (REF=upstream builds v1.9.1 once), in a
+# private network namespace; BENCH_ARGS='-n 20 -rounds 1' for a quick run.
+bench: build
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/bench $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

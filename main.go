@@ -19,7 +19,10 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args))
+	stop := startProfile() // a no-op unless built with -tags cniboxprof
+	code := run(os.Args)
+	stop()
+	os.Exit(code)
 }
 
 func run(argv []string) int {

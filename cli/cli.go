@@ -20,25 +20,11 @@ type Options struct {
 
 // Run runs the CLI with argv and returns the exit code.
 func Run(argv []string, o Options) int {
-	app := &ucli.App{
-		Name:    "cnibox",
-		Usage:   "every CNI plugin a node needs, in one binary",
-		Version: o.Version,
-		Description: "Installed as symlinks in /opt/cni/bin (cnibox install), the binary answers as each CNI plugin type.\n" +
-			"Run as cnibox, it inspects and manages the node's CNI state.",
-		HideVersion: true,
-		Commands: []*ucli.Command{
-			versionCommand(o),
-			rolesCommand(o),
-			installCommand(o),
-			execCommand(),
-			inspectCommand(),
-			logsCommand(),
-		},
-		ExitErrHandler: func(*ucli.Context, error) {},
-	}
+	app := newApp(o)
 	if err := app.Run(argv); err != nil {
-		fmt.Fprintln(os.Stderr, "cnibox:", err)
+		if err.Error() != "" { // an empty message: the command already said why
+			fmt.Fprintln(os.Stderr, "cnibox:", err)
+		}
 		var ec ucli.ExitCoder
 		if errors.As(err, &ec) {
 			return ec.ExitCode()
@@ -48,10 +34,45 @@ func Run(argv []string, o Options) int {
 	return 0
 }
 
+// newApp builds the command tree.
+func newApp(o Options) *ucli.App {
+	return &ucli.App{
+		Name:  "cnibox",
+		Usage: "every CNI plugin a node needs, in one binary",
+		UsageText: "cnibox command [options]\n\n" +
+			"Debugging a node:\n" +
+			"  cnibox doctor                      every check, pass/fail with the fix\n" +
+			"  cnibox inspect config|endpoints|ipam|topology\n" +
+			"  cnibox logs --errors --since 1h    what the CNI calls said\n" +
+			"  cnibox gc --dry-run                what pods that are gone left behind\n" +
+			"Shell completion: source <(cnibox completion bash)",
+		Version: o.Version,
+		Description: "Installed as symlinks in /opt/cni/bin (cnibox install), the binary answers as each CNI plugin type.\n" +
+			"Run as cnibox, it inspects and manages the node's CNI state.",
+		HideVersion:          true,
+		EnableBashCompletion: true,
+		Commands: []*ucli.Command{
+			versionCommand(o),
+			rolesCommand(o),
+			installCommand(o),
+			execCommand(),
+			inspectCommand(),
+			overlayCommand(),
+			logsCommand(),
+			gcCommand(),
+			doctorCommand(),
+			completionCommand(),
+			storeCommand(),
+		},
+		ExitErrHandler: func(*ucli.Context, error) {},
+	}
+}
+
 func versionCommand(o Options) *ucli.Command {
 	return &ucli.Command{
-		Name:  "version",
-		Usage: "print the cnibox version and the CNI spec versions it speaks",
+		Name:      "version",
+		Usage:     "print the cnibox version and the CNI spec versions it speaks",
+		UsageText: "Example: cnibox version",
 		Action: func(c *ucli.Context) error {
 			fmt.Fprintf(c.App.Writer, "cnibox %s\nCNI spec versions: %v\n", o.Version, cniplug.SupportedVersions)
 			return nil
@@ -61,8 +82,9 @@ func versionCommand(o Options) *ucli.Command {
 
 func rolesCommand(o Options) *ucli.Command {
 	return &ucli.Command{
-		Name:  "roles",
-		Usage: "list the CNI plugin types this binary answers as",
+		Name:      "roles",
+		Usage:     "list the CNI plugin types this binary answers as",
+		UsageText: "Example: cnibox roles   (each is a symlink name in the CNI bin dir; see cnibox install)",
 		Action: func(c *ucli.Context) error {
 			for _, name := range o.Registry.Names() {
 				fmt.Fprintln(c.App.Writer, name)

@@ -38,8 +38,10 @@ func execCommand() *ucli.Command {
 	var subs []*ucli.Command
 	for _, v := range verbs {
 		subs = append(subs, &ucli.Command{
-			Name:   v,
-			Usage:  strings.ToUpper(v) + " through libcni, as a container runtime does",
+			Name:  v,
+			Usage: strings.ToUpper(v) + " through libcni, as a container runtime does",
+			UsageText: "cnibox exec " + v + " --net NAME|--conf FILE [options]\n\n" +
+				"Example: " + execExample[v],
 			Flags:  flags,
 			Action: func(c *ucli.Context) error { return runExec(c, v) },
 		})
@@ -49,6 +51,15 @@ func execCommand() *ucli.Command {
 		Usage:       "run a network config by hand, the way a runtime does (like cnitool)",
 		Subcommands: subs,
 	}
+}
+
+// execExample is the --help example of each verb.
+var execExample = map[string]string{
+	"add":    "cnibox exec add --net cnibox --new-netns test1 --args 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=test1'",
+	"check":  "cnibox exec check --net cnibox --netns /run/netns/test1",
+	"del":    "cnibox exec del --net cnibox --new-netns test1   (also removes the namespace)",
+	"gc":     "cnibox exec gc --net cnibox   (keeps the attachments in libcni's cache)",
+	"status": "cnibox exec status --net cnibox",
 }
 
 func loadNetwork(c *ucli.Context) (*libcni.NetworkConfigList, error) {

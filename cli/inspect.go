@@ -1,80 +1,202 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
 
 func inspectCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "inspect",
-		Usage: "show what cnibox recorded on this node",
+		Usage: "show the node's CNI state: active config, endpoints, address pools, topology",
+		Description: "Read-only views of what a runtime would use and what cnibox set up. Every view takes --json.\n\n" +
+			"Examples:\n" +
+			"  cnibox inspect config\n" +
+			"  cnibox inspect endpoints --pod default/web-0 --detail\n" +
+			"  cnibox inspect ipam --network cnibox\n" +
+			"  cnibox inspect topology --format dot | dot -Tsvg > node.svg",
 		Subcommands: []*ucli.Command{
-			{
-				Name:  "endpoints",
-				Usage: "every attachment on the node, with what the store recorded",
-				Flags: []ucli.Flag{
-					&ucli.StringFlag{Name: "network", Usage: "only this network"},
-					&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME`"},
-					&ucli.StringFlag{Name: "data-dir", Usage: "store directory (default $CNIBOX_DATA_DIR or /var/lib/cnibox)"},
-					&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
-				},
-				Action: inspectEndpoints,
-			},
+			inspectConfigCommand(),
+			inspectEndpointsCommand(),
+			inspectIPAMCommand(),
+			inspectTopologyCommand(),
 		},
 	}
 }
 
-func inspectEndpoints(c *ucli.Context) error {
-	st, err := store.Open(store.Dir(c.String("data-dir")))
-	if err != nil {
-		return err
+func inspectEndpointsCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "endpoints",
+		Usage: "every attachment on the node, with everything the store recorded",
+		UsageText: "cnibox inspect endpoints [--network N] [--pod NS/NAME] [--container ID] [--detail] [--json]\n\n" +
+			"Example: cnibox inspect endpoints --pod default/web-0 --detail",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "network", Usage: "only this network"},
+			&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME`"},
+			&ucli.StringFlag{Name: "container", Usage: "only containers whose ID starts with `ID`"},
+			&ucli.BoolFlag{Name: "detail", Aliases: []string{"d"}, Usage: "one block per endpoint with every field and its live state"},
+			dataDirFlag,
+			jsonFlag,
+		},
+		Action: inspectEndpoints,
 	}
-	eps, err := st.Endpoints(c.String("network"))
-	st.Close()
-	if err != nil {
+}
+
+// selectEndpoints returns the store's endpoint records matching the
+// --network, --pod and --container flags.
+func selectEndpoints(c *ucli.Context) ([]store.Endpoint, error) {
+	var eps []store.Endpoint
+	err := readStore(c, func(st *store.Store) error {
+		var err error
+		eps, err = st.Endpoints(c.String("network"))
 		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if pod := c.String("pod"); pod != "" {
-		var keep []store.Endpoint
-		for _, ep := range eps {
-			if ep.PodNamespace+"/"+ep.PodName == pod {
-				keep = append(keep, ep)
-			}
+	pod, cid := c.String("pod"), c.String("container")
+	keep := eps[:0]
+	for _, ep := range eps {
+		if pod != "" && podName(ep) != pod {
+			continue
 		}
-		eps = keep
+		if cid != "" && !strings.HasPrefix(ep.ContainerID, cid) {
+			continue
+		}
+		keep = append(keep, ep)
 	}
+	return keep, nil
+}
+
+func inspectEndpoints(c *ucli.Context) error {
+	eps, err := selectEndpoints(c)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
 		if eps == nil {
 			eps = []store.Endpoint{}
 		}
-		return enc.Encode(eps)
+		return writeJSON(w, eps)
 	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NETWORK\tCONTAINER\tIFNAME\tPOD\tIPS\tHOST VETH\tMAC\tNETNS\tCREATED")
+	if c.Bool("detail") {
+		host, err := netops.Open("")
+		if err != nil {
+			return err
+		}
+		defer host.Close()
+		for i, ep := range eps {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			printEndpointDetail(w, host, ep)
+		}
+		if len(eps) == 0 {
+			fmt.Fprintln(w, "no endpoints")
+		}
+		return nil
+	}
+	tw := newTable(w)
+	row(tw, "NETWORK", "CONTAINER", "IFNAME", "POD", "IPS", "HOST VETH", "MAC", "NETNS", "CREATED")
 	for _, ep := range eps {
-		var ips []string
-		for _, p := range ep.IPs {
-			ips = append(ips, p.String())
-		}
-		pod := "-"
-		if ep.PodName != "" {
-			pod = ep.PodNamespace + "/" + ep.PodName
-		}
-		id := ep.ContainerID
-		if len(id) > 12 {
-			id = id[:12]
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.Network, id, ep.IfName, pod,
-			strings.Join(ips, ","), ep.HostVeth, ep.MAC, ep.Netns, ep.Created.Format("2006-01-02 15:04:05"))
+		row(tw, ep.Network, short(ep.ContainerID), ep.IfName, orDash(podName(ep)), orDash(joinStrings(ep.IPs)),
+			orDash(ep.HostVeth), orDash(ep.MAC), orDash(ep.Netns), ep.Created.Local().Format("2006-01-02 15:04:05"))
 	}
-	return w.Flush()
+	return tw.Flush()
+}
+
+// printEndpointDetail prints every field of ep and whether its netns and
+// host veth are there now.
+func printEndpointDetail(w io.Writer, host *netops.Handle, ep store.Endpoint) {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "endpoint %s/%s/%s\n", ep.Network, ep.ContainerID, ep.IfName)
+	field := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "  %s\t%s\n", k, v)
+		}
+	}
+	pod := podName(ep)
+	if ep.PodUID != "" {
+		pod += " (uid " + ep.PodUID + ")"
+	}
+	field("pod", pod)
+	field("plugin", ep.Plugin)
+	field("netns", ep.Netns)
+	field("bridge", ep.Bridge)
+	field("host veth", ep.HostVeth)
+	field("mac", ep.MAC)
+	field("ips", strings.ReplaceAll(joinStrings(ep.IPs), ",", ", "))
+	field("gateways", strings.ReplaceAll(joinStrings(ep.Gateways), ",", ", "))
+	var routes []string
+	for _, r := range ep.Routes {
+		s := r.Dst.String()
+		if r.GW.IsValid() {
+			s += " via " + r.GW.String()
+		}
+		routes = append(routes, s)
+	}
+	field("routes", strings.Join(routes, ", "))
+	var dns []string
+	if len(ep.DNS.Nameservers) > 0 {
+		dns = append(dns, "nameservers "+strings.Join(ep.DNS.Nameservers, " "))
+	}
+	if ep.DNS.Domain != "" {
+		dns = append(dns, "domain "+ep.DNS.Domain)
+	}
+	if len(ep.DNS.Search) > 0 {
+		dns = append(dns, "search "+strings.Join(ep.DNS.Search, " "))
+	}
+	if len(ep.DNS.Options) > 0 {
+		dns = append(dns, "options "+strings.Join(ep.DNS.Options, " "))
+	}
+	field("dns", strings.Join(dns, "; "))
+	boot := "this boot"
+	if ep.BootID != "" && ep.BootID != store.BootID() {
+		boot = "an earlier boot (" + ep.BootID + ")"
+	}
+	field("created", ep.Created.Local().Format("2006-01-02 15:04:05 MST")+", "+boot)
+	var extra []string
+	for _, k := range slices.Sorted(maps.Keys(ep.Extra)) {
+		extra = append(extra, k+"="+ep.Extra[k])
+	}
+	field("extra", strings.Join(extra, " "))
+	field("now", liveState(host, ep))
+	tw.Flush()
+}
+
+// liveState says whether the endpoint's netns and host veth exist now.
+func liveState(host *netops.Handle, ep store.Endpoint) string {
+	var parts []string
+	if ep.Netns != "" {
+		ok, err := netops.NetnsExists(ep.Netns)
+		switch {
+		case err != nil:
+			parts = append(parts, "netns unknown ("+err.Error()+")")
+		case ok:
+			parts = append(parts, "netns present")
+		default:
+			parts = append(parts, "netns GONE (cnibox gc removes this record)")
+		}
+	}
+	if ep.HostVeth != "" {
+		l, err := host.LinkByName(ep.HostVeth)
+		switch {
+		case err != nil:
+			parts = append(parts, "host veth MISSING")
+		case !l.Up:
+			parts = append(parts, "host veth DOWN")
+		default:
+			parts = append(parts, "host veth up")
+		}
+	}
+	return strings.Join(parts, ", ")
 }

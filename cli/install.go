@@ -14,6 +14,8 @@ func installCommand(o Options) *ucli.Command {
 	return &ucli.Command{
 		Name:  "install",
 		Usage: "create or refresh a symlink to this binary for every role in a CNI bin dir",
+		UsageText: "cnibox install [--dir DIR] [--target BIN] [--force]\n\n" +
+			"Example: cnibox install --dir /opt/cni/bin",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "dir", Value: "/opt/cni/bin", Usage: "the CNI plugin directory"},
 			&ucli.StringFlag{Name: "target", Usage: "the binary the links point to (default: this executable)"},

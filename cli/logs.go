@@ -17,8 +17,9 @@ import (
 
 func logsCommand() *ucli.Command {
 	return &ucli.Command{
-		Name:  "logs",
-		Usage: "show the record each CNI call left in the log file",
+		Name:      "logs",
+		Usage:     "show the record each CNI call left in the log file",
+		UsageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--json]",
 		Description: "Every invocation writes one JSON record (role, command, container, ifname, netns, step timings,\n" +
 			"result or error). Example: cnibox logs --container 3f2a --since 1h",
 		Flags: []ucli.Flag{

@@ -6,16 +6,27 @@ package roles
 import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/vxlan"
 )
 
 // Registry returns every role of the cnibox binary. A duplicate name panics.
 func Registry() *cniplug.Registry {
 	return cniplug.NewRegistry(
 		bridge.Role,
+		bridge.AzureRole,
+		cloudipam.Role,
+		cloudipam.AzureRole,
 		hostlocal.Role,
 		hostlocal.StaticRole,
 		meta.Loopback,
+		meta.Flannel,
+		meta.Multi,
+		meta.Portmap,
+		meta.Tuning,
+		meta.Bandwidth,
+		vxlan.Role,
 	)
 }

@@ -23,7 +23,7 @@ func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.Fil
 	fd := int(f.Fd())
 	err = flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == nil {
-		return f, nil
+		return relockIfReplaced(f, path, deadline, timeout)
 	}
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
@@ -42,7 +42,7 @@ func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.Fil
 			f.Close()
 			return nil, fmt.Errorf("lock store %s: %w", path, err)
 		}
-		return f, nil
+		return relockIfReplaced(f, path, deadline, timeout)
 	case <-timer.C:
 		go func() {
 			<-done

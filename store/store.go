@@ -44,7 +44,7 @@ var (
 )
 
 // corruptFix ends the message of ErrCorrupt.
-const corruptFix = "move the file away and cnibox starts a new one (the reservations of running containers are lost with it: re-create them)"
+const corruptFix = "see what is wrong with `cnibox store check --data-dir DIR` and recover with `cnibox store rebuild --data-dir DIR` (DIR: the file's directory), which keeps the broken file aside and rebuilds the reservations and endpoints from the node's interfaces and namespaces"
 
 // Store is an open store file. It holds the file's lock until Close, so keep
 // it open for one call's transaction, never across an exec.
@@ -193,7 +193,7 @@ func create(dir, path string) error {
 					return err
 				}
 			}
-			return nil
+			return initMeta(tx)
 		})
 		if cerr := db.Close(); err == nil {
 			err = cerr

@@ -29,7 +29,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		return nil, cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
 	}
 	defer pod.Close()
-	if _, err := pod.LinkByName(a.IfName); err == nil {
+	if l, err := pod.LinkByName(a.IfName); err == nil && !removeLeftover(pod, l, c.hostVethName(a.ContainerID, a.IfName)) {
 		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
 	}
 
@@ -69,7 +69,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
 	}
 	fault.Point("bridge/add/after-bridge")
-	hostName := hostVethName(a.ContainerID, a.IfName)
+	hostName := c.hostVethName(a.ContainerID, a.IfName)
 	hv, pv, err := host.EnsureVeth(netops.VethOpts{
 		HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
 	})
@@ -125,6 +125,9 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		a.Mark("addresses")
 	}
 
+	if err := c.attachHook(ctx, &undo, &Attachment{Args: a, Conf: c, Host: host, Pod: pod, Bridge: br, HostVeth: hv, PodVeth: pv, Result: res}); err != nil {
+		return nil, err
+	}
 	if err := putEndpoint(a, c, res, hostName); err != nil {
 		return nil, err
 	}

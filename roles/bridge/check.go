@@ -68,7 +68,7 @@ func check(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
 	}
-	hostName := hostVethName(a.ContainerID, a.IfName)
+	hostName := c.hostVethName(a.ContainerID, a.IfName)
 	hl, err := host.LinkByName(hostName)
 	if err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "host end %q of the pod's veth: %w", hostName, err)

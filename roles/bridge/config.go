@@ -29,6 +29,8 @@ type Conf struct {
 	MacSpoofChk   bool   `json:"macspoofchk"`
 	// DataDir is where the endpoint records are kept (default: see store.Dir).
 	DataDir string `json:"dataDir,omitempty"`
+
+	hooks *Hooks // steps of a role built on bridge (hooks.go)
 }
 
 // parseConf decodes and validates the bridge fields of stdin.
@@ -60,6 +62,9 @@ func parseConf(a *cniplug.Args, defaults Conf) (*Conf, error) {
 		// cnibox always uses nftables; "iptables" is accepted for drop-in configs.
 	default:
 		return nil, cniplug.Errorf(types.ErrUnsupportedField, `config field "ipMasqBackend" %q is not supported: use "nftables" or leave it out`, c.IPMasqBackend)
+	}
+	if err := c.parseHook(a); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }

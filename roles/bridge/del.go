@@ -44,7 +44,10 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 		}
 		fault.Point("bridge/del/after-masq")
 	}
-	hostName := hostVethName(a.ContainerID, a.IfName)
+	hostName := c.hostVethName(a.ContainerID, a.IfName)
+	if err := c.detachHook(ctx, a, host, ips); err != nil {
+		return err
+	}
 	if c.MacSpoofChk {
 		if err := host.DeleteMacSpoofCheck(hostName); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
@@ -112,8 +115,11 @@ func attachmentIPs(a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
 		return ips, nil
 	}
 	prev, err := a.Conf.PrevResult()
-	if err != nil || prev == nil {
+	if err != nil {
 		return nil, err
+	}
+	if prev == nil {
+		return leftoverIPs(a, c), nil
 	}
 	for _, ipc := range prev.IPs {
 		ips = append(ips, prefixOf(ipc.Address).Addr())

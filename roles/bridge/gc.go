@@ -30,7 +30,7 @@ func gc(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	}
 	keepVeth := map[string]bool{}
 	for _, k := range a.Conf.GCKeep() {
-		keepVeth[hostVethName(k.ContainerID, k.IfName)] = true
+		keepVeth[c.hostVethName(k.ContainerID, k.IfName)] = true
 	}
 	keepIP := map[netip.Addr]bool{}
 	var stale []store.Endpoint
@@ -52,7 +52,13 @@ func gc(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err := gcMasq(host, a.Conf.Name, keepIP); err != nil {
 		return err
 	}
-	if err := gcVeths(host, c.Bridge, keepVeth); err != nil {
+	if err := gcVeths(host, c.Bridge, keepVeth, c.isOurVeth); err != nil {
+		return err
+	}
+	if err := c.gcHook(ctx, a, host, eps); err != nil {
+		return err
+	}
+	if err := gcMacSpoof(host, keepVeth, c.isOurVeth); err != nil {
 		return err
 	}
 	if len(stale) > 0 {
@@ -96,7 +102,7 @@ func gcMasq(host *netops.Handle, network string, keep map[netip.Addr]bool) error
 }
 
 // gcVeths deletes our veths on the bridge that belong to no kept attachment.
-func gcVeths(host *netops.Handle, bridge string, keep map[string]bool) error {
+func gcVeths(host *netops.Handle, bridge string, keep map[string]bool, ours func(string) bool) error {
 	br, err := host.LinkByName(bridge)
 	if err != nil {
 		return nil // no bridge, no ports
@@ -106,7 +112,7 @@ func gcVeths(host *netops.Handle, bridge string, keep map[string]bool) error {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
 	for _, l := range links {
-		if l.MasterIndex != br.Index || !isOurVeth(l.Name) || keep[l.Name] {
+		if l.MasterIndex != br.Index || !ours(l.Name) || keep[l.Name] {
 			continue
 		}
 		if err := host.DeleteLink(l.Name); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/ipam"
 	"github.com/cnibox/cnibox/store"
 	"github.com/containernetworking/cni/pkg/types"
@@ -38,13 +39,17 @@ func add(_ context.Context, a *cniplug.Args) (types.Result, error) {
 	var allocs []ipam.Allocation
 	err = withStore(a, cfg, false, func(s *store.Store) error {
 		return s.IPAM(cfg.Network, func(tx *store.IPAMTx) (err error) {
-			allocs, err = ipam.Allocate(tx, req)
+			if err := reclaimAfterReboot(a, tx, req); err != nil {
+				return err
+			}
+			allocs, err = allocate(a, tx, req)
 			return err
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
+	fault.Point("hostlocal/add/after-reserve")
 	for _, al := range allocs {
 		ipc := &current.IPConfig{Address: ipNet(al.Addr)}
 		if al.Gateway.IsValid() {

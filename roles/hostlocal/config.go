@@ -2,7 +2,6 @@ package hostlocal
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/ipam"
@@ -97,7 +96,7 @@ func rangeSets(a *cniplug.Args, in *ipamJSON, opt loadOptions) ([]ipam.RangeSet,
 		if !opt.ranges {
 			return nil, nil
 		}
-		b, err := os.ReadFile(in.RangeFromFile)
+		b, err := readConfigFile(in.RangeFromFile)
 		if err != nil {
 			return nil, cniplug.ConfError("ipam.rangeFromFile", "cannot read %q: %v: fix the path or configure ipam.ranges", in.RangeFromFile, err)
 		}

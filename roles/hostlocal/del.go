@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/ipam"
 	"github.com/cnibox/cnibox/store"
 )
@@ -22,6 +23,7 @@ func del(_ context.Context, a *cniplug.Args) error {
 			return err
 		})
 	})
+	fault.Point("hostlocal/del/after-release")
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

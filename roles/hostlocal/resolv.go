@@ -3,7 +3,6 @@ package hostlocal
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"strings"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -14,7 +13,7 @@ import (
 // a resolv.conf file into the result's DNS, as the reference plugin does.
 func parseResolvConf(field, path string) (types.DNS, error) {
 	var dns types.DNS
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return dns, cniplug.ConfError(field, "cannot read %q: %v: fix the path or remove the field", path, err)
 	}

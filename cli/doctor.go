@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+func doctorCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "doctor",
+		Usage: "run the checks an expert would, one line each, pass or fail with the fix",
+		UsageText: "cnibox doctor [--pod NS/NAME] [--conf-dir DIR] [--bin-dir DIR] [--data-dir DIR] [--json]\n\n" +
+			"Checks the active config and its plugins, then per endpoint: netns, host veth (present, on the\n" +
+			"bridge, up), pod interface, addresses and routes, the gateway answering a ping from inside the pod,\n" +
+			"the bridge, IP forwarding, masquerade entries, MTUs; the overlay's peers; leftovers for gc.\n" +
+			"Exits 1 when a check fails (warnings do not count).\n" +
+			"Example: cnibox doctor --pod default/web-0",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "pod", Usage: "check only this pod's endpoints, as `NAMESPACE/NAME`"},
+			&ucli.StringFlag{Name: "network", Usage: "check only this network's endpoints"},
+			&ucli.StringFlag{Name: "container", Usage: "check only containers whose ID starts with `ID`"},
+			confDirFlag,
+			binDirFlag,
+			dataDirFlag,
+			cacheFlag,
+			jsonFlag,
+		},
+		Action: runDoctor,
+	}
+}
+
+// Check statuses.
+const (
+	statusPass = "pass"
+	statusFail = "fail"
+	statusWarn = "warn"
+)
+
+// checkResult is one line of `cnibox doctor`.
+type checkResult struct {
+	// Check names what was checked, e.g. "host veth", "ip_forward".
+	Check string `json:"check"`
+	// Subject is the endpoint the check is about ("network/container/ifname"),
+	// "" for node-wide checks.
+	Subject string `json:"subject,omitempty"`
+	Pod     string `json:"pod,omitempty"`
+	Status  string `json:"status"`
+	Detail  string `json:"detail"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// doctor collects the results.
+type doctor struct {
+	results []checkResult
+	subject string // the endpoint being checked
+	pod     string
+}
+
+func (d *doctor) add(status, check, detail, fix string) {
+	d.results = append(d.results, checkResult{Check: check, Subject: d.subject, Pod: d.pod, Status: status, Detail: detail, Fix: fix})
+}
+func (d *doctor) pass(check, format string, args ...any) {
+	d.add(statusPass, check, fmt.Sprintf(format, args...), "")
+}
+func (d *doctor) fail(check, fix, format string, args ...any) {
+	d.add(statusFail, check, fmt.Sprintf(format, args...), fix)
+}
+func (d *doctor) warn(check, fix, format string, args ...any) {
+	d.add(statusWarn, check, fmt.Sprintf(format, args...), fix)
+}
+
+func runDoctor(c *ucli.Context) error {
+	d := &doctor{}
+	d.checkConfig(c)
+	eps, err := selectEndpoints(c)
+	if err != nil {
+		return err
+	}
+	filtered := c.String("pod") != "" || c.String("network") != "" || c.String("container") != ""
+	if filtered && len(eps) == 0 {
+		d.fail("endpoint", "the runtime has not run ADD for it on this node, or with another dataDir: see `cnibox logs --errors` and `cnibox inspect endpoints`",
+			"no endpoint record matches --pod %q --network %q --container %q", c.String("pod"), c.String("network"), c.String("container"))
+	}
+	host, err := netops.Open("")
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	var overlays []store.OverlayState
+	if err := readStore(c, func(st *store.Store) error {
+		overlays, err = st.Overlays()
+		return err
+	}); err != nil {
+		return err
+	}
+	d.checkNode(host, eps)
+	for _, ep := range eps {
+		d.checkEndpoint(host, ep, overlays)
+	}
+	d.subject, d.pod = "", ""
+	d.checkOverlays(host, overlays)
+	if !filtered {
+		d.checkLeftovers(c, host)
+	}
+
+	if c.Bool("json") {
+		if err := writeJSON(c.App.Writer, d.results); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(c.App.Writer, d.results)
+	}
+	for _, r := range d.results {
+		if r.Status == statusFail {
+			return &exitError{code: 1}
+		}
+	}
+	return nil
+}
+
+// checkConfig: the active config is valid and its plugins are installed.
+func (d *doctor) checkConfig(c *ucli.Context) {
+	rep := inspectConfig(c.Context, c.String("conf-dir"), c.String("bin-dir"))
+	if rep.Active == nil {
+		d.fail("config", fmt.Sprintf("write a conflist to %s (examples/10-bridge.conflist is a start); `cnibox inspect config` shows what is there", rep.ConfDir),
+			"%s: %s", rep.Reason, rep.Error)
+		return
+	}
+	a := rep.Active
+	if rep.Valid {
+		d.pass("config", "%s: network %q (cniVersion %s) is what the runtime uses, and it validates", a.File, a.Network, a.CNIVersion)
+	} else {
+		d.fail("config", "fix the plugins below, or `cnibox inspect config` for details", "%s: network %q does not validate: %s", a.File, a.Network, orDash(rep.Error))
+	}
+	var ok []string
+	for _, p := range rep.Plugins {
+		if p.Error != "" {
+			d.fail("plugin", p.Error, "%s (%s) in %s", p.Type, p.Kind, rep.BinDir)
+			continue
+		}
+		ok = append(ok, p.Type)
+	}
+	if len(ok) > 0 {
+		d.pass("plugins", "%s: found in %s, each speaks cniVersion %s", strings.Join(ok, ", "), rep.BinDir, a.CNIVersion)
+	}
+}
+
+// checkNode: the bridges of the endpoints are up and IP forwarding is on
+// for the families that have a gateway.
+func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
+	var bridges []string
+	fams := map[bool]bool{} // is4 -> has a gateway
+	for _, ep := range eps {
+		if ep.Bridge != "" && !slices.Contains(bridges, ep.Bridge) {
+			bridges = append(bridges, ep.Bridge)
+		}
+		for _, gw := range ep.Gateways {
+			fams[gw.Is4()] = true
+		}
+	}
+	for _, b := range bridges {
+		l, err := host.LinkByName(b)
+		switch {
+		case err != nil:
+			d.fail("bridge", "the next ADD re-creates it, but the pods on it lost their network: re-create them", "bridge %s is missing: %v", b, err)
+		case !l.Up:
+			d.fail("bridge", "ip link set "+b+" up", "bridge %s is down", b)
+		default:
+			addrs, _ := host.Addrs(b)
+			d.pass("bridge", "bridge %s is up, mtu %d, addresses %s", b, l.MTU, orDash(strings.ReplaceAll(joinStrings(addrs), ",", " ")))
+		}
+	}
+	for _, is4 := range []bool{true, false} {
+		if !fams[is4] {
+			continue
+		}
+		key := "net.ipv4.ip_forward"
+		if !is4 {
+			key = "net.ipv6.conf.all.forwarding"
+		}
+		v, err := host.Sysctl(key)
+		switch {
+		case err != nil:
+			d.fail("forwarding", "", "read %s: %v", key, err)
+		case v != "1":
+			d.fail("forwarding", fmt.Sprintf("sysctl -w %s=1, and persist it in /etc/sysctl.d/ (something on the node turned it off; cnibox's bridge turns it on again at the next ADD with isGateway)", key),
+				"%s is %s: pods cannot reach beyond the node", key, v)
+		default:
+			d.pass("forwarding", "%s = 1", key)
+		}
+	}
+}
+
+// checkLeftovers reports what `cnibox gc` would remove.
+func (d *doctor) checkLeftovers(c *ucli.Context, host *netops.Handle) {
+	v, err := readNodeView(c, host)
+	if err != nil {
+		d.warn("leftovers", "", "cannot look for leftovers: %v", err)
+		return
+	}
+	orphans := findOrphans(v)
+	if len(orphans) == 0 {
+		d.pass("leftovers", "no stale records, reservations, cbx veths or masquerade entries")
+		return
+	}
+	var what []string
+	for _, o := range orphans {
+		what = append(what, o.Kind+" "+o.subject())
+	}
+	d.warn("leftovers", "`cnibox gc --dry-run` lists them with the reason, `cnibox gc` removes them",
+		"%d left behind by pods that are gone: %s", len(orphans), strings.Join(what, "; "))
+}
+
+func printDoctor(w io.Writer, results []checkResult) {
+	// Node-wide checks first, then each endpoint's.
+	results = slices.Clone(results)
+	slices.SortStableFunc(results, func(a, b checkResult) int {
+		return cmpBool(a.Subject != "", b.Subject != "")
+	})
+	subject := "\x00"
+	failed, warned := 0, 0
+	for _, r := range results {
+		if r.Subject != subject {
+			subject = r.Subject
+			if subject != "" {
+				head := "endpoint " + subject
+				if r.Pod != "" {
+					head += " (pod " + r.Pod + ")"
+				}
+				fmt.Fprintln(w, head)
+			} else {
+				fmt.Fprintln(w, "node")
+			}
+		}
+		mark := "PASS"
+		switch r.Status {
+		case statusFail:
+			mark = "FAIL"
+			failed++
+		case statusWarn:
+			mark = "WARN"
+			warned++
+		}
+		fmt.Fprintf(w, "  %s  %-13s %s\n", mark, r.Check, r.Detail)
+		if r.Fix != "" && r.Status != statusPass {
+			fmt.Fprintf(w, "        fix: %s\n", r.Fix)
+		}
+	}
+	switch {
+	case failed > 0:
+		fmt.Fprintf(w, "\n%d of %d checks failed\n", failed, len(results))
+	case warned > 0:
+		fmt.Fprintf(w, "\nall %d checks passed, %d warnings\n", len(results)-warned, warned)
+	default:
+		fmt.Fprintf(w, "\nall %d checks passed\n", len(results))
+	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// inPod is how a person runs a command inside the pod's netns.
+func inPod(netns string) string {
+	if name, ok := strings.CutPrefix(netns, netops.NamedNSDir+"/"); ok && !strings.Contains(name, "/") {
+		return "ip -n " + name
+	}
+	if name, ok := strings.CutPrefix(netns, "/var/run/netns/"); ok && !strings.Contains(name, "/") {
+		return "ip -n " + name
+	}
+	return "nsenter --net=" + netns + " ip"
+}
+
+// masqMapOf names the masquerade map of an address's family.
+func masqMapOf(a netip.Addr) string {
+	if a.Is4() {
+		return "masq4"
+	}
+	return "masq6"
+}

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/store"
+)
+
+// TestFindOrphans: each rule of orphans.go, and what must be kept.
+func TestFindOrphans(t *testing.T) {
+	const boot, old = "boot-now", "boot-before"
+	ip := netip.MustParseAddr
+	ep := func(cid, netns, bootID string, addr string) store.Endpoint {
+		return store.Endpoint{Network: "net", ContainerID: cid, IfName: "eth0", Netns: netns, BootID: bootID,
+			HostVeth: bridge.HostVethName(cid, "eth0"), IPs: []netip.Prefix{netip.MustParsePrefix(addr + "/24")}}
+	}
+	res := func(cid, addr, bootID string) store.Reservation {
+		return store.Reservation{Network: "net", ContainerID: cid, IfName: "eth0", Addr: ip(addr), BootID: bootID}
+	}
+	veth := func(name string) netops.Link { return netops.Link{Name: name, Kind: "veth"} }
+	v := nodeView{
+		BootID: boot,
+		Endpoints: []store.Endpoint{
+			ep("live", "/run/netns/live", boot, "10.0.0.2"),
+			ep("gone", "/run/netns/gone", boot, "10.0.0.3"),
+			ep("rebooted", "/proc/1/ns/net", old, "10.0.0.4"), // the path exists again after the reboot
+			ep("no-netns", "", boot, "10.0.0.5"),
+		},
+		IPAM: []store.IPAMView{{Network: "net", Reservations: []store.Reservation{
+			res("live", "10.0.0.2", boot),
+			res("gone", "10.0.0.3", boot),
+			res("rebooted", "10.0.0.4", old),
+			res("no-netns", "10.0.0.5", boot),
+			res("hostlocal-only", "10.0.0.10", boot), // no record, no evidence: kept
+			res("old-hostlocal", "10.0.0.11", old),   // no record, earlier boot: stale
+			res("cached-gone", "10.0.0.12", boot),    // no record, cache says netns gone: stale
+			res("cached-live", "10.0.0.13", boot),    // no record, cache says netns live: kept
+		}}},
+		Cached: []*libcni.NetworkAttachment{
+			{Network: "net", ContainerID: "cached-gone", IfName: "eth0", NetNS: "/run/netns/cached-gone"},
+			{Network: "net", ContainerID: "cached-live", IfName: "eth0", NetNS: "/run/netns/cached-live"},
+			{Network: "net", ContainerID: "no-ipam", IfName: "eth0", NetNS: "/run/netns/no-ipam"},
+		},
+		Links: []netops.Link{
+			veth(bridge.HostVethName("live", "eth0")),
+			veth(bridge.HostVethName("gone", "eth0")),           // still there: the netns is held elsewhere
+			veth(bridge.HostVethName("hostlocal-only", "eth0")), // an ADD in flight: kept
+			veth(bridge.HostVethName("no-ipam", "eth0")),        // in the runtime's cache, live: kept
+			veth("cbx0123456789ab"),                             // nobody's: stale
+			veth("veth12345"),                                   // not ours
+			{Name: "cbxabcdefabcdef", Kind: "bridge"},           // not a veth
+		},
+		Masq: []netops.MasqEntry{
+			{PodIP: ip("10.0.0.2"), Network: "net"},
+			{PodIP: ip("10.0.0.3"), Network: "net"},
+			{PodIP: ip("10.0.0.10"), Network: "net"}, // reserved: kept
+			{PodIP: ip("10.0.0.99"), Network: "net"}, // nobody's
+		},
+		Netns: map[string]bool{
+			"/run/netns/live": true, "/run/netns/gone": false, "/proc/1/ns/net": true,
+			"/run/netns/cached-gone": false, "/run/netns/cached-live": true, "/run/netns/no-ipam": true,
+		},
+	}
+	got := map[string][]string{}
+	for _, o := range findOrphans(v) {
+		key := o.ContainerID
+		switch o.Kind {
+		case "veth":
+			key = o.Veth
+		case "masquerade", "reservation":
+			key = o.Addr.String()
+		}
+		if o.Reason == "" {
+			t.Errorf("%s %s has no reason", o.Kind, key)
+		}
+		got[o.Kind] = append(got[o.Kind], key)
+	}
+	want := map[string][]string{
+		"endpoint":    {"gone", "rebooted"},
+		"reservation": {"10.0.0.3", "10.0.0.4", "10.0.0.11", "10.0.0.12"},
+		"veth":        {bridge.HostVethName("gone", "eth0"), "cbx0123456789ab"},
+		"masquerade":  {"10.0.0.3", "10.0.0.99"},
+	}
+	for kind, w := range want {
+		if !slices.Equal(got[kind], w) {
+			t.Errorf("%s orphans = %v, want %v", kind, got[kind], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("orphan kinds = %v, want %v", got, want)
+	}
+}
+
+// TestFindOrphansUnknownNetns: a netns whose state could not be read counts
+// as live, so nothing of it is removed.
+func TestFindOrphansUnknownNetns(t *testing.T) {
+	v := nodeView{BootID: "b", Endpoints: []store.Endpoint{{Network: "n", ContainerID: "c", IfName: "eth0", Netns: "/run/netns/x", BootID: "b"}}}
+	if o := findOrphans(v); len(o) != 0 {
+		t.Errorf("findOrphans with an unprobed netns = %+v, want none", o)
+	}
+}

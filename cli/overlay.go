@@ -1,0 +1,329 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// overlayCommand shows the VXLAN overlay as cnibox-agent mirrored it into the
+// store, checked against the kernel. It needs no etcd or Kubernetes client.
+func overlayCommand() *ucli.Command {
+	flags := []ucli.Flag{
+		&ucli.StringFlag{Name: "data-dir", Usage: "store directory (default $CNIBOX_DATA_DIR or /var/lib/cnibox)"},
+		&ucli.StringFlag{Name: "device", Usage: "the overlay's VXLAN device when the node has several (e.g. flannel.1)"},
+		&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+	}
+	return &ucli.Command{
+		Name:  "overlay",
+		Usage: "the VXLAN overlay of this node (what cnibox-agent holds and programmed)",
+		Subcommands: []*ucli.Command{
+			{
+				Name:   "status",
+				Usage:  "this node's lease, device, peer count, last sync",
+				Flags:  flags,
+				Action: overlayStatus,
+			},
+			{
+				Name:   "peers",
+				Usage:  "every other node: subnet, public IP, VTEP MAC, and whether route, neighbour and FDB entry in the kernel match",
+				Flags:  flags,
+				Action: overlayPeers,
+			},
+		},
+	}
+}
+
+// overlayState reads the agent's record.
+func overlayState(c *ucli.Context) (store.OverlayState, error) {
+	dir := store.Dir(c.String("data-dir"))
+	st, err := store.OpenWith(dir, store.Options{NoCreate: true})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.OverlayState{}, fmt.Errorf("no overlay on this node: the store %s does not exist (is cnibox-agent running with --data-dir %s?)", dir, dir)
+	}
+	if err != nil {
+		return store.OverlayState{}, err
+	}
+	defer st.Close()
+	if d := c.String("device"); d != "" {
+		s, found, err := st.Overlay(d)
+		if err != nil {
+			return s, err
+		}
+		if !found {
+			return s, fmt.Errorf("no overlay with device %s in the store %s", d, dir)
+		}
+		return s, nil
+	}
+	all, err := st.Overlays()
+	if err != nil {
+		return store.OverlayState{}, err
+	}
+	switch len(all) {
+	case 0:
+		return store.OverlayState{}, fmt.Errorf("no overlay in the store %s: cnibox-agent has not run on this node (or uses another --data-dir)", dir)
+	case 1:
+		return all[0], nil
+	}
+	var names []string
+	for _, s := range all {
+		names = append(names, s.Lease.Device)
+	}
+	return store.OverlayState{}, fmt.Errorf("several overlays on this node (%s): pick one with --device", strings.Join(names, ", "))
+}
+
+// ovlDevice is the kernel's view of the agent's VXLAN device.
+type ovlDevice struct {
+	Name   string `json:"name"`
+	Exists bool   `json:"exists"`
+	Up     bool   `json:"up"`
+	MTU    int    `json:"mtu,omitempty"`
+	MAC    string `json:"mac,omitempty"`
+	VNI    int    `json:"vni,omitempty"`
+	Port   int    `json:"port,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+type ovlStatus struct {
+	store.OverlayLease
+	Devices      []ovlDevice `json:"devices"`
+	Ready        bool        `json:"ready"`
+	AgentRunning bool        `json:"agentRunning"`
+	AgentPID     int         `json:"agentPID,omitempty"`
+	Peers        int         `json:"peers"`
+	LastSync     time.Time   `json:"lastSync,omitzero"`
+	Updated      time.Time   `json:"updated"`
+}
+
+func overlayStatus(c *ucli.Context) error {
+	s, err := overlayState(c)
+	if err != nil {
+		return err
+	}
+	out := ovlStatus{
+		OverlayLease: s.Lease, Ready: s.Ready, AgentPID: s.AgentPID, Peers: len(s.Peers),
+		LastSync: s.LastSync, Updated: s.Updated,
+		AgentRunning: !s.Stopped && s.AgentPID > 0 && syscall.Kill(s.AgentPID, 0) == nil,
+	}
+	h, err := netops.Open("")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, name := range []string{s.Lease.Device, s.Lease.Device6} {
+		if name == "" {
+			continue
+		}
+		d := ovlDevice{Name: name}
+		v, err := h.VXLANByName(name)
+		switch {
+		case errors.Is(err, netops.ErrNotFound):
+		case err != nil:
+			d.Error = err.Error()
+		default:
+			d.Exists, d.Up, d.MTU, d.MAC, d.VNI, d.Port = true, v.Up, v.MTU, v.MAC.String(), v.VNI, v.Port
+		}
+		out.Devices = append(out.Devices, d)
+	}
+	if c.Bool("json") {
+		return ovlJSON(c, out)
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	l := s.Lease
+	fmt.Fprintf(w, "backend:\t%s\n", l.Backend)
+	if l.Network.IsValid() {
+		fmt.Fprintf(w, "network:\t%s\nsubnet:\t%s\n", l.Network, l.Subnet)
+	}
+	if l.Network6.IsValid() {
+		fmt.Fprintf(w, "network6:\t%s\nsubnet6:\t%s\n", l.Network6, l.Subnet6)
+	}
+	fmt.Fprintf(w, "public IP:\t%s\n", ovlAddrs(l.PublicIP, l.PublicIPv6))
+	fmt.Fprintf(w, "interface:\t%s\n", l.Iface)
+	for _, d := range out.Devices {
+		switch {
+		case d.Error != "":
+			fmt.Fprintf(w, "device:\t%s: %s\n", d.Name, d.Error)
+		case !d.Exists:
+			fmt.Fprintf(w, "device:\t%s MISSING (the agent re-creates it)\n", d.Name)
+		default:
+			fmt.Fprintf(w, "device:\t%s %s, vni %d, port %d, vtep %s, mtu %d\n", d.Name, ovlUpDown(d.Up), d.VNI, d.Port, d.MAC, d.MTU)
+		}
+	}
+	fmt.Fprintf(w, "mtu (pods):\t%d\n", l.MTU)
+	fmt.Fprintf(w, "ip masquerade:\t%v\n", l.IPMasq)
+	fmt.Fprintf(w, "subnet file:\t%s\n", l.SubnetFile)
+	fmt.Fprintf(w, "lease:\tacquired %s, expires %s\n", ovlTime(l.Acquired), ovlTime(l.Expires))
+	agent := "stopped"
+	if out.AgentRunning {
+		agent = fmt.Sprintf("running (pid %d)", s.AgentPID)
+	}
+	fmt.Fprintf(w, "agent:\t%s\n", agent)
+	fmt.Fprintf(w, "ready:\t%v\n", s.Ready)
+	fmt.Fprintf(w, "peers:\t%d\n", len(s.Peers))
+	fmt.Fprintf(w, "last sync:\t%s\n", ovlTime(s.LastSync))
+	return w.Flush()
+}
+
+// ovlPeer is one peer and whether the kernel holds what it needs.
+type ovlPeer struct {
+	store.OverlayPeer
+	Route bool `json:"route"`
+	Neigh bool `json:"neighbor"`
+	FDB   bool `json:"fdb"`
+	// Route6/Neigh6/FDB6: the same for the IPv6 device (dual stack).
+	Route6 *bool `json:"route6,omitempty"`
+	Neigh6 *bool `json:"neighbor6,omitempty"`
+	FDB6   *bool `json:"fdb6,omitempty"`
+	OK     bool  `json:"ok"`
+}
+
+func overlayPeers(c *ucli.Context) error {
+	s, err := overlayState(c)
+	if err != nil {
+		return err
+	}
+	h, err := netops.Open("")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	k4 := ovlReadKernel(h, s.Lease.Device, s.Lease.Iface)
+	var k6 ovlKernel
+	if s.Lease.Device6 != "" {
+		k6 = ovlReadKernel(h, s.Lease.Device6, s.Lease.Iface)
+	}
+	out := make([]ovlPeer, 0, len(s.Peers))
+	for _, p := range s.Peers {
+		ps := ovlPeer{OverlayPeer: p, OK: true}
+		if p.Subnet.IsValid() {
+			ps.Route, ps.Neigh, ps.FDB = k4.check(p.Subnet, p.PublicIP, p.VTEPMAC, p.Direct)
+			ps.OK = ps.Route && ps.Neigh && ps.FDB
+		}
+		if p.Subnet6.IsValid() && s.Lease.Device6 != "" {
+			r, n, f := k6.check(p.Subnet6, p.PublicIPv6, p.VTEPMAC6, false)
+			ps.Route6, ps.Neigh6, ps.FDB6 = &r, &n, &f
+			ps.OK = ps.OK && r && n && f
+		}
+		out = append(out, ps)
+	}
+	if c.Bool("json") {
+		return ovlJSON(c, out)
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SUBNET\tPUBLIC IP\tVTEP MAC\tROUTE\tNEIGHBOR\tFDB")
+	for _, p := range out {
+		mac := p.VTEPMAC
+		if p.Direct {
+			mac = "(direct)"
+		}
+		subnets := ovlPrefixes(p.Subnet, p.Subnet6)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", subnets, ovlAddrs(p.PublicIP, p.PublicIPv6), mac,
+			ovlOK(p.Route, p.Route6), ovlOK(p.Neigh, p.Neigh6), ovlOK(p.FDB, p.FDB6))
+	}
+	return w.Flush()
+}
+
+// ovlKernel is what is programmed on a device (and direct routes on the
+// underlay interface).
+type ovlKernel struct {
+	dev    string
+	routes []netops.Route
+	under  []netops.Route
+	neighs []netops.Neigh
+	fdb    []netops.FDBEntry
+}
+
+func ovlReadKernel(h *netops.Handle, dev, iface string) ovlKernel {
+	k := ovlKernel{dev: dev}
+	k.routes, _ = h.Routes(dev)
+	if iface != "" {
+		k.under, _ = h.Routes(iface)
+	}
+	k.neighs, _ = h.Neighs(dev)
+	k.fdb, _ = h.FDB(dev)
+	return k
+}
+
+// check reports whether the route, neighbour and FDB entry of a peer are
+// there. A direct peer needs only its route (via its public IP); neighbour
+// and FDB count as present.
+func (k ovlKernel) check(subnet netip.Prefix, public netip.Addr, mac string, direct bool) (route, neigh, fdb bool) {
+	if direct {
+		for _, r := range k.under {
+			route = route || (r.Dst == subnet && r.GW == public)
+		}
+		return route, true, true
+	}
+	gw := subnet.Addr()
+	for _, r := range k.routes {
+		route = route || (r.Dst == subnet && r.GW == gw && r.Onlink)
+	}
+	for _, n := range k.neighs {
+		neigh = neigh || (n.IP == gw && n.MAC.String() == mac && n.Permanent)
+	}
+	for _, e := range k.fdb {
+		fdb = fdb || (e.MAC.String() == mac && e.Dst == public)
+	}
+	return route, neigh, fdb
+}
+
+func ovlOK(v4 bool, v6 *bool) string {
+	s := map[bool]string{true: "ok", false: "MISSING"}[v4]
+	if v6 != nil {
+		s += "/" + map[bool]string{true: "ok", false: "MISSING"}[*v6]
+	}
+	return s
+}
+
+func ovlUpDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "DOWN"
+}
+
+func ovlTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func ovlAddrs(as ...netip.Addr) string {
+	var s []string
+	for _, a := range as {
+		if a.IsValid() {
+			s = append(s, a.String())
+		}
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
+
+func ovlPrefixes(ps ...netip.Prefix) string {
+	var s []string
+	for _, p := range ps {
+		if p.IsValid() {
+			s = append(s, p.String())
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+func ovlJSON(c *ucli.Context, v any) error {
+	enc := json.NewEncoder(c.App.Writer)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

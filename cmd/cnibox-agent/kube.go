@@ -1,0 +1,25 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/cnibox/cnibox/roles/vxlan/lease/kubelease"
+	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+)
+
+// newKubeManager returns the Kubernetes lease backend.
+func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.Logger) (manager, func(), error) {
+	m, err := kubelease.New(kubelease.Config{
+		Kubeconfig:       f.kubeconfig,
+		APIURL:           f.kubeAPIURL,
+		NodeName:         f.nodeName,
+		AnnotationPrefix: f.kubeAnnotationPrefix,
+		NetConf:          cfg,
+		Log:              log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, func() {}, nil
+}

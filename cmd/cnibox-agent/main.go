@@ -1,0 +1,214 @@
+// Command cnibox-agent is the overlay node agent: a drop-in for flanneld with
+// the vxlan backend. It leases this node's pod subnet out of the cluster
+// network (etcd, or Kubernetes with --kube-subnet-mgr), creates the VXLAN
+// device, programs a route, a permanent neighbour and an FDB entry for every
+// other node, writes the subnet file, and mirrors its state into cnibox's
+// store for the vxlan CNI role and `cnibox overlay`.
+//
+// It runs in the foreground and logs to stderr. SIGTERM or SIGINT stop it
+// and leave the kernel state in place for the next start.
+//
+// This is the only binary that links the etcd client and client-go: cnibox,
+// which runtimes exec on every CNI call, must stay lean.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cnibox/cnibox/roles/vxlan/agent"
+	"github.com/cnibox/cnibox/roles/vxlan/lease"
+	"github.com/cnibox/cnibox/roles/vxlan/lease/etcdlease"
+	"github.com/cnibox/cnibox/roles/vxlan/lease/kubelease"
+	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/store"
+)
+
+// version is set by the build (-X main.version=...).
+var version = "dev"
+
+// flags are flanneld's, so operators' unit files carry over, plus a few of
+// cnibox's own.
+type flags struct {
+	etcdEndpoints string
+	etcdPrefix    string
+	etcdKeyfile   string
+	etcdCertfile  string
+	etcdCAFile    string
+	etcdUsername  string
+	etcdPassword  string
+	leaseTTL      time.Duration
+
+	kubeSubnetMgr        bool
+	kubeconfig           string
+	kubeAPIURL           string
+	kubeAnnotationPrefix string
+	netConfPath          string
+	nodeName             string
+	iface                string
+	publicIP             string
+	publicIPv6           string
+	subnetFile           string
+	ipMasq               bool
+	renewMargin          int
+	dataDir              string
+	txChecksumOff        bool
+	resyncInterval       time.Duration
+	logLevel             string
+	showVersion          bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("cnibox-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.etcdEndpoints, "etcd-endpoints", "http://127.0.0.1:4001,http://127.0.0.1:2379", "a comma-delimited list of etcd endpoints")
+	fs.StringVar(&f.etcdPrefix, "etcd-prefix", etcdlease.DefaultPrefix, "etcd prefix of the network config and the leases")
+	fs.StringVar(&f.etcdKeyfile, "etcd-keyfile", "", "SSL key file used to secure etcd communication")
+	fs.StringVar(&f.etcdCertfile, "etcd-certfile", "", "SSL certification file used to secure etcd communication")
+	fs.StringVar(&f.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication")
+	fs.StringVar(&f.etcdUsername, "etcd-username", "", "username for BasicAuth to etcd")
+	fs.StringVar(&f.etcdPassword, "etcd-password", "", "password for BasicAuth to etcd")
+	fs.DurationVar(&f.leaseTTL, "subnet-lease-ttl", etcdlease.DefaultTTL, "etcd: how long a lease lives without renewal (cnibox)")
+	fs.BoolVar(&f.kubeSubnetMgr, "kube-subnet-mgr", false, "use the Kubernetes API (node.spec.podCIDR) instead of etcd for leases")
+	fs.StringVar(&f.kubeconfig, "kubeconfig-file", "", "kubeconfig file (default: in-cluster config)")
+	fs.StringVar(&f.kubeAPIURL, "kube-api-url", "", "Kubernetes API server URL (default: from the kubeconfig or in-cluster)")
+	fs.StringVar(&f.kubeAnnotationPrefix, "kube-annotation-prefix", kubelease.DefaultAnnotationPrefix, "kube: prefix of the node annotations")
+	fs.StringVar(&f.netConfPath, "net-config-path", "/etc/kube-flannel/net-conf.json", "kube: path of the network configuration (net-conf.json)")
+	fs.StringVar(&f.nodeName, "node-name", "", "kube: this node's name (default $NODE_NAME, else the hostname)")
+	fs.StringVar(&f.iface, "iface", "", "interface (name or address) toward the other nodes (default: the default route's)")
+	fs.StringVar(&f.publicIP, "public-ip", "", "IP accessible by other nodes for inter-host communication (default: the interface's)")
+	fs.StringVar(&f.publicIPv6, "public-ipv6", "", "IPv6 accessible by other nodes for inter-host communication (default: the interface's)")
+	fs.StringVar(&f.subnetFile, "subnet-file", agent.DefaultSubnetFile, "filename where env variables (subnet, MTU, ...) will be written to")
+	fs.BoolVar(&f.ipMasq, "ip-masq", false, "masquerade traffic from pods leaving the cluster network (nftables table inet cnibox-overlay)")
+	fs.IntVar(&f.renewMargin, "subnet-lease-renew-margin", 60, "subnet lease renewal margin, in minutes")
+	fs.StringVar(&f.dataDir, "data-dir", "", "cnibox store directory (default $CNIBOX_DATA_DIR or "+store.DefaultDir+") (cnibox)")
+	fs.BoolVar(&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)")
+	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)")
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q: every setting is a flag (see --help)", fs.Args())
+	}
+	return f, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "cnibox-agent:", err)
+		return 2
+	}
+	if f.showVersion {
+		fmt.Fprintln(stdout, "cnibox-agent", version)
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "cnibox-agent: --log-level %q: use debug, info, warn or error\n", f.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := runAgent(ctx, f, log); err != nil {
+		log.Error("cnibox-agent failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
+	o := agent.Options{
+		Iface:          f.iface,
+		SubnetFile:     f.subnetFile,
+		IPMasq:         f.ipMasq,
+		DataDir:        f.dataDir,
+		TxChecksumOff:  f.txChecksumOff,
+		RenewMargin:    time.Duration(f.renewMargin) * time.Minute,
+		ResyncInterval: f.resyncInterval,
+		Log:            log,
+	}
+	var err error
+	if o.PublicIP, err = parseIP("--public-ip", f.publicIP, true); err != nil {
+		return err
+	}
+	if o.PublicIPv6, err = parseIP("--public-ipv6", f.publicIPv6, false); err != nil {
+		return err
+	}
+	if f.kubeSubnetMgr {
+		b, err := os.ReadFile(f.netConfPath)
+		if err != nil {
+			return fmt.Errorf("--net-config-path: %w", err)
+		}
+		if o.NetConf, err = netconf.Parse(b); err != nil {
+			return fmt.Errorf("--net-config-path %s: %w", f.netConfPath, err)
+		}
+		m, closer, err := newKubeManager(ctx, f, o.NetConf, log)
+		if err != nil {
+			return err
+		}
+		defer closer()
+		o.Manager = m
+		return agent.Run(ctx, o)
+	}
+	m, err := etcdlease.New(etcdlease.Config{
+		Endpoints: splitList(f.etcdEndpoints),
+		Prefix:    f.etcdPrefix,
+		TTL:       f.leaseTTL,
+		CAFile:    f.etcdCAFile, CertFile: f.etcdCertfile, KeyFile: f.etcdKeyfile,
+		Username: f.etcdUsername, Password: f.etcdPassword,
+		Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	o.Manager = m
+	return agent.Run(ctx, o)
+}
+
+// manager is what the kube backend constructor returns.
+type manager = lease.Manager
+
+func parseIP(flagName, s string, v4 bool) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Unmap().Is4() != v4 {
+		return netip.Addr{}, fmt.Errorf("%s %q is not an IPv%s address", flagName, s, map[bool]string{true: "4", false: "6"}[v4])
+	}
+	return a.Unmap(), nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package netops
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// The overlay agent's masquerade lives in a table of its own, replaced as a
+// whole (one transaction) whenever the node's lease changes:
+//
+//	table inet cnibox-overlay {
+//		chain postrouting {
+//			type nat hook postrouting priority srcnat; policy accept;
+//			ip saddr 10.244.0.0/16 ip daddr 10.244.0.0/16 return   # pod to pod: never
+//			ip saddr 10.244.0.0/16 ip daddr 224.0.0.0/4 return     # multicast: never
+//			ip saddr 10.244.0.0/16 masquerade fully-random         # pod to outside
+//			ip saddr != 10.244.0.0/16 ip daddr 10.244.1.0/24 return           # to local pods: keep
+//			ip saddr != 10.244.0.0/16 ip daddr 10.244.0.0/16 masquerade fully-random # node to remote pods
+//		}
+//	}
+//
+// These are flannel's rules (its --ip-masq), so pods keep their addresses
+// inside the cluster network and leave it behind the node's address.
+const (
+	// OverlayMasqTable is the name of the inet table of the overlay's masquerade.
+	OverlayMasqTable = "cnibox-overlay"
+	overlayMasqChain = "postrouting"
+)
+
+// OverlayMasqNet is one cluster network and this node's subnet of it.
+type OverlayMasqNet struct {
+	Network netip.Prefix // the cluster network, e.g. 10.244.0.0/16
+	Subnet  netip.Prefix // this node's lease, e.g. 10.244.1.0/24
+}
+
+// EnsureOverlayMasq replaces the overlay masquerade table with the rules for
+// nets (one IPv4 and/or one IPv6 network), in one nftables transaction.
+func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet) error {
+	for _, n := range nets {
+		if !n.Network.IsValid() || !n.Subnet.IsValid() || n.Network.Addr().Is4() != n.Subnet.Addr().Is4() {
+			return fmt.Errorf("ensure overlay masquerade: invalid network %v / subnet %v", n.Network, n.Subnet)
+		}
+	}
+	c, err := h.nftConn()
+	if err != nil {
+		return fmt.Errorf("ensure overlay masquerade in %s: %w", h.where(), err)
+	}
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	// Add (a no-op when it exists), delete, add: an atomic replacement.
+	c.AddTable(table)
+	c.DelTable(table)
+	c.AddTable(table)
+	policy := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{
+		Name:     overlayMasqChain,
+		Table:    table,
+		Type:     nftables.ChainTypeNAT,
+		Hooknum:  nftables.ChainHookPostrouting,
+		Priority: nftables.ChainPriorityNATSource,
+		Policy:   &policy,
+	})
+	rule := func(comment string, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		c.AddRule(&nftables.Rule{
+			Table: table, Chain: ch, Exprs: all,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
+		})
+	}
+	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
+	masq := []expr.Any{&expr.Masq{FullyRandom: true}}
+	for _, n := range nets {
+		network, subnet := n.Network.Masked(), n.Subnet.Masked()
+		mcast := netip.MustParsePrefix("224.0.0.0/4")
+		if network.Addr().Is6() {
+			mcast = netip.MustParsePrefix("ff00::/8")
+		}
+		tag := "cnibox overlay " + network.String()
+		rule(tag+": pod to pod", matchPrefix(true, network, false), matchPrefix(false, network, false), ret)
+		rule(tag+": pod to multicast", matchPrefix(true, network, false), matchPrefix(false, mcast, false), ret)
+		rule(tag+": pod to outside", matchPrefix(true, network, false), masq)
+		rule(tag+": to local pods "+subnet.String(), matchPrefix(true, network, true), matchPrefix(false, subnet, false), ret)
+		rule(tag+": node to remote pods", matchPrefix(true, network, true), matchPrefix(false, network, false), masq)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("ensure overlay masquerade %v in %s: %w", nets, h.where(), classify(err))
+	}
+	return nil
+}
+
+// DeleteOverlayMasq removes the overlay masquerade table. A missing table is
+// not an error.
+func (h *Handle) DeleteOverlayMasq() error {
+	c, err := h.nftConn()
+	if err != nil {
+		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
+	}
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	c.AddTable(table)
+	c.DelTable(table)
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
+	}
+	return nil
+}
+
+// OverlayMasq reports the comments of the overlay masquerade rules, in order
+// (nil when the table does not exist), for checks and the CLI.
+func (h *Handle) OverlayMasq() ([]string, error) {
+	c, err := h.nftConn()
+	if err != nil {
+		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+	}
+	ok, err := h.nftExistsIn(unix.NFPROTO_INET, OverlayMasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, overlayMasqChain)
+	if err != nil || !ok {
+		return nil, err
+	}
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	rules, err := c.GetRules(table, &nftables.Chain{Name: overlayMasqChain, Table: table})
+	if err != nil {
+		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+	}
+	out := make([]string, 0, len(rules))
+	for _, r := range rules {
+		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// matchPrefix is `ip saddr P` / `ip daddr P` (or ip6, or != with neg) in an
+// inet chain.
+func matchPrefix(src bool, p netip.Prefix, neg bool) []expr.Any {
+	nfproto, off, n := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4)
+	if src {
+		off = 12
+	}
+	if p.Addr().Is6() {
+		nfproto, off, n = unix.NFPROTO_IPV6, 24, 16
+		if src {
+			off = 8
+		}
+	}
+	e := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+	}
+	if p.Bits() < p.Addr().BitLen() {
+		mask := make([]byte, n)
+		for i := 0; i < p.Bits(); i++ {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)})
+	}
+	op := expr.CmpOpEq
+	if neg {
+		op = expr.CmpOpNeq
+	}
+	return append(e, &expr.Cmp{Op: op, Register: 1, Data: p.Masked().Addr().AsSlice()})
+}

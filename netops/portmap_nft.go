@@ -1,0 +1,504 @@
+package netops
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	mdnetlink "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The portmap table is written with raw nftables messages: its element adds
+// need NLM_F_EXCL, and a table, its chains, rules and elements must go into
+// one batch, which the nftables package cannot build.
+
+const mdExcl = mdnetlink.Excl
+
+// nft datatype ids (nftables' datatype.h), concatenated 6 bits per field.
+const (
+	nftTypeIPAddr   = 7
+	nftTypeIP6Addr  = 8
+	nftTypeProto    = 12
+	nftTypeService  = 13
+	nftTypeBits     = 6
+	nftSetMap       = 0x8  // NFT_SET_MAP
+	ipsDstNAT       = 0x20 // IPS_DST_NAT
+	ctDirOriginal   = 0    // IP_CT_DIR_ORIGINAL
+	nfAccept        = 1    // NF_ACCEPT
+	prioDstNAT      = -100
+	prioSrcNAT      = 100
+	pmExprFamily    = unix.NFPROTO_INET
+	reg1, reg2      = unix.NFT_REG_1, unix.NFT_REG_2
+	reg32at9        = unix.NFT_REG32_01
+	reg32at10       = unix.NFT_REG32_02
+	reg32at13       = unix.NFT_REG32_05
+	nftListElemType = unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM
+)
+
+func concatType(types ...uint32) uint32 {
+	var t uint32
+	for _, x := range types {
+		t = t<<nftTypeBits | x
+	}
+	return t
+}
+
+// pmSet describes one map of the table.
+type pmSet struct {
+	name              string
+	id                uint32
+	keyType, keyLen   uint32
+	dataType, dataLen uint32 // 0: a set
+}
+
+var pmSets = []pmSet{
+	{pmSetHostIP4, 1, concatType(nftTypeIPAddr, nftTypeProto, nftTypeService), 12, concatType(nftTypeIPAddr, nftTypeService), 8},
+	{pmSetHostIP6, 2, concatType(nftTypeIP6Addr, nftTypeProto, nftTypeService), 24, concatType(nftTypeIP6Addr, nftTypeService), 20},
+	{pmSetPort4, 3, concatType(nftTypeProto, nftTypeService), 8, concatType(nftTypeIPAddr, nftTypeService), 8},
+	{pmSetPort6, 4, concatType(nftTypeProto, nftTypeService), 8, concatType(nftTypeIP6Addr, nftTypeService), 20},
+	{pmSetSnat4, 5, concatType(nftTypeIPAddr, nftTypeIPAddr), 8, 0, 0},
+	{pmSetSnat6, 6, concatType(nftTypeIP6Addr, nftTypeIP6Addr), 32, 0, 0},
+	{pmSetAll4, 7, nftTypeIPAddr, 4, 0, 0},
+	{pmSetAll6, 8, nftTypeIP6Addr, 16, 0, 0},
+}
+
+func pmSetID(name string) uint32 {
+	for _, s := range pmSets {
+		if s.name == name {
+			return s.id
+		}
+	}
+	return 0
+}
+
+func be32(v uint32) []byte { return binaryutil.BigEndian.PutUint32(v) }
+func ne32(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
+func cstr(s string) []byte { return append([]byte(s), 0) }
+
+func attrs(as ...mdnetlink.Attribute) []byte {
+	b, err := mdnetlink.MarshalAttributes(as)
+	if err != nil {
+		panic(fmt.Sprintf("netops: marshal nftables attributes: %v", err)) // only fixed-size, valid attributes are built here
+	}
+	return b
+}
+
+func nested(typ uint16, data []byte) mdnetlink.Attribute {
+	return mdnetlink.Attribute{Type: unix.NLA_F_NESTED | typ, Data: data}
+}
+
+func pmMsg(msgType int, flags mdnetlink.HeaderFlags, data []byte) mdnetlink.Message {
+	return mdnetlink.Message{
+		Header: mdnetlink.Header{
+			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
+			Flags: mdnetlink.Request | flags,
+		},
+		Data: append(nfgenmsg(unix.NFPROTO_INET, 0), data...),
+	}
+}
+
+// pmSchemaMsgs creates the table, its maps, sets and chains and (re)writes
+// the rules of every chain. Every message is idempotent, so concurrent first
+// ADDs end in the same table, and a damaged table heals.
+func pmSchemaMsgs() []mdnetlink.Message {
+	const create = mdnetlink.Acknowledge | mdnetlink.Create
+	table := mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(PortMapTable)}
+	msgs := []mdnetlink.Message{pmMsg(unix.NFT_MSG_NEWTABLE, create, attrs(table))}
+	for _, s := range pmSets {
+		flags := uint32(0)
+		if s.dataType != 0 {
+			flags = nftSetMap
+		}
+		as := []mdnetlink.Attribute{
+			{Type: unix.NFTA_SET_TABLE, Data: cstr(PortMapTable)},
+			{Type: unix.NFTA_SET_NAME, Data: cstr(s.name)},
+			{Type: unix.NFTA_SET_FLAGS, Data: be32(flags)},
+			{Type: unix.NFTA_SET_KEY_TYPE, Data: be32(s.keyType)},
+			{Type: unix.NFTA_SET_KEY_LEN, Data: be32(s.keyLen)},
+		}
+		if s.dataType != 0 {
+			as = append(as,
+				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_TYPE, Data: be32(s.dataType)},
+				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_LEN, Data: be32(s.dataLen)})
+		}
+		as = append(as, mdnetlink.Attribute{Type: unix.NFTA_SET_ID, Data: be32(s.id)})
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWSET, create, attrs(as...)))
+	}
+
+	type chain struct {
+		name  string
+		hook  uint32
+		prio  int32
+		base  bool
+		rules [][][]byte
+	}
+	chains := []chain{
+		{name: pmChainHostports, rules: hostportsRules()},
+		{name: pmChainMasq4, rules: masqRules(false)},
+		{name: pmChainMasq6, rules: masqRules(true)},
+		{name: pmChainPrerouting, base: true, hook: unix.NF_INET_PRE_ROUTING, prio: prioDstNAT,
+			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
+		{name: pmChainOutput, base: true, hook: unix.NF_INET_LOCAL_OUT, prio: prioDstNAT,
+			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
+		{name: pmChainPostrouting, base: true, hook: unix.NF_INET_POST_ROUTING, prio: prioSrcNAT, rules: postroutingRules()},
+	}
+	for _, c := range chains {
+		as := []mdnetlink.Attribute{
+			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(PortMapTable)},
+			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(c.name)},
+		}
+		if c.base {
+			as = append(as,
+				nested(unix.NFTA_CHAIN_HOOK, attrs(
+					mdnetlink.Attribute{Type: unix.NFTA_HOOK_HOOKNUM, Data: be32(c.hook)},
+					mdnetlink.Attribute{Type: unix.NFTA_HOOK_PRIORITY, Data: be32(uint32(c.prio))},
+				)),
+				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: be32(nfAccept)},
+				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr("nat")},
+			)
+		}
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWCHAIN, create, attrs(as...)))
+	}
+	// Flush and refill every chain: an interrupted or older table heals.
+	for _, c := range chains {
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_DELRULE, mdnetlink.Acknowledge, attrs(
+			mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
+			mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
+		)))
+		for _, r := range c.rules {
+			var list []mdnetlink.Attribute
+			for _, e := range r {
+				list = append(list, mdnetlink.Attribute{Type: nftListElemType, Data: e})
+			}
+			msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWRULE, create|mdnetlink.Append, attrs(
+				mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
+				mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
+				nested(unix.NFTA_RULE_EXPRESSIONS, attrs(list...)),
+			)))
+		}
+	}
+	return msgs
+}
+
+// mx marshals one expression.
+func mx(e expr.Any) []byte {
+	b, err := expr.Marshal(pmExprFamily, e)
+	if err != nil {
+		panic(fmt.Sprintf("netops: marshal nftables expression %T: %v", e, err)) // fixed expressions built here
+	}
+	return b
+}
+
+// ctOrig loads a field of the connection's original direction tuple
+// (the nftables package cannot set the direction of these keys).
+func ctOrig(key, reg uint32) []byte {
+	return attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_EXPR_NAME, Data: cstr("ct")},
+		nested(unix.NFTA_EXPR_DATA, attrs(
+			mdnetlink.Attribute{Type: unix.NFTA_CT_KEY, Data: be32(key)},
+			mdnetlink.Attribute{Type: unix.NFTA_CT_DREG, Data: be32(reg)},
+			mdnetlink.Attribute{Type: unix.NFTA_CT_DIRECTION, Data: []byte{ctDirOriginal}},
+		)),
+	)
+}
+
+func nfproto(p byte) [][]byte {
+	return [][]byte{
+		mx(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: reg1}),
+		mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{p}}),
+	}
+}
+
+func l4proto(reg uint32) []byte { return mx(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg}) }
+
+func thDport(reg uint32) []byte {
+	return mx(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
+}
+
+// ipField loads the IPv4 or IPv6 source or destination address into reg 1.
+func ipField(v6, src bool) []byte { return ipFieldTo(v6, src, reg1) }
+
+// ipFieldTo loads the IPv4 or IPv6 source or destination address into reg.
+func ipFieldTo(v6, src bool, reg uint32) []byte {
+	off, n := uint32(16), uint32(4)
+	switch {
+	case v6 && src:
+		off, n = 8, 16
+	case v6:
+		off, n = 24, 16
+	case src:
+		off = 12
+	}
+	return mx(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n})
+}
+
+func fibLocal() [][]byte {
+	return [][]byte{
+		mx(&expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: true}),
+		mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ne32(unix.RTN_LOCAL)}),
+	}
+}
+
+func lookup(set string, dreg uint32, isMap bool) []byte {
+	return mx(&expr.Lookup{SourceRegister: reg1, SetName: set, SetID: pmSetID(set), DestRegister: dreg, IsDestRegSet: isMap})
+}
+
+func dnat(v6 bool) []byte {
+	if v6 {
+		return mx(&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV6, RegAddrMin: reg1, RegProtoMin: reg2})
+	}
+	return mx(&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: reg1, RegProtoMin: reg32at9})
+}
+
+func join(parts ...[][]byte) [][]byte {
+	var out [][]byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func hostportsRules() [][][]byte {
+	loop6 := netip.IPv6Loopback().AsSlice()
+	return [][][]byte{
+		// dnat ip to ip daddr . meta l4proto . th dport map @hostip4
+		join(nfproto(unix.NFPROTO_IPV4), [][]byte{ipField(false, false), l4proto(reg32at9), thDport(reg32at10),
+			lookup(pmSetHostIP4, reg1, true), dnat(false)}),
+		// fib daddr type local dnat ip to meta l4proto . th dport map @port4
+		join(nfproto(unix.NFPROTO_IPV4), fibLocal(), [][]byte{l4proto(reg1), thDport(reg32at9),
+			lookup(pmSetPort4, reg1, true), dnat(false)}),
+		// dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
+		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false), l4proto(reg2), thDport(reg32at13),
+			lookup(pmSetHostIP6, reg1, true), dnat(true)}),
+		// ip6 daddr != ::1 fib daddr type local dnat ip6 to meta l4proto . th dport map @port6
+		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false),
+			mx(&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: loop6})}, fibLocal(),
+			[][]byte{l4proto(reg1), thDport(reg32at9), lookup(pmSetPort6, reg1, true), dnat(true)}),
+	}
+}
+
+func postroutingRules() [][][]byte {
+	dnatted := [][]byte{
+		mx(&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1}),
+		mx(&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(ipsDstNAT), Xor: ne32(0)}),
+		mx(&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: ne32(0)}),
+	}
+	jump := func(v6 bool) []byte {
+		if v6 {
+			return mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainMasq6})
+		}
+		return mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainMasq4})
+	}
+	return [][][]byte{
+		// ct status dnat meta l4proto . ct original proto-dst @port4 jump masq4
+		join(dnatted, nfproto(unix.NFPROTO_IPV4), [][]byte{l4proto(reg1), ctOrig(unix.NFT_CT_PROTO_DST, reg32at9),
+			lookup(pmSetPort4, 0, false), jump(false)}),
+		// ct status dnat ct original ip daddr . meta l4proto . ct original proto-dst @hostip4 jump masq4
+		join(dnatted, nfproto(unix.NFPROTO_IPV4), [][]byte{ctOrig(unix.NFT_CT_DST_IP, reg1), l4proto(reg32at9),
+			ctOrig(unix.NFT_CT_PROTO_DST, reg32at10), lookup(pmSetHostIP4, 0, false), jump(false)}),
+		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{l4proto(reg1), ctOrig(unix.NFT_CT_PROTO_DST, reg32at9),
+			lookup(pmSetPort6, 0, false), jump(true)}),
+		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{ctOrig(unix.NFT_CT_DST_IP6, reg1), l4proto(reg2),
+			ctOrig(unix.NFT_CT_PROTO_DST, reg32at13), lookup(pmSetHostIP6, 0, false), jump(true)}),
+	}
+}
+
+// masqRules masquerade forwarded connections to masqAll pods, from a pod to
+// itself and (IPv4) from the node's 127.0.0.0/8.
+func masqRules(v6 bool) [][][]byte {
+	fam, all, snat, second := byte(unix.NFPROTO_IPV4), pmSetAll4, pmSetSnat4, uint32(reg32at9)
+	if v6 {
+		fam, all, snat, second = unix.NFPROTO_IPV6, pmSetAll6, pmSetSnat6, reg2
+	}
+	masq := mx(&expr.Masq{})
+	rules := [][][]byte{
+		// ip daddr @masqall4 masquerade
+		join(nfproto(fam), [][]byte{ipField(v6, false), lookup(all, 0, false), masq}),
+		// ip saddr . ip daddr @snat4 masquerade
+		join(nfproto(fam), [][]byte{ipField(v6, true), ipFieldTo(v6, false, second), lookup(snat, 0, false), masq}),
+	}
+	if !v6 {
+		// ip saddr 127.0.0.0/8 ip daddr . ip daddr @snat4 masquerade
+		rules = append(rules, join(nfproto(fam), [][]byte{ipField(false, true),
+			mx(&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: make([]byte, 4)}),
+			mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127, 0, 0, 0}}),
+			ipField(false, false), ipFieldTo(false, false, second), lookup(snat, 0, false), masq}))
+	}
+	return rules
+}
+
+// pmElemMsgs builds one message per set for elems, with the element data
+// and comment when withData (adds), else keys only (deletes, gets).
+func pmElemMsgs(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withData bool) []mdnetlink.Message {
+	var order []string
+	bySet := map[string][]pmElem{}
+	for _, e := range elems {
+		if _, ok := bySet[e.set]; !ok {
+			order = append(order, e.set)
+		}
+		bySet[e.set] = append(bySet[e.set], e)
+	}
+	var msgs []mdnetlink.Message
+	for _, set := range order {
+		f := mdnetlink.Acknowledge | flags
+		if msgType == unix.NFT_MSG_NEWSETELEM {
+			f |= mdnetlink.Create
+		}
+		msgs = append(msgs, pmMsg(msgType, f, pmElemList(set, bySet[set], withData)))
+	}
+	return msgs
+}
+
+func pmElemList(set string, elems []pmElem, withData bool) []byte {
+	var list []mdnetlink.Attribute
+	for i, e := range elems {
+		item := []mdnetlink.Attribute{nested(unix.NFTA_SET_ELEM_KEY, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.key}))}
+		if withData {
+			if e.data != nil {
+				item = append(item, nested(unix.NFTA_SET_ELEM_DATA, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.data})))
+			}
+			if e.owner != "" {
+				item = append(item, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA,
+					Data: userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, e.owner)})
+			}
+		}
+		list = append(list, nested(uint16(i+1), attrs(item...)))
+	}
+	return attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(PortMapTable)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
+		nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS, attrs(list...)),
+	)
+}
+
+// pmGuardedDelete re-adds each element with its data (no change when the
+// table holds the same; a clash when the key holds other data, which aborts
+// the whole transaction) and deletes it.
+func pmGuardedDelete(elems []pmElem) []mdnetlink.Message {
+	if len(elems) == 0 {
+		return nil
+	}
+	msgs := pmElemMsgs(unix.NFT_MSG_NEWSETELEM, 0, elems, true)
+	return append(msgs, pmElemMsgs(unix.NFT_MSG_DELSETELEM, 0, elems, false)...)
+}
+
+// pmLookup gets the elements with the keys of keys, one single-element get
+// each; missing ones (and a missing table) are left out.
+func (h *Handle) pmLookup(keys []pmElem) ([]pmElem, error) {
+	var out []pmElem
+	for _, k := range keys {
+		msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, 0, pmElemList(k.set, []pmElem{k}, false)))
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get element of %s: %w", k.set, err)
+		}
+		for _, m := range msgs {
+			es, err := parseElems(m.Data)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, es...)
+		}
+	}
+	return out, nil
+}
+
+// pmDump lists every element of set; a missing set or table lists nothing.
+func (h *Handle) pmDump(set string) ([]pmElem, error) {
+	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(PortMapTable)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
+	)))
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s: %w", set, err)
+	}
+	var out []pmElem
+	for _, m := range msgs {
+		es, err := parseElems(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// parseElems decodes a NEWSETELEM message (after its nfgenmsg header).
+func parseElems(b []byte) ([]pmElem, error) {
+	if len(b) < 4 {
+		return nil, nil
+	}
+	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
+	if err != nil {
+		return nil, fmt.Errorf("decode set elements: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	var (
+		set  string
+		list []byte
+	)
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_LIST_SET:
+			set = ad.String()
+		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
+			list = ad.Bytes()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, fmt.Errorf("decode set elements: %w", err)
+	}
+	if list == nil {
+		return nil, nil
+	}
+	ld, err := mdnetlink.NewAttributeDecoder(list)
+	if err != nil {
+		return nil, fmt.Errorf("decode set elements: %w", err)
+	}
+	var out []pmElem
+	for ld.Next() {
+		e := pmElem{set: set}
+		ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
+			for ed.Next() {
+				switch ed.Type() {
+				case unix.NFTA_SET_ELEM_KEY:
+					ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+						for d.Next() {
+							if d.Type() == unix.NFTA_DATA_VALUE {
+								e.key = d.Bytes()
+							}
+						}
+						return nil
+					})
+				case unix.NFTA_SET_ELEM_DATA:
+					ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+						for d.Next() {
+							if d.Type() == unix.NFTA_DATA_VALUE {
+								e.data = d.Bytes()
+							}
+						}
+						return nil
+					})
+				case unix.NFTA_SET_ELEM_USERDATA:
+					e.owner, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+				}
+			}
+			return nil
+		})
+		out = append(out, e)
+	}
+	if err := ld.Err(); err != nil {
+		return nil, fmt.Errorf("decode set elements: %w", err)
+	}
+	return out, nil
+}

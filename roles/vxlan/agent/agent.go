@@ -1,0 +1,654 @@
+// Package agent is the overlay node agent (cnibox-agent) without its lease
+// backends: it leases this node's subnet through a lease.Manager, creates
+// the VXLAN device, programs every other node (neighbour, FDB entry, route)
+// as their leases come and go, masquerades traffic leaving the cluster
+// network, writes the subnet file and mirrors its state into the node's
+// store for the vxlan role and the CLI.
+//
+// The kernel state is the agent's to own: at start-up, and whenever the
+// device is re-created or a periodic resync runs, everything on the device
+// that matches no current peer is removed. Ending the agent (SIGTERM) leaves
+// the kernel state in place, so pods keep their connectivity across a
+// restart.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/vxlan/lease"
+	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+)
+
+// Defaults of Options.
+const (
+	DefaultSubnetFile     = "/run/flannel/subnet.env"
+	DefaultRenewMargin    = time.Hour
+	DefaultResyncInterval = 5 * time.Minute
+
+	// repairDelay lets the link events of one change arrive before the
+	// device is repaired.
+	repairDelay = 50 * time.Millisecond
+)
+
+// Options configure the agent.
+type Options struct {
+	// Manager is the lease backend (etcd or kube).
+	Manager lease.Manager
+	// NetConf is the network configuration; nil reads it from the Manager.
+	NetConf *netconf.Config
+	// Iface is the interface (name or address) toward the other nodes;
+	// "" = the interface of the default route.
+	Iface string
+	// PublicIP/PublicIPv6 are published to the other nodes; zero = Iface's.
+	PublicIP   netip.Addr
+	PublicIPv6 netip.Addr
+	// SubnetFile is where subnet.env is written (DefaultSubnetFile).
+	SubnetFile string
+	// IPMasq masquerades traffic from pods leaving the cluster network.
+	IPMasq bool
+	// DataDir is the node's store directory ("" = $CNIBOX_DATA_DIR or the default).
+	DataDir string
+	// TxChecksumOff turns tx checksum offload off on the VXLAN device.
+	TxChecksumOff bool
+	// RenewMargin: the lease is renewed this long before it expires.
+	RenewMargin time.Duration
+	// ResyncInterval: how often the kernel state is compared with the peers
+	// in full, besides reacting to every change.
+	ResyncInterval time.Duration
+	Log            *slog.Logger
+}
+
+// agent is one run. Everything but the update queue belongs to the loop
+// goroutine.
+type agent struct {
+	o   Options
+	log *slog.Logger
+	h   *netops.Handle
+
+	cfg    *netconf.Config
+	under  underlay
+	mtu    int
+	v4, v6 *overlay
+
+	own      lease.Lease
+	acquired time.Time
+	peers    map[string]lease.Lease // by subnet key; never this node's
+
+	ready    bool
+	lastSync time.Time
+	mirrored time.Time
+	dirty    bool
+
+	mu      sync.Mutex
+	pending []lease.Update
+	notify  chan struct{}
+}
+
+// Run runs the agent until ctx ends. It returns an error when it cannot
+// start (no network configuration that works, no interface, a full cluster
+// network); once running it logs and retries.
+func Run(ctx context.Context, o Options) error {
+	if o.Manager == nil {
+		return errors.New("agent: no lease backend")
+	}
+	if o.SubnetFile == "" {
+		o.SubnetFile = DefaultSubnetFile
+	}
+	if o.RenewMargin <= 0 {
+		o.RenewMargin = DefaultRenewMargin
+	}
+	if o.ResyncInterval <= 0 {
+		o.ResyncInterval = DefaultResyncInterval
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	h, err := netops.Open("")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	a := &agent{o: o, log: o.Log, h: h, peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1)}
+	if err := a.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	return a.loop(ctx)
+}
+
+// start gets the configuration and the lease, and brings the device up.
+func (a *agent) start(ctx context.Context) error {
+	cfg := a.o.NetConf
+	if cfg == nil {
+		var err error
+		if cfg, err = a.o.Manager.NetworkConfig(ctx); err != nil {
+			return err
+		}
+	}
+	a.cfg = cfg
+	under, err := findUnderlay(a.h, a.o.Iface, a.o.PublicIP, a.o.PublicIPv6, cfg.EnableIPv4, cfg.EnableIPv6)
+	if err != nil {
+		return err
+	}
+	a.under = under
+	a.log.Info("starting", "backend", a.o.Manager.Name(), "network", cfg.Network, "network6", cfg.IPv6Network,
+		"iface", under.Iface, "publicIP", under.Public4, "publicIPv6", under.Public6, "vni", cfg.Backend.VNI, "port", cfg.Backend.Port)
+
+	mtu4, mtu6 := under.MTU-netconf.VXLANOverhead, under.MTU-netconf.VXLANOverhead-20
+	if cfg.Backend.MTU > 0 {
+		mtu4, mtu6 = cfg.Backend.MTU, cfg.Backend.MTU
+	}
+	newOverlay := func(v6 bool, local netip.Prefix, network netip.Prefix, mtu int) *overlay {
+		return &overlay{
+			v6: v6,
+			opts: netops.VXLANOpts{
+				Name: netconf.DeviceName(cfg.Backend.VNI, v6), VNI: cfg.Backend.VNI, Port: cfg.Backend.Port,
+				Local: local.Addr(), Dev: under.Iface, MTU: mtu, GBP: cfg.Backend.GBP, TxChecksumOff: a.o.TxChecksumOff,
+			},
+			network: network, iface: under.Iface, under: local, direct: cfg.Backend.DirectRouting,
+			log: a.log,
+		}
+	}
+	if cfg.EnableIPv4 {
+		a.v4 = newOverlay(false, under.Addr4, cfg.Network, mtu4)
+		a.mtu = mtu4
+	}
+	if cfg.EnableIPv6 {
+		a.v6 = newOverlay(true, under.Addr6, cfg.IPv6Network, mtu6)
+		if a.mtu == 0 || mtu6 < a.mtu {
+			a.mtu = mtu6
+		}
+	}
+
+	// The VTEP MAC survives restarts: the device's own if it is still
+	// there, else the one this node published before, else the store's.
+	existing, found, err := a.o.Manager.Existing(ctx, cfg, under.Public4)
+	if err != nil {
+		a.log.Warn("cannot look up this node's previous lease", "err", err)
+	}
+	for _, ov := range a.overlays() {
+		if v, err := a.h.VXLANByName(ov.opts.Name); err == nil {
+			ov.opts.MAC = v.MAC
+			continue
+		}
+		if found {
+			if mac := pick(ov.v6, existing.Attrs.VTEPMAC, existing.Attrs.VTEPMAC6); len(mac) == 6 {
+				ov.opts.MAC = mac
+				continue
+			}
+		}
+		if st, ok, _ := storedState(a.o.DataDir, a.deviceName()); ok {
+			if mac, err := parseMAC(pick(ov.v6, st.Lease.VTEPMAC, st.Lease.VTEPMAC6)); err == nil {
+				ov.opts.MAC = mac
+			}
+		}
+	}
+	for _, ov := range a.overlays() {
+		if _, err := ov.ensureDevice(a.h); err != nil {
+			return err
+		}
+	}
+
+	prev4, prev6, err := readPreviousSubnets(a.o.SubnetFile)
+	if err != nil {
+		a.log.Warn("cannot read the previous subnet file", "err", err)
+	}
+	if !prev4.IsValid() && !prev6.IsValid() {
+		if st, ok, _ := storedState(a.o.DataDir, a.deviceName()); ok {
+			prev4, prev6 = st.Lease.Subnet, st.Lease.Subnet6
+		}
+	}
+	own, err := a.acquire(ctx, prev4, prev6)
+	if err != nil {
+		return err
+	}
+	return a.takeLease(own)
+}
+
+// acquire gets this node's lease, retrying what may pass (the backend
+// unreachable) and giving up on what will not (a full network).
+func (a *agent) acquire(ctx context.Context, prev4, prev6 netip.Prefix) (lease.Lease, error) {
+	req := lease.AcquireRequest{Config: a.cfg, Attrs: a.attrs(), Previous: prev4, Previous6: prev6}
+	backoff := 500 * time.Millisecond
+	for {
+		l, err := a.o.Manager.Acquire(ctx, req)
+		if err == nil {
+			a.acquired = time.Now()
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return lease.Lease{}, ctx.Err()
+		}
+		if errors.Is(err, lease.ErrNetworkFull) {
+			return lease.Lease{}, err
+		}
+		a.log.Warn("cannot acquire a lease; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return lease.Lease{}, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// attrs are what this node publishes.
+func (a *agent) attrs() lease.Attrs {
+	at := lease.Attrs{BackendType: lease.BackendVXLAN}
+	if a.v4 != nil {
+		at.PublicIP, at.VNI, at.VTEPMAC = a.under.Public4, a.v4.opts.VNI, a.v4.opts.MAC
+	}
+	if a.v6 != nil {
+		at.PublicIPv6, at.VNI6, at.VTEPMAC6 = a.under.Public6, a.v6.opts.VNI, a.v6.opts.MAC
+	}
+	return at
+}
+
+// takeLease makes own this node's lease: device addresses, masquerade,
+// subnet file, store.
+func (a *agent) takeLease(own lease.Lease) error {
+	changed := own.Subnet != a.own.Subnet || own.Subnet6 != a.own.Subnet6
+	a.own = own
+	if a.v4 != nil {
+		a.v4.subnet = own.Subnet
+	}
+	if a.v6 != nil {
+		a.v6.subnet = own.Subnet6
+	}
+	for _, ov := range a.overlays() {
+		if _, err := ov.ensureDevice(a.h); err != nil {
+			return err
+		}
+	}
+	if err := a.ensureMasq(); err != nil {
+		return err
+	}
+	env := SubnetEnv{MTU: a.mtu, IPMasq: a.o.IPMasq, Subnet: own.Subnet, Subnet6: own.Subnet6}
+	if a.v4 != nil {
+		env.Network = a.v4.network
+	}
+	if a.v6 != nil {
+		env.Network6 = a.v6.network
+	}
+	if err := WriteSubnetFile(a.o.SubnetFile, env); err != nil {
+		return err
+	}
+	if changed {
+		a.log.Info("holding the lease", "subnet", own.Subnet, "subnet6", own.Subnet6, "expires", own.Expiration, "subnetFile", a.o.SubnetFile, "mtu", a.mtu)
+	}
+	delete(a.peers, own.Key())
+	a.ready = true
+	if err := a.mirror(false); err != nil {
+		a.log.Warn("cannot write the overlay state to the store", "err", err)
+		a.dirty = true
+	}
+	return nil
+}
+
+func (a *agent) ensureMasq() error {
+	if !a.o.IPMasq {
+		return a.h.DeleteOverlayMasq()
+	}
+	var nets []netops.OverlayMasqNet
+	if a.v4 != nil {
+		nets = append(nets, netops.OverlayMasqNet{Network: a.v4.network, Subnet: a.own.Subnet})
+	}
+	if a.v6 != nil {
+		nets = append(nets, netops.OverlayMasqNet{Network: a.v6.network, Subnet: a.own.Subnet6})
+	}
+	return a.h.EnsureOverlayMasq(nets)
+}
+
+func (a *agent) overlays() []*overlay {
+	var out []*overlay
+	if a.v4 != nil {
+		out = append(out, a.v4)
+	}
+	if a.v6 != nil {
+		out = append(out, a.v6)
+	}
+	return out
+}
+
+// deviceName is the store key of this overlay: the IPv4 device, else the IPv6 one.
+func (a *agent) deviceName() string {
+	if a.v4 != nil {
+		return a.v4.opts.Name
+	}
+	return a.v6.opts.Name
+}
+
+// enqueue is the watch callback: it queues the update for the loop.
+func (a *agent) enqueue(u lease.Update) {
+	a.mu.Lock()
+	if u.Snapshot {
+		a.pending = a.pending[:0] // a snapshot supersedes what came before
+	}
+	a.pending = append(a.pending, u)
+	a.mu.Unlock()
+	select {
+	case a.notify <- struct{}{}:
+	default:
+	}
+}
+
+// loop reacts to lease changes, device changes and timers until ctx ends.
+func (a *agent) loop(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- a.o.Manager.Watch(wctx, a.enqueue) }()
+	links, err := a.h.WatchLinks(wctx, func(err error) { a.log.Debug("link watch", "err", err) })
+	if err != nil {
+		a.log.Warn("cannot watch the device; relying on the periodic resync", "err", err)
+	}
+
+	renew := time.NewTimer(a.renewIn())
+	defer renew.Stop()
+	resync := time.NewTicker(a.o.ResyncInterval)
+	defer resync.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	var mirrorC <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping; the kernel state stays in place")
+			if err := a.mirror(true); err != nil {
+				a.log.Warn("cannot write the overlay state to the store", "err", err)
+			}
+			return nil
+		case err := <-watchDone:
+			if ctx.Err() == nil {
+				return fmt.Errorf("the lease watch ended: %w", err)
+			}
+		case <-a.notify:
+			if !a.applyPending(ctx) {
+				retry.Reset(time.Second)
+			}
+		case ev, ok := <-links:
+			if !ok {
+				links = nil
+				continue
+			}
+			if a.isOurs(ev.Name) && (ev.Deleted || !ev.Up) {
+				// Repair once the burst of events of one change is over.
+				a.log.Warn("the vxlan device changed under us; repairing", "device", ev.Name, "deleted", ev.Deleted)
+				retry.Reset(repairDelay)
+			}
+		case <-renew.C:
+			a.renew(ctx)
+			renew.Reset(a.renewIn())
+		case <-resync.C:
+			if !a.fullSync() {
+				retry.Reset(time.Second)
+			}
+		case <-retry.C:
+			if !a.fullSync() {
+				retry.Reset(5 * time.Second)
+			}
+		case <-mirrorC:
+			mirrorC = nil
+			if err := a.mirror(false); err != nil {
+				a.log.Warn("cannot write the overlay state to the store", "err", err)
+			} else {
+				a.dirty = false
+			}
+		}
+		if a.dirty && mirrorC == nil {
+			mirrorC = time.After(max(0, mirrorDelay-time.Since(a.mirrored)))
+		}
+	}
+}
+
+func (a *agent) isOurs(name string) bool {
+	for _, ov := range a.overlays() {
+		if ov.opts.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// applyPending applies the queued lease updates to the kernel. It reports
+// false when a kernel change failed (a full resync is due).
+func (a *agent) applyPending(ctx context.Context) bool {
+	a.mu.Lock()
+	updates := a.pending
+	a.pending = nil
+	a.mu.Unlock()
+
+	ok, full, lost := true, false, false
+	for _, u := range updates {
+		if u.Snapshot {
+			full = true
+			a.peers = map[string]lease.Lease{}
+			ownSeen := false
+			for _, l := range u.Leases {
+				if l.Key() == a.own.Key() {
+					ownSeen = true
+					continue
+				}
+				if a.isPeer(l) {
+					a.peers[l.Key()] = l
+				}
+			}
+			lost = lost || !ownSeen
+			continue
+		}
+		for _, ev := range u.Events {
+			key := ev.Lease.Key()
+			if key == a.own.Key() {
+				if ev.Type == lease.Removed {
+					lost = true
+				} else if ev.Lease.Attrs.PublicIP != a.under.Public4 && a.v4 != nil {
+					a.log.Warn("another node wrote this node's lease", "subnet", key, "publicIP", ev.Lease.Attrs.PublicIP)
+				}
+				continue
+			}
+			old, had := a.peers[key]
+			switch {
+			case ev.Type == lease.Removed:
+				delete(a.peers, key)
+				if !had {
+					old = ev.Lease
+				}
+				a.log.Info("peer removed", "peer", old.String())
+				if !full && !a.removePeer(old) {
+					ok = false
+				}
+			case !a.isPeer(ev.Lease):
+				if had {
+					delete(a.peers, key)
+					if !full && !a.removePeer(old) {
+						ok = false
+					}
+				}
+			default:
+				a.peers[key] = ev.Lease
+				var prev *lease.Lease
+				if had {
+					prev = &old
+				}
+				if had && sameAttrs(old, ev.Lease) {
+					continue
+				}
+				a.log.Info("peer added", "peer", ev.Lease.String())
+				if !full && !a.addPeer(ev.Lease, prev) {
+					ok = false
+				}
+			}
+		}
+		a.dirty = true
+	}
+	if lost {
+		a.log.Warn("this node's lease is gone; acquiring it again", "subnet", a.own.Key())
+		own, err := a.acquire(ctx, a.own.Subnet, a.own.Subnet6)
+		if err != nil {
+			a.log.Error("cannot acquire a lease again", "err", err)
+			a.ready = false
+			a.dirty = true
+			return false
+		}
+		if err := a.takeLease(own); err != nil {
+			a.log.Error("cannot take the new lease", "err", err)
+			return false
+		}
+		full = true
+	}
+	if full {
+		return a.fullSync() && ok
+	}
+	if ok {
+		a.lastSync = time.Now()
+	}
+	a.dirty = true
+	return ok
+}
+
+// isPeer reports whether l is another node this agent programs.
+func (a *agent) isPeer(l lease.Lease) bool {
+	if l.Attrs.BackendType != "" && l.Attrs.BackendType != lease.BackendVXLAN {
+		return false
+	}
+	if a.v4 != nil && l.Attrs.PublicIP.IsValid() && l.Attrs.PublicIP == a.under.Public4 {
+		return false // a stale lease of this very node
+	}
+	if a.v4 == nil && a.v6 != nil && l.Attrs.PublicIPv6 == a.under.Public6 {
+		return false
+	}
+	return true
+}
+
+func sameAttrs(x, y lease.Lease) bool {
+	return x.Attrs.PublicIP == y.Attrs.PublicIP && x.Attrs.PublicIPv6 == y.Attrs.PublicIPv6 &&
+		x.Attrs.VTEPMAC.String() == y.Attrs.VTEPMAC.String() && x.Attrs.VTEPMAC6.String() == y.Attrs.VTEPMAC6.String() &&
+		x.Attrs.BackendType == y.Attrs.BackendType
+}
+
+// addPeer programs l in every family (replacing prev's entries).
+func (a *agent) addPeer(l lease.Lease, prev *lease.Lease) bool {
+	ok := true
+	for _, ov := range a.overlays() {
+		t, has := ov.target(l)
+		var old *target
+		if prev != nil {
+			if ot, ok := ov.target(*prev); ok {
+				old = &ot
+			}
+		}
+		var err error
+		switch {
+		case !has && old != nil:
+			err = ov.remove(a.h, *old)
+		case has:
+			err = ov.add(a.h, t, old)
+		}
+		if err != nil {
+			a.log.Error("cannot program a peer", "peer", l.String(), "err", err)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// removePeer deletes l's entries in every family.
+func (a *agent) removePeer(l lease.Lease) bool {
+	ok := true
+	for _, ov := range a.overlays() {
+		if t, has := ov.target(l); has {
+			if err := ov.remove(a.h, t); err != nil {
+				a.log.Error("cannot remove a peer", "peer", l.String(), "err", err)
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+// fullSync makes the device and everything on it match the peers. It
+// reports whether it succeeded.
+func (a *agent) fullSync() bool {
+	ok := true
+	for _, ov := range a.overlays() {
+		created, err := ov.ensureDevice(a.h)
+		if err != nil {
+			a.log.Error("cannot ensure the vxlan device", "device", ov.opts.Name, "err", err)
+			ok = false
+			continue
+		}
+		if created {
+			a.log.Warn("the vxlan device was missing; re-created it", "device", ov.opts.Name, "mac", ov.opts.MAC.String())
+		}
+		targets := map[netip.Prefix]target{}
+		for _, l := range a.peers {
+			if t, has := ov.target(l); has {
+				targets[t.subnet] = t
+			}
+		}
+		removed, added, err := ov.sync(a.h, targets)
+		if err != nil {
+			a.log.Error("cannot sync the peers", "device", ov.opts.Name, "err", err)
+			ok = false
+			continue
+		}
+		if removed+added > 0 {
+			a.log.Info("synced the peers", "device", ov.opts.Name, "peers", len(targets), "removed", removed, "added", added)
+		}
+	}
+	if ok {
+		a.lastSync = time.Now()
+	}
+	a.dirty = true
+	return ok
+}
+
+// renewIn is when the lease is renewed next.
+func (a *agent) renewIn() time.Duration {
+	if a.own.Expiration.IsZero() {
+		return time.Hour
+	}
+	left := time.Until(a.own.Expiration)
+	d := left - a.o.RenewMargin
+	if d < left/2 {
+		d = left / 2
+	}
+	return max(d, time.Second)
+}
+
+// renew extends the lease, or acquires it again when it is gone.
+func (a *agent) renew(ctx context.Context) {
+	l, err := a.o.Manager.Renew(ctx, a.own)
+	switch {
+	case err == nil:
+		a.own = l
+		a.dirty = true
+	case errors.Is(err, lease.ErrLeaseGone):
+		a.log.Warn("the lease expired; acquiring it again", "subnet", a.own.Key())
+		own, err := a.acquire(ctx, a.own.Subnet, a.own.Subnet6)
+		if err == nil {
+			err = a.takeLease(own)
+		}
+		if err != nil {
+			a.log.Error("cannot acquire the lease again", "err", err)
+		}
+	default:
+		a.log.Warn("cannot renew the lease; retrying", "err", err)
+	}
+}
+
+func pick[T any](v6 bool, v4v, v6v T) T {
+	if v6 {
+		return v6v
+	}
+	return v4v
+}

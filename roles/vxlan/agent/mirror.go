@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/cnibox/cnibox/store"
+)
+
+// mirrorDelay bounds how often the agent writes its state to the store while
+// peers keep changing (many nodes joining at once).
+const mirrorDelay = 200 * time.Millisecond
+
+// stored returns the state the store holds for device, if any.
+func storedState(dataDir, device string) (store.OverlayState, bool, error) {
+	st, err := store.OpenWith(store.Dir(dataDir), store.Options{NoCreate: true})
+	if err != nil {
+		return store.OverlayState{}, false, nil //nolint:nilerr // no store yet: nothing stored
+	}
+	defer st.Close()
+	return st.Overlay(device)
+}
+
+// mirror writes the agent's state to the node's store, so the vxlan role
+// and the CLI read it without a client of the backend.
+func (a *agent) mirror(stopped bool) error {
+	s := store.OverlayState{
+		Lease:    a.storeLease(),
+		Ready:    a.ready,
+		LastSync: a.lastSync,
+		AgentPID: os.Getpid(),
+		Stopped:  stopped,
+		Peers:    make([]store.OverlayPeer, 0, len(a.peers)),
+	}
+	for _, l := range a.peers {
+		p := store.OverlayPeer{
+			Subnet: l.Subnet, Subnet6: l.Subnet6,
+			PublicIP: l.Attrs.PublicIP, PublicIPv6: l.Attrs.PublicIPv6,
+		}
+		if l.Attrs.VTEPMAC != nil {
+			p.VTEPMAC = l.Attrs.VTEPMAC.String()
+		}
+		if l.Attrs.VTEPMAC6 != nil {
+			p.VTEPMAC6 = l.Attrs.VTEPMAC6.String()
+		}
+		if a.v4 != nil {
+			if t, ok := a.v4.target(l); ok {
+				p.Direct = t.direct
+			}
+		}
+		s.Peers = append(s.Peers, p)
+	}
+	sort.Slice(s.Peers, func(i, j int) bool { return lessPrefix(s.Peers[i].Subnet, s.Peers[j].Subnet) })
+	st, err := store.Open(store.Dir(a.o.DataDir))
+	if err != nil {
+		return fmt.Errorf("mirror the overlay state: %w", err)
+	}
+	defer st.Close()
+	if err := st.PutOverlay(s); err != nil {
+		return fmt.Errorf("mirror the overlay state: %w", err)
+	}
+	a.mirrored = time.Now()
+	return nil
+}
+
+func (a *agent) storeLease() store.OverlayLease {
+	l := store.OverlayLease{
+		Backend:    a.o.Manager.Name(),
+		Iface:      a.under.Iface,
+		PublicIP:   a.under.Public4,
+		PublicIPv6: a.under.Public6,
+		VNI:        a.cfg.Backend.VNI,
+		Port:       a.cfg.Backend.Port,
+		MTU:        a.mtu,
+		IPMasq:     a.o.IPMasq,
+		SubnetFile: a.o.SubnetFile,
+		Acquired:   a.acquired,
+		Expires:    a.own.Expiration,
+	}
+	if a.v4 != nil {
+		l.Network, l.Subnet, l.Device = a.v4.network, a.own.Subnet, a.v4.opts.Name
+		if a.v4.opts.MAC != nil {
+			l.VTEPMAC = a.v4.opts.MAC.String()
+		}
+	}
+	if a.v6 != nil {
+		l.Network6, l.Subnet6, l.Device6 = a.v6.network, a.own.Subnet6, a.v6.opts.Name
+		if l.Device == "" {
+			l.Device = a.v6.opts.Name
+		}
+		if a.v6.opts.MAC != nil {
+			l.VTEPMAC6 = a.v6.opts.MAC.String()
+		}
+	}
+	return l
+}
+
+func lessPrefix(a, b netip.Prefix) bool {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c < 0
+	}
+	return a.Bits() < b.Bits()
+}
+
+// parseMAC parses a MAC recorded in the store.
+func parseMAC(s string) (net.HardwareAddr, error) {
+	mac, err := net.ParseMAC(s)
+	if err == nil && len(mac) != 6 {
+		err = fmt.Errorf("%q is not an Ethernet address", s)
+	}
+	return mac, err
+}

@@ -1,0 +1,386 @@
+// Package kubelease is the Kubernetes lease backend of cnibox-agent
+// (--kube-subnet-mgr): a node's lease is its node.spec.podCIDR(s), which
+// kube-controller-manager's node IPAM controller assigns out of the cluster
+// CIDR; what the node publishes goes into flannel's node annotations
+// (flannel.alpha.coreos.com/backend-data, backend-type, public-ip,
+// kube-subnet-manager, ...), so cnibox and flannel nodes interoperate in one
+// cluster. Peers come from a node informer.
+//
+// It links client-go: only cmd/cnibox-agent may import it.
+package kubelease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cnibox/cnibox/roles/vxlan/lease"
+	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+)
+
+// DefaultAnnotationPrefix is flannel's.
+const DefaultAnnotationPrefix = "flannel.alpha.coreos.com"
+
+// resyncPeriod is the informer's resync.
+const resyncPeriod = 5 * time.Minute
+
+// Config configures the Kubernetes backend.
+type Config struct {
+	Kubeconfig string // "" = in-cluster
+	APIURL     string // overrides the kubeconfig's server
+	NodeName   string // this node
+	// AnnotationPrefix defaults to DefaultAnnotationPrefix.
+	AnnotationPrefix string
+	NetConf          *netconf.Config
+	Log              *slog.Logger
+}
+
+// Annotations are the names of flannel's node annotations under a prefix.
+type Annotations struct {
+	SubnetKubeManaged, BackendData, BackendV6Data, BackendType   string
+	PublicIP, PublicIPv6, PublicIPOverwrite, PublicIPv6Overwrite string
+}
+
+var prefixRE = regexp.MustCompile(`^(?:[a-z0-9_-]+\.)+[a-z0-9_-]+/(?:[a-z0-9_-]+-)?$`)
+
+// NewAnnotations returns the annotation names under prefix, as flannel
+// builds them.
+func NewAnnotations(prefix string) (Annotations, error) {
+	if strings.Count(prefix, "/") > 1 {
+		return Annotations{}, fmt.Errorf("annotation prefix %q: at most one slash", prefix)
+	}
+	if !strings.Contains(prefix, "/") {
+		prefix += "/"
+	}
+	if !strings.HasSuffix(prefix, "/") && !strings.HasSuffix(prefix, "-") {
+		prefix += "-"
+	}
+	if !prefixRE.MatchString(prefix) {
+		return Annotations{}, fmt.Errorf("annotation prefix %q: want fqdn/[0-9a-z-_]*", prefix)
+	}
+	return Annotations{
+		SubnetKubeManaged:   prefix + "kube-subnet-manager",
+		BackendData:         prefix + "backend-data",
+		BackendV6Data:       prefix + "backend-v6-data",
+		BackendType:         prefix + "backend-type",
+		PublicIP:            prefix + "public-ip",
+		PublicIPv6:          prefix + "public-ipv6",
+		PublicIPOverwrite:   prefix + "public-ip-overwrite",
+		PublicIPv6Overwrite: prefix + "public-ipv6-overwrite",
+	}, nil
+}
+
+// Manager is the Kubernetes lease backend.
+type Manager struct {
+	c    kubernetes.Interface
+	node string
+	an   Annotations
+	cfg  *netconf.Config
+	log  *slog.Logger
+}
+
+var _ lease.Manager = (*Manager)(nil)
+
+// New builds the client. The node name is Config.NodeName, else $NODE_NAME,
+// else the hostname.
+func New(c Config) (*Manager, error) {
+	if c.NetConf == nil {
+		return nil, errors.New("kube: no network configuration (--net-config-path)")
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.AnnotationPrefix == "" {
+		c.AnnotationPrefix = DefaultAnnotationPrefix
+	}
+	an, err := NewAnnotations(c.AnnotationPrefix)
+	if err != nil {
+		return nil, err
+	}
+	node := c.NodeName
+	if node == "" {
+		node = os.Getenv("NODE_NAME")
+	}
+	if node == "" {
+		if node, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("kube: no node name: set --node-name or $NODE_NAME (%w)", err)
+		}
+	}
+	rc, err := clientcmd.BuildConfigFromFlags(c.APIURL, c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kube: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
+	}
+	rc.UserAgent = "cnibox-agent"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	return &Manager{c: cs, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
+}
+
+// NewWithClient is New with a given client (tests).
+func NewWithClient(c kubernetes.Interface, node string, cfg *netconf.Config, log *slog.Logger) *Manager {
+	an, _ := NewAnnotations(DefaultAnnotationPrefix)
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Manager{c: c, node: node, an: an, cfg: cfg, log: log}
+}
+
+// Name returns "kube".
+func (m *Manager) Name() string { return "kube" }
+
+// NetworkConfig returns the configuration given by --net-config-path.
+func (m *Manager) NetworkConfig(context.Context) (*netconf.Config, error) { return m.cfg, nil }
+
+// Existing returns this node's lease as its annotations describe it.
+func (m *Manager) Existing(ctx context.Context, cfg *netconf.Config, _ netip.Addr) (lease.Lease, bool, error) {
+	n, err := m.c.CoreV1().Nodes().Get(ctx, m.node, metav1.GetOptions{})
+	if err != nil {
+		return lease.Lease{}, false, fmt.Errorf("kube: get node %s: %w", m.node, err)
+	}
+	l, err := m.nodeLease(n, false)
+	if err != nil {
+		return lease.Lease{}, false, nil //nolint:nilerr // no usable annotations yet: no lease
+	}
+	return l, true, nil
+}
+
+// Acquire waits for the node IPAM controller to assign this node's
+// podCIDR(s), then publishes the attributes in the node's annotations.
+func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.Lease, error) {
+	logged := false
+	for {
+		n, err := m.c.CoreV1().Nodes().Get(ctx, m.node, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return lease.Lease{}, fmt.Errorf("kube: node %s does not exist: register the node (kubelet), or set --node-name / $NODE_NAME to its name", m.node)
+			}
+			return lease.Lease{}, fmt.Errorf("kube: get node %s: %w", m.node, err)
+		}
+		sn4, sn6, err := podCIDRs(n)
+		if err != nil {
+			return lease.Lease{}, err
+		}
+		if (req.Config.EnableIPv4 && !sn4.IsValid()) || (req.Config.EnableIPv6 && !sn6.IsValid()) {
+			if !logged {
+				m.log.Warn("waiting for the node's podCIDR: kube-controller-manager assigns it with --allocate-node-cidrs", "node", m.node)
+				logged = true
+			}
+			select {
+			case <-ctx.Done():
+				return lease.Lease{}, ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		l := lease.Lease{Attrs: req.Attrs}
+		if req.Config.EnableIPv4 {
+			if !req.Config.Network.Contains(sn4.Addr()) || sn4.Bits() < req.Config.Network.Bits() {
+				return lease.Lease{}, fmt.Errorf("kube: node %s has podCIDR %s outside the Network %s of the net-conf.json: make --cluster-cidr and Network agree", m.node, sn4, req.Config.Network)
+			}
+			l.Subnet = sn4
+		}
+		if req.Config.EnableIPv6 {
+			if !req.Config.IPv6Network.Contains(sn6.Addr()) {
+				return lease.Lease{}, fmt.Errorf("kube: node %s has IPv6 podCIDR %s outside the IPv6Network %s of the net-conf.json", m.node, sn6, req.Config.IPv6Network)
+			}
+			l.Subnet6 = sn6
+		}
+		if err := m.publish(ctx, n, req.Attrs); err != nil {
+			return lease.Lease{}, err
+		}
+		return l, nil
+	}
+}
+
+// publish writes the node's annotations when they differ.
+func (m *Manager) publish(ctx context.Context, n *corev1.Node, a lease.Attrs) error {
+	want := map[string]string{
+		m.an.BackendType:       lease.BackendVXLAN,
+		m.an.SubnetKubeManaged: "true",
+	}
+	if len(a.VTEPMAC) > 0 {
+		bd, _ := json.Marshal(lease.VXLANData{VNI: a.VNI, VtepMAC: a.VTEPMAC.String()})
+		want[m.an.BackendData] = string(bd)
+		want[m.an.PublicIP] = a.PublicIP.String()
+		if o := n.Annotations[m.an.PublicIPOverwrite]; o != "" {
+			want[m.an.PublicIP] = o
+		}
+	}
+	if len(a.VTEPMAC6) > 0 {
+		bd, _ := json.Marshal(lease.VXLANData{VNI: a.VNI6, VtepMAC: a.VTEPMAC6.String()})
+		want[m.an.BackendV6Data] = string(bd)
+		want[m.an.PublicIPv6] = a.PublicIPv6.String()
+		if o := n.Annotations[m.an.PublicIPv6Overwrite]; o != "" {
+			want[m.an.PublicIPv6] = o
+		}
+	}
+	same := true
+	for k, v := range want {
+		same = same && n.Annotations[k] == v
+	}
+	if same {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
+	if _, err := m.c.CoreV1().Nodes().Patch(ctx, m.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("kube: annotate node %s: %w", m.node, err)
+	}
+	m.log.Info("published this node's overlay attributes", "node", m.node, "annotations", want)
+	return nil
+}
+
+// Renew does nothing: a node's podCIDR does not expire.
+func (m *Manager) Renew(_ context.Context, l lease.Lease) (lease.Lease, error) { return l, nil }
+
+// Watch runs a node informer: a snapshot once it has synced, then the
+// changes.
+func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
+	var (
+		mu     sync.Mutex
+		synced bool
+	)
+	deliver := func(t lease.EventType, obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			if d, isDel := obj.(cache.DeletedFinalStateUnknown); isDel {
+				n, ok = d.Obj.(*corev1.Node)
+			}
+			if !ok {
+				return
+			}
+		}
+		l, err := m.nodeLease(n, true)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if synced {
+			fn(lease.Update{Events: []lease.Event{{Type: t, Lease: l}}})
+		}
+	}
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.NewListWatchFromClient(m.c.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
+		ObjectType:    &corev1.Node{},
+		ResyncPeriod:  resyncPeriod,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { deliver(lease.Added, obj) },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, ok1 := oldObj.(*corev1.Node)
+				n, ok2 := newObj.(*corev1.Node)
+				if ok1 && ok2 && m.sameLease(o, n) {
+					return
+				}
+				deliver(lease.Added, newObj)
+			},
+			DeleteFunc: func(obj any) { deliver(lease.Removed, obj) },
+		},
+	})
+	go ctrl.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
+		return ctx.Err()
+	}
+	mu.Lock()
+	synced = true
+	snap := lease.Update{Snapshot: true}
+	for _, obj := range store.List() {
+		if n, ok := obj.(*corev1.Node); ok {
+			if l, err := m.nodeLease(n, true); err == nil {
+				snap.Leases = append(snap.Leases, l)
+			}
+		}
+	}
+	fn(snap)
+	mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// sameLease reports whether nothing that makes a lease changed.
+func (m *Manager) sameLease(o, n *corev1.Node) bool {
+	for _, k := range []string{m.an.SubnetKubeManaged, m.an.BackendData, m.an.BackendV6Data, m.an.BackendType, m.an.PublicIP, m.an.PublicIPv6} {
+		if o.Annotations[k] != n.Annotations[k] {
+			return false
+		}
+	}
+	return o.Spec.PodCIDR == n.Spec.PodCIDR && strings.Join(o.Spec.PodCIDRs, ",") == strings.Join(n.Spec.PodCIDRs, ",")
+}
+
+// nodeLease reads a node's lease from its podCIDRs and annotations. With
+// managedOnly, nodes without kube-subnet-manager=true are skipped (they run
+// no overlay agent).
+func (m *Manager) nodeLease(n *corev1.Node, managedOnly bool) (lease.Lease, error) {
+	if managedOnly && n.Annotations[m.an.SubnetKubeManaged] != "true" {
+		return lease.Lease{}, errors.New("not managed")
+	}
+	sn4, sn6, err := podCIDRs(n)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	l := lease.Lease{Attrs: lease.Attrs{BackendType: n.Annotations[m.an.BackendType]}}
+	if m.cfg.EnableIPv4 {
+		l.Subnet = sn4
+	}
+	if m.cfg.EnableIPv6 {
+		l.Subnet6 = sn6
+	}
+	if !l.Subnet.IsValid() && !l.Subnet6.IsValid() {
+		return lease.Lease{}, errors.New("no podCIDR")
+	}
+	if s := n.Annotations[m.an.PublicIP]; s != "" {
+		if l.Attrs.PublicIP, err = netip.ParseAddr(s); err != nil {
+			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.PublicIP, err)
+		}
+	}
+	if s := n.Annotations[m.an.PublicIPv6]; s != "" {
+		if l.Attrs.PublicIPv6, err = netip.ParseAddr(s); err != nil {
+			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.PublicIPv6, err)
+		}
+	}
+	if l.Attrs.VNI, l.Attrs.VTEPMAC, err = lease.ParseVXLANData([]byte(n.Annotations[m.an.BackendData])); err != nil {
+		return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.BackendData, err)
+	}
+	if l.Attrs.VNI6, l.Attrs.VTEPMAC6, err = lease.ParseVXLANData([]byte(n.Annotations[m.an.BackendV6Data])); err != nil {
+		return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.BackendV6Data, err)
+	}
+	return l, nil
+}
+
+// podCIDRs returns a node's IPv4 and IPv6 pod CIDRs.
+func podCIDRs(n *corev1.Node) (sn4, sn6 netip.Prefix, err error) {
+	cidrs := n.Spec.PodCIDRs
+	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+		cidrs = []string{n.Spec.PodCIDR}
+	}
+	for _, s := range cidrs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return sn4, sn6, fmt.Errorf("node %s podCIDR %q: %w", n.Name, s, err)
+		}
+		if p.Addr().Is4() {
+			sn4 = p.Masked()
+		} else {
+			sn6 = p.Masked()
+		}
+	}
+	return sn4, sn6, nil
+}

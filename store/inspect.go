@@ -1,0 +1,105 @@
+package store
+
+import (
+	"net/netip"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// IPAMView is everything the store holds about one network's addresses, read
+// in one transaction, for a person inspecting the node (`cnibox inspect
+// ipam`, `cnibox gc`, `cnibox doctor`). It is a copy: changing it changes
+// nothing in the store.
+type IPAMView struct {
+	Network string
+	// Reservations, IPv4 first, in address order.
+	Reservations []Reservation
+	// Cursors are the round-robin positions, one per range set that handed
+	// out an address, ordered by set ID. A set's ID lists its ranges
+	// ("10.1.0.1-10.1.0.254,10.2.0.1-10.2.0.254", see ipam.RangeSet.ID).
+	Cursors []IPAMCursor
+	// Sticky maps "namespace/name" to the addresses the pod last held.
+	Sticky map[string][]netip.Addr
+	// Cloud is the cloud IPAM provider's last answer for the network, when
+	// cloud IPAM serves it.
+	Cloud *CloudCache
+}
+
+// IPAMCursor is the round-robin position of one range set.
+type IPAMCursor struct {
+	SetID string
+	Last  netip.Addr // the address handed out last
+}
+
+// IPAMNetworks returns the names of the networks that have IPAM records, in
+// name order.
+func (s *Store) IPAMNetworks() ([]string, error) {
+	var out []string
+	err := s.view(func(tx *bolt.Tx) error {
+		top := tx.Bucket(bucketIPAM)
+		if top == nil {
+			return nil
+		}
+		return top.ForEach(func(k, v []byte) error {
+			if v == nil { // a nested bucket: a network
+				out = append(out, string(k))
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// IPAMViews returns the IPAM records of one network ("" = every network, in
+// name order), all read in one transaction. It reads whole networks: for
+// inspection and garbage collection, never for ADD or DEL.
+func (s *Store) IPAMViews(network string) ([]IPAMView, error) {
+	var out []IPAMView
+	err := s.view(func(btx *bolt.Tx) error {
+		var names []string
+		if network != "" {
+			names = []string{network}
+		} else if top := btx.Bucket(bucketIPAM); top != nil {
+			if err := top.ForEach(func(k, v []byte) error {
+				if v == nil {
+					names = append(names, string(k))
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		for _, name := range names {
+			t := newIPAMTx(btx, name)
+			if t.nb == nil {
+				continue
+			}
+			v := IPAMView{Network: name, Reservations: t.All(), Sticky: map[string][]netip.Addr{}}
+			if b := t.read(bucketCursor); b != nil {
+				if err := b.ForEach(func(k, val []byte) error {
+					v.Cursors = append(v.Cursors, IPAMCursor{SetID: string(k), Last: keyAddr(val)})
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			if b := t.read(bucketSticky); b != nil {
+				if err := b.ForEach(func(k, _ []byte) error {
+					v.Sticky[string(k)] = t.Sticky(string(k))
+					return nil
+				}); err != nil {
+					return err
+				}
+			}
+			if c, ok := t.CloudCache(); ok {
+				v.Cloud = &c
+			}
+			if t.err != nil {
+				return t.err
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}

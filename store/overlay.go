@@ -1,0 +1,144 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketOverlay holds the overlay agent's view of the node: device name ->
+// OverlayState as JSON. The agent (cnibox-agent) writes it; the vxlan role
+// and the CLI read it, so cnibox never needs an etcd or Kubernetes client.
+var bucketOverlay = []byte("overlay")
+
+// OverlayLease is this node's lease of the cluster network, as the agent
+// holds it.
+type OverlayLease struct {
+	Backend    string       `json:"backend"` // "etcd" or "kube"
+	Network    netip.Prefix `json:"network,omitzero"`
+	Subnet     netip.Prefix `json:"subnet,omitzero"`
+	Network6   netip.Prefix `json:"network6,omitzero"`
+	Subnet6    netip.Prefix `json:"subnet6,omitzero"`
+	PublicIP   netip.Addr   `json:"publicIP,omitzero"`
+	PublicIPv6 netip.Addr   `json:"publicIPv6,omitzero"`
+	Iface      string       `json:"iface,omitempty"`
+	Device     string       `json:"device"`            // e.g. flannel.1
+	Device6    string       `json:"device6,omitempty"` // e.g. flannel-v6.1
+	VNI        int          `json:"vni"`
+	Port       int          `json:"port"`
+	VTEPMAC    string       `json:"vtepMAC,omitempty"`
+	VTEPMAC6   string       `json:"vtepMAC6,omitempty"`
+	MTU        int          `json:"mtu"`
+	IPMasq     bool         `json:"ipMasq"`
+	SubnetFile string       `json:"subnetFile,omitempty"`
+	Acquired   time.Time    `json:"acquired,omitzero"`
+	Expires    time.Time    `json:"expires,omitzero"`
+}
+
+// OverlayPeer is another node of the overlay as the agent programmed it.
+type OverlayPeer struct {
+	Subnet     netip.Prefix `json:"subnet,omitzero"`
+	Subnet6    netip.Prefix `json:"subnet6,omitzero"`
+	PublicIP   netip.Addr   `json:"publicIP,omitzero"`
+	PublicIPv6 netip.Addr   `json:"publicIPv6,omitzero"`
+	VTEPMAC    string       `json:"vtepMAC,omitempty"`
+	VTEPMAC6   string       `json:"vtepMAC6,omitempty"`
+	// Direct: reached by a plain route over the underlay (DirectRouting).
+	Direct bool `json:"direct,omitempty"`
+}
+
+// OverlayState is what the overlay agent last wrote about the node.
+type OverlayState struct {
+	Lease OverlayLease  `json:"lease"`
+	Peers []OverlayPeer `json:"peers"`
+	// Ready: the agent holds the lease and its device is up; pods may be added.
+	Ready bool `json:"ready"`
+	// LastSync is when the kernel state last matched the peers.
+	LastSync time.Time `json:"lastSync,omitzero"`
+	Updated  time.Time `json:"updated"`
+	AgentPID int       `json:"agentPID,omitempty"`
+	// Stopped is set when the agent ended (its kernel state stays in place).
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// PutOverlay records the overlay state of st.Lease.Device, replacing the
+// previous one. Updated is set to now.
+func (s *Store) PutOverlay(st OverlayState) error {
+	if st.Lease.Device == "" {
+		return fmt.Errorf("store: overlay state needs a device name")
+	}
+	st.Updated = time.Now()
+	v, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("store: encode overlay state of %s: %w", st.Lease.Device, err)
+	}
+	return s.update(func(tx *bolt.Tx) (bool, error) {
+		b, err := tx.CreateBucketIfNotExists(bucketOverlay)
+		if err == nil {
+			err = b.Put([]byte(st.Lease.Device), v)
+		}
+		if err != nil {
+			return false, fmt.Errorf("store: put overlay state of %s: %w", st.Lease.Device, err)
+		}
+		return true, nil
+	})
+}
+
+// Overlay returns the recorded state of the overlay whose device is device.
+func (s *Store) Overlay(device string) (st OverlayState, found bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOverlay)
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(device))
+		if v == nil {
+			return nil
+		}
+		found = true
+		return s.decodeOverlay(v, &st)
+	})
+	return st, found, err
+}
+
+// Overlays returns every recorded overlay state, ordered by device name.
+func (s *Store) Overlays() ([]OverlayState, error) {
+	var out []OverlayState
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOverlay)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var st OverlayState
+			if err := s.decodeOverlay(v, &st); err != nil {
+				return err
+			}
+			out = append(out, st)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// DeleteOverlay removes the recorded state of device; a missing one is no
+// error.
+func (s *Store) DeleteOverlay(device string) error {
+	return s.update(func(tx *bolt.Tx) (bool, error) {
+		b := tx.Bucket(bucketOverlay)
+		if b == nil || b.Get([]byte(device)) == nil {
+			return false, nil
+		}
+		return true, b.Delete([]byte(device))
+	})
+}
+
+func (s *Store) decodeOverlay(v []byte, st *OverlayState) error {
+	if err := json.Unmarshal(v, st); err != nil {
+		return fmt.Errorf("store %s: overlay record: %w: %v", s.path, ErrCorrupt, err)
+	}
+	return nil
+}

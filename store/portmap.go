@@ -1,0 +1,154 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketPortMaps holds the portmap role's records:
+//
+//	portmaps/  network \x00 containerID \x00 ifname -> PortMapRecord as JSON
+var bucketPortMaps = []byte("portmaps")
+
+// PortMapRecord is what the portmap role put into the node's nftables for one
+// attachment, so that DEL (without prevResult, after the netns is gone),
+// CHECK and GC know exactly which elements are the attachment's.
+type PortMapRecord struct {
+	Network     string `json:"network"`
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	// Pod is "namespace/name" from CNI_ARGS, when the runtime gave it.
+	Pod      string          `json:"pod,omitempty"`
+	Mappings []PortMapEntry  `json:"mappings,omitempty"`
+	Masq     []PortMasqEntry `json:"masq,omitempty"`
+	Created  time.Time       `json:"created"`
+	BootID   string          `json:"bootID,omitempty"`
+}
+
+// PortMapEntry is one forwarded host port.
+type PortMapEntry struct {
+	Protocol string     `json:"protocol"`
+	HostIP   netip.Addr `json:"hostIP,omitzero"` // zero: every local address
+	HostPort uint16     `json:"hostPort"`
+	PodIP    netip.Addr `json:"podIP"`
+	PodPort  uint16     `json:"podPort"`
+}
+
+// PortMasqEntry is one pod address whose forwarded connections are
+// masqueraded: from the pod itself (hairpin) and the node's localhost, or
+// with All every one.
+type PortMasqEntry struct {
+	PodIP netip.Addr `json:"podIP"`
+	All   bool       `json:"all,omitempty"`
+}
+
+// PortMapTx is one transaction on the portmap records.
+type PortMapTx struct {
+	s       *Store
+	tx      *bolt.Tx
+	changed bool
+}
+
+// UpdatePortMaps runs fn in one read-write transaction on the portmap
+// records; it commits only when fn changed something and returned nil.
+func (s *Store) UpdatePortMaps(fn func(tx *PortMapTx) error) error {
+	return s.update(func(tx *bolt.Tx) (bool, error) {
+		t := &PortMapTx{s: s, tx: tx}
+		err := fn(t)
+		return t.changed, err
+	})
+}
+
+// ViewPortMaps runs fn in one read-only transaction on the portmap records.
+func (s *Store) ViewPortMaps(fn func(tx *PortMapTx) error) error {
+	return s.view(func(tx *bolt.Tx) error { return fn(&PortMapTx{s: s, tx: tx}) })
+}
+
+// Get returns the record of one attachment.
+func (t *PortMapTx) Get(network, containerID, ifname string) (r PortMapRecord, found bool, err error) {
+	b := t.tx.Bucket(bucketPortMaps)
+	if b == nil {
+		return r, false, nil
+	}
+	v := b.Get(endpointKey(network, containerID, ifname))
+	if v == nil {
+		return r, false, nil
+	}
+	return r, true, t.decode(v, &r)
+}
+
+// Put records r, replacing an earlier record of the same attachment. Created
+// and BootID are filled in when zero.
+func (t *PortMapTx) Put(r PortMapRecord) error {
+	if r.Network == "" || r.ContainerID == "" || r.IfName == "" {
+		return fmt.Errorf("store: portmap record needs network, container ID and ifname (got %q, %q, %q)", r.Network, r.ContainerID, r.IfName)
+	}
+	if r.Created.IsZero() {
+		r.Created = time.Now()
+	}
+	if r.BootID == "" {
+		r.BootID = BootID()
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("store: encode portmap record %s/%s/%s: %w", r.Network, r.ContainerID, r.IfName, err)
+	}
+	b, err := t.tx.CreateBucketIfNotExists(bucketPortMaps)
+	if err == nil {
+		err = b.Put(endpointKey(r.Network, r.ContainerID, r.IfName), v)
+	}
+	if err != nil {
+		return fmt.Errorf("store: put portmap record %s/%s/%s: %w", r.Network, r.ContainerID, r.IfName, err)
+	}
+	t.changed = true
+	return nil
+}
+
+// Delete removes the record of one attachment; a missing one is no error.
+func (t *PortMapTx) Delete(network, containerID, ifname string) error {
+	b := t.tx.Bucket(bucketPortMaps)
+	k := endpointKey(network, containerID, ifname)
+	if b == nil || b.Get(k) == nil {
+		return nil
+	}
+	if err := b.Delete(k); err != nil {
+		return fmt.Errorf("store: delete portmap record %s/%s/%s: %w", network, containerID, ifname, err)
+	}
+	t.changed = true
+	return nil
+}
+
+// List returns the records of one network ("" = every network), ordered by
+// network, container ID and ifname.
+func (t *PortMapTx) List(network string) ([]PortMapRecord, error) {
+	b := t.tx.Bucket(bucketPortMaps)
+	if b == nil {
+		return nil, nil
+	}
+	var prefix []byte
+	if network != "" {
+		prefix = append([]byte(network), sep)
+	}
+	var out []PortMapRecord
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var r PortMapRecord
+		if err := t.decode(v, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (t *PortMapTx) decode(v []byte, r *PortMapRecord) error {
+	if err := json.Unmarshal(v, r); err != nil {
+		return fmt.Errorf("store %s: portmap record: %w: %v", t.s.path, ErrCorrupt, err)
+	}
+	return nil
+}

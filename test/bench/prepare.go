@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// refPlugins are the reference plugins the bench needs.
+var refPlugins = []string{"bridge", "host-local"}
+
+// prepareRef returns the reference plugin directory and a name for it:
+// Debian's package (installed with apt-get when missing), upstream's release
+// built once into ~/.cache/cnibox-bench, or a directory given by the user.
+func prepareRef(ref string) (dir, name string, err error) {
+	switch ref {
+	case "", "debian":
+		if !hasPlugins(debianRefDir) {
+			fmt.Fprintln(os.Stderr, "bench: installing containernetworking-plugins (apt-get)")
+			cmd := exec.Command("apt-get", "install", "-y", "-qq", "--no-install-recommends", "containernetworking-plugins")
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return "", "", fmt.Errorf("apt-get install containernetworking-plugins: %w", err)
+			}
+		}
+		return debianRefDir, "debian " + debVersion("containernetworking-plugins"), nil
+	case "upstream":
+		dir, err := buildUpstream()
+		return dir, "upstream " + upstreamVersion, err
+	default:
+		if !hasPlugins(ref) {
+			return "", "", fmt.Errorf("REF=%s: not a plugin directory with %s", ref, strings.Join(refPlugins, ", "))
+		}
+		abs, err := filepath.Abs(ref)
+		return abs, abs, err
+	}
+}
+
+func hasPlugins(dir string) bool {
+	for _, p := range refPlugins {
+		if st, err := os.Stat(filepath.Join(dir, p)); err != nil || st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func debVersion(pkg string) string {
+	out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", pkg).Output()
+	if err != nil {
+		return "(version unknown)"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// buildUpstream builds the upstream plugins into the user's cache once:
+// GOBIN=<cache> go install .../plugins/...@version.
+func buildUpstream() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(home, ".cache", "cnibox-bench", "plugins-"+upstreamVersion)
+	if hasPlugins(dir) {
+		return dir, nil
+	}
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "bench: building upstream plugins %s into %s (once)\n", upstreamVersion, dir)
+	cmd := exec.Command("go", "install", "github.com/containernetworking/plugins/plugins/...@"+upstreamVersion)
+	cmd.Dir = tmp // outside any module
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "CGO_ENABLED=0", "GOFLAGS=-trimpath")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go install upstream plugins %s: %w", upstreamVersion, err)
+	}
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// buildHelpers builds two small static Go binaries: nop does nothing (the
+// floor of exec'ing any Go plugin), rsswrap runs its arguments as a command
+// and reports that child's peak RSS. The wrapper is needed because Go starts
+// children with vfork semantics: an exec'd child's maxrss starts at its
+// parent's own peak RSS, so the bench (tens of MiB) cannot measure a plugin
+// directly; the wrapper's own floor (a few MiB) is reported with the numbers.
+func buildHelpers(dir string) (nop, rsswrap string, err error) {
+	srcs := map[string]string{
+		"nop":     "package main\n\nfunc main() {}\n",
+		"rsswrap": rsswrapSrc,
+	}
+	out := map[string]string{}
+	for name, src := range srcs {
+		d := filepath.Join(dir, name+"-src")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", "", err
+		}
+		if err := os.WriteFile(filepath.Join(d, "main.go"), []byte(src), 0o644); err != nil {
+			return "", "", err
+		}
+		if err := os.WriteFile(filepath.Join(d, "go.mod"), []byte("module "+name+"\n\ngo 1.21\n"), 0o644); err != nil {
+			return "", "", err
+		}
+		out[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out[name], ".")
+		cmd.Dir = d
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("build %s: %w: %s", name, err, b)
+		}
+	}
+	return out["nop"], out["rsswrap"], nil
+}
+
+// rssMarker starts the wrapper's report line on stderr.
+const rssMarker = "cnibox-bench-maxrss "
+
+const rsswrapSrc = `package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+func main() {
+	cmd := exec.Command(os.Args[1])
+	cmd.Args = os.Args[1:]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			fmt.Fprintf(os.Stderr, "\n` + rssMarker + `%d\n", ru.Maxrss)
+		}
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.ExitCode())
+	} else if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(127)
+	}
+}
+`

@@ -1,0 +1,444 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/store"
+)
+
+// cloudNode turns the test's node namespace into a cloud VM: its eth0 is a
+// veth (with the NIC's MAC and the node's address) to a "fabric" namespace
+// that holds the subnet's gateway, and the node's default route goes there.
+// It returns the fabric namespace; everything is removed when the test ends.
+func cloudNode(t *testing.T, mac string, node, gw netip.Prefix, bridge string) string {
+	t.Helper()
+	fabric := nstest.NewNS(t, "fabric")
+	host := hostHandle(t)
+	fh, err := netops.Open(fabric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fh.Close() })
+	hw, _ := net.ParseMAC(mac)
+	t.Cleanup(func() {
+		host.DeleteLink(bridge)
+		host.DeleteLink("eth0")
+		host.DeleteFabric()
+	})
+	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "eth0", PeerName: "eth0", Peer: fh, HostMAC: hw}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []error{
+		host.EnsureAddr("eth0", node, addrOpts()),
+		host.EnsureRoute(netops.Route{GW: gw.Addr(), Dev: "eth0"}),
+		fh.EnsureAddr("eth0", gw, addrOpts()),
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	return fabric
+}
+
+// azvVeths returns the host veths with the azure-vnet prefix.
+func azvVeths(t *testing.T) []string {
+	t.Helper()
+	ls, err := hostHandle(t).Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range ls {
+		if l.Kind == "veth" && strings.HasPrefix(l.Name, "azv") {
+			out = append(out, l.Name)
+		}
+	}
+	return out
+}
+
+// fabricNeigh returns the MAC the fabric namespace has for ip.
+func fabricNeigh(t *testing.T, fabric string, ip netip.Addr) string {
+	t.Helper()
+	h, err := netops.Open(fabric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ns, err := h.Neighs("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if n.IP == ip && n.MAC != nil {
+			return n.MAC.String()
+		}
+	}
+	return ""
+}
+
+// ageCache makes the cached provider answer an hour old, as if the provider
+// had last been asked long ago, so the next ADD asks again.
+func (e *env) ageCache(network string) {
+	e.t.Helper()
+	st, err := store.Open(e.dataDir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer st.Close()
+	err = st.IPAM(network, func(tx *store.IPAMTx) error {
+		c, ok := tx.CloudCache()
+		if !ok {
+			return errors.New("no cloud cache")
+		}
+		c.Fetched = c.Fetched.Add(-time.Hour)
+		c.Attempted = c.Fetched
+		return tx.PutCloudCache(c)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) cloudCache(network string) store.CloudCache {
+	e.t.Helper()
+	st, err := store.Open(e.dataDir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer st.Close()
+	var c store.CloudCache
+	st.ViewIPAM(network, func(tx *store.IPAMTx) error { c, _ = tx.CloudCache(); return nil })
+	return c
+}
+
+// cniCode returns the CNI error code of a libcni error (0 if none).
+func cniCode(err error) uint {
+	var te *types.Error
+	if errors.As(err, &te) {
+		return te.Code
+	}
+	return 0
+}
+
+// cloudRun is what the Azure and AWS tests check with 30 (or n) pods.
+type cloudRun struct {
+	e       *env
+	l       *libcni.NetworkConfigList
+	fabric  string
+	mac     string
+	subnet  netip.Prefix
+	node    netip.Prefix
+	bridge  string
+	pool    []netip.Addr // the secondary IPs
+	full    string       // the exhaustion message
+	outage  func()       // takes the provider down
+	queries func() int32 // how often the provider was asked
+}
+
+func (r *cloudRun) run(t *testing.T) {
+	e, l := r.e, r.l
+	var pods []*pod
+	got := map[netip.Addr]bool{}
+	for i := range r.pool {
+		p := e.newPod(fmt.Sprint("p", i))
+		res := e.add(l, p)
+		ip := podIP(t, res, true)
+		if !slices.Contains(r.pool, ip) || got[ip] {
+			t.Fatalf("pod %d got %s: want a secondary IP not yet handed out", i, ip)
+		}
+		got[ip] = true
+		if len(res.DNS.Nameservers) == 0 {
+			t.Errorf("pod %d: no DNS in the result %+v", i, res)
+		}
+		pods = append(pods, p)
+	}
+	if q := r.queries(); q != 1 {
+		t.Errorf("the provider was asked %d times for %d pods, want once within queryInterval", q, len(pods))
+	}
+	extra := e.newPod("extra")
+	_, err := e.cni.AddNetworkList(context.Background(), l, extra.rt)
+	if err == nil || cniCode(err) != 100 || !strings.Contains(err.Error(), r.full) {
+		t.Fatalf("ADD past the pool: %v (code %d), want code 100 with %q", err, cniCode(err), r.full)
+	}
+
+	// The node's NIC is on the bridge with the node's address and route.
+	host := hostHandle(t)
+	eth0, err := host.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := host.LinkByName(r.bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eth0.MasterIndex != br.Index || br.MAC.String() != r.mac {
+		t.Errorf("eth0 master %d (bridge %d), bridge MAC %s (want %s)", eth0.MasterIndex, br.Index, br.MAC, r.mac)
+	}
+	if a, _ := host.Addrs(r.bridge); !slices.Contains(a, r.node) {
+		t.Errorf("bridge %s has %v, want the node's %s", r.bridge, a, r.node)
+	}
+	if n := len(azvVeths(t)); n != len(pods) {
+		t.Errorf("%d azv veths for %d pods", n, len(pods))
+	}
+
+	// The fabric reaches pods by their IP and knows them by the NIC's MAC;
+	// pods reach the fabric.
+	for _, i := range []int{0, len(pods) - 1} {
+		ip := r.ipOf(t, pods[i])
+		if err := reachable(t, r.fabric, pods[i].netns, ip); err != nil {
+			t.Fatalf("the fabric cannot reach pod %d at %s: %v", i, ip, err)
+		}
+		if mac := fabricNeigh(t, r.fabric, ip); mac != r.mac {
+			t.Errorf("the fabric's neighbour entry for %s is %q, want the NIC's MAC %s", ip, mac, r.mac)
+		}
+		if err := reachable(t, pods[i].netns, r.fabric, r.subnet.Addr().Next()); err != nil {
+			t.Errorf("pod %d cannot reach the gateway in the fabric: %v", i, err)
+		}
+	}
+
+	if l.CNIVersion >= "0.4.0" {
+		if err := e.cni.CheckNetworkList(context.Background(), l, pods[0].rt); err != nil {
+			t.Errorf("CHECK: %v", err)
+		}
+	}
+
+	// DEL (twice) releases: the address goes to the next pod.
+	freed := r.ipOf(t, pods[0])
+	e.del(l, pods[0])
+	e.del(l, pods[0])
+	if n := len(e.reservations(l.Name)); n != len(pods)-1 {
+		t.Errorf("%d reservations after one DEL, want %d", n, len(pods)-1)
+	}
+	if ip := podIP(t, e.add(l, extra), true); ip != freed {
+		t.Errorf("the next pod got %s, want the released %s", ip, freed)
+	}
+	pods[0] = extra
+
+	// The provider goes away after its answer aged: the cache serves.
+	e.ageCache(l.Name)
+	r.outage()
+	e.del(l, pods[1])
+	late := e.newPod("late")
+	if ip := podIP(t, e.add(l, late), true); !slices.Contains(r.pool, ip) {
+		t.Errorf("during the outage the pod got %s", ip)
+	}
+	if c := e.cloudCache(l.Name); c.LastError == "" {
+		t.Errorf("the failed query is not recorded in the cache: %+v", c)
+	}
+	pods[1] = late
+
+	for _, p := range pods {
+		e.del(l, p)
+		e.del(l, p)
+	}
+	if got := e.reservations(l.Name); len(got) != 0 {
+		t.Errorf("reservations left after DEL: %v", got)
+	}
+	if got := azvVeths(t); len(got) != 0 {
+		t.Errorf("veths left after DEL: %v", got)
+	}
+	if fp, err := host.FabricPods(); err != nil || len(fp) != 0 {
+		t.Errorf("fabric entries left after DEL: %v, %v", fp, err)
+	}
+}
+
+func (r *cloudRun) ipOf(t *testing.T, p *pod) netip.Addr {
+	t.Helper()
+	h, err := netops.Open(p.netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	addrs, err := h.Addrs("eth0")
+	if err != nil || len(addrs) == 0 {
+		t.Fatalf("addresses of pod %s: %v, %v", p.id, addrs, err)
+	}
+	return addrs[0].Addr()
+}
+
+// TestAzureSeedConflist runs the AKS seed conflist unchanged (azure-vnet in
+// bridge mode, azure-vnet-ipam, portmap) against a fake host agent serving
+// the seed XML, on a node whose eth0 has the seed's MAC and primary address.
+func TestAzureSeedConflist(t *testing.T) {
+	e := newEnv(t)
+	seed := filepath.Join("..", "..", "..", "shared", "fixtures", "seeds")
+	xml, err := os.ReadFile(filepath.Join(seed, "nmagent-getinterfaceinfov1.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries atomic.Int32
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries.Add(1)
+		if r.URL.Path != "/machine/plugins" || r.URL.Query().Get("type") != "getinterfaceinfov1" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(xml)
+	}))
+	defer agent.Close()
+	t.Setenv("CNIBOX_CLOUD_ENDPOINT", agent.URL+"/machine/plugins?comp=nmagent&type=getinterfaceinfov1")
+
+	subnet := netip.MustParsePrefix("10.240.0.0/16")
+	fabric := cloudNode(t, "00:0d:3a:51:c4:90", netip.MustParsePrefix("10.240.0.35/16"), netip.MustParsePrefix("10.240.0.1/16"), "azure0")
+	l := loadList(t, filepath.Join(seed, "10-azure.conflist"))
+	if ex := loadList(t, repoFile("examples", "75-azure.conflist")); string(ex.Bytes) != string(l.Bytes) {
+		t.Errorf("examples/75-azure.conflist differs from the seed")
+	}
+	var pool []netip.Addr
+	for i := 36; i <= 65; i++ {
+		pool = append(pool, netip.MustParseAddr(fmt.Sprintf("10.240.0.%d", i)))
+	}
+	r := &cloudRun{
+		e: e, l: l, fabric: fabric, mac: "00:0d:3a:51:c4:90", subnet: subnet, node: netip.MustParsePrefix("10.240.0.35/16"),
+		bridge: "azure0", pool: pool,
+		full:    "all 30 secondary IPs of NIC 00:0d:3a:51:c4:90 in 10.240.0.0/16 are in use",
+		outage:  agent.Close,
+		queries: queries.Load,
+	}
+	r.run(t)
+}
+
+// TestAWSExample runs examples/76-aws.conflist against a fake IMDSv2: the
+// ENI's first address is the node's, the others go to pods.
+func TestAWSExample(t *testing.T) {
+	e := newEnv(t)
+	const mac = "0e:5c:11:22:33:44"
+	var down atomic.Bool
+	var queries atomic.Int32
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "", 503)
+			return
+		}
+		if r.URL.Path == "/latest/api/token" {
+			if r.Method != "PUT" || r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds") == "" {
+				http.Error(w, "", 405)
+				return
+			}
+			queries.Add(1)
+			w.Write([]byte("token-1"))
+			return
+		}
+		if r.Header.Get("X-aws-ec2-metadata-token") != "token-1" {
+			http.Error(w, "", 401)
+			return
+		}
+		base := "/latest/meta-data/network/interfaces/macs/"
+		switch r.URL.Path {
+		case base:
+			fmt.Fprintf(w, "%s/\n", mac)
+		case base + mac + "/local-ipv4s":
+			w.Write([]byte("172.31.5.10\n172.31.5.11\n172.31.5.12\n172.31.5.13\n172.31.5.20"))
+		case base + mac + "/subnet-ipv4-cidr-block":
+			w.Write([]byte("172.31.0.0/20"))
+		case base + mac + "/device-number":
+			w.Write([]byte("0"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer imds.Close()
+	t.Setenv("CNIBOX_CLOUD_ENDPOINT", imds.URL)
+
+	// The example pins the NIC as ens5; this node calls it eth0.
+	l := loadList(t, repoFile("examples", "76-aws.conflist"))
+	l = listFromJSON(t, strings.Replace(string(l.Bytes), `"ens5"`, `"eth0"`, 1))
+	fabric := cloudNode(t, mac, netip.MustParsePrefix("172.31.5.10/20"), netip.MustParsePrefix("172.31.0.1/20"), "vpc0")
+	r := &cloudRun{
+		e: e, l: l, fabric: fabric, mac: mac, subnet: netip.MustParsePrefix("172.31.0.0/20"), node: netip.MustParsePrefix("172.31.5.10/20"),
+		bridge: "vpc0",
+		pool: []netip.Addr{netip.MustParseAddr("172.31.5.11"), netip.MustParseAddr("172.31.5.12"),
+			netip.MustParseAddr("172.31.5.13"), netip.MustParseAddr("172.31.5.20")},
+		full:    "all 4 secondary IPs of NIC 0e:5c:11:22:33:44 in 172.31.0.0/20 are in use",
+		outage:  func() { down.Store(true) },
+		queries: queries.Load,
+	}
+	r.run(t)
+}
+
+// TestAzureConcurrentColdStart: the first 30 ADDs of a node arrive at once,
+// before anything is cached, the NIC moved or the fabric rules exist. All
+// get distinct secondary IPs, the node keeps its address and default route
+// (now on the bridge), and every pod is reachable from the fabric.
+func TestAzureConcurrentColdStart(t *testing.T) {
+	e := newEnv(t)
+	seed := filepath.Join("..", "..", "..", "shared", "fixtures", "seeds")
+	xml, err := os.ReadFile(filepath.Join(seed, "nmagent-getinterfaceinfov1.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(xml) }))
+	defer agent.Close()
+	t.Setenv("CNIBOX_CLOUD_ENDPOINT", agent.URL+"/machine/plugins?comp=nmagent&type=getinterfaceinfov1")
+	fabric := cloudNode(t, "00:0d:3a:51:c4:90", netip.MustParsePrefix("10.240.0.35/16"), netip.MustParsePrefix("10.240.0.1/16"), "azure0")
+	l := loadList(t, filepath.Join(seed, "10-azure.conflist"))
+
+	const n = 30
+	pods := make([]*pod, n)
+	for i := range pods {
+		pods[i] = e.newPod(fmt.Sprint("c", i))
+	}
+	ips := make([]netip.Addr, n)
+	errs := make([]error, n)
+	done := make(chan int)
+	for i, p := range pods {
+		go func() {
+			r, err := e.cni.AddNetworkList(context.Background(), l, p.rt)
+			if errs[i] = err; err == nil {
+				ips[i] = podIP(t, mustCurrent(t, r), true)
+			}
+			done <- i
+		}()
+	}
+	for range pods {
+		<-done
+	}
+	seen := map[netip.Addr]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+		if seen[ips[i]] {
+			t.Fatalf("%s handed out twice", ips[i])
+		}
+		seen[ips[i]] = true
+	}
+	host := hostHandle(t)
+	routes, err := host.Routes("azure0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.Bits() == 0 && r.GW == netip.MustParseAddr("10.240.0.1") }) {
+		t.Errorf("the node lost its default route: routes via azure0 %v", routes)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		if err := reachable(t, fabric, pods[i].netns, ips[i]); err != nil {
+			t.Errorf("the fabric cannot reach pod %d at %s: %v", i, ips[i], err)
+		}
+	}
+	for _, p := range pods {
+		e.del(l, p)
+		e.del(l, p)
+	}
+	if got := e.reservations(l.Name); len(got) != 0 {
+		t.Errorf("reservations left: %v", got)
+	}
+}
