@@ -64,7 +64,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	}
 	defer host.Close()
 
-	br, err := host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0})
+	br, err := host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, MAC: bridgeMAC(c.Bridge), PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0})
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
 	}

@@ -110,3 +110,13 @@ func TestRoleErrorsThroughAdapter(t *testing.T) {
 		}
 	}
 }
+
+func TestBridgeMAC(t *testing.T) {
+	m := bridgeMAC("cni0")
+	if m.String() != bridgeMAC("cni0").String() || m.String() == bridgeMAC("cni1").String() {
+		t.Errorf("bridge MAC %s not a stable function of the name", m)
+	}
+	if m[0]&0x01 != 0 || m[0]&0x02 == 0 {
+		t.Errorf("bridge MAC %s: want unicast and locally administered", m)
+	}
+}

@@ -24,6 +24,17 @@ func isOurVeth(name string) bool {
 	return len(name) == len(vethPrefix)+12 && strings.HasPrefix(name, vethPrefix)
 }
 
+// bridgeMAC is the fixed MAC a bridge we create gets: without one the kernel
+// gives the bridge the lowest MAC of its ports and changes it when that port
+// leaves, and every pod keeps sending to the old gateway MAC until its
+// neighbour entry expires. Locally administered, unicast, from the name.
+func bridgeMAC(name string) net.HardwareAddr {
+	sum := sha256.Sum256([]byte("cnibox-bridge\x00" + name))
+	mac := net.HardwareAddr(sum[:6])
+	mac[0] = mac[0]&0xfe | 0x02
+	return mac
+}
+
 // prefixOf converts a result address to netip form.
 func prefixOf(n net.IPNet) netip.Prefix {
 	a, _ := netip.AddrFromSlice(n.IP)

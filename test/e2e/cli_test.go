@@ -374,7 +374,6 @@ func TestCLIDoctor(t *testing.T) {
 		e.cliJSON(&rs, want, append([]string{"doctor", "--conf-dir", conf, "--bin-dir", e.binDir, "--cache-dir", e.cacheDir}, args...)...)
 		return rs
 	}
-	pinBridgeMAC(t, "cnibox0")
 	healthy := e.newPod("healthy")
 	e.add(l, healthy)
 	defer e.del(l, healthy)
