@@ -20,6 +20,10 @@ import (
 // this is refused rather than parsed.
 const MaxConfigBytes = 4 << 20
 
+// MaxContainerIDBytes bounds CNI_CONTAINERID: runtimes use 64 hex digits,
+// and store keys built from it must stay far below bbolt's 32 KiB limit.
+const MaxContainerIDBytes = 1024
+
 // errNoCommand marks a role run by hand without CNI_COMMAND.
 var errNoCommand = errors.New("CNI_COMMAND is not set")
 
@@ -138,6 +142,9 @@ func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
 	if a.ContainerID != "" {
 		if err := utils.ValidateContainerID(a.ContainerID); err != nil {
 			return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_CONTAINERID %q: %s (letters, digits, '_', '.', '-' only)", a.ContainerID, err.Msg)
+		}
+		if len(a.ContainerID) > MaxContainerIDBytes {
+			return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_CONTAINERID is %d bytes long: at most %d are accepted", len(a.ContainerID), MaxContainerIDBytes)
 		}
 	}
 	if a.IfName != "" {

@@ -52,6 +52,10 @@ func Open(nsPath string) (*Handle, error) {
 		h.nlh = nlh
 		return h, nil
 	}
+	// Not opened unless it is an nsfs file: opening a FIFO would block.
+	if st := (unix.Statfs_t{}); unix.Statfs(nsPath, &st) == nil && st.Type != unix.NSFS_MAGIC {
+		return nil, fmt.Errorf("open network namespace %q: %w: not a namespace file", nsPath, ErrNotFound)
+	}
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

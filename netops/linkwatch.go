@@ -3,6 +3,8 @@ package netops
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -51,6 +53,59 @@ func (h *Handle) WatchLinks(ctx context.Context, errs func(error)) (<-chan LinkE
 				}
 				select {
 				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// RouteEvent is a route added or deleted, as WatchRoutes reports it.
+type RouteEvent struct {
+	Dst       netip.Prefix
+	LinkIndex int
+	Deleted   bool      // RTM_DELROUTE
+	Time      time.Time // when it was received
+}
+
+// WatchRoutes reports the IPv4 and IPv6 route changes of the main table in
+// the Handle's namespace until ctx ends (benchmarks and the overlay's
+// tests use it to see the moment a route appears or goes).
+func (h *Handle) WatchRoutes(ctx context.Context, errs func(error)) (<-chan RouteEvent, error) {
+	updates := make(chan netlink.RouteUpdate, 1024)
+	done := make(chan struct{})
+	opts := netlink.RouteSubscribeOptions{ErrorCallback: errs, ReceiveBufferSize: 4 << 20}
+	if h.path != "" {
+		ns := h.ns
+		opts.Namespace = &ns
+	}
+	if err := netlink.RouteSubscribeWithOptions(updates, done, opts); err != nil {
+		return nil, fmt.Errorf("watch routes in %s: %w", h.where(), err)
+	}
+	out := make(chan RouteEvent, 1024)
+	go func() {
+		defer close(out)
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case u, ok := <-updates:
+				if !ok {
+					return
+				}
+				now := time.Now()
+				if u.Table != unix.RT_TABLE_MAIN {
+					continue
+				}
+				p, ok := fromIPNet(u.Dst)
+				if !ok {
+					continue
+				}
+				select {
+				case out <- RouteEvent{Dst: p.Masked(), LinkIndex: u.LinkIndex, Deleted: u.Type == unix.RTM_DELROUTE, Time: now}:
 				case <-ctx.Done():
 					return
 				}

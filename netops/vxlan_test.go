@@ -220,3 +220,28 @@ func TestWatchLinks(t *testing.T) {
 		}
 	}
 }
+
+func TestWatchRoutes(t *testing.T) {
+	h := openNS(t, "wr")
+	underlay(t, h, "under0", "192.0.2.1/24")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := h.WatchRoutes(ctx, nil)
+	must(t, err)
+	r := netops.Route{Dst: netip.MustParsePrefix("10.9.0.0/24"), GW: netip.MustParseAddr("192.0.2.9"), Dev: "under0"}
+	must(t, h.EnsureRoute(r))
+	must(t, h.DeleteRoute(r))
+	var added, deleted bool
+	timeout := time.After(10 * time.Second)
+	for !added || !deleted {
+		select {
+		case ev := <-events:
+			if ev.Dst == r.Dst {
+				added = added || !ev.Deleted
+				deleted = deleted || (added && ev.Deleted)
+			}
+		case <-timeout:
+			t.Fatalf("route events: added %v, deleted %v", added, deleted)
+		}
+	}
+}

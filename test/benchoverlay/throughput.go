@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// tputRow is one throughput measurement.
+type tputRow struct {
+	Path      string  `json:"path"`
+	Gbps      float64 `json:"gbps"`
+	MTU       int     `json:"mtu"`       // of the sending interface
+	Fragments int     `json:"fragments"` // IP fragments created on the path during the run
+}
+
+// throughputRun measures TCP pod to pod across the overlay, the same pods
+// with DirectRouting (no encapsulation), and the nodes over the underlay.
+func throughputRun(o *options) ([]tputRow, error) {
+	overlay, err := podPair(o, false)
+	if err != nil {
+		return nil, err
+	}
+	direct, err := podPair(o, true)
+	if err != nil {
+		return nil, err
+	}
+	return append(overlay, direct...), nil
+}
+
+func jsonLine(kind string, v any) string {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	m["kind"] = kind
+	b, _ = json.Marshal(m)
+	return string(b)
+}
+
+// podPair runs two nodes with one pod each and measures pod to pod (and,
+// for the overlay, node to node over the underlay).
+func podPair(o *options, direct bool) ([]tputRow, error) {
+	conf := fmt.Sprintf(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan", "DirectRouting": %v}}`, direct)
+	c, err := newCluster(o, 2, conf)
+	defer c.close()
+	if err != nil {
+		return nil, err
+	}
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		nd.want = 1
+		nd.mu.Unlock()
+		if err := nd.startAgent(); err != nil {
+			return nil, err
+		}
+	}
+	for deadline := time.Now().Add(o.timeout); ; time.Sleep(20 * time.Millisecond) {
+		ready := true
+		for _, nd := range c.nodes {
+			nd.mu.Lock()
+			ready = ready && !nd.complete.IsZero()
+			nd.mu.Unlock()
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the two nodes did not program each other (logs in %s)", c.dir)
+		}
+	}
+
+	binDir := filepath.Join(c.dir, "cni-bin")
+	if out, err := exec.Command(o.cnibox, "install", "--dir", binDir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("cnibox install: %v: %s", err, out)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(c.dir, "cni-cache"), nil)
+	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`))
+	if err != nil {
+		return nil, err
+	}
+	var pods []podNS
+	defer func() {
+		for _, p := range pods {
+			netops.DeleteNamedNS(p.name)
+		}
+	}()
+	for _, nd := range c.nodes {
+		p := podNS{name: fmt.Sprintf("cbxo-%d-p%d", os.Getpid(), nd.i)}
+		if p.path, err = netops.CreateNamedNS(p.name); err != nil {
+			return nil, err
+		}
+		pods = append(pods, p)
+		rt := &libcni.RuntimeConf{ContainerID: p.name, NetNS: p.path, IfName: "eth0"}
+		var res *current.Result
+		err := onNode(nd, func() error {
+			r, err := cni.AddNetworkList(context.Background(), list, rt)
+			if err == nil {
+				res, err = current.NewResultFromResult(r)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ADD on node %d: %w", nd.i, err)
+		}
+		for _, ipc := range res.IPs {
+			if a, ok := netip.AddrFromSlice(ipc.Address.IP); ok && a.Unmap().Is4() {
+				pods[len(pods)-1].ip = a.Unmap()
+			}
+		}
+	}
+	mtu := 0
+	if h, err := netops.Open(pods[0].path); err == nil {
+		if l, err := h.LinkByName("eth0"); err == nil {
+			mtu = l.MTU
+		}
+		h.Close()
+	}
+	name := "pods across the overlay (vxlan)"
+	if direct {
+		name = "pods, no overlay (direct routing)"
+	}
+	nss := []string{c.nodes[0].ns, c.nodes[1].ns, pods[0].path, pods[1].path}
+	before := fragments(nss)
+	gbps, err := iperf(o, pods[0].path, pods[1].path, pods[1].ip)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	rows := []tputRow{{Path: name, Gbps: gbps, MTU: mtu, Fragments: fragments(nss) - before}}
+	if !direct {
+		before := fragments(nss[:2])
+		gbps, err := iperf(o, c.nodes[0].ns, c.nodes[1].ns, c.nodes[1].ip)
+		if err != nil {
+			return nil, fmt.Errorf("underlay: %w", err)
+		}
+		rows = append(rows, tputRow{Path: "nodes over the underlay", Gbps: gbps, MTU: 1500, Fragments: fragments(nss[:2]) - before})
+	}
+	for i, nd := range c.nodes {
+		rt := &libcni.RuntimeConf{ContainerID: pods[i].name, NetNS: pods[i].path, IfName: "eth0"}
+		if err := onNode(nd, func() error { return cni.DelNetworkList(context.Background(), list, rt) }); err != nil {
+			return nil, fmt.Errorf("DEL on node %d: %w", nd.i, err)
+		}
+	}
+	return rows, nil
+}
+
+type podNS struct {
+	name, path string
+	ip         netip.Addr
+}
+
+var envMu sync.Mutex
+
+// onNode runs a libcni call with the plugins started in the node's
+// namespace and using its store.
+func onNode(nd *node, fn func() error) error {
+	envMu.Lock()
+	defer envMu.Unlock()
+	os.Setenv(store.EnvDataDir, nd.dataDir)
+	defer os.Unsetenv(store.EnvDataDir)
+	return runIn(nd.ns, fn)
+}
+
+// iperf runs iperf3's server in the namespace srv on ip and its client in
+// cli, and returns the received rate.
+func iperf(o *options, cli, srv string, ip netip.Addr) (float64, error) {
+	server := exec.Command("iperf3", "-s", "-1", "-B", ip.String())
+	var serr bytes.Buffer
+	server.Stdout, server.Stderr = &serr, &serr
+	if err := startIn(srv, server); err != nil {
+		return 0, err
+	}
+	defer func() {
+		server.Process.Signal(syscall.SIGTERM)
+		server.Wait()
+	}()
+	var out bytes.Buffer
+	var err error
+	for try := 0; try < 20; try++ {
+		time.Sleep(100 * time.Millisecond)
+		out.Reset()
+		client := exec.Command("iperf3", "-c", ip.String(), "-t", strconv.Itoa(o.iperfSecs), "-J")
+		client.Stdout = &out
+		if err = startIn(cli, client); err != nil {
+			return 0, err
+		}
+		if err = client.Wait(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("iperf3 client: %v: %s %s", err, out.String(), serr.String())
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return 0, fmt.Errorf("iperf3 output: %w", err)
+	}
+	return res.End.SumReceived.BitsPerSecond / 1e9, nil
+}
+
+// fragments sums the IPv4 fragments created (Ip: FragCreates) in the
+// namespaces.
+func fragments(nss []string) int {
+	total := 0
+	for _, ns := range nss {
+		runIn(ns, func() error {
+			b, err := os.ReadFile("/proc/thread-self/net/snmp")
+			if err != nil {
+				return err
+			}
+			var head []string
+			for _, line := range strings.Split(string(b), "\n") {
+				f := strings.Fields(line)
+				if len(f) == 0 || f[0] != "Ip:" {
+					continue
+				}
+				if head == nil {
+					head = f
+					continue
+				}
+				for i, k := range head {
+					if k == "FragCreates" && i < len(f) {
+						n, _ := strconv.Atoi(f[i])
+						total += n
+					}
+				}
+			}
+			return nil
+		})
+	}
+	return total
+}
