@@ -11,7 +11,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 14m
 # with runc for the end-to-end test, the reference plugins to compare with.
 TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server
 
-.PHONY: build install test unit e2e demo deps bench lint clean
+.PHONY: build install test unit e2e demo deps bench lint clean fuzz soak
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox .
@@ -31,10 +31,14 @@ deps:
 	fi
 	$(GO) mod download
 
-# test: unit, kernel integration (private namespaces) and end-to-end (libcni, podman).
+# test: unit, kernel integration (private namespaces) and end-to-end (libcni,
+# podman), with the race detector (the plugin binaries run without it); then
+# the reliability suite's fuzz step. About 4 minutes on 2 cores.
 test: deps build
 	$(GO) vet ./...
-	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -p 2 ./...
+	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault $(GO) test $(GOTEST_FLAGS) -race -p 2 ./...
+	$(MAKE) fuzz
 
 unit:
 	$(GO) test -count=1 ./cniplug/... ./store/... ./ipam/... ./roles/...
@@ -56,6 +60,44 @@ demo: build
 # private network namespace; BENCH_ARGS='-n 20 -rounds 1' for a quick run.
 bench: build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/bench $(BENCH_ARGS)
+
+# bench-overlay: N simulated nodes (N=10,100,200) joining one etcd, removal,
+# agent RSS/CPU, iperf3 pod to pod with and without the overlay; in a private
+# network namespace. BENCH_OVERLAY_ARGS='-n 10 -iperf 2' for a quick run.
+bench-overlay: build
+	@command -v etcd >/dev/null && command -v iperf3 >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 >/dev/null)
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchoverlay -agent $(CURDIR)/bin/cnibox-agent $(BENCH_OVERLAY_ARGS)
+
+# fuzz runs every fuzz target for FUZZTIME (8s each in make test, under 2
+# minutes in all; make soak runs them longer). The committed seed corpus is in
+# each package's testdata/fuzz.
+FUZZ_TARGETS := ./cniplug:FuzzInvoke ./roles/bridge:FuzzParseConf ./roles/hostlocal:FuzzLoadConfig \
+	./roles/hostlocal:FuzzStaticConfig ./store:FuzzDecodeReservation ./roles/meta:FuzzFlannelEnv \
+	./roles/vxlan/netconf:FuzzParse ./roles/cloudipam:FuzzAzureXML ./roles/cloudipam:FuzzAWSENI \
+	./roles/cloudipam:FuzzPoolFile
+FUZZTIME ?= 8s
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s "$${t%%:*}" || exit 1; \
+	done
+
+# soak: the long runs: a storm of SOAK_CALLS CNI calls and every fuzz target
+# for SOAK_FUZZTIME.
+SOAK_CALLS ?= 5000
+SOAK_FUZZTIME ?= 3m
+soak: build
+	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault CNIBOX_STORM_CALLS=$(SOAK_CALLS) \
+		$(GO) test -count=1 -timeout 60m -v -run 'TestStorm|TestCrashConsistency|TestRebootReclaim' ./test/reliability
+	$(MAKE) fuzz FUZZTIME=$(SOAK_FUZZTIME)
+
+# lint: go vet and staticcheck (pinned; fetched through the module proxy into
+# the module cache on first use).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 clean:
 	rm -rf bin

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -169,7 +169,7 @@ func runStoreRebuild(c *ucli.Context) error {
 	out.Attachments, out.Warnings = found, warnings
 	if !out.DryRun {
 		out.Backup, err = store.Rebuild(dir, store.Options{}, func(st *store.Store) error {
-			return record(st, found, c.String("conf-dir"))
+			return record(st, found, c.String("conf-dir"), c.App.ErrWriter)
 		})
 		if err != nil {
 			return err
@@ -307,21 +307,27 @@ func discover(confDir, cacheDir string) ([]recovered, []string, error) {
 	for _, l := range links {
 		byIndex[l.Index] = l
 	}
-	// Every veth of every pod namespace, by (its index, its peer's index).
+	// Every veth of the namespaces that hold peers of the node's veths, by
+	// (the namespace's id in the node's namespace, its index): ifindexes
+	// alone repeat from namespace to namespace.
 	peers := map[[2]int]podLink{}
 	for _, ns := range namespaces() {
+		id, err := host.NetnsID(ns)
+		if err != nil || id < 0 {
+			continue // no veth of the node has its peer there
+		}
 		h, err := netops.Open(ns)
 		if err != nil {
 			continue
 		}
 		ls, err := h.Links()
 		for _, l := range ls {
-			if err != nil || l.Kind != "veth" || l.PeerIndex == 0 {
+			if err != nil || l.Kind != "veth" {
 				continue
 			}
 			addrs, _ := h.Addrs(l.Name)
-			if _, dup := peers[[2]int{l.Index, l.PeerIndex}]; !dup {
-				peers[[2]int{l.Index, l.PeerIndex}] = podLink{netns: ns, link: l, addrs: addrs}
+			if _, dup := peers[[2]int{id, l.Index}]; !dup {
+				peers[[2]int{id, l.Index}] = podLink{netns: ns, link: l, addrs: addrs}
 			}
 		}
 		h.Close()
@@ -338,8 +344,9 @@ func discover(confDir, cacheDir string) ([]recovered, []string, error) {
 			warn("veth %s is on no bridge: skipped", hv.Name)
 			continue
 		}
-		p, ok := peers[[2]int{hv.PeerIndex, hv.Index}]
-		if !ok {
+		nsid, err := host.PeerNetnsID(hv.Name)
+		p, ok := peers[[2]int{nsid, hv.PeerIndex}]
+		if err != nil || !ok || p.link.PeerIndex != hv.Index {
 			warn("veth %s on %s: its peer is in no namespace this process can see: skipped", hv.Name, br.Name)
 			continue
 		}
@@ -409,7 +416,7 @@ func cachedPod(a *libcni.NetworkAttachment) string {
 // record writes the recovered attachments into the new store: one
 // reservation per pod address, an endpoint record for each bridge
 // attachment, sticky records for pods of sticky networks.
-func record(st *store.Store, found []recovered, confDir string) error {
+func record(st *store.Store, found []recovered, confDir string, warn io.Writer) error {
 	_, byName := bridgeNetworks(confDir)
 	now := time.Now().UTC()
 	for _, r := range found {
@@ -418,7 +425,7 @@ func record(st *store.Store, found []recovered, confDir string) error {
 			for _, p := range r.IPs {
 				err := tx.Reserve(store.Reservation{Addr: p.Addr(), ContainerID: r.ContainerID, IfName: r.IfName, Pod: r.Pod, Subnet: p.Masked(), Created: now})
 				if errors.Is(err, store.ErrTaken) {
-					fmt.Fprintf(os.Stderr, "warning: %v: %s/%s does not get it (two pods with one address on the node?)\n", err, r.ContainerID, r.IfName)
+					fmt.Fprintf(warn, "warning: %v: %s/%s does not get it (two pods with one address on the node?)\n", err, r.ContainerID, r.IfName)
 					continue
 				}
 				if err != nil {

@@ -1,6 +1,7 @@
 package cniplug
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -123,7 +124,7 @@ func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err
 	} else if len(out) > 0 && inv.Getenv("CNI_COMMAND") == "ADD" {
 		attrs = append(attrs, slog.Any("result", json.RawMessage(compact(out))))
 	}
-	logger.LogAttrs(nil, level, msg, attrs...) //nolint:staticcheck // no context to carry
+	logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
 func compact(b []byte) []byte {

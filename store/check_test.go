@@ -129,7 +129,11 @@ func TestTruncatedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := os.Getpagesize()
-	for _, size := range []int{1, 100, page, page + 100, 2 * page, 3 * page, len(whole) / 2, len(whole) - page, len(whole) - 1} {
+	sizes := []int{1, 100, page, page + 100, 2 * page, 3 * page, len(whole) - page, len(whole) - 1}
+	for p := 4; p*page < len(whole); p += 12 {
+		sizes = append(sizes, p*page, p*page+page/2)
+	}
+	for _, size := range sizes {
 		t.Run(fmt.Sprintf("%d of %d bytes", size, len(whole)), func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, FileName)

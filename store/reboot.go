@@ -171,6 +171,9 @@ func (t *IPAMTx) ReclaimAfterReboot(o ReclaimOptions) (Reclaimed, error) {
 	if err == nil {
 		err = m.Put(metaBoot, []byte(out.Boot))
 	}
+	if err == nil && m.Get(metaSchema) == nil {
+		err = m.Put(metaSchema, []byte{SchemaVersion}) // a file from before versions were recorded
+	}
 	if err != nil {
 		return out, fmt.Errorf("store: record boot %s: %w", out.Boot, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -143,6 +144,9 @@ func OpenWith(dir string, o Options) (*Store, error) {
 // openBolt is bolt.Open, with its panics on some corrupt files (a garbage
 // freelist page) turned into errors.
 func openBolt(path string, f *os.File, o *bolt.Options) (db *bolt.DB, err error) {
+	// A truncated file leaves pages the meta page names outside the file:
+	// reading them faults, which SetPanicOnFault turns into a panic.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			f.Close()
@@ -243,6 +247,7 @@ func (s *Store) guard(err *error) {
 // update runs fn in one read-write transaction; commit is skipped (rolled
 // back) when fn reports that it changed nothing.
 func (s *Store) update(fn func(tx *bolt.Tx) (changed bool, err error)) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
 	tx, err := s.db.Begin(true)
 	if err != nil {
@@ -266,6 +271,7 @@ func (s *Store) update(fn func(tx *bolt.Tx) (changed bool, err error)) (err erro
 
 // view runs fn in one read-only transaction.
 func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
 	return s.db.View(fn)
 }

@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +30,6 @@ import (
 	"github.com/cnibox/cnibox/roles/vxlan/agent"
 	"github.com/cnibox/cnibox/roles/vxlan/lease"
 	"github.com/cnibox/cnibox/roles/vxlan/lease/etcdlease"
-	"github.com/cnibox/cnibox/roles/vxlan/lease/kubelease"
 	"github.com/cnibox/cnibox/roles/vxlan/netconf"
 	"github.com/cnibox/cnibox/store"
 )
@@ -83,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.kubeSubnetMgr, "kube-subnet-mgr", false, "use the Kubernetes API (node.spec.podCIDR) instead of etcd for leases")
 	fs.StringVar(&f.kubeconfig, "kubeconfig-file", "", "kubeconfig file (default: in-cluster config)")
 	fs.StringVar(&f.kubeAPIURL, "kube-api-url", "", "Kubernetes API server URL (default: from the kubeconfig or in-cluster)")
-	fs.StringVar(&f.kubeAnnotationPrefix, "kube-annotation-prefix", kubelease.DefaultAnnotationPrefix, "kube: prefix of the node annotations")
+	fs.StringVar(&f.kubeAnnotationPrefix, "kube-annotation-prefix", "flannel.alpha.coreos.com", "kube: prefix of the node annotations")
 	fs.StringVar(&f.netConfPath, "net-config-path", "/etc/kube-flannel/net-conf.json", "kube: path of the network configuration (net-conf.json)")
 	fs.StringVar(&f.nodeName, "node-name", "", "kube: this node's name (default $NODE_NAME, else the hostname)")
 	fs.StringVar(&f.iface, "iface", "", "interface (name or address) toward the other nodes (default: the default route's)")
@@ -107,6 +107,13 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 }
 
 func main() {
+	// The agent is an event loop that spends its life waiting; one P keeps
+	// each wake-up on one thread (no spinning threads handing work over),
+	// which matters with hundreds of agents on few cores (benchmarks), and
+	// saves threads. $GOMAXPROCS still wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

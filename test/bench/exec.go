@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -22,8 +21,8 @@ const (
 
 // execPlugin runs a plugin binary the way libcni's RawExec does (stdin from
 // a buffer, stdout and stderr to buffers) and returns the wall time from
-// start to reaped, the child's resource usage, and stdout.
-func execPlugin(path string, env []string, stdin []byte) (time.Duration, *syscall.Rusage, []byte, error) {
+// start to reaped, and stdout.
+func execPlugin(path string, env []string, stdin []byte) (time.Duration, []byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(path)
 	cmd.Env = env
@@ -33,15 +32,11 @@ func execPlugin(path string, env []string, stdin []byte) (time.Duration, *syscal
 	t0 := time.Now()
 	err := cmd.Run()
 	d := time.Since(t0)
-	var ru *syscall.Rusage
-	if cmd.ProcessState != nil {
-		ru, _ = cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	}
 	if err != nil {
 		msg := strings.TrimSpace(stdout.String() + " " + stderr.String())
-		return d, ru, stdout.Bytes(), fmt.Errorf("%s: %w: %s", filepath.Base(path), err, msg)
+		return d, stdout.Bytes(), fmt.Errorf("%s: %w: %s", filepath.Base(path), err, msg)
 	}
-	return d, ru, stdout.Bytes(), nil
+	return d, stdout.Bytes(), nil
 }
 
 // execRSS runs a plugin through the RSS wrapper and returns its stdout and
@@ -115,7 +110,7 @@ func (b *bench) runExec() {
 	b.logf("exec cost: %d runs of %d binaries", b.o.execRuns, len(targets))
 	for i := 0; i < b.o.execRuns && !b.stopping.Load(); i++ {
 		for _, t := range targets {
-			d, _, out, err := execPlugin(t.path, env, stdin)
+			d, out, err := execPlugin(t.path, env, stdin)
 			if err == nil && t.side != floorSide && !bytes.Contains(out, []byte("supportedVersions")) {
 				err = fmt.Errorf("VERSION printed %q", out)
 			}
@@ -156,6 +151,10 @@ func (b *bench) runRSS() {
 	c := cniCases[0]
 	if len(b.cases) > 0 {
 		c = b.cases[len(b.cases)-1]
+	}
+	// The floor leaves its own masquerade chain: compare with now.
+	if snap, err := takeNFT(); err == nil {
+		b.baseline = snap
 	}
 	for i := 0; i < b.o.rssRuns && !b.stopping.Load(); i++ {
 		for _, s := range b.sides {
@@ -212,7 +211,7 @@ func (b *bench) rssOnce(c *cniCase, s *side, i int) {
 	for k := len(added) - 1; k >= 0; k-- {
 		pc := confs[added[k]]
 		typ := pc["type"].(string)
-		if _, _, _, err := execPlugin(filepath.Join(s.binDir, typ), env("DEL"), b.injectConf(pc, prev, 25000+i)); err != nil {
+		if _, _, err := execPlugin(filepath.Join(s.binDir, typ), env("DEL"), b.injectConf(pc, prev, 25000+i)); err != nil {
 			b.fail("%s: DEL %s: %v", what, typ, err)
 		}
 	}

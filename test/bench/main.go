@@ -71,7 +71,7 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&cases, "cases", envStr("CASES", strings.Join(allCases, ",")), "what to run: "+strings.Join(allCases, ",")+" (env CASES)")
 	flag.StringVar(&o.ref, "ref", envStr("REF", "debian"), "reference plugins: debian (/usr/lib/cni), upstream (built "+upstreamVersion+") or a directory (env REF)")
 	flag.StringVar(&scale, "scale", "1000,5000,20000", "existing reservations for the host-local rows (0 is always added)")
-	flag.IntVar(&o.scaleReps, "scale-reps", 5, "timed host-local ADD/DEL pairs per side and size")
+	flag.IntVar(&o.scaleReps, "scale-reps", 11, "timed host-local ADD/DEL pairs per side and size")
 	flag.IntVar(&o.execRuns, "exec-runs", 0, "VERSION execs per binary and side (default: n)")
 	flag.IntVar(&o.rssRuns, "rss-runs", 5, "directly exec'd ADDs per side for peak RSS")
 	flag.IntVar(&o.floorN, "floor-n", 0, "veth create/delete pairs for the floor rows (default: n)")

@@ -21,6 +21,7 @@ type stats struct {
 	P99    float64 `json:"p99_ms"`
 	Max    float64 `json:"max_ms"`
 	OpsSec float64 `json:"ops_per_s"`
+	CPU    float64 `json:"cpu_ms_per_op,omitempty"` // user+sys of the bench and the plugins, per call
 }
 
 func summarise(s *sample) *stats {
@@ -34,7 +35,7 @@ func summarise(s *sample) *stats {
 		i = max(0, min(i, len(l)-1))
 		return ms(l[i])
 	}
-	return &stats{N: len(l), Errors: s.errs, P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Max: ms(l[len(l)-1]), OpsSec: s.opsPerSec()}
+	return &stats{N: len(l), Errors: s.errs, P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Max: ms(l[len(l)-1]), OpsSec: s.opsPerSec(), CPU: s.cpuPerOp()}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -167,14 +168,14 @@ func (b *bench) report(elapsed time.Duration) {
 				rows = append(rows, row{c.name, mode, op,
 					fmtMs(o.P50), fmtMs(o.P90), fmtMs(o.P99), fmtMs(o.Max), fmt.Sprintf("%.0f", o.OpsSec),
 					fmtMs(r.P50), fmtMs(r.P90), fmtMs(r.P99), fmtMs(r.Max), fmt.Sprintf("%.0f", r.OpsSec),
-					fmtRatio(rp50), fmtRatio(rp99), fmtRatio(rops), errCell(o, r)})
+					fmtRatio(rp50), fmtRatio(rp99), fmtRatio(rops), fmtMs(o.CPU), fmtMs(r.CPU), errCell(o, r)})
 				b.emit(jsonLine{Kind: "cni", Group: c.name, Mode: mode, Op: op, Ours: o, Ref: r,
 					Ratios: map[string]any{"p50": jnum(rp50), "p99": jnum(rp99), "ops_per_s": jnum(rops)}})
 			}
 		}
 	}
 	printTable("CNI calls through libcni (AddNetworkList / CheckNetworkList / DelNetworkList)",
-		row{"case", "mode", "op", "ours p50", "p90", "p99", "max", "ops/s", "ref p50", "p90", "p99", "max", "ops/s", "p50 ratio", "p99 ratio", "ops/s ratio", "errors ours/ref"}, rows)
+		row{"case", "mode", "op", "ours p50", "p90", "p99", "max", "ops/s", "ref p50", "p90", "p99", "max", "ops/s", "p50 ratio", "p99 ratio", "ops/s ratio", "cpu ms/op ours", "ref", "errors ours/ref"}, rows)
 
 	printTable("Where one call of ours goes (p50): libcni wall time vs the in-process time cnibox logs per role (exec + Go start-up + exit = the rest)",
 		row{"case", "mode", "op", "libcni p50", "in-process", "rest", "per role: in-process p50 (steps)"}, b.breakdownRows())

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -24,7 +25,26 @@ const (
 type sample struct {
 	lat  []time.Duration // every call's latency
 	wall time.Duration   // sum of the phases' wall times (for ops/s)
+	cpu  time.Duration   // CPU (user+sys) of the bench and its reaped children during the phases
 	errs int
+}
+
+// cpuNow returns the user+sys CPU time used so far by this process and its
+// reaped children (the plugins and what they exec'd, once waited for).
+func cpuNow() time.Duration {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// cpuPerOp is the CPU time per call, in ms.
+func (s *sample) cpuPerOp() float64 {
+	if s == nil || len(s.lat) == 0 {
+		return 0
+	}
+	return ms(s.cpu) / float64(len(s.lat))
 }
 
 func (s *sample) opsPerSec() float64 {
@@ -226,7 +246,7 @@ func (b *bench) phase(what, op string, conc int, pods []*pod, rec *sample, fn fu
 		wg     sync.WaitGroup
 		stopAt = len(pods)
 	)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuNow()
 	for w := 0; w < conc && w < stopAt; w++ {
 		wg.Add(1)
 		go func() {
@@ -253,10 +273,11 @@ func (b *bench) phase(what, op string, conc int, pods []*pod, rec *sample, fn fu
 	}
 	close(next)
 	wg.Wait()
-	wall := time.Since(start)
+	wall, cpu := time.Since(start), cpuNow()-cpu0
 	b.mu.Lock()
 	rec.lat = append(rec.lat, lats...)
 	rec.wall += wall
+	rec.cpu += cpu
 	rec.errs += nerr
 	b.mu.Unlock()
 	switch {

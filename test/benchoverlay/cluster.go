@@ -360,8 +360,16 @@ func (n *node) lostRaces() int {
 // usage returns the agent's resident set (now and peak) in KiB and its CPU
 // time so far.
 func (n *node) usage() (rss, hwm int, cpu time.Duration) {
+	rss, hwm, _, _, _, cpu = n.usageDetail()
+	return rss, hwm, cpu
+}
+
+// usageDetail is usage with the resident set split into anonymous memory
+// (the agent's own) and file pages (the binary, shared by every agent), and
+// the proportional set size (shared pages divided among their users).
+func (n *node) usageDetail() (rss, hwm, anon, file, pss int, cpu time.Duration) {
 	if n.cmd == nil || n.cmd.Process == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0, 0, 0
 	}
 	pid := n.cmd.Process.Pid
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
@@ -372,6 +380,19 @@ func (n *node) usage() (rss, hwm int, cpu time.Duration) {
 			}
 			if len(f) >= 2 && f[0] == "VmHWM:" {
 				fmt.Sscan(f[1], &hwm)
+			}
+			if len(f) >= 2 && f[0] == "RssAnon:" {
+				fmt.Sscan(f[1], &anon)
+			}
+			if len(f) >= 2 && f[0] == "RssFile:" {
+				fmt.Sscan(f[1], &file)
+			}
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+				fmt.Sscan(f[1], &pss)
 			}
 		}
 	}
@@ -387,7 +408,7 @@ func (n *node) usage() (rss, hwm int, cpu time.Duration) {
 			}
 		}
 	}
-	return rss, hwm, cpu
+	return rss, hwm, anon, file, pss, cpu
 }
 
 // close stops everything and removes the namespaces.

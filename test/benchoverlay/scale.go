@@ -23,6 +23,9 @@ type scaleRow struct {
 	RemovalMS  float64 `json:"removal_ms"`  // lease deleted -> route gone on every other node
 	RSSMiB     float64 `json:"rss_mib"`     // median resident set after convergence
 	RSSMaxMiB  float64 `json:"rss_max_mib"` // largest peak resident set
+	AnonMiB    float64 `json:"anon_mib"`    // median anonymous part of the resident set
+	FileMiB    float64 `json:"file_mib"`    // median file part (the binary's pages, shared)
+	PSSMiB     float64 `json:"pss_mib"`     // median proportional set size
 	CPUms      float64 `json:"cpu_ms"`      // mean CPU per agent, start to convergence
 	StartS     float64 `json:"start_s"`     // time to start all agents
 }
@@ -83,7 +86,7 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 	if len(leases) != n {
 		return row, fmt.Errorf("etcd holds %d leases for %d nodes", len(leases), n)
 	}
-	var rss []int
+	var rss, anons, files, psss []int
 	var cpu time.Duration
 	for _, nd := range c.nodes {
 		row.Mismatches += nd.mismatches(leases)
@@ -91,15 +94,20 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 			row.Exits++
 			continue
 		}
-		r, hwm, u := nd.usage()
-		rss = append(rss, r)
+		r, hwm, anon, file, pss, u := nd.usageDetail()
+		rss, anons, files, psss = append(rss, r), append(anons, anon), append(files, file), append(psss, pss)
 		cpu += u
 		row.RSSMaxMiB = max(row.RSSMaxMiB, float64(hwm)/1024)
 		row.LostRaces += nd.lostRaces()
 	}
 	if len(rss) > 0 {
-		slices.Sort(rss)
+		for _, l := range [][]int{rss, anons, files, psss} {
+			slices.Sort(l)
+		}
 		row.RSSMiB = float64(rss[len(rss)/2]) / 1024
+		row.AnonMiB = float64(anons[len(anons)/2]) / 1024
+		row.FileMiB = float64(files[len(files)/2]) / 1024
+		row.PSSMiB = float64(psss[len(psss)/2]) / 1024
 		row.CPUms = float64(cpu.Milliseconds()) / float64(len(rss))
 	}
 
@@ -118,6 +126,7 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	cpuBefore := c.agentCPU()
 	tDel := time.Now()
 	if _, err := c.etcd.Delete(ctx, path.Join(etcdPrefix, "subnets", lease.SubnetKey(sn, netip.Prefix{}))); err != nil {
 		return row, err
@@ -139,6 +148,16 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 		}
 		if all {
 			row.RemovalMS = float64(removed.Sub(tDel).Microseconds()) / 1000
+			if o.verbose {
+				var ds []time.Duration
+				for _, nd := range c.nodes[:n-1] {
+					nd.mu.Lock()
+					ds = append(ds, nd.deleted[sn].Sub(tDel))
+					nd.mu.Unlock()
+				}
+				slices.Sort(ds)
+				c.logf("N=%d: removal reached the first node after %s, half after %s, all after %s; agents used %s CPU", n, ds[0], ds[len(ds)/2], ds[len(ds)-1], c.agentCPU()-cpuBefore)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -160,8 +179,8 @@ func newReport(o *options) *report { return &report{o: o} }
 
 func (r *report) scale(row scaleRow) {
 	r.scales = append(r.scales, row)
-	fmt.Printf("N=%-4d converge %6.2f s  mismatches %d  agent exits %d  lost races %3d  removal %6.1f ms  RSS %5.1f MiB (peak %5.1f)  CPU %6.0f ms/agent  (starting took %.2f s)\n",
-		row.Nodes, row.ConvergeS, row.Mismatches, row.Exits, row.LostRaces, row.RemovalMS, row.RSSMiB, row.RSSMaxMiB, row.CPUms, row.StartS)
+	fmt.Printf("N=%-4d converge %6.2f s  mismatches %d  agent exits %d  lost races %3d  removal %6.1f ms  RSS %5.1f MiB (anon %4.1f + binary %4.1f, peak %5.1f, PSS %4.1f)  CPU %6.0f ms/agent  (starting took %.2f s)\n",
+		row.Nodes, row.ConvergeS, row.Mismatches, row.Exits, row.LostRaces, row.RemovalMS, row.RSSMiB, row.AnonMiB, row.FileMiB, row.RSSMaxMiB, row.PSSMiB, row.CPUms, row.StartS)
 }
 
 func (r *report) throughput(rows []tputRow) {
@@ -207,4 +226,14 @@ func (r *report) flush() int {
 		fmt.Print(out)
 	}
 	return code
+}
+
+// agentCPU is the CPU time used by the running agents so far.
+func (c *cluster) agentCPU() time.Duration {
+	var total time.Duration
+	for _, nd := range c.nodes {
+		_, _, u := nd.usage()
+		total += u
+	}
+	return total
 }

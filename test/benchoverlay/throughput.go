@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,9 +177,24 @@ func onNode(nd *node, fn func() error) error {
 	return runIn(nd.ns, fn)
 }
 
-// iperf runs iperf3's server in the namespace srv on ip and its client in
-// cli, and returns the received rate.
+// iperf returns the median of three iperf3 runs (the machine may be busy
+// with other work).
 func iperf(o *options, cli, srv string, ip netip.Addr) (float64, error) {
+	var runs []float64
+	for range 3 {
+		g, err := iperfOnce(o, cli, srv, ip)
+		if err != nil {
+			return 0, err
+		}
+		runs = append(runs, g)
+	}
+	slices.Sort(runs)
+	return runs[1], nil
+}
+
+// iperfOnce runs iperf3's server in the namespace srv on ip and its client
+// in cli, and returns the received rate.
+func iperfOnce(o *options, cli, srv string, ip netip.Addr) (float64, error) {
 	server := exec.Command("iperf3", "-s", "-1", "-B", ip.String())
 	var serr bytes.Buffer
 	server.Stdout, server.Stderr = &serr, &serr

@@ -62,7 +62,7 @@ func newEnv(t *testing.T) *env {
 	t.Setenv("CNIBOX_DATA_DIR", e.dataDir)
 	e.logFile = filepath.Join(e.dataDir, "cnibox.log")
 	t.Setenv("CNIBOX_LOG_FILE", e.logFile)
-	e.cni = libcni.NewCNIConfigWithCacheDir([]string{e.binDir}, e.cacheDir, nil)
+	e.cni = libcni.NewCNIConfigWithCacheDir([]string{e.binDir}, e.cacheDir, newExec())
 	return e
 }
 

@@ -460,10 +460,3 @@ func seq() int {
 	seqN++
 	return seqN
 }
-
-// sorted returns a sorted copy.
-func sorted[T any](s []T, cmp func(a, b T) int) []T {
-	out := slices.Clone(s)
-	slices.SortFunc(out, cmp)
-	return out
-}

@@ -13,7 +13,7 @@ import (
 
 // mirrorDelay bounds how often the agent writes its state to the store while
 // peers keep changing (many nodes joining at once).
-const mirrorDelay = 200 * time.Millisecond
+const mirrorDelay = time.Second
 
 // stored returns the state the store holds for device, if any.
 func storedState(dataDir, device string) (store.OverlayState, bool, error) {

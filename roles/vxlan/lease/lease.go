@@ -204,7 +204,8 @@ func (t EventType) String() string {
 	return "added"
 }
 
-// Event is a change of one lease.
+// Event is a change of one lease. A Removed event may carry only the
+// subnets: the receiver knows what the lease held.
 type Event struct {
 	Type  EventType
 	Lease Lease

@@ -405,7 +405,9 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 func (m *Manager) watchFrom(ctx context.Context, rev int64, fn func(lease.Update)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range m.cli.Watch(wctx, m.subnetsKey(), clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithPrevKV()) {
+	// No WithPrevKV: etcd would read the previous value from its backend
+	// for every watcher of every deletion; the agent knows its peers.
+	for resp := range m.cli.Watch(wctx, m.subnetsKey(), clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if err := resp.Err(); err != nil {
 			return err
 		}
@@ -417,13 +419,7 @@ func (m *Manager) watchFrom(ctx context.Context, rev int64, fn func(lease.Update
 				if !ok {
 					continue
 				}
-				l := lease.Lease{Subnet: sn4, Subnet6: sn6}
-				if ev.PrevKv != nil {
-					if prev, err := m.parseKV(ev.PrevKv); err == nil {
-						l = prev
-					}
-				}
-				u.Events = append(u.Events, lease.Event{Type: lease.Removed, Lease: l})
+				u.Events = append(u.Events, lease.Event{Type: lease.Removed, Lease: lease.Lease{Subnet: sn4, Subnet6: sn6}})
 			default:
 				l, err := m.parseKV(ev.Kv)
 				if err != nil {

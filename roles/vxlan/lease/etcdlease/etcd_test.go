@@ -241,9 +241,8 @@ func TestExistingRenewWatch(t *testing.T) {
 	if _, err := cli.Revoke(ctx, m.leaseID); err != nil {
 		t.Fatal(err)
 	}
-	if u := next(t, updates); len(u.Events) != 1 || u.Events[0].Type != lease.Removed || u.Events[0].Lease.Subnet != l.Subnet ||
-		u.Events[0].Lease.Attrs.VTEPMAC.String() != a2.VTEPMAC.String() {
-		t.Fatalf("watch after the revoke = %+v; want the lease removed, with its attributes", u)
+	if u := next(t, updates); len(u.Events) != 1 || u.Events[0].Type != lease.Removed || u.Events[0].Lease.Subnet != l.Subnet {
+		t.Fatalf("watch after the revoke = %+v; want the lease removed", u)
 	}
 	if _, err := m.Renew(ctx, again); !errors.Is(err, lease.ErrLeaseGone) {
 		t.Fatalf("Renew of a revoked lease = %v, want ErrLeaseGone", err)

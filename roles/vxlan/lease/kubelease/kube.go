@@ -22,12 +22,11 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -88,8 +87,13 @@ func NewAnnotations(prefix string) (Annotations, error) {
 }
 
 // Manager is the Kubernetes lease backend.
+//
+// It talks to the API with client-go's REST client and informer, decoding
+// only the parts of a Node it uses (types.go): the generated clientset would
+// link and initialise every API group, which doubles the agent's resident
+// memory.
 type Manager struct {
-	c    kubernetes.Interface
+	c    rest.Interface // core/v1
 	node string
 	an   Annotations
 	cfg  *netconf.Config
@@ -128,20 +132,18 @@ func New(c Config) (*Manager, error) {
 		return nil, fmt.Errorf("kube: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
 	}
 	rc.UserAgent = "cnibox-agent"
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := coreClient(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
 	return &Manager{c: cs, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
 }
 
-// NewWithClient is New with a given client (tests).
-func NewWithClient(c kubernetes.Interface, node string, cfg *netconf.Config, log *slog.Logger) *Manager {
-	an, _ := NewAnnotations(DefaultAnnotationPrefix)
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Manager{c: c, node: node, an: an, cfg: cfg, log: log}
+// getNode reads this node.
+func (m *Manager) getNode(ctx context.Context) (*Node, error) {
+	n := &Node{}
+	err := m.c.Get().Resource("nodes").Name(m.node).Do(ctx).Into(n)
+	return n, err
 }
 
 // Name returns "kube".
@@ -152,7 +154,7 @@ func (m *Manager) NetworkConfig(context.Context) (*netconf.Config, error) { retu
 
 // Existing returns this node's lease as its annotations describe it.
 func (m *Manager) Existing(ctx context.Context, cfg *netconf.Config, _ netip.Addr) (lease.Lease, bool, error) {
-	n, err := m.c.CoreV1().Nodes().Get(ctx, m.node, metav1.GetOptions{})
+	n, err := m.getNode(ctx)
 	if err != nil {
 		return lease.Lease{}, false, fmt.Errorf("kube: get node %s: %w", m.node, err)
 	}
@@ -168,7 +170,7 @@ func (m *Manager) Existing(ctx context.Context, cfg *netconf.Config, _ netip.Add
 func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.Lease, error) {
 	logged := false
 	for {
-		n, err := m.c.CoreV1().Nodes().Get(ctx, m.node, metav1.GetOptions{})
+		n, err := m.getNode(ctx)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return lease.Lease{}, fmt.Errorf("kube: node %s does not exist: register the node (kubelet), or set --node-name / $NODE_NAME to its name", m.node)
@@ -212,7 +214,7 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 }
 
 // publish writes the node's annotations when they differ.
-func (m *Manager) publish(ctx context.Context, n *corev1.Node, a lease.Attrs) error {
+func (m *Manager) publish(ctx context.Context, n *Node, a lease.Attrs) error {
 	want := map[string]string{
 		m.an.BackendType:       lease.BackendVXLAN,
 		m.an.SubnetKubeManaged: "true",
@@ -241,7 +243,7 @@ func (m *Manager) publish(ctx context.Context, n *corev1.Node, a lease.Attrs) er
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
-	if _, err := m.c.CoreV1().Nodes().Patch(ctx, m.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := m.c.Patch(types.MergePatchType).Resource("nodes").Name(m.node).Body(patch).Do(ctx).Error(); err != nil {
 		return fmt.Errorf("kube: annotate node %s: %w", m.node, err)
 	}
 	m.log.Info("published this node's overlay attributes", "node", m.node, "annotations", want)
@@ -259,10 +261,10 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 		synced bool
 	)
 	deliver := func(t lease.EventType, obj any) {
-		n, ok := obj.(*corev1.Node)
+		n, ok := obj.(*Node)
 		if !ok {
 			if d, isDel := obj.(cache.DeletedFinalStateUnknown); isDel {
-				n, ok = d.Obj.(*corev1.Node)
+				n, ok = d.Obj.(*Node)
 			}
 			if !ok {
 				return
@@ -279,14 +281,14 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 		}
 	}
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.NewListWatchFromClient(m.c.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
-		ObjectType:    &corev1.Node{},
+		ListerWatcher: cache.NewListWatchFromClient(m.c, "nodes", metav1.NamespaceAll, fields.Everything()),
+		ObjectType:    &Node{},
 		ResyncPeriod:  resyncPeriod,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { deliver(lease.Added, obj) },
 			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := oldObj.(*corev1.Node)
-				n, ok2 := newObj.(*corev1.Node)
+				o, ok1 := oldObj.(*Node)
+				n, ok2 := newObj.(*Node)
 				if ok1 && ok2 && m.sameLease(o, n) {
 					return
 				}
@@ -303,7 +305,7 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	synced = true
 	snap := lease.Update{Snapshot: true}
 	for _, obj := range store.List() {
-		if n, ok := obj.(*corev1.Node); ok {
+		if n, ok := obj.(*Node); ok {
 			if l, err := m.nodeLease(n, true); err == nil {
 				snap.Leases = append(snap.Leases, l)
 			}
@@ -316,7 +318,7 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 }
 
 // sameLease reports whether nothing that makes a lease changed.
-func (m *Manager) sameLease(o, n *corev1.Node) bool {
+func (m *Manager) sameLease(o, n *Node) bool {
 	for _, k := range []string{m.an.SubnetKubeManaged, m.an.BackendData, m.an.BackendV6Data, m.an.BackendType, m.an.PublicIP, m.an.PublicIPv6} {
 		if o.Annotations[k] != n.Annotations[k] {
 			return false
@@ -328,7 +330,7 @@ func (m *Manager) sameLease(o, n *corev1.Node) bool {
 // nodeLease reads a node's lease from its podCIDRs and annotations. With
 // managedOnly, nodes without kube-subnet-manager=true are skipped (they run
 // no overlay agent).
-func (m *Manager) nodeLease(n *corev1.Node, managedOnly bool) (lease.Lease, error) {
+func (m *Manager) nodeLease(n *Node, managedOnly bool) (lease.Lease, error) {
 	if managedOnly && n.Annotations[m.an.SubnetKubeManaged] != "true" {
 		return lease.Lease{}, errors.New("not managed")
 	}
@@ -366,7 +368,7 @@ func (m *Manager) nodeLease(n *corev1.Node, managedOnly bool) (lease.Lease, erro
 }
 
 // podCIDRs returns a node's IPv4 and IPv6 pod CIDRs.
-func podCIDRs(n *corev1.Node) (sn4, sn6 netip.Prefix, err error) {
+func podCIDRs(n *Node) (sn4, sn6 netip.Prefix, err error) {
 	cidrs := n.Spec.PodCIDRs
 	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
 		cidrs = []string{n.Spec.PodCIDR}
