@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The "debugging a node" walkthrough of docs/cli.md, run for real: two pods on
+# The "debugging a node" walkthrough of the README, run for real: two pods on
 # the example network in a private node namespace, then the CLI's views, a
 # broken route, a pod that vanished without DEL, and gc. Nothing outside the
 # namespaces it creates is touched. Usage: test/cli_walkthrough.sh [BIN]
