@@ -157,6 +157,7 @@ func (r *cloudRun) run(t *testing.T) {
 	e, l := r.e, r.l
 	var pods []*pod
 	got := map[netip.Addr]bool{}
+	start := time.Now()
 	for i := range r.pool {
 		p := e.newPod(fmt.Sprint("p", i))
 		res := e.add(l, p)
@@ -170,8 +171,10 @@ func (r *cloudRun) run(t *testing.T) {
 		}
 		pods = append(pods, p)
 	}
-	if q := r.queries(); q != 1 {
-		t.Errorf("the provider was asked %d times for %d pods, want once within queryInterval", q, len(pods))
+	// One query per queryInterval (default 10s) at most: on a loaded machine
+	// the 30 ADDs may span more than one interval.
+	if q, most := int(r.queries()), 1+int(time.Since(start)/(10*time.Second)); q < 1 || q > most {
+		t.Errorf("the provider was asked %d times for %d pods in %s, want 1..%d (once per queryInterval)", q, len(pods), time.Since(start).Round(time.Second), most)
 	}
 	extra := e.newPod("extra")
 	_, err := e.cni.AddNetworkList(context.Background(), l, extra.rt)
