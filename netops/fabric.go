@@ -94,7 +94,7 @@ func (h *Handle) ensureFabricRules() error {
 	table, uplinks, pods := fabricObjects()
 	c.AddTable(table)
 	for _, s := range []*nftables.Set{uplinks, pods} {
-		if err := c.AddSet(s, nil); err != nil {
+		if err := addSet(c, s, nil); err != nil {
 			return err
 		}
 	}

@@ -71,7 +71,7 @@ func (h *Handle) ensureMacSpoofCheck(port string, mac net.HardwareAddr) error {
 	table, set := spoofObjects()
 	if !base {
 		c.AddTable(table)
-		if err := c.AddSet(set, nil); err != nil {
+		if err := addSet(c, set, nil); err != nil {
 			return err
 		}
 		policy := nftables.ChainPolicyAccept

@@ -183,10 +183,10 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 
 	if !base {
 		c.AddTable(table)
-		if err := c.AddSet(set4, nil); err != nil {
+		if err := addSet(c, set4, nil); err != nil {
 			return err
 		}
-		if err := c.AddSet(set6, nil); err != nil {
+		if err := addSet(c, set6, nil); err != nil {
 			return err
 		}
 		policy := nftables.ChainPolicyAccept
