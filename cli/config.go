@@ -69,10 +69,12 @@ func loadConfFile(path string) (*libcni.NetworkConfigList, error) {
 	if strings.HasSuffix(path, ".conflist") {
 		return libcni.ConfListFromFile(path)
 	}
+	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
 	one, err := libcni.ConfFromFile(path)
 	if err != nil {
 		return nil, err
 	}
+	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
 	return libcni.ConfListFromConf(one)
 }
 

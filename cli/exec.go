@@ -74,10 +74,12 @@ func loadNetwork(c *ucli.Context) (*libcni.NetworkConfigList, error) {
 		if l, err := libcni.ConfListFromBytes(b); err == nil && len(l.Plugins) > 0 {
 			return l, nil
 		}
+		//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
 		one, err := libcni.ConfFromBytes(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
+		//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
 		return libcni.ConfListFromConf(one)
 	}
 	if n := c.String("net"); n != "" {

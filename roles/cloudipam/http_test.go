@@ -137,14 +137,14 @@ type fakeIMDS struct {
 func (f *fakeIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == imdsTokenPath {
 		if r.Method != "PUT" || r.Header.Get(imdsTokenTTL) == "" {
-			http.Error(w, "", 405)
+			http.Error(w, "", http.StatusMethodNotAllowed)
 			return
 		}
 		w.Write([]byte(f.token))
 		return
 	}
 	if r.Header.Get(imdsTokenHdr) != f.token {
-		http.Error(w, "", 401)
+		http.Error(w, "", http.StatusUnauthorized)
 		return
 	}
 	f.gets++
@@ -227,7 +227,7 @@ func TestAWSProvider(t *testing.T) {
 	f.token = "" // the token is refused
 	c2 := testConfig(srv.URL)
 	c2.Provider = ProviderAWS
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", 403) })
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "", http.StatusForbidden) })
 	_, err = newProvider(c2).query(context.Background(), nil)
 	if !isUnreachable(err) || !strings.Contains(err.Error(), "403") {
 		t.Errorf("refused token: %v", err)

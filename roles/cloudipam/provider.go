@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -116,15 +115,6 @@ func macString(mac string) string {
 		parts = append(parts, mac[i:i+2])
 	}
 	return strings.Join(parts, ":")
-}
-
-// hwMAC converts a normalized MAC to its bytes.
-func hwMAC(mac string) net.HardwareAddr {
-	hw, err := net.ParseMAC(macString(mac))
-	if err != nil {
-		return nil
-	}
-	return hw
 }
 
 // tidy checks and merges what a provider listed: MACs are well formed, the

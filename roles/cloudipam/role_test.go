@@ -348,19 +348,19 @@ func TestAWS(t *testing.T) {
 	var down atomic.Bool
 	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
-			http.Error(w, "", 503)
+			http.Error(w, "", http.StatusServiceUnavailable)
 			return
 		}
 		if r.URL.Path == "/latest/api/token" {
 			if r.Method != "PUT" {
-				http.Error(w, "", 405)
+				http.Error(w, "", http.StatusMethodNotAllowed)
 				return
 			}
 			w.Write([]byte("tok"))
 			return
 		}
 		if r.Header.Get("X-aws-ec2-metadata-token") != "tok" {
-			http.Error(w, "", 401)
+			http.Error(w, "", http.StatusUnauthorized)
 			return
 		}
 		base := "/latest/meta-data/network/interfaces/macs/"

@@ -45,6 +45,8 @@ type bench struct {
 	refDir   string
 	nop      string
 	rsswrap  string
+	bin      string // the private copy of the cnibox binary under test
+	version  string // its `cnibox version`
 	cases    []*cniCase
 	stopping atomic.Bool
 	failed   atomic.Int32
@@ -105,6 +107,7 @@ func newBench(o *options, refDir, refName, nop, rsswrap string) (*bench, error) 
 		return nil, err
 	}
 	b.sides = [2]*side{ours, ref}
+	b.version = cniboxVersion(b.bin)
 	// Every cnibox process inherits its store dir and log file, so nothing
 	// reaches /var/lib/cnibox or /var/log/cnibox.
 	os.Setenv("CNIBOX_DATA_DIR", ours.dataDir)
@@ -142,9 +145,16 @@ func (b *bench) newSide(name string, ours bool, binDir string, subnet netip.Pref
 		}
 	}
 	if ours {
+		// A private copy: a `make build` elsewhere during the run must not
+		// change the binary under test.
+		bin := filepath.Join(b.tmp, "cnibox")
+		if err := copyFile(b.o.bin, bin); err != nil {
+			return nil, fmt.Errorf("copy %s: %w", b.o.bin, err)
+		}
+		b.bin = bin
 		s.binDir = filepath.Join(b.tmp, "ours-bin")
-		if out, err := exec.Command(b.o.bin, "install", "--dir", s.binDir).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s install --dir %s: %v\n%s", b.o.bin, s.binDir, err, out)
+		if out, err := exec.Command(bin, "install", "--dir", s.binDir, "--target", bin).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%s install --dir %s: %v\n%s", bin, s.binDir, err, out)
 		}
 	}
 	ents, err := os.ReadDir(s.binDir)
@@ -156,6 +166,28 @@ func (b *bench) newSide(name string, ours bool, binDir string, subnet netip.Pref
 	}
 	s.cni = libcni.NewCNIConfigWithCacheDir([]string{s.binDir}, s.cacheDir, nil)
 	return s, nil
+}
+
+// copyFile copies src to dst with src's mode.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // fail records a failed correctness check and prints it loudly.

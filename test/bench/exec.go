@@ -248,7 +248,7 @@ type sizes struct {
 
 func (b *bench) runSizes() {
 	var sz sizes
-	if st, err := os.Stat(b.o.bin); err == nil {
+	if st, err := os.Stat(b.bin); err == nil {
 		sz.ours, sz.oursFiles = st.Size(), 1
 	}
 	ents, _ := os.ReadDir(b.sides[0].binDir)

@@ -148,7 +148,7 @@ func (b *bench) report(elapsed time.Duration) {
 	fmt.Printf("\n# cnibox vs reference plugins (%s)\n\n", ref)
 	fmt.Printf("machine: %s; %d CPUs; kernel %s; %s; %d pods per batch, %d rounds, concurrency %v; bench took %s\n",
 		hostDesc(), runtime.NumCPU(), kernel(), runtime.Version(), b.o.n, b.o.rounds, b.o.conc, elapsed.Round(time.Second))
-	fmt.Printf("ours: %s (%s); ref: %s\n", b.o.bin, cniboxVersion(b.o.bin), b.refDir)
+	fmt.Printf("ours: %s (%s, copied for the run); ref: %s\n", b.o.bin, b.version, b.refDir)
 	fmt.Println("times in ms; ratio = ours / ref (lower is better, except ops/s)")
 
 	var targets []target

@@ -328,12 +328,12 @@ func TestAWSExample(t *testing.T) {
 	var queries atomic.Int32
 	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
-			http.Error(w, "", 503)
+			http.Error(w, "", http.StatusServiceUnavailable)
 			return
 		}
 		if r.URL.Path == "/latest/api/token" {
 			if r.Method != "PUT" || r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds") == "" {
-				http.Error(w, "", 405)
+				http.Error(w, "", http.StatusMethodNotAllowed)
 				return
 			}
 			queries.Add(1)
@@ -341,7 +341,7 @@ func TestAWSExample(t *testing.T) {
 			return
 		}
 		if r.Header.Get("X-aws-ec2-metadata-token") != "token-1" {
-			http.Error(w, "", 401)
+			http.Error(w, "", http.StatusUnauthorized)
 			return
 		}
 		base := "/latest/meta-data/network/interfaces/macs/"

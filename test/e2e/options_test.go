@@ -72,6 +72,7 @@ func TestBridgeOptions(t *testing.T) {
 // TestLoopback: the loopback role brings lo up and reports its addresses.
 func TestLoopback(t *testing.T) {
 	e := newEnv(t)
+	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
 	conf, err := libcni.ConfFromFile(repoFile("examples", "40-loopback.conf"))
 	if err != nil {
 		t.Fatal(err)

@@ -41,10 +41,6 @@ func (t target) String() string {
 	return fmt.Sprintf("%s via %s vtep %s at %s", t.subnet, t.gw, t.mac, t.dst)
 }
 
-func (t target) same(o target) bool {
-	return t.subnet == o.subnet && t.dst == o.dst && t.direct == o.direct && bytes.Equal(t.mac, o.mac)
-}
-
 // target returns how l is reached in this family; false when the lease has
 // nothing for it (no subnet, no VTEP MAC, no public IP).
 func (o *overlay) target(l lease.Lease) (target, bool) {
