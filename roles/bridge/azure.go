@@ -162,13 +162,10 @@ func findMaster(host *netops.Handle, c *Conf, br netops.Link, subnet netip.Prefi
 		}
 	}
 	if port != "" {
-		if addrs, err := host.Addrs(c.Bridge); err == nil {
-			for _, p := range addrs {
-				if p.Masked() == subnet {
-					return port, nil
-				}
-			}
-		}
+		// The NIC is already enslaved: its addresses are on the bridge, or
+		// another ADD is moving them right now (EnsureUplink finishes that
+		// idempotently).
+		return port, nil
 	}
 	return "", cniplug.Errorf(types.ErrInvalidNetworkConfig, "azure-vnet: no interface of the node has an address in %s (the subnet of the pod's address) and bridge %q has no NIC with one yet: set \"master\" to the node's NIC", subnet, c.Bridge)
 }
