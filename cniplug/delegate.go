@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -20,6 +21,9 @@ const inProcessPrefix = "cnibox-role:"
 type execer struct {
 	reg    *Registry
 	stderr io.Writer
+	// getenv is the calling invocation's environment: an in-process
+	// delegate sees it for everything but the CNI_* variables of the call.
+	getenv func(string) string
 	version.PluginDecoder
 }
 
@@ -46,8 +50,17 @@ func (e *execer) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte
 			env[k] = v
 		}
 	}
+	parent := e.getenv
+	if parent == nil {
+		parent = os.Getenv
+	}
 	return Invoke(ctx, role, Invocation{
-		Getenv:   func(k string) string { return env[k] },
+		Getenv: func(k string) string {
+			if strings.HasPrefix(k, "CNI_") {
+				return env[k]
+			}
+			return parent(k)
+		},
 		Stdin:    bytes.NewReader(stdin),
 		Stderr:   e.stderr,
 		Registry: e.reg,
@@ -95,7 +108,7 @@ func (a *Args) delegateNoResult(ctx context.Context, verb, typ string, conf []by
 }
 
 func (a *Args) execer() *execer {
-	return &execer{reg: a.Registry, stderr: a.Stderr}
+	return &execer{reg: a.Registry, stderr: a.Stderr, getenv: a.Getenv}
 }
 
 func (a *Args) delegateArgs(verb string) *invoke.Args {

@@ -189,3 +189,23 @@ func TestInProcessDelegation(t *testing.T) {
 		t.Errorf("missing plugin: %v", err)
 	}
 }
+
+// TestDelegateSeesCallerEnv: an in-process delegate reads the caller's
+// environment (e.g. CNIBOX_DATA_DIR), not the process's, and its own CNI_*.
+func TestDelegateSeesCallerEnv(t *testing.T) {
+	var dataDir, ifname string
+	inner := &Role{Name: "inner", Add: func(_ context.Context, a *Args) (types.Result, error) {
+		dataDir, ifname = a.Getenv("CNIBOX_DATA_DIR"), a.Getenv("CNI_IFNAME")
+		return &current.Result{CNIVersion: current.ImplementedSpecVersion}, nil
+	}}
+	outer := &Role{Name: "outer", Add: func(ctx context.Context, a *Args) (types.Result, error) {
+		return a.DelegateAddAs(ctx, "inner", []byte(`{"cniVersion":"1.0.0","name":"n","type":"inner"}`), "net1")
+	}}
+	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/run/netns/p", "CNI_IFNAME": "eth0",
+		"CNI_PATH": "/nonexistent", "CNIBOX_DATA_DIR": "/tmp/caller-only"}
+	_, err := Invoke(context.Background(), outer, Invocation{Getenv: func(k string) string { return env[k] },
+		Stdin: strings.NewReader(`{"cniVersion":"1.0.0","name":"n","type":"outer"}`), Registry: NewRegistry(outer, inner)})
+	if err != nil || dataDir != "/tmp/caller-only" || ifname != "net1" {
+		t.Errorf("delegate saw CNIBOX_DATA_DIR %q CNI_IFNAME %q (err %v), want the caller's and net1", dataDir, ifname, err)
+	}
+}
