@@ -156,8 +156,21 @@ func MainInPrivateNetns(m *testing.M) {
 	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), privateEnv+"=1")
+	// The node's store and log default to /var/lib/cnibox and /var/log/cnibox:
+	// a test that forgets to point a plugin elsewhere must not write there.
+	scratch, err := os.MkdirTemp("", "cnibox-node-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nstest:", err)
+		os.Exit(1)
+	}
+	for k, v := range map[string]string{"CNIBOX_DATA_DIR": filepath.Join(scratch, "data"), "CNIBOX_LOG_FILE": filepath.Join(scratch, "cnibox.log")} {
+		if os.Getenv(k) == "" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
-	err := cmd.Run()
+	err = cmd.Run()
+	os.RemoveAll(scratch)
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
