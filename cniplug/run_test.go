@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -118,7 +119,8 @@ func TestMainPrintsErrorJSON(t *testing.T) {
 	var seen []*Args
 	role := echoRole(&seen)
 	var out, errOut bytes.Buffer
-	env := map[string]string{"CNI_COMMAND": "ADD"}
+	logFile := t.TempDir() + "/cnibox.log"
+	env := map[string]string{"CNI_COMMAND": "ADD", "CNIBOX_LOG_FILE": logFile}
 	code := Main(context.Background(), role, Invocation{Getenv: func(k string) string { return env[k] },
 		Stdin: strings.NewReader(`{"cniVersion":"1.0.0","name":"n"}`), Stderr: &errOut}, &out)
 	if code != 1 {
@@ -132,6 +134,9 @@ func TestMainPrintsErrorJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &e); err != nil || e.Code != 4 || e.CNIVersion != "1.0.0" || !strings.Contains(e.Msg, "CNI_CONTAINERID") {
 		t.Errorf("stdout %q: want error JSON code 4 naming CNI_CONTAINERID", out.String())
 	}
+	if rec, err := os.ReadFile(logFile); err != nil || !strings.Contains(string(rec), `"code":4`) {
+		t.Errorf("log record %q (%v): want the failed call with code 4", rec, err)
+	}
 	// Without CNI_COMMAND: an explanation on stderr, nothing on stdout, exit 1.
 	out.Reset()
 	errOut.Reset()
@@ -141,7 +146,7 @@ func TestMainPrintsErrorJSON(t *testing.T) {
 	}
 	// VERSION lists every supported version.
 	out.Reset()
-	env = map[string]string{"CNI_COMMAND": "VERSION"}
+	env = map[string]string{"CNI_COMMAND": "VERSION", "CNIBOX_LOG_FILE": logFile}
 	Main(context.Background(), role, Invocation{Getenv: func(k string) string { return env[k] }, Stdin: strings.NewReader(""), Stderr: &errOut}, &out)
 	for _, v := range SupportedVersions {
 		if !strings.Contains(out.String(), `"`+v+`"`) {
