@@ -7,7 +7,7 @@ BIN=$PWD/bin/cnibox
 CONF=$PWD/examples/10-bridge.conflist
 work=$(mktemp -d /tmp/cnibox-demo.XXXXXX)
 node=cnibox-demo-node-$$
-export CNIBOX_DATA_DIR=$work/data
+export CNIBOX_DATA_DIR=$work/data CNIBOX_LOG_FILE=$work/cnibox.log
 on_node() { nsenter --net=/run/netns/$node "$@"; }
 cnibox_exec() { on_node "$BIN" exec "$@" --conf "$CONF" --bin-dir "$work/bin" --cache-dir "$work/cache"; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
