@@ -1,12 +1,8 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketDelegates holds the delegate records of meta roles:
@@ -46,97 +42,35 @@ type Delegate struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
+// delegateRecords is the delegates bucket, kept like the other per-attachment
+// records (chained.go).
+var delegateRecords = attachmentRecords[DelegateRecord]{bucket: bucketDelegates, what: "delegate record"}
+
 // PutDelegateRecord records r (replacing an earlier record of the same
 // attachment). Created and BootID are filled in when zero.
 func (s *Store) PutDelegateRecord(r DelegateRecord) error {
-	if r.Network == "" || r.ContainerID == "" || r.IfName == "" {
-		return fmt.Errorf("store: delegate record needs network, container ID and ifname (got %q, %q, %q)", r.Network, r.ContainerID, r.IfName)
-	}
 	if r.Created.IsZero() {
 		r.Created = time.Now()
 	}
 	if r.BootID == "" {
 		r.BootID = BootID()
 	}
-	v, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("store: encode delegate record %s/%s/%s: %w", r.Network, r.ContainerID, r.IfName, err)
-	}
-	return s.update(func(tx *bolt.Tx) (bool, error) {
-		b, err := tx.CreateBucketIfNotExists(bucketDelegates)
-		if err == nil {
-			err = b.Put(endpointKey(r.Network, r.ContainerID, r.IfName), v)
-		}
-		if err != nil {
-			return false, fmt.Errorf("store: put delegate record %s/%s/%s: %w", r.Network, r.ContainerID, r.IfName, err)
-		}
-		return true, nil
-	})
+	return delegateRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
 }
 
 // GetDelegateRecord returns the delegate record of one attachment.
-func (s *Store) GetDelegateRecord(network, containerID, ifname string) (r DelegateRecord, found bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDelegates)
-		if b == nil {
-			return nil
-		}
-		v := b.Get(endpointKey(network, containerID, ifname))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return s.decodeDelegateRecord(v, &r)
-	})
-	return r, found, err
+func (s *Store) GetDelegateRecord(network, containerID, ifname string) (DelegateRecord, bool, error) {
+	return delegateRecords.get(s, network, containerID, ifname)
 }
 
 // DeleteDelegateRecord removes the delegate record of one attachment; a
 // missing one is no error.
 func (s *Store) DeleteDelegateRecord(network, containerID, ifname string) error {
-	return s.update(func(tx *bolt.Tx) (bool, error) {
-		b := tx.Bucket(bucketDelegates)
-		k := endpointKey(network, containerID, ifname)
-		if b == nil || b.Get(k) == nil {
-			return false, nil
-		}
-		return true, b.Delete(k)
-	})
+	return delegateRecords.delete(s, network, containerID, ifname)
 }
 
 // DelegateRecords returns the delegate records of one network ("" = every
 // network), ordered by network, container ID and ifname.
 func (s *Store) DelegateRecords(network string) ([]DelegateRecord, error) {
-	var out []DelegateRecord
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDelegates)
-		if b == nil {
-			return nil
-		}
-		var prefix []byte
-		if network != "" {
-			prefix = append([]byte(network), sep)
-		}
-		c := b.Cursor()
-		k, v := c.First()
-		if prefix != nil {
-			k, v = c.Seek(prefix)
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var r DelegateRecord
-			if err := s.decodeDelegateRecord(v, &r); err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (s *Store) decodeDelegateRecord(v []byte, r *DelegateRecord) error {
-	if err := json.Unmarshal(v, r); err != nil {
-		return fmt.Errorf("store %s: delegate record: %w: %v", s.path, ErrCorrupt, err)
-	}
-	return nil
+	return delegateRecords.list(s, network)
 }
