@@ -29,6 +29,33 @@ type Args struct {
 	Getenv func(string) string
 
 	log *callLog
+	// shared holds values of this call that in-process delegates see too
+	// (an open store, so that a delegate's writes join the caller's
+	// transaction).
+	shared map[any]any
+}
+
+// Shared returns the value set under key by this call or by the role that
+// delegated to it in process, or nil.
+func (a *Args) Shared(key any) any {
+	if a == nil || a.shared == nil {
+		return nil
+	}
+	return a.shared[key]
+}
+
+// SetShared sets (or, with v nil, removes) the value under key for the rest
+// of this call and the in-process delegates it runs from now on. Values are
+// never seen by exec'd plugins.
+func (a *Args) SetShared(key, v any) {
+	if v == nil {
+		delete(a.shared, key)
+		return
+	}
+	if a.shared == nil {
+		a.shared = map[any]any{}
+	}
+	a.shared[key] = v
 }
 
 // CNIArgs are the CNI_ARGS keys cnibox understands. Unknown keys are an error

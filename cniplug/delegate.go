@@ -70,6 +70,9 @@ func (e *execer) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte
 // DelegateAdd runs ADD of plugin type typ with conf, with this call's
 // container, netns, ifname, CNI_ARGS and CNI_PATH.
 func (a *Args) DelegateAdd(ctx context.Context, typ string, conf []byte) (types.Result, error) {
+	if role, ok := a.Registry.Lookup(typ); ok {
+		return a.inProcess(ctx, role, "ADD", conf)
+	}
 	e := a.execer()
 	path, err := e.FindInPath(typ, a.Path)
 	if err != nil {
@@ -99,6 +102,10 @@ func (a *Args) DelegateStatus(ctx context.Context, typ string, conf []byte) erro
 }
 
 func (a *Args) delegateNoResult(ctx context.Context, verb, typ string, conf []byte) error {
+	if role, ok := a.Registry.Lookup(typ); ok {
+		_, err := a.inProcess(ctx, role, verb, conf)
+		return err
+	}
 	e := a.execer()
 	path, err := e.FindInPath(typ, a.Path)
 	if err != nil {
@@ -120,4 +127,38 @@ func (a *Args) delegateArgs(verb string) *invoke.Args {
 		PluginArgsStr: a.RawArgs,
 		Path:          a.PathString(),
 	}
+}
+
+// inProcess runs verb of one of this binary's roles as a delegate, in this
+// process and without the detour an exec'd plugin needs: no environment list,
+// no result encoded to JSON and parsed back. The delegate checks its config
+// as an exec'd plugin would and sees the caller's container, netns, ifname,
+// CNI_ARGS and CNI_PATH; an ADD returns the role's result as it is.
+func (a *Args) inProcess(ctx context.Context, role *Role, verb string, conf []byte) (types.Result, error) {
+	parent := a.Getenv
+	if parent == nil {
+		parent = os.Getenv
+	}
+	ifname := a.IfName
+	child := &Args{
+		Command:     verb,
+		ContainerID: a.ContainerID,
+		Netns:       a.Netns,
+		IfName:      a.IfName,
+		Path:        a.Path,
+		RawArgs:     a.RawArgs,
+		Registry:    a.Registry,
+		Stderr:      a.Stderr,
+		shared:      a.shared,
+		Getenv: func(k string) string {
+			switch k {
+			case "CNI_COMMAND":
+				return verb
+			case "CNI_IFNAME":
+				return ifname
+			}
+			return parent(k)
+		},
+	}
+	return run(ctx, role, child, conf)
 }

@@ -1,6 +1,7 @@
 package cniplug
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -88,12 +89,8 @@ func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err
 	if level < min {
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return
-	}
-	w := &lumberjack.Logger{Filename: path, MaxSize: 10, MaxBackups: 3}
-	defer w.Close()
-	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: min}))
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: min, ReplaceAttr: utcTime}))
 	attrs := []slog.Attr{
 		slog.String("role", role.Name),
 		slog.String("command", inv.Getenv("CNI_COMMAND")),
@@ -125,13 +122,47 @@ func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err
 		attrs = append(attrs, slog.Any("result", json.RawMessage(compact(out))))
 	}
 	logger.LogAttrs(context.Background(), level, msg, attrs...)
+	appendRecord(path, buf.Bytes())
 }
 
+// maxLogBytes is the size at which the log file is rotated (lumberjack's
+// MaxSize, in MiB, is derived from it).
+const maxLogBytes = 10 << 20
+
+// appendRecord appends one record to the log file at path. The common case,
+// an existing file with room left, is one open(O_APPEND) and one write; a
+// missing or full file goes through lumberjack, which creates or rotates it
+// (keeping 3 backups). lumberjack is not used for every record because each
+// of its opens starts a goroutine that lists the log directory.
+func appendRecord(path string, rec []byte) {
+	if st, err := os.Stat(path); err == nil && st.Size()+int64(len(rec)) < maxLogBytes {
+		if f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0); err == nil {
+			_, _ = f.Write(rec)
+			_ = f.Close()
+			return
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	w := &lumberjack.Logger{Filename: path, MaxSize: maxLogBytes >> 20, MaxBackups: 3}
+	_, _ = w.Write(rec)
+	_ = w.Close()
+}
+
+// utcTime writes the record's time in UTC (no time zone file is read).
+func utcTime(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.TimeKey && a.Value.Kind() == slog.KindTime {
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	}
+	return a
+}
+
+// compact returns b, a JSON document, without insignificant white space.
 func compact(b []byte) []byte {
-	var m any
-	if json.Unmarshal(b, &m) != nil {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
 		return []byte(`null`)
 	}
-	out, _ := json.Marshal(m)
-	return out
+	return out.Bytes()
 }

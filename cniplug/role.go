@@ -21,6 +21,12 @@ type Role struct {
 	About string
 	// IPAM reports whether the role is an IPAM plugin (for listings).
 	IPAM bool
+	// JoinsCallerStore says that, run in process as a delegate, the role's
+	// store reads and writes may join the caller's store transaction (see
+	// store.OpenShared): it does no slow work (no network, no kernel) while
+	// it uses the store. A role that queries a server must leave it false,
+	// or every other call would wait for that query.
+	JoinsCallerStore bool
 
 	Add    func(ctx context.Context, a *Args) (types.Result, error)
 	Check  func(ctx context.Context, a *Args) error

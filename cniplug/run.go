@@ -156,6 +156,16 @@ func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
 	if err != nil {
 		return nil, Errorf(types.ErrIOFailure, "read the network config from stdin: %w", err)
 	}
+	res, err := run(ctx, role, a, stdin)
+	if err != nil || cmd != "ADD" {
+		return nil, err
+	}
+	return encodeResult(res, a.Conf.CNIVersion)
+}
+
+// run decodes and checks the network config and CNI_ARGS into a and runs the
+// verb a.Command of role. Only ADD has a result.
+func run(ctx context.Context, role *Role, a *Args, stdin []byte) (types.Result, error) {
 	if len(stdin) > MaxConfigBytes {
 		return nil, Errorf(types.ErrDecodingFailure, "stdin: the network config is larger than %d bytes", MaxConfigBytes)
 	}
@@ -168,20 +178,20 @@ func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
 	if err := utils.ValidateNetworkName(conf.Name); err != nil {
 		return nil, Errorf(types.ErrInvalidNetworkConfig, "config field \"name\" %q: %s", conf.Name, err.Msg)
 	}
-	if err := checkVersion(cmd, conf.CNIVersion); err != nil {
+	if err := checkVersion(a.Command, conf.CNIVersion); err != nil {
 		return nil, err
 	}
 	if err := types.LoadArgs(a.RawArgs, &a.CNIArgs); err != nil {
 		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_ARGS %q: %v (add IgnoreUnknown=1 to pass keys this plugin does not know)", a.RawArgs, err)
 	}
 
-	switch cmd {
+	switch a.Command {
 	case "ADD":
 		res, err := role.Add(ctx, a)
-		if err != nil {
-			return nil, err
+		if err == nil && res == nil {
+			err = Errorf(types.ErrInternal, "the plugin returned no result")
 		}
-		return encodeResult(res, conf.CNIVersion)
+		return res, err
 	case "CHECK":
 		return nil, call(ctx, role.Check, a)
 	case "DEL":

@@ -52,6 +52,11 @@ const corruptFix = "see what is wrong with `cnibox store check --data-dir DIR` a
 type Store struct {
 	db   *bolt.DB
 	path string
+
+	// batch is the read-write transaction of a running Batch (nil outside
+	// one); batchChanged records whether anything in it wrote.
+	batch        *bolt.Tx
+	batchChanged bool
 }
 
 // Options tune OpenWith.
@@ -231,6 +236,35 @@ func (s *Store) Close() error {
 // Path returns the store file's path.
 func (s *Store) Path() string { return s.path }
 
+// Dir returns the directory of the store file.
+func (s *Store) Dir() string { return filepath.Dir(s.path) }
+
+// sharedKey keys an open store among a CNI call's shared values.
+type sharedKey string
+
+// SharedKey is the key under which a CNI call shares its open store of dir
+// with the roles it runs in process (cniplug.Args.SetShared): a delegate that
+// would open the same store uses the caller's instead (a second open in the
+// same process would wait for the caller's lock), and its reads and writes
+// join the caller's Batch.
+func SharedKey(dir string) any { return sharedKey(filepath.Clean(dir)) }
+
+// OpenShared returns the store of dir that the call shares (shared is the
+// call's cniplug.Args.Shared), with a release that does nothing; otherwise it
+// opens the store with OpenWith and release closes it.
+func OpenShared(shared func(key any) any, dir string, o Options) (s *Store, release func() error, err error) {
+	if shared != nil {
+		if s, ok := shared(SharedKey(dir)).(*Store); ok && s.db != nil {
+			return s, func() error { return nil }, nil
+		}
+	}
+	s, err = OpenWith(dir, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.Close, nil
+}
+
 // isCorrupt reports whether err from bbolt means the file content is bad.
 func isCorrupt(err error) bool {
 	return errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) ||
@@ -247,6 +281,11 @@ func (s *Store) guard(err *error) {
 // update runs fn in one read-write transaction; commit is skipped (rolled
 // back) when fn reports that it changed nothing.
 func (s *Store) update(fn func(tx *bolt.Tx) (changed bool, err error)) (err error) {
+	if s.batch != nil {
+		changed, err := fn(s.batch)
+		s.batchChanged = s.batchChanged || changed
+		return err
+	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
 	tx, err := s.db.Begin(true)
@@ -271,9 +310,47 @@ func (s *Store) update(fn func(tx *bolt.Tx) (changed bool, err error)) (err erro
 
 // view runs fn in one read-only transaction.
 func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
+	if s.batch != nil {
+		return fn(s.batch)
+	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
 	return s.db.View(fn)
+}
+
+// Batch runs fn with every read and write of s (IPAM, endpoint and other
+// records) inside one read-write transaction, committed when fn returns nil
+// and rolled back, keeping nothing, when it returns an error. One commit
+// costs two fdatasync; a call that reserves an address and records its
+// endpoint pays them once. A Batch inside a Batch joins the outer one. Keep
+// fn short and free of kernel work: the store's lock is held throughout.
+func (s *Store) Batch(fn func() error) (err error) {
+	if s.batch != nil {
+		return fn()
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.guard(&err)
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return s.wrap(err)
+	}
+	s.batch, s.batchChanged = tx, false
+	defer func() {
+		s.batch = nil
+		if tx.DB() != nil { // not committed: fn failed or panicked
+			tx.Rollback()
+		}
+	}()
+	if err := fn(); err != nil {
+		return err
+	}
+	if !s.batchChanged {
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(err)
+	}
+	return nil
 }
 
 func (s *Store) wrap(err error) error {

@@ -2,7 +2,9 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"net"
 	"net/netip"
 	"time"
 
@@ -40,23 +42,21 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		}
 	}()
 
-	// IPAM first: an exhausted pool fails before any kernel work.
-	var ipamRes *current.Result
-	if t := a.Conf.IPAM.Type; t != "" {
-		r, err := a.DelegateAdd(ctx, t, a.StdinData)
-		if err != nil {
-			return nil, err
-		}
-		undo.Push(func() { _ = a.DelegateDel(context.WithoutCancel(ctx), t, a.StdinData) })
-		if ipamRes, err = current.NewResultFromResult(r); err != nil {
-			return nil, cniplug.Errorf(types.ErrDecodingFailure, "IPAM plugin %q result: %w", t, err)
-		}
-		if len(ipamRes.IPs) == 0 {
-			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "IPAM plugin %q returned no address: check the ipam section", t)
-		}
-		a.Mark("ipam")
-		fault.Point("bridge/add/after-ipam")
+	// The address reservation and the endpoint record first, in one store
+	// transaction, before any kernel work: an exhausted pool fails before
+	// anything is made, and a call killed later leaves a record that DEL and
+	// GC find.
+	hostName := c.hostVethName(a.ContainerID, a.IfName)
+	if mac == nil {
+		mac = randomMAC()
 	}
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	plan, err := reserve(ctx, a, c, res, hostName, mac)
+	if err != nil {
+		return nil, err
+	}
+	undo.Push(func() { _, _ = release(context.WithoutCancel(ctx), a, c) })
+	fault.Point("bridge/add/after-ipam")
 
 	host, err := netops.Open("")
 	if err != nil {
@@ -69,7 +69,6 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
 	}
 	fault.Point("bridge/add/after-bridge")
-	hostName := c.hostVethName(a.ContainerID, a.IfName)
 	hv, pv, err := host.EnsureVeth(netops.VethOpts{
 		HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
 	})
@@ -101,16 +100,13 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 
 	a.Mark("veth")
 
-	res := &current.Result{
-		CNIVersion: current.ImplementedSpecVersion,
-		Interfaces: []*current.Interface{
-			{Name: br.Name, Mac: br.MAC.String()},
-			{Name: hv.Name, Mac: hv.MAC.String()},
-			{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
-		},
+	res.Interfaces = []*current.Interface{
+		{Name: br.Name, Mac: br.MAC.String()},
+		{Name: hv.Name, Mac: hv.MAC.String()},
+		{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
 	}
-	if ipamRes != nil {
-		if err := configureAddresses(host, pod, a, c, ipamRes, res); err != nil {
+	if plan != nil {
+		if err := applyAddresses(host, pod, a, c, plan); err != nil {
 			return nil, err
 		}
 		fault.Point("bridge/add/after-addresses")
@@ -128,41 +124,125 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	if err := c.attachHook(ctx, &undo, &Attachment{Args: a, Conf: c, Host: host, Pod: pod, Bridge: br, HostVeth: hv, PodVeth: pv, Result: res}); err != nil {
 		return nil, err
 	}
-	if err := putEndpoint(a, c, res, hostName); err != nil {
-		return nil, err
-	}
-	a.Mark("record")
-	fault.Point("bridge/add/after-record")
 	undo.Discard()
 	return res, nil
 }
 
-// configureAddresses puts IPAM's addresses and routes on the pod interface and,
-// with isGateway, the gateways on the bridge; it fills res.
-func configureAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, ipamRes *current.Result, res *current.Result) error {
-	podIdx := 2
-	gws := map[bool]netip.Addr{} // by is4
-	for _, ipc := range ipamRes.IPs {
-		p := prefixOf(ipc.Address)
-		if err := pod.EnsureAddr(a.IfName, p, netops.AddrOpts{NoDAD: !c.EnableDad}); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", p, a.IfName, err)
+// reserve runs the IPAM plugin and records the endpoint (with the addresses,
+// routes and DNS that res gets from IPAM) in the store. When IPAM is one of
+// cnibox's roles it runs in process inside the same store transaction as the
+// record (one open, one commit); a foreign IPAM plugin runs first, without
+// the store's lock. It returns what applyAddresses puts in the kernel (nil
+// without IPAM).
+func reserve(ctx context.Context, a *cniplug.Args, c *Conf, res *current.Result, hostName string, mac net.HardwareAddr) (*addrPlan, error) {
+	t := a.Conf.IPAM.Type
+	var plan *addrPlan
+	ipam := func() error {
+		if t == "" {
+			return nil
 		}
+		r, err := a.DelegateAdd(ctx, t, a.StdinData)
+		if err != nil {
+			return err
+		}
+		ipamRes, err := current.NewResultFromResult(r)
+		if err != nil {
+			return cniplug.Errorf(types.ErrDecodingFailure, "IPAM plugin %q result: %w", t, err)
+		}
+		if len(ipamRes.IPs) == 0 {
+			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "IPAM plugin %q returned no address: check the ipam section", t)
+		}
+		plan = planAddresses(a, c, ipamRes, res)
+		a.Mark("ipam")
+		return nil
+	}
+	inProcess := t == "" // in process and inside our store transaction
+	if r, ok := a.Registry.Lookup(t); ok && r.JoinsCallerStore {
+		inProcess = true
+	}
+	if !inProcess {
+		if err := ipam(); err != nil {
+			return nil, err
+		}
+	}
+	st, err := openStore(a, c)
+	if err != nil {
+		if !inProcess {
+			_ = a.DelegateDel(context.WithoutCancel(ctx), t, a.StdinData)
+		}
+		return nil, storeErr(err)
+	}
+	defer st.Close()
+	key := store.SharedKey(st.Dir())
+	a.SetShared(key, st)
+	defer a.SetShared(key, nil)
+	var ipamErr error
+	err = st.Batch(func() error {
+		if inProcess {
+			if ipamErr = ipam(); ipamErr != nil {
+				return ipamErr
+			}
+		}
+		return st.PutEndpoint(endpointOf(a, c, res, hostName, mac))
+	})
+	if err != nil {
+		if !inProcess {
+			_ = a.DelegateDel(context.WithoutCancel(ctx), t, a.StdinData)
+		}
+		if ipamErr != nil {
+			return nil, ipamErr
+		}
+		return nil, storeErr(err)
+	}
+	a.Mark("record")
+	return plan, nil
+}
+
+// randomMAC returns a random locally administered unicast MAC, as the kernel
+// would give a new veth end; cnibox picks it so that the endpoint record can
+// hold it before the veth exists.
+func randomMAC() net.HardwareAddr {
+	mac := make(net.HardwareAddr, 6)
+	_, _ = rand.Read(mac)
+	mac[0] = mac[0]&0xfe | 0x02
+	return mac
+}
+
+// addrPlan is what applyAddresses puts in the kernel: the pod's addresses
+// and routes and, with isGateway, the gateways on the bridge.
+type addrPlan struct {
+	addrs    []netip.Prefix
+	gateways []netip.Prefix // for the bridge (isGateway)
+	routes   []netops.Route
+	gws      map[bool]netip.Addr // by is4
+}
+
+// planAddresses works out from IPAM's result what the pod gets, and fills
+// res's IPs, routes and DNS with it.
+func planAddresses(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *addrPlan {
+	podIdx := 2
+	p := &addrPlan{gws: map[bool]netip.Addr{}}
+	for _, ipc := range ipamRes.IPs {
+		pfx := prefixOf(ipc.Address)
+		p.addrs = append(p.addrs, pfx)
 		gw := addrOf(ipc.Gateway)
 		if gw.IsValid() {
-			if _, seen := gws[gw.Is4()]; !seen {
-				gws[gw.Is4()] = gw
+			if _, seen := p.gws[gw.Is4()]; !seen {
+				p.gws[gw.Is4()] = gw
 			}
 			if c.IsGateway {
-				if err := ensureGatewayAddr(host, c, netip.PrefixFrom(gw, p.Bits())); err != nil {
-					return err
-				}
+				p.gateways = append(p.gateways, netip.PrefixFrom(gw, pfx.Bits()))
 			}
 		}
 		res.IPs = append(res.IPs, &current.IPConfig{Interface: &podIdx, Address: ipc.Address, Gateway: ipc.Gateway})
 	}
 	routes := append([]*types.Route(nil), ipamRes.Routes...)
 	if c.IsDefaultGW {
-		for is4, gw := range gws {
+		for _, is4 := range []bool{true, false} {
+			gw, ok := p.gws[is4]
+			if !ok {
+				continue
+			}
 			dst := netip.MustParsePrefix("::/0")
 			if is4 {
 				dst = netip.MustParsePrefix("0.0.0.0/0")
@@ -176,12 +256,9 @@ func configureAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, ipam
 		dst := prefixOf(r.Dst)
 		gw := addrOf(r.GW)
 		if !gw.IsValid() {
-			gw = gws[dst.Addr().Is4()]
+			gw = p.gws[dst.Addr().Is4()]
 		}
-		rt := netops.Route{Dst: dst, GW: gw, Dev: a.IfName, MTU: r.MTU, Priority: r.Priority, Table: intOr(r.Table)}
-		if err := pod.EnsureRoute(rt); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add route %s via %s in the pod: %w", dst, gw, err)
-		}
+		p.routes = append(p.routes, netops.Route{Dst: dst, GW: gw, Dev: a.IfName, MTU: r.MTU, Priority: r.Priority, Table: intOr(r.Table)})
 		out := &types.Route{Dst: r.Dst, MTU: r.MTU, Priority: r.Priority, Table: r.Table, Scope: r.Scope, AdvMSS: r.AdvMSS}
 		if gw.IsValid() {
 			out.GW = gw.AsSlice()
@@ -189,8 +266,29 @@ func configureAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, ipam
 		res.Routes = append(res.Routes, out)
 	}
 	res.DNS = ipamRes.DNS
+	return p
+}
+
+// applyAddresses puts the plan's addresses and routes on the pod interface
+// and, with isGateway, the gateways on the bridge.
+func applyAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, p *addrPlan) error {
+	for _, pfx := range p.addrs {
+		if err := pod.EnsureAddr(a.IfName, pfx, netops.AddrOpts{NoDAD: !c.EnableDad}); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
+		}
+	}
+	for _, gw := range p.gateways {
+		if err := ensureGatewayAddr(host, c, gw); err != nil {
+			return err
+		}
+	}
+	for _, rt := range p.routes {
+		if err := pod.EnsureRoute(rt); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add route %s via %s in the pod: %w", rt.Dst, rt.GW, err)
+		}
+	}
 	if c.IsGateway {
-		if err := enableForwarding(host, gws); err != nil {
+		if err := enableForwarding(host, p.gws); err != nil {
 			return err
 		}
 	}
@@ -274,13 +372,13 @@ func podAddrs(res *current.Result) []netip.Addr {
 	return out
 }
 
-// putEndpoint records the attachment in the store.
-func putEndpoint(a *cniplug.Args, c *Conf, res *current.Result, hostName string) error {
+// endpointOf is the store record of the attachment that res describes.
+func endpointOf(a *cniplug.Args, c *Conf, res *current.Result, hostName string, mac net.HardwareAddr) store.Endpoint {
 	ep := store.Endpoint{
 		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns,
 		PodNamespace: string(a.CNIArgs.K8S_POD_NAMESPACE), PodName: string(a.CNIArgs.K8S_POD_NAME),
 		PodUID: string(a.CNIArgs.K8S_POD_UID), Plugin: a.Conf.Type, Bridge: c.Bridge, HostVeth: hostName,
-		MAC: res.Interfaces[2].Mac, IPs: podPrefixes(res), Created: time.Now().UTC(), BootID: store.BootID(),
+		MAC: mac.String(), IPs: podPrefixes(res), Created: time.Now().UTC(), BootID: store.BootID(),
 	}
 	for _, ipc := range res.IPs {
 		if gw := addrOf(ipc.Gateway); gw.IsValid() {
@@ -294,15 +392,7 @@ func putEndpoint(a *cniplug.Args, c *Conf, res *current.Result, hostName string)
 	if c.IPMasq {
 		ep.Extra = map[string]string{"ipMasq": "true"}
 	}
-	st, err := openStore(a, c)
-	if err != nil {
-		return storeErr(err)
-	}
-	defer st.Close()
-	if err := st.PutEndpoint(ep); err != nil {
-		return storeErr(err)
-	}
-	return nil
+	return ep
 }
 
 // openStore opens the endpoint store named by the config's dataDir or the

@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
 )
 
 // del removes the attachment. Everything already gone counts as removed, and
@@ -21,16 +22,11 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err != nil {
 		return err
 	}
-	ips, err := attachmentIPs(a, c)
+	ips, err := release(ctx, a, c)
 	if err != nil {
 		return err
 	}
-	if t := a.Conf.IPAM.Type; t != "" {
-		if err := a.DelegateDel(ctx, t, a.StdinData); err != nil {
-			return err
-		}
-		fault.Point("bridge/del/after-ipam")
-	}
+	fault.Point("bridge/del/after-ipam")
 	host, err := netops.Open("")
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
@@ -58,11 +54,55 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 		return err
 	}
 	fault.Point("bridge/del/after-veth")
-	if err := deleteEndpoint(a, c); err != nil {
-		return err
-	}
-	fault.Point("bridge/del/after-record")
 	return nil
+}
+
+// release reads the attachment's addresses (endpoint record, else
+// prevResult, else what is left in the kernel), runs the IPAM plugin's DEL
+// and deletes the endpoint record: in one store transaction when IPAM is one
+// of cnibox's roles, before the slow kernel work so the store's lock is not
+// held across it. A foreign IPAM plugin runs without the lock.
+func release(ctx context.Context, a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
+	t := a.Conf.IPAM.Type
+	inProcess := t == "" // in process and inside our store transaction
+	if r, ok := a.Registry.Lookup(t); ok && r.JoinsCallerStore {
+		inProcess = true
+	}
+	st, err := openStore(a, c)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	defer st.Close()
+	key := store.SharedKey(st.Dir())
+	a.SetShared(key, st)
+	defer a.SetShared(key, nil)
+	var ips []netip.Addr
+	var roleErr error
+	err = st.Batch(func() error {
+		if ips, roleErr = attachmentIPs(st, a, c); roleErr != nil {
+			return roleErr
+		}
+		if inProcess && t != "" {
+			if roleErr = a.DelegateDel(ctx, t, a.StdinData); roleErr != nil {
+				return roleErr
+			}
+		}
+		return st.DeleteEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
+	})
+	if roleErr != nil {
+		return nil, roleErr
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if !inProcess {
+		a.SetShared(key, nil)
+		st.Close()
+		if err := a.DelegateDel(ctx, t, a.StdinData); err != nil {
+			return nil, err
+		}
+	}
+	return ips, nil
 }
 
 // deleteVeth deletes the host end (and with it the pod end). If the host end
@@ -97,13 +137,8 @@ func deleteVeth(host *netops.Handle, hostName string, a *cniplug.Args) error {
 
 // attachmentIPs returns the pod addresses from the endpoint record, or from
 // prevResult when there is no record.
-func attachmentIPs(a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
-	st, err := openStore(a, c)
-	if err != nil {
-		return nil, storeErr(err)
-	}
+func attachmentIPs(st *store.Store, a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
 	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
-	st.Close()
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -125,16 +160,4 @@ func attachmentIPs(a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
 		ips = append(ips, prefixOf(ipc.Address).Addr())
 	}
 	return ips, nil
-}
-
-func deleteEndpoint(a *cniplug.Args, c *Conf) error {
-	st, err := openStore(a, c)
-	if err != nil {
-		return storeErr(err)
-	}
-	defer st.Close()
-	if err := st.DeleteEndpoint(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
-		return storeErr(err)
-	}
-	return nil
 }

@@ -28,7 +28,7 @@ func leftoverIPs(a *cniplug.Args, c *Conf) []netip.Addr {
 			} `json:"ipam"`
 		}
 		_ = json.Unmarshal(a.StdinData, &raw)
-		st, err := store.OpenWith(store.DirFrom(raw.IPAM.DataDir, a.Getenv), store.Options{Getenv: a.Getenv, NoCreate: true})
+		st, done, err := store.OpenShared(a.Shared, store.DirFrom(raw.IPAM.DataDir, a.Getenv), store.Options{Getenv: a.Getenv, NoCreate: true})
 		if err == nil {
 			_ = st.ViewIPAM(a.Conf.Name, func(tx *store.IPAMTx) error {
 				for _, r := range tx.ByOwner(a.ContainerID, a.IfName) {
@@ -36,7 +36,7 @@ func leftoverIPs(a *cniplug.Args, c *Conf) []netip.Addr {
 				}
 				return nil
 			})
-			st.Close()
+			_ = done()
 		}
 	}
 	if len(ips) > 0 || a.Netns == "" {

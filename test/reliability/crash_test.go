@@ -22,22 +22,20 @@ func crashConf(i int) (tnet, []byte) {
 // The fault points of ADD and DEL, in the order a call passes them.
 var (
 	addPoints = []string{
-		"hostlocal/add/after-reserve",
-		"bridge/add/after-ipam",
+		"hostlocal/add/after-reserve", // inside the store transaction: nothing committed
+		"bridge/add/after-ipam",       // reservation and endpoint record committed
 		"bridge/add/after-bridge",
 		"bridge/add/after-veth",
 		"bridge/add/after-macspoof",
 		"bridge/add/after-addresses",
 		"bridge/add/after-masq",
-		"bridge/add/after-record",
 	}
 	delPoints = []string{
-		"hostlocal/del/after-release",
-		"bridge/del/after-ipam",
+		"hostlocal/del/after-release", // inside the store transaction: nothing committed
+		"bridge/del/after-ipam",       // reservation released, endpoint record deleted
 		"bridge/del/after-masq",
 		"bridge/del/after-macspoof",
 		"bridge/del/after-veth",
-		"bridge/del/after-record",
 	}
 )
 
