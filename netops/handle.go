@@ -37,6 +37,10 @@ type Handle struct {
 
 	nft   *nftables.Conn  // lazy, lasting
 	nfRaw *mdnetlink.Conn // the socket under nft, for requests nftables cannot build
+
+	// pmNoExpiry: port mappings are deleted, not expired (an old table or
+	// kernel); pmExpiryChecked: expiry was seen to work (see pmRemove).
+	pmNoExpiry, pmExpiryChecked bool
 }
 
 // Open returns a Handle for the network namespace at nsPath (for example

@@ -440,7 +440,7 @@ func (h *Handle) DeletePortMaps(ps ...PortMaps) error {
 	if _, err := h.nftConn(); err != nil {
 		return fmt.Errorf("delete port mappings in %s: %w", h.where(), err)
 	}
-	err := h.nftBatch(pmGuardedDelete(elems))
+	err := h.pmRemove(elems)
 	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOENT) {
 		// A key holds other data now, or the table (or a chain) is gone:
 		// delete what is still ours, after looking.
@@ -470,7 +470,7 @@ func (h *Handle) deleteExisting(elems []pmElem) error {
 			del = append(del, f)
 		}
 	}
-	return h.nftBatch(pmGuardedDelete(del))
+	return h.pmRemove(del)
 }
 
 // LookupPortMaps returns the elements that the table holds for the keys of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -27,6 +28,7 @@ const (
 	nftTypeService  = 13
 	nftTypeBits     = 6
 	nftSetMap       = 0x8  // NFT_SET_MAP
+	nftSetTimeout   = 0x10 // NFT_SET_TIMEOUT
 	ipsDstNAT       = 0x20 // IPS_DST_NAT
 	ctDirOriginal   = 0    // IP_CT_DIR_ORIGINAL
 	nfAccept        = 1    // NF_ACCEPT
@@ -110,9 +112,11 @@ func pmSchemaMsgs() []mdnetlink.Message {
 	table := mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(PortMapTable)}
 	msgs := []mdnetlink.Message{pmMsg(unix.NFT_MSG_NEWTABLE, create, attrs(table))}
 	for _, s := range pmSets {
-		flags := uint32(0)
+		// Every set takes timeouts: a removal sets a 1 ms timeout instead of
+		// deleting (pmExpireMsgs).
+		flags := uint32(nftSetTimeout)
 		if s.dataType != 0 {
-			flags = nftSetMap
+			flags |= nftSetMap
 		}
 		as := []mdnetlink.Attribute{
 			{Type: unix.NFTA_SET_TABLE, Data: cstr(PortMapTable)},
@@ -355,9 +359,18 @@ func pmElemMsgs(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withDa
 }
 
 func pmElemList(set string, elems []pmElem, withData bool) []byte {
+	return pmElemListTimeout(set, elems, withData, 0)
+}
+
+// pmElemListTimeout is pmElemList with a timeout (in ms, 0: none) on every
+// element.
+func pmElemListTimeout(set string, elems []pmElem, withData bool, timeoutMS uint64) []byte {
 	var list []mdnetlink.Attribute
 	for i, e := range elems {
 		item := []mdnetlink.Attribute{nested(unix.NFTA_SET_ELEM_KEY, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.key}))}
+		if timeoutMS > 0 {
+			item = append(item, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_TIMEOUT, Data: binaryutil.BigEndian.PutUint64(timeoutMS)})
+		}
 		if withData {
 			if e.data != nil {
 				item = append(item, nested(unix.NFTA_SET_ELEM_DATA, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.data})))
@@ -385,6 +398,117 @@ func pmGuardedDelete(elems []pmElem) []mdnetlink.Message {
 	}
 	msgs := pmElemMsgs(unix.NFT_MSG_NEWSETELEM, 0, elems, true)
 	return append(msgs, pmElemMsgs(unix.NFT_MSG_DELSETELEM, 0, elems, false)...)
+}
+
+// pmExpireMsgs re-adds each element with its data and a timeout of 1 ms
+// instead of deleting it: the kernel compares the data (a key that holds
+// other data now is a clash, EBUSY, that aborts the transaction, as with
+// pmGuardedDelete), lookups and listings skip the element once it has expired
+// (within a tick), and the set's garbage collector frees it later. A deletion
+// would leave destroy work queued in the kernel that the release of this
+// netlink socket, at the latest at process exit, waits for: an RCU grace
+// period, 10-15 ms (perf-notes). Needs sets with the timeout flag and a kernel
+// that updates the timeout of an existing element (Linux 6.10 or later);
+// pmRemove checks both and falls back to deleting.
+func pmExpireMsgs(elems []pmElem) []mdnetlink.Message {
+	var order []string
+	bySet := map[string][]pmElem{}
+	for _, e := range elems {
+		if _, ok := bySet[e.set]; !ok {
+			order = append(order, e.set)
+		}
+		bySet[e.set] = append(bySet[e.set], e)
+	}
+	var msgs []mdnetlink.Message
+	for _, set := range order {
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWSETELEM, mdnetlink.Acknowledge|mdnetlink.Create, pmElemListTimeout(set, bySet[set], true, 1)))
+	}
+	return msgs
+}
+
+// pmRemove removes elems (whose data the caller knows), by expiry where the
+// table and kernel allow it, else by a guarded delete. Errors are those of
+// the transaction (EBUSY: a key holds other data; ENOENT: no table).
+func (h *Handle) pmRemove(elems []pmElem) error {
+	if len(elems) == 0 {
+		return nil
+	}
+	if !h.pmNoExpiry {
+		err := h.nftBatch(pmExpireMsgs(elems))
+		if err == nil {
+			if h.pmExpiryChecked || h.pmExpiring(elems[0]) {
+				h.pmExpiryChecked = true
+				h.pmWaitExpired(elems[0])
+				return nil
+			}
+			// An older kernel took the element unchanged: delete after all.
+		} else if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+			return err
+		}
+		h.pmNoExpiry = true // a table from before the timeout flag, or an old kernel
+	}
+	return h.nftBatch(pmGuardedDelete(elems))
+}
+
+// pmWaitExpired returns once e, given a 1 ms timeout in the same
+// transaction as the rest of a removal, has expired (the kernel counts in
+// ticks: up to 4 ms at HZ=250), so that no lookup or listing sees the removed
+// mappings after the call, as after a delete. It polls with single-element
+// gets (~0.02 ms each); after 50 ms it gives up (the element expires anyway).
+func (h *Handle) pmWaitExpired(e pmElem) {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if _, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, 0, pmElemList(e.set, []pmElem{e}, false))); err != nil {
+			return // ENOENT: expired (or gone)
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+}
+
+// pmExpiring reports whether e, just given a timeout, has one (or is gone).
+func (h *Handle) pmExpiring(e pmElem) bool {
+	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, 0, pmElemList(e.set, []pmElem{e}, false)))
+	if err != nil {
+		return errors.Is(err, unix.ENOENT)
+	}
+	for _, m := range msgs {
+		if hasElemTimeout(m.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasElemTimeout reports whether a NEWSETELEM message (after its nfgenmsg
+// header) has an element with a timeout or expiration.
+func hasElemTimeout(b []byte) bool {
+	if len(b) < 4 {
+		return false
+	}
+	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
+	if err != nil {
+		return false
+	}
+	found := false
+	for ad.Next() {
+		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			continue
+		}
+		ad.Nested(func(ld *mdnetlink.AttributeDecoder) error {
+			for ld.Next() {
+				ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
+					for ed.Next() {
+						if ed.Type() == unix.NFTA_SET_ELEM_TIMEOUT || ed.Type() == unix.NFTA_SET_ELEM_EXPIRATION {
+							found = true
+						}
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+	}
+	return found
 }
 
 // pmLookup gets the elements with the keys of keys, one single-element get
