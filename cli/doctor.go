@@ -20,7 +20,8 @@ func doctorCommand() *ucli.Command {
 		UsageText: "cnibox doctor [--pod NS/NAME] [--conf-dir DIR] [--bin-dir DIR] [--data-dir DIR] [--json]\n\n" +
 			"Checks the active config and its plugins, then per endpoint: netns, host veth (present, on the\n" +
 			"bridge, up), pod interface, addresses and routes, the gateway answering a ping from inside the pod,\n" +
-			"the bridge, IP forwarding, masquerade entries, MTUs; the overlay's peers; leftovers for gc.\n" +
+			"the bridge, IP forwarding, masquerade entries, port mappings (and route_localnet for 127.0.0.1),\n" +
+			"MTUs; the overlay's peers; leftovers for gc.\n" +
 			"Exits 1 when a check fails (warnings do not count).\n" +
 			"Example: cnibox doctor --pod default/web-0",
 		Flags: []ucli.Flag{
@@ -62,6 +63,8 @@ type doctor struct {
 	results []checkResult
 	subject string // the endpoint being checked
 	pod     string
+	// portMaps are the portmap role's records, by attachment.
+	portMaps map[attachment]store.PortMapRecord
 }
 
 func (d *doctor) add(status, check, detail, fix string) {
@@ -96,7 +99,10 @@ func runDoctor(c *ucli.Context) error {
 	defer host.Close()
 	var overlays []store.OverlayState
 	if err := readStore(c, func(st *store.Store) error {
-		overlays, err = st.Overlays()
+		if overlays, err = st.Overlays(); err != nil {
+			return err
+		}
+		d.portMaps, err = readPortMapRecords(st)
 		return err
 	}); err != nil {
 		return err
@@ -208,7 +214,7 @@ func (d *doctor) checkLeftovers(c *ucli.Context, host *netops.Handle) {
 	}
 	orphans := findOrphans(v)
 	if len(orphans) == 0 {
-		d.pass("leftovers", "no stale records, reservations, cbx veths or masquerade entries")
+		d.pass("leftovers", "no stale records, reservations, cbx veths, masquerade entries, port mappings or ifbs")
 		return
 	}
 	var what []string
@@ -249,7 +255,7 @@ func printDoctor(w io.Writer, results []checkResult) {
 			mark = "WARN"
 			warned++
 		}
-		fmt.Fprintf(w, "  %s  %-13s %s\n", mark, r.Check, r.Detail)
+		fmt.Fprintf(w, "  %s  %-14s %s\n", mark, r.Check, r.Detail)
 		if r.Fix != "" && r.Status != statusPass {
 			fmt.Fprintf(w, "        fix: %s\n", r.Fix)
 		}

@@ -158,6 +158,8 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		}
 	}
 
+	d.checkPortMaps(host, ep)
+
 	// MTU
 	var mtuProblems []string
 	if hostMTU > 0 && hostMTU != pl.MTU {

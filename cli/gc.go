@@ -16,7 +16,7 @@ import (
 func gcCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "gc",
-		Usage: "remove what pods that are gone left behind: records, reservations, host veths, masquerade entries",
+		Usage: "remove what pods that are gone left behind: records, reservations, host veths, masquerade entries, port mappings",
 		UsageText: "cnibox gc [--dry-run] [--data-dir DIR] [--cache-dir DIR] [--json]\n\n" +
 			"Reconciles the store and the kernel with reality, without a runtime's help:\n" +
 			"  - endpoint records whose netns is gone or that predate the last reboot, with their host veth,\n" +
@@ -24,7 +24,11 @@ func gcCommand() *ucli.Command {
 			"  - reservations without an endpoint record, when reserved before the last reboot or when the\n" +
 			"    runtime's libcni cache says their netns is gone (host-local alone reserves without a record,\n" +
 			"    so a reservation is never released on absence of a record alone);\n" +
-			"  - host veths named cbx* and masquerade entries that nothing live or reserved accounts for.\n" +
+			"  - host veths named cbx* and masquerade entries that nothing live or reserved accounts for;\n" +
+			"  - portmap, tuning, bandwidth (with its ifb) and flannel/multi delegate records whose attachment\n" +
+			"    is gone (its netns, its endpoint's netns, the container's netns, or an earlier boot), with\n" +
+			"    their port mappings; port mapping elements that no record, endpoint or cache entry explains;\n" +
+			"    cbw* ifb devices that no bandwidth record names.\n" +
 			"Example: cnibox gc --dry-run",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print what would be removed, remove nothing"},
@@ -44,8 +48,10 @@ func readNodeView(c *ucli.Context, host *netops.Handle) (nodeView, error) {
 		if v.Endpoints, err = st.Endpoints(""); err != nil {
 			return err
 		}
-		v.IPAM, err = st.IPAMViews("")
-		return err
+		if v.IPAM, err = st.IPAMViews(""); err != nil {
+			return err
+		}
+		return readRecordView(st, &v.recordView)
 	})
 	if err != nil {
 		return v, err
@@ -61,6 +67,9 @@ func readNodeView(c *ucli.Context, host *netops.Handle) (nodeView, error) {
 		return v, err
 	}
 	if v.Masq, err = host.MasqEntries(); err != nil {
+		return v, err
+	}
+	if v.PortMapElems, err = host.PortMapEntries(); err != nil {
 		return v, err
 	}
 	probe := func(path string) {
@@ -79,6 +88,12 @@ func readNodeView(c *ucli.Context, host *netops.Handle) (nodeView, error) {
 	}
 	for _, a := range v.Cached {
 		probe(a.NetNS)
+	}
+	for _, r := range v.Tuning {
+		probe(r.Netns)
+	}
+	for _, r := range v.Delegates {
+		probe(r.Netns)
 	}
 	return v, nil
 }
@@ -119,9 +134,9 @@ func runNodeGC(c *ucli.Context) error {
 }
 
 // removeOrphans removes each orphan and records what happened in it:
-// masquerade entries first, then veths, then the store (reservations, then
-// endpoint records), so a failure part way leaves records that a rerun
-// finds again.
+// port mappings and masquerade entries first, then veths and ifbs, then the
+// store (the chained and meta roles' records, reservations, then endpoint
+// records), so a failure part way leaves records that a rerun finds again.
 func removeOrphans(c *ucli.Context, host *netops.Handle, orphans []orphan) {
 	set := func(o *orphan, err error) {
 		o.Done = err == nil
@@ -129,6 +144,7 @@ func removeOrphans(c *ucli.Context, host *netops.Handle, orphans []orphan) {
 			o.Error = err.Error()
 		}
 	}
+	removePortMapOrphans(c.String("data-dir"), host, orphans)
 	var masq []netip.Addr
 	for _, o := range orphans {
 		if o.Kind == "masquerade" {
@@ -154,6 +170,7 @@ func removeOrphans(c *ucli.Context, host *netops.Handle, orphans []orphan) {
 		}
 		set(o, err)
 	}
+	removeBandwidthIfbs(host, orphans)
 	var storeErr error
 	st, err := store.OpenWith(store.Dir(c.String("data-dir")), store.Options{NoCreate: true})
 	if errors.Is(err, store.ErrNotFound) {
@@ -164,6 +181,9 @@ func removeOrphans(c *ucli.Context, host *netops.Handle, orphans []orphan) {
 	} else {
 		defer st.Close()
 	}
+	// The chained and meta roles' records before the endpoint records
+	// their staleness may rest on.
+	removeRecordOrphans(st, storeErr, orphans)
 	for i := range orphans {
 		o := &orphans[i]
 		switch {
@@ -195,7 +215,7 @@ func removeOrphans(c *ucli.Context, host *netops.Handle, orphans []orphan) {
 func printOrphans(c *ucli.Context, orphans []orphan, dry bool) {
 	w := c.App.Writer
 	if len(orphans) == 0 {
-		fmt.Fprintln(w, "nothing to clean up: every record, reservation, cbx veth and masquerade entry belongs to a live pod")
+		fmt.Fprintln(w, "nothing to clean up: every record, reservation, cbx veth, masquerade entry and port mapping belongs to a live pod")
 		return
 	}
 	tw := newTable(w)
@@ -205,6 +225,8 @@ func printOrphans(c *ucli.Context, orphans []orphan, dry bool) {
 		done := "would remove"
 		switch {
 		case dry:
+		case o.Skipped != "":
+			done = "kept: " + o.Skipped
 		case o.Error != "":
 			done = "FAILED: " + o.Error
 			failed++

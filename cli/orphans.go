@@ -35,6 +35,9 @@ import (
 //     creates the veth, and writes the record last).
 //  4. A masquerade map entry is stale when no live endpoint record and no
 //     kept reservation holds its pod address.
+//
+// Rules 5 (portmap, tuning, bandwidth and delegate records) and 6 (port
+// mapping elements without a record) are in orphans_records.go.
 
 // nodeView is what the rules look at, read once from the store, libcni's
 // cache and the kernel.
@@ -45,6 +48,8 @@ type nodeView struct {
 	Cached    []*libcni.NetworkAttachment
 	Links     []netops.Link
 	Masq      []netops.MasqEntry
+	// The chained and meta roles' records and the port mappings.
+	recordView
 	// Netns says, per netns path in the records and the cache, whether it
 	// is a live network namespace. A path missing here counts as live.
 	Netns map[string]bool
@@ -52,7 +57,8 @@ type nodeView struct {
 
 // orphan is one leftover, as gc prints and removes it.
 type orphan struct {
-	// Kind is "endpoint", "reservation", "veth" or "masquerade".
+	// Kind is "endpoint", "reservation", "veth", "masquerade", "portmap",
+	// "portmap-elements", "tuning", "bandwidth", "ifb" or "delegate".
 	Kind        string     `json:"kind"`
 	Network     string     `json:"network,omitempty"`
 	ContainerID string     `json:"containerID,omitempty"`
@@ -61,14 +67,30 @@ type orphan struct {
 	Netns       string     `json:"netns,omitempty"`
 	Addr        netip.Addr `json:"addr,omitzero"`
 	Veth        string     `json:"veth,omitempty"`
-	Reason      string     `json:"reason"`
+	// Plugin is the meta role of a delegate record.
+	Plugin string `json:"plugin,omitempty"`
+	// Ports are the mappings of a portmap record or of elements.
+	Ports []string `json:"ports,omitempty"`
+	// Owner is the owner comment of elements that name no attachment.
+	Owner string `json:"owner,omitempty"`
+	// Ifb is the ifb device of a bandwidth record, when it is still there.
+	Ifb    string `json:"ifb,omitempty"`
+	Reason string `json:"reason"`
 	// Done and Error say what gc did (empty on a dry run).
 	Done  bool   `json:"done"`
 	Error string `json:"error,omitempty"`
+	// Skipped says why gc left it after all.
+	Skipped string `json:"skipped,omitempty"`
+
+	// portMaps are the elements gc deletes for a portmap orphan.
+	portMaps []netops.PortMaps
 }
 
 // subject names the orphan for a person.
 func (o orphan) subject() string {
+	if isRecordKind(o.Kind) {
+		return o.recordSubject()
+	}
 	switch o.Kind {
 	case "endpoint":
 		s := o.Network + "/" + short(o.ContainerID) + "/" + o.IfName
@@ -96,7 +118,8 @@ func (o orphan) subject() string {
 type attachment struct{ network, cid, ifname string }
 
 // kindOrder is the order orphans are listed in.
-var kindOrder = map[string]int{"endpoint": 0, "reservation": 1, "veth": 2, "masquerade": 3}
+var kindOrder = map[string]int{"endpoint": 0, "reservation": 1, "veth": 2, "masquerade": 3,
+	kindPortMap: 4, kindPortMapElem: 5, kindTuning: 6, kindBandwidth: 7, kindIfb: 8, kindDelegate: 9}
 
 // findOrphans applies the rules above to v.
 func findOrphans(v nodeView) []orphan {
@@ -181,6 +204,9 @@ func findOrphans(v nodeView) []orphan {
 				Pod: r.Pod, Addr: r.Addr, Reason: reason})
 		}
 	}
+
+	// 5, 6: records of the chained and meta roles, port mappings.
+	out = append(out, recordOrphans(v, evidence{alive: alive, earlier: earlier, records: records, stale: stale, cached: cached})...)
 
 	// 3. veths
 	for _, l := range v.Links {

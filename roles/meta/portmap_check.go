@@ -53,25 +53,18 @@ func portmapCheck(_ context.Context, a *cniplug.Args) error {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
 	defer host.Close()
-	got, err := host.LookupPortMaps(want)
+	states, err := VerifyPortMaps(host, want)
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
-	have := netops.PortMaps{Owner: owner}
-	for _, g := range got {
-		if g.Owner == owner {
-			have = g
-			continue
-		}
-		for _, m := range g.Mappings {
-			return cniplug.Errorf(types.ErrIOFailure, "port mapping %s belongs to %q now, not to this attachment", m, g.Owner)
-		}
-		for _, m := range g.Masq {
-			return cniplug.Errorf(types.ErrIOFailure, "masquerade entry of %s belongs to %q, not to this attachment", m.PodIP, g.Owner)
+	var problems []string
+	for _, s := range states {
+		if s.Problem != "" {
+			problems = append(problems, s.String())
 		}
 	}
-	if d := diffPortMaps(want, have); d != "" {
-		return cniplug.Errorf(types.ErrIOFailure, "port mappings in table inet %s: %s", netops.PortMapTable, d)
+	if len(problems) > 0 {
+		return cniplug.Errorf(types.ErrIOFailure, "port mappings in table inet %s: %s", netops.PortMapTable, strings.Join(problems, "; "))
 	}
 	return nil
 }

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/store"
+)
+
+// removePortMapOrphans deletes the elements of the portmap orphans in one
+// nftables transaction (guarded by their data: a host port another pod took
+// over since stays). Elements without a record are first checked against
+// the records once more: an owner that has one by now is an ADD that was in
+// flight, and its elements stay.
+func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []orphan) {
+	var idx []int
+	for i, o := range orphans {
+		if o.Kind == kindPortMap || o.Kind == kindPortMapElem {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	recorded := map[string]bool{}
+	var recs []store.PortMapRecord
+	st, err := store.OpenWith(store.Dir(dataDir), store.Options{NoCreate: true})
+	if err == nil {
+		err = st.ViewPortMaps(func(tx *store.PortMapTx) error {
+			recs, err = tx.List("")
+			return err
+		})
+		st.Close()
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		for _, i := range idx {
+			orphans[i].Error = err.Error()
+		}
+		return
+	}
+	for _, r := range recs {
+		recorded[meta.PortMapOwner(r.Network, r.ContainerID, r.IfName)] = true
+	}
+	var del []netops.PortMaps
+	var doing []int
+	for _, i := range idx {
+		o := &orphans[i]
+		if o.Kind == kindPortMapElem && len(o.portMaps) > 0 && recorded[o.portMaps[0].Owner] {
+			o.Skipped = "its portmap record was written meanwhile (an ADD was in flight)"
+			continue
+		}
+		del = append(del, o.portMaps...)
+		doing = append(doing, i)
+	}
+	err = host.DeletePortMaps(del...)
+	for _, i := range doing {
+		orphans[i].Done = err == nil
+		if err != nil {
+			orphans[i].Error = err.Error()
+		}
+	}
+}
+
+// removeBandwidthIfbs deletes the ifb devices of stale bandwidth records
+// and the ifbs no record names.
+func removeBandwidthIfbs(host *netops.Handle, orphans []orphan) {
+	for i := range orphans {
+		o := &orphans[i]
+		if (o.Kind != kindBandwidth && o.Kind != kindIfb) || o.Ifb == "" {
+			continue
+		}
+		err := host.DeleteLink(o.Ifb)
+		if err != nil {
+			o.Error = fmt.Sprintf("delete ifb %s: %v", o.Ifb, err)
+		}
+		if o.Kind == kindIfb {
+			o.Done = err == nil
+		}
+	}
+}
+
+// removeRecordOrphans deletes the records of the orphans of rules 5 and 6
+// whose kernel part (elements, ifb) is gone; a failure there keeps the
+// record, so a rerun finds it again. Tuning restores nothing: the pod is
+// gone.
+func removeRecordOrphans(st *store.Store, storeErr error, orphans []orphan) {
+	for i := range orphans {
+		o := &orphans[i]
+		if !isRecordKind(o.Kind) || o.Error != "" || o.Skipped != "" {
+			continue
+		}
+		if o.Kind == kindPortMapElem || o.Kind == kindIfb { // no record
+			continue
+		}
+		if storeErr != nil {
+			o.Done, o.Error = false, storeErr.Error()
+			continue
+		}
+		var err error
+		switch o.Kind {
+		case kindPortMap:
+			err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+				return tx.Delete(o.Network, o.ContainerID, o.IfName)
+			})
+		case kindTuning:
+			err = st.DeleteTuning(o.Network, o.ContainerID, o.IfName)
+		case kindBandwidth:
+			err = st.DeleteBandwidth(o.Network, o.ContainerID, o.IfName)
+		case kindDelegate:
+			err = st.DeleteDelegateRecord(o.Network, o.ContainerID, o.IfName)
+		}
+		o.Done = err == nil
+		if err != nil {
+			o.Error = err.Error()
+		}
+	}
+}
