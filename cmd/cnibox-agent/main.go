@@ -66,6 +66,7 @@ type flags struct {
 	resyncInterval       time.Duration
 	logLevel             string
 	showVersion          bool
+	pod                  podAPIFlags // podapi_flags.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -97,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	f.pod.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -147,6 +149,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
+	if f.pod.enabled() {
+		wait, err := startPodAPI(ctx, f, log)
+		if err != nil {
+			return err
+		}
+		if f.pod.only {
+			return wait()
+		}
+		defer func() { _ = wait() }()
+	}
 	o := agent.Options{
 		Iface:          f.iface,
 		SubnetFile:     f.subnetFile,

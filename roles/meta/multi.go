@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -46,6 +47,10 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	pod, err := multiK8sSelect(ctx, a, c) // multi_k8s.go: the pod's networks annotation
+	if err != nil {
+		return nil, err
+	}
 	rec := store.DelegateRecord{
 		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName,
 		Netns: a.Netns, Pod: a.CNIArgs.Pod(), Plugin: multiPlugin,
@@ -58,6 +63,7 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err := dlgPutRecord(a, c.DataDir, rec); err != nil {
 		return nil, err
 	}
+	fault.Point("multi/add/after-record")
 	results := make([]types.Result, len(c.Delegates))
 	for i, d := range c.Delegates {
 		res, at, err := chainAdd(ctx, a, d, primaryRC(c.RuntimeConfig, i))
@@ -69,6 +75,9 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 			return nil, multiRollback(ctx, a, c, results[:i+1], at, failed)
 		}
 		results[i] = res
+		if fault.Enabled {
+			fault.Point(fmt.Sprintf("multi/add/after-delegate%d", i))
+		}
 	}
 	for i, res := range results {
 		if rec.Delegates[i].Result, err = json.Marshal(res); err != nil {
@@ -76,6 +85,10 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 		}
 	}
 	if err := dlgPutRecord(a, c.DataDir, rec); err != nil {
+		return nil, multiRollback(ctx, a, c, results, -1, err)
+	}
+	fault.Point("multi/add/after-results")
+	if err := pod.report(ctx, c, results); err != nil {
 		return nil, multiRollback(ctx, a, c, results, -1, err)
 	}
 	return results[0], nil

@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -95,13 +96,21 @@ func multiDel(ctx context.Context, a *cniplug.Args) error {
 		d := at.delegates[i]
 		if err := chainDel(ctx, a, d, at.results[i], primaryRC(at.c.RuntimeConfig, i), ignore); err != nil {
 			errs = append(errs, fmt.Errorf("multi: %s DEL: %w", d.describe(), err))
+		} else if fault.Enabled {
+			fault.Point(fmt.Sprintf("multi/del/after-delegate%d", i))
 		}
 	}
 	if len(errs) > 0 {
 		return joinCoded(errs) // the record stays for the next DEL
 	}
 	if at.recorded {
-		return dlgDeleteRecord(a, at.c.DataDir, a.Conf.Name, a.ContainerID, a.IfName)
+		multiK8sClear(ctx, a) // multi_k8s.go: best effort, DEL never needs the agent
+	}
+	if at.recorded {
+		if err := dlgDeleteRecord(a, at.c.DataDir, a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+			return err
+		}
+		fault.Point("multi/del/after-record")
 	}
 	return nil
 }

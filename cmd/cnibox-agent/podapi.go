@@ -1,0 +1,36 @@
+//go:build !nokube
+
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cnibox/cnibox/roles/vxlan/agent/podapi"
+)
+
+// startPodAPI listens on --socket and serves the pod API from a pod
+// informer until ctx ends; wait returns once it has stopped, with the
+// server's error.
+func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() error, err error) {
+	k, err := podapi.NewKube(podapi.Config{Kubeconfig: f.kubeconfig, APIURL: f.kubeAPIURL, NodeName: f.nodeName, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := podapi.Listen(f.pod.socket)
+	if err != nil {
+		return nil, err
+	}
+	go k.Run(ctx)
+	done := make(chan error, 1)
+	go func() {
+		// Calls before the first list are answered from the API server.
+		if !k.WaitSynced(ctx, 10*time.Second) && ctx.Err() == nil {
+			log.Warn("pod API: the pod informer has not synced yet; answering from the API server meanwhile")
+		}
+	}()
+	go func() { done <- podapi.Serve(ctx, ln, k, log) }()
+	log.Info("pod API listening", "socket", f.pod.socket)
+	return func() error { return <-done }, nil
+}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+)
+
+// podAPIFlags configure the pod API (the multi CNI role's window on the
+// Kubernetes API: pod annotations, NetworkAttachmentDefinitions,
+// network-status).
+type podAPIFlags struct {
+	serve  bool
+	only   bool
+	socket string
+}
+
+func (p *podAPIFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&p.serve, "pod-api", false, "also serve the pod API for the multi CNI role on --socket: watches this node's pods (--node-name) "+
+		"through --kubeconfig-file / in-cluster config, with either lease backend (cnibox)")
+	fs.BoolVar(&p.only, "pod-api-only", false, "serve only the pod API (no lease, no overlay): the node daemon of a Multus-style setup "+
+		"whose pod network is something else (cnibox)")
+	fs.StringVar(&p.socket, "socket", agentapi.DefaultSocket, "unix socket of the pod API (cnibox)")
+}
+
+// enabled reports whether the pod API runs.
+func (p *podAPIFlags) enabled() bool { return p.serve || p.only }

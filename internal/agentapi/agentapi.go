@@ -1,0 +1,129 @@
+// Package agentapi is the protocol between cnibox (the multi role) and the
+// pod API of cnibox-agent on a unix socket (default /run/cnibox/agent.sock):
+// per connection, one JSON request line and one JSON response line. The
+// agent watches the pods of its node with client-go (Multus' "thick"
+// design); cnibox, which runtimes exec on every CNI call, reaches the
+// Kubernetes API only through it and links nothing but the standard
+// library's net and encoding/json for it.
+//
+// The server, which links client-go, is roles/vxlan/agent/podapi; only
+// cmd/cnibox-agent imports it.
+package agentapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// DefaultSocket is where cnibox-agent serves the pod API unless --socket
+// says otherwise, and where the multi role looks for it unless
+// "agentSocket" says otherwise.
+const DefaultSocket = "/run/cnibox/agent.sock"
+
+// The pod annotations of the Kubernetes Network Plumbing Working Group's
+// multi-network specification (the ones Multus reads and writes).
+const (
+	// NetworksAnnotation selects a pod's additional networks.
+	NetworksAnnotation = "k8s.v1.cni.cncf.io/networks"
+	// NetworkStatusAnnotation reports the pod's attachments.
+	NetworkStatusAnnotation = "k8s.v1.cni.cncf.io/network-status"
+)
+
+// The operations of a Request.
+const (
+	// OpPod returns the pod's metadata (Response.Pod).
+	OpPod = "pod"
+	// OpNetAttachDef returns a NetworkAttachmentDefinition
+	// (k8s.cni.cncf.io/v1) (Response.NetAttachDef).
+	OpNetAttachDef = "net-attach-def"
+	// OpSetNetworkStatus writes Request.NetworkStatus into the pod's
+	// NetworkStatusAnnotation; an empty or null status removes it.
+	OpSetNetworkStatus = "set-network-status"
+)
+
+// Request is one call to the agent.
+type Request struct {
+	Op        string `json:"op"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID, when set (CNI_ARGS K8S_POD_UID), must be the pod's: a pod of the
+	// same name created again is another pod.
+	UID string `json:"uid,omitempty"`
+	// NetworkStatus is the annotation's value for OpSetNetworkStatus (a
+	// JSON list).
+	NetworkStatus json.RawMessage `json:"networkStatus,omitempty"`
+}
+
+// Response is the agent's answer. Error is set on failure, with Reason.
+type Response struct {
+	Error        string        `json:"error,omitempty"`
+	Reason       Reason        `json:"reason,omitempty"`
+	Pod          *Pod          `json:"pod,omitempty"`
+	NetAttachDef *NetAttachDef `json:"netAttachDef,omitempty"`
+}
+
+// Pod is what the agent tells of a pod.
+type Pod struct {
+	Namespace   string            `json:"namespace"`
+	Name        string            `json:"name"`
+	UID         string            `json:"uid"`
+	NodeName    string            `json:"nodeName,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// NetAttachDef is a NetworkAttachmentDefinition: Config is its spec.config
+// (a CNI network config or conflist; empty means "the file of that network
+// name in the node's configuration directory", as with Multus).
+type NetAttachDef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Config    string `json:"config,omitempty"`
+}
+
+// Reason classifies a failure.
+type Reason string
+
+// The reasons of a failed call.
+const (
+	// ReasonNotFound: no such pod or NetworkAttachmentDefinition (or the
+	// CRD is not installed).
+	ReasonNotFound Reason = "NotFound"
+	// ReasonBadRequest: the request is malformed.
+	ReasonBadRequest Reason = "BadRequest"
+	// ReasonUnavailable: the agent could not reach the API server.
+	ReasonUnavailable Reason = "Unavailable"
+)
+
+// Error is a failure the agent reported.
+type Error struct {
+	Reason Reason
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// ErrNotFound matches (errors.Is) an Error with ReasonNotFound.
+var ErrNotFound = errors.New("not found")
+
+// Is makes errors.Is(err, ErrNotFound) work.
+func (e *Error) Is(target error) bool {
+	return target == ErrNotFound && e.Reason == ReasonNotFound
+}
+
+// UnreachableError is a failure to talk to the agent at all: no socket,
+// nobody listening, a broken or timed-out exchange.
+type UnreachableError struct {
+	Socket string
+	Err    error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cnibox-agent pod API at %s: %v", e.Socket, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// MaxMessage bounds one request or response line: a pod's annotations are
+// at most 256 KiB in all.
+const MaxMessage = 1 << 20

@@ -1,0 +1,121 @@
+package agentapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// DefaultTimeout bounds one call when the context has no earlier deadline.
+const DefaultTimeout = 10 * time.Second
+
+// Client calls the agent's pod API. The zero value uses DefaultSocket.
+type Client struct {
+	Socket  string
+	Timeout time.Duration // 0 = DefaultTimeout
+}
+
+func (c *Client) socket() string {
+	if c.Socket == "" {
+		return DefaultSocket
+	}
+	return c.Socket
+}
+
+// Do sends one request and reads the answer. A failure to reach the agent
+// is an *UnreachableError; a failure the agent reports is an *Error.
+func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	unreachable := func(err error) error { return &UnreachableError{Socket: c.socket(), Err: err} }
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket())
+	if err != nil {
+		return nil, unreachable(err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode the request: %w", err)
+	}
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return nil, unreachable(err)
+	}
+	line, err := ReadLine(bufio.NewReader(conn))
+	if err != nil {
+		return nil, unreachable(fmt.Errorf("read the answer: %w", err))
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return nil, unreachable(fmt.Errorf("decode the answer: %w", err))
+	}
+	if resp.Error != "" {
+		return nil, &Error{Reason: resp.Reason, Msg: resp.Error}
+	}
+	return &resp, nil
+}
+
+// ReadLine reads one line of at most MaxMessage bytes, without the newline.
+func ReadLine(r *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		out = append(out, chunk...)
+		if len(out) > MaxMessage {
+			return nil, fmt.Errorf("message longer than %d bytes", MaxMessage)
+		}
+		switch {
+		case err == nil:
+			return out[:len(out)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(out) > 0:
+			return out, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Pod returns the pod's metadata; uid, when not empty, must match.
+func (c *Client) Pod(ctx context.Context, namespace, name, uid string) (*Pod, error) {
+	resp, err := c.Do(ctx, Request{Op: OpPod, Namespace: namespace, Name: name, UID: uid})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Pod == nil {
+		return nil, &UnreachableError{Socket: c.socket(), Err: errors.New("the answer has no pod")}
+	}
+	return resp.Pod, nil
+}
+
+// NetAttachDef returns the NetworkAttachmentDefinition namespace/name.
+func (c *Client) NetAttachDef(ctx context.Context, namespace, name string) (*NetAttachDef, error) {
+	resp, err := c.Do(ctx, Request{Op: OpNetAttachDef, Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	if resp.NetAttachDef == nil {
+		return nil, &UnreachableError{Socket: c.socket(), Err: errors.New("the answer has no network attachment definition")}
+	}
+	return resp.NetAttachDef, nil
+}
+
+// SetNetworkStatus writes status (a JSON list; nil removes the annotation)
+// into the pod's NetworkStatusAnnotation.
+func (c *Client) SetNetworkStatus(ctx context.Context, namespace, name, uid string, status json.RawMessage) error {
+	_, err := c.Do(ctx, Request{Op: OpSetNetworkStatus, Namespace: namespace, Name: name, UID: uid, NetworkStatus: status})
+	return err
+}

@@ -1,0 +1,184 @@
+package podapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+)
+
+// Config configures the Kubernetes source.
+type Config struct {
+	Kubeconfig string // "" = in-cluster
+	APIURL     string // overrides the kubeconfig's server
+	NodeName   string // this node: the informer watches its pods only
+	Log        *slog.Logger
+}
+
+// Kube answers from a pod informer restricted to this node
+// (spec.nodeName=<node>), and from the API server directly for a pod the
+// informer has not seen yet (just scheduled) or whose UID differs.
+type Kube struct {
+	c     rest.Interface
+	node  string
+	log   *slog.Logger
+	store cache.Store
+	ctrl  cache.Controller
+}
+
+var _ Source = (*Kube)(nil)
+
+// nadPath is where NetworkAttachmentDefinitions live.
+const nadPath = "/apis/k8s.cni.cncf.io/v1/namespaces/%s/network-attachment-definitions/%s"
+
+// NewKube builds the client and the informer; Run starts the informer. The
+// node name is Config.NodeName, else $NODE_NAME, else the hostname.
+func NewKube(c Config) (*Kube, error) {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	node := c.NodeName
+	if node == "" {
+		node = os.Getenv("NODE_NAME")
+	}
+	if node == "" {
+		var err error
+		if node, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("pod API: no node name: set --node-name or $NODE_NAME (%w)", err)
+		}
+	}
+	rc, err := clientcmd.BuildConfigFromFlags(c.APIURL, c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("pod API: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
+	}
+	rc.UserAgent = "cnibox-agent"
+	cs, err := coreClient(rc)
+	if err != nil {
+		return nil, fmt.Errorf("pod API: %w", err)
+	}
+	k := &Kube{c: cs, node: node, log: c.Log}
+	sel := fields.OneTermEqualSelector("spec.nodeName", node)
+	k.store, k.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.NewListWatchFromClient(cs, "pods", metav1.NamespaceAll, sel),
+		ObjectType:    &Pod{},
+		Handler:       cache.ResourceEventHandlerFuncs{},
+		// managedFields are most of a pod's metadata and never read here.
+		Transform: func(obj any) (any, error) {
+			if p, ok := obj.(*Pod); ok {
+				p.ManagedFields = nil
+			}
+			return obj, nil
+		},
+	})
+	return k, nil
+}
+
+// Run runs the informer until ctx ends.
+func (k *Kube) Run(ctx context.Context) {
+	k.log.Info("pod API: watching the pods of this node", "node", k.node)
+	k.ctrl.Run(ctx.Done())
+}
+
+// HasSynced reports whether the informer has listed the node's pods once.
+func (k *Kube) HasSynced() bool { return k.ctrl.HasSynced() }
+
+// Pod returns the pod from the informer's cache, or from the API server
+// when the cache does not have it (or has another pod of that name).
+func (k *Kube) Pod(ctx context.Context, namespace, name, uid string) (*agentapi.Pod, error) {
+	if obj, ok, _ := k.store.GetByKey(namespace + "/" + name); ok {
+		if p, ok := obj.(*Pod); ok && (uid == "" || string(p.UID) == uid) {
+			return apiPod(p), nil
+		}
+	}
+	p := &Pod{}
+	err := k.c.Get().Namespace(namespace).Resource("pods").Name(name).Do(ctx).Into(p)
+	if err != nil {
+		return nil, k.apiErr(err, "pod %s/%s", namespace, name)
+	}
+	if uid != "" && string(p.UID) != uid {
+		return nil, &agentapi.Error{Reason: agentapi.ReasonNotFound,
+			Msg: fmt.Sprintf("pod %s/%s has UID %s, not %s (K8S_POD_UID): the pod was deleted and created again", namespace, name, p.UID, uid)}
+	}
+	return apiPod(p), nil
+}
+
+func apiPod(p *Pod) *agentapi.Pod {
+	return &agentapi.Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), NodeName: p.Spec.NodeName, Annotations: p.Annotations}
+}
+
+// NetAttachDef reads a NetworkAttachmentDefinition from the API server. A
+// missing CRD is NotFound too.
+func (k *Kube) NetAttachDef(ctx context.Context, namespace, name string) (*agentapi.NetAttachDef, error) {
+	b, err := k.c.Get().AbsPath(fmt.Sprintf(nadPath, namespace, name)).DoRaw(ctx)
+	if err != nil {
+		return nil, k.apiErr(err, "network-attachment-definition %s/%s", namespace, name)
+	}
+	var nad struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Config string `json:"config"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(b, &nad); err != nil {
+		return nil, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("network-attachment-definition %s/%s: decode: %v", namespace, name, err)}
+	}
+	return &agentapi.NetAttachDef{Namespace: nad.Metadata.Namespace, Name: nad.Metadata.Name, Config: nad.Spec.Config}, nil
+}
+
+// SetNetworkStatus writes (or with an empty status removes) the pod's
+// network-status annotation with a merge patch; a UID, when given, is a
+// precondition of the patch.
+func (k *Kube) SetNetworkStatus(ctx context.Context, namespace, name, uid string, status json.RawMessage) error {
+	var value any // nil removes the annotation
+	if len(status) > 0 && string(status) != "null" {
+		value = string(status)
+	}
+	meta := map[string]any{"annotations": map[string]any{agentapi.NetworkStatusAnnotation: value}}
+	if uid != "" {
+		meta["uid"] = uid
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	err := k.c.Patch(types.MergePatchType).Namespace(namespace).Resource("pods").Name(name).Body(patch).Do(ctx).Error()
+	if err != nil {
+		return k.apiErr(err, "annotate pod %s/%s", namespace, name)
+	}
+	return nil
+}
+
+// apiErr maps an API error to the pod API's reasons.
+func (k *Kube) apiErr(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &agentapi.Error{Reason: agentapi.ReasonNotFound, Msg: fmt.Sprintf("%s: not found", what)}
+	case apierrors.IsConflict(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("%s: %v", what, err)}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("%s: the API server did not answer in %s", what, callTimeout)}
+	}
+	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("%s: %v", what, err)}
+}
+
+// WaitSynced waits up to d for the informer's first list; it reports
+// whether it synced (the API answers for pods it has not seen anyway).
+func (k *Kube) WaitSynced(ctx context.Context, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return cache.WaitForCacheSync(ctx.Done(), k.ctrl.HasSynced)
+}

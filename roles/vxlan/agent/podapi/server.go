@@ -1,0 +1,150 @@
+// Package podapi is cnibox-agent's pod API: a unix socket on which the multi
+// CNI role asks for a pod's annotations and NetworkAttachmentDefinitions,
+// and has the pod's network-status annotation written, without linking
+// client-go itself (Multus' "thick" design). The protocol is
+// internal/agentapi's: one JSON request line, one JSON response line per
+// connection. The Kubernetes side (kube.go) watches the pods of this node
+// with an informer.
+//
+// It links client-go: only cmd/cnibox-agent may import it.
+package podapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+)
+
+// Source answers the pod API's questions.
+type Source interface {
+	Pod(ctx context.Context, namespace, name, uid string) (*agentapi.Pod, error)
+	NetAttachDef(ctx context.Context, namespace, name string) (*agentapi.NetAttachDef, error)
+	SetNetworkStatus(ctx context.Context, namespace, name, uid string, status json.RawMessage) error
+}
+
+// callTimeout bounds one request, API calls included.
+const callTimeout = 20 * time.Second
+
+// Listen creates the socket at path (its directory too; a stale socket of
+// an earlier run is replaced), readable and writable by its owner only. It
+// sets the process umask for the moment of the bind: call it before other
+// goroutines create files.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("pod API socket %s: %w", path, err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return nil, fmt.Errorf("pod API socket %s: a file that is not a socket is in the way: remove it or choose another --socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("pod API socket %s: another process serves it (a second cnibox-agent?): stop it or choose another --socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("pod API socket %s: remove the stale socket: %w", path, err)
+		}
+	}
+	old := umask(0o177)
+	ln, err := net.Listen("unix", path)
+	umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("pod API socket: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve answers on ln until ctx ends, then closes ln and removes its socket
+// file.
+func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("pod API: accept: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveConn(ctx, conn, src, log)
+		}()
+	}
+}
+
+func serveConn(ctx context.Context, conn net.Conn, src Source, log *slog.Logger) {
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_ = conn.SetDeadline(time.Now().Add(callTimeout + time.Second))
+	line, err := agentapi.ReadLine(bufio.NewReader(conn))
+	if err != nil {
+		log.Debug("pod API: read a request", "err", err)
+		return
+	}
+	var req agentapi.Request
+	resp := &agentapi.Response{}
+	if err := json.Unmarshal(line, &req); err != nil {
+		resp.Error, resp.Reason = fmt.Sprintf("the request is not JSON: %v", err), agentapi.ReasonBadRequest
+	} else {
+		resp = handle(ctx, src, req)
+	}
+	log.Debug("pod API", "op", req.Op, "pod", req.Namespace+"/"+req.Name, "err", resp.Error)
+	b, _ := json.Marshal(resp)
+	_, _ = conn.Write(append(b, '\n'))
+}
+
+func handle(ctx context.Context, src Source, req agentapi.Request) *agentapi.Response {
+	resp := &agentapi.Response{}
+	if req.Namespace == "" || req.Name == "" {
+		resp.Error, resp.Reason = fmt.Sprintf("%s: namespace and name are required", req.Op), agentapi.ReasonBadRequest
+		return resp
+	}
+	var err error
+	switch req.Op {
+	case agentapi.OpPod:
+		resp.Pod, err = src.Pod(ctx, req.Namespace, req.Name, req.UID)
+	case agentapi.OpNetAttachDef:
+		resp.NetAttachDef, err = src.NetAttachDef(ctx, req.Namespace, req.Name)
+	case agentapi.OpSetNetworkStatus:
+		if len(req.NetworkStatus) > 0 && string(req.NetworkStatus) != "null" && !json.Valid(req.NetworkStatus) {
+			err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: "networkStatus is not JSON"}
+		} else {
+			err = src.SetNetworkStatus(ctx, req.Namespace, req.Name, req.UID, req.NetworkStatus)
+		}
+	default:
+		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("unknown op %q: want %s, %s or %s", req.Op, agentapi.OpPod, agentapi.OpNetAttachDef, agentapi.OpSetNetworkStatus)}
+	}
+	if err != nil {
+		resp.Pod, resp.NetAttachDef = nil, nil
+		resp.Error, resp.Reason = err.Error(), agentapi.ReasonUnavailable
+		var ae *agentapi.Error
+		if errors.As(err, &ae) {
+			resp.Reason = ae.Reason
+		}
+	}
+	return resp
+}
