@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/utils"
@@ -30,8 +31,12 @@ type networkSelection struct {
 // qualified returns "namespace/name".
 func (s networkSelection) qualified() string { return s.Namespace + "/" + s.Name }
 
-// dns1123 is a Kubernetes object name (a DNS-1123 subdomain) or namespace.
-var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+// dns1123 matches a Kubernetes object name (a DNS-1123 subdomain) or
+// namespace. It is compiled on first use: every CNI call is a fresh process,
+// and a package-level MustCompile would cost every role's start-up.
+var dns1123 = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+})
 
 // parseNetworksAnnotation parses the value of the networks annotation of
 // pod (namespace/name, for messages) in either of its two forms: a comma
@@ -94,10 +99,10 @@ func parseNetworksAnnotation(podNamespace, pod, value string) ([]networkSelectio
 		if s.Namespace == "" {
 			s.Namespace = podNamespace
 		}
-		if !dns1123.MatchString(s.Name) || len(s.Name) > 253 {
+		if !dns1123().MatchString(s.Name) || len(s.Name) > 253 {
 			return nil, bad("network %d name %q is not a Kubernetes object name (lower case letters, digits, '-', '.')", i, s.Name)
 		}
-		if !dns1123.MatchString(s.Namespace) || len(s.Namespace) > 63 {
+		if !dns1123().MatchString(s.Namespace) || len(s.Namespace) > 63 {
 			return nil, bad("network %d namespace %q is not a Kubernetes namespace name", i, s.Namespace)
 		}
 		if s.Interface != "" {
