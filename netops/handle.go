@@ -41,6 +41,10 @@ type Handle struct {
 	// pmNoExpiry: port mappings are deleted, not expired (an old table or
 	// kernel); pmExpiryChecked: expiry was seen to work (see pmRemove).
 	pmNoExpiry, pmExpiryChecked bool
+	// masqNoExpiry: masquerade elements are deleted, not expired;
+	// masqExpiring: elements given a timeout, which Close waits out.
+	masqNoExpiry bool
+	masqExpiring []masqMapElem
 }
 
 // Open returns a Handle for the network namespace at nsPath (for example
@@ -83,6 +87,9 @@ func Open(nsPath string) (*Handle, error) {
 func (h *Handle) Close() error {
 	var errs []error
 	if h.nft != nil {
+		if len(h.masqExpiring) > 0 {
+			h.waitMasqExpired()
+		}
 		if err := h.nft.CloseLasting(); err != nil {
 			errs = append(errs, fmt.Errorf("close nftables connection: %w", err))
 		}

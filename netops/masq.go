@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -241,6 +243,15 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 	if _, err := h.nftConn(); err != nil {
 		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
 	}
+	if !h.masqNoExpiry {
+		done, err := h.expireMasq(keys4, keys6)
+		if err != nil {
+			return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
+		}
+		if done {
+			return nil
+		}
+	}
 	err := h.destroyElems(keys4, keys6)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
 		// The table or a map is missing (DESTROYSETELEM ignores missing
@@ -252,6 +263,204 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
 	}
 	return nil
+}
+
+// expireMasq removes the elements of the keys by giving each a 1 ms
+// timeout, with its own data (the jump to its subnet chain, read first with
+// a get), instead of deleting it: a deletion leaves destroy work in the
+// kernel that the release of any nftables socket then waits for while it
+// holds the namespace's nftables mutex, so concurrent DELs would queue
+// behind RCU grace periods (perf-notes; see also pmExpireMsgs). Close waits
+// until the elements have expired. done is false (and nothing changed) when
+// the maps lack the timeout flag (a table made before it) or the kernel
+// cannot update a timeout; the caller deletes then.
+func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
+	var msgs []mdnetlink.Message
+	var probe *masqMapElem
+	for _, g := range []struct {
+		set  string
+		keys [][]byte
+	}{{masqMap4, keys4}, {masqMap6, keys6}} {
+		var have []masqMapElem
+		for _, k := range g.keys {
+			got, err := h.nfRaw.Execute(h.elemMsg(unix.NFT_MSG_GETSETELEM, 0, g.set, [][]byte{k}))
+			if errors.Is(err, unix.ENOENT) {
+				continue // no element, map or table: nothing to remove
+			}
+			if err != nil {
+				return false, err
+			}
+			for _, m := range got {
+				have = append(have, parseMasqElems(m.Data)...)
+			}
+		}
+		if len(have) == 0 {
+			continue
+		}
+		for _, e := range have {
+			if !e.timeoutFlag {
+				h.masqNoExpiry = true
+				return false, nil
+			}
+		}
+		if probe == nil {
+			probe = &masqMapElem{set: g.set, key: have[0].key}
+		}
+		msgs = append(msgs, masqExpireMsg(g.set, have))
+	}
+	if len(msgs) == 0 {
+		return true, nil
+	}
+	if err := h.nftBatch(msgs); err != nil {
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			h.masqNoExpiry = true
+			return false, nil
+		}
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EBUSY) {
+			return false, nil // changed meanwhile: delete what is there
+		}
+		return false, err
+	}
+	h.masqExpiring = append(h.masqExpiring, *probe)
+	return true, nil
+}
+
+// nftJump is NFT_JUMP (-3), as the kernel reads it: a big-endian uint32.
+const nftJump = 0xfffffffd
+
+// masqMapElem is a masquerade map element as a get returns it.
+type masqMapElem struct {
+	set, chain, comment string
+	key                 []byte
+	// timeoutFlag: the element carries a timeout or expiration, which the
+	// kernel gives every element of a set with the timeout flag.
+	timeoutFlag bool
+}
+
+// masqExpireMsg re-adds the elements with their data and a 1 ms timeout.
+func masqExpireMsg(set string, elems []masqMapElem) mdnetlink.Message {
+	var list []mdnetlink.Attribute
+	for i, e := range elems {
+		key, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: e.key}})
+		verdict, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
+			{Type: unix.NFTA_VERDICT_CODE, Data: binaryutil.BigEndian.PutUint32(uint32(nftJump))},
+			{Type: unix.NFTA_VERDICT_CHAIN, Data: []byte(e.chain + "\x00")},
+		})
+		data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_DATA_VERDICT, Data: verdict}})
+		attrs := []mdnetlink.Attribute{
+			{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: key},
+			{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: data},
+			{Type: unix.NFTA_SET_ELEM_TIMEOUT, Data: binaryutil.BigEndian.PutUint64(1)},
+		}
+		if e.comment != "" {
+			attrs = append(attrs, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA,
+				Data: userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, e.comment)})
+		}
+		elem, _ := mdnetlink.MarshalAttributes(attrs)
+		list = append(list, mdnetlink.Attribute{Type: unix.NLA_F_NESTED | uint16(i+1), Data: elem})
+	}
+	elemsB, _ := mdnetlink.MarshalAttributes(list)
+	data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(MasqTable + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
+		{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: elemsB},
+	})
+	return mdnetlink.Message{
+		Header: mdnetlink.Header{
+			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM),
+			Flags: mdnetlink.Request | mdnetlink.Acknowledge | mdnetlink.Create,
+		},
+		Data: append(nfgenmsg(unix.NFPROTO_INET, 0), data...),
+	}
+}
+
+// parseMasqElems decodes the elements of a NEWSETELEM message of a
+// masquerade map (after its nfgenmsg header).
+func parseMasqElems(b []byte) []masqMapElem {
+	if len(b) < 4 {
+		return nil
+	}
+	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
+	if err != nil {
+		return nil
+	}
+	var set string
+	var out []masqMapElem
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_LIST_SET:
+			set = ad.String()
+		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
+			ad.Nested(func(ld *mdnetlink.AttributeDecoder) error {
+				for ld.Next() {
+					e := masqMapElem{}
+					ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
+						for ed.Next() {
+							switch ed.Type() {
+							case unix.NFTA_SET_ELEM_KEY:
+								ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+									for d.Next() {
+										if d.Type() == unix.NFTA_DATA_VALUE {
+											e.key = d.Bytes()
+										}
+									}
+									return nil
+								})
+							case unix.NFTA_SET_ELEM_DATA:
+								ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+									for d.Next() {
+										if d.Type() != unix.NFTA_DATA_VERDICT {
+											continue
+										}
+										d.Nested(func(v *mdnetlink.AttributeDecoder) error {
+											for v.Next() {
+												if v.Type() == unix.NFTA_VERDICT_CHAIN {
+													e.chain = v.String()
+												}
+											}
+											return nil
+										})
+									}
+									return nil
+								})
+							case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
+								e.timeoutFlag = true
+							case unix.NFTA_SET_ELEM_USERDATA:
+								e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+							}
+						}
+						return nil
+					})
+					if e.key != nil && e.chain != "" {
+						out = append(out, e)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	for i := range out {
+		out[i].set = set
+	}
+	return out
+}
+
+// waitMasqExpired returns once the elements expireMasq gave a timeout have
+// expired (the kernel counts in ticks: up to 4 ms at HZ=250; a bridge DEL's
+// veth delete takes longer, so there it costs one get), so that nothing sees
+// them after the call, as after a delete. After 50 ms it gives up (they
+// expire anyway).
+func (h *Handle) waitMasqExpired() {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for _, e := range h.masqExpiring {
+		for time.Now().Before(deadline) {
+			if _, err := h.nfRaw.Execute(h.elemMsg(unix.NFT_MSG_GETSETELEM, 0, e.set, [][]byte{e.key})); err != nil {
+				break // ENOENT: expired
+			}
+			time.Sleep(250 * time.Microsecond)
+		}
+	}
+	h.masqExpiring = nil
 }
 
 // destroyElems deletes the keys from the maps with NFT_MSG_DESTROYSETELEM,
@@ -448,8 +657,9 @@ func nfgenmsg(family uint8, resID uint16) []byte {
 // masqObjects returns the table and maps, for nftables calls.
 func masqObjects() (table *nftables.Table, set4, set6 *nftables.Set) {
 	table = &nftables.Table{Name: MasqTable, Family: nftables.TableFamilyINet}
-	set4 = &nftables.Set{Table: table, Name: masqMap4, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
-	set6 = &nftables.Set{Table: table, Name: masqMap6, IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeVerdict}
+	// HasTimeout: DeleteMasq expires elements instead of deleting them.
+	set4 = &nftables.Set{Table: table, Name: masqMap4, IsMap: true, HasTimeout: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
+	set6 = &nftables.Set{Table: table, Name: masqMap6, IsMap: true, HasTimeout: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeVerdict}
 	return table, set4, set6
 }
 
