@@ -8,6 +8,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -71,6 +72,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 	if err != nil {
 		return nil, err
 	}
+	fault.Point("bandwidth/add/after-record")
 	if err := bwDropUnwanted(host, old, rec); err != nil {
 		return nil, err
 	}
@@ -82,6 +84,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 		if old == nil || old.IngressRate == 0 {
 			undo.Push(func() { _ = host.DeleteRootTBF(hostIf.Name) })
 		}
+		fault.Point("bandwidth/add/after-ingress")
 	}
 	if c.EgressRate > 0 {
 		ifb, created, err := host.EnsureIfb(rec.Ifb, hostIf.MTU)
@@ -91,6 +94,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 		if created {
 			undo.Push(func() { _ = host.DeleteLink(rec.Ifb) })
 		}
+		fault.Point("bandwidth/add/after-ifb")
 		if err := host.EnsureRootTBF(rec.Ifb, netops.NewTBF(c.EgressRate/8, c.EgressBurst/8)); err != nil {
 			return nil, cniplug.Errorf(types.ErrIOFailure, "egressRate: shape the pod's traffic on %s: %w", rec.Ifb, err)
 		}
@@ -100,6 +104,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 		if old == nil || old.Ifb == "" {
 			undo.Push(func() { _ = host.DeleteIngressQdisc(hostIf.Name) })
 		}
+		fault.Point("bandwidth/add/after-egress")
 		if !bwHasIf(prev, rec.Ifb) {
 			prev.Interfaces = append(prev.Interfaces, &current.Interface{Name: rec.Ifb, Mac: ifb.MAC.String()})
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -38,6 +39,7 @@ func bandwidthDel(_ context.Context, a *cniplug.Args) error {
 	if err := bwTeardown(host, hostIf, ifb, ingress); err != nil {
 		return err
 	}
+	fault.Point("bandwidth/del/after-teardown")
 	if !found {
 		return nil
 	}
@@ -49,6 +51,7 @@ func bandwidthDel(_ context.Context, a *cniplug.Args) error {
 	if err := st.DeleteBandwidth(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
 		return tuningStoreErr(err)
 	}
+	fault.Point("bandwidth/del/after-record")
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -53,6 +54,7 @@ func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err := dlgPutRecord(a, "", rec); err != nil {
 		return nil, err
 	}
+	fault.Point("flannel/add/after-record")
 	res, err := a.DelegateAdd(ctx, typ, conf)
 	if err != nil {
 		// The delegate undid its own work; a record of nothing would only
@@ -62,6 +64,7 @@ func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 		}
 		return nil, fmt.Errorf("flannel: delegate %s ADD: %w", typ, err)
 	}
+	fault.Point("flannel/add/after-delegate")
 	return res, nil
 }
 
@@ -141,8 +144,12 @@ func flannelDel(ctx context.Context, a *cniplug.Args) error {
 		}
 		return fmt.Errorf("flannel: delegate %s DEL: %w", typ, err)
 	}
+	fault.Point("flannel/del/after-delegate")
 	if found {
-		return dlgDeleteRecord(a, "", a.Conf.Name, a.ContainerID, a.IfName)
+		if err := dlgDeleteRecord(a, "", a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+			return err
+		}
+		fault.Point("flannel/del/after-record")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -53,10 +54,12 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 		return nil, cniplug.Errorf(types.ErrIOFailure, "forward host ports: %w", err)
 	}
 	undo.Push(func() { _ = host.DeletePortMaps(pm) })
+	fault.Point("portmap/add/after-nft")
 	if c.snat {
 		if err := ensureRouteLocalnet(host, a, pm); err != nil {
 			return nil, err
 		}
+		fault.Point("portmap/add/after-localnet")
 	}
 	flushUDPConntrack(host, a, pm)
 
@@ -64,6 +67,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 	if err != nil {
 		return nil, err
 	}
+	fault.Point("portmap/add/after-record")
 	// A repeated ADD with other mappings: drop what only the old record had.
 	if stale := minusPortMaps(old, pm); !stale.Empty() {
 		if err := host.DeletePortMaps(stale); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -44,6 +45,7 @@ func portmapDel(_ context.Context, a *cniplug.Args) error {
 	if err := host.DeletePortMaps(pm); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "remove port mappings: %w", err)
 	}
+	fault.Point("portmap/del/after-nft")
 	if !found {
 		return nil
 	}
@@ -52,9 +54,13 @@ func portmapDel(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	return pmStoreErr(st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+	err = pmStoreErr(st.UpdatePortMaps(func(tx *store.PortMapTx) error {
 		return tx.Delete(a.Conf.Name, a.ContainerID, a.IfName)
 	}))
+	if err == nil {
+		fault.Point("portmap/del/after-record")
+	}
+	return err
 }
 
 // ownedPortMaps finds, without a record, the elements of the configured

@@ -12,6 +12,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -86,9 +87,11 @@ func tuningAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
 	if err := tuningRemember(a, s.dataDir, was, &undo); err != nil {
 		return nil, err
 	}
+	fault.Point("tuning/add/after-record")
 	if err := tuningApply(pod, a.IfName, s, was, &undo); err != nil {
 		return nil, err
 	}
+	fault.Point("tuning/add/after-link")
 	if ifc := tuningPodIf(prev, a.IfName); ifc != nil && s.mac != nil {
 		ifc.Mac = s.mac.String()
 	}
@@ -203,6 +206,7 @@ func tuningApply(pod *netops.Handle, ifname string, s *tuningSettings, was store
 		if err := pod.SetSysctls(set...); err != nil {
 			return tuningKernelErr("sysctl", err)
 		}
+		fault.Point("tuning/add/after-sysctl")
 	}
 	if s.mac != nil {
 		old, _ := net.ParseMAC(was.MAC)

@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -35,6 +36,7 @@ func tuningDel(_ context.Context, a *cniplug.Args) error {
 	if err := tuningRestore(a, rec); err != nil {
 		return err
 	}
+	fault.Point("tuning/del/after-restore")
 	st, err = store.OpenWith(dir, store.Options{Getenv: a.Getenv})
 	if err != nil {
 		return tuningStoreErr(err)
@@ -43,6 +45,7 @@ func tuningDel(_ context.Context, a *cniplug.Args) error {
 	if err := st.DeleteTuning(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
 		return tuningStoreErr(err)
 	}
+	fault.Point("tuning/del/after-record")
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 )
 
 // delegateType is the role the vxlan role hands the attachment to.
@@ -42,6 +43,7 @@ func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vxlan: %w", err)
 	}
+	fault.Point("vxlan/add/after-flannel")
 	return res, nil
 }
 
@@ -51,7 +53,11 @@ func del(ctx context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return err
 	}
-	return a.DelegateDel(ctx, delegateType, conf)
+	if err := a.DelegateDel(ctx, delegateType, conf); err != nil {
+		return err
+	}
+	fault.Point("vxlan/del/after-flannel")
+	return nil
 }
 
 func check(ctx context.Context, a *cniplug.Args) error {
