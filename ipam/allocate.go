@@ -23,6 +23,12 @@ type Request struct {
 	Requested []netip.Addr
 	// Sticky gives a pod its previous addresses back while they are free.
 	Sticky bool
+	// Cursors, if set, names each set's round-robin cursor in the store
+	// (one per set, "" for the default). The default is the set's ID (its
+	// ranges), so a reconfigured set starts afresh; pools whose addresses
+	// a provider's refresh changes keep one cursor per IP family
+	// (AllocatePools), so round robin continues after the last address.
+	Cursors []string
 }
 
 // Allocation is the address given to the attachment from one range set.
@@ -79,14 +85,15 @@ func Allocate(tx *store.IPAMTx, req Request) ([]Allocation, error) {
 		if a.done[i] {
 			continue
 		}
-		addr, rg, ok := a.next(set)
+		key := a.cursorKey(i)
+		addr, rg, ok := a.next(set, key)
 		if !ok {
 			return nil, a.exhausted(set)
 		}
 		if err := a.reserve(i, addr, rg); err != nil {
 			return nil, err
 		}
-		if err := tx.SetCursor(set.ID(), addr); err != nil {
+		if err := tx.SetCursor(key, addr); err != nil {
 			return nil, err
 		}
 	}
@@ -191,11 +198,21 @@ type segment struct {
 	r        Range
 }
 
-// next finds the first free address after the set's cursor, wrapping around
-// the set's ranges, skipping gateways.
-func (a *allocator) next(set RangeSet) (netip.Addr, Range, bool) {
+// cursorKey names the round-robin cursor of set i in the store.
+func (a *allocator) cursorKey(i int) string {
+	if i < len(a.req.Cursors) && a.req.Cursors[i] != "" {
+		return a.req.Cursors[i]
+	}
+	return a.req.Sets[i].ID()
+}
+
+// next finds the first free address after the set's cursor (stored under
+// key), wrapping around the set's ranges, skipping gateways. A cursor that
+// lies outside the set's ranges (pools whose addresses changed) continues
+// at the lowest range above it.
+func (a *allocator) next(set RangeSet, key string) (netip.Addr, Range, bool) {
 	var segs []segment
-	cur, ok := a.tx.Cursor(set.ID())
+	cur, ok := a.tx.Cursor(key)
 	k := -1
 	if ok {
 		for i, r := range set {
@@ -205,8 +222,13 @@ func (a *allocator) next(set RangeSet) (netip.Addr, Range, bool) {
 			}
 		}
 	}
+	from := 0 // the range to start at when the cursor is in none
+	if ok && k < 0 {
+		from = max(rangeAbove(set, cur), 0)
+	}
 	if k < 0 {
-		for _, r := range set {
+		for j := range set {
+			r := set[(from+j)%len(set)]
 			segs = append(segs, segment{r.Start, r.End, r})
 		}
 	} else {
@@ -225,6 +247,18 @@ func (a *allocator) next(set RangeSet) (netip.Addr, Range, bool) {
 		}
 	}
 	return netip.Addr{}, Range{}, false
+}
+
+// rangeAbove returns the index of the range of set with the lowest start
+// above cur, or -1.
+func rangeAbove(set RangeSet, cur netip.Addr) int {
+	j := -1
+	for i, r := range set {
+		if r.Start.BitLen() == cur.BitLen() && cur.Less(r.Start) && (j < 0 || r.Start.Less(set[j].Start)) {
+			j = i
+		}
+	}
+	return j
 }
 
 // firstFree returns the first address in [from, to] that is neither reserved

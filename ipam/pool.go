@@ -145,6 +145,9 @@ func AllocatePools(tx *store.IPAMTx, req Request, field string, pools []Pool) ([
 		}
 	}
 	req.Sets = sets
+	if req.Cursors == nil {
+		req.Cursors = poolCursors(pools, members)
+	}
 	out, err := Allocate(tx, req)
 	if cniplug.CodeOf(err) != cniplug.CodePoolExhausted {
 		return out, err
@@ -157,6 +160,21 @@ func AllocatePools(tx *store.IPAMTx, req Request, field string, pools []Pool) ([
 	}
 	i := missing[0]
 	return nil, poolsError(cniplug.CodePoolExhausted, network, pools, members[i], setSize(sets[i]))
+}
+
+// poolCursors names the round-robin cursors of pool sets: one per IP family
+// ("pools/ipv4", "pools/ipv6"), not the sets' ranges, so a refresh that adds
+// or drops addresses continues after the last address handed out instead of
+// starting again at the first.
+func poolCursors(pools []Pool, members [][]int) []string {
+	out := make([]string, len(members))
+	for i, m := range members {
+		out[i] = "pools/ipv4"
+		if len(m) > 0 && pools[m[0]].Subnet.Addr().Is6() {
+			out[i] = "pools/ipv6"
+		}
+	}
+	return out
 }
 
 // PoolsReady is Ready for pools: a "not ready" error (cniplug.CodeNotReady)

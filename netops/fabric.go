@@ -38,7 +38,8 @@ import (
 //		}
 //	}
 //
-// The rules never change; a NIC and a pod are one map element each.
+// The rules never change; a NIC and a pod are one map element each (per
+// address). fabric6.go adds the IPv6 equivalents (map fabric-pods6).
 const (
 	fabricPre     = "fabric-pre"
 	fabricPost    = "fabric-post"
@@ -88,12 +89,19 @@ func (h *Handle) ensureFabricRules() error {
 		return err
 	}
 	post, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, fabricPost)
-	if err != nil || (pre && post) {
+	if err != nil {
+		return err
+	}
+	// Rules installed before the IPv6 ones existed lack this map: they are
+	// replaced.
+	v6, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, fabricPods6)
+	if err != nil || (pre && post && v6) {
 		return err
 	}
 	table, uplinks, pods := fabricObjects()
+	pods6 := fabricPods6Set(table)
 	c.AddTable(table)
-	for _, s := range []*nftables.Set{uplinks, pods} {
+	for _, s := range []*nftables.Set{uplinks, pods, pods6} {
 		if err := addSet(c, s, nil); err != nil {
 			return err
 		}
@@ -155,29 +163,38 @@ func (h *Handle) ensureFabricRules() error {
 		&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, SetID: uplinks.ID, IsDestRegSet: true, DestRegister: 1},
 		write(expr.PayloadBaseLLHeader, 6),
 	})
+	addFabric6Rules(c, preChain, postChain, uplinks, pods6)
 	return c.Flush()
 }
 
-// EnsureFabricPods makes IPv4 frames for ips that enter through a fabric
-// uplink go to mac (the pod's). IPv6 addresses are skipped: the fabric rules
-// are IPv4 only. An element with another MAC (a pod that was re-created) is
-// replaced.
+// EnsureFabricPods makes IPv4 and IPv6 frames for ips that enter through a
+// fabric uplink go to mac (the pod's). An element with another MAC (a pod
+// that was re-created) is replaced.
 func (h *Handle) EnsureFabricPods(ips []netip.Addr, mac net.HardwareAddr) error {
 	if len(mac) != 6 {
 		return fmt.Errorf("ensure fabric pods %v: %q is not an Ethernet address", ips, mac)
 	}
-	var elems []nftables.SetElement
-	for _, a := range ips {
-		if a = a.Unmap(); a.Is4() {
-			elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Val: mac})
+	table, _, pods := fabricObjects()
+	for _, set := range []*nftables.Set{pods, fabricPods6Set(table)} {
+		var elems []nftables.SetElement
+		for _, a := range ips {
+			if a = a.Unmap(); a.Is4() == (set.Name == fabricPods) {
+				elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Val: mac})
+			}
 		}
-	}
-	if len(elems) == 0 {
-		return nil
-	}
-	_, _, pods := fabricObjects()
-	if err := h.putElems(pods, elems); err != nil {
-		return fmt.Errorf("ensure fabric pods %v (%s) in %s: %w", ips, mac, h.where(), classify(err))
+		if len(elems) == 0 {
+			continue
+		}
+		err := h.putElems(set, elems)
+		if errors.Is(err, unix.ENOENT) {
+			// Rules of an older cnibox, without the IPv6 map: replace them.
+			if err = h.ensureFabricRules(); err == nil {
+				err = h.putElems(set, elems)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("ensure fabric pods %v (%s) in %s: %w", ips, mac, h.where(), classify(err))
+		}
 	}
 	return nil
 }
@@ -223,9 +240,7 @@ func (h *Handle) putElems(set *nftables.Set, elems []nftables.SetElement) error 
 func (h *Handle) DeleteFabricPods(ips []netip.Addr) error {
 	want := map[netip.Addr]bool{}
 	for _, a := range ips {
-		if a = a.Unmap(); a.Is4() {
-			want[a] = true
-		}
+		want[a.Unmap()] = true
 	}
 	if len(want) == 0 {
 		return nil
@@ -234,19 +249,29 @@ func (h *Handle) DeleteFabricPods(ips []netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	var del []nftables.SetElement
+	var del4, del6 []nftables.SetElement
 	for a := range have {
-		if want[a] {
-			del = append(del, nftables.SetElement{Key: a.AsSlice()})
+		switch {
+		case !want[a]:
+		case a.Is4():
+			del4 = append(del4, nftables.SetElement{Key: a.AsSlice()})
+		default:
+			del6 = append(del6, nftables.SetElement{Key: a.AsSlice()})
 		}
 	}
-	if len(del) == 0 {
+	if len(del4)+len(del6) == 0 {
 		return nil
 	}
 	c, err := h.nftConn()
 	if err == nil {
-		_, _, pods := fabricObjects()
-		if err = c.SetDeleteElements(pods, del); err == nil {
+		table, _, pods := fabricObjects()
+		if len(del4) > 0 {
+			err = c.SetDeleteElements(pods, del4)
+		}
+		if err == nil && len(del6) > 0 {
+			err = c.SetDeleteElements(fabricPods6Set(table), del6)
+		}
+		if err == nil {
 			err = c.Flush()
 		}
 	}
@@ -259,14 +284,16 @@ func (h *Handle) DeleteFabricPods(ips []netip.Addr) error {
 // FabricPods returns the pod IPs of the fabric rules with their MACs.
 func (h *Handle) FabricPods() (map[netip.Addr]net.HardwareAddr, error) {
 	out := map[netip.Addr]net.HardwareAddr{}
-	_, _, pods := fabricObjects()
-	elems, err := h.fabricElems(pods)
-	if err != nil {
-		return nil, fmt.Errorf("list fabric pods in %s: %w", h.where(), err)
-	}
-	for _, e := range elems {
-		if a, ok := netip.AddrFromSlice(e.Key); ok {
-			out[a] = net.HardwareAddr(e.Val)
+	table, _, pods := fabricObjects()
+	for _, set := range []*nftables.Set{pods, fabricPods6Set(table)} {
+		elems, err := h.fabricElems(set)
+		if err != nil {
+			return nil, fmt.Errorf("list fabric pods in %s: %w", h.where(), err)
+		}
+		for _, e := range elems {
+			if a, ok := netip.AddrFromSlice(e.Key); ok {
+				out[a] = net.HardwareAddr(e.Val)
+			}
 		}
 	}
 	return out, nil
@@ -318,7 +345,7 @@ func (h *Handle) DeleteFabric() error {
 			c.DelChain(ch)
 		}
 	}
-	for _, s := range []*nftables.Set{uplinks, pods} {
+	for _, s := range []*nftables.Set{uplinks, pods, fabricPods6Set(table)} {
 		ok, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, s.Name)
 		if err != nil {
 			return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), err)

@@ -109,9 +109,10 @@ func TestEnsureUplinkAndFabric(t *testing.T) {
 	must(t, l.node.EnsureFabricPods([]netip.Addr{podIP.Addr()}, l.podMAC))
 	pods, err := l.node.FabricPods()
 	must(t, err)
-	if len(pods) != 1 || pods[podIP.Addr()].String() != l.podMAC.String() {
+	if len(pods) != 2 || pods[podIP.Addr()].String() != l.podMAC.String() || pods[netip.MustParseAddr("fd00::5")].String() != l.podMAC.String() {
 		t.Errorf("fabric pods %v", pods)
 	}
+	must(t, l.node.DeleteFabricPods([]netip.Addr{netip.MustParseAddr("fd00::5")}))
 	ups, err := l.node.FabricUplinks()
 	must(t, err)
 	if len(ups) != 1 || ups["eth0"].String() != l.nicMAC.String() {
@@ -195,7 +196,7 @@ func TestFabricRulesOnce(t *testing.T) {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
 	must(t, err)
 	table := &nftables.Table{Name: netops.MasqTable, Family: nftables.TableFamilyBridge}
-	for chain, want := range map[string]int{"fabric-pre": 2, "fabric-post": 2} {
+	for chain, want := range map[string]int{"fabric-pre": 3, "fabric-post": 5} {
 		rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
 		must(t, err)
 		if len(rules) != want {

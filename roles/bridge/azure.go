@@ -72,21 +72,24 @@ func checkName(field, name string) error {
 	return nil
 }
 
-// azureAttach puts the NIC on the bridge (once) and the pod's IPv4
-// addresses into the fabric rules.
+// azureAttach puts the NIC on the bridge (once) and the pod's IPv4 and IPv6
+// addresses into the fabric rules. The NIC is found by the pod's first IPv4
+// subnet, or its first IPv6 one when it has no IPv4 address.
 func azureAttach(_ context.Context, at *Attachment) (func(), error) {
 	var ips []netip.Addr
 	var subnet netip.Prefix
 	for _, ipc := range at.Result.IPs {
-		if p := prefixOf(ipc.Address); p.Addr().Is4() {
-			ips = append(ips, p.Addr())
-			if !subnet.IsValid() {
-				subnet = p.Masked()
-			}
+		p := prefixOf(ipc.Address)
+		if !p.IsValid() {
+			continue
+		}
+		ips = append(ips, p.Addr())
+		if !subnet.IsValid() || subnet.Addr().Is6() && p.Addr().Is4() {
+			subnet = p.Masked()
 		}
 	}
 	if len(ips) == 0 {
-		return nil, nil // no IPv4 address: nothing for the fabric rules
+		return nil, nil // no address: nothing for the fabric rules
 	}
 	z, err := azureFields(at.Args)
 	if err != nil {
