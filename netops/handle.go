@@ -44,7 +44,7 @@ type Handle struct {
 	// masqNoExpiry: masquerade elements are deleted, not expired;
 	// masqExpiring: elements given a timeout, which Close waits out.
 	masqNoExpiry bool
-	masqExpiring []masqMapElem
+	masqExpiring []masqExpiring
 }
 
 // Open returns a Handle for the network namespace at nsPath (for example

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -276,14 +274,14 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 // cannot update a timeout; the caller deletes then.
 func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
 	var msgs []mdnetlink.Message
-	var probe *masqMapElem
+	var probe *masqExpiring
 	for _, g := range []struct {
 		set  string
 		keys [][]byte
 	}{{masqMap4, keys4}, {masqMap6, keys6}} {
-		var have []masqMapElem
+		var have []nftElem
 		for _, k := range g.keys {
-			got, err := h.nfRaw.Execute(h.elemMsg(unix.NFT_MSG_GETSETELEM, 0, g.set, [][]byte{k}))
+			got, err := h.getElem(MasqTable, g.set, k)
 			if errors.Is(err, unix.ENOENT) {
 				continue // no element, map or table: nothing to remove
 			}
@@ -291,22 +289,31 @@ func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
 				return false, err
 			}
 			for _, m := range got {
-				have = append(have, parseMasqElems(m.Data)...)
+				_, es, err := parseNftElems(m.Data)
+				if err != nil {
+					return false, err
+				}
+				for _, e := range es {
+					if e.key != nil && e.jump != "" {
+						e.timeoutMS = 1
+						have = append(have, e)
+					}
+				}
 			}
 		}
 		if len(have) == 0 {
 			continue
 		}
 		for _, e := range have {
-			if !e.timeoutFlag {
+			if !e.expiring {
 				h.masqNoExpiry = true
 				return false, nil
 			}
 		}
 		if probe == nil {
-			probe = &masqMapElem{set: g.set, key: have[0].key}
+			probe = &masqExpiring{set: g.set, key: have[0].key}
 		}
-		msgs = append(msgs, masqExpireMsg(g.set, have))
+		msgs = append(msgs, nftElemMsg(MasqTable, g.set, unix.NFT_MSG_NEWSETELEM, mdnetlink.Acknowledge|mdnetlink.Create, have, true))
 	}
 	if len(msgs) == 0 {
 		return true, nil
@@ -325,140 +332,18 @@ func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
 	return true, nil
 }
 
-// nftJump is NFT_JUMP (-3), as the kernel reads it: a big-endian uint32.
-const nftJump = 0xfffffffd
-
-// masqMapElem is a masquerade map element as a get returns it.
-type masqMapElem struct {
-	set, chain, comment string
-	key                 []byte
-	// timeoutFlag: the element carries a timeout or expiration, which the
-	// kernel gives every element of a set with the timeout flag.
-	timeoutFlag bool
-}
-
-// masqExpireMsg re-adds the elements with their data and a 1 ms timeout.
-func masqExpireMsg(set string, elems []masqMapElem) mdnetlink.Message {
-	var list []mdnetlink.Attribute
-	for i, e := range elems {
-		key, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: e.key}})
-		verdict, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
-			{Type: unix.NFTA_VERDICT_CODE, Data: binaryutil.BigEndian.PutUint32(uint32(nftJump))},
-			{Type: unix.NFTA_VERDICT_CHAIN, Data: []byte(e.chain + "\x00")},
-		})
-		data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_DATA_VERDICT, Data: verdict}})
-		attrs := []mdnetlink.Attribute{
-			{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: key},
-			{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_DATA, Data: data},
-			{Type: unix.NFTA_SET_ELEM_TIMEOUT, Data: binaryutil.BigEndian.PutUint64(1)},
-		}
-		if e.comment != "" {
-			attrs = append(attrs, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA,
-				Data: userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, e.comment)})
-		}
-		elem, _ := mdnetlink.MarshalAttributes(attrs)
-		list = append(list, mdnetlink.Attribute{Type: unix.NLA_F_NESTED | uint16(i+1), Data: elem})
-	}
-	elemsB, _ := mdnetlink.MarshalAttributes(list)
-	data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
-		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(MasqTable + "\x00")},
-		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
-		{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: elemsB},
-	})
-	return mdnetlink.Message{
-		Header: mdnetlink.Header{
-			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM),
-			Flags: mdnetlink.Request | mdnetlink.Acknowledge | mdnetlink.Create,
-		},
-		Data: append(nfgenmsg(unix.NFPROTO_INET, 0), data...),
-	}
-}
-
-// parseMasqElems decodes the elements of a NEWSETELEM message of a
-// masquerade map (after its nfgenmsg header).
-func parseMasqElems(b []byte) []masqMapElem {
-	if len(b) < 4 {
-		return nil
-	}
-	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
-	if err != nil {
-		return nil
-	}
-	var set string
-	var out []masqMapElem
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_SET_ELEM_LIST_SET:
-			set = ad.String()
-		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
-			ad.Nested(func(ld *mdnetlink.AttributeDecoder) error {
-				for ld.Next() {
-					e := masqMapElem{}
-					ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
-						for ed.Next() {
-							switch ed.Type() {
-							case unix.NFTA_SET_ELEM_KEY:
-								ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
-									for d.Next() {
-										if d.Type() == unix.NFTA_DATA_VALUE {
-											e.key = d.Bytes()
-										}
-									}
-									return nil
-								})
-							case unix.NFTA_SET_ELEM_DATA:
-								ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
-									for d.Next() {
-										if d.Type() != unix.NFTA_DATA_VERDICT {
-											continue
-										}
-										d.Nested(func(v *mdnetlink.AttributeDecoder) error {
-											for v.Next() {
-												if v.Type() == unix.NFTA_VERDICT_CHAIN {
-													e.chain = v.String()
-												}
-											}
-											return nil
-										})
-									}
-									return nil
-								})
-							case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
-								e.timeoutFlag = true
-							case unix.NFTA_SET_ELEM_USERDATA:
-								e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
-							}
-						}
-						return nil
-					})
-					if e.key != nil && e.chain != "" {
-						out = append(out, e)
-					}
-				}
-				return nil
-			})
-		}
-	}
-	for i := range out {
-		out[i].set = set
-	}
-	return out
+// masqExpiring is an element that expireMasq gave a timeout.
+type masqExpiring struct {
+	set string
+	key []byte
 }
 
 // waitMasqExpired returns once the elements expireMasq gave a timeout have
-// expired (the kernel counts in ticks: up to 4 ms at HZ=250; a bridge DEL's
-// veth delete takes longer, so there it costs one get), so that nothing sees
-// them after the call, as after a delete. After 50 ms it gives up (they
-// expire anyway).
+// expired (a bridge DEL's veth delete takes longer than that, so there it
+// costs one get), so that nothing sees them after the call.
 func (h *Handle) waitMasqExpired() {
-	deadline := time.Now().Add(50 * time.Millisecond)
 	for _, e := range h.masqExpiring {
-		for time.Now().Before(deadline) {
-			if _, err := h.nfRaw.Execute(h.elemMsg(unix.NFT_MSG_GETSETELEM, 0, e.set, [][]byte{e.key})); err != nil {
-				break // ENOENT: expired
-			}
-			time.Sleep(250 * time.Microsecond)
-		}
+		h.waitElemGone(MasqTable, e.set, e.key)
 	}
 	h.masqExpiring = nil
 }
@@ -486,7 +371,7 @@ func (h *Handle) delExistingElems(keys4, keys6 [][]byte) error {
 	}{{masqMap4, keys4}, {masqMap6, keys6}} {
 		var present [][]byte
 		for _, k := range g.keys {
-			_, err := h.nfRaw.Execute(h.elemMsg(unix.NFT_MSG_GETSETELEM, 0, g.set, [][]byte{k}))
+			_, err := h.getElem(MasqTable, g.set, k)
 			switch {
 			case err == nil:
 				present = append(present, k)
@@ -600,25 +485,11 @@ func (h *Handle) nftExistsIn(family uint8, table string, msgType int, tableAttr,
 
 // elemMsg builds a set element message for set with one element per key.
 func (h *Handle) elemMsg(msgType int, flags mdnetlink.HeaderFlags, set string, keys [][]byte) mdnetlink.Message {
-	var list []mdnetlink.Attribute
+	elems := make([]nftElem, len(keys))
 	for i, k := range keys {
-		key, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: k}})
-		elem, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: key}})
-		list = append(list, mdnetlink.Attribute{Type: unix.NLA_F_NESTED | uint16(i+1), Data: elem})
+		elems[i].key = k
 	}
-	elems, _ := mdnetlink.MarshalAttributes(list)
-	data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
-		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(MasqTable + "\x00")},
-		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
-		{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: elems},
-	})
-	return mdnetlink.Message{
-		Header: mdnetlink.Header{
-			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
-			Flags: mdnetlink.Request | flags,
-		},
-		Data: append(nfgenmsg(unix.NFPROTO_INET, 0), data...),
-	}
+	return nftElemMsg(MasqTable, set, msgType, flags, elems, false)
 }
 
 // nftBatch sends msgs (each with the ack flag) as one nftables transaction

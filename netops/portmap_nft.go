@@ -1,15 +1,12 @@
 package netops
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -339,13 +336,19 @@ func masqRules(v6 bool) [][][]byte {
 // pmElemMsgs builds one message per set for elems, with the element data
 // and comment when withData (adds), else keys only (deletes, gets).
 func pmElemMsgs(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withData bool) []mdnetlink.Message {
+	return pmElemMsgsTimeout(msgType, flags, elems, withData, 0)
+}
+
+// pmElemMsgsTimeout is pmElemMsgs with a timeout (in ms, 0: none) on every
+// element.
+func pmElemMsgsTimeout(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withData bool, timeoutMS uint64) []mdnetlink.Message {
 	var order []string
-	bySet := map[string][]pmElem{}
+	bySet := map[string][]nftElem{}
 	for _, e := range elems {
 		if _, ok := bySet[e.set]; !ok {
 			order = append(order, e.set)
 		}
-		bySet[e.set] = append(bySet[e.set], e)
+		bySet[e.set] = append(bySet[e.set], nftElem{key: e.key, data: e.data, comment: e.owner, timeoutMS: timeoutMS})
 	}
 	var msgs []mdnetlink.Message
 	for _, set := range order {
@@ -353,40 +356,9 @@ func pmElemMsgs(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withDa
 		if msgType == unix.NFT_MSG_NEWSETELEM {
 			f |= mdnetlink.Create
 		}
-		msgs = append(msgs, pmMsg(msgType, f, pmElemList(set, bySet[set], withData)))
+		msgs = append(msgs, nftElemMsg(PortMapTable, set, msgType, f, bySet[set], withData))
 	}
 	return msgs
-}
-
-func pmElemList(set string, elems []pmElem, withData bool) []byte {
-	return pmElemListTimeout(set, elems, withData, 0)
-}
-
-// pmElemListTimeout is pmElemList with a timeout (in ms, 0: none) on every
-// element.
-func pmElemListTimeout(set string, elems []pmElem, withData bool, timeoutMS uint64) []byte {
-	var list []mdnetlink.Attribute
-	for i, e := range elems {
-		item := []mdnetlink.Attribute{nested(unix.NFTA_SET_ELEM_KEY, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.key}))}
-		if timeoutMS > 0 {
-			item = append(item, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_TIMEOUT, Data: binaryutil.BigEndian.PutUint64(timeoutMS)})
-		}
-		if withData {
-			if e.data != nil {
-				item = append(item, nested(unix.NFTA_SET_ELEM_DATA, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.data})))
-			}
-			if e.owner != "" {
-				item = append(item, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA,
-					Data: userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, e.owner)})
-			}
-		}
-		list = append(list, nested(uint16(i+1), attrs(item...)))
-	}
-	return attrs(
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(PortMapTable)},
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
-		nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS, attrs(list...)),
-	)
 }
 
 // pmGuardedDelete re-adds each element with its data (no change when the
@@ -411,19 +383,7 @@ func pmGuardedDelete(elems []pmElem) []mdnetlink.Message {
 // that updates the timeout of an existing element (Linux 6.10 or later);
 // pmRemove checks both and falls back to deleting.
 func pmExpireMsgs(elems []pmElem) []mdnetlink.Message {
-	var order []string
-	bySet := map[string][]pmElem{}
-	for _, e := range elems {
-		if _, ok := bySet[e.set]; !ok {
-			order = append(order, e.set)
-		}
-		bySet[e.set] = append(bySet[e.set], e)
-	}
-	var msgs []mdnetlink.Message
-	for _, set := range order {
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWSETELEM, mdnetlink.Acknowledge|mdnetlink.Create, pmElemListTimeout(set, bySet[set], true, 1)))
-	}
-	return msgs
+	return pmElemMsgsTimeout(unix.NFT_MSG_NEWSETELEM, 0, elems, true, 1)
 }
 
 // pmRemove removes elems (whose data the caller knows), by expiry where the
@@ -438,7 +398,7 @@ func (h *Handle) pmRemove(elems []pmElem) error {
 		if err == nil {
 			if h.pmExpiryChecked || h.pmExpiring(elems[0]) {
 				h.pmExpiryChecked = true
-				h.pmWaitExpired(elems[0])
+				h.waitElemGone(PortMapTable, elems[0].set, elems[0].key)
 				return nil
 			}
 			// An older kernel took the element unchanged: delete after all.
@@ -450,65 +410,21 @@ func (h *Handle) pmRemove(elems []pmElem) error {
 	return h.nftBatch(pmGuardedDelete(elems))
 }
 
-// pmWaitExpired returns once e, given a 1 ms timeout in the same
-// transaction as the rest of a removal, has expired (the kernel counts in
-// ticks: up to 4 ms at HZ=250), so that no lookup or listing sees the removed
-// mappings after the call, as after a delete. It polls with single-element
-// gets (~0.02 ms each); after 50 ms it gives up (the element expires anyway).
-func (h *Handle) pmWaitExpired(e pmElem) {
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if _, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, 0, pmElemList(e.set, []pmElem{e}, false))); err != nil {
-			return // ENOENT: expired (or gone)
-		}
-		time.Sleep(250 * time.Microsecond)
-	}
-}
-
 // pmExpiring reports whether e, just given a timeout, has one (or is gone).
 func (h *Handle) pmExpiring(e pmElem) bool {
-	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, 0, pmElemList(e.set, []pmElem{e}, false)))
+	msgs, err := h.getElem(PortMapTable, e.set, e.key)
 	if err != nil {
 		return errors.Is(err, unix.ENOENT)
 	}
 	for _, m := range msgs {
-		if hasElemTimeout(m.Data) {
-			return true
+		_, es, _ := parseNftElems(m.Data)
+		for _, x := range es {
+			if x.expiring {
+				return true
+			}
 		}
 	}
 	return false
-}
-
-// hasElemTimeout reports whether a NEWSETELEM message (after its nfgenmsg
-// header) has an element with a timeout or expiration.
-func hasElemTimeout(b []byte) bool {
-	if len(b) < 4 {
-		return false
-	}
-	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
-	if err != nil {
-		return false
-	}
-	found := false
-	for ad.Next() {
-		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-			continue
-		}
-		ad.Nested(func(ld *mdnetlink.AttributeDecoder) error {
-			for ld.Next() {
-				ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
-					for ed.Next() {
-						if ed.Type() == unix.NFTA_SET_ELEM_TIMEOUT || ed.Type() == unix.NFTA_SET_ELEM_EXPIRATION {
-							found = true
-						}
-					}
-					return nil
-				})
-			}
-			return nil
-		})
-	}
-	return found
 }
 
 // pmLookup gets the elements with the keys of keys, one single-element get
@@ -516,7 +432,7 @@ func hasElemTimeout(b []byte) bool {
 func (h *Handle) pmLookup(keys []pmElem) ([]pmElem, error) {
 	var out []pmElem
 	for _, k := range keys {
-		msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, 0, pmElemList(k.set, []pmElem{k}, false)))
+		msgs, err := h.getElem(PortMapTable, k.set, k.key)
 		if errors.Is(err, unix.ENOENT) {
 			continue
 		}
@@ -559,70 +475,13 @@ func (h *Handle) pmDump(set string) ([]pmElem, error) {
 
 // parseElems decodes a NEWSETELEM message (after its nfgenmsg header).
 func parseElems(b []byte) ([]pmElem, error) {
-	if len(b) < 4 {
-		return nil, nil
-	}
-	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
+	set, es, err := parseNftElems(b)
 	if err != nil {
-		return nil, fmt.Errorf("decode set elements: %w", err)
+		return nil, err
 	}
-	ad.ByteOrder = binary.BigEndian
-	var (
-		set  string
-		list []byte
-	)
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_SET_ELEM_LIST_SET:
-			set = ad.String()
-		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
-			list = ad.Bytes()
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return nil, fmt.Errorf("decode set elements: %w", err)
-	}
-	if list == nil {
-		return nil, nil
-	}
-	ld, err := mdnetlink.NewAttributeDecoder(list)
-	if err != nil {
-		return nil, fmt.Errorf("decode set elements: %w", err)
-	}
-	var out []pmElem
-	for ld.Next() {
-		e := pmElem{set: set}
-		ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
-			for ed.Next() {
-				switch ed.Type() {
-				case unix.NFTA_SET_ELEM_KEY:
-					ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
-						for d.Next() {
-							if d.Type() == unix.NFTA_DATA_VALUE {
-								e.key = d.Bytes()
-							}
-						}
-						return nil
-					})
-				case unix.NFTA_SET_ELEM_DATA:
-					ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
-						for d.Next() {
-							if d.Type() == unix.NFTA_DATA_VALUE {
-								e.data = d.Bytes()
-							}
-						}
-						return nil
-					})
-				case unix.NFTA_SET_ELEM_USERDATA:
-					e.owner, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
-				}
-			}
-			return nil
-		})
-		out = append(out, e)
-	}
-	if err := ld.Err(); err != nil {
-		return nil, fmt.Errorf("decode set elements: %w", err)
+	out := make([]pmElem, 0, len(es))
+	for _, e := range es {
+		out = append(out, pmElem{set: set, key: e.key, data: e.data, owner: e.comment})
 	}
 	return out, nil
 }
