@@ -132,6 +132,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "cnibox-agent", version)
 		return 0
 	}
+	if err := kubeHandoff(f, args); err != nil { // handoff*.go: the lean etcd build execs the full one
+		fmt.Fprintln(stderr, "cnibox-agent:", err)
+		return 2
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		fmt.Fprintf(stderr, "cnibox-agent: --log-level %q: use debug, info, warn or error\n", f.logLevel)

@@ -112,7 +112,8 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 	}
 
 	// One node leaves: its agent stops, its lease is deleted; time until
-	// every other node has dropped its route (the last of the three).
+	// every other node has dropped its route (the agent deletes it first, then
+	// the neighbour and the FDB entry).
 	gone := c.nodes[n-1]
 	gone.stopAgent()
 	var sn netip.Prefix

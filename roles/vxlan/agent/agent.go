@@ -405,7 +405,7 @@ func (a *agent) loop(ctx context.Context) error {
 			}
 		}
 		if a.dirty && mirrorC == nil {
-			mirrorC = time.After(max(0, mirrorDelay-time.Since(a.mirrored)))
+			mirrorC = time.After(max(mirrorSettle, mirrorDelay-time.Since(a.mirrored)))
 		}
 	}
 }

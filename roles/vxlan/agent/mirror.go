@@ -15,6 +15,15 @@ import (
 // peers keep changing (many nodes joining at once).
 const mirrorDelay = time.Second
 
+// mirrorSettle is how long the agent waits after a change before it writes
+// the store: the kernel is programmed at once, the bookkeeping (a bbolt
+// transaction with every peer, fsync) comes once the burst is over, so it
+// never competes for the CPU with the other nodes still applying the same
+// change (measured: it was half of an agent's CPU per event, and with N
+// agents on few cores it delayed a removal reaching the last node by
+// ~100 ms at N=200).
+const mirrorSettle = 500 * time.Millisecond
+
 // stored returns the state the store holds for device, if any.
 func storedState(dataDir, device string) (store.OverlayState, bool, error) {
 	st, err := store.OpenWith(store.Dir(dataDir), store.Options{NoCreate: true})
