@@ -26,6 +26,7 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err != nil {
 		return err
 	}
+	a.Mark("release")
 	fault.Point("bridge/del/after-ipam")
 	host, err := netops.Open("")
 	if err != nil {
@@ -38,6 +39,7 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 		if err := host.DeleteMasq(ips); err != nil {
 			return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
 		}
+		a.Mark("masq")
 		fault.Point("bridge/del/after-masq")
 	}
 	hostName := c.hostVethName(a.ContainerID, a.IfName)
@@ -53,6 +55,7 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err := deleteVeth(host, hostName, a); err != nil {
 		return err
 	}
+	a.Mark("veth")
 	fault.Point("bridge/del/after-veth")
 	return nil
 }
