@@ -168,12 +168,15 @@ type podNS struct {
 var envMu sync.Mutex
 
 // onNode runs a libcni call with the plugins started in the node's
-// namespace and using its store.
+// namespace and using its store; the plugins log next to it, not to the
+// machine's /var/log/cnibox.
 func onNode(nd *node, fn func() error) error {
 	envMu.Lock()
 	defer envMu.Unlock()
 	os.Setenv(store.EnvDataDir, nd.dataDir)
 	defer os.Unsetenv(store.EnvDataDir)
+	os.Setenv("CNIBOX_LOG_FILE", filepath.Join(nd.dataDir, "cnibox.log"))
+	defer os.Unsetenv("CNIBOX_LOG_FILE")
 	return runIn(nd.ns, fn)
 }
 
