@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/kubecore"
 )
 
 // Config configures the Kubernetes source.
@@ -50,22 +50,16 @@ func NewKube(c Config) (*Kube, error) {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	node := c.NodeName
-	if node == "" {
-		node = os.Getenv("NODE_NAME")
-	}
-	if node == "" {
-		var err error
-		if node, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("pod API: no node name: set --node-name or $NODE_NAME (%w)", err)
-		}
+	node, err := kubecore.NodeName(c.NodeName, "pod API")
+	if err != nil {
+		return nil, err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags(c.APIURL, c.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("pod API: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
 	}
 	rc.UserAgent = "cnibox-agent"
-	cs, err := coreClient(rc)
+	cs, err := kubecore.Client(rc, &Pod{}, &PodList{})
 	if err != nil {
 		return nil, fmt.Errorf("pod API: %w", err)
 	}

@@ -3,16 +3,11 @@ package podapi
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/rest"
 )
 
 // The pod API reads a pod's metadata and node name only. These types decode
 // just that from the API's JSON, as the kube lease backend does for Nodes,
 // so the agent does not link k8s.io/api's generated code and scheme.
-
-var coreV1 = schema.GroupVersion{Group: "", Version: "v1"}
 
 // Pod is the part of a core/v1 Pod the pod API uses.
 type Pod struct {
@@ -55,21 +50,4 @@ func (l *PodList) DeepCopyObject() runtime.Object {
 		out.Items[i] = *l.Items[i].DeepCopyObject().(*Pod)
 	}
 	return out
-}
-
-// coreClient returns a REST client for the core/v1 API that knows Pod and
-// PodList.
-func coreClient(rc *rest.Config) (*rest.RESTClient, error) {
-	scheme := runtime.NewScheme()
-	scheme.AddKnownTypes(coreV1, &Pod{}, &PodList{})
-	metav1.AddToGroupVersion(scheme, coreV1)
-	c := *rc
-	c.GroupVersion = &coreV1
-	c.APIPath = "/api"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return rest.RESTClientFor(&c)
 }

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/roles/vxlan/lease"
 	"github.com/cnibox/cnibox/roles/vxlan/netconf"
 )
@@ -118,21 +118,16 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	node := c.NodeName
-	if node == "" {
-		node = os.Getenv("NODE_NAME")
-	}
-	if node == "" {
-		if node, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("kube: no node name: set --node-name or $NODE_NAME (%w)", err)
-		}
+	node, err := kubecore.NodeName(c.NodeName, "kube")
+	if err != nil {
+		return nil, err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags(c.APIURL, c.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kube: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
 	}
 	rc.UserAgent = "cnibox-agent"
-	cs, err := coreClient(rc)
+	cs, err := kubecore.Client(rc, &Node{}, &NodeList{})
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}

@@ -3,9 +3,6 @@ package kubelease
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/rest"
 )
 
 // The agent reads three things of a Node: its name, its annotations and its
@@ -13,9 +10,6 @@ import (
 // does not link k8s.io/api (whose generated code and scheme would double its
 // resident memory). client-go's REST client and informer work with them like
 // with the generated types.
-
-// coreV1 is the group/version of Node.
-var coreV1 = schema.GroupVersion{Group: "", Version: "v1"}
 
 // Node is the part of a core/v1 Node the agent uses.
 type Node struct {
@@ -61,21 +55,4 @@ func (l *NodeList) DeepCopyObject() runtime.Object {
 		out.Items[i] = *l.Items[i].DeepCopyObject().(*Node)
 	}
 	return out
-}
-
-// coreClient returns a REST client for the core/v1 API that knows Node and
-// NodeList.
-func coreClient(rc *rest.Config) (*rest.RESTClient, error) {
-	scheme := runtime.NewScheme()
-	scheme.AddKnownTypes(coreV1, &Node{}, &NodeList{})
-	metav1.AddToGroupVersion(scheme, coreV1)
-	c := *rc
-	c.GroupVersion = &coreV1
-	c.APIPath = "/api"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return rest.RESTClientFor(&c)
 }

@@ -1,0 +1,54 @@
+// Package kubecore is what cnibox-agent's two Kubernetes clients (the kube
+// lease backend, which reads Nodes, and the pod API, which reads Pods) share:
+// a REST client for the core/v1 API that knows only the few hand-written
+// types a client decodes (so the agent does not link k8s.io/api, whose
+// generated code and scheme would double its resident memory), and the
+// node's name. Only cnibox-agent imports it; cnibox never links client-go.
+package kubecore
+
+import (
+	"fmt"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+)
+
+// CoreV1 is the group/version of the core API (Node, Pod).
+var CoreV1 = schema.GroupVersion{Group: "", Version: "v1"}
+
+// Client returns a REST client for the core/v1 API of rc that decodes the
+// given object types (JSON only, no conversion).
+func Client(rc *rest.Config, types ...runtime.Object) (*rest.RESTClient, error) {
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypes(CoreV1, types...)
+	metav1.AddToGroupVersion(scheme, CoreV1)
+	c := *rc
+	c.GroupVersion = &CoreV1
+	c.APIPath = "/api"
+	c.ContentType = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(&c)
+}
+
+// NodeName returns the node's name: flag (--node-name) if set, else
+// $NODE_NAME, else the host name. what prefixes the error.
+func NodeName(flag, what string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n, nil
+	}
+	n, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("%s: no node name: set --node-name or $NODE_NAME (%w)", what, err)
+	}
+	return n, nil
+}
