@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // CoreV1 is the group/version of the core API (Node, Pod).
@@ -35,6 +36,22 @@ func Client(rc *rest.Config, types ...runtime.Object) (*rest.RESTClient, error) 
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	return rest.RESTClientFor(&c)
+}
+
+// Connect builds the client configuration from --kube-api-url and
+// --kubeconfig-file (both empty: in-cluster) and returns Client for it with
+// cnibox-agent's user agent. what prefixes the errors.
+func Connect(apiURL, kubeconfig, what string, types ...runtime.Object) (*rest.RESTClient, error) {
+	rc, err := clientcmd.BuildConfigFromFlags(apiURL, kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: client config (--kubeconfig-file %q, --kube-api-url %q): %w", what, kubeconfig, apiURL, err)
+	}
+	rc.UserAgent = "cnibox-agent"
+	c, err := Client(rc, types...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return c, nil
 }
 
 // NodeName returns the node's name: flag (--node-name) if set, else

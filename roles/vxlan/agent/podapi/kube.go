@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
@@ -54,14 +53,9 @@ func NewKube(c Config) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := clientcmd.BuildConfigFromFlags(c.APIURL, c.Kubeconfig)
+	cs, err := kubecore.Connect(c.APIURL, c.Kubeconfig, "pod API", &Pod{}, &PodList{})
 	if err != nil {
-		return nil, fmt.Errorf("pod API: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
-	}
-	rc.UserAgent = "cnibox-agent"
-	cs, err := kubecore.Client(rc, &Pod{}, &PodList{})
-	if err != nil {
-		return nil, fmt.Errorf("pod API: %w", err)
+		return nil, err
 	}
 	k := &Kube{c: cs, node: node, log: c.Log}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node)

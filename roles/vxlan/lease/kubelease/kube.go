@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/roles/vxlan/lease"
@@ -122,14 +121,9 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := clientcmd.BuildConfigFromFlags(c.APIURL, c.Kubeconfig)
+	cs, err := kubecore.Connect(c.APIURL, c.Kubeconfig, "kube", &Node{}, &NodeList{})
 	if err != nil {
-		return nil, fmt.Errorf("kube: client config (--kubeconfig-file %q, --kube-api-url %q): %w", c.Kubeconfig, c.APIURL, err)
-	}
-	rc.UserAgent = "cnibox-agent"
-	cs, err := kubecore.Client(rc, &Node{}, &NodeList{})
-	if err != nil {
-		return nil, fmt.Errorf("kube: %w", err)
+		return nil, err
 	}
 	return &Manager{c: cs, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
 }
