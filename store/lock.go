@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // openLocked opens the existing store file and takes its exclusive lock,
@@ -60,5 +64,38 @@ func flock(fd, how int) error {
 		if !errors.Is(err, syscall.EINTR) {
 			return err
 		}
+	}
+}
+
+// unmapFile removes this process's mappings of the file fi describes (read
+// from /proc/self/maps). It is for a bbolt.Open that panicked with the file
+// mapped and took its *DB with it.
+func unmapFile(fi os.FileInfo) {
+	if fi == nil {
+		return
+	}
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return
+	}
+	// "start-end perms offset major:minor inode path"
+	for _, line := range strings.Split(string(maps), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[4] != strconv.FormatUint(sys.Ino, 10) {
+			continue
+		}
+		var maj, min uint64
+		if _, err := fmt.Sscanf(fields[3], "%x:%x", &maj, &min); err != nil || unix.Mkdev(uint32(maj), uint32(min)) != sys.Dev {
+			continue
+		}
+		var start, end uintptr
+		if _, err := fmt.Sscanf(fields[0], "%x-%x", &start, &end); err != nil || end <= start {
+			continue
+		}
+		_, _, _ = syscall.Syscall(syscall.SYS_MUNMAP, start, end-start, 0)
 	}
 }

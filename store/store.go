@@ -96,34 +96,64 @@ func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
 // created with mode 0700 and the file with 0600. A lock held by another
 // process past the timeout returns an error wrapping ErrBusy; a file that is
 // not a bbolt database (empty, truncated, garbage) one wrapping ErrCorrupt.
+// The first open in a boot checks the whole file and sets a file torn by an
+// unclean shutdown aside (see EnvSync).
 func OpenWith(dir string, o Options) (*Store, error) {
 	timeout, err := o.timeout()
 	if err != nil {
 		return nil, err
 	}
+	mode, err := o.syncMode()
+	if err != nil {
+		return nil, err
+	}
+	if mode == syncBoot && BootID() == "" {
+		mode = syncAlways // no boot ID, no once-per-boot check: flush instead
+	}
 	path := filepath.Join(dir, FileName)
 	deadline := time.Now().Add(timeout)
+	for retried := false; ; retried = true {
+		s, torn, err := open(dir, path, o, mode, deadline, timeout)
+		if err == nil || torn == nil || retried || !fromEarlierBoot(path) {
+			return s, err
+		}
+		// Torn by a crash of an earlier boot: nothing in it describes a
+		// running pod. Keep it for a post-mortem and start empty.
+		aside, aerr := setAsideIfSame(path, torn, deadline, timeout)
+		if aerr != nil {
+			return nil, fmt.Errorf("%w (and %w)", err, aerr)
+		}
+		if aside != "" {
+			fmt.Fprintf(os.Stderr, "cnibox: %v\ncnibox: it was last checked in an earlier boot, so it was torn by an unclean shutdown; kept as %s, and the store starts empty\n", err, aside)
+		}
+	}
+}
+
+// open is one try of OpenWith. When the file proves corrupt, torn is its
+// FileInfo (to set exactly that file aside).
+func open(dir, path string, o Options, mode string, deadline time.Time, timeout time.Duration) (s *Store, torn os.FileInfo, err error) {
 	f, err := openLocked(path, deadline, timeout)
 	if errors.Is(err, fs.ErrNotExist) {
 		if o.NoCreate {
-			return nil, fmt.Errorf("open store %s: %w (nothing was ever stored there)", path, ErrNotFound)
+			return nil, nil, fmt.Errorf("open store %s: %w (nothing was ever stored there)", path, ErrNotFound)
 		}
 		if err := create(dir, path); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f, err = openLocked(path, deadline, timeout)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if st, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	} else if st.Size() == 0 {
+		return nil, nil, fmt.Errorf("open store %s: %w", path, err)
+	} else if fi.Size() == 0 {
 		// A file we create is complete before it appears (see create), so an
 		// empty one was truncated by something else.
 		f.Close()
-		return nil, fmt.Errorf("open store %s: %w: the file is empty; %s", path, ErrCorrupt, corruptFix)
+		return nil, fi, fmt.Errorf("open store %s: %w: the file is empty; %s", path, ErrCorrupt, corruptFix)
 	}
 	// bbolt's default freelist (array, synced to disk) is deliberate:
 	// NoFreelistSync makes every read-write open scan the whole file (10 ms
@@ -132,18 +162,31 @@ func OpenWith(dir string, o Options) (*Store, error) {
 	db, err := openBolt(path, f, &bolt.Options{
 		Timeout: timeout,
 		// The lock is already ours: hand bbolt the locked file.
-		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
+		OpenFile:   func(string, int, os.FileMode) (*os.File, error) { return f, nil },
+		NoSync:     mode == syncBoot,
+		NoGrowSync: mode == syncBoot,
 	})
 	if err != nil {
 		// bbolt closed f. Anything but an OS error means the content is bad.
 		var errno syscall.Errno
 		var pe *fs.PathError
 		if errors.As(err, &errno) || errors.As(err, &pe) {
-			return nil, fmt.Errorf("open store %s: %w", path, err)
+			return nil, nil, fmt.Errorf("open store %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("open store %s: %w (%v); %s", path, ErrCorrupt, err, corruptFix)
+		return nil, fi, fmt.Errorf("open store %s: %w (%v); %s", path, ErrCorrupt, err, corruptFix)
 	}
-	return &Store{db: db, path: path}, nil
+	s = &Store{db: db, path: path}
+	if mode == syncBoot && !verifiedThisBoot(path) {
+		if err := s.verify(); err != nil {
+			s.Close()
+			if errors.Is(err, ErrCorrupt) {
+				return nil, fi, err
+			}
+			return nil, nil, err
+		}
+		markVerified(path)
+	}
+	return s, nil, nil
 }
 
 // openBolt is bolt.Open, with its panics on some corrupt files (a garbage
@@ -152,9 +195,13 @@ func openBolt(path string, f *os.File, o *bolt.Options) (db *bolt.DB, err error)
 	// A truncated file leaves pages the meta page names outside the file:
 	// reading them faults, which SetPanicOnFault turns into a panic.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	fi, _ := f.Stat()
 	defer func() {
 		if r := recover(); r != nil {
+			// bbolt panicked with the file mapped: the mapping keeps the
+			// open file, and so its lock, alive after Close.
 			f.Close()
+			unmapFile(fi)
 			db, err = nil, fmt.Errorf("%v", r)
 		}
 	}()

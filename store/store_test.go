@@ -274,14 +274,7 @@ func TestCorruptPages(t *testing.T) {
 			if err := os.WriteFile(s.Path(), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s2, err := Open(dir)
-			if err == nil {
-				defer s2.Close()
-				err = s2.ViewIPAM("net", func(tx *IPAMTx) error {
-					tx.Get(a("10.1.0.5"))
-					return nil
-				})
-			}
+			s2, err := openAndRead(t, dir)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("err = %v, want ErrCorrupt", err)
 			}

@@ -38,6 +38,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 		return prev, nil
 	}
 
+	a.Mark("config")
 	host, err := netops.Open("")
 	if err != nil {
 		return nil, cniplug.WithCode(types.ErrIOFailure, err)
@@ -54,6 +55,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 		return nil, cniplug.Errorf(types.ErrIOFailure, "forward host ports: %w", err)
 	}
 	undo.Push(func() { _ = host.DeletePortMaps(pm) })
+	a.Mark("nft")
 	fault.Point("portmap/add/after-nft")
 	if c.snat {
 		if err := ensureRouteLocalnet(host, a, pm); err != nil {
@@ -62,11 +64,13 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 		fault.Point("portmap/add/after-localnet")
 	}
 	flushUDPConntrack(host, a, pm)
+	a.Mark("localnet")
 
 	old, err := putPortmapRecord(a, c, pm, replaced)
 	if err != nil {
 		return nil, err
 	}
+	a.Mark("record")
 	fault.Point("portmap/add/after-record")
 	// A repeated ADD with other mappings: drop what only the old record had.
 	if stale := minusPortMaps(old, pm); !stale.Empty() {

@@ -43,6 +43,7 @@ func tuningAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
 	if prev == nil {
 		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "tuning is a chained plugin and got no \"prevResult\": put it after a main plugin (e.g. bridge) in a conflist")
 	}
+	a.Mark("config")
 	pod, err := openPod(a.Netns)
 	if err != nil {
 		return nil, err
@@ -84,13 +85,16 @@ func tuningAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
 			undo.Run()
 		}
 	}()
+	a.Mark("read")
 	if err := tuningRemember(a, s.dataDir, was, &undo); err != nil {
 		return nil, err
 	}
+	a.Mark("record")
 	fault.Point("tuning/add/after-record")
 	if err := tuningApply(pod, a.IfName, s, was, &undo); err != nil {
 		return nil, err
 	}
+	a.Mark("apply")
 	fault.Point("tuning/add/after-link")
 	if ifc := tuningPodIf(prev, a.IfName); ifc != nil && s.mac != nil {
 		ifc.Mac = s.mac.String()
