@@ -45,6 +45,7 @@ type bench struct {
 	refDir   string
 	nop      string
 	rsswrap  string
+	vethdel  string // deletes one link in a fresh process (DEL floor)
 	bin      string // the private copy of the cnibox binary under test
 	version  string // its `cnibox version`
 	cases    []*cniCase
@@ -66,7 +67,7 @@ type bench struct {
 	warned    map[string]bool
 }
 
-func newBench(o *options, refDir, refName, nop, rsswrap string) (*bench, error) {
+func newBench(o *options, refDir, refName string, hs helpers) (*bench, error) {
 	if refDir == "" {
 		return nil, fmt.Errorf("no reference plugin directory handed over (%s)", refDirEnv)
 	}
@@ -79,7 +80,7 @@ func newBench(o *options, refDir, refName, nop, rsswrap string) (*bench, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{o: o, tmp: tmp, refDir: refDir, refName: refName, nop: nop, rsswrap: rsswrap, liveNS: map[string]bool{}, jsonOut: os.Stdout}
+	b := &bench{o: o, tmp: tmp, refDir: refDir, refName: refName, nop: hs.nop, rsswrap: hs.rsswrap, vethdel: hs.vethdel, liveNS: map[string]bool{}, jsonOut: os.Stdout}
 	if o.jsonPath != "" {
 		if b.jsonFile, err = os.Create(o.jsonPath); err != nil {
 			os.RemoveAll(tmp)

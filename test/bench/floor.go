@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 // deleted, each through a fresh netops handle as a plugin process would; the
 // close of the handle is timed apart, because closing a netlink socket that
 // deleted nftables objects waits for the kernel's deferred cleanup.
+//
+// A plugin is a fresh process, so the floor its DEL is judged against is the
+// veth delete done by a fresh process: the veths are made again and each is
+// deleted by an exec of a static Go binary that sends one RTM_DELLINK.
 const (
 	floorGroup  = "kernel floor (netops, no exec)"
 	floorSide   = "floor"
@@ -26,10 +31,11 @@ const (
 	opNftAdd    = "nft element add (open..close)"
 	opNftDel    = "nft element delete"
 	opNftClose  = "nft socket close after delete"
+	opVethExec  = "veth delete by a fresh process (exec + RTM_DELLINK)"
 	floorSubnet = 16
 )
 
-var floorOps = []string{opVethAdd, opVethDel, opNftAdd, opNftDel, opNftClose}
+var floorOps = []string{opVethAdd, opVethDel, opVethExec, opNftAdd, opNftDel, opNftClose}
 
 func (b *bench) runFloor() {
 	concs := []int{1}
@@ -122,6 +128,18 @@ func (b *bench) floorBatch(conc int, label string) {
 	b.floorPhase(what, conc, pods, b.sampleFor(floorGroup, mode, opVethDel, floorSide), func(p *floorPod) (*time.Duration, error) {
 		return nil, p.host.DeleteLink(p.veth)
 	})
+	if b.vethdel != "" {
+		b.floorPhase(what, conc, pods, &sample{}, func(p *floorPod) (*time.Duration, error) {
+			_, _, err := p.host.EnsureVeth(netops.VethOpts{HostName: p.veth, PeerName: "eth0", Peer: p.pod})
+			return nil, err
+		})
+		b.floorPhase(what, conc, pods, b.sampleFor(floorGroup, mode, opVethExec, floorSide), func(p *floorPod) (*time.Duration, error) {
+			if out, err := exec.Command(b.vethdel, p.veth).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("%s %s: %w: %s", b.vethdel, p.veth, err, out)
+			}
+			return nil, nil
+		})
+	}
 	if veths, err := nodeVeths(); err != nil || len(veths) > 0 {
 		b.fail("%s: veths left: %v %v", what, veths, err)
 	}

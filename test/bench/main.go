@@ -37,6 +37,7 @@ const (
 	refNameEnv = "CNIBOX_BENCH_REF_NAME"
 	nopEnv     = "CNIBOX_BENCH_NOP"
 	rssEnv     = "CNIBOX_BENCH_RSSWRAP"
+	vethdelEnv = "CNIBOX_BENCH_VETHDEL"
 
 	upstreamVersion = "v1.9.1"
 	debianRefDir    = "/usr/lib/cni"
@@ -71,7 +72,7 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&cases, "cases", envStr("CASES", strings.Join(allCases, ",")), "what to run: "+strings.Join(allCases, ",")+" (env CASES)")
 	flag.StringVar(&o.ref, "ref", envStr("REF", "debian"), "reference plugins: debian (/usr/lib/cni), upstream (built "+upstreamVersion+") or a directory (env REF)")
 	flag.StringVar(&scale, "scale", "1000,5000,20000", "existing reservations for the host-local rows (0 is always added)")
-	flag.IntVar(&o.scaleReps, "scale-reps", 11, "timed host-local ADD/DEL pairs per side and size")
+	flag.IntVar(&o.scaleReps, "scale-reps", 21, "timed host-local ADD/DEL pairs per side and size")
 	flag.IntVar(&o.execRuns, "exec-runs", 0, "VERSION execs per binary and side (default: n)")
 	flag.IntVar(&o.rssRuns, "rss-runs", 5, "directly exec'd ADDs per side for peak RSS")
 	flag.IntVar(&o.floorN, "floor-n", 0, "veth create/delete pairs for the floor rows (default: n)")
@@ -157,14 +158,13 @@ func runParent(o *options) int {
 		return 2
 	}
 	defer os.RemoveAll(tmp)
-	nop, rsswrap, err := buildHelpers(tmp)
+	hs, err := buildHelpers(tmp)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench: build the helper binaries (exec floor, RSS wrapper):", err)
-		nop, rsswrap = "", ""
+		fmt.Fprintln(os.Stderr, "bench: build the helper binaries (exec and DEL floors, RSS wrapper):", err)
 	}
 	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), privateEnv+"=1", refDirEnv+"="+refDir, refNameEnv+"="+refName, nopEnv+"="+nop, rssEnv+"="+rsswrap)
+	cmd.Env = append(os.Environ(), privateEnv+"=1", refDirEnv+"="+refDir, refNameEnv+"="+refName, nopEnv+"="+hs.nop, rssEnv+"="+hs.rsswrap, vethdelEnv+"="+hs.vethdel)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
 	// The child cleans up on SIGINT/SIGTERM: pass them on and wait for it.
 	sig := make(chan os.Signal, 4)
@@ -200,7 +200,7 @@ func runPrivate(o *options) int {
 		fmt.Fprintln(os.Stderr, "bench: loopback up in the private namespace:", err)
 		return 1
 	}
-	b, err := newBench(o, os.Getenv(refDirEnv), os.Getenv(refNameEnv), os.Getenv(nopEnv), os.Getenv(rssEnv))
+	b, err := newBench(o, os.Getenv(refDirEnv), os.Getenv(refNameEnv), helpers{nop: os.Getenv(nopEnv), rsswrap: os.Getenv(rssEnv), vethdel: os.Getenv(vethdelEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1

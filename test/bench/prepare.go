@@ -93,39 +93,92 @@ func buildUpstream() (string, error) {
 	return dir, nil
 }
 
-// buildHelpers builds two small static Go binaries: nop does nothing (the
-// floor of exec'ing any Go plugin), rsswrap runs its arguments as a command
-// and reports that child's peak RSS. The wrapper is needed because Go starts
-// children with vfork semantics: an exec'd child's maxrss starts at its
-// parent's own peak RSS, so the bench (tens of MiB) cannot measure a plugin
-// directly; the wrapper's own floor (a few MiB) is reported with the numbers.
-func buildHelpers(dir string) (nop, rsswrap string, err error) {
+// helpers are small static Go binaries the bench builds for its floor rows.
+type helpers struct {
+	nop     string // does nothing: the floor of exec'ing any Go plugin
+	rsswrap string // runs its arguments and reports that child's peak RSS
+	vethdel string // deletes one link (RTM_DELLINK): the floor of any DEL
+}
+
+// buildHelpers builds the helpers (standard library only). rsswrap is needed
+// because Go starts children with vfork semantics: an exec'd child's maxrss
+// starts at its parent's own peak RSS, so the bench (tens of MiB) cannot
+// measure a plugin directly; the wrapper's own floor (a few MiB) is reported
+// with the numbers.
+func buildHelpers(dir string) (helpers, error) {
 	srcs := map[string]string{
 		"nop":     "package main\n\nfunc main() {}\n",
 		"rsswrap": rsswrapSrc,
+		"vethdel": vethdelSrc,
 	}
 	out := map[string]string{}
 	for name, src := range srcs {
 		d := filepath.Join(dir, name+"-src")
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", "", err
+			return helpers{}, err
 		}
 		if err := os.WriteFile(filepath.Join(d, "main.go"), []byte(src), 0o644); err != nil {
-			return "", "", err
+			return helpers{}, err
 		}
 		if err := os.WriteFile(filepath.Join(d, "go.mod"), []byte("module "+name+"\n\ngo 1.21\n"), 0o644); err != nil {
-			return "", "", err
+			return helpers{}, err
 		}
 		out[name] = filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out[name], ".")
 		cmd.Dir = d
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("build %s: %w: %s", name, err, b)
+			return helpers{}, fmt.Errorf("build %s: %w: %s", name, err, b)
 		}
 	}
-	return out["nop"], out["rsswrap"], nil
+	return helpers{nop: out["nop"], rsswrap: out["rsswrap"], vethdel: out["vethdel"]}, nil
 }
+
+// vethdelSrc deletes the link named by its argument with one RTM_DELLINK and
+// waits for the kernel's answer: exec plus the veth delete, the least a
+// plugin's DEL can cost.
+const vethdelSrc = `package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+func main() {
+	name := os.Args[1]
+	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_ROUTE)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	attr := 4 + len(name) + 1
+	msg := make([]byte, 16+16+(attr+3)&^3)
+	ne := binary.NativeEndian
+	ne.PutUint32(msg[0:], uint32(len(msg)))
+	ne.PutUint16(msg[4:], syscall.RTM_DELLINK)
+	ne.PutUint16(msg[6:], syscall.NLM_F_REQUEST|syscall.NLM_F_ACK)
+	ne.PutUint32(msg[8:], 1)
+	ne.PutUint16(msg[32:], uint16(attr))
+	ne.PutUint16(msg[34:], syscall.IFLA_IFNAME)
+	copy(msg[36:], name)
+	if err := syscall.Sendto(fd, msg, 0, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buf := make([]byte, 4096)
+	n, _, err := syscall.Recvfrom(fd, buf, 0)
+	if err != nil || n < 20 || ne.Uint16(buf[4:]) != syscall.NLMSG_ERROR {
+		fmt.Fprintln(os.Stderr, "no answer", err)
+		os.Exit(1)
+	}
+	if e := int32(ne.Uint32(buf[16:])); e != 0 {
+		fmt.Fprintln(os.Stderr, syscall.Errno(-e))
+		os.Exit(1)
+	}
+}
+`
 
 // rssMarker starts the wrapper's report line on stderr.
 const rssMarker = "cnibox-bench-maxrss "
