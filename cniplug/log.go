@@ -46,6 +46,15 @@ type logSettings struct {
 	LogLevel string `json:"logLevel"`
 }
 
+// mayHaveLogSettings reports whether the config can hold logFile or
+// logLevel: both keys contain "log" (encoding/json matches keys without
+// regard to case), and a key written with escapes contains a backslash. Most
+// configs have neither, and every call is spared a second reflective parse
+// of its whole config (prevResult included).
+func mayHaveLogSettings(stdin []byte) bool {
+	return bytes.Contains(bytes.ToLower(stdin), []byte("log")) || bytes.IndexByte(stdin, '\\') >= 0
+}
+
 func levelOf(s string) (slog.Level, bool) {
 	switch strings.ToLower(s) {
 	case "", "info":
@@ -64,7 +73,9 @@ func levelOf(s string) (slog.Level, bool) {
 // fails a call: a file that cannot be written is skipped.
 func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err error, start time.Time) {
 	var ls logSettings
-	_ = json.Unmarshal(stdin, &ls)
+	if mayHaveLogSettings(stdin) {
+		_ = json.Unmarshal(stdin, &ls)
+	}
 	path := ls.LogFile
 	if path == "" {
 		path = inv.Getenv("CNIBOX_LOG_FILE")
