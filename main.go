@@ -1,3 +1,10 @@
+// A plugin process lives a few milliseconds: it never needs the runtime to
+// re-check its CPU limit (updatemaxprocs), and naming its memory mappings
+// for /proc/PID/maps (decoratemappings) is a system call per mapping.
+//
+//go:debug updatemaxprocs=0
+//go:debug decoratemappings=0
+
 // Command cnibox is every CNI plugin a node needs in one binary. Run through a
 // symlink named after a plugin type (bridge, host-local, loopback, ...) it is
 // that plugin; run as cnibox it is the operator's CLI, and `cnibox <role>` runs
