@@ -46,6 +46,7 @@ type bench struct {
 	nop      string
 	rsswrap  string
 	vethdel  string // deletes one link in a fresh process (DEL floor)
+	nopcni   string // a do-nothing CNI plugin (chain floor)
 	bin      string // the private copy of the cnibox binary under test
 	version  string // its `cnibox version`
 	cases    []*cniCase
@@ -80,7 +81,7 @@ func newBench(o *options, refDir, refName string, hs helpers) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{o: o, tmp: tmp, refDir: refDir, refName: refName, nop: hs.nop, rsswrap: hs.rsswrap, vethdel: hs.vethdel, liveNS: map[string]bool{}, jsonOut: os.Stdout}
+	b := &bench{o: o, tmp: tmp, refDir: refDir, refName: refName, nop: hs.nop, rsswrap: hs.rsswrap, vethdel: hs.vethdel, nopcni: hs.nopcni, liveNS: map[string]bool{}, jsonOut: os.Stdout}
 	if o.jsonPath != "" {
 		if b.jsonFile, err = os.Create(o.jsonPath); err != nil {
 			os.RemoveAll(tmp)

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
 )
@@ -23,6 +29,11 @@ import (
 // A plugin is a fresh process, so the floor its DEL is judged against is the
 // veth delete done by a fresh process: the veths are made again and each is
 // deleted by an exec of a static Go binary that sends one RTM_DELLINK.
+//
+// The floor of the chain case: the same shape (three plugins in one libcni
+// conflist) made of a plugin that does nothing (decodes its config, passes
+// prevResult on): the exec and start-up of three Go processes and libcni's own
+// work between them, none of a plugin's.
 const (
 	floorGroup  = "kernel floor (netops, no exec)"
 	floorSide   = "floor"
@@ -32,10 +43,11 @@ const (
 	opNftDel    = "nft element delete"
 	opNftClose  = "nft socket close after delete"
 	opVethExec  = "veth delete by a fresh process (exec + RTM_DELLINK)"
+	opChainNop  = "libcni ADD of 3 do-nothing Go plugins"
 	floorSubnet = 16
 )
 
-var floorOps = []string{opVethAdd, opVethDel, opVethExec, opNftAdd, opNftDel, opNftClose}
+var floorOps = []string{opVethAdd, opVethDel, opVethExec, opNftAdd, opNftDel, opNftClose, opChainNop}
 
 func (b *bench) runFloor() {
 	concs := []int{1}
@@ -54,6 +66,7 @@ func (b *bench) runFloor() {
 
 type floorPod struct {
 	nsName string
+	path   string
 	host   *netops.Handle
 	pod    *netops.Handle
 	veth   string
@@ -78,7 +91,7 @@ func (b *bench) floorBatch(conc int, label string) {
 			b.fail("%s: create pod namespace: %v", what, err)
 			return
 		}
-		p := &floorPod{nsName: name, veth: fmt.Sprintf("flr%d", i), ip: netip.AddrFrom4([4]byte{10, 236, byte((i + 2) >> 8), byte(i + 2)})}
+		p := &floorPod{nsName: name, path: path, veth: fmt.Sprintf("flr%d", i), ip: netip.AddrFrom4([4]byte{10, 236, byte((i + 2) >> 8), byte(i + 2)})}
 		pods = append(pods, p)
 		if p.host, err = netops.Open(""); err == nil {
 			p.pod, err = netops.Open(path)
@@ -140,6 +153,9 @@ func (b *bench) floorBatch(conc int, label string) {
 			return nil, nil
 		})
 	}
+	if b.nopcni != "" && conc == 1 {
+		b.chainFloor(what, mode, pods)
+	}
 	if veths, err := nodeVeths(); err != nil || len(veths) > 0 {
 		b.fail("%s: veths left: %v %v", what, veths, err)
 	}
@@ -149,6 +165,40 @@ func (b *bench) floorBatch(conc int, label string) {
 		}
 		h.Close()
 	}
+}
+
+// chainFloor times a libcni ADD (then DELs, untimed) of three do-nothing
+// plugins for every pod.
+func (b *bench) chainFloor(what, mode string, pods []*floorPod) {
+	dir := filepath.Join(b.tmp, "nopcni")
+	types := []string{"nop-a", "nop-b", "nop-c"}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.fail("%s: %v", what, err)
+		return
+	}
+	for _, t := range types {
+		if err := os.Symlink(b.nopcni, filepath.Join(dir, t)); err != nil && !errors.Is(err, fs.ErrExist) {
+			b.fail("%s: %v", what, err)
+			return
+		}
+	}
+	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.0.0","name":"nopchain","plugins":[{"type":"nop-a"},{"type":"nop-b"},{"type":"nop-c"}]}`))
+	if err != nil {
+		b.fail("%s: %v", what, err)
+		return
+	}
+	cn := libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(b.tmp, "nopcni-cache"), nil)
+	b.floorPhase(what, 1, pods, b.sampleFor(floorGroup, mode, opChainNop, floorSide), func(p *floorPod) (*time.Duration, error) {
+		rt := &libcni.RuntimeConf{ContainerID: "nop-" + p.nsName, NetNS: p.path, IfName: "eth0"}
+		ctx, cancel := opCtx()
+		defer cancel()
+		t0 := time.Now()
+		if _, err := cn.AddNetworkList(ctx, list, rt); err != nil {
+			return nil, err
+		}
+		d := time.Since(t0)
+		return &d, cn.DelNetworkList(ctx, list, rt)
+	})
 }
 
 // floorPhase runs fn for every pod, conc at a time; fn returns the time to

@@ -38,6 +38,7 @@ const (
 	nopEnv     = "CNIBOX_BENCH_NOP"
 	rssEnv     = "CNIBOX_BENCH_RSSWRAP"
 	vethdelEnv = "CNIBOX_BENCH_VETHDEL"
+	nopcniEnv  = "CNIBOX_BENCH_NOPCNI"
 
 	upstreamVersion = "v1.9.1"
 	debianRefDir    = "/usr/lib/cni"
@@ -164,7 +165,7 @@ func runParent(o *options) int {
 	}
 	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), privateEnv+"=1", refDirEnv+"="+refDir, refNameEnv+"="+refName, nopEnv+"="+hs.nop, rssEnv+"="+hs.rsswrap, vethdelEnv+"="+hs.vethdel)
+	cmd.Env = append(os.Environ(), privateEnv+"=1", refDirEnv+"="+refDir, refNameEnv+"="+refName, nopEnv+"="+hs.nop, rssEnv+"="+hs.rsswrap, vethdelEnv+"="+hs.vethdel, nopcniEnv+"="+hs.nopcni)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
 	// The child cleans up on SIGINT/SIGTERM: pass them on and wait for it.
 	sig := make(chan os.Signal, 4)
@@ -200,7 +201,7 @@ func runPrivate(o *options) int {
 		fmt.Fprintln(os.Stderr, "bench: loopback up in the private namespace:", err)
 		return 1
 	}
-	b, err := newBench(o, os.Getenv(refDirEnv), os.Getenv(refNameEnv), helpers{nop: os.Getenv(nopEnv), rsswrap: os.Getenv(rssEnv), vethdel: os.Getenv(vethdelEnv)})
+	b, err := newBench(o, os.Getenv(refDirEnv), os.Getenv(refNameEnv), helpers{nop: os.Getenv(nopEnv), rsswrap: os.Getenv(rssEnv), vethdel: os.Getenv(vethdelEnv), nopcni: os.Getenv(nopcniEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1

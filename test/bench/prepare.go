@@ -98,6 +98,7 @@ type helpers struct {
 	nop     string // does nothing: the floor of exec'ing any Go plugin
 	rsswrap string // runs its arguments and reports that child's peak RSS
 	vethdel string // deletes one link (RTM_DELLINK): the floor of any DEL
+	nopcni  string // a CNI plugin that does nothing: the floor of a chain
 }
 
 // buildHelpers builds the helpers (standard library only). rsswrap is needed
@@ -110,6 +111,7 @@ func buildHelpers(dir string) (helpers, error) {
 		"nop":     "package main\n\nfunc main() {}\n",
 		"rsswrap": rsswrapSrc,
 		"vethdel": vethdelSrc,
+		"nopcni":  nopcniSrc,
 	}
 	out := map[string]string{}
 	for name, src := range srcs {
@@ -131,8 +133,38 @@ func buildHelpers(dir string) (helpers, error) {
 			return helpers{}, fmt.Errorf("build %s: %w: %s", name, err, b)
 		}
 	}
-	return helpers{nop: out["nop"], rsswrap: out["rsswrap"], vethdel: out["vethdel"]}, nil
+	return helpers{nop: out["nop"], rsswrap: out["rsswrap"], vethdel: out["vethdel"], nopcni: out["nopcni"]}, nil
 }
+
+// nopcniSrc is a CNI plugin that does nothing: ADD passes prevResult on (or
+// returns an empty result), DEL and CHECK succeed. It decodes its config with
+// encoding/json as any Go plugin must.
+const nopcniSrc = `package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+)
+
+func main() {
+	in, _ := io.ReadAll(os.Stdin)
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(in, &c); err != nil {
+		os.Exit(1)
+	}
+	switch os.Getenv("CNI_COMMAND") {
+	case "VERSION":
+		os.Stdout.WriteString("{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.3.0\",\"0.3.1\",\"0.4.0\",\"1.0.0\",\"1.1.0\"]}")
+	case "ADD":
+		if prev := c["prevResult"]; len(prev) > 0 {
+			os.Stdout.Write(prev)
+		} else {
+			os.Stdout.WriteString("{\"cniVersion\":" + string(c["cniVersion"]) + "}")
+		}
+	}
+}
+`
 
 // vethdelSrc deletes the link named by its argument with one RTM_DELLINK and
 // waits for the kernel's answer: exec plus the veth delete, the least a
