@@ -1,8 +1,8 @@
 package netops
 
 import (
-	"crypto/rand"
-	"fmt"
+	"encoding/binary"
+	"math/rand/v2"
 	"net"
 
 	"github.com/vishvananda/netlink/nl"
@@ -35,15 +35,16 @@ func (h *Handle) createLink(msg *nl.IfInfomsg, attrs ...nl.NetlinkRequestData) (
 	return l, true, nil
 }
 
-// randomMAC returns a random unicast, locally administered MAC address, as
-// the kernel would pick for a new veth.
-func randomMAC() (net.HardwareAddr, error) {
-	mac := make(net.HardwareAddr, 6)
-	if _, err := rand.Read(mac); err != nil {
-		return nil, fmt.Errorf("random mac: %w", err)
-	}
+// RandomMAC returns a random unicast, locally administered MAC address, as
+// the kernel picks for a new veth. It comes from math/rand/v2 (ChaCha8,
+// seeded by the runtime from the kernel's entropy): a MAC has to be unique,
+// not secret.
+func RandomMAC() net.HardwareAddr {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	mac := net.HardwareAddr(b[:6])
 	mac[0] = mac[0]&^0x01 | 0x02
-	return mac, nil
+	return mac
 }
 
 // u32 encodes v as a native-endian netlink u32 attribute value.

@@ -1,10 +1,10 @@
 package netops
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -50,9 +50,7 @@ func (h *Handle) Ping(dst netip.Addr, timeout time.Duration) (time.Duration, err
 	}
 	defer unix.Close(fd)
 
-	var idb [2]byte
-	_, _ = rand.Read(idb[:])
-	id := binary.BigEndian.Uint16(idb[:])
+	id := uint16(rand.Uint32())
 	start := time.Now()
 	deadline := start.Add(timeout)
 	sent := map[uint16]time.Time{}

@@ -58,9 +58,7 @@ func (h *Handle) EnsureVeth(o VethOpts) (host Link, peer Link, err error) {
 	}
 	peerMAC := o.PeerMAC
 	if peerMAC == nil {
-		if peerMAC, err = randomMAC(); err != nil {
-			return Link{}, Link{}, fmt.Errorf("%s: %w", what, err)
-		}
+		peerMAC = RandomMAC()
 	}
 
 	for attempt := 0; ; attempt++ {

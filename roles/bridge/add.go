@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net"
 	"net/netip"
@@ -48,7 +47,9 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	// GC find.
 	hostName := c.hostVethName(a.ContainerID, a.IfName)
 	if mac == nil {
-		mac = randomMAC()
+		// cnibox picks it so that the endpoint record can hold it before
+		// the veth exists.
+		mac = netops.RandomMAC()
 	}
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
 	plan, err := reserve(ctx, a, c, res, hostName, mac)
@@ -196,16 +197,6 @@ func reserve(ctx context.Context, a *cniplug.Args, c *Conf, res *current.Result,
 	}
 	a.Mark("record")
 	return plan, nil
-}
-
-// randomMAC returns a random locally administered unicast MAC, as the kernel
-// would give a new veth end; cnibox picks it so that the endpoint record can
-// hold it before the veth exists.
-func randomMAC() net.HardwareAddr {
-	mac := make(net.HardwareAddr, 6)
-	_, _ = rand.Read(mac)
-	mac[0] = mac[0]&0xfe | 0x02
-	return mac
 }
 
 // addrPlan is what applyAddresses puts in the kernel: the pod's addresses
