@@ -564,7 +564,10 @@ func reachable(t *testing.T, from, to *pod) error {
 		}
 	}()
 	return nstest.Run(t, from.ns, func() error {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
+		// 10 s lets TCP resend its SYN (at 1, 3 and 7 s): a first packet
+		// lost while the path's neighbour entries settle on a loaded
+		// machine is not a broken overlay (3 s failed once in CI under load).
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
 		if err != nil {
 			return err
 		}
