@@ -70,3 +70,37 @@ func BenchmarkReserveRelease(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOpenReserveClose is a plugin call's store work (open, one
+// reservation in one commit, close) in each durability mode, on the file
+// system of the test's temp dir (EnvSync: "always" flushes every commit).
+func BenchmarkOpenReserveClose(b *testing.B) {
+	for _, mode := range []string{syncBoot, syncAlways} {
+		b.Run("sync="+mode, func(b *testing.B) {
+			dir := b.TempDir()
+			getenv := func(k string) string {
+				if k == EnvSync {
+					return mode
+				}
+				return ""
+			}
+			a := netip.MustParseAddr("10.64.0.1")
+			for i := 0; i < b.N; i++ {
+				s, err := OpenWith(dir, Options{Getenv: getenv})
+				if err != nil {
+					b.Fatal(err)
+				}
+				err = s.IPAM("net", func(tx *IPAMTx) error {
+					return tx.Reserve(Reservation{Addr: a, ContainerID: fmt.Sprint("c", i), IfName: "eth0"})
+				})
+				if cerr := s.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				a = a.Next()
+			}
+		})
+	}
+}
