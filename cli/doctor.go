@@ -83,6 +83,7 @@ func (d *doctor) warn(check, fix, format string, args ...any) {
 func runDoctor(c *ucli.Context) error {
 	d := &doctor{}
 	d.checkConfig(c)
+	d.checkStoreFile(c)
 	eps, err := selectEndpoints(c)
 	if err != nil {
 		return err
@@ -130,6 +131,19 @@ func runDoctor(c *ucli.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkStoreFile warns about store files set aside as torn by an unclean
+// shutdown (the store started empty then; see store.EnvSync). Nothing is
+// reported when there are none.
+func (d *doctor) checkStoreFile(c *ucli.Context) {
+	dir := store.Dir(c.String("data-dir"))
+	torn, err := store.TornFiles(dir)
+	if err != nil || len(torn) == 0 {
+		return
+	}
+	d.warn("store", "nothing to repair: the pods of this boot are recorded in the new store; remove the kept file(s) once no post-mortem needs them",
+		"the store was torn by an unclean shutdown of an earlier boot and started empty; the torn file is kept as %s", strings.Join(torn, ", "))
 }
 
 // checkConfig: the active config is valid and its plugins are installed.

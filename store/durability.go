@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -145,4 +146,10 @@ func setAsideIfSame(path string, torn os.FileInfo, deadline time.Time, timeout t
 	}
 	_ = os.Remove(path + verifiedSuffix)
 	return aside, nil
+}
+
+// TornFiles lists the store files of dir that an open set aside as torn by
+// an unclean shutdown (oldest first), for `cnibox doctor`.
+func TornFiles(dir string) ([]string, error) {
+	return filepath.Glob(filepath.Join(dir, FileName+".torn-*"))
 }

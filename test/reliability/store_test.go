@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -195,4 +196,64 @@ func TestFileModes(t *testing.T) {
 	n.dataDir = dataDir
 	a.prev, a.ips = r.out, resultIPs(t, r.out)
 	n.del("bridge", conf, a, a.netns)
+}
+
+// TestTornStoreAfterReboot: a node comes back from a crash that tore the
+// store (the pages of the last commits never reached the disk). The first
+// ADD of the new boot works, the torn file is kept aside for a post-mortem,
+// and `cnibox doctor` says what happened.
+func TestTornStoreAfterReboot(t *testing.T) {
+	n := newNode(t, plainBin(t))
+	conf := []byte(`{"cniVersion":"1.1.0","name":"torn","type":"bridge","bridge":"cbxtorn0","isGateway":true,
+		"ipam":{"type":"host-local","ranges":[[{"subnet":"10.95.0.0/24"}]]}}`)
+	before := n.add("bridge", conf, uniq("before"), newNS(t))
+	n.del("bridge", conf, before, before.netns)
+
+	// The crash: the store's data pages are lost, and the boot it was
+	// checked in is over.
+	path := filepath.Join(n.dataDir, store.FileName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2 * os.Getpagesize(); i < len(b); i++ {
+		b[i] = 0xff
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".verified", []byte("boot-before-the-crash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	after := n.add("bridge", conf, uniq("after"), newNS(t))
+	defer n.del("bridge", conf, after, after.netns)
+	torn, err := store.TornFiles(n.dataDir)
+	if err != nil || len(torn) != 1 {
+		t.Fatalf("torn files kept: %v %v, want one", torn, err)
+	}
+	if fi, err := os.Stat(torn[0]); err != nil || fi.Size() != int64(len(b)) {
+		t.Errorf("kept file %s is not the torn store (%d bytes): %v", torn[0], len(b), err)
+	}
+	if out, code := n.cnibox("store", "check", "--data-dir", n.dataDir); code != 0 {
+		t.Errorf("store check of the new store: exit %d\n%s", code, out)
+	}
+
+	confDir := t.TempDir()
+	list := `{"cniVersion":"1.1.0","name":"torn","plugins":[` + string(conf) + `]}`
+	if err := os.WriteFile(filepath.Join(confDir, "10-torn.conflist"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := n.cnibox("doctor", "--conf-dir", confDir, "--bin-dir", n.binDir, "--cache-dir", t.TempDir(), "--data-dir", n.dataDir, "--json")
+	var rs []struct{ Check, Status, Detail, Fix string }
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, out)
+	}
+	found := false
+	for _, r := range rs {
+		found = found || (r.Check == "store" && r.Status == "warn" && strings.Contains(r.Detail, torn[0]))
+	}
+	if !found {
+		t.Errorf("doctor does not warn about the torn store %s:\n%s", torn[0], out)
+	}
 }
