@@ -138,7 +138,23 @@ func knownPort(host *netops.Handle, known map[string]net.HardwareAddr, br netops
 
 // findMaster returns the node's NIC for subnet: the interface with an address
 // in it, or, once that moved, the bridge's port that is not a pod veth.
+//
+// It looks twice before it gives up: another ADD may be moving the NIC onto
+// the bridge between this one's link dump and its address reads. A NIC's
+// address leaves it only after the NIC became the bridge's port
+// (EnsureUplink's order), so a second look finds that port.
 func findMaster(host *netops.Handle, c *Conf, br netops.Link, subnet netip.Prefix) (string, error) {
+	for range 2 {
+		name, err := scanForMaster(host, c, br, subnet)
+		if err != nil || name != "" {
+			return name, err
+		}
+	}
+	return "", cniplug.Errorf(types.ErrInvalidNetworkConfig, "azure-vnet: no interface of the node has an address in %s (the subnet of the pod's address) and bridge %q has no NIC with one yet: set \"master\" to the node's NIC", subnet, c.Bridge)
+}
+
+// scanForMaster is one look of findMaster ("" if it found no NIC).
+func scanForMaster(host *netops.Handle, c *Conf, br netops.Link, subnet netip.Prefix) (string, error) {
 	links, err := host.Links()
 	if err != nil {
 		return "", cniplug.WithCode(types.ErrIOFailure, err)
@@ -170,7 +186,7 @@ func findMaster(host *netops.Handle, c *Conf, br netops.Link, subnet netip.Prefi
 		// idempotently).
 		return port, nil
 	}
-	return "", cniplug.Errorf(types.ErrInvalidNetworkConfig, "azure-vnet: no interface of the node has an address in %s (the subnet of the pod's address) and bridge %q has no NIC with one yet: set \"master\" to the node's NIC", subnet, c.Bridge)
+	return "", nil
 }
 
 // azureDetach removes the pod's addresses from the fabric rules.
