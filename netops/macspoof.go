@@ -148,6 +148,10 @@ func (h *Handle) deleteMacSpoofCheck(port string) error {
 		// The chain is there without its element (someone removed it).
 		err = del(false)
 	}
+	if errors.Is(err, unix.ENOENT) {
+		// Gone since the look (another DEL or GC of the port): done.
+		err = nil
+	}
 	return err
 }
 

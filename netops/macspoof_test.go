@@ -80,3 +80,31 @@ func checkBridgeChains(t *testing.T, h *netops.Handle, want []string) {
 		t.Errorf("bridge chains = %v, want %v", got, want)
 	}
 }
+
+// TestMacSpoofCheckConcurrentDelete: a DEL and a GC removing the same port's
+// check at once both succeed (whichever loses the race finds it gone).
+func TestMacSpoofCheckConcurrentDelete(t *testing.T) {
+	l := newLab(t, 1)
+	pod0, err := l.pods[0].LinkByName("eth0")
+	must(t, err)
+	for i := 0; i < 50; i++ {
+		must(t, l.host.EnsureMacSpoofCheck("veth0", pod0.MAC))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				h, err := netops.Open(l.host.Path())
+				if err == nil {
+					err = h.DeleteMacSpoofCheck("veth0")
+					h.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: concurrent delete: %v", i, err)
+			}
+		}
+		checkBridgeChains(t, l.host, []string{"prerouting"})
+	}
+}
