@@ -280,3 +280,57 @@ func TestNetworkConfigErrors(t *testing.T) {
 		t.Error("New without endpoints succeeded")
 	}
 }
+
+// Dual-stack nodes that start together never share an IPv4 or an IPv6
+// subnet, although a dual-stack key holds both: a node that loses the race
+// for one family picks again for both.
+func TestAcquireRaceDualStack(t *testing.T) {
+	url := startEtcd(t)
+	cli := client(t, url)
+	ctx := ctxT(t)
+	conf := `{"Network": "10.9.0.0/24", "SubnetLen": 28, "EnableIPv6": true, "IPv6Network": "fd00:9::/60", "IPv6SubnetLen": 64, "Backend": {"Type": "vxlan"}}`
+	if _, err := cli.Put(ctx, DefaultPrefix+"/config", conf); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := newManager(t, url).NetworkConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 12
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		got4  = map[netip.Prefix]int{}
+		got6  = map[netip.Prefix]int{}
+		start = make(chan struct{})
+	)
+	for i := 1; i <= nodes; i++ {
+		m := newManager(t, url)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			l, err := m.Acquire(ctx, lease.AcquireRequest{Config: cfg, Attrs: attrs(i),
+				Previous: netip.MustParsePrefix("10.9.0.16/28"), Previous6: netip.MustParsePrefix("fd00:9:0:1::/64")})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("node %d: %v", i, err)
+				return
+			}
+			if prev, dup := got4[l.Subnet]; dup {
+				t.Errorf("nodes %d and %d both leased %s", prev, i, l.Subnet)
+			}
+			if prev, dup := got6[l.Subnet6]; dup {
+				t.Errorf("nodes %d and %d both leased %s", prev, i, l.Subnet6)
+			}
+			got4[l.Subnet], got6[l.Subnet6] = i, i
+		}()
+	}
+	close(start)
+	wg.Wait()
+	resp, err := cli.Get(ctx, DefaultPrefix+"/subnets/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != nodes {
+		t.Fatalf("etcd holds %d leases (%v), want %d", len(resp.Kvs), err, nodes)
+	}
+}
