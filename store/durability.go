@@ -62,15 +62,21 @@ func (o Options) syncMode() (string, error) {
 	}
 }
 
+// markedBoot returns the boot ID in the store's marker ("" when there is
+// none).
+func markedBoot(path string) string {
+	b, err := os.ReadFile(path + verifiedSuffix)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // verifiedThisBoot reports whether the store at path was checked in this
 // boot (its marker holds this boot's ID).
 func verifiedThisBoot(path string) bool {
 	id := BootID()
-	if id == "" {
-		return false
-	}
-	b, err := os.ReadFile(path + verifiedSuffix)
-	return err == nil && strings.TrimSpace(string(b)) == id
+	return id != "" && markedBoot(path) == id
 }
 
 // markVerified records that the store at path was checked in this boot. A
@@ -83,14 +89,11 @@ func markVerified(path string) {
 
 // fromEarlierBoot reports whether the store at path was last checked in
 // another boot than this one: whatever it holds was written before the last
-// reboot (by the contract above, nothing in it describes a running pod).
+// reboot (by the contract above, nothing in it describes a running pod). No
+// marker (a store of an older cnibox, or of SyncAlways) is not evidence.
 func fromEarlierBoot(path string) bool {
-	b, err := os.ReadFile(path + verifiedSuffix)
-	if err != nil {
-		return false // no marker: a store of an older cnibox, or of SyncAlways
-	}
-	id := strings.TrimSpace(string(b))
-	return id != "" && BootID() != "" && id != BootID()
+	m, id := markedBoot(path), BootID()
+	return m != "" && id != "" && m != id
 }
 
 // verify reads the whole file: every bucket and key in one recovered

@@ -14,12 +14,7 @@ import (
 func tornStore(t *testing.T) (string, int) {
 	t.Helper()
 	dir := t.TempDir()
-	s := openT(t, dir)
-	if err := s.IPAM("net", func(tx *IPAMTx) error {
-		return tx.Reserve(Reservation{Addr: a("10.1.0.5"), ContainerID: "c1", IfName: "eth0"})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s := storeWithOne(t, dir)
 	s.Close()
 	b, err := os.ReadFile(s.Path())
 	if err != nil {
@@ -32,6 +27,19 @@ func tornStore(t *testing.T) (string, int) {
 		t.Fatal(err)
 	}
 	return dir, len(b)
+}
+
+// storeWithOne opens the store in dir and reserves 10.1.0.5 in network
+// "net".
+func storeWithOne(t *testing.T, dir string) *Store {
+	t.Helper()
+	s := openT(t, dir)
+	if err := s.IPAM("net", func(tx *IPAMTx) error {
+		return tx.Reserve(Reservation{Addr: a("10.1.0.5"), ContainerID: "c1", IfName: "eth0"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // openAndRead opens the store in dir and reads 10.1.0.5 of network "net":

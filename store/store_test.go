@@ -241,12 +241,7 @@ func TestCorruptPages(t *testing.T) {
 	for _, keepFreelist := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keepFreelist=%v", keepFreelist), func(t *testing.T) {
 			dir := t.TempDir()
-			s := openT(t, dir)
-			if err := s.IPAM("net", func(tx *IPAMTx) error {
-				return tx.Reserve(Reservation{Addr: a("10.1.0.5"), ContainerID: "c1", IfName: "eth0"})
-			}); err != nil {
-				t.Fatal(err)
-			}
+			s := storeWithOne(t, dir)
 			freelist := -1
 			s.db.View(func(tx *bolt.Tx) error {
 				for i := 0; ; i++ {
