@@ -4,6 +4,7 @@ package fault
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -19,9 +20,21 @@ func Point(name string) {
 		return
 	}
 	if mode == "stop" {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		stop()
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not delivered synchronously; never return
+}
+
+// stop stops the process with a SIGSTOP sent to the calling thread. A
+// SIGSTOP sent to the process (kill) may be taken by another thread, and the
+// caller can run on until that thread's group stop reaches it: once in CI,
+// an ADD ran to its end and exited before it stopped. A thread-directed one
+// is taken by this thread on its way out of the tgkill call, so nothing runs
+// past the fault point before the stop.
+func stop() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 }

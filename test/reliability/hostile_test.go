@@ -231,7 +231,10 @@ func TestNetnsVanishesMidADD(t *testing.T) {
 			go func() {
 				done <- n.run(call{role: "bridge", verb: "ADD", conf: conf, cid: cid, netns: netns, ifname: "eth0", env: []string{"CNIBOX_FAULT=" + point + ":stop"}})
 			}()
-			pid := waitStopped(t, n.binDir)
+			pid, ended := waitStopped(t, n.binDir, done)
+			if ended != nil {
+				t.Fatalf("the ADD ended before its fault point %s: %s (stderr %q)", point, ended, ended.stderr)
+			}
 			removeNS(t, netns)
 			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 				t.Fatal(err)
@@ -254,11 +257,16 @@ func TestNetnsVanishesMidADD(t *testing.T) {
 func set2(k string, v any) func(m map[string]any) { return func(m map[string]any) { m[k] = v } }
 
 // waitStopped returns the pid of the plugin process (run from binDir) once
-// it has stopped itself.
-func waitStopped(t *testing.T, binDir string) int {
+// it has stopped itself, or the plugin's result if it ended first.
+func waitStopped(t *testing.T, binDir string, done <-chan result) (int, *result) {
 	t.Helper()
 	deadline := time.Now().Add(callTimeout)
 	for time.Now().Before(deadline) {
+		select {
+		case r := <-done:
+			return 0, &r
+		default:
+		}
 		procs, _ := filepath.Glob("/proc/[0-9]*/stat")
 		for _, p := range procs {
 			b, err := os.ReadFile(p)
@@ -272,17 +280,14 @@ func waitStopped(t *testing.T, binDir string) int {
 				continue
 			}
 			dir := filepath.Dir(p)
-			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
-				if cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline")); strings.HasPrefix(string(cmd), filepath.Join(binDir, "bridge")) {
-					var pid int
-					fmt.Sscanf(filepath.Base(dir), "%d", &pid)
-					_ = exe
-					return pid
-				}
+			if cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline")); strings.HasPrefix(string(cmd), filepath.Join(binDir, "bridge")) {
+				var pid int
+				fmt.Sscanf(filepath.Base(dir), "%d", &pid)
+				return pid, nil
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("the plugin never stopped at its fault point")
-	return 0
+	return 0, nil
 }
