@@ -142,8 +142,9 @@ const privateEnv = "CNIBOX_TEST_PRIVATE_NETNS"
 // loopback up) that stands for the node, so bridges, routes, nftables tables
 // and sysctls the tests create never touch the machine's own. Every process
 // the tests start (plugins, podman) inherits that namespace. Without root the
-// tests run as they are (and the kernel ones skip).
-func MainInPrivateNetns(m *testing.M) {
+// tests run as they are (and the kernel ones skip). m is a *testing.M, or a
+// wrapper whose Run cleans up after the tests.
+func MainInPrivateNetns(m interface{ Run() int }) {
 	if os.Getenv(privateEnv) == "1" || os.Geteuid() != 0 {
 		if os.Geteuid() == 0 {
 			if err := loUp(); err != nil {

@@ -10,11 +10,23 @@
 package reliability
 
 import (
+	"os"
 	"testing"
 
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 func TestMain(m *testing.M) {
-	nstest.MainInPrivateNetns(m)
+	nstest.MainInPrivateNetns(cleanRun{m})
+}
+
+// cleanRun removes the binaries the tests built once they have run.
+type cleanRun struct{ m *testing.M }
+
+func (c cleanRun) Run() int {
+	code := c.m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	return code
 }
