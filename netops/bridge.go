@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -35,8 +37,9 @@ func (h *Handle) EnsureBridge(o BridgeOpts) (Link, error) {
 		return Link{}, fmt.Errorf("ensure bridge %q: %w", o.Name, err)
 	}
 
+	// Created down, and brought up by fixBridge once it has its link-local
+	// address (addLinkLocal).
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	msg.Change, msg.Flags = unix.IFF_UP, unix.IFF_UP
 	if o.PromiscMode {
 		msg.Change |= unix.IFF_PROMISC
 		msg.Flags |= unix.IFF_PROMISC
@@ -71,7 +74,31 @@ func (h *Handle) EnsureBridge(o BridgeOpts) (Link, error) {
 			return Link{}, fmt.Errorf("create bridge %q: %w", o.Name, err)
 		}
 	}
-	return l, nil
+	return h.fixBridge(l, o)
+}
+
+// addLinkLocal gives a bridge that is not up yet its IPv6 link-local
+// address (EUI-64 of its MAC, the one the kernel would make) without DAD.
+// The kernel makes its own when the bridge comes up or its first port
+// brings the carrier up (link events are rate-limited: up to 1 s later),
+// and keeps it tentative for 1 to 2 s more.
+// Until then it sends no neighbour solicitation for a packet it forwards
+// onto the bridge (ndisc_send_ns needs a usable link-local source), and
+// IPv6 traffic from another node to the first pod of a node failed with
+// "no route to host". A kernel or link without IPv6 has nothing to add.
+func (h *Handle) addLinkLocal(l Link) error {
+	if len(l.MAC) != 6 {
+		return nil
+	}
+	m := l.MAC
+	ll := netip.AddrFrom16([16]byte{0: 0xfe, 1: 0x80, 8: m[0] ^ 2, 9: m[1], 10: m[2], 11: 0xff, 12: 0xfe, 13: m[3], 14: m[4], 15: m[5]})
+	ipnet, _ := toIPNet(netip.PrefixFrom(ll, 64))
+	err := h.nlh.AddrAdd(indexOnly(l.Index), &netlink.Addr{IPNet: ipnet, Flags: unix.IFA_F_NODAD})
+	switch {
+	case err == nil, errors.Is(err, unix.EEXIST), errors.Is(err, unix.EACCES), errors.Is(err, unix.EAFNOSUPPORT):
+		return nil
+	}
+	return fmt.Errorf("add link-local address %s: %w", ll, classify(err))
 }
 
 // fixBridge brings an existing bridge to what o asks.
@@ -96,6 +123,9 @@ func (h *Handle) fixBridge(l Link, o BridgeOpts) (Link, error) {
 		l.Promisc = true
 	}
 	if !l.Up {
+		if err := h.addLinkLocal(l); err != nil {
+			return Link{}, fmt.Errorf("ensure bridge %q: %w", o.Name, err)
+		}
 		change, flags = change|unix.IFF_UP, flags|unix.IFF_UP
 		l.Up = true
 	}

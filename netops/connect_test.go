@@ -10,6 +10,9 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // lab is a "host" namespace with a bridge br0 (10.99.0.1/24, fd00:99::1/64)
@@ -156,5 +159,87 @@ func TestMasqueradeTraffic(t *testing.T) {
 				t.Errorf("after DeleteMasq pod seen as %v, want %v", got, tt.masqPod.Addr())
 			}
 		})
+	}
+}
+
+// TestBridgeIPv6ForwardToFirstPod: a node forwards IPv6 from another host to
+// the first pod of a new bridge at once. The kernel sends no neighbour
+// solicitation for a packet it forwards while the bridge has no usable
+// link-local address (its own comes when the first port brings the carrier
+// up, and stays tentative for 1 to 2 s): the first packets from another
+// node failed with "no route to host" (seen as a flaky dual-stack overlay
+// test) until EnsureBridge gave the bridges it creates a link-local address
+// without DAD.
+func TestBridgeIPv6ForwardToFirstPod(t *testing.T) {
+	l := newLab(t, 1)
+	host := netlinkAt(t, l.host.Path())
+	br, err := host.LinkByName("br0")
+	must(t, err)
+	addrs, err := host.AddrList(br, netlink.FAMILY_V6)
+	must(t, err)
+	var usable []string
+	for _, a := range addrs {
+		if a.IP.IsLinkLocalUnicast() && a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) == 0 {
+			usable = append(usable, a.String())
+		}
+	}
+	if len(usable) == 0 {
+		t.Errorf("br0 has no usable IPv6 link-local address right after its first port: %v", addrs)
+	}
+
+	remote := openNS(t, "lr")
+	_, _, err = l.host.EnsureVeth(netops.VethOpts{HostName: "up0", PeerName: "eth0", Peer: remote})
+	must(t, err)
+	must(t, l.host.EnsureAddr("up0", netip.MustParsePrefix("fd00:98::1/64"), netops.AddrOpts{NoDAD: true}))
+	must(t, remote.EnsureAddr("eth0", netip.MustParsePrefix("fd00:98::2/64"), netops.AddrOpts{NoDAD: true}))
+	must(t, remote.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("fd00:99::/64"), GW: netip.MustParseAddr("fd00:98::1"), Dev: "eth0"}))
+	must(t, l.host.SetSysctl("net.ipv6.conf.all.forwarding", "1"))
+	// A new link drops what it sends until the kernel's link event for its
+	// carrier (rate-limited: up to 1 s) turns its operational state up: wait
+	// for that on every link of the path, and for the other host's link to
+	// the node to carry a ping, so that the ping below only depends on the
+	// node's solicitation on the bridge.
+	waitOperUp(t, l.host.Path(), "br0", "veth0", "up0")
+	waitOperUp(t, l.pods[0].Path(), "eth0")
+	waitOperUp(t, remote.Path(), "eth0")
+	if _, err := remote.Ping(netip.MustParseAddr("fd00:98::1"), 5*time.Second); err != nil {
+		t.Fatalf("ping the node from the other host: %v", err)
+	}
+	// A solicitation is resent after 1 s: an answer within 800 ms shows
+	// that the first one went out.
+	_, v6 := podAddrs(0)
+	if _, err := remote.Ping(v6.Addr(), 800*time.Millisecond); err != nil {
+		t.Errorf("ping from another host to the first pod %s through the node: %v", v6.Addr(), err)
+	}
+}
+
+// netlinkAt opens a netlink handle in the namespace nsPath for the test.
+func netlinkAt(t *testing.T, nsPath string) *netlink.Handle {
+	t.Helper()
+	ns, err := netns.GetFromPath(nsPath)
+	must(t, err)
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	must(t, err)
+	t.Cleanup(h.Close)
+	return h
+}
+
+// waitOperUp waits until the links of the namespace nsPath are
+// operationally up.
+func waitOperUp(t *testing.T, nsPath string, links ...string) {
+	t.Helper()
+	h := netlinkAt(t, nsPath)
+	for _, name := range links {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			l, err := h.LinkByName(name)
+			must(t, err)
+			if l.Attrs().OperState == netlink.OperUp {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s in %s: operational state %s after 5 s", name, nsPath, l.Attrs().OperState)
+			}
+		}
 	}
 }
