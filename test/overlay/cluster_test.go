@@ -325,6 +325,19 @@ func (n *node) cli(v any, args ...string) {
 	}
 }
 
+// netDump is what ip and bridge show in each namespace (neighbours, routes,
+// FDB, addresses), for the message of a failed reachability check.
+func netDump(nss ...string) string {
+	var b strings.Builder
+	for _, ns := range nss {
+		for _, args := range [][]string{{"ip", "-d", "addr"}, {"ip", "route"}, {"ip", "-6", "route"}, {"ip", "neigh"}, {"ip", "-6", "neigh"}, {"bridge", "fdb", "show"}} {
+			out, err := exec.Command("nsenter", append([]string{"--net=" + ns}, args...)...).CombinedOutput()
+			fmt.Fprintf(&b, "--- %s: %s (%v)\n%s", ns, strings.Join(args, " "), err, out)
+		}
+	}
+	return b.String()
+}
+
 func (n *node) log() string {
 	b, _ := os.ReadFile(n.logPath)
 	return string(b)

@@ -161,7 +161,9 @@ func (o *overlay) sync(h *netops.Handle, targets map[netip.Prefix]target) (remov
 	}
 	haveNeigh := map[netip.Addr]bool{}
 	for _, n := range neighs {
-		if n.IP.Is6() != o.v6 || (n.IP.Is6() && n.IP.IsLinkLocalUnicast()) {
+		// Link-local and multicast entries are the kernel's own (e.g.
+		// ff02::16, the MLD reports' group, NOARP).
+		if n.IP.Is6() != o.v6 || (n.IP.Is6() && (n.IP.IsLinkLocalUnicast() || n.IP.IsMulticast())) {
 			continue
 		}
 		if mac, ok := wantNeigh[n.IP]; ok && n.Permanent && bytes.Equal(mac, n.MAC) {
@@ -197,8 +199,10 @@ func (o *overlay) sync(h *netops.Handle, targets map[netip.Prefix]target) (remov
 	if err != nil {
 		return removed, added, err
 	}
+	// The device's own address: IPv6 keeps a /128 prefix route for it.
+	own := netip.PrefixFrom(o.subnet.Addr(), o.subnet.Addr().BitLen())
 	for _, r := range routes {
-		if r.Dst.Addr().Is6() != o.v6 || r.Table != 0 || isLinkLocalRoute(r) {
+		if r.Dst.Addr().Is6() != o.v6 || r.Table != 0 || isLinkLocalRoute(r) || (o.subnet.IsValid() && r.Dst == own && !r.GW.IsValid()) {
 			continue
 		}
 		if t, ok := targets[r.Dst]; ok && !t.direct && r.GW == t.gw && r.Onlink {
