@@ -22,12 +22,6 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err != nil {
 		return err
 	}
-	ips, err := release(ctx, a, c)
-	if err != nil {
-		return err
-	}
-	a.Mark("release")
-	fault.Point("bridge/del/after-ipam")
 	host, err := netops.Open("")
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
@@ -35,17 +29,22 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	// Close after the veth delete: the nftables socket stays open across it
 	// so its cleanup wait overlaps the veth's (see perf-notes).
 	defer host.Close()
-	if c.IPMasq && len(ips) > 0 {
-		if err := host.DeleteMasq(ips); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
+	_, err = release(ctx, a, c, func(ips []netip.Addr) error {
+		if c.IPMasq && len(ips) > 0 {
+			if err := host.DeleteMasq(ips); err != nil {
+				return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
+			}
+			a.Mark("masq")
+			fault.Point("bridge/del/after-masq")
 		}
-		a.Mark("masq")
-		fault.Point("bridge/del/after-masq")
-	}
-	hostName := c.hostVethName(a.ContainerID, a.IfName)
-	if err := c.detachHook(ctx, a, host, ips); err != nil {
+		return c.detachHook(ctx, a, host, ips)
+	})
+	if err != nil {
 		return err
 	}
+	a.Mark("release")
+	fault.Point("bridge/del/after-ipam")
+	hostName := c.hostVethName(a.ContainerID, a.IfName)
 	if c.MacSpoofChk {
 		if err := host.DeleteMacSpoofCheck(hostName); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
@@ -61,11 +60,18 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 }
 
 // release reads the attachment's addresses (endpoint record, else
-// prevResult, else what is left in the kernel), runs the IPAM plugin's DEL
-// and deletes the endpoint record: in one store transaction when IPAM is one
-// of cnibox's roles, before the slow kernel work so the store's lock is not
-// held across it. A foreign IPAM plugin runs without the lock.
-func release(ctx context.Context, a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
+// prevResult, else what is left in the kernel) and hands them to unhook
+// (optional: the kernel state keyed by address, such as masquerade
+// entries). Then it runs the IPAM plugin's DEL and deletes the endpoint
+// record: in one store transaction when IPAM is one of cnibox's roles,
+// before the slow kernel work (the veth) so the store's lock is not held
+// across it. A foreign IPAM plugin runs without the lock.
+//
+// The addresses are freed only after unhook, with the store's lock held
+// from the read: freed first, a concurrent ADD could take one and add its
+// own entries, which unhook would then remove (a storm test caught a pod
+// left without its masquerade entry).
+func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.Addr) error) ([]netip.Addr, error) {
 	t := a.Conf.IPAM.Type
 	inProcess := t == "" // in process and inside our store transaction
 	if r, ok := a.Registry.Lookup(t); ok && r.JoinsCallerStore {
@@ -79,12 +85,17 @@ func release(ctx context.Context, a *cniplug.Args, c *Conf) ([]netip.Addr, error
 	key := store.SharedKey(st.Dir())
 	a.SetShared(key, st)
 	defer a.SetShared(key, nil)
-	var ips []netip.Addr
+	ips, err := attachmentIPs(st, a, c)
+	if err != nil {
+		return nil, err
+	}
+	if unhook != nil {
+		if err := unhook(ips); err != nil {
+			return nil, err
+		}
+	}
 	var roleErr error
 	err = st.Batch(func() error {
-		if ips, roleErr = attachmentIPs(st, a, c); roleErr != nil {
-			return roleErr
-		}
 		if inProcess && t != "" {
 			if roleErr = a.DelegateDel(ctx, t, a.StdinData); roleErr != nil {
 				return roleErr

@@ -31,9 +31,9 @@ var (
 		"bridge/add/after-masq",
 	}
 	delPoints = []string{
+		"bridge/del/after-masq",       // before the addresses are freed
 		"hostlocal/del/after-release", // inside the store transaction: nothing committed
 		"bridge/del/after-ipam",       // reservation released, endpoint record deleted
-		"bridge/del/after-masq",
 		"bridge/del/after-macspoof",
 		"bridge/del/after-veth",
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -290,4 +291,45 @@ func waitStopped(t *testing.T, binDir string, done <-chan result) (int, *result)
 	}
 	t.Fatal("the plugin never stopped at its fault point")
 	return 0, nil
+}
+
+// TestDelFreesAddressesLast: a DEL frees its pod's addresses only once it has
+// removed what the kernel keys by them. A DEL stopped right after its
+// release, an ADD that takes the freed address, then the DEL goes on: the
+// new pod keeps its masquerade entry and passes CHECK. When the DEL freed
+// the address first, it then removed the new pod's entry (TestStorm caught
+// it once: a CHECK found a masquerade entry missing).
+func TestDelFreesAddressesLast(t *testing.T) {
+	n := newNode(t, faultBin(t))
+	conf := hostileConf(t, nil)
+	old := n.add("bridge", conf, uniq("old"), newNS(t))
+	ip := old.ips[0]
+
+	done := make(chan result, 1)
+	go func() {
+		done <- n.run(call{role: "bridge", verb: "DEL", conf: withPrev(t, conf, old.prev), cid: old.cid, netns: old.netns, ifname: "eth0",
+			env: []string{"CNIBOX_FAULT=bridge/del/after-ipam:stop"}})
+	}()
+	pid, ended := waitStopped(t, n.binDir, done)
+	if ended != nil {
+		t.Fatalf("the DEL ended before its fault point: %s (stderr %q)", ended, ended.stderr)
+	}
+	// The ADD runs while the DEL is stopped: its address must be free.
+	repl := n.add("bridge", conf, uniq("new"), newNS(t), "CNI_ARGS=IgnoreUnknown=1;IP="+ip.String())
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.code != 0 || r.killed {
+		t.Fatalf("DEL: %s", r)
+	}
+	if len(repl.ips) == 0 || repl.ips[0] != ip {
+		t.Fatalf("the new pod got %v, want the freed %s", repl.ips, ip)
+	}
+	s := n.state("hostile", "cbxhostile0")
+	if !slices.Contains(s.masq, ip) {
+		t.Errorf("masquerade entries %v: the new pod's %s is gone", s.masq, ip)
+	}
+	n.check("bridge", conf, repl)
+	n.del("bridge", conf, repl, repl.netns)
+	n.assertNothing()
 }
