@@ -56,7 +56,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	if err != nil {
 		return nil, err
 	}
-	undo.Push(func() { _, _ = release(context.WithoutCancel(ctx), a, c, nil) })
+	undo.Push(func() { _ = release(context.WithoutCancel(ctx), a, c, nil) })
 	fault.Point("bridge/add/after-ipam")
 
 	host, err := netops.Open("")

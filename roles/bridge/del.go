@@ -29,7 +29,7 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	// Close after the veth delete: the nftables socket stays open across it
 	// so its cleanup wait overlaps the veth's (see perf-notes).
 	defer host.Close()
-	_, err = release(ctx, a, c, func(ips []netip.Addr) error {
+	err = release(ctx, a, c, func(ips []netip.Addr) error {
 		if c.IPMasq && len(ips) > 0 {
 			if err := host.DeleteMasq(ips); err != nil {
 				return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
@@ -71,7 +71,7 @@ func del(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 // from the read: freed first, a concurrent ADD could take one and add its
 // own entries, which unhook would then remove (a storm test caught a pod
 // left without its masquerade entry).
-func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.Addr) error) ([]netip.Addr, error) {
+func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.Addr) error) error {
 	t := a.Conf.IPAM.Type
 	inProcess := t == "" // in process and inside our store transaction
 	if r, ok := a.Registry.Lookup(t); ok && r.JoinsCallerStore {
@@ -79,7 +79,7 @@ func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.
 	}
 	st, err := openStore(a, c)
 	if err != nil {
-		return nil, storeErr(err)
+		return storeErr(err)
 	}
 	defer st.Close()
 	key := store.SharedKey(st.Dir())
@@ -87,11 +87,11 @@ func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.
 	defer a.SetShared(key, nil)
 	ips, err := attachmentIPs(st, a, c)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if unhook != nil {
 		if err := unhook(ips); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	var roleErr error
@@ -104,19 +104,19 @@ func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.
 		return st.DeleteEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
 	})
 	if roleErr != nil {
-		return nil, roleErr
+		return roleErr
 	}
 	if err != nil {
-		return nil, storeErr(err)
+		return storeErr(err)
 	}
 	if !inProcess {
 		a.SetShared(key, nil)
 		st.Close()
 		if err := a.DelegateDel(ctx, t, a.StdinData); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return ips, nil
+	return nil
 }
 
 // deleteVeth deletes the host end (and with it the pod end). If the host end
