@@ -325,15 +325,38 @@ func (n *node) cli(v any, args ...string) {
 	}
 }
 
-// netDump is what ip and bridge show in each namespace (neighbours, routes,
-// FDB, addresses), for the message of a failed reachability check.
+// netDump is each namespace's links with their addresses, neighbours (one
+// without lladdr is incomplete or failed) and VXLAN FDB, and its routes, for
+// the message of a failed reachability check.
 func netDump(nss ...string) string {
 	var b strings.Builder
 	for _, ns := range nss {
-		for _, args := range [][]string{{"ip", "-d", "addr"}, {"ip", "route"}, {"ip", "-6", "route"}, {"ip", "neigh"}, {"ip", "-6", "neigh"}, {"bridge", "fdb", "show"}} {
-			out, err := exec.Command("nsenter", append([]string{"--net=" + ns}, args...)...).CombinedOutput()
-			fmt.Fprintf(&b, "--- %s: %s (%v)\n%s", ns, strings.Join(args, " "), err, out)
+		fmt.Fprintf(&b, "--- %s\n", ns)
+		h, err := netops.Open(ns)
+		if err != nil {
+			fmt.Fprintf(&b, "%v\n", err)
+			continue
 		}
+		links, _ := h.Links()
+		for _, l := range links {
+			addrs, _ := h.Addrs(l.Name)
+			fmt.Fprintf(&b, "link %s (%s) up=%v mac=%s mtu=%d addrs=%v\n", l.Name, l.Kind, l.Up, l.MAC, l.MTU, addrs)
+			neighs, _ := h.Neighs(l.Name)
+			for _, n := range neighs {
+				fmt.Fprintf(&b, "  neigh %s\n", n)
+			}
+			if l.Kind == "vxlan" {
+				fdb, _ := h.FDB(l.Name)
+				for _, e := range fdb {
+					fmt.Fprintf(&b, "  fdb %s\n", e)
+				}
+			}
+		}
+		routes, _ := h.Routes("")
+		for _, r := range routes {
+			fmt.Fprintf(&b, "route %s\n", r)
+		}
+		h.Close()
 	}
 	return b.String()
 }
