@@ -79,9 +79,8 @@ func (h *Handle) EnsureBridge(o BridgeOpts) (Link, error) {
 
 // addLinkLocal gives a bridge that is not up yet its IPv6 link-local
 // address (EUI-64 of its MAC, the one the kernel would make) without DAD.
-// The kernel makes its own when the bridge comes up or its first port
-// brings the carrier up (link events are rate-limited: up to 1 s later),
-// and keeps it tentative for 1 to 2 s more.
+// The kernel makes its own when the first port brings the carrier up, and
+// keeps it tentative through DAD for 1 to 2 s.
 // Until then it sends no neighbour solicitation for a packet it forwards
 // onto the bridge (ndisc_send_ns needs a usable link-local source), and
 // IPv6 traffic from another node to the first pod of a node failed with

@@ -194,9 +194,9 @@ func TestBridgeIPv6ForwardToFirstPod(t *testing.T) {
 	must(t, remote.EnsureAddr("eth0", netip.MustParsePrefix("fd00:98::2/64"), netops.AddrOpts{NoDAD: true}))
 	must(t, remote.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("fd00:99::/64"), GW: netip.MustParseAddr("fd00:98::1"), Dev: "eth0"}))
 	must(t, l.host.SetSysctl("net.ipv6.conf.all.forwarding", "1"))
-	// A new link drops what it sends until the kernel's link event for its
-	// carrier (rate-limited: up to 1 s) turns its operational state up: wait
-	// for that on every link of the path, and for the other host's link to
+	// A new link drops what it sends until the kernel has handled the event
+	// of its carrier (asynchronously, in a work queue), which also turns its
+	// operational state up: wait for that on every link of the path, and for the other host's link to
 	// the node to carry a ping, so that the ping below only depends on the
 	// node's solicitation on the bridge.
 	waitOperUp(t, l.host.Path(), "br0", "veth0", "up0")
