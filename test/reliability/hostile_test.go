@@ -228,19 +228,9 @@ func TestNetnsVanishesMidADD(t *testing.T) {
 			conf := hostileConf(t, set2("macspoofchk", true))
 			netns := newNS(t)
 			cid := uniq("vanish")
-			done := make(chan result, 1)
-			go func() {
-				done <- n.run(call{role: "bridge", verb: "ADD", conf: conf, cid: cid, netns: netns, ifname: "eth0", env: []string{"CNIBOX_FAULT=" + point + ":stop"}})
-			}()
-			pid, ended := waitStopped(t, n.binDir, done)
-			if ended != nil {
-				t.Fatalf("the ADD ended before its fault point %s: %s (stderr %q)", point, ended, ended.stderr)
-			}
+			resume := n.runStopped(t, call{role: "bridge", verb: "ADD", conf: conf, cid: cid, netns: netns, ifname: "eth0"}, point)
 			removeNS(t, netns)
-			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-			r := <-done
+			r := resume()
 			t.Logf("ADD with the namespace gone at %s: %s", point, r)
 			if r.killed || (r.code != 0 && r.code != 3 && r.code != 5) {
 				t.Errorf("ADD: %s, want success or code 3 or 5", r)
@@ -256,6 +246,26 @@ func TestNetnsVanishesMidADD(t *testing.T) {
 }
 
 func set2(k string, v any) func(m map[string]any) { return func(m map[string]any) { m[k] = v } }
+
+// runStopped starts the call with its fault point set to stop there and
+// returns once the plugin has stopped at it (the test fails if the call ends
+// first); resume continues the plugin and returns its result.
+func (n *node) runStopped(t *testing.T, c call, point string) (resume func() result) {
+	t.Helper()
+	c.env = append(c.env, "CNIBOX_FAULT="+point+":stop")
+	done := make(chan result, 1)
+	go func() { done <- n.run(c) }()
+	pid, ended := waitStopped(t, n.binDir, done)
+	if ended != nil {
+		t.Fatalf("the %s ended before its fault point %s: %s (stderr %q)", c.verb, point, ended, ended.stderr)
+	}
+	return func() result {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		return <-done
+	}
+}
 
 // waitStopped returns the pid of the plugin process (run from binDir) once
 // it has stopped itself, or the plugin's result if it ended first.
@@ -305,21 +315,11 @@ func TestDelFreesAddressesLast(t *testing.T) {
 	old := n.add("bridge", conf, uniq("old"), newNS(t))
 	ip := old.ips[0]
 
-	done := make(chan result, 1)
-	go func() {
-		done <- n.run(call{role: "bridge", verb: "DEL", conf: withPrev(t, conf, old.prev), cid: old.cid, netns: old.netns, ifname: "eth0",
-			env: []string{"CNIBOX_FAULT=bridge/del/after-ipam:stop"}})
-	}()
-	pid, ended := waitStopped(t, n.binDir, done)
-	if ended != nil {
-		t.Fatalf("the DEL ended before its fault point: %s (stderr %q)", ended, ended.stderr)
-	}
+	resume := n.runStopped(t, call{role: "bridge", verb: "DEL", conf: withPrev(t, conf, old.prev), cid: old.cid, netns: old.netns, ifname: "eth0"},
+		"bridge/del/after-ipam")
 	// The ADD runs while the DEL is stopped: its address must be free.
 	repl := n.add("bridge", conf, uniq("new"), newNS(t), "CNI_ARGS=IgnoreUnknown=1;IP="+ip.String())
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-done; r.code != 0 || r.killed {
+	if r := resume(); r.code != 0 || r.killed {
 		t.Fatalf("DEL: %s", r)
 	}
 	if len(repl.ips) == 0 || repl.ips[0] != ip {
