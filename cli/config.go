@@ -13,11 +13,9 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
-)
 
-// confExtensions are the file name extensions containerd and CRI-O read from
-// the CNI config directory.
-var confExtensions = []string{".conf", ".conflist", ".json"}
+	"github.com/cnibox/cnibox/nodestate"
+)
 
 // confFile is one file of the config directory.
 type confFile struct {
@@ -63,26 +61,11 @@ type configReport struct {
 	Plugins      []pluginCheck `json:"plugins,omitempty"`
 }
 
-// loadConfFile loads a config file the way containerd's go-cni does: a
-// .conflist as a list, anything else as one plugin config upgraded to a list.
-func loadConfFile(path string) (*libcni.NetworkConfigList, error) {
-	if strings.HasSuffix(path, ".conflist") {
-		return libcni.ConfListFromFile(path)
-	}
-	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
-	one, err := libcni.ConfFromFile(path)
-	if err != nil {
-		return nil, err
-	}
-	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
-	return libcni.ConfListFromConf(one)
-}
-
 // inspectConfig finds the network a runtime would pick in confDir and
 // validates it against binDir.
 func inspectConfig(ctx context.Context, confDir, binDir string) configReport {
 	rep := configReport{ConfDir: confDir, BinDir: binDir, Files: []confFile{}}
-	files, err := libcni.ConfFiles(confDir, confExtensions)
+	files, err := libcni.ConfFiles(confDir, nodestate.ConfExtensions)
 	if err != nil {
 		rep.Error = fmt.Sprintf("read %s: %v", confDir, err)
 		rep.Reason = "the config directory cannot be read"
@@ -92,7 +75,7 @@ func inspectConfig(ctx context.Context, confDir, binDir string) configReport {
 	var skipped []string
 	for _, f := range files {
 		cf := confFile{File: f}
-		l, err := loadConfFile(f)
+		l, err := nodestate.LoadConfFile(f)
 		switch {
 		case err != nil:
 			cf.Error = err.Error()

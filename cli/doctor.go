@@ -10,6 +10,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -64,7 +65,7 @@ type doctor struct {
 	subject string // the endpoint being checked
 	pod     string
 	// portMaps are the portmap role's records, by attachment.
-	portMaps map[attachment]store.PortMapRecord
+	portMaps map[attachmentKey]store.PortMapRecord
 }
 
 func (d *doctor) add(status, check, detail, fix string) {
@@ -221,19 +222,19 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 
 // checkLeftovers reports what `cnibox gc` would remove.
 func (d *doctor) checkLeftovers(c *ucli.Context, host *netops.Handle) {
-	v, err := readNodeView(c, host)
+	v, err := nodestate.ReadView(host, viewOptions(c))
 	if err != nil {
 		d.warn("leftovers", "", "cannot look for leftovers: %v", err)
 		return
 	}
-	orphans := findOrphans(v)
+	orphans := nodestate.Find(v)
 	if len(orphans) == 0 {
 		d.pass("leftovers", "no stale records, reservations, cbx veths, masquerade entries, port mappings or ifbs")
 		return
 	}
 	var what []string
 	for _, o := range orphans {
-		what = append(what, o.Kind+" "+o.subject())
+		what = append(what, o.Kind+" "+o.Subject())
 	}
 	d.warn("leftovers", "`cnibox gc --dry-run` lists them with the reason, `cnibox gc` removes them",
 		"%d left behind by pods that are gone: %s", len(orphans), strings.Join(what, "; "))

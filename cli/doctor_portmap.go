@@ -10,8 +10,11 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
+// attachmentKey names an attachment: network, container ID, interface.
+type attachmentKey struct{ network, cid, ifname string }
+
 // readPortMapRecords reads the portmap role's records, by attachment.
-func readPortMapRecords(st *store.Store) (map[attachment]store.PortMapRecord, error) {
+func readPortMapRecords(st *store.Store) (map[attachmentKey]store.PortMapRecord, error) {
 	var recs []store.PortMapRecord
 	err := st.ViewPortMaps(func(tx *store.PortMapTx) error {
 		var err error
@@ -21,20 +24,20 @@ func readPortMapRecords(st *store.Store) (map[attachment]store.PortMapRecord, er
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[attachment]store.PortMapRecord, len(recs))
+	out := make(map[attachmentKey]store.PortMapRecord, len(recs))
 	for _, r := range recs {
-		out[attachment{r.Network, r.ContainerID, r.IfName}] = r
+		out[attachmentKey{r.Network, r.ContainerID, r.IfName}] = r
 	}
 	return out, nil
 }
 
 // checkPortMaps: every host port the portmap role recorded for the endpoint
 // is in table inet cnibox-portmap, forwarding to the pod and owned by the
-// attachment, with its masquerade entries (the same verification as the
+// attachmentKey, with its masquerade entries (the same verification as the
 // role's CHECK); and where 127.0.0.1 can reach an IPv4 mapping (snat on),
 // route_localnet is on for the interface that routes to the pod.
 func (d *doctor) checkPortMaps(host *netops.Handle, ep store.Endpoint) {
-	r, ok := d.portMaps[attachment{ep.Network, ep.ContainerID, ep.IfName}]
+	r, ok := d.portMaps[attachmentKey{ep.Network, ep.ContainerID, ep.IfName}]
 	if !ok {
 		return
 	}
@@ -54,7 +57,7 @@ func (d *doctor) checkPortMaps(host *netops.Handle, ep store.Endpoint) {
 		case meta.PortMapTakenOver:
 			d.fail("portmap", "two pods map the same host port and the newest ADD took it over: drop the hostPort from one of them, then "+recreate, "%s", s)
 		case meta.PortMapUnexpected:
-			d.warn("portmap", recreate+" (to make the table and the record agree)", "%s: in the table but not in the attachment's record", s)
+			d.warn("portmap", recreate+" (to make the table and the record agree)", "%s: in the table but not in the attachmentKey's record", s)
 		default:
 			d.fail("portmap", "the pod's host port leads nowhere: "+recreate+" (its ADD adds the element again)", "%s", s)
 		}

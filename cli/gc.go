@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"net/netip"
 
-	"github.com/containernetworking/cni/libcni"
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/cnibox/cnibox/ipam"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/store"
+	"github.com/cnibox/cnibox/nodestate"
 )
 
 func gcCommand() *ucli.Command {
@@ -40,64 +36,6 @@ func gcCommand() *ucli.Command {
 	}
 }
 
-// readNodeView reads the store, libcni's cache and the kernel.
-func readNodeView(c *ucli.Context, host *netops.Handle) (nodeView, error) {
-	v := nodeView{BootID: store.BootID(), Netns: map[string]bool{}}
-	err := readStore(c, func(st *store.Store) error {
-		var err error
-		if v.Endpoints, err = st.Endpoints(""); err != nil {
-			return err
-		}
-		if v.IPAM, err = st.IPAMViews(""); err != nil {
-			return err
-		}
-		return readRecordView(st, &v.recordView)
-	})
-	if err != nil {
-		return v, err
-	}
-	if dir := c.String("cache-dir"); dir != "" {
-		cached, err := libcni.NewCNIConfigWithCacheDir(nil, dir, nil).GetCachedAttachments("")
-		if err != nil {
-			return v, fmt.Errorf("read libcni's cache in %s: %w", dir, err)
-		}
-		v.Cached = cached
-	}
-	if v.Links, err = host.Links(); err != nil {
-		return v, err
-	}
-	if v.Masq, err = host.MasqEntries(); err != nil {
-		return v, err
-	}
-	if v.PortMapElems, err = host.PortMapEntries(); err != nil {
-		return v, err
-	}
-	probe := func(path string) {
-		if path == "" {
-			return
-		}
-		if _, done := v.Netns[path]; done {
-			return
-		}
-		if ok, err := netops.NetnsExists(path); err == nil {
-			v.Netns[path] = ok
-		}
-	}
-	for _, ep := range v.Endpoints {
-		probe(ep.Netns)
-	}
-	for _, a := range v.Cached {
-		probe(a.NetNS)
-	}
-	for _, r := range v.Tuning {
-		probe(r.Netns)
-	}
-	for _, r := range v.Delegates {
-		probe(r.Netns)
-	}
-	return v, nil
-}
-
 func runNodeGC(c *ucli.Context) error {
 	host, err := netops.Open("")
 	if err != nil {
@@ -106,18 +44,18 @@ func runNodeGC(c *ucli.Context) error {
 	// Closed after the veth deletes: the nftables socket's cleanup wait
 	// overlaps theirs.
 	defer host.Close()
-	v, err := readNodeView(c, host)
+	v, err := nodestate.ReadView(host, viewOptions(c))
 	if err != nil {
 		return err
 	}
-	orphans := findOrphans(v)
+	orphans := nodestate.Find(v)
 	dry := c.Bool("dry-run")
 	if !dry {
-		removeOrphans(c, host, orphans)
+		nodestate.Remove(host, c.String("data-dir"), orphans)
 	}
 	if c.Bool("json") {
 		if orphans == nil {
-			orphans = []orphan{}
+			orphans = []nodestate.Orphan{}
 		}
 		if err := writeJSON(c.App.Writer, orphans); err != nil {
 			return err
@@ -133,86 +71,7 @@ func runNodeGC(c *ucli.Context) error {
 	return nil
 }
 
-// removeOrphans removes each orphan and records what happened in it:
-// port mappings and masquerade entries first, then veths and ifbs, then the
-// store (the chained and meta roles' records, reservations, then endpoint
-// records), so a failure part way leaves records that a rerun finds again.
-func removeOrphans(c *ucli.Context, host *netops.Handle, orphans []orphan) {
-	set := func(o *orphan, err error) {
-		o.Done = err == nil
-		if err != nil {
-			o.Error = err.Error()
-		}
-	}
-	removePortMapOrphans(c.String("data-dir"), host, orphans)
-	var masq []netip.Addr
-	for _, o := range orphans {
-		if o.Kind == "masquerade" {
-			masq = append(masq, o.Addr)
-		}
-	}
-	if len(masq) > 0 {
-		err := host.DeleteMasq(masq)
-		for i := range orphans {
-			if orphans[i].Kind == "masquerade" {
-				set(&orphans[i], err)
-			}
-		}
-	}
-	for i := range orphans {
-		o := &orphans[i]
-		if o.Kind != "veth" {
-			continue
-		}
-		err := host.DeleteMacSpoofCheck(o.Veth)
-		if err == nil {
-			err = host.DeleteLink(o.Veth)
-		}
-		set(o, err)
-	}
-	removeBandwidthIfbs(host, orphans)
-	var storeErr error
-	st, err := store.OpenWith(store.Dir(c.String("data-dir")), store.Options{NoCreate: true})
-	if errors.Is(err, store.ErrNotFound) {
-		return // nothing recorded, so no store orphans
-	}
-	if err != nil {
-		storeErr = err
-	} else {
-		defer st.Close()
-	}
-	// The chained and meta roles' records before the endpoint records
-	// their staleness may rest on.
-	removeRecordOrphans(st, storeErr, orphans)
-	for i := range orphans {
-		o := &orphans[i]
-		switch {
-		case o.Kind != "reservation" && o.Kind != "endpoint":
-			continue
-		case storeErr != nil:
-			set(o, storeErr)
-		case o.Kind == "reservation":
-			set(o, st.IPAM(o.Network, func(tx *store.IPAMTx) error {
-				// Only if the address still has the owner gc decided on.
-				if r, ok := tx.Get(o.Addr); ok && r.ContainerID == o.ContainerID && r.IfName == o.IfName {
-					return tx.Release(o.Addr)
-				}
-				return nil
-			}))
-		default: // endpoint: anything its owner still holds goes with it
-			err := st.IPAM(o.Network, func(tx *store.IPAMTx) error {
-				_, err := ipam.Release(tx, o.ContainerID, o.IfName)
-				return err
-			})
-			if err == nil {
-				err = st.DeleteEndpoint(o.Network, o.ContainerID, o.IfName)
-			}
-			set(o, err)
-		}
-	}
-}
-
-func printOrphans(c *ucli.Context, orphans []orphan, dry bool) {
+func printOrphans(c *ucli.Context, orphans []nodestate.Orphan, dry bool) {
 	w := c.App.Writer
 	if len(orphans) == 0 {
 		fmt.Fprintln(w, "nothing to clean up: every record, reservation, cbx veth, masquerade entry and port mapping belongs to a live pod")
@@ -234,7 +93,7 @@ func printOrphans(c *ucli.Context, orphans []orphan, dry bool) {
 			done = "removed"
 			removed++
 		}
-		row(tw, o.Kind, o.subject(), done, o.Reason)
+		row(tw, o.Kind, o.Subject(), done, o.Reason)
 	}
 	tw.Flush()
 	switch {
@@ -245,4 +104,9 @@ func printOrphans(c *ucli.Context, orphans []orphan, dry bool) {
 	default:
 		fmt.Fprintf(w, "\n%d removed\n", removed)
 	}
+}
+
+// viewOptions are the store and cache directories of the command's flags.
+func viewOptions(c *ucli.Context) nodestate.Options {
+	return nodestate.Options{DataDir: c.String("data-dir"), CacheDir: c.String("cache-dir")}
 }

@@ -15,6 +15,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/ipam"
+	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -103,10 +104,10 @@ func runInspectIPAM(c *ucli.Context) error {
 // that defines a network wins, as for a runtime.
 func configuredRanges(confDir string) map[string][]ipamPool {
 	out := map[string][]ipamPool{}
-	files, _ := libcni.ConfFiles(confDir, confExtensions)
+	files, _ := libcni.ConfFiles(confDir, nodestate.ConfExtensions)
 	sort.Strings(files)
 	for _, f := range files {
-		l, err := loadConfFile(f)
+		l, err := nodestate.LoadConfFile(f)
 		if err != nil || len(l.Plugins) == 0 {
 			continue
 		}

@@ -1,4 +1,4 @@
-package cli
+package nodestate
 
 import (
 	"net/netip"
@@ -13,7 +13,7 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// TestFindRecordOrphans: rules 5 and 6 of orphans.go. Records of the
+// TestFindRecordOrphans: rules 5 and 6 of the package documentation. Records of the
 // chained and meta roles go only with evidence that their attachment is
 // gone; port mapping elements go with a stale record, or when nothing on
 // the node accounts for their owner.
@@ -35,7 +35,7 @@ func TestFindRecordOrphans(t *testing.T) {
 	}
 	owner := meta.PortMapOwner
 	longCID := strings.Repeat("c", 200) // hashed in the owner comment
-	v := nodeView{
+	v := View{
 		BootID: boot,
 		Endpoints: []store.Endpoint{
 			ep("live", "/run/netns/live"),
@@ -48,11 +48,11 @@ func TestFindRecordOrphans(t *testing.T) {
 			{Network: "net", ContainerID: "cached-live", IfName: "eth0", NetNS: "/run/netns/cached-live"},
 		},
 		Links: []netops.Link{
-			{Name: "cbw0123456789ab", Kind: "ifb"},  // the stale bandwidth record's
-			{Name: "cbwaaaaaaaaaaaa", Kind: "ifb"},  // the live one's
-			{Name: "cbwffffffffffff", Kind: "ifb"},  // nobody's: stale
-			{Name: "ifb0", Kind: "ifb"},             // not ours
-			{Name: "cbw000000000000", Kind: "veth"}, // not an ifb
+			{Name: "cbw0123456789ab", Kind: "ifb"},    // the stale bandwidth record's
+			{Name: "cbwaaaaaaaaaaaa", Kind: "ifb"},    // the live one's
+			{Name: "cbwffffffffffff", Kind: "ifb"},    // nobody's: stale
+			{Name: "ifb0", Kind: "ifb"},               // not ours
+			{Name: "cbw000000000000", Kind: KindVeth}, // not an ifb
 		},
 		recordView: recordView{
 			PortMaps: []store.PortMapRecord{
@@ -97,8 +97,8 @@ func TestFindRecordOrphans(t *testing.T) {
 		},
 	}
 	got := map[string][]string{}
-	var staleGone orphan
-	for _, o := range findOrphans(v) {
+	var staleGone Orphan
+	for _, o := range Find(v) {
 		if !isRecordKind(o.Kind) {
 			continue
 		}
@@ -107,29 +107,29 @@ func TestFindRecordOrphans(t *testing.T) {
 		}
 		key := o.Network + "/" + o.ContainerID
 		switch o.Kind {
-		case kindPortMapElem:
+		case KindPortMapElem:
 			key = strings.Join(o.Ports, ",")
-		case kindIfb:
+		case KindIfb:
 			key = o.Ifb
 		}
 		got[o.Kind] = append(got[o.Kind], key)
-		if o.Kind == kindPortMap && o.ContainerID == "gone" {
+		if o.Kind == KindPortMap && o.ContainerID == "gone" {
 			staleGone = o
 		}
-		if o.Kind == kindBandwidth && o.Ifb != "cbw0123456789ab" {
+		if o.Kind == KindBandwidth && o.Ifb != "cbw0123456789ab" {
 			t.Errorf("bandwidth orphan %+v: want its ifb cbw0123456789ab", o)
 		}
 	}
 	want := map[string][]string{
-		kindPortMap: {"net/gone", "net/rebooted", "net/cached-gone", "pmnet/multi-gone"},
-		kindPortMapElem: {
+		KindPortMap: {"net/gone", "net/rebooted", "net/cached-gone", "pmnet/multi-gone"},
+		KindPortMapElem: {
 			"*:9000/tcp -> 10.0.0.20:80",
 			"*:9004/tcp -> 10.0.0.24:80",
 		},
-		kindTuning:    {"net/tuned-gone"},
-		kindBandwidth: {"net/gone"},
-		kindIfb:       {"cbwffffffffffff"},
-		kindDelegate:  {"multinet/multi-gone", "flannel/old"},
+		KindTuning:    {"net/tuned-gone"},
+		KindBandwidth: {"net/gone"},
+		KindIfb:       {"cbwffffffffffff"},
+		KindDelegate:  {"multinet/multi-gone", "flannel/old"},
 	}
 	for kind, w := range want {
 		if !slices.Equal(got[kind], w) {
@@ -144,7 +144,7 @@ func TestFindRecordOrphans(t *testing.T) {
 	if len(staleGone.portMaps) != 2 || staleGone.portMaps[0].Owner != owner("net", "gone", "eth0") {
 		t.Errorf("stale portmap record's elements = %+v, want the dumped group and the record's", staleGone.portMaps)
 	}
-	if s := staleGone.subject(); !strings.Contains(s, "8081") {
+	if s := staleGone.Subject(); !strings.Contains(s, "8081") {
 		t.Errorf("subject %q does not name the host port", s)
 	}
 }

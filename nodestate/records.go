@@ -1,4 +1,4 @@
-package cli
+package nodestate
 
 import (
 	"fmt"
@@ -11,38 +11,8 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// The records of the chained and meta roles, and the port mappings in the
-// kernel (rules 5 and 6 of orphans.go):
-//
-//  5. A portmap, tuning, bandwidth or delegate record is stale only with
-//     positive evidence that its attachment is gone, because these roles
-//     also run after main plugins that are not cnibox's (no endpoint
-//     record), and flannel and multi record before their delegate's ADD:
-//     a. it was written before the last reboot;
-//     b. the netns it recorded (tuning, delegate) is gone;
-//     c. the endpoint record of the same attachment is stale (rule 1);
-//     d. it has no endpoint record and the runtime's libcni cache says the
-//        attachment's netns is gone;
-//     e. another record of the same container (an endpoint of any network,
-//        a cache entry, a tuning or delegate record) names a netns that is
-//        gone, or is from before the last reboot: a container has one netns.
-//     A stale portmap record goes with its elements in table inet
-//     cnibox-portmap, a bandwidth record with its ifb device; tuning
-//     restores nothing (the pod is gone) and delegate records are dropped
-//     (the delegates' own leftovers are covered by rules 1 to 4).
-//  6. Elements of table inet cnibox-portmap whose owner has no portmap
-//     record are stale when rule 5 finds their attachment gone, or when
-//     nothing on the node accounts for the owner: no live endpoint record of
-//     the attachment and no record, cache entry or endpoint of its container
-//     with a live netns. gc reads the records again right before deleting
-//     them, so an ADD that added its elements but has not written its record
-//     yet loses nothing.
-//  7. An ifb device named like the bandwidth role's (cbw + 12 hex digits)
-//     that no bandwidth record names is stale: the role writes its record
-//     before it creates the ifb, and deletes the ifb before the record.
-
 // recordView is what rules 5 and 6 read besides the endpoints, reservations
-// and cache of nodeView.
+// and cache of View.
 type recordView struct {
 	PortMaps  []store.PortMapRecord
 	Tuning    []store.TuningRecord
@@ -60,16 +30,6 @@ type evidence struct {
 	stale   map[attachment]string // the stale ones -> reason
 	cached  map[attachment]*libcni.NetworkAttachment
 }
-
-// Kinds of orphans of these rules.
-const (
-	kindPortMap     = "portmap"
-	kindPortMapElem = "portmap-elements"
-	kindTuning      = "tuning"
-	kindBandwidth   = "bandwidth"
-	kindIfb         = "ifb"
-	kindDelegate    = "delegate"
-)
 
 // readRecordView reads the records from st.
 func readRecordView(st *store.Store, v *recordView) error {
@@ -91,8 +51,8 @@ func readRecordView(st *store.Store, v *recordView) error {
 	return err
 }
 
-// recordOrphans applies rules 5 and 6.
-func recordOrphans(v nodeView, ev evidence) []orphan {
+// recordOrphans applies rules 5 to 7.
+func recordOrphans(v View, ev evidence) []Orphan {
 	// Per container: why it is gone, or that it is known to be live.
 	goneCID := map[string]string{}
 	liveCID := map[string]bool{}
@@ -143,11 +103,11 @@ func recordOrphans(v nodeView, ev evidence) []orphan {
 		}
 		return goneCID[k.cid]
 	}
-	rec := func(kind string, k attachment, pod, netns, reason string) orphan {
-		return orphan{Kind: kind, Network: k.network, ContainerID: k.cid, IfName: k.ifname, Pod: pod, Netns: netns, Reason: reason}
+	rec := func(kind string, k attachment, pod, netns, reason string) Orphan {
+		return Orphan{Kind: kind, Network: k.network, ContainerID: k.cid, IfName: k.ifname, Pod: pod, Netns: netns, Reason: reason}
 	}
 
-	var out []orphan
+	var out []Orphan
 	// 5. portmap records, with their elements.
 	recorded := map[string]bool{}  // owners with a record
 	staleOwner := map[string]int{} // owner -> index in out
@@ -159,7 +119,7 @@ func recordOrphans(v nodeView, ev evidence) []orphan {
 		if reason == "" {
 			continue
 		}
-		o := rec(kindPortMap, k, r.Pod, "", reason)
+		o := rec(KindPortMap, k, r.Pod, "", reason)
 		pm := meta.PortMapsOfRecord(r)
 		o.Ports = describePorts(pm)
 		o.portMaps = []netops.PortMaps{pm}
@@ -201,7 +161,7 @@ func recordOrphans(v nodeView, ev evidence) []orphan {
 		default:
 			reason = "no portmap record, endpoint record or runtime cache entry is for " + k.network + "/" + short(k.cid) + "/" + k.ifname
 		}
-		o := orphan{Kind: kindPortMapElem, Reason: reason, Ports: describePorts(g), Owner: g.Owner, portMaps: []netops.PortMaps{g}}
+		o := Orphan{Kind: KindPortMapElem, Reason: reason, Ports: describePorts(g), Owner: g.Owner, portMaps: []netops.PortMaps{g}}
 		if ok {
 			o.Network, o.ContainerID, o.IfName = k.network, k.cid, k.ifname
 		}
@@ -212,13 +172,13 @@ func recordOrphans(v nodeView, ev evidence) []orphan {
 	for _, r := range v.Tuning {
 		k := attachment{r.Network, r.ContainerID, r.IfName}
 		if reason := gone(k, r.Netns, r.BootID); reason != "" {
-			out = append(out, rec(kindTuning, k, "", r.Netns, reason))
+			out = append(out, rec(KindTuning, k, "", r.Netns, reason))
 		}
 	}
 	for _, r := range v.Bandwidth {
 		k := attachment{r.Network, r.ContainerID, r.IfName}
 		if reason := gone(k, "", r.BootID); reason != "" {
-			o := rec(kindBandwidth, k, "", "", reason)
+			o := rec(KindBandwidth, k, "", "", reason)
 			if r.Ifb != "" && hasLinkNamed(v.Links, r.Ifb) {
 				o.Ifb = r.Ifb
 			}
@@ -232,14 +192,14 @@ func recordOrphans(v nodeView, ev evidence) []orphan {
 	}
 	for _, l := range v.Links {
 		if l.Kind == "ifb" && meta.IsBandwidthIfb(l.Name) && !named[l.Name] {
-			out = append(out, orphan{Kind: kindIfb, Ifb: l.Name,
+			out = append(out, Orphan{Kind: KindIfb, Ifb: l.Name,
 				Reason: "named like a cnibox bandwidth ifb, but no bandwidth record names it (the role records before it creates one)"})
 		}
 	}
 	for _, r := range v.Delegates {
 		k := attachment{r.Network, r.ContainerID, r.IfName}
 		if reason := gone(k, r.Netns, r.BootID); reason != "" {
-			o := rec(kindDelegate, k, r.Pod, r.Netns, reason)
+			o := rec(KindDelegate, k, r.Pod, r.Netns, reason)
 			o.Plugin = r.Plugin
 			out = append(out, o)
 		}
@@ -266,9 +226,9 @@ func describePorts(pm netops.PortMaps) []string {
 	return out
 }
 
-// recordSubject is orphan.subject for the kinds of these rules.
-func (o orphan) recordSubject() string {
-	if o.Kind == kindIfb {
+// recordSubject is Orphan.Subject for the kinds of these rules.
+func (o Orphan) recordSubject() string {
+	if o.Kind == KindIfb {
 		return o.Ifb
 	}
 	s := o.Network + "/" + short(o.ContainerID) + "/" + o.IfName
@@ -297,7 +257,7 @@ func (o orphan) recordSubject() string {
 // isRecordKind reports whether kind is one of rules 5 and 6.
 func isRecordKind(kind string) bool {
 	switch kind {
-	case kindPortMap, kindPortMapElem, kindTuning, kindBandwidth, kindIfb, kindDelegate:
+	case KindPortMap, KindPortMapElem, KindTuning, KindBandwidth, KindIfb, KindDelegate:
 		return true
 	}
 	return false

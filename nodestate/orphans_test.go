@@ -1,4 +1,4 @@
-package cli
+package nodestate
 
 import (
 	"net/netip"
@@ -12,7 +12,8 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// TestFindOrphans: each rule of orphans.go, and what must be kept.
+// TestFindOrphans: rules 1 to 4 of the package documentation, and what must
+// be kept.
 func TestFindOrphans(t *testing.T) {
 	const boot, old = "boot-now", "boot-before"
 	ip := netip.MustParseAddr
@@ -23,8 +24,8 @@ func TestFindOrphans(t *testing.T) {
 	res := func(cid, addr, bootID string) store.Reservation {
 		return store.Reservation{Network: "net", ContainerID: cid, IfName: "eth0", Addr: ip(addr), BootID: bootID}
 	}
-	veth := func(name string) netops.Link { return netops.Link{Name: name, Kind: "veth"} }
-	v := nodeView{
+	veth := func(name string) netops.Link { return netops.Link{Name: name, Kind: KindVeth} }
+	v := View{
 		BootID: boot,
 		Endpoints: []store.Endpoint{
 			ep("live", "/run/netns/live", boot, "10.0.0.2"),
@@ -68,7 +69,7 @@ func TestFindOrphans(t *testing.T) {
 		},
 	}
 	got := map[string][]string{}
-	for _, o := range findOrphans(v) {
+	for _, o := range Find(v) {
 		key := o.ContainerID
 		switch o.Kind {
 		case "veth":
@@ -100,8 +101,8 @@ func TestFindOrphans(t *testing.T) {
 // TestFindOrphansUnknownNetns: a netns whose state could not be read counts
 // as live, so nothing of it is removed.
 func TestFindOrphansUnknownNetns(t *testing.T) {
-	v := nodeView{BootID: "b", Endpoints: []store.Endpoint{{Network: "n", ContainerID: "c", IfName: "eth0", Netns: "/run/netns/x", BootID: "b"}}}
-	if o := findOrphans(v); len(o) != 0 {
-		t.Errorf("findOrphans with an unprobed netns = %+v, want none", o)
+	v := View{BootID: "b", Endpoints: []store.Endpoint{{Network: "n", ContainerID: "c", IfName: "eth0", Netns: "/run/netns/x", BootID: "b"}}}
+	if o := Find(v); len(o) != 0 {
+		t.Errorf("Find with an unprobed netns = %+v, want none", o)
 	}
 }

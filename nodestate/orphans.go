@@ -1,4 +1,4 @@
-package cli
+package nodestate
 
 import (
 	"fmt"
@@ -12,53 +12,23 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// This file is the one place that decides what on the node is a leftover
-// ("orphan"): `cnibox gc` removes what it finds, `cnibox doctor` reports it.
-//
-// The rules, from the evidence the node has:
-//
-//  1. An endpoint record is stale when its netns is gone (the path is no
-//     longer a network namespace) or it was written before the last reboot
-//     (its boot ID differs: no pod survives a reboot). Its host veth,
-//     masquerade entries, reservations and the record itself go.
-//  2. A reservation with no endpoint record of its owner (network, container,
-//     ifname) is stale only with positive evidence that the owner is gone,
-//     because host-local used by another main plugin (or an ADD still in
-//     flight) reserves without an endpoint record:
-//     a. it was made before the last reboot (its boot ID differs), or
-//     b. the runtime's libcni cache records the attachment with a netns
-//        that is gone.
-//     Otherwise it is kept.
-//  3. A host veth named like ours (cbx + 12 hex digits) is stale when no
-//     live endpoint record names it and no kept reservation or live cached
-//     attachment hashes to its name (an ADD in flight has reserved before it
-//     creates the veth, and writes the record last).
-//  4. A masquerade map entry is stale when no live endpoint record and no
-//     kept reservation holds its pod address.
-//
-// Rules 5 (portmap, tuning, bandwidth and delegate records) and 6 (port
-// mapping elements without a record) are in orphans_records.go.
+// Kinds of orphans.
+const (
+	KindEndpoint    = "endpoint"
+	KindReservation = "reservation"
+	KindVeth        = "veth"
+	KindMasquerade  = "masquerade"
+	KindPortMap     = "portmap"
+	KindPortMapElem = "portmap-elements"
+	KindTuning      = "tuning"
+	KindBandwidth   = "bandwidth"
+	KindIfb         = "ifb"
+	KindDelegate    = "delegate"
+)
 
-// nodeView is what the rules look at, read once from the store, libcni's
-// cache and the kernel.
-type nodeView struct {
-	BootID    string
-	Endpoints []store.Endpoint
-	IPAM      []store.IPAMView
-	Cached    []*libcni.NetworkAttachment
-	Links     []netops.Link
-	Masq      []netops.MasqEntry
-	// The chained and meta roles' records and the port mappings.
-	recordView
-	// Netns says, per netns path in the records and the cache, whether it
-	// is a live network namespace. A path missing here counts as live.
-	Netns map[string]bool
-}
-
-// orphan is one leftover, as gc prints and removes it.
-type orphan struct {
-	// Kind is "endpoint", "reservation", "veth", "masquerade", "portmap",
-	// "portmap-elements", "tuning", "bandwidth", "ifb" or "delegate".
+// Orphan is one leftover, as gc prints and removes it.
+type Orphan struct {
+	// Kind is one of the Kind* constants.
 	Kind        string     `json:"kind"`
 	Network     string     `json:"network,omitempty"`
 	ContainerID string     `json:"containerID,omitempty"`
@@ -86,27 +56,27 @@ type orphan struct {
 	portMaps []netops.PortMaps
 }
 
-// subject names the orphan for a person.
-func (o orphan) subject() string {
+// Subject names the orphan for a person.
+func (o Orphan) Subject() string {
 	if isRecordKind(o.Kind) {
 		return o.recordSubject()
 	}
 	switch o.Kind {
-	case "endpoint":
+	case KindEndpoint:
 		s := o.Network + "/" + short(o.ContainerID) + "/" + o.IfName
 		if o.Pod != "" {
 			s += " (pod " + o.Pod + ")"
 		}
 		return s
-	case "reservation":
+	case KindReservation:
 		s := fmt.Sprintf("%s in %s (%s %s", o.Addr, o.Network, short(o.ContainerID), o.IfName)
 		if o.Pod != "" {
 			s += ", pod " + o.Pod
 		}
 		return s + ")"
-	case "veth":
+	case KindVeth:
 		return o.Veth
-	case "masquerade":
+	case KindMasquerade:
 		if o.Network != "" {
 			return o.Addr.String() + " (" + o.Network + ")"
 		}
@@ -118,12 +88,12 @@ func (o orphan) subject() string {
 type attachment struct{ network, cid, ifname string }
 
 // kindOrder is the order orphans are listed in.
-var kindOrder = map[string]int{"endpoint": 0, "reservation": 1, "veth": 2, "masquerade": 3,
-	kindPortMap: 4, kindPortMapElem: 5, kindTuning: 6, kindBandwidth: 7, kindIfb: 8, kindDelegate: 9}
+var kindOrder = map[string]int{KindEndpoint: 0, KindReservation: 1, KindVeth: 2, KindMasquerade: 3,
+	KindPortMap: 4, KindPortMapElem: 5, KindTuning: 6, KindBandwidth: 7, KindIfb: 8, KindDelegate: 9}
 
-// findOrphans applies the rules above to v.
-func findOrphans(v nodeView) []orphan {
-	var out []orphan
+// Find applies the rules above to v.
+func Find(v View) []Orphan {
+	var out []Orphan
 	alive := func(path string) bool {
 		ok, known := v.Netns[path]
 		return !known || ok
@@ -155,7 +125,7 @@ func findOrphans(v nodeView) []orphan {
 			continue
 		}
 		stale[k] = reason
-		out = append(out, orphan{Kind: "endpoint", Network: ep.Network, ContainerID: ep.ContainerID, IfName: ep.IfName,
+		out = append(out, Orphan{Kind: KindEndpoint, Network: ep.Network, ContainerID: ep.ContainerID, IfName: ep.IfName,
 			Pod: podName(ep), Netns: ep.Netns, Veth: ep.HostVeth, Reason: reason})
 	}
 	staleVeth := map[string]string{}
@@ -200,7 +170,7 @@ func findOrphans(v nodeView) []orphan {
 				keptVeth[bridge.HostVethName(r.ContainerID, r.IfName)] = true
 				continue
 			}
-			out = append(out, orphan{Kind: "reservation", Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName,
+			out = append(out, Orphan{Kind: KindReservation, Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName,
 				Pod: r.Pod, Addr: r.Addr, Reason: reason})
 		}
 	}
@@ -217,7 +187,7 @@ func findOrphans(v nodeView) []orphan {
 		if !ok {
 			reason = "named like a cnibox host veth, but no endpoint record, reservation or runtime cache entry is for it"
 		}
-		out = append(out, orphan{Kind: "veth", Veth: l.Name, Reason: reason})
+		out = append(out, Orphan{Kind: KindVeth, Veth: l.Name, Reason: reason})
 	}
 
 	// 4. masquerade entries
@@ -229,8 +199,19 @@ func findOrphans(v nodeView) []orphan {
 		if !ok {
 			reason = "no live endpoint record or kept reservation holds " + m.PodIP.String()
 		}
-		out = append(out, orphan{Kind: "masquerade", Network: m.Network, Addr: m.PodIP, Reason: reason})
+		out = append(out, Orphan{Kind: KindMasquerade, Network: m.Network, Addr: m.PodIP, Reason: reason})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return kindOrder[out[i].Kind] < kindOrder[out[j].Kind] })
 	return out
+}
+
+// short is a container ID as people read it: its first 12 characters.
+func short(id string) string { return id[:min(len(id), 12)] }
+
+// podName is "namespace/name", or "" when the runtime gave no pod.
+func podName(ep store.Endpoint) string {
+	if ep.PodName == "" {
+		return ""
+	}
+	return ep.PodNamespace + "/" + ep.PodName
 }

@@ -1,4 +1,4 @@
-package cli
+package nodestate
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ import (
 // over since stays). Elements without a record are first checked against
 // the records once more: an owner that has one by now is an ADD that was in
 // flight, and its elements stay.
-func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []orphan) {
+func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []Orphan) {
 	var idx []int
 	for i, o := range orphans {
-		if o.Kind == kindPortMap || o.Kind == kindPortMapElem {
+		if o.Kind == KindPortMap || o.Kind == KindPortMapElem {
 			idx = append(idx, i)
 		}
 	}
@@ -47,7 +47,7 @@ func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []orphan)
 	var doing []int
 	for _, i := range idx {
 		o := &orphans[i]
-		if o.Kind == kindPortMapElem && len(o.portMaps) > 0 && recorded[o.portMaps[0].Owner] {
+		if o.Kind == KindPortMapElem && len(o.portMaps) > 0 && recorded[o.portMaps[0].Owner] {
 			o.Skipped = "its portmap record was written meanwhile (an ADD was in flight)"
 			continue
 		}
@@ -65,17 +65,17 @@ func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []orphan)
 
 // removeBandwidthIfbs deletes the ifb devices of stale bandwidth records
 // and the ifbs no record names.
-func removeBandwidthIfbs(host *netops.Handle, orphans []orphan) {
+func removeBandwidthIfbs(host *netops.Handle, orphans []Orphan) {
 	for i := range orphans {
 		o := &orphans[i]
-		if (o.Kind != kindBandwidth && o.Kind != kindIfb) || o.Ifb == "" {
+		if (o.Kind != KindBandwidth && o.Kind != KindIfb) || o.Ifb == "" {
 			continue
 		}
 		err := host.DeleteLink(o.Ifb)
 		if err != nil {
 			o.Error = fmt.Sprintf("delete ifb %s: %v", o.Ifb, err)
 		}
-		if o.Kind == kindIfb {
+		if o.Kind == KindIfb {
 			o.Done = err == nil
 		}
 	}
@@ -85,13 +85,13 @@ func removeBandwidthIfbs(host *netops.Handle, orphans []orphan) {
 // whose kernel part (elements, ifb) is gone; a failure there keeps the
 // record, so a rerun finds it again. Tuning restores nothing: the pod is
 // gone.
-func removeRecordOrphans(st *store.Store, storeErr error, orphans []orphan) {
+func removeRecordOrphans(st *store.Store, storeErr error, orphans []Orphan) {
 	for i := range orphans {
 		o := &orphans[i]
 		if !isRecordKind(o.Kind) || o.Error != "" || o.Skipped != "" {
 			continue
 		}
-		if o.Kind == kindPortMapElem || o.Kind == kindIfb { // no record
+		if o.Kind == KindPortMapElem || o.Kind == KindIfb { // no record
 			continue
 		}
 		if storeErr != nil {
@@ -100,15 +100,15 @@ func removeRecordOrphans(st *store.Store, storeErr error, orphans []orphan) {
 		}
 		var err error
 		switch o.Kind {
-		case kindPortMap:
+		case KindPortMap:
 			err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
 				return tx.Delete(o.Network, o.ContainerID, o.IfName)
 			})
-		case kindTuning:
+		case KindTuning:
 			err = st.DeleteTuning(o.Network, o.ContainerID, o.IfName)
-		case kindBandwidth:
+		case KindBandwidth:
 			err = st.DeleteBandwidth(o.Network, o.ContainerID, o.IfName)
-		case kindDelegate:
+		case KindDelegate:
 			err = st.DeleteDelegateRecord(o.Network, o.ContainerID, o.IfName)
 		}
 		o.Done = err == nil

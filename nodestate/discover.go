@@ -1,0 +1,296 @@
+package nodestate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Recovered is one attachment that Discover found on the node.
+type Recovered struct {
+	Network     string         `json:"network"`
+	ContainerID string         `json:"containerID"`
+	IfName      string         `json:"ifName"`
+	Netns       string         `json:"netns"`
+	Pod         string         `json:"pod,omitempty"`
+	Bridge      string         `json:"bridge,omitempty"`
+	HostVeth    string         `json:"hostVeth,omitempty"`
+	MAC         string         `json:"mac,omitempty"`
+	IPs         []netip.Prefix `json:"ips"`
+	// Source says where the owner came from: "cache" (libcni's cache) or
+	// "config" (the network config of the bridge; container ID unknown).
+	Source string `json:"source"`
+}
+
+// netConf is what rebuild needs of a network config: which bridge and IPAM
+// it uses.
+type netConf struct {
+	name, bridge, ipam string
+	sticky             bool
+}
+
+// bridgeNetworks reads the network configs of confDir: bridge name -> the
+// networks whose bridge plugin uses it, and network name -> config.
+func bridgeNetworks(confDir string) (map[string][]netConf, map[string]netConf) {
+	byBridge, byName := map[string][]netConf{}, map[string]netConf{}
+	files, _ := libcni.ConfFiles(confDir, ConfExtensions)
+	for _, f := range files {
+		l, err := LoadConfFile(f)
+		if err != nil {
+			continue
+		}
+		for _, p := range l.Plugins {
+			var pc struct {
+				Type   string `json:"type"`
+				Bridge string `json:"bridge"`
+				IPAM   struct {
+					Type   string `json:"type"`
+					Sticky bool   `json:"sticky"`
+				} `json:"ipam"`
+			}
+			if json.Unmarshal(p.Bytes, &pc) != nil {
+				continue
+			}
+			nc := netConf{name: l.Name, bridge: pc.Bridge, ipam: pc.IPAM.Type, sticky: pc.IPAM.Sticky}
+			if pc.IPAM.Type != "" {
+				byName[l.Name] = nc
+			}
+			if pc.Type == "bridge" {
+				if nc.bridge == "" {
+					nc.bridge = bridge.DefaultBridge
+				}
+				byBridge[nc.bridge] = append(byBridge[nc.bridge], nc)
+				byName[l.Name] = nc
+			}
+		}
+	}
+	return byBridge, byName
+}
+
+// podLink is a veth end in a pod namespace.
+type podLink struct {
+	netns string
+	link  netops.Link
+	addrs []netip.Prefix
+}
+
+// namespaces returns the network namespaces of the node other than the
+// caller's own: /run/netns/* first (their paths are what runtimes record),
+// then /proc/*/ns/net, each namespace once.
+func namespaces() []string {
+	seen := map[[2]uint64]bool{}
+	key := func(p string) ([2]uint64, bool) {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) != nil || !store.IsNetns(p) {
+			return [2]uint64{}, false
+		}
+		return [2]uint64{st.Dev, st.Ino}, true
+	}
+	if k, ok := key("/proc/self/ns/net"); ok {
+		seen[k] = true
+	}
+	var out []string
+	named, _ := filepath.Glob("/run/netns/*")
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, p := range append(named, procs...) {
+		if k, ok := key(p); ok && !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Discover finds the attachments on the node: host veths of the bridge role
+// matched with their peers in the pod namespaces, owners from libcni's
+// cache or the configs; and cached attachments of other main plugins whose
+// interface is still in their namespace.
+func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
+	var warnings []string
+	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
+	byBridge, byName := bridgeNetworks(confDir)
+	cached, err := libcni.NewCNIConfigWithCacheDir(nil, cacheDir, nil).GetCachedAttachments("")
+	if err != nil {
+		warn("libcni's cache in %s cannot be read (%v): container IDs come from nowhere else", cacheDir, err)
+	}
+	cacheByVeth := map[string]*libcni.NetworkAttachment{}
+	for _, a := range cached {
+		cacheByVeth[bridge.HostVethName(a.ContainerID, a.IfName)] = a
+	}
+
+	host, err := netops.Open("")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer host.Close()
+	links, err := host.Links()
+	if err != nil {
+		return nil, nil, err
+	}
+	byIndex := map[int]netops.Link{}
+	for _, l := range links {
+		byIndex[l.Index] = l
+	}
+	// Every veth of the namespaces that hold peers of the node's veths, by
+	// (the namespace's id in the node's namespace, its index): ifindexes
+	// alone repeat from namespace to namespace.
+	peers := map[[2]int]podLink{}
+	for _, ns := range namespaces() {
+		id, err := host.NetnsID(ns)
+		if err != nil || id < 0 {
+			continue // no veth of the node has its peer there
+		}
+		h, err := netops.Open(ns)
+		if err != nil {
+			continue
+		}
+		ls, err := h.Links()
+		for _, l := range ls {
+			if err != nil || l.Kind != "veth" {
+				continue
+			}
+			addrs, _ := h.Addrs(l.Name)
+			if _, dup := peers[[2]int{id, l.Index}]; !dup {
+				peers[[2]int{id, l.Index}] = podLink{netns: ns, link: l, addrs: addrs}
+			}
+		}
+		h.Close()
+	}
+
+	var out []Recovered
+	done := map[string]bool{} // network/cid/ifname
+	for _, hv := range links {
+		if hv.Kind != "veth" || !bridge.IsHostVeth(hv.Name) {
+			continue
+		}
+		br, ok := byIndex[hv.MasterIndex]
+		if !ok {
+			warn("veth %s is on no bridge: skipped", hv.Name)
+			continue
+		}
+		nsid, err := host.PeerNetnsID(hv.Name)
+		p, ok := peers[[2]int{nsid, hv.PeerIndex}]
+		if err != nil || !ok || p.link.PeerIndex != hv.Index {
+			warn("veth %s on %s: its peer is in no namespace this process can see: skipped", hv.Name, br.Name)
+			continue
+		}
+		r := Recovered{Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs}
+		if a, ok := cacheByVeth[hv.Name]; ok && a.IfName == p.link.Name {
+			r.Network, r.ContainerID, r.Pod, r.Source = a.Network, a.ContainerID, cachedPod(a), "cache"
+			if a.NetNS != "" && a.NetNS != p.netns && store.IsNetns(a.NetNS) {
+				r.Netns = a.NetNS
+			}
+		} else {
+			nets := byBridge[br.Name]
+			if len(nets) != 1 {
+				warn("veth %s on bridge %s: no libcni cache entry, and %d network configs in %s use that bridge: its addresses %v are not reserved", hv.Name, br.Name, len(nets), confDir, p.addrs)
+				continue
+			}
+			r.Network, r.ContainerID, r.Source = nets[0].name, "rebuilt-"+hv.Name, "config"
+			warn("veth %s (%s, %v): no libcni cache entry: recorded as container %s", hv.Name, nets[0].name, p.addrs, r.ContainerID)
+		}
+		done[r.Network+"/"+r.ContainerID+"/"+r.IfName] = true
+		out = append(out, r)
+	}
+	// Cached attachments of other main plugins, with host-local as IPAM.
+	for _, a := range cached {
+		nc, ok := byName[a.Network]
+		if done[a.Network+"/"+a.ContainerID+"/"+a.IfName] || !ok || nc.ipam != "host-local" || a.NetNS == "" || !store.IsNetns(a.NetNS) {
+			continue
+		}
+		h, err := netops.Open(a.NetNS)
+		if err != nil {
+			continue
+		}
+		l, lerr := h.LinkByName(a.IfName)
+		addrs, aerr := h.Addrs(a.IfName)
+		h.Close()
+		if lerr != nil || aerr != nil || len(addrs) == 0 {
+			continue
+		}
+		out = append(out, Recovered{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.NetNS,
+			Pod: cachedPod(a), MAC: l.MAC.String(), IPs: addrs, Source: "cache"})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Network != out[j].Network {
+			return out[i].Network < out[j].Network
+		}
+		return out[i].ContainerID < out[j].ContainerID
+	})
+	return out, warnings, nil
+}
+
+// cachedPod returns "namespace/name" from a cached attachment's CNI_ARGS.
+func cachedPod(a *libcni.NetworkAttachment) string {
+	var ns, name string
+	for _, kv := range a.CniArgs {
+		switch kv[0] {
+		case "K8S_POD_NAMESPACE":
+			ns = kv[1]
+		case "K8S_POD_NAME":
+			name = kv[1]
+		}
+	}
+	if name == "" {
+		return ""
+	}
+	return ns + "/" + name
+}
+
+// Record writes the attachments Discover found into a new store (see
+// store.Rebuild): one
+// reservation per pod address, an endpoint record for each bridge
+// attachment, sticky records for pods of sticky networks.
+func Record(st *store.Store, found []Recovered, confDir string, warn io.Writer) error {
+	_, byName := bridgeNetworks(confDir)
+	now := time.Now().UTC()
+	for _, r := range found {
+		err := st.IPAM(r.Network, func(tx *store.IPAMTx) error {
+			var addrs []netip.Addr
+			for _, p := range r.IPs {
+				err := tx.Reserve(store.Reservation{Addr: p.Addr(), ContainerID: r.ContainerID, IfName: r.IfName, Pod: r.Pod, Subnet: p.Masked(), Created: now})
+				if errors.Is(err, store.ErrTaken) {
+					fmt.Fprintf(warn, "warning: %v: %s/%s does not get it (two pods with one address on the node?)\n", err, r.ContainerID, r.IfName)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				addrs = append(addrs, p.Addr())
+			}
+			if byName[r.Network].sticky && r.Pod != "" && len(addrs) > 0 {
+				return tx.SetSticky(r.Pod, addrs)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if r.HostVeth == "" {
+			continue
+		}
+		ep := store.Endpoint{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName, Netns: r.Netns,
+			Plugin: "bridge", Bridge: r.Bridge, HostVeth: r.HostVeth, MAC: r.MAC, IPs: r.IPs, Created: now,
+			Extra: map[string]string{"rebuilt": "cnibox store rebuild, from " + r.Source}}
+		if ns, name, ok := strings.Cut(r.Pod, "/"); ok {
+			ep.PodNamespace, ep.PodName = ns, name
+		}
+		if err := st.PutEndpoint(ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
