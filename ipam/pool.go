@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/addrmath"
 	"github.com/cnibox/cnibox/store"
 	"github.com/containernetworking/cni/pkg/types"
 )
@@ -201,7 +202,7 @@ func PoolsReady(tx *store.IPAMTx, network, field string, pools []Pool) error {
 func setSize(s RangeSet) uint64 {
 	var n uint64
 	for _, r := range s {
-		n = satAdd(n, r.size())
+		n = addrmath.SatAdd(n, r.size())
 	}
 	return n
 }

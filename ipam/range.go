@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/addrmath"
 	"github.com/containernetworking/cni/pkg/types"
 )
 
@@ -105,4 +106,4 @@ func (r Range) Overlaps(o Range) bool {
 func (r Range) String() string { return fmt.Sprintf("%s-%s", r.Start, r.End) }
 
 // size is the number of addresses in [Start, End].
-func (r Range) size() uint64 { return span(r.Start, r.End) }
+func (r Range) size() uint64 { return addrmath.Span(r.Start, r.End) }

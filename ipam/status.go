@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/addrmath"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -34,7 +35,7 @@ func Usage(tx *store.IPAMTx, sets []RangeSet) []SetUsage {
 func usage(tx *store.IPAMTx, set RangeSet, excluded map[netip.Addr]bool) SetUsage {
 	u := SetUsage{Ranges: set.String()}
 	for _, r := range set {
-		u.Used = satAdd(u.Used, uint64(tx.CountIn(r.Start, r.End)))
+		u.Used = addrmath.SatAdd(u.Used, uint64(tx.CountIn(r.Start, r.End)))
 		size := r.size()
 		for g := range excluded {
 			if r.Contains(g) {
@@ -43,7 +44,7 @@ func usage(tx *store.IPAMTx, set RangeSet, excluded map[netip.Addr]bool) SetUsag
 				}
 			}
 		}
-		u.Capacity = satAdd(u.Capacity, size)
+		u.Capacity = addrmath.SatAdd(u.Capacity, size)
 	}
 	a := allocator{tx: tx, excluded: excluded}
 	u.Full = true

@@ -2,11 +2,9 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math"
-	"math/bits"
 	"net/netip"
 
+	"github.com/cnibox/cnibox/internal/addrmath"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -93,7 +91,7 @@ func countRuns(b *bolt.Bucket, start, end netip.Addr) uint64 {
 			e = end
 		}
 		if !e.Less(s) {
-			total = satAdd(total, span(s, e))
+			total = addrmath.SatAdd(total, addrmath.Span(s, e))
 		}
 	}
 	if s, e, ok := runAt(b, start); ok {
@@ -111,24 +109,4 @@ func countRuns(b *bolt.Bucket, start, end netip.Addr) uint64 {
 		add(s, keyAddr(v))
 	}
 	return total
-}
-
-// span is the number of addresses in [a, b] (b >= a, same family),
-// saturating at MaxUint64.
-func span(a, b netip.Addr) uint64 {
-	a16, b16 := a.As16(), b.As16()
-	lo, borrow := bits.Sub64(binary.BigEndian.Uint64(b16[8:]), binary.BigEndian.Uint64(a16[8:]), 0)
-	hi, _ := bits.Sub64(binary.BigEndian.Uint64(b16[:8]), binary.BigEndian.Uint64(a16[:8]), borrow)
-	if hi != 0 || lo == math.MaxUint64 {
-		return math.MaxUint64
-	}
-	return lo + 1
-}
-
-func satAdd(a, b uint64) uint64 {
-	s, carry := bits.Add64(a, b, 0)
-	if carry != 0 {
-		return math.MaxUint64
-	}
-	return s
 }
