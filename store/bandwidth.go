@@ -9,7 +9,7 @@ import (
 //	bandwidth/  network \x00 containerID \x00 ifname -> BandwidthRecord as JSON
 var bucketBandwidth = []byte("bandwidth")
 
-var bandwidthRecords = attachmentRecords[BandwidthRecord]{bucket: bucketBandwidth, what: "bandwidth record"}
+var bandwidthRecords = newAttachmentRecords[BandwidthRecord](bucketBandwidth, "bandwidth record")
 
 // BandwidthRecord is what the bandwidth role set up on the node for one
 // attachment: which host interface carries the qdiscs and which ifb device
@@ -35,12 +35,7 @@ type BandwidthRecord struct {
 // PutBandwidth records r, replacing an earlier record of the same
 // attachment. Created and BootID are filled in when zero.
 func (s *Store) PutBandwidth(r BandwidthRecord) error {
-	if r.Created.IsZero() {
-		r.Created = time.Now().UTC()
-	}
-	if r.BootID == "" {
-		r.BootID = BootID()
-	}
+	stamp(&r.Created, &r.BootID, time.Now().UTC())
 	return bandwidthRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
 }
 

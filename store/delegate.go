@@ -43,18 +43,13 @@ type Delegate struct {
 }
 
 // delegateRecords is the delegates bucket, kept like the other per-attachment
-// records (chained.go).
-var delegateRecords = attachmentRecords[DelegateRecord]{bucket: bucketDelegates, what: "delegate record"}
+// records (records.go).
+var delegateRecords = newAttachmentRecords[DelegateRecord](bucketDelegates, "delegate record")
 
 // PutDelegateRecord records r (replacing an earlier record of the same
 // attachment). Created and BootID are filled in when zero.
 func (s *Store) PutDelegateRecord(r DelegateRecord) error {
-	if r.Created.IsZero() {
-		r.Created = time.Now()
-	}
-	if r.BootID == "" {
-		r.BootID = BootID()
-	}
+	stamp(&r.Created, &r.BootID, time.Now())
 	return delegateRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
 }
 

@@ -1,13 +1,8 @@
 package store
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"net/netip"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Endpoint is what a role set up for one attachment, kept for a person
@@ -58,97 +53,29 @@ func endpointKey(network, containerID, ifname string) []byte {
 	return append(k, ifname...)
 }
 
+// endpointRecords is the endpoints bucket.
+var endpointRecords = newAttachmentRecords[Endpoint](bucketEndpoints, "endpoint record")
+
 // PutEndpoint records e (replacing an earlier record of the same attachment).
 // Created and BootID are filled in when zero.
 func (s *Store) PutEndpoint(e Endpoint) error {
-	if e.Network == "" || e.ContainerID == "" || e.IfName == "" {
-		return fmt.Errorf("store: endpoint needs network, container ID and ifname (got %q, %q, %q)", e.Network, e.ContainerID, e.IfName)
-	}
-	if e.Created.IsZero() {
-		e.Created = time.Now()
-	}
-	if e.BootID == "" {
-		e.BootID = BootID()
-	}
-	v, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("store: encode endpoint %s/%s/%s: %w", e.Network, e.ContainerID, e.IfName, err)
-	}
-	return s.update(func(tx *bolt.Tx) (bool, error) {
-		b, err := tx.CreateBucketIfNotExists(bucketEndpoints)
-		if err == nil {
-			err = b.Put(endpointKey(e.Network, e.ContainerID, e.IfName), v)
-		}
-		if err != nil {
-			return false, fmt.Errorf("store: put endpoint %s/%s/%s: %w", e.Network, e.ContainerID, e.IfName, err)
-		}
-		return true, nil
-	})
+	stamp(&e.Created, &e.BootID, time.Now())
+	return endpointRecords.put(s, e.Network, e.ContainerID, e.IfName, e)
 }
 
 // GetEndpoint returns the record of one attachment.
 func (s *Store) GetEndpoint(network, containerID, ifname string) (e Endpoint, found bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketEndpoints)
-		if b == nil {
-			return nil
-		}
-		v := b.Get(endpointKey(network, containerID, ifname))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return s.decodeEndpoint(v, &e)
-	})
-	return e, found, err
+	return endpointRecords.get(s, network, containerID, ifname)
 }
 
 // DeleteEndpoint removes the record of one attachment; a missing one is no
 // error.
 func (s *Store) DeleteEndpoint(network, containerID, ifname string) error {
-	return s.update(func(tx *bolt.Tx) (bool, error) {
-		b := tx.Bucket(bucketEndpoints)
-		k := endpointKey(network, containerID, ifname)
-		if b == nil || b.Get(k) == nil {
-			return false, nil
-		}
-		return true, b.Delete(k)
-	})
+	return endpointRecords.delete(s, network, containerID, ifname)
 }
 
 // Endpoints returns the records of one network ("" = every network), ordered
 // by network, container ID and ifname.
 func (s *Store) Endpoints(network string) ([]Endpoint, error) {
-	var out []Endpoint
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketEndpoints)
-		if b == nil {
-			return nil
-		}
-		var prefix []byte
-		if network != "" {
-			prefix = append([]byte(network), sep)
-		}
-		c := b.Cursor()
-		k, v := c.First()
-		if prefix != nil {
-			k, v = c.Seek(prefix)
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var e Endpoint
-			if err := s.decodeEndpoint(v, &e); err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (s *Store) decodeEndpoint(v []byte, e *Endpoint) error {
-	if err := json.Unmarshal(v, e); err != nil {
-		return fmt.Errorf("store %s: endpoint record: %w: %v", s.path, ErrCorrupt, err)
-	}
-	return nil
+	return endpointRecords.list(s, network)
 }

@@ -35,17 +35,26 @@ type IPAMCursor struct {
 // name order.
 func (s *Store) IPAMNetworks() ([]string, error) {
 	var out []string
-	err := s.view(func(tx *bolt.Tx) error {
-		top := tx.Bucket(bucketIPAM)
-		if top == nil {
-			return nil
+	err := s.view(func(tx *bolt.Tx) (err error) {
+		out, err = ipamNetworks(tx)
+		return err
+	})
+	return out, err
+}
+
+// ipamNetworks returns the names of the networks in the IPAM bucket (its
+// nested buckets), in name order.
+func ipamNetworks(tx *bolt.Tx) ([]string, error) {
+	top := tx.Bucket(bucketIPAM)
+	if top == nil {
+		return nil, nil
+	}
+	var out []string
+	err := top.ForEach(func(k, v []byte) error {
+		if v == nil { // a nested bucket: a network
+			out = append(out, string(k))
 		}
-		return top.ForEach(func(k, v []byte) error {
-			if v == nil { // a nested bucket: a network
-				out = append(out, string(k))
-			}
-			return nil
-		})
+		return nil
 	})
 	return out, err
 }
@@ -56,16 +65,10 @@ func (s *Store) IPAMNetworks() ([]string, error) {
 func (s *Store) IPAMViews(network string) ([]IPAMView, error) {
 	var out []IPAMView
 	err := s.view(func(btx *bolt.Tx) error {
-		var names []string
-		if network != "" {
-			names = []string{network}
-		} else if top := btx.Bucket(bucketIPAM); top != nil {
-			if err := top.ForEach(func(k, v []byte) error {
-				if v == nil {
-					names = append(names, string(k))
-				}
-				return nil
-			}); err != nil {
+		names := []string{network}
+		if network == "" {
+			var err error
+			if names, err = ipamNetworks(btx); err != nil {
 				return err
 			}
 		}

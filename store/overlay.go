@@ -1,12 +1,9 @@
 package store
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketOverlay holds the overlay agent's view of the node: device name ->
@@ -64,6 +61,9 @@ type OverlayState struct {
 	Stopped bool `json:"stopped,omitempty"`
 }
 
+// overlayRecords is the overlay bucket.
+var overlayRecords = records[OverlayState]{bucket: bucketOverlay, what: "overlay state"}
+
 // PutOverlay records the overlay state of st.Lease.Device, replacing the
 // previous one. Updated is set to now.
 func (s *Store) PutOverlay(st OverlayState) error {
@@ -71,74 +71,21 @@ func (s *Store) PutOverlay(st OverlayState) error {
 		return fmt.Errorf("store: overlay state needs a device name")
 	}
 	st.Updated = time.Now()
-	v, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("store: encode overlay state of %s: %w", st.Lease.Device, err)
-	}
-	return s.update(func(tx *bolt.Tx) (bool, error) {
-		b, err := tx.CreateBucketIfNotExists(bucketOverlay)
-		if err == nil {
-			err = b.Put([]byte(st.Lease.Device), v)
-		}
-		if err != nil {
-			return false, fmt.Errorf("store: put overlay state of %s: %w", st.Lease.Device, err)
-		}
-		return true, nil
-	})
+	return overlayRecords.putKey(s, []byte(st.Lease.Device), st.Lease.Device, st)
 }
 
 // Overlay returns the recorded state of the overlay whose device is device.
 func (s *Store) Overlay(device string) (st OverlayState, found bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOverlay)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(device))
-		if v == nil {
-			return nil
-		}
-		found = true
-		return s.decodeOverlay(v, &st)
-	})
-	return st, found, err
+	return overlayRecords.getKey(s, []byte(device))
 }
 
 // Overlays returns every recorded overlay state, ordered by device name.
 func (s *Store) Overlays() ([]OverlayState, error) {
-	var out []OverlayState
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOverlay)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(_, v []byte) error {
-			var st OverlayState
-			if err := s.decodeOverlay(v, &st); err != nil {
-				return err
-			}
-			out = append(out, st)
-			return nil
-		})
-	})
-	return out, err
+	return overlayRecords.listPrefix(s, nil)
 }
 
 // DeleteOverlay removes the recorded state of device; a missing one is no
 // error.
 func (s *Store) DeleteOverlay(device string) error {
-	return s.update(func(tx *bolt.Tx) (bool, error) {
-		b := tx.Bucket(bucketOverlay)
-		if b == nil || b.Get([]byte(device)) == nil {
-			return false, nil
-		}
-		return true, b.Delete([]byte(device))
-	})
-}
-
-func (s *Store) decodeOverlay(v []byte, st *OverlayState) error {
-	if err := json.Unmarshal(v, st); err != nil {
-		return fmt.Errorf("store %s: overlay record: %w: %v", s.path, ErrCorrupt, err)
-	}
-	return nil
+	return overlayRecords.deleteKey(s, []byte(device), device)
 }

@@ -1,9 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -69,41 +66,28 @@ func (s *Store) ViewPortMaps(fn func(tx *PortMapTx) error) error {
 	return s.view(func(tx *bolt.Tx) error { return fn(&PortMapTx{s: s, tx: tx}) })
 }
 
+// portMapRecords is the portmaps bucket.
+var portMapRecords = newAttachmentRecords[PortMapRecord](bucketPortMaps, "portmap record")
+
 // Get returns the record of one attachment.
 func (t *PortMapTx) Get(network, containerID, ifname string) (r PortMapRecord, found bool, err error) {
-	b := t.tx.Bucket(bucketPortMaps)
-	if b == nil {
-		return r, false, nil
-	}
-	v := b.Get(endpointKey(network, containerID, ifname))
-	if v == nil {
-		return r, false, nil
-	}
-	return r, true, t.decode(v, &r)
+	return portMapRecords.getTx(t.s, t.tx, endpointKey(network, containerID, ifname))
 }
 
 // Put records r, replacing an earlier record of the same attachment. Created
 // and BootID are filled in when zero.
 func (t *PortMapTx) Put(r PortMapRecord) error {
-	if r.Network == "" || r.ContainerID == "" || r.IfName == "" {
-		return fmt.Errorf("store: portmap record needs network, container ID and ifname (got %q, %q, %q)", r.Network, r.ContainerID, r.IfName)
-	}
-	if r.Created.IsZero() {
-		r.Created = time.Now()
-	}
-	if r.BootID == "" {
-		r.BootID = BootID()
-	}
-	v, err := json.Marshal(r)
+	key, name, err := portMapRecords.attachment(r.Network, r.ContainerID, r.IfName)
 	if err != nil {
-		return fmt.Errorf("store: encode portmap record %s/%s/%s: %w", r.Network, r.ContainerID, r.IfName, err)
+		return err
 	}
-	b, err := t.tx.CreateBucketIfNotExists(bucketPortMaps)
+	stamp(&r.Created, &r.BootID, time.Now())
+	v, err := portMapRecords.encode(name, r)
 	if err == nil {
-		err = b.Put(endpointKey(r.Network, r.ContainerID, r.IfName), v)
+		err = portMapRecords.putTx(t.tx, key, name, v)
 	}
 	if err != nil {
-		return fmt.Errorf("store: put portmap record %s/%s/%s: %w", r.Network, r.ContainerID, r.IfName, err)
+		return err
 	}
 	t.changed = true
 	return nil
@@ -111,44 +95,13 @@ func (t *PortMapTx) Put(r PortMapRecord) error {
 
 // Delete removes the record of one attachment; a missing one is no error.
 func (t *PortMapTx) Delete(network, containerID, ifname string) error {
-	b := t.tx.Bucket(bucketPortMaps)
-	k := endpointKey(network, containerID, ifname)
-	if b == nil || b.Get(k) == nil {
-		return nil
-	}
-	if err := b.Delete(k); err != nil {
-		return fmt.Errorf("store: delete portmap record %s/%s/%s: %w", network, containerID, ifname, err)
-	}
-	t.changed = true
-	return nil
+	deleted, err := portMapRecords.deleteTx(t.tx, endpointKey(network, containerID, ifname), attachmentName(network, containerID, ifname))
+	t.changed = t.changed || deleted
+	return err
 }
 
 // List returns the records of one network ("" = every network), ordered by
 // network, container ID and ifname.
 func (t *PortMapTx) List(network string) ([]PortMapRecord, error) {
-	b := t.tx.Bucket(bucketPortMaps)
-	if b == nil {
-		return nil, nil
-	}
-	var prefix []byte
-	if network != "" {
-		prefix = append([]byte(network), sep)
-	}
-	var out []PortMapRecord
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		var r PortMapRecord
-		if err := t.decode(v, &r); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (t *PortMapTx) decode(v []byte, r *PortMapRecord) error {
-	if err := json.Unmarshal(v, r); err != nil {
-		return fmt.Errorf("store %s: portmap record: %w: %v", t.s.path, ErrCorrupt, err)
-	}
-	return nil
+	return portMapRecords.listTx(t.s, t.tx, networkPrefix(network))
 }

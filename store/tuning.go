@@ -9,7 +9,7 @@ import (
 //	tuning/  network \x00 containerID \x00 ifname -> TuningRecord as JSON
 var bucketTuning = []byte("tuning")
 
-var tuningRecords = attachmentRecords[TuningRecord]{bucket: bucketTuning, what: "tuning record"}
+var tuningRecords = newAttachmentRecords[TuningRecord](bucketTuning, "tuning record")
 
 // TuningRecord holds what the tuning role changed in a pod for one
 // attachment, with the values from before, so that DEL can restore them. A
@@ -40,12 +40,7 @@ type SysctlValue struct {
 // PutTuning records r, replacing an earlier record of the same attachment.
 // Created and BootID are filled in when zero.
 func (s *Store) PutTuning(r TuningRecord) error {
-	if r.Created.IsZero() {
-		r.Created = time.Now().UTC()
-	}
-	if r.BootID == "" {
-		r.BootID = BootID()
-	}
+	stamp(&r.Created, &r.BootID, time.Now().UTC())
 	return tuningRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
 }
 
