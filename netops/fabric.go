@@ -84,17 +84,17 @@ func (h *Handle) ensureFabricRules() error {
 	if err != nil {
 		return err
 	}
-	pre, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, fabricPre)
+	pre, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, fabricPre)
 	if err != nil {
 		return err
 	}
-	post, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, fabricPost)
+	post, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, fabricPost)
 	if err != nil {
 		return err
 	}
 	// Rules installed before the IPv6 ones existed lack this map: they are
 	// replaced.
-	v6, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, fabricPods6)
+	v6, err := h.nftSetExists(unix.NFPROTO_BRIDGE, MasqTable, fabricPods6)
 	if err != nil || (pre && post && v6) {
 		return err
 	}
@@ -106,11 +106,8 @@ func (h *Handle) ensureFabricRules() error {
 			return err
 		}
 	}
-	policy := nftables.ChainPolicyAccept
-	preChain := c.AddChain(&nftables.Chain{Name: fabricPre, Table: table, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(-300), Policy: &policy})
-	postChain := c.AddChain(&nftables.Chain{Name: fabricPost, Table: table, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityRef(300), Policy: &policy})
+	preChain := addBaseChain(c, table, fabricPre, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
+	postChain := addBaseChain(c, table, fabricPost, nftables.ChainTypeFilter, nftables.ChainHookPostrouting, nftables.ChainPriorityRef(300))
 	c.FlushChain(preChain)
 	c.FlushChain(postChain)
 
@@ -319,7 +316,7 @@ func (h *Handle) fabricElems(set *nftables.Set) ([]nftables.SetElement, error) {
 	if err != nil {
 		return nil, err
 	}
-	exists, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, set.Name)
+	exists, err := h.nftSetExists(unix.NFPROTO_BRIDGE, MasqTable, set.Name)
 	if err != nil || !exists {
 		return nil, err
 	}
@@ -335,7 +332,7 @@ func (h *Handle) DeleteFabric() error {
 	}
 	table, uplinks, pods := fabricObjects()
 	for _, name := range []string{fabricPre, fabricPost} {
-		ok, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, name)
+		ok, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, name)
 		if err != nil {
 			return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), err)
 		}
@@ -346,7 +343,7 @@ func (h *Handle) DeleteFabric() error {
 		}
 	}
 	for _, s := range []*nftables.Set{uplinks, pods, fabricPods6Set(table)} {
-		ok, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, s.Name)
+		ok, err := h.nftSetExists(unix.NFPROTO_BRIDGE, MasqTable, s.Name)
 		if err != nil {
 			return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), err)
 		}

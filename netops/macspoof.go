@@ -57,13 +57,13 @@ func (h *Handle) ensureMacSpoofCheck(port string, mac net.HardwareAddr) error {
 		return err
 	}
 	name := MacSpoofChain(port)
-	exists, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, name)
+	exists, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, name)
 	if err != nil {
 		return err
 	}
 	base := exists
 	if !exists {
-		base, err = h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, spoofBaseChain)
+		base, err = h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, spoofBaseChain)
 		if err != nil {
 			return err
 		}
@@ -74,15 +74,7 @@ func (h *Handle) ensureMacSpoofCheck(port string, mac net.HardwareAddr) error {
 		if err := addSet(c, set, nil); err != nil {
 			return err
 		}
-		policy := nftables.ChainPolicyAccept
-		pr := c.AddChain(&nftables.Chain{
-			Name:     spoofBaseChain,
-			Table:    table,
-			Type:     nftables.ChainTypeFilter,
-			Hooknum:  nftables.ChainHookPrerouting,
-			Priority: nftables.ChainPriorityRef(-300),
-			Policy:   &policy,
-		})
+		pr := addBaseChain(c, table, spoofBaseChain, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
 		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0},
@@ -127,7 +119,7 @@ func (h *Handle) deleteMacSpoofCheck(port string) error {
 		return err
 	}
 	name := MacSpoofChain(port)
-	exists, err := h.nftExistsIn(unix.NFPROTO_BRIDGE, MasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, name)
+	exists, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, name)
 	if err != nil || !exists {
 		return err
 	}

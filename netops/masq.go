@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -42,10 +41,6 @@ const (
 	masqBaseChain = "postrouting"
 	masqMap4      = "masq4"
 	masqMap6      = "masq6"
-
-	// nftMsgDestroySetElem deletes set elements and ignores those (and sets
-	// and tables) that do not exist; Linux 6.3 and later.
-	nftMsgDestroySetElem = 0x1e
 )
 
 // MasqEntry is one masqueraded pod address.
@@ -166,7 +161,7 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 
 	var missing []subnetChain
 	for _, sc := range chains {
-		ok, err := h.nftExists(unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, sc.name)
+		ok, err := h.nftChainExists(unix.NFPROTO_INET, MasqTable, sc.name)
 		if err != nil {
 			return err
 		}
@@ -176,7 +171,7 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 	}
 	base := true
 	if len(missing) > 0 {
-		if base, err = h.nftExists(unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, masqBaseChain); err != nil {
+		if base, err = h.nftChainExists(unix.NFPROTO_INET, MasqTable, masqBaseChain); err != nil {
 			return err
 		}
 	}
@@ -189,17 +184,9 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 		if err := addSet(c, set6, nil); err != nil {
 			return err
 		}
-		policy := nftables.ChainPolicyAccept
-		pr := c.AddChain(&nftables.Chain{
-			Name:     masqBaseChain,
-			Table:    table,
-			Type:     nftables.ChainTypeNAT,
-			Hooknum:  nftables.ChainHookPostrouting,
-			Priority: nftables.ChainPriorityNATSource,
-			Policy:   &policy,
-		})
-		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(unix.NFPROTO_IPV4, set4)})
-		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(unix.NFPROTO_IPV6, set6)})
+		pr := addBaseChain(c, table, masqBaseChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
+		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(false, set4)})
+		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(true, set6)})
 	}
 	for _, sc := range missing {
 		ch := c.AddChain(&nftables.Chain{Name: sc.name, Table: table})
@@ -207,8 +194,9 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 		if sc.subnet.Addr().Is6() {
 			mcast = netip.MustParsePrefix("ff00::/8")
 		}
-		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: daddrReturn(sc.subnet)})
-		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: daddrReturn(mcast)})
+		ret := &expr.Verdict{Kind: expr.VerdictReturn}
+		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: append(matchPrefix(false, sc.subnet, false), ret)})
+		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: append(matchPrefix(false, mcast, false), ret)})
 		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Masq{}}})
 	}
 	if err := addElems(); err != nil {
@@ -395,7 +383,7 @@ func (h *Handle) MasqEntries() ([]MasqEntry, error) {
 	_, set4, set6 := masqObjects()
 	var out []MasqEntry
 	for _, s := range []*nftables.Set{set4, set6} {
-		ok, err := h.nftExists(unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, s.Name)
+		ok, err := h.nftSetExists(unix.NFPROTO_INET, MasqTable, s.Name)
 		if err != nil {
 			return nil, fmt.Errorf("list masquerade entries in %s: %w", h.where(), err)
 		}
@@ -423,66 +411,6 @@ func (h *Handle) MasqEntries() ([]MasqEntry, error) {
 	return out, nil
 }
 
-// nftConn returns the lasting nftables connection, opening it on first use.
-func (h *Handle) nftConn() (*nftables.Conn, error) {
-	if h.nft != nil {
-		return h.nft, nil
-	}
-	var raw *mdnetlink.Conn
-	opts := []nftables.ConnOption{
-		nftables.AsLasting(),
-		// Keep the socket under the Conn for the requests nftables cannot
-		// build (single gets, DESTROYSETELEM).
-		nftables.WithSockOptions(func(c *mdnetlink.Conn) error { raw = c; return nil }),
-	}
-	if h.path != "" {
-		opts = append(opts, nftables.WithNetNSFd(int(h.ns)))
-	}
-	c, err := nftables.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("open nftables connection in %s: %w", h.where(), err)
-	}
-	if raw == nil {
-		_ = c.CloseLasting()
-		return nil, fmt.Errorf("open nftables connection in %s: no socket", h.where())
-	}
-	h.nft, h.nfRaw = c, raw
-	return c, nil
-}
-
-// nftExists reports whether the chain or set called name exists in the
-// masquerade table (inet cnibox), with one non-dump get (msgType
-// NFT_MSG_GETCHAIN or NFT_MSG_GETSET, with that type's table and name
-// attributes).
-func (h *Handle) nftExists(msgType int, tableAttr, nameAttr uint16, name string) (bool, error) {
-	return h.nftExistsIn(unix.NFPROTO_INET, MasqTable, msgType, tableAttr, nameAttr, name)
-}
-
-// nftExistsIn is nftExists for any table.
-func (h *Handle) nftExistsIn(family uint8, table string, msgType int, tableAttr, nameAttr uint16, name string) (bool, error) {
-	data, err := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
-		{Type: tableAttr, Data: []byte(table + "\x00")},
-		{Type: nameAttr, Data: []byte(name + "\x00")},
-	})
-	if err != nil {
-		return false, err
-	}
-	_, err = h.nfRaw.Execute(mdnetlink.Message{
-		Header: mdnetlink.Header{
-			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
-			Flags: mdnetlink.Request,
-		},
-		Data: append(nfgenmsg(family, 0), data...),
-	})
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.ENOENT):
-		return false, nil
-	}
-	return false, fmt.Errorf("get %s: %w", name, err)
-}
-
 // elemMsg builds a set element message for set with one element per key.
 func (h *Handle) elemMsg(msgType int, flags mdnetlink.HeaderFlags, set string, keys [][]byte) mdnetlink.Message {
 	elems := make([]nftElem, len(keys))
@@ -490,39 +418,6 @@ func (h *Handle) elemMsg(msgType int, flags mdnetlink.HeaderFlags, set string, k
 		elems[i].key = k
 	}
 	return nftElemMsg(MasqTable, set, msgType, flags, elems, false)
-}
-
-// nftBatch sends msgs (each with the ack flag) as one nftables transaction
-// and waits for their acks.
-func (h *Handle) nftBatch(msgs []mdnetlink.Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	batch := make([]mdnetlink.Message, 0, len(msgs)+2)
-	batch = append(batch, mdnetlink.Message{
-		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_BEGIN, Flags: mdnetlink.Request},
-		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
-	})
-	batch = append(batch, msgs...)
-	batch = append(batch, mdnetlink.Message{
-		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_END, Flags: mdnetlink.Request},
-		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
-	})
-	if _, err := h.nfRaw.SendMessages(batch); err != nil {
-		return err
-	}
-	var errs []error
-	for range msgs {
-		if _, err := h.nfRaw.Receive(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// nfgenmsg returns the nfnetlink header.
-func nfgenmsg(family uint8, resID uint16) []byte {
-	return append([]byte{family, unix.NFNETLINK_V0}, binaryutil.BigEndian.PutUint16(resID)...)
 }
 
 // masqObjects returns the table and maps, for nftables calls.
@@ -535,39 +430,7 @@ func masqObjects() (table *nftables.Table, set4, set6 *nftables.Set) {
 }
 
 // saddrVmap is `ip saddr vmap @set` (or ip6) in an inet chain.
-func saddrVmap(nfproto byte, set *nftables.Set) []expr.Any {
-	off, n := uint32(12), uint32(4) // IPv4 source address
-	if nfproto == unix.NFPROTO_IPV6 {
-		off, n = 8, 16
-	}
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0},
-	}
-}
-
-// daddrReturn is `ip daddr <p> return` (or ip6) in an inet chain.
-func daddrReturn(p netip.Prefix) []expr.Any {
-	nfproto, off, n := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4) // IPv4 destination address
-	if p.Addr().Is6() {
-		nfproto, off, n = unix.NFPROTO_IPV6, 24, 16
-	}
-	e := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-	}
-	if p.Bits() < p.Addr().BitLen() {
-		mask := make([]byte, n)
-		for i := 0; i < p.Bits(); i++ {
-			mask[i/8] |= 0x80 >> (i % 8)
-		}
-		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)})
-	}
-	return append(e,
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.Masked().Addr().AsSlice()},
-		&expr.Verdict{Kind: expr.VerdictReturn},
-	)
+func saddrVmap(v6 bool, set *nftables.Set) []expr.Any {
+	return append(loadAddr(true, v6),
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0})
 }

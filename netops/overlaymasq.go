@@ -56,15 +56,7 @@ func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet) error {
 	c.AddTable(table)
 	c.DelTable(table)
 	c.AddTable(table)
-	policy := nftables.ChainPolicyAccept
-	ch := c.AddChain(&nftables.Chain{
-		Name:     overlayMasqChain,
-		Table:    table,
-		Type:     nftables.ChainTypeNAT,
-		Hooknum:  nftables.ChainHookPostrouting,
-		Priority: nftables.ChainPriorityNATSource,
-		Policy:   &policy,
-	})
+	ch := addBaseChain(c, table, overlayMasqChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 	rule := func(comment string, exprs ...[]expr.Any) {
 		var all []expr.Any
 		for _, e := range exprs {
@@ -119,7 +111,7 @@ func (h *Handle) OverlayMasq() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
 	}
-	ok, err := h.nftExistsIn(unix.NFPROTO_INET, OverlayMasqTable, unix.NFT_MSG_GETCHAIN, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, overlayMasqChain)
+	ok, err := h.nftChainExists(unix.NFPROTO_INET, OverlayMasqTable, overlayMasqChain)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -134,36 +126,4 @@ func (h *Handle) OverlayMasq() ([]string, error) {
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-// matchPrefix is `ip saddr P` / `ip daddr P` (or ip6, or != with neg) in an
-// inet chain.
-func matchPrefix(src bool, p netip.Prefix, neg bool) []expr.Any {
-	nfproto, off, n := byte(unix.NFPROTO_IPV4), uint32(16), uint32(4)
-	if src {
-		off = 12
-	}
-	if p.Addr().Is6() {
-		nfproto, off, n = unix.NFPROTO_IPV6, 24, 16
-		if src {
-			off = 8
-		}
-	}
-	e := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nfproto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-	}
-	if p.Bits() < p.Addr().BitLen() {
-		mask := make([]byte, n)
-		for i := 0; i < p.Bits(); i++ {
-			mask[i/8] |= 0x80 >> (i % 8)
-		}
-		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: mask, Xor: make([]byte, n)})
-	}
-	op := expr.CmpOpEq
-	if neg {
-		op = expr.CmpOpNeq
-	}
-	return append(e, &expr.Cmp{Op: op, Register: 1, Data: p.Masked().Addr().AsSlice()})
 }
