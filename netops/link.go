@@ -53,6 +53,15 @@ func (h *Handle) LinkByName(name string) (Link, error) {
 	if err := checkIfName("get link", name); err != nil {
 		return Link{}, err
 	}
+	l, _, err := h.getLink(name)
+	return l, err
+}
+
+// getLink asks for the interface called name with one RTM_GETLINK and
+// returns it, with the payload of the kernel's RTM_NEWLINK answer for
+// attributes Link does not carry. The error wraps ErrNotFound when there is
+// none.
+func (h *Handle) getLink(name string) (Link, []byte, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
@@ -61,14 +70,14 @@ func (h *Handle) LinkByName(name string) (Link, error) {
 		err = unix.ENODEV
 	}
 	if err != nil {
-		return Link{}, fmt.Errorf("get link %q in %s: %w", name, h.where(), classify(err))
+		return Link{}, nil, fmt.Errorf("get link %q in %s: %w", name, h.where(), classify(err))
 	}
 	l, err := parseLink(msgs[0])
 	if err != nil {
-		return Link{}, fmt.Errorf("get link %q in %s: %w", name, h.where(), err)
+		return Link{}, nil, fmt.Errorf("get link %q in %s: %w", name, h.where(), err)
 	}
 	h.remember(l)
-	return l, nil
+	return l, msgs[0], nil
 }
 
 // Links returns all interfaces of the namespace.

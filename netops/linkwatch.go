@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,41 +26,18 @@ type LinkEvent struct {
 func (h *Handle) WatchLinks(ctx context.Context, errs func(error)) (<-chan LinkEvent, error) {
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
-	opts := netlink.LinkSubscribeOptions{ErrorCallback: errs}
-	if h.path != "" {
-		ns := h.ns
-		opts.Namespace = &ns
-	}
+	opts := netlink.LinkSubscribeOptions{ErrorCallback: errs, Namespace: h.subscribeNS()}
 	if err := netlink.LinkSubscribeWithOptions(updates, done, opts); err != nil {
 		return nil, fmt.Errorf("watch links in %s: %w", h.where(), err)
 	}
-	out := make(chan LinkEvent, 64)
-	go func() {
-		defer close(out)
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case u, ok := <-updates:
-				if !ok {
-					return
-				}
-				ev := LinkEvent{
-					Name:    u.Attrs().Name,
-					Index:   int(u.Index),
-					Up:      u.Flags&unix.IFF_UP != 0,
-					Deleted: u.Header.Type == unix.RTM_DELLINK,
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
+	return relay(ctx, updates, done, 64, func(u netlink.LinkUpdate) (LinkEvent, bool) {
+		return LinkEvent{
+			Name:    u.Attrs().Name,
+			Index:   int(u.Index),
+			Up:      u.Flags&unix.IFF_UP != 0,
+			Deleted: u.Header.Type == unix.RTM_DELLINK,
+		}, true
+	}), nil
 }
 
 // RouteEvent is a route added or deleted, as WatchRoutes reports it.
@@ -76,15 +54,39 @@ type RouteEvent struct {
 func (h *Handle) WatchRoutes(ctx context.Context, errs func(error)) (<-chan RouteEvent, error) {
 	updates := make(chan netlink.RouteUpdate, 1024)
 	done := make(chan struct{})
-	opts := netlink.RouteSubscribeOptions{ErrorCallback: errs, ReceiveBufferSize: 4 << 20}
-	if h.path != "" {
-		ns := h.ns
-		opts.Namespace = &ns
-	}
+	opts := netlink.RouteSubscribeOptions{ErrorCallback: errs, ReceiveBufferSize: 4 << 20, Namespace: h.subscribeNS()}
 	if err := netlink.RouteSubscribeWithOptions(updates, done, opts); err != nil {
 		return nil, fmt.Errorf("watch routes in %s: %w", h.where(), err)
 	}
-	out := make(chan RouteEvent, 1024)
+	return relay(ctx, updates, done, 1024, func(u netlink.RouteUpdate) (RouteEvent, bool) {
+		now := time.Now()
+		if u.Table != unix.RT_TABLE_MAIN {
+			return RouteEvent{}, false
+		}
+		p, ok := fromIPNet(u.Dst)
+		if !ok {
+			return RouteEvent{}, false
+		}
+		return RouteEvent{Dst: p.Masked(), LinkIndex: u.LinkIndex, Deleted: u.Type == unix.RTM_DELROUTE, Time: now}, true
+	}), nil
+}
+
+// subscribeNS is the namespace of a netlink subscription: nil for the
+// caller's own.
+func (h *Handle) subscribeNS() *netns.NsHandle {
+	if h.path == "" {
+		return nil
+	}
+	ns := h.ns
+	return &ns
+}
+
+// relay passes the kernel's updates, converted by conv (false: skip one),
+// to the returned channel (of capacity size) until ctx ends or updates is
+// closed; then it closes done, which ends the subscription, and the
+// channel.
+func relay[U, E any](ctx context.Context, updates <-chan U, done chan struct{}, size int, conv func(U) (E, bool)) <-chan E {
+	out := make(chan E, size)
 	go func() {
 		defer close(out)
 		defer close(done)
@@ -96,21 +98,17 @@ func (h *Handle) WatchRoutes(ctx context.Context, errs func(error)) (<-chan Rout
 				if !ok {
 					return
 				}
-				now := time.Now()
-				if u.Table != unix.RT_TABLE_MAIN {
-					continue
-				}
-				p, ok := fromIPNet(u.Dst)
+				ev, ok := conv(u)
 				if !ok {
 					continue
 				}
 				select {
-				case out <- RouteEvent{Dst: p.Masked(), LinkIndex: u.LinkIndex, Deleted: u.Type == unix.RTM_DELROUTE, Time: now}:
+				case out <- ev:
 				case <-ctx.Done():
 					return
 				}
 			}
 		}
 	}()
-	return out, nil
+	return out
 }

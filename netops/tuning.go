@@ -28,27 +28,16 @@ func (h *Handle) LinkSettings(name string) (LinkSettings, error) {
 	if err := checkIfName("get link settings", name); err != nil {
 		return LinkSettings{}, err
 	}
-	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
-	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
-	req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
-	msgs, err := h.rtExec(req, unix.RTM_NEWLINK)
-	if err == nil && len(msgs) == 0 {
-		err = unix.ENODEV
-	}
+	l, m, err := h.getLink(name)
 	if err != nil {
-		return LinkSettings{}, fmt.Errorf("get link %q in %s: %w", name, h.where(), classify(err))
+		return LinkSettings{}, err
 	}
-	l, err := parseLink(msgs[0])
-	if err != nil {
-		return LinkSettings{}, fmt.Errorf("get link %q in %s: %w", name, h.where(), err)
-	}
-	h.remember(l)
-	msg := nl.DeserializeIfInfomsg(msgs[0])
+	msg := nl.DeserializeIfInfomsg(m)
 	s := LinkSettings{
 		Name: l.Name, Index: l.Index, MAC: l.MAC, MTU: l.MTU, Promisc: l.Promisc,
 		Allmulti: msg.Flags&unix.IFF_ALLMULTI != 0,
 	}
-	attrs, err := nl.ParseRouteAttr(msgs[0][unix.SizeofIfInfomsg:])
+	attrs, err := nl.ParseRouteAttr(m[unix.SizeofIfInfomsg:])
 	if err != nil {
 		return LinkSettings{}, fmt.Errorf("get link %q in %s: parse RTM_NEWLINK: %w", name, h.where(), err)
 	}
