@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
 	"syscall"
 
+	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/google/nftables"
 	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
@@ -139,41 +139,19 @@ func (h *Handle) nsFD() (int, error) {
 
 // inNS runs fn on a locked OS thread that is inside the Handle's namespace.
 // It runs fn in the calling goroutine when the Handle is the caller's own
-// namespace. Otherwise a fresh goroutine switches its thread into the
-// namespace and back; if switching back fails, that goroutine exits with its
-// thread still locked, so the runtime discards the thread instead of reusing
-// it in the wrong namespace.
+// namespace, and otherwise on a thread of its own that nsthread.Do moves
+// into the namespace and back.
 func (h *Handle) inNS(fn func() error) error {
 	if h.path == "" {
 		return fn()
 	}
 	target := h.ns
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("open current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
+	return nsthread.Do(func() error {
 		if err := netns.Set(target); err != nil {
-			// setns failed, so the thread is still where it was.
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("enter %s: %w", h.where(), err)
-			return
+			return fmt.Errorf("enter %s: %w", h.where(), err)
 		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			done <- errors.Join(ferr, fmt.Errorf("return from %s: %w", h.where(), err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+		return nil
+	}, fn)
 }
 
 // rtSocket returns the raw rtnetlink socket, opening it on first use.

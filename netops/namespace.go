@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
+	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -25,32 +25,15 @@ func CreateNamedNS(name string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(NamedNSDir, name)
-	// netns.NewNamed moves the calling thread into the new namespace, so it
-	// runs on a locked thread of a goroutine of its own; if moving back
-	// fails, the goroutine exits with the thread locked and the runtime
-	// discards the thread.
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("open current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
+	// netns.NewNamed moves the calling thread into the new namespace.
+	err := nsthread.Do(func() error {
 		ns, err := netns.NewNamed(name)
 		if err == nil {
 			ns.Close()
 		}
-		if serr := netns.Set(orig); serr != nil {
-			done <- errors.Join(err, fmt.Errorf("return to the original namespace: %w", serr))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- err
-	}()
-	if err := <-done; err != nil {
+		return err
+	}, nil)
+	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("create network namespace %q: %w (%w)", path, ErrExists, err)
 		}

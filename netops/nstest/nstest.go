@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -55,41 +56,24 @@ func NewNS(t testing.TB, prefix string) string {
 	return filepath.Join("/run/netns", name)
 }
 
-// create makes the named namespace and sets its loopback up, on a locked
-// thread of a goroutine of its own: netns.NewNamed moves the thread into the
-// new namespace, and if moving back fails, the goroutine exits with the
-// thread still locked, so the runtime discards the thread.
+// create makes the named namespace and sets its loopback up, on a thread
+// that nsthread.Do moves into the new namespace (netns.NewNamed does) and
+// back.
 func create(name string) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- err
-			return
-		}
-		defer orig.Close()
+	created := false
+	err := nsthread.Do(func() error {
 		ns, err := netns.NewNamed(name)
 		if err != nil {
-			// NewNamed may have left the thread in the new namespace; do not
-			// unlock it.
-			done <- err
-			return
+			return err
 		}
-		defer ns.Close()
-		lerr := loUp()
-		if err := netns.Set(orig); err != nil {
-			done <- fmt.Errorf("return to the original namespace: %w", err)
-			return
-		}
-		runtime.UnlockOSThread()
-		if lerr != nil {
-			_ = netns.DeleteNamed(name)
-		}
-		done <- lerr
-	}()
-	return <-done
+		created = true
+		ns.Close()
+		return nil
+	}, loUp)
+	if err != nil && created {
+		_ = netns.DeleteNamed(name)
+	}
+	return err
 }
 
 // loUp sets lo up in the namespace of the calling thread.
