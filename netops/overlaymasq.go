@@ -51,10 +51,8 @@ func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet) error {
 	if err != nil {
 		return fmt.Errorf("ensure overlay masquerade in %s: %w", h.where(), err)
 	}
-	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
-	// Add (a no-op when it exists), delete, add: an atomic replacement.
-	c.AddTable(table)
-	c.DelTable(table)
+	// Drop and add in one transaction: an atomic replacement.
+	table := dropOverlayMasq(c)
 	c.AddTable(table)
 	ch := addBaseChain(c, table, overlayMasqChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 	rule := func(comment string, exprs ...[]expr.Any) {
@@ -95,13 +93,21 @@ func (h *Handle) DeleteOverlayMasq() error {
 	if err != nil {
 		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
 	}
-	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
-	c.AddTable(table)
-	c.DelTable(table)
+	dropOverlayMasq(c)
 	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
 	}
 	return nil
+}
+
+// dropOverlayMasq queues the deletion of the overlay masquerade table in c
+// (after adding it, a no-op when it exists, so that a missing table is no
+// error) and returns the table.
+func dropOverlayMasq(c *nftables.Conn) *nftables.Table {
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	c.AddTable(table)
+	c.DelTable(table)
+	return table
 }
 
 // OverlayMasq reports the comments of the overlay masquerade rules, in order

@@ -92,19 +92,10 @@ func (h *Handle) RootTBF(name string) (t TBF, found bool, err error) {
 // tbf (the link falls back to its default qdisc). A missing link or another
 // root qdisc is not an error.
 func (h *Handle) DeleteRootTBF(name string) error {
-	q, err := h.getQdisc(name, netlink.HANDLE_ROOT)
-	if isNotFound(err) || (err == nil && q.kind != "tbf") {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = h.nlh.QdiscDel(&netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: q.ifindex, Handle: q.handle, Parent: netlink.HANDLE_ROOT}})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("delete tbf of %q in %s: %w", name, h.where(), classify(err))
-	}
-	return nil
+	return h.deleteQdisc(name, netlink.HANDLE_ROOT, "tbf", func(q qdiscInfo) netlink.Qdisc {
+		return &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{
+			LinkIndex: q.ifindex, Handle: q.handle, Parent: netlink.HANDLE_ROOT}}
+	})
 }
 
 // EnsureIfb makes sure an ifb device called name exists and is up, created
@@ -218,17 +209,25 @@ func (h *Handle) IngressRedirect(name string) (to int, found bool, err error) {
 // DeleteIngressQdisc removes the ingress qdisc of the link called name and
 // with it its filters. A missing link or qdisc is not an error.
 func (h *Handle) DeleteIngressQdisc(name string) error {
-	q, err := h.getQdisc(name, netlink.HANDLE_INGRESS)
-	if isNotFound(err) || (err == nil && q.kind != "ingress") {
+	return h.deleteQdisc(name, netlink.HANDLE_INGRESS, "ingress", func(q qdiscInfo) netlink.Qdisc {
+		return &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
+			LinkIndex: q.ifindex, Handle: ingressHandle, Parent: netlink.HANDLE_INGRESS}}
+	})
+}
+
+// deleteQdisc removes the qdisc at parent of the link called name when it is
+// of kind, deleting the one qdisc(q) describes. A missing link or qdisc, or
+// one of another kind, is not an error.
+func (h *Handle) deleteQdisc(name string, parent uint32, kind string, qdisc func(q qdiscInfo) netlink.Qdisc) error {
+	q, err := h.getQdisc(name, parent)
+	if isNotFound(err) || (err == nil && q.kind != kind) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	err = h.nlh.QdiscDel(&netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: q.ifindex, Handle: ingressHandle, Parent: netlink.HANDLE_INGRESS}})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("delete ingress qdisc of %q in %s: %w", name, h.where(), classify(err))
+	if err := h.nlh.QdiscDel(qdisc(q)); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %s qdisc of %q in %s: %w", kind, name, h.where(), classify(err))
 	}
 	return nil
 }
