@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -151,40 +149,11 @@ func podIP(t *testing.T, r *current.Result, v4 bool) netip.Addr {
 	return netip.Addr{}
 }
 
-// reachable reports whether a TCP connection from pod "from" reaches a
-// listener in pod "to" on address ip.
+// reachable reports whether a TCP connection from netns "from" reaches a
+// listener in netns "to" on address ip (nstest.Reachable).
 func reachable(t *testing.T, from, to string, ip netip.Addr) error {
 	t.Helper()
-	var ln net.Listener
-	if err := nstest.Run(t, to, func() error {
-		var err error
-		ln, err = net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
-		return err
-	}); err != nil {
-		return fmt.Errorf("listen in %s: %w", to, err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hi"))
-			c.Close()
-		}
-	}()
-	return nstest.Run(t, from, func() error {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, 2)
-		c.SetReadDeadline(time.Now().Add(3 * time.Second))
-		_, err = c.Read(buf)
-		return err
-	})
+	return nstest.Reachable(t, from, to, ip)
 }
 
 // ourVeths returns the host veths cnibox created on the node.
