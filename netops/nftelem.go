@@ -86,45 +86,7 @@ func parseNftElems(b []byte) (set string, elems []nftElem, err error) {
 			ad.Nested(func(ld *mdnetlink.AttributeDecoder) error {
 				for ld.Next() {
 					var e nftElem
-					ld.Nested(func(ed *mdnetlink.AttributeDecoder) error {
-						for ed.Next() {
-							switch ed.Type() {
-							case unix.NFTA_SET_ELEM_KEY:
-								ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
-									for d.Next() {
-										if d.Type() == unix.NFTA_DATA_VALUE {
-											e.key = d.Bytes()
-										}
-									}
-									return nil
-								})
-							case unix.NFTA_SET_ELEM_DATA:
-								ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
-									for d.Next() {
-										switch d.Type() {
-										case unix.NFTA_DATA_VALUE:
-											e.data = d.Bytes()
-										case unix.NFTA_DATA_VERDICT:
-											d.Nested(func(v *mdnetlink.AttributeDecoder) error {
-												for v.Next() {
-													if v.Type() == unix.NFTA_VERDICT_CHAIN {
-														e.jump = v.String()
-													}
-												}
-												return nil
-											})
-										}
-									}
-									return nil
-								})
-							case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
-								e.expiring = true
-							case unix.NFTA_SET_ELEM_USERDATA:
-								e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
-							}
-						}
-						return nil
-					})
+					ld.Nested(e.decode)
 					elems = append(elems, e)
 				}
 				return nil
@@ -135,6 +97,50 @@ func parseNftElems(b []byte) (set string, elems []nftElem, err error) {
 		return "", nil, fmt.Errorf("decode set elements: %w", err)
 	}
 	return set, elems, nil
+}
+
+// decode fills e from the attributes of one element of a set element list.
+func (e *nftElem) decode(ed *mdnetlink.AttributeDecoder) error {
+	for ed.Next() {
+		switch ed.Type() {
+		case unix.NFTA_SET_ELEM_KEY:
+			ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+				e.key, _ = decodeNftData(d)
+				return nil
+			})
+		case unix.NFTA_SET_ELEM_DATA:
+			ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+				e.data, e.jump = decodeNftData(d)
+				return nil
+			})
+		case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
+			e.expiring = true
+		case unix.NFTA_SET_ELEM_USERDATA:
+			e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+		}
+	}
+	return nil
+}
+
+// decodeNftData decodes the attributes of a set element's key or data: a
+// value, or the chain of a jump verdict.
+func decodeNftData(d *mdnetlink.AttributeDecoder) (value []byte, jump string) {
+	for d.Next() {
+		switch d.Type() {
+		case unix.NFTA_DATA_VALUE:
+			value = d.Bytes()
+		case unix.NFTA_DATA_VERDICT:
+			d.Nested(func(v *mdnetlink.AttributeDecoder) error {
+				for v.Next() {
+					if v.Type() == unix.NFTA_VERDICT_CHAIN {
+						jump = v.String()
+					}
+				}
+				return nil
+			})
+		}
+	}
+	return value, jump
 }
 
 // getElem gets the element with key from set of table (single-element get).
