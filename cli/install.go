@@ -1,44 +1,64 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 )
 
+// binaryName is the name of the binary in a CNI bin dir; every role link
+// points at it.
+const binaryName = "cnibox"
+
 func installCommand(o Options) *ucli.Command {
 	return &ucli.Command{
 		Name:  "install",
-		Usage: "create or refresh a symlink to this binary for every role in a CNI bin dir",
-		UsageText: "cnibox install [--dir DIR] [--target BIN] [--force]\n\n" +
-			"Example: cnibox install --dir /opt/cni/bin",
+		Usage: "install the binary, a link per role and optionally a conflist, each atomically",
+		UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force]\n" +
+			"               [--conflist SRC [--conf-dir DIR] [--conf-name NAME]]\n\n" +
+			"Copies the binary to DIR/cnibox and makes DIR/<role> a relative symlink to it for every role;\n" +
+			"then, with --conflist, puts the network configuration list into the conf dir. Each file is\n" +
+			"written under a temporary name in its directory, synced and renamed over the old one: a\n" +
+			"runtime sees the old file or the new one, never a partial one, and a process executing the\n" +
+			"old binary keeps running it (the binary is never opened for writing, so no \"text file busy\").\n" +
+			"Files already up to date are left alone. The conflist comes last, so a runtime that finds\n" +
+			"it finds the plugins too.\n\n" +
+			"Example: cnibox install --dir /opt/cni/bin\n" +
+			"Example: cnibox install --dir /host/opt/cni/bin --conflist /etc/cnibox/cni-conf.json \\\n" +
+			"           --conf-dir /host/etc/cni/net.d --conf-name 10-cnibox.conflist   (a DaemonSet's init container)\n" +
+			"Example: cnibox install --dir /opt/cni/bin --target /usr/local/bin/cnibox   (links only, no copy)",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "dir", Value: "/opt/cni/bin", Usage: "the CNI plugin directory"},
-			&ucli.StringFlag{Name: "target", Usage: "the binary the links point to (default: this executable)"},
+			&ucli.StringFlag{Name: "binary", Usage: "the binary copied to DIR/cnibox (default: this executable)"},
+			&ucli.StringFlag{Name: "target", Usage: "copy nothing: link the roles to this existing binary instead"},
 			&ucli.BoolFlag{Name: "force", Usage: "replace files and links that are not cnibox's"},
+			&ucli.StringFlag{Name: "conflist", Usage: "a network configuration list to install (checked first)"},
+			&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --conflist goes"},
+			&ucli.StringFlag{Name: "conf-name", Usage: "the conflist's file name in --conf-dir, ending in .conflist (default: the name of --conflist)"},
 		},
 		Action: func(c *ucli.Context) error {
-			target := c.String("target")
-			if target == "" {
-				exe, err := os.Executable()
-				if err != nil {
-					return fmt.Errorf("find this executable: %w", err)
-				}
-				target = exe
-			}
-			target, err := filepath.Abs(target)
+			opts, err := installOptions(c, o)
 			if err != nil {
 				return err
 			}
-			if resolved, err := filepath.EvalSymlinks(target); err == nil {
-				target = resolved
-			}
-			res, err := Install(c.String("dir"), target, o.Registry.Names(), c.Bool("force"))
+			res, err := Install(opts)
 			for _, line := range res {
+				fmt.Fprintln(c.App.Writer, line)
+			}
+			if err != nil || c.String("conflist") == "" {
+				return err
+			}
+			line, err := InstallConflist(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"))
+			if line != "" {
 				fmt.Fprintln(c.App.Writer, line)
 			}
 			return err
@@ -46,58 +66,283 @@ func installCommand(o Options) *ucli.Command {
 	}
 }
 
-// Install makes dir/<name> a symlink to target for each name. A link that
-// already points at target is left alone; a file or link that is not ours is
-// replaced only with force. It returns one line per name saying what it did.
-func Install(dir, target string, names []string, force bool) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
+// installOptions turns the flags into InstallOptions.
+func installOptions(c *ucli.Context, o Options) (InstallOptions, error) {
+	opts := InstallOptions{Dir: c.String("dir"), Names: o.Registry.Names(), Force: c.Bool("force")}
+	if c.String("binary") != "" && c.String("target") != "" {
+		return opts, errors.New("--binary copies a binary and --target links to one: give one of them")
+	}
+	if t := c.String("target"); t != "" {
+		abs, err := filepath.Abs(t)
+		if err != nil {
+			return opts, err
+		}
+		opts.Target = abs
+		return opts, nil
+	}
+	opts.Binary = c.String("binary")
+	if opts.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return opts, fmt.Errorf("find this executable: %w", err)
+		}
+		opts.Binary = exe
+	}
+	return opts, nil
+}
+
+// InstallOptions say what Install puts into a CNI bin dir.
+type InstallOptions struct {
+	// Dir is the CNI bin dir.
+	Dir string
+	// Binary is copied to Dir/cnibox, and the role links point at the copy.
+	Binary string
+	// Target, when Binary is empty, is an existing binary the role links
+	// point at; nothing is copied.
+	Target string
+	// Names are the role names to link.
+	Names []string
+	// Force replaces files and links that are not cnibox's.
+	Force bool
+}
+
+// Install copies the binary into the bin dir (see installFile) and makes
+// Dir/<name> a symlink to it for each name. A link to a binary in Dir is
+// relative ("cnibox"), so it resolves wherever Dir is mounted; a link to a
+// Target elsewhere is that absolute path. A link that is already right is
+// left alone; a file or link that is not cnibox's is replaced only with
+// Force. It returns one line per file saying what it did.
+func Install(o InstallOptions) ([]string, error) {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", o.Dir, err)
+	}
+	var out []string
+	target := o.Target
+	if o.Binary != "" {
+		target = filepath.Join(o.Dir, binaryName)
+		changed, err := installFile(target, 0o755, func() (io.ReadCloser, error) { return os.Open(o.Binary) })
+		if err != nil {
+			return nil, fmt.Errorf("install %s as %s: %w", o.Binary, target, err)
+		}
+		out = append(out, fileLine(changed, target))
+	}
+	if target == "" {
+		return nil, errors.New("install: neither a binary to copy nor a target to link to")
 	}
 	self, err := os.Stat(target)
 	if err != nil {
-		return nil, fmt.Errorf("install target %s: %w", target, err)
+		return out, fmt.Errorf("install target %s: %w", target, err)
 	}
-	var out []string
+	link := target
+	if filepath.Clean(filepath.Dir(target)) == filepath.Clean(o.Dir) {
+		link = filepath.Base(target)
+	}
 	var errs []error
-	for _, name := range names {
-		p := filepath.Join(dir, name)
-		fi, err := os.Lstat(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
+	for _, name := range o.Names {
+		line, err := installLink(filepath.Join(o.Dir, name), link, self, o.Force)
+		out = append(out, line)
+		if err != nil {
 			errs = append(errs, err)
-			continue
-		default:
-			cur, statErr := os.Stat(p)
-			ours := statErr == nil && os.SameFile(cur, self)
-			if link, err := os.Readlink(p); err == nil && filepath.Base(link) == "cnibox" {
-				ours = true // a link left by an earlier install of cnibox
-			}
-			if ours && fi.Mode()&fs.ModeSymlink != 0 {
-				if link, _ := os.Readlink(p); link == target {
-					out = append(out, fmt.Sprintf("ok        %s -> %s", p, target))
-					continue
-				}
-			}
-			if !ours && !force {
-				errs = append(errs, fmt.Errorf("%s exists and is not cnibox's: remove it or rerun with --force", p))
-				out = append(out, fmt.Sprintf("skipped   %s (not ours; --force replaces it)", p))
-				continue
-			}
 		}
-		// Create under a temporary name and rename over the old entry, so a
-		// runtime never sees the plugin missing.
-		tmp := p + ".cnibox-new"
-		_ = os.Remove(tmp)
-		if err := os.Symlink(target, tmp); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := os.Rename(tmp, p); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, fmt.Sprintf("linked    %s -> %s", p, target))
 	}
 	return out, errors.Join(errs...)
+}
+
+// installLink makes p a symlink with the text link, which resolves to the
+// file self. It creates the link under a temporary name and renames it over
+// p, so a runtime never sees the plugin missing.
+func installLink(p, link string, self fs.FileInfo, force bool) (string, error) {
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "failed    " + p, err
+	default:
+		cur, statErr := os.Stat(p)
+		ours := statErr == nil && os.SameFile(cur, self)
+		old, readErr := os.Readlink(p)
+		if readErr == nil && filepath.Base(old) == binaryName {
+			ours = true // a link left by an earlier install of cnibox
+		}
+		if ours && fi.Mode()&fs.ModeSymlink != 0 && old == link {
+			return fmt.Sprintf("ok        %s -> %s", p, link), nil
+		}
+		if !ours && !force {
+			return fmt.Sprintf("skipped   %s (not ours; --force replaces it)", p),
+				fmt.Errorf("%s exists and is not cnibox's: remove it or rerun with --force", p)
+		}
+	}
+	tmp := p + ".cnibox-new-" + strconv.Itoa(os.Getpid())
+	_ = os.Remove(tmp)
+	if err := os.Symlink(link, tmp); err != nil {
+		return "failed    " + p, err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return "failed    " + p, err
+	}
+	return fmt.Sprintf("linked    %s -> %s", p, link), nil
+}
+
+// InstallConflist checks that src is a network configuration list and puts
+// it at dir/name the way installFile does. An empty name is src's base
+// name; the name must end in .conflist, the extension runtimes read lists
+// from. It returns a line saying what it did.
+func InstallConflist(src, dir, name string) (string, error) {
+	if name == "" {
+		name = filepath.Base(src)
+	}
+	if !strings.HasSuffix(name, ".conflist") || strings.Contains(name, "/") {
+		return "", fmt.Errorf("conflist name %q: use a file name ending in .conflist (runtimes read lists only from those; --conf-name sets it)", name)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("read conflist: %w", err)
+	}
+	if err := checkConflist(data); err != nil {
+		return "", fmt.Errorf("conflist %s: %w", src, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	dst := filepath.Join(dir, name)
+	changed, err := installFile(dst, 0o644, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		return "", fmt.Errorf("install conflist %s as %s: %w", src, dst, err)
+	}
+	return fileLine(changed, dst), nil
+}
+
+// checkConflist reports what keeps data from being a network configuration
+// list a runtime can load.
+func checkConflist(data []byte) error {
+	var l struct {
+		CNIVersion string `json:"cniVersion"`
+		Name       string `json:"name"`
+		Plugins    []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &l); err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if l.Name == "" {
+		return errors.New(`"name" is missing: a list needs a network name`)
+	}
+	if len(l.Plugins) == 0 {
+		return errors.New(`"plugins" is missing or empty: a list needs at least one plugin`)
+	}
+	for i, p := range l.Plugins {
+		if p.Type == "" {
+			return fmt.Errorf(`plugins[%d] has no "type"`, i)
+		}
+	}
+	return nil
+}
+
+// fileLine says what installFile did with dst.
+func fileLine(changed bool, dst string) string {
+	if changed {
+		return "installed " + dst
+	}
+	return "ok        " + dst
+}
+
+// installFile puts the content open returns at dst with mode, without ever
+// opening dst for writing: it writes a temporary file in dst's directory,
+// syncs it, renames it over dst and syncs the directory. A process
+// executing the old dst keeps its file (the rename only moves the name; a
+// write into a running binary fails with "text file busy"), and a reader
+// sees the old file or the new one, never part of one. A regular file dst
+// that already has this content and mode is left alone; changed reports
+// whether dst was replaced.
+func installFile(dst string, mode fs.FileMode, open func() (io.ReadCloser, error)) (changed bool, err error) {
+	src, err := open()
+	if err != nil {
+		return false, err
+	}
+	same, err := sameContent(dst, mode, src)
+	src.Close()
+	if err != nil || same {
+		return false, err
+	}
+	if src, err = open(); err != nil {
+		return false, err
+	}
+	defer src.Close()
+	dir := filepath.Dir(dst)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".*.tmp")
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = io.Copy(tmp, src); err != nil {
+		return false, err
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return false, err
+	}
+	if err = tmp.Sync(); err != nil {
+		return false, err
+	}
+	if err = tmp.Close(); err != nil {
+		return false, err
+	}
+	if err = os.Rename(tmp.Name(), dst); err != nil {
+		return false, err
+	}
+	return true, syncDir(dir)
+}
+
+// sameContent reports whether path is a regular file with mode whose
+// content is what r reads.
+func sameContent(path string, mode fs.FileMode, r io.Reader) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != mode {
+		return false, err // a symlink is replaced by the file itself
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, errA := io.ReadFull(f, a)
+		nb, errB := io.ReadFull(r, b)
+		if na != nb || !bytes.Equal(a[:na], b[:nb]) {
+			return false, nil
+		}
+		endA := errors.Is(errA, io.EOF) || errors.Is(errA, io.ErrUnexpectedEOF)
+		endB := errors.Is(errB, io.EOF) || errors.Is(errB, io.ErrUnexpectedEOF)
+		switch {
+		case errA != nil && !endA:
+			return false, errA
+		case errB != nil && !endB:
+			return false, errB
+		case endA || endB:
+			return endA && endB, nil
+		}
+	}
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
