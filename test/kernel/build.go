@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+const module = "github.com/cnibox/cnibox"
+
+// defaultPatterns are the trees whose tests need only the kernel and the
+// binary. Of test/, e2e's podman tests skip without podman and the overlay
+// tests need etcd and a control plane (make test, make test-kube).
+var defaultPatterns = []string{"./netops/...", "./roles/...", "./agent/...", "./test/e2e", "./test/reliability"}
+
+// testPackages lists the packages matching patterns that have tests;
+// patterns that match nothing (a tree being moved) are left out.
+func testPackages(patterns []string) ([]string, error) {
+	args := append([]string{"list", "-e", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}"}, patterns...)
+	cmd := exec.Command("go", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w: %s", err, stderr.Bytes())
+	}
+	var pkgs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if p := strings.TrimSpace(sc.Text()); p != "" {
+			pkgs = append(pkgs, strings.TrimPrefix(strings.TrimPrefix(p, module), "/"))
+		}
+	}
+	return pkgs, nil
+}
+
+// testBinaryName is the file name of pkg's test binary in the image.
+func testBinaryName(pkg string) string {
+	if pkg == "" {
+		return "root.test"
+	}
+	return strings.ReplaceAll(pkg, "/", "_") + ".test"
+}
+
+// buildDisk builds the test binaries and cnibox into a staging tree with a
+// copy of the sources and the guest's run list, and makes an ext4 image of
+// it. It returns the image and the packages in the order they run.
+func buildDisk(o options) (string, []string, error) {
+	patterns := o.pkgs
+	if len(patterns) == 0 {
+		patterns = defaultPatterns
+	}
+	var existing []string
+	for _, p := range patterns {
+		dir := strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/")
+		if _, err := os.Stat(dir); err == nil {
+			existing = append(existing, p)
+		}
+	}
+	pkgs, err := testPackages(existing)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(pkgs) == 0 {
+		return "", nil, fmt.Errorf("no packages with tests in %v", patterns)
+	}
+	stage := filepath.Join(o.cache, "stage")
+	if err := os.RemoveAll(stage); err != nil {
+		return "", nil, err
+	}
+	for _, d := range []string{"tests", "bin", "src"} {
+		if err := os.MkdirAll(filepath.Join(stage, d), 0o755); err != nil {
+			return "", nil, err
+		}
+	}
+	env := append(os.Environ(), "CGO_ENABLED=0")
+	goBuild := func(out string, args ...string) error {
+		cmd := command("go", append([]string{"build", "-trimpath", "-o", out}, args...)...)
+		cmd.Env = env
+		return cmd.Run()
+	}
+	cnibox := filepath.Join(stage, "bin", "cnibox")
+	if o.cnibox != "" {
+		if err := copyFile(o.cnibox, cnibox, 0o755); err != nil {
+			return "", nil, err
+		}
+	} else if err := goBuild(cnibox, "-tags", "urfave_cli_no_docs", "."); err != nil {
+		return "", nil, fmt.Errorf("build cnibox: %w", err)
+	}
+	if err := goBuild(filepath.Join(stage, "bin", "cnibox-fault"), "-tags", "faultpoints", "."); err != nil {
+		return "", nil, fmt.Errorf("build cnibox-fault: %w", err)
+	}
+	for _, p := range pkgs {
+		cmd := command("go", "test", "-c", "-o", filepath.Join(stage, "tests", testBinaryName(p)), "./"+p)
+		cmd.Env = env
+		if err := cmd.Run(); err != nil {
+			return "", nil, fmt.Errorf("build tests of %s: %w", p, err)
+		}
+	}
+	if err := copySources(".", filepath.Join(stage, "src")); err != nil {
+		return "", nil, fmt.Errorf("copy sources: %w", err)
+	}
+	var list strings.Builder
+	for _, p := range pkgs {
+		dir := p
+		if dir == "" {
+			dir = "."
+		}
+		fmt.Fprintf(&list, "%s %s\n", dir, testBinaryName(p))
+	}
+	if err := os.WriteFile(filepath.Join(stage, "packages"), []byte(list.String()), 0o644); err != nil {
+		return "", nil, err
+	}
+	var args strings.Builder
+	if o.run != "" {
+		fmt.Fprintf(&args, "-test.run=%s\n", o.run)
+	}
+	if err := os.WriteFile(filepath.Join(stage, "testargs"), []byte(args.String()), 0o644); err != nil {
+		return "", nil, err
+	}
+	img := filepath.Join(o.cache, "tests.ext4")
+	size, err := treeSize(stage)
+	if err != nil {
+		return "", nil, err
+	}
+	_ = os.Remove(img)
+	mk := exec.Command("mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-E", "root_owner=0:0", "-d", stage, img, fmt.Sprintf("%dM", size>>20*3/2+64))
+	if out, err := mk.CombinedOutput(); err != nil {
+		return "", nil, fmt.Errorf("mkfs.ext4: %w: %s", err, out)
+	}
+	return img, pkgs, nil
+}
+
+// copySources copies the repository's files (not .git, bin, or built
+// binaries) for the tests' testdata and relative paths.
+func copySources(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			if rel == ".git" || rel == "bin" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(rel, ".test") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return copyFile(path, filepath.Join(to, rel), info.Mode().Perm())
+	})
+}
+
+func copyFile(from, to string, mode os.FileMode) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, mode)
+}
+
+func treeSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := d.Info(); err == nil {
+			n += info.Size() + 4096
+		}
+		return nil
+	})
+	return n, err
+}
