@@ -57,6 +57,13 @@ test-kube: deps build
 	bash $(CURDIR)/../shared/tools/kube-control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
 
+# test-kernel: the tests that touch the kernel, run as root inside a qemu VM
+# (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER
+# for another), with every network module loaded; TEST_KERNEL_ARGS='-run X'.
+.PHONY: test-kernel
+test-kernel: build
+	$(GO) run ./test/kernel -cnibox $(CURDIR)/bin/cnibox -kernel '$(KERNEL)' $(TEST_KERNEL_ARGS)
+
 demo: build
 	@command -v ip >/dev/null && [ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
 	./test/demo.sh
