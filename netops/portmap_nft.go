@@ -33,6 +33,7 @@ const (
 	prioSrcNAT      = 100
 	pmExprFamily    = unix.NFPROTO_INET
 	reg1, reg2      = unix.NFT_REG_1, unix.NFT_REG_2
+	regMapData      = unix.NFT_REG_3 // above every key (at most 24 bytes from reg 1)
 	reg32at9        = unix.NFT_REG32_01
 	reg32at10       = unix.NFT_REG32_02
 	reg32at13       = unix.NFT_REG32_05
@@ -295,17 +296,22 @@ func postroutingRules() [][][]byte {
 		}
 		return mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainMasq4})
 	}
+	// A key-only lookup in a map (no destination register) needs Linux 6.5
+	// ("relax set/map validation checks"); older kernels refuse the rule
+	// with EINVAL. These rules test only that the key is in the map, so they
+	// load its data into a register nothing reads, which every kernel takes.
+	inMap := func(set string) []byte { return lookup(set, regMapData, true) }
 	return [][][]byte{
 		// ct status dnat meta l4proto . ct original proto-dst @port4 jump masq4
 		join(dnatted, nfproto(unix.NFPROTO_IPV4), [][]byte{l4proto(reg1), ctOrig(unix.NFT_CT_PROTO_DST, reg32at9),
-			lookup(pmSetPort4, 0, false), jump(false)}),
+			inMap(pmSetPort4), jump(false)}),
 		// ct status dnat ct original ip daddr . meta l4proto . ct original proto-dst @hostip4 jump masq4
 		join(dnatted, nfproto(unix.NFPROTO_IPV4), [][]byte{ctOrig(unix.NFT_CT_DST_IP, reg1), l4proto(reg32at9),
-			ctOrig(unix.NFT_CT_PROTO_DST, reg32at10), lookup(pmSetHostIP4, 0, false), jump(false)}),
+			ctOrig(unix.NFT_CT_PROTO_DST, reg32at10), inMap(pmSetHostIP4), jump(false)}),
 		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{l4proto(reg1), ctOrig(unix.NFT_CT_PROTO_DST, reg32at9),
-			lookup(pmSetPort6, 0, false), jump(true)}),
+			inMap(pmSetPort6), jump(true)}),
 		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{ctOrig(unix.NFT_CT_DST_IP6, reg1), l4proto(reg2),
-			ctOrig(unix.NFT_CT_PROTO_DST, reg32at13), lookup(pmSetHostIP6, 0, false), jump(true)}),
+			ctOrig(unix.NFT_CT_PROTO_DST, reg32at13), inMap(pmSetHostIP6), jump(true)}),
 	}
 }
 
