@@ -48,7 +48,7 @@ func TestEnsureBridge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			first, err := h.EnsureBridge(tt.opts)
-			skipIfNotSupported(t, err)
+			nstest.SkipIfKernelLacks(t, "bridge VLAN filtering", err)
 			must(t, err)
 			second, err := h.EnsureBridge(tt.opts)
 			must(t, err)
@@ -87,7 +87,7 @@ func TestEnsureBridge(t *testing.T) {
 			t.Errorf("after EnsureBridge: returned %+v, kernel %+v; want up, promisc", l, got)
 		}
 		l, err = h.EnsureBridge(netops.BridgeOpts{Name: "br2", VlanFiltering: true})
-		skipIfNotSupported(t, err)
+		nstest.SkipIfKernelLacks(t, "bridge VLAN filtering", err)
 		must(t, err)
 		if got, err = h.LinkByName("br2"); err != nil || !got.VlanFiltering || !l.VlanFiltering {
 			t.Errorf("after EnsureBridge: returned %+v, kernel %+v, %v; want vlan_filtering", l, got, err)
@@ -270,7 +270,7 @@ func TestPortVlan(t *testing.T) {
 	host := openNS(t, "pv")
 	pod := openNS(t, "pvp")
 	_, err := host.EnsureBridge(netops.BridgeOpts{Name: "br0", VlanFiltering: true})
-	skipIfNotSupported(t, err)
+	nstest.SkipIfKernelLacks(t, "bridge VLAN filtering", err)
 	must(t, err)
 	_, _, err = host.EnsureVeth(netops.VethOpts{HostName: "vethV", PeerName: "eth0", Peer: pod, Master: "br0"})
 	must(t, err)
@@ -290,13 +290,5 @@ func TestPortVlan(t *testing.T) {
 	}
 	if err := host.SetPortVlan("vethV", 4095); err == nil {
 		t.Error("SetPortVlan(4095) succeeded")
-	}
-}
-
-// skipIfNotSupported skips the test when the kernel lacks a feature.
-func skipIfNotSupported(t *testing.T, err error) {
-	t.Helper()
-	if errors.Is(err, netops.ErrNotSupported) {
-		t.Skipf("kernel lacks the feature: %v", err)
 	}
 }
