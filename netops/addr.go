@@ -13,6 +13,9 @@ import (
 // AddrOpts are the options of EnsureAddr.
 type AddrOpts struct {
 	NoDAD bool // IPv6: skip duplicate address detection (IFA_F_NODAD)
+	// NoPrefixRoute: the kernel adds no route to the address's subnet
+	// (IFA_F_NOPREFIXROUTE); the caller routes it.
+	NoPrefixRoute bool
 }
 
 // EnsureAddr adds the address p (address and prefix length, e.g.
@@ -26,6 +29,9 @@ func (h *Handle) EnsureAddr(link string, p netip.Prefix, o AddrOpts) error {
 	a := &netlink.Addr{IPNet: ipnet}
 	if o.NoDAD && p.Addr().Is6() {
 		a.Flags = unix.IFA_F_NODAD
+	}
+	if o.NoPrefixRoute {
+		a.Flags |= unix.IFA_F_NOPREFIXROUTE
 	}
 	err = h.withLinkIndex(link, func(idx int) error {
 		err := h.nlh.AddrAdd(indexOnly(idx), a)

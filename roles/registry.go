@@ -9,6 +9,7 @@ import (
 	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/ptp"
 	"github.com/cnibox/cnibox/roles/vxlan"
 )
 
@@ -28,5 +29,6 @@ func Registry() *cniplug.Registry {
 		meta.Tuning,
 		meta.Bandwidth,
 		vxlan.Role,
+		ptp.Role,
 	)
 }

@@ -1,0 +1,74 @@
+package attach
+
+import (
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+)
+
+// CheckMasq verifies that every address of prev has its masquerade entry.
+func CheckMasq(host *netops.Handle, prev *current.Result) error {
+	entries, err := host.MasqEntries()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	have := map[netip.Addr]bool{}
+	for _, e := range entries {
+		have[e.PodIP] = true
+	}
+	for _, ipc := range prev.IPs {
+		if ip := PrefixOf(ipc.Address).Addr(); !have[ip] {
+			return cniplug.Errorf(types.ErrIOFailure, "masquerade entry for %s is missing (table inet cnibox)", ip)
+		}
+	}
+	return nil
+}
+
+// GCMasq deletes network's masquerade entries whose pod address is not kept.
+func GCMasq(host *netops.Handle, network string, keep map[netip.Addr]bool) error {
+	entries, err := host.MasqEntries()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	var drop []netip.Addr
+	for _, e := range entries {
+		if e.Network == network && !keep[e.PodIP] {
+			drop = append(drop, e.PodIP)
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	if err := host.DeleteMasq(drop); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "remove stale masquerade entries %v: %w", drop, err)
+	}
+	return nil
+}
+
+// EnableForwarding turns on IP forwarding on the node for the families of
+// ips; a value already set is not written again.
+func EnableForwarding(host *netops.Handle, ips []netip.Prefix) error {
+	done := map[bool]bool{}
+	for _, p := range ips {
+		is4 := p.Addr().Is4()
+		if done[is4] {
+			continue
+		}
+		done[is4] = true
+		key := "net.ipv6.conf.all.forwarding"
+		if is4 {
+			key = "net.ipv4.ip_forward"
+		}
+		if v, err := host.Sysctl(key); err == nil && v == "1" {
+			continue
+		}
+		if err := host.SetSysctl(key, "1"); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "enable forwarding (%s): %w", key, err)
+		}
+	}
+	return nil
+}

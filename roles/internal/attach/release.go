@@ -1,0 +1,84 @@
+package attach
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Release undoes Reserve: it reads the attachment's addresses (from the
+// endpoint record, else prevResult, else none) and hands them to unhook
+// (optional: kernel state keyed by address, such as masquerade entries),
+// then runs the IPAM plugin's DEL and deletes the record. With IPAM in
+// process that is one store transaction, with the store's lock held from the
+// read, so a concurrent ADD cannot take a freed address before unhook is
+// done with it. A foreign IPAM plugin runs after, without the lock.
+// Everything already gone counts as released.
+func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([]netip.Addr) error) error {
+	t := a.Conf.IPAM.Type
+	inProcess := inProcessIPAM(a)
+	st, err := OpenStore(a, dataDir)
+	if err != nil {
+		return StoreErr(err)
+	}
+	defer st.Close()
+	key := store.SharedKey(st.Dir())
+	a.SetShared(key, st)
+	defer a.SetShared(key, nil)
+	ips, err := attachmentIPs(st, a)
+	if err != nil {
+		return err
+	}
+	if unhook != nil {
+		if err := unhook(ips); err != nil {
+			return err
+		}
+	}
+	var roleErr error
+	err = st.Batch(func() error {
+		if inProcess && t != "" {
+			if roleErr = a.DelegateDel(ctx, t, a.StdinData); roleErr != nil {
+				return roleErr
+			}
+		}
+		return st.DeleteEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
+	})
+	if roleErr != nil {
+		return roleErr
+	}
+	if err != nil {
+		return StoreErr(err)
+	}
+	if inProcess {
+		return nil
+	}
+	a.SetShared(key, nil)
+	st.Close()
+	return a.DelegateDel(ctx, t, a.StdinData)
+}
+
+// attachmentIPs returns the pod addresses from the endpoint record, or from
+// prevResult when there is no record.
+func attachmentIPs(st *store.Store, a *cniplug.Args) ([]netip.Addr, error) {
+	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
+	if err != nil {
+		return nil, StoreErr(err)
+	}
+	var ips []netip.Addr
+	if found {
+		for _, p := range ep.IPs {
+			ips = append(ips, p.Addr())
+		}
+		return ips, nil
+	}
+	prev, err := a.Conf.PrevResult()
+	if err != nil || prev == nil {
+		return nil, err
+	}
+	for _, ipc := range prev.IPs {
+		ips = append(ips, PrefixOf(ipc.Address).Addr())
+	}
+	return ips, nil
+}

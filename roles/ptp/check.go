@@ -1,0 +1,85 @@
+package ptp
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+)
+
+// check verifies the attachment against prevResult: the pod's veth, its
+// addresses and routes, the host end up with the gateways and the node's
+// routes to the pod, and the masquerade entries.
+func check(ctx context.Context, a *cniplug.Args) error {
+	c, err := parseConf(a)
+	if err != nil {
+		return err
+	}
+	prev, podIdx, err := attach.Prev(ctx, a)
+	if err != nil {
+		return err
+	}
+	pod, err := netops.Open(a.Netns)
+	if err != nil {
+		return cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
+	}
+	defer pod.Close()
+	if _, err := attach.CheckPodLink(pod, a, "veth", prev.Interfaces[podIdx]); err != nil {
+		return err
+	}
+	if err := attach.CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
+		return err
+	}
+	if err := attach.CheckPodRoutes(pod, a.IfName, prev); err != nil {
+		return err
+	}
+	host, err := netops.Open("")
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	defer host.Close()
+	if err := checkHost(host, attach.HostVethName(a.ContainerID, a.IfName), prev); err != nil {
+		return err
+	}
+	if c.IPMasq {
+		return attach.CheckMasq(host, prev)
+	}
+	return nil
+}
+
+// checkHost verifies the host end: up, with each gateway as a host address
+// and a route to each pod address.
+func checkHost(host *netops.Handle, hostName string, prev *current.Result) error {
+	hl, err := host.LinkByName(hostName)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q of the pod's veth: %w", hostName, err)
+	}
+	if !hl.Up {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q is down", hostName)
+	}
+	addrs, err := host.Addrs(hostName)
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	routes, err := host.Routes(hostName)
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	for _, ipc := range prev.IPs {
+		pod := attach.PrefixOf(ipc.Address).Addr()
+		bits := pod.BitLen()
+		if gw := attach.AddrOf(ipc.Gateway); gw.IsValid() && !slices.Contains(addrs, netip.PrefixFrom(gw, bits)) {
+			return cniplug.Errorf(types.ErrIOFailure, "gateway %s is missing on the host end %q (has %v)", gw, hostName, addrs)
+		}
+		if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == netip.PrefixFrom(pod, bits) }) {
+			return cniplug.Errorf(types.ErrIOFailure, "the node's route to the pod address %s via %q is missing", pod, hostName)
+		}
+	}
+	return nil
+}
