@@ -1,0 +1,186 @@
+// Command image builds cnibox's container image without a registry or a
+// container daemon: `make image` runs it to write bin/cnibox-image.tar, an
+// OCI image archive (with a docker-archive manifest.json beside the OCI
+// layout) that `ctr images import` and `podman load` take. The image holds
+// the given static binaries in /usr/local/bin and nothing else.
+//
+// With -manifest it also writes the Kubernetes manifest with its image
+// references set to the image built (-manifest-out), so that the manifest
+// and the archive always name the same image.
+//
+// The archive is reproducible: the same binaries, -ref and -epoch give the
+// same bytes.
+//
+//	go run ./deploy/image -o bin/cnibox-image.tar -ref ghcr.io/cnibox/cnibox:v1 \
+//	    -manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
+//	    bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// binDir is where the binaries go in the image.
+const binDir = "usr/local/bin"
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "bin/cnibox-image.tar", "the image archive to write")
+	ref := fs.String("ref", "", "the image's name and tag, e.g. ghcr.io/cnibox/cnibox:v1.0.0")
+	epoch := fs.Int64("epoch", envEpoch(), "every file's mtime and the image's creation time, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
+	arch := fs.String("arch", runtime.GOARCH, "the binaries' architecture")
+	manifest := fs.String("manifest", "", "a Kubernetes manifest whose image: references are set to -ref")
+	manifestOut := fs.String("manifest-out", "", "where the manifest with -ref goes")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT] BINARY...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkRef(*ref); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("no binaries: name the files to put into /" + binDir)
+	}
+	if (*manifest == "") != (*manifestOut == "") {
+		return errors.New("-manifest and -manifest-out go together")
+	}
+	img := Image{
+		Ref:     *ref,
+		Created: time.Unix(*epoch, 0).UTC(),
+		OS:      "linux",
+		Arch:    *arch,
+		Config:  imageConfig(*ref),
+	}
+	for _, p := range fs.Args() {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		img.Files = append(img.Files, File{Path: path.Join(binDir, filepath.Base(p)), Mode: 0o755, Data: data})
+	}
+	var buf bytes.Buffer
+	dgst, err := WriteArchive(&buf, img)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(*out, buf.Bytes()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s (manifest %s)\n", *out, *ref, dgst)
+	if *manifest == "" {
+		return nil
+	}
+	in, err := os.ReadFile(*manifest)
+	if err != nil {
+		return err
+	}
+	rendered, err := RenderManifest(in, *ref)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *manifest, err)
+	}
+	if err := writeFileAtomic(*manifestOut, rendered); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s with image %s\n", *manifestOut, *manifest, *ref)
+	return nil
+}
+
+// imageConfig is the image's run configuration. Every container of the
+// manifest gives its own command; the default one prints the version.
+func imageConfig(ref string) ocispec.ImageConfig {
+	return ocispec.ImageConfig{
+		Env: []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Cmd: []string{"/" + binDir + "/cnibox", "version"},
+		Labels: map[string]string{
+			ocispec.AnnotationTitle:    "cnibox",
+			ocispec.AnnotationSource:   "https://github.com/cnibox/cnibox",
+			ocispec.AnnotationVersion:  ref[strings.LastIndex(ref, ":")+1:],
+			ocispec.AnnotationLicenses: "Apache-2.0",
+		},
+	}
+}
+
+// tagRe is a tag as the distribution spec allows it.
+var tagRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// checkRef reports what is wrong with ref as a name:tag.
+func checkRef(ref string) error {
+	i := strings.LastIndex(ref, ":")
+	if ref == "" || i < 0 || strings.Contains(ref[i:], "/") {
+		return fmt.Errorf("-ref %q: give a name and a tag, e.g. ghcr.io/cnibox/cnibox:v1.0.0", ref)
+	}
+	if name := ref[:i]; name == "" || name != strings.ToLower(name) {
+		return fmt.Errorf("-ref %q: the name must be lower case and not empty", ref)
+	}
+	if !tagRe.MatchString(ref[i+1:]) {
+		return fmt.Errorf("-ref %q: the tag %q has characters a tag cannot have", ref, ref[i+1:])
+	}
+	return nil
+}
+
+// imageLineRe matches the value of a manifest's image: fields.
+var imageLineRe = regexp.MustCompile(`(?m)^(\s*(?:-\s+)?image:\s*)("?)[^\s"#]+("?)`)
+
+// RenderManifest returns manifest with every image: value set to ref.
+func RenderManifest(manifest []byte, ref string) ([]byte, error) {
+	if !imageLineRe.Match(manifest) {
+		return nil, errors.New("no image: field to set")
+	}
+	return imageLineRe.ReplaceAll(manifest, []byte("${1}${2}"+ref+"${3}")), nil
+}
+
+// writeFileAtomic writes data to a temporary file beside p and renames it
+// over p.
+func writeFileAtomic(p string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+// envEpoch is $SOURCE_DATE_EPOCH, or 0.
+func envEpoch() int64 {
+	n, _ := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64)
+	return n
+}

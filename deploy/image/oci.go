@@ -1,0 +1,210 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	_ "crypto/sha256" // go-digest's sha256 digester
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// annotationImageName is the annotation containerd names an imported image
+// after.
+const annotationImageName = "io.containerd.image.name"
+
+// File is one regular file of the image's layer.
+type File struct {
+	Path string // inside the image, relative: usr/local/bin/cnibox
+	Mode int64
+	Data []byte
+}
+
+// Image describes the image to build.
+type Image struct {
+	Ref     string    // name:tag, e.g. ghcr.io/cnibox/cnibox:v1.0.0
+	Created time.Time // the config's creation time and every mtime
+	OS      string
+	Arch    string
+	Config  ocispec.ImageConfig
+	Files   []File
+}
+
+// blob is one content-addressed file of the archive.
+type blob struct {
+	desc ocispec.Descriptor
+	data []byte
+}
+
+func newBlob(mediaType string, data []byte) blob {
+	return blob{desc: ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}, data: data}
+}
+
+// path is where the blob lives in an OCI image layout.
+func (b blob) path() string {
+	return path.Join(ocispec.ImageBlobsDir, b.desc.Digest.Algorithm().String(), b.desc.Digest.Encoded())
+}
+
+// dockerManifest is one entry of a docker-archive's manifest.json.
+type dockerManifest struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+// WriteArchive writes img as one tar stream that is both an OCI image
+// layout (oci-layout, index.json, blobs/sha256/...) and a docker-archive
+// (manifest.json naming the same blobs), so that `ctr images import`,
+// `podman load` and `docker load` all take it. The output depends only on
+// img: entries are sorted, and owners and mtimes are fixed. It returns the
+// digest of the image manifest.
+func WriteArchive(w io.Writer, img Image) (digest.Digest, error) {
+	layer, diffID, err := layerBlob(img)
+	if err != nil {
+		return "", err
+	}
+	created := img.Created.UTC()
+	cfg := ocispec.Image{
+		Created:  &created,
+		Platform: ocispec.Platform{OS: img.OS, Architecture: img.Arch},
+		Config:   img.Config,
+		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
+		History:  []ocispec.History{{Created: &created, CreatedBy: "cnibox deploy/image"}},
+	}
+	cfgBlob, err := jsonBlob(ocispec.MediaTypeImageConfig, cfg)
+	if err != nil {
+		return "", err
+	}
+	manifest := ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    cfgBlob.desc,
+		Layers:    []ocispec.Descriptor{layer.desc},
+	}
+	manBlob, err := jsonBlob(ocispec.MediaTypeImageManifest, manifest)
+	if err != nil {
+		return "", err
+	}
+	manDesc := manBlob.desc
+	manDesc.Platform = &cfg.Platform
+	manDesc.Annotations = map[string]string{annotationImageName: img.Ref, ocispec.AnnotationRefName: img.Ref}
+	index, err := json.Marshal(ocispec.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: []ocispec.Descriptor{manDesc},
+	})
+	if err != nil {
+		return "", err
+	}
+	layout, err := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
+	if err != nil {
+		return "", err
+	}
+	docker, err := json.Marshal([]dockerManifest{{Config: cfgBlob.path(), RepoTags: []string{img.Ref}, Layers: []string{layer.path()}}})
+	if err != nil {
+		return "", err
+	}
+
+	files := map[string][]byte{
+		ocispec.ImageLayoutFile: layout,
+		ocispec.ImageIndexFile:  index,
+		"manifest.json":         docker,
+	}
+	for _, b := range []blob{layer, cfgBlob, manBlob} {
+		files[b.path()] = b.data
+	}
+	if err := writeTar(w, files, created); err != nil {
+		return "", err
+	}
+	return manBlob.desc.Digest, nil
+}
+
+// layerBlob builds the image's one layer: img.Files and their parent
+// directories, as a gzipped tar. It also returns the digest of the
+// uncompressed tar (the layer's diff ID).
+func layerBlob(img Image) (blob, digest.Digest, error) {
+	files := map[string][]byte{}
+	modes := map[string]int64{}
+	for _, f := range img.Files {
+		p := strings.TrimPrefix(path.Clean(f.Path), "/")
+		files[p], modes[p] = f.Data, f.Mode
+	}
+	var raw bytes.Buffer
+	if err := writeTarModes(&raw, files, modes, img.Created); err != nil {
+		return blob{}, "", err
+	}
+	diffID := digest.FromBytes(raw.Bytes())
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.DefaultCompression)
+	if err != nil {
+		return blob{}, "", err
+	}
+	if _, err := zw.Write(raw.Bytes()); err != nil {
+		return blob{}, "", err
+	}
+	if err := zw.Close(); err != nil {
+		return blob{}, "", err
+	}
+	return newBlob(ocispec.MediaTypeImageLayerGzip, gz.Bytes()), diffID, nil
+}
+
+func jsonBlob(mediaType string, v any) (blob, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return blob{}, err
+	}
+	return newBlob(mediaType, data), nil
+}
+
+// writeTar writes files (mode 0644) and their directories.
+func writeTar(w io.Writer, files map[string][]byte, mtime time.Time) error {
+	return writeTarModes(w, files, nil, mtime)
+}
+
+// writeTarModes writes files, each with its mode in modes (0644 when
+// absent), and every parent directory (0755), in name order, owned by root,
+// with mtime.
+func writeTarModes(w io.Writer, files map[string][]byte, modes map[string]int64, mtime time.Time) error {
+	entries := map[string]bool{} // name -> is a directory
+	for p := range files {
+		entries[p] = false
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			entries[d] = true
+		}
+	}
+	names := make([]string, 0, len(entries))
+	for n := range entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tar.NewWriter(w)
+	for _, n := range names {
+		hdr := &tar.Header{Name: n, ModTime: mtime}
+		if entries[n] {
+			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, n+"/", 0o755
+		} else {
+			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, int64(len(files[n])), 0o644
+			if m, ok := modes[n]; ok {
+				hdr.Mode = m
+			}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("tar %s: %w", n, err)
+		}
+		if !entries[n] {
+			if _, err := tw.Write(files[n]); err != nil {
+				return fmt.Errorf("tar %s: %w", n, err)
+			}
+		}
+	}
+	return tw.Close()
+}
