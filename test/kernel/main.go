@@ -110,13 +110,13 @@ func run(o options) (int, error) {
 		st, ok := res.status[dir]
 		switch {
 		case !ok:
-			fmt.Printf("  %-40s did not finish\n", p)
+			fmt.Printf("  %-40s did not finish\n", dir)
 			code = 1
 		case st != 0:
-			fmt.Printf("  %-40s FAIL (exit %d)\n", p, st)
+			fmt.Printf("  %-40s FAIL (exit %d) %ds\n", dir, st, res.seconds[dir])
 			code = 1
 		default:
-			fmt.Printf("  %-40s ok\n", p)
+			fmt.Printf("  %-40s ok %ds\n", dir, res.seconds[dir])
 		}
 	}
 	if !res.done {

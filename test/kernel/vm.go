@@ -53,8 +53,10 @@ export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cni
 args=$(cat /t/testargs)
 while read -r dir bin; do
 	echo "=== package $dir"
+	start=$(date +%s)
 	(cd "/t/src/$dir" && "/t/tests/$bin" -test.v -test.count=1 -test.timeout=20m $args < /dev/null 2>&1)
-	echo "` + markStatus + ` $dir $?"
+	rc=$?
+	echo "` + markStatus + ` $dir $rc $(($(date +%s) - start))"
 done < /t/packages
 sync
 echo "` + markDone + `"
@@ -63,9 +65,10 @@ poweroff -f
 
 // result is what the guest reported on its console.
 type result struct {
-	uname  string
-	status map[string]int // by package directory ("." for the root)
-	done   bool
+	uname   string
+	status  map[string]int // exit status by package directory ("." for the root)
+	seconds map[string]int // run time by package directory
+	done    bool
 }
 
 // boot runs the kernel under qemu (TCG: no nested virtualization here),
@@ -98,7 +101,7 @@ func boot(o options, initrd, disk string) (result, error) {
 // parseConsole copies the console to w line by line and collects the
 // markers.
 func parseConsole(r io.Reader, w io.Writer) result {
-	res := result{status: map[string]int{}}
+	res := result{status: map[string]int{}, seconds: map[string]int{}}
 	br := bufio.NewReader(r)
 	for {
 		line, err := br.ReadString('\n')
@@ -112,9 +115,12 @@ func parseConsole(r io.Reader, w io.Writer) result {
 			switch {
 			case len(f) == 2 && f[0] == markUname:
 				res.uname = f[1]
-			case len(f) == 3 && f[0] == markStatus:
+			case len(f) == 4 && f[0] == markStatus:
 				if n, err := strconv.Atoi(f[2]); err == nil {
 					res.status[f[1]] = n
+				}
+				if n, err := strconv.Atoi(f[3]); err == nil {
+					res.seconds[f[1]] = n
 				}
 			case len(f) == 1 && f[0] == markDone:
 				res.done = true
