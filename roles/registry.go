@@ -8,6 +8,7 @@ import (
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/hostlocal"
+	"github.com/cnibox/cnibox/roles/macvlan"
 	"github.com/cnibox/cnibox/roles/meta"
 	"github.com/cnibox/cnibox/roles/ptp"
 	"github.com/cnibox/cnibox/roles/vxlan"
@@ -30,5 +31,6 @@ func Registry() *cniplug.Registry {
 		meta.Bandwidth,
 		vxlan.Role,
 		ptp.Role,
+		macvlan.Role,
 	)
 }

@@ -1,0 +1,204 @@
+package netops
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// MacvlanModes are the macvlan modes by name, as `ip link` spells them.
+var MacvlanModes = map[string]uint32{
+	"private":  nl.MACVLAN_MODE_PRIVATE,
+	"vepa":     nl.MACVLAN_MODE_VEPA,
+	"bridge":   nl.MACVLAN_MODE_BRIDGE,
+	"passthru": nl.MACVLAN_MODE_PASSTHRU,
+	"source":   nl.MACVLAN_MODE_SOURCE,
+}
+
+// IpvlanModes are the ipvlan modes by name.
+var IpvlanModes = map[string]uint16{"l2": 0, "l3": 1, "l3s": 2}
+
+// SubLinkOpts describes a macvlan or ipvlan device on a master (lower)
+// interface for EnsureMacvlan and EnsureIpvlan.
+type SubLinkOpts struct {
+	Name   string // the new device's name, in Into's namespace
+	Master string // the lower device, in the Handle's namespace
+	// Into is the namespace the device is created in (directly, under its
+	// final name); nil means the Handle's own.
+	Into *Handle
+	Mode string // a key of MacvlanModes or IpvlanModes; "" = bridge / l2
+	MTU  int    // 0 = the master's
+	MAC  net.HardwareAddr
+	// BCQueueLen is a macvlan's broadcast queue length; 0 = kernel default.
+	BCQueueLen int
+}
+
+// SubLink is what EnsureMacvlan and EnsureIpvlan report about a device.
+type SubLink struct {
+	Link
+	Mode string // as in SubLinkOpts
+}
+
+// EnsureMacvlan makes sure the macvlan device o describes exists in o.Into.
+// A new one is created down, with one RTM_NEWLINK directly in o.Into under
+// o.Name; the caller sets it up once its addresses are on (so that
+// arp_notify announces them). An existing macvlan of that name in the same
+// mode (and with o.MAC, when given) is kept; any other device of that name
+// is an error that wraps ErrExists.
+func (h *Handle) EnsureMacvlan(o SubLinkOpts) (SubLink, error) {
+	if o.Mode == "" {
+		o.Mode = "bridge"
+	}
+	mode, ok := MacvlanModes[o.Mode]
+	if !ok {
+		return SubLink{}, fmt.Errorf("ensure macvlan %q: unknown mode %q", o.Name, o.Mode)
+	}
+	data := []*nl.RtAttr{nl.NewRtAttr(nl.IFLA_MACVLAN_MODE, nl.Uint32Attr(mode))}
+	if o.BCQueueLen > 0 {
+		data = append(data, nl.NewRtAttr(nl.IFLA_MACVLAN_BC_QUEUE_LEN, u32(o.BCQueueLen)))
+	}
+	return h.ensureSubLink("macvlan", o, data)
+}
+
+// EnsureIpvlan is EnsureMacvlan for an ipvlan device (modes l2, l3, l3s).
+// An ipvlan shares its master's MAC, so o.MAC must be empty.
+func (h *Handle) EnsureIpvlan(o SubLinkOpts) (SubLink, error) {
+	if o.Mode == "" {
+		o.Mode = "l2"
+	}
+	mode, ok := IpvlanModes[o.Mode]
+	if !ok {
+		return SubLink{}, fmt.Errorf("ensure ipvlan %q: unknown mode %q", o.Name, o.Mode)
+	}
+	if len(o.MAC) > 0 {
+		return SubLink{}, fmt.Errorf("ensure ipvlan %q: an ipvlan device has its master's MAC", o.Name)
+	}
+	return h.ensureSubLink("ipvlan", o, []*nl.RtAttr{nl.NewRtAttr(nl.IFLA_IPVLAN_MODE, nl.Uint16Attr(mode))})
+}
+
+func (h *Handle) ensureSubLink(kind string, o SubLinkOpts, data []*nl.RtAttr) (SubLink, error) {
+	if err := checkIfName("ensure "+kind, o.Name); err != nil {
+		return SubLink{}, err
+	}
+	into := o.Into
+	if into == nil {
+		into = h
+	}
+	what := fmt.Sprintf("ensure %s %q on %q (in %s)", kind, o.Name, o.Master, into.where())
+	master, err := h.LinkByName(o.Master)
+	if err != nil {
+		return SubLink{}, fmt.Errorf("%s: master: %w", what, err)
+	}
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	attrs := []nl.NetlinkRequestData{
+		nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(o.Name)),
+		nl.NewRtAttr(unix.IFLA_LINK, u32(master.Index)),
+	}
+	if o.MTU > 0 {
+		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_MTU, u32(o.MTU)))
+	}
+	if len(o.MAC) > 0 {
+		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_ADDRESS, []byte(o.MAC)))
+	}
+	if into != h {
+		fd, err := into.nsFD()
+		if err != nil {
+			return SubLink{}, fmt.Errorf("%s: %w", what, err)
+		}
+		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_NET_NS_FD, u32(fd)))
+	}
+	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
+	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated(kind))
+	d := info.AddRtAttr(nl.IFLA_INFO_DATA, nil)
+	for _, a := range data {
+		d.AddChild(a)
+	}
+	attrs = append(attrs, info)
+
+	// The echo comes from the namespace the request was sent in, which is
+	// not where a device created in another one lives: look it up there.
+	_, _, err = h.createLink(msg, attrs...)
+	if errors.Is(err, unix.EEXIST) {
+		l, err := into.SubLinkByName(o.Name)
+		if err != nil {
+			return SubLink{}, fmt.Errorf("%s: %w", what, err)
+		}
+		if l.Kind != kind || l.Mode != o.Mode || (len(o.MAC) > 0 && !bytes.Equal(l.MAC, o.MAC)) {
+			return SubLink{}, fmt.Errorf("%s: interface %q already exists in %s (kind %q, mode %q): %w", what, o.Name, into.where(), l.Kind, l.Mode, ErrExists)
+		}
+	} else if err != nil {
+		return SubLink{}, fmt.Errorf("%s: %w", what, classify(err))
+	}
+	l, err := into.SubLinkByName(o.Name)
+	if err != nil {
+		return SubLink{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return l, nil
+}
+
+// SubLinkByName returns the interface called name with its macvlan or
+// ipvlan mode ("" for other kinds). The error wraps ErrNotFound when there
+// is none.
+func (h *Handle) SubLinkByName(name string) (SubLink, error) {
+	if err := checkIfName("get link", name); err != nil {
+		return SubLink{}, err
+	}
+	l, raw, err := h.getLink(name)
+	if err != nil {
+		return SubLink{}, err
+	}
+	s := SubLink{Link: l}
+	if l.Kind != "macvlan" && l.Kind != "ipvlan" {
+		return s, nil
+	}
+	attrs, err := nl.ParseRouteAttr(raw[unix.SizeofIfInfomsg:])
+	if err != nil {
+		return SubLink{}, fmt.Errorf("get link %q: parse: %w", name, err)
+	}
+	for _, a := range attrs {
+		if a.Attr.Type&nlaTypeMask != unix.IFLA_LINKINFO {
+			continue
+		}
+		infos, err := nl.ParseRouteAttr(a.Value)
+		if err != nil {
+			return SubLink{}, fmt.Errorf("get link %q: parse link info: %w", name, err)
+		}
+		for _, info := range infos {
+			if info.Attr.Type&nlaTypeMask != nl.IFLA_INFO_DATA {
+				continue
+			}
+			s.Mode = subLinkMode(l.Kind, info.Value)
+		}
+	}
+	return s, nil
+}
+
+// subLinkMode decodes the mode of a macvlan or ipvlan's IFLA_INFO_DATA.
+func subLinkMode(kind string, b []byte) string {
+	data, err := nl.ParseRouteAttr(b)
+	if err != nil {
+		return ""
+	}
+	native := nl.NativeEndian()
+	for _, d := range data {
+		switch {
+		case kind == "macvlan" && d.Attr.Type&nlaTypeMask == nl.IFLA_MACVLAN_MODE && len(d.Value) >= 4:
+			for name, m := range MacvlanModes {
+				if m == native.Uint32(d.Value) {
+					return name
+				}
+			}
+		case kind == "ipvlan" && d.Attr.Type&nlaTypeMask == nl.IFLA_IPVLAN_MODE && len(d.Value) >= 2:
+			for name, m := range IpvlanModes {
+				if m == native.Uint16(d.Value) {
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,163 @@
+package lower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+	"github.com/cnibox/cnibox/store"
+)
+
+func (s *Spec) add(ctx context.Context, a *cniplug.Args) (_ types.Result, err error) {
+	c, err := s.parseConf(a)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := netops.Open(a.Netns)
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
+	}
+	defer pod.Close()
+	mh := pod // where the master is
+	if !c.LinkInContainer {
+		if mh, err = netops.Open(""); err != nil {
+			return nil, cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		defer mh.Close()
+	}
+	if _, err := s.resolveMaster(mh, c); err != nil {
+		return nil, err
+	}
+	if _, err := pod.LinkByName(a.IfName); err == nil {
+		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
+	}
+	if s.MAC && c.mac == nil && c.Mode != "passthru" {
+		// Picked here so the endpoint record holds it before the device
+		// exists (a passthru device keeps the master's).
+		c.mac = netops.RandomMAC()
+	}
+
+	var undo cniplug.Undo
+	defer func() {
+		if err != nil {
+			undo.Run()
+		}
+	}()
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	var p *plan
+	_, err = attach.Reserve(ctx, a, c.DataDir, func(ipamRes *current.Result) (store.Endpoint, error) {
+		p = planOf(a, c, ipamRes, res)
+		ep := attach.NewEndpoint(a, res)
+		ep.Extra = map[string]string{"master": c.Master, "mode": c.Mode}
+		if c.LinkInContainer {
+			ep.Extra["linkInContainer"] = "true"
+		}
+		if c.mac != nil {
+			ep.MAC = c.mac.String()
+		}
+		return ep, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	undo.Push(func() { _ = attach.Release(context.WithoutCancel(ctx), a, c.DataDir, nil) })
+
+	into := pod
+	if c.LinkInContainer {
+		into = nil
+	}
+	l, err := s.Create(mh, netops.SubLinkOpts{Name: a.IfName, Master: c.Master, Into: into, Mode: c.Mode, MTU: c.MTU, MAC: c.mac, BCQueueLen: c.BCQueueLen})
+	if errors.Is(err, netops.ErrExists) {
+		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "create %s %q: %w", s.Kind, a.IfName, err)
+	}
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "create %s %q on %q: %w", s.Kind, a.IfName, c.Master, err)
+	}
+	undo.Push(func() { _ = pod.DeleteLink(a.IfName) })
+	a.Mark(s.Kind)
+	res.Interfaces = []*current.Interface{{Name: a.IfName, Mac: l.MAC.String(), Sandbox: a.Netns}}
+	if err := s.apply(pod, a, p); err != nil {
+		return nil, err
+	}
+	a.Mark("addresses")
+	undo.Discard()
+	return res, nil
+}
+
+// plan is what goes on the pod's device: its addresses, then (once it is
+// up) the routes.
+type plan struct {
+	addrs  []netip.Prefix
+	routes []netops.Route
+}
+
+// planOf works out from IPAM's result (nil without IPAM) what the pod gets
+// and fills res's IPs (on interface 0), routes and DNS with it.
+func planOf(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *plan {
+	p := &plan{}
+	if ipamRes != nil {
+		idx := 0
+		gws := map[bool]netip.Addr{}
+		for _, ipc := range ipamRes.IPs {
+			pfx := attach.PrefixOf(ipc.Address)
+			p.addrs = append(p.addrs, pfx)
+			if gw := attach.AddrOf(ipc.Gateway); gw.IsValid() {
+				if _, seen := gws[gw.Is4()]; !seen {
+					gws[gw.Is4()] = gw
+				}
+			}
+			res.IPs = append(res.IPs, &current.IPConfig{Interface: &idx, Address: ipc.Address, Gateway: ipc.Gateway})
+		}
+		for _, r := range ipamRes.Routes {
+			dst := attach.PrefixOf(r.Dst)
+			gw := attach.AddrOf(r.GW)
+			if !gw.IsValid() {
+				gw = gws[dst.Addr().Is4()]
+			}
+			table := 0
+			if r.Table != nil {
+				table = *r.Table
+			}
+			p.routes = append(p.routes, netops.Route{Dst: dst, GW: gw, Dev: a.IfName, MTU: r.MTU, Priority: r.Priority, Table: table})
+			res.Routes = append(res.Routes, r)
+		}
+		res.DNS = ipamRes.DNS
+	}
+	if c.DNS.Nameservers != nil || c.DNS.Search != nil || c.DNS.Options != nil || c.DNS.Domain != "" {
+		res.DNS = c.DNS
+	}
+	return p
+}
+
+// apply puts the plan on the pod's device: the announcements asked for,
+// the addresses, up (which announces them), then the routes.
+func (s *Spec) apply(pod *netops.Handle, a *cniplug.Args, p *plan) error {
+	if s.Notify && len(p.addrs) > 0 {
+		// Best effort, as in the reference: IPv6 may be off in the pod.
+		_ = pod.SetSysctls(
+			netops.SysctlSetting{Key: fmt.Sprintf("net/ipv4/conf/%s/arp_notify", a.IfName), Value: "1"},
+			netops.SysctlSetting{Key: fmt.Sprintf("net/ipv6/conf/%s/ndisc_notify", a.IfName), Value: "1"},
+		)
+	}
+	for _, pfx := range p.addrs {
+		if err := pod.EnsureAddr(a.IfName, pfx, netops.AddrOpts{NoDAD: true}); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
+		}
+	}
+	if err := pod.SetLinkUp(a.IfName); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "set %s up in the pod: %w", a.IfName, err)
+	}
+	for _, rt := range p.routes {
+		if err := pod.EnsureRoute(rt); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add route %s in the pod: %w", rt, err)
+		}
+	}
+	return nil
+}

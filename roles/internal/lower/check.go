@@ -1,0 +1,51 @@
+package lower
+
+import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+)
+
+// check verifies the attachment against prevResult: the master exists, the
+// pod's device is of the kind and mode of the config, up, with the MAC,
+// addresses and routes of the ADD result.
+func (s *Spec) check(ctx context.Context, a *cniplug.Args) error {
+	c, err := s.parseConf(a)
+	if err != nil {
+		return err
+	}
+	prev, podIdx, err := attach.Prev(ctx, a)
+	if err != nil {
+		return err
+	}
+	pod, err := netops.Open(a.Netns)
+	if err != nil {
+		return cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
+	}
+	defer pod.Close()
+	mh := pod
+	if !c.LinkInContainer {
+		if mh, err = netops.Open(""); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		defer mh.Close()
+	}
+	if _, err := s.resolveMaster(mh, c); err != nil {
+		return err
+	}
+	l, err := attach.CheckPodLink(pod, a, s.Kind, prev.Interfaces[podIdx])
+	if err != nil {
+		return err
+	}
+	if l.Mode != c.Mode {
+		return cniplug.Errorf(types.ErrIOFailure, "%s %q in the pod is in mode %q, the config says %q", s.Kind, a.IfName, l.Mode, c.Mode)
+	}
+	if err := attach.CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
+		return err
+	}
+	return attach.CheckPodRoutes(pod, a.IfName, prev)
+}

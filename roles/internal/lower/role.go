@@ -1,0 +1,38 @@
+package lower
+
+import (
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+)
+
+// Spec describes one kind of device.
+type Spec struct {
+	// Kind is the link kind and the plugin type ("macvlan", "ipvlan").
+	Kind string
+	// Modes are the accepted values of "mode"; the first is the default.
+	Modes []string
+	// MAC says whether the device has its own MAC ("mac", the mac
+	// capability, args.cni.mac, CNI_ARGS MAC=) and a broadcast queue
+	// ("bcqueuelen").
+	MAC bool
+	// Notify says whether the pod end announces its addresses when it comes
+	// up (arp_notify, ndisc_notify), as the reference macvlan does.
+	Notify bool
+	// Create makes the device (netops.Handle.EnsureMacvlan or EnsureIpvlan)
+	// on master's handle.
+	Create func(master *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error)
+}
+
+// Role returns the CNI role of s.
+func (s *Spec) Role(about string) *cniplug.Role {
+	return &cniplug.Role{
+		Name:   s.Kind,
+		About:  about,
+		Add:    s.add,
+		Check:  s.check,
+		Del:    s.del,
+		GC:     s.gc,
+		Status: attach.Status,
+	}
+}
