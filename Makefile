@@ -10,8 +10,9 @@ LDFLAGS    := -s -w -X main.version=$(VERSION)
 GOTAGS     := urfave_cli_no_docs
 GOTEST_FLAGS ?= -count=1 -timeout 14m
 # Debian packages the tests drive: the kernel tools for test namespaces, podman
-# with runc for the end-to-end test, the reference plugins to compare with.
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server
+# with runc for the end-to-end test, the reference plugins to compare with,
+# containerd for the image test (deploy/image).
+TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd
 
 .PHONY: build install test unit e2e demo deps bench lint clean fuzz soak
 
@@ -26,6 +27,20 @@ install: build
 	install -D -m 0755 bin/cnibox-agent-kube $(DESTDIR)$(PREFIX)/bin/cnibox-agent-kube
 	mkdir -p $(DESTDIR)$(CNI_BIN_DIR)
 	for r in $$(bin/cnibox roles); do ln -sfn $(PREFIX)/bin/cnibox $(DESTDIR)$(CNI_BIN_DIR)/$$r; done
+
+# image: bin/cnibox-image.tar, an OCI image archive (with a Docker-style
+# manifest.json too: ctr images import and podman load both take it) of the
+# three static binaries in /usr/local/bin, named $(IMAGE):$(VERSION), and
+# bin/cnibox.yaml, deploy/kubernetes/cnibox.yaml naming that image. No
+# registry or container daemon; a commit gives the same bytes every time
+# (every mtime is the commit's time). See docs/deploy.md.
+IMAGE       ?= ghcr.io/cnibox/cnibox
+IMAGE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+.PHONY: image
+image: build
+	$(GO) run ./deploy/image -o bin/cnibox-image.tar -ref $(IMAGE):$(VERSION) -epoch $(IMAGE_EPOCH) \
+		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
+		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube
 
 # deps installs what the tests need (root, Debian). Packages already present are skipped.
 deps:

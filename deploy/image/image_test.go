@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,19 @@ func TestRenderManifest(t *testing.T) {
 	}
 	if _, err := RenderManifest([]byte("kind: Namespace\n"), "x:y"); err == nil {
 		t.Error("a manifest without image: rendered without error")
+	}
+}
+
+// TestNotInCnibox: the image-spec types are the builder's alone; cnibox,
+// which runtimes exec on every CNI call, does not link them.
+func TestNotInCnibox(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/cnibox/cnibox", "github.com/cnibox/cnibox/cmd/cnibox-agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/opencontainers/") {
+			t.Errorf("cnibox or its agent links %s: only deploy/image may", dep)
+		}
 	}
 }
