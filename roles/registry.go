@@ -8,6 +8,7 @@ import (
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/hostlocal"
+	"github.com/cnibox/cnibox/roles/ipvlan"
 	"github.com/cnibox/cnibox/roles/macvlan"
 	"github.com/cnibox/cnibox/roles/meta"
 	"github.com/cnibox/cnibox/roles/ptp"
@@ -32,5 +33,6 @@ func Registry() *cniplug.Registry {
 		vxlan.Role,
 		ptp.Role,
 		macvlan.Role,
+		ipvlan.Role,
 	)
 }

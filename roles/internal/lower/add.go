@@ -20,6 +20,10 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args) (_ types.Result, err er
 	if err != nil {
 		return nil, err
 	}
+	prev, err := s.fromPrev(a, c)
+	if err != nil {
+		return nil, err
+	}
 	pod, err := netops.Open(a.Netns)
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
@@ -53,6 +57,9 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args) (_ types.Result, err er
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
 	var p *plan
 	_, err = attach.Reserve(ctx, a, c.DataDir, func(ipamRes *current.Result) (store.Endpoint, error) {
+		if ipamRes == nil {
+			ipamRes = prev
+		}
 		p = planOf(a, c, ipamRes, res)
 		ep := attach.NewEndpoint(a, res)
 		ep.Extra = map[string]string{"master": c.Master, "mode": c.Mode}
@@ -89,6 +96,29 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args) (_ types.Result, err er
 	a.Mark("addresses")
 	undo.Discard()
 	return res, nil
+}
+
+// fromPrev applies a chained role's prevResult (see Spec.Chained): it
+// fills in the master and returns the result whose addresses the pod gets
+// when there is no IPAM (nil otherwise).
+func (s *Spec) fromPrev(a *cniplug.Args, c *Conf) (*current.Result, error) {
+	if !s.Chained {
+		return nil, nil
+	}
+	prev, err := a.Conf.PrevResult()
+	if err != nil || prev == nil {
+		return nil, err
+	}
+	if c.Master == "" {
+		if len(prev.Interfaces) != 1 || prev.Interfaces[0].Name == "" {
+			return nil, cniplug.ConfError("master", "not set, and prevResult does not have exactly one named interface to take it from: set \"master\"")
+		}
+		c.Master = prev.Interfaces[0].Name
+	}
+	if a.Conf.IPAM.Type != "" || len(prev.IPs) == 0 {
+		return nil, nil
+	}
+	return prev, nil
 }
 
 // plan is what goes on the pod's device: its addresses, then (once it is

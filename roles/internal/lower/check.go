@@ -18,6 +18,9 @@ func (s *Spec) check(ctx context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return err
 	}
+	if _, err := s.fromPrev(a, c); err != nil {
+		return err
+	}
 	prev, podIdx, err := attach.Prev(ctx, a)
 	if err != nil {
 		return err

@@ -19,6 +19,11 @@ type Spec struct {
 	// Notify says whether the pod end announces its addresses when it comes
 	// up (arp_notify, ndisc_notify), as the reference macvlan does.
 	Notify bool
+	// Chained says that the role may follow another in a chain, as the
+	// reference ipvlan does: without "master" the master is the single
+	// interface of prevResult, and without IPAM the addresses and routes
+	// are prevResult's.
+	Chained bool
 	// Create makes the device (netops.Handle.EnsureMacvlan or EnsureIpvlan)
 	// on master's handle.
 	Create func(master *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error)
