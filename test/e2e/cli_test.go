@@ -87,7 +87,7 @@ func TestCLIInspectConfig(t *testing.T) {
 	if len(rep.Files) != 3 || rep.Files[0].Error == "" || rep.Files[1].Error != "" || rep.Files[2].Network != "other" {
 		t.Errorf("files = %+v", rep.Files)
 	}
-	bin, _ := filepath.EvalSymlinks(cniboxBin(t))
+	bin, _ := filepath.EvalSymlinks(filepath.Join(e.binDir, "cnibox")) // cnibox install copies the binary there
 	wantPlugins := []struct{ typ, kind string }{{"bridge", "plugin"}, {"host-local", "ipam"}, {"loopback", "plugin"}}
 	if len(rep.Plugins) != len(wantPlugins) {
 		t.Fatalf("plugins = %+v", rep.Plugins)
