@@ -38,9 +38,3 @@ func parseConf(a *cniplug.Args) (*Conf, error) {
 	}
 	return &c, nil
 }
-
-// dnsSet reports whether the config has a dns section of its own, which
-// then replaces IPAM's.
-func dnsSet(d types.DNS) bool {
-	return d.Nameservers != nil || d.Search != nil || d.Options != nil || d.Domain != ""
-}

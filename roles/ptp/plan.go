@@ -55,22 +55,8 @@ func planOf(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) (*plan, erro
 		}
 		res.IPs = append(res.IPs, &current.IPConfig{Interface: &podIdx, Address: ipc.Address, Gateway: gw.AsSlice()})
 	}
-	for _, r := range ipamRes.Routes {
-		dst := attach.PrefixOf(r.Dst)
-		gw := attach.AddrOf(r.GW)
-		if !gw.IsValid() {
-			gw = gws[dst.Addr().Is4()]
-		}
-		table := 0
-		if r.Table != nil {
-			table = *r.Table
-		}
-		p.routes = append(p.routes, netops.Route{Dst: dst, GW: gw, Dev: a.IfName, MTU: r.MTU, Priority: r.Priority, Table: table})
-		res.Routes = append(res.Routes, r)
-	}
-	res.DNS = ipamRes.DNS
-	if dnsSet(c.DNS) {
-		res.DNS = c.DNS
-	}
+	p.routes = append(p.routes, attach.PodRoutes(a.IfName, ipamRes.Routes, gws)...)
+	res.Routes = ipamRes.Routes
+	res.DNS = attach.PickDNS(c.DNS, ipamRes.DNS)
 	return p, nil
 }

@@ -145,24 +145,11 @@ func planOf(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *plan {
 			}
 			res.IPs = append(res.IPs, &current.IPConfig{Interface: &idx, Address: ipc.Address, Gateway: ipc.Gateway})
 		}
-		for _, r := range ipamRes.Routes {
-			dst := attach.PrefixOf(r.Dst)
-			gw := attach.AddrOf(r.GW)
-			if !gw.IsValid() {
-				gw = gws[dst.Addr().Is4()]
-			}
-			table := 0
-			if r.Table != nil {
-				table = *r.Table
-			}
-			p.routes = append(p.routes, netops.Route{Dst: dst, GW: gw, Dev: a.IfName, MTU: r.MTU, Priority: r.Priority, Table: table})
-			res.Routes = append(res.Routes, r)
-		}
+		p.routes = attach.PodRoutes(a.IfName, ipamRes.Routes, gws)
+		res.Routes = ipamRes.Routes
 		res.DNS = ipamRes.DNS
 	}
-	if c.DNS.Nameservers != nil || c.DNS.Search != nil || c.DNS.Options != nil || c.DNS.Domain != "" {
-		res.DNS = c.DNS
-	}
+	res.DNS = attach.PickDNS(c.DNS, res.DNS)
 	return p
 }
 
