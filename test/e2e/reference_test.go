@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -263,5 +264,53 @@ func TestKindPtpExample(t *testing.T) {
 	}
 	if got := e.reservations(l.Name); len(got) != 0 {
 		t.Errorf("reservations left after DEL: %v", got)
+	}
+}
+
+// TestMultusShapeMacvlan: Multus' shape through the multi role, eth0 on a
+// bridge and net1 a macvlan on a node NIC (a veth to a LAN namespace): both
+// interfaces work, the LAN host answers on net1, DEL (twice) removes both.
+func TestMultusShapeMacvlan(t *testing.T) {
+	e := newEnv(t)
+	newRefLAN(t, "lan8")
+	l := listFromJSON(t, `{"cniVersion":"1.1.0","name":"multus-shape","plugins":[{"type":"multi","delegates":[
+		{"name":"ms-pods","cniVersion":"1.1.0","plugins":[{"type":"bridge","bridge":"ms0","isGateway":true,"isDefaultGateway":true,
+			"ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.70.0/24"}]]}}]},
+		{"name":"ms-lan","cniVersion":"1.1.0","ifname":"net1","type":"macvlan","master":"lan8",
+			"ipam":{"type":"host-local","ranges":[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10"}]]}}]}]}`)
+	p := e.newPod("multus")
+	e.add(l, p)
+	pod, err := netops.Open(p.netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pod.Close()
+	if links := podLinks(t, p.netns); !slices.Contains(links, "eth0") || !slices.Contains(links, "net1") {
+		t.Fatalf("pod links %v, want eth0 and net1", links)
+	}
+	if l, err := pod.LinkByName("net1"); err != nil || l.Kind != "macvlan" {
+		t.Errorf("net1 = %+v, %v; want a macvlan", l, err)
+	}
+	if _, err := pod.Ping(netip.MustParseAddr("10.57.0.1"), 3*time.Second); err != nil {
+		t.Errorf("the LAN host does not answer on net1: %v", err)
+	}
+	if _, err := pod.Ping(netip.MustParseAddr("10.88.70.1"), 3*time.Second); err != nil {
+		t.Errorf("the bridge gateway does not answer on eth0: %v", err)
+	}
+	if err := e.cni.CheckNetworkList(context.Background(), l, p.rt); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	e.del(l, p)
+	e.del(l, p)
+	if links := podLinks(t, p.netns); slices.Contains(links, "eth0") || slices.Contains(links, "net1") {
+		t.Errorf("pod links after DEL: %v", links)
+	}
+	for _, n := range []string{"ms-pods", "ms-lan"} {
+		if got := e.reservations(n); len(got) != 0 {
+			t.Errorf("%s reservations left after DEL: %v", n, got)
+		}
+	}
+	if got := ourVeths(t); len(got) != 0 {
+		t.Errorf("veths left after DEL: %v", got)
 	}
 }
