@@ -73,3 +73,25 @@ func TestGC(t *testing.T) {
 	n.Must(macvlan.Role, "DEL", keep, c)
 	n.Empty("mvnet")
 }
+
+// TestCheckFails: CHECK notices a device that is down, and a config whose
+// mode is not the device's.
+func TestCheckFails(t *testing.T) {
+	n := newNode(t)
+	newLAN(t)
+	p := n.NewPod("chk")
+	c := conf("1.0.0", v4, `,"master":"lan0"`)
+	out := n.Must(macvlan.Role, "ADD", p, c)
+	other := conf("1.0.0", v4, `,"master":"lan0","mode":"vepa"`)
+	if _, err := n.Call(macvlan.Role, "CHECK", p, roletest.WithPrev(t, other, out)); err == nil || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("CHECK with mode vepa of a bridge-mode device: %v, want an error about the mode", err)
+	}
+	if err := open(t, p.Netns).SetLinkDown("eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Call(macvlan.Role, "CHECK", p, roletest.WithPrev(t, c, out)); err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("CHECK of a device that is down: %v, want an error saying so", err)
+	}
+	n.Must(macvlan.Role, "DEL", p, c)
+	n.Empty("mvnet")
+}

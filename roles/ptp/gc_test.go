@@ -1,7 +1,12 @@
 package ptp_test
 
 import (
+	"net/netip"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/netops/nstest"
 
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
@@ -59,4 +64,58 @@ func TestCheckFails(t *testing.T) {
 		t.Error("CHECK passed without the node's route to the pod")
 	}
 	n.Must(ptp.Role, "DEL", p, c)
+}
+
+// TestConcurrentPods: pods added at the same time get distinct addresses,
+// each host end holds the shared gateway, the node reaches every pod, and
+// pods reach each other through the node.
+func TestConcurrentPods(t *testing.T) {
+	n := newNode(t)
+	c := conf("1.1.0", v4, `,"ipMasq":true`)
+	pods := make([]roletest.Pod, 6)
+	for i := range pods {
+		pods[i] = n.NewPod("conc")
+	}
+	outs := make([][]byte, len(pods))
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = n.Call(ptp.Role, "ADD", p, c)
+		}()
+	}
+	wg.Wait()
+	seen := map[netip.Addr]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+		ip := attach.PrefixOf(roletest.Result(t, outs[i], "1.1.0").IPs[0].Address).Addr()
+		if seen[ip] {
+			t.Errorf("address %s given twice", ip)
+		}
+		seen[ip] = true
+	}
+	ips := make([]netip.Addr, 0, len(seen))
+	for ip := range seen {
+		ips = append(ips, ip)
+	}
+	if err := nstest.Reachable(t, pods[0].Netns, pods[1].Netns, attach.PrefixOf(roletest.Result(t, outs[1], "1.1.0").IPs[0].Address).Addr()); err != nil {
+		t.Errorf("pod 0 cannot reach pod 1: %v", err)
+	}
+	host := open(t, "")
+	for _, ip := range ips {
+		if _, err := host.Ping(ip, 3*time.Second); err != nil {
+			t.Errorf("the node cannot reach %s: %v", ip, err)
+		}
+	}
+	for _, p := range pods {
+		n.Must(ptp.Role, "DEL", p, c)
+	}
+	if es, _ := host.MasqEntries(); len(es) > 0 {
+		t.Errorf("masquerade entries after DEL: %v", es)
+	}
+	n.Empty("ptpnet")
 }
