@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/netops/nstest"
-
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/ptp"

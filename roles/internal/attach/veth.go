@@ -1,21 +1,24 @@
 package attach
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/bridge"
 )
 
-// HostVethName is the host end name of a veth attachment: the bridge role's
-// scheme ("cbx" + 12 hex digits of a hash of the container ID and ifname),
-// so that `cnibox gc`, `doctor` and `inspect` know the veth, and DEL and GC
-// need no lookup.
+// HostVethName is the host end name of a veth attachment: "cbx" + 12 hex
+// digits of sha256(containerID, ifname), the bridge role's scheme, so that
+// `cnibox gc`, `doctor` and `inspect` (which know it as
+// bridge.HostVethName) know the veth, and DEL and GC need no lookup. A test
+// holds the two equal.
 func HostVethName(containerID, ifname string) string {
-	return bridge.HostVethName(containerID, ifname)
+	sum := sha256.Sum256([]byte(containerID + "\x00" + ifname))
+	return "cbx" + hex.EncodeToString(sum[:6])
 }
 
 // RemoveLeftoverVeth handles an ADD that finds CNI_IFNAME already in the pod.
