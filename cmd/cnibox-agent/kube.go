@@ -6,8 +6,8 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/cnibox/cnibox/roles/vxlan/lease/kubelease"
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/agent/lease/kubelease"
+	"github.com/cnibox/cnibox/agent/netconf"
 )
 
 // newKubeManager returns the Kubernetes lease backend.

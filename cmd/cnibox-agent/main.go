@@ -27,10 +27,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnibox/cnibox/roles/vxlan/agent"
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
-	"github.com/cnibox/cnibox/roles/vxlan/lease/etcdlease"
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/agent"
+	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/agent/lease/etcdlease"
+	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -154,6 +154,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 	if f.pod.enabled() {
+		// The pod API stops with the agent, whichever way the agent ends
+		// (a failed start too): waiting for it without cancelling first
+		// would block forever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
 		wait, err := startPodAPI(ctx, f, log)
 		if err != nil {
 			return err
@@ -161,7 +167,12 @@ func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 		if f.pod.only {
 			return wait()
 		}
-		defer func() { _ = wait() }()
+		defer func() {
+			cancel()
+			if err := wait(); err != nil {
+				log.Error("pod API", "err", err)
+			}
+		}()
 	}
 	o := agent.Options{
 		Iface:          f.iface,

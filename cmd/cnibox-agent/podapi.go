@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cnibox/cnibox/roles/vxlan/agent/podapi"
+	"github.com/cnibox/cnibox/agent/podapi"
 )
 
 // startPodAPI listens on --socket and serves the pod API from a pod

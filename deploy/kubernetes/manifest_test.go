@@ -16,7 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/agent/netconf"
 )
 
 // manifest is cnibox.yaml decoded.

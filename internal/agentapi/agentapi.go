@@ -6,7 +6,7 @@
 // Kubernetes API only through it and links nothing but the standard
 // library's net and encoding/json for it.
 //
-// The server, which links client-go, is roles/vxlan/agent/podapi; only
+// The server, which links client-go, is agent/podapi; only
 // cmd/cnibox-agent imports it.
 package agentapi
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
+	"github.com/cnibox/cnibox/agent/lease"
 )
 
 // scaleRow is one N of the scale table.

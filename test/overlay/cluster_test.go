@@ -30,7 +30,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
+	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/store"
 )
 

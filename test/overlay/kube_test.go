@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
+	"github.com/cnibox/cnibox/agent/lease"
 )
 
 // The Kubernetes backend against a real control plane (etcd,

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/agent/netconf"
 )
 
 // maxEnumerate is how many candidate subnets PickFree lists before it

@@ -28,9 +28,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/internal/kubecore"
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
 )
 
 // DefaultAnnotationPrefix is flannel's.

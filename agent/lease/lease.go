@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/agent/netconf"
 )
 
 // BackendVXLAN is the only backend type of cnibox-agent.

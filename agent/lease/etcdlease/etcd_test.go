@@ -20,9 +20,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/netops/nstest"
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
 )
 
 // The tests run in a private network namespace, so etcd's loopback ports

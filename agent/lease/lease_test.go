@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/cnibox/cnibox/roles/vxlan/netconf"
+	"github.com/cnibox/cnibox/agent/netconf"
 )
 
 // A lease written by flanneld (its etcd value) reads back, and what cnibox

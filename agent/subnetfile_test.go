@@ -10,7 +10,7 @@ import (
 // The agent writes what flanneld writes: the fixture is flannel's file for
 // the node that leased 10.244.0.0/24 of 10.244.0.0/16.
 func TestSubnetFile(t *testing.T) {
-	want, err := os.ReadFile("../../../../shared/fixtures/seeds/subnet.env")
+	want, err := os.ReadFile("testdata/subnet.env")
 	if err != nil {
 		t.Skipf("no fixture: %v", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/vxlan/lease"
 )
 
 // overlay is the VXLAN device of one address family and what the agent

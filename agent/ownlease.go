@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/cnibox/cnibox/agent/lease"
+)
+
+// acquire gets this node's lease, retrying what may pass (the backend
+// unreachable) and giving up on what will not (a full network).
+func (a *agent) acquire(ctx context.Context, prev4, prev6 netip.Prefix) (lease.Lease, error) {
+	req := lease.AcquireRequest{Config: a.cfg, Attrs: a.attrs(), Previous: prev4, Previous6: prev6}
+	backoff := 500 * time.Millisecond
+	for {
+		l, err := a.o.Manager.Acquire(ctx, req)
+		if err == nil {
+			a.acquired = time.Now()
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return lease.Lease{}, ctx.Err()
+		}
+		if errors.Is(err, lease.ErrNetworkFull) {
+			return lease.Lease{}, err
+		}
+		a.log.Warn("cannot acquire a lease; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return lease.Lease{}, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// attrs are what this node publishes.
+func (a *agent) attrs() lease.Attrs {
+	at := lease.Attrs{BackendType: lease.BackendVXLAN}
+	if a.v4 != nil {
+		at.PublicIP, at.VNI, at.VTEPMAC = a.under.Public4, a.v4.opts.VNI, a.v4.opts.MAC
+	}
+	if a.v6 != nil {
+		at.PublicIPv6, at.VNI6, at.VTEPMAC6 = a.under.Public6, a.v6.opts.VNI, a.v6.opts.MAC
+	}
+	return at
+}
+
+// takeLease makes own this node's lease: device addresses, masquerade,
+// subnet file, store.
+func (a *agent) takeLease(own lease.Lease) error {
+	changed := own.Subnet != a.own.Subnet || own.Subnet6 != a.own.Subnet6
+	a.own = own
+	if a.v4 != nil {
+		a.v4.subnet = own.Subnet
+	}
+	if a.v6 != nil {
+		a.v6.subnet = own.Subnet6
+	}
+	for _, ov := range a.overlays() {
+		if _, err := ov.ensureDevice(a.h); err != nil {
+			return err
+		}
+	}
+	if err := a.ensureMasq(); err != nil {
+		return err
+	}
+	env := SubnetEnv{MTU: a.mtu, IPMasq: a.o.IPMasq, Subnet: own.Subnet, Subnet6: own.Subnet6}
+	if a.v4 != nil {
+		env.Network = a.v4.network
+	}
+	if a.v6 != nil {
+		env.Network6 = a.v6.network
+	}
+	if err := WriteSubnetFile(a.o.SubnetFile, env); err != nil {
+		return err
+	}
+	if changed {
+		a.log.Info("holding the lease", "subnet", own.Subnet, "subnet6", own.Subnet6, "expires", own.Expiration, "subnetFile", a.o.SubnetFile, "mtu", a.mtu)
+	}
+	delete(a.peers, own.Key())
+	a.ready = true
+	if err := a.mirror(false); err != nil {
+		a.log.Warn("cannot write the overlay state to the store", "err", err)
+		a.dirty = true
+	}
+	return nil
+}
+
+// renewIn is when the lease is renewed next.
+func (a *agent) renewIn() time.Duration {
+	if a.own.Expiration.IsZero() {
+		return time.Hour
+	}
+	left := time.Until(a.own.Expiration)
+	d := left - a.o.RenewMargin
+	if d < left/2 {
+		d = left / 2
+	}
+	return max(d, time.Second)
+}
+
+// renew extends the lease, or acquires it again when it is gone.
+func (a *agent) renew(ctx context.Context) {
+	l, err := a.o.Manager.Renew(ctx, a.own)
+	switch {
+	case err == nil:
+		a.own = l
+		a.dirty = true
+	case errors.Is(err, lease.ErrLeaseGone):
+		a.log.Warn("the lease expired; acquiring it again", "subnet", a.own.Key())
+		own, err := a.acquire(ctx, a.own.Subnet, a.own.Subnet6)
+		if err == nil {
+			err = a.takeLease(own)
+		}
+		if err != nil {
+			a.log.Error("cannot acquire the lease again", "err", err)
+		}
+	default:
+		a.log.Warn("cannot renew the lease; retrying", "err", err)
+	}
+}
