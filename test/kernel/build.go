@@ -22,6 +22,12 @@ var defaultPatterns = []string{"./netops/...", "./roles/...", "./agent/...", "./
 // than the kernel and the binary: podman with its runtime and storage.
 var guestSkips = map[string]string{"test/e2e": "^TestPodman"}
 
+// diskTools are the programs some tests run that go on the disk rather
+// than into the initramfs (they are large): the guest links them from
+// /t/host to their paths on the host. They are Go programs linked against
+// libc only, which the initramfs has for iproute2.
+var diskTools = []string{"/usr/bin/etcd", "/usr/lib/cni"}
+
 // testPackages lists the packages matching patterns that have tests;
 // patterns that match nothing (a tree being moved) are left out.
 func testPackages(patterns []string) ([]string, error) {
@@ -106,6 +112,11 @@ func buildDisk(o options) (string, []string, error) {
 			return "", nil, fmt.Errorf("build tests of %s: %w", p, err)
 		}
 	}
+	for _, t := range diskTools {
+		if err := copyTree(t, filepath.Join(stage, "host", t)); err != nil {
+			return "", nil, fmt.Errorf("copy %s: %w", t, err)
+		}
+	}
 	if err := copySources(".", filepath.Join(stage, "src")); err != nil {
 		return "", nil, fmt.Errorf("copy sources: %w", err)
 	}
@@ -162,6 +173,27 @@ func copySources(from, to string) error {
 			return err
 		}
 		return copyFile(path, filepath.Join(to, rel), info.Mode().Perm())
+	})
+}
+
+// copyTree copies the file or directory from (following symlinks) to to.
+func copyTree(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, strings.TrimPrefix(path, from))
+		info, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if info.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return copyFile(path, dst, info.Mode().Perm())
 	})
 }
 

@@ -24,7 +24,7 @@ var moduleNames = []string{"virtio_pci", "virtio_blk", "veth", "vxlan", "geneve"
 
 // hostTools are the dynamically linked programs the tests run, copied with
 // the libraries ldd names.
-var hostTools = []string{"/sbin/ip", "/sbin/tc", "/sbin/bridge", "/usr/sbin/nft"}
+var hostTools = []string{"/sbin/ip", "/sbin/tc", "/sbin/bridge", "/usr/sbin/nft", "/bin/bash"}
 
 // buildInitramfs returns the initramfs for kver, built once per kernel,
 // module list and init script.

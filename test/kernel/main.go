@@ -24,7 +24,8 @@ import (
 )
 
 // debs are the Debian packages the harness needs on the host.
-var debs = []string{"qemu-system-x86", "linux-image-cloud-amd64", "busybox-static", "kmod", "iproute2", "nftables", "e2fsprogs"}
+var debs = []string{"qemu-system-x86", "linux-image-cloud-amd64", "busybox-static", "kmod", "iproute2", "nftables", "e2fsprogs",
+	"bash", "etcd-server", "containernetworking-plugins"}
 
 type options struct {
 	kernel  string // path of the vmlinuz to boot

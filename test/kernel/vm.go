@@ -49,6 +49,9 @@ if ! mount -t ext4 /dev/vda /t; then
 	echo "` + markDone + `"
 	poweroff -f
 fi
+for t in /usr/bin/etcd /usr/lib/cni; do
+	[ -e "/t/host$t" ] && mkdir -p "$(dirname $t)" && ln -s "/t/host$t" "$t"
+done
 export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault
 args=$(cat /t/testargs)
 while read -r dir bin skip; do
