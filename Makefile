@@ -12,7 +12,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 14m
 # Debian packages the tests drive: the kernel tools for test namespaces, podman
 # with runc for the end-to-end test, the reference plugins to compare with,
 # containerd for the image test (deploy/image).
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd
+TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl
 
 .PHONY: build install test unit e2e demo deps bench lint clean fuzz soak
 
@@ -67,9 +67,9 @@ e2e: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -v ./test/...
 
 # test-kube: the overlay's Kubernetes backend against a real control plane
-# (../shared/tools/kube-control-plane.sh; its first build takes ~8 minutes).
+# (test/kube/control-plane.sh; its first build takes ~8 minutes).
 test-kube: deps build
-	bash $(CURDIR)/../shared/tools/kube-control-plane.sh build
+	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
 
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM

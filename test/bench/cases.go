@@ -33,7 +33,7 @@ func podSubnetBits(n int) int {
 }
 
 // pluginConfs returns the plugin configs of case c on side s, like
-// /work/shared/fixtures/seeds/host-local-10-234-58.conflist (isGateway,
+// test/e2e/testdata/host-local-10-234-58.conflist (isGateway,
 // ipMasq) plus portmap (portMappings capability) and tuning (one sysctl).
 func (c *cniCase) pluginConfs(s *side, n int) []map[string]any {
 	subnet := s.subnet.Addr().String() + fmt.Sprintf("/%d", podSubnetBits(n))

@@ -282,7 +282,7 @@ func (r *cloudRun) ipOf(t *testing.T, p *pod) netip.Addr {
 // the seed XML, on a node whose eth0 has the seed's MAC and primary address.
 func TestAzureSeedConflist(t *testing.T) {
 	e := newEnv(t)
-	seed := filepath.Join("..", "..", "..", "shared", "fixtures", "seeds")
+	seed := "testdata"
 	xml, err := os.ReadFile(filepath.Join(seed, "nmagent-getinterfaceinfov1.xml"))
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestAWSExample(t *testing.T) {
 // (now on the bridge), and every pod is reachable from the fabric.
 func TestAzureConcurrentColdStart(t *testing.T) {
 	e := newEnv(t)
-	seed := filepath.Join("..", "..", "..", "shared", "fixtures", "seeds")
+	seed := "testdata"
 	xml, err := os.ReadFile(filepath.Join(seed, "nmagent-getinterfaceinfov1.xml"))
 	if err != nil {
 		t.Fatal(err)

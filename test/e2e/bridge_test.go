@@ -108,7 +108,7 @@ func TestDualStack(t *testing.T) {
 // 10.234.58.0/24 are private).
 func TestSeedHostLocal(t *testing.T) {
 	e := newEnv(t)
-	l := loadList(t, filepath.Join("..", "..", "..", "shared", "fixtures", "seeds", "host-local-10-234-58.conflist"))
+	l := loadList(t, filepath.Join("testdata", "host-local-10-234-58.conflist"))
 	a, b := e.newPod("a"), e.newPod("b")
 	e.add(l, a)
 	rb := e.add(l, b)

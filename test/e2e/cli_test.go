@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
@@ -676,9 +677,7 @@ func TestCLICompletion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("completion bash: exit %d", code)
 	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	nstest.RequireProgram(t, "bash", "bash")
 	cmd := exec.Command("bash", "--norc", "-c", script+"\ncomplete -p cnibox")
 	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "_cnibox_bash_autocomplete") {
 		t.Errorf("bash does not load the script: %v\n%s", err, b)

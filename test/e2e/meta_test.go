@@ -20,7 +20,7 @@ import (
 // The flannel and multi meta roles driven through libcni.
 
 func seedFile(name string) string {
-	return filepath.Join("..", "..", "..", "shared", "fixtures", "seeds", name)
+	return filepath.Join("testdata", name)
 }
 
 // TestFlannelSeedConflist runs flannel's seed conflist (flannel, then

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // podman is podman 4.3 with the CNI backend and a private configuration:
@@ -23,9 +25,7 @@ type podman struct {
 
 func newPodman(t *testing.T, pluginDir, confDir string) *podman {
 	t.Helper()
-	if _, err := exec.LookPath("podman"); err != nil {
-		t.Fatalf("podman is not installed (make deps installs it): %v", err)
-	}
+	nstest.RequireProgram(t, "podman", "podman")
 	dir := t.TempDir()
 	// The default rlimits fail without CAP_SYS_RESOURCE: ask for what we have.
 	var lim syscall.Rlimit

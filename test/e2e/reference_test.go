@@ -148,7 +148,7 @@ func compareSides(t *testing.T, conf func(ipamDir string) string) {
 func requireReference(t *testing.T, plugin string) {
 	t.Helper()
 	if _, err := os.Stat(refDir + "/" + plugin); err != nil {
-		t.Skipf("the reference %s plugin is not installed (%v): apt-get install containernetworking-plugins", plugin, err)
+		t.Fatalf("the reference %s plugin is not installed (%v): apt-get install containernetworking-plugins (make deps installs it)", plugin, err)
 	}
 }
 

@@ -28,9 +28,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
-	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -163,10 +163,7 @@ func startIn(t *testing.T, ns string, cmd *exec.Cmd) error {
 // cluster's lease store.
 func (c *cluster) startEtcd() {
 	t := c.t
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skip("etcd is not installed (apt-get install etcd-server; make deps does it)")
-	}
+	bin := nstest.RequireProgram(t, "etcd", "etcd-server")
 	dir := t.TempDir()
 	url := "http://" + etcdAddr + ":2379"
 	cmd := exec.Command(bin, "--data-dir", dir, "--name", "ovl",

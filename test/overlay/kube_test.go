@@ -25,20 +25,19 @@ import (
 
 // The Kubernetes backend against a real control plane (etcd,
 // kube-apiserver, kube-controller-manager's node IPAM controller) started by
-// ../shared/tools/kube-control-plane.sh in the test's private namespace. Run
-// with `make test-kube` (the first build of the control plane takes minutes).
+// test/kube/control-plane.sh in the test's private namespace. Run with
+// `make test-kube` (the first build of the control plane takes minutes).
 
 const annPrefix = "flannel.alpha.coreos.com/"
 
-// kcpScript finds the control-plane script: $KCP_SCRIPT, else the shared
-// tools next to the repository.
+// kcpScript is the repository's control-plane script, or $KCP_SCRIPT.
 func kcpScript(t *testing.T) string {
 	if p := os.Getenv("KCP_SCRIPT"); p != "" {
 		return p
 	}
-	p, _ := filepath.Abs("../../../shared/tools/kube-control-plane.sh")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("no kube-control-plane.sh (set KCP_SCRIPT): %v", err)
+	p, err := filepath.Abs("../kube/control-plane.sh")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }

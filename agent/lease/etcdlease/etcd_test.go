@@ -40,10 +40,7 @@ var etcdOnce struct {
 // for the test and returns its client URL.
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Skip("etcd is not installed (apt-get install etcd-server; make deps does it)")
-	}
+	bin := nstest.RequireProgram(t, "etcd", "etcd-server")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a private network namespace")
 	}
