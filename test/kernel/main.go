@@ -4,9 +4,10 @@
 // dummy, VRF or WireGuard.
 //
 // It builds the kernel-touching packages as static test binaries and the
-// cnibox binary, writes them (with the repository's sources, for testdata)
-// to an ext4 disk image, packs busybox, iproute2, nft and every network
-// module a test may touch into an initramfs (cached per kernel), boots the
+// cnibox binary, writes them (with the repository's sources, for testdata,
+// and the host's etcd and reference plugins) to an ext4 disk image, packs
+// busybox, bash, iproute2, nft and every network module a test may touch
+// into an initramfs (cached per kernel), boots the
 // kernel under qemu with TCG, runs every test binary as root with -test.v,
 // streams the console and exits with the tests' status.
 //
