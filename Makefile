@@ -107,7 +107,8 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./store:FuzzDecodeReservation:200000 ./roles/meta:FuzzFlannelEnv:60000 \
 	./agent/netconf:FuzzParse:300000 ./roles/cloudipam:FuzzAzureXML:80000 \
 	./roles/cloudipam:FuzzAWSENI:60000 ./roles/cloudipam:FuzzPoolFile:70000 \
-	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000
+	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000 \
+	./roles/cloudipam:FuzzHTTPResponse:40000
 FUZZTIME ?=
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

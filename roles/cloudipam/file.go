@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"strings"
+
+	"github.com/cnibox/cnibox/internal/conffile"
 )
 
 // fileProvider reads pools from a JSON file, for bare metal and tests:
@@ -40,17 +41,12 @@ func (p *fileProvider) describe() string { return "the pool file " + p.c.Endpoin
 
 func (p *fileProvider) query(_ context.Context, _ func(string) bool) ([]nicInfo, error) {
 	what := p.describe()
-	f, err := os.Open(p.c.Endpoint)
-	if err != nil {
-		return nil, &unreachableError{what: what, err: err}
-	}
-	defer f.Close()
-	body, err := io.ReadAll(io.LimitReader(f, MaxAnswer+1))
-	if err != nil {
-		return nil, &unreachableError{what: what, err: err}
-	}
-	if len(body) > MaxAnswer {
+	body, err := conffile.Read(p.c.Endpoint, MaxAnswer)
+	if errors.Is(err, conffile.ErrTooLarge) {
 		return nil, malformed(what, "it is larger than %d bytes (1 MiB), the most cnibox reads", MaxAnswer)
+	}
+	if err != nil {
+		return nil, &unreachableError{what: what, err: err}
 	}
 	nics, err := parsePoolFile(body)
 	if err != nil {

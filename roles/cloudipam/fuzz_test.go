@@ -1,6 +1,7 @@
 package cloudipam
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strings"
@@ -72,6 +73,29 @@ func FuzzAWSENI(f *testing.F) {
 			if len(n.Primary) != 1 {
 				t.Fatalf("ENI with %d primary addresses", len(n.Primary))
 			}
+		}
+	})
+}
+
+// FuzzHTTPResponse: whatever a host agent or IMDS answers (status lines,
+// headers, chunked, sized or unframed bodies), the client never panics and
+// never returns more than the body limit.
+func FuzzHTTPResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n7fffffffffffffff\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\n\r\nno",
+		"HTTP/1.0 200 OK\r\n\r\nuntil the end",
+		"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	const maxBody = 64
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		resp, err := readResponse(bytes.NewReader(answer), maxBody, "GET")
+		if err == nil && len(resp.Body) > maxBody {
+			t.Fatalf("body of %d bytes, past the limit of %d", len(resp.Body), maxBody)
 		}
 	})
 }

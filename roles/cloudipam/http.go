@@ -80,7 +80,13 @@ func doHTTP(ctx context.Context, req httpRequest) (*httpResponse, error) {
 		return nil, err
 	}
 
-	limited := &io.LimitedReader{R: conn, N: maxHeaderBytes}
+	return readResponse(conn, req.MaxBody, req.Method)
+}
+
+// readResponse reads an answer from r: status lines (1xx ones are skipped),
+// headers within maxHeaderBytes, and a body of at most maxBody bytes.
+func readResponse(r io.Reader, maxBody int64, method string) (*httpResponse, error) {
+	limited := &io.LimitedReader{R: r, N: maxHeaderBytes}
 	br := bufio.NewReader(limited)
 	tp := textproto.NewReader(br)
 	var status int
@@ -103,13 +109,15 @@ func doHTTP(ctx context.Context, req httpRequest) (*httpResponse, error) {
 		}
 		if status >= 200 {
 			// The body may be longer than the header budget: lift the limit.
-			limited.N = req.MaxBody + 1<<16
-			return readBody(br, hdr, req.MaxBody, status, req.Method)
+			limited.N = maxBody + 1<<16
+			return readBody(br, hdr, maxBody, status, method)
 		}
 		_ = hdr // 1xx: another status line follows
 	}
 }
 
+// readBody reads the body the headers announce: chunked, sized, or up to the
+// end of the connection.
 func readBody(br *bufio.Reader, hdr textproto.MIMEHeader, max int64, status int, method string) (*httpResponse, error) {
 	resp := &httpResponse{Status: status}
 	if status == 204 || status == 304 {
@@ -166,7 +174,7 @@ func readChunked(br *bufio.Reader, max int64) ([]byte, error) {
 			}
 			return body, nil
 		}
-		if int64(len(body))+size > max {
+		if size > max-int64(len(body)) { // int64(len(body))+size could overflow
 			return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, max)
 		}
 		start := len(body)

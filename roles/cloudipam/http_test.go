@@ -3,11 +3,14 @@ package cloudipam
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -231,5 +234,42 @@ func TestAWSProvider(t *testing.T) {
 	_, err = newProvider(c2).query(context.Background(), nil)
 	if !isUnreachable(err) || !strings.Contains(err.Error(), "403") {
 		t.Errorf("refused token: %v", err)
+	}
+}
+
+// TestChunkSizeOverflow: a chunk that claims 2^63-1 bytes after a first
+// chunk is refused as too large instead of overflowing the size check and
+// panicking in make (the plugin printed a stack trace instead of CNI error
+// JSON).
+func TestChunkSizeOverflow(t *testing.T) {
+	url := rawServer(t, []byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n7fffffffffffffff\r\n"))
+	_, err := doHTTP(context.Background(), httpRequest{Method: "GET", URL: url, ConnectTimeout: time.Second,
+		ResponseTimeout: 5 * time.Second, MaxBody: MaxAnswer})
+	if !errors.Is(err, errTooLarge) {
+		t.Fatalf("doHTTP = %v, want errTooLarge", err)
+	}
+}
+
+// TestPoolFileFIFO: a FIFO (or any file that is not a regular one) named as
+// the pool file is refused at once instead of blocking the plugin until
+// something writes to it.
+func TestPoolFileFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pools.json")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &fileProvider{c: &config{Provider: ProviderFile, Endpoint: path}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.query(context.Background(), nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("query of a FIFO = %v, want a refusal naming it not a regular file", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("query of a FIFO pool file still blocked after 30 s")
 	}
 }

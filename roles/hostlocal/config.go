@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/conffile"
 	"github.com/cnibox/cnibox/ipam"
 )
 
@@ -96,7 +97,7 @@ func rangeSets(a *cniplug.Args, in *ipamJSON, opt loadOptions) ([]ipam.RangeSet,
 		if !opt.ranges {
 			return nil, nil
 		}
-		b, err := readConfigFile(in.RangeFromFile)
+		b, err := conffile.Read(in.RangeFromFile, maxConfigFile)
 		if err != nil {
 			return nil, cniplug.ConfError("ipam.rangeFromFile", "cannot read %q: %v: fix the path or configure ipam.ranges", in.RangeFromFile, err)
 		}

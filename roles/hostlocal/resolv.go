@@ -5,15 +5,20 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/cnibox/cnibox/cniplug"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/conffile"
 )
+
+// maxConfigFile bounds the files a config names (rangeFromFile, resolvConf).
+const maxConfigFile = 1 << 20
 
 // parseResolvConf reads the nameserver, domain, search and options lines of
 // a resolv.conf file into the result's DNS, as the reference plugin does.
 func parseResolvConf(field, path string) (types.DNS, error) {
 	var dns types.DNS
-	b, err := readConfigFile(path)
+	b, err := conffile.Read(path, maxConfigFile)
 	if err != nil {
 		return dns, cniplug.ConfError(field, "cannot read %q: %v: fix the path or remove the field", path, err)
 	}
