@@ -47,6 +47,10 @@ func run(argv []string) int {
 			argv = argv[1:]
 		}
 	}
+	if !ok && name != "cnibox" && os.Getenv("CNI_COMMAND") != "" {
+		// Called by a runtime under a name that is no role of ours.
+		return cniplug.MainUnknown(name, reg, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	}
 	if ok {
 		return cniplug.Main(context.Background(), role, cniplug.Invocation{
 			Getenv:   os.Getenv,

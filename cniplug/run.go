@@ -52,7 +52,7 @@ func Main(ctx context.Context, role *Role, inv Invocation, stdout io.Writer) int
 		a = x
 		a.log = &callLog{start: start, last: start}
 	}
-	out, err := Invoke(ctx, role, inv)
+	out, err := invokeRecovered(ctx, role, inv)
 	if errors.Is(err, errNoCommand) {
 		fmt.Fprintf(inv.Stderr, "%s\n\nThis is cnibox's %q CNI plugin. Container runtimes run it with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH set and the network config on stdin. Supported CNI versions: %s.\nTo run a network by hand, see `cnibox exec --help`; `cnibox --help` lists every command.\n",
 			role.About, role.Name, strings.Join(SupportedVersions, ", "))
@@ -60,20 +60,49 @@ func Main(ctx context.Context, role *Role, inv Invocation, stdout io.Writer) int
 	}
 	writeLog(role, inv, stdin, a, out, err, start)
 	if err != nil {
-		te := AsTypesError(err)
-		body := struct {
-			CNIVersion string `json:"cniVersion,omitempty"`
-			*types.Error
-		}{errorVersion(stdin), te}
-		b, _ := json.Marshal(body)
-		stdout.Write(append(b, '\n'))
-		fmt.Fprintf(inv.Stderr, "cnibox %s %s: error %d: %s\n", role.Name, inv.Getenv("CNI_COMMAND"), te.Code, te.Msg)
+		writeError(stdout, inv.Stderr, stdin, role.Name+" "+inv.Getenv("CNI_COMMAND"), err)
 		return 1
 	}
 	if len(out) > 0 {
 		stdout.Write(out)
 	}
 	return 0
+}
+
+// writeError answers err as CNI error JSON on stdout (in the config's
+// cniVersion when stdin has one) and says it on stderr.
+func writeError(stdout, stderr io.Writer, stdin []byte, what string, err error) {
+	te := AsTypesError(err)
+	body := struct {
+		CNIVersion string `json:"cniVersion,omitempty"`
+		*types.Error
+	}{errorVersion(stdin), te}
+	b, _ := json.Marshal(body)
+	stdout.Write(append(b, '\n'))
+	fmt.Fprintf(stderr, "cnibox %s: error %d: %s\n", what, te.Code, te.Msg)
+}
+
+// MainUnknown answers a CNI call made under a name that is no role of reg
+// (a symlink named after a plugin cnibox does not have): CNI error JSON with
+// code 4 for every verb, VERSION included, naming the roles there are, so a
+// runtime reports a missing plugin instead of failing to parse the answer.
+// Code 4 rather than 1: nothing is wrong with the version; the plugin the
+// runtime's environment names (the config's type found in CNI_PATH) is not
+// here.
+func MainUnknown(name string, reg *Registry, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	in, _ := io.ReadAll(io.LimitReader(stdin, MaxConfigBytes+1))
+	err := Errorf(types.ErrInvalidEnvironmentVariables, "cnibox has no CNI plugin %q (called as %s with CNI_COMMAND=%s); it has: %s",
+		name, name, getenv("CNI_COMMAND"), strings.Join(reg.Names(), ", "))
+	writeError(stdout, stderr, in, name+" "+getenv("CNI_COMMAND"), err)
+	return 1
+}
+
+// invokeRecovered is Invoke that answers a panic with an error of
+// CodeInternal: the runtime gets CNI error JSON, and the undo steps of the
+// call (Undo.Finish) have run.
+func invokeRecovered(ctx context.Context, role *Role, inv Invocation) (out []byte, err error) {
+	defer recoverCall(&err, func(format string, args ...any) { fmt.Fprintf(inv.Stderr, format+"\n", args...) })
+	return Invoke(ctx, role, inv)
 }
 
 // errorVersion is the cniVersion of an error reply: the config's when it can

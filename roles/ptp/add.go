@@ -42,11 +42,7 @@ func add(ctx context.Context, a *cniplug.Args) (_ types.Result, err error) {
 	}
 
 	var undo cniplug.Undo
-	defer func() {
-		if err != nil {
-			undo.Run()
-		}
-	}()
+	defer undo.Finish(&err)
 
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
 	var p *plan

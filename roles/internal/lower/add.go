@@ -49,11 +49,7 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args) (_ types.Result, err er
 	}
 
 	var undo cniplug.Undo
-	defer func() {
-		if err != nil {
-			undo.Run()
-		}
-	}()
+	defer undo.Finish(&err)
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
 	var p *plan
 	_, err = attach.Reserve(ctx, a, c.DataDir, func(ipamRes *current.Result) (store.Endpoint, error) {
