@@ -3,10 +3,12 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,7 +67,12 @@ func (o Options) syncMode() (string, error) {
 // markedBoot returns the boot ID in the store's marker ("" when there is
 // none).
 func markedBoot(path string) string {
-	b, err := os.ReadFile(path + verifiedSuffix)
+	f, err := os.OpenFile(path+verifiedSuffix, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 256))
 	if err != nil {
 		return ""
 	}
@@ -80,11 +87,20 @@ func verifiedThisBoot(path string) bool {
 }
 
 // markVerified records that the store at path was checked in this boot. A
-// lost marker only means one more check.
+// lost marker only means one more check. O_NOFOLLOW: a symlink planted in
+// its place is not followed (root would overwrite the file it names); the
+// write fails and the marker is lost.
 func markVerified(path string) {
-	if id := BootID(); id != "" {
-		_ = os.WriteFile(path+verifiedSuffix, []byte(id+"\n"), 0o600)
+	id := BootID()
+	if id == "" {
+		return
 	}
+	f, err := os.OpenFile(path+verifiedSuffix, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(id + "\n")
+	_ = f.Close()
 }
 
 // fromEarlierBoot reports whether the store at path was last checked in

@@ -19,8 +19,11 @@ import (
 // each waiter would lose up to 50 ms per round. Here the wait is a blocking
 // flock(2), woken by the kernel as soon as the holder closes the file; bbolt
 // then locks the same open file again, which succeeds at once.
+//
+// O_NOFOLLOW: a symlink planted in place of the store fails the open
+// (ELOOP) instead of leading root to lock and write the file it names.
 func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}

@@ -87,7 +87,7 @@ func relockIfReplaced(f *os.File, path string, deadline time.Time, timeout time.
 		f.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	pi, err := os.Stat(path)
+	pi, err := os.Lstat(path)
 	if err == nil && os.SameFile(fi, pi) {
 		return f, nil
 	}
