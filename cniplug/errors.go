@@ -18,6 +18,10 @@ const (
 	CodePoolExhausted uint = 100
 	// CodeIfaceExists: CNI_IFNAME already exists in the pod namespace.
 	CodeIfaceExists uint = 101
+	// CodeInternal: the call panicked, a bug in cnibox rather than anything in
+	// the caller's input; the stack trace is on stderr and in the log. It is
+	// the spec's "internal error" (999).
+	CodeInternal uint = types.ErrInternal
 )
 
 // CodedError is an error that carries a CNI error code. It wraps its cause, so

@@ -129,6 +129,9 @@ func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err
 		te := AsTypesError(err)
 		msg = "error"
 		attrs = append(attrs, slog.Int("code", int(te.Code)), slog.String("error", te.Msg))
+		if stack := panicStack(err); stack != "" {
+			attrs = append(attrs, slog.String("stack", stack))
+		}
 	} else if len(out) > 0 && inv.Getenv("CNI_COMMAND") == "ADD" {
 		attrs = append(attrs, slog.Any("result", json.RawMessage(compact(out))))
 	}

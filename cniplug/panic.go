@@ -1,20 +1,28 @@
 package cniplug
 
 import (
+	"errors"
+	"fmt"
 	"runtime/debug"
-
-	"github.com/containernetworking/cni/pkg/types"
 )
-
-// CodeInternal is the code of an answer to a call that panicked: a bug in
-// cnibox, never the caller's input. It is the spec's "internal error" (999).
-const CodeInternal uint = types.ErrInternal
 
 // panicValue is a recovered panic with the stack where it happened, kept
 // while undo steps run and the panic goes on to Main.
 type panicValue struct {
 	value any
 	stack []byte
+}
+
+func (p *panicValue) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
+// panicStack returns the stack trace of the panic err answers, "" when err
+// is no panic.
+func panicStack(err error) string {
+	var p *panicValue
+	if errors.As(err, &p) {
+		return string(p.stack)
+	}
+	return ""
 }
 
 func asPanic(r any) *panicValue {
@@ -34,7 +42,8 @@ func recoverCall(err *error, log func(format string, args ...any)) {
 	}
 	p := asPanic(r)
 	log("cnibox: panic: %v\n%s", p.value, p.stack)
-	*err = Errorf(CodeInternal, "internal error (a bug in cnibox; the stack trace is on stderr and in the log): %v", p.value)
+	*err = &CodedError{Code: CodeInternal, Err: p,
+		Msg: fmt.Sprintf("internal error (a bug in cnibox; the stack trace is on stderr and in the log): %v", p.value)}
 }
 
 // Finish ends an ADD's undo stack, deferred with the ADD's error: it undoes
@@ -50,4 +59,3 @@ func (u *Undo) Finish(err *error) {
 		u.Run()
 	}
 }
-

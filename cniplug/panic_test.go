@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,8 +26,9 @@ func TestPanicAnswersJSON(t *testing.T) {
 		m["step"]++ // a bug: assignment to a nil map
 		return nil, nil
 	}}
+	logFile := filepath.Join(t.TempDir(), "cnibox.log")
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/run/netns/x",
-		"CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin", "CNIBOX_LOG_FILE": "off"}
+		"CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin", "CNIBOX_LOG_FILE": logFile}
 	var out, errOut bytes.Buffer
 	code := Main(context.Background(), role, Invocation{Getenv: func(k string) string { return env[k] },
 		Stdin: strings.NewReader(`{"cniVersion":"1.0.0","name":"n","type":"boom"}`), Stderr: &errOut}, &out)
@@ -44,5 +47,15 @@ func TestPanicAnswersJSON(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "panic.go") && !strings.Contains(errOut.String(), "goroutine") {
 		t.Errorf("stderr has no stack trace:\n%s", errOut.String())
+	}
+	var rec struct {
+		Code  uint   `json:"code"`
+		Stack string `json:"stack"`
+	}
+	if b, err := os.ReadFile(logFile); err != nil || json.Unmarshal(b, &rec) != nil {
+		t.Fatalf("log file: %v\n%s", err, b)
+	}
+	if rec.Code != CodeInternal || !strings.Contains(rec.Stack, "goroutine") {
+		t.Errorf("log record: code %d, stack %q; want code %d and the stack trace", rec.Code, rec.Stack, CodeInternal)
 	}
 }
