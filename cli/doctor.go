@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -139,12 +141,38 @@ func runDoctor(c *ucli.Context) error {
 // reported when there are none.
 func (d *doctor) checkStoreFile(c *ucli.Context) {
 	dir := store.Dir(c.String("data-dir"))
+	d.checkDataDirMode(dir)
 	torn, err := store.TornFiles(dir)
 	if err != nil || len(torn) == 0 {
 		return
 	}
 	d.warn("store", "nothing to repair: the pods of this boot are recorded in the new store; remove the kept file(s) once no post-mortem needs them",
 		"the store was torn by an unclean shutdown of an earlier boot and started empty; the torn file is kept as %s", strings.Join(torn, ", "))
+}
+
+// checkDataDirMode warns when users other than root can write the data
+// directory: they could replace the store, plant a symlink in place of its
+// files, or fill the disk cnibox writes to.
+func (d *doctor) checkDataDirMode(dir string) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return // no store yet: nothing to check
+	}
+	var who []string
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+		who = append(who, fmt.Sprintf("its owner (uid %d)", st.Uid))
+	}
+	if fi.Mode().Perm()&0o020 != 0 {
+		who = append(who, "its group")
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		who = append(who, "every user")
+	}
+	if len(who) == 0 {
+		return
+	}
+	d.warn("data dir", fmt.Sprintf("chown root:root %s && chmod 0700 %s", dir, dir),
+		"%s (mode %s) can be written by %s, not only root: they can replace the store or its files", dir, fi.Mode().Perm(), strings.Join(who, " and "))
 }
 
 // checkConfig: the active config is valid and its plugins are installed.
