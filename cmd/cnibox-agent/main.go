@@ -47,7 +47,9 @@ type flags struct {
 	etcdCAFile    string
 	etcdUsername  string
 	etcdPassword  string
-	leaseTTL      time.Duration
+	// etcdPasswordFile holds the password (secrets.go).
+	etcdPasswordFile string
+	leaseTTL         time.Duration
 
 	kubeSubnetMgr        bool
 	kubeconfig           string
@@ -79,7 +81,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.etcdCertfile, "etcd-certfile", "", "SSL certification file used to secure etcd communication")
 	fs.StringVar(&f.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication")
 	fs.StringVar(&f.etcdUsername, "etcd-username", "", "username for BasicAuth to etcd")
-	fs.StringVar(&f.etcdPassword, "etcd-password", "", "password for BasicAuth to etcd")
+	fs.StringVar(&f.etcdPassword, "etcd-password", "", "password for BasicAuth to etcd (visible in the process list: prefer --etcd-password-file or $CNIBOX_ETCD_PASSWORD)")
+	fs.StringVar(&f.etcdPasswordFile, "etcd-password-file", "", "file holding the password for BasicAuth to etcd")
 	fs.DurationVar(&f.leaseTTL, "subnet-lease-ttl", etcdlease.DefaultTTL, "etcd: how long a lease lives without renewal (cnibox)")
 	fs.BoolVar(&f.kubeSubnetMgr, "kube-subnet-mgr", false, "use the Kubernetes API (node.spec.podCIDR) instead of etcd for leases")
 	fs.StringVar(&f.kubeconfig, "kubeconfig-file", "", "kubeconfig file (default: in-cluster config)")
@@ -104,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: every setting is a flag (see --help)", fs.Args())
+	}
+	if err := resolveSecrets(fs, f, os.Getenv); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
