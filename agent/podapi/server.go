@@ -123,13 +123,14 @@ func handle(ctx context.Context, src Source, req agentapi.Request) *agentapi.Res
 		resp.Error, resp.Reason = fmt.Sprintf("%s: namespace and name are required", req.Op), agentapi.ReasonBadRequest
 		return resp
 	}
-	var err error
-	switch req.Op {
-	case agentapi.OpPod:
+	err := agentapi.CheckNames(req.Namespace, req.Name)
+	switch {
+	case err != nil:
+	case req.Op == agentapi.OpPod:
 		resp.Pod, err = src.Pod(ctx, req.Namespace, req.Name, req.UID)
-	case agentapi.OpNetAttachDef:
+	case req.Op == agentapi.OpNetAttachDef:
 		resp.NetAttachDef, err = src.NetAttachDef(ctx, req.Namespace, req.Name)
-	case agentapi.OpSetNetworkStatus:
+	case req.Op == agentapi.OpSetNetworkStatus:
 		if len(req.NetworkStatus) > 0 && string(req.NetworkStatus) != "null" && !json.Valid(req.NetworkStatus) {
 			err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: "networkStatus is not JSON"}
 		} else {
