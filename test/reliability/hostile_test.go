@@ -56,6 +56,20 @@ func TestHostileInput(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A name cnibox has no role for, linked as a runtime would find it.
+	if err := os.Symlink(n.bin, filepath.Join(n.binDir, "firewall")); err != nil {
+		t.Fatal(err)
+	}
+	// A data directory whose store is a symlink to another node's store.
+	victimDir, linkedDir := t.TempDir(), t.TempDir()
+	if st, err := store.Open(victimDir); err != nil {
+		t.Fatal(err)
+	} else {
+		st.Close()
+	}
+	if err := os.Symlink(filepath.Join(victimDir, "cnibox.db"), filepath.Join(linkedDir, "cnibox.db")); err != nil {
+		t.Fatal(err)
+	}
 	netns := newNS(t)
 	pad := strings.Repeat("x", 5<<20)
 	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
@@ -132,6 +146,12 @@ func TestHostileInput(t *testing.T) {
 		{name: "unsupported vlanTrunk", stdin: hostileConf(t, set("vlanTrunk", []any{map[string]any{"id": 5}})), want: 2},
 		{name: "prevResult not a result", verb: "DEL", stdin: hostileConf(t, set("prevResult", "garbage")), want: 6},
 		{name: "unknown CNI_COMMAND", verb: "EXPLODE", want: 4},
+		{name: "a name cnibox has no role for (firewall), VERSION", role: "firewall", verb: "VERSION", want: 4},
+		{name: "a name cnibox has no role for (firewall), ADD", role: "firewall", want: 4},
+		{name: "cloud-ipam pool file a FIFO", stdin: hostileConf(t, func(m map[string]any) {
+			m["ipam"] = map[string]any{"type": "cloud-ipam", "provider": "file", "endpoint": fifo}
+		}), want: 11},
+		{name: "the store file a symlink", stdin: hostileConf(t, setIPAM("dataDir", linkedDir)), want: 5},
 		{name: "host-local: a /32 subnet", role: "host-local", stdin: hostileConf(t, ipamRanges("10.95.0.7/32")), want: 7},
 		{name: "static: address of /33", role: "static", stdin: hostileConf(t, func(m map[string]any) {
 			m["ipam"] = map[string]any{"type": "static", "addresses": []any{map[string]any{"address": "10.95.0.1/33"}}}
