@@ -104,7 +104,7 @@ bench-overlay: build
 # testdata/fuzz.
 FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 \
 	./roles/hostlocal:FuzzLoadConfig:180000 ./roles/hostlocal:FuzzStaticConfig:160000 \
-	./store:FuzzDecodeReservation:200000 ./roles/meta:FuzzFlannelEnv:60000 \
+	./store:FuzzDecodeReservation:200000 ./roles/flannel:FuzzFlannelEnv:60000 \
 	./agent/netconf:FuzzParse:300000 ./roles/cloudipam:FuzzAzureXML:80000 \
 	./roles/cloudipam:FuzzAWSENI:60000 ./roles/cloudipam:FuzzPoolFile:70000 \
 	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000 \

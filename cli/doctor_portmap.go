@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -41,22 +41,22 @@ func (d *doctor) checkPortMaps(host *netops.Handle, ep store.Endpoint) {
 	if !ok {
 		return
 	}
-	want := meta.PortMapsOfRecord(r)
+	want := portmap.PortMapsOfRecord(r)
 	if want.Empty() {
 		return
 	}
-	states, err := meta.VerifyPortMaps(host, want)
+	states, err := portmap.VerifyPortMaps(host, want)
 	if err != nil {
 		d.fail("portmap", "", "read table inet %s: %v", netops.PortMapTable, err)
 		return
 	}
 	for _, s := range states {
 		switch s.Status {
-		case meta.PortMapOK:
+		case portmap.PortMapOK:
 			d.pass("portmap", "%s (table inet %s)", s, netops.PortMapTable)
-		case meta.PortMapTakenOver:
+		case portmap.PortMapTakenOver:
 			d.fail("portmap", "two pods map the same host port and the newest ADD took it over: drop the hostPort from one of them, then "+recreate, "%s", s)
-		case meta.PortMapUnexpected:
+		case portmap.PortMapUnexpected:
 			d.warn("portmap", recreate+" (to make the table and the record agree)", "%s: in the table but not in the attachmentKey's record", s)
 		default:
 			d.fail("portmap", "the pod's host port leads nowhere: "+recreate+" (its ADD adds the element again)", "%s", s)

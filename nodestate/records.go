@@ -7,7 +7,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/bandwidth"
+	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -113,14 +114,14 @@ func recordOrphans(v View, ev evidence) []Orphan {
 	staleOwner := map[string]int{} // owner -> index in out
 	for _, r := range v.PortMaps {
 		k := attachment{r.Network, r.ContainerID, r.IfName}
-		owner := meta.PortMapOwner(r.Network, r.ContainerID, r.IfName)
+		owner := portmap.PortMapOwner(r.Network, r.ContainerID, r.IfName)
 		recorded[owner] = true
 		reason := gone(k, "", r.BootID)
 		if reason == "" {
 			continue
 		}
 		o := rec(KindPortMap, k, r.Pod, "", reason)
-		pm := meta.PortMapsOfRecord(r)
+		pm := portmap.PortMapsOfRecord(r)
 		o.Ports = describePorts(pm)
 		o.portMaps = []netops.PortMaps{pm}
 		staleOwner[owner] = len(out)
@@ -129,10 +130,10 @@ func recordOrphans(v View, ev evidence) []Orphan {
 	// 6. elements without a record (and the dumped elements of stale records).
 	known := map[string]attachment{} // owner -> attachment, for hashed owners
 	for _, ep := range v.Endpoints {
-		known[meta.PortMapOwner(ep.Network, ep.ContainerID, ep.IfName)] = attachment{ep.Network, ep.ContainerID, ep.IfName}
+		known[portmap.PortMapOwner(ep.Network, ep.ContainerID, ep.IfName)] = attachment{ep.Network, ep.ContainerID, ep.IfName}
 	}
 	for _, a := range v.Cached {
-		known[meta.PortMapOwner(a.Network, a.ContainerID, a.IfName)] = attachment{a.Network, a.ContainerID, a.IfName}
+		known[portmap.PortMapOwner(a.Network, a.ContainerID, a.IfName)] = attachment{a.Network, a.ContainerID, a.IfName}
 	}
 	for _, g := range v.PortMapElems {
 		if i, ok := staleOwner[g.Owner]; ok {
@@ -146,7 +147,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		}
 		k, ok := known[g.Owner]
 		if !ok {
-			n, cid, ifn, parsed := meta.ParsePortMapOwner(g.Owner)
+			n, cid, ifn, parsed := portmap.ParsePortMapOwner(g.Owner)
 			ok = parsed
 			k = attachment{n, cid, ifn}
 		}
@@ -191,7 +192,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		named[r.Ifb] = true
 	}
 	for _, l := range v.Links {
-		if l.Kind == "ifb" && meta.IsBandwidthIfb(l.Name) && !named[l.Name] {
+		if l.Kind == "ifb" && bandwidth.IsBandwidthIfb(l.Name) && !named[l.Name] {
 			out = append(out, Orphan{Kind: KindIfb, Ifb: l.Name,
 				Reason: "named like a cnibox bandwidth ifb, but no bandwidth record names it (the role records before it creates one)"})
 		}

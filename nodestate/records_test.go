@@ -9,7 +9,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -33,7 +33,7 @@ func TestFindRecordOrphans(t *testing.T) {
 			Mappings: []netops.PortMapping{{Proto: netops.ProtoTCP, HostPort: port, PodIP: ip(podIP), PodPort: 80}},
 			Masq:     []netops.PortMasq{{PodIP: ip(podIP)}}}
 	}
-	owner := meta.PortMapOwner
+	owner := portmap.PortMapOwner
 	longCID := strings.Repeat("c", 200) // hashed in the owner comment
 	v := View{
 		BootID: boot,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -41,7 +41,7 @@ func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []Orphan)
 		return
 	}
 	for _, r := range recs {
-		recorded[meta.PortMapOwner(r.Network, r.ContainerID, r.IfName)] = true
+		recorded[portmap.PortMapOwner(r.Network, r.ContainerID, r.IfName)] = true
 	}
 	var del []netops.PortMaps
 	var doing []int

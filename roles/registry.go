@@ -5,13 +5,18 @@ package roles
 
 import (
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
+	"github.com/cnibox/cnibox/roles/flannel"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/ipvlan"
+	"github.com/cnibox/cnibox/roles/loopback"
 	"github.com/cnibox/cnibox/roles/macvlan"
-	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/multi"
+	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/roles/ptp"
+	"github.com/cnibox/cnibox/roles/tuning"
 	"github.com/cnibox/cnibox/roles/vxlan"
 )
 
@@ -24,12 +29,12 @@ func Registry() *cniplug.Registry {
 		cloudipam.AzureRole,
 		hostlocal.Role,
 		hostlocal.StaticRole,
-		meta.Loopback,
-		meta.Flannel,
-		meta.Multi,
-		meta.Portmap,
-		meta.Tuning,
-		meta.Bandwidth,
+		loopback.Role,
+		flannel.Role,
+		multi.Role,
+		portmap.Role,
+		tuning.Role,
+		bandwidth.Role,
 		vxlan.Role,
 		ptp.Role,
 		macvlan.Role,

@@ -35,11 +35,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	}
 
 	var undo cniplug.Undo
-	defer func() {
-		if err != nil {
-			undo.Run()
-		}
-	}()
+	defer undo.Finish(&err)
 
 	// The address reservation and the endpoint record first, in one store
 	// transaction, before any kernel work: an exhausted pool fails before
@@ -171,7 +167,7 @@ func reserve(ctx context.Context, a *cniplug.Args, c *Conf, res *current.Result,
 		if !inProcess {
 			_ = a.DelegateDel(context.WithoutCancel(ctx), t, a.StdinData)
 		}
-		return nil, storeErr(err)
+		return nil, err
 	}
 	defer st.Close()
 	key := store.SharedKey(st.Dir())
@@ -193,7 +189,7 @@ func reserve(ctx context.Context, a *cniplug.Args, c *Conf, res *current.Result,
 		if ipamErr != nil {
 			return nil, ipamErr
 		}
-		return nil, storeErr(err)
+		return nil, err
 	}
 	a.Mark("record")
 	return plan, nil
@@ -391,11 +387,4 @@ func endpointOf(a *cniplug.Args, c *Conf, res *current.Result, hostName string, 
 // process's).
 func openStore(a *cniplug.Args, c *Conf) (*store.Store, error) {
 	return store.OpenWith(store.DirFrom(c.DataDir, a.Getenv), store.Options{Getenv: a.Getenv})
-}
-
-func storeErr(err error) error {
-	if errors.Is(err, store.ErrBusy) {
-		return cniplug.WithCode(types.ErrTryAgainLater, err)
-	}
-	return cniplug.WithCode(types.ErrIOFailure, err)
 }

@@ -79,7 +79,7 @@ func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.
 	}
 	st, err := openStore(a, c)
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
 	defer st.Close()
 	key := store.SharedKey(st.Dir())
@@ -107,7 +107,7 @@ func release(ctx context.Context, a *cniplug.Args, c *Conf, unhook func([]netip.
 		return roleErr
 	}
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
 	if !inProcess {
 		a.SetShared(key, nil)
@@ -154,7 +154,7 @@ func deleteVeth(host *netops.Handle, hostName string, a *cniplug.Args) error {
 func attachmentIPs(st *store.Store, a *cniplug.Args, c *Conf) ([]netip.Addr, error) {
 	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, err
 	}
 	var ips []netip.Addr
 	if found {

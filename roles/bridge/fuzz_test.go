@@ -3,8 +3,9 @@ package bridge
 import (
 	"testing"
 
-	"github.com/cnibox/cnibox/cniplug"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
 )
 
 // FuzzParseConf: any stdin either parses into a config the ADD path can

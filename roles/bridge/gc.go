@@ -21,12 +21,12 @@ func gc(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	}
 	st, err := openStore(a, c)
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
 	eps, err := st.Endpoints(a.Conf.Name)
 	st.Close()
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
 	keepVeth := map[string]bool{}
 	for _, k := range a.Conf.GCKeep() {
@@ -64,12 +64,12 @@ func gc(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if len(stale) > 0 {
 		st, err := openStore(a, c)
 		if err != nil {
-			return storeErr(err)
+			return err
 		}
 		for _, ep := range stale {
 			if err := st.DeleteEndpoint(ep.Network, ep.ContainerID, ep.IfName); err != nil {
 				st.Close()
-				return storeErr(err)
+				return err
 			}
 		}
 		st.Close()

@@ -43,7 +43,7 @@ func findLease(a *cniplug.Args, c *conf) (*lease, error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
-		return nil, storeErr(err)
+		return nil, err
 	default:
 		if c.Device != "" {
 			var s store.OverlayState
@@ -57,7 +57,7 @@ func findLease(a *cniplug.Args, c *conf) (*lease, error) {
 		}
 		st.Close()
 		if err != nil {
-			return nil, storeErr(err)
+			return nil, err
 		}
 	}
 
@@ -134,11 +134,4 @@ func readyErr(err error, code uint) error {
 		return cniplug.Errorf(code, "vxlan: %w", err)
 	}
 	return err
-}
-
-func storeErr(err error) error {
-	if errors.Is(err, store.ErrBusy) {
-		return cniplug.WithCode(types.ErrTryAgainLater, err)
-	}
-	return cniplug.WithCode(types.ErrIOFailure, err)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/bridge"
-	"github.com/cnibox/cnibox/roles/meta"
+	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -87,7 +87,7 @@ func TestCLIDoctorPortmap(t *testing.T) {
 
 	t.Run("mapping deleted", func(t *testing.T) {
 		m := netops.PortMapping{Proto: netops.ProtoTCP, HostPort: port, PodIP: ip4, PodPort: 80}
-		must(t, hostHandle(t).DeletePortMaps(netops.PortMaps{Owner: meta.PortMapOwner(l.Name, p.id, "eth0"), Mappings: []netops.PortMapping{m}}))
+		must(t, hostHandle(t).DeletePortMaps(netops.PortMaps{Owner: portmap.PortMapOwner(l.Name, p.id, "eth0"), Mappings: []netops.PortMapping{m}}))
 		fs := fails(t)
 		if len(fs) != 1 || fs[0].Check != "portmap" || !strings.Contains(fs[0].Detail, m.String()) ||
 			!strings.Contains(fs[0].Detail, "missing from table inet cnibox-portmap") || fs[0].Fix == "" {
@@ -144,7 +144,7 @@ func TestCLIGCRecords(t *testing.T) {
 	st.Close()
 	// Planted: a port mapping no record, endpoint or cache entry is for.
 	stray := netops.PortMapping{Proto: netops.ProtoTCP, HostPort: 18682, PodIP: netip.MustParseAddr("10.88.86.250"), PodPort: 80}
-	_, err = h.EnsurePortMaps(netops.PortMaps{Owner: meta.PortMapOwner("gcrec", "stray", "eth0"), Mappings: []netops.PortMapping{stray}})
+	_, err = h.EnsurePortMaps(netops.PortMaps{Owner: portmap.PortMapOwner("gcrec", "stray", "eth0"), Mappings: []netops.PortMapping{stray}})
 	must(t, err)
 
 	// Planted: an ifb named like bandwidth's that no record names.
@@ -277,7 +277,7 @@ func TestCLIGCRecords(t *testing.T) {
 	st.Close()
 	wantState := []string{
 		"portmap " + live.id, "tuning " + live.id, "bandwidth " + live.id, "ifb " + liveIfb,
-		"delegate " + inFlight.id, "elements " + meta.PortMapOwner("gcrec", live.id, "eth0"),
+		"delegate " + inFlight.id, "elements " + portmap.PortMapOwner("gcrec", live.id, "eth0"),
 	}
 	slices.Sort(wantState)
 	if got := state(); got != strings.Join(wantState, "\n") {

@@ -12,12 +12,12 @@ import (
 func Endpoints(a *cniplug.Args, dataDir string) (kept, stale []store.Endpoint, err error) {
 	st, err := OpenStore(a, dataDir)
 	if err != nil {
-		return nil, nil, StoreErr(err)
+		return nil, nil, err
 	}
 	eps, err := st.Endpoints(a.Conf.Name)
 	st.Close()
 	if err != nil {
-		return nil, nil, StoreErr(err)
+		return nil, nil, err
 	}
 	for _, ep := range eps {
 		if a.Conf.Keeps(ep.ContainerID, ep.IfName) {
@@ -35,12 +35,12 @@ func FinishGC(ctx context.Context, a *cniplug.Args, dataDir string, stale []stor
 	if len(stale) > 0 {
 		st, err := OpenStore(a, dataDir)
 		if err != nil {
-			return StoreErr(err)
+			return err
 		}
 		for _, ep := range stale {
 			if err := st.DeleteEndpoint(ep.Network, ep.ContainerID, ep.IfName); err != nil {
 				st.Close()
-				return StoreErr(err)
+				return err
 			}
 		}
 		st.Close()

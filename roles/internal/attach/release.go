@@ -21,7 +21,7 @@ func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([
 	inProcess := inProcessIPAM(a)
 	st, err := OpenStore(a, dataDir)
 	if err != nil {
-		return StoreErr(err)
+		return err
 	}
 	defer st.Close()
 	key := store.SharedKey(st.Dir())
@@ -49,7 +49,7 @@ func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([
 		return roleErr
 	}
 	if err != nil {
-		return StoreErr(err)
+		return err
 	}
 	if inProcess {
 		return nil
@@ -64,7 +64,7 @@ func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([
 func attachmentIPs(st *store.Store, a *cniplug.Args) ([]netip.Addr, error) {
 	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
 	if err != nil {
-		return nil, StoreErr(err)
+		return nil, err
 	}
 	var ips []netip.Addr
 	if found {

@@ -2,7 +2,6 @@ package attach
 
 import (
 	"context"
-	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -54,7 +53,7 @@ func Reserve(ctx context.Context, a *cniplug.Args, dataDir string, record func(i
 	st, err := OpenStore(a, dataDir)
 	if err != nil {
 		undoForeign()
-		return nil, StoreErr(err)
+		return nil, err
 	}
 	defer st.Close()
 	key := store.SharedKey(st.Dir())
@@ -79,7 +78,7 @@ func Reserve(ctx context.Context, a *cniplug.Args, dataDir string, record func(i
 		if roleErr != nil {
 			return nil, roleErr
 		}
-		return nil, StoreErr(err)
+		return nil, err
 	}
 	a.Mark("record")
 	return res, nil
@@ -101,13 +100,4 @@ func inProcessIPAM(a *cniplug.Args) bool {
 // process's).
 func OpenStore(a *cniplug.Args, dataDir string) (*store.Store, error) {
 	return store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv})
-}
-
-// StoreErr gives a store error its CNI code: 11 when the store was busy,
-// else 5.
-func StoreErr(err error) error {
-	if errors.Is(err, store.ErrBusy) {
-		return cniplug.WithCode(types.ErrTryAgainLater, err)
-	}
-	return cniplug.WithCode(types.ErrIOFailure, err)
 }

@@ -1,0 +1,148 @@
+package bandwidth
+
+import (
+	"context"
+	"errors"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// bandwidthDel removes the attachment's qdiscs from the host end of its veth
+// (when that is still there) and its ifb device, then its record. Without a
+// record it still deletes the ifb by its deterministic name, and finds the
+// host end through prevResult when the pod's namespace is left.
+func bandwidthDel(_ context.Context, a *cniplug.Args) error {
+	dir := store.DirFrom(bwDataDir(a), a.Getenv)
+	rec, found, err := bwRecord(a, dir, a.Conf.Name, a.ContainerID, a.IfName)
+	if err != nil {
+		return err
+	}
+	host, err := netops.Open("")
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	defer host.Close()
+	hostIf, ifb, ingress := rec.HostIf, rec.Ifb, rec.IngressRate > 0
+	if !found {
+		ifb, ingress = bwIfbName(a.ContainerID, a.IfName), true
+		if prev, err := a.Conf.PrevResult(); err == nil && prev != nil && a.Netns != "" {
+			if l, err := bwHostIf(host, a.Netns, a.IfName, prev); err == nil {
+				hostIf = l.Name
+			}
+		}
+	}
+	if err := bwTeardown(host, hostIf, ifb, ingress); err != nil {
+		return err
+	}
+	fault.Point("bandwidth/del/after-teardown")
+	if !found {
+		return nil
+	}
+	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.DeleteBandwidth(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+		return err
+	}
+	fault.Point("bandwidth/del/after-record")
+	return nil
+}
+
+// bwRecord reads one attachment's record; a store that was never created
+// holds none.
+func bwRecord(a *cniplug.Args, dir, network, containerID, ifname string) (store.BandwidthRecord, bool, error) {
+	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: true})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.BandwidthRecord{}, false, nil
+	}
+	if err != nil {
+		return store.BandwidthRecord{}, false, err
+	}
+	defer st.Close()
+	rec, found, err := st.GetBandwidth(network, containerID, ifname)
+	if err != nil {
+		return rec, false, err
+	}
+	return rec, found, nil
+}
+
+// bandwidthGC tears down the attachments of this network that are not in
+// the valid list, and deletes ifb devices of cnibox's that no record of any
+// network names (left by a crash).
+func bandwidthGC(_ context.Context, a *cniplug.Args) error {
+	dir := store.DirFrom(bwDataDir(a), a.Getenv)
+	host, err := netops.Open("")
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	defer host.Close()
+	// Links before records: ADD writes its record before it creates the
+	// ifb, so every ifb seen here that an ADD is making has its record in
+	// the read below.
+	links, err := host.Links()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: true})
+	var recs []store.BandwidthRecord
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		recs, err = st.BandwidthRecords("")
+		st.Close()
+		if err != nil {
+			return err
+		}
+	}
+
+	keepIfb := map[string]bool{}
+	for _, k := range a.Conf.GCKeep() {
+		keepIfb[bwIfbName(k.ContainerID, k.IfName)] = true
+	}
+	var stale []store.BandwidthRecord
+	for _, r := range recs {
+		if r.Network == a.Conf.Name && !a.Conf.Keeps(r.ContainerID, r.IfName) {
+			stale = append(stale, r)
+			continue
+		}
+		if r.Ifb != "" {
+			keepIfb[r.Ifb] = true
+		}
+	}
+	for _, r := range stale {
+		if err := bwTeardown(host, r.HostIf, r.Ifb, r.IngressRate > 0); err != nil {
+			return err
+		}
+	}
+	for _, l := range links {
+		if l.Kind != "ifb" || !bwIsOurIfb(l.Name) || keepIfb[l.Name] {
+			continue
+		}
+		if err := host.DeleteLink(l.Name); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete stale ifb %s: %w", l.Name, err)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	st, err = store.OpenWith(dir, store.Options{Getenv: a.Getenv})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, r := range stale {
+		if err := st.DeleteBandwidth(r.Network, r.ContainerID, r.IfName); err != nil {
+			return err
+		}
+	}
+	return nil
+}

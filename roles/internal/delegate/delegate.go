@@ -1,0 +1,151 @@
+// Package delegate is what the roles that delegate whole networks (flannel,
+// multi) share: the delegate record in the store, JSON injection into a
+// delegate's config, and their config decoding errors.
+package delegate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Store opens the store in dir ("" = $CNIBOX_DATA_DIR or the default).
+// With noCreate, a store that was never created returns (nil, nil).
+func Store(a *cniplug.Args, dir string, noCreate bool) (*store.Store, error) {
+	st, err := store.OpenWith(store.DirFrom(dir, a.Getenv), store.Options{Getenv: a.Getenv, NoCreate: noCreate})
+	if noCreate && errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// GetRecord returns the delegate record of (network, CNI_CONTAINERID,
+// CNI_IFNAME), if there is one.
+func GetRecord(a *cniplug.Args, dir string) (store.DelegateRecord, bool, error) {
+	st, err := Store(a, dir, true)
+	if err != nil || st == nil {
+		return store.DelegateRecord{}, false, err
+	}
+	defer st.Close()
+	rec, found, err := st.GetDelegateRecord(a.Conf.Name, a.ContainerID, a.IfName)
+	if err != nil {
+		return rec, false, err
+	}
+	return rec, found, nil
+}
+
+// Records returns the records that the meta role plugin keeps for network.
+func Records(a *cniplug.Args, dir, network, plugin string) ([]store.DelegateRecord, error) {
+	st, err := Store(a, dir, true)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	defer st.Close()
+	all, err := st.DelegateRecords(network)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.DelegateRecord
+	for _, r := range all {
+		if r.Plugin == plugin {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// PutRecord writes rec in one transaction.
+func PutRecord(a *cniplug.Args, dir string, rec store.DelegateRecord) error {
+	st, err := Store(a, dir, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.PutDelegateRecord(rec); err != nil {
+		return err
+	}
+	return nil
+}
+
+// DeleteRecord removes the record of one attachment of network (a missing
+// one is fine).
+func DeleteRecord(a *cniplug.Args, dir, network, containerID, ifname string) error {
+	st, err := Store(a, dir, true)
+	if err != nil || st == nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.DeleteDelegateRecord(network, containerID, ifname); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Inject returns the JSON object conf with the given keys set (values are
+// marshalled; a json.RawMessage goes in as it is). Every other key is kept
+// byte for byte.
+func Inject(conf []byte, kv map[string]any) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(conf, &m); err != nil {
+		return nil, cniplug.Errorf(types.ErrDecodingFailure, "delegate config is not a JSON object: %w", err)
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	for k, v := range kv {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, cniplug.Errorf(types.ErrInternal, "encode %q for the delegate config: %w", k, err)
+		}
+		m[k] = b
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrInternal, "encode the delegate config: %w", err)
+	}
+	return out, nil
+}
+
+// GCAttachments is the GC valid list in both spellings the spec has used.
+func GCAttachments(keep []types.GCAttachment) map[string]any {
+	if keep == nil {
+		keep = []types.GCAttachment{}
+	}
+	return map[string]any{"cni.dev/valid-attachments": keep, "cni.dev/attachments": keep}
+}
+
+// Log writes one line to the call's stderr (never stdout).
+func Log(a *cniplug.Args, format string, args ...any) {
+	if a.Stderr != nil {
+		fmt.Fprintf(a.Stderr, format+"\n", args...)
+	}
+}
+
+// DecodeError is the CNI error of a config that did not decode: a field of
+// the wrong JSON type is a config error naming the field (7), anything else
+// undecodable is 6. what names the config ("flannel config").
+func DecodeError(what string, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return cniplug.ConfError(te.Field, "want a JSON %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	return cniplug.Errorf(types.ErrDecodingFailure, "%s: %v", what, err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "map", "struct":
+		return "object"
+	case "slice":
+		return "list"
+	}
+	return goKind
+}

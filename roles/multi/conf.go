@@ -1,0 +1,202 @@
+package multi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/delegate"
+	"github.com/cnibox/cnibox/store"
+)
+
+// multiConf is the multi plugin's config.
+type multiConf struct {
+	// DataDir is where the delegate records are kept (see store.Dir).
+	DataDir string
+	// Delegates are the resolved networks, the primary first.
+	Delegates []*multiDelegate
+	// RuntimeConfig is this call's runtimeConfig, handed to the primary's
+	// plugins by their capabilities.
+	RuntimeConfig map[string]any
+}
+
+// multiDelegate is one network of a multi pod, resolved to a conflist.
+type multiDelegate struct {
+	Index  int
+	Field  string // "delegates[1]", for messages
+	Path   string // the file it came from, if any
+	IfName string
+	List   *libcni.NetworkConfigList
+}
+
+// describe names the delegate in messages: index, network name, plugin types.
+func (d *multiDelegate) describe() string {
+	var types []string
+	for _, p := range d.List.Plugins {
+		types = append(types, p.Network.Type)
+	}
+	s := fmt.Sprintf("%s %q (type %s", d.Field, d.List.Name, strings.Join(types, "+"))
+	if d.Path != "" {
+		s += ", from " + d.Path
+	}
+	return s + ", ifname " + d.IfName + ")"
+}
+
+// maxDelegateFile bounds what is read of a delegate's conflist file.
+const maxDelegateFile = cniplug.MaxConfigBytes
+
+// parseMultiConf decodes the multi config and resolves every delegate. The
+// primary gets ifname (CNI_IFNAME; "" for GC and STATUS), the others their
+// own "ifname" field or net<index>.
+func parseMultiConf(a *cniplug.Args, ifname string) (*multiConf, error) {
+	var raw struct {
+		Delegates     []json.RawMessage `json:"delegates"`
+		DataDir       string            `json:"dataDir"`
+		RuntimeConfig map[string]any    `json:"runtimeConfig"`
+	}
+	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
+		return nil, delegate.DecodeError("multi config", err)
+	}
+	if len(raw.Delegates) == 0 {
+		return nil, cniplug.ConfError("delegates", "missing or empty: list the pod's networks, the primary first (inline configs, conflists, or paths of conflist files)")
+	}
+	c := &multiConf{DataDir: raw.DataDir, RuntimeConfig: raw.RuntimeConfig}
+	seen := map[string]string{}
+	for i, r := range raw.Delegates {
+		d, err := resolveDelegate(i, r, a.Conf.CNIVersion)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			d.IfName = ifname // the primary is the runtime's interface
+		}
+		if d.IfName != "" {
+			if prev, dup := seen[d.IfName]; dup {
+				return nil, cniplug.ConfError(d.Field+".ifname", "%q is already the interface of %s: give each delegate its own", d.IfName, prev)
+			}
+			seen[d.IfName] = d.Field
+		}
+		c.Delegates = append(c.Delegates, d)
+	}
+	return c, nil
+}
+
+// resolveDelegate turns one entry of "delegates" into a conflist: an inline
+// conflist, an inline single-plugin config (made a one-plugin list, as
+// libcni does), or a string naming a file with either.
+func resolveDelegate(i int, raw json.RawMessage, version string) (*multiDelegate, error) {
+	d := &multiDelegate{Index: i, Field: fmt.Sprintf("delegates[%d]", i)}
+	body := []byte(raw)
+	var path string
+	if json.Unmarshal(raw, &path) == nil {
+		if !filepath.IsAbs(path) {
+			return nil, cniplug.ConfError(d.Field, "%q is not an absolute path: give the full path of a .conflist or .conf file", path)
+		}
+		var err error
+		if body, err = readDelegateFile(path); err != nil {
+			return nil, cniplug.WithCode(types.ErrInvalidNetworkConfig, fmt.Errorf("config field %q: %w", d.Field, err))
+		}
+		d.Path = path
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		if d.Path != "" {
+			return nil, cniplug.Errorf(types.ErrDecodingFailure, "config field %q: %s is not a JSON network config or conflist: %v", d.Field, d.Path, err)
+		}
+		return nil, cniplug.ConfError(d.Field, "want an object (a network config or a conflist) or a string (the path of a conflist file), got %s", abbrev(raw))
+	}
+	if v, ok := obj["ifname"]; ok {
+		if err := json.Unmarshal(v, &d.IfName); err != nil {
+			return nil, cniplug.ConfError(d.Field+".ifname", "want a string, got %s", abbrev(v))
+		}
+		if err := utils.ValidateInterfaceName(d.IfName); err != nil {
+			return nil, cniplug.ConfError(d.Field+".ifname", "%q is not a valid interface name: %s", d.IfName, err.Msg)
+		}
+		delete(obj, "ifname")
+	} else {
+		d.IfName = fmt.Sprintf("net%d", i)
+	}
+	if _, ok := obj["name"]; !ok {
+		return nil, cniplug.ConfError(d.Field+".name", "missing: every delegate network needs a name of its own")
+	}
+	if _, isList := obj["plugins"]; !isList {
+		single, _ := json.Marshal(obj)
+		list := map[string]json.RawMessage{"plugins": json.RawMessage("[" + string(single) + "]")}
+		for _, k := range []string{"name", "cniVersion"} {
+			if v, ok := obj[k]; ok {
+				list[k] = v
+			}
+		}
+		obj = list
+	}
+	if _, ok := obj["cniVersion"]; !ok && version != "" {
+		obj["cniVersion"], _ = json.Marshal(version)
+	}
+	listBytes, _ := json.Marshal(obj)
+	list, err := libcni.NetworkConfFromBytes(listBytes)
+	if err != nil {
+		return nil, cniplug.ConfError(d.Field, "%v", err)
+	}
+	if err := utils.ValidateNetworkName(list.Name); err != nil {
+		return nil, cniplug.ConfError(d.Field+".name", "%q: %s (every delegate network needs a name of its own)", list.Name, err.Msg)
+	}
+	for j, p := range list.Plugins {
+		if p.Network.Type == multiPlugin {
+			return nil, cniplug.ConfError(fmt.Sprintf("%s.plugins[%d].type", d.Field, j), "a multi delegate cannot itself be multi: list its networks here instead")
+		}
+	}
+	d.List = list
+	return d, nil
+}
+
+func readDelegateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s does not exist: create it or fix the path", path)
+	}
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "read %s: %w", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxDelegateFile+1))
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "read %s: %w", path, err)
+	}
+	if len(b) > maxDelegateFile {
+		return nil, cniplug.Errorf(types.ErrDecodingFailure, "%s is larger than %d bytes: it is not a network config", path, maxDelegateFile)
+	}
+	return b, nil
+}
+
+// abbrev shortens raw JSON for a message.
+func abbrev(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 60 {
+		return string(b[:57]) + "..."
+	}
+	return string(b)
+}
+
+// delegatesFromRecord rebuilds the delegate list of a record.
+func delegatesFromRecord(rec store.DelegateRecord) ([]*multiDelegate, error) {
+	var out []*multiDelegate
+	for i, rd := range rec.Delegates {
+		list, err := libcni.NetworkConfFromBytes(rd.Conf)
+		if err != nil {
+			return nil, cniplug.Errorf(types.ErrDecodingFailure, "the store's record of container %s ifname %s: delegate %d: %v", rec.ContainerID, rec.IfName, i, err)
+		}
+		out = append(out, &multiDelegate{Index: i, Field: fmt.Sprintf("delegates[%d]", i), IfName: rd.IfName, List: list})
+	}
+	return out, nil
+}

@@ -1,0 +1,129 @@
+package multi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/agentapi"
+)
+
+// networkSelection is one network a pod asks for in its
+// k8s.v1.cni.cncf.io/networks annotation (the Network Plumbing Working
+// Group's NetworkSelectionElement; the fields cnibox uses).
+type networkSelection struct {
+	Name      string   `json:"name"`
+	Namespace string   `json:"namespace,omitempty"`
+	Interface string   `json:"interface,omitempty"`
+	IPs       []string `json:"ips,omitempty"`
+	MAC       string   `json:"mac,omitempty"`
+}
+
+// qualified returns "namespace/name".
+func (s networkSelection) qualified() string { return s.Namespace + "/" + s.Name }
+
+// dns1123 matches a Kubernetes object name (a DNS-1123 subdomain) or
+// namespace. It is compiled on first use: every CNI call is a fresh process,
+// and a package-level MustCompile would cost every role's start-up.
+var dns1123 = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+})
+
+// parseNetworksAnnotation parses the value of the networks annotation of
+// pod (namespace/name, for messages) in either of its two forms: a comma
+// list of "[namespace/]name[@interface]", or a JSON list of objects
+// {"name", "namespace", "interface", "ips", "mac"} (other fields of the
+// specification, such as "default-route" or "cni-args", are ignored). A
+// network without a namespace is in the pod's. Errors are code 7 and name
+// the annotation.
+func parseNetworksAnnotation(podNamespace, pod, value string) ([]networkSelection, error) {
+	bad := func(format string, args ...any) error {
+		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: %s", pod, agentapi.NetworksAnnotation, fmt.Sprintf(format, args...))
+	}
+	value = strings.TrimSpace(value)
+	var out []networkSelection
+	if strings.HasPrefix(value, "[") {
+		var raw []json.RawMessage
+		if err := json.Unmarshal([]byte(value), &raw); err != nil {
+			return nil, bad("not a JSON list of networks (%v): want [{\"name\": \"net\", \"namespace\": \"ns\", \"interface\": \"net1\"}] or \"ns/net@net1, net2\"", err)
+		}
+		for i, r := range raw {
+			var s networkSelection
+			if !bytes.HasPrefix(bytes.TrimSpace(r), []byte("{")) {
+				return nil, bad("item %d is %s, not an object", i, abbrev(r))
+			}
+			if err := json.Unmarshal(r, &s); err != nil {
+				return nil, bad("item %d %s: %v", i, abbrev(r), err)
+			}
+			if s.Name == "" {
+				return nil, bad("item %d %s has no \"name\"", i, abbrev(r))
+			}
+			out = append(out, s)
+		}
+	} else if value != "" {
+		for i, item := range strings.Split(value, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			var s networkSelection
+			rest := item
+			if ns, n, ok := strings.Cut(rest, "/"); ok {
+				s.Namespace, rest = ns, n
+			}
+			if n, ifname, ok := strings.Cut(rest, "@"); ok {
+				rest, s.Interface = n, ifname
+			}
+			s.Name = rest
+			if strings.ContainsAny(s.Name, "/@") || strings.Contains(s.Interface, "@") {
+				return nil, bad("item %d %q: want [namespace/]name[@interface]", i, item)
+			}
+			if s.Name == "" || (s.Namespace == "" && strings.Contains(item, "/")) || (s.Interface == "" && strings.Contains(item, "@")) {
+				return nil, bad("item %d %q has an empty part: want [namespace/]name[@interface]", i, item)
+			}
+			out = append(out, s)
+		}
+	}
+	seen := map[string]int{}
+	for i := range out {
+		s := &out[i]
+		if s.Namespace == "" {
+			s.Namespace = podNamespace
+		}
+		if !dns1123().MatchString(s.Name) || len(s.Name) > 253 {
+			return nil, bad("network %d name %q is not a Kubernetes object name (lower case letters, digits, '-', '.')", i, s.Name)
+		}
+		if !dns1123().MatchString(s.Namespace) || len(s.Namespace) > 63 {
+			return nil, bad("network %d namespace %q is not a Kubernetes namespace name", i, s.Namespace)
+		}
+		if s.Interface != "" {
+			if err := utils.ValidateInterfaceName(s.Interface); err != nil {
+				return nil, bad("network %d (%s) interface %q: %s", i, s.qualified(), s.Interface, err.Msg)
+			}
+			if j, dup := seen[s.Interface]; dup {
+				return nil, bad("networks %d and %d both ask for interface %q", j, i, s.Interface)
+			}
+			seen[s.Interface] = i
+		}
+		for _, ip := range s.IPs {
+			if _, err := netip.ParsePrefix(ip); err != nil {
+				return nil, bad("network %d (%s) ips: %q is not an address with prefix length (e.g. 10.1.1.11/24)", i, s.qualified(), ip)
+			}
+		}
+		if s.MAC != "" {
+			if _, err := net.ParseMAC(s.MAC); err != nil {
+				return nil, bad("network %d (%s) mac %q is not a MAC address", i, s.qualified(), s.MAC)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,128 @@
+package multi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
+	"github.com/cnibox/cnibox/roles/internal/delegate"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Role is the "multi" role: several networks per pod, Multus style. The
+// first delegate is the primary (CNI_IFNAME, its result is returned); the
+// others get net1, net2, ... or their own "ifname".
+var Role = &cniplug.Role{
+	Name: "multi",
+	About: "multi attaches a pod to several networks, Multus style: \"delegates\" lists inline network configs, conflists " +
+		"or paths of conflist files. The first is the primary network (CNI_IFNAME, its result is returned); the others " +
+		"get net1, net2, ... or their own \"ifname\". A failed ADD removes what the earlier delegates set up; DEL runs " +
+		"the recorded delegates in reverse and goes on past failures.",
+	Add:    multiAdd,
+	Del:    multiDel,
+	Check:  multiCheck,
+	GC:     multiGC,
+	Status: multiStatus,
+}
+
+const multiPlugin = "multi"
+
+// primaryRC is the runtimeConfig that delegate i gets: the primary network
+// takes the runtime's capability arguments (port mappings, bandwidth, ips,
+// mac ...); the other networks get none, so an address or MAC meant for the
+// pod's main interface is not claimed twice.
+func primaryRC(c map[string]any, i int) map[string]any {
+	if i == 0 {
+		return c
+	}
+	return nil
+}
+
+func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	c, err := parseMultiConf(a, a.IfName)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := multiK8sSelect(ctx, a, c) // multi_k8s.go: the pod's networks annotation
+	if err != nil {
+		return nil, err
+	}
+	rec := store.DelegateRecord{
+		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName,
+		Netns: a.Netns, Pod: a.CNIArgs.Pod(), Plugin: multiPlugin,
+	}
+	for _, d := range c.Delegates {
+		rec.Delegates = append(rec.Delegates, store.Delegate{Name: d.List.Name, IfName: d.IfName, Conf: d.List.Bytes})
+	}
+	// Recorded before any delegate runs: a DEL after a crash half way
+	// replays exactly these networks.
+	if err := delegate.PutRecord(a, c.DataDir, rec); err != nil {
+		return nil, err
+	}
+	fault.Point("multi/add/after-record")
+	results := make([]types.Result, len(c.Delegates))
+	for i, d := range c.Delegates {
+		res, at, err := chainAdd(ctx, a, d, primaryRC(c.RuntimeConfig, i))
+		if err == nil && res == nil {
+			at, err = len(d.List.Plugins)-1, cniplug.Errorf(types.ErrInternal, "it returned no result")
+		}
+		if err != nil {
+			failed := fmt.Errorf("multi: %s ADD: %w", d.describe(), err)
+			return nil, multiRollback(ctx, a, c, results[:i+1], at, failed)
+		}
+		results[i] = res
+		if fault.Enabled {
+			fault.Point(fmt.Sprintf("multi/add/after-delegate%d", i))
+		}
+	}
+	for i, res := range results {
+		if rec.Delegates[i].Result, err = json.Marshal(res); err != nil {
+			return nil, cniplug.Errorf(types.ErrInternal, "multi: encode the result of %s: %w", c.Delegates[i].describe(), err)
+		}
+	}
+	if err := delegate.PutRecord(a, c.DataDir, rec); err != nil {
+		return nil, multiRollback(ctx, a, c, results, -1, err)
+	}
+	fault.Point("multi/add/after-results")
+	if err := pod.report(ctx, c, results); err != nil {
+		return nil, multiRollback(ctx, a, c, results, -1, err)
+	}
+	return results[0], nil
+}
+
+// multiRollback deletes the delegates that were added (and the last one,
+// whose plugins before the failing one may have added things), newest first,
+// then the record. The failing plugin (index failedAt of the last delegate)
+// gets its DEL too, but its failure is only logged: its ADD already failed
+// (bad config, missing binary) and it set up nothing. It returns failed,
+// joined with any other failure of the rollback; the code is failed's. A
+// failed rollback keeps the record for the runtime's DEL.
+func multiRollback(ctx context.Context, a *cniplug.Args, c *multiConf, results []types.Result, failedAt int, failed error) error {
+	errs := []error{failed}
+	for i := len(results) - 1; i >= 0; i-- {
+		d := c.Delegates[i]
+		var raw json.RawMessage
+		if results[i] != nil {
+			raw, _ = json.Marshal(results[i])
+		}
+		var ignore func(int, error) bool
+		if i == len(results)-1 && failedAt >= 0 {
+			ignore = func(j int, _ error) bool { return j == failedAt }
+		}
+		if err := chainDel(ctx, a, d, raw, primaryRC(c.RuntimeConfig, i), ignore); err != nil {
+			errs = append(errs, fmt.Errorf("rollback: %s DEL: %w", d.describe(), err))
+		}
+	}
+	if len(errs) == 1 {
+		if err := delegate.DeleteRecord(a, c.DataDir, a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+			delegate.Log(a, "multi ADD: remove the delegate record after the rollback: %v", err)
+		}
+		return failed
+	}
+	return cniplug.WithCode(cniplug.CodeOf(failed), errors.Join(errs...))
+}

@@ -1,0 +1,199 @@
+package portmap
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// portmapAdd forwards the configured host ports to the pod addresses of
+// prevResult and returns prevResult unchanged.
+func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
+	c, err := parsePortmapConf(a, true)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := a.Conf.PrevResult()
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "portmap is a chained plugin and got no \"prevResult\": put it after the main plugin (e.g. bridge) in a conflist")
+	}
+	if len(c.entries) == 0 {
+		return prev, nil
+	}
+	pm, err := c.portMaps(pmOwner(a.Conf.Name, a.ContainerID, a.IfName), podPrefixes(prev, a.IfName))
+	if err != nil {
+		return nil, err
+	}
+	if pm.Empty() {
+		return prev, nil
+	}
+
+	a.Mark("config")
+	host, err := netops.Open("")
+	if err != nil {
+		return nil, cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	defer host.Close()
+	var undo cniplug.Undo
+	defer undo.Finish(&err)
+	replaced, err := host.EnsurePortMaps(pm)
+	if err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "forward host ports: %w", err)
+	}
+	undo.Push(func() { _ = host.DeletePortMaps(pm) })
+	a.Mark("nft")
+	fault.Point("portmap/add/after-nft")
+	if c.snat {
+		if err := ensureRouteLocalnet(host, a, pm); err != nil {
+			return nil, err
+		}
+		fault.Point("portmap/add/after-localnet")
+	}
+	flushUDPConntrack(host, a, pm)
+	a.Mark("localnet")
+
+	old, err := putPortmapRecord(a, c, pm, replaced)
+	if err != nil {
+		return nil, err
+	}
+	a.Mark("record")
+	fault.Point("portmap/add/after-record")
+	// A repeated ADD with other mappings: drop what only the old record had.
+	if stale := minusPortMaps(old, pm); !stale.Empty() {
+		if err := host.DeletePortMaps(stale); err != nil {
+			pmLog(a, "remove mappings of an earlier ADD of this attachment: %v", err)
+		}
+	}
+	undo.Discard()
+	return prev, nil
+}
+
+// ensureRouteLocalnet lets 127.0.0.1:hostPort reach the pod: the node's
+// connection to its own 127.0.0.1 is DNATed to the pod and leaves through
+// the interface that routes to the pod (the bridge), which the kernel allows
+// only with net.ipv4.conf.<if>.route_localnet=1. It is written only when an
+// IPv4 mapping can be reached on a loopback address and the value is not
+// set yet.
+func ensureRouteLocalnet(host *netops.Handle, a *cniplug.Args, pm netops.PortMaps) error {
+	done := map[netip.Addr]bool{}
+	for _, m := range pm.Mappings {
+		if !m.PodIP.Is4() || done[m.PodIP] || (m.HostIP.IsValid() && !m.HostIP.IsLoopback()) {
+			continue
+		}
+		done[m.PodIP] = true
+		dev, err := host.RouteDev(m.PodIP)
+		if err != nil {
+			pmLog(a, "no route to %s on the node, 127.0.0.1:%d will not reach it: %v", m.PodIP, m.HostPort, err)
+			continue
+		}
+		key := "net/ipv4/conf/" + dev + "/route_localnet"
+		if v, err := host.Sysctl(key); err == nil && v == "1" {
+			continue
+		}
+		if err := host.SetSysctl(key, "1"); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "let 127.0.0.1 reach the pod through %s: %w", dev, err)
+		}
+	}
+	return nil
+}
+
+// flushUDPConntrack deletes the node's conntrack entries of UDP flows to the
+// mapped host ports, so that a flow seen before the mapping existed does not
+// keep bypassing it. Failures are only logged, as with the reference plugin.
+func flushUDPConntrack(host *netops.Handle, a *cniplug.Args, pm netops.PortMaps) {
+	ports := map[bool][]uint16{}
+	seen := map[bool]map[uint16]bool{true: {}, false: {}}
+	for _, m := range pm.Mappings {
+		v6 := m.PodIP.Is6()
+		if m.Proto != netops.ProtoUDP || seen[v6][m.HostPort] {
+			continue
+		}
+		seen[v6][m.HostPort] = true
+		ports[v6] = append(ports[v6], m.HostPort)
+	}
+	for v6, ps := range ports {
+		if _, err := host.FlushUDPConntrack(v6, ps); err != nil {
+			pmLog(a, "%v", err)
+		}
+	}
+}
+
+// putPortmapRecord records pm for the attachment and takes the replaced
+// elements out of the records of the attachments that had them, in one
+// store transaction. It returns the attachment's previous mappings.
+func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm netops.PortMaps, replaced []netops.PortMaps) (netops.PortMaps, error) {
+	st, err := pmStore(a, c)
+	if err != nil {
+		return netops.PortMaps{}, err
+	}
+	defer st.Close()
+	var old netops.PortMaps
+	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+		if r, found, err := tx.Get(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+			return err
+		} else if found {
+			old = portMapsOf(r)
+		}
+		for _, lost := range replaced {
+			network, cid, ifname, ok := parseOwner(lost.Owner)
+			if !ok || lost.Owner == pm.Owner {
+				continue
+			}
+			pmLog(a, "took over %v from %s", lost.Mappings, lost.Owner)
+			r, found, err := tx.Get(network, cid, ifname)
+			if err != nil || !found {
+				continue
+			}
+			rest := recordOf(a, minusPortMaps(portMapsOf(r), lost))
+			r.Mappings, r.Masq = rest.Mappings, rest.Masq
+			if len(r.Mappings) == 0 && len(r.Masq) == 0 {
+				err = tx.Delete(network, cid, ifname)
+			} else {
+				err = tx.Put(r)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return tx.Put(recordOf(a, pm))
+	})
+	if err != nil {
+		return netops.PortMaps{}, pmStoreErr(fmt.Errorf("record port mappings: %w", err))
+	}
+	return old, nil
+}
+
+// minusPortMaps returns the mappings and masquerade entries of p whose keys
+// are not in q.
+func minusPortMaps(p, q netops.PortMaps) netops.PortMaps {
+	out := netops.PortMaps{Owner: p.Owner}
+	for _, m := range p.Mappings {
+		keep := true
+		for _, o := range q.Mappings {
+			keep = keep && !m.SameKey(o)
+		}
+		if keep {
+			out.Mappings = append(out.Mappings, m)
+		}
+	}
+	for _, m := range p.Masq {
+		keep := true
+		for _, o := range q.Masq {
+			keep = keep && m.PodIP != o.PodIP
+		}
+		if keep {
+			out.Masq = append(out.Masq, m)
+		}
+	}
+	return out
+}
