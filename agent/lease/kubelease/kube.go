@@ -92,11 +92,13 @@ func NewAnnotations(prefix string) (Annotations, error) {
 // link and initialise every API group, which doubles the agent's resident
 // memory.
 type Manager struct {
-	c    rest.Interface // core/v1
-	node string
-	an   Annotations
-	cfg  *netconf.Config
-	log  *slog.Logger
+	c rest.Interface // core/v1
+	// timeout bounds each request (RequestTimeout unless a test sets it).
+	timeout time.Duration
+	node    string
+	an      Annotations
+	cfg     *netconf.Config
+	log     *slog.Logger
 }
 
 var _ lease.Manager = (*Manager)(nil)
@@ -125,11 +127,18 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{c: cs, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
+	return &Manager{c: cs, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
 }
+
+// RequestTimeout bounds one request to the API server (a read or a patch of
+// this node), so a server that accepts and never answers cannot hold the
+// agent's loop.
+const RequestTimeout = 30 * time.Second
 
 // getNode reads this node.
 func (m *Manager) getNode(ctx context.Context) (*Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
 	n := &Node{}
 	err := m.c.Get().Resource("nodes").Name(m.node).Do(ctx).Into(n)
 	return n, err
@@ -232,6 +241,8 @@ func (m *Manager) publish(ctx context.Context, n *Node, a lease.Attrs) error {
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
 	if err := m.c.Patch(types.MergePatchType).Resource("nodes").Name(m.node).Body(patch).Do(ctx).Error(); err != nil {
 		return fmt.Errorf("kube: annotate node %s: %w", m.node, err)
 	}
