@@ -110,6 +110,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	unlock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	h, err := netops.Open("")
 	if err != nil {
 		return err
@@ -187,7 +192,7 @@ func (a *agent) start(ctx context.Context) error {
 			}
 		}
 		if st, ok, _ := storedState(a.o.DataDir, a.deviceName()); ok {
-			if mac, err := parseMAC(pick(ov.v6, st.Lease.VTEPMAC, st.Lease.VTEPMAC6)); err == nil {
+			if mac, ok := storedMAC(st.Lease, ov.v6, under); ok {
 				ov.opts.MAC = mac
 			}
 		}

@@ -123,3 +123,17 @@ func parseMAC(s string) (net.HardwareAddr, error) {
 	}
 	return mac, err
 }
+
+// storedMAC returns the VTEP MAC of the stored lease l for the v6 or v4
+// device, when l is this node's: its public IP of that family is the one
+// the agent found now. A data directory copied from another node (nodes
+// made from one disk image) holds that node's lease, whose MAC would make
+// two nodes one VTEP.
+func storedMAC(l store.OverlayLease, v6 bool, under underlay) (net.HardwareAddr, bool) {
+	ip := pick(v6, l.PublicIP, l.PublicIPv6)
+	if !ip.IsValid() || ip != pick(v6, under.Public4, under.Public6) {
+		return nil, false
+	}
+	mac, err := parseMAC(pick(v6, l.VTEPMAC, l.VTEPMAC6))
+	return mac, err == nil
+}
