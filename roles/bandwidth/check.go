@@ -17,12 +17,9 @@ func bandwidthCheck(_ context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return err
-	}
-	if prev == nil {
-		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "CHECK needs the ADD result in \"prevResult\"; the runtime sent none")
 	}
 	if c.isZero() {
 		return nil

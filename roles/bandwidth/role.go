@@ -35,12 +35,9 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 	if err != nil {
 		return nil, err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return nil, err
-	}
-	if prev == nil {
-		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "bandwidth is a chained plugin and got no \"prevResult\": put it after a main plugin (e.g. bridge) in a conflist")
 	}
 	if c.isZero() {
 		return prev, nil

@@ -20,12 +20,9 @@ func check(ctx context.Context, a *cniplug.Args, defaults Conf) error {
 	if err != nil {
 		return err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return err
-	}
-	if prev == nil {
-		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "CHECK needs the ADD result in \"prevResult\"; the runtime sent none")
 	}
 	if t := a.Conf.IPAM.Type; t != "" {
 		if err := a.DelegateCheck(ctx, t, a.StdinData); err != nil {

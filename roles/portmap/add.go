@@ -20,12 +20,9 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 	if err != nil {
 		return nil, err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return nil, err
-	}
-	if prev == nil {
-		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "portmap is a chained plugin and got no \"prevResult\": put it after the main plugin (e.g. bridge) in a conflist")
 	}
 	if len(c.entries) == 0 {
 		return prev, nil

@@ -21,12 +21,9 @@ func portmapCheck(_ context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return err
-	}
-	if prev == nil {
-		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "CHECK needs the ADD result in \"prevResult\"; the runtime sent none")
 	}
 	owner := pmOwner(a.Conf.Name, a.ContainerID, a.IfName)
 	want, err := c.portMaps(owner, podPrefixes(prev, a.IfName))

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
@@ -17,12 +15,9 @@ func tuningCheck(_ context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return err
-	}
-	if prev == nil {
-		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "CHECK needs the ADD result in \"prevResult\"; the runtime sent none")
 	}
 	pod, err := podns.Open(a.Netns)
 	if err != nil {

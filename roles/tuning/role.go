@@ -37,12 +37,9 @@ func tuningAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return nil, err
-	}
-	if prev == nil {
-		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "tuning is a chained plugin and got no \"prevResult\": put it after a main plugin (e.g. bridge) in a conflist")
 	}
 	a.Mark("config")
 	pod, err := podns.Open(a.Netns)

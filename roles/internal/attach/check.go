@@ -15,12 +15,9 @@ import (
 // own CHECK, and the index of the pod's interface in it (CNI_IFNAME in
 // CNI_NETNS).
 func Prev(ctx context.Context, a *cniplug.Args) (*current.Result, int, error) {
-	prev, err := a.Conf.PrevResult()
+	prev, err := a.RequirePrevResult()
 	if err != nil {
 		return nil, 0, err
-	}
-	if prev == nil {
-		return nil, 0, cniplug.Errorf(types.ErrInvalidNetworkConfig, "CHECK needs the ADD result in \"prevResult\"; the runtime sent none")
 	}
 	if t := a.Conf.IPAM.Type; t != "" {
 		if err := a.DelegateCheck(ctx, t, a.StdinData); err != nil {
