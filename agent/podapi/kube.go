@@ -100,6 +100,10 @@ func (k *Kube) Pod(ctx context.Context, namespace, name, uid string) (*agentapi.
 		return nil, &agentapi.Error{Reason: agentapi.ReasonNotFound,
 			Msg: fmt.Sprintf("pod %s/%s has UID %s, not %s (K8S_POD_UID): the pod was deleted and created again", namespace, name, p.UID, uid)}
 	}
+	if p.Spec.NodeName != k.node {
+		return nil, &agentapi.Error{Reason: agentapi.ReasonNotFound,
+			Msg: fmt.Sprintf("pod %s/%s runs on node %q, not on this node %q: the pod API answers for this node's pods only", namespace, name, p.Spec.NodeName, k.node)}
+	}
 	return apiPod(p), nil
 }
 
@@ -133,6 +137,9 @@ func (k *Kube) NetAttachDef(ctx context.Context, namespace, name string) (*agent
 // network-status annotation with a merge patch; a UID, when given, is a
 // precondition of the patch.
 func (k *Kube) SetNetworkStatus(ctx context.Context, namespace, name, uid string, status json.RawMessage) error {
+	if _, err := k.Pod(ctx, namespace, name, uid); err != nil {
+		return err // not this node's pod, or none
+	}
 	var value any // nil removes the annotation
 	if len(status) > 0 && string(status) != "null" {
 		value = string(status)
