@@ -66,8 +66,9 @@ func Listen(path string) (net.Listener, error) {
 }
 
 // Serve answers on ln until ctx ends, then closes ln and removes its socket
-// file.
-func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger) error {
+// file. It answers only callers that run as root or with the group gid
+// (NoGroup: root only); others get their connection closed, and a log line.
+func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger, gid int) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -90,6 +91,11 @@ func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger) e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if err := checkPeer(conn, gid); err != nil {
+				log.Warn("pod API: caller refused", "err", err)
+				conn.Close()
+				return
+			}
 			serveConn(ctx, conn, src, log)
 		}()
 	}

@@ -13,6 +13,7 @@ type podAPIFlags struct {
 	serve  bool
 	only   bool
 	socket string
+	group  int // besides root, this group may call (-1: root only)
 }
 
 func (p *podAPIFlags) register(fs *flag.FlagSet) {
@@ -21,6 +22,7 @@ func (p *podAPIFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.only, "pod-api-only", false, "serve only the pod API (no lease, no overlay): the node daemon of a Multus-style setup "+
 		"whose pod network is something else (cnibox)")
 	fs.StringVar(&p.socket, "socket", agentapi.DefaultSocket, "unix socket of the pod API (cnibox)")
+	fs.IntVar(&p.group, "pod-api-group", -1, "numeric group ID whose processes may call the pod API besides root (SO_PEERCRED; the socket's mode stays 0600) (cnibox)")
 }
 
 // enabled reports whether the pod API runs.
