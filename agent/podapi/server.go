@@ -136,6 +136,9 @@ func handle(ctx context.Context, src Source, req agentapi.Request) *agentapi.Res
 		resp.Pod, err = src.Pod(ctx, req.Namespace, req.Name, req.UID)
 	case req.Op == agentapi.OpNetAttachDef:
 		resp.NetAttachDef, err = src.NetAttachDef(ctx, req.Namespace, req.Name)
+		if err == nil {
+			err = checkNADConfig(resp.NetAttachDef)
+		}
 	case req.Op == agentapi.OpSetNetworkStatus:
 		if len(req.NetworkStatus) > 0 && string(req.NetworkStatus) != "null" && !json.Valid(req.NetworkStatus) {
 			err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: "networkStatus is not JSON"}
