@@ -31,7 +31,7 @@ func TestNADNodeWideKeys(t *testing.T) {
 		{`{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"bridge"},{"type":"tuning","logFile":"/x"}]}`, false},
 		{`{"cniVersion":"1.0.0","type":"macvlan","master":"eth0","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}`, true},
 	} {
-		resp := handle(context.Background(), &nadSource{config: tc.config}, agentapi.Request{Op: agentapi.OpNetAttachDef, Namespace: "default", Name: "net1"})
+		resp := handle(context.Background(), &nadSource{config: tc.config}, agentapi.Request{Op: agentapi.OpNetAttachDef, Namespace: "default", Name: "net1"}, Access{GID: NoGroup})
 		if got := resp.Error == ""; got != tc.ok {
 			t.Errorf("%s: answered %v (%s %s), want %v", tc.config, got, resp.Reason, resp.Error, tc.ok)
 		}

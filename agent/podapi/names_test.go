@@ -39,13 +39,13 @@ func TestHostileNames(t *testing.T) {
 		{agentapi.OpPod, "default", "pod?watch=1"},
 	} {
 		src := &recordSource{}
-		resp := handle(context.Background(), src, agentapi.Request{Op: tc.op, Namespace: tc.ns, Name: tc.name})
+		resp := handle(context.Background(), src, agentapi.Request{Op: tc.op, Namespace: tc.ns, Name: tc.name}, Access{GID: NoGroup})
 		if resp.Reason != agentapi.ReasonBadRequest || len(src.asked) != 0 {
 			t.Errorf("%s %q/%q: reason %q (%s), asked %q; want a bad request and no API call", tc.op, tc.ns, tc.name, resp.Reason, resp.Error, src.asked)
 		}
 	}
 	src := &recordSource{}
-	resp := handle(context.Background(), src, agentapi.Request{Op: agentapi.OpNetAttachDef, Namespace: "kube-system", Name: "macvlan-conf.v2"})
+	resp := handle(context.Background(), src, agentapi.Request{Op: agentapi.OpNetAttachDef, Namespace: "kube-system", Name: "macvlan-conf.v2"}, Access{GID: NoGroup})
 	if resp.Error != "" || len(src.asked) != 1 {
 		t.Errorf("a valid NAD name: %q, asked %q", resp.Error, src.asked)
 	}

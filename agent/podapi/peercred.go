@@ -7,8 +7,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NoGroup allows root only (Serve's group).
+// NoGroup allows root only (Access.GID).
 const NoGroup = -1
+
+// Access is who may call the pod API and what it honours.
+type Access struct {
+	// GID: besides root, processes of this group may call (NoGroup: none).
+	GID int
+	// NamespaceIsolation: a NAD is honoured only from the pod's namespace
+	// (Request.PodNamespace) and "default", as Multus' namespaceIsolation.
+	NamespaceIsolation bool
+}
 
 // checkPeer reports an error unless the process at the other end of conn
 // (SO_PEERCRED) runs as root, or with group gid as its real group. The

@@ -71,7 +71,7 @@ func TestPeerCredentials(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
-				done <- Serve(ctx, ln, &recordSource{}, slog.New(slog.NewTextHandler(io.Discard, nil)), tc.gid)
+				done <- Serve(ctx, ln, &recordSource{}, slog.New(slog.NewTextHandler(io.Discard, nil)), Access{GID: tc.gid})
 			}()
 			defer func() { cancel(); <-done }()
 			cmd := exec.Command(bin, "-test.run=^TestHelperDial$")

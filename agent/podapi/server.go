@@ -68,7 +68,8 @@ func Listen(path string) (net.Listener, error) {
 // Serve answers on ln until ctx ends, then closes ln and removes its socket
 // file. It answers only callers that run as root or with the group gid
 // (NoGroup: root only); others get their connection closed, and a log line.
-func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger, gid int) error {
+// acc says who may call and which NADs are honoured.
+func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger, acc Access) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -91,17 +92,17 @@ func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger, g
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := checkPeer(conn, gid); err != nil {
+			if err := checkPeer(conn, acc.GID); err != nil {
 				log.Warn("pod API: caller refused", "err", err)
 				conn.Close()
 				return
 			}
-			serveConn(ctx, conn, src, log)
+			serveConn(ctx, conn, src, log, acc)
 		}()
 	}
 }
 
-func serveConn(ctx context.Context, conn net.Conn, src Source, log *slog.Logger) {
+func serveConn(ctx context.Context, conn net.Conn, src Source, log *slog.Logger, acc Access) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -116,14 +117,14 @@ func serveConn(ctx context.Context, conn net.Conn, src Source, log *slog.Logger)
 	if err := json.Unmarshal(line, &req); err != nil {
 		resp.Error, resp.Reason = fmt.Sprintf("the request is not JSON: %v", err), agentapi.ReasonBadRequest
 	} else {
-		resp = handle(ctx, src, req)
+		resp = handle(ctx, src, req, acc)
 	}
 	log.Debug("pod API", "op", req.Op, "pod", req.Namespace+"/"+req.Name, "err", resp.Error)
 	b, _ := json.Marshal(resp)
 	_, _ = conn.Write(append(b, '\n'))
 }
 
-func handle(ctx context.Context, src Source, req agentapi.Request) *agentapi.Response {
+func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *agentapi.Response {
 	resp := &agentapi.Response{}
 	if req.Namespace == "" || req.Name == "" {
 		resp.Error, resp.Reason = fmt.Sprintf("%s: namespace and name are required", req.Op), agentapi.ReasonBadRequest
@@ -134,6 +135,8 @@ func handle(ctx context.Context, src Source, req agentapi.Request) *agentapi.Res
 	case err != nil:
 	case req.Op == agentapi.OpPod:
 		resp.Pod, err = src.Pod(ctx, req.Namespace, req.Name, req.UID)
+	case req.Op == agentapi.OpNetAttachDef && acc.NamespaceIsolation && req.Namespace != "default" && req.Namespace != req.PodNamespace:
+		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("network-attachment-definition %s/%s: namespace isolation (--pod-api-namespace-isolation) honours NADs only from the pod's namespace %q and \"default\"", req.Namespace, req.Name, req.PodNamespace)}
 	case req.Op == agentapi.OpNetAttachDef:
 		resp.NetAttachDef, err = src.NetAttachDef(ctx, req.Namespace, req.Name)
 		if err == nil {

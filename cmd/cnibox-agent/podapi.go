@@ -30,7 +30,9 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 			log.Warn("pod API: the pod informer has not synced yet; answering from the API server meanwhile")
 		}
 	}()
-	go func() { done <- podapi.Serve(ctx, ln, k, log, f.pod.group) }()
+	go func() {
+		done <- podapi.Serve(ctx, ln, k, log, podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation})
+	}()
 	log.Info("pod API listening", "socket", f.pod.socket)
 	return func() error { return <-done }, nil
 }

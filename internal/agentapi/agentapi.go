@@ -50,6 +50,10 @@ type Request struct {
 	// UID, when set (CNI_ARGS K8S_POD_UID), must be the pod's: a pod of the
 	// same name created again is another pod.
 	UID string `json:"uid,omitempty"`
+	// PodNamespace is, for OpNetAttachDef, the namespace of the pod the NAD
+	// is for; an agent with namespace isolation honours NADs only from it
+	// and from "default".
+	PodNamespace string `json:"podNamespace,omitempty"`
 	// NetworkStatus is the annotation's value for OpSetNetworkStatus (a
 	// JSON list).
 	NetworkStatus json.RawMessage `json:"networkStatus,omitempty"`
