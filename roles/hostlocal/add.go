@@ -4,12 +4,13 @@ import (
 	"context"
 	"net"
 
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/ipam"
 	"github.com/cnibox/cnibox/store"
-	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
 )
 
 func add(_ context.Context, a *cniplug.Args) (types.Result, error) {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/ipam"
 	"github.com/cnibox/cnibox/store"
-	"github.com/containernetworking/cni/pkg/types"
 )
 
 // check verifies that the attachment holds an address in every range set.

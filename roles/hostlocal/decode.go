@@ -5,8 +5,9 @@ import (
 	"errors"
 	"reflect"
 
-	"github.com/cnibox/cnibox/cniplug"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
 )
 
 // decode unmarshals JSON into v; a value of the wrong JSON type is a decoding

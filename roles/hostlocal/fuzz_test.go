@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/cnibox/cnibox/cniplug"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
 )
 
 // fuzzArgs builds the Args a call would have for stdin, or nil when stdin

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/store"
-	"github.com/containernetworking/cni/pkg/types"
 )
 
 const dualStack = `{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24"}],[{"subnet":"fd00:1::/64"}]],

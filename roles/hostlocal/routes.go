@@ -6,8 +6,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/cnibox/cnibox/cniplug"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
 )
 
 // route is a route for the container, as the CNI result carries it.

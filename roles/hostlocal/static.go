@@ -7,9 +7,10 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/cnibox/cnibox/cniplug"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
 )
 
 // staticConfig is the static part of a plugin config, validated.

@@ -4,9 +4,10 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/hostlocal"
-	"github.com/containernetworking/cni/pkg/types"
 )
 
 func TestStaticConfig(t *testing.T) {
