@@ -101,9 +101,11 @@ func (c *Client) Pod(ctx context.Context, namespace, name, uid string) (*Pod, er
 	return resp.Pod, nil
 }
 
-// NetAttachDef returns the NetworkAttachmentDefinition namespace/name.
-func (c *Client) NetAttachDef(ctx context.Context, namespace, name string) (*NetAttachDef, error) {
-	resp, err := c.Do(ctx, Request{Op: OpNetAttachDef, Namespace: namespace, Name: name})
+// NetAttachDef returns the NetworkAttachmentDefinition namespace/name for a
+// pod of podNamespace (the agent honours NADs only from the pod's namespace
+// and "default" unless its namespace isolation is off).
+func (c *Client) NetAttachDef(ctx context.Context, podNamespace, namespace, name string) (*NetAttachDef, error) {
+	resp, err := c.Do(ctx, Request{Op: OpNetAttachDef, Namespace: namespace, Name: name, PodNamespace: podNamespace})
 	if err != nil {
 		return nil, err
 	}

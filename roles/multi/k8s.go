@@ -163,7 +163,7 @@ func multiK8sSelect(ctx context.Context, a *cniplug.Args, c *multiConf) (*multiP
 func resolveSelection(ctx context.Context, p *multiPod, k *multiK8sConf, s networkSelection, index int, version string) (*multiDelegate, error) {
 	var body []byte
 	source := ""
-	nad, err := p.client.NetAttachDef(ctx, s.Namespace, s.Name)
+	nad, err := p.client.NetAttachDef(ctx, p.namespace, s.Namespace, s.Name)
 	switch {
 	case err == nil && strings.TrimSpace(nad.Config) != "":
 		body, source = []byte(nad.Config), "NetworkAttachmentDefinition "+s.qualified()
