@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
+	"time"
 
 	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/google/nftables"
@@ -16,8 +17,16 @@ import (
 )
 
 // dumpRetries is how many times a netlink dump is repeated when the kernel
-// reports that it was interrupted by a concurrent change.
-const dumpRetries = 5
+// reports that it was interrupted by a concurrent change. Every address or
+// link change in the namespace interrupts a dump running at that moment, and
+// a node where dozens of ADDs run at once (each new veth gets an IPv6
+// link-local address) keeps changing, and under such a storm on Linux 6.1
+// five tries back to back were not enough. The tries back off (dumpBackoff,
+// doubling up to 50 ms) so the burst can pass.
+const dumpRetries = 12
+
+// dumpBackoff is the first pause between two tries of an interrupted dump.
+const dumpBackoff = 200 * time.Microsecond
 
 // nlaTypeMask strips the nested and byte-order flags from an attribute type.
 const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
@@ -279,11 +288,14 @@ func retryDump[T any](dump func() (T, error)) (T, error) {
 		v   T
 		err error
 	)
+	pause := dumpBackoff
 	for range dumpRetries {
 		v, err = dump()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return v, err
 		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
 	}
 	return v, err
 }

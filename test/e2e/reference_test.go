@@ -96,8 +96,9 @@ func viewOf(t *testing.T, res *current.Result, p *pod) sideView {
 	return v
 }
 
-// linkView describes a link (kind, MTU, up) and lists the addresses (without IPv6 link-local ones) and routes of
-// a link, sorted, with the name hostEnd written "<host>".
+// linkView describes a link (kind, MTU, up) and lists the addresses and
+// routes of a link (without IPv6 link-local ones), sorted, with the name
+// hostEnd written "<host>".
 func linkView(t *testing.T, h *netops.Handle, link, hostEnd string) (desc string, addrs, routes []string) {
 	t.Helper()
 	l, err := h.LinkByName(link)
@@ -117,6 +118,9 @@ func linkView(t *testing.T, h *netops.Handle, link, hostEnd string) (desc string
 		t.Fatal(err)
 	}
 	for _, r := range rs {
+		if r.Dst.Addr().IsLinkLocalUnicast() {
+			continue // fe80::/64: the kernel adds it when the link is up, at its own pace
+		}
 		if r.Dev == hostEnd {
 			r.Dev = "<host>"
 		}
