@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/netops"
 )
 
 const (
