@@ -46,6 +46,9 @@ type Options struct {
 	// Iface is the interface (name or address) toward the other nodes;
 	// "" = the interface of the default route.
 	Iface string
+	// NodeName is this node's name, kept with the lease in the store: a
+	// stored VTEP MAC is reused only by the node that stored it.
+	NodeName string
 	// PublicIP/PublicIPv6 are published to the other nodes; zero = Iface's.
 	PublicIP   netip.Addr
 	PublicIPv6 netip.Addr
@@ -192,7 +195,7 @@ func (a *agent) start(ctx context.Context) error {
 			}
 		}
 		if st, ok, _ := storedState(a.o.DataDir, a.deviceName()); ok {
-			if mac, ok := storedMAC(st.Lease, ov.v6, under); ok {
+			if mac, ok := storedMAC(st.Lease, ov.v6, under, a.o.NodeName); ok {
 				ov.opts.MAC = mac
 			}
 		}

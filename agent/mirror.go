@@ -79,6 +79,7 @@ func (a *agent) mirror(stopped bool) error {
 func (a *agent) storeLease() store.OverlayLease {
 	l := store.OverlayLease{
 		Backend:    a.o.Manager.Name(),
+		Node:       a.o.NodeName,
 		Iface:      a.under.Iface,
 		PublicIP:   a.under.Public4,
 		PublicIPv6: a.under.Public6,
@@ -129,7 +130,10 @@ func parseMAC(s string) (net.HardwareAddr, error) {
 // the agent found now. A data directory copied from another node (nodes
 // made from one disk image) holds that node's lease, whose MAC would make
 // two nodes one VTEP.
-func storedMAC(l store.OverlayLease, v6 bool, under underlay) (net.HardwareAddr, bool) {
+func storedMAC(l store.OverlayLease, v6 bool, under underlay, node string) (net.HardwareAddr, bool) {
+	if l.Node != "" && l.Node != node {
+		return nil, false // another node's store (a copied disk image)
+	}
 	ip := pick(v6, l.PublicIP, l.PublicIPv6)
 	if !ip.IsValid() || ip != pick(v6, under.Public4, under.Public6) {
 		return nil, false

@@ -14,7 +14,8 @@ var bucketOverlay = []byte("overlay")
 // OverlayLease is this node's lease of the cluster network, as the agent
 // holds it.
 type OverlayLease struct {
-	Backend    string       `json:"backend"` // "etcd" or "kube"
+	Backend    string       `json:"backend"`        // "etcd" or "kube"
+	Node       string       `json:"node,omitempty"` // the node's name (--node-name, $NODE_NAME or the host name)
 	Network    netip.Prefix `json:"network,omitzero"`
 	Subnet     netip.Prefix `json:"subnet,omitzero"`
 	Network6   netip.Prefix `json:"network6,omitzero"`

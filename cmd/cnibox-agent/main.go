@@ -181,6 +181,7 @@ func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 		}()
 	}
 	o := agent.Options{
+		NodeName:       nodeName(f.nodeName),
 		Iface:          f.iface,
 		SubnetFile:     f.subnetFile,
 		IPMasq:         f.ipMasq,
@@ -241,6 +242,18 @@ func parseIP(flagName, s string, v4 bool) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%s %q is not an IPv%s address", flagName, s, map[bool]string{true: "4", false: "6"}[v4])
 	}
 	return a.Unmap(), nil
+}
+
+// nodeName is --node-name, else $NODE_NAME, else the host name.
+func nodeName(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
 }
 
 func splitList(s string) []string {
