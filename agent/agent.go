@@ -46,6 +46,8 @@ type Options struct {
 	// Iface is the interface (name or address) toward the other nodes;
 	// "" = the interface of the default route.
 	Iface string
+	// Health, if set, is told whether the agent runs and is ready.
+	Health *Health
 	// NodeName is this node's name, kept with the lease in the store: a
 	// stored VTEP MAC is reused only by the node that stored it.
 	NodeName string
@@ -124,6 +126,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer h.Close()
 	a := &agent{o: o, log: o.Log, h: h, peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1)}
+	o.Health.SetRunning(true)
+	defer o.Health.SetRunning(false)
+	defer o.Health.SetReady(false)
 	if err := a.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

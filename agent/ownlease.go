@@ -82,6 +82,7 @@ func (a *agent) takeLease(own lease.Lease) error {
 	}
 	delete(a.peers, own.Key())
 	a.ready = true
+	a.o.Health.SetReady(true)
 	if err := a.mirror(false); err != nil {
 		a.log.Warn("cannot write the overlay state to the store", "err", err)
 		a.dirty = true

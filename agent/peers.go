@@ -85,6 +85,7 @@ func (a *agent) applyPending(ctx context.Context) bool {
 		if err != nil {
 			a.log.Error("cannot acquire a lease again", "err", err)
 			a.ready = false
+			a.o.Health.SetReady(false)
 			a.dirty = true
 			return false
 		}

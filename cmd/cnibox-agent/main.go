@@ -67,6 +67,7 @@ type flags struct {
 	txChecksumOff        bool
 	resyncInterval       time.Duration
 	logLevel             string
+	healthAddr           string
 	showVersion          bool
 	pod                  podAPIFlags // podapi_flags.go
 }
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)")
 	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)")
+	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz (running) and /readyz (lease held, device up) on this address, e.g. 127.0.0.1:9666 (cnibox)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	f.pod.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -159,6 +161,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
+	var health *agent.Health
+	if f.healthAddr != "" {
+		health = &agent.Health{}
+		wait, err := agent.ServeHealth(ctx, f.healthAddr, health, log)
+		if err != nil {
+			return err
+		}
+		defer wait()
+	}
 	if f.pod.enabled() {
 		// The pod API stops with the agent, whichever way the agent ends
 		// (a failed start too): waiting for it without cancelling first
@@ -171,6 +182,8 @@ func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 			return err
 		}
 		if f.pod.only {
+			health.SetRunning(true)
+			health.SetReady(true)
 			return wait()
 		}
 		defer func() {
@@ -182,6 +195,7 @@ func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 	}
 	o := agent.Options{
 		NodeName:       nodeName(f.nodeName),
+		Health:         health,
 		Iface:          f.iface,
 		SubnetFile:     f.subnetFile,
 		IPMasq:         f.ipMasq,

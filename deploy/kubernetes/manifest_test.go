@@ -213,9 +213,9 @@ func TestDaemonSet(t *testing.T) {
 	}
 	addr := flagValue(agent.Command, "--health-addr")
 	_, port, _ := strings.Cut(addr, ":")
-	for _, p := range []*corev1.Probe{agent.LivenessProbe, agent.ReadinessProbe} {
-		if p == nil || p.HTTPGet == nil || strconv.Itoa(p.HTTPGet.Port.IntValue()) != port || p.HTTPGet.Path != "/healthz" {
-			t.Errorf("probe %+v, want GET /healthz on the --health-addr port %q", p, port)
+	for p, path := range map[*corev1.Probe]string{agent.LivenessProbe: "/healthz", agent.ReadinessProbe: "/readyz"} {
+		if p == nil || p.HTTPGet == nil || strconv.Itoa(p.HTTPGet.Port.IntValue()) != port || p.HTTPGet.Path != path {
+			t.Errorf("probe %+v, want GET %s on the --health-addr port %q", p, path, port)
 		}
 	}
 }
@@ -232,9 +232,7 @@ func flagValue(args []string, name string) string {
 
 // pendingAgentFlags are flags the manifest gives the agent before the
 // agent has them, with what brings them.
-var pendingAgentFlags = map[string]string{
-	"health-addr": "the agent's health endpoint (issue #19)",
-}
+var pendingAgentFlags = map[string]string{}
 
 // TestAgentFlags: every flag the manifest gives the agent is one the
 // agent's binary knows.

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// TestHealth: /healthz answers 200 while the agent runs, /readyz only once
+// it is also ready (lease held, device up); both 503 otherwise.
+func TestHealth(t *testing.T) {
+	h := &Health{}
+	code := func(path string) int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code
+	}
+	want := func(stage string, healthz, readyz int) {
+		t.Helper()
+		if got := code("/healthz"); got != healthz {
+			t.Errorf("%s: /healthz %d, want %d", stage, got, healthz)
+		}
+		if got := code("/readyz"); got != readyz {
+			t.Errorf("%s: /readyz %d, want %d", stage, got, readyz)
+		}
+	}
+	want("not started", 503, 503)
+	h.SetRunning(true)
+	want("starting", 200, 503)
+	h.SetReady(true)
+	want("holding the lease", 200, 200)
+	h.SetReady(false)
+	want("lease lost", 200, 503)
+	if got := code("/other"); got != 404 {
+		t.Errorf("/other: %d, want 404", got)
+	}
+}
+
+// TestServeHealth: the endpoint answers on its address, and an address in
+// use is an error at start, not later.
+func TestServeHealth(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := ServeHealth(context.Background(), busy.Addr().String(), &Health{}, log); err == nil {
+		t.Error("ServeHealth on an address in use: no error")
+	}
+	addr := busy.Addr().String()
+	busy.Close()
+	h := &Health{}
+	h.SetRunning(true)
+	wait, err := ServeHealth(context.Background(), addr, h, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /healthz: %d, want 200", resp.StatusCode)
+	}
+	if err := wait(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+}
