@@ -165,7 +165,7 @@ func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm netops.PortMaps, repla
 		return tx.Put(recordOf(a, pm))
 	})
 	if err != nil {
-		return netops.PortMaps{}, pmStoreErr(fmt.Errorf("record port mappings: %w", err))
+		return netops.PortMaps{}, fmt.Errorf("record port mappings: %w", err)
 	}
 	return old, nil
 }

@@ -54,9 +54,9 @@ func portmapDel(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	err = pmStoreErr(st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
 		return tx.Delete(a.Conf.Name, a.ContainerID, a.IfName)
-	}))
+	})
 	if err == nil {
 		fault.Point("portmap/del/after-record")
 	}
@@ -133,7 +133,7 @@ func portmapGC(_ context.Context, a *cniplug.Args) error {
 	})
 	st.Close()
 	if err != nil {
-		return pmStoreErr(err)
+		return err
 	}
 	keep := map[string]bool{}
 	for _, k := range a.Conf.GCKeep() {
@@ -174,12 +174,12 @@ func portmapGC(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	return pmStoreErr(st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+	return st.UpdatePortMaps(func(tx *store.PortMapTx) error {
 		for _, r := range staleRecs {
 			if err := tx.Delete(r.Network, r.ContainerID, r.IfName); err != nil {
 				return err
 			}
 		}
 		return nil
-	}))
+	})
 }

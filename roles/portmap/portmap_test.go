@@ -373,3 +373,23 @@ func TestPortmapReAdd(t *testing.T) {
 		t.Errorf("elements after DEL: %+v", es)
 	}
 }
+
+// TestPortmapBusyStore: while another process holds the store past its
+// timeout, ADD, CHECK, DEL and GC fail with code 11 (try again later).
+func TestPortmapBusyStore(t *testing.T) {
+	n := newPMNode(t)
+	p := n.newPod("busy")
+	maps := []pmMap{{HostPort: 8780, ContainerPort: 80}}
+	prev := n.up(p, "1.1.0", maps, nil)
+	st, err := store.Open(n.dir)
+	pmMust(t, err)
+	t.Setenv(store.EnvTimeout, "100ms")
+	for _, cmd := range []string{"ADD", "CHECK", "DEL", "GC"} {
+		_, err := n.call(portmap.Role, cmd, p, n.portmapConf("1.1.0", maps, prev, nil))
+		if code := cniplug.CodeOf(err); code != types.ErrTryAgainLater || !errors.Is(err, store.ErrBusy) {
+			t.Errorf("%s with the store held: code %d, err %v; want %d (busy)", cmd, code, err, types.ErrTryAgainLater)
+		}
+	}
+	st.Close()
+	n.down(p, "1.1.0", maps, prev)
+}

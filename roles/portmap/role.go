@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -297,16 +296,9 @@ func portMapsOf(r store.PortMapRecord) netops.PortMaps {
 func pmStore(a *cniplug.Args, c *portmapConf) (*store.Store, error) {
 	st, err := store.Open(store.DirFrom(c.DataDir, a.Getenv))
 	if err != nil {
-		return nil, pmStoreErr(err)
+		return nil, err
 	}
 	return st, nil
-}
-
-func pmStoreErr(err error) error {
-	if errors.Is(err, store.ErrBusy) {
-		return cniplug.WithCode(types.ErrTryAgainLater, err)
-	}
-	return cniplug.WithCode(types.ErrIOFailure, err)
 }
 
 // pmRecord reads the record of the call's attachment.
@@ -320,7 +312,7 @@ func pmRecord(a *cniplug.Args, c *portmapConf) (rec store.PortMapRecord, found b
 		rec, found, err = tx.Get(a.Conf.Name, a.ContainerID, a.IfName)
 		return err
 	})
-	return rec, found, pmStoreErr(err)
+	return rec, found, err
 }
 
 func pmLog(a *cniplug.Args, format string, args ...any) {
