@@ -155,31 +155,6 @@ type PortVlan struct {
 	Untagged bool // egress frames leave untagged
 }
 
-// SetPortVlan makes vid the port's PVID, egress untagged, on a bridge with
-// vlan_filtering, and removes the default VID 1 from the port.
-func (h *Handle) SetPortVlan(port string, vid int) error {
-	if vid < 1 || vid > 4094 {
-		return fmt.Errorf("set vlan of %q: vid %d is not in 1..4094", port, vid)
-	}
-	err := h.withLinkIndex(port, func(idx int) error {
-		if err := h.nlh.BridgeVlanAdd(indexOnly(idx), uint16(vid), true, true, false, false); err != nil {
-			return err
-		}
-		if vid == 1 {
-			return nil
-		}
-		err := h.nlh.BridgeVlanDel(indexOnly(idx), 1, false, false, false, false)
-		if err != nil && !isNotFound(err) {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("set vlan %d of %q in %s: %w", vid, port, h.where(), classify(err))
-	}
-	return nil
-}
-
 // PortVlans returns the VLANs of a bridge port.
 func (h *Handle) PortVlans(port string) ([]PortVlan, error) {
 	idx, _, err := h.linkIndex(port)

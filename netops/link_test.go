@@ -276,19 +276,44 @@ func TestPortVlan(t *testing.T) {
 	must(t, err)
 
 	for _, vid := range []int{100, 100, 200} {
-		must(t, host.SetPortVlan("vethV", vid))
+		must(t, host.SetPortVlans("vethV", netops.PortVlanOpts{Access: vid}))
 		vlans, err := host.PortVlans("vethV")
 		must(t, err)
 		want := []netops.PortVlan{{VID: vid, PVID: true, Untagged: true}}
 		if vid == 200 {
-			// SetPortVlan adds; the earlier VID stays tagged-only.
+			// SetPortVlans adds; the earlier VID stays untagged, not the PVID.
 			want = []netops.PortVlan{{VID: 100, PVID: false, Untagged: true}, {VID: 200, PVID: true, Untagged: true}}
 		}
 		if !slices.Equal(vlans, want) {
-			t.Errorf("after SetPortVlan(%d): vlans = %+v, want %+v", vid, vlans, want)
+			t.Errorf("after SetPortVlans(%d): vlans = %+v, want %+v", vid, vlans, want)
 		}
 	}
-	if err := host.SetPortVlan("vethV", 4095); err == nil {
-		t.Error("SetPortVlan(4095) succeeded")
+	if err := host.SetPortVlans("vethV", netops.PortVlanOpts{Access: 4095}); err == nil {
+		t.Error("SetPortVlans(4095) succeeded")
+	}
+}
+
+// TestBridgeVlanLink: the bridge's VLAN interface is an 802.1Q link on the
+// bridge, up, made once, with the bridge a tagged member of the VID.
+func TestBridgeVlanLink(t *testing.T) {
+	host := openNS(t, "bvl")
+	_, err := host.EnsureBridge(netops.BridgeOpts{Name: "br0", VlanFiltering: true})
+	nstest.SkipIfKernelLacks(t, "bridge VLAN filtering", err)
+	must(t, err)
+	for range 2 {
+		name, err := host.EnsureBridgeVlanLink("br0", 10)
+		nstest.SkipIfKernelLacks(t, "802.1Q VLAN interfaces (8021q)", err)
+		must(t, err)
+		if name != "br0.10" {
+			t.Errorf("name = %q, want br0.10", name)
+		}
+	}
+	vlans, err := host.PortVlans("br0")
+	must(t, err)
+	if !slices.Contains(vlans, netops.PortVlan{VID: 10}) {
+		t.Errorf("bridge's own vlans = %+v, want VID 10 tagged", vlans)
+	}
+	if _, err := host.EnsureBridgeVlanLink("br0", 4095); err == nil {
+		t.Error("EnsureBridgeVlanLink(4095) succeeded")
 	}
 }

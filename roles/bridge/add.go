@@ -61,7 +61,7 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 	}
 	defer host.Close()
 
-	br, err := host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, MAC: bridgeMAC(c.Bridge), PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0})
+	br, err := host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, MAC: bridgeMAC(c.Bridge), PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0 || len(c.vlans) > 0})
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
 	}
@@ -82,8 +82,8 @@ func add(ctx context.Context, a *cniplug.Args, defaults Conf) (_ types.Result, e
 			return nil, cniplug.WithCode(types.ErrIOFailure, err)
 		}
 	}
-	if c.Vlan != 0 {
-		if err := host.SetPortVlan(hostName, c.Vlan); err != nil {
+	if c.Vlan != 0 || len(c.vlans) > 0 {
+		if err := host.SetPortVlans(hostName, netops.PortVlanOpts{Access: c.Vlan, Trunk: c.vlans, PreserveDefault: c.PreserveDefaultVlan}); err != nil {
 			return nil, cniplug.WithCode(types.ErrIOFailure, err)
 		}
 	}
@@ -264,8 +264,17 @@ func applyAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, p *addrP
 			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
 		}
 	}
+	gwLink := c.Bridge
+	if c.Vlan != 0 && len(p.gateways) > 0 {
+		// The gateway of a VLAN lives on "<bridge>.<vid>", in that VLAN.
+		l, err := host.EnsureBridgeVlanLink(c.Bridge, c.Vlan)
+		if err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "vlan %d gateway: %w", c.Vlan, err)
+		}
+		gwLink = l
+	}
 	for _, gw := range p.gateways {
-		if err := ensureGatewayAddr(host, c, gw); err != nil {
+		if err := ensureGatewayAddr(host, c, gwLink, gw); err != nil {
 			return err
 		}
 	}
@@ -298,12 +307,13 @@ func hasRoute(routes []*types.Route, dst netip.Prefix) bool {
 	return false
 }
 
-// ensureGatewayAddr puts gw on the bridge. Another address of the same
-// subnet on the bridge is an error unless forceAddress, which replaces it.
-func ensureGatewayAddr(host *netops.Handle, c *Conf, gw netip.Prefix) error {
-	have, err := host.Addrs(c.Bridge)
+// ensureGatewayAddr puts gw on link (the bridge, or its VLAN interface).
+// Another address of the same subnet there is an error unless forceAddress,
+// which replaces it.
+func ensureGatewayAddr(host *netops.Handle, c *Conf, link string, gw netip.Prefix) error {
+	have, err := host.Addrs(link)
 	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "list addresses of bridge %q: %w", c.Bridge, err)
+		return cniplug.Errorf(types.ErrIOFailure, "list addresses of %q: %w", link, err)
 	}
 	for _, p := range have {
 		if p == gw {
@@ -313,14 +323,14 @@ func ensureGatewayAddr(host *netops.Handle, c *Conf, gw netip.Prefix) error {
 			continue
 		}
 		if !c.ForceAddress {
-			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "bridge %q already has address %s, not the gateway %s: set \"forceAddress\": true to replace it, or fix the ipam gateway", c.Bridge, p, gw)
+			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "%q already has address %s, not the gateway %s: set \"forceAddress\": true to replace it, or fix the ipam gateway", link, p, gw)
 		}
-		if err := host.DeleteAddr(c.Bridge, p); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "remove old gateway %s from bridge %q: %w", p, c.Bridge, err)
+		if err := host.DeleteAddr(link, p); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "remove old gateway %s from %q: %w", p, link, err)
 		}
 	}
-	if err := host.EnsureAddr(c.Bridge, gw, netops.AddrOpts{NoDAD: true}); err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "add gateway %s to bridge %q: %w", gw, c.Bridge, err)
+	if err := host.EnsureAddr(link, gw, netops.AddrOpts{NoDAD: true}); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "add gateway %s to %q: %w", gw, link, err)
 	}
 	return nil
 }

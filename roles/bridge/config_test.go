@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,8 @@ func TestParseConf(t *testing.T) {
 				return c.Bridge == "br-x" && c.ForceAddress && c.IPMasq && c.MTU == 1450 && c.HairpinMode &&
 					c.PromiscMode && c.Vlan == 100 && c.EnableDad && c.MacSpoofChk && c.DataDir == "/tmp/x"
 			}},
+		{"vlan trunk ids and ranges", `{"vlanTrunk":[{"id":5},{"minID":3,"maxID":6},{"id":40}],"preserveDefaultVlan":true}`,
+			func(c *Conf) bool { return slices.Equal(c.vlans, []int{3, 4, 5, 6, 40}) && c.PreserveDefaultVlan }},
 		{"iptables backend accepted", `{"ipMasqBackend":"iptables"}`, func(c *Conf) bool { return true }},
 	}
 	for _, tc := range good {
@@ -54,7 +57,9 @@ func TestParseConf(t *testing.T) {
 		{"mtu too large", `{"mtu":70000}`, 7, "mtu"},
 		{"vlan too large", `{"vlan":4095}`, 7, "vlan"},
 		{"vlan negative", `{"vlan":-2}`, 7, "vlan"},
-		{"vlan trunk unsupported", `{"vlanTrunk":[{"id":5}]}`, 2, "vlanTrunk"},
+		{"vlan trunk entry empty", `{"vlanTrunk":[{}]}`, 7, "vlanTrunk"},
+		{"vlan trunk min above max", `{"vlanTrunk":[{"minID":9,"maxID":3}]}`, 7, "vlanTrunk"},
+		{"vlan trunk id too large", `{"vlanTrunk":[{"id":4095}]}`, 7, "vlanTrunk"},
 		{"unknown masq backend", `{"ipMasqBackend":"ipvs"}`, 2, "ipMasqBackend"},
 	}
 	for _, tc := range bad {
