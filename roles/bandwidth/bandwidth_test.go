@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/internal/chaintest"
@@ -243,6 +244,7 @@ func TestBandwidthGC(t *testing.T) {
 // has a clsact qdisc of someone else's), the ingress tbf, the ifb and the
 // record are gone again.
 func TestBandwidthRollback(t *testing.T) {
+	nstest.RequireProgram(t, "tc", "iproute2")
 	n := chaintest.NewNode(t)
 	p := n.NewPod("bwrb")
 	prev := n.Must(bridge.Role, "ADD", p, n.BridgeConf("1.0.0"))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/internal/chaintest"
 	"github.com/cnibox/cnibox/roles/tuning"
@@ -152,6 +153,7 @@ func TestTuningCapabilityAndArgs(t *testing.T) {
 // above the veth's is refused after the MAC and promiscuous mode were
 // already changed.
 func TestTuningRollback(t *testing.T) {
+	nstest.RequireProgram(t, "ip", "iproute2")
 	n := chaintest.NewNode(t)
 	p := n.NewPod("tunrb")
 	name := filepath.Base(p.Netns)
