@@ -13,8 +13,8 @@ import (
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
-// nodeNS is the namespace of the test process: the node.
-const nodeNS = "/proc/self/ns/net"
+// nodeNS is a path to the node's namespace (set by TestMain).
+var nodeNS = "/proc/self/ns/net"
 
 func openNode(t *testing.T) *netops.Handle {
 	t.Helper()
