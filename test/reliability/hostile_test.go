@@ -143,7 +143,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "CNI_ARGS of 100 kB", args: "IgnoreUnknown=1;K8S_POD_NAME=" + strings.Repeat("p", 100<<10), want: 0},
 		{name: "MTU out of range", stdin: hostileConf(t, set("mtu", 70000)), want: 7},
 		{name: "VLAN out of range", stdin: hostileConf(t, set("vlan", 5000)), want: 7},
-		{name: "unsupported vlanTrunk", stdin: hostileConf(t, set("vlanTrunk", []any{map[string]any{"id": 5}})), want: 2},
+		{name: "vlanTrunk minID above maxID", stdin: hostileConf(t, set("vlanTrunk", []any{map[string]any{"minID": 9, "maxID": 3}})), want: 7},
 		{name: "prevResult not a result", verb: "DEL", stdin: hostileConf(t, set("prevResult", "garbage")), want: 6},
 		{name: "unknown CNI_COMMAND", verb: "EXPLODE", want: 4},
 		{name: "a name cnibox has no role for (firewall), VERSION", role: "firewall", verb: "VERSION", want: 4},
