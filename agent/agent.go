@@ -76,6 +76,7 @@ type agent struct {
 	o   Options
 	log *slog.Logger
 	h   *netops.Handle
+	m   *Metrics
 
 	cfg    *netconf.Config
 	under  underlay
@@ -125,10 +126,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer h.Close()
-	a := &agent{o: o, log: o.Log, h: h, peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1)}
+	a := &agent{o: o, log: o.Log, h: h, peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1), m: o.Health.metrics()}
 	o.Health.SetRunning(true)
 	defer o.Health.SetRunning(false)
 	defer o.Health.SetReady(false)
+	defer a.m.lease(lease.Lease{}, false)
 	if err := a.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -265,6 +267,7 @@ func (a *agent) enqueue(u lease.Update) {
 	a.mu.Lock()
 	if u.Snapshot {
 		a.pending = a.pending[:0] // a snapshot supersedes what came before
+		a.m.snapshot()
 	}
 	a.pending = append(a.pending, u)
 	a.mu.Unlock()

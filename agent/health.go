@@ -15,9 +15,20 @@ import (
 // is 200 while the agent runs, starting included: a start that waits for
 // the network configuration or the API server is not a reason to restart
 // it. /readyz (readiness) is 200 once the agent holds this node's lease and
-// its VXLAN device is up, and 503 while it does not.
+// its VXLAN device is up, and 503 while it does not. /metrics serves
+// Metrics in the Prometheus text format when Metrics is set.
 type Health struct {
 	running, ready atomic.Bool
+	// Metrics, if set, are served on /metrics and told the agent's events.
+	Metrics *Metrics
+}
+
+// metrics returns h's Metrics (nil for a nil Health).
+func (h *Health) metrics() *Metrics {
+	if h == nil {
+		return nil
+	}
+	return h.Metrics
 }
 
 // SetRunning says whether the agent runs (a nil Health ignores it).
@@ -34,10 +45,17 @@ func (h *Health) SetReady(v bool) {
 	}
 }
 
-// ServeHTTP answers /healthz and /readyz.
+// ServeHTTP answers /healthz, /readyz and /metrics.
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var ok bool
 	switch r.URL.Path {
+	case "/metrics":
+		if h.Metrics == nil {
+			http.NotFound(w, r)
+			return
+		}
+		h.Metrics.Handler().ServeHTTP(w, r)
+		return
 	case "/healthz":
 		ok = h.running.Load()
 	case "/readyz":

@@ -81,6 +81,7 @@ func (a *agent) takeLease(own lease.Lease) error {
 		a.log.Info("holding the lease", "subnet", own.Subnet, "subnet6", own.Subnet6, "expires", own.Expiration, "subnetFile", a.o.SubnetFile, "mtu", a.mtu)
 	}
 	delete(a.peers, own.Key())
+	a.m.lease(own, true)
 	a.ready = true
 	a.o.Health.SetReady(true)
 	if err := a.mirror(false); err != nil {
@@ -110,7 +111,11 @@ func (a *agent) renew(ctx context.Context) {
 	case err == nil:
 		a.own = l
 		a.dirty = true
+		a.m.renewed(true)
+		a.m.lease(l, true)
 	case errors.Is(err, lease.ErrLeaseGone):
+		a.m.renewed(false)
+		a.m.lease(lease.Lease{}, false)
 		a.log.Warn("the lease expired; acquiring it again", "subnet", a.own.Key())
 		own, err := a.acquire(ctx, a.own.Subnet, a.own.Subnet6)
 		if err == nil {
@@ -120,6 +125,7 @@ func (a *agent) renew(ctx context.Context) {
 			a.log.Error("cannot acquire the lease again", "err", err)
 		}
 	default:
+		a.m.renewed(false)
 		a.log.Warn("cannot renew the lease; retrying", "err", err)
 	}
 }

@@ -15,6 +15,7 @@ func (a *agent) applyPending(ctx context.Context) bool {
 	updates := a.pending
 	a.pending = nil
 	a.mu.Unlock()
+	start := time.Now()
 
 	ok, full, lost := true, false, false
 	for _, u := range updates {
@@ -86,6 +87,7 @@ func (a *agent) applyPending(ctx context.Context) bool {
 			a.log.Error("cannot acquire a lease again", "err", err)
 			a.ready = false
 			a.o.Health.SetReady(false)
+			a.m.lease(lease.Lease{}, false)
 			a.dirty = true
 			return false
 		}
@@ -101,6 +103,7 @@ func (a *agent) applyPending(ctx context.Context) bool {
 	if ok {
 		a.lastSync = time.Now()
 	}
+	a.m.synced(syncUpdates, start, ok, len(a.peers))
 	a.dirty = true
 	return ok
 }
@@ -168,7 +171,7 @@ func (a *agent) removePeer(l lease.Lease) bool {
 // fullSync makes the device and everything on it match the peers. It
 // reports whether it succeeded.
 func (a *agent) fullSync() bool {
-	ok := true
+	ok, start := true, time.Now()
 	for _, ov := range a.overlays() {
 		created, err := ov.ensureDevice(a.h)
 		if err != nil {
@@ -198,6 +201,7 @@ func (a *agent) fullSync() bool {
 	if ok {
 		a.lastSync = time.Now()
 	}
+	a.m.synced(syncFull, start, ok, len(a.peers))
 	a.dirty = true
 	return ok
 }

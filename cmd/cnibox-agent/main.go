@@ -101,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)")
 	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)")
-	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz (running) and /readyz (lease held, device up) on this address, e.g. 127.0.0.1:9666 (cnibox)")
+	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz (running), /readyz (lease held, device up) and /metrics (Prometheus) on this address, e.g. 127.0.0.1:9666 (cnibox)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	f.pod.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -163,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 	var health *agent.Health
 	if f.healthAddr != "" {
-		health = &agent.Health{}
+		health = &agent.Health{Metrics: agent.NewMetrics()}
 		wait, err := agent.ServeHealth(ctx, f.healthAddr, health, log)
 		if err != nil {
 			return err
