@@ -13,11 +13,7 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func add(ctx context.Context, a *cniplug.Args) (_ types.Result, err error) {
-	c, err := parseConf(a)
-	if err != nil {
-		return nil, err
-	}
+func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err error) {
 	mac, err := a.RequestedMAC()
 	if err != nil {
 		return nil, err
@@ -26,15 +22,11 @@ func add(ctx context.Context, a *cniplug.Args) (_ types.Result, err error) {
 		// Picked here so the endpoint record holds it before the veth exists.
 		mac = netops.RandomMAC()
 	}
-	pod, err := netops.Open(a.Netns)
+	pod, host, err := openNamespaces(a.Netns)
 	if err != nil {
-		return nil, cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
+		return nil, err
 	}
 	defer pod.Close()
-	host, err := netops.Open("")
-	if err != nil {
-		return nil, cniplug.WithCode(types.ErrIOFailure, err)
-	}
 	defer host.Close()
 	hostName := attach.HostVethName(a.ContainerID, a.IfName)
 	if l, err := pod.LinkByName(a.IfName); err == nil && !attach.RemoveLeftoverVeth(host, l, hostName) {

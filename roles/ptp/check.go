@@ -16,20 +16,17 @@ import (
 // check verifies the attachment against prevResult: the pod's veth, its
 // addresses and routes, the host end up with the gateways and the node's
 // routes to the pod, and the masquerade entries.
-func check(ctx context.Context, a *cniplug.Args) error {
-	c, err := parseConf(a)
-	if err != nil {
-		return err
-	}
+func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	prev, podIdx, err := attach.Prev(ctx, a)
 	if err != nil {
 		return err
 	}
-	pod, err := netops.Open(a.Netns)
+	pod, host, err := openNamespaces(a.Netns)
 	if err != nil {
-		return cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
+		return err
 	}
 	defer pod.Close()
+	defer host.Close()
 	if _, err := attach.CheckPodLink(pod, a, "veth", prev.Interfaces[podIdx]); err != nil {
 		return err
 	}
@@ -39,11 +36,6 @@ func check(ctx context.Context, a *cniplug.Args) error {
 	if err := attach.CheckPodRoutes(pod, a.IfName, prev); err != nil {
 		return err
 	}
-	host, err := netops.Open("")
-	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
-	}
-	defer host.Close()
 	if err := checkHost(host, attach.HostVethName(a.ContainerID, a.IfName), prev); err != nil {
 		return err
 	}

@@ -15,30 +15,16 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func (s *Spec) add(ctx context.Context, a *cniplug.Args) (_ types.Result, err error) {
-	c, err := s.parseConf(a)
-	if err != nil {
-		return nil, err
-	}
+func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err error) {
 	prev, err := s.fromPrev(a, c)
 	if err != nil {
 		return nil, err
 	}
-	pod, err := netops.Open(a.Netns)
+	pod, mh, closeNS, err := s.open(a, c)
 	if err != nil {
-		return nil, cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
-	}
-	defer pod.Close()
-	mh := pod // where the master is
-	if !c.LinkInContainer {
-		if mh, err = netops.Open(""); err != nil {
-			return nil, cniplug.WithCode(types.ErrIOFailure, err)
-		}
-		defer mh.Close()
-	}
-	if _, err := s.resolveMaster(mh, c); err != nil {
 		return nil, err
 	}
+	defer closeNS()
 	if _, err := pod.LinkByName(a.IfName); err == nil {
 		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
 	}

@@ -6,18 +6,13 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
 // check verifies the attachment against prevResult: the master exists, the
 // pod's device is of the kind and mode of the config, up, with the MAC,
 // addresses and routes of the ADD result.
-func (s *Spec) check(ctx context.Context, a *cniplug.Args) error {
-	c, err := s.parseConf(a)
-	if err != nil {
-		return err
-	}
+func (s *Spec) check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	if _, err := s.fromPrev(a, c); err != nil {
 		return err
 	}
@@ -25,21 +20,11 @@ func (s *Spec) check(ctx context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return err
 	}
-	pod, err := netops.Open(a.Netns)
+	pod, _, closeNS, err := s.open(a, c)
 	if err != nil {
-		return cniplug.Errorf(types.ErrUnknownContainer, "open CNI_NETNS %q: %w", a.Netns, err)
-	}
-	defer pod.Close()
-	mh := pod
-	if !c.LinkInContainer {
-		if mh, err = netops.Open(""); err != nil {
-			return cniplug.WithCode(types.ErrIOFailure, err)
-		}
-		defer mh.Close()
-	}
-	if _, err := s.resolveMaster(mh, c); err != nil {
 		return err
 	}
+	defer closeNS()
 	l, err := attach.CheckPodLink(pod, a, s.Kind, prev.Interfaces[podIdx])
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
 // Conf is the config of a macvlan or ipvlan network, field names as in the
@@ -107,4 +108,32 @@ func linkHint(c *Conf) string {
 		return " or drop \"linkInContainer\" to take it from the node"
 	}
 	return " or set \"linkInContainer\": true if it is in the pod"
+}
+
+// open opens the pod's namespace (code 3 when it cannot) and mh, the one the
+// master is in: the node's (code 5 when it cannot), or with linkInContainer
+// the pod's. It resolves the master there (see resolveMaster). closeNS
+// closes what it opened.
+func (s *Spec) open(a *cniplug.Args, c *Conf) (pod, mh *netops.Handle, closeNS func(), err error) {
+	if pod, err = podns.Open(a.Netns); err != nil {
+		return nil, nil, nil, err
+	}
+	mh = pod
+	if !c.LinkInContainer {
+		if mh, err = podns.Host(); err != nil {
+			_ = pod.Close()
+			return nil, nil, nil, err
+		}
+	}
+	closeNS = func() {
+		if mh != pod {
+			_ = mh.Close()
+		}
+		_ = pod.Close()
+	}
+	if _, err := s.resolveMaster(mh, c); err != nil {
+		closeNS()
+		return nil, nil, nil, err
+	}
+	return pod, mh, closeNS, nil
 }

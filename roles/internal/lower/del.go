@@ -13,11 +13,7 @@ import (
 // del frees the addresses and the endpoint record, then deletes the pod's
 // device. Everything already gone counts as removed; with the pod's
 // namespace gone, its device went with it.
-func (s *Spec) del(ctx context.Context, a *cniplug.Args) error {
-	c, err := s.parseConf(a)
-	if err != nil {
-		return err
-	}
+func (s *Spec) del(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	if err := attach.Release(ctx, a, c.DataDir, nil); err != nil {
 		return err
 	}
@@ -32,11 +28,7 @@ func (s *Spec) del(ctx context.Context, a *cniplug.Args) error {
 // gc deletes the devices of this network's attachments that are not in the
 // valid list (when their namespace still exists) and their records; then GC
 // of the IPAM plugin frees their addresses.
-func (s *Spec) gc(ctx context.Context, a *cniplug.Args) error {
-	c, err := s.parseConf(a)
-	if err != nil {
-		return err
-	}
+func (s *Spec) gc(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	_, stale, err := attach.Endpoints(a, c.DataDir)
 	if err != nil {
 		return err

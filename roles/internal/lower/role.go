@@ -34,10 +34,10 @@ func (s *Spec) Role(about string) *cniplug.Role {
 	return &cniplug.Role{
 		Name:   s.Kind,
 		About:  about,
-		Add:    s.add,
-		Check:  s.check,
-		Del:    s.del,
-		GC:     s.gc,
+		Add:    cniplug.AddWithConf(s.parseConf, s.add),
+		Check:  cniplug.WithConf(s.parseConf, s.check),
+		Del:    cniplug.WithConf(s.parseConf, s.del),
+		GC:     cniplug.WithConf(s.parseConf, s.gc),
 		Status: attach.Status,
 	}
 }
