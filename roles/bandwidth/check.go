@@ -5,28 +5,22 @@ import (
 	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
 // bandwidthCheck verifies the tbf on the host end of the pod's veth, and
 // the ifb with its tbf and the redirect to it, against the configured rates.
-func bandwidthCheck(_ context.Context, a *cniplug.Args) error {
-	c, err := parseBandwidthConf(a)
-	if err != nil {
-		return err
-	}
-	prev, err := a.RequirePrevResult()
-	if err != nil {
-		return err
-	}
+func bandwidthCheck(_ context.Context, a *cniplug.Args, c *bwConf, prev *current.Result) error {
 	if c.isZero() {
 		return nil
 	}
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
 	}
 	defer host.Close()
 	hostIf, err := bwHostIf(host, a.Netns, a.IfName, prev)

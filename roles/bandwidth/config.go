@@ -151,13 +151,3 @@ func bwIsOurIfb(name string) bool {
 	_, err := hex.DecodeString(name[len(bwIfbPrefix):])
 	return err == nil
 }
-
-// bwDataDir reads only the store location from the config: DEL and GC work
-// from the record and must not fail on a config that ADD would refuse.
-func bwDataDir(a *cniplug.Args) string {
-	var c struct {
-		DataDir string `json:"dataDir"`
-	}
-	_ = json.Unmarshal(a.StdinData, &c)
-	return c.DataDir
-}

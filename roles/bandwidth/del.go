@@ -2,13 +2,13 @@ package bandwidth
 
 import (
 	"context"
-	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/chain"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -17,14 +17,14 @@ import (
 // record it still deletes the ifb by its deterministic name, and finds the
 // host end through prevResult when the pod's namespace is left.
 func bandwidthDel(_ context.Context, a *cniplug.Args) error {
-	dir := store.DirFrom(bwDataDir(a), a.Getenv)
-	rec, found, err := bwRecord(a, dir, a.Conf.Name, a.ContainerID, a.IfName)
+	dataDir := chain.DataDir(a)
+	rec, found, err := bwRecords.Lookup(a, dataDir)
 	if err != nil {
 		return err
 	}
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
 	}
 	defer host.Close()
 	hostIf, ifb, ingress := rec.HostIf, rec.Ifb, rec.IngressRate > 0
@@ -43,44 +43,21 @@ func bandwidthDel(_ context.Context, a *cniplug.Args) error {
 	if !found {
 		return nil
 	}
-	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.DeleteBandwidth(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+	if err := bwRecords.Forget(a, dataDir); err != nil {
 		return err
 	}
 	fault.Point("bandwidth/del/after-record")
 	return nil
 }
 
-// bwRecord reads one attachment's record; a store that was never created
-// holds none.
-func bwRecord(a *cniplug.Args, dir, network, containerID, ifname string) (store.BandwidthRecord, bool, error) {
-	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: true})
-	if errors.Is(err, store.ErrNotFound) {
-		return store.BandwidthRecord{}, false, nil
-	}
-	if err != nil {
-		return store.BandwidthRecord{}, false, err
-	}
-	defer st.Close()
-	rec, found, err := st.GetBandwidth(network, containerID, ifname)
-	if err != nil {
-		return rec, false, err
-	}
-	return rec, found, nil
-}
-
 // bandwidthGC tears down the attachments of this network that are not in
 // the valid list, and deletes ifb devices of cnibox's that no record of any
 // network names (left by a crash).
 func bandwidthGC(_ context.Context, a *cniplug.Args) error {
-	dir := store.DirFrom(bwDataDir(a), a.Getenv)
-	host, err := netops.Open("")
+	dataDir := chain.DataDir(a)
+	host, err := podns.Host()
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
 	}
 	defer host.Close()
 	// Links before records: ADD writes its record before it creates the
@@ -90,13 +67,12 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
-	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: true})
-	var recs []store.BandwidthRecord
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
+	st, err := chain.OpenRecords(a, dataDir)
+	if err != nil {
 		return err
-	default:
+	}
+	var recs []store.BandwidthRecord
+	if st != nil {
 		recs, err = st.BandwidthRecords("")
 		st.Close()
 		if err != nil {
@@ -134,7 +110,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 	if len(stale) == 0 {
 		return nil
 	}
-	st, err = store.OpenWith(dir, store.Options{Getenv: a.Getenv})
+	st, err = store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv})
 	if err != nil {
 		return err
 	}

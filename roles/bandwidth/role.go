@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
@@ -24,27 +25,24 @@ var Role = &cniplug.Role{
 		"on the host end of the pod's veth, egressRate/egressBurst on an ifb device that the host end's incoming packets " +
 		"are redirected to. Rates are in bits per second, bursts in bits; the \"bandwidth\" capability overrides the config. " +
 		"It runs chained after a veth-based main plugin such as bridge.",
-	Add:   bandwidthAdd,
-	Check: bandwidthCheck,
+	Add:   chain.Add(parseBandwidthConf, bandwidthAdd),
+	Check: chain.Check(parseBandwidthConf, bandwidthCheck),
 	Del:   bandwidthDel,
 	GC:    bandwidthGC,
 }
 
-func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
-	c, err := parseBandwidthConf(a)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := a.RequirePrevResult()
-	if err != nil {
-		return nil, err
-	}
+// bwRecords are the bandwidth records of the store.
+var bwRecords = chain.Records[store.BandwidthRecord]{
+	Get: (*store.Store).GetBandwidth, Put: (*store.Store).PutBandwidth, Delete: (*store.Store).DeleteBandwidth,
+}
+
+func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwConf, prev *current.Result) (_ types.Result, err error) {
 	if c.isZero() {
 		return prev, nil
 	}
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return nil, cniplug.WithCode(types.ErrIOFailure, err)
+		return nil, err
 	}
 	defer host.Close()
 	hostIf, err := bwHostIf(host, a.Netns, a.IfName, prev)
@@ -62,7 +60,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 	// The record first: an ifb of ours without one belongs to no attachment.
-	old, err := bwRemember(a, c.dataDir, rec, &undo)
+	old, err := bwRecords.Remember(a, c.dataDir, rec, nil, &undo)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +73,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 		if err := host.EnsureRootTBF(hostIf.Name, netops.NewTBF(c.IngressRate/8, c.IngressBurst/8)); err != nil {
 			return nil, cniplug.Errorf(types.ErrIOFailure, "ingressRate: shape traffic to the pod on %s: %w", hostIf.Name, err)
 		}
-		if old == nil || old.IngressRate == 0 {
+		if old.IngressRate == 0 {
 			undo.Push(func() { _ = host.DeleteRootTBF(hostIf.Name) })
 		}
 		fault.Point("bandwidth/add/after-ingress")
@@ -95,7 +93,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error
 		if err := host.EnsureIngressRedirect(hostIf.Name, rec.Ifb); err != nil {
 			return nil, cniplug.Errorf(types.ErrIOFailure, "egressRate: %w", err)
 		}
-		if old == nil || old.Ifb == "" {
+		if old.Ifb == "" {
 			undo.Push(func() { _ = host.DeleteIngressQdisc(hostIf.Name) })
 		}
 		fault.Point("bandwidth/add/after-egress")
@@ -134,46 +132,9 @@ func bwHostIf(host *netops.Handle, netns, ifname string, prev *current.Result) (
 	return netops.Link{}, cniplug.Errorf(types.ErrInvalidNetworkConfig, "the host end of the pod's %q (ifindex %d on the node) is not among the interfaces of \"prevResult\": bandwidth needs the main plugin to report it", ifname, pl.PeerIndex)
 }
 
-// bwRemember writes the record and returns the one it replaced (an ADD
-// repeated for the same attachment).
-func bwRemember(a *cniplug.Args, dataDir string, rec store.BandwidthRecord, undo *cniplug.Undo) (*store.BandwidthRecord, error) {
-	dir := store.DirFrom(dataDir, a.Getenv)
-	st, err := store.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	old, found, err := st.GetBandwidth(rec.Network, rec.ContainerID, rec.IfName)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.PutBandwidth(rec); err != nil {
-		return nil, err
-	}
-	undo.Push(func() {
-		st, err := store.Open(dir)
-		if err != nil {
-			return
-		}
-		defer st.Close()
-		if found {
-			_ = st.PutBandwidth(old)
-		} else {
-			_ = st.DeleteBandwidth(rec.Network, rec.ContainerID, rec.IfName)
-		}
-	})
-	if !found {
-		return nil, nil
-	}
-	return &old, nil
-}
-
 // bwDropUnwanted removes what an earlier ADD of the same attachment set up
-// and this one no longer asks for.
-func bwDropUnwanted(host *netops.Handle, old *store.BandwidthRecord, now store.BandwidthRecord) error {
-	if old == nil {
-		return nil
-	}
+// (old, zero when there was none) and this one no longer asks for.
+func bwDropUnwanted(host *netops.Handle, old, now store.BandwidthRecord) error {
 	if old.IngressRate > 0 && now.IngressRate == 0 && old.HostIf != "" {
 		if err := host.DeleteRootTBF(old.HostIf); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)

@@ -4,21 +4,15 @@ import (
 	"bytes"
 	"context"
 
+	current "github.com/containernetworking/cni/pkg/types/100"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
 // tuningCheck verifies that the sysctls and interface attributes in the pod
 // are as configured.
-func tuningCheck(_ context.Context, a *cniplug.Args) error {
-	s, err := parseTuningConf(a)
-	if err != nil {
-		return err
-	}
-	prev, err := a.RequirePrevResult()
-	if err != nil {
-		return err
-	}
+func tuningCheck(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *current.Result) error {
 	pod, err := podns.Open(a.Netns)
 	if err != nil {
 		return err

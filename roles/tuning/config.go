@@ -289,13 +289,3 @@ func tuningCheckAllowlist(a *cniplug.Args, sysctls []tuningSysctl) error {
 	}
 	return nil
 }
-
-// tuningDataDir reads only the store location from the config: DEL and GC
-// work from the record and must not fail on a config that ADD would refuse.
-func tuningDataDir(a *cniplug.Args) string {
-	var c struct {
-		DataDir string `json:"dataDir"`
-	}
-	_ = json.Unmarshal(a.StdinData, &c)
-	return c.DataDir
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -17,32 +18,16 @@ import (
 // removes the record. A missing record, an empty CNI_NETNS, a namespace or
 // interface that is gone: nothing to restore, and no error.
 func tuningDel(_ context.Context, a *cniplug.Args) error {
-	dir := store.DirFrom(tuningDataDir(a), a.Getenv)
-	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: true})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // no store file: ADD never recorded anything here
-	}
-	if err != nil {
-		return err
-	}
-	rec, found, err := st.GetTuning(a.Conf.Name, a.ContainerID, a.IfName)
-	st.Close()
-	if err != nil {
-		return err
-	}
-	if !found {
-		return nil
+	dataDir := chain.DataDir(a)
+	rec, found, err := tuningRecords.Lookup(a, dataDir)
+	if err != nil || !found {
+		return err // no record (or no store file): ADD never recorded anything here
 	}
 	if err := tuningRestore(a, rec); err != nil {
 		return err
 	}
 	fault.Point("tuning/del/after-restore")
-	st, err = store.OpenWith(dir, store.Options{Getenv: a.Getenv})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.DeleteTuning(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+	if err := tuningRecords.Forget(a, dataDir); err != nil {
 		return err
 	}
 	fault.Point("tuning/del/after-record")
@@ -100,12 +85,8 @@ func tuningRestore(a *cniplug.Args, rec store.TuningRecord) error {
 // tuningGC removes the records of this network's attachments that are not
 // in the valid list; their pods are gone, so there is nothing to restore.
 func tuningGC(_ context.Context, a *cniplug.Args) error {
-	dir := store.DirFrom(tuningDataDir(a), a.Getenv)
-	st, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: true})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	st, err := chain.OpenRecords(a, chain.DataDir(a))
+	if err != nil || st == nil {
 		return err
 	}
 	defer st.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
@@ -26,21 +27,18 @@ var Role = &cniplug.Role{
 	About: "tuning changes network sysctls (net.*) inside the pod and the MAC address, MTU, promiscuous mode, " +
 		"all-multicast mode and transmit queue length of CNI_IFNAME. It runs chained after a main plugin, " +
 		"keeps the previous values in the node's store and restores them on DEL.",
-	Add:   tuningAdd,
-	Check: tuningCheck,
+	Add:   chain.Add(parseTuningConf, tuningAdd),
+	Check: chain.Check(parseTuningConf, tuningCheck),
 	Del:   tuningDel,
 	GC:    tuningGC,
 }
 
-func tuningAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
-	s, err := parseTuningConf(a)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := a.RequirePrevResult()
-	if err != nil {
-		return nil, err
-	}
+// tuningRecords are the tuning records of the store.
+var tuningRecords = chain.Records[store.TuningRecord]{
+	Get: (*store.Store).GetTuning, Put: (*store.Store).PutTuning, Delete: (*store.Store).DeleteTuning,
+}
+
+func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *current.Result) (_ types.Result, err error) {
 	a.Mark("config")
 	pod, err := podns.Open(a.Netns)
 	if err != nil {
@@ -80,7 +78,10 @@ func tuningAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 	a.Mark("read")
-	if err := tuningRemember(a, s.dataDir, was, &undo); err != nil {
+	// An ADD repeated for the same attachment keeps the values of the first
+	// one (the current ones are already tuned) and adds those it did not
+	// change.
+	if _, err := tuningRecords.Remember(a, s.dataDir, was, tuningMerge, &undo); err != nil {
 		return nil, err
 	}
 	a.Mark("record")
@@ -116,43 +117,6 @@ func tuningRecordLink(r *store.TuningRecord, s *tuningSettings, l netops.LinkSet
 		q := l.TxQLen
 		r.TxQLen = &q
 	}
-}
-
-// tuningRemember writes the record of the previous values before anything
-// changes. An ADD repeated for the same attachment keeps the values of the
-// first one (the current ones are already tuned) and adds those it did not
-// change.
-func tuningRemember(a *cniplug.Args, dataDir string, was store.TuningRecord, undo *cniplug.Undo) error {
-	st, err := store.Open(store.DirFrom(dataDir, a.Getenv))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	old, found, err := st.GetTuning(was.Network, was.ContainerID, was.IfName)
-	if err != nil {
-		return err
-	}
-	rec := was
-	if found {
-		rec = tuningMerge(old, was)
-	}
-	if err := st.PutTuning(rec); err != nil {
-		return err
-	}
-	dir := store.DirFrom(dataDir, a.Getenv)
-	undo.Push(func() {
-		st, err := store.Open(dir)
-		if err != nil {
-			return
-		}
-		defer st.Close()
-		if found {
-			_ = st.PutTuning(old)
-		} else {
-			_ = st.DeleteTuning(was.Network, was.ContainerID, was.IfName)
-		}
-	})
-	return nil
 }
 
 // tuningMerge keeps old's values and adds those of now that old lacks.
@@ -206,40 +170,25 @@ func tuningApply(pod *netops.Handle, ifname string, s *tuningSettings, was store
 		}
 		fault.Point("tuning/add/after-sysctl")
 	}
-	if s.mac != nil {
-		old, _ := net.ParseMAC(was.MAC)
-		if err := pod.SetMAC(ifname, s.mac); err != nil {
-			return tuningKernelErr("mac", err)
+	oldMAC, _ := net.ParseMAC(was.MAC)
+	for _, f := range []struct {
+		field     string
+		on        bool
+		set, back func() error
+	}{
+		{"mac", s.mac != nil, func() error { return pod.SetMAC(ifname, s.mac) }, func() error { return pod.SetMAC(ifname, oldMAC) }},
+		{"promisc", s.promisc != nil, func() error { return pod.SetPromisc(ifname, *s.promisc) }, func() error { return pod.SetPromisc(ifname, *was.Promisc) }},
+		{"mtu", s.mtu != 0, func() error { return pod.SetMTU(ifname, s.mtu) }, func() error { return pod.SetMTU(ifname, was.MTU) }},
+		{"allmulti", s.allmulti != nil, func() error { return pod.SetAllmulticast(ifname, *s.allmulti) }, func() error { return pod.SetAllmulticast(ifname, *was.Allmulti) }},
+		{"txQLen", s.txQLen != nil, func() error { return pod.SetTxQLen(ifname, *s.txQLen) }, func() error { return pod.SetTxQLen(ifname, *was.TxQLen) }},
+	} {
+		if !f.on {
+			continue
 		}
-		undo.Push(func() { _ = pod.SetMAC(ifname, old) })
-	}
-	if s.promisc != nil {
-		if err := pod.SetPromisc(ifname, *s.promisc); err != nil {
-			return tuningKernelErr("promisc", err)
+		if err := f.set(); err != nil {
+			return tuningKernelErr(f.field, err)
 		}
-		old := *was.Promisc
-		undo.Push(func() { _ = pod.SetPromisc(ifname, old) })
-	}
-	if s.mtu != 0 {
-		if err := pod.SetMTU(ifname, s.mtu); err != nil {
-			return tuningKernelErr("mtu", err)
-		}
-		old := was.MTU
-		undo.Push(func() { _ = pod.SetMTU(ifname, old) })
-	}
-	if s.allmulti != nil {
-		if err := pod.SetAllmulticast(ifname, *s.allmulti); err != nil {
-			return tuningKernelErr("allmulti", err)
-		}
-		old := *was.Allmulti
-		undo.Push(func() { _ = pod.SetAllmulticast(ifname, old) })
-	}
-	if s.txQLen != nil {
-		if err := pod.SetTxQLen(ifname, *s.txQLen); err != nil {
-			return tuningKernelErr("txQLen", err)
-		}
-		old := *was.TxQLen
-		undo.Push(func() { _ = pod.SetTxQLen(ifname, old) })
+		undo.Push(func() { _ = f.back() })
 	}
 	return nil
 }

@@ -1,0 +1,101 @@
+package chain
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/store"
+)
+
+// DataDir reads only the store location ("dataDir") from the config: DEL and
+// GC work from the record and must not fail on a config that ADD would
+// refuse.
+func DataDir(a *cniplug.Args) string {
+	var c struct {
+		DataDir string `json:"dataDir"`
+	}
+	_ = json.Unmarshal(a.StdinData, &c)
+	return c.DataDir
+}
+
+// OpenRecords opens the store of dataDir ("" = $CNIBOX_DATA_DIR or the
+// default) to read or remove records. A store that was never created holds
+// none: it is (nil, nil), and is not created.
+func OpenRecords(a *cniplug.Args, dataDir string) (*store.Store, error) {
+	st, err := store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv, NoCreate: true})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return st, err
+}
+
+// Records is how a role keeps the record of an attachment in the store: the
+// store's get, put and delete of that kind of record, keyed by network,
+// container ID and ifname. Its methods act on the call's attachment.
+type Records[R any] struct {
+	Get    func(st *store.Store, network, containerID, ifname string) (R, bool, error)
+	Put    func(st *store.Store, rec R) error
+	Delete func(st *store.Store, network, containerID, ifname string) error
+}
+
+// Lookup reads the record of the call's attachment.
+func (k Records[R]) Lookup(a *cniplug.Args, dataDir string) (rec R, found bool, err error) {
+	st, err := OpenRecords(a, dataDir)
+	if err != nil || st == nil {
+		return rec, false, err
+	}
+	defer st.Close()
+	return k.Get(st, a.Conf.Name, a.ContainerID, a.IfName)
+}
+
+// Remember writes rec as the record of the call's attachment, or, when one
+// is there already (an ADD repeated) and merge is not nil, merge(old, rec).
+// It returns the record it replaced (the zero R when there was none), and
+// pushes the undo that puts that back (or removes the new one).
+func (k Records[R]) Remember(a *cniplug.Args, dataDir string, rec R, merge func(old, now R) R, undo *cniplug.Undo) (R, error) {
+	var zero R
+	dir := store.DirFrom(dataDir, a.Getenv)
+	network, cid, ifname := a.Conf.Name, a.ContainerID, a.IfName
+	st, err := store.Open(dir)
+	if err != nil {
+		return zero, err
+	}
+	defer st.Close()
+	old, found, err := k.Get(st, network, cid, ifname)
+	if err != nil {
+		return zero, err
+	}
+	if !found {
+		old = zero
+	} else if merge != nil {
+		rec = merge(old, rec)
+	}
+	if err := k.Put(st, rec); err != nil {
+		return zero, err
+	}
+	undo.Push(func() {
+		st, err := store.Open(dir)
+		if err != nil {
+			return
+		}
+		defer st.Close()
+		if found {
+			_ = k.Put(st, old)
+		} else {
+			_ = k.Delete(st, network, cid, ifname)
+		}
+	})
+	return old, nil
+}
+
+// Forget removes the record of the call's attachment (a missing one is
+// fine).
+func (k Records[R]) Forget(a *cniplug.Args, dataDir string) error {
+	st, err := store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return k.Delete(st, a.Conf.Name, a.ContainerID, a.IfName)
+}
