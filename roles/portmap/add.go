@@ -6,24 +6,18 @@ import (
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
 
 // portmapAdd forwards the configured host ports to the pod addresses of
 // prevResult and returns prevResult unchanged.
-func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) {
-	c, err := parsePortmapConf(a, true)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := a.RequirePrevResult()
-	if err != nil {
-		return nil, err
-	}
+func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *current.Result) (_ types.Result, err error) {
 	if len(c.entries) == 0 {
 		return prev, nil
 	}
@@ -36,9 +30,9 @@ func portmapAdd(_ context.Context, a *cniplug.Args) (_ types.Result, err error) 
 	}
 
 	a.Mark("config")
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return nil, cniplug.WithCode(types.ErrIOFailure, err)
+		return nil, err
 	}
 	defer host.Close()
 	var undo cniplug.Undo

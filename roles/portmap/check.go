@@ -7,24 +7,18 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
 // portmapCheck verifies that the node forwards exactly the configured host
 // ports to the pod addresses of prevResult: every element is there with
 // that data and carries the attachment's name, and the attachment's record
 // lists exactly those.
-func portmapCheck(_ context.Context, a *cniplug.Args) error {
-	c, err := parsePortmapConf(a, true)
-	if err != nil {
-		return err
-	}
-	prev, err := a.RequirePrevResult()
-	if err != nil {
-		return err
-	}
+func portmapCheck(_ context.Context, a *cniplug.Args, c *portmapConf, prev *current.Result) error {
 	owner := pmOwner(a.Conf.Name, a.ContainerID, a.IfName)
 	want, err := c.portMaps(owner, podPrefixes(prev, a.IfName))
 	if err != nil {
@@ -45,9 +39,9 @@ func portmapCheck(_ context.Context, a *cniplug.Args) error {
 		return nil
 	}
 
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
 	}
 	defer host.Close()
 	states, err := VerifyPortMaps(host, want)
@@ -69,26 +63,24 @@ func portmapCheck(_ context.Context, a *cniplug.Args) error {
 // diffPortMaps describes how got differs from want ("" if not at all),
 // ignoring order.
 func diffPortMaps(want, got netops.PortMaps) string {
-	var d []string
-	for _, m := range want.Mappings {
-		if !slices.Contains(got.Mappings, m) {
-			d = append(d, fmt.Sprintf("missing %s", m))
-		}
-	}
-	for _, m := range got.Mappings {
-		if !slices.Contains(want.Mappings, m) {
-			d = append(d, fmt.Sprintf("unexpected %s", m))
-		}
-	}
-	for _, m := range want.Masq {
-		if !slices.Contains(got.Masq, m) {
-			d = append(d, fmt.Sprintf("missing masquerade entry %+v", m))
-		}
-	}
-	for _, m := range got.Masq {
-		if !slices.Contains(want.Masq, m) {
-			d = append(d, fmt.Sprintf("unexpected masquerade entry %+v", m))
-		}
-	}
+	d := diffElems(want.Mappings, got.Mappings, "%s")
+	d = append(d, diffElems(want.Masq, got.Masq, "masquerade entry %+v")...)
 	return strings.Join(d, "; ")
+}
+
+// diffElems describes the elements of want that got lacks ("missing ..."),
+// then those of got that want lacks ("unexpected ..."), each with format.
+func diffElems[T comparable](want, got []T, format string) []string {
+	var d []string
+	for _, side := range []struct {
+		what     string
+		from, in []T
+	}{{"missing", want, got}, {"unexpected", got, want}} {
+		for _, e := range side.from {
+			if !slices.Contains(side.in, e) {
+				d = append(d, side.what+" "+fmt.Sprintf(format, e))
+			}
+		}
+	}
+	return d
 }

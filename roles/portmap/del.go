@@ -9,6 +9,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -16,11 +17,7 @@ import (
 // without one, the elements under the configured host ports that carry the
 // attachment's name. It needs neither the netns nor prevResult, and
 // succeeds when everything is gone already.
-func portmapDel(_ context.Context, a *cniplug.Args) error {
-	c, err := parsePortmapConf(a, false)
-	if err != nil {
-		return err
-	}
+func portmapDel(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 	rec, found, err := pmRecord(a, c)
 	if err != nil {
 		return err
@@ -29,9 +26,9 @@ func portmapDel(_ context.Context, a *cniplug.Args) error {
 	if !found && len(c.entries) == 0 {
 		return nil
 	}
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
 	}
 	// Close after the store update: the kernel's cleanup of the deleted
 	// elements runs meanwhile (see perf-notes).
@@ -117,11 +114,7 @@ func ownedPortMaps(host *netops.Handle, a *cniplug.Args, c *portmapConf, owner s
 // portmapGC removes the mappings of this network's attachments that are not
 // in the valid list: those of stale records and any element whose comment
 // names such an attachment.
-func portmapGC(_ context.Context, a *cniplug.Args) error {
-	c, err := parsePortmapConf(a, false)
-	if err != nil {
-		return err
-	}
+func portmapGC(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 	st, err := pmStore(a, c)
 	if err != nil {
 		return err
@@ -140,9 +133,9 @@ func portmapGC(_ context.Context, a *cniplug.Args) error {
 		keep[pmOwner(a.Conf.Name, k.ContainerID, k.IfName)] = true
 	}
 
-	host, err := netops.Open("")
+	host, err := podns.Host()
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
 	}
 	defer host.Close()
 	entries, err := host.PortMapEntries()

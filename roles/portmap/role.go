@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -26,10 +27,10 @@ var Role = &cniplug.Role{
 	About: "portmap forwards ports of the node to the pod, from other hosts, from the node itself (also 127.0.0.1) " +
 		"and from the pod itself (hairpin). It is a chained plugin: put it after the main plugin in a conflist with " +
 		"\"capabilities\": {\"portMappings\": true}; the runtime passes the mappings in runtimeConfig.portMappings.",
-	Add:    portmapAdd,
-	Check:  portmapCheck,
-	Del:    portmapDel,
-	GC:     portmapGC,
+	Add:    chain.Add(parseStrict, portmapAdd),
+	Check:  chain.Check(parseStrict, portmapCheck),
+	Del:    cniplug.WithConf(parseLenient, portmapDel),
+	GC:     cniplug.WithConf(parseLenient, portmapGC),
 	Status: func(context.Context, *cniplug.Args) error { return nil },
 }
 
@@ -68,6 +69,11 @@ type pmEntry struct {
 	hostPort uint16
 	podPort  uint16
 }
+
+// parseStrict is parsePortmapConf for ADD and CHECK, parseLenient for DEL
+// and GC.
+func parseStrict(a *cniplug.Args) (*portmapConf, error)  { return parsePortmapConf(a, true) }
+func parseLenient(a *cniplug.Args) (*portmapConf, error) { return parsePortmapConf(a, false) }
 
 // parsePortmapConf decodes and validates the config. With strict false (DEL,
 // GC) unsupported fields are accepted and invalid entries skipped: nothing
@@ -294,11 +300,7 @@ func portMapsOf(r store.PortMapRecord) netops.PortMaps {
 }
 
 func pmStore(a *cniplug.Args, c *portmapConf) (*store.Store, error) {
-	st, err := store.Open(store.DirFrom(c.DataDir, a.Getenv))
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return store.Open(store.DirFrom(c.DataDir, a.Getenv))
 }
 
 // pmRecord reads the record of the call's attachment.
