@@ -5,22 +5,10 @@
 // (from IPAM, or prevResult's in a chain) and routes. Modes l2, l3, l3s.
 package ipvlan
 
-import (
-	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/internal/lower"
-)
-
-// spec is the ipvlan device kind.
-var spec = &lower.Spec{
-	Kind:    "ipvlan",
-	Modes:   []string{"l2", "l3", "l3s"},
-	Notify:  true,
-	Chained: true,
-	Create:  (*netops.Handle).EnsureIpvlan,
-}
+import "github.com/cnibox/cnibox/roles/internal/lower"
 
 // Role is the "ipvlan" role.
-var Role = spec.Role("ipvlan puts an ipvlan device of a node interface (\"master\", default: the interface of the " +
+var Role = lower.Ipvlan.Role("ipvlan puts an ipvlan device of a node interface (\"master\", default: the interface of the " +
 	"default route, or in a chain the single interface of prevResult; with \"linkInContainer\", an interface of the " +
 	"pod) into the pod as CNI_IFNAME, sharing the master's MAC, with the addresses and routes from the ipam section " +
 	"(or prevResult's). \"mode\" is l2 (default), l3 or l3s.")

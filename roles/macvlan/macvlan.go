@@ -6,22 +6,10 @@
 // of its own.
 package macvlan
 
-import (
-	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/internal/lower"
-)
-
-// spec is the macvlan device kind.
-var spec = &lower.Spec{
-	Kind:   "macvlan",
-	Modes:  []string{"bridge", "private", "vepa", "passthru", "source"},
-	MAC:    true,
-	Notify: true,
-	Create: (*netops.Handle).EnsureMacvlan,
-}
+import "github.com/cnibox/cnibox/roles/internal/lower"
 
 // Role is the "macvlan" role.
-var Role = spec.Role("macvlan puts a macvlan device of a node interface (\"master\", default: the interface of the " +
+var Role = lower.Macvlan.Role("macvlan puts a macvlan device of a node interface (\"master\", default: the interface of the " +
 	"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, with its own MAC " +
 	"(\"mac\" or the mac capability) and the addresses and routes from the ipam section: the pod is a host of the " +
 	"master's LAN. \"mode\" is bridge (default), private, vepa, passthru or source.")

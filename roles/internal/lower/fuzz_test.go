@@ -22,10 +22,7 @@ func FuzzParseConf(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	specs := []*Spec{
-		{Kind: "macvlan", Modes: []string{"bridge", "private", "vepa", "passthru", "source"}, MAC: true},
-		{Kind: "ipvlan", Modes: []string{"l2", "l3", "l3s"}},
-	}
+	specs := []*Spec{Macvlan, Ipvlan}
 	f.Fuzz(func(t *testing.T, stdin []byte) {
 		a := &cniplug.Args{StdinData: stdin, Conf: &cniplug.NetConf{}}
 		_ = json.Unmarshal(stdin, a.Conf)
