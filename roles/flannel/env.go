@@ -3,18 +3,16 @@ package flannel
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/delegate"
 )
 
 const (
@@ -46,25 +44,19 @@ func (e *errNoSubnetFile) Error() string {
 
 func (e *errNoSubnetFile) Unwrap() error { return fs.ErrNotExist }
 
+// subnetEnvFile is flanneld's subnet.env.
+var subnetEnvFile = delegate.File{What: "subnet file", IsNot: "flanneld's subnet.env", Max: maxSubnetFile, Missing: func(path string) error {
+	return &errNoSubnetFile{path: path}
+}}
+
 // readFlannelEnv reads and checks subnet.env. A missing file returns an
 // *errNoSubnetFile (no code: the caller picks 11 or 50); a file that is not
 // KEY=VALUE lines with the keys flanneld writes is code 6, naming the file
 // and line; any other read error is code 5.
 func readFlannelEnv(path string) (*flannelEnv, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &errNoSubnetFile{path: path}
-	}
+	data, err := subnetEnvFile.Read(path)
 	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "read subnet file %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSubnetFile+1))
-	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "read subnet file %s: %w", path, err)
-	}
-	if len(data) > maxSubnetFile {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "subnet file %s is larger than %d bytes: it is not flanneld's subnet.env", path, maxSubnetFile)
+		return nil, err
 	}
 	return parseFlannelEnv(path, data)
 }

@@ -47,11 +47,7 @@ func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	}
 	// Recorded before the delegate runs: whatever it leaves behind, a DEL
 	// finds the config that made it.
-	rec := store.DelegateRecord{
-		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName,
-		Netns: a.Netns, Pod: a.CNIArgs.Pod(), Plugin: flannelPlugin,
-		Delegates: []store.Delegate{{Name: a.Conf.Name, IfName: a.IfName, Type: typ, Conf: conf}},
-	}
+	rec := delegate.NewRecord(a, flannelPlugin, store.Delegate{Name: a.Conf.Name, IfName: a.IfName, Type: typ, Conf: conf})
 	if err := delegate.PutRecord(a, "", rec); err != nil {
 		return nil, err
 	}

@@ -3,11 +3,7 @@ package multi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -104,7 +100,7 @@ func resolveDelegate(i int, raw json.RawMessage, version string) (*multiDelegate
 			return nil, cniplug.ConfError(d.Field, "%q is not an absolute path: give the full path of a .conflist or .conf file", path)
 		}
 		var err error
-		if body, err = readDelegateFile(path); err != nil {
+		if body, err = delegateFile.Read(path); err != nil {
 			return nil, cniplug.WithCode(types.ErrInvalidNetworkConfig, fmt.Errorf("config field %q: %w", d.Field, err))
 		}
 		d.Path = path
@@ -160,24 +156,10 @@ func resolveDelegate(i int, raw json.RawMessage, version string) (*multiDelegate
 	return d, nil
 }
 
-func readDelegateFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s does not exist: create it or fix the path", path)
-	}
-	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "read %s: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxDelegateFile+1))
-	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "read %s: %w", path, err)
-	}
-	if len(b) > maxDelegateFile {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "%s is larger than %d bytes: it is not a network config", path, maxDelegateFile)
-	}
-	return b, nil
-}
+// delegateFile is a delegate's conflist file.
+var delegateFile = delegate.File{IsNot: "a network config", Max: maxDelegateFile, Missing: func(path string) error {
+	return fmt.Errorf("%s does not exist: create it or fix the path", path)
+}}
 
 // abbrev shortens raw JSON for a message.
 func abbrev(b []byte) string {
@@ -186,6 +168,17 @@ func abbrev(b []byte) string {
 		return string(b[:57]) + "..."
 	}
 	return string(b)
+}
+
+// record is the delegate record of the call's attachment with c's delegates
+// (their results are filled in once every ADD is done); delegatesFromRecord
+// turns it back into the delegates.
+func (c *multiConf) record(a *cniplug.Args) store.DelegateRecord {
+	ds := make([]store.Delegate, len(c.Delegates))
+	for i, d := range c.Delegates {
+		ds[i] = store.Delegate{Name: d.List.Name, IfName: d.IfName, Conf: d.List.Bytes}
+	}
+	return delegate.NewRecord(a, multiPlugin, ds...)
 }
 
 // delegatesFromRecord rebuilds the delegate list of a record.

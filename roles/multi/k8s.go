@@ -231,7 +231,7 @@ func findNetworkFile(dir, name string) (string, []byte, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		b, err := readDelegateFile(path)
+		b, err := delegateFile.Read(path)
 		if err != nil {
 			return "", nil, err
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
-	"github.com/cnibox/cnibox/store"
 )
 
 // Role is the "multi" role: several networks per pod, Multus style. The
@@ -52,13 +51,7 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := store.DelegateRecord{
-		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName,
-		Netns: a.Netns, Pod: a.CNIArgs.Pod(), Plugin: multiPlugin,
-	}
-	for _, d := range c.Delegates {
-		rec.Delegates = append(rec.Delegates, store.Delegate{Name: d.List.Name, IfName: d.IfName, Conf: d.List.Bytes})
-	}
+	rec := c.record(a)
 	// Recorded before any delegate runs: a DEL after a crash half way
 	// replays exactly these networks.
 	if err := delegate.PutRecord(a, c.DataDir, rec); err != nil {

@@ -13,32 +13,22 @@ import (
 // delegateType is the role the vxlan role hands the attachment to.
 const delegateType = "flannel"
 
-// Role is the "vxlan" role.
+// Role is the "vxlan" role. Every verb hands the flannel role this call's
+// config with the subnet file resolved: ADD, CHECK and STATUS only once the
+// agent is ready, DEL and GC whether or not it is.
 var Role = &cniplug.Role{
 	Name: "vxlan",
 	About: "vxlan attaches the pod to cnibox's VXLAN overlay: it reads the lease that cnibox-agent holds for this node " +
 		"(from cnibox's store, or a subnet file) and hands the attachment to the flannel role (bridge + host-local on " +
 		"the node's subnet). Until the agent holds a lease and its device is up, ADD fails with code 11 and STATUS with 50.",
-	Add:    add,
-	Del:    del,
-	Check:  check,
-	GC:     gc,
-	Status: status,
+	Add:    cniplug.AddWithConf(readyConf(cniplug.CodeBusy), add),
+	Del:    cniplug.WithConf(delegateConf, del),
+	Check:  cniplug.WithConf(readyConf(cniplug.CodeBusy), toFlannel((*cniplug.Args).DelegateCheck)),
+	GC:     cniplug.WithConf(delegateConf, toFlannel((*cniplug.Args).DelegateGC)),
+	Status: cniplug.WithConf(readyConf(cniplug.CodeNotReady), toFlannel((*cniplug.Args).DelegateStatus)),
 }
 
-func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	c, err := parseConf(a)
-	if err != nil {
-		return nil, err
-	}
-	l, err := findLease(a, c)
-	if err != nil {
-		return nil, readyErr(err, cniplug.CodeBusy)
-	}
-	conf, err := flannelConf(a.StdinData, l.subnetFile)
-	if err != nil {
-		return nil, err
-	}
+func add(ctx context.Context, a *cniplug.Args, conf []byte) (types.Result, error) {
 	res, err := a.DelegateAdd(ctx, delegateType, conf)
 	if err != nil {
 		return nil, fmt.Errorf("vxlan: %w", err)
@@ -48,11 +38,7 @@ func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 }
 
 // del needs no ready agent: the flannel role replays what ADD recorded.
-func del(ctx context.Context, a *cniplug.Args) error {
-	conf, err := delegateConf(a)
-	if err != nil {
-		return err
-	}
+func del(ctx context.Context, a *cniplug.Args, conf []byte) error {
 	if err := a.DelegateDel(ctx, delegateType, conf); err != nil {
 		return err
 	}
@@ -60,46 +46,30 @@ func del(ctx context.Context, a *cniplug.Args) error {
 	return nil
 }
 
-func check(ctx context.Context, a *cniplug.Args) error {
-	c, err := parseConf(a)
-	if err != nil {
-		return err
+// toFlannel adapts one of Args' delegation verbs to a verb that hands the
+// flannel role its config.
+func toFlannel(verb func(a *cniplug.Args, ctx context.Context, typ string, conf []byte) error) func(context.Context, *cniplug.Args, []byte) error {
+	return func(ctx context.Context, a *cniplug.Args, conf []byte) error {
+		return verb(a, ctx, delegateType, conf)
 	}
-	l, err := findLease(a, c)
-	if err != nil {
-		return readyErr(err, cniplug.CodeBusy)
-	}
-	conf, err := flannelConf(a.StdinData, l.subnetFile)
-	if err != nil {
-		return err
-	}
-	return a.DelegateCheck(ctx, delegateType, conf)
 }
 
-func gc(ctx context.Context, a *cniplug.Args) error {
-	conf, err := delegateConf(a)
-	if err != nil {
-		return err
+// readyConf returns the "parse" of ADD, CHECK and STATUS: the flannel config
+// with the subnet file of the agent's lease, once the overlay is ready; a
+// not-ready overlay is the error with notReady's code (11 busy, 50 on
+// STATUS).
+func readyConf(notReady uint) func(*cniplug.Args) ([]byte, error) {
+	return func(a *cniplug.Args) ([]byte, error) {
+		c, err := parseConf(a)
+		if err != nil {
+			return nil, err
+		}
+		l, err := findLease(a, c)
+		if err != nil {
+			return nil, readyErr(err, notReady)
+		}
+		return flannelConf(a.StdinData, l.subnetFile)
 	}
-	return a.DelegateGC(ctx, delegateType, conf)
-}
-
-// status is not ready (50) until the agent holds a lease and its device is
-// up; then it is the delegate's (are addresses left?).
-func status(ctx context.Context, a *cniplug.Args) error {
-	c, err := parseConf(a)
-	if err != nil {
-		return err
-	}
-	l, err := findLease(a, c)
-	if err != nil {
-		return readyErr(err, cniplug.CodeNotReady)
-	}
-	conf, err := flannelConf(a.StdinData, l.subnetFile)
-	if err != nil {
-		return err
-	}
-	return a.DelegateStatus(ctx, delegateType, conf)
 }
 
 // delegateConf is the flannel config for DEL and GC, which must work whether

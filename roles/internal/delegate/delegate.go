@@ -1,6 +1,7 @@
 // Package delegate is what the roles that delegate whole networks (flannel,
 // multi) share: the delegate record in the store, JSON injection into a
-// delegate's config, and their config decoding errors.
+// delegate's config, their config decoding errors, and the bounded read of
+// the files they take configs from (a delegate's conflist, subnet.env).
 package delegate
 
 import (
@@ -25,6 +26,15 @@ func Store(a *cniplug.Args, dir string, noCreate bool) (*store.Store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// NewRecord is the delegate record of the call's attachment, kept by the
+// meta role plugin, with the delegates ds.
+func NewRecord(a *cniplug.Args, plugin string, ds ...store.Delegate) store.DelegateRecord {
+	return store.DelegateRecord{
+		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName,
+		Netns: a.Netns, Pod: a.CNIArgs.Pod(), Plugin: plugin, Delegates: ds,
+	}
 }
 
 // GetRecord returns the delegate record of (network, CNI_CONTAINERID,
