@@ -8,6 +8,7 @@ import (
 	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
+	"github.com/cnibox/cnibox/roles/dummy"
 	"github.com/cnibox/cnibox/roles/flannel"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/ipvlan"
@@ -17,6 +18,7 @@ import (
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/roles/ptp"
 	"github.com/cnibox/cnibox/roles/tuning"
+	"github.com/cnibox/cnibox/roles/vlan"
 	"github.com/cnibox/cnibox/roles/vxlan"
 )
 
@@ -39,5 +41,7 @@ func Registry() *cniplug.Registry {
 		ptp.Role,
 		macvlan.Role,
 		ipvlan.Role,
+		vlan.Role,
+		dummy.Role,
 	)
 }

@@ -1,0 +1,62 @@
+// Package dummy is the "dummy" main plugin: a dummy device (no master, no
+// peer: it only holds addresses) created in the pod as CNI_IFNAME, with the
+// addresses and routes from IPAM, which it requires. Pods use it for
+// service or anycast addresses, and VM-in-pod runtimes for an interface
+// that carries an address but no traffic.
+//
+// It is the masterless device kind of roles/internal/lower (BareRole).
+package dummy
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/lower"
+)
+
+// spec is the dummy device kind: no modes (netops reports "" for it).
+var spec = &lower.Spec{
+	Kind:  "dummy",
+	Modes: []string{""},
+	Create: func(pod *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error) {
+		l, err := pod.EnsureDummy(o.Name)
+		return netops.SubLink{Link: l}, err
+	},
+}
+
+var base = spec.BareRole("dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes " +
+	"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a " +
+	"VM-in-pod's interface) and carries no traffic.")
+
+// Role is the "dummy" role.
+var Role = &cniplug.Role{
+	Name:   base.Name,
+	About:  base.About,
+	Add:    cniplug.AddWithConf(parse, func(ctx context.Context, a *cniplug.Args, _ struct{}) (types.Result, error) { return base.Add(ctx, a) }),
+	Check:  cniplug.WithConf(parse, func(ctx context.Context, a *cniplug.Args, _ struct{}) error { return base.Check(ctx, a) }),
+	Del:    base.Del,
+	GC:     base.GC,
+	Status: base.Status,
+}
+
+// parse checks what dummy needs beyond lower's fields: an ipam section, as
+// the reference requires on ADD and CHECK, and no "mode".
+func parse(a *cniplug.Args) (struct{}, error) {
+	var raw struct {
+		Mode string `json:"mode"`
+	}
+	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
+		return struct{}{}, cniplug.Errorf(types.ErrDecodingFailure, "dummy config: %v", err)
+	}
+	if raw.Mode != "" {
+		return struct{}{}, cniplug.Errorf(types.ErrUnsupportedField, "config field \"mode\" %q: a dummy device has no mode: drop \"mode\"", raw.Mode)
+	}
+	if a.Conf.IPAM.Type == "" {
+		return struct{}{}, cniplug.ConfError("ipam", "missing: a dummy interface has nothing but the addresses IPAM gives it: add an \"ipam\" section (e.g. {\"type\": \"host-local\", \"ranges\": [[{\"subnet\": \"10.1.2.0/24\"}]]})")
+	}
+	return struct{}{}, nil
+}

@@ -1,0 +1,50 @@
+// Package vlan is the "vlan" main plugin: an 802.1Q device of a master
+// interface of the node (default: the interface of the default route; with
+// linkInContainer, an interface of the pod), tagged with "vlanId" and
+// created in the pod as CNI_IFNAME, with the addresses and routes from IPAM.
+// The pod is a host of that VLAN of the master's LAN.
+//
+// It is the device kind of roles/internal/lower, as macvlan and ipvlan are:
+// the VLAN ID goes into the device through the spec's Create, and CHECK adds
+// the VLAN ID and MTU to lower's checks.
+package vlan
+
+import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/lower"
+)
+
+// kind is the device kind of lower that every verb but ADD runs: a vlan has
+// no modes, so its only mode is "" (the mode netops reports for it).
+var kind = &lower.Spec{Kind: "vlan", Modes: []string{""}}
+
+var base = kind.Role("vlan puts an 802.1Q device of a node interface (\"master\", default: the interface of the " +
+	"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, tagged with " +
+	"\"vlanId\" (0 to 4094), with the addresses and routes from the ipam section: the pod is a host of that VLAN.")
+
+// Role is the "vlan" role.
+var Role = &cniplug.Role{
+	Name:   base.Name,
+	About:  base.About,
+	Add:    cniplug.AddWithConf(parse, add),
+	Check:  cniplug.WithConf(parse, check),
+	Del:    base.Del,
+	GC:     base.GC,
+	Status: base.Status,
+}
+
+// add runs lower's ADD with a spec whose Create tags the device with the
+// config's VLAN ID.
+func add(ctx context.Context, a *cniplug.Args, c conf) (types.Result, error) {
+	s := *kind
+	s.Create = func(m *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error) {
+		v, err := m.EnsureVlan(netops.VlanOpts{Name: o.Name, Master: o.Master, Into: o.Into, ID: c.VlanID, MTU: o.MTU})
+		return netops.SubLink{Link: v.Link}, err
+	}
+	return s.Role(base.About).Add(ctx, a)
+}

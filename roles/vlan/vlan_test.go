@@ -1,0 +1,197 @@
+package vlan_test
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
+	"github.com/cnibox/cnibox/roles/vlan"
+)
+
+// TestAddCheckDel runs ADD, CHECK, DEL and DEL again at every spec version,
+// single and dual stack, with the master taken from the node's default
+// route: the pod gets VLAN 42 of lan0 with the MTU, addresses and routes,
+// reaches the LAN host on that VLAN, and nothing but the master is left
+// after DEL.
+func TestAddCheckDel(t *testing.T) {
+	for _, v := range roletest.Versions {
+		for name, ranges := range map[string]string{"v4": v4, "dual": dual} {
+			t.Run(v+"/"+name, func(t *testing.T) {
+				n := newNode(t)
+				newVLAN(t)
+				p := n.NewPod("vl")
+				c := conf(v, ranges, `,"vlanId":42,"mtu":1400`)
+				out := n.Must(vlan.Role, "ADD", p, c)
+				res := roletest.Result(t, out, v)
+				if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Sandbox != p.Netns {
+					t.Fatalf("interfaces = %+v", res.Interfaces)
+				}
+				pod := open(t, p.Netns)
+				l, err := pod.VlanByName("eth0")
+				if err != nil || l.Kind != "vlan" || l.ID != 42 || l.MTU != 1400 || !l.Up || l.MAC.String() != res.Interfaces[0].Mac {
+					t.Fatalf("pod's eth0 = %+v, %v; want an up vlan 42, mtu 1400, MAC %s", l, err, res.Interfaces[0].Mac)
+				}
+				addrs, _ := pod.Addrs("eth0")
+				for _, ipc := range res.IPs {
+					pfx := attach.PrefixOf(ipc.Address)
+					if ipc.Interface == nil || *ipc.Interface != 0 || !slices.Contains(addrs, pfx) {
+						t.Errorf("address %s (interface %v) not on the pod's eth0 %v", pfx, ipc.Interface, addrs)
+					}
+				}
+				routes, _ := pod.Routes("eth0")
+				if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.String() == "192.168.58.0/24" && r.GW == lanHost4 }) {
+					t.Errorf("route 192.168.58.0/24 via %s missing in %v", lanHost4, routes)
+				}
+				dsts := []netip.Addr{lanHost4}
+				if name == "dual" {
+					dsts = append(dsts, lanHost6)
+				}
+				for _, d := range dsts {
+					if _, err := pod.Ping(d, 3*time.Second); err != nil {
+						t.Errorf("the pod cannot reach the LAN host %s on VLAN 42: %v", d, err)
+					}
+				}
+				if eps := n.Endpoints("vlnet"); len(eps) != 1 || eps[0].Plugin != "vlan" || eps[0].Extra["master"] != "lan0" {
+					t.Errorf("endpoint records = %+v", eps)
+				}
+				if v >= "0.4.0" {
+					n.Must(vlan.Role, "CHECK", p, roletest.WithPrev(t, c, out))
+				}
+				for range 2 {
+					n.Must(vlan.Role, "DEL", p, c)
+				}
+				if _, err := pod.LinkByName("eth0"); err == nil {
+					t.Error("the pod's eth0 is still there after DEL")
+				}
+				if _, err := open(t, "").LinkByName("lan0"); err != nil {
+					t.Errorf("the master is gone: %v", err)
+				}
+				n.Empty("vlnet")
+			})
+		}
+	}
+}
+
+// TestLinkInContainer: with linkInContainer the master is an interface of
+// the pod, which the node does not have.
+func TestLinkInContainer(t *testing.T) {
+	n := newNode(t)
+	newVLAN(t)
+	p := n.NewPod("lic")
+	pod := open(t, p.Netns)
+	if _, _, err := pod.EnsureVeth(netops.VethOpts{HostName: "ens1", PeerName: "ens1p", Peer: pod}); err != nil {
+		t.Fatal(err)
+	}
+	c := conf("1.1.0", v4, `,"master":"ens1","vlanId":7,"linkInContainer":true`)
+	out := n.Must(vlan.Role, "ADD", p, c)
+	l, err := pod.VlanByName("eth0")
+	m, _ := pod.LinkByName("ens1")
+	if err != nil || l.ID != 7 || l.MTU != m.MTU {
+		t.Errorf("pod's eth0 = %+v, %v; want vlan 7 with ens1's MTU %d", l, err, m.MTU)
+	}
+	n.Must(vlan.Role, "CHECK", p, roletest.WithPrev(t, c, out))
+	for range 2 {
+		n.Must(vlan.Role, "DEL", p, c)
+	}
+	if _, err := pod.LinkByName("ens1"); err != nil {
+		t.Errorf("the master in the pod is gone: %v", err)
+	}
+	n.Empty("vlnet")
+}
+
+// TestUndo: an ADD that fails after the device (an IPAM route whose gateway
+// no route reaches) leaves no device, record or reservation. On a kernel
+// without 802.1Q it fails one step earlier, creating the device, and
+// leaves nothing either.
+func TestUndo(t *testing.T) {
+	n := newNode(t)
+	newLAN(t)
+	p := n.NewPod("undo")
+	c := []byte(`{"cniVersion":"1.0.0","name":"vlnet","type":"vlan","master":"lan0","vlanId":42,
+		"ipam":{"type":"host-local","ranges":[[{"subnet":"10.58.0.0/24","rangeStart":"10.58.0.10"}]],"routes":[{"dst":"192.168.0.0/16","gw":"172.31.0.1"}]}}`)
+	_, err := n.Call(vlan.Role, "ADD", p, c)
+	if err == nil {
+		t.Fatal("ADD with an unreachable route gateway succeeded")
+	}
+	if _, lerr := open(t, p.Netns).LinkByName("eth0"); lerr == nil {
+		t.Error("the pod's eth0 is left after a failed ADD")
+	}
+	n.Empty("vlnet")
+	nstest.SkipIfKernelLacks(t, "802.1Q (8021q)", err)
+	if !strings.Contains(err.Error(), "192.168.0.0/16") || roletest.Code(err) != 5 {
+		t.Errorf("ADD with an unreachable route gateway: %v, want code 5 naming the route", err)
+	}
+}
+
+// TestDelNetnsGone: DEL works (twice) once the pod's namespace is gone.
+func TestDelNetnsGone(t *testing.T) {
+	n := newNode(t)
+	newVLAN(t)
+	p := n.NewPod("gone")
+	c := conf("1.0.0", dual, `,"master":"lan0","vlanId":42`)
+	n.Must(vlan.Role, "ADD", p, c)
+	name := strings.TrimPrefix(p.Netns, "/run/netns/")
+	must(t, netops.DeleteNamedNS(name))
+	for range 2 {
+		n.Must(vlan.Role, "DEL", p, c)
+	}
+	if _, err := netops.CreateNamedNS(name); err != nil { // for the test's cleanup
+		t.Fatal(err)
+	}
+	n.Empty("vlnet")
+}
+
+// TestGC: GC keeps the valid attachments and removes the others' device,
+// record and address; STATUS is ready.
+func TestGC(t *testing.T) {
+	n := newNode(t)
+	newVLAN(t)
+	keep, drop := n.NewPod("keep"), n.NewPod("drop")
+	c := conf("1.1.0", v4, `,"master":"lan0","vlanId":42`)
+	n.Must(vlan.Role, "ADD", keep, c)
+	n.Must(vlan.Role, "ADD", drop, c)
+	n.Must(vlan.Role, "GC", keep, roletest.WithKeep(t, c, keep))
+	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
+		t.Errorf("GC removed the kept pod's device: %v", err)
+	}
+	if _, err := open(t, drop.Netns).LinkByName("eth0"); err == nil {
+		t.Error("GC left the dropped pod's device")
+	}
+	if rs := n.Reservations("vlnet"); len(rs) != 1 || rs[0].ContainerID != keep.ID {
+		t.Errorf("reservations after GC: %+v", rs)
+	}
+	n.Must(vlan.Role, "STATUS", keep, c)
+	n.Must(vlan.Role, "DEL", keep, c)
+	n.Empty("vlnet")
+}
+
+// TestCheckFails: CHECK notices a config whose VLAN ID or MTU is not the
+// device's, and a device that is down.
+func TestCheckFails(t *testing.T) {
+	n := newNode(t)
+	newVLAN(t)
+	p := n.NewPod("chk")
+	c := conf("1.0.0", v4, `,"master":"lan0","vlanId":42`)
+	out := n.Must(vlan.Role, "ADD", p, c)
+	for extra, want := range map[string]string{
+		`,"master":"lan0","vlanId":43`:            "VLAN ID 42",
+		`,"master":"lan0","vlanId":42,"mtu":1000`: "MTU 1500",
+	} {
+		other := conf("1.0.0", v4, extra)
+		if _, err := n.Call(vlan.Role, "CHECK", p, roletest.WithPrev(t, other, out)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CHECK with %s: %v, want an error saying %q", extra, err, want)
+		}
+	}
+	must(t, open(t, p.Netns).SetLinkDown("eth0"))
+	if _, err := n.Call(vlan.Role, "CHECK", p, roletest.WithPrev(t, c, out)); err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("CHECK of a device that is down: %v, want an error saying so", err)
+	}
+	n.Must(vlan.Role, "DEL", p, c)
+	n.Empty("vlnet")
+}
