@@ -14,7 +14,7 @@ import (
 
 // bandwidthCheck verifies the tbf on the host end of the pod's veth, and
 // the ifb with its tbf and the redirect to it, against the configured rates.
-func bandwidthCheck(_ context.Context, a *cniplug.Args, c *bwConf, prev *current.Result) error {
+func bandwidthCheck(_ context.Context, a *cniplug.Args, c *bwLimits, prev *current.Result) error {
 	if c.isZero() {
 		return nil
 	}

@@ -29,6 +29,8 @@ type bwEntryJSON struct {
 
 type bwConfJSON struct {
 	bwEntryJSON
+	// DataDir is decoded so that ADD refuses one that is not a string;
+	// the store is found through chain.Dir.
 	DataDir         string   `json:"dataDir"`
 	UnshapedSubnets []string `json:"unshapedSubnets"`
 	ShapedSubnets   []string `json:"shapedSubnets"`
@@ -44,18 +46,12 @@ type bwLimits struct {
 	EgressRate, EgressBurst   uint64
 }
 
-// bwConf is the bandwidth config of one call.
-type bwConf struct {
-	bwLimits
-	dataDir string
-}
-
 func (l bwLimits) isZero() bool { return l == bwLimits{} }
 
 // parseBandwidthConf decodes and validates the bandwidth fields. The
 // bandwidth capability (runtimeConfig.bandwidth), when the runtime passes
 // it, replaces the config's own limits.
-func parseBandwidthConf(a *cniplug.Args) (*bwConf, error) {
+func parseBandwidthConf(a *cniplug.Args) (*bwLimits, error) {
 	var c bwConfJSON
 	if err := json.Unmarshal(a.StdinData, &c); err != nil {
 		return nil, cniplug.Errorf(types.ErrDecodingFailure, "bandwidth config: %v", err)
@@ -95,7 +91,7 @@ func parseBandwidthConf(a *cniplug.Args) (*bwConf, error) {
 	if err := bwValidate(prefix+"egress", l.EgressRate, l.EgressBurst); err != nil {
 		return nil, err
 	}
-	return &bwConf{bwLimits: l, dataDir: c.DataDir}, nil
+	return &l, nil
 }
 
 // bwNumber parses a rate or burst: a whole number >= 0 that fits 64 bits

@@ -17,8 +17,7 @@ import (
 // record it still deletes the ifb by its deterministic name, and finds the
 // host end through prevResult when the pod's namespace is left.
 func bandwidthDel(_ context.Context, a *cniplug.Args) error {
-	dataDir := chain.DataDir(a)
-	rec, found, err := bwRecords.Lookup(a, dataDir)
+	rec, found, err := bwRecords.Lookup(a)
 	if err != nil {
 		return err
 	}
@@ -43,7 +42,7 @@ func bandwidthDel(_ context.Context, a *cniplug.Args) error {
 	if !found {
 		return nil
 	}
-	if err := bwRecords.Forget(a, dataDir); err != nil {
+	if err := bwRecords.Forget(a); err != nil {
 		return err
 	}
 	fault.Point("bandwidth/del/after-record")
@@ -54,7 +53,6 @@ func bandwidthDel(_ context.Context, a *cniplug.Args) error {
 // the valid list, and deletes ifb devices of cnibox's that no record of any
 // network names (left by a crash).
 func bandwidthGC(_ context.Context, a *cniplug.Args) error {
-	dataDir := chain.DataDir(a)
 	host, err := podns.Host()
 	if err != nil {
 		return err
@@ -67,7 +65,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
-	st, err := chain.OpenRecords(a, dataDir)
+	st, err := chain.OpenRecords(a)
 	if err != nil {
 		return err
 	}
@@ -110,7 +108,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 	if len(stale) == 0 {
 		return nil
 	}
-	st, err = store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv})
+	st, err = chain.OpenStore(a)
 	if err != nil {
 		return err
 	}

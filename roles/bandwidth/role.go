@@ -36,7 +36,7 @@ var bwRecords = chain.Records[store.BandwidthRecord]{
 	Get: (*store.Store).GetBandwidth, Put: (*store.Store).PutBandwidth, Delete: (*store.Store).DeleteBandwidth,
 }
 
-func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwConf, prev *current.Result) (_ types.Result, err error) {
+func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwLimits, prev *current.Result) (_ types.Result, err error) {
 	if c.isZero() {
 		return prev, nil
 	}
@@ -60,7 +60,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwConf, prev *current.R
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 	// The record first: an ifb of ours without one belongs to no attachment.
-	old, err := bwRecords.Remember(a, c.dataDir, rec, nil, &undo)
+	old, err := bwRecords.Remember(a, rec, nil, &undo)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package tuning
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,27 +36,28 @@ const (
 // tuningConf is the tuning config as written, field names as in the
 // reference plugin.
 type tuningConf struct {
-	SysCtl   tuningSysctlMap `json:"sysctl"`
-	MAC      string          `json:"mac"`
-	MTU      int             `json:"mtu"`
-	Promisc  *bool           `json:"promisc"`
-	Allmulti *bool           `json:"allmulti"`
-	TxQLen   *int            `json:"txQLen"`
-	DataDir  string          `json:"dataDir"`
+	tuningFields
+	// DataDir is decoded so that ADD refuses one that is not a string;
+	// the store is found through chain.Dir.
+	DataDir string `json:"dataDir"`
 
 	RuntimeConfig struct {
 		MAC string `json:"mac"`
 	} `json:"runtimeConfig"`
 	Args struct {
-		CNI struct {
-			SysCtl   tuningSysctlMap `json:"sysctl"`
-			MAC      *string         `json:"mac"`
-			MTU      *int            `json:"mtu"`
-			Promisc  *bool           `json:"promisc"`
-			Allmulti *bool           `json:"allmulti"`
-			TxQLen   *int            `json:"txQLen"`
-		} `json:"cni"`
+		CNI tuningFields `json:"cni"`
 	} `json:"args"`
+}
+
+// tuningFields are what a config asks of the pod, at its top level or in
+// args.cni, which overrides it; a field left out (nil) asks nothing.
+type tuningFields struct {
+	SysCtl   tuningSysctlMap `json:"sysctl"`
+	MAC      *string         `json:"mac"`
+	MTU      *int            `json:"mtu"`
+	Promisc  *bool           `json:"promisc"`
+	Allmulti *bool           `json:"allmulti"`
+	TxQLen   *int            `json:"txQLen"`
 }
 
 // tuningSettings is what one call asks of CNI_IFNAME and the pod namespace,
@@ -67,7 +69,6 @@ type tuningSettings struct {
 	promisc  *bool
 	allmulti *bool
 	txQLen   *int
-	dataDir  string
 }
 
 // tuningSysctl is one sysctl to set.
@@ -140,22 +141,16 @@ func parseTuningConf(a *cniplug.Args) (*tuningSettings, error) {
 		}
 		return nil, cniplug.Errorf(types.ErrDecodingFailure, "tuning config: %v", err)
 	}
-	s := &tuningSettings{dataDir: c.DataDir, promisc: c.Promisc, allmulti: c.Allmulti, txQLen: c.TxQLen, mtu: c.MTU}
 	ac := c.Args.CNI
-	if ac.MTU != nil {
-		s.mtu = *ac.MTU
-	}
-	if ac.Promisc != nil {
-		s.promisc = ac.Promisc
-	}
-	if ac.Allmulti != nil {
-		s.allmulti = ac.Allmulti
-	}
-	if ac.TxQLen != nil {
-		s.txQLen = ac.TxQLen
+	s := &tuningSettings{promisc: cmp.Or(ac.Promisc, c.Promisc), allmulti: cmp.Or(ac.Allmulti, c.Allmulti), txQLen: cmp.Or(ac.TxQLen, c.TxQLen)}
+	if mtu := cmp.Or(ac.MTU, c.MTU); mtu != nil {
+		s.mtu = *mtu
 	}
 
-	macSource, mac := `config field "mac"`, c.MAC
+	macSource, mac := `config field "mac"`, ""
+	if c.MAC != nil {
+		mac = *c.MAC
+	}
 	for _, src := range []struct{ what, val string }{
 		{"CNI_ARGS MAC", string(a.CNIArgs.MAC)},
 		{`config field "runtimeConfig.mac"`, c.RuntimeConfig.MAC},

@@ -18,8 +18,7 @@ import (
 // removes the record. A missing record, an empty CNI_NETNS, a namespace or
 // interface that is gone: nothing to restore, and no error.
 func tuningDel(_ context.Context, a *cniplug.Args) error {
-	dataDir := chain.DataDir(a)
-	rec, found, err := tuningRecords.Lookup(a, dataDir)
+	rec, found, err := tuningRecords.Lookup(a)
 	if err != nil || !found {
 		return err // no record (or no store file): ADD never recorded anything here
 	}
@@ -27,7 +26,7 @@ func tuningDel(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	fault.Point("tuning/del/after-restore")
-	if err := tuningRecords.Forget(a, dataDir); err != nil {
+	if err := tuningRecords.Forget(a); err != nil {
 		return err
 	}
 	fault.Point("tuning/del/after-record")
@@ -85,7 +84,7 @@ func tuningRestore(a *cniplug.Args, rec store.TuningRecord) error {
 // tuningGC removes the records of this network's attachments that are not
 // in the valid list; their pods are gone, so there is nothing to restore.
 func tuningGC(_ context.Context, a *cniplug.Args) error {
-	st, err := chain.OpenRecords(a, chain.DataDir(a))
+	st, err := chain.OpenRecords(a)
 	if err != nil || st == nil {
 		return err
 	}

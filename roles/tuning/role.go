@@ -81,7 +81,7 @@ func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *curr
 	// An ADD repeated for the same attachment keeps the values of the first
 	// one (the current ones are already tuned) and adds those it did not
 	// change.
-	if _, err := tuningRecords.Remember(a, s.dataDir, was, tuningMerge, &undo); err != nil {
+	if _, err := tuningRecords.Remember(a, was, tuningMerge, &undo); err != nil {
 		return nil, err
 	}
 	a.Mark("record")

@@ -8,22 +8,26 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// DataDir reads only the store location ("dataDir") from the config: DEL and
-// GC work from the record and must not fail on a config that ADD would
-// refuse.
-func DataDir(a *cniplug.Args) string {
+// Dir is the call's store directory: the config's "dataDir", read alone
+// (DEL and GC work from the record and must not fail on a config that ADD
+// would refuse), else $CNIBOX_DATA_DIR, else the default.
+func Dir(a *cniplug.Args) string {
 	var c struct {
 		DataDir string `json:"dataDir"`
 	}
 	_ = json.Unmarshal(a.StdinData, &c)
-	return c.DataDir
+	return store.DirFrom(c.DataDir, a.Getenv)
 }
 
-// OpenRecords opens the store of dataDir ("" = $CNIBOX_DATA_DIR or the
-// default) to read or remove records. A store that was never created holds
-// none: it is (nil, nil), and is not created.
-func OpenRecords(a *cniplug.Args, dataDir string) (*store.Store, error) {
-	st, err := store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv, NoCreate: true})
+// OpenStore opens the call's store, creating it if needed.
+func OpenStore(a *cniplug.Args) (*store.Store, error) {
+	return store.OpenWith(Dir(a), store.Options{Getenv: a.Getenv})
+}
+
+// OpenRecords opens the call's store to read or remove records. A store
+// that was never created holds none: it is (nil, nil), and is not created.
+func OpenRecords(a *cniplug.Args) (*store.Store, error) {
+	st, err := store.OpenWith(Dir(a), store.Options{Getenv: a.Getenv, NoCreate: true})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -40,8 +44,8 @@ type Records[R any] struct {
 }
 
 // Lookup reads the record of the call's attachment.
-func (k Records[R]) Lookup(a *cniplug.Args, dataDir string) (rec R, found bool, err error) {
-	st, err := OpenRecords(a, dataDir)
+func (k Records[R]) Lookup(a *cniplug.Args) (rec R, found bool, err error) {
+	st, err := OpenRecords(a)
 	if err != nil || st == nil {
 		return rec, false, err
 	}
@@ -53,9 +57,9 @@ func (k Records[R]) Lookup(a *cniplug.Args, dataDir string) (rec R, found bool, 
 // is there already (an ADD repeated) and merge is not nil, merge(old, rec).
 // It returns the record it replaced (the zero R when there was none), and
 // pushes the undo that puts that back (or removes the new one).
-func (k Records[R]) Remember(a *cniplug.Args, dataDir string, rec R, merge func(old, now R) R, undo *cniplug.Undo) (R, error) {
+func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, undo *cniplug.Undo) (R, error) {
 	var zero R
-	dir := store.DirFrom(dataDir, a.Getenv)
+	dir := Dir(a)
 	network, cid, ifname := a.Conf.Name, a.ContainerID, a.IfName
 	st, err := store.Open(dir)
 	if err != nil {
@@ -91,8 +95,8 @@ func (k Records[R]) Remember(a *cniplug.Args, dataDir string, rec R, merge func(
 
 // Forget removes the record of the call's attachment (a missing one is
 // fine).
-func (k Records[R]) Forget(a *cniplug.Args, dataDir string) error {
-	st, err := store.OpenWith(store.DirFrom(dataDir, a.Getenv), store.Options{Getenv: a.Getenv})
+func (k Records[R]) Forget(a *cniplug.Args) error {
+	st, err := OpenStore(a)
 	if err != nil {
 		return err
 	}
