@@ -50,11 +50,23 @@ func checkIfName(what, name string) error {
 // LinkByName returns the interface called name. The error wraps ErrNotFound
 // when there is none.
 func (h *Handle) LinkByName(name string) (Link, error) {
-	if err := checkIfName("get link", name); err != nil {
-		return Link{}, err
-	}
-	l, _, err := h.getLink(name)
+	l, _, err := h.linkOf("get link", name)
 	return l, err
+}
+
+// linkOf is getLink for a name that comes from a caller: it is checked
+// first, and what names the operation in that error.
+func (h *Handle) linkOf(what, name string) (Link, []byte, error) {
+	if err := checkIfName(what, name); err != nil {
+		return Link{}, nil, err
+	}
+	return h.getLink(name)
+}
+
+// indexOnly returns a netlink.Link that names a link by its index alone, so
+// the netlink package does not look it up by name.
+func indexOnly(idx int) netlink.Link {
+	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 }
 
 // getLink asks for the interface called name with one RTM_GETLINK and
@@ -236,35 +248,29 @@ func parseLink(m []byte) (Link, error) {
 		Up:      msg.Flags&unix.IFF_UP != 0,
 		Promisc: msg.Flags&unix.IFF_PROMISC != 0,
 	}
-	attrs, err := nl.ParseRouteAttr(m[unix.SizeofIfInfomsg:])
+	var iflink int
+	var info []byte
+	err := eachAttr(m[unix.SizeofIfInfomsg:], func(typ uint16, v []byte) {
+		switch typ {
+		case unix.IFLA_IFNAME:
+			l.Name = unix.ByteSliceToString(v)
+		case unix.IFLA_ADDRESS:
+			l.MAC = net.HardwareAddr(append([]byte(nil), v...))
+		case unix.IFLA_MTU:
+			l.MTU = attrInt(v, l.MTU)
+		case unix.IFLA_MASTER:
+			l.MasterIndex = attrInt(v, l.MasterIndex)
+		case unix.IFLA_LINK:
+			iflink = attrInt(v, iflink)
+		case unix.IFLA_LINKINFO:
+			info = v
+		}
+	})
 	if err != nil {
 		return Link{}, fmt.Errorf("parse RTM_NEWLINK: %w", err)
 	}
-	native := nl.NativeEndian()
-	var iflink int
-	for _, a := range attrs {
-		switch a.Attr.Type & nlaTypeMask {
-		case unix.IFLA_IFNAME:
-			l.Name = unix.ByteSliceToString(a.Value)
-		case unix.IFLA_ADDRESS:
-			l.MAC = net.HardwareAddr(append([]byte(nil), a.Value...))
-		case unix.IFLA_MTU:
-			if len(a.Value) >= 4 {
-				l.MTU = int(native.Uint32(a.Value))
-			}
-		case unix.IFLA_MASTER:
-			if len(a.Value) >= 4 {
-				l.MasterIndex = int(native.Uint32(a.Value))
-			}
-		case unix.IFLA_LINK:
-			if len(a.Value) >= 4 {
-				iflink = int(native.Uint32(a.Value))
-			}
-		case unix.IFLA_LINKINFO:
-			if err := parseLinkInfo(&l, a.Value); err != nil {
-				return Link{}, err
-			}
-		}
+	if err := parseLinkInfo(&l, info); err != nil {
+		return Link{}, err
 	}
 	if l.Kind == "veth" {
 		l.PeerIndex = iflink
@@ -275,44 +281,75 @@ func parseLink(m []byte) (Link, error) {
 // parseLinkInfo decodes the IFLA_LINKINFO attributes Link reports: the kind,
 // a bridge's vlan_filtering and a bridge port's hairpin mode.
 func parseLinkInfo(l *Link, b []byte) error {
-	infos, err := nl.ParseRouteAttr(b)
+	var slaveKind string
+	var data, slaveData []byte
+	err := eachAttr(b, func(typ uint16, v []byte) {
+		switch typ {
+		case nl.IFLA_INFO_KIND:
+			l.Kind = unix.ByteSliceToString(v)
+		case nl.IFLA_INFO_SLAVE_KIND:
+			slaveKind = unix.ByteSliceToString(v)
+		case nl.IFLA_INFO_DATA:
+			data = v
+		case nl.IFLA_INFO_SLAVE_DATA:
+			slaveData = v
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("parse IFLA_LINKINFO: %w", err)
 	}
-	var slaveKind string
-	for _, info := range infos {
-		switch info.Attr.Type & nlaTypeMask {
-		case nl.IFLA_INFO_KIND:
-			l.Kind = unix.ByteSliceToString(info.Value)
-		case nl.IFLA_INFO_SLAVE_KIND:
-			slaveKind = unix.ByteSliceToString(info.Value)
+	if l.Kind == "bridge" {
+		if l.VlanFiltering, err = flagAttr(data, nl.IFLA_BR_VLAN_FILTERING); err != nil {
+			return err
 		}
 	}
-	for _, info := range infos {
-		var want uint16
-		switch {
-		case info.Attr.Type&nlaTypeMask == nl.IFLA_INFO_DATA && l.Kind == "bridge":
-			want = nl.IFLA_BR_VLAN_FILTERING
-		case info.Attr.Type&nlaTypeMask == nl.IFLA_INFO_SLAVE_DATA && slaveKind == "bridge":
-			want = nl.IFLA_BRPORT_MODE
-		default:
-			continue
-		}
-		data, err := nl.ParseRouteAttr(info.Value)
-		if err != nil {
-			return fmt.Errorf("parse link info data: %w", err)
-		}
-		for _, d := range data {
-			if d.Attr.Type&nlaTypeMask != want || len(d.Value) < 1 {
-				continue
-			}
-			switch want {
-			case nl.IFLA_BR_VLAN_FILTERING:
-				l.VlanFiltering = d.Value[0] != 0
-			case nl.IFLA_BRPORT_MODE:
-				l.Hairpin = d.Value[0] != 0
-			}
+	if slaveKind == "bridge" {
+		if l.Hairpin, err = flagAttr(slaveData, nl.IFLA_BRPORT_MODE); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// eachAttr calls f with the type (the nested and byte-order flags masked
+// off) and the value of each rtnetlink attribute in b, in order.
+func eachAttr(b []byte, f func(typ uint16, v []byte)) error {
+	attrs, err := nl.ParseRouteAttr(b)
+	if err != nil {
+		return err
+	}
+	for _, a := range attrs {
+		f(a.Attr.Type&nlaTypeMask, a.Value)
+	}
+	return nil
+}
+
+// attrOf returns the value of the last attribute of type typ in the
+// rtnetlink attributes in b; nil when there is none.
+func attrOf(b []byte, typ uint16) ([]byte, error) {
+	var out []byte
+	err := eachAttr(b, func(t uint16, v []byte) {
+		if t == typ {
+			out = v
+		}
+	})
+	return out, err
+}
+
+// flagAttr reports whether the one-byte attribute typ of the link info
+// data in b is set; false when there is none.
+func flagAttr(b []byte, typ uint16) (bool, error) {
+	v, err := attrOf(b, typ)
+	if err != nil {
+		return false, fmt.Errorf("parse link info data: %w", err)
+	}
+	return len(v) >= 1 && v[0] != 0, nil
+}
+
+// attrInt decodes a u32 attribute value; a short one leaves old.
+func attrInt(v []byte, old int) int {
+	if len(v) < 4 {
+		return old
+	}
+	return int(nl.NativeEndian().Uint32(v))
 }

@@ -50,12 +50,9 @@ type SubLink struct {
 // mode (and with o.MAC, when given) is kept; any other device of that name
 // is an error that wraps ErrExists.
 func (h *Handle) EnsureMacvlan(o SubLinkOpts) (SubLink, error) {
-	if o.Mode == "" {
-		o.Mode = "bridge"
-	}
-	mode, ok := MacvlanModes[o.Mode]
-	if !ok {
-		return SubLink{}, fmt.Errorf("ensure macvlan %q: unknown mode %q", o.Name, o.Mode)
+	mode, err := subLinkModeOf(&o, "macvlan", MacvlanModes, "bridge")
+	if err != nil {
+		return SubLink{}, err
 	}
 	data := []*nl.RtAttr{nl.NewRtAttr(nl.IFLA_MACVLAN_MODE, nl.Uint32Attr(mode))}
 	if o.BCQueueLen > 0 {
@@ -67,17 +64,27 @@ func (h *Handle) EnsureMacvlan(o SubLinkOpts) (SubLink, error) {
 // EnsureIpvlan is EnsureMacvlan for an ipvlan device (modes l2, l3, l3s).
 // An ipvlan shares its master's MAC, so o.MAC must be empty.
 func (h *Handle) EnsureIpvlan(o SubLinkOpts) (SubLink, error) {
-	if o.Mode == "" {
-		o.Mode = "l2"
-	}
-	mode, ok := IpvlanModes[o.Mode]
-	if !ok {
-		return SubLink{}, fmt.Errorf("ensure ipvlan %q: unknown mode %q", o.Name, o.Mode)
+	mode, err := subLinkModeOf(&o, "ipvlan", IpvlanModes, "l2")
+	if err != nil {
+		return SubLink{}, err
 	}
 	if len(o.MAC) > 0 {
 		return SubLink{}, fmt.Errorf("ensure ipvlan %q: an ipvlan device has its master's MAC", o.Name)
 	}
 	return h.ensureSubLink("ipvlan", o, []*nl.RtAttr{nl.NewRtAttr(nl.IFLA_IPVLAN_MODE, nl.Uint16Attr(mode))})
+}
+
+// subLinkModeOf looks o.Mode up in the modes of kind, "" meaning def (which
+// o.Mode is then set to, so that an existing device is compared with it).
+func subLinkModeOf[M any](o *SubLinkOpts, kind string, modes map[string]M, def string) (M, error) {
+	if o.Mode == "" {
+		o.Mode = def
+	}
+	m, ok := modes[o.Mode]
+	if !ok {
+		return m, fmt.Errorf("ensure %s %q: unknown mode %q", kind, o.Name, o.Mode)
+	}
+	return m, nil
 }
 
 func (h *Handle) ensureSubLink(kind string, o SubLinkOpts, data []*nl.RtAttr) (SubLink, error) {
@@ -144,10 +151,7 @@ func (h *Handle) ensureSubLink(kind string, o SubLinkOpts, data []*nl.RtAttr) (S
 // ipvlan mode ("" for other kinds). The error wraps ErrNotFound when there
 // is none.
 func (h *Handle) SubLinkByName(name string) (SubLink, error) {
-	if err := checkIfName("get link", name); err != nil {
-		return SubLink{}, err
-	}
-	l, raw, err := h.getLink(name)
+	l, raw, err := h.linkOf("get link", name)
 	if err != nil {
 		return SubLink{}, err
 	}
@@ -155,49 +159,32 @@ func (h *Handle) SubLinkByName(name string) (SubLink, error) {
 	if l.Kind != "macvlan" && l.Kind != "ipvlan" {
 		return s, nil
 	}
-	attrs, err := nl.ParseRouteAttr(raw[unix.SizeofIfInfomsg:])
+	info, err := attrOf(raw[unix.SizeofIfInfomsg:], unix.IFLA_LINKINFO)
 	if err != nil {
 		return SubLink{}, fmt.Errorf("get link %q: parse: %w", name, err)
 	}
-	for _, a := range attrs {
-		if a.Attr.Type&nlaTypeMask != unix.IFLA_LINKINFO {
-			continue
+	data, err := attrOf(info, nl.IFLA_INFO_DATA)
+	if err != nil {
+		return SubLink{}, fmt.Errorf("get link %q: parse link info: %w", name, err)
+	}
+	switch native := nl.NativeEndian(); {
+	case l.Kind == "macvlan":
+		if v, _ := attrOf(data, nl.IFLA_MACVLAN_MODE); len(v) >= 4 {
+			s.Mode = modeName(MacvlanModes, native.Uint32(v))
 		}
-		infos, err := nl.ParseRouteAttr(a.Value)
-		if err != nil {
-			return SubLink{}, fmt.Errorf("get link %q: parse link info: %w", name, err)
-		}
-		for _, info := range infos {
-			if info.Attr.Type&nlaTypeMask != nl.IFLA_INFO_DATA {
-				continue
-			}
-			s.Mode = subLinkMode(l.Kind, info.Value)
+	case l.Kind == "ipvlan":
+		if v, _ := attrOf(data, nl.IFLA_IPVLAN_MODE); len(v) >= 2 {
+			s.Mode = modeName(IpvlanModes, native.Uint16(v))
 		}
 	}
 	return s, nil
 }
 
-// subLinkMode decodes the mode of a macvlan or ipvlan's IFLA_INFO_DATA.
-func subLinkMode(kind string, b []byte) string {
-	data, err := nl.ParseRouteAttr(b)
-	if err != nil {
-		return ""
-	}
-	native := nl.NativeEndian()
-	for _, d := range data {
-		switch {
-		case kind == "macvlan" && d.Attr.Type&nlaTypeMask == nl.IFLA_MACVLAN_MODE && len(d.Value) >= 4:
-			for name, m := range MacvlanModes {
-				if m == native.Uint32(d.Value) {
-					return name
-				}
-			}
-		case kind == "ipvlan" && d.Attr.Type&nlaTypeMask == nl.IFLA_IPVLAN_MODE && len(d.Value) >= 2:
-			for name, m := range IpvlanModes {
-				if m == native.Uint16(d.Value) {
-					return name
-				}
-			}
+// modeName is the name of mode m in modes; "" when it has none.
+func modeName[M comparable](modes map[string]M, m M) string {
+	for name, v := range modes {
+		if v == m {
+			return name
 		}
 	}
 	return ""

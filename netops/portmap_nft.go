@@ -445,12 +445,8 @@ func (h *Handle) pmLookup(keys []pmElem) ([]pmElem, error) {
 		if err != nil {
 			return nil, fmt.Errorf("get element of %s: %w", k.set, err)
 		}
-		for _, m := range msgs {
-			es, err := parseElems(m.Data)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, es...)
+		if out, err = appendElems(out, msgs); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -468,7 +464,11 @@ func (h *Handle) pmDump(set string) ([]pmElem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list elements of %s: %w", set, err)
 	}
-	var out []pmElem
+	return appendElems(nil, msgs)
+}
+
+// appendElems appends the elements of the NEWSETELEM messages msgs to out.
+func appendElems(out []pmElem, msgs []mdnetlink.Message) ([]pmElem, error) {
 	for _, m := range msgs {
 		es, err := parseElems(m.Data)
 		if err != nil {

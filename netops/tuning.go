@@ -25,28 +25,19 @@ type LinkSettings struct {
 // LinkSettings returns the tunable attributes of the interface called name.
 // The error wraps ErrNotFound when there is none.
 func (h *Handle) LinkSettings(name string) (LinkSettings, error) {
-	if err := checkIfName("get link settings", name); err != nil {
-		return LinkSettings{}, err
-	}
-	l, m, err := h.getLink(name)
+	l, m, err := h.linkOf("get link settings", name)
 	if err != nil {
 		return LinkSettings{}, err
 	}
-	msg := nl.DeserializeIfInfomsg(m)
-	s := LinkSettings{
-		Name: l.Name, Index: l.Index, MAC: l.MAC, MTU: l.MTU, Promisc: l.Promisc,
-		Allmulti: msg.Flags&unix.IFF_ALLMULTI != 0,
-	}
-	attrs, err := nl.ParseRouteAttr(m[unix.SizeofIfInfomsg:])
+	txqlen, err := attrOf(m[unix.SizeofIfInfomsg:], unix.IFLA_TXQLEN)
 	if err != nil {
 		return LinkSettings{}, fmt.Errorf("get link %q in %s: parse RTM_NEWLINK: %w", name, h.where(), err)
 	}
-	for _, a := range attrs {
-		if a.Attr.Type&nlaTypeMask == unix.IFLA_TXQLEN && len(a.Value) >= 4 {
-			s.TxQLen = int(nl.NativeEndian().Uint32(a.Value))
-		}
-	}
-	return s, nil
+	return LinkSettings{
+		Name: l.Name, Index: l.Index, MAC: l.MAC, MTU: l.MTU, Promisc: l.Promisc,
+		Allmulti: nl.DeserializeIfInfomsg(m).Flags&unix.IFF_ALLMULTI != 0,
+		TxQLen:   attrInt(txqlen, 0),
+	}, nil
 }
 
 // SetAllmulticast turns all-multicast mode of the interface on or off.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -206,10 +205,4 @@ func isPair(host, peer Link) bool {
 // setUpByIndex sets the link with index idx up.
 func (h *Handle) setUpByIndex(idx int) error {
 	return classify(h.nlh.LinkSetUp(indexOnly(idx)))
-}
-
-// indexOnly returns a netlink.Link that names a link by its index alone, so
-// the netlink package does not look it up by name.
-func indexOnly(idx int) netlink.Link {
-	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 }
