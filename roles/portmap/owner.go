@@ -1,0 +1,96 @@
+package portmap
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Owners. Every element's comment is "<network> <containerID> <ifname>"; a
+// network name or container ID too long for the comment is replaced by "#"
+// and 32 hex digits of its sha256.
+
+func ownerToken(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "#" + hex.EncodeToString(sum[:16])
+}
+
+func pmOwner(network, containerID, ifname string) string {
+	return ownerToken(network, 100) + " " + ownerToken(containerID, 128) + " " + ifname
+}
+
+// ownerNetwork returns the network token of an owner comment.
+func ownerNetwork(owner string) string {
+	n, _, _ := strings.Cut(owner, " ")
+	return n
+}
+
+// parseOwner returns the attachment of an owner comment; ok is false for a
+// foreign or hashed one.
+func parseOwner(owner string) (network, containerID, ifname string, ok bool) {
+	f := strings.Split(owner, " ")
+	if len(f) != 3 || strings.HasPrefix(f[0], "#") || strings.HasPrefix(f[1], "#") {
+		return "", "", "", false
+	}
+	return f[0], f[1], f[2], true
+}
+
+// Records.
+
+func recordOf(a *cniplug.Args, pm netops.PortMaps) store.PortMapRecord {
+	r := store.PortMapRecord{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Pod: a.CNIArgs.Pod()}
+	for _, m := range pm.Mappings {
+		r.Mappings = append(r.Mappings, store.PortMapEntry{Protocol: m.Proto.String(), HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
+	}
+	for _, m := range pm.Masq {
+		r.Masq = append(r.Masq, store.PortMasqEntry{PodIP: m.PodIP, All: m.All})
+	}
+	return r
+}
+
+func portMapsOf(r store.PortMapRecord) netops.PortMaps {
+	pm := netops.PortMaps{Owner: pmOwner(r.Network, r.ContainerID, r.IfName)}
+	for _, m := range r.Mappings {
+		p, ok := netops.ParsePortProto(m.Protocol)
+		if !ok {
+			continue
+		}
+		pm.Mappings = append(pm.Mappings, netops.PortMapping{Proto: p, HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
+	}
+	for _, m := range r.Masq {
+		pm.Masq = append(pm.Masq, netops.PortMasq{PodIP: m.PodIP, All: m.All})
+	}
+	return pm
+}
+
+func pmStore(a *cniplug.Args, c *portmapConf) (*store.Store, error) {
+	return store.Open(store.DirFrom(c.DataDir, a.Getenv))
+}
+
+// pmRecord reads the record of the call's attachment.
+func pmRecord(a *cniplug.Args, c *portmapConf) (rec store.PortMapRecord, found bool, err error) {
+	st, err := pmStore(a, c)
+	if err != nil {
+		return rec, false, err
+	}
+	defer st.Close()
+	err = st.ViewPortMaps(func(tx *store.PortMapTx) error {
+		rec, found, err = tx.Get(a.Conf.Name, a.ContainerID, a.IfName)
+		return err
+	})
+	return rec, found, err
+}
+
+func pmLog(a *cniplug.Args, format string, args ...any) {
+	if a.Stderr != nil {
+		fmt.Fprintf(a.Stderr, "cnibox portmap: "+format+"\n", args...)
+	}
+}
