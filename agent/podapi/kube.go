@@ -9,22 +9,18 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/agentapi"
-	"github.com/cnibox/cnibox/internal/kubecore"
 )
 
 // Config configures the Kubernetes source.
 type Config struct {
-	Kubeconfig string // "" = in-cluster
-	APIURL     string // overrides the kubeconfig's server
-	NodeName   string // this node: the informer watches its pods only
-	Log        *slog.Logger
+	kubeapi.Cluster // its node is the one whose pods the informer watches
+	Log             *slog.Logger
 }
 
 // Kube answers from a pod informer restricted to this node
@@ -49,23 +45,17 @@ func NewKube(c Config) (*Kube, error) {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	node, err := kubecore.NodeName(c.NodeName, "pod API")
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubecore.Connect(c.APIURL, c.Kubeconfig, "pod API", &Pod{}, &PodList{})
+	node, cs, err := c.Connect("pod API", &kubeapi.Pod{}, &kubeapi.PodList{})
 	if err != nil {
 		return nil, err
 	}
 	k := &Kube{c: cs, node: node, log: c.Log}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node)
-	k.store, k.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.NewListWatchFromClient(cs, "pods", metav1.NamespaceAll, sel),
-		ObjectType:    &Pod{},
-		Handler:       cache.ResourceEventHandlerFuncs{},
+	k.store, k.ctrl = kubeapi.NewInformer(cs, "pods", sel, &kubeapi.Pod{}, cache.InformerOptions{
+		Handler: cache.ResourceEventHandlerFuncs{},
 		// managedFields are most of a pod's metadata and never read here.
 		Transform: func(obj any) (any, error) {
-			if p, ok := obj.(*Pod); ok {
+			if p, ok := obj.(*kubeapi.Pod); ok {
 				p.ManagedFields = nil
 			}
 			return obj, nil
@@ -87,13 +77,12 @@ func (k *Kube) HasSynced() bool { return k.ctrl.HasSynced() }
 // when the cache does not have it (or has another pod of that name).
 func (k *Kube) Pod(ctx context.Context, namespace, name, uid string) (*agentapi.Pod, error) {
 	if obj, ok, _ := k.store.GetByKey(namespace + "/" + name); ok {
-		if p, ok := obj.(*Pod); ok && (uid == "" || string(p.UID) == uid) {
+		if p, ok := obj.(*kubeapi.Pod); ok && (uid == "" || string(p.UID) == uid) {
 			return apiPod(p), nil
 		}
 	}
-	p := &Pod{}
-	err := k.c.Get().Namespace(namespace).Resource("pods").Name(name).Do(ctx).Into(p)
-	if err != nil {
+	p := &kubeapi.Pod{}
+	if err := kubeapi.Get(ctx, k.c, podRef(namespace, name), p); err != nil {
 		return nil, k.apiErr(err, "pod %s/%s", namespace, name)
 	}
 	if uid != "" && string(p.UID) != uid {
@@ -107,7 +96,12 @@ func (k *Kube) Pod(ctx context.Context, namespace, name, uid string) (*agentapi.
 	return apiPod(p), nil
 }
 
-func apiPod(p *Pod) *agentapi.Pod {
+// podRef names a pod.
+func podRef(namespace, name string) kubeapi.Ref {
+	return kubeapi.Ref{Resource: "pods", Namespace: namespace, Name: name}
+}
+
+func apiPod(p *kubeapi.Pod) *agentapi.Pod {
 	return &agentapi.Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), NodeName: p.Spec.NodeName, Annotations: p.Annotations}
 }
 
@@ -148,9 +142,7 @@ func (k *Kube) SetNetworkStatus(ctx context.Context, namespace, name, uid string
 	if uid != "" {
 		meta["uid"] = uid
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": meta})
-	err := k.c.Patch(types.MergePatchType).Namespace(namespace).Resource("pods").Name(name).Body(patch).Do(ctx).Error()
-	if err != nil {
+	if err := kubeapi.PatchMetadata(ctx, k.c, podRef(namespace, name), meta); err != nil {
 		return k.apiErr(err, "annotate pod %s/%s", namespace, name)
 	}
 	return nil

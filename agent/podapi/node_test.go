@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"k8s.io/client-go/rest"
@@ -32,7 +33,7 @@ func TestOtherNodesPods(t *testing.T) {
 		io.WriteString(w, `{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":"default","name":"x","uid":"u1"},"spec":{"nodeName":"`+node+`"}}`)
 	}))
 	defer srv.Close()
-	c, err := kubecore.Client(&rest.Config{Host: srv.URL}, &Pod{}, &PodList{})
+	c, err := kubecore.Client(&rest.Config{Host: srv.URL}, &kubeapi.Pod{}, &kubeapi.PodList{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease/kubelease"
 	"github.com/cnibox/cnibox/agent/netconf"
 )
@@ -13,9 +14,7 @@ import (
 // newKubeManager returns the Kubernetes lease backend.
 func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.Logger) (manager, func(), error) {
 	m, err := kubelease.New(kubelease.Config{
-		Kubeconfig:       f.kubeconfig,
-		APIURL:           f.kubeAPIURL,
-		NodeName:         f.nodeName,
+		Cluster:          f.cluster(),
 		AnnotationPrefix: f.kubeAnnotationPrefix,
 		NetConf:          cfg,
 		Log:              log,
@@ -24,4 +23,10 @@ func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.
 		return nil, nil, err
 	}
 	return m, func() {}, nil
+}
+
+// cluster is how both Kubernetes clients (the lease backend and the pod API)
+// reach the API server.
+func (f *flags) cluster() kubeapi.Cluster {
+	return kubeapi.Cluster{Kubeconfig: f.kubeconfig, APIURL: f.kubeAPIURL, NodeName: f.nodeName}
 }

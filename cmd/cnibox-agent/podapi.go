@@ -14,7 +14,7 @@ import (
 // informer until ctx ends; wait returns once it has stopped, with the
 // server's error.
 func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() error, err error) {
-	k, err := podapi.NewKube(podapi.Config{Kubeconfig: f.kubeconfig, APIURL: f.kubeAPIURL, NodeName: f.nodeName, Log: log})
+	k, err := podapi.NewKube(podapi.Config{Cluster: f.cluster(), Log: log})
 	if err != nil {
 		return nil, err
 	}

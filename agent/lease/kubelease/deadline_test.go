@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"k8s.io/client-go/rest"
@@ -27,7 +28,7 @@ func TestRequestDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	c, err := kubecore.Client(&rest.Config{Host: srv.URL}, &Node{}, &NodeList{})
+	c, err := kubecore.Client(&rest.Config{Host: srv.URL}, &kubeapi.Node{}, &kubeapi.NodeList{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestRequestDeadline(t *testing.T) {
 	m := &Manager{c: c, timeout: 200 * time.Millisecond, node: "n1", an: an, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for name, call := range map[string]func() error{
 		"getNode": func() error { _, err := m.getNode(context.Background()); return err },
-		"publish": func() error { return m.publish(context.Background(), &Node{}, lease.Attrs{}) },
+		"publish": func() error { return m.publish(context.Background(), &kubeapi.Node{}, lease.Attrs{}) },
 	} {
 		done := make(chan error, 1)
 		go func() { done <- call() }()

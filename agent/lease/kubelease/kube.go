@@ -16,21 +16,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
-	"github.com/cnibox/cnibox/internal/kubecore"
 )
 
 // DefaultAnnotationPrefix is flannel's.
@@ -41,54 +37,17 @@ const resyncPeriod = 5 * time.Minute
 
 // Config configures the Kubernetes backend.
 type Config struct {
-	Kubeconfig string // "" = in-cluster
-	APIURL     string // overrides the kubeconfig's server
-	NodeName   string // this node
+	kubeapi.Cluster
 	// AnnotationPrefix defaults to DefaultAnnotationPrefix.
 	AnnotationPrefix string
 	NetConf          *netconf.Config
 	Log              *slog.Logger
 }
 
-// Annotations are the names of flannel's node annotations under a prefix.
-type Annotations struct {
-	SubnetKubeManaged, BackendData, BackendV6Data, BackendType   string
-	PublicIP, PublicIPv6, PublicIPOverwrite, PublicIPv6Overwrite string
-}
-
-var prefixRE = regexp.MustCompile(`^(?:[a-z0-9_-]+\.)+[a-z0-9_-]+/(?:[a-z0-9_-]+-)?$`)
-
-// NewAnnotations returns the annotation names under prefix, as flannel
-// builds them.
-func NewAnnotations(prefix string) (Annotations, error) {
-	if strings.Count(prefix, "/") > 1 {
-		return Annotations{}, fmt.Errorf("annotation prefix %q: at most one slash", prefix)
-	}
-	if !strings.Contains(prefix, "/") {
-		prefix += "/"
-	}
-	if !strings.HasSuffix(prefix, "/") && !strings.HasSuffix(prefix, "-") {
-		prefix += "-"
-	}
-	if !prefixRE.MatchString(prefix) {
-		return Annotations{}, fmt.Errorf("annotation prefix %q: want fqdn/[0-9a-z-_]*", prefix)
-	}
-	return Annotations{
-		SubnetKubeManaged:   prefix + "kube-subnet-manager",
-		BackendData:         prefix + "backend-data",
-		BackendV6Data:       prefix + "backend-v6-data",
-		BackendType:         prefix + "backend-type",
-		PublicIP:            prefix + "public-ip",
-		PublicIPv6:          prefix + "public-ipv6",
-		PublicIPOverwrite:   prefix + "public-ip-overwrite",
-		PublicIPv6Overwrite: prefix + "public-ipv6-overwrite",
-	}, nil
-}
-
 // Manager is the Kubernetes lease backend.
 //
 // It talks to the API with client-go's REST client and informer, decoding
-// only the parts of a Node it uses (types.go): the generated clientset would
+// only the parts of a Node it uses (agent/kubeapi): the generated clientset would
 // link and initialise every API group, which doubles the agent's resident
 // memory.
 type Manager struct {
@@ -119,11 +78,7 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, err := kubecore.NodeName(c.NodeName, "kube")
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubecore.Connect(c.APIURL, c.Kubeconfig, "kube", &Node{}, &NodeList{})
+	node, cs, err := c.Connect("kube", &kubeapi.Node{}, &kubeapi.NodeList{})
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +91,16 @@ func New(c Config) (*Manager, error) {
 const RequestTimeout = 30 * time.Second
 
 // getNode reads this node.
-func (m *Manager) getNode(ctx context.Context) (*Node, error) {
+func (m *Manager) getNode(ctx context.Context) (*kubeapi.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	n := &Node{}
-	err := m.c.Get().Resource("nodes").Name(m.node).Do(ctx).Into(n)
+	n := &kubeapi.Node{}
+	err := kubeapi.Get(ctx, m.c, m.ref(), n)
 	return n, err
 }
+
+// ref names this node.
+func (m *Manager) ref() kubeapi.Ref { return kubeapi.Ref{Resource: "nodes", Name: m.node} }
 
 // Name returns "kube".
 func (m *Manager) Name() string { return "kube" }
@@ -212,25 +170,20 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 }
 
 // publish writes the node's annotations when they differ.
-func (m *Manager) publish(ctx context.Context, n *Node, a lease.Attrs) error {
+func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) error {
 	want := map[string]string{
 		m.an.BackendType:       lease.BackendVXLAN,
 		m.an.SubnetKubeManaged: "true",
 	}
-	if len(a.VTEPMAC) > 0 {
-		bd, _ := json.Marshal(lease.VXLANData{VNI: a.VNI, VtepMAC: a.VTEPMAC.String()})
-		want[m.an.BackendData] = string(bd)
-		want[m.an.PublicIP] = a.PublicIP.String()
-		if o := n.Annotations[m.an.PublicIPOverwrite]; o != "" {
-			want[m.an.PublicIP] = o
+	for _, f := range m.an.families(&a) {
+		if len(*f.mac) == 0 {
+			continue
 		}
-	}
-	if len(a.VTEPMAC6) > 0 {
-		bd, _ := json.Marshal(lease.VXLANData{VNI: a.VNI6, VtepMAC: a.VTEPMAC6.String()})
-		want[m.an.BackendV6Data] = string(bd)
-		want[m.an.PublicIPv6] = a.PublicIPv6.String()
-		if o := n.Annotations[m.an.PublicIPv6Overwrite]; o != "" {
-			want[m.an.PublicIPv6] = o
+		bd, _ := json.Marshal(lease.VXLANData{VNI: *f.vni, VtepMAC: f.mac.String()})
+		want[f.data] = string(bd)
+		want[f.publicIP] = f.ip.String()
+		if o := n.Annotations[f.overwrite]; o != "" {
+			want[f.publicIP] = o
 		}
 	}
 	same := true
@@ -240,10 +193,9 @@ func (m *Manager) publish(ctx context.Context, n *Node, a lease.Attrs) error {
 	if same {
 		return nil
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": want}})
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	if err := m.c.Patch(types.MergePatchType).Resource("nodes").Name(m.node).Body(patch).Do(ctx).Error(); err != nil {
+	if err := kubeapi.PatchMetadata(ctx, m.c, m.ref(), map[string]any{"annotations": want}); err != nil {
 		return fmt.Errorf("kube: annotate node %s: %w", m.node, err)
 	}
 	m.log.Info("published this node's overlay attributes", "node", m.node, "annotations", want)
@@ -261,10 +213,10 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 		synced bool
 	)
 	deliver := func(t lease.EventType, obj any) {
-		n, ok := obj.(*Node)
+		n, ok := obj.(*kubeapi.Node)
 		if !ok {
 			if d, isDel := obj.(cache.DeletedFinalStateUnknown); isDel {
-				n, ok = d.Obj.(*Node)
+				n, ok = d.Obj.(*kubeapi.Node)
 			}
 			if !ok {
 				return
@@ -280,15 +232,13 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 			fn(lease.Update{Events: []lease.Event{{Type: t, Lease: l}}})
 		}
 	}
-	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.NewListWatchFromClient(m.c, "nodes", metav1.NamespaceAll, fields.Everything()),
-		ObjectType:    &Node{},
-		ResyncPeriod:  resyncPeriod,
+	store, ctrl := kubeapi.NewInformer(m.c, "nodes", nil, &kubeapi.Node{}, cache.InformerOptions{
+		ResyncPeriod: resyncPeriod,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { deliver(lease.Added, obj) },
 			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := oldObj.(*Node)
-				n, ok2 := newObj.(*Node)
+				o, ok1 := oldObj.(*kubeapi.Node)
+				n, ok2 := newObj.(*kubeapi.Node)
 				if ok1 && ok2 && m.sameLease(o, n) {
 					return
 				}
@@ -305,7 +255,7 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	synced = true
 	snap := lease.Update{Snapshot: true}
 	for _, obj := range store.List() {
-		if n, ok := obj.(*Node); ok {
+		if n, ok := obj.(*kubeapi.Node); ok {
 			if l, err := m.nodeLease(n, true); err == nil {
 				snap.Leases = append(snap.Leases, l)
 			}
@@ -318,7 +268,7 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 }
 
 // sameLease reports whether nothing that makes a lease changed.
-func (m *Manager) sameLease(o, n *Node) bool {
+func (m *Manager) sameLease(o, n *kubeapi.Node) bool {
 	for _, k := range []string{m.an.SubnetKubeManaged, m.an.BackendData, m.an.BackendV6Data, m.an.BackendType, m.an.PublicIP, m.an.PublicIPv6} {
 		if o.Annotations[k] != n.Annotations[k] {
 			return false
@@ -330,7 +280,7 @@ func (m *Manager) sameLease(o, n *Node) bool {
 // nodeLease reads a node's lease from its podCIDRs and annotations. With
 // managedOnly, nodes without kube-subnet-manager=true are skipped (they run
 // no overlay agent).
-func (m *Manager) nodeLease(n *Node, managedOnly bool) (lease.Lease, error) {
+func (m *Manager) nodeLease(n *kubeapi.Node, managedOnly bool) (lease.Lease, error) {
 	if managedOnly && n.Annotations[m.an.SubnetKubeManaged] != "true" {
 		return lease.Lease{}, errors.New("not managed")
 	}
@@ -348,27 +298,21 @@ func (m *Manager) nodeLease(n *Node, managedOnly bool) (lease.Lease, error) {
 	if !l.Subnet.IsValid() && !l.Subnet6.IsValid() {
 		return lease.Lease{}, errors.New("no podCIDR")
 	}
-	if s := n.Annotations[m.an.PublicIP]; s != "" {
-		if l.Attrs.PublicIP, err = netip.ParseAddr(s); err != nil {
-			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.PublicIP, err)
+	for _, f := range m.an.families(&l.Attrs) {
+		if s := n.Annotations[f.publicIP]; s != "" {
+			if *f.ip, err = netip.ParseAddr(s); err != nil {
+				return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, f.publicIP, err)
+			}
 		}
-	}
-	if s := n.Annotations[m.an.PublicIPv6]; s != "" {
-		if l.Attrs.PublicIPv6, err = netip.ParseAddr(s); err != nil {
-			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.PublicIPv6, err)
+		if *f.vni, *f.mac, err = lease.ParseVXLANData([]byte(n.Annotations[f.data])); err != nil {
+			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, f.data, err)
 		}
-	}
-	if l.Attrs.VNI, l.Attrs.VTEPMAC, err = lease.ParseVXLANData([]byte(n.Annotations[m.an.BackendData])); err != nil {
-		return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.BackendData, err)
-	}
-	if l.Attrs.VNI6, l.Attrs.VTEPMAC6, err = lease.ParseVXLANData([]byte(n.Annotations[m.an.BackendV6Data])); err != nil {
-		return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, m.an.BackendV6Data, err)
 	}
 	return l, nil
 }
 
 // podCIDRs returns a node's IPv4 and IPv6 pod CIDRs.
-func podCIDRs(n *Node) (sn4, sn6 netip.Prefix, err error) {
+func podCIDRs(n *kubeapi.Node) (sn4, sn6 netip.Prefix, err error) {
 	cidrs := n.Spec.PodCIDRs
 	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
 		cidrs = []string{n.Spec.PodCIDR}

@@ -1,0 +1,63 @@
+package kubelease
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/cnibox/cnibox/agent/lease"
+)
+
+// Annotations are the names of flannel's node annotations under a prefix.
+type Annotations struct {
+	SubnetKubeManaged, BackendData, BackendV6Data, BackendType   string
+	PublicIP, PublicIPv6, PublicIPOverwrite, PublicIPv6Overwrite string
+}
+
+var prefixRE = regexp.MustCompile(`^(?:[a-z0-9_-]+\.)+[a-z0-9_-]+/(?:[a-z0-9_-]+-)?$`)
+
+// NewAnnotations returns the annotation names under prefix, as flannel
+// builds them.
+func NewAnnotations(prefix string) (Annotations, error) {
+	if strings.Count(prefix, "/") > 1 {
+		return Annotations{}, fmt.Errorf("annotation prefix %q: at most one slash", prefix)
+	}
+	if !strings.Contains(prefix, "/") {
+		prefix += "/"
+	}
+	if !strings.HasSuffix(prefix, "/") && !strings.HasSuffix(prefix, "-") {
+		prefix += "-"
+	}
+	if !prefixRE.MatchString(prefix) {
+		return Annotations{}, fmt.Errorf("annotation prefix %q: want fqdn/[0-9a-z-_]*", prefix)
+	}
+	return Annotations{
+		SubnetKubeManaged:   prefix + "kube-subnet-manager",
+		BackendData:         prefix + "backend-data",
+		BackendV6Data:       prefix + "backend-v6-data",
+		BackendType:         prefix + "backend-type",
+		PublicIP:            prefix + "public-ip",
+		PublicIPv6:          prefix + "public-ipv6",
+		PublicIPOverwrite:   prefix + "public-ip-overwrite",
+		PublicIPv6Overwrite: prefix + "public-ipv6-overwrite",
+	}, nil
+}
+
+// family is one IP family's annotations and the lease attributes they
+// carry.
+type family struct {
+	data, publicIP, overwrite string // annotation names
+	vni                       *int
+	mac                       *net.HardwareAddr
+	ip                        *netip.Addr
+}
+
+// families returns the IPv4 and the IPv6 family of a's attributes.
+func (an Annotations) families(a *lease.Attrs) [2]family {
+	return [2]family{
+		{an.BackendData, an.PublicIP, an.PublicIPOverwrite, &a.VNI, &a.VTEPMAC, &a.PublicIP},
+		{an.BackendV6Data, an.PublicIPv6, an.PublicIPv6Overwrite, &a.VNI6, &a.VTEPMAC6, &a.PublicIPv6},
+	}
+}
