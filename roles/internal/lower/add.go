@@ -2,7 +2,6 @@ package lower
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err error) {
+func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
 	prev, err := s.fromPrev(a, c)
 	if err != nil {
 		return nil, err
@@ -25,59 +24,31 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Resul
 		return nil, err
 	}
 	defer closeNS()
-	if _, err := pod.LinkByName(a.IfName); err == nil {
-		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
-	}
 	if s.MAC && c.mac == nil && c.Mode != "passthru" {
 		// Picked here so the endpoint record holds it before the device
 		// exists (a passthru device keeps the master's).
 		c.mac = netops.RandomMAC()
 	}
-
-	var undo cniplug.Undo
-	defer undo.Finish(&err)
-	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
-	var p *plan
-	_, err = attach.Reserve(ctx, a, c.DataDir, func(ipamRes *current.Result) (store.Endpoint, error) {
-		if ipamRes == nil {
-			ipamRes = prev
-		}
-		p = planOf(a, c, ipamRes, res)
-		ep := attach.NewEndpoint(a, res)
-		ep.Extra = map[string]string{"master": c.Master, "mode": c.Mode}
-		if c.LinkInContainer {
-			ep.Extra["linkInContainer"] = "true"
-		}
-		if c.mac != nil {
-			ep.MAC = c.mac.String()
-		}
-		return ep, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	undo.Push(func() { _ = attach.Release(context.WithoutCancel(ctx), a, c.DataDir, nil) })
-
 	into := pod
 	if c.LinkInContainer {
 		into = nil
 	}
-	l, err := s.Create(mh, netops.SubLinkOpts{Name: a.IfName, Master: c.Master, Into: into, Mode: c.Mode, MTU: c.MTU, MAC: c.mac, BCQueueLen: c.BCQueueLen})
-	if errors.Is(err, netops.ErrExists) {
-		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "create %s %q: %w", s.Kind, a.IfName, err)
-	}
-	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "create %s %q on %q: %w", s.Kind, a.IfName, c.Master, err)
-	}
-	undo.Push(func() { _ = pod.DeleteLink(a.IfName) })
-	a.Mark(s.Kind)
-	res.Interfaces = []*current.Interface{{Name: a.IfName, Mac: l.MAC.String(), Sandbox: a.Netns}}
-	if err := s.apply(pod, a, p); err != nil {
-		return nil, err
-	}
-	a.Mark("addresses")
-	undo.Discard()
-	return res, nil
+	return s.attachDevice(ctx, a, c, pod, device{
+		prev:   prev,
+		master: c.Master,
+		record: func(ep *store.Endpoint) {
+			ep.Extra = map[string]string{"master": c.Master, "mode": c.Mode}
+			if c.LinkInContainer {
+				ep.Extra["linkInContainer"] = "true"
+			}
+			if c.mac != nil {
+				ep.MAC = c.mac.String()
+			}
+		},
+		create: func() (netops.SubLink, error) {
+			return s.Create(mh, netops.SubLinkOpts{Name: a.IfName, Master: c.Master, Into: into, Mode: c.Mode, MTU: c.MTU, MAC: c.mac, BCQueueLen: c.BCQueueLen})
+		},
+	})
 }
 
 // fromPrev applies a chained role's prevResult (see Spec.Chained): it

@@ -48,6 +48,9 @@ type device struct {
 	// prev is the result whose addresses the pod gets without IPAM (a
 	// chained role's prevResult), or nil.
 	prev *current.Result
+	// master is the device's master, named in a failed create's error (""
+	// without one).
+	master string
 	// record adds the role's facts to the endpoint record (optional).
 	record func(*store.Endpoint)
 	// create makes the device in the pod, down, under CNI_IFNAME.
@@ -84,6 +87,9 @@ func (s *Spec) attachDevice(ctx context.Context, a *cniplug.Args, c *Conf, pod *
 	l, err := d.create()
 	if errors.Is(err, netops.ErrExists) {
 		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "create %s %q: %w", s.Kind, a.IfName, err)
+	}
+	if err != nil && d.master != "" {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "create %s %q on %q: %w", s.Kind, a.IfName, d.master, err)
 	}
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "create %s %q: %w", s.Kind, a.IfName, err)

@@ -25,15 +25,12 @@ func (s *Spec) check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 		return err
 	}
 	defer closeNS()
-	l, err := attach.CheckPodLink(pod, a, s.Kind, prev.Interfaces[podIdx])
+	l, err := checkDevice(pod, a, s.Kind, prev, podIdx)
 	if err != nil {
 		return err
 	}
 	if l.Mode != c.Mode {
 		return cniplug.Errorf(types.ErrIOFailure, "%s %q in the pod is in mode %q, the config says %q", s.Kind, a.IfName, l.Mode, c.Mode)
 	}
-	if err := attach.CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
-		return err
-	}
-	return attach.CheckPodRoutes(pod, a.IfName, prev)
+	return nil
 }
