@@ -37,7 +37,7 @@ func doctorCommand() *ucli.Command {
 			cacheFlag,
 			jsonFlag,
 		},
-		Action: runDoctor,
+		Action: withHost(runDoctor),
 	}
 }
 
@@ -52,26 +52,30 @@ const (
 type checkResult struct {
 	// Check names what was checked, e.g. "host veth", "ip_forward".
 	Check string `json:"check"`
-	// Subject is the endpoint the check is about ("network/container/ifname"),
-	// "" for node-wide checks.
+	checkSubject
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// checkSubject is what a check is about.
+type checkSubject struct {
+	// Subject is the endpoint ("network/container/ifname"), "" for
+	// node-wide checks.
 	Subject string `json:"subject,omitempty"`
 	Pod     string `json:"pod,omitempty"`
-	Status  string `json:"status"`
-	Detail  string `json:"detail"`
-	Fix     string `json:"fix,omitempty"`
 }
 
 // doctor collects the results.
 type doctor struct {
 	results []checkResult
-	subject string // the endpoint being checked
-	pod     string
+	at      checkSubject // the endpoint being checked
 	// portMaps are the portmap role's records, by attachment.
 	portMaps map[attachmentKey]store.PortMapRecord
 }
 
 func (d *doctor) add(status, check, detail, fix string) {
-	d.results = append(d.results, checkResult{Check: check, Subject: d.subject, Pod: d.pod, Status: status, Detail: detail, Fix: fix})
+	d.results = append(d.results, checkResult{Check: check, checkSubject: d.at, Status: status, Detail: detail, Fix: fix})
 }
 func (d *doctor) pass(check, format string, args ...any) {
 	d.add(statusPass, check, fmt.Sprintf(format, args...), "")
@@ -83,7 +87,7 @@ func (d *doctor) warn(check, fix, format string, args ...any) {
 	d.add(statusWarn, check, fmt.Sprintf(format, args...), fix)
 }
 
-func runDoctor(c *ucli.Context) error {
+func runDoctor(c *ucli.Context, host *netops.Handle) error {
 	d := &doctor{}
 	d.checkConfig(c)
 	d.checkStoreFile(c)
@@ -96,11 +100,6 @@ func runDoctor(c *ucli.Context) error {
 		d.fail("endpoint", "the runtime has not run ADD for it on this node, or with another dataDir: see `cnibox logs --errors` and `cnibox inspect endpoints`",
 			"no endpoint record matches --pod %q --network %q --container %q", c.String("pod"), c.String("network"), c.String("container"))
 	}
-	host, err := netops.Open("")
-	if err != nil {
-		return err
-	}
-	defer host.Close()
 	var overlays []store.OverlayState
 	if err := readStore(c, func(st *store.Store) error {
 		if overlays, err = st.Overlays(); err != nil {
@@ -115,25 +114,14 @@ func runDoctor(c *ucli.Context) error {
 	for _, ep := range eps {
 		d.checkEndpoint(host, ep, overlays)
 	}
-	d.subject, d.pod = "", ""
+	d.at = checkSubject{}
 	d.checkOverlays(host, overlays)
 	if !filtered {
 		d.checkLeftovers(c, host)
 	}
-
-	if c.Bool("json") {
-		if err := writeJSON(c.App.Writer, d.results); err != nil {
-			return err
-		}
-	} else {
-		printDoctor(c.App.Writer, d.results)
-	}
-	for _, r := range d.results {
-		if r.Status == statusFail {
-			return &exitError{code: 1}
-		}
-	}
-	return nil
+	return show(c, d.results, printDoctor, func(results []checkResult) bool {
+		return slices.ContainsFunc(results, func(r checkResult) bool { return r.Status == statusFail })
+	})
 }
 
 // checkStoreFile warns about store files set aside as torn by an unclean
@@ -268,7 +256,7 @@ func (d *doctor) checkLeftovers(c *ucli.Context, host *netops.Handle) {
 		"%d left behind by pods that are gone: %s", len(orphans), strings.Join(what, "; "))
 }
 
-func printDoctor(w io.Writer, results []checkResult) {
+func printDoctor(w io.Writer, results []checkResult) error {
 	// Node-wide checks first, then each endpoint's.
 	results = slices.Clone(results)
 	slices.SortStableFunc(results, func(a, b checkResult) int {
@@ -311,6 +299,7 @@ func printDoctor(w io.Writer, results []checkResult) {
 	default:
 		fmt.Fprintf(w, "\nall %d checks passed\n", len(results))
 	}
+	return nil
 }
 
 // cmpBool orders false before true.

@@ -20,8 +20,7 @@ const recreate = "re-create the pod (the runtime's DEL and ADD), or `cnibox exec
 
 // checkEndpoint runs the per-endpoint checks.
 func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays []store.OverlayState) {
-	d.subject = ep.Network + "/" + short(ep.ContainerID) + "/" + ep.IfName
-	d.pod = podName(ep)
+	d.at = checkSubject{Subject: ep.Network + "/" + short(ep.ContainerID) + "/" + ep.IfName, Pod: podName(ep)}
 
 	// netns
 	if ep.Netns == "" {
@@ -260,19 +259,19 @@ func (d *doctor) checkOverlayDevice(host *netops.Handle, o store.OverlayState, d
 		if !sn.IsValid() {
 			continue
 		}
-		route, neigh, fdb := k.check(sn, dst, mac, p.Direct)
+		has := k.check(sn, dst, mac, p.Direct)
 		var missing []string
-		if !route {
+		if !has.Route {
 			if p.Direct {
 				missing = append(missing, fmt.Sprintf("route %s via %s", sn, dst))
 			} else {
 				missing = append(missing, fmt.Sprintf("route %s via %s onlink", sn, sn.Addr()))
 			}
 		}
-		if !neigh {
+		if !has.Neigh {
 			missing = append(missing, fmt.Sprintf("neighbour %s lladdr %s", sn.Addr(), mac))
 		}
-		if !fdb {
+		if !has.FDB {
 			missing = append(missing, fmt.Sprintf("fdb %s dst %s", mac, dst))
 		}
 		if len(missing) == 0 {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"slices"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -32,18 +34,14 @@ func gcCommand() *ucli.Command {
 			cacheFlag,
 			jsonFlag,
 		},
-		Action: runNodeGC,
+		Action: withHost(runNodeGC),
 	}
 }
 
-func runNodeGC(c *ucli.Context) error {
-	host, err := netops.Open("")
-	if err != nil {
-		return err
-	}
-	// Closed after the veth deletes: the nftables socket's cleanup wait
-	// overlaps theirs.
-	defer host.Close()
+// runNodeGC removes the leftovers (or, with --dry-run, only lists them).
+// The host's handle is closed after the veth deletes: the nftables
+// socket's cleanup wait overlaps theirs.
+func runNodeGC(c *ucli.Context, host *netops.Handle) error {
 	v, err := nodestate.ReadView(host, viewOptions(c))
 	if err != nil {
 		return err
@@ -53,26 +51,15 @@ func runNodeGC(c *ucli.Context) error {
 	if !dry {
 		nodestate.Remove(host, c.String("data-dir"), orphans)
 	}
-	if c.Bool("json") {
-		if orphans == nil {
-			orphans = []nodestate.Orphan{}
-		}
-		if err := writeJSON(c.App.Writer, orphans); err != nil {
-			return err
-		}
-	} else {
-		printOrphans(c, orphans, dry)
-	}
-	for _, o := range orphans {
-		if o.Error != "" {
-			return &exitError{code: 1}
-		}
-	}
-	return nil
+	return show(c, nonNil(orphans), func(w io.Writer, orphans []nodestate.Orphan) error {
+		printOrphans(w, orphans, dry)
+		return nil
+	}, func(orphans []nodestate.Orphan) bool {
+		return slices.ContainsFunc(orphans, func(o nodestate.Orphan) bool { return o.Error != "" })
+	})
 }
 
-func printOrphans(c *ucli.Context, orphans []nodestate.Orphan, dry bool) {
-	w := c.App.Writer
+func printOrphans(w io.Writer, orphans []nodestate.Orphan, dry bool) {
 	if len(orphans) == 0 {
 		fmt.Fprintln(w, "nothing to clean up: every record, reservation, cbx veth, masquerade entry and port mapping belongs to a live pod")
 		return

@@ -81,19 +81,27 @@ func inspectEndpoints(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	w := c.App.Writer
-	if c.Bool("json") {
-		if eps == nil {
-			eps = []store.Endpoint{}
-		}
-		return writeJSON(w, eps)
-	}
+	text := printEndpoints
 	if c.Bool("detail") {
-		host, err := netops.Open("")
-		if err != nil {
-			return err
-		}
-		defer host.Close()
+		text = printEndpointDetails
+	}
+	return show(c, nonNil(eps), text, nil)
+}
+
+// printEndpoints prints one row per endpoint.
+func printEndpoints(w io.Writer, eps []store.Endpoint) error {
+	tw := newTable(w)
+	row(tw, "NETWORK", "CONTAINER", "IFNAME", "POD", "IPS", "HOST VETH", "MAC", "NETNS", "CREATED")
+	for _, ep := range eps {
+		row(tw, ep.Network, short(ep.ContainerID), ep.IfName, orDash(podName(ep)), orDash(joinStrings(ep.IPs)),
+			orDash(ep.HostVeth), orDash(ep.MAC), orDash(ep.Netns), ep.Created.Local().Format("2006-01-02 15:04:05"))
+	}
+	return tw.Flush()
+}
+
+// printEndpointDetails prints one block per endpoint, with its live state.
+func printEndpointDetails(w io.Writer, eps []store.Endpoint) error {
+	return onHost(func(host *netops.Handle) error {
 		for i, ep := range eps {
 			if i > 0 {
 				fmt.Fprintln(w)
@@ -104,14 +112,7 @@ func inspectEndpoints(c *ucli.Context) error {
 			fmt.Fprintln(w, "no endpoints")
 		}
 		return nil
-	}
-	tw := newTable(w)
-	row(tw, "NETWORK", "CONTAINER", "IFNAME", "POD", "IPS", "HOST VETH", "MAC", "NETNS", "CREATED")
-	for _, ep := range eps {
-		row(tw, ep.Network, short(ep.ContainerID), ep.IfName, orDash(podName(ep)), orDash(joinStrings(ep.IPs)),
-			orDash(ep.HostVeth), orDash(ep.MAC), orDash(ep.Netns), ep.Created.Local().Format("2006-01-02 15:04:05"))
-	}
-	return tw.Flush()
+	})
 }
 
 // printEndpointDetail prints every field of ep and whether its netns and

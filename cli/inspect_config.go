@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -21,22 +22,10 @@ func inspectConfigCommand() *ucli.Command {
 
 func runInspectConfig(c *ucli.Context) error {
 	rep := inspectConfig(c.Context, c.String("conf-dir"), c.String("bin-dir"))
-	w := c.App.Writer
-	if c.Bool("json") {
-		if err := writeJSON(w, rep); err != nil {
-			return err
-		}
-	} else {
-		printConfigReport(c, rep)
-	}
-	if !rep.Valid {
-		return &exitError{code: 1}
-	}
-	return nil
+	return show(c, rep, printConfigReport, func(rep configReport) bool { return !rep.Valid })
 }
 
-func printConfigReport(c *ucli.Context, rep configReport) {
-	w := c.App.Writer
+func printConfigReport(w io.Writer, rep configReport) error {
 	tw := newTable(w)
 	row(tw, "config dir", rep.ConfDir)
 	row(tw, "bin dir", rep.BinDir)
@@ -47,39 +36,27 @@ func printConfigReport(c *ucli.Context, rep configReport) {
 	}
 	row(tw, "why", rep.Reason)
 	tw.Flush()
-	if len(rep.Files) > 0 {
-		fmt.Fprintln(w)
-		tw = newTable(w)
-		row(tw, "FILE", "NETWORK", "VERSION", "PLUGINS", "STATUS")
-		for _, f := range rep.Files {
-			status := "not the default"
-			switch {
-			case f.Error != "":
-				status = "BROKEN: " + f.Error
-			case rep.Active != nil && f.File == rep.Active.File:
-				status = "active"
-			}
-			row(tw, f.File, orDash(f.Network), orDash(f.CNIVersion), orDash(strings.Join(f.Plugins, ",")), status)
+	section(w, rep.Files, []string{"FILE", "NETWORK", "VERSION", "PLUGINS", "STATUS"}, func(f confFile) []string {
+		status := "not the default"
+		switch {
+		case f.Error != "":
+			status = "BROKEN: " + f.Error
+		case rep.Active != nil && f.File == rep.Active.File:
+			status = "active"
 		}
-		tw.Flush()
-	}
-	if len(rep.Plugins) > 0 {
-		fmt.Fprintln(w)
-		tw = newTable(w)
-		row(tw, "PLUGIN", "KIND", "PATH", "VERSIONS", "STATUS")
-		for _, p := range rep.Plugins {
-			path := p.Path
-			if p.Target != "" {
-				path += " -> " + p.Target
-			}
-			status := "ok"
-			if p.Error != "" {
-				status = "FAIL: " + p.Error
-			}
-			row(tw, p.Type, p.Kind, orDash(path), orDash(strings.Join(p.Versions, ",")), status)
+		return []string{f.File, orDash(f.Network), orDash(f.CNIVersion), orDash(strings.Join(f.Plugins, ",")), status}
+	})
+	section(w, rep.Plugins, []string{"PLUGIN", "KIND", "PATH", "VERSIONS", "STATUS"}, func(p pluginCheck) []string {
+		path := p.Path
+		if p.Target != "" {
+			path += " -> " + p.Target
 		}
-		tw.Flush()
-	}
+		status := "ok"
+		if p.Error != "" {
+			status = "FAIL: " + p.Error
+		}
+		return []string{p.Type, p.Kind, orDash(path), orDash(strings.Join(p.Versions, ",")), status}
+	})
 	fmt.Fprintln(w)
 	switch {
 	case rep.Valid:
@@ -93,4 +70,5 @@ func printConfigReport(c *ucli.Context, rep configReport) {
 	default:
 		fmt.Fprintln(w, "INVALID: see the plugins above")
 	}
+	return nil
 }

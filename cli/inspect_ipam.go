@@ -46,11 +46,7 @@ type ipamPool struct {
 	// Source: the config file that defines the range, "store" for a range
 	// known only from the store's round-robin cursor, or "cloud <provider>".
 	Source string `json:"source"`
-	// Size is how many addresses can be handed out (gateway excluded),
-	// saturating at 2^64-1.
-	Size uint64 `json:"size"`
-	Used uint64 `json:"used"`
-	Free uint64 `json:"free"`
+	poolUse
 	// LastAllocated is the round-robin position: the next ADD gets the first
 	// free address after it.
 	LastAllocated netip.Addr `json:"lastAllocated,omitzero"`
@@ -60,6 +56,20 @@ type ipamPool struct {
 	LastError string `json:"lastError,omitempty"`
 
 	start, end netip.Addr
+}
+
+// poolUse is how full a pool is.
+type poolUse struct {
+	// Size is how many addresses can be handed out (gateway excluded),
+	// saturating at 2^64-1.
+	Size uint64 `json:"size"`
+	Used uint64 `json:"used"`
+	Free uint64 `json:"free"`
+}
+
+// usage is a pool of size addresses with used of them taken.
+func usage(size, used uint64) poolUse {
+	return poolUse{Size: size, Used: used, Free: size - min(used, size)}
 }
 
 // ipamReservation is one reserved address and what is known of its owner.
@@ -92,11 +102,7 @@ func runInspectIPAM(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return writeJSON(c.App.Writer, nets)
-	}
-	printIPAM(c.App.Writer, nets)
-	return nil
+	return show(c, nets, printIPAM, nil)
 }
 
 // configuredRanges returns the host-local ranges of the loadable configs in
@@ -227,8 +233,7 @@ func collectIPAM(c *ucli.Context) ([]ipamNetwork, error) {
 			net := buildIPAMNetwork(n, store.IPAMView{}, pools, nil)
 			for i := range net.Pools {
 				p := &net.Pools[i]
-				p.Size = rangeSize(p.start, p.end, p.Gateway)
-				p.Free = p.Size
+				p.poolUse = usage(rangeSize(p.start, p.end, p.Gateway), 0)
 			}
 			byNet[n] = &net
 		}
@@ -277,14 +282,15 @@ func buildIPAMNetwork(name string, v store.IPAMView, configured []ipamPool, eps 
 			pool := ipamPool{
 				Range:  "nic " + nic.MAC + orEmpty(" ("+nic.Name+")", nic.Name),
 				Subnet: nic.Subnet, Source: "cloud " + v.Cloud.Provider + " " + v.Cloud.Source,
-				Size: uint64(len(nic.Addrs)), Refreshed: v.Cloud.Fetched, LastError: v.Cloud.LastError,
+				Refreshed: v.Cloud.Fetched, LastError: v.Cloud.LastError,
 			}
+			var used uint64
 			for _, r := range v.Reservations {
 				if slices.Contains(nic.Addrs, r.Addr) {
-					pool.Used++
+					used++
 				}
 			}
-			pool.Free = pool.Size - min(pool.Used, pool.Size)
+			pool.poolUse = usage(uint64(len(nic.Addrs)), used)
 			net.Pools = append(net.Pools, pool)
 		}
 	}
@@ -332,9 +338,7 @@ func countPools(tx *store.IPAMTx, pools []ipamPool) {
 		idx = append(idx, i)
 	}
 	for j, u := range ipam.Usage(tx, sets) {
-		p := &pools[idx[j]]
-		p.Size, p.Used = u.Capacity, u.Used
-		p.Free = p.Size - min(p.Used, p.Size)
+		pools[idx[j]].poolUse = usage(u.Capacity, u.Used)
 	}
 }
 
@@ -383,10 +387,10 @@ func inRange(a, lo, hi netip.Addr) bool {
 	return a.IsValid() && lo.IsValid() && a.BitLen() == lo.BitLen() && !a.Less(lo) && !hi.Less(a)
 }
 
-func printIPAM(w io.Writer, nets []ipamNetwork) {
+func printIPAM(w io.Writer, nets []ipamNetwork) error {
 	if len(nets) == 0 {
 		fmt.Fprintln(w, "no address ranges configured or reserved")
-		return
+		return nil
 	}
 	for i, n := range nets {
 		if i > 0 {
@@ -411,10 +415,7 @@ func printIPAM(w io.Writer, nets []ipamNetwork) {
 			fmt.Fprintln(w, "  no reservations")
 			continue
 		}
-		fmt.Fprintln(w)
-		tw = newTable(w)
-		row(tw, "  ADDRESS", "CONTAINER", "IFNAME", "POD", "ENDPOINT", "CREATED")
-		for _, r := range n.Reservations {
+		section(w, n.Reservations, []string{"  ADDRESS", "CONTAINER", "IFNAME", "POD", "ENDPOINT", "CREATED"}, func(r ipamReservation) []string {
 			ep := "none"
 			if r.Endpoint {
 				ep = "yes"
@@ -426,10 +427,10 @@ func printIPAM(w io.Writer, nets []ipamNetwork) {
 			if r.EarlierBoot {
 				created += " (earlier boot)"
 			}
-			row(tw, "  "+r.Addr.String(), short(r.ContainerID), r.IfName, orDash(r.Pod), ep, created)
-		}
-		tw.Flush()
+			return []string{"  " + r.Addr.String(), short(r.ContainerID), r.IfName, orDash(r.Pod), ep, created}
+		})
 	}
+	return nil
 }
 
 func count(n uint64) string {

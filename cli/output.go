@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -37,6 +38,21 @@ func newTable(w io.Writer) *tabwriter.Writer {
 // row writes one tab-separated line.
 func row(w io.Writer, cols ...string) {
 	fmt.Fprintln(w, strings.Join(cols, "\t"))
+}
+
+// section prints, unless xs is empty, a blank line and a table of xs: the
+// header, then the columns cols gives for each x.
+func section[T any](w io.Writer, xs []T, header []string, cols func(x T) []string) {
+	if len(xs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	row(tw, header...)
+	for _, x := range xs {
+		row(tw, cols(x)...)
+	}
+	tw.Flush()
 }
 
 // short shortens a container ID for a table.
@@ -72,11 +88,20 @@ func podName(ep store.Endpoint) string {
 	return ep.PodNamespace + "/" + ep.PodName
 }
 
-// readStore opens the store of the --data-dir flag (or the environment's)
-// without creating it, runs fn and closes it again. A store that was never
-// created reads as empty: fn is not called and the error is nil.
+// openStore opens the store of the --data-dir flag (or the environment's)
+// without creating it, and returns its directory too. A store that was
+// never created is an error wrapping store.ErrNotFound.
+func openStore(c *ucli.Context) (*store.Store, string, error) {
+	dir := store.Dir(c.String("data-dir"))
+	st, err := store.OpenWith(dir, store.Options{NoCreate: true})
+	return st, dir, err
+}
+
+// readStore opens the store (see openStore), runs fn and closes it again. A
+// store that was never created reads as empty: fn is not called and the
+// error is nil.
 func readStore(c *ucli.Context, fn func(st *store.Store) error) error {
-	st, err := store.OpenWith(store.Dir(c.String("data-dir")), store.Options{NoCreate: true})
+	st, _, err := openStore(c)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -85,6 +110,49 @@ func readStore(c *ucli.Context, fn func(st *store.Store) error) error {
 	}
 	defer st.Close()
 	return fn(st)
+}
+
+// onHost runs fn with a handle on the node's own network namespace.
+func onHost(fn func(host *netops.Handle) error) error {
+	host, err := netops.Open("")
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	return fn(host)
+}
+
+// withHost is the action of a command that reads the node's kernel state:
+// run gets a handle on the node's namespace, closed when run returns.
+func withHost(run func(c *ucli.Context, host *netops.Handle) error) ucli.ActionFunc {
+	return func(c *ucli.Context) error {
+		return onHost(func(host *netops.Handle) error { return run(c, host) })
+	}
+}
+
+// show prints what a command found: as JSON with --json, else with text.
+// When failed is not nil and reports true for v, the exit code is 1 with no
+// further message (what was printed says why).
+func show[T any](c *ucli.Context, v T, text func(w io.Writer, v T) error, failed func(v T) bool) error {
+	if c.Bool("json") {
+		if err := writeJSON(c.App.Writer, v); err != nil {
+			return err
+		}
+	} else if err := text(c.App.Writer, v); err != nil {
+		return err
+	}
+	if failed != nil && failed(v) {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// nonNil is s, or an empty slice for nil: JSON shows [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // exitError is an error that sets the exit code without further message

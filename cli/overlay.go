@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -20,7 +19,7 @@ import (
 // store, checked against the kernel. It needs no etcd or Kubernetes client.
 func overlayCommand() *ucli.Command {
 	flags := []ucli.Flag{
-		&ucli.StringFlag{Name: "data-dir", Usage: "store directory (default $CNIBOX_DATA_DIR or /var/lib/cnibox)"},
+		dataDirFlag,
 		&ucli.StringFlag{Name: "device", Usage: "the overlay's VXLAN device when the node has several (e.g. flannel.1)"},
 		&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 	}
@@ -32,13 +31,13 @@ func overlayCommand() *ucli.Command {
 				Name:   "status",
 				Usage:  "this node's lease, device, peer count, last sync",
 				Flags:  flags,
-				Action: overlayStatus,
+				Action: withHost(overlayStatus),
 			},
 			{
 				Name:   "peers",
 				Usage:  "every other node: subnet, public IP, VTEP MAC, and whether route, neighbour and FDB entry in the kernel match",
 				Flags:  flags,
-				Action: overlayPeers,
+				Action: withHost(overlayPeers),
 			},
 		},
 	}
@@ -46,8 +45,7 @@ func overlayCommand() *ucli.Command {
 
 // overlayState reads the agent's record.
 func overlayState(c *ucli.Context) (store.OverlayState, error) {
-	dir := store.Dir(c.String("data-dir"))
-	st, err := store.OpenWith(dir, store.Options{NoCreate: true})
+	st, dir, err := openStore(c)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.OverlayState{}, fmt.Errorf("no overlay on this node: the store %s does not exist (is cnibox-agent running with --data-dir %s?)", dir, dir)
 	}
@@ -105,7 +103,7 @@ type ovlStatus struct {
 	Updated      time.Time   `json:"updated"`
 }
 
-func overlayStatus(c *ucli.Context) error {
+func overlayStatus(c *ucli.Context, h *netops.Handle) error {
 	s, err := overlayState(c)
 	if err != nil {
 		return err
@@ -115,11 +113,6 @@ func overlayStatus(c *ucli.Context) error {
 		LastSync: s.LastSync, Updated: s.Updated,
 		AgentRunning: !s.Stopped && s.AgentPID > 0 && syscall.Kill(s.AgentPID, 0) == nil,
 	}
-	h, err := netops.Open("")
-	if err != nil {
-		return err
-	}
-	defer h.Close()
 	for _, name := range []string{s.Lease.Device, s.Lease.Device6} {
 		if name == "" {
 			continue
@@ -135,11 +128,12 @@ func overlayStatus(c *ucli.Context) error {
 		}
 		out.Devices = append(out.Devices, d)
 	}
-	if c.Bool("json") {
-		return ovlJSON(c, out)
-	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	l := s.Lease
+	return show(c, out, printOvlStatus, nil)
+}
+
+func printOvlStatus(out io.Writer, s ovlStatus) error {
+	w := newTable(out)
+	l := s.OverlayLease
 	fmt.Fprintf(w, "backend:\t%s\n", l.Backend)
 	if l.Network.IsValid() {
 		fmt.Fprintf(w, "network:\t%s\nsubnet:\t%s\n", l.Network, l.Subnet)
@@ -149,7 +143,7 @@ func overlayStatus(c *ucli.Context) error {
 	}
 	fmt.Fprintf(w, "public IP:\t%s\n", ovlAddrs(l.PublicIP, l.PublicIPv6))
 	fmt.Fprintf(w, "interface:\t%s\n", l.Iface)
-	for _, d := range out.Devices {
+	for _, d := range s.Devices {
 		switch {
 		case d.Error != "":
 			fmt.Fprintf(w, "device:\t%s: %s\n", d.Name, d.Error)
@@ -164,12 +158,12 @@ func overlayStatus(c *ucli.Context) error {
 	fmt.Fprintf(w, "subnet file:\t%s\n", l.SubnetFile)
 	fmt.Fprintf(w, "lease:\tacquired %s, expires %s\n", ovlTime(l.Acquired), ovlTime(l.Expires))
 	agent := "stopped"
-	if out.AgentRunning {
+	if s.AgentRunning {
 		agent = fmt.Sprintf("running (pid %d)", s.AgentPID)
 	}
 	fmt.Fprintf(w, "agent:\t%s\n", agent)
 	fmt.Fprintf(w, "ready:\t%v\n", s.Ready)
-	fmt.Fprintf(w, "peers:\t%d\n", len(s.Peers))
+	fmt.Fprintf(w, "peers:\t%d\n", s.Peers)
 	fmt.Fprintf(w, "last sync:\t%s\n", ovlTime(s.LastSync))
 	return w.Flush()
 }
@@ -177,9 +171,7 @@ func overlayStatus(c *ucli.Context) error {
 // ovlPeer is one peer and whether the kernel holds what it needs.
 type ovlPeer struct {
 	store.OverlayPeer
-	Route bool `json:"route"`
-	Neigh bool `json:"neighbor"`
-	FDB   bool `json:"fdb"`
+	ovlEntries // on the IPv4 device
 	// Route6/Neigh6/FDB6: the same for the IPv6 device (dual stack).
 	Route6 *bool `json:"route6,omitempty"`
 	Neigh6 *bool `json:"neighbor6,omitempty"`
@@ -187,16 +179,11 @@ type ovlPeer struct {
 	OK     bool  `json:"ok"`
 }
 
-func overlayPeers(c *ucli.Context) error {
+func overlayPeers(c *ucli.Context, h *netops.Handle) error {
 	s, err := overlayState(c)
 	if err != nil {
 		return err
 	}
-	h, err := netops.Open("")
-	if err != nil {
-		return err
-	}
-	defer h.Close()
 	k4 := ovlReadKernel(h, s.Lease.Device, s.Lease.Iface)
 	var k6 ovlKernel
 	if s.Lease.Device6 != "" {
@@ -206,22 +193,23 @@ func overlayPeers(c *ucli.Context) error {
 	for _, p := range s.Peers {
 		ps := ovlPeer{OverlayPeer: p, OK: true}
 		if p.Subnet.IsValid() {
-			ps.Route, ps.Neigh, ps.FDB = k4.check(p.Subnet, p.PublicIP, p.VTEPMAC, p.Direct)
-			ps.OK = ps.Route && ps.Neigh && ps.FDB
+			ps.ovlEntries = k4.check(p.Subnet, p.PublicIP, p.VTEPMAC, p.Direct)
+			ps.OK = ps.all()
 		}
 		if p.Subnet6.IsValid() && s.Lease.Device6 != "" {
-			r, n, f := k6.check(p.Subnet6, p.PublicIPv6, p.VTEPMAC6, false)
-			ps.Route6, ps.Neigh6, ps.FDB6 = &r, &n, &f
-			ps.OK = ps.OK && r && n && f
+			e := k6.check(p.Subnet6, p.PublicIPv6, p.VTEPMAC6, false)
+			ps.Route6, ps.Neigh6, ps.FDB6 = &e.Route, &e.Neigh, &e.FDB
+			ps.OK = ps.OK && e.all()
 		}
 		out = append(out, ps)
 	}
-	if c.Bool("json") {
-		return ovlJSON(c, out)
-	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	return show(c, out, printOvlPeers, nil)
+}
+
+func printOvlPeers(out io.Writer, peers []ovlPeer) error {
+	w := newTable(out)
 	fmt.Fprintln(w, "SUBNET\tPUBLIC IP\tVTEP MAC\tROUTE\tNEIGHBOR\tFDB")
-	for _, p := range out {
+	for _, p := range peers {
 		mac := p.VTEPMAC
 		if p.Direct {
 			mac = "(direct)"
@@ -232,6 +220,16 @@ func overlayPeers(c *ucli.Context) error {
 	}
 	return w.Flush()
 }
+
+// ovlEntries says which of the kernel entries a peer needs are there.
+type ovlEntries struct {
+	Route bool `json:"route"`
+	Neigh bool `json:"neighbor"`
+	FDB   bool `json:"fdb"`
+}
+
+// all reports whether every entry is there.
+func (e ovlEntries) all() bool { return e.Route && e.Neigh && e.FDB }
 
 // ovlKernel is what is programmed on a device (and direct routes on the
 // underlay interface).
@@ -257,24 +255,25 @@ func ovlReadKernel(h *netops.Handle, dev, iface string) ovlKernel {
 // check reports whether the route, neighbour and FDB entry of a peer are
 // there. A direct peer needs only its route (via its public IP); neighbour
 // and FDB count as present.
-func (k ovlKernel) check(subnet netip.Prefix, public netip.Addr, mac string, direct bool) (route, neigh, fdb bool) {
+func (k ovlKernel) check(subnet netip.Prefix, public netip.Addr, mac string, direct bool) (e ovlEntries) {
 	if direct {
 		for _, r := range k.under {
-			route = route || (r.Dst == subnet && r.GW == public)
+			e.Route = e.Route || (r.Dst == subnet && r.GW == public)
 		}
-		return route, true, true
+		e.Neigh, e.FDB = true, true
+		return e
 	}
 	gw := subnet.Addr()
 	for _, r := range k.routes {
-		route = route || (r.Dst == subnet && r.GW == gw && r.Onlink)
+		e.Route = e.Route || (r.Dst == subnet && r.GW == gw && r.Onlink)
 	}
 	for _, n := range k.neighs {
-		neigh = neigh || (n.IP == gw && n.MAC.String() == mac && n.Permanent)
+		e.Neigh = e.Neigh || (n.IP == gw && n.MAC.String() == mac && n.Permanent)
 	}
-	for _, e := range k.fdb {
-		fdb = fdb || (e.MAC.String() == mac && e.Dst == public)
+	for _, f := range k.fdb {
+		e.FDB = e.FDB || (f.MAC.String() == mac && f.Dst == public)
 	}
-	return route, neigh, fdb
+	return e
 }
 
 func ovlOK(v4 bool, v6 *bool) string {
@@ -320,10 +319,4 @@ func ovlPrefixes(ps ...netip.Prefix) string {
 		}
 	}
 	return strings.Join(s, ",")
-}
-
-func ovlJSON(c *ucli.Context, v any) error {
-	enc := json.NewEncoder(c.App.Writer)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

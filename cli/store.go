@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 
@@ -58,14 +59,13 @@ type checkOutput struct {
 }
 
 func runStoreCheck(c *ucli.Context) error {
-	dir := store.Dir(c.String("data-dir"))
+	st, dir, err := openStore(c)
 	path := filepath.Join(dir, store.FileName)
-	out := checkOutput{Path: path}
-	st, err := store.OpenWith(dir, store.Options{NoCreate: true})
 	if errors.Is(err, store.ErrNotFound) {
 		fmt.Fprintf(c.App.Writer, "%s: no store file (nothing was ever stored on this node): nothing to check\n", path)
 		return nil
 	}
+	out := checkOutput{Path: path}
 	if err == nil {
 		var rep store.CheckReport
 		rep, err = st.Check()
@@ -77,25 +77,14 @@ func runStoreCheck(c *ucli.Context) error {
 	} else {
 		out.Readable = true
 	}
-	if c.Bool("json") {
-		if werr := writeJSON(c.App.Writer, out); werr != nil {
-			return werr
-		}
-	} else {
-		printCheck(c, out)
-	}
-	if err != nil || len(out.Report.Problems) > 0 {
-		return &exitError{code: 1}
-	}
-	return nil
+	return show(c, out, printCheck, func(out checkOutput) bool { return !out.Readable || len(out.Report.Problems) > 0 })
 }
 
-func printCheck(c *ucli.Context, out checkOutput) {
-	w := c.App.Writer
+func printCheck(w io.Writer, out checkOutput) error {
 	if !out.Readable {
 		fmt.Fprintf(w, "%s: cannot be read: %s\n", out.Path, out.Error)
 		fmt.Fprintf(w, "recover: cnibox store rebuild --data-dir %s\n", filepath.Dir(out.Path))
-		return
+		return nil
 	}
 	rep := out.Report
 	schema := fmt.Sprint(rep.Schema)
@@ -117,13 +106,14 @@ func printCheck(c *ucli.Context, out checkOutput) {
 	}
 	if len(rep.Problems) == 0 {
 		fmt.Fprintln(w, "ok: no problems")
-		return
+		return nil
 	}
 	fmt.Fprintf(w, "%d problems:\n", len(rep.Problems))
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, "  "+p)
 	}
 	fmt.Fprintf(w, "recover: cnibox store rebuild --data-dir %s\n", filepath.Dir(rep.Path))
+	return nil
 }
 
 // rebuildOutput is `cnibox store rebuild --json`.

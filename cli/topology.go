@@ -26,7 +26,7 @@ func inspectTopologyCommand() *ucli.Command {
 			dataDirFlag,
 			jsonFlag,
 		},
-		Action: runTopology,
+		Action: withHost(runTopology),
 	}
 }
 
@@ -86,7 +86,7 @@ type topoOverlay struct {
 	LastSync time.Time `json:"lastSync,omitzero"`
 }
 
-func runTopology(c *ucli.Context) error {
+func runTopology(c *ucli.Context, host *netops.Handle) error {
 	format := c.String("format")
 	if c.Bool("json") {
 		format = "json"
@@ -106,11 +106,6 @@ func runTopology(c *ucli.Context) error {
 	}); err != nil {
 		return err
 	}
-	host, err := netops.Open("")
-	if err != nil {
-		return err
-	}
-	defer host.Close()
 	topo, err := buildTopology(host, eps, overlays)
 	if err != nil {
 		return err
