@@ -2,6 +2,7 @@ package lease
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -104,5 +105,32 @@ func TestPickFree(t *testing.T) {
 	rb, _ := Ranges(big)
 	if p, ok := rb.PickFree(nil); !ok || !rb.Contains(p) {
 		t.Errorf("PickFree in 10.0.0.0/8 = %v, %v", p, ok)
+	}
+}
+
+// TestPick: the previous subnet when it is free, else a free one, else
+// ErrNetworkFull; a family that is off picks nothing.
+func TestPick(t *testing.T) {
+	cfg, err := netconf.Parse([]byte(`{"Network": "10.9.0.0/24", "SubnetLen": 28, "Backend": {"Type": "vxlan"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, v6 := Ranges(cfg)
+	prev := netip.MustParsePrefix("10.9.0.32/28")
+	if p, err := v4.Pick(prev, nil, 0); p != prev || err != nil {
+		t.Errorf("Pick(free previous) = %v, %v; want %v", p, err, prev)
+	}
+	taken := map[netip.Prefix]bool{prev: true}
+	if p, err := v4.Pick(prev, taken, 1); err != nil || p == prev || !v4.Contains(p) {
+		t.Errorf("Pick(taken previous) = %v, %v; want another subnet", p, err)
+	}
+	for p := range 16 {
+		taken[netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 9, 0, byte(p * 16)}), 28)] = true
+	}
+	if p, err := v4.Pick(prev, taken, 15); !errors.Is(err, ErrNetworkFull) {
+		t.Errorf("Pick on a full range = %v, %v; want ErrNetworkFull", p, err)
+	}
+	if p, err := v6.Pick(netip.Prefix{}, nil, 0); p.IsValid() || err != nil {
+		t.Errorf("Pick with IPv6 off = %v, %v; want nothing", p, err)
 	}
 }

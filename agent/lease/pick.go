@@ -46,6 +46,23 @@ func (r Range) Size() string {
 	return netconf.Subnets(r.Min, r.Max, r.SubnetLen).String()
 }
 
+// Pick returns the subnet to lease from r: prev when it is one of r's and
+// taken does not hold it, else a random free one (PickFree), else a
+// FullError (leases is how many nodes hold one). A range whose family is off
+// (invalid Network) picks nothing, without error.
+func (r Range) Pick(prev netip.Prefix, taken map[netip.Prefix]bool, leases int) (netip.Prefix, error) {
+	if !r.Network.IsValid() {
+		return netip.Prefix{}, nil
+	}
+	if r.Contains(prev) && !taken[prev] {
+		return prev, nil
+	}
+	if p, ok := r.PickFree(taken); ok {
+		return p, nil
+	}
+	return netip.Prefix{}, FullError(r.Network, r.SubnetLen, leases, r.Size())
+}
+
 // PickFree returns a random subnet of r that taken does not hold, or false
 // when every subnet is taken. Random picks keep nodes that start together
 // from racing for the same subnet.

@@ -53,24 +53,13 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 			continue
 		}
 
-		var sn4, sn6 netip.Prefix
-		if cfg.EnableIPv4 {
-			if v4.Contains(req.Previous) && !taken4[req.Previous] {
-				sn4 = req.Previous
-			} else if p, ok := v4.PickFree(taken4); ok {
-				sn4 = p
-			} else {
-				return lease.Lease{}, lease.FullError(v4.Network, v4.SubnetLen, len(entries), v4.Size())
-			}
+		sn4, err := v4.Pick(req.Previous, taken4, len(entries))
+		if err != nil {
+			return lease.Lease{}, err
 		}
-		if cfg.EnableIPv6 {
-			if v6.Contains(req.Previous6) && !taken6[req.Previous6] {
-				sn6 = req.Previous6
-			} else if p, ok := v6.PickFree(taken6); ok {
-				sn6 = p
-			} else {
-				return lease.Lease{}, lease.FullError(v6.Network, v6.SubnetLen, len(entries), v6.Size())
-			}
+		sn6, err := v6.Pick(req.Previous6, taken6, len(entries))
+		if err != nil {
+			return lease.Lease{}, err
 		}
 		l, won, rev, err := m.put(ctx, sn4, sn6, req.Attrs, m.freeConds(sn4, sn6)...)
 		if err != nil {
