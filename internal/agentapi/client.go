@@ -91,28 +91,29 @@ func ReadLine(r *bufio.Reader) ([]byte, error) {
 
 // Pod returns the pod's metadata; uid, when not empty, must match.
 func (c *Client) Pod(ctx context.Context, namespace, name, uid string) (*Pod, error) {
-	resp, err := c.Do(ctx, Request{Op: OpPod, Namespace: namespace, Name: name, UID: uid})
-	if err != nil {
-		return nil, err
-	}
-	if resp.Pod == nil {
-		return nil, &UnreachableError{Socket: c.socket(), Err: errors.New("the answer has no pod")}
-	}
-	return resp.Pod, nil
+	return answer(ctx, c, Request{Op: OpPod, Namespace: namespace, Name: name, UID: uid}, "pod",
+		func(r *Response) *Pod { return r.Pod })
 }
 
 // NetAttachDef returns the NetworkAttachmentDefinition namespace/name for a
 // pod of podNamespace (the agent honours NADs only from the pod's namespace
 // and "default" unless its namespace isolation is off).
 func (c *Client) NetAttachDef(ctx context.Context, podNamespace, namespace, name string) (*NetAttachDef, error) {
-	resp, err := c.Do(ctx, Request{Op: OpNetAttachDef, Namespace: namespace, Name: name, PodNamespace: podNamespace})
+	return answer(ctx, c, Request{Op: OpNetAttachDef, Namespace: namespace, Name: name, PodNamespace: podNamespace}, "network attachment definition",
+		func(r *Response) *NetAttachDef { return r.NetAttachDef })
+}
+
+// answer sends req and returns the part of the response that part picks; an
+// answer without it (what names it) is an *UnreachableError.
+func answer[T any](ctx context.Context, c *Client, req Request, what string, part func(*Response) *T) (*T, error) {
+	resp, err := c.Do(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if resp.NetAttachDef == nil {
-		return nil, &UnreachableError{Socket: c.socket(), Err: errors.New("the answer has no network attachment definition")}
+	if v := part(resp); v != nil {
+		return v, nil
 	}
-	return resp.NetAttachDef, nil
+	return nil, &UnreachableError{Socket: c.socket(), Err: errors.New("the answer has no " + what)}
 }
 
 // SetNetworkStatus writes status (a JSON list; nil removes the annotation)
