@@ -21,15 +21,7 @@ import (
 // DEL, GC and STATUS; CHECK checks the device, its addresses and routes.
 // The config's master, mode, mtu and mac are not used.
 func (s *Spec) BareRole(about string) *cniplug.Role {
-	return &cniplug.Role{
-		Name:   s.Kind,
-		About:  about,
-		Add:    cniplug.AddWithConf(s.parseConf, s.addBare),
-		Check:  cniplug.WithConf(s.parseConf, s.checkBare),
-		Del:    cniplug.WithConf(s.parseConf, s.del),
-		GC:     cniplug.WithConf(s.parseConf, s.gc),
-		Status: attach.Status,
-	}
+	return s.role(about, s.addBare, s.checkBare)
 }
 
 func (s *Spec) addBare(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {

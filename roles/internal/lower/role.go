@@ -1,9 +1,12 @@
 package lower
 
 import (
+	"context"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
+	"github.com/containernetworking/cni/pkg/types"
 )
 
 // Spec describes one kind of device.
@@ -31,11 +34,17 @@ type Spec struct {
 
 // Role returns the CNI role of s.
 func (s *Spec) Role(about string) *cniplug.Role {
+	return s.role(about, s.add, s.check)
+}
+
+// role is the CNI role of s with add and check; DEL, GC and STATUS are
+// every kind's.
+func (s *Spec) role(about string, add func(context.Context, *cniplug.Args, *Conf) (types.Result, error), check func(context.Context, *cniplug.Args, *Conf) error) *cniplug.Role {
 	return &cniplug.Role{
 		Name:   s.Kind,
 		About:  about,
-		Add:    cniplug.AddWithConf(s.parseConf, s.add),
-		Check:  cniplug.WithConf(s.parseConf, s.check),
+		Add:    cniplug.AddWithConf(s.parseConf, add),
+		Check:  cniplug.WithConf(s.parseConf, check),
 		Del:    cniplug.WithConf(s.parseConf, s.del),
 		GC:     cniplug.WithConf(s.parseConf, s.gc),
 		Status: attach.Status,
