@@ -2,7 +2,6 @@ package bandwidth
 
 import (
 	"context"
-	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -36,12 +35,12 @@ func bandwidthCheck(_ context.Context, a *cniplug.Args, c *bwLimits, prev *curre
 		return nil
 	}
 	ifbName := bwIfbName(a.ContainerID, a.IfName)
-	ifb, err := host.LinkByName(ifbName)
-	if errors.Is(err, netops.ErrNotFound) || (err == nil && ifb.Kind != "ifb") {
-		return cniplug.Errorf(types.ErrIOFailure, "bandwidth CHECK: the ifb device %s for egressRate is missing", ifbName)
-	}
+	ifb, found, err := bwIfb(host, ifbName)
 	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+		return err
+	}
+	if !found {
+		return cniplug.Errorf(types.ErrIOFailure, "bandwidth CHECK: the ifb device %s for egressRate is missing", ifbName)
 	}
 	if err := bwCheckTBF(host, ifbName, "egressRate", netops.NewTBF(c.EgressRate/8, c.EgressBurst/8)); err != nil {
 		return err

@@ -13,14 +13,11 @@ import (
 )
 
 // bandwidthDel removes the attachment's qdiscs from the host end of its veth
-// (when that is still there) and its ifb device, then its record. Without a
-// record it still deletes the ifb by its deterministic name, and finds the
-// host end through prevResult when the pod's namespace is left.
-func bandwidthDel(_ context.Context, a *cniplug.Args) error {
-	rec, found, err := bwRecords.Lookup(a)
-	if err != nil {
-		return err
-	}
+// (when that is still there) and its ifb device (Records.Del then removes
+// its record). Without a record it still deletes the ifb by its
+// deterministic name, and finds the host end through prevResult when the
+// pod's namespace is left.
+func bandwidthDel(_ context.Context, a *cniplug.Args, rec store.BandwidthRecord, found bool) error {
 	host, err := podns.Host()
 	if err != nil {
 		return err
@@ -39,13 +36,6 @@ func bandwidthDel(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	fault.Point("bandwidth/del/after-teardown")
-	if !found {
-		return nil
-	}
-	if err := bwRecords.Forget(a); err != nil {
-		return err
-	}
-	fault.Point("bandwidth/del/after-record")
 	return nil
 }
 

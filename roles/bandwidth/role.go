@@ -27,7 +27,7 @@ var Role = &cniplug.Role{
 		"It runs chained after a veth-based main plugin such as bridge.",
 	Add:   chain.Add(parseBandwidthConf, bandwidthAdd),
 	Check: chain.Check(parseBandwidthConf, bandwidthCheck),
-	Del:   bandwidthDel,
+	Del:   bwRecords.Del(bandwidthDel, "bandwidth/del/after-record"),
 	GC:    bandwidthGC,
 }
 
@@ -162,17 +162,26 @@ func bwTeardown(host *netops.Handle, hostIf, ifb string, ingress bool) error {
 	if ifb == "" {
 		return nil
 	}
-	l, err := host.LinkByName(ifb)
-	if errors.Is(err, netops.ErrNotFound) || (err == nil && l.Kind != "ifb") {
-		return nil
-	}
-	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
+	if _, found, err := bwIfb(host, ifb); err != nil || !found {
+		return err
 	}
 	if err := host.DeleteLink(ifb); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "delete ifb %s: %w", ifb, err)
 	}
 	return nil
+}
+
+// bwIfb looks up the ifb device called name; found is false when there is
+// none (a link of another kind by that name is not ours).
+func bwIfb(host *netops.Handle, name string) (l netops.Link, found bool, err error) {
+	l, err = host.LinkByName(name)
+	if errors.Is(err, netops.ErrNotFound) || (err == nil && l.Kind != "ifb") {
+		return l, false, nil
+	}
+	if err != nil {
+		return l, false, cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	return l, true, nil
 }
 
 func bwHasIf(res *current.Result, name string) bool {

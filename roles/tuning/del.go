@@ -14,22 +14,17 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// tuningDel puts back what ADD changed, from the attachment's record, and
-// removes the record. A missing record, an empty CNI_NETNS, a namespace or
+// tuningDel puts back what ADD changed, from the attachment's record (which
+// Records.Del then removes). A missing record, an empty CNI_NETNS, a namespace or
 // interface that is gone: nothing to restore, and no error.
-func tuningDel(_ context.Context, a *cniplug.Args) error {
-	rec, found, err := tuningRecords.Lookup(a)
-	if err != nil || !found {
-		return err // no record (or no store file): ADD never recorded anything here
+func tuningDel(_ context.Context, a *cniplug.Args, rec store.TuningRecord, found bool) error {
+	if !found {
+		return nil // no record (or no store file): ADD never recorded anything here
 	}
 	if err := tuningRestore(a, rec); err != nil {
 		return err
 	}
 	fault.Point("tuning/del/after-restore")
-	if err := tuningRecords.Forget(a); err != nil {
-		return err
-	}
-	fault.Point("tuning/del/after-record")
 	return nil
 }
 

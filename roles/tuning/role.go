@@ -29,7 +29,7 @@ var Role = &cniplug.Role{
 		"keeps the previous values in the node's store and restores them on DEL.",
 	Add:   chain.Add(parseTuningConf, tuningAdd),
 	Check: chain.Check(parseTuningConf, tuningCheck),
-	Del:   tuningDel,
+	Del:   tuningRecords.Del(tuningDel, "tuning/del/after-record"),
 	GC:    tuningGC,
 }
 

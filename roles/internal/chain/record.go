@@ -1,10 +1,12 @@
 package chain
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -43,8 +45,8 @@ type Records[R any] struct {
 	Delete func(st *store.Store, network, containerID, ifname string) error
 }
 
-// Lookup reads the record of the call's attachment.
-func (k Records[R]) Lookup(a *cniplug.Args) (rec R, found bool, err error) {
+// lookup reads the record of the call's attachment.
+func (k Records[R]) lookup(a *cniplug.Args) (rec R, found bool, err error) {
 	st, err := OpenRecords(a)
 	if err != nil || st == nil {
 		return rec, false, err
@@ -93,9 +95,30 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 	return old, nil
 }
 
-// Forget removes the record of the call's attachment (a missing one is
+// Del adapts a chained role's DEL to a Role's Del: teardown undoes what ADD
+// did from the call's record (found false: there is none, and it does what
+// it can without), then the record, if there was one, is removed, and the
+// fault point afterRecord marks that.
+func (k Records[R]) Del(teardown func(ctx context.Context, a *cniplug.Args, rec R, found bool) error, afterRecord string) func(context.Context, *cniplug.Args) error {
+	return func(ctx context.Context, a *cniplug.Args) error {
+		rec, found, err := k.lookup(a)
+		if err != nil {
+			return err
+		}
+		if err := teardown(ctx, a, rec, found); err != nil || !found {
+			return err
+		}
+		if err := k.forget(a); err != nil {
+			return err
+		}
+		fault.Point(afterRecord)
+		return nil
+	}
+}
+
+// forget removes the record of the call's attachment (a missing one is
 // fine).
-func (k Records[R]) Forget(a *cniplug.Args) error {
+func (k Records[R]) forget(a *cniplug.Args) error {
 	st, err := OpenStore(a)
 	if err != nil {
 		return err
