@@ -2,7 +2,6 @@ package portmap
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -12,7 +11,6 @@ import (
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/podns"
-	"github.com/cnibox/cnibox/store"
 )
 
 // portmapAdd forwards the configured host ports to the pod addresses of
@@ -117,74 +115,4 @@ func flushUDPConntrack(host *netops.Handle, a *cniplug.Args, pm netops.PortMaps)
 			pmLog(a, "%v", err)
 		}
 	}
-}
-
-// putPortmapRecord records pm for the attachment and takes the replaced
-// elements out of the records of the attachments that had them, in one
-// store transaction. It returns the attachment's previous mappings.
-func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm netops.PortMaps, replaced []netops.PortMaps) (netops.PortMaps, error) {
-	st, err := pmStore(a, c)
-	if err != nil {
-		return netops.PortMaps{}, err
-	}
-	defer st.Close()
-	var old netops.PortMaps
-	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
-		if r, found, err := tx.Get(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
-			return err
-		} else if found {
-			old = portMapsOf(r)
-		}
-		for _, lost := range replaced {
-			network, cid, ifname, ok := parseOwner(lost.Owner)
-			if !ok || lost.Owner == pm.Owner {
-				continue
-			}
-			pmLog(a, "took over %v from %s", lost.Mappings, lost.Owner)
-			r, found, err := tx.Get(network, cid, ifname)
-			if err != nil || !found {
-				continue
-			}
-			rest := recordOf(a, minusPortMaps(portMapsOf(r), lost))
-			r.Mappings, r.Masq = rest.Mappings, rest.Masq
-			if len(r.Mappings) == 0 && len(r.Masq) == 0 {
-				err = tx.Delete(network, cid, ifname)
-			} else {
-				err = tx.Put(r)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return tx.Put(recordOf(a, pm))
-	})
-	if err != nil {
-		return netops.PortMaps{}, fmt.Errorf("record port mappings: %w", err)
-	}
-	return old, nil
-}
-
-// minusPortMaps returns the mappings and masquerade entries of p whose keys
-// are not in q.
-func minusPortMaps(p, q netops.PortMaps) netops.PortMaps {
-	out := netops.PortMaps{Owner: p.Owner}
-	for _, m := range p.Mappings {
-		keep := true
-		for _, o := range q.Mappings {
-			keep = keep && !m.SameKey(o)
-		}
-		if keep {
-			out.Mappings = append(out.Mappings, m)
-		}
-	}
-	for _, m := range p.Masq {
-		keep := true
-		for _, o := range q.Masq {
-			keep = keep && m.PodIP != o.PodIP
-		}
-		if keep {
-			out.Masq = append(out.Masq, m)
-		}
-	}
-	return out
 }

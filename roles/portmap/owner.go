@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -69,6 +70,69 @@ func portMapsOf(r store.PortMapRecord) netops.PortMaps {
 		pm.Masq = append(pm.Masq, netops.PortMasq{PodIP: m.PodIP, All: m.All})
 	}
 	return pm
+}
+
+// putPortmapRecord records pm for the attachment and takes the replaced
+// elements out of the records of the attachments that had them, in one
+// store transaction. It returns the attachment's previous mappings.
+func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm netops.PortMaps, replaced []netops.PortMaps) (netops.PortMaps, error) {
+	st, err := pmStore(a, c)
+	if err != nil {
+		return netops.PortMaps{}, err
+	}
+	defer st.Close()
+	var old netops.PortMaps
+	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+		if r, found, err := tx.Get(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
+			return err
+		} else if found {
+			old = portMapsOf(r)
+		}
+		for _, lost := range replaced {
+			network, cid, ifname, ok := parseOwner(lost.Owner)
+			if !ok || lost.Owner == pm.Owner {
+				continue
+			}
+			pmLog(a, "took over %v from %s", lost.Mappings, lost.Owner)
+			r, found, err := tx.Get(network, cid, ifname)
+			if err != nil || !found {
+				continue
+			}
+			rest := recordOf(a, minusPortMaps(portMapsOf(r), lost))
+			r.Mappings, r.Masq = rest.Mappings, rest.Masq
+			if len(r.Mappings) == 0 && len(r.Masq) == 0 {
+				err = tx.Delete(network, cid, ifname)
+			} else {
+				err = tx.Put(r)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return tx.Put(recordOf(a, pm))
+	})
+	if err != nil {
+		return netops.PortMaps{}, fmt.Errorf("record port mappings: %w", err)
+	}
+	return old, nil
+}
+
+// minusPortMaps returns the mappings and masquerade entries of p whose keys
+// are not in q.
+func minusPortMaps(p, q netops.PortMaps) netops.PortMaps {
+	samePod := func(m, o netops.PortMasq) bool { return m.PodIP == o.PodIP }
+	return netops.PortMaps{Owner: p.Owner, Mappings: minus(p.Mappings, q.Mappings, netops.PortMapping.SameKey), Masq: minus(p.Masq, q.Masq, samePod)}
+}
+
+// minus returns the elements of p that have no same element in q.
+func minus[T any](p, q []T, same func(a, b T) bool) []T {
+	var out []T
+	for _, m := range p {
+		if !slices.ContainsFunc(q, func(o T) bool { return same(m, o) }) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func pmStore(a *cniplug.Args, c *portmapConf) (*store.Store, error) {
