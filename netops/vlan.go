@@ -3,6 +3,7 @@ package netops
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -32,11 +33,13 @@ type Vlan struct {
 
 // EnsureVlan makes sure the 802.1Q device o describes exists in o.Into. A
 // new one is created down, with one RTM_NEWLINK directly in o.Into under
-// o.Name (the kernel checks the name there, so a device of that name on the
-// node is no conflict); the caller sets it up once its addresses are on. An
-// existing 802.1Q device of that name with o.ID is kept; any other device of
-// that name is an error that wraps ErrExists. A kernel without 802.1Q
-// (no 8021q module) answers with an error that wraps ErrNotSupported.
+// o.Name (two steps on kernels that look the name up on the master's side,
+// see addInto); the caller sets it up once its addresses are on. An existing
+// 802.1Q device of that name with o.ID is kept; any other device of that
+// name is an error that wraps ErrExists. A master carries each VLAN ID once:
+// a second device of o.ID on it (in any namespace) is an error that does not
+// wrap ErrExists, since the name is free. A kernel without 802.1Q (no 8021q
+// module) answers with an error that wraps ErrNotSupported.
 func (h *Handle) EnsureVlan(o VlanOpts) (Vlan, error) {
 	if err := checkIfName("ensure vlan", o.Name); err != nil {
 		return Vlan{}, err
@@ -54,7 +57,7 @@ func (h *Handle) EnsureVlan(o VlanOpts) (Vlan, error) {
 		return Vlan{}, fmt.Errorf("%s: master: %w", what, err)
 	}
 	la := netlink.NewLinkAttrs()
-	la.Name, la.ParentIndex, la.MTU = o.Name, master.Index, o.MTU
+	la.ParentIndex, la.MTU = master.Index, o.MTU
 	if into != h {
 		fd, err := into.nsFD()
 		if err != nil {
@@ -62,11 +65,19 @@ func (h *Handle) EnsureVlan(o VlanOpts) (Vlan, error) {
 		}
 		la.Namespace = netlink.NsFd(fd)
 	}
-	err = h.nlh.LinkAdd(&netlink.Vlan{LinkAttrs: la, VlanId: o.ID})
+	err = h.addInto(into, o.Name, func(name string) error {
+		la.Name = name
+		return h.nlh.LinkAdd(&netlink.Vlan{LinkAttrs: la, VlanId: o.ID})
+	})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return Vlan{}, fmt.Errorf("%s: %w", what, classify(err))
 	}
 	v, verr := into.VlanByName(o.Name)
+	if err != nil && errors.Is(verr, ErrNotFound) {
+		// The kernel's EEXIST when the name is free: the master has a
+		// device of that VLAN ID already.
+		return Vlan{}, fmt.Errorf("%s: VLAN %d is already in use on %q (by another device of that ID in some namespace): a master carries each VLAN ID once", what, o.ID, o.Master)
+	}
 	if verr != nil {
 		return Vlan{}, fmt.Errorf("%s: %w", what, verr)
 	}
@@ -98,4 +109,35 @@ func (h *Handle) VlanByName(name string) (Vlan, error) {
 		v.ID = vl.VlanId
 	}
 	return v, nil
+}
+
+// addInto runs add, which sends the RTM_NEWLINK that creates a device in
+// into from h's namespace, with the device's name. Older kernels (6.1 does,
+// 6.18 does not) look the name up in the namespace the request is sent in,
+// not the one the device goes to, and refuse a name h's namespace has (a
+// pod's eth0 made from a node that has an eth0 of its own). Then addInto
+// creates the device under a temporary name and renames it in into, as the
+// reference plugins always do; newer kernels take the first request.
+func (h *Handle) addInto(into *Handle, name string, add func(name string) error) error {
+	err := add(name)
+	if !errors.Is(err, unix.EEXIST) || into == h {
+		return err
+	}
+	if _, herr := h.LinkByName(name); herr != nil {
+		return err // the clash is not with h's name
+	}
+	if _, ierr := into.LinkByName(name); ierr == nil {
+		return err // into has it: the caller judges it
+	}
+	tmp := fmt.Sprintf("cbxtmp%08x", rand.Uint32())
+	if err := add(tmp); err != nil {
+		return err
+	}
+	err = into.withLinkIndex(tmp, func(idx int) error { return into.nlh.LinkSetName(indexOnly(idx), name) })
+	delete(into.ifindex, tmp)
+	if err != nil {
+		_ = into.DeleteLink(tmp)
+		return fmt.Errorf("rename %q to %q in %s: %w", tmp, name, into.where(), classify(err))
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package netops_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
@@ -11,7 +12,8 @@ import (
 // TestEnsureVlan: an 802.1Q device is created down, directly in another
 // namespace under its final name (which a device on the node may share),
 // with the VLAN ID and MTU asked for; a second call keeps it; the same name
-// with another VLAN ID, or a device of another kind, is ErrExists.
+// with another VLAN ID, or a device of another kind, is ErrExists; another
+// device of the same VLAN ID on the master is refused.
 func TestEnsureVlan(t *testing.T) {
 	node, pod := openNS(t, "vlnode"), openNS(t, "vlpod")
 	nic(t, node)
@@ -38,6 +40,9 @@ func TestEnsureVlan(t *testing.T) {
 	o.ID = 43
 	if _, err := node.EnsureVlan(o); !errors.Is(err, netops.ErrExists) {
 		t.Errorf("EnsureVlan with another VLAN ID = %v, want ErrExists", err)
+	}
+	if _, err := node.EnsureVlan(netops.VlanOpts{Name: "v42", Master: "nic0", ID: 42}); err == nil || errors.Is(err, netops.ErrExists) || !strings.Contains(err.Error(), "already in use") {
+		t.Errorf("EnsureVlan of VLAN 42 again on nic0 = %v, want an error saying it is in use (not ErrExists)", err)
 	}
 	if _, err := node.EnsureVlan(netops.VlanOpts{Name: "eth0p", Master: "nic0", ID: 7}); !errors.Is(err, netops.ErrExists) {
 		t.Errorf("EnsureVlan over a veth = %v, want ErrExists", err)

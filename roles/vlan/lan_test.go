@@ -31,7 +31,9 @@ func open(t *testing.T, ns string) *netops.Handle {
 
 // newLAN creates the LAN namespace behind the node's NIC lan0 (untagged
 // 10.58.1.0/24, the node's default route via the LAN host 10.58.1.1) and
-// returns it. It needs no 802.1Q: the config error tests run on any kernel.
+// returns it. The node has an eth0 of its own too, as nodes do, which the
+// pods' eth0 must not clash with. It needs no 802.1Q: the config error tests
+// run on any kernel.
 func newLAN(t *testing.T) string {
 	t.Helper()
 	lan := nstest.NewNS(t, "lan")
@@ -40,6 +42,10 @@ func newLAN(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.DeleteLink("lan0") })
+	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "eth0", PeerName: "eth0peer", Peer: host}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.DeleteLink("eth0") })
 	must(t, l.EnsureAddr("eth0", netip.MustParsePrefix("10.58.1.1/24"), netops.AddrOpts{NoDAD: true}))
 	must(t, l.SetLinkUp("eth0"))
 	must(t, host.EnsureAddr("lan0", netip.MustParsePrefix("10.58.1.2/24"), netops.AddrOpts{NoDAD: true}))

@@ -155,7 +155,9 @@ func TestGC(t *testing.T) {
 	keep, drop := n.NewPod("keep"), n.NewPod("drop")
 	c := conf("1.1.0", v4, `,"master":"lan0","vlanId":42`)
 	n.Must(vlan.Role, "ADD", keep, c)
-	n.Must(vlan.Role, "ADD", drop, c)
+	// A master carries each VLAN once: the second pod is on VLAN 43 of the
+	// same network.
+	n.Must(vlan.Role, "ADD", drop, conf("1.1.0", v4, `,"master":"lan0","vlanId":43`))
 	n.Must(vlan.Role, "GC", keep, roletest.WithKeep(t, c, keep))
 	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
 		t.Errorf("GC removed the kept pod's device: %v", err)
@@ -168,6 +170,28 @@ func TestGC(t *testing.T) {
 	}
 	n.Must(vlan.Role, "STATUS", keep, c)
 	n.Must(vlan.Role, "DEL", keep, c)
+	n.Empty("vlnet")
+}
+
+// TestVlanInUse: a second pod on the same VLAN of the same master is
+// refused (the kernel allows one device per VLAN ID and master) with a
+// message saying so, and its ADD leaves nothing.
+func TestVlanInUse(t *testing.T) {
+	n := newNode(t)
+	newVLAN(t)
+	a, b := n.NewPod("a"), n.NewPod("b")
+	c := conf("1.1.0", v4, `,"master":"lan0","vlanId":42`)
+	n.Must(vlan.Role, "ADD", a, c)
+	if _, err := n.Call(vlan.Role, "ADD", b, c); roletest.Code(err) != 5 || !strings.Contains(err.Error(), "VLAN 42 is already in use") {
+		t.Errorf("ADD of a second pod on VLAN 42 of lan0: %v, want code 5 saying the VLAN is in use", err)
+	}
+	if _, err := open(t, b.Netns).LinkByName("eth0"); err == nil {
+		t.Error("the refused pod has an eth0")
+	}
+	if eps := n.Endpoints("vlnet"); len(eps) != 1 || eps[0].ContainerID != a.ID {
+		t.Errorf("endpoint records = %+v, want only the first pod's", eps)
+	}
+	n.Must(vlan.Role, "DEL", a, c)
 	n.Empty("vlnet")
 }
 
