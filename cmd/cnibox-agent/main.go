@@ -72,36 +72,51 @@ type flags struct {
 	pod                  podAPIFlags // podapi_flags.go
 }
 
+// stringFlag is one string flag: where it goes, its name, default and usage.
+type stringFlag struct {
+	p                *string
+	name, def, usage string
+}
+
+// stringFlags are most of the flags.
+func (f *flags) stringFlags() []stringFlag {
+	return []stringFlag{
+		{&f.etcdEndpoints, "etcd-endpoints", "http://127.0.0.1:4001,http://127.0.0.1:2379", "a comma-delimited list of etcd endpoints"},
+		{&f.etcdPrefix, "etcd-prefix", etcdlease.DefaultPrefix, "etcd prefix of the network config and the leases"},
+		{&f.etcdKeyfile, "etcd-keyfile", "", "SSL key file used to secure etcd communication"},
+		{&f.etcdCertfile, "etcd-certfile", "", "SSL certification file used to secure etcd communication"},
+		{&f.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication"},
+		{&f.etcdUsername, "etcd-username", "", "username for BasicAuth to etcd"},
+		{&f.etcdPassword, "etcd-password", "", "password for BasicAuth to etcd (visible in the process list: prefer --etcd-password-file or $CNIBOX_ETCD_PASSWORD)"},
+		{&f.etcdPasswordFile, "etcd-password-file", "", "file holding the password for BasicAuth to etcd"},
+		{&f.kubeconfig, "kubeconfig-file", "", "kubeconfig file (default: in-cluster config)"},
+		{&f.kubeAPIURL, "kube-api-url", "", "Kubernetes API server URL (default: from the kubeconfig or in-cluster)"},
+		{&f.kubeAnnotationPrefix, "kube-annotation-prefix", "flannel.alpha.coreos.com", "kube: prefix of the node annotations"},
+		{&f.netConfPath, "net-config-path", "/etc/kube-flannel/net-conf.json", "kube: path of the network configuration (net-conf.json)"},
+		{&f.nodeName, "node-name", "", "kube: this node's name (default $NODE_NAME, else the hostname)"},
+		{&f.iface, "iface", "", "interface (name or address) toward the other nodes (default: the default route's)"},
+		{&f.publicIP, "public-ip", "", "IP accessible by other nodes for inter-host communication (default: the interface's)"},
+		{&f.publicIPv6, "public-ipv6", "", "IPv6 accessible by other nodes for inter-host communication (default: the interface's)"},
+		{&f.subnetFile, "subnet-file", agent.DefaultSubnetFile, "filename where env variables (subnet, MTU, ...) will be written to"},
+		{&f.dataDir, "data-dir", "", "cnibox store directory (default $CNIBOX_DATA_DIR or " + store.DefaultDir + ") (cnibox)"},
+		{&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)"},
+		{&f.healthAddr, "health-addr", "", "serve /healthz (running), /readyz (lease held, device up) and /metrics (Prometheus) on this address, e.g. 127.0.0.1:9666 (cnibox)"},
+	}
+}
+
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	f := &flags{}
 	fs := flag.NewFlagSet("cnibox-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.etcdEndpoints, "etcd-endpoints", "http://127.0.0.1:4001,http://127.0.0.1:2379", "a comma-delimited list of etcd endpoints")
-	fs.StringVar(&f.etcdPrefix, "etcd-prefix", etcdlease.DefaultPrefix, "etcd prefix of the network config and the leases")
-	fs.StringVar(&f.etcdKeyfile, "etcd-keyfile", "", "SSL key file used to secure etcd communication")
-	fs.StringVar(&f.etcdCertfile, "etcd-certfile", "", "SSL certification file used to secure etcd communication")
-	fs.StringVar(&f.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication")
-	fs.StringVar(&f.etcdUsername, "etcd-username", "", "username for BasicAuth to etcd")
-	fs.StringVar(&f.etcdPassword, "etcd-password", "", "password for BasicAuth to etcd (visible in the process list: prefer --etcd-password-file or $CNIBOX_ETCD_PASSWORD)")
-	fs.StringVar(&f.etcdPasswordFile, "etcd-password-file", "", "file holding the password for BasicAuth to etcd")
+	for _, s := range f.stringFlags() {
+		fs.StringVar(s.p, s.name, s.def, s.usage)
+	}
 	fs.DurationVar(&f.leaseTTL, "subnet-lease-ttl", etcdlease.DefaultTTL, "etcd: how long a lease lives without renewal (cnibox)")
-	fs.BoolVar(&f.kubeSubnetMgr, "kube-subnet-mgr", false, "use the Kubernetes API (node.spec.podCIDR) instead of etcd for leases")
-	fs.StringVar(&f.kubeconfig, "kubeconfig-file", "", "kubeconfig file (default: in-cluster config)")
-	fs.StringVar(&f.kubeAPIURL, "kube-api-url", "", "Kubernetes API server URL (default: from the kubeconfig or in-cluster)")
-	fs.StringVar(&f.kubeAnnotationPrefix, "kube-annotation-prefix", "flannel.alpha.coreos.com", "kube: prefix of the node annotations")
-	fs.StringVar(&f.netConfPath, "net-config-path", "/etc/kube-flannel/net-conf.json", "kube: path of the network configuration (net-conf.json)")
-	fs.StringVar(&f.nodeName, "node-name", "", "kube: this node's name (default $NODE_NAME, else the hostname)")
-	fs.StringVar(&f.iface, "iface", "", "interface (name or address) toward the other nodes (default: the default route's)")
-	fs.StringVar(&f.publicIP, "public-ip", "", "IP accessible by other nodes for inter-host communication (default: the interface's)")
-	fs.StringVar(&f.publicIPv6, "public-ipv6", "", "IPv6 accessible by other nodes for inter-host communication (default: the interface's)")
-	fs.StringVar(&f.subnetFile, "subnet-file", agent.DefaultSubnetFile, "filename where env variables (subnet, MTU, ...) will be written to")
-	fs.BoolVar(&f.ipMasq, "ip-masq", false, "masquerade traffic from pods leaving the cluster network (nftables table inet cnibox-overlay)")
-	fs.IntVar(&f.renewMargin, "subnet-lease-renew-margin", 60, "subnet lease renewal margin, in minutes")
-	fs.StringVar(&f.dataDir, "data-dir", "", "cnibox store directory (default $CNIBOX_DATA_DIR or "+store.DefaultDir+") (cnibox)")
-	fs.BoolVar(&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)")
 	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)")
-	fs.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz (running), /readyz (lease held, device up) and /metrics (Prometheus) on this address, e.g. 127.0.0.1:9666 (cnibox)")
+	fs.IntVar(&f.renewMargin, "subnet-lease-renew-margin", 60, "subnet lease renewal margin, in minutes")
+	fs.BoolVar(&f.kubeSubnetMgr, "kube-subnet-mgr", false, "use the Kubernetes API (node.spec.podCIDR) instead of etcd for leases")
+	fs.BoolVar(&f.ipMasq, "ip-masq", false, "masquerade traffic from pods leaving the cluster network (nftables table inet cnibox-overlay)")
+	fs.BoolVar(&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	f.pod.register(fs)
 	if err := fs.Parse(args); err != nil {

@@ -37,19 +37,14 @@ func resolveSecrets(fs *flag.FlagSet, f *flags, getenv func(string) string) erro
 		f.etcdPassword = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		set["etcd-password"] = true
 	}
-	dst := map[string]*string{
-		"etcd-password": &f.etcdPassword,
-		"etcd-keyfile":  &f.etcdKeyfile,
-		"etcd-certfile": &f.etcdCertfile,
-		"etcd-cafile":   &f.etcdCAFile,
-		"etcd-username": &f.etcdUsername,
-	}
 	for name, env := range secretEnv {
 		if set[name] {
 			continue
 		}
 		if v := getenv(env); v != "" {
-			*dst[name] = v
+			if err := fs.Lookup(name).Value.Set(v); err != nil {
+				return fmt.Errorf("$%s: %w", env, err)
+			}
 		}
 	}
 	return nil
