@@ -64,10 +64,17 @@ func (o Options) syncMode() (string, error) {
 	}
 }
 
+// openMarker opens the marker of the store at path. O_NOFOLLOW: a symlink
+// planted in its place is not followed (root would read or overwrite the
+// file it names); O_NONBLOCK: a FIFO there does not hang the open.
+func openMarker(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(path+verifiedSuffix, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+}
+
 // markedBoot returns the boot ID in the store's marker ("" when there is
 // none).
 func markedBoot(path string) string {
-	f, err := os.OpenFile(path+verifiedSuffix, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openMarker(path, os.O_RDONLY, 0)
 	if err != nil {
 		return ""
 	}
@@ -87,15 +94,14 @@ func verifiedThisBoot(path string) bool {
 }
 
 // markVerified records that the store at path was checked in this boot. A
-// lost marker only means one more check. O_NOFOLLOW: a symlink planted in
-// its place is not followed (root would overwrite the file it names); the
-// write fails and the marker is lost.
+// lost marker only means one more check: a symlink planted in its place
+// fails the open (openMarker), and the marker is lost.
 func markVerified(path string) {
 	id := BootID()
 	if id == "" {
 		return
 	}
-	f, err := os.OpenFile(path+verifiedSuffix, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	f, err := openMarker(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return
 	}
