@@ -34,7 +34,7 @@ func Run(argv []string, o Options) int {
 	return 0
 }
 
-// newApp builds the command tree.
+// newApp builds the application around the command tree (commands.go).
 func newApp(o Options) *ucli.App {
 	return &ucli.App{
 		Name:  "cnibox",
@@ -51,45 +51,21 @@ func newApp(o Options) *ucli.App {
 			"Run as cnibox, it inspects and manages the node's CNI state.",
 		HideVersion:          true,
 		EnableBashCompletion: true,
-		Commands: []*ucli.Command{
-			versionCommand(o),
-			rolesCommand(o),
-			installCommand(o),
-			execCommand(),
-			inspectCommand(),
-			overlayCommand(),
-			logsCommand(),
-			gcCommand(),
-			doctorCommand(),
-			completionCommand(),
-			storeCommand(),
-		},
-		ExitErrHandler: func(*ucli.Context, error) {},
+		Commands:             commands(o),
+		ExitErrHandler:       func(*ucli.Context, error) {},
 	}
 }
 
-func versionCommand(o Options) *ucli.Command {
-	return &ucli.Command{
-		Name:      "version",
-		Usage:     "print the cnibox version and the CNI spec versions it speaks",
-		UsageText: "Example: cnibox version",
-		Action: func(c *ucli.Context) error {
-			fmt.Fprintf(c.App.Writer, "cnibox %s\nCNI spec versions: %v\n", o.Version, cniplug.SupportedVersions)
-			return nil
-		},
-	}
+// printVersion is `cnibox version`.
+func (o Options) printVersion(c *ucli.Context) error {
+	fmt.Fprintf(c.App.Writer, "cnibox %s\nCNI spec versions: %v\n", o.Version, cniplug.SupportedVersions)
+	return nil
 }
 
-func rolesCommand(o Options) *ucli.Command {
-	return &ucli.Command{
-		Name:      "roles",
-		Usage:     "list the CNI plugin types this binary answers as",
-		UsageText: "Example: cnibox roles   (each is a symlink name in the CNI bin dir; see cnibox install)",
-		Action: func(c *ucli.Context) error {
-			for _, name := range o.Registry.Names() {
-				fmt.Fprintln(c.App.Writer, name)
-			}
-			return nil
-		},
+// printRoles is `cnibox roles`.
+func (o Options) printRoles(c *ucli.Context) error {
+	for _, name := range o.Registry.Names() {
+		fmt.Fprintln(c.App.Writer, name)
 	}
+	return nil
 }

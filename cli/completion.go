@@ -55,30 +55,21 @@ _cnibox_zsh_autocomplete() {
 compdef _cnibox_zsh_autocomplete cnibox
 `
 
-func completionCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:      "completion",
-		Usage:     "print the shell completion script for bash or zsh",
-		ArgsUsage: "bash|zsh",
-		UsageText: "cnibox completion bash|zsh\n\n" +
-			"Examples:\n" +
-			"  source <(cnibox completion bash)                      # this shell\n" +
-			"  cnibox completion bash > /etc/bash_completion.d/cnibox  # every new shell\n" +
-			"  cnibox completion zsh > \"${fpath[1]}/_cnibox\"",
-		BashComplete: func(c *ucli.Context) {
-			fmt.Fprintln(c.App.Writer, "bash")
-			fmt.Fprintln(c.App.Writer, "zsh")
-		},
-		Action: func(c *ucli.Context) error {
-			switch c.Args().First() {
-			case "bash":
-				_, err := fmt.Fprint(c.App.Writer, bashCompletion)
-				return err
-			case "zsh":
-				_, err := fmt.Fprint(c.App.Writer, zshCompletion)
-				return err
-			}
-			return fmt.Errorf("completion: name the shell: cnibox completion bash, or cnibox completion zsh")
-		},
+// completeShells is what `cnibox completion <TAB>` offers.
+func completeShells(c *ucli.Context) {
+	fmt.Fprintln(c.App.Writer, "bash")
+	fmt.Fprintln(c.App.Writer, "zsh")
+}
+
+// printCompletion is `cnibox completion bash|zsh`.
+func printCompletion(c *ucli.Context) error {
+	switch c.Args().First() {
+	case "bash":
+		_, err := fmt.Fprint(c.App.Writer, bashCompletion)
+		return err
+	case "zsh":
+		_, err := fmt.Fprint(c.App.Writer, zshCompletion)
+		return err
 	}
+	return fmt.Errorf("completion: name the shell: cnibox completion bash, or cnibox completion zsh")
 }

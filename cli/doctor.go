@@ -16,31 +16,6 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func doctorCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "doctor",
-		Usage: "run the checks an expert would, one line each, pass or fail with the fix",
-		UsageText: "cnibox doctor [--pod NS/NAME] [--conf-dir DIR] [--bin-dir DIR] [--data-dir DIR] [--json]\n\n" +
-			"Checks the active config and its plugins, then per endpoint: netns, host veth (present, on the\n" +
-			"bridge, up), pod interface, addresses and routes, the gateway answering a ping from inside the pod,\n" +
-			"the bridge, IP forwarding, masquerade entries, port mappings (and route_localnet for 127.0.0.1),\n" +
-			"MTUs; the overlay's peers; leftovers for gc.\n" +
-			"Exits 1 when a check fails (warnings do not count).\n" +
-			"Example: cnibox doctor --pod default/web-0",
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "pod", Usage: "check only this pod's endpoints, as `NAMESPACE/NAME`"},
-			&ucli.StringFlag{Name: "network", Usage: "check only this network's endpoints"},
-			&ucli.StringFlag{Name: "container", Usage: "check only containers whose ID starts with `ID`"},
-			confDirFlag,
-			binDirFlag,
-			dataDirFlag,
-			cacheFlag,
-			jsonFlag,
-		},
-		Action: withHost(runDoctor),
-	}
-}
-
 // Check statuses.
 const (
 	statusPass = "pass"

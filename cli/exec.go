@@ -18,8 +18,9 @@ import (
 	"github.com/cnibox/cnibox/netops"
 )
 
-// execCommand runs a network config the way a runtime does, through libcni.
-func execCommand() *ucli.Command {
+// execVerbs are the subcommands of `cnibox exec`: each runs a network config
+// the way a runtime does, through libcni.
+func execVerbs() []*ucli.Command {
 	flags := []ucli.Flag{
 		&ucli.StringFlag{Name: "net", Usage: "network `NAME` from --conf-dir"},
 		&ucli.StringFlag{Name: "conf", Usage: "conflist or conf `FILE` (instead of --net)"},
@@ -46,11 +47,7 @@ func execCommand() *ucli.Command {
 			Action: func(c *ucli.Context) error { return runExec(c, v) },
 		})
 	}
-	return &ucli.Command{
-		Name:        "exec",
-		Usage:       "run a network config by hand, the way a runtime does (like cnitool)",
-		Subcommands: subs,
-	}
+	return subs
 }
 
 // execExample is the --help example of each verb.

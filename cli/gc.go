@@ -11,33 +11,6 @@ import (
 	"github.com/cnibox/cnibox/nodestate"
 )
 
-func gcCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "gc",
-		Usage: "remove what pods that are gone left behind: records, reservations, host veths, masquerade entries, port mappings",
-		UsageText: "cnibox gc [--dry-run] [--data-dir DIR] [--cache-dir DIR] [--json]\n\n" +
-			"Reconciles the store and the kernel with reality, without a runtime's help:\n" +
-			"  - endpoint records whose netns is gone or that predate the last reboot, with their host veth,\n" +
-			"    masquerade entries and address reservations;\n" +
-			"  - reservations without an endpoint record, when reserved before the last reboot or when the\n" +
-			"    runtime's libcni cache says their netns is gone (host-local alone reserves without a record,\n" +
-			"    so a reservation is never released on absence of a record alone);\n" +
-			"  - host veths named cbx* and masquerade entries that nothing live or reserved accounts for;\n" +
-			"  - portmap, tuning, bandwidth (with its ifb) and flannel/multi delegate records whose attachment\n" +
-			"    is gone (its netns, its endpoint's netns, the container's netns, or an earlier boot), with\n" +
-			"    their port mappings; port mapping elements that no record, endpoint or cache entry explains;\n" +
-			"    cbw* ifb devices that no bandwidth record names.\n" +
-			"Example: cnibox gc --dry-run",
-		Flags: []ucli.Flag{
-			&ucli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print what would be removed, remove nothing"},
-			dataDirFlag,
-			cacheFlag,
-			jsonFlag,
-		},
-		Action: withHost(runNodeGC),
-	}
-}
-
 // runNodeGC removes the leftovers (or, with --dry-run, only lists them).
 // The host's handle is closed after the veth deletes: the nftables
 // socket's cleanup wait overlaps theirs.

@@ -13,43 +13,6 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func inspectCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "inspect",
-		Usage: "show the node's CNI state: active config, endpoints, address pools, topology",
-		Description: "Read-only views of what a runtime would use and what cnibox set up. Every view takes --json.\n\n" +
-			"Examples:\n" +
-			"  cnibox inspect config\n" +
-			"  cnibox inspect endpoints --pod default/web-0 --detail\n" +
-			"  cnibox inspect ipam --network cnibox\n" +
-			"  cnibox inspect topology --format dot | dot -Tsvg > node.svg",
-		Subcommands: []*ucli.Command{
-			inspectConfigCommand(),
-			inspectEndpointsCommand(),
-			inspectIPAMCommand(),
-			inspectTopologyCommand(),
-		},
-	}
-}
-
-func inspectEndpointsCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "endpoints",
-		Usage: "every attachment on the node, with everything the store recorded",
-		UsageText: "cnibox inspect endpoints [--network N] [--pod NS/NAME] [--container ID] [--detail] [--json]\n\n" +
-			"Example: cnibox inspect endpoints --pod default/web-0 --detail",
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "network", Usage: "only this network"},
-			&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME`"},
-			&ucli.StringFlag{Name: "container", Usage: "only containers whose ID starts with `ID`"},
-			&ucli.BoolFlag{Name: "detail", Aliases: []string{"d"}, Usage: "one block per endpoint with every field and its live state"},
-			dataDirFlag,
-			jsonFlag,
-		},
-		Action: inspectEndpoints,
-	}
-}
-
 // selectEndpoints returns the store's endpoint records matching the
 // --network, --pod and --container flags.
 func selectEndpoints(c *ucli.Context) ([]store.Endpoint, error) {

@@ -8,18 +8,6 @@ import (
 	ucli "github.com/urfave/cli/v2"
 )
 
-func inspectConfigCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "config",
-		Usage: "the network config a runtime would pick, why, and whether its plugins are there",
-		UsageText: "cnibox inspect config [--conf-dir DIR] [--bin-dir DIR] [--json]\n\n" +
-			"Exits 1 when there is no usable config or it does not validate.\n" +
-			"Example: cnibox inspect config --conf-dir /etc/cni/net.d --bin-dir /opt/cni/bin",
-		Flags:  []ucli.Flag{confDirFlag, binDirFlag, jsonFlag},
-		Action: runInspectConfig,
-	}
-}
-
 func runInspectConfig(c *ucli.Context) error {
 	rep := inspectConfig(c.Context, c.String("conf-dir"), c.String("bin-dir"))
 	return show(c, rep, printConfigReport, func(rep configReport) bool { return !rep.Valid })

@@ -19,24 +19,6 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func inspectIPAMCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "ipam",
-		Usage: "each address range and pool, how full it is, and every reservation with its owner",
-		UsageText: "cnibox inspect ipam [--network N] [--conf-dir DIR] [--data-dir DIR] [--json]\n\n" +
-			"Ranges come from the host-local sections of the configs in --conf-dir and from the store\n" +
-			"(every range set that handed out an address); cloud pools from cloud IPAM's last answer.\n" +
-			"Example: cnibox inspect ipam --network cnibox",
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "network", Usage: "only this network"},
-			confDirFlag,
-			dataDirFlag,
-			jsonFlag,
-		},
-		Action: runInspectIPAM,
-	}
-}
-
 // ipamPool is one address range (host-local) or pool (cloud IPAM).
 type ipamPool struct {
 	// Range is "start-end" for a range; a cloud pool lists its NIC.

@@ -19,51 +19,24 @@ import (
 // points at it.
 const binaryName = "cnibox"
 
-func installCommand(o Options) *ucli.Command {
-	return &ucli.Command{
-		Name:  "install",
-		Usage: "install the binary, a link per role and optionally a conflist, each atomically",
-		UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force]\n" +
-			"               [--conflist SRC [--conf-dir DIR] [--conf-name NAME]]\n\n" +
-			"Copies the binary to DIR/cnibox and makes DIR/<role> a relative symlink to it for every role;\n" +
-			"then, with --conflist, puts the network configuration list into the conf dir. Each file is\n" +
-			"written under a temporary name in its directory, synced and renamed over the old one: a\n" +
-			"runtime sees the old file or the new one, never a partial one, and a process executing the\n" +
-			"old binary keeps running it (the binary is never opened for writing, so no \"text file busy\").\n" +
-			"Files already up to date are left alone. The conflist comes last, so a runtime that finds\n" +
-			"it finds the plugins too.\n\n" +
-			"Example: cnibox install --dir /opt/cni/bin\n" +
-			"Example: cnibox install --dir /host/opt/cni/bin --conflist /etc/cnibox/cni-conf.json \\\n" +
-			"           --conf-dir /host/etc/cni/net.d --conf-name 10-cnibox.conflist   (a DaemonSet's init container)\n" +
-			"Example: cnibox install --dir /opt/cni/bin --target /usr/local/bin/cnibox   (links only, no copy)",
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "dir", Value: "/opt/cni/bin", Usage: "the CNI plugin directory"},
-			&ucli.StringFlag{Name: "binary", Usage: "the binary copied to DIR/cnibox (default: this executable)"},
-			&ucli.StringFlag{Name: "target", Usage: "copy nothing: link the roles to this existing binary instead"},
-			&ucli.BoolFlag{Name: "force", Usage: "replace files and links that are not cnibox's"},
-			&ucli.StringFlag{Name: "conflist", Usage: "a network configuration list to install (checked first)"},
-			&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --conflist goes"},
-			&ucli.StringFlag{Name: "conf-name", Usage: "the conflist's file name in --conf-dir, ending in .conflist (default: the name of --conflist)"},
-		},
-		Action: func(c *ucli.Context) error {
-			opts, err := installOptions(c, o)
-			if err != nil {
-				return err
-			}
-			res, err := Install(opts)
-			for _, line := range res {
-				fmt.Fprintln(c.App.Writer, line)
-			}
-			if err != nil || c.String("conflist") == "" {
-				return err
-			}
-			line, err := InstallConflist(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"))
-			if line != "" {
-				fmt.Fprintln(c.App.Writer, line)
-			}
-			return err
-		},
+// install is `cnibox install`.
+func (o Options) install(c *ucli.Context) error {
+	opts, err := installOptions(c, o)
+	if err != nil {
+		return err
 	}
+	res, err := Install(opts)
+	for _, line := range res {
+		fmt.Fprintln(c.App.Writer, line)
+	}
+	if err != nil || c.String("conflist") == "" {
+		return err
+	}
+	line, err := InstallConflist(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"))
+	if line != "" {
+		fmt.Fprintln(c.App.Writer, line)
+	}
+	return err
 }
 
 // installOptions turns the flags into InstallOptions.

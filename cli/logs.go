@@ -15,24 +15,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 )
 
-func logsCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:      "logs",
-		Usage:     "show the record each CNI call left in the log file",
-		UsageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--json]",
-		Description: "Every invocation writes one JSON record (role, command, container, ifname, netns, step timings,\n" +
-			"result or error). Example: cnibox logs --container 3f2a --since 1h",
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "file", Usage: "log file (default $CNIBOX_LOG_FILE or " + cniplug.DefaultLogFile + ")"},
-			&ucli.StringFlag{Name: "container", Usage: "only calls whose container ID starts with `ID`"},
-			&ucli.DurationFlag{Name: "since", Usage: "only calls in the last `DURATION` (e.g. 30m)"},
-			&ucli.BoolFlag{Name: "errors", Usage: "only failed calls"},
-			&ucli.BoolFlag{Name: "json", Usage: "print the records as JSON lines"},
-		},
-		Action: runLogs,
-	}
-}
-
+// logFile is the log of --file, else $CNIBOX_LOG_FILE, else the default.
 func logFile(c *ucli.Context) string {
 	if f := c.String("file"); f != "" {
 		return f

@@ -14,15 +14,6 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// Flags shared by the read commands.
-var (
-	jsonFlag    = &ucli.BoolFlag{Name: "json", Usage: "print JSON (for scripts) instead of a table"}
-	dataDirFlag = &ucli.StringFlag{Name: "data-dir", Usage: "store directory (default $CNIBOX_DATA_DIR or " + store.DefaultDir + ")"}
-	confDirFlag = &ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "the runtime's CNI config directory"}
-	binDirFlag  = &ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "the runtime's CNI plugin directory"}
-	cacheFlag   = &ucli.StringFlag{Name: "cache-dir", Value: "/var/lib/cni", Usage: "libcni's cache directory (the runtime's record of attachments)"}
-)
-
 // writeJSON prints v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

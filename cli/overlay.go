@@ -15,33 +15,9 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// overlayCommand shows the VXLAN overlay as cnibox-agent mirrored it into the
-// store, checked against the kernel. It needs no etcd or Kubernetes client.
-func overlayCommand() *ucli.Command {
-	flags := []ucli.Flag{
-		dataDirFlag,
-		&ucli.StringFlag{Name: "device", Usage: "the overlay's VXLAN device when the node has several (e.g. flannel.1)"},
-		&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
-	}
-	return &ucli.Command{
-		Name:  "overlay",
-		Usage: "the VXLAN overlay of this node (what cnibox-agent holds and programmed)",
-		Subcommands: []*ucli.Command{
-			{
-				Name:   "status",
-				Usage:  "this node's lease, device, peer count, last sync",
-				Flags:  flags,
-				Action: withHost(overlayStatus),
-			},
-			{
-				Name:   "peers",
-				Usage:  "every other node: subnet, public IP, VTEP MAC, and whether route, neighbour and FDB entry in the kernel match",
-				Flags:  flags,
-				Action: withHost(overlayPeers),
-			},
-		},
-	}
-}
+// The overlay commands show the VXLAN overlay as cnibox-agent mirrored it
+// into the store, checked against the kernel: they need no etcd or
+// Kubernetes client.
 
 // overlayState reads the agent's record.
 func overlayState(c *ucli.Context) (store.OverlayState, error) {

@@ -13,43 +13,6 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func storeCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "store",
-		Usage: "check the node's store file, or rebuild it from the kernel",
-		Subcommands: []*ucli.Command{
-			{
-				Name:  "check",
-				Usage: "read the whole store: pages, records, IPAM indexes; exit 1 on any problem",
-				UsageText: "cnibox store check [--data-dir DIR] [--json]\n\n" +
-					"Reads every page and record of the store file and checks the IPAM indexes against the\n" +
-					"reservations. Exit 0: sound. Exit 1: problems (listed), or the file cannot be read at all;\n" +
-					"then `cnibox store rebuild` makes a new one.",
-				Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
-				Action: runStoreCheck,
-			},
-			{
-				Name:  "rebuild",
-				Usage: "make a new store from the veths, namespaces and libcni cache of the node; the old file is kept aside",
-				UsageText: "cnibox store rebuild [--data-dir DIR] [--conf-dir DIR] [--cache-dir DIR] [--dry-run] [--json]\n\n" +
-					"For a store that cannot be read (or whose check fails). It finds every host veth of cnibox's\n" +
-					"bridge role (cbx*) and its peer in the pod namespaces that exist (/run/netns/*, /proc/*/ns/net),\n" +
-					"names the attachment from libcni's cache (container ID, network, pod) or, failing that, from the\n" +
-					"network config that uses the veth's bridge, and records the pod's addresses as reservations and\n" +
-					"the attachment as an endpoint. Attachments of other main plugins that use host-local are\n" +
-					"recovered from libcni's cache when their namespace still has the interface.\n" +
-					"Not recovered: sticky addresses of pods that are not running, round-robin positions, and the\n" +
-					"records of the meta roles, portmap and the overlay agent (the agent writes its own again).\n" +
-					"A veth with no cache entry is recorded under the container ID rebuilt-<veth>: its address stays\n" +
-					"reserved until the runtime's GC or `cnibox gc` drops it; DEL of the real container cannot.",
-				Flags: []ucli.Flag{dataDirFlag, confDirFlag, cacheFlag, jsonFlag,
-					&ucli.BoolFlag{Name: "dry-run", Usage: "show what would be recorded; change nothing"}},
-				Action: runStoreRebuild,
-			},
-		},
-	}
-}
-
 // checkOutput is `cnibox store check --json`.
 type checkOutput struct {
 	Path     string             `json:"path"`

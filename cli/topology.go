@@ -14,22 +14,6 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func inspectTopologyCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:  "topology",
-		Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
-		UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +
-			"The kernel's links joined with the endpoint records. dot is Graphviz input.\n" +
-			"Example: cnibox inspect topology --format dot | dot -Tsvg > node.svg",
-		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "format", Value: "text", Usage: "text (a tree), dot (Graphviz) or json"},
-			dataDirFlag,
-			jsonFlag,
-		},
-		Action: withHost(runTopology),
-	}
-}
-
 // topology is the node as `cnibox inspect topology` shows it.
 type topology struct {
 	Bridges  []topoBridge  `json:"bridges"`

@@ -1,0 +1,264 @@
+package cli
+
+import (
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Flags shared by several commands.
+var (
+	jsonFlag    = &ucli.BoolFlag{Name: "json", Usage: "print JSON (for scripts) instead of a table"}
+	dataDirFlag = &ucli.StringFlag{Name: "data-dir", Usage: "store directory (default $CNIBOX_DATA_DIR or " + store.DefaultDir + ")"}
+	confDirFlag = &ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "the runtime's CNI config directory"}
+	binDirFlag  = &ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "the runtime's CNI plugin directory"}
+	cacheFlag   = &ucli.StringFlag{Name: "cache-dir", Value: "/var/lib/cni", Usage: "libcni's cache directory (the runtime's record of attachments)"}
+)
+
+// commands is the command tree: each command's help and flags, and the
+// function that runs it (in the command's own file). docs/cli.md is its
+// manual.
+func commands(o Options) []*ucli.Command {
+	// The flags of the overlay commands: --device, and --json in their own words.
+	overlayFlags := []ucli.Flag{
+		dataDirFlag,
+		&ucli.StringFlag{Name: "device", Usage: "the overlay's VXLAN device when the node has several (e.g. flannel.1)"},
+		&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+	}
+	return []*ucli.Command{
+		{
+			Name:      "version",
+			Usage:     "print the cnibox version and the CNI spec versions it speaks",
+			UsageText: "Example: cnibox version",
+			Action:    o.printVersion,
+		},
+		{
+			Name:      "roles",
+			Usage:     "list the CNI plugin types this binary answers as",
+			UsageText: "Example: cnibox roles   (each is a symlink name in the CNI bin dir; see cnibox install)",
+			Action:    o.printRoles,
+		},
+		{
+			Name:  "install",
+			Usage: "install the binary, a link per role and optionally a conflist, each atomically",
+			UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force]\n" +
+				"               [--conflist SRC [--conf-dir DIR] [--conf-name NAME]]\n\n" +
+				"Copies the binary to DIR/cnibox and makes DIR/<role> a relative symlink to it for every role;\n" +
+				"then, with --conflist, puts the network configuration list into the conf dir. Each file is\n" +
+				"written under a temporary name in its directory, synced and renamed over the old one: a\n" +
+				"runtime sees the old file or the new one, never a partial one, and a process executing the\n" +
+				"old binary keeps running it (the binary is never opened for writing, so no \"text file busy\").\n" +
+				"Files already up to date are left alone. The conflist comes last, so a runtime that finds\n" +
+				"it finds the plugins too.\n\n" +
+				"Example: cnibox install --dir /opt/cni/bin\n" +
+				"Example: cnibox install --dir /host/opt/cni/bin --conflist /etc/cnibox/cni-conf.json \\\n" +
+				"           --conf-dir /host/etc/cni/net.d --conf-name 10-cnibox.conflist   (a DaemonSet's init container)\n" +
+				"Example: cnibox install --dir /opt/cni/bin --target /usr/local/bin/cnibox   (links only, no copy)",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "dir", Value: "/opt/cni/bin", Usage: "the CNI plugin directory"},
+				&ucli.StringFlag{Name: "binary", Usage: "the binary copied to DIR/cnibox (default: this executable)"},
+				&ucli.StringFlag{Name: "target", Usage: "copy nothing: link the roles to this existing binary instead"},
+				&ucli.BoolFlag{Name: "force", Usage: "replace files and links that are not cnibox's"},
+				&ucli.StringFlag{Name: "conflist", Usage: "a network configuration list to install (checked first)"},
+				&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --conflist goes"},
+				&ucli.StringFlag{Name: "conf-name", Usage: "the conflist's file name in --conf-dir, ending in .conflist (default: the name of --conflist)"},
+			},
+			Action: o.install,
+		},
+		{
+			Name:        "exec",
+			Usage:       "run a network config by hand, the way a runtime does (like cnitool)",
+			Subcommands: execVerbs(),
+		},
+		{
+			Name:  "inspect",
+			Usage: "show the node's CNI state: active config, endpoints, address pools, topology",
+			Description: "Read-only views of what a runtime would use and what cnibox set up. Every view takes --json.\n\n" +
+				"Examples:\n" +
+				"  cnibox inspect config\n" +
+				"  cnibox inspect endpoints --pod default/web-0 --detail\n" +
+				"  cnibox inspect ipam --network cnibox\n" +
+				"  cnibox inspect topology --format dot | dot -Tsvg > node.svg",
+			Subcommands: []*ucli.Command{
+				{
+					Name:  "config",
+					Usage: "the network config a runtime would pick, why, and whether its plugins are there",
+					UsageText: "cnibox inspect config [--conf-dir DIR] [--bin-dir DIR] [--json]\n\n" +
+						"Exits 1 when there is no usable config or it does not validate.\n" +
+						"Example: cnibox inspect config --conf-dir /etc/cni/net.d --bin-dir /opt/cni/bin",
+					Flags:  []ucli.Flag{confDirFlag, binDirFlag, jsonFlag},
+					Action: runInspectConfig,
+				},
+				{
+					Name:  "endpoints",
+					Usage: "every attachment on the node, with everything the store recorded",
+					UsageText: "cnibox inspect endpoints [--network N] [--pod NS/NAME] [--container ID] [--detail] [--json]\n\n" +
+						"Example: cnibox inspect endpoints --pod default/web-0 --detail",
+					Flags: []ucli.Flag{
+						&ucli.StringFlag{Name: "network", Usage: "only this network"},
+						&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME`"},
+						&ucli.StringFlag{Name: "container", Usage: "only containers whose ID starts with `ID`"},
+						&ucli.BoolFlag{Name: "detail", Aliases: []string{"d"}, Usage: "one block per endpoint with every field and its live state"},
+						dataDirFlag,
+						jsonFlag,
+					},
+					Action: inspectEndpoints,
+				},
+				{
+					Name:  "ipam",
+					Usage: "each address range and pool, how full it is, and every reservation with its owner",
+					UsageText: "cnibox inspect ipam [--network N] [--conf-dir DIR] [--data-dir DIR] [--json]\n\n" +
+						"Ranges come from the host-local sections of the configs in --conf-dir and from the store\n" +
+						"(every range set that handed out an address); cloud pools from cloud IPAM's last answer.\n" +
+						"Example: cnibox inspect ipam --network cnibox",
+					Flags: []ucli.Flag{
+						&ucli.StringFlag{Name: "network", Usage: "only this network"},
+						confDirFlag,
+						dataDirFlag,
+						jsonFlag,
+					},
+					Action: runInspectIPAM,
+				},
+				{
+					Name:  "topology",
+					Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
+					UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +
+						"The kernel's links joined with the endpoint records. dot is Graphviz input.\n" +
+						"Example: cnibox inspect topology --format dot | dot -Tsvg > node.svg",
+					Flags: []ucli.Flag{
+						&ucli.StringFlag{Name: "format", Value: "text", Usage: "text (a tree), dot (Graphviz) or json"},
+						dataDirFlag,
+						jsonFlag,
+					},
+					Action: withHost(runTopology),
+				},
+			},
+		},
+		{
+			Name:  "overlay",
+			Usage: "the VXLAN overlay of this node (what cnibox-agent holds and programmed)",
+			Subcommands: []*ucli.Command{
+				{
+					Name:   "status",
+					Usage:  "this node's lease, device, peer count, last sync",
+					Flags:  overlayFlags,
+					Action: withHost(overlayStatus),
+				},
+				{
+					Name:   "peers",
+					Usage:  "every other node: subnet, public IP, VTEP MAC, and whether route, neighbour and FDB entry in the kernel match",
+					Flags:  overlayFlags,
+					Action: withHost(overlayPeers),
+				},
+			},
+		},
+		{
+			Name:      "logs",
+			Usage:     "show the record each CNI call left in the log file",
+			UsageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--json]",
+			Description: "Every invocation writes one JSON record (role, command, container, ifname, netns, step timings,\n" +
+				"result or error). Example: cnibox logs --container 3f2a --since 1h",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "file", Usage: "log file (default $CNIBOX_LOG_FILE or " + cniplug.DefaultLogFile + ")"},
+				&ucli.StringFlag{Name: "container", Usage: "only calls whose container ID starts with `ID`"},
+				&ucli.DurationFlag{Name: "since", Usage: "only calls in the last `DURATION` (e.g. 30m)"},
+				&ucli.BoolFlag{Name: "errors", Usage: "only failed calls"},
+				&ucli.BoolFlag{Name: "json", Usage: "print the records as JSON lines"},
+			},
+			Action: runLogs,
+		},
+		{
+			Name:  "gc",
+			Usage: "remove what pods that are gone left behind: records, reservations, host veths, masquerade entries, port mappings",
+			UsageText: "cnibox gc [--dry-run] [--data-dir DIR] [--cache-dir DIR] [--json]\n\n" +
+				"Reconciles the store and the kernel with reality, without a runtime's help:\n" +
+				"  - endpoint records whose netns is gone or that predate the last reboot, with their host veth,\n" +
+				"    masquerade entries and address reservations;\n" +
+				"  - reservations without an endpoint record, when reserved before the last reboot or when the\n" +
+				"    runtime's libcni cache says their netns is gone (host-local alone reserves without a record,\n" +
+				"    so a reservation is never released on absence of a record alone);\n" +
+				"  - host veths named cbx* and masquerade entries that nothing live or reserved accounts for;\n" +
+				"  - portmap, tuning, bandwidth (with its ifb) and flannel/multi delegate records whose attachment\n" +
+				"    is gone (its netns, its endpoint's netns, the container's netns, or an earlier boot), with\n" +
+				"    their port mappings; port mapping elements that no record, endpoint or cache entry explains;\n" +
+				"    cbw* ifb devices that no bandwidth record names.\n" +
+				"Example: cnibox gc --dry-run",
+			Flags: []ucli.Flag{
+				&ucli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print what would be removed, remove nothing"},
+				dataDirFlag,
+				cacheFlag,
+				jsonFlag,
+			},
+			Action: withHost(runNodeGC),
+		},
+		{
+			Name:  "doctor",
+			Usage: "run the checks an expert would, one line each, pass or fail with the fix",
+			UsageText: "cnibox doctor [--pod NS/NAME] [--conf-dir DIR] [--bin-dir DIR] [--data-dir DIR] [--json]\n\n" +
+				"Checks the active config and its plugins, then per endpoint: netns, host veth (present, on the\n" +
+				"bridge, up), pod interface, addresses and routes, the gateway answering a ping from inside the pod,\n" +
+				"the bridge, IP forwarding, masquerade entries, port mappings (and route_localnet for 127.0.0.1),\n" +
+				"MTUs; the overlay's peers; leftovers for gc.\n" +
+				"Exits 1 when a check fails (warnings do not count).\n" +
+				"Example: cnibox doctor --pod default/web-0",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "pod", Usage: "check only this pod's endpoints, as `NAMESPACE/NAME`"},
+				&ucli.StringFlag{Name: "network", Usage: "check only this network's endpoints"},
+				&ucli.StringFlag{Name: "container", Usage: "check only containers whose ID starts with `ID`"},
+				confDirFlag,
+				binDirFlag,
+				dataDirFlag,
+				cacheFlag,
+				jsonFlag,
+			},
+			Action: withHost(runDoctor),
+		},
+		{
+			Name:      "completion",
+			Usage:     "print the shell completion script for bash or zsh",
+			ArgsUsage: "bash|zsh",
+			UsageText: "cnibox completion bash|zsh\n\n" +
+				"Examples:\n" +
+				"  source <(cnibox completion bash)                      # this shell\n" +
+				"  cnibox completion bash > /etc/bash_completion.d/cnibox  # every new shell\n" +
+				"  cnibox completion zsh > \"${fpath[1]}/_cnibox\"",
+			BashComplete: completeShells,
+			Action:       printCompletion,
+		},
+		{
+			Name:  "store",
+			Usage: "check the node's store file, or rebuild it from the kernel",
+			Subcommands: []*ucli.Command{
+				{
+					Name:  "check",
+					Usage: "read the whole store: pages, records, IPAM indexes; exit 1 on any problem",
+					UsageText: "cnibox store check [--data-dir DIR] [--json]\n\n" +
+						"Reads every page and record of the store file and checks the IPAM indexes against the\n" +
+						"reservations. Exit 0: sound. Exit 1: problems (listed), or the file cannot be read at all;\n" +
+						"then `cnibox store rebuild` makes a new one.",
+					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
+					Action: runStoreCheck,
+				},
+				{
+					Name:  "rebuild",
+					Usage: "make a new store from the veths, namespaces and libcni cache of the node; the old file is kept aside",
+					UsageText: "cnibox store rebuild [--data-dir DIR] [--conf-dir DIR] [--cache-dir DIR] [--dry-run] [--json]\n\n" +
+						"For a store that cannot be read (or whose check fails). It finds every host veth of cnibox's\n" +
+						"bridge role (cbx*) and its peer in the pod namespaces that exist (/run/netns/*, /proc/*/ns/net),\n" +
+						"names the attachment from libcni's cache (container ID, network, pod) or, failing that, from the\n" +
+						"network config that uses the veth's bridge, and records the pod's addresses as reservations and\n" +
+						"the attachment as an endpoint. Attachments of other main plugins that use host-local are\n" +
+						"recovered from libcni's cache when their namespace still has the interface.\n" +
+						"Not recovered: sticky addresses of pods that are not running, round-robin positions, and the\n" +
+						"records of the meta roles, portmap and the overlay agent (the agent writes its own again).\n" +
+						"A veth with no cache entry is recorded under the container ID rebuilt-<veth>: its address stays\n" +
+						"reserved until the runtime's GC or `cnibox gc` drops it; DEL of the real container cannot.",
+					Flags: []ucli.Flag{dataDirFlag, confDirFlag, cacheFlag, jsonFlag,
+						&ucli.BoolFlag{Name: "dry-run", Usage: "show what would be recorded; change nothing"}},
+					Action: runStoreRebuild,
+				},
+			},
+		},
+	}
+}
