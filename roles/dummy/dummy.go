@@ -8,7 +8,6 @@
 package dummy
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -28,35 +27,25 @@ var spec = &lower.Spec{
 	},
 }
 
-var base = spec.BareRole("dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes " +
-	"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a " +
-	"VM-in-pod's interface) and carries no traffic.")
-
 // Role is the "dummy" role.
-var Role = &cniplug.Role{
-	Name:   base.Name,
-	About:  base.About,
-	Add:    cniplug.AddWithConf(parse, func(ctx context.Context, a *cniplug.Args, _ struct{}) (types.Result, error) { return base.Add(ctx, a) }),
-	Check:  cniplug.WithConf(parse, func(ctx context.Context, a *cniplug.Args, _ struct{}) error { return base.Check(ctx, a) }),
-	Del:    base.Del,
-	GC:     base.GC,
-	Status: base.Status,
-}
+var Role = spec.BareRole("dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes "+
+	"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a "+
+	"VM-in-pod's interface) and carries no traffic.", need)
 
-// parse checks what dummy needs beyond lower's fields: an ipam section, as
-// the reference requires on ADD and CHECK, and no "mode".
-func parse(a *cniplug.Args) (struct{}, error) {
+// need checks what dummy requires beyond lower's fields: an ipam section,
+// as the reference requires on ADD and CHECK, and no "mode".
+func need(a *cniplug.Args) error {
 	var raw struct {
 		Mode string `json:"mode"`
 	}
 	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
-		return struct{}{}, cniplug.Errorf(types.ErrDecodingFailure, "dummy config: %v", err)
+		return cniplug.Errorf(types.ErrDecodingFailure, "dummy config: %v", err)
 	}
 	if raw.Mode != "" {
-		return struct{}{}, cniplug.Errorf(types.ErrUnsupportedField, "config field \"mode\" %q: a dummy device has no mode: drop \"mode\"", raw.Mode)
+		return cniplug.Errorf(types.ErrUnsupportedField, "config field \"mode\" %q: a dummy device has no mode: drop \"mode\"", raw.Mode)
 	}
 	if a.Conf.IPAM.Type == "" {
-		return struct{}{}, cniplug.ConfError("ipam", "missing: a dummy interface has nothing but the addresses IPAM gives it: add an \"ipam\" section (e.g. {\"type\": \"host-local\", \"ranges\": [[{\"subnet\": \"10.1.2.0/24\"}]]})")
+		return cniplug.ConfError("ipam", "missing: a dummy interface has nothing but the addresses IPAM gives it: add an \"ipam\" section (e.g. {\"type\": \"host-local\", \"ranges\": [[{\"subnet\": \"10.1.2.0/24\"}]]})")
 	}
-	return struct{}{}, nil
+	return nil
 }

@@ -23,7 +23,7 @@ func TestExample(t *testing.T) {
 	if err := json.Unmarshal(a.StdinData, a.Conf); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parse(a); err != nil {
+	if err := need(a); err != nil {
 		t.Errorf("the example's dummy plugin: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -135,8 +137,14 @@ func linkView(t *testing.T, h *netops.Handle, link, hostEnd string) (desc string
 // with the reference plugins and with cnibox, one after the other in fresh
 // pods, and fails on any difference of what a user sees.
 func compareSides(t *testing.T, conf func(ipamDir string) string) {
+	compareSidesWith(t, []string{refDir}, conf)
+}
+
+// compareSidesWith is compareSides with the reference plugins looked up in
+// the directories refPath.
+func compareSidesWith(t *testing.T, refPath []string, conf func(ipamDir string) string) {
 	e := newEnv(t)
-	ref := libcni.NewCNIConfigWithCacheDir([]string{refDir}, t.TempDir(), newExec())
+	ref := libcni.NewCNIConfigWithCacheDir(refPath, t.TempDir(), newExec())
 	refView := side(t, ref, listFromJSON(t, conf(t.TempDir())), e.newPod("ref"))
 	boxView := side(t, e.cni, listFromJSON(t, conf("")), e.newPod("box"))
 	rv, _ := json.MarshalIndent(refView, "", "  ")
@@ -203,6 +211,91 @@ func TestReferenceMacvlan(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReferenceVlan compares vlan + host-local (VLAN 57 of a NIC, with an
+// MTU) between the reference and cnibox. It needs 802.1Q in the kernel:
+// make test-kernel runs it.
+func TestReferenceVlan(t *testing.T) {
+	requireReference(t, "vlan")
+	for _, v := range refVersions {
+		for name, ranges := range map[string]string{
+			"v4":   `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}]]`,
+			"dual": `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}],[{"subnet":"fd57::/64","rangeStart":"fd57::10","gateway":"fd57::1"}]]`,
+		} {
+			t.Run(v+"/"+name, func(t *testing.T) {
+				newRefLAN(t, "lan9")
+				_, err := hostHandle(t).EnsureVlan(netops.VlanOpts{Name: "probe9", Master: "lan9", ID: 9})
+				nstest.SkipIfKernelLacks(t, "802.1Q (8021q)", err)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compareSides(t, func(dir string) string {
+					return fmt.Sprintf(`{"cniVersion":%q,"name":"vlan57","plugins":[{"type":"vlan","master":"lan9","vlanId":57,"mtu":1400,"ipam":%s}]}`,
+						v, ipamJSON(dir, ranges, `[{"dst":"0.0.0.0/0"},{"dst":"192.168.57.0/24","gw":"10.57.0.254"}]`))
+				})
+			})
+		}
+	}
+}
+
+// TestReferenceDummy compares dummy + host-local between upstream's
+// reference (Debian's 1.1.1 has no dummy) and cnibox. It needs dummy
+// devices in the kernel: make test-kernel runs it.
+func TestReferenceDummy(t *testing.T) {
+	probe, err := netops.Open(nstest.NewNS(t, "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	_, err = probe.EnsureDummy("probe0")
+	nstest.SkipIfKernelLacks(t, "dummy devices (dummy)", err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireReference(t, "host-local")
+	path := []string{upstreamRef(t, "dummy"), refDir}
+	for _, v := range refVersions { // Debian's host-local, which the reference calls, speaks up to 1.0.0
+		for name, ranges := range map[string]string{
+			"v4":   `[[{"subnet":"10.56.0.0/24","gateway":"10.56.0.1"}]]`,
+			"dual": `[[{"subnet":"10.56.0.0/24","gateway":"10.56.0.1"}],[{"subnet":"fd56::/64","gateway":"fd56::1"}]]`,
+		} {
+			t.Run(v+"/"+name, func(t *testing.T) {
+				compareSidesWith(t, path, func(dir string) string {
+					return fmt.Sprintf(`{"cniVersion":%q,"name":"svc","plugins":[{"type":"dummy","ipam":%s}]}`,
+						v, ipamJSON(dir, ranges, `[{"dst":"192.168.56.0/24"},{"dst":"fd00:56::/64"}]`))
+				})
+			})
+		}
+	}
+}
+
+// upstreamVersion is the reference release built for the plugins Debian's
+// package lacks.
+const upstreamVersion = "v1.9.1"
+
+// upstreamRef returns a directory with upstream's reference plugin:
+// $CNIBOX_REF_UPSTREAM (make test-kernel builds it into its disk), or one
+// built here with go install from the module proxy (once per machine: the
+// directory is kept in the temp dir).
+func upstreamRef(t *testing.T, plugin string) string {
+	t.Helper()
+	dir := os.Getenv("CNIBOX_REF_UPSTREAM")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "cnibox-e2e-ref-"+upstreamVersion)
+		if _, err := os.Stat(filepath.Join(dir, plugin)); err != nil {
+			cmd := exec.Command("go", "install", "github.com/containernetworking/plugins/plugins/main/"+plugin+"@"+upstreamVersion)
+			cmd.Dir = t.TempDir() // outside any module
+			cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=-trimpath")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("build the reference %s %s: %v\n%s", plugin, upstreamVersion, err, out)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, plugin)); err != nil {
+		t.Fatalf("the reference %s %s is not in %s (%v): make test-kernel builds it, or unset CNIBOX_REF_UPSTREAM", plugin, upstreamVersion, dir, err)
+	}
+	return dir
 }
 
 // newRefLAN makes a LAN namespace whose veth end on the node, nic, stands in

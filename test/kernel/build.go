@@ -28,6 +28,14 @@ var guestSkips = map[string]string{"test/e2e": "^TestPodman"}
 // libc only, which the initramfs has for iproute2.
 var diskTools = []string{"/usr/bin/etcd", "/usr/lib/cni"}
 
+// upstreamPlugins are the reference plugins Debian's package (1.1.1) lacks,
+// built from upstream's upstreamVersion into the disk's upstream directory
+// for the side-by-side tests of test/e2e, which find them through
+// $CNIBOX_REF_UPSTREAM.
+var upstreamPlugins = []string{"dummy"}
+
+const upstreamVersion = "v1.9.1"
+
 // testPackages lists the packages matching patterns that have tests;
 // patterns that match nothing (a tree being moved) are left out.
 func testPackages(patterns []string) ([]string, error) {
@@ -115,6 +123,14 @@ func buildDisk(o options) (string, []string, error) {
 	for _, t := range diskTools {
 		if err := copyTree(t, filepath.Join(stage, "host", t)); err != nil {
 			return "", nil, fmt.Errorf("copy %s: %w", t, err)
+		}
+	}
+	for _, p := range upstreamPlugins {
+		cmd := command("go", "install", "github.com/containernetworking/plugins/plugins/main/"+p+"@"+upstreamVersion)
+		cmd.Dir = o.cache // outside any module
+		cmd.Env = append(env, "GOBIN="+filepath.Join(stage, "upstream"), "GOFLAGS=-trimpath")
+		if err := cmd.Run(); err != nil {
+			return "", nil, fmt.Errorf("build the reference %s %s: %w", p, upstreamVersion, err)
 		}
 	}
 	if err := copySources(".", filepath.Join(stage, "src")); err != nil {

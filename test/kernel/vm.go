@@ -56,7 +56,7 @@ done
 # processes wait for the store's lock longer than its 10 s default: the
 # tests' deadline is generous here too (tests of the timeout set their own).
 export CNIBOX_STORE_TIMEOUT=60s
-export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault
+export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault CNIBOX_REF_UPSTREAM=/t/upstream
 args=$(cat /t/testargs)
 while read -r dir bin skip; do
 	echo "=== package $dir"

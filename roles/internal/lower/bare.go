@@ -19,9 +19,27 @@ import (
 // Everything else is as for a device on a master: the endpoint record and
 // the addresses before the device, the plan put on it, undo on failure,
 // DEL, GC and STATUS; CHECK checks the device, its addresses and routes.
-// The config's master, mode, mtu and mac are not used.
-func (s *Spec) BareRole(about string) *cniplug.Role {
-	return s.role(about, s.addBare, s.checkBare)
+// The config's master, mode, mtu and mac are not used. need (optional)
+// checks what the role requires of a config beyond lower's fields before
+// ADD and CHECK.
+func (s *Spec) BareRole(about string, need func(*cniplug.Args) error) *cniplug.Role {
+	parse := func(a *cniplug.Args) (*Conf, error) {
+		if need != nil {
+			if err := need(a); err != nil {
+				return nil, err
+			}
+		}
+		return s.parseConf(a)
+	}
+	return &cniplug.Role{
+		Name:   s.Kind,
+		About:  about,
+		Add:    cniplug.AddWithConf(parse, s.addBare),
+		Check:  cniplug.WithConf(parse, s.checkBare),
+		Del:    cniplug.WithConf(s.parseConf, s.del),
+		GC:     cniplug.WithConf(s.parseConf, s.gc),
+		Status: attach.Status,
+	}
 }
 
 func (s *Spec) addBare(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
