@@ -31,15 +31,7 @@ func (s *Spec) BareRole(about string, need func(*cniplug.Args) error) *cniplug.R
 		}
 		return s.parseConf(a)
 	}
-	return &cniplug.Role{
-		Name:   s.Kind,
-		About:  about,
-		Add:    cniplug.AddWithConf(parse, s.addBare),
-		Check:  cniplug.WithConf(parse, s.checkBare),
-		Del:    cniplug.WithConf(s.parseConf, s.del),
-		GC:     cniplug.WithConf(s.parseConf, s.gc),
-		Status: attach.Status,
-	}
+	return s.role(about, parse, s.addBare, s.checkBare)
 }
 
 func (s *Spec) addBare(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {

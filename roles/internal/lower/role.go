@@ -34,17 +34,17 @@ type Spec struct {
 
 // Role returns the CNI role of s.
 func (s *Spec) Role(about string) *cniplug.Role {
-	return s.role(about, s.add, s.check)
+	return s.role(about, s.parseConf, s.add, s.check)
 }
 
-// role is the CNI role of s with add and check; DEL, GC and STATUS are
-// every kind's.
-func (s *Spec) role(about string, add func(context.Context, *cniplug.Args, *Conf) (types.Result, error), check func(context.Context, *cniplug.Args, *Conf) error) *cniplug.Role {
+// role is the CNI role of s with add and check, which get the config from
+// parse; DEL, GC and STATUS are every kind's.
+func (s *Spec) role(about string, parse func(*cniplug.Args) (*Conf, error), add func(context.Context, *cniplug.Args, *Conf) (types.Result, error), check func(context.Context, *cniplug.Args, *Conf) error) *cniplug.Role {
 	return &cniplug.Role{
 		Name:   s.Kind,
 		About:  about,
-		Add:    cniplug.AddWithConf(s.parseConf, add),
-		Check:  cniplug.WithConf(s.parseConf, check),
+		Add:    cniplug.AddWithConf(parse, add),
+		Check:  cniplug.WithConf(parse, check),
 		Del:    cniplug.WithConf(s.parseConf, s.del),
 		GC:     cniplug.WithConf(s.parseConf, s.gc),
 		Status: attach.Status,
