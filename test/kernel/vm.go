@@ -56,8 +56,8 @@ done
 # processes wait for the store's lock longer than its 10 s default: the
 # tests' deadline is generous here too (tests of the timeout set their own).
 export CNIBOX_STORE_TIMEOUT=60s
-# A package's time limit: test/reliability takes ~8 minutes here on an idle
-# 2-core host and over 20 on a busy one; the VM's own -timeout bounds the run.
+# A package's time limit: test/reliability took over 20 minutes here with the
+# host busy; the VM's own -timeout bounds the whole run.
 export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault CNIBOX_REF_UPSTREAM=/t/upstream
 args=$(cat /t/testargs)
 while read -r dir bin skip; do
