@@ -1,18 +1,16 @@
 // Package roletest runs one role's CNI calls in process against a real
-// kernel and a store in a temporary directory, for the tests of the main
-// roles (ptp, macvlan, ipvlan). It is imported only by _test.go files; the
-// tests run in the private namespace of nstest.MainInPrivateNetns.
+// kernel and a store in a temporary directory, for the tests of the roles.
+// chaintest and delegatetest build their nodes on it. It is imported only
+// by _test.go files; the tests run in the private namespace of
+// nstest.MainInPrivateNetns.
 package roletest
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
-
-	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -22,35 +20,47 @@ import (
 // Versions are the spec versions every role speaks.
 var Versions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
-// Node is the test's node: a store directory and the roles it answers as.
+// Node is the test's node: a store directory, the roles it answers as and
+// the environment every call shares (over Run's defaults, under a call's
+// extra pairs).
 type Node struct {
 	T   *testing.T
 	Dir string
 	Reg *cniplug.Registry
+	Env map[string]string
 }
 
-// NewNode returns a node with an empty store; it skips the test without
-// root.
+// NewNode returns a node with an empty store that answers as roles; it
+// skips the test without root.
 func NewNode(t *testing.T, roles ...*cniplug.Role) *Node {
 	t.Helper()
+	return NewNodeWith(t, cniplug.NewRegistry(roles...))
+}
+
+// NewNodeWith is NewNode for a registry the caller built.
+func NewNodeWith(t *testing.T, reg *cniplug.Registry) *Node {
+	t.Helper()
 	nstest.RequireRoot(t)
-	return &Node{T: t, Dir: t.TempDir(), Reg: cniplug.NewRegistry(roles...)}
+	return &Node{T: t, Dir: t.TempDir(), Reg: reg, Env: map[string]string{}}
 }
 
 // Pod is a container ID and its network namespace.
 type Pod struct{ ID, Netns string }
 
-var seq int
+var seq atomic.Int64
 
 // NewPod creates a pod namespace that the test removes at its end.
 func (n *Node) NewPod(name string) Pod {
-	seq++
-	return Pod{ID: fmt.Sprintf("%s-%d", name, seq), Netns: nstest.NewNS(n.T, "rtpod")}
+	n.T.Helper()
+	return Pod{ID: fmt.Sprintf("%s-%d", name, seq.Add(1)), Netns: nstest.NewNS(n.T, "rtpod")}
 }
 
-// Call runs one CNI call of role with conf on stdin, CNI_IFNAME eth0. extra
-// are pairs that override the environment ("" deletes a variable).
-func (n *Node) Call(role *cniplug.Role, cmd string, p Pod, conf []byte, extra ...string) ([]byte, error) {
+// Run runs one CNI call of role with stdin and returns its stdout and what
+// it wrote to stderr. The environment is that of pod p with CNI_IFNAME
+// eth0 (none for GC and STATUS), the pod's name in CNI_ARGS and the node's
+// store, then n.Env, then extra: pairs that override it ("" deletes a
+// variable).
+func (n *Node) Run(role *cniplug.Role, cmd string, p Pod, stdin []byte, extra ...string) ([]byte, string, error) {
 	e := map[string]string{
 		"CNI_COMMAND":     cmd,
 		"CNI_CONTAINERID": p.ID,
@@ -65,22 +75,34 @@ func (n *Node) Call(role *cniplug.Role, cmd string, p Pod, conf []byte, extra ..
 		delete(e, "CNI_NETNS")
 		delete(e, "CNI_IFNAME")
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		if extra[i+1] == "" {
-			delete(e, extra[i])
+	set := func(k, v string) {
+		if v == "" {
+			delete(e, k)
 		} else {
-			e[extra[i]] = extra[i+1]
+			e[k] = v
 		}
+	}
+	for k, v := range n.Env {
+		set(k, v)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		set(extra[i], extra[i+1])
 	}
 	var stderr bytes.Buffer
 	out, err := cniplug.Invoke(context.Background(), role, cniplug.Invocation{
 		Getenv:   func(k string) string { return e[k] },
-		Stdin:    bytes.NewReader(conf),
+		Stdin:    bytes.NewReader(stdin),
 		Stderr:   &stderr,
 		Registry: n.Reg,
 	})
+	return out, stderr.String(), err
+}
+
+// Call is Run with the role's stderr in the error.
+func (n *Node) Call(role *cniplug.Role, cmd string, p Pod, conf []byte, extra ...string) ([]byte, error) {
+	out, stderr, err := n.Run(role, cmd, p, conf, extra...)
 	if err != nil {
-		return out, fmt.Errorf("%w (stderr: %s)", err, stderr.String())
+		return out, fmt.Errorf("%w (stderr: %s)", err, stderr)
 	}
 	return out, nil
 }
@@ -93,103 +115,4 @@ func (n *Node) Must(role *cniplug.Role, cmd string, p Pod, conf []byte, extra ..
 		n.T.Fatalf("%s %s %s: %v", role.Name, cmd, p.ID, err)
 	}
 	return out
-}
-
-// Result decodes an ADD result of version v.
-func Result(t *testing.T, out []byte, v string) *current.Result {
-	t.Helper()
-	r, err := version.NewResult(v, out)
-	if err != nil {
-		t.Fatalf("result %s: %v", out, err)
-	}
-	res, err := current.NewResultFromResult(r)
-	if err != nil {
-		t.Fatalf("result %s: %v", out, err)
-	}
-	return res
-}
-
-// Code returns the CNI code of err (0 for nil).
-func Code(err error) uint {
-	if err == nil {
-		return 0
-	}
-	return cniplug.CodeOf(err)
-}
-
-// With returns conf with the given top-level fields set (prevResult,
-// cni.dev/valid-attachments, ...).
-func With(t *testing.T, conf []byte, fields map[string]any) []byte {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(conf, &m); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range fields {
-		m[k] = v
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// WithPrev returns conf with prevResult set to an ADD's output.
-func WithPrev(t *testing.T, conf, out []byte) []byte {
-	return With(t, conf, map[string]any{"prevResult": json.RawMessage(out)})
-}
-
-// WithKeep returns conf with GC's valid attachments: eth0 of each pod.
-func WithKeep(t *testing.T, conf []byte, keep ...Pod) []byte {
-	va := []map[string]string{}
-	for _, p := range keep {
-		va = append(va, map[string]string{"containerID": p.ID, "ifname": "eth0"})
-	}
-	return With(t, conf, map[string]any{"cni.dev/valid-attachments": va})
-}
-
-// Endpoints returns the endpoint records of network.
-func (n *Node) Endpoints(network string) []store.Endpoint {
-	n.T.Helper()
-	st, err := store.Open(n.Dir)
-	if err != nil {
-		n.T.Fatal(err)
-	}
-	defer st.Close()
-	eps, err := st.Endpoints(network)
-	if err != nil {
-		n.T.Fatal(err)
-	}
-	return eps
-}
-
-// Reservations returns the IPAM reservations of network.
-func (n *Node) Reservations(network string) []store.Reservation {
-	n.T.Helper()
-	st, err := store.Open(n.Dir)
-	if err != nil {
-		n.T.Fatal(err)
-	}
-	defer st.Close()
-	var all []store.Reservation
-	if err := st.ViewIPAM(network, func(tx *store.IPAMTx) error {
-		all = tx.All()
-		return nil
-	}); err != nil {
-		n.T.Fatal(err)
-	}
-	return all
-}
-
-// Empty fails the test unless network has no endpoint record and no
-// reservation left.
-func (n *Node) Empty(network string) {
-	n.T.Helper()
-	if eps := n.Endpoints(network); len(eps) > 0 {
-		n.T.Errorf("endpoint records left in %s: %+v", network, eps)
-	}
-	if rs := n.Reservations(network); len(rs) > 0 {
-		n.T.Errorf("reservations left in %s: %+v", network, rs)
-	}
 }
