@@ -4,33 +4,27 @@
 package delegatetest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/flannel"
 	"github.com/cnibox/cnibox/roles/hostlocal"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/loopback"
 	"github.com/cnibox/cnibox/roles/multi"
 	"github.com/cnibox/cnibox/store"
 )
-
-// Helpers of the flannel and multi tests (names start with fm: other roles'
-// tests share this package).
 
 // TestRole is a plugin for the tests' chains whose verbs fail on demand:
 // "failAdd", "failDel", "failStatus" in its config. Otherwise ADD passes
@@ -68,21 +62,22 @@ func flag(a *cniplug.Args, key string) bool {
 	return b
 }
 
+// Registry is the roles the tests' chains and delegations can name.
 var Registry = cniplug.NewRegistry(bridge.Role, hostlocal.Role, hostlocal.StaticRole,
 	loopback.Role, flannel.Role, multi.Role, TestRole)
 
-// Node is a test's node: a store directory and extra environment that
-// every call shares.
-type Node struct {
-	T   *testing.T
-	Dir string
-	Env map[string]string
-}
+// Node is a test's node: a roletest node whose calls take their config as
+// a string and return the role's stderr apart.
+type Node struct{ *roletest.Node }
 
+// Pod is a pod: container ID and netns.
+type Pod = roletest.Pod
+
+// NewNode returns a node with an empty store; it skips the test without
+// root.
 func NewNode(t *testing.T) *Node {
 	t.Helper()
-	nstest.RequireRoot(t)
-	n := &Node{T: t, Dir: t.TempDir(), Env: map[string]string{}}
+	n := &Node{roletest.NewNodeWith(t, Registry)}
 	// In-process delegates read the process's environment (as they do when
 	// a runtime execs cnibox), so the store dir is set there too: a test
 	// never touches the machine's store.
@@ -90,54 +85,18 @@ func NewNode(t *testing.T) *Node {
 	return n
 }
 
-// Pod is a pod: container ID and netns.
-type Pod struct{ ID, Netns string }
-
-func (n *Node) NewPod(name string) Pod {
-	n.T.Helper()
-	return Pod{ID: fmt.Sprintf("%s-%d", name, time.Now().UnixNano()), Netns: nstest.NewNS(n.T, "fm")}
-}
-
-// call runs one CNI call of role. stderr is returned for log assertions.
+// Call runs one CNI call of role. stderr is returned for log assertions.
 func (n *Node) Call(role *cniplug.Role, cmd string, p Pod, conf string) ([]byte, string, error) {
-	e := map[string]string{
-		"CNI_COMMAND":     cmd,
-		"CNI_CONTAINERID": p.ID,
-		"CNI_NETNS":       p.Netns,
-		"CNI_IFNAME":      "eth0",
-		"CNI_PATH":        "/nonexistent",
-		"CNI_ARGS":        "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + p.ID,
-		store.EnvDataDir:  n.Dir,
-	}
-	if cmd == "GC" || cmd == "STATUS" {
-		delete(e, "CNI_CONTAINERID")
-		delete(e, "CNI_NETNS")
-		delete(e, "CNI_IFNAME")
-	}
-	for k, v := range n.Env {
-		e[k] = v
-	}
-	var stderr bytes.Buffer
-	out, err := cniplug.Invoke(context.Background(), role, cniplug.Invocation{
-		Getenv:   func(k string) string { return e[k] },
-		Stdin:    strings.NewReader(conf),
-		Stderr:   &stderr,
-		Registry: Registry,
-	})
-	return out, stderr.String(), err
+	return n.Run(role, cmd, p, []byte(conf))
 }
 
-// must runs a call that must succeed and returns stdout.
+// Must runs a call that must succeed and returns stdout.
 func (n *Node) Must(role *cniplug.Role, cmd string, p Pod, conf string) []byte {
 	n.T.Helper()
-	out, stderr, err := n.Call(role, cmd, p, conf)
-	if err != nil {
-		n.T.Fatalf("%s %s %s: %v\nstderr: %s", role.Name, cmd, p.ID, err, stderr)
-	}
-	return out
+	return n.Node.Must(role, cmd, p, []byte(conf))
 }
 
-// add runs ADD and decodes the result.
+// Add runs ADD and decodes the result.
 func (n *Node) Add(role *cniplug.Role, p Pod, conf string) *current.Result {
 	n.T.Helper()
 	out := n.Must(role, "ADD", p, conf)
@@ -151,74 +110,39 @@ func (n *Node) Add(role *cniplug.Role, p Pod, conf string) *current.Result {
 // WithPrev returns conf with prevResult set to r.
 func WithPrev(t *testing.T, conf string, r *current.Result) string {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal([]byte(conf), &m); err != nil {
-		t.Fatal(err)
-	}
-	m["prevResult"] = r
-	b, _ := json.Marshal(m)
-	return string(b)
+	return string(roletest.With(t, []byte(conf), map[string]any{"prevResult": r}))
 }
 
 // WithKeep returns conf with GC's valid attachments.
 func WithKeep(t *testing.T, conf string, keep ...Pod) string {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal([]byte(conf), &m); err != nil {
-		t.Fatal(err)
-	}
-	list := []types.GCAttachment{}
-	for _, p := range keep {
-		list = append(list, types.GCAttachment{ContainerID: p.ID, IfName: "eth0"})
-	}
-	m["cni.dev/valid-attachments"] = list
-	b, _ := json.Marshal(m)
-	return string(b)
+	return string(roletest.WithKeep(t, []byte(conf), keep...))
 }
 
-// reservations returns the addresses reserved in network, by container ID.
+// Reservations returns the addresses reserved in network, by container ID.
 func (n *Node) Reservations(network string) map[string][]netip.Addr {
 	n.T.Helper()
-	st, err := store.Open(n.Dir)
-	if err != nil {
-		n.T.Fatal(err)
-	}
-	defer st.Close()
 	out := map[string][]netip.Addr{}
-	st.ViewIPAM(network, func(tx *store.IPAMTx) error {
-		for _, r := range tx.All() {
-			out[r.ContainerID] = append(out[r.ContainerID], r.Addr)
-		}
-		return nil
-	})
+	for _, r := range n.Node.Reservations(network) {
+		out[r.ContainerID] = append(out[r.ContainerID], r.Addr)
+	}
 	return out
 }
 
-// records returns the delegate records of network.
-func (n *Node) Records(network string) []store.DelegateRecord {
+// Records returns the delegate records of network.
+func (n *Node) Records(network string) (recs []store.DelegateRecord) {
 	n.T.Helper()
-	st, err := store.Open(n.Dir)
-	if err != nil {
-		n.T.Fatal(err)
-	}
-	defer st.Close()
-	recs, err := st.DelegateRecords(network)
-	if err != nil {
-		n.T.Fatal(err)
-	}
+	n.Store(func(st *store.Store) (err error) {
+		recs, err = st.DelegateRecords(network)
+		return err
+	})
 	return recs
 }
 
+// DeleteRecord deletes the delegate record of eth0 of p in network.
 func (n *Node) DeleteRecord(network string, p Pod) {
 	n.T.Helper()
-	st, err := store.Open(n.Dir)
-	if err != nil {
-		n.T.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.DeleteDelegateRecord(network, p.ID, "eth0"); err != nil {
-		n.T.Fatal(err)
-	}
+	n.Store(func(st *store.Store) error { return st.DeleteDelegateRecord(network, p.ID, "eth0") })
 }
 
 // Veths returns cnibox's host veths on the node.
@@ -236,19 +160,14 @@ func Veths(t *testing.T) []string {
 // Links returns the links of a namespace ("" = the node).
 func Links(t *testing.T, ns string) map[string]netops.Link {
 	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ls, err := h.Links()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]netops.Link{}
-	for _, l := range ls {
-		out[l.Name] = l
-	}
+	roletest.InNS(t, ns, func(h *netops.Handle) error {
+		ls, err := h.Links()
+		for _, l := range ls {
+			out[l.Name] = l
+		}
+		return err
+	})
 	return out
 }
 
