@@ -17,6 +17,7 @@ import (
 	"github.com/cnibox/cnibox/roles/multi"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/roles/ptp"
+	"github.com/cnibox/cnibox/roles/static"
 	"github.com/cnibox/cnibox/roles/tuning"
 	"github.com/cnibox/cnibox/roles/vlan"
 	"github.com/cnibox/cnibox/roles/vxlan"
@@ -30,7 +31,7 @@ func Registry() *cniplug.Registry {
 		cloudipam.Role,
 		cloudipam.AzureRole,
 		hostlocal.Role,
-		hostlocal.StaticRole,
+		static.Role,
 		loopback.Role,
 		flannel.Role,
 		multi.Role,

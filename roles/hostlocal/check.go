@@ -13,17 +13,11 @@ import (
 )
 
 // check verifies that the attachment holds an address in every range set.
-func check(_ context.Context, a *cniplug.Args) error {
-	cfg, err := loadConfig(a, loadOptions{ranges: true})
-	if err != nil {
-		return err
-	}
+func check(_ context.Context, a *cniplug.Args, cfg *config) error {
 	var missing []int
-	err = withStore(a, cfg, true, func(s *store.Store) error {
-		return s.ViewIPAM(cfg.Network, func(tx *store.IPAMTx) error {
-			_, missing = ipam.Held(tx, a.ContainerID, a.IfName, cfg.Sets)
-			return nil
-		})
+	err := cfg.View(a, func(tx *store.IPAMTx) error {
+		_, missing = ipam.Held(tx, a.ContainerID, a.IfName, cfg.Sets)
+		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		missing = make([]int, len(cfg.Sets))

@@ -6,16 +6,15 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/conffile"
 	"github.com/cnibox/cnibox/ipam"
+	"github.com/cnibox/cnibox/roles/internal/ipamrole"
 )
 
 // config is the host-local part of a plugin config, validated.
 type config struct {
-	Network    string
+	ipamrole.Pool
 	Sets       []ipam.RangeSet
-	Routes     []route
-	DataDir    string // "" = $CNIBOX_DATA_DIR or store.DefaultDir
+	Routes     []ipamrole.Route
 	ResolvConf string
-	Sticky     bool
 }
 
 // ipamJSON is the "ipam" section as written, with the reference plugin's
@@ -25,7 +24,7 @@ type ipamJSON struct {
 	ipam.RangeConfig
 	Ranges        [][]ipam.RangeConfig `json:"ranges"`
 	RangeFromFile string               `json:"rangeFromFile"`
-	Routes        []routeJSON          `json:"routes"`
+	Routes        []ipamrole.RouteJSON `json:"routes"`
 	DataDir       string               `json:"dataDir"`
 	ResolvConf    string               `json:"resolvConf"`
 	Sticky        bool                 `json:"sticky"`
@@ -39,24 +38,27 @@ type loadOptions struct {
 	ranges bool
 }
 
+// loadRanges is loadConfig for the verbs that need the range sets (ADD,
+// CHECK, STATUS).
+func loadRanges(a *cniplug.Args) (*config, error) { return loadConfig(a, loadOptions{ranges: true}) }
+
+// loadOwners is loadConfig for the verbs that release by owner (DEL, GC).
+func loadOwners(a *cniplug.Args) (*config, error) { return loadConfig(a, loadOptions{}) }
+
 // loadConfig reads and validates the "ipam" section of a.StdinData. The
 // ipRanges capability (runtimeConfig.ipRanges), when given, replaces the
 // configured ranges; otherwise the legacy single range (ipam.subnet ...) comes
 // first, then ipam.ranges, and ipam.rangeFromFile only when both are absent.
 func loadConfig(a *cniplug.Args, opt loadOptions) (*config, error) {
-	var raw struct {
-		IPAM *ipamJSON `json:"ipam"`
-	}
-	if err := decode("stdin", a.StdinData, &raw); err != nil {
+	in, err := ipamrole.Section[ipamJSON](a, "host-local reads its ranges")
+	if err != nil {
 		return nil, err
 	}
-	if raw.IPAM == nil {
-		return nil, cniplug.ConfError("ipam", "missing: host-local reads its ranges from the plugin config's \"ipam\" section")
+	cfg := &config{
+		Pool:       ipamrole.Pool{Role: roleName, Network: a.Conf.Name, DataDir: in.DataDir, Sticky: in.Sticky, JoinCaller: true},
+		ResolvConf: in.ResolvConf,
 	}
-	in := raw.IPAM
-	cfg := &config{Network: a.Conf.Name, DataDir: in.DataDir, ResolvConf: in.ResolvConf, Sticky: in.Sticky}
-	var err error
-	if cfg.Routes, err = parseRoutes("ipam.routes", in.Routes); err != nil {
+	if cfg.Routes, err = ipamrole.ParseRoutes("ipam.routes", in.Routes); err != nil {
 		return nil, err
 	}
 	if cfg.Sets, err = rangeSets(a, in, opt); err != nil {
@@ -75,7 +77,7 @@ func rangeSets(a *cniplug.Args, in *ipamJSON, opt loadOptions) ([]ipam.RangeSet,
 	var srcs []source
 	if len(a.Conf.RuntimeConfig.IPRanges) > 0 && string(a.Conf.RuntimeConfig.IPRanges) != "null" {
 		var capRanges [][]ipam.RangeConfig
-		if err := decode("runtimeConfig.ipRanges", a.Conf.RuntimeConfig.IPRanges, &capRanges); err != nil {
+		if err := ipamrole.Decode("runtimeConfig.ipRanges", a.Conf.RuntimeConfig.IPRanges, &capRanges); err != nil {
 			return nil, err
 		}
 		for i, s := range capRanges {
@@ -97,12 +99,12 @@ func rangeSets(a *cniplug.Args, in *ipamJSON, opt loadOptions) ([]ipam.RangeSet,
 		if !opt.ranges {
 			return nil, nil
 		}
-		b, err := conffile.Read(in.RangeFromFile, maxConfigFile)
+		b, err := conffile.Read(in.RangeFromFile, ipamrole.MaxFile)
 		if err != nil {
 			return nil, cniplug.ConfError("ipam.rangeFromFile", "cannot read %q: %v: fix the path or configure ipam.ranges", in.RangeFromFile, err)
 		}
 		var rc ipam.RangeConfig
-		if err := decode("ipam.rangeFromFile "+in.RangeFromFile, b, &rc); err != nil {
+		if err := ipamrole.Decode("ipam.rangeFromFile "+in.RangeFromFile, b, &rc); err != nil {
 			return nil, err
 		}
 		if rc.Subnet == "" {

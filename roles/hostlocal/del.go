@@ -2,30 +2,19 @@ package hostlocal
 
 import (
 	"context"
-	"errors"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
-	"github.com/cnibox/cnibox/ipam"
-	"github.com/cnibox/cnibox/store"
 )
 
-// del releases every address of the attachment. Nothing to release (or no
-// store at all) is success: DEL never fails because something is gone.
-func del(_ context.Context, a *cniplug.Args) error {
-	cfg, err := loadConfig(a, loadOptions{})
-	if err != nil {
-		return err
-	}
-	err = withStore(a, cfg, true, func(s *store.Store) error {
-		return s.IPAM(cfg.Network, func(tx *store.IPAMTx) error {
-			_, err := ipam.Release(tx, a.ContainerID, a.IfName)
-			return err
-		})
-	})
+// del releases every address of the attachment (ipamrole.Pool.Del: nothing
+// to release, or no store at all, is success).
+func del(_ context.Context, a *cniplug.Args, cfg *config) error {
+	err := cfg.Del(a)
 	fault.Point("hostlocal/del/after-release")
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
 	return err
 }
+
+// gc releases every reservation of the network whose attachment is not in
+// the config's cni.dev/valid-attachments (or cni.dev/attachments).
+func gc(_ context.Context, a *cniplug.Args, cfg *config) error { return cfg.GC(a) }

@@ -12,7 +12,7 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-var registry = cniplug.NewRegistry(hostlocal.Role, hostlocal.StaticRole)
+var registry = cniplug.NewRegistry(hostlocal.Role)
 
 // env is one CNI call's environment.
 type env map[string]string

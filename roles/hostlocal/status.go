@@ -11,17 +11,11 @@ import (
 
 // status reports not ready (code 50) when a range set has no free address
 // (every ADD would then fail) or the store cannot be opened.
-func status(_ context.Context, a *cniplug.Args) error {
-	cfg, err := loadConfig(a, loadOptions{ranges: true})
-	if err != nil {
-		return err
-	}
+func status(_ context.Context, a *cniplug.Args, cfg *config) error {
 	var ready error
-	err = withStore(a, cfg, true, func(s *store.Store) error {
-		return s.ViewIPAM(cfg.Network, func(tx *store.IPAMTx) error {
-			ready = ipam.Ready(tx, cfg.Network, cfg.Sets)
-			return nil
-		})
+	err := cfg.View(a, func(tx *store.IPAMTx) error {
+		ready = ipam.Ready(tx, cfg.Network, cfg.Sets)
+		return nil
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -23,6 +23,7 @@ import (
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/loopback"
 	"github.com/cnibox/cnibox/roles/multi"
+	"github.com/cnibox/cnibox/roles/static"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -63,7 +64,7 @@ func flag(a *cniplug.Args, key string) bool {
 }
 
 // Registry is the roles the tests' chains and delegations can name.
-var Registry = cniplug.NewRegistry(bridge.Role, hostlocal.Role, hostlocal.StaticRole,
+var Registry = cniplug.NewRegistry(bridge.Role, hostlocal.Role, static.Role,
 	loopback.Role, flannel.Role, multi.Role, TestRole)
 
 // Node is a test's node: a roletest node whose calls take their config as

@@ -1,8 +1,7 @@
-package hostlocal
+package ipamrole
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 
@@ -11,8 +10,8 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 )
 
-// route is a route for the container, as the CNI result carries it.
-type route struct {
+// Route is a route for the container, as the CNI result carries it.
+type Route struct {
 	Dst      netip.Prefix
 	GW       netip.Addr // invalid: no gateway (the main plugin picks one)
 	MTU      int
@@ -22,8 +21,8 @@ type route struct {
 	Scope    *int
 }
 
-// routeJSON is a route as configs write it (the CNI result's shape).
-type routeJSON struct {
+// RouteJSON is a route as configs write it (the CNI result's shape).
+type RouteJSON struct {
 	Dst      string `json:"dst"`
 	GW       string `json:"gw,omitempty"`
 	MTU      int    `json:"mtu,omitempty"`
@@ -33,8 +32,10 @@ type routeJSON struct {
 	Scope    *int   `json:"scope,omitempty"`
 }
 
-func parseRoutes(field string, in []routeJSON) ([]route, error) {
-	out := make([]route, 0, len(in))
+// ParseRoutes checks the routes of config field field (e.g. "ipam.routes"):
+// a destination in CIDR notation without host bits, a gateway of its family.
+func ParseRoutes(field string, in []RouteJSON) ([]Route, error) {
+	out := make([]Route, 0, len(in))
 	for i, rj := range in {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if rj.Dst == "" {
@@ -50,7 +51,7 @@ func parseRoutes(field string, in []routeJSON) ([]route, error) {
 		if m := dst.Masked(); m != dst {
 			return nil, cniplug.ConfError(f+".dst", "%s has host bits set: did you mean %s?", dst, m)
 		}
-		r := route{Dst: dst, MTU: rj.MTU, AdvMSS: rj.AdvMSS, Priority: rj.Priority, Table: rj.Table, Scope: rj.Scope}
+		r := Route{Dst: dst, MTU: rj.MTU, AdvMSS: rj.AdvMSS, Priority: rj.Priority, Table: rj.Table, Scope: rj.Scope}
 		if rj.GW != "" {
 			gw, err := netip.ParseAddr(strings.TrimSpace(rj.GW))
 			if err != nil {
@@ -67,18 +68,4 @@ func parseRoutes(field string, in []routeJSON) ([]route, error) {
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// cni converts r to the CNI library's route.
-func (r route) cni() *types.Route {
-	out := &types.Route{Dst: ipNet(r.Dst), MTU: r.MTU, AdvMSS: r.AdvMSS, Priority: r.Priority, Table: r.Table, Scope: r.Scope}
-	if r.GW.IsValid() {
-		out.GW = net.IP(r.GW.AsSlice())
-	}
-	return out
-}
-
-// ipNet converts a prefix (host bits kept) to the CNI result's form.
-func ipNet(p netip.Prefix) net.IPNet {
-	return net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

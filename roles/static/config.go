@@ -1,68 +1,54 @@
-package hostlocal
+package static
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/ipamrole"
 )
 
-// staticConfig is the static part of a plugin config, validated.
-type staticConfig struct {
-	Addresses []staticAddress
-	Routes    []route
+// config is the static part of a plugin config, validated.
+type config struct {
+	Addresses []ipamrole.Address
+	Routes    []ipamrole.Route
 	DNS       types.DNS
 }
 
-// staticAddress is one address with its prefix length (host bits kept) and
-// optional gateway.
-type staticAddress struct {
-	Addr    netip.Prefix
-	Gateway netip.Addr
-}
-
-type staticJSON struct {
+// ipamJSON is the "ipam" section as written.
+type ipamJSON struct {
 	Type      string `json:"type"`
 	Addresses []struct {
 		Address string `json:"address"`
 		Gateway string `json:"gateway,omitempty"`
 	} `json:"addresses"`
-	Routes []routeJSON `json:"routes"`
-	DNS    types.DNS   `json:"dns"`
+	Routes []ipamrole.RouteJSON `json:"routes"`
+	DNS    types.DNS            `json:"dns"`
 }
 
-// loadStaticConfig reads the "ipam" section as the reference static plugin
+// loadConfig reads the "ipam" section as the reference static plugin
 // does: ipam.addresses, plus CNI_ARGS IP= (comma-separated CIDRs, appended)
 // and GATEWAY= (set on the addresses whose subnet contains it); args.cni.ips,
 // then runtimeConfig.ips (the ips capability), replace the list when given.
-func loadStaticConfig(a *cniplug.Args) (*staticConfig, error) {
-	var raw struct {
-		IPAM *staticJSON `json:"ipam"`
-	}
-	if err := decode("stdin", a.StdinData, &raw); err != nil {
+func loadConfig(a *cniplug.Args) (*config, error) {
+	in, err := ipamrole.Section[ipamJSON](a, "static reads its addresses")
+	if err != nil {
 		return nil, err
 	}
-	if raw.IPAM == nil {
-		return nil, cniplug.ConfError("ipam", "missing: static reads its addresses from the plugin config's \"ipam\" section")
-	}
-	cfg := &staticConfig{DNS: raw.IPAM.DNS}
-	var err error
-	if cfg.Routes, err = parseRoutes("ipam.routes", raw.IPAM.Routes); err != nil {
+	cfg := &config{DNS: in.DNS}
+	if cfg.Routes, err = ipamrole.ParseRoutes("ipam.routes", in.Routes); err != nil {
 		return nil, err
 	}
-	for i, ad := range raw.IPAM.Addresses {
+	for i, ad := range in.Addresses {
 		f := fmt.Sprintf("ipam.addresses[%d]", i)
-		p, err := parseStaticAddr(f+".address", ad.Address)
+		p, err := parseAddr(f+".address", ad.Address)
 		if err != nil {
 			return nil, err
 		}
-		sa := staticAddress{Addr: p}
+		sa := ipamrole.Address{Addr: p}
 		if ad.Gateway != "" {
 			if sa.Gateway, err = parseGateway(f+".gateway", ad.Gateway, p); err != nil {
 				return nil, err
@@ -72,11 +58,11 @@ func loadStaticConfig(a *cniplug.Args) (*staticConfig, error) {
 	}
 	if ips := string(a.CNIArgs.IP); ips != "" {
 		for _, s := range strings.Split(ips, ",") {
-			p, err := parseStaticAddr("CNI_ARGS IP", s)
+			p, err := parseAddr("CNI_ARGS IP", s)
 			if err != nil {
 				return nil, err
 			}
-			cfg.Addresses = append(cfg.Addresses, staticAddress{Addr: p})
+			cfg.Addresses = append(cfg.Addresses, ipamrole.Address{Addr: p})
 		}
 	}
 	if gws := string(a.CNIArgs.GATEWAY); gws != "" {
@@ -104,11 +90,11 @@ func loadStaticConfig(a *cniplug.Args) (*staticConfig, error) {
 		}
 		cfg.Addresses = cfg.Addresses[:0:0]
 		for i, s := range src.ips {
-			p, err := parseStaticAddr(fmt.Sprintf("%s[%d]", src.field, i), s)
+			p, err := parseAddr(fmt.Sprintf("%s[%d]", src.field, i), s)
 			if err != nil {
 				return nil, err
 			}
-			cfg.Addresses = append(cfg.Addresses, staticAddress{Addr: p})
+			cfg.Addresses = append(cfg.Addresses, ipamrole.Address{Addr: p})
 		}
 	}
 	if len(cfg.Addresses) == 0 {
@@ -117,7 +103,7 @@ func loadStaticConfig(a *cniplug.Args) (*staticConfig, error) {
 	return cfg, nil
 }
 
-func parseStaticAddr(field, s string) (netip.Prefix, error) {
+func parseAddr(field, s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
@@ -144,56 +130,4 @@ func parseGateway(field, s string, p netip.Prefix) (netip.Addr, error) {
 		return gw, cniplug.ConfError(field, "%s is not of the same IP family as the address %s", gw, p)
 	}
 	return gw, nil
-}
-
-func staticAdd(_ context.Context, a *cniplug.Args) (types.Result, error) {
-	cfg, err := loadStaticConfig(a)
-	if err != nil {
-		return nil, err
-	}
-	res := &current.Result{CNIVersion: current.ImplementedSpecVersion, DNS: cfg.DNS}
-	for _, ad := range cfg.Addresses {
-		ipc := &current.IPConfig{Address: ipNet(ad.Addr)}
-		if ad.Gateway.IsValid() {
-			ipc.Gateway = net.IP(ad.Gateway.AsSlice())
-		}
-		res.IPs = append(res.IPs, ipc)
-	}
-	for _, r := range cfg.Routes {
-		res.Routes = append(res.Routes, r.cni())
-	}
-	return res, nil
-}
-
-// staticCheck validates the config and, when the runtime passes the previous
-// result, that every configured address is in it.
-func staticCheck(_ context.Context, a *cniplug.Args) error {
-	cfg, err := loadStaticConfig(a)
-	if err != nil {
-		return err
-	}
-	prev, err := a.Conf.PrevResult()
-	if err != nil || prev == nil {
-		return err
-	}
-	for _, ad := range cfg.Addresses {
-		found := false
-		for _, ip := range prev.IPs {
-			got, ok := netip.AddrFromSlice(ip.Address.IP)
-			if ok && got.Unmap() == ad.Addr.Addr() {
-				found = true
-				if ad.Gateway.IsValid() {
-					gw, _ := netip.AddrFromSlice(ip.Gateway)
-					if gw.Unmap() != ad.Gateway {
-						return cniplug.Errorf(types.ErrUnknownContainer, "static: address %s has gateway %v in the previous result, the config says %s: run DEL and ADD again", ad.Addr, ip.Gateway, ad.Gateway)
-					}
-				}
-				break
-			}
-		}
-		if !found {
-			return cniplug.Errorf(types.ErrUnknownContainer, "static: address %s of the config is not in the previous result of interface %s: run DEL and ADD again", ad.Addr, a.IfName)
-		}
-	}
-	return nil
 }

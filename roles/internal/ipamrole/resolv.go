@@ -1,4 +1,4 @@
-package hostlocal
+package ipamrole
 
 import (
 	"bufio"
@@ -11,14 +11,15 @@ import (
 	"github.com/cnibox/cnibox/internal/conffile"
 )
 
-// maxConfigFile bounds the files a config names (rangeFromFile, resolvConf).
-const maxConfigFile = 1 << 20
+// MaxFile bounds the files a config names (rangeFromFile, resolvConf).
+const MaxFile = 1 << 20
 
-// parseResolvConf reads the nameserver, domain, search and options lines of
+// ParseResolvConf reads the nameserver, domain, search and options lines of
 // a resolv.conf file into the result's DNS, as the reference plugin does.
-func parseResolvConf(field, path string) (types.DNS, error) {
+// field names the config field that gave path.
+func ParseResolvConf(field, path string) (types.DNS, error) {
 	var dns types.DNS
-	b, err := conffile.Read(path, maxConfigFile)
+	b, err := conffile.Read(path, MaxFile)
 	if err != nil {
 		return dns, cniplug.ConfError(field, "cannot read %q: %v: fix the path or remove the field", path, err)
 	}

@@ -1,4 +1,4 @@
-package hostlocal
+package ipamrole
 
 import (
 	"encoding/json"
@@ -10,9 +10,9 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 )
 
-// decode unmarshals JSON into v; a value of the wrong JSON type is a decoding
+// Decode unmarshals JSON into v; a value of the wrong JSON type is a decoding
 // error (6) that names the field and what it should be.
-func decode(what string, data []byte, v any) error {
+func Decode(what string, data []byte, v any) error {
 	err := json.Unmarshal(data, v)
 	if err == nil {
 		return nil
@@ -50,4 +50,20 @@ func jsonKind(t reflect.Type) string {
 	default:
 		return "an object"
 	}
+}
+
+// Section decodes the "ipam" section of stdin into a new T. Without one,
+// the error says what the role reads from it: reads is e.g. "host-local
+// reads its ranges".
+func Section[T any](a *cniplug.Args, reads string) (*T, error) {
+	var raw struct {
+		IPAM *T `json:"ipam"`
+	}
+	if err := Decode("stdin", a.StdinData, &raw); err != nil {
+		return nil, err
+	}
+	if raw.IPAM == nil {
+		return nil, cniplug.ConfError("ipam", "missing: %s from the plugin config's \"ipam\" section", reads)
+	}
+	return raw.IPAM, nil
 }
