@@ -93,23 +93,15 @@ func Result(t *testing.T, out []byte, v string) *current.Result {
 }
 
 // Link returns the settings of a link, or fails the test.
-func Link(t *testing.T, ns, name string) (s netops.LinkSettings) {
+func Link(t *testing.T, ns, name string) netops.LinkSettings {
 	t.Helper()
-	roletest.InNS(t, ns, func(h *netops.Handle) (err error) {
-		s, err = h.LinkSettings(name)
-		return err
-	})
-	return s
+	return roletest.InNS(t, ns, func(h *netops.Handle) (netops.LinkSettings, error) { return h.LinkSettings(name) })
 }
 
 // Sysctl reads a sysctl in a namespace.
-func Sysctl(t *testing.T, ns, key string) (v string) {
+func Sysctl(t *testing.T, ns, key string) string {
 	t.Helper()
-	roletest.InNS(t, ns, func(h *netops.Handle) (err error) {
-		v, err = h.Sysctl(key)
-		return err
-	})
-	return v
+	return roletest.InNS(t, ns, func(h *netops.Handle) (string, error) { return h.Sysctl(key) })
 }
 
 // Code returns the CNI code of err (0 for nil).

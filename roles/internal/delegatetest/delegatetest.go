@@ -131,13 +131,9 @@ func (n *Node) Reservations(network string) map[string][]netip.Addr {
 }
 
 // Records returns the delegate records of network.
-func (n *Node) Records(network string) (recs []store.DelegateRecord) {
+func (n *Node) Records(network string) []store.DelegateRecord {
 	n.T.Helper()
-	n.Store(func(st *store.Store) (err error) {
-		recs, err = st.DelegateRecords(network)
-		return err
-	})
-	return recs
+	return roletest.Look(n.Node, func(st *store.Store) ([]store.DelegateRecord, error) { return st.DelegateRecords(network) })
 }
 
 // DeleteRecord deletes the delegate record of eth0 of p in network.
@@ -162,13 +158,9 @@ func Veths(t *testing.T) []string {
 func Links(t *testing.T, ns string) map[string]netops.Link {
 	t.Helper()
 	out := map[string]netops.Link{}
-	roletest.InNS(t, ns, func(h *netops.Handle) error {
-		ls, err := h.Links()
-		for _, l := range ls {
-			out[l.Name] = l
-		}
-		return err
-	})
+	for _, l := range roletest.InNS(t, ns, (*netops.Handle).Links) {
+		out[l.Name] = l
+	}
 	return out
 }
 

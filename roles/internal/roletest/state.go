@@ -7,42 +7,49 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// Store runs f on the node's store, open for the call; an error fails the
-// test.
-func (n *Node) Store(f func(*store.Store) error) {
+// Look returns what f finds in the node's store, open for the call; an
+// error fails the test.
+func Look[T any](n *Node, f func(*store.Store) (T, error)) T {
 	n.T.Helper()
 	st, err := store.Open(n.Dir)
 	if err != nil {
 		n.T.Fatal(err)
 	}
 	defer st.Close()
-	if err := f(st); err != nil {
+	v, err := f(st)
+	if err != nil {
 		n.T.Fatal(err)
 	}
+	return v
 }
 
-// InNS runs f on a handle of namespace ns ("" = the node); an error fails
-// the test.
-func InNS(t testing.TB, ns string, f func(*netops.Handle) error) {
+// Store is Look for f that only changes the store or looks through a
+// callback.
+func (n *Node) Store(f func(*store.Store) error) {
+	n.T.Helper()
+	Look(n, func(st *store.Store) (struct{}, error) { return struct{}{}, f(st) })
+}
+
+// InNS returns what f finds through a handle of namespace ns ("" = the
+// node); an error fails the test.
+func InNS[T any](t testing.TB, ns string, f func(*netops.Handle) (T, error)) T {
 	t.Helper()
 	h, err := netops.Open(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if err := f(h); err != nil {
+	v, err := f(h)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return v
 }
 
 // Endpoints returns the endpoint records of network.
-func (n *Node) Endpoints(network string) (eps []store.Endpoint) {
+func (n *Node) Endpoints(network string) []store.Endpoint {
 	n.T.Helper()
-	n.Store(func(st *store.Store) (err error) {
-		eps, err = st.Endpoints(network)
-		return err
-	})
-	return eps
+	return Look(n, func(st *store.Store) ([]store.Endpoint, error) { return st.Endpoints(network) })
 }
 
 // Reservations returns the IPAM reservations of network.
