@@ -1,0 +1,116 @@
+package hostdevice
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+)
+
+// sysRoot is where sysfs is mounted (tests point it at a tree of their own).
+var sysRoot = "/sys"
+
+// userspaceDrivers are the PCI drivers that leave a device to a userspace
+// (DPDK) process: it has no netdev to move.
+var userspaceDrivers = []string{"vfio-pci", "uio_pci_generic", "igb_uio"}
+
+// target is the device a config names: the field that names it and its
+// value, as the reference picks them: "device", else "hwaddr", else
+// "kernelpath", else the PCI address ("pciBusID", or runtimeConfig.deviceID
+// when that is a PCI device), else an auxiliary device
+// (runtimeConfig.deviceID).
+type target struct {
+	field, value string
+	aux          bool // value is an auxiliary device
+}
+
+// targetOf returns the device c names; a deviceID that is neither a PCI nor
+// an auxiliary device is code 7.
+func targetOf(c *conf) (target, error) {
+	id := c.RuntimeConfig.DeviceID
+	var byID *target
+	if id != "" {
+		switch {
+		case exists(sysRoot, "bus/pci/devices", id):
+			byID = &target{field: "runtimeConfig.deviceID", value: id}
+		case exists(sysRoot, "bus/auxiliary/devices", id):
+			byID = &target{field: "runtimeConfig.deviceID", value: id, aux: true}
+		default:
+			return target{}, cniplug.ConfError("runtimeConfig.deviceID", "%q is neither a PCI device (/sys/bus/pci/devices) nor an auxiliary device (/sys/bus/auxiliary/devices) of the node: check the device plugin that allocated it", id)
+		}
+	}
+	switch {
+	case c.Device != "":
+		return target{field: "device", value: c.Device}, nil
+	case c.HWAddr != "":
+		return target{field: "hwaddr", value: c.hwaddr.String()}, nil
+	case c.KernelPath != "":
+		return target{field: "kernelpath", value: c.KernelPath}, nil
+	case byID != nil:
+		return *byID, nil
+	}
+	return target{field: "pciBusID", value: c.PCIBusID}, nil
+}
+
+// pci reports whether t is a PCI address.
+func (t target) pci() bool {
+	return !t.aux && (t.field == "pciBusID" || t.field == "runtimeConfig.deviceID")
+}
+
+// dpdk reports whether t is a PCI device bound to a userspace driver.
+func (t target) dpdk() (bool, error) {
+	if !t.pci() {
+		return false, nil
+	}
+	drv, err := filepath.EvalSymlinks(filepath.Join(sysRoot, "bus/pci/devices", t.value, "driver"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil // no driver bound: no netdev either, which find says
+	}
+	if err != nil {
+		return false, cniplug.Errorf(types.ErrIOFailure, "driver of PCI device %s: %w", t.value, err)
+	}
+	return slices.Contains(userspaceDrivers, filepath.Base(drv)), nil
+}
+
+// find returns the device t names in the node's namespace. A device that
+// is not there wraps netops.ErrNotFound.
+func find(host *netops.Handle, t target, c *conf) (netops.Link, error) {
+	switch t.field {
+	case "device":
+		return host.LinkByName(t.value)
+	case "hwaddr":
+		return host.LinkByMAC(c.hwaddr)
+	}
+	var dirs []string
+	switch {
+	case t.field == "kernelpath":
+		dirs = []string{filepath.Join(sysRoot, strings.TrimPrefix(t.value, "/sys"), "net")}
+	case t.aux:
+		dirs = []string{filepath.Join(sysRoot, "bus/auxiliary/devices", t.value, "net")}
+	default:
+		pci := filepath.Join(sysRoot, "bus/pci/devices", t.value)
+		virtio, _ := filepath.Glob(filepath.Join(pci, "virtio*", "net"))
+		dirs = append([]string{filepath.Join(pci, "net")}, virtio...)
+	}
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil || len(ents) == 0 {
+			continue
+		}
+		return host.LinkByName(ents[0].Name())
+	}
+	return netops.Link{}, fmt.Errorf("no network device under %s: %w", dirs[0], netops.ErrNotFound)
+}
+
+// exists reports whether the sysfs entry root/dir/name is there.
+func exists(root, dir, name string) bool {
+	_, err := os.Stat(filepath.Join(root, dir, name))
+	return err == nil
+}
