@@ -13,26 +13,20 @@ import (
 
 // check verifies, from the cache (the provider is not asked), that the
 // attachment still holds an address in every IP family of the pools.
-func check(_ context.Context, a *cniplug.Args, provider string) error {
-	c, err := loadConfig(a, provider)
-	if err != nil {
-		return err
-	}
+func check(_ context.Context, a *cniplug.Args, c *config) error {
 	held := false
-	err = withStore(a, c, true, func(s *store.Store) error {
-		return s.ViewIPAM(c.Network, func(tx *store.IPAMTx) error {
-			cache, ok := tx.CloudCache()
-			if !ok {
-				return nil
-			}
-			sets, _, err := ipam.PoolSets(poolsField, pools(c, &cache))
-			if err != nil {
-				return err
-			}
-			_, missing := ipam.Held(tx, a.ContainerID, a.IfName, sets)
-			held = len(sets) > 0 && len(missing) == 0
+	err := c.View(a, func(tx *store.IPAMTx) error {
+		cache, ok := tx.CloudCache()
+		if !ok {
 			return nil
-		})
+		}
+		sets, _, err := ipam.PoolSets(poolsField, pools(c, &cache))
+		if err != nil {
+			return err
+		}
+		_, missing := ipam.Held(tx, a.ContainerID, a.IfName, sets)
+		held = len(sets) > 0 && len(missing) == 0
+		return nil
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/ipamrole"
 )
 
 // EnvEndpoint overrides the provider's endpoint (the config's "endpoint" and
@@ -39,9 +40,11 @@ const (
 	ProviderFile  = "file"
 )
 
-// config is the cloud IPAM part of a plugin config, validated.
+// config is the cloud IPAM part of a plugin config, validated. Its pool
+// never joins the caller's store: a call may ask the provider while it
+// holds the store.
 type config struct {
-	Network  string
+	ipamrole.Pool
 	Provider string
 	// Endpoint is what is queried: $CNIBOX_CLOUD_ENDPOINT, else the
 	// config's "endpoint", else the provider's default.
@@ -53,8 +56,6 @@ type config struct {
 	ResponseTimeout time.Duration
 	DNS             types.DNS
 	Routes          []*types.Route // nil: a default route via the gateway per family
-	Sticky          bool
-	DataDir         string
 }
 
 type ipamJSON struct {
@@ -87,7 +88,11 @@ func loadConfig(a *cniplug.Args, fixed string) (*config, error) {
 		return nil, cniplug.ConfError("ipam", "missing: cloud IPAM reads its settings from the plugin config's \"ipam\" section")
 	}
 	in := raw.IPAM
-	c := &config{Network: a.Conf.Name, Master: in.Master, Sticky: in.Sticky, DataDir: in.DataDir, Provider: in.Provider}
+	c := &config{
+		Pool:     ipamrole.Pool{Role: a.Conf.IPAM.Type, Network: a.Conf.Name, DataDir: in.DataDir, Sticky: in.Sticky, Released: pruneCache},
+		Master:   in.Master,
+		Provider: in.Provider,
+	}
 	if c.Master == "" {
 		c.Master = raw.Master
 	}

@@ -35,15 +35,13 @@ func (c *config) serves(cache store.CloudCache, now time.Time) bool {
 func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) error {
 	start := time.Now()
 	served := false
-	err := withStore(a, c, false, func(s *store.Store) error {
-		return s.IPAM(c.Network, func(tx *store.IPAMTx) error {
-			cache, ok := tx.CloudCache()
-			if !ok || !c.serves(cache, start) {
-				return nil // nothing written: no commit
-			}
-			served = true
-			return fn(tx, &cache)
-		})
+	err := c.Update(a, func(tx *store.IPAMTx) error {
+		cache, ok := tx.CloudCache()
+		if !ok || !c.serves(cache, start) {
+			return nil // nothing written: no commit
+		}
+		served = true
+		return fn(tx, &cache)
 	})
 	if served || err != nil {
 		return err
@@ -73,54 +71,37 @@ func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) err
 		return qerr
 	}
 
-	return withStore(a, c, false, func(s *store.Store) error {
-		return s.IPAM(c.Network, func(tx *store.IPAMTx) error {
-			old, ok := tx.CloudCache()
-			now := time.Now()
-			if qerr != nil {
-				if ok && old.Provider == c.Provider && !old.Fetched.IsZero() && !old.Fetched.Before(start) {
-					return fn(tx, &old) // another call got an answer meanwhile
-				}
-				if !ok || old.Provider != c.Provider || old.Fetched.IsZero() {
-					return cniplug.Errorf(types.ErrTryAgainLater, "network %q: %v; there is no earlier answer to hand out addresses from: make sure the node reaches it (or set %s / \"endpoint\"), then try again", c.Network, qerr, EnvEndpoint)
-				}
-				old.Attempted, old.LastError = now, qerr.Error()
-				if err := tx.PutCloudCache(old); err != nil {
-					return err
-				}
-				if a.Stderr != nil {
-					fmt.Fprintf(a.Stderr, "cnibox %s: network %q: %v; using its answer of %s\n", a.Conf.IPAM.Type, c.Network, qerr, old.Fetched.Format(time.RFC3339))
-				}
-				return fn(tx, &old)
+	return c.Update(a, func(tx *store.IPAMTx) error {
+		old, ok := tx.CloudCache()
+		now := time.Now()
+		if qerr != nil {
+			if ok && old.Provider == c.Provider && !old.Fetched.IsZero() && !old.Fetched.Before(start) {
+				return fn(tx, &old) // another call got an answer meanwhile
 			}
-			var prev []store.CloudNIC
-			if ok {
-				prev = old.NICs
+			if !ok || old.Provider != c.Provider || old.Fetched.IsZero() {
+				return cniplug.Errorf(types.ErrTryAgainLater, "network %q: %v; there is no earlier answer to hand out addresses from: make sure the node reaches it (or set %s / \"endpoint\"), then try again", c.Network, qerr, EnvEndpoint)
 			}
-			inUse := func(addr netip.Addr) bool { _, held := tx.Get(addr); return held }
-			cache := store.CloudCache{
-				Provider: c.Provider, Source: c.Endpoint, Fetched: now, Attempted: now,
-				NICs: merge(prev, matched, inUse),
-			}
-			if err := tx.PutCloudCache(cache); err != nil {
+			old.Attempted, old.LastError = now, qerr.Error()
+			if err := tx.PutCloudCache(old); err != nil {
 				return err
 			}
-			return fn(tx, &cache)
-		})
+			if a.Stderr != nil {
+				fmt.Fprintf(a.Stderr, "cnibox %s: network %q: %v; using its answer of %s\n", a.Conf.IPAM.Type, c.Network, qerr, old.Fetched.Format(time.RFC3339))
+			}
+			return fn(tx, &old)
+		}
+		var prev []store.CloudNIC
+		if ok {
+			prev = old.NICs
+		}
+		inUse := func(addr netip.Addr) bool { _, held := tx.Get(addr); return held }
+		cache := store.CloudCache{
+			Provider: c.Provider, Source: c.Endpoint, Fetched: now, Attempted: now,
+			NICs: merge(prev, matched, inUse),
+		}
+		if err := tx.PutCloudCache(cache); err != nil {
+			return err
+		}
+		return fn(tx, &cache)
 	})
-}
-
-// withStore opens the store of c for one transaction's time and closes it
-// again. noCreate makes a missing store an error wrapping store.ErrNotFound.
-func withStore(a *cniplug.Args, c *config, noCreate bool, fn func(s *store.Store) error) error {
-	dir := store.DirFrom(c.DataDir, a.Getenv)
-	s, err := store.OpenWith(dir, store.Options{Getenv: a.Getenv, NoCreate: noCreate})
-	if err != nil {
-		return err
-	}
-	err = fn(s)
-	if cerr := s.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close store %s: %w", s.Path(), cerr)
-	}
-	return err
 }

@@ -1,12 +1,6 @@
 package cloudipam
 
-import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
-	"github.com/cnibox/cnibox/cniplug"
-)
+import "github.com/cnibox/cnibox/cniplug"
 
 // Role is the cloud-ipam IPAM plugin; "provider" picks the cloud.
 var Role = newRole("cloud-ipam", "", "cloud-ipam hands out the secondary IPs that the cloud assigned to the node's NICs, "+
@@ -22,17 +16,17 @@ var AzureRole = newRole("azure-vnet-ipam", ProviderAzure, "azure-vnet-ipam hands
 	"or \"endpoint\", or $"+EnvEndpoint+"), with gateway = the subnet's first host and DNS 168.63.129.16. "+
 	"It is cnibox's cloud-ipam with \"provider\": \"azure\".")
 
+// newRole returns the role that answers for provider ("": the config's).
 func newRole(name, provider, about string) *cniplug.Role {
+	load := func(a *cniplug.Args) (*config, error) { return loadConfig(a, provider) }
 	return &cniplug.Role{
-		Name:  name,
-		IPAM:  true,
-		About: about,
-		Add: func(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-			return add(ctx, a, provider)
-		},
-		Check:  func(ctx context.Context, a *cniplug.Args) error { return check(ctx, a, provider) },
-		Del:    func(ctx context.Context, a *cniplug.Args) error { return del(ctx, a, provider) },
-		GC:     func(ctx context.Context, a *cniplug.Args) error { return gc(ctx, a, provider) },
-		Status: func(ctx context.Context, a *cniplug.Args) error { return status(ctx, a, provider) },
+		Name:   name,
+		IPAM:   true,
+		About:  about,
+		Add:    cniplug.AddWithConf(load, add),
+		Check:  cniplug.WithConf(load, check),
+		Del:    cniplug.WithConf(load, del),
+		GC:     cniplug.WithConf(load, gc),
+		Status: cniplug.WithConf(load, status),
 	}
 }

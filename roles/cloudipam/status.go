@@ -13,12 +13,8 @@ import (
 // status is not ready (code 50) when a pool family has no free address, or
 // when the provider cannot be reached and nothing is cached; it refreshes
 // the cache like ADD.
-func status(ctx context.Context, a *cniplug.Args, provider string) error {
-	c, err := loadConfig(a, provider)
-	if err != nil {
-		return err
-	}
-	err = withPools(ctx, a, c, func(tx *store.IPAMTx, cache *store.CloudCache) error {
+func status(ctx context.Context, a *cniplug.Args, c *config) error {
+	err := withPools(ctx, a, c, func(tx *store.IPAMTx, cache *store.CloudCache) error {
 		return ipam.PoolsReady(tx, c.Network, poolsField, pools(c, cache))
 	})
 	if err == nil {
