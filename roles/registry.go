@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/dummy"
 	"github.com/cnibox/cnibox/roles/flannel"
+	"github.com/cnibox/cnibox/roles/hostdevice"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/ipvlan"
 	"github.com/cnibox/cnibox/roles/loopback"
@@ -17,6 +18,7 @@ import (
 	"github.com/cnibox/cnibox/roles/multi"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/roles/ptp"
+	"github.com/cnibox/cnibox/roles/tap"
 	"github.com/cnibox/cnibox/roles/static"
 	"github.com/cnibox/cnibox/roles/tuning"
 	"github.com/cnibox/cnibox/roles/vlan"
@@ -44,5 +46,7 @@ func Registry() *cniplug.Registry {
 		ipvlan.Role,
 		vlan.Role,
 		dummy.Role,
+		hostdevice.Role,
+		tap.Role,
 	)
 }
