@@ -9,20 +9,77 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 )
+
+// CheckOpts are the role's parts of Check.
+type CheckOpts struct {
+	// Prev finds prevResult and the pod's interface in it: Prev or
+	// PrevByName.
+	Prev func(context.Context, *cniplug.Args) (*current.Result, int, error)
+	// Kind is the kind of the pod's interface; "" accepts any.
+	Kind string
+	// Node runs the role's checks in the node's namespace (optional).
+	Node func(host *netops.Handle, prev *current.Result) error
+	// IPMasq checks the masquerade entries of the pod's addresses last.
+	IPMasq bool
+}
+
+// Check is the CHECK of an attachment with one interface in the pod:
+// prevResult after the IPAM plugin's CHECK, the pod's interface, its
+// addresses and routes, then the node's side: o.Node and, with o.IPMasq,
+// the masquerade entries.
+func Check(ctx context.Context, a *cniplug.Args, o CheckOpts) error {
+	prev, podIdx, err := o.Prev(ctx, a)
+	if err != nil {
+		return err
+	}
+	if err := checkPod(a, o.Kind, prev, podIdx); err != nil {
+		return err
+	}
+	host, err := podns.Host()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	if o.Node != nil {
+		if err := o.Node(host, prev); err != nil {
+			return err
+		}
+	}
+	if o.IPMasq {
+		return CheckMasq(host, prev)
+	}
+	return nil
+}
+
+// checkPod is Check's part in the pod's namespace.
+func checkPod(a *cniplug.Args, kind string, prev *current.Result, podIdx int) error {
+	pod, err := podns.Open(a.Netns)
+	if err != nil {
+		return err
+	}
+	defer pod.Close()
+	var ifc *current.Interface
+	if podIdx >= 0 {
+		ifc = prev.Interfaces[podIdx]
+	}
+	if _, err := CheckPodLink(pod, a, kind, ifc); err != nil {
+		return err
+	}
+	if err := CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
+		return err
+	}
+	return CheckPodRoutes(pod, a.IfName, prev)
+}
 
 // Prev returns the ADD result that CHECK verifies, after the IPAM plugin's
 // own CHECK, and the index of the pod's interface in it (CNI_IFNAME in
 // CNI_NETNS).
 func Prev(ctx context.Context, a *cniplug.Args) (*current.Result, int, error) {
-	prev, err := a.RequirePrevResult()
+	prev, err := prevChecked(ctx, a)
 	if err != nil {
 		return nil, 0, err
-	}
-	if t := a.Conf.IPAM.Type; t != "" {
-		if err := a.DelegateCheck(ctx, t, a.StdinData); err != nil {
-			return nil, 0, err
-		}
 	}
 	for i, ifc := range prev.Interfaces {
 		if ifc.Name == a.IfName && ifc.Sandbox == a.Netns {
@@ -32,17 +89,51 @@ func Prev(ctx context.Context, a *cniplug.Args) (*current.Result, int, error) {
 	return nil, 0, cniplug.Errorf(types.ErrInvalidNetworkConfig, "prevResult has no interface %q with sandbox %q: CHECK must get the result of this attachment's ADD", a.IfName, a.Netns)
 }
 
-// CheckPodLink verifies that the pod's interface exists, is of kind, up, and
-// has the MAC the ADD result gave it. It returns the link.
+// PrevByName is Prev for a role that finds the pod's interface in
+// prevResult by name alone, in any sandbox (bridge): the last such
+// interface, or -1 when there is none, which is no error (CheckPodAddrs
+// then checks the addresses that name no interface).
+func PrevByName(ctx context.Context, a *cniplug.Args) (*current.Result, int, error) {
+	prev, err := prevChecked(ctx, a)
+	if err != nil {
+		return nil, 0, err
+	}
+	idx := -1
+	for i, ifc := range prev.Interfaces {
+		if ifc.Name == a.IfName && ifc.Sandbox != "" {
+			idx = i
+		}
+	}
+	return prev, idx, nil
+}
+
+// prevChecked returns the call's prevResult (a CHECK without one is an
+// error) after the IPAM plugin's own CHECK.
+func prevChecked(ctx context.Context, a *cniplug.Args) (*current.Result, error) {
+	prev, err := a.RequirePrevResult()
+	if err != nil {
+		return nil, err
+	}
+	if t := a.Conf.IPAM.Type; t != "" {
+		if err := a.DelegateCheck(ctx, t, a.StdinData); err != nil {
+			return nil, err
+		}
+	}
+	return prev, nil
+}
+
+// CheckPodLink verifies that the pod's interface exists, is of kind (any
+// kind when kind is ""), up, and has the MAC the ADD result gave it in ifc
+// (none to compare when ifc is nil). It returns the link.
 func CheckPodLink(pod *netops.Handle, a *cniplug.Args, kind string, ifc *current.Interface) (netops.SubLink, error) {
 	pl, err := pod.SubLinkByName(a.IfName)
 	if err != nil {
 		return pl, cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", a.IfName, err)
 	}
-	if pl.Kind != kind {
+	if kind != "" && pl.Kind != kind {
 		return pl, cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod is a %q device, not a %s", a.IfName, pl.Kind, kind)
 	}
-	if ifc.Mac != "" && ifc.Mac != pl.MAC.String() {
+	if ifc != nil && ifc.Mac != "" && ifc.Mac != pl.MAC.String() {
 		return pl, cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod has MAC %s, the ADD result says %s", a.IfName, pl.MAC, ifc.Mac)
 	}
 	if !pl.Up {

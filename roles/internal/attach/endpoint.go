@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"net"
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -33,5 +34,17 @@ func NewEndpoint(a *cniplug.Args, res *current.Result) store.Endpoint {
 		ep.Routes = append(ep.Routes, store.Route{Dst: PrefixOf(r.Dst), GW: AddrOf(r.GW)})
 	}
 	ep.DNS = store.DNS{Nameservers: res.DNS.Nameservers, Domain: res.DNS.Domain, Search: res.DNS.Search, Options: res.DNS.Options}
+	return ep
+}
+
+// VethEndpoint is NewEndpoint for a veth attachment: with its host end
+// hostVeth, the pod end's MAC and, with ipMasq, "ipMasq": "true" in Extra
+// (which `cnibox doctor` reads).
+func VethEndpoint(a *cniplug.Args, res *current.Result, hostVeth string, mac net.HardwareAddr, ipMasq bool) store.Endpoint {
+	ep := NewEndpoint(a, res)
+	ep.HostVeth, ep.MAC = hostVeth, mac.String()
+	if ipMasq {
+		ep.Extra = map[string]string{"ipMasq": "true"}
+	}
 	return ep
 }

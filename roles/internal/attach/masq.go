@@ -8,6 +8,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
 )
 
 // CheckMasq verifies that every address of prev has its masquerade entry.
@@ -26,6 +27,44 @@ func CheckMasq(host *netops.Handle, prev *current.Result) error {
 		}
 	}
 	return nil
+}
+
+// Masquerade puts the masquerade entries of network for the pod's
+// addresses (ipMasq) and pushes their removal on undo.
+func Masquerade(host *netops.Handle, undo *cniplug.Undo, network string, pod []netip.Prefix) error {
+	if err := host.EnsureMasq(network, pod); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "ipMasq: %w", err)
+	}
+	ips := make([]netip.Addr, 0, len(pod))
+	for _, p := range pod {
+		ips = append(ips, p.Addr())
+	}
+	undo.Push(func() { _ = host.DeleteMasq(ips) })
+	return nil
+}
+
+// DeleteMasq removes the masquerade entries of the pod's addresses ips
+// (those already gone count as removed).
+func DeleteMasq(host *netops.Handle, ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	if err := host.DeleteMasq(ips); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
+	}
+	return nil
+}
+
+// KeptIPs is the set of the pod addresses of the endpoint records GC keeps,
+// for GCMasq.
+func KeptIPs(kept []store.Endpoint) map[netip.Addr]bool {
+	keep := map[netip.Addr]bool{}
+	for _, ep := range kept {
+		for _, p := range ep.IPs {
+			keep[p.Addr()] = true
+		}
+	}
+	return keep
 }
 
 // GCMasq deletes network's masquerade entries whose pod address is not kept.

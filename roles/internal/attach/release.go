@@ -17,6 +17,22 @@ import (
 // done with it. A foreign IPAM plugin runs after, without the lock.
 // Everything already gone counts as released.
 func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([]netip.Addr) error) error {
+	return ReleaseWith(ctx, a, dataDir, ReleaseOpts{Unhook: unhook})
+}
+
+// ReleaseOpts are the role's own steps of ReleaseWith. Both are optional.
+type ReleaseOpts struct {
+	// Unhook removes the kernel state keyed by the pod's addresses (such
+	// as masquerade entries) before the addresses are freed.
+	Unhook func([]netip.Addr) error
+	// Leftover finds the pod's addresses of an attachment with neither an
+	// endpoint record nor a prevResult (best effort; GC removes what it
+	// cannot find). Without it such an attachment has none.
+	Leftover func() []netip.Addr
+}
+
+// ReleaseWith is Release with the role's own steps o.
+func ReleaseWith(ctx context.Context, a *cniplug.Args, dataDir string, o ReleaseOpts) error {
 	t := a.Conf.IPAM.Type
 	inProcess := inProcessIPAM(a)
 	st, err := OpenStore(a, dataDir)
@@ -27,12 +43,12 @@ func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([
 	key := store.SharedKey(st.Dir())
 	a.SetShared(key, st)
 	defer a.SetShared(key, nil)
-	ips, err := attachmentIPs(st, a)
+	ips, err := attachmentIPs(st, a, o.Leftover)
 	if err != nil {
 		return err
 	}
-	if unhook != nil {
-		if err := unhook(ips); err != nil {
+	if o.Unhook != nil {
+		if err := o.Unhook(ips); err != nil {
 			return err
 		}
 	}
@@ -60,8 +76,8 @@ func Release(ctx context.Context, a *cniplug.Args, dataDir string, unhook func([
 }
 
 // attachmentIPs returns the pod addresses from the endpoint record, or from
-// prevResult when there is no record.
-func attachmentIPs(st *store.Store, a *cniplug.Args) ([]netip.Addr, error) {
+// prevResult when there is no record, else what leftover (optional) finds.
+func attachmentIPs(st *store.Store, a *cniplug.Args, leftover func() []netip.Addr) ([]netip.Addr, error) {
 	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
 	if err != nil {
 		return nil, err
@@ -74,8 +90,14 @@ func attachmentIPs(st *store.Store, a *cniplug.Args) ([]netip.Addr, error) {
 		return ips, nil
 	}
 	prev, err := a.Conf.PrevResult()
-	if err != nil || prev == nil {
+	if err != nil {
 		return nil, err
+	}
+	if prev == nil {
+		if leftover == nil {
+			return nil, nil
+		}
+		return leftover(), nil
 	}
 	for _, ipc := range prev.IPs {
 		ips = append(ips, PrefixOf(ipc.Address).Addr())

@@ -84,6 +84,17 @@ func Reserve(ctx context.Context, a *cniplug.Args, dataDir string, record func(i
 	return res, nil
 }
 
+// ReserveUndone is Reserve whose Release (without unhook) is pushed on undo,
+// for an ADD whose later step fails.
+func ReserveUndone(ctx context.Context, a *cniplug.Args, dataDir string, undo *cniplug.Undo, record func(ipam *current.Result) (store.Endpoint, error)) (*current.Result, error) {
+	res, err := Reserve(ctx, a, dataDir, record)
+	if err != nil {
+		return nil, err
+	}
+	undo.Push(func() { _ = Release(context.WithoutCancel(ctx), a, dataDir, nil) })
+	return res, nil
+}
+
 // inProcessIPAM reports whether the config's IPAM runs in process inside
 // the caller's store transaction (also when there is no IPAM).
 func inProcessIPAM(a *cniplug.Args) bool {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -17,8 +18,24 @@ import (
 // bridge.HostVethName) know the veth, and DEL and GC need no lookup. A test
 // holds the two equal.
 func HostVethName(containerID, ifname string) string {
+	return VethName(VethPrefix, containerID, ifname)
+}
+
+// VethPrefix starts the name of every host veth of HostVethName.
+const VethPrefix = "cbx"
+
+// VethName is the host end name of a veth attachment with prefix (three
+// characters, so the name stays within 15): prefix + 12 hex digits of
+// sha256(containerID, ifname).
+func VethName(prefix, containerID, ifname string) string {
 	sum := sha256.Sum256([]byte(containerID + "\x00" + ifname))
-	return "cbx" + hex.EncodeToString(sum[:6])
+	return prefix + hex.EncodeToString(sum[:6])
+}
+
+// IsVethName reports whether a link name has the shape of VethName's names
+// with prefix.
+func IsVethName(prefix, name string) bool {
+	return len(name) == len(prefix)+12 && strings.HasPrefix(name, prefix)
 }
 
 // RemoveLeftoverVeth handles an ADD that finds CNI_IFNAME already in the pod.
@@ -27,6 +44,14 @@ func HostVethName(containerID, ifname string) string {
 // is trying again: the pair is deleted so the ADD starts afresh, and it
 // reports true. Any other link is not ours: it reports false.
 func RemoveLeftoverVeth(host *netops.Handle, l netops.Link, hostName string) bool {
+	return RemoveLeftoverVethWith(host, l, hostName, nil)
+}
+
+// RemoveLeftoverVethWith is RemoveLeftoverVeth with a step of the role's own
+// (optional) that removes what it keeps on the host end (such as a MAC
+// spoofing check: (*netops.Handle).DeleteMacSpoofCheck) before the pair goes; when that fails, the pair stays and
+// it reports false.
+func RemoveLeftoverVethWith(host *netops.Handle, l netops.Link, hostName string, before func(host *netops.Handle, hostName string) error) bool {
 	if l.Kind != "veth" {
 		return false
 	}
@@ -34,7 +59,36 @@ func RemoveLeftoverVeth(host *netops.Handle, l netops.Link, hostName string) boo
 	if err != nil || hv.Kind != "veth" || hv.PeerIndex != l.Index || l.PeerIndex != hv.Index {
 		return false
 	}
+	if before != nil && before(host, hv.Name) != nil {
+		return false
+	}
 	return host.DeleteLink(hv.Name) == nil
+}
+
+// FreeIfName makes CNI_IFNAME free in the pod for the ADD of a veth
+// attachment with host end hostName: a leftover pair of this very
+// attachment goes (RemoveLeftoverVethWith, with before), any other link of
+// that name is CodeIfaceExists.
+func FreeIfName(pod, host *netops.Handle, a *cniplug.Args, hostName string, before func(host *netops.Handle, hostName string) error) error {
+	if l, err := pod.LinkByName(a.IfName); err == nil && !RemoveLeftoverVethWith(host, l, hostName, before) {
+		return cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
+	}
+	return nil
+}
+
+// CreateVeth makes the veth pair o describes (EnsureVeth) and pushes the
+// delete of its host end on undo. A pod end name that is taken is
+// CodeIfaceExists.
+func CreateVeth(host *netops.Handle, undo *cniplug.Undo, o netops.VethOpts) (hv, pv netops.Link, err error) {
+	hv, pv, err = host.EnsureVeth(o)
+	if errors.Is(err, netops.ErrExists) {
+		return hv, pv, cniplug.Errorf(cniplug.CodeIfaceExists, "create veth %s/%s: %w", o.HostName, o.PeerName, err)
+	}
+	if err != nil {
+		return hv, pv, cniplug.Errorf(types.ErrIOFailure, "create veth %s/%s: %w", o.HostName, o.PeerName, err)
+	}
+	undo.Push(func() { _ = host.DeleteLink(o.HostName) })
+	return hv, pv, nil
 }
 
 // DeleteVeth deletes the host end hostName (and with it the pod end). If the
