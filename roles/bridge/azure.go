@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -79,7 +80,7 @@ func azureAttach(_ context.Context, at *Attachment) (func(), error) {
 	var ips []netip.Addr
 	var subnet netip.Prefix
 	for _, ipc := range at.Result.IPs {
-		p := prefixOf(ipc.Address)
+		p := attach.PrefixOf(ipc.Address)
 		if !p.IsValid() {
 			continue
 		}
@@ -161,7 +162,7 @@ func scanForMaster(host *netops.Handle, c *Conf, br netops.Link, subnet netip.Pr
 	}
 	var port string
 	for _, l := range links {
-		if l.Index == br.Index || l.Name == "lo" || c.isOurVeth(l.Name) || isOurVeth(l.Name) || l.Kind == "bridge" {
+		if l.Index == br.Index || l.Name == "lo" || c.IsHostVeth(l.Name) || isOurVeth(l.Name) || l.Kind == "bridge" {
 			continue
 		}
 		if l.MasterIndex == br.Index && port == "" {

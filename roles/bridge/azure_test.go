@@ -45,7 +45,7 @@ func TestAzureVnetConfig(t *testing.T) {
 	if c.Bridge != "azure0" || c.IsGateway || c.IsDefaultGW {
 		t.Errorf("azure-vnet config %+v: want bridge azure0, no gateway", c)
 	}
-	if v := c.hostVethName("c1", "eth0"); len(v) != 15 || !strings.HasPrefix(v, "azv") || !c.isOurVeth(v) || c.isOurVeth(hostVethName("c1", "eth0")) {
+	if v := c.HostVethName("c1", "eth0"); len(v) != 15 || !strings.HasPrefix(v, "azv") || !c.IsHostVeth(v) || c.IsHostVeth(hostVethName("c1", "eth0")) {
 		t.Errorf("host veth %q: want azv + 12 hex digits", v)
 	}
 }

@@ -2,10 +2,7 @@ package bridge
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/netip"
-	"strings"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
 
@@ -15,20 +12,25 @@ import (
 )
 
 // Hooks add a role's own steps to the bridge verbs, for roles built on the
-// bridge plugin with NewWithHooks (azure-vnet). Every field is optional.
+// bridge plugin with NewWithHooks (azure-vnet, in roles/azurevnet). They,
+// with Conf, Attachment, NewWithHooks, ParseConf and the names of
+// export.go, are the declared API another role package may use; the rest
+// of bridge is its own. Every field is optional.
 type Hooks struct {
 	// VethPrefix replaces "cbx" as the prefix of host veth names (three
 	// characters, so the name stays within 15).
 	VethPrefix string
 	// Parse checks the role's own fields of stdin after the bridge's.
 	Parse func(a *cniplug.Args, c *Conf) error
-	// Attach runs in ADD after the pod's veth, addresses, routes and
-	// masquerade entries are in place, before the endpoint record. The undo
-	// it returns runs if a later step fails.
+	// Attach runs last in ADD, after the pod's veth, addresses, routes and
+	// masquerade entries are in place (the endpoint record is written before
+	// any of them). The undo it returns runs if a later step fails.
 	Attach func(ctx context.Context, at *Attachment) (undo func(), err error)
-	// Detach runs in DEL before the host veth is deleted, with the pod's
-	// addresses (from the endpoint record or prevResult; none when both are
-	// gone). host stays open across the veth delete.
+	// Detach runs in DEL after the masquerade entries are removed and
+	// before the pod's addresses are freed (with the store's lock held) and
+	// the host veth is deleted, with those addresses: from the endpoint
+	// record, else prevResult, else, with ipMasq, what is left of them;
+	// none when all are gone. host stays open across the veth delete.
 	Detach func(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle, ips []netip.Addr) error
 	// GC runs in GC after the stale veths are gone, with every endpoint
 	// record of the network (a.Conf.Keeps tells the kept ones).
@@ -52,22 +54,11 @@ func NewWithHooks(name, about string, defaults Conf, hooks *Hooks) *cniplug.Role
 	return New(name, about, defaults)
 }
 
-// hostVethName is the host end name of an attachment with c's prefix.
-func (c *Conf) hostVethName(containerID, ifname string) string {
-	if c.hooks == nil || c.hooks.VethPrefix == "" {
-		return hostVethName(containerID, ifname)
-	}
-	sum := sha256.Sum256([]byte(containerID + "\x00" + ifname))
-	return c.hooks.VethPrefix + hex.EncodeToString(sum[:6])
-}
-
-// isOurVeth reports whether a link name has the shape of c's host veths.
-func (c *Conf) isOurVeth(name string) bool {
-	if c.hooks == nil || c.hooks.VethPrefix == "" {
-		return isOurVeth(name)
-	}
-	p := c.hooks.VethPrefix
-	return len(name) == len(p)+12 && strings.HasPrefix(name, p)
+// ParseConf decodes and validates stdin as the verbs of
+// NewWithHooks(name, about, defaults, hooks) do, hooks.Parse included.
+func ParseConf(a *cniplug.Args, defaults Conf, hooks *Hooks) (*Conf, error) {
+	defaults.hooks = hooks
+	return parseConf(a, defaults)
 }
 
 func (c *Conf) parseHook(a *cniplug.Args) error {

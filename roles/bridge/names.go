@@ -2,26 +2,38 @@ package bridge
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"net"
-	"net/netip"
-	"strings"
+
+	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
-// vethPrefix starts every host veth name cnibox creates; GC relies on it to
-// tell our ports from others on a shared bridge.
-const vethPrefix = "cbx"
+// vethPrefix starts every host veth name the bridge role creates; GC relies
+// on it to tell our ports from others on a shared bridge.
+const vethPrefix = attach.VethPrefix
 
 // hostVethName is the deterministic host end name of an attachment, so that
 // DEL and GC need no lookup: "cbx" + 12 hex digits of sha256(cid, ifname).
 func hostVethName(containerID, ifname string) string {
-	sum := sha256.Sum256([]byte(containerID + "\x00" + ifname))
-	return vethPrefix + hex.EncodeToString(sum[:6])
+	return attach.VethName(vethPrefix, containerID, ifname)
 }
 
 // isOurVeth reports whether a link name has the shape of our host veths.
-func isOurVeth(name string) bool {
-	return len(name) == len(vethPrefix)+12 && strings.HasPrefix(name, vethPrefix)
+func isOurVeth(name string) bool { return attach.IsVethName(vethPrefix, name) }
+
+// HostVethName is the host end name of an attachment with c's prefix
+// ("cbx", or the one of the role's Hooks).
+func (c *Conf) HostVethName(containerID, ifname string) string {
+	return attach.VethName(c.vethPrefix(), containerID, ifname)
+}
+
+// IsHostVeth reports whether a link name has the shape of c's host veths.
+func (c *Conf) IsHostVeth(name string) bool { return attach.IsVethName(c.vethPrefix(), name) }
+
+func (c *Conf) vethPrefix() string {
+	if c.hooks == nil || c.hooks.VethPrefix == "" {
+		return vethPrefix
+	}
+	return c.hooks.VethPrefix
 }
 
 // bridgeMAC is the fixed MAC a bridge we create gets: without one the kernel
@@ -33,21 +45,4 @@ func bridgeMAC(name string) net.HardwareAddr {
 	mac := net.HardwareAddr(sum[:6])
 	mac[0] = mac[0]&0xfe | 0x02
 	return mac
-}
-
-// prefixOf converts a result address to netip form.
-func prefixOf(n net.IPNet) netip.Prefix {
-	a, _ := netip.AddrFromSlice(n.IP)
-	a = a.Unmap()
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(a, ones)
-}
-
-func addrOf(ip net.IP) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	return a.Unmap()
-}
-
-func ipNet(p netip.Prefix) net.IPNet {
-	return net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

@@ -1,11 +1,8 @@
 package bridge
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
 // Role is the "bridge" role.
@@ -14,25 +11,16 @@ var Role = New("bridge", "bridge connects the pod to a Linux bridge on the node 
 	"isGateway puts the gateway address on the bridge and ipMasq masquerades the pod's traffic with nftables.", Conf{})
 
 // New returns a bridge role under another name with other defaults (the
-// azure-vnet drop-in uses it with bridge azure0).
+// azure-vnet drop-in uses it with bridge azure0, through NewWithHooks).
 func New(name, about string, defaults Conf) *cniplug.Role {
+	parse := func(a *cniplug.Args) (*Conf, error) { return parseConf(a, defaults) }
 	return &cniplug.Role{
-		Name:  name,
-		About: about,
-		Add: func(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-			return add(ctx, a, defaults)
-		},
-		Del:    func(ctx context.Context, a *cniplug.Args) error { return del(ctx, a, defaults) },
-		Check:  func(ctx context.Context, a *cniplug.Args) error { return check(ctx, a, defaults) },
-		GC:     func(ctx context.Context, a *cniplug.Args) error { return gc(ctx, a, defaults) },
-		Status: status,
+		Name:   name,
+		About:  about,
+		Add:    cniplug.AddWithConf(parse, add),
+		Del:    cniplug.WithConf(parse, attach.OnHost(del)),
+		Check:  cniplug.WithConf(parse, check),
+		GC:     cniplug.WithConf(parse, attach.OnHost(gc)),
+		Status: attach.Status,
 	}
-}
-
-// status is ready when the IPAM plugin is.
-func status(ctx context.Context, a *cniplug.Args) error {
-	if a.Conf.IPAM.Type == "" {
-		return nil
-	}
-	return a.DelegateStatus(ctx, a.Conf.IPAM.Type, a.StdinData)
 }

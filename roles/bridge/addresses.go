@@ -1,0 +1,131 @@
+package bridge
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+)
+
+// addrPlan is what applyAddresses puts in the kernel: the pod's addresses
+// and routes and, with isGateway, the gateways on the bridge.
+type addrPlan struct {
+	addrs    []netip.Prefix
+	gateways []netip.Prefix // for the bridge (isGateway)
+	routes   []netops.Route
+}
+
+// planAddresses works out from IPAM's result what the pod gets, and fills
+// res's IPs, routes and DNS with it.
+func planAddresses(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *addrPlan {
+	podIdx := 2
+	p := &addrPlan{}
+	gws := map[bool]netip.Addr{} // the first gateway of each family, by is4
+	for _, ipc := range ipamRes.IPs {
+		pfx := attach.PrefixOf(ipc.Address)
+		p.addrs = append(p.addrs, pfx)
+		gw := attach.AddrOf(ipc.Gateway)
+		if gw.IsValid() {
+			if _, seen := gws[gw.Is4()]; !seen {
+				gws[gw.Is4()] = gw
+			}
+			if c.IsGateway {
+				p.gateways = append(p.gateways, netip.PrefixFrom(gw, pfx.Bits()))
+			}
+		}
+		res.IPs = append(res.IPs, &current.IPConfig{Interface: &podIdx, Address: ipc.Address, Gateway: ipc.Gateway})
+	}
+	routes := append([]*types.Route(nil), ipamRes.Routes...)
+	if c.IsDefaultGW {
+		for _, is4 := range []bool{true, false} {
+			gw, ok := gws[is4]
+			if !ok {
+				continue
+			}
+			dst := netip.MustParsePrefix("::/0")
+			if is4 {
+				dst = netip.MustParsePrefix("0.0.0.0/0")
+			}
+			if !slices.ContainsFunc(routes, func(r *types.Route) bool { return attach.PrefixOf(r.Dst) == dst }) {
+				routes = append(routes, &types.Route{Dst: attach.IPNet(dst), GW: gw.AsSlice()})
+			}
+		}
+	}
+	p.routes = attach.PodRoutes(a.IfName, routes, gws)
+	for i, r := range routes {
+		out := &types.Route{Dst: r.Dst, MTU: r.MTU, Priority: r.Priority, Table: r.Table, Scope: r.Scope, AdvMSS: r.AdvMSS}
+		if gw := p.routes[i].GW; gw.IsValid() {
+			out.GW = gw.AsSlice()
+		}
+		res.Routes = append(res.Routes, out)
+	}
+	res.DNS = ipamRes.DNS
+	return p
+}
+
+// applyAddresses puts the plan's addresses and routes on the pod interface
+// and, with isGateway, the gateways on the bridge.
+func applyAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, p *addrPlan) error {
+	for _, pfx := range p.addrs {
+		if err := pod.EnsureAddr(a.IfName, pfx, netops.AddrOpts{NoDAD: !c.EnableDad}); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
+		}
+	}
+	gwLink := c.Bridge
+	if c.Vlan != 0 && len(p.gateways) > 0 {
+		// The gateway of a VLAN lives on "<bridge>.<vid>", in that VLAN.
+		l, err := host.EnsureBridgeVlanLink(c.Bridge, c.Vlan)
+		if err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "vlan %d gateway: %w", c.Vlan, err)
+		}
+		gwLink = l
+	}
+	for _, gw := range p.gateways {
+		if err := ensureGatewayAddr(host, c, gwLink, gw); err != nil {
+			return err
+		}
+	}
+	for _, rt := range p.routes {
+		if err := pod.EnsureRoute(rt); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add route %s via %s in the pod: %w", rt.Dst, rt.GW, err)
+		}
+	}
+	if c.IsGateway {
+		// Forwarding for the families that have a gateway.
+		return attach.EnableForwarding(host, p.gateways)
+	}
+	return nil
+}
+
+// ensureGatewayAddr puts gw on link (the bridge, or its VLAN interface).
+// Another address of the same subnet there is an error unless forceAddress,
+// which replaces it.
+func ensureGatewayAddr(host *netops.Handle, c *Conf, link string, gw netip.Prefix) error {
+	have, err := host.Addrs(link)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "list addresses of %q: %w", link, err)
+	}
+	for _, p := range have {
+		if p == gw {
+			return nil
+		}
+		if p.Addr().Is4() != gw.Addr().Is4() || !p.Overlaps(gw) || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		if !c.ForceAddress {
+			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "%q already has address %s, not the gateway %s: set \"forceAddress\": true to replace it, or fix the ipam gateway", link, p, gw)
+		}
+		if err := host.DeleteAddr(link, p); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "remove old gateway %s from %q: %w", p, link, err)
+		}
+	}
+	if err := host.EnsureAddr(link, gw, netops.AddrOpts{NoDAD: true}); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "add gateway %s to %q: %w", gw, link, err)
+	}
+	return nil
+}

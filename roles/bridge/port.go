@@ -1,0 +1,118 @@
+package bridge
+
+import (
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+)
+
+// The host end of a pod's veth is a port of the bridge: what ADD sets on it,
+// CHECK verifies, DEL and GC delete.
+
+// setupPort sets what the config asks of the host end hostName as a port
+// of the bridge: hairpin mode, VLANs and the MAC spoofing check of the pod
+// end pv.
+func setupPort(host *netops.Handle, c *Conf, undo *cniplug.Undo, hostName string, pv netops.Link) error {
+	if c.HairpinMode {
+		if err := host.SetHairpin(hostName, true); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+	}
+	if c.Vlan != 0 || len(c.vlans) > 0 {
+		if err := host.SetPortVlans(hostName, netops.PortVlanOpts{Access: c.Vlan, Trunk: c.vlans, PreserveDefault: c.PreserveDefaultVlan}); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+	}
+	if c.MacSpoofChk {
+		if err := host.EnsureMacSpoofCheck(hostName, pv.MAC); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		undo.Push(func() { _ = host.DeleteMacSpoofCheck(hostName) })
+		fault.Point("bridge/add/after-macspoof")
+	}
+	return nil
+}
+
+// checkPort verifies the host end hostName: a port of the bridge, and up.
+func checkPort(host *netops.Handle, c *Conf, hostName string) error {
+	br, err := host.LinkByName(c.Bridge)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
+	}
+	hl, err := host.LinkByName(hostName)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q of the pod's veth: %w", hostName, err)
+	}
+	if hl.MasterIndex != br.Index {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q is not a port of bridge %q", hostName, c.Bridge)
+	}
+	if !hl.Up {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q is down", hostName)
+	}
+	return nil
+}
+
+// deletePort deletes the host end hostName (and with it the pod end; see
+// attach.DeleteVeth) after its MAC spoofing check.
+func deletePort(host *netops.Handle, c *Conf, a *cniplug.Args, hostName string) error {
+	if c.MacSpoofChk {
+		if err := host.DeleteMacSpoofCheck(hostName); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		fault.Point("bridge/del/after-macspoof")
+	}
+	return attach.DeleteVeth(host, hostName, a)
+}
+
+// gcVeths deletes our veths on the bridge that belong to no kept attachment.
+func gcVeths(host *netops.Handle, bridge string, keep map[string]bool, ours func(string) bool) error {
+	br, err := host.LinkByName(bridge)
+	if err != nil {
+		return nil // no bridge, no ports
+	}
+	links, err := host.Links()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	for _, l := range links {
+		if l.MasterIndex != br.Index || !ours(l.Name) || keep[l.Name] {
+			continue
+		}
+		if err := host.DeleteLink(l.Name); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete stale veth %s: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+// gcMacSpoof deletes the MAC spoofing checks of our host veths that are gone
+// and not kept: what an ADD that died after the check (or a pod namespace
+// deleted without DEL) leaves behind. A check without its port is useless
+// whatever its network, and ADD orders veth before check and DEL check
+// before veth, so no live attachment ever has a check without its port.
+func gcMacSpoof(host *netops.Handle, keep map[string]bool, ours func(string) bool) error {
+	ports, err := host.MacSpoofPorts()
+	if err != nil || len(ports) == 0 {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	links, err := host.Links()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	exists := make(map[string]bool, len(links))
+	for _, l := range links {
+		exists[l.Name] = true
+	}
+	for _, port := range ports {
+		if !ours(port) || keep[port] || exists[port] {
+			continue
+		}
+		if err := host.DeleteMacSpoofCheck(port); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete stale mac spoof check of %s: %w", port, err)
+		}
+	}
+	return nil
+}
