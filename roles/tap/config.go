@@ -26,6 +26,9 @@ type conf struct {
 	Bridge string
 }
 
+// maxMTU is the largest MTU of a tap: 65535 less its Ethernet header.
+const maxMTU = 65521
+
 // selinuxEnforce is the file that is there when the node runs SELinux.
 var selinuxEnforce = "/sys/fs/selinux/enforce"
 
@@ -42,8 +45,8 @@ func parse(a *cniplug.Args) (conf, error) {
 	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
 		return conf{}, cniplug.Errorf(types.ErrDecodingFailure, "tap config: %v", err)
 	}
-	if raw.MTU < 0 || raw.MTU > 65535 || (raw.MTU > 0 && raw.MTU < 68) {
-		return conf{}, cniplug.ConfError("mtu", "%d is out of range: use 0 (the kernel's 1500) or 68 to 65535", raw.MTU)
+	if raw.MTU < 0 || raw.MTU > maxMTU || (raw.MTU > 0 && raw.MTU < 68) {
+		return conf{}, cniplug.ConfError("mtu", "%d is out of range: use 0 (the kernel's 1500) or 68 to %d", raw.MTU, maxMTU)
 	}
 	c := conf{MultiQueue: raw.MultiQueue, Bridge: raw.Bridge}
 	var err error

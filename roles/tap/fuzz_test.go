@@ -33,7 +33,7 @@ func FuzzParseConf(f *testing.F) {
 			}
 			return
 		}
-		if c.MTU < 0 || c.MTU > 65535 || len(c.Bridge) > 15 {
+		if c.MTU < 0 || c.MTU > maxMTU || len(c.Bridge) > 15 {
 			t.Fatalf("accepted %+v", c)
 		}
 		for _, id := range []*uint32{c.Owner, c.Group} {

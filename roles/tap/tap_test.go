@@ -204,7 +204,7 @@ func TestBadInput(t *testing.T) {
 		code       uint
 		says       string
 	}{
-		{"mtu", string(conf("1.0.0", v4, `,"mtu":70000`)), 7, `"mtu"`},
+		{"mtu", string(conf("1.0.0", v4, `,"mtu":65522`)), 7, `"mtu"`},
 		{"owner", string(conf("1.0.0", v4, `,"owner":-1`)), 7, `"owner"`},
 		{"group", string(conf("1.0.0", v4, `,"group":4294967295`)), 7, `"group"`},
 		{"mac", string(conf("1.0.0", v4, `,"mac":"01:00:5e:00:00:01"`)), 7, `"mac"`},
