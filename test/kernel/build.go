@@ -32,7 +32,7 @@ var diskTools = []string{"/usr/bin/etcd", "/usr/lib/cni"}
 // built from upstream's upstreamVersion into the disk's upstream directory
 // for the side-by-side tests of test/e2e, which find them through
 // $CNIBOX_REF_UPSTREAM.
-var upstreamPlugins = []string{"dummy"}
+var upstreamPlugins = []string{"dummy", "tap"}
 
 const upstreamVersion = "v1.9.1"
 
