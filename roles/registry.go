@@ -5,6 +5,7 @@ package roles
 
 import (
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/azurevnet"
 	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
@@ -29,7 +30,7 @@ import (
 func Registry() *cniplug.Registry {
 	return cniplug.NewRegistry(
 		bridge.Role,
-		bridge.AzureRole,
+		azurevnet.Role,
 		cloudipam.Role,
 		cloudipam.AzureRole,
 		hostlocal.Role,

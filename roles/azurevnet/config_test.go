@@ -1,4 +1,4 @@
-package bridge
+package azurevnet
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/bridge"
 )
 
 // TestAzureVnetConfig: azure-vnet takes bridge mode only (code 2 naming the
@@ -14,7 +15,7 @@ import (
 func TestAzureVnetConfig(t *testing.T) {
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/nonexistent/ns",
 		"CNI_IFNAME": "eth0", "CNI_PATH": "/nonexistent"}
-	inv := cniplug.Invocation{Getenv: func(k string) string { return env[k] }, Registry: cniplug.NewRegistry(AzureRole)}
+	inv := cniplug.Invocation{Getenv: func(k string) string { return env[k] }, Registry: cniplug.NewRegistry(Role)}
 	cases := []struct {
 		conf  string
 		code  uint
@@ -26,7 +27,7 @@ func TestAzureVnetConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		inv.Stdin = strings.NewReader(tc.conf)
-		_, err := cniplug.Invoke(context.Background(), AzureRole, inv)
+		_, err := cniplug.Invoke(context.Background(), Role, inv)
 		if got := cniplug.CodeOf(err); got != tc.code {
 			t.Errorf("%s: code %d, want %d (%v)", tc.conf, got, tc.code, err)
 		}
@@ -37,15 +38,14 @@ func TestAzureVnetConfig(t *testing.T) {
 		}
 	}
 
-	defaults := Conf{Bridge: AzureBridge, hooks: &Hooks{VethPrefix: "azv", Parse: azureParse}}
-	c, err := parseConf(&cniplug.Args{StdinData: []byte(`{"mode":"bridge","isGateway":true,"isDefaultGateway":true}`)}, defaults)
+	c, err := bridge.ParseConf(&cniplug.Args{StdinData: []byte(`{"mode":"bridge","isGateway":true,"isDefaultGateway":true}`)}, defaults, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Bridge != "azure0" || c.IsGateway || c.IsDefaultGW {
 		t.Errorf("azure-vnet config %+v: want bridge azure0, no gateway", c)
 	}
-	if v := c.HostVethName("c1", "eth0"); len(v) != 15 || !strings.HasPrefix(v, "azv") || !c.IsHostVeth(v) || c.IsHostVeth(hostVethName("c1", "eth0")) {
+	if v := c.HostVethName("c1", "eth0"); len(v) != 15 || !strings.HasPrefix(v, "azv") || !c.IsHostVeth(v) || c.IsHostVeth(bridge.HostVethName("c1", "eth0")) {
 		t.Errorf("host veth %q: want azv + 12 hex digits", v)
 	}
 }

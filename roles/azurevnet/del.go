@@ -1,0 +1,60 @@
+package azurevnet
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/store"
+)
+
+// del removes the pod's addresses from the fabric rules.
+func del(_ context.Context, _ *cniplug.Args, _ *bridge.Conf, host *netops.Handle, ips []netip.Addr) error {
+	if err := host.DeleteFabricPods(ips); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
+	}
+	return nil
+}
+
+// gc removes fabric entries of pods that are not kept: those of stale
+// records, and any other in the network's subnets that no kept record has.
+func gc(_ context.Context, a *cniplug.Args, _ *bridge.Conf, host *netops.Handle, eps []store.Endpoint) error {
+	keep := map[netip.Addr]bool{}
+	var subnets []netip.Prefix
+	for _, ep := range eps {
+		kept := a.Conf.Keeps(ep.ContainerID, ep.IfName)
+		for _, p := range ep.IPs {
+			subnets = append(subnets, p.Masked())
+			if kept {
+				keep[p.Addr()] = true
+			}
+		}
+	}
+	have, err := host.FabricPods()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	var drop []netip.Addr
+	for ip := range have {
+		if keep[ip] {
+			continue
+		}
+		for _, s := range subnets {
+			if s.Contains(ip) {
+				drop = append(drop, ip)
+				break
+			}
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	if err := host.DeleteFabricPods(drop); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet GC: %w", err)
+	}
+	return nil
+}
