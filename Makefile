@@ -103,7 +103,7 @@ bench-overlay: build
 # make test once. The committed seed corpus is in each package's
 # testdata/fuzz.
 FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 \
-	./roles/hostlocal:FuzzLoadConfig:180000 ./roles/hostlocal:FuzzStaticConfig:160000 \
+	./roles/hostlocal:FuzzLoadConfig:180000 ./roles/static:FuzzStaticConfig:160000 \
 	./store:FuzzDecodeReservation:200000 ./roles/flannel:FuzzFlannelEnv:60000 \
 	./agent/netconf:FuzzParse:300000 ./roles/cloudipam:FuzzAzureXML:80000 \
 	./roles/cloudipam:FuzzAWSENI:60000 ./roles/cloudipam:FuzzPoolFile:70000 \
