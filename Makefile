@@ -109,6 +109,7 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./roles/cloudipam:FuzzAWSENI:60000 ./roles/cloudipam:FuzzPoolFile:70000 \
 	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000 \
 	./roles/vlan:FuzzParseConf:40000 \
+	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
 	./roles/cloudipam:FuzzHTTPResponse:40000
 FUZZTIME ?=
 fuzz:
