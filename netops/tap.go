@@ -118,8 +118,8 @@ func (h *Handle) makeTap(o TapOpts) error {
 		if err := os.WriteFile("/proc/thread-self/attr/current", []byte(o.Label), 0); err != nil {
 			return fmt.Errorf("take the SELinux context %q: %w", o.Label, err)
 		}
-		return nil
-	}, create)
+		return create()
+	})
 }
 
 // createTap opens /dev/net/tun and makes it the persistent tap o.Name with

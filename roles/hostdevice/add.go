@@ -2,7 +2,6 @@ package hostdevice
 
 import (
 	"context"
-	"errors"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -11,7 +10,6 @@ import (
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
-	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -29,15 +27,11 @@ func add(ctx context.Context, a *cniplug.Args, c *conf) (_ types.Result, err err
 	if err != nil {
 		return nil, err
 	}
-	pod, err := podns.Open(a.Netns)
+	pod, host, err := attach.OpenNamespaces(a.Netns)
 	if err != nil {
 		return nil, err
 	}
 	defer pod.Close()
-	host, err := podns.Host()
-	if err != nil {
-		return nil, err
-	}
 	defer host.Close()
 	if _, err := pod.LinkByName(a.IfName); err == nil {
 		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
@@ -71,13 +65,9 @@ func add(ctx context.Context, a *cniplug.Args, c *conf) (_ types.Result, err err
 		undo.Discard()
 		return res, nil
 	}
-	alias := dev.Name
-	l, err := host.MoveLink(netops.MoveOpts{Name: dev.Name, Into: pod, NewName: a.IfName, Alias: &alias})
-	if errors.Is(err, netops.ErrExists) {
-		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "move %q into the pod: %w", dev.Name, err)
-	}
+	l, err := moveIn(host, pod, a.IfName, dev.Name)
 	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "move %q into the pod: %w", dev.Name, err)
+		return nil, err
 	}
 	undo.Push(func() { _ = moveOut(pod, host, a.IfName, dev) })
 	a.Mark("move")
@@ -88,32 +78,4 @@ func add(ctx context.Context, a *cniplug.Args, c *conf) (_ types.Result, err err
 	a.Mark("addresses")
 	undo.Discard()
 	return res, nil
-}
-
-// deviceOnNode returns what the device t names is on the node. One that is
-// not there is code 7, naming the attachment that holds it when one does.
-func deviceOnNode(a *cniplug.Args, c *conf, host *netops.Handle, t target) (netops.DeviceState, error) {
-	l, err := find(host, t, c)
-	if errors.Is(err, netops.ErrNotFound) {
-		if h, herr := holder(a, c, t, ""); herr != nil || h != nil {
-			return netops.DeviceState{}, cmpErr(herr, func() error { return inUse(t, h) })
-		}
-		return netops.DeviceState{}, cniplug.ConfError(t.field, "%q: no such device on the node (%v): fix %q", t.value, err, t.field)
-	}
-	if err != nil {
-		return netops.DeviceState{}, cniplug.Errorf(types.ErrIOFailure, "find the device %s %q: %w", t.field, t.value, err)
-	}
-	st, err := host.DeviceStateOf(l.Name)
-	if err != nil {
-		return netops.DeviceState{}, cniplug.Errorf(types.ErrIOFailure, "read the state of %q: %w", l.Name, err)
-	}
-	return st, nil
-}
-
-// cmpErr returns err, or when it is nil, what other makes.
-func cmpErr(err error, other func() error) error {
-	if err != nil {
-		return err
-	}
-	return other()
 }

@@ -114,3 +114,31 @@ func exists(root, dir, name string) bool {
 	_, err := os.Stat(filepath.Join(root, dir, name))
 	return err == nil
 }
+
+// deviceOnNode returns what the device t names is on the node. One that is
+// not there is code 7, naming the attachment that holds it when one does.
+func deviceOnNode(a *cniplug.Args, c *conf, host *netops.Handle, t target) (netops.DeviceState, error) {
+	l, err := find(host, t, c)
+	if errors.Is(err, netops.ErrNotFound) {
+		if h, herr := holder(a, c, t, ""); herr != nil || h != nil {
+			return netops.DeviceState{}, cmpErr(herr, func() error { return inUse(t, h) })
+		}
+		return netops.DeviceState{}, cniplug.ConfError(t.field, "%q: no such device on the node (%v): fix %q", t.value, err, t.field)
+	}
+	if err != nil {
+		return netops.DeviceState{}, cniplug.Errorf(types.ErrIOFailure, "find the device %s %q: %w", t.field, t.value, err)
+	}
+	st, err := host.DeviceStateOf(l.Name)
+	if err != nil {
+		return netops.DeviceState{}, cniplug.Errorf(types.ErrIOFailure, "read the state of %q: %w", l.Name, err)
+	}
+	return st, nil
+}
+
+// cmpErr returns err, or when it is nil, what other makes.
+func cmpErr(err error, other func() error) error {
+	if err != nil {
+		return err
+	}
+	return other()
+}

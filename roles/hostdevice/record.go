@@ -100,16 +100,22 @@ func inUse(t target, ep *store.Endpoint) error {
 		t.value, cmp.Or(ep.Extra[keyDevice], "a DPDK device"), ep.IfName, ep.Network, who, ep.Netns)
 }
 
-// endpoint reads the call's endpoint record.
-func endpoint(a *cniplug.Args, c *conf) (store.Endpoint, bool, error) {
+// recorded returns what the call's endpoint record says the device was;
+// without a record (an attachment the reference made), the name the pod's
+// CNI_IFNAME has as its alias, as the reference keeps it. A zero Name: a
+// DPDK device, or nothing to give back.
+func recorded(a *cniplug.Args, c *conf) (netops.DeviceState, error) {
 	st, err := attach.OpenStore(a, c.DataDir)
 	if err != nil {
-		return store.Endpoint{}, false, err
+		return netops.DeviceState{}, err
 	}
 	defer st.Close()
 	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
 	if err != nil {
-		return ep, false, cniplug.WithCode(types.ErrIOFailure, err)
+		return netops.DeviceState{}, cniplug.WithCode(types.ErrIOFailure, err)
 	}
-	return ep, found, nil
+	if found {
+		return stateOf(ep), nil
+	}
+	return fromAlias(a), nil
 }

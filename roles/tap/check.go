@@ -6,6 +6,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -16,21 +17,36 @@ func check(ctx context.Context, a *cniplug.Args, c conf) error {
 	if err := spec.CheckBare(ctx, a, c.Conf); err != nil {
 		return err
 	}
-	pod, err := podns.Open(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
-	t, err := pod.TapByName(a.IfName)
-	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", a.IfName, err)
-	}
+	return podns.In(a.Netns, func(pod *netops.Handle) error {
+		t, err := pod.TapByName(a.IfName)
+		if err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", a.IfName, err)
+		}
+		if err := checkTap(t, a.IfName, c); err != nil {
+			return err
+		}
+		if c.Bridge == "" {
+			if t.MasterIndex != 0 {
+				return cniplug.Errorf(types.ErrIOFailure, "tap %q in the pod is a port of a bridge, the config names none", a.IfName)
+			}
+			return nil
+		}
+		br, err := pod.LinkByName(c.Bridge)
+		if err != nil || br.Index != t.MasterIndex {
+			return cniplug.Errorf(types.ErrIOFailure, "tap %q in the pod is not a port of bridge %q (%v)", a.IfName, c.Bridge, err)
+		}
+		return nil
+	})
+}
+
+// checkTap checks the tap's own attributes against the config.
+func checkTap(t netops.Tap, name string, c conf) error {
 	bad := func(what string, have, want any) error {
-		return cniplug.Errorf(types.ErrIOFailure, "tap %q in the pod has %s %v, the config says %v", a.IfName, what, have, want)
+		return cniplug.Errorf(types.ErrIOFailure, "tap %q in the pod has %s %v, the config says %v", name, what, have, want)
 	}
 	switch {
 	case !t.IsTap:
-		return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod is a tun device, not a tap", a.IfName)
+		return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod is a tun device, not a tap", name)
 	case t.MultiQueue != c.MultiQueue:
 		return bad("multiQueue", t.MultiQueue, c.MultiQueue)
 	case !sameID(t.Owner, c.Owner):
@@ -39,16 +55,6 @@ func check(ctx context.Context, a *cniplug.Args, c conf) error {
 		return bad("group", idString(t.Group), idString(c.Group))
 	case c.MTU != 0 && t.MTU != c.MTU:
 		return bad("MTU", t.MTU, c.MTU)
-	}
-	if c.Bridge == "" {
-		if t.MasterIndex != 0 {
-			return cniplug.Errorf(types.ErrIOFailure, "tap %q in the pod is a port of a bridge, the config names none", a.IfName)
-		}
-		return nil
-	}
-	br, err := pod.LinkByName(c.Bridge)
-	if err != nil || br.Index != t.MasterIndex {
-		return cniplug.Errorf(types.ErrIOFailure, "tap %q in the pod is not a port of bridge %q (%v)", a.IfName, c.Bridge, err)
 	}
 	return nil
 }

@@ -64,10 +64,3 @@ func PlanOf(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *Plan {
 // Apply puts p on the pod's CNI_IFNAME: the announcements s asks for, the
 // addresses, up, then the routes.
 func (s *Spec) Apply(pod *netops.Handle, a *cniplug.Args, p *Plan) error { return s.apply(pod, a, p) }
-
-// CheckDevice checks the pod's CNI_IFNAME against prev (the interface at
-// podIdx): of kind, up, with its MAC, the addresses and the routes. It
-// returns the device.
-func CheckDevice(pod *netops.Handle, a *cniplug.Args, kind string, prev *current.Result, podIdx int) (netops.SubLink, error) {
-	return checkDevice(pod, a, kind, prev, podIdx)
-}
