@@ -14,6 +14,10 @@ import (
 )
 
 func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err error) {
+	if c.DisableContainerInterface && a.Conf.IPAM.Type != "" {
+		// The reference refuses it too: a down interface takes no routes.
+		return nil, cniplug.ConfError("disableContainerInterface", "a pod interface left down cannot take the addresses and routes of ipam %q: remove the ipam section or disableContainerInterface", a.Conf.IPAM.Type)
+	}
 	// A leftover pair of this attachment goes with its MAC spoofing check.
 	hostName := c.HostVethName(a.ContainerID, a.IfName)
 	v, err := attach.BeginVethADD(a, hostName, (*netops.Handle).DeleteMacSpoofCheck)
@@ -59,6 +63,11 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	fault.Point("bridge/add/after-veth")
 	if err := setupPort(host, c, &undo, hostName, pv); err != nil {
 		return nil, err
+	}
+	if c.DisableContainerInterface {
+		if err := pod.SetLinkDown(a.IfName); err != nil {
+			return nil, cniplug.Errorf(types.ErrIOFailure, "leave %s down in the pod (disableContainerInterface): %w", a.IfName, err)
+		}
 	}
 	a.Mark("veth")
 

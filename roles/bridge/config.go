@@ -31,6 +31,14 @@ type Conf struct {
 	PreserveDefaultVlan bool `json:"preserveDefaultVlan"`
 	EnableDad           bool `json:"enabledad"`
 	MacSpoofChk         bool `json:"macspoofchk"`
+	// PortIsolation makes the pod's host veth an isolated bridge port: the
+	// pod reaches the bridge (its gateway) and the ports that are not
+	// isolated (an uplink), not the other isolated pods.
+	PortIsolation bool `json:"portIsolation"`
+	// DisableContainerInterface leaves the pod's interface down after ADD:
+	// a layer 2 attachment, which takes no ipam section (as in the
+	// reference plugin).
+	DisableContainerInterface bool `json:"disableContainerInterface"`
 	// DataDir is where the endpoint records are kept (default: see store.Dir).
 	DataDir string `json:"dataDir,omitempty"`
 

@@ -23,11 +23,14 @@ func TestParseConf(t *testing.T) {
 		{"defaults", `{}`, func(c *Conf) bool { return c.Bridge == "cni0" && !c.IsGateway && c.MTU == 0 }},
 		{"default gateway implies gateway", `{"isDefaultGateway":true}`, func(c *Conf) bool { return c.IsGateway }},
 		{"all fields", `{"bridge":"br-x","isGateway":true,"forceAddress":true,"ipMasq":true,"ipMasqBackend":"nftables","mtu":1450,
-			"hairpinMode":true,"promiscMode":true,"vlan":100,"enabledad":true,"macspoofchk":true,"dataDir":"/tmp/x"}`,
+			"hairpinMode":true,"promiscMode":true,"vlan":100,"enabledad":true,"macspoofchk":true,"dataDir":"/tmp/x",
+			"portIsolation":true,"disableContainerInterface":true}`,
 			func(c *Conf) bool {
 				return c.Bridge == "br-x" && c.ForceAddress && c.IPMasq && c.MTU == 1450 && c.HairpinMode &&
-					c.PromiscMode && c.Vlan == 100 && c.EnableDad && c.MacSpoofChk && c.DataDir == "/tmp/x"
+					c.PromiscMode && c.Vlan == 100 && c.EnableDad && c.MacSpoofChk && c.DataDir == "/tmp/x" &&
+					c.PortIsolation && c.DisableContainerInterface
 			}},
+		{"new fields default off", `{}`, func(c *Conf) bool { return !c.PortIsolation && !c.DisableContainerInterface }},
 		{"vlan trunk ids and ranges", `{"vlanTrunk":[{"id":5},{"minID":3,"maxID":6},{"id":40}],"preserveDefaultVlan":true}`,
 			func(c *Conf) bool { return slices.Equal(c.vlans, []int{3, 4, 5, 6, 40}) && c.PreserveDefaultVlan }},
 		{"iptables backend accepted", `{"ipMasqBackend":"iptables"}`, func(c *Conf) bool { return true }},
@@ -50,6 +53,9 @@ func TestParseConf(t *testing.T) {
 	}{
 		{"not json", `{"bridge":`, 6, "bridge config"},
 		{"wrong type", `{"mtu":"big"}`, 6, "mtu"},
+		{"portIsolation not a bool", `{"portIsolation":"yes"}`, 6, "portIsolation"},
+		{"disableContainerInterface not a bool", `{"disableContainerInterface":1}`, 6, "disableContainerInterface"},
+		{"hairpinMode not a bool", `{"hairpinMode":"true"}`, 6, "hairpinMode"},
 		{"bridge name too long", `{"bridge":"a-very-long-bridge-name"}`, 7, "bridge"},
 		{"bridge name with slash", `{"bridge":"br/0"}`, 7, "bridge"},
 		{"mtu negative", `{"mtu":-1}`, 7, "mtu"},

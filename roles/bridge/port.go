@@ -13,11 +13,16 @@ import (
 // CHECK verifies, DEL and GC delete.
 
 // setupPort sets what the config asks of the host end hostName as a port
-// of the bridge: hairpin mode, VLANs and the MAC spoofing check of the pod
-// end pv.
+// of the bridge: hairpin mode, isolation, VLANs and the MAC spoofing check
+// of the pod end pv. The flags need no undo: they go with the veth.
 func setupPort(host *netops.Handle, c *Conf, undo *cniplug.Undo, hostName string, pv netops.Link) error {
 	if c.HairpinMode {
 		if err := host.SetHairpin(hostName, true); err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+	}
+	if c.PortIsolation {
+		if err := host.SetPortIsolated(hostName, true); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
 		}
 	}
@@ -36,7 +41,8 @@ func setupPort(host *netops.Handle, c *Conf, undo *cniplug.Undo, hostName string
 	return nil
 }
 
-// checkPort verifies the host end hostName: a port of the bridge, and up.
+// checkPort verifies the host end hostName: a port of the bridge, up, and
+// isolated with portIsolation.
 func checkPort(host *netops.Handle, c *Conf, hostName string) error {
 	br, err := host.LinkByName(c.Bridge)
 	if err != nil {
@@ -51,6 +57,15 @@ func checkPort(host *netops.Handle, c *Conf, hostName string) error {
 	}
 	if !hl.Up {
 		return cniplug.Errorf(types.ErrIOFailure, "host end %q is down", hostName)
+	}
+	if c.PortIsolation {
+		iso, err := host.PortIsolated(hostName)
+		if err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		if !iso {
+			return cniplug.Errorf(types.ErrIOFailure, "host end %q is not an isolated port of bridge %q, and the config sets portIsolation", hostName, c.Bridge)
+		}
 	}
 	return nil
 }
