@@ -128,7 +128,12 @@ func (h *Handle) ensureSubLink(kind string, o SubLinkOpts, data []*nl.RtAttr) (S
 
 	// The echo comes from the namespace the request was sent in, which is
 	// not where a device created in another one lives: look it up there.
-	_, _, err = h.createLink(msg, attrs...)
+	// addInto goes around kernels that refuse a name the node has.
+	err = h.addInto(into, o.Name, func(name string) error {
+		attrs[0] = nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name))
+		_, _, err := h.createLink(msg, attrs...)
+		return err
+	})
 	if errors.Is(err, unix.EEXIST) {
 		l, err := into.SubLinkByName(o.Name)
 		if err != nil {

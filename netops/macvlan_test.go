@@ -12,11 +12,14 @@ import (
 )
 
 // TestEnsureMacvlan: a macvlan is created down, directly in another
-// namespace under its final name, with the mode, MTU and MAC asked for; a
-// second call keeps it; a device of that name in another mode is ErrExists.
+// namespace under its final name, with the mode, MTU and MAC asked for,
+// also when the node has an interface of that name (6.1 looks the name up
+// on the node's side); a second call keeps it; a device of that name in
+// another mode is ErrExists.
 func TestEnsureMacvlan(t *testing.T) {
 	node, pod := openNS(t, "mvnode"), openNS(t, "mvpod")
 	nic(t, node)
+	nodeEth0(t, node)
 	mac := net.HardwareAddr{0x0a, 0, 0, 0, 0, 0x42}
 	o := netops.SubLinkOpts{Name: "eth0", Master: "nic0", Into: pod, Mode: "private", MTU: 1400, MAC: mac, BCQueueLen: 50}
 	l, err := node.EnsureMacvlan(o)
@@ -26,8 +29,8 @@ func TestEnsureMacvlan(t *testing.T) {
 	if l.Kind != "macvlan" || l.Mode != "private" || l.MTU != 1400 || l.MAC.String() != mac.String() || l.Up {
 		t.Errorf("created %+v; want a down macvlan, private, mtu 1400, mac %s", l, mac)
 	}
-	if _, err := node.LinkByName("eth0"); !errors.Is(err, netops.ErrNotFound) {
-		t.Errorf("eth0 on the node: %v, want it only in the pod", err)
+	if n, err := node.LinkByName("eth0"); err != nil || n.Kind != "veth" {
+		t.Errorf("the node's own eth0 = %+v, %v; want it untouched", n, err)
 	}
 	if again, err := node.EnsureMacvlan(o); err != nil || again.Index != l.Index {
 		t.Errorf("second EnsureMacvlan = %+v, %v; want the same device", again, err)
@@ -48,6 +51,7 @@ func TestEnsureMacvlan(t *testing.T) {
 func TestEnsureIpvlan(t *testing.T) {
 	node, pod := openNS(t, "ipnode"), openNS(t, "ippod")
 	nic(t, node)
+	nodeEth0(t, node)
 	l, err := node.EnsureIpvlan(netops.SubLinkOpts{Name: "eth0", Master: "nic0", Into: pod, Mode: "l3"})
 	nstest.SkipIfKernelLacks(t, "ipvlan", err)
 	if err != nil {
@@ -59,6 +63,16 @@ func TestEnsureIpvlan(t *testing.T) {
 	}
 	if _, err := node.EnsureIpvlan(netops.SubLinkOpts{Name: "x", Master: "nic0", MAC: m.MAC}); err == nil {
 		t.Error("EnsureIpvlan with a MAC succeeded")
+	}
+}
+
+// nodeEth0 gives the node an interface called eth0, the pod's name in the
+// tests: kernels that look a new device's name up on the sender's side (6.1)
+// refuse it there unless the device is made under another name first.
+func nodeEth0(t *testing.T, node *netops.Handle) {
+	t.Helper()
+	if _, _, err := node.EnsureVeth(netops.VethOpts{HostName: "eth0", PeerName: "eth0p", Peer: node}); err != nil {
+		t.Fatal(err)
 	}
 }
 
