@@ -136,18 +136,6 @@ func (h *Handle) fixBridge(l Link, o BridgeOpts) (Link, error) {
 	return l, nil
 }
 
-// SetHairpin turns hairpin mode of a bridge port on or off.
-func (h *Handle) SetHairpin(port string, on bool) error {
-	var v uint8
-	if on {
-		v = 1
-	}
-	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
-	data := info.AddRtAttr(nl.IFLA_INFO_SLAVE_DATA, nil)
-	data.AddRtAttr(nl.IFLA_BRPORT_MODE, nl.Uint8Attr(v))
-	return h.setLink(fmt.Sprintf("set hairpin %v", on), port, 0, 0, info)
-}
-
 // PortVlan is one VLAN of a bridge port.
 type PortVlan struct {
 	VID      int

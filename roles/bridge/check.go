@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 
-	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -17,40 +16,28 @@ import (
 // bridge and up, and the masquerade entries. With disableContainerInterface
 // it is checkDown.
 func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	hostName := c.HostVethName(a.ContainerID, a.IfName)
+	node := func(host *netops.Handle, _ *current.Result) error { return checkPort(host, c, hostName) }
 	if c.DisableContainerInterface {
-		return checkDown(ctx, a, c)
+		return checkDown(ctx, a, node)
 	}
-	return attach.Check(ctx, a, attach.CheckOpts{
-		Prev:   attach.PrevByName,
-		IPMasq: c.IPMasq,
-		Node: func(host *netops.Handle, _ *current.Result) error {
-			return checkPort(host, c, c.HostVethName(a.ContainerID, a.IfName))
-		},
-	})
+	return attach.Check(ctx, a, attach.CheckOpts{Prev: attach.PrevByName, IPMasq: c.IPMasq, Node: node})
 }
 
 // checkDown is the CHECK of an attachment with disableContainerInterface,
 // whose ADD ran no IPAM and left the pod's interface down: the interface
 // is there with the MAC of the ADD result, down or up (whoever uses it may
-// have set it up), and the host end is on the bridge and up.
-func checkDown(ctx context.Context, a *cniplug.Args, c *Conf) error {
+// have set it up), and node, the host end's check, passes.
+func checkDown(ctx context.Context, a *cniplug.Args, node func(*netops.Handle, *current.Result) error) error {
 	prev, podIdx, err := attach.PrevByName(ctx, a)
 	if err != nil {
 		return err
 	}
-	err = podns.In(a.Netns, func(pod *netops.Handle) error {
-		l, err := pod.LinkByName(a.IfName)
-		if err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", a.IfName, err)
-		}
-		if podIdx >= 0 {
-			if want := prev.Interfaces[podIdx].Mac; want != "" && want != l.MAC.String() {
-				return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod has MAC %s, the ADD result says %s", a.IfName, l.MAC, want)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	mac := ""
+	if podIdx >= 0 {
+		mac = prev.Interfaces[podIdx].Mac
+	}
+	if err := podns.In(a.Netns, func(pod *netops.Handle) error { return checkPodEnd(pod, a.IfName, mac) }); err != nil {
 		return err
 	}
 	host, err := podns.Host()
@@ -58,5 +45,5 @@ func checkDown(ctx context.Context, a *cniplug.Args, c *Conf) error {
 		return err
 	}
 	defer host.Close()
-	return checkPort(host, c, c.HostVethName(a.ContainerID, a.IfName))
+	return node(host, prev)
 }

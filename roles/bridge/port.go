@@ -70,6 +70,20 @@ func checkPort(host *netops.Handle, c *Conf, hostName string) error {
 	return nil
 }
 
+// checkPodEnd verifies the pod end ifname of a port left down
+// (disableContainerInterface): there, with the MAC mac of the ADD result
+// ("": none to compare), up or down.
+func checkPodEnd(pod *netops.Handle, ifname, mac string) error {
+	l, err := pod.LinkByName(ifname)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", ifname, err)
+	}
+	if mac != "" && mac != l.MAC.String() {
+		return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod has MAC %s, the ADD result says %s", ifname, l.MAC, mac)
+	}
+	return nil
+}
+
 // deletePort deletes the host end hostName (and with it the pod end; see
 // attach.DeleteVeth) after its MAC spoofing check.
 func deletePort(host *netops.Handle, c *Conf, a *cniplug.Args, hostName string) error {
