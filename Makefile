@@ -67,10 +67,24 @@ e2e: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -v ./test/...
 
 # test-kube: the overlay's Kubernetes backend against a real control plane
-# (test/kube/control-plane.sh; its first build takes ~8 minutes).
+# (test/kube/control-plane.sh; its first build takes ~8 minutes), then
+# test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
+	$(MAKE) test-node
+
+# test-node: the real-node test (test/node): a one-node cluster with a real
+# kubelet and containerd in private namespaces (test/kube/node.sh), the
+# image of make image imported, bin/cnibox.yaml applied with kubectl; nodes
+# Ready, pods on cnibox, a second network, a rollout, kubectl delete. It
+# also builds kube-scheduler, kubelet and kubectl into the control plane's
+# cache; times in docs/deploy.md.
+.PHONY: test-kube test-node
+test-node: deps image
+	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl) && \
+	CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+		$(GO) test $(GOTEST_FLAGS) -tags kube -run TestKubeNode -v ./test/node/
 
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM
 # (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER

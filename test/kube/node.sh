@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# A one-node Kubernetes cluster with a real kubelet, for the real-node test
+# (test/node). Everything runs inside new network, mount and PID namespaces:
+# the machine's own interfaces, routes, firewall, sysctls and mounts are
+# never touched, and killing this script's process (it becomes `unshare`)
+# ends every process the node started: unshare's child is the namespace's
+# init, and the kernel kills a PID namespace with its init.
+#
+#   node.sh run DIR      start the node in DIR and stay in the foreground;
+#                        DIR/up appears once the kubelet answers. End it with
+#                        SIGKILL (unshare --fork ignores SIGTERM and SIGINT).
+#   node.sh cleanup DIR  afterwards: remove the containers' cgroups, the one
+#                        thing that outlives the namespaces
+#
+# Inside: a veth "NIC" eth0 ($NODE_IP/24, default route to its peer, which
+# lives in a namespace of its own), etcd, kube-apiserver and
+# kube-controller-manager (control-plane.sh, on the node's loopback, with
+# the controllers a node needs), kube-scheduler, containerd (Debian's, root,
+# state, socket and CNI dirs in DIR) and the kubelet (node $NODE_NAME, its
+# root, certificates and pod logs in DIR). The CNI dirs containerd reads are
+# DIR/host/opt/cni/bin and DIR/host/etc/cni/net.d; the test points the
+# manifest's host paths there. /run, /var/lib and /var/log are private
+# tmpfs mounts: what the agent, the plugins and the kubelet write there
+# (/run/flannel/subnet.env, /run/cnibox/agent.sock, /var/lib/cnibox,
+# /var/lib/cni, /var/lib/kubelet/device-plugins, /var/log/containers) stays
+# in the node; read it through /proc/PID/root of a process inside.
+#
+# The kubelet sets six kernel-wide sysctls (vm.overcommit_memory,
+# kernel.panic, ...) unless they already hold its values: files bound over
+# them in the namespace's own /proc hold those values, so it writes none.
+#
+# KUBE_BIN is the directory of kube-scheduler and kubelet (control-plane.sh
+# build kube-scheduler kubelet kubectl prints it); SANDBOX_IMAGE the pod
+# sandbox image (the test imports it); NODE_NAME, NODE_IP, CLUSTER_CIDR.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+NODE_NAME=${NODE_NAME:-cnibox-node}
+NODE_IP=${NODE_IP:-172.31.250.2}
+UPLINK_IP=${UPLINK_IP:-172.31.250.1}
+SANDBOX_IMAGE=${SANDBOX_IMAGE:-localhost/cnibox-test/busybox:1}
+CLUSTER_CIDR=${CLUSTER_CIDR:-10.244.0.0/16}
+
+log() { echo "node.sh: $*" >&2; }
+
+# wait_for DESC SECONDS PID CMD...: poll CMD every 0.2 s until it succeeds;
+# fail at once if process PID (the one that should answer) is gone.
+wait_for() {
+  local desc=$1 secs=$2 pid=$3 i
+  shift 3
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || { log "$desc: exited"; return 1; }
+    sleep 0.2
+  done
+  log "$desc: not after $secs s"
+  return 1
+}
+
+# shadow_sysctls binds a file holding the kubelet's value over each kernel
+# tunable it would otherwise write (kubelet's setupKernelTunables).
+shadow_sysctls() {
+  local d=$D/sysctl kv f
+  mkdir -p "$d"
+  for kv in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
+    kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+    f=$d/${kv%%=*}
+    mkdir -p "$(dirname "$f")"
+    echo "${kv#*=}" >"$f"
+    mount --bind "$f" "/proc/sys/${kv%%=*}"
+  done
+}
+
+# other_netns PID: PID is in another network namespace than this shell.
+other_netns() { [ "$(readlink "/proc/$1/ns/net")" != "$(readlink /proc/$$/ns/net)" ]; }
+
+# network gives the node eth0 with NODE_IP and a default route to the peer,
+# which lives in a namespace of its own (a sleeping process holds it).
+network() {
+  ip link set lo up
+  unshare --net sleep infinity &
+  local up=$!
+  wait_for "the uplink namespace" 10 "$up" other_netns "$up"
+  ip link add eth0 type veth peer name uplink0
+  ip link set uplink0 netns "$up"
+  nsenter --net=/proc/$up/ns/net ip addr add "$UPLINK_IP/24" dev uplink0
+  nsenter --net=/proc/$up/ns/net ip link set uplink0 up
+  nsenter --net=/proc/$up/ns/net ip link set lo up
+  ip addr add "$NODE_IP/24" dev eth0
+  ip link set eth0 up
+  ip route add default via "$UPLINK_IP"
+}
+
+containerd_conf() {
+  cat <<EOF
+version = 2
+root = "$D/containerd/root"
+state = "$D/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$D/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$D/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$SANDBOX_IMAGE"
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$D/host/opt/cni/bin"
+    conf_dir = "$D/host/etc/cni/net.d"
+EOF
+}
+
+kubelet_conf() {
+  cat <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+failCgroupV1: false
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+containerRuntimeEndpoint: unix://$D/containerd.sock
+podLogsDir: $D/pod-logs
+volumePluginDir: $D/kubelet-plugins
+resolvConf: ""
+localStorageCapacityIsolation: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
+EOF
+}
+
+inner() {
+  local d
+  for d in /run /var/lib /var/log; do
+    mount -t tmpfs -o mode=0755 tmpfs "$d"
+  done
+  shadow_sysctls
+  network
+  mkdir -p "$D/host/opt/cni/bin" "$D/host/etc/cni/net.d" "$D/containerd" "$D/kubelet"
+  # node IPAM (podCIDR), node lifecycle (the not-ready taint goes), the
+  # DaemonSet, service accounts with their tokens and kube-root-ca.crt (a
+  # pod needs both), and the garbage collector (kubectl delete -f: the
+  # DaemonSet's pods go with it)
+  KCP_CONTROLLERS=node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller \
+    bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
+  local kc=$D/cp/kubeconfig
+  "$KUBE_BIN/kube-scheduler" --kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 \
+    >"$D/scheduler.log" 2>&1 &
+  containerd_conf >"$D/containerd/config.toml"
+  containerd --config "$D/containerd/config.toml" >"$D/containerd.log" 2>&1 &
+  wait_for "containerd (see $D/containerd.log)" 120 $! ctr --address "$D/containerd.sock" version
+  kubelet_conf >"$D/kubelet/config.yaml"
+  "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$kc" --root-dir="$D/kubelet/root" \
+    --cert-dir="$D/kubelet/pki" \
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
+  wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
+  touch "$D/up"
+  sleep infinity &
+  wait $!
+}
+
+# cleanup removes the cgroups of the node's containers (runc's, named by the
+# task directories in containerd's state) and the k8s.io parents run
+# created, once they are empty. The namespaces, mounts and processes are
+# gone with the namespace's init.
+cleanup() {
+  local d=$1 id cg i
+  for id in $(ls "$d/containerd/state/io.containerd.runtime.v2.task/k8s.io" 2>/dev/null); do
+    for cg in /sys/fs/cgroup/*/k8s.io/"$id"; do
+      [ -d "$cg" ] || continue
+      # a killed container's cgroup empties once its processes are reaped
+      for i in $(seq 1 50); do
+        rmdir "$cg" 2>/dev/null && break
+        sleep 0.2
+      done
+      [ ! -d "$cg" ] || log "cleanup: cannot remove $cg: $(cat "$cg/cgroup.procs" 2>/dev/null | wc -l) processes in it"
+    done
+  done
+  if [ -f "$d/cgroup-parents" ]; then
+    while read -r cg; do
+      rmdir "$cg" 2>/dev/null || true # in use by another runtime: not ours to remove
+    done <"$d/cgroup-parents"
+  fi
+}
+
+case "${1:-}" in
+run)
+  D=$(cd "$2" && pwd)
+  : "${KUBE_BIN:?KUBE_BIN: the directory of kube-scheduler and kubelet}"
+  # runc puts each container in /k8s.io/ID of every cgroup hierarchy; note
+  # the k8s.io parents that do not exist yet, for cleanup.
+  for d in /sys/fs/cgroup/*/; do
+    [ -d "${d}k8s.io" ] || echo "${d}k8s.io"
+  done >"$D/cgroup-parents"
+  exec unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private \
+    env D="$D" KUBE_BIN="$KUBE_BIN" bash "$0" inner
+  ;;
+inner) inner ;;
+cleanup) cleanup "$(cd "$2" && pwd)" ;;
+*) sed -n '2,34p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,264 @@
+//go:build kube
+
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	nodeName = "cnibox-node"
+	nodeIP   = "172.31.250.2"
+	apiPort  = "16443" // control-plane.sh's
+	// busyboxRef is the test's pod image, also the sandbox image.
+	busyboxRef = "localhost/cnibox-test/busybox:1"
+	// waitLong bounds every wait for the cluster: generous, for a loaded
+	// 2-core machine.
+	waitLong = 5 * time.Minute
+)
+
+// node is the one-node cluster test/kube/node.sh runs.
+type node struct {
+	t          *testing.T
+	dir        string
+	kubeBin    string
+	cmd        *exec.Cmd     // unshare; SIGKILL ends the node
+	done       chan struct{} // closed when cmd has exited
+	init       int           // the namespace's first process, as the host sees it
+	pidNS      string        // its PID namespace, to find stragglers
+	kubeconfig string
+}
+
+// env returns the value of the environment variable the Makefile sets, or
+// fails the test.
+func env(t *testing.T, name, what string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("$%s is not set: %s (make test-node sets it)", name, what)
+	}
+	return v
+}
+
+// startNode starts the node and waits for its kubelet. Its cleanup kills
+// every process of the node and removes what outlives the namespaces; on
+// failure it first logs what a person debugging needs.
+func startNode(t *testing.T) *node {
+	if os.Geteuid() != 0 {
+		t.Skip("the real-node test runs as root (namespaces, mounts, containerd)")
+	}
+	n := &node{t: t, dir: t.TempDir(), kubeBin: env(t, "CNIBOX_KUBE_BIN", "the directory of kubelet, kube-scheduler and kubectl")}
+	for _, b := range []string{"kubelet", "kube-scheduler", "kubectl", "kube-apiserver", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(n.kubeBin, b)); err != nil {
+			t.Fatalf("%v: build it with test/kube/control-plane.sh build kube-scheduler kubelet kubectl", err)
+		}
+	}
+	n.kubeconfig = filepath.Join(n.dir, "cp", "kubeconfig")
+	out, err := os.Create(filepath.Join(n.dir, "node.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	n.cmd = exec.Command("bash", "../kube/node.sh", "run", n.dir)
+	n.cmd.Env = append(os.Environ(), "KUBE_BIN="+n.kubeBin, "SANDBOX_IMAGE="+busyboxRef,
+		"NODE_NAME="+nodeName, "NODE_IP="+nodeIP)
+	n.cmd.Stdout, n.cmd.Stderr = out, out
+	// If the test binary dies, so does the node.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.done = make(chan struct{})
+	go func() { n.cmd.Wait(); close(n.done) }()
+	t.Cleanup(n.stop)
+	t.Cleanup(n.diagnose)
+
+	deadline := time.Now().Add(waitLong)
+	for {
+		if _, err := os.Stat(filepath.Join(n.dir, "up")); err == nil {
+			break
+		}
+		select {
+		case <-n.done:
+			t.Fatalf("node.sh ended before the kubelet was up: %v", n.cmd.ProcessState)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet is not up after %v", waitLong)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	pid := n.cmd.Process.Pid
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil || len(strings.Fields(string(children))) == 0 {
+		t.Fatalf("the node's init process (child of unshare %d): %q %v", pid, children, err)
+	}
+	if n.init, err = strconv.Atoi(strings.Fields(string(children))[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n.pidNS, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", n.init)); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// stop kills the node (SIGKILL to unshare: its child, the namespace's
+// init, gets SIGKILL, and the kernel kills the rest of the namespace),
+// waits until no process of the namespace is left, and removes the
+// containers' cgroups. The mounts and namespaces go with the processes.
+func (n *node) stop() {
+	t := n.t
+	n.cmd.Process.Kill()
+	<-n.done
+	if n.pidNS != "" {
+		deadline := time.Now().Add(time.Minute)
+		for left := n.namespaceProcs(); len(left) > 0; left = n.namespaceProcs() {
+			if time.Now().After(deadline) {
+				t.Errorf("processes of the node's PID namespace are left after a minute: %v", left)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if out, err := exec.Command("bash", "../kube/node.sh", "cleanup", n.dir).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("node.sh cleanup: %v\n%s", err, out)
+	}
+}
+
+// namespaceProcs lists the processes still in the node's PID namespace.
+func (n *node) namespaceProcs() []string {
+	ents, _ := os.ReadDir("/proc")
+	var left []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && ns == n.pidNS {
+			left = append(left, e.Name())
+		}
+	}
+	return left
+}
+
+// diagnose logs, when the test failed, what the node says: the pods, the
+// events, the agent's log and the tails of the daemons' logs.
+func (n *node) diagnose() {
+	t := n.t
+	if !t.Failed() {
+		return
+	}
+	if n.init != 0 {
+		for _, args := range [][]string{
+			{"get", "nodes,pods", "-A", "-o", "wide"},
+			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
+			{"-n", "kube-system", "logs", "-l", "app=cnibox", "--all-containers", "--tail=50"},
+		} {
+			out, err := n.kubectl(args...)
+			t.Logf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, f := range []string{"node.out", "kubelet.log", "containerd.log", "cp/apiserver.log", "cp/kcm.log", "scheduler.log"} {
+		data, _ := os.ReadFile(filepath.Join(n.dir, f))
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		t.Logf("%s (last 40 lines):\n%s", f, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+}
+
+// kubectl runs kubectl in the node's network namespace (the API server
+// listens on the node's loopback) and returns its stdout; an error carries
+// stderr.
+func (n *node) kubectl(args ...string) (string, error) {
+	return n.kubectlIn("", args...)
+}
+
+// kubectlIn is kubectl with stdin.
+func (n *node) kubectlIn(stdin string, args ...string) (string, error) {
+	full := append([]string{"-t", strconv.Itoa(n.init), "-n", filepath.Join(n.kubeBin, "kubectl"),
+		"--kubeconfig", n.kubeconfig, "--cache-dir", filepath.Join(n.dir, "kubectl-cache")}, args...)
+	return run(stdin, "nsenter", full...)
+}
+
+// must is kubectl that fails the test on an error.
+func (n *node) must(args ...string) string {
+	n.t.Helper()
+	out, err := n.kubectl(args...)
+	if err != nil {
+		n.t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// apply applies the manifest (YAML or JSON) given.
+func (n *node) apply(manifest string) {
+	n.t.Helper()
+	if out, err := n.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
+		n.t.Fatalf("kubectl apply: %v\n%s", err, manifest)
+	} else {
+		n.t.Logf("kubectl apply: %s", strings.TrimSpace(out))
+	}
+}
+
+// ctr runs ctr against the node's containerd, in the namespace of the CRI.
+func (n *node) ctr(args ...string) string {
+	n.t.Helper()
+	out, err := run("", "ctr", append([]string{"--address", filepath.Join(n.dir, "containerd.sock"), "-n", "k8s.io"}, args...)...)
+	if err != nil {
+		n.t.Fatalf("ctr %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// onNode runs a command in the node's network and mount namespaces, as a
+// person logged in on the node would.
+func (n *node) onNode(args ...string) (string, error) {
+	return run("", "nsenter", append([]string{"-t", strconv.Itoa(n.init), "-n", "-m"}, args...)...)
+}
+
+// nodeFile reads a file as the node sees it (its /run, /var/lib are its own).
+func (n *node) nodeFile(path string) ([]byte, error) {
+	return os.ReadFile(fmt.Sprintf("/proc/%d/root%s", n.init, path))
+}
+
+// hostDir is where the node's CNI host path p (/opt/cni/bin, /etc/cni/net.d)
+// is: containerd reads its plugins and conflist there.
+func (n *node) hostDir(p string) string { return filepath.Join(n.dir, "host", p) }
+
+// run runs a command and returns its stdout; an error carries stderr.
+func run(stdin, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// poll calls check until it returns nil, every half second, for at most
+// waitLong; it fails the test with check's last error.
+func poll(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v: %v", what, waitLong, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
