@@ -57,6 +57,7 @@ func run(argv []string) int {
 			Stdin:    os.Stdin,
 			Stderr:   os.Stderr,
 			Registry: reg,
+			Version:  version,
 		}, os.Stdout)
 	}
 	return cli.Run(argv, cli.Options{Version: version, Registry: reg})

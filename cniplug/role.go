@@ -19,6 +19,11 @@ type Role struct {
 	// About is a one-paragraph explanation printed when the role is run by
 	// hand without CNI_COMMAND.
 	About string
+	// Version is the containernetworking/plugins release whose behaviour
+	// the role has, as semver without the "v" ("1.9.1"); empty means
+	// ReferenceVersion. It heads the explanation of a role run without
+	// CNI_COMMAND (see VersionLine), where clients such as nerdctl read it.
+	Version string
 	// IPAM reports whether the role is an IPAM plugin (for listings).
 	IPAM bool
 	// JoinsCallerStore says that, run in process as a delegate, the role's
@@ -48,6 +53,9 @@ func NewRegistry(roles ...*Role) *Registry {
 	for _, role := range roles {
 		if role.Name == "" || role.Add == nil {
 			panic(fmt.Sprintf("cniplug: role %q has no name or no Add", role.Name))
+		}
+		if role.Version != "" && !isRelease(role.Version) {
+			panic(fmt.Sprintf("cniplug: role %q has Version %q: want MAJOR.MINOR.PATCH", role.Name, role.Version))
 		}
 		if _, dup := r.byName[role.Name]; dup {
 			panic(fmt.Sprintf("cniplug: role %q registered twice", role.Name))

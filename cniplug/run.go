@@ -33,6 +33,9 @@ type Invocation struct {
 	Stdin    io.Reader
 	Stderr   io.Writer
 	Registry *Registry
+	// Version is cnibox's own build version, carried as build metadata in
+	// the version line of a role run without CNI_COMMAND.
+	Version string
 
 	// seen receives the call's Args once they exist (Main's log record).
 	seen func(*Args)
@@ -54,8 +57,8 @@ func Main(ctx context.Context, role *Role, inv Invocation, stdout io.Writer) int
 	}
 	out, err := invokeRecovered(ctx, role, inv)
 	if errors.Is(err, errNoCommand) {
-		fmt.Fprintf(inv.Stderr, "%s\n\nThis is cnibox's %q CNI plugin. Container runtimes run it with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH set and the network config on stdin. Supported CNI versions: %s.\nTo run a network by hand, see `cnibox exec --help`; `cnibox --help` lists every command.\n",
-			role.About, role.Name, strings.Join(SupportedVersions, ", "))
+		fmt.Fprintf(inv.Stderr, "%s\n%s\n\nThis is cnibox's %q CNI plugin. Container runtimes run it with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH set and the network config on stdin. Supported CNI versions: %s.\nTo run a network by hand, see `cnibox exec --help`; `cnibox --help` lists every command.\n",
+			VersionLine(role, inv.Version), role.About, role.Name, strings.Join(SupportedVersions, ", "))
 		return 1
 	}
 	writeLog(role, inv, stdin, a, out, err, start)
