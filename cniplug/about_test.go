@@ -57,7 +57,7 @@ func TestVersionLineFirst(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := Main(context.Background(), role, Invocation{Getenv: func(string) string { return "" }, Stdin: strings.NewReader(""), Stderr: &errOut, Version: "v0.4.0"}, &out)
 	first, rest, _ := strings.Cut(errOut.String(), "\n")
-	if code != 1 || out.Len() != 0 || first != "CNI echo plugin v1.9.1+cnibox.0.4.0" || !strings.HasPrefix(rest, role.About+"\n") {
+	if code != 0 || out.Len() != 0 || first != "CNI echo plugin v1.9.1+cnibox.0.4.0" || !strings.HasPrefix(rest, role.About+"\n") {
 		t.Errorf("no CNI_COMMAND: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
 	}
 }

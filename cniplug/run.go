@@ -59,7 +59,11 @@ func Main(ctx context.Context, role *Role, inv Invocation, stdout io.Writer) int
 	if errors.Is(err, errNoCommand) {
 		fmt.Fprintf(inv.Stderr, "%s\n%s\n\nThis is cnibox's %q CNI plugin. Container runtimes run it with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH set and the network config on stdin. Supported CNI versions: %s.\nTo run a network by hand, see `cnibox exec --help`; `cnibox --help` lists every command.\n",
 			VersionLine(role, inv.Version), role.About, role.Name, strings.Join(SupportedVersions, ", "))
-		return 1
+		// Exit 0, as the reference plugins do (skel prints the about string
+		// and returns no error): nerdctl's probe of the firewall's version
+		// runs it with exec.Cmd.Run and treats any other exit as "cannot
+		// tell", so the version line would go unread.
+		return 0
 	}
 	writeLog(role, inv, stdin, a, out, err, start)
 	if err != nil {
