@@ -19,6 +19,7 @@ import (
 	"github.com/cnibox/cnibox/roles/multi"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/roles/ptp"
+	"github.com/cnibox/cnibox/roles/sbr"
 	"github.com/cnibox/cnibox/roles/static"
 	"github.com/cnibox/cnibox/roles/tap"
 	"github.com/cnibox/cnibox/roles/tuning"
@@ -49,5 +50,6 @@ func Registry() *cniplug.Registry {
 		dummy.Role,
 		hostdevice.Role,
 		tap.Role,
+		sbr.Role,
 	)
 }
