@@ -178,3 +178,29 @@ func (h *Handle) FlushTableRoutes(dev string, table int) error {
 	}
 	return nil
 }
+
+// TableRoutes returns the unicast routes of dev in table (Dst, GW, Src,
+// scope and metric; Dev is dev).
+func (h *Handle) TableRoutes(dev string, table int) ([]Route, error) {
+	list, err := h.tableRoutes(dev, table)
+	if err != nil {
+		return nil, err
+	}
+	var out []Route
+	for _, nr := range list {
+		if nr.Type != unix.RTN_UNICAST {
+			continue
+		}
+		r := Route{GW: fromIP(nr.Gw), Src: fromIP(nr.Src), Dev: dev, Table: nr.Table, Priority: nr.Priority,
+			ScopeLink: nr.Scope == netlink.SCOPE_LINK}
+		if p, ok := fromIPNet(nr.Dst); ok {
+			r.Dst = p
+		} else if nr.Family == netlink.FAMILY_V6 {
+			r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		} else {
+			r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

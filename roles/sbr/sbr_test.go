@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,15 @@ func TestTwoInterfaces(t *testing.T) {
 	if !w.answers(t, w.eth0) || !w.answers(t, w.net1) {
 		t.Fatal("with sbr: want answers on both interfaces")
 	}
+	pod := open(t, w.pod.Netns)
+	in101, err := pod.TableRoutes("net1", 101)
+	must(t, err)
+	if got := fmt.Sprint(in101); !strings.Contains(got, "0.0.0.0/0 via 10.61.2.1 dev net1 table 101") || !strings.Contains(got, "10.61.2.0/24 dev net1 src 10.61.2.2 table 101") {
+		t.Errorf("table 101: %s, want net1's default and subnet routes", got)
+	}
+	if main, err := pod.Routes("net1"); err != nil || len(main) != 0 {
+		t.Errorf("net1's routes left in the main table: %v (%v)", main, err)
+	}
 	w.n.Must(sbr.Role, "CHECK", w.pod, c0)
 	w.n.Must(sbr.Role, "CHECK", w.pod, c1, "CNI_IFNAME", "net1")
 	for i := 0; i < 2; i++ {
@@ -143,6 +153,9 @@ func TestTwoInterfaces(t *testing.T) {
 	}
 	if got := rulesFrom(t, w.pod.Netns, w.net1); len(got) != 0 {
 		t.Errorf("after DEL: rules from net1's address to %v", got)
+	}
+	if in101, err := pod.TableRoutes("net1", 101); err != nil || len(in101) != 0 {
+		t.Errorf("after DEL: table 101 holds %v (%v)", in101, err)
 	}
 	if _, err := w.n.Call(sbr.Role, "CHECK", w.pod, c1, "CNI_IFNAME", "net1"); err == nil {
 		t.Error("CHECK after DEL succeeded, want the missing rule reported")
