@@ -24,6 +24,7 @@ import (
 	"github.com/cnibox/cnibox/roles/tap"
 	"github.com/cnibox/cnibox/roles/tuning"
 	"github.com/cnibox/cnibox/roles/vlan"
+	"github.com/cnibox/cnibox/roles/vrf"
 	"github.com/cnibox/cnibox/roles/vxlan"
 )
 
@@ -51,5 +52,6 @@ func Registry() *cniplug.Registry {
 		hostdevice.Role,
 		tap.Role,
 		sbr.Role,
+		vrf.Role,
 	)
 }
