@@ -30,9 +30,9 @@ func sbrRoutes(pod *netops.Handle, ifname string, c *sbrConf, addrs []sbrAddr, u
 			if table, err = pod.FreeTable(next); err != nil {
 				return cniplug.Errorf(types.ErrIOFailure, "sbr: %w", err)
 			}
+			undo.Push(func() { _ = pod.FlushTableRoutes(ifname, table) })
 		}
 		next = table + 1
-		undo.Push(func() { _ = pod.FlushTableRoutes(ifname, table) })
 		if err := sbrRule(pod, netops.Rule{Src: ad.single, Table: table}, undo); err != nil {
 			return err
 		}
