@@ -217,3 +217,28 @@ func TestConfErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRollback: an ADD whose default route the kernel refuses (a gateway
+// off every subnet) fails with code 5 and leaves no rule, no table and the
+// main table as it was.
+func TestRollback(t *testing.T) {
+	w := newWorld(t)
+	pod := open(t, w.pod.Netns)
+	before, err := pod.Routes("net1")
+	must(t, err)
+	c := w.conf(t, "net1", w.net1, "10.61.2.1", map[string]any{"gateways": []string{"10.200.0.1"}})
+	if _, err := w.n.Call(sbr.Role, "ADD", w.pod, c, "CNI_IFNAME", "net1"); roletest.Code(err) != 5 {
+		t.Fatalf("ADD through an unreachable gateway: %v, want code 5", err)
+	}
+	if got := rulesFrom(t, w.pod.Netns, w.net1); len(got) != 0 {
+		t.Errorf("rules left: %v", got)
+	}
+	if in, err := pod.TableRoutes("net1", 100); err != nil || len(in) != 0 {
+		t.Errorf("table 100 holds %v (%v)", in, err)
+	}
+	after, err := pod.Routes("net1")
+	must(t, err)
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("main table of net1: %v, want %v", after, before)
+	}
+}
