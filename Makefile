@@ -122,7 +122,7 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./agent/netconf:FuzzParse:300000 ./roles/cloudipam:FuzzAzureXML:80000 \
 	./roles/cloudipam:FuzzAWSENI:60000 ./roles/cloudipam:FuzzPoolFile:70000 \
 	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000 \
-	./roles/vlan:FuzzParseConf:40000 \
+	./roles/vlan:FuzzParseConf:40000 ./roles/sbr:FuzzParseConf:40000 ./roles/vrf:FuzzParseConf:40000 \
 	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
 	./roles/cloudipam:FuzzHTTPResponse:40000
 FUZZTIME ?=
