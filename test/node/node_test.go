@@ -267,11 +267,15 @@ func (b *syncBuffer) String() string {
 // rollout re-tags the image (a new image as far as Kubernetes can tell),
 // sets it on the DaemonSet while pod-a pings pod-b, and checks that no
 // ping went unanswered through the rollout, that the new pod runs the new
-// image, and that a pod created afterwards gets its address (the new
-// binary works).
+// image and kept the node's lease (subnet.env), and that a pod created
+// afterwards gets its address (the new binary works).
 func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	next := d.image + "-rollout"
 	n.ctr("images", "tag", d.image, next)
+	lease, err := n.nodeFile("/run/flannel/subnet.env")
+	if err != nil {
+		t.Fatal(err)
+	}
 	old := strings.TrimSpace(n.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox", "-o", "jsonpath={.items[*].metadata.name}"))
 
 	// ping until told to stop (SIGINT: it prints its statistics); -w bounds it.
@@ -302,6 +306,11 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	if len(pods.Items) != 1 || pods.Items[0].Name == old || pods.Items[0].Spec.Containers[0].Image != next ||
 		pods.Items[0].Spec.InitContainers[0].Image != next {
 		t.Fatalf("after the rollout: want one new pod (not %s) with %s, got %+v", old, next, pods.Items)
+	}
+
+	// the new agent took over the node's lease
+	if now, err := n.nodeFile("/run/flannel/subnet.env"); err != nil || !bytes.Equal(now, lease) {
+		t.Fatalf("subnet.env changed through the rollout: %v\n%s\nwas\n%s", err, now, lease)
 	}
 
 	if _, err := n.kubectl("exec", "pod-a", "--", "killall", "-INT", "ping"); err != nil {
