@@ -1,0 +1,481 @@
+package netops
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"github.com/google/nftables/xt"
+	"golang.org/x/sys/unix"
+)
+
+// The firewall role's rules: the pod's addresses let through the node's
+// forward path. For each family (ip, ip6) the rules go into iptables-nft's
+// table "filter" when it has a chain FORWARD (a DROP policy or rule there
+// cannot be undone from another table: every base chain on a hook is
+// evaluated and any one's drop is final), else into cnibox's own table
+// "cnibox-firewall" of that family, whose base chain on the forward hook
+// jumps to the same chains. Every expression is one iptables-nft can list
+// (payload + cmp, meta iifname/oifname, ct state, immediate verdicts), and
+// each rule of an attachment carries a comment (iptables' -m comment) naming
+// its owner, so DEL and GC find them without a record.
+
+const (
+	// FirewallTable is cnibox's own table (families ip and ip6) used when
+	// iptables-nft's filter table is not there.
+	FirewallTable = "cnibox-firewall"
+	// FirewallForwardChain holds the per-pod accepts.
+	FirewallForwardChain = "CNI-FORWARD"
+	// FirewallIsolationChain holds the ingressPolicy drops, evaluated after
+	// the admin chain and before the accepts.
+	FirewallIsolationChain = "CNI-ISOLATION"
+	fwIptablesTable        = "filter"
+	fwIptablesForward      = "FORWARD"
+	fwOwnBaseChain         = "forward"
+	fwJumpComment          = "CNI firewall plugin rules"
+)
+
+// Ingress policies of FirewallRules.
+const (
+	IngressOpen       = "open"
+	IngressSameBridge = "same-bridge"
+	IngressIsolated   = "isolated"
+)
+
+// FirewallRules is what one attachment asks of the forward path.
+type FirewallRules struct {
+	// AdminChain is the operators' chain (CNI-ADMIN), jumped to first.
+	AdminChain string
+	// Owner is the comment on every rule of the attachment.
+	Owner string
+	// Addrs are the pod's addresses.
+	Addrs []netip.Addr
+	// Bridge is the pod's bridge (for Ingress); empty: no policy.
+	Bridge string
+	// Ingress is IngressOpen (or empty), IngressSameBridge or IngressIsolated.
+	Ingress string
+}
+
+// fwPlace is where the rules of one family go.
+type fwPlace struct {
+	table *nftables.Table
+	own   bool // cnibox's own table (else iptables-nft's filter)
+}
+
+// fwPlaces returns, for ip and ip6, the table the rules go in.
+func (h *Handle) fwPlaces() ([]fwPlace, error) {
+	if _, err := h.nftConn(); err != nil {
+		return nil, err
+	}
+	var out []fwPlace
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		ipt, err := h.nftChainExists(uint8(fam), fwIptablesTable, fwIptablesForward)
+		if err != nil {
+			return nil, fmt.Errorf("look for iptables' %s %s in %s: %w", fwIptablesTable, fwIptablesForward, h.where(), err)
+		}
+		if ipt {
+			out = append(out, fwPlace{table: &nftables.Table{Family: fam, Name: fwIptablesTable}})
+		} else {
+			out = append(out, fwPlace{table: &nftables.Table{Family: fam, Name: FirewallTable}, own: true})
+		}
+	}
+	return out, nil
+}
+
+// is6 reports whether the place is of family ip6.
+func (p fwPlace) is6() bool { return p.table.Family == nftables.TableFamilyIPv6 }
+
+// EnsureFirewall lets r's addresses through the forward path (and applies
+// its ingress policy), idempotently: the chains and jumps are made if
+// missing, the owner's rules are replaced.
+func (h *Handle) EnsureFirewall(r FirewallRules) error {
+	places, err := h.fwPlaces()
+	if err != nil {
+		return err
+	}
+	c := h.nft
+	for _, p := range places {
+		if err := h.fwSchema(p, r.AdminChain); err != nil {
+			return err
+		}
+		if err := h.fwDeleteOwned(p, func(o string) bool { return o == r.Owner }); err != nil {
+			return err
+		}
+		for _, rule := range fwPodRules(p, r) {
+			c.AddRule(rule)
+		}
+		if err := c.Flush(); err != nil {
+			return fmt.Errorf("add the firewall rules of %s in %s %s of %s: %w", r.Owner, familyName(p), p.table.Name, h.where(), err)
+		}
+		if r.Bridge != "" && (r.Ingress == IngressSameBridge || r.Ingress == IngressIsolated) {
+			if err := h.fwEnsureIsolation(p, r.Bridge, r.Ingress); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteFirewall removes the rules whose owner comment del reports true
+// for, in every place. Missing tables
+// and chains are fine.
+func (h *Handle) DeleteFirewall(del func(owner string) bool) error {
+	places, err := h.fwPlaces()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range places {
+		errs = append(errs, h.fwDeleteOwned(p, del))
+	}
+	return errors.Join(errs...)
+}
+
+// FirewallOwners returns the owner comments of the rules in CNI-FORWARD.
+func (h *Handle) FirewallOwners() ([]string, error) {
+	places, err := h.fwPlaces()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range places {
+		rules, err := h.fwRules(p, FirewallForwardChain)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rules {
+			if o := fwOwner(r); o != "" && !seen[o] {
+				seen[o] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}
+
+// CheckFirewall reports (as an error wrapping ErrNotFound) what of r is
+// missing: the jumps, the admin chain, a rule for each address.
+func (h *Handle) CheckFirewall(r FirewallRules) error {
+	places, err := h.fwPlaces()
+	if err != nil {
+		return err
+	}
+	for _, p := range places {
+		want := fwPodRules(p, r)
+		if len(want) == 0 {
+			continue
+		}
+		base, baseChain := p.table.Name, fwIptablesForward
+		if p.own {
+			baseChain = fwOwnBaseChain
+		}
+		rules, err := h.fwRules(p, baseChain)
+		if err != nil {
+			return err
+		}
+		if fwFindJump(rules, FirewallForwardChain) < 0 {
+			return fmt.Errorf("%s %s chain %s has no jump to %s: %w", familyName(p), base, baseChain, FirewallForwardChain, ErrNotFound)
+		}
+		have, err := h.fwRules(p, FirewallForwardChain)
+		if err != nil {
+			return err
+		}
+		if fwFindJump(have, r.AdminChain) < 0 {
+			return fmt.Errorf("%s %s chain %s has no jump to %s: %w", familyName(p), base, FirewallForwardChain, r.AdminChain, ErrNotFound)
+		}
+		for _, w := range want {
+			if !fwHasRule(have, w) {
+				return fmt.Errorf("%s %s chain %s lacks the rule of %s for %s: %w", familyName(p), base, FirewallForwardChain, r.Owner, fwRuleAddr(w), ErrNotFound)
+			}
+		}
+	}
+	return nil
+}
+
+func familyName(p fwPlace) string {
+	if p.is6() {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// fwChain names a chain of p's table.
+func fwChain(p fwPlace, name string) *nftables.Chain {
+	return &nftables.Chain{Name: name, Table: p.table}
+}
+
+// fwSchema makes, when missing, the own table and its base chain, the
+// chains CNI-FORWARD, CNI-ISOLATION and the admin chain, the jump from the
+// base chain to CNI-FORWARD (first) and, at the head of CNI-FORWARD, the
+// jumps to the admin chain and then CNI-ISOLATION.
+func (h *Handle) fwSchema(p fwPlace, admin string) error {
+	c := h.nft
+	baseChain := fwIptablesForward
+	if p.own {
+		c.AddTable(p.table)
+		addBaseChain(c, p.table, fwOwnBaseChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
+		baseChain = fwOwnBaseChain
+	}
+	for _, n := range []string{FirewallForwardChain, FirewallIsolationChain, admin} {
+		c.AddChain(fwChain(p, n))
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("make the firewall chains in %s %s of %s: %w", familyName(p), p.table.Name, h.where(), err)
+	}
+	base, err := h.fwRules(p, baseChain)
+	if err != nil {
+		return err
+	}
+	if fwFindJump(base, FirewallForwardChain) < 0 {
+		c.InsertRule(fwJumpRule(p, baseChain, FirewallForwardChain))
+	}
+	fwd, err := h.fwRules(p, FirewallForwardChain)
+	if err != nil {
+		return err
+	}
+	// The isolation jump is inserted first, so that the admin jump, inserted
+	// after it, ends up in front of it.
+	if fwFindJump(fwd, FirewallIsolationChain) < 0 {
+		c.InsertRule(fwJumpRule(p, FirewallForwardChain, FirewallIsolationChain))
+	}
+	if fwFindJump(fwd, admin) < 0 {
+		c.InsertRule(fwJumpRule(p, FirewallForwardChain, admin))
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("add the firewall jumps in %s %s of %s: %w", familyName(p), p.table.Name, h.where(), err)
+	}
+	return nil
+}
+
+// fwJumpRule is `-j to` in chain from, with the reference's comment.
+func fwJumpRule(p fwPlace, from, to string) *nftables.Rule {
+	return &nftables.Rule{
+		Table:    p.table,
+		Chain:    fwChain(p, from),
+		Exprs:    []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictJump, Chain: to}},
+		UserData: userdata.AppendString(nil, userdata.TypeComment, fwJumpComment),
+	}
+}
+
+// fwRules lists the rules of a chain of p; a missing table or chain has
+// none.
+func (h *Handle) fwRules(p fwPlace, chain string) ([]*nftables.Rule, error) {
+	rules, err := h.nft.GetRules(p.table, fwChain(p, chain))
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s %s chain %s in %s: %w", familyName(p), p.table.Name, chain, h.where(), err)
+	}
+	return rules, nil
+}
+
+// fwFindJump returns the index of the first rule jumping to chain, or -1.
+func fwFindJump(rules []*nftables.Rule, chain string) int {
+	for i, r := range rules {
+		for _, e := range r.Exprs {
+			if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictJump && v.Chain == chain {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// fwOwner returns a rule's comment when it is an owner's (not the jumps').
+func fwOwner(r *nftables.Rule) string {
+	s, ok := userdata.GetString(r.UserData, userdata.TypeComment)
+	if !ok || s == fwJumpComment {
+		return ""
+	}
+	return s
+}
+
+// fwDeleteOwned deletes the rules of CNI-FORWARD whose owner del reports
+// true.
+func (h *Handle) fwDeleteOwned(p fwPlace, del func(string) bool) error {
+	rules, err := h.fwRules(p, FirewallForwardChain)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, r := range rules {
+		if o := fwOwner(r); o != "" && del(o) {
+			if err := h.nft.DelRule(r); err != nil {
+				return err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := h.nft.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete firewall rules in %s %s of %s: %w", familyName(p), p.table.Name, h.where(), err)
+	}
+	return nil
+}
+
+// fwPodRules are the rules of r in p (its addresses of p's family): replies
+// and related traffic to the pod, port-forwarded connections to it
+// (portmap's DNAT), anything from it.
+func fwPodRules(p fwPlace, r FirewallRules) []*nftables.Rule {
+	var out []*nftables.Rule
+	ud := userdata.AppendString(nil, userdata.TypeComment, r.Owner)
+	for _, a := range r.Addrs {
+		if a.Is6() != p.is6() {
+			continue
+		}
+		for _, st := range [][]expr.Any{fwCtState(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), fwCtStatusDNAT()} {
+			in := append(append(fwMatchAddr(a, false), st...), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+			out = append(out, &nftables.Rule{Table: p.table, Chain: fwChain(p, FirewallForwardChain), Exprs: in, UserData: ud})
+		}
+		from := append(fwMatchAddr(a, true), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})
+		out = append(out, &nftables.Rule{Table: p.table, Chain: fwChain(p, FirewallForwardChain), Exprs: from, UserData: ud})
+	}
+	return out
+}
+
+// fwMatchAddr is `-s a` (src) or `-d a` in an ip or ip6 table.
+func fwMatchAddr(a netip.Addr, src bool) []expr.Any {
+	off, n := uint32(16), uint32(4)
+	if src {
+		off = 12
+	}
+	if a.Is6() {
+		off, n = 24, 16
+		if src {
+			off = 8
+		}
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a.AsSlice()},
+	}
+}
+
+// fwMatchIf is `-i name` (in) or `-o name`, or `! -i name` with neg.
+func fwMatchIf(name string, in, neg bool) []expr.Any {
+	key := expr.MetaKeyOIFNAME
+	if in {
+		key = expr.MetaKeyIIFNAME
+	}
+	op := expr.CmpOpEq
+	if neg {
+		op = expr.CmpOpNeq
+	}
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: ifnameData(name)},
+	}
+}
+
+// ifnameData is an interface name as iptables-nft compares it: the name and
+// its NUL.
+func ifnameData(name string) []byte { return append([]byte(name), 0) }
+
+// fwHasRule reports whether rules hold one with w's comment and the same
+// address match.
+func fwHasRule(rules []*nftables.Rule, w *nftables.Rule) bool {
+	want := fwRuleAddr(w)
+	owner := fwOwner(w)
+	for _, r := range rules {
+		if fwOwner(r) == owner && fwRuleAddr(r) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// fwRuleAddr describes a rule's address match ("-s A" / "-d A"), or "".
+func fwRuleAddr(r *nftables.Rule) string {
+	for i, e := range r.Exprs {
+		pl, ok := e.(*expr.Payload)
+		if !ok || i+1 >= len(r.Exprs) {
+			continue
+		}
+		cmp, ok := r.Exprs[i+1].(*expr.Cmp)
+		if !ok {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(cmp.Data)
+		if !ok {
+			continue
+		}
+		dir := "-d"
+		if pl.Offset == 12 || pl.Offset == 8 {
+			dir = "-s"
+		}
+		return dir + " " + a.String()
+	}
+	return ""
+}
+
+// fwEnsureIsolation adds, once per bridge and policy, the ingressPolicy
+// drops of bridge to CNI-ISOLATION (after one shared rule that returns for
+// port-forwarded connections, which portmap opened on purpose).
+// same-bridge: a new connection that leaves by the bridge having come in by
+// another interface is dropped (the pods' own connections and their
+// replies pass). isolated: also new connections between the pods of the
+// bridge itself, where bridged traffic passes the forward hook
+// (br_netfilter). The node itself reaches the pods by its output path,
+// which this does not touch.
+func (h *Handle) fwEnsureIsolation(p fwPlace, bridge, policy string) error {
+	rules, err := h.fwRules(p, FirewallIsolationChain)
+	if err != nil {
+		return err
+	}
+	const dnatTag = "cnibox isolation: port-forwarded"
+	tag := "cnibox isolation " + policy + " " + bridge
+	have := map[string]bool{}
+	for _, r := range rules {
+		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		have[s] = true
+	}
+	if have[tag] {
+		return nil
+	}
+	add := func(tag string, v expr.VerdictKind, ex ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range ex {
+			all = append(all, e...)
+		}
+		all = append(all, &expr.Counter{}, &expr.Verdict{Kind: v})
+		ud := userdata.AppendString(nil, userdata.TypeComment, tag)
+		h.nft.AddRule(&nftables.Rule{Table: p.table, Chain: fwChain(p, FirewallIsolationChain), Exprs: all, UserData: ud})
+	}
+	if !have[dnatTag] {
+		add(dnatTag, expr.VerdictReturn, fwCtStatusDNAT())
+	}
+	add(tag, expr.VerdictDrop, fwMatchIf(bridge, false, false), fwMatchIf(bridge, true, true), fwCtState(expr.CtStateBitNEW))
+	if policy == IngressIsolated {
+		add(tag, expr.VerdictDrop, fwMatchIf(bridge, true, false), fwMatchIf(bridge, false, false), fwCtState(expr.CtStateBitNEW))
+	}
+	if err := h.nft.Flush(); err != nil {
+		return fmt.Errorf("add the %s rules of %s in %s %s of %s: %w", policy, bridge, familyName(p), p.table.Name, h.where(), err)
+	}
+	return nil
+}
+
+// fwCtState is `-m conntrack --ctstate` of the state bits (nftables'
+// CtStateBit values are xt_conntrack's). It is the xt match, not nftables'
+// ct expression: iptables-nft 1.8.9 calls a table with a ct expression
+// incompatible and lists nothing.
+func fwCtState(bits uint32) []expr.Any {
+	info := &xt.ConntrackMtinfo3{}
+	info.MatchFlags = uint16(xt.ConntrackState)
+	info.StateMask = uint16(bits)
+	return []expr.Any{&expr.Match{Name: "conntrack", Rev: 3, Info: info}}
+}
+
+// fwCtStatusDNAT is `-m conntrack --ctstatus DNAT`.
+func fwCtStatusDNAT() []expr.Any {
+	info := &xt.ConntrackMtinfo3{}
+	info.MatchFlags = uint16(xt.ConntrackStatus)
+	info.StatusMask = ipsDstNAT
+	return []expr.Any{&expr.Match{Name: "conntrack", Rev: 3, Info: info}}
+}

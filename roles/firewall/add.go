@@ -1,0 +1,83 @@
+package firewall
+
+import (
+	"context"
+	"errors"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/fault"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
+)
+
+// codeNotReady is STATUS's "plugin not available" (spec 1.1).
+const codeNotReady = 50
+
+// rules returns what the attachment asks of the forward path.
+func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (netops.FirewallRules, error) {
+	r := netops.FirewallRules{
+		AdminChain: c.IptablesAdminChainName,
+		Owner:      owner(a.Conf.Name, a.ContainerID, a.IfName),
+		Addrs:      podAddrs(prev, a.IfName),
+		Ingress:    c.IngressPolicy,
+	}
+	if c.IngressPolicy != netops.IngressOpen {
+		if r.Bridge = bridgeOf(prev); r.Bridge == "" {
+			return r, cniplug.ConfError("ingressPolicy", "%q needs the pod's bridge, and prevResult lists no interface on the node: chain the firewall after the bridge plugin, or use \"open\"", c.IngressPolicy)
+		}
+	}
+	return r, nil
+}
+
+// firewallAdd lets the pod's addresses through and returns prevResult.
+func firewallAdd(_ context.Context, a *cniplug.Args, c *firewallConf, prev *current.Result) (_ types.Result, err error) {
+	if c.Backend == backendFirewalld {
+		return nil, errNoFirewalld(types.ErrIOFailure)
+	}
+	r, err := rules(a, c, prev)
+	if err != nil {
+		return nil, err
+	}
+	a.Mark("config")
+	host, err := podns.Host()
+	if err != nil {
+		return nil, err
+	}
+	defer host.Close()
+	var undo cniplug.Undo
+	defer undo.Finish(&err)
+	undo.Push(func() { _ = host.DeleteFirewall(func(o string) bool { return o == r.Owner }) })
+	if err := host.EnsureFirewall(r); err != nil {
+		return nil, cniplug.Errorf(types.ErrIOFailure, "firewall: %w", err)
+	}
+	a.Mark("rules")
+	fault.Point("firewall/add/after-rules")
+	undo.Discard()
+	return prev, nil
+}
+
+// firewallCheck verifies that the pod's rules and the jumps are in place.
+func firewallCheck(_ context.Context, a *cniplug.Args, c *firewallConf, prev *current.Result) error {
+	if c.Backend == backendFirewalld {
+		return errNoFirewalld(types.ErrIOFailure)
+	}
+	r, err := rules(a, c, prev)
+	if err != nil {
+		return err
+	}
+	host, err := podns.Host()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	if err := host.CheckFirewall(r); err != nil {
+		if errors.Is(err, netops.ErrNotFound) {
+			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: %v", err)
+		}
+		return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package firewall_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/roles/firewall"
+	"github.com/cnibox/cnibox/roles/internal/chaintest"
+)
+
+// fwNet is one bridge network of the test's node, with a default route in
+// its pods so that they reach the other network through the node.
+type fwNet struct {
+	*chaintest.Node
+}
+
+func newNet(t *testing.T, name string) *fwNet {
+	n := chaintest.NewNode(t)
+	n.Network = name
+	return &fwNet{n}
+}
+
+func (n *fwNet) bridgeConf() []byte {
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":%q,"type":"bridge","bridge":%q,"isGateway":true,
+		"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]],"routes":[{"dst":"0.0.0.0/0"}]}}`, n.Network, n.Bridge, n.Subnet))
+}
+
+// pod adds a pod to the network (bridge only) and returns it, its ADD
+// result and its address.
+func (n *fwNet) pod(name string) (chaintest.Pod, []byte, netip.Addr) {
+	p := n.NewPod(name)
+	out := n.Must(bridge.Role, "ADD", p, n.bridgeConf())
+	res := chaintest.Result(n.T, out, "1.0.0")
+	a, _ := netip.AddrFromSlice(res.IPs[0].Address.IP)
+	n.T.Cleanup(func() { n.Call(bridge.Role, "DEL", p, n.bridgeConf()) })
+	return p, out, a.Unmap()
+}
+
+func (n *fwNet) fwConf(prev []byte, fields map[string]any) []byte {
+	return n.Conf("1.0.0", "firewall", fields, prev)
+}
+
+// iptables runs iptables-nft in the test's node namespace (the test
+// process's private one) and returns its output.
+func iptables(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := nstest.RequireProgram(t, "iptables-nft", "iptables")
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables-nft %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// resetNode removes every nftables table of the node namespace (the
+// test's private one) at the test's end.
+func resetNode(t *testing.T) {
+	bin := nstest.RequireProgram(t, "nft", "nftables")
+	t.Cleanup(func() { exec.Command(bin, "flush", "ruleset").Run() })
+}
+
+// TestForwardDropPolicy: with iptables-nft's FORWARD policy DROP (as Docker
+// leaves it), pods on two bridges reach each other only once the firewall
+// has let them through; the rules sit in iptables' own FORWARD (listed by
+// iptables without warnings) behind the admin chain; CHECK passes, then
+// fails after DEL (twice), and GC removes what the valid list lacks.
+func TestForwardDropPolicy(t *testing.T) {
+	resetNode(t)
+	iptables(t, "-P", "FORWARD", "DROP")
+	iptables(t, "-A", "FORWARD", "-j", "DROP") // a drop rule too, as some hosts have
+	a, b := newNet(t, "fwa"), newNet(t, "fwb")
+	pa, prevA, ipA := a.pod("fwa")
+	pb, prevB, ipB := b.pod("fwb")
+	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err == nil {
+		t.Fatal("a reaches b through FORWARD policy DROP before the firewall")
+	}
+	confA, confB := a.fwConf(prevA, nil), b.fwConf(prevB, nil)
+	for range 2 { // ADD repeated: same rules
+		a.Must(firewall.Role, "ADD", pa, confA)
+	}
+	b.Must(firewall.Role, "ADD", pb, confB)
+	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err != nil {
+		t.Errorf("a to b after the firewall: %v", err)
+	}
+
+	all := iptables(t, "-S")
+	if strings.Contains(all, "incompatible") || strings.Contains(all, "Warning") {
+		t.Errorf("iptables -S warns:\n%s", all)
+	}
+	fwd := iptables(t, "-S", "FORWARD")
+	if !strings.HasPrefix(strings.SplitN(fwd, "\n", 3)[1], "-A FORWARD") || !strings.Contains(strings.SplitN(fwd, "\n", 3)[1], "-j CNI-FORWARD") {
+		t.Errorf("FORWARD's first rule is not the jump to CNI-FORWARD:\n%s", fwd)
+	}
+	cf := iptables(t, "-S", "CNI-FORWARD")
+	lines := strings.Split(strings.TrimSpace(cf), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "-j CNI-ADMIN") {
+		t.Errorf("CNI-FORWARD does not jump to CNI-ADMIN first:\n%s", cf)
+	}
+	for _, want := range []string{"-s " + ipA.String() + "/32", "-d " + ipA.String() + "/32", "RELATED,ESTABLISHED", "--comment"} {
+		if !strings.Contains(cf, want) {
+			t.Errorf("CNI-FORWARD lacks %q:\n%s", want, cf)
+		}
+	}
+	if n := strings.Count(cf, "-s "+ipA.String()+"/32"); n != 1 {
+		t.Errorf("a's rule is there %d times after two ADDs:\n%s", n, cf)
+	}
+	iptables(t, "-A", "CNI-ADMIN", "-s", "192.0.2.9", "-j", "DROP") // an operator's rule
+
+	a.Must(firewall.Role, "CHECK", pa, confA)
+	for range 2 {
+		a.Must(firewall.Role, "DEL", pa, confA)
+	}
+	cf = iptables(t, "-S", "CNI-FORWARD")
+	if strings.Contains(cf, ipA.String()) || !strings.Contains(cf, ipB.String()) {
+		t.Errorf("CNI-FORWARD after a's DEL:\n%s", cf)
+	}
+	if !strings.Contains(iptables(t, "-S", "CNI-ADMIN"), "192.0.2.9") {
+		t.Error("the operator's rule in CNI-ADMIN is gone after DEL")
+	}
+	if _, err := a.Call(firewall.Role, "CHECK", pa, confA); err == nil {
+		t.Error("CHECK passes after DEL")
+	}
+
+	// GC of network b with an empty valid list removes b's rules; a's
+	// network's GC would not touch them.
+	a.Must(firewall.Role, "ADD", pa, confA)
+	a.Must(firewall.Role, "GC", pa, a.WithKeep(a.Conf("1.1.0", "firewall", nil, nil), pa))
+	b.Must(firewall.Role, "GC", pb, b.WithKeep(b.Conf("1.1.0", "firewall", nil, nil)))
+	cf = iptables(t, "-S", "CNI-FORWARD")
+	if !strings.Contains(cf, ipA.String()) || strings.Contains(cf, ipB.String()) {
+		t.Errorf("CNI-FORWARD after GC (keep a, not b):\n%s", cf)
+	}
+}
+
+// TestNoIptables: with no iptables table at all, the rules go into table
+// cnibox-firewall and the pods reach each other; DEL with the pod's
+// namespace gone removes them.
+func TestNoIptables(t *testing.T) {
+	resetNode(t)
+	a, b := newNet(t, "fwna"), newNet(t, "fwnb")
+	pa, prevA, _ := a.pod("fwna")
+	pb, prevB, ipB := b.pod("fwnb")
+	confA := a.fwConf(prevA, map[string]any{"iptablesAdminChainName": "MY-ADMIN"})
+	a.Must(firewall.Role, "ADD", pa, confA)
+	b.Must(firewall.Role, "ADD", pb, b.fwConf(prevB, nil))
+	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err != nil {
+		t.Errorf("a to b: %v", err)
+	}
+	nft := nstest.RequireProgram(t, "nft", "nftables")
+	out, err := exec.Command(nft, "list", "table", "ip", "cnibox-firewall").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "jump MY-ADMIN") || !strings.Contains(string(out), "hook forward") {
+		t.Errorf("table ip cnibox-firewall: %v\n%s", err, out)
+	}
+	if out, _ := exec.Command(nft, "list", "table", "ip", "filter").CombinedOutput(); !strings.Contains(string(out), "No such file") {
+		t.Errorf("an ip filter table appeared:\n%s", out)
+	}
+	a.Must(firewall.Role, "CHECK", pa, confA)
+	for range 2 {
+		a.Must(firewall.Role, "DEL", pa, confA, "CNI_NETNS", "")
+	}
+	if _, err := a.Call(firewall.Role, "CHECK", pa, confA); err == nil {
+		t.Error("CHECK passes after DEL")
+	}
+}
+
+// TestRefusals: prevResult is required, firewalld is not running.
+func TestRefusals(t *testing.T) {
+	resetNode(t)
+	a := newNet(t, "fwr")
+	pa, prev, _ := a.pod("fwr")
+	if _, err := a.Call(firewall.Role, "ADD", pa, a.fwConf(nil, nil)); chaintest.Code(err) != 7 {
+		t.Errorf("ADD without prevResult = %v, want code 7", err)
+	}
+	if _, err := a.Call(firewall.Role, "ADD", pa, a.fwConf(prev, map[string]any{"backend": "firewalld"})); err == nil || !strings.Contains(err.Error(), "firewalld is not running") {
+		t.Errorf("ADD with backend firewalld = %v", err)
+	}
+	if _, err := a.Call(firewall.Role, "STATUS", pa, a.Conf("1.1.0", "firewall", map[string]any{"backend": "firewalld"}, nil)); chaintest.Code(err) != 50 {
+		t.Errorf("STATUS with backend firewalld = %v, want code 50", err)
+	}
+	a.Must(firewall.Role, "DEL", pa, a.fwConf(prev, map[string]any{"backend": "firewalld"}))
+}
