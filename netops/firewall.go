@@ -36,6 +36,7 @@ const (
 	fwIptablesForward      = "FORWARD"
 	fwOwnBaseChain         = "forward"
 	fwJumpComment          = "CNI firewall plugin rules"
+	fwDNATComment          = "cnibox: port-forwarded connections pass"
 )
 
 // Ingress policies of FirewallRules.
@@ -53,7 +54,7 @@ type FirewallRules struct {
 	Owner string
 	// Addrs are the pod's addresses.
 	Addrs []netip.Addr
-	// Bridge is the pod's bridge (for Ingress); empty: no policy.
+	// Bridge is the pod's bridge (for IngressSameBridge).
 	Bridge string
 	// Ingress is IngressOpen (or empty), IngressSameBridge or IngressIsolated.
 	Ingress string
@@ -110,8 +111,8 @@ func (h *Handle) EnsureFirewall(r FirewallRules) error {
 		if err := c.Flush(); err != nil {
 			return fmt.Errorf("add the firewall rules of %s in %s %s of %s: %w", r.Owner, familyName(p), p.table.Name, h.where(), err)
 		}
-		if r.Bridge != "" && (r.Ingress == IngressSameBridge || r.Ingress == IngressIsolated) {
-			if err := h.fwEnsureIsolation(p, r.Bridge, r.Ingress); err != nil {
+		if r.Ingress == IngressSameBridge || r.Ingress == IngressIsolated {
+			if err := h.fwEnsureIsolation(p, r); err != nil {
 				return err
 			}
 		}
@@ -132,29 +133,6 @@ func (h *Handle) DeleteFirewall(del func(owner string) bool) error {
 		errs = append(errs, h.fwDeleteOwned(p, del))
 	}
 	return errors.Join(errs...)
-}
-
-// FirewallOwners returns the owner comments of the rules in CNI-FORWARD.
-func (h *Handle) FirewallOwners() ([]string, error) {
-	places, err := h.fwPlaces()
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range places {
-		rules, err := h.fwRules(p, FirewallForwardChain)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rules {
-			if o := fwOwner(r); o != "" && !seen[o] {
-				seen[o] = true
-				out = append(out, o)
-			}
-		}
-	}
-	return out, nil
 }
 
 // CheckFirewall reports (as an error wrapping ErrNotFound) what of r is
@@ -289,18 +267,22 @@ func fwFindJump(rules []*nftables.Rule, chain string) int {
 // fwOwner returns a rule's comment when it is an owner's (not the jumps').
 func fwOwner(r *nftables.Rule) string {
 	s, ok := userdata.GetString(r.UserData, userdata.TypeComment)
-	if !ok || s == fwJumpComment {
+	if !ok || s == fwJumpComment || s == fwDNATComment {
 		return ""
 	}
 	return s
 }
 
-// fwDeleteOwned deletes the rules of CNI-FORWARD whose owner del reports
-// true.
+// fwDeleteOwned deletes the rules of CNI-FORWARD and CNI-ISOLATION whose
+// owner del reports true.
 func (h *Handle) fwDeleteOwned(p fwPlace, del func(string) bool) error {
-	rules, err := h.fwRules(p, FirewallForwardChain)
-	if err != nil {
-		return err
+	var rules []*nftables.Rule
+	for _, chain := range []string{FirewallForwardChain, FirewallIsolationChain} {
+		rs, err := h.fwRules(p, chain)
+		if err != nil {
+			return err
+		}
+		rules = append(rules, rs...)
 	}
 	n := 0
 	for _, r := range rules {
@@ -415,48 +397,49 @@ func fwRuleAddr(r *nftables.Rule) string {
 	return ""
 }
 
-// fwEnsureIsolation adds, once per bridge and policy, the ingressPolicy
-// drops of bridge to CNI-ISOLATION (after one shared rule that returns for
-// port-forwarded connections, which portmap opened on purpose).
-// same-bridge: a new connection that leaves by the bridge having come in by
-// another interface is dropped (the pods' own connections and their
-// replies pass). isolated: also new connections between the pods of the
-// bridge itself, where bridged traffic passes the forward hook
-// (br_netfilter). The node itself reaches the pods by its output path,
-// which this does not touch.
-func (h *Handle) fwEnsureIsolation(p fwPlace, bridge, policy string) error {
+// fwEnsureIsolation adds r's ingressPolicy drops to CNI-ISOLATION, with
+// r's owner comment, after one shared rule (made once) that returns for
+// port-forwarded connections, which portmap opened on purpose. same-bridge:
+// a new connection to a pod's address that came in by an interface other
+// than its bridge is dropped. isolated: any new connection to it that
+// passes the forward path is dropped. The pods' own connections and their
+// replies pass, and the node reaches its pods by its output path, which
+// this does not touch.
+func (h *Handle) fwEnsureIsolation(p fwPlace, r FirewallRules) error {
 	rules, err := h.fwRules(p, FirewallIsolationChain)
 	if err != nil {
 		return err
 	}
-	const dnatTag = "cnibox isolation: port-forwarded"
-	tag := "cnibox isolation " + policy + " " + bridge
-	have := map[string]bool{}
-	for _, r := range rules {
-		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-		have[s] = true
-	}
-	if have[tag] {
-		return nil
-	}
-	add := func(tag string, v expr.VerdictKind, ex ...[]expr.Any) {
+	add := func(comment string, v expr.VerdictKind, ex ...[]expr.Any) {
 		var all []expr.Any
 		for _, e := range ex {
 			all = append(all, e...)
 		}
 		all = append(all, &expr.Counter{}, &expr.Verdict{Kind: v})
-		ud := userdata.AppendString(nil, userdata.TypeComment, tag)
+		ud := userdata.AppendString(nil, userdata.TypeComment, comment)
 		h.nft.AddRule(&nftables.Rule{Table: p.table, Chain: fwChain(p, FirewallIsolationChain), Exprs: all, UserData: ud})
 	}
-	if !have[dnatTag] {
-		add(dnatTag, expr.VerdictReturn, fwCtStatusDNAT())
+	shared := false
+	for _, rule := range rules {
+		if s, _ := userdata.GetString(rule.UserData, userdata.TypeComment); s == fwDNATComment {
+			shared = true
+		}
 	}
-	add(tag, expr.VerdictDrop, fwMatchIf(bridge, false, false), fwMatchIf(bridge, true, true), fwCtState(expr.CtStateBitNEW))
-	if policy == IngressIsolated {
-		add(tag, expr.VerdictDrop, fwMatchIf(bridge, true, false), fwMatchIf(bridge, false, false), fwCtState(expr.CtStateBitNEW))
+	if !shared {
+		add(fwDNATComment, expr.VerdictReturn, fwCtStatusDNAT())
+	}
+	for _, a := range r.Addrs {
+		if a.Is6() != p.is6() {
+			continue
+		}
+		if r.Ingress == IngressIsolated {
+			add(r.Owner, expr.VerdictDrop, fwMatchAddr(a, false), fwCtState(expr.CtStateBitNEW))
+		} else {
+			add(r.Owner, expr.VerdictDrop, fwMatchAddr(a, false), fwMatchIf(r.Bridge, true, true), fwCtState(expr.CtStateBitNEW))
+		}
 	}
 	if err := h.nft.Flush(); err != nil {
-		return fmt.Errorf("add the %s rules of %s in %s %s of %s: %w", policy, bridge, familyName(p), p.table.Name, h.where(), err)
+		return fmt.Errorf("add the %s rules of %s in %s %s of %s: %w", r.Ingress, r.Owner, familyName(p), p.table.Name, h.where(), err)
 	}
 	return nil
 }
@@ -472,10 +455,9 @@ func fwCtState(bits uint32) []expr.Any {
 	return []expr.Any{&expr.Match{Name: "conntrack", Rev: 3, Info: info}}
 }
 
-// fwCtStatusDNAT is `-m conntrack --ctstatus DNAT`.
+// fwCtStatusDNAT is `-m conntrack --ctstate DNAT`: xt_conntrack's virtual
+// state of a connection whose destination was translated.
 func fwCtStatusDNAT() []expr.Any {
-	info := &xt.ConntrackMtinfo3{}
-	info.MatchFlags = uint16(xt.ConntrackStatus)
-	info.StatusMask = ipsDstNAT
-	return []expr.Any{&expr.Match{Name: "conntrack", Rev: 3, Info: info}}
+	const xtStateDNAT = 1 << 7 // XT_CONNTRACK_STATE_DNAT: 1 << (IP_CT_NUMBER + 2)
+	return fwCtState(xtStateDNAT)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/dummy"
+	"github.com/cnibox/cnibox/roles/firewall"
 	"github.com/cnibox/cnibox/roles/flannel"
 	"github.com/cnibox/cnibox/roles/hostdevice"
 	"github.com/cnibox/cnibox/roles/hostlocal"
@@ -53,5 +54,6 @@ func Registry() *cniplug.Registry {
 		tap.Role,
 		sbr.Role,
 		vrf.Role,
+		firewall.Role,
 	)
 }

@@ -24,7 +24,7 @@ func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (netops.Firew
 		Addrs:      podAddrs(prev, a.IfName),
 		Ingress:    c.IngressPolicy,
 	}
-	if c.IngressPolicy != netops.IngressOpen {
+	if c.IngressPolicy == netops.IngressSameBridge {
 		if r.Bridge = bridgeOf(prev); r.Bridge == "" {
 			return r, cniplug.ConfError("ingressPolicy", "%q needs the pod's bridge, and prevResult lists no interface on the node: chain the firewall after the bridge plugin, or use \"open\"", c.IngressPolicy)
 		}

@@ -3,6 +3,7 @@ package firewall_test
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,6 +13,14 @@ import (
 	"github.com/cnibox/cnibox/roles/firewall"
 	"github.com/cnibox/cnibox/roles/internal/chaintest"
 )
+
+// nodeFile is the node's namespace (the test process's private one),
+// opened before any test runs: /proc/self/ns/net is the main thread's, which
+// a test's locked goroutine may have left in a pod's namespace.
+var nodeFile, _ = os.Open("/proc/self/ns/net")
+
+// nodeNS is a path to the node's namespace.
+func nodeNS() string { return fmt.Sprintf("/proc/self/fd/%d", nodeFile.Fd()) }
 
 // fwNet is one bridge network of the test's node, with a default route in
 // its pods so that they reach the other network through the node.
@@ -101,7 +110,7 @@ func TestForwardDropPolicy(t *testing.T) {
 	if len(lines) < 3 || !strings.Contains(lines[1], "-j CNI-ADMIN") {
 		t.Errorf("CNI-FORWARD does not jump to CNI-ADMIN first:\n%s", cf)
 	}
-	for _, want := range []string{"-s " + ipA.String() + "/32", "-d " + ipA.String() + "/32", "RELATED,ESTABLISHED", "--comment"} {
+	for _, want := range []string{"-s " + ipA.String() + "/32", "-d " + ipA.String() + "/32", "RELATED,ESTABLISHED", "--ctstate DNAT", "--comment"} {
 		if !strings.Contains(cf, want) {
 			t.Errorf("CNI-FORWARD lacks %q:\n%s", want, cf)
 		}
@@ -183,4 +192,50 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("STATUS with backend firewalld = %v, want code 50", err)
 	}
 	a.Must(firewall.Role, "DEL", pa, a.fwConf(prev, map[string]any{"backend": "firewalld"}))
+}
+
+// TestIngressPolicy: two networks on two bridges, no iptables. a's network
+// is same-bridge: b cannot open a connection to a, a still reaches b (its
+// own connections), the node reaches a. Once b's network is same-bridge
+// too, a cannot reach b either. An isolated pod c is reached from the node
+// only. After DEL the isolation is gone.
+func TestIngressPolicy(t *testing.T) {
+	resetNode(t)
+	a, b := newNet(t, "fwia"), newNet(t, "fwib")
+	pa, prevA, ipA := a.pod("fwia")
+	pb, prevB, ipB := b.pod("fwib")
+	confA := a.fwConf(prevA, map[string]any{"ingressPolicy": "same-bridge"})
+	a.Must(firewall.Role, "ADD", pa, confA)
+	b.Must(firewall.Role, "ADD", pb, b.fwConf(prevB, map[string]any{"ingressPolicy": "open"}))
+	a.Must(firewall.Role, "CHECK", pa, confA)
+	if err := nstest.Reachable(t, pb.Netns, pa.Netns, ipA); err == nil {
+		t.Error("b reaches same-bridge a")
+	}
+	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err != nil {
+		t.Errorf("a to open b: %v", err)
+	}
+	if err := nstest.Reachable(t, nodeNS(), pa.Netns, ipA); err != nil {
+		t.Errorf("the node to a: %v", err)
+	}
+	confB := b.fwConf(prevB, map[string]any{"ingressPolicy": "same-bridge"})
+	b.Must(firewall.Role, "ADD", pb, confB)
+	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err == nil {
+		t.Error("a reaches b once both are same-bridge")
+	}
+	for range 2 {
+		a.Must(firewall.Role, "DEL", pa, confA)
+	}
+	if err := nstest.Reachable(t, pb.Netns, pa.Netns, ipA); err != nil {
+		t.Errorf("b to a after a's DEL: %v", err)
+	}
+
+	c := newNet(t, "fwic")
+	pc, prevC, ipC := c.pod("fwic")
+	c.Must(firewall.Role, "ADD", pc, c.fwConf(prevC, map[string]any{"ingressPolicy": "isolated"}))
+	if err := nstest.Reachable(t, nodeNS(), pc.Netns, ipC); err != nil {
+		t.Errorf("the node to isolated c: %v", err)
+	}
+	if err := nstest.Reachable(t, pb.Netns, pc.Netns, ipC); err == nil {
+		t.Error("b reaches isolated c")
+	}
 }
