@@ -86,23 +86,39 @@ func (h *Handle) fwPlaces() ([]fwPlace, error) {
 	return out, nil
 }
 
+// fwAllPlaces returns every table the rules may be in: iptables-nft's
+// filter and cnibox-firewall, of ip and ip6. DEL and ADD's replacing look
+// in all four, so a pod's rules written before iptables' table appeared
+// are found too.
+func (h *Handle) fwAllPlaces() ([]fwPlace, error) {
+	if _, err := h.nftConn(); err != nil {
+		return nil, err
+	}
+	var out []fwPlace
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		out = append(out, fwPlace{table: &nftables.Table{Family: fam, Name: fwIptablesTable}},
+			fwPlace{table: &nftables.Table{Family: fam, Name: FirewallTable}, own: true})
+	}
+	return out, nil
+}
+
 // is6 reports whether the place is of family ip6.
 func (p fwPlace) is6() bool { return p.table.Family == nftables.TableFamilyIPv6 }
 
 // EnsureFirewall lets r's addresses through the forward path (and applies
 // its ingress policy), idempotently: the chains and jumps are made if
-// missing, the owner's rules are replaced.
+// missing, the owner's rules (wherever they are) are replaced.
 func (h *Handle) EnsureFirewall(r FirewallRules) error {
 	places, err := h.fwPlaces()
 	if err != nil {
 		return err
 	}
+	if err := h.DeleteFirewall(func(o string) bool { return o == r.Owner }); err != nil {
+		return err
+	}
 	c := h.nft
 	for _, p := range places {
 		if err := h.fwSchema(p, r.AdminChain); err != nil {
-			return err
-		}
-		if err := h.fwDeleteOwned(p, func(o string) bool { return o == r.Owner }); err != nil {
 			return err
 		}
 		for _, rule := range fwPodRules(p, r) {
@@ -124,7 +140,7 @@ func (h *Handle) EnsureFirewall(r FirewallRules) error {
 // for, in every place. Missing tables
 // and chains are fine.
 func (h *Handle) DeleteFirewall(del func(owner string) bool) error {
-	places, err := h.fwPlaces()
+	places, err := h.fwAllPlaces()
 	if err != nil {
 		return err
 	}

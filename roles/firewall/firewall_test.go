@@ -156,10 +156,26 @@ func TestNoIptables(t *testing.T) {
 	pb, prevB, ipB := b.pod("fwnb")
 	confA := a.fwConf(prevA, map[string]any{"iptablesAdminChainName": "MY-ADMIN"})
 	a.Must(firewall.Role, "ADD", pa, confA)
-	b.Must(firewall.Role, "ADD", pb, b.fwConf(prevB, nil))
+	confB := b.fwConf(prevB, nil)
+	b.Must(firewall.Role, "ADD", pb, confB)
 	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err != nil {
 		t.Errorf("a to b: %v", err)
 	}
+	defer func() {
+		// iptables' table appears (Docker starts): b's repeated ADD moves
+		// its rules there, and its DEL finds them.
+		iptables(t, "-P", "FORWARD", "DROP")
+		b.Must(firewall.Role, "ADD", pb, confB)
+		own, _ := exec.Command(nstest.RequireProgram(t, "nft", "nftables"), "list", "table", "ip", "cnibox-firewall").CombinedOutput()
+		if strings.Contains(string(own), ipB.String()) || !strings.Contains(iptables(t, "-S", "CNI-FORWARD"), ipB.String()) {
+			t.Errorf("b's rules after its ADD under iptables' table:\n%s\n%s", own, iptables(t, "-S", "CNI-FORWARD"))
+		}
+		b.Must(firewall.Role, "CHECK", pb, confB)
+		b.Must(firewall.Role, "DEL", pb, confB)
+		if strings.Contains(iptables(t, "-S", "CNI-FORWARD"), ipB.String()) {
+			t.Error("b's rules stay after DEL")
+		}
+	}()
 	nft := nstest.RequireProgram(t, "nft", "nftables")
 	out, err := exec.Command(nft, "list", "table", "ip", "cnibox-firewall").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "jump MY-ADMIN") || !strings.Contains(string(out), "hook forward") {
