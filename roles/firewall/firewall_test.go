@@ -255,3 +255,35 @@ func TestIngressPolicy(t *testing.T) {
 		t.Error("b reaches isolated c")
 	}
 }
+
+// TestConcurrentFirstAdds: first ADDs of several pods at once leave one jump
+// from FORWARD and one to the admin chain.
+func TestConcurrentFirstAdds(t *testing.T) {
+	resetNode(t)
+	iptables(t, "-P", "FORWARD", "DROP")
+	n := newNet(t, "fwcc")
+	var confs [][]byte
+	var pods []chaintest.Pod
+	for i := range 4 {
+		p, prev, _ := n.pod(fmt.Sprintf("fwcc%d", i))
+		pods, confs = append(pods, p), append(confs, n.fwConf(prev, nil))
+	}
+	errs := make(chan error, len(pods))
+	for i := range pods {
+		go func() { _, err := n.Call(firewall.Role, "ADD", pods[i], confs[i]); errs <- err }()
+	}
+	for range pods {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if c := strings.Count(iptables(t, "-S", "FORWARD"), "-j CNI-FORWARD"); c != 1 {
+		t.Errorf("%d jumps to CNI-FORWARD", c)
+	}
+	if c := strings.Count(iptables(t, "-S", "CNI-FORWARD"), "-j CNI-ADMIN"); c != 1 {
+		t.Errorf("%d jumps to CNI-ADMIN", c)
+	}
+	for i := range pods {
+		n.Must(firewall.Role, "CHECK", pods[i], confs[i])
+	}
+}
