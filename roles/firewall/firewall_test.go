@@ -2,16 +2,20 @@ package firewall_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/firewall"
 	"github.com/cnibox/cnibox/roles/internal/chaintest"
+	"github.com/cnibox/cnibox/roles/portmap"
 )
 
 // nodeFile is the node's namespace (the test process's private one),
@@ -285,5 +289,54 @@ func TestConcurrentFirstAdds(t *testing.T) {
 	}
 	for i := range pods {
 		n.Must(firewall.Role, "CHECK", pods[i], confs[i])
+	}
+}
+
+// TestPortForwardUnderDrop: under FORWARD policy DROP, a port portmap
+// forwards to a pod is reached from a pod of another bridge that has no
+// firewall rules of its own (the DNAT accept).
+func TestPortForwardUnderDrop(t *testing.T) {
+	resetNode(t)
+	iptables(t, "-P", "FORWARD", "DROP")
+	a, b := newNet(t, "fwpa"), newNet(t, "fwpb")
+	pa, prevA, _ := a.pod("fwpa")
+	pb, _, _ := b.pod("fwpb")
+	pm := a.Conf("1.0.0", "portmap", map[string]any{
+		"capabilities":  map[string]bool{"portMappings": true},
+		"runtimeConfig": map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 8080, "protocol": "tcp"}}},
+	}, prevA)
+	a.Must(portmap.Role, "ADD", pa, pm)
+	t.Cleanup(func() { a.Call(portmap.Role, "DEL", pa, pm) })
+	a.Must(firewall.Role, "ADD", pa, a.fwConf(prevA, nil))
+
+	var ln net.Listener
+	if err := nstest.Run(t, pa.Netns, func() (err error) { ln, err = net.Listen("tcp", ":8080"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	gw := strings.TrimSuffix(b.Subnet, "0/24") + "1"
+	err := nstest.Run(t, pb.Netns, func() error {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(gw, "18080"), 10*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 2)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = io.ReadFull(c, buf)
+		return err
+	})
+	if err != nil {
+		t.Errorf("b to a's forwarded port %s:18080 under DROP: %v", gw, err)
 	}
 }
