@@ -182,9 +182,15 @@ func (n *node) kubectl(args ...string) (string, error) {
 
 // kubectlIn is kubectl with stdin.
 func (n *node) kubectlIn(stdin string, args ...string) (string, error) {
-	full := append([]string{"-t", strconv.Itoa(n.init), "-n", filepath.Join(n.kubeBin, "kubectl"),
-		"--kubeconfig", n.kubeconfig, "--cache-dir", filepath.Join(n.dir, "kubectl-cache")}, args...)
-	return run(stdin, "nsenter", full...)
+	return run(n.kubectlCmd(args...), stdin)
+}
+
+// kubectlCmd is the command kubectl runs as: in the node's network
+// namespace, with the cluster's kubeconfig and a cache of the test's (not
+// ~/.kube).
+func (n *node) kubectlCmd(args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.init), "-n", filepath.Join(n.kubeBin, "kubectl"),
+		"--kubeconfig", n.kubeconfig, "--cache-dir", filepath.Join(n.dir, "kubectl-cache")}, args...)...)
 }
 
 // must is kubectl that fails the test on an error.
@@ -210,7 +216,7 @@ func (n *node) apply(manifest string) {
 // ctr runs ctr against the node's containerd, in the namespace of the CRI.
 func (n *node) ctr(args ...string) string {
 	n.t.Helper()
-	out, err := run("", "ctr", append([]string{"--address", filepath.Join(n.dir, "containerd.sock"), "-n", "k8s.io"}, args...)...)
+	out, err := run(exec.Command("ctr", append([]string{"--address", filepath.Join(n.dir, "containerd.sock"), "-n", "k8s.io"}, args...)...), "")
 	if err != nil {
 		n.t.Fatalf("ctr %s: %v", strings.Join(args, " "), err)
 	}
@@ -220,7 +226,7 @@ func (n *node) ctr(args ...string) string {
 // onNode runs a command in the node's network and mount namespaces, as a
 // person logged in on the node would.
 func (n *node) onNode(args ...string) (string, error) {
-	return run("", "nsenter", append([]string{"-t", strconv.Itoa(n.init), "-n", "-m"}, args...)...)
+	return run(exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.init), "-n", "-m"}, args...)...), "")
 }
 
 // nodeFile reads a file as the node sees it (its /run, /var/lib are its own).
@@ -232,9 +238,8 @@ func (n *node) nodeFile(path string) ([]byte, error) {
 // is: containerd reads its plugins and conflist there.
 func (n *node) hostDir(p string) string { return filepath.Join(n.dir, "host", p) }
 
-// run runs a command and returns its stdout; an error carries stderr.
-func run(stdin, name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
+// run runs cmd with stdin and returns its stdout; an error carries stderr.
+func run(cmd *exec.Cmd, stdin string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if stdin != "" {

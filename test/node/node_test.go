@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -279,9 +278,7 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	old := strings.TrimSpace(n.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox", "-o", "jsonpath={.items[*].metadata.name}"))
 
 	// ping until told to stop (SIGINT: it prints its statistics); -w bounds it.
-	ping := exec.Command("nsenter", "-t", strconv.Itoa(n.init), "-n", filepath.Join(n.kubeBin, "kubectl"),
-		"--kubeconfig", n.kubeconfig, "--cache-dir", filepath.Join(n.dir, "kubectl-cache"),
-		"exec", "pod-a", "--", "ping", "-i", "0.2", "-w", "900", podIP(t, n, "pod-b").String())
+	ping := n.kubectlCmd("exec", "pod-a", "--", "ping", "-i", "0.2", "-w", "900", podIP(t, n, "pod-b").String())
 	var pingOut syncBuffer
 	ping.Stdout, ping.Stderr = &pingOut, &pingOut
 	if err := ping.Start(); err != nil {
