@@ -45,13 +45,13 @@ func TestUnknownNameAnswersJSON(t *testing.T) {
 	for _, verb := range []string{"VERSION", "ADD", "DEL", "CHECK", "GC", "STATUS", "EXPLODE"} {
 		t.Run(verb, func(t *testing.T) {
 			t.Setenv("CNI_COMMAND", verb)
-			code, out := runCaptured(t, []string{"/opt/cni/bin/firewall"})
+			code, out := runCaptured(t, []string{"/opt/cni/bin/win-bridge"})
 			var e types.Error
 			if err := json.Unmarshal([]byte(out), &e); err != nil {
-				t.Fatalf("firewall %s: stdout is not CNI error JSON: %v\n%s", verb, err, out)
+				t.Fatalf("win-bridge %s: stdout is not CNI error JSON: %v\n%s", verb, err, out)
 			}
-			if code != 1 || e.Code != types.ErrInvalidEnvironmentVariables || !strings.Contains(e.Msg, "firewall") || !strings.Contains(e.Msg, "bridge") {
-				t.Errorf("firewall %s: exit %d, %+v; want exit 1, code 4 naming firewall and the roles", verb, code, e)
+			if code != 1 || e.Code != types.ErrInvalidEnvironmentVariables || !strings.Contains(e.Msg, "win-bridge") || !strings.Contains(e.Msg, "bridge") {
+				t.Errorf("win-bridge %s: exit %d, %+v; want exit 1, code 4 naming win-bridge and the roles", verb, code, e)
 			}
 		})
 	}
@@ -63,8 +63,8 @@ func TestUnknownNameAnswersJSON(t *testing.T) {
 	})
 	t.Run("no CNI_COMMAND", func(t *testing.T) {
 		t.Setenv("CNI_COMMAND", "")
-		if _, out := runCaptured(t, []string{"/opt/cni/bin/firewall"}); strings.Contains(out, `"code"`) {
-			t.Errorf("firewall without CNI_COMMAND answered as a plugin:\n%s", out)
+		if _, out := runCaptured(t, []string{"/opt/cni/bin/win-bridge"}); strings.Contains(out, `"code"`) {
+			t.Errorf("win-bridge without CNI_COMMAND answered as a plugin:\n%s", out)
 		}
 	})
 }

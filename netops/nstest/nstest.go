@@ -167,3 +167,8 @@ func MainInPrivateNetns(m interface{ Run() int }) {
 		os.Exit(1)
 	}
 }
+
+// InPrivateNetns reports whether this process is the re-executed test binary
+// that MainInPrivateNetns started in a namespace of its own: a test that
+// would act on the whole namespace (flush its nftables ruleset) checks it.
+func InPrivateNetns() bool { return os.Getenv(privateEnv) == "1" }

@@ -74,6 +74,10 @@ func iptables(t *testing.T, args ...string) string {
 // test's private one) at the test's end.
 func resetNode(t *testing.T) {
 	bin := nstest.RequireProgram(t, "nft", "nftables")
+	// "flush ruleset" must never reach the machine's own namespace.
+	if !nstest.InPrivateNetns() {
+		t.Fatal("the test is not in the private namespace of nstest.MainInPrivateNetns: it would flush the machine's nftables ruleset")
+	}
 	t.Cleanup(func() { exec.Command(bin, "flush", "ruleset").Run() })
 }
 

@@ -57,7 +57,7 @@ func TestHostileInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A name cnibox has no role for, linked as a runtime would find it.
-	if err := os.Symlink(n.bin, filepath.Join(n.binDir, "firewall")); err != nil {
+	if err := os.Symlink(n.bin, filepath.Join(n.binDir, "win-bridge")); err != nil {
 		t.Fatal(err)
 	}
 	// A data directory whose store is a symlink to another node's store.
@@ -146,8 +146,8 @@ func TestHostileInput(t *testing.T) {
 		{name: "vlanTrunk minID above maxID", stdin: hostileConf(t, set("vlanTrunk", []any{map[string]any{"minID": 9, "maxID": 3}})), want: 7},
 		{name: "prevResult not a result", verb: "DEL", stdin: hostileConf(t, set("prevResult", "garbage")), want: 6},
 		{name: "unknown CNI_COMMAND", verb: "EXPLODE", want: 4},
-		{name: "a name cnibox has no role for (firewall), VERSION", role: "firewall", verb: "VERSION", want: 4},
-		{name: "a name cnibox has no role for (firewall), ADD", role: "firewall", want: 4},
+		{name: "a name cnibox has no role for (win-bridge), VERSION", role: "win-bridge", verb: "VERSION", want: 4},
+		{name: "a name cnibox has no role for (win-bridge), ADD", role: "win-bridge", want: 4},
 		{name: "cloud-ipam pool file a FIFO", stdin: hostileConf(t, func(m map[string]any) {
 			m["ipam"] = map[string]any{"type": "cloud-ipam", "provider": "file", "endpoint": fifo}
 		}), want: 11},
