@@ -22,8 +22,11 @@ const (
 	// busyboxRef is the test's pod image, also the sandbox image.
 	busyboxRef = "localhost/cnibox-test/busybox:1"
 	// waitLong bounds every wait for the cluster: generous, for a loaded
-	// 2-core machine.
+	// 2-core machine (and cut to the test's deadline: see node.wait).
 	waitLong = 5 * time.Minute
+	// cleanupTime is kept from go test's -timeout for the cleanup, which a
+	// timed-out test binary would not run.
+	cleanupTime = 2 * time.Minute
 )
 
 // node is the one-node cluster test/kube/node.sh runs.
@@ -36,7 +39,17 @@ type node struct {
 	init       int           // the namespace's first process, as the host sees it
 	pidNS      string        // its PID namespace, to find stragglers
 	kubeconfig string
+	deadline   time.Time // no wait goes past it
 }
+
+// wait is how long the next wait may take: waitLong, or less near the
+// deadline.
+func (n *node) wait() time.Duration {
+	return max(time.Second, min(waitLong, time.Until(n.deadline)))
+}
+
+// timeout is kubectl's --timeout for the next wait.
+func (n *node) timeout() string { return "--timeout=" + n.wait().String() }
 
 // env returns the value of the environment variable the Makefile sets, or
 // fails the test.
@@ -63,6 +76,10 @@ func startNode(t *testing.T) *node {
 		}
 	}
 	n.kubeconfig = filepath.Join(n.dir, "cp", "kubeconfig")
+	n.deadline = time.Now().Add(time.Hour)
+	if d, ok := t.Deadline(); ok {
+		n.deadline = d.Add(-cleanupTime)
+	}
 	out, err := os.Create(filepath.Join(n.dir, "node.out"))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +99,8 @@ func startNode(t *testing.T) *node {
 	t.Cleanup(n.stop)
 	t.Cleanup(n.diagnose)
 
-	deadline := time.Now().Add(waitLong)
+	wait := n.wait()
+	deadline := time.Now().Add(wait)
 	for {
 		if _, err := os.Stat(filepath.Join(n.dir, "up")); err == nil {
 			break
@@ -93,7 +111,7 @@ func startNode(t *testing.T) *node {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet is not up after %v", waitLong)
+			t.Fatalf("the kubelet is not up after %v", wait)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -252,17 +270,18 @@ func run(cmd *exec.Cmd, stdin string) (string, error) {
 }
 
 // poll calls check until it returns nil, every half second, for at most
-// waitLong; it fails the test with check's last error.
-func poll(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitLong)
+// n.wait(); it fails the test with check's last error.
+func (n *node) poll(what string, check func() error) {
+	n.t.Helper()
+	wait := n.wait()
+	deadline := time.Now().Add(wait)
 	for {
 		err := check()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, waitLong, err)
+			n.t.Fatalf("%s: not after %v: %v", what, wait, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -83,7 +83,7 @@ func readyCondition(nd corev1.Node) (corev1.NodeCondition, bool) {
 // notReadyWithoutCNI: the kubelet registers the node, NotReady because the
 // runtime has no network config yet.
 func notReadyWithoutCNI(t *testing.T, n *node) {
-	poll(t, "the node registered, NotReady for want of a network", func() error {
+	n.poll("the node registered, NotReady for want of a network", func() error {
 		out, err := n.kubectl("get", "node", nodeName, "-o", "json")
 		if err != nil {
 			return err
@@ -110,7 +110,7 @@ func install(t *testing.T, n *node, d deployment) {
 	} else {
 		t.Logf("kubectl apply -f:\n%s", strings.TrimSpace(out))
 	}
-	n.must("wait", "--for=condition=Ready", "node/"+nodeName, "--timeout="+waitLong.String())
+	n.must("wait", "--for=condition=Ready", "node/"+nodeName, n.timeout())
 	bin := n.hostDir("/opt/cni/bin")
 	if fi, err := os.Lstat(filepath.Join(bin, "cnibox")); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 		t.Fatalf("the node is Ready but %s/cnibox is not an executable file: %v %v", bin, fi, err)
@@ -121,7 +121,7 @@ func install(t *testing.T, n *node, d deployment) {
 		}
 	}
 	checkConflist(t, n, d.cniConf)
-	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", "--timeout="+waitLong.String())
+	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
 }
 
 // checkConflist: the conflist in the node's conf dir is conf.
@@ -201,7 +201,7 @@ func startPods(t *testing.T, n *node, cidr netip.Prefix, annotations map[string]
 	for _, name := range names {
 		n.apply(podManifest(name, annotations))
 	}
-	args := []string{"wait", "--for=condition=Ready", "--timeout=" + waitLong.String()}
+	args := []string{"wait", "--for=condition=Ready", n.timeout()}
 	for _, name := range names {
 		args = append(args, "pod/"+name)
 	}
@@ -287,7 +287,7 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	pingDone := make(chan error, 1)
 	go func() { pingDone <- ping.Wait() }()
 	defer ping.Process.Kill()
-	poll(t, "ping running", func() error {
+	n.poll("ping running", func() error {
 		if !strings.Contains(pingOut.String(), "bytes from") {
 			return fmt.Errorf("no reply yet: %q", pingOut.String())
 		}
@@ -295,7 +295,7 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	})
 
 	n.must("-n", "kube-system", "set", "image", "ds/cnibox", "*="+next)
-	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", "--timeout="+waitLong.String())
+	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
 	var pods corev1.PodList
 	if err := json.Unmarshal([]byte(n.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox", "-o", "json")), &pods); err != nil {
 		t.Fatal(err)
@@ -389,14 +389,14 @@ type netStatus struct {
 // network-status annotation.
 func attachment(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	n.apply(nadCRD)
-	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", "--timeout="+waitLong.String())
+	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
 	n.apply(blueNAD)
 
 	conf := multiConf(t, d.cniConf)
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": conf}})
 	n.must("-n", "kube-system", "patch", "configmap", "cnibox", "--type=merge", "-p", string(patch))
 	n.must("-n", "kube-system", "rollout", "restart", "ds/cnibox")
-	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", "--timeout="+waitLong.String())
+	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
 	checkConflist(t, n, conf)
 
 	startPods(t, n, cidr, map[string]string{"k8s.v1.cni.cncf.io/networks": "blue"}, "pod-m")
@@ -490,8 +490,8 @@ func release(t *testing.T, n *node) {
 			t.Fatalf("before the delete, the store lacks %q (reserved %v, endpoint %v): %v %v", k, reserved[k], endpoints[k], reserved, endpoints)
 		}
 	}
-	n.must("delete", "pod", "pod-a", "pod-m", "--wait", "--timeout="+waitLong.String())
-	poll(t, "the deleted pods' addresses released", func() error {
+	n.must("delete", "pod", "pod-a", "pod-m", "--wait", n.timeout())
+	n.poll("the deleted pods' addresses released", func() error {
 		reserved, endpoints := nodeState(t, n)
 		for _, k := range gone {
 			if reserved[k] || endpoints[k] {
@@ -535,10 +535,10 @@ func podNetwork(t *testing.T, n *node) string {
 // each other; the plugins and the conflist stay on the node.
 func uninstall(t *testing.T, n *node, d deployment) {
 	before := map[string]netip.Addr{"pod-b": podIP(t, n, "pod-b"), "pod-c": podIP(t, n, "pod-c")}
-	if _, err := n.kubectlIn(d.yaml, "delete", "-f", "-", "--wait", "--timeout="+waitLong.String()); err != nil {
+	if _, err := n.kubectlIn(d.yaml, "delete", "-f", "-", "--wait", n.timeout()); err != nil {
 		t.Fatalf("kubectl delete -f the manifest: %v", err)
 	}
-	n.must("-n", "kube-system", "wait", "--for=delete", "pod", "-l", "app=cnibox", "--timeout="+waitLong.String())
+	n.must("-n", "kube-system", "wait", "--for=delete", "pod", "-l", "app=cnibox", n.timeout())
 	for name, ip := range before {
 		p := getPod(t, n, name)
 		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP != ip.String() {
