@@ -24,7 +24,16 @@ var moduleNames = []string{"virtio_pci", "virtio_blk", "veth", "vxlan", "geneve"
 
 // hostTools are the dynamically linked programs the tests run, copied with
 // the libraries ldd names.
-var hostTools = []string{"/sbin/ip", "/sbin/tc", "/sbin/bridge", "/usr/sbin/nft", "/bin/bash"}
+var hostTools = []string{"/sbin/ip", "/sbin/tc", "/sbin/bridge", "/usr/sbin/nft", "/bin/bash", xtablesMulti}
+
+// xtablesMulti is iptables-nft's multi-call binary: the firewall tests run
+// it (as iptables-nft and ip6tables-nft, the names it answers to) to set a
+// DROP policy and list rules as an operator would; its matches are the
+// shared objects in xtablesDir, loaded when a rule names them.
+const (
+	xtablesMulti = "/usr/sbin/xtables-nft-multi"
+	xtablesDir   = "/usr/lib/x86_64-linux-gnu/xtables"
+)
 
 // buildInitramfs returns the initramfs for kver, built once per kernel,
 // module list and init script.
@@ -56,6 +65,24 @@ func buildInitramfs(cache, kver string) (string, error) {
 			return "", err
 		}
 		ls, err := sharedLibs(t)
+		if err != nil {
+			return "", err
+		}
+		for _, l := range ls {
+			libs[l] = true
+		}
+	}
+	for _, name := range []string{"iptables-nft", "ip6tables-nft"} {
+		if err := w.copy(xtablesMulti, "/usr/sbin/"+name, 0o755); err != nil {
+			return "", err
+		}
+	}
+	if err := w.tree(xtablesDir); err != nil {
+		return "", err
+	}
+	exts, _ := filepath.Glob(filepath.Join(xtablesDir, "*.so"))
+	for _, e := range exts {
+		ls, err := sharedLibs(e)
 		if err != nil {
 			return "", err
 		}

@@ -7,7 +7,7 @@
 // cnibox binary, writes them (with the repository's sources, for testdata,
 // the host's etcd and reference plugins, and upstream's reference plugins
 // that Debian's package lacks) to an ext4 disk image, packs
-// busybox, bash, iproute2, nft and every network module a test may touch
+// busybox, bash, iproute2, nft, iptables-nft and every network module a test may touch
 // into an initramfs (cached per kernel), boots the
 // kernel under qemu with TCG, runs every test binary as root with -test.v,
 // streams the console and exits with the tests' status.
