@@ -133,7 +133,9 @@ func (a *Args) delegateArgs(verb string) *invoke.Args {
 // process and without the detour an exec'd plugin needs: no environment list,
 // no result encoded to JSON and parsed back. The delegate checks its config
 // as an exec'd plugin would and sees the caller's container, netns, ifname,
-// CNI_ARGS and CNI_PATH; an ADD returns the role's result as it is.
+// CNI_ARGS and CNI_PATH; an ADD returns the role's result in the config's
+// cniVersion, as invoke parses an exec'd plugin's output (the next plugin of a
+// chain reads it as prevResult of that version).
 func (a *Args) inProcess(ctx context.Context, role *Role, verb string, conf []byte) (types.Result, error) {
 	parent := a.Getenv
 	if parent == nil {
@@ -160,5 +162,9 @@ func (a *Args) inProcess(ctx context.Context, role *Role, verb string, conf []by
 			return parent(k)
 		},
 	}
-	return run(ctx, role, child, conf)
+	res, err := run(ctx, role, child, conf)
+	if err != nil || res == nil || child.Conf == nil {
+		return res, err
+	}
+	return res.GetAsVersion(child.Conf.CNIVersion)
 }

@@ -413,3 +413,22 @@ func TestMultiRuntimeConfig(t *testing.T) {
 	n.Must(multi.Role, "DEL", p, conf)
 	n.Must(multi.Role, "DEL", p, conf)
 }
+
+// TestMultiChainOlderVersion: in a delegate conflist of an older cniVersion
+// (0.3.1, as flannel's and kube-flannel's), the plugin after the first reads
+// the first one's result as its prevResult of that version, as it does when
+// libcni runs the list; the multi result is the primary's.
+func TestMultiChainOlderVersion(t *testing.T) {
+	for _, v := range []string{"0.3.1", "0.4.0", "1.0.0"} {
+		t.Run(v, func(t *testing.T) {
+			n := delegatetest.NewNode(t)
+			conf := muConf("1.1.0", muList("chained", v, muBridge("mu-c", "3"), `{"type":"cnibox-test-fail"}`))
+			m := n.NewPod("m")
+			res := n.Add(multi.Role, m, conf)
+			if ip := delegatetest.IP(t, res, "eth0"); !netip.MustParsePrefix("10.77.3.0/24").Contains(ip) {
+				t.Errorf("result address %s, want one of 10.77.3.0/24", ip)
+			}
+			n.Must(multi.Role, "DEL", m, conf)
+		})
+	}
+}
