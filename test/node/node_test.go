@@ -358,10 +358,9 @@ func multiConf(t *testing.T, conf string) string {
 	if err := json.Unmarshal([]byte(conf), &primary); err != nil {
 		t.Fatalf("cni-conf.json: %v", err)
 	}
-	// multi hands an in-process delegate's 1.1.0 result on as prevResult
-	// without converting it to the list's cniVersion, which portmap then
-	// refuses at 0.3.1 (reported with issue #19): the list speaks 1.0.0.
-	primary["cniVersion"] = "1.0.0"
+	// The delegate keeps the ConfigMap's cniVersion (0.3.1 for flannel +
+	// portmap, as kube-flannel ships): multi hands each plugin the previous
+	// result in that version.
 	out, _ := json.MarshalIndent(map[string]any{
 		"name":       "cnibox-multi",
 		"cniVersion": "1.0.0",
