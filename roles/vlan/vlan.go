@@ -11,16 +11,21 @@ package vlan
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/lower"
+	"github.com/cnibox/cnibox/store"
 )
 
 // kind is the device kind of lower that every verb but ADD runs: a vlan has
 // no modes, so its only mode is "" (the mode netops reports for it).
+// ExtraVlanID is the endpoint record's Extra key holding the VLAN ID.
+const ExtraVlanID = "vlanId"
+
 var kind = &lower.Spec{Kind: "vlan", Modes: []string{""}}
 
 var base = kind.Role("vlan puts an 802.1Q device of a node interface (\"master\", default: the interface of the " +
@@ -39,9 +44,11 @@ var Role = &cniplug.Role{
 }
 
 // add runs lower's ADD with a spec whose Create tags the device with the
-// config's VLAN ID.
+// config's VLAN ID and whose Record keeps it in the endpoint record (Extra
+// "vlanId", which `cnibox inspect` shows).
 func add(ctx context.Context, a *cniplug.Args, c conf) (types.Result, error) {
 	s := *kind
+	s.Record = func(ep *store.Endpoint) { ep.Extra[ExtraVlanID] = strconv.Itoa(c.VlanID) }
 	s.Create = func(m *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error) {
 		v, err := m.EnsureVlan(netops.VlanOpts{Name: o.Name, Master: o.Master, Into: o.Into, ID: c.VlanID, MTU: o.MTU})
 		return netops.SubLink{Link: v.Link}, err

@@ -57,7 +57,7 @@ func TestAddCheckDel(t *testing.T) {
 						t.Errorf("the pod cannot reach the LAN host %s on VLAN 42: %v", d, err)
 					}
 				}
-				if eps := n.Endpoints("vlnet"); len(eps) != 1 || eps[0].Plugin != "vlan" || eps[0].Extra["master"] != "lan0" {
+				if eps := n.Endpoints("vlnet"); len(eps) != 1 || eps[0].Plugin != "vlan" || eps[0].Extra["master"] != "lan0" || eps[0].Extra[vlan.ExtraVlanID] != "42" {
 					t.Errorf("endpoint records = %+v", eps)
 				}
 				if v >= "0.4.0" {
@@ -94,6 +94,9 @@ func TestLinkInContainer(t *testing.T) {
 	m, _ := pod.LinkByName("ens1")
 	if err != nil || l.ID != 7 || l.MTU != m.MTU {
 		t.Errorf("pod's eth0 = %+v, %v; want vlan 7 with ens1's MTU %d", l, err, m.MTU)
+	}
+	if eps := n.Endpoints("vlnet"); len(eps) != 1 || eps[0].Extra[vlan.ExtraVlanID] != "7" || eps[0].Extra["linkInContainer"] != "true" {
+		t.Errorf("endpoint records = %+v; want vlanId 7 and linkInContainer", eps)
 	}
 	n.Must(vlan.Role, "CHECK", p, roletest.WithPrev(t, c, out))
 	for range 2 {

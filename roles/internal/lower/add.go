@@ -37,12 +37,18 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result,
 		prev:   prev,
 		master: c.Master,
 		record: func(ep *store.Endpoint) {
-			ep.Extra = map[string]string{"master": c.Master, "mode": c.Mode}
+			ep.Extra = map[string]string{"master": c.Master}
+			if c.Mode != "" {
+				ep.Extra["mode"] = c.Mode
+			}
 			if c.LinkInContainer {
 				ep.Extra["linkInContainer"] = "true"
 			}
 			if c.mac != nil {
 				ep.MAC = c.mac.String()
+			}
+			if s.Record != nil {
+				s.Record(ep)
 			}
 		},
 		create: func() (netops.SubLink, error) {

@@ -6,6 +6,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
+	"github.com/cnibox/cnibox/store"
 	"github.com/containernetworking/cni/pkg/types"
 )
 
@@ -30,6 +31,9 @@ type Spec struct {
 	// Create makes the device (netops.Handle.EnsureMacvlan or EnsureIpvlan)
 	// on master's handle.
 	Create func(master *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error)
+	// Record adds the kind's own facts to the endpoint record after the
+	// master, mode and MAC (optional; the vlan role records its VLAN ID).
+	Record func(*store.Endpoint)
 }
 
 // Role returns the CNI role of s.
