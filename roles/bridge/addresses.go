@@ -56,14 +56,11 @@ func planAddresses(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *addr
 			}
 		}
 	}
+	// The pod's routes without a gateway go via the address's gateway; the
+	// result lists them as IPAM gave them, without one, as the reference
+	// does (only the default routes added here name it).
 	p.routes = attach.PodRoutes(a.IfName, routes, gws)
-	for i, r := range routes {
-		out := &types.Route{Dst: r.Dst, MTU: r.MTU, Priority: r.Priority, Table: r.Table, Scope: r.Scope, AdvMSS: r.AdvMSS}
-		if gw := p.routes[i].GW; gw.IsValid() {
-			out.GW = gw.AsSlice()
-		}
-		res.Routes = append(res.Routes, out)
-	}
+	res.Routes = routes
 	res.DNS = ipamRes.DNS
 	return p
 }
