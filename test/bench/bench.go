@@ -53,6 +53,9 @@ type bench struct {
 	stopping atomic.Bool
 	failed   atomic.Int32
 
+	lowerOnce sync.Once // the macvlan master (lower.go)
+	lowerErr  error
+
 	mu      sync.Mutex
 	liveNS  map[string]bool
 	nsSeq   int

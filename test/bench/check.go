@@ -47,10 +47,13 @@ func (b *bench) checkAddresses(what string, s *side, pods []*pod) {
 }
 
 // checkClean fails when anything of the batch is left after DEL: libcni
-// cache files, veths, reservations, endpoint records, nftables/iptables
-// state.
-func (b *bench) checkClean(what string, s *side, c *cniCase) {
+// cache files, veths, the pods' interfaces (pods nil: not checked),
+// reservations, endpoint records, nftables/iptables state.
+func (b *bench) checkClean(what string, s *side, c *cniCase, pods []*pod) {
 	var left []string
+	if l := podLinksLeft(pods); len(l) > 0 {
+		left = append(left, fmt.Sprintf("the interface of %d pods (%s)", len(l), summarize(l)))
+	}
 	if files := filesUnder(s.cacheDir); len(files) > 0 {
 		left = append(left, fmt.Sprintf("%d libcni cache files (%s)", len(files), summarize(files)))
 	}
@@ -83,7 +86,7 @@ func (b *bench) checkClean(what string, s *side, c *cniCase) {
 // checkVisible makes sure the leftover checks can see a pod's state at
 // all (run once, in the warm-up, after ADD): its veth, its reservation, its
 // masquerade rule (the reference's per-pod iptables chain, our map element).
-func (b *bench) checkVisible(what string, s *side, pods []*pod) {
+func (b *bench) checkVisible(what string, s *side, c *cniCase, pods []*pod) {
 	n := 0
 	for _, p := range pods {
 		if p.added {
@@ -94,8 +97,13 @@ func (b *bench) checkVisible(what string, s *side, pods []*pod) {
 		return
 	}
 	var blind []string
-	if veths, err := nodeVeths(); err != nil || len(veths) < n {
-		blind = append(blind, fmt.Sprintf("veths (%d seen, %v)", len(veths), err))
+	if c.linkKind() == "veth" {
+		if veths, err := nodeVeths(); err != nil || len(veths) < n {
+			blind = append(blind, fmt.Sprintf("veths (%d seen, %v)", len(veths), err))
+		}
+	}
+	if left := podLinksLeft(pods); len(left) < n {
+		blind = append(blind, fmt.Sprintf("the pods' interfaces (%d seen)", len(left)))
 	}
 	if s.ours {
 		if left := b.oursLeft(what, s); len(left) == 0 {
@@ -105,7 +113,7 @@ func (b *bench) checkVisible(what string, s *side, pods []*pod) {
 		if files := refReservations(s.dataDir, netName); len(files) < n {
 			blind = append(blind, fmt.Sprintf("host-local files (%d seen)", len(files)))
 		}
-		if snap, err := takeNFT(); err != nil || len(snap.perPod()) == 0 {
+		if snap, err := takeNFT(); c.masq() && (err != nil || len(snap.perPod()) == 0) {
 			blind = append(blind, fmt.Sprintf("per-pod iptables chains (%v)", err))
 		}
 	}
@@ -178,7 +186,25 @@ func refReservations(dataDir, network string) []string {
 	return out
 }
 
-// nodeVeths lists the veths in the node namespace.
+// podLinksLeft lists the pods (of those whose namespace is there) that
+// have their CNI_IFNAME interface.
+func podLinksLeft(pods []*pod) []string {
+	var out []string
+	for _, p := range pods {
+		h, err := netops.Open(p.nsPath)
+		if err != nil {
+			continue
+		}
+		if l, err := h.LinkByName(p.rt.IfName); err == nil {
+			out = append(out, fmt.Sprintf("pod %d %s (%s)", p.idx, l.Name, l.Kind))
+		}
+		h.Close()
+	}
+	return out
+}
+
+// nodeVeths lists the veths in the node namespace (but the macvlan
+// master, which stays).
 func nodeVeths() ([]string, error) {
 	h, err := netops.Open("")
 	if err != nil {
@@ -191,7 +217,7 @@ func nodeVeths() ([]string, error) {
 	}
 	var out []string
 	for _, l := range ls {
-		if l.Kind == "veth" {
+		if l.Kind == "veth" && l.Name != lowerName {
 			out = append(out, l.Name)
 		}
 	}
@@ -341,6 +367,9 @@ func (s nftSnapshot) perPod() []string {
 			if name == "CNI-HOSTPORT-DNAT" && s[k] > 0 {
 				out = append(out, fmt.Sprintf("%d rules in %s", s[k], strings.Join(f[1:], " ")))
 			}
+		case name == "CNI-FORWARD" || name == "CNI-ADMIN" || name == "CNI-ISOLATION":
+			// The firewall's chains stay after DEL (both sides'); their
+			// rules are compared with the warm-up's (grownFrom).
 		case strings.HasPrefix(name, "CNI-"):
 			out = append(out, "per-pod chain "+strings.Join(f[1:], " "))
 		}

@@ -197,7 +197,7 @@ func (b *bench) rssOnce(c *cniCase, s *side, i int) {
 	var prev json.RawMessage
 	var added []int
 	for j, pc := range confs {
-		conf := b.injectConf(pc, prev, 25000+i)
+		conf := b.injectConf(pc, c.cniVersion(), prev, 25000+i)
 		typ := pc["type"].(string)
 		kib, out, err := b.execRSS(filepath.Join(s.binDir, typ), env("ADD"), conf)
 		if err != nil {
@@ -211,22 +211,22 @@ func (b *bench) rssOnce(c *cniCase, s *side, i int) {
 	for k := len(added) - 1; k >= 0; k-- {
 		pc := confs[added[k]]
 		typ := pc["type"].(string)
-		if _, _, err := execPlugin(filepath.Join(s.binDir, typ), env("DEL"), b.injectConf(pc, prev, 25000+i)); err != nil {
+		if _, _, err := execPlugin(filepath.Join(s.binDir, typ), env("DEL"), b.injectConf(pc, c.cniVersion(), prev, 25000+i)); err != nil {
 			b.fail("%s: DEL %s: %v", what, typ, err)
 		}
 	}
-	b.checkClean(what, s, c)
+	b.checkClean(what, s, c, nil)
 }
 
 // injectConf builds a plugin's stdin like libcni: the network's name and
 // cniVersion, the previous result, the capability args it asks for.
-func (b *bench) injectConf(pc map[string]any, prev json.RawMessage, hostPort int) []byte {
+func (b *bench) injectConf(pc map[string]any, version string, prev json.RawMessage, hostPort int) []byte {
 	m := map[string]any{}
 	for k, v := range pc {
 		m[k] = v
 	}
 	m["name"] = netName
-	m["cniVersion"] = "1.0.0"
+	m["cniVersion"] = version
 	if prev != nil {
 		m["prevResult"] = prev
 	}

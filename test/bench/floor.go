@@ -30,6 +30,12 @@ import (
 // veth delete done by a fresh process: the veths are made again and each is
 // deleted by an exec of a static Go binary that sends one RTM_DELLINK.
 //
+// A macvlan's delete does not wait for the RCU barrier a veth's does, so
+// the macvlan case has a floor of its own: a macvlan on the bench's master
+// (lowerName) created directly in the pod namespace, deleted there in this
+// process, and deleted by a fresh process that enters the pod namespace and
+// sends one RTM_DELLINK (what a macvlan plugin's DEL must do at least).
+//
 // The floor of the chain case: the same shape (three plugins in one libcni
 // conflist) made of a plugin that does nothing (decodes its config, passes
 // prevResult on): the exec and start-up of three Go processes and libcni's own
@@ -44,10 +50,14 @@ const (
 	opNftClose  = "nft socket close after delete"
 	opVethExec  = "veth delete by a fresh process (exec + RTM_DELLINK)"
 	opChainNop  = "libcni ADD of 3 do-nothing Go plugins"
+	opMvAdd     = "macvlan create (in the pod)"
+	opMvDel     = "macvlan delete (in the pod)"
+	opMvExec    = "macvlan delete by a fresh process (exec + setns + RTM_DELLINK)"
+	floorMvName = "mvfloor0"
 	floorSubnet = 16
 )
 
-var floorOps = []string{opVethAdd, opVethDel, opVethExec, opNftAdd, opNftDel, opNftClose, opChainNop}
+var floorOps = []string{opVethAdd, opVethDel, opVethExec, opMvAdd, opMvDel, opMvExec, opNftAdd, opNftDel, opNftClose, opChainNop}
 
 func (b *bench) runFloor() {
 	concs := []int{1}
@@ -153,6 +163,7 @@ func (b *bench) floorBatch(conc int, label string) {
 			return nil, nil
 		})
 	}
+	b.macvlanFloor(what, conc, pods)
 	if b.nopcni != "" && conc == 1 {
 		b.chainFloor(what, mode, pods)
 	}
@@ -165,6 +176,34 @@ func (b *bench) floorBatch(conc int, label string) {
 		}
 		h.Close()
 	}
+}
+
+// macvlanFloor times a macvlan's create and delete in each pod, in this
+// process and (when the helper was built) by a fresh process.
+func (b *bench) macvlanFloor(what string, conc int, pods []*floorPod) {
+	if err := b.ensureLower(); err != nil {
+		b.fail("%s: %v", what, err)
+		return
+	}
+	mode := modeName(conc)
+	create := func(p *floorPod) (*time.Duration, error) {
+		_, err := p.host.EnsureMacvlan(netops.SubLinkOpts{Name: floorMvName, Master: lowerName, Into: p.pod})
+		return nil, err
+	}
+	b.floorPhase(what, conc, pods, b.sampleFor(floorGroup, mode, opMvAdd, floorSide), create)
+	b.floorPhase(what, conc, pods, b.sampleFor(floorGroup, mode, opMvDel, floorSide), func(p *floorPod) (*time.Duration, error) {
+		return nil, p.pod.DeleteLink(floorMvName)
+	})
+	if b.vethdel == "" {
+		return
+	}
+	b.floorPhase(what, conc, pods, &sample{}, create)
+	b.floorPhase(what, conc, pods, b.sampleFor(floorGroup, mode, opMvExec, floorSide), func(p *floorPod) (*time.Duration, error) {
+		if out, err := exec.Command(b.vethdel, floorMvName, p.path).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%s %s %s: %w: %s", b.vethdel, floorMvName, p.path, err, out)
+		}
+		return nil, nil
+	})
 }
 
 // chainFloor times a libcni ADD (then DELs, untimed) of three do-nothing

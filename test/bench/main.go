@@ -62,7 +62,7 @@ type options struct {
 	verbose   bool
 }
 
-var allCases = []string{"bridge", "chain", "scale", "floor", "exec"}
+var allCases = []string{"bridge", "chain", "ptp", "macvlan", "podman", "scale", "floor", "exec"}
 
 func parseOptions() (*options, error) {
 	o := &options{}

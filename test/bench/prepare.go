@@ -97,7 +97,7 @@ func buildUpstream() (string, error) {
 type helpers struct {
 	nop     string // does nothing: the floor of exec'ing any Go plugin
 	rsswrap string // runs its arguments and reports that child's peak RSS
-	vethdel string // deletes one link (RTM_DELLINK): the floor of any DEL
+	vethdel string // deletes one link (RTM_DELLINK), optionally in a namespace: the floor of any DEL
 	nopcni  string // a CNI plugin that does nothing: the floor of a chain
 }
 
@@ -166,20 +166,38 @@ func main() {
 }
 `
 
-// vethdelSrc deletes the link named by its argument with one RTM_DELLINK and
-// waits for the kernel's answer: exec plus the veth delete, the least a
-// plugin's DEL can cost.
+// vethdelSrc deletes the link named by its first argument with one
+// RTM_DELLINK and waits for the kernel's answer: exec plus the link delete,
+// the least a plugin's DEL can cost. With a second argument, a network
+// namespace path, it first enters that namespace (as a plugin deleting the
+// pod's interface must).
 const vethdelSrc = `package main
 
 import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 )
 
 func main() {
 	name := os.Args[1]
+	if len(os.Args) > 2 {
+		runtime.LockOSThread()
+		f, err := os.Open(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		// setns(2): the standard library names no number for it.
+		nr := map[string]uintptr{"amd64": 308, "arm64": 268, "riscv64": 268, "386": 346, "arm": 375, "ppc64le": 350, "s390x": 339}[runtime.GOARCH]
+		if _, _, e := syscall.RawSyscall(nr, f.Fd(), syscall.CLONE_NEWNET, 0); nr == 0 || e != 0 {
+			fmt.Fprintln(os.Stderr, "setns:", e)
+			os.Exit(1)
+		}
+		f.Close()
+	}
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_ROUTE)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
