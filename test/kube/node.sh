@@ -9,6 +9,10 @@
 #   node.sh run DIR      start the node in DIR and stay in the foreground;
 #                        DIR/up appears once the kubelet answers. End it with
 #                        SIGKILL (unshare --fork ignores SIGTERM and SIGINT).
+#   node.sh cri DIR      the same node with containerd alone (no control
+#                        plane, no kubelet): DIR/up appears once containerd
+#                        answers; a test drives its CRI socket directly
+#                        (test/node's kind test)
 #   node.sh cleanup DIR  afterwards: remove the containers' cgroups, the one
 #                        thing that outlives the namespaces
 #
@@ -146,6 +150,12 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFre
 EOF
 }
 
+start_containerd() {
+  containerd_conf >"$D/containerd/config.toml"
+  containerd --config "$D/containerd/config.toml" >"$D/containerd.log" 2>&1 &
+  wait_for "containerd (see $D/containerd.log)" 120 $! ctr --address "$D/containerd.sock" version
+}
+
 inner() {
   local d
   for d in /run /var/lib /var/log; do
@@ -154,6 +164,13 @@ inner() {
   shadow_sysctls
   network
   mkdir -p "$D/host/opt/cni/bin" "$D/host/etc/cni/net.d" "$D/containerd" "$D/kubelet"
+  if [ "${MODE:-}" = cri ]; then
+    start_containerd
+    touch "$D/up"
+    sleep infinity &
+    wait $!
+    return
+  fi
   # node IPAM (podCIDR), node lifecycle (the not-ready taint goes), the
   # DaemonSet, service accounts with their tokens and kube-root-ca.crt (a
   # pod needs both), and the garbage collector (kubectl delete -f: the
@@ -163,9 +180,7 @@ inner() {
   local kc=$D/cp/kubeconfig
   "$KUBE_BIN/kube-scheduler" --kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 \
     >"$D/scheduler.log" 2>&1 &
-  containerd_conf >"$D/containerd/config.toml"
-  containerd --config "$D/containerd/config.toml" >"$D/containerd.log" 2>&1 &
-  wait_for "containerd (see $D/containerd.log)" 120 $! ctr --address "$D/containerd.sock" version
+  start_containerd
   kubelet_conf >"$D/kubelet/config.yaml"
   "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$kc" --root-dir="$D/kubelet/root" \
     --cert-dir="$D/kubelet/pki" \
@@ -201,18 +216,19 @@ cleanup() {
 }
 
 case "${1:-}" in
-run)
+run | cri)
   D=$(cd "$2" && pwd)
-  : "${KUBE_BIN:?KUBE_BIN: the directory of kube-scheduler and kubelet}"
+  MODE=$1
+  [ "$MODE" = cri ] || : "${KUBE_BIN:?KUBE_BIN: the directory of kube-scheduler and kubelet}"
   # runc puts each container in /k8s.io/ID of every cgroup hierarchy; note
   # the k8s.io parents that do not exist yet, for cleanup.
   for d in /sys/fs/cgroup/*/; do
     [ -d "${d}k8s.io" ] || echo "${d}k8s.io"
   done >"$D/cgroup-parents"
   exec unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private \
-    env D="$D" KUBE_BIN="$KUBE_BIN" bash "$0" inner
+    env D="$D" KUBE_BIN="${KUBE_BIN:-}" MODE="$MODE" bash "$0" inner
   ;;
 inner) inner ;;
 cleanup) cleanup "$(cd "$2" && pwd)" ;;
-*) sed -n '2,34p' "$0"; exit 2 ;;
+*) sed -n '2,38p' "$0"; exit 2 ;;
 esac
