@@ -174,6 +174,9 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 		if ep.Bridge != "" && !slices.Contains(bridges, ep.Bridge) {
 			bridges = append(bridges, ep.Bridge)
 		}
+		if kindOf(ep).gatewayAt != gwOnNode {
+			continue // the node forwards nothing for a device on a LAN
+		}
 		for _, gw := range ep.Gateways {
 			fams[gw.Is4()] = true
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -39,30 +40,9 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	}
 	d.pass("netns", "%s exists", ep.Netns)
 
-	// host veth and bridge
-	var hostMTU, brMTU int
-	if ep.HostVeth != "" {
-		hl, err := host.LinkByName(ep.HostVeth)
-		switch {
-		case err != nil:
-			d.fail("host veth", "the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+recreate,
-				"%s is missing from the node", ep.HostVeth)
-		default:
-			hostMTU = hl.MTU
-			br, berr := host.LinkByName(ep.Bridge)
-			switch {
-			case ep.Bridge != "" && berr == nil && hl.MasterIndex != br.Index:
-				d.fail("host veth", fmt.Sprintf("ip link set %s master %s", ep.HostVeth, ep.Bridge), "%s is not a port of bridge %s", ep.HostVeth, ep.Bridge)
-			case !hl.Up:
-				d.fail("host veth", "ip link set "+ep.HostVeth+" up", "%s is down", ep.HostVeth)
-			default:
-				d.pass("host veth", "%s is up and a port of %s", ep.HostVeth, orDash(ep.Bridge))
-			}
-			if berr == nil {
-				brMTU = br.MTU
-			}
-		}
-	}
+	// the node's side: the host veth (on its bridge, or with ptp's
+	// address and route), or the master of a device
+	hostMTU, brMTU := d.checkHostSide(host, ep)
 
 	pod, err := netops.Open(ep.Netns)
 	if err != nil {
@@ -71,6 +51,11 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	}
 	defer pod.Close()
 	ip := inPod(ep.Netns)
+
+	if ep.Extra["dpdk"] == "true" {
+		d.pass("device", "a DPDK device (%s): the pod has no interface of it to check", orDash(ep.Extra["pciBusID"]))
+		return
+	}
 
 	// pod interface
 	pl, err := pod.LinkByName(ep.IfName)
@@ -86,6 +71,7 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	default:
 		d.pass("interface", "%s is up in the pod (mtu %d, mac %s)", ep.IfName, pl.MTU, pl.MAC)
 	}
+	d.checkPodDevice(pod, ep, pl)
 
 	// addresses
 	have, err := pod.Addrs(ep.IfName)
@@ -124,7 +110,11 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	}
 
 	// gateways
+	where := kindOf(ep).gatewayAt
 	for _, gw := range ep.Gateways {
+		if where == gwNowhere {
+			break // nothing on the other side of a dummy or an unopened tap answers
+		}
 		rtt, err := pod.Ping(gw, pingTimeout)
 		switch {
 		case err == nil:
@@ -132,6 +122,12 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		case errors.Is(err, netops.ErrNoAnswer) && staleGatewayMAC(host, pod, ep, gw) != "":
 			d.fail("gateway", fmt.Sprintf("%s neigh del %s dev %s (the entry also recovers by itself within a minute or so)", ip, gw, ep.IfName),
 				"%s does not answer a ping from inside the pod: %s", gw, staleGatewayMAC(host, pod, ep, gw))
+		case errors.Is(err, netops.ErrNoAnswer) && where == gwOffNode:
+			d.warn("gateway", fmt.Sprintf("the gateway is a router of %s's network, not of this node: check that it is there and answers ICMP", cmp.Or(ep.Extra["master"], ep.Extra["device"], ep.IfName)),
+				"%s does not answer a ping from inside the pod within %s", gw, pingTimeout)
+		case errors.Is(err, netops.ErrNoAnswer) && ep.Bridge == "" && ep.HostVeth != "":
+			d.fail("gateway", fmt.Sprintf("check that host veth %s is up and holds %s (ip addr show %s), and that nothing on the node drops ICMP", ep.HostVeth, gw, ep.HostVeth),
+				"%s does not answer a ping from inside the pod within %s", gw, pingTimeout)
 		case errors.Is(err, netops.ErrNoAnswer):
 			d.fail("gateway", fmt.Sprintf("check that bridge %s is up and holds %s (ip addr show %s), and that nothing on the node drops ICMP", orDash(ep.Bridge), gw, orDash(ep.Bridge)),
 				"%s does not answer a ping from inside the pod within %s", gw, pingTimeout)
