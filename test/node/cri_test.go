@@ -245,7 +245,7 @@ func (c *criNode) runSandbox(name string, ports ...*runtimeapi.PortMapping) sand
 // removeSandbox stops a sandbox twice and removes it, as the kubelet does
 // when a pod is deleted (it stops the pod, then its garbage collection
 // stops and removes the sandbox). containerd 1.6 runs the CNI DEL on each
-// stop, the second time with the namespace gone and no CNI_NETNS.
+// of the three calls, the last two with the namespace gone (no CNI_NETNS).
 func (c *criNode) removeSandbox(s sandbox) {
 	c.t.Helper()
 	for range 2 {

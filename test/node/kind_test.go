@@ -3,11 +3,13 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,9 +37,10 @@ const (
 // subnet; the node routes each by a /32 route to its host veth; the pods
 // reach each other and the node reaches them; a hostPort (the CRI's
 // PortMapping) answers on the node's address, from the node itself and from
-// the host at the other end of its NIC; and stopping (twice: the second
-// DEL finds the namespace gone) and removing the sandboxes leaves no route,
-// veth, portmap element or store record.
+// the host at the other end of its NIC; and stopping (twice) and removing
+// the sandboxes, which makes containerd run DEL three times (the last two
+// without the namespace), leaves no route, veth, portmap element or store
+// record, and no CNI call failed.
 func TestKubeNodeKind(t *testing.T) {
 	conf, err := os.ReadFile(kindConflist)
 	if err != nil {
@@ -136,7 +139,49 @@ func TestKubeNodeKind(t *testing.T) {
 		}
 		return nil
 	})
+	// every CNI call succeeded, and each sandbox's plugins got DEL more
+	// than once, the last time without its namespace
+	for _, s := range []sandbox{a, b} {
+		c.checkCalls(s)
+	}
 	t.Logf("kind's network through the CRI took %v", time.Since(start).Round(100*time.Millisecond))
+}
+
+// checkCalls reads the records cnibox's log on the node holds for the
+// sandbox (`cnibox logs --container ID --json`): no call failed; ptp and
+// portmap each got one ADD and at least two DELs, the last without
+// CNI_NETNS (containerd removed the namespace at the first stop).
+func (c *criNode) checkCalls(s sandbox) {
+	c.t.Helper()
+	out, err := c.onNode(filepath.Join(c.hostDir("/opt/cni/bin"), "cnibox"), "logs", "--container", s.id, "--json")
+	if err != nil {
+		c.t.Fatalf("cnibox logs on the node: %v", err)
+	}
+	calls := map[string][]map[string]any{}
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			c.t.Fatalf("cnibox logs --json: %v: %q", err, line)
+		}
+		if rec["msg"] == "error" {
+			c.t.Errorf("sandbox %s: a CNI call failed: %s", s.name, line)
+		}
+		role, cmd := fmt.Sprint(rec["role"]), fmt.Sprint(rec["command"])
+		calls[role+" "+cmd] = append(calls[role+" "+cmd], rec)
+		lines = append(lines, role+" "+cmd+" netns="+fmt.Sprint(rec["netns"]))
+	}
+	for _, role := range []string{"ptp", "portmap"} {
+		adds, dels := calls[role+" ADD"], calls[role+" DEL"]
+		if len(adds) != 1 || len(dels) < 2 {
+			c.t.Errorf("sandbox %s: %s got %d ADD and %d DEL, want 1 and at least 2: %v", s.name, role, len(adds), len(dels), lines)
+			continue
+		}
+		if ns, _ := dels[len(dels)-1]["netns"].(string); ns != "" {
+			c.t.Errorf("sandbox %s: %s's last DEL had the netns %q, want none (the sandbox was stopped before): %v", s.name, role, ns, lines)
+		}
+	}
+	c.t.Logf("sandbox %s: CNI calls %v", s.name, lines)
 }
 
 // hostRoute returns the device of the node's /32 route to ip ("" for none),
