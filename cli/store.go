@@ -108,9 +108,9 @@ func runStoreRebuild(c *ucli.Context) error {
 		return writeJSON(c.App.Writer, out)
 	}
 	w := newTable(c.App.Writer)
-	row(w, "NETWORK", "CONTAINER", "IFNAME", "POD", "IPS", "HOST VETH", "NETNS", "FROM")
+	row(w, "NETWORK", "CONTAINER", "IFNAME", "POD", "PLUGIN", "IPS", "HOST VETH", "NETNS", "FROM")
 	for _, a := range out.Attachments {
-		row(w, a.Network, short(a.ContainerID), a.IfName, orDash(a.Pod), joinStrings(a.IPs), orDash(a.HostVeth), a.Netns, a.Source)
+		row(w, a.Network, short(a.ContainerID), a.IfName, orDash(a.Pod), orDash(a.Plugin), joinStrings(a.IPs), orDash(a.HostVeth), a.Netns, a.Source)
 	}
 	w.Flush()
 	for _, warn := range out.Warnings {

@@ -21,15 +21,23 @@ import (
 
 // Recovered is one attachment that Discover found on the node.
 type Recovered struct {
-	Network     string         `json:"network"`
-	ContainerID string         `json:"containerID"`
-	IfName      string         `json:"ifName"`
-	Netns       string         `json:"netns"`
-	Pod         string         `json:"pod,omitempty"`
-	Bridge      string         `json:"bridge,omitempty"`
-	HostVeth    string         `json:"hostVeth,omitempty"`
-	MAC         string         `json:"mac,omitempty"`
-	IPs         []netip.Prefix `json:"ips"`
+	Network     string `json:"network"`
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	Netns       string `json:"netns"`
+	Pod         string `json:"pod,omitempty"`
+	// Plugin is the role that made the attachment: "bridge" or "ptp" for a
+	// host veth, the cached config's type for a device in a pod.
+	Plugin   string         `json:"plugin,omitempty"`
+	Bridge   string         `json:"bridge,omitempty"`
+	HostVeth string         `json:"hostVeth,omitempty"`
+	MAC      string         `json:"mac,omitempty"`
+	IPs      []netip.Prefix `json:"ips"`
+	// Gateways are a ptp host veth's addresses: the pod's gateways.
+	Gateways []netip.Addr `json:"gateways,omitempty"`
+	// Extra are the facts of a device the cached config names (master,
+	// vlanId, mode).
+	Extra map[string]string `json:"extra,omitempty"`
 	// Source says where the owner came from: "cache" (libcni's cache) or
 	// "config" (the network config of the bridge; container ID unknown).
 	Source string `json:"source"`
@@ -43,7 +51,8 @@ type netConf struct {
 }
 
 // bridgeNetworks reads the network configs of confDir: bridge name -> the
-// networks whose bridge plugin uses it, and network name -> config.
+// networks whose bridge plugin uses it ("" -> the ptp networks, whose host
+// veths are on no bridge), and network name -> config.
 func bridgeNetworks(confDir string) (map[string][]netConf, map[string]netConf) {
 	byBridge, byName := map[string][]netConf{}, map[string]netConf{}
 	files, _ := libcni.ConfFiles(confDir, ConfExtensions)
@@ -66,6 +75,10 @@ func bridgeNetworks(confDir string) (map[string][]netConf, map[string]netConf) {
 			}
 			nc := netConf{name: l.Name, bridge: pc.Bridge, ipam: pc.IPAM.Type, sticky: pc.IPAM.Sticky}
 			if pc.IPAM.Type != "" {
+				byName[l.Name] = nc
+			}
+			if pc.Type == "ptp" {
+				byBridge[""] = append(byBridge[""], nc)
 				byName[l.Name] = nc
 			}
 			if pc.Type == "bridge" {
@@ -114,10 +127,13 @@ func namespaces() []string {
 	return out
 }
 
-// Discover finds the attachments on the node: host veths of the bridge role
-// matched with their peers in the pod namespaces, owners from libcni's
-// cache or the configs; and cached attachments of other main plugins whose
-// interface is still in their namespace.
+// Discover finds the attachments on the node: host veths of the bridge and
+// ptp roles (a ptp veth is on no bridge and holds the pod's gateways, with
+// the node's /32 and /128 routes to the pod) matched with their peers in
+// the pod namespaces, owners from libcni's cache or the configs; and cached
+// attachments of other main plugins whose interface is still in their
+// namespace (devices in a pod carry no owner of their own: see
+// docs/cli.md).
 func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 	var warnings []string
 	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
@@ -177,17 +193,26 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 			continue
 		}
 		br, ok := byIndex[hv.MasterIndex]
-		if !ok {
-			warn("veth %s is on no bridge: skipped", hv.Name)
+		if !ok && hv.MasterIndex != 0 {
+			warn("veth %s is on master %d, which is not a link of the node: skipped", hv.Name, hv.MasterIndex)
 			continue
+		}
+		where := "bridge " + br.Name
+		if hv.MasterIndex == 0 {
+			where = "no bridge (ptp)"
 		}
 		nsid, err := host.PeerNetnsID(hv.Name)
 		p, ok := peers[[2]int{nsid, hv.PeerIndex}]
 		if err != nil || !ok || p.link.PeerIndex != hv.Index {
-			warn("veth %s on %s: its peer is in no namespace this process can see: skipped", hv.Name, br.Name)
+			warn("veth %s on %s: its peer is in no namespace this process can see: skipped", hv.Name, where)
 			continue
 		}
-		r := Recovered{Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs}
+		r := Recovered{Plugin: "bridge", Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs}
+		if hv.MasterIndex == 0 {
+			if !routedVeth(host, hv.Name, &r, warn) {
+				continue
+			}
+		}
 		if a, ok := cacheByVeth[hv.Name]; ok && a.IfName == p.link.Name {
 			r.Network, r.ContainerID, r.Pod, r.Source = a.Network, a.ContainerID, cachedPod(a), "cache"
 			if a.NetNS != "" && a.NetNS != p.netns && store.IsNetns(a.NetNS) {
@@ -196,7 +221,7 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 		} else {
 			nets := byBridge[br.Name]
 			if len(nets) != 1 {
-				warn("veth %s on bridge %s: no libcni cache entry, and %d network configs in %s use that bridge: its addresses %v are not reserved", hv.Name, br.Name, len(nets), confDir, p.addrs)
+				warn("veth %s on %s: no libcni cache entry, and %d network configs in %s use that: its addresses %v are not reserved", hv.Name, where, len(nets), confDir, p.addrs)
 				continue
 			}
 			r.Network, r.ContainerID, r.Source = nets[0].name, "rebuilt-"+hv.Name, "config"
@@ -205,24 +230,13 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 		done[r.Network+"/"+r.ContainerID+"/"+r.IfName] = true
 		out = append(out, r)
 	}
-	// Cached attachments of other main plugins, with host-local as IPAM.
+	// Cached attachments of other main plugins: the device roles' (with an
+	// endpoint record) and any other's with host-local as IPAM (only the
+	// reservations).
 	for _, a := range cached {
-		nc, ok := byName[a.Network]
-		if done[a.Network+"/"+a.ContainerID+"/"+a.IfName] || !ok || nc.ipam != "host-local" || a.NetNS == "" || !store.IsNetns(a.NetNS) {
-			continue
+		if r, ok := cachedDevice(a, byName); ok && !done[a.Network+"/"+a.ContainerID+"/"+a.IfName] {
+			out = append(out, r)
 		}
-		h, err := netops.Open(a.NetNS)
-		if err != nil {
-			continue
-		}
-		l, lerr := h.LinkByName(a.IfName)
-		addrs, aerr := h.Addrs(a.IfName)
-		h.Close()
-		if lerr != nil || aerr != nil || len(addrs) == 0 {
-			continue
-		}
-		out = append(out, Recovered{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.NetNS,
-			Pod: cachedPod(a), MAC: l.MAC.String(), IPs: addrs, Source: "cache"})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Network != out[j].Network {
@@ -251,16 +265,21 @@ func cachedPod(a *libcni.NetworkAttachment) string {
 }
 
 // Record writes the attachments Discover found into a new store (see
-// store.Rebuild): one
-// reservation per pod address, an endpoint record for each bridge
-// attachment, sticky records for pods of sticky networks.
+// store.Rebuild): one reservation per pod address (of a host veth, or of a
+// network with host-local IPAM), an endpoint record for each attachment
+// whose role is known (bridge, ptp, the device roles), sticky records for
+// pods of sticky networks.
 func Record(st *store.Store, found []Recovered, confDir string, warn io.Writer) error {
 	_, byName := bridgeNetworks(confDir)
 	now := time.Now().UTC()
 	for _, r := range found {
+		reserve := r.IPs
+		if r.HostVeth == "" && byName[r.Network].ipam != "host-local" {
+			reserve = nil // another IPAM's addresses: not host-local's to hold
+		}
 		err := st.IPAM(r.Network, func(tx *store.IPAMTx) error {
 			var addrs []netip.Addr
-			for _, p := range r.IPs {
+			for _, p := range reserve {
 				err := tx.Reserve(store.Reservation{Addr: p.Addr(), ContainerID: r.ContainerID, IfName: r.IfName, Pod: r.Pod, Subnet: p.Masked(), Created: now})
 				if errors.Is(err, store.ErrTaken) {
 					fmt.Fprintf(warn, "warning: %v: %s/%s does not get it (two pods with one address on the node?)\n", err, r.ContainerID, r.IfName)
@@ -279,12 +298,15 @@ func Record(st *store.Store, found []Recovered, confDir string, warn io.Writer) 
 		if err != nil {
 			return err
 		}
-		if r.HostVeth == "" {
+		if r.Plugin == "" {
 			continue
 		}
 		ep := store.Endpoint{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName, Netns: r.Netns,
-			Plugin: "bridge", Bridge: r.Bridge, HostVeth: r.HostVeth, MAC: r.MAC, IPs: r.IPs, Created: now,
+			Plugin: r.Plugin, Bridge: r.Bridge, HostVeth: r.HostVeth, MAC: r.MAC, IPs: r.IPs, Gateways: r.Gateways, Created: now,
 			Extra: map[string]string{"rebuilt": "cnibox store rebuild, from " + r.Source}}
+		for k, v := range r.Extra {
+			ep.Extra[k] = v
+		}
 		if ns, name, ok := strings.Cut(r.Pod, "/"); ok {
 			ep.PodNamespace, ep.PodName = ns, name
 		}

@@ -1,0 +1,110 @@
+package nodestate
+
+import (
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/containernetworking/cni/libcni"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/store"
+)
+
+// deviceRoles are the main plugins whose interface is a device in the pod
+// (no host veth): what is left of them in the kernel is the device under
+// CNI_IFNAME in the pod's namespace, which names no owner, so only a libcni
+// cache entry finds them again.
+var deviceRoles = []string{"macvlan", "ipvlan", "vlan", "host-device", "dummy", "tap"}
+
+// routedVeth fills in r for a host veth on no bridge, as the ptp role
+// leaves it: the veth's addresses are the pod's gateways and the node routes
+// each pod address (/32, /128) to it. A veth without a route to any of its
+// peer's addresses is not ptp's: false.
+func routedVeth(host *netops.Handle, veth string, r *Recovered, warn func(string, ...any)) bool {
+	routes, err := host.Routes(veth)
+	if err != nil {
+		warn("veth %s on no bridge: %v: skipped", veth, err)
+		return false
+	}
+	var routed []netip.Prefix
+	for _, p := range r.IPs {
+		dst := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
+		if slices.ContainsFunc(routes, func(rt netops.Route) bool { return rt.Dst == dst && rt.Table == 0 }) {
+			routed = append(routed, p)
+		} else {
+			warn("veth %s (ptp): the node has no route %s to it: that address is recorded but `cnibox doctor` will fail its host route", veth, dst)
+		}
+	}
+	if len(routed) == 0 {
+		warn("veth %s is on no bridge and the node routes none of its peer's addresses %v to it (not a ptp attachment): skipped", veth, r.IPs)
+		return false
+	}
+	addrs, _ := host.Addrs(veth)
+	for _, a := range addrs {
+		r.Gateways = append(r.Gateways, a.Addr())
+	}
+	r.Plugin = "ptp"
+	return true
+}
+
+// cachedDevice is the attachment of libcni's cache entry a whose interface
+// is still in its namespace, when its main plugin is a device role or its
+// IPAM host-local (by the network's config in the conf dir). A device
+// role's gets an endpoint record (Plugin set) with the master, mode and
+// VLAN ID the cached config names.
+func cachedDevice(a *libcni.NetworkAttachment, byName map[string]netConf) (Recovered, bool) {
+	typ, extra := cachedMain(a.Config)
+	device := slices.Contains(deviceRoles, typ)
+	nc, ok := byName[a.Network]
+	hostLocal := ok && nc.ipam == "host-local"
+	if (!device && !hostLocal) || a.NetNS == "" || !store.IsNetns(a.NetNS) {
+		return Recovered{}, false
+	}
+	h, err := netops.Open(a.NetNS)
+	if err != nil {
+		return Recovered{}, false
+	}
+	defer h.Close()
+	l, lerr := h.LinkByName(a.IfName)
+	addrs, aerr := h.Addrs(a.IfName)
+	if lerr != nil || aerr != nil || (!device && len(addrs) == 0) {
+		return Recovered{}, false
+	}
+	r := Recovered{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.NetNS,
+		Pod: cachedPod(a), MAC: l.MAC.String(), IPs: addrs, Source: "cache"}
+	if device {
+		r.Plugin, r.Extra = typ, extra
+	}
+	return r, true
+}
+
+// cachedMain returns the type of the first plugin of a cached config (a
+// conflist, or a single plugin's config) and what it says about the device:
+// master, mode and vlanId, when set.
+func cachedMain(conf []byte) (string, map[string]string) {
+	var main struct {
+		Type    string            `json:"type"`
+		Master  string            `json:"master"`
+		Mode    string            `json:"mode"`
+		VlanID  *int              `json:"vlanId"`
+		Plugins []json.RawMessage `json:"plugins"`
+	}
+	if json.Unmarshal(conf, &main) != nil {
+		return "", nil
+	}
+	if len(main.Plugins) > 0 {
+		return cachedMain(main.Plugins[0])
+	}
+	extra := map[string]string{}
+	for k, v := range map[string]string{"master": main.Master, "mode": main.Mode} {
+		if v != "" {
+			extra[k] = v
+		}
+	}
+	if main.VlanID != nil {
+		extra["vlanId"] = strconv.Itoa(*main.VlanID)
+	}
+	return main.Type, extra
+}

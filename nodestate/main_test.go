@@ -1,0 +1,13 @@
+package nodestate
+
+import (
+	"testing"
+
+	"github.com/cnibox/cnibox/netops/nstest"
+)
+
+// TestMain runs the package's tests in a private network namespace that
+// stands for the node (the rebuild tests make veths, routes and pods).
+func TestMain(m *testing.M) {
+	nstest.MainInPrivateNetns(m)
+}
