@@ -9,8 +9,14 @@
 // NetworkAttachmentDefinition gets its second interface and the
 // network-status annotation; deleting pods releases their addresses; a
 // rollout of a new image keeps running pods reachable; and `kubectl delete
-// -f` leaves the node's running pods alone. docs/deploy.md says how to run
-// it and what it costs.
+// -f` leaves the node's running pods alone.
+//
+// TestKubeNodeKind runs kind's network (ptp + host-local + portmap,
+// cniVersion 0.3.1) on the same private node with containerd alone
+// (node.sh cri), driven through the CRI's Go client: sandboxes get
+// addresses, /32 routes, pod-to-pod and a hostPort, and stop and remove
+// leave no route, veth, portmap element or store record. docs/deploy.md
+// says how to run both and what they cost.
 //
 // The test needs root and the build tag kube; the Makefile passes the
 // Kubernetes binaries, the image archive and the rendered manifest in
