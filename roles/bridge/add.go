@@ -42,6 +42,9 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		}
 		ep := attach.VethEndpoint(a, res, hostName, mac, c.IPMasq)
 		ep.Bridge = c.Bridge
+		if plan != nil {
+			plan.recordGateways(&ep)
+		}
 		return ep, nil
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
+	"github.com/cnibox/cnibox/store"
 )
 
 // addrPlan is what applyAddresses puts in the kernel: the pod's addresses
@@ -63,6 +64,18 @@ func planAddresses(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *addr
 	res.Routes = routes
 	res.DNS = ipamRes.DNS
 	return p
+}
+
+// recordGateways writes into the endpoint record's routes the gateway each
+// goes via in the pod (IPAM's routes without one go via the address's
+// gateway): the record says what the kernel has, for `cnibox doctor` and
+// `inspect`, while the result lists the routes as IPAM gave them.
+func (p *addrPlan) recordGateways(ep *store.Endpoint) {
+	for i := range ep.Routes {
+		if i < len(p.routes) && !ep.Routes[i].GW.IsValid() {
+			ep.Routes[i].GW = p.routes[i].GW
+		}
+	}
 }
 
 // applyAddresses puts the plan's addresses and routes on the pod interface

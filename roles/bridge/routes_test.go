@@ -10,12 +10,14 @@ import (
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
+	"github.com/cnibox/cnibox/store"
 )
 
 // TestResultRoutes: an IPAM route without a gateway goes via the address's
 // gateway in the pod, but the ADD result lists it as IPAM gave it, without
 // one, as the reference bridge does; a route with a gateway and the default
-// route isDefaultGateway adds name theirs. CHECK passes with that result.
+// route isDefaultGateway adds name theirs. The endpoint record names the
+// gateway the pod's route goes via. CHECK passes with that result.
 func TestResultRoutes(t *testing.T) {
 	n := roletest.NewNode(t, bridge.Role, hostlocal.Role)
 	host := openNode(t)
@@ -53,6 +55,11 @@ func TestResultRoutes(t *testing.T) {
 			gw := netip.MustParseAddr("10.11.9.1")
 			if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.String() == "10.77.0.0/16" && r.GW == gw }) {
 				t.Errorf("the pod has no route 10.77.0.0/16 via %s: %v", gw, routes)
+			}
+			// The record says what the pod has: the route via the gateway.
+			eps := n.Endpoints("routes")
+			if len(eps) != 1 || !slices.ContainsFunc(eps[0].Routes, func(r store.Route) bool { return r.Dst.String() == "10.77.0.0/16" && r.GW == gw }) {
+				t.Errorf("endpoint records = %+v, want route 10.77.0.0/16 via %s", eps, gw)
 			}
 			if v >= "0.4.0" {
 				n.Must(bridge.Role, "CHECK", p, roletest.WithPrev(t, c, out))
