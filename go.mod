@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/containernetworking/cni v1.3.0
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/google/nftables v0.3.0
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
 	github.com/opencontainers/go-digest v1.0.0

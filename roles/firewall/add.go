@@ -32,16 +32,34 @@ func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (netops.Firew
 	return r, nil
 }
 
-// firewallAdd lets the pod's addresses through and returns prevResult.
-func firewallAdd(_ context.Context, a *cniplug.Args, c *firewallConf, prev *current.Result) (_ types.Result, err error) {
-	if c.Backend == backendFirewalld {
-		return nil, errNoFirewalld(types.ErrIOFailure)
-	}
+// firewallAdd lets the pod's addresses through and returns prevResult: into
+// firewalld's zone when the backend is firewalld's, else (and for an
+// ingressPolicy) as cnibox's nftables rules.
+func firewallAdd(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *current.Result) (_ types.Result, err error) {
 	r, err := rules(a, c, prev)
 	if err != nil {
 		return nil, err
 	}
 	a.Mark("config")
+	fc, err := firewalldFor(ctx, c, types.ErrIOFailure)
+	if err != nil {
+		return nil, err
+	}
+	if fc != nil {
+		defer fc.Close()
+		if err := firewalldAdd(ctx, fc, c, r.Addrs); err != nil {
+			return nil, err
+		}
+		a.Mark("firewalld")
+		if !needsRules(c) {
+			return prev, nil
+		}
+		defer func() {
+			if err != nil {
+				_ = firewalldDel(context.WithoutCancel(ctx), a)
+			}
+		}()
+	}
 	host, err := podns.Host()
 	if err != nil {
 		return nil, err
@@ -59,14 +77,22 @@ func firewallAdd(_ context.Context, a *cniplug.Args, c *firewallConf, prev *curr
 	return prev, nil
 }
 
-// firewallCheck verifies that the pod's rules and the jumps are in place.
-func firewallCheck(_ context.Context, a *cniplug.Args, c *firewallConf, prev *current.Result) error {
-	if c.Backend == backendFirewalld {
-		return errNoFirewalld(types.ErrIOFailure)
-	}
+// firewallCheck verifies that the pod's addresses are in firewalld's zone,
+// or that its rules and the jumps are in place.
+func firewallCheck(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *current.Result) error {
 	r, err := rules(a, c, prev)
 	if err != nil {
 		return err
+	}
+	fc, err := firewalldFor(ctx, c, types.ErrIOFailure)
+	if err != nil {
+		return err
+	}
+	if fc != nil {
+		defer fc.Close()
+		if err := firewalldCheck(ctx, fc, c, r.Addrs); err != nil || !needsRules(c) {
+			return err
+		}
 	}
 	host, err := podns.Host()
 	if err != nil {

@@ -14,8 +14,12 @@ import (
 // it needs neither prevResult nor the pod's namespace, and reads no field
 // of the config but the network's name (so a config ADD would refuse, or
 // backend "firewalld", still deletes). The chains and jumps stay, the
-// admin chain with the operators' rules too.
-func firewallDel(_ context.Context, a *cniplug.Args) error {
+// admin chain with the operators' rules too. Under firewalld it first
+// unbinds prevResult's addresses from the zone (firewalldDel).
+func firewallDel(ctx context.Context, a *cniplug.Args) error {
+	if err := firewalldDel(ctx, a); err != nil {
+		return err
+	}
 	host, err := podns.Host()
 	if err != nil {
 		return err

@@ -201,8 +201,10 @@ func TestNoIptables(t *testing.T) {
 	}
 }
 
-// TestRefusals: prevResult is required, firewalld is not running.
+// TestRefusals: prevResult is required, firewalld is not running (the
+// system bus is a socket that does not exist).
 func TestRefusals(t *testing.T) {
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+t.TempDir()+"/no-bus")
 	resetNode(t)
 	a := newNet(t, "fwr")
 	pa, prev, _ := a.pod("fwr")

@@ -15,7 +15,8 @@ var Role = &cniplug.Role{
 	Name: "firewall",
 	About: "firewall lets the pod's addresses through the node's forward path (in iptables-nft's filter FORWARD " +
 		"when it exists, so a DROP policy left by Docker does not cut the pods off; else in table cnibox-firewall), " +
-		"keeps the operators' chain CNI-ADMIN first, and applies ingressPolicy same-bridge or isolated. " +
+		"keeps the operators' chain CNI-ADMIN first, and applies ingressPolicy same-bridge or isolated; " +
+		"with backend firewalld (or left out while firewalld runs) it binds the addresses to firewalldZone over D-Bus instead. " +
 		"It is a chained plugin: put it after the main plugin in a conflist.",
 	Add:    chain.Add(parseConf, firewallAdd),
 	Check:  chain.Check(parseConf, firewallCheck),
@@ -25,19 +26,13 @@ var Role = &cniplug.Role{
 }
 
 // firewallStatus answers STATUS: ready, unless the config asks for
-// firewalld, which cnibox does not drive (as the reference answers when
-// firewalld is not running).
-func firewallStatus(_ context.Context, _ *cniplug.Args, c *firewallConf) error {
-	if c.Backend == backendFirewalld {
-		return errNoFirewalld(codeNotReady)
+// firewalld and it is not running (code 50).
+func firewallStatus(ctx context.Context, _ *cniplug.Args, c *firewallConf) error {
+	fc, err := firewalldFor(ctx, c, codeNotReady)
+	if fc != nil {
+		fc.Close()
 	}
-	return nil
-}
-
-// errNoFirewalld is the answer to backend "firewalld".
-func errNoFirewalld(code uint) error {
-	return cniplug.Errorf(code, `config field "backend": "firewalld": firewalld is not running (cnibox does not use firewalld's D-Bus API); `+
-		`use "iptables" or leave "backend" out: cnibox then writes nftables rules that hold with or without iptables`)
+	return err
 }
 
 // podAddrs returns the pod's addresses from prevResult: those of CNI_IFNAME
