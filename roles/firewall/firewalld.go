@@ -3,6 +3,7 @@ package firewall
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -36,11 +37,12 @@ func firewalldFor(ctx context.Context, c *firewallConf, code uint) (*firewalld.C
 // errNoFirewalld is the answer to backend "firewalld" when firewalld does
 // not own its name on the system bus.
 func errNoFirewalld(code uint, cause error) error {
-	if cause == nil {
-		cause = firewalld.ErrNotRunning
+	why := "org.fedoraproject.FirewallD1 has no owner"
+	if cause != nil {
+		why = cause.Error()
 	}
-	return cniplug.Errorf(code, `config field "backend": "firewalld": firewalld is not running on the system D-Bus (%v): start it (systemctl start firewalld), `+
-		`or leave "backend" out: cnibox then writes nftables rules that hold with or without iptables`, cause)
+	return cniplug.Errorf(code, `config field "backend": "firewalld": firewalld is not running on the system D-Bus (%s): start it (systemctl start firewalld), `+
+		`or leave "backend" out: cnibox then writes nftables rules that hold with or without iptables`, why)
 }
 
 // needsRules reports whether the pod also needs cnibox's nftables rules
@@ -89,7 +91,11 @@ func firewalldCheck(ctx context.Context, fc *firewalld.Client, c *firewallConf, 
 			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: %w", err)
 		}
 		if z != c.FirewalldZone {
-			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: the pod's address %s is not in firewalld zone %q (it is in %q): ADD the pod again", a, c.FirewalldZone, z)
+			where := "in no zone"
+			if z != "" {
+				where = fmt.Sprintf("in zone %q", z)
+			}
+			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: the pod's address %s is not in firewalld zone %q (it is %s): ADD the pod again", a, c.FirewalldZone, where)
 		}
 	}
 	return nil

@@ -57,6 +57,7 @@ func TestFirewalld(t *testing.T) {
 	}
 	a.Must(firewall.Role, "CHECK", pa, conf)
 	a.Must(firewall.Role, "STATUS", pa, a.Conf("1.1.0", "firewall", map[string]any{"backend": "firewalld"}, nil))
+	a.Must(firewall.Role, "DEL", pa, a.fwConf(nil, map[string]any{"backend": "firewalld"})) // nothing to name: fine
 	for range 2 {
 		a.Must(firewall.Role, "DEL", pa, conf)
 	}
