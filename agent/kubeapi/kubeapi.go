@@ -42,6 +42,12 @@ func (c Cluster) Connect(what string, types ...runtime.Object) (node string, cli
 	return node, cs, nil
 }
 
+// Config is the client configuration (for clients other than Connect's, like
+// client-go's metadata client); what prefixes the errors.
+func (c Cluster) Config(what string) (*rest.Config, error) {
+	return kubecore.Config(c.APIURL, c.Kubeconfig, what)
+}
+
 // Ref names one object: Namespace is "" for a cluster-scoped resource
 // (nodes).
 type Ref struct {

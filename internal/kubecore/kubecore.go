@@ -42,16 +42,26 @@ func Client(rc *rest.Config, types ...runtime.Object) (*rest.RESTClient, error) 
 // --kubeconfig-file (both empty: in-cluster) and returns Client for it with
 // cnibox-agent's user agent. what prefixes the errors.
 func Connect(apiURL, kubeconfig, what string, types ...runtime.Object) (*rest.RESTClient, error) {
-	rc, err := clientcmd.BuildConfigFromFlags(apiURL, kubeconfig)
+	rc, err := Config(apiURL, kubeconfig, what)
 	if err != nil {
-		return nil, fmt.Errorf("%s: client config (--kubeconfig-file %q, --kube-api-url %q): %w", what, kubeconfig, apiURL, err)
+		return nil, err
 	}
-	rc.UserAgent = "cnibox-agent"
 	c, err := Client(rc, types...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return c, nil
+}
+
+// Config is the client configuration of --kube-api-url and
+// --kubeconfig-file (both empty: in-cluster) with cnibox-agent's user agent.
+func Config(apiURL, kubeconfig, what string) (*rest.Config, error) {
+	rc, err := clientcmd.BuildConfigFromFlags(apiURL, kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: client config (--kubeconfig-file %q, --kube-api-url %q): %w", what, kubeconfig, apiURL, err)
+	}
+	rc.UserAgent = "cnibox-agent"
+	return rc, nil
 }
 
 // NodeName returns the node's name: flag (--node-name) if set, else

@@ -86,6 +86,7 @@ func (c *cluster) startControlPlane() (kubernetes.Interface, string) {
 
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	must(t, err)
+	rc.QPS, rc.Burst = 500, 500 // tests that create hundreds of nodes
 	cs, err := kubernetes.NewForConfig(rc)
 	must(t, err)
 	return cs, nodeCfg
@@ -147,6 +148,11 @@ func TestKubeCluster(t *testing.T) {
 		if node.Annotations[annPrefix+"backend-type"] != "vxlan" || node.Annotations[annPrefix+"kube-subnet-manager"] != "true" ||
 			node.Annotations[annPrefix+"public-ip"] != n.ip.String() || bd.VNI != 1 || bd.VtepMAC != s.Lease.VTEPMAC {
 			t.Errorf("%s annotations = %v; want flannel's with public-ip %s and vtep %s", n.name, node.Annotations, n.ip, s.Lease.VTEPMAC)
+		}
+		// And cnibox's: the podCIDR and the label that lets peers watch
+		// the metadata only.
+		if node.Annotations[annPrefix+"pod-cidrs"] != node.Spec.PodCIDR || node.Labels["cnibox.io/overlay-metadata"] != "true" {
+			t.Errorf("%s: pod-cidrs annotation %q and label %q; want %s and true", n.name, node.Annotations[annPrefix+"pod-cidrs"], node.Labels["cnibox.io/overlay-metadata"], node.Spec.PodCIDR)
 		}
 	}
 

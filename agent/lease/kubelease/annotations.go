@@ -14,6 +14,9 @@ import (
 type Annotations struct {
 	SubnetKubeManaged, BackendData, BackendV6Data, BackendType   string
 	PublicIP, PublicIPv6, PublicIPOverwrite, PublicIPv6Overwrite string
+	// PodCIDRs is cnibox's, next to flannel's: the node's podCIDRs, comma
+	// separated, so that peers find the whole lease in the metadata.
+	PodCIDRs string
 }
 
 var prefixRE = regexp.MustCompile(`^(?:[a-z0-9_-]+\.)+[a-z0-9_-]+/(?:[a-z0-9_-]+-)?$`)
@@ -42,7 +45,14 @@ func NewAnnotations(prefix string) (Annotations, error) {
 		PublicIPv6:          prefix + "public-ipv6",
 		PublicIPOverwrite:   prefix + "public-ip-overwrite",
 		PublicIPv6Overwrite: prefix + "public-ipv6-overwrite",
+		PodCIDRs:            prefix + "pod-cidrs",
 	}, nil
+}
+
+// all returns every annotation name the backend reads.
+func (an Annotations) all() []string {
+	return []string{an.SubnetKubeManaged, an.BackendData, an.BackendV6Data, an.BackendType,
+		an.PublicIP, an.PublicIPv6, an.PublicIPOverwrite, an.PublicIPv6Overwrite, an.PodCIDRs}
 }
 
 // family is one IP family's annotations and the lease attributes they

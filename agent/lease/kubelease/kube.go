@@ -4,7 +4,8 @@
 // CIDR; what the node publishes goes into flannel's node annotations
 // (flannel.alpha.coreos.com/backend-data, backend-type, public-ip,
 // kube-subnet-manager, ...), so cnibox and flannel nodes interoperate in one
-// cluster. Peers come from a node informer.
+// cluster. Peers come from two node informers that keep only what makes a
+// lease (watch.go, slim.go).
 //
 // It links client-go: only cmd/cnibox-agent may import it.
 package kubelease
@@ -17,12 +18,11 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease"
@@ -52,6 +52,8 @@ type Config struct {
 // memory.
 type Manager struct {
 	c rest.Interface // core/v1
+	// meta reads Nodes' metadata only (nil in tests that do not watch).
+	meta metadata.Interface
 	// timeout bounds each request (RequestTimeout unless a test sets it).
 	timeout time.Duration
 	node    string
@@ -82,7 +84,15 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{c: cs, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
+	rc, err := c.Config("kube")
+	if err != nil {
+		return nil, err
+	}
+	mc, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	return &Manager{c: cs, meta: mc, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
 }
 
 // RequestTimeout bounds one request to the API server (a read or a patch of
@@ -186,7 +196,12 @@ func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) e
 			want[f.publicIP] = o
 		}
 	}
-	same := true
+	if cidrs := n.Spec.PodCIDRs; len(cidrs) > 0 {
+		want[m.an.PodCIDRs] = strings.Join(cidrs, ",")
+	} else if n.Spec.PodCIDR != "" {
+		want[m.an.PodCIDRs] = n.Spec.PodCIDR
+	}
+	same := n.Labels[MetaLabel] == "true"
 	for k, v := range want {
 		same = same && n.Annotations[k] == v
 	}
@@ -195,7 +210,7 @@ func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) e
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	if err := kubeapi.PatchMetadata(ctx, m.c, m.ref(), map[string]any{"annotations": want}); err != nil {
+	if err := kubeapi.PatchMetadata(ctx, m.c, m.ref(), map[string]any{"annotations": want, "labels": map[string]string{MetaLabel: "true"}}); err != nil {
 		return fmt.Errorf("kube: annotate node %s: %w", m.node, err)
 	}
 	m.log.Info("published this node's overlay attributes", "node", m.node, "annotations", want)
@@ -204,78 +219,6 @@ func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) e
 
 // Renew does nothing: a node's podCIDR does not expire.
 func (m *Manager) Renew(_ context.Context, l lease.Lease) (lease.Lease, error) { return l, nil }
-
-// Watch runs a node informer: a snapshot once it has synced, then the
-// changes.
-func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
-	var (
-		mu     sync.Mutex
-		synced bool
-	)
-	deliver := func(t lease.EventType, obj any) {
-		n, ok := obj.(*kubeapi.Node)
-		if !ok {
-			if d, isDel := obj.(cache.DeletedFinalStateUnknown); isDel {
-				n, ok = d.Obj.(*kubeapi.Node)
-			}
-			if !ok {
-				return
-			}
-		}
-		l, err := m.nodeLease(n, true)
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if synced {
-			fn(lease.Update{Events: []lease.Event{{Type: t, Lease: l}}})
-		}
-	}
-	store, ctrl := kubeapi.NewInformer(m.c, "nodes", nil, &kubeapi.Node{}, cache.InformerOptions{
-		ResyncPeriod: resyncPeriod,
-		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { deliver(lease.Added, obj) },
-			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := oldObj.(*kubeapi.Node)
-				n, ok2 := newObj.(*kubeapi.Node)
-				if ok1 && ok2 && m.sameLease(o, n) {
-					return
-				}
-				deliver(lease.Added, newObj)
-			},
-			DeleteFunc: func(obj any) { deliver(lease.Removed, obj) },
-		},
-	})
-	go ctrl.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
-		return ctx.Err()
-	}
-	mu.Lock()
-	synced = true
-	snap := lease.Update{Snapshot: true}
-	for _, obj := range store.List() {
-		if n, ok := obj.(*kubeapi.Node); ok {
-			if l, err := m.nodeLease(n, true); err == nil {
-				snap.Leases = append(snap.Leases, l)
-			}
-		}
-	}
-	fn(snap)
-	mu.Unlock()
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-// sameLease reports whether nothing that makes a lease changed.
-func (m *Manager) sameLease(o, n *kubeapi.Node) bool {
-	for _, k := range []string{m.an.SubnetKubeManaged, m.an.BackendData, m.an.BackendV6Data, m.an.BackendType, m.an.PublicIP, m.an.PublicIPv6} {
-		if o.Annotations[k] != n.Annotations[k] {
-			return false
-		}
-	}
-	return o.Spec.PodCIDR == n.Spec.PodCIDR && strings.Join(o.Spec.PodCIDRs, ",") == strings.Join(n.Spec.PodCIDRs, ",")
-}
 
 // nodeLease reads a node's lease from its podCIDRs and annotations. With
 // managedOnly, nodes without kube-subnet-manager=true are skipped (they run
