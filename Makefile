@@ -19,7 +19,7 @@ TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernet
 # Elsewhere those tests skip unless firewalld is installed by hand.
 TEST_DEBS  += $(if $(filter systemd,$(shell cat /proc/1/comm 2>/dev/null)),,firewalld)
 
-.PHONY: build install test unit e2e demo deps bench lint clean fuzz soak
+.PHONY: build install test unit e2e demo deps bench bench-scale lint clean fuzz soak
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/cnibox .
@@ -113,6 +113,17 @@ bench: build
 bench-overlay: build
 	@command -v etcd >/dev/null && command -v iperf3 >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 >/dev/null)
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchoverlay -agent $(CURDIR)/bin/cnibox-agent $(BENCH_OVERLAY_ARGS)
+
+# bench-scale: one real agent among N simulated nodes (N=1000,5000) for the
+# etcd backend (leases written into etcd) and the kube backend (realistic
+# Node objects in a real control plane, test/kube/control-plane.sh): converge,
+# RSS/peak, removal, bytes and CPU per unrelated node status update; in a
+# private network namespace. FLANNELD=path runs flanneld side by side;
+# BENCH_SCALE_ARGS='-n 1000 -backends kube' for a part.
+bench-scale: build
+	@command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null)
+	bash test/kube/control-plane.sh build >/dev/null
+	$(GO) run ./test/benchscale -agent $(CURDIR)/bin/cnibox-agent -agent-kube $(CURDIR)/bin/cnibox-agent-kube -kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_SCALE_ARGS)
 
 # fuzz runs every fuzz target for a number of executions, about 6 s each on
 # 2 cores (under 90 s in all), or for FUZZTIME when set (make soak: 3m). A

@@ -1,0 +1,194 @@
+// Command benchscale is `make bench-scale`: one real cnibox-agent among N
+// simulated nodes (N=1000,5000), for the etcd backend (N leases written
+// straight into etcd in flannel's layout) and the Kubernetes backend (N
+// realistic Node objects in a real control plane: 25 images, conditions,
+// flannel's annotations, a podCIDR). It reports the time from the agent's
+// start until the kernel holds every peer's route, neighbour and FDB entry
+// (then checks that the kernel holds exactly the N peers), the agent's
+// resident set and its peak, how long a removed peer takes to leave the
+// kernel, and for the kube backend the bytes and CPU one unrelated node
+// status update costs the agent, with the bytes the API server would send
+// for the same update over other kinds of watch. With FLANNELD=path, the
+// same runs for flanneld, which takes the same flags.
+//
+// It re-executes itself in a private network namespace: etcd, the control
+// plane, the agent and its VXLAN device all live there.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cnibox/cnibox/netops"
+)
+
+const privateEnv = "CNIBOX_BENCH_SCALE_PRIVATE"
+
+type options struct {
+	nodes     []int
+	backends  []string
+	agent     string // etcd backend
+	agentKube string // kube backend
+	flanneld  string
+	kcp       string // test/kube/control-plane.sh
+	updates   int
+	timeout   time.Duration
+	json      string
+	verbose   bool
+}
+
+func parseOptions() (*options, error) {
+	o := &options{}
+	var nodes, backends string
+	flag.StringVar(&nodes, "n", envStr("N", "1000,5000"), "simulated node counts (env N)")
+	flag.StringVar(&backends, "backends", envStr("BACKENDS", "etcd,kube"), "backends to run (env BACKENDS)")
+	flag.StringVar(&o.agent, "agent", "bin/cnibox-agent", "cnibox-agent (etcd backend)")
+	flag.StringVar(&o.agentKube, "agent-kube", "bin/cnibox-agent-kube", "cnibox-agent-kube (kube backend)")
+	flag.StringVar(&o.flanneld, "flanneld", os.Getenv("FLANNELD"), "a flanneld binary to run side by side (env FLANNELD)")
+	flag.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
+	var peerKind string
+	flag.StringVar(&peerKind, "peers", envStr("PEERS", "cnibox"), "kube: the simulated nodes are published by cnibox (label and pod-cidrs annotation too) or flannel (env PEERS)")
+	flag.IntVar(&o.updates, "updates", 500, "unrelated node status updates to average over (kube)")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for a convergence after this long")
+	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
+	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	flag.Parse()
+	if peerKind != "cnibox" && peerKind != "flannel" {
+		return nil, fmt.Errorf("-peers %q: want cnibox or flannel", peerKind)
+	}
+	flannelPeers = peerKind == "flannel"
+	for _, s := range strings.Split(nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 60000 {
+			return nil, fmt.Errorf("-n %q: want node counts between 1 and 60000", nodes)
+		}
+		o.nodes = append(o.nodes, n)
+	}
+	for _, b := range strings.Split(backends, ",") {
+		if b = strings.TrimSpace(b); b != "etcd" && b != "kube" {
+			return nil, fmt.Errorf("-backends %q: want etcd and/or kube", backends)
+		}
+		o.backends = append(o.backends, strings.TrimSpace(b))
+	}
+	return o, nil
+}
+
+func envStr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (o *options) logf(format string, args ...any) {
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "%s bench-scale: "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+}
+
+func main() {
+	o, err := parseOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		os.Exit(2)
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench-scale: must run as root (it creates a network namespace)")
+		os.Exit(2)
+	}
+	if os.Getenv(privateEnv) == "1" {
+		os.Exit(runPrivate(o))
+	}
+	for _, b := range []string{o.agent, o.agentKube} {
+		if _, err := os.Stat(b); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-scale: %v (run make build)\n", err)
+			os.Exit(2)
+		}
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale: etcd is not installed (apt-get install etcd-server)")
+		os.Exit(2)
+	}
+	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), privateEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	if err = cmd.Start(); err == nil {
+		go func() {
+			for s := range sig {
+				cmd.Process.Signal(s)
+			}
+		}()
+		err = cmd.Wait()
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(ee.ExitCode())
+	default:
+		fmt.Fprintln(os.Stderr, "bench-scale: re-exec in a private network namespace:", err)
+		os.Exit(1)
+	}
+}
+
+func runPrivate(o *options) int {
+	h, err := netops.Open("")
+	if err == nil {
+		err = h.SetLinkUp("lo")
+		h.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale: loopback up:", err)
+		return 1
+	}
+	type agentSide struct{ name, bin string }
+	var rows []row
+	code := 0
+	for _, backend := range o.backends {
+		sides := []agentSide{{"cnibox-agent", o.agent}}
+		if backend == "kube" {
+			sides[0] = agentSide{"cnibox-agent-kube", o.agentKube}
+		}
+		if o.flanneld != "" {
+			sides = append(sides, agentSide{"flanneld", o.flanneld})
+		}
+		for _, n := range o.nodes {
+			for _, s := range sides {
+				var r row
+				var err error
+				if backend == "etcd" {
+					r, err = etcdRun(o, s.bin, n)
+				} else {
+					r, err = kubeRun(o, s.bin, n)
+				}
+				r.Backend, r.Agent, r.Nodes = backend, s.name, n
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "bench-scale: %s %s N=%d: %v\n", backend, s.name, n, err)
+					code = 1
+					continue
+				}
+				if r.Mismatches > 0 {
+					code = 1
+				}
+				r.print()
+				rows = append(rows, r)
+			}
+		}
+	}
+	if err := writeJSON(o, rows); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		code = 1
+	}
+	return code
+}
