@@ -27,17 +27,17 @@ func BenchmarkAddDel(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				n := newNode(b)
 				c := conf("1.1.0", benchIPAM)
-				prefill(b, n.dir, existing, wrapped)
+				prefill(b, n.Dir, existing, wrapped)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					cid := fmt.Sprintf("bench-%d", i)
 					if wrapped && i > 0 {
 						b.StopTimer()
-						wrapCursor(b, n.dir)
+						wrapCursor(b, n.Dir)
 						b.StartTimer()
 					}
-					n.must(hostlocal.Role, "ADD", cid, c, nil)
-					n.must(hostlocal.Role, "DEL", cid, c, nil)
+					n.Must(hostlocal.Role, "ADD", cid, c, nil)
+					n.Must(hostlocal.Role, "DEL", cid, c, nil)
 				}
 			})
 		}

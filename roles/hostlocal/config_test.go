@@ -95,7 +95,7 @@ func TestHostLocalConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNode(t)
-			out, err := n.call(hostlocal.Role, "ADD", "c1", conf("1.0.0", tt.ipam, tt.top...), env{"CNI_ARGS": tt.args})
+			out, err := n.Call(hostlocal.Role, "ADD", "c1", conf("1.0.0", tt.ipam, tt.top...), env{"CNI_ARGS": tt.args})
 			if tt.code != 0 {
 				checkErr(t, err, tt.code, tt.words...)
 				return
@@ -103,7 +103,7 @@ func TestHostLocalConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := parseResult(t, out).addrs(); !reflect.DeepEqual(got, tt.want) {
+			if got := parseResult(t, out).Addrs(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("addresses %v, want %v", got, tt.want)
 			}
 		})
@@ -113,7 +113,7 @@ func TestHostLocalConfig(t *testing.T) {
 		n := newNode(t)
 		ipam := `{"ranges":[[{"subnet":"10.1.0.0/24"}]],"resolvConf":"` + resolv + `",
 			"routes":[{"dst":"0.0.0.0/0"},{"dst":"10.96.0.0/12","gw":"10.1.0.254"}]}`
-		r := parseResult(t, n.must(hostlocal.Role, "ADD", "c1", conf("1.0.0", ipam), nil))
+		r := parseResult(t, n.Must(hostlocal.Role, "ADD", "c1", conf("1.0.0", ipam), nil))
 		if len(r.Routes) != 2 || r.Routes[0].Dst != "0.0.0.0/0" || r.Routes[0].GW != "" || r.Routes[1].Dst != "10.96.0.0/12" || r.Routes[1].GW != "10.1.0.254" {
 			t.Errorf("routes %+v", r.Routes)
 		}
@@ -130,11 +130,11 @@ func TestHostLocalConfig(t *testing.T) {
 	t.Run("dataDir", func(t *testing.T) {
 		n := newNode(t)
 		dd := filepath.Join(t.TempDir(), "data")
-		n.must(hostlocal.Role, "ADD", "c1", conf("1.0.0", `{"ranges":[[{"subnet":"10.1.0.0/24"}]],"dataDir":"`+dd+`"}`), nil)
+		n.Must(hostlocal.Role, "ADD", "c1", conf("1.0.0", `{"ranges":[[{"subnet":"10.1.0.0/24"}]],"dataDir":"`+dd+`"}`), nil)
 		if _, err := os.Stat(filepath.Join(dd, "cnibox.db")); err != nil {
 			t.Errorf("store not in dataDir: %v", err)
 		}
-		if _, err := os.Stat(filepath.Join(n.dir, "cnibox.db")); err == nil {
+		if _, err := os.Stat(filepath.Join(n.Dir, "cnibox.db")); err == nil {
 			t.Error("store written to CNIBOX_DATA_DIR although dataDir is set")
 		}
 	})

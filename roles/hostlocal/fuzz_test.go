@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
 // fuzzArgs builds the Args a call would have for stdin, or nil when stdin
@@ -23,21 +22,7 @@ func fuzzArgs(stdin []byte) *cniplug.Args {
 		delete(ipam, "resolvConf")
 		stdin, _ = json.Marshal(m)
 	}
-	conf := &cniplug.NetConf{}
-	if json.Unmarshal(stdin, conf) != nil {
-		return nil
-	}
-	return &cniplug.Args{Command: "ADD", ContainerID: "c", IfName: "eth0", StdinData: stdin, Conf: conf,
-		Getenv: func(string) string { return "" }}
-}
-
-func parseCodeOK(t *testing.T, err error) {
-	t.Helper()
-	switch code := cniplug.CodeOf(err); code {
-	case types.ErrDecodingFailure, types.ErrInvalidNetworkConfig, types.ErrUnsupportedField:
-	default:
-		t.Fatalf("code %d: %v", code, err)
-	}
+	return roletest.ArgsFor(stdin)
 }
 
 // FuzzLoadConfig: host-local's ipam section (ranges, legacy range, the
@@ -62,7 +47,7 @@ func FuzzLoadConfig(f *testing.F) {
 		}
 		cfg, err := loadConfig(a, loadOptions{ranges: true})
 		if err != nil {
-			parseCodeOK(t, err)
+			roletest.ConfigCode(t, err)
 			return
 		}
 		if len(cfg.Sets) == 0 {

@@ -28,12 +28,12 @@ func TestLifecycleAllVersions(t *testing.T) {
 			older := v == "0.3.0" || v == "0.3.1" || v == "0.4.0"
 
 			// ADD, and the result's shape for this version.
-			out := n.must(hostlocal.Role, "ADD", "c1", c, nil)
+			out := n.Must(hostlocal.Role, "ADD", "c1", c, nil)
 			r := parseResult(t, out)
 			if r.CNIVersion != v {
 				t.Errorf("result cniVersion %q, want %q", r.CNIVersion, v)
 			}
-			if got := r.addrs(); !reflect.DeepEqual(got, []string{"10.1.0.2/24", "fd00:1::2/64"}) {
+			if got := r.Addrs(); !reflect.DeepEqual(got, []string{"10.1.0.2/24", "fd00:1::2/64"}) {
 				t.Errorf("addresses %v", got)
 			}
 			for i, want := range []struct{ version, gw string }{{"4", "10.1.0.1"}, {"6", "fd00:1::1"}} {
@@ -58,12 +58,12 @@ func TestLifecycleAllVersions(t *testing.T) {
 			}
 
 			// ADD again (a retry) gives the same addresses.
-			if got := parseResult(t, n.must(hostlocal.Role, "ADD", "c1", c, nil)).addrs(); !reflect.DeepEqual(got, r.addrs()) {
+			if got := parseResult(t, n.Must(hostlocal.Role, "ADD", "c1", c, nil)).Addrs(); !reflect.DeepEqual(got, r.Addrs()) {
 				t.Errorf("retried ADD got %v", got)
 			}
 
 			// CHECK exists from 0.4.0 on.
-			_, err := n.call(hostlocal.Role, "CHECK", "c1", c, nil)
+			_, err := n.Call(hostlocal.Role, "CHECK", "c1", c, nil)
 			if v == "0.3.0" || v == "0.3.1" {
 				checkErr(t, err, types.ErrIncompatibleCNIVersion)
 			} else if err != nil {
@@ -71,19 +71,19 @@ func TestLifecycleAllVersions(t *testing.T) {
 			}
 
 			// DEL twice.
-			n.must(hostlocal.Role, "DEL", "c1", c, nil)
-			n.must(hostlocal.Role, "DEL", "c1", c, env{"CNI_NETNS": ""})
-			if got := n.reservations("mynet"); len(got) != 0 {
+			n.Must(hostlocal.Role, "DEL", "c1", c, nil)
+			n.Must(hostlocal.Role, "DEL", "c1", c, env{"CNI_NETNS": ""})
+			if got := n.Reserved("mynet"); len(got) != 0 {
 				t.Errorf("left after DEL: %v", got)
 			}
 			if !older && v != "0.3.0" {
-				_, err := n.call(hostlocal.Role, "CHECK", "c1", c, nil)
+				_, err := n.Call(hostlocal.Role, "CHECK", "c1", c, nil)
 				checkErr(t, err, types.ErrUnknownContainer, "c1", "holds no address", "10.1.0.1-10.1.0.254")
 			}
 
 			// GC and STATUS exist from 1.1.0 on.
-			_, gcErr := n.call(hostlocal.Role, "GC", "", conf(v, dualStack, `"cni.dev/valid-attachments":[]`), nil)
-			_, stErr := n.call(hostlocal.Role, "STATUS", "", c, nil)
+			_, gcErr := n.Call(hostlocal.Role, "GC", "", conf(v, dualStack, `"cni.dev/valid-attachments":[]`), nil)
+			_, stErr := n.Call(hostlocal.Role, "STATUS", "", c, nil)
 			if v == "1.1.0" {
 				if gcErr != nil || stErr != nil {
 					t.Errorf("GC: %v; STATUS: %v", gcErr, stErr)
@@ -99,35 +99,35 @@ func TestLifecycleAllVersions(t *testing.T) {
 func TestDelWithoutStoreOrReservation(t *testing.T) {
 	n := newNode(t)
 	c := conf("1.0.0", dualStack)
-	n.must(hostlocal.Role, "DEL", "never-added", c, nil)
-	if _, err := os.Stat(filepath.Join(n.dir, store.FileName)); err == nil {
+	n.Must(hostlocal.Role, "DEL", "never-added", c, nil)
+	if _, err := os.Stat(filepath.Join(n.Dir, store.FileName)); err == nil {
 		t.Error("DEL created the store")
 	}
-	n.must(hostlocal.Role, "ADD", "c1", c, nil)
-	n.must(hostlocal.Role, "DEL", "never-added", c, nil)
-	if got := n.reservations("mynet"); len(got["c1"]) != 2 {
+	n.Must(hostlocal.Role, "ADD", "c1", c, nil)
+	n.Must(hostlocal.Role, "DEL", "never-added", c, nil)
+	if got := n.Reserved("mynet"); len(got["c1"]) != 2 {
 		t.Errorf("DEL of another container released c1's addresses: %v", got)
 	}
 	// A rangeFromFile that is gone does not stop DEL.
-	n.must(hostlocal.Role, "DEL", "c1", conf("1.0.0", `{"rangeFromFile":"/nonexistent"}`), nil)
-	if got := n.reservations("mynet"); len(got) != 0 {
+	n.Must(hostlocal.Role, "DEL", "c1", conf("1.0.0", `{"rangeFromFile":"/nonexistent"}`), nil)
+	if got := n.Reserved("mynet"); len(got) != 0 {
 		t.Errorf("left after DEL: %v", got)
 	}
 	// But a broken config still fails.
-	_, err := n.call(hostlocal.Role, "DEL", "c1", conf("1.0.0", `{"ranges":[[{"subnet":"x"}]]}`), nil)
+	_, err := n.Call(hostlocal.Role, "DEL", "c1", conf("1.0.0", `{"ranges":[[{"subnet":"x"}]]}`), nil)
 	checkErr(t, err, types.ErrInvalidNetworkConfig)
 }
 
 func TestInterfacesAreSeparateAttachments(t *testing.T) {
 	n := newNode(t)
 	c := conf("1.0.0", `{"ranges":[[{"subnet":"10.1.0.0/24"}]]}`)
-	a := parseResult(t, n.must(hostlocal.Role, "ADD", "c1", c, nil)).addrs()
-	b := parseResult(t, n.must(hostlocal.Role, "ADD", "c1", c, env{"CNI_IFNAME": "net1"})).addrs()
+	a := parseResult(t, n.Must(hostlocal.Role, "ADD", "c1", c, nil)).Addrs()
+	b := parseResult(t, n.Must(hostlocal.Role, "ADD", "c1", c, env{"CNI_IFNAME": "net1"})).Addrs()
 	if reflect.DeepEqual(a, b) {
 		t.Fatalf("eth0 and net1 got the same address %v", a)
 	}
-	n.must(hostlocal.Role, "DEL", "c1", c, env{"CNI_IFNAME": "net1"})
-	if got := n.reservations("mynet")["c1"]; !reflect.DeepEqual(got, []string{"10.1.0.2"}) {
+	n.Must(hostlocal.Role, "DEL", "c1", c, env{"CNI_IFNAME": "net1"})
+	if got := n.Reserved("mynet")["c1"]; !reflect.DeepEqual(got, []string{"10.1.0.2"}) {
 		t.Errorf("after DEL of net1: %v", got)
 	}
 }
@@ -135,9 +135,9 @@ func TestInterfacesAreSeparateAttachments(t *testing.T) {
 func TestNetworksAreSeparate(t *testing.T) {
 	n := newNode(t)
 	ipam := `{"ranges":[[{"subnet":"10.1.0.0/24"}]]}`
-	n.must(hostlocal.Role, "ADD", "c1", conf("1.0.0", ipam), nil)
+	n.Must(hostlocal.Role, "ADD", "c1", conf("1.0.0", ipam), nil)
 	other := `{"cniVersion":"1.0.0","name":"other","ipam":` + ipam + `}`
-	if got := parseResult(t, n.must(hostlocal.Role, "ADD", "c2", other, nil)).addrs(); got[0] != "10.1.0.2/24" {
+	if got := parseResult(t, n.Must(hostlocal.Role, "ADD", "c2", other, nil)).Addrs(); got[0] != "10.1.0.2/24" {
 		t.Errorf("second network got %v", got)
 	}
 }
@@ -146,38 +146,38 @@ func TestGC(t *testing.T) {
 	n := newNode(t)
 	ipam := `{"ranges":[[{"subnet":"10.1.0.0/24"}]]}`
 	for _, c := range []string{"c1", "c2", "c3"} {
-		n.must(hostlocal.Role, "ADD", c, conf("1.1.0", ipam), nil)
+		n.Must(hostlocal.Role, "ADD", c, conf("1.1.0", ipam), nil)
 	}
-	n.must(hostlocal.Role, "ADD", "c1", conf("1.1.0", ipam), env{"CNI_IFNAME": "net1"})
+	n.Must(hostlocal.Role, "ADD", "c1", conf("1.1.0", ipam), env{"CNI_IFNAME": "net1"})
 
 	t.Run("missing list", func(t *testing.T) {
-		_, err := n.call(hostlocal.Role, "GC", "", conf("1.1.0", ipam), nil)
+		_, err := n.Call(hostlocal.Role, "GC", "", conf("1.1.0", ipam), nil)
 		checkErr(t, err, types.ErrInvalidNetworkConfig, "cni.dev/valid-attachments")
 	})
 	t.Run("keeps the valid attachments", func(t *testing.T) {
 		keep := `"cni.dev/valid-attachments":[{"containerID":"c1","ifname":"eth0"},{"containerID":"c3","ifname":"eth0"}]`
-		n.must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, keep), nil)
-		got := n.reservations("mynet")
+		n.Must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, keep), nil)
+		got := n.Reserved("mynet")
 		want := map[string][]string{"c1": {"10.1.0.2"}, "c3": {"10.1.0.4"}}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("after GC: %v, want %v", got, want)
 		}
 	})
 	t.Run("synonym key", func(t *testing.T) {
-		n.must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, `"cni.dev/attachments":[{"containerID":"c3","ifname":"eth0"}]`), nil)
-		if got := n.reservations("mynet"); !reflect.DeepEqual(got, map[string][]string{"c3": {"10.1.0.4"}}) {
+		n.Must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, `"cni.dev/attachments":[{"containerID":"c3","ifname":"eth0"}]`), nil)
+		if got := n.Reserved("mynet"); !reflect.DeepEqual(got, map[string][]string{"c3": {"10.1.0.4"}}) {
 			t.Errorf("after GC: %v", got)
 		}
 	})
 	t.Run("empty list releases all", func(t *testing.T) {
-		n.must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, `"cni.dev/valid-attachments":[]`), nil)
-		if got := n.reservations("mynet"); len(got) != 0 {
+		n.Must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, `"cni.dev/valid-attachments":[]`), nil)
+		if got := n.Reserved("mynet"); len(got) != 0 {
 			t.Errorf("after GC: %v", got)
 		}
 	})
 	t.Run("no store", func(t *testing.T) {
 		m := newNode(t)
-		m.must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, `"cni.dev/valid-attachments":[]`), nil)
+		m.Must(hostlocal.Role, "GC", "", conf("1.1.0", ipam, `"cni.dev/valid-attachments":[]`), nil)
 	})
 }
 
@@ -185,47 +185,47 @@ func TestStatus(t *testing.T) {
 	n := newNode(t)
 	ipam := `{"ranges":[[{"subnet":"10.1.0.0/30"}]]}` // one usable address
 	c := conf("1.1.0", ipam)
-	n.must(hostlocal.Role, "STATUS", "", c, nil) // no store yet
-	n.must(hostlocal.Role, "ADD", "c1", c, nil)
-	_, err := n.call(hostlocal.Role, "STATUS", "", c, nil)
+	n.Must(hostlocal.Role, "STATUS", "", c, nil) // no store yet
+	n.Must(hostlocal.Role, "ADD", "c1", c, nil)
+	_, err := n.Call(hostlocal.Role, "STATUS", "", c, nil)
 	checkErr(t, err, cniplug.CodeNotReady, `network "mynet"`, "10.1.0.1-10.1.0.2")
-	_, err = n.call(hostlocal.Role, "ADD", "c2", c, nil)
+	_, err = n.Call(hostlocal.Role, "ADD", "c2", c, nil)
 	checkErr(t, err, cniplug.CodePoolExhausted, `network "mynet"`, "(1 of 1 in use)")
-	n.must(hostlocal.Role, "DEL", "c1", c, nil)
-	n.must(hostlocal.Role, "STATUS", "", c, nil)
+	n.Must(hostlocal.Role, "DEL", "c1", c, nil)
+	n.Must(hostlocal.Role, "STATUS", "", c, nil)
 
 	t.Run("store unusable", func(t *testing.T) {
 		f := filepath.Join(t.TempDir(), "file")
 		os.WriteFile(f, []byte("x"), 0o600)
-		if err := os.WriteFile(filepath.Join(n.dir, store.FileName), []byte("garbage"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(n.Dir, store.FileName), []byte("garbage"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := n.call(hostlocal.Role, "STATUS", "", c, nil)
+		_, err := n.Call(hostlocal.Role, "STATUS", "", c, nil)
 		checkErr(t, err, cniplug.CodeNotReady, `network "mynet"`, "corrupt")
-		_, err = n.call(hostlocal.Role, "ADD", "c1", c, nil)
+		_, err = n.Call(hostlocal.Role, "ADD", "c1", c, nil)
 		checkErr(t, err, types.ErrIOFailure, "corrupt", store.FileName)
 	})
 	t.Run("config error keeps its code", func(t *testing.T) {
-		_, err := n.call(hostlocal.Role, "STATUS", "", conf("1.1.0", `{}`), nil)
+		_, err := n.Call(hostlocal.Role, "STATUS", "", conf("1.1.0", `{}`), nil)
 		checkErr(t, err, types.ErrInvalidNetworkConfig)
 	})
 }
 
 func TestBusyStore(t *testing.T) {
 	n := newNode(t)
-	s, err := store.Open(n.dir)
+	s, err := store.Open(n.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	c := conf("1.1.0", `{"ranges":[[{"subnet":"10.1.0.0/24"}]]}`)
-	_, err = n.call(hostlocal.Role, "ADD", "c1", c, env{store.EnvTimeout: "100ms"})
+	_, err = n.Call(hostlocal.Role, "ADD", "c1", c, env{store.EnvTimeout: "100ms"})
 	checkErr(t, err, cniplug.CodeBusy, "busy", store.EnvTimeout)
-	_, err = n.call(hostlocal.Role, "DEL", "c1", c, env{store.EnvTimeout: "100ms"})
+	_, err = n.Call(hostlocal.Role, "DEL", "c1", c, env{store.EnvTimeout: "100ms"})
 	checkErr(t, err, cniplug.CodeBusy)
-	_, err = n.call(hostlocal.Role, "STATUS", "", c, env{store.EnvTimeout: "100ms"})
+	_, err = n.Call(hostlocal.Role, "STATUS", "", c, env{store.EnvTimeout: "100ms"})
 	checkErr(t, err, cniplug.CodeNotReady, "busy")
-	_, err = n.call(hostlocal.Role, "ADD", "c1", c, env{store.EnvTimeout: "never"})
+	_, err = n.Call(hostlocal.Role, "ADD", "c1", c, env{store.EnvTimeout: "never"})
 	checkErr(t, err, types.ErrInvalidEnvironmentVariables, store.EnvTimeout, `"never"`)
 }
 
@@ -234,13 +234,13 @@ func TestStickyRole(t *testing.T) {
 	ipam := `{"ranges":[[{"subnet":"10.1.0.0/24"}]],"sticky":true}`
 	c := conf("1.0.0", ipam)
 	pod := env{"CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=db-0"}
-	first := parseResult(t, n.must(hostlocal.Role, "ADD", "c1", c, pod)).addrs()
-	n.must(hostlocal.Role, "DEL", "c1", c, pod)
-	n.must(hostlocal.Role, "ADD", "other", c, nil)
-	if got := parseResult(t, n.must(hostlocal.Role, "ADD", "c2", c, pod)).addrs(); !reflect.DeepEqual(got, first) {
+	first := parseResult(t, n.Must(hostlocal.Role, "ADD", "c1", c, pod)).Addrs()
+	n.Must(hostlocal.Role, "DEL", "c1", c, pod)
+	n.Must(hostlocal.Role, "ADD", "other", c, nil)
+	if got := parseResult(t, n.Must(hostlocal.Role, "ADD", "c2", c, pod)).Addrs(); !reflect.DeepEqual(got, first) {
 		t.Errorf("re-created pod got %v, want %v", got, first)
 	}
-	s, _ := store.Open(n.dir)
+	s, _ := store.Open(n.Dir)
 	defer s.Close()
 	s.ViewIPAM("mynet", func(tx *store.IPAMTx) error {
 		if r, _ := tx.Get(tx.ByOwner("c2", "eth0")[0].Addr); r.Pod != "ns/db-0" {
@@ -263,7 +263,7 @@ func TestConcurrentAdds(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			out, err := n.call(hostlocal.Role, "ADD", fmt.Sprintf("c%03d", i), c, nil)
+			out, err := n.Call(hostlocal.Role, "ADD", fmt.Sprintf("c%03d", i), c, nil)
 			if err != nil {
 				errs[i] = err
 				return
@@ -288,7 +288,7 @@ func TestConcurrentAdds(t *testing.T) {
 		}
 		seen[a] = i
 	}
-	got := n.reservations("mynet")
+	got := n.Reserved("mynet")
 	if len(got) != workers {
 		t.Fatalf("%d containers hold addresses, want %d", len(got), workers)
 	}
@@ -299,7 +299,7 @@ func TestConcurrentAdds(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			_, errs[i] = n.call(hostlocal.Role, "DEL", fmt.Sprintf("c%03d", i), c, nil)
+			_, errs[i] = n.Call(hostlocal.Role, "DEL", fmt.Sprintf("c%03d", i), c, nil)
 		}(i)
 	}
 	wg.Wait()
@@ -308,7 +308,7 @@ func TestConcurrentAdds(t *testing.T) {
 			t.Fatalf("DEL c%03d: %v", i, err)
 		}
 	}
-	if got := n.reservations("mynet"); len(got) != 0 {
+	if got := n.Reserved("mynet"); len(got) != 0 {
 		t.Errorf("%d containers still hold addresses after DEL", len(got))
 	}
 }

@@ -51,7 +51,7 @@ func TestStaticConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNode(t)
-			out, err := n.call(static.Role, "ADD", "c1", conf("1.0.0", tt.ipam, tt.top...), env{"CNI_ARGS": tt.args})
+			out, err := n.Call(static.Role, "ADD", "c1", conf("1.0.0", tt.ipam, tt.top...), env{"CNI_ARGS": tt.args})
 			if tt.code != 0 {
 				checkErr(t, err, tt.code, tt.words...)
 				return
@@ -77,7 +77,7 @@ func TestStaticLifecycle(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			n := newNode(t)
 			c := conf(v, ipam)
-			out := n.must(static.Role, "ADD", "c1", c, nil)
+			out := n.Must(static.Role, "ADD", "c1", c, nil)
 			r := parseResult(t, out)
 			older := v < "1.0.0"
 			if r.CNIVersion != v || len(r.IPs) != 2 || (older && r.IPs[0].Version != "4") || (!older && r.IPs[0].Version != "") {
@@ -88,20 +88,20 @@ func TestStaticLifecycle(t *testing.T) {
 			}
 			if v >= "0.4.0" {
 				prev := `"prevResult":` + string(out)
-				n.must(static.Role, "CHECK", "c1", conf(v, ipam, prev), nil)
-				n.must(static.Role, "CHECK", "c1", c, nil) // no prevResult: config check only
+				n.Must(static.Role, "CHECK", "c1", conf(v, ipam, prev), nil)
+				n.Must(static.Role, "CHECK", "c1", c, nil) // no prevResult: config check only
 				other := `{"addresses":[{"address":"10.10.0.9/24"}]}`
-				_, err := n.call(static.Role, "CHECK", "c1", conf(v, other, prev), nil)
+				_, err := n.Call(static.Role, "CHECK", "c1", conf(v, other, prev), nil)
 				checkErr(t, err, types.ErrUnknownContainer, "10.10.0.9/24", "not in the previous result")
 				gw := `{"addresses":[{"address":"10.10.0.1/24","gateway":"10.10.0.253"}]}`
-				_, err = n.call(static.Role, "CHECK", "c1", conf(v, gw, prev), nil)
+				_, err = n.Call(static.Role, "CHECK", "c1", conf(v, gw, prev), nil)
 				checkErr(t, err, types.ErrUnknownContainer, "gateway")
 			}
-			n.must(static.Role, "DEL", "c1", c, nil)
-			n.must(static.Role, "DEL", "c1", conf(v, `{}`), nil) // nothing to undo, whatever the config
+			n.Must(static.Role, "DEL", "c1", c, nil)
+			n.Must(static.Role, "DEL", "c1", conf(v, `{}`), nil) // nothing to undo, whatever the config
 			if v == "1.1.0" {
-				n.must(static.Role, "GC", "", c, nil)
-				n.must(static.Role, "STATUS", "", c, nil)
+				n.Must(static.Role, "GC", "", c, nil)
+				n.Must(static.Role, "STATUS", "", c, nil)
 			}
 		})
 	}

@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
 // FuzzParseConf: any stdin either parses into a config the ADD path can use
@@ -26,11 +25,7 @@ func FuzzParseConf(f *testing.F) {
 		_ = json.Unmarshal(stdin, a.Conf)
 		c, err := parse(a)
 		if err != nil {
-			switch code := cniplug.CodeOf(err); code {
-			case types.ErrUnsupportedField, types.ErrDecodingFailure, types.ErrInvalidNetworkConfig:
-			default:
-				t.Fatalf("code %d: %v", code, err)
-			}
+			roletest.ConfigCode(t, err)
 			return
 		}
 		if c.MTU < 0 || c.MTU > maxMTU || len(c.Bridge) > 15 {
