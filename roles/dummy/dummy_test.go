@@ -3,12 +3,10 @@ package dummy_test
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/dummy"
 	"github.com/cnibox/cnibox/roles/hostlocal"
@@ -20,15 +18,7 @@ var gw4 = netip.MustParseAddr("10.59.0.1")
 
 func newNode(t *testing.T) *roletest.Node { return roletest.NewNode(t, dummy.Role, hostlocal.Role) }
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
+var open = roletest.Open
 
 // requireDummy skips the test on a kernel without dummy devices.
 func requireDummy(t *testing.T) {
@@ -66,20 +56,15 @@ func TestAddCheckDel(t *testing.T) {
 				c := conf(v, ranges)
 				out := n.Must(dummy.Role, "ADD", p, c)
 				res := roletest.Result(t, out, v)
-				if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Sandbox != p.Netns {
-					t.Fatalf("interfaces = %+v", res.Interfaces)
-				}
+				roletest.PodEth0(t, res, p)
 				pod := open(t, p.Netns)
 				l, err := pod.LinkByName("eth0")
 				if err != nil || l.Kind != "dummy" || !l.Up || l.MTU != 1500 || l.MAC.String() != res.Interfaces[0].Mac {
 					t.Fatalf("pod's eth0 = %+v, %v; want an up dummy, mtu 1500, MAC %s", l, err, res.Interfaces[0].Mac)
 				}
-				addrs, _ := pod.Addrs("eth0")
+				roletest.AddrsOnEth0(t, pod, res)
 				for _, ipc := range res.IPs {
 					pfx := attach.PrefixOf(ipc.Address)
-					if ipc.Interface == nil || *ipc.Interface != 0 || !slices.Contains(addrs, pfx) {
-						t.Errorf("address %s (interface %v) not on the pod's eth0 %v", pfx, ipc.Interface, addrs)
-					}
 					if _, err := pod.Ping(pfx.Addr(), 3*time.Second); err != nil {
 						t.Errorf("the pod's own address %s does not answer: %v", pfx.Addr(), err)
 					}
@@ -87,23 +72,11 @@ func TestAddCheckDel(t *testing.T) {
 				if want := map[string]int{"v4": 1, "dual": 2}[name]; len(res.IPs) != want {
 					t.Errorf("result IPs = %v, want %d", res.IPs, want)
 				}
-				routes, _ := pod.Routes("eth0")
-				if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.String() == "192.168.59.0/24" && r.GW == gw4 }) {
-					t.Errorf("route 192.168.59.0/24 via %s missing in %v", gw4, routes)
-				}
+				roletest.RouteOnEth0(t, pod, "192.168.59.0/24", gw4)
 				if eps := n.Endpoints("dmnet"); len(eps) != 1 || eps[0].Plugin != "dummy" || len(eps[0].IPs) != len(res.IPs) {
 					t.Errorf("endpoint records = %+v", eps)
 				}
-				if v >= "0.4.0" {
-					n.Must(dummy.Role, "CHECK", p, roletest.WithPrev(t, c, out))
-				}
-				for range 2 {
-					n.Must(dummy.Role, "DEL", p, c)
-				}
-				if _, err := pod.LinkByName("eth0"); err == nil {
-					t.Error("the pod's eth0 is still there after DEL")
-				}
-				n.Empty("dmnet")
+				n.CheckDelTwice(dummy.Role, p, c, out, v, "dmnet")
 			})
 		}
 	}
@@ -117,14 +90,7 @@ func TestUndo(t *testing.T) {
 	p := n.NewPod("undo")
 	c := []byte(`{"cniVersion":"1.0.0","name":"dmnet","type":"dummy",
 		"ipam":{"type":"host-local","ranges":[[{"subnet":"10.59.0.0/24"}]],"routes":[{"dst":"192.168.0.0/16","gw":"172.31.0.1"}]}}`)
-	_, err := n.Call(dummy.Role, "ADD", p, c)
-	if err == nil {
-		t.Fatal("ADD with an unreachable route gateway succeeded")
-	}
-	if _, lerr := open(t, p.Netns).LinkByName("eth0"); lerr == nil {
-		t.Error("the pod's eth0 is left after a failed ADD")
-	}
-	n.Empty("dmnet")
+	err := n.FailedAdd(dummy.Role, p, c, "dmnet")
 	nstest.SkipIfKernelLacks(t, "dummy devices (dummy)", err)
 	if !strings.Contains(err.Error(), "192.168.0.0/16") || roletest.Code(err) != 5 {
 		t.Errorf("ADD with an unreachable route gateway: %v, want code 5 naming the route", err)
@@ -138,17 +104,7 @@ func TestDelNetnsGone(t *testing.T) {
 	p := n.NewPod("gone")
 	c := conf("1.0.0", dual)
 	n.Must(dummy.Role, "ADD", p, c)
-	name := strings.TrimPrefix(p.Netns, "/run/netns/")
-	if err := netops.DeleteNamedNS(name); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		n.Must(dummy.Role, "DEL", p, c)
-	}
-	if _, err := netops.CreateNamedNS(name); err != nil { // for the test's cleanup
-		t.Fatal(err)
-	}
-	n.Empty("dmnet")
+	n.DelNetnsGone(dummy.Role, p, c, "dmnet")
 }
 
 // TestGC: GC keeps the valid attachments and removes the others' device,
@@ -160,19 +116,7 @@ func TestGC(t *testing.T) {
 	c := conf("1.1.0", v4)
 	n.Must(dummy.Role, "ADD", keep, c)
 	n.Must(dummy.Role, "ADD", drop, c)
-	n.Must(dummy.Role, "GC", keep, roletest.WithKeep(t, c, keep))
-	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
-		t.Errorf("GC removed the kept pod's device: %v", err)
-	}
-	if _, err := open(t, drop.Netns).LinkByName("eth0"); err == nil {
-		t.Error("GC left the dropped pod's device")
-	}
-	if rs := n.Reservations("dmnet"); len(rs) != 1 || rs[0].ContainerID != keep.ID {
-		t.Errorf("reservations after GC: %+v", rs)
-	}
-	n.Must(dummy.Role, "STATUS", keep, c)
-	n.Must(dummy.Role, "DEL", keep, c)
-	n.Empty("dmnet")
+	n.GCKeeps(dummy.Role, keep, drop, c, "dmnet")
 }
 
 // TestCheckFails: CHECK notices a missing address and a device that is

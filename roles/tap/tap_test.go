@@ -3,14 +3,12 @@ package tap_test
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/hostlocal"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/tap"
 )
@@ -19,15 +17,7 @@ var gw4 = netip.MustParseAddr("10.61.0.1")
 
 func newNode(t *testing.T) *roletest.Node { return roletest.NewNode(t, tap.Role, hostlocal.Role) }
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
+var open = roletest.Open
 
 // requireTap skips the test on a kernel without TUN/TAP.
 func requireTap(t *testing.T) {
@@ -65,41 +55,21 @@ func TestAddCheckDel(t *testing.T) {
 				c := conf(v, ranges, "")
 				out := n.Must(tap.Role, "ADD", p, c)
 				res := roletest.Result(t, out, v)
-				if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Sandbox != p.Netns {
-					t.Fatalf("interfaces = %+v", res.Interfaces)
-				}
+				roletest.PodEth0(t, res, p)
 				pod := open(t, p.Netns)
 				tp, err := pod.TapByName("eth0")
 				if err != nil || !tp.IsTap || !tp.Up || tp.MTU != 1500 || tp.MultiQueue || tp.Owner != nil || tp.Group != nil || tp.MAC.String() != res.Interfaces[0].Mac {
 					t.Fatalf("pod's eth0 = %+v, %v; want an up single-queue tap without owner or group, mtu 1500, MAC %s", tp, err, res.Interfaces[0].Mac)
 				}
-				addrs, _ := pod.Addrs("eth0")
-				for _, ipc := range res.IPs {
-					pfx := attach.PrefixOf(ipc.Address)
-					if ipc.Interface == nil || *ipc.Interface != 0 || !slices.Contains(addrs, pfx) {
-						t.Errorf("address %s (interface %v) not on the pod's eth0 %v", pfx, ipc.Interface, addrs)
-					}
-				}
+				roletest.AddrsOnEth0(t, pod, res)
 				if want := map[string]int{"v4": 1, "dual": 2}[name]; len(res.IPs) != want {
 					t.Errorf("result IPs = %v, want %d", res.IPs, want)
 				}
-				routes, _ := pod.Routes("eth0")
-				if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.String() == "192.168.61.0/24" && r.GW == gw4 }) {
-					t.Errorf("route 192.168.61.0/24 via %s missing in %v", gw4, routes)
-				}
+				roletest.RouteOnEth0(t, pod, "192.168.61.0/24", gw4)
 				if eps := n.Endpoints("tapnet"); len(eps) != 1 || eps[0].Plugin != "tap" || eps[0].MAC != tp.MAC.String() || len(eps[0].IPs) != len(res.IPs) {
 					t.Errorf("endpoint records = %+v", eps)
 				}
-				if v >= "0.4.0" {
-					n.Must(tap.Role, "CHECK", p, roletest.WithPrev(t, c, out))
-				}
-				for range 2 {
-					n.Must(tap.Role, "DEL", p, c)
-				}
-				if _, err := pod.LinkByName("eth0"); err == nil {
-					t.Error("the pod's eth0 is still there after DEL")
-				}
-				n.Empty("tapnet")
+				n.CheckDelTwice(tap.Role, p, c, out, v, "tapnet")
 			})
 		}
 	}
@@ -248,14 +218,10 @@ func TestUndo(t *testing.T) {
 	p := n.NewPod("undo")
 	c := []byte(`{"cniVersion":"1.0.0","name":"tapnet","type":"tap",
 		"ipam":{"type":"host-local","ranges":[[{"subnet":"10.61.0.0/24"}]],"routes":[{"dst":"192.168.0.0/16","gw":"172.31.0.1"}]}}`)
-	_, err := n.Call(tap.Role, "ADD", p, c)
-	if err == nil || !strings.Contains(err.Error(), "192.168.0.0/16") || roletest.Code(err) != 5 {
+	err := n.FailedAdd(tap.Role, p, c, "tapnet")
+	if !strings.Contains(err.Error(), "192.168.0.0/16") || roletest.Code(err) != 5 {
 		t.Errorf("ADD with an unreachable route gateway: %v, want code 5 naming the route", err)
 	}
-	if _, lerr := open(t, p.Netns).LinkByName("eth0"); lerr == nil {
-		t.Error("the pod's eth0 is left after a failed ADD")
-	}
-	n.Empty("tapnet")
 }
 
 // TestDelNetnsGone: DEL works (twice) once the pod's namespace is gone.
@@ -265,17 +231,7 @@ func TestDelNetnsGone(t *testing.T) {
 	p := n.NewPod("gone")
 	c := conf("1.0.0", dual, "")
 	n.Must(tap.Role, "ADD", p, c)
-	name := strings.TrimPrefix(p.Netns, "/run/netns/")
-	if err := netops.DeleteNamedNS(name); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		n.Must(tap.Role, "DEL", p, c)
-	}
-	if _, err := netops.CreateNamedNS(name); err != nil { // for the test's cleanup
-		t.Fatal(err)
-	}
-	n.Empty("tapnet")
+	n.DelNetnsGone(tap.Role, p, c, "tapnet")
 }
 
 // TestGC: GC keeps the valid attachments and removes the others' tap,
@@ -287,17 +243,5 @@ func TestGC(t *testing.T) {
 	c := conf("1.1.0", v4, "")
 	n.Must(tap.Role, "ADD", keep, c)
 	n.Must(tap.Role, "ADD", drop, c)
-	n.Must(tap.Role, "GC", keep, roletest.WithKeep(t, c, keep))
-	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
-		t.Errorf("GC removed the kept pod's tap: %v", err)
-	}
-	if _, err := open(t, drop.Netns).LinkByName("eth0"); err == nil {
-		t.Error("GC left the dropped pod's tap")
-	}
-	if rs := n.Reservations("tapnet"); len(rs) != 1 || rs[0].ContainerID != keep.ID {
-		t.Errorf("reservations after GC: %+v", rs)
-	}
-	n.Must(tap.Role, "STATUS", keep, c)
-	n.Must(tap.Role, "DEL", keep, c)
-	n.Empty("tapnet")
+	n.GCKeeps(tap.Role, keep, drop, c, "tapnet")
 }

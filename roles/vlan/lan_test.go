@@ -19,15 +19,7 @@ var (
 
 func newNode(t *testing.T) *roletest.Node { return roletest.NewNode(t, vlan.Role, hostlocal.Role) }
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
+var open = roletest.Open
 
 // newLAN creates the LAN namespace behind the node's NIC lan0 (untagged
 // 10.58.1.0/24, the node's default route via the LAN host 10.58.1.1) and

@@ -1,10 +1,7 @@
 package vlan
 
 import (
-	"encoding/json"
 	"testing"
-
-	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
@@ -39,20 +36,12 @@ func FuzzParseConf(f *testing.F) {
 // TestExample: examples/44-vlan.conflist loads as a conflist and its vlan
 // plugin passes vlan's checks.
 func TestExample(t *testing.T) {
-	l, err := libcni.ConfListFromFile("../../examples/44-vlan.conflist")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n int
-	for _, p := range l.Plugins {
-		if p.Network.Type != "vlan" {
+	for _, a := range roletest.Example(t, "../../examples/44-vlan.conflist") {
+		if a.Conf.Type != "vlan" {
 			continue
 		}
 		n++
-		a := &cniplug.Args{StdinData: p.Bytes, Conf: &cniplug.NetConf{}}
-		if err := json.Unmarshal(p.Bytes, a.Conf); err != nil {
-			t.Fatal(err)
-		}
 		if c, err := parse(a); err != nil || c.VlanID == 0 {
 			t.Errorf("the example's vlan plugin: %+v, %v; want a VLAN ID", c, err)
 		}

@@ -2,14 +2,12 @@ package vlan_test
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/vlan"
 )
@@ -29,25 +27,14 @@ func TestAddCheckDel(t *testing.T) {
 				c := conf(v, ranges, `,"vlanId":42,"mtu":1400`)
 				out := n.Must(vlan.Role, "ADD", p, c)
 				res := roletest.Result(t, out, v)
-				if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Sandbox != p.Netns {
-					t.Fatalf("interfaces = %+v", res.Interfaces)
-				}
+				roletest.PodEth0(t, res, p)
 				pod := open(t, p.Netns)
 				l, err := pod.VlanByName("eth0")
 				if err != nil || l.Kind != "vlan" || l.ID != 42 || l.MTU != 1400 || !l.Up || l.MAC.String() != res.Interfaces[0].Mac {
 					t.Fatalf("pod's eth0 = %+v, %v; want an up vlan 42, mtu 1400, MAC %s", l, err, res.Interfaces[0].Mac)
 				}
-				addrs, _ := pod.Addrs("eth0")
-				for _, ipc := range res.IPs {
-					pfx := attach.PrefixOf(ipc.Address)
-					if ipc.Interface == nil || *ipc.Interface != 0 || !slices.Contains(addrs, pfx) {
-						t.Errorf("address %s (interface %v) not on the pod's eth0 %v", pfx, ipc.Interface, addrs)
-					}
-				}
-				routes, _ := pod.Routes("eth0")
-				if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.String() == "192.168.58.0/24" && r.GW == lanHost4 }) {
-					t.Errorf("route 192.168.58.0/24 via %s missing in %v", lanHost4, routes)
-				}
+				roletest.AddrsOnEth0(t, pod, res)
+				roletest.RouteOnEth0(t, pod, "192.168.58.0/24", lanHost4)
 				dsts := []netip.Addr{lanHost4}
 				if name == "dual" {
 					dsts = append(dsts, lanHost6)
@@ -60,19 +47,10 @@ func TestAddCheckDel(t *testing.T) {
 				if eps := n.Endpoints("vlnet"); len(eps) != 1 || eps[0].Plugin != "vlan" || eps[0].Extra["master"] != "lan0" || eps[0].Extra[vlan.ExtraVlanID] != "42" {
 					t.Errorf("endpoint records = %+v", eps)
 				}
-				if v >= "0.4.0" {
-					n.Must(vlan.Role, "CHECK", p, roletest.WithPrev(t, c, out))
-				}
-				for range 2 {
-					n.Must(vlan.Role, "DEL", p, c)
-				}
-				if _, err := pod.LinkByName("eth0"); err == nil {
-					t.Error("the pod's eth0 is still there after DEL")
-				}
+				n.CheckDelTwice(vlan.Role, p, c, out, v, "vlnet")
 				if _, err := open(t, "").LinkByName("lan0"); err != nil {
 					t.Errorf("the master is gone: %v", err)
 				}
-				n.Empty("vlnet")
 			})
 		}
 	}
@@ -118,14 +96,7 @@ func TestUndo(t *testing.T) {
 	p := n.NewPod("undo")
 	c := []byte(`{"cniVersion":"1.0.0","name":"vlnet","type":"vlan","master":"lan0","vlanId":42,
 		"ipam":{"type":"host-local","ranges":[[{"subnet":"10.58.0.0/24","rangeStart":"10.58.0.10"}]],"routes":[{"dst":"192.168.0.0/16","gw":"172.31.0.1"}]}}`)
-	_, err := n.Call(vlan.Role, "ADD", p, c)
-	if err == nil {
-		t.Fatal("ADD with an unreachable route gateway succeeded")
-	}
-	if _, lerr := open(t, p.Netns).LinkByName("eth0"); lerr == nil {
-		t.Error("the pod's eth0 is left after a failed ADD")
-	}
-	n.Empty("vlnet")
+	err := n.FailedAdd(vlan.Role, p, c, "vlnet")
 	nstest.SkipIfKernelLacks(t, "802.1Q (8021q)", err)
 	if !strings.Contains(err.Error(), "192.168.0.0/16") || roletest.Code(err) != 5 {
 		t.Errorf("ADD with an unreachable route gateway: %v, want code 5 naming the route", err)
@@ -139,15 +110,7 @@ func TestDelNetnsGone(t *testing.T) {
 	p := n.NewPod("gone")
 	c := conf("1.0.0", dual, `,"master":"lan0","vlanId":42`)
 	n.Must(vlan.Role, "ADD", p, c)
-	name := strings.TrimPrefix(p.Netns, "/run/netns/")
-	must(t, netops.DeleteNamedNS(name))
-	for range 2 {
-		n.Must(vlan.Role, "DEL", p, c)
-	}
-	if _, err := netops.CreateNamedNS(name); err != nil { // for the test's cleanup
-		t.Fatal(err)
-	}
-	n.Empty("vlnet")
+	n.DelNetnsGone(vlan.Role, p, c, "vlnet")
 }
 
 // TestGC: GC keeps the valid attachments and removes the others' device,
@@ -161,19 +124,7 @@ func TestGC(t *testing.T) {
 	// A master carries each VLAN once: the second pod is on VLAN 43 of the
 	// same network.
 	n.Must(vlan.Role, "ADD", drop, conf("1.1.0", v4, `,"master":"lan0","vlanId":43`))
-	n.Must(vlan.Role, "GC", keep, roletest.WithKeep(t, c, keep))
-	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
-		t.Errorf("GC removed the kept pod's device: %v", err)
-	}
-	if _, err := open(t, drop.Netns).LinkByName("eth0"); err == nil {
-		t.Error("GC left the dropped pod's device")
-	}
-	if rs := n.Reservations("vlnet"); len(rs) != 1 || rs[0].ContainerID != keep.ID {
-		t.Errorf("reservations after GC: %+v", rs)
-	}
-	n.Must(vlan.Role, "STATUS", keep, c)
-	n.Must(vlan.Role, "DEL", keep, c)
-	n.Empty("vlnet")
+	n.GCKeeps(vlan.Role, keep, drop, c, "vlnet")
 }
 
 // TestVlanInUse: a second pod on the same VLAN of the same master is

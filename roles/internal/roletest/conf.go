@@ -5,6 +5,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -63,4 +64,23 @@ func WithKeep(t *testing.T, conf []byte, keep ...Pod) []byte {
 		va = append(va, map[string]string{"containerID": p.ID, "ifname": "eth0"})
 	}
 	return With(t, conf, map[string]any{"cni.dev/valid-attachments": va})
+}
+
+// Example loads the conflist at path (an examples/ file) and returns the
+// Args a call would have for each of its plugins, config decoded.
+func Example(t *testing.T, path string) []*cniplug.Args {
+	t.Helper()
+	l, err := libcni.ConfListFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []*cniplug.Args
+	for _, p := range l.Plugins {
+		a := &cniplug.Args{StdinData: p.Bytes, Conf: &cniplug.NetConf{}}
+		if err := json.Unmarshal(p.Bytes, a.Conf); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, a)
+	}
+	return all
 }
