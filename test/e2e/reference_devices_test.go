@@ -9,10 +9,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
-	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestReferenceHostDevice compares host-device + host-local between
@@ -93,61 +91,27 @@ func newHostDevice(t *testing.T, name string) netops.DeviceState {
 // the node and what a second DEL answered.
 func sideDevice(t *testing.T, cni *libcni.CNIConfig, l *libcni.NetworkConfigList, p *pod, dev string) (sideView, netops.DeviceState, error) {
 	t.Helper()
-	ctx := context.Background()
-	r, err := cni.AddNetworkList(ctx, l, p.rt)
-	if err != nil {
-		t.Fatalf("ADD: %v", err)
-	}
-	res, err := current.NewResultFromResult(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := viewOf(t, res, p)
-	if l.CNIVersion >= "0.4.0" {
-		if err := cni.CheckNetworkList(ctx, l, p.rt); err != nil {
-			t.Errorf("CHECK: %v", err)
-		}
-	}
-	if err := cni.DelNetworkList(ctx, l, p.rt); err != nil {
-		t.Fatalf("DEL: %v", err)
-	}
-	if names := podLinks(t, p.netns); slices.Contains(names, "eth0") {
-		t.Errorf("eth0 left in the pod after DEL: %v", names)
-	}
+	v := addSide(t, cni, l, p)
+	delSide(t, cni, l, p, 1)
 	st, err := hostHandle(t).DeviceStateOf(dev)
 	if err != nil {
 		t.Fatalf("the device is not back on the node after DEL: %v", err)
 	}
-	return v, st, cni.DelNetworkList(ctx, l, p.rt)
+	return v, st, cni.DelNetworkList(context.Background(), l, p.rt)
 }
 
 // TestReferenceTap compares tap + host-local (with an MTU, multi-queue and
 // an owner) between upstream's reference (Debian's 1.1.1 has no tap) and
 // cnibox.
 func TestReferenceTap(t *testing.T) {
-	probe, err := netops.Open(nstest.NewNS(t, "probe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	_, err = probe.EnsureTap(netops.TapOpts{Name: "probe0"})
-	nstest.SkipIfKernelLacks(t, "TUN/TAP (tun)", err)
-	if err != nil {
-		t.Fatal(err)
-	}
-	requireReference(t, "host-local")
-	path := []string{upstreamRef(t, "tap"), refDir}
-	for _, v := range refVersions { // Debian's host-local, which the reference calls, speaks up to 1.0.0
-		for name, ranges := range map[string]string{
-			"v4":   `[[{"subnet":"10.55.0.0/24","gateway":"10.55.0.1"}]]`,
-			"dual": `[[{"subnet":"10.55.0.0/24","gateway":"10.55.0.1"}],[{"subnet":"fd55::/64","gateway":"fd55::1"}]]`,
-		} {
-			t.Run(v+"/"+name, func(t *testing.T) {
-				compareSidesWith(t, path, func(dir string) string {
-					return fmt.Sprintf(`{"cniVersion":%q,"name":"vmnet","plugins":[{"type":"tap","mtu":1400,"multiQueue":true,"owner":1000,"ipam":%s}]}`,
-						v, ipamJSON(dir, ranges, `[{"dst":"192.168.55.0/24"},{"dst":"fd00:55::/64"}]`))
-				})
-			})
-		}
-	}
+	requireKernel(t, "TUN/TAP (tun)", func(h *netops.Handle) error {
+		_, err := h.EnsureTap(netops.TapOpts{Name: "probe0"})
+		return err
+	})
+	compareUpstream(t, "tap", map[string]string{
+		"v4":   `[[{"subnet":"10.55.0.0/24","gateway":"10.55.0.1"}]]`,
+		"dual": `[[{"subnet":"10.55.0.0/24","gateway":"10.55.0.1"}],[{"subnet":"fd55::/64","gateway":"fd55::1"}]]`,
+	}, func(v, ipam string) string {
+		return fmt.Sprintf(`{"cniVersion":%q,"name":"vmnet","plugins":[{"type":"tap","mtu":1400,"multiQueue":true,"owner":1000,"ipam":%s}]}`, v, ipam)
+	}, `[{"dst":"192.168.55.0/24"},{"dst":"fd00:55::/64"}]`)
 }

@@ -45,6 +45,15 @@ type sideView struct {
 // runs CHECK (from 0.4.0), then DEL twice.
 func side(t *testing.T, cni *libcni.CNIConfig, l *libcni.NetworkConfigList, p *pod) sideView {
 	t.Helper()
+	v := addSide(t, cni, l, p)
+	delSide(t, cni, l, p, 2)
+	return v
+}
+
+// addSide runs ADD through libcni with the plugins of cni, reads the view
+// and runs CHECK (from 0.4.0).
+func addSide(t *testing.T, cni *libcni.CNIConfig, l *libcni.NetworkConfigList, p *pod) sideView {
+	t.Helper()
 	ctx := context.Background()
 	r, err := cni.AddNetworkList(ctx, l, p.rt)
 	if err != nil {
@@ -60,15 +69,21 @@ func side(t *testing.T, cni *libcni.CNIConfig, l *libcni.NetworkConfigList, p *p
 			t.Errorf("CHECK: %v", err)
 		}
 	}
-	for range 2 {
-		if err := cni.DelNetworkList(ctx, l, p.rt); err != nil {
+	return v
+}
+
+// delSide runs DEL times times, each of which must succeed, and fails the
+// test if eth0 is left in the pod.
+func delSide(t *testing.T, cni *libcni.CNIConfig, l *libcni.NetworkConfigList, p *pod, times int) {
+	t.Helper()
+	for range times {
+		if err := cni.DelNetworkList(context.Background(), l, p.rt); err != nil {
 			t.Fatalf("DEL: %v", err)
 		}
 	}
 	if names := podLinks(t, p.netns); slices.Contains(names, "eth0") {
 		t.Errorf("eth0 left in the pod after DEL: %v", names)
 	}
-	return v
 }
 
 // viewOf reads the view of an attachment, host end names as "<host>".
@@ -243,27 +258,47 @@ func TestReferenceVlan(t *testing.T) {
 // reference (Debian's 1.1.1 has no dummy) and cnibox. It needs dummy
 // devices in the kernel: make test-kernel runs it.
 func TestReferenceDummy(t *testing.T) {
-	probe, err := netops.Open(nstest.NewNS(t, "probe"))
+	requireKernel(t, "dummy devices (dummy)", func(h *netops.Handle) error {
+		_, err := h.EnsureDummy("probe0")
+		return err
+	})
+	compareUpstream(t, "dummy", map[string]string{
+		"v4":   `[[{"subnet":"10.56.0.0/24","gateway":"10.56.0.1"}]]`,
+		"dual": `[[{"subnet":"10.56.0.0/24","gateway":"10.56.0.1"}],[{"subnet":"fd56::/64","gateway":"fd56::1"}]]`,
+	}, func(v, ipam string) string {
+		return fmt.Sprintf(`{"cniVersion":%q,"name":"svc","plugins":[{"type":"dummy","ipam":%s}]}`, v, ipam)
+	}, `[{"dst":"192.168.56.0/24"},{"dst":"fd00:56::/64"}]`)
+}
+
+// requireKernel skips the test when probe, run on a handle of a fresh
+// namespace, says the kernel lacks what.
+func requireKernel(t *testing.T, what string, probe func(*netops.Handle) error) {
+	t.Helper()
+	h, err := netops.Open(nstest.NewNS(t, "probe"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer probe.Close()
-	_, err = probe.EnsureDummy("probe0")
-	nstest.SkipIfKernelLacks(t, "dummy devices (dummy)", err)
+	defer h.Close()
+	err = probe(h)
+	nstest.SkipIfKernelLacks(t, what, err)
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// compareUpstream compares plugin + host-local between upstream's reference
+// and cnibox at each of refVersions for each of ranges (name -> host-local
+// "ranges" JSON) with routes: conf builds the conflist at version v around
+// the ipam section.
+func compareUpstream(t *testing.T, plugin string, ranges map[string]string, conf func(v, ipam string) string, routes string) {
+	t.Helper()
 	requireReference(t, "host-local")
-	path := []string{upstreamRef(t, "dummy"), refDir}
+	path := []string{upstreamRef(t, plugin), refDir}
 	for _, v := range refVersions { // Debian's host-local, which the reference calls, speaks up to 1.0.0
-		for name, ranges := range map[string]string{
-			"v4":   `[[{"subnet":"10.56.0.0/24","gateway":"10.56.0.1"}]]`,
-			"dual": `[[{"subnet":"10.56.0.0/24","gateway":"10.56.0.1"}],[{"subnet":"fd56::/64","gateway":"fd56::1"}]]`,
-		} {
+		for name, r := range ranges {
 			t.Run(v+"/"+name, func(t *testing.T) {
 				compareSidesWith(t, path, func(dir string) string {
-					return fmt.Sprintf(`{"cniVersion":%q,"name":"svc","plugins":[{"type":"dummy","ipam":%s}]}`,
-						v, ipamJSON(dir, ranges, `[{"dst":"192.168.56.0/24"},{"dst":"fd00:56::/64"}]`))
+					return conf(v, ipamJSON(dir, r, routes))
 				})
 			})
 		}
