@@ -38,6 +38,10 @@ type Role struct {
 	Del    func(ctx context.Context, a *Args) error
 	GC     func(ctx context.Context, a *Args) error
 	Status func(ctx context.Context, a *Args) error
+
+	// Commands are subcommands of the role's own name (`dhcp daemon`), run
+	// with the arguments after the subcommand; the int is the exit code.
+	Commands map[string]func(args []string) int
 }
 
 // Registry is the explicit list of roles of a binary, looked up by name.

@@ -9,6 +9,7 @@ import (
 	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/cloudipam"
+	"github.com/cnibox/cnibox/roles/dhcp"
 	"github.com/cnibox/cnibox/roles/dummy"
 	"github.com/cnibox/cnibox/roles/firewall"
 	"github.com/cnibox/cnibox/roles/flannel"
@@ -55,5 +56,6 @@ func Registry() *cniplug.Registry {
 		sbr.Role,
 		vrf.Role,
 		firewall.Role,
+		dhcp.Role,
 	)
 }

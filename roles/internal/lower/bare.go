@@ -70,6 +70,30 @@ func (s *Spec) attachDevice(ctx context.Context, a *cniplug.Args, c *Conf, pod *
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	var l netops.SubLink
+	createDevice := func() error {
+		var err error
+		l, err = d.create()
+		if errors.Is(err, netops.ErrExists) {
+			return cniplug.Errorf(cniplug.CodeIfaceExists, "create %s %q: %w", s.Kind, a.IfName, err)
+		}
+		if err != nil && d.master != "" {
+			return cniplug.Errorf(types.ErrIOFailure, "create %s %q on %q: %w", s.Kind, a.IfName, d.master, err)
+		}
+		if err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "create %s %q: %w", s.Kind, a.IfName, err)
+		}
+		undo.Push(func() { _ = pod.DeleteLink(a.IfName) })
+		return nil
+	}
+	// DHCP asks the LAN's server through the pod's device: it must exist
+	// before IPAM runs (the reference's order for every IPAM).
+	deviceFirst := a.Conf.IPAM.Type == "dhcp"
+	if deviceFirst {
+		if err := createDevice(); err != nil {
+			return nil, err
+		}
+	}
 	var p *plan
 	_, err = attach.Reserve(ctx, a, c.DataDir, func(ipamRes *current.Result) (store.Endpoint, error) {
 		if ipamRes == nil {
@@ -86,17 +110,11 @@ func (s *Spec) attachDevice(ctx context.Context, a *cniplug.Args, c *Conf, pod *
 		return nil, err
 	}
 	undo.Push(func() { _ = attach.Release(context.WithoutCancel(ctx), a, c.DataDir, nil) })
-	l, err := d.create()
-	if errors.Is(err, netops.ErrExists) {
-		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "create %s %q: %w", s.Kind, a.IfName, err)
+	if !deviceFirst {
+		if err := createDevice(); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil && d.master != "" {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "create %s %q on %q: %w", s.Kind, a.IfName, d.master, err)
-	}
-	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "create %s %q: %w", s.Kind, a.IfName, err)
-	}
-	undo.Push(func() { _ = pod.DeleteLink(a.IfName) })
 	a.Mark(s.Kind)
 	res.Interfaces = []*current.Interface{{Name: a.IfName, Mac: l.MAC.String(), Sandbox: a.Netns}}
 	if err := s.apply(pod, a, p); err != nil {

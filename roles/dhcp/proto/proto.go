@@ -1,0 +1,139 @@
+// Package proto is the protocol between the dhcp role and the dhcp daemon:
+// over the daemon's unix stream socket, the role writes one Request as a
+// line of JSON, the daemon answers one Response as a line of JSON, and the
+// connection closes. It is small on purpose: the role runs in every plugin
+// process and must not link an RPC framework.
+package proto
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+)
+
+// DefaultSocket is where the daemon listens unless configured otherwise.
+const DefaultSocket = "/run/cni/dhcp.sock"
+
+// Operations.
+const (
+	OpAdd    = "add"    // acquire a lease (or return the one held) and keep it renewed
+	OpDel    = "del"    // release the lease and forget it
+	OpCheck  = "check"  // report the lease held
+	OpGC     = "gc"     // release the leases of a network not in Keep
+	OpStatus = "status" // answer when alive
+)
+
+// Request is what the role asks.
+type Request struct {
+	Op          string `json:"op"`
+	Network     string `json:"network,omitempty"`
+	ContainerID string `json:"containerID,omitempty"`
+	IfName      string `json:"ifName,omitempty"`
+	Netns       string `json:"netns,omitempty"`
+	Pod         string `json:"pod,omitempty"`
+	// Request lists the option codes to ask for (option 55).
+	Request []int `json:"request,omitempty"`
+	// Provide lists the options to send (option 12, the hostname, among them).
+	Provide []Option `json:"provide,omitempty"`
+	// Keep lists, for OpGC, the attachments of Network to keep.
+	Keep []Attachment `json:"keep,omitempty"`
+}
+
+// Option is a DHCP option to send: its code and its value as text.
+type Option struct {
+	Code  int    `json:"code"`
+	Value string `json:"value"`
+}
+
+// Attachment names one attachment of a network.
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+}
+
+// Response is the daemon's answer. Error is empty on success; Code is its
+// CNI error code.
+type Response struct {
+	Error string `json:"error,omitempty"`
+	Code  uint   `json:"code,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
+}
+
+// Lease is what a lease gives the pod, with addresses as text.
+type Lease struct {
+	Address string    `json:"address"` // CIDR, prefix from the subnet mask
+	Gateway string    `json:"gateway,omitempty"`
+	Routes  []Route   `json:"routes,omitempty"`
+	DNS     DNS       `json:"dns,omitempty"`
+	Server  string    `json:"server,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+// Route is a route of a lease.
+type Route struct {
+	Dst string `json:"dst"`
+	GW  string `json:"gw,omitempty"`
+}
+
+// DNS is the lease's resolver settings.
+type DNS struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Domain      string   `json:"domain,omitempty"`
+	Search      []string `json:"search,omitempty"`
+}
+
+// Call sends req to the daemon at socket and returns its response; ctx's
+// deadline bounds the whole exchange.
+func Call(ctx context.Context, socket string, req *Request) (*Response, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("read the answer: %w", err)
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return nil, fmt.Errorf("decode the answer: %w", err)
+	}
+	return &resp, nil
+}
+
+// Serve reads one Request from conn, answers it with handle and closes conn.
+func Serve(conn net.Conn, timeout time.Duration, handle func(*Request) *Response) {
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req Request
+	var resp *Response
+	if err := json.Unmarshal(line, &req); err != nil {
+		resp = &Response{Error: "decode the request: " + err.Error(), Code: 6}
+	} else {
+		_ = conn.SetReadDeadline(time.Time{})
+		resp = handle(&req)
+	}
+	b, _ := json.Marshal(resp)
+	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	_, _ = conn.Write(append(b, '\n'))
+}
