@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"time"
@@ -84,15 +86,24 @@ func (d *Daemon) modifiers(rec *store.DHCPLease) []dhcpv4.Modifier {
 	return mods
 }
 
-// acquire runs DISCOVER/OFFER/REQUEST/ACK within the daemon's timeout.
+// acquire runs DISCOVER/OFFER/REQUEST/ACK within the daemon's timeout. A
+// NAK (the offered address went to another client first, as happens when
+// many pods ask at once) starts over with a DISCOVER, as RFC 2131 says.
 func (d *Daemon) acquire(ctx context.Context, c *nclient4.Client, rec *store.DHCPLease) (*nclient4.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
 	defer cancel()
-	l, err := c.Request(ctx, d.modifiers(rec)...)
-	if err != nil {
-		return nil, err
+	for {
+		l, err := c.Request(ctx, d.modifiers(rec)...)
+		var nak *nclient4.ErrNak
+		if err == nil || !errors.As(err, &nak) || ctx.Err() != nil {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(100+rand.IntN(400)) * time.Millisecond):
+		}
 	}
-	return l, nil
 }
 
 // bind copies what an ACK says into rec.
