@@ -121,6 +121,18 @@ func commands(o Options) []*ucli.Command {
 					Action: runInspectIPAM,
 				},
 				{
+					Name:  "dhcp",
+					Usage: "the dhcp daemon's leases: address, server, state, last renewal, expiry",
+					UsageText: "cnibox inspect dhcp [--network N] [--data-dir DIR] [--json]\n\n" +
+						"Example: cnibox inspect dhcp --network lan",
+					Flags: []ucli.Flag{
+						&ucli.StringFlag{Name: "network", Usage: "only this network"},
+						dataDirFlag,
+						jsonFlag,
+					},
+					Action: inspectDHCP,
+				},
+				{
 					Name:  "topology",
 					Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
 					UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +

@@ -91,6 +91,7 @@ func runDoctor(c *ucli.Context, host *netops.Handle) error {
 	}
 	d.at = checkSubject{}
 	d.checkOverlays(host, overlays)
+	d.checkDHCPLeases(c)
 	if !filtered {
 		d.checkLeftovers(c, host)
 	}
