@@ -30,7 +30,43 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 
-	// The address reservation and the endpoint record first, in one store
+	var br, hv, pv netops.Link
+	makeLinks := func() error {
+		var err error
+		br, err = host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, MAC: bridgeMAC(c.Bridge), PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0 || len(c.vlans) > 0})
+		if err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
+		}
+		fault.Point("bridge/add/after-bridge")
+		hv, pv, err = attach.CreateVeth(host, &undo, netops.VethOpts{
+			HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
+		})
+		if err != nil {
+			return err
+		}
+		fault.Point("bridge/add/after-veth")
+		if err := setupPort(host, c, &undo, hostName, pv); err != nil {
+			return err
+		}
+		if c.DisableContainerInterface {
+			if err := pod.SetLinkDown(a.IfName); err != nil {
+				return cniplug.Errorf(types.ErrIOFailure, "leave %s down in the pod (disableContainerInterface): %w", a.IfName, err)
+			}
+		}
+		a.Mark("veth")
+		return nil
+	}
+	// DHCP asks the LAN's server through the pod's interface: with a dhcp
+	// IPAM the bridge and the veth come first (the reference's order for
+	// every IPAM).
+	linksFirst := a.Conf.IPAM.Type == "dhcp"
+	if linksFirst {
+		if err := makeLinks(); err != nil {
+			return nil, err
+		}
+	}
+
+	// Otherwise the address reservation and the endpoint record first, in one store
 	// transaction, before any kernel work: an exhausted pool fails before
 	// anything is made, and a call killed later leaves a record that DEL and
 	// GC find.
@@ -52,27 +88,11 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	}
 	fault.Point("bridge/add/after-ipam")
 
-	br, err := host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, MAC: bridgeMAC(c.Bridge), PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0 || len(c.vlans) > 0})
-	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "bridge %q: %w", c.Bridge, err)
-	}
-	fault.Point("bridge/add/after-bridge")
-	hv, pv, err := attach.CreateVeth(host, &undo, netops.VethOpts{
-		HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
-	})
-	if err != nil {
-		return nil, err
-	}
-	fault.Point("bridge/add/after-veth")
-	if err := setupPort(host, c, &undo, hostName, pv); err != nil {
-		return nil, err
-	}
-	if c.DisableContainerInterface {
-		if err := pod.SetLinkDown(a.IfName); err != nil {
-			return nil, cniplug.Errorf(types.ErrIOFailure, "leave %s down in the pod (disableContainerInterface): %w", a.IfName, err)
+	if !linksFirst {
+		if err := makeLinks(); err != nil {
+			return nil, err
 		}
 	}
-	a.Mark("veth")
 
 	res.Interfaces = []*current.Interface{
 		{Name: br.Name, Mac: br.MAC.String()},

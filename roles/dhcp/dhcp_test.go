@@ -15,6 +15,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/dhcp"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/macvlan"
@@ -178,4 +179,35 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%s: %v, want code 7 naming %s", tt.ipam, err, tt.word)
 		}
 	}
+}
+
+// TestBridge: a bridge network whose bridge has the node's NIC as a port
+// gets its pods' addresses from the LAN's server; DEL releases them.
+func TestBridge(t *testing.T) {
+	n := roletest.NewNode(t, bridge.Role, dhcp.Role)
+	l := newLAN(t)
+	host := open(t, "")
+	if _, err := host.EnsureBridge(netops.BridgeOpts{Name: "dhbr0"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.DeleteLink("dhbr0") })
+	if _, err := host.EnsureUplink(netops.UplinkOpts{Uplink: "lan0", Bridge: "dhbr0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.SetLinkUp("dhbr0"); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, t.TempDir())
+	c := []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"brnet","type":"bridge","bridge":"dhbr0",
+		"ipam":{"type":"dhcp","daemonSocketPath":%q}}`, d.socket))
+	p := n.NewPod("br")
+	res := roletest.Result(t, n.Must(bridge.Role, "ADD", p, c), "1.1.0")
+	ip := res.IPs[0].Address.IP.String()
+	if gw := res.IPs[0].Gateway.String(); gw != lanRouter {
+		t.Errorf("gateway %s, want %s", gw, lanRouter)
+	}
+	l.waitLeases("lists the pod", func(m map[string]string) bool { return m[ip] != "" })
+	n.Must(bridge.Role, "DEL", p, c)
+	n.Must(bridge.Role, "DEL", p, c)
+	l.waitLeases("released", func(m map[string]string) bool { return m[ip] == "" })
 }
