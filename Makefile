@@ -25,11 +25,13 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/cnibox .
 	CGO_ENABLED=0 $(GO) build -trimpath -tags nokube -ldflags '$(LDFLAGS)' -o bin/cnibox-agent ./cmd/cnibox-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox-agent-kube ./cmd/cnibox-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox-dhcp ./cmd/cnibox-dhcp
 
 install: build
 	install -D -m 0755 bin/cnibox $(DESTDIR)$(PREFIX)/bin/cnibox
 	install -D -m 0755 bin/cnibox-agent $(DESTDIR)$(PREFIX)/bin/cnibox-agent
 	install -D -m 0755 bin/cnibox-agent-kube $(DESTDIR)$(PREFIX)/bin/cnibox-agent-kube
+	install -D -m 0755 bin/cnibox-dhcp $(DESTDIR)$(PREFIX)/bin/cnibox-dhcp
 	mkdir -p $(DESTDIR)$(CNI_BIN_DIR)
 	for r in $$(bin/cnibox roles); do ln -sfn $(PREFIX)/bin/cnibox $(DESTDIR)$(CNI_BIN_DIR)/$$r; done
 

@@ -51,8 +51,10 @@ func run(argv []string) int {
 		// Called by a runtime under a name that is no role of ours.
 		return cniplug.MainUnknown(name, reg, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	}
-	if ok && len(argv) > 1 && role.Commands[argv[1]] != nil {
-		return role.Commands[argv[1]](argv[2:])
+	if ok && len(argv) > 1 {
+		if sub := role.Command(argv[1]); sub != nil {
+			return sub.Run(argv[2:])
+		}
 	}
 	if ok {
 		return cniplug.Main(context.Background(), role, cniplug.Invocation{

@@ -39,9 +39,25 @@ type Role struct {
 	GC     func(ctx context.Context, a *Args) error
 	Status func(ctx context.Context, a *Args) error
 
-	// Commands are subcommands of the role's own name (`dhcp daemon`), run
-	// with the arguments after the subcommand; the int is the exit code.
-	Commands map[string]func(args []string) int
+	// Commands are subcommands of the role's own name (`dhcp daemon`).
+	Commands []Command
+}
+
+// Command is a subcommand of a role: Run gets the arguments after its name
+// and returns the exit code.
+type Command struct {
+	Name string
+	Run  func(args []string) int
+}
+
+// Command returns the role's subcommand called name, or nil.
+func (r *Role) Command(name string) *Command {
+	for i := range r.Commands {
+		if r.Commands[i].Name == name {
+			return &r.Commands[i]
+		}
+	}
+	return nil
 }
 
 // Registry is the explicit list of roles of a binary, looked up by name.

@@ -48,20 +48,43 @@ const (
 // entry says skipDefault.
 var defaultRequest = []int{optSubnetMask, optRouter, optDNS, optDomainName, optDomainSearch, optClasslessRoutes}
 
-// optionNames maps the option names configs use (those of the reference,
-// RFC 2132 names in lower case with dashes) to codes; a number works too.
-var optionNames = map[string]int{
-	"subnet-mask": optSubnetMask, "router": optRouter, "dns": optDNS, "domain-name-server": optDNS,
-	"domain-name-servers": optDNS, "host-name": optHostname, "hostname": optHostname,
-	"domain-name": optDomainName, "static-routes": 33, "ntp-servers": 42, "vendor-class-identifier": 60,
-	"dhcp-client-identifier": 61, "user-class": 77, "domain-search": optDomainSearch,
-	"classless-static-routes": optClasslessRoutes, "classless-route": optClasslessRoutes,
+// optionByName returns the code of an option name configs use (those of
+// the reference, RFC 2132 names in lower case with dashes). A switch, not a
+// map: a map literal would be built at every exec of cnibox.
+func optionByName(s string) (int, bool) {
+	switch s {
+	case "subnet-mask":
+		return optSubnetMask, true
+	case "router":
+		return optRouter, true
+	case "dns", "domain-name-server", "domain-name-servers":
+		return optDNS, true
+	case "host-name", "hostname":
+		return optHostname, true
+	case "domain-name":
+		return optDomainName, true
+	case "static-routes":
+		return 33, true
+	case "ntp-servers":
+		return 42, true
+	case "vendor-class-identifier":
+		return 60, true
+	case "dhcp-client-identifier":
+		return 61, true
+	case "user-class":
+		return 77, true
+	case "domain-search":
+		return optDomainSearch, true
+	case "classless-static-routes", "classless-route":
+		return optClasslessRoutes, true
+	}
+	return 0, false
 }
 
 // optionCode reads an option name or number.
 func optionCode(field, s string) (int, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
-	if c, ok := optionNames[s]; ok {
+	if c, ok := optionByName(s); ok {
 		return c, nil
 	}
 	c, err := strconv.Atoi(s)

@@ -1,11 +1,8 @@
 package dhcp
 
-import (
-	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/roles/dhcp/daemon"
-)
+import "github.com/cnibox/cnibox/cniplug"
 
-// Role is the dhcp IPAM plugin; `dhcp daemon` runs its daemon.
+// Role is the dhcp IPAM plugin; `dhcp daemon` execs its daemon (cnibox-dhcp).
 var Role = &cniplug.Role{
 	Name: "dhcp",
 	IPAM: true,
@@ -18,5 +15,5 @@ var Role = &cniplug.Role{
 	Del:      cniplug.WithConf(loadConfig, del),
 	GC:       cniplug.WithConf(loadConfig, gc),
 	Status:   cniplug.WithConf(loadConfig, status),
-	Commands: map[string]func([]string) int{"daemon": daemon.Main},
+	Commands: []cniplug.Command{{Name: "daemon", Run: runDaemon}},
 }
