@@ -171,7 +171,10 @@ func (d *Daemon) release(a *attachment) {
 	}
 	err := netops.InNetns(fmt.Sprintf("/proc/self/fd/%d", a.ns.Fd()), func() error { return d.sendRelease(a.rec, true) })
 	if err != nil {
-		d.log.Printf("release %s of %s: %v", a.rec.Address, a.rec.ClientID, err)
+		// The pod's interface is gone (a GC of the main role deletes it
+		// first): try from the daemon's own namespace.
+		d.log.Printf("release %s of %s from the pod's namespace: %v", a.rec.Address, a.rec.ClientID, err)
+		d.releaseFromHost(a.rec)
 		return
 	}
 	d.log.Printf("released %s of %s", a.rec.Address, a.rec.ClientID)
