@@ -39,6 +39,9 @@ func (o Options) install(c *ucli.Context) error {
 	return err
 }
 
+// dhcpDaemonBinary is the dhcp daemon's binary (roles/dhcp.DaemonBinary).
+const dhcpDaemonBinary = "cnibox-dhcp"
+
 // installOptions turns the flags into InstallOptions.
 func installOptions(c *ucli.Context, o Options) (InstallOptions, error) {
 	opts := InstallOptions{Dir: c.String("dir"), Names: o.Registry.Names(), Force: c.Bool("force")}
@@ -98,6 +101,18 @@ func Install(o InstallOptions) ([]string, error) {
 			return nil, fmt.Errorf("install %s as %s: %w", o.Binary, target, err)
 		}
 		out = append(out, fileLine(changed, target))
+		// The dhcp daemon's binary, when it sits next to the one copied:
+		// `dhcp daemon` looks for it next to cnibox.
+		if src := filepath.Join(filepath.Dir(o.Binary), dhcpDaemonBinary); src != o.Binary {
+			if st, err := os.Stat(src); err == nil && st.Mode().IsRegular() {
+				dst := filepath.Join(o.Dir, dhcpDaemonBinary)
+				changed, err := installFile(dst, 0o755, func() (io.ReadCloser, error) { return os.Open(src) })
+				if err != nil {
+					return nil, fmt.Errorf("install %s as %s: %w", src, dst, err)
+				}
+				out = append(out, fileLine(changed, dst))
+			}
+		}
 	}
 	if target == "" {
 		return nil, errors.New("install: neither a binary to copy nor a target to link to")

@@ -306,3 +306,24 @@ func TestInstallCommand(t *testing.T) {
 		t.Errorf("--binary with --target: %v, want a refusal", err)
 	}
 }
+
+// TestInstallDHCPDaemon: the dhcp daemon's binary next to the one copied is
+// copied too (`dhcp daemon` looks for it next to cnibox); twice is ok.
+func TestInstallDHCPDaemon(t *testing.T) {
+	dir := t.TempDir()
+	bin := writeExe(t, "#!/bin/true\n")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(bin), "cnibox-dhcp"), []byte("daemon"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := InstallOptions{Dir: dir, Binary: bin, Names: []string{"dhcp"}}
+	out, err := Install(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cnibox-dhcp")); err != nil || string(b) != "daemon" {
+		t.Errorf("dir/cnibox-dhcp = %q (%v), want a copy; lines %q", b, err, out)
+	}
+	if out, err = Install(opts); err != nil || len(out) != 3 || !strings.HasPrefix(out[1], "ok") {
+		t.Errorf("second install: %q, %v", out, err)
+	}
+}
