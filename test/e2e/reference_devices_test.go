@@ -24,15 +24,12 @@ import (
 func TestReferenceHostDevice(t *testing.T) {
 	requireReference(t, "host-device")
 	for _, v := range refVersions {
-		for name, ranges := range map[string]string{
-			"v4":   `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}]]`,
-			"dual": `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}],[{"subnet":"fd57::/64","rangeStart":"fd57::10","gateway":"fd57::1"}]]`,
-		} {
+		for name, ranges := range lanRanges {
 			t.Run(v+"/"+name, func(t *testing.T) {
 				e := newEnv(t)
 				conf := func(dir, dev string) *libcni.NetworkConfigList {
 					return listFromJSON(t, fmt.Sprintf(`{"cniVersion":%q,"name":"hostdev","plugins":[{"type":"host-device","device":%q,"ipam":%s}]}`,
-						v, dev, ipamJSON(dir, ranges, `[{"dst":"0.0.0.0/0"},{"dst":"192.168.57.0/24","gw":"10.57.0.254"}]`)))
+						v, dev, ipamJSON(dir, ranges, lanRoutes)))
 				}
 				ref := libcni.NewCNIConfigWithCacheDir([]string{refDir}, t.TempDir(), newExec())
 				refBefore := newHostDevice(t, "hd7")

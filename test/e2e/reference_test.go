@@ -213,15 +213,12 @@ func TestReferencePtp(t *testing.T) {
 func TestReferenceMacvlan(t *testing.T) {
 	requireReference(t, "macvlan")
 	for _, v := range refVersions {
-		for name, ranges := range map[string]string{
-			"v4":   `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}]]`,
-			"dual": `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}],[{"subnet":"fd57::/64","rangeStart":"fd57::10","gateway":"fd57::1"}]]`,
-		} {
+		for name, ranges := range lanRanges {
 			t.Run(v+"/"+name, func(t *testing.T) {
 				newRefLAN(t, "lan7")
 				compareSides(t, func(dir string) string {
 					return fmt.Sprintf(`{"cniVersion":%q,"name":"lan","plugins":[{"type":"macvlan","master":"lan7","mode":"bridge","mtu":1400,"ipam":%s}]}`,
-						v, ipamJSON(dir, ranges, `[{"dst":"0.0.0.0/0"},{"dst":"192.168.57.0/24","gw":"10.57.0.254"}]`))
+						v, ipamJSON(dir, ranges, lanRoutes))
 				})
 			})
 		}
@@ -234,10 +231,7 @@ func TestReferenceMacvlan(t *testing.T) {
 func TestReferenceVlan(t *testing.T) {
 	requireReference(t, "vlan")
 	for _, v := range refVersions {
-		for name, ranges := range map[string]string{
-			"v4":   `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}]]`,
-			"dual": `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}],[{"subnet":"fd57::/64","rangeStart":"fd57::10","gateway":"fd57::1"}]]`,
-		} {
+		for name, ranges := range lanRanges {
 			t.Run(v+"/"+name, func(t *testing.T) {
 				newRefLAN(t, "lan9")
 				_, err := hostHandle(t).EnsureVlan(netops.VlanOpts{Name: "probe9", Master: "lan9", ID: 9})
@@ -247,7 +241,7 @@ func TestReferenceVlan(t *testing.T) {
 				}
 				compareSides(t, func(dir string) string {
 					return fmt.Sprintf(`{"cniVersion":%q,"name":"vlan57","plugins":[{"type":"vlan","master":"lan9","vlanId":57,"mtu":1400,"ipam":%s}]}`,
-						v, ipamJSON(dir, ranges, `[{"dst":"0.0.0.0/0"},{"dst":"192.168.57.0/24","gw":"10.57.0.254"}]`))
+						v, ipamJSON(dir, ranges, lanRoutes))
 				})
 			})
 		}
@@ -332,6 +326,15 @@ func upstreamRef(t *testing.T, plugin string) string {
 	}
 	return dir
 }
+
+// lanRanges are host-local's "ranges" (name -> JSON) on the LAN of
+// newRefLAN, single and dual stack, and lanRoutes its routes.
+var lanRanges = map[string]string{
+	"v4":   `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}]]`,
+	"dual": `[[{"subnet":"10.57.0.0/24","rangeStart":"10.57.0.10","gateway":"10.57.0.1"}],[{"subnet":"fd57::/64","rangeStart":"fd57::10","gateway":"fd57::1"}]]`,
+}
+
+const lanRoutes = `[{"dst":"0.0.0.0/0"},{"dst":"192.168.57.0/24","gw":"10.57.0.254"}]`
 
 // newRefLAN makes a LAN namespace whose veth end on the node, nic, stands in
 // for the node's NIC.
