@@ -27,18 +27,25 @@ func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.Fil
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if err := flockUntil(f, path, deadline, timeout); err != nil {
+		return nil, err
+	}
+	return relockIfReplaced(f, path, deadline, timeout)
+}
+
+// flockUntil takes f's exclusive lock, waiting at most until deadline; on
+// an error f is closed (or, when the deadline wins, closed by the waiting
+// goroutine once it gets the lock, which drops it again).
+func flockUntil(f *os.File, path string, deadline time.Time, timeout time.Duration) error {
 	fd := int(f.Fd())
-	err = flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+	err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == nil {
-		return relockIfReplaced(f, path, deadline, timeout)
+		return nil
 	}
 	if !errors.Is(err, syscall.EWOULDBLOCK) {
 		f.Close()
-		return nil, fmt.Errorf("lock store %s: %w", path, err)
+		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	// Contended: block in a goroutine so the deadline can win. If it does,
-	// the goroutine keeps waiting and closes the file (dropping the lock)
-	// once it gets it.
 	done := make(chan error, 1)
 	go func() { done <- flock(fd, syscall.LOCK_EX) }()
 	timer := time.NewTimer(time.Until(deadline))
@@ -47,15 +54,15 @@ func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.Fil
 	case err := <-done:
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("lock store %s: %w", path, err)
+			return fmt.Errorf("lock %s: %w", path, err)
 		}
-		return relockIfReplaced(f, path, deadline, timeout)
+		return nil
 	case <-timer.C:
 		go func() {
 			<-done
 			f.Close()
 		}()
-		return nil, fmt.Errorf("open store %s: %w: another process held its lock for more than %s; retry, or find the holder with `fuser %s` (the wait is set by %s)",
+		return fmt.Errorf("lock %s: %w: another process held it for more than %s; retry, or find the holder with `fuser %s` (the wait is set by %s)",
 			path, ErrBusy, timeout, path, EnvTimeout)
 	}
 }

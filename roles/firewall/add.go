@@ -65,6 +65,11 @@ func firewallAdd(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *cu
 		return nil, err
 	}
 	defer host.Close()
+	unlock, err := lockRules(a)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 	undo.Push(func() { _ = host.DeleteFirewall(func(o string) bool { return o == r.Owner }) })
@@ -99,6 +104,11 @@ func firewallCheck(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *
 		return err
 	}
 	defer host.Close()
+	unlock, err := lockRules(a)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := host.CheckFirewall(r); err != nil {
 		if errors.Is(err, netops.ErrNotFound) {
 			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: %v", err)

@@ -25,6 +25,11 @@ func firewallDel(ctx context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer host.Close()
+	unlock, err := lockRules(a)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	own := owner(a.Conf.Name, a.ContainerID, a.IfName)
 	if err := host.DeleteFirewall(func(o string) bool { return o == own }); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "firewall DEL: %w", err)
@@ -40,6 +45,11 @@ func firewallGC(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer host.Close()
+	unlock, err := lockRules(a)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	prefix := ownerPrefix(a.Conf.Name)
 	keep := map[string]bool{}
 	for _, k := range a.Conf.GCKeep() {
