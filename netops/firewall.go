@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -106,30 +107,51 @@ func (p fwPlace) is6() bool { return p.table.Family == nftables.TableFamilyIPv6 
 
 // EnsureFirewall lets r's addresses through the forward path (and applies
 // its ingress policy), idempotently: the chains and jumps are made if
-// missing, the owner's rules (wherever they are) are replaced.
+// missing, the owner's rules (wherever they are) are replaced. In the table
+// in use this is one dump of each chain and one transaction, so the pod's
+// old rules and its new ones are swapped atomically and the cost of an ADD
+// grows with the rules on the node only through that dump. Callers that
+// run concurrently must hold a lock across it (roles/firewall does): a dump
+// that another change interrupts can skip rules.
 func (h *Handle) EnsureFirewall(r FirewallRules) error {
 	places, err := h.fwPlaces()
 	if err != nil {
 		return err
 	}
-	if err := h.DeleteFirewall(func(o string) bool { return o == r.Owner }); err != nil {
+	all, err := h.fwAllPlaces()
+	if err != nil {
 		return err
+	}
+	mine := func(o string) bool { return o == r.Owner }
+	for _, p := range all {
+		if !slices.ContainsFunc(places, func(q fwPlace) bool { return q.table.Family == p.table.Family && q.table.Name == p.table.Name }) {
+			// Written before iptables' table appeared (or went).
+			if err := h.fwDeleteOwned(p, mine); err != nil {
+				return err
+			}
+		}
 	}
 	c := h.nft
 	for _, p := range places {
-		if err := h.fwSchema(p, r.AdminChain); err != nil {
+		fwd, iso, err := h.fwSchema(p, r.AdminChain)
+		if err != nil {
 			return err
+		}
+		for _, rule := range append(fwd, iso...) {
+			if o := fwOwner(rule); o != "" && mine(o) {
+				if err := c.DelRule(rule); err != nil {
+					return err
+				}
+			}
 		}
 		for _, rule := range fwPodRules(p, r) {
 			c.AddRule(rule)
 		}
+		if r.Ingress == IngressSameBridge || r.Ingress == IngressIsolated {
+			h.fwAddIsolation(p, r, iso)
+		}
 		if err := c.Flush(); err != nil {
 			return fmt.Errorf("add the firewall rules of %s in %s %s of %s: %w", r.Owner, familyName(p), p.table.Name, h.where(), err)
-		}
-		if r.Ingress == IngressSameBridge || r.Ingress == IngressIsolated {
-			if err := h.fwEnsureIsolation(p, r); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -202,10 +224,13 @@ func fwChain(p fwPlace, name string) *nftables.Chain {
 }
 
 // fwSchema makes, when missing, the own table and its base chain, the
-// chains CNI-FORWARD, CNI-ISOLATION and the admin chain, the jump from the
-// base chain to CNI-FORWARD (first) and, at the head of CNI-FORWARD, the
-// jumps to the admin chain and then CNI-ISOLATION.
-func (h *Handle) fwSchema(p fwPlace, admin string) error {
+// chains CNI-FORWARD, CNI-ISOLATION and the admin chain, and queues (for
+// the caller's Flush) the jump from the base chain to CNI-FORWARD (first)
+// and, at the head of CNI-FORWARD, the jumps to the admin chain and then
+// CNI-ISOLATION, and the deletion of repeated jumps (two first ADDs of an
+// older cnibox, without the lock, could both insert one). It returns the
+// rules of CNI-FORWARD and CNI-ISOLATION as it found them.
+func (h *Handle) fwSchema(p fwPlace, admin string) (fwd, iso []*nftables.Rule, err error) {
 	c := h.nft
 	baseChain := fwIptablesForward
 	if p.own {
@@ -217,62 +242,38 @@ func (h *Handle) fwSchema(p fwPlace, admin string) error {
 		c.AddChain(fwChain(p, n))
 	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("make the firewall chains in %s %s of %s: %w", familyName(p), p.table.Name, h.where(), err)
+		return nil, nil, fmt.Errorf("make the firewall chains in %s %s of %s: %w", familyName(p), p.table.Name, h.where(), err)
 	}
 	base, err := h.fwRules(p, baseChain)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if fwFindJump(base, FirewallForwardChain) < 0 {
-		c.InsertRule(fwJumpRule(p, baseChain, FirewallForwardChain))
+	if fwd, err = h.fwRules(p, FirewallForwardChain); err != nil {
+		return nil, nil, err
 	}
-	fwd, err := h.fwRules(p, FirewallForwardChain)
-	if err != nil {
-		return err
+	if iso, err = h.fwRules(p, FirewallIsolationChain); err != nil {
+		return nil, nil, err
 	}
 	// The isolation jump is inserted first, so that the admin jump, inserted
 	// after it, ends up in front of it.
-	if fwFindJump(fwd, FirewallIsolationChain) < 0 {
-		c.InsertRule(fwJumpRule(p, FirewallForwardChain, FirewallIsolationChain))
-	}
-	if fwFindJump(fwd, admin) < 0 {
-		c.InsertRule(fwJumpRule(p, FirewallForwardChain, admin))
-	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("add the firewall jumps in %s %s of %s: %w", familyName(p), p.table.Name, h.where(), err)
-	}
-	// Two first ADDs at once may both have inserted a jump: keep the first.
-	return h.fwDedupJumps(p, [][2]string{{baseChain, FirewallForwardChain}, {FirewallForwardChain, admin}, {FirewallForwardChain, FirewallIsolationChain}})
-}
-
-// fwDedupJumps deletes, for each {chain, target}, the jumps from chain to
-// target after the first (one that another ADD deleted first is fine).
-func (h *Handle) fwDedupJumps(p fwPlace, pairs [][2]string) error {
-	for _, pr := range pairs {
-		rules, err := h.fwRules(p, pr[0])
-		if err != nil {
-			return err
-		}
-		first := fwFindJump(rules, pr[1])
+	for _, j := range []struct {
+		rules    []*nftables.Rule
+		from, to string
+	}{{base, baseChain, FirewallForwardChain}, {fwd, FirewallForwardChain, FirewallIsolationChain}, {fwd, FirewallForwardChain, admin}} {
+		first := fwFindJump(j.rules, j.to)
 		if first < 0 {
+			c.InsertRule(fwJumpRule(p, j.from, j.to))
 			continue
 		}
-		n := 0
-		for _, r := range rules[first+1:] {
-			if fwFindJump([]*nftables.Rule{r}, pr[1]) == 0 && fwOwner(r) == "" {
-				if err := h.nft.DelRule(r); err != nil {
-					return err
+		for _, r := range j.rules[first+1:] {
+			if fwFindJump([]*nftables.Rule{r}, j.to) == 0 && fwOwner(r) == "" {
+				if err := c.DelRule(r); err != nil {
+					return nil, nil, err
 				}
-				n++
-			}
-		}
-		if n > 0 {
-			if err := h.nft.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("remove a repeated jump to %s in %s %s of %s: %w", pr[1], familyName(p), p.table.Name, h.where(), err)
 			}
 		}
 	}
-	return nil
+	return fwd, iso, nil
 }
 
 // fwJumpRule is `-j to` in chain from, with the reference's comment.
@@ -368,7 +369,7 @@ func fwPodRules(p fwPlace, r FirewallRules) []*nftables.Rule {
 	return out
 }
 
-// fwEnsureIsolation adds r's ingressPolicy drops to CNI-ISOLATION, with
+// fwAddIsolation queues r's ingressPolicy drops to CNI-ISOLATION, with
 // r's owner comment, after one shared rule (made once) that returns for
 // port-forwarded connections, which portmap opened on purpose. same-bridge:
 // a new connection to a pod's address that came in by an interface other
@@ -376,11 +377,7 @@ func fwPodRules(p fwPlace, r FirewallRules) []*nftables.Rule {
 // passes the forward path is dropped. The pods' own connections and their
 // replies pass, and the node reaches its pods by its output path, which
 // this does not touch.
-func (h *Handle) fwEnsureIsolation(p fwPlace, r FirewallRules) error {
-	rules, err := h.fwRules(p, FirewallIsolationChain)
-	if err != nil {
-		return err
-	}
+func (h *Handle) fwAddIsolation(p fwPlace, r FirewallRules, rules []*nftables.Rule) {
 	add := func(comment string, v expr.VerdictKind, ex ...[]expr.Any) {
 		var all []expr.Any
 		for _, e := range ex {
@@ -409,8 +406,4 @@ func (h *Handle) fwEnsureIsolation(p fwPlace, r FirewallRules) error {
 			add(r.Owner, expr.VerdictDrop, fwMatchAddr(a, false), fwMatchIf(r.Bridge, true, true), fwCtState(expr.CtStateBitNEW))
 		}
 	}
-	if err := h.nft.Flush(); err != nil {
-		return fmt.Errorf("add the %s rules of %s in %s %s of %s: %w", r.Ingress, r.Owner, familyName(p), p.table.Name, h.where(), err)
-	}
-	return nil
 }
