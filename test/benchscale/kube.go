@@ -65,7 +65,13 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 		return r, fmt.Errorf("create nodes: %w", err)
 	}
 	o.logf("kube: %d nodes created in %s", n, time.Since(t))
-	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: selfNode}}, metav1.CreateOptions{}); err != nil {
+	// The agent's own Node as a kubelet registers it: with annotations
+	// (flanneld's kube subnet manager writes into the map and panics on a
+	// Node that has none).
+	self := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: selfNode, Annotations: map[string]string{
+		"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+	}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, self, metav1.CreateOptions{}); err != nil {
 		return r, err
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
