@@ -12,7 +12,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 14m
 # Debian packages the tests drive: the kernel tools for test namespaces, podman
 # with runc for the end-to-end test, the reference plugins to compare with,
 # containerd for the image test (deploy/image).
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl
+TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base
 # firewalld for the firewall role's firewalld tests (they run it on a private
 # D-Bus in their own namespaces), only where systemd is not PID 1: there,
 # installing Debian's package would start firewalld on the machine itself.
@@ -97,7 +97,7 @@ test-node: deps image
 # (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER
 # for another), with every network module loaded; TEST_KERNEL_ARGS='-run X'.
 .PHONY: test-kernel
-test-kernel: build
+test-kernel: deps build
 	$(GO) run ./test/kernel -cnibox $(CURDIR)/bin/cnibox -kernel '$(KERNEL)' $(TEST_KERNEL_ARGS)
 
 demo: build

@@ -110,6 +110,10 @@ func buildDisk(o options) (string, []string, error) {
 	} else if err := goBuild(cnibox, "-tags", "urfave_cli_no_docs", "."); err != nil {
 		return "", nil, fmt.Errorf("build cnibox: %w", err)
 	}
+	// The dhcp daemon, next to cnibox where `dhcp daemon` looks for it.
+	if err := goBuild(filepath.Join(stage, "bin", "cnibox-dhcp"), "./cmd/cnibox-dhcp"); err != nil {
+		return "", nil, fmt.Errorf("build cnibox-dhcp: %w", err)
+	}
 	if err := goBuild(filepath.Join(stage, "bin", "cnibox-fault"), "-tags", "faultpoints", "."); err != nil {
 		return "", nil, fmt.Errorf("build cnibox-fault: %w", err)
 	}
