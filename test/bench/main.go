@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -25,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/privnet"
 )
 
 // privateEnv marks the re-executed process that runs in the private node
@@ -163,41 +162,12 @@ func runParent(o *options) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: build the helper binaries (exec and DEL floors, RSS wrapper):", err)
 	}
-	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), privateEnv+"=1", refDirEnv+"="+refDir, refNameEnv+"="+refName, nopEnv+"="+hs.nop, rssEnv+"="+hs.rsswrap, vethdelEnv+"="+hs.vethdel, nopcniEnv+"="+hs.nopcni)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
-	// The child cleans up on SIGINT/SIGTERM: pass them on and wait for it.
-	sig := make(chan os.Signal, 4)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	if err = cmd.Start(); err == nil {
-		go func() {
-			for s := range sig {
-				cmd.Process.Signal(s)
-			}
-		}()
-		err = cmd.Wait()
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		return ee.ExitCode()
-	default:
-		fmt.Fprintln(os.Stderr, "bench: re-exec in a private network namespace:", err)
-		return 1
-	}
+	return privnet.Reexec("bench", privateEnv+"=1", refDirEnv+"="+refDir, refNameEnv+"="+refName, nopEnv+"="+hs.nop, rssEnv+"="+hs.rsswrap, vethdelEnv+"="+hs.vethdel, nopcniEnv+"="+hs.nopcni)
 }
 
 // runPrivate is the bench proper, inside the private node namespace.
 func runPrivate(o *options) int {
-	h, err := netops.Open("")
-	if err == nil {
-		err = h.SetLinkUp("lo")
-		h.Close()
-	}
-	if err != nil {
+	if err := privnet.LoopbackUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: loopback up in the private namespace:", err)
 		return 1
 	}

@@ -16,18 +16,15 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/privnet"
 )
 
 const privateEnv = "CNIBOX_BENCH_SCALE_PRIVATE"
@@ -117,38 +114,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-scale: etcd is not installed (apt-get install etcd-server)")
 		os.Exit(2)
 	}
-	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), privateEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
-	sig := make(chan os.Signal, 4)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	if err = cmd.Start(); err == nil {
-		go func() {
-			for s := range sig {
-				cmd.Process.Signal(s)
-			}
-		}()
-		err = cmd.Wait()
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		os.Exit(ee.ExitCode())
-	default:
-		fmt.Fprintln(os.Stderr, "bench-scale: re-exec in a private network namespace:", err)
-		os.Exit(1)
-	}
+	os.Exit(privnet.Reexec("bench-scale", privateEnv+"=1"))
 }
 
 func runPrivate(o *options) int {
-	h, err := netops.Open("")
-	if err == nil {
-		err = h.SetLinkUp("lo")
-		h.Close()
-	}
-	if err != nil {
+	if err := privnet.LoopbackUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale: loopback up:", err)
 		return 1
 	}
