@@ -55,23 +55,7 @@ func (e FDBEntry) String() string {
 // EnsureNeigh makes ip resolve to mac on dev with a permanent entry
 // (`ip neigh replace IP lladdr MAC dev DEV nud permanent`).
 func (h *Handle) EnsureNeigh(dev string, ip netip.Addr, mac net.HardwareAddr) error {
-	if !ip.IsValid() || len(mac) == 0 {
-		return fmt.Errorf("ensure neighbour on %q: need an address and a MAC (got %v, %q)", dev, ip, mac)
-	}
-	err := h.withLinkIndex(dev, func(idx int) error {
-		return h.nlh.NeighSet(&netlink.Neigh{
-			LinkIndex:    idx,
-			Family:       family(ip),
-			State:        netlink.NUD_PERMANENT,
-			Type:         unix.RTN_UNICAST,
-			IP:           toIP(ip),
-			HardwareAddr: mac,
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("ensure neighbour %s lladdr %s on %q in %s: %w", ip, mac, dev, h.where(), classify(err))
-	}
-	return nil
+	return h.setNeigh(dev, ip, mac, netlink.NUD_PERMANENT)
 }
 
 // DeleteNeigh removes the neighbour entry of ip on dev. It returns nil when
@@ -91,30 +75,13 @@ func (h *Handle) DeleteNeigh(dev string, ip netip.Addr) error {
 
 // Neighs returns the IPv4 and IPv6 neighbour entries of dev.
 func (h *Handle) Neighs(dev string) ([]Neigh, error) {
-	var out []Neigh
-	err := h.withLinkIndex(dev, func(idx int) error {
-		out = out[:0]
-		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-			list, err := retryDump(func() ([]netlink.Neigh, error) { return h.nlh.NeighList(idx, fam) })
-			if err != nil {
-				return err
-			}
-			for _, n := range list {
-				a := fromIP(n.IP)
-				if !a.IsValid() || n.LinkIndex != idx {
-					continue
-				}
-				e := Neigh{Dev: dev, IP: a, Permanent: n.State&netlink.NUD_PERMANENT != 0}
-				if len(n.HardwareAddr) > 0 {
-					e.MAC = append(net.HardwareAddr(nil), n.HardwareAddr...)
-				}
-				out = append(out, e)
-			}
-		}
-		return nil
-	})
+	list, err := h.NeighDetails(dev)
 	if err != nil {
-		return nil, fmt.Errorf("list neighbours of %q in %s: %w", dev, h.where(), classify(err))
+		return nil, err
+	}
+	out := make([]Neigh, len(list))
+	for i, n := range list {
+		out[i] = n.Neigh
 	}
 	return out, nil
 }

@@ -1,25 +1,134 @@
 package azurevnet
 
 import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
 // Bridge is azure-vnet's bridge when the config names none.
 const Bridge = "azure0"
 
-// Role is azure-vnet: the bridge plugin with bridge azure0 and host veths
-// azv<hash>, plus the node's NIC (found by the pod subnet, or "master")
-// enslaved to the bridge with its addresses and routes, and nftables rules
-// that make the fabric see only the NIC's MAC, as Azure's ebtables rules do.
-var Role = bridge.NewWithHooks("azure-vnet",
-	"azure-vnet connects pods to the VNet like Azure CNI in bridge mode (\"mode\": \"bridge\"): a veth pair per pod on bridge "+
-		"\"bridge\" (default azure0), addresses from the ipam section (azure-vnet-ipam hands out the NIC's secondary IPs). "+
-		"The node's NIC (the interface with an address in the pod's subnet, or \"master\") is enslaved to the bridge once, "+
-		"its addresses and routes moved to the bridge; nftables bridge rules rewrite MACs so the fabric only sees the NIC's.",
-	defaults, hooks)
+// VethPrefix starts the name of every host veth of azure-vnet, in both
+// modes: "azv" + 12 hex digits of sha256(container ID, ifname).
+const VethPrefix = "azv"
+
+// HostVethName is the host veth of an attachment, in either mode.
+func HostVethName(containerID, ifname string) string {
+	return attach.VethName(VethPrefix, containerID, ifname)
+}
+
+// Role is azure-vnet. "mode": "transparent" routes each pod through its own
+// host veth (transparent.go); bridge mode, the default, is the bridge role
+// with bridge azure0 and host veths azv<hash>, plus the node's NIC (found
+// by the pod subnet, or "master") enslaved to the bridge with its addresses
+// and routes, and nftables rules that make the fabric see only the NIC's
+// MAC, as Azure's ebtables rules do.
+var Role = &cniplug.Role{
+	Name: "azure-vnet",
+	About: "azure-vnet connects pods to the VNet like Azure CNI. \"mode\": \"transparent\" (what AKS ships): a veth pair per pod, " +
+		"no bridge, the node's NIC left alone; the host end answers ARP for the pod's gateway 169.254.1.1 (proxy ARP) and the " +
+		"node routes each pod address to it. \"mode\": \"bridge\" (the default): the pod's veth on bridge \"bridge\" (default " +
+		"azure0) with the node's NIC enslaved once, its addresses and routes moved to the bridge; nftables bridge rules rewrite " +
+		"MACs so the fabric only sees the NIC's. Addresses come from the ipam section (azure-vnet-ipam hands out the NIC's secondary IPs).",
+	Add:    add,
+	Check:  check,
+	Del:    del,
+	GC:     gc,
+	Status: attach.Status,
+}
+
+// bridgeMode is azure-vnet's bridge mode: the bridge role's verbs with
+// azure-vnet's hooks.
+var bridgeMode = bridge.NewWithHooks("azure-vnet", "", defaults, hooks)
 
 // defaults are the bridge fields azure-vnet sets when the config does not.
 var defaults = bridge.Conf{Bridge: Bridge}
 
 // hooks are azure-vnet's steps in the bridge verbs.
-var hooks = &bridge.Hooks{VethPrefix: "azv", Parse: parse, Attach: add, Detach: del, GC: gc}
+var hooks = &bridge.Hooks{VethPrefix: VethPrefix, Parse: parse, Attach: attachFabric, Detach: detachFabric, GC: gcFabric}
+
+func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	z, err := fields(a)
+	if err != nil {
+		return nil, err
+	}
+	if z.Mode == ModeTransparent {
+		c, err := parseTransparent(a, z)
+		if err != nil {
+			return nil, err
+		}
+		return addTransparent(ctx, a, c)
+	}
+	return bridgeMode.Add(ctx, a)
+}
+
+var (
+	check = byMode(checkTransparent, func(ctx context.Context, a *cniplug.Args) error { return bridgeMode.Check(ctx, a) })
+	gc    = byMode(attach.OnHost(gcTransparent), func(ctx context.Context, a *cniplug.Args) error { return bridgeMode.GC(ctx, a) })
+)
+
+// byMode is a verb that runs transparent with the transparent config when
+// the config says that mode, else the bridge mode's verb.
+func byMode(transparent func(context.Context, *cniplug.Args, *tconf) error, bridged func(context.Context, *cniplug.Args) error) func(context.Context, *cniplug.Args) error {
+	return func(ctx context.Context, a *cniplug.Args) error {
+		z, err := fields(a)
+		if err != nil {
+			return err
+		}
+		if z.Mode != ModeTransparent {
+			return bridged(ctx, a)
+		}
+		c, err := parseTransparent(a, z)
+		if err != nil {
+			return err
+		}
+		return transparent(ctx, a, c)
+	}
+}
+
+// del removes the attachment as the mode of its endpoint record says (the
+// config's mode when there is none), so pods added before the config
+// changed mode are still removed whole.
+func del(ctx context.Context, a *cniplug.Args) error {
+	z, err := fields(a)
+	if err != nil {
+		return err
+	}
+	mode, err := recordedMode(a, z)
+	if err != nil {
+		return err
+	}
+	if mode == ModeTransparent {
+		c, err := parseTransparent(a, z)
+		if err != nil {
+			return err
+		}
+		return attach.OnHost(delTransparent)(ctx, a, c)
+	}
+	return bridgeMode.Del(ctx, a)
+}
+
+// recordedMode is the mode of the attachment's endpoint record: transparent
+// when it says so, bridge when it names a bridge, else the config's.
+func recordedMode(a *cniplug.Args, z conf) (string, error) {
+	st, err := attach.OpenStore(a, z.DataDir)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	ep, found, err := st.GetEndpoint(a.Conf.Name, a.ContainerID, a.IfName)
+	switch {
+	case err != nil:
+		return "", cniplug.WithCode(types.ErrIOFailure, err)
+	case found && ep.Extra["mode"] == ModeTransparent:
+		return ModeTransparent, nil
+	case found && ep.Bridge != "":
+		return ModeBridge, nil
+	}
+	return z.Mode, nil
+}

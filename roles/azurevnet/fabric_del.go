@@ -12,17 +12,17 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// del removes the pod's addresses from the fabric rules.
-func del(_ context.Context, _ *cniplug.Args, _ *bridge.Conf, host *netops.Handle, ips []netip.Addr) error {
+// detachFabric (bridge mode) removes the pod's addresses from the fabric rules.
+func detachFabric(_ context.Context, _ *cniplug.Args, _ *bridge.Conf, host *netops.Handle, ips []netip.Addr) error {
 	if err := host.DeleteFabricPods(ips); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 	}
 	return nil
 }
 
-// gc removes fabric entries of pods that are not kept: those of stale
+// gcFabric (bridge mode) removes fabric entries of pods that are not kept: those of stale
 // records, and any other in the network's subnets that no kept record has.
-func gc(_ context.Context, a *cniplug.Args, _ *bridge.Conf, host *netops.Handle, eps []store.Endpoint) error {
+func gcFabric(_ context.Context, a *cniplug.Args, _ *bridge.Conf, host *netops.Handle, eps []store.Endpoint) error {
 	keep := map[netip.Addr]bool{}
 	var subnets []netip.Prefix
 	for _, ep := range eps {

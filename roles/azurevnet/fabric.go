@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -14,10 +15,10 @@ import (
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
-// add puts the NIC on the bridge (once) and the pod's IPv4 and IPv6
+// attachFabric (bridge mode) puts the NIC on the bridge (once) and the pod's IPv4 and IPv6
 // addresses into the fabric rules. The NIC is found by the pod's first IPv4
 // subnet, or its first IPv6 one when it has no IPv4 address.
-func add(_ context.Context, at *bridge.Attachment) (func(), error) {
+func attachFabric(_ context.Context, at *bridge.Attachment) (func(), error) {
 	var ips []netip.Addr
 	var subnet netip.Prefix
 	for _, ipc := range at.Result.IPs {
@@ -112,14 +113,8 @@ func scanForMaster(host *netops.Handle, c *bridge.Conf, br netops.Link, subnet n
 		if l.MasterIndex != 0 {
 			continue
 		}
-		addrs, err := host.Addrs(l.Name)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, p := range addrs {
-			if p.Masked() == subnet {
-				return l.Name, nil
-			}
+		if hasAddrIn(host, l.Name, subnet) {
+			return l.Name, nil
 		}
 	}
 	if port != "" {
@@ -129,4 +124,14 @@ func scanForMaster(host *netops.Handle, c *bridge.Conf, br netops.Link, subnet n
 		return port, nil
 	}
 	return "", nil
+}
+
+// hasAddrIn reports whether link name has an address in subnet (false when
+// it is gone meanwhile).
+func hasAddrIn(host *netops.Handle, name string, subnet netip.Prefix) bool {
+	addrs, err := host.Addrs(name)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(addrs, func(p netip.Prefix) bool { return p.Masked() == subnet })
 }

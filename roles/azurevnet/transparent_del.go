@@ -1,0 +1,139 @@
+package azurevnet
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
+)
+
+// delTransparent frees the addresses (IPAM and the endpoint record), then
+// deletes the veth pair; the node's routes to the pod go with its host end.
+// Azure leaves the veth to the pod's namespace's end; cnibox deletes it,
+// so a DEL with the namespace still there leaves nothing behind either.
+func delTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.Handle) error {
+	if err := attach.Release(ctx, a, c.DataDir, nil); err != nil {
+		return err
+	}
+	a.Mark("release")
+	return attach.DeleteVeth(host, HostVethName(a.ContainerID, a.IfName), a)
+}
+
+// gcTransparent removes the host veths of the attachments GC does not
+// keep (with the node's routes to them), the fabric elements of those made
+// in bridge mode before the config changed mode, their records, and runs
+// the IPAM plugin's GC.
+func gcTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.Handle) error {
+	_, stale, err := attach.Endpoints(a, c.DataDir)
+	if err != nil {
+		return err
+	}
+	var fabric []netip.Addr
+	for _, ep := range stale {
+		if ep.HostVeth != "" {
+			if err := host.DeleteLink(ep.HostVeth); err != nil {
+				return cniplug.Errorf(types.ErrIOFailure, "delete stale veth %s: %w", ep.HostVeth, err)
+			}
+		}
+		if ep.Bridge != "" {
+			for _, p := range ep.IPs {
+				fabric = append(fabric, p.Addr())
+			}
+		}
+	}
+	if len(fabric) > 0 {
+		if err := host.DeleteFabricPods(fabric); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "azure-vnet GC: %w", err)
+		}
+	}
+	return attach.FinishGC(ctx, a, c.DataDir, stale)
+}
+
+// checkTransparent verifies a transparent attachment against prevResult:
+// the pod's veth and addresses, the virtual gateway's link route, default
+// route and neighbour entry in the pod; on the node the host end up with
+// proxy ARP and a route to each pod address.
+func checkTransparent(ctx context.Context, a *cniplug.Args, _ *tconf) error {
+	prev, podIdx, err := attach.Prev(ctx, a)
+	if err != nil {
+		return err
+	}
+	pod, host, err := attach.OpenNamespaces(a.Netns)
+	if err != nil {
+		return err
+	}
+	defer pod.Close()
+	defer host.Close()
+	if _, err := attach.CheckPodLink(pod, a, "veth", prev.Interfaces[podIdx]); err != nil {
+		return err
+	}
+	if err := attach.CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
+		return err
+	}
+	var addrs []netip.Prefix
+	for _, ipc := range prev.IPs {
+		addrs = append(addrs, attach.PrefixOf(ipc.Address))
+	}
+	if err := checkPodGateways(pod, a.IfName, addrs); err != nil {
+		return err
+	}
+	return checkHostEnd(host, HostVethName(a.ContainerID, a.IfName), addrs)
+}
+
+// checkPodGateways: per family of addrs, the pod routes the virtual gateway
+// out of ifname, its default route goes through it, and it resolves to the
+// host end's MAC.
+func checkPodGateways(pod *netops.Handle, ifname string, addrs []netip.Prefix) error {
+	routes, err := pod.Routes(ifname)
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	neighs, err := pod.Neighs(ifname)
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	for _, gw := range gateways(addrs) {
+		if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == netip.PrefixFrom(gw, gw.BitLen()) && !r.GW.IsValid() }) {
+			return cniplug.Errorf(types.ErrIOFailure, "the pod has no route %s dev %s to its virtual gateway", gw, ifname)
+		}
+		if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst.Bits() == 0 && r.GW == gw }) {
+			return cniplug.Errorf(types.ErrIOFailure, "the pod's default route does not go via the virtual gateway %s", gw)
+		}
+		if !slices.ContainsFunc(neighs, func(n netops.Neigh) bool { return n.IP == gw && bytes.Equal(n.MAC, HostVethMAC) }) {
+			return cniplug.Errorf(types.ErrIOFailure, "the pod has no neighbour entry %s lladdr %s on %s", gw, HostVethMAC, ifname)
+		}
+	}
+	return nil
+}
+
+// checkHostEnd: the host end is up, answers ARP by proxy and the node
+// routes each pod address to it.
+func checkHostEnd(host *netops.Handle, hostName string, addrs []netip.Prefix) error {
+	hl, err := host.LinkByName(hostName)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q of the pod's veth: %w", hostName, err)
+	}
+	if !hl.Up {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q is down", hostName)
+	}
+	if v, err := host.Sysctl("net/ipv4/conf/" + hostName + "/proxy_arp"); err != nil || v != "1" {
+		return cniplug.Errorf(types.ErrIOFailure, "proxy ARP is off on the host end %q (%q, %v): the pod cannot resolve its gateway", hostName, v, err)
+	}
+	routes, err := host.Routes(hostName)
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	for _, p := range addrs {
+		dst := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
+		if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == dst && r.Table == 0 }) {
+			return cniplug.Errorf(types.ErrIOFailure, "the node's route to the pod address %s via %q is missing", p.Addr(), hostName)
+		}
+	}
+	return nil
+}
