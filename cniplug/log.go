@@ -59,11 +59,11 @@ func levelOf(s string) (slog.Level, bool) {
 	switch strings.ToLower(s) {
 	case "", "info":
 		return slog.LevelInfo, true
-	case "debug":
+	case "debug", "verbose": // verbose: Multus' level between debug and error
 		return slog.LevelDebug, true
 	case "warn", "warning":
 		return slog.LevelWarn, true
-	case "error":
+	case "error", "panic": // panic: Multus' least verbose level
 		return slog.LevelError, true
 	}
 	return 0, false

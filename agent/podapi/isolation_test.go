@@ -16,7 +16,7 @@ func TestNamespaceIsolation(t *testing.T) {
 	}{
 		{"kube-system", "team-a", true, false},
 		{"team-b", "team-a", true, false},
-		{"team-a", "", true, false},
+		{"team-a", "", true, true}, // no pod namespace: a network the node config chose (clusterNetwork)
 		{"team-a", "team-a", true, true},
 		{"default", "team-a", true, true},
 		{"kube-system", "team-a", false, true},

@@ -114,8 +114,9 @@ func (k *Kube) NetAttachDef(ctx context.Context, namespace, name string) (*agent
 	}
 	var nad struct {
 		Metadata struct {
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Name        string            `json:"name"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 		Spec struct {
 			Config string `json:"config"`
@@ -124,7 +125,8 @@ func (k *Kube) NetAttachDef(ctx context.Context, namespace, name string) (*agent
 	if err := json.Unmarshal(b, &nad); err != nil {
 		return nil, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("network-attachment-definition %s/%s: decode: %v", namespace, name, err)}
 	}
-	return &agentapi.NetAttachDef{Namespace: nad.Metadata.Namespace, Name: nad.Metadata.Name, Config: nad.Spec.Config}, nil
+	return &agentapi.NetAttachDef{Namespace: nad.Metadata.Namespace, Name: nad.Metadata.Name, Config: nad.Spec.Config,
+		ResourceName: nad.Metadata.Annotations[agentapi.ResourceNameAnnotation]}, nil
 }
 
 // SetNetworkStatus writes (or with an empty status removes) the pod's
@@ -168,4 +170,31 @@ func (k *Kube) WaitSynced(ctx context.Context, d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return cache.WaitForCacheSync(ctx.Done(), k.ctrl.HasSynced)
+}
+
+// Events records events on the pod, as Multus' event recorder does
+// (source component "multus", so that what watches Multus' events finds
+// them).
+func (k *Kube) Events(ctx context.Context, namespace, name, uid string, events []agentapi.Event) error {
+	p, err := k.Pod(ctx, namespace, name, uid)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	var errs []error
+	for _, e := range events {
+		ev := map[string]any{
+			"apiVersion": "v1", "kind": "Event",
+			"metadata":       map[string]any{"generateName": name + ".", "namespace": namespace},
+			"involvedObject": map[string]any{"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": p.UID},
+			"type":           e.Type, "reason": e.Reason, "message": e.Message,
+			"source":         map[string]any{"component": "multus", "host": k.node},
+			"firstTimestamp": now, "lastTimestamp": now, "count": 1,
+		}
+		b, _ := json.Marshal(ev)
+		if _, err := k.c.Post().AbsPath("/api/v1/namespaces/" + namespace + "/events").Body(b).DoRaw(ctx); err != nil {
+			errs = append(errs, k.apiErr(err, "event %s on pod %s/%s", e.Reason, namespace, name))
+		}
+	}
+	return errors.Join(errs...)
 }

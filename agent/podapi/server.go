@@ -135,7 +135,7 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 	case err != nil:
 	case req.Op == agentapi.OpPod:
 		resp.Pod, err = src.Pod(ctx, req.Namespace, req.Name, req.UID)
-	case req.Op == agentapi.OpNetAttachDef && acc.NamespaceIsolation && req.Namespace != "default" && req.Namespace != req.PodNamespace:
+	case req.Op == agentapi.OpNetAttachDef && acc.NamespaceIsolation && req.PodNamespace != "" && req.Namespace != "default" && req.Namespace != req.PodNamespace:
 		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("network-attachment-definition %s/%s: namespace isolation (--pod-api-namespace-isolation) honours NADs only from the pod's namespace %q and \"default\"", req.Namespace, req.Name, req.PodNamespace)}
 	case req.Op == agentapi.OpNetAttachDef:
 		resp.NetAttachDef, err = src.NetAttachDef(ctx, req.Namespace, req.Name)
@@ -148,11 +148,13 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 		} else {
 			err = src.SetNetworkStatus(ctx, req.Namespace, req.Name, req.UID, req.NetworkStatus)
 		}
+	case req.Op == agentapi.OpPodDevices || req.Op == agentapi.OpEvents:
+		resp.Devices, err = handleMultus(ctx, src, req)
 	default:
-		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("unknown op %q: want %s, %s or %s", req.Op, agentapi.OpPod, agentapi.OpNetAttachDef, agentapi.OpSetNetworkStatus)}
+		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("unknown op %q: want %s, %s, %s, %s or %s", req.Op, agentapi.OpPod, agentapi.OpNetAttachDef, agentapi.OpSetNetworkStatus, agentapi.OpPodDevices, agentapi.OpEvents)}
 	}
 	if err != nil {
-		resp.Pod, resp.NetAttachDef = nil, nil
+		resp.Pod, resp.NetAttachDef, resp.Devices = nil, nil, nil
 		resp.Error, resp.Reason = err.Error(), agentapi.ReasonUnavailable
 		var ae *agentapi.Error
 		if errors.As(err, &ae) {

@@ -25,7 +25,7 @@ func (p *podAPIFlags) register(fs *flag.FlagSet) {
 		"whose pod network is something else (cnibox)")
 	fs.StringVar(&p.socket, "socket", agentapi.DefaultSocket, "unix socket of the pod API (cnibox)")
 	fs.IntVar(&p.group, "pod-api-group", -1, "numeric group ID whose processes may call the pod API besides root (SO_PEERCRED; the socket's mode stays 0600) (cnibox)")
-	fs.BoolVar(&p.namespaceIsolation, "pod-api-namespace-isolation", true, "honour a NetworkAttachmentDefinition only from the pod's namespace and default, as Multus' namespaceIsolation; =false honours every namespace (cnibox)")
+	fs.BoolVar(&p.namespaceIsolation, "pod-api-namespace-isolation", false, "honour a NetworkAttachmentDefinition a pod selects only from the pod's namespace and default, whatever the multi config says (Multus' namespaceIsolation, off by default as in Multus; the config's namespaceIsolation and globalNamespaces work without it) (cnibox)")
 }
 
 // enabled reports whether the pod API runs.

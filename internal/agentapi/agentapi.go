@@ -52,11 +52,15 @@ type Request struct {
 	UID string `json:"uid,omitempty"`
 	// PodNamespace is, for OpNetAttachDef, the namespace of the pod the NAD
 	// is for; an agent with namespace isolation honours NADs only from it
-	// and from "default".
+	// and from "default". Empty: a network the node's config chose
+	// (Multus' clusterNetwork, defaultNetworks, default-network), which
+	// isolation does not restrict.
 	PodNamespace string `json:"podNamespace,omitempty"`
 	// NetworkStatus is the annotation's value for OpSetNetworkStatus (a
 	// JSON list).
 	NetworkStatus json.RawMessage `json:"networkStatus,omitempty"`
+	// Events are the events of OpEvents.
+	Events []Event `json:"events,omitempty"`
 }
 
 // Response is the agent's answer. Error is set on failure, with Reason.
@@ -65,6 +69,8 @@ type Response struct {
 	Reason       Reason        `json:"reason,omitempty"`
 	Pod          *Pod          `json:"pod,omitempty"`
 	NetAttachDef *NetAttachDef `json:"netAttachDef,omitempty"`
+	// Devices answers OpPodDevices: device IDs by resource name.
+	Devices map[string][]string `json:"devices,omitempty"`
 }
 
 // Pod is what the agent tells of a pod.
@@ -83,6 +89,8 @@ type NetAttachDef struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Config    string `json:"config,omitempty"`
+	// ResourceName is its ResourceNameAnnotation, if any.
+	ResourceName string `json:"resourceName,omitempty"`
 }
 
 // Reason classifies a failure.

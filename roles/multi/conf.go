@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 
@@ -25,6 +26,13 @@ type multiConf struct {
 	// RuntimeConfig is this call's runtimeConfig, handed to the primary's
 	// plugins by their capabilities.
 	RuntimeConfig map[string]any
+	// Multus are Multus' fields, with its defaults.
+	Multus *multusConf
+	// pendingCluster is a clusterNetwork name that only the pod path can
+	// resolve (a NAD in multusNamespace first, then confDir).
+	pendingCluster string
+	// aux is the auxiliaryCNIChainName network, attached last.
+	aux *multiDelegate
 }
 
 // multiDelegate is one network of a multi pod, resolved to a conflist.
@@ -34,6 +42,28 @@ type multiDelegate struct {
 	Path   string // the file it came from, if any
 	IfName string
 	List   *libcni.NetworkConfigList
+	// Status is the name network-status gives it ("namespace/name" for a
+	// NAD); empty: the network's name.
+	Status string
+	// ResourceName is the NAD's k8s.v1.cni.cncf.io/resourceName;
+	// DeviceID the device of it the kubelet gave the pod.
+	ResourceName, DeviceID string
+	// DevInfoFile is where the device's info is kept for network-status
+	// (Multus' CNIDeviceInfoFile).
+	DevInfoFile string
+	// Gateways is the selection's default-route (nil: none asked);
+	// Filter4/Filter6 say that this network's IPv4/IPv6 default route is
+	// removed because another network asked for it.
+	Gateways         *[]netip.Addr
+	Filter4, Filter6 bool
+}
+
+// statusName is the network-status name of d.
+func (d *multiDelegate) statusName() string {
+	if d.Status != "" {
+		return d.Status
+	}
+	return d.List.Name
 }
 
 // describe names the delegate in messages: index, network name, plugin types.
@@ -60,17 +90,27 @@ func parseMultiConf(a *cniplug.Args, ifname string) (*multiConf, error) {
 		Delegates     []json.RawMessage `json:"delegates"`
 		DataDir       string            `json:"dataDir"`
 		RuntimeConfig map[string]any    `json:"runtimeConfig"`
+		multusFields
 	}
 	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
 		return nil, delegate.DecodeError("multi config", err)
 	}
-	if len(raw.Delegates) == 0 {
-		return nil, cniplug.ConfError("delegates", "missing or empty: list the pod's networks, the primary first (inline configs, conflists, or paths of conflist files)")
+	m, err := parseMultus(a.StdinData)
+	if err != nil {
+		return nil, err
 	}
-	c := &multiConf{DataDir: raw.DataDir, RuntimeConfig: raw.RuntimeConfig}
+	c := &multiConf{DataDir: raw.DataDir, RuntimeConfig: raw.RuntimeConfig, Multus: m}
+	if m.ClusterNetwork != "" {
+		// As Multus: clusterNetwork and delegates are exclusive, and
+		// clusterNetwork wins.
+		return c, c.resolveCluster(a, ifname)
+	}
+	if len(raw.Delegates) == 0 {
+		return nil, cniplug.ConfError("delegates", "missing or empty, and no \"clusterNetwork\": list the pod's networks, the primary first (inline configs, conflists, or paths of conflist files), or name the primary network in \"clusterNetwork\"")
+	}
 	seen := map[string]string{}
 	for i, r := range raw.Delegates {
-		d, err := resolveDelegate(i, r, a.Conf.CNIVersion)
+		d, err := resolveDelegate(i, withName(r, a.Conf.Name), a.Conf.CNIVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -86,6 +126,21 @@ func parseMultiConf(a *cniplug.Args, ifname string) (*multiConf, error) {
 		c.Delegates = append(c.Delegates, d)
 	}
 	return c, nil
+}
+
+// withName gives an inline delegate without "name" the multi config's
+// name: Multus' delegates need none (its docs' example has only "type").
+func withName(raw json.RawMessage, name string) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+		return raw
+	}
+	if _, ok := obj["name"]; ok {
+		return raw
+	}
+	obj["name"], _ = json.Marshal(name)
+	b, _ := json.Marshal(obj)
+	return b
 }
 
 // resolveDelegate turns one entry of "delegates" into a conflist: an inline
@@ -148,7 +203,7 @@ func resolveDelegate(i int, raw json.RawMessage, version string) (*multiDelegate
 		return nil, cniplug.ConfError(d.Field+".name", "%q: %s (every delegate network needs a name of its own)", list.Name, err.Msg)
 	}
 	for j, p := range list.Plugins {
-		if p.Network.Type == multiPlugin {
+		if isMultiType(p.Network.Type) {
 			return nil, cniplug.ConfError(fmt.Sprintf("%s.plugins[%d].type", d.Field, j), "a multi delegate cannot itself be multi: list its networks here instead")
 		}
 	}

@@ -29,6 +29,7 @@ func multiLoad(a *cniplug.Args) (*multiAttachment, error) {
 	dataDir := ""
 	if cerr == nil {
 		dataDir = c.DataDir
+		a.Path = c.Multus.binPath(a.Path)
 	} else {
 		// The record may still be found where the config's dataDir points.
 		var raw struct {
@@ -105,7 +106,8 @@ func multiDel(ctx context.Context, a *cniplug.Args) error {
 		return joinCoded(errs) // the record stays for the next DEL
 	}
 	if at.recorded {
-		multiK8sClear(ctx, a) // multi_k8s.go: best effort, DEL never needs the agent
+		multiK8sClear(ctx, a) // k8s.go: best effort, DEL never needs the agent
+		removeDevInfo(a, at.delegates)
 	}
 	if at.recorded {
 		if err := delegate.DeleteRecord(a, at.c.DataDir, a.Conf.Name, a.ContainerID, a.IfName); err != nil {
@@ -137,6 +139,10 @@ func multiCheck(ctx context.Context, a *cniplug.Args) error {
 func multiGC(ctx context.Context, a *cniplug.Args) error {
 	c, err := parseMultiConf(a, "")
 	if err != nil {
+		return err
+	}
+	a.Path = c.Multus.binPath(a.Path)
+	if err := c.appendAux(a.Conf.CNIVersion); err != nil {
 		return err
 	}
 	recs, err := delegate.Records(a, c.DataDir, a.Conf.Name, multiPlugin)
@@ -203,6 +209,13 @@ func multiDelStale(ctx context.Context, a *cniplug.Args, c *multiConf, r store.D
 func multiStatus(ctx context.Context, a *cniplug.Args) error {
 	c, err := parseMultiConf(a, "")
 	if err != nil {
+		return err
+	}
+	if err := c.Multus.ready(); err != nil {
+		return err
+	}
+	a.Path = c.Multus.binPath(a.Path)
+	if err := c.appendAux(a.Conf.CNIVersion); err != nil {
 		return err
 	}
 	for _, d := range c.Delegates {

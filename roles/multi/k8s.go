@@ -87,9 +87,10 @@ func (k *multiK8sConf) client(timeout time.Duration) *agentapi.Client {
 type multiPod struct {
 	client              *agentapi.Client
 	namespace, name, id string // id: K8S_POD_UID, may be empty
-	// statusNames are the network-status names of the delegates that came
-	// from the annotation, by delegate index ("namespace/name").
-	statusNames map[int]string
+	// devices are the pod's devices by resource name (read once, when a
+	// NAD has a resourceName); used counts those handed out.
+	devices map[string][]string
+	used    map[string]int
 }
 
 func (p *multiPod) String() string { return p.namespace + "/" + p.name }
@@ -106,13 +107,18 @@ func agentErr(p *multiPod, what string, err error) error {
 			what, p, err, un.Socket)
 	case errors.As(err, &ae) && ae.Reason == agentapi.ReasonUnavailable:
 		return cniplug.Errorf(types.ErrTryAgainLater, "multi: %s of pod %s: cnibox-agent at %s: %w", what, p, p.client.Socket, err)
+	case cniplug.CodeOf(err) != types.ErrInternal && !errors.As(err, &ae):
+		return err // a coded error of ours
 	}
 	return cniplug.Errorf(types.ErrIOFailure, "multi: %s of pod %s: cnibox-agent at %s: %w", what, p, p.client.Socket, err)
 }
 
-// multiK8sSelect adds the networks of the pod's networks annotation to c
-// after the configured delegates. It returns nil (and changes nothing) when
-// the config does not ask for the pod path or CNI_ARGS name no pod.
+// multiK8sSelect completes c's networks from the pod, as Multus: the
+// clusterNetwork NAD, the pod's v1.multus-cni.io/default-network in place
+// of the primary, defaultNetworks (not for pods of systemNamespaces), then
+// the networks of the pod's networks annotation. It returns nil (and
+// changes nothing) when the config does not ask for the pod path or
+// CNI_ARGS name no pod.
 func multiK8sSelect(ctx context.Context, a *cniplug.Args, c *multiConf) (*multiPod, error) {
 	k, err := parseMultiK8s(a.StdinData)
 	if err != nil || !k.enabled() {
@@ -122,13 +128,55 @@ func multiK8sSelect(ctx context.Context, a *cniplug.Args, c *multiConf) (*multiP
 	if ns == "" || name == "" {
 		return nil, nil
 	}
-	p := &multiPod{client: k.client(multiK8sTimeout), namespace: ns, name: name, id: string(a.CNIArgs.K8S_POD_UID), statusNames: map[int]string{}}
+	m := c.Multus
+	p := &multiPod{client: k.client(multiK8sTimeout), namespace: ns, name: name, id: string(a.CNIArgs.K8S_POD_UID), used: map[string]int{}}
 	pod, err := p.client.Pod(ctx, ns, name, p.id)
 	if err != nil {
 		if errors.Is(err, agentapi.ErrNotFound) {
 			return nil, cniplug.Errorf(types.ErrTryAgainLater, "multi: pod %s (CNI_ARGS K8S_POD_NAMESPACE/K8S_POD_NAME): %v", p, err)
 		}
 		return nil, agentErr(p, "the annotations", err)
+	}
+	version := a.Conf.CNIVersion
+	if c.pendingCluster != "" {
+		ref, err := resolveRef(ctx, p.client, m, k.ConfDir, c.pendingCluster)
+		if err != nil {
+			return nil, agentErr(p, fmt.Sprintf("clusterNetwork %q", c.pendingCluster), err)
+		}
+		d, err := p.withDevice(ctx, ref, "clusterNetwork", 0, "", version)
+		if err != nil {
+			return nil, err
+		}
+		d.IfName = a.IfName
+		c.Delegates = []*multiDelegate{d}
+	}
+	if v, ok := pod.Annotations[agentapi.DefaultNetworkAnnotation]; ok {
+		d, err := p.defaultNetwork(ctx, k, m, v, version)
+		if err != nil {
+			return nil, err
+		}
+		d.IfName = a.IfName
+		if len(c.Delegates) == 0 {
+			c.Delegates = []*multiDelegate{d}
+		}
+		c.Delegates[0] = d
+	}
+	if len(c.Delegates) == 0 {
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "multi: no primary network for pod %s: clusterNetwork %q did not resolve", p, m.ClusterNetwork)
+	}
+	if m.ClusterNetwork != "" && !m.systemNamespace(ns) {
+		for j, ref := range m.DefaultNetworks {
+			field := fmt.Sprintf("defaultNetworks[%d] %s", j, ref)
+			r, err := resolveRef(ctx, p.client, m, k.ConfDir, ref)
+			if err != nil {
+				return nil, agentErr(p, field, err)
+			}
+			d, err := p.withDevice(ctx, r, field, len(c.Delegates), "", version)
+			if err != nil {
+				return nil, err
+			}
+			c.Delegates = append(c.Delegates, d)
+		}
 	}
 	sels, err := parseNetworksAnnotation(ns, p.String(), pod.Annotations[agentapi.NetworksAnnotation])
 	if err != nil {
@@ -140,77 +188,171 @@ func multiK8sSelect(ctx context.Context, a *cniplug.Args, c *multiConf) (*multiP
 	}
 	for j, s := range sels {
 		i := len(c.Delegates)
-		d, err := resolveSelection(ctx, p, k, s, i, a.Conf.CNIVersion)
+		what := fmt.Sprintf("pod %s annotation %s: network %d (%s)", p, agentapi.NetworksAnnotation, j, s.qualified())
+		if !m.mayReference(ns, s.Namespace) {
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s: namespace isolation (\"namespaceIsolation\": true) lets a pod of %q select NetworkAttachmentDefinitions of its own namespace and of %q (\"globalNamespaces\") only",
+				what, ns, strings.Join(m.globalNamespaces, ","))
+		}
+		d, err := resolveSelection(ctx, p, k, s, i, version)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s annotation %s: network %d (%s): %w", p, agentapi.NetworksAnnotation, j, s.qualified(), err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		d.Field = fmt.Sprintf("%s[%d] %s", agentapi.NetworksAnnotation, j, s.qualified())
 		if prev, dup := ifnames[d.IfName]; dup {
-			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: network %d (%s) gets interface %q, which is already that of %s: give it another with \"%s@IFNAME\" or \"interface\"",
-				p, agentapi.NetworksAnnotation, j, s.qualified(), d.IfName, prev, s.qualified())
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s gets interface %q, which is already that of %s: give it another with \"%s@IFNAME\" or \"interface\"",
+				what, d.IfName, prev, s.qualified())
 		}
 		ifnames[d.IfName] = d.describe()
-		p.statusNames[i] = s.qualified()
 		c.Delegates = append(c.Delegates, d)
 	}
+	if err := checkGateways(p, c.Delegates); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// defaultNetwork resolves the pod's default-network annotation: one NAD,
+// in multusNamespace unless it names another namespace.
+func (p *multiPod) defaultNetwork(ctx context.Context, k *multiK8sConf, m *multusConf, value, version string) (*multiDelegate, error) {
+	ann := agentapi.DefaultNetworkAnnotation
+	sels, err := parseSelections(ann, m.MultusNamespace, p.String(), value)
+	if err != nil {
+		return nil, err
+	}
+	if len(sels) != 1 {
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: %q names %d networks: name exactly one NetworkAttachmentDefinition", p, ann, value, len(sels))
+	}
+	s := sels[0]
+	nad, err := p.client.NetAttachDef(ctx, "", s.Namespace, s.Name)
+	if err != nil {
+		if errors.Is(err, agentapi.ErrNotFound) {
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: no NetworkAttachmentDefinition %s: create it (in %s, multusNamespace, unless the annotation names a namespace)", p, ann, s.qualified(), m.MultusNamespace)
+		}
+		return nil, agentErr(p, "annotation "+ann, err)
+	}
+	ref, err := nadBody(nad, k.ConfDir)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s annotation %s: %w", p, ann, err)
+	}
+	return p.withDevice(ctx, ref, ann+" "+s.qualified(), 0, "", version)
+}
+
+// withDevice makes ref a delegate, with the pod's device of the NAD's
+// resourceName (if it has one) as its deviceID.
+func (p *multiPod) withDevice(ctx context.Context, ref *netRef, field string, index int, ifname, version string) (*multiDelegate, error) {
+	if ref.nad != nil && ref.nad.ResourceName != "" {
+		id, err := p.device(ctx, ref.nad)
+		if err != nil {
+			return nil, err
+		}
+		body, err := injectPluginFields(asList(ref.body), map[string]any{"deviceID": id, "pciBusID": id}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref.source, err)
+		}
+		r := *ref
+		r.body = body
+		d, err := r.delegate(field, index, ifname, version)
+		if err != nil {
+			return nil, err
+		}
+		d.DeviceID = id
+		return d, bakeRuntimeConfig(d, map[string]any{"deviceID": id}, false)
+	}
+	return ref.delegate(field, index, ifname, version)
+}
+
+// device returns the next device of the NAD's resourceName that the
+// kubelet allocated to the pod (several networks of one resource get one
+// device each, in sorted order, as Multus hands them out).
+func (p *multiPod) device(ctx context.Context, nad *agentapi.NetAttachDef) (string, error) {
+	if p.devices == nil {
+		devs, err := p.client.PodDevices(ctx, p.namespace, p.name, p.id)
+		if err != nil {
+			return "", agentErr(p, "the devices (kubelet pod-resources) for NetworkAttachmentDefinition "+nad.Namespace+"/"+nad.Name, err)
+		}
+		if devs == nil {
+			devs = map[string][]string{}
+		}
+		p.devices = devs
+	}
+	ids := p.devices[nad.ResourceName]
+	n := p.used[nad.ResourceName]
+	if n >= len(ids) {
+		return "", cniplug.Errorf(types.ErrInvalidNetworkConfig, "NetworkAttachmentDefinition %s/%s needs a device of resource %q (%s), but the kubelet gave pod %s %d of them and %d are in use: request one more in the pod's resources.requests/limits",
+			nad.Namespace, nad.Name, nad.ResourceName, agentapi.ResourceNameAnnotation, p, len(ids), n)
+	}
+	p.used[nad.ResourceName] = n + 1
+	return ids[n], nil
+}
+
+// asList returns a config body as a conflist (a single plugin config
+// wrapped, as libcni does).
+func asList(body []byte) []byte {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil || obj == nil {
+		return body
+	}
+	if _, ok := obj["plugins"]; ok {
+		return body
+	}
+	list := map[string]json.RawMessage{"plugins": json.RawMessage("[" + string(body) + "]")}
+	for _, k := range []string{"name", "cniVersion", "ifname"} {
+		if v, ok := obj[k]; ok {
+			list[k] = v
+		}
+	}
+	b, _ := json.Marshal(list)
+	return b
 }
 
 // resolveSelection finds the config of a selected network: the
 // NetworkAttachmentDefinition's spec.config, else (no such object, no CRD,
 // or an empty config) the file in confDir whose network name is the
-// selection's, as Multus does.
+// selection's, as Multus does; then applies the selection's fields.
 func resolveSelection(ctx context.Context, p *multiPod, k *multiK8sConf, s networkSelection, index int, version string) (*multiDelegate, error) {
-	var body []byte
-	source := ""
+	var ref *netRef
 	nad, err := p.client.NetAttachDef(ctx, p.namespace, s.Namespace, s.Name)
 	switch {
-	case err == nil && strings.TrimSpace(nad.Config) != "":
-		body, source = []byte(nad.Config), "NetworkAttachmentDefinition "+s.qualified()
-	case err == nil || errors.Is(err, agentapi.ErrNotFound):
+	case err == nil:
+		if ref, err = nadBody(nad, k.ConfDir); err != nil {
+			return nil, err
+		}
+	case errors.Is(err, agentapi.ErrNotFound):
 		path, b, ferr := findNetworkFile(k.ConfDir, s.Name)
 		if ferr != nil {
 			return nil, ferr
 		}
 		if b == nil {
-			what := "no NetworkAttachmentDefinition " + s.qualified()
-			if err == nil {
-				what = "NetworkAttachmentDefinition " + s.qualified() + " has no spec.config"
-			}
-			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s and no config with \"name\": %q in %s (confDir): create one of them", what, s.Name, k.ConfDir)
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "no NetworkAttachmentDefinition %s and no config with \"name\": %q in %s (confDir): create one of them", s.qualified(), s.Name, k.ConfDir)
 		}
-		body, source = b, path
+		ref = &netRef{body: b, source: path}
 	default:
 		return nil, agentErr(p, "NetworkAttachmentDefinition "+s.qualified(), err)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "%s is not a JSON network config or conflist: %v", source, err)
+	if len(s.CNIArgs) > 0 {
+		body, err := injectPluginFields(asList(ref.body), nil, s.CNIArgs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cni-args: %w", ref.source, err)
+		}
+		ref.body = body
 	}
-	delete(obj, "ifname")
-	if s.Interface != "" {
-		obj["ifname"], _ = json.Marshal(s.Interface)
+	if ref.nad == nil {
+		ref.nad = &agentapi.NetAttachDef{Namespace: s.Namespace, Name: s.Name} // named as Multus names it
 	}
-	if _, ok := obj["name"]; !ok {
-		obj["name"], _ = json.Marshal(s.Name)
-	}
-	raw, _ := json.Marshal(obj)
-	d, err := resolveDelegate(index, raw, version)
+	d, err := p.withDevice(ctx, ref, "", index, s.Interface, version)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
+		return nil, err
 	}
-	if strings.HasPrefix(source, "/") {
-		d.Path = source
+	rc := s.runtimeConfig()
+	if d.DeviceID != "" {
+		delete(rc, "deviceID") // the kubelet's device wins, as in Multus
 	}
-	rc := map[string]any{}
-	if len(s.IPs) > 0 {
-		rc["ips"] = s.IPs
+	if err := bakeRuntimeConfig(d, rc, true); err != nil {
+		return nil, fmt.Errorf("%s: %w", ref.source, err)
 	}
-	if s.MAC != "" {
-		rc["mac"] = s.MAC
-	}
-	if err := bakeRuntimeConfig(d, rc); err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
+	if s.DefaultRoute != nil {
+		gws, _ := s.gateways()
+		d.Gateways = &gws
 	}
 	return d, nil
 }
@@ -245,11 +387,12 @@ func findNetworkFile(dir, name string) (string, []byte, error) {
 	return "", nil, nil
 }
 
-// bakeRuntimeConfig puts the runtimeConfig entries of rc (the selection's
-// "ips" and "mac") into the plugins of d that declare those capabilities, so
-// that the record (and so DEL and CHECK) carry them too. An entry no plugin
-// declares is an error: the request would be dropped silently.
-func bakeRuntimeConfig(d *multiDelegate, rc map[string]any) error {
+// bakeRuntimeConfig puts the runtimeConfig entries of rc (what the
+// selection asks: ips, mac, portMappings, bandwidth, infinibandGUID,
+// deviceID) into the plugins of d that declare those capabilities, so that
+// the record (and so DEL and CHECK) carry them too. With strict, an entry
+// no plugin declares is an error: the request would be dropped silently.
+func bakeRuntimeConfig(d *multiDelegate, rc map[string]any, strict bool) error {
 	if len(rc) == 0 {
 		return nil
 	}
@@ -282,7 +425,7 @@ func bakeRuntimeConfig(d *multiDelegate, rc map[string]any) error {
 			missing = append(missing, capability)
 		}
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && strict {
 		slices.Sort(missing)
 		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "the pod asks for %s, but no plugin of network %q declares that capability (\"capabilities\": {%q: true})",
 			strings.Join(missing, " and "), d.List.Name, missing[0])

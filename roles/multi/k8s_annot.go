@@ -26,6 +26,42 @@ type networkSelection struct {
 	Interface string   `json:"interface,omitempty"`
 	IPs       []string `json:"ips,omitempty"`
 	MAC       string   `json:"mac,omitempty"`
+	// InterfaceRequest is the name "interface" had before Multus 3.2;
+	// Multus 4 still reads it.
+	InterfaceRequest string `json:"interfaceRequest,omitempty"`
+	// PortMappings and Bandwidth reach the network's plugins that declare
+	// the portMappings / bandwidth capability.
+	PortMappings []portMapping `json:"portMappings,omitempty"`
+	Bandwidth    *bandwidth    `json:"bandwidth,omitempty"`
+	// InfinibandGUID reaches the plugins with the infinibandGUID
+	// capability.
+	InfinibandGUID string `json:"infiniband-guid,omitempty"`
+	// DeviceID reaches the plugins with the deviceID capability (a device
+	// of the NAD's resourceName takes precedence, as in Multus).
+	DeviceID string `json:"deviceID,omitempty"`
+	// CNIArgs are merged into every plugin's "args": {"cni": {...}}.
+	CNIArgs map[string]any `json:"cni-args,omitempty"`
+	// DefaultRoute makes this network's interface the pod's default route
+	// through these gateways (nil: not asked; empty: keep the network's
+	// own default route and drop the others').
+	DefaultRoute *[]string `json:"default-route,omitempty"`
+}
+
+// portMapping is one entry of "portMappings" (the portMappings capability).
+type portMapping struct {
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+	HostIP        string `json:"hostIP,omitempty"`
+}
+
+// bandwidth is "bandwidth" (the bandwidth capability): bits per second and
+// bits.
+type bandwidth struct {
+	IngressRate  int `json:"ingressRate"`
+	IngressBurst int `json:"ingressBurst"`
+	EgressRate   int `json:"egressRate"`
+	EgressBurst  int `json:"egressBurst"`
 }
 
 // qualified returns "namespace/name".
@@ -41,13 +77,18 @@ var dns1123 = sync.OnceValue(func() *regexp.Regexp {
 // parseNetworksAnnotation parses the value of the networks annotation of
 // pod (namespace/name, for messages) in either of its two forms: a comma
 // list of "[namespace/]name[@interface]", or a JSON list of objects
-// {"name", "namespace", "interface", "ips", "mac"} (other fields of the
-// specification, such as "default-route" or "cni-args", are ignored). A
-// network without a namespace is in the pod's. Errors are code 7 and name
-// the annotation.
-func parseNetworksAnnotation(podNamespace, pod, value string) ([]networkSelection, error) {
+// with every field of the specification (networkSelection). A network
+// without a namespace is in defaultNamespace (the pod's). Errors are code 7
+// and name the annotation.
+func parseNetworksAnnotation(defaultNamespace, pod, value string) ([]networkSelection, error) {
+	return parseSelections(agentapi.NetworksAnnotation, defaultNamespace, pod, value)
+}
+
+// parseSelections parses a selection annotation (the networks annotation,
+// or Multus' default-network annotation, which has the same syntax).
+func parseSelections(annotation, podNamespace, pod, value string) ([]networkSelection, error) {
 	bad := func(format string, args ...any) error {
-		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: %s", pod, agentapi.NetworksAnnotation, fmt.Sprintf(format, args...))
+		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: %s", pod, annotation, fmt.Sprintf(format, args...))
 	}
 	value = strings.TrimSpace(value)
 	var out []networkSelection
@@ -67,6 +108,10 @@ func parseNetworksAnnotation(podNamespace, pod, value string) ([]networkSelectio
 			if s.Name == "" {
 				return nil, bad("item %d %s has no \"name\"", i, abbrev(r))
 			}
+			if s.Interface == "" {
+				s.Interface = s.InterfaceRequest
+			}
+			s.InterfaceRequest = ""
 			out = append(out, s)
 		}
 	} else if value != "" {
@@ -123,6 +168,9 @@ func parseNetworksAnnotation(podNamespace, pod, value string) ([]networkSelectio
 			if _, err := net.ParseMAC(s.MAC); err != nil {
 				return nil, bad("network %d (%s) mac %q is not a MAC address", i, s.qualified(), s.MAC)
 			}
+		}
+		if err := s.checkExtras(); err != nil {
+			return nil, bad("network %d (%s) %v", i, s.qualified(), err)
 		}
 	}
 	return out, nil

@@ -24,7 +24,7 @@ func TestParseNetworksAnnotation(t *testing.T) {
 		{"json list", `[{"name":"blue"},{"name":"red","namespace":"other","interface":"data1","ips":["10.1.1.11/24","fd00::5/64"],"mac":"02:00:00:00:00:01","default-route":["10.1.1.1"]}]`,
 			[]networkSelection{
 				{Name: "blue", Namespace: "pods"},
-				{Name: "red", Namespace: "other", Interface: "data1", IPs: []string{"10.1.1.11/24", "fd00::5/64"}, MAC: "02:00:00:00:00:01"},
+				{Name: "red", Namespace: "other", Interface: "data1", IPs: []string{"10.1.1.11/24", "fd00::5/64"}, MAC: "02:00:00:00:00:01", DefaultRoute: &[]string{"10.1.1.1"}},
 			}},
 		{"json with spaces", ` [ {"name": "blue", "interface": "net1"} ] `, []networkSelection{{Name: "blue", Namespace: "pods", Interface: "net1"}}},
 		{"empty json list", `[]`, nil},

@@ -370,7 +370,7 @@ func TestMultiConfigErrors(t *testing.T) {
 		{"missing file", []string{netA, `"` + filepath.Join(dir, "nope.conflist") + `"`}, 7, "nope.conflist does not exist"},
 		{"file not JSON", []string{netA, `"` + badJSON + `"`}, 6, "bad.conflist"},
 		{"number", []string{netA, `42`}, 7, `"delegates[1]"`},
-		{"no name", []string{`{"type":"bridge"}`}, 7, `"delegates[0].name"`},
+		{"bad name", []string{`{"name":"a b","type":"bridge"}`}, 7, `"delegates[0].name"`},
 		{"no type", []string{`{"name":"x"}`}, 7, "missing 'type'"},
 		{"duplicate ifname", []string{netA, muList("b", "1.1.0", muBridge("mu-b", "2")), `{"name":"c","ifname":"net1","type":"bridge"}`}, 7, `"delegates[2].ifname"`},
 		{"bad ifname", []string{netA, `{"name":"c","ifname":"a/b","type":"bridge"}`}, 7, `"delegates[1].ifname"`},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
@@ -31,6 +32,37 @@ var Role = &cniplug.Role{
 
 const multiPlugin = "multi"
 
+// MultusRole and MultusShimRole are the multi role under the type names of
+// Multus' thin plugin and thick shim, so that Multus' own configs
+// ("type": "multus" / "multus-shim") run unchanged.
+var (
+	MultusRole     = alias("multus")
+	MultusShimRole = alias("multus-shim")
+)
+
+func alias(name string) *cniplug.Role {
+	r := *Role
+	r.Name = name
+	r.About = name + " is the multi role under Multus' type name (" + name + "): it takes Multus v4's configuration (clusterNetwork, defaultNetworks, " +
+		"delegates, the pod's networks through cnibox-agent). " + Role.About
+	return &r
+}
+
+// PassthruRole is Multus' passthru plugin: the first plugin of an
+// auxiliaryCNIChainName chain, it returns an empty result for the chain's
+// other plugins to work on, and has nothing to delete.
+var PassthruRole = &cniplug.Role{
+	Name:  passthruPlugin,
+	About: "passthru returns an empty result (the start of Multus' auxiliary chain, auxiliaryCNIChainName) and has nothing to delete or check.",
+	Add: func(_ context.Context, a *cniplug.Args) (types.Result, error) {
+		return &current.Result{CNIVersion: a.Conf.CNIVersion, Interfaces: []*current.Interface{}, IPs: []*current.IPConfig{}, Routes: []*types.Route{}}, nil
+	},
+	Del:    func(context.Context, *cniplug.Args) error { return nil },
+	Check:  func(context.Context, *cniplug.Args) error { return nil },
+	GC:     func(context.Context, *cniplug.Args) error { return nil },
+	Status: func(context.Context, *cniplug.Args) error { return nil },
+}
+
 // primaryRC is the runtimeConfig that delegate i gets: the primary network
 // takes the runtime's capability arguments (port mappings, bandwidth, ips,
 // mac ...); the other networks get none, so an address or MAC meant for the
@@ -47,8 +79,21 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pod, err := multiK8sSelect(ctx, a, c) // multi_k8s.go: the pod's networks annotation
+	if err := c.Multus.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	a.Path = c.Multus.binPath(a.Path)
+	pod, err := multiK8sSelect(ctx, a, c) // k8s.go: the pod's networks
 	if err != nil {
+		return nil, err
+	}
+	if c.pendingCluster != "" && pod == nil {
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "multi: clusterNetwork %q is not resolved", c.pendingCluster)
+	}
+	if err := c.appendAux(a.Conf.CNIVersion); err != nil {
+		return nil, err
+	}
+	if err := prepareDevInfo(a, c); err != nil {
 		return nil, err
 	}
 	rec := c.record(a)
@@ -59,6 +104,7 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	}
 	fault.Point("multi/add/after-record")
 	results := make([]types.Result, len(c.Delegates))
+	kept := make([]types.Result, len(c.Delegates)) // as recorded: default-route applied
 	for i, d := range c.Delegates {
 		res, at, err := chainAdd(ctx, a, d, primaryRC(c.RuntimeConfig, i))
 		if err == nil && res == nil {
@@ -69,11 +115,16 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 			return nil, multiRollback(ctx, a, c, results[:i+1], at, failed)
 		}
 		results[i] = res
+		recorded, err := applyGateway(a, d, res)
+		if err != nil {
+			return nil, multiRollback(ctx, a, c, results[:i+1], -1, fmt.Errorf("multi: %s: %w", d.describe(), err))
+		}
+		kept[i] = recorded
 		if fault.Enabled {
 			fault.Point(fmt.Sprintf("multi/add/after-delegate%d", i))
 		}
 	}
-	for i, res := range results {
+	for i, res := range kept {
 		if rec.Delegates[i].Result, err = json.Marshal(res); err != nil {
 			return nil, cniplug.Errorf(types.ErrInternal, "multi: encode the result of %s: %w", c.Delegates[i].describe(), err)
 		}
@@ -82,7 +133,7 @@ func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 		return nil, multiRollback(ctx, a, c, results, -1, err)
 	}
 	fault.Point("multi/add/after-results")
-	if err := pod.report(ctx, c, results); err != nil {
+	if err := pod.report(ctx, a, c, results, readDevInfo(c)); err != nil {
 		return nil, multiRollback(ctx, a, c, results, -1, err)
 	}
 	return results[0], nil
