@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/test/internal/privnet"
+	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
 // privateEnv marks the re-executed process that runs in the private node
@@ -39,8 +40,7 @@ const (
 	vethdelEnv = "CNIBOX_BENCH_VETHDEL"
 	nopcniEnv  = "CNIBOX_BENCH_NOPCNI"
 
-	upstreamVersion = "v1.9.1"
-	debianRefDir    = "/usr/lib/cni"
+	debianRefDir = "/usr/lib/cni"
 )
 
 // options are the bench's knobs (flags, some with an environment default).
@@ -70,7 +70,7 @@ func parseOptions() (*options, error) {
 	flag.IntVar(&o.rounds, "rounds", envInt("ROUNDS", 3), "batches per side for each case and concurrency, interleaved ours/ref (env ROUNDS)")
 	flag.StringVar(&conc, "c", envStr("CONC", "1,8,32"), "concurrency levels, 1 = sequential (env CONC)")
 	flag.StringVar(&cases, "cases", envStr("CASES", strings.Join(allCases, ",")), "what to run: "+strings.Join(allCases, ",")+" (env CASES)")
-	flag.StringVar(&o.ref, "ref", envStr("REF", "debian"), "reference plugins: debian (/usr/lib/cni), upstream (built "+upstreamVersion+") or a directory (env REF)")
+	flag.StringVar(&o.ref, "ref", envStr("REF", "debian"), "reference plugins: debian (/usr/lib/cni), upstream (built "+upstream.Version+") or a directory (env REF)")
 	flag.StringVar(&scale, "scale", "1000,5000,20000", "existing reservations for the host-local rows (0 is always added)")
 	flag.IntVar(&o.scaleReps, "scale-reps", 21, "timed host-local ADD/DEL pairs per side and size")
 	flag.IntVar(&o.execRuns, "exec-runs", 0, "VERSION execs per binary and side (default: n)")

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
 // refPlugins are the reference plugins the bench needs.
@@ -15,7 +15,7 @@ var refPlugins = []string{"bridge", "host-local"}
 
 // prepareRef returns the reference plugin directory and a name for it:
 // Debian's package (installed with apt-get when missing), upstream's release
-// built once into ~/.cache/cnibox-bench, or a directory given by the user.
+// built once into the user's cache (test/internal/upstream), or a directory given by the user.
 func prepareRef(ref string) (dir, name string, err error) {
 	switch ref {
 	case "", "debian":
@@ -30,8 +30,8 @@ func prepareRef(ref string) (dir, name string, err error) {
 		}
 		return debianRefDir, "debian " + debVersion("containernetworking-plugins"), nil
 	case "upstream":
-		dir, err := buildUpstream()
-		return dir, "upstream " + upstreamVersion, err
+		dir, err := upstream.Plugins()
+		return dir, "upstream " + upstream.Version, err
 	default:
 		if !hasPlugins(ref) {
 			return "", "", fmt.Errorf("REF=%s: not a plugin directory with %s", ref, strings.Join(refPlugins, ", "))
@@ -56,41 +56,6 @@ func debVersion(pkg string) string {
 		return "(version unknown)"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// buildUpstream builds the upstream plugins into the user's cache once:
-// GOBIN=<cache> go install .../plugins/...@version.
-func buildUpstream() (string, error) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(home, ".cache", "cnibox-bench", "plugins-"+upstreamVersion)
-	if hasPlugins(dir) {
-		return dir, nil
-	}
-	tmp := dir + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return "", err
-	}
-	fmt.Fprintf(os.Stderr, "bench: building upstream plugins %s into %s (once)\n", upstreamVersion, dir)
-	cmd := exec.Command("go", "install", "github.com/containernetworking/plugins/plugins/...@"+upstreamVersion)
-	cmd.Dir = tmp // outside any module
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "CGO_ENABLED=0", "GOFLAGS=-trimpath")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go install upstream plugins %s: %w", upstreamVersion, err)
-	}
-	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", err
-	}
-	return dir, nil
 }
 
 // helpers are small static Go binaries the bench builds for its floor rows.

@@ -16,27 +16,11 @@ import (
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
-// buildCnitool builds cnitool at the version of the cni module in go.mod
-// (from the module proxy or the module cache).
-func buildCnitool(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go toolchain to build cnitool")
-	}
-	bin := filepath.Join(t.TempDir(), "cnitool")
-	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/containernetworking/cni/cnitool")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("cannot build cnitool (it needs the module proxy or the module cache): %v\n%s", err, out)
-	}
-	return bin
-}
-
 // cnitool runs cnitool with the plugins of binDir and the conflists of
 // confDir. Its result cache (always /var/lib/cni) is a private directory
-// bound over that path in a mount namespace of its own, so nothing of the
-// machine's is written.
+// bound over that path in a mount namespace of its own, on a tmpfs over
+// /var/lib, so nothing of the machine's is written and the path need not
+// exist on the machine.
 type cnitool struct {
 	t                                 *testing.T
 	bin, binDir, confDir, cache, args string
@@ -44,7 +28,7 @@ type cnitool struct {
 
 func (c *cnitool) run(verb, network, netns string) (string, error) {
 	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
-		`mount --bind "$1" /var/lib/cni && shift && exec "$@"`, "sh", c.cache, c.bin, verb, network, netns)
+		`mount -t tmpfs cnitool /var/lib && mkdir /var/lib/cni && mount --bind "$1" /var/lib/cni && shift && exec "$@"`, "sh", c.cache, c.bin, verb, network, netns)
 	cmd.Env = append(os.Environ(), "CNI_PATH="+c.binDir, "NETCONFPATH="+c.confDir, "CNI_IFNAME=eth0", "CNI_ARGS="+c.args)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -141,7 +125,7 @@ func TestCnitoolFirewall(t *testing.T) {
 	}
 	e := newEnv(t)
 	dropFirewallTables(t)
-	c := &cnitool{t: t, bin: buildCnitool(t), binDir: e.binDir, confDir: t.TempDir(), cache: t.TempDir()}
+	c := &cnitool{t: t, bin: prepared(t, cnitoolEnv), binDir: e.binDir, confDir: t.TempDir(), cache: t.TempDir()}
 	must(t, os.WriteFile(filepath.Join(c.confDir, "10-fwsame.conflist"), []byte(fwNetwork("fwsame", "cbxctsame", "10.89.41.0/24", "same-bridge")), 0o644))
 	must(t, os.WriteFile(filepath.Join(c.confDir, "20-fwopen.conflist"), []byte(fwNetwork("fwopen", "cbxctopen", "10.89.42.0/24", "open")), 0o644))
 	nsA, nsA2, nsB := nstest.NewNS(t, "cta"), nstest.NewNS(t, "cta2"), nstest.NewNS(t, "ctb")

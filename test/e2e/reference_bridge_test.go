@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -18,7 +15,7 @@ import (
 // routes: cnibox writes their gateway into the result, the reference does not.
 func TestReferenceBridgeUpstream(t *testing.T) {
 	requireReference(t, "host-local")
-	path := []string{upstreamBridge(t), refDir}
+	path := []string{upstreamRef(t, "bridge"), refDir}
 	for _, v := range refVersions { // Debian's host-local, which the reference calls, speaks up to 1.0.0
 		t.Run(v+"/portIsolation", func(t *testing.T) {
 			t.Cleanup(func() { hostHandle(t).DeleteLink("refiso") })
@@ -34,29 +31,4 @@ func TestReferenceBridgeUpstream(t *testing.T) {
 			return `{"cniVersion":"0.3.1","name":"down","plugins":[{"type":"bridge","bridge":"refdown","disableContainerInterface":true}]}`
 		})
 	})
-}
-
-// upstreamBridge is upstreamRef for the bridge, which skips the test when
-// the plugin cannot be had: unlike dummy and tap it needs
-// github.com/networkplumbing/go-nft, which an offline machine's module cache
-// may lack, and test/kernel builds only the plugins Debian lacks.
-func upstreamBridge(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("CNIBOX_REF_UPSTREAM"); dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "bridge")); err != nil {
-			t.Skipf("the reference bridge %s is not in $CNIBOX_REF_UPSTREAM %s (%v)", upstreamVersion, dir, err)
-		}
-		return dir
-	}
-	dir := filepath.Join(os.TempDir(), "cnibox-e2e-ref-"+upstreamVersion)
-	if _, err := os.Stat(filepath.Join(dir, "bridge")); err == nil {
-		return dir
-	}
-	cmd := exec.Command("go", "install", "github.com/containernetworking/plugins/plugins/main/bridge@"+upstreamVersion)
-	cmd.Dir = t.TempDir() // outside any module
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=-trimpath")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("cannot build the reference bridge %s (it needs the module proxy, or its modules, go-nft among them, in the module cache): %v\n%s", upstreamVersion, err, out)
-	}
-	return dir
 }

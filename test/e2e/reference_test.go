@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
 // refDir holds the reference plugins (Debian's containernetworking-plugins).
@@ -299,30 +299,14 @@ func compareUpstream(t *testing.T, plugin string, ranges map[string]string, conf
 	}
 }
 
-// upstreamVersion is the reference release built for the plugins Debian's
-// package lacks.
-const upstreamVersion = "v1.9.1"
-
-// upstreamRef returns a directory with upstream's reference plugin:
-// $CNIBOX_REF_UPSTREAM (make test-kernel builds it into its disk), or one
-// built here with go install from the module proxy (once per machine: the
-// directory is kept in the temp dir).
+// upstreamRef returns the directory of upstream's reference plugins
+// (upstream.Version), which TestMain built or found before the test entered
+// its namespace; it holds plugin.
 func upstreamRef(t *testing.T, plugin string) string {
 	t.Helper()
-	dir := os.Getenv("CNIBOX_REF_UPSTREAM")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "cnibox-e2e-ref-"+upstreamVersion)
-		if _, err := os.Stat(filepath.Join(dir, plugin)); err != nil {
-			cmd := exec.Command("go", "install", "github.com/containernetworking/plugins/plugins/main/"+plugin+"@"+upstreamVersion)
-			cmd.Dir = t.TempDir() // outside any module
-			cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=-trimpath")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("build the reference %s %s: %v\n%s", plugin, upstreamVersion, err, out)
-			}
-		}
-	}
+	dir := prepared(t, upstream.DirEnv)
 	if _, err := os.Stat(filepath.Join(dir, plugin)); err != nil {
-		t.Fatalf("the reference %s %s is not in %s (%v): make test-kernel builds it, or unset CNIBOX_REF_UPSTREAM", plugin, upstreamVersion, dir, err)
+		t.Fatalf("the reference %s %s is not in %s (%v)", plugin, upstream.Version, dir, err)
 	}
 	return dir
 }

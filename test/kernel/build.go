@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
 const module = "github.com/cnibox/cnibox"
@@ -28,13 +30,12 @@ var guestSkips = map[string]string{"test/e2e": "^TestPodman"}
 // libc only, which the initramfs has for iproute2.
 var diskTools = []string{"/usr/bin/etcd", "/usr/lib/cni"}
 
-// upstreamPlugins are the reference plugins Debian's package (1.1.1) lacks,
-// built from upstream's upstreamVersion into the disk's upstream directory
-// for the side-by-side tests of test/e2e, which find them through
-// $CNIBOX_REF_UPSTREAM.
-var upstreamPlugins = []string{"dummy", "tap"}
-
-const upstreamVersion = "v1.9.1"
+// upstreamPlugins are the reference plugins of upstream.Version that the
+// side-by-side tests of test/e2e need and Debian's package (1.1.1) lacks or
+// has older: built into the user's cache (test/internal/upstream) and
+// copied into the disk's upstream directory, where the tests find them
+// through $CNIBOX_REF_UPSTREAM.
+var upstreamPlugins = []string{"bridge", "dummy", "tap"}
 
 // testPackages lists the packages matching patterns that have tests;
 // patterns that match nothing (a tree being moved) are left out.
@@ -129,14 +130,19 @@ func buildDisk(o options) (string, []string, error) {
 			return "", nil, fmt.Errorf("copy %s: %w", t, err)
 		}
 	}
+	refDir, err := upstream.Plugins(upstreamPlugins...)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(stage, "upstream"), 0o755); err != nil {
+		return "", nil, err
+	}
 	for _, p := range upstreamPlugins {
-		cmd := command("go", "install", "github.com/containernetworking/plugins/plugins/main/"+p+"@"+upstreamVersion)
-		cmd.Dir = o.cache // outside any module
-		cmd.Env = append(env, "GOBIN="+filepath.Join(stage, "upstream"), "GOFLAGS=-trimpath")
-		if err := cmd.Run(); err != nil {
-			return "", nil, fmt.Errorf("build the reference %s %s: %w", p, upstreamVersion, err)
+		if err := copyFile(filepath.Join(refDir, p), filepath.Join(stage, "upstream", p), 0o755); err != nil {
+			return "", nil, fmt.Errorf("copy the reference %s: %w", p, err)
 		}
 	}
+
 	if err := copySources(".", filepath.Join(stage, "src")); err != nil {
 		return "", nil, fmt.Errorf("copy sources: %w", err)
 	}
