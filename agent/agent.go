@@ -31,6 +31,7 @@ const (
 	DefaultSubnetFile     = "/run/flannel/subnet.env"
 	DefaultRenewMargin    = time.Hour
 	DefaultResyncInterval = 5 * time.Minute
+	DefaultRulesResync    = 5 * time.Second
 
 	// repairDelay lets the link events of one change arrive before the
 	// device is repaired.
@@ -43,21 +44,33 @@ type Options struct {
 	Manager lease.Manager
 	// NetConf is the network configuration; nil reads it from the Manager.
 	NetConf *netconf.Config
-	// Iface is the interface (name or address) toward the other nodes;
-	// "" = the interface of the default route.
-	Iface string
+	// Interface chooses the interface toward the other nodes and the
+	// public addresses (flanneld's --iface, --iface-regex,
+	// --iface-can-reach, --public-ip, --public-ipv6); call its Compile
+	// first.
+	Interface InterfaceOpts
 	// Health, if set, is told whether the agent runs and is ready.
 	Health *Health
 	// NodeName is this node's name, kept with the lease in the store: a
 	// stored VTEP MAC is reused only by the node that stored it.
 	NodeName string
-	// PublicIP/PublicIPv6 are published to the other nodes; zero = Iface's.
-	PublicIP   netip.Addr
-	PublicIPv6 netip.Addr
 	// SubnetFile is where subnet.env is written (DefaultSubnetFile).
 	SubnetFile string
 	// IPMasq masquerades traffic from pods leaving the cluster network.
 	IPMasq bool
+	// IPMasqNotFullyRandom masquerades without fully-random ports
+	// (--ip-masq-fully-random-disable).
+	IPMasqNotFullyRandom bool
+	// ForwardRules accepts the cluster network in the node's forward path
+	// (--iptables-forward-rules).
+	ForwardRules bool
+	// BlackholeRoute adds a blackhole route for this node's subnet(s)
+	// (--ip-blackhole-route).
+	BlackholeRoute bool
+	// RulesResync is how often the masquerade and forward rules and the
+	// blackhole route are checked and restored (--iptables-resync;
+	// DefaultRulesResync).
+	RulesResync time.Duration
 	// DataDir is the node's store directory ("" = $CNIBOX_DATA_DIR or the default).
 	DataDir string
 	// TxChecksumOff turns tx checksum offload off on the VXLAN device.
@@ -87,10 +100,14 @@ type agent struct {
 	acquired time.Time
 	peers    map[string]lease.Lease // by subnet key; never this node's
 
-	ready    bool
-	lastSync time.Time
-	mirrored time.Time
-	dirty    bool
+	ready bool
+	// rulesSet: the node rules were in place once (a later change is a
+	// restore worth a warning); completed: CompleteLease succeeded.
+	rulesSet  bool
+	completed bool
+	lastSync  time.Time
+	mirrored  time.Time
+	dirty     bool
 
 	mu      sync.Mutex
 	pending []lease.Update
@@ -112,6 +129,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.ResyncInterval <= 0 {
 		o.ResyncInterval = DefaultResyncInterval
+	}
+	if o.RulesResync <= 0 {
+		o.RulesResync = DefaultRulesResync
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -150,7 +170,11 @@ func (a *agent) start(ctx context.Context) error {
 		}
 	}
 	a.cfg = cfg
-	under, err := findUnderlay(a.h, a.o.Iface, a.o.PublicIP, a.o.PublicIPv6, cfg.EnableIPv4, cfg.EnableIPv6)
+	io := a.o.Interface
+	if err := a.storedPublicIPs(ctx, &io); err != nil {
+		return err
+	}
+	under, err := findUnderlay(a.h, io, cfg.EnableIPv4, cfg.EnableIPv6)
 	if err != nil {
 		return err
 	}
@@ -158,18 +182,19 @@ func (a *agent) start(ctx context.Context) error {
 	a.log.Info("starting", "backend", a.o.Manager.Name(), "network", cfg.Network, "network6", cfg.IPv6Network,
 		"iface", under.Iface, "publicIP", under.Public4, "publicIPv6", under.Public6, "vni", cfg.Backend.VNI, "port", cfg.Backend.Port)
 
-	mtu4, mtu6 := under.MTU-netconf.VXLANOverhead, under.MTU-netconf.VXLANOverhead-20
-	if cfg.Backend.MTU > 0 {
-		mtu4, mtu6 = cfg.Backend.MTU, cfg.Backend.MTU
+	mtu4, mtu6, err := deviceMTUs(cfg, under.MTU)
+	if err != nil {
+		return err
 	}
 	newOverlay := func(v6 bool, local netip.Prefix, network netip.Prefix, mtu int) *overlay {
 		return &overlay{
 			v6: v6,
 			opts: netops.VXLANOpts{
 				Name: netconf.DeviceName(cfg.Backend.VNI, v6), VNI: cfg.Backend.VNI, Port: cfg.Backend.Port,
-				Local: local.Addr(), Dev: under.Iface, MTU: mtu, GBP: cfg.Backend.GBP, TxChecksumOff: a.o.TxChecksumOff,
+				Local: local.Addr(), Dev: under.Iface, MTU: mtu, GBP: cfg.Backend.GBP, Learning: cfg.Backend.Learning,
+				TxChecksumOff: a.o.TxChecksumOff,
 			},
-			network: network, iface: under.Iface, under: local, direct: cfg.Backend.DirectRouting,
+			network: network, iface: under.Iface, under: local, direct: cfg.Backend.DirectRouting, learning: cfg.Backend.Learning,
 			log: a.log,
 		}
 	}
@@ -229,20 +254,6 @@ func (a *agent) start(ctx context.Context) error {
 	return a.takeLease(own)
 }
 
-func (a *agent) ensureMasq() error {
-	if !a.o.IPMasq {
-		return a.h.DeleteOverlayMasq()
-	}
-	var nets []netops.OverlayMasqNet
-	if a.v4 != nil {
-		nets = append(nets, netops.OverlayMasqNet{Network: a.v4.network, Subnet: a.own.Subnet})
-	}
-	if a.v6 != nil {
-		nets = append(nets, netops.OverlayMasqNet{Network: a.v6.network, Subnet: a.own.Subnet6})
-	}
-	return a.h.EnsureOverlayMasq(nets)
-}
-
 func (a *agent) overlays() []*overlay {
 	var out []*overlay
 	if a.v4 != nil {
@@ -292,6 +303,9 @@ func (a *agent) loop(ctx context.Context) error {
 	defer renew.Stop()
 	resync := time.NewTicker(a.o.ResyncInterval)
 	defer resync.Stop()
+	rules := time.NewTicker(a.o.RulesResync)
+	defer rules.Stop()
+	a.complete(ctx)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	var mirrorC <-chan time.Time
@@ -324,6 +338,13 @@ func (a *agent) loop(ctx context.Context) error {
 		case <-renew.C:
 			a.renew(ctx)
 			renew.Reset(a.renewIn())
+		case <-rules.C:
+			if a.ready {
+				if err := a.ensureRules(); err != nil {
+					a.log.Error("cannot restore the node rules", "err", err)
+				}
+			}
+			a.complete(ctx)
 		case <-resync.C:
 			if !a.fullSync() {
 				retry.Reset(time.Second)

@@ -76,7 +76,7 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func ServeHealth(ctx context.Context, addr string, h *Health, log *slog.Logger) (wait func() error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--health-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)

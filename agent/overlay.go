@@ -22,7 +22,10 @@ type overlay struct {
 	iface   string           // underlay interface
 	under   netip.Prefix     // underlay address with its prefix (DirectRouting)
 	direct  bool             // DirectRouting
-	log     *slog.Logger
+	// learning: Backend.Learning; the kernel learns FDB entries from the
+	// traffic it receives, and sync leaves those (not permanent) alone.
+	learning bool
+	log      *slog.Logger
 }
 
 // target is how one peer is reached in this family.
@@ -183,6 +186,9 @@ func (o *overlay) sync(h *netops.Handle, targets map[netip.Prefix]target) (remov
 	}
 	haveFDB := map[string]bool{}
 	for _, e := range fdb {
+		if o.learning && !e.Permanent {
+			continue
+		}
 		if dst, ok := wantFDB[e.MAC.String()]; ok && dst == e.Dst && !haveFDB[e.MAC.String()] {
 			haveFDB[e.MAC.String()] = true
 			continue

@@ -52,7 +52,9 @@ func (a *agent) attrs() lease.Attrs {
 // subnet file, store.
 func (a *agent) takeLease(own lease.Lease) error {
 	changed := own.Subnet != a.own.Subnet || own.Subnet6 != a.own.Subnet6
+	old := a.own
 	a.own = own
+	a.dropBlackholes(old)
 	if a.v4 != nil {
 		a.v4.subnet = own.Subnet
 	}
@@ -64,7 +66,7 @@ func (a *agent) takeLease(own lease.Lease) error {
 			return err
 		}
 	}
-	if err := a.ensureMasq(); err != nil {
+	if err := a.ensureRules(); err != nil {
 		return err
 	}
 	env := SubnetEnv{MTU: a.mtu, IPMasq: a.o.IPMasq, Subnet: own.Subnet, Subnet6: own.Subnet6}

@@ -39,34 +39,81 @@ type OverlayMasqNet struct {
 	Subnet  netip.Prefix // this node's lease, e.g. 10.244.1.0/24
 }
 
-// EnsureOverlayMasq replaces the overlay masquerade table with the rules for
-// nets (one IPv4 and/or one IPv6 network), in one nftables transaction.
-func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet) error {
+// OverlayMasqOpts are the table's settings beside its networks.
+type OverlayMasqOpts struct {
+	// NotFullyRandom masquerades without fully-random port allocation
+	// (flannel's --ip-masq-fully-random-disable).
+	NotFullyRandom bool
+}
+
+// EnsureOverlayMasq makes the overlay masquerade table hold the rules for
+// nets (one IPv4 and/or one IPv6 network): when the rules there differ (or
+// are gone: someone flushed them), the table is replaced in one nftables
+// transaction; changed reports that. A check that finds them in place costs
+// one dump of the chain.
+func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet, o OverlayMasqOpts) (changed bool, err error) {
 	for _, n := range nets {
 		if !n.Network.IsValid() || !n.Subnet.IsValid() || n.Network.Addr().Is4() != n.Subnet.Addr().Is4() {
-			return fmt.Errorf("ensure overlay masquerade: invalid network %v / subnet %v", n.Network, n.Subnet)
+			return false, fmt.Errorf("ensure overlay masquerade: invalid network %v / subnet %v", n.Network, n.Subnet)
 		}
 	}
 	c, err := h.nftConn()
 	if err != nil {
-		return fmt.Errorf("ensure overlay masquerade in %s: %w", h.where(), err)
+		return false, fmt.Errorf("ensure overlay masquerade in %s: %w", h.where(), err)
+	}
+	want := overlayMasqRules(nets, o)
+	if same, err := h.overlayMasqIs(want); err != nil || same {
+		return false, err
 	}
 	// Drop and add in one transaction: an atomic replacement.
 	table := dropOverlayMasq(c)
 	c.AddTable(table)
 	ch := addBaseChain(c, table, overlayMasqChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
+	for _, r := range want {
+		r.Table, r.Chain = table, ch
+		c.AddRule(r)
+	}
+	if err := c.Flush(); err != nil {
+		return false, fmt.Errorf("ensure overlay masquerade %v in %s: %w", nets, h.where(), classify(err))
+	}
+	return true, nil
+}
+
+// overlayMasqIs reports whether the table's chain holds exactly want: the
+// same comments in the same order, each with the same expressions.
+func (h *Handle) overlayMasqIs(want []*nftables.Rule) (bool, error) {
+	ok, err := h.nftChainExists(unix.NFPROTO_INET, OverlayMasqTable, overlayMasqChain)
+	if err != nil || !ok {
+		return false, err
+	}
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	have, err := h.nft.GetRules(table, &nftables.Chain{Name: overlayMasqChain, Table: table})
+	if err != nil {
+		return false, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+	}
+	if len(have) != len(want) {
+		return false, nil
+	}
+	for i := range want {
+		if !sameRule(have[i], want[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// overlayMasqRules are the table's rules (without table and chain).
+func overlayMasqRules(nets []OverlayMasqNet, o OverlayMasqOpts) []*nftables.Rule {
+	var out []*nftables.Rule
 	rule := func(comment string, exprs ...[]expr.Any) {
 		var all []expr.Any
 		for _, e := range exprs {
 			all = append(all, e...)
 		}
-		c.AddRule(&nftables.Rule{
-			Table: table, Chain: ch, Exprs: all,
-			UserData: userdata.AppendString(nil, userdata.TypeComment, comment),
-		})
+		out = append(out, &nftables.Rule{Exprs: all, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
 	}
 	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
-	masq := []expr.Any{&expr.Masq{FullyRandom: true}}
+	masq := []expr.Any{&expr.Masq{FullyRandom: !o.NotFullyRandom}}
 	for _, n := range nets {
 		network, subnet := n.Network.Masked(), n.Subnet.Masked()
 		mcast := netip.MustParsePrefix("224.0.0.0/4")
@@ -80,10 +127,7 @@ func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet) error {
 		rule(tag+": to local pods "+subnet.String(), matchPrefix(true, network, true), matchPrefix(false, subnet, false), ret)
 		rule(tag+": node to remote pods", matchPrefix(true, network, true), matchPrefix(false, network, false), masq)
 	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("ensure overlay masquerade %v in %s: %w", nets, h.where(), classify(err))
-	}
-	return nil
+	return out
 }
 
 // DeleteOverlayMasq removes the overlay masquerade table. A missing table is

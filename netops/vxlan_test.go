@@ -175,7 +175,9 @@ func TestOverlayMasq(t *testing.T) {
 	h := openNS(t, "ovm")
 	nets := []netops.OverlayMasqNet{{Network: netip.MustParsePrefix("10.244.0.0/16"), Subnet: netip.MustParsePrefix("10.244.1.0/24")}}
 	for range 2 {
-		must(t, h.EnsureOverlayMasq(nets))
+		if _, err := h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rules, err := h.OverlayMasq()
 	must(t, err)
@@ -185,7 +187,9 @@ func TestOverlayMasq(t *testing.T) {
 	// A new lease replaces the rules.
 	nets[0].Subnet = netip.MustParsePrefix("10.244.7.0/24")
 	nets = append(nets, netops.OverlayMasqNet{Network: netip.MustParsePrefix("fd00:10::/56"), Subnet: netip.MustParsePrefix("fd00:10:0:7::/64")})
-	must(t, h.EnsureOverlayMasq(nets))
+	if _, err := h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{}); err != nil {
+		t.Fatal(err)
+	}
 	rules, err = h.OverlayMasq()
 	must(t, err)
 	if len(rules) != 10 || !strings.Contains(rules[3], "10.244.7.0/24") || !strings.Contains(rules[8], "fd00:10:0:7::/64") {

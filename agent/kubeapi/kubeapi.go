@@ -88,3 +88,13 @@ func NewInformer(c rest.Interface, resource string, sel fields.Selector, obj run
 	o.ObjectType = obj
 	return cache.NewInformerWithOptions(o)
 }
+
+// PatchStatus strategic-merge-patches the object's status subresource with
+// status (for a Node's conditions: merged by type).
+func PatchStatus(ctx context.Context, c rest.Interface, r Ref, status map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	return r.on(c.Patch(types.StrategicMergePatchType)).SubResource("status").Body(patch).Do(ctx).Error()
+}

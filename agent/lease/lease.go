@@ -264,3 +264,22 @@ func FullError(network netip.Prefix, subnetLen int, leases int, possible string)
 // Trim is strings.TrimSuffix of a path separator, for key handling in
 // backends.
 func Trim(prefix string) string { return strings.TrimRight(prefix, "/") }
+
+// ErrNotAllowed is wrapped by a backend's errors that retrying will not
+// cure (the API server forbids the request).
+var ErrNotAllowed = errors.New("not allowed")
+
+// Completer is a backend with a last step once this node's lease is held
+// and its device is up (flannel's CompleteLease): the kube backend sets
+// the node's NetworkUnavailable condition to False there.
+type Completer interface {
+	CompleteLease(ctx context.Context) error
+}
+
+// PublicIPSource is a backend that may hold this node's public addresses
+// as the operator set them (the kube backend: flannel's node-public-ip and
+// node-public-ipv6 annotations), which win over --public-ip and
+// --public-ipv6. An empty string is none.
+type PublicIPSource interface {
+	StoredPublicIPs(ctx context.Context) (v4, v6 string, err error)
+}

@@ -39,16 +39,28 @@ type Config struct {
 	IPv6SubnetMax netip.Addr
 
 	Backend Backend
+
+	// EnableNFTables is flannel's switch between its iptables and its
+	// nftables rules. cnibox-agent always writes nftables (through
+	// netlink; no iptables binary), so it is accepted and reported only.
+	EnableNFTables bool
 }
 
-// Backend is the "Backend" object. Only the vxlan type exists in cnibox.
+// Backend is the "Backend" object. Only the vxlan type exists in cnibox
+// so far.
 type Backend struct {
-	Type          string
-	VNI           int
-	Port          int // UDP port; DefaultPort when not given
-	MTU           int // device MTU; 0 = the underlay's MTU minus the encapsulation
+	Type string
+	VNI  int
+	Port int // UDP port; DefaultPort when not given
+	// MTU is flannel's: the MTU of the packets on the wire; the device gets
+	// MTU minus VXLAN's cost (50 bytes over IPv4, 70 over IPv6). 0 = the
+	// underlay interface's MTU.
+	MTU           int
 	DirectRouting bool
 	GBP           bool
+	// Learning turns the kernel's learning of remote MACs on (the device's
+	// "learning"); flannel programs the FDB either way.
+	Learning bool
 }
 
 // wire is net-conf.json as flannel writes it (JSON keys match case-insensitively).
@@ -64,6 +76,8 @@ type wire struct {
 	IPv6SubnetMin string
 	IPv6SubnetMax string
 	Backend       json.RawMessage
+	// EnableNFTables is accepted (cnibox always uses nftables).
+	EnableNFTables bool
 }
 
 type wireBackend struct {
@@ -73,6 +87,7 @@ type wireBackend struct {
 	MTU           int
 	DirectRouting bool
 	GBP           bool
+	Learning      bool
 }
 
 // Parse decodes and validates a network configuration and fills in
@@ -85,7 +100,7 @@ func Parse(b []byte) (*Config, error) {
 	if err := dec.Decode(&w); err != nil {
 		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalid, err)
 	}
-	c := &Config{EnableIPv4: w.EnableIPv4 == nil || *w.EnableIPv4, EnableIPv6: w.EnableIPv6}
+	c := &Config{EnableIPv4: w.EnableIPv4 == nil || *w.EnableIPv4, EnableIPv6: w.EnableIPv6, EnableNFTables: w.EnableNFTables}
 	if !c.EnableIPv4 && !c.EnableIPv6 {
 		return nil, fmt.Errorf("%w: EnableIPv4 is false and EnableIPv6 is not set: enable at least one family", ErrInvalid)
 	}
@@ -111,6 +126,33 @@ func Parse(b []byte) (*Config, error) {
 	return c, nil
 }
 
+// Backend types of flannel that cnibox-agent does not run: later ones are
+// coming (the backends issue), refused ones are not.
+var (
+	laterBackends   = []string{"host-gw", "wireguard", "ipip", "alloc"}
+	refusedBackends = []string{"udp", "ipsec", "tencent-vpc", "extension"}
+)
+
+// checkBackendType accepts vxlan and says, for flannel's other types,
+// whether cnibox will have them.
+func checkBackendType(t string) error {
+	if strings.EqualFold(t, "vxlan") {
+		return nil
+	}
+	for _, l := range laterBackends {
+		if strings.EqualFold(t, l) {
+			return fmt.Errorf("%w: Backend.Type %q is flannel's, but cnibox-agent does not have it yet (it runs vxlan; host-gw, wireguard, ipip and alloc come in a later release): "+
+				"keep flanneld on this cluster for now, or set \"Type\": \"vxlan\"", ErrInvalid, t)
+		}
+	}
+	for _, r := range refusedBackends {
+		if strings.EqualFold(t, r) {
+			return fmt.Errorf("%w: Backend.Type %q is not supported and will not be (flannel's %s backend is deprecated or vendor-specific): use \"vxlan\"", ErrInvalid, t, r)
+		}
+	}
+	return fmt.Errorf("%w: Backend.Type %q is not a flannel backend: set \"Type\": \"vxlan\"", ErrInvalid, t)
+}
+
 func parseBackend(raw json.RawMessage) (Backend, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return Backend{}, fmt.Errorf("%w: \"Backend\" is missing: cnibox-agent runs the vxlan backend, set \"Backend\": {\"Type\": \"vxlan\"}", ErrInvalid)
@@ -119,10 +161,10 @@ func parseBackend(raw json.RawMessage) (Backend, error) {
 	if err := json.Unmarshal(raw, &wb); err != nil {
 		return Backend{}, fmt.Errorf("%w: \"Backend\": %v", ErrInvalid, err)
 	}
-	if !strings.EqualFold(wb.Type, "vxlan") {
-		return Backend{}, fmt.Errorf("%w: Backend.Type %q is not supported: cnibox-agent runs the vxlan backend, set \"Type\": \"vxlan\"", ErrInvalid, wb.Type)
+	if err := checkBackendType(wb.Type); err != nil {
+		return Backend{}, err
 	}
-	be := Backend{Type: "vxlan", VNI: DefaultVNI, Port: wb.Port, MTU: wb.MTU, DirectRouting: wb.DirectRouting, GBP: wb.GBP}
+	be := Backend{Type: "vxlan", VNI: DefaultVNI, Port: wb.Port, MTU: wb.MTU, DirectRouting: wb.DirectRouting, GBP: wb.GBP, Learning: wb.Learning}
 	if wb.VNI != nil {
 		be.VNI = *wb.VNI
 	}
@@ -135,8 +177,9 @@ func parseBackend(raw json.RawMessage) (Backend, error) {
 	if be.Port < 0 || be.Port > 65535 {
 		return Backend{}, fmt.Errorf("%w: Backend.Port %d is out of range: use 1..65535 (default 8472)", ErrInvalid, be.Port)
 	}
-	if be.MTU != 0 && (be.MTU < 68 || be.MTU > 65535) {
-		return Backend{}, fmt.Errorf("%w: Backend.MTU %d is out of range: use 68..65535, or leave it out for the underlay's MTU minus the VXLAN overhead", ErrInvalid, be.MTU)
+	if be.MTU != 0 && (be.MTU < 68+VXLANOverhead || be.MTU > 65535) {
+		return Backend{}, fmt.Errorf("%w: Backend.MTU %d is out of range: use %d..65535 (the MTU of the packets on the wire; the device gets %d less), or leave it out for the interface's MTU",
+			ErrInvalid, be.MTU, 68+VXLANOverhead, VXLANOverhead)
 	}
 	return be, nil
 }
@@ -242,9 +285,12 @@ func fromInt(i *big.Int, bits int) netip.Addr {
 }
 
 // VXLANOverhead is the encapsulation's cost in MTU over an IPv4 underlay
-// (outer IPv4 20 + UDP 8 + VXLAN 8 + inner Ethernet 14); over IPv6 it is 20
-// more.
-const VXLANOverhead = 50
+// (outer IPv4 20 + UDP 8 + VXLAN 8 + inner Ethernet 14); VXLANOverhead6
+// over IPv6 (outer IPv6 40).
+const (
+	VXLANOverhead  = 50
+	VXLANOverhead6 = 70
+)
 
 // DeviceName returns the name of the VXLAN device of vni: flannel.<VNI>, and
 // flannel-v6.<VNI> for IPv6, as flannel names them.

@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease/kubelease"
@@ -14,10 +16,11 @@ import (
 // newKubeManager returns the Kubernetes lease backend.
 func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.Logger) (manager, func(), error) {
 	m, err := kubelease.New(kubelease.Config{
-		Cluster:          f.cluster(),
-		AnnotationPrefix: f.kubeAnnotationPrefix,
-		NetConf:          cfg,
-		Log:              log,
+		Cluster:                   f.cluster(),
+		AnnotationPrefix:          f.kubeAnnotationPrefix,
+		NetConf:                   cfg,
+		SetNodeNetworkUnavailable: f.setNodeNetworkUnavailable,
+		Log:                       log,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -29,4 +32,35 @@ func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.
 // reach the API server.
 func (f *flags) cluster() kubeapi.Cluster {
 	return kubeapi.Cluster{Kubeconfig: f.kubeconfig, APIURL: f.kubeAPIURL, NodeName: f.nodeName}
+}
+
+// resolveNodeName returns this node's name for the Kubernetes clients:
+// --node-name, else $NODE_NAME, else, as flanneld finds it in a DaemonSet,
+// the spec.nodeName of the pod $POD_NAMESPACE/$POD_NAME (read from the API
+// server), else the hostname (flanneld stops there with an error).
+func resolveNodeName(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) (string, error) {
+	if f.nodeName != "" || env.nodeName != "" {
+		return nodeName(f.nodeName, env), nil
+	}
+	ns, name, ok := env.podRef()
+	if !ok {
+		return nodeName("", env), nil
+	}
+	c := f.cluster()
+	c.NodeName = "-" // not needed to read a pod
+	_, client, err := c.Connect("kube", &kubeapi.Pod{}, &kubeapi.PodList{})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	pod := &kubeapi.Pod{}
+	if err := kubeapi.Get(ctx, client, kubeapi.Ref{Resource: "pods", Namespace: ns, Name: name}, pod); err != nil {
+		return "", fmt.Errorf("kube: read the pod $POD_NAMESPACE/$POD_NAME (%s/%s) for this node's name: %w (grant get on pods, or set --node-name / $NODE_NAME)", ns, name, err)
+	}
+	if pod.Spec.NodeName == "" {
+		return "", fmt.Errorf("kube: the pod %s/%s ($POD_NAMESPACE/$POD_NAME) has no spec.nodeName: it is not scheduled; set --node-name or $NODE_NAME", ns, name)
+	}
+	log.Info("node name from the agent's pod", "pod", ns+"/"+name, "node", pod.Spec.NodeName)
+	return pod.Spec.NodeName, nil
 }

@@ -14,3 +14,10 @@ import (
 func newKubeManager(context.Context, *flags, *netconf.Config, *slog.Logger) (manager, func(), error) {
 	return nil, nil, errors.New("--kube-subnet-mgr: this cnibox-agent is built without the Kubernetes backend (tag nokube)")
 }
+
+// resolveNodeName: this build reaches no API server (the handoff to
+// cnibox-agent-kube happens before), so the name is --node-name, else
+// $NODE_NAME, else the hostname.
+func resolveNodeName(_ context.Context, f *flags, env flannelEnv, _ *slog.Logger) (string, error) {
+	return nodeName(f.nodeName, env), nil
+}

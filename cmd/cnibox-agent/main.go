@@ -25,111 +25,15 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/lease/etcdlease"
 	"github.com/cnibox/cnibox/agent/netconf"
-	"github.com/cnibox/cnibox/store"
 )
 
 // version is set by the build (-X main.version=...).
 var version = "dev"
-
-// flags are flanneld's, so operators' unit files carry over, plus a few of
-// cnibox's own.
-type flags struct {
-	etcdEndpoints string
-	etcdPrefix    string
-	etcdKeyfile   string
-	etcdCertfile  string
-	etcdCAFile    string
-	etcdUsername  string
-	etcdPassword  string
-	// etcdPasswordFile holds the password (secrets.go).
-	etcdPasswordFile string
-	leaseTTL         time.Duration
-
-	kubeSubnetMgr        bool
-	kubeconfig           string
-	kubeAPIURL           string
-	kubeAnnotationPrefix string
-	netConfPath          string
-	nodeName             string
-	iface                string
-	publicIP             string
-	publicIPv6           string
-	subnetFile           string
-	ipMasq               bool
-	renewMargin          int
-	dataDir              string
-	txChecksumOff        bool
-	resyncInterval       time.Duration
-	logLevel             string
-	healthAddr           string
-	showVersion          bool
-	pod                  podAPIFlags // podapi_flags.go
-}
-
-// stringFlag is one string flag: where it goes, its name, default and usage.
-type stringFlag struct {
-	p                *string
-	name, def, usage string
-}
-
-// stringFlags are most of the flags.
-func (f *flags) stringFlags() []stringFlag {
-	return []stringFlag{
-		{&f.etcdEndpoints, "etcd-endpoints", "http://127.0.0.1:4001,http://127.0.0.1:2379", "a comma-delimited list of etcd endpoints"},
-		{&f.etcdPrefix, "etcd-prefix", etcdlease.DefaultPrefix, "etcd prefix of the network config and the leases"},
-		{&f.etcdKeyfile, "etcd-keyfile", "", "SSL key file used to secure etcd communication"},
-		{&f.etcdCertfile, "etcd-certfile", "", "SSL certification file used to secure etcd communication"},
-		{&f.etcdCAFile, "etcd-cafile", "", "SSL Certificate Authority file used to secure etcd communication"},
-		{&f.etcdUsername, "etcd-username", "", "username for BasicAuth to etcd"},
-		{&f.etcdPassword, "etcd-password", "", "password for BasicAuth to etcd (visible in the process list: prefer --etcd-password-file or $CNIBOX_ETCD_PASSWORD)"},
-		{&f.etcdPasswordFile, "etcd-password-file", "", "file holding the password for BasicAuth to etcd"},
-		{&f.kubeconfig, "kubeconfig-file", "", "kubeconfig file (default: in-cluster config)"},
-		{&f.kubeAPIURL, "kube-api-url", "", "Kubernetes API server URL (default: from the kubeconfig or in-cluster)"},
-		{&f.kubeAnnotationPrefix, "kube-annotation-prefix", "flannel.alpha.coreos.com", "kube: prefix of the node annotations"},
-		{&f.netConfPath, "net-config-path", "/etc/kube-flannel/net-conf.json", "kube: path of the network configuration (net-conf.json)"},
-		{&f.nodeName, "node-name", "", "kube: this node's name (default $NODE_NAME, else the hostname)"},
-		{&f.iface, "iface", "", "interface (name or address) toward the other nodes (default: the default route's)"},
-		{&f.publicIP, "public-ip", "", "IP accessible by other nodes for inter-host communication (default: the interface's)"},
-		{&f.publicIPv6, "public-ipv6", "", "IPv6 accessible by other nodes for inter-host communication (default: the interface's)"},
-		{&f.subnetFile, "subnet-file", agent.DefaultSubnetFile, "filename where env variables (subnet, MTU, ...) will be written to"},
-		{&f.dataDir, "data-dir", "", "cnibox store directory (default $CNIBOX_DATA_DIR or " + store.DefaultDir + ") (cnibox)"},
-		{&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)"},
-		{&f.healthAddr, "health-addr", "", "serve /healthz (running), /readyz (lease held, device up) and /metrics (Prometheus) on this address, e.g. 127.0.0.1:9666 (cnibox)"},
-	}
-}
-
-func parseFlags(args []string, stderr io.Writer) (*flags, error) {
-	f := &flags{}
-	fs := flag.NewFlagSet("cnibox-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	for _, s := range f.stringFlags() {
-		fs.StringVar(s.p, s.name, s.def, s.usage)
-	}
-	fs.DurationVar(&f.leaseTTL, "subnet-lease-ttl", etcdlease.DefaultTTL, "etcd: how long a lease lives without renewal (cnibox)")
-	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
-	fs.IntVar(&f.renewMargin, "subnet-lease-renew-margin", 60, "subnet lease renewal margin, in minutes")
-	fs.BoolVar(&f.kubeSubnetMgr, "kube-subnet-mgr", false, "use the Kubernetes API (node.spec.podCIDR) instead of etcd for leases")
-	fs.BoolVar(&f.ipMasq, "ip-masq", false, "masquerade traffic from pods leaving the cluster network (nftables table inet cnibox-overlay)")
-	fs.BoolVar(&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)")
-	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
-	f.pod.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q: every setting is a flag (see --help)", fs.Args())
-	}
-	if err := resolveSecrets(fs, f, os.Getenv); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
 
 func main() {
 	// The agent is an event loop that spends its life waiting; one P keeps
@@ -160,31 +64,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(f.logLevelName())); err != nil {
 		fmt.Fprintf(stderr, "cnibox-agent: --log-level %q: use debug, info, warn or error\n", f.logLevel)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	env, err := readFlannelEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "cnibox-agent:", err)
+		return 2
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := runAgent(ctx, f, log); err != nil {
+	if err := runAgent(ctx, f, env, log); err != nil {
 		log.Error("cnibox-agent failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
-	var health *agent.Health
-	if f.healthAddr != "" {
-		health = &agent.Health{Metrics: agent.NewMetrics()}
-		wait, err := agent.ServeHealth(ctx, f.healthAddr, health, log)
-		if err != nil {
+func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) error {
+	health, wait, err := serveHealth(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer wait()
+	if f.kubeSubnetMgr || f.pod.enabled() {
+		if f.nodeName, err = resolveNodeName(ctx, f, env, log); err != nil {
 			return err
 		}
-		defer wait()
+	} else {
+		f.nodeName = nodeName(f.nodeName, env)
 	}
+	log.Debug("flanneld environment", "EVENT_QUEUE_DEPTH", env.eventQueueDepth, "CONT_WHEN_CACHE_NOT_READY", env.contWhenCacheNotReady)
 	if f.pod.enabled() {
 		// The pod API stops with the agent, whichever way the agent ends
 		// (a failed start too): waiting for it without cancelling first
@@ -209,22 +122,30 @@ func runAgent(ctx context.Context, f *flags, log *slog.Logger) error {
 		}()
 	}
 	o := agent.Options{
-		NodeName:       nodeName(f.nodeName),
-		Health:         health,
-		Iface:          f.iface,
-		SubnetFile:     f.subnetFile,
-		IPMasq:         f.ipMasq,
-		DataDir:        f.dataDir,
-		TxChecksumOff:  f.txChecksumOff,
-		RenewMargin:    time.Duration(f.renewMargin) * time.Minute,
-		ResyncInterval: f.resyncInterval,
-		Log:            log,
+		NodeName: f.nodeName,
+		Health:   health,
+		Interface: agent.InterfaceOpts{
+			Ifaces: f.iface, Regexes: f.ifaceRegex, CanReach: f.ifaceCanReach,
+		},
+		SubnetFile:           f.subnetFile,
+		IPMasq:               f.ipMasq,
+		IPMasqNotFullyRandom: f.ipMasqFullyRandomDisable,
+		ForwardRules:         f.iptablesForwardRules,
+		BlackholeRoute:       f.blackholeRoute,
+		RulesResync:          f.resyncPeriod(),
+		DataDir:              f.dataDir,
+		TxChecksumOff:        f.txChecksumOff,
+		RenewMargin:          f.renewMarginDuration(),
+		ResyncInterval:       f.resyncInterval,
+		Log:                  log,
 	}
-	var err error
-	if o.PublicIP, err = parseIP("--public-ip", f.publicIP, true); err != nil {
+	if err := o.Interface.Compile(); err != nil {
 		return err
 	}
-	if o.PublicIPv6, err = parseIP("--public-ipv6", f.publicIPv6, false); err != nil {
+	if o.Interface.PublicIP, err = parseIP("--public-ip", f.publicIP, true); err != nil {
+		return err
+	}
+	if o.Interface.PublicIPv6, err = parseIP("--public-ipv6", f.publicIPv6, false); err != nil {
 		return err
 	}
 	if f.kubeSubnetMgr {
@@ -274,12 +195,12 @@ func parseIP(flagName, s string, v4 bool) (netip.Addr, error) {
 }
 
 // nodeName is --node-name, else $NODE_NAME, else the host name.
-func nodeName(flag string) string {
+func nodeName(flag string, env flannelEnv) string {
 	if flag != "" {
 		return flag
 	}
-	if n := os.Getenv("NODE_NAME"); n != "" {
-		return n
+	if env.nodeName != "" {
+		return env.nodeName
 	}
 	n, _ := os.Hostname()
 	return n

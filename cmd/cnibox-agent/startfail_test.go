@@ -45,7 +45,7 @@ func TestPodAPIStartFailureExits(t *testing.T) {
 			var logs bytes.Buffer
 			done := make(chan error, 1)
 			go func() {
-				done <- runAgent(context.Background(), f, slog.New(slog.NewTextHandler(&logs, nil)))
+				done <- runAgent(context.Background(), f, flannelEnv{}, slog.New(slog.NewTextHandler(&logs, nil)))
 			}()
 			select {
 			case err := <-done:

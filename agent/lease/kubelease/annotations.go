@@ -14,6 +14,9 @@ import (
 type Annotations struct {
 	SubnetKubeManaged, BackendData, BackendV6Data, BackendType   string
 	PublicIP, PublicIPv6, PublicIPOverwrite, PublicIPv6Overwrite string
+	// NodePublicIP/NodePublicIPv6 are set by the operator: this node's
+	// public addresses, read at start, winning over --public-ip(v6).
+	NodePublicIP, NodePublicIPv6 string
 	// PodCIDRs is cnibox's, next to flannel's: the node's podCIDRs, comma
 	// separated, so that peers find the whole lease in the metadata.
 	PodCIDRs string
@@ -45,6 +48,8 @@ func NewAnnotations(prefix string) (Annotations, error) {
 		PublicIPv6:          prefix + "public-ipv6",
 		PublicIPOverwrite:   prefix + "public-ip-overwrite",
 		PublicIPv6Overwrite: prefix + "public-ipv6-overwrite",
+		NodePublicIP:        prefix + "node-public-ip",
+		NodePublicIPv6:      prefix + "node-public-ipv6",
 		PodCIDRs:            prefix + "pod-cidrs",
 	}, nil
 }

@@ -41,7 +41,11 @@ type Config struct {
 	// AnnotationPrefix defaults to DefaultAnnotationPrefix.
 	AnnotationPrefix string
 	NetConf          *netconf.Config
-	Log              *slog.Logger
+	// SetNodeNetworkUnavailable sets the node's NetworkUnavailable
+	// condition to False once the network is up (flannel's
+	// --set-node-network-unavailable, default true).
+	SetNodeNetworkUnavailable bool
+	Log                       *slog.Logger
 }
 
 // Manager is the Kubernetes lease backend.
@@ -60,6 +64,8 @@ type Manager struct {
 	an      Annotations
 	cfg     *netconf.Config
 	log     *slog.Logger
+	// setUnavailable: CompleteLease sets NetworkUnavailable False.
+	setUnavailable bool
 }
 
 var _ lease.Manager = (*Manager)(nil)
@@ -92,7 +98,8 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	return &Manager{c: cs, meta: mc, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log}, nil
+	return &Manager{c: cs, meta: mc, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log,
+		setUnavailable: c.SetNodeNetworkUnavailable}, nil
 }
 
 // RequestTimeout bounds one request to the API server (a read or a patch of

@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/netops"
+)
+
+// What the agent keeps on the node besides the overlay devices, as flanneld
+// does: the masquerade (--ip-masq), the forward rules
+// (--iptables-forward-rules) and the blackhole route of this node's subnet
+// (--ip-blackhole-route), each checked every RulesResync and restored when
+// someone removed it; and the backend's last step once the network is up
+// (CompleteLease).
+
+// ensureRules makes the masquerade, the forward rules and the blackhole
+// routes match the lease; it logs what it had to restore.
+func (a *agent) ensureRules() error {
+	var errs []error
+	if !a.o.IPMasq {
+		if err := a.h.DeleteOverlayMasq(); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		var nets []netops.OverlayMasqNet
+		if a.v4 != nil {
+			nets = append(nets, netops.OverlayMasqNet{Network: a.v4.network, Subnet: a.own.Subnet})
+		}
+		if a.v6 != nil {
+			nets = append(nets, netops.OverlayMasqNet{Network: a.v6.network, Subnet: a.own.Subnet6})
+		}
+		changed, err := a.h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{NotFullyRandom: a.o.IPMasqNotFullyRandom})
+		if err != nil {
+			errs = append(errs, err)
+		} else if changed && a.rulesSet {
+			a.log.Warn("the masquerade rules were changed or removed; restored them", "table", netops.OverlayMasqTable)
+		}
+	}
+	if a.o.ForwardRules {
+		var nets []netip.Prefix
+		for _, ov := range a.overlays() {
+			nets = append(nets, ov.network)
+		}
+		changed, err := a.h.EnsureOverlayForward(nets)
+		if err != nil {
+			errs = append(errs, err)
+		} else if changed && a.rulesSet {
+			a.log.Warn("the forward rules were changed or removed; restored them", "chain", netops.OverlayForwardChain)
+		}
+	}
+	if a.o.BlackholeRoute {
+		for _, sn := range []netip.Prefix{a.own.Subnet, a.own.Subnet6} {
+			if !sn.IsValid() {
+				continue
+			}
+			added, err := a.h.EnsureBlackholeRoute(sn)
+			if err != nil {
+				errs = append(errs, err)
+			} else if added && a.rulesSet {
+				a.log.Warn("the blackhole route was removed; restored it", "subnet", sn)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node rules: %w", errors.Join(errs...))
+	}
+	a.rulesSet = true
+	return nil
+}
+
+// dropBlackholes removes the blackhole routes of a subnet this node no
+// longer holds.
+func (a *agent) dropBlackholes(old lease.Lease) {
+	if !a.o.BlackholeRoute {
+		return
+	}
+	for _, p := range [][2]netip.Prefix{{old.Subnet, a.own.Subnet}, {old.Subnet6, a.own.Subnet6}} {
+		if p[0].IsValid() && p[0] != p[1] {
+			if err := a.h.DeleteBlackholeRoute(p[0]); err != nil {
+				a.log.Warn("cannot delete the old subnet's blackhole route", "subnet", p[0], "err", err)
+			}
+		}
+	}
+}
+
+// complete runs the backend's last step once (retried at each rules resync
+// until it succeeds).
+func (a *agent) complete(ctx context.Context) {
+	c, ok := a.o.Manager.(lease.Completer)
+	if !ok || a.completed || !a.ready {
+		return
+	}
+	if err := c.CompleteLease(ctx); err != nil {
+		if errors.Is(err, lease.ErrNotAllowed) {
+			a.log.Error("cannot complete the lease; not retrying", "err", err)
+			a.completed = true
+			return
+		}
+		a.log.Warn("cannot complete the lease; retrying", "err", err)
+		return
+	}
+	a.completed = true
+}
+
+// storedPublicIPs lets the backend's stored public addresses (the kube
+// backend's node-public-ip annotations) replace --public-ip/--public-ipv6.
+func (a *agent) storedPublicIPs(ctx context.Context, o *InterfaceOpts) error {
+	src, ok := a.o.Manager.(lease.PublicIPSource)
+	if !ok {
+		return nil
+	}
+	v4, v6, err := src.StoredPublicIPs(ctx)
+	if err != nil {
+		a.log.Warn("cannot read this node's stored public IPs", "err", err)
+		return nil
+	}
+	for _, x := range []struct {
+		name string
+		s    string
+		dst  *netip.Addr
+		is4  bool
+	}{{"node-public-ip", v4, &o.PublicIP, true}, {"node-public-ipv6", v6, &o.PublicIPv6, false}} {
+		if x.s == "" {
+			continue
+		}
+		ip, err := netip.ParseAddr(x.s)
+		if err != nil || ip.Unmap().Is4() != x.is4 {
+			return fmt.Errorf("this node's annotation %s %q is not an IPv%s address: fix or remove the annotation", x.name, x.s, map[bool]string{true: "4", false: "6"}[x.is4])
+		}
+		a.log.Info("public IP from the node's annotation", "annotation", x.name, "ip", ip.Unmap())
+		*x.dst = ip.Unmap()
+	}
+	return nil
+}
+
+// deviceMTUs returns the MTU of the IPv4 and the IPv6 VXLAN device.
+// Backend.MTU is flannel's: the MTU of the packets on the wire (default:
+// the interface's MTU, under); the devices get it minus VXLAN's cost,
+// 50 bytes over IPv4 (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14)
+// and 70 over IPv6 (outer IPv6 40). flanneld takes 50 for both families.
+func deviceMTUs(cfg *netconf.Config, under int) (mtu4, mtu6 int, err error) {
+	base := under
+	if cfg.Backend.MTU > 0 {
+		base = cfg.Backend.MTU
+	}
+	mtu4, mtu6 = base-netconf.VXLANOverhead, base-netconf.VXLANOverhead6
+	if cfg.EnableIPv4 && mtu4 < 68 {
+		return 0, 0, fmt.Errorf("Backend.MTU %d leaves the IPv4 VXLAN device %d bytes (VXLAN over IPv4 takes %d): use at least %d",
+			base, mtu4, netconf.VXLANOverhead, 68+netconf.VXLANOverhead)
+	}
+	if cfg.EnableIPv6 && mtu6 < 1280 {
+		return 0, 0, fmt.Errorf("Backend.MTU %d leaves the IPv6 VXLAN device %d bytes, below IPv6's minimum of 1280 (VXLAN over IPv6 takes %d): use at least %d",
+			base, mtu6, netconf.VXLANOverhead6, 1280+netconf.VXLANOverhead6)
+	}
+	return mtu4, mtu6, nil
+}
