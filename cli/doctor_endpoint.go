@@ -72,6 +72,9 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		d.pass("interface", "%s is up in the pod (mtu %d, mac %s)", ep.IfName, pl.MTU, pl.MAC)
 	}
 	d.checkPodDevice(pod, ep, pl)
+	if isTransparent(ep) {
+		d.checkVirtualGateway(host, pod, ep)
+	}
 
 	// addresses
 	have, err := pod.Addrs(ep.IfName)

@@ -32,6 +32,8 @@ type epKind struct {
 // (host-device), or one with nothing behind it (dummy, tap).
 func kindOf(ep store.Endpoint) epKind {
 	switch {
+	case isTransparent(ep):
+		return epKind{link: "veth", gatewayAt: gwNowhere} // checkVirtualGateway stands for the ping
 	case ep.HostVeth != "":
 		return epKind{link: "veth", gatewayAt: gwOnNode}
 	case ep.Plugin == "macvlan", ep.Plugin == "ipvlan", ep.Plugin == "vlan":
@@ -51,6 +53,8 @@ func kindOf(ep store.Endpoint) epKind {
 // bridge's.
 func (d *doctor) checkHostSide(host *netops.Handle, ep store.Endpoint) (hostMTU, brMTU int) {
 	switch {
+	case isTransparent(ep):
+		return d.checkTransparentHost(host, ep), 0
 	case ep.HostVeth != "" && ep.Bridge != "":
 		return d.checkBridgePort(host, ep)
 	case ep.HostVeth != "":
@@ -87,16 +91,9 @@ func (d *doctor) checkBridgePort(host *netops.Handle, ep store.Endpoint) (hostMT
 // checkRoutedVeth: a host veth without a bridge (ptp) is up, holds the
 // pod's gateways (/32, /128) and the node routes each pod address to it.
 func (d *doctor) checkRoutedVeth(host *netops.Handle, ep store.Endpoint) int {
-	hl, err := host.LinkByName(ep.HostVeth)
-	if err != nil {
-		d.fail("host veth", "the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+recreate,
-			"%s is missing from the node", ep.HostVeth)
+	hl, ok := d.checkHostVethUp(host, ep, "no bridge: the node routes to the pod through it")
+	if !ok {
 		return 0
-	}
-	if !hl.Up {
-		d.fail("host veth", "ip link set "+ep.HostVeth+" up", "%s is down", ep.HostVeth)
-	} else {
-		d.pass("host veth", "%s is up (no bridge: the node routes to the pod through it)", ep.HostVeth)
 	}
 	addrs, err := host.Addrs(ep.HostVeth)
 	if err != nil {
@@ -111,6 +108,30 @@ func (d *doctor) checkRoutedVeth(host *netops.Handle, ep store.Endpoint) int {
 				"%s lacks the pod's gateway %s (has %s): the pod's packets have no next hop", ep.HostVeth, gw, orDash(joinStrings(addrs)))
 		}
 	}
+	d.checkHostRoutes(host, ep, "scope host")
+	return hl.MTU
+}
+
+// checkHostVethUp: the endpoint's host veth (on no bridge, as note says)
+// exists and is up. It returns the link and whether it exists.
+func (d *doctor) checkHostVethUp(host *netops.Handle, ep store.Endpoint, note string) (netops.Link, bool) {
+	hl, err := host.LinkByName(ep.HostVeth)
+	if err != nil {
+		d.fail("host veth", "the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+recreate,
+			"%s is missing from the node", ep.HostVeth)
+		return hl, false
+	}
+	if !hl.Up {
+		d.fail("host veth", "ip link set "+ep.HostVeth+" up", "%s is down", ep.HostVeth)
+	} else {
+		d.pass("host veth", "%s is up (%s)", ep.HostVeth, note)
+	}
+	return hl, true
+}
+
+// checkHostRoutes: the node routes each pod address to the host veth (the
+// fix adds the route with the words how: "scope host", "proto static").
+func (d *doctor) checkHostRoutes(host *netops.Handle, ep store.Endpoint, how string) {
 	routes, err := host.Routes(ep.HostVeth)
 	if err != nil {
 		d.fail("host route", "", "list routes of %s: %v", ep.HostVeth, err)
@@ -120,11 +141,10 @@ func (d *doctor) checkRoutedVeth(host *netops.Handle, ep store.Endpoint) int {
 		if slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == want && r.Table == 0 }) {
 			d.pass("host route", "%s dev %s", want, ep.HostVeth)
 		} else {
-			d.fail("host route", fmt.Sprintf("ip route add %s dev %s scope host", want, ep.HostVeth),
+			d.fail("host route", fmt.Sprintf("ip route add %s dev %s %s", want, ep.HostVeth, how),
 				"the node has no route %s dev %s: nothing reaches the pod", want, ep.HostVeth)
 		}
 	}
-	return hl.MTU
 }
 
 // checkMaster: the master of a macvlan, ipvlan or vlan device exists and is

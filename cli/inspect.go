@@ -94,6 +94,7 @@ func printEndpointDetail(w io.Writer, host *netops.Handle, ep store.Endpoint) {
 	}
 	field("pod", pod)
 	field("plugin", ep.Plugin)
+	field("mode", azureMode(ep))
 	field("netns", ep.Netns)
 	field("bridge", ep.Bridge)
 	field("host veth", ep.HostVeth)

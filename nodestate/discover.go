@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/azurevnet"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
@@ -35,6 +36,10 @@ type Recovered struct {
 	IPs      []netip.Prefix `json:"ips"`
 	// Gateways are a ptp host veth's addresses: the pod's gateways.
 	Gateways []netip.Addr `json:"gateways,omitempty"`
+	// Routes are the pod's routes the role set up, where they are known
+	// from its layout (azure-vnet's transparent mode: default via the
+	// virtual gateway).
+	Routes []store.Route `json:"routes,omitempty"`
 	// Extra are the facts of a device the cached config names (master,
 	// vlanId, mode).
 	Extra map[string]string `json:"extra,omitempty"`
@@ -79,6 +84,10 @@ func bridgeNetworks(confDir string) (map[string][]netConf, map[string]netConf) {
 			}
 			if pc.Type == "ptp" {
 				byBridge[""] = append(byBridge[""], nc)
+				byName[l.Name] = nc
+			}
+			if pc.Type == "azure-vnet" {
+				azureNetwork(p.Bytes, nc, byBridge)
 				byName[l.Name] = nc
 			}
 			if pc.Type == "bridge" {
@@ -129,7 +138,8 @@ func namespaces() []string {
 
 // Discover finds the attachments on the node: host veths of the bridge and
 // ptp roles (a ptp veth is on no bridge and holds the pod's gateways, with
-// the node's /32 and /128 routes to the pod) matched with their peers in
+// the node's /32 and /128 routes to the pod) and of azure-vnet (azv<hash>,
+// on its bridge or, in transparent mode, on none with the node's routes) matched with their peers in
 // the pod namespaces, owners from libcni's cache or the configs; and cached
 // attachments of other main plugins whose interface is still in their
 // namespace (devices in a pod carry no owner of their own: see
@@ -145,6 +155,7 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 	cacheByVeth := map[string]*libcni.NetworkAttachment{}
 	for _, a := range cached {
 		cacheByVeth[bridge.HostVethName(a.ContainerID, a.IfName)] = a
+		cacheByVeth[azurevnet.HostVethName(a.ContainerID, a.IfName)] = a
 	}
 
 	host, err := netops.Open("")
@@ -189,7 +200,8 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 	var out []Recovered
 	done := map[string]bool{} // network/cid/ifname
 	for _, hv := range links {
-		if hv.Kind != "veth" || !bridge.IsHostVeth(hv.Name) {
+		azv := azurevnet.IsHostVeth(hv.Name)
+		if hv.Kind != "veth" || !(bridge.IsHostVeth(hv.Name) || azv) {
 			continue
 		}
 		br, ok := byIndex[hv.MasterIndex]
@@ -208,7 +220,12 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 			continue
 		}
 		r := Recovered{Plugin: "bridge", Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs}
-		if hv.MasterIndex == 0 {
+		switch {
+		case azv:
+			if !azureVeth(host, hv, &r, warn) {
+				continue
+			}
+		case hv.MasterIndex == 0:
 			if !routedVeth(host, hv.Name, &r, warn) {
 				continue
 			}
@@ -219,7 +236,11 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 				r.Netns = a.NetNS
 			}
 		} else {
-			nets := byBridge[br.Name]
+			key := br.Name
+			if azv && hv.MasterIndex == 0 {
+				key, where = azureTransparent, "no bridge (azure-vnet transparent)"
+			}
+			nets := byBridge[key]
 			if len(nets) != 1 {
 				warn("veth %s on %s: no libcni cache entry, and %d network configs in %s use that: its addresses %v are not reserved", hv.Name, where, len(nets), confDir, p.addrs)
 				continue
@@ -302,7 +323,7 @@ func Record(st *store.Store, found []Recovered, confDir string, warn io.Writer) 
 			continue
 		}
 		ep := store.Endpoint{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName, Netns: r.Netns,
-			Plugin: r.Plugin, Bridge: r.Bridge, HostVeth: r.HostVeth, MAC: r.MAC, IPs: r.IPs, Gateways: r.Gateways, Created: now,
+			Plugin: r.Plugin, Bridge: r.Bridge, HostVeth: r.HostVeth, MAC: r.MAC, IPs: r.IPs, Gateways: r.Gateways, Routes: r.Routes, Created: now,
 			Extra: map[string]string{"rebuilt": "cnibox store rebuild, from " + r.Source}}
 		for k, v := range r.Extra {
 			ep.Extra[k] = v

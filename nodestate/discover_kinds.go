@@ -23,6 +23,22 @@ var deviceRoles = []string{"macvlan", "ipvlan", "vlan", "host-device", "dummy", 
 // each pod address (/32, /128) to it. A veth without a route to any of its
 // peer's addresses is not ptp's: false.
 func routedVeth(host *netops.Handle, veth string, r *Recovered, warn func(string, ...any)) bool {
+	if !routesPeer(host, veth, "ptp", r, warn) {
+		return false
+	}
+	addrs, _ := host.Addrs(veth)
+	for _, a := range addrs {
+		r.Gateways = append(r.Gateways, a.Addr())
+	}
+	r.Plugin = "ptp"
+	return true
+}
+
+// routesPeer reports whether the node routes any of the peer's addresses
+// r.IPs (as /32, /128) to veth, a host veth of role on no bridge; it warns
+// about each address it does not route, and when none is, that the veth
+// is skipped.
+func routesPeer(host *netops.Handle, veth, role string, r *Recovered, warn func(string, ...any)) bool {
 	routes, err := host.Routes(veth)
 	if err != nil {
 		warn("veth %s on no bridge: %v: skipped", veth, err)
@@ -34,18 +50,13 @@ func routedVeth(host *netops.Handle, veth string, r *Recovered, warn func(string
 		if slices.ContainsFunc(routes, func(rt netops.Route) bool { return rt.Dst == dst && rt.Table == 0 }) {
 			routed = append(routed, p)
 		} else {
-			warn("veth %s (ptp): the node has no route %s to it: that address is recorded but `cnibox doctor` will fail its host route", veth, dst)
+			warn("veth %s (%s): the node has no route %s to it: that address is recorded but `cnibox doctor` will fail its host route", veth, role, dst)
 		}
 	}
 	if len(routed) == 0 {
-		warn("veth %s is on no bridge and the node routes none of its peer's addresses %v to it (not a ptp attachment): skipped", veth, r.IPs)
+		warn("veth %s is on no bridge and the node routes none of its peer's addresses %v to it (not a %s attachment): skipped", veth, r.IPs, role)
 		return false
 	}
-	addrs, _ := host.Addrs(veth)
-	for _, a := range addrs {
-		r.Gateways = append(r.Gateways, a.Addr())
-	}
-	r.Plugin = "ptp"
 	return true
 }
 

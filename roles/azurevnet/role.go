@@ -22,6 +22,10 @@ func HostVethName(containerID, ifname string) string {
 	return attach.VethName(VethPrefix, containerID, ifname)
 }
 
+// IsHostVeth reports whether a link name has the shape of azure-vnet's
+// host veths.
+func IsHostVeth(name string) bool { return attach.IsVethName(VethPrefix, name) }
+
 // Role is azure-vnet. "mode": "transparent" routes each pod through its own
 // host veth (transparent.go); bridge mode, the default, is the bridge role
 // with bridge azure0 and host veths azv<hash>, plus the node's NIC (found

@@ -115,11 +115,20 @@ func transparentRecord(a *cniplug.Args, hostName string, mac net.HardwareAddr, p
 	ep := attach.VethEndpoint(a, nil, hostName, mac, false)
 	ep.IPs = pod
 	ep.Extra = map[string]string{"mode": ModeTransparent}
-	for _, gw := range gateways(pod) {
-		ep.Gateways = append(ep.Gateways, gw)
-		ep.Routes = append(ep.Routes, store.Route{Dst: netip.PrefixFrom(gw, 0).Masked(), GW: gw})
-	}
+	ep.Gateways, ep.Routes = PodGateways(pod)
 	return ep
+}
+
+// PodGateways returns what a transparent pod with addresses pod routes
+// through: the virtual gateways of its families and its default routes via
+// them.
+func PodGateways(pod []netip.Prefix) ([]netip.Addr, []store.Route) {
+	gws := gateways(pod)
+	routes := make([]store.Route, len(gws))
+	for i, gw := range gws {
+		routes[i] = store.Route{Dst: netip.PrefixFrom(gw, 0).Masked(), GW: gw}
+	}
+	return gws, routes
 }
 
 // gateways returns the virtual gateways of the families of pod, IPv4 first.
