@@ -28,6 +28,7 @@ import (
 	"github.com/cnibox/cnibox/roles/vlan"
 	"github.com/cnibox/cnibox/roles/vrf"
 	"github.com/cnibox/cnibox/roles/vxlan"
+	"github.com/cnibox/cnibox/roles/whereabouts"
 )
 
 // Registry returns every role of the cnibox binary. A duplicate name panics.
@@ -60,5 +61,6 @@ func Registry() *cniplug.Registry {
 		vrf.Role,
 		firewall.Role,
 		dhcp.Role,
+		whereabouts.Role,
 	)
 }

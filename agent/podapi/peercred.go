@@ -1,10 +1,13 @@
 package podapi
 
 import (
+	"context"
 	"fmt"
 	"net"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
 )
 
 // NoGroup allows root only (Access.GID).
@@ -17,6 +20,9 @@ type Access struct {
 	// NamespaceIsolation: a NAD is honoured only from the pod's namespace
 	// (Request.PodNamespace) and "default", as Multus' namespaceIsolation.
 	NamespaceIsolation bool
+	// IPAM, when set, answers the cluster IPAM operations
+	// (agentapi.OpIPAM*: the whereabouts role; agent/clusteripam).
+	IPAM func(ctx context.Context, req agentapi.Request) *agentapi.Response
 }
 
 // checkPeer reports an error unless the process at the other end of conn

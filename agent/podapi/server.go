@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,7 +69,8 @@ func Listen(path string) (net.Listener, error) {
 // Serve answers on ln until ctx ends, then closes ln and removes its socket
 // file. It answers only callers that run as root or with the group gid
 // (NoGroup: root only); others get their connection closed, and a log line.
-// acc says who may call and which NADs are honoured.
+// acc says who may call and which NADs are honoured. src may be nil when the
+// socket serves only acc.IPAM.
 func Serve(ctx context.Context, ln net.Listener, src Source, log *slog.Logger, acc Access) error {
 	if log == nil {
 		log = slog.Default()
@@ -126,6 +128,17 @@ func serveConn(ctx context.Context, conn net.Conn, src Source, log *slog.Logger,
 
 func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *agentapi.Response {
 	resp := &agentapi.Response{}
+	if strings.HasPrefix(req.Op, "ipam-") {
+		if acc.IPAM == nil {
+			resp.Error, resp.Reason = fmt.Sprintf("%s: this cnibox-agent does not serve the cluster IPAM: start it with --cluster-ipam", req.Op), agentapi.ReasonUnavailable
+			return resp
+		}
+		return acc.IPAM(ctx, req)
+	}
+	if src == nil {
+		resp.Error, resp.Reason = fmt.Sprintf("%s: this cnibox-agent does not serve the pod API: start it with --pod-api", req.Op), agentapi.ReasonUnavailable
+		return resp
+	}
 	if req.Namespace == "" || req.Name == "" {
 		resp.Error, resp.Reason = fmt.Sprintf("%s: namespace and name are required", req.Op), agentapi.ReasonBadRequest
 		return resp

@@ -31,7 +31,7 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 		}
 	}()
 	go func() {
-		done <- podapi.Serve(ctx, ln, k, log, podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation})
+		done <- podapi.Serve(ctx, ln, k, log, podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation, IPAM: f.ipam.handle})
 	}()
 	log.Info("pod API listening", "socket", f.pod.socket)
 	return func() error { return <-done }, nil

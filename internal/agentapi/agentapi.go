@@ -61,6 +61,8 @@ type Request struct {
 	NetworkStatus json.RawMessage `json:"networkStatus,omitempty"`
 	// Events are the events of OpEvents.
 	Events []Event `json:"events,omitempty"`
+	// IPAM is the cluster IPAM call of the OpIPAM* operations (ipam.go).
+	IPAM *IPAMRequest `json:"ipam,omitempty"`
 }
 
 // Response is the agent's answer. Error is set on failure, with Reason.
@@ -71,6 +73,7 @@ type Response struct {
 	NetAttachDef *NetAttachDef `json:"netAttachDef,omitempty"`
 	// Devices answers OpPodDevices: device IDs by resource name.
 	Devices map[string][]string `json:"devices,omitempty"`
+	IPAM    *IPAMResponse       `json:"ipam,omitempty"`
 }
 
 // Pod is what the agent tells of a pod.

@@ -258,3 +258,6 @@ func (m *Manager) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error)
 	l.Expiration = time.Now().Add(time.Duration(resp.TTL) * time.Second)
 	return l, nil
 }
+
+// Client returns the manager's etcd client (the cluster IPAM shares it).
+func (m *Manager) Client() *clientv3.Client { return m.cli }

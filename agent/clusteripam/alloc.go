@@ -1,0 +1,444 @@
+package clusteripam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/wbpool"
+)
+
+// maxAttempts bounds the read-change-write rounds of one pool write
+// (whereabouts' DatastoreRetries is 100).
+const maxAttempts = 100
+
+// Allocator hands out and releases addresses of the pools in a Backend.
+// Writers of one pool on this node take turns (a lock per pool), so the
+// agent's own calls do not conflict with each other; other writers (other
+// nodes, whereabouts) are met by optimistic concurrency.
+type Allocator struct {
+	B    Backend
+	Node string // this node's name (node slices)
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+	slice sliceCache
+}
+
+// lock takes the agent's lock of the pool name; the returned func drops it.
+func (al *Allocator) lock(name string) func() {
+	al.mu.Lock()
+	if al.locks == nil {
+		al.locks = map[string]*sync.Mutex{}
+	}
+	l := al.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		al.locks[name] = l
+	}
+	al.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// target is one range of a request as the allocator works on it: the pool
+// object's name and range, and the bounds to allocate within.
+type target struct {
+	pool      string
+	poolRange string // IPPool.spec.range
+	r         wbpool.Range
+	mask      int // prefix length of the result
+}
+
+// targets resolves the request's ranges to pools: one IPPool per range,
+// or, with node slices, the pool of this node's slice.
+func (al *Allocator) targets(ctx context.Context, req *agentapi.IPAMRequest) ([]target, error) {
+	out := make([]target, 0, len(req.Ranges))
+	for i, ar := range req.Ranges {
+		r, err := parseRange(ar)
+		if err != nil {
+			return nil, badRequest("ranges[%d]: %v", i, err)
+		}
+		t := target{pool: wbpool.PoolName(r.Prefix.String(), req.NetworkName, ""), poolRange: r.Prefix.String(), r: r, mask: r.Prefix.Bits()}
+		if req.NodeSliceSize != "" {
+			slice, err := al.nodeSlice(ctx, req, r.Prefix)
+			if err != nil {
+				return nil, err
+			}
+			// As whereabouts: the slice's usable addresses, the whole
+			// range's prefix length in the result.
+			t.pool = wbpool.PoolName(slice.String(), req.NetworkName, al.Node)
+			t.poolRange = slice.String()
+			t.r = wbpool.Range{Prefix: slice, Exclude: r.Exclude}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func parseRange(ar agentapi.IPAMRange) (wbpool.Range, error) {
+	var r wbpool.Range
+	p, err := netip.ParsePrefix(ar.Range)
+	if err != nil {
+		return r, err
+	}
+	r.Prefix = p.Masked()
+	if ar.Start != "" {
+		if r.Start, err = netip.ParseAddr(ar.Start); err != nil {
+			return r, err
+		}
+	}
+	if ar.End != "" {
+		if r.End, err = netip.ParseAddr(ar.End); err != nil {
+			return r, err
+		}
+	}
+	for _, x := range ar.Exclude {
+		px, err := wbpool.ParseExclude(x)
+		if err != nil {
+			return r, err
+		}
+		r.Exclude = append(r.Exclude, px)
+	}
+	return r, nil
+}
+
+// Add reserves an address of every range for the attachment; on failure it
+// releases what it reserved before it returns.
+func (al *Allocator) Add(ctx context.Context, req *agentapi.IPAMRequest) ([]string, error) {
+	ts, err := al.targets(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var want []netip.Addr
+	for _, s := range req.Requested {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, badRequest("requested address %q: %v", s, err)
+		}
+		want = append(want, a.Unmap())
+	}
+	var ips []string
+	for i, t := range ts {
+		var asked netip.Addr
+		for _, a := range want {
+			if t.r.Prefix.Contains(a) {
+				asked = a
+			}
+		}
+		ip, err := al.reserve(ctx, t, req, asked)
+		if err != nil {
+			for _, done := range ts[:i] {
+				if rerr := al.release(ctx, done, req); rerr != nil {
+					err = fmt.Errorf("%w (and undoing the reservation in %s failed: %v)", err, done.pool, rerr)
+				}
+			}
+			return nil, err
+		}
+		ips = append(ips, netip.PrefixFrom(ip, t.mask).String())
+	}
+	return ips, nil
+}
+
+// Del releases the attachment's addresses of every range.
+func (al *Allocator) Del(ctx context.Context, req *agentapi.IPAMRequest) error {
+	ts, err := al.targets(ctx, req)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range ts {
+		errs = append(errs, al.release(ctx, t, req))
+	}
+	return errors.Join(errs...)
+}
+
+// Check returns the attachment's addresses; an attachment without one in
+// some range is an error.
+func (al *Allocator) Check(ctx context.Context, req *agentapi.IPAMRequest) ([]string, error) {
+	ts, err := al.targets(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, t := range ts {
+		p, err := al.B.GetPool(ctx, t.pool, true)
+		if err != nil {
+			return nil, apiErr(err, "IPPool %s", t.pool)
+		}
+		base, _, err := wbpool.ParsePoolRange(p.Range)
+		if err != nil {
+			return nil, err
+		}
+		off, ok := find(p, req)
+		if !ok {
+			return nil, &agentapi.Error{Reason: agentapi.ReasonNotFound, Msg: fmt.Sprintf("IPPool %s holds no address for container %s interface %s", t.pool, req.ContainerID, req.IfName)}
+		}
+		a, _ := wbpool.AddrAt(base, off)
+		ips = append(ips, netip.PrefixFrom(a, t.mask).String())
+	}
+	return ips, nil
+}
+
+// find returns the offset the attachment holds in p: by container ID and
+// interface, as whereabouts releases.
+func find(p *Pool, req *agentapi.IPAMRequest) (string, bool) {
+	for off, a := range p.Allocations {
+		if a.ContainerID == req.ContainerID && a.IfName == req.IfName {
+			return off, true
+		}
+	}
+	return "", false
+}
+
+// reserve writes one allocation into the target's pool and returns its
+// address: the one the pod already holds (same podref and interface, as
+// whereabouts), else the one asked for, else the one the pod held last
+// (sticky), else the lowest free one.
+func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, error) {
+	defer al.lock(t.pool)()
+	var held netip.Addr // our OverlappingRangeIPReservation, if any
+	dropHeld := func() {
+		if held.IsValid() {
+			_ = al.B.DeleteReservation(ctx, wbpool.ReservationName(held, req.NetworkName))
+			held = netip.Addr{}
+		}
+	}
+	elsewhere := map[netip.Addr]bool{} // reserved by another pod in another range
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		p, err := al.pool(ctx, t, attempt > 0)
+		if err != nil {
+			dropHeld()
+			return netip.Addr{}, err
+		}
+		base, _, err := wbpool.ParsePoolRange(p.Range)
+		if err != nil {
+			dropHeld()
+			return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: %v", t.pool, err)}
+		}
+		taken := map[netip.Addr]wbpool.Allocation{}
+		for off, a := range p.Allocations {
+			if ip, ok := wbpool.AddrAt(base, off); ok {
+				taken[ip] = a
+			}
+		}
+		ip, existing, err := choose(t, p, base, taken, elsewhere, req, asked)
+		if err != nil {
+			dropHeld()
+			return netip.Addr{}, err
+		}
+		if held.IsValid() && held != ip {
+			dropHeld()
+		}
+		if req.Overlapping && !existing && !held.IsValid() {
+			ok, err := al.claim(ctx, ip, req)
+			if err != nil {
+				return netip.Addr{}, err
+			}
+			if !ok {
+				elsewhere[ip] = true
+				attempt-- // not a write conflict
+				continue
+			}
+			held = ip
+		}
+		off, _ := wbpool.Offset(base, ip)
+		cur, had := p.Allocations[off]
+		next := wbpool.Allocation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName}
+		if existing && had && cur == next {
+			return ip, nil
+		}
+		np := p.clone()
+		np.Allocations[off] = next
+		delete(np.Sticky, off)
+		if _, err := al.B.UpdatePool(ctx, np); err != nil {
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			dropHeld()
+			return netip.Addr{}, apiErr(err, "write IPPool %s", t.pool)
+		}
+		return ip, nil
+	}
+	dropHeld()
+	return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", t.pool, maxAttempts)}
+}
+
+// choose picks the address (see reserve); existing says the attachment
+// holds it already.
+func choose(t target, p *Pool, base netip.Addr, taken map[netip.Addr]wbpool.Allocation, elsewhere map[netip.Addr]bool, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, bool, error) {
+	for ip, a := range taken {
+		if (req.PodRef != "" && a.PodRef == req.PodRef && a.IfName == req.IfName) ||
+			(a.ContainerID == req.ContainerID && a.IfName == req.IfName) {
+			return ip, true, nil
+		}
+	}
+	if asked.IsValid() {
+		if a, ok := taken[asked]; ok {
+			return netip.Addr{}, false, &agentapi.Error{Reason: agentapi.ReasonConflict, Msg: fmt.Sprintf("the requested address %s is held by pod %q (container %s) in IPPool %s: ask for a free one", asked, a.PodRef, a.ContainerID, t.pool)}
+		}
+		if elsewhere[asked] {
+			return netip.Addr{}, false, &agentapi.Error{Reason: agentapi.ReasonConflict, Msg: fmt.Sprintf("the requested address %s is reserved by another pod in an overlapping range (OverlappingRangeIPReservation %s)", asked, wbpool.ReservationName(asked, req.NetworkName))}
+		}
+		if !t.r.Usable(asked) {
+			return netip.Addr{}, false, &agentapi.Error{Reason: agentapi.ReasonConflict, Msg: fmt.Sprintf("the requested address %s is outside the addresses IPPool %s hands out", asked, t.pool)}
+		}
+		return asked, false, nil
+	}
+	busy := func(a netip.Addr) bool { _, ok := taken[a]; return ok || elsewhere[a] }
+	if req.Sticky && req.PodRef != "" {
+		me := req.PodRef + "/" + req.IfName
+		for off, who := range p.Sticky {
+			if who != me {
+				continue
+			}
+			if ip, ok := wbpool.AddrAt(base, off); ok && !busy(ip) && t.r.Usable(ip) {
+				return ip, false, nil
+			}
+		}
+	}
+	// The lowest free address no other pod held last, else the lowest
+	// free one.
+	remembered := map[netip.Addr]bool{}
+	if req.Sticky {
+		for off := range p.Sticky {
+			if ip, ok := wbpool.AddrAt(base, off); ok {
+				remembered[ip] = true
+			}
+		}
+	}
+	if ip, ok := t.r.Lowest(func(a netip.Addr) bool { return busy(a) || remembered[a] }); ok {
+		return ip, false, nil
+	}
+	if ip, ok := t.r.Lowest(busy); ok {
+		return ip, false, nil
+	}
+	first, last, _ := t.r.Bounds()
+	return netip.Addr{}, false, &agentapi.Error{Reason: agentapi.ReasonExhausted, Msg: fmt.Sprintf("IPPool %s: every address of %s-%s is taken (%d allocations): release addresses or widen the range", t.pool, first, last, len(p.Allocations))}
+}
+
+// claim creates the OverlappingRangeIPReservation of ip for the pod; false
+// when another pod holds it.
+func (al *Allocator) claim(ctx context.Context, ip netip.Addr, req *agentapi.IPAMRequest) (bool, error) {
+	name := wbpool.ReservationName(ip, req.NetworkName)
+	err := al.B.CreateReservation(ctx, name, Reservation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName})
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, ErrExists) {
+		return false, apiErr(err, "create OverlappingRangeIPReservation %s", name)
+	}
+	r, err := al.B.GetReservation(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		return al.claim(ctx, ip, req)
+	}
+	if err != nil {
+		return false, apiErr(err, "read OverlappingRangeIPReservation %s", name)
+	}
+	return (req.PodRef != "" && r.PodRef == req.PodRef) || (r.ContainerID == req.ContainerID && r.IfName == req.IfName), nil
+}
+
+// pool reads the target's pool (from the cache unless fresh), creating it
+// when missing.
+func (al *Allocator) pool(ctx context.Context, t target, fresh bool) (*Pool, error) {
+	p, err := al.B.GetPool(ctx, t.pool, fresh)
+	if errors.Is(err, ErrNotFound) {
+		err = al.B.CreatePool(ctx, &Pool{Name: t.pool, Range: t.poolRange, Allocations: map[string]wbpool.Allocation{}})
+		if err != nil && !errors.Is(err, ErrExists) {
+			return nil, apiErr(err, "create IPPool %s", t.pool)
+		}
+		p, err = al.B.GetPool(ctx, t.pool, true)
+	}
+	if err != nil {
+		return nil, apiErr(err, "read IPPool %s", t.pool)
+	}
+	return p, nil
+}
+
+// release removes the attachment's allocation from the target's pool (and
+// its OverlappingRangeIPReservation); nothing to release is success. The
+// released offset is remembered for the pod (sticky).
+func (al *Allocator) release(ctx context.Context, t target, req *agentapi.IPAMRequest) error {
+	defer al.lock(t.pool)()
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		p, err := al.B.GetPool(ctx, t.pool, attempt > 0)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return apiErr(err, "read IPPool %s", t.pool)
+		}
+		off, ok := find(p, req)
+		if !ok {
+			return nil
+		}
+		a := p.Allocations[off]
+		np := p.clone()
+		delete(np.Allocations, off)
+		if req.Sticky && a.PodRef != "" {
+			remember(np, off, a.PodRef+"/"+a.IfName)
+		}
+		if _, err := al.B.UpdatePool(ctx, np); err != nil {
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			return apiErr(err, "write IPPool %s", t.pool)
+		}
+		if req.Overlapping {
+			base, _, _ := wbpool.ParsePoolRange(p.Range)
+			if ip, ok := wbpool.AddrAt(base, off); ok {
+				al.unclaim(ctx, ip, req.NetworkName, a)
+			}
+		}
+		return nil
+	}
+	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", t.pool, maxAttempts)}
+}
+
+// unclaim deletes ip's OverlappingRangeIPReservation if it is a's.
+func (al *Allocator) unclaim(ctx context.Context, ip netip.Addr, networkName string, a wbpool.Allocation) {
+	name := wbpool.ReservationName(ip, networkName)
+	r, err := al.B.GetReservation(ctx, name)
+	if err != nil || r.PodRef != a.PodRef {
+		return
+	}
+	_ = al.B.DeleteReservation(ctx, name)
+}
+
+// maxSticky bounds the remembered holders of a pool (an annotation of at
+// most a few tens of KiB).
+const maxSticky = 1024
+
+// remember notes that who held off last.
+func remember(p *Pool, off, who string) {
+	for k, v := range p.Sticky {
+		if v == who {
+			delete(p.Sticky, k)
+		}
+	}
+	if len(p.Sticky) >= maxSticky {
+		for k := range p.Sticky { // forget one at random
+			delete(p.Sticky, k)
+			break
+		}
+	}
+	p.Sticky[off] = who
+}
+
+// badRequest is a malformed request.
+func badRequest(format string, args ...any) error {
+	return &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// apiErr says what failed; a backend failure other than the ones the
+// allocator handles means the API (or etcd) is unavailable.
+func apiErr(err error, format string, args ...any) error {
+	var ae *agentapi.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf(format, args...) + ": " + err.Error()}
+}

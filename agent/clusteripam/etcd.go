@@ -1,0 +1,210 @@
+package clusteripam
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cnibox/cnibox/internal/wbpool"
+)
+
+// Etcd keeps the pools in etcd, for podman or nerdctl hosts that share a
+// LAN range without Kubernetes (whereabouts documents an etcd store but
+// has none). The objects are whereabouts' under one prefix:
+// <prefix>/ippools/<name> holds {"range", "allocations", "sticky"},
+// <prefix>/overlappingrangeipreservations/<name> and
+// <prefix>/nodeslicepools/<name> their specs; a key's mod revision is its
+// version, and writes are transactions on it.
+type Etcd struct {
+	Client *clientv3.Client
+	Prefix string // e.g. /cnibox/whereabouts
+}
+
+var _ Backend = (*Etcd)(nil)
+
+type etcdPool struct {
+	Range       string                       `json:"range"`
+	Allocations map[string]wbpool.Allocation `json:"allocations"`
+	Sticky      map[string]string            `json:"sticky,omitempty"`
+}
+
+type etcdSlicePool struct {
+	Range     string  `json:"range"`
+	SliceSize string  `json:"sliceSize"`
+	Slices    []Slice `json:"allocations"`
+}
+
+func (e *Etcd) key(kind, name string) string {
+	return strings.TrimRight(e.Prefix, "/") + "/" + kind + "/" + name
+}
+
+// get reads key into v and returns its mod revision.
+func (e *Etcd) get(ctx context.Context, key string, v any) (string, error) {
+	resp, err := e.Client.Get(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("etcd get %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, v); err != nil {
+		return "", fmt.Errorf("etcd %s: %w", key, err)
+	}
+	return strconv.FormatInt(resp.Kvs[0].ModRevision, 10), nil
+}
+
+// put writes v at key if its mod revision is still version ("" = the key
+// must not exist); lost is ErrConflict or ErrExists.
+func (e *Etcd) put(ctx context.Context, key, version string, v any, lost error) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	if version != "" {
+		rev, err := strconv.ParseInt(version, 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("etcd %s: version %q: %w", key, version, err)
+		}
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+	}
+	resp, err := e.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(b))).Commit()
+	if err != nil {
+		return "", fmt.Errorf("etcd put %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return "", fmt.Errorf("%w: %s", lost, key)
+	}
+	return strconv.FormatInt(resp.Header.Revision, 10), nil
+}
+
+// GetPool reads a pool (always from etcd: a read is as cheap as a cache).
+func (e *Etcd) GetPool(ctx context.Context, name string, _ bool) (*Pool, error) {
+	var ep etcdPool
+	ver, err := e.get(ctx, e.key("ippools", name), &ep)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{Name: name, Range: ep.Range, Allocations: ep.Allocations, Sticky: ep.Sticky, Version: ver}
+	return p.clone(), nil
+}
+
+func toEtcd(p *Pool) etcdPool {
+	ep := etcdPool{Range: p.Range, Allocations: p.Allocations, Sticky: p.Sticky}
+	if ep.Allocations == nil {
+		ep.Allocations = map[string]wbpool.Allocation{}
+	}
+	return ep
+}
+
+// CreatePool creates a pool.
+func (e *Etcd) CreatePool(ctx context.Context, p *Pool) error {
+	_, err := e.put(ctx, e.key("ippools", p.Name), "", toEtcd(p), ErrExists)
+	return err
+}
+
+// UpdatePool writes a pool on the version read.
+func (e *Etcd) UpdatePool(ctx context.Context, p *Pool) (*Pool, error) {
+	ver, err := e.put(ctx, e.key("ippools", p.Name), p.Version, toEtcd(p), ErrConflict)
+	if err != nil {
+		return nil, err
+	}
+	out := p.clone()
+	out.Version = ver
+	return out, nil
+}
+
+// ListPools lists the pools.
+func (e *Etcd) ListPools(ctx context.Context) ([]*Pool, error) {
+	prefix := e.key("ippools", "")
+	resp, err := e.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd list %s: %w", prefix, err)
+	}
+	var out []*Pool
+	for _, kv := range resp.Kvs {
+		var ep etcdPool
+		if json.Unmarshal(kv.Value, &ep) != nil {
+			continue
+		}
+		out = append(out, &Pool{Name: strings.TrimPrefix(string(kv.Key), prefix), Range: ep.Range, Allocations: ep.Allocations, Sticky: ep.Sticky,
+			Version: strconv.FormatInt(kv.ModRevision, 10)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// GetReservation reads an OverlappingRangeIPReservation.
+func (e *Etcd) GetReservation(ctx context.Context, name string) (*Reservation, error) {
+	var r Reservation
+	if _, err := e.get(ctx, e.key("overlappingrangeipreservations", name), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// CreateReservation creates one (ErrExists when it exists).
+func (e *Etcd) CreateReservation(ctx context.Context, name string, r Reservation) error {
+	_, err := e.put(ctx, e.key("overlappingrangeipreservations", name), "", r, ErrExists)
+	return err
+}
+
+// DeleteReservation deletes one.
+func (e *Etcd) DeleteReservation(ctx context.Context, name string) error {
+	if _, err := e.Client.Delete(ctx, e.key("overlappingrangeipreservations", name)); err != nil {
+		return fmt.Errorf("etcd delete: %w", err)
+	}
+	return nil
+}
+
+// GetSlicePool reads a NodeSlicePool.
+func (e *Etcd) GetSlicePool(ctx context.Context, name string) (*SlicePool, error) {
+	var es etcdSlicePool
+	ver, err := e.get(ctx, e.key("nodeslicepools", name), &es)
+	if err != nil {
+		return nil, err
+	}
+	return &SlicePool{Name: name, Range: es.Range, SliceSize: es.SliceSize, Slices: es.Slices, Version: ver}, nil
+}
+
+// CreateSlicePool creates a NodeSlicePool.
+func (e *Etcd) CreateSlicePool(ctx context.Context, s *SlicePool) error {
+	_, err := e.put(ctx, e.key("nodeslicepools", s.Name), "", etcdSlicePool{s.Range, s.SliceSize, s.Slices}, ErrExists)
+	return err
+}
+
+// UpdateSlicePool writes a NodeSlicePool on the version read.
+func (e *Etcd) UpdateSlicePool(ctx context.Context, s *SlicePool) error {
+	_, err := e.put(ctx, e.key("nodeslicepools", s.Name), s.Version, etcdSlicePool{s.Range, s.SliceSize, s.Slices}, ErrConflict)
+	return err
+}
+
+// ListSlicePools lists the NodeSlicePools.
+func (e *Etcd) ListSlicePools(ctx context.Context) ([]*SlicePool, error) {
+	prefix := e.key("nodeslicepools", "")
+	resp, err := e.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd list %s: %w", prefix, err)
+	}
+	var out []*SlicePool
+	for _, kv := range resp.Kvs {
+		var es etcdSlicePool
+		if json.Unmarshal(kv.Value, &es) == nil {
+			out = append(out, &SlicePool{Name: strings.TrimPrefix(string(kv.Key), prefix), Range: es.Range, SliceSize: es.SliceSize, Slices: es.Slices})
+		}
+	}
+	return out, nil
+}
+
+// Ready reports whether etcd answers.
+func (e *Etcd) Ready(ctx context.Context) error {
+	if _, err := e.Client.Get(ctx, e.key("ippools", ""), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	return nil
+}

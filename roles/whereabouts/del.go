@@ -1,0 +1,81 @@
+package whereabouts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/store"
+)
+
+// PendingDir is the directory, in the node's data directory, where a DEL
+// that could not reach the agent leaves its release for the agent to write
+// when it is back (one JSON agentapi.IPAMRequest per file).
+const PendingDir = "whereabouts-pending"
+
+// del releases the attachment's addresses. DEL never fails for want of the
+// agent or the API server: the agent queues what it cannot write yet, and
+// a DEL that cannot reach the agent leaves the release in PendingDir.
+func del(ctx context.Context, a *cniplug.Args, cfg *config) error {
+	if len(cfg.Ranges) == 0 {
+		return nil
+	}
+	req, err := cfg.request(a)
+	if err != nil {
+		return err
+	}
+	c := &agentapi.Client{Socket: cfg.Socket}
+	resp, err := c.IPAM(ctx, agentapi.OpIPAMDel, req)
+	var un *agentapi.UnreachableError
+	switch {
+	case errors.As(err, &un):
+		path, perr := spool(store.DirFrom(cfg.DataDir, a.Getenv), req)
+		if perr != nil {
+			return cniplug.Errorf(5, "whereabouts: release %s/%s: cnibox-agent is unreachable (%v) and the release cannot be queued: %w", a.ContainerID, a.IfName, err, perr)
+		}
+		cfg.logf(a, "error", "DEL %s/%s: cnibox-agent unreachable (%v); release queued in %s", a.ContainerID, a.IfName, err, path)
+		return nil
+	case err != nil:
+		return agentErr(cfg, "release the addresses", err)
+	}
+	cfg.logf(a, "debug", "DEL %s/%s of pod %q (queued: %v)", a.ContainerID, a.IfName, req.PodRef, resp.Queued)
+	return nil
+}
+
+// spool writes req into dir/PendingDir under a name of the attachment's
+// (a second DEL of it replaces the first), atomically.
+func spool(dir string, req *agentapi.IPAMRequest) (string, error) {
+	d := filepath.Join(dir, PendingDir)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(req.Network + "\x00" + req.ContainerID + "\x00" + req.IfName))
+	path := filepath.Join(d, hex.EncodeToString(sum[:12])+".json")
+	tmp, err := os.CreateTemp(d, ".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write %s: %w", path, werr)
+	}
+	return path, nil
+}
