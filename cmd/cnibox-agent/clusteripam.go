@@ -49,7 +49,7 @@ func startClusterIPAM(ctx context.Context, f *flags, log *slog.Logger) error {
 		b   clusteripam.Backend
 		err error
 	)
-	node := nodeName(f.nodeName)
+	node := f.nodeName // resolved by runAgent
 	switch f.ipam.backend {
 	case "kube":
 		b, err = newKubeIPAM(ctx, f, node, log)

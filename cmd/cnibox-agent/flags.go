@@ -71,7 +71,8 @@ type flags struct {
 	logLevel       string
 	healthAddr     string
 	showVersion    bool
-	pod            podAPIFlags // podapi_flags.go
+	pod            podAPIFlags      // podapi_flags.go
+	ipam           clusterIPAMFlags // clusteripam.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
@@ -221,6 +222,7 @@ func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.leaseTTL, "subnet-lease-ttl", etcdlease.DefaultTTL, "etcd: how long a lease lives without renewal (cnibox)")
 	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
 	f.pod.register(fs)
+	f.ipam.register(fs)
 	return fs
 }
 

@@ -90,7 +90,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		return err
 	}
 	defer wait()
-	if f.kubeSubnetMgr || f.pod.enabled() {
+	if f.kubeSubnetMgr || f.pod.enabled() || f.ipam.needsKube() {
 		if f.nodeName, err = resolveNodeName(ctx, f, env, log); err != nil {
 			return err
 		}
@@ -98,18 +98,27 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		f.nodeName = nodeName(f.nodeName, env)
 	}
 	log.Debug("flanneld environment", "EVENT_QUEUE_DEPTH", env.eventQueueDepth, "CONT_WHEN_CACHE_NOT_READY", env.contWhenCacheNotReady)
-	if f.pod.enabled() {
+	if f.pod.enabled() || f.ipam.enabled() {
 		// The pod API stops with the agent, whichever way the agent ends
 		// (a failed start too): waiting for it without cancelling first
 		// would block forever.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		wait, err := startPodAPI(ctx, f, log)
+		start := startPodAPI
+		if f.ipam.enabled() { // clusteripam.go: on the pod API's socket, or alone
+			if err := startClusterIPAM(ctx, f, log); err != nil {
+				return err
+			}
+			if !f.pod.enabled() {
+				start = serveIPAMOnly
+			}
+		}
+		wait, err := start(ctx, f, log)
 		if err != nil {
 			return err
 		}
-		if f.pod.only {
+		if f.pod.only || f.ipam.only {
 			health.SetRunning(true)
 			health.SetReady(true)
 			return wait()
