@@ -243,6 +243,9 @@ func (b *bench) run() int {
 	if b.o.cases["floor"] && !b.stopping.Load() {
 		b.runFloor()
 	}
+	if b.o.cases["azure"] && !b.stopping.Load() {
+		b.runAzure()
+	}
 	if b.o.cases["exec"] && !b.stopping.Load() {
 		b.runExec()
 		b.runRSS()

@@ -61,7 +61,7 @@ type options struct {
 	verbose   bool
 }
 
-var allCases = []string{"bridge", "chain", "ptp", "macvlan", "podman", "scale", "floor", "exec"}
+var allCases = []string{"bridge", "chain", "ptp", "macvlan", "podman", "scale", "floor", "exec", "azure"}
 
 func parseOptions() (*options, error) {
 	o := &options{}
