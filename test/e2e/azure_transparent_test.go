@@ -444,3 +444,74 @@ func TestAzureModeSwitch(t *testing.T) {
 		t.Errorf("reservations left: %v", got)
 	}
 }
+
+// TestAzureTransparentDualStack: a transparent pod with an IPv6 address too
+// (the file provider's dual-stack pool; Azure takes IPv6 from ipv6Mode)
+// gets Azure's IPv6 layout: "fe80::1234:5678:9abc dev eth0 proto static",
+// the default route through it and a permanent neighbour entry with the
+// host end's MAC; the fabric reaches the pod's IPv6 address and the pod
+// the fabric's.
+func TestAzureTransparentDualStack(t *testing.T) {
+	e := newEnv(t)
+	pmNoDAD(t)
+	pools := filepath.Join(t.TempDir(), "pools.json")
+	must(t, os.WriteFile(pools, []byte(`{"interfaces": [
+		{"mac": "`+tpMAC+`", "subnet": "10.240.0.0/16", "primary": ["10.240.0.35"], "addresses": ["10.240.0.36-10.240.0.37"]},
+		{"mac": "`+tpMAC+`", "subnet": "fd00:240::/64", "primary": ["fd00:240::23"], "addresses": ["fd00:240::24-fd00:240::25"]}
+	]}`), 0o644))
+	fabric := cloudNode(t, tpMAC, tpNode, tpGateway, "azure0")
+	fh, err := netops.Open(fabric)
+	must(t, err)
+	defer fh.Close()
+	gw6 := netip.MustParsePrefix("fd00:240::1/64")
+	must(t, fh.EnsureAddr("eth0", gw6, addrOpts()))
+	must(t, hostHandle(t).EnsureAddr("eth0", netip.MustParsePrefix("fd00:240::23/64"), addrOpts()))
+	nic, _ := net.ParseMAC(tpMAC)
+	for _, ip := range []string{"10.240.0.36", "fd00:240::24"} {
+		must(t, fh.EnsureNeigh("eth0", netip.MustParseAddr(ip), nic))
+	}
+	l := listFromJSON(t, `{"cniVersion": "1.0.0", "name": "metal6", "plugins": [{"type": "azure-vnet", "mode": "transparent",
+		"ipam": {"type": "cloud-ipam", "provider": "file", "endpoint": "`+pools+`"}}]}`)
+	p := e.newPod("ds")
+	res := e.add(l, p)
+	ip4, ip6 := podIP(t, res, true), podIP(t, res, false)
+	if ip4 != netip.MustParseAddr("10.240.0.36") || ip6 != netip.MustParseAddr("fd00:240::24") {
+		t.Fatalf("pod got %v and %v, want 10.240.0.36 and fd00:240::24", ip4, ip6)
+	}
+	h, err := netops.Open(p.netns)
+	must(t, err)
+	defer h.Close()
+	rs, err := h.RouteDetails("eth0")
+	must(t, err)
+	var v6 []string
+	for _, r := range rs {
+		if r.Dst.Addr().Is6() && !r.Dst.Addr().IsLinkLocalUnicast() || r.Dst.Bits() == 128 {
+			v6 = append(v6, r.String())
+		}
+	}
+	// The kernel gives IPv6 routes metric 1024 when none is set, as for Azure's.
+	want := []string{"::/0 via fe80::1234:5678:9abc dev eth0 metric 1024 proto static scope universe", "fe80::1234:5678:9abc/128 dev eth0 metric 1024 proto static scope universe"}
+	slices.Sort(v6)
+	if !slices.Equal(v6, want) {
+		t.Errorf("pod IPv6 routes (link-local /64 aside):\n  %s\nwant:\n  %s", strings.Join(v6, "\n  "), strings.Join(want, "\n  "))
+	}
+	if n, ok := tpNeigh(t, p.netns, "fe80::1234:5678:9abc"); !ok || n.MAC.String() != tpHostMAC || n.State != "PERMANENT" {
+		t.Errorf("pod neighbour fe80::1234:5678:9abc: %+v (found %v), want lladdr %s PERMANENT", n, ok, tpHostMAC)
+	}
+	for _, ip := range []netip.Addr{ip4, ip6} {
+		if err := reachable(t, fabric, p.netns, ip); err != nil {
+			t.Errorf("the fabric cannot reach the pod at %s: %v", ip, err)
+		}
+	}
+	if err := reachable(t, p.netns, fabric, gw6.Addr()); err != nil {
+		t.Errorf("the pod cannot reach the fabric at %s: %v", gw6.Addr(), err)
+	}
+	e.del(l, p)
+	e.del(l, p)
+	if got := azvVeths(t); len(got) != 0 {
+		t.Errorf("veths left after DEL: %v", got)
+	}
+	if got := e.reservations(l.Name); len(got) != 0 {
+		t.Errorf("reservations left after DEL: %v", got)
+	}
+}
