@@ -1,7 +1,6 @@
 package netops
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -36,6 +35,14 @@ func (h *Handle) RouteGet(dst netip.Addr) (dev string, src netip.Addr, err error
 	return "", netip.Addr{}, fmt.Errorf("route get %s in %s: no route with an interface: %w", dst, h.where(), ErrNotFound)
 }
 
+// BlackholeMetric is the metric of the blackhole routes: a bridge's
+// connected route to the same subnet (metric 0 over IPv4, 256 over IPv6)
+// wins while it is there, and the blackhole takes over when it is not (the
+// bridge gone, or a CNI without one, as Canal). flanneld adds its blackhole
+// with the default metric, which over IPv4 the kernel refuses (EEXIST)
+// while the bridge's route exists.
+const BlackholeMetric = 4096
+
 // blackholeRoute is the netlink route of a blackhole to p in the main table.
 func blackholeRoute(p netip.Prefix) (*netlink.Route, error) {
 	ipnet, err := toIPNet(p.Masked())
@@ -46,7 +53,7 @@ func blackholeRoute(p netip.Prefix) (*netlink.Route, error) {
 	if p.Addr().Is6() {
 		fam = netlink.FAMILY_V6
 	}
-	return &netlink.Route{Dst: ipnet, Type: unix.RTN_BLACKHOLE, Family: fam}, nil
+	return &netlink.Route{Dst: ipnet, Type: unix.RTN_BLACKHOLE, Family: fam, Priority: BlackholeMetric}, nil
 }
 
 // HasBlackholeRoute reports whether the main table has a blackhole route
@@ -57,7 +64,7 @@ func (h *Handle) HasBlackholeRoute(p netip.Prefix) (bool, error) {
 		return false, err
 	}
 	list, err := retryDump(func() ([]netlink.Route, error) {
-		return h.nlh.RouteListFiltered(r.Family, r, netlink.RT_FILTER_DST|netlink.RT_FILTER_TYPE)
+		return h.nlh.RouteListFiltered(r.Family, &netlink.Route{Dst: r.Dst, Type: r.Type}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TYPE)
 	})
 	if err != nil {
 		return false, fmt.Errorf("list blackhole routes to %s in %s: %w", p, h.where(), classify(err))
@@ -82,7 +89,7 @@ func (h *Handle) EnsureBlackholeRoute(p netip.Prefix) (added bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := h.nlh.RouteAdd(r); err != nil && !errors.Is(classify(err), ErrExists) {
+	if err := h.nlh.RouteAdd(r); err != nil {
 		return false, fmt.Errorf("add route blackhole %s in %s: %w", p, h.where(), classify(err))
 	}
 	return true, nil

@@ -41,18 +41,23 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 			relist = false
 		}
 		if own, ok := findOwn(entries, cfg, req.Attrs.PublicIP); ok {
+			// A key without an etcd lease is a reservation (flannel's
+			// documented way to pin a node's subnet): it is updated and
+			// kept without a TTL, never given one.
+			m.reserved = own.etcdID == 0
 			l, won, _, err := m.put(ctx, own.lease.Subnet, own.lease.Subnet6, req.Attrs, clientv3.Compare(clientv3.ModRevision(m.leaseKey(own.lease)), "=", own.modRev))
 			if err != nil {
 				return lease.Lease{}, err
 			}
 			if won {
-				m.log.Info("renewed this node's existing lease", "subnet", l.Key(), "publicIP", req.Attrs.PublicIP)
+				m.log.Info("renewed this node's existing lease", "subnet", l.Key(), "publicIP", req.Attrs.PublicIP, "reservation", m.reserved)
 				return l, nil
 			}
 			relist = true // changed under us: look again
 			continue
 		}
 
+		m.reserved = false
 		sn4, err := v4.Pick(req.Previous, taken4, len(entries))
 		if err != nil {
 			return lease.Lease{}, err
@@ -142,7 +147,8 @@ func (m *Manager) yieldIPv6(ctx context.Context, l lease.Lease, rev int64) (yiel
 }
 
 // put writes a lease with a fresh etcd lease of the TTL if conds hold, and
-// returns the revision of the write.
+// returns the revision of the write. For a reservation (m.reserved) the key
+// is written without an etcd lease and the Lease has no Expiration.
 func (m *Manager) put(ctx context.Context, sn4, sn6 netip.Prefix, attrs lease.Attrs, conds ...clientv3.Cmp) (lease.Lease, bool, int64, error) {
 	l := lease.Lease{Subnet: sn4, Subnet6: sn6, Attrs: attrs}
 	value, err := json.Marshal(attrs)
@@ -151,6 +157,18 @@ func (m *Manager) put(ctx context.Context, sn4, sn6 netip.Prefix, attrs lease.At
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	if m.reserved {
+		key := m.leaseKey(l)
+		resp, err := m.cli.Txn(rctx).If(conds...).Then(clientv3.OpPut(key, string(value))).Commit()
+		if err != nil {
+			return lease.Lease{}, false, 0, fmt.Errorf("etcd: write %s: %w", key, err)
+		}
+		if !resp.Succeeded {
+			return lease.Lease{}, false, 0, nil
+		}
+		m.leaseID = 0
+		return l, true, resp.Header.Revision, nil
+	}
 	grant, err := m.cli.Grant(rctx, int64(m.ttl/time.Second))
 	if err != nil {
 		return lease.Lease{}, false, 0, fmt.Errorf("etcd: grant a lease of %s: %w", m.ttl, err)

@@ -65,6 +65,8 @@ type Manager struct {
 	log    *slog.Logger
 
 	leaseID clientv3.LeaseID // the etcd lease of this node's key
+	// reserved: this node's key is a reservation (no etcd lease, no TTL).
+	reserved bool
 }
 
 var _ lease.Manager = (*Manager)(nil)
@@ -248,6 +250,17 @@ func findOwn(entries []entry, cfg *netconf.Config, publicIP netip.Addr) (entry, 
 func (m *Manager) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	if m.reserved {
+		// A reservation has no TTL to extend; it is there or gone.
+		resp, err := m.cli.Get(rctx, m.leaseKey(l), clientv3.WithCountOnly())
+		if err != nil {
+			return l, fmt.Errorf("etcd: check the reservation %s: %w", l.Key(), err)
+		}
+		if resp.Count == 0 {
+			return l, lease.ErrLeaseGone
+		}
+		return l, nil
+	}
 	resp, err := m.cli.KeepAliveOnce(rctx, m.leaseID)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return l, lease.ErrLeaseGone
