@@ -301,9 +301,9 @@ func (v *ifaceView) describe(v6 bool) string {
 	return strings.Join(parts, ", ")
 }
 
-// complete fills the chosen interface's MTU, its addresses (the ones the
-// match fixed, else its first of each family: IPv6 global ones only) and
-// the public addresses.
+// complete fills the chosen interface's MTU, its addresses of the families
+// in use (the ones the match fixed, else its first of each family: IPv6
+// global ones only) and the public addresses.
 func (v *ifaceView) complete(c choice, o InterfaceOpts, want4, want6 bool) (underlay, error) {
 	l, err := v.h.LinkByName(c.iface)
 	if err != nil {
@@ -312,18 +312,23 @@ func (v *ifaceView) complete(c choice, o InterfaceOpts, want4, want6 bool) (unde
 	u := underlay{Iface: c.iface, MTU: l.MTU}
 	for _, p := range v.addrs[c.iface] {
 		switch {
-		case p.Addr().Is4() && (p.Addr() == c.addr4 || !c.addr4.IsValid() && !u.Addr4.IsValid()):
+		case want4 && p.Addr().Is4() && (p.Addr() == c.addr4 || !c.addr4.IsValid() && !u.Addr4.IsValid()):
 			u.Addr4 = p
-		case p.Addr().Is6() && (p.Addr() == c.addr6 || !c.addr6.IsValid() && !u.Addr6.IsValid() && p.Addr().IsGlobalUnicast()):
+		case want6 && p.Addr().Is6() && (p.Addr() == c.addr6 || !c.addr6.IsValid() && !u.Addr6.IsValid() && p.Addr().IsGlobalUnicast()):
 			u.Addr6 = p
 		}
 	}
-	u.Public4, u.Public6 = o.PublicIP, o.PublicIPv6
-	if !u.Public4.IsValid() {
-		u.Public4 = u.Addr4.Addr()
+	if want4 {
+		u.Public4 = o.PublicIP
+		if !u.Public4.IsValid() {
+			u.Public4 = u.Addr4.Addr()
+		}
 	}
-	if !u.Public6.IsValid() {
-		u.Public6 = u.Addr6.Addr()
+	if want6 {
+		u.Public6 = o.PublicIPv6
+		if !u.Public6.IsValid() {
+			u.Public6 = u.Addr6.Addr()
+		}
 	}
 	if want4 && !u.Addr4.IsValid() {
 		return underlay{}, fmt.Errorf("interface %s has no IPv4 address for the IPv4 overlay: give it one, or pick another with --iface", u.Iface)

@@ -54,7 +54,24 @@ func TestParse(t *testing.T) {
 		{name: "no network", in: `{"Backend": {"Type": "vxlan"}}`, err: `"Network" is missing`},
 		{name: "bad network", in: `{"Network": "10.244.0.0", "Backend": {"Type": "vxlan"}}`, err: `Network "10.244.0.0" is not an IPv4 CIDR`},
 		{name: "host bits", in: `{"Network": "10.244.1.0/16", "Backend": {"Type": "vxlan"}}`, err: "use 10.244.0.0/16"},
-		{name: "udp backend", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "udp"}}`, err: `Backend.Type "udp" is not supported`},
+		{name: "udp backend", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "udp"}}`, err: `Backend.Type "udp" is not supported and will not be`},
+		{name: "host-gw comes later", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "host-gw"}}`, err: `Backend.Type "host-gw" is flannel's, but cnibox-agent does not have it yet`},
+		{name: "wireguard comes later", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "wireguard"}}`, err: "does not have it yet"},
+		{name: "ipip comes later", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "ipip"}}`, err: "does not have it yet"},
+		{name: "alloc comes later", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "alloc"}}`, err: "does not have it yet"},
+		{name: "ipsec refused", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "ipsec"}}`, err: "will not be"},
+		{name: "tencent-vpc refused", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "tencent-vpc"}}`, err: "will not be"},
+		{name: "unknown backend", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "gre"}}`, err: "not a flannel backend"},
+		{name: "MTU too small for VXLAN", in: `{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan", "MTU": 100}}`, err: "Backend.MTU 100 is out of range: use 118..65535"},
+		{
+			name: "Learning and EnableNFTables",
+			in:   `{"Network": "10.244.0.0/16", "EnableNFTables": true, "Backend": {"Type": "vxlan", "Learning": true, "MTU": 1400}}`,
+			want: func(t *testing.T, c *Config) {
+				if !c.EnableNFTables || !c.Backend.Learning || c.Backend.MTU != 1400 {
+					t.Errorf("got %+v", c)
+				}
+			},
+		},
 		{name: "no backend", in: `{"Network": "10.244.0.0/16"}`, err: `"Backend" is missing`},
 		{name: "subnet too long", in: `{"Network": "10.244.0.0/16", "SubnetLen": 31, "Backend": {"Type": "vxlan"}}`, err: "SubnetLen 31 is too long"},
 		{name: "subnet too short", in: `{"Network": "10.244.0.0/16", "SubnetLen": 17, "Backend": {"Type": "vxlan"}}`, err: "use at least 18"},
