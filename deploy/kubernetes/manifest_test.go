@@ -26,6 +26,7 @@ type manifest struct {
 	binding *rbacv1.ClusterRoleBinding
 	cm      *corev1.ConfigMap
 	ds      *appsv1.DaemonSet
+	crds    []string
 }
 
 // load decodes every document of cnibox.yaml strictly (an unknown or
@@ -61,6 +62,10 @@ func load(t *testing.T) manifest {
 		case "DaemonSet":
 			m.ds = &appsv1.DaemonSet{}
 			obj = m.ds
+		case "CustomResourceDefinition": // whereabouts' CRDs (TestWhereaboutsCRDs)
+			var crd map[string]any
+			obj = &crd
+			m.crds = append(m.crds, doc)
 		default:
 			t.Fatalf("document %d: unexpected kind %s", i, meta.Kind)
 		}
@@ -87,6 +92,10 @@ func TestRBAC(t *testing.T) {
 		// podapi: this node's pods (informer), a pod, its network-status annotation.
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get", "list", "watch"}},
+		// clusteripam: whereabouts' pools, and the Lease of the reclaiming agent.
+		{APIGroups: []string{"whereabouts.cni.cncf.io"}, Resources: []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 	}
 	if !reflect.DeepEqual(m.role.Rules, want) {
 		t.Errorf("ClusterRole rules:\n%+v\nwant:\n%+v", m.role.Rules, want)
@@ -342,5 +351,33 @@ func TestInstallStep(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(confDir, "10-cnibox.conflist"))
 	if err != nil || string(got) != m.cm.Data["cni-conf.json"] {
 		t.Errorf("the host's /etc/cni/net.d/10-cnibox.conflist: %q (%v), want the ConfigMap's cni-conf.json", got, err)
+	}
+}
+
+// TestWhereaboutsCRDs: the manifest carries whereabouts' three CRDs under
+// their names, group and version (the test in test/whereabouts installs them
+// into a real API server and runs whereabouts' own binary on them).
+func TestWhereaboutsCRDs(t *testing.T) {
+	var got []string
+	for _, doc := range load(t).crds {
+		var crd struct {
+			Metadata struct{ Name string }
+			Spec     struct {
+				Group    string
+				Scope    string
+				Versions []struct{ Name string }
+			}
+		}
+		if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Spec.Group != "whereabouts.cni.cncf.io" || crd.Spec.Scope != "Namespaced" || len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1alpha1" {
+			t.Errorf("CRD %s: %+v", crd.Metadata.Name, crd.Spec)
+		}
+		got = append(got, crd.Metadata.Name)
+	}
+	want := []string{"ippools.whereabouts.cni.cncf.io", "overlappingrangeipreservations.whereabouts.cni.cncf.io", "nodeslicepools.whereabouts.cni.cncf.io"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CRDs %v, want %v", got, want)
 	}
 }
