@@ -1,0 +1,161 @@
+package whereabouts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/netops/nstest"
+)
+
+// startEtcd runs Debian's etcd on the private loopback.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	bin := nstest.RequireProgram(t, "etcd", "etcd-server")
+	const url, peer = "http://127.0.0.1:24890", "http://127.0.0.1:24891"
+	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--name", "t", "--listen-client-urls", url, "--advertise-client-urls", url,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:24890", time.Second)
+		if err == nil {
+			c.Close()
+			return url
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd did not start: %v", err)
+		}
+	}
+}
+
+// pools asks an agent for the pools (what cnibox inspect ipam shows).
+func pools(t *testing.T, n *node) map[string]agentapi.IPAMPool {
+	t.Helper()
+	resp, err := (&agentapi.Client{Socket: n.socket}).IPAM(context.Background(), agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]agentapi.IPAMPool{}
+	for _, p := range resp.Pools {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// Without Kubernetes: two podman-style hosts share a LAN range through
+// their agents on etcd. Concurrent ADDs on both get distinct addresses; with
+// the agent down ADD fails (11) and reserves nothing, DEL succeeds and the
+// release is written once the agent is back.
+func TestEtcdHosts(t *testing.T) {
+	cnibox, agent := binaries(t)
+	url := startEtcd(t)
+	args := []string{"--cluster-ipam-backend", "etcd", "--etcd-endpoints", url}
+	hosts := []*node{startAgent(t, agent, "host1", "", args...), startAgent(t, agent, "host2", "", args...)}
+	wb := cniboxPlugin(t, cnibox)
+	conf := func(n *node) string {
+		return `{"cniVersion":"1.0.0","name":"lan","type":"macvlan","master":"eth0","ipam":{"type":"whereabouts","range":"192.168.100.0/24",` +
+			`"range_start":"192.168.100.10","gateway":"192.168.100.1","network_name":"lan","agentSocket":"` + n.socket + `"}}`
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const perHost = 40
+	var mu sync.Mutex
+	got := map[string]string{}
+	var wg sync.WaitGroup
+	for h, n := range hosts {
+		for i := 0; i < perHost; i++ {
+			wg.Add(1)
+			go func(h, i int, n *node) {
+				defer wg.Done()
+				cid := fmt.Sprintf("h%d-c%d", h, i)
+				out, err := wb.call(ctx, "ADD", cid, "/"+cid, conf(n))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ip := firstIP(t, out)
+				mu.Lock()
+				defer mu.Unlock()
+				if other, dup := got[ip]; dup {
+					t.Errorf("%s handed out to %s and %s", ip, other, cid)
+				}
+				got[ip] = cid
+			}(h, i, n)
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(got) != 2*perHost {
+		t.Fatalf("%d addresses for %d ADDs", len(got), 2*perHost)
+	}
+	for ip := range got {
+		a := netip.MustParseAddr(ip)
+		if !netip.MustParsePrefix("192.168.100.0/24").Contains(a) || a.Less(netip.MustParseAddr("192.168.100.10")) {
+			t.Errorf("%s lies outside 192.168.100.10-192.168.100.254", ip)
+		}
+	}
+	p := pools(t, hosts[1])["lan-192.168.100.0-24"]
+	if len(p.Allocations) != 2*perHost {
+		t.Fatalf("pool lan-192.168.100.0-24 has %d allocations, want %d: %+v", len(p.Allocations), 2*perHost, p)
+	}
+
+	// The agent of host1 goes down.
+	hosts[0].stop()
+	_, err := wb.call(ctx, "ADD", "down", "/down", conf(hosts[0]))
+	if err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "--cluster-ipam") {
+		t.Errorf("ADD without the agent: %v; want code 11 naming --cluster-ipam", err)
+	}
+	if _, err := wb.call(ctx, "DEL", "h0-c0", "/h0-c0", conf(hosts[0]), "CNIBOX_DATA_DIR="+hosts[0].dataDir); err != nil {
+		t.Errorf("DEL without the agent: %v", err)
+	}
+	back := startAgent(t, agent, "host1", filepath.Dir(hosts[0].socket), args...)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p := pools(t, back)["lan-192.168.100.0-24"]
+		held := false
+		for _, a := range p.Allocations {
+			held = held || a.ContainerID == "h0-c0" || a.ContainerID == "down"
+		}
+		if !held && len(p.Allocations) == 2*perHost-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.Marshal(p)
+			t.Fatalf("the queued release of h0-c0 was not written (or the failed ADD left a reservation): %s", b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// DEL everything, twice.
+	for cid := range reverse(got) {
+		for k := 0; k < 2; k++ {
+			if _, err := wb.call(ctx, "DEL", cid, "/"+cid, conf(hosts[1])); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if p := pools(t, hosts[1])["lan-192.168.100.0-24"]; len(p.Allocations) != 0 {
+		t.Errorf("after DEL: %+v", p.Allocations)
+	}
+}
+
+func reverse(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[v] = k
+	}
+	return out
+}

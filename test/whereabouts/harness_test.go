@@ -1,0 +1,168 @@
+package whereabouts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/netops/nstest"
+)
+
+// The whereabouts role end to end: the cnibox binary called as
+// "whereabouts" (as a runtime or Multus execs it), cnibox-agent serving the
+// cluster IPAM on a unix socket per simulated node, and the pools on a real
+// etcd (etcd_test.go) or a real Kubernetes API server next to whereabouts'
+// own binary (kube_test.go, make test-kube).
+
+func TestMain(m *testing.M) {
+	// What comes from outside is built here, in the machine's namespace:
+	// whereabouts v0.9.4 (kube_test.go) from the module proxy.
+	prepare()
+	nstest.MainInPrivateNetns(m)
+}
+
+// binaries returns cnibox and the agent with the Kubernetes client:
+// $CNIBOX_BIN and bin/cnibox-agent-kube next to it (make), else fresh
+// builds.
+func binaries(t *testing.T) (cnibox, agent string) {
+	t.Helper()
+	if p := os.Getenv("CNIBOX_BIN"); p != "" {
+		a := filepath.Join(filepath.Dir(p), "cnibox-agent-kube")
+		if _, err := os.Stat(a); err == nil {
+			return p, a
+		}
+	}
+	dir := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{
+		{"cnibox", "github.com/cnibox/cnibox"},
+		{"cnibox-agent", "github.com/cnibox/cnibox/cmd/cnibox-agent"},
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return filepath.Join(dir, "cnibox"), filepath.Join(dir, "cnibox-agent")
+}
+
+// node is one simulated node: its agent's socket and data directory.
+type node struct {
+	name, socket, dataDir string
+	stop                  func()
+}
+
+// startAgent runs cnibox-agent --cluster-ipam-only for node name with the
+// backend flags args, its socket and data in dir ("": a new one), and
+// waits until it answers STATUS.
+func startAgent(t *testing.T, agent, name, dir string, args ...string) *node {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	n := &node{name: name, socket: filepath.Join(dir, "agent.sock"), dataDir: filepath.Join(dir, "data")}
+	var log bytes.Buffer
+	cmd := exec.Command(agent, append([]string{"--cluster-ipam-only", "--node-name", name, "--socket", n.socket, "--data-dir", n.dataDir, "--log-level", "debug"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	n.stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+	t.Cleanup(func() {
+		n.stop()
+		if t.Failed() {
+			t.Logf("agent %s:\n%s", name, tail(log.String(), 4000))
+		}
+	})
+	c := &agentapi.Client{Socket: n.socket, Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := c.IPAM(context.Background(), agentapi.OpIPAMStatus, &agentapi.IPAMRequest{Network: "probe"})
+		if err == nil {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent %s not ready: %v\n%s", name, err, tail(log.String(), 4000))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// plugin is a CNI plugin binary to exec (cnibox as "whereabouts", or
+// whereabouts' own).
+type plugin struct {
+	path  string
+	argv0 string
+}
+
+// call execs the plugin for one CNI call and returns stdout.
+func (p plugin) call(ctx context.Context, cmd, cid, pod, conf string, extra ...string) ([]byte, error) {
+	c := exec.CommandContext(ctx, p.path)
+	c.Args[0] = p.argv0
+	ns, name, _ := strings.Cut(pod, "/")
+	c.Env = append([]string{
+		"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + cid, "CNI_NETNS=/var/run/netns/" + cid, "CNI_IFNAME=net1",
+		"CNI_PATH=/nonexistent", "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + ns + ";K8S_POD_NAME=" + name,
+		"PATH=" + os.Getenv("PATH"), "CNIBOX_LOG_FILE=off",
+	}, extra...)
+	c.Stdin = strings.NewReader(conf)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		return nil, fmt.Errorf("%s %s %s: %v: %s %s", p.argv0, cmd, cid, err, out.String(), tail(errb.String(), 2000))
+	}
+	return out.Bytes(), nil
+}
+
+// cnibox returns the cnibox binary called as "whereabouts" through a link.
+func cniboxPlugin(t *testing.T, bin string) plugin {
+	t.Helper()
+	dir := t.TempDir()
+	link := filepath.Join(dir, "whereabouts")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	return plugin{path: link, argv0: link}
+}
+
+// firstIP returns the first address of an ADD result.
+func firstIP(t *testing.T, out []byte) string {
+	var r struct {
+		IPs []struct{ Address string } `json:"ips"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.IPs) == 0 {
+		t.Errorf("ADD result %s: %v", out, err)
+		return ""
+	}
+	ip, _, err := net.ParseCIDR(r.IPs[0].Address)
+	if err != nil {
+		t.Errorf("ADD result %s: %v", out, err)
+		return ""
+	}
+	return ip.String()
+}
