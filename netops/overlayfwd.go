@@ -73,13 +73,27 @@ func (h *Handle) ensureOverlayForward(p fwPlace, nets []netip.Prefix) (bool, err
 	c := h.nft
 	base := fwIptablesForward
 	if p.own {
-		c.AddTable(p.table)
-		addBaseChain(c, p.table, fwOwnBaseChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
 		base = fwOwnBaseChain
 	}
-	c.AddChain(fwChain(p, OverlayForwardChain))
-	if err := c.Flush(); err != nil {
-		return false, fmt.Errorf("make chain %s in %s %s of %s: %w", OverlayForwardChain, familyName(p), p.table.Name, h.where(), classify(err))
+	// Make the chains only when missing: a check that finds them commits
+	// nothing (every nftables commit bumps the ruleset's generation).
+	for _, ch := range []string{base, OverlayForwardChain} {
+		ok, err := h.nftChainExists(uint8(p.table.Family), p.table.Name, ch)
+		if err != nil {
+			return false, fmt.Errorf("look for chain %s in %s %s of %s: %w", ch, familyName(p), p.table.Name, h.where(), err)
+		}
+		if ok {
+			continue
+		}
+		if ch == fwOwnBaseChain {
+			c.AddTable(p.table)
+			addBaseChain(c, p.table, fwOwnBaseChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
+		} else {
+			c.AddChain(fwChain(p, ch))
+		}
+		if err := c.Flush(); err != nil {
+			return false, fmt.Errorf("make chain %s in %s %s of %s: %w", ch, familyName(p), p.table.Name, h.where(), classify(err))
+		}
 	}
 	baseRules, err := h.fwRules(p, base)
 	if err != nil {

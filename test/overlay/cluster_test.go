@@ -102,6 +102,8 @@ type node struct {
 	agentDone  chan error
 	logPath    string
 	runs       int
+	// env is added to the agent's environment (FLANNELD_*, POD_NAME, ...).
+	env []string
 }
 
 // newCluster builds the underlay with n nodes and starts etcd on it.
@@ -273,6 +275,9 @@ func (n *node) startAgent(extra ...string) {
 	fmt.Fprintf(f, "----- run %d: %v\n", n.runs, args)
 	cmd := exec.Command(n.c.agentBin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if n.env != nil {
+		cmd.Env = append(os.Environ(), n.env...)
+	}
 	if err := startIn(t, n.ns, cmd); err != nil {
 		f.Close()
 		t.Fatalf("start agent on %s: %v", n.name, err)
