@@ -28,6 +28,7 @@ import (
 // the last version this agent wrote, whichever is newer; writes are updates
 // on the resourceVersion read.
 type Kube struct {
+	rc        *rest.Config
 	c         rest.Interface
 	namespace string
 	log       *slog.Logger
@@ -50,7 +51,7 @@ func NewKube(rc *rest.Config, namespace string, log *slog.Logger) (*Kube, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	k := &Kube{c: c, namespace: namespace, log: log, latest: map[string]*ipPool{}}
+	k := &Kube{rc: rc, c: c, namespace: namespace, log: log, latest: map[string]*ipPool{}}
 	k.store, k.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: cache.NewListWatchFromClient(c, "ippools", namespace, fields.Everything()),
 		ObjectType:    &ipPool{},

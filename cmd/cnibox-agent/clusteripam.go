@@ -23,6 +23,9 @@ type clusterIPAMFlags struct {
 	backend    string
 	namespace  string
 	etcdPrefix string
+	// reclaimInterval: how often the holder of the reclaim Lease looks
+	// for addresses of deleted pods (0: never).
+	reclaimInterval time.Duration
 	// handle answers the role's calls once started (startClusterIPAM).
 	handle func(ctx context.Context, req agentapi.Request) *agentapi.Response
 }
@@ -32,6 +35,8 @@ func (c *clusterIPAMFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.only, "cluster-ipam-only", false, "serve only the cluster IPAM (and the pod API with --pod-api): no lease, no overlay (cnibox)")
 	fs.StringVar(&c.backend, "cluster-ipam-backend", "kube", "where the pools live: kube (whereabouts' CRDs through --kubeconfig-file / in-cluster config) or etcd (--etcd-endpoints) (cnibox)")
 	fs.StringVar(&c.namespace, "cluster-ipam-namespace", "kube-system", "kube: namespace of the pools (whereabouts keeps them in kube-system unless its kubeconfig's context names another) (cnibox)")
+	fs.DurationVar(&c.reclaimInterval, "cluster-ipam-reclaim-interval", 15*time.Second, "kube: how often one agent (the holder of the Lease "+
+		"cnibox-whereabouts-reclaim) frees the addresses of deleted pods; one found gone twice in a row is freed; 0 turns it off (cnibox)")
 	fs.StringVar(&c.etcdPrefix, "cluster-ipam-etcd-prefix", "/cnibox/whereabouts", "etcd: key prefix of the pools (cnibox)")
 }
 

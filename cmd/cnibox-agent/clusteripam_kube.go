@@ -22,5 +22,9 @@ func newKubeIPAM(ctx context.Context, f *flags, node string, log *slog.Logger) (
 		return nil, err
 	}
 	go k.Run(ctx)
+	if f.ipam.reclaimInterval > 0 {
+		r := &clusteripam.Reclaimer{Kube: k, Alloc: &clusteripam.Allocator{B: k, Node: node}, Identity: node, Interval: f.ipam.reclaimInterval, Log: log}
+		go r.Run(ctx)
+	}
 	return k, nil
 }

@@ -1,0 +1,370 @@
+//go:build kube
+
+package whereabouts
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnibox/cnibox/internal/wbpool"
+	"github.com/cnibox/cnibox/test/internal/upstream"
+)
+
+// whereabouts' own binary (v0.9.4), built by prepare before the private
+// namespace is entered.
+var wbBin, wbErr = "", error(nil)
+
+func prepare() { wbBin, wbErr = upstream.Whereabouts() }
+
+// kubeCluster starts the control plane (test/kube/control-plane.sh) on the
+// test's loopback, installs whereabouts' CRDs from the manifest, and
+// returns a client and the kubeconfig.
+func kubeCluster(t *testing.T) (kubernetes.Interface, string) {
+	t.Helper()
+	script, _ := filepath.Abs("../kube/control-plane.sh")
+	dir := t.TempDir()
+	out, err := exec.Command("bash", script, "start", dir).CombinedOutput()
+	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
+	if err != nil {
+		t.Fatalf("start the control plane: %v\n%s", err, out)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 500, 500
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile("../../deploy/kubernetes/cnibox.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := 0
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(manifest), -1) {
+		if !strings.Contains(doc, "kind: CustomResourceDefinition") {
+			continue
+		}
+		body, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cs.CoreV1().RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
+			Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
+		if err != nil {
+			t.Fatalf("create a CRD of the manifest: %v", err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("the manifest has %d CRDs, want whereabouts' 3", n)
+	}
+	for _, res := range []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"} {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/" + res).Do(ctx).Error()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("CRD %s not served: %v", res, err)
+			}
+		}
+	}
+	return cs, kc
+}
+
+// ipPool reads an IPPool as whereabouts' CRD holds it: address -> owner.
+func ipPool(t *testing.T, cs kubernetes.Interface, name string) map[string]wbpool.Allocation {
+	t.Helper()
+	var p struct {
+		Spec struct {
+			Range       string                       `json:"range"`
+			Allocations map[string]wbpool.Allocation `json:"allocations"`
+		} `json:"spec"`
+	}
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools/" + name).DoRaw(context.Background())
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	base, _, err := wbpool.ParsePoolRange(p.Spec.Range)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]wbpool.Allocation{}
+	for off, a := range p.Spec.Allocations {
+		ip, ok := wbpool.AddrAt(base, off)
+		if !ok {
+			t.Fatalf("IPPool %s: key %q is no offset", name, off)
+		}
+		out[ip.String()] = a
+	}
+	return out
+}
+
+func countReservations(t *testing.T, cs kubernetes.Interface) int {
+	t.Helper()
+	var l struct{ Items []any }
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/overlappingrangeipreservations").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+// createPods creates the Pod objects (bound to their node, never run: there
+// is no kubelet) so that the pods the pools name exist.
+func createPods(t *testing.T, cs kubernetes.Interface, pods map[string]string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for name, nodeName := range pods {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(name, nodeName string) {
+			defer func() { <-sem; wg.Done() }()
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+				Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+			if _, err := cs.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}(name, nodeName)
+	}
+	wg.Wait()
+}
+
+// attachment is one pod's attachment in the test.
+type attachment struct {
+	cid, pod string
+	p        plugin
+	conf     string
+}
+
+// run runs verb for every attachment, workers at a time per plugin set, and
+// returns cid -> address for ADD.
+func run(t *testing.T, ctx context.Context, verb string, groups [][]attachment, workers []int) map[string]string {
+	var mu sync.Mutex
+	got := map[string]string{}
+	var wg sync.WaitGroup
+	for g, atts := range groups {
+		ch := make(chan attachment)
+		for w := 0; w < workers[g]; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for a := range ch {
+					out, err := a.p.call(ctx, verb, a.cid, a.pod, a.conf)
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					if verb == "ADD" {
+						ip := firstIP(t, out)
+						mu.Lock()
+						got[a.cid] = ip
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		go func(atts []attachment, ch chan attachment) {
+			for _, a := range atts {
+				ch <- a
+			}
+			close(ch)
+		}(atts, ch)
+	}
+	wg.Wait()
+	return got
+}
+
+// noDuplicates fails unless every attachment got its own address, and the
+// pool holds exactly those, each for its container.
+func noDuplicates(t *testing.T, got map[string]string, pool map[string]wbpool.Allocation) {
+	t.Helper()
+	by := map[string]string{}
+	for cid, ip := range got {
+		if other, dup := by[ip]; dup {
+			t.Errorf("DUPLICATE: %s handed out to %s and %s", ip, other, cid)
+		}
+		by[ip] = cid
+		if a, ok := pool[ip]; !ok || a.ContainerID != cid {
+			t.Errorf("%s of %s: the IPPool says %+v", ip, cid, a)
+		}
+	}
+	if len(pool) != len(got) {
+		t.Errorf("the IPPool holds %d addresses, the ADDs returned %d", len(pool), len(got))
+	}
+}
+
+// Three cnibox agents add 600 pods (16 at a time per node) while
+// whereabouts v0.9.4's own binary adds 60 into the same pool, then both
+// delete while adding more: no address is ever handed out twice, and the
+// IPPool (whereabouts' CRD, offsets as keys) holds exactly the live ones.
+func TestKubeWhereaboutsSideBySide(t *testing.T) {
+	if wbErr != nil {
+		t.Fatalf("whereabouts %s: %v", upstream.WhereaboutsVersion, wbErr)
+	}
+	cnibox, agent := binaries(t)
+	cs, kc := kubeCluster(t)
+	flat := filepath.Join(t.TempDir(), "whereabouts.conf")
+	if err := os.WriteFile(flat, []byte(`{"datastore":"kubernetes","kubernetes":{"kubeconfig":"`+kc+`"},"log_level":"error"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const rng = "10.60.0.0/22"
+	conf := func(socket string) string {
+		return `{"cniVersion":"0.3.1","name":"lan","type":"macvlan","master":"eth0","ipam":{"type":"whereabouts","range":"` + rng +
+			`","configuration_path":"` + flat + `","agentSocket":"` + socket + `"}}`
+	}
+	var nodes []*node
+	for i := 1; i <= 3; i++ {
+		nodes = append(nodes, startAgent(t, agent, fmt.Sprintf("node%d", i), "", "--kubeconfig-file", kc))
+	}
+	cb := cniboxPlugin(t, cnibox)
+	wb := plugin{path: wbBin, argv0: "whereabouts"}
+
+	mk := func(prefix string, n int, pl plugin, confOf func(i int) string) []attachment {
+		var out []attachment
+		for i := 0; i < n; i++ {
+			out = append(out, attachment{cid: fmt.Sprintf("%s-%d", prefix, i), pod: fmt.Sprintf("default/%s-%d", prefix, i), p: pl, conf: confOf(i)})
+		}
+		return out
+	}
+	var groups [][]attachment
+	var workers []int
+	pods := map[string]string{}
+	for i, n := range nodes {
+		atts := mk(fmt.Sprintf("cb%d", i), 200, cb, func(int) string { return conf(n.socket) })
+		groups, workers = append(groups, atts), append(workers, 16)
+		for _, a := range atts {
+			pods[strings.TrimPrefix(a.pod, "default/")] = n.name
+		}
+	}
+	wbAtts := mk("wb", 60, wb, func(int) string { return conf("") })
+	groups, workers = append(groups, wbAtts), append(workers, 4)
+	for _, a := range wbAtts {
+		pods[strings.TrimPrefix(a.pod, "default/")] = "node1"
+	}
+	createPods(t, cs, pods)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	got := run(t, ctx, "ADD", groups, workers)
+	t.Logf("660 ADDs (600 cnibox on 3 agents, 60 whereabouts) took %s", time.Since(start))
+	if t.Failed() {
+		t.FailNow()
+	}
+	pool := ipPool(t, cs, wbpool.PoolName(rng, "", ""))
+	noDuplicates(t, got, pool)
+	if n := countReservations(t, cs); n != len(got) {
+		t.Errorf("%d OverlappingRangeIPReservations for %d addresses", n, len(got))
+	}
+	for ip := range pool {
+		if !netip.MustParsePrefix(rng).Contains(netip.MustParseAddr(ip)) {
+			t.Errorf("%s outside %s", ip, rng)
+		}
+	}
+
+	// Leaks: pods deleted without a DEL (their node went down) lose their
+	// addresses within a minute (the agent holding the reclaim Lease); one
+	// that comes back with the same name gets its address again (sticky).
+	leaked := []string{"cb2-0", "cb2-1", "cb2-2", "wb-0", "wb-1"}
+	deleted := time.Now()
+	for _, name := range leaked {
+		if err := cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		pool := ipPool(t, cs, wbpool.PoolName(rng, "", ""))
+		left := 0
+		for _, name := range leaked {
+			if a, ok := pool[got[name]]; ok && a.PodRef == "default/"+name {
+				left++
+			}
+		}
+		if left == 0 {
+			t.Logf("the addresses of %d deleted pods were reclaimed %s after the deletion", len(leaked), time.Since(deleted).Round(time.Second))
+			break
+		}
+		if time.Since(deleted) > 90*time.Second {
+			t.Fatalf("%d of %d deleted pods still hold their addresses %s after their deletion", left, len(leaked), time.Since(deleted))
+		}
+		time.Sleep(time.Second)
+	}
+	createPods(t, cs, map[string]string{"cb2-0": "node1"})
+	out, err := cb.call(ctx, "ADD", "cb2-0-again", "default/cb2-0", conf(nodes[0].socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := firstIP(t, out); ip != got["cb2-0"] {
+		t.Errorf("the StatefulSet-like pod default/cb2-0 came back with %s, held %s", ip, got["cb2-0"])
+	}
+	got["cb2-0-again"] = got["cb2-0"]
+	for _, name := range leaked {
+		delete(got, name)
+	}
+	noDuplicates(t, got, ipPool(t, cs, wbpool.PoolName(rng, "", "")))
+	groups[2] = append(groups[2], attachment{cid: "cb2-0-again", pod: "default/cb2-0", p: cb, conf: conf(nodes[2].socket)})
+
+	// Both delete everything while both add more.
+	var more [][]attachment
+	for i, n := range nodes {
+		more = append(more, mk(fmt.Sprintf("cb%d-new", i), 40, cb, func(int) string { return conf(n.socket) }))
+	}
+	more = append(more, mk("wb-new", 20, wb, func(int) string { return conf("") }))
+	newPods := map[string]string{}
+	for _, g := range more {
+		for _, a := range g {
+			newPods[strings.TrimPrefix(a.pod, "default/")] = "node2"
+		}
+	}
+	createPods(t, cs, newPods)
+	var wg sync.WaitGroup
+	var added map[string]string
+	wg.Add(2)
+	go func() { defer wg.Done(); run(t, ctx, "DEL", groups, workers) }()
+	go func() { defer wg.Done(); added = run(t, ctx, "ADD", more, []int{16, 16, 16, 4}) }()
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	noDuplicates(t, added, ipPool(t, cs, wbpool.PoolName(rng, "", "")))
+
+	run(t, ctx, "DEL", more, []int{16, 16, 16, 4})
+	if left := ipPool(t, cs, wbpool.PoolName(rng, "", "")); len(left) != 0 {
+		t.Errorf("after every DEL the IPPool holds %v", left)
+	}
+	if n := countReservations(t, cs); n != 0 {
+		t.Errorf("after every DEL %d OverlappingRangeIPReservations are left", n)
+	}
+}
