@@ -17,10 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/backend"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/netops"
@@ -91,9 +91,12 @@ type agent struct {
 	h   *netops.Handle
 	m   *Metrics
 
-	cfg    *netconf.Config
-	under  underlay
-	mtu    int
+	cfg   *netconf.Config
+	under underlay
+	mtu   int
+	// be is the backend of cfg.Backend.Type; with vxlan, v4 and v6 are
+	// its devices.
+	be     backend.Backend
 	v4, v6 *overlay
 
 	own      lease.Lease
@@ -182,60 +185,20 @@ func (a *agent) start(ctx context.Context) error {
 	a.log.Info("starting", "backend", a.o.Manager.Name(), "network", cfg.Network, "network6", cfg.IPv6Network,
 		"iface", under.Iface, "publicIP", under.Public4, "publicIPv6", under.Public6, "vni", cfg.Backend.VNI, "port", cfg.Backend.Port)
 
-	mtu4, mtu6, err := deviceMTUs(cfg, under.MTU)
-	if err != nil {
-		return err
-	}
-	newOverlay := func(v6 bool, local netip.Prefix, network netip.Prefix, mtu int) *overlay {
-		return &overlay{
-			v6: v6,
-			opts: netops.VXLANOpts{
-				Name: netconf.DeviceName(cfg.Backend.VNI, v6), VNI: cfg.Backend.VNI, Port: cfg.Backend.Port,
-				Local: local.Addr(), Dev: under.Iface, MTU: mtu, GBP: cfg.Backend.GBP, Learning: cfg.Backend.Learning,
-				TxChecksumOff: a.o.TxChecksumOff,
-			},
-			network: network, iface: under.Iface, under: local, direct: cfg.Backend.DirectRouting, learning: cfg.Backend.Learning,
-			log: a.log,
-		}
-	}
-	if cfg.EnableIPv4 {
-		a.v4 = newOverlay(false, under.Addr4, cfg.Network, mtu4)
-		a.mtu = mtu4
-	}
-	if cfg.EnableIPv6 {
-		a.v6 = newOverlay(true, under.Addr6, cfg.IPv6Network, mtu6)
-		if a.mtu == 0 || mtu6 < a.mtu {
-			a.mtu = mtu6
-		}
-	}
-
-	// The VTEP MAC survives restarts: the device's own if it is still
-	// there, else the one this node published before, else the store's.
-	existing, found, err := a.o.Manager.Existing(ctx, cfg, under.Public4)
-	if err != nil {
-		a.log.Warn("cannot look up this node's previous lease", "err", err)
-	}
-	for _, ov := range a.overlays() {
-		if v, err := a.h.VXLANByName(ov.opts.Name); err == nil {
-			ov.opts.MAC = v.MAC
-			continue
-		}
-		if found {
-			if mac := pick(ov.v6, existing.Attrs.VTEPMAC, existing.Attrs.VTEPMAC6); len(mac) == 6 {
-				ov.opts.MAC = mac
-				continue
-			}
-		}
-		if st, ok, _ := storedState(a.o.DataDir, a.deviceName()); ok {
-			if mac, ok := storedMAC(st.Lease, ov.v6, under, a.o.NodeName); ok {
-				ov.opts.MAC = mac
-			}
-		}
-	}
-	for _, ov := range a.overlays() {
-		if _, err := ov.ensureDevice(a.h); err != nil {
+	if cfg.Backend.Type == netconf.TypeVXLAN {
+		if err := a.startVXLAN(ctx); err != nil {
 			return err
 		}
+	} else {
+		be, err := newBackend(a.backendEnv())
+		if err != nil {
+			return err
+		}
+		a.be = be
+		if err := be.Prepare(a.h); err != nil {
+			return err
+		}
+		a.mtu = be.MTU()
 	}
 
 	prev4, prev6, err := readPreviousSubnets(a.o.SubnetFile)
@@ -265,12 +228,14 @@ func (a *agent) overlays() []*overlay {
 	return out
 }
 
-// deviceName is the store key of this overlay: the IPv4 device, else the IPv6 one.
+// deviceName is the store key of this overlay: the backend's first device
+// (vxlan: the IPv4 one, else the IPv6 one), else the backend's type
+// (host-gw, alloc).
 func (a *agent) deviceName() string {
-	if a.v4 != nil {
-		return a.v4.opts.Name
+	if d := a.be.Devices(); len(d) > 0 {
+		return d[0]
 	}
-	return a.v6.opts.Name
+	return a.cfg.Backend.Type
 }
 
 // enqueue is the watch callback: it queues the update for the loop.
@@ -332,7 +297,7 @@ func (a *agent) loop(ctx context.Context) error {
 			}
 			if a.isOurs(ev.Name) && (ev.Deleted || !ev.Up) {
 				// Repair once the burst of events of one change is over.
-				a.log.Warn("the vxlan device changed under us; repairing", "device", ev.Name, "deleted", ev.Deleted)
+				a.log.Warn("the backend's device changed under us; repairing", "device", ev.Name, "deleted", ev.Deleted)
 				retry.Reset(repairDelay)
 			}
 		case <-renew.C:
@@ -368,8 +333,8 @@ func (a *agent) loop(ctx context.Context) error {
 }
 
 func (a *agent) isOurs(name string) bool {
-	for _, ov := range a.overlays() {
-		if ov.opts.Name == name {
+	for _, d := range a.be.Devices() {
+		if d == name {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cnibox/cnibox/agent/backend"
 	"github.com/cnibox/cnibox/netops"
 )
 
@@ -61,19 +62,7 @@ func (o *InterfaceOpts) explicit() bool {
 
 // underlay is the node's interface toward the other nodes and the addresses
 // the overlay uses on it.
-type underlay struct {
-	Iface string
-	MTU   int
-	// Addr4/Addr6: the interface's addresses (the VXLAN devices' local
-	// address), with their prefix (for DirectRouting: who is on the same
-	// L2 network).
-	Addr4 netip.Prefix
-	Addr6 netip.Prefix
-	// Public4/Public6: the addresses published in the lease (other nodes
-	// send to them): --public-ip, else the interface's.
-	Public4 netip.Addr
-	Public6 netip.Addr
-}
+type underlay = backend.Underlay
 
 // ifaceView is what the selection reads of the kernel.
 type ifaceView struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cnibox/cnibox/agent/backend"
 	"github.com/cnibox/cnibox/agent/lease"
 )
 
@@ -20,16 +21,17 @@ const (
 // Metrics are the agent's Prometheus metrics, in a registry of their own.
 // A nil *Metrics ignores every event.
 type Metrics struct {
-	reg            *prometheus.Registry
-	leaseHeld      prometheus.Gauge
-	leaseExpiry    prometheus.Gauge
-	renewals       prometheus.Counter
-	renewFailures  prometheus.Counter
-	peers          prometheus.Gauge
-	syncSeconds    *prometheus.HistogramVec
-	syncErrors     *prometheus.CounterVec
-	watchRestarts  prometheus.Counter
-	watchSnapshots int
+	reg              *prometheus.Registry
+	leaseHeld        prometheus.Gauge
+	leaseExpiry      prometheus.Gauge
+	renewals         prometheus.Counter
+	renewFailures    prometheus.Counter
+	peers            prometheus.Gauge
+	unreachablePeers prometheus.Gauge
+	syncSeconds      *prometheus.HistogramVec
+	syncErrors       *prometheus.CounterVec
+	watchRestarts    prometheus.Counter
+	watchSnapshots   int
 }
 
 // NewMetrics makes the agent's metrics with the process and Go collectors.
@@ -47,6 +49,8 @@ func NewMetrics() *Metrics {
 			Help: "Lease renewals that failed (the lease gone or the backend unreachable)."}),
 		peers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "peers",
 			Help: "Other nodes programmed in the kernel (neighbour, FDB entry, route)."}),
+		unreachablePeers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "peers_unreachable",
+			Help: "Other nodes' subnets the backend cannot program (host-gw: the peer is not on this node's L2 network); each is logged as an error."}),
 		syncSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "kernel_sync_duration_seconds",
 			Help:    "How long a kernel sync took; kind=full is a full resync, kind=updates applies a batch of peer updates.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}, []string{"kind"}),
@@ -59,7 +63,7 @@ func NewMetrics() *Metrics {
 		m.syncSeconds.WithLabelValues(kind)
 		m.syncErrors.WithLabelValues(kind)
 	}
-	m.reg.MustRegister(m.leaseHeld, m.leaseExpiry, m.renewals, m.renewFailures, m.peers,
+	m.reg.MustRegister(m.leaseHeld, m.leaseExpiry, m.renewals, m.renewFailures, m.peers, m.unreachablePeers,
 		m.syncSeconds, m.syncErrors, m.watchRestarts,
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	return m
@@ -105,6 +109,18 @@ func (m *Metrics) synced(kind string, start time.Time, ok bool, peers int) {
 		m.syncErrors.WithLabelValues(kind).Inc()
 	}
 	m.peers.Set(float64(peers))
+}
+
+// unreachable records how many peers the backend cannot program.
+func (m *Metrics) unreachable(be backend.Backend) {
+	if m == nil {
+		return
+	}
+	n := 0
+	if u, ok := be.(backend.Unreachable); ok {
+		n = u.Unreachable()
+	}
+	m.unreachablePeers.Set(float64(n))
 }
 
 // snapshot counts the backend's snapshots: each one after the first is a

@@ -69,6 +69,7 @@ func TestMetrics(t *testing.T) {
 		peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1),
 		own: lease.Lease{Subnet: netip.MustParsePrefix("10.5.1.0/24")},
 	}
+	a.be = vxlanBackend{a}
 	want := func(stage string, exp map[string]string) {
 		t.Helper()
 		got := scrape(t, h)

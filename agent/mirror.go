@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -91,20 +92,32 @@ func (a *agent) storeLease() store.OverlayLease {
 		Acquired:   a.acquired,
 		Expires:    a.own.Expiration,
 	}
+	if a.cfg.EnableIPv4 {
+		l.Network, l.Subnet = a.cfg.Network, a.own.Subnet
+	}
+	if a.cfg.EnableIPv6 {
+		l.Network6, l.Subnet6 = a.cfg.IPv6Network, a.own.Subnet6
+	}
+	// The device of each family (the backend's name when it has none:
+	// host-gw, alloc), the store's key.
+	l.Device = a.deviceName()
 	if a.v4 != nil {
-		l.Network, l.Subnet, l.Device = a.v4.network, a.own.Subnet, a.v4.opts.Name
+		l.Device = a.v4.opts.Name
 		if a.v4.opts.MAC != nil {
 			l.VTEPMAC = a.v4.opts.MAC.String()
 		}
 	}
 	if a.v6 != nil {
-		l.Network6, l.Subnet6, l.Device6 = a.v6.network, a.own.Subnet6, a.v6.opts.Name
-		if l.Device == "" {
+		l.Device6 = a.v6.opts.Name
+		if a.v4 == nil {
 			l.Device = a.v6.opts.Name
 		}
 		if a.v6.opts.MAC != nil {
 			l.VTEPMAC6 = a.v6.opts.MAC.String()
 		}
+	}
+	if a.cfg.Backend.Type == netconf.TypeWireGuard && a.cfg.EnableIPv6 && len(a.be.Devices()) > 1 {
+		l.Device6 = a.be.Devices()[1]
 	}
 	return l
 }

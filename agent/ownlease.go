@@ -38,13 +38,14 @@ func (a *agent) acquire(ctx context.Context, prev4, prev6 netip.Prefix) (lease.L
 
 // attrs are what this node publishes.
 func (a *agent) attrs() lease.Attrs {
-	at := lease.Attrs{BackendType: lease.BackendVXLAN}
-	if a.v4 != nil {
-		at.PublicIP, at.VNI, at.VTEPMAC = a.under.Public4, a.v4.opts.VNI, a.v4.opts.MAC
+	var at lease.Attrs
+	if a.cfg.EnableIPv4 {
+		at.PublicIP = a.under.Public4
 	}
-	if a.v6 != nil {
-		at.PublicIPv6, at.VNI6, at.VTEPMAC6 = a.under.Public6, a.v6.opts.VNI, a.v6.opts.MAC
+	if a.cfg.EnableIPv6 {
+		at.PublicIPv6 = a.under.Public6
 	}
+	a.be.Publish(&at)
 	return at
 }
 
@@ -55,26 +56,18 @@ func (a *agent) takeLease(own lease.Lease) error {
 	old := a.own
 	a.own = own
 	a.dropBlackholes(old)
-	if a.v4 != nil {
-		a.v4.subnet = own.Subnet
-	}
-	if a.v6 != nil {
-		a.v6.subnet = own.Subnet6
-	}
-	for _, ov := range a.overlays() {
-		if _, err := ov.ensureDevice(a.h); err != nil {
-			return err
-		}
+	if err := a.be.SetLease(a.h, own); err != nil {
+		return err
 	}
 	if err := a.ensureRules(); err != nil {
 		return err
 	}
 	env := SubnetEnv{MTU: a.mtu, IPMasq: a.o.IPMasq, Subnet: own.Subnet, Subnet6: own.Subnet6}
-	if a.v4 != nil {
-		env.Network = a.v4.network
+	if a.cfg.EnableIPv4 {
+		env.Network = a.cfg.Network
 	}
-	if a.v6 != nil {
-		env.Network6 = a.v6.network
+	if a.cfg.EnableIPv6 {
+		env.Network6 = a.cfg.IPv6Network
 	}
 	if err := WriteSubnetFile(a.o.SubnetFile, env); err != nil {
 		return err

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"net/netip"
 	"time"
 
 	"github.com/cnibox/cnibox/agent/lease"
@@ -104,19 +103,20 @@ func (a *agent) applyPending(ctx context.Context) bool {
 		a.lastSync = time.Now()
 	}
 	a.m.synced(syncUpdates, start, ok, len(a.peers))
+	a.m.unreachable(a.be)
 	a.dirty = true
 	return ok
 }
 
 // isPeer reports whether l is another node this agent programs.
 func (a *agent) isPeer(l lease.Lease) bool {
-	if l.Attrs.BackendType != "" && l.Attrs.BackendType != lease.BackendVXLAN {
+	if !a.be.Accepts(l) {
 		return false
 	}
-	if a.v4 != nil && l.Attrs.PublicIP.IsValid() && l.Attrs.PublicIP == a.under.Public4 {
+	if a.cfg.EnableIPv4 && l.Attrs.PublicIP.IsValid() && l.Attrs.PublicIP == a.under.Public4 {
 		return false // a stale lease of this very node
 	}
-	if a.v4 == nil && a.v6 != nil && l.Attrs.PublicIPv6 == a.under.Public6 {
+	if !a.cfg.EnableIPv4 && a.cfg.EnableIPv6 && l.Attrs.PublicIPv6 == a.under.Public6 {
 		return false
 	}
 	return true
@@ -125,83 +125,58 @@ func (a *agent) isPeer(l lease.Lease) bool {
 func sameAttrs(x, y lease.Lease) bool {
 	return x.Attrs.PublicIP == y.Attrs.PublicIP && x.Attrs.PublicIPv6 == y.Attrs.PublicIPv6 &&
 		x.Attrs.VTEPMAC.String() == y.Attrs.VTEPMAC.String() && x.Attrs.VTEPMAC6.String() == y.Attrs.VTEPMAC6.String() &&
-		x.Attrs.BackendType == y.Attrs.BackendType
+		x.Attrs.BackendType == y.Attrs.BackendType && lease.SameData(x.Attrs, y.Attrs)
 }
 
-// addPeer programs l in every family (replacing prev's entries).
+// addPeer programs l (replacing prev's entries).
 func (a *agent) addPeer(l lease.Lease, prev *lease.Lease) bool {
-	ok := true
-	for _, ov := range a.overlays() {
-		t, has := ov.target(l)
-		var old *target
-		if prev != nil {
-			if ot, ok := ov.target(*prev); ok {
-				old = &ot
-			}
-		}
-		var err error
-		switch {
-		case !has && old != nil:
-			err = ov.remove(a.h, *old)
-		case has:
-			err = ov.add(a.h, t, old)
-		}
-		if err != nil {
-			a.log.Error("cannot program a peer", "peer", l.String(), "err", err)
-			ok = false
-		}
+	if err := a.be.Add(a.h, l, prev); err != nil {
+		a.log.Error("cannot program a peer", "peer", l.String(), "err", err)
+		return false
 	}
-	return ok
+	return true
 }
 
-// removePeer deletes l's entries in every family.
+// removePeer deletes l's kernel state.
 func (a *agent) removePeer(l lease.Lease) bool {
-	ok := true
-	for _, ov := range a.overlays() {
-		if t, has := ov.target(l); has {
-			if err := ov.remove(a.h, t); err != nil {
-				a.log.Error("cannot remove a peer", "peer", l.String(), "err", err)
-				ok = false
-			}
-		}
+	if err := a.be.Remove(a.h, l); err != nil {
+		a.log.Error("cannot remove a peer", "peer", l.String(), "err", err)
+		return false
 	}
-	return ok
+	return true
 }
 
-// fullSync makes the device and everything on it match the peers. It
-// reports whether it succeeded.
+// fullSync makes the backend's devices and everything on them match the
+// peers. It reports whether it succeeded.
 func (a *agent) fullSync() bool {
 	ok, start := true, time.Now()
-	for _, ov := range a.overlays() {
-		created, err := ov.ensureDevice(a.h)
-		if err != nil {
-			a.log.Error("cannot ensure the vxlan device", "device", ov.opts.Name, "err", err)
+	if err := a.be.Prepare(a.h); err != nil {
+		a.log.Error("cannot ensure the backend's devices", "backend", a.cfg.Backend.Type, "err", err)
+		ok = false
+	} else if a.own.Subnet.IsValid() || a.own.Subnet6.IsValid() {
+		if err := a.be.SetLease(a.h, a.own); err != nil {
+			a.log.Error("cannot configure the backend's devices", "backend", a.cfg.Backend.Type, "err", err)
 			ok = false
-			continue
 		}
-		if created {
-			a.log.Warn("the vxlan device was missing; re-created it", "device", ov.opts.Name, "mac", ov.opts.MAC.String())
-		}
-		targets := map[netip.Prefix]target{}
+	}
+	if ok {
+		peers := make([]lease.Lease, 0, len(a.peers))
 		for _, l := range a.peers {
-			if t, has := ov.target(l); has {
-				targets[t.subnet] = t
-			}
+			peers = append(peers, l)
 		}
-		removed, added, err := ov.sync(a.h, targets)
+		removed, added, err := a.be.Sync(a.h, peers)
 		if err != nil {
-			a.log.Error("cannot sync the peers", "device", ov.opts.Name, "err", err)
+			a.log.Error("cannot sync the peers", "backend", a.cfg.Backend.Type, "err", err)
 			ok = false
-			continue
-		}
-		if removed+added > 0 {
-			a.log.Info("synced the peers", "device", ov.opts.Name, "peers", len(targets), "removed", removed, "added", added)
+		} else if removed+added > 0 {
+			a.log.Info("synced the peers", "backend", a.cfg.Backend.Type, "devices", a.be.Devices(), "peers", len(peers), "removed", removed, "added", added)
 		}
 	}
 	if ok {
 		a.lastSync = time.Now()
 	}
 	a.m.synced(syncFull, start, ok, len(a.peers))
+	a.m.unreachable(a.be)
 	a.dirty = true
 	return ok
 }

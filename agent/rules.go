@@ -28,11 +28,11 @@ func (a *agent) ensureRules() error {
 		}
 	} else {
 		var nets []netops.OverlayMasqNet
-		if a.v4 != nil {
-			nets = append(nets, netops.OverlayMasqNet{Network: a.v4.network, Subnet: a.own.Subnet})
+		if a.cfg.EnableIPv4 {
+			nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.Network, Subnet: a.own.Subnet})
 		}
-		if a.v6 != nil {
-			nets = append(nets, netops.OverlayMasqNet{Network: a.v6.network, Subnet: a.own.Subnet6})
+		if a.cfg.EnableIPv6 {
+			nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.IPv6Network, Subnet: a.own.Subnet6})
 		}
 		changed, err := a.h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{NotFullyRandom: a.o.IPMasqNotFullyRandom})
 		if err != nil {
@@ -43,8 +43,10 @@ func (a *agent) ensureRules() error {
 	}
 	if a.o.ForwardRules {
 		var nets []netip.Prefix
-		for _, ov := range a.overlays() {
-			nets = append(nets, ov.network)
+		for _, n := range []netip.Prefix{a.cfg.Network, a.cfg.IPv6Network} {
+			if n.IsValid() {
+				nets = append(nets, n)
+			}
 		}
 		changed, err := a.h.EnsureOverlayForward(nets)
 		if err != nil {

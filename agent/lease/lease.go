@@ -10,6 +10,7 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,15 @@ import (
 	"github.com/cnibox/cnibox/agent/netconf"
 )
 
-// BackendVXLAN is the only backend type of cnibox-agent.
-const BackendVXLAN = "vxlan"
+// Backend types as flannel publishes them in a lease. flannel's alloc
+// backend publishes none ("").
+const (
+	BackendVXLAN     = "vxlan"
+	BackendHostGW    = "host-gw"
+	BackendWireGuard = "wireguard"
+	BackendIPIP      = "ipip"
+	BackendAlloc     = ""
+)
 
 // Attrs are what a node publishes with its lease.
 type Attrs struct {
@@ -37,6 +45,30 @@ type Attrs struct {
 	VTEPMAC  net.HardwareAddr
 	VNI6     int
 	VTEPMAC6 net.HardwareAddr
+	// Data and Data6 are the BackendData and BackendV6Data documents as
+	// published, for every backend (a vxlan lease also has them parsed
+	// into VNI and VTEPMAC). A node that publishes sets them for backends
+	// other than vxlan; nil is none.
+	Data  json.RawMessage
+	Data6 json.RawMessage
+}
+
+// DataJSON returns the backend data of one family as it is published: a
+// VXLAN document when the family has a VTEP MAC, else Data (Data6), else
+// nil.
+func (a Attrs) DataJSON(v6 bool) json.RawMessage {
+	vni, mac, data := a.VNI, a.VTEPMAC, a.Data
+	if v6 {
+		vni, mac, data = a.VNI6, a.VTEPMAC6, a.Data6
+	}
+	if len(mac) > 0 {
+		b, _ := json.Marshal(VXLANData{VNI: vni, VtepMAC: mac.String()})
+		return b
+	}
+	if len(data) == 0 || string(data) == "null" {
+		return nil
+	}
+	return data
 }
 
 // wireAttrs is flannel's LeaseAttrs JSON.
@@ -66,17 +98,13 @@ func (a Attrs) MarshalJSON() ([]byte, error) {
 		s := a.PublicIPv6.String()
 		w.PublicIPv6 = &s
 	}
-	if len(a.VTEPMAC) > 0 {
-		w.BackendData, _ = json.Marshal(VXLANData{VNI: a.VNI, VtepMAC: a.VTEPMAC.String()})
-	}
-	if len(a.VTEPMAC6) > 0 {
-		w.BackendV6Data, _ = json.Marshal(VXLANData{VNI: a.VNI6, VtepMAC: a.VTEPMAC6.String()})
-	}
+	w.BackendData, w.BackendV6Data = a.DataJSON(false), a.DataJSON(true)
 	return json.Marshal(w)
 }
 
-// UnmarshalJSON reads flannel's LeaseAttrs. A lease of another backend type
-// keeps its type and no VXLAN data.
+// UnmarshalJSON reads flannel's LeaseAttrs. Every lease keeps its backend
+// data as published (Data, Data6); a vxlan lease (or one without a type)
+// also has it parsed into VNI and VTEPMAC.
 func (a *Attrs) UnmarshalJSON(b []byte) error {
 	var w wireAttrs
 	if err := json.Unmarshal(b, &w); err != nil {
@@ -99,12 +127,30 @@ func (a *Attrs) UnmarshalJSON(b []byte) error {
 		}
 		a.PublicIPv6 = ip
 	}
+	a.Data, a.Data6 = rawData(w.BackendData), rawData(w.BackendV6Data)
+	if a.BackendType != BackendVXLAN && a.BackendType != "" {
+		return nil
+	}
 	var err error
 	if a.VNI, a.VTEPMAC, err = parseVXLANData("BackendData", w.BackendData); err != nil {
 		return err
 	}
 	a.VNI6, a.VTEPMAC6, err = parseVXLANData("BackendV6Data", w.BackendV6Data)
 	return err
+}
+
+// rawData returns a copy of b, nil for none or JSON null.
+func rawData(b []byte) json.RawMessage {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+// SameData reports whether x and y publish the same backend data.
+func SameData(x, y Attrs) bool {
+	return bytes.Equal(x.DataJSON(false), y.DataJSON(false)) && bytes.Equal(x.DataJSON(true), y.DataJSON(true))
 }
 
 // ParseVXLANData decodes a vxlan BackendData document (also the value of

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
-	"strings"
 )
 
 // Defaults of the VXLAN backend, as in flannel.
@@ -46,23 +45,6 @@ type Config struct {
 	EnableNFTables bool
 }
 
-// Backend is the "Backend" object. Only the vxlan type exists in cnibox
-// so far.
-type Backend struct {
-	Type string
-	VNI  int
-	Port int // UDP port; DefaultPort when not given
-	// MTU is flannel's: the MTU of the packets on the wire; the device gets
-	// MTU minus VXLAN's cost (50 bytes over IPv4, 70 over IPv6). 0 = the
-	// underlay interface's MTU.
-	MTU           int
-	DirectRouting bool
-	GBP           bool
-	// Learning turns the kernel's learning of remote MACs on (the device's
-	// "learning"); flannel programs the FDB either way.
-	Learning bool
-}
-
 // wire is net-conf.json as flannel writes it (JSON keys match case-insensitively).
 type wire struct {
 	EnableIPv4    *bool
@@ -80,20 +62,10 @@ type wire struct {
 	EnableNFTables bool
 }
 
-type wireBackend struct {
-	Type          string
-	VNI           *int
-	Port          int
-	MTU           int
-	DirectRouting bool
-	GBP           bool
-	Learning      bool
-}
-
 // Parse decodes and validates a network configuration and fills in
 // flannel's defaults: SubnetLen 24 (or a quarter of a small network),
-// SubnetMin the second subnet of the network, SubnetMax the last one, the
-// vxlan backend with VNI 1 and port 8472.
+// SubnetMin the second subnet of the network, SubnetMax the last one, and
+// each backend's (backends.go).
 func Parse(b []byte) (*Config, error) {
 	var w wire
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -123,65 +95,10 @@ func Parse(b []byte) (*Config, error) {
 		return nil, err
 	}
 	c.Backend = be
+	if err := be.checkFamilies(c); err != nil {
+		return nil, err
+	}
 	return c, nil
-}
-
-// Backend types of flannel that cnibox-agent does not run: later ones are
-// coming (the backends issue), refused ones are not.
-var (
-	laterBackends   = []string{"host-gw", "wireguard", "ipip", "alloc"}
-	refusedBackends = []string{"udp", "ipsec", "tencent-vpc", "extension"}
-)
-
-// checkBackendType accepts vxlan and says, for flannel's other types,
-// whether cnibox will have them.
-func checkBackendType(t string) error {
-	if strings.EqualFold(t, "vxlan") {
-		return nil
-	}
-	for _, l := range laterBackends {
-		if strings.EqualFold(t, l) {
-			return fmt.Errorf("%w: Backend.Type %q is flannel's, but cnibox-agent does not have it yet (it runs vxlan; host-gw, wireguard, ipip and alloc come in a later release): "+
-				"keep flanneld on this cluster for now, or set \"Type\": \"vxlan\"", ErrInvalid, t)
-		}
-	}
-	for _, r := range refusedBackends {
-		if strings.EqualFold(t, r) {
-			return fmt.Errorf("%w: Backend.Type %q is not supported and will not be (flannel's %s backend is deprecated or vendor-specific): use \"vxlan\"", ErrInvalid, t, r)
-		}
-	}
-	return fmt.Errorf("%w: Backend.Type %q is not a flannel backend: set \"Type\": \"vxlan\"", ErrInvalid, t)
-}
-
-func parseBackend(raw json.RawMessage) (Backend, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return Backend{}, fmt.Errorf("%w: \"Backend\" is missing: cnibox-agent runs the vxlan backend, set \"Backend\": {\"Type\": \"vxlan\"}", ErrInvalid)
-	}
-	var wb wireBackend
-	if err := json.Unmarshal(raw, &wb); err != nil {
-		return Backend{}, fmt.Errorf("%w: \"Backend\": %v", ErrInvalid, err)
-	}
-	if err := checkBackendType(wb.Type); err != nil {
-		return Backend{}, err
-	}
-	be := Backend{Type: "vxlan", VNI: DefaultVNI, Port: wb.Port, MTU: wb.MTU, DirectRouting: wb.DirectRouting, GBP: wb.GBP, Learning: wb.Learning}
-	if wb.VNI != nil {
-		be.VNI = *wb.VNI
-	}
-	if be.VNI < 0 || be.VNI > 1<<24-1 {
-		return Backend{}, fmt.Errorf("%w: Backend.VNI %d is out of range: use 0..16777215 (default 1)", ErrInvalid, be.VNI)
-	}
-	if be.Port == 0 {
-		be.Port = DefaultPort
-	}
-	if be.Port < 0 || be.Port > 65535 {
-		return Backend{}, fmt.Errorf("%w: Backend.Port %d is out of range: use 1..65535 (default 8472)", ErrInvalid, be.Port)
-	}
-	if be.MTU != 0 && (be.MTU < 68+VXLANOverhead || be.MTU > 65535) {
-		return Backend{}, fmt.Errorf("%w: Backend.MTU %d is out of range: use %d..65535 (the MTU of the packets on the wire; the device gets %d less), or leave it out for the interface's MTU",
-			ErrInvalid, be.MTU, 68+VXLANOverhead, VXLANOverhead)
-	}
-	return be, nil
 }
 
 type family struct {

@@ -86,6 +86,8 @@ type cluster struct {
 	leaseSource func() map[netip.Prefix]lease.Lease
 	// agentArgs are the backend flags of a node's agent (nil: etcd).
 	agentArgs func(*node) []string
+	// netConf is a node's conflist (nil: the vxlan role's).
+	netConf func(*node) string
 }
 
 // node is one machine of the cluster.
@@ -368,18 +370,7 @@ func (n *node) log() string {
 }
 
 // state returns what the agent mirrored into the node's store.
-func (n *node) state() (store.OverlayState, bool) {
-	st, err := store.OpenWith(n.dataDir, store.Options{NoCreate: true})
-	if err != nil {
-		return store.OverlayState{}, false
-	}
-	defer st.Close()
-	s, found, err := st.Overlay(device)
-	if err != nil {
-		n.c.t.Fatal(err)
-	}
-	return s, found
-}
+func (n *node) state() (store.OverlayState, bool) { return n.stateOf(device) }
 
 // kernel is what is programmed on a node's VXLAN device.
 type kernel struct {
@@ -506,10 +497,14 @@ var podSeq int
 
 // conflist is the node's vxlan network as a runtime loads it.
 func (n *node) conflist() *libcni.NetworkConfigList {
-	l, err := libcni.ConfListFromBytes([]byte(`{
+	conf := `{
 		"cniVersion": "1.1.0", "name": "overlay",
 		"plugins": [{"type": "vxlan"}]
-	}`))
+	}`
+	if n.c.netConf != nil {
+		conf = n.c.netConf(n)
+	}
+	l, err := libcni.ConfListFromBytes([]byte(conf))
 	if err != nil {
 		n.c.t.Fatal(err)
 	}

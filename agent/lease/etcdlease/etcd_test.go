@@ -267,11 +267,11 @@ func TestNetworkConfigErrors(t *testing.T) {
 	if _, err := m.NetworkConfig(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("NetworkConfig without a config = %v; want it to wait until the context ends", err)
 	}
-	if _, err := cli.Put(ctx, DefaultPrefix+"/config", `{"Network": "10.244.0.0/16", "Backend": {"Type": "host-gw"}}`); err != nil {
+	if _, err := cli.Put(ctx, DefaultPrefix+"/config", `{"Network": "10.244.0.0/16", "Backend": {"Type": "udp"}}`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.NetworkConfig(ctx); !errors.Is(err, netconf.ErrInvalid) || !strings.Contains(err.Error(), "host-gw") {
-		t.Errorf("NetworkConfig with host-gw = %v; want ErrInvalid naming the backend", err)
+	if _, err := m.NetworkConfig(ctx); !errors.Is(err, netconf.ErrInvalid) || !strings.Contains(err.Error(), "udp") {
+		t.Errorf("NetworkConfig with udp = %v; want ErrInvalid naming the backend", err)
 	}
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without endpoints succeeded")

@@ -1,6 +1,7 @@
 package kubelease
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -67,12 +68,13 @@ type family struct {
 	vni                       *int
 	mac                       *net.HardwareAddr
 	ip                        *netip.Addr
+	raw                       *json.RawMessage // the backend data as published
 }
 
 // families returns the IPv4 and the IPv6 family of a's attributes.
 func (an Annotations) families(a *lease.Attrs) [2]family {
 	return [2]family{
-		{an.BackendData, an.PublicIP, an.PublicIPOverwrite, &a.VNI, &a.VTEPMAC, &a.PublicIP},
-		{an.BackendV6Data, an.PublicIPv6, an.PublicIPv6Overwrite, &a.VNI6, &a.VTEPMAC6, &a.PublicIPv6},
+		{an.BackendData, an.PublicIP, an.PublicIPOverwrite, &a.VNI, &a.VTEPMAC, &a.PublicIP, &a.Data},
+		{an.BackendV6Data, an.PublicIPv6, an.PublicIPv6Overwrite, &a.VNI6, &a.VTEPMAC6, &a.PublicIPv6, &a.Data6},
 	}
 }

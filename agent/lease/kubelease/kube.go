@@ -189,14 +189,25 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 // publish writes the node's annotations when they differ.
 func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) error {
 	want := map[string]string{
-		m.an.BackendType:       lease.BackendVXLAN,
+		m.an.BackendType:       a.BackendType,
 		m.an.SubnetKubeManaged: "true",
 	}
-	for _, f := range m.an.families(&a) {
-		if len(*f.mac) == 0 {
+	// Which families' data and public address flannel writes (its
+	// kubeSubnetManager.AcquireLease): IPv4's whenever the backend is not
+	// vxlan or has data, IPv6's for vxlan with data, wireguard with data
+	// and an IPv6 address, host-gw with an IPv6 address. No data is
+	// written as "null", as flannel writes it.
+	for i, f := range m.an.families(&a) {
+		bd := a.DataJSON(i == 1)
+		if !f.ip.IsValid() || (len(bd) == 0 && a.BackendType == lease.BackendVXLAN) {
 			continue
 		}
-		bd, _ := json.Marshal(lease.VXLANData{VNI: *f.vni, VtepMAC: f.mac.String()})
+		if i == 1 && len(bd) == 0 && a.BackendType != lease.BackendHostGW {
+			continue
+		}
+		if len(bd) == 0 {
+			bd = json.RawMessage("null")
+		}
 		want[f.data] = string(bd)
 		want[f.publicIP] = f.ip.String()
 		if o := n.Annotations[f.overwrite]; o != "" {
@@ -254,6 +265,10 @@ func (m *Manager) nodeLease(n *kubeapi.Node, managedOnly bool) (lease.Lease, err
 				return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, f.publicIP, err)
 			}
 		}
+		*f.raw = rawData(n.Annotations[f.data])
+		if l.Attrs.BackendType != lease.BackendVXLAN && l.Attrs.BackendType != "" {
+			continue
+		}
 		if *f.vni, *f.mac, err = lease.ParseVXLANData([]byte(n.Annotations[f.data])); err != nil {
 			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, f.data, err)
 		}
@@ -279,4 +294,13 @@ func podCIDRs(n *kubeapi.Node) (sn4, sn6 netip.Prefix, err error) {
 		}
 	}
 	return sn4, sn6, nil
+}
+
+// rawData returns an annotation's backend data, nil for none or "null".
+func rawData(s string) json.RawMessage {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "null" {
+		return nil
+	}
+	return json.RawMessage(s)
 }

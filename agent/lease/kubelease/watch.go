@@ -119,5 +119,5 @@ func sameLease(a, b lease.Lease) bool {
 	x, y := a.Attrs, b.Attrs
 	return a.Subnet == b.Subnet && a.Subnet6 == b.Subnet6 && x.PublicIP == y.PublicIP && x.PublicIPv6 == y.PublicIPv6 &&
 		x.BackendType == y.BackendType && x.VNI == y.VNI && x.VNI6 == y.VNI6 &&
-		x.VTEPMAC.String() == y.VTEPMAC.String() && x.VTEPMAC6.String() == y.VTEPMAC6.String()
+		x.VTEPMAC.String() == y.VTEPMAC.String() && x.VTEPMAC6.String() == y.VTEPMAC6.String() && lease.SameData(x, y)
 }

@@ -1,0 +1,28 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/cnibox/cnibox/agent/backend"
+	"github.com/cnibox/cnibox/agent/backend/alloc"
+	"github.com/cnibox/cnibox/agent/backend/hostgw"
+	"github.com/cnibox/cnibox/agent/netconf"
+)
+
+// backendEnv is what a backend other than vxlan is made with.
+func (a *agent) backendEnv() backend.Env {
+	return backend.Env{Config: a.cfg, Log: a.log, Under: a.under}
+}
+
+// newBackend makes the backend of env.Config.Backend.Type (vxlan is the
+// agent's own: startVXLAN).
+func newBackend(env backend.Env) (backend.Backend, error) {
+	switch t := env.Config.Backend.Type; t {
+	case netconf.TypeHostGW:
+		return hostgw.New(env)
+	case netconf.TypeAlloc:
+		return alloc.New(env), nil
+	default:
+		return nil, fmt.Errorf("backend %q: not built into this agent", t)
+	}
+}
