@@ -1,105 +1,89 @@
 package netops
 
 import (
-	"net/netip"
-
-	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/xt"
+	"golang.org/x/sys/unix"
 )
 
-// The firewall's matches, each one iptables-nft 1.8.9 lists as an iptables
-// match (-s/-d, -i/-o, -m conntrack), and how CHECK compares rules.
+// The expressions of the firewall's table (inet cnibox-firewall, which
+// iptables does not list, so they are nftables' own).
 
-// fwMatchAddr is `-s a` (src) or `-d a` in an ip or ip6 table.
-func fwMatchAddr(a netip.Addr, src bool) []expr.Any {
-	off, n := uint32(16), uint32(4)
-	if src {
-		off = 12
-	}
-	if a.Is6() {
-		off, n = 24, 16
-		if src {
-			off = 8
-		}
-	}
+// nfMatch is `meta nfproto p`.
+func nfMatch(p byte) []expr.Any {
 	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a.AsSlice()},
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: reg1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{p}},
 	}
 }
 
-// fwMatchIf is `-i name` (in) or `-o name`, or `! -i name` with neg.
-func fwMatchIf(name string, in, neg bool) []expr.Any {
-	key := expr.MetaKeyOIFNAME
-	if in {
-		key = expr.MetaKeyIIFNAME
+// addrTo loads the packet's source (src) or destination address into reg.
+func addrTo(v6, src bool, reg uint32) []expr.Any { return []expr.Any{addrPayload(v6, src, reg)} }
+
+// iifnameAfterAddr loads the input interface's name right after an
+// address loaded into reg 1 (the key address . ifname).
+func iifnameAfterAddr(v6 bool) []expr.Any {
+	reg := uint32(unix.NFT_REG32_01)
+	if v6 {
+		reg = unix.NFT_REG32_04
 	}
-	op := expr.CmpOpEq
-	if neg {
-		op = expr.CmpOpNeq
-	}
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg}}
+}
+
+// mapHas matches when the key in reg 1 is in map: its data goes to a
+// register nothing reads (a key-only lookup in a map needs Linux 6.5).
+func mapHas(m string) []expr.Any {
+	return []expr.Any{&expr.Lookup{SourceRegister: reg1, SetName: m, DestRegister: regMapData, IsDestRegSet: true}}
+}
+
+// ctState is `ct state` having one of bits.
+func ctState(bits uint32) []expr.Any {
 	return []expr.Any{
-		&expr.Meta{Key: key, Register: 1},
-		&expr.Cmp{Op: op, Register: 1, Data: ifnameData(name)},
+		&expr.Ct{Key: expr.CtKeySTATE, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(bits), Xor: ne32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: ne32(0)},
 	}
 }
 
-// ifnameData is an interface name as iptables-nft compares it: the name and
-// its NUL.
-func ifnameData(name string) []byte { return append([]byte(name), 0) }
-
-// fwHasRule reports whether rules hold one with w's comment and the same
-// address match.
-func fwHasRule(rules []*nftables.Rule, w *nftables.Rule) bool {
-	want := fwRuleAddr(w)
-	owner := fwOwner(w)
-	for _, r := range rules {
-		if fwOwner(r) == owner && fwRuleAddr(r) == want {
-			return true
-		}
+// ctStatusDNAT is `ct status dnat`: a connection whose destination was
+// translated (portmap's).
+func ctStatusDNAT() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(ipsDstNAT), Xor: ne32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: ne32(0)},
 	}
-	return false
 }
 
-// fwRuleAddr describes a rule's address match ("-s A" / "-d A"), or "".
-func fwRuleAddr(r *nftables.Rule) string {
-	for i, e := range r.Exprs {
-		pl, ok := e.(*expr.Payload)
-		if !ok || i+1 >= len(r.Exprs) {
-			continue
-		}
-		cmp, ok := r.Exprs[i+1].(*expr.Cmp)
-		if !ok {
-			continue
-		}
-		a, ok := netip.AddrFromSlice(cmp.Data)
-		if !ok {
-			continue
-		}
-		dir := "-d"
-		if pl.Offset == 12 || pl.Offset == 8 {
-			dir = "-s"
-		}
-		return dir + " " + a.String()
+// markOr is `meta mark set meta mark | bit return`.
+func markOr(bit uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(^bit), Xor: ne32(bit)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1},
+		&expr.Counter{},
+		&expr.Verdict{Kind: expr.VerdictReturn},
 	}
-	return ""
 }
 
-// fwCtState is `-m conntrack --ctstate` of the state bits (nftables'
-// CtStateBit values are xt_conntrack's). It is the xt match, not nftables'
-// ct expression: iptables-nft 1.8.9 calls a table with a ct expression
-// incompatible and lists nothing.
-func fwCtState(bits uint32) []expr.Any {
-	info := &xt.ConntrackMtinfo3{}
-	info.MatchFlags = uint16(xt.ConntrackState)
-	info.StateMask = uint16(bits)
-	return []expr.Any{&expr.Match{Name: "conntrack", Rev: 3, Info: info}}
+// markClear is `meta mark & (pass|drop) != 0 meta mark set meta mark &
+// ~(pass|drop)`.
+func markClear() []expr.Any {
+	both := uint32(FirewallMarkPass | FirewallMarkDrop)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(both), Xor: ne32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: ne32(0)},
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(^both), Xor: ne32(0)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1},
+	}
 }
 
-// fwCtStatusDNAT is `-m conntrack --ctstate DNAT`: xt_conntrack's virtual
-// state of a connection whose destination was translated.
-func fwCtStatusDNAT() []expr.Any {
-	const xtStateDNAT = 1 << 7 // XT_CONNTRACK_STATE_DNAT: 1 << (IP_CT_NUMBER + 2)
-	return fwCtState(xtStateDNAT)
+// markIs is iptables' `-m mark --mark bit/bit` as iptables-nft writes it.
+func markIs(bit uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(bit), Xor: ne32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ne32(bit)},
+	}
 }

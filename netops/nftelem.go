@@ -2,6 +2,7 @@ package netops
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -161,4 +162,57 @@ func (h *Handle) waitElemGone(table, set string, key []byte) {
 		}
 		time.Sleep(250 * time.Microsecond)
 	}
+}
+
+// dumpElems lists every element of set in the inet table table; a missing
+// set or table lists nothing.
+func (h *Handle) dumpElems(table, set string) ([]nftElem, error) {
+	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(table)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
+	)))
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s: %w", set, err)
+	}
+	var out []nftElem
+	for _, m := range msgs {
+		_, es, err := parseNftElems(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// setElem is an element of a named set.
+type setElem struct {
+	set  string
+	elem nftElem
+}
+
+// elemMsgs builds one message of type msgType per set of table for elems
+// (adds also with NLM_F_CREATE), with the data, comment and timeout when
+// withData, else keys only.
+func elemMsgs(table string, msgType int, flags mdnetlink.HeaderFlags, elems []setElem, withData bool) []mdnetlink.Message {
+	var order []string
+	bySet := map[string][]nftElem{}
+	for _, e := range elems {
+		if _, ok := bySet[e.set]; !ok {
+			order = append(order, e.set)
+		}
+		bySet[e.set] = append(bySet[e.set], e.elem)
+	}
+	var msgs []mdnetlink.Message
+	for _, set := range order {
+		f := mdnetlink.Acknowledge | flags
+		if msgType == unix.NFT_MSG_NEWSETELEM {
+			f |= mdnetlink.Create
+		}
+		msgs = append(msgs, nftElemMsg(table, set, msgType, f, bySet[set], withData))
+	}
+	return msgs
 }

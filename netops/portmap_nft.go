@@ -226,7 +226,11 @@ func thDport(reg uint32) []byte {
 func ipField(v6, src bool) []byte { return ipFieldTo(v6, src, reg1) }
 
 // ipFieldTo loads the IPv4 or IPv6 source or destination address into reg.
-func ipFieldTo(v6, src bool, reg uint32) []byte {
+func ipFieldTo(v6, src bool, reg uint32) []byte { return mx(addrPayload(v6, src, reg)) }
+
+// addrPayload loads the IPv4 or IPv6 source or destination address into
+// reg.
+func addrPayload(v6, src bool, reg uint32) *expr.Payload {
 	off, n := uint32(16), uint32(4)
 	switch {
 	case v6 && src:
@@ -236,7 +240,7 @@ func ipFieldTo(v6, src bool, reg uint32) []byte {
 	case src:
 		off = 12
 	}
-	return mx(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n})
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
 }
 
 func fibLocal() [][]byte {
@@ -348,23 +352,11 @@ func pmElemMsgs(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withDa
 // pmElemMsgsTimeout is pmElemMsgs with a timeout (in ms, 0: none) on every
 // element.
 func pmElemMsgsTimeout(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withData bool, timeoutMS uint64) []mdnetlink.Message {
-	var order []string
-	bySet := map[string][]nftElem{}
-	for _, e := range elems {
-		if _, ok := bySet[e.set]; !ok {
-			order = append(order, e.set)
-		}
-		bySet[e.set] = append(bySet[e.set], nftElem{key: e.key, data: e.data, comment: e.owner, timeoutMS: timeoutMS})
+	es := make([]setElem, len(elems))
+	for i, e := range elems {
+		es[i] = setElem{e.set, nftElem{key: e.key, data: e.data, comment: e.owner, timeoutMS: timeoutMS}}
 	}
-	var msgs []mdnetlink.Message
-	for _, set := range order {
-		f := mdnetlink.Acknowledge | flags
-		if msgType == unix.NFT_MSG_NEWSETELEM {
-			f |= mdnetlink.Create
-		}
-		msgs = append(msgs, nftElemMsg(PortMapTable, set, msgType, f, bySet[set], withData))
-	}
-	return msgs
+	return elemMsgs(PortMapTable, msgType, flags, es, withData)
 }
 
 // pmGuardedDelete re-adds each element with its data (no change when the
@@ -454,17 +446,15 @@ func (h *Handle) pmLookup(keys []pmElem) ([]pmElem, error) {
 
 // pmDump lists every element of set; a missing set or table lists nothing.
 func (h *Handle) pmDump(set string) ([]pmElem, error) {
-	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(PortMapTable)},
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
-	)))
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
+	es, err := h.dumpElems(PortMapTable, set)
 	if err != nil {
-		return nil, fmt.Errorf("list elements of %s: %w", set, err)
+		return nil, err
 	}
-	return appendElems(nil, msgs)
+	out := make([]pmElem, 0, len(es))
+	for _, e := range es {
+		out = append(out, pmElem{set: set, key: e.key, data: e.data, owner: e.comment})
+	}
+	return out, nil
 }
 
 // appendElems appends the elements of the NEWSETELEM messages msgs to out.

@@ -23,9 +23,11 @@ func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (netops.Firew
 		Owner:      owner(a.Conf.Name, a.ContainerID, a.IfName),
 		Addrs:      podAddrs(prev, a.IfName),
 		Ingress:    c.IngressPolicy,
+		Lock:       func() (func(), error) { return lockRules(a) },
 	}
+	r.Bridge = bridgeOf(prev)
 	if c.IngressPolicy == netops.IngressSameBridge {
-		if r.Bridge = bridgeOf(prev); r.Bridge == "" {
+		if r.Bridge == "" {
 			return r, cniplug.ConfError("ingressPolicy", "%q needs the pod's bridge, and prevResult lists no interface on the node: chain the firewall after the bridge plugin, or use \"open\"", c.IngressPolicy)
 		}
 	}
@@ -65,14 +67,9 @@ func firewallAdd(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *cu
 		return nil, err
 	}
 	defer host.Close()
-	unlock, err := lockRules(a)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
-	undo.Push(func() { _ = host.DeleteFirewall(func(o string) bool { return o == r.Owner }) })
+	undo.Push(func() { _ = host.DeleteFirewall(r) })
 	if err := host.EnsureFirewall(r); err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "firewall: %w", err)
 	}
@@ -104,11 +101,6 @@ func firewallCheck(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *
 		return err
 	}
 	defer host.Close()
-	unlock, err := lockRules(a)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	if err := host.CheckFirewall(r); err != nil {
 		if errors.Is(err, netops.ErrNotFound) {
 			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: %v", err)

@@ -7,14 +7,18 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
-// firewallDel removes the attachment's rules, found by their owner comment:
-// it needs neither prevResult nor the pod's namespace, and reads no field
+// firewallDel removes the attachment's elements: those of prevResult's
+// addresses (single-element messages, whatever the number of pods), or
+// with no prevResult every element whose comment is the attachment's
+// (listing the maps). It needs neither the pod's namespace nor any field
 // of the config but the network's name (so a config ADD would refuse, or
 // backend "firewalld", still deletes). The chains and jumps stay, the
-// admin chain with the operators' rules too. Under firewalld it first
+// admin chain with the operators' rules too. Rules of the older layout
+// that the attachment still has go as well. Under firewalld it first
 // unbinds prevResult's addresses from the zone (firewalldDel).
 func firewallDel(ctx context.Context, a *cniplug.Args) error {
 	if err := firewalldDel(ctx, a); err != nil {
@@ -25,37 +29,34 @@ func firewallDel(ctx context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer host.Close()
-	unlock, err := lockRules(a)
-	if err != nil {
-		return err
+	r := netops.FirewallRules{
+		Owner: owner(a.Conf.Name, a.ContainerID, a.IfName),
+		Lock:  func() (func(), error) { return lockRules(a) },
 	}
-	defer unlock()
-	own := owner(a.Conf.Name, a.ContainerID, a.IfName)
-	if err := host.DeleteFirewall(func(o string) bool { return o == own }); err != nil {
+	if prev, err := a.Conf.PrevResult(); err == nil && prev != nil {
+		r.Addrs, r.Bridge = podAddrs(prev, a.IfName), bridgeOf(prev)
+	}
+	if err := host.DeleteFirewall(r); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "firewall DEL: %w", err)
 	}
 	return nil
 }
 
-// firewallGC removes the rules of this network's attachments that are not
-// in the valid list.
+// firewallGC removes the elements (and older rules) of this network's
+// attachments that are not in the valid list.
 func firewallGC(_ context.Context, a *cniplug.Args) error {
 	host, err := podns.Host()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	unlock, err := lockRules(a)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	prefix := ownerPrefix(a.Conf.Name)
 	keep := map[string]bool{}
 	for _, k := range a.Conf.GCKeep() {
 		keep[owner(a.Conf.Name, k.ContainerID, k.IfName)] = true
 	}
-	if err := host.DeleteFirewall(func(o string) bool { return strings.HasPrefix(o, prefix) && !keep[o] }); err != nil {
+	del := func(o string) bool { return strings.HasPrefix(o, prefix) && !keep[o] }
+	if err := host.DeleteFirewallOwned(del, func() (func(), error) { return lockRules(a) }); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "firewall GC: %w", err)
 	}
 	return nil

@@ -115,16 +115,13 @@ func TestForwardDropPolicy(t *testing.T) {
 	}
 	cf := iptables(t, "-S", "CNI-FORWARD")
 	lines := strings.Split(strings.TrimSpace(cf), "\n")
-	if len(lines) < 3 || !strings.Contains(lines[1], "-j CNI-ADMIN") {
-		t.Errorf("CNI-FORWARD does not jump to CNI-ADMIN first:\n%s", cf)
+	if len(lines) != 4 || !strings.Contains(lines[1], "-j CNI-ADMIN") ||
+		!strings.Contains(lines[2], "--mark 0x2000000/0x2000000") || !strings.HasSuffix(lines[2], "-j DROP") ||
+		!strings.Contains(lines[3], "--mark 0x1000000/0x1000000") || !strings.HasSuffix(lines[3], "-j ACCEPT") {
+		t.Errorf("CNI-FORWARD is not: the jump to CNI-ADMIN, the drop and the accept of the marks:\n%s", cf)
 	}
-	for _, want := range []string{"-s " + ipA.String() + "/32", "-d " + ipA.String() + "/32", "RELATED,ESTABLISHED", "--ctstate DNAT", "--comment"} {
-		if !strings.Contains(cf, want) {
-			t.Errorf("CNI-FORWARD lacks %q:\n%s", want, cf)
-		}
-	}
-	if n := strings.Count(cf, "-s "+ipA.String()+"/32"); n != 1 {
-		t.Errorf("a's rule is there %d times after two ADDs:\n%s", n, cf)
+	if n := strings.Count(fwMap(t, "pods4"), ipA.String()+" comment \"cnibox/"); n != 1 {
+		t.Errorf("a's address is in map pods4 %d times after two ADDs:\n%s", n, fwMap(t, "pods4"))
 	}
 	iptables(t, "-A", "CNI-ADMIN", "-s", "192.0.2.9", "-j", "DROP") // an operator's rule
 
@@ -132,10 +129,9 @@ func TestForwardDropPolicy(t *testing.T) {
 	for range 2 {
 		a.Must(firewall.Role, "DEL", pa, confA)
 	}
-	cf = iptables(t, "-S", "CNI-FORWARD")
-	if strings.Contains(cf, ipA.String()) || !strings.Contains(cf, ipB.String()) {
-		t.Errorf("CNI-FORWARD after a's DEL:\n%s", cf)
-	}
+	waitMap(t, "pods4", func(m string) bool {
+		return !strings.Contains(m, ipA.String()+" ") && strings.Contains(m, ipB.String()+" ")
+	})
 	if !strings.Contains(iptables(t, "-S", "CNI-ADMIN"), "192.0.2.9") {
 		t.Error("the operator's rule in CNI-ADMIN is gone after DEL")
 	}
@@ -143,14 +139,41 @@ func TestForwardDropPolicy(t *testing.T) {
 		t.Error("CHECK passes after DEL")
 	}
 
-	// GC of network b with an empty valid list removes b's rules; a's
+	// GC of network b with an empty valid list removes b's elements; a's
 	// network's GC would not touch them.
 	a.Must(firewall.Role, "ADD", pa, confA)
 	a.Must(firewall.Role, "GC", pa, a.WithKeep(a.Conf("1.1.0", "firewall", nil, nil), pa))
 	b.Must(firewall.Role, "GC", pb, b.WithKeep(b.Conf("1.1.0", "firewall", nil, nil)))
-	cf = iptables(t, "-S", "CNI-FORWARD")
-	if !strings.Contains(cf, ipA.String()) || strings.Contains(cf, ipB.String()) {
-		t.Errorf("CNI-FORWARD after GC (keep a, not b):\n%s", cf)
+	waitMap(t, "pods4", func(m string) bool {
+		return strings.Contains(m, ipA.String()+" ") && !strings.Contains(m, ipB.String()+" ")
+	})
+}
+
+// fwMap lists a map of table inet cnibox-firewall.
+func fwMap(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command(nstest.RequireProgram(t, "nft", "nftables"), "list", "map", "inet", "cnibox-firewall", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list map inet cnibox-firewall %s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
+
+// waitMap waits until ok holds for the listing of map name: a removed
+// element expires within a tick of the kernel's clock.
+func waitMap(t *testing.T, name string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := fwMap(t, name)
+		if ok(m) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("map %s is not as wanted:\n%s", name, m)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -170,24 +193,21 @@ func TestNoIptables(t *testing.T) {
 		t.Errorf("a to b: %v", err)
 	}
 	defer func() {
-		// iptables' table appears (Docker starts): b's repeated ADD moves
-		// its rules there, and its DEL finds them.
+		// iptables' table appears (Docker starts): b's repeated ADD switches
+		// the ip family to the marks, its element stays, its DEL removes it.
 		iptables(t, "-P", "FORWARD", "DROP")
 		b.Must(firewall.Role, "ADD", pb, confB)
-		own, _ := exec.Command(nstest.RequireProgram(t, "nft", "nftables"), "list", "table", "ip", "cnibox-firewall").CombinedOutput()
-		if strings.Contains(string(own), ipB.String()) || !strings.Contains(iptables(t, "-S", "CNI-FORWARD"), ipB.String()) {
-			t.Errorf("b's rules after its ADD under iptables' table:\n%s\n%s", own, iptables(t, "-S", "CNI-FORWARD"))
+		if cf := iptables(t, "-S", "CNI-FORWARD"); !strings.Contains(cf, "--mark 0x1000000/0x1000000") {
+			t.Errorf("iptables' CNI-FORWARD after b's ADD under iptables' table:\n%s", cf)
 		}
 		b.Must(firewall.Role, "CHECK", pb, confB)
 		b.Must(firewall.Role, "DEL", pb, confB)
-		if strings.Contains(iptables(t, "-S", "CNI-FORWARD"), ipB.String()) {
-			t.Error("b's rules stay after DEL")
-		}
+		waitMap(t, "pods4", func(m string) bool { return !strings.Contains(m, ipB.String()+" ") })
 	}()
 	nft := nstest.RequireProgram(t, "nft", "nftables")
-	out, err := exec.Command(nft, "list", "table", "ip", "cnibox-firewall").CombinedOutput()
+	out, err := exec.Command(nft, "list", "table", "inet", "cnibox-firewall").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "jump MY-ADMIN") || !strings.Contains(string(out), "hook forward") {
-		t.Errorf("table ip cnibox-firewall: %v\n%s", err, out)
+		t.Errorf("table inet cnibox-firewall: %v\n%s", err, out)
 	}
 	if out, _ := exec.Command(nft, "list", "table", "ip", "filter").CombinedOutput(); !strings.Contains(string(out), "No such file") {
 		t.Errorf("an ip filter table appeared:\n%s", out)

@@ -10,12 +10,15 @@ import (
 )
 
 // lockRules takes the node's firewall lock (store.Lock "firewall", beside
-// the store) for one call's reading and changing of the rules. Each call
-// finds its rules by dumping CNI-FORWARD and CNI-ISOLATION over netlink,
-// and the kernel resumes a dump by position: a rule another call deletes
-// meanwhile shifts the rest, and the dump skips some. Without the lock,
-// DELs at 32 at a time left rules of pods behind (make bench, podman's
-// chain). A wait past the store's timeout is code 11, try again.
+// the store). ADD and DEL of the maps' elements need none (each is a
+// single-element message the kernel orders); netops takes it, through
+// FirewallRules.Lock, only around what reads a chain and then writes it:
+// making the fixed rules (two first ADDs would both insert iptables'
+// jumps) and removing the older layout's per-pod rules, found by dumping
+// CNI-FORWARD, which the kernel resumes by position (a rule deleted by
+// another call meanwhile made a dump skip rules: DELs at 32 at a time left
+// rules behind before the lock). A wait past the store's timeout is code
+// 11, try again.
 func lockRules(a *cniplug.Args) (unlock func(), err error) {
 	unlock, err = store.Lock(store.DirFrom("", a.Getenv), "firewall")
 	if err != nil {

@@ -72,7 +72,7 @@ func dropFirewallTables(t *testing.T) {
 		t.Fatal("not in nstest's private namespace: would change the machine's nftables ruleset")
 	}
 	t.Cleanup(func() {
-		for _, tbl := range [][2]string{{"ip", "cnibox-firewall"}, {"ip6", "cnibox-firewall"}, {"ip", "filter"}, {"ip6", "filter"}} {
+		for _, tbl := range [][2]string{{"inet", "cnibox-firewall"}, {"ip", "cnibox-firewall"}, {"ip6", "cnibox-firewall"}, {"ip", "filter"}, {"ip6", "filter"}} {
 			exec.Command(nft, "delete", "table", tbl[0], tbl[1]).Run()
 		}
 	})
