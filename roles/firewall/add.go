@@ -73,7 +73,7 @@ func firewallAdd(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *cu
 	if err := host.EnsureFirewall(r); err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "firewall: %w", err)
 	}
-	a.Mark("rules")
+	a.Mark("elements")
 	fault.Point("firewall/add/after-rules")
 	undo.Discard()
 	return prev, nil

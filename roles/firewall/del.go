@@ -24,6 +24,7 @@ func firewallDel(ctx context.Context, a *cniplug.Args) error {
 	if err := firewalldDel(ctx, a); err != nil {
 		return err
 	}
+	a.Mark("firewalld")
 	host, err := podns.Host()
 	if err != nil {
 		return err
@@ -39,6 +40,7 @@ func firewallDel(ctx context.Context, a *cniplug.Args) error {
 	if err := host.DeleteFirewall(r); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "firewall DEL: %w", err)
 	}
+	a.Mark("elements")
 	return nil
 }
 
