@@ -515,3 +515,74 @@ func TestAzureTransparentDualStack(t *testing.T) {
 		t.Errorf("reservations left after DEL: %v", got)
 	}
 }
+
+// TestAzureTransparentConcurrent: the node's whole pool (30 pods) added at
+// once with the AKS conflist, before anything is cached: distinct secondary
+// IPs, a host veth and route each, every pod reachable from the fabric and
+// from another pod; then all deleted at once, leaving nothing.
+func TestAzureTransparentConcurrent(t *testing.T) {
+	e := newEnv(t)
+	fabric := transparentNode(t)
+	l := loadList(t, filepath.Join("testdata", "azure-linux.conflist"))
+	pods := make([]*pod, len(tpPool()))
+	for i := range pods {
+		pods[i] = e.newPod(fmt.Sprint("t", i))
+	}
+	ips := make([]netip.Addr, len(pods))
+	errs := make([]error, len(pods))
+	done := make(chan int)
+	for i, p := range pods {
+		go func() {
+			r, err := e.cni.AddNetworkList(context.Background(), l, p.rt)
+			if errs[i] = err; err == nil {
+				ips[i] = podIP(t, mustCurrent(t, r), true)
+			}
+			done <- i
+		}()
+	}
+	for range pods {
+		<-done
+	}
+	seen := map[netip.Addr]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+		if seen[ips[i]] || !slices.Contains(tpPool(), ips[i]) {
+			t.Fatalf("pod %d got %s: taken twice or not a secondary IP", i, ips[i])
+		}
+		seen[ips[i]] = true
+	}
+	if n := len(azvVeths(t)); n != len(pods) {
+		t.Errorf("%d azv veths for %d pods", n, len(pods))
+	}
+	for _, i := range []int{0, len(pods) / 2, len(pods) - 1} {
+		if err := reachable(t, fabric, pods[i].netns, ips[i]); err != nil {
+			t.Errorf("the fabric cannot reach pod %d at %s: %v", i, ips[i], err)
+		}
+		j := (i + 1) % len(pods)
+		if err := reachable(t, pods[j].netns, pods[i].netns, ips[i]); err != nil {
+			t.Errorf("pod %d cannot reach pod %d at %s: %v", j, i, ips[i], err)
+		}
+	}
+	for i, p := range pods {
+		go func() {
+			errs[i] = e.cni.DelNetworkList(context.Background(), l, p.rt)
+			done <- i
+		}()
+	}
+	for range pods {
+		<-done
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("DEL %d: %v", i, err)
+		}
+	}
+	if got := azvVeths(t); len(got) != 0 {
+		t.Errorf("veths left after DEL: %v", got)
+	}
+	if got := e.reservations(l.Name); len(got) != 0 {
+		t.Errorf("reservations left: %v", got)
+	}
+}
