@@ -24,8 +24,9 @@ type conf struct {
 	// IPsToRouteViaHost are addresses (node-local DNS) the pod reaches
 	// through the node's own stack rather than the fabric. In transparent
 	// mode every packet of the pod is routed by the node, so they need
-	// nothing more, as in Azure CNI (which acts on them in bridge mode
-	// only).
+	// nothing more, as in Azure CNI; in bridge mode the bridge hands frames
+	// to them to the node (fabric.go's ensureViaHost), as Azure's broute
+	// rules do.
 	IPsToRouteViaHost []string `json:"ipsToRouteViaHost"`
 	MultiTenancy      bool     `json:"multiTenancy"`
 	DataDir           string   `json:"dataDir"`

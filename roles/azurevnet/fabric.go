@@ -65,6 +65,10 @@ func attachFabric(_ context.Context, at *bridge.Attachment) (func(), error) {
 	if err := at.Host.EnsureFabricPods(ips, at.PodVeth.MAC); err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 	}
+	if err := ensureViaHost(at.Host, z.IPsToRouteViaHost, up.MAC); err != nil {
+		_ = at.Host.DeleteFabricPods(ips)
+		return nil, err
+	}
 	host := at.Host
 	return func() { _ = host.DeleteFabricPods(ips) }, nil
 }
@@ -134,4 +138,22 @@ func hasAddrIn(host *netops.Handle, name string, subnet netip.Prefix) bool {
 		return false
 	}
 	return slices.ContainsFunc(addrs, func(p netip.Prefix) bool { return p.Masked() == subnet })
+}
+
+// ensureViaHost makes the bridge hand the pods' IPv4 frames to addrs
+// (ipsToRouteViaHost, node-local DNS) to the node's stack, by the bridge's
+// MAC, as Azure's broute rules do. Node-wide, like the NIC on the bridge:
+// no DEL removes it.
+func ensureViaHost(host *netops.Handle, addrs []string, bridgeMAC net.HardwareAddr) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	ips := make([]netip.Addr, len(addrs))
+	for i, s := range addrs {
+		ips[i] = netip.MustParseAddr(s) // checked by fields
+	}
+	if err := host.EnsureViaHost(ips, bridgeMAC); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet ipsToRouteViaHost: %w", err)
+	}
+	return nil
 }

@@ -586,3 +586,41 @@ func TestAzureTransparentConcurrent(t *testing.T) {
 		t.Errorf("reservations left: %v", got)
 	}
 }
+
+// TestAzureBridgeViaHost: in bridge mode ipsToRouteViaHost does what Azure's
+// broute rule does: a pod reaches node-local DNS at 169.254.20.10 on the
+// node (seen there with its own address), where without it the packet
+// follows the default route to the fabric, which has no such address.
+func TestAzureBridgeViaHost(t *testing.T) {
+	e := newEnv(t)
+	transparentNode(t)
+	t.Cleanup(func() {
+		if h, err := netops.Open(""); err == nil {
+			h.DeleteViaHost()
+			h.Close()
+		}
+	})
+	plain := loadList(t, repoFile("examples", "75-azure.conflist"))
+	p := e.newPod("plain")
+	ip := podIP(t, e.add(plain, p), true)
+	if from, err := tpPeerOf(t, p.netns, tpLocalDNS); err == nil {
+		t.Errorf("without ipsToRouteViaHost the pod reached %s on the node (seen from %s): the test proves nothing", tpLocalDNS, from)
+	}
+	viaHost := listFromJSON(t, strings.Replace(string(plain.Bytes), `"bridge": "azure0",`, `"bridge": "azure0", "ipsToRouteViaHost": ["169.254.20.10"],`, 1))
+	q := e.newPod("dns")
+	ipq := podIP(t, e.add(viaHost, q), true)
+	if from, err := tpPeerOf(t, q.netns, tpLocalDNS); err != nil || from != ipq {
+		t.Errorf("with ipsToRouteViaHost: pod to %s seen from %v (%v), want the pod's %s", tpLocalDNS, from, err, ipq)
+	}
+	host := hostHandle(t)
+	br, err := host.LinkByName("azure0")
+	must(t, err)
+	if vh, err := host.ViaHost(); err != nil || vh[tpLocalDNS].String() != br.MAC.String() {
+		t.Errorf("via-host elements %v (%v), want %s -> azure0's MAC %s", vh, err, tpLocalDNS, br.MAC)
+	}
+	e.del(viaHost, q)
+	e.del(plain, p)
+	if got := e.reservations(plain.Name); len(got) != 0 {
+		t.Errorf("reservations left: %v (pods %s, %s)", got, ip, ipq)
+	}
+}
