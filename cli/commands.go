@@ -121,6 +121,16 @@ func commands(o Options) []*ucli.Command {
 					Action: runInspectIPAM,
 				},
 				{
+					Name:  "cluster-ipam",
+					Usage: "the whereabouts role's cluster pools (IPPools, NodeSlicePools) and queued releases, from cnibox-agent",
+					UsageText: "cnibox inspect cluster-ipam [--agent-socket SOCK] [--json]\n\n" +
+						"Every IPPool with its addresses and their pods, each NodeSlicePool's leased slices, and the\n" +
+						"releases waiting for the API, as cnibox-agent --cluster-ipam reads them.\n" +
+						"Example: cnibox inspect cluster-ipam --json",
+					Flags:  []ucli.Flag{agentSocketFlag, jsonFlag},
+					Action: inspectClusterIPAM,
+				},
+				{
 					Name:  "dhcp",
 					Usage: "the dhcp daemon's leases: address, server, state, last renewal, expiry",
 					UsageText: "cnibox inspect dhcp [--network N] [--data-dir DIR] [--json]\n\n" +
@@ -222,6 +232,7 @@ func commands(o Options) []*ucli.Command {
 				binDirFlag,
 				dataDirFlag,
 				cacheFlag,
+				agentSocketFlag,
 				jsonFlag,
 			},
 			Action: withHost(runDoctor),

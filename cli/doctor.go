@@ -92,6 +92,7 @@ func runDoctor(c *ucli.Context, host *netops.Handle) error {
 	d.at = checkSubject{}
 	d.checkOverlays(host, overlays)
 	d.checkDHCPLeases(c)
+	d.checkClusterIPAM(c) // inspect_cluster.go
 	if !filtered {
 		d.checkLeftovers(c, host)
 	}

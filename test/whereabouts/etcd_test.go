@@ -113,9 +113,15 @@ func TestEtcdHosts(t *testing.T) {
 		t.Fatalf("pool lan-192.168.100.0-24 has %d allocations, want %d: %+v", len(p.Allocations), 2*perHost, p)
 	}
 
+	// cnibox inspect cluster-ipam shows the pool and who holds what.
+	out, err := exec.Command(cnibox, "inspect", "cluster-ipam", "--agent-socket", hosts[0].socket).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "lan-192.168.100.0-24") || strings.Count(string(out), "\nIPPool") != 2*perHost {
+		t.Errorf("cnibox inspect cluster-ipam: %v\n%s", err, out)
+	}
+
 	// The agent of host1 goes down.
 	hosts[0].stop()
-	_, err := wb.call(ctx, "ADD", "down", "/down", conf(hosts[0]))
+	_, err = wb.call(ctx, "ADD", "down", "/down", conf(hosts[0]))
 	if err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "--cluster-ipam") {
 		t.Errorf("ADD without the agent: %v; want code 11 naming --cluster-ipam", err)
 	}

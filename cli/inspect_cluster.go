@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+)
+
+// agentSocketFlag is the agent's socket (the whereabouts role's cluster
+// pools are asked of it).
+var agentSocketFlag = &ucli.StringFlag{Name: "agent-socket", Value: agentapi.DefaultSocket, Usage: "cnibox-agent's socket (the cluster IPAM of the whereabouts role)"}
+
+// errNoClusterIPAM: no agent socket, so no cluster pools on this node.
+var errNoClusterIPAM = errors.New("no cnibox-agent socket")
+
+// clusterPools asks the agent for the cluster pools (whereabouts' IPPools,
+// NodeSlicePools, queued releases).
+func clusterPools(c *ucli.Context) ([]agentapi.IPAMPool, error) {
+	sock := c.String("agent-socket")
+	if sock == "" {
+		sock = agentapi.DefaultSocket
+	}
+	if _, err := os.Stat(sock); err != nil {
+		return nil, errNoClusterIPAM
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
+	defer cancel()
+	resp, err := (&agentapi.Client{Socket: sock}).IPAM(ctx, agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Pools, nil
+}
+
+// inspectClusterIPAM lists the cluster pools.
+func inspectClusterIPAM(c *ucli.Context) error {
+	pools, err := clusterPools(c)
+	if errors.Is(err, errNoClusterIPAM) {
+		return fmt.Errorf("no cnibox-agent socket at %s: the cluster IPAM runs in cnibox-agent --cluster-ipam", c.String("agent-socket"))
+	}
+	if err != nil {
+		return err
+	}
+	return show(c, nonNil(pools), printClusterPools, nil)
+}
+
+// printClusterPools prints one row per allocation (a pool without any: one
+// row), then the slices and the queued releases.
+func printClusterPools(w io.Writer, pools []agentapi.IPAMPool) error {
+	tw := newTable(w)
+	row(tw, "KIND", "NAME", "RANGE", "ADDRESS", "POD", "CONTAINER", "IFNAME")
+	for _, p := range pools {
+		switch {
+		case p.Kind == "PendingReleases":
+			row(tw, p.Kind, p.Name, "-", strconv.Itoa(p.Pending)+" queued", "-", "-", "-")
+		case len(p.Slices) > 0 || p.Kind == "NodeSlicePool":
+			row(tw, p.Kind, p.Name, p.Range, orDash(strings.Join(p.Slices, " ")), "-", "-", "-")
+		case len(p.Allocations) == 0:
+			row(tw, p.Kind, p.Name, p.Range, "-", "-", "-", "-")
+		}
+		for _, a := range p.Allocations {
+			row(tw, p.Kind, p.Name, p.Range, a.IP, orDash(a.PodRef), short(a.ContainerID), orDash(a.IfName))
+		}
+	}
+	return tw.Flush()
+}
+
+// checkClusterIPAM: with an agent socket, the cluster pools are readable
+// and no release waits for the API.
+func (d *doctor) checkClusterIPAM(c *ucli.Context) {
+	pools, err := clusterPools(c)
+	if errors.Is(err, errNoClusterIPAM) {
+		return
+	}
+	var ae *agentapi.Error
+	if errors.As(err, &ae) && strings.Contains(ae.Msg, "--cluster-ipam") {
+		return // an agent without the cluster IPAM
+	}
+	if err != nil {
+		d.fail("cluster IPAM", "is the API server (or etcd) reachable from cnibox-agent, and are whereabouts' CRDs installed? See the agent's log",
+			"cnibox-agent cannot read the cluster pools: %v", err)
+		return
+	}
+	n, held := 0, 0
+	for _, p := range pools {
+		if p.Kind == "PendingReleases" {
+			d.warn("cluster IPAM releases", "they are written when the API answers again; if this stays, see the agent's log",
+				"%d releases of deleted attachments wait in %s", p.Pending, p.Name)
+			continue
+		}
+		if p.Kind == "IPPool" {
+			n++
+			held += len(p.Allocations)
+		}
+	}
+	d.pass("cluster IPAM", "%d IPPools, %d addresses held (cnibox inspect cluster-ipam)", n, held)
+}
