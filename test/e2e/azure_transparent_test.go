@@ -138,7 +138,7 @@ func TestAzureTransparentAKSConflist(t *testing.T) {
 	if err := reachable(t, pods[1].netns, fabric, tpGateway.Addr()); err != nil {
 		t.Errorf("pod b cannot reach the fabric at %s: %v", tpGateway.Addr(), err)
 	}
-	if from, err := tpPeerOf(t, pods[1].netns, tpLocalDNS); err != nil || from != ips[1] {
+	if from, err := tpPeerOf(t, pods[1].netns, tpLocalDNS, 10*time.Second); err != nil || from != ips[1] {
 		t.Errorf("pod b to node-local DNS %s: seen from %v (%v), want the pod's %s", tpLocalDNS, from, err, ips[1])
 	}
 
@@ -308,9 +308,9 @@ func tpNeigh(t *testing.T, ns, ip string) (netops.NeighDetail, bool) {
 	return netops.NeighDetail{}, false
 }
 
-// tpPeerOf listens on to:53 (TCP) on the node and dials it from ns; it
-// returns the source address the node saw.
-func tpPeerOf(t *testing.T, ns string, to netip.Addr) (netip.Addr, error) {
+// tpPeerOf listens on to:53 (TCP) on the node and dials it from ns (giving
+// up after wait); it returns the source address the node saw.
+func tpPeerOf(t *testing.T, ns string, to netip.Addr, wait time.Duration) (netip.Addr, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", netip.AddrPortFrom(to, 53).String())
 	if err != nil {
@@ -328,7 +328,7 @@ func tpPeerOf(t *testing.T, ns string, to netip.Addr) (netip.Addr, error) {
 	}()
 	var derr error
 	must(t, nstest.Run(t, ns, func() error {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), wait)
 		if err == nil {
 			c.Close()
 		}
@@ -603,13 +603,13 @@ func TestAzureBridgeViaHost(t *testing.T) {
 	plain := loadList(t, repoFile("examples", "75-azure.conflist"))
 	p := e.newPod("plain")
 	ip := podIP(t, e.add(plain, p), true)
-	if from, err := tpPeerOf(t, p.netns, tpLocalDNS); err == nil {
+	if from, err := tpPeerOf(t, p.netns, tpLocalDNS, 2*time.Second); err == nil {
 		t.Errorf("without ipsToRouteViaHost the pod reached %s on the node (seen from %s): the test proves nothing", tpLocalDNS, from)
 	}
 	viaHost := listFromJSON(t, strings.Replace(string(plain.Bytes), `"bridge": "azure0",`, `"bridge": "azure0", "ipsToRouteViaHost": ["169.254.20.10"],`, 1))
 	q := e.newPod("dns")
 	ipq := podIP(t, e.add(viaHost, q), true)
-	if from, err := tpPeerOf(t, q.netns, tpLocalDNS); err != nil || from != ipq {
+	if from, err := tpPeerOf(t, q.netns, tpLocalDNS, 10*time.Second); err != nil || from != ipq {
 		t.Errorf("with ipsToRouteViaHost: pod to %s seen from %v (%v), want the pod's %s", tpLocalDNS, from, err, ipq)
 	}
 	host := hostHandle(t)
