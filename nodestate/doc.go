@@ -20,7 +20,8 @@
 //     b. the runtime's libcni cache records the attachment with a netns
 //     that is gone.
 //     Otherwise it is kept.
-//  3. A host veth named like ours (cbx + 12 hex digits) is stale when no
+//  3. A host veth named like ours (cbx, or azure-vnet's azv, + 12 hex
+//     digits) is stale when no
 //     live endpoint record names it and no kept reservation or live cached
 //     attachment hashes to its name (an ADD in flight has reserved before it
 //     creates the veth, and writes the record last).

@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/azurevnet"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
@@ -149,7 +150,7 @@ func Find(v View) []Orphan {
 	for _, a := range v.Cached {
 		cached[attachment{a.Network, a.ContainerID, a.IfName}] = a
 		if a.NetNS == "" || alive(a.NetNS) {
-			keptVeth[bridge.HostVethName(a.ContainerID, a.IfName)] = true
+			keepVeths(keptVeth, a.ContainerID, a.IfName)
 		}
 	}
 	for _, view := range v.IPAM {
@@ -167,7 +168,7 @@ func Find(v View) []Orphan {
 			}
 			if reason == "" {
 				keptIP[r.Addr] = true
-				keptVeth[bridge.HostVethName(r.ContainerID, r.IfName)] = true
+				keepVeths(keptVeth, r.ContainerID, r.IfName)
 				continue
 			}
 			out = append(out, Orphan{Kind: KindReservation, Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName,
@@ -180,7 +181,7 @@ func Find(v View) []Orphan {
 
 	// 3. veths
 	for _, l := range v.Links {
-		if l.Kind != "veth" || !bridge.IsHostVeth(l.Name) || keptVeth[l.Name] {
+		if l.Kind != "veth" || !(bridge.IsHostVeth(l.Name) || azurevnet.IsHostVeth(l.Name)) || keptVeth[l.Name] {
 			continue
 		}
 		reason, ok := staleVeth[l.Name]
@@ -203,6 +204,13 @@ func Find(v View) []Orphan {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return kindOrder[out[i].Kind] < kindOrder[out[j].Kind] })
 	return out
+}
+
+// keepVeths marks the host veths an attachment may have (the bridge
+// role's cbx<hash>, azure-vnet's azv<hash>) as kept.
+func keepVeths(kept map[string]bool, containerID, ifname string) {
+	kept[bridge.HostVethName(containerID, ifname)] = true
+	kept[azurevnet.HostVethName(containerID, ifname)] = true
 }
 
 // short is a container ID as people read it: its first 12 characters.

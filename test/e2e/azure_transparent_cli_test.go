@@ -16,8 +16,9 @@ import (
 // says the mode; doctor passes a healthy pod (proxy ARP, the node's route,
 // the gateway's neighbour entry standing for the ping no one answers) and,
 // with proxy ARP off or the pod's gateway entry gone, fails naming it with
-// a fix; store rebuild finds the pods again as transparent azure-vnet
-// attachments holding their addresses, and doctor passes on those records.
+// a fix; gc lists a stray azv veth and not the pods'; store rebuild finds
+// the pods again as transparent azure-vnet attachments holding their
+// addresses, and doctor passes on those records.
 func TestAzureTransparentCLI(t *testing.T) {
 	e := newEnv(t)
 	transparentNode(t)
@@ -90,6 +91,25 @@ func TestAzureTransparentCLI(t *testing.T) {
 	}
 	must(t, ph.EnsureNeighProbe("eth0", netip.MustParseAddr("169.254.1.1"), net.HardwareAddr{0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa}))
 	healthy("gateway entry back")
+
+	// gc knows azv veths: a stray one (no record, reservation or cache
+	// entry) is a leftover, the pods' are not.
+	stray := e.newPod("stray")
+	sh, err := netops.Open(stray.netns)
+	must(t, err)
+	defer sh.Close()
+	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "azv0123456789ab", PeerName: "eth0", Peer: sh}); err != nil {
+		t.Fatal(err)
+	}
+	var orphans []struct {
+		Kind string `json:"kind"`
+		Veth string `json:"veth"`
+	}
+	e.cliJSON(&orphans, 0, "gc", "--dry-run", "--cache-dir", e.cacheDir)
+	if len(orphans) != 1 || orphans[0].Kind != "veth" || orphans[0].Veth != "azv0123456789ab" {
+		t.Errorf("gc --dry-run: %+v, want only the stray veth azv0123456789ab", orphans)
+	}
+	must(t, host.DeleteLink("azv0123456789ab"))
 
 	// store rebuild over the existing store: both pods, from libcni's cache.
 	var rep struct {
