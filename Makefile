@@ -73,12 +73,13 @@ unit:
 e2e: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -v ./test/...
 
-# test-kube: the overlay's Kubernetes backend against a real control plane
-# (test/kube/control-plane.sh; its first build takes ~8 minutes), then
-# test-node.
+# test-kube: the overlay's Kubernetes backend and the whereabouts role (side
+# by side with whereabouts v0.9.4's own binary, built once into the user's
+# cache) against a real control plane (test/kube/control-plane.sh; its first
+# build takes ~8 minutes), then test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
-	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/ ./test/whereabouts/
 	$(MAKE) test-node
 
 # test-node: the real-node test (test/node): a one-node cluster with a real
@@ -108,6 +109,14 @@ demo: build
 # private network namespace; BENCH_ARGS='-n 20 -rounds 1' for a quick run.
 bench: build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/bench $(BENCH_ARGS)
+	$(MAKE) bench-whereabouts
+
+# bench-whereabouts: the whereabouts role's ADD against host-local's and
+# whereabouts v0.9.4's own (built once into the user's cache) on a real
+# control plane with three agents; BENCH_WB_ARGS='-n 48' for a quick run.
+.PHONY: bench-whereabouts
+bench-whereabouts: build
+	$(GO) run ./test/benchwb -cnibox $(CURDIR)/bin/cnibox -agent $(CURDIR)/bin/cnibox-agent-kube $(BENCH_WB_ARGS)
 
 # bench-overlay: N simulated nodes (N=10,100,200) joining one etcd, removal,
 # agent RSS/CPU, iperf3 pod to pod with and without the overlay; in a private
