@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 
@@ -23,9 +24,12 @@ type Allocator struct {
 	B    Backend
 	Node string // this node's name (node slices)
 
+	Log *slog.Logger
+
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 	slice sliceCache
+	local map[string]*localPool // node slices' pools (local.go)
 }
 
 // lock takes the agent's lock of the pool name; the returned func drops it.
@@ -50,7 +54,8 @@ type target struct {
 	pool      string
 	poolRange string // IPPool.spec.range
 	r         wbpool.Range
-	mask      int // prefix length of the result
+	mask      int  // prefix length of the result
+	local     bool // this node's slice: allocated in memory, written behind
 }
 
 // targets resolves the request's ranges to pools: one IPPool per range,
@@ -73,6 +78,7 @@ func (al *Allocator) targets(ctx context.Context, req *agentapi.IPAMRequest) ([]
 			t.pool = wbpool.PoolName(slice.String(), req.NetworkName, al.Node)
 			t.poolRange = slice.String()
 			t.r = wbpool.Range{Prefix: slice, Exclude: r.Exclude}
+			t.local = true
 		}
 		out = append(out, t)
 	}
@@ -129,7 +135,11 @@ func (al *Allocator) Add(ctx context.Context, req *agentapi.IPAMRequest) ([]stri
 				asked = a
 			}
 		}
-		ip, err := al.reserve(ctx, t, req, asked)
+		reserve := al.reserve
+		if t.local {
+			reserve = al.reserveLocal
+		}
+		ip, err := reserve(ctx, t, req, asked)
 		if err != nil {
 			for _, done := range ts[:i] {
 				if rerr := al.release(ctx, done, req); rerr != nil {
@@ -165,7 +175,18 @@ func (al *Allocator) Check(ctx context.Context, req *agentapi.IPAMRequest) ([]st
 	}
 	var ips []string
 	for _, t := range ts {
-		p, err := al.B.GetPool(ctx, t.pool, true)
+		var p *Pool
+		if t.local {
+			lp, lerr := al.localFor(ctx, t)
+			if lerr == nil {
+				lp.mu.Lock()
+				p = lp.ours.clone()
+				lp.mu.Unlock()
+			}
+			err = lerr
+		} else {
+			p, err = al.B.GetPool(ctx, t.pool, true)
+		}
 		if err != nil {
 			return nil, apiErr(err, "IPPool %s", t.pool)
 		}
@@ -362,6 +383,9 @@ func (al *Allocator) pool(ctx context.Context, t target, fresh bool) (*Pool, err
 // its OverlappingRangeIPReservation); nothing to release is success. The
 // released offset is remembered for the pod (sticky).
 func (al *Allocator) release(ctx context.Context, t target, req *agentapi.IPAMRequest) error {
+	if t.local {
+		return al.releaseLocal(ctx, t, req)
+	}
 	defer al.lock(t.pool)()
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		p, err := al.B.GetPool(ctx, t.pool, attempt > 0)

@@ -266,8 +266,39 @@ func TestNodeSlices(t *testing.T) {
 	if err != nil || len(sp.Slices) != 4 || sp.Slices[0].Node != "n1" || sp.Slices[1].Node != "n2" || sp.Slices[2].Node != "" {
 		t.Fatalf("NodeSlicePool %+v, %v", sp, err)
 	}
-	if got := allocations(t, b, "blue-n2-10.40.0.64-26"); len(got) != 1 {
-		t.Errorf("pool of n2's slice: %v", got)
+	// The slice's pool is written behind: wait for it.
+	waitPool(t, b, "blue-n2-10.40.0.64-26", 1)
+
+	// Another writer (the reclaiming agent, here a second allocator)
+	// releases c2 in n2's pool while n2 adds more: both changes survive.
+	other := &Allocator{B: b}
+	if err := other.release(ctx, target{pool: "blue-n2-10.40.0.64-26"}, mk("c2")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := a2.Add(ctx, mk(fmt.Sprintf("d%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitPool(t, b, "blue-n2-10.40.0.64-26", 5)
+	for ip, pod := range got {
+		if pod == "ns/c2" {
+			t.Errorf("the release of %s by another writer was undone", ip)
+		}
+	}
+}
+
+// waitPool waits until the pool holds n allocations and returns them.
+func waitPool(t *testing.T, b Backend, name string, n int) map[netip.Addr]string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := b.GetPool(context.Background(), name, true)
+		if err == nil && len(p.Allocations) == n {
+			return allocations(t, b, name)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s: %+v, %v; want %d allocations", name, p, err, n)
+		}
 	}
 }
 

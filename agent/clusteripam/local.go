@@ -1,0 +1,191 @@
+package clusteripam
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/wbpool"
+)
+
+// A node's slice pool (node_slice_size) is this node's alone: the agent
+// keeps it in memory, allocates there (an ADD costs a socket round trip and
+// a map lookup, as a host-local ADD costs a store transaction) and writes
+// it behind, coalescing the changes of a burst into one update. A write
+// that meets another writer's change (the reclaiming agent, whereabouts
+// on the same node) merges: this agent's changes since the version it
+// last wrote, replayed on the pool as it is now.
+type localPool struct {
+	mu      sync.Mutex
+	base    *Pool // the pool as last read or written
+	ours    *Pool // base with this agent's changes
+	gen     uint64
+	written uint64 // the generation base holds
+	kick    chan struct{}
+}
+
+// localFor returns the in-memory pool of a slice target, reading it (or
+// creating it) the first time and starting its writer.
+func (al *Allocator) localFor(ctx context.Context, t target) (*localPool, error) {
+	al.mu.Lock()
+	lp := al.local[t.pool]
+	al.mu.Unlock()
+	if lp != nil {
+		return lp, nil
+	}
+	p, err := al.pool(ctx, t, true)
+	if err != nil {
+		return nil, err
+	}
+	al.mu.Lock()
+	defer al.mu.Unlock()
+	if al.local == nil {
+		al.local = map[string]*localPool{}
+	}
+	if lp = al.local[t.pool]; lp == nil {
+		lp = &localPool{base: p, ours: p.clone(), kick: make(chan struct{}, 1)}
+		al.local[t.pool] = lp
+		go al.writeBehind(lp)
+	}
+	return lp, nil
+}
+
+// reserveLocal is reserve for a slice target, in memory.
+func (al *Allocator) reserveLocal(ctx context.Context, t target, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, error) {
+	lp, err := al.localFor(ctx, t)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	base, _, err := wbpool.ParsePoolRange(lp.ours.Range)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	taken := map[netip.Addr]wbpool.Allocation{}
+	for off, a := range lp.ours.Allocations {
+		if ip, ok := wbpool.AddrAt(base, off); ok {
+			taken[ip] = a
+		}
+	}
+	ip, _, err := choose(t, lp.ours, base, taken, nil, req, asked)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	off, _ := wbpool.Offset(base, ip)
+	lp.ours.Allocations[off] = wbpool.Allocation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName}
+	delete(lp.ours.Sticky, off)
+	lp.changed()
+	return ip, nil
+}
+
+// releaseLocal is release for a slice target, in memory.
+func (al *Allocator) releaseLocal(ctx context.Context, t target, req *agentapi.IPAMRequest) error {
+	lp, err := al.localFor(ctx, t)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	off, ok := find(lp.ours, req)
+	if !ok {
+		return nil
+	}
+	a := lp.ours.Allocations[off]
+	delete(lp.ours.Allocations, off)
+	if req.Sticky && a.PodRef != "" {
+		remember(lp.ours, off, a.PodRef+"/"+a.IfName)
+	}
+	lp.changed()
+	return nil
+}
+
+// changed notes a change (lp.mu held) and wakes the writer.
+func (lp *localPool) changed() {
+	lp.gen++
+	select {
+	case lp.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writeBehind writes lp whenever it changed, until the agent stops; a
+// failed write is retried after a second.
+func (al *Allocator) writeBehind(lp *localPool) {
+	log := al.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	for range lp.kick {
+		for {
+			err := al.flush(lp)
+			if err == nil {
+				break
+			}
+			log.Warn("cluster IPAM: writing a node slice's pool failed; retrying", "pool", lp.base.Name, "err", err)
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// flush writes what changed since the last write (nothing: no call).
+func (al *Allocator) flush(lp *localPool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		lp.mu.Lock()
+		if lp.gen == lp.written {
+			lp.mu.Unlock()
+			return nil
+		}
+		snap, gen := lp.ours.clone(), lp.gen
+		snap.Version = lp.base.Version
+		lp.mu.Unlock()
+		wrote, err := al.B.UpdatePool(ctx, snap)
+		if err == nil {
+			lp.mu.Lock()
+			wrote.Allocations, wrote.Sticky = snap.Allocations, snap.Sticky
+			lp.base, lp.written = wrote, gen
+			lp.mu.Unlock()
+			continue // more may have changed meanwhile
+		}
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		theirs, err := al.B.GetPool(ctx, snap.Name, true)
+		if err != nil {
+			return err
+		}
+		lp.mu.Lock()
+		merged := replay(lp.base, lp.ours, theirs)
+		lp.base, lp.ours = theirs, merged
+		lp.mu.Unlock()
+	}
+	return errors.New("still changed by other writers")
+}
+
+// replay applies ours' changes since base onto theirs.
+func replay(base, ours, theirs *Pool) *Pool {
+	out := theirs.clone()
+	for off, a := range ours.Allocations {
+		if b, ok := base.Allocations[off]; !ok || b != a {
+			out.Allocations[off] = a
+		}
+	}
+	for off := range base.Allocations {
+		if _, ok := ours.Allocations[off]; !ok {
+			delete(out.Allocations, off)
+		}
+	}
+	for off, who := range ours.Sticky {
+		out.Sticky[off] = who
+	}
+	return out
+}
