@@ -21,10 +21,10 @@
 //     that is gone.
 //     Otherwise it is kept.
 //  3. A host veth named like ours (cbx, or azure-vnet's azv, + 12 hex
-//     digits) is stale when no
-//     live endpoint record names it and no kept reservation or live cached
-//     attachment hashes to its name (an ADD in flight has reserved before it
-//     creates the veth, and writes the record last).
+//     digits) is stale when no live endpoint record names it and no kept
+//     reservation or live cached attachment hashes to its name (an ADD in
+//     flight has reserved before it creates the veth, and writes the record
+//     last).
 //  4. A masquerade map entry is stale when no live endpoint record and no
 //     kept reservation holds its pod address.
 //  5. A portmap, tuning, bandwidth or delegate record is stale only with
