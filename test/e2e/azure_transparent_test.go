@@ -20,6 +20,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/roles/azurevnet"
 )
 
 // The node of the transparent-mode tests: the seed host agent's answer
@@ -395,6 +396,15 @@ func TestAzureTransparentVerbs(t *testing.T) {
 	if err := e.cni.GetStatusNetworkList(ctx, l); err != nil {
 		t.Errorf("STATUS: %v", err)
 	}
+	// A pod whose namespace went before its DEL (containerd's second DEL
+	// has none either): DEL twice frees its address, its veth is gone.
+	gone, rm := e.newPodOwnNS("gone")
+	e.add(l, gone)
+	rm()
+	gone.rt.NetNS = ""
+	e.del(l, gone)
+	e.del(l, gone)
+	waitLinkGone(t, azureHostVeth(gone.id))
 	for _, p := range []*pod{keep, drop} {
 		e.del(l, p)
 		e.del(l, p)
@@ -624,3 +634,6 @@ func TestAzureBridgeViaHost(t *testing.T) {
 		t.Errorf("reservations left: %v (pods %s, %s)", got, ip, ipq)
 	}
 }
+
+// azureHostVeth is azure-vnet's host veth of a pod's eth0.
+func azureHostVeth(id string) string { return azurevnet.HostVethName(id, "eth0") }
