@@ -19,28 +19,52 @@ import (
 // (CompleteLease).
 
 // ensureRules makes the masquerade, the forward rules and the blackhole
-// routes match the lease; it logs what it had to restore.
+// routes match the lease; it logs what it had to restore. A masquerade
+// that cannot be written is an error (flanneld stops then too); the forward
+// rules and the blackhole route are logged and tried again at the next
+// resync, as flanneld does.
 func (a *agent) ensureRules() error {
-	var errs []error
-	if !a.o.IPMasq {
-		if err := a.h.DeleteOverlayMasq(); err != nil {
-			errs = append(errs, err)
-		}
-	} else {
-		var nets []netops.OverlayMasqNet
-		if a.cfg.EnableIPv4 {
-			nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.Network, Subnet: a.own.Subnet})
-		}
-		if a.cfg.EnableIPv6 {
-			nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.IPv6Network, Subnet: a.own.Subnet6})
-		}
-		changed, err := a.h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{NotFullyRandom: a.o.IPMasqNotFullyRandom})
-		if err != nil {
-			errs = append(errs, err)
-		} else if changed && a.rulesSet {
-			a.log.Warn("the masquerade rules were changed or removed; restored them", "table", netops.OverlayMasqTable)
-		}
+	if err := a.ensureMasq(); err != nil {
+		return err
 	}
+	if err := a.ensureForwardAndBlackhole(); err != nil {
+		a.log.Error("cannot write the node's forward rules or blackhole route; retrying every --iptables-resync", "err", err)
+	}
+	a.rulesSet = true
+	return nil
+}
+
+// ensureMasq makes the masquerade table match the lease (or removes it).
+func (a *agent) ensureMasq() error {
+	if !a.o.IPMasq {
+		// Remove a table left from a run with --ip-masq; look first, so a
+		// resync without one commits nothing.
+		if rules, err := a.h.OverlayMasq(); err == nil && rules == nil {
+			return nil
+		}
+		return a.h.DeleteOverlayMasq()
+	}
+	var nets []netops.OverlayMasqNet
+	if a.cfg.EnableIPv4 {
+		nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.Network, Subnet: a.own.Subnet})
+	}
+	if a.cfg.EnableIPv6 {
+		nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.IPv6Network, Subnet: a.own.Subnet6})
+	}
+	changed, err := a.h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{NotFullyRandom: a.o.IPMasqNotFullyRandom})
+	if err != nil {
+		return err
+	}
+	if changed && a.rulesSet {
+		a.log.Warn("the masquerade rules were changed or removed; restored them", "table", netops.OverlayMasqTable)
+	}
+	return nil
+}
+
+// ensureForwardAndBlackhole writes the forward rules and the blackhole
+// routes when they are missing.
+func (a *agent) ensureForwardAndBlackhole() error {
+	var errs []error
 	if a.o.ForwardRules {
 		var nets []netip.Prefix
 		for _, n := range []netip.Prefix{a.cfg.Network, a.cfg.IPv6Network} {
@@ -68,11 +92,7 @@ func (a *agent) ensureRules() error {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("node rules: %w", errors.Join(errs...))
-	}
-	a.rulesSet = true
-	return nil
+	return errors.Join(errs...)
 }
 
 // dropBlackholes removes the blackhole routes of a subnet this node no
