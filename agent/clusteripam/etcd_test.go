@@ -286,6 +286,19 @@ func TestNodeSlices(t *testing.T) {
 			t.Errorf("the release of %s by another writer was undone", ip)
 		}
 	}
+	// The runtime's GC keeps d0-d3: d4 goes.
+	gcReq := mk("")
+	for i := 0; i < 4; i++ {
+		gcReq.Keep = append(gcReq.Keep, agentapi.IPAMAttachment{ContainerID: fmt.Sprintf("d%d", i), IfName: "net1"})
+	}
+	if freed, err := a2.GC(ctx, gcReq); err != nil || len(freed) != 1 {
+		t.Fatalf("GC freed %v, %v; want d4's address", freed, err)
+	}
+	for _, pod := range waitPool(t, b, "blue-n2-10.40.0.64-26", 4) {
+		if pod == "ns/d4" {
+			t.Error("GC left d4")
+		}
+	}
 }
 
 // waitPool waits until the pool holds n allocations and returns them.

@@ -189,3 +189,44 @@ func replay(base, ours, theirs *Pool) *Pool {
 	}
 	return out
 }
+
+// GC releases, in this node's slice pools, every allocation whose
+// attachment is not in req.Keep, and returns the addresses it released.
+// A range without node slices is left to the reclaim by pod: its pool does
+// not say which node an allocation is of.
+func (al *Allocator) GC(ctx context.Context, req *agentapi.IPAMRequest) ([]string, error) {
+	ts, err := al.targets(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[agentapi.IPAMAttachment]bool{}
+	for _, k := range req.Keep {
+		keep[k] = true
+	}
+	var freed []string
+	for _, t := range ts {
+		if !t.local {
+			continue
+		}
+		lp, err := al.localFor(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		lp.mu.Lock()
+		base, _, _ := wbpool.ParsePoolRange(lp.ours.Range)
+		for off, a := range lp.ours.Allocations {
+			if keep[agentapi.IPAMAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
+				continue
+			}
+			delete(lp.ours.Allocations, off)
+			if ip, ok := wbpool.AddrAt(base, off); ok {
+				freed = append(freed, ip.String())
+			}
+		}
+		if len(freed) > 0 {
+			lp.changed()
+		}
+		lp.mu.Unlock()
+	}
+	return freed, nil
+}

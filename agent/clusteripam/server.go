@@ -46,6 +46,8 @@ func (s *Server) Handle(ctx context.Context, req agentapi.Request) *agentapi.Res
 		}
 	case req.Op == agentapi.OpIPAMCheck:
 		out.IPs, err = s.Alloc.Check(ctx, req.IPAM)
+	case req.Op == agentapi.OpIPAMGC:
+		out.IPs, err = s.Alloc.GC(ctx, req.IPAM)
 	case req.Op == agentapi.OpIPAMStatus:
 		err = s.Alloc.B.Ready(ctx)
 	case req.Op == agentapi.OpIPAMPools:

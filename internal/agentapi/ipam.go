@@ -21,6 +21,9 @@ const (
 	OpIPAMStatus = "ipam-status"
 	// OpIPAMPools lists the cluster pools (cnibox inspect ipam, doctor).
 	OpIPAMPools = "ipam-pools"
+	// OpIPAMGC releases the attachments of this node that are not in
+	// IPAMRequest.Keep (the runtime's GC).
+	OpIPAMGC = "ipam-gc"
 )
 
 // ReasonExhausted: every address of a range is taken.
@@ -53,6 +56,14 @@ type IPAMRequest struct {
 	// Sticky: a pod that comes back (same podref) gets the address it held
 	// last, when it is still free.
 	Sticky bool `json:"sticky,omitempty"`
+	// Keep are the attachments GC keeps (OpIPAMGC).
+	Keep []IPAMAttachment `json:"keep,omitempty"`
+}
+
+// IPAMAttachment names an attachment.
+type IPAMAttachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
 }
 
 // IPAMRange is one range, as whereabouts normalizes it: Range is a masked

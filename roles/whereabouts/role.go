@@ -16,5 +16,6 @@ var Role = &cniplug.Role{
 	Add:    cniplug.AddWithConf(loadConfig, add),
 	Check:  cniplug.WithConf(loadConfig, check),
 	Del:    cniplug.WithConf(loadConfig, del),
+	GC:     cniplug.WithConf(loadConfig, gc),
 	Status: cniplug.WithConf(loadConfig, status),
 }

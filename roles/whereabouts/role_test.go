@@ -31,6 +31,8 @@ func TestNoAgent(t *testing.T) {
 	if err := json.Unmarshal(b, &req); err != nil || req.ContainerID != "c1" || req.IfName != "eth0" || req.PodRef != "ns/p0" || req.Ranges[0].Range != "10.1.0.0/24" {
 		t.Errorf("pending release %s (%v)", b, err)
 	}
+	_, err = n.Call(Role, "GC", "", c, nil)
+	roletest.CheckErr(t, err, 7, "cni.dev/valid-attachments")
 	_, err = n.Call(Role, "STATUS", "", c, nil)
 	roletest.CheckErr(t, err, 50, "not ready")
 	// Static addresses alone need no agent.
