@@ -37,7 +37,9 @@ install: build
 
 # image: bin/cnibox-image.tar, an OCI image archive (with a Docker-style
 # manifest.json too: ctr images import and podman load both take it) of the
-# four static binaries in /usr/local/bin, named $(IMAGE):$(VERSION), and
+# four static binaries in /usr/local/bin, Debian's static busybox in /bin
+# and flannel's paths (/flannel, /opt/bin/flanneld, /opt/bin/install-conf:
+# kube-flannel.yml runs on it), named $(IMAGE):$(VERSION), and
 # bin/cnibox.yaml, deploy/kubernetes/cnibox.yaml naming that image. No
 # registry or container daemon; a commit gives the same bytes every time
 # (every mtime is the commit's time). See docs/deploy.md.
@@ -45,8 +47,9 @@ IMAGE       ?= ghcr.io/cnibox/cnibox
 IMAGE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 .PHONY: image
 image: build
+	@[ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq busybox-static >/dev/null)
 	$(GO) run ./deploy/image -o bin/cnibox-image.tar -ref $(IMAGE):$(VERSION) -epoch $(IMAGE_EPOCH) \
-		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
+		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml -busybox /bin/busybox \
 		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube bin/cnibox-dhcp
 
 # deps installs what the tests need (root, Debian). Packages already present are skipped.

@@ -65,7 +65,7 @@ func TestImport(t *testing.T) {
 	bins := buildBinaries(t, dir)
 	archive := filepath.Join(dir, "cnibox-image.tar")
 	var stdout, stderr bytes.Buffer
-	args := append([]string{"-o", archive, "-ref", testRef, "-epoch", "1700000000"}, bins...)
+	args := append([]string{"-o", archive, "-ref", testRef, "-epoch", "1700000000", "-busybox", busyboxBin}, bins...)
 	if err := run(args, &stdout, &stderr); err != nil {
 		t.Fatalf("image %v: %v\n%s", args, err, stderr.String())
 	}
@@ -87,6 +87,37 @@ func TestImport(t *testing.T) {
 			if out := ctr.mustRun("run", "--rm", testRef, agent+"-test", "/usr/local/bin/"+agent, "--version"); !strings.HasPrefix(out, "cnibox-agent ") {
 				t.Errorf("%s --version in the image: %q", agent, out)
 			}
+		}
+		// kube-flannel.yml's init containers, with the host dirs they mount
+		host := t.TempDir()
+		for _, d := range []string{"bin", "net.d", "cfg"} {
+			if err := os.MkdirAll(filepath.Join(host, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conf := `{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel"}]}`
+		if err := os.WriteFile(filepath.Join(host, "cfg", "cni-conf.json"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mount := func(src, dst string) string { return "--mount=type=bind,src=" + filepath.Join(host, src) + ",dst=" + dst + ",options=rbind:rw" }
+		ctr.mustRun("run", "--rm", mount("bin", "/opt/cni/bin"), testRef, "install-cni-plugin", "cp", "-f", "/flannel", "/opt/cni/bin/flannel")
+		ctr.mustRun("run", "--rm", mount("net.d", "/etc/cni/net.d"), mount("cfg", "/etc/kube-flannel"), testRef, "install-cni",
+			"/opt/bin/install-conf", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/10-flannel.conflist")
+		if got, err := os.ReadFile(filepath.Join(host, "net.d", "10-flannel.conflist")); err != nil || string(got) != conf {
+			t.Errorf("install-conf wrote %q %v, want the ConfigMap's conflist", got, err)
+		}
+		// the copy is cnibox, and its name makes it the flannel role
+		cmd := exec.Command(filepath.Join(host, "bin", "flannel"))
+		cmd.Env = []string{"CNI_COMMAND=VERSION"}
+		cmd.Stdin = strings.NewReader(`{"cniVersion":"1.0.0"}`)
+		if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), `"supportedVersions"`) {
+			t.Errorf("the installed flannel plugin, CNI_COMMAND=VERSION: %v %s", err, out)
+		}
+		if got, err := exec.Command(filepath.Join(host, "bin", "flannel"), "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(got), "CNI flannel plugin ") || !strings.Contains(string(got), "+cnibox.import-test") {
+			t.Errorf("the installed flannel plugin is not cnibox's flannel role: %v %s", err, got)
+		}
+		if out := ctr.mustRun("run", "--rm", testRef, "flanneld-test", "/opt/bin/flanneld", "--version"); !strings.HasPrefix(out, "cnibox-agent ") {
+			t.Errorf("/opt/bin/flanneld --version in the image: %q", out)
 		}
 	})
 	t.Run("podman", func(t *testing.T) {

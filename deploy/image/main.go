@@ -2,7 +2,9 @@
 // container daemon: `make image` runs it to write bin/cnibox-image.tar, an
 // OCI image archive (with a docker-archive manifest.json beside the OCI
 // layout) that `ctr images import` and `podman load` take. The image holds
-// the given static binaries in /usr/local/bin and nothing else.
+// the given static binaries in /usr/local/bin; with -busybox also a static
+// busybox in /bin and flannel's paths (flannel.go), so that flannel's own
+// manifest runs on it.
 //
 // With -manifest it also writes the Kubernetes manifest with its image
 // references set to the image built (-manifest-out), so that the manifest
@@ -13,7 +15,7 @@
 //
 //	go run ./deploy/image -o bin/cnibox-image.tar -ref ghcr.io/cnibox/cnibox:v1 \
 //	    -manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
-//	    bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube
+//	    -busybox /bin/busybox bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube
 package main
 
 import (
@@ -53,6 +55,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	arch := fs.String("arch", runtime.GOARCH, "the binaries' architecture")
 	manifest := fs.String("manifest", "", "a Kubernetes manifest whose image: references are set to -ref")
 	manifestOut := fs.String("manifest-out", "", "where the manifest with -ref goes")
+	busybox := fs.String("busybox", "", "a static busybox for /bin (cp, sh, ...); with it the image also answers flannel's manifest (/flannel, /opt/bin/flanneld, /opt/bin/install-conf)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT] BINARY...")
 		fs.PrintDefaults()
@@ -76,12 +79,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Arch:    *arch,
 		Config:  imageConfig(*ref),
 	}
+	bins := map[string]bool{}
 	for _, p := range fs.Args() {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
 		img.Files = append(img.Files, File{Path: path.Join(binDir, filepath.Base(p)), Mode: 0o755, Data: data})
+		bins[filepath.Base(p)] = true
+	}
+	if *busybox != "" {
+		bb, err := busyboxFiles(*busybox)
+		if err != nil {
+			return err
+		}
+		fl, err := flannelFiles(bins)
+		if err != nil {
+			return err
+		}
+		img.Files = append(append(img.Files, bb...), fl...)
 	}
 	var buf bytes.Buffer
 	dgst, err := WriteArchive(&buf, img)

@@ -22,11 +22,14 @@ import (
 // after.
 const annotationImageName = "io.containerd.image.name"
 
-// File is one regular file of the image's layer.
+// File is one entry of the image's layer: a regular file, or with Symlink
+// or HardLink set, a link (Data and Mode unused).
 type File struct {
-	Path string // inside the image, relative: usr/local/bin/cnibox
-	Mode int64
-	Data []byte
+	Path     string // inside the image, relative: usr/local/bin/cnibox
+	Mode     int64
+	Data     []byte
+	Symlink  string // the link's target, as ln -s takes it
+	HardLink string // the file it is another name of, relative like Path
 }
 
 // Image describes the image to build.
@@ -132,14 +135,14 @@ func WriteArchive(w io.Writer, img Image) (digest.Digest, error) {
 // directories, as a gzipped tar. It also returns the digest of the
 // uncompressed tar (the layer's diff ID).
 func layerBlob(img Image) (blob, digest.Digest, error) {
-	files := map[string][]byte{}
-	modes := map[string]int64{}
+	files := map[string]File{}
 	for _, f := range img.Files {
-		p := strings.TrimPrefix(path.Clean(f.Path), "/")
-		files[p], modes[p] = f.Data, f.Mode
+		f.Path = strings.TrimPrefix(path.Clean(f.Path), "/")
+		f.HardLink = strings.TrimPrefix(path.Clean(f.HardLink), "/")
+		files[f.Path] = f
 	}
 	var raw bytes.Buffer
-	if err := writeTarModes(&raw, files, modes, img.Created); err != nil {
+	if err := writeTarFiles(&raw, files, img.Created); err != nil {
 		return blob{}, "", err
 	}
 	diffID := digest.FromBytes(raw.Bytes())
@@ -167,19 +170,38 @@ func jsonBlob(mediaType string, v any) (blob, error) {
 
 // writeTar writes files (mode 0644) and their directories.
 func writeTar(w io.Writer, files map[string][]byte, mtime time.Time) error {
-	return writeTarModes(w, files, nil, mtime)
+	fs := make(map[string]File, len(files))
+	for p, data := range files {
+		fs[p] = File{Path: p, Mode: 0o644, Data: data}
+	}
+	return writeTarFiles(w, fs, mtime)
 }
 
-// writeTarModes writes files, each with its mode in modes (0644 when
-// absent), and every parent directory (0755), in name order, owned by root,
-// with mtime.
-func writeTarModes(w io.Writer, files map[string][]byte, modes map[string]int64, mtime time.Time) error {
+// writeTarFiles writes files (by path) and every parent directory (0755),
+// in name order, owned by root, with mtime. A file with HardLink is another
+// name of a regular file of files: whichever of the two names sorts first
+// holds the data, the other is a hard link to it (a tar's hard link must
+// follow its target).
+func writeTarFiles(w io.Writer, files map[string]File, mtime time.Time) error {
 	entries := map[string]bool{} // name -> is a directory
 	for p := range files {
 		entries[p] = false
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			entries[d] = true
 		}
+	}
+	data := map[string]File{}     // name -> the regular file it holds
+	linkTo := map[string]string{} // name -> the earlier name it links to
+	for p, f := range files {
+		if f.HardLink == "" || f.HardLink == "." {
+			continue
+		}
+		target, ok := files[f.HardLink]
+		if !ok || target.HardLink != "" && target.HardLink != "." || target.Symlink != "" {
+			return fmt.Errorf("tar %s: a hard link to %s, which is not a regular file of the image", p, f.HardLink)
+		}
+		first, second := min(p, f.HardLink), max(p, f.HardLink)
+		data[first], linkTo[second] = target, first
 	}
 	names := make([]string, 0, len(entries))
 	for n := range entries {
@@ -189,19 +211,25 @@ func writeTarModes(w io.Writer, files map[string][]byte, modes map[string]int64,
 	tw := tar.NewWriter(w)
 	for _, n := range names {
 		hdr := &tar.Header{Name: n, ModTime: mtime}
-		if entries[n] {
+		f := files[n]
+		if d, ok := data[n]; ok {
+			f = d
+		}
+		switch {
+		case entries[n]:
 			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, n+"/", 0o755
-		} else {
-			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, int64(len(files[n])), 0o644
-			if m, ok := modes[n]; ok {
-				hdr.Mode = m
-			}
+		case linkTo[n] != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeLink, linkTo[n], data[linkTo[n]].Mode
+		case f.Symlink != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Symlink, 0o777
+		default:
+			hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, int64(len(f.Data)), f.Mode
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("tar %s: %w", n, err)
 		}
-		if !entries[n] {
-			if _, err := tw.Write(files[n]); err != nil {
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.Data); err != nil {
 				return fmt.Errorf("tar %s: %w", n, err)
 			}
 		}
