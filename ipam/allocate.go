@@ -23,6 +23,9 @@ type Request struct {
 	Requested []netip.Addr
 	// Sticky gives a pod its previous addresses back while they are free.
 	Sticky bool
+	// Taken are addresses held outside the store (the reference
+	// host-local's records on the node): never handed out.
+	Taken []netip.Addr
 	// Cursors, if set, names each set's round-robin cursor in the store
 	// (one per set, "" for the default). The default is the set's ID (its
 	// ranges), so a reconfigured set starts afresh; pools whose addresses
@@ -54,6 +57,10 @@ func Allocate(tx *store.IPAMTx, req Request) ([]Allocation, error) {
 	a.out = make([]Allocation, len(req.Sets))
 	a.done = make([]bool, len(req.Sets))
 	a.excluded = gateways(req.Sets)
+	a.taken = map[netip.Addr]bool{}
+	for _, addr := range req.Taken {
+		a.excluded[addr], a.taken[addr] = true, true
+	}
 	a.held = map[int]bool{}
 
 	for _, r := range tx.ByOwner(req.ContainerID, req.IfName) {
@@ -118,7 +125,8 @@ type allocator struct {
 	out      []Allocation
 	done     []bool
 	held     map[int]bool // sets where the attachment already held its address
-	excluded map[netip.Addr]bool
+	excluded map[netip.Addr]bool // gateways and taken
+	taken    map[netip.Addr]bool
 }
 
 func gateways(sets []RangeSet) map[netip.Addr]bool {
@@ -165,6 +173,9 @@ func (a *allocator) requested(want netip.Addr) error {
 			all = append(all, set.String())
 		}
 		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "network %q: requested address %s is outside every range (%s): request an address inside one, or widen the ranges", a.network, want, strings.Join(all, "; "))
+	}
+	if a.taken[want] {
+		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "network %q: requested address %s is held by another container in the reference host-local's records on this node: request another address, or DEL that container first", a.network, want)
 	}
 	if a.excluded[want] {
 		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "network %q: requested address %s is a gateway, which is never handed out: request another address", a.network, want)

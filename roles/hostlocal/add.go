@@ -24,6 +24,16 @@ func add(_ context.Context, a *cniplug.Args, cfg *config) (types.Result, error) 
 			return nil, err
 		}
 	}
+	// The reference host-local's records on the node, held locked until
+	// ours are written.
+	ref, err := openRefStore(cfg.DataDir, a.Conf.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.close()
+	if req.Taken, err = ref.taken(a.ContainerID, a.IfName); err != nil {
+		return nil, err
+	}
 	var allocs []ipam.Allocation
 	err = cfg.Update(a, func(tx *store.IPAMTx) (err error) {
 		if err := reclaimAfterReboot(a, tx, req); err != nil {
@@ -33,6 +43,10 @@ func add(_ context.Context, a *cniplug.Args, cfg *config) (types.Result, error) 
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := ref.reserve(allocs, a.ContainerID, a.IfName); err != nil {
+		// the runtime's DEL releases what the store holds
 		return nil, err
 	}
 	fault.Point("hostlocal/add/after-reserve")

@@ -12,7 +12,17 @@ import (
 func del(_ context.Context, a *cniplug.Args, cfg *config) error {
 	err := cfg.Del(a)
 	fault.Point("hostlocal/del/after-release")
-	return err
+	if err != nil {
+		return err
+	}
+	// the attachment's records in the reference host-local's directory,
+	// whichever plugin wrote them
+	ref, err := openRefStore(cfg.DataDir, a.Conf.Name)
+	if err != nil {
+		return err
+	}
+	defer ref.close()
+	return ref.release(a.ContainerID, a.IfName)
 }
 
 // gc releases every reservation of the network whose attachment is not in
