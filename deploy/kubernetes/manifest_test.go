@@ -89,6 +89,8 @@ func TestRBAC(t *testing.T) {
 	want := []rbacv1.PolicyRule{
 		// kubelease: get and patch (annotations) its node, list and watch the peers.
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		// its node's NetworkUnavailable condition, False once the overlay is up
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 		// podapi: this node's pods (informer), a pod, its network-status annotation.
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get", "list", "watch"}},
