@@ -258,6 +258,14 @@ func TestVXLANDualStack(t *testing.T) {
 		if s.Lease.Device6 != "flannel-v6.1" || !s.Lease.Subnet6.Contains(p.ip6) || s.Lease.Subnet6.Bits() != 64 || s.Lease.MTU != 1430 {
 			t.Fatalf("%s: lease %+v, pod IPv6 %s; want device flannel-v6.1, a /64 holding the pod, MTU 1430", n.name, s.Lease, p.ip6)
 		}
+		// VXLAN costs 50 bytes over IPv4 and 70 over IPv6 (flanneld takes
+		// 50 for both): flannel.1 1450, flannel-v6.1 1430.
+		h := openH(t, n.ns)
+		for dev, want := range map[string]int{"flannel.1": 1450, "flannel-v6.1": 1430} {
+			if l, err := h.LinkByName(dev); err != nil || l.MTU != want {
+				t.Errorf("%s: %s MTU %d (%v), want %d", n.name, dev, l.MTU, err, want)
+			}
+		}
 		pods = append(pods, p)
 	}
 	// Nothing is stale on a fresh start: the kernel's own entries (the /128
