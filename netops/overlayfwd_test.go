@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables/expr"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // nftIn opens an nftables connection in h's namespace.
@@ -176,5 +177,53 @@ func TestBlackholeRoute(t *testing.T) {
 		if ok, err := h.HasBlackholeRoute(sn); err != nil || ok {
 			t.Fatalf("%s: HasBlackholeRoute after delete = %t, %v", sn, ok, err)
 		}
+	}
+}
+
+// BenchmarkNodeRulesCheck is one --iptables-resync check that finds the
+// forward rules (in iptables-nft's filter table), the masquerade and the
+// blackhole route in place: what the agent does every 5 s by default.
+func BenchmarkNodeRulesCheck(b *testing.B) {
+	h, err := netops.Open(nstest.NewNS(b, "obench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	ns, err := openNSFile(h.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	drop := nftables.ChainPolicyDrop
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		tb := c.AddTable(&nftables.Table{Family: fam, Name: "filter"})
+		c.AddChain(&nftables.Chain{Name: "FORWARD", Table: tb, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &drop})
+	}
+	if err := c.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	nets := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	masq := []netops.OverlayMasqNet{{Network: nets[0], Subnet: netip.MustParsePrefix("10.244.1.0/24")}}
+	sn := masq[0].Subnet
+	check := func() {
+		if _, err := h.EnsureOverlayForward(nets); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.EnsureOverlayMasq(masq, netops.OverlayMasqOpts{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.EnsureBlackholeRoute(sn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	check()
+	b.ResetTimer()
+	for range b.N {
+		check()
 	}
 }
