@@ -112,7 +112,7 @@ demo: build
 # private network namespace; BENCH_ARGS='-n 20 -rounds 1' for a quick run.
 bench: build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/bench $(BENCH_ARGS)
-	$(MAKE) bench-whereabouts
+	@if [ -z "$(BENCH_ARGS)" ]; then $(MAKE) bench-whereabouts; else echo "make bench: BENCH_ARGS given, bench-whereabouts skipped"; fi
 
 # bench-whereabouts: the whereabouts role's ADD against host-local's and
 # whereabouts v0.9.4's own (built once into the user's cache) on a real
