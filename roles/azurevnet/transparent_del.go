@@ -22,7 +22,11 @@ func delTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops
 		return err
 	}
 	a.Mark("release")
-	return attach.DeleteVeth(host, HostVethName(a.ContainerID, a.IfName), a)
+	if err := attach.DeleteVeth(host, HostVethName(a.ContainerID, a.IfName), a); err != nil {
+		return err
+	}
+	a.Mark("veth")
+	return nil
 }
 
 // gcTransparent removes the host veths of the attachments GC does not
