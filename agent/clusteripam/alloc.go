@@ -221,23 +221,14 @@ func find(p *Pool, req *agentapi.IPAMRequest) (string, bool) {
 // (sticky), else the lowest free one.
 func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, error) {
 	defer al.lock(t.pool)()
-	var held netip.Addr // our OverlappingRangeIPReservation, if any
-	dropHeld := func() {
-		if held.IsValid() {
-			_ = al.B.DeleteReservation(ctx, wbpool.ReservationName(held, req.NetworkName))
-			held = netip.Addr{}
-		}
-	}
 	elsewhere := map[netip.Addr]bool{} // reserved by another pod in another range
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		p, err := al.pool(ctx, t, attempt > 0)
 		if err != nil {
-			dropHeld()
 			return netip.Addr{}, err
 		}
 		base, _, err := wbpool.ParsePoolRange(p.Range)
 		if err != nil {
-			dropHeld()
 			return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: %v", t.pool, err)}
 		}
 		taken := map[netip.Addr]wbpool.Allocation{}
@@ -248,44 +239,67 @@ func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRe
 		}
 		ip, existing, err := choose(t, p, base, taken, elsewhere, req, asked)
 		if err != nil {
-			dropHeld()
 			return netip.Addr{}, err
-		}
-		if held.IsValid() && held != ip {
-			dropHeld()
-		}
-		if req.Overlapping && !existing && !held.IsValid() {
-			ok, err := al.claim(ctx, ip, req)
-			if err != nil {
-				return netip.Addr{}, err
-			}
-			if !ok {
-				elsewhere[ip] = true
-				attempt-- // not a write conflict
-				continue
-			}
-			held = ip
 		}
 		off, _ := wbpool.Offset(base, ip)
 		cur, had := p.Allocations[off]
 		next := wbpool.Allocation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName}
-		if existing && had && cur == next {
+		if !existing || !had || cur != next {
+			np := p.clone()
+			np.Allocations[off] = next
+			delete(np.Sticky, off)
+			if _, err := al.B.UpdatePool(ctx, np); err != nil {
+				if errors.Is(err, ErrConflict) {
+					continue
+				}
+				return netip.Addr{}, apiErr(err, "write IPPool %s", t.pool)
+			}
+		}
+		// The pool first, then the reservation, in whereabouts' order: two
+		// writers of one pool meet at the pool's resourceVersion, and a
+		// reservation only ever separates pools of overlapping ranges.
+		if !req.Overlapping || existing {
 			return ip, nil
 		}
-		np := p.clone()
-		np.Allocations[off] = next
-		delete(np.Sticky, off)
-		if _, err := al.B.UpdatePool(ctx, np); err != nil {
-			if errors.Is(err, ErrConflict) {
-				continue
-			}
-			dropHeld()
-			return netip.Addr{}, apiErr(err, "write IPPool %s", t.pool)
+		ok, err := al.claim(ctx, ip, req)
+		if err == nil && ok {
+			return ip, nil
 		}
-		return ip, nil
+		if uerr := al.unwrite(ctx, t.pool, off, next); uerr != nil && err == nil {
+			err = uerr
+		}
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		elsewhere[ip] = true
+		attempt-- // not a write conflict
 	}
-	dropHeld()
 	return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", t.pool, maxAttempts)}
+}
+
+// unwrite removes the allocation a at off from the pool again (its address
+// is reserved by another pod in an overlapping range); the caller holds
+// the pool's lock.
+func (al *Allocator) unwrite(ctx context.Context, pool, off string, a wbpool.Allocation) error {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		p, err := al.B.GetPool(ctx, pool, attempt > 0)
+		if err != nil {
+			return apiErr(err, "read IPPool %s", pool)
+		}
+		if p.Allocations[off] != a {
+			return nil
+		}
+		np := p.clone()
+		delete(np.Allocations, off)
+		_, err = al.B.UpdatePool(ctx, np)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return apiErr(err, "write IPPool %s", pool)
+		}
+	}
+	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", pool, maxAttempts)}
 }
 
 // choose picks the address (see reserve); existing says the attachment
