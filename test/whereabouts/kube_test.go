@@ -144,6 +144,11 @@ func countReservations(t *testing.T, cs kubernetes.Interface) int {
 // is no kubelet) so that the pods the pools name exist.
 func createPods(t *testing.T, cs kubernetes.Interface, pods map[string]string) {
 	t.Helper()
+	// No controller creates service accounts here; pod admission wants one.
+	_, err := cs.CoreV1().ServiceAccounts("default").Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for name, nodeName := range pods {
@@ -152,7 +157,7 @@ func createPods(t *testing.T, cs kubernetes.Interface, pods map[string]string) {
 		go func(name, nodeName string) {
 			defer func() { <-sem; wg.Done() }()
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-				Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+				Spec: corev1.PodSpec{NodeName: nodeName, AutomountServiceAccountToken: new(bool), Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
 			if _, err := cs.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 				t.Error(err)
 			}
