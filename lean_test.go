@@ -15,7 +15,7 @@ func TestLeanBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
-	forbidden := []string{"google.golang.org/grpc", "go.etcd.io/etcd/client", "k8s.io/client-go", "github.com/prometheus/client_golang", "github.com/insomniacslk/dhcp"}
+	forbidden := []string{"google.golang.org/grpc", "go.etcd.io/etcd/client", "k8s.io/client-go", "github.com/prometheus/client_golang", "github.com/insomniacslk/dhcp", "golang.zx2c4.com/wireguard"}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {
 			if strings.HasPrefix(dep, f) {

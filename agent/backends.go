@@ -6,6 +6,8 @@ import (
 	"github.com/cnibox/cnibox/agent/backend"
 	"github.com/cnibox/cnibox/agent/backend/alloc"
 	"github.com/cnibox/cnibox/agent/backend/hostgw"
+	"github.com/cnibox/cnibox/agent/backend/ipip"
+	"github.com/cnibox/cnibox/agent/backend/wireguard"
 	"github.com/cnibox/cnibox/agent/netconf"
 )
 
@@ -20,6 +22,10 @@ func newBackend(env backend.Env) (backend.Backend, error) {
 	switch t := env.Config.Backend.Type; t {
 	case netconf.TypeHostGW:
 		return hostgw.New(env)
+	case netconf.TypeWireGuard:
+		return wireguard.New(env)
+	case netconf.TypeIPIP:
+		return ipip.New(env)
 	case netconf.TypeAlloc:
 		return alloc.New(env), nil
 	default:

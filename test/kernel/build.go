@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cnibox/cnibox/test/internal/flanneld"
 	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
@@ -117,6 +118,24 @@ func buildDisk(o options) (string, []string, error) {
 	}
 	if err := goBuild(filepath.Join(stage, "bin", "cnibox-fault"), "-tags", "faultpoints", "."); err != nil {
 		return "", nil, fmt.Errorf("build cnibox-fault: %w", err)
+	}
+	// The overlay's tests run cnibox-agent (next to cnibox) and, beside
+	// it, flanneld (test/internal/flanneld, built once into the user's
+	// cache; the guest finds it through $CNIBOX_FLANNELD_DIR).
+	if needsAgent(pkgs) {
+		if err := goBuild(filepath.Join(stage, "bin", "cnibox-agent"), "./cmd/cnibox-agent"); err != nil {
+			return "", nil, fmt.Errorf("build cnibox-agent: %w", err)
+		}
+		fdir, err := flanneld.Dir()
+		if err != nil {
+			return "", nil, err
+		}
+		if err := os.MkdirAll(filepath.Join(stage, "flanneld"), 0o755); err != nil {
+			return "", nil, err
+		}
+		if err := copyFile(filepath.Join(fdir, "flanneld"), filepath.Join(stage, "flanneld", "flanneld"), 0o755); err != nil {
+			return "", nil, fmt.Errorf("copy flanneld: %w", err)
+		}
 	}
 	for _, p := range pkgs {
 		cmd := command("go", "test", "-c", "-o", filepath.Join(stage, "tests", testBinaryName(p)), "./"+p)
@@ -243,4 +262,15 @@ func treeSize(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// needsAgent reports whether one of pkgs runs cnibox-agent beside flanneld
+// (test/overlay).
+func needsAgent(pkgs []string) bool {
+	for _, p := range pkgs {
+		if strings.HasPrefix(p, "test/overlay") {
+			return true
+		}
+	}
+	return false
 }
