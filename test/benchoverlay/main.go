@@ -32,6 +32,9 @@ type options struct {
 	timeout   time.Duration
 	json      string
 	verbose   bool
+	// backends limits the throughput rows to these backend types or row
+	// names (none: all).
+	backends []string
 }
 
 func parseOptions() (*options, error) {
@@ -44,8 +47,18 @@ func parseOptions() (*options, error) {
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "give up waiting for a convergence after this long")
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	var backends string
+	flag.StringVar(&backends, "backends", "", "throughput rows of only these backend types, comma separated (vxlan, host-gw, wireguard, ipip; default all; a backend this kernel lacks is skipped)")
 	flag.Parse()
+	for _, b := range strings.Split(backends, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			o.backends = append(o.backends, b)
+		}
+	}
 	for _, s := range strings.Split(nodes, ",") {
+		if strings.TrimSpace(s) == "0" {
+			continue // throughput rows only
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 2 || n > 250 {
 			return nil, fmt.Errorf("-n %q: want node counts between 2 and 250", nodes)

@@ -197,7 +197,7 @@ func (r *report) throughput(rows []tputRow) {
 		if base > 0 {
 			ratio = fmt.Sprintf("  %.2f of the plain path", t.Gbps/base)
 		}
-		fmt.Printf("throughput %-36s %6.2f Gbit/s  MTU %d  fragments %d%s\n", t.Path, t.Gbps, t.MTU, t.Fragments, ratio)
+		fmt.Printf("throughput %-36s %6.2f Gbit/s  RTT %6.1f µs  MTU %d  fragments %d%s\n", t.Path, t.Gbps, t.RTTus, t.MTU, t.Fragments, ratio)
 	}
 }
 

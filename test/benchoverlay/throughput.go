@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -27,23 +28,76 @@ import (
 type tputRow struct {
 	Path      string  `json:"path"`
 	Gbps      float64 `json:"gbps"`
+	RTTus     float64 `json:"rttUs"`     // median TCP round trip of a 1-byte request and answer
 	MTU       int     `json:"mtu"`       // of the sending interface
 	Fragments int     `json:"fragments"` // IP fragments created on the path during the run
 }
 
-// throughputRun measures TCP pod to pod across the overlay, the same pods
-// with DirectRouting (no encapsulation), and the nodes over the underlay.
-func throughputRun(o *options) ([]tputRow, error) {
-	overlay, err := podPair(o, false)
-	if err != nil {
-		return nil, err
-	}
-	direct, err := podPair(o, true)
-	if err != nil {
-		return nil, err
-	}
-	return append(overlay, direct...), nil
+// pathCase is one backend's pod-to-pod path.
+type pathCase struct {
+	name    string
+	backend string // net-conf.json's Backend
+	conf    func(nd *node) string
+	// underlay: also measure node to node without the overlay.
+	underlay bool
+	// noPeerRoutes: the backend routes the whole network into its device
+	// (wireguard); the nodes are ready once both wrote subnet.env.
+	noPeerRoutes bool
 }
+
+// vxlanConf is the vxlan role's conflist; flannelConf the flannel role's
+// (subnet.env and a bridge delegate, as kube-flannel's), which every
+// backend's pods use.
+func vxlanConf(*node) string {
+	return `{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`
+}
+
+func flannelConf(nd *node) string {
+	return fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "cbr0", "plugins": [{"type": "flannel", "subnetFile": %q, "dataDir": %q,
+		"delegate": {"hairpinMode": true, "isDefaultGateway": true}}]}`, nd.subnetFile, filepath.Join(nd.dataDir, "flannel"))
+}
+
+// pathCases are the rows, in order; "pods, no overlay (direct routing)" is
+// the plain path the others are compared with.
+var pathCases = []pathCase{
+	{name: "pods across the overlay (vxlan)", backend: `{"Type": "vxlan"}`, conf: vxlanConf, underlay: true},
+	{name: "pods, no overlay (direct routing)", backend: `{"Type": "vxlan", "DirectRouting": true}`, conf: vxlanConf},
+	{name: "pods over host-gw", backend: `{"Type": "host-gw"}`, conf: flannelConf},
+	{name: "pods over wireguard", backend: `{"Type": "wireguard"}`, conf: flannelConf, noPeerRoutes: true},
+	{name: "pods over ipip", backend: `{"Type": "ipip"}`, conf: flannelConf},
+}
+
+// throughputRun measures TCP pod to pod over each backend (vxlan, vxlan
+// with DirectRouting, host-gw, wireguard, ipip; a backend this kernel lacks
+// is reported and skipped), and the nodes over the underlay.
+func throughputRun(o *options) ([]tputRow, error) {
+	var out []tputRow
+	for _, pc := range pathCases {
+		if len(o.backends) > 0 && !slices.Contains(o.backends, pc.name) && !slices.Contains(o.backends, backendType(pc.backend)) {
+			continue
+		}
+		rows, err := podPair(o, pc)
+		if errors.Is(err, errKernelLacks) {
+			fmt.Fprintf(os.Stderr, "bench-overlay: %s: skipped, this kernel lacks it (%v)\n", pc.name, err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// backendType returns the Type of a Backend document.
+func backendType(backend string) string {
+	var b struct{ Type string }
+	json.Unmarshal([]byte(backend), &b)
+	return b.Type
+}
+
+// errKernelLacks: the agent could not make the backend's device.
+var errKernelLacks = errors.New("the kernel lacks the backend's device")
 
 func jsonLine(kind string, v any) string {
 	b, _ := json.Marshal(v)
@@ -55,9 +109,9 @@ func jsonLine(kind string, v any) string {
 }
 
 // podPair runs two nodes with one pod each and measures pod to pod (and,
-// for the overlay, node to node over the underlay).
-func podPair(o *options, direct bool) ([]tputRow, error) {
-	conf := fmt.Sprintf(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan", "DirectRouting": %v}}`, direct)
+// with pc.underlay, node to node over the underlay).
+func podPair(o *options, pc pathCase) ([]tputRow, error) {
+	conf := `{"Network": "10.244.0.0/16", "Backend": ` + pc.backend + `}`
 	c, err := newCluster(o, 2, conf)
 	defer c.close()
 	if err != nil {
@@ -75,11 +129,21 @@ func podPair(o *options, direct bool) ([]tputRow, error) {
 		ready := true
 		for _, nd := range c.nodes {
 			nd.mu.Lock()
-			ready = ready && !nd.complete.IsZero()
+			done := !nd.complete.IsZero()
 			nd.mu.Unlock()
+			if pc.noPeerRoutes {
+				_, err := os.Stat(nd.subnetFile)
+				done = err == nil
+			}
+			ready = ready && done
 		}
 		if ready {
 			break
+		}
+		for _, nd := range c.nodes {
+			if b, _ := os.ReadFile(nd.logPath); bytes.Contains(b, []byte("the kernel has no")) {
+				return nil, fmt.Errorf("%w: node %d's log: %s", errKernelLacks, nd.i, lastLine(b))
+			}
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("the two nodes did not program each other (logs in %s)", c.dir)
@@ -91,9 +155,13 @@ func podPair(o *options, direct bool) ([]tputRow, error) {
 		return nil, fmt.Errorf("cnibox install: %v: %s", err, out)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(c.dir, "cni-cache"), nil)
-	list, err := libcni.ConfListFromBytes([]byte(`{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`))
-	if err != nil {
-		return nil, err
+	lists := map[*node]*libcni.NetworkConfigList{}
+	for _, nd := range c.nodes {
+		l, err := libcni.ConfListFromBytes([]byte(pc.conf(nd)))
+		if err != nil {
+			return nil, err
+		}
+		lists[nd] = l
 	}
 	var pods []podNS
 	defer func() {
@@ -110,7 +178,7 @@ func podPair(o *options, direct bool) ([]tputRow, error) {
 		rt := &libcni.RuntimeConf{ContainerID: p.name, NetNS: p.path, IfName: "eth0"}
 		var res *current.Result
 		err := onNode(nd, func() error {
-			r, err := cni.AddNetworkList(context.Background(), list, rt)
+			r, err := cni.AddNetworkList(context.Background(), lists[nd], rt)
 			if err == nil {
 				res, err = current.NewResultFromResult(r)
 			}
@@ -132,28 +200,35 @@ func podPair(o *options, direct bool) ([]tputRow, error) {
 		}
 		h.Close()
 	}
-	name := "pods across the overlay (vxlan)"
-	if direct {
-		name = "pods, no overlay (direct routing)"
-	}
+	name := pc.name
 	nss := []string{c.nodes[0].ns, c.nodes[1].ns, pods[0].path, pods[1].path}
 	before := fragments(nss)
 	gbps, err := iperf(o, pods[0].path, pods[1].path, pods[1].ip)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	rows := []tputRow{{Path: name, Gbps: gbps, MTU: mtu, Fragments: fragments(nss) - before}}
-	if !direct {
+	frags := fragments(nss) - before
+	rtt, err := pingPong(pods[0].path, pods[1].path, pods[1].ip)
+	if err != nil {
+		return nil, fmt.Errorf("%s: round trips: %w", name, err)
+	}
+	rows := []tputRow{{Path: name, Gbps: gbps, RTTus: rtt, MTU: mtu, Fragments: frags}}
+	if pc.underlay {
 		before := fragments(nss[:2])
 		gbps, err := iperf(o, c.nodes[0].ns, c.nodes[1].ns, c.nodes[1].ip)
 		if err != nil {
 			return nil, fmt.Errorf("underlay: %w", err)
 		}
-		rows = append(rows, tputRow{Path: "nodes over the underlay", Gbps: gbps, MTU: 1500, Fragments: fragments(nss[:2]) - before})
+		frags := fragments(nss[:2]) - before
+		rtt, err := pingPong(c.nodes[0].ns, c.nodes[1].ns, c.nodes[1].ip)
+		if err != nil {
+			return nil, fmt.Errorf("underlay: round trips: %w", err)
+		}
+		rows = append(rows, tputRow{Path: "nodes over the underlay", Gbps: gbps, RTTus: rtt, MTU: 1500, Fragments: frags})
 	}
 	for i, nd := range c.nodes {
 		rt := &libcni.RuntimeConf{ContainerID: pods[i].name, NetNS: pods[i].path, IfName: "eth0"}
-		if err := onNode(nd, func() error { return cni.DelNetworkList(context.Background(), list, rt) }); err != nil {
+		if err := onNode(nd, func() error { return cni.DelNetworkList(context.Background(), lists[nd], rt) }); err != nil {
 			return nil, fmt.Errorf("DEL on node %d: %w", nd.i, err)
 		}
 	}

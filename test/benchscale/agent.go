@@ -31,6 +31,7 @@ var (
 
 // peer is one simulated node: its subnet, VTEP MAC and public IP.
 type peer struct {
+	index  int
 	name   string
 	subnet netip.Prefix
 	mac    net.HardwareAddr
@@ -44,6 +45,7 @@ func peers(n int) []peer {
 	for i := range out {
 		j := i + 256
 		out[i] = peer{
+			index:  i,
 			name:   fmt.Sprintf("sim-%05d", i),
 			subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(j >> 8), byte(j), 0}), 24),
 			mac:    net.HardwareAddr{0x0a, 0x58, 0x0a, byte(i >> 16), byte(i >> 8), byte(i)},
@@ -75,6 +77,8 @@ type agent struct {
 	h    *netops.Handle
 	stop context.CancelFunc
 
+	typ string // overlay backend type
+
 	mu       sync.Mutex
 	want     int
 	routes   map[netip.Prefix]bool
@@ -84,7 +88,7 @@ type agent struct {
 }
 
 // newAgent watches the namespace's routes; start runs the binary.
-func newAgent(o *options, dir string, want int) (*agent, error) {
+func newAgent(o *options, dir string, want int, typ string) (*agent, error) {
 	if err := underlayUp(); err != nil {
 		return nil, err
 	}
@@ -93,7 +97,7 @@ func newAgent(o *options, dir string, want int) (*agent, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	a := &agent{o: o, dir: dir, h: h, stop: stop, want: want, routes: map[netip.Prefix]bool{}, deleted: map[netip.Prefix]time.Time{}}
+	a := &agent{o: o, dir: dir, h: h, stop: stop, want: want, typ: typ, routes: map[netip.Prefix]bool{}, deleted: map[netip.Prefix]time.Time{}}
 	events, err := h.WatchRoutes(ctx, nil)
 	if err != nil {
 		stop()
@@ -146,6 +150,9 @@ func (a *agent) start(bin string, args ...string) (time.Time, error) {
 // converged waits for the kernel to hold the want-th peer route and returns
 // when it did.
 func (a *agent) converged(timeout time.Duration) (time.Time, error) {
+	if a.typ == typeWireGuard {
+		return a.wgConverged(timeout)
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		a.mu.Lock()
@@ -169,6 +176,9 @@ func (a *agent) converged(timeout time.Duration) (time.Time, error) {
 
 // removed waits for the route to sn to go and returns when it went.
 func (a *agent) removed(sn netip.Prefix, timeout time.Duration) (time.Time, error) {
+	if a.typ == typeWireGuard {
+		return a.wgRemoved(sn, timeout)
+	}
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		a.mu.Lock()
 		t, ok := a.deleted[sn]
@@ -183,6 +193,12 @@ func (a *agent) removed(sn netip.Prefix, timeout time.Duration) (time.Time, erro
 // mismatches counts the peers whose route, neighbour or FDB entry is
 // missing or wrong, plus one for each entry that belongs to no peer.
 func (a *agent) mismatches(ps []peer) (int, error) {
+	switch a.typ {
+	case typeHostGW:
+		return a.hostGWMismatches(ps)
+	case typeWireGuard:
+		return a.wgMismatches(ps)
+	}
 	routes, err := a.h.Routes(device)
 	if err != nil {
 		return 0, err
@@ -279,5 +295,7 @@ func (a *agent) close() {
 	}
 	a.stop()
 	a.h.DeleteLink(device)
+	a.h.DeleteLink(wgDevice)
+	a.cleanRoutes()
 	a.h.Close()
 }

@@ -24,7 +24,7 @@ const (
 
 // etcdRun: N leases written into etcd as flanneld writes them (one etcd
 // lease of 24 h each), then the agent starts and leases a subnet of its own.
-func etcdRun(o *options, bin string, n int) (row, error) {
+func etcdRun(o *options, bin string, n int, typ string) (row, error) {
 	r := row{}
 	dir, err := os.MkdirTemp("", "cnibox-bench-scale-")
 	if err != nil {
@@ -38,7 +38,7 @@ func etcdRun(o *options, bin string, n int) (row, error) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := cli.Put(ctx, etcdPrefix+"/config", `{"Network": "10.0.0.0/8", "SubnetLen": 24, "Backend": {"Type": "vxlan"}}`); err != nil {
+	if _, err := cli.Put(ctx, etcdPrefix+"/config", `{"Network": "10.0.0.0/8", "SubnetLen": 24, "Backend": {"Type": "`+typ+`"}}`); err != nil {
 		return r, err
 	}
 	ps := peers(n)
@@ -49,7 +49,7 @@ func etcdRun(o *options, bin string, n int) (row, error) {
 	for i := 0; i < len(ps); i += 100 {
 		var ops []clientv3.Op
 		for _, p := range ps[i:min(i+100, len(ps))] {
-			v, _ := json.Marshal(lease.Attrs{PublicIP: p.ip, BackendType: lease.BackendVXLAN, VNI: 1, VTEPMAC: p.mac})
+			v, _ := json.Marshal(leaseAttrs(p, typ))
 			ops = append(ops, clientv3.OpPut(keyOf(p), string(v), clientv3.WithLease(grant.ID)))
 		}
 		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
@@ -58,7 +58,7 @@ func etcdRun(o *options, bin string, n int) (row, error) {
 	}
 	o.logf("etcd: %d leases written", n)
 
-	a, err := newAgent(o, dir, n)
+	a, err := newAgent(o, dir, n, typ)
 	if err != nil {
 		return r, err
 	}

@@ -105,7 +105,7 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	if err := os.WriteFile(netConf, []byte(`{"Network": "10.0.0.0/8", "Backend": {"Type": "vxlan"}}`), 0o644); err != nil {
 		return r, err
 	}
-	a, err := newAgent(o, dir, n)
+	a, err := newAgent(o, dir, n, typeVXLAN)
 	if err != nil {
 		return r, err
 	}

@@ -32,8 +32,9 @@ const privateEnv = "CNIBOX_BENCH_SCALE_PRIVATE"
 type options struct {
 	nodes     []int
 	backends  []string
-	agent     string // etcd backend
-	agentKube string // kube backend
+	types     []string // overlay backend types (vxlan, host-gw, wireguard); etcd only but vxlan
+	agent     string   // etcd backend
+	agentKube string   // kube backend
 	flanneld  string
 	kcp       string // test/kube/control-plane.sh
 	updates   int
@@ -44,9 +45,10 @@ type options struct {
 
 func parseOptions() (*options, error) {
 	o := &options{}
-	var nodes, backends string
+	var nodes, backends, types string
 	flag.StringVar(&nodes, "n", envStr("N", "1000,5000"), "simulated node counts (env N)")
 	flag.StringVar(&backends, "backends", envStr("BACKENDS", "etcd,kube"), "backends to run (env BACKENDS)")
+	flag.StringVar(&types, "types", envStr("TYPES", "vxlan"), "overlay backend types to run on etcd: vxlan, host-gw, wireguard (env TYPES; kube runs vxlan)")
 	flag.StringVar(&o.agent, "agent", "bin/cnibox-agent", "cnibox-agent (etcd backend)")
 	flag.StringVar(&o.agentKube, "agent-kube", "bin/cnibox-agent-kube", "cnibox-agent-kube (kube backend)")
 	flag.StringVar(&o.flanneld, "flanneld", os.Getenv("FLANNELD"), "a flanneld binary to run side by side (env FLANNELD)")
@@ -74,6 +76,12 @@ func parseOptions() (*options, error) {
 			return nil, fmt.Errorf("-backends %q: want etcd and/or kube", backends)
 		}
 		o.backends = append(o.backends, strings.TrimSpace(b))
+	}
+	for _, t := range strings.Split(types, ",") {
+		if t = strings.TrimSpace(t); t != typeVXLAN && t != typeHostGW && t != typeWireGuard {
+			return nil, fmt.Errorf("-types %q: want vxlan, host-gw and/or wireguard", types)
+		}
+		o.types = append(o.types, t)
 	}
 	return o, nil
 }
@@ -133,26 +141,36 @@ func runPrivate(o *options) int {
 		if o.flanneld != "" {
 			sides = append(sides, agentSide{"flanneld", o.flanneld})
 		}
-		for _, n := range o.nodes {
-			for _, s := range sides {
-				var r row
-				var err error
-				if backend == "etcd" {
-					r, err = etcdRun(o, s.bin, n)
-				} else {
-					r, err = kubeRun(o, s.bin, n)
+		types := o.types
+		if backend == "kube" {
+			types = []string{typeVXLAN}
+		}
+		for _, typ := range types {
+			if err := kernelHas(typ); err != nil {
+				fmt.Fprintf(os.Stderr, "bench-scale: %s %s: skipped, this kernel lacks it (%v)\n", backend, typ, err)
+				continue
+			}
+			for _, n := range o.nodes {
+				for _, s := range sides {
+					var r row
+					var err error
+					if backend == "etcd" {
+						r, err = etcdRun(o, s.bin, n, typ)
+					} else {
+						r, err = kubeRun(o, s.bin, n)
+					}
+					r.Backend, r.Type, r.Agent, r.Nodes = backend, typ, s.name, n
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "bench-scale: %s %s %s N=%d: %v\n", backend, typ, s.name, n, err)
+						code = 1
+						continue
+					}
+					if r.Mismatches > 0 {
+						code = 1
+					}
+					r.print()
+					rows = append(rows, r)
 				}
-				r.Backend, r.Agent, r.Nodes = backend, s.name, n
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "bench-scale: %s %s N=%d: %v\n", backend, s.name, n, err)
-					code = 1
-					continue
-				}
-				if r.Mismatches > 0 {
-					code = 1
-				}
-				r.print()
-				rows = append(rows, r)
 			}
 		}
 	}

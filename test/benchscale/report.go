@@ -10,6 +10,7 @@ import (
 // row is one backend, agent and N.
 type row struct {
 	Backend      string  `json:"backend"`
+	Type         string  `json:"type"` // the overlay backend: vxlan, host-gw, wireguard
 	Agent        string  `json:"agent"`
 	Nodes        int     `json:"nodes"`
 	Peers        string  `json:"peers,omitempty"` // kube: who published the simulated nodes
@@ -33,7 +34,7 @@ type row struct {
 }
 
 func (r row) print() {
-	be := r.Backend
+	be := r.Backend + " " + r.Type
 	if r.Peers != "" {
 		be += "/" + r.Peers + " peers"
 	}

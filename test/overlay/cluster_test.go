@@ -35,6 +35,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	findFlanneld()
 	nstest.MainInPrivateNetns(m)
 }
 
@@ -276,6 +277,7 @@ func (n *node) startAgent(extra ...string) {
 	n.runs++
 	fmt.Fprintf(f, "----- run %d: %v\n", n.runs, args)
 	cmd := exec.Command(n.c.agentBin, args...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if n.env != nil {
 		cmd.Env = append(os.Environ(), n.env...)

@@ -9,9 +9,9 @@
 //
 // flannel's tencentvpc backend needs an SDK that is not on the module
 // proxy, so flanneld is built from a copy of the module's source with that
-// backend's import dropped from main.go; without cgo (as flannel builds it
-// for every architecture but amd64: cgo only adds the udp backend), which
-// also makes it static, so it runs in the test-kernel guest.
+// backend's import dropped from main.go; and without cgo, which makes it
+// static (it runs in the test-kernel guest): on amd64 flannel's udp backend
+// needs cgo, so its import is dropped too (cnibox refuses udp anyway).
 package flanneld
 
 import (
@@ -28,12 +28,17 @@ import (
 const Version = "v0.28.9"
 
 const (
-	module           = "github.com/flannel-io/flannel"
-	tencentvpcImport = `_ "github.com/flannel-io/flannel/pkg/backend/tencentvpc"`
+	module = "github.com/flannel-io/flannel"
 	// flannel-io/cni-plugin is not on the module proxy; its flannel plugin
 	// is the one containernetworking/plugins shipped until v0.9.1.
 	cniModule = "github.com/containernetworking/plugins/plugins/meta/flannel@v0.9.1"
 )
+
+// dropImports are main.go's backend imports the build leaves out.
+var dropImports = []string{
+	`_ "github.com/flannel-io/flannel/pkg/backend/tencentvpc"`,
+	`_ "github.com/flannel-io/flannel/pkg/backend/udp"`,
+}
 
 // DirEnv names a directory that already holds flanneld (make test-kernel
 // copies it into the guest); when it is set, Dir builds nothing.
@@ -129,10 +134,13 @@ func build(tmp, out string) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Contains(data, []byte(tencentvpcImport)) {
-		return fmt.Errorf("%s@%s's main.go has no line %s to drop", module, Version, tencentvpcImport)
+	for _, imp := range dropImports {
+		if !bytes.Contains(data, []byte(imp)) {
+			return fmt.Errorf("%s@%s's main.go has no line %s to drop", module, Version, imp)
+		}
+		data = bytes.Replace(data, []byte(imp), nil, 1)
 	}
-	if err := os.WriteFile(main, bytes.Replace(data, []byte(tencentvpcImport), nil, 1), 0o644); err != nil {
+	if err := os.WriteFile(main, data, 0o644); err != nil {
 		return err
 	}
 	ldflags := "-s -w -X " + module + "/pkg/version.Version=" + Version
