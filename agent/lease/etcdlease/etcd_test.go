@@ -84,7 +84,14 @@ func startEtcd(t *testing.T) string {
 
 func newManager(t *testing.T, url string) *Manager {
 	t.Helper()
-	m, err := New(Config{Endpoints: []string{url}, TTL: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return newManagerAt(t, url, "")
+}
+
+// newManagerAt is a Manager of a TTL of a minute under prefix ("" =
+// DefaultPrefix), closed when the test ends.
+func newManagerAt(t *testing.T, url, prefix string) *Manager {
+	t.Helper()
+	m, err := New(Config{Endpoints: []string{url}, Prefix: prefix, TTL: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,11 +191,7 @@ func TestExistingRenewWatch(t *testing.T) {
 	if _, err := cli.Put(ctx, "/x/subnets/10.244.2.0-24", `{"PublicIP":"172.17.8.103","BackendType":"vxlan","BackendData":{"VNI":1,"VtepMAC":"ee:8a:1f:f7:96:c7"}}`); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{Endpoints: []string{url}, Prefix: "/x/", TTL: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newManagerAt(t, url, "/x/")
 	cfg, err := m.NetworkConfig(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,9 @@ package etcdlease
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cnibox/cnibox/agent/lease"
 )
@@ -29,11 +26,7 @@ func TestReservation(t *testing.T) {
 	if _, err := cli.Put(ctx, key, `{"PublicIP":"192.0.2.1"}`); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{Endpoints: []string{url}, Prefix: "/r", TTL: time.Minute, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newManagerAt(t, url, "/r")
 	cfg, err := m.NetworkConfig(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +58,7 @@ func TestReservation(t *testing.T) {
 	}
 	check("after Renew")
 	// A second Acquire (the agent's restart) keeps it a reservation too.
-	m2 := newManager(t, url)
-	m2.prefix = m.prefix
+	m2 := newManagerAt(t, url, "/r")
 	if l2, err := m2.Acquire(ctx, lease.AcquireRequest{Config: cfg, Attrs: attrs(1)}); err != nil || l2.Subnet != l.Subnet {
 		t.Fatalf("Acquire after a restart = %v, %v", l2.Subnet, err)
 	}
