@@ -109,6 +109,10 @@ type agent struct {
 	rulesSet  bool
 	completed bool
 	lastSync  time.Time
+	// underDown: the underlay interface went down; the kernel dropped the
+	// routes through it (host-gw's, DirectRouting's), restored by a full
+	// sync when it comes back.
+	underDown bool
 	mirrored  time.Time
 	dirty     bool
 
@@ -299,6 +303,15 @@ func (a *agent) loop(ctx context.Context) error {
 				// Repair once the burst of events of one change is over.
 				a.log.Warn("the backend's device changed under us; repairing", "device", ev.Name, "deleted", ev.Deleted)
 				retry.Reset(repairDelay)
+			}
+			if ev.Name == a.under.Iface {
+				if !ev.Up || ev.Deleted {
+					a.underDown = true
+				} else if a.underDown {
+					a.underDown = false
+					a.log.Warn("the interface came back up; restoring the routes through it", "iface", ev.Name)
+					retry.Reset(repairDelay)
+				}
 			}
 		case <-renew.C:
 			a.renew(ctx)

@@ -266,6 +266,16 @@ func TestHostGWCluster(t *testing.T) {
 	n1.stopAgent()
 	n1.startAgent()
 	eventually(t, "routes after a restart", check(n1, want(n1)), n1.ns)
+
+	// eth0 goes down and up: the kernel drops the routes through it, the
+	// agent puts them back when it is up again (flanneld: its 10 s check).
+	must(t, h.SetLinkDown("eth0"))
+	eventually(t, "routes gone with eth0 down", check(n1, map[netip.Prefix]netip.Addr{}), n1.ns)
+	must(t, h.SetLinkUp("eth0"))
+	eventually(t, "routes after eth0 came back", check(n1, want(n1)), n1.ns)
+	if err := reachable(t, pods[0], pods[1]); err != nil {
+		t.Errorf("after eth0 came back: %v", err)
+	}
 }
 
 func readFile(t *testing.T, path string) string {
