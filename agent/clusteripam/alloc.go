@@ -26,10 +26,11 @@ type Allocator struct {
 
 	Log *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
-	slice sliceCache
-	local map[string]*localPool // node slices' pools (local.go)
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	slice   sliceCache
+	local   map[string]*localPool // node slices' pools (local.go)
+	batches map[string]*batch     // reservations waiting for a pool's write
 }
 
 // lock takes the agent's lock of the pool name; the returned func drops it.
@@ -220,61 +221,30 @@ func find(p *Pool, req *agentapi.IPAMRequest) (string, bool) {
 // whereabouts), else the one asked for, else the one the pod held last
 // (sticky), else the lowest free one.
 func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, error) {
-	defer al.lock(t.pool)()
 	elsewhere := map[netip.Addr]bool{} // reserved by another pod in another range
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		p, err := al.pool(ctx, t, attempt > 0)
+	for {
+		c, err := al.commit(ctx, t, &pick{req: req, asked: asked, elsewhere: elsewhere})
 		if err != nil {
 			return netip.Addr{}, err
-		}
-		base, _, err := wbpool.ParsePoolRange(p.Range)
-		if err != nil {
-			return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: %v", t.pool, err)}
-		}
-		taken := map[netip.Addr]wbpool.Allocation{}
-		for off, a := range p.Allocations {
-			if ip, ok := wbpool.AddrAt(base, off); ok {
-				taken[ip] = a
-			}
-		}
-		ip, existing, err := choose(t, p, base, taken, elsewhere, req, asked)
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		off, _ := wbpool.Offset(base, ip)
-		cur, had := p.Allocations[off]
-		next := wbpool.Allocation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName}
-		if !existing || !had || cur != next {
-			np := p.clone()
-			np.Allocations[off] = next
-			delete(np.Sticky, off)
-			if _, err := al.B.UpdatePool(ctx, np); err != nil {
-				if errors.Is(err, ErrConflict) {
-					continue
-				}
-				return netip.Addr{}, apiErr(err, "write IPPool %s", t.pool)
-			}
 		}
 		// The pool first, then the reservation, in whereabouts' order: two
 		// writers of one pool meet at the pool's resourceVersion, and a
 		// reservation only ever separates pools of overlapping ranges.
-		if !req.Overlapping || existing {
-			return ip, nil
+		if !req.Overlapping || c.existing {
+			return c.ip, nil
 		}
-		ok, err := al.claim(ctx, ip, req)
+		ok, err := al.claim(ctx, c.ip, req)
 		if err == nil && ok {
-			return ip, nil
+			return c.ip, nil
 		}
-		if uerr := al.unwrite(ctx, t.pool, off, next); uerr != nil && err == nil {
+		if uerr := al.unwrite(ctx, t.pool, c.off, c.alloc); uerr != nil && err == nil {
 			err = uerr
 		}
 		if err != nil {
 			return netip.Addr{}, err
 		}
-		elsewhere[ip] = true
-		attempt-- // not a write conflict
+		elsewhere[c.ip] = true
 	}
-	return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", t.pool, maxAttempts)}
 }
 
 // unwrite removes the allocation a at off from the pool again (its address

@@ -4,12 +4,20 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/roles/internal/ipamrole"
+)
+
+// How long the role waits for the agent: whereabouts' own limits
+// (AddTimeLimit, DelTimeLimit), since a busy pool can take a while.
+const (
+	addTimeout = 2 * time.Minute
+	delTimeout = time.Minute
 )
 
 // add asks the agent for an address of every range, then adds the static
@@ -22,7 +30,7 @@ func add(ctx context.Context, a *cniplug.Args, cfg *config) (types.Result, error
 		if err != nil {
 			return nil, err
 		}
-		c := &agentapi.Client{Socket: cfg.Socket}
+		c := &agentapi.Client{Socket: cfg.Socket, Timeout: addTimeout}
 		resp, err := c.IPAM(ctx, agentapi.OpIPAMAdd, req)
 		if err != nil {
 			err = agentErr(cfg, "reserve an address", err)

@@ -31,7 +31,7 @@ func del(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	c := &agentapi.Client{Socket: cfg.Socket}
+	c := &agentapi.Client{Socket: cfg.Socket, Timeout: delTimeout}
 	resp, err := c.IPAM(ctx, agentapi.OpIPAMDel, req)
 	var un *agentapi.UnreachableError
 	switch {
