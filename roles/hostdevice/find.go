@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
@@ -24,15 +25,18 @@ var userspaceDrivers = []string{"vfio-pci", "uio_pci_generic", "igb_uio"}
 // target is the device a config names: the field that names it and its
 // value, as the reference picks them: "device", else "hwaddr", else
 // "kernelpath", else the PCI address ("pciBusID", or runtimeConfig.deviceID
-// when that is a PCI device), else an auxiliary device
-// (runtimeConfig.deviceID).
+// when that is a PCI device), else an auxiliary device or a network
+// interface of the node (runtimeConfig.deviceID).
 type target struct {
 	field, value string
 	aux          bool // value is an auxiliary device
+	netdev       bool // value is the name of a network interface (cnibox)
 }
 
-// targetOf returns the device c names; a deviceID that is neither a PCI nor
-// an auxiliary device is code 7.
+// targetOf returns the device c names. A deviceID that is neither a PCI nor
+// an auxiliary device is taken as an interface name, as a device plugin
+// that hands out netdevs (veths, macvtaps, ...) allocates them; one that
+// cannot be an interface name either is code 7.
 func targetOf(c *conf) (target, error) {
 	id := c.RuntimeConfig.DeviceID
 	var byID *target
@@ -42,8 +46,10 @@ func targetOf(c *conf) (target, error) {
 			byID = &target{field: "runtimeConfig.deviceID", value: id}
 		case exists(sysRoot, "bus/auxiliary/devices", id):
 			byID = &target{field: "runtimeConfig.deviceID", value: id, aux: true}
+		case utils.ValidateInterfaceName(id) == nil:
+			byID = &target{field: "runtimeConfig.deviceID", value: id, netdev: true}
 		default:
-			return target{}, cniplug.ConfError("runtimeConfig.deviceID", "%q is neither a PCI device (/sys/bus/pci/devices) nor an auxiliary device (/sys/bus/auxiliary/devices) of the node: check the device plugin that allocated it", id)
+			return target{}, cniplug.ConfError("runtimeConfig.deviceID", "%q is neither a PCI device (/sys/bus/pci/devices), an auxiliary device (/sys/bus/auxiliary/devices) nor an interface name: check the device plugin that allocated it", id)
 		}
 	}
 	switch {
@@ -61,7 +67,7 @@ func targetOf(c *conf) (target, error) {
 
 // pci reports whether t is a PCI address.
 func (t target) pci() bool {
-	return !t.aux && (t.field == "pciBusID" || t.field == "runtimeConfig.deviceID")
+	return !t.aux && !t.netdev && (t.field == "pciBusID" || t.field == "runtimeConfig.deviceID")
 }
 
 // dpdk reports whether t is a PCI device bound to a userspace driver.
@@ -82,10 +88,10 @@ func (t target) dpdk() (bool, error) {
 // find returns the device t names in the node's namespace. A device that
 // is not there wraps netops.ErrNotFound.
 func find(host *netops.Handle, t target, c *conf) (netops.Link, error) {
-	switch t.field {
-	case "device":
+	switch {
+	case t.field == "device" || t.netdev:
 		return host.LinkByName(t.value)
-	case "hwaddr":
+	case t.field == "hwaddr":
 		return host.LinkByMAC(c.hwaddr)
 	}
 	var dirs []string
@@ -122,6 +128,9 @@ func deviceOnNode(a *cniplug.Args, c *conf, host *netops.Handle, t target) (neto
 	if errors.Is(err, netops.ErrNotFound) {
 		if h, herr := holder(a, c, t, ""); herr != nil || h != nil {
 			return netops.DeviceState{}, cmpErr(herr, func() error { return inUse(t, h) })
+		}
+		if t.netdev {
+			return netops.DeviceState{}, cniplug.ConfError(t.field, "%q is neither a PCI device (/sys/bus/pci/devices), an auxiliary device (/sys/bus/auxiliary/devices) nor an interface of the node (%v): check the device plugin that allocated it", t.value, err)
 		}
 		return netops.DeviceState{}, cniplug.ConfError(t.field, "%q: no such device on the node (%v): fix %q", t.value, err, t.field)
 	}

@@ -58,6 +58,8 @@ func TestNamedBy(t *testing.T) {
 		{"deviceID over pciBusID", `,"pciBusID":"0000:00:05.0","runtimeConfig":{"deviceID":"0000:00:06.0"}`, "dev1"},
 		{"auxiliary deviceID", `,"pciBusID":"0000:00:05.0","runtimeConfig":{"deviceID":"mlx5_core.sf.2"}`, "dev2"},
 		{"device over deviceID", `,"device":"dev0","runtimeConfig":{"deviceID":"mlx5_core.sf.2"}`, "dev0"},
+		// multi passes a device plugin's ID as deviceID and pciBusID both.
+		{"interface deviceID", `,"pciBusID":"dev1","runtimeConfig":{"deviceID":"dev1"}`, "dev1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := n.NewPod("by")
@@ -125,6 +127,8 @@ func TestBadInput(t *testing.T) {
 		{"pciBusID", string(netConf("1.0.0", `,"pciBusID":"../../x"`, v4)), 7, `"pciBusID"`},
 		{"pciBusID missing", string(netConf("1.0.0", `,"pciBusID":"0000:00:09.0"`, v4)), 7, `"pciBusID"`},
 		{"deviceID", string(netConf("1.0.0", `,"runtimeConfig":{"deviceID":"0000:00:09.0"}`, v4)), 7, "runtimeConfig.deviceID"},
+		{"deviceID no interface", string(netConf("1.0.0", `,"runtimeConfig":{"deviceID":"nic9"}`, v4)), 7, "nor an interface of the node"},
+		{"deviceID no name", string(netConf("1.0.0", `,"runtimeConfig":{"deviceID":"sixteen-chars-xx"}`, v4)), 7, "nor an interface name"},
 		{"broken JSON", `{"cniVersion":"1.0.0","name":"hdnet","type":"host-device",`, 6, ""},
 		{"spec version 0.2.0", string(netConf("0.2.0", `,"device":"dev0"`, v4)), 1, ""},
 		{"bad subnet", string(netConf("1.0.0", `,"device":"dev0"`, `[[{"subnet":"10.62.0.0/33"}]]`)), 7, "subnet"},
