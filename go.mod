@@ -26,6 +26,7 @@ require (
 	k8s.io/apimachinery v0.34.2
 	k8s.io/client-go v0.34.2
 	k8s.io/cri-api v0.30.14 // test/node's CRI client; the newest that keeps grpc at v1.59
+	k8s.io/kubelet v0.30.14 // the agent's pod-resources client, test/node's device plugin; as cri-api, for grpc v1.59
 	sigs.k8s.io/yaml v1.6.0
 )
 

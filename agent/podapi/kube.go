@@ -21,6 +21,9 @@ import (
 type Config struct {
 	kubeapi.Cluster // its node is the one whose pods the informer watches
 	Log             *slog.Logger
+	// Devices answers OpPodDevices (the kubelet's pod-resources API);
+	// nil: the op is Unavailable.
+	Devices DeviceSource
 }
 
 // Kube answers from a pod informer restricted to this node
@@ -32,9 +35,13 @@ type Kube struct {
 	log   *slog.Logger
 	store cache.Store
 	ctrl  cache.Controller
+	devs  DeviceSource
 }
 
-var _ Source = (*Kube)(nil)
+var (
+	_ Source       = (*Kube)(nil)
+	_ DeviceSource = (*Kube)(nil)
+)
 
 // nadPath is where NetworkAttachmentDefinitions live.
 const nadPath = "/apis/k8s.cni.cncf.io/v1/namespaces/%s/network-attachment-definitions/%s"
@@ -49,7 +56,7 @@ func NewKube(c Config) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kube{c: cs, node: node, log: c.Log}
+	k := &Kube{c: cs, node: node, log: c.Log, devs: c.Devices}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node)
 	k.store, k.ctrl = kubeapi.NewInformer(cs, "pods", sel, &kubeapi.Pod{}, cache.InformerOptions{
 		Handler: cache.ResourceEventHandlerFuncs{},
@@ -170,6 +177,15 @@ func (k *Kube) WaitSynced(ctx context.Context, d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return cache.WaitForCacheSync(ctx.Done(), k.ctrl.HasSynced)
+}
+
+// PodDevices answers from Config.Devices (handleMultus has checked that
+// the pod is this node's).
+func (k *Kube) PodDevices(ctx context.Context, namespace, name, uid string) (map[string][]string, error) {
+	if k.devs == nil {
+		return nil, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: "this agent does not read the kubelet's pod-resources API"}
+	}
+	return k.devs.PodDevices(ctx, namespace, name, uid)
 }
 
 // Events records events on the pod, as Multus' event recorder does

@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/agent/podapi"
+	"github.com/cnibox/cnibox/agent/podresources"
 )
 
 // startPodAPI listens on --socket and serves the pod API from a pod
 // informer until ctx ends; wait returns once it has stopped, with the
 // server's error.
 func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() error, err error) {
-	k, err := podapi.NewKube(podapi.Config{Cluster: f.cluster(), Log: log})
+	cfg := podapi.Config{Cluster: f.cluster(), Log: log}
+	if f.pod.podResources != "" {
+		cfg.Devices = podresources.New(f.pod.podResources)
+	}
+	k, err := podapi.NewKube(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"github.com/cnibox/cnibox/agent/podresources"
 	"github.com/cnibox/cnibox/internal/agentapi"
 )
 
@@ -16,6 +17,8 @@ type podAPIFlags struct {
 	group  int // besides root, this group may call (-1: root only)
 	// namespaceIsolation: NADs only from the pod's namespace and default.
 	namespaceIsolation bool
+	// podResources is the kubelet's pod-resources socket ("" : none).
+	podResources string
 }
 
 func (p *podAPIFlags) register(fs *flag.FlagSet) {
@@ -25,6 +28,8 @@ func (p *podAPIFlags) register(fs *flag.FlagSet) {
 		"whose pod network is something else (cnibox)")
 	fs.StringVar(&p.socket, "socket", agentapi.DefaultSocket, "unix socket of the pod API (cnibox)")
 	fs.IntVar(&p.group, "pod-api-group", -1, "numeric group ID whose processes may call the pod API besides root (SO_PEERCRED; the socket's mode stays 0600) (cnibox)")
+	fs.StringVar(&p.podResources, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's pod-resources API socket: where the pod API finds the device a NetworkAttachmentDefinition's "+
+		"k8s.v1.cni.cncf.io/resourceName gave the pod (deviceID for host-device, SR-IOV); empty: none (cnibox)")
 	fs.BoolVar(&p.namespaceIsolation, "pod-api-namespace-isolation", false, "honour a NetworkAttachmentDefinition a pod selects only from the pod's namespace and default, whatever the multi config says (Multus' namespaceIsolation, off by default as in Multus; the config's namespaceIsolation and globalNamespaces work without it) (cnibox)")
 }
 
