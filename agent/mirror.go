@@ -62,6 +62,8 @@ func (a *agent) mirror(stopped bool) error {
 				p.Direct = t.direct
 			}
 		}
+		// host-gw reaches every peer by a plain route via its public IP.
+		p.Direct = p.Direct || a.cfg.Backend.Type == netconf.TypeHostGW
 		s.Peers = append(s.Peers, p)
 	}
 	sort.Slice(s.Peers, func(i, j int) bool { return lessPrefix(s.Peers[i].Subnet, s.Peers[j].Subnet) })
@@ -80,6 +82,7 @@ func (a *agent) mirror(stopped bool) error {
 func (a *agent) storeLease() store.OverlayLease {
 	l := store.OverlayLease{
 		Backend:    a.o.Manager.Name(),
+		Type:       a.cfg.Backend.Type,
 		Node:       a.o.NodeName,
 		Iface:      a.under.Iface,
 		PublicIP:   a.under.Public4,

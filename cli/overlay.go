@@ -56,9 +56,11 @@ func overlayState(c *ucli.Context) (store.OverlayState, error) {
 	return store.OverlayState{}, fmt.Errorf("several overlays on this node (%s): pick one with --device", strings.Join(names, ", "))
 }
 
-// ovlDevice is the kernel's view of the agent's VXLAN device.
+// ovlDevice is the kernel's view of the agent's device (VXLAN; a
+// wireguard or ipip device has Kind and no VXLAN fields).
 type ovlDevice struct {
 	Name   string `json:"name"`
+	Kind   string `json:"kind,omitempty"`
 	Exists bool   `json:"exists"`
 	Up     bool   `json:"up"`
 	MTU    int    `json:"mtu,omitempty"`
@@ -93,7 +95,22 @@ func overlayStatus(c *ucli.Context, h *netops.Handle) error {
 		if name == "" {
 			continue
 		}
+		if s.Lease.Type == "host-gw" || s.Lease.Type == "alloc" {
+			break // no device: the key is the backend's name
+		}
 		d := ovlDevice{Name: name}
+		if s.Lease.Type != "" && s.Lease.Type != "vxlan" {
+			l, err := h.LinkByName(name)
+			switch {
+			case errors.Is(err, netops.ErrNotFound):
+			case err != nil:
+				d.Error = err.Error()
+			default:
+				d.Exists, d.Up, d.MTU, d.Kind = true, l.Up, l.MTU, l.Kind
+			}
+			out.Devices = append(out.Devices, d)
+			continue
+		}
 		v, err := h.VXLANByName(name)
 		switch {
 		case errors.Is(err, netops.ErrNotFound):
@@ -111,6 +128,9 @@ func printOvlStatus(out io.Writer, s ovlStatus) error {
 	w := newTable(out)
 	l := s.OverlayLease
 	fmt.Fprintf(w, "backend:\t%s\n", l.Backend)
+	if l.Type != "" {
+		fmt.Fprintf(w, "type:\t%s\n", l.Type)
+	}
 	if l.Network.IsValid() {
 		fmt.Fprintf(w, "network:\t%s\nsubnet:\t%s\n", l.Network, l.Subnet)
 	}
@@ -125,6 +145,8 @@ func printOvlStatus(out io.Writer, s ovlStatus) error {
 			fmt.Fprintf(w, "device:\t%s: %s\n", d.Name, d.Error)
 		case !d.Exists:
 			fmt.Fprintf(w, "device:\t%s MISSING (the agent re-creates it)\n", d.Name)
+		case d.Kind != "":
+			fmt.Fprintf(w, "device:\t%s %s, %s, mtu %d\n", d.Name, ovlUpDown(d.Up), d.Kind, d.MTU)
 		default:
 			fmt.Fprintf(w, "device:\t%s %s, vni %d, port %d, vtep %s, mtu %d\n", d.Name, ovlUpDown(d.Up), d.VNI, d.Port, d.MAC, d.MTU)
 		}

@@ -15,6 +15,7 @@ var bucketOverlay = []byte("overlay")
 // holds it.
 type OverlayLease struct {
 	Backend    string       `json:"backend"`        // "etcd" or "kube"
+	Type       string       `json:"type,omitempty"` // the overlay backend: vxlan (also ""), host-gw, wireguard, ipip, alloc
 	Node       string       `json:"node,omitempty"` // the node's name (--node-name, $NODE_NAME or the host name)
 	Network    netip.Prefix `json:"network,omitzero"`
 	Subnet     netip.Prefix `json:"subnet,omitzero"`
@@ -23,7 +24,7 @@ type OverlayLease struct {
 	PublicIP   netip.Addr   `json:"publicIP,omitzero"`
 	PublicIPv6 netip.Addr   `json:"publicIPv6,omitzero"`
 	Iface      string       `json:"iface,omitempty"`
-	Device     string       `json:"device"`            // e.g. flannel.1
+	Device     string       `json:"device"`            // e.g. flannel.1 (host-gw, alloc: the type, no device)
 	Device6    string       `json:"device6,omitempty"` // e.g. flannel-v6.1
 	VNI        int          `json:"vni"`
 	Port       int          `json:"port"`

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -232,6 +233,31 @@ func TestHostGWCluster(t *testing.T) {
 	}
 	if v, err := n1.metric("127.0.0.1:9666", "cnibox_agent_peers_unreachable"); err != nil || v != 1 {
 		t.Errorf("cnibox_agent_peers_unreachable on node1 = %v, %v; want 1", v, err)
+	}
+
+	// The CLI reads the record: the type, no device, every peer's route.
+	var st struct {
+		Type    string            `json:"type"`
+		Ready   bool              `json:"ready"`
+		Peers   int               `json:"peers"`
+		Devices []json.RawMessage `json:"devices"`
+	}
+	eventually(t, "cnibox overlay status on node1", func() string {
+		n1.cli(&st, "overlay", "status")
+		if st.Type != "host-gw" || !st.Ready || st.Peers != 3 || len(st.Devices) != 0 {
+			return fmt.Sprintf("%+v; want type host-gw, ready, 3 peers (the off-link one too), no device", st)
+		}
+		return ""
+	})
+	var peers []struct {
+		Subnet netip.Prefix `json:"subnet"`
+		OK     bool         `json:"ok"`
+	}
+	n1.cli(&peers, "overlay", "peers")
+	for _, p := range peers {
+		if p.OK != (p.Subnet != netip.MustParsePrefix("10.244.200.0/24")) {
+			t.Errorf("cnibox overlay peers on node1: %+v; want every peer's route there but the off-link one's", peers)
+		}
 	}
 
 	pods := podsReachEachOther(t, c.nodes...)
