@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease"
 )
 
@@ -77,4 +78,40 @@ func (an Annotations) families(a *lease.Attrs) [2]family {
 		{an.BackendData, an.PublicIP, an.PublicIPOverwrite, &a.VNI, &a.VTEPMAC, &a.PublicIP, &a.Data},
 		{an.BackendV6Data, an.PublicIPv6, an.PublicIPv6Overwrite, &a.VNI6, &a.VTEPMAC6, &a.PublicIPv6, &a.Data6},
 	}
+}
+
+// published returns the annotations node n gets for attributes a.
+func (an Annotations) published(n *kubeapi.Node, a lease.Attrs) map[string]string {
+	want := map[string]string{
+		an.BackendType:       a.BackendType,
+		an.SubnetKubeManaged: "true",
+	}
+	// Which families' data and public address flannel writes (its
+	// kubeSubnetManager.AcquireLease): IPv4's whenever the backend is not
+	// vxlan or has data, IPv6's for vxlan with data, wireguard with data
+	// and an IPv6 address, host-gw with an IPv6 address. No data is
+	// written as "null", as flannel writes it.
+	for i, f := range an.families(&a) {
+		bd := a.DataJSON(i == 1)
+		if !f.ip.IsValid() || (len(bd) == 0 && a.BackendType == lease.BackendVXLAN) {
+			continue
+		}
+		if i == 1 && len(bd) == 0 && a.BackendType != lease.BackendHostGW {
+			continue
+		}
+		if len(bd) == 0 {
+			bd = json.RawMessage("null")
+		}
+		want[f.data] = string(bd)
+		want[f.publicIP] = f.ip.String()
+		if o := n.Annotations[f.overwrite]; o != "" {
+			want[f.publicIP] = o
+		}
+	}
+	if cidrs := n.Spec.PodCIDRs; len(cidrs) > 0 {
+		want[an.PodCIDRs] = strings.Join(cidrs, ",")
+	} else if n.Spec.PodCIDR != "" {
+		want[an.PodCIDRs] = n.Spec.PodCIDR
+	}
+	return want
 }

@@ -188,37 +188,7 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 
 // publish writes the node's annotations when they differ.
 func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) error {
-	want := map[string]string{
-		m.an.BackendType:       a.BackendType,
-		m.an.SubnetKubeManaged: "true",
-	}
-	// Which families' data and public address flannel writes (its
-	// kubeSubnetManager.AcquireLease): IPv4's whenever the backend is not
-	// vxlan or has data, IPv6's for vxlan with data, wireguard with data
-	// and an IPv6 address, host-gw with an IPv6 address. No data is
-	// written as "null", as flannel writes it.
-	for i, f := range m.an.families(&a) {
-		bd := a.DataJSON(i == 1)
-		if !f.ip.IsValid() || (len(bd) == 0 && a.BackendType == lease.BackendVXLAN) {
-			continue
-		}
-		if i == 1 && len(bd) == 0 && a.BackendType != lease.BackendHostGW {
-			continue
-		}
-		if len(bd) == 0 {
-			bd = json.RawMessage("null")
-		}
-		want[f.data] = string(bd)
-		want[f.publicIP] = f.ip.String()
-		if o := n.Annotations[f.overwrite]; o != "" {
-			want[f.publicIP] = o
-		}
-	}
-	if cidrs := n.Spec.PodCIDRs; len(cidrs) > 0 {
-		want[m.an.PodCIDRs] = strings.Join(cidrs, ",")
-	} else if n.Spec.PodCIDR != "" {
-		want[m.an.PodCIDRs] = n.Spec.PodCIDR
-	}
+	want := m.an.published(n, a)
 	same := n.Labels[MetaLabel] == "true"
 	for k, v := range want {
 		same = same && n.Annotations[k] == v
