@@ -94,6 +94,8 @@ func TestRBAC(t *testing.T) {
 		// podapi: this node's pods (informer), a pod, its network-status annotation.
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get", "list", "watch"}},
+		// podapi: multi's AddedInterface events.
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		// clusteripam: whereabouts' pools, and the Lease of the reclaiming agent.
 		{APIGroups: []string{"whereabouts.cni.cncf.io"}, Resources: []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
