@@ -270,6 +270,9 @@ func (f *flags) validate() error {
 	if f.verbosity < 0 {
 		return fmt.Errorf("-v %d: use 0 or more", f.verbosity)
 	}
+	if f.pod.multusConf.dir != "" && !f.pod.enabled() {
+		return fmt.Errorf("--multus-conf-dir %s: multi's config needs the pod API: add --pod-api or --pod-api-only", f.pod.multusConf.dir)
+	}
 	return nil
 }
 

@@ -136,6 +136,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--healthz-port", "8081", "--healthz-ip", "localhost"}, "--healthz-ip"},
 		{[]string{"-v", "-1"}, "-v"},
 		{[]string{"--healthz-port", "x"}, "healthz-port"},
+		{[]string{"--multus-conf-dir", "/host/etc/cni/net.d"}, "--pod-api-only"},
 	} {
 		_, err := parseFlagsEnv(tc.args, io.Discard, noEnv)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -118,6 +118,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		if err != nil {
 			return err
 		}
+		defer startMultusConf(ctx, &f.pod.multusConf, log)() // after the pod API: multi needs it
 		if f.pod.only || f.ipam.only {
 			health.SetRunning(true)
 			health.SetReady(true)

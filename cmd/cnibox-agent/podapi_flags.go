@@ -19,6 +19,7 @@ type podAPIFlags struct {
 	namespaceIsolation bool
 	// podResources is the kubelet's pod-resources socket ("" : none).
 	podResources string
+	multusConf   multusConfFlags // multusconf.go
 }
 
 func (p *podAPIFlags) register(fs *flag.FlagSet) {
@@ -30,6 +31,7 @@ func (p *podAPIFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.group, "pod-api-group", -1, "numeric group ID whose processes may call the pod API besides root (SO_PEERCRED; the socket's mode stays 0600) (cnibox)")
 	fs.StringVar(&p.podResources, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's pod-resources API socket: where the pod API finds the device a NetworkAttachmentDefinition's "+
 		"k8s.v1.cni.cncf.io/resourceName gave the pod (deviceID for host-device, SR-IOV); empty: none (cnibox)")
+	p.multusConf.register(fs)
 	fs.BoolVar(&p.namespaceIsolation, "pod-api-namespace-isolation", false, "honour a NetworkAttachmentDefinition a pod selects only from the pod's namespace and default, whatever the multi config says (Multus' namespaceIsolation, off by default as in Multus; the config's namespaceIsolation and globalNamespaces work without it) (cnibox)")
 }
 
