@@ -1,0 +1,233 @@
+package kubernetes
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// nadCRD is the part of a CustomResourceDefinition the test reads (the
+// module does not link apiextensions' types).
+type nadCRD struct {
+	Metadata struct{ Name string }
+	Spec     struct {
+		Group, Scope string
+		Names        struct {
+			Plural, Kind string
+			ShortNames   []string `json:"shortNames"`
+		}
+		Versions []struct {
+			Name            string
+			Served, Storage bool
+			Schema          struct {
+				OpenAPIV3Schema schemaProps `json:"openAPIV3Schema"`
+			}
+		}
+	}
+}
+
+type schemaProps struct {
+	Type       string
+	Properties map[string]schemaProps
+}
+
+// multusManifest is cnibox-multus.yaml decoded.
+type multusManifest struct {
+	crd     *nadCRD
+	sa      *corev1.ServiceAccount
+	role    *rbacv1.ClusterRole
+	binding *rbacv1.ClusterRoleBinding
+	ds      *appsv1.DaemonSet
+}
+
+// loadMultus decodes every document of cnibox-multus.yaml strictly.
+func loadMultus(t *testing.T) multusManifest {
+	t.Helper()
+	data, err := os.ReadFile("cnibox-multus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m multusManifest
+	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("document %d: %v", i, err)
+		}
+		var obj any
+		switch meta.Kind {
+		case "":
+			continue
+		case "CustomResourceDefinition":
+			m.crd = &nadCRD{}
+			if err := yaml.Unmarshal([]byte(doc), m.crd); err != nil {
+				t.Fatalf("document %d: %v", i, err)
+			}
+			continue
+		case "ServiceAccount":
+			m.sa = &corev1.ServiceAccount{}
+			obj = m.sa
+		case "ClusterRole":
+			m.role = &rbacv1.ClusterRole{}
+			obj = m.role
+		case "ClusterRoleBinding":
+			m.binding = &rbacv1.ClusterRoleBinding{}
+			obj = m.binding
+		case "DaemonSet":
+			m.ds = &appsv1.DaemonSet{}
+			obj = m.ds
+		default:
+			t.Fatalf("document %d: unexpected kind %s", i, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("document %d (%s): %v", i, meta.Kind, err)
+		}
+	}
+	if m.crd == nil || m.sa == nil || m.role == nil || m.binding == nil || m.ds == nil {
+		t.Fatalf("cnibox-multus.yaml lacks an object: %+v", m)
+	}
+	return m
+}
+
+// TestMultusCRD: the NAD CRD is the one Multus installs: its group,
+// names, one served and stored v1 whose spec.config is a string.
+func TestMultusCRD(t *testing.T) {
+	c := loadMultus(t).crd
+	s := c.Spec
+	if c.Metadata.Name != "network-attachment-definitions.k8s.cni.cncf.io" || s.Group != "k8s.cni.cncf.io" || s.Scope != "Namespaced" ||
+		s.Names.Plural != "network-attachment-definitions" || s.Names.Kind != "NetworkAttachmentDefinition" ||
+		!slices.Equal(s.Names.ShortNames, []string{"nad", "net-attach-def"}) {
+		t.Errorf("CRD %s: %+v", c.Metadata.Name, s)
+	}
+	if len(s.Versions) != 1 || s.Versions[0].Name != "v1" || !s.Versions[0].Served || !s.Versions[0].Storage {
+		t.Fatalf("CRD versions %+v: want v1 served and stored", s.Versions)
+	}
+	if cfg := s.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["config"]; cfg.Type != "string" {
+		t.Errorf("spec.config is %q, want string", cfg.Type)
+	}
+}
+
+// TestMultusRBAC: the pod API's rights, nothing else, bound to the
+// DaemonSet's service account.
+func TestMultusRBAC(t *testing.T) {
+	m := loadMultus(t)
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	}
+	if !reflect.DeepEqual(m.role.Rules, want) {
+		t.Errorf("rules %+v\nwant %+v", m.role.Rules, want)
+	}
+	b := m.binding
+	if b.RoleRef.Name != m.role.Name || len(b.Subjects) != 1 || b.Subjects[0].Name != m.sa.Name || b.Subjects[0].Namespace != m.sa.Namespace ||
+		m.ds.Spec.Template.Spec.ServiceAccountName != m.sa.Name || m.ds.Namespace != m.sa.Namespace {
+		t.Errorf("binding %+v, DaemonSet account %s", b, m.ds.Spec.Template.Spec.ServiceAccountName)
+	}
+}
+
+// TestMultusDaemonSet: the install step never replaces a plugin the node
+// has (no --force, no conflist: the primary's stay); the agent serves the
+// pod API only and writes the config in /etc/cni/net.d; every mount is a
+// volume; the dhcp daemon's node paths are under its -hostprefix.
+func TestMultusDaemonSet(t *testing.T) {
+	m := loadMultus(t)
+	spec := m.ds.Spec.Template.Spec
+	if !spec.HostNetwork || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists {
+		t.Errorf("hostNetwork %v, tolerations %+v: want the node's network and every taint", spec.HostNetwork, spec.Tolerations)
+	}
+	if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "/usr/local/bin/cnibox install --dir=/host/opt/cni/bin" {
+		t.Errorf("install step %+v: want cnibox install --dir=/host/opt/cni/bin alone", spec.InitContainers)
+	}
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	mounts := map[string]map[string]string{} // container -> mountPath -> host path
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		mounts[c.Name] = map[string]string{}
+		for _, vm := range c.VolumeMounts {
+			p, ok := hostPaths[vm.Name]
+			if !ok {
+				t.Errorf("container %s mounts %s, not a volume", c.Name, vm.Name)
+			}
+			mounts[c.Name][vm.MountPath] = p
+		}
+		if c.Image != "ghcr.io/cnibox/cnibox:dev" {
+			t.Errorf("container %s: image %s", c.Name, c.Image)
+		}
+	}
+	if len(spec.Containers) != 2 || spec.Containers[0].Name != "agent" || spec.Containers[1].Name != "dhcp" {
+		t.Fatalf("containers %v: want agent and dhcp", spec.Containers)
+	}
+	agent := spec.Containers[0]
+	if !slices.Contains(agent.Command, "--pod-api-only") || !slices.Contains(agent.Command, "--multus-conf-dir=/host/etc/cni/net.d") {
+		t.Errorf("agent command %v", agent.Command)
+	}
+	if mounts["agent"]["/host/etc/cni/net.d"] != "/etc/cni/net.d" || mounts["agent"]["/run/cnibox"] != "/run/cnibox" ||
+		mounts["agent"]["/var/lib/kubelet/pod-resources"] != "/var/lib/kubelet/pod-resources" {
+		t.Errorf("agent mounts %v", mounts["agent"])
+	}
+	dhcp := spec.Containers[1]
+	if strings.Join(dhcp.Command, " ") != "/usr/local/bin/cnibox-dhcp -hostprefix=/host" {
+		t.Errorf("dhcp command %v", dhcp.Command)
+	}
+	// what the daemon reaches under /host: its socket, the pods'
+	// namespaces as containerd names them, the store
+	for _, p := range []string{"/run/cni/dhcp.sock", "/var/run/netns/cni-1", "/run/netns/cni-1", "/var/lib/cnibox/cnibox.db"} {
+		ok := false
+		for mp, hp := range mounts["dhcp"] {
+			if rest, found := strings.CutPrefix("/host"+p, mp+"/"); found && hp != "" {
+				ok = rest != "" && (hp == "/run" || strings.HasPrefix(p, hp))
+			}
+		}
+		if !ok {
+			t.Errorf("the dhcp daemon does not reach the node's %s under /host: mounts %v", p, mounts["dhcp"])
+		}
+	}
+	if caps := dhcp.SecurityContext.Capabilities.Add; !slices.Equal(caps, []corev1.Capability{"NET_ADMIN", "NET_RAW", "SYS_ADMIN"}) {
+		t.Errorf("dhcp capabilities %v", caps)
+	}
+}
+
+// TestMultusCommands: the agent and the dhcp daemon know every flag the
+// manifest gives them (the built binaries' -help).
+func TestMultusCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the agent and the dhcp daemon")
+	}
+	spec := loadMultus(t).ds.Spec.Template.Spec
+	dir := t.TempDir()
+	for _, c := range spec.Containers {
+		name := filepath.Base(c.Command[0])
+		pkg := map[string]string{"cnibox-agent-kube": "cmd/cnibox-agent", "cnibox-dhcp": "cmd/cnibox-dhcp"}[name]
+		if pkg == "" {
+			t.Fatalf("container %s runs %s", c.Name, c.Command[0])
+		}
+		bin := filepath.Join(dir, name)
+		build := exec.Command("go", "build", "-o", bin, "github.com/cnibox/cnibox/"+pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+		help, _ := exec.Command(bin, "-help").CombinedOutput()
+		for _, a := range c.Command[1:] {
+			flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !strings.Contains(string(help), "  -"+flag+" ") && !strings.Contains(string(help), "  -"+flag+"\n") {
+				t.Errorf("%s: the manifest gives -%s, which it does not know:\n%s", name, flag, help)
+			}
+		}
+	}
+}
+
