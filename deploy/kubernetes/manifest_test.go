@@ -33,46 +33,31 @@ type manifest struct {
 // misspelt field fails) into its API type.
 func load(t *testing.T) manifest {
 	t.Helper()
-	data, err := os.ReadFile("cnibox.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var m manifest
-	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("document %d: %v", i, err)
-		}
-		var obj any
-		switch meta.Kind {
-		case "":
-			continue // the leading comment
+	eachDoc(t, "cnibox.yaml", func(kind, doc string) any {
+		switch kind {
 		case "ServiceAccount":
 			m.sa = &corev1.ServiceAccount{}
-			obj = m.sa
+			return m.sa
 		case "ClusterRole":
 			m.role = &rbacv1.ClusterRole{}
-			obj = m.role
+			return m.role
 		case "ClusterRoleBinding":
 			m.binding = &rbacv1.ClusterRoleBinding{}
-			obj = m.binding
+			return m.binding
 		case "ConfigMap":
 			m.cm = &corev1.ConfigMap{}
-			obj = m.cm
+			return m.cm
 		case "DaemonSet":
 			m.ds = &appsv1.DaemonSet{}
-			obj = m.ds
+			return m.ds
 		case "CustomResourceDefinition": // whereabouts' CRDs (TestWhereaboutsCRDs)
-			var crd map[string]any
-			obj = &crd
 			m.crds = append(m.crds, doc)
-		default:
-			t.Fatalf("document %d: unexpected kind %s", i, meta.Kind)
+			return &map[string]any{}
 		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("document %d (%s): %v", i, meta.Kind, err)
-		}
-	}
+		t.Fatalf("cnibox.yaml: unexpected kind %s", kind)
+		return nil
+	})
 	if m.sa == nil || m.role == nil || m.binding == nil || m.cm == nil || m.ds == nil {
 		t.Fatalf("cnibox.yaml lacks an object: %+v", m)
 	}

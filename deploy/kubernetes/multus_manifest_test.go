@@ -50,52 +50,64 @@ type multusManifest struct {
 	ds      *appsv1.DaemonSet
 }
 
-// loadMultus decodes every document of cnibox-multus.yaml strictly.
+// loadMultus decodes every document of cnibox-multus.yaml strictly (the
+// CRD into the fields the test reads).
 func loadMultus(t *testing.T) multusManifest {
 	t.Helper()
-	data, err := os.ReadFile("cnibox-multus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var m multusManifest
-	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("document %d: %v", i, err)
-		}
-		var obj any
-		switch meta.Kind {
-		case "":
-			continue
+	eachDoc(t, "cnibox-multus.yaml", func(kind, doc string) any {
+		switch kind {
 		case "CustomResourceDefinition":
 			m.crd = &nadCRD{}
 			if err := yaml.Unmarshal([]byte(doc), m.crd); err != nil {
-				t.Fatalf("document %d: %v", i, err)
+				t.Fatalf("the CRD: %v", err)
 			}
-			continue
+			return nil
 		case "ServiceAccount":
 			m.sa = &corev1.ServiceAccount{}
-			obj = m.sa
+			return m.sa
 		case "ClusterRole":
 			m.role = &rbacv1.ClusterRole{}
-			obj = m.role
+			return m.role
 		case "ClusterRoleBinding":
 			m.binding = &rbacv1.ClusterRoleBinding{}
-			obj = m.binding
+			return m.binding
 		case "DaemonSet":
 			m.ds = &appsv1.DaemonSet{}
-			obj = m.ds
-		default:
-			t.Fatalf("document %d: unexpected kind %s", i, meta.Kind)
+			return m.ds
 		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("document %d (%s): %v", i, meta.Kind, err)
-		}
-	}
+		t.Fatalf("unexpected kind %s", kind)
+		return nil
+	})
 	if m.crd == nil || m.sa == nil || m.role == nil || m.binding == nil || m.ds == nil {
 		t.Fatalf("cnibox-multus.yaml lacks an object: %+v", m)
 	}
 	return m
+}
+
+// eachDoc calls obj for every document of the manifest file with its kind
+// and decodes the document strictly (an unknown or misspelt field fails)
+// into what obj returns (nil: obj has read it).
+func eachDoc(t *testing.T, file string, obj func(kind, doc string) any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("%s document %d: %v", file, i, err)
+		}
+		if meta.Kind == "" {
+			continue // the leading comment
+		}
+		if o := obj(meta.Kind, doc); o != nil {
+			if err := yaml.UnmarshalStrict([]byte(doc), o); err != nil {
+				t.Fatalf("%s document %d (%s): %v", file, i, meta.Kind, err)
+			}
+		}
+	}
 }
 
 // TestMultusCRD: the NAD CRD is the one Multus installs: its group,
@@ -230,4 +242,3 @@ func TestMultusCommands(t *testing.T) {
 		}
 	}
 }
-
