@@ -85,17 +85,21 @@ test-kube: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/ ./test/whereabouts/
 	$(MAKE) test-node
 
-# test-node: the real-node test (test/node): a one-node cluster with a real
+# test-node: the real-node tests (test/node): a one-node cluster with a real
 # kubelet and containerd in private namespaces (test/kube/node.sh), the
 # image of make image imported, bin/cnibox.yaml applied with kubectl; nodes
-# Ready, pods on cnibox, a second network, a rollout, kubectl delete. It
-# also builds kube-scheduler, kubelet and kubectl into the control plane's
-# cache; times in docs/deploy.md.
+# Ready, pods on cnibox, a second network, a rollout, kubectl delete. Then
+# three kubelet nodes on one control plane: flannel's own kube-flannel.yml
+# with a real flanneld (built once from the module proxy into
+# ~/.cache/cnibox-flannel), moved to cnibox's image and back with pings
+# running; cnibox's manifest on three nodes (agent restart, node deletion,
+# FORWARD policy DROP). It also builds kube-scheduler, kubelet and kubectl
+# into the control plane's cache; times in docs/deploy.md.
 .PHONY: test-kube test-node
 test-node: deps image
 	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl) && \
 	CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
-		$(GO) test $(GOTEST_FLAGS) -tags kube -run TestKubeNode -v ./test/node/
+		$(GO) test -count=1 -timeout 40m -tags kube -run TestKubeNode -v ./test/node/
 
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM
 # (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER

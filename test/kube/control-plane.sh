@@ -15,7 +15,9 @@
 # start prints KUBECONFIG=DIR/kubeconfig (token auth, system:masters) once
 # /readyz answers. Ports: etcd 127.0.0.1:23791 (peers 23801), API 127.0.0.1:16443;
 # override with KCP_ETCD_PORT, KCP_ETCD_PEER_PORT, KCP_API_PORT. KCP_CONTROLLERS
-# picks the controller-manager's controllers (default nodeipam). KCP_VERSION
+# picks the controller-manager's controllers (default nodeipam). KCP_BIND and
+# KCP_ADVERTISE (default 127.0.0.1) are the API server's bind address and the
+# address it advertises (the kubernetes Service's endpoint). KCP_VERSION
 # (default v1.34.2) and KCP_CACHE (default ~/.cache/cnibox-kube/VERSION) pick the
 # build.
 set -euo pipefail
@@ -24,6 +26,8 @@ CACHE=${KCP_CACHE:-$HOME/.cache/cnibox-kube/$VER}
 ETCD_PORT=${KCP_ETCD_PORT:-23791}
 ETCD_PEER=${KCP_ETCD_PEER_PORT:-23801}
 API_PORT=${KCP_API_PORT:-16443}
+BIND=${KCP_BIND:-127.0.0.1}
+ADVERTISE=${KCP_ADVERTISE:-127.0.0.1}
 TOKEN=testtoken
 
 # module writes a throwaway module that requires k8s.io/kubernetes at VER.
@@ -89,7 +93,7 @@ KC
     >"$d/etcd.log" 2>&1 &
   echo $! >"$d/etcd.pid"
   setsid "$CACHE/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --secure-port="$API_PORT" --advertise-address=127.0.0.1 \
+    --bind-address="$BIND" --secure-port="$API_PORT" --advertise-address="$ADVERTISE" \
     --cert-dir="$d/certs" --token-auth-file="$d/tokens.csv" --authorization-mode=RBAC \
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$d/sa.pub" \
     --service-account-signing-key-file="$d/sa.key" --service-cluster-ip-range=10.96.0.0/16 \
@@ -133,5 +137,5 @@ case "${1:-}" in
 build) shift; build "$@" ;;
 start) shift; start "$@" ;;
 stop) shift; stop "$1" ;;
-*) sed -n '2,21p' "$0"; exit 2 ;;
+*) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -13,6 +13,23 @@
 #                        plane, no kubelet): DIR/up appears once containerd
 #                        answers; a test drives its CRI socket directly
 #                        (test/node's kind test)
+#   node.sh cluster DIR  the control plane of a cluster of several nodes, in
+#                        namespaces of its own that are also the nodes'
+#                        underlay: a bridge br0 ($UPLINK_IP/24) that every
+#                        node's eth0 plugs into, etcd, kube-apiserver
+#                        (0.0.0.0:443, advertising $UPLINK_IP),
+#                        kube-controller-manager and kube-scheduler. The
+#                        kubernetes Service's address (10.96.0.1) is an
+#                        address of its own (the nodes route there: no
+#                        kube-proxy is needed for a pod to reach the API).
+#                        DIR/up appears once the API server is ready.
+#   node.sh join DIR     a kubelet node of that cluster ($CLUSTER_DIR), its
+#                        eth0 ($NODE_IP/24, default route to $UPLINK_IP) a
+#                        port of the cluster's br0 ($UNDERLAY: the cluster's
+#                        network namespace); DIR/up once the kubelet answers.
+#                        Its /opt/cni/bin and /etc/cni/net.d are DIR/host/...
+#                        (private mounts): a manifest's host paths need no
+#                        rewriting
 #   node.sh cleanup DIR  afterwards: remove the containers' cgroups, the one
 #                        thing that outlives the namespaces
 #
@@ -43,6 +60,13 @@ NODE_IP=${NODE_IP:-172.31.250.2}
 UPLINK_IP=${UPLINK_IP:-172.31.250.1}
 SANDBOX_IMAGE=${SANDBOX_IMAGE:-localhost/cnibox-test/busybox:1}
 CLUSTER_CIDR=${CLUSTER_CIDR:-10.244.0.0/16}
+
+# The controllers a cluster of these nodes runs: node IPAM (podCIDR), node
+# lifecycle (the not-ready taint goes), the DaemonSet, service accounts
+# with their tokens and kube-root-ca.crt (a pod needs both), and the garbage
+# collector (kubectl delete -f: the DaemonSet's pods go with it; a deleted
+# node's pods go too).
+CLUSTER_CONTROLLERS=node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller
 
 log() { echo "node.sh: $*" >&2; }
 
@@ -92,6 +116,83 @@ network() {
   ip addr add "$NODE_IP/24" dev eth0
   ip link set eth0 up
   ip route add default via "$UPLINK_IP"
+}
+
+# SERVICE_IP is the kubernetes Service's ClusterIP (the first address of
+# control-plane.sh's service range).
+SERVICE_IP=10.96.0.1
+
+# private_dirs mounts the tmpfs that keep the node's /run, /var/lib and
+# /var/log its own.
+private_dirs() {
+  local d
+  for d in /run /var/lib /var/log; do
+    mount -t tmpfs -o mode=0755 tmpfs "$d"
+  done
+}
+
+# cluster_inner: the underlay and the control plane (node.sh cluster).
+cluster_inner() {
+  private_dirs
+  ip link set lo up
+  ip link add br0 type bridge
+  ip addr add "$UPLINK_IP/24" dev br0
+  ip link set br0 up
+  ip addr add "$SERVICE_IP/32" dev lo
+  KCP_CONTROLLERS=$CLUSTER_CONTROLLERS KCP_BIND=0.0.0.0 KCP_ADVERTISE=$UPLINK_IP KCP_API_PORT=443 \
+    bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
+  "$KUBE_BIN/kube-scheduler" --kubeconfig="$D/cp/kubeconfig" --leader-elect=false --bind-address=127.0.0.1 \
+    --secure-port=0 >"$D/scheduler.log" 2>&1 &
+  touch "$D/up"
+  sleep infinity &
+  wait $!
+}
+
+# join_network plugs the node's eth0 into the cluster's bridge: the veth's
+# peer goes into the cluster's namespace (fd 3, opened before unshare).
+join_network() {
+  local peer=$1
+  ip link set lo up
+  ip link add eth0 type veth peer name "$peer" netns /proc/self/fd/3
+  nsenter --net=/proc/self/fd/3 ip link set "$peer" master br0 up
+  ip addr add "$NODE_IP/24" dev eth0
+  ip link set eth0 up
+  ip route add default via "$UPLINK_IP"
+}
+
+# cni_dirs makes the node's CNI dirs (DIR/host/...) its /opt/cni/bin and
+# /etc/cni/net.d as well, so that a DaemonSet's hostPath volumes reach them
+# on every node of a cluster without being rewritten: /opt and /etc/cni get
+# a private tmpfs each (the machine's stay as they are; /etc/cni is made if
+# the machine lacks it, an empty directory to mount over) with the node's
+# dirs bound into it.
+cni_dirs() {
+  mkdir -p "$D/host/opt/cni/bin" "$D/host/etc/cni/net.d"
+  [ -d /etc/cni ] || mkdir /etc/cni
+  mount -t tmpfs -o mode=0755 tmpfs /opt
+  mount -t tmpfs -o mode=0755 tmpfs /etc/cni
+  mkdir -p /opt/cni/bin /etc/cni/net.d
+  mount --bind "$D/host/opt/cni/bin" /opt/cni/bin
+  mount --bind "$D/host/etc/cni/net.d" /etc/cni/net.d
+}
+
+# join_inner: a kubelet node of the cluster (node.sh join).
+join_inner() {
+  private_dirs
+  shadow_sysctls
+  cni_dirs
+  join_network "$PEER"
+  mkdir -p "$D/containerd" "$D/kubelet"
+  sed "s#https://127.0.0.1:443#https://$UPLINK_IP:443#" "$CLUSTER_DIR/cp/kubeconfig" >"$D/kubeconfig"
+  start_containerd
+  kubelet_conf >"$D/kubelet/config.yaml"
+  "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$D/kubeconfig" --root-dir="$D/kubelet/root" \
+    --cert-dir="$D/kubelet/pki" \
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
+  wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
+  touch "$D/up"
+  sleep infinity &
+  wait $!
 }
 
 containerd_conf() {
@@ -157,10 +258,7 @@ start_containerd() {
 }
 
 inner() {
-  local d
-  for d in /run /var/lib /var/log; do
-    mount -t tmpfs -o mode=0755 tmpfs "$d"
-  done
+  private_dirs
   shadow_sysctls
   network
   mkdir -p "$D/host/opt/cni/bin" "$D/host/etc/cni/net.d" "$D/containerd" "$D/kubelet"
@@ -171,12 +269,7 @@ inner() {
     wait $!
     return
   fi
-  # node IPAM (podCIDR), node lifecycle (the not-ready taint goes), the
-  # DaemonSet, service accounts with their tokens and kube-root-ca.crt (a
-  # pod needs both), and the garbage collector (kubectl delete -f: the
-  # DaemonSet's pods go with it)
-  KCP_CONTROLLERS=node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller \
-    bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
+  KCP_CONTROLLERS=$CLUSTER_CONTROLLERS bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
   local kc=$D/cp/kubeconfig
   "$KUBE_BIN/kube-scheduler" --kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 \
     >"$D/scheduler.log" 2>&1 &
@@ -215,20 +308,39 @@ cleanup() {
   fi
 }
 
-case "${1:-}" in
-run | cri)
+# start MODE DIR: the node (or cluster) in new network, mount and PID
+# namespaces, with this script's inner function for MODE.
+start() {
+  local mode=$1 d
   D=$(cd "$2" && pwd)
-  MODE=$1
-  [ "$MODE" = cri ] || : "${KUBE_BIN:?KUBE_BIN: the directory of kube-scheduler and kubelet}"
+  [ "$mode" = cri ] || : "${KUBE_BIN:?KUBE_BIN: the directory of kube-scheduler and kubelet}"
   # runc puts each container in /k8s.io/ID of every cgroup hierarchy; note
   # the k8s.io parents that do not exist yet, for cleanup.
   for d in /sys/fs/cgroup/*/; do
     [ -d "${d}k8s.io" ] || echo "${d}k8s.io"
   done >"$D/cgroup-parents"
   exec unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private \
-    env D="$D" KUBE_BIN="${KUBE_BIN:-}" MODE="$MODE" bash "$0" inner
+    env D="$D" KUBE_BIN="${KUBE_BIN:-}" MODE="$mode" bash "$0" inner
+}
+
+case "${1:-}" in
+cluster) start cluster "$2" ;;
+join)
+  : "${UNDERLAY:?UNDERLAY: the cluster's network namespace (/proc/PID/ns/net)}" "${CLUSTER_DIR:?CLUSTER_DIR: node.sh cluster's DIR}"
+  # the veth's peer in the cluster's namespace: a name per node
+  PEER=${PEER:-n-${NODE_IP##*.}}
+  export PEER CLUSTER_DIR
+  exec 3<"$UNDERLAY"
+  start join "$2"
   ;;
-inner) inner ;;
+run | cri) start "$1" "$2" ;;
+inner)
+  case "$MODE" in
+  cluster) cluster_inner ;;
+  join) join_inner ;;
+  *) inner ;;
+  esac
+  ;;
 cleanup) cleanup "$(cd "$2" && pwd)" ;;
-*) sed -n '2,38p' "$0"; exit 2 ;;
+*) sed -n '2,55p' "$0"; exit 2 ;;
 esac

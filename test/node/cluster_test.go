@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,12 @@ type node struct {
 	pidNS      string        // its PID namespace, to find stragglers
 	kubeconfig string
 	deadline   time.Time // no wait goes past it
+	// api is where kubectl runs: the node itself (node.sh run, the API
+	// server on its loopback) or the cluster's control plane.
+	api *node
+	stopped bool // stop ran
+	// name and ip are the kubelet's node name and address (cluster nodes).
+	name, ip string
 }
 
 // wait is how long the next wait may take: waitLong, or less near the
@@ -66,17 +73,34 @@ func env(t *testing.T, name, what string) string {
 // every process of the node and removes what outlives the namespaces; on
 // failure it first logs what a person debugging needs.
 func startNode(t *testing.T) *node {
+	kubeBin := kubeBinaries(t)
+	n := launch(t, t.TempDir(), kubeBin, "run", "NODE_NAME="+nodeName, "NODE_IP="+nodeIP)
+	n.kubeconfig = filepath.Join(n.dir, "cp", "kubeconfig")
+	return n
+}
+
+// kubeBinaries is the directory of the Kubernetes binaries ($CNIBOX_KUBE_BIN);
+// it skips the test unless it runs as root.
+func kubeBinaries(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the real-node test runs as root (namespaces, mounts, containerd)")
 	}
-	n := &node{t: t, dir: t.TempDir(), kubeBin: env(t, "CNIBOX_KUBE_BIN", "the directory of kubelet, kube-scheduler and kubectl")}
+	kubeBin := env(t, "CNIBOX_KUBE_BIN", "the directory of kubelet, kube-scheduler and kubectl")
 	for _, b := range []string{"kubelet", "kube-scheduler", "kubectl", "kube-apiserver", "kube-controller-manager"} {
-		if _, err := os.Stat(filepath.Join(n.kubeBin, b)); err != nil {
+		if _, err := os.Stat(filepath.Join(kubeBin, b)); err != nil {
 			t.Fatalf("%v: build it with test/kube/control-plane.sh build kube-scheduler kubelet kubectl", err)
 		}
 	}
-	n.kubeconfig = filepath.Join(n.dir, "cp", "kubeconfig")
-	n.deadline = time.Now().Add(time.Hour)
+	return kubeBin
+}
+
+// launch runs `node.sh MODE DIR` with env added and waits for DIR/up; the
+// node's cleanup (stop, and diagnose on failure) is registered.
+func launch(t *testing.T, dir, kubeBin, mode string, env ...string) *node {
+	t.Helper()
+	n := &node{t: t, dir: dir, kubeBin: kubeBin, deadline: time.Now().Add(time.Hour)}
+	n.api = n
 	if d, ok := t.Deadline(); ok {
 		n.deadline = d.Add(-cleanupTime)
 	}
@@ -85,17 +109,28 @@ func startNode(t *testing.T) *node {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	n.cmd = exec.Command("bash", "../kube/node.sh", "run", n.dir)
-	n.cmd.Env = append(os.Environ(), "KUBE_BIN="+n.kubeBin, "SANDBOX_IMAGE="+busyboxRef,
-		"NODE_NAME="+nodeName, "NODE_IP="+nodeIP)
+	n.cmd = exec.Command("bash", "../kube/node.sh", mode, n.dir)
+	n.cmd.Env = append(os.Environ(), append([]string{"KUBE_BIN=" + n.kubeBin, "SANDBOX_IMAGE=" + busyboxRef}, env...)...)
 	n.cmd.Stdout, n.cmd.Stderr = out, out
-	// If the test binary dies, so does the node.
+	// If the test binary dies, so does the node. The kernel sends the
+	// death signal when the thread that started the child ends: start it
+	// from a thread of its own that lives until the node has ended.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := n.cmd.Start(); err != nil {
+	n.done = make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := n.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		n.cmd.Wait()
+		close(n.done)
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	n.done = make(chan struct{})
-	go func() { n.cmd.Wait(); close(n.done) }()
 	t.Cleanup(n.stop)
 	t.Cleanup(n.diagnose)
 
@@ -107,11 +142,11 @@ func startNode(t *testing.T) *node {
 		}
 		select {
 		case <-n.done:
-			t.Fatalf("node.sh ended before the kubelet was up: %v", n.cmd.ProcessState)
+			t.Fatalf("node.sh %s ended before it was up: %v", mode, n.cmd.ProcessState)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet is not up after %v", wait)
+			t.Fatalf("node.sh %s is not up after %v", mode, wait)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -135,6 +170,14 @@ func startNode(t *testing.T) *node {
 // containers' cgroups. The mounts and namespaces go with the processes.
 func (n *node) stop() {
 	t := n.t
+	select {
+	case <-n.done:
+		if n.stopped {
+			return
+		}
+	default:
+	}
+	n.stopped = true
 	n.cmd.Process.Kill()
 	<-n.done
 	if n.pidNS != "" {
@@ -174,7 +217,7 @@ func (n *node) diagnose() {
 	if !t.Failed() {
 		return
 	}
-	if n.init != 0 {
+	if n.init != 0 && n.api == n {
 		for _, args := range [][]string{
 			{"get", "nodes,pods", "-A", "-o", "wide"},
 			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
@@ -207,8 +250,9 @@ func (n *node) kubectlIn(stdin string, args ...string) (string, error) {
 // namespace, with the cluster's kubeconfig and a cache of the test's (not
 // ~/.kube).
 func (n *node) kubectlCmd(args ...string) *exec.Cmd {
-	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.init), "-n", filepath.Join(n.kubeBin, "kubectl"),
-		"--kubeconfig", n.kubeconfig, "--cache-dir", filepath.Join(n.dir, "kubectl-cache")}, args...)...)
+	a := n.api
+	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(a.init), "-n", filepath.Join(a.kubeBin, "kubectl"),
+		"--kubeconfig", a.kubeconfig, "--cache-dir", filepath.Join(a.dir, "kubectl-cache")}, args...)...)
 }
 
 // must is kubectl that fails the test on an error.

@@ -11,12 +11,24 @@
 // rollout of a new image keeps running pods reachable; and `kubectl delete
 // -f` leaves the node's running pods alone.
 //
+// startCluster starts a cluster of N kubelet nodes, each in its own
+// namespaces, on one control plane whose namespace is also their underlay
+// (node.sh cluster and join): the nodes' CNI dirs are at the usual host
+// paths in their mount namespaces, so manifests apply unchanged, and the
+// kubernetes Service's address is routed to the API server. On it,
+// TestKubeNodeFlannel runs flannel's own kube-flannel.yml v0.28.9 with a
+// real flanneld (built from the module proxy, cached by version), moves the
+// DaemonSet to cnibox's image with `kubectl set image` while pods on
+// different nodes ping each other, and back; TestKubeNodeCluster runs
+// cnibox's manifest on three nodes: an agent restarted, a node deleted, a
+// node whose FORWARD policy is DROP.
+//
 // TestKubeNodeKind runs kind's network (ptp + host-local + portmap,
 // cniVersion 0.3.1) on the same private node with containerd alone
 // (node.sh cri), driven through the CRI's Go client: sandboxes get
 // addresses, /32 routes, pod-to-pod and a hostPort, and stop and remove
 // leave no route, veth, portmap element or store record. docs/deploy.md
-// says how to run both and what they cost.
+// says how to run them and what they cost.
 //
 // The test needs root and the build tag kube; the Makefile passes the
 // Kubernetes binaries, the image archive and the rendered manifest in

@@ -6,12 +6,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -19,47 +20,83 @@ import (
 // busyboxBin is Debian's busybox-static.
 const busyboxBin = "/bin/busybox"
 
-// writeBusyboxImage writes a docker-archive (what `ctr images import`
-// takes, as it takes make image's archive) of one layer: busyboxBin as
-// /bin/busybox and a link to it for each of its applets, so that a command
-// runs under its own name (killall finds ping). The default command sleeps,
-// so the image also serves as the pod sandbox ("pause") image.
+// imageFile is one entry of a test image's layer: a file, or with link
+// set, a symbolic link.
+type imageFile struct {
+	path string // absolute, as the container sees it
+	data []byte
+	mode int64
+	link string
+}
+
+// writeBusyboxImage writes the test's pod image: busybox alone. Its default
+// command sleeps, so it also serves as the pod sandbox ("pause") image.
 func writeBusyboxImage(t *testing.T, path, ref string) {
 	t.Helper()
+	writeImage(t, path, ref, []string{"sleep", "2147483647"}, nil)
+}
+
+// writeImage writes a docker-archive (what `ctr images import` takes, as
+// it takes make image's archive) of one layer: busyboxBin as /bin/busybox
+// with a link to it for each of its applets (a command runs under its own
+// name: killall finds ping), and files. PATH is /usr/sbin:/bin; cmd is the
+// default command.
+func writeImage(t *testing.T, archive, ref string, cmd []string, files []imageFile) {
+	t.Helper()
+	checkStatic(t, busyboxBin)
 	bb, err := os.ReadFile(busyboxBin)
 	if err != nil {
 		t.Fatalf("read %s: %v (apt-get install busybox-static)", busyboxBin, err)
-	}
-	if f, err := elf.NewFile(bytes.NewReader(bb)); err != nil {
-		t.Fatalf("%s: %v", busyboxBin, err)
-	} else {
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Fatalf("%s is linked dynamically: the image holds nothing else (apt-get install busybox-static)", busyboxBin)
-			}
-		}
 	}
 	out, err := exec.Command(busyboxBin, "--list").Output()
 	if err != nil {
 		t.Fatalf("%s --list: %v", busyboxBin, err)
 	}
+	all := map[string]imageFile{"/bin/busybox": {path: "/bin/busybox", data: bb, mode: 0o755}}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet != "busybox" && !strings.Contains(applet, "/") {
+			all["/bin/"+applet] = imageFile{path: "/bin/" + applet, link: "busybox"}
+		}
+	}
+	for _, f := range files {
+		all[f.path] = f
+	}
+	// every parent directory, then the entries in name order
+	dirs := map[string]bool{}
+	for p := range all {
+		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	names := make([]string, 0, len(all)+len(dirs))
+	for p := range all {
+		names = append(names, p)
+	}
+	for d := range dirs {
+		names = append(names, d)
+	}
+	sort.Strings(names)
 
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
-	add := func(h *tar.Header, data []byte) {
-		h.Uname, h.Gname = "root", "root"
+	for _, n := range names {
+		h := &tar.Header{Name: strings.TrimPrefix(n, "/"), Uname: "root", Gname: "root"}
+		f, isFile := all[n]
+		switch {
+		case !isFile:
+			h.Name, h.Typeflag, h.Mode = h.Name+"/", tar.TypeDir, 0o755
+		case f.link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.link, 0o777
+		default:
+			h.Typeflag, h.Mode, h.Size = tar.TypeReg, f.mode, int64(len(f.data))
+		}
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	add(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
-	add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))}, bb)
-	for _, applet := range strings.Fields(string(out)) {
-		if applet != "busybox" && !strings.Contains(applet, "/") {
-			add(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(f.data); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -70,8 +107,8 @@ func writeBusyboxImage(t *testing.T, path, ref string) {
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"config": map[string]any{
-			"Env": []string{"PATH=/bin"},
-			"Cmd": []string{"sleep", "2147483647"},
+			"Env": []string{"PATH=/usr/sbin:/bin"},
+			"Cmd": cmd,
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(sum[:])}},
 	})
@@ -83,8 +120,8 @@ func writeBusyboxImage(t *testing.T, path, ref string) {
 		t.Fatal(err)
 	}
 
-	var archive bytes.Buffer
-	aw := tar.NewWriter(&archive)
+	var buf bytes.Buffer
+	aw := tar.NewWriter(&buf)
 	for _, f := range []struct {
 		name string
 		data []byte
@@ -99,7 +136,7 @@ func writeBusyboxImage(t *testing.T, path, ref string) {
 	if err := aw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, archive.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(archive, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -36,7 +36,9 @@ type deployment struct {
 // the DaemonSet, only the CNI host paths (to n.hostDir), and in the
 // ConfigMap, the API server's address for the agent: the node has no
 // kube-proxy, which is what api-server-host and api-server-port are for
-// (docs/deploy.md). Every other object goes through unchanged.
+// (docs/deploy.md). Every other object goes through unchanged. With n nil
+// nothing changes (a cluster's nodes have the CNI dirs at the host paths
+// and reach the API server at the kubernetes Service's address).
 func render(t *testing.T, n *node, path string) deployment {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -60,7 +62,7 @@ func render(t *testing.T, n *node, path string) deployment {
 		case "DaemonSet":
 			js = renderDaemonSet(t, n, js, &d)
 		case "ConfigMap":
-			js = renderConfigMap(t, js, &d)
+			js = renderConfigMap(t, n, js, &d)
 		}
 		docs = append(docs, string(js))
 	}
@@ -78,6 +80,9 @@ func renderDaemonSet(t *testing.T, n *node, js []byte, d *deployment) []byte {
 	}
 	moved := map[string]bool{}
 	for i := range ds.Spec.Template.Spec.Volumes {
+		if n == nil {
+			break
+		}
 		hp := ds.Spec.Template.Spec.Volumes[i].HostPath
 		if hp == nil {
 			continue
@@ -92,7 +97,7 @@ func renderDaemonSet(t *testing.T, n *node, js []byte, d *deployment) []byte {
 		}
 	}
 	for _, p := range cniHostPaths {
-		if !moved[p] {
+		if n != nil && !moved[p] {
 			t.Fatalf("the DaemonSet has no host path %s: the test expects the CNI dirs there", p)
 		}
 	}
@@ -109,7 +114,7 @@ func renderDaemonSet(t *testing.T, n *node, js []byte, d *deployment) []byte {
 	return out
 }
 
-func renderConfigMap(t *testing.T, js []byte, d *deployment) []byte {
+func renderConfigMap(t *testing.T, n *node, js []byte, d *deployment) []byte {
 	var cm corev1.ConfigMap
 	if err := json.Unmarshal(js, &cm); err != nil {
 		t.Fatal(err)
@@ -117,7 +122,9 @@ func renderConfigMap(t *testing.T, js []byte, d *deployment) []byte {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data["api-server-host"], cm.Data["api-server-port"] = "127.0.0.1", apiPort
+	if n != nil {
+		cm.Data["api-server-host"], cm.Data["api-server-port"] = "127.0.0.1", apiPort
+	}
 	d.cniConf = cm.Data["cni-conf.json"]
 	var netConf struct{ Network string }
 	if err := json.Unmarshal([]byte(cm.Data["net-conf.json"]), &netConf); err != nil {

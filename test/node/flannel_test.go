@@ -1,0 +1,148 @@
+//go:build kube
+
+package node
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// flannelManifest is flannel's stock manifest, Documentation/kube-flannel.yml
+// of v0.28.9 as fetched, unchanged: the nodes' CNI dirs are at the host
+// paths it names (node.sh join), and flannel's images are built under the
+// names it gives (writeFlannelImages).
+const flannelManifest = "testdata/kube-flannel.yml"
+
+// flannelDS is the manifest's DaemonSet.
+const (
+	flannelNS  = "kube-flannel"
+	flannelDS  = "kube-flannel-ds"
+	flannelSel = "app=flannel"
+)
+
+// TestKubeNodeFlannel is the move from flannel to cnibox and back, on
+// three nodes: (a) flannel's manifest with a real flanneld brings the
+// nodes Ready and pods on different nodes reach each other; (b) with pings
+// running between pods on different nodes, `kubectl set image` moves the
+// DaemonSet to cnibox's image, the nodes roll one by one through a mixed
+// cluster, no pod pair goes without an answer for more than 2 s, and each
+// node keeps its lease; new pods get addresses no pod holds and reach the
+// old ones; (c) the same back to flannel's images.
+func TestKubeNodeFlannel(t *testing.T) {
+	cniboxTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
+	cniboxImage := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)")).image
+	kubeBinaries(t)
+	start := time.Now()
+	// built in the host's namespaces, before any node starts
+	flannelTars := writeFlannelImages(t, t.TempDir())
+	t.Logf("flannel's images ready after %v", time.Since(start).Round(time.Second))
+	manifest, err := os.ReadFile(flannelManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := startCluster(t, 3)
+	c.importImages(append(flannelTars, cniboxTar)...)
+	step := func(name string, fn func()) {
+		t.Logf("== %s", name)
+		s := time.Now()
+		fn()
+		t.Logf("== %s: done in %v", name, time.Since(s).Round(100*time.Millisecond))
+	}
+	var pods []string
+	leases := map[*node][]byte{}
+	step("(a) flannel's manifest and flanneld: the nodes turn Ready, pods across nodes reach each other", func() {
+		if out, err := c.kubectlIn(string(manifest), "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply -f %s: %v", flannelManifest, err)
+		} else {
+			t.Logf("kubectl apply -f %s:\n%s", flannelManifest, strings.TrimSpace(out))
+		}
+		c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
+		c.must("-n", flannelNS, "rollout", "status", "ds/"+flannelDS, c.timeout())
+		for _, n := range c.nodes {
+			if plugin := pluginOf(t, n); plugin != "flannel's" {
+				t.Fatalf("%s: /opt/cni/bin/flannel is %s, want flannel's own", n.name, plugin)
+			}
+			leases[n] = subnetEnv(t, n)
+		}
+		pods = c.startPodsOn("a", c.nodes...)
+		c.pingMesh(pods...)
+	})
+	// pods are the first pods, one per node, pinging each other through
+	// every move
+	move := func(label, image string, images map[string]string, want string) {
+		ps := c.startPings(pods...)
+		args := []string{"-n", flannelNS, "set", "image", "ds/" + flannelDS}
+		for container, img := range images {
+			args = append(args, container+"="+img)
+		}
+		c.must(args...)
+		states := c.watchRollout(flannelNS, flannelSel, flannelDS)
+		c.stopPings(label, ps)
+		from := flannelImage
+		if image == flannelImage {
+			from = cniboxImage
+		}
+		if !mixed(states, from, image) {
+			t.Errorf("%s: no moment with Ready pods of both %s and %s: %v", label, from, image, states)
+		}
+		for _, n := range c.nodes {
+			if plugin := pluginOf(t, n); plugin != want {
+				t.Errorf("%s: %s's /opt/cni/bin/flannel is %s, want %s", label, n.name, plugin, want)
+			}
+			if now := subnetEnv(t, n); !bytes.Equal(now, leases[n]) {
+				t.Errorf("%s: %s's subnet.env changed:\n%s\nwas\n%s", label, n.name, now, leases[n])
+			}
+		}
+		prefix := map[string]string{cniboxImage: "b", flannelImage: "c"}[image]
+		fresh := c.startPodsOn(prefix, c.nodes...)
+		c.uniqueAddresses()
+		c.pingFresh(pods, fresh)
+	}
+	step("(b) kubectl set image to cnibox's: the nodes roll one by one, pods keep reaching each other", func() {
+		move("to cnibox", cniboxImage, map[string]string{"install-cni-plugin": cniboxImage, "install-cni": cniboxImage, "kube-flannel": cniboxImage}, "cnibox's")
+	})
+	step("(c) kubectl set image back to flannel's", func() {
+		move("back to flannel", flannelImage, map[string]string{"install-cni-plugin": flannelCNIImage, "install-cni": flannelImage, "kube-flannel": flannelImage}, "flannel's")
+	})
+	t.Logf("the move from flannel and back took %v", time.Since(start).Round(time.Second))
+}
+
+// deploymentOf reads make image's manifest as it is.
+func deploymentOf(t *testing.T, path string) deployment {
+	t.Helper()
+	return render(t, nil, path)
+}
+
+// pluginOf says whose flannel plugin the node's CNI dir holds: "cnibox's"
+// (the flannel role, whose version line names cnibox) or "flannel's".
+func pluginOf(t *testing.T, n *node) string {
+	t.Helper()
+	p := filepath.Join(n.hostDir("/opt/cni/bin"), "flannel")
+	cmd := exec.Command(p, "version")
+	cmd.Env = []string{}
+	out, _ := cmd.CombinedOutput()
+	switch {
+	case strings.Contains(string(out), "+cnibox"):
+		return "cnibox's"
+	case strings.Contains(string(out), "CNI flannel plugin"):
+		return "flannel's"
+	}
+	t.Fatalf("%s: %s version: %q", n.name, p, out)
+	return ""
+}
+
+// subnetEnv is the node's /run/flannel/subnet.env.
+func subnetEnv(t *testing.T, n *node) []byte {
+	t.Helper()
+	data, err := n.nodeFile("/run/flannel/subnet.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
