@@ -76,6 +76,7 @@ func startNode(t *testing.T) *node {
 	kubeBin := kubeBinaries(t)
 	n := launch(t, t.TempDir(), kubeBin, "run", "NODE_NAME="+nodeName, "NODE_IP="+nodeIP)
 	n.kubeconfig = filepath.Join(n.dir, "cp", "kubeconfig")
+	t.Cleanup(n.diagnose)
 	return n
 }
 
@@ -96,7 +97,8 @@ func kubeBinaries(t *testing.T) string {
 }
 
 // launch runs `node.sh MODE DIR` with env added and waits for DIR/up; the
-// node's cleanup (stop, and diagnose on failure) is registered.
+// node's stop is registered as a cleanup (the caller registers what to log
+// on failure, to run before it).
 func launch(t *testing.T, dir, kubeBin, mode string, env ...string) *node {
 	t.Helper()
 	n := &node{t: t, dir: dir, kubeBin: kubeBin, deadline: time.Now().Add(time.Hour)}
@@ -132,7 +134,6 @@ func launch(t *testing.T, dir, kubeBin, mode string, env ...string) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.stop)
-	t.Cleanup(n.diagnose)
 
 	wait := n.wait()
 	deadline := time.Now().Add(wait)

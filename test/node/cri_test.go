@@ -8,14 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -43,10 +38,7 @@ func startCRINode(t *testing.T, conflist string, roles ...string) *criNode {
 	if cnibox == "" {
 		cnibox = "../../bin/cnibox"
 	}
-	n := &node{t: t, dir: t.TempDir(), deadline: time.Now().Add(time.Hour)}
-	if d, ok := t.Deadline(); ok {
-		n.deadline = d.Add(-cleanupTime)
-	}
+	n := &node{t: t, dir: t.TempDir()}
 	bin, conf := n.hostDir("/opt/cni/bin"), n.hostDir("/etc/cni/net.d")
 	for _, d := range []string{bin, conf} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -63,56 +55,8 @@ func startCRINode(t *testing.T, conflist string, roles ...string) *criNode {
 		t.Fatal(err)
 	}
 
-	out, err := os.Create(filepath.Join(n.dir, "node.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	n.cmd = exec.Command("bash", "../kube/node.sh", "cri", n.dir)
-	n.cmd.Env = append(os.Environ(), "SANDBOX_IMAGE="+busyboxRef, "NODE_NAME="+nodeName, "NODE_IP="+nodeIP)
-	n.cmd.Stdout, n.cmd.Stderr = out, out
-	// If the test binary dies, so does the node. The kernel sends the
-	// death signal when the thread that started the child ends, and the
-	// test ends threads (nstest.Run's, locked in a namespace): start it
-	// from a thread of its own that lives until the node has ended.
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	n.done = make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := n.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		n.cmd.Wait()
-		close(n.done)
-	}()
-	if err := <-started; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.stop)
+	n = launch(t, n.dir, "", "cri", "NODE_NAME="+nodeName, "NODE_IP="+nodeIP)
 	t.Cleanup(func() { criDiagnose(n) })
-	n.poll("containerd up (node.sh cri)", func() error {
-		select {
-		case <-n.done:
-			t.Fatalf("node.sh ended before containerd was up: %v", n.cmd.ProcessState)
-		default:
-		}
-		_, err := os.Stat(filepath.Join(n.dir, "up"))
-		return err
-	})
-	pid := n.cmd.Process.Pid
-	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil || len(strings.Fields(string(children))) == 0 {
-		t.Fatalf("the node's init process (child of unshare %d): %q %v", pid, children, err)
-	}
-	if n.init, err = strconv.Atoi(strings.Fields(string(children))[0]); err != nil {
-		t.Fatal(err)
-	}
-	if n.pidNS, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", n.init)); err != nil {
-		t.Fatal(err)
-	}
 
 	bb := filepath.Join(n.dir, "busybox.tar")
 	writeBusyboxImage(t, bb, busyboxRef)
