@@ -355,10 +355,8 @@ func (c *cluster) watchRollout(ns, selector, ds string) []map[string]string {
 				t.Logf("ready %s pods: %s", ds, s)
 			}
 		}
-		if _, err := c.kubectl("-n", ns, "rollout", "status", "ds/"+ds, "--watch=false"); err == nil {
-			if st, _ := c.kubectl("-n", ns, "rollout", "status", "ds/"+ds, "--watch=false"); strings.Contains(st, "successfully rolled out") {
-				return states
-			}
+		if st, err := c.kubectl("-n", ns, "rollout", "status", "ds/"+ds, "--watch=false"); err == nil && strings.Contains(st, "successfully rolled out") {
+			return states
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the rollout of ds/%s is not done after %v", ds, c.wait())
