@@ -77,6 +77,17 @@ func PatchMetadata(ctx context.Context, c rest.Interface, r Ref, meta map[string
 	return r.on(c.Patch(types.MergePatchType)).Body(patch).Do(ctx).Error()
 }
 
+// PatchStatusMetadata is PatchMetadata through the object's status
+// subresource, as flanneld annotates its node: flannel's ClusterRole grants
+// patch on nodes/status, not on nodes.
+func PatchStatusMetadata(ctx context.Context, c rest.Interface, r Ref, meta map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return err
+	}
+	return r.on(c.Patch(types.MergePatchType)).SubResource("status").Body(patch).Do(ctx).Error()
+}
+
 // NewInformer returns an informer of the objects of resource, in every
 // namespace, that sel selects (nil: all), decoded as obj's type; o gives the
 // rest (handler, resync period, transform).

@@ -198,7 +198,9 @@ func (m *Manager) publish(ctx context.Context, n *kubeapi.Node, a lease.Attrs) e
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	if err := kubeapi.PatchMetadata(ctx, m.c, m.ref(), map[string]any{"annotations": want, "labels": map[string]string{MetaLabel: "true"}}); err != nil {
+	// through nodes/status, as flanneld: kube-flannel.yml's ClusterRole
+	// allows nothing else
+	if err := kubeapi.PatchStatusMetadata(ctx, m.c, m.ref(), map[string]any{"annotations": want, "labels": map[string]string{MetaLabel: "true"}}); err != nil {
 		return fmt.Errorf("kube: annotate node %s: %w", m.node, err)
 	}
 	m.log.Info("published this node's overlay attributes", "node", m.node, "annotations", want)
