@@ -176,10 +176,14 @@ func iptablesFiles(t *testing.T) (files map[string]string, links map[string]stri
 	for _, n := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
 		links["/usr/sbin/"+n] = "xtables-nft-multi"
 	}
+	// the extensions' directory as libxtables names it (on a merged-/usr
+	// Debian, /lib is a link the image does not have)
 	var ext string
 	for _, d := range libDirs {
 		if fi, err := os.Stat(filepath.Join(d, "xtables")); err == nil && fi.IsDir() {
-			ext = filepath.Join(d, "xtables")
+			if ext, err = filepath.EvalSymlinks(filepath.Join(d, "xtables")); err != nil {
+				t.Fatal(err)
+			}
 			break
 		}
 	}
@@ -192,6 +196,7 @@ func iptablesFiles(t *testing.T) (files map[string]string, links map[string]stri
 	}
 	for _, e := range ents {
 		p := filepath.Join(ext, e.Name())
+		// the image has them where libxtables looks
 		if e.Type()&os.ModeSymlink != 0 {
 			target, err := os.Readlink(p)
 			if err != nil {
