@@ -185,11 +185,7 @@ join_inner() {
   mkdir -p "$D/containerd" "$D/kubelet"
   sed "s#https://127.0.0.1:443#https://$UPLINK_IP:443#" "$CLUSTER_DIR/cp/kubeconfig" >"$D/kubeconfig"
   start_containerd
-  kubelet_conf >"$D/kubelet/config.yaml"
-  "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$D/kubeconfig" --root-dir="$D/kubelet/root" \
-    --cert-dir="$D/kubelet/pki" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
-  wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
+  start_kubelet "$D/kubeconfig"
   touch "$D/up"
   sleep infinity &
   wait $!
@@ -251,6 +247,15 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFre
 EOF
 }
 
+# start_kubelet KUBECONFIG: the kubelet of node $NODE_NAME, until it answers.
+start_kubelet() {
+  kubelet_conf >"$D/kubelet/config.yaml"
+  "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$1" --root-dir="$D/kubelet/root" \
+    --cert-dir="$D/kubelet/pki" \
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
+  wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
+}
+
 start_containerd() {
   containerd_conf >"$D/containerd/config.toml"
   containerd --config "$D/containerd/config.toml" >"$D/containerd.log" 2>&1 &
@@ -274,11 +279,7 @@ inner() {
   "$KUBE_BIN/kube-scheduler" --kubeconfig="$kc" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 \
     >"$D/scheduler.log" 2>&1 &
   start_containerd
-  kubelet_conf >"$D/kubelet/config.yaml"
-  "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$kc" --root-dir="$D/kubelet/root" \
-    --cert-dir="$D/kubelet/pki" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
-  wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
+  start_kubelet "$kc"
   touch "$D/up"
   sleep infinity &
   wait $!

@@ -3,107 +3,33 @@
 package node
 
 import (
-	"bytes"
 	"debug/elf"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cnibox/cnibox/test/internal/flanneld"
 )
 
 // flannel's own release, as its stock manifest (testdata/kube-flannel.yml,
 // Documentation/kube-flannel.yml of v0.28.9) names it. Neither image is
-// pulled: the test builds both from the Go module proxy and imports them
-// under these names, so the manifest runs unchanged.
+// pulled: the test builds both (test/internal/flanneld: flanneld,
+// install-conf and the flannel CNI plugin from the Go module proxy, once
+// per version, in the host's namespaces) and imports them under these
+// names, so the manifest runs unchanged.
 const (
-	flannelVersion   = "v0.28.9"
-	flannelImage     = "ghcr.io/flannel-io/flannel:" + flannelVersion
-	flannelCNIImage  = "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3"
-	flannelModule = "github.com/flannel-io/flannel"
-	// flannel-io/cni-plugin is not on the module proxy; its flannel plugin
-	// is the one containernetworking/plugins shipped until v0.9.1 (the same
-	// code; cni-plugin added multiple networks' routes and a DEL that
-	// tolerates a bad config), built from there.
-	flannelCNIModule = "github.com/containernetworking/plugins/plugins/meta/flannel@v0.9.1"
+	flannelImage    = "ghcr.io/flannel-io/flannel:" + flanneld.Version
+	flannelCNIImage = "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3"
 )
 
-// droppedBackends are the backends whose imports are dropped from a copy
-// of flanneld's main.go: tencentvpc's SDK is not on the module proxy, and
-// udp needs cgo on amd64 (flannel builds every other architecture without
-// it, and so without udp). The test runs the vxlan backend.
-var droppedBackends = []string{
-	`_ "github.com/flannel-io/flannel/pkg/backend/tencentvpc"`,
-	`_ "github.com/flannel-io/flannel/pkg/backend/udp"`,
-}
-
-// flannelBinaries returns the directory holding flanneld, install-conf and
-// the flannel CNI plugin of flannelVersion, building them once into the
-// user's cache (os.UserCacheDir()/cnibox-flannel/VERSION), in the host's
-// namespaces: go reaches the module proxy. flanneld is built from a copy of
-// the module's source without cgo and droppedBackends.
+// flannelBinaries is test/internal/flanneld's directory.
 func flannelBinaries(t *testing.T) string {
 	t.Helper()
-	cache, err := os.UserCacheDir()
+	dir, err := flanneld.Dir()
 	if err != nil {
 		t.Fatal(err)
-	}
-	dir := filepath.Join(cache, "cnibox-flannel", flannelVersion)
-	if _, err := os.Stat(filepath.Join(dir, "flannel")); err == nil {
-		return dir
-	}
-	t.Logf("building flanneld %s and the flannel CNI plugin into %s (once)", flannelVersion, dir)
-	tmp := t.TempDir()
-	goCmd := func(wd string, env []string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir = wd
-		cmd.Env = append(os.Environ(), append([]string{"CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off"}, env...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(out)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal([]byte(goCmd(tmp, nil, "mod", "download", "-json", flannelModule+"@"+flannelVersion)), &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s@%s: %v", flannelModule, flannelVersion, err)
-	}
-	src := filepath.Join(tmp, "flannel")
-	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
-		t.Fatal(err)
-	}
-	main := filepath.Join(src, "main.go")
-	data, err := os.ReadFile(main)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, imp := range droppedBackends {
-		if !bytes.Contains(data, []byte(imp)) {
-			t.Fatalf("%s@%s's main.go has no line %s to drop", flannelModule, flannelVersion, imp)
-		}
-		data = bytes.Replace(data, []byte(imp), nil, 1)
-	}
-	if err := os.WriteFile(main, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(tmp, "out")
-	ldflags := "-s -w -X " + flannelModule + "/pkg/version.Version=" + flannelVersion
-	goCmd(src, nil, "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(out, "flanneld"), ".")
-	goCmd(src, nil, "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(out, "install-conf"), "./cmd/install_conf")
-	goCmd(tmp, []string{"GOBIN=" + out}, "install", "-trimpath", "-ldflags", "-s -w", flannelCNIModule)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// a rename: another run sees all of it or none of it
-	if err := os.Rename(out, dir); err != nil && !os.IsExist(err) {
-		if _, serr := os.Stat(filepath.Join(dir, "flannel")); serr != nil {
-			t.Fatal(err)
-		}
 	}
 	return dir
 }

@@ -48,15 +48,9 @@ func TestKubeNodeFlannel(t *testing.T) {
 
 	c := startCluster(t, 3)
 	c.importImages(append(flannelTars, cniboxTar)...)
-	step := func(name string, fn func()) {
-		t.Logf("== %s", name)
-		s := time.Now()
-		fn()
-		t.Logf("== %s: done in %v", name, time.Since(s).Round(100*time.Millisecond))
-	}
 	var pods []string
 	leases := map[*node][]byte{}
-	step("(a) flannel's manifest and flanneld: the nodes turn Ready, pods across nodes reach each other", func() {
+	step(t, "(a) flannel's manifest and flanneld: the nodes turn Ready, pods across nodes reach each other", func() {
 		if out, err := c.kubectlIn(string(manifest), "apply", "-f", "-"); err != nil {
 			t.Fatalf("kubectl apply -f %s: %v", flannelManifest, err)
 		} else {
@@ -104,10 +98,10 @@ func TestKubeNodeFlannel(t *testing.T) {
 		c.uniqueAddresses()
 		c.pingFresh(pods, fresh)
 	}
-	step("(b) kubectl set image to cnibox's: the nodes roll one by one, pods keep reaching each other", func() {
+	step(t, "(b) kubectl set image to cnibox's: the nodes roll one by one, pods keep reaching each other", func() {
 		move("to cnibox", cniboxImage, map[string]string{"install-cni-plugin": cniboxImage, "install-cni": cniboxImage, "kube-flannel": cniboxImage}, "cnibox's")
 	})
-	step("(c) kubectl set image back to flannel's", func() {
+	step(t, "(c) kubectl set image back to flannel's", func() {
 		move("back to flannel", flannelImage, map[string]string{"install-cni-plugin": flannelCNIImage, "install-cni": flannelImage, "kube-flannel": flannelImage}, "flannel's")
 	})
 	t.Logf("the move from flannel and back took %v", time.Since(start).Round(time.Second))

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // clusterUplink is the underlay's address in the cluster's namespace (the
@@ -77,6 +76,15 @@ func startCluster(t *testing.T, n int) *cluster {
 	return c
 }
 
+// step runs one step of a test, logging its name and how long it took.
+func step(t *testing.T, name string, fn func()) {
+	t.Helper()
+	t.Logf("== %s", name)
+	s := time.Now()
+	fn()
+	t.Logf("== %s: done in %v", name, time.Since(s).Round(100*time.Millisecond))
+}
+
 // refPluginDir holds Debian's reference plugins.
 const refPluginDir = "/usr/lib/cni"
 
@@ -107,25 +115,6 @@ func (c *cluster) importImages(archives ...string) {
 	}
 }
 
-// podOn is a pod of the busybox image bound to node.
-func podOn(name, node string) string {
-	p := corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			TerminationGracePeriodSeconds: new(int64(1)),
-			AutomountServiceAccountToken:  new(false),
-			Containers: []corev1.Container{{
-				Name: "c", Image: busyboxRef, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sleep", "86400"},
-			}},
-		},
-	}
-	out, _ := json.Marshal(p)
-	return string(out)
-}
-
 // startPodsOn starts a pod on each node (prefix-N on node-N), waits for
 // them, and returns their names in the nodes' order, checking that each
 // has an address in its node's podCIDR.
@@ -136,7 +125,7 @@ func (c *cluster) startPodsOn(prefix string, nodes ...*node) []string {
 	args := []string{"wait", "--for=condition=Ready", c.timeout()}
 	for _, n := range nodes {
 		name := prefix + "-" + strings.TrimPrefix(n.name, "node-")
-		c.apply(podOn(name, n.name))
+		c.apply(podSpec(name, n.name, nil))
 		pods = append(pods, name)
 		args = append(args, "pod/"+name)
 	}

@@ -39,25 +39,19 @@ func TestKubeNode(t *testing.T) {
 		t.Fatalf("%s holds no image %s (the manifest's): the node has\n%s", imageTar, d.image, images)
 	}
 
-	step := func(name string, fn func()) {
-		t.Logf("== %s", name)
-		s := time.Now()
-		fn()
-		t.Logf("== %s: done in %v", name, time.Since(s).Round(100*time.Millisecond))
-	}
 	var cidr netip.Prefix
-	step("the node is NotReady without a CNI", func() { notReadyWithoutCNI(t, n) })
-	step("kubectl apply: the DaemonSet installs cnibox and the node turns Ready", func() { install(t, n, d) })
-	step("the node's podCIDR and the agent's subnet.env agree", func() { cidr = podCIDR(t, n, d) })
-	step("pods get addresses in the podCIDR and reach each other", func() {
+	step(t, "the node is NotReady without a CNI", func() { notReadyWithoutCNI(t, n) })
+	step(t, "kubectl apply: the DaemonSet installs cnibox and the node turns Ready", func() { install(t, n, d) })
+	step(t, "the node's podCIDR and the agent's subnet.env agree", func() { cidr = podCIDR(t, n, d) })
+	step(t, "pods get addresses in the podCIDR and reach each other", func() {
 		startPods(t, n, cidr, nil, "pod-a", "pod-b")
 		mustPing(t, n, "pod-a", "pod-b")
 		mustPing(t, n, "pod-b", "pod-a")
 	})
-	step("a rollout of a new image keeps running pods reachable", func() { rollout(t, n, d, cidr) })
-	step("a pod naming a NetworkAttachmentDefinition gets its second interface", func() { attachment(t, n, d, cidr) })
-	step("deleting pods releases their addresses", func() { release(t, n) })
-	step("kubectl delete -f leaves the node's running pods alone", func() { uninstall(t, n, d) })
+	step(t, "a rollout of a new image keeps running pods reachable", func() { rollout(t, n, d, cidr) })
+	step(t, "a pod naming a NetworkAttachmentDefinition gets its second interface", func() { attachment(t, n, d, cidr) })
+	step(t, "deleting pods releases their addresses", func() { release(t, n) })
+	step(t, "kubectl delete -f leaves the node's running pods alone", func() { uninstall(t, n, d) })
 	t.Logf("the real-node test took %v", time.Since(start).Round(time.Second))
 }
 
@@ -178,10 +172,16 @@ func podCIDR(t *testing.T, n *node, d deployment) netip.Prefix {
 
 // podManifest is a pod of the busybox image on the node.
 func podManifest(name string, annotations map[string]string) string {
+	return podSpec(name, "", annotations)
+}
+
+// podSpec is a pod of the busybox image, bound to node unless it is "".
+func podSpec(name, node string, annotations map[string]string) string {
 	p := corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
 		Spec: corev1.PodSpec{
+			NodeName:                      node,
 			TerminationGracePeriodSeconds: new(int64(1)),
 			AutomountServiceAccountToken:  new(false),
 			Containers: []corev1.Container{{

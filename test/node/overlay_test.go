@@ -25,20 +25,14 @@ func TestKubeNodeCluster(t *testing.T) {
 	c := startCluster(t, 3)
 	c.importImages(imageTar)
 	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
-	step := func(name string, fn func()) {
-		t.Logf("== %s", name)
-		s := time.Now()
-		fn()
-		t.Logf("== %s: done in %v", name, time.Since(s).Round(100*time.Millisecond))
-	}
 	var pods []string
-	step("(e) node-2's FORWARD policy is DROP (iptables-nft, its namespace only)", func() {
+	step(t, "(e) node-2's FORWARD policy is DROP (iptables-nft, its namespace only)", func() {
 		n2.mustOnNode("iptables-nft", "-P", "FORWARD", "DROP")
 		if p := forwardPolicy(t, n2); p != "DROP" {
 			t.Fatalf("node-2's FORWARD policy is %q after iptables -P FORWARD DROP", p)
 		}
 	})
-	step("(d) kubectl apply: the nodes turn Ready, pods on every node reach each other (through node-2's DROP)", func() {
+	step(t, "(d) kubectl apply: the nodes turn Ready, pods on every node reach each other (through node-2's DROP)", func() {
 		if out, err := c.kubectlIn(d.yaml, "apply", "-f", "-"); err != nil {
 			t.Fatalf("kubectl apply -f the manifest: %v", err)
 		} else {
@@ -52,7 +46,7 @@ func TestKubeNodeCluster(t *testing.T) {
 			t.Fatalf("node-2's FORWARD policy is %q: the test wants it DROP throughout", p)
 		}
 	})
-	step("(d) node-1's agent restarted: its pods stay reachable", func() {
+	step(t, "(d) node-1's agent restarted: its pods stay reachable", func() {
 		lease := subnetEnv(t, n1)
 		agent := strings.TrimSpace(c.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox",
 			"--field-selector", "spec.nodeName="+n1.name, "-o", "jsonpath={.items[*].metadata.name}"))
@@ -75,7 +69,7 @@ func TestKubeNodeCluster(t *testing.T) {
 		}
 		c.pingMesh(pods...)
 	})
-	step("(d) node-3 deleted from the cluster: gone from the other nodes' routes, neighbours and FDB", func() {
+	step(t, "(d) node-3 deleted from the cluster: gone from the other nodes' routes, neighbours and FDB", func() {
 		cidr := c.podCIDR(n3)
 		peer := overlayPeer{subnet: cidr, vtep: cidr.Addr(), underlay: netip.MustParseAddr(n3.ip)}
 		for _, n := range []*node{n1, n2} {
