@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/cnibox/cnibox/agent/multusconf"
 )
 
 // The multi role under Multus' type names, driven by libcni with Multus'
@@ -15,7 +17,8 @@ import (
 // = the primary's file, type multus-shim) and a thin config as Multus'
 // docs/configuration.md shows it (clusterNetwork by network name in
 // confDir, binDir, cniDir, logOptions, ...). No pod in CNI_ARGS (no agent
-// here): the primary network alone, as Multus without a pod.
+// here): the primary network alone, as Multus without a pod. The config
+// cnibox's agent writes over the primary (agent/multusconf) runs the same.
 
 const multusPrimary = `{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"bridge","bridge":"mus0","isGateway":true,"isDefaultGateway":true,` +
 	`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.140.0/24"}]]}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
@@ -34,9 +37,18 @@ func TestMultusConfigsLibcni(t *testing.T) {
 		`"cniDir":"/var/lib/cni/multus","binDir":"` + e.binDir + `","logFile":"` + filepath.Join(dir, "multus.log") + `","logLevel":"debug",` +
 		`"logOptions":{"maxAge":5,"maxSize":100,"maxBackups":5,"compress":true},"capabilities":{"portMappings":true},"namespaceIsolation":false,` +
 		`"clusterNetwork":"podnet","defaultNetworks":[],"systemNamespaces":["kube-system","admin"],"multusNamespace":"kube-system","retryDeleteOnError":false}`
-	for name, conf := range map[string]string{"thick": thick, "thin": thin} {
+	// and the one cnibox-agent --multus-conf-dir writes in front of it
+	// (deploy/kubernetes/cnibox-multus.yaml)
+	agentConf, _, err := multusconf.Generate(multusconf.Options{Dir: netd, HostDir: netd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrap := func(plugin string) string {
+		return `{"cniVersion":"0.3.1","name":"multus-cni-network","plugins":[` + plugin + `]}`
+	}
+	for name, list := range map[string]string{"thick": wrap(thick), "thin": wrap(thin), "cnibox-multus": string(agentConf)} {
 		t.Run(name, func(t *testing.T) {
-			l := listFromJSON(t, `{"cniVersion":"0.3.1","name":"multus-cni-network","plugins":[`+conf+`]}`)
+			l := listFromJSON(t, list)
 			p := e.newPod("multus-" + name)
 			p.rt.Args = [][2]string{{"IgnoreUnknown", "1"}}
 			p.rt.CapabilityArgs = map[string]any{"portMappings": []map[string]any{{"hostPort": 18080, "containerPort": 80, "protocol": "tcp"}}}
