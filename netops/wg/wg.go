@@ -34,6 +34,11 @@ type Peer struct {
 	AllowedIPs   []netip.Prefix
 	// Keepalive: the persistent keepalive interval; 0 = off.
 	Keepalive time.Duration
+	// What Device reads besides (SetPeers ignores them): the last
+	// handshake, bytes received and sent.
+	LastHandshake time.Time
+	RxBytes       int64
+	TxBytes       int64
 }
 
 // Device is what a device holds.
@@ -71,7 +76,8 @@ func (c *Client) Device(name string) (Device, error) {
 	}
 	out := Device{PublicKey: d.PublicKey, ListenPort: d.ListenPort, Peers: make([]Peer, 0, len(d.Peers))}
 	for _, p := range d.Peers {
-		pr := Peer{PublicKey: p.PublicKey, Keepalive: p.PersistentKeepaliveInterval}
+		pr := Peer{PublicKey: p.PublicKey, Keepalive: p.PersistentKeepaliveInterval,
+			LastHandshake: p.LastHandshakeTime, RxBytes: p.ReceiveBytes, TxBytes: p.TransmitBytes}
 		if p.PresharedKey != (Key{}) {
 			psk := p.PresharedKey
 			pr.PresharedKey = &psk

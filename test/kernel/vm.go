@@ -58,8 +58,10 @@ done
 export CNIBOX_STORE_TIMEOUT=60s
 # A package's time limit: test/reliability took over 20 minutes here with the
 # host busy; the VM's own -timeout bounds the whole run.
-# flanneld's iptables mode runs iptables by that name (Debian's alternative).
-for n in iptables ip6tables; do ln -s /usr/sbin/$n-nft /usr/sbin/$n; done
+# flanneld's iptables mode runs iptables, iptables-save and iptables-restore
+# by those names (Debian's alternatives; the multi-call binary answers to
+# each).
+for n in iptables ip6tables iptables-save ip6tables-save iptables-restore ip6tables-restore; do ln -s /usr/sbin/iptables-nft /usr/sbin/$n; done
 [ -d /t/flanneld ] && export CNIBOX_FLANNELD_DIR=/t/flanneld
 export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault CNIBOX_REF_UPSTREAM=/t/upstream
 args=$(cat /t/testargs)

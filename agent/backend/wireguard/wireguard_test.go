@@ -96,7 +96,7 @@ func TestWireGuardTwoNodes(t *testing.T) {
 	for _, pair := range [][2]*backendtest.Node{{n1, n2}, {n2, n1}} {
 		to := pair[1].Lease.Subnet.Addr()
 		if err := backendtest.Reachable(t, pair[0], pair[1], to); err != nil {
-			t.Fatalf("through the tunnel to %s: %v", to, err)
+			t.Fatalf("through the tunnel to %s: %v\nnode1's peers %+v\nnode2's peers %+v", to, err, device(t, n1, Device).Peers, device(t, n2, Device).Peers)
 		}
 	}
 
