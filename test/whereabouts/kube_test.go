@@ -382,11 +382,17 @@ func TestKubeWhereaboutsSideBySide(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	noDuplicates(t, added, ipPool(t, cs, wbpool.PoolName(rng, "", "")))
+	// A release the agent could not write at once is queued and written
+	// within seconds: wait for the pool to settle before comparing.
+	noDuplicates(t, added, settled(t, cs, wbpool.PoolName(rng, "", ""), func(a wbpool.Allocation) bool {
+		_, ok := added[a.ContainerID]
+		_, failed := wbFailures[a.ContainerID]
+		return ok || failed
+	}))
 
 	run(t, ctx, "DEL", more, []int{16, 16, 16, 4})
 	wbLeft := 0
-	for ip, a := range ipPool(t, cs, wbpool.PoolName(rng, "", "")) {
+	for ip, a := range settled(t, cs, wbpool.PoolName(rng, "", ""), func(a wbpool.Allocation) bool { return strings.HasPrefix(a.ContainerID, "wb") }) {
 		if strings.HasPrefix(a.ContainerID, "wb") {
 			wbLeft++ // whereabouts' DEL ignores its own failures
 			continue
@@ -401,4 +407,19 @@ func first(m map[string]string) string {
 		return k + ": " + tail(v, 300)
 	}
 	return "none"
+}
+
+// settled reads the pool until every allocation in it is one keep accepts
+// (queued releases written), at most a minute, and returns it.
+func settled(t *testing.T, cs kubernetes.Interface, name string, keep func(wbpool.Allocation) bool) map[string]wbpool.Allocation {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		pool, ok := ipPool(t, cs, name), true
+		for _, a := range pool {
+			ok = ok && keep(a)
+		}
+		if ok || time.Now().After(deadline) {
+			return pool
+		}
+	}
 }
