@@ -37,6 +37,9 @@ type Source interface {
 // callTimeout bounds one request, API calls included.
 const callTimeout = 20 * time.Second
 
+// ipamCallTimeout bounds a cluster IPAM call (whereabouts' AddTimeLimit).
+const ipamCallTimeout = 2 * time.Minute
+
 // Listen creates the socket at path (its directory too; a stale socket of
 // an earlier run is replaced), readable and writable by its owner only. It
 // sets the process umask for the moment of the bind: call it before other
@@ -119,6 +122,12 @@ func serveConn(ctx context.Context, conn net.Conn, src Source, log *slog.Logger,
 	if err := json.Unmarshal(line, &req); err != nil {
 		resp.Error, resp.Reason = fmt.Sprintf("the request is not JSON: %v", err), agentapi.ReasonBadRequest
 	} else {
+		if strings.HasPrefix(req.Op, "ipam-") {
+			// A busy cluster pool takes longer: whereabouts' own limit.
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ipamCallTimeout)
+			defer cancel()
+			_ = conn.SetDeadline(time.Now().Add(ipamCallTimeout + time.Second))
+		}
 		resp = handle(ctx, src, req, acc)
 	}
 	log.Debug("pod API", "op", req.Op, "pod", req.Namespace+"/"+req.Name, "err", resp.Error)

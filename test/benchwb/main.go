@@ -270,8 +270,8 @@ func postYAML(kc, f string) error {
 	if err != nil {
 		return err
 	}
-	token := regexp.MustCompile(`token: (\S+)`).FindSubmatch(b)
-	server := regexp.MustCompile(`server: (\S+)`).FindSubmatch(b)
+	token := regexp.MustCompile(`token: "?([^"\s]+)`).FindSubmatch(b)
+	server := regexp.MustCompile(`server: "?([^"\s,}]+)`).FindSubmatch(b)
 	if token == nil || server == nil {
 		return fmt.Errorf("kubeconfig %s: no token or server", kc)
 	}
