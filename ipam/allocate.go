@@ -124,7 +124,7 @@ type allocator struct {
 	network  string
 	out      []Allocation
 	done     []bool
-	held     map[int]bool // sets where the attachment already held its address
+	held     map[int]bool        // sets where the attachment already held its address
 	excluded map[netip.Addr]bool // gateways and taken
 	taken    map[netip.Addr]bool
 }

@@ -99,7 +99,9 @@ func TestImport(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(host, "cfg", "cni-conf.json"), []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		mount := func(src, dst string) string { return "--mount=type=bind,src=" + filepath.Join(host, src) + ",dst=" + dst + ",options=rbind:rw" }
+		mount := func(src, dst string) string {
+			return "--mount=type=bind,src=" + filepath.Join(host, src) + ",dst=" + dst + ",options=rbind:rw"
+		}
 		ctr.mustRun("run", "--rm", mount("bin", "/opt/cni/bin"), testRef, "install-cni-plugin", "cp", "-f", "/flannel", "/opt/cni/bin/flannel")
 		ctr.mustRun("run", "--rm", mount("net.d", "/etc/cni/net.d"), mount("cfg", "/etc/kube-flannel"), testRef, "install-cni",
 			"/opt/bin/install-conf", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/10-flannel.conflist")

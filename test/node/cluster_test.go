@@ -43,7 +43,7 @@ type node struct {
 	deadline   time.Time // no wait goes past it
 	// api is where kubectl runs: the node itself (node.sh run, the API
 	// server on its loopback) or the cluster's control plane.
-	api *node
+	api     *node
 	stopped bool // stop ran
 	// name and ip are the kubelet's node name and address (cluster nodes).
 	name, ip string
