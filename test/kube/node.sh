@@ -250,6 +250,7 @@ EOF
 # start_kubelet KUBECONFIG: the kubelet of node $NODE_NAME, until it answers.
 start_kubelet() {
   kubelet_conf >"$D/kubelet/config.yaml"
+  pod_resources
   "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$1" --root-dir="$D/kubelet/root" \
     --cert-dir="$D/kubelet/pki" \
     --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
@@ -260,6 +261,14 @@ start_containerd() {
   containerd_conf >"$D/containerd/config.toml"
   containerd --config "$D/containerd/config.toml" >"$D/containerd.log" 2>&1 &
   wait_for "containerd (see $D/containerd.log)" 120 $! ctr --address "$D/containerd.sock" version
+}
+
+# pod_resources makes the kubelet's pod-resources socket (under its root
+# dir, DIR/kubelet/root) appear where a DaemonSet mounts it from,
+# /var/lib/kubelet/pod-resources (the agent's device handoff).
+pod_resources() {
+  mkdir -p "$D/kubelet/root/pod-resources" /var/lib/kubelet/pod-resources
+  mount --bind "$D/kubelet/root/pod-resources" /var/lib/kubelet/pod-resources
 }
 
 inner() {
