@@ -81,15 +81,8 @@ func TestKubeNodeMultus(t *testing.T) {
 		return nil
 	})
 
-	n.apply(nadCRD)
-	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
+	switchToMulti(t, n, d)
 	n.apply(vethNAD)
-	conf := multiConf(t, d.cniConf)
-	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": conf}})
-	n.must("-n", "kube-system", "patch", "configmap", "cnibox", "--type=merge", "-p", string(patch))
-	n.must("-n", "kube-system", "rollout", "restart", "ds/cnibox")
-	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
-	checkConflist(t, n, conf)
 
 	networks := `[{"name":"vethnet","default-route":["` + lanGateway + `"]}]`
 	n.apply(devicePod(t, "pod-dev", map[string]string{"k8s.v1.cni.cncf.io/networks": networks}))

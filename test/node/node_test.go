@@ -387,16 +387,8 @@ type netStatus struct {
 // network: it gets net1 in that network besides eth0, and multi writes the
 // network-status annotation.
 func attachment(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
-	n.apply(nadCRD)
-	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
+	switchToMulti(t, n, d)
 	n.apply(blueNAD)
-
-	conf := multiConf(t, d.cniConf)
-	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": conf}})
-	n.must("-n", "kube-system", "patch", "configmap", "cnibox", "--type=merge", "-p", string(patch))
-	n.must("-n", "kube-system", "rollout", "restart", "ds/cnibox")
-	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
-	checkConflist(t, n, conf)
 
 	startPods(t, n, cidr, map[string]string{"k8s.v1.cni.cncf.io/networks": "blue"}, "pod-m")
 	p := getPod(t, n, "pod-m")
@@ -422,6 +414,20 @@ func attachment(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	}
 	t.Logf("pod-m: eth0 %s, net1 %s; network-status %s", p.Status.PodIP, blueIP, raw)
 	mustPing(t, n, "pod-m", "pod-b")
+}
+
+// switchToMulti installs the NetworkAttachmentDefinition CRD and switches
+// the ConfigMap's conflist to multi (multiConf), restarting the DaemonSet
+// to install it, as docs/deploy.md says.
+func switchToMulti(t *testing.T, n *node, d deployment) {
+	n.apply(nadCRD)
+	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
+	conf := multiConf(t, d.cniConf)
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": conf}})
+	n.must("-n", "kube-system", "patch", "configmap", "cnibox", "--type=merge", "-p", string(patch))
+	n.must("-n", "kube-system", "rollout", "restart", "ds/cnibox")
+	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
+	checkConflist(t, n, conf)
 }
 
 // ipamView is what `cnibox inspect ipam --json` prints, the parts used.
