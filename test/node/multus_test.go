@@ -30,10 +30,12 @@ var vethDevices = []string{"cbxveth0", "cbxveth1"}
 
 // vethNAD is a host-device network with static addresses; its
 // resourceName is the device plugin's resource, so the device comes from
-// the kubelet's allocation (deviceID), not from the config.
+// the kubelet's allocation: runtimeConfig.deviceID, which host-device
+// takes as an interface name (the capability is declared: multi's
+// pciBusID is for PCI addresses only).
 var vethNAD = `{"apiVersion":"k8s.cni.cncf.io/v1","kind":"NetworkAttachmentDefinition",
 "metadata":{"name":"vethnet","namespace":"default","annotations":{"k8s.v1.cni.cncf.io/resourceName":"` + vethResource + `"}},
-"spec":{"config":"{\"cniVersion\":\"1.0.0\",\"name\":\"vethnet\",\"type\":\"host-device\",\"ipam\":{\"type\":\"static\",\"addresses\":[{\"address\":\"` + lanPodAddr + `/24\"}]}}"}}`
+"spec":{"config":"{\"cniVersion\":\"1.0.0\",\"name\":\"vethnet\",\"type\":\"host-device\",\"capabilities\":{\"deviceID\":true},\"ipam\":{\"type\":\"static\",\"addresses\":[{\"address\":\"` + lanPodAddr + `/24\"}]}}"}}`
 
 // TestKubeNodeMultus is the device handoff on the real node, as Multus
 // does it with an SR-IOV device plugin: a device plugin advertises two
