@@ -8,6 +8,8 @@
 package overlay
 
 import (
+	testbin "github.com/cnibox/cnibox/test/internal/binaries"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -54,24 +56,7 @@ const waitFor = 30 * time.Second
 // to it (make test), else fresh builds.
 func binaries(t *testing.T) (cnibox, agent string) {
 	t.Helper()
-	if p := os.Getenv("CNIBOX_BIN"); p != "" {
-		a := filepath.Join(filepath.Dir(p), "cnibox-agent")
-		if _, err := os.Stat(a); err == nil {
-			return p, a
-		}
-	}
-	dir := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{
-		{"cnibox", "github.com/cnibox/cnibox"},
-		{"cnibox-agent", "github.com/cnibox/cnibox/cmd/cnibox-agent"},
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "cnibox"), filepath.Join(dir, "cnibox-agent")
+	return testbin.CniboxAndAgent(t, "cnibox-agent")
 }
 
 // cluster is the test's machines.

@@ -1,6 +1,8 @@
 package whereabouts
 
 import (
+	testbin "github.com/cnibox/cnibox/test/internal/binaries"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -36,24 +38,7 @@ func TestMain(m *testing.M) {
 // builds.
 func binaries(t *testing.T) (cnibox, agent string) {
 	t.Helper()
-	if p := os.Getenv("CNIBOX_BIN"); p != "" {
-		a := filepath.Join(filepath.Dir(p), "cnibox-agent-kube")
-		if _, err := os.Stat(a); err == nil {
-			return p, a
-		}
-	}
-	dir := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{
-		{"cnibox", "github.com/cnibox/cnibox"},
-		{"cnibox-agent", "github.com/cnibox/cnibox/cmd/cnibox-agent"},
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "cnibox"), filepath.Join(dir, "cnibox-agent")
+	return testbin.CniboxAndAgent(t, "cnibox-agent-kube")
 }
 
 // node is one simulated node: its agent's socket and data directory.
