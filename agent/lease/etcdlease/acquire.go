@@ -15,15 +15,17 @@ import (
 
 // Acquire takes this node's lease: its existing one (same public IP), else
 // its previous subnet if free, else a random free subnet. Creation is
-// create-if-absent; a lost race picks another subnet.
+// create-if-absent; a lost race lists the leases again and picks from what
+// etcd holds. (A dual-stack write loses when either family is taken, and
+// guessing which one would mark the other's free subnet taken: with few
+// spare subnets a node then found the network full while it was not.)
 func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.Lease, error) {
 	cfg := req.Config
 	v4, v6 := lease.Ranges(cfg)
 	var (
-		entries []entry
-		taken4  = map[netip.Prefix]bool{}
-		taken6  = map[netip.Prefix]bool{}
-		relist  = true
+		entries        []entry
+		taken4, taken6 map[netip.Prefix]bool
+		relist         = true
 	)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -34,6 +36,7 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 			if entries, _, err = m.list(ctx); err != nil {
 				return lease.Lease{}, err
 			}
+			taken4, taken6 = map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
 			for _, e := range entries {
 				taken4[e.lease.Subnet] = true
 				taken6[e.lease.Subnet6] = true
@@ -79,19 +82,15 @@ func (m *Manager) Acquire(ctx context.Context, req lease.AcquireRequest) (lease.
 				m.log.Info("leased a subnet", "subnet", l.Key(), "publicIP", req.Attrs.PublicIP, "attempt", attempt+1)
 				return l, nil
 			}
-			relist = true
 		}
-		// Another node took it first: mark it and pick another.
+		// Another node took it first: look again and pick another.
 		m.log.Info("lost the race for a subnet; picking another", "subnet", lease.SubnetKey(sn4, sn6))
-		taken4[sn4], taken6[sn6] = true, true
+		relist = true
 		if sn4 == req.Previous {
 			req.Previous = netip.Prefix{}
 		}
 		if sn6 == req.Previous6 {
 			req.Previous6 = netip.Prefix{}
-		}
-		if attempt%16 == 15 {
-			relist = true
 		}
 	}
 	return lease.Lease{}, fmt.Errorf("etcd: no lease after %d attempts: too many nodes are racing for the same subnets", maxAttempts)
