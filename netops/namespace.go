@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cnibox/cnibox/netops/internal/nsdir"
 	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -22,6 +23,9 @@ const NamedNSDir = "/run/netns"
 // returns its path. The error wraps ErrExists when the name is taken.
 func CreateNamedNS(name string) (string, error) {
 	if err := checkNSName(name); err != nil {
+		return "", err
+	}
+	if err := EnsureNamedNSDir(); err != nil {
 		return "", err
 	}
 	path := filepath.Join(NamedNSDir, name)
@@ -43,6 +47,10 @@ func CreateNamedNS(name string) (string, error) {
 	}
 	return path, nil
 }
+
+// EnsureNamedNSDir makes NamedNSDir a shared mount point of its own, as
+// `ip netns add` does before its first namespace (see nsdir.Ensure).
+func EnsureNamedNSDir() error { return nsdir.Ensure(NamedNSDir) }
 
 // DeleteNamedNS removes the namespace /run/netns/<name> (like `ip netns
 // delete`); the namespace itself goes away when nothing else uses it. A

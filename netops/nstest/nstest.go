@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cnibox/cnibox/netops/internal/nsdir"
 	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -60,6 +61,9 @@ func NewNS(t testing.TB, prefix string) string {
 // that nsthread.Do moves into the new namespace (netns.NewNamed does) and
 // back.
 func create(name string) error {
+	if err := nsdir.Ensure("/run/netns"); err != nil {
+		return err
+	}
 	created := false
 	err := nsthread.Do(func() error {
 		ns, err := netns.NewNamed(name)
