@@ -4,12 +4,18 @@ package node
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // flannelManifest is flannel's stock manifest, Documentation/kube-flannel.yml
@@ -32,7 +38,9 @@ const (
 // DaemonSet to cnibox's image, the nodes roll one by one through a mixed
 // cluster, no pod pair goes without an answer for more than 2 s, and each
 // node keeps its lease; new pods get addresses no pod holds and reach the
-// old ones; (c) the same back to flannel's images.
+// old ones, and pods that flannel's plugins set up are deleted by cnibox's
+// without a leftover; (c) the same back to flannel's images, whose plugins
+// then delete the pods cnibox's set up.
 func TestKubeNodeFlannel(t *testing.T) {
 	cniboxTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
 	cniboxImage := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)")).image
@@ -48,7 +56,7 @@ func TestKubeNodeFlannel(t *testing.T) {
 
 	c := startCluster(t, 3)
 	c.importImages(append(flannelTars, cniboxTar)...)
-	var pods []string
+	var pods, before []string
 	leases := map[*node][]byte{}
 	step(t, "(a) flannel's manifest and flanneld: the nodes turn Ready, pods across nodes reach each other", func() {
 		if out, err := c.kubectlIn(string(manifest), "apply", "-f", "-"); err != nil {
@@ -66,9 +74,12 @@ func TestKubeNodeFlannel(t *testing.T) {
 		}
 		pods = c.startPodsOn("a", c.nodes...)
 		c.pingMesh(pods...)
+		before = c.startPodsOn("x", c.nodes...)
 	})
 	// pods are the first pods, one per node, pinging each other through
 	// every move
+	// before are pods the plugins being replaced set up: the new ones
+	// delete them after the move.
 	move := func(label, image string, images map[string]string, want string) {
 		ps := c.startPings(pods...)
 		args := []string{"-n", flannelNS, "set", "image", "ds/" + flannelDS}
@@ -93,10 +104,12 @@ func TestKubeNodeFlannel(t *testing.T) {
 				t.Errorf("%s: %s's subnet.env changed:\n%s\nwas\n%s", label, n.name, now, leases[n])
 			}
 		}
+		c.deleteClean(label, before)
 		prefix := map[string]string{cniboxImage: "b", flannelImage: "c"}[image]
 		fresh := c.startPodsOn(prefix, c.nodes...)
 		c.uniqueAddresses()
 		c.pingFresh(pods, fresh)
+		before = fresh
 	}
 	step(t, "(b) kubectl set image to cnibox's: the nodes roll one by one, pods keep reaching each other", func() {
 		move("to cnibox", cniboxImage, map[string]string{"install-cni-plugin": cniboxImage, "install-cni": cniboxImage, "kube-flannel": cniboxImage}, "cnibox's")
@@ -105,6 +118,61 @@ func TestKubeNodeFlannel(t *testing.T) {
 		move("back to flannel", flannelImage, map[string]string{"install-cni-plugin": flannelCNIImage, "install-cni": flannelImage, "kube-flannel": flannelImage}, "flannel's")
 	})
 	t.Logf("the move from flannel and back took %v", time.Since(start).Round(time.Second))
+}
+
+// deleteClean deletes pods (one per node, in the nodes' order) and checks
+// that the plugins now installed tore down what the others set up: the
+// pod's address is free in host-local's records of cbr0, the flannel
+// plugin's record of the sandbox (/var/lib/cni/flannel/<id>) is gone, and
+// cni0 has a port for each pod left on the node and no more.
+func (c *cluster) deleteClean(label string, pods []string) {
+	t := c.t
+	t.Helper()
+	type gone struct {
+		n       *node
+		ip, box string
+	}
+	var want []gone
+	for i, name := range pods {
+		n := c.nodes[i]
+		// one filter: ctr ORs separate ones, a comma ANDs
+		box := strings.TrimSpace(n.ctr("containers", "ls", "-q",
+			`labels."io.kubernetes.pod.name"==`+name+`,labels."io.cri-containerd.kind"==sandbox`))
+		if box == "" || strings.Contains(box, "\n") {
+			t.Fatalf("%s: the sandbox of pod %s on %s: %q", label, name, n.name, box)
+		}
+		want = append(want, gone{n, podIP(t, c.node, name).String(), box})
+	}
+	c.must(append([]string{"delete", "pod", c.timeout()}, pods...)...)
+	for i, g := range want {
+		c.poll(fmt.Sprintf("%s: %s's pod %s torn down", label, g.n.name, pods[i]), func() error {
+			if _, err := g.n.nodeFile("/var/lib/cni/networks/cbr0/" + g.ip); !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("host-local's record of %s: %v", g.ip, err)
+			}
+			if _, err := g.n.nodeFile("/var/lib/cni/flannel/" + g.box); !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("the flannel plugin's record of sandbox %s: %v", g.box, err)
+			}
+			ports, err := g.n.onNode("ip", "-o", "link", "show", "master", "cni0")
+			if err != nil {
+				return err
+			}
+			var left corev1.PodList
+			if err := json.Unmarshal([]byte(c.must("get", "pods", "-A", "-o", "json", "--field-selector", "spec.nodeName="+g.n.name)), &left); err != nil {
+				return err
+			}
+			podNet := 0
+			for _, p := range left.Items {
+				if !p.Spec.HostNetwork {
+					podNet++
+				}
+			}
+			if got := strings.Count(ports, "\n"); got != podNet {
+				return fmt.Errorf("cni0 has %d ports for %d pods:\n%s", got, podNet, ports)
+			}
+			return nil
+		})
+	}
+	t.Logf("%s: %d pods set up by the other plugins deleted without a leftover", label, len(pods))
 }
 
 // deploymentOf reads make image's manifest as it is.
