@@ -18,9 +18,9 @@ type flannelConf struct {
 	// SubnetFile is flanneld's lease file (default FlannelSubnetFile, or
 	// $CNIBOX_FLANNEL_SUBNET_FILE).
 	SubnetFile string `json:"subnetFile"`
-	// DataDir is flannel's delegate cache directory. It is accepted for
-	// drop-in configs and not used: cnibox keeps the delegate record in its
-	// store.
+	// DataDir is where flannel's own plugin keeps its delegate records
+	// (default FlannelDataDir). cnibox keeps its record in its store and,
+	// where this directory exists, flannel's beside it (scratch.go).
 	DataDir       string         `json:"dataDir"`
 	Delegate      map[string]any `json:"delegate"`
 	IPAM          map[string]any `json:"ipam"`

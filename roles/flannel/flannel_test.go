@@ -223,3 +223,51 @@ func TestFlannelDelBadConfigNoRecord(t *testing.T) {
 		t.Errorf("CHECK = %v, want code 7", err)
 	}
 }
+
+// TestFlannelScratchRecord: on a node that ran flannel's own plugin (its
+// dataDir exists), ADD also writes flannel's record of the sandbox, the
+// delegate config flannel's plugin reads on DEL; DEL of a pod that has only
+// flannel's record (set up before the move) replays that config, frees the
+// address and removes the file, as flannel's plugin would.
+func TestFlannelScratchRecord(t *testing.T) {
+	n, _ := delegatetest.FlannelNode(t, "10.244.9.1/24")
+	dir := n.Env[flannel.EnvFlannelDataDir]
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := flannelConf("1.0.0", "fl-scr")
+	a, b := n.NewPod("a"), n.NewPod("b")
+	n.Add(flannel.Role, a, conf)
+	n.Add(flannel.Role, b, conf)
+	recs := n.Records("cbr0")
+	if len(recs) != 2 {
+		t.Fatalf("records %+v, want two", recs)
+	}
+	for _, r := range recs {
+		got, err := os.ReadFile(filepath.Join(dir, r.ContainerID))
+		if err != nil {
+			t.Fatalf("flannel's record of %s: %v", r.ContainerID, err)
+		}
+		if string(got) != string(r.Delegates[0].Conf) {
+			t.Errorf("flannel's record of %s = %s, want the delegate config %s", r.ContainerID, got, r.Delegates[0].Conf)
+		}
+	}
+
+	// b as flannel's plugin left it: only flannel's record
+	n.DeleteRecord("cbr0", b)
+	for _, p := range []delegatetest.Pod{a, b} {
+		n.Must(flannel.Role, "DEL", p, conf)
+		if _, err := os.Stat(filepath.Join(dir, p.ID)); !os.IsNotExist(err) {
+			t.Errorf("flannel's record of %s after DEL: %v, want it removed", p.ID, err)
+		}
+	}
+	if got := n.Reservations("cbr0"); len(got) != 0 {
+		t.Errorf("reservations left after DEL: %v", got)
+	}
+	if got := delegatetest.Veths(t); len(got) != 0 {
+		t.Errorf("veths left after DEL: %v", got)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("files left in flannel's dataDir: %v", left)
+	}
+}

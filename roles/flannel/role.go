@@ -22,7 +22,8 @@ var Role = &cniplug.Role{
 	About: "flannel reads the node's lease from flanneld's subnet.env (subnetFile, default " + FlannelSubnetFile +
 		") and delegates to bridge with host-local IPAM on the node subnet, as flannel's own plugin does. " +
 		"The delegate config is recorded in cnibox's store and replayed on DEL, so a DEL frees the pod's address " +
-		"even when the record was lost (it is rebuilt from subnet.env).",
+		"even when the record was lost (it is rebuilt from subnet.env). Where flannel's dataDir exists, its record " +
+		"of each sandbox is kept too, so that either plugin deletes pods the other set up.",
 	Add:    flannelAdd,
 	Del:    flannelDel,
 	Check:  flannelCheck,
@@ -51,6 +52,15 @@ func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	if err := delegate.PutRecord(a, "", rec); err != nil {
 		return nil, err
 	}
+	sc, hasScratch := scratchOf(c.dataDir(a), a.ContainerID)
+	if hasScratch {
+		if err := sc.write(conf); err != nil {
+			if derr := delegate.DeleteRecord(a, "", a.Conf.Name, a.ContainerID, a.IfName); derr != nil {
+				delegate.Log(a, "flannel ADD: remove the delegate record after the failed ADD: %v", derr)
+			}
+			return nil, err
+		}
+	}
 	fault.Point("flannel/add/after-record")
 	res, err := a.DelegateAdd(ctx, typ, conf)
 	if err != nil {
@@ -58,6 +68,11 @@ func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 		// mislead the CLI. A DEL without it rebuilds the delegate anyway.
 		if derr := delegate.DeleteRecord(a, "", a.Conf.Name, a.ContainerID, a.IfName); derr != nil {
 			delegate.Log(a, "flannel ADD: remove the delegate record after the failed ADD: %v", derr)
+		}
+		if hasScratch {
+			if derr := sc.remove(); derr != nil {
+				delegate.Log(a, "flannel ADD: %v after the failed ADD", derr)
+			}
 		}
 		return nil, fmt.Errorf("flannel: delegate %s ADD: %w", typ, err)
 	}
@@ -76,7 +91,9 @@ func flannelEnvErr(err error, notReady uint) error {
 }
 
 // flannelDelegate returns the delegate config of this attachment: the
-// record's, else one built from the config and subnet.env. fromConfigOnly
+// record's, else flannel's own plugin's record of the sandbox (a pod it set
+// up before the node moved to cnibox), else one built from the config and
+// subnet.env. fromConfigOnly
 // reports that neither record nor subnet.env existed and the delegate was
 // built from the config alone (allowed for DEL only; other verbs get an
 // error).
@@ -91,6 +108,12 @@ func flannelDelegate(a *cniplug.Args, allowConfigOnly bool) (typ string, conf []
 	c, err := parseFlannelConf(a)
 	if err != nil {
 		return "", nil, found, false, err
+	}
+	if sc, ok := scratchOf(c.dataDir(a), a.ContainerID); ok && !found {
+		typ, conf, ok, err := sc.read()
+		if err != nil || ok {
+			return typ, conf, false, false, err
+		}
 	}
 	env, err := readFlannelEnv(c.subnetFile(a))
 	if err != nil {
@@ -142,6 +165,9 @@ func flannelDel(ctx context.Context, a *cniplug.Args) error {
 		return fmt.Errorf("flannel: delegate %s DEL: %w", typ, err)
 	}
 	fault.Point("flannel/del/after-delegate")
+	if err := removeScratch(a); err != nil {
+		return err
+	}
 	if found {
 		if err := delegate.DeleteRecord(a, "", a.Conf.Name, a.ContainerID, a.IfName); err != nil {
 			return err
@@ -213,9 +239,28 @@ func flannelGC(ctx context.Context, a *cniplug.Args) error {
 		if a.Conf.Keeps(r.ContainerID, r.IfName) {
 			continue
 		}
+		if sc, ok := scratchOf(c.dataDir(a), r.ContainerID); ok {
+			if err := sc.remove(); err != nil {
+				return err
+			}
+		}
 		if err := delegate.DeleteRecord(a, "", r.Network, r.ContainerID, r.IfName); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// removeScratch removes flannel's own record of the sandbox, if there is
+// one, once the delegate's DEL succeeded (flannel's plugin removes it then
+// too). A config that cannot be read has no dataDir to look in.
+func removeScratch(a *cniplug.Args) error {
+	c, err := parseFlannelConf(a)
+	if err != nil {
+		return nil
+	}
+	if sc, ok := scratchOf(c.dataDir(a), a.ContainerID); ok {
+		return sc.remove()
 	}
 	return nil
 }

@@ -188,6 +188,12 @@ func FlannelNode(t *testing.T, subnet string) (*Node, string) {
 	WriteSubnetEnv(t, path, subnet)
 	n.Env[flannel.EnvFlannelSubnetFile] = path
 	t.Setenv(flannel.EnvFlannelSubnetFile, path) // for flannel as a delegate
+	// flannel's own records: a directory that does not exist (this node
+	// never ran flannel's plugin) unless a test makes it; never the
+	// machine's /var/lib/cni/flannel.
+	data := filepath.Join(t.TempDir(), "flannel-data")
+	n.Env[flannel.EnvFlannelDataDir] = data
+	t.Setenv(flannel.EnvFlannelDataDir, data)
 	return n, path
 }
 
