@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -399,31 +400,7 @@ func TestAzureConcurrentColdStart(t *testing.T) {
 	for i := range pods {
 		pods[i] = e.newPod(fmt.Sprint("c", i))
 	}
-	ips := make([]netip.Addr, n)
-	errs := make([]error, n)
-	done := make(chan int)
-	for i, p := range pods {
-		go func() {
-			r, err := e.cni.AddNetworkList(context.Background(), l, p.rt)
-			if errs[i] = err; err == nil {
-				ips[i] = podIP(t, mustCurrent(t, r), true)
-			}
-			done <- i
-		}()
-	}
-	for range pods {
-		<-done
-	}
-	seen := map[netip.Addr]bool{}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("ADD %d: %v", i, err)
-		}
-		if seen[ips[i]] {
-			t.Fatalf("%s handed out twice", ips[i])
-		}
-		seen[ips[i]] = true
-	}
+	ips := e.addAtOnce(l, pods)
 	host := hostHandle(t)
 	routes, err := host.Routes("azure0")
 	if err != nil {
@@ -444,4 +421,37 @@ func TestAzureConcurrentColdStart(t *testing.T) {
 	if got := e.reservations(l.Name); len(got) != 0 {
 		t.Errorf("reservations left: %v", got)
 	}
+}
+
+// addAtOnce adds every pod at the same time and returns their IPv4
+// addresses in the pods' order; an ADD that fails or an address handed
+// out twice fails the test.
+func (e *env) addAtOnce(l *libcni.NetworkConfigList, pods []*pod) []netip.Addr {
+	t := e.t
+	t.Helper()
+	ips := make([]netip.Addr, len(pods))
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := e.cni.AddNetworkList(context.Background(), l, p.rt)
+			if errs[i] = err; err == nil {
+				ips[i] = podIP(t, mustCurrent(t, r), true)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[netip.Addr]int{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+		if j, dup := seen[ips[i]]; dup {
+			t.Fatalf("pods %d and %d both got %s", j, i, ips[i])
+		}
+		seen[ips[i]] = i
+	}
+	return ips
 }

@@ -538,31 +538,14 @@ func TestAzureTransparentConcurrent(t *testing.T) {
 	for i := range pods {
 		pods[i] = e.newPod(fmt.Sprint("t", i))
 	}
-	ips := make([]netip.Addr, len(pods))
+	ips := e.addAtOnce(l, pods)
+	for i, ip := range ips {
+		if !slices.Contains(tpPool(), ip) {
+			t.Fatalf("pod %d got %s: not a secondary IP of the node", i, ip)
+		}
+	}
 	errs := make([]error, len(pods))
 	done := make(chan int)
-	for i, p := range pods {
-		go func() {
-			r, err := e.cni.AddNetworkList(context.Background(), l, p.rt)
-			if errs[i] = err; err == nil {
-				ips[i] = podIP(t, mustCurrent(t, r), true)
-			}
-			done <- i
-		}()
-	}
-	for range pods {
-		<-done
-	}
-	seen := map[netip.Addr]bool{}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("ADD %d: %v", i, err)
-		}
-		if seen[ips[i]] || !slices.Contains(tpPool(), ips[i]) {
-			t.Fatalf("pod %d got %s: taken twice or not a secondary IP", i, ips[i])
-		}
-		seen[ips[i]] = true
-	}
 	if n := len(azvVeths(t)); n != len(pods) {
 		t.Errorf("%d azv veths for %d pods", n, len(pods))
 	}
