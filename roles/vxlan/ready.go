@@ -80,6 +80,9 @@ func findLease(a *cniplug.Args, c *conf) (*lease, error) {
 		if !s.Ready {
 			return l, &errNotReady{fmt.Sprintf("cnibox-agent has not acquired a lease for device %s yet (store %s): wait for it, and see its log", s.Lease.Device, dir)}
 		}
+		if !hasDevice(s.Lease.Type) {
+			return l, nil
+		}
 		if err := deviceUp(s.Lease.Device); err != nil {
 			return l, err
 		}
@@ -105,6 +108,13 @@ func findLease(a *cniplug.Args, c *conf) (*lease, error) {
 		what = fmt.Sprintf("no overlay agent state for device %s in the store %s", c.Device, dir)
 	}
 	return nil, &errNotReady{fmt.Sprintf("%s and no subnet file %s: start cnibox-agent on this node (with the same data dir) and wait until it holds a lease", what, sf)}
+}
+
+// hasDevice reports whether the agent's backend type has a device (host-gw
+// routes over the node's own interface, alloc programs nothing: their
+// record names the type where the device would be).
+func hasDevice(backendType string) bool {
+	return backendType != "host-gw" && backendType != "alloc"
 }
 
 // deviceUp checks that the agent's VXLAN device exists and is up.

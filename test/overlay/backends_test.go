@@ -169,13 +169,22 @@ func podsReachEachOther(t *testing.T, nodes ...*node) []*pod {
 
 // TestHostGWCluster runs three cnibox nodes on host-gw over etcd: a route
 // per peer via its public IP on eth0 and nothing else, pods reaching each
-// other through the flannel role, a node leaving taking its route with it,
-// and a lease whose public IP is off the L2 network logged as an error and
+// other through the flannel role and the vxlan role (node3's), a node
+// leaving taking its route with it, and a lease whose public IP is off the L2 network logged as an error and
 // counted in cnibox_agent_peers_unreachable instead of being routed.
 func TestHostGWCluster(t *testing.T) {
 	c := newCluster(t, 3)
 	c.startEtcd()
 	c.flannelConf()
+	// node3's pods go through cnibox's own role (vxlan: the pod side of
+	// every backend), the others' through the flannel role.
+	flannel := c.netConf
+	c.netConf = func(n *node) string {
+		if n == c.nodes[2] {
+			return `{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`
+		}
+		return flannel(n)
+	}
 	c.put(etcdPrefix+"/config", `{"Network": "10.244.0.0/16", "Backend": {"Type": "host-gw"}}`)
 	// A node on another network (a NAT or another L2 segment): host-gw
 	// cannot reach it.
