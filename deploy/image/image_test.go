@@ -6,7 +6,9 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,63 @@ func TestNotInCnibox(t *testing.T) {
 		if strings.HasPrefix(dep, "github.com/opencontainers/") {
 			t.Errorf("cnibox or its agent links %s: only deploy/image may", dep)
 		}
+	}
+}
+
+// TestRunManifests: run renders every -manifest into its -manifest-out
+// (cnibox.yaml and cnibox-multus.yaml, as make image gives them): every
+// image: names -ref and nothing else changed; an unpaired -manifest is
+// refused before anything is written.
+func TestRunManifests(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cnibox")
+	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "ghcr.io/cnibox/cnibox:v7"
+	ins := []string{"../kubernetes/cnibox.yaml", "../kubernetes/cnibox-multus.yaml"}
+	args := []string{"-o", filepath.Join(dir, "image.tar"), "-ref", ref}
+	for _, in := range ins {
+		args = append(args, "-manifest", in, "-manifest-out", filepath.Join(dir, "out", filepath.Base(in)))
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(append(args, bin), &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, in := range ins {
+		src, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "out", filepath.Base(in)))
+		if err != nil {
+			t.Fatalf("%s not rendered: %v", in, err)
+		}
+		srcLines, gotLines := strings.Split(string(src), "\n"), strings.Split(string(got), "\n")
+		if len(srcLines) != len(gotLines) {
+			t.Fatalf("%s: %d lines rendered, %d in the source", in, len(gotLines), len(srcLines))
+		}
+		images := 0
+		for i, l := range gotLines {
+			if k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "-")), ":"); ok && k == "image" {
+				images++
+				if strings.TrimSpace(v) != ref {
+					t.Errorf("%s line %d: %q, want image: %s", in, i+1, l, ref)
+				}
+			} else if l != srcLines[i] {
+				t.Errorf("%s line %d changed: %q -> %q", in, i+1, srcLines[i], l)
+			}
+		}
+		if images == 0 {
+			t.Errorf("%s: no image: rendered", in)
+		}
+	}
+	out := filepath.Join(dir, "lone.yaml")
+	err := run([]string{"-o", filepath.Join(dir, "b.tar"), "-ref", ref, "-manifest", ins[0], "-manifest", ins[1], "-manifest-out", out, bin}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-manifest-out") {
+		t.Errorf("two -manifest, one -manifest-out: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("an unpaired -manifest wrote %s", out)
 	}
 }

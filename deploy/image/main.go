@@ -8,13 +8,15 @@
 //
 // With -manifest it also writes the Kubernetes manifest with its image
 // references set to the image built (-manifest-out), so that the manifest
-// and the archive always name the same image.
+// and the archive always name the same image. Both flags repeat, paired
+// in order: make image renders cnibox.yaml and cnibox-multus.yaml.
 //
 // The archive is reproducible: the same binaries, -ref and -epoch give the
 // same bytes.
 //
 //	go run ./deploy/image -o bin/cnibox-image.tar -ref ghcr.io/cnibox/cnibox:v1 \
 //	    -manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
+//	    -manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml \
 //	    -busybox /bin/busybox bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube
 package main
 
@@ -53,11 +55,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ref := fs.String("ref", "", "the image's name and tag, e.g. ghcr.io/cnibox/cnibox:v1.0.0")
 	epoch := fs.Int64("epoch", envEpoch(), "every file's mtime and the image's creation time, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
 	arch := fs.String("arch", runtime.GOARCH, "the binaries' architecture")
-	manifest := fs.String("manifest", "", "a Kubernetes manifest whose image: references are set to -ref")
-	manifestOut := fs.String("manifest-out", "", "where the manifest with -ref goes")
+	var manifests, manifestOuts listFlag
+	fs.Var(&manifests, "manifest", "a Kubernetes manifest whose image: references are set to -ref (repeatable)")
+	fs.Var(&manifestOuts, "manifest-out", "where the manifest with -ref goes (one per -manifest, in order)")
 	busybox := fs.String("busybox", "", "a static busybox for /bin (cp, sh, ...); with it the image also answers flannel's manifest (/flannel, /opt/bin/flanneld, /opt/bin/install-conf)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT] BINARY...")
+		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT]... BINARY...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,8 +72,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return errors.New("no binaries: name the files to put into /" + binDir)
 	}
-	if (*manifest == "") != (*manifestOut == "") {
-		return errors.New("-manifest and -manifest-out go together")
+	if len(manifests) != len(manifestOuts) {
+		return fmt.Errorf("-manifest and -manifest-out go together: %d manifests, %d outputs", len(manifests), len(manifestOuts))
 	}
 	img := Image{
 		Ref:     *ref,
@@ -108,21 +111,35 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %s (manifest %s)\n", *out, *ref, dgst)
-	if *manifest == "" {
-		return nil
+	for i, in := range manifests {
+		if err := renderFile(in, manifestOuts[i], *ref); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %s with image %s\n", manifestOuts[i], in, *ref)
 	}
-	in, err := os.ReadFile(*manifest)
+	return nil
+}
+
+// renderFile writes the manifest in to out with its images set to ref.
+func renderFile(in, out, ref string) error {
+	data, err := os.ReadFile(in)
 	if err != nil {
 		return err
 	}
-	rendered, err := RenderManifest(in, *ref)
+	rendered, err := RenderManifest(data, ref)
 	if err != nil {
-		return fmt.Errorf("%s: %w", *manifest, err)
+		return fmt.Errorf("%s: %w", in, err)
 	}
-	if err := writeFileAtomic(*manifestOut, rendered); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: %s with image %s\n", *manifestOut, *manifest, *ref)
+	return writeFileAtomic(out, rendered)
+}
+
+// listFlag is a flag that may repeat; its values in order.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
 	return nil
 }
 

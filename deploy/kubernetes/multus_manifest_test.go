@@ -242,3 +242,41 @@ func TestMultusCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeImageRendersEveryManifest: make image renders each manifest of
+// this directory (cnibox.yaml, cnibox-multus.yaml) into bin/ under its own
+// name with the image it builds, and the one image there is the
+// Makefile's IMAGE, as in cnibox.yaml.
+func TestMakeImageRendersEveryManifest(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := regexp.MustCompile(`(?ms)^image:[^\n]*\n((?:\t[^\n]*\n)+)`).FindSubmatch(mk)
+	if recipe == nil {
+		t.Fatal("no image: target in the Makefile")
+	}
+	rendered := map[string]string{}
+	for _, m := range regexp.MustCompile(`-manifest\s+(\S+)\s+(?:\\\s*)?-manifest-out\s+(\S+)`).FindAllSubmatch(recipe[1], -1) {
+		rendered[string(m[1])] = string(m[2])
+	}
+	yamls, err := filepath.Glob("*.yaml")
+	if err != nil || len(yamls) < 2 {
+		t.Fatalf("manifests here: %v %v", yamls, err)
+	}
+	for _, y := range yamls {
+		if out := rendered["deploy/kubernetes/"+y]; out != "bin/"+y {
+			t.Errorf("make image renders deploy/kubernetes/%s into %q, want bin/%s (the image: fields set to the image it builds)", y, out, y)
+		}
+	}
+	name := regexp.MustCompile(`(?m)^IMAGE\s*\?=\s*(\S+)$`).FindSubmatch(mk)
+	if name == nil {
+		t.Fatal("no IMAGE ?= in the Makefile")
+	}
+	spec := loadMultus(t).ds.Spec.Template.Spec
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if !strings.HasPrefix(c.Image, string(name[1])+":") {
+			t.Errorf("cnibox-multus.yaml: container %s: image %s, want %s:TAG (the Makefile's IMAGE)", c.Name, c.Image, name[1])
+		}
+	}
+}
