@@ -88,6 +88,7 @@ func multiDel(ctx context.Context, a *cniplug.Args) error {
 	// never added with it either, since ADD would have failed the same way.
 	var ignore func(int, error) bool
 	if !at.recorded {
+		multiK8sDelegates(ctx, a, at) // del_k8s.go: the pod's networks, as Multus without its cache
 		ignore = func(_ int, err error) bool {
 			code := cniplug.CodeOf(err)
 			return code == types.ErrDecodingFailure || code == types.ErrInvalidNetworkConfig

@@ -179,3 +179,42 @@ func pluginRC(m map[string]any, j int) map[string]any {
 	rc, _ := p["runtimeConfig"].(map[string]any)
 	return rc
 }
+
+// TestMultusDelWithoutRecord: a pod attached before cnibox took Multus'
+// place (here: attached by multi, its record then deleted, so the store
+// knows nothing of it) is deleted with every network its annotations
+// name, as Multus' DEL does without its cache: the secondary's interface
+// and host-local reservation go, not only the primary's. With the pod
+// gone from the API, DEL deletes the primary and succeeds.
+func TestMultusDelWithoutRecord(t *testing.T) {
+	dir := t.TempDir()
+	primary := filepath.Join(dir, "10-podnet.conflist")
+	os.WriteFile(primary, []byte(primaryList), 0o644)
+	g := newPodAgent(t)
+	g.nad("default", "sec", `{"cniVersion":"1.0.0","name":"sec","type":"bridge","bridge":"mu-s","ipam":{"type":"host-local","ranges":[[{"subnet":"10.77.13.0/24"}]]}}`)
+	conf := `{"cniVersion":"0.3.1","name":"multus-cni-network","type":"multus-shim","clusterNetwork":"` + primary + `","agentSocket":"` + g.sock + `"}`
+	for _, podGone := range []bool{false, true} {
+		n := fullNode(t)
+		p := n.NewPod(map[bool]string{false: "norec", true: "norecgone"}[podGone])
+		g.pod("default", p.ID, map[string]string{networks: "sec"})
+		n.Add(multi.MultusShimRole, p, conf)
+		if !hasLink(t, p.Netns, "net1") || len(n.Reservations("sec")[p.ID]) != 1 {
+			t.Fatalf("ADD: net1 %v, sec reservations %v", hasLink(t, p.Netns, "net1"), n.Reservations("sec"))
+		}
+		n.DeleteRecord("multus-cni-network", p)
+		if podGone {
+			g.mu.Lock()
+			delete(g.pods, "default/"+p.ID)
+			g.mu.Unlock()
+		}
+		n.Must(multi.MultusShimRole, "DEL", p, conf)
+		if hasLink(t, p.Netns, "eth0") || len(n.Reservations("podnet")[p.ID]) != 0 {
+			t.Errorf("pod gone %v: the primary is left after DEL (eth0 %v, reservations %v)", podGone, hasLink(t, p.Netns, "eth0"), n.Reservations("podnet"))
+		}
+		secLeft := hasLink(t, p.Netns, "net1") || len(n.Reservations("sec")[p.ID]) != 0
+		if secLeft != podGone {
+			t.Errorf("pod gone %v: after DEL the secondary is left: %v (net1 %v, reservations %v)", podGone, secLeft, hasLink(t, p.Netns, "net1"), n.Reservations("sec"))
+		}
+		n.Must(multi.MultusShimRole, "DEL", p, conf)
+	}
+}
