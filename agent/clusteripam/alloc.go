@@ -17,36 +17,20 @@ import (
 const maxAttempts = 100
 
 // Allocator hands out and releases addresses of the pools in a Backend.
-// Writers of one pool on this node take turns (a lock per pool), so the
-// agent's own calls do not conflict with each other; other writers (other
-// nodes, whereabouts) are met by optimistic concurrency.
+// The changes of one pool on this node are written by one writer at a
+// time, in batches (batch.go), so the agent's own calls do not conflict
+// with each other; other writers (other nodes, whereabouts) are met by
+// optimistic concurrency.
 type Allocator struct {
 	B    Backend
 	Node string // this node's name (node slices)
 
 	Log *slog.Logger
 
-	mu      sync.Mutex
-	locks   map[string]*sync.Mutex
+	mu      sync.Mutex // batches, and local's map
 	slice   sliceCache
 	local   map[string]*localPool // node slices' pools (local.go)
 	batches map[string]*batch     // reservations waiting for a pool's write
-}
-
-// lock takes the agent's lock of the pool name; the returned func drops it.
-func (al *Allocator) lock(name string) func() {
-	al.mu.Lock()
-	if al.locks == nil {
-		al.locks = map[string]*sync.Mutex{}
-	}
-	l := al.locks[name]
-	if l == nil {
-		l = &sync.Mutex{}
-		al.locks[name] = l
-	}
-	al.mu.Unlock()
-	l.Lock()
-	return l.Unlock
 }
 
 // target is one range of a request as the allocator works on it: the pool
@@ -223,7 +207,7 @@ func find(p *Pool, req *agentapi.IPAMRequest) (string, bool) {
 func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, error) {
 	elsewhere := map[netip.Addr]bool{} // reserved by another pod in another range
 	for {
-		c, err := al.commit(ctx, t, &pick{req: req, asked: asked, elsewhere: elsewhere})
+		c, err := al.commit(ctx, &op{t: t, req: req, asked: asked, elsewhere: elsewhere})
 		if err != nil {
 			return netip.Addr{}, err
 		}
@@ -237,7 +221,9 @@ func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRe
 		if err == nil && ok {
 			return c.ip, nil
 		}
-		if uerr := al.unwrite(ctx, t.pool, c.off, c.alloc); uerr != nil && err == nil {
+		// Undo: the address is another pod's in an overlapping range (or
+		// the API failed). The release is written even if ctx ends first.
+		if _, uerr := al.commit(ctx, &op{t: t, release: true, req: req}); uerr != nil && err == nil {
 			err = uerr
 		}
 		if err != nil {
@@ -245,31 +231,6 @@ func (al *Allocator) reserve(ctx context.Context, t target, req *agentapi.IPAMRe
 		}
 		elsewhere[c.ip] = true
 	}
-}
-
-// unwrite removes the allocation a at off from the pool again (its address
-// is reserved by another pod in an overlapping range); the caller holds
-// the pool's lock.
-func (al *Allocator) unwrite(ctx context.Context, pool, off string, a wbpool.Allocation) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		p, err := al.B.GetPool(ctx, pool, attempt > 0)
-		if err != nil {
-			return apiErr(err, "read IPPool %s", pool)
-		}
-		if p.Allocations[off] != a {
-			return nil
-		}
-		np := p.clone()
-		delete(np.Allocations, off)
-		_, err = al.B.UpdatePool(ctx, np)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrConflict) {
-			return apiErr(err, "write IPPool %s", pool)
-		}
-	}
-	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", pool, maxAttempts)}
 }
 
 // choose picks the address (see reserve); existing says the attachment
@@ -370,40 +331,14 @@ func (al *Allocator) release(ctx context.Context, t target, req *agentapi.IPAMRe
 	if t.local {
 		return al.releaseLocal(ctx, t, req)
 	}
-	defer al.lock(t.pool)()
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		p, err := al.B.GetPool(ctx, t.pool, attempt > 0)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return apiErr(err, "read IPPool %s", t.pool)
-		}
-		off, ok := find(p, req)
-		if !ok {
-			return nil
-		}
-		a := p.Allocations[off]
-		np := p.clone()
-		delete(np.Allocations, off)
-		if req.Sticky && a.PodRef != "" {
-			remember(np, off, a.PodRef+"/"+a.IfName)
-		}
-		if _, err := al.B.UpdatePool(ctx, np); err != nil {
-			if errors.Is(err, ErrConflict) {
-				continue
-			}
-			return apiErr(err, "write IPPool %s", t.pool)
-		}
-		if req.Overlapping {
-			base, _, _ := wbpool.ParsePoolRange(p.Range)
-			if ip, ok := wbpool.AddrAt(base, off); ok {
-				al.unclaim(ctx, ip, req.NetworkName, a)
-			}
-		}
-		return nil
+	o, err := al.commit(ctx, &op{t: t, release: true, req: req})
+	if err != nil {
+		return err
 	}
-	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", t.pool, maxAttempts)}
+	if req.Overlapping && o.found && o.ip.IsValid() {
+		al.unclaim(ctx, o.ip, req.NetworkName, o.alloc)
+	}
+	return nil
 }
 
 // unclaim deletes ip's OverlappingRangeIPReservation if it is a's.

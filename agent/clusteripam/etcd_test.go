@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -100,7 +101,8 @@ func allocations(t *testing.T, b Backend, name string) map[netip.Addr]string {
 func TestConcurrentAgents(t *testing.T) {
 	b := etcdBackend(t)
 	ctx := ctxT(t)
-	nodes := []*Allocator{{B: b, Node: "n1"}, {B: b, Node: "n2"}, {B: b, Node: "n3"}}
+	lg := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	nodes := []*Allocator{{B: b, Node: "n1", Log: lg}, {B: b, Node: "n2", Log: lg}, {B: b, Node: "n3", Log: lg}}
 	const n = 240
 	got := make([]string, n)
 	var wg sync.WaitGroup

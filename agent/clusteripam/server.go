@@ -30,6 +30,7 @@ type Server struct {
 
 // Handle answers one ipam-* request (the agent's socket hands them over).
 func (s *Server) Handle(ctx context.Context, req agentapi.Request) *agentapi.Response {
+	start := time.Now()
 	resp := &agentapi.Response{}
 	out := &agentapi.IPAMResponse{}
 	var err error
@@ -55,7 +56,7 @@ func (s *Server) Handle(ctx context.Context, req agentapi.Request) *agentapi.Res
 	default:
 		err = badRequest("unknown op %q", req.Op)
 	}
-	s.Log.Debug("cluster IPAM", "op", req.Op, "ips", out.IPs, "err", err)
+	s.Log.Debug("cluster IPAM", "op", req.Op, "container", cid(req.IPAM), "ips", out.IPs, "err", err, "took", time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		resp.Error, resp.Reason = err.Error(), agentapi.ReasonUnavailable
 		var ae *agentapi.Error
@@ -66,6 +67,13 @@ func (s *Server) Handle(ctx context.Context, req agentapi.Request) *agentapi.Res
 	}
 	resp.IPAM = out
 	return resp
+}
+
+func cid(r *agentapi.IPAMRequest) string {
+	if r == nil {
+		return ""
+	}
+	return r.ContainerID
 }
 
 // unavailable reports whether err means the API (or etcd) did not answer.

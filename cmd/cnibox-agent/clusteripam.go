@@ -67,7 +67,7 @@ func startClusterIPAM(ctx context.Context, f *flags, log *slog.Logger) error {
 		return err
 	}
 	srv := &clusteripam.Server{
-		Alloc:   &clusteripam.Allocator{B: b, Node: node},
+		Alloc:   &clusteripam.Allocator{B: b, Node: node, Log: log},
 		DataDir: store.DirFrom(f.dataDir, nil),
 		Log:     log,
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,8 +77,9 @@ func startAgent(t *testing.T, agent, name, dir string, args ...string) *node {
 	}
 	t.Cleanup(func() {
 		n.stop()
+		t.Logf("agent %s: %s", name, writeSummary(log.String()))
 		if t.Failed() {
-			t.Logf("agent %s:\n%s", name, tail(log.String(), 4000))
+			t.Logf("agent %s, its warnings:\n%s\nits last lines:\n%s", name, tail(grepLines(log.String(), "level=WARN", "level=ERROR"), 6000), tail(log.String(), 4000))
 		}
 	})
 	c := &agentapi.Client{Socket: n.socket, Timeout: 2 * time.Second}
@@ -150,4 +153,36 @@ func firstIP(t *testing.T, out []byte) string {
 		return ""
 	}
 	return ip.String()
+}
+
+// grepLines returns the lines of s that hold any of the words.
+func grepLines(s string, words ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+var writeLine = regexp.MustCompile(`msg="cluster IPAM: pool write" .*adds=(\d+) dels=(\d+) took=(\S+) attempts=(\d+)`)
+
+// writeSummary sums up the agent's pool writes (its debug log): how many,
+// the changes they carried, their attempts and the slowest.
+func writeSummary(log string) string {
+	var writes, ops, attempts int
+	var slowest time.Duration
+	for _, m := range writeLine.FindAllStringSubmatch(log, -1) {
+		a, _ := strconv.Atoi(m[1])
+		d, _ := strconv.Atoi(m[2])
+		n, _ := strconv.Atoi(m[4])
+		took, _ := time.ParseDuration(m[3])
+		writes, ops, attempts = writes+1, ops+a+d, attempts+n
+		slowest = max(slowest, took)
+	}
+	return fmt.Sprintf("%d pool writes carrying %d changes in %d attempts; the slowest took %s", writes, ops, attempts, slowest)
 }
