@@ -20,7 +20,7 @@
 //	  cursor          range-set id -> address bytes (round-robin position)
 //	  sticky          "namespace/pod" -> the pod's last addresses
 //
-// Other records (delegate.go, overlay.go) have top-level buckets of their own.
+// Other records (delegate.go, overlay.go, clusteripam.go) have top-level buckets of their own.
 //
 // Address keys are the address bytes, so a range scan is a cursor seek. The
 // owner index makes every lookup by owner a prefix seek, and the run index

@@ -24,6 +24,9 @@ const maxAttempts = 100
 type Allocator struct {
 	B    Backend
 	Node string // this node's name (node slices)
+	// DataDir is the node's store directory, where node slices' changes
+	// wait for their write ("": in memory only).
+	DataDir string
 
 	Log *slog.Logger
 

@@ -123,7 +123,7 @@ func (al *Allocator) writeBatches(pool string, b *batch) {
 
 // batchStats is where a batch's time went, for the log.
 type batchStats struct {
-	attempts, conflicts int
+	attempts, conflicts  int
 	read, write, backoff time.Duration
 }
 

@@ -3,13 +3,14 @@ package clusteripam
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/wbpool"
+	"github.com/cnibox/cnibox/store"
 )
 
 // A node's slice pool (node_slice_size) is this node's alone: the agent
@@ -18,7 +19,10 @@ import (
 // it behind, coalescing the changes of a burst into one update. A write
 // that meets another writer's change (the reclaiming agent, whereabouts
 // on the same node) merges: this agent's changes since the version it
-// last wrote, replayed on the pool as it is now.
+// last wrote, replayed on the pool as it is now. With a data directory, a
+// change is in the node's store (a journal, store.SliceJournal) before the
+// ADD answers and until the IPPool holds it, so an agent restarted in
+// between writes it then (Recover) instead of losing it.
 type localPool struct {
 	mu      sync.Mutex
 	base    *Pool // the pool as last read or written
@@ -26,6 +30,7 @@ type localPool struct {
 	gen     uint64
 	written uint64 // the generation base holds
 	kick    chan struct{}
+	journal map[string]store.SliceChange // changes base does not hold yet, by offset
 }
 
 // localFor returns the in-memory pool of a slice target, reading it (or
@@ -47,7 +52,10 @@ func (al *Allocator) localFor(ctx context.Context, t target) (*localPool, error)
 		al.local = map[string]*localPool{}
 	}
 	if lp = al.local[t.pool]; lp == nil {
-		lp = &localPool{base: p, ours: p.clone(), kick: make(chan struct{}, 1)}
+		lp = &localPool{base: p, ours: p.clone(), kick: make(chan struct{}, 1), journal: map[string]store.SliceChange{}}
+		if err := al.recoverJournal(lp); err != nil {
+			return nil, err
+		}
 		al.local[t.pool] = lp
 		go al.writeBehind(lp)
 	}
@@ -77,7 +85,11 @@ func (al *Allocator) reserveLocal(ctx context.Context, t target, req *agentapi.I
 		return netip.Addr{}, err
 	}
 	off, _ := wbpool.Offset(base, ip)
-	lp.ours.Allocations[off] = wbpool.Allocation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName}
+	a := wbpool.Allocation{ContainerID: req.ContainerID, PodRef: req.PodRef, IfName: req.IfName}
+	if err := al.record(lp, map[string]store.SliceChange{off: {ContainerID: a.ContainerID, PodRef: a.PodRef, IfName: a.IfName}}); err != nil {
+		return netip.Addr{}, &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: keep the reservation in the node's store: %v", t.pool, err)}
+	}
+	lp.ours.Allocations[off] = a
 	delete(lp.ours.Sticky, off)
 	lp.changed()
 	return ip, nil
@@ -99,6 +111,11 @@ func (al *Allocator) releaseLocal(ctx context.Context, t target, req *agentapi.I
 		return nil
 	}
 	a := lp.ours.Allocations[off]
+	if err := al.record(lp, map[string]store.SliceChange{off: {ContainerID: a.ContainerID, PodRef: a.PodRef, IfName: a.IfName, Released: true}}); err != nil {
+		// DEL succeeds: the IPPool write is on its way; only a restart
+		// before it would forget the release.
+		al.logger().Warn("cluster IPAM: a release is not in the node's store", "pool", t.pool, "err", err)
+	}
 	delete(lp.ours.Allocations, off)
 	if req.Sticky && a.PodRef != "" {
 		remember(lp.ours, off, a.PodRef+"/"+a.IfName)
@@ -119,10 +136,7 @@ func (lp *localPool) changed() {
 // writeBehind writes lp whenever it changed, until the agent stops; a
 // failed write is retried after a second.
 func (al *Allocator) writeBehind(lp *localPool) {
-	log := al.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := al.logger()
 	for range lp.kick {
 		for {
 			err := al.flush(lp)
@@ -153,6 +167,7 @@ func (al *Allocator) flush(lp *localPool) error {
 			lp.mu.Lock()
 			wrote.Allocations, wrote.Sticky = snap.Allocations, snap.Sticky
 			lp.base, lp.written = wrote, gen
+			al.written(lp, gen)
 			lp.mu.Unlock()
 			continue // more may have changed meanwhile
 		}
@@ -214,16 +229,22 @@ func (al *Allocator) GC(ctx context.Context, req *agentapi.IPAMRequest) ([]strin
 		}
 		lp.mu.Lock()
 		base, _, _ := wbpool.ParsePoolRange(lp.ours.Range)
+		gone := map[string]store.SliceChange{}
 		for off, a := range lp.ours.Allocations {
-			if keep[agentapi.IPAMAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
-				continue
+			if !keep[agentapi.IPAMAttachment{ContainerID: a.ContainerID, IfName: a.IfName}] {
+				gone[off] = store.SliceChange{ContainerID: a.ContainerID, PodRef: a.PodRef, IfName: a.IfName, Released: true}
 			}
+		}
+		if err := al.record(lp, gone); err != nil {
+			al.logger().Warn("cluster IPAM: GC's releases are not in the node's store", "pool", t.pool, "err", err)
+		}
+		for off := range gone {
 			delete(lp.ours.Allocations, off)
 			if ip, ok := wbpool.AddrAt(base, off); ok {
 				freed = append(freed, ip.String())
 			}
 		}
-		if len(freed) > 0 {
+		if len(gone) > 0 {
 			lp.changed()
 		}
 		lp.mu.Unlock()

@@ -66,11 +66,13 @@ func startClusterIPAM(ctx context.Context, f *flags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	dir := store.DirFrom(f.dataDir, nil)
 	srv := &clusteripam.Server{
-		Alloc:   &clusteripam.Allocator{B: b, Node: node, Log: log},
-		DataDir: store.DirFrom(f.dataDir, nil),
+		Alloc:   &clusteripam.Allocator{B: b, Node: node, Log: log, DataDir: dir},
+		DataDir: dir,
 		Log:     log,
 	}
+	go srv.Alloc.Recover(ctx)
 	go srv.Drain(ctx, 10*time.Second)
 	f.ipam.handle = srv.Handle
 	log.Info("cluster IPAM serving", "backend", f.ipam.backend, "node", node)
