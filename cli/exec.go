@@ -42,7 +42,7 @@ func execVerbs() []*ucli.Command {
 			Name:  v,
 			Usage: strings.ToUpper(v) + " through libcni, as a container runtime does",
 			UsageText: "cnibox exec " + v + " --net NAME|--conf FILE [options]\n\n" +
-				"Example: " + execExample[v],
+				"Example: " + execExample(v),
 			Flags:  flags,
 			Action: func(c *ucli.Context) error { return runExec(c, v) },
 		})
@@ -50,13 +50,20 @@ func execVerbs() []*ucli.Command {
 	return subs
 }
 
-// execExample is the --help example of each verb.
-var execExample = map[string]string{
-	"add":    "cnibox exec add --net cnibox --new-netns test1 --args 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=test1'",
-	"check":  "cnibox exec check --net cnibox --netns /run/netns/test1",
-	"del":    "cnibox exec del --net cnibox --new-netns test1   (also removes the namespace)",
-	"gc":     "cnibox exec gc --net cnibox   (keeps the attachments in libcni's cache)",
-	"status": "cnibox exec status --net cnibox",
+// execExample is the --help example of each verb. (A switch, not a map: a
+// package-level map is built by code at every start of every role.)
+func execExample(verb string) string {
+	switch verb {
+	case "add":
+		return "cnibox exec add --net cnibox --new-netns test1 --args 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=test1'"
+	case "check":
+		return "cnibox exec check --net cnibox --netns /run/netns/test1"
+	case "del":
+		return "cnibox exec del --net cnibox --new-netns test1   (also removes the namespace)"
+	case "gc":
+		return "cnibox exec gc --net cnibox   (keeps the attachments in libcni's cache)"
+	}
+	return "cnibox exec status --net cnibox"
 }
 
 func loadNetwork(c *ucli.Context) (*libcni.NetworkConfigList, error) {

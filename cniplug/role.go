@@ -13,6 +13,12 @@ var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 // Role is one CNI plugin that this binary answers as. Add is required; a nil
 // Check, Del, GC or Status succeeds without doing anything.
+//
+// A role's Role is package-level data: each field a constant or the name of a
+// function (a verb that parses its config calls WithConf from a function of
+// its own), never a value built by a call. Then the linker lays the Role out
+// and no role package has code that runs when the binary starts: every call
+// of every role would run it (TestNoInitCode).
 type Role struct {
 	// Name is the plugin type, the symlink name in /opt/cni/bin.
 	Name string

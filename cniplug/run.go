@@ -124,16 +124,31 @@ func errorVersion(stdin []byte) string {
 	return c.CNIVersion
 }
 
-var requiredEnv = map[string][]string{
-	"ADD":    {"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"},
-	"CHECK":  {"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"},
-	"DEL":    {"CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"},
-	"GC":     {"CNI_PATH"},
-	"STATUS": {"CNI_PATH"},
+// requiredEnv returns the environment variables a verb needs, and whether
+// cmd is a verb. (A switch, not a map: a package-level map is built by code
+// at every start of every role.)
+func requiredEnv(cmd string) ([]string, bool) {
+	switch cmd {
+	case "ADD", "CHECK":
+		return []string{"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"}, true
+	case "DEL":
+		return []string{"CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"}, true
+	case "GC", "STATUS":
+		return []string{"CNI_PATH"}, true
+	}
+	return nil, false
 }
 
-// minVersion is the lowest config version that allows a verb.
-var minVersion = map[string]string{"CHECK": "0.4.0", "GC": "1.1.0", "STATUS": "1.1.0"}
+// minVersion returns the lowest config version that allows a verb, or "".
+func minVersion(cmd string) string {
+	switch cmd {
+	case "CHECK":
+		return "0.4.0"
+	case "GC", "STATUS":
+		return "1.1.0"
+	}
+	return ""
+}
 
 // Invoke runs one call of role and returns what belongs on stdout.
 func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
@@ -148,7 +163,7 @@ func Invoke(ctx context.Context, role *Role, inv Invocation) ([]byte, error) {
 		}
 		return b.Bytes(), nil
 	}
-	req, known := requiredEnv[cmd]
+	req, known := requiredEnv(cmd)
 	if !known {
 		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_COMMAND %q is not a CNI verb (want ADD, DEL, CHECK, GC, STATUS or VERSION)", cmd)
 	}
@@ -257,7 +272,7 @@ func checkVersion(cmd, v string) error {
 	if !supported {
 		return Errorf(types.ErrIncompatibleCNIVersion, "config field \"cniVersion\" %q is not supported: cnibox speaks %s", v, strings.Join(SupportedVersions, ", "))
 	}
-	if min, ok := minVersion[cmd]; ok {
+	if min := minVersion(cmd); min != "" {
 		if ok, _ := version.GreaterThanOrEqualTo(v, min); !ok {
 			return Errorf(types.ErrIncompatibleCNIVersion, "%s needs cniVersion %s or later; the config says %q", cmd, min, v)
 		}

@@ -10,17 +10,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MacvlanModes are the macvlan modes by name, as `ip link` spells them.
-var MacvlanModes = map[string]uint32{
-	"private":  nl.MACVLAN_MODE_PRIVATE,
-	"vepa":     nl.MACVLAN_MODE_VEPA,
-	"bridge":   nl.MACVLAN_MODE_BRIDGE,
-	"passthru": nl.MACVLAN_MODE_PASSTHRU,
-	"source":   nl.MACVLAN_MODE_SOURCE,
+// namedMode is a device mode and its name, as `ip link` spells it. (Lists,
+// not maps: a package-level map is built by code at every start.)
+type namedMode[M comparable] struct {
+	name string
+	mode M
 }
 
-// IpvlanModes are the ipvlan modes by name.
-var IpvlanModes = map[string]uint16{"l2": 0, "l3": 1, "l3s": 2}
+// macvlanModes and ipvlanModes are the modes of each kind.
+var (
+	macvlanModes = []namedMode[uint32]{
+		{"private", nl.MACVLAN_MODE_PRIVATE},
+		{"vepa", nl.MACVLAN_MODE_VEPA},
+		{"bridge", nl.MACVLAN_MODE_BRIDGE},
+		{"passthru", nl.MACVLAN_MODE_PASSTHRU},
+		{"source", nl.MACVLAN_MODE_SOURCE},
+	}
+	ipvlanModes = []namedMode[uint16]{{"l2", 0}, {"l3", 1}, {"l3s", 2}}
+)
 
 // SubLinkOpts describes a macvlan or ipvlan device on a master (lower)
 // interface for EnsureMacvlan and EnsureIpvlan.
@@ -30,7 +37,7 @@ type SubLinkOpts struct {
 	// Into is the namespace the device is created in (directly, under its
 	// final name); nil means the Handle's own.
 	Into *Handle
-	Mode string // a key of MacvlanModes or IpvlanModes; "" = bridge / l2
+	Mode string // a name in macvlanModes or ipvlanModes; "" = bridge / l2
 	MTU  int    // 0 = the master's
 	MAC  net.HardwareAddr
 	// BCQueueLen is a macvlan's broadcast queue length; 0 = kernel default.
@@ -50,7 +57,7 @@ type SubLink struct {
 // mode (and with o.MAC, when given) is kept; any other device of that name
 // is an error that wraps ErrExists.
 func (h *Handle) EnsureMacvlan(o SubLinkOpts) (SubLink, error) {
-	mode, err := subLinkModeOf(&o, "macvlan", MacvlanModes, "bridge")
+	mode, err := subLinkModeOf(&o, "macvlan", macvlanModes, "bridge")
 	if err != nil {
 		return SubLink{}, err
 	}
@@ -64,7 +71,7 @@ func (h *Handle) EnsureMacvlan(o SubLinkOpts) (SubLink, error) {
 // EnsureIpvlan is EnsureMacvlan for an ipvlan device (modes l2, l3, l3s).
 // An ipvlan shares its master's MAC, so o.MAC must be empty.
 func (h *Handle) EnsureIpvlan(o SubLinkOpts) (SubLink, error) {
-	mode, err := subLinkModeOf(&o, "ipvlan", IpvlanModes, "l2")
+	mode, err := subLinkModeOf(&o, "ipvlan", ipvlanModes, "l2")
 	if err != nil {
 		return SubLink{}, err
 	}
@@ -76,15 +83,17 @@ func (h *Handle) EnsureIpvlan(o SubLinkOpts) (SubLink, error) {
 
 // subLinkModeOf looks o.Mode up in the modes of kind, "" meaning def (which
 // o.Mode is then set to, so that an existing device is compared with it).
-func subLinkModeOf[M any](o *SubLinkOpts, kind string, modes map[string]M, def string) (M, error) {
+func subLinkModeOf[M comparable](o *SubLinkOpts, kind string, modes []namedMode[M], def string) (M, error) {
 	if o.Mode == "" {
 		o.Mode = def
 	}
-	m, ok := modes[o.Mode]
-	if !ok {
-		return m, fmt.Errorf("ensure %s %q: unknown mode %q", kind, o.Name, o.Mode)
+	for _, m := range modes {
+		if m.name == o.Mode {
+			return m.mode, nil
+		}
 	}
-	return m, nil
+	var zero M
+	return zero, fmt.Errorf("ensure %s %q: unknown mode %q", kind, o.Name, o.Mode)
 }
 
 func (h *Handle) ensureSubLink(kind string, o SubLinkOpts, data []*nl.RtAttr) (SubLink, error) {
@@ -175,21 +184,21 @@ func (h *Handle) SubLinkByName(name string) (SubLink, error) {
 	switch native := nl.NativeEndian(); {
 	case l.Kind == "macvlan":
 		if v, _ := attrOf(data, nl.IFLA_MACVLAN_MODE); len(v) >= 4 {
-			s.Mode = modeName(MacvlanModes, native.Uint32(v))
+			s.Mode = modeName(macvlanModes, native.Uint32(v))
 		}
 	case l.Kind == "ipvlan":
 		if v, _ := attrOf(data, nl.IFLA_IPVLAN_MODE); len(v) >= 2 {
-			s.Mode = modeName(IpvlanModes, native.Uint16(v))
+			s.Mode = modeName(ipvlanModes, native.Uint16(v))
 		}
 	}
 	return s, nil
 }
 
 // modeName is the name of mode m in modes; "" when it has none.
-func modeName[M comparable](modes map[string]M, m M) string {
-	for name, v := range modes {
-		if v == m {
-			return name
+func modeName[M comparable](modes []namedMode[M], m M) string {
+	for _, v := range modes {
+		if v.mode == m {
+			return v.name
 		}
 	}
 	return ""

@@ -56,13 +56,15 @@ type pmSet struct {
 	dataType, dataLen uint32 // 0: a set
 }
 
+// pmSets are the table's maps and sets, with their key and data types
+// written out (constants: a call here would run at every start).
 var pmSets = []pmSet{
-	{pmSetHostIP4, 1, concatType(nftTypeIPAddr, nftTypeProto, nftTypeService), 12, concatType(nftTypeIPAddr, nftTypeService), 8},
-	{pmSetHostIP6, 2, concatType(nftTypeIP6Addr, nftTypeProto, nftTypeService), 24, concatType(nftTypeIP6Addr, nftTypeService), 20},
-	{pmSetPort4, 3, concatType(nftTypeProto, nftTypeService), 8, concatType(nftTypeIPAddr, nftTypeService), 8},
-	{pmSetPort6, 4, concatType(nftTypeProto, nftTypeService), 8, concatType(nftTypeIP6Addr, nftTypeService), 20},
-	{pmSetSnat4, 5, concatType(nftTypeIPAddr, nftTypeIPAddr), 8, 0, 0},
-	{pmSetSnat6, 6, concatType(nftTypeIP6Addr, nftTypeIP6Addr), 32, 0, 0},
+	{pmSetHostIP4, 1, nftTypeIPAddr<<(2*nftTypeBits) | nftTypeProto<<nftTypeBits | nftTypeService, 12, nftTypeIPAddr<<nftTypeBits | nftTypeService, 8},
+	{pmSetHostIP6, 2, nftTypeIP6Addr<<(2*nftTypeBits) | nftTypeProto<<nftTypeBits | nftTypeService, 24, nftTypeIP6Addr<<nftTypeBits | nftTypeService, 20},
+	{pmSetPort4, 3, nftTypeProto<<nftTypeBits | nftTypeService, 8, nftTypeIPAddr<<nftTypeBits | nftTypeService, 8},
+	{pmSetPort6, 4, nftTypeProto<<nftTypeBits | nftTypeService, 8, nftTypeIP6Addr<<nftTypeBits | nftTypeService, 20},
+	{pmSetSnat4, 5, nftTypeIPAddr<<nftTypeBits | nftTypeIPAddr, 8, 0, 0},
+	{pmSetSnat6, 6, nftTypeIP6Addr<<nftTypeBits | nftTypeIP6Addr, 32, 0, 0},
 	{pmSetAll4, 7, nftTypeIPAddr, 4, 0, 0},
 	{pmSetAll6, 8, nftTypeIP6Addr, 16, 0, 0},
 }

@@ -3,6 +3,7 @@ package nodestate
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/containernetworking/cni/libcni"
@@ -88,9 +89,10 @@ func (o Orphan) Subject() string {
 
 type attachment struct{ network, cid, ifname string }
 
-// kindOrder is the order orphans are listed in.
-var kindOrder = map[string]int{KindEndpoint: 0, KindReservation: 1, KindVeth: 2, KindMasquerade: 3,
-	KindPortMap: 4, KindPortMapElem: 5, KindTuning: 6, KindBandwidth: 7, KindIfb: 8, KindDelegate: 9}
+// kindOrder is the order orphans are listed in. (A list, not a map: a
+// package-level map is built by code at every start of every role.)
+var kindOrder = []string{KindEndpoint, KindReservation, KindVeth, KindMasquerade,
+	KindPortMap, KindPortMapElem, KindTuning, KindBandwidth, KindIfb, KindDelegate}
 
 // Find applies the rules above to v.
 func Find(v View) []Orphan {
@@ -202,7 +204,9 @@ func Find(v View) []Orphan {
 		}
 		out = append(out, Orphan{Kind: KindMasquerade, Network: m.Network, Addr: m.PodIP, Reason: reason})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return kindOrder[out[i].Kind] < kindOrder[out[j].Kind] })
+	sort.SliceStable(out, func(i, j int) bool {
+		return slices.Index(kindOrder, out[i].Kind) < slices.Index(kindOrder, out[j].Kind)
+	})
 	return out
 }
 

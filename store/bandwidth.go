@@ -4,12 +4,11 @@ import (
 	"time"
 )
 
-// bucketBandwidth holds the bandwidth role's records:
+// bandwidthRecords are in bucket bandwidth, which holds
+// the bandwidth role's records:
 //
 //	bandwidth/  network \x00 containerID \x00 ifname -> BandwidthRecord as JSON
-var bucketBandwidth = []byte("bandwidth")
-
-var bandwidthRecords = newAttachmentRecords[BandwidthRecord](bucketBandwidth, "bandwidth record")
+var bandwidthRecords = attachmentRecords[BandwidthRecord]{records[BandwidthRecord]{bucket: []byte("bandwidth"), what: "bandwidth record"}}
 
 // BandwidthRecord is what the bandwidth role set up on the node for one
 // attachment: which host interface carries the qdiscs and which ifb device

@@ -69,7 +69,7 @@ func (s *Store) Check() (rep CheckReport, err error) {
 		}); err != nil {
 			return err
 		}
-		if eps := tx.Bucket(bucketEndpoints); eps != nil {
+		if eps := tx.Bucket(endpointRecords.bucket); eps != nil {
 			_ = eps.ForEach(func(k, v []byte) error {
 				rep.Endpoints++
 				var e Endpoint

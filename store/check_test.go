@@ -103,7 +103,7 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 	s := openT(t, t.TempDir())
 	fill(t, s, 1)
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketEndpoints).Put([]byte("net\x00c0\x00eth0"), []byte("{not json"))
+		return tx.Bucket(endpointRecords.bucket).Put([]byte("net\x00c0\x00eth0"), []byte("{not json"))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,9 @@ import (
 	"time"
 )
 
-// bucketDelegates holds the delegate records of meta roles:
+// Bucket delegates holds the delegate records of meta roles:
 //
 //	delegates/  network \x00 containerID \x00 ifname -> DelegateRecord as JSON
-var bucketDelegates = []byte("delegates")
 
 // DelegateRecord is what a meta role (flannel, multi) handed to its delegates
 // for one attachment, so that DEL, CHECK and GC replay exactly that instead of
@@ -44,7 +43,7 @@ type Delegate struct {
 
 // delegateRecords is the delegates bucket, kept like the other per-attachment
 // records (records.go).
-var delegateRecords = newAttachmentRecords[DelegateRecord](bucketDelegates, "delegate record")
+var delegateRecords = attachmentRecords[DelegateRecord]{records[DelegateRecord]{bucket: []byte("delegates"), what: "delegate record"}}
 
 // PutDelegateRecord records r (replacing an earlier record of the same
 // attachment). Created and BootID are filled in when zero.

@@ -2,12 +2,11 @@ package store
 
 import "time"
 
-// bucketDHCP holds the leases the dhcp daemon holds for pods:
+// dhcpRecords are in bucket dhcp, which holds
+// the leases the dhcp daemon holds for pods:
 //
 //	dhcp/  network \x00 containerID \x00 ifname -> DHCPLease as JSON
-var bucketDHCP = []byte("dhcp")
-
-var dhcpRecords = newAttachmentRecords[DHCPLease](bucketDHCP, "dhcp lease")
+var dhcpRecords = attachmentRecords[DHCPLease]{records[DHCPLease]{bucket: []byte("dhcp"), what: "dhcp lease"}}
 
 // DHCP lease states.
 const (

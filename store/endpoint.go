@@ -54,7 +54,7 @@ func endpointKey(network, containerID, ifname string) []byte {
 }
 
 // endpointRecords is the endpoints bucket.
-var endpointRecords = newAttachmentRecords[Endpoint](bucketEndpoints, "endpoint record")
+var endpointRecords = attachmentRecords[Endpoint]{records[Endpoint]{bucket: []byte("endpoints"), what: "endpoint record"}}
 
 // PutEndpoint records e (replacing an earlier record of the same attachment).
 // Created and BootID are filled in when zero.

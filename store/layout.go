@@ -1,9 +1,9 @@
 package store
 
-// Bucket names. See the package comment for what each holds.
+// Bucket names. See the package comment for what each holds; the buckets
+// of per-attachment records are named in their records (endpointRecords, ...).
 var (
-	bucketEndpoints = []byte("endpoints")
-	bucketIPAM      = []byte("ipam")
+	bucketIPAM = []byte("ipam")
 
 	// Inside ipam/<network>/.
 	bucketAddr4  = []byte("addr4")

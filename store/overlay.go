@@ -6,10 +6,9 @@ import (
 	"time"
 )
 
-// bucketOverlay holds the overlay agent's view of the node: device name ->
+// Bucket overlay holds the overlay agent's view of the node: device name ->
 // OverlayState as JSON. The agent (cnibox-agent) writes it; the vxlan role
 // and the CLI read it, so cnibox never needs an etcd or Kubernetes client.
-var bucketOverlay = []byte("overlay")
 
 // OverlayLease is this node's lease of the cluster network, as the agent
 // holds it.
@@ -64,7 +63,7 @@ type OverlayState struct {
 }
 
 // overlayRecords is the overlay bucket.
-var overlayRecords = records[OverlayState]{bucket: bucketOverlay, what: "overlay state"}
+var overlayRecords = records[OverlayState]{bucket: []byte("overlay"), what: "overlay state"}
 
 // PutOverlay records the overlay state of st.Lease.Device, replacing the
 // previous one. Updated is set to now.

@@ -7,10 +7,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// bucketPortMaps holds the portmap role's records:
+// Bucket portmaps holds the portmap role's records:
 //
 //	portmaps/  network \x00 containerID \x00 ifname -> PortMapRecord as JSON
-var bucketPortMaps = []byte("portmaps")
 
 // PortMapRecord is what the portmap role put into the node's nftables for one
 // attachment, so that DEL (without prevResult, after the netns is gone),
@@ -67,7 +66,7 @@ func (s *Store) ViewPortMaps(fn func(tx *PortMapTx) error) error {
 }
 
 // portMapRecords is the portmaps bucket.
-var portMapRecords = newAttachmentRecords[PortMapRecord](bucketPortMaps, "portmap record")
+var portMapRecords = attachmentRecords[PortMapRecord]{records[PortMapRecord]{bucket: []byte("portmaps"), what: "portmap record"}}
 
 // Get returns the record of one attachment.
 func (t *PortMapTx) Get(network, containerID, ifname string) (r PortMapRecord, found bool, err error) {

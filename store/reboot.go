@@ -92,7 +92,7 @@ func (t *IPAMTx) ReclaimAfterReboot(o ReclaimOptions) (Reclaimed, error) {
 		return out, nil
 	}
 	out.Ran = true
-	eps := t.tx.Bucket(bucketEndpoints)
+	eps := t.tx.Bucket(endpointRecords.bucket)
 	// stale reports whether an attachment of network is a ghost of an
 	// earlier boot: its record's boot differs and no namespace of it is left.
 	stale := func(network, containerID, ifname, boot string) bool {
@@ -203,7 +203,7 @@ func (t *IPAMTx) ReleaseStaleSticky(pod string, o ReclaimOptions) ([]Reservation
 	} else {
 		candidates = t.All()
 	}
-	eps := t.tx.Bucket(bucketEndpoints)
+	eps := t.tx.Bucket(endpointRecords.bucket)
 	var out []Reservation
 	for _, r := range candidates {
 		if r.BootID == "" || r.BootID == boot {

@@ -50,7 +50,7 @@ func Rebuild(dir string, o Options, fill func(*Store) error) (backup string, err
 		return "", fmt.Errorf("rebuild store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketEndpoints, bucketIPAM} {
+		for _, b := range [][]byte{endpointRecords.bucket, bucketIPAM} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -128,10 +128,6 @@ func (r records[T]) listPrefix(s *Store, prefix []byte) (out []T, err error) {
 // bandwidth and delegate records.
 type attachmentRecords[T any] struct{ records[T] }
 
-func newAttachmentRecords[T any](bucket []byte, what string) attachmentRecords[T] {
-	return attachmentRecords[T]{records[T]{bucket: bucket, what: what}}
-}
-
 // attachmentName names an attachment in messages.
 func attachmentName(network, containerID, ifname string) string {
 	return network + "/" + containerID + "/" + ifname

@@ -244,7 +244,7 @@ func create(dir, path string) error {
 	db, err := bolt.Open(name, 0o600, &bolt.Options{Timeout: time.Second})
 	if err == nil {
 		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range [][]byte{bucketEndpoints, bucketIPAM} {
+			for _, b := range [][]byte{endpointRecords.bucket, bucketIPAM} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}

@@ -4,12 +4,11 @@ import (
 	"time"
 )
 
-// bucketTuning holds the tuning role's records:
+// tuningRecords are in bucket tuning, which holds
+// the tuning role's records:
 //
 //	tuning/  network \x00 containerID \x00 ifname -> TuningRecord as JSON
-var bucketTuning = []byte("tuning")
-
-var tuningRecords = newAttachmentRecords[TuningRecord](bucketTuning, "tuning record")
+var tuningRecords = attachmentRecords[TuningRecord]{records[TuningRecord]{bucket: []byte("tuning"), what: "tuning record"}}
 
 // TuningRecord holds what the tuning role changed in a pod for one
 // attachment, with the values from before, so that DEL can restore them. A

@@ -46,7 +46,7 @@ func TestAzureVnetConfig(t *testing.T) {
 		}
 	}
 
-	c, err := bridge.ParseConf(&cniplug.Args{StdinData: []byte(`{"mode":"bridge","isGateway":true,"isDefaultGateway":true}`)}, defaults, hooks)
+	c, err := bridgeMode.ParseConf(&cniplug.Args{StdinData: []byte(`{"mode":"bridge","isGateway":true,"isDefaultGateway":true}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

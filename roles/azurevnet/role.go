@@ -47,14 +47,11 @@ var Role = &cniplug.Role{
 }
 
 // bridgeMode is azure-vnet's bridge mode: the bridge role's verbs with
-// azure-vnet's hooks.
-var bridgeMode = bridge.NewWithHooks("azure-vnet", "", defaults, hooks)
-
-// defaults are the bridge fields azure-vnet sets when the config does not.
-var defaults = bridge.Conf{Bridge: Bridge}
-
-// hooks are azure-vnet's steps in the bridge verbs.
-var hooks = &bridge.Hooks{VethPrefix: VethPrefix, Parse: parse, Attach: attachFabric, Detach: detachFabric, GC: gcFabric}
+// bridge azure0 unless the config says otherwise, and azure-vnet's steps.
+var bridgeMode = bridge.Verbs{
+	Defaults: bridge.Conf{Bridge: Bridge},
+	Hooks:    &bridge.Hooks{VethPrefix: VethPrefix, Parse: parse, Attach: attachFabric, Detach: detachFabric, GC: gcFabric},
+}
 
 func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	z, err := fields(a)
@@ -71,28 +68,31 @@ func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	return bridgeMode.Add(ctx, a)
 }
 
-var (
-	check = byMode(checkTransparent, func(ctx context.Context, a *cniplug.Args) error { return bridgeMode.Check(ctx, a) })
-	gc    = byMode(attach.OnHost(gcTransparent), func(ctx context.Context, a *cniplug.Args) error { return bridgeMode.GC(ctx, a) })
-)
+// check and gc run the transparent verb when the config says that mode,
+// else the bridge mode's.
+func check(ctx context.Context, a *cniplug.Args) error {
+	return byMode(ctx, a, checkTransparent, bridgeMode.Check)
+}
 
-// byMode is a verb that runs transparent with the transparent config when
-// the config says that mode, else the bridge mode's verb.
-func byMode(transparent func(context.Context, *cniplug.Args, *tconf) error, bridged func(context.Context, *cniplug.Args) error) func(context.Context, *cniplug.Args) error {
-	return func(ctx context.Context, a *cniplug.Args) error {
-		z, err := fields(a)
-		if err != nil {
-			return err
-		}
-		if z.Mode != ModeTransparent {
-			return bridged(ctx, a)
-		}
-		c, err := parseTransparent(a, z)
-		if err != nil {
-			return err
-		}
-		return transparent(ctx, a, c)
+func gc(ctx context.Context, a *cniplug.Args) error {
+	return byMode(ctx, a, attach.OnHost(gcTransparent), bridgeMode.GC)
+}
+
+// byMode runs transparent with the transparent config when the config says
+// that mode, else bridged.
+func byMode(ctx context.Context, a *cniplug.Args, transparent func(context.Context, *cniplug.Args, *tconf) error, bridged func(context.Context, *cniplug.Args) error) error {
+	z, err := fields(a)
+	if err != nil {
+		return err
 	}
+	if z.Mode != ModeTransparent {
+		return bridged(ctx, a)
+	}
+	c, err := parseTransparent(a, z)
+	if err != nil {
+		return err
+	}
+	return transparent(ctx, a, c)
 }
 
 // del removes the attachment as the mode of its endpoint record says (the

@@ -20,12 +20,15 @@ import (
 // (network/transparent_endpointclient_linux.go): every pod's gateway is
 // 169.254.1.1 (fe80::1234:5678:9abc for IPv6), which no interface holds;
 // the host end of every pod's veth has MAC aa:aa:aa:aa:aa:aa and answers ARP
-// for it by proxy ARP.
-var (
-	VirtualGW4  = netip.MustParseAddr("169.254.1.1")
-	VirtualGW6  = netip.MustParseAddr("fe80::1234:5678:9abc")
-	HostVethMAC = net.HardwareAddr{0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa}
+// for it by proxy ARP. (The gateways are strings parsed where they are
+// used: a netip.Addr at package level is built by code at every start.)
+const (
+	VirtualGW4 = "169.254.1.1"
+	VirtualGW6 = "fe80::1234:5678:9abc"
 )
+
+// HostVethMAC is the MAC of the host end of every pod's veth.
+var HostVethMAC = net.HardwareAddr{0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa}
 
 // tconf is the config of transparent mode.
 type tconf struct {
@@ -139,10 +142,10 @@ func gateways(pod []netip.Prefix) []netip.Addr {
 	}
 	var out []netip.Addr
 	if v4 {
-		out = append(out, VirtualGW4)
+		out = append(out, netip.MustParseAddr(VirtualGW4))
 	}
 	if v6 {
-		out = append(out, VirtualGW6)
+		out = append(out, netip.MustParseAddr(VirtualGW6))
 	}
 	return out
 }

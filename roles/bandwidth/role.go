@@ -25,10 +25,23 @@ var Role = &cniplug.Role{
 		"on the host end of the pod's veth, egressRate/egressBurst on an ifb device that the host end's incoming packets " +
 		"are redirected to. Rates are in bits per second, bursts in bits; the \"bandwidth\" capability overrides the config. " +
 		"It runs chained after a veth-based main plugin such as bridge.",
-	Add:   chain.Add(parseBandwidthConf, bandwidthAdd),
-	Check: chain.Check(parseBandwidthConf, bandwidthCheck),
-	Del:   bwRecords.Del(bandwidthDel, "bandwidth/del/after-record"),
+	Add:   cmdAdd,
+	Check: cmdCheck,
+	Del:   cmdDel,
 	GC:    bandwidthGC,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return chain.Add(ctx, a, parseBandwidthConf, bandwidthAdd)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return chain.Check(ctx, a, parseBandwidthConf, bandwidthCheck)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return bwRecords.Del(ctx, a, bandwidthDel, "bandwidth/del/after-record")
 }
 
 // bwRecords are the bandwidth records of the store.

@@ -12,8 +12,8 @@ import (
 )
 
 // Hooks add a role's own steps to the bridge verbs, for roles built on the
-// bridge plugin with NewWithHooks (azure-vnet, in roles/azurevnet). They,
-// with Conf, Attachment, NewWithHooks, ParseConf and the names of
+// bridge plugin through Verbs (azure-vnet, in roles/azurevnet). They,
+// with Conf, Attachment, Verbs and the names of
 // export.go, are the declared API another role package may use; the rest
 // of bridge is its own. Every field is optional.
 type Hooks struct {
@@ -45,20 +45,6 @@ type Attachment struct {
 	Bridge, HostVeth, PodVeth netops.Link
 	// Result is the ADD result so far; Attach may add to it.
 	Result *current.Result
-}
-
-// NewWithHooks is New with hooks: a role on the bridge plugin's verbs with
-// steps of its own.
-func NewWithHooks(name, about string, defaults Conf, hooks *Hooks) *cniplug.Role {
-	defaults.hooks = hooks
-	return New(name, about, defaults)
-}
-
-// ParseConf decodes and validates stdin as the verbs of
-// NewWithHooks(name, about, defaults, hooks) do, hooks.Parse included.
-func ParseConf(a *cniplug.Args, defaults Conf, hooks *Hooks) (*Conf, error) {
-	defaults.hooks = hooks
-	return parseConf(a, defaults)
 }
 
 func (c *Conf) parseHook(a *cniplug.Args) error {

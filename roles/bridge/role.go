@@ -1,26 +1,68 @@
 package bridge
 
 import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
 // Role is the "bridge" role.
-var Role = New("bridge", "bridge connects the pod to a Linux bridge on the node with a veth pair: the pod end is CNI_IFNAME, "+
-	"the host end joins the bridge (default cni0). Addresses and routes come from the ipam section; "+
-	"isGateway puts the gateway address on the bridge and ipMasq masquerades the pod's traffic with nftables.", Conf{})
+var Role = &cniplug.Role{
+	Name: "bridge",
+	About: "bridge connects the pod to a Linux bridge on the node with a veth pair: the pod end is CNI_IFNAME, " +
+		"the host end joins the bridge (default cni0). Addresses and routes come from the ipam section; " +
+		"isGateway puts the gateway address on the bridge and ipMasq masquerades the pod's traffic with nftables.",
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cmdGC,
+	Status: attach.Status,
+}
 
-// New returns a bridge role under another name with other defaults (the
-// azure-vnet drop-in uses it with bridge azure0, through NewWithHooks).
-func New(name, about string, defaults Conf) *cniplug.Role {
-	parse := func(a *cniplug.Args) (*Conf, error) { return parseConf(a, defaults) }
-	return &cniplug.Role{
-		Name:   name,
-		About:  about,
-		Add:    cniplug.AddWithConf(parse, add),
-		Del:    cniplug.WithConf(parse, attach.OnHost(del)),
-		Check:  cniplug.WithConf(parse, check),
-		GC:     cniplug.WithConf(parse, attach.OnHost(gc)),
-		Status: attach.Status,
-	}
+// plain are the bridge role's own verbs: no other defaults, no hooks.
+var plain Verbs
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) { return plain.Add(ctx, a) }
+func cmdDel(ctx context.Context, a *cniplug.Args) error                 { return plain.Del(ctx, a) }
+func cmdCheck(ctx context.Context, a *cniplug.Args) error               { return plain.Check(ctx, a) }
+func cmdGC(ctx context.Context, a *cniplug.Args) error                  { return plain.GC(ctx, a) }
+
+// Verbs are the bridge plugin's verbs for a role built on it (azure-vnet's
+// bridge mode): its configs start from Defaults, and Hooks adds its own
+// steps (nil: none). A package-level Verbs is data: nothing runs at start-up.
+type Verbs struct {
+	Defaults Conf
+	Hooks    *Hooks
+}
+
+// ParseConf decodes and validates stdin as v's verbs do, Hooks.Parse
+// included.
+func (v *Verbs) ParseConf(a *cniplug.Args) (*Conf, error) {
+	c := v.Defaults
+	c.hooks = v.Hooks
+	return parseConf(a, c)
+}
+
+// Add is the bridge plugin's ADD.
+func (v *Verbs) Add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, v.ParseConf, add)
+}
+
+// Del is the bridge plugin's DEL.
+func (v *Verbs) Del(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, v.ParseConf, attach.OnHost(del))
+}
+
+// Check is the bridge plugin's CHECK.
+func (v *Verbs) Check(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, v.ParseConf, check)
+}
+
+// GC is the bridge plugin's GC.
+func (v *Verbs) GC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, v.ParseConf, attach.OnHost(gc))
 }

@@ -4,16 +4,18 @@
 // service or anycast addresses, and VM-in-pod runtimes for an interface
 // that carries an address but no traffic.
 //
-// It is the masterless device kind of roles/internal/lower (BareRole).
+// It is the masterless device kind of roles/internal/lower (Spec.AddBare).
 package dummy
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
@@ -28,9 +30,35 @@ var spec = &lower.Spec{
 }
 
 // Role is the "dummy" role.
-var Role = spec.BareRole("dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes "+
-	"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a "+
-	"VM-in-pod's interface) and carries no traffic.", need)
+var Role = &cniplug.Role{
+	Name: "dummy",
+	About: "dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes " +
+		"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a " +
+		"VM-in-pod's interface) and carries no traffic.",
+	Add:    cmdAdd,
+	Check:  cmdCheck,
+	Del:    cmdDel,
+	GC:     cmdGC,
+	Status: attach.Status,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, parse, spec.AddBare)
+}
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parse, spec.CheckBare)
+}
+func cmdDel(ctx context.Context, a *cniplug.Args) error { return spec.Del(ctx, a) }
+func cmdGC(ctx context.Context, a *cniplug.Args) error  { return spec.GC(ctx, a) }
+
+// parse reads lower's fields once need has passed.
+func parse(a *cniplug.Args) (*lower.Conf, error) {
+	if err := need(a); err != nil {
+		return nil, err
+	}
+	return spec.ParseConf(a)
+}
 
 // need checks what dummy requires beyond lower's fields: an ipam section,
 // as the reference requires on ADD and CHECK, and no "mode".

@@ -1,6 +1,12 @@
 package hostlocal
 
-import "github.com/cnibox/cnibox/cniplug"
+import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+)
 
 // roleName is the host-local role's name.
 const roleName = "host-local"
@@ -15,9 +21,30 @@ var Role = &cniplug.Role{
 		"round robin, and records them in cnibox's store (in dataDir, $CNIBOX_DATA_DIR or /var/lib/cnibox). " +
 		"It honours requested addresses (CNI_ARGS IP=, args.cni.ips, the ips capability), the ipRanges " +
 		"capability, \"routes\", \"resolvConf\", and cnibox's \"sticky\": true (a pod gets its previous address back).",
-	Add:    cniplug.AddWithConf(loadRanges, add),
-	Check:  cniplug.WithConf(loadRanges, check),
-	Del:    cniplug.WithConf(loadOwners, del),
-	GC:     cniplug.WithConf(loadOwners, gc),
-	Status: cniplug.WithConf(loadRanges, status),
+	Add:    cmdAdd,
+	Check:  cmdCheck,
+	Del:    cmdDel,
+	GC:     cmdGC,
+	Status: cmdStatus,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, loadRanges, add)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadRanges, check)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadOwners, del)
+}
+
+func cmdGC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadOwners, gc)
+}
+
+func cmdStatus(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadRanges, status)
 }

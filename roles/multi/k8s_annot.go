@@ -69,10 +69,19 @@ func (s networkSelection) qualified() string { return s.Namespace + "/" + s.Name
 
 // dns1123 matches a Kubernetes object name (a DNS-1123 subdomain) or
 // namespace. It is compiled on first use: every CNI call is a fresh process,
-// and a package-level MustCompile would cost every role's start-up.
-var dns1123 = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-})
+// and a package-level MustCompile (or sync.OnceValue) would cost every
+// role's start-up.
+func dns1123() *regexp.Regexp {
+	dns1123Re.once.Do(func() {
+		dns1123Re.re = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	})
+	return dns1123Re.re
+}
+
+var dns1123Re struct {
+	once sync.Once
+	re   *regexp.Regexp
+}
 
 // parseNetworksAnnotation parses the value of the networks annotation of
 // pod (namespace/name, for messages) in either of its two forms: a comma

@@ -18,11 +18,8 @@ import (
 // first delegate is the primary (CNI_IFNAME, its result is returned); the
 // others get net1, net2, ... or their own "ifname".
 var Role = &cniplug.Role{
-	Name: "multi",
-	About: "multi attaches a pod to several networks, Multus style: \"delegates\" lists inline network configs, conflists " +
-		"or paths of conflist files. The first is the primary network (CNI_IFNAME, its result is returned); the others " +
-		"get net1, net2, ... or their own \"ifname\". A failed ADD removes what the earlier delegates set up; DEL runs " +
-		"the recorded delegates in reverse and goes on past failures.",
+	Name:   multiPlugin,
+	About:  about,
 	Add:    multiAdd,
 	Del:    multiDel,
 	Check:  multiCheck,
@@ -32,21 +29,29 @@ var Role = &cniplug.Role{
 
 const multiPlugin = "multi"
 
+const about = "multi attaches a pod to several networks, Multus style: \"delegates\" lists inline network configs, conflists " +
+	"or paths of conflist files. The first is the primary network (CNI_IFNAME, its result is returned); the others " +
+	"get net1, net2, ... or their own \"ifname\". A failed ADD removes what the earlier delegates set up; DEL runs " +
+	"the recorded delegates in reverse and goes on past failures."
+
+// aliasAbout is the explanation of the multi role under Multus' type
+// names; the name goes before it.
+const aliasAbout = " is the multi role under Multus' type name: it takes Multus v4's configuration (clusterNetwork, " +
+	"defaultNetworks, delegates, the pod's networks through cnibox-agent). " + about
+
 // MultusRole and MultusShimRole are the multi role under the type names of
 // Multus' thin plugin and thick shim, so that Multus' own configs
 // ("type": "multus" / "multus-shim") run unchanged.
 var (
-	MultusRole     = alias("multus")
-	MultusShimRole = alias("multus-shim")
+	MultusRole = &cniplug.Role{
+		Name: "multus", About: "multus" + aliasAbout,
+		Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus,
+	}
+	MultusShimRole = &cniplug.Role{
+		Name: "multus-shim", About: "multus-shim" + aliasAbout,
+		Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus,
+	}
 )
-
-func alias(name string) *cniplug.Role {
-	r := *Role
-	r.Name = name
-	r.About = name + " is the multi role under Multus' type name (" + name + "): it takes Multus v4's configuration (clusterNetwork, defaultNetworks, " +
-		"delegates, the pod's networks through cnibox-agent). " + Role.About
-	return &r
-}
 
 // PassthruRole is Multus' passthru plugin: the first plugin of an
 // auxiliaryCNIChainName chain, it returns an empty result for the chain's

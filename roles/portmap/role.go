@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -19,11 +20,28 @@ var Role = &cniplug.Role{
 	About: "portmap forwards ports of the node to the pod, from other hosts, from the node itself (also 127.0.0.1) " +
 		"and from the pod itself (hairpin). It is a chained plugin: put it after the main plugin in a conflist with " +
 		"\"capabilities\": {\"portMappings\": true}; the runtime passes the mappings in runtimeConfig.portMappings.",
-	Add:    chain.Add(parseStrict, portmapAdd),
-	Check:  chain.Check(parseStrict, portmapCheck),
-	Del:    cniplug.WithConf(parseLenient, portmapDel),
-	GC:     cniplug.WithConf(parseLenient, portmapGC),
+	Add:    cmdAdd,
+	Check:  cmdCheck,
+	Del:    cmdDel,
+	GC:     cmdGC,
 	Status: func(context.Context, *cniplug.Args) error { return nil },
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return chain.Add(ctx, a, parseStrict, portmapAdd)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return chain.Check(ctx, a, parseStrict, portmapCheck)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parseLenient, portmapDel)
+}
+
+func cmdGC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parseLenient, portmapGC)
 }
 
 // podPrefixes returns the pod's first IPv4 and first IPv6 address (with its

@@ -3,6 +3,8 @@ package ptp
 import (
 	"context"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
@@ -16,11 +18,28 @@ var Role = &cniplug.Role{
 		"addresses from the ipam section, the host end gets the gateway address as a /32 (/128) and the node a " +
 		"host route to each pod address; the pod reaches everything through the gateway. ipMasq masquerades the " +
 		"pod's traffic with nftables.",
-	Add:    cniplug.AddWithConf(parseConf, add),
-	Check:  cniplug.WithConf(parseConf, check),
-	Del:    cniplug.WithConf(parseConf, onHost(del)),
-	GC:     cniplug.WithConf(parseConf, onHost(gc)),
+	Add:    cmdAdd,
+	Check:  cmdCheck,
+	Del:    cmdDel,
+	GC:     cmdGC,
 	Status: attach.Status,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, parseConf, add)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parseConf, check)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parseConf, onHost(del))
+}
+
+func cmdGC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parseConf, onHost(gc))
 }
 
 // onHost adapts a verb that works in the node's namespace: it opens it

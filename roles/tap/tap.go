@@ -11,6 +11,10 @@
 package tap
 
 import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
@@ -28,9 +32,26 @@ var Role = &cniplug.Role{
 		"with \"mtu\", \"mac\" (or the mac capability), \"multiQueue\", \"owner\" and \"group\" (who may attach " +
 		"without CAP_NET_ADMIN), \"selinuxContext\", and either the addresses and routes of the ipam section or " +
 		"(\"bridge\") a port of a bridge of the pod.",
-	Add:    cniplug.AddWithConf(parse, add),
-	Check:  cniplug.WithConf(parse, check),
-	Del:    cniplug.WithConf(spec.ParseConf, spec.Del),
-	GC:     cniplug.WithConf(spec.ParseConf, spec.GC),
+	Add:    cmdAdd,
+	Check:  cmdCheck,
+	Del:    cmdDel,
+	GC:     cmdGC,
 	Status: attach.Status,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, parse, add)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parse, check)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return spec.Del(ctx, a)
+}
+
+func cmdGC(ctx context.Context, a *cniplug.Args) error {
+	return spec.GC(ctx, a)
 }

@@ -13,7 +13,7 @@ import (
 // CHECK) and then checks that the pod's device carries the config's VLAN
 // ID and, when the config sets one, its MTU, as the reference does.
 func check(ctx context.Context, a *cniplug.Args, c conf) error {
-	if err := base.Check(ctx, a); err != nil {
+	if err := kind.Check(ctx, a); err != nil {
 		return err
 	}
 	pod, err := podns.Open(a.Netns)

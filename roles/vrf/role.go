@@ -21,9 +21,22 @@ var Role = &cniplug.Role{
 		"table no VRF of the pod uses) when it is missing, and moves the interface's routes into the VRF's table. " +
 		"Several attachments may share one VRF; DEL takes the interface out and deletes the VRF with its last one. " +
 		"It runs chained after a main plugin.",
-	Add:   chain.Add(parseVRFConf, vrfAdd),
-	Check: chain.Check(parseVRFConf, vrfCheck),
-	Del:   cniplug.WithConf(parseVRFConf, vrfDel),
+	Add:   cmdAdd,
+	Check: cmdCheck,
+	Del:   cmdDel,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return chain.Add(ctx, a, parseVRFConf, vrfAdd)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return chain.Check(ctx, a, parseVRFConf, vrfCheck)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, parseVRFConf, vrfDel)
 }
 
 func vrfAdd(_ context.Context, a *cniplug.Args, c *vrfConf, prev *current.Result) (_ types.Result, err error) {

@@ -21,11 +21,32 @@ var Role = &cniplug.Role{
 	About: "vxlan attaches the pod to cnibox's VXLAN overlay: it reads the lease that cnibox-agent holds for this node " +
 		"(from cnibox's store, or a subnet file) and hands the attachment to the flannel role (bridge + host-local on " +
 		"the node's subnet). Until the agent holds a lease and its device is up, ADD fails with code 11 and STATUS with 50.",
-	Add:    cniplug.AddWithConf(readyConf(cniplug.CodeBusy), add),
-	Del:    cniplug.WithConf(delegateConf, del),
-	Check:  cniplug.WithConf(readyConf(cniplug.CodeBusy), toFlannel((*cniplug.Args).DelegateCheck)),
-	GC:     cniplug.WithConf(delegateConf, toFlannel((*cniplug.Args).DelegateGC)),
-	Status: cniplug.WithConf(readyConf(cniplug.CodeNotReady), toFlannel((*cniplug.Args).DelegateStatus)),
+	Add:    cmdAdd,
+	Del:    cmdDel,
+	Check:  cmdCheck,
+	GC:     cmdGC,
+	Status: cmdStatus,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, readyConf(cniplug.CodeBusy), add)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, delegateConf, del)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, readyConf(cniplug.CodeBusy), toFlannel((*cniplug.Args).DelegateCheck))
+}
+
+func cmdGC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, delegateConf, toFlannel((*cniplug.Args).DelegateGC))
+}
+
+func cmdStatus(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, readyConf(cniplug.CodeNotReady), toFlannel((*cniplug.Args).DelegateStatus))
 }
 
 func add(ctx context.Context, a *cniplug.Args, conf []byte) (types.Result, error) {

@@ -1,6 +1,12 @@
 package whereabouts
 
-import "github.com/cnibox/cnibox/cniplug"
+import (
+	"context"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+)
 
 // Role is the whereabouts IPAM plugin. It talks to a server (the agent), so
 // it never joins its caller's store transaction.
@@ -13,9 +19,30 @@ var Role = &cniplug.Role{
 		"kept in whereabouts' IPPool CRDs. It asks cnibox-agent (--cluster-ipam) on its unix socket " +
 		"(/run/cnibox/agent.sock or \"agentSocket\"), which holds the API credentials; it honours CNI_ARGS IP= " +
 		"and the ips capability. See docs/roles/whereabouts.md.",
-	Add:    cniplug.AddWithConf(loadConfig, add),
-	Check:  cniplug.WithConf(loadConfig, check),
-	Del:    cniplug.WithConf(loadConfig, del),
-	GC:     cniplug.WithConf(loadConfig, gc),
-	Status: cniplug.WithConf(loadConfig, status),
+	Add:    cmdAdd,
+	Check:  cmdCheck,
+	Del:    cmdDel,
+	GC:     cmdGC,
+	Status: cmdStatus,
+}
+
+// The verbs of Role, named functions so that Role is data (see cniplug.Role).
+func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, loadConfig, add)
+}
+
+func cmdCheck(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadConfig, check)
+}
+
+func cmdDel(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadConfig, del)
+}
+
+func cmdGC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadConfig, gc)
+}
+
+func cmdStatus(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, loadConfig, status)
 }

@@ -15,26 +15,30 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 )
 
-// Add adapts a chained ADD to a Role's Add: parse runs first (its coded
-// error is the answer), then the call must carry a prevResult
-// (Args.RequirePrevResult's code 7 otherwise), and add gets both.
-func Add[C any](parse func(*cniplug.Args) (C, error), add func(context.Context, *cniplug.Args, C, *current.Result) (types.Result, error)) func(context.Context, *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(parse, func(ctx context.Context, a *cniplug.Args, c C) (types.Result, error) {
-		prev, err := a.RequirePrevResult()
-		if err != nil {
-			return nil, err
-		}
-		return add(ctx, a, c, prev)
-	})
+// Add runs a chained ADD: parse runs first (its coded error is the answer),
+// then the call must carry a prevResult (Args.RequirePrevResult's code 7
+// otherwise), and add gets both.
+func Add[C any](ctx context.Context, a *cniplug.Args, parse func(*cniplug.Args) (C, error), add func(context.Context, *cniplug.Args, C, *current.Result) (types.Result, error)) (types.Result, error) {
+	c, err := parse(a)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := a.RequirePrevResult()
+	if err != nil {
+		return nil, err
+	}
+	return add(ctx, a, c, prev)
 }
 
-// Check is Add for a Role's Check.
-func Check[C any](parse func(*cniplug.Args) (C, error), check func(context.Context, *cniplug.Args, C, *current.Result) error) func(context.Context, *cniplug.Args) error {
-	return cniplug.WithConf(parse, func(ctx context.Context, a *cniplug.Args, c C) error {
-		prev, err := a.RequirePrevResult()
-		if err != nil {
-			return err
-		}
-		return check(ctx, a, c, prev)
-	})
+// Check is Add for a CHECK.
+func Check[C any](ctx context.Context, a *cniplug.Args, parse func(*cniplug.Args) (C, error), check func(context.Context, *cniplug.Args, C, *current.Result) error) error {
+	c, err := parse(a)
+	if err != nil {
+		return err
+	}
+	prev, err := a.RequirePrevResult()
+	if err != nil {
+		return err
+	}
+	return check(ctx, a, c, prev)
 }

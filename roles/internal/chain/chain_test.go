@@ -41,19 +41,19 @@ func TestAddCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			parse := func(*cniplug.Args) (string, error) { return "conf", tc.parseErr }
 			var ran int
-			add := Add(parse, func(_ context.Context, _ *cniplug.Args, c string, p *current.Result) (types.Result, error) {
+			add := func(_ context.Context, _ *cniplug.Args, c string, p *current.Result) (types.Result, error) {
 				if c != "conf" || len(p.Interfaces) != 1 {
 					t.Errorf("ADD got %q and %+v, want the parsed config and prevResult", c, p)
 				}
 				ran++
 				return p, nil
-			})
-			check := Check(parse, func(_ context.Context, _ *cniplug.Args, c string, p *current.Result) error {
+			}
+			check := func(_ context.Context, _ *cniplug.Args, c string, p *current.Result) error {
 				ran++
 				return nil
-			})
-			_, aerr := add(context.Background(), call("ADD", t.TempDir(), tc.prev))
-			cerr := check(context.Background(), call("CHECK", t.TempDir(), tc.prev))
+			}
+			_, aerr := Add(context.Background(), call("ADD", t.TempDir(), tc.prev), parse, add)
+			cerr := Check(context.Background(), call("CHECK", t.TempDir(), tc.prev), parse, check)
 			for _, err := range []error{aerr, cerr} {
 				if code := cniplug.CodeOf(err); (err == nil) != (tc.wantCode == 0) || (err != nil && code != tc.wantCode) {
 					t.Errorf("err %v (code %d), want code %d", err, code, tc.wantCode)
@@ -131,7 +131,7 @@ func TestDel(t *testing.T) {
 		saw = append(saw, found)
 		return nil
 	}
-	if err := tuning.Del(teardown, "test/del/after-record")(context.Background(), a); err != nil || len(saw) != 1 || saw[0] {
+	if err := tuning.Del(context.Background(), a, teardown, "test/del/after-record"); err != nil || len(saw) != 1 || saw[0] {
 		t.Fatalf("DEL without a store: err %v, teardown saw %v", err, saw)
 	}
 	if st, err := OpenRecords(a); st != nil || err != nil {
@@ -145,7 +145,7 @@ func TestDel(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	failing := func(context.Context, *cniplug.Args, store.TuningRecord, bool) error { return boom }
-	if err := tuning.Del(failing, "x")(context.Background(), a); !errors.Is(err, boom) {
+	if err := tuning.Del(context.Background(), a, failing, "x"); !errors.Is(err, boom) {
 		t.Fatalf("DEL with a failing teardown: %v, want it", err)
 	}
 	if _, found := get(t, a); !found {
@@ -153,7 +153,7 @@ func TestDel(t *testing.T) {
 	}
 	saw = nil
 	for range 2 {
-		if err := tuning.Del(teardown, "x")(context.Background(), a); err != nil {
+		if err := tuning.Del(context.Background(), a, teardown, "x"); err != nil {
 			t.Fatal(err)
 		}
 	}

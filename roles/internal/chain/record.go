@@ -95,25 +95,23 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 	return old, nil
 }
 
-// Del adapts a chained role's DEL to a Role's Del: teardown undoes what ADD
-// did from the call's record (found false: there is none, and it does what
-// it can without), then the record, if there was one, is removed, and the
-// fault point afterRecord marks that.
-func (k Records[R]) Del(teardown func(ctx context.Context, a *cniplug.Args, rec R, found bool) error, afterRecord string) func(context.Context, *cniplug.Args) error {
-	return func(ctx context.Context, a *cniplug.Args) error {
-		rec, found, err := k.lookup(a)
-		if err != nil {
-			return err
-		}
-		if err := teardown(ctx, a, rec, found); err != nil || !found {
-			return err
-		}
-		if err := k.forget(a); err != nil {
-			return err
-		}
-		fault.Point(afterRecord)
-		return nil
+// Del runs a chained role's DEL: teardown undoes what ADD did from the
+// call's record (found false: there is none, and it does what it can
+// without), then the record, if there was one, is removed, and the fault
+// point afterRecord marks that.
+func (k Records[R]) Del(ctx context.Context, a *cniplug.Args, teardown func(ctx context.Context, a *cniplug.Args, rec R, found bool) error, afterRecord string) error {
+	rec, found, err := k.lookup(a)
+	if err != nil {
+		return err
 	}
+	if err := teardown(ctx, a, rec, found); err != nil || !found {
+		return err
+	}
+	if err := k.forget(a); err != nil {
+		return err
+	}
+	fault.Point(afterRecord)
+	return nil
 }
 
 // forget removes the record of the call's attachment (a missing one is

@@ -14,24 +14,15 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// BareRole returns the CNI role of a device kind without a master (dummy):
-// s.Create makes it in the pod, on the pod's handle, with only o.Name set.
-// Everything else is as for a device on a master: the endpoint record and
-// the addresses before the device, the plan put on it, undo on failure,
-// DEL, GC and STATUS; CHECK checks the device, its addresses and routes.
-// The config's master, mode, mtu and mac are not used. need (optional)
-// checks what the role requires of a config beyond lower's fields before
-// ADD and CHECK.
-func (s *Spec) BareRole(about string, need func(*cniplug.Args) error) *cniplug.Role {
-	parse := func(a *cniplug.Args) (*Conf, error) {
-		if need != nil {
-			if err := need(a); err != nil {
-				return nil, err
-			}
-		}
-		return s.parseConf(a)
-	}
-	return s.role(about, parse, s.addBare, s.checkBare)
+// AddBare is the ADD of a device kind without a master (dummy), once the
+// config is parsed: s.Create makes it in the pod, on the pod's handle, with
+// only o.Name set. Everything else is as for a device on a master: the
+// endpoint record and the addresses before the device, the plan put on it,
+// undo on failure; Del and GC are every kind's, and CheckBare checks the
+// device, its addresses and routes. The config's master, mode, mtu and mac
+// are not used.
+func (s *Spec) AddBare(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
+	return s.addBare(ctx, a, c)
 }
 
 func (s *Spec) addBare(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {

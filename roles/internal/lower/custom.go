@@ -42,14 +42,6 @@ func (s *Spec) CheckBare(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	return s.checkBare(ctx, a, c)
 }
 
-// Del is s's DEL: the addresses and the record go, then the pod's device
-// when it is of s's kind.
-func (s *Spec) Del(ctx context.Context, a *cniplug.Args, c *Conf) error { return s.del(ctx, a, c) }
-
-// GC is s's GC: the devices of s's kind and the records of the network's
-// stale attachments go, then IPAM's GC runs.
-func (s *Spec) GC(ctx context.Context, a *cniplug.Args, c *Conf) error { return s.gc(ctx, a, c) }
-
 // Plan is what goes on the pod's device: its addresses, then (once it is
 // up) the routes.
 type Plan = plan

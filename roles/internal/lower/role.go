@@ -3,11 +3,11 @@ package lower
 import (
 	"context"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/store"
-	"github.com/containernetworking/cni/pkg/types"
 )
 
 // Spec describes one kind of device.
@@ -36,21 +36,27 @@ type Spec struct {
 	Record func(*store.Endpoint)
 }
 
-// Role returns the CNI role of s.
-func (s *Spec) Role(about string) *cniplug.Role {
-	return s.role(about, s.parseConf, s.add, s.check)
+// Add, Check, Del and GC are the verbs of s's role, which the role's package
+// names from functions of its own (a Role is data: see cniplug.Role). Add
+// and Check are those of a device on a master; a masterless kind uses
+// AddBare and CheckBare. STATUS is attach.Status.
+func (s *Spec) Add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	return cniplug.AddWithConf(ctx, a, s.parseConf, s.add)
 }
 
-// role is the CNI role of s with add and check, which get the config from
-// parse; DEL, GC and STATUS are every kind's.
-func (s *Spec) role(about string, parse func(*cniplug.Args) (*Conf, error), add func(context.Context, *cniplug.Args, *Conf) (types.Result, error), check func(context.Context, *cniplug.Args, *Conf) error) *cniplug.Role {
-	return &cniplug.Role{
-		Name:   s.Kind,
-		About:  about,
-		Add:    cniplug.AddWithConf(parse, add),
-		Check:  cniplug.WithConf(parse, check),
-		Del:    cniplug.WithConf(s.parseConf, s.del),
-		GC:     cniplug.WithConf(s.parseConf, s.gc),
-		Status: attach.Status,
-	}
+// Check is the CHECK of s's role; see Add.
+func (s *Spec) Check(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, s.parseConf, s.check)
+}
+
+// Del is the DEL of every kind: the addresses and the record go, then the
+// pod's device when it is of s's kind.
+func (s *Spec) Del(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, s.parseConf, s.del)
+}
+
+// GC is the GC of every kind: the devices of s's kind and the records of
+// the network's stale attachments go, then IPAM's GC runs.
+func (s *Spec) GC(ctx context.Context, a *cniplug.Args) error {
+	return cniplug.WithConf(ctx, a, s.parseConf, s.gc)
 }
