@@ -1,6 +1,6 @@
 package store
 
-// bucketSliceJournal holds the cluster IPAM's journal of node slices:
+// sliceJournals are in bucket slicejournal, which holds the cluster IPAM's journal of node slices:
 //
 //	slicejournal/  IPPool name -> SliceJournal as JSON
 //
@@ -8,9 +8,7 @@ package store
 // writes the IPPool behind; a change is in the journal from the moment it
 // is made until the IPPool holds it, so an agent that restarts in between
 // writes it then instead of losing it.
-var bucketSliceJournal = []byte("slicejournal")
-
-var sliceJournals = records[SliceJournal]{bucket: bucketSliceJournal, what: "slice journal"}
+var sliceJournals = records[SliceJournal]{bucket: []byte("slicejournal"), what: "slice journal"}
 
 // SliceJournal is the changes of one node slice's IPPool not yet written.
 type SliceJournal struct {

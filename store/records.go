@@ -12,7 +12,9 @@ import (
 // records are JSON records of one kind in one bucket: the overlay states
 // under their device name, and (attachmentRecords) the records kept per
 // attachment. The ...Tx methods work inside a caller's transaction; the
-// others run one transaction each.
+// others run one transaction each. A package-level records names its
+// bucket with a literal ([]byte("name")), not another variable: copying a
+// variable is code that runs at every start (TestNoInitCode).
 type records[T any] struct {
 	bucket []byte
 	what   string // "tuning record", for messages
