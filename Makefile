@@ -65,7 +65,7 @@ deps:
 
 # test: unit, kernel integration (private namespaces) and end-to-end (libcni,
 # podman), with the race detector (the plugin binaries run without it); then
-# the fuzz targets (make fuzz). About 4 minutes on 2 cores.
+# the fuzz targets (make fuzz). About 11 minutes on 2 cores with warm caches.
 test: deps build
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
