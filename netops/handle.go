@@ -50,10 +50,11 @@ type Handle struct {
 	// pmNoExpiry: port mappings are deleted, not expired (an old table or
 	// kernel); pmExpiryChecked: expiry was seen to work (see pmRemove).
 	pmNoExpiry, pmExpiryChecked bool
-	// masqNoExpiry: masquerade elements are deleted, not expired;
-	// masqExpiring: elements given a timeout, which Close waits out.
+	// masqNoExpiry: masquerade elements are deleted, not expired.
 	masqNoExpiry bool
-	masqExpiring []masqExpiring
+	// expiring: elements given a timeout (masquerade, port mappings), which
+	// Close waits out (see waitExpired).
+	expiring []expiringElem
 }
 
 // Open returns a Handle for the network namespace at nsPath (for example
@@ -96,9 +97,7 @@ func Open(nsPath string) (*Handle, error) {
 func (h *Handle) Close() error {
 	var errs []error
 	if h.nft != nil {
-		if len(h.masqExpiring) > 0 {
-			h.waitMasqExpired()
-		}
+		h.waitExpired()
 		if err := h.nft.CloseLasting(); err != nil {
 			errs = append(errs, fmt.Errorf("close nftables connection: %w", err))
 		}

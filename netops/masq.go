@@ -262,7 +262,7 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 // cannot update a timeout; the caller deletes then.
 func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
 	var msgs []mdnetlink.Message
-	var probe *masqExpiring
+	var probe *expiringElem
 	for _, g := range []struct {
 		set  string
 		keys [][]byte
@@ -299,7 +299,7 @@ func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
 			}
 		}
 		if probe == nil {
-			probe = &masqExpiring{set: g.set, key: have[0].key}
+			probe = &expiringElem{table: MasqTable, set: g.set, key: have[0].key}
 		}
 		msgs = append(msgs, nftElemMsg(MasqTable, g.set, unix.NFT_MSG_NEWSETELEM, mdnetlink.Acknowledge|mdnetlink.Create, have, true))
 	}
@@ -316,24 +316,26 @@ func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
 		}
 		return false, err
 	}
-	h.masqExpiring = append(h.masqExpiring, *probe)
+	h.expiring = append(h.expiring, *probe)
 	return true, nil
 }
 
-// masqExpiring is an element that expireMasq gave a timeout.
-type masqExpiring struct {
-	set string
-	key []byte
+// expiringElem is an element that expireMasq or pmRemove gave a timeout.
+type expiringElem struct {
+	table, set string
+	key        []byte
 }
 
-// waitMasqExpired returns once the elements expireMasq gave a timeout have
-// expired (a bridge DEL's veth delete takes longer than that, so there it
-// costs one get), so that nothing sees them after the call.
-func (h *Handle) waitMasqExpired() {
-	for _, e := range h.masqExpiring {
-		h.waitElemGone(MasqTable, e.set, e.key)
+// waitExpired returns once the elements given a timeout have expired, so
+// that nothing sees them after the call. Close runs it: a bridge DEL's veth
+// delete, a portmap DEL's record update, take longer than that or part of
+// it, so the tick is not waited on its own. Whatever reads or adds elements
+// of the same keys on this handle runs it first.
+func (h *Handle) waitExpired() {
+	for _, e := range h.expiring {
+		h.waitElemGone(e.table, e.set, e.key)
 	}
-	h.masqExpiring = nil
+	h.expiring = nil
 }
 
 // destroyElems deletes the keys from the maps with NFT_MSG_DESTROYSETELEM,

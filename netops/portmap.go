@@ -91,6 +91,7 @@ const (
 // with the reference plugin); replaced returns those elements as they were,
 // grouped by owner, so the caller can update its records.
 func (h *Handle) EnsurePortMaps(p PortMaps) (replaced []PortMaps, err error) {
+	h.waitExpired() // an element this handle removed must be gone before a key is added again
 	elems, err := p.elems()
 	if err != nil {
 		return nil, fmt.Errorf("ensure port mappings: %w", err)
@@ -160,10 +161,14 @@ func (h *Handle) ensurePortMaps(elems []pmElem) ([]PortMaps, error) {
 // are not an error. Each element is re-added with its data and deleted in
 // the same transaction, so the kernel's own comparison of the data guards
 // the delete and nothing needs to be looked up first (like a destroy, which
-// would not check the data). The nftables connection stays open until
-// Close, so a caller can do more work while the kernel's cleanup of the
-// deletion runs (see perf-notes).
+// would not check the data). Where the kernel can, the elements expire
+// instead (pmRemove), within a tick: Close waits until they have, so a
+// caller's work before Close (a portmap DEL's record update) overlaps the
+// tick; after Close nothing sees them. Likewise the nftables connection
+// stays open until Close, so the kernel's cleanup of a deletion runs
+// meanwhile (see perf-notes).
 func (h *Handle) DeletePortMaps(ps ...PortMaps) error {
+	h.waitExpired() // see EnsurePortMaps
 	var elems []pmElem
 	seen := map[string]bool{}
 	for _, p := range ps {
@@ -224,6 +229,7 @@ func (h *Handle) deleteExisting(elems []pmElem) error {
 // owner. PodPort, All and q.Owner are ignored. Each key is one single-element get, so the
 // cost does not depend on the number of pods.
 func (h *Handle) LookupPortMaps(q PortMaps) ([]PortMaps, error) {
+	h.waitExpired() // see EnsurePortMaps
 	var keys []pmElem
 	for _, m := range q.Mappings {
 		m.PodPort = 1 // not part of the key
@@ -259,6 +265,7 @@ func (h *Handle) LookupPortMaps(q PortMaps) ([]PortMaps, error) {
 // owner (a dump of each map: for GC and the CLI, not for a pod's ADD or DEL).
 // A missing table is no error.
 func (h *Handle) PortMapEntries() ([]PortMaps, error) {
+	h.waitExpired() // see EnsurePortMaps
 	if _, err := h.nftConn(); err != nil {
 		return nil, fmt.Errorf("list port mappings in %s: %w", h.where(), err)
 	}

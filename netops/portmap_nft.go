@@ -398,7 +398,7 @@ func (h *Handle) pmRemove(elems []pmElem) error {
 		if err == nil {
 			if h.pmExpiryChecked || h.pmExpiring(elems[0]) {
 				h.pmExpiryChecked = true
-				h.waitElemGone(PortMapTable, elems[0].set, elems[0].key)
+				h.expiring = append(h.expiring, expiringElem{table: PortMapTable, set: elems[0].set, key: elems[0].key})
 				return nil
 			}
 			// An older kernel took the element unchanged: delete after all.

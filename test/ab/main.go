@@ -42,23 +42,31 @@ var conflists = map[string]string{
 		 "ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/16"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
 		{"type":"portmap","capabilities":{"portMappings":true}},
 		{"type":"tuning","sysctl":{"net.core.somaxconn":"512"}}]}`,
+	// what `podman network create` writes (podman 4.3's CNI backend), as in
+	// make bench's podman case.
+	"podman": `{"cniVersion":"0.4.0","name":"ab","plugins":[
+		{"type":"bridge","bridge":"ab0","isGateway":true,"ipMasq":true,"hairpinMode":true,"capabilities":{"ips":true},
+		 "ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/16","gateway":"10.99.0.1"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
+		{"type":"portmap","capabilities":{"portMappings":true}},
+		{"type":"firewall","backend":""},
+		{"type":"tuning"}]}`,
 }
 
-var roles = []string{"bridge", "host-local", "portmap", "tuning", "loopback"}
+var roles = []string{"bridge", "host-local", "portmap", "firewall", "tuning", "loopback"}
 
 func main() {
 	n := flag.Int("n", 40, "pods per build and round")
 	rounds := flag.Int("r", 3, "rounds")
-	kase := flag.String("case", "bridge", "conflist: bridge (bridge+host-local) or chain (+portmap+tuning)")
+	kase := flag.String("case", "bridge", "conflist: bridge (bridge+host-local), chain (+portmap+tuning) or podman (+portmap+firewall+tuning, cniVersion 0.4.0)")
 	execN := flag.Int("exec", 0, "instead: this many VERSION execs per build")
 	flag.Parse()
 	bins := flag.Args()
 	if len(bins) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ab [-case bridge|chain] [-n pods] [-r rounds] [-exec N] BINARY BINARY...")
+		fmt.Fprintln(os.Stderr, "usage: ab [-case bridge|chain|podman] [-n pods] [-r rounds] [-exec N] BINARY BINARY...")
 		os.Exit(2)
 	}
 	if _, ok := conflists[*kase]; !ok {
-		fmt.Fprintf(os.Stderr, "ab: -case %q: want bridge or chain\n", *kase)
+		fmt.Fprintf(os.Stderr, "ab: -case %q: want bridge, chain or podman\n", *kase)
 		os.Exit(2)
 	}
 	if os.Getenv(privateEnv) == "" {
@@ -143,7 +151,9 @@ func cniMode(tmp string, bins, dirs []string, conf string, n, rounds int) error 
 		return err
 	}
 	os.Setenv("CNIBOX_DATA_DIR", filepath.Join(tmp, "store"))
-	os.Setenv("CNIBOX_LOG_FILE", filepath.Join(tmp, "cnibox.log"))
+	if os.Getenv("CNIBOX_LOG_FILE") == "" { // set: kept, for the calls' steps
+		os.Setenv("CNIBOX_LOG_FILE", filepath.Join(tmp, "cnibox.log"))
+	}
 	cns := make([]*libcni.CNIConfig, len(dirs))
 	pods := make([][]*libcni.RuntimeConf, len(dirs))
 	for v, dir := range dirs {
