@@ -15,7 +15,7 @@ import (
 type BridgeOpts struct {
 	Name          string
 	MTU           int              // at creation; 0 = kernel default
-	MAC           net.HardwareAddr // at creation; optional
+	MAC           net.HardwareAddr // at creation; default a random one, kept (see EnsureBridge)
 	PromiscMode   bool             // turn promiscuous mode on
 	VlanFiltering bool             // turn vlan_filtering on
 }
@@ -25,6 +25,14 @@ type BridgeOpts struct {
 // vlan_filtering on when asked (it never turns them off, and leaves MTU and
 // MAC alone). When a link that is not a bridge has the name, the error wraps
 // ErrExists.
+//
+// A new bridge always gets its MAC at creation (o.MAC, else a random
+// locally administered one), which the kernel then keeps: a bridge whose
+// MAC was never given takes the lowest MAC among its ports and changes it
+// as ports come and go, and every neighbour that cached the old one loses
+// the bridge's address until its ARP entry is probed again (tens of
+// seconds). The reference bridge plugin sets the MAC to itself for the same
+// reason.
 func (h *Handle) EnsureBridge(o BridgeOpts) (Link, error) {
 	if err := checkIfName("ensure bridge", o.Name); err != nil {
 		return Link{}, err
@@ -48,9 +56,11 @@ func (h *Handle) EnsureBridge(o BridgeOpts) (Link, error) {
 	if o.MTU > 0 {
 		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_MTU, u32(o.MTU)))
 	}
-	if len(o.MAC) > 0 {
-		attrs = append(attrs, nl.NewRtAttr(unix.IFLA_ADDRESS, []byte(o.MAC)))
+	mac := o.MAC
+	if len(mac) == 0 {
+		mac = RandomMAC()
 	}
+	attrs = append(attrs, nl.NewRtAttr(unix.IFLA_ADDRESS, []byte(mac)))
 	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
 	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("bridge"))
 	if o.VlanFiltering {

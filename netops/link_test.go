@@ -317,3 +317,31 @@ func TestBridgeVlanLink(t *testing.T) {
 		t.Error("EnsureBridgeVlanLink(4095) succeeded")
 	}
 }
+
+// A bridge keeps the MAC it was created with as ports come and go: one
+// created without a MAC would take its lowest port's and change when that
+// port leaves, and neighbours that cached the old one would lose it.
+func TestEnsureBridgeKeepsMAC(t *testing.T) {
+	h := openNS(t, "brmac")
+	br, err := h.EnsureBridge(netops.BridgeOpts{Name: "br0"})
+	must(t, err)
+	if len(br.MAC) != 6 || br.MAC[0]&1 != 0 {
+		t.Fatalf("bridge MAC %s: want a unicast MAC", br.MAC)
+	}
+	// ports whose MACs are below and above any the bridge could have
+	for i, mac := range []net.HardwareAddr{{0, 0, 0, 0, 0, 1}, {0xfe, 0xff, 0xff, 0xff, 0xff, 0xfe}} {
+		name := "port" + string(rune('0'+i))
+		_, _, err := h.EnsureVeth(netops.VethOpts{HostName: name, PeerName: name + "p", Peer: h, Master: "br0", HostMAC: mac})
+		must(t, err)
+	}
+	for _, step := range []string{"ports added", "port0 removed"} {
+		if step == "port0 removed" {
+			must(t, h.DeleteLink("port0"))
+		}
+		got, err := h.LinkByName("br0")
+		must(t, err)
+		if got.MAC.String() != br.MAC.String() {
+			t.Errorf("%s: bridge MAC %s, want %s as created", step, got.MAC, br.MAC)
+		}
+	}
+}

@@ -135,7 +135,13 @@ private_dirs() {
 cluster_inner() {
   private_dirs
   ip link set lo up
-  ip link add br0 type bridge
+  # The bridge's MAC is given (02:00 and the uplink address in hex): a bridge
+  # created without one takes its lowest port's MAC and changes it when that
+  # node leaves, and the other nodes lose the control plane until their ARP
+  # entries are probed again (TestKubeNodeCluster's node delete timed out so).
+  local mac
+  mac=$(printf '02:00:%02x:%02x:%02x:%02x' ${UPLINK_IP//./ })
+  ip link add br0 address "$mac" type bridge
   ip addr add "$UPLINK_IP/24" dev br0
   ip link set br0 up
   ip addr add "$SERVICE_IP/32" dev lo
