@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,6 +147,10 @@ func run(o options, wbBin string) error {
 		}
 		fmt.Printf("%-40s %6d %10s %10s %10s %10s %5d %5d\n", r.name, len(r.lat), ms(q(0.5)), ms(q(0.9)), ms(q(1)), r.total.Round(time.Millisecond), r.dups, r.fails)
 	}
+	for i := 1; i <= 3; i++ {
+		b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)))
+		fmt.Printf("agent node%d: %s\n", i, writeSummary(string(b)))
+	}
 	hl, wbr, wbo := results[0].lat, results[1].lat, results[3].lat
 	if len(hl) > 0 && len(wbr) > 0 && len(wbo) > 0 {
 		fmt.Printf("\nwhereabouts role p50 / host-local p50 = %.2f; / whereabouts v0.9.4 p50 = %.3f; sliced / host-local = %.2f\n",
@@ -259,13 +264,37 @@ func controlPlane(o options, dir string) (kubeconfig string, stop func(), err er
 			return "", nil, err
 		}
 	}
-	time.Sleep(2 * time.Second) // the CRDs become established
+	// The CRDs are served once established.
+	for _, res := range []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"} {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			err := apiCall(kc, "GET", "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/"+res, "", nil, http.StatusOK)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				stop()
+				return "", nil, fmt.Errorf("CRD %s not served after 60 s: %w", res, err)
+			}
+		}
+	}
 	return kc, stop, nil
 }
 
-// postYAML creates the CRD in f through the API with the kubeconfig's token
-// (test/kube/control-plane.sh's token auth).
+// postYAML creates the CRD in f through the API.
 func postYAML(kc, f string) error {
+	body, err := os.ReadFile(f)
+	if err != nil {
+		return err
+	}
+	if err := apiCall(kc, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/yaml", body, http.StatusCreated); err != nil {
+		return fmt.Errorf("create a CRD: %w", err)
+	}
+	return nil
+}
+
+// apiCall makes one request to the API with the kubeconfig's token
+// (test/kube/control-plane.sh's token auth) and wants the status want.
+func apiCall(kc, method, path, contentType string, body []byte, want int) error {
 	b, err := os.ReadFile(kc)
 	if err != nil {
 		return err
@@ -275,25 +304,23 @@ func postYAML(kc, f string) error {
 	if token == nil || server == nil {
 		return fmt.Errorf("kubeconfig %s: no token or server", kc)
 	}
-	body, err := os.ReadFile(f)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequest("POST", string(server[1])+"/apis/apiextensions.k8s.io/v1/customresourcedefinitions", bytes.NewReader(body))
+	req, err := http.NewRequest(method, string(server[1])+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+string(token[1]))
-	req.Header.Set("Content-Type", "application/yaml")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the test CA
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("create a CRD: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
+	if resp.StatusCode != want {
 		msg, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("create a CRD: %s: %s", resp.Status, msg)
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
 	}
 	return nil
 }
@@ -304,7 +331,7 @@ func agent(o options, dir, node, kc string) (socket string, stop func(), err err
 	d := filepath.Join(dir, node)
 	socket = filepath.Join(d, "agent.sock")
 	log, _ := os.Create(filepath.Join(dir, node+".log"))
-	cmd := exec.Command(o.agent, "--cluster-ipam-only", "--node-name", node, "--socket", socket, "--data-dir", d, "--kubeconfig-file", kc)
+	cmd := exec.Command(o.agent, "--cluster-ipam-only", "--node-name", node, "--socket", socket, "--data-dir", d, "--kubeconfig-file", kc, "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
@@ -321,4 +348,22 @@ func agent(o options, dir, node, kc string) (socket string, stop func(), err err
 	}
 	stop()
 	return "", nil, fmt.Errorf("agent %s did not listen on %s", node, socket)
+}
+
+var writeLine = regexp.MustCompile(`msg="cluster IPAM: pool write" pool=(\S+) adds=(\d+) dels=(\d+) took=(\S+) attempts=(\d+)`)
+
+// writeSummary sums up an agent's IPPool writes (its debug log): how many,
+// the changes they carried, their attempts and the slowest.
+func writeSummary(log string) string {
+	var writes, ops, attempts int
+	var slowest time.Duration
+	for _, m := range writeLine.FindAllStringSubmatch(log, -1) {
+		a, _ := strconv.Atoi(m[2])
+		d, _ := strconv.Atoi(m[3])
+		n, _ := strconv.Atoi(m[5])
+		took, _ := time.ParseDuration(m[4])
+		writes, ops, attempts = writes+1, ops+a+d, attempts+n
+		slowest = max(slowest, took)
+	}
+	return fmt.Sprintf("%d shared-pool writes carried %d changes in %d attempts; the slowest took %s", writes, ops, attempts, slowest)
 }
