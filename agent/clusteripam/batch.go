@@ -96,15 +96,12 @@ func (al *Allocator) writeBatches(pool string, b *batch) {
 	for {
 		al.mu.Lock()
 		ops := b.take()
-		if len(ops) == 0 && len(b.pending) == 0 {
+		if len(ops) == 0 {
 			b.running = false
 			al.mu.Unlock()
 			return
 		}
 		al.mu.Unlock()
-		if len(ops) == 0 {
-			continue
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		ops = al.writeBatch(ctx, pool, b, ops)
 		cancel()
