@@ -78,6 +78,9 @@ func startAgent(t *testing.T, agent, name, dir string, args ...string) *node {
 	t.Cleanup(func() {
 		n.stop()
 		t.Logf("agent %s: %s", name, writeSummary(log.String()))
+		if slow := grepLines(log.String(), `level=WARN msg="cluster IPAM: pool write"`); slow != "" {
+			t.Logf("agent %s: its pool writes over 5 s:\n%s", name, tail(slow, 3000))
+		}
 		if t.Failed() {
 			t.Logf("agent %s, its warnings:\n%s\nits last lines:\n%s", name, tail(grepLines(log.String(), "level=WARN", "level=ERROR"), 6000), tail(log.String(), 4000))
 		}
