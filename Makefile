@@ -103,12 +103,15 @@ test-whereabouts: deps build
 # with a real flanneld (built once from the module proxy into
 # ~/.cache/cnibox-flannel), moved to cnibox's image and back with pings
 # running; cnibox's manifest on three nodes (agent restart, node deletion,
-# FORWARD policy DROP). It also builds kube-scheduler, kubelet and kubectl
+# FORWARD policy DROP); bin/cnibox-multus.yaml over the reference bridge on
+# one node (a macvlan and a host-device secondary, then kubectl delete -f).
+# It also builds kube-scheduler, kubelet and kubectl
 # into the control plane's cache; times in docs/deploy.md.
 .PHONY: test-kube test-node
 test-node: deps image
 	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl) && \
 	CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+		CNIBOX_MULTUS_MANIFEST=$(CURDIR)/bin/cnibox-multus.yaml \
 		$(GO) test -count=1 -timeout 40m -tags kube -run TestKubeNode -v ./test/node/
 
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM

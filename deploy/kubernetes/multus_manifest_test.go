@@ -43,26 +43,18 @@ type schemaProps struct {
 
 // multusManifest is cnibox-multus.yaml decoded.
 type multusManifest struct {
-	crd     *nadCRD
 	sa      *corev1.ServiceAccount
 	role    *rbacv1.ClusterRole
 	binding *rbacv1.ClusterRoleBinding
 	ds      *appsv1.DaemonSet
 }
 
-// loadMultus decodes every document of cnibox-multus.yaml strictly (the
-// CRD into the fields the test reads).
+// loadMultus decodes every document of cnibox-multus.yaml strictly.
 func loadMultus(t *testing.T) multusManifest {
 	t.Helper()
 	var m multusManifest
 	eachDoc(t, "cnibox-multus.yaml", func(kind, doc string) any {
 		switch kind {
-		case "CustomResourceDefinition":
-			m.crd = &nadCRD{}
-			if err := yaml.Unmarshal([]byte(doc), m.crd); err != nil {
-				t.Fatalf("the CRD: %v", err)
-			}
-			return nil
 		case "ServiceAccount":
 			m.sa = &corev1.ServiceAccount{}
 			return m.sa
@@ -79,7 +71,7 @@ func loadMultus(t *testing.T) multusManifest {
 		t.Fatalf("unexpected kind %s", kind)
 		return nil
 	})
-	if m.crd == nil || m.sa == nil || m.role == nil || m.binding == nil || m.ds == nil {
+	if m.sa == nil || m.role == nil || m.binding == nil || m.ds == nil {
 		t.Fatalf("cnibox-multus.yaml lacks an object: %+v", m)
 	}
 	return m
@@ -110,10 +102,24 @@ func eachDoc(t *testing.T, file string, obj func(kind, doc string) any) {
 	}
 }
 
-// TestMultusCRD: the NAD CRD is the one Multus installs: its group,
-// names, one served and stored v1 whose spec.config is a string.
+// TestMultusCRD: the NAD CRD, in nad-crd.yaml, is the one Multus installs:
+// its group, names, one served and stored v1 whose spec.config is a
+// string.
 func TestMultusCRD(t *testing.T) {
-	c := loadMultus(t).crd
+	var c *nadCRD
+	eachDoc(t, "nad-crd.yaml", func(kind, doc string) any {
+		if kind != "CustomResourceDefinition" || c != nil {
+			t.Fatalf("nad-crd.yaml: a %s besides the one CRD", kind)
+		}
+		c = &nadCRD{}
+		if err := yaml.Unmarshal([]byte(doc), c); err != nil {
+			t.Fatalf("the CRD: %v", err)
+		}
+		return nil
+	})
+	if c == nil {
+		t.Fatal("nad-crd.yaml holds no CRD")
+	}
 	s := c.Spec
 	if c.Metadata.Name != "network-attachment-definitions.k8s.cni.cncf.io" || s.Group != "k8s.cni.cncf.io" || s.Scope != "Namespaced" ||
 		s.Names.Plural != "network-attachment-definitions" || s.Names.Kind != "NetworkAttachmentDefinition" ||
@@ -125,6 +131,32 @@ func TestMultusCRD(t *testing.T) {
 	}
 	if cfg := s.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["config"]; cfg.Type != "string" {
 		t.Errorf("spec.config is %q, want string", cfg.Type)
+	}
+}
+
+// TestNADCRDNotWithTheDaemonSets: neither cnibox.yaml nor
+// cnibox-multus.yaml holds the NAD CRD, so that `kubectl delete -f` of
+// either (uninstalling cnibox, moving back to Multus) does not delete every
+// NetworkAttachmentDefinition of the cluster with it (docs/deploy.md).
+func TestNADCRDNotWithTheDaemonSets(t *testing.T) {
+	for _, file := range []string{"cnibox.yaml", "cnibox-multus.yaml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+			var meta struct {
+				Kind     string
+				Metadata struct{ Name string }
+				Spec     struct{ Group string }
+			}
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				t.Fatalf("%s document %d: %v", file, i, err)
+			}
+			if meta.Kind == "CustomResourceDefinition" && meta.Spec.Group == "k8s.cni.cncf.io" {
+				t.Errorf("%s holds the CRD %s: kubectl delete -f %s would delete every NetworkAttachmentDefinition; it belongs in nad-crd.yaml", file, meta.Metadata.Name, file)
+			}
+		}
 	}
 }
 
@@ -244,9 +276,9 @@ func TestMultusCommands(t *testing.T) {
 }
 
 // TestMakeImageRendersEveryManifest: make image renders each manifest of
-// this directory (cnibox.yaml, cnibox-multus.yaml) into bin/ under its own
-// name with the image it builds, and the one image there is the
-// Makefile's IMAGE, as in cnibox.yaml.
+// this directory that names an image (cnibox.yaml, cnibox-multus.yaml; not
+// nad-crd.yaml) into bin/ under its own name with the image it builds, and
+// the one image there is the Makefile's IMAGE, as in cnibox.yaml.
 func TestMakeImageRendersEveryManifest(t *testing.T) {
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil {
@@ -265,6 +297,13 @@ func TestMakeImageRendersEveryManifest(t *testing.T) {
 		t.Fatalf("manifests here: %v %v", yamls, err)
 	}
 	for _, y := range yamls {
+		data, err := os.ReadFile(y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^\s*(-\s+)?image:`).Match(data) {
+			continue
+		}
 		if out := rendered["deploy/kubernetes/"+y]; out != "bin/"+y {
 			t.Errorf("make image renders deploy/kubernetes/%s into %q, want bin/%s (the image: fields set to the image it builds)", y, out, y)
 		}

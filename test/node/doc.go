@@ -21,7 +21,10 @@
 // DaemonSet to cnibox's image with `kubectl set image` while pods on
 // different nodes ping each other, and back; TestKubeNodeCluster runs
 // cnibox's manifest on three nodes: an agent restarted, a node deleted, a
-// node whose FORWARD policy is DROP.
+// node whose FORWARD policy is DROP; TestKubeNodeMultusOverBridge runs
+// cnibox-multus.yaml over a node whose network is the reference bridge: a
+// pod with a macvlan and a host-device secondary, then `kubectl delete -f`
+// gives the node its bridge back and leaves the NADs.
 //
 // TestKubeNodeKind runs kind's network (ptp + host-local + portmap,
 // cniVersion 0.3.1) on the same private node with containerd alone
@@ -32,5 +35,6 @@
 //
 // The test needs root and the build tag kube; the Makefile passes the
 // Kubernetes binaries, the image archive and the rendered manifest in
-// CNIBOX_KUBE_BIN, CNIBOX_IMAGE_TAR and CNIBOX_MANIFEST.
+// CNIBOX_KUBE_BIN, CNIBOX_IMAGE_TAR, CNIBOX_MANIFEST and
+// CNIBOX_MULTUS_MANIFEST.
 package node

@@ -57,31 +57,9 @@ func TestKubeNodeMultus(t *testing.T) {
 	install(t, n, d)
 	cidr := podCIDR(t, n, d)
 
-	// The LAN: a bridge with the gateway's address; each device a veth
-	// whose peer is a port of it.
-	macs := map[string]string{}
-	n.onNodeMust("ip", "link", "add", "cbxlan", "type", "bridge")
-	n.onNodeMust("ip", "addr", "add", lanGateway+"/24", "dev", "cbxlan")
-	n.onNodeMust("ip", "link", "set", "cbxlan", "up")
-	for i, dev := range vethDevices {
-		peer := "cbxpeer" + strconv.Itoa(i)
-		n.onNodeMust("ip", "link", "add", dev, "type", "veth", "peer", "name", peer)
-		n.onNodeMust("ip", "link", "set", peer, "master", "cbxlan", "up")
-		mac, err := n.nodeMAC(dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		macs[dev] = mac
-	}
-
+	macs := vethLAN(t, n)
 	plugin := startVethPlugin(t, n, vethResource, vethDevices...)
-	n.poll("the node's allocatable "+vethResource, func() error {
-		nd := getNode(t, n)
-		if q, ok := nd.Status.Allocatable[vethResource]; !ok || q.Value() != int64(len(vethDevices)) {
-			return fmt.Errorf("allocatable %s = %v", vethResource, nd.Status.Allocatable[vethResource])
-		}
-		return nil
-	})
+	waitAllocatable(t, n, nodeName)
 
 	switchToMulti(t, n, d)
 	n.apply(vethNAD)
@@ -161,6 +139,48 @@ func TestKubeNodeMultus(t *testing.T) {
 	n.poll("the device back on the node", func() error {
 		if mac, err := n.nodeMAC(dev); err != nil || mac != macs[dev] {
 			return fmt.Errorf("%s on the node: MAC %q %v, want %s", dev, mac, err, macs[dev])
+		}
+		return nil
+	})
+}
+
+// vethLAN makes the LAN on node n: a bridge with the gateway's address,
+// and each of vethDevices a veth whose peer is a port of it. It returns
+// the devices' MACs.
+func vethLAN(t *testing.T, n *node) map[string]string {
+	t.Helper()
+	macs := map[string]string{}
+	n.onNodeMust("ip", "link", "add", "cbxlan", "type", "bridge")
+	n.onNodeMust("ip", "addr", "add", lanGateway+"/24", "dev", "cbxlan")
+	n.onNodeMust("ip", "link", "set", "cbxlan", "up")
+	for i, dev := range vethDevices {
+		peer := "cbxpeer" + strconv.Itoa(i)
+		n.onNodeMust("ip", "link", "add", dev, "type", "veth", "peer", "name", peer)
+		n.onNodeMust("ip", "link", "set", peer, "master", "cbxlan", "up")
+		mac, err := n.nodeMAC(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		macs[dev] = mac
+	}
+	return macs
+}
+
+// waitAllocatable waits until the node object name offers every device
+// of vethResource (the device plugin registered, the kubelet reported).
+func waitAllocatable(t *testing.T, n *node, name string) {
+	t.Helper()
+	n.poll("the node's allocatable "+vethResource, func() error {
+		var nd corev1.Node
+		out, err := n.kubectl("get", "node", name, "-o", "json")
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &nd)
+		}
+		if err != nil {
+			return err
+		}
+		if q, ok := nd.Status.Allocatable[vethResource]; !ok || q.Value() != int64(len(vethDevices)) {
+			return fmt.Errorf("allocatable %s = %v", vethResource, nd.Status.Allocatable[vethResource])
 		}
 		return nil
 	})

@@ -334,14 +334,20 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	mustPing(t, n, "pod-c", "pod-a")
 }
 
-// nadCRD is the NetworkAttachmentDefinition CRD as Multus installs it.
-const nadCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"network-attachment-definitions.k8s.cni.cncf.io"},
-"spec":{"group":"k8s.cni.cncf.io","scope":"Namespaced",
- "names":{"plural":"network-attachment-definitions","singular":"network-attachment-definition","kind":"NetworkAttachmentDefinition","shortNames":["net-attach-def"]},
- "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "apiVersion":{"type":"string"},"kind":{"type":"string"},"metadata":{"type":"object"},
-   "spec":{"type":"object","properties":{"config":{"type":"string"}}}}}}}]}}`
+// nadCRDFile is the NetworkAttachmentDefinition CRD as cnibox ships it
+// (the same object Multus installs), applied on its own.
+const nadCRDFile = "../../deploy/kubernetes/nad-crd.yaml"
+
+// applyNADCRD applies nadCRDFile and waits until the API serves NADs.
+func applyNADCRD(t *testing.T, n *node) {
+	t.Helper()
+	crd, err := os.ReadFile(nadCRDFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.apply(string(crd))
+	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
+}
 
 // blueNet is the second network: a bridge of its own with host-local.
 var blueNet = netip.MustParsePrefix("10.99.0.0/24")
@@ -420,8 +426,7 @@ func attachment(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 // the ConfigMap's conflist to multi (multiConf), restarting the DaemonSet
 // to install it, as docs/deploy.md says.
 func switchToMulti(t *testing.T, n *node, d deployment) {
-	n.apply(nadCRD)
-	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
+	applyNADCRD(t, n)
 	conf := multiConf(t, d.cniConf)
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": conf}})
 	n.must("-n", "kube-system", "patch", "configmap", "cnibox", "--type=merge", "-p", string(patch))
