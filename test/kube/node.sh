@@ -123,12 +123,17 @@ network() {
 SERVICE_IP=10.96.0.1
 
 # private_dirs mounts the tmpfs that keep the node's /run, /var/lib and
-# /var/log its own.
+# /var/log its own. /run is then made shared (within the node's mount
+# namespace, which nothing outside joins), as every mount is on a systemd
+# host: containerd refuses a hostPath with mountPropagation HostToContainer
+# unless its source is a shared or slave mount (cnibox-multus.yaml's dhcp
+# daemon sees new pod namespaces under /run that way).
 private_dirs() {
   local d
   for d in /run /var/lib /var/log; do
     mount -t tmpfs -o mode=0755 tmpfs "$d"
   done
+  mount --make-shared /run
 }
 
 # cluster_inner: the underlay and the control plane (node.sh cluster).
