@@ -240,10 +240,10 @@ func checkMultiPod(t *testing.T, c *cluster, macs map[string]string, allocated [
 		t.Fatalf("pod-multi's podIP %q is not in the node's podCIDR %s (the bridge's)", p.Status.PodIP, cidr)
 	}
 	exec := func(args ...string) string { return c.must(append([]string{"exec", "pod-multi", "--"}, args...)...) }
-	ifMAC := func(dev string) string { return strings.TrimSpace(exec("cat", "/sys/class/net/"+dev+"/address")) }
-	for dev, addr := range map[string]string{"eth0": p.Status.PodIP + "/" + fmt.Sprint(cidr.Bits()), "net1": macAddr + "/24", "net2": lanPodAddr + "/24"} {
-		if out := exec("ip", "-o", "-4", "addr", "show", "dev", dev); !strings.Contains(out, " "+addr+" ") {
-			t.Errorf("pod-multi's %s lacks %s: %s", dev, addr, out)
+	ifMAC := func(ifc string) string { return strings.TrimSpace(exec("cat", "/sys/class/net/"+ifc+"/address")) }
+	for ifc, addr := range map[string]string{"eth0": p.Status.PodIP + "/" + fmt.Sprint(cidr.Bits()), "net1": macAddr + "/24", "net2": lanPodAddr + "/24"} {
+		if out := exec("ip", "-o", "-4", "addr", "show", "dev", ifc); !strings.Contains(out, " "+addr+" ") {
+			t.Errorf("pod-multi's %s lacks %s: %s", ifc, addr, out)
 		}
 	}
 	if got := ifMAC("net2"); got != macs[dev] {
