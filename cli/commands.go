@@ -42,7 +42,7 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:  "install",
 			Usage: "install the binary, a link per role and optionally a conflist, each atomically",
-			UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force]\n" +
+			UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force | --keep-foreign]\n" +
 				"               [--conflist SRC [--conf-dir DIR] [--conf-name NAME]]\n\n" +
 				"Copies the binary to DIR/cnibox and makes DIR/<role> a relative symlink to it for every role;\n" +
 				"then, with --conflist, puts the network configuration list into the conf dir. Each file is\n" +
@@ -54,12 +54,14 @@ func commands(o Options) []*ucli.Command {
 				"Example: cnibox install --dir /opt/cni/bin\n" +
 				"Example: cnibox install --dir /host/opt/cni/bin --conflist /etc/cnibox/cni-conf.json \\\n" +
 				"           --conf-dir /host/etc/cni/net.d --conf-name 10-cnibox.conflist   (a DaemonSet's init container)\n" +
-				"Example: cnibox install --dir /opt/cni/bin --target /usr/local/bin/cnibox   (links only, no copy)",
+				"Example: cnibox install --dir /opt/cni/bin --target /usr/local/bin/cnibox   (links only, no copy)\n" +
+				"Example: cnibox install --dir /host/opt/cni/bin --keep-foreign   (next to a primary CNI's plugins: cnibox-multus.yaml)",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "dir", Value: "/opt/cni/bin", Usage: "the CNI plugin directory"},
 				&ucli.StringFlag{Name: "binary", Usage: "the binary copied to DIR/cnibox (default: this executable)"},
 				&ucli.StringFlag{Name: "target", Usage: "copy nothing: link the roles to this existing binary instead"},
 				&ucli.BoolFlag{Name: "force", Usage: "replace files and links that are not cnibox's"},
+				&ucli.BoolFlag{Name: "keep-foreign", Usage: "leave files and links that are not cnibox's as they are and link only the other roles (without it, such a file is an error)"},
 				&ucli.StringFlag{Name: "conflist", Usage: "a network configuration list to install (checked first)"},
 				&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --conflist goes"},
 				&ucli.StringFlag{Name: "conf-name", Usage: "the conflist's file name in --conf-dir, ending in .conflist (default: the name of --conflist)"},

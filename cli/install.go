@@ -44,7 +44,10 @@ const dhcpDaemonBinary = "cnibox-dhcp"
 
 // installOptions turns the flags into InstallOptions.
 func installOptions(c *ucli.Context, o Options) (InstallOptions, error) {
-	opts := InstallOptions{Dir: c.String("dir"), Names: o.Registry.Names(), Force: c.Bool("force")}
+	opts := InstallOptions{Dir: c.String("dir"), Names: o.Registry.Names(), Force: c.Bool("force"), KeepForeign: c.Bool("keep-foreign")}
+	if opts.Force && opts.KeepForeign {
+		return opts, errors.New("--force replaces what is not cnibox's and --keep-foreign keeps it: give one of them")
+	}
 	if c.String("binary") != "" && c.String("target") != "" {
 		return opts, errors.New("--binary copies a binary and --target links to one: give one of them")
 	}
@@ -80,6 +83,10 @@ type InstallOptions struct {
 	Names []string
 	// Force replaces files and links that are not cnibox's.
 	Force bool
+	// KeepForeign leaves files and links that are not cnibox's as they
+	// are, without an error: cnibox next to a primary CNI's plugins (the
+	// node's bridge, portmap, ... stay theirs).
+	KeepForeign bool
 }
 
 // Install copies the binary into the bin dir (see installFile) and makes
@@ -87,7 +94,8 @@ type InstallOptions struct {
 // relative ("cnibox"), so it resolves wherever Dir is mounted; a link to a
 // Target elsewhere is that absolute path. A link that is already right is
 // left alone; a file or link that is not cnibox's is replaced only with
-// Force. It returns one line per file saying what it did.
+// Force, kept without an error with KeepForeign, and is an error otherwise.
+// It returns one line per file saying what it did.
 func Install(o InstallOptions) ([]string, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", o.Dir, err)
@@ -127,7 +135,7 @@ func Install(o InstallOptions) ([]string, error) {
 	}
 	var errs []error
 	for _, name := range o.Names {
-		line, err := installLink(filepath.Join(o.Dir, name), link, self, o.Force)
+		line, err := installLink(filepath.Join(o.Dir, name), link, self, o.Force, o.KeepForeign)
 		out = append(out, line)
 		if err != nil {
 			errs = append(errs, err)
@@ -139,7 +147,7 @@ func Install(o InstallOptions) ([]string, error) {
 // installLink makes p a symlink with the text link, which resolves to the
 // file self. It creates the link under a temporary name and renames it over
 // p, so a runtime never sees the plugin missing.
-func installLink(p, link string, self fs.FileInfo, force bool) (string, error) {
+func installLink(p, link string, self fs.FileInfo, force, keepForeign bool) (string, error) {
 	fi, err := os.Lstat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -154,6 +162,9 @@ func installLink(p, link string, self fs.FileInfo, force bool) (string, error) {
 		}
 		if ours && fi.Mode()&fs.ModeSymlink != 0 && old == link {
 			return fmt.Sprintf("ok        %s -> %s", p, link), nil
+		}
+		if !ours && keepForeign {
+			return fmt.Sprintf("kept      %s (not cnibox's)", p), nil
 		}
 		if !ours && !force {
 			return fmt.Sprintf("skipped   %s (not ours; --force replaces it)", p),

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,6 +87,19 @@ func TestInstall(t *testing.T) {
 	if b, _ := os.ReadFile(foreign); string(b) != "reference bridge" {
 		t.Errorf("foreign file was changed without --force")
 	}
+	// --keep-foreign keeps it and succeeds: cnibox next to a primary CNI.
+	opts.KeepForeign = true
+	out, err = Install(opts)
+	if err != nil {
+		t.Errorf("install --keep-foreign over a foreign file: %v", err)
+	}
+	if b, _ := os.ReadFile(foreign); string(b) != "reference bridge" {
+		t.Errorf("foreign file was changed with --keep-foreign")
+	}
+	if !slices.Contains(out, "kept      "+foreign+" (not cnibox's)") {
+		t.Errorf("install --keep-foreign does not say it kept %s: %q", foreign, out)
+	}
+	opts.KeepForeign = false
 	opts.Force = true
 	if _, err := Install(opts); err != nil {
 		t.Fatalf("install --force: %v", err)

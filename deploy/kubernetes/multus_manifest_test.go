@@ -180,7 +180,8 @@ func TestMultusRBAC(t *testing.T) {
 }
 
 // TestMultusDaemonSet: the install step never replaces a plugin the node
-// has (no --force, no conflist: the primary's stay); the agent serves the
+// has and does not fail on one (--keep-foreign, no conflist: the
+// primary's stay); the agent serves the
 // pod API only and writes the config in /etc/cni/net.d; every mount is a
 // volume; the dhcp daemon's node paths are under its -hostprefix.
 func TestMultusDaemonSet(t *testing.T) {
@@ -189,8 +190,8 @@ func TestMultusDaemonSet(t *testing.T) {
 	if !spec.HostNetwork || len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists {
 		t.Errorf("hostNetwork %v, tolerations %+v: want the node's network and every taint", spec.HostNetwork, spec.Tolerations)
 	}
-	if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "/usr/local/bin/cnibox install --dir=/host/opt/cni/bin" {
-		t.Errorf("install step %+v: want cnibox install --dir=/host/opt/cni/bin alone", spec.InitContainers)
+	if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "/usr/local/bin/cnibox install --dir=/host/opt/cni/bin --keep-foreign" {
+		t.Errorf("install step %+v: want cnibox install --dir=/host/opt/cni/bin --keep-foreign alone", spec.InitContainers)
 	}
 	hostPaths := map[string]string{}
 	for _, v := range spec.Volumes {
@@ -317,5 +318,57 @@ func TestMakeImageRendersEveryManifest(t *testing.T) {
 		if !strings.HasPrefix(c.Image, string(name[1])+":") {
 			t.Errorf("cnibox-multus.yaml: container %s: image %s, want %s:TAG (the Makefile's IMAGE)", c.Name, c.Image, name[1])
 		}
+	}
+}
+
+// TestMultusInstallStep runs the init container's command against the
+// built cnibox over a bin dir that holds a primary CNI's plugins (a
+// reference bridge and a link to another binary): it succeeds, leaves them
+// as they were, links every other role to cnibox, and writes no conflist.
+func TestMultusInstallStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cnibox")
+	}
+	ic := loadMultus(t).ds.Spec.Template.Spec.InitContainers[0]
+	root := t.TempDir()
+	bin := os.Getenv("CNIBOX_BIN")
+	if bin == "" {
+		bin = filepath.Join(root, "cnibox-built")
+		build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, "github.com/cnibox/cnibox")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build cnibox: %v\n%s", err, out)
+		}
+	}
+	binDir := filepath.Join(root, "opt-cni-bin")
+	os.MkdirAll(binDir, 0o755)
+	if err := os.WriteFile(filepath.Join(binDir, "bridge"), []byte("the reference bridge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/lib/cni/portmap", filepath.Join(binDir, "portmap")); err != nil {
+		t.Fatal(err)
+	}
+	if ic.Command[0] != "/usr/local/bin/cnibox" || !slices.Contains(ic.Command, "--dir=/host/opt/cni/bin") {
+		t.Fatalf("install command %v", ic.Command)
+	}
+	args := slices.Clone(ic.Command[1:])
+	args[slices.Index(args, "--dir=/host/opt/cni/bin")] = "--dir=" + binDir
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cnibox %v over a primary's plugins: %v\n%s", args, err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(binDir, "bridge")); err != nil || string(b) != "the reference bridge" {
+		t.Errorf("the primary's bridge changed: %q %v", b, err)
+	}
+	if l, err := os.Readlink(filepath.Join(binDir, "portmap")); err != nil || l != "/usr/lib/cni/portmap" {
+		t.Errorf("the primary's portmap link changed: %q %v", l, err)
+	}
+	for _, role := range []string{"multi", "multus-shim", "macvlan", "host-device", "static", "dhcp"} {
+		if link, err := os.Readlink(filepath.Join(binDir, role)); err != nil || link != "cnibox" {
+			t.Errorf("%s -> %q (%v), want the relative link cnibox", role, link, err)
+		}
+	}
+	if ents, _ := filepath.Glob(filepath.Join(root, "*", "*.conflist")); len(ents) > 0 {
+		t.Errorf("the install step wrote a conflist: %v", ents)
 	}
 }
