@@ -279,15 +279,7 @@ func TestInstallStep(t *testing.T) {
 	}
 	ic := spec.InitContainers[0]
 	root := t.TempDir()
-	bin := os.Getenv("CNIBOX_BIN")
-	if bin == "" {
-		bin = filepath.Join(root, "cnibox-built")
-		build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, "github.com/cnibox/cnibox")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build cnibox: %v\n%s", err, out)
-		}
-	}
+	bin := cniboxBinary(t, root)
 	// The container's mounts, under root.
 	hostDir := map[string]string{}
 	for _, v := range spec.Volumes {
@@ -369,4 +361,19 @@ func TestWhereaboutsCRDs(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CRDs %v, want %v", got, want)
 	}
+}
+
+// cniboxBinary is $CNIBOX_BIN, or cnibox built into dir.
+func cniboxBinary(t *testing.T, dir string) string {
+	t.Helper()
+	if bin := os.Getenv("CNIBOX_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(dir, "cnibox-built")
+	build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, "github.com/cnibox/cnibox")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build cnibox: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -331,15 +331,7 @@ func TestMultusInstallStep(t *testing.T) {
 	}
 	ic := loadMultus(t).ds.Spec.Template.Spec.InitContainers[0]
 	root := t.TempDir()
-	bin := os.Getenv("CNIBOX_BIN")
-	if bin == "" {
-		bin = filepath.Join(root, "cnibox-built")
-		build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, "github.com/cnibox/cnibox")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build cnibox: %v\n%s", err, out)
-		}
-	}
+	bin := cniboxBinary(t, root)
 	binDir := filepath.Join(root, "opt-cni-bin")
 	os.MkdirAll(binDir, 0o755)
 	if err := os.WriteFile(filepath.Join(binDir, "bridge"), []byte("the reference bridge"), 0o755); err != nil {
