@@ -141,12 +141,13 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 
 	// masquerade
 	if ep.Extra["ipMasq"] == "true" {
-		entries, err := host.MasqEntries()
-		if err != nil {
-			d.fail("masquerade", "", "list masquerade entries: %v", err)
-		}
 		for _, p := range ep.IPs {
-			if slices.ContainsFunc(entries, func(e netops.MasqEntry) bool { return e.PodIP == p.Addr() }) {
+			ok, err := host.HasMasq(p.Addr())
+			if err != nil {
+				d.fail("masquerade", "", "read the masquerade entry of %s: %v", p.Addr(), err)
+				continue
+			}
+			if ok {
 				d.pass("masquerade", "%s is masqueraded (table inet cnibox)", p.Addr())
 				continue
 			}

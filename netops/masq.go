@@ -413,6 +413,44 @@ func (h *Handle) MasqEntries() ([]MasqEntry, error) {
 	return out, nil
 }
 
+// HasMasq reports whether the pod address ip has its masquerade element,
+// with a get of that one element. A check must not dump the maps for it: a
+// dump that other processes' adds and deletes overlap can leave an element
+// out (a CHECK in TestStorm reported a pod's entry missing while it was
+// there; TestHasMasqUnderChurn).
+func (h *Handle) HasMasq(ip netip.Addr) (bool, error) {
+	if !ip.IsValid() {
+		return false, fmt.Errorf("masquerade entry: invalid address %v", ip)
+	}
+	if _, err := h.nftConn(); err != nil {
+		return false, fmt.Errorf("masquerade entry of %s in %s: %w", ip, h.where(), err)
+	}
+	ip = ip.Unmap()
+	set := masqMap4
+	if ip.Is6() {
+		set = masqMap6
+	}
+	msgs, err := h.getElem(MasqTable, set, ip.AsSlice())
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil // no element, map or table
+	}
+	if err != nil {
+		return false, fmt.Errorf("masquerade entry of %s in %s: %w", ip, h.where(), err)
+	}
+	for _, m := range msgs {
+		_, es, err := parseNftElems(m.Data)
+		if err != nil {
+			return false, fmt.Errorf("masquerade entry of %s in %s: %w", ip, h.where(), err)
+		}
+		for _, e := range es {
+			if e.jump != "" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // elemMsg builds a set element message for set with one element per key.
 func (h *Handle) elemMsg(msgType int, flags mdnetlink.HeaderFlags, set string, keys [][]byte) mdnetlink.Message {
 	elems := make([]nftElem, len(keys))

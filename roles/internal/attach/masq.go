@@ -11,18 +11,17 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// CheckMasq verifies that every address of prev has its masquerade entry.
+// CheckMasq verifies that every address of prev has its masquerade entry,
+// one get each (a dump of the maps can miss an element that other pods'
+// calls change meanwhile).
 func CheckMasq(host *netops.Handle, prev *current.Result) error {
-	entries, err := host.MasqEntries()
-	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
-	}
-	have := map[netip.Addr]bool{}
-	for _, e := range entries {
-		have[e.PodIP] = true
-	}
 	for _, ipc := range prev.IPs {
-		if ip := PrefixOf(ipc.Address).Addr(); !have[ip] {
+		ip := PrefixOf(ipc.Address).Addr()
+		ok, err := host.HasMasq(ip)
+		if err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		if !ok {
 			return cniplug.Errorf(types.ErrIOFailure, "masquerade entry for %s is missing (table inet cnibox)", ip)
 		}
 	}
