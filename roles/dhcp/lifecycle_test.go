@@ -11,6 +11,7 @@ import (
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/macvlan"
+	"github.com/cnibox/cnibox/store"
 )
 
 // TestRestartRenews is the package's one slow test (about a minute: T1 of
@@ -38,10 +39,12 @@ func TestRestartRenews(t *testing.T) {
 		return m, m[ip] != "" && expiry(t, m[ip]) > first
 	})
 	t.Logf("lease %s renewed by the restarted daemon: expiry %d -> %d", ip, first, expiry(t, got[ip]))
-	ls := leasesInStore(t, d.data)
-	if len(ls) != 1 || !ls[0].Renewed.After(ls[0].Acquired) {
-		t.Errorf("store lease %+v: want one, renewed after it was acquired", ls)
-	}
+	// dnsmasq writes its lease file before its ACK reaches the daemon, which
+	// records the renewal after that: wait for the daemon's record too.
+	waitFor(t, 30*time.Second, "the store's lease renewed after it was acquired", func() ([]store.DHCPLease, bool) {
+		ls := leasesInStore(t, d.data)
+		return ls, len(ls) == 1 && ls[0].Renewed.After(ls[0].Acquired)
+	})
 	n.Must(macvlan.Role, "DEL", p, c)
 	l.waitLeases("released after the restart", func(m map[string]string) bool { return m[ip] == "" })
 	if ls := leasesInStore(t, d.data); len(ls) != 0 {
