@@ -40,7 +40,8 @@ install: build
 # four static binaries in /usr/local/bin, Debian's static busybox in /bin
 # and flannel's paths (/flannel, /opt/bin/flanneld, /opt/bin/install-conf:
 # kube-flannel.yml runs on it), named $(IMAGE):$(VERSION), and
-# bin/cnibox.yaml and bin/cnibox-multus.yaml, deploy/kubernetes' manifests
+# bin/cnibox.yaml, bin/cnibox-multus.yaml and bin/cnibox-dhcp.yaml,
+# deploy/kubernetes' manifests
 # naming that image. No
 # registry or container daemon; a commit gives the same bytes every time
 # (every mtime is the commit's time). See docs/deploy.md.
@@ -51,7 +52,8 @@ image: build
 	@[ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq busybox-static >/dev/null)
 	$(GO) run ./deploy/image -o bin/cnibox-image.tar -ref $(IMAGE):$(VERSION) -epoch $(IMAGE_EPOCH) \
 		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
-		-manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml -busybox /bin/busybox \
+		-manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml \
+		-manifest deploy/kubernetes/cnibox-dhcp.yaml -manifest-out bin/cnibox-dhcp.yaml -busybox /bin/busybox \
 		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube bin/cnibox-dhcp
 
 # deps installs what the tests need (root, Debian). Packages already present are skipped.

@@ -26,7 +26,6 @@ type manifest struct {
 	binding *rbacv1.ClusterRoleBinding
 	cm      *corev1.ConfigMap
 	ds      *appsv1.DaemonSet
-	crds    []string
 }
 
 // load decodes every document of cnibox.yaml strictly (an unknown or
@@ -51,9 +50,6 @@ func load(t *testing.T) manifest {
 		case "DaemonSet":
 			m.ds = &appsv1.DaemonSet{}
 			return m.ds
-		case "CustomResourceDefinition": // whereabouts' CRDs (TestWhereaboutsCRDs)
-			m.crds = append(m.crds, doc)
-			return &map[string]any{}
 		}
 		t.Fatalf("cnibox.yaml: unexpected kind %s", kind)
 		return nil
@@ -335,12 +331,20 @@ func TestInstallStep(t *testing.T) {
 	}
 }
 
-// TestWhereaboutsCRDs: the manifest carries whereabouts' three CRDs under
-// their names, group and version (the test in test/whereabouts installs them
-// into a real API server and runs whereabouts' own binary on them).
+// TestWhereaboutsCRDs: whereabouts-crds.yaml carries whereabouts' three
+// CRDs, and nothing else, under their names, group and version (the test in
+// test/whereabouts installs them into a real API server and runs
+// whereabouts' own binary on them).
 func TestWhereaboutsCRDs(t *testing.T) {
-	var got []string
-	for _, doc := range load(t).crds {
+	var docs, got []string
+	eachDoc(t, "whereabouts-crds.yaml", func(kind, doc string) any {
+		if kind != "CustomResourceDefinition" {
+			t.Fatalf("whereabouts-crds.yaml: a %s besides the CRDs", kind)
+		}
+		docs = append(docs, doc)
+		return nil
+	})
+	for _, doc := range docs {
 		var crd struct {
 			Metadata struct{ Name string }
 			Spec     struct {

@@ -134,12 +134,14 @@ func TestMultusCRD(t *testing.T) {
 	}
 }
 
-// TestNADCRDNotWithTheDaemonSets: neither cnibox.yaml nor
-// cnibox-multus.yaml holds the NAD CRD, so that `kubectl delete -f` of
-// either (uninstalling cnibox, moving back to Multus) does not delete every
-// NetworkAttachmentDefinition of the cluster with it (docs/deploy.md).
-func TestNADCRDNotWithTheDaemonSets(t *testing.T) {
-	for _, file := range []string{"cnibox.yaml", "cnibox-multus.yaml"} {
+// TestNoCRDWithTheDaemonSets: neither cnibox.yaml nor cnibox-multus.yaml
+// holds a CRD (the NAD CRD, whereabouts' three), so that `kubectl delete -f`
+// of either (uninstalling cnibox, moving back to Multus or whereabouts) does
+// not delete every NetworkAttachmentDefinition or IPPool of the cluster
+// with it (docs/deploy.md): they are in nad-crd.yaml and
+// whereabouts-crds.yaml.
+func TestNoCRDWithTheDaemonSets(t *testing.T) {
+	for _, file := range []string{"cnibox.yaml", "cnibox-multus.yaml", "cnibox-dhcp.yaml"} {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -148,26 +150,28 @@ func TestNADCRDNotWithTheDaemonSets(t *testing.T) {
 			var meta struct {
 				Kind     string
 				Metadata struct{ Name string }
-				Spec     struct{ Group string }
 			}
 			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
 				t.Fatalf("%s document %d: %v", file, i, err)
 			}
-			if meta.Kind == "CustomResourceDefinition" && meta.Spec.Group == "k8s.cni.cncf.io" {
-				t.Errorf("%s holds the CRD %s: kubectl delete -f %s would delete every NetworkAttachmentDefinition; it belongs in nad-crd.yaml", file, meta.Metadata.Name, file)
+			if meta.Kind == "CustomResourceDefinition" {
+				t.Errorf("%s holds the CRD %s: kubectl delete -f %s would delete every object of its kind; it belongs in nad-crd.yaml or whereabouts-crds.yaml", file, meta.Metadata.Name, file)
 			}
 		}
 	}
 }
 
-// TestMultusRBAC: the pod API's rights, nothing else, bound to the
-// DaemonSet's service account.
+// TestMultusRBAC: the pod API's and the cluster IPAM's rights, nothing
+// else, bound to the DaemonSet's service account.
 func TestMultusRBAC(t *testing.T) {
 	m := loadMultus(t)
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"whereabouts.cni.cncf.io"}, Resources: []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 	}
 	if !reflect.DeepEqual(m.role.Rules, want) {
 		t.Errorf("rules %+v\nwant %+v", m.role.Rules, want)
@@ -217,11 +221,12 @@ func TestMultusDaemonSet(t *testing.T) {
 		t.Fatalf("containers %v: want agent and dhcp", spec.Containers)
 	}
 	agent := spec.Containers[0]
-	if !slices.Contains(agent.Command, "--pod-api-only") || !slices.Contains(agent.Command, "--multus-conf-dir=/host/etc/cni/net.d") {
+	if !slices.Contains(agent.Command, "--pod-api-only") || !slices.Contains(agent.Command, "--cluster-ipam") ||
+		!slices.Contains(agent.Command, "--multus-conf-dir=/host/etc/cni/net.d") {
 		t.Errorf("agent command %v", agent.Command)
 	}
 	if mounts["agent"]["/host/etc/cni/net.d"] != "/etc/cni/net.d" || mounts["agent"]["/run/cnibox"] != "/run/cnibox" ||
-		mounts["agent"]["/var/lib/kubelet/pod-resources"] != "/var/lib/kubelet/pod-resources" {
+		mounts["agent"]["/var/lib/kubelet/pod-resources"] != "/var/lib/kubelet/pod-resources" || mounts["agent"]["/var/lib/cnibox"] != "/var/lib/cnibox" {
 		t.Errorf("agent mounts %v", mounts["agent"])
 	}
 	dhcp := spec.Containers[1]

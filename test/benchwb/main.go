@@ -1,7 +1,7 @@
 // Command benchwb measures the whereabouts role's ADD against host-local's
 // on the same machine and whereabouts v0.9.4's own binary on the same
 // control plane (make bench): a real API server (test/kube/control-plane.sh)
-// with whereabouts' CRDs from the manifest, three cnibox agents, pods added
+// with whereabouts' CRDs from whereabouts-crds.yaml, three cnibox agents, pods added
 // 16 at a time on each node, in a private network namespace. It prints the
 // ADD latency per plugin (p50, p90, max), the time for all, and the
 // duplicate addresses found (there must be none).
@@ -45,7 +45,7 @@ func main() {
 	flag.StringVar(&o.cnibox, "cnibox", "bin/cnibox", "the cnibox binary")
 	flag.StringVar(&o.agent, "agent", "bin/cnibox-agent-kube", "cnibox-agent with the Kubernetes client")
 	flag.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
-	flag.StringVar(&o.manifest, "manifest", "deploy/kubernetes/cnibox.yaml", "the manifest holding whereabouts' CRDs")
+	flag.StringVar(&o.manifest, "manifest", "deploy/kubernetes/whereabouts-crds.yaml", "the file holding whereabouts' CRDs")
 	flag.IntVar(&o.perNode, "n", 160, "ADDs per node (3 nodes)")
 	flag.IntVar(&o.conc, "conc", 16, "ADDs at a time per node")
 	flag.IntVar(&o.wbN, "wb-n", 48, "ADDs of whereabouts' own binary (it takes a cluster-wide lease per call)")
@@ -237,7 +237,7 @@ func add(bin string, env []string, cid, conf string) (string, error) {
 	return ip.String(), nil
 }
 
-// controlPlane starts the control plane and installs the manifest's CRDs.
+// controlPlane starts the control plane and installs whereabouts-crds.yaml's CRDs.
 func controlPlane(o options, dir string) (kubeconfig string, stop func(), err error) {
 	cp := filepath.Join(dir, "kcp")
 	out, err := exec.Command("bash", o.kcp, "start", cp).CombinedOutput()

@@ -44,19 +44,53 @@ func primaryConflist(cidr netip.Prefix) string {
 `
 }
 
-// macNAD is a macvlan network on the node's NIC with a static address.
+// macNAD is a macvlan network on the node's NIC whose addresses come from
+// the cluster IPAM, written for whereabouts as its README writes one (no
+// field of cnibox's): range_start is what whereabouts hands out first.
 const macNAD = `{"apiVersion":"k8s.cni.cncf.io/v1","kind":"NetworkAttachmentDefinition",
 "metadata":{"name":"macnet","namespace":"default"},
-"spec":{"config":"{\"cniVersion\":\"1.0.0\",\"name\":\"macnet\",\"type\":\"macvlan\",\"master\":\"eth0\",\"mode\":\"bridge\",\"ipam\":{\"type\":\"static\",\"addresses\":[{\"address\":\"` + macAddr + `/24\"}]}}"}}`
+"spec":{"config":"{\"cniVersion\":\"1.0.0\",\"name\":\"macnet\",\"type\":\"macvlan\",\"master\":\"eth0\",\"mode\":\"bridge\",\"ipam\":{\"type\":\"whereabouts\",\"range\":\"172.31.250.0/24\",\"range_start\":\"` + macAddr + `\",\"range_end\":\"172.31.250.109\"}}"}}`
+
+// macPool is the IPPool (kube-system) of macNAD's range, named as
+// whereabouts names it; macOffset is macAddr's key in its allocations.
+const (
+	macPool   = "172.31.250.0-24"
+	macOffset = "100"
+)
+
+// macAllocation returns the podref macPool's allocations hold at
+// macOffset ("" when none), as `kubectl get ippools` shows them.
+func macAllocation(t *testing.T, c *cluster) (string, error) {
+	t.Helper()
+	out, err := c.kubectl("-n", "kube-system", "get", "ippools.whereabouts.cni.cncf.io", macPool, "-o", "json")
+	if err != nil {
+		return "", err
+	}
+	var pool struct {
+		Spec struct {
+			Range       string
+			Allocations map[string]struct{ PodRef string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &pool); err != nil {
+		return "", fmt.Errorf("IPPool %s: %w", macPool, err)
+	}
+	if pool.Spec.Range != "172.31.250.0/24" {
+		return "", fmt.Errorf("IPPool %s has range %q, want 172.31.250.0/24", macPool, pool.Spec.Range)
+	}
+	return pool.Spec.Allocations[macOffset].PodRef, nil
+}
 
 // TestKubeNodeMultusOverBridge is "Multus over any primary" as an
 // operator does it: a node whose network is the reference bridge plugin
 // (v1.9.1, only the plugins it needs on the node) in a plain conflist;
-// `kubectl apply` of nad-crd.yaml and cnibox-multus.yaml; a pod with two
-// secondaries from NADs, a macvlan on the node's NIC with default-route
+// `kubectl apply` of nad-crd.yaml, whereabouts-crds.yaml and
+// cnibox-multus.yaml; a pod with two secondaries from NADs, a macvlan on
+// the node's NIC on whereabouts' IPAM (its IPPool) with default-route
 // through it and a host-device whose device the kubelet allocated
 // (resourceName); then `kubectl delete -f cnibox-multus.yaml`, after which
-// the node's network is the bridge again and the NADs are still there.
+// the node's network is the bridge again and the NADs and pools are still
+// there.
 func TestKubeNodeMultusOverBridge(t *testing.T) {
 	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
 	manifestPath := env(t, "CNIBOX_MULTUS_MANIFEST", "make image's manifest (bin/cnibox-multus.yaml)")
@@ -114,8 +148,10 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 		mustPing(t, c.node, "keep-1", "gone-1")
 	})
 
-	step(t, "kubectl apply nad-crd.yaml and cnibox-multus.yaml: multi in front of the bridge", func() {
+	step(t, "kubectl apply nad-crd.yaml, whereabouts-crds.yaml and cnibox-multus.yaml: multi in front of the bridge", func() {
 		applyNADCRD(t, c.node)
+		applyCRDs(t, c.node, whereaboutsCRDFile, "ippools.whereabouts.cni.cncf.io",
+			"overlappingrangeipreservations.whereabouts.cni.cncf.io", "nodeslicepools.whereabouts.cni.cncf.io")
 		if out, err := c.kubectlIn(string(manifest), "apply", "-f", "-"); err != nil {
 			t.Fatalf("kubectl apply -f %s: %v", manifestPath, err)
 		} else {
@@ -148,7 +184,7 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 				t.Errorf("%s/%s is no longer the reference plugin: cnibox install replaced it", bin, p)
 			}
 		}
-		for _, role := range []string{"multi", "macvlan", "host-device", "static"} {
+		for _, role := range []string{"multi", "macvlan", "host-device", "whereabouts"} {
 			if target, err := os.Readlink(filepath.Join(bin, role)); err != nil || target != "cnibox" {
 				t.Errorf("%s/%s: want a relative link to cnibox, got %q %v", bin, role, target, err)
 			}
@@ -158,13 +194,16 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 	macs := vethLAN(t, nd)
 	plugin := startVethPlugin(t, nd, vethResource, vethDevices...)
 	waitAllocatable(t, c.node, nd.name)
-	step(t, "a pod with a macvlan (default-route) and a host-device from NADs", func() {
+	step(t, "a pod with a macvlan (whereabouts, default-route) and a host-device from NADs", func() {
 		c.apply(macNAD)
 		c.apply(vethNAD)
 		networks := `[{"name":"macnet","default-route":["` + clusterUplink + `"]},{"name":"vethnet"}]`
 		c.apply(devicePod(t, "pod-multi", map[string]string{"k8s.v1.cni.cncf.io/networks": networks}))
 		c.must("wait", "--for=condition=Ready", c.timeout(), "pod/pod-multi")
 		checkMultiPod(t, c, macs, plugin.Allocated(), cidr)
+		if ref, err := macAllocation(t, c); err != nil || ref != "default/pod-multi" {
+			t.Errorf("IPPool %s allocation %s: podref %q (%v), want default/pod-multi", macPool, macOffset, ref, err)
+		}
 	})
 
 	step(t, "a pod started on the bridge alone is deleted through multi", func() {
@@ -182,12 +221,18 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 		})
 	})
 
-	step(t, "deleting the pod gives the device back", func() {
+	step(t, "deleting the pod gives the device back and its address to the pool", func() {
 		dev := plugin.Allocated()[0]
 		c.must("delete", "pod", "pod-multi", "--wait", c.timeout())
 		c.poll("the device back on the node", func() error {
 			if mac, err := nd.nodeMAC(dev); err != nil || mac != macs[dev] {
 				return fmt.Errorf("%s on the node: MAC %q %v, want %s", dev, mac, err, macs[dev])
+			}
+			return nil
+		})
+		c.poll(macAddr+" released in IPPool "+macPool, func() error {
+			if ref, err := macAllocation(t, c); err != nil || ref != "" {
+				return fmt.Errorf("allocation %s: podref %q (%v)", macOffset, ref, err)
 			}
 			return nil
 		})
@@ -209,6 +254,7 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 			t.Errorf("the primary conflist changed: %v\n%s", err, got)
 		}
 		c.must("get", "network-attachment-definitions", "macnet", "vethnet")
+		c.must("-n", "kube-system", "get", "ippools.whereabouts.cni.cncf.io", macPool)
 
 		c.startPodsOn("after", nd)
 		p := getPod(t, c.node, "after-1")

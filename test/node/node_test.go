@@ -338,15 +338,26 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 // (the same object Multus installs), applied on its own.
 const nadCRDFile = "../../deploy/kubernetes/nad-crd.yaml"
 
+// whereaboutsCRDFile is whereabouts' three CRDs as cnibox ships them.
+const whereaboutsCRDFile = "../../deploy/kubernetes/whereabouts-crds.yaml"
+
 // applyNADCRD applies nadCRDFile and waits until the API serves NADs.
 func applyNADCRD(t *testing.T, n *node) {
 	t.Helper()
-	crd, err := os.ReadFile(nadCRDFile)
+	applyCRDs(t, n, nadCRDFile, "network-attachment-definitions.k8s.cni.cncf.io")
+}
+
+// applyCRDs applies file and waits until each CRD of names is established.
+func applyCRDs(t *testing.T, n *node, file string, names ...string) {
+	t.Helper()
+	crd, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.apply(string(crd))
-	n.must("wait", "--for=condition=Established", "crd/network-attachment-definitions.k8s.cni.cncf.io", n.timeout())
+	for _, name := range names {
+		n.must("wait", "--for=condition=Established", "crd/"+name, n.timeout())
+	}
 }
 
 // blueNet is the second network: a bridge of its own with host-local.

@@ -15,9 +15,9 @@ import (
 	"github.com/cnibox/cnibox/agent/lease"
 )
 
-// TestFlanneldKube: the same on the Kubernetes backend (kube-subnet-mgr,
+// TestKubeFlanneld: the same on the Kubernetes backend (kube-subnet-mgr,
 // the node annotations), on a real control plane.
-func TestFlanneldKube(t *testing.T) {
+func TestKubeFlanneld(t *testing.T) {
 	for _, be := range compatBackends {
 		t.Run(be.name, func(t *testing.T) {
 			kernelHas(t, be.name, be.need)

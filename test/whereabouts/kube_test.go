@@ -34,7 +34,7 @@ var wbBin, wbErr = "", error(nil)
 func prepare() { wbBin, wbErr = upstream.Whereabouts() }
 
 // kubeCluster starts the control plane (test/kube/control-plane.sh) on the
-// test's loopback, installs whereabouts' CRDs from the manifest, and
+// test's loopback, installs whereabouts' CRDs (deploy/kubernetes/whereabouts-crds.yaml), and
 // returns a client and the kubeconfig.
 func kubeCluster(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
@@ -55,7 +55,7 @@ func kubeCluster(t *testing.T) (kubernetes.Interface, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := os.ReadFile("../../deploy/kubernetes/cnibox.yaml")
+	manifest, err := os.ReadFile("../../deploy/kubernetes/whereabouts-crds.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func kubeCluster(t *testing.T) (kubernetes.Interface, string) {
 		err = cs.CoreV1().RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
 			Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
 		if err != nil {
-			t.Fatalf("create a CRD of the manifest: %v", err)
+			t.Fatalf("create a CRD of whereabouts-crds.yaml: %v", err)
 		}
 		n++
 	}
 	if n != 3 {
-		t.Fatalf("the manifest has %d CRDs, want whereabouts' 3", n)
+		t.Fatalf("whereabouts-crds.yaml has %d CRDs, want whereabouts' 3", n)
 	}
 	for _, res := range []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"} {
 		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
