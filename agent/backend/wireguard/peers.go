@@ -81,6 +81,15 @@ func (b *Backend) peers(l lease.Lease) []peerOn {
 	if sn6 {
 		allowed = append(allowed, l.Subnet6)
 	}
+	// The one device listens on ListenPort, yet flannel publishes
+	// ListenPortV6 in the IPv6 data in every mode, so flanneld's Mode ipv6
+	// (and auto when it picks IPv6) dials a port nothing listens on unless
+	// the two are equal. Here the IPv6 endpoint takes the port of the
+	// peer's IPv4 data, else this node's ListenPort (net-conf.json is the
+	// cluster's): where every node listens in these modes.
+	if l.Attrs.PublicIPv6.IsValid() {
+		ep6 = netip.AddrPortFrom(l.Attrs.PublicIPv6, port(d4.Port, be.ListenPort))
+	}
 	ep := ep4
 	switch be.Mode {
 	case netconf.ModeIPv6:

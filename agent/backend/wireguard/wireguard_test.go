@@ -145,15 +145,22 @@ func TestWireGuardTwoNodes(t *testing.T) {
 	}
 }
 
-// TestWireGuardDualStack: Mode separate makes flannel-wg-v6 on
-// ListenPortV6 for IPv6 beside flannel-wg; Mode auto one device allowed
-// both subnets, keyed by the IPv6 data, at the IPv4 endpoint between
-// private addresses (flannel's selectMode).
+// testPSK is a preshared key as `wg genpsk` prints one.
+const testPSK = "mMiHW8VpRyNqm6GQMBz0qj3rEBcbxBsV/mfwKo1OB0w="
+
+// TestWireGuardDualStack: every Mode of flannel's on a dual-stack network,
+// with a PSK. Mode separate makes flannel-wg-v6 on ListenPortV6 for IPv6
+// beside flannel-wg; the other modes one device whose peer is allowed both
+// subnets: auto at the IPv4 endpoint between private addresses (flannel's
+// selectMode), ipv4 at the IPv4 one, ipv6 at the IPv6 one. Every peer
+// carries the PSK, and both families reach the other node.
 func TestWireGuardDualStack(t *testing.T) {
-	const conf = `{"Network": "10.244.0.0/16", "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "wireguard", "Mode": %q}}`
-	for _, mode := range []string{"separate", "auto"} {
+	const conf = `{"Network": "10.244.0.0/16", "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "wireguard", "Mode": %q, "PSK": %q}}`
+	psk, err := wg.ParseKey(testPSK)
+	must(t, err)
+	for _, mode := range []string{"separate", "auto", "ipv4", "ipv6"} {
 		t.Run(mode, func(t *testing.T) {
-			nodes := backendtest.TwoNodes(t, fmt.Sprintf(conf, mode))
+			nodes := backendtest.TwoNodes(t, fmt.Sprintf(conf, mode, testPSK))
 			dir := t.TempDir()
 			var bs [2]*Backend
 			for i, n := range nodes {
@@ -162,6 +169,9 @@ func TestWireGuardDualStack(t *testing.T) {
 			}
 			must(t, bs[0].Add(nodes[0].H, nodes[1].Lease, nil))
 			must(t, bs[1].Add(nodes[1].H, nodes[0].Lease, nil))
+			// the endpoint of node1's one peer in the one-device modes
+			wantEP := map[string]netip.Addr{"auto": netip.MustParseAddr("192.168.78.2"), "ipv4": netip.MustParseAddr("192.168.78.2"),
+				"ipv6": netip.MustParseAddr("fd00:78::2")}[mode]
 			if mode == "separate" {
 				d6 := device(t, nodes[0], Device6)
 				if d6.ListenPort != 51821 || len(d6.Peers) != 1 || d6.Peers[0].Endpoint != netip.MustParseAddrPort("[fd00:78::2]:51821") {
@@ -169,8 +179,18 @@ func TestWireGuardDualStack(t *testing.T) {
 				}
 			} else {
 				d := device(t, nodes[0], Device)
-				if len(bs[0].Devices()) != 1 || len(d.Peers) != 1 || len(d.Peers[0].AllowedIPs) != 2 || d.Peers[0].Endpoint != netip.MustParseAddrPort("192.168.78.2:51820") {
-					t.Errorf("Mode auto: devices %v, peers %+v; want one device, node2 allowed both subnets at 192.168.78.2:51820", bs[0].Devices(), d.Peers)
+				port := device(t, nodes[1], Device).ListenPort
+				if len(bs[0].Devices()) != 1 || len(d.Peers) != 1 || len(d.Peers[0].AllowedIPs) != 2 ||
+					d.Peers[0].Endpoint != netip.AddrPortFrom(wantEP, uint16(port)) {
+					t.Errorf("Mode %s: devices %v, peers %+v; want one device, node2 allowed both subnets at %s port %d (where node2 listens)",
+						mode, bs[0].Devices(), d.Peers, wantEP, port)
+				}
+			}
+			for _, name := range bs[0].Devices() {
+				for _, p := range device(t, nodes[0], name).Peers {
+					if p.PresharedKey == nil || *p.PresharedKey != psk {
+						t.Errorf("%s: peer %s has preshared key %v; want Backend.PSK", name, p.PublicKey, p.PresharedKey)
+					}
 				}
 			}
 			for _, a := range []netip.Addr{nodes[1].Lease.Subnet.Addr(), nodes[1].Lease.Subnet6.Addr()} {
@@ -179,6 +199,31 @@ func TestWireGuardDualStack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWireGuardPSKMismatch: a node whose PSK differs from its peer's
+// makes no handshake with it, so the PSK is in force, not only written.
+func TestWireGuardPSKMismatch(t *testing.T) {
+	nodes := backendtest.TwoNodes(t, fmt.Sprintf(`{"Network": "10.244.0.0/16", "Backend": {"Type": "wireguard", "PSK": %q}}`, testPSK))
+	dir := t.TempDir()
+	var bs [2]*Backend
+	for i, n := range nodes {
+		bs[i] = newBackend(t, n, filepath.Join(dir, "key"+string(rune('1'+i))))
+	}
+	other, err := wg.GenerateKey() // any 32 bytes serve as a PSK
+	must(t, err)
+	bs[1].psk = &other
+	for i, n := range nodes {
+		n.Start(t, bs[i])
+	}
+	must(t, bs[0].Add(nodes[0].H, nodes[1].Lease, nil))
+	must(t, bs[1].Add(nodes[1].H, nodes[0].Lease, nil))
+	if err := backendtest.Reachable(t, nodes[0], nodes[1], nodes[1].Lease.Subnet.Addr()); err == nil {
+		t.Errorf("node1 reached node2's subnet with PSKs that differ; node1's peers %+v", device(t, nodes[0], Device).Peers)
+	}
+	if ps := device(t, nodes[0], Device).Peers; len(ps) != 1 || !ps[0].LastHandshake.IsZero() {
+		t.Errorf("node1's peers %+v; want node2 without a handshake", ps)
 	}
 }
 
