@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,16 +32,58 @@ const (
 	flannelSel = "app=flannel"
 )
 
+// flannelBackend is a backend TestKubeNodeFlannel runs flannel's manifest
+// on: the Type an operator writes into net-conf.json in the manifest's
+// ConfigMap (nothing else changes), and how a node on it routes another
+// node's podCIDR.
+type flannelBackend struct {
+	typ string
+	// route is the one route a node has to peer's podCIDR: via which
+	// address, on which device.
+	route func(peer *node, podCIDR netip.Prefix) (via, dev string)
+	// device is the backend's device on every node ("" if it has none).
+	device string
+}
+
+// flannelBackends are flannel's backends this machine's kernel has
+// (wireguard and ipip are tested beside flanneld in test/overlay, on the
+// 6.1 guest): vxlan, as the manifest has it, routes a peer's podCIDR via
+// its VTEP address (the podCIDR's first address) on flannel.1; host-gw via
+// the peer node's own address on its NIC, eth0, with no device of its own.
+var flannelBackends = []flannelBackend{
+	{typ: "vxlan", device: "flannel.1", route: func(_ *node, podCIDR netip.Prefix) (string, string) {
+		return podCIDR.Addr().String(), "flannel.1"
+	}},
+	{typ: "host-gw", route: func(peer *node, _ netip.Prefix) (string, string) {
+		return peer.ip, "eth0"
+	}},
+}
+
+// withBackend is flannel's manifest with typ as net-conf.json's
+// Backend.Type: the one line an operator changes to choose a backend.
+func withBackend(t *testing.T, manifest []byte, typ string) string {
+	t.Helper()
+	const line = `"Type": "vxlan"`
+	if n := bytes.Count(manifest, []byte(line)); n != 1 {
+		t.Fatalf("%s has %d lines %s, want the one in net-conf.json", flannelManifest, n, line)
+	}
+	return strings.Replace(string(manifest), line, `"Type": "`+typ+`"`, 1)
+}
+
 // TestKubeNodeFlannel is the move from flannel to cnibox and back, on
-// three nodes: (a) flannel's manifest with a real flanneld brings the
-// nodes Ready and pods on different nodes reach each other; (b) with pings
-// running between pods on different nodes, `kubectl set image` moves the
-// DaemonSet to cnibox's image, the nodes roll one by one through a mixed
-// cluster, no pod pair goes without an answer for more than 2 s, and each
-// node keeps its lease; new pods get addresses no pod holds and reach the
-// old ones, and pods that flannel's plugins set up are deleted by cnibox's
-// without a leftover; (c) the same back to flannel's images, whose plugins
-// then delete the pods cnibox's set up.
+// three nodes, once per backend (flannelBackends), each on a cluster of
+// its own (flanneld reads the backend at its start): (a) flannel's
+// manifest with a real flanneld brings the nodes Ready and pods on
+// different nodes reach each other; (b) with pings running between pods on
+// different nodes, `kubectl set image` moves the DaemonSet to cnibox's
+// image, the nodes roll one by one through a mixed cluster, no pod pair
+// goes without an answer for more than 2 s, and each node keeps its lease;
+// new pods get addresses no pod holds and reach the old ones, and pods
+// that flannel's plugins set up are deleted by cnibox's without a
+// leftover; (c) the same back to flannel's images, whose plugins then
+// delete the pods cnibox's set up. After each step every node is on the
+// backend: its Node's annotations name it, and it routes each other node's
+// podCIDR the backend's way, with one route (checkBackend).
 func TestKubeNodeFlannel(t *testing.T) {
 	cniboxTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
 	cniboxImage := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)")).image
@@ -53,16 +96,27 @@ func TestKubeNodeFlannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, b := range flannelBackends {
+		t.Run(b.typ, func(t *testing.T) {
+			moveFlannel(t, b, withBackend(t, manifest, b.typ), append(flannelTars, cniboxTar), cniboxImage)
+		})
+	}
+}
 
+// moveFlannel is TestKubeNodeFlannel on one backend: manifest is flannel's
+// with net-conf.json naming it, images the archives of flannel's and
+// cnibox's images.
+func moveFlannel(t *testing.T, b flannelBackend, manifest string, images []string, cniboxImage string) {
+	start := time.Now()
 	c := startCluster(t, 3)
-	c.importImages(append(flannelTars, cniboxTar)...)
+	c.importImages(images...)
 	var pods, before []string
 	leases := map[*node][]byte{}
-	step(t, "(a) flannel's manifest and flanneld: the nodes turn Ready, pods across nodes reach each other", func() {
-		if out, err := c.kubectlIn(string(manifest), "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply -f %s: %v", flannelManifest, err)
+	step(t, "(a) flannel's manifest and flanneld on "+b.typ+": the nodes turn Ready, pods across nodes reach each other", func() {
+		if out, err := c.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
+			t.Fatalf("kubectl apply -f %s (Backend.Type %s): %v", flannelManifest, b.typ, err)
 		} else {
-			t.Logf("kubectl apply -f %s:\n%s", flannelManifest, strings.TrimSpace(out))
+			t.Logf("kubectl apply -f %s (Backend.Type %s):\n%s", flannelManifest, b.typ, strings.TrimSpace(out))
 		}
 		c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
 		c.must("-n", flannelNS, "rollout", "status", "ds/"+flannelDS, c.timeout())
@@ -74,6 +128,7 @@ func TestKubeNodeFlannel(t *testing.T) {
 		}
 		pods = c.startPodsOn("a", c.nodes...)
 		c.pingMesh(pods...)
+		c.checkBackend("flanneld", b)
 		before = c.startPodsOn("x", c.nodes...)
 	})
 	// pods are the first pods, one per node, pinging each other through
@@ -109,6 +164,7 @@ func TestKubeNodeFlannel(t *testing.T) {
 		fresh := c.startPodsOn(prefix, c.nodes...)
 		c.uniqueAddresses()
 		c.pingFresh(pods, fresh)
+		c.checkBackend(label, b)
 		before = fresh
 	}
 	step(t, "(b) kubectl set image to cnibox's: the nodes roll one by one, pods keep reaching each other", func() {
@@ -117,7 +173,83 @@ func TestKubeNodeFlannel(t *testing.T) {
 	step(t, "(c) kubectl set image back to flannel's", func() {
 		move("back to flannel", flannelImage, map[string]string{"install-cni-plugin": flannelCNIImage, "install-cni": flannelImage, "kube-flannel": flannelImage}, "flannel's")
 	})
-	t.Logf("the move from flannel and back took %v", time.Since(start).Round(time.Second))
+	t.Logf("%s: the move from flannel and back took %v", b.typ, time.Since(start).Round(time.Second))
+}
+
+// checkBackend fails the test unless every node is on the backend as a
+// user would see it: the Node's flannel annotations name the backend and
+// the node's address (kubectl get node), the node has exactly one route to
+// each other node's podCIDR, the backend's (b.route), and it has the
+// backend's device and no other's (a host-gw node has no flannel.1), as
+// `ip route` and `ip link` on the node show them.
+func (c *cluster) checkBackend(label string, b flannelBackend) {
+	t := c.t
+	t.Helper()
+	cidrs := map[*node]netip.Prefix{}
+	for _, n := range c.nodes {
+		var nd corev1.Node
+		if err := json.Unmarshal([]byte(c.must("get", "node", n.name, "-o", "json")), &nd); err != nil {
+			t.Fatal(err)
+		}
+		for key, want := range map[string]string{"backend-type": b.typ, "public-ip": n.ip} {
+			if got := nd.Annotations["flannel.alpha.coreos.com/"+key]; got != want {
+				t.Errorf("%s: node %s's annotation flannel.alpha.coreos.com/%s is %q, want %q", label, n.name, key, got, want)
+			}
+		}
+		cidr, err := netip.ParsePrefix(nd.Spec.PodCIDR)
+		if err != nil {
+			t.Fatalf("node %s: podCIDR %q: %v", n.name, nd.Spec.PodCIDR, err)
+		}
+		cidrs[n] = cidr
+	}
+	devices := map[string]bool{}
+	for _, fb := range flannelBackends {
+		if fb.device != "" {
+			devices[fb.device] = true
+		}
+	}
+	for _, n := range c.nodes {
+		var routes []struct {
+			Dst, Gateway, Dev string
+		}
+		if err := json.Unmarshal([]byte(n.mustOnNode("ip", "-j", "route", "show")), &routes); err != nil {
+			t.Fatalf("%s: ip -j route show on %s: %v", label, n.name, err)
+		}
+		var seen []string
+		for _, peer := range c.nodes {
+			if peer == n {
+				continue
+			}
+			via, dev := b.route(peer, cidrs[peer])
+			want := fmt.Sprintf("%s via %s dev %s", cidrs[peer], via, dev)
+			var got []string
+			for _, r := range routes {
+				if r.Dst == cidrs[peer].String() {
+					got = append(got, fmt.Sprintf("%s via %s dev %s", r.Dst, r.Gateway, r.Dev))
+				}
+			}
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("%s: %s's routes to %s's podCIDR: %q, want %s (%s)", label, n.name, peer.name, got, want, b.typ)
+			}
+			seen = append(seen, got...)
+		}
+		var links []struct {
+			Ifname string
+		}
+		if err := json.Unmarshal([]byte(n.mustOnNode("ip", "-j", "link", "show")), &links); err != nil {
+			t.Fatalf("%s: ip -j link show on %s: %v", label, n.name, err)
+		}
+		has := map[string]bool{}
+		for _, l := range links {
+			has[l.Ifname] = true
+		}
+		for d := range devices {
+			if has[d] != (d == b.device) {
+				t.Errorf("%s: %s has a link %s: %v (%s)", label, n.name, d, has[d], b.typ)
+			}
+		}
+		t.Logf("%s: %s routes the other podCIDRs %s", label, n.name, strings.Join(seen, ", "))
+	}
 }
 
 // deleteClean deletes pods (one per node, in the nodes' order) and checks
