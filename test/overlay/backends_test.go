@@ -91,6 +91,18 @@ func eventually(t *testing.T, what string, check func() string, nss ...string) {
 // routesOf returns the node's IPv4 routes of dev by destination.
 func routesOf(t *testing.T, ns, dev string) map[netip.Prefix]netops.Route {
 	t.Helper()
+	out := map[netip.Prefix]netops.Route{}
+	for _, r := range nodeRoutes(t, ns, dev) {
+		if r.Dst.Addr().Is4() {
+			out[r.Dst] = r
+		}
+	}
+	return out
+}
+
+// nodeRoutes returns the node's routes of dev, both families.
+func nodeRoutes(t *testing.T, ns, dev string) []netops.Route {
+	t.Helper()
 	h, err := netops.Open(ns)
 	if err != nil {
 		t.Fatal(err)
@@ -100,13 +112,7 @@ func routesOf(t *testing.T, ns, dev string) map[netip.Prefix]netops.Route {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[netip.Prefix]netops.Route{}
-	for _, r := range rs {
-		if r.Dst.Addr().Is4() {
-			out[r.Dst] = r
-		}
-	}
-	return out
+	return rs
 }
 
 // metric reads one sample of the agent's /metrics at addr from inside the

@@ -27,17 +27,8 @@ import (
 // gateway, as destination -> gateway (either family: network's).
 func gwRoutes(t *testing.T, ns, dev string, network netip.Prefix) map[netip.Prefix]netip.Addr {
 	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	rs, err := h.Routes(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[netip.Prefix]netip.Addr{}
-	for _, r := range rs {
+	for _, r := range nodeRoutes(t, ns, dev) {
 		if r.GW.IsValid() && r.Dst.Addr().Is4() == network.Addr().Is4() && network.Contains(r.Dst.Addr()) {
 			out[r.Dst] = r.GW
 		}
