@@ -30,10 +30,17 @@ type Allocator struct {
 
 	Log *slog.Logger
 
+	// DefaultSlice is the node slice size of the networks that name no
+	// node_slice_size (--cluster-ipam-node-slice-size; zero: off). See
+	// defaultSlice for where it applies.
+	DefaultSlice SliceDefault
+
 	mu      sync.Mutex // batches, and local's map
 	slice   sliceCache
 	local   map[string]*localPool // node slices' pools (local.go)
 	batches map[string]*batch     // reservations waiting for a pool's write
+
+	plainNoted sync.Map // networks the default leaves plain, logged once
 }
 
 // target is one range of a request as the allocator works on it: the pool
@@ -44,11 +51,20 @@ type target struct {
 	r         wbpool.Range
 	mask      int  // prefix length of the result
 	local     bool // this node's slice: allocated in memory, written behind
+	// plain is the range's plain pool when the slice is the agent's
+	// default (DefaultSlice): the addresses it holds are not handed out in
+	// the slice, and the attachments it holds are released there
+	// (local.go's plainHeld).
+	plain *target
 }
 
-// targets resolves the request's ranges to pools: one IPPool per range,
-// or, with node slices, the pool of this node's slice.
-func (al *Allocator) targets(ctx context.Context, req *agentapi.IPAMRequest) ([]target, error) {
+// targets resolves the request's ranges to pools for op (an agentapi
+// OpIPAM*): one IPPool per range, or, with node slices, the pool of this
+// node's slice. A node that has no slice and finds none free holds nothing
+// in a slice: under the agent's default, DEL and CHECK look in the plain
+// pool (an address of before the default); DEL skips a range of the
+// network's own node_slice_size.
+func (al *Allocator) targets(ctx context.Context, req *agentapi.IPAMRequest, op string) ([]target, error) {
 	out := make([]target, 0, len(req.Ranges))
 	for i, ar := range req.Ranges {
 		r, err := parseRange(ar)
@@ -56,17 +72,37 @@ func (al *Allocator) targets(ctx context.Context, req *agentapi.IPAMRequest) ([]
 			return nil, badRequest("ranges[%d]: %v", i, err)
 		}
 		t := target{pool: wbpool.PoolName(r.Prefix.String(), req.NetworkName, ""), poolRange: r.Prefix.String(), r: r, mask: r.Prefix.Bits()}
-		if req.NodeSliceSize != "" {
-			slice, err := al.nodeSlice(ctx, req, r.Prefix)
+		size, implicit := req.NodeSliceSize, false
+		if size == "" {
+			size, implicit = al.defaultSlice(req, r), true
+		}
+		if size != "" {
+			slice, err := al.nodeSlice(ctx, req, r.Prefix, size, implicit)
+			var ae *agentapi.Error
+			if errors.As(err, &ae) && ae.Reason == agentapi.ReasonExhausted {
+				if implicit && (op == agentapi.OpIPAMDel || op == agentapi.OpIPAMCheck) {
+					out = append(out, t)
+					continue
+				}
+				if op == agentapi.OpIPAMDel {
+					continue
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
-			// As whereabouts: the slice's usable addresses, the whole
-			// range's prefix length in the result.
-			t.pool = wbpool.PoolName(slice.String(), req.NetworkName, al.Node)
-			t.poolRange = slice.String()
-			t.r = wbpool.Range{Prefix: slice, Exclude: r.Exclude}
-			t.local = true
+			if slice.IsValid() {
+				plain := t
+				// As whereabouts: the slice's usable addresses, the whole
+				// range's prefix length in the result.
+				t.pool = wbpool.PoolName(slice.String(), req.NetworkName, al.Node)
+				t.poolRange = slice.String()
+				t.r = wbpool.Range{Prefix: slice, Exclude: r.Exclude}
+				t.local = true
+				if implicit {
+					t.plain = &plain
+				}
+			}
 		}
 		out = append(out, t)
 	}
@@ -103,7 +139,7 @@ func parseRange(ar agentapi.IPAMRange) (wbpool.Range, error) {
 // Add reserves an address of every range for the attachment; on failure it
 // releases what it reserved before it returns.
 func (al *Allocator) Add(ctx context.Context, req *agentapi.IPAMRequest) ([]string, error) {
-	ts, err := al.targets(ctx, req)
+	ts, err := al.targets(ctx, req, agentapi.OpIPAMAdd)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +179,7 @@ func (al *Allocator) Add(ctx context.Context, req *agentapi.IPAMRequest) ([]stri
 
 // Del releases the attachment's addresses of every range.
 func (al *Allocator) Del(ctx context.Context, req *agentapi.IPAMRequest) error {
-	ts, err := al.targets(ctx, req)
+	ts, err := al.targets(ctx, req, agentapi.OpIPAMDel)
 	if err != nil {
 		return err
 	}
@@ -157,7 +193,7 @@ func (al *Allocator) Del(ctx context.Context, req *agentapi.IPAMRequest) error {
 // Check returns the attachment's addresses; an attachment without one in
 // some range is an error.
 func (al *Allocator) Check(ctx context.Context, req *agentapi.IPAMRequest) ([]string, error) {
-	ts, err := al.targets(ctx, req)
+	ts, err := al.targets(ctx, req, agentapi.OpIPAMCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -178,13 +214,25 @@ func (al *Allocator) Check(ctx context.Context, req *agentapi.IPAMRequest) ([]st
 		if err != nil {
 			return nil, apiErr(err, "IPPool %s", t.pool)
 		}
+		off, ok := find(p, req)
+		if !ok && t.plain != nil {
+			// An attachment of before the default sliced the range.
+			pp, perr := al.cachedPool(ctx, t.plain.pool)
+			if perr != nil {
+				return nil, apiErr(perr, "IPPool %s", t.plain.pool)
+			}
+			if pp != nil {
+				if poff, pok := find(pp, req); pok {
+					p, off, ok = pp, poff, true
+				}
+			}
+		}
+		if !ok {
+			return nil, &agentapi.Error{Reason: agentapi.ReasonNotFound, Msg: fmt.Sprintf("IPPool %s holds no address for container %s interface %s", t.pool, req.ContainerID, req.IfName)}
+		}
 		base, _, err := wbpool.ParsePoolRange(p.Range)
 		if err != nil {
 			return nil, err
-		}
-		off, ok := find(p, req)
-		if !ok {
-			return nil, &agentapi.Error{Reason: agentapi.ReasonNotFound, Msg: fmt.Sprintf("IPPool %s holds no address for container %s interface %s", t.pool, req.ContainerID, req.IfName)}
 		}
 		a, _ := wbpool.AddrAt(base, off)
 		ips = append(ips, netip.PrefixFrom(a, t.mask).String())

@@ -140,18 +140,8 @@ func (k *Kube) remember(o *ipPool) {
 // informer's copy and the last one this agent saw.
 func (k *Kube) GetPool(ctx context.Context, name string, fresh bool) (*Pool, error) {
 	if !fresh {
-		k.mu.Lock()
-		mine := k.latest[name]
-		k.mu.Unlock()
-		var cached *ipPool
-		if obj, ok, _ := k.store.GetByKey(k.namespace + "/" + name); ok {
-			cached, _ = obj.(*ipPool)
-		}
-		switch {
-		case cached != nil && (mine == nil || newer(cached.ResourceVersion, mine.ResourceVersion)):
-			return toPool(cached), nil
-		case mine != nil:
-			return toPool(mine), nil
+		if o := k.cached(name); o != nil {
+			return toPool(o), nil
 		}
 	}
 	o := &ipPool{}
@@ -160,6 +150,34 @@ func (k *Kube) GetPool(ctx context.Context, name string, fresh bool) (*Pool, err
 	}
 	k.remember(o)
 	return toPool(o), nil
+}
+
+// cached is the newest of the informer's copy of the pool and the last one
+// this agent saw (nil: neither has it).
+func (k *Kube) cached(name string) *ipPool {
+	k.mu.Lock()
+	mine := k.latest[name]
+	k.mu.Unlock()
+	var cached *ipPool
+	if obj, ok, _ := k.store.GetByKey(k.namespace + "/" + name); ok {
+		cached, _ = obj.(*ipPool)
+	}
+	if cached != nil && (mine == nil || newer(cached.ResourceVersion, mine.ResourceVersion)) {
+		return cached
+	}
+	return mine
+}
+
+// CachedPool reads the pool from the cache alone (nil: there is none);
+// false until the informer has listed the pools.
+func (k *Kube) CachedPool(name string) (*Pool, bool) {
+	if !k.ctrl.HasSynced() {
+		return nil, false
+	}
+	if o := k.cached(name); o != nil {
+		return toPool(o), true
+	}
+	return nil, true
 }
 
 func toPool(o *ipPool) *Pool {

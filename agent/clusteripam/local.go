@@ -62,8 +62,25 @@ func (al *Allocator) localFor(ctx context.Context, t target) (*localPool, error)
 	return lp, nil
 }
 
-// reserveLocal is reserve for a slice target, in memory.
+// reserveLocal is reserve for a slice target, in memory. In a slice of
+// the agent's default, the addresses the range's plain pool holds (pods of
+// before the default) are taken, and an attachment that holds one keeps
+// it, in the plain pool.
 func (al *Allocator) reserveLocal(ctx context.Context, t target, req *agentapi.IPAMRequest, asked netip.Addr) (netip.Addr, error) {
+	var held map[netip.Addr]wbpool.Allocation
+	if t.plain != nil {
+		mine, same, h, err := al.plainHeld(ctx, t, req)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		switch {
+		case same: // the ADD again
+			return mine, nil
+		case mine.IsValid(): // the pod's new container: written there, as whereabouts
+			return al.reserve(ctx, *t.plain, req, mine)
+		}
+		held = h
+	}
 	lp, err := al.localFor(ctx, t)
 	if err != nil {
 		return netip.Addr{}, err
@@ -74,7 +91,10 @@ func (al *Allocator) reserveLocal(ctx context.Context, t target, req *agentapi.I
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	taken := map[netip.Addr]wbpool.Allocation{}
+	taken := make(map[netip.Addr]wbpool.Allocation, len(held)+len(lp.ours.Allocations))
+	for ip, a := range held {
+		taken[ip] = a
+	}
 	for off, a := range lp.ours.Allocations {
 		if ip, ok := wbpool.AddrAt(base, off); ok {
 			taken[ip] = a
@@ -105,11 +125,12 @@ func (al *Allocator) releaseLocal(ctx context.Context, t target, req *agentapi.I
 		return err
 	}
 	lp.mu.Lock()
-	defer lp.mu.Unlock()
 	off, ok := find(lp.ours, req)
 	if !ok {
-		return nil
+		lp.mu.Unlock()
+		return al.releasePlain(ctx, t, req)
 	}
+	defer lp.mu.Unlock()
 	a := lp.ours.Allocations[off]
 	if err := al.record(lp, map[string]store.SliceChange{off: {ContainerID: a.ContainerID, PodRef: a.PodRef, IfName: a.IfName, Released: true}}); err != nil {
 		// DEL succeeds: the IPPool write is on its way; only a restart
@@ -122,6 +143,87 @@ func (al *Allocator) releaseLocal(ctx context.Context, t target, req *agentapi.I
 	}
 	lp.changed()
 	return nil
+}
+
+// poolCache is a backend that reads pools from a cache alone (Kube: its
+// informer and its own last writes).
+type poolCache interface {
+	// CachedPool returns the pool as cached (nil: there is none); false
+	// when the cache cannot tell yet.
+	CachedPool(name string) (*Pool, bool)
+}
+
+// cachedPool reads a pool from the backend's cache where it has one, else
+// from the backend; nil when there is none.
+func (al *Allocator) cachedPool(ctx context.Context, name string) (*Pool, error) {
+	if c, ok := al.B.(poolCache); ok {
+		if p, known := c.CachedPool(name); known {
+			return p, nil
+		}
+	}
+	p, err := al.B.GetPool(ctx, name, false)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return p, err
+}
+
+// plainHeld reads the plain pool of t, a slice of the agent's default
+// (from the cache), for an ADD: the address the attachment (same), or its
+// pod on the same interface, holds there (mine), else the addresses of
+// the slice it holds.
+func (al *Allocator) plainHeld(ctx context.Context, t target, req *agentapi.IPAMRequest) (mine netip.Addr, same bool, held map[netip.Addr]wbpool.Allocation, err error) {
+	p, err := al.cachedPool(ctx, t.plain.pool)
+	if err != nil {
+		return netip.Addr{}, false, nil, apiErr(err, "read IPPool %s", t.plain.pool)
+	}
+	if p == nil || len(p.Allocations) == 0 {
+		return netip.Addr{}, false, nil, nil
+	}
+	base, _, err := wbpool.ParsePoolRange(p.Range)
+	if err != nil {
+		return netip.Addr{}, false, nil, apiErr(err, "IPPool %s", p.Name)
+	}
+	held = map[netip.Addr]wbpool.Allocation{}
+	for off, a := range p.Allocations {
+		ip, ok := wbpool.AddrAt(base, off)
+		if !ok {
+			continue
+		}
+		if a.ContainerID == req.ContainerID && a.IfName == req.IfName {
+			return ip, true, nil, nil
+		}
+		if req.PodRef != "" && a.PodRef == req.PodRef && a.IfName == req.IfName {
+			mine = ip
+		}
+		if t.r.Prefix.Contains(ip) {
+			held[ip] = a
+		}
+	}
+	if mine.IsValid() {
+		return mine, false, nil, nil
+	}
+	return netip.Addr{}, false, held, nil
+}
+
+// releasePlain releases the attachment from the plain pool of t, a slice
+// of the agent's default, when the pool holds it (an address of before
+// the default); otherwise there is nothing to release.
+func (al *Allocator) releasePlain(ctx context.Context, t target, req *agentapi.IPAMRequest) error {
+	if t.plain == nil {
+		return nil
+	}
+	p, err := al.cachedPool(ctx, t.plain.pool)
+	if err != nil {
+		return apiErr(err, "read IPPool %s", t.plain.pool)
+	}
+	if p == nil {
+		return nil
+	}
+	if _, ok := find(p, req); !ok {
+		return nil
+	}
+	return al.release(ctx, *t.plain, req)
 }
 
 // changed notes a change (lp.mu held) and wakes the writer.
@@ -210,7 +312,7 @@ func replay(base, ours, theirs *Pool) *Pool {
 // A range without node slices is left to the reclaim by pod: its pool does
 // not say which node an allocation is of.
 func (al *Allocator) GC(ctx context.Context, req *agentapi.IPAMRequest) ([]string, error) {
-	ts, err := al.targets(ctx, req)
+	ts, err := al.targets(ctx, req, agentapi.OpIPAMGC)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ type clusterIPAMFlags struct {
 	// reclaimInterval: how often the holder of the reclaim Lease looks
 	// for addresses of deleted pods (0: never).
 	reclaimInterval time.Duration
+	// nodeSlice: the node slice size of networks that name no
+	// node_slice_size (zero: off).
+	nodeSlice clusteripam.SliceDefault
 	// handle answers the role's calls once started (startClusterIPAM).
 	handle func(ctx context.Context, req agentapi.Request) *agentapi.Response
 }
@@ -38,6 +41,9 @@ func (c *clusterIPAMFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.reclaimInterval, "cluster-ipam-reclaim-interval", 15*time.Second, "kube: how often one agent (the holder of the Lease "+
 		"cnibox-whereabouts-reclaim) frees the addresses of deleted pods; one found gone twice in a row is freed; 0 turns it off (cnibox)")
 	fs.StringVar(&c.etcdPrefix, "cluster-ipam-etcd-prefix", "/cnibox/whereabouts", "etcd: key prefix of the pools (cnibox)")
+	fs.Var(&c.nodeSlice, "cluster-ipam-node-slice-size", "the node slice `size` (/26, or /26,/120 with an IPv6 one) of the networks that name no node_slice_size: "+
+		"only for clusters where nothing else (whereabouts, an agent without this flag) allocates their ranges, which would not see the slices; "+
+		"a network of one range larger than a slice, without range_start/range_end, is sliced; others keep their plain pool (cnibox)")
 }
 
 // enabled reports whether the cluster IPAM runs.
@@ -68,14 +74,14 @@ func startClusterIPAM(ctx context.Context, f *flags, log *slog.Logger) error {
 	}
 	dir := store.DirFrom(f.dataDir, nil)
 	srv := &clusteripam.Server{
-		Alloc:   &clusteripam.Allocator{B: b, Node: node, Log: log, DataDir: dir},
+		Alloc:   &clusteripam.Allocator{B: b, Node: node, Log: log, DataDir: dir, DefaultSlice: f.ipam.nodeSlice},
 		DataDir: dir,
 		Log:     log,
 	}
 	go srv.Alloc.Recover(ctx)
 	go srv.Drain(ctx, 10*time.Second)
 	f.ipam.handle = srv.Handle
-	log.Info("cluster IPAM serving", "backend", f.ipam.backend, "node", node)
+	log.Info("cluster IPAM serving", "backend", f.ipam.backend, "node", node, "default_node_slice_size", f.ipam.nodeSlice.String())
 	return nil
 }
 
