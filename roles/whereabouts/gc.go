@@ -10,9 +10,10 @@ import (
 )
 
 // gc has the agent release this node's attachments of the network that are
-// not in cni.dev/valid-attachments (in the node's slice pools: a shared
-// range's pool does not say which node an address is of, and the agents'
-// reclaim frees those by pod).
+// not in cni.dev/valid-attachments, in the node's slice pools (the
+// network's node_slice_size, or the agent's default slice size, which only
+// the agent knows: every GC goes to it); a shared range's pool does not say
+// which node an address is of, and the agents' reclaim frees those by pod.
 func gc(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	var keys map[string]json.RawMessage
 	_ = json.Unmarshal(a.StdinData, &keys)
@@ -21,7 +22,7 @@ func gc(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	if !v && !o {
 		return cniplug.ConfError("cni.dev/valid-attachments", "missing: GC releases every address not in this list; pass the attachments to keep ([] to release all)")
 	}
-	if len(cfg.Ranges) == 0 || cfg.NodeSliceSize == "" {
+	if len(cfg.Ranges) == 0 {
 		return nil
 	}
 	req, err := cfg.request(a)

@@ -33,6 +33,11 @@ func TestNoAgent(t *testing.T) {
 	}
 	_, err = n.Call(Role, "GC", "", c, nil)
 	roletest.CheckErr(t, err, 7, "cni.dev/valid-attachments")
+	// A network without node_slice_size too: only the agent knows whether
+	// its default slice size slices it, so GC asks it.
+	gcc := roletest.IPAMConf("1.1.0", `{"type":"whereabouts","range":"10.1.0.0/24","agentSocket":"`+sock+`"}`, `"cni.dev/valid-attachments":[]`)
+	_, err = n.Call(Role, "GC", "", gcc, nil)
+	roletest.CheckErr(t, err, 11, sock, "--cluster-ipam")
 	_, err = n.Call(Role, "STATUS", "", c, nil)
 	roletest.CheckErr(t, err, 50, "not ready")
 	// Static addresses alone need no agent.
