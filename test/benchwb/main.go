@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&o.perNode, "n", 160, "ADDs per node (3 nodes)")
 	flag.IntVar(&o.conc, "conc", 16, "ADDs at a time per node")
 	flag.IntVar(&o.wbN, "wb-n", 48, "ADDs of whereabouts' own binary (it takes a cluster-wide lease per call)")
-	flag.StringVar(&o.slice, "slice", "/26", "node_slice_size of the sliced cnibox case")
+	flag.StringVar(&o.slice, "slice", "/24", "node_slice_size of the sliced cnibox case (a node has one slice: it must hold -n addresses)")
 	flag.Parse()
 	if os.Getenv(privateEnv) == "" {
 		wb, err := upstream.Whereabouts() // from the module proxy: before the private namespace
@@ -299,7 +299,7 @@ func apiCall(kc, method, path, contentType string, body []byte, want int) error 
 	if err != nil {
 		return err
 	}
-	token := regexp.MustCompile(`token: "?([^"\s]+)`).FindSubmatch(b)
+	token := regexp.MustCompile(`token: "?([^"\s,}]+)`).FindSubmatch(b)
 	server := regexp.MustCompile(`server: "?([^"\s,}]+)`).FindSubmatch(b)
 	if token == nil || server == nil {
 		return fmt.Errorf("kubeconfig %s: no token or server", kc)
