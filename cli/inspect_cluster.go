@@ -2,17 +2,22 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/nodestate"
 )
 
 // agentSocketFlag is the agent's socket (the whereabouts role's cluster
@@ -79,6 +84,7 @@ func printClusterPools(w io.Writer, pools []agentapi.IPAMPool) error {
 func (d *doctor) checkClusterIPAM(c *ucli.Context) {
 	pools, err := clusterPools(c)
 	if errors.Is(err, errNoClusterIPAM) {
+		d.checkNoAgent(c)
 		return
 	}
 	var ae *agentapi.Error
@@ -103,4 +109,60 @@ func (d *doctor) checkClusterIPAM(c *ucli.Context) {
 		}
 	}
 	d.pass("cluster IPAM", "%d IPPools, %d addresses held (cnibox inspect cluster-ipam)", n, held)
+}
+
+// checkNoAgent: without an agent socket, no network of the config
+// directory may use the whereabouts IPAM (its ADDs would fail with 11).
+func (d *doctor) checkNoAgent(c *ucli.Context) {
+	missing := map[string][]string{} // socket -> networks
+	for _, n := range whereaboutsNetworks(c.String("conf-dir")) {
+		sock := n.socket
+		if c.IsSet("agent-socket") {
+			sock = c.String("agent-socket")
+		}
+		if _, err := os.Stat(sock); err != nil && !slices.Contains(missing[sock], n.name) {
+			missing[sock] = append(missing[sock], n.name)
+		}
+	}
+	for _, sock := range slices.Sorted(maps.Keys(missing)) {
+		d.fail("cluster IPAM", "start cnibox-agent with --cluster-ipam (or --cluster-ipam-only) on this node, or point agentSocket at its socket",
+			"network %s uses the whereabouts IPAM, but no cnibox-agent socket is at %s: its ADDs fail (11) and its DELs wait in the data dir",
+			strings.Join(missing[sock], ", "), sock)
+	}
+}
+
+// wbNetwork is a network of the config directory on the whereabouts IPAM.
+type wbNetwork struct{ name, socket string }
+
+// whereaboutsNetworks lists the networks of confDir's loadable files whose
+// plugins name the whereabouts IPAM, with the agent socket each names.
+func whereaboutsNetworks(confDir string) []wbNetwork {
+	if confDir == "" {
+		return nil
+	}
+	files, _ := libcni.ConfFiles(confDir, nodestate.ConfExtensions)
+	var out []wbNetwork
+	for _, f := range files {
+		l, err := nodestate.LoadConfFile(f)
+		if err != nil {
+			continue
+		}
+		for _, p := range l.Plugins {
+			var conf struct {
+				IPAM struct {
+					Type        string `json:"type"`
+					AgentSocket string `json:"agentSocket"`
+				} `json:"ipam"`
+			}
+			if json.Unmarshal(p.Bytes, &conf) != nil || conf.IPAM.Type != "whereabouts" {
+				continue
+			}
+			sock := conf.IPAM.AgentSocket
+			if sock == "" {
+				sock = agentapi.DefaultSocket
+			}
+			out = append(out, wbNetwork{name: l.Name, socket: sock})
+		}
+	}
+	return out
 }
