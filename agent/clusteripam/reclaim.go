@@ -78,7 +78,7 @@ func (r *Reclaimer) Run(ctx context.Context) {
 func (r *Reclaimer) lease(ctx context.Context) (bool, error) {
 	path := fmt.Sprintf("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", r.Kube.namespace, LeaseName)
 	now := metav1.NewMicroTime(time.Now())
-	dur := int32(3 * r.Interval / time.Second)
+	dur := max(int32(3*r.Interval/time.Second), 1) // a Lease of 0 s would always look expired
 	var l lease
 	b, err := r.core.Get().AbsPath(path).DoRaw(ctx)
 	if apierrors.IsNotFound(err) {
