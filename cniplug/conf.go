@@ -154,8 +154,8 @@ func (a *Args) RequestedMAC() (net.HardwareAddr, error) {
 			continue
 		}
 		mac, err := net.ParseMAC(s.val)
-		if err != nil || len(mac) != 6 {
-			return nil, Errorf(types.ErrInvalidNetworkConfig, "%s: %q is not an Ethernet MAC address (want e.g. 0a:58:0a:f4:00:05)", s.field, s.val)
+		if err != nil || len(mac) != 6 || mac[0]&1 != 0 { // a multicast address is no interface's
+			return nil, Errorf(types.ErrInvalidNetworkConfig, "%s: %q is not a unicast Ethernet MAC address (want e.g. 0a:58:0a:f4:00:05)", s.field, s.val)
 		}
 		return mac, nil
 	}

@@ -17,6 +17,8 @@ func FuzzParseConf(f *testing.F) {
 		`{"selinuxContext":"system_u:system_r:container_t:s0","runtimeConfig":{"mac":"0a:00:00:00:00:04"},"args":{"cni":{"mac":"zz"}}}`,
 		`{"owner":-1,"group":4294967295,"mtu":70000,"bridge":"0123456789abcdefg","mode":"l2"}`,
 		`{"owner":1e400,"selinuxContext":"x"}`,
+		// found by make fuzz: a multicast MAC from the runtime was taken
+		`{"runtimeConfig":{"mac":"01:00:00:00:00:00"}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -270,6 +270,8 @@ func TestTuningConfig(t *testing.T) {
 		{"number value", `"sysctl":{"net.core.somaxconn":1}`, nil, 6, "string"},
 		{"multicast mac", `"mac":"01:00:5e:00:00:01"`, nil, 7, `"mac"`},
 		{"bad capability mac", `"runtimeConfig":{"mac":"nope"}`, nil, 7, "runtimeConfig.mac"},
+		{"multicast capability mac", `"runtimeConfig":{"mac":"01:00:00:00:00:00"}`, nil, 7, "runtimeConfig.mac"},
+		{"multicast CNI_ARGS mac", `"mtu":1400`, []string{"CNI_ARGS", "IgnoreUnknown=1;MAC=03:00:00:00:00:01"}, 7, "CNI_ARGS MAC"},
 		{"bad CNI_ARGS mac", `"mtu":1400`, []string{"CNI_ARGS", "IgnoreUnknown=1;MAC=zz"}, 7, "CNI_ARGS MAC"},
 		{"mtu", `"mtu":20`, nil, 7, `"mtu"`},
 		{"txQLen", `"txQLen":-1`, nil, 7, `"txQLen"`},
