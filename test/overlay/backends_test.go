@@ -35,6 +35,19 @@ func (c *cluster) flannelConf() {
 	}
 }
 
+// thirdOnVXLANRole makes node3's pods go through cnibox's own role (vxlan:
+// the pod side of every backend), the others' through the flannel role
+// (flannelConf first).
+func (c *cluster) thirdOnVXLANRole() {
+	flannel := c.netConf
+	c.netConf = func(n *node) string {
+		if n == c.nodes[2] {
+			return `{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`
+		}
+		return flannel(n)
+	}
+}
+
 // stateOf returns what the agent mirrored into the node's store under key
 // (the backend's first device, or its type when it has none).
 func (n *node) stateOf(key string) (store.OverlayState, bool) {
@@ -182,15 +195,7 @@ func TestHostGWCluster(t *testing.T) {
 	c := newCluster(t, 3)
 	c.startEtcd()
 	c.flannelConf()
-	// node3's pods go through cnibox's own role (vxlan: the pod side of
-	// every backend), the others' through the flannel role.
-	flannel := c.netConf
-	c.netConf = func(n *node) string {
-		if n == c.nodes[2] {
-			return `{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`
-		}
-		return flannel(n)
-	}
+	c.thirdOnVXLANRole()
 	c.put(etcdPrefix+"/config", `{"Network": "10.244.0.0/16", "Backend": {"Type": "host-gw"}}`)
 	// A node on another network (a NAT or another L2 segment): host-gw
 	// cannot reach it.

@@ -97,13 +97,7 @@ func TestHostGWDualStack(t *testing.T) {
 	}
 	c.startEtcd()
 	c.flannelConf()
-	flannel := c.netConf
-	c.netConf = func(n *node) string {
-		if n == c.nodes[2] {
-			return `{"cniVersion": "1.1.0", "name": "overlay", "plugins": [{"type": "vxlan"}]}`
-		}
-		return flannel(n)
-	}
+	c.thirdOnVXLANRole()
 	net4, net6 := netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")
 	c.put(etcdPrefix+"/config", `{"EnableIPv6": true, "Network": "10.244.0.0/16", "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "host-gw"}}`)
 	// A node whose IPv4 address is on the L2 network and whose IPv6 one is
