@@ -3,6 +3,7 @@ package clusteripam
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cnibox/cnibox/internal/wbpool"
 )
@@ -16,6 +17,12 @@ var (
 	// ErrConflict: the object changed since it was read.
 	ErrConflict = errors.New("changed since it was read")
 )
+
+// CallTimeout bounds one call to the API server or etcd. A store that does
+// not answer fails the call after it (ADD answers "try again later", DEL is
+// queued) instead of holding the runtime until its own deadline; a busy
+// pool's batch makes many calls, each with this bound.
+const CallTimeout = 15 * time.Second
 
 // Pool is an IPPool: its range, its allocations keyed by offset, and the
 // version it was read at (empty for a new pool).

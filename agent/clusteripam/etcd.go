@@ -3,6 +3,7 @@ package clusteripam
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -43,11 +44,22 @@ func (e *Etcd) key(kind, name string) string {
 	return strings.TrimRight(e.Prefix, "/") + "/" + kind + "/" + name
 }
 
+// etcdErr names the failed call, and says so plainly when etcd did not
+// answer in time (the client waits for a connection that never comes).
+func etcdErr(op, key string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("etcd %s %s: no answer in %v: is etcd up and reachable from this node (--etcd-endpoints)? %w", op, key, CallTimeout, err)
+	}
+	return fmt.Errorf("etcd %s %s: %w", op, key, err)
+}
+
 // get reads key into v and returns its mod revision.
 func (e *Etcd) get(ctx context.Context, key string, v any) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
 	resp, err := e.Client.Get(ctx, key)
 	if err != nil {
-		return "", fmt.Errorf("etcd get %s: %w", key, err)
+		return "", etcdErr("get", key, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return "", fmt.Errorf("%w: %s", ErrNotFound, key)
@@ -73,14 +85,27 @@ func (e *Etcd) put(ctx context.Context, key, version string, v any, lost error) 
 		}
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", rev)
 	}
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
 	resp, err := e.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(b))).Commit()
 	if err != nil {
-		return "", fmt.Errorf("etcd put %s: %w", key, err)
+		return "", etcdErr("put", key, err)
 	}
 	if !resp.Succeeded {
 		return "", fmt.Errorf("%w: %s", lost, key)
 	}
 	return strconv.FormatInt(resp.Header.Revision, 10), nil
+}
+
+// list reads every key under prefix.
+func (e *Etcd) list(ctx context.Context, prefix string) (*clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	resp, err := e.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, etcdErr("list", prefix, err)
+	}
+	return resp, nil
 }
 
 // GetPool reads a pool (always from etcd: a read is as cheap as a cache).
@@ -122,9 +147,9 @@ func (e *Etcd) UpdatePool(ctx context.Context, p *Pool) (*Pool, error) {
 // ListPools lists the pools.
 func (e *Etcd) ListPools(ctx context.Context) ([]*Pool, error) {
 	prefix := e.key("ippools", "")
-	resp, err := e.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := e.list(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("etcd list %s: %w", prefix, err)
+		return nil, err
 	}
 	var out []*Pool
 	for _, kv := range resp.Kvs {
@@ -156,8 +181,11 @@ func (e *Etcd) CreateReservation(ctx context.Context, name string, r Reservation
 
 // DeleteReservation deletes one.
 func (e *Etcd) DeleteReservation(ctx context.Context, name string) error {
-	if _, err := e.Client.Delete(ctx, e.key("overlappingrangeipreservations", name)); err != nil {
-		return fmt.Errorf("etcd delete: %w", err)
+	key := e.key("overlappingrangeipreservations", name)
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	if _, err := e.Client.Delete(ctx, key); err != nil {
+		return etcdErr("delete", key, err)
 	}
 	return nil
 }
@@ -187,9 +215,9 @@ func (e *Etcd) UpdateSlicePool(ctx context.Context, s *SlicePool) error {
 // ListSlicePools lists the NodeSlicePools.
 func (e *Etcd) ListSlicePools(ctx context.Context) ([]*SlicePool, error) {
 	prefix := e.key("nodeslicepools", "")
-	resp, err := e.Client.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := e.list(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("etcd list %s: %w", prefix, err)
+		return nil, err
 	}
 	var out []*SlicePool
 	for _, kv := range resp.Kvs {
@@ -203,8 +231,11 @@ func (e *Etcd) ListSlicePools(ctx context.Context) ([]*SlicePool, error) {
 
 // Ready reports whether etcd answers.
 func (e *Etcd) Ready(ctx context.Context) error {
-	if _, err := e.Client.Get(ctx, e.key("ippools", ""), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("etcd: %w", err)
+	key := e.key("ippools", "")
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	if _, err := e.Client.Get(ctx, key, clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return etcdErr("count", key, err)
 	}
 	return nil
 }

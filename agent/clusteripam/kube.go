@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sort"
 	"strconv"
 	"sync"
@@ -94,8 +95,10 @@ func (k *Kube) Ready(ctx context.Context) error {
 	return nil
 }
 
+// req is a request on one of whereabouts' resources, bounded by
+// CallTimeout (an API server that stopped answering fails the call).
 func (k *Kube) req(r *rest.Request, resource, name string) *rest.Request {
-	r = r.Namespace(k.namespace).Resource(resource)
+	r = r.Namespace(k.namespace).Resource(resource).Timeout(CallTimeout)
 	if name != "" {
 		r = r.Name(name)
 	}
@@ -113,6 +116,12 @@ func kerr(err error) error {
 		return fmt.Errorf("%w: %v", ErrExists, err)
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("%w: %v", ErrConflict, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("the API server did not answer in %v: %w", CallTimeout, err)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("the API server did not answer: %w", err)
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
@@ -26,6 +27,11 @@ type Server struct {
 	Alloc   *Allocator
 	DataDir string // the node's data directory (PendingDir is in it)
 	Log     *slog.Logger
+
+	// queueMu orders the writes of queued releases: one is written, and
+	// its file removed, under it, so that a release an ADD of the same
+	// attachment wrote already is not written again after that ADD.
+	queueMu sync.Mutex
 }
 
 // Handle answers one ipam-* request (the agent's socket hands them over).
@@ -38,7 +44,16 @@ func (s *Server) Handle(ctx context.Context, req agentapi.Request) *agentapi.Res
 	case req.IPAM == nil:
 		err = badRequest("%s: the request has no ipam part", req.Op)
 	case req.Op == agentapi.OpIPAMAdd:
-		out.IPs, err = s.Alloc.Add(ctx, req.IPAM)
+		if err = s.settle(ctx, req.IPAM); err == nil {
+			out.IPs, err = s.Alloc.Add(ctx, req.IPAM)
+		}
+		if unavailable(err) {
+			// A write that timed out may still land: release it when the
+			// API answers (nothing to release then is a no-op).
+			if qerr := s.queue(req.IPAM); qerr != nil {
+				s.Log.Warn("cluster IPAM: queueing the undo of a failed ADD", "container", req.IPAM.ContainerID, "err", qerr)
+			}
+		}
 	case req.Op == agentapi.OpIPAMDel:
 		if err = s.Alloc.Del(ctx, req.IPAM); unavailable(err) {
 			s.Log.Warn("cluster IPAM: release queued until the API answers", "container", req.IPAM.ContainerID, "ifname", req.IPAM.IfName, "err", err)
@@ -120,29 +135,72 @@ func (s *Server) Drain(ctx context.Context, interval time.Duration) {
 
 func (s *Server) drainOnce(ctx context.Context) {
 	for _, path := range s.pending() {
-		b, err := os.ReadFile(path)
-		if err != nil {
+		req, err := readQueued(path)
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		var req agentapi.IPAMRequest
-		if err := json.Unmarshal(b, &req); err != nil {
+		if err != nil {
 			s.Log.Warn("cluster IPAM: dropping an unreadable queued release", "file", path, "err", err)
 			os.Remove(path)
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = s.Alloc.Del(cctx, &req)
-		cancel()
-		if unavailable(err) {
+		if !s.writeQueued(ctx, path, req, 20*time.Second) {
 			return // still down: try later, in order
 		}
-		if err != nil {
-			s.Log.Warn("cluster IPAM: dropping a queued release the agent cannot write", "file", path, "err", err)
-		} else {
-			s.Log.Info("cluster IPAM: queued release written", "container", req.ContainerID, "ifname", req.IfName)
-		}
-		os.Remove(path)
 	}
+}
+
+// writeQueued writes the queued release at path unless an ADD wrote it
+// meanwhile, and removes the file; false: the API still does not answer.
+func (s *Server) writeQueued(ctx context.Context, path string, req *agentapi.IPAMRequest, timeout time.Duration) bool {
+	s.queueMu.Lock()
+	defer s.queueMu.Unlock()
+	if _, err := os.Stat(path); err != nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	err := s.Alloc.Del(cctx, req)
+	cancel()
+	if unavailable(err) {
+		return false
+	}
+	if err != nil {
+		s.Log.Warn("cluster IPAM: dropping a queued release the agent cannot write", "file", path, "err", err)
+	} else {
+		s.Log.Info("cluster IPAM: queued release written", "container", req.ContainerID, "ifname", req.IfName)
+	}
+	os.Remove(path)
+	return true
+}
+
+// settle writes the queued releases of req's attachment before its ADD:
+// runtimes add a container again under the same ID (podman's restart, a
+// retried ADD), and a release written after that ADD would free the
+// address the container holds.
+func (s *Server) settle(ctx context.Context, req *agentapi.IPAMRequest) error {
+	for _, path := range s.pending() {
+		q, err := readQueued(path)
+		if err != nil || q.Network != req.Network || q.ContainerID != req.ContainerID || q.IfName != req.IfName {
+			continue
+		}
+		if !s.writeQueued(ctx, path, q, CallTimeout) {
+			return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("a release of %s/%s queued while the API was down cannot be written yet, and must be before its ADD", q.ContainerID, q.IfName)}
+		}
+	}
+	return nil
+}
+
+// readQueued reads one queued release.
+func readQueued(path string) (*agentapi.IPAMRequest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var req agentapi.IPAMRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
 }
 
 // pending lists PendingDir's files, oldest first.

@@ -18,40 +18,73 @@ import (
 )
 
 // startEtcd runs Debian's etcd on the private loopback.
-func startEtcd(t *testing.T) string {
+func startEtcd(t *testing.T) string { return runEtcd(t).url }
+
+// etcdServer is an etcd the test can stop and start again on its data.
+type etcdServer struct {
+	url         string
+	stop, start func()
+}
+
+// runEtcd starts etcd; stop and start take it down and bring it back with
+// its data, as an outage would.
+func runEtcd(t *testing.T) *etcdServer {
 	t.Helper()
 	bin := nstest.RequireProgram(t, "etcd", "etcd-server")
 	const url, peer = "http://127.0.0.1:24890", "http://127.0.0.1:24891"
-	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--name", "t", "--listen-client-urls", url, "--advertise-client-urls", url,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:24890", time.Second)
-		if err == nil {
-			c.Close()
-			return url
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd did not start: %v", err)
+	dir := t.TempDir()
+	var cmd *exec.Cmd
+	e := &etcdServer{url: url}
+	e.stop = func() {
+		if cmd != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			cmd = nil
 		}
 	}
+	e.start = func() {
+		cmd = exec.Command(bin, "--data-dir", dir, "--name", "t", "--listen-client-urls", url, "--advertise-client-urls", url,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:24890", time.Second)
+			if err == nil {
+				c.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("etcd did not start: %v", err)
+			}
+		}
+	}
+	t.Cleanup(e.stop)
+	e.start()
+	return e
 }
 
 // pools asks an agent for the pools (what cnibox inspect ipam shows).
 func pools(t *testing.T, n *node) map[string]agentapi.IPAMPool {
 	t.Helper()
-	resp, err := (&agentapi.Client{Socket: n.socket}).IPAM(context.Background(), agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
+	out, err := tryPools(n)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// tryPools is pools for a caller that waits out an agent not answering yet.
+func tryPools(n *node) (map[string]agentapi.IPAMPool, error) {
+	resp, err := (&agentapi.Client{Socket: n.socket}).IPAM(context.Background(), agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]agentapi.IPAMPool{}
 	for _, p := range resp.Pools {
 		out[p.Name] = p
 	}
-	return out
+	return out, nil
 }
 
 // Without Kubernetes: two podman-style hosts share a LAN range through
@@ -164,4 +197,68 @@ func reverse(m map[string]string) map[string]string {
 		out[v] = k
 	}
 	return out
+}
+
+// With etcd down (the agent up): ADD fails with code 11 naming etcd, well
+// before the runtime's own deadline, and reserves nothing; DEL succeeds;
+// once etcd is back the agent writes the queued releases, and a container
+// added again under its ID (podman's restart) keeps the address it gets.
+func TestEtcdOutage(t *testing.T) {
+	cnibox, agent := binaries(t)
+	etcd := runEtcd(t)
+	host := startAgent(t, agent, "host1", "", "--cluster-ipam-backend", "etcd", "--etcd-endpoints", etcd.url)
+	wb := cniboxPlugin(t, cnibox)
+	conf := `{"cniVersion":"1.0.0","name":"lan","type":"macvlan","master":"eth0","ipam":{"type":"whereabouts","range":"192.168.101.0/24",` +
+		`"network_name":"lan","agentSocket":"` + host.socket + `"}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, cid := range []string{"before1", "before2"} {
+		if _, err := wb.call(ctx, "ADD", cid, "/"+cid, conf); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	etcd.stop()
+	// The runtime waits minutes at most (kubelet's CRI deadline is 2
+	// minutes, the role's own as well): the agent must answer before.
+	actx, acancel := context.WithTimeout(ctx, 90*time.Second)
+	_, err := wb.call(actx, "ADD", "during", "/during", conf)
+	acancel()
+	if err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "etcd") {
+		t.Errorf("ADD with etcd down: %v; want code 11 naming etcd, before the runtime gives up", err)
+	}
+	for _, cid := range []string{"before1", "before2"} {
+		dctx, dcancel := context.WithTimeout(ctx, 90*time.Second)
+		_, err = wb.call(dctx, "DEL", cid, "/"+cid, conf)
+		dcancel()
+		if err != nil {
+			t.Errorf("DEL with etcd down: %v", err)
+		}
+	}
+
+	etcd.start()
+	// podman starts before2 again at once: the release queued for its
+	// first life must not free what it gets now.
+	out, err := wb.call(ctx, "ADD", "before2", "/before2", conf)
+	if err != nil {
+		t.Fatalf("ADD once etcd is back: %v", err)
+	}
+	ip := firstIP(t, out)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		held := map[string]string{}
+		ps, err := tryPools(host) // the agent's etcd client reconnects meanwhile
+		for _, a := range ps["lan-192.168.101.0-24"].Allocations {
+			held[a.ContainerID] = a.IP
+		}
+		_, queued := ps[filepath.Join(host.dataDir, "whereabouts-pending")]
+		if err == nil && !queued && fmt.Sprint(held) == fmt.Sprint(map[string]string{"before2": ip}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after etcd came back the pool holds %v (%v; releases still queued: %v), want before2 at %s alone "+
+				"(the queued releases written, nothing of the failed ADD)", held, err, queued, ip)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -27,6 +27,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
@@ -95,12 +97,21 @@ func New(c Config) (*Manager, error) {
 		TLS:         tlsConf,
 		Username:    c.Username,
 		Password:    c.Password,
+		// gRPC's default backoff grows to 2 minutes between dials: an
+		// agent would stay cut off that long after etcd is back.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 500 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMax},
+			MinConnectTimeout: 5 * time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", c.Endpoints, err)
 	}
 	return &Manager{cli: cli, prefix: lease.Trim(c.Prefix), ttl: c.TTL, log: c.Log}, nil
 }
+
+// reconnectMax is the longest wait between two dials of a lost etcd.
+const reconnectMax = 3 * time.Second
 
 func tlsConfig(c Config) (*tls.Config, error) {
 	if c.CertFile == "" && c.KeyFile == "" && c.CAFile == "" {
