@@ -221,20 +221,24 @@ func TestEtcdOutage(t *testing.T) {
 	etcd.stop()
 	// The runtime waits minutes at most (kubelet's CRI deadline is 2
 	// minutes, the role's own as well): the agent must answer before.
-	actx, acancel := context.WithTimeout(ctx, 90*time.Second)
-	_, err := wb.call(actx, "ADD", "during", "/during", conf)
-	acancel()
-	if err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "etcd") {
-		t.Errorf("ADD with etcd down: %v; want code 11 naming etcd, before the runtime gives up", err)
+	// The ADD and both DELs at once: each waits out one call's bound.
+	var wg sync.WaitGroup
+	for _, c := range []struct{ cmd, cid string }{{"ADD", "during"}, {"DEL", "before1"}, {"DEL", "before2"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+			defer ccancel()
+			_, err := wb.call(cctx, c.cmd, c.cid, "/"+c.cid, conf)
+			switch {
+			case c.cmd == "DEL" && err != nil:
+				t.Errorf("DEL with etcd down: %v", err)
+			case c.cmd == "ADD" && (err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "etcd")):
+				t.Errorf("ADD with etcd down: %v; want "+"code 11 naming etcd, before the runtime gives up", err)
+			}
+		}()
 	}
-	for _, cid := range []string{"before1", "before2"} {
-		dctx, dcancel := context.WithTimeout(ctx, 90*time.Second)
-		_, err = wb.call(dctx, "DEL", cid, "/"+cid, conf)
-		dcancel()
-		if err != nil {
-			t.Errorf("DEL with etcd down: %v", err)
-		}
-	}
+	wg.Wait()
 
 	etcd.start()
 	// podman starts before2 again at once: the release queued for its
