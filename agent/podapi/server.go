@@ -6,7 +6,9 @@
 // connection. The Kubernetes side (kube.go) watches the pods of this node
 // with an informer.
 //
-// It links client-go: only cmd/cnibox-agent may import it.
+// Its Kubernetes side (kube.go) links client-go and is left out of the
+// etcd-only agent (tag nokube), which serves only the cluster IPAM on the
+// socket: only cmd/cnibox-agent may import it.
 package podapi
 
 import (

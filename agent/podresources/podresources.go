@@ -1,8 +1,5 @@
-// Package podresources reads the devices the kubelet allocated to a pod
-// from the kubelet's pod-resources API (v1, a gRPC service on a unix
-// socket, by default /var/lib/kubelet/pod-resources/kubelet.sock), as
-// Multus does to pass a NetworkAttachmentDefinition's resourceName device
-// as deviceID. Only the agent links it (grpc stays out of cnibox).
+//go:build !nokube
+
 package podresources
 
 import (
@@ -21,9 +18,6 @@ import (
 
 	"github.com/cnibox/cnibox/internal/agentapi"
 )
-
-// DefaultSocket is where the kubelet serves the pod-resources API.
-const DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 // maxMsgSize bounds a List answer (a node's pods); the kubelet's own
 // client and Multus use 16 MiB.
