@@ -82,9 +82,9 @@ func printClusterPools(w io.Writer, pools []agentapi.IPAMPool) error {
 // checkClusterIPAM: with an agent socket, the cluster pools are readable
 // and no release waits for the API.
 func (d *doctor) checkClusterIPAM(c *ucli.Context) {
+	d.checkNetworkSockets(c)
 	pools, err := clusterPools(c)
 	if errors.Is(err, errNoClusterIPAM) {
-		d.checkNoAgent(c)
 		return
 	}
 	var ae *agentapi.Error
@@ -111,15 +111,14 @@ func (d *doctor) checkClusterIPAM(c *ucli.Context) {
 	d.pass("cluster IPAM", "%d IPPools, %d addresses held (cnibox inspect cluster-ipam)", n, held)
 }
 
-// checkNoAgent: without an agent socket, no network of the config
-// directory may use the whereabouts IPAM (its ADDs would fail with 11).
-func (d *doctor) checkNoAgent(c *ucli.Context) {
+// checkNetworkSockets: every network of the config directory on the
+// whereabouts IPAM needs an agent at the socket it names (its agentSocket,
+// else the default one), whichever socket --agent-socket reads the pools
+// from: without one its ADDs fail with 11.
+func (d *doctor) checkNetworkSockets(c *ucli.Context) {
 	missing := map[string][]string{} // socket -> networks
 	for _, n := range whereaboutsNetworks(c.String("conf-dir")) {
 		sock := n.socket
-		if c.IsSet("agent-socket") {
-			sock = c.String("agent-socket")
-		}
 		if _, err := os.Stat(sock); err != nil && !slices.Contains(missing[sock], n.name) {
 			missing[sock] = append(missing[sock], n.name)
 		}

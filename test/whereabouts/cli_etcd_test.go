@@ -170,6 +170,22 @@ func TestEtcdDoctorInspect(t *testing.T) {
 		t.Errorf("cnibox doctor with the agent and etcd up: exit %d, cluster IPAM %v; want exit 0 and a pass with 1 IPPool, 3 addresses", code, res)
 	}
 
+	// A second network names a socket where no agent listens: its ADDs
+	// fail, whatever socket the pools are read from, so doctor fails.
+	other := filepath.Join(confDir, "20-other.conflist")
+	if err := os.WriteFile(other, []byte(`{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"macvlan","master":"eth0","ipam":{"type":"whereabouts",`+
+		`"range":"192.168.111.0/24","agentSocket":"/run/cnibox-no-such/agent.sock"}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, res = doctorCheck(t, cnibox, doctorArgs...)
+	if code != 1 || len(res) != 2 || res[0]["status"] != "fail" || !strings.Contains(res[0]["detail"], "network other uses the whereabouts IPAM") ||
+		!strings.Contains(res[0]["detail"], "/run/cnibox-no-such/agent.sock") || res[1]["status"] != "pass" {
+		t.Errorf("cnibox doctor with a network whose agentSocket has no agent: exit %d, cluster IPAM %v; want exit 1, a fail naming network other and its socket, and the pools' pass", code, res)
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+
 	// The agent is stopped (it removes its socket): the network's ADDs
 	// would fail, so doctor fails; inspect says there is no agent.
 	host.stop()
