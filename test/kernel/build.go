@@ -272,10 +272,10 @@ func treeSize(dir string) (int64, error) {
 }
 
 // needsAgent reports whether one of pkgs runs cnibox-agent beside flanneld
-// (test/overlay).
+// (test/overlay, test/benchscale's wireguard row).
 func needsAgent(pkgs []string) bool {
 	for _, p := range pkgs {
-		if strings.HasPrefix(p, "test/overlay") {
+		if strings.HasPrefix(p, "test/overlay") || p == "test/benchscale" {
 			return true
 		}
 	}
