@@ -33,6 +33,22 @@ var wbBin, wbErr = "", error(nil)
 
 func prepare() { wbBin, wbErr = upstream.Whereabouts() }
 
+// sideBySide is kubeCluster for a test that runs whereabouts' own binary
+// too: it needs the binary (built by prepare), and returns the flat file
+// (whereabouts.conf) that points it at the cluster.
+func sideBySide(t *testing.T) (kubernetes.Interface, string, string) {
+	t.Helper()
+	if wbErr != nil {
+		t.Fatalf("whereabouts %s: %v", upstream.WhereaboutsVersion, wbErr)
+	}
+	cs, kc := kubeCluster(t)
+	flat := filepath.Join(t.TempDir(), "whereabouts.conf")
+	if err := os.WriteFile(flat, []byte(`{"datastore":"kubernetes","kubernetes":{"kubeconfig":"`+kc+`"},"log_level":"error"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cs, kc, flat
+}
+
 // kubeCluster starts the control plane (test/kube/control-plane.sh) on the
 // test's loopback, installs whereabouts' CRDs (deploy/kubernetes/whereabouts-crds.yaml), and
 // returns a client and the kubeconfig.
@@ -264,15 +280,8 @@ func noDuplicates(t *testing.T, got map[string]string, pool map[string]wbpool.Al
 // delete while adding more: no address is ever handed out twice, and the
 // IPPool (whereabouts' CRD, offsets as keys) holds exactly the live ones.
 func TestKubeWhereaboutsSideBySide(t *testing.T) {
-	if wbErr != nil {
-		t.Fatalf("whereabouts %s: %v", upstream.WhereaboutsVersion, wbErr)
-	}
 	cnibox, agent := binaries(t)
-	cs, kc := kubeCluster(t)
-	flat := filepath.Join(t.TempDir(), "whereabouts.conf")
-	if err := os.WriteFile(flat, []byte(`{"datastore":"kubernetes","kubernetes":{"kubeconfig":"`+kc+`"},"log_level":"error"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cs, kc, flat := sideBySide(t)
 	const rng = "10.60.0.0/22"
 	conf := func(socket string) string {
 		return `{"cniVersion":"0.3.1","name":"lan","type":"macvlan","master":"eth0","ipam":{"type":"whereabouts","range":"` + rng +

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -20,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cnibox/cnibox/internal/wbpool"
-	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
 // nodeSlicePool reads a NodeSlicePool as the API holds it: its spec and
@@ -94,15 +91,8 @@ func poolHolds(t *testing.T, cs kubernetes.Interface, name string, want map[stri
 // node1's slice from these objects, and a range no larger than a slice
 // keeps its plain pool. DEL (twice) frees every address.
 func TestKubeNodeSlices(t *testing.T) {
-	if wbErr != nil {
-		t.Fatalf("whereabouts %s: %v", upstream.WhereaboutsVersion, wbErr)
-	}
 	cnibox, agent := binaries(t)
-	cs, kc := kubeCluster(t)
-	flat := filepath.Join(t.TempDir(), "whereabouts.conf")
-	if err := os.WriteFile(flat, []byte(`{"datastore":"kubernetes","kubernetes":{"kubeconfig":"`+kc+`"},"log_level":"error"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cs, kc, flat := sideBySide(t)
 	var nodes []*node
 	for _, name := range []string{"node1", "node2"} {
 		nodes = append(nodes, startAgent(t, agent, name, "", "--kubeconfig-file", kc, "--cluster-ipam-node-slice-size", "/26"))
