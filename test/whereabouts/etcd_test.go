@@ -219,26 +219,7 @@ func TestEtcdOutage(t *testing.T) {
 	}
 
 	etcd.stop()
-	// The runtime waits minutes at most (kubelet's CRI deadline is 2
-	// minutes, the role's own as well): the agent must answer before.
-	// The ADD and both DELs at once: each waits out one call's bound.
-	var wg sync.WaitGroup
-	for _, c := range []struct{ cmd, cid string }{{"ADD", "during"}, {"DEL", "before1"}, {"DEL", "before2"}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
-			defer ccancel()
-			_, err := wb.call(cctx, c.cmd, c.cid, "/"+c.cid, conf)
-			switch {
-			case c.cmd == "DEL" && err != nil:
-				t.Errorf("DEL with etcd down: %v", err)
-			case c.cmd == "ADD" && (err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "etcd")):
-				t.Errorf("ADD with etcd down: %v; want "+"code 11 naming etcd, before the runtime gives up", err)
-			}
-		}()
-	}
-	wg.Wait()
+	duringOutage(t, ctx, wb, "", conf, "etcd")
 
 	etcd.start()
 	// podman starts before2 again at once: the release queued for its
@@ -265,4 +246,30 @@ func TestEtcdOutage(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// duringOutage runs, at once, the ADD of "during" and the DELs of "before1"
+// and "before2" (pods ns/<cid>) with the pools' store unreachable: the DELs
+// succeed, the ADD fails with code 11 naming store, and each answers well
+// before the runtime gives up (kubelet's CRI deadline is 2 minutes, the
+// role's own as well). At once: each waits out one call's bound.
+func duringOutage(t *testing.T, ctx context.Context, p plugin, ns, conf, store string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, c := range []struct{ cmd, cid string }{{"ADD", "during"}, {"DEL", "before1"}, {"DEL", "before2"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+			defer ccancel()
+			_, err := p.call(cctx, c.cmd, c.cid, ns+"/"+c.cid, conf)
+			switch {
+			case c.cmd == "DEL" && err != nil:
+				t.Errorf("DEL with %s unreachable: %v", store, err)
+			case c.cmd == "ADD" && (err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), store)):
+				t.Errorf("ADD with %s unreachable: %v; want code 11 naming %s, before the runtime gives up", store, err, store)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,24 +60,7 @@ func TestKubeOutage(t *testing.T) {
 	}
 	t.Cleanup(resume)
 
-	// The ADD and both DELs at once: each waits out one call's bound.
-	var wg sync.WaitGroup
-	for _, c := range []struct{ cmd, cid string }{{"ADD", "during"}, {"DEL", "before1"}, {"DEL", "before2"}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
-			defer ccancel()
-			_, err := cb.call(cctx, c.cmd, c.cid, "default/"+c.cid, conf)
-			switch {
-			case c.cmd == "DEL" && err != nil:
-				t.Errorf("DEL with the API server hung: %v", err)
-			case c.cmd == "ADD" && (err == nil || !strings.Contains(err.Error(), `"code":11`) || !strings.Contains(err.Error(), "API server")):
-				t.Errorf("ADD with the API server hung: %v; want "+"code 11 naming the API server, before the runtime gives up", err)
-			}
-		}()
-	}
-	wg.Wait()
+	duringOutage(t, ctx, cb, "default", conf, "API server")
 
 	resume()
 	out, err := cb.call(ctx, "ADD", "before2", "default/before2", conf)
