@@ -110,14 +110,16 @@ func commands(o Options) []*ucli.Command {
 				{
 					Name:  "ipam",
 					Usage: "each address range and pool, how full it is, and every reservation with its owner",
-					UsageText: "cnibox inspect ipam [--network N] [--conf-dir DIR] [--data-dir DIR] [--json]\n\n" +
+					UsageText: "cnibox inspect ipam [--network N] [--conf-dir DIR] [--data-dir DIR] [--agent-socket SOCK] [--json]\n\n" +
 						"Ranges come from the host-local sections of the configs in --conf-dir and from the store\n" +
-						"(every range set that handed out an address); cloud pools from cloud IPAM's last answer.\n" +
+						"(every range set that handed out an address); cloud pools from cloud IPAM's last answer;\n" +
+						"the whereabouts role's cluster IPPools (every node's) from cnibox-agent, one entry per pool.\n" +
 						"Example: cnibox inspect ipam --network cnibox",
 					Flags: []ucli.Flag{
-						&ucli.StringFlag{Name: "network", Usage: "only this network"},
+						&ucli.StringFlag{Name: "network", Usage: "only this network (or cluster IPPool)"},
 						confDirFlag,
 						dataDirFlag,
+						agentSocketFlag,
 						jsonFlag,
 					},
 					Action: runInspectIPAM,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -17,7 +18,9 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/wbpool"
 	"github.com/cnibox/cnibox/nodestate"
+	"github.com/cnibox/cnibox/store"
 )
 
 // agentSocketFlag is the agent's socket (the whereabouts role's cluster
@@ -56,6 +59,58 @@ func inspectClusterIPAM(c *ucli.Context) error {
 		return err
 	}
 	return show(c, nonNil(pools), printClusterPools, nil)
+}
+
+// clusterIPAMNetworks are the cluster pools for cnibox inspect ipam: one
+// entry per IPPool (named after it: a pool is shared by every node and
+// network that names its range), its size the range's addresses less the
+// network and broadcast ones (range_start, range_end and exclude live in
+// the network's config, not in the pool), every allocation a reservation.
+// No agent socket: none; an agent that cannot read the pools: a warning.
+func clusterIPAMNetworks(c *ucli.Context, only string, eps []store.Endpoint) []ipamNetwork {
+	pools, err := clusterPools(c)
+	if errors.Is(err, errNoClusterIPAM) {
+		return nil
+	}
+	var ae *agentapi.Error
+	if errors.As(err, &ae) && strings.Contains(ae.Msg, "--cluster-ipam") {
+		return nil // an agent without the cluster IPAM
+	}
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "cnibox: the cluster pools are left out: cnibox-agent cannot read them: %v\n", err)
+		return nil
+	}
+	var out []ipamNetwork
+	for _, p := range pools {
+		if p.Kind != "IPPool" || (only != "" && p.Name != only) {
+			continue
+		}
+		_, pfx, err := wbpool.ParsePoolRange(p.Range)
+		if err != nil {
+			continue
+		}
+		size := uint64(1)<<min(pfx.Addr().BitLen()-pfx.Bits(), 63) - 1 // less the network address
+		if pfx.Addr().Is4() && pfx.Bits() < 31 {
+			size-- // and the broadcast
+		}
+		n := ipamNetwork{Network: p.Name, Reservations: []ipamReservation{},
+			Pools: []ipamPool{{Range: p.Range, Subnet: pfx.Masked(), Source: "cluster IPPool (cnibox-agent; every node's)", poolUse: usage(size, uint64(len(p.Allocations)))}}}
+		for _, a := range p.Allocations {
+			addr, err := netip.ParseAddr(a.IP)
+			if err != nil {
+				continue
+			}
+			r := ipamReservation{Addr: addr, Subnet: pfx.Masked(), ContainerID: a.ContainerID, IfName: a.IfName, Pod: a.PodRef}
+			for _, ep := range eps {
+				if ep.ContainerID == a.ContainerID && ep.IfName == a.IfName {
+					r.Endpoint, r.Netns = true, ep.Netns
+				}
+			}
+			n.Reservations = append(n.Reservations, r)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // printClusterPools prints one row per allocation (a pool without any: one

@@ -224,6 +224,7 @@ func collectIPAM(c *ucli.Context) ([]ipamNetwork, error) {
 	for _, n := range byNet {
 		out = append(out, *n)
 	}
+	out = append(out, clusterIPAMNetworks(c, only, eps)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Network < out[j].Network })
 	return out, nil
 }

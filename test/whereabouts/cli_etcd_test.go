@@ -164,6 +164,42 @@ func TestEtcdDoctorInspect(t *testing.T) {
 		}
 	}
 
+	// inspect ipam lists the pool beside the node's own ranges: its size
+	// (a /24 less network and broadcast), the 3 held, each with its pod.
+	out, err = exec.Command(cnibox, "inspect", "ipam", "--agent-socket", host.socket, "--conf-dir", confDir, "--data-dir", t.TempDir(), "--json").Output()
+	if err != nil {
+		t.Fatalf("cnibox inspect ipam --json: %v", err)
+	}
+	var nets []struct {
+		Network string
+		Pools   []struct {
+			Range            string
+			Size, Used, Free int
+		}
+		Reservations []struct{ Addr, ContainerID, IfName, Pod string }
+	}
+	if err := json.Unmarshal(out, &nets); err != nil {
+		t.Fatalf("cnibox inspect ipam --json: %v\n%s", err, out)
+	}
+	found := false
+	for _, n := range nets {
+		if n.Network != pool {
+			continue
+		}
+		found = true
+		var held []agentapi.IPAMAllocation
+		for _, r := range n.Reservations {
+			held = append(held, agentapi.IPAMAllocation{IP: r.Addr, ContainerID: r.ContainerID, PodRef: r.Pod, IfName: r.IfName})
+		}
+		slices.SortFunc(held, func(a, b agentapi.IPAMAllocation) int { return strings.Compare(a.IP, b.IP) })
+		if len(n.Pools) != 1 || n.Pools[0].Range != rng || n.Pools[0].Size != 254 || n.Pools[0].Used != 3 || n.Pools[0].Free != 251 || !reflect.DeepEqual(held, want) {
+			t.Errorf("cnibox inspect ipam --json: the cluster pool %s is %s; want range %s, size 254, 3 used, 251 free, and %+v", pool, out, rng, want)
+		}
+	}
+	if !found {
+		t.Errorf("cnibox inspect ipam --json: no entry for the cluster pool %s:\n%s", pool, out)
+	}
+
 	// doctor: healthy.
 	code, res := doctorCheck(t, cnibox, doctorArgs...)
 	if code != 0 || len(res) != 1 || res[0]["status"] != "pass" || res[0]["detail"] != "1 IPPools, 3 addresses held (cnibox inspect cluster-ipam)" {
