@@ -17,10 +17,8 @@ import (
 )
 
 // PendingDir is where releases wait for the API, in the data directory:
-// the role's queue when it cannot reach the agent, and the agent's own
-// (one JSON agentapi.IPAMRequest per file; the role names the same
-// directory).
-const PendingDir = "whereabouts-pending"
+// the role's queue when it cannot reach the agent, and the agent's own.
+const PendingDir = agentapi.PendingDir
 
 // Server answers the whereabouts role's calls.
 type Server struct {
@@ -97,25 +95,13 @@ func unavailable(err error) bool {
 	return err != nil && (!errors.As(err, &ae) || ae.Reason == agentapi.ReasonUnavailable)
 }
 
-// queue writes the release into PendingDir.
+// queue writes the release into PendingDir, in place of one queued
+// before for the same attachment.
 func (s *Server) queue(req *agentapi.IPAMRequest) error {
-	dir := filepath.Join(s.DataDir, PendingDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("queue the release: %w", err)
-	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "agent-*.json")
-	if err != nil {
-		return fmt.Errorf("queue the release: %w", err)
-	}
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	return werr
+	s.queueMu.Lock() // not between a queued write and its file's removal
+	defer s.queueMu.Unlock()
+	_, err := agentapi.QueueRelease(s.DataDir, req)
+	return err
 }
 
 // Drain writes the queued releases, oldest first, every interval until ctx
@@ -173,19 +159,18 @@ func (s *Server) writeQueued(ctx context.Context, path string, req *agentapi.IPA
 	return true
 }
 
-// settle writes the queued releases of req's attachment before its ADD:
-// runtimes add a container again under the same ID (podman's restart, a
-// retried ADD), and a release written after that ADD would free the
-// address the container holds.
+// settle writes the queued release of req's attachment, if any, before
+// its ADD: runtimes add a container again under the same ID (podman's
+// restart, a retried ADD), and a release written after that ADD would free
+// the address the container holds.
 func (s *Server) settle(ctx context.Context, req *agentapi.IPAMRequest) error {
-	for _, path := range s.pending() {
-		q, err := readQueued(path)
-		if err != nil || q.Network != req.Network || q.ContainerID != req.ContainerID || q.IfName != req.IfName {
-			continue
-		}
-		if !s.writeQueued(ctx, path, q, CallTimeout) {
-			return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("a release of %s/%s queued while the API was down cannot be written yet, and must be before its ADD", q.ContainerID, q.IfName)}
-		}
+	path := agentapi.PendingPath(s.DataDir, req)
+	q, err := readQueued(path)
+	if err != nil {
+		return nil // none (or unreadable: the drain drops it)
+	}
+	if !s.writeQueued(ctx, path, q, CallTimeout) {
+		return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("a release of %s/%s queued while the API was down cannot be written yet, and must be before its ADD", q.ContainerID, q.IfName)}
 	}
 	return nil
 }

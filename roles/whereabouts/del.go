@@ -2,13 +2,7 @@ package whereabouts
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/agentapi"
@@ -17,8 +11,8 @@ import (
 
 // PendingDir is the directory, in the node's data directory, where a DEL
 // that could not reach the agent leaves its release for the agent to write
-// when it is back (one JSON agentapi.IPAMRequest per file).
-const PendingDir = "whereabouts-pending"
+// when it is back (agentapi.QueueRelease).
+const PendingDir = agentapi.PendingDir
 
 // del releases the attachment's addresses. DEL never fails for want of the
 // agent or the API server: the agent queues what it cannot write yet, and
@@ -36,7 +30,7 @@ func del(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	var un *agentapi.UnreachableError
 	switch {
 	case errors.As(err, &un):
-		path, perr := spool(store.DirFrom(cfg.DataDir, a.Getenv), req)
+		path, perr := agentapi.QueueRelease(store.DirFrom(cfg.DataDir, a.Getenv), req)
 		if perr != nil {
 			return cniplug.Errorf(5, "whereabouts: release %s/%s: cnibox-agent is unreachable (%v) and the release cannot be queued: %w", a.ContainerID, a.IfName, err, perr)
 		}
@@ -47,35 +41,4 @@ func del(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	}
 	cfg.logf(a, "debug", "DEL %s/%s of pod %q (queued: %v)", a.ContainerID, a.IfName, req.PodRef, resp.Queued)
 	return nil
-}
-
-// spool writes req into dir/PendingDir under a name of the attachment's
-// (a second DEL of it replaces the first), atomically.
-func spool(dir string, req *agentapi.IPAMRequest) (string, error) {
-	d := filepath.Join(dir, PendingDir)
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return "", err
-	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(req.Network + "\x00" + req.ContainerID + "\x00" + req.IfName))
-	path := filepath.Join(d, hex.EncodeToString(sum[:12])+".json")
-	tmp, err := os.CreateTemp(d, ".tmp-*")
-	if err != nil {
-		return "", err
-	}
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write %s: %w", path, werr)
-	}
-	return path, nil
 }
