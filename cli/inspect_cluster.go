@@ -73,7 +73,7 @@ func clusterIPAMNetworks(c *ucli.Context, only string, eps []store.Endpoint) []i
 		return nil
 	}
 	var ae *agentapi.Error
-	if errors.As(err, &ae) && strings.Contains(ae.Msg, "--cluster-ipam") {
+	if errors.As(err, &ae) && ae.Reason == agentapi.ReasonNotServed {
 		return nil // an agent without the cluster IPAM
 	}
 	if err != nil {
@@ -143,7 +143,7 @@ func (d *doctor) checkClusterIPAM(c *ucli.Context) {
 		return
 	}
 	var ae *agentapi.Error
-	if errors.As(err, &ae) && strings.Contains(ae.Msg, "--cluster-ipam") {
+	if errors.As(err, &ae) && ae.Reason == agentapi.ReasonNotServed {
 		return // an agent without the cluster IPAM
 	}
 	if err != nil {

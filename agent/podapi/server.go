@@ -141,7 +141,7 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 	resp := &agentapi.Response{}
 	if strings.HasPrefix(req.Op, "ipam-") {
 		if acc.IPAM == nil {
-			resp.Error, resp.Reason = fmt.Sprintf("%s: this cnibox-agent does not serve the cluster IPAM: start it with --cluster-ipam", req.Op), agentapi.ReasonUnavailable
+			resp.Error, resp.Reason = fmt.Sprintf("%s: this cnibox-agent does not serve the cluster IPAM: start it with --cluster-ipam", req.Op), agentapi.ReasonNotServed
 			return resp
 		}
 		return acc.IPAM(ctx, req)

@@ -1,11 +1,15 @@
 package podapi
 
 import (
+	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
 )
 
 // TestListen: the socket's directory is created, the socket is private, a
@@ -36,5 +40,26 @@ func TestListen(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	if _, err := Listen(file); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("Listen over a file = %v; want a refusal", err)
+	}
+}
+
+// TestIPAMNotServed: an agent started without --cluster-ipam answers the
+// cluster IPAM's calls with ReasonNotServed and a message naming the flag,
+// so that doctor and inspect tell it from an agent that cannot reach the
+// API, and the whereabouts role says what to start.
+func TestIPAMNotServed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, nil, nil, Access{GID: NoGroup}) }()
+	defer func() { cancel(); <-done }()
+	_, err = (&agentapi.Client{Socket: path}).IPAM(ctx, agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
+	var ae *agentapi.Error
+	if !errors.As(err, &ae) || ae.Reason != agentapi.ReasonNotServed || !strings.Contains(ae.Msg, "--cluster-ipam") {
+		t.Errorf("ipam-pools of an agent without the cluster IPAM: %v; want reason %s naming --cluster-ipam", err, agentapi.ReasonNotServed)
 	}
 }

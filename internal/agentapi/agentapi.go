@@ -108,6 +108,9 @@ const (
 	ReasonBadRequest Reason = "BadRequest"
 	// ReasonUnavailable: the agent could not reach the API server.
 	ReasonUnavailable Reason = "Unavailable"
+	// ReasonNotServed: this agent does not serve that part of the API
+	// (the cluster IPAM without --cluster-ipam).
+	ReasonNotServed Reason = "NotServed"
 )
 
 // Error is a failure the agent reported.
