@@ -121,31 +121,30 @@ func (s *Server) Drain(ctx context.Context, interval time.Duration) {
 
 func (s *Server) drainOnce(ctx context.Context) {
 	for _, path := range s.pending() {
-		req, err := readQueued(path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			s.Log.Warn("cluster IPAM: dropping an unreadable queued release", "file", path, "err", err)
-			os.Remove(path)
-			continue
-		}
-		if !s.writeQueued(ctx, path, req, 20*time.Second) {
+		if !s.writeQueued(ctx, path, 20*time.Second) {
 			return // still down: try later, in order
 		}
 	}
 }
 
-// writeQueued writes the queued release at path unless an ADD wrote it
-// meanwhile, and removes the file; false: the API still does not answer.
-func (s *Server) writeQueued(ctx context.Context, path string, req *agentapi.IPAMRequest, timeout time.Duration) bool {
+// writeQueued writes the release queued at path, if it is still there (an
+// ADD may have written it meanwhile), and removes the file; false: the API
+// still does not answer. The file is read under queueMu, so a release
+// queued again meanwhile is the one written.
+func (s *Server) writeQueued(ctx context.Context, path string, timeout time.Duration) bool {
 	s.queueMu.Lock()
 	defer s.queueMu.Unlock()
-	if _, err := os.Stat(path); err != nil {
+	req, err := readQueued(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		s.Log.Warn("cluster IPAM: dropping an unreadable queued release", "file", path, "err", err)
+		os.Remove(path)
 		return true
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	err := s.Alloc.Del(cctx, req)
+	err = s.Alloc.Del(cctx, req)
 	cancel()
 	if unavailable(err) {
 		return false
@@ -165,12 +164,11 @@ func (s *Server) writeQueued(ctx context.Context, path string, req *agentapi.IPA
 // the address the container holds.
 func (s *Server) settle(ctx context.Context, req *agentapi.IPAMRequest) error {
 	path := agentapi.PendingPath(s.DataDir, req)
-	q, err := readQueued(path)
-	if err != nil {
-		return nil // none (or unreadable: the drain drops it)
+	if _, err := os.Stat(path); err != nil {
+		return nil // none
 	}
-	if !s.writeQueued(ctx, path, q, CallTimeout) {
-		return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("a release of %s/%s queued while the API was down cannot be written yet, and must be before its ADD", q.ContainerID, q.IfName)}
+	if !s.writeQueued(ctx, path, CallTimeout) {
+		return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("a release of %s/%s queued while the API was down cannot be written yet, and must be before its ADD", req.ContainerID, req.IfName)}
 	}
 	return nil
 }
