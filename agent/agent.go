@@ -1,13 +1,13 @@
 // Package agent is the overlay node agent (cnibox-agent) without its lease
-// backends: it leases this node's subnet through a lease.Manager, creates
-// the VXLAN device, programs every other node (neighbour, FDB entry, route)
-// as their leases come and go, masquerades traffic leaving the cluster
-// network, writes the subnet file and mirrors its state into the node's
-// store for the vxlan role and the CLI.
+// backends and its overlay backends: it leases this node's subnet through a
+// lease.Manager, has its backend (agent/backend/...) create the devices and
+// program every other node as their leases come and go, masquerades traffic
+// leaving the cluster network, writes the subnet file and mirrors its state
+// into the node's store for the vxlan role and the CLI.
 //
-// The kernel state is the agent's to own: at start-up, and whenever the
-// device is re-created or a periodic resync runs, everything on the device
-// that matches no current peer is removed. Ending the agent (SIGTERM) leaves
+// The kernel state is the agent's to own: at start-up, and whenever a
+// device is re-created or a periodic resync runs, the backend removes
+// everything that matches no current peer. Ending the agent (SIGTERM) leaves
 // the kernel state in place, so pods keep their connectivity across a
 // restart.
 package agent
@@ -94,10 +94,8 @@ type agent struct {
 	cfg   *netconf.Config
 	under underlay
 	mtu   int
-	// be is the backend of cfg.Backend.Type; with vxlan, v4 and v6 are
-	// its devices.
-	be     backend.Backend
-	v4, v6 *overlay
+	// be is the backend of cfg.Backend.Type.
+	be backend.Backend
 
 	own      lease.Lease
 	acquired time.Time
@@ -189,21 +187,16 @@ func (a *agent) start(ctx context.Context) error {
 	a.log.Info("starting", "backend", a.o.Manager.Name(), "network", cfg.Network, "network6", cfg.IPv6Network,
 		"iface", under.Iface, "publicIP", under.Public4, "publicIPv6", under.Public6, "vni", cfg.Backend.VNI, "port", cfg.Backend.Port)
 
-	if cfg.Backend.Type == netconf.TypeVXLAN {
-		if err := a.startVXLAN(ctx); err != nil {
-			return err
-		}
-	} else {
-		be, err := newBackend(a.backendEnv())
-		if err != nil {
-			return err
-		}
-		a.be = be
-		if err := be.Prepare(a.h); err != nil {
-			return err
-		}
-		a.mtu = be.MTU()
+	be, err := newBackend(a.backendEnv())
+	if err != nil {
+		return err
 	}
+	a.be = be
+	a.resume(ctx)
+	if err := be.Prepare(a.h); err != nil {
+		return err
+	}
+	a.mtu = be.MTU()
 
 	prev4, prev6, err := readPreviousSubnets(a.o.SubnetFile)
 	if err != nil {
@@ -221,15 +214,26 @@ func (a *agent) start(ctx context.Context) error {
 	return a.takeLease(own)
 }
 
-func (a *agent) overlays() []*overlay {
-	var out []*overlay
-	if a.v4 != nil {
-		out = append(out, a.v4)
+// resume hands a backend that keeps an identity across restarts (vxlan's
+// VTEP MACs) what this node published before: its lease in the lease
+// backend, then the store's copy.
+func (a *agent) resume(ctx context.Context) {
+	r, ok := a.be.(backend.Resumer)
+	if !ok {
+		return
 	}
-	if a.v6 != nil {
-		out = append(out, a.v6)
+	var prev []lease.Attrs
+	existing, found, err := a.o.Manager.Existing(ctx, a.cfg, a.under.Public4)
+	if err != nil {
+		a.log.Warn("cannot look up this node's previous lease", "err", err)
 	}
-	return out
+	if found {
+		prev = append(prev, existing.Attrs)
+	}
+	if st, ok, _ := storedState(a.o.DataDir, a.deviceName()); ok {
+		prev = append(prev, storedAttrs(st.Lease, a.under, a.o.NodeName))
+	}
+	r.Resume(prev...)
 }
 
 // deviceName is the store key of this overlay: the backend's first device

@@ -7,19 +7,21 @@ import (
 	"github.com/cnibox/cnibox/agent/backend/alloc"
 	"github.com/cnibox/cnibox/agent/backend/hostgw"
 	"github.com/cnibox/cnibox/agent/backend/ipip"
+	"github.com/cnibox/cnibox/agent/backend/vxlan"
 	"github.com/cnibox/cnibox/agent/backend/wireguard"
 	"github.com/cnibox/cnibox/agent/netconf"
 )
 
-// backendEnv is what a backend other than vxlan is made with.
+// backendEnv is what the backend is made with.
 func (a *agent) backendEnv() backend.Env {
-	return backend.Env{Config: a.cfg, Log: a.log, Under: a.under}
+	return backend.Env{Config: a.cfg, Log: a.log, Under: a.under, TxChecksumOff: a.o.TxChecksumOff}
 }
 
-// newBackend makes the backend of env.Config.Backend.Type (vxlan is the
-// agent's own: startVXLAN).
+// newBackend makes the backend of env.Config.Backend.Type.
 func newBackend(env backend.Env) (backend.Backend, error) {
 	switch t := env.Config.Backend.Type; t {
+	case netconf.TypeVXLAN:
+		return vxlan.New(env)
 	case netconf.TypeHostGW:
 		return hostgw.New(env)
 	case netconf.TypeWireGuard:

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -144,36 +143,6 @@ func TestInterfaceOptsCompile(t *testing.T) {
 	} {
 		if err := tc.o.Compile(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.o, err, tc.want)
-		}
-	}
-}
-
-// TestDeviceMTUs: Backend.MTU is flannel's (the wire's); the devices get
-// 50 bytes less over IPv4 and 70 over IPv6.
-func TestDeviceMTUs(t *testing.T) {
-	for _, tc := range []struct {
-		mtu, under   int
-		v6           bool
-		want4, want6 int
-		err          string
-	}{
-		{0, 1500, false, 1450, 1430, ""},
-		{1400, 1500, false, 1350, 1330, ""},
-		{9000, 1500, true, 8950, 8930, ""}, // the operator's MTU wins over the interface's, as flanneld
-		{0, 1500, true, 1450, 1430, ""},
-		{1340, 1500, true, 0, 0, "below IPv6's minimum of 1280"},
-		{0, 100, false, 0, 0, "use at least 118"},
-	} {
-		cfg := &netconf.Config{EnableIPv4: true, EnableIPv6: tc.v6, Backend: netconf.Backend{MTU: tc.mtu}}
-		m4, m6, err := deviceMTUs(cfg, tc.under)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("MTU %d under %d: %v, want %q", tc.mtu, tc.under, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || m4 != tc.want4 || m6 != tc.want6 {
-			t.Errorf("MTU %d under %d: %d %d %v, want %d %d", tc.mtu, tc.under, m4, m6, err, tc.want4, tc.want6)
 		}
 	}
 }

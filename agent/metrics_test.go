@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/backend/vxlan"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
 )
@@ -69,7 +70,11 @@ func TestMetrics(t *testing.T) {
 		peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1),
 		own: lease.Lease{Subnet: netip.MustParsePrefix("10.5.1.0/24")},
 	}
-	a.be = vxlanBackend{a}
+	be, err := vxlan.New(a.backendEnv()) // no family enabled: no device
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.be = be
 	want := func(stage string, exp map[string]string) {
 		t.Helper()
 		got := scrape(t, h)

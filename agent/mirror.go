@@ -8,7 +8,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/agent/backend"
+	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -57,13 +58,9 @@ func (a *agent) mirror(stopped bool) error {
 		if l.Attrs.VTEPMAC6 != nil {
 			p.VTEPMAC6 = l.Attrs.VTEPMAC6.String()
 		}
-		if a.v4 != nil {
-			if t, ok := a.v4.target(l); ok {
-				p.Direct = t.direct
-			}
+		if d, ok := a.be.(backend.DirectRouter); ok {
+			p.Direct = d.Direct(l)
 		}
-		// host-gw reaches every peer by a plain route via its public IP.
-		p.Direct = p.Direct || a.cfg.Backend.Type == netconf.TypeHostGW
 		s.Peers = append(s.Peers, p)
 	}
 	sort.Slice(s.Peers, func(i, j int) bool { return lessPrefix(s.Peers[i].Subnet, s.Peers[j].Subnet) })
@@ -102,25 +99,20 @@ func (a *agent) storeLease() store.OverlayLease {
 		l.Network6, l.Subnet6 = a.cfg.IPv6Network, a.own.Subnet6
 	}
 	// The device of each family (the backend's name when it has none:
-	// host-gw, alloc), the store's key.
+	// host-gw, alloc), the store's key: the IPv6 one is the second device
+	// (vxlan, wireguard in Mode separate), or the one device of an
+	// IPv6-only network.
 	l.Device = a.deviceName()
-	if a.v4 != nil {
-		l.Device = a.v4.opts.Name
-		if a.v4.opts.MAC != nil {
-			l.VTEPMAC = a.v4.opts.MAC.String()
-		}
+	if devs := a.be.Devices(); a.cfg.EnableIPv6 && (len(devs) > 1 || (len(devs) == 1 && !a.cfg.EnableIPv4)) {
+		l.Device6 = devs[len(devs)-1]
 	}
-	if a.v6 != nil {
-		l.Device6 = a.v6.opts.Name
-		if a.v4 == nil {
-			l.Device = a.v6.opts.Name
-		}
-		if a.v6.opts.MAC != nil {
-			l.VTEPMAC6 = a.v6.opts.MAC.String()
-		}
+	var at lease.Attrs
+	a.be.Publish(&at)
+	if at.VTEPMAC != nil {
+		l.VTEPMAC = at.VTEPMAC.String()
 	}
-	if a.cfg.Backend.Type == netconf.TypeWireGuard && a.cfg.EnableIPv6 && len(a.be.Devices()) > 1 {
-		l.Device6 = a.be.Devices()[1]
+	if at.VTEPMAC6 != nil {
+		l.VTEPMAC6 = at.VTEPMAC6.String()
 	}
 	return l
 }
@@ -156,4 +148,17 @@ func storedMAC(l store.OverlayLease, v6 bool, under underlay, node string) (net.
 	}
 	mac, err := parseMAC(pick(v6, l.VTEPMAC, l.VTEPMAC6))
 	return mac, err == nil
+}
+
+// storedAttrs are the VTEP MACs of the stored lease l that are this
+// node's (storedMAC), as its lease published them.
+func storedAttrs(l store.OverlayLease, under underlay, node string) lease.Attrs {
+	var at lease.Attrs
+	if mac, ok := storedMAC(l, false, under, node); ok {
+		at.VTEPMAC = mac
+	}
+	if mac, ok := storedMAC(l, true, under, node); ok {
+		at.VTEPMAC6 = mac
+	}
+	return at
 }

@@ -39,7 +39,7 @@ func (a *agent) applyPending(ctx context.Context) bool {
 			if key == a.own.Key() {
 				if ev.Type == lease.Removed {
 					lost = true
-				} else if ev.Lease.Attrs.PublicIP != a.under.Public4 && a.v4 != nil {
+				} else if a.cfg.EnableIPv4 && ev.Lease.Attrs.PublicIP != a.under.Public4 {
 					a.log.Warn("another node wrote this node's lease", "subnet", key, "publicIP", ev.Lease.Attrs.PublicIP)
 				}
 				continue

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 
 	"github.com/cnibox/cnibox/agent/lease"
-	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/netops"
 )
 
@@ -158,26 +157,4 @@ func (a *agent) storedPublicIPs(ctx context.Context, o *InterfaceOpts) error {
 		*x.dst = ip.Unmap()
 	}
 	return nil
-}
-
-// deviceMTUs returns the MTU of the IPv4 and the IPv6 VXLAN device.
-// Backend.MTU is flannel's: the MTU of the packets on the wire (default:
-// the interface's MTU, under); the devices get it minus VXLAN's cost,
-// 50 bytes over IPv4 (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14)
-// and 70 over IPv6 (outer IPv6 40). flanneld takes 50 for both families.
-func deviceMTUs(cfg *netconf.Config, under int) (mtu4, mtu6 int, err error) {
-	base := under
-	if cfg.Backend.MTU > 0 {
-		base = cfg.Backend.MTU
-	}
-	mtu4, mtu6 = base-netconf.VXLANOverhead, base-netconf.VXLANOverhead6
-	if cfg.EnableIPv4 && mtu4 < 68 {
-		return 0, 0, fmt.Errorf("Backend.MTU %d leaves the IPv4 VXLAN device %d bytes (VXLAN over IPv4 takes %d): use at least %d",
-			base, mtu4, netconf.VXLANOverhead, 68+netconf.VXLANOverhead)
-	}
-	if cfg.EnableIPv6 && mtu6 < 1280 {
-		return 0, 0, fmt.Errorf("Backend.MTU %d leaves the IPv6 VXLAN device %d bytes, below IPv6's minimum of 1280 (VXLAN over IPv6 takes %d): use at least %d",
-			base, mtu6, netconf.VXLANOverhead6, 1280+netconf.VXLANOverhead6)
-	}
-	return mtu4, mtu6, nil
 }

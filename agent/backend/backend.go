@@ -2,8 +2,8 @@
 // as flannel's pkg/backend is for flanneld: the agent leases the subnet,
 // watches the other nodes' leases and hands each one to its backend, which
 // owns the kernel state of the data path (devices, routes, neighbours,
-// WireGuard peers). One package per backend lives under it (hostgw,
-// wireguard, ipip, alloc); vxlan is the agent's own.
+// WireGuard peers). One package per backend lives under it (vxlan, hostgw,
+// wireguard, ipip, alloc).
 //
 // A backend's kernel state is its own to keep exact: Sync removes whatever
 // it finds that belongs to no current peer and adds what is missing, so a
@@ -39,6 +39,9 @@ type Env struct {
 	Config *netconf.Config
 	Under  Underlay
 	Log    *slog.Logger
+	// TxChecksumOff turns tx checksum offload off on the VXLAN devices
+	// (vxlan only).
+	TxChecksumOff bool
 }
 
 // Backend is one overlay backend. The agent calls it from one goroutine.
@@ -73,6 +76,23 @@ type Backend interface {
 	Sync(h *netops.Handle, peers []lease.Lease) (removed, added int, err error)
 }
 
+// Resumer is a backend whose devices carry an identity its peers know it
+// by (vxlan: the VTEP MACs), kept across restarts: before the first
+// Prepare the agent hands it what this node published before, most
+// trusted first (its lease, then the store's copy).
+type Resumer interface {
+	Resume(prev ...lease.Attrs)
+}
+
+// DirectRouter is a backend that reaches some peers by a plain route via
+// their public IP on the underlay (host-gw: every peer; vxlan with
+// DirectRouting: the peers on the node's L2 network); the store records
+// which, for the CLI's checks.
+type DirectRouter interface {
+	// Direct reports whether l's IPv4 subnet is reached that way.
+	Direct(l lease.Lease) bool
+}
+
 // Unreachable is a backend that can find peers it cannot reach (host-gw:
 // a peer off the node's L2 network); the agent exports the count.
 type Unreachable interface {
@@ -82,3 +102,20 @@ type Unreachable interface {
 // ErrUnusable is wrapped by the errors of a backend that cannot run on
 // this node as configured (host-gw behind NAT, no kernel module).
 var ErrUnusable = errors.New("the backend cannot run on this node")
+
+// Deviceless is the part of a backend that has no device of its own
+// (host-gw, alloc): nothing to create or address, and the pods' MTU is the
+// interface's. Such a backend embeds it.
+type Deviceless struct{ Env Env }
+
+// Devices: none.
+func (Deviceless) Devices() []string { return nil }
+
+// Prepare does nothing: there is no device.
+func (Deviceless) Prepare(*netops.Handle) error { return nil }
+
+// SetLease does nothing: the subnet needs no address of the backend.
+func (Deviceless) SetLease(*netops.Handle, lease.Lease) error { return nil }
+
+// MTU is the interface's: nothing is added to a packet.
+func (d Deviceless) MTU() int { return d.Env.Under.MTU }

@@ -11,29 +11,17 @@ import (
 	"github.com/cnibox/cnibox/netops"
 )
 
-// Backend is the alloc backend.
-type Backend struct{ env backend.Env }
+// Backend is the alloc backend; it has no device.
+type Backend struct{ backend.Deviceless }
 
 // New returns the alloc backend.
-func New(env backend.Env) *Backend { return &Backend{env: env} }
+func New(env backend.Env) *Backend { return &Backend{backend.Deviceless{Env: env}} }
 
 // Type is "" (flannel's alloc leases carry no BackendType).
 func (b *Backend) Type() string { return lease.BackendAlloc }
 
-// Devices: none.
-func (b *Backend) Devices() []string { return nil }
-
-// Prepare does nothing.
-func (b *Backend) Prepare(*netops.Handle) error { return nil }
-
 // Publish publishes no type and no data.
 func (b *Backend) Publish(a *lease.Attrs) { a.BackendType = lease.BackendAlloc }
-
-// SetLease does nothing.
-func (b *Backend) SetLease(*netops.Handle, lease.Lease) error { return nil }
-
-// MTU is the interface's.
-func (b *Backend) MTU() int { return b.env.Under.MTU }
 
 // Accepts nothing: alloc programs no peer.
 func (b *Backend) Accepts(lease.Lease) bool { return false }

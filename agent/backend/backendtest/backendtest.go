@@ -101,3 +101,21 @@ func Reachable(t *testing.T, from, to *Node, a netip.Addr) error {
 	t.Helper()
 	return nstest.Reachable(t, from.NS, to.NS, a)
 }
+
+// Must fails t at once on err.
+func Must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// HasRoute reports whether rs (as the kernel lists them) hold w.
+func HasRoute(rs []netops.Route, w netops.Route) bool {
+	for _, r := range rs {
+		if backend.SameRoute(r, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -18,9 +18,9 @@ import (
 	"github.com/cnibox/cnibox/netops"
 )
 
-// Backend is one node's host-gw backend.
+// Backend is one node's host-gw backend; it has no device.
 type Backend struct {
-	env     backend.Env
+	backend.Deviceless
 	log     *slog.Logger
 	offLink map[netip.Prefix]netip.Addr // peers' subnets not on the L2 network, with their public IP
 }
@@ -38,26 +38,17 @@ func New(env backend.Env) (*Backend, error) {
 		return nil, fmt.Errorf("%w: host-gw: the public IPv6 %s is not the address %s of interface %s: "+
 			"host-gw routes to the peers' public IPs directly; drop --public-ipv6, or use vxlan or wireguard", backend.ErrUnusable, u.Public6, u.Addr6.Addr(), u.Iface)
 	}
-	return &Backend{env: env, log: env.Log, offLink: map[netip.Prefix]netip.Addr{}}, nil
+	return &Backend{Deviceless: backend.Deviceless{Env: env}, log: env.Log, offLink: map[netip.Prefix]netip.Addr{}}, nil
 }
 
 // Type is "host-gw".
 func (b *Backend) Type() string { return lease.BackendHostGW }
 
-// Devices: host-gw has none.
-func (b *Backend) Devices() []string { return nil }
-
-// Prepare does nothing: there is no device.
-func (b *Backend) Prepare(*netops.Handle) error { return nil }
-
 // Publish sets the type; host-gw publishes no backend data.
 func (b *Backend) Publish(a *lease.Attrs) { a.BackendType = lease.BackendHostGW }
 
-// SetLease does nothing: the subnet needs no address of the backend.
-func (b *Backend) SetLease(*netops.Handle, lease.Lease) error { return nil }
-
-// MTU is the interface's: nothing is added to a packet.
-func (b *Backend) MTU() int { return b.env.Under.MTU }
+// Direct reports true: host-gw reaches every peer by a plain route.
+func (b *Backend) Direct(lease.Lease) bool { return true }
 
 // Accepts reports whether l is a host-gw lease.
 func (b *Backend) Accepts(l lease.Lease) bool { return l.Attrs.BackendType == lease.BackendHostGW }
@@ -69,7 +60,7 @@ func (b *Backend) Unreachable() int { return len(b.offLink) }
 // L2 network is left out (and logged once).
 func (b *Backend) routes(l lease.Lease) []netops.Route {
 	var out []netops.Route
-	c, u := b.env.Config, b.env.Under
+	c, u := b.Env.Config, b.Env.Under
 	for _, f := range []struct {
 		on      bool
 		sn      netip.Prefix
@@ -103,7 +94,7 @@ func (b *Backend) Add(h *netops.Handle, l lease.Lease, prev *lease.Lease) error 
 			if !sn.IsValid() || hasDst(want, sn) {
 				continue
 			}
-			if err := h.DeleteRoute(netops.Route{Dst: sn, Dev: b.env.Under.Iface}); err != nil {
+			if err := h.DeleteRoute(netops.Route{Dst: sn, Dev: b.Env.Under.Iface}); err != nil {
 				return err
 			}
 		}
@@ -121,7 +112,7 @@ func (b *Backend) Remove(h *netops.Handle, l lease.Lease) error {
 	for _, sn := range []netip.Prefix{l.Subnet, l.Subnet6} {
 		if sn.IsValid() {
 			delete(b.offLink, sn)
-			errs = append(errs, h.DeleteRoute(netops.Route{Dst: sn, Dev: b.env.Under.Iface}))
+			errs = append(errs, h.DeleteRoute(netops.Route{Dst: sn, Dev: b.Env.Under.Iface}))
 		}
 	}
 	return errors.Join(errs...)
@@ -136,9 +127,9 @@ func (b *Backend) Sync(h *netops.Handle, peers []lease.Lease) (removed, added in
 			want[r.Dst] = r
 		}
 	}
-	c := b.env.Config
+	c := b.Env.Config
 	owned := func(r netops.Route) bool { return r.GW.IsValid() && backend.InNetworks(r, c.Network, c.IPv6Network) }
-	return backend.SyncRoutes(h, []string{b.env.Under.Iface}, owned, want)
+	return backend.SyncRoutes(h, []string{b.Env.Under.Iface}, owned, want)
 }
 
 func hasDst(rs []netops.Route, dst netip.Prefix) bool {

@@ -39,16 +39,16 @@ func TestIPIPTwoNodes(t *testing.T) {
 			if n1.Lease.Attrs.BackendType != "ipip" || n1.Lease.Attrs.Data != nil {
 				t.Errorf("published type %q data %s; want ipip without data", n1.Lease.Attrs.BackendType, n1.Lease.Attrs.Data)
 			}
-			must(t, bs[0].Add(n1.H, n2.Lease, nil))
-			must(t, bs[1].Add(n2.H, n1.Lease, nil))
+			backendtest.Must(t, bs[0].Add(n1.H, n2.Lease, nil))
+			backendtest.Must(t, bs[1].Add(n2.H, n1.Lease, nil))
 
 			l, err := n1.H.LinkByName(Device)
-			must(t, err)
+			backendtest.Must(t, err)
 			if l.Kind != "ipip" || l.MTU != 1480 || !l.Up || bs[0].MTU() != 1480 {
 				t.Errorf("%s: kind %s mtu %d up %v, MTU() %d; want ipip, 1480, up", Device, l.Kind, l.MTU, l.Up, bs[0].MTU())
 			}
 			addrs, err := n1.H.Addrs(Device)
-			must(t, err)
+			backendtest.Must(t, err)
 			if len(addrs) != 1 || addrs[0] != netip.MustParsePrefix("10.244.1.0/32") {
 				t.Errorf("%s addresses %v; want 10.244.1.0/32", Device, addrs)
 			}
@@ -57,8 +57,8 @@ func TestIPIPTwoNodes(t *testing.T) {
 				want = netops.Route{Dst: n2.Lease.Subnet, GW: netip.MustParseAddr("192.168.78.2"), Dev: "eth0"}
 			}
 			all, err := n1.H.Routes("")
-			must(t, err)
-			if !has(all, want) {
+			backendtest.Must(t, err)
+			if !backendtest.HasRoute(all, want) {
 				t.Errorf("routes %v; want %s", all, want)
 			}
 			for _, pair := range [][2]*backendtest.Node{{n1, n2}, {n2, n1}} {
@@ -68,33 +68,17 @@ func TestIPIPTwoNodes(t *testing.T) {
 			}
 			// A stale route into the cluster network goes with a sync.
 			stale := netops.Route{Dst: netip.MustParsePrefix("10.244.9.0/24"), GW: netip.MustParseAddr("192.168.78.9"), Dev: Device, Onlink: true}
-			must(t, n1.H.EnsureRoute(stale))
+			backendtest.Must(t, n1.H.EnsureRoute(stale))
 			removed, added, err := bs[0].Sync(n1.H, []lease.Lease{n2.Lease})
 			if err != nil || removed != 1 || added != 0 {
 				t.Errorf("Sync = removed %d added %d %v; want the stale route removed", removed, added, err)
 			}
-			must(t, bs[0].Remove(n1.H, n2.Lease))
+			backendtest.Must(t, bs[0].Remove(n1.H, n2.Lease))
 			all, err = n1.H.Routes("")
-			must(t, err)
-			if has(all, want) {
+			backendtest.Must(t, err)
+			if backendtest.HasRoute(all, want) {
 				t.Errorf("the route %s is still there after Remove", want)
 			}
 		})
-	}
-}
-
-func has(rs []netops.Route, w netops.Route) bool {
-	for _, r := range rs {
-		if r.Dst == w.Dst && r.GW == w.GW && r.Dev == w.Dev && r.Onlink == w.Onlink {
-			return true
-		}
-	}
-	return false
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
