@@ -37,27 +37,33 @@ type Metrics struct {
 // NewMetrics makes the agent's metrics with the process and Go collectors.
 func NewMetrics() *Metrics {
 	const ns = "cnibox_agent"
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help})
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help})
+	}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		leaseHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "lease_held",
-			Help: "1 while the agent holds this node's subnet lease, else 0."}),
-		leaseExpiry: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "lease_expiry_timestamp_seconds",
-			Help: "When the held lease expires, as a Unix time (0: no expiry or no lease)."}),
-		renewals: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_renewals_total",
-			Help: "Lease renewals that succeeded."}),
-		renewFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_renewal_failures_total",
-			Help: "Lease renewals that failed (the lease gone or the backend unreachable)."}),
-		peers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "peers",
-			Help: "Other nodes programmed in the kernel (neighbour, FDB entry, route)."}),
-		unreachablePeers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "peers_unreachable",
-			Help: "Other nodes' subnets the backend cannot program (host-gw: the peer is not on this node's L2 network); each is logged as an error."}),
+		leaseHeld: gauge("lease_held",
+			"1 while the agent holds this node's subnet lease, else 0."),
+		leaseExpiry: gauge("lease_expiry_timestamp_seconds",
+			"When the held lease expires, as a Unix time (0: no expiry or no lease)."),
+		renewals: counter("lease_renewals_total",
+			"Lease renewals that succeeded."),
+		renewFailures: counter("lease_renewal_failures_total",
+			"Lease renewals that failed (the lease gone or the backend unreachable)."),
+		peers: gauge("peers",
+			"Other nodes programmed in the kernel (neighbour, FDB entry, route)."),
+		unreachablePeers: gauge("peers_unreachable",
+			"Other nodes' subnets the backend cannot program (host-gw: the peer is not on this node's L2 network); each is logged as an error."),
 		syncSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "kernel_sync_duration_seconds",
 			Help:    "How long a kernel sync took; kind=full is a full resync, kind=updates applies a batch of peer updates.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}, []string{"kind"}),
 		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "kernel_sync_errors_total",
 			Help: "Kernel syncs that failed, by kind (full, updates)."}, []string{"kind"}),
-		watchRestarts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_watch_restarts_total",
-			Help: "Times the lease backend started its watch over with a fresh snapshot (etcd: a broken or compacted watch)."}),
+		watchRestarts: counter("lease_watch_restarts_total",
+			"Times the lease backend started its watch over with a fresh snapshot (etcd: a broken or compacted watch)."),
 	}
 	for _, kind := range []string{syncFull, syncUpdates} {
 		m.syncSeconds.WithLabelValues(kind)

@@ -99,13 +99,7 @@ func (a *agent) applyPending(ctx context.Context) bool {
 	if full {
 		return a.fullSync() && ok
 	}
-	if ok {
-		a.lastSync = time.Now()
-	}
-	a.m.synced(syncUpdates, start, ok, len(a.peers))
-	a.m.unreachable(a.be)
-	a.dirty = true
-	return ok
+	return a.synced(syncUpdates, start, ok)
 }
 
 // isPeer reports whether l is another node this agent programs.
@@ -172,10 +166,16 @@ func (a *agent) fullSync() bool {
 			a.log.Info("synced the peers", "backend", a.cfg.Backend.Type, "devices", a.be.Devices(), "peers", len(peers), "removed", removed, "added", added)
 		}
 	}
+	return a.synced(syncFull, start, ok)
+}
+
+// synced records a kernel sync of kind that started at start and returns
+// ok, whether it succeeded.
+func (a *agent) synced(kind string, start time.Time, ok bool) bool {
 	if ok {
 		a.lastSync = time.Now()
 	}
-	a.m.synced(syncFull, start, ok, len(a.peers))
+	a.m.synced(kind, start, ok, len(a.peers))
 	a.m.unreachable(a.be)
 	a.dirty = true
 	return ok

@@ -97,15 +97,25 @@ func (e *Etcd) put(ctx context.Context, key, version string, v any, lost error) 
 	return strconv.FormatInt(resp.Header.Revision, 10), nil
 }
 
-// list reads every key under prefix.
-func (e *Etcd) list(ctx context.Context, prefix string) (*clientv3.GetResponse, error) {
+// listAs reads every record of kind ("ippools", "nodeslicepools"), in
+// key order, each decoded from JSON into a T and made an R by conv with its
+// name and version; one that does not decode is passed over.
+func listAs[T, R any](ctx context.Context, e *Etcd, kind string, conv func(v T, name, version string) R) ([]R, error) {
+	prefix := e.key(kind, "")
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	resp, err := e.Client.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, etcdErr("list", prefix, err)
 	}
-	return resp, nil
+	var out []R
+	for _, kv := range resp.Kvs {
+		var v T
+		if json.Unmarshal(kv.Value, &v) == nil {
+			out = append(out, conv(v, strings.TrimPrefix(string(kv.Key), prefix), strconv.FormatInt(kv.ModRevision, 10)))
+		}
+	}
+	return out, nil
 }
 
 // GetPool reads a pool (always from etcd: a read is as cheap as a cache).
@@ -115,8 +125,11 @@ func (e *Etcd) GetPool(ctx context.Context, name string, _ bool) (*Pool, error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{Name: name, Range: ep.Range, Allocations: ep.Allocations, Sticky: ep.Sticky, Version: ver}
-	return p.clone(), nil
+	return ep.pool(name, ver).clone(), nil
+}
+
+func (ep etcdPool) pool(name, version string) *Pool {
+	return &Pool{Name: name, Range: ep.Range, Allocations: ep.Allocations, Sticky: ep.Sticky, Version: version}
 }
 
 func toEtcd(p *Pool) etcdPool {
@@ -146,19 +159,9 @@ func (e *Etcd) UpdatePool(ctx context.Context, p *Pool) (*Pool, error) {
 
 // ListPools lists the pools.
 func (e *Etcd) ListPools(ctx context.Context) ([]*Pool, error) {
-	prefix := e.key("ippools", "")
-	resp, err := e.list(ctx, prefix)
+	out, err := listAs(ctx, e, "ippools", etcdPool.pool)
 	if err != nil {
 		return nil, err
-	}
-	var out []*Pool
-	for _, kv := range resp.Kvs {
-		var ep etcdPool
-		if json.Unmarshal(kv.Value, &ep) != nil {
-			continue
-		}
-		out = append(out, &Pool{Name: strings.TrimPrefix(string(kv.Key), prefix), Range: ep.Range, Allocations: ep.Allocations, Sticky: ep.Sticky,
-			Version: strconv.FormatInt(kv.ModRevision, 10)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -197,7 +200,11 @@ func (e *Etcd) GetSlicePool(ctx context.Context, name string) (*SlicePool, error
 	if err != nil {
 		return nil, err
 	}
-	return &SlicePool{Name: name, Range: es.Range, SliceSize: es.SliceSize, Slices: es.Slices, Version: ver}, nil
+	return es.slicePool(name, ver), nil
+}
+
+func (es etcdSlicePool) slicePool(name, version string) *SlicePool {
+	return &SlicePool{Name: name, Range: es.Range, SliceSize: es.SliceSize, Slices: es.Slices, Version: version}
 }
 
 // CreateSlicePool creates a NodeSlicePool.
@@ -214,19 +221,7 @@ func (e *Etcd) UpdateSlicePool(ctx context.Context, s *SlicePool) error {
 
 // ListSlicePools lists the NodeSlicePools.
 func (e *Etcd) ListSlicePools(ctx context.Context) ([]*SlicePool, error) {
-	prefix := e.key("nodeslicepools", "")
-	resp, err := e.list(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var out []*SlicePool
-	for _, kv := range resp.Kvs {
-		var es etcdSlicePool
-		if json.Unmarshal(kv.Value, &es) == nil {
-			out = append(out, &SlicePool{Name: strings.TrimPrefix(string(kv.Key), prefix), Range: es.Range, SliceSize: es.SliceSize, Slices: es.Slices})
-		}
-	}
-	return out, nil
+	return listAs(ctx, e, "nodeslicepools", etcdSlicePool.slicePool)
 }
 
 // Ready reports whether etcd answers.

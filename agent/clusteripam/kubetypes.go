@@ -21,6 +21,25 @@ var groupVersion = schema.GroupVersion{Group: wbpool.Group, Version: wbpool.Vers
 // "podref/ifname"), which whereabouts neither reads nor changes.
 const stickyAnnotation = "cnibox.io/whereabouts-sticky"
 
+// list is the list kind of the objects T (*T, P, is a runtime.Object).
+type list[T any, P interface {
+	*T
+	runtime.Object
+}] struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []T `json:"items"`
+}
+
+func (o *list[T, P]) DeepCopyObject() runtime.Object {
+	out := &list[T, P]{TypeMeta: o.TypeMeta}
+	o.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range o.Items {
+		out.Items = append(out.Items, *P(&o.Items[i]).DeepCopyObject().(P))
+	}
+	return out
+}
+
 type ipPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -32,11 +51,7 @@ type ipPoolSpec struct {
 	Allocations map[string]wbpool.Allocation `json:"allocations"`
 }
 
-type ipPoolList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []ipPool `json:"items"`
-}
+type ipPoolList = list[ipPool, *ipPool]
 
 type reservation struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -44,11 +59,7 @@ type reservation struct {
 	Spec              Reservation `json:"spec"`
 }
 
-type reservationList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []reservation `json:"items"`
-}
+type reservationList = list[reservation, *reservation]
 
 type nodeSlicePool struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -62,11 +73,7 @@ type nodeSlicePool struct {
 	} `json:"status"`
 }
 
-type nodeSlicePoolList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []nodeSlicePool `json:"items"`
-}
+type nodeSlicePoolList = list[nodeSlicePool, *nodeSlicePool]
 
 // lease is the part of a coordination.k8s.io/v1 Lease leader election uses.
 type lease struct {
@@ -92,28 +99,10 @@ func (o *ipPool) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-func (o *ipPoolList) DeepCopyObject() runtime.Object {
-	out := &ipPoolList{TypeMeta: o.TypeMeta}
-	o.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range o.Items {
-		out.Items = append(out.Items, *o.Items[i].DeepCopyObject().(*ipPool))
-	}
-	return out
-}
-
 func (o *reservation) DeepCopyObject() runtime.Object {
 	out := *o
 	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return &out
-}
-
-func (o *reservationList) DeepCopyObject() runtime.Object {
-	out := &reservationList{TypeMeta: o.TypeMeta}
-	o.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range o.Items {
-		out.Items = append(out.Items, *o.Items[i].DeepCopyObject().(*reservation))
-	}
-	return out
 }
 
 func (o *nodeSlicePool) DeepCopyObject() runtime.Object {
@@ -121,15 +110,6 @@ func (o *nodeSlicePool) DeepCopyObject() runtime.Object {
 	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Status.Allocations = append([]Slice(nil), o.Status.Allocations...)
 	return &out
-}
-
-func (o *nodeSlicePoolList) DeepCopyObject() runtime.Object {
-	out := &nodeSlicePoolList{TypeMeta: o.TypeMeta}
-	o.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range o.Items {
-		out.Items = append(out.Items, *o.Items[i].DeepCopyObject().(*nodeSlicePool))
-	}
-	return out
 }
 
 func (o *lease) DeepCopyObject() runtime.Object {
