@@ -104,6 +104,11 @@ func TestConcurrentAgents(t *testing.T) {
 	lg := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	nodes := []*Allocator{{B: b, Node: "n1", Log: lg}, {B: b, Node: "n2", Log: lg}, {B: b, Node: "n3", Log: lg}}
 	const n = 240
+	attachment := func(i int) *agentapi.IPAMRequest {
+		r := req(fmt.Sprintf("c%d", i), fmt.Sprintf("ns/p%d", i), "10.10.0.0/24")
+		r.Overlapping = true
+		return r
+	}
 	got := make([]string, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -111,8 +116,7 @@ func TestConcurrentAgents(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r := req(fmt.Sprintf("c%d", i), fmt.Sprintf("ns/p%d", i), "10.10.0.0/24")
-			r.Overlapping = true
+			r := attachment(i)
 			ips, err := nodes[i%3].Add(ctx, r)
 			if err != nil {
 				errs <- err
@@ -153,8 +157,7 @@ func TestConcurrentAgents(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r := req(fmt.Sprintf("c%d", i), fmt.Sprintf("ns/p%d", i), "10.10.0.0/24")
-			r.Overlapping = true
+			r := attachment(i)
 			for k := 0; k < 2; k++ {
 				if err := nodes[(i+1)%3].Del(ctx, r); err != nil {
 					t.Error(err)
