@@ -12,7 +12,7 @@ import (
 	"github.com/cnibox/cnibox/netops"
 )
 
-// overlay is the VXLAN device of one address family and what the agent
+// overlay is the VXLAN device of one address family and what the backend
 // programs on it.
 type overlay struct {
 	v6      bool
