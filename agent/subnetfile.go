@@ -52,7 +52,7 @@ func WriteSubnetFile(path string, e SubnetEnv) error {
 		return fmt.Errorf("write subnet file %s: %w", path, err)
 	}
 	if err := atomicfile.WriteFile(path, e.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("subnet file: %w", err)
+		return fmt.Errorf("write subnet file %s: %w", path, err)
 	}
 	return nil
 }

@@ -42,8 +42,8 @@ func appendRecord(path string, rec []byte) {
 		return
 	}
 	if st, err := f.Stat(); err == nil && st.Size()+int64(len(rec)) >= maxLogBytes {
-		f = rotate(path, f)
-		if f == nil {
+		rotate(path, f)
+		if f, err = openLog(path); err != nil {
 			return
 		}
 	}
@@ -66,35 +66,26 @@ func openLog(path string) (*os.File, error) {
 	return f, err
 }
 
-// rotate takes full's lock and returns the file to append to: a new one
-// at path, after full was renamed to a backup by this process or, while it
-// waited, another. full is closed (or handed to the lock's waiter).
-func rotate(path string, full *os.File) *os.File {
+// rotate takes full's lock and, unless another process rotated it while
+// this one waited, renames it to a backup and prunes the backups. full is
+// closed (or handed to the lock's waiter).
+func rotate(path string, full *os.File) {
 	if err := filelock.Lock(full, time.Now().Add(rotateWait)); err != nil {
-		f, _ := openLog(path) // a stuck rotation: append as things are
-		return f
+		return // a stuck rotation: append as things are
 	}
 	defer full.Close() // drops the lock, after the pruning
 	st, err := full.Stat()
-	if err != nil {
-		return nil
+	cur, lerr := os.Lstat(path)
+	if err != nil || lerr != nil || !os.SameFile(cur, st) {
+		return // rotated by another process meanwhile
 	}
-	if cur, err := os.Lstat(path); err != nil || !os.SameFile(cur, st) {
-		f, _ := openLog(path) // rotated by another process
-		return f
-	}
-	if err := os.Rename(path, backupName(path, time.Now())); err != nil {
-		return full // cannot rotate: keep appending
-	}
-	f, err := openLog(path)
-	if err != nil {
-		return nil
+	if os.Rename(path, backupName(path, time.Now())) != nil {
+		return
 	}
 	backups := LogBackups(path)
 	for _, b := range backups[:max(0, len(backups)-maxLogBackups)] {
 		_ = os.Remove(b)
 	}
-	return f
 }
 
 // backupName is a free name for a backup of path rotated at t:

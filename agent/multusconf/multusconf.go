@@ -82,7 +82,7 @@ func Run(ctx context.Context, o Options) error {
 			// Atomically: a runtime reads the old config or the new one,
 			// never half of one.
 			if err := atomicfile.WriteFile(filepath.Join(o.Dir, o.Name), b, 0o644); err != nil {
-				o.Log.Error("multus config", "err", err)
+				o.Log.Error("multus config", "file", filepath.Join(o.Dir, o.Name), "err", err)
 			} else {
 				o.Log.Info("multus config written over the primary", "file", filepath.Join(o.Dir, o.Name), "primary", primary)
 				last = b

@@ -195,7 +195,10 @@ func writeFileAtomic(p string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(p, data, 0o644)
+	if err := atomicfile.WriteFile(p, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
 }
 
 // envEpoch is $SOURCE_DATE_EPOCH, or 0.

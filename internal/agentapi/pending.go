@@ -42,7 +42,7 @@ func QueueRelease(dataDir string, req *IPAMRequest) (string, error) {
 	// release whole or not at all, never an empty file that the drain
 	// drops as unreadable (the address would leak).
 	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
-		return "", fmt.Errorf("queue the release: %w", err)
+		return "", fmt.Errorf("queue the release in %s: %w", path, err)
 	}
 	return path, nil
 }

@@ -15,7 +15,6 @@ package atomicfile
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -116,20 +115,19 @@ func WriteFile(path string, data []byte, mode fs.FileMode) error {
 	})
 }
 
-// WriteFrom writes what write writes to path atomically, with mode.
+// WriteFrom writes what write writes to path atomically, with mode. An
+// error of the file system names the temporary file (beside path, named
+// after it).
 func WriteFrom(path string, mode fs.FileMode, write func(io.Writer) error) error {
 	p, err := New(path, mode)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	defer p.Cleanup()
 	if err := write(p); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
-	if err := p.Replace(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return p.Replace()
 }
 
 // Symlink points the symlink path at target, replacing whatever path is

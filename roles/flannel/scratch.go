@@ -62,7 +62,7 @@ func scratchOf(dir, containerID string) (s scratch, ok bool) {
 // synced), through a temporary file so that a reader never sees half.
 func (s scratch) write(conf []byte) error {
 	if err := atomicfile.WriteFile(s.path, conf, 0o600); err != nil {
-		return fmt.Errorf("flannel: flannel's delegate record: %w", err)
+		return fmt.Errorf("flannel: write flannel's delegate record %s: %w", s.path, err)
 	}
 	return nil
 }

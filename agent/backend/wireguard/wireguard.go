@@ -186,7 +186,7 @@ func loadKey(path string) (wg.Key, error) {
 	// Atomically and synced: a power cut must not leave an empty key
 	// file, which the next start refuses.
 	if err := atomicfile.WriteFile(path, []byte(k.String()), 0o400); err != nil {
-		return wg.Key{}, fmt.Errorf("wireguard: keep the private key: %w", err)
+		return wg.Key{}, fmt.Errorf("wireguard: keep the private key in %s: %w", path, err)
 	}
 	return k, nil
 }
