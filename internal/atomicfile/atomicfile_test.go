@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -158,5 +159,46 @@ func TestSymlink(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("directory holds %d entries, want 1", len(ents))
+	}
+}
+
+// TestConcurrentWriters: writers of the same file at once (a fixed
+// temporary name would let one rename another's half-written file) and a
+// reader meanwhile: every read finds one writer's content whole.
+func TestConcurrentWriters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "subnet.env")
+	content := func(w int) []byte { return bytes.Repeat([]byte{byte('a' + w)}, 64<<10) }
+	if err := WriteFile(path, content(0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 4
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if err := WriteFile(path, content(w), 0o644); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	for reads := 0; ; reads++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != 64<<10 || bytes.Count(b, b[:1]) != len(b) {
+			t.Fatalf("read %d: %d bytes, not one writer's content whole", reads, len(b))
+		}
 	}
 }
