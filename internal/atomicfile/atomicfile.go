@@ -38,7 +38,7 @@ type Pending struct {
 // New creates the temporary file for dest, in dest's directory (which must
 // exist), with mode.
 func New(dest string, mode fs.FileMode) (*Pending, error) {
-	f, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".*.tmp")
+	f, err := createTemp(dest)
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +156,17 @@ func Symlink(target, path string) error {
 
 // tempName is a free temporary name beside path, as New makes them.
 func tempName(path string) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	f, err := createTemp(path)
 	if err != nil {
 		return "", err
 	}
 	f.Close()
 	return f.Name(), os.Remove(f.Name())
+}
+
+// createTemp creates a new file beside dest, named "." + base + ".<random>.tmp".
+func createTemp(dest string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".*.tmp")
 }
 
 // syncDir makes a rename or link in dir durable.
