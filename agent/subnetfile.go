@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 // SubnetEnv is what the agent writes to the subnet file (flanneld's
@@ -49,26 +51,7 @@ func WriteSubnetFile(path string, e SubnetEnv) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write subnet file %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*")
-	if err != nil {
-		return fmt.Errorf("write subnet file %s: %w", path, err)
-	}
-	name := tmp.Name()
-	defer os.Remove(name)
-	_, err = tmp.Write(e.Bytes())
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
+	if err := atomicfile.WriteFile(path, e.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write subnet file %s: %w", path, err)
 	}
 	return nil

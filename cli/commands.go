@@ -14,6 +14,7 @@ var (
 	confDirFlag = &ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "the runtime's CNI config directory"}
 	binDirFlag  = &ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "the runtime's CNI plugin directory"}
 	cacheFlag   = &ucli.StringFlag{Name: "cache-dir", Value: "/var/lib/cni", Usage: "libcni's cache directory (the runtime's record of attachments)"}
+	networkFlag = &ucli.StringFlag{Name: "network", Usage: "only this network"}
 )
 
 // commands is the command tree: each command's help and flags, and the
@@ -98,7 +99,7 @@ func commands(o Options) []*ucli.Command {
 					UsageText: "cnibox inspect endpoints [--network N] [--pod NS/NAME] [--container ID] [--detail] [--json]\n\n" +
 						"Example: cnibox inspect endpoints --pod default/web-0 --detail",
 					Flags: []ucli.Flag{
-						&ucli.StringFlag{Name: "network", Usage: "only this network"},
+						networkFlag,
 						&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME`"},
 						&ucli.StringFlag{Name: "container", Usage: "only containers whose ID starts with `ID`"},
 						&ucli.BoolFlag{Name: "detail", Aliases: []string{"d"}, Usage: "one block per endpoint with every field and its live state"},
@@ -139,11 +140,7 @@ func commands(o Options) []*ucli.Command {
 					Usage: "the dhcp daemon's leases: address, server, state, last renewal, expiry",
 					UsageText: "cnibox inspect dhcp [--network N] [--data-dir DIR] [--json]\n\n" +
 						"Example: cnibox inspect dhcp --network lan",
-					Flags: []ucli.Flag{
-						&ucli.StringFlag{Name: "network", Usage: "only this network"},
-						dataDirFlag,
-						jsonFlag,
-					},
+					Flags:  []ucli.Flag{networkFlag, dataDirFlag, jsonFlag},
 					Action: inspectDHCP,
 				},
 				{

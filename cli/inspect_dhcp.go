@@ -13,7 +13,7 @@ import (
 func inspectDHCP(c *ucli.Context) error {
 	var leases []store.DHCPLease
 	if err := readStore(c, func(st *store.Store) (err error) {
-		leases, err = st.DHCPLeases(c.String("network"))
+		leases, err = st.DHCP().List(c.String("network"))
 		return err
 	}); err != nil {
 		return err
@@ -37,7 +37,7 @@ func printDHCPLeases(w io.Writer, leases []store.DHCPLease) error {
 func (d *doctor) checkDHCPLeases(c *ucli.Context) {
 	var leases []store.DHCPLease
 	if err := readStore(c, func(st *store.Store) (err error) {
-		leases, err = st.DHCPLeases("")
+		leases, err = st.DHCP().List("")
 		return err
 	}); err != nil || len(leases) == 0 {
 		return

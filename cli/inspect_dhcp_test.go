@@ -36,7 +36,7 @@ func TestDHCPLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range leases {
-		if err := st.PutDHCPLease(l); err != nil {
+		if err := st.DHCP().Put(l); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,10 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 // binaryName is the name of the binary in a CNI bin dir; every role link
@@ -171,13 +172,7 @@ func installLink(p, link string, self fs.FileInfo, force, keepForeign bool) (str
 				fmt.Errorf("%s exists and is not cnibox's: remove it or rerun with --force", p)
 		}
 	}
-	tmp := p + ".cnibox-new-" + strconv.Itoa(os.Getpid())
-	_ = os.Remove(tmp)
-	if err := os.Symlink(link, tmp); err != nil {
-		return "failed    " + p, err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.Symlink(link, p); err != nil {
 		return "failed    " + p, err
 	}
 	return fmt.Sprintf("linked    %s -> %s", p, link), nil
@@ -248,8 +243,8 @@ func fileLine(changed bool, dst string) string {
 }
 
 // installFile puts the content open returns at dst with mode, without ever
-// opening dst for writing: it writes a temporary file in dst's directory,
-// syncs it, renames it over dst and syncs the directory. A process
+// opening dst for writing: it writes it with atomicfile (a temporary file
+// in dst's directory, renamed over dst). A process
 // executing the old dst keeps its file (the rename only moves the name; a
 // write into a running binary fails with "text file busy"), and a reader
 // sees the old file or the new one, never part of one. A regular file dst
@@ -269,33 +264,11 @@ func installFile(dst string, mode fs.FileMode, open func() (io.ReadCloser, error
 		return false, err
 	}
 	defer src.Close()
-	dir := filepath.Dir(dst)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(dst)+".*.tmp")
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = io.Copy(tmp, src); err != nil {
-		return false, err
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return false, err
-	}
-	if err = tmp.Sync(); err != nil {
-		return false, err
-	}
-	if err = tmp.Close(); err != nil {
-		return false, err
-	}
-	if err = os.Rename(tmp.Name(), dst); err != nil {
-		return false, err
-	}
-	return true, syncDir(dir)
+	err = atomicfile.WriteFrom(dst, mode, func(w io.Writer) error {
+		_, err := io.Copy(w, src)
+		return err
+	})
+	return err == nil, err
 }
 
 // sameContent reports whether path is a regular file with mode whose
@@ -331,17 +304,4 @@ func sameContent(path string, mode fs.FileMode, r io.Reader) (bool, error) {
 			return endA && endB, nil
 		}
 	}
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

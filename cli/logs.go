@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -29,9 +27,7 @@ func logFile(c *ucli.Context) string {
 func runLogs(c *ucli.Context) error {
 	path := logFile(c)
 	// Rotated files (name-<time>.log) first, oldest first, then the live one.
-	ext := filepath.Ext(path)
-	backups, _ := filepath.Glob(strings.TrimSuffix(path, ext) + "-*" + ext)
-	sort.Strings(backups)
+	backups := cniplug.LogBackups(path)
 	files := append(backups, path)
 	var since time.Time
 	if d := c.Duration("since"); d > 0 {

@@ -98,30 +98,35 @@ func overlayStatus(c *ucli.Context, h *netops.Handle) error {
 		if s.Lease.Type == "host-gw" || s.Lease.Type == "alloc" {
 			break // no device: the key is the backend's name
 		}
-		d := ovlDevice{Name: name}
-		if s.Lease.Type != "" && s.Lease.Type != "vxlan" {
-			l, err := h.LinkByName(name)
-			switch {
-			case errors.Is(err, netops.ErrNotFound):
-			case err != nil:
-				d.Error = err.Error()
-			default:
-				d.Exists, d.Up, d.MTU, d.Kind = true, l.Up, l.MTU, l.Kind
-			}
-			out.Devices = append(out.Devices, d)
-			continue
-		}
-		v, err := h.VXLANByName(name)
-		switch {
-		case errors.Is(err, netops.ErrNotFound):
-		case err != nil:
-			d.Error = err.Error()
-		default:
-			d.Exists, d.Up, d.MTU, d.MAC, d.VNI, d.Port = true, v.Up, v.MTU, v.MAC.String(), v.VNI, v.Port
-		}
-		out.Devices = append(out.Devices, d)
+		out.Devices = append(out.Devices, overlayDevice(h, name, s.Lease.Type == "" || s.Lease.Type == "vxlan"))
 	}
 	return show(c, out, printOvlStatus, nil)
+}
+
+// overlayDevice is what the node has of the overlay device name: the VXLAN
+// fields of the vxlan backend's device, the kind of another backend's.
+func overlayDevice(h *netops.Handle, name string, vxlan bool) ovlDevice {
+	d := ovlDevice{Name: name}
+	var err error
+	if vxlan {
+		var v netops.VXLAN
+		if v, err = h.VXLANByName(name); err == nil {
+			d.Up, d.MTU, d.MAC, d.VNI, d.Port = v.Up, v.MTU, v.MAC.String(), v.VNI, v.Port
+		}
+	} else {
+		var l netops.Link
+		if l, err = h.LinkByName(name); err == nil {
+			d.Up, d.MTU, d.Kind = l.Up, l.MTU, l.Kind
+		}
+	}
+	switch {
+	case errors.Is(err, netops.ErrNotFound):
+	case err != nil:
+		d.Error = err.Error()
+	default:
+		d.Exists = true
+	}
+	return d
 }
 
 func printOvlStatus(out io.Writer, s ovlStatus) error {

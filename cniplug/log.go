@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"gopkg.in/natefinch/lumberjack.v2"
 )
 
 // DefaultLogFile is where every invocation's record goes unless the config's
@@ -137,31 +134,6 @@ func writeLog(role *Role, inv Invocation, stdin []byte, a *Args, out []byte, err
 	}
 	logger.LogAttrs(context.Background(), level, msg, attrs...)
 	appendRecord(path, buf.Bytes())
-}
-
-// maxLogBytes is the size at which the log file is rotated (lumberjack's
-// MaxSize, in MiB, is derived from it).
-const maxLogBytes = 10 << 20
-
-// appendRecord appends one record to the log file at path. The common case,
-// an existing file with room left, is one open(O_APPEND) and one write; a
-// missing or full file goes through lumberjack, which creates or rotates it
-// (keeping 3 backups). lumberjack is not used for every record because each
-// of its opens starts a goroutine that lists the log directory.
-func appendRecord(path string, rec []byte) {
-	if st, err := os.Stat(path); err == nil && st.Size()+int64(len(rec)) < maxLogBytes {
-		if f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0); err == nil {
-			_, _ = f.Write(rec)
-			_ = f.Close()
-			return
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return
-	}
-	w := &lumberjack.Logger{Filename: path, MaxSize: maxLogBytes >> 20, MaxBackups: 3}
-	_, _ = w.Write(rec)
-	_ = w.Close()
 }
 
 // utcTime writes the record's time in UTC (no time zone file is read).

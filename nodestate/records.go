@@ -42,13 +42,13 @@ func readRecordView(st *store.Store, v *recordView) error {
 	if err != nil {
 		return err
 	}
-	if v.Tuning, err = st.TuningRecords(""); err != nil {
+	if v.Tuning, err = st.Tuning().List(""); err != nil {
 		return err
 	}
-	if v.Bandwidth, err = st.BandwidthRecords(""); err != nil {
+	if v.Bandwidth, err = st.Bandwidth().List(""); err != nil {
 		return err
 	}
-	v.Delegates, err = st.DelegateRecords("")
+	v.Delegates, err = st.Delegates().List("")
 	return err
 }
 

@@ -105,11 +105,11 @@ func removeRecordOrphans(st *store.Store, storeErr error, orphans []Orphan) {
 				return tx.Delete(o.Network, o.ContainerID, o.IfName)
 			})
 		case KindTuning:
-			err = st.DeleteTuning(o.Network, o.ContainerID, o.IfName)
+			err = st.Tuning().Delete(o.Network, o.ContainerID, o.IfName)
 		case KindBandwidth:
-			err = st.DeleteBandwidth(o.Network, o.ContainerID, o.IfName)
+			err = st.Bandwidth().Delete(o.Network, o.ContainerID, o.IfName)
 		case KindDelegate:
-			err = st.DeleteDelegateRecord(o.Network, o.ContainerID, o.IfName)
+			err = st.Delegates().Delete(o.Network, o.ContainerID, o.IfName)
 		}
 		o.Done = err == nil
 		if err != nil {

@@ -31,26 +31,9 @@ type BandwidthRecord struct {
 	BootID       string    `json:"bootID,omitempty"`
 }
 
-// PutBandwidth records r, replacing an earlier record of the same
-// attachment. Created and BootID are filled in when zero.
-func (s *Store) PutBandwidth(r BandwidthRecord) error {
-	stamp(&r.Created, &r.BootID, time.Now().UTC())
-	return bandwidthRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
-}
-
-// GetBandwidth returns the bandwidth record of one attachment.
-func (s *Store) GetBandwidth(network, containerID, ifname string) (BandwidthRecord, bool, error) {
-	return bandwidthRecords.get(s, network, containerID, ifname)
-}
-
-// DeleteBandwidth removes the bandwidth record of one attachment; a missing
-// one is no error.
-func (s *Store) DeleteBandwidth(network, containerID, ifname string) error {
-	return bandwidthRecords.delete(s, network, containerID, ifname)
-}
-
-// BandwidthRecords returns the bandwidth records of one network ("" = every
-// network), ordered by network, container ID and ifname.
-func (s *Store) BandwidthRecords(network string) ([]BandwidthRecord, error) {
-	return bandwidthRecords.list(s, network)
+// Bandwidth is the bandwidth role's records.
+func (s *Store) Bandwidth() Attachments[BandwidthRecord] {
+	return Attachments[BandwidthRecord]{s, bandwidthRecords, func(r *BandwidthRecord) ([3]string, *time.Time, *string) {
+		return [3]string{r.Network, r.ContainerID, r.IfName}, &r.Created, &r.BootID
+	}}
 }

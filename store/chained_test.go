@@ -13,7 +13,7 @@ func TestTuningAndBandwidthRecords(t *testing.T) {
 	}
 	defer st.Close()
 
-	if _, found, err := st.GetTuning("n1", "c1", "eth0"); err != nil || found {
+	if _, found, err := st.Tuning().Get("n1", "c1", "eth0"); err != nil || found {
 		t.Fatalf("GetTuning on an empty store = %v, %v", found, err)
 	}
 	on := true
@@ -23,46 +23,46 @@ func TestTuningAndBandwidthRecords(t *testing.T) {
 		{Network: "n1", ContainerID: "c2", IfName: "eth0"},
 		{Network: "n10", ContainerID: "c1", IfName: "eth0"},
 	} {
-		if err := st.PutTuning(r); err != nil {
+		if err := st.Tuning().Put(r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, found, err := st.GetTuning("n1", "c1", "eth0")
+	r, found, err := st.Tuning().Get("n1", "c1", "eth0")
 	if err != nil || !found || r.MTU != 1500 || r.Promisc == nil || !*r.Promisc || len(r.Sysctls) != 1 || r.Created.IsZero() {
 		t.Fatalf("GetTuning = %+v, %v, %v", r, found, err)
 	}
-	if rs, err := st.TuningRecords("n1"); err != nil || len(rs) != 2 {
+	if rs, err := st.Tuning().List("n1"); err != nil || len(rs) != 2 {
 		t.Errorf("TuningRecords(n1) = %d records, %v; want 2 (not n10's)", len(rs), err)
 	}
-	if rs, _ := st.TuningRecords(""); len(rs) != 3 {
+	if rs, _ := st.Tuning().List(""); len(rs) != 3 {
 		t.Errorf("TuningRecords(all) = %d records, want 3", len(rs))
 	}
 	for range 2 {
-		if err := st.DeleteTuning("n1", "c1", "eth0"); err != nil {
+		if err := st.Tuning().Delete("n1", "c1", "eth0"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, found, _ := st.GetTuning("n1", "c1", "eth0"); found {
+	if _, found, _ := st.Tuning().Get("n1", "c1", "eth0"); found {
 		t.Error("record still there after DeleteTuning")
 	}
-	if err := st.PutTuning(store.TuningRecord{Network: "n1"}); err == nil {
+	if err := st.Tuning().Put(store.TuningRecord{Network: "n1"}); err == nil {
 		t.Error("PutTuning without container ID succeeded")
 	}
 
-	if err := st.PutBandwidth(store.BandwidthRecord{Network: "n1", ContainerID: "c1", IfName: "eth0", Ifb: "cbw0", EgressRate: 1000}); err != nil {
+	if err := st.Bandwidth().Put(store.BandwidthRecord{Network: "n1", ContainerID: "c1", IfName: "eth0", Ifb: "cbw0", EgressRate: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	b, found, err := st.GetBandwidth("n1", "c1", "eth0")
+	b, found, err := st.Bandwidth().Get("n1", "c1", "eth0")
 	if err != nil || !found || b.Ifb != "cbw0" || b.EgressRate != 1000 {
 		t.Fatalf("GetBandwidth = %+v, %v, %v", b, found, err)
 	}
-	if bs, _ := st.BandwidthRecords(""); len(bs) != 1 {
+	if bs, _ := st.Bandwidth().List(""); len(bs) != 1 {
 		t.Errorf("BandwidthRecords = %d, want 1", len(bs))
 	}
-	if err := st.DeleteBandwidth("n1", "c1", "eth0"); err != nil {
+	if err := st.Bandwidth().Delete("n1", "c1", "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	if bs, _ := st.BandwidthRecords("n1"); len(bs) != 0 {
+	if bs, _ := st.Bandwidth().List("n1"); len(bs) != 0 {
 		t.Errorf("BandwidthRecords after delete = %d, want 0", len(bs))
 	}
 }

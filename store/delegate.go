@@ -45,26 +45,9 @@ type Delegate struct {
 // records (records.go).
 var delegateRecords = attachmentRecords[DelegateRecord]{records[DelegateRecord]{bucket: []byte("delegates"), what: "delegate record"}}
 
-// PutDelegateRecord records r (replacing an earlier record of the same
-// attachment). Created and BootID are filled in when zero.
-func (s *Store) PutDelegateRecord(r DelegateRecord) error {
-	stamp(&r.Created, &r.BootID, time.Now())
-	return delegateRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
-}
-
-// GetDelegateRecord returns the delegate record of one attachment.
-func (s *Store) GetDelegateRecord(network, containerID, ifname string) (DelegateRecord, bool, error) {
-	return delegateRecords.get(s, network, containerID, ifname)
-}
-
-// DeleteDelegateRecord removes the delegate record of one attachment; a
-// missing one is no error.
-func (s *Store) DeleteDelegateRecord(network, containerID, ifname string) error {
-	return delegateRecords.delete(s, network, containerID, ifname)
-}
-
-// DelegateRecords returns the delegate records of one network ("" = every
-// network), ordered by network, container ID and ifname.
-func (s *Store) DelegateRecords(network string) ([]DelegateRecord, error) {
-	return delegateRecords.list(s, network)
+// Delegates is the meta roles' delegate records.
+func (s *Store) Delegates() Attachments[DelegateRecord] {
+	return Attachments[DelegateRecord]{s, delegateRecords, func(r *DelegateRecord) ([3]string, *time.Time, *string) {
+		return [3]string{r.Network, r.ContainerID, r.IfName}, &r.Created, &r.BootID
+	}}
 }

@@ -27,11 +27,11 @@ func TestDelegateRecords(t *testing.T) {
 		{Network: "cbr0x", ContainerID: "c1", IfName: "eth0", Plugin: "multi"},
 	}
 	for _, r := range recs {
-		if err := s.PutDelegateRecord(r); err != nil {
+		if err := s.Delegates().Put(r); err != nil {
 			t.Fatalf("PutDelegateRecord(%+v): %v", r, err)
 		}
 	}
-	got, ok, err := s.GetDelegateRecord("cbr0", "c1", "eth0")
+	got, ok, err := s.Delegates().Get("cbr0", "c1", "eth0")
 	if err != nil || !ok {
 		t.Fatalf("GetDelegateRecord: %v %v", ok, err)
 	}
@@ -42,14 +42,14 @@ func TestDelegateRecords(t *testing.T) {
 	if !reflect.DeepEqual(got, full) {
 		t.Errorf("got  %+v\nwant %+v", got, full)
 	}
-	if r, _, _ := s.GetDelegateRecord("cbr0", "c2", "eth0"); r.Created.IsZero() || r.BootID != BootID() {
+	if r, _, _ := s.Delegates().Get("cbr0", "c2", "eth0"); r.Created.IsZero() || r.BootID != BootID() {
 		t.Errorf("Created %v BootID %q not filled in", r.Created, r.BootID)
 	}
-	if _, ok, err := s.GetDelegateRecord("cbr0", "c1", "net1"); ok || err != nil {
+	if _, ok, err := s.Delegates().Get("cbr0", "c1", "net1"); ok || err != nil {
 		t.Errorf("GetDelegateRecord(missing) = %v, %v", ok, err)
 	}
 
-	list, err := s.DelegateRecords("cbr0")
+	list, err := s.Delegates().List("cbr0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,19 +60,19 @@ func TestDelegateRecords(t *testing.T) {
 	if want := []string{"cbr0/c1", "cbr0/c2"}; !reflect.DeepEqual(ids, want) {
 		t.Errorf("DelegateRecords(cbr0) = %v, want %v (no neighbour network with a common prefix)", ids, want)
 	}
-	if all, _ := s.DelegateRecords(""); len(all) != 4 {
+	if all, _ := s.Delegates().List(""); len(all) != 4 {
 		t.Errorf("DelegateRecords(\"\") has %d records, want 4", len(all))
 	}
 
 	for range 2 {
-		if err := s.DeleteDelegateRecord("cbr0", "c1", "eth0"); err != nil {
+		if err := s.Delegates().Delete("cbr0", "c1", "eth0"); err != nil {
 			t.Fatalf("DeleteDelegateRecord: %v", err)
 		}
 	}
-	if _, ok, _ := s.GetDelegateRecord("cbr0", "c1", "eth0"); ok {
+	if _, ok, _ := s.Delegates().Get("cbr0", "c1", "eth0"); ok {
 		t.Error("record still there after DeleteDelegateRecord")
 	}
-	if err := s.PutDelegateRecord(DelegateRecord{Network: "n"}); err == nil {
+	if err := s.Delegates().Put(DelegateRecord{Network: "n"}); err == nil {
 		t.Error("PutDelegateRecord without container ID and ifname succeeded")
 	}
 }

@@ -50,26 +50,9 @@ type DHCPOption struct {
 	Value string `json:"value"`
 }
 
-// PutDHCPLease records l, replacing an earlier lease of the same attachment.
-// Created and BootID are filled in when zero.
-func (s *Store) PutDHCPLease(l DHCPLease) error {
-	stamp(&l.Created, &l.BootID, time.Now().UTC())
-	return dhcpRecords.put(s, l.Network, l.ContainerID, l.IfName, l)
-}
-
-// GetDHCPLease returns the lease of one attachment.
-func (s *Store) GetDHCPLease(network, containerID, ifname string) (DHCPLease, bool, error) {
-	return dhcpRecords.get(s, network, containerID, ifname)
-}
-
-// DeleteDHCPLease removes the lease of one attachment; a missing one is no
-// error.
-func (s *Store) DeleteDHCPLease(network, containerID, ifname string) error {
-	return dhcpRecords.delete(s, network, containerID, ifname)
-}
-
-// DHCPLeases returns the leases of one network ("" = every network), ordered
-// by network, container ID and ifname.
-func (s *Store) DHCPLeases(network string) ([]DHCPLease, error) {
-	return dhcpRecords.list(s, network)
+// DHCP is the dhcp daemon's leases.
+func (s *Store) DHCP() Attachments[DHCPLease] {
+	return Attachments[DHCPLease]{s, dhcpRecords, func(l *DHCPLease) ([3]string, *time.Time, *string) {
+		return [3]string{l.Network, l.ContainerID, l.IfName}, &l.Created, &l.BootID
+	}}
 }

@@ -10,15 +10,17 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/filelock"
 )
 
 // openLocked opens the existing store file and takes its exclusive lock,
 // waiting at most until deadline.
 //
 // bbolt's own lock polls every 50 ms, so under a burst of parallel CNI calls
-// each waiter would lose up to 50 ms per round. Here the wait is a blocking
-// flock(2), woken by the kernel as soon as the holder closes the file; bbolt
-// then locks the same open file again, which succeeds at once.
+// each waiter would lose up to 50 ms per round. Here the wait is filelock's
+// blocking flock(2), woken by the kernel as soon as the holder closes the
+// file; bbolt then locks the same open file again, which succeeds at once.
 //
 // O_NOFOLLOW: a symlink planted in place of the store fails the open
 // (ELOOP) instead of leading root to lock and write the file it names.
@@ -33,48 +35,15 @@ func openLocked(path string, deadline time.Time, timeout time.Duration) (*os.Fil
 	return relockIfReplaced(f, path, deadline, timeout)
 }
 
-// flockUntil takes f's exclusive lock, waiting at most until deadline; on
-// an error f is closed (or, when the deadline wins, closed by the waiting
-// goroutine once it gets the lock, which drops it again).
+// flockUntil takes f's exclusive lock with filelock.Lock (on an error f is
+// closed); past the deadline the error wraps ErrBusy and says what to do.
 func flockUntil(f *os.File, path string, deadline time.Time, timeout time.Duration) error {
-	fd := int(f.Fd())
-	err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, syscall.EWOULDBLOCK) {
-		f.Close()
-		return fmt.Errorf("lock %s: %w", path, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- flock(fd, syscall.LOCK_EX) }()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("lock %s: %w", path, err)
-		}
-		return nil
-	case <-timer.C:
-		go func() {
-			<-done
-			f.Close()
-		}()
+	err := filelock.Lock(f, deadline)
+	if errors.Is(err, filelock.ErrTimeout) {
 		return fmt.Errorf("lock %s: %w: another process held it for more than %s; retry, or find the holder with `fuser %s` (the wait is set by %s)",
 			path, ErrBusy, timeout, path, EnvTimeout)
 	}
-}
-
-// flock is flock(2), restarted when a signal interrupts it.
-func flock(fd, how int) error {
-	for {
-		err := syscall.Flock(fd, how)
-		if !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
+	return err
 }
 
 // unmapFile removes this process's mappings of the file fi describes (read

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Rebuild replaces the store file in dir with a new one that fill writes
@@ -38,41 +36,18 @@ func Rebuild(dir string, o Options, fill func(*Store) error) (backup string, err
 		defer old.Close()
 	}
 
-	tmp, err := os.CreateTemp(dir, "."+FileName+".rebuild-*")
+	p, err := newFile(path, fill)
 	if err != nil {
 		return "", fmt.Errorf("rebuild store %s: %w", path, err)
 	}
-	name := tmp.Name()
-	tmp.Close()
-	defer os.Remove(name) // a no-op once it is renamed into place
-	db, err := bolt.Open(name, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return "", fmt.Errorf("rebuild store %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{endpointRecords.bucket, bucketIPAM} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return initMeta(tx)
-	})
-	if err == nil {
-		err = fill(&Store{db: db, path: name})
-	}
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("rebuild store %s: %w", path, err)
-	}
+	defer p.Cleanup() // a no-op once it is in place
 	if old != nil {
 		backup = path + ".broken-" + time.Now().UTC().Format("20060102T150405.000Z")
 		if err := os.Link(path, backup); err != nil {
 			return "", fmt.Errorf("rebuild store %s: keep the old file as %s: %w", path, backup, err)
 		}
 	}
-	if err := os.Rename(name, path); err != nil {
+	if err := p.Replace(); err != nil {
 		return "", fmt.Errorf("rebuild store %s: %w", path, err)
 	}
 	return backup, nil

@@ -13,6 +13,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 const (
@@ -228,20 +230,33 @@ func (o Options) timeout() (time.Duration, error) {
 }
 
 // create makes a new, initialised store file at path atomically: it is built
-// under a temporary name and linked into place, so no process ever sees a
-// half-written file. Losing the race to another creator is fine.
+// under a temporary name and linked into place (atomicfile's CreateNew), so
+// no process ever sees a half-written file. Losing the race to another
+// creator is fine.
 func create(dir, path string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create store directory %s: %w", dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+FileName+".new-*")
+	p, err := newFile(path, nil)
 	if err != nil {
 		return fmt.Errorf("create store %s: %w", path, err)
 	}
-	name := tmp.Name()
-	tmp.Close()
-	defer os.Remove(name)
-	db, err := bolt.Open(name, 0o600, &bolt.Options{Timeout: time.Second})
+	defer p.Cleanup()
+	if err := p.CreateNew(); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create store %s: %w", path, err)
+	}
+	return nil
+}
+
+// newFile builds a new store file for path under a temporary name beside
+// it: its buckets and meta, then what fill (if not nil) writes. The caller
+// puts it in place (Replace or CreateNew) and calls its Cleanup.
+func newFile(path string, fill func(*Store) error) (*atomicfile.Pending, error) {
+	p, err := atomicfile.New(path, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(p.Name(), 0o600, &bolt.Options{Timeout: time.Second})
 	if err == nil {
 		err = db.Update(func(tx *bolt.Tx) error {
 			for _, b := range [][]byte{endpointRecords.bucket, bucketIPAM} {
@@ -251,23 +266,18 @@ func create(dir, path string) error {
 			}
 			return initMeta(tx)
 		})
+		if err == nil && fill != nil {
+			err = fill(&Store{db: db, path: p.Name()})
+		}
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create store %s: %w", path, err)
+		p.Cleanup()
+		return nil, err
 	}
-	if err := os.Link(name, path); err != nil && !errors.Is(err, fs.ErrExist) {
-		// A file system without hard links: rename (racy only against another
-		// creator at this very moment, which then loses its empty store).
-		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
-			if rerr := os.Rename(name, path); rerr != nil {
-				return fmt.Errorf("create store %s: %w", path, rerr)
-			}
-		}
-	}
-	return nil
+	return p, nil
 }
 
 // Close releases the store and its lock.

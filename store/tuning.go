@@ -36,26 +36,9 @@ type SysctlValue struct {
 	Value string `json:"value"`
 }
 
-// PutTuning records r, replacing an earlier record of the same attachment.
-// Created and BootID are filled in when zero.
-func (s *Store) PutTuning(r TuningRecord) error {
-	stamp(&r.Created, &r.BootID, time.Now().UTC())
-	return tuningRecords.put(s, r.Network, r.ContainerID, r.IfName, r)
-}
-
-// GetTuning returns the tuning record of one attachment.
-func (s *Store) GetTuning(network, containerID, ifname string) (TuningRecord, bool, error) {
-	return tuningRecords.get(s, network, containerID, ifname)
-}
-
-// DeleteTuning removes the tuning record of one attachment; a missing one is
-// no error.
-func (s *Store) DeleteTuning(network, containerID, ifname string) error {
-	return tuningRecords.delete(s, network, containerID, ifname)
-}
-
-// TuningRecords returns the tuning records of one network ("" = every
-// network), ordered by network, container ID and ifname.
-func (s *Store) TuningRecords(network string) ([]TuningRecord, error) {
-	return tuningRecords.list(s, network)
+// Tuning is the tuning role's records.
+func (s *Store) Tuning() Attachments[TuningRecord] {
+	return Attachments[TuningRecord]{s, tuningRecords, func(r *TuningRecord) ([3]string, *time.Time, *string) {
+		return [3]string{r.Network, r.ContainerID, r.IfName}, &r.Created, &r.BootID
+	}}
 }

@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/internal/wbpool"
 )
 
@@ -66,17 +66,13 @@ func restClient(rc *rest.Config) (*rest.RESTClient, error) {
 	scheme := runtime.NewScheme()
 	addTypes(scheme)
 	c := *rc
-	c.GroupVersion = &groupVersion
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = "cnibox-agent"
 	}
 	if c.QPS == 0 {
 		c.QPS, c.Burst = 100, 200 // a node's ADDs come in bursts
 	}
-	out, err := rest.RESTClientFor(&c)
+	out, err := kubecore.RESTClient(&c, groupVersion, "/apis", scheme)
 	if err != nil {
 		return nil, fmt.Errorf("cluster IPAM: %w", err)
 	}

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 // Options configure Run.
@@ -77,8 +79,10 @@ func Run(ctx context.Context, o Options) error {
 		case err != nil:
 			o.Log.Warn("multus config: no primary CNI config yet", "dir", o.Dir, "err", err)
 		case !slices.Equal(b, last):
-			if err := writeFile(filepath.Join(o.Dir, o.Name), b); err != nil {
-				o.Log.Error("multus config", "err", err)
+			// Atomically: a runtime reads the old config or the new one,
+			// never half of one.
+			if err := atomicfile.WriteFile(filepath.Join(o.Dir, o.Name), b, 0o644); err != nil {
+				o.Log.Error("multus config", "file", filepath.Join(o.Dir, o.Name), "err", err)
 			} else {
 				o.Log.Info("multus config written over the primary", "file", filepath.Join(o.Dir, o.Name), "primary", primary)
 				last = b
@@ -197,18 +201,4 @@ func capabilities(conf map[string]any) map[string]bool {
 		}
 	}
 	return caps
-}
-
-// writeFile writes b under a temporary name and renames it over path: a
-// runtime reads the old config or the new one, never half of one.
-func writeFile(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }

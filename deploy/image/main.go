@@ -36,6 +36,8 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 // binDir is where the binaries go in the image.
@@ -187,29 +189,16 @@ func RenderManifest(manifest []byte, ref string) ([]byte, error) {
 	return imageLineRe.ReplaceAll(manifest, []byte("${1}${2}"+ref+"${3}")), nil
 }
 
-// writeFileAtomic writes data to a temporary file beside p and renames it
-// over p.
+// writeFileAtomic writes data to p (mode 0644) with atomicfile, creating
+// p's directory if needed.
 func writeFileAtomic(p string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
+	if err := atomicfile.WriteFile(p, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p)
+	return nil
 }
 
 // envEpoch is $SOURCE_DATE_EPOCH, or 0.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 // PendingDir is the directory, in the node's data directory, where cluster
@@ -36,20 +38,11 @@ func QueueRelease(dataDir string, req *IPAMRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(d, ".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("queue the release: %w", err)
-	}
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("queue the release in %s: %w", path, werr)
+	// Synced before the rename: after a power cut the queue holds the
+	// release whole or not at all, never an empty file that the drain
+	// drops as unreadable (the address would leak).
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("queue the release in %s: %w", path, err)
 	}
 	return path, nil
 }

@@ -27,9 +27,17 @@ func Client(rc *rest.Config, types ...runtime.Object) (*rest.RESTClient, error) 
 	scheme := runtime.NewScheme()
 	scheme.AddKnownTypes(CoreV1, types...)
 	metav1.AddToGroupVersion(scheme, CoreV1)
+	return RESTClient(rc, CoreV1, "/api", scheme)
+}
+
+// RESTClient returns a REST client of rc for the group/version gv, served
+// under apiPath ("/api" for the core group, "/apis" for the others), that
+// decodes the types of scheme: JSON only, no conversion. An empty user
+// agent is client-go's default.
+func RESTClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, scheme *runtime.Scheme) (*rest.RESTClient, error) {
 	c := *rc
-	c.GroupVersion = &CoreV1
-	c.APIPath = "/api"
+	c.GroupVersion = &gv
+	c.APIPath = apiPath
 	c.ContentType = runtime.ContentTypeJSON
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	if c.UserAgent == "" {

@@ -68,7 +68,7 @@ func bandwidthRecords(n *chaintest.Node) []store.BandwidthRecord {
 		n.T.Fatal(err)
 	}
 	defer st.Close()
-	recs, err := st.BandwidthRecords("")
+	recs, err := st.Bandwidth().List("")
 	if err != nil {
 		n.T.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestBandwidthDelAfterPodGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.DeleteBandwidth(n.Network, q.ID, "eth0")
+	st.Bandwidth().Delete(n.Network, q.ID, "eth0")
 	st.Close()
 	for range 2 {
 		n.Must(bandwidth.Role, "DEL", q, conf)

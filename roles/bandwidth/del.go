@@ -61,7 +61,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 	}
 	var recs []store.BandwidthRecord
 	if st != nil {
-		recs, err = st.BandwidthRecords("")
+		recs, err = st.Bandwidth().List("")
 		st.Close()
 		if err != nil {
 			return err
@@ -104,7 +104,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 	}
 	defer st.Close()
 	for _, r := range stale {
-		if err := st.DeleteBandwidth(r.Network, r.ContainerID, r.IfName); err != nil {
+		if err := st.Bandwidth().Delete(r.Network, r.ContainerID, r.IfName); err != nil {
 			return err
 		}
 	}

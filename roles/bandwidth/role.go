@@ -45,9 +45,7 @@ func cmdDel(ctx context.Context, a *cniplug.Args) error {
 }
 
 // bwRecords are the bandwidth records of the store.
-var bwRecords = chain.Records[store.BandwidthRecord]{
-	Get: (*store.Store).GetBandwidth, Put: (*store.Store).PutBandwidth, Delete: (*store.Store).DeleteBandwidth,
-}
+var bwRecords = chain.Records[store.BandwidthRecord]{Kind: (*store.Store).Bandwidth}
 
 func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwLimits, prev *current.Result) (_ types.Result, err error) {
 	if c.isZero() {

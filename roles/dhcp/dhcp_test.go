@@ -33,7 +33,7 @@ func leasesInStore(t *testing.T, dir string) []store.DHCPLease {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ls, err := st.DHCPLeases("")
+	ls, err := st.DHCP().List("")
 	if err != nil {
 		t.Fatal(err)
 	}

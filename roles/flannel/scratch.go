@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/atomicfile"
 )
 
 const (
@@ -60,23 +61,7 @@ func scratchOf(dir, containerID string) (s scratch, ok bool) {
 // write stores the delegate config as flannel's plugin does (mode 0600,
 // synced), through a temporary file so that a reader never sees half.
 func (s scratch) write(conf []byte) error {
-	tmp := s.path + ".cnibox-tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("flannel: write flannel's delegate record: %w", err)
-	}
-	_, err = f.Write(conf)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(s.path, conf, 0o600); err != nil {
 		return fmt.Errorf("flannel: write flannel's delegate record %s: %w", s.path, err)
 	}
 	return nil

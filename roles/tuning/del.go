@@ -84,7 +84,7 @@ func tuningGC(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	recs, err := st.TuningRecords(a.Conf.Name)
+	recs, err := st.Tuning().List(a.Conf.Name)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func tuningGC(_ context.Context, a *cniplug.Args) error {
 		if a.Conf.Keeps(r.ContainerID, r.IfName) {
 			continue
 		}
-		if err := st.DeleteTuning(r.Network, r.ContainerID, r.IfName); err != nil {
+		if err := st.Tuning().Delete(r.Network, r.ContainerID, r.IfName); err != nil {
 			return err
 		}
 	}

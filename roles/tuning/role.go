@@ -47,9 +47,7 @@ func cmdDel(ctx context.Context, a *cniplug.Args) error {
 }
 
 // tuningRecords are the tuning records of the store.
-var tuningRecords = chain.Records[store.TuningRecord]{
-	Get: (*store.Store).GetTuning, Put: (*store.Store).PutTuning, Delete: (*store.Store).DeleteTuning,
-}
+var tuningRecords = chain.Records[store.TuningRecord]{Kind: (*store.Store).Tuning}
 
 func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *current.Result) (_ types.Result, err error) {
 	a.Mark("config")

@@ -107,7 +107,7 @@ func tuningRecords(n *chaintest.Node) []store.TuningRecord {
 		n.T.Fatal(err)
 	}
 	defer st.Close()
-	recs, err := st.TuningRecords("")
+	recs, err := st.Tuning().List("")
 	if err != nil {
 		n.T.Fatal(err)
 	}

@@ -137,9 +137,9 @@ func TestCLIGCRecords(t *testing.T) {
 	st, err := store.Open(e.dataDir)
 	must(t, err)
 	inFlight := e.newPod("in-flight")
-	must(t, st.PutDelegateRecord(store.DelegateRecord{Network: "flannelnet", ContainerID: "dlg-gone", IfName: "eth0",
+	must(t, st.Delegates().Put(store.DelegateRecord{Network: "flannelnet", ContainerID: "dlg-gone", IfName: "eth0",
 		Netns: "/run/netns/cnibox-e2e-no-such-ns", Plugin: "flannel"}))
-	must(t, st.PutDelegateRecord(store.DelegateRecord{Network: "flannelnet", ContainerID: inFlight.id, IfName: "eth0",
+	must(t, st.Delegates().Put(store.DelegateRecord{Network: "flannelnet", ContainerID: inFlight.id, IfName: "eth0",
 		Netns: inFlight.netns, Plugin: "flannel"}))
 	st.Close()
 	// Planted: a port mapping no record, endpoint or cache entry is for.
@@ -157,7 +157,7 @@ func TestCLIGCRecords(t *testing.T) {
 	goneIfb := ""
 	st, err = store.Open(e.dataDir)
 	must(t, err)
-	if r, ok, err := st.GetBandwidth("gcrec", gone.id, "eth0"); err != nil || !ok || r.Ifb == "" {
+	if r, ok, err := st.Bandwidth().Get("gcrec", gone.id, "eth0"); err != nil || !ok || r.Ifb == "" {
 		t.Fatalf("bandwidth record of the gone pod: %+v, %v, %v", r, ok, err)
 	} else {
 		goneIfb = r.Ifb
@@ -232,12 +232,12 @@ func TestCLIGCRecords(t *testing.T) {
 		for _, r := range pms {
 			s = append(s, "portmap "+r.ContainerID)
 		}
-		tun, err := st.TuningRecords("")
+		tun, err := st.Tuning().List("")
 		must(t, err)
 		for _, r := range tun {
 			s = append(s, "tuning "+r.ContainerID)
 		}
-		bw, err := st.BandwidthRecords("")
+		bw, err := st.Bandwidth().List("")
 		must(t, err)
 		for _, r := range bw {
 			s = append(s, "bandwidth "+r.ContainerID)
@@ -245,7 +245,7 @@ func TestCLIGCRecords(t *testing.T) {
 				s = append(s, "ifb "+r.Ifb)
 			}
 		}
-		dl, err := st.DelegateRecords("")
+		dl, err := st.Delegates().List("")
 		must(t, err)
 		for _, r := range dl {
 			s = append(s, "delegate "+r.ContainerID)
@@ -271,7 +271,7 @@ func TestCLIGCRecords(t *testing.T) {
 	liveIfb := ""
 	st, err = store.Open(e.dataDir)
 	must(t, err)
-	if r, ok, _ := st.GetBandwidth("gcrec", live.id, "eth0"); ok {
+	if r, ok, _ := st.Bandwidth().Get("gcrec", live.id, "eth0"); ok {
 		liveIfb = r.Ifb
 	}
 	st.Close()

@@ -88,10 +88,10 @@ func flannelScenario(t *testing.T, l *libcni.NetworkConfigList) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, found, _ := st.GetDelegateRecord(l.Name, b.id, "eth0"); !found {
+	if _, found, _ := st.Delegates().Get(l.Name, b.id, "eth0"); !found {
 		t.Errorf("no delegate record of b in the store")
 	}
-	if err := st.DeleteDelegateRecord(l.Name, b.id, "eth0"); err != nil {
+	if err := st.Delegates().Delete(l.Name, b.id, "eth0"); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -313,7 +313,7 @@ func (r *chainRunner) addrs(p *cpod, res types.Result) [][]netip.Addr {
 		r.t.Fatal(err)
 	}
 	defer st.Close()
-	rec, found, err := st.GetDelegateRecord(r.cn.list.Name, p.cid, "eth0")
+	rec, found, err := st.Delegates().Get(r.cn.list.Name, p.cid, "eth0")
 	if err != nil || !found {
 		r.t.Fatalf("delegate record of %s: found %v, %v", p.cid, found, err)
 	}
@@ -416,21 +416,21 @@ func (r *chainRunner) assertOnly(keep []*cpod, gone ...*cpod) {
 	})
 	if err == nil {
 		var rs []store.TuningRecord
-		rs, err = st.TuningRecords(name)
+		rs, err = st.Tuning().List(name)
 		for _, x := range rs {
 			tuRecs = append(tuRecs, x.ContainerID)
 		}
 	}
 	if err == nil {
 		var rs []store.BandwidthRecord
-		rs, err = st.BandwidthRecords(name)
+		rs, err = st.Bandwidth().List(name)
 		for _, x := range rs {
 			bwRecs = append(bwRecs, x.ContainerID)
 		}
 	}
 	if err == nil {
 		var rs []store.DelegateRecord
-		rs, err = st.DelegateRecords(name)
+		rs, err = st.Delegates().List(name)
 		for _, x := range rs {
 			dlgRecs = append(dlgRecs, x.ContainerID)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/cnibox/cnibox/agent/backend"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/internal/atomicfile"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/wg"
 )
@@ -182,12 +183,10 @@ func loadKey(path string) (wg.Key, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return wg.Key{}, fmt.Errorf("wireguard: keep the private key: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(k.String()), 0o400); err != nil {
-		return wg.Key{}, fmt.Errorf("wireguard: keep the private key: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return wg.Key{}, fmt.Errorf("wireguard: keep the private key: %w", err)
+	// Atomically and synced: a power cut must not leave an empty key
+	// file, which the next start refuses.
+	if err := atomicfile.WriteFile(path, []byte(k.String()), 0o400); err != nil {
+		return wg.Key{}, fmt.Errorf("wireguard: keep the private key in %s: %w", path, err)
 	}
 	return k, nil
 }

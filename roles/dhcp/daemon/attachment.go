@@ -99,7 +99,7 @@ func (d *Daemon) renewLoop(ctx context.Context, a *attachment, stop, done chan s
 				a.rec.State = store.DHCPExpired
 				rec = a.rec
 				a.mu.Unlock()
-				if err := d.withStore(func(st *store.Store) error { return st.PutDHCPLease(rec) }); err != nil {
+				if err := d.withStore(func(st *store.Store) error { return st.DHCP().Put(rec) }); err != nil {
 					d.log.Printf("record the expiry of %s: %v", rec.ClientID, err)
 				}
 			}
@@ -149,7 +149,7 @@ func (d *Daemon) renewOnce(ctx context.Context, a *attachment) bool {
 	a.lease = nl
 	bind(&a.rec, nl.ACK, time.Now().UTC())
 	rec := a.rec
-	if err := d.withStore(func(st *store.Store) error { return st.PutDHCPLease(rec) }); err != nil {
+	if err := d.withStore(func(st *store.Store) error { return st.DHCP().Put(rec) }); err != nil {
 		d.log.Printf("record the renewal of %s: %v", rec.ClientID, err)
 	}
 	d.log.Printf("renewed %s of %s until %s", rec.Address, rec.ClientID, rec.Expires.Format(time.RFC3339))

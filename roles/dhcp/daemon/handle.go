@@ -105,7 +105,7 @@ func (d *Daemon) add(ctx context.Context, req *proto.Request) *proto.Response {
 		return fail(codeTryAgain, "no DHCP lease for %s in namespace %s within %s (the daemon's -timeout): %v: is a DHCP server on that interface's network?", req.IfName, req.Netns, d.o.Timeout, err)
 	}
 	bind(&rec, l.ACK, time.Now().UTC())
-	if err := d.withStore(func(st *store.Store) error { return st.PutDHCPLease(rec) }); err != nil {
+	if err := d.withStore(func(st *store.Store) error { return st.DHCP().Put(rec) }); err != nil {
 		_ = c.Release(l, d.modifiers(&rec)...)
 		c.Close()
 		d.forget(key, a)
@@ -145,14 +145,14 @@ func (d *Daemon) del(network, containerID, ifname string) *proto.Response {
 		var rec store.DHCPLease
 		var found bool
 		_ = d.withStore(func(st *store.Store) (err error) {
-			rec, found, err = st.GetDHCPLease(network, containerID, ifname)
+			rec, found, err = st.DHCP().Get(network, containerID, ifname)
 			return err
 		})
 		if found {
 			d.releaseFromHost(rec)
 		}
 	}
-	if err := d.withStore(func(st *store.Store) error { return st.DeleteDHCPLease(network, containerID, ifname) }); err != nil {
+	if err := d.withStore(func(st *store.Store) error { return st.DHCP().Delete(network, containerID, ifname) }); err != nil {
 		return fail(codeIO, "forget the lease of %s/%s/%s: %v", network, containerID, ifname, err)
 	}
 	return &proto.Response{}
@@ -266,7 +266,7 @@ func (d *Daemon) gc(req *proto.Request) *proto.Response {
 	}
 	var recs []store.DHCPLease
 	if err := d.withStore(func(st *store.Store) (err error) {
-		recs, err = st.DHCPLeases(req.Network)
+		recs, err = st.DHCP().List(req.Network)
 		return err
 	}); err != nil {
 		return fail(codeIO, "read the leases of %s: %v", req.Network, err)
@@ -286,7 +286,7 @@ func (d *Daemon) gc(req *proto.Request) *proto.Response {
 func (d *Daemon) adopt(ctx context.Context) {
 	var recs []store.DHCPLease
 	if err := d.withStore(func(st *store.Store) (err error) {
-		recs, err = st.DHCPLeases("")
+		recs, err = st.DHCP().List("")
 		return err
 	}); err != nil {
 		d.log.Printf("read the leases to adopt: %v", err)

@@ -69,7 +69,7 @@ func TestAddCheck(t *testing.T) {
 	}
 }
 
-var tuning = Records[store.TuningRecord]{Get: (*store.Store).GetTuning, Put: (*store.Store).PutTuning, Delete: (*store.Store).DeleteTuning}
+var tuning = Records[store.TuningRecord]{Kind: (*store.Store).Tuning}
 
 func get(t *testing.T, a *cniplug.Args) (store.TuningRecord, bool) {
 	t.Helper()

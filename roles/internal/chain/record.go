@@ -36,13 +36,12 @@ func OpenRecords(a *cniplug.Args) (*store.Store, error) {
 	return st, err
 }
 
-// Records is how a role keeps the record of an attachment in the store: the
-// store's get, put and delete of that kind of record, keyed by network,
-// container ID and ifname. Its methods act on the call's attachment.
+// Records is how a role keeps the record of an attachment in the store:
+// Kind is the store's records of that kind ((*store.Store).Tuning), keyed
+// by network, container ID and ifname. Its methods act on the call's
+// attachment.
 type Records[R any] struct {
-	Get    func(st *store.Store, network, containerID, ifname string) (R, bool, error)
-	Put    func(st *store.Store, rec R) error
-	Delete func(st *store.Store, network, containerID, ifname string) error
+	Kind func(*store.Store) store.Attachments[R]
 }
 
 // lookup reads the record of the call's attachment.
@@ -52,7 +51,7 @@ func (k Records[R]) lookup(a *cniplug.Args) (rec R, found bool, err error) {
 		return rec, false, err
 	}
 	defer st.Close()
-	return k.Get(st, a.Conf.Name, a.ContainerID, a.IfName)
+	return k.Kind(st).Get(a.Conf.Name, a.ContainerID, a.IfName)
 }
 
 // Remember writes rec as the record of the call's attachment, or, when one
@@ -68,7 +67,7 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 		return zero, err
 	}
 	defer st.Close()
-	old, found, err := k.Get(st, network, cid, ifname)
+	old, found, err := k.Kind(st).Get(network, cid, ifname)
 	if err != nil {
 		return zero, err
 	}
@@ -77,7 +76,7 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 	} else if merge != nil {
 		rec = merge(old, rec)
 	}
-	if err := k.Put(st, rec); err != nil {
+	if err := k.Kind(st).Put(rec); err != nil {
 		return zero, err
 	}
 	undo.Push(func() {
@@ -87,9 +86,9 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 		}
 		defer st.Close()
 		if found {
-			_ = k.Put(st, old)
+			_ = k.Kind(st).Put(old)
 		} else {
-			_ = k.Delete(st, network, cid, ifname)
+			_ = k.Kind(st).Delete(network, cid, ifname)
 		}
 	})
 	return old, nil
@@ -122,5 +121,5 @@ func (k Records[R]) forget(a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	return k.Delete(st, a.Conf.Name, a.ContainerID, a.IfName)
+	return k.Kind(st).Delete(a.Conf.Name, a.ContainerID, a.IfName)
 }

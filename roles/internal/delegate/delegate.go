@@ -45,7 +45,7 @@ func GetRecord(a *cniplug.Args, dir string) (store.DelegateRecord, bool, error) 
 		return store.DelegateRecord{}, false, err
 	}
 	defer st.Close()
-	rec, found, err := st.GetDelegateRecord(a.Conf.Name, a.ContainerID, a.IfName)
+	rec, found, err := st.Delegates().Get(a.Conf.Name, a.ContainerID, a.IfName)
 	if err != nil {
 		return rec, false, err
 	}
@@ -59,7 +59,7 @@ func Records(a *cniplug.Args, dir, network, plugin string) ([]store.DelegateReco
 		return nil, err
 	}
 	defer st.Close()
-	all, err := st.DelegateRecords(network)
+	all, err := st.Delegates().List(network)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func PutRecord(a *cniplug.Args, dir string, rec store.DelegateRecord) error {
 		return err
 	}
 	defer st.Close()
-	if err := st.PutDelegateRecord(rec); err != nil {
+	if err := st.Delegates().Put(rec); err != nil {
 		return err
 	}
 	return nil
@@ -93,7 +93,7 @@ func DeleteRecord(a *cniplug.Args, dir, network, containerID, ifname string) err
 		return err
 	}
 	defer st.Close()
-	if err := st.DeleteDelegateRecord(network, containerID, ifname); err != nil {
+	if err := st.Delegates().Delete(network, containerID, ifname); err != nil {
 		return err
 	}
 	return nil

@@ -133,13 +133,13 @@ func (n *Node) Reservations(network string) map[string][]netip.Addr {
 // Records returns the delegate records of network.
 func (n *Node) Records(network string) []store.DelegateRecord {
 	n.T.Helper()
-	return roletest.Look(n.Node, func(st *store.Store) ([]store.DelegateRecord, error) { return st.DelegateRecords(network) })
+	return roletest.Look(n.Node, func(st *store.Store) ([]store.DelegateRecord, error) { return st.Delegates().List(network) })
 }
 
 // DeleteRecord deletes the delegate record of eth0 of p in network.
 func (n *Node) DeleteRecord(network string, p Pod) {
 	n.T.Helper()
-	n.Store(func(st *store.Store) error { return st.DeleteDelegateRecord(network, p.ID, "eth0") })
+	n.Store(func(st *store.Store) error { return st.Delegates().Delete(network, p.ID, "eth0") })
 }
 
 // Veths returns cnibox's host veths on the node.
