@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -145,23 +148,43 @@ const maxLogBytes = 10 << 20
 
 // appendRecord appends one record to the log file at path. The common case,
 // an existing file with room left, is one open(O_APPEND) and one write; a
-// missing or full file goes through lumberjack, which creates or rotates it
-// (keeping 3 backups). lumberjack is not used for every record because each
-// of its opens starts a goroutine that lists the log directory.
+// missing file is created (mode 0600); a full one goes through lumberjack,
+// which rotates it (keeping 3 backups). lumberjack is not used for every
+// record because each of its opens starts a goroutine that lists the log
+// directory. The path is the config's word (logFile): anything at it but a
+// regular file (a symlink to /etc/shadow or to a cron file not yet there)
+// is left alone, and no open follows a symlink.
 func appendRecord(path string, rec []byte) {
-	if st, err := os.Stat(path); err == nil && st.Size()+int64(len(rec)) < maxLogBytes {
-		if f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0); err == nil {
-			_, _ = f.Write(rec)
-			_ = f.Close()
+	st, err := os.Lstat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return
+	case err == nil && st.Size()+int64(len(rec)) < maxLogBytes:
+		_ = writeRecord(path, os.O_APPEND|os.O_WRONLY, rec)
+		return
+	case err != nil:
+		if os.MkdirAll(filepath.Dir(path), 0o700) != nil {
 			return
 		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if err := writeRecord(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, rec); errors.Is(err, fs.ErrExist) {
+			_ = writeRecord(path, os.O_APPEND|os.O_WRONLY, rec) // another call made it meanwhile
+		}
 		return
 	}
 	w := &lumberjack.Logger{Filename: path, MaxSize: maxLogBytes >> 20, MaxBackups: 3}
 	_, _ = w.Write(rec)
 	_ = w.Close()
+}
+
+// writeRecord opens path with flag, never through a symlink, and writes
+// rec; it returns the open's error.
+func writeRecord(path string, flag int, rec []byte) error {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, _ = f.Write(rec)
+	return f.Close()
 }
 
 // utcTime writes the record's time in UTC (no time zone file is read).
