@@ -1,7 +1,5 @@
 package podapi
 
-import "fmt"
-
 // The allowlist of NAD configs of untrusted namespaces, role by role. Its
 // decisions, with the reasons, are the tables of docs/security.md: keep
 // the two together.
@@ -53,12 +51,7 @@ func leaf(n *jsonNode, path string) error {
 	if n.obj {
 		return &refusal{path, "holds an object where the field takes a value or a list of values"}
 	}
-	for i, e := range n.elems {
-		if err := leaf(e, index(path, i)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachElem(n, path, leaf)
 }
 
 // object takes an object of fs.
@@ -72,13 +65,18 @@ func list(s shape) shape {
 		if !n.arr {
 			return &refusal{path, "is not a list"}
 		}
-		for i, e := range n.elems {
-			if err := s(e, index(path, i)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return eachElem(n, path, s)
 	}
+}
+
+// eachElem checks every element of the list n with s.
+func eachElem(n *jsonNode, path string, s shape) error {
+	for i, e := range n.elems {
+		if err := s(e, index(path, i)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // anyKeys takes an object of any keys whose values are scalars (a sysctl
@@ -227,16 +225,9 @@ var nodeIPAM = map[string]string{
 
 // checkIPAM checks an "ipam" section by its type.
 func checkIPAM(n *jsonNode, path string) error {
-	if !n.obj {
-		return &refusal{path, "is not an object"}
-	}
-	typ, typKey := n.get(fold("type"))
-	if typ == nil || !typ.isStr {
-		return &refusal{join(path, "type"), "is missing or not a string: the IPAM plugin cannot be told"}
-	}
-	tp := join(path, typKey)
-	if why, ok := nodeIPAM[typ.str]; ok {
-		return &refusal{tp, fmt.Sprintf("is %s, an IPAM role that %s", typ.str, why)}
+	typ, tp, err := typeOf(n, path, "an IPAM role", nodeIPAM)
+	if err != nil {
+		return err
 	}
 	fs, ok := podIPAM[typ.str]
 	if !ok {

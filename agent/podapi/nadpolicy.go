@@ -150,26 +150,32 @@ func scanNodeFields(n *jsonNode, path string) error {
 			return err
 		}
 	}
-	for i, e := range n.elems {
-		if err := scanNodeFields(e, index(path, i)); err != nil {
-			return err
-		}
+	return eachElem(n, path, scanNodeFields)
+}
+
+// typeOf returns the "type" of the object n and the path of that field
+// (as written), refusing a type that nodeTypes names, with its reason;
+// kind is what the type names, with its article ("a role").
+func typeOf(n *jsonNode, path, kind string, nodeTypes map[string]string) (typ *jsonNode, tp string, err error) {
+	if !n.obj {
+		return nil, "", &refusal{path, "is not an object (" + kind + "'s config)"}
 	}
-	return nil
+	typ, typKey := n.get(fold("type"))
+	if typ == nil || !typ.isStr {
+		return nil, "", &refusal{join(path, "type"), "is missing or not a string: it names " + kind}
+	}
+	tp = join(path, typKey)
+	if why, ok := nodeTypes[typ.str]; ok {
+		return nil, "", &refusal{tp, fmt.Sprintf("is %s, %s that %s", typ.str, kind, why)}
+	}
+	return typ, tp, nil
 }
 
 // checkPlugin checks one plugin's config by its type.
 func checkPlugin(n *jsonNode, path string) error {
-	if !n.obj {
-		return &refusal{path, "is not an object (a plugin's config)"}
-	}
-	typ, typKey := n.get(fold("type"))
-	if typ == nil || !typ.isStr {
-		return &refusal{join(path, "type"), "is missing or not a string: the plugin cannot be told"}
-	}
-	tp := join(path, typKey)
-	if why, ok := nodeRoles[typ.str]; ok {
-		return &refusal{tp, fmt.Sprintf("is %s, a role that %s", typ.str, why)}
+	typ, tp, err := typeOf(n, path, "a role", nodeRoles)
+	if err != nil {
+		return err
 	}
 	spec, ok := podRoles[typ.str]
 	if _, isIPAM := podIPAM[typ.str]; isIPAM {

@@ -3,7 +3,6 @@ package flannel
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
@@ -93,14 +92,14 @@ func parseFlannelEnv(path string, data []byte) (*flannelEnv, error) {
 			env.subnet6, err = parseSubnet(val, false)
 		case "FLANNEL_MTU":
 			if env.mtu, err = strconv.Atoi(val); err != nil {
-				err = errors.New("not an integer") // strconv's error quotes the value
+				err = fmt.Errorf("not an integer") // strconv's error quotes the value
 			} else if env.mtu < 68 || env.mtu > 65535 {
 				err = fmt.Errorf("out of range 68..65535")
 			}
 			haveMTU = err == nil
 		case "FLANNEL_IPMASQ":
 			if env.ipMasq, err = strconv.ParseBool(val); err != nil {
-				err = errors.New("not true or false")
+				err = fmt.Errorf("not true or false")
 			}
 			haveMasq = err == nil
 		default:
