@@ -23,7 +23,8 @@ import (
 // TestKubeNADTrust is the trust model of NetworkAttachmentDefinitions
 // (docs/security.md) end to end: a real API server, cnibox-agent's pod API,
 // multi ADD through libcni. The NADs of namespace team-a, which the agent
-// does not trust, get in-pod networks (a dummy with host-local addresses);
+// does not trust, get in-pod networks (a macvlan on the pod's own eth0,
+// host-local addresses);
 // one that names a file of the node (resolvConf, spelt as encoding/json
 // would still take it) or a bridge of the node is refused with error 7
 // naming the field and the flag, and the file's text never comes back;
@@ -45,8 +46,10 @@ func TestKubeNADTrust(t *testing.T) {
 	const secret = "nameserver-secret-of-the-node"
 	resolv := filepath.Join(t.TempDir(), "shadow")
 	must(t, os.WriteFile(resolv, []byte("root:"+secret+":19000::::::\nnameserver 10.79.9.9\n"), 0o600))
-	installNAD(t, cs, "team-a", "own", `{"cniVersion":"1.0.0","name":"own","type":"dummy","ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.1.0/24"}]]}}`)
-	installNAD(t, cs, "team-a", "reads", `{"cniVersion":"1.0.0","name":"reads","type":"dummy","ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.2.0/24"}]],"ResolvConf":"`+resolv+`"}}`)
+	// A macvlan on the pod's own eth0 (the primary's veth): an in-pod role.
+	inPod := `"type":"macvlan","linkInContainer":true,"master":"eth0","mode":"bridge"`
+	installNAD(t, cs, "team-a", "own", `{"cniVersion":"1.0.0","name":"own",`+inPod+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.1.0/24"}]]}}`)
+	installNAD(t, cs, "team-a", "reads", `{"cniVersion":"1.0.0","name":"reads",`+inPod+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.2.0/24"}]],"ResolvConf":"`+resolv+`"}}`)
 	installNAD(t, cs, "team-a", "br", `{"cniVersion":"1.0.0","name":"br","plugins":[`+mkBridge("nt-br", "10.79.3.0/24", "")+`]}`)
 
 	binDir := t.TempDir()
@@ -75,7 +78,7 @@ func TestKubeNADTrust(t *testing.T) {
 	stop := startPodAPI(t, agentBin, kubeconfig, node, sock, "kube-system")
 	ns, err := add("nt-own", "team-a/own")
 	if err != nil {
-		t.Fatalf("ADD with team-a/own (a dummy with host-local addresses): %v", err)
+		t.Fatalf("ADD with team-a/own (an in-pod macvlan with host-local addresses): %v", err)
 	}
 	if l := podLinks(t, ns); !l["eth0"] || !l["net1"] {
 		t.Errorf("pod nt-own links %v; want eth0 and net1", l)
