@@ -160,10 +160,11 @@ var podRoles = map[string]roleSpec{
 	"bandwidth": {fields: fieldsOf(common, values("ingressRate", "ingressBurst", "egressRate", "egressBurst", "unshapedSubnets", "shapedSubnets"))},
 	"sbr":       {fields: fieldsOf(common, values("table", "gateways", "addSourceHints"))},
 	"vrf":       {fields: fieldsOf(common, values("vrfname", "table"))},
-	"tap":       {fields: fieldsOf(common, withIPAM, values("mtu", "mac", "multiQueue", "owner", "group", "selinuxContext", "bridge", "mode"))},
-	"macvlan":   {fields: fieldsOf(lowerFields, values("mac", "bcqueuelen")), inPodIf: "linkInContainer"},
-	"ipvlan":    {fields: lowerFields, inPodIf: "linkInContainer"},
-	"vlan":      {fields: fieldsOf(lowerFields, values("vlanId")), inPodIf: "linkInContainer"},
+	"tap": {fields: fieldsOf(common, withIPAM, values("mtu", "mac", "multiQueue", "owner", "group", "bridge", "mode"),
+		refused("chooses a label of the node's SELinux policy: the plugin's thread takes that context to create the tap", "selinuxContext"))},
+	"macvlan": {fields: fieldsOf(lowerFields, values("mac", "bcqueuelen")), inPodIf: "linkInContainer"},
+	"ipvlan":  {fields: lowerFields, inPodIf: "linkInContainer"},
+	"vlan":    {fields: fieldsOf(lowerFields, values("vlanId")), inPodIf: "linkInContainer"},
 }
 
 // nodeRoles are the roles that make or join objects in the node's network

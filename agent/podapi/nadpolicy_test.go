@@ -188,6 +188,7 @@ func TestNADAllowlist(t *testing.T) {
 		{`{"cniVersion":"1.0.0","name":"n","type":"ipvlan","ipam":{"type":"static"}}`, "type"},
 		{`{"cniVersion":"1.0.0","name":"n","type":"macvlan","linkInContainer":"true","master":"eth0"}`, "master"},
 		{`{"cniVersion":"1.0.0","name":"n","type":"sriov","deviceID":"0000:00:01.0"}`, "type"},
+		{`{"cniVersion":"1.0.0","name":"n","type":"tap","SELinuxContext":"system_u:system_r:spc_t:s0"}`, "SELinuxContext"},
 		{`{"cniVersion":"1.0.0","name":"n","type":"dummy","ipam":{"type":"cloud-ipam","provider":"aws"}}`, "ipam.type"},
 		{`{"cniVersion":"1.0.0","name":"n","type":"dummy","ipam":{"type":"calico-ipam"}}`, "ipam.type"},
 		{`{"cniVersion":"1.0.0","name":"n","type":"dummy","ipam":{"type":"static"},"runtimeConfig":{"portMappings":[{"hostPort":22,"containerPort":22}]}}`, "runtimeConfig"},
