@@ -44,3 +44,17 @@ func FuzzNADPolicy(f *testing.F) {
 		check(root, "")
 	})
 }
+
+// BenchmarkNADPolicy is the allowlist's cost per NAD the pod API serves
+// to an untrusted namespace (a macvlan with whereabouts, a tuning chain).
+func BenchmarkNADPolicy(b *testing.B) {
+	config := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"macvlan","linkInContainer":true,"master":"eth1","mode":"bridge",` +
+		`"ipam":{"type":"whereabouts","range":"10.2.0.0/24","exclude":["10.2.0.1/32"],"routes":[{"dst":"0.0.0.0/0","gw":"10.2.0.1"}]}},` +
+		`{"type":"tuning","sysctl":{"net.core.somaxconn":"512"},"capabilities":{"mac":true}}]}`
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := walkNAD(config); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
