@@ -60,6 +60,11 @@ func (t NADTrust) Trusts(ns string) bool {
 	return t.all || slices.Contains(t.namespaces, ns)
 }
 
+// with is the flag's value that also trusts ns.
+func (t NADTrust) with(ns string) string {
+	return strings.Join(append(slices.Clone(t.namespaces), ns), ",")
+}
+
 // String is the list as the flag takes it.
 func (t NADTrust) String() string {
 	if t.all {
@@ -97,7 +102,7 @@ func checkNADConfig(nad *agentapi.NetAttachDef, trust NADTrust) error {
 	return &agentapi.Error{Reason: agentapi.ReasonPolicy, Msg: fmt.Sprintf(
 		"network-attachment-definition %s: spec.config field %s; this node does not trust the NADs of namespace %q with that: remove the field, "+
 			"or put the network in a file of the node's confDir and leave spec.config empty, or trust the namespace (cnibox-agent --nad-trusted-namespaces=%s)",
-		q, r, nad.Namespace, nad.Namespace)}
+		q, r, nad.Namespace, trust.with(nad.Namespace))}
 }
 
 // walkNAD checks a config (a conflist or one plugin's config) against the

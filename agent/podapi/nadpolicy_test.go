@@ -147,7 +147,7 @@ func TestNADRefusedFields(t *testing.T) {
 				var ae *agentapi.Error
 				want := strings.ReplaceAll(nest.path, "KEY", sp)
 				if !errors.As(err, &ae) || ae.Reason != agentapi.ReasonPolicy || !strings.Contains(ae.Msg, "field "+want+" ") ||
-					!strings.Contains(ae.Msg, "--nad-trusted-namespaces=team-a") || strings.Contains(ae.Msg, secret) {
+					!strings.Contains(ae.Msg, "--nad-trusted-namespaces=trusted,team-a)") || strings.Contains(ae.Msg, secret) {
 					t.Errorf("%s as %q in %s: %v; want reason Policy naming %s and the flag, without the value", key, sp, nest.name, err, want)
 				}
 				if nad, err := s.ask("trusted", "net1", config); err != nil || nad.Config != config {

@@ -90,7 +90,7 @@ func TestKubeNADTrust(t *testing.T) {
 		ns, err := add(tc.pod, tc.nad)
 		var ce *types.Error
 		if !errors.As(err, &ce) || ce.Code != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), "field "+tc.field+" ") ||
-			!strings.Contains(err.Error(), "--nad-trusted-namespaces=team-a") || strings.Contains(err.Error(), secret) {
+			!strings.Contains(err.Error(), "--nad-trusted-namespaces=kube-system,team-a)") || strings.Contains(err.Error(), secret) {
 			t.Errorf("ADD with %s = %v; want error 7 naming %s and the flag, never the file's text", tc.nad, err, tc.field)
 		}
 		if l := podLinks(t, ns); l["eth0"] || l["net1"] {
