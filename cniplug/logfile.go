@@ -2,6 +2,7 @@ package cniplug
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,10 +53,12 @@ func appendRecord(path string, rec []byte) {
 }
 
 // openLog opens the log file for appending, creating it and its directory.
-// O_NOFOLLOW: a symlink planted in place of the log does not lead root to
-// append to the file it names.
+// The path is the config's word (logFile): O_NOFOLLOW, a symlink planted in
+// place of the log does not lead root to append to the file it names;
+// O_NONBLOCK, a FIFO there does not hang the call; anything at the path but
+// a regular file is left alone.
 func openLog(path string) (*os.File, error) {
-	const flags = os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW
+	const flags = os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	f, err := os.OpenFile(path, flags, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -63,7 +66,14 @@ func openLog(path string) (*os.File, error) {
 		}
 		f, err = os.OpenFile(path, flags, 0o600)
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("log file %q: not a regular file", path)
+	}
+	return f, nil
 }
 
 // rotate takes full's lock and, unless another process rotated it while

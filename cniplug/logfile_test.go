@@ -8,7 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/conffile/conffiletest"
 )
 
 // appendChildEnv makes the re-executed test binary a CNI process that
@@ -134,5 +138,40 @@ func TestLogRotationAcrossProcesses(t *testing.T) {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("backup %d (%s) does not hold %q", i, b, want)
 		}
+	}
+}
+
+// TestLogFileNoFollow: the call log (logFile, the config's word) is
+// created with mode 0600 and appended to, and a symlink at its path (to a
+// file, or to one not yet there) is never written through.
+func TestLogFileNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log", "cnibox.log")
+	appendRecord(path, []byte("one\n"))
+	appendRecord(path, []byte("two\n"))
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("new log file: %v, %v; want mode 0600", fi, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "one\ntwo\n" {
+		t.Errorf("log file holds %q", b)
+	}
+
+	conffiletest.NoFollow(t, dir, func(link string) { appendRecord(link, []byte("record\n")) })
+}
+
+// TestLogFileFIFO: a FIFO at the log's path (the config's word) neither
+// hangs the call nor is written: the record is skipped.
+func TestLogFileFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cnibox.log")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { appendRecord(path, []byte("record\n")); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("appendRecord blocked on a FIFO at the log's path")
 	}
 }

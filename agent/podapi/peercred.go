@@ -20,6 +20,9 @@ type Access struct {
 	// NamespaceIsolation: a NAD is honoured only from the pod's namespace
 	// (Request.PodNamespace) and "default", as Multus' namespaceIsolation.
 	NamespaceIsolation bool
+	// NADTrust names the namespaces whose NADs may use any role and field
+	// (nadpolicy.go); the NADs of the others are held to the allowlist.
+	NADTrust NADTrust
 	// IPAM, when set, answers the cluster IPAM operations
 	// (agentapi.OpIPAM*: the whereabouts role; agent/clusteripam).
 	IPAM func(ctx context.Context, req agentapi.Request) *agentapi.Response

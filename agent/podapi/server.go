@@ -160,11 +160,11 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 	case req.Op == agentapi.OpPod:
 		resp.Pod, err = src.Pod(ctx, req.Namespace, req.Name, req.UID)
 	case req.Op == agentapi.OpNetAttachDef && acc.NamespaceIsolation && req.PodNamespace != "" && req.Namespace != "default" && req.Namespace != req.PodNamespace:
-		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("network-attachment-definition %s/%s: namespace isolation (--pod-api-namespace-isolation) honours NADs only from the pod's namespace %q and \"default\"", req.Namespace, req.Name, req.PodNamespace)}
+		err = &agentapi.Error{Reason: agentapi.ReasonPolicy, Msg: fmt.Sprintf("network-attachment-definition %s/%s: namespace isolation (--pod-api-namespace-isolation) honours NADs only from the pod's namespace %q and \"default\"", req.Namespace, req.Name, req.PodNamespace)}
 	case req.Op == agentapi.OpNetAttachDef:
 		resp.NetAttachDef, err = src.NetAttachDef(ctx, req.Namespace, req.Name)
 		if err == nil {
-			err = checkNADConfig(resp.NetAttachDef)
+			err = checkNADConfig(resp.NetAttachDef, acc.NADTrust)
 		}
 	case req.Op == agentapi.OpSetNetworkStatus:
 		if len(req.NetworkStatus) > 0 && string(req.NetworkStatus) != "null" && !json.Valid(req.NetworkStatus) {

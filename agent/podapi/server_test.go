@@ -3,6 +3,8 @@ package podapi
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,6 +50,18 @@ func TestListen(t *testing.T) {
 // so that doctor and inspect tell it from an agent that cannot reach the
 // API, and the whereabouts role says what to start.
 func TestIPAMNotServed(t *testing.T) {
+	c := serveTest(t, nil, Access{GID: NoGroup})
+	_, err := c.IPAM(context.Background(), agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
+	var ae *agentapi.Error
+	if !errors.As(err, &ae) || ae.Reason != agentapi.ReasonNotServed || !strings.Contains(ae.Msg, "--cluster-ipam") {
+		t.Errorf("ipam-pools of an agent without the cluster IPAM: %v; want reason %s naming --cluster-ipam", err, agentapi.ReasonNotServed)
+	}
+}
+
+// serveTest runs Serve with src and acc on a socket of its own until the
+// test ends and returns a client of it.
+func serveTest(t *testing.T, src Source, acc Access) *agentapi.Client {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "agent.sock")
 	ln, err := Listen(path)
 	if err != nil {
@@ -55,11 +69,7 @@ func TestIPAMNotServed(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, nil, nil, Access{GID: NoGroup}) }()
-	defer func() { cancel(); <-done }()
-	_, err = (&agentapi.Client{Socket: path}).IPAM(ctx, agentapi.OpIPAMPools, &agentapi.IPAMRequest{})
-	var ae *agentapi.Error
-	if !errors.As(err, &ae) || ae.Reason != agentapi.ReasonNotServed || !strings.Contains(ae.Msg, "--cluster-ipam") {
-		t.Errorf("ipam-pools of an agent without the cluster IPAM: %v; want reason %s naming --cluster-ipam", err, agentapi.ReasonNotServed)
-	}
+	go func() { done <- Serve(ctx, ln, src, slog.New(slog.NewTextHandler(io.Discard, nil)), acc) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &agentapi.Client{Socket: path}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/lease/etcdlease"
+	"github.com/cnibox/cnibox/agent/podapi"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -270,6 +271,11 @@ func (f *flags) validate() error {
 	if f.verbosity < 0 {
 		return fmt.Errorf("-v %d: use 0 or more", f.verbosity)
 	}
+	trust, err := podapi.ParseNADTrust(f.pod.nadTrustList)
+	if err != nil {
+		return fmt.Errorf("%w: list namespaces, comma separated, or \"*\" for every one", err)
+	}
+	f.pod.nadTrust = trust
 	if f.pod.multusConf.dir != "" && !f.pod.enabled() {
 		return fmt.Errorf("--multus-conf-dir %s: multi's config needs the pod API: add --pod-api or --pod-api-only", f.pod.multusConf.dir)
 	}

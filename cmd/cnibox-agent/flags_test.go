@@ -137,10 +137,33 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-v", "-1"}, "-v"},
 		{[]string{"--healthz-port", "x"}, "healthz-port"},
 		{[]string{"--multus-conf-dir", "/host/etc/cni/net.d"}, "--pod-api-only"},
+		{[]string{"--nad-trusted-namespaces", "kube-system,Team_A"}, "--nad-trusted-namespaces"},
 	} {
 		_, err := parseFlagsEnv(tc.args, io.Discard, noEnv)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestNADTrustFlag: by default only kube-system's NADs may use anything;
+// the flag lists others, "*" all, "" none.
+func TestNADTrustFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args             []string
+		kubeSystem, team bool
+	}{
+		{nil, true, false},
+		{[]string{"--nad-trusted-namespaces", "team-a, kube-system"}, true, true},
+		{[]string{"--nad-trusted-namespaces", "*"}, true, true},
+		{[]string{"--nad-trusted-namespaces="}, false, false},
+	} {
+		f, err := parseFlagsEnv(tc.args, io.Discard, noEnv)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := f.pod.nadTrust; got.Trusts("kube-system") != tc.kubeSystem || got.Trusts("team-a") != tc.team {
+			t.Errorf("%q: trusts kube-system %v, team-a %v; want %v, %v", tc.args, got.Trusts("kube-system"), got.Trusts("team-a"), tc.kubeSystem, tc.team)
 		}
 	}
 }

@@ -36,8 +36,8 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 		}
 	}()
 	go func() {
-		done <- podapi.Serve(ctx, ln, k, log, podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation, IPAM: f.ipam.handle})
+		done <- podapi.Serve(ctx, ln, k, log, podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation, NADTrust: f.pod.nadTrust, IPAM: f.ipam.handle})
 	}()
-	log.Info("pod API listening", "socket", f.pod.socket)
+	log.Info("pod API listening", "socket", f.pod.socket, "nadTrustedNamespaces", f.pod.nadTrust.String())
 	return func() error { return <-done }, nil
 }

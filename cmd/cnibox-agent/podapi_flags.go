@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"github.com/cnibox/cnibox/agent/podapi"
 	"github.com/cnibox/cnibox/agent/podresources"
 	"github.com/cnibox/cnibox/internal/agentapi"
 )
@@ -17,6 +18,10 @@ type podAPIFlags struct {
 	group  int // besides root, this group may call (-1: root only)
 	// namespaceIsolation: NADs only from the pod's namespace and default.
 	namespaceIsolation bool
+	// nadTrustList is --nad-trusted-namespaces; nadTrust, what validate
+	// read of it.
+	nadTrustList string
+	nadTrust     podapi.NADTrust
 	// podResources is the kubelet's pod-resources socket ("" : none).
 	podResources string
 	multusConf   multusConfFlags // multusconf.go
@@ -32,6 +37,9 @@ func (p *podAPIFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.podResources, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's pod-resources API socket: where the pod API finds the device a NetworkAttachmentDefinition's "+
 		"k8s.v1.cni.cncf.io/resourceName gave the pod (deviceID for host-device, SR-IOV); empty: none (cnibox)")
 	p.multusConf.register(fs)
+	fs.StringVar(&p.nadTrustList, "nad-trusted-namespaces", podapi.DefaultNADTrust, "comma separated namespaces whose NetworkAttachmentDefinitions may use any role and field "+
+		"(host paths, sockets, endpoints, node devices, roles that make objects in the node's namespace: Multus' model, where a NAD's author is root on the node); "+
+		"the NADs of other namespaces are held to the allowlist of docs/security.md. \"*\": every namespace; \"\": none (cnibox)")
 	fs.BoolVar(&p.namespaceIsolation, "pod-api-namespace-isolation", false, "honour a NetworkAttachmentDefinition a pod selects only from the pod's namespace and default, whatever the multi config says (Multus' namespaceIsolation, off by default as in Multus; the config's namespaceIsolation and globalNamespaces work without it) (cnibox)")
 }
 

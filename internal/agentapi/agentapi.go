@@ -108,6 +108,12 @@ const (
 	ReasonBadRequest Reason = "BadRequest"
 	// ReasonUnavailable: the agent could not reach the API server.
 	ReasonUnavailable Reason = "Unavailable"
+	// ReasonPolicy: the agent's policy refuses what was asked: a
+	// NetworkAttachmentDefinition of a namespace the node does not trust
+	// with a field or role outside the allowlist, or one of another
+	// namespace under namespace isolation (docs/security.md). The message
+	// names the field and the fix.
+	ReasonPolicy Reason = "Policy"
 	// ReasonNotServed: this agent does not serve that part of the API
 	// (the cluster IPAM without --cluster-ipam).
 	ReasonNotServed Reason = "NotServed"

@@ -4,10 +4,12 @@
 package conffile
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -39,4 +41,27 @@ func Read(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrTooLarge, max)
 	}
 	return b, nil
+}
+
+// JSONError describes an error of encoding/json decoding a file without
+// quoting the file: where the JSON breaks (the byte offset), or which field
+// holds which kind of value, never a character or a value of it. A file a
+// config names may be any file on the node (/etc/shadow), and the message
+// goes back to whoever wrote the config.
+func JSONError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te):
+		kind, _, _ := strings.Cut(te.Value, " ") // "number 5": the kind only
+		if te.Field == "" {
+			return fmt.Sprintf("a JSON %s where %s is wanted", kind, te.Type)
+		}
+		return fmt.Sprintf("field %q is a JSON %s, not %s", te.Field, kind, te.Type)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return "not valid JSON (it ends early)"
+	}
+	return "not valid JSON, or a field this file may not hold"
 }

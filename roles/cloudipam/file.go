@@ -56,13 +56,14 @@ func (p *fileProvider) query(_ context.Context, _ func(string) bool) ([]nicInfo,
 }
 
 // parsePoolFile reads the JSON of a pool file. Unknown fields are refused,
-// so a misspelt one does not silently leave a pool empty.
+// so a misspelt one does not silently leave a pool empty. Its messages name
+// the field, never a value: endpoint may name any file on the node.
 func parsePoolFile(body []byte) ([]nicInfo, error) {
 	var pf poolFile
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&pf); err != nil {
-		return nil, fmt.Errorf("not a pool file (want {\"interfaces\": [{\"mac\", \"subnet\", \"primary\", \"addresses\"}]}): %v", err)
+		return nil, fmt.Errorf("not a pool file (want {\"interfaces\": [{\"mac\", \"subnet\", \"primary\", \"addresses\"}]}): %s", conffile.JSONError(err))
 	}
 	if d.More() {
 		return nil, fmt.Errorf("more than one JSON value")
@@ -75,13 +76,13 @@ func parsePoolFile(body []byte) ([]nicInfo, error) {
 		if in.MAC != "" {
 			mac, ok := normMAC(in.MAC)
 			if !ok {
-				return nil, fmt.Errorf("%s.mac %q is not a MAC address", field, clip(in.MAC))
+				return nil, fmt.Errorf("%s.mac is not a MAC address", field)
 			}
 			n.MAC = mac
 		}
 		s, err := netip.ParsePrefix(strings.TrimSpace(in.Subnet))
 		if err != nil || s.Masked() != s {
-			return nil, fmt.Errorf("%s.subnet %q is not a subnet in CIDR notation", field, clip(in.Subnet))
+			return nil, fmt.Errorf("%s.subnet is not a subnet in CIDR notation", field)
 		}
 		n.Subnet = s
 		if n.Primary, err = fileAddrs(field+".primary", in.Primary, &budget); err != nil {
@@ -102,19 +103,19 @@ func fileAddrs(field string, in []string, budget *int) ([]netip.Addr, error) {
 		lo, hi, isRange := strings.Cut(strings.TrimSpace(s), "-")
 		first, err := netip.ParseAddr(strings.TrimSpace(lo))
 		if err != nil || first.Zone() != "" {
-			return nil, fmt.Errorf("%s[%d] %q is not an address or a range like 10.0.0.10-10.0.0.20", field, i, clip(s))
+			return nil, fmt.Errorf("%s[%d] is not an address or a range like 10.0.0.10-10.0.0.20", field, i)
 		}
 		first = first.Unmap()
 		last := first
 		if isRange {
 			if last, err = netip.ParseAddr(strings.TrimSpace(hi)); err != nil || last.Unmap().BitLen() != first.BitLen() || last.Unmap().Less(first) {
-				return nil, fmt.Errorf("%s[%d] %q is not a range like 10.0.0.10-10.0.0.20", field, i, clip(s))
+				return nil, fmt.Errorf("%s[%d] is not a range like 10.0.0.10-10.0.0.20", field, i)
 			}
 			last = last.Unmap()
 		}
 		for a := first; ; a = a.Next() {
 			if *budget--; *budget < 0 {
-				return nil, fmt.Errorf("%s[%d] %q: the file lists more than %d addresses", field, i, clip(s), maxFileAddrs)
+				return nil, fmt.Errorf("%s[%d]: the file lists more than %d addresses", field, i, maxFileAddrs)
 			}
 			out = append(out, a)
 			if a == last {

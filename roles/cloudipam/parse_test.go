@@ -205,11 +205,12 @@ func TestParsePoolFile(t *testing.T) {
 	for _, tt := range []struct{ name, in, word string }{
 		{"not JSON", `<x/>`, "not a pool file"},
 		{"truncated", good[:40], "not a pool file"},
-		{"unknown field", `{"interfaces": [{"subnet": "10.0.0.0/24", "adresses": ["10.0.0.5"]}]}`, `unknown field "adresses"`},
+		{"unknown field", `{"interfaces": [{"subnet": "10.0.0.0/24", "adresses": ["10.0.0.5"]}]}`, "not a pool file"},
 		{"two values", `{} {}`, "more than one"},
-		{"bad mac", `{"interfaces": [{"mac": "nope", "subnet": "10.0.0.0/24"}]}`, `interfaces[0].mac "nope"`},
+		{"bad mac", `{"interfaces": [{"mac": "nope", "subnet": "10.0.0.0/24"}]}`, "interfaces[0].mac is not"},
 		{"bad subnet", `{"interfaces": [{"subnet": "10.0.0.0"}]}`, `interfaces[0].subnet`},
-		{"bad address", `{"interfaces": [{"subnet": "10.0.0.0/24", "addresses": ["x"]}]}`, `interfaces[0].addresses[0] "x"`},
+		{"bad address", `{"interfaces": [{"subnet": "10.0.0.0/24", "addresses": ["xq"]}]}`, "interfaces[0].addresses[0] is not"},
+		{"a shadow file", "root:$6$saltsalt$secrethash:19000:0:99999:7:::\n", "not a pool file"},
 		{"backwards range", `{"interfaces": [{"subnet": "10.0.0.0/24", "addresses": ["10.0.0.9-10.0.0.5"]}]}`, "not a range"},
 		{"mixed range", `{"interfaces": [{"subnet": "10.0.0.0/24", "addresses": ["10.0.0.9-fd00::1"]}]}`, "not a range"},
 		{"huge range", `{"interfaces": [{"subnet": "10.0.0.0/8", "addresses": ["10.0.0.0-10.255.255.255"]}]}`, "more than 262144 addresses"},
@@ -218,6 +219,12 @@ func TestParsePoolFile(t *testing.T) {
 			_, err := parsePoolFile([]byte(tt.in))
 			if err == nil || !strings.Contains(err.Error(), tt.word) {
 				t.Errorf("err = %v, want %q", err, tt.word)
+			}
+			// endpoint may name any file: no value of it comes back.
+			for _, v := range []string{"adresses", "nope", "xq", "secrethash", "root"} {
+				if err != nil && strings.Contains(err.Error(), v) {
+					t.Errorf("err = %v: quotes the file's %q", err, v)
+				}
 			}
 		})
 	}

@@ -425,7 +425,7 @@ func TestFilePools(t *testing.T) {
 	}
 	os.WriteFile(path, []byte(`{"interfaces": [{"subnet": "10.9.0.0/24", "adresses": []}]}`), 0o600)
 	_, err = n.call(role, "ADD", "d", conf)
-	checkErr(t, err, 6, "pool file "+path, "adresses")
+	checkErr(t, err, 6, "pool file "+path, "a field this file may not hold")
 	for _, cid := range []string{"a", "b", "c", "a"} {
 		n.must(role, "DEL", cid, conf)
 	}

@@ -26,6 +26,7 @@ func TestFlannelParseEnv(t *testing.T) {
 		name, data string
 		want       *flannelEnv // nil: an error with code 6 mentioning wantMsg
 		wantMsg    string
+		hidden     string // text of the file the message must not quote
 	}{
 		{name: "seed", data: flannelSeedEnv, want: &flannelEnv{
 			networks: mustPrefixes("10.244.0.0/16"), subnet4: mustPrefix("10.244.0.0/24"), mtu: 1450, ipMasq: true,
@@ -38,10 +39,11 @@ func TestFlannelParseEnv(t *testing.T) {
 			}},
 		{name: "IPv6 only", data: "FLANNEL_IPV6_NETWORK=fd00::/48\nFLANNEL_IPV6_SUBNET=fd00:0:0:1::1/64\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n",
 			want: &flannelEnv{networks: mustPrefixes("fd00::/48"), subnet6: mustPrefix("fd00:0:0:1::/64"), mtu: 1450, ipMasq: true}},
-		{name: "not KEY=VALUE", data: "FLANNEL_NETWORK=10.244.0.0/16\ngarbage\n", wantMsg: "line 2: \"garbage\" is not KEY=VALUE"},
-		{name: "bad CIDR", data: "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.0.300/24\n", wantMsg: "line 2: FLANNEL_SUBNET=\"10.244.0.300/24\""},
+		{name: "not KEY=VALUE", data: "FLANNEL_NETWORK=10.244.0.0/16\ngarbage\n", wantMsg: "line 2: not a KEY=VALUE line", hidden: "garbage"},
+		{name: "a shadow file", data: "root:$6$saltsalt$secrethash:19000:0:99999:7:::\n", wantMsg: "line 1: not a KEY=VALUE line", hidden: "secrethash"},
+		{name: "bad CIDR", data: "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.0.300/24\n", wantMsg: "line 2: FLANNEL_SUBNET: not a CIDR", hidden: "10.244.0.300"},
 		{name: "wrong family", data: "FLANNEL_IPV6_SUBNET=10.244.0.1/24\n", wantMsg: "line 1: FLANNEL_IPV6_SUBNET"},
-		{name: "bad MTU", data: "FLANNEL_MTU=big\n", wantMsg: "line 1: FLANNEL_MTU=\"big\""},
+		{name: "bad MTU", data: "FLANNEL_MTU=big\n", wantMsg: "line 1: FLANNEL_MTU", hidden: "big"},
 		{name: "bad ipmasq", data: "FLANNEL_IPMASQ=maybe\n", wantMsg: "line 1: FLANNEL_IPMASQ"},
 		{name: "missing keys", data: "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.0.1/24\n", wantMsg: "lacks FLANNEL_MTU, FLANNEL_IPMASQ"},
 		{name: "empty", data: "", wantMsg: "lacks FLANNEL_NETWORK or FLANNEL_IPV6_NETWORK"},
@@ -56,6 +58,10 @@ func TestFlannelParseEnv(t *testing.T) {
 			if tt.want == nil {
 				if err == nil || cniplug.CodeOf(err) != 6 || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.wantMsg) {
 					t.Fatalf("readFlannelEnv = %v (code %d), want code 6 naming %s and %q", err, cniplug.CodeOf(err), path, tt.wantMsg)
+				}
+				// subnetFile may name any file: its text never comes back.
+				if tt.hidden != "" && strings.Contains(err.Error(), tt.hidden) {
+					t.Errorf("readFlannelEnv = %v: quotes the file's %q", err, tt.hidden)
 				}
 				return
 			}

@@ -51,8 +51,9 @@ var subnetEnvFile = delegate.File{What: "subnet file", IsNot: "flanneld's subnet
 
 // readFlannelEnv reads and checks subnet.env. A missing file returns an
 // *errNoSubnetFile (no code: the caller picks 11 or 50); a file that is not
-// KEY=VALUE lines with the keys flanneld writes is code 6, naming the file
-// and line; any other read error is code 5.
+// KEY=VALUE lines with the keys flanneld writes is code 6, naming the file,
+// the line's number and the key, never the line's text (subnetFile may name
+// any file on the node); any other read error is code 5.
 func readFlannelEnv(path string) (*flannelEnv, error) {
 	data, err := subnetEnvFile.Read(path)
 	if err != nil {
@@ -76,7 +77,7 @@ func parseFlannelEnv(path string, data []byte) (*flannelEnv, error) {
 		}
 		key, val, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, bad(n, "%q is not KEY=VALUE", line)
+			return nil, bad(n, "not a KEY=VALUE line (its text is not repeated here)")
 		}
 		key, val = strings.TrimSpace(key), unquote(strings.TrimSpace(val))
 		var err error
@@ -90,19 +91,22 @@ func parseFlannelEnv(path string, data []byte) (*flannelEnv, error) {
 		case "FLANNEL_IPV6_SUBNET":
 			env.subnet6, err = parseSubnet(val, false)
 		case "FLANNEL_MTU":
-			env.mtu, err = strconv.Atoi(val)
-			if err == nil && (env.mtu < 68 || env.mtu > 65535) {
+			if env.mtu, err = strconv.Atoi(val); err != nil {
+				err = fmt.Errorf("not an integer") // strconv's error quotes the value
+			} else if env.mtu < 68 || env.mtu > 65535 {
 				err = fmt.Errorf("out of range 68..65535")
 			}
 			haveMTU = err == nil
 		case "FLANNEL_IPMASQ":
-			env.ipMasq, err = strconv.ParseBool(val)
+			if env.ipMasq, err = strconv.ParseBool(val); err != nil {
+				err = fmt.Errorf("not true or false")
+			}
 			haveMasq = err == nil
 		default:
 			continue // other keys (FLANNEL_IPV6_...): not ours to judge
 		}
 		if err != nil {
-			return nil, bad(n, "%s=%q: %v", key, val, err)
+			return nil, bad(n, "%s: %v", key, err)
 		}
 	}
 	env.networks = append(nets4, nets6...)

@@ -110,6 +110,10 @@ func rangeSets(a *cniplug.Args, in *ipamJSON, opt loadOptions) ([]ipam.RangeSet,
 		if rc.Subnet == "" {
 			return nil, cniplug.ConfError("ipam.rangeFromFile", "%q holds no \"subnet\": it must hold one range, e.g. {\"subnet\": \"10.1.0.0/24\"}", in.RangeFromFile)
 		}
+		if _, err := rc.Parse("ipam.rangeFromFile"); err != nil {
+			// Parse quotes the bad value; the file may be any file.
+			return nil, cniplug.ConfError("ipam.rangeFromFile", "%q holds a range whose subnet, rangeStart, rangeEnd or gateway is not an address or subnet (its values are not repeated here): fix the file", in.RangeFromFile)
+		}
 		srcs = append(srcs, source{field: "ipam.rangeFromFile", set: []ipam.RangeConfig{rc}, whole: true})
 	}
 	if len(srcs) == 0 {

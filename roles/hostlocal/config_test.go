@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cnibox/cnibox/roles/hostlocal"
@@ -21,6 +22,9 @@ func TestHostLocalConfig(t *testing.T) {
 	rangeFile := write("range.json", `{"subnet": "10.7.0.0/24", "rangeStart": "10.7.0.50"}`)
 	badRangeFile := write("bad.json", `{"subnet": `)
 	noSubnetFile := write("nosub.json", `{"rangeStart": "10.7.0.50"}`)
+	// rangeFromFile may name any file: its values never come back.
+	secretRangeFile := write("vals.json", `{"subnet": "secret-subnet", "gateway": "secret-gw"}`)
+	secretTypeFile := write("type.json", `{"subnet": 424242}`)
 	resolv := write("resolv.conf", "# comment\n; also\nnameserver 10.96.0.10\nnameserver fd00::10\ndomain cluster.local\nsearch a.svc b.svc\noptions ndots:5 edns0\nbogus\n")
 
 	tests := []struct {
@@ -31,6 +35,9 @@ func TestHostLocalConfig(t *testing.T) {
 		want  []string // addresses on success
 		code  uint     // error code, 0 for success
 		words []string
+		// hidden is text of a file the config names that the message
+		// must not quote.
+		hidden string
 	}{
 		// Accepted configs.
 		{name: "ranges", ipam: `{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24"}]]}`, want: []string{"10.1.0.2/24"}},
@@ -75,6 +82,8 @@ func TestHostLocalConfig(t *testing.T) {
 		{name: "legacy overlaps ranges", ipam: `{"subnet":"10.1.0.0/24","ranges":[[{"subnet":"10.1.0.0/24"}]]}`, code: 7, words: []string{`"ipam.ranges[0][0]"`, "overlaps", "ipam"}},
 		{name: "ipRanges bad subnet", ipam: `{"ranges":[[{"subnet":"10.1.0.0/24"}]]}`, top: []string{`"runtimeConfig":{"ipRanges":[[{"subnet":"nope"}]]}`}, code: 7, words: []string{`"runtimeConfig.ipRanges[0][0].subnet"`}},
 		{name: "rangeFromFile missing", ipam: `{"rangeFromFile":"/nonexistent/range.json"}`, code: 7, words: []string{`"ipam.rangeFromFile"`, "/nonexistent/range.json"}},
+		{name: "rangeFromFile bad values", ipam: `{"rangeFromFile":"` + secretRangeFile + `"}`, code: 7, words: []string{`"ipam.rangeFromFile"`, secretRangeFile}, hidden: "secret"},
+		{name: "rangeFromFile bad type", ipam: `{"rangeFromFile":"` + secretTypeFile + `"}`, code: 6, words: []string{"subnet", "a string"}, hidden: "424242"},
 		{name: "rangeFromFile without subnet", ipam: `{"rangeFromFile":"` + noSubnetFile + `"}`, code: 7, words: []string{`"ipam.rangeFromFile"`, "subnet"}},
 		{name: "route without dst", ipam: `{"ranges":[[{"subnet":"10.1.0.0/24"}]],"routes":[{"gw":"10.1.0.1"}]}`, code: 7, words: []string{`"ipam.routes[0].dst"`, "missing"}},
 		{name: "route bad dst", ipam: `{"ranges":[[{"subnet":"10.1.0.0/24"}]],"routes":[{"dst":"0.0.0.0"}]}`, code: 7, words: []string{`"ipam.routes[0].dst"`, `"0.0.0.0"`}},
@@ -98,6 +107,9 @@ func TestHostLocalConfig(t *testing.T) {
 			out, err := n.Call(hostlocal.Role, "ADD", "c1", conf("1.0.0", tt.ipam, tt.top...), env{"CNI_ARGS": tt.args})
 			if tt.code != 0 {
 				checkErr(t, err, tt.code, tt.words...)
+				if tt.hidden != "" && strings.Contains(err.Error(), tt.hidden) {
+					t.Errorf("ADD = %v: quotes the file's %q", err, tt.hidden)
+				}
 				return
 			}
 			if err != nil {

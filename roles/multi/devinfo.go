@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
@@ -54,7 +55,7 @@ func prepareDevInfo(a *cniplug.Args, c *multiConf) error {
 			continue
 		}
 		if err := os.MkdirAll(filepath.Dir(d.DevInfoFile), 0o755); err == nil {
-			err = os.WriteFile(d.DevInfoFile, b, 0o444)
+			err = writeNoFollow(d.DevInfoFile, b)
 		}
 		if err != nil && !errors.Is(err, fs.ErrExist) {
 			delegate.Log(a, "multi: device info of %s: %v (ignored)", d.describe(), err)
@@ -90,4 +91,18 @@ func removeDevInfo(a *cniplug.Args, ds []*multiDelegate) {
 			}
 		}
 	}
+}
+
+// writeNoFollow writes b to path (mode 0600 when new), never through a
+// symlink: the file's name comes from the NAD's and the pod's names.
+func writeNoFollow(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

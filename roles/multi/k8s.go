@@ -97,7 +97,8 @@ func (p *multiPod) String() string { return p.namespace + "/" + p.name }
 
 // agentErr gives an error of the agent's pod API its CNI code: an agent
 // that does not answer or cannot reach the API server is 11 (try again
-// later), with what to do; anything else is an I/O failure.
+// later), with what to do; a NAD its policy refuses is 7 (the agent's
+// message names the field and the fix); anything else is an I/O failure.
 func agentErr(p *multiPod, what string, err error) error {
 	var un *agentapi.UnreachableError
 	var ae *agentapi.Error
@@ -105,6 +106,9 @@ func agentErr(p *multiPod, what string, err error) error {
 	case errors.As(err, &un):
 		return cniplug.Errorf(types.ErrTryAgainLater, "multi: %s of pod %s: %w: run cnibox-agent with --pod-api (or --pod-api-only) and --socket %s, or set \"agentSocket\" to its socket",
 			what, p, err, un.Socket)
+	case errors.As(err, &ae) && ae.Reason == agentapi.ReasonPolicy:
+		// A NAD the agent's policy refuses: the config is invalid here.
+		return cniplug.Errorf(types.ErrInvalidNetworkConfig, "multi: %s of pod %s: cnibox-agent refuses it: %w", what, p, err)
 	case errors.As(err, &ae) && ae.Reason == agentapi.ReasonUnavailable:
 		return cniplug.Errorf(types.ErrTryAgainLater, "multi: %s of pod %s: cnibox-agent at %s: %w", what, p, p.client.Socket, err)
 	case cniplug.CodeOf(err) != types.ErrInternal && !errors.As(err, &ae):

@@ -29,12 +29,14 @@ type podAgent struct {
 	status  map[string]string
 	events  map[string][]agentapi.Event
 	asked   []agentapi.Request
+	// refused are NADs the agent's policy refuses, with its message.
+	refused map[string]string
 }
 
 func newPodAgent(t *testing.T) *podAgent {
 	t.Helper()
 	g := &podAgent{sock: filepath.Join(t.TempDir(), "agent.sock"), pods: map[string]map[string]string{}, nads: map[string]agentapi.NetAttachDef{},
-		devices: map[string]map[string][]string{}, status: map[string]string{}, events: map[string][]agentapi.Event{}}
+		devices: map[string]map[string][]string{}, status: map[string]string{}, events: map[string][]agentapi.Event{}, refused: map[string]string{}}
 	ln, err := net.Listen("unix", g.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +76,9 @@ func (g *podAgent) serve(c net.Conn) {
 			notFound()
 		}
 	case agentapi.OpNetAttachDef:
-		if nad, ok := g.nads[key]; ok {
+		if msg, ok := g.refused[key]; ok {
+			resp.Error, resp.Reason = msg, agentapi.ReasonPolicy
+		} else if nad, ok := g.nads[key]; ok {
 			resp.NetAttachDef = &nad
 		} else {
 			notFound()

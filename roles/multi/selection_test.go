@@ -177,6 +177,28 @@ func TestMultusNamespaceIsolation(t *testing.T) {
 	}
 }
 
+// TestMultusNADRefused: a NAD the agent's policy refuses (an untrusted
+// namespace's NAD outside the allowlist: agent/podapi) fails the ADD with
+// error 7 carrying the agent's message (the field and the fix), and
+// nothing is left in the pod.
+func TestMultusNADRefused(t *testing.T) {
+	conf, g := selectionSetup(t, "")
+	const msg = "network-attachment-definition team-a/evil: spec.config field ipam.log_file names a file on the node"
+	g.mu.Lock()
+	g.refused["team-a/evil"] = msg
+	g.mu.Unlock()
+	n := fullNode(t)
+	p := n.NewPod("refused")
+	g.pod("default", p.ID, map[string]string{networks: "team-a/evil"})
+	n.Env["CNI_ARGS"] = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + p.ID
+	if _, _, err := n.Call(multi.MultusRole, "ADD", p, conf); cniplug.CodeOf(err) != 7 || !strings.Contains(err.Error(), msg) {
+		t.Errorf("ADD with a refused NAD = %v (code %d), want 7 with the agent's message", err, cniplug.CodeOf(err))
+	}
+	if hasLink(t, p.Netns, "eth0") || hasLink(t, p.Netns, "net1") {
+		t.Errorf("interfaces left in the pod after the refused ADD")
+	}
+}
+
 // TestMultusNetworkStatus: every field Multus writes, and the
 // AddedInterface events.
 func TestMultusNetworkStatus(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 
@@ -266,7 +267,7 @@ func tuningCheckAllowlist(a *cniplug.Args, sysctls []tuningSysctl) error {
 		}
 		re, err := regexp.Compile(line)
 		if err != nil {
-			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "sysctl allowlist %s line %d: %q is not a regular expression: %v; fix the file", path, n, line, err)
+			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "sysctl allowlist %s line %d is not a regular expression (%s; its text is not repeated here): fix the file", path, n, reCode(err))
 		}
 		allow = append(allow, re)
 	}
@@ -283,4 +284,15 @@ func tuningCheckAllowlist(a *cniplug.Args, sysctls []tuningSysctl) error {
 		}
 	}
 	return nil
+}
+
+// reCode is what is wrong with a regular expression, without the
+// expression (a regexp error quotes it, and the file's lines stay out of
+// messages).
+func reCode(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return string(se.Code)
+	}
+	return "it does not compile"
 }

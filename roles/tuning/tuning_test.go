@@ -297,6 +297,22 @@ func TestTuningConfig(t *testing.T) {
 	}
 }
 
+// TestTuningAllowlistNotQuoted: a line of the sysctl allowlist that is not
+// a regular expression is named by its number, never quoted.
+func TestTuningAllowlistNotQuoted(t *testing.T) {
+	n := chaintest.NewNode(t)
+	p := chaintest.Pod{ID: "cfg", Netns: "/nonexistent/netns"}
+	allow := filepath.Join(t.TempDir(), "allowlist.conf")
+	if err := os.WriteFile(allow, []byte("^net\\.core\\.x$\nsecret(unclosed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := `{"cniVersion":"1.0.0","name":"tbnet","type":"tuning","sysctl":{"net.core.somaxconn":"1"},"prevResult":{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x"}]}}`
+	_, err := n.Call(tuning.Role, "ADD", p, []byte(conf), tuning.TuningAllowlistEnv, allow)
+	if chaintest.Code(err) != 7 || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "missing closing )") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("ADD = %v; want code 7 naming line 2 and what is wrong, without its text", err)
+	}
+}
+
 // TestTuningMACInResult: with only a MAC the result's pod interface gets it
 // and nothing else changes.
 func TestTuningMACOnly(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -12,12 +13,15 @@ import (
 // logf appends a line to whereabouts' log_file, in whereabouts' format
 // ("<time> [<level>] <message>"), when the line's level is at least
 // log_level's (debug < verbose < error; whereabouts' default: error). The
-// call's JSON record goes to cnibox's log as for every role.
+// call's JSON record goes to cnibox's log as for every role. A log_file
+// that is a symlink is not written (whereabouts follows it).
 func (cfg *config) logf(a *cniplug.Args, level, format string, args ...any) {
 	if cfg.LogFile == "" || rank(level) < rank(cfg.LogLevel) {
 		return
 	}
-	f, err := os.OpenFile(cfg.LogFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	// O_NOFOLLOW: a symlink at log_file (to /etc/shadow, a cron file) is
+	// never written through; a new file is root's alone.
+	f, err := os.OpenFile(cfg.LogFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
 	}

@@ -94,10 +94,11 @@ func macAllocation(t *testing.T, c *cluster) (string, error) {
 func TestKubeNodeMultusOverBridge(t *testing.T) {
 	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
 	manifestPath := env(t, "CNIBOX_MULTUS_MANIFEST", "make image's manifest (bin/cnibox-multus.yaml)")
-	manifest, err := os.ReadFile(manifestPath)
+	raw, err := os.ReadFile(manifestPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	manifest := []byte(trustDefault(string(raw)))
 	kubeBinaries(t)
 	// built in the host's namespaces, before any node starts
 	refDir, err := upstream.Plugins(primaryPlugins...)

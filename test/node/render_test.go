@@ -47,7 +47,7 @@ func render(t *testing.T, n *node, path string) deployment {
 	}
 	var d deployment
 	var docs []string
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(trustDefault(string(data)), -1) {
 		js, err := yaml.YAMLToJSON([]byte(doc))
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -145,4 +145,13 @@ func hasPrefix(prefixes []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// trustDefault adds --nad-trusted-namespaces=kube-system,default after the
+// agent's --pod-api or --pod-api-only: the tests' NetworkAttachmentDefinitions
+// live in default and use roles that reach the node (host-device, a bridge,
+// a macvlan on eth0), which the agent serves only to a namespace it trusts
+// (docs/security.md).
+func trustDefault(manifest string) string {
+	return regexp.MustCompile(`(?m)^(\s*)- (--pod-api(?:-only)?)\s*$`).ReplaceAllString(manifest, "$1- $2\n$1- --nad-trusted-namespaces=kube-system,default")
 }

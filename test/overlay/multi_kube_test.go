@@ -138,10 +138,13 @@ func podLinks(t *testing.T, ns string) map[string]bool {
 }
 
 // startPodAPI runs cnibox-agent --pod-api-only and waits for its socket.
-func startPodAPI(t *testing.T, agentBin, kubeconfig, node, sock string) (stop func()) {
+// The NADs of the namespaces trusted names may use any role and field
+// (--nad-trusted-namespaces).
+func startPodAPI(t *testing.T, agentBin, kubeconfig, node, sock, trusted string) (stop func()) {
 	logf, err := os.Create(filepath.Join(t.TempDir(), "agent.log"))
 	must(t, err)
-	cmd := exec.Command(agentBin, "--pod-api-only", "--socket", sock, "--kubeconfig-file", kubeconfig, "--node-name", node, "--log-level", "debug")
+	cmd := exec.Command(agentBin, "--pod-api-only", "--socket", sock, "--kubeconfig-file", kubeconfig, "--node-name", node, "--log-level", "debug",
+		"--nad-trusted-namespaces", trusted)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(t, cmd.Start())
 	done := make(chan struct{})
@@ -226,7 +229,8 @@ func TestKubeMulti(t *testing.T) {
 		t.Fatalf("ADD without the agent = %v; want error 11 naming %s", err, sock)
 	}
 
-	stop := startPodAPI(t, agentBin, kubeconfig, node, sock)
+	// red is a bridge (an object of the node): its namespace must be trusted.
+	stop := startPodAPI(t, agentBin, kubeconfig, node, sock, "default")
 
 	// Pod a: the comma form; blue gets net1, red the interface it asks for.
 	if _, err := cni.AddNetworkList(ctx, list, rt("mk-a", uidA, nsA)); err != nil {
@@ -304,7 +308,7 @@ func TestKubeMulti(t *testing.T) {
 	// The address is free again: another pod may ask for it.
 	uidC := createPod(t, cs, node, "mk-c", `[{"name":"red","interface":"net1","ips":["10.78.2.50/24"]}]`)
 	nsC := nstest.NewNS(t, "mk-c")
-	startPodAPI(t, agentBin, kubeconfig, node, sock)
+	startPodAPI(t, agentBin, kubeconfig, node, sock, "default")
 	if _, err := cni.AddNetworkList(ctx, list, rt("mk-c", uidC, nsC)); err != nil {
 		t.Errorf("ADD mk-c with mk-b's released address: %v", err)
 	}

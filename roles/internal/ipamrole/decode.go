@@ -4,14 +4,18 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/conffile"
 )
 
 // Decode unmarshals JSON into v; a value of the wrong JSON type is a decoding
-// error (6) that names the field and what it should be.
+// error (6) that names the field and what it should be. data may be a file
+// a config names (rangeFromFile, whereabouts' flat file): the message never
+// quotes it.
 func Decode(what string, data []byte, v any) error {
 	err := json.Unmarshal(data, v)
 	if err == nil {
@@ -23,9 +27,10 @@ func Decode(what string, data []byte, v any) error {
 		if field == "" {
 			field = what
 		}
-		return cniplug.Errorf(types.ErrDecodingFailure, "config field %q: a JSON %s cannot be read as %s: fix its type", field, te.Value, jsonKind(te.Type))
+		kind, _, _ := strings.Cut(te.Value, " ") // "number 5": never the value, which may come from a file
+		return cniplug.Errorf(types.ErrDecodingFailure, "config field %q: a JSON %s cannot be read as %s: fix its type", field, kind, jsonKind(te.Type))
 	}
-	return cniplug.Errorf(types.ErrDecodingFailure, "%s: not valid JSON: %v", what, err)
+	return cniplug.Errorf(types.ErrDecodingFailure, "%s: %s", what, conffile.JSONError(err))
 }
 
 // jsonKind names what a Go type expects, in JSON words.
