@@ -21,8 +21,8 @@ import (
 //     (portmap's, the firewall's) sent with elements in one batch.
 //
 // A txn is of one kind for its life: nftables.Conn keeps its queue to
-// itself, so the two cannot share a batch, and commit refuses (aborts) a
-// txn that has both rather than send two. After commit the txn is empty and can
+// itself, so the two cannot share a batch, and commit refuses (aborts) a txn
+// that has both rather than send two. After commit the txn is empty and can
 // queue the next transaction (a retry after ENOENT, say). A Handle has one
 // txn under way at a time.
 type txn struct {
