@@ -84,6 +84,7 @@ func (h *Handle) fwLegacyDeleteIn(p fwPlace, del func(string) bool) error {
 		case o == "":
 		case del(o):
 			if err := t.conn().DelRule(r); err != nil {
+				t.abort()
 				return err
 			}
 		default:
@@ -94,6 +95,7 @@ func (h *Handle) fwLegacyDeleteIn(p fwPlace, del func(string) bool) error {
 		for _, r := range fwd {
 			if fwFindJump([]*nftables.Rule{r}, FirewallIsolationChain) == 0 {
 				if err := t.conn().DelRule(r); err != nil {
+					t.abort()
 					return err
 				}
 			}

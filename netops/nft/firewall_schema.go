@@ -302,6 +302,7 @@ func (h *Handle) fwWriteOwn(m fwModes, admin string) error {
 		c.AddChain(fwChain(own, admin))
 		jumps, err := h.fwRules(own, fwAdminJumps)
 		if err != nil {
+			t.abort() // not the half-built chains with the next commit
 			return err
 		}
 		if fwFindJump(jumps, admin) < 0 {
