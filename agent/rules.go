@@ -7,7 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/cnibox/cnibox/agent/lease"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // What the agent keeps on the node besides the overlay devices, as flanneld
@@ -38,24 +38,24 @@ func (a *agent) ensureMasq() error {
 	if !a.o.IPMasq {
 		// Remove a table left from a run with --ip-masq; look first, so a
 		// resync without one commits nothing.
-		if rules, err := a.h.OverlayMasq(); err == nil && rules == nil {
+		if rules, err := a.h.NFT().OverlayMasq(); err == nil && rules == nil {
 			return nil
 		}
-		return a.h.DeleteOverlayMasq()
+		return a.h.NFT().DeleteOverlayMasq()
 	}
-	var nets []netops.OverlayMasqNet
+	var nets []nft.OverlayMasqNet
 	if a.cfg.EnableIPv4 {
-		nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.Network, Subnet: a.own.Subnet})
+		nets = append(nets, nft.OverlayMasqNet{Network: a.cfg.Network, Subnet: a.own.Subnet})
 	}
 	if a.cfg.EnableIPv6 {
-		nets = append(nets, netops.OverlayMasqNet{Network: a.cfg.IPv6Network, Subnet: a.own.Subnet6})
+		nets = append(nets, nft.OverlayMasqNet{Network: a.cfg.IPv6Network, Subnet: a.own.Subnet6})
 	}
-	changed, err := a.h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{NotFullyRandom: a.o.IPMasqNotFullyRandom})
+	changed, err := a.h.NFT().EnsureOverlayMasq(nets, nft.OverlayMasqOpts{NotFullyRandom: a.o.IPMasqNotFullyRandom})
 	if err != nil {
 		return err
 	}
 	if changed && a.rulesSet {
-		a.log.Warn("the masquerade rules were changed or removed; restored them", "table", netops.OverlayMasqTable)
+		a.log.Warn("the masquerade rules were changed or removed; restored them", "table", nft.OverlayMasqTable)
 	}
 	return nil
 }
@@ -71,11 +71,11 @@ func (a *agent) ensureForwardAndBlackhole() error {
 				nets = append(nets, n)
 			}
 		}
-		changed, err := a.h.EnsureOverlayForward(nets)
+		changed, err := a.h.NFT().EnsureOverlayForward(nets)
 		if err != nil {
 			errs = append(errs, err)
 		} else if changed && a.rulesSet {
-			a.log.Warn("the forward rules were changed or removed; restored them", "chain", netops.OverlayForwardChain)
+			a.log.Warn("the forward rules were changed or removed; restored them", "chain", nft.OverlayForwardChain)
 		}
 	}
 	if a.o.BlackholeRoute {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -142,7 +143,7 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	// masquerade
 	if ep.Extra["ipMasq"] == "true" {
 		for _, p := range ep.IPs {
-			ok, err := host.HasMasq(p.Addr())
+			ok, err := host.NFT().HasMasq(p.Addr())
 			if err != nil {
 				d.fail("masquerade", "", "read the masquerade entry of %s: %v", p.Addr(), err)
 				continue
@@ -152,7 +153,7 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 				continue
 			}
 			fix := fmt.Sprintf("nft add element inet %s %s '{ %s : jump %s }' (if the chain exists), or %s",
-				netops.MasqTable, masqMapOf(p.Addr()), p.Addr(), netops.MasqChain(ep.Network, p.Masked()), recreate)
+				nft.MasqTable, masqMapOf(p.Addr()), p.Addr(), nft.MasqChain(ep.Network, p.Masked()), recreate)
 			d.fail("masquerade", fix, "no masquerade entry for %s: its traffic leaves the node with the pod address", p.Addr())
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
@@ -47,13 +48,13 @@ func (d *doctor) checkPortMaps(host *netops.Handle, ep store.Endpoint) {
 	}
 	states, err := portmap.VerifyPortMaps(host, want)
 	if err != nil {
-		d.fail("portmap", "", "read table inet %s: %v", netops.PortMapTable, err)
+		d.fail("portmap", "", "read table inet %s: %v", nft.PortMapTable, err)
 		return
 	}
 	for _, s := range states {
 		switch s.Status {
 		case portmap.PortMapOK:
-			d.pass("portmap", "%s (table inet %s)", s, netops.PortMapTable)
+			d.pass("portmap", "%s (table inet %s)", s, nft.PortMapTable)
 		case portmap.PortMapTakenOver:
 			d.fail("portmap", "two pods map the same host port and the newest ADD took it over: drop the hostPort from one of them, then "+recreate, "%s", s)
 		case portmap.PortMapUnexpected:
@@ -69,11 +70,11 @@ func (d *doctor) checkPortMaps(host *netops.Handle, ep store.Endpoint) {
 // net.ipv4.conf.<dev>.route_localnet=1 on the interface that routes to an
 // IPv4 pod address that has a mapping on every (or a loopback) host address
 // and a masquerade entry (snat).
-func (d *doctor) checkRouteLocalnet(host *netops.Handle, pm netops.PortMaps) {
+func (d *doctor) checkRouteLocalnet(host *netops.Handle, pm nft.PortMaps) {
 	done := map[netip.Addr]bool{}
 	for _, m := range pm.Mappings {
 		if !m.PodIP.Is4() || done[m.PodIP] || (m.HostIP.IsValid() && !m.HostIP.IsLoopback()) ||
-			!slices.ContainsFunc(pm.Masq, func(q netops.PortMasq) bool { return q.PodIP == m.PodIP }) {
+			!slices.ContainsFunc(pm.Masq, func(q nft.PortMasq) bool { return q.PodIP == m.PodIP }) {
 			continue
 		}
 		done[m.PodIP] = true

@@ -39,7 +39,7 @@ func benchPodAdd(b *testing.B, hostPath, podPath string, i int) {
 	if err := pod.EnsureRoute(netops.Route{GW: netip.MustParseAddr("10.99.255.254"), Dev: "eth0", Onlink: true}); err != nil {
 		b.Fatal(err)
 	}
-	if err := host.EnsureMasq("bench", []netip.Prefix{ip}); err != nil {
+	if err := host.NFT().EnsureMasq("bench", []netip.Prefix{ip}); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -68,7 +68,7 @@ func BenchmarkPodDel(b *testing.B) {
 			b.Fatal(err)
 		}
 		ip := netip.AddrFrom4([4]byte{10, 99, byte((i + 1) >> 8), byte(i + 1)})
-		if err := host.DeleteMasq([]netip.Addr{ip}); err != nil {
+		if err := host.NFT().DeleteMasq([]netip.Addr{ip}); err != nil {
 			b.Fatal(err)
 		}
 		if err := host.DeleteLink(fmt.Sprintf("veth%d", i+1)); err != nil {

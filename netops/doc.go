@@ -1,5 +1,7 @@
 // Package netops is the only package of cnibox that talks to the kernel's
-// networking stack: links, addresses, routes, sysctls and nftables.
+// networking stack: links, addresses, routes, neighbours, sysctls and tc,
+// and (in its package netops/nft, which a Handle lends through NFT) the
+// nftables tables cnibox owns.
 //
 // Every operation goes through a [Handle] bound to one network namespace.
 // Netlink requests use sockets opened inside that namespace, so the calling

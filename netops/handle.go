@@ -7,9 +7,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnibox/cnibox/netops/internal/kerr"
 	"github.com/cnibox/cnibox/netops/internal/nsthread"
-	"github.com/google/nftables"
-	mdnetlink "github.com/mdlayher/netlink"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -31,8 +31,9 @@ const dumpBackoff = 200 * time.Microsecond
 // nlaTypeMask strips the nested and byte-order flags from an attribute type.
 const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 
-// Handle is a netlink (and lazily nftables) handle bound to one network
-// namespace. A Handle is not safe for concurrent use.
+// Handle is a netlink handle bound to one network namespace, which also
+// holds the namespace's nftables side (see NFT). A Handle is not safe for
+// concurrent use.
 type Handle struct {
 	path string
 	ns   netns.NsHandle // the namespace; closed (-1) until needed when path is ""
@@ -44,17 +45,7 @@ type Handle struct {
 
 	ifindex map[string]int // name -> ifindex of links this handle created or looked up
 
-	nft   *nftables.Conn  // lazy, lasting
-	nfRaw *mdnetlink.Conn // the socket under nft, for requests nftables cannot build
-
-	// pmNoExpiry: port mappings are deleted, not expired (an old table or
-	// kernel); pmExpiryChecked: expiry was seen to work (see pmRemove).
-	pmNoExpiry, pmExpiryChecked bool
-	// masqNoExpiry: masquerade elements are deleted, not expired.
-	masqNoExpiry bool
-	// expiring: elements given a timeout (masquerade, port mappings), which
-	// Close waits out (see waitExpired).
-	expiring []expiringElem
+	nf *nft.Handle // the nftables side, on the same namespace; lazy
 }
 
 // Open returns a Handle for the network namespace at nsPath (for example
@@ -90,18 +81,32 @@ func Open(nsPath string) (*Handle, error) {
 	return h, nil
 }
 
-// Close releases the netlink sockets, the nftables connection and the
-// namespace file descriptor. Closing an nftables socket after deletions waits
-// for the kernel's deferred cleanup, so callers that delete nftables state and
-// links should delete the links before calling Close.
+// NFT returns the nftables side of the Handle's namespace (the tables
+// cnibox owns: masquerade, port mappings, firewall, overlay, bridge fabric),
+// made on first use; its connection opens on its first request and stays
+// open until Close. A caller that removes nftables state and links (a DEL)
+// removes the state first, then the links, and closes last: the nftables
+// socket's release, which waits out the kernel's deferred cleanup, then
+// finds it done behind the link deletes.
+func (h *Handle) NFT() *nft.Handle {
+	if h.nf == nil {
+		h.nf = nft.Lend(h.path, int(h.ns))
+	}
+	return h.nf
+}
+
+// Close releases the nftables side (see nft.Handle.Close), the netlink
+// sockets and the namespace file descriptor. Closing an nftables socket
+// after deletions waits for the kernel's deferred cleanup, so callers that
+// delete nftables state and links should delete the links before calling
+// Close.
 func (h *Handle) Close() error {
 	var errs []error
-	if h.nft != nil {
-		h.waitExpired()
-		if err := h.nft.CloseLasting(); err != nil {
-			errs = append(errs, fmt.Errorf("close nftables connection: %w", err))
+	if h.nf != nil {
+		if err := h.nf.Close(); err != nil {
+			errs = append(errs, err)
 		}
-		h.nft, h.nfRaw = nil, nil
+		h.nf = nil
 	}
 	if h.rt != nil {
 		h.rt.Close()
@@ -125,12 +130,7 @@ func (h *Handle) Close() error {
 func (h *Handle) Path() string { return h.path }
 
 // where names the namespace in error messages.
-func (h *Handle) where() string {
-	if h.path == "" {
-		return "the host namespace"
-	}
-	return fmt.Sprintf("namespace %q", h.path)
-}
+func (h *Handle) where() string { return kerr.Where(h.path) }
 
 // nsFD returns a file descriptor of the Handle's namespace, opening the
 // calling process's namespace on first use when the Handle was opened with "".

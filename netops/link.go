@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/cnibox/cnibox/netops/internal/ifname"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -26,26 +27,8 @@ type Link struct {
 	VlanFiltering bool // bridge only: vlan_filtering enabled
 }
 
-// maxIfName is the longest interface name the kernel accepts (IFNAMSIZ-1).
-const maxIfName = unix.IFNAMSIZ - 1
-
 // checkIfName reports a usable error when name cannot be an interface name.
-func checkIfName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%s: empty interface name", what)
-	case len(name) > maxIfName:
-		return fmt.Errorf("%s: interface name %q is longer than %d bytes", what, name, maxIfName)
-	case name == "." || name == "..":
-		return fmt.Errorf("%s: invalid interface name %q", what, name)
-	}
-	for _, c := range name {
-		if c == '/' || c == ':' || c <= ' ' || c == 0x7f {
-			return fmt.Errorf("%s: invalid character %q in interface name %q", what, c, name)
-		}
-	}
-	return nil
-}
+func checkIfName(what, name string) error { return ifname.Check(what, name) }
 
 // LinkByName returns the interface called name. The error wraps ErrNotFound
 // when there is none.

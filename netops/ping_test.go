@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -16,8 +17,8 @@ import (
 // its namespace; an address nobody holds gets no answer; one the pod has no
 // route to fails at once.
 func TestPing(t *testing.T) {
-	l := newLab(t, 1)
-	pod := l.pods[0]
+	l := labtest.New(t, 1)
+	pod := l.Pods[0]
 	for _, gw := range []string{"10.99.0.1", "fd00:99::1"} {
 		if _, err := pod.Ping(netip.MustParseAddr(gw), 3*time.Second); err != nil {
 			t.Errorf("Ping(%s): %v", gw, err)

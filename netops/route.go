@@ -149,18 +149,16 @@ func (h *Handle) Routes(dev string) ([]Route, error) {
 				}
 			}
 		}
+		if err != nil {
+			return nil, fmt.Errorf("list routes of %q in %s: %w", dev, h.where(), classify(err))
+		}
 	} else {
-		err = h.withLinkIndex(dev, func(idx int) error {
-			names[idx] = dev
-			var err error
-			list, err = retryDump(func() ([]netlink.Route, error) {
-				return h.nlh.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: idx}, netlink.RT_FILTER_OIF)
-			})
-			return err
-		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list routes of %q in %s: %w", dev, h.where(), classify(err))
+		if list, err = h.routesOut(dev); err != nil {
+			return nil, err
+		}
+		for _, nr := range list {
+			names[nr.LinkIndex] = dev
+		}
 	}
 	out := make([]Route, 0, len(list))
 	for _, nr := range list {
@@ -180,14 +178,20 @@ func (h *Handle) Routes(dev string) ([]Route, error) {
 		if nr.Table == unix.RT_TABLE_MAIN {
 			r.Table = 0
 		}
-		if p, ok := fromIPNet(nr.Dst); ok {
-			r.Dst = p
-		} else if nr.Family == netlink.FAMILY_V6 {
-			r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		} else {
-			r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		}
+		r.Dst = routeDst(nr)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// routeDst is nr's destination: the default route of its family when it has
+// none.
+func routeDst(nr netlink.Route) netip.Prefix {
+	if p, ok := fromIPNet(nr.Dst); ok {
+		return p
+	}
+	if nr.Family == netlink.FAMILY_V6 {
+		return netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+	}
+	return netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 }

@@ -90,13 +90,7 @@ func (h *Handle) RouteDetails(dev string) ([]RouteDetail, error) {
 		}
 		r := Route{GW: fromIP(nr.Gw), Dev: dev, Src: fromIP(nr.Src), Priority: nr.Priority,
 			ScopeLink: nr.Scope == netlink.SCOPE_LINK, Onlink: nr.Flags&int(netlink.FLAG_ONLINK) != 0}
-		if p, ok := fromIPNet(nr.Dst); ok {
-			r.Dst = p
-		} else if nr.Family == netlink.FAMILY_V6 {
-			r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		} else {
-			r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		}
+		r.Dst = routeDst(nr)
 		out = append(out, RouteDetail{Route: r, Protocol: nr.Protocol.String(), Scope: nr.Scope.String()})
 	}
 	return out, nil

@@ -193,13 +193,7 @@ func (h *Handle) TableRoutes(dev string, table int) ([]Route, error) {
 		}
 		r := Route{GW: fromIP(nr.Gw), Src: fromIP(nr.Src), Dev: dev, Table: nr.Table, Priority: nr.Priority,
 			ScopeLink: nr.Scope == netlink.SCOPE_LINK}
-		if p, ok := fromIPNet(nr.Dst); ok {
-			r.Dst = p
-		} else if nr.Family == netlink.FAMILY_V6 {
-			r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		} else {
-			r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		}
+		r.Dst = routeDst(nr)
 		out = append(out, r)
 	}
 	return out, nil

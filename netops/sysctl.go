@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/cnibox/cnibox/netops/internal/kerr"
 )
 
 // SysctlSetting is one sysctl key and the value to write to it.
@@ -95,7 +97,7 @@ func writeSysctl(path, value string) error {
 // fsError adds ErrNotFound to a missing-file error.
 func fsError(err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return &kernelError{sentinel: ErrNotFound, err: err}
+		return kerr.Wrap(ErrNotFound, err)
 	}
 	return err
 }

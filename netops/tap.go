@@ -6,11 +6,11 @@ import (
 	"net"
 	"os"
 
+	"github.com/cnibox/cnibox/netops/internal/kerr"
+	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-
-	"github.com/cnibox/cnibox/netops/internal/nsthread"
 )
 
 // tunDevice is the character device taps are made through.
@@ -127,7 +127,7 @@ func (h *Handle) makeTap(o TapOpts) error {
 func createTap(o TapOpts) error {
 	fd, err := unix.Open(tunDevice, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
-		return &kernelError{sentinel: ErrNotSupported, err: fmt.Errorf("open %s: %w (%w: the kernel has no TUN/TAP: load the tun module)", tunDevice, err, unix.EOPNOTSUPP)}
+		return kerr.Wrap(ErrNotSupported, fmt.Errorf("open %s: %w (%w: the kernel has no TUN/TAP: load the tun module)", tunDevice, err, unix.EOPNOTSUPP))
 	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", tunDevice, err)

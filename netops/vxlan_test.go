@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // underlay gives the namespace of h an interface with an address to carry
@@ -173,32 +174,32 @@ func v4Routes(h *netops.Handle, dev string) ([]netops.Route, error) {
 
 func TestOverlayMasq(t *testing.T) {
 	h := openNS(t, "ovm")
-	nets := []netops.OverlayMasqNet{{Network: netip.MustParsePrefix("10.244.0.0/16"), Subnet: netip.MustParsePrefix("10.244.1.0/24")}}
+	nets := []nft.OverlayMasqNet{{Network: netip.MustParsePrefix("10.244.0.0/16"), Subnet: netip.MustParsePrefix("10.244.1.0/24")}}
 	for range 2 {
-		if _, err := h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{}); err != nil {
+		if _, err := h.NFT().EnsureOverlayMasq(nets, nft.OverlayMasqOpts{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rules, err := h.OverlayMasq()
+	rules, err := h.NFT().OverlayMasq()
 	must(t, err)
 	if len(rules) != 5 || !strings.Contains(rules[3], "10.244.1.0/24") {
 		t.Fatalf("OverlayMasq = %q; want 5 rules, the 4th for the local subnet 10.244.1.0/24", rules)
 	}
 	// A new lease replaces the rules.
 	nets[0].Subnet = netip.MustParsePrefix("10.244.7.0/24")
-	nets = append(nets, netops.OverlayMasqNet{Network: netip.MustParsePrefix("fd00:10::/56"), Subnet: netip.MustParsePrefix("fd00:10:0:7::/64")})
-	if _, err := h.EnsureOverlayMasq(nets, netops.OverlayMasqOpts{}); err != nil {
+	nets = append(nets, nft.OverlayMasqNet{Network: netip.MustParsePrefix("fd00:10::/56"), Subnet: netip.MustParsePrefix("fd00:10:0:7::/64")})
+	if _, err := h.NFT().EnsureOverlayMasq(nets, nft.OverlayMasqOpts{}); err != nil {
 		t.Fatal(err)
 	}
-	rules, err = h.OverlayMasq()
+	rules, err = h.NFT().OverlayMasq()
 	must(t, err)
 	if len(rules) != 10 || !strings.Contains(rules[3], "10.244.7.0/24") || !strings.Contains(rules[8], "fd00:10:0:7::/64") {
 		t.Fatalf("OverlayMasq after change = %q; want 10 rules for the new subnets", rules)
 	}
 	for range 2 {
-		must(t, h.DeleteOverlayMasq())
+		must(t, h.NFT().DeleteOverlayMasq())
 	}
-	if rules, err = h.OverlayMasq(); err != nil || rules != nil {
+	if rules, err = h.NFT().OverlayMasq(); err != nil || rules != nil {
 		t.Fatalf("OverlayMasq after delete = %q, %v; want none", rules, err)
 	}
 }

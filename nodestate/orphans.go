@@ -8,7 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/azurevnet"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
@@ -55,7 +55,7 @@ type Orphan struct {
 	Skipped string `json:"skipped,omitempty"`
 
 	// portMaps are the elements gc deletes for a portmap orphan.
-	portMaps []netops.PortMaps
+	portMaps []nft.PortMaps
 }
 
 // Subject names the orphan for a person.

@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
@@ -57,7 +58,7 @@ func TestFindOrphans(t *testing.T) {
 			veth("veth12345"),                                   // not ours
 			{Name: "cbxabcdefabcdef", Kind: "bridge"},           // not a veth
 		},
-		Masq: []netops.MasqEntry{
+		Masq: []nft.MasqEntry{
 			{PodIP: ip("10.0.0.2"), Network: "net"},
 			{PodIP: ip("10.0.0.3"), Network: "net"},
 			{PodIP: ip("10.0.0.10"), Network: "net"}, // reserved: kept

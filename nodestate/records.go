@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
@@ -20,7 +21,7 @@ type recordView struct {
 	Bandwidth []store.BandwidthRecord
 	Delegates []store.DelegateRecord
 	// PortMapElems is table inet cnibox-portmap, grouped by owner.
-	PortMapElems []netops.PortMaps
+	PortMapElems []nft.PortMaps
 }
 
 // evidence is what rules 1 and 2 found, handed to rules 5 and 6.
@@ -123,7 +124,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		o := rec(KindPortMap, k, r.Pod, "", reason)
 		pm := portmap.PortMapsOfRecord(r)
 		o.Ports = describePorts(pm)
-		o.portMaps = []netops.PortMaps{pm}
+		o.portMaps = []nft.PortMaps{pm}
 		staleOwner[owner] = len(out)
 		out = append(out, o)
 	}
@@ -139,7 +140,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		if i, ok := staleOwner[g.Owner]; ok {
 			// The kernel's data first: of two with the same key, the
 			// first is deleted (a record can be older than the table).
-			out[i].portMaps = append([]netops.PortMaps{g}, out[i].portMaps...)
+			out[i].portMaps = append([]nft.PortMaps{g}, out[i].portMaps...)
 			continue
 		}
 		if recorded[g.Owner] {
@@ -162,7 +163,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		default:
 			reason = "no portmap record, endpoint record or runtime cache entry is for " + k.network + "/" + short(k.cid) + "/" + k.ifname
 		}
-		o := Orphan{Kind: KindPortMapElem, Reason: reason, Ports: describePorts(g), Owner: g.Owner, portMaps: []netops.PortMaps{g}}
+		o := Orphan{Kind: KindPortMapElem, Reason: reason, Ports: describePorts(g), Owner: g.Owner, portMaps: []nft.PortMaps{g}}
 		if ok {
 			o.Network, o.ContainerID, o.IfName = k.network, k.cid, k.ifname
 		}
@@ -219,7 +220,7 @@ func hasLinkNamed(links []netops.Link, name string) bool {
 
 // describePorts lists the mappings of pm for a person
 // ("*:8080/tcp -> 10.88.0.2:80"); masquerade entries are not listed.
-func describePorts(pm netops.PortMaps) []string {
+func describePorts(pm nft.PortMaps) []string {
 	var out []string
 	for _, m := range pm.Mappings {
 		out = append(out, m.String())

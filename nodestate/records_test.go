@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
@@ -28,10 +29,10 @@ func TestFindRecordOrphans(t *testing.T) {
 			Mappings: []store.PortMapEntry{{Protocol: "tcp", HostPort: port, PodIP: ip(podIP), PodPort: 80}},
 			Masq:     []store.PortMasqEntry{{PodIP: ip(podIP)}}}
 	}
-	elems := func(owner, podIP string, port uint16) netops.PortMaps {
-		return netops.PortMaps{Owner: owner,
-			Mappings: []netops.PortMapping{{Proto: netops.ProtoTCP, HostPort: port, PodIP: ip(podIP), PodPort: 80}},
-			Masq:     []netops.PortMasq{{PodIP: ip(podIP)}}}
+	elems := func(owner, podIP string, port uint16) nft.PortMaps {
+		return nft.PortMaps{Owner: owner,
+			Mappings: []nft.PortMapping{{Proto: nft.ProtoTCP, HostPort: port, PodIP: ip(podIP), PodPort: 80}},
+			Masq:     []nft.PortMasq{{PodIP: ip(podIP)}}}
 	}
 	owner := portmap.PortMapOwner
 	longCID := strings.Repeat("c", 200) // hashed in the owner comment
@@ -78,7 +79,7 @@ func TestFindRecordOrphans(t *testing.T) {
 				{Network: "flannel", ContainerID: "in-flight", IfName: "eth0", Netns: "/run/netns/in-flight", Plugin: "flannel", BootID: boot},
 				{Network: "flannel", ContainerID: "old", IfName: "eth0", Plugin: "flannel", BootID: old},
 			},
-			PortMapElems: []netops.PortMaps{
+			PortMapElems: []nft.PortMaps{
 				elems(owner("net", "live", "eth0"), "10.0.0.2", 8080),
 				elems(owner("net", "gone", "eth0"), "10.0.0.3", 8081),                    // with its stale record
 				elems(owner("net", "stray", "eth0"), "10.0.0.20", 9000),                  // nothing accounts for it

@@ -22,7 +22,7 @@ func Remove(host *netops.Handle, dataDir string, orphans []Orphan) {
 		}
 	}
 	if len(masq) > 0 {
-		err := host.DeleteMasq(masq)
+		err := host.NFT().DeleteMasq(masq)
 		for i := range orphans {
 			if orphans[i].Kind == KindMasquerade {
 				orphans[i].set(err)
@@ -34,7 +34,7 @@ func Remove(host *netops.Handle, dataDir string, orphans []Orphan) {
 		if o.Kind != KindVeth {
 			continue
 		}
-		err := host.DeleteMacSpoofCheck(o.Veth)
+		err := host.NFT().DeleteMacSpoofCheck(o.Veth)
 		if err == nil {
 			err = host.DeleteLink(o.Veth)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
@@ -43,7 +44,7 @@ func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []Orphan)
 	for _, r := range recs {
 		recorded[portmap.PortMapOwner(r.Network, r.ContainerID, r.IfName)] = true
 	}
-	var del []netops.PortMaps
+	var del []nft.PortMaps
 	var doing []int
 	for _, i := range idx {
 		o := &orphans[i]
@@ -54,7 +55,7 @@ func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []Orphan)
 		del = append(del, o.portMaps...)
 		doing = append(doing, i)
 	}
-	err = host.DeletePortMaps(del...)
+	err = host.NFT().DeletePortMaps(del...)
 	for _, i := range doing {
 		orphans[i].Done = err == nil
 		if err != nil {

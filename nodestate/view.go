@@ -7,6 +7,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -26,7 +27,7 @@ type View struct {
 	IPAM      []store.IPAMView
 	Cached    []*libcni.NetworkAttachment
 	Links     []netops.Link
-	Masq      []netops.MasqEntry
+	Masq      []nft.MasqEntry
 	// The chained and meta roles' records and the port mappings.
 	recordView
 	// Netns says, per netns path in the records and the cache, whether it
@@ -60,10 +61,10 @@ func ReadView(host *netops.Handle, o Options) (View, error) {
 	if v.Links, err = host.Links(); err != nil {
 		return v, err
 	}
-	if v.Masq, err = host.MasqEntries(); err != nil {
+	if v.Masq, err = host.NFT().MasqEntries(); err != nil {
 		return v, err
 	}
-	if v.PortMapElems, err = host.PortMapEntries(); err != nil {
+	if v.PortMapElems, err = host.NFT().PortMapEntries(); err != nil {
 		return v, err
 	}
 	v.probeNetns()

@@ -40,7 +40,7 @@ func attachFabric(_ context.Context, at *bridge.Attachment) (func(), error) {
 	}
 	// After the first pod, the NIC is known from the fabric rules: no walk
 	// over the node's interfaces.
-	known, err := at.Host.FabricUplinks()
+	known, err := at.Host.NFT().FabricUplinks()
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 	}
@@ -58,19 +58,19 @@ func attachFabric(_ context.Context, at *bridge.Attachment) (func(), error) {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 	}
 	if !bytes.Equal(known[master], up.MAC) {
-		if err := at.Host.EnsureFabricUplink(master, up.MAC); err != nil {
+		if err := at.Host.NFT().EnsureFabricUplink(master, up.MAC); err != nil {
 			return nil, cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 		}
 	}
-	if err := at.Host.EnsureFabricPods(ips, at.PodVeth.MAC); err != nil {
+	if err := at.Host.NFT().EnsureFabricPods(ips, at.PodVeth.MAC); err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 	}
 	if err := ensureViaHost(at.Host, z.IPsToRouteViaHost, up.MAC); err != nil {
-		_ = at.Host.DeleteFabricPods(ips)
+		_ = at.Host.NFT().DeleteFabricPods(ips)
 		return nil, err
 	}
 	host := at.Host
-	return func() { _ = host.DeleteFabricPods(ips) }, nil
+	return func() { _ = host.NFT().DeleteFabricPods(ips) }, nil
 }
 
 // knownPort returns the NIC of the fabric rules that is a port of br, or "".
@@ -152,7 +152,7 @@ func ensureViaHost(host *netops.Handle, addrs []string, bridgeMAC net.HardwareAd
 	for i, s := range addrs {
 		ips[i] = netip.MustParseAddr(s) // checked by fields
 	}
-	if err := host.EnsureViaHost(ips, bridgeMAC); err != nil {
+	if err := host.NFT().EnsureViaHost(ips, bridgeMAC); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet ipsToRouteViaHost: %w", err)
 	}
 	return nil

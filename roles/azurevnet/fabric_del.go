@@ -14,7 +14,7 @@ import (
 
 // detachFabric (bridge mode) removes the pod's addresses from the fabric rules.
 func detachFabric(_ context.Context, _ *cniplug.Args, _ *bridge.Conf, host *netops.Handle, ips []netip.Addr) error {
-	if err := host.DeleteFabricPods(ips); err != nil {
+	if err := host.NFT().DeleteFabricPods(ips); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet: %w", err)
 	}
 	return nil
@@ -34,7 +34,7 @@ func gcFabric(_ context.Context, a *cniplug.Args, _ *bridge.Conf, host *netops.H
 			}
 		}
 	}
-	have, err := host.FabricPods()
+	have, err := host.NFT().FabricPods()
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
@@ -53,7 +53,7 @@ func gcFabric(_ context.Context, a *cniplug.Args, _ *bridge.Conf, host *netops.H
 	if len(drop) == 0 {
 		return nil
 	}
-	if err := host.DeleteFabricPods(drop); err != nil {
+	if err := host.NFT().DeleteFabricPods(drop); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "azure-vnet GC: %w", err)
 	}
 	return nil

@@ -52,7 +52,7 @@ func gcTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.
 		}
 	}
 	if len(fabric) > 0 {
-		if err := host.DeleteFabricPods(fabric); err != nil {
+		if err := host.NFT().DeleteFabricPods(fabric); err != nil {
 			return cniplug.Errorf(types.ErrIOFailure, "azure-vnet GC: %w", err)
 		}
 	}

@@ -20,7 +20,7 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	}
 	// A leftover pair of this attachment goes with its MAC spoofing check.
 	hostName := c.HostVethName(a.ContainerID, a.IfName)
-	v, err := attach.BeginVethADD(a, hostName, (*netops.Handle).DeleteMacSpoofCheck)
+	v, err := attach.BeginVethADD(a, hostName, deleteMacSpoofCheck)
 	if err != nil {
 		return nil, err
 	}

@@ -32,10 +32,10 @@ func setupPort(host *netops.Handle, c *Conf, undo *cniplug.Undo, hostName string
 		}
 	}
 	if c.MacSpoofChk {
-		if err := host.EnsureMacSpoofCheck(hostName, pv.MAC); err != nil {
+		if err := host.NFT().EnsureMacSpoofCheck(hostName, pv.MAC); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
 		}
-		undo.Push(func() { _ = host.DeleteMacSpoofCheck(hostName) })
+		undo.Push(func() { _ = host.NFT().DeleteMacSpoofCheck(hostName) })
 		fault.Point("bridge/add/after-macspoof")
 	}
 	return nil
@@ -88,7 +88,7 @@ func checkPodEnd(pod *netops.Handle, ifname, mac string) error {
 // attach.DeleteVeth) after its MAC spoofing check.
 func deletePort(host *netops.Handle, c *Conf, a *cniplug.Args, hostName string) error {
 	if c.MacSpoofChk {
-		if err := host.DeleteMacSpoofCheck(hostName); err != nil {
+		if err := host.NFT().DeleteMacSpoofCheck(hostName); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
 		}
 		fault.Point("bridge/del/after-macspoof")
@@ -123,7 +123,7 @@ func gcVeths(host *netops.Handle, bridge string, keep map[string]bool, ours func
 // whatever its network, and ADD orders veth before check and DEL check
 // before veth, so no live attachment ever has a check without its port.
 func gcMacSpoof(host *netops.Handle, keep map[string]bool, ours func(string) bool) error {
-	ports, err := host.MacSpoofPorts()
+	ports, err := host.NFT().MacSpoofPorts()
 	if err != nil || len(ports) == 0 {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
@@ -139,9 +139,15 @@ func gcMacSpoof(host *netops.Handle, keep map[string]bool, ours func(string) boo
 		if !ours(port) || keep[port] || exists[port] {
 			continue
 		}
-		if err := host.DeleteMacSpoofCheck(port); err != nil {
+		if err := host.NFT().DeleteMacSpoofCheck(port); err != nil {
 			return cniplug.Errorf(types.ErrIOFailure, "delete stale mac spoof check of %s: %w", port, err)
 		}
 	}
 	return nil
+}
+
+// deleteMacSpoofCheck removes the MAC spoofing check of the host port
+// hostName (a leftover of this attachment's earlier pair).
+func deleteMacSpoofCheck(host *netops.Handle, hostName string) error {
+	return host.NFT().DeleteMacSpoofCheck(hostName)
 }

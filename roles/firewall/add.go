@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -17,8 +18,8 @@ import (
 const codeNotReady = 50
 
 // rules returns what the attachment asks of the forward path.
-func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (netops.FirewallRules, error) {
-	r := netops.FirewallRules{
+func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (nft.FirewallRules, error) {
+	r := nft.FirewallRules{
 		AdminChain: c.IptablesAdminChainName,
 		Owner:      owner(a.Conf.Name, a.ContainerID, a.IfName),
 		Addrs:      podAddrs(prev, a.IfName),
@@ -26,7 +27,7 @@ func rules(a *cniplug.Args, c *firewallConf, prev *current.Result) (netops.Firew
 		Lock:       func() (func(), error) { return lockRules(a) },
 	}
 	r.Bridge = bridgeOf(prev)
-	if c.IngressPolicy == netops.IngressSameBridge {
+	if c.IngressPolicy == nft.IngressSameBridge {
 		if r.Bridge == "" {
 			return r, cniplug.ConfError("ingressPolicy", "%q needs the pod's bridge, and prevResult lists no interface on the node: chain the firewall after the bridge plugin, or use \"open\"", c.IngressPolicy)
 		}
@@ -69,8 +70,8 @@ func firewallAdd(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *cu
 	defer host.Close()
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
-	undo.Push(func() { _ = host.DeleteFirewall(r) })
-	if err := host.EnsureFirewall(r); err != nil {
+	undo.Push(func() { _ = host.NFT().DeleteFirewall(r) })
+	if err := host.NFT().EnsureFirewall(r); err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "firewall: %w", err)
 	}
 	a.Mark("elements")
@@ -101,7 +102,7 @@ func firewallCheck(ctx context.Context, a *cniplug.Args, c *firewallConf, prev *
 		return err
 	}
 	defer host.Close()
-	if err := host.CheckFirewall(r); err != nil {
+	if err := host.NFT().CheckFirewall(r); err != nil {
 		if errors.Is(err, netops.ErrNotFound) {
 			return cniplug.Errorf(types.ErrIOFailure, "firewall CHECK: %v", err)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 const (
@@ -61,8 +61,8 @@ func parseConf(a *cniplug.Args) (*firewallConf, error) {
 	}
 	switch c.IngressPolicy {
 	case "":
-		c.IngressPolicy = netops.IngressOpen
-	case netops.IngressOpen, netops.IngressSameBridge, netops.IngressIsolated:
+		c.IngressPolicy = nft.IngressOpen
+	case nft.IngressOpen, nft.IngressSameBridge, nft.IngressIsolated:
 	default:
 		return nil, cniplug.Errorf(types.ErrUnsupportedField, `config field "ingressPolicy": %q is not a policy: use "open", "same-bridge" or "isolated"`, c.IngressPolicy)
 	}
@@ -77,7 +77,7 @@ func checkChainName(n string) error {
 		return cniplug.ConfError("iptablesAdminChainName", "%q is %d characters long: iptables chain names have at most %d", n, len(n), maxChainName)
 	case strings.IndexFunc(n, func(r rune) bool { return r <= ' ' || r == 0x7f || r > 0x7e || r == '!' }) >= 0:
 		return cniplug.ConfError("iptablesAdminChainName", "%q contains a space, control or non-ASCII character: use a name like %s", n, DefaultAdminChain)
-	case n == netops.FirewallForwardChain || n == netops.FirewallIsolationChain || n == "FORWARD" || n == "INPUT" || n == "OUTPUT":
+	case n == nft.FirewallForwardChain || n == nft.FirewallIsolationChain || n == "FORWARD" || n == "INPUT" || n == "OUTPUT":
 		return cniplug.ConfError("iptablesAdminChainName", "%q is a chain the firewall or iptables uses itself: pick another name, e.g. %s", n, DefaultAdminChain)
 	}
 	return nil

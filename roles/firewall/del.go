@@ -7,7 +7,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -30,14 +30,14 @@ func firewallDel(ctx context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer host.Close()
-	r := netops.FirewallRules{
+	r := nft.FirewallRules{
 		Owner: owner(a.Conf.Name, a.ContainerID, a.IfName),
 		Lock:  func() (func(), error) { return lockRules(a) },
 	}
 	if prev, err := a.Conf.PrevResult(); err == nil && prev != nil {
 		r.Addrs, r.Bridge = podAddrs(prev, a.IfName), bridgeOf(prev)
 	}
-	if err := host.DeleteFirewall(r); err != nil {
+	if err := host.NFT().DeleteFirewall(r); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "firewall DEL: %w", err)
 	}
 	a.Mark("elements")
@@ -58,7 +58,7 @@ func firewallGC(_ context.Context, a *cniplug.Args) error {
 		keep[owner(a.Conf.Name, k.ContainerID, k.IfName)] = true
 	}
 	del := func(o string) bool { return strings.HasPrefix(o, prefix) && !keep[o] }
-	if err := host.DeleteFirewallOwned(del, func() (func(), error) { return lockRules(a) }); err != nil {
+	if err := host.NFT().DeleteFirewallOwned(del, func() (func(), error) { return lockRules(a) }); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "firewall GC: %w", err)
 	}
 	return nil

@@ -9,8 +9,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/firewalld"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // firewalldFor returns a firewalld client when the config's backend is
@@ -49,7 +49,7 @@ func errNoFirewalld(code uint, cause error) error {
 // under the firewalld backend: for ingressPolicy, which firewalld's zones
 // do not express (the reference applies it with iptables whatever the
 // backend).
-func needsRules(c *firewallConf) bool { return c.IngressPolicy != netops.IngressOpen }
+func needsRules(c *firewallConf) bool { return c.IngressPolicy != nft.IngressOpen }
 
 // firewalldAdd binds the pod's addresses to firewalldZone, undoing what it
 // bound when a later one fails.

@@ -10,6 +10,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -35,11 +36,11 @@ func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curren
 	defer host.Close()
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
-	replaced, err := host.EnsurePortMaps(pm)
+	replaced, err := host.NFT().EnsurePortMaps(pm)
 	if err != nil {
 		return nil, cniplug.Errorf(types.ErrIOFailure, "forward host ports: %w", err)
 	}
-	undo.Push(func() { _ = host.DeletePortMaps(pm) })
+	undo.Push(func() { _ = host.NFT().DeletePortMaps(pm) })
 	a.Mark("nft")
 	fault.Point("portmap/add/after-nft")
 	if c.snat {
@@ -59,7 +60,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curren
 	fault.Point("portmap/add/after-record")
 	// A repeated ADD with other mappings: drop what only the old record had.
 	if stale := minusPortMaps(old, pm); !stale.Empty() {
-		if err := host.DeletePortMaps(stale); err != nil {
+		if err := host.NFT().DeletePortMaps(stale); err != nil {
 			pmLog(a, "remove mappings of an earlier ADD of this attachment: %v", err)
 		}
 	}
@@ -73,7 +74,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curren
 // only with net.ipv4.conf.<if>.route_localnet=1. It is written only when an
 // IPv4 mapping can be reached on a loopback address and the value is not
 // set yet.
-func ensureRouteLocalnet(host *netops.Handle, a *cniplug.Args, pm netops.PortMaps) error {
+func ensureRouteLocalnet(host *netops.Handle, a *cniplug.Args, pm nft.PortMaps) error {
 	done := map[netip.Addr]bool{}
 	for _, m := range pm.Mappings {
 		if !m.PodIP.Is4() || done[m.PodIP] || (m.HostIP.IsValid() && !m.HostIP.IsLoopback()) {
@@ -99,12 +100,12 @@ func ensureRouteLocalnet(host *netops.Handle, a *cniplug.Args, pm netops.PortMap
 // flushUDPConntrack deletes the node's conntrack entries of UDP flows to the
 // mapped host ports, so that a flow seen before the mapping existed does not
 // keep bypassing it. Failures are only logged, as with the reference plugin.
-func flushUDPConntrack(host *netops.Handle, a *cniplug.Args, pm netops.PortMaps) {
+func flushUDPConntrack(host *netops.Handle, a *cniplug.Args, pm nft.PortMaps) {
 	ports := map[bool][]uint16{}
 	seen := map[bool]map[uint16]bool{true: {}, false: {}}
 	for _, m := range pm.Mappings {
 		v6 := m.PodIP.Is6()
-		if m.Proto != netops.ProtoUDP || seen[v6][m.HostPort] {
+		if m.Proto != nft.ProtoUDP || seen[v6][m.HostPort] {
 			continue
 		}
 		seen[v6][m.HostPort] = true

@@ -10,7 +10,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -28,7 +28,7 @@ func portmapCheck(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curr
 	if err != nil {
 		return err
 	}
-	var recorded netops.PortMaps
+	var recorded nft.PortMaps
 	if found {
 		recorded = portMapsOf(rec)
 	}
@@ -55,14 +55,14 @@ func portmapCheck(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curr
 		}
 	}
 	if len(problems) > 0 {
-		return cniplug.Errorf(types.ErrIOFailure, "port mappings in table inet %s: %s", netops.PortMapTable, strings.Join(problems, "; "))
+		return cniplug.Errorf(types.ErrIOFailure, "port mappings in table inet %s: %s", nft.PortMapTable, strings.Join(problems, "; "))
 	}
 	return nil
 }
 
 // diffPortMaps describes how got differs from want ("" if not at all),
 // ignoring order.
-func diffPortMaps(want, got netops.PortMaps) string {
+func diffPortMaps(want, got nft.PortMaps) string {
 	d := diffElems(want.Mappings, got.Mappings, "%s")
 	d = append(d, diffElems(want.Masq, got.Masq, "masquerade entry %+v")...)
 	return strings.Join(d, "; ")

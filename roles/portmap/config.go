@@ -8,7 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // portmapConf is the portmap config, field names as in the reference plugin.
@@ -41,7 +41,7 @@ type portMappingJSON struct {
 // pmEntry is a validated portMappings entry.
 type pmEntry struct {
 	index    int // in runtimeConfig.portMappings, for messages
-	proto    netops.PortProto
+	proto    nft.PortProto
 	hostIP   netip.Addr // zero: every address; unspecified (0.0.0.0, ::): every address of its family
 	hostPort uint16
 	podPort  uint16
@@ -120,7 +120,7 @@ func parseEntry(i int, m portMappingJSON) (pmEntry, error) {
 	if proto == "" {
 		proto = "tcp"
 	}
-	p, ok := netops.ParsePortProto(proto)
+	p, ok := nft.ParsePortProto(proto)
 	if !ok {
 		return e, cniplug.Errorf(types.ErrUnsupportedField, "config field %q %q is not supported: use \"tcp\", \"udp\" or \"sctp\"", field("protocol"), m.Protocol)
 	}
@@ -138,10 +138,10 @@ func parseEntry(i int, m portMappingJSON) (pmEntry, error) {
 // portMaps returns what the attachment forwards for the pod addresses ips:
 // each entry for each address of its host IP's family, and with snat the
 // masquerade entry of each address that has a mapping.
-func (c *portmapConf) portMaps(owner string, ips []netip.Prefix) (netops.PortMaps, error) {
-	pm := netops.PortMaps{Owner: owner}
+func (c *portmapConf) portMaps(owner string, ips []netip.Prefix) (nft.PortMaps, error) {
+	pm := nft.PortMaps{Owner: owner}
 	for _, p := range ips {
-		var mine []netops.PortMapping
+		var mine []nft.PortMapping
 		var from []pmEntry
 		for _, e := range c.entries {
 			host := e.hostIP
@@ -151,7 +151,7 @@ func (c *portmapConf) portMaps(owner string, ips []netip.Prefix) (netops.PortMap
 			if host.IsValid() && host.IsUnspecified() {
 				host = netip.Addr{}
 			}
-			m := netops.PortMapping{Proto: e.proto, HostIP: host, HostPort: e.hostPort, PodIP: p.Addr(), PodPort: e.podPort}
+			m := nft.PortMapping{Proto: e.proto, HostIP: host, HostPort: e.hostPort, PodIP: p.Addr(), PodPort: e.podPort}
 			dup := false
 			for j, o := range mine {
 				if !o.SameKey(m) {
@@ -171,7 +171,7 @@ func (c *portmapConf) portMaps(owner string, ips []netip.Prefix) (netops.PortMap
 		}
 		pm.Mappings = append(pm.Mappings, mine...)
 		if c.snat && len(mine) > 0 {
-			pm.Masq = append(pm.Masq, netops.PortMasq{PodIP: p.Addr(), All: c.MasqAll})
+			pm.Masq = append(pm.Masq, nft.PortMasq{PodIP: p.Addr(), All: c.MasqAll})
 		}
 	}
 	return pm, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 	"github.com/cnibox/cnibox/store"
 )
@@ -33,13 +34,13 @@ func portmapDel(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 	// Close after the store update: the kernel's cleanup of the deleted
 	// elements runs meanwhile (see perf-notes).
 	defer host.Close()
-	var pm netops.PortMaps
+	var pm nft.PortMaps
 	if found {
 		pm = portMapsOf(rec)
 	} else if pm, err = ownedPortMaps(host, a, c, owner); err != nil {
 		return err
 	}
-	if err := host.DeletePortMaps(pm); err != nil {
+	if err := host.NFT().DeletePortMaps(pm); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "remove port mappings: %w", err)
 	}
 	fault.Point("portmap/del/after-nft")
@@ -63,7 +64,7 @@ func portmapDel(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 // ownedPortMaps finds, without a record, the elements of the configured
 // host ports (both families, or those of prevResult) and of the pod
 // addresses that carry owner's name.
-func ownedPortMaps(host *netops.Handle, a *cniplug.Args, c *portmapConf, owner string) (netops.PortMaps, error) {
+func ownedPortMaps(host *netops.Handle, a *cniplug.Args, c *portmapConf, owner string) (nft.PortMaps, error) {
 	ips := []netip.Prefix{netip.PrefixFrom(netip.IPv4Unspecified(), 32), netip.PrefixFrom(netip.IPv6Unspecified(), 128)}
 	var podIPs []netip.Addr
 	if prev, err := a.Conf.PrevResult(); err == nil && prev != nil {
@@ -76,10 +77,10 @@ func ownedPortMaps(host *netops.Handle, a *cniplug.Args, c *portmapConf, owner s
 	}
 	keys, err := c.portMaps(owner, ips)
 	if err != nil {
-		keys = netops.PortMaps{} // conflicting entries: nothing was set up
+		keys = nft.PortMaps{} // conflicting entries: nothing was set up
 	}
-	out := netops.PortMaps{Owner: owner}
-	found, err := host.LookupPortMaps(netops.PortMaps{Mappings: keys.Mappings})
+	out := nft.PortMaps{Owner: owner}
+	found, err := host.NFT().LookupPortMaps(nft.PortMaps{Mappings: keys.Mappings})
 	if err != nil {
 		return out, cniplug.WithCode(types.ErrIOFailure, err)
 	}
@@ -91,15 +92,15 @@ func ownedPortMaps(host *netops.Handle, a *cniplug.Args, c *portmapConf, owner s
 			}
 		}
 	}
-	var q netops.PortMaps
+	var q nft.PortMaps
 	seen := map[netip.Addr]bool{}
 	for _, ip := range podIPs {
 		if !seen[ip] {
 			seen[ip] = true
-			q.Masq = append(q.Masq, netops.PortMasq{PodIP: ip})
+			q.Masq = append(q.Masq, nft.PortMasq{PodIP: ip})
 		}
 	}
-	found, err = host.LookupPortMaps(q)
+	found, err = host.NFT().LookupPortMaps(q)
 	if err != nil {
 		return out, cniplug.WithCode(types.ErrIOFailure, err)
 	}
@@ -138,12 +139,12 @@ func portmapGC(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 		return err
 	}
 	defer host.Close()
-	entries, err := host.PortMapEntries()
+	entries, err := host.NFT().PortMapEntries()
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
 	network := ownerNetwork(pmOwner(a.Conf.Name, "x", "x"))
-	var stale []netops.PortMaps
+	var stale []nft.PortMaps
 	for _, e := range entries {
 		if ownerNetwork(e.Owner) == network && !keep[e.Owner] {
 			stale = append(stale, e)
@@ -156,7 +157,7 @@ func portmapGC(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 			stale = append(stale, portMapsOf(r))
 		}
 	}
-	if err := host.DeletePortMaps(stale...); err != nil {
+	if err := host.NFT().DeletePortMaps(stale...); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "remove stale port mappings: %w", err)
 	}
 	if len(staleRecs) == 0 {

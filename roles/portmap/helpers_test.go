@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/hostlocal"
@@ -320,14 +321,14 @@ func pmEchoUDP(t *testing.T, ns string, addr netip.Addr, port int) (string, erro
 }
 
 // pmEntries returns the portmap elements on the node, by owner.
-func pmEntries(t *testing.T) map[string]netops.PortMaps {
+func pmEntries(t *testing.T) map[string]nft.PortMaps {
 	t.Helper()
 	h, err := netops.Open("")
 	pmMust(t, err)
 	defer h.Close()
-	es, err := h.PortMapEntries()
+	es, err := h.NFT().PortMapEntries()
 	pmMust(t, err)
-	out := map[string]netops.PortMaps{}
+	out := map[string]nft.PortMaps{}
 	for _, e := range es {
 		out[e.Owner] = e
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -46,7 +46,7 @@ func parseOwner(owner string) (network, containerID, ifname string, ok bool) {
 
 // Records.
 
-func recordOf(a *cniplug.Args, pm netops.PortMaps) store.PortMapRecord {
+func recordOf(a *cniplug.Args, pm nft.PortMaps) store.PortMapRecord {
 	r := store.PortMapRecord{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Pod: a.CNIArgs.Pod()}
 	for _, m := range pm.Mappings {
 		r.Mappings = append(r.Mappings, store.PortMapEntry{Protocol: m.Proto.String(), HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
@@ -57,17 +57,17 @@ func recordOf(a *cniplug.Args, pm netops.PortMaps) store.PortMapRecord {
 	return r
 }
 
-func portMapsOf(r store.PortMapRecord) netops.PortMaps {
-	pm := netops.PortMaps{Owner: pmOwner(r.Network, r.ContainerID, r.IfName)}
+func portMapsOf(r store.PortMapRecord) nft.PortMaps {
+	pm := nft.PortMaps{Owner: pmOwner(r.Network, r.ContainerID, r.IfName)}
 	for _, m := range r.Mappings {
-		p, ok := netops.ParsePortProto(m.Protocol)
+		p, ok := nft.ParsePortProto(m.Protocol)
 		if !ok {
 			continue
 		}
-		pm.Mappings = append(pm.Mappings, netops.PortMapping{Proto: p, HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
+		pm.Mappings = append(pm.Mappings, nft.PortMapping{Proto: p, HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
 	}
 	for _, m := range r.Masq {
-		pm.Masq = append(pm.Masq, netops.PortMasq{PodIP: m.PodIP, All: m.All})
+		pm.Masq = append(pm.Masq, nft.PortMasq{PodIP: m.PodIP, All: m.All})
 	}
 	return pm
 }
@@ -75,13 +75,13 @@ func portMapsOf(r store.PortMapRecord) netops.PortMaps {
 // putPortmapRecord records pm for the attachment and takes the replaced
 // elements out of the records of the attachments that had them, in one
 // store transaction. It returns the attachment's previous mappings.
-func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm netops.PortMaps, replaced []netops.PortMaps) (netops.PortMaps, error) {
+func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm nft.PortMaps, replaced []nft.PortMaps) (nft.PortMaps, error) {
 	st, err := pmStore(a, c)
 	if err != nil {
-		return netops.PortMaps{}, err
+		return nft.PortMaps{}, err
 	}
 	defer st.Close()
-	var old netops.PortMaps
+	var old nft.PortMaps
 	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
 		if r, found, err := tx.Get(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
 			return err
@@ -112,16 +112,16 @@ func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm netops.PortMaps, repla
 		return tx.Put(recordOf(a, pm))
 	})
 	if err != nil {
-		return netops.PortMaps{}, fmt.Errorf("record port mappings: %w", err)
+		return nft.PortMaps{}, fmt.Errorf("record port mappings: %w", err)
 	}
 	return old, nil
 }
 
 // minusPortMaps returns the mappings and masquerade entries of p whose keys
 // are not in q.
-func minusPortMaps(p, q netops.PortMaps) netops.PortMaps {
-	samePod := func(m, o netops.PortMasq) bool { return m.PodIP == o.PodIP }
-	return netops.PortMaps{Owner: p.Owner, Mappings: minus(p.Mappings, q.Mappings, netops.PortMapping.SameKey), Masq: minus(p.Masq, q.Masq, samePod)}
+func minusPortMaps(p, q nft.PortMaps) nft.PortMaps {
+	samePod := func(m, o nft.PortMasq) bool { return m.PodIP == o.PodIP }
+	return nft.PortMaps{Owner: p.Owner, Mappings: minus(p.Mappings, q.Mappings, nft.PortMapping.SameKey), Masq: minus(p.Masq, q.Masq, samePod)}
 }
 
 // minus returns the elements of p that have no same element in q.

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -21,15 +22,15 @@ func PortMapOwner(network, containerID, ifname string) string {
 
 // PortMapsOfRecord returns the elements a portmap record stands for, owned
 // by the record's attachment.
-func PortMapsOfRecord(r store.PortMapRecord) netops.PortMaps { return portMapsOf(r) }
+func PortMapsOfRecord(r store.PortMapRecord) nft.PortMaps { return portMapsOf(r) }
 
 // PortMapState is what table inet cnibox-portmap holds for one element an
 // attachment should have (or has without wanting it).
 type PortMapState struct {
 	// Mapping is the forwarded port; zero (no PodIP) for a masquerade entry.
-	Mapping netops.PortMapping
+	Mapping nft.PortMapping
 	// Masq is the masquerade entry; zero (no PodIP) for a mapping.
-	Masq netops.PortMasq
+	Masq nft.PortMasq
 	// Status says whether the element is right, and if not, how not.
 	Status PortMapStatus
 	// Problem is "" when the element is there with exactly that data and
@@ -76,18 +77,18 @@ func (s PortMapState) String() string {
 // (single-element gets: the cost does not depend on the number of pods) and
 // returns one state per wanted element, in want's order, followed by the
 // elements owned by want.Owner under those keys that want does not list.
-func VerifyPortMaps(host *netops.Handle, want netops.PortMaps) ([]PortMapState, error) {
+func VerifyPortMaps(host *netops.Handle, want nft.PortMaps) ([]PortMapState, error) {
 	if want.Empty() {
 		return nil, nil
 	}
-	got, err := host.LookupPortMaps(want)
+	got, err := host.NFT().LookupPortMaps(want)
 	if err != nil {
 		return nil, err
 	}
 	type held struct {
 		owner string
-		m     netops.PortMapping
-		q     netops.PortMasq
+		m     nft.PortMapping
+		q     nft.PortMasq
 	}
 	var maps, masqs []held
 	for _, g := range got {
@@ -101,7 +102,7 @@ func VerifyPortMaps(host *netops.Handle, want netops.PortMaps) ([]PortMapState, 
 	var out []PortMapState
 	used := map[int]bool{}
 	for _, w := range want.Mappings {
-		st := PortMapState{Mapping: w, Status: PortMapMissing, Problem: "missing from table inet " + netops.PortMapTable}
+		st := PortMapState{Mapping: w, Status: PortMapMissing, Problem: "missing from table inet " + nft.PortMapTable}
 		for i, h := range maps {
 			if !h.m.SameKey(w) {
 				continue
@@ -120,7 +121,7 @@ func VerifyPortMaps(host *netops.Handle, want netops.PortMaps) ([]PortMapState, 
 	}
 	usedQ := map[int]bool{}
 	for _, w := range want.Masq {
-		st := PortMapState{Masq: w, Status: PortMapMissing, Problem: "missing from table inet " + netops.PortMapTable}
+		st := PortMapState{Masq: w, Status: PortMapMissing, Problem: "missing from table inet " + nft.PortMapTable}
 		for i, h := range masqs {
 			if h.q != w {
 				continue

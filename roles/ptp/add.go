@@ -76,10 +76,10 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	}
 	a.Mark("addresses")
 	if c.IPMasq {
-		if err := host.EnsureMasq(a.Conf.Name, p.pod); err != nil {
+		if err := host.NFT().EnsureMasq(a.Conf.Name, p.pod); err != nil {
 			return nil, cniplug.Errorf(types.ErrIOFailure, "ipMasq: %w", err)
 		}
-		undo.Push(func() { _ = host.DeleteMasq(p.hostRoute) })
+		undo.Push(func() { _ = host.NFT().DeleteMasq(p.hostRoute) })
 	}
 	undo.Discard()
 	return res, nil

@@ -21,7 +21,7 @@ func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) err
 		if !c.IPMasq || len(ips) == 0 {
 			return nil
 		}
-		if err := host.DeleteMasq(ips); err != nil {
+		if err := host.NFT().DeleteMasq(ips); err != nil {
 			return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
 		}
 		return nil

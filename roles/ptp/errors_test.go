@@ -82,7 +82,7 @@ func TestUndo(t *testing.T) {
 	if names := links(t, p.Netns); slices.Contains(names, "eth0") {
 		t.Errorf("pod interfaces after a failed ADD: %v", names)
 	}
-	if es, _ := host.MasqEntries(); len(es) > 0 {
+	if es, _ := host.NFT().MasqEntries(); len(es) > 0 {
 		t.Errorf("masquerade entries after a failed ADD: %v", es)
 	}
 	n.Empty("ptpnet")
@@ -96,7 +96,7 @@ func TestDelNetnsGone(t *testing.T) {
 	c := conf("1.0.0", dual, `,"ipMasq":true`)
 	n.Must(ptp.Role, "ADD", p, c)
 	host := open(t, "")
-	if es, _ := host.MasqEntries(); len(es) != 2 {
+	if es, _ := host.NFT().MasqEntries(); len(es) != 2 {
 		t.Fatalf("masquerade entries after ADD: %v, want 2", es)
 	}
 	name := strings.TrimPrefix(p.Netns, "/run/netns/")
@@ -112,7 +112,7 @@ func TestDelNetnsGone(t *testing.T) {
 	if _, err := host.LinkByName(attach.HostVethName(p.ID, "eth0")); err == nil {
 		t.Error("host veth left after DEL")
 	}
-	if es, _ := host.MasqEntries(); len(es) > 0 {
+	if es, _ := host.NFT().MasqEntries(); len(es) > 0 {
 		t.Errorf("masquerade entries after DEL: %v", es)
 	}
 	n.Empty("ptpnet")

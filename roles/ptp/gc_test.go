@@ -34,7 +34,7 @@ func TestGC(t *testing.T) {
 	if rs := n.Reservations("ptpnet"); len(rs) != 1 || rs[0].ContainerID != keep.ID {
 		t.Errorf("reservations after GC: %+v", rs)
 	}
-	if es, _ := host.MasqEntries(); len(es) != 1 {
+	if es, _ := host.NFT().MasqEntries(); len(es) != 1 {
 		t.Errorf("masquerade entries after GC: %v, want the kept pod's", es)
 	}
 	n.Must(ptp.Role, "STATUS", keep, c)
@@ -113,7 +113,7 @@ func TestConcurrentPods(t *testing.T) {
 	for _, p := range pods {
 		n.Must(ptp.Role, "DEL", p, c)
 	}
-	if es, _ := host.MasqEntries(); len(es) > 0 {
+	if es, _ := host.NFT().MasqEntries(); len(es) > 0 {
 		t.Errorf("masquerade entries after DEL: %v", es)
 	}
 	n.Empty("ptpnet")

@@ -256,7 +256,7 @@ func (b *bench) azureNode() (string, func(), error) {
 		if h, err := netops.Open(""); err == nil {
 			h.DeleteLink("azure0")
 			h.DeleteLink(azNIC)
-			h.DeleteFabric()
+			h.NFT().DeleteFabric()
 			h.Close()
 		}
 	}
@@ -275,7 +275,7 @@ func azureResetNode() error {
 	if err := h.DeleteLink("azure0"); err != nil {
 		return err
 	}
-	if err := h.DeleteFabric(); err != nil {
+	if err := h.NFT().DeleteFabric(); err != nil {
 		return err
 	}
 	if err := h.SetLinkUp(azNIC); err != nil {

@@ -155,12 +155,12 @@ func (b *bench) oursLeft(what string, s *side) []string {
 		return left
 	}
 	defer h.Close()
-	if ms, err := h.MasqEntries(); err != nil {
+	if ms, err := h.NFT().MasqEntries(); err != nil {
 		b.fail("%s: read masquerade entries: %v", what, err)
 	} else if len(ms) > 0 {
 		left = append(left, fmt.Sprintf("%d masquerade map elements", len(ms)))
 	}
-	if pm, err := h.PortMapEntries(); err != nil {
+	if pm, err := h.NFT().PortMapEntries(); err != nil {
 		b.fail("%s: read port map entries: %v", what, err)
 	} else if len(pm) > 0 {
 		left = append(left, fmt.Sprintf("%d port map owners", len(pm)))

@@ -121,7 +121,7 @@ func (b *bench) floorBatch(conc int, label string) {
 		if err != nil {
 			return nil, err
 		}
-		err = h.EnsureMasq("floor", []netip.Prefix{netip.PrefixFrom(p.ip, floorSubnet)})
+		err = h.NFT().EnsureMasq("floor", []netip.Prefix{netip.PrefixFrom(p.ip, floorSubnet)})
 		if cerr := h.Close(); err == nil {
 			err = cerr
 		}
@@ -134,7 +134,7 @@ func (b *bench) floorBatch(conc int, label string) {
 			return nil, err
 		}
 		t0 := time.Now()
-		err = h.DeleteMasq([]netip.Addr{p.ip})
+		err = h.NFT().DeleteMasq([]netip.Addr{p.ip})
 		del := time.Since(t0)
 		t1 := time.Now()
 		cerr := h.Close()
@@ -171,7 +171,7 @@ func (b *bench) floorBatch(conc int, label string) {
 		b.fail("%s: veths left: %v %v", what, veths, err)
 	}
 	if h, err := netops.Open(""); err == nil {
-		if ms, err := h.MasqEntries(); err != nil || len(ms) > 0 {
+		if ms, err := h.NFT().MasqEntries(); err != nil || len(ms) > 0 {
 			b.fail("%s: masquerade elements left: %d %v", what, len(ms), err)
 		}
 		h.Close()

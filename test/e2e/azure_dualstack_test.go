@@ -58,12 +58,12 @@ func TestAzureVnetDualStack(t *testing.T) {
 		t.Errorf("the fabric cannot reach the pod at %s: %v", ip4, err)
 	}
 	host := hostHandle(t)
-	if fp, err := host.FabricPods(); err != nil || len(fp) != 2 || fp[ip6] == nil {
+	if fp, err := host.NFT().FabricPods(); err != nil || len(fp) != 2 || fp[ip6] == nil {
 		t.Errorf("fabric entries %v (%v), want the pod's %s and %s", fp, err, ip4, ip6)
 	}
 	e.del(l, p)
 	e.del(l, p)
-	if fp, err := host.FabricPods(); err != nil || len(fp) != 0 {
+	if fp, err := host.NFT().FabricPods(); err != nil || len(fp) != 0 {
 		t.Errorf("fabric entries left after DEL: %v, %v", fp, err)
 	}
 	if got := e.reservations(l.Name); len(got) != 0 {

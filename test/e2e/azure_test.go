@@ -42,7 +42,7 @@ func cloudNode(t *testing.T, mac string, node, gw netip.Prefix, bridge string) s
 	t.Cleanup(func() {
 		host.DeleteLink(bridge)
 		host.DeleteLink("eth0")
-		host.DeleteFabric()
+		host.NFT().DeleteFabric()
 	})
 	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "eth0", PeerName: "eth0", Peer: fh, HostMAC: hw}); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func (r *cloudRun) run(t *testing.T) {
 	if got := azvVeths(t); len(got) != 0 {
 		t.Errorf("veths left after DEL: %v", got)
 	}
-	if fp, err := host.FabricPods(); err != nil || len(fp) != 0 {
+	if fp, err := host.NFT().FabricPods(); err != nil || len(fp) != 0 {
 		t.Errorf("fabric entries left after DEL: %v, %v", fp, err)
 	}
 }

@@ -254,7 +254,7 @@ func tpCheckNode(t *testing.T, pods []*pod, ips []netip.Addr) {
 	if a, _ := host.Addrs("eth0"); !slices.Contains(a, tpNode) {
 		t.Errorf("eth0 has %v, want the node's %s", a, tpNode)
 	}
-	if fp, err := host.FabricPods(); err != nil || len(fp) != 0 {
+	if fp, err := host.NFT().FabricPods(); err != nil || len(fp) != 0 {
 		t.Errorf("fabric elements in transparent mode: %v, %v", fp, err)
 	}
 	if v, err := host.Sysctl("net.ipv4.ip_forward"); err != nil || v != "1" {
@@ -428,7 +428,7 @@ func TestAzureModeSwitch(t *testing.T) {
 	old := e.newPod("old")
 	ipOld := podIP(t, e.add(bridgeList, old), true)
 	host := hostHandle(t)
-	if fp, _ := host.FabricPods(); fp[ipOld] == nil {
+	if fp, _ := host.NFT().FabricPods(); fp[ipOld] == nil {
 		t.Fatalf("bridge mode: no fabric element for %s", ipOld)
 	}
 	// Back from bridge mode: the NIC leaves the bridge with its address and
@@ -443,7 +443,7 @@ func TestAzureModeSwitch(t *testing.T) {
 	}
 	e.del(transparentList, old)
 	e.del(transparentList, old)
-	if fp, _ := host.FabricPods(); fp[ipOld] != nil {
+	if fp, _ := host.NFT().FabricPods(); fp[ipOld] != nil {
 		t.Errorf("DEL in transparent mode left the bridge-mode pod's fabric element %s", ipOld)
 	}
 	e.del(transparentList, newer)
@@ -589,7 +589,7 @@ func TestAzureBridgeViaHost(t *testing.T) {
 	transparentNode(t)
 	t.Cleanup(func() {
 		if h, err := netops.Open(""); err == nil {
-			h.DeleteViaHost()
+			h.NFT().DeleteViaHost()
 			h.Close()
 		}
 	})
@@ -608,7 +608,7 @@ func TestAzureBridgeViaHost(t *testing.T) {
 	host := hostHandle(t)
 	br, err := host.LinkByName("azure0")
 	must(t, err)
-	if vh, err := host.ViaHost(); err != nil || vh[tpLocalDNS].String() != br.MAC.String() {
+	if vh, err := host.NFT().ViaHost(); err != nil || vh[tpLocalDNS].String() != br.MAC.String() {
 		t.Errorf("via-host elements %v (%v), want %s -> azure0's MAC %s", vh, err, tpLocalDNS, br.MAC)
 	}
 	e.del(viaHost, q)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
@@ -86,8 +86,8 @@ func TestCLIDoctorPortmap(t *testing.T) {
 	})
 
 	t.Run("mapping deleted", func(t *testing.T) {
-		m := netops.PortMapping{Proto: netops.ProtoTCP, HostPort: port, PodIP: ip4, PodPort: 80}
-		must(t, hostHandle(t).DeletePortMaps(netops.PortMaps{Owner: portmap.PortMapOwner(l.Name, p.id, "eth0"), Mappings: []netops.PortMapping{m}}))
+		m := nft.PortMapping{Proto: nft.ProtoTCP, HostPort: port, PodIP: ip4, PodPort: 80}
+		must(t, hostHandle(t).NFT().DeletePortMaps(nft.PortMaps{Owner: portmap.PortMapOwner(l.Name, p.id, "eth0"), Mappings: []nft.PortMapping{m}}))
 		fs := fails(t)
 		if len(fs) != 1 || fs[0].Check != "portmap" || !strings.Contains(fs[0].Detail, m.String()) ||
 			!strings.Contains(fs[0].Detail, "missing from table inet cnibox-portmap") || fs[0].Fix == "" {
@@ -143,8 +143,8 @@ func TestCLIGCRecords(t *testing.T) {
 		Netns: inFlight.netns, Plugin: "flannel"}))
 	st.Close()
 	// Planted: a port mapping no record, endpoint or cache entry is for.
-	stray := netops.PortMapping{Proto: netops.ProtoTCP, HostPort: 18682, PodIP: netip.MustParseAddr("10.88.86.250"), PodPort: 80}
-	_, err = h.EnsurePortMaps(netops.PortMaps{Owner: portmap.PortMapOwner("gcrec", "stray", "eth0"), Mappings: []netops.PortMapping{stray}})
+	stray := nft.PortMapping{Proto: nft.ProtoTCP, HostPort: 18682, PodIP: netip.MustParseAddr("10.88.86.250"), PodPort: 80}
+	_, err = h.NFT().EnsurePortMaps(nft.PortMaps{Owner: portmap.PortMapOwner("gcrec", "stray", "eth0"), Mappings: []nft.PortMapping{stray}})
 	must(t, err)
 
 	// Planted: an ifb named like bandwidth's that no record names.

@@ -438,7 +438,7 @@ func TestCLIDoctor(t *testing.T) {
 			return "net.ipv4.ip_forward is 0"
 		}},
 		{"masquerade entry deleted", "masquerade", func(t *testing.T, _ *pod, ip netip.Addr) string {
-			if err := hostHandle(t).DeleteMasq([]netip.Addr{ip}); err != nil {
+			if err := hostHandle(t).NFT().DeleteMasq([]netip.Addr{ip}); err != nil {
 				t.Fatal(err)
 			}
 			return ip.String()
@@ -555,7 +555,7 @@ func TestCLIGC(t *testing.T) {
 	mkVeth("cbx0123456789ab", "gcpeer2") // stray
 	mkVeth("vethkeep0", "gcpeer3")       // not ours
 	strayMasq := netip.MustParseAddr("10.88.7.250")
-	if err := h.EnsureMasq("cnibox", []netip.Prefix{netip.PrefixFrom(strayMasq, 24)}); err != nil {
+	if err := h.NFT().EnsureMasq("cnibox", []netip.Prefix{netip.PrefixFrom(strayMasq, 24)}); err != nil {
 		t.Fatal(err)
 	}
 

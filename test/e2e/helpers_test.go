@@ -199,7 +199,7 @@ func masqEntries(t *testing.T) []netip.Addr {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	es, err := h.MasqEntries()
+	es, err := h.NFT().MasqEntries()
 	if err != nil {
 		t.Fatal(err)
 	}

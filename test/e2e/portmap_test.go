@@ -215,7 +215,7 @@ func pmFetchRaw(to netip.Addr, port int) (string, error) {
 func pmOwners(t *testing.T) []string {
 	t.Helper()
 	h := hostHandle(t)
-	es, err := h.PortMapEntries()
+	es, err := h.NFT().PortMapEntries()
 	must(t, err)
 	var out []string
 	for _, e := range es {

@@ -144,12 +144,12 @@ func TestVXLANNodeRules(t *testing.T) {
 	if out, err := n1.iptables(false, "-D", "FORWARD", "-m", "comment", "--comment", "flanneld forward", "-j", "FLANNEL-FWD"); err != nil {
 		t.Fatalf("iptables -D FORWARD: %v\n%s", err, out)
 	}
-	must(t, h1.DeleteOverlayMasq())
+	must(t, h1.NFT().DeleteOverlayMasq())
 	must(t, h1.DeleteBlackholeRoute(s1.Lease.Subnet))
 	waitUntil(t, "forward rules restored on node1", func() (bool, string) { return rulesIn(n1) })
 	waitUntil(t, "blackhole route restored", hasBH)
 	waitUntil(t, "masquerade restored", func() (bool, string) {
-		rules, err := h1.OverlayMasq()
+		rules, err := h1.NFT().OverlayMasq()
 		return err == nil && len(rules) == 5, fmt.Sprint(rules, err)
 	})
 	if err := reachable(t, p1, p2); err != nil {

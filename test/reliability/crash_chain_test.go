@@ -454,7 +454,7 @@ func (r *chainRunner) assertOnly(keep []*cpod, gone ...*cpod) {
 	}
 	defer h.Close()
 	if r.cn.portmap {
-		entries, err := h.PortMapEntries()
+		entries, err := h.NFT().PortMapEntries()
 		if err != nil {
 			r.t.Fatal(err)
 		}

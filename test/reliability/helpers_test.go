@@ -296,7 +296,7 @@ func (n *node) state(network, bridge string) state {
 			}
 		}
 	}
-	es, err := h.MasqEntries()
+	es, err := h.NFT().MasqEntries()
 	if err != nil {
 		n.t.Fatal(err)
 	}

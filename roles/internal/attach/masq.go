@@ -17,7 +17,7 @@ import (
 func CheckMasq(host *netops.Handle, prev *current.Result) error {
 	for _, ipc := range prev.IPs {
 		ip := PrefixOf(ipc.Address).Addr()
-		ok, err := host.HasMasq(ip)
+		ok, err := host.NFT().HasMasq(ip)
 		if err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)
 		}
@@ -31,14 +31,14 @@ func CheckMasq(host *netops.Handle, prev *current.Result) error {
 // Masquerade puts the masquerade entries of network for the pod's
 // addresses (ipMasq) and pushes their removal on undo.
 func Masquerade(host *netops.Handle, undo *cniplug.Undo, network string, pod []netip.Prefix) error {
-	if err := host.EnsureMasq(network, pod); err != nil {
+	if err := host.NFT().EnsureMasq(network, pod); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "ipMasq: %w", err)
 	}
 	ips := make([]netip.Addr, 0, len(pod))
 	for _, p := range pod {
 		ips = append(ips, p.Addr())
 	}
-	undo.Push(func() { _ = host.DeleteMasq(ips) })
+	undo.Push(func() { _ = host.NFT().DeleteMasq(ips) })
 	return nil
 }
 
@@ -48,7 +48,7 @@ func DeleteMasq(host *netops.Handle, ips []netip.Addr) error {
 	if len(ips) == 0 {
 		return nil
 	}
-	if err := host.DeleteMasq(ips); err != nil {
+	if err := host.NFT().DeleteMasq(ips); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
 	}
 	return nil
@@ -68,7 +68,7 @@ func KeptIPs(kept []store.Endpoint) map[netip.Addr]bool {
 
 // GCMasq deletes network's masquerade entries whose pod address is not kept.
 func GCMasq(host *netops.Handle, network string, keep map[netip.Addr]bool) error {
-	entries, err := host.MasqEntries()
+	entries, err := host.NFT().MasqEntries()
 	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
@@ -81,7 +81,7 @@ func GCMasq(host *netops.Handle, network string, keep map[netip.Addr]bool) error
 	if len(drop) == 0 {
 		return nil
 	}
-	if err := host.DeleteMasq(drop); err != nil {
+	if err := host.NFT().DeleteMasq(drop); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "remove stale masquerade entries %v: %w", drop, err)
 	}
 	return nil

@@ -1,0 +1,156 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/cnibox/cnibox/netops/internal/ifname"
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// The MAC spoofing check lives in a bridge-family table of its own:
+//
+//	table bridge cnibox {
+//		map macspoof { type ifname : verdict }  # host veth -> jump s-<veth>
+//		chain prerouting {
+//			type filter hook prerouting priority -300; policy accept;
+//			iifname vmap @macspoof
+//		}
+//		chain s-<veth> {   # one per checked port
+//			ether saddr <pod MAC> return
+//			drop
+//		}
+//	}
+//
+// Frames from ports without an element pass untouched; a pod costs one map
+// element and one small chain, whatever the number of pods.
+const (
+	spoofBaseChain = "prerouting"
+	spoofMap       = "macspoof"
+)
+
+// MacSpoofChain returns the name of the chain that checks frames entering
+// the bridge from port.
+func MacSpoofChain(port string) string { return "s-" + port }
+
+// EnsureMacSpoofCheck makes the bridge drop frames that enter it from port
+// (a host veth) with a source MAC other than mac. Called again for the same
+// port, it replaces the allowed MAC.
+func (h *Handle) EnsureMacSpoofCheck(port string, mac net.HardwareAddr) error {
+	if err := ifname.Check("ensure mac spoof check", port); err != nil {
+		return err
+	}
+	if len(mac) != 6 {
+		return fmt.Errorf("ensure mac spoof check on %q: %q is not an Ethernet address", port, mac)
+	}
+	if err := h.ensureMacSpoofCheck(port, mac); err != nil {
+		return fmt.Errorf("ensure mac spoof check on %q (%s) in %s: %w", port, mac, h.where(), classify(err))
+	}
+	return nil
+}
+
+func (h *Handle) ensureMacSpoofCheck(port string, mac net.HardwareAddr) error {
+	name := MacSpoofChain(port)
+	t, exists, err := h.beginChain(unix.NFPROTO_BRIDGE, MasqTable, name)
+	if err != nil {
+		return err
+	}
+	c := t.conn()
+	base := exists
+	if !exists {
+		base, err = h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, spoofBaseChain)
+		if err != nil {
+			return err
+		}
+	}
+	table, set := spoofObjects()
+	if !base {
+		c.AddTable(table)
+		if err := t.addSet(set, nil); err != nil {
+			return err
+		}
+		pr := t.addBaseChain(table, spoofBaseChain, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
+		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0},
+		}})
+	}
+	ch := &nftables.Chain{Name: name, Table: table}
+	if exists {
+		c.FlushChain(ch) // the MAC may have changed
+	} else {
+		c.AddChain(ch)
+	}
+	c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
+		&expr.Verdict{Kind: expr.VerdictReturn},
+	}})
+	c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}})
+	if err := c.SetAddElements(set, []nftables.SetElement{{
+		Key:         ifnameKey(port),
+		VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name},
+	}}); err != nil {
+		return err
+	}
+	return t.commit()
+}
+
+// DeleteMacSpoofCheck removes the check of port, in one nftables
+// transaction. A port without a check is not an error.
+func (h *Handle) DeleteMacSpoofCheck(port string) error {
+	if err := ifname.Check("delete mac spoof check", port); err != nil {
+		return err
+	}
+	if err := h.deleteMacSpoofCheck(port); err != nil {
+		return fmt.Errorf("delete mac spoof check on %q in %s: %w", port, h.where(), classify(err))
+	}
+	return nil
+}
+
+func (h *Handle) deleteMacSpoofCheck(port string) error {
+	name := MacSpoofChain(port)
+	t, exists, err := h.beginChain(unix.NFPROTO_BRIDGE, MasqTable, name)
+	if err != nil || !exists {
+		return err
+	}
+	c := t.conn()
+	table, set := spoofObjects()
+	ch := &nftables.Chain{Name: name, Table: table}
+	del := func(elem bool) error {
+		if elem {
+			if err := c.SetDeleteElements(set, []nftables.SetElement{{Key: ifnameKey(port)}}); err != nil {
+				return err
+			}
+		}
+		c.FlushChain(ch)
+		c.DelChain(ch)
+		return t.commit()
+	}
+	err = del(true)
+	if errors.Is(err, unix.ENOENT) {
+		// The chain is there without its element (someone removed it).
+		err = del(false)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		// Gone since the look (another DEL or GC of the port): done.
+		err = nil
+	}
+	return err
+}
+
+// spoofObjects returns the table and map of the MAC spoofing check.
+func spoofObjects() (*nftables.Table, *nftables.Set) {
+	table := &nftables.Table{Name: MasqTable, Family: nftables.TableFamilyBridge}
+	return table, &nftables.Set{Table: table, Name: spoofMap, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict}
+}
+
+// ifnameKey encodes an interface name as an nftables ifname key.
+func ifnameKey(name string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return b
+}

@@ -1,0 +1,218 @@
+package nft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/userdata"
+	mdnetlink "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Raw nftables set element messages, shared by the masquerade maps (table
+// inet cnibox) and the port mapping maps (table inet cnibox-portmap): the
+// google/nftables package can neither update an element's timeout nor get
+// single elements.
+
+// nftJump is NFT_JUMP (-3) as the kernel reads it: a big-endian uint32.
+const nftJump = 0xfffffffd
+
+// nftElem is one element of a set or map.
+type nftElem struct {
+	key     []byte
+	data    []byte // a map element's value (NFTA_DATA_VALUE)
+	jump    string // the chain a verdict map element jumps to
+	comment string
+	// timeoutMS, when sending, gives the element a timeout (0: none).
+	timeoutMS uint64
+	// expiring, when parsed, says that the element has a timeout or an
+	// expiration (the kernel gives one to every element of a set with the
+	// timeout flag).
+	expiring bool
+}
+
+// nftElemMsg builds a message of type msgType (NFT_MSG_*SETELEM) for elems
+// of set in the inet table table: keys only unless withData (then with
+// data, jump, comment and timeout).
+func nftElemMsg(table, set string, msgType int, flags mdnetlink.HeaderFlags, elems []nftElem, withData bool) mdnetlink.Message {
+	list := make([]mdnetlink.Attribute, 0, len(elems))
+	for i, e := range elems {
+		item := []mdnetlink.Attribute{nested(unix.NFTA_SET_ELEM_KEY, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.key}))}
+		if withData {
+			switch {
+			case e.data != nil:
+				item = append(item, nested(unix.NFTA_SET_ELEM_DATA, attrs(mdnetlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.data})))
+			case e.jump != "":
+				item = append(item, nested(unix.NFTA_SET_ELEM_DATA, attrs(nested(unix.NFTA_DATA_VERDICT, attrs(
+					mdnetlink.Attribute{Type: unix.NFTA_VERDICT_CODE, Data: binaryutil.BigEndian.PutUint32(nftJump)},
+					mdnetlink.Attribute{Type: unix.NFTA_VERDICT_CHAIN, Data: cstr(e.jump)},
+				)))))
+			}
+			if e.timeoutMS > 0 {
+				item = append(item, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_TIMEOUT, Data: binaryutil.BigEndian.PutUint64(e.timeoutMS)})
+			}
+			if e.comment != "" {
+				item = append(item, mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA,
+					Data: userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, e.comment)})
+			}
+		}
+		list = append(list, nested(uint16(i+1), attrs(item...)))
+	}
+	return pmMsg(msgType, flags, attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(table)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
+		nested(unix.NFTA_SET_ELEM_LIST_ELEMENTS, attrs(list...)),
+	))
+}
+
+// parseNftElems decodes a NEWSETELEM message (after its nfgenmsg header):
+// the set's name and its elements.
+func parseNftElems(b []byte) (set string, elems []nftElem, err error) {
+	if len(b) < 4 {
+		return "", nil, nil
+	}
+	ad, err := mdnetlink.NewAttributeDecoder(b[4:])
+	if err != nil {
+		return "", nil, fmt.Errorf("decode set elements: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_LIST_SET:
+			set = ad.String()
+		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
+			ad.Nested(func(ld *mdnetlink.AttributeDecoder) error {
+				for ld.Next() {
+					var e nftElem
+					ld.Nested(e.decode)
+					elems = append(elems, e)
+				}
+				return nil
+			})
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return "", nil, fmt.Errorf("decode set elements: %w", err)
+	}
+	return set, elems, nil
+}
+
+// decode fills e from the attributes of one element of a set element list.
+func (e *nftElem) decode(ed *mdnetlink.AttributeDecoder) error {
+	for ed.Next() {
+		switch ed.Type() {
+		case unix.NFTA_SET_ELEM_KEY:
+			ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+				e.key, _ = decodeNftData(d)
+				return nil
+			})
+		case unix.NFTA_SET_ELEM_DATA:
+			ed.Nested(func(d *mdnetlink.AttributeDecoder) error {
+				e.data, e.jump = decodeNftData(d)
+				return nil
+			})
+		case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
+			e.expiring = true
+		case unix.NFTA_SET_ELEM_USERDATA:
+			e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+		}
+	}
+	return nil
+}
+
+// decodeNftData decodes the attributes of a set element's key or data: a
+// value, or the chain of a jump verdict.
+func decodeNftData(d *mdnetlink.AttributeDecoder) (value []byte, jump string) {
+	for d.Next() {
+		switch d.Type() {
+		case unix.NFTA_DATA_VALUE:
+			value = d.Bytes()
+		case unix.NFTA_DATA_VERDICT:
+			d.Nested(func(v *mdnetlink.AttributeDecoder) error {
+				for v.Next() {
+					if v.Type() == unix.NFTA_VERDICT_CHAIN {
+						jump = v.String()
+					}
+				}
+				return nil
+			})
+		}
+	}
+	return value, jump
+}
+
+// getElem gets the element with key from set of table (single-element get).
+func (h *Handle) getElem(table, set string, key []byte) ([]mdnetlink.Message, error) {
+	return h.nfRaw.Execute(nftElemMsg(table, set, unix.NFT_MSG_GETSETELEM, 0, []nftElem{{key: key}}, false))
+}
+
+// waitElemGone returns once the element with key, given a 1 ms timeout in
+// a removal, has expired: the kernel counts in ticks (up to 4 ms at
+// HZ=250), and nothing should see a removed element after the call, as
+// after a delete. It polls with single-element gets (~0.02 ms each); after
+// 50 ms it gives up (the element expires anyway).
+func (h *Handle) waitElemGone(table, set string, key []byte) {
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if _, err := h.getElem(table, set, key); err != nil {
+			return // ENOENT: expired (or gone)
+		}
+		time.Sleep(250 * time.Microsecond)
+	}
+}
+
+// dumpElems lists every element of set in the inet table table; a missing
+// set or table lists nothing.
+func (h *Handle) dumpElems(table, set string) ([]nftElem, error) {
+	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(table)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
+	)))
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s: %w", set, err)
+	}
+	var out []nftElem
+	for _, m := range msgs {
+		_, es, err := parseNftElems(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// setElem is an element of a named set.
+type setElem struct {
+	set  string
+	elem nftElem
+}
+
+// elemMsgs builds one message of type msgType per set of table for elems
+// (adds also with NLM_F_CREATE), with the data, comment and timeout when
+// withData, else keys only.
+func elemMsgs(table string, msgType int, flags mdnetlink.HeaderFlags, elems []setElem, withData bool) []mdnetlink.Message {
+	var order []string
+	bySet := map[string][]nftElem{}
+	for _, e := range elems {
+		if _, ok := bySet[e.set]; !ok {
+			order = append(order, e.set)
+		}
+		bySet[e.set] = append(bySet[e.set], e.elem)
+	}
+	var msgs []mdnetlink.Message
+	for _, set := range order {
+		f := mdnetlink.Acknowledge | flags
+		if msgType == unix.NFT_MSG_NEWSETELEM {
+			f |= mdnetlink.Create
+		}
+		msgs = append(msgs, nftElemMsg(table, set, msgType, f, bySet[set], withData))
+	}
+	return msgs
+}

@@ -1,0 +1,181 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// The overlay agent's masquerade lives in a table of its own, replaced as a
+// whole (one transaction) whenever the node's lease changes:
+//
+//	table inet cnibox-overlay {
+//		chain postrouting {
+//			type nat hook postrouting priority srcnat; policy accept;
+//			ip saddr 10.244.0.0/16 ip daddr 10.244.0.0/16 return   # pod to pod: never
+//			ip saddr 10.244.0.0/16 ip daddr 224.0.0.0/4 return     # multicast: never
+//			ip saddr 10.244.0.0/16 masquerade fully-random         # pod to outside
+//			ip saddr != 10.244.0.0/16 ip daddr 10.244.1.0/24 return           # to local pods: keep
+//			ip saddr != 10.244.0.0/16 ip daddr 10.244.0.0/16 masquerade fully-random # node to remote pods
+//		}
+//	}
+//
+// These are flannel's rules (its --ip-masq), so pods keep their addresses
+// inside the cluster network and leave it behind the node's address.
+const (
+	// OverlayMasqTable is the name of the inet table of the overlay's masquerade.
+	OverlayMasqTable = "cnibox-overlay"
+	overlayMasqChain = "postrouting"
+)
+
+// OverlayMasqNet is one cluster network and this node's subnet of it.
+type OverlayMasqNet struct {
+	Network netip.Prefix // the cluster network, e.g. 10.244.0.0/16
+	Subnet  netip.Prefix // this node's lease, e.g. 10.244.1.0/24
+}
+
+// OverlayMasqOpts are the table's settings beside its networks.
+type OverlayMasqOpts struct {
+	// NotFullyRandom masquerades without fully-random port allocation
+	// (flannel's --ip-masq-fully-random-disable).
+	NotFullyRandom bool
+}
+
+// EnsureOverlayMasq makes the overlay masquerade table hold the rules for
+// nets (one IPv4 and/or one IPv6 network): when the rules there differ (or
+// are gone: someone flushed them), the table is replaced in one nftables
+// transaction; changed reports that. A check that finds them in place costs
+// one dump of the chain.
+func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet, o OverlayMasqOpts) (changed bool, err error) {
+	for _, n := range nets {
+		if !n.Network.IsValid() || !n.Subnet.IsValid() || n.Network.Addr().Is4() != n.Subnet.Addr().Is4() {
+			return false, fmt.Errorf("ensure overlay masquerade: invalid network %v / subnet %v", n.Network, n.Subnet)
+		}
+	}
+	t, err := h.begin()
+	if err != nil {
+		return false, fmt.Errorf("ensure overlay masquerade in %s: %w", h.where(), err)
+	}
+	c := t.conn()
+	want := overlayMasqRules(nets, o)
+	if same, err := h.overlayMasqIs(want); err != nil || same {
+		return false, err
+	}
+	// Drop and add in one transaction: an atomic replacement.
+	table := dropOverlayMasq(c)
+	c.AddTable(table)
+	ch := t.addBaseChain(table, overlayMasqChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
+	for _, r := range want {
+		r.Table, r.Chain = table, ch
+		c.AddRule(r)
+	}
+	if err := t.commit(); err != nil {
+		return false, fmt.Errorf("ensure overlay masquerade %v in %s: %w", nets, h.where(), classify(err))
+	}
+	return true, nil
+}
+
+// overlayMasqIs reports whether the table's chain holds exactly want: the
+// same comments in the same order, each with the same expressions.
+func (h *Handle) overlayMasqIs(want []*nftables.Rule) (bool, error) {
+	ok, err := h.nftChainExists(unix.NFPROTO_INET, OverlayMasqTable, overlayMasqChain)
+	if err != nil || !ok {
+		return false, err
+	}
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	have, err := h.nft.GetRules(table, &nftables.Chain{Name: overlayMasqChain, Table: table})
+	if err != nil {
+		return false, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+	}
+	if len(have) != len(want) {
+		return false, nil
+	}
+	for i := range want {
+		if !sameRule(have[i], want[i]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// overlayMasqRules are the table's rules (without table and chain).
+func overlayMasqRules(nets []OverlayMasqNet, o OverlayMasqOpts) []*nftables.Rule {
+	var out []*nftables.Rule
+	rule := func(comment string, exprs ...[]expr.Any) {
+		var all []expr.Any
+		for _, e := range exprs {
+			all = append(all, e...)
+		}
+		out = append(out, &nftables.Rule{Exprs: all, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
+	}
+	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
+	masq := []expr.Any{&expr.Masq{FullyRandom: !o.NotFullyRandom}}
+	for _, n := range nets {
+		network, subnet := n.Network.Masked(), n.Subnet.Masked()
+		mcast := netip.MustParsePrefix("224.0.0.0/4")
+		if network.Addr().Is6() {
+			mcast = netip.MustParsePrefix("ff00::/8")
+		}
+		tag := "cnibox overlay " + network.String()
+		rule(tag+": pod to pod", matchPrefix(true, network, false), matchPrefix(false, network, false), ret)
+		rule(tag+": pod to multicast", matchPrefix(true, network, false), matchPrefix(false, mcast, false), ret)
+		rule(tag+": pod to outside", matchPrefix(true, network, false), masq)
+		rule(tag+": to local pods "+subnet.String(), matchPrefix(true, network, true), matchPrefix(false, subnet, false), ret)
+		rule(tag+": node to remote pods", matchPrefix(true, network, true), matchPrefix(false, network, false), masq)
+	}
+	return out
+}
+
+// DeleteOverlayMasq removes the overlay masquerade table. A missing table is
+// not an error.
+func (h *Handle) DeleteOverlayMasq() error {
+	t, err := h.begin()
+	if err != nil {
+		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
+	}
+	c := t.conn()
+	dropOverlayMasq(c)
+	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
+	}
+	return nil
+}
+
+// dropOverlayMasq queues the deletion of the overlay masquerade table in c
+// (after adding it, a no-op when it exists, so that a missing table is no
+// error) and returns the table.
+func dropOverlayMasq(c *nftables.Conn) *nftables.Table {
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	c.AddTable(table)
+	c.DelTable(table)
+	return table
+}
+
+// OverlayMasq reports the comments of the overlay masquerade rules, in order
+// (nil when the table does not exist), for checks and the CLI.
+func (h *Handle) OverlayMasq() ([]string, error) {
+	c, err := h.nftConn()
+	if err != nil {
+		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+	}
+	ok, err := h.nftChainExists(unix.NFPROTO_INET, OverlayMasqTable, overlayMasqChain)
+	if err != nil || !ok {
+		return nil, err
+	}
+	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	rules, err := c.GetRules(table, &nftables.Chain{Name: overlayMasqChain, Table: table})
+	if err != nil {
+		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+	}
+	out := make([]string, 0, len(rules))
+	for _, r := range rules {
+		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		out = append(out, s)
+	}
+	return out, nil
+}

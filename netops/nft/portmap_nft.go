@@ -1,0 +1,486 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	mdnetlink "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The portmap table is written with raw nftables messages: its element adds
+// need NLM_F_EXCL, and a table, its chains, rules and elements must go into
+// one batch, which the nftables package cannot build.
+
+const mdExcl = mdnetlink.Excl
+
+// nft datatype ids (nftables' datatype.h), concatenated 6 bits per field.
+const (
+	nftTypeIPAddr   = 7
+	nftTypeIP6Addr  = 8
+	nftTypeProto    = 12
+	nftTypeService  = 13
+	nftTypeBits     = 6
+	nftSetMap       = 0x8  // NFT_SET_MAP
+	nftSetTimeout   = 0x10 // NFT_SET_TIMEOUT
+	ipsDstNAT       = 0x20 // IPS_DST_NAT
+	ctDirOriginal   = 0    // IP_CT_DIR_ORIGINAL
+	nfAccept        = 1    // NF_ACCEPT
+	prioDstNAT      = -100
+	prioSrcNAT      = 100
+	pmExprFamily    = unix.NFPROTO_INET
+	reg1, reg2      = unix.NFT_REG_1, unix.NFT_REG_2
+	regMapData      = unix.NFT_REG_3 // above every key (at most 24 bytes from reg 1)
+	reg32at9        = unix.NFT_REG32_01
+	reg32at10       = unix.NFT_REG32_02
+	reg32at13       = unix.NFT_REG32_05
+	nftListElemType = unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM
+)
+
+func concatType(types ...uint32) uint32 {
+	var t uint32
+	for _, x := range types {
+		t = t<<nftTypeBits | x
+	}
+	return t
+}
+
+// pmSet describes one map of the table.
+type pmSet struct {
+	name              string
+	id                uint32
+	keyType, keyLen   uint32
+	dataType, dataLen uint32 // 0: a set
+}
+
+// pmSets are the table's maps and sets, with their key and data types
+// written out (constants: a call here would run at every start).
+var pmSets = []pmSet{
+	{pmSetHostIP4, 1, nftTypeIPAddr<<(2*nftTypeBits) | nftTypeProto<<nftTypeBits | nftTypeService, 12, nftTypeIPAddr<<nftTypeBits | nftTypeService, 8},
+	{pmSetHostIP6, 2, nftTypeIP6Addr<<(2*nftTypeBits) | nftTypeProto<<nftTypeBits | nftTypeService, 24, nftTypeIP6Addr<<nftTypeBits | nftTypeService, 20},
+	{pmSetPort4, 3, nftTypeProto<<nftTypeBits | nftTypeService, 8, nftTypeIPAddr<<nftTypeBits | nftTypeService, 8},
+	{pmSetPort6, 4, nftTypeProto<<nftTypeBits | nftTypeService, 8, nftTypeIP6Addr<<nftTypeBits | nftTypeService, 20},
+	{pmSetSnat4, 5, nftTypeIPAddr<<nftTypeBits | nftTypeIPAddr, 8, 0, 0},
+	{pmSetSnat6, 6, nftTypeIP6Addr<<nftTypeBits | nftTypeIP6Addr, 32, 0, 0},
+	{pmSetAll4, 7, nftTypeIPAddr, 4, 0, 0},
+	{pmSetAll6, 8, nftTypeIP6Addr, 16, 0, 0},
+}
+
+func pmSetID(name string) uint32 {
+	for _, s := range pmSets {
+		if s.name == name {
+			return s.id
+		}
+	}
+	return 0
+}
+
+func be32(v uint32) []byte { return binaryutil.BigEndian.PutUint32(v) }
+func ne32(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
+func cstr(s string) []byte { return append([]byte(s), 0) }
+
+func attrs(as ...mdnetlink.Attribute) []byte {
+	b, err := mdnetlink.MarshalAttributes(as)
+	if err != nil {
+		panic(fmt.Sprintf("netops: marshal nftables attributes: %v", err)) // only fixed-size, valid attributes are built here
+	}
+	return b
+}
+
+func nested(typ uint16, data []byte) mdnetlink.Attribute {
+	return mdnetlink.Attribute{Type: unix.NLA_F_NESTED | typ, Data: data}
+}
+
+func pmMsg(msgType int, flags mdnetlink.HeaderFlags, data []byte) mdnetlink.Message {
+	return mdnetlink.Message{
+		Header: mdnetlink.Header{
+			Type:  mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
+			Flags: mdnetlink.Request | flags,
+		},
+		Data: append(nfgenmsg(unix.NFPROTO_INET, 0), data...),
+	}
+}
+
+// pmSchemaMsgs creates the table, its maps, sets and chains and (re)writes
+// the rules of every chain. Every message is idempotent, so concurrent first
+// ADDs end in the same table, and a damaged table heals.
+func pmSchemaMsgs() []mdnetlink.Message {
+	const create = mdnetlink.Acknowledge | mdnetlink.Create
+	table := mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(PortMapTable)}
+	msgs := []mdnetlink.Message{pmMsg(unix.NFT_MSG_NEWTABLE, create, attrs(table))}
+	for _, s := range pmSets {
+		// Every set takes timeouts: a removal sets a 1 ms timeout instead of
+		// deleting (pmExpireMsgs).
+		flags := uint32(nftSetTimeout)
+		if s.dataType != 0 {
+			flags |= nftSetMap
+		}
+		as := []mdnetlink.Attribute{
+			{Type: unix.NFTA_SET_TABLE, Data: cstr(PortMapTable)},
+			{Type: unix.NFTA_SET_NAME, Data: cstr(s.name)},
+			{Type: unix.NFTA_SET_FLAGS, Data: be32(flags)},
+			{Type: unix.NFTA_SET_KEY_TYPE, Data: be32(s.keyType)},
+			{Type: unix.NFTA_SET_KEY_LEN, Data: be32(s.keyLen)},
+		}
+		if s.dataType != 0 {
+			as = append(as,
+				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_TYPE, Data: be32(s.dataType)},
+				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_LEN, Data: be32(s.dataLen)})
+		}
+		as = append(as, mdnetlink.Attribute{Type: unix.NFTA_SET_ID, Data: be32(s.id)})
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWSET, create, attrs(as...)))
+	}
+
+	type chain struct {
+		name  string
+		hook  uint32
+		prio  int32
+		base  bool
+		rules [][][]byte
+	}
+	chains := []chain{
+		{name: pmChainHostports, rules: hostportsRules()},
+		{name: pmChainMasq4, rules: masqRules(false)},
+		{name: pmChainMasq6, rules: masqRules(true)},
+		{name: pmChainPrerouting, base: true, hook: unix.NF_INET_PRE_ROUTING, prio: prioDstNAT,
+			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
+		{name: pmChainOutput, base: true, hook: unix.NF_INET_LOCAL_OUT, prio: prioDstNAT,
+			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
+		{name: pmChainPostrouting, base: true, hook: unix.NF_INET_POST_ROUTING, prio: prioSrcNAT, rules: postroutingRules()},
+	}
+	for _, c := range chains {
+		as := []mdnetlink.Attribute{
+			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(PortMapTable)},
+			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(c.name)},
+		}
+		if c.base {
+			as = append(as,
+				nested(unix.NFTA_CHAIN_HOOK, attrs(
+					mdnetlink.Attribute{Type: unix.NFTA_HOOK_HOOKNUM, Data: be32(c.hook)},
+					mdnetlink.Attribute{Type: unix.NFTA_HOOK_PRIORITY, Data: be32(uint32(c.prio))},
+				)),
+				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: be32(nfAccept)},
+				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr("nat")},
+			)
+		}
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWCHAIN, create, attrs(as...)))
+	}
+	// Flush and refill every chain: an interrupted or older table heals.
+	for _, c := range chains {
+		msgs = append(msgs, pmMsg(unix.NFT_MSG_DELRULE, mdnetlink.Acknowledge, attrs(
+			mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
+			mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
+		)))
+		for _, r := range c.rules {
+			var list []mdnetlink.Attribute
+			for _, e := range r {
+				list = append(list, mdnetlink.Attribute{Type: nftListElemType, Data: e})
+			}
+			msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWRULE, create|mdnetlink.Append, attrs(
+				mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
+				mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
+				nested(unix.NFTA_RULE_EXPRESSIONS, attrs(list...)),
+			)))
+		}
+	}
+	return msgs
+}
+
+// mx marshals one expression.
+func mx(e expr.Any) []byte {
+	b, err := expr.Marshal(pmExprFamily, e)
+	if err != nil {
+		panic(fmt.Sprintf("netops: marshal nftables expression %T: %v", e, err)) // fixed expressions built here
+	}
+	return b
+}
+
+// ctOrig loads a field of the connection's original direction tuple
+// (the nftables package cannot set the direction of these keys).
+func ctOrig(key, reg uint32) []byte {
+	return attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_EXPR_NAME, Data: cstr("ct")},
+		nested(unix.NFTA_EXPR_DATA, attrs(
+			mdnetlink.Attribute{Type: unix.NFTA_CT_KEY, Data: be32(key)},
+			mdnetlink.Attribute{Type: unix.NFTA_CT_DREG, Data: be32(reg)},
+			mdnetlink.Attribute{Type: unix.NFTA_CT_DIRECTION, Data: []byte{ctDirOriginal}},
+		)),
+	)
+}
+
+func nfproto(p byte) [][]byte {
+	return [][]byte{
+		mx(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: reg1}),
+		mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{p}}),
+	}
+}
+
+func l4proto(reg uint32) []byte { return mx(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg}) }
+
+func thDport(reg uint32) []byte {
+	return mx(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
+}
+
+// ipField loads the IPv4 or IPv6 source or destination address into reg 1.
+func ipField(v6, src bool) []byte { return ipFieldTo(v6, src, reg1) }
+
+// ipFieldTo loads the IPv4 or IPv6 source or destination address into reg.
+func ipFieldTo(v6, src bool, reg uint32) []byte { return mx(addrPayload(v6, src, reg)) }
+
+// addrPayload loads the IPv4 or IPv6 source or destination address into
+// reg.
+func addrPayload(v6, src bool, reg uint32) *expr.Payload {
+	off, n := uint32(16), uint32(4)
+	switch {
+	case v6 && src:
+		off, n = 8, 16
+	case v6:
+		off, n = 24, 16
+	case src:
+		off = 12
+	}
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
+}
+
+func fibLocal() [][]byte {
+	return [][]byte{
+		mx(&expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: true}),
+		mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ne32(unix.RTN_LOCAL)}),
+	}
+}
+
+func lookup(set string, dreg uint32, isMap bool) []byte {
+	return mx(&expr.Lookup{SourceRegister: reg1, SetName: set, SetID: pmSetID(set), DestRegister: dreg, IsDestRegSet: isMap})
+}
+
+func dnat(v6 bool) []byte {
+	if v6 {
+		return mx(&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV6, RegAddrMin: reg1, RegProtoMin: reg2})
+	}
+	return mx(&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: reg1, RegProtoMin: reg32at9})
+}
+
+func join(parts ...[][]byte) [][]byte {
+	var out [][]byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func hostportsRules() [][][]byte {
+	loop6 := netip.IPv6Loopback().AsSlice()
+	return [][][]byte{
+		// dnat ip to ip daddr . meta l4proto . th dport map @hostip4
+		join(nfproto(unix.NFPROTO_IPV4), [][]byte{ipField(false, false), l4proto(reg32at9), thDport(reg32at10),
+			lookup(pmSetHostIP4, reg1, true), dnat(false)}),
+		// fib daddr type local dnat ip to meta l4proto . th dport map @port4
+		join(nfproto(unix.NFPROTO_IPV4), fibLocal(), [][]byte{l4proto(reg1), thDport(reg32at9),
+			lookup(pmSetPort4, reg1, true), dnat(false)}),
+		// dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
+		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false), l4proto(reg2), thDport(reg32at13),
+			lookup(pmSetHostIP6, reg1, true), dnat(true)}),
+		// ip6 daddr != ::1 fib daddr type local dnat ip6 to meta l4proto . th dport map @port6
+		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false),
+			mx(&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: loop6})}, fibLocal(),
+			[][]byte{l4proto(reg1), thDport(reg32at9), lookup(pmSetPort6, reg1, true), dnat(true)}),
+	}
+}
+
+func postroutingRules() [][][]byte {
+	dnatted := [][]byte{
+		mx(&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1}),
+		mx(&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: ne32(ipsDstNAT), Xor: ne32(0)}),
+		mx(&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: ne32(0)}),
+	}
+	jump := func(v6 bool) []byte {
+		if v6 {
+			return mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainMasq6})
+		}
+		return mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainMasq4})
+	}
+	// A key-only lookup in a map (no destination register) needs Linux 6.5
+	// ("relax set/map validation checks"); older kernels refuse the rule
+	// with EINVAL. These rules test only that the key is in the map, so they
+	// load its data into a register nothing reads, which every kernel takes.
+	inMap := func(set string) []byte { return lookup(set, regMapData, true) }
+	return [][][]byte{
+		// ct status dnat meta l4proto . ct original proto-dst @port4 jump masq4
+		join(dnatted, nfproto(unix.NFPROTO_IPV4), [][]byte{l4proto(reg1), ctOrig(unix.NFT_CT_PROTO_DST, reg32at9),
+			inMap(pmSetPort4), jump(false)}),
+		// ct status dnat ct original ip daddr . meta l4proto . ct original proto-dst @hostip4 jump masq4
+		join(dnatted, nfproto(unix.NFPROTO_IPV4), [][]byte{ctOrig(unix.NFT_CT_DST_IP, reg1), l4proto(reg32at9),
+			ctOrig(unix.NFT_CT_PROTO_DST, reg32at10), inMap(pmSetHostIP4), jump(false)}),
+		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{l4proto(reg1), ctOrig(unix.NFT_CT_PROTO_DST, reg32at9),
+			inMap(pmSetPort6), jump(true)}),
+		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{ctOrig(unix.NFT_CT_DST_IP6, reg1), l4proto(reg2),
+			ctOrig(unix.NFT_CT_PROTO_DST, reg32at13), inMap(pmSetHostIP6), jump(true)}),
+	}
+}
+
+// masqRules masquerade forwarded connections to masqAll pods, from a pod to
+// itself and (IPv4) from the node's 127.0.0.0/8.
+func masqRules(v6 bool) [][][]byte {
+	fam, all, snat, second := byte(unix.NFPROTO_IPV4), pmSetAll4, pmSetSnat4, uint32(reg32at9)
+	if v6 {
+		fam, all, snat, second = unix.NFPROTO_IPV6, pmSetAll6, pmSetSnat6, reg2
+	}
+	masq := mx(&expr.Masq{})
+	rules := [][][]byte{
+		// ip daddr @masqall4 masquerade
+		join(nfproto(fam), [][]byte{ipField(v6, false), lookup(all, 0, false), masq}),
+		// ip saddr . ip daddr @snat4 masquerade
+		join(nfproto(fam), [][]byte{ipField(v6, true), ipFieldTo(v6, false, second), lookup(snat, 0, false), masq}),
+	}
+	if !v6 {
+		// ip saddr 127.0.0.0/8 ip daddr . ip daddr @snat4 masquerade
+		rules = append(rules, join(nfproto(fam), [][]byte{ipField(false, true),
+			mx(&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: make([]byte, 4)}),
+			mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127, 0, 0, 0}}),
+			ipField(false, false), ipFieldTo(false, false, second), lookup(snat, 0, false), masq}))
+	}
+	return rules
+}
+
+// pmElemMsgs builds one message per set for elems, with the element data
+// and comment when withData (adds), else keys only (deletes, gets).
+func pmElemMsgs(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withData bool) []mdnetlink.Message {
+	return pmElemMsgsTimeout(msgType, flags, elems, withData, 0)
+}
+
+// pmElemMsgsTimeout is pmElemMsgs with a timeout (in ms, 0: none) on every
+// element.
+func pmElemMsgsTimeout(msgType int, flags mdnetlink.HeaderFlags, elems []pmElem, withData bool, timeoutMS uint64) []mdnetlink.Message {
+	es := make([]setElem, len(elems))
+	for i, e := range elems {
+		es[i] = setElem{e.set, nftElem{key: e.key, data: e.data, comment: e.owner, timeoutMS: timeoutMS}}
+	}
+	return elemMsgs(PortMapTable, msgType, flags, es, withData)
+}
+
+// pmGuardedDelete re-adds each element with its data (no change when the
+// table holds the same; a clash when the key holds other data, which aborts
+// the whole transaction) and deletes it.
+func pmGuardedDelete(elems []pmElem) []mdnetlink.Message {
+	if len(elems) == 0 {
+		return nil
+	}
+	msgs := pmElemMsgs(unix.NFT_MSG_NEWSETELEM, 0, elems, true)
+	return append(msgs, pmElemMsgs(unix.NFT_MSG_DELSETELEM, 0, elems, false)...)
+}
+
+// pmExpireMsgs re-adds each element with its data and a timeout of 1 ms
+// instead of deleting it: the kernel compares the data (a key that holds
+// other data now is a clash, EBUSY, that aborts the transaction, as with
+// pmGuardedDelete), lookups and listings skip the element once it has expired
+// (within a tick), and the set's garbage collector frees it later. A deletion
+// would leave destroy work queued in the kernel that the release of this
+// netlink socket, at the latest at process exit, waits for: an RCU grace
+// period, 10-15 ms (perf-notes). Needs sets with the timeout flag and a kernel
+// that updates the timeout of an existing element (Linux 6.10 or later);
+// pmRemove checks both and falls back to deleting.
+func pmExpireMsgs(elems []pmElem) []mdnetlink.Message {
+	return pmElemMsgsTimeout(unix.NFT_MSG_NEWSETELEM, 0, elems, true, 1)
+}
+
+// pmRemove removes elems (whose data the caller knows), by expiry where the
+// table and kernel allow it, else by a guarded delete. Errors are those of
+// the transaction (EBUSY: a key holds other data; ENOENT: no table).
+func (h *Handle) pmRemove(elems []pmElem) error {
+	if len(elems) == 0 {
+		return nil
+	}
+	if !h.pmNoExpiry {
+		err := h.commitRaw(pmExpireMsgs(elems)...)
+		if err == nil {
+			if h.pmExpiryChecked || h.pmExpiring(elems[0]) {
+				h.pmExpiryChecked = true
+				h.expiring = append(h.expiring, expiringElem{table: PortMapTable, set: elems[0].set, key: elems[0].key})
+				return nil
+			}
+			// An older kernel took the element unchanged: delete after all.
+		} else if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+			return err
+		}
+		h.pmNoExpiry = true // a table from before the timeout flag, or an old kernel
+	}
+	return h.commitRaw(pmGuardedDelete(elems)...)
+}
+
+// pmExpiring reports whether e, just given a timeout, has one (or is gone).
+func (h *Handle) pmExpiring(e pmElem) bool {
+	msgs, err := h.getElem(PortMapTable, e.set, e.key)
+	if err != nil {
+		return errors.Is(err, unix.ENOENT)
+	}
+	for _, m := range msgs {
+		_, es, _ := parseNftElems(m.Data)
+		for _, x := range es {
+			if x.expiring {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pmLookup gets the elements with the keys of keys, one single-element get
+// each; missing ones (and a missing table) are left out.
+func (h *Handle) pmLookup(keys []pmElem) ([]pmElem, error) {
+	var out []pmElem
+	for _, k := range keys {
+		msgs, err := h.getElem(PortMapTable, k.set, k.key)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get element of %s: %w", k.set, err)
+		}
+		if out, err = appendElems(out, msgs); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// pmDump lists every element of set; a missing set or table lists nothing.
+func (h *Handle) pmDump(set string) ([]pmElem, error) {
+	es, err := h.dumpElems(PortMapTable, set)
+	if err != nil {
+		return nil, err
+	}
+	return pmElems(set, es), nil
+}
+
+// appendElems appends the elements of the NEWSETELEM messages msgs to out.
+func appendElems(out []pmElem, msgs []mdnetlink.Message) ([]pmElem, error) {
+	for _, m := range msgs {
+		es, err := parseElems(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// parseElems decodes a NEWSETELEM message (after its nfgenmsg header).
+func parseElems(b []byte) ([]pmElem, error) {
+	set, es, err := parseNftElems(b)
+	if err != nil {
+		return nil, err
+	}
+	return pmElems(set, es), nil
+}
+
+// pmElems are the port mapping elements es of set.
+func pmElems(set string, es []nftElem) []pmElem {
+	out := make([]pmElem, 0, len(es))
+	for _, e := range es {
+		out = append(out, pmElem{set: set, key: e.key, data: e.data, owner: e.comment})
+	}
+	return out
+}

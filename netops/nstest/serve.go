@@ -1,0 +1,64 @@
+package nstest
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// Serve listens on addr inside the namespace at nsPath and answers every
+// connection with the remote address it sees (read it with SeenFrom). The
+// listener closes when the test ends.
+func Serve(t testing.TB, nsPath string, addr netip.Addr) netip.AddrPort {
+	t.Helper()
+	var ln net.Listener
+	if err := Run(t, nsPath, func() error {
+		var err error
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, c.RemoteAddr().String())
+			c.Close()
+		}
+	}()
+	return netip.MustParseAddrPort(ln.Addr().String())
+}
+
+// SeenFrom connects from inside nsPath to a server of Serve and returns the
+// source address the server saw.
+func SeenFrom(t testing.TB, nsPath string, to netip.AddrPort) netip.Addr {
+	t.Helper()
+	var c net.Conn
+	err := Run(t, nsPath, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", to.String(), 10*time.Second)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("connect from %s to %s: %v", nsPath, to, err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := netip.ParseAddrPort(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap.Addr().Unmap()
+}
