@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
 
 	nv1 "k8s.io/api/networking/v1"
@@ -47,19 +48,56 @@ func BenchmarkResolve(b *testing.B) {
 	}
 }
 
-// BenchmarkPodRelabel: one pod's label change in that cluster.
-func BenchmarkPodRelabel(b *testing.B) {
-	in := scaleInput()
+// scaleEngine is an engine holding scaleInput, fed as the watcher feeds it
+// (pods first, then one policy at a time).
+func scaleEngine(in Input) *Engine {
 	e := NewEngine(node)
-	for _, np := range in.NetworkPolicies {
-		e.SetNetworkPolicy(np)
-	}
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)
 	}
 	for _, p := range in.Pods {
 		e.SetPod(p)
 	}
+	for _, np := range in.NetworkPolicies {
+		e.SetNetworkPolicy(np)
+	}
+	return e
+}
+
+// BenchmarkPolicyChange: one NetworkPolicy's change in that cluster (a
+// peer selector of its own: one set to fill).
+func BenchmarkPolicyChange(b *testing.B) {
+	in := scaleInput()
+	e := scaleEngine(in)
+	i := 0
+	for b.Loop() {
+		i++
+		e.SetNetworkPolicy(np("ns7", "web", nv1.NetworkPolicySpec{PodSelector: *sel("app", "1"), Ingress: []nv1.NetworkPolicyIngressRule{{
+			From: []nv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: sel("app", fmt.Sprint(i%5))}},
+		}}}))
+	}
+}
+
+// BenchmarkEngineMemory: the heap an engine holding that cluster keeps
+// (MiB), fed as the watcher feeds it.
+func BenchmarkEngineMemory(b *testing.B) {
+	in := scaleInput()
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		e := scaleEngine(in)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB")
+		runtime.KeepAlive(e)
+	}
+}
+
+// BenchmarkPodRelabel: one pod's label change in that cluster.
+func BenchmarkPodRelabel(b *testing.B) {
+	in := scaleInput()
+	e := scaleEngine(in)
 	b.Logf("sets %d", len(e.Model().Sets))
 	p := *in.Pods[12345]
 	b.ResetTimer()

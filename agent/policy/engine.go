@@ -53,10 +53,17 @@ type Engine struct {
 	node       string
 	pods       map[string]*Pod
 	nsPods     map[string]map[string]*Pod
+	localPods  map[string]*Pod // this node's
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
 	defs       map[SetID]*setDef
-	m          *Model
+	// The sets a pod may be in: those of its namespace (byNS), and those
+	// of any namespace (anyNS) that its namespace's labels let in
+	// (nsCands, filled on demand, dropped when the labels change).
+	byNS    map[string][]SetID
+	anyNS   []SetID
+	nsCands map[string][]SetID
+	m       *Model
 }
 
 // NewEngine returns an engine for the node named node, with no policies.
@@ -65,6 +72,7 @@ func NewEngine(node string) *Engine {
 		node:       node,
 		pods:       map[string]*Pod{},
 		nsPods:     map[string]map[string]*Pod{},
+		localPods:  map[string]*Pod{},
 		namespaces: map[string]*Namespace{},
 		policies:   map[string]*compiled{},
 		defs:       map[SetID]*setDef{},
@@ -85,12 +93,41 @@ func (e *Engine) SetPod(p *Pod) Delta {
 		e.nsPods[p.Namespace] = map[string]*Pod{}
 	}
 	e.nsPods[p.Namespace][p.Key()] = p
+	if p.Node == e.node {
+		e.localPods[p.Key()] = p
+	} else {
+		delete(e.localPods, p.Key())
+	}
 	var d Delta
 	ns := e.namespaces[p.Namespace]
-	for id, def := range e.defs {
-		e.move(&d, id, def, old, ns, p, ns)
-	}
+	e.moveAll(&d, p.Namespace, old, ns, p)
 	return d
+}
+
+// moveAll moves a pod of namespace name from old to p (either nil) in every
+// set it may be in.
+func (e *Engine) moveAll(d *Delta, name string, old *Pod, ns *Namespace, p *Pod) {
+	for _, id := range e.byNS[name] {
+		e.move(d, id, e.defs[id], old, ns, p, ns)
+	}
+	for _, id := range e.candidates(name, ns) {
+		e.move(d, id, e.defs[id], old, ns, p, ns)
+	}
+}
+
+// candidates are the sets of anyNS that a pod of namespace name may be in.
+func (e *Engine) candidates(name string, ns *Namespace) []SetID {
+	if c, ok := e.nsCands[name]; ok {
+		return c
+	}
+	c := []SetID{}
+	for _, id := range e.anyNS {
+		if s := e.defs[id].nsSel; s == nil || s.matches(labelsOf(ns)) {
+			c = append(c, id)
+		}
+	}
+	e.nsCands[name] = c
+	return c
 }
 
 // DeletePod removes the pod namespace/name.
@@ -102,14 +139,12 @@ func (e *Engine) DeletePod(namespace, name string) Delta {
 		return d
 	}
 	delete(e.pods, key)
+	delete(e.localPods, key)
 	delete(e.nsPods[namespace], key)
 	if len(e.nsPods[namespace]) == 0 {
 		delete(e.nsPods, namespace)
 	}
-	ns := e.namespaces[namespace]
-	for id, def := range e.defs {
-		e.move(&d, id, def, old, ns, nil, ns)
-	}
+	e.moveAll(&d, namespace, old, e.namespaces[namespace], nil)
 	return d
 }
 
@@ -133,8 +168,9 @@ func (e *Engine) relabel(name string, old, ns *Namespace) Delta {
 	if old != nil && ns != nil && reflect.DeepEqual(old.Labels, ns.Labels) {
 		return d
 	}
+	delete(e.nsCands, name)
 	for id, def := range e.defs {
-		if !def.nsDep {
+		if def.nsSel == nil {
 			continue
 		}
 		for _, p := range e.nsPods[name] {
@@ -192,7 +228,7 @@ func (e *Engine) DeleteClusterNetworkPolicy(name string) Delta {
 
 // rebuild makes the tiers and the set definitions of the policies anew.
 // Sets that stay keep their elements (a set's key defines them), but for
-// those of this node's pods, which are few and recomputed.
+// the derived ones (of this node's pods: few), which are computed again.
 func (e *Engine) rebuild() Delta {
 	var d Delta
 	var in, eg Tiers
@@ -239,7 +275,7 @@ func (e *Engine) rebuild() Delta {
 	for id, def := range defs {
 		old := e.m.Sets[id]
 		switch {
-		case old != nil && !def.local:
+		case old != nil && !def.derived:
 			sets[id] = old
 		case old != nil:
 			s := e.fill(id, def)
@@ -269,8 +305,23 @@ func (e *Engine) rebuild() Delta {
 	d.Rules = !reflect.DeepEqual(in, e.m.Ingress) || !reflect.DeepEqual(eg, e.m.Egress)
 	d.Issues = !slices.Equal(issues, e.m.Issues)
 	e.defs = defs
+	e.index()
 	e.m = &Model{Node: e.node, Ingress: in, Egress: eg, Sets: sets, Issues: issues}
 	return d
+}
+
+// index files the sets by the namespaces whose pods they may take.
+func (e *Engine) index() {
+	e.byNS, e.anyNS, e.nsCands = map[string][]SetID{}, nil, map[string][]SetID{}
+	for id, def := range e.defs {
+		switch {
+		case def.match == nil:
+		case def.ns != "":
+			e.byNS[def.ns] = append(e.byNS[def.ns], id)
+		default:
+			e.anyNS = append(e.anyNS, id)
+		}
+	}
 }
 
 // fill returns set id of def with the elements of every pod (of this node's
@@ -283,37 +334,55 @@ func (e *Engine) fill(id SetID, def *setDef) *Set {
 	if def.match == nil {
 		return s
 	}
-	for _, p := range e.pods {
-		if def.local && p.Node != e.node {
-			continue
+	add := func(pods map[string]*Pod) {
+		for _, p := range pods {
+			if def.local && p.Node != e.node {
+				continue
+			}
+			for _, x := range def.elems(p, e.namespaces[p.Namespace], e.node) {
+				s.add(x)
+			}
 		}
-		for _, x := range def.elems(p, e.namespaces[p.Namespace], e.node) {
-			s.add(x)
+	}
+	switch {
+	case def.local:
+		add(e.localPods) // few: elems checks the namespace
+	case def.ns != "":
+		add(e.nsPods[def.ns])
+	default:
+		for name, pods := range e.nsPods {
+			if ns := e.namespaces[name]; def.nsSel == nil || def.nsSel.matches(labelsOf(ns)) {
+				add(pods)
+			}
 		}
 	}
 	return s
 }
 
+// labelsOf is the labels of ns (nil: none).
+func labelsOf(ns *Namespace) map[string]string {
+	if ns == nil {
+		return nil
+	}
+	return ns.Labels
+}
+
 // isolatedDef is the set of this node's pods that a NetworkPolicy isolates
 // in dir.
 func (e *Engine) isolatedDef(dir Direction) *setDef {
-	var subjects []podSel
-	ids := make([]string, 0, len(e.policies))
-	for id := range e.policies {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		if c := e.policies[id]; c.isolates[dir] {
-			subjects = append(subjects, c.subject)
+	subjects := map[string][]podSel{} // by namespace: NetworkPolicies are namespaced
+	for _, c := range e.policies {
+		if c.isolates[dir] {
+			subjects[c.subject.ns] = append(subjects[c.subject.ns], c.subject)
 		}
 	}
 	return &setDef{
-		key:   "isolated " + dir.String() + " local",
-		kind:  Addrs,
-		local: true,
+		key:     "isolated " + dir.String() + " local",
+		kind:    Addrs,
+		local:   true,
+		derived: true,
 		match: func(p *Pod, ns *Namespace, node string) bool {
-			for _, s := range subjects {
+			for _, s := range subjects[p.Namespace] {
 				if s.matches(p, ns, node) {
 					return true
 				}
@@ -332,16 +401,19 @@ type Input struct {
 	ClusterNetworkPolicies []*cnpv1.ClusterNetworkPolicy
 }
 
-// Resolve returns the model of in: the policies first, so that every pod
-// is matched once per set.
+// Resolve returns the model of in: the policies first (one rebuild), so
+// that every pod is matched once against the sets it may be in.
 func Resolve(in Input) *Model {
 	e := NewEngine(in.Node)
 	for _, np := range in.NetworkPolicies {
-		e.SetNetworkPolicy(np)
+		c := compileNP(np)
+		e.policies[c.id] = c
 	}
-	for _, c := range in.ClusterNetworkPolicies {
-		e.SetClusterNetworkPolicy(c)
+	for _, cnp := range in.ClusterNetworkPolicies {
+		c := compileCNP(cnp)
+		e.policies[c.id] = c
 	}
+	e.rebuild()
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)
 	}

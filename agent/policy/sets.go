@@ -87,7 +87,13 @@ type setDef struct {
 	// match selects pods; nil for a static set.
 	match func(p *Pod, ns *Namespace, node string) bool
 	local bool // match takes only this node's pods
-	nsDep bool // match reads the namespace's labels
+	// derived sets are not defined by their key (the isolated pods: their
+	// policies define them): every rebuild computes them again.
+	derived bool
+	// ns is the one namespace whose pods match may take ("": any); else
+	// nsSel, if set, selects the namespaces (match reads their labels).
+	ns    string
+	nsSel *selector
 	// port and proto are a Ported set's port name and protocol (0: any).
 	port  string
 	proto Protocol
@@ -95,7 +101,11 @@ type setDef struct {
 
 // podSetDef is the set of the addresses of the pods s selects.
 func podSetDef(s podSel) *setDef {
-	return &setDef{key: s.key(), kind: Addrs, match: s.matches, local: s.local, nsDep: s.ns == ""}
+	d := &setDef{key: s.key(), kind: Addrs, match: s.matches, local: s.local, ns: s.ns}
+	if s.ns == "" {
+		d.nsSel = &s.nsSel
+	}
+	return d
 }
 
 // portedSetDef is the set of the named port name/proto (proto 0: any) of the
