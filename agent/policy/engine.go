@@ -54,6 +54,7 @@ type Engine struct {
 	pods       map[string]*Pod
 	nsPods     map[string]map[string]*Pod
 	localPods  map[string]*Pod // this node's
+	nodeAddrs  []netip.Prefix
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
 	defs       map[SetID]*setDef
@@ -200,6 +201,15 @@ func (e *Engine) move(d *Delta, id SetID, def *setDef, old *Pod, oldNS *Namespac
 	}
 }
 
+// SetNodeAddrs sets the node's own addresses.
+func (e *Engine) SetNodeAddrs(addrs []netip.Addr) Delta {
+	e.nodeAddrs = nil // a new slice: the old set's definition keeps its own
+	for _, a := range addrs {
+		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))
+	}
+	return e.rebuild()
+}
+
 // SetNetworkPolicy adds or replaces a NetworkPolicy.
 func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) Delta {
 	c := compileNP(np)
@@ -267,6 +277,9 @@ func (e *Engine) rebuild() Delta {
 			})
 		}
 	}
+	node := &setDef{key: "node addrs local", kind: Addrs, static: e.nodeAddrs, derived: true}
+	nodeAddrs := setID(node.key)
+	defs[nodeAddrs] = node
 	slices.SortFunc(issues, func(a, b Issue) int {
 		return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Field, b.Field))
 	})
@@ -306,7 +319,7 @@ func (e *Engine) rebuild() Delta {
 	d.Issues = !slices.Equal(issues, e.m.Issues)
 	e.defs = defs
 	e.index()
-	e.m = &Model{Node: e.node, Ingress: in, Egress: eg, Sets: sets, Issues: issues}
+	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues}
 	return d
 }
 
@@ -395,6 +408,7 @@ func (e *Engine) isolatedDef(dir Direction) *setDef {
 // Input is everything Resolve reads.
 type Input struct {
 	Node                   string
+	NodeAddrs              []netip.Addr
 	Pods                   []*Pod
 	Namespaces             []*Namespace
 	NetworkPolicies        []*networkingv1.NetworkPolicy
@@ -405,6 +419,9 @@ type Input struct {
 // that every pod is matched once against the sets it may be in.
 func Resolve(in Input) *Model {
 	e := NewEngine(in.Node)
+	for _, a := range in.NodeAddrs {
+		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))
+	}
 	for _, np := range in.NetworkPolicies {
 		c := compileNP(np)
 		e.policies[c.id] = c

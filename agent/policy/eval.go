@@ -22,7 +22,7 @@ type Verdict struct {
 // source. It is the model's semantics written once, for the tests and for
 // a person asking why; it is not on any packet's path.
 //
-// Per direction: the Admin tier's policies that select the pod, by
+// Per direction: for ingress, the node's own addresses are allowed; the Admin tier's policies that select the pod, by
 // priority, each rule in order (Accept and Deny decide, Pass goes to the
 // NetworkPolicy tier); then, if a NetworkPolicy isolates the pod, one of
 // their rules must allow it or it is dropped; then the Baseline tier as the
@@ -31,6 +31,9 @@ func (m *Model) Evaluate(dir Direction, c Conn) Verdict {
 	self := c.Dst
 	if dir == Egress {
 		self = c.Src
+	}
+	if dir == Ingress && m.in(m.NodeAddrs, c.Src) {
+		return Verdict{Allowed: true, Rule: "node"}
 	}
 	t := m.Tiers(dir)
 	if v, done := m.tier(t.Admin, dir, self, c); done {

@@ -149,3 +149,23 @@ func TestSubtract(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTraffic: the node's own addresses reach its pods whatever the
+// policies (kubelet probes); another node's do not, and a pod's egress to
+// the node is evaluated like any address.
+func TestNodeTraffic(t *testing.T) {
+	in := cluster([]*nv1.NetworkPolicy{
+		np("x", "deny", nv1.NetworkPolicySpec{PolicyTypes: types(nv1.PolicyTypeIngress, nv1.PolicyTypeEgress)}),
+	}, []*cnpv1.ClusterNetworkPolicy{cnp("d", admin, 1, from(deny, ""), nil)})
+	in.NodeAddrs = []netip.Addr{netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("fd00::1")}
+	check(t, in, []probe{
+		{"192.168.1.1", "x/a", TCP, 8080, true},
+		{"192.168.1.2", "x/a", TCP, 8080, false},
+		{"x/a", "192.168.1.1", TCP, 10250, false},
+	})
+	e := NewEngine(node)
+	d := e.SetNodeAddrs(in.NodeAddrs[:1])
+	if d.Rules || len(d.Add[e.Model().NodeAddrs]) != 1 {
+		t.Errorf("node address delta %+v: want one element, no rule change", d)
+	}
+}

@@ -129,6 +129,7 @@ func check(t *testing.T, in Input, probes []probe) *Model {
 // dump is the model as text, sorted: what two models equal in.
 func dump(m *Model) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "node %s\n", m.NodeAddrs)
 	for _, d := range []Direction{Ingress, Egress} {
 		t := m.Tiers(d)
 		fmt.Fprintf(&b, "%s isolated=%s\n", d, t.Isolated)

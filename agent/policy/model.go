@@ -240,11 +240,15 @@ type Tiers struct {
 
 // Model is what the policies make of one node.
 type Model struct {
-	Node    string
-	Ingress Tiers
-	Egress  Tiers
-	Sets    map[SetID]*Set
-	Issues  []Issue // what could not be expressed, by policy and field
+	Node string
+	// NodeAddrs is the set of the node's own addresses: what comes from
+	// them to a pod of the node (the kubelet's probes) is allowed before
+	// any tier, as upstream expects.
+	NodeAddrs SetID
+	Ingress   Tiers
+	Egress    Tiers
+	Sets      map[SetID]*Set
+	Issues    []Issue // what could not be expressed, by policy and field
 }
 
 // Tiers returns the direction's tiers.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,9 @@ type WatchConfig struct {
 	kubeapi.Cluster
 	Log  *slog.Logger
 	Sink Sink
+	// NodeAddrs are the node's own addresses (traffic from them to the
+	// node's pods is always allowed).
+	NodeAddrs []netip.Addr
 	// ClusterNetworkPolicies watches policy.networking.k8s.io/v1alpha2
 	// (its CRD must be installed).
 	ClusterNetworkPolicies bool
@@ -59,6 +63,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		return err
 	}
 	w := &watcher{e: NewEngine(node), cfg: cfg}
+	w.e.SetNodeAddrs(cfg.NodeAddrs)
 	core, err := groupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
