@@ -75,14 +75,14 @@ func (b *builder) cnpSubject(s *cnpv1.ClusterNetworkPolicySubject) (podSel, bool
 	case s.Namespaces != nil:
 		ns, err := compileSelector(s.Namespaces)
 		if err != nil {
-			b.issue("spec.subject.namespaces", fmt.Sprint(s.Namespaces), err.Error()+"; the policy selects every pod and only denies")
+			b.issue("spec.subject.namespaces", jsonText(s.Namespaces), err.Error()+"; the policy selects every pod and only denies")
 			return all, false
 		}
 		return podSel{nsSel: ns, podSel: everything, local: true}, true
 	}
 	ps, why := namespacedPod(s.Pods)
 	if why != "" {
-		b.issue("spec.subject.pods", fmt.Sprint(*s.Pods), why+"; the policy selects every pod and only denies")
+		b.issue("spec.subject.pods", jsonText(s.Pods), why+"; the policy selects every pod and only denies")
 		return all, false
 	}
 	ps.local = true

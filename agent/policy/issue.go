@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -27,3 +28,12 @@ func (i Issue) Error() string {
 
 // Unwrap makes errors.Is(issue, ErrUnexpressible) hold.
 func (i Issue) Unwrap() error { return ErrUnexpressible }
+
+// jsonText is v as the API's JSON, for an Issue's value.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

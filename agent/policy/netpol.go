@@ -17,7 +17,7 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 	sel, err := compileSelector(&spec.PodSelector)
 	subjectOK := err == nil
 	if !subjectOK {
-		b.issue("spec.podSelector", fmt.Sprint(spec.PodSelector), err.Error()+"; the policy isolates every pod of its namespace and allows nothing")
+		b.issue("spec.podSelector", jsonText(&spec.PodSelector), err.Error()+"; the policy isolates every pod of its namespace and allows nothing")
 		sel = everything
 	}
 	b.c.subject = podSel{ns: np.Namespace, podSel: sel, local: true}
@@ -115,7 +115,7 @@ func (b *builder) npPeer(ns, field string, p *networkingv1.NetworkPolicyPeer) (p
 	if p.PodSelector != nil {
 		sel, err := compileSelector(p.PodSelector)
 		if err != nil {
-			b.issue(field+".podSelector", fmt.Sprint(p.PodSelector), err.Error()+"; the peer matches nothing")
+			b.issue(field+".podSelector", jsonText(p.PodSelector), err.Error()+"; the peer matches nothing")
 			return peer{}, false
 		}
 		s.podSel = sel
@@ -123,7 +123,7 @@ func (b *builder) npPeer(ns, field string, p *networkingv1.NetworkPolicyPeer) (p
 	if p.NamespaceSelector != nil {
 		sel, err := compileSelector(p.NamespaceSelector)
 		if err != nil {
-			b.issue(field+".namespaceSelector", fmt.Sprint(p.NamespaceSelector), err.Error()+"; the peer matches nothing")
+			b.issue(field+".namespaceSelector", jsonText(p.NamespaceSelector), err.Error()+"; the peer matches nothing")
 			return peer{}, false
 		}
 		s.ns, s.nsSel = "", sel

@@ -48,7 +48,8 @@ type WatchConfig struct {
 // Watch runs informers of pods, namespaces, NetworkPolicies (and
 // ClusterNetworkPolicies) until ctx ends, feeding an Engine and handing its
 // deltas to the Sink. It logs every issue of the model when the issues
-// change.
+// change, and records a Warning Event (reason PolicyNotExpressible) on the
+// policy of each new one.
 func Watch(ctx context.Context, cfg WatchConfig) error {
 	const what = "network policy watcher"
 	node, err := kubecore.NodeName(cfg.NodeName, what)
@@ -64,7 +65,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	w := &watcher{e: NewEngine(node), cfg: cfg}
 	w.e.SetNodeAddrs(cfg.NodeAddrs)
-	core, err := groupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{})
+	core, err := groupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -72,6 +73,8 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	w.ev = newEventer(core, node, cfg.Log)
+	go w.ev.run(ctx)
 	informers := []struct {
 		c        rest.Interface
 		resource string
@@ -116,6 +119,7 @@ type watcher struct {
 	cfg     WatchConfig
 	mu      sync.Mutex
 	e       *Engine
+	ev      *eventer
 	started bool
 }
 
@@ -151,8 +155,18 @@ func (w *watcher) logIssues(d Delta) {
 	if !d.Issues {
 		return
 	}
+	if w.ev != nil {
+		w.ev.note(w.e.Model().Issues)
+	}
 	for _, is := range w.e.Model().Issues {
 		w.cfg.Log.Warn("network policy cannot be expressed; it fails closed", "policy", is.Policy, "field", is.Field, "value", is.Value, "reason", is.Reason)
+	}
+}
+
+// ref records the object of policy id for its Events (nil: gone).
+func (w *watcher) ref(id string, r *corev1.ObjectReference) {
+	if w.ev != nil {
+		w.ev.ref(id, r)
 	}
 }
 
@@ -165,9 +179,15 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 		case *slimNamespace:
 			w.apply(func(e *Engine) Delta { return e.SetNamespace(&o.Namespace) })
 		case *networkingv1.NetworkPolicy:
-			w.apply(func(e *Engine) Delta { return e.SetNetworkPolicy(o) })
+			w.apply(func(e *Engine) Delta {
+				w.ref("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta))
+				return e.SetNetworkPolicy(o)
+			})
 		case *cnpv1.ClusterNetworkPolicy:
-			w.apply(func(e *Engine) Delta { return e.SetClusterNetworkPolicy(o) })
+			w.apply(func(e *Engine) Delta {
+				w.ref("cnp/"+o.Name, objectRef(cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta))
+				return e.SetClusterNetworkPolicy(o)
+			})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -183,9 +203,15 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			case *slimNamespace:
 				w.apply(func(e *Engine) Delta { return e.DeleteNamespace(o.Name) })
 			case *networkingv1.NetworkPolicy:
-				w.apply(func(e *Engine) Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
+				w.apply(func(e *Engine) Delta {
+					w.ref("np/"+o.Namespace+"/"+o.Name, nil)
+					return e.DeleteNetworkPolicy(o.Namespace, o.Name)
+				})
 			case *cnpv1.ClusterNetworkPolicy:
-				w.apply(func(e *Engine) Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
+				w.apply(func(e *Engine) Delta {
+					w.ref("cnp/"+o.Name, nil)
+					return e.DeleteClusterNetworkPolicy(o.Name)
+				})
 			}
 		},
 	}

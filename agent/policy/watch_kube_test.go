@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,30 @@ func TestWatchKube(t *testing.T) {
 
 	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/deny-y").Do(ctx).Error())
 	sink.wait(t, "the ClusterNetworkPolicy deleted", "+-")
+
+	// The CRD does not check a selector's operator: the engine cannot
+	// read the subject, so the policy takes every pod and only denies, and
+	// an Event on it names the field.
+	bad := cnp("bad", admin, 10, from(accept, ""), nil)
+	bad.APIVersion, bad.Kind = cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy"
+	bad.Spec.Subject.Namespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: "Near", Values: []string{"x"}}}}
+	js, err = json.Marshal(bad)
+	must(t, err)
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").
+		Body(js).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	sink.wait(t, "a ClusterNetworkPolicy the engine cannot read fails closed", "--")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bad,reason=" + eventReason})
+		must(t, err)
+		if len(evs.Items) == 1 && strings.Contains(evs.Items[0].Message, "spec.subject.namespaces") && evs.Items[0].Type == corev1.EventTypeWarning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events on the policy: %+v, want one Warning naming spec.subject.namespaces", evs.Items)
+		}
+	}
+	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/bad").Do(ctx).Error())
+	sink.wait(t, "the bad ClusterNetworkPolicy deleted", "+-")
 	must(t, cs.NetworkingV1().NetworkPolicies("x").Delete(ctx, "web", metav1.DeleteOptions{}))
 	sink.wait(t, "the NetworkPolicy deleted", "++")
 
