@@ -319,7 +319,7 @@ func (e *Engine) rebuild() Delta {
 	d.Issues = !slices.Equal(issues, e.m.Issues)
 	e.defs = defs
 	e.index()
-	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues}
+	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues, LocalPods: e.localPods}
 	return d
 }
 

@@ -151,6 +151,14 @@ func dump(m *Model) string {
 		s := m.Sets[SetID(id)]
 		fmt.Fprintf(&b, "set %s %q %v\n", id, s.Key, s.Elems())
 	}
+	keys := make([]string, 0, len(m.LocalPods))
+	for k := range m.LocalPods {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "local %s %v\n", k, m.LocalPods[k].IPs)
+	}
 	for _, i := range m.Issues {
 		fmt.Fprintf(&b, "issue %v\n", i)
 	}

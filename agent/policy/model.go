@@ -249,6 +249,9 @@ type Model struct {
 	Egress    Tiers
 	Sets      map[SetID]*Set
 	Issues    []Issue // what could not be expressed, by policy and field
+	// LocalPods are the node's pods by "<namespace>/<name>" (addresses,
+	// labels, named ports), host-network ones too.
+	LocalPods map[string]*Pod
 }
 
 // Tiers returns the direction's tiers.
