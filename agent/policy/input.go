@@ -95,13 +95,13 @@ func NamespaceFromAPI(ns *corev1.Namespace) *Namespace {
 // protocolOf is the number of an API protocol ("" is TCP, the API's
 // default).
 func protocolOf(p corev1.Protocol) (Protocol, bool) {
-	switch p {
-	case corev1.ProtocolTCP, "":
+	if p == "" {
 		return TCP, true
-	case corev1.ProtocolUDP:
-		return UDP, true
-	case corev1.ProtocolSCTP:
-		return SCTP, true
+	}
+	for n, s := range protocolNames {
+		if string(p) == s {
+			return n, true
+		}
 	}
 	return 0, false
 }

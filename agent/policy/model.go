@@ -77,14 +77,12 @@ const (
 	SCTP Protocol = 132
 )
 
+// protocolNames are the protocols the API knows, by the names it gives them.
+var protocolNames = map[Protocol]string{TCP: "TCP", UDP: "UDP", SCTP: "SCTP"}
+
 func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "TCP"
-	case UDP:
-		return "UDP"
-	case SCTP:
-		return "SCTP"
+	if s, ok := protocolNames[p]; ok {
+		return s
 	}
 	return fmt.Sprintf("proto-%d", uint8(p))
 }
