@@ -1,0 +1,158 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// compiled is one policy as the engine keeps it: its part in each direction
+// (nil: none), the sets those use, and what could not be expressed.
+type compiled struct {
+	id   string
+	dirs [2]*Policy
+	defs map[SetID]*setDef
+	// isolates says in which directions a NetworkPolicy isolates the pods
+	// subject selects (the NetworkPolicy tier's Isolated sets).
+	isolates [2]bool
+	subject  podSel
+	issues   []Issue
+}
+
+// builder collects a policy's sets and issues while it is compiled.
+type builder struct {
+	c *compiled
+}
+
+func newBuilder(id string) *builder {
+	return &builder{&compiled{id: id, defs: map[SetID]*setDef{}}}
+}
+
+// set registers d and returns its ID.
+func (b *builder) set(d *setDef) SetID {
+	id := setID(d.key)
+	b.c.defs[id] = d
+	return id
+}
+
+// issue records that field (with value) could not be expressed.
+func (b *builder) issue(field, value, reason string) {
+	b.c.issues = append(b.c.issues, Issue{Policy: b.c.id, Field: field, Value: value, Reason: reason})
+}
+
+// finish marks the policy FailClosed if it has issues and returns it.
+func (b *builder) finish() *compiled {
+	if len(b.c.issues) > 0 {
+		for _, p := range b.c.dirs {
+			if p != nil {
+				p.FailClosed = true
+			}
+		}
+	}
+	return b.c
+}
+
+// peer is one peer of a rule: any address, the pods a selector takes, or
+// static prefixes.
+type peer struct {
+	any   bool
+	pods  *podSel
+	cidrs *setDef
+}
+
+// namedPort is a port name and its protocol (0: any).
+type namedPort struct {
+	name  string
+	proto Protocol
+}
+
+// portSpec is a rule's ports: any, or numeric ranges and named ports.
+type portSpec struct {
+	any    bool
+	ranges []PortRange
+	named  []namedPort
+}
+
+// allPods selects every selectable pod of the cluster.
+var allPods = podSel{nsSel: everything, podSel: everything}
+
+// clauses are the clauses of a rule of direction dir whose subject is
+// subject, from its peers and ports. Numeric ports are matched on the
+// packet; a named port is resolved per destination pod (the subject's pods
+// for ingress, the peer's for egress) into a Ported set.
+func (b *builder) clauses(dir Direction, subject podSel, peers []peer, ps portSpec) []Clause {
+	var out []Clause
+	for _, p := range peers {
+		var id SetID
+		switch {
+		case p.pods != nil:
+			id = b.set(podSetDef(*p.pods))
+		case p.cidrs != nil:
+			id = b.set(p.cidrs)
+		}
+		if ps.any {
+			out = append(out, Clause{Peer: id})
+			continue
+		}
+		if len(ps.ranges) > 0 {
+			out = append(out, Clause{Peer: id, Ports: ps.ranges})
+		}
+		for _, n := range ps.named {
+			if dir == Ingress {
+				out = append(out, Clause{Peer: id, DstPorts: b.set(portedSetDef(subject, n.name, n.proto))})
+				continue
+			}
+			switch {
+			case p.pods != nil: // the peer's own named ports
+				out = append(out, Clause{DstPorts: b.set(portedSetDef(*p.pods, n.name, n.proto))})
+			default: // an address of a pod that has the port
+				out = append(out, Clause{Peer: id, DstPorts: b.set(portedSetDef(allPods, n.name, n.proto))})
+			}
+		}
+	}
+	return out
+}
+
+// denyAll is the closed form of a Deny or Pass rule that cannot be
+// expressed: it denies everything.
+func denyAll(id, name string) Rule {
+	return Rule{ID: id, Name: name, Action: Deny, Clauses: []Clause{{}}}
+}
+
+// portRange checks a numeric port and its optional end, or says why it
+// cannot be expressed.
+func portRange(proto Protocol, first int32, end *int32) (PortRange, string) {
+	if first < 1 || first > 65535 {
+		return PortRange{}, fmt.Sprintf("the port %d is not within 1-65535", first)
+	}
+	last := first
+	if end != nil {
+		if *end < first || *end > 65535 {
+			return PortRange{}, fmt.Sprintf("the port range %d-%d does not end at or after its start within 65535", first, *end)
+		}
+		last = *end
+	}
+	return PortRange{Proto: proto, First: uint16(first), Last: uint16(last)}, ""
+}
+
+// parsePrefix parses a CIDR; the address must be the network's (as the
+// API's validation asks), else the prefix is masked.
+func parsePrefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	out := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-unmapBits(p.Addr())).Masked()
+	if !out.IsValid() {
+		return netip.Prefix{}, fmt.Errorf("%s: an IPv4-mapped prefix shorter than /96", s)
+	}
+	return out, nil
+}
+
+// unmapBits is what an IPv4-mapped IPv6 address' prefix length loses when
+// unmapped.
+func unmapBits(a netip.Addr) int {
+	if a.Is4In6() {
+		return 96
+	}
+	return 0
+}

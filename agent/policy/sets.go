@@ -1,0 +1,200 @@
+package policy
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// selector is a compiled label selector with a canonical text (labels'
+// String is "" for both everything and nothing).
+type selector struct {
+	sel  labels.Selector
+	text string
+}
+
+var everything = selector{labels.Everything(), "{}"}
+
+// compileSelector compiles ls (nil selects nothing, empty everything).
+func compileSelector(ls *metav1.LabelSelector) (selector, error) {
+	if ls == nil {
+		return selector{labels.Nothing(), "<none>"}, nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return selector{}, err
+	}
+	return selector{s, "{" + s.String() + "}"}, nil
+}
+
+func (s selector) matches(l map[string]string) bool { return s.sel.Matches(labels.Set(l)) }
+
+// podSel selects pods: in the namespace ns, or ("" ) in the namespaces nsSel
+// selects; with labels podSel selects; of this node only if local.
+type podSel struct {
+	ns     string
+	nsSel  selector
+	podSel selector
+	local  bool
+}
+
+func (s podSel) key() string {
+	var b strings.Builder
+	b.WriteString("pods ")
+	if s.ns != "" {
+		b.WriteString("ns=" + s.ns)
+	} else {
+		b.WriteString("nsSel=" + s.nsSel.text)
+	}
+	b.WriteString(" podSel=" + s.podSel.text)
+	if s.local {
+		b.WriteString(" local")
+	}
+	return b.String()
+}
+
+// matches reports whether the selector takes p (in the namespace ns; nil if
+// not known yet: no labels) on the node node.
+func (s podSel) matches(p *Pod, ns *Namespace, node string) bool {
+	if !p.selectable() || (s.local && p.Node != node) {
+		return false
+	}
+	if s.ns != "" {
+		if p.Namespace != s.ns {
+			return false
+		}
+	} else {
+		var l map[string]string
+		if ns != nil {
+			l = ns.Labels
+		}
+		if !s.nsSel.matches(l) {
+			return false
+		}
+	}
+	return s.podSel.matches(p.Labels)
+}
+
+// setDef defines a set: static prefixes (CIDRs), or the addresses (Addrs)
+// or named ports (Ported) of the pods match takes.
+type setDef struct {
+	key    string
+	kind   SetKind
+	static []netip.Prefix
+	// match selects pods; nil for a static set.
+	match func(p *Pod, ns *Namespace, node string) bool
+	local bool // match takes only this node's pods
+	// derived sets are not defined by their key (the isolated pods: their
+	// policies define them): every rebuild computes them again.
+	derived bool
+	// ns is the one namespace whose pods match may take ("": any); else
+	// nsSel, if set, selects the namespaces (match reads their labels).
+	ns    string
+	nsSel *selector
+	// port and proto are a Ported set's port name and protocol (0: any).
+	port  string
+	proto Protocol
+}
+
+// podSetDef is the set of the addresses of the pods s selects.
+func podSetDef(s podSel) *setDef {
+	d := &setDef{key: s.key(), kind: Addrs, match: s.matches, local: s.local, ns: s.ns}
+	if s.ns == "" {
+		d.nsSel = &s.nsSel
+	}
+	return d
+}
+
+// portedSetDef is the set of the named port name/proto (proto 0: any) of the
+// pods s selects.
+func portedSetDef(s podSel, name string, proto Protocol) *setDef {
+	d := podSetDef(s)
+	d.kind, d.port, d.proto = Ported, name, proto
+	d.key += " port=" + name + "/" + protoText(proto)
+	return d
+}
+
+func protoText(p Protocol) string {
+	if p == 0 {
+		return "any"
+	}
+	return p.String()
+}
+
+// cidrSetDef is the set of the prefixes of cidr minus excepts.
+func cidrSetDef(cidr netip.Prefix, excepts []netip.Prefix) *setDef {
+	ps := subtract([]netip.Prefix{cidr.Masked()}, excepts)
+	return staticSetDef(ps)
+}
+
+// staticSetDef is the set of the prefixes ps.
+func staticSetDef(ps []netip.Prefix) *setDef {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int { return cmpElem(Elem{Prefix: a}, Elem{Prefix: b}) })
+	ps = slices.Compact(ps)
+	texts := make([]string, len(ps))
+	for i, p := range ps {
+		texts[i] = p.String()
+	}
+	return &setDef{key: "cidrs " + strings.Join(texts, ","), kind: CIDRs, static: ps}
+}
+
+// elems returns what p (in ns, on node) puts in the set.
+func (d *setDef) elems(p *Pod, ns *Namespace, node string) []Elem {
+	if d.match == nil || p == nil || !d.match(p, ns, node) {
+		return nil
+	}
+	var out []Elem
+	for _, a := range p.IPs {
+		pfx := netip.PrefixFrom(a, a.BitLen())
+		if d.kind != Ported {
+			out = append(out, Elem{Prefix: pfx})
+			continue
+		}
+		for _, np := range p.Ports {
+			if np.Name == d.port && (d.proto == 0 || d.proto == np.Proto) {
+				out = append(out, Elem{Prefix: pfx, Proto: np.Proto, Port: np.Port})
+			}
+		}
+	}
+	return out
+}
+
+// subtract returns the prefixes that cover ps minus excepts.
+func subtract(ps, excepts []netip.Prefix) []netip.Prefix {
+	for _, e := range excepts {
+		e = e.Masked()
+		var next []netip.Prefix
+		for _, p := range ps {
+			next = append(next, cut(p, e)...)
+		}
+		ps = next
+	}
+	return ps
+}
+
+// cut returns p minus e, as prefixes.
+func cut(p, e netip.Prefix) []netip.Prefix {
+	if !p.Overlaps(e) {
+		return []netip.Prefix{p}
+	}
+	if e.Bits() <= p.Bits() { // e covers p
+		return nil
+	}
+	lo, hi := halves(p)
+	return append(cut(lo, e), cut(hi, e)...)
+}
+
+// halves splits p in its two prefixes one bit longer.
+func halves(p netip.Prefix) (netip.Prefix, netip.Prefix) {
+	bits := p.Bits() + 1
+	lo := netip.PrefixFrom(p.Addr(), bits)
+	b := p.Addr().AsSlice()
+	i := p.Bits()
+	b[i/8] |= 0x80 >> (i % 8)
+	hiAddr, _ := netip.AddrFromSlice(b)
+	return lo, netip.PrefixFrom(hiAddr, bits)
+}

@@ -1,0 +1,68 @@
+package policy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+)
+
+// The watcher's informers keep what the engine reads, not the API objects:
+// every pod of the cluster is held (any can be a peer), and a whole Pod is
+// kilobytes (spec, status, managed fields) where a Pod of the engine is a
+// few hundred bytes. Policies are few; they lose their managed fields,
+// annotations (kubectl's last-applied copy) and status.
+
+// slimPod is what an informer stores of a Pod.
+type slimPod struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta // name, namespace and resource version only
+	Pod               Pod
+}
+
+// DeepCopyObject implements runtime.Object. The engine never changes a Pod
+// it was given, so the copy shares the labels, addresses and ports.
+func (p *slimPod) DeepCopyObject() runtime.Object {
+	out := *p
+	return &out
+}
+
+// slimNamespace is what an informer stores of a Namespace.
+type slimNamespace struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Namespace Namespace
+}
+
+// DeepCopyObject implements runtime.Object (sharing the labels, as
+// slimPod).
+func (n *slimNamespace) DeepCopyObject() runtime.Object {
+	out := *n
+	return &out
+}
+
+// meta is the part of m an informer's key and watch need.
+func meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
+}
+
+// slim is the informers' transform: it keeps of each object what the engine
+// reads. It passes what it does not know, and slim objects, through.
+func slim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return &slimPod{ObjectMeta: meta(&o.ObjectMeta), Pod: *PodFromAPI(o)}, nil
+	case *corev1.Namespace:
+		return &slimNamespace{ObjectMeta: meta(&o.ObjectMeta), Namespace: *NamespaceFromAPI(o)}, nil
+	case *networkingv1.NetworkPolicy:
+		out := &networkingv1.NetworkPolicy{ObjectMeta: meta(&o.ObjectMeta), Spec: o.Spec}
+		out.UID = o.UID // the Event about an issue names the object
+		return out, nil
+	case *cnpv1.ClusterNetworkPolicy:
+		out := &cnpv1.ClusterNetworkPolicy{ObjectMeta: meta(&o.ObjectMeta), Spec: o.Spec}
+		out.UID = o.UID
+		return out, nil
+	}
+	return obj, nil
+}

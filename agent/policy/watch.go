@@ -1,0 +1,232 @@
+//go:build !nokube
+
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/internal/kubecore"
+)
+
+// Sink is the nftables side: it applies each change of the model, in order,
+// from one goroutine at a time. The first call, once every informer has
+// synced, carries the whole model (Rules and every set in AddSets); none
+// comes before, so a half-listed cluster is never enforced. The model is
+// valid during the call only.
+type Sink interface {
+	Apply(m *Model, d Delta) error
+}
+
+// WatchConfig configures Watch.
+type WatchConfig struct {
+	kubeapi.Cluster
+	Log  *slog.Logger
+	Sink Sink
+	// NodeAddrs are the node's own addresses (traffic from them to the
+	// node's pods is always allowed).
+	NodeAddrs []netip.Addr
+	// ClusterNetworkPolicies watches policy.networking.k8s.io/v1alpha2
+	// (its CRD must be installed).
+	ClusterNetworkPolicies bool
+}
+
+// Watch runs informers of pods, namespaces, NetworkPolicies (and
+// ClusterNetworkPolicies) until ctx ends, feeding an Engine and handing its
+// deltas to the Sink. It logs every issue of the model when the issues
+// change, and records a Warning Event (reason PolicyNotExpressible) on the
+// policy of each new one.
+func Watch(ctx context.Context, cfg WatchConfig) error {
+	const what = "network policy watcher"
+	node, err := kubecore.NodeName(cfg.NodeName, what)
+	if err != nil {
+		return err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	rc, err := cfg.Config(what)
+	if err != nil {
+		return err
+	}
+	w := &watcher{e: NewEngine(node), cfg: cfg}
+	w.e.SetNodeAddrs(cfg.NodeAddrs)
+	core, err := groupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	netv1, err := groupClient(rc, networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	w.ev = newEventer(core, node, cfg.Log)
+	go w.ev.run(ctx)
+	informers := []struct {
+		c        rest.Interface
+		resource string
+		obj      runtime.Object
+	}{
+		{core, "pods", &corev1.Pod{}},
+		{core, "namespaces", &corev1.Namespace{}},
+		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}},
+	}
+	if cfg.ClusterNetworkPolicies {
+		c, err := groupClient(rc, cnpv1.SchemeGroupVersion, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		informers = append(informers, struct {
+			c        rest.Interface
+			resource string
+			obj      runtime.Object
+		}{c, "clusternetworkpolicies", &cnpv1.ClusterNetworkPolicy{}})
+	}
+	var synced []cache.InformerSynced
+	for _, in := range informers {
+		_, ctl := kubeapi.NewInformer(in.c, in.resource, nil, in.obj, cache.InformerOptions{
+			Handler:   w.handler(),
+			Transform: slim,
+		})
+		go ctl.RunWithContext(ctx)
+		synced = append(synced, ctl.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return ctx.Err()
+	}
+	if err := w.start(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// watcher serialises the informers' events into the engine and the sink.
+type watcher struct {
+	cfg     WatchConfig
+	mu      sync.Mutex
+	e       *Engine
+	ev      *eventer
+	started bool
+}
+
+// start hands the whole model to the sink, once every informer has synced.
+func (w *watcher) start() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.started = true
+	m := w.e.Model()
+	d := Delta{Rules: true, Issues: len(m.Issues) > 0}
+	for id := range m.Sets {
+		d.AddSets = append(d.AddSets, id)
+	}
+	w.logIssues(d)
+	return w.cfg.Sink.Apply(m, d)
+}
+
+// apply runs one change of the engine and hands its delta to the sink.
+func (w *watcher) apply(change func(*Engine) Delta) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := change(w.e)
+	if !w.started || d.Empty() {
+		return
+	}
+	w.logIssues(d)
+	if err := w.cfg.Sink.Apply(w.e.Model(), d); err != nil {
+		w.cfg.Log.Error("network policy: apply", "err", err)
+	}
+}
+
+func (w *watcher) logIssues(d Delta) {
+	if !d.Issues {
+		return
+	}
+	if w.ev != nil {
+		w.ev.note(w.e.Model().Issues)
+	}
+	for _, is := range w.e.Model().Issues {
+		w.cfg.Log.Warn("network policy cannot be expressed; it fails closed", "policy", is.Policy, "field", is.Field, "value", is.Value, "reason", is.Reason)
+	}
+}
+
+// ref records the object of policy id for its Events (nil: gone).
+func (w *watcher) ref(id string, r *corev1.ObjectReference) {
+	if w.ev != nil {
+		w.ev.ref(id, r)
+	}
+}
+
+// handler turns informer events into engine changes.
+func (w *watcher) handler() cache.ResourceEventHandler {
+	set := func(obj any) {
+		switch o := obj.(type) {
+		case *slimPod:
+			w.apply(func(e *Engine) Delta { return e.SetPod(&o.Pod) })
+		case *slimNamespace:
+			w.apply(func(e *Engine) Delta { return e.SetNamespace(&o.Namespace) })
+		case *networkingv1.NetworkPolicy:
+			w.apply(func(e *Engine) Delta {
+				w.ref("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta))
+				return e.SetNetworkPolicy(o)
+			})
+		case *cnpv1.ClusterNetworkPolicy:
+			w.apply(func(e *Engine) Delta {
+				w.ref("cnp/"+o.Name, objectRef(cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta))
+				return e.SetClusterNetworkPolicy(o)
+			})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { set(obj) },
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			switch o := obj.(type) {
+			case *slimPod:
+				w.apply(func(e *Engine) Delta { return e.DeletePod(o.Namespace, o.Name) })
+			case *slimNamespace:
+				w.apply(func(e *Engine) Delta { return e.DeleteNamespace(o.Name) })
+			case *networkingv1.NetworkPolicy:
+				w.apply(func(e *Engine) Delta {
+					w.ref("np/"+o.Namespace+"/"+o.Name, nil)
+					return e.DeleteNetworkPolicy(o.Namespace, o.Name)
+				})
+			case *cnpv1.ClusterNetworkPolicy:
+				w.apply(func(e *Engine) Delta {
+					w.ref("cnp/"+o.Name, nil)
+					return e.DeleteClusterNetworkPolicy(o.Name)
+				})
+			}
+		},
+	}
+}
+
+// groupClient is a REST client of the group version gv under apiPath that
+// decodes the given types (JSON, no conversion): kubecore.Client's for any
+// group (kubecore's is core/v1's only).
+func groupClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, types ...runtime.Object) (*rest.RESTClient, error) {
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypes(gv, types...)
+	metav1.AddToGroupVersion(scheme, gv)
+	c := *rc
+	c.GroupVersion, c.APIPath = &gv, apiPath
+	c.ContentType = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	return rest.RESTClientFor(&c)
+}

@@ -1,0 +1,226 @@
+//go:build kube
+
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
+)
+
+// recSink records, at each delta, whether y/b may reach x/a on 80 and 81
+// and whether the delta rewrote rules.
+type recSink struct {
+	mu    sync.Mutex
+	state string
+	rules bool
+	calls int
+	ch    chan struct{}
+}
+
+func (s *recSink) Apply(m *Model, d Delta) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Conn{Src: netip.MustParseAddr("10.2.0.2"), Dst: netip.MustParseAddr("10.1.0.1"), Proto: TCP}
+	s.state = ""
+	for _, port := range []uint16{80, 81} {
+		c.Port = port
+		if m.Evaluate(Ingress, c).Allowed {
+			s.state += "+"
+		} else {
+			s.state += "-"
+		}
+	}
+	s.rules = d.Rules
+	s.calls++
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// wait waits until the recorded state is want.
+func (s *recSink) wait(t *testing.T, what, want string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		s.mu.Lock()
+		got := s.state
+		s.mu.Unlock()
+		if got == want {
+			return
+		}
+		select {
+		case <-s.ch:
+		case <-deadline:
+			t.Fatalf("%s: y/b -> x/a on 80, 81: %q, want %q", what, got, want)
+		}
+	}
+}
+
+// TestWatchKube: the watcher against a real API server (test/kube's
+// control plane, with the v0.2.0 CRD of ClusterNetworkPolicy): the first
+// delta once synced, then each change of a policy, a pod's labels and a
+// ClusterNetworkPolicy reaching the model. Run with -tags kube under
+// flock /tmp/cnibox-kube.lock.
+func TestWatchKube(t *testing.T) {
+	script, _ := filepath.Abs("../../test/kube/control-plane.sh")
+	dir := t.TempDir()
+	out, err := exec.Command("bash", script, "start", dir).CombinedOutput()
+	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
+	if err != nil {
+		t.Fatalf("start the control plane: %v\n%s", err, out)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	must(t, err)
+	cs, err := kubernetes.NewForConfig(rc)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	installCRD(t, ctx, cs.CoreV1().RESTClient())
+
+	for _, ns := range []string{"x", "y"} {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
+		must(t, err)
+		_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	no := false
+	for _, p := range []struct{ ns, name, node, ip string }{{"x", "a", "n1", "10.1.0.1"}, {"y", "b", "n2", "10.2.0.2"}} {
+		pod, err := cs.CoreV1().Pods(p.ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns, Labels: map[string]string{"pod": p.name}},
+			Spec: corev1.PodSpec{NodeName: p.node, AutomountServiceAccountToken: &no, Containers: []corev1.Container{{
+				Name: "c", Image: "none", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 80}},
+			}}},
+		}, metav1.CreateOptions{})
+		must(t, err)
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.PodIP, pod.Status.PodIPs = p.ip, []corev1.PodIP{{IP: p.ip}}
+		_, err = cs.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		must(t, err)
+	}
+
+	sink := &recSink{ch: make(chan struct{}, 1)}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Sink: sink, ClusterNetworkPolicies: true})
+	}()
+	sink.wait(t, "no policy", "++")
+
+	_, err = cs.NetworkingV1().NetworkPolicies("x").Create(ctx, np("x", "web", nv1.NetworkPolicySpec{
+		PodSelector: *sel("pod", "a"),
+		Ingress: []nv1.NetworkPolicyIngressRule{{
+			From:  []nv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y"), PodSelector: sel("pod", "b")}},
+			Ports: []nv1.NetworkPolicyPort{port("", "web")},
+		}},
+	}), metav1.CreateOptions{})
+	must(t, err)
+	sink.wait(t, "the NetworkPolicy allows the named port web (80)", "+-")
+
+	b, err := cs.CoreV1().Pods("y").Get(ctx, "b", metav1.GetOptions{})
+	must(t, err)
+	b.Labels["pod"] = "c"
+	b, err = cs.CoreV1().Pods("y").Update(ctx, b, metav1.UpdateOptions{})
+	must(t, err)
+	sink.wait(t, "y/b relabelled out of the peer", "--")
+	sink.mu.Lock()
+	if sink.rules {
+		t.Errorf("a pod's relabel rewrote the rules")
+	}
+	sink.mu.Unlock()
+
+	b.Labels["pod"] = "b"
+	_, err = cs.CoreV1().Pods("y").Update(ctx, b, metav1.UpdateOptions{})
+	must(t, err)
+	sink.wait(t, "y/b back", "+-")
+
+	c := cnp("deny-y", admin, 10, from(deny, "y"), nil)
+	c.APIVersion, c.Kind = cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy"
+	js, err := json.Marshal(c)
+	must(t, err)
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").
+		Body(js).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	sink.wait(t, "the Admin ClusterNetworkPolicy denies y", "--")
+
+	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/deny-y").Do(ctx).Error())
+	sink.wait(t, "the ClusterNetworkPolicy deleted", "+-")
+
+	// The CRD does not check a selector's operator: the engine cannot
+	// read the subject, so the policy takes every pod and only denies, and
+	// an Event on it names the field.
+	bad := cnp("bad", admin, 10, from(accept, ""), nil)
+	bad.APIVersion, bad.Kind = cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy"
+	bad.Spec.Subject.Namespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: "Near", Values: []string{"x"}}}}
+	js, err = json.Marshal(bad)
+	must(t, err)
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").
+		Body(js).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	sink.wait(t, "a ClusterNetworkPolicy the engine cannot read fails closed", "--")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bad,reason=" + eventReason})
+		must(t, err)
+		if len(evs.Items) == 1 && strings.Contains(evs.Items[0].Message, "spec.subject.namespaces") && evs.Items[0].Type == corev1.EventTypeWarning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events on the policy: %+v, want one Warning naming spec.subject.namespaces", evs.Items)
+		}
+	}
+	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/bad").Do(ctx).Error())
+	sink.wait(t, "the bad ClusterNetworkPolicy deleted", "+-")
+	must(t, cs.NetworkingV1().NetworkPolicies("x").Delete(ctx, "web", metav1.DeleteOptions{}))
+	sink.wait(t, "the NetworkPolicy deleted", "++")
+
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Watch: %v", err)
+	}
+}
+
+// installCRD creates the ClusterNetworkPolicy CRD of testdata (v0.2.0's
+// standard channel) and waits until it is served.
+func installCRD(t *testing.T, ctx context.Context, c rest.Interface) {
+	t.Helper()
+	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies.yaml")
+	must(t, err)
+	body, err := yaml.YAMLToJSON(doc)
+	must(t, err)
+	must(t, c.Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
+		Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := c.Get().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").Do(ctx).Error()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ClusterNetworkPolicy CRD is not served: %v", err)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
