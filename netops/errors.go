@@ -9,16 +9,16 @@ import (
 // ErrNotFound is wrapped by errors about an interface, address, route,
 // namespace, sysctl or nftables object that does not exist (netops/nft's
 // errors wrap the same value).
-var ErrNotFound = kerr.ErrNotFound
+const ErrNotFound = kerr.ErrNotFound
 
 // ErrExists is wrapped by errors about an object that already exists and is
 // not the one that was asked for.
-var ErrExists = kerr.ErrExists
+const ErrExists = kerr.ErrExists
 
 // ErrNotSupported is wrapped by errors about a feature the kernel lacks
 // (EOPNOTSUPP), such as vlan_filtering on a kernel built without
 // CONFIG_BRIDGE_VLAN_FILTERING.
-var ErrNotSupported = kerr.ErrNotSupported
+const ErrNotSupported = kerr.ErrNotSupported
 
 // classify wraps err with ErrNotFound or ErrExists when the kernel's error
 // means that; other errors are returned unchanged.

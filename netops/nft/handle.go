@@ -13,7 +13,7 @@ import (
 
 // ErrNotFound, ErrExists and ErrNotSupported are netops' sentinels (the same
 // values): errors.Is(err, netops.ErrNotFound) matches this package's errors.
-var (
+const (
 	ErrNotFound     = kerr.ErrNotFound
 	ErrExists       = kerr.ErrExists
 	ErrNotSupported = kerr.ErrNotSupported

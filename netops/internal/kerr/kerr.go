@@ -12,18 +12,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Sentinel is the type of the sentinels: a constant, so that netops and
+// netops/nft re-export the same values as constants, not as package-level
+// variables copied at start-up (every CNI call is a fresh process:
+// TestNoInitCode).
+type Sentinel string
+
+func (s Sentinel) Error() string { return string(s) }
+
 // ErrNotFound is wrapped by errors about an interface, address, route,
 // namespace, sysctl or nftables object that does not exist.
-var ErrNotFound = errors.New("not found")
+const ErrNotFound Sentinel = "not found"
 
 // ErrExists is wrapped by errors about an object that already exists and is
 // not the one that was asked for.
-var ErrExists = errors.New("already exists")
+const ErrExists Sentinel = "already exists"
 
 // ErrNotSupported is wrapped by errors about a feature the kernel lacks
 // (EOPNOTSUPP), such as vlan_filtering on a kernel built without
 // CONFIG_BRIDGE_VLAN_FILTERING.
-var ErrNotSupported = errors.New("not supported by the kernel")
+const ErrNotSupported Sentinel = "not supported by the kernel"
 
 // kernelError keeps the kernel's error text and adds the sentinel that
 // classifies it, so that errors.Is matches both.
