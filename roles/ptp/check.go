@@ -21,7 +21,7 @@ func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	if err != nil {
 		return err
 	}
-	pod, host, err := openNamespaces(a.Netns)
+	pod, host, err := attach.OpenNamespaces(a.Netns)
 	if err != nil {
 		return err
 	}

@@ -27,28 +27,14 @@ var Role = &cniplug.Role{
 	About: "tuning changes network sysctls (net.*) inside the pod and the MAC address, MTU, promiscuous mode, " +
 		"all-multicast mode and transmit queue length of CNI_IFNAME. It runs chained after a main plugin, " +
 		"keeps the previous values in the node's store and restores them on DEL.",
-	Add:   cmdAdd,
-	Check: cmdCheck,
-	Del:   cmdDel,
+	Verbs: &chain.Verbs[*tuningSettings]{Parse: parseTuningConf, Add: tuningAdd, Check: tuningCheck, Records: &tuningRecords},
 	GC:    tuningGC,
 }
 
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseTuningConf, tuningAdd)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseTuningConf, tuningCheck)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return tuningRecords.Del(ctx, a, tuningDel, "tuning/del/after-record")
-}
-
-// tuningRecords are the tuning records of the store.
+// tuningRecords are the tuning records of the store, and DEL from them.
 var tuningRecords = chain.Records[store.TuningRecord]{
 	Get: (*store.Store).GetTuning, Put: (*store.Store).PutTuning, Delete: (*store.Store).DeleteTuning,
+	Teardown: tuningDel, AfterDel: "tuning/del/after-record",
 }
 
 func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *current.Result) (_ types.Result, err error) {
