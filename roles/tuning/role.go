@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,21 +132,11 @@ func tuningMerge(old, now store.TuningRecord) store.TuningRecord {
 			out.Sysctls = append(out.Sysctls, sv)
 		}
 	}
-	if out.MAC == "" {
-		out.MAC = now.MAC
-	}
-	if out.MTU == 0 {
-		out.MTU = now.MTU
-	}
-	if out.Promisc == nil {
-		out.Promisc = now.Promisc
-	}
-	if out.Allmulti == nil {
-		out.Allmulti = now.Allmulti
-	}
-	if out.TxQLen == nil {
-		out.TxQLen = now.TxQLen
-	}
+	out.MAC = cmp.Or(old.MAC, now.MAC)
+	out.MTU = cmp.Or(old.MTU, now.MTU)
+	out.Promisc = cmp.Or(old.Promisc, now.Promisc)
+	out.Allmulti = cmp.Or(old.Allmulti, now.Allmulti)
+	out.TxQLen = cmp.Or(old.TxQLen, now.TxQLen)
 	return out
 }
 

@@ -87,19 +87,10 @@ func vrfCheck(_ context.Context, a *cniplug.Args, c *vrfConf, _ *current.Result)
 // the last. A namespace, VRF or interface that is gone, or a device of
 // that name that is not a VRF: nothing to do.
 func vrfDel(_ context.Context, a *cniplug.Args, c *vrfConf) error {
-	if a.Netns == "" {
+	return podns.InIfThere(a.Netns, "vrf", func(pod *netops.Handle) error {
+		if _, err := pod.ReleaseFromVRF(c.name, a.IfName); err != nil && !errors.Is(err, netops.ErrExists) {
+			return cniplug.Errorf(types.ErrIOFailure, "vrf DEL: %w", err)
+		}
 		return nil
-	}
-	pod, err := netops.Open(a.Netns)
-	if errors.Is(err, netops.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "vrf: open CNI_NETNS %q: %w", a.Netns, err)
-	}
-	defer pod.Close()
-	if _, err := pod.ReleaseFromVRF(c.name, a.IfName); err != nil && !errors.Is(err, netops.ErrExists) {
-		return cniplug.Errorf(types.ErrIOFailure, "vrf DEL: %w", err)
-	}
-	return nil
+	})
 }
