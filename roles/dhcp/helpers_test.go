@@ -57,7 +57,7 @@ func newLAN(t *testing.T) *lan {
 	t.Helper()
 	dnsmasq := nstest.RequireProgram(t, "dnsmasq", "dnsmasq-base")
 	l := &lan{t: t, ns: nstest.NewNS(t, "lan"), leaseFile: filepath.Join(t.TempDir(), "leases"), log: &bytes.Buffer{}}
-	host, lh := open(t, ""), open(t, l.ns)
+	host, lh := roletest.Open(t, ""), roletest.Open(t, l.ns)
 	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: lh}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,16 +134,6 @@ func (l *lan) waitLeases(what string, ok func(map[string]string) bool) map[strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
 }
 
 // dhcpDaemon is a running `dhcp daemon`.

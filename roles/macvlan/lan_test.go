@@ -27,7 +27,7 @@ func newNode(t *testing.T) *roletest.Node { return roletest.NewNode(t, macvlan.R
 func newLAN(t *testing.T) string {
 	t.Helper()
 	lan := nstest.NewNS(t, "lan")
-	host, l := open(t, ""), open(t, lan)
+	host, l := roletest.Open(t, ""), roletest.Open(t, lan)
 	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: l}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +49,6 @@ func newLAN(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return lan
-}
-
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
 }
 
 // conf is a macvlan network on lan0; ranges is host-local's "ranges" JSON.
