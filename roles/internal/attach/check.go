@@ -41,20 +41,17 @@ func Check(ctx context.Context, a *cniplug.Args, o CheckOpts) error {
 	if err := checkPod(a, o, prev, podIdx); err != nil {
 		return err
 	}
-	host, err := podns.Host()
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	if o.Node != nil {
-		if err := o.Node(host, prev); err != nil {
-			return err
+	return podns.InHost(func(host *netops.Handle) error {
+		if o.Node != nil {
+			if err := o.Node(host, prev); err != nil {
+				return err
+			}
 		}
-	}
-	if o.IPMasq {
-		return CheckMasq(host, prev)
-	}
-	return nil
+		if o.IPMasq {
+			return CheckMasq(host, prev)
+		}
+		return nil
+	})
 }
 
 // checkPod is Check's part in the pod's namespace.

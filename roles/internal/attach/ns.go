@@ -29,12 +29,7 @@ func OpenNamespaces(netns string) (pod, host *netops.Handle, err error) {
 // closes it when the verb is done.
 func OnHost[C any](verb func(context.Context, *cniplug.Args, C, *netops.Handle) error) func(context.Context, *cniplug.Args, C) error {
 	return func(ctx context.Context, a *cniplug.Args, c C) error {
-		host, err := podns.Host()
-		if err != nil {
-			return err
-		}
-		defer host.Close()
-		return verb(ctx, a, c, host)
+		return podns.InHost(func(host *netops.Handle) error { return verb(ctx, a, c, host) })
 	}
 }
 

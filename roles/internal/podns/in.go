@@ -38,3 +38,14 @@ func InIfThere(netns, role string, f func(pod *netops.Handle) error) error {
 	defer pod.Close()
 	return f(pod)
 }
+
+// InHost runs f with the node's own namespace open (code 5 when it cannot
+// be opened, as Host) and closes it after.
+func InHost(f func(host *netops.Handle) error) error {
+	host, err := Host()
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	return f(host)
+}
