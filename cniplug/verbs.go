@@ -59,10 +59,11 @@ func Pick[F any](cmd string, check, del, gc, status F) F {
 // run answers the call's verb: with the role's function for it, else with
 // Verbs.
 func (r *Role) run(ctx context.Context, a *Args) (types.Result, error) {
-	if a.Command == "ADD" && r.Add != nil {
-		return r.Add(ctx, a)
-	}
-	if verb := Pick(a.Command, r.Check, r.Del, r.GC, r.Status); a.Command != "ADD" && verb != nil {
+	if a.Command == "ADD" {
+		if r.Add != nil {
+			return r.Add(ctx, a)
+		}
+	} else if verb := Pick(a.Command, r.Check, r.Del, r.GC, r.Status); verb != nil {
 		return nil, verb(ctx, a)
 	}
 	if r.Verbs != nil {
