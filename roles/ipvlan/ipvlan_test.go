@@ -23,17 +23,7 @@ var lanHost = netip.MustParseAddr("10.58.0.1")
 // ipvlan.
 func newLAN(t *testing.T) {
 	t.Helper()
-	lan := nstest.NewNS(t, "lan")
-	host, l := roletest.Open(t, ""), roletest.Open(t, lan)
-	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: l}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.DeleteLink("lan0") })
-	for _, a := range []string{"10.58.0.1/24", "fd58::1/64"} {
-		if err := l.EnsureAddr("eth0", netip.MustParsePrefix(a), netops.AddrOpts{NoDAD: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	host := roletest.NewLAN(t, []string{"10.58.0.1/24", "fd58::1/64"}, nil).Node
 	_, err := host.EnsureIpvlan(netops.SubLinkOpts{Name: "probe0", Master: "lan0"})
 	nstest.SkipIfKernelLacks(t, "ipvlan", err)
 	if err != nil {
