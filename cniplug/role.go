@@ -11,14 +11,17 @@ import (
 // SupportedVersions are the CNI spec versions every role of cnibox speaks.
 var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
-// Role is one CNI plugin that this binary answers as. Add is required; a nil
-// Check, Del, GC or Status succeeds without doing anything.
+// Role is one CNI plugin that this binary answers as. A verb is answered by
+// its function (Add, Check, Del, GC, Status) when that is set, else by Verbs
+// when that is set; a verb left to neither succeeds without doing anything.
+// Add or Verbs is required.
 //
-// A role's Role is package-level data: each field a constant or the name of a
-// function (a verb that parses its config calls WithConf from a function of
-// its own), never a value built by a call. Then the linker lays the Role out
-// and no role package has code that runs when the binary starts: every call
-// of every role would run it (TestNoInitCode).
+// A role's Role is package-level data: each field a constant, the name of a
+// function or the address of a composite literal of such (Verbs: a
+// &ConfVerbs[C]{...}), never a value built by a call or a method value.
+// Then the linker lays the Role out and no role package has code that runs
+// when the binary starts: every call of every role would run it
+// (TestNoInitCode).
 type Role struct {
 	// Name is the plugin type, the symlink name in /opt/cni/bin.
 	Name string
@@ -44,6 +47,10 @@ type Role struct {
 	Del    func(ctx context.Context, a *Args) error
 	GC     func(ctx context.Context, a *Args) error
 	Status func(ctx context.Context, a *Args) error
+
+	// Verbs answers the verbs whose function above is nil: most roles'
+	// verbs all start by parsing the same config (see ConfVerbs).
+	Verbs Verbs
 
 	// Commands are subcommands of the role's own name (`dhcp daemon`).
 	Commands []Command
@@ -77,8 +84,8 @@ type Registry struct {
 func NewRegistry(roles ...*Role) *Registry {
 	r := &Registry{byName: make(map[string]*Role, len(roles))}
 	for _, role := range roles {
-		if role.Name == "" || role.Add == nil {
-			panic(fmt.Sprintf("cniplug: role %q has no name or no Add", role.Name))
+		if role.Name == "" || (role.Add == nil && role.Verbs == nil) {
+			panic(fmt.Sprintf("cniplug: role %q has no name, or neither Add nor Verbs", role.Name))
 		}
 		if role.Version != "" && !isRelease(role.Version) {
 			panic(fmt.Sprintf("cniplug: role %q has Version %q: want MAJOR.MINOR.PATCH", role.Name, role.Version))

@@ -236,29 +236,14 @@ func run(ctx context.Context, role *Role, a *Args, stdin []byte) (types.Result, 
 		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_ARGS %q: %v (add IgnoreUnknown=1 to pass keys this plugin does not know)", a.RawArgs, err)
 	}
 
-	switch a.Command {
-	case "ADD":
-		res, err := role.Add(ctx, a)
-		if err == nil && res == nil {
-			err = Errorf(types.ErrInternal, "the plugin returned no result")
-		}
-		return res, err
-	case "CHECK":
-		return nil, call(ctx, role.Check, a)
-	case "DEL":
-		return nil, call(ctx, role.Del, a)
-	case "GC":
-		return nil, call(ctx, role.GC, a)
-	default: // STATUS
-		return nil, call(ctx, role.Status, a)
+	res, err := role.run(ctx, a)
+	if a.Command != "ADD" {
+		return nil, err
 	}
-}
-
-func call(ctx context.Context, f func(context.Context, *Args) error, a *Args) error {
-	if f == nil {
-		return nil
+	if err == nil && res == nil {
+		err = Errorf(types.ErrInternal, "the plugin returned no result")
 	}
-	return f(ctx, a)
+	return res, err
 }
 
 func checkVersion(cmd, v string) error {

@@ -70,9 +70,7 @@ func addTransparent(ctx context.Context, a *cniplug.Args, c *tconf) (_ types.Res
 
 	var pod []netip.Prefix
 	ipamRes, err := attach.ReserveUndone(ctx, a, c.DataDir, &undo, func(ipam *current.Result) (store.Endpoint, error) {
-		for _, ipc := range ipam.IPs {
-			pod = append(pod, attach.PrefixOf(ipc.Address))
-		}
+		pod = prefixes(ipam)
 		return transparentRecord(a, hostName, v.MAC, pod), nil
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
@@ -18,15 +19,7 @@ import (
 // Azure leaves the veth to the pod's namespace's end; cnibox deletes it,
 // so a DEL with the namespace still there leaves nothing behind either.
 func delTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.Handle) error {
-	if err := attach.Release(ctx, a, c.DataDir, nil); err != nil {
-		return err
-	}
-	a.Mark("release")
-	if err := attach.DeleteVeth(host, HostVethName(a.ContainerID, a.IfName), a); err != nil {
-		return err
-	}
-	a.Mark("veth")
-	return nil
+	return attach.DelVeth(ctx, a, c.DataDir, host, HostVethName(a.ContainerID, a.IfName), nil)
 }
 
 // gcTransparent removes the host veths of the attachments GC does not
@@ -38,13 +31,11 @@ func gcTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.
 	if err != nil {
 		return err
 	}
+	if err := attach.DeleteStaleVeths(host, stale); err != nil {
+		return err
+	}
 	var fabric []netip.Addr
 	for _, ep := range stale {
-		if ep.HostVeth != "" {
-			if err := host.DeleteLink(ep.HostVeth); err != nil {
-				return cniplug.Errorf(types.ErrIOFailure, "delete stale veth %s: %w", ep.HostVeth, err)
-			}
-		}
 		if ep.Bridge != "" {
 			for _, p := range ep.IPs {
 				fabric = append(fabric, p.Addr())
@@ -64,30 +55,24 @@ func gcTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.
 // route and neighbour entry in the pod; on the node the host end up with
 // proxy ARP and a route to each pod address.
 func checkTransparent(ctx context.Context, a *cniplug.Args, _ *tconf) error {
-	prev, podIdx, err := attach.Prev(ctx, a)
-	if err != nil {
-		return err
-	}
-	pod, host, err := attach.OpenNamespaces(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
-	defer host.Close()
-	if _, err := attach.CheckPodLink(pod, a, "veth", prev.Interfaces[podIdx]); err != nil {
-		return err
-	}
-	if err := attach.CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
-		return err
-	}
+	hostName := HostVethName(a.ContainerID, a.IfName)
+	return attach.Check(ctx, a, attach.CheckOpts{Prev: attach.Prev, Kind: "veth",
+		Pod: func(pod *netops.Handle, prev *current.Result) error {
+			return checkPodGateways(pod, a.IfName, prefixes(prev))
+		},
+		Node: func(host *netops.Handle, prev *current.Result) error {
+			return checkHostEnd(host, hostName, prefixes(prev))
+		},
+	})
+}
+
+// prefixes are the addresses of prevResult.
+func prefixes(prev *current.Result) []netip.Prefix {
 	var addrs []netip.Prefix
 	for _, ipc := range prev.IPs {
 		addrs = append(addrs, attach.PrefixOf(ipc.Address))
 	}
-	if err := checkPodGateways(pod, a.IfName, addrs); err != nil {
-		return err
-	}
-	return checkHostEnd(host, HostVethName(a.ContainerID, a.IfName), addrs)
+	return addrs
 }
 
 // checkPodGateways: per family of addrs, the pod routes the virtual gateway

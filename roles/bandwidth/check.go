@@ -17,42 +17,39 @@ func bandwidthCheck(_ context.Context, a *cniplug.Args, c *bwLimits, prev *curre
 	if c.isZero() {
 		return nil
 	}
-	host, err := podns.Host()
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	hostIf, err := bwHostIf(host, a.Netns, a.IfName, prev)
-	if err != nil {
-		return err
-	}
-	if c.IngressRate > 0 {
-		if err := bwCheckTBF(host, hostIf.Name, "ingressRate", netops.NewTBF(c.IngressRate/8, c.IngressBurst/8)); err != nil {
+	return podns.InHost(func(host *netops.Handle) error {
+		hostIf, err := bwHostIf(host, a.Netns, a.IfName, prev)
+		if err != nil {
 			return err
 		}
-	}
-	if c.EgressRate == 0 {
+		if c.IngressRate > 0 {
+			if err := bwCheckTBF(host, hostIf.Name, "ingressRate", netops.NewTBF(c.IngressRate/8, c.IngressBurst/8)); err != nil {
+				return err
+			}
+		}
+		if c.EgressRate == 0 {
+			return nil
+		}
+		ifbName := bwIfbName(a.ContainerID, a.IfName)
+		ifb, found, err := bwIfb(host, ifbName)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return cniplug.Errorf(types.ErrIOFailure, "bandwidth CHECK: the ifb device %s for egressRate is missing", ifbName)
+		}
+		if err := bwCheckTBF(host, ifbName, "egressRate", netops.NewTBF(c.EgressRate/8, c.EgressBurst/8)); err != nil {
+			return err
+		}
+		to, found, err := host.IngressRedirect(hostIf.Name)
+		if err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		if !found || to != ifb.Index {
+			return cniplug.Errorf(types.ErrIOFailure, "bandwidth CHECK: packets from the pod arriving on %s are not redirected to %s (egressRate)", hostIf.Name, ifbName)
+		}
 		return nil
-	}
-	ifbName := bwIfbName(a.ContainerID, a.IfName)
-	ifb, found, err := bwIfb(host, ifbName)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return cniplug.Errorf(types.ErrIOFailure, "bandwidth CHECK: the ifb device %s for egressRate is missing", ifbName)
-	}
-	if err := bwCheckTBF(host, ifbName, "egressRate", netops.NewTBF(c.EgressRate/8, c.EgressBurst/8)); err != nil {
-		return err
-	}
-	to, found, err := host.IngressRedirect(hostIf.Name)
-	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
-	}
-	if !found || to != ifb.Index {
-		return cniplug.Errorf(types.ErrIOFailure, "bandwidth CHECK: packets from the pod arriving on %s are not redirected to %s (egressRate)", hostIf.Name, ifbName)
-	}
-	return nil
+	})
 }
 
 func bwCheckTBF(host *netops.Handle, link, field string, want netops.TBF) error {

@@ -25,27 +25,15 @@ var Role = &cniplug.Role{
 		"on the host end of the pod's veth, egressRate/egressBurst on an ifb device that the host end's incoming packets " +
 		"are redirected to. Rates are in bits per second, bursts in bits; the \"bandwidth\" capability overrides the config. " +
 		"It runs chained after a veth-based main plugin such as bridge.",
-	Add:   cmdAdd,
-	Check: cmdCheck,
-	Del:   cmdDel,
+	Verbs: &chain.Verbs[*bwLimits]{Parse: parseBandwidthConf, Add: bandwidthAdd, Check: bandwidthCheck, Records: &bwRecords},
 	GC:    bandwidthGC,
 }
 
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseBandwidthConf, bandwidthAdd)
+// bwRecords are the bandwidth records of the store, and DEL from them.
+var bwRecords = chain.Records[store.BandwidthRecord]{
+	Kind:     (*store.Store).Bandwidth,
+	Teardown: bandwidthDel, AfterDel: "bandwidth/del/after-record",
 }
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseBandwidthConf, bandwidthCheck)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return bwRecords.Del(ctx, a, bandwidthDel, "bandwidth/del/after-record")
-}
-
-// bwRecords are the bandwidth records of the store.
-var bwRecords = chain.Records[store.BandwidthRecord]{Kind: (*store.Store).Bandwidth}
 
 func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwLimits, prev *current.Result) (_ types.Result, err error) {
 	if c.isZero() {

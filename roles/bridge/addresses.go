@@ -24,22 +24,15 @@ type addrPlan struct {
 // planAddresses works out from IPAM's result what the pod gets, and fills
 // res's IPs, routes and DNS with it.
 func planAddresses(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *addrPlan {
-	podIdx := 2
 	p := &addrPlan{}
-	gws := map[bool]netip.Addr{} // the first gateway of each family, by is4
-	for _, ipc := range ipamRes.IPs {
-		pfx := attach.PrefixOf(ipc.Address)
-		p.addrs = append(p.addrs, pfx)
-		gw := attach.AddrOf(ipc.Gateway)
-		if gw.IsValid() {
-			if _, seen := gws[gw.Is4()]; !seen {
-				gws[gw.Is4()] = gw
-			}
-			if c.IsGateway {
-				p.gateways = append(p.gateways, netip.PrefixFrom(gw, pfx.Bits()))
+	var gws map[bool]netip.Addr // the first gateway of each family, by is4
+	p.addrs, gws = attach.PodAddrs(ipamRes, res, 2)
+	if c.IsGateway {
+		for i, ipc := range ipamRes.IPs {
+			if gw := attach.AddrOf(ipc.Gateway); gw.IsValid() {
+				p.gateways = append(p.gateways, netip.PrefixFrom(gw, p.addrs[i].Bits()))
 			}
 		}
-		res.IPs = append(res.IPs, &current.IPConfig{Interface: &podIdx, Address: ipc.Address, Gateway: ipc.Gateway})
 	}
 	routes := append([]*types.Route(nil), ipamRes.Routes...)
 	if c.IsDefaultGW {

@@ -40,10 +40,5 @@ func checkDown(ctx context.Context, a *cniplug.Args, node func(*netops.Handle, *
 	if err := podns.In(a.Netns, func(pod *netops.Handle) error { return checkPodEnd(pod, a.IfName, mac) }); err != nil {
 		return err
 	}
-	host, err := podns.Host()
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	return node(host, prev)
+	return podns.InHost(func(host *netops.Handle) error { return node(host, prev) })
 }

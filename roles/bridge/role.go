@@ -15,21 +15,11 @@ var Role = &cniplug.Role{
 	About: "bridge connects the pod to a Linux bridge on the node with a veth pair: the pod end is CNI_IFNAME, " +
 		"the host end joins the bridge (default cni0). Addresses and routes come from the ipam section; " +
 		"isGateway puts the gateway address on the bridge and ipMasq masquerades the pod's traffic with nftables.",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: attach.Status,
+	Verbs: &plain,
 }
 
 // plain are the bridge role's own verbs: no other defaults, no hooks.
 var plain Verbs
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) { return plain.Add(ctx, a) }
-func cmdDel(ctx context.Context, a *cniplug.Args) error                 { return plain.Del(ctx, a) }
-func cmdCheck(ctx context.Context, a *cniplug.Args) error               { return plain.Check(ctx, a) }
-func cmdGC(ctx context.Context, a *cniplug.Args) error                  { return plain.GC(ctx, a) }
 
 // Verbs are the bridge plugin's verbs for a role built on it (azure-vnet's
 // bridge mode): its configs start from Defaults, and Hooks adds its own
@@ -45,6 +35,12 @@ func (v *Verbs) ParseConf(a *cniplug.Args) (*Conf, error) {
 	c := v.Defaults
 	c.hooks = v.Hooks
 	return parseConf(a, c)
+}
+
+// Run answers the call's verb as the bridge plugin (a cniplug.Verbs).
+func (v *Verbs) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	hv := attach.HostVerbs[*Conf]{Parse: v.ParseConf, Add: add, Check: check, Del: del, GC: gc}
+	return hv.Run(ctx, a)
 }
 
 // Add is the bridge plugin's ADD.

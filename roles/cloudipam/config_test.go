@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
 func loadTest(t *testing.T, fixed, stdin string, env map[string]string) (*config, error) {
@@ -68,7 +69,7 @@ func TestLoadConfig(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadTest(t, tt.fixed, tt.in, tt.env)
-			checkErr(t, err, tt.code, tt.words...)
+			roletest.CheckErr(t, err, tt.code, tt.words...)
 		})
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
 func testConfig(endpoint string) *config {
@@ -98,11 +100,11 @@ func TestFetch(t *testing.T) {
 	}
 	for _, p := range []string{"/big", "/bigchunked"} {
 		_, err := get(srv.URL + p)
-		checkErr(t, err, 6, "the agent gave an answer", "1 MiB")
+		roletest.CheckErr(t, err, 6, "the agent gave an answer", "1 MiB")
 	}
 	closeDelimited := rawServer(t, append([]byte("HTTP/1.0 200 OK\r\n\r\n"), big...))
 	_, err := get(closeDelimited)
-	checkErr(t, err, 6, "1 MiB")
+	roletest.CheckErr(t, err, 6, "1 MiB")
 
 	for name, url := range map[string]string{
 		"error status":       srv.URL + "/500",
@@ -214,18 +216,18 @@ func TestAWSProvider(t *testing.T) {
 		return err
 	}
 	const m1 = "0e:00:00:00:00:01"
-	checkErr(t, bad(m1, [3]string{"172.31.5.10\nnope", "172.31.0.0/20", "0"}), 6, "AWS IMDS at", `"nope"`)
-	checkErr(t, bad(m1, [3]string{"", "172.31.0.0/20", "0"}), 6, "lists no address")
-	checkErr(t, bad(m1, [3]string{"172.31.5.10", "172.31.0.0", "0"}), 6, "subnet-ipv4-cidr-block")
-	checkErr(t, bad(m1, [3]string{"172.31.5.10", "172.31.0.0/20", "x"}), 6, "device-number")
-	checkErr(t, bad(m1, [3]string{"172.31.5.10\n172.31.20.11", "172.31.0.0/20", "0"}), 6, "outside its subnet")
+	roletest.CheckErr(t, bad(m1, [3]string{"172.31.5.10\nnope", "172.31.0.0/20", "0"}), 6, "AWS IMDS at", `"nope"`)
+	roletest.CheckErr(t, bad(m1, [3]string{"", "172.31.0.0/20", "0"}), 6, "lists no address")
+	roletest.CheckErr(t, bad(m1, [3]string{"172.31.5.10", "172.31.0.0", "0"}), 6, "subnet-ipv4-cidr-block")
+	roletest.CheckErr(t, bad(m1, [3]string{"172.31.5.10", "172.31.0.0/20", "x"}), 6, "device-number")
+	roletest.CheckErr(t, bad(m1, [3]string{"172.31.5.10\n172.31.20.11", "172.31.0.0/20", "0"}), 6, "outside its subnet")
 
 	f.order = append(f.order, "zz:00")
 	_, err = p.query(context.Background(), nil)
-	checkErr(t, err, 6, `"zz:00"`, "not a MAC")
+	roletest.CheckErr(t, err, 6, `"zz:00"`, "not a MAC")
 	f.order = []string{m1, m1}
 	_, err = p.query(context.Background(), nil)
-	checkErr(t, err, 6, "twice")
+	roletest.CheckErr(t, err, 6, "twice")
 
 	f.token = "" // the token is refused
 	c2 := testConfig(srv.URL)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
 func fixtureXML(t testing.TB) []byte {
@@ -26,21 +26,6 @@ func addrs(from, to int) []netip.Addr {
 		out = append(out, netip.MustParseAddr(fmt.Sprintf("10.240.0.%d", i)))
 	}
 	return out
-}
-
-func checkErr(t *testing.T, err error, code uint, words ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want code %d", code)
-	}
-	if got := cniplug.CodeOf(err); got != code {
-		t.Errorf("code %d, want %d (%v)", got, code, err)
-	}
-	for _, w := range words {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("message %q lacks %q", err, w)
-		}
-	}
 }
 
 func TestParseAzureFixture(t *testing.T) {
@@ -176,7 +161,7 @@ func TestTidy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tidy("the agent", tt.in)
 			if tt.words != nil {
-				checkErr(t, err, 6, append([]string{"the agent gave an answer"}, tt.words...)...)
+				roletest.CheckErr(t, err, 6, append([]string{"the agent gave an answer"}, tt.words...)...)
 				return
 			}
 			if err != nil || !reflect.DeepEqual(got, tt.want) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/roles/cloudipam"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
 // Cloud IPAM chooses addresses with the shared allocator, in its order:
@@ -25,7 +26,7 @@ func TestCloudRequestedAndSticky(t *testing.T) {
 	}
 	podArgs("req", ";IP=10.240.0.35")
 	_, err := n.call(role, "ADD", "r2", conf)
-	checkErr(t, err, 7, "10.240.0.35") // the node's primary address is never handed out
+	roletest.CheckErr(t, err, 7, "10.240.0.35") // the node's primary address is never handed out
 
 	podArgs("web", "")
 	if got := parse(t, n.must(role, "ADD", "w1", conf)).IPs[0].Address; got != "10.240.0.36/16" {

@@ -1,10 +1,6 @@
 package cloudipam
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -17,11 +13,7 @@ var Role = &cniplug.Role{
 		"(a JSON pool file named by \"endpoint\"). NICs are matched to the node's interfaces by MAC (\"master\" pins one). " +
 		"The answer is cached in cnibox's store and asked again at most every \"queryInterval\" (10s); when the provider " +
 		"cannot be reached, addresses come from the cache. $" + EnvEndpoint + " overrides the provider's URL or file.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadAny, Add: add, Check: check, Del: del, GC: gc, Status: status},
 }
 
 // AzureRole is azure-vnet-ipam: cloud IPAM with provider azure, a drop-in for
@@ -33,45 +25,10 @@ var AzureRole = &cniplug.Role{
 		"as the Azure host agent lists them (http://168.63.129.16/machine/plugins?comp=nmagent&type=getinterfaceinfov1, " +
 		"or \"endpoint\", or $" + EnvEndpoint + "), with gateway = the subnet's first host and DNS 168.63.129.16. " +
 		"It is cnibox's cloud-ipam with \"provider\": \"azure\".",
-	Add:    cmdAddAzure,
-	Check:  cmdCheckAzure,
-	Del:    cmdDelAzure,
-	GC:     cmdGCAzure,
-	Status: cmdStatusAzure,
+	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadAzure, Add: add, Check: check, Del: del, GC: gc, Status: status},
 }
 
 // loadAny reads the config with the provider it names; loadAzure with
 // provider azure.
 func loadAny(a *cniplug.Args) (*config, error)   { return loadConfig(a, "") }
 func loadAzure(a *cniplug.Args) (*config, error) { return loadConfig(a, ProviderAzure) }
-
-// The verbs of Role and AzureRole, named functions so that both are data
-// (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, loadAny, add)
-}
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAny, check)
-}
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAny, del)
-}
-func cmdGC(ctx context.Context, a *cniplug.Args) error { return cniplug.WithConf(ctx, a, loadAny, gc) }
-func cmdStatus(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAny, status)
-}
-func cmdAddAzure(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, loadAzure, add)
-}
-func cmdCheckAzure(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAzure, check)
-}
-func cmdDelAzure(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAzure, del)
-}
-func cmdGCAzure(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAzure, gc)
-}
-func cmdStatusAzure(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadAzure, status)
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/cloudipam"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -165,21 +166,6 @@ func azureConf(version, ipamExtra string) string {
 	return `{"cniVersion":"` + version + `","name":"azure","type":"azure-vnet","mode":"bridge","bridge":"azure0","ipam":{"type":"azure-vnet-ipam"` + ipamExtra + `}}`
 }
 
-func checkErr(t *testing.T, err error, code uint, words ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want code %d", code)
-	}
-	if got := cniplug.CodeOf(err); got != code {
-		t.Errorf("code %d, want %d (%v)", got, code, err)
-	}
-	for _, w := range words {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("message %q lacks %q", err, w)
-		}
-	}
-}
-
 func TestAzureVnetIPAM(t *testing.T) {
 	addNIC(t, "eth0", fixtureMAC)
 	ag := newAgent(t, fixture(t))
@@ -206,12 +192,12 @@ func TestAzureVnetIPAM(t *testing.T) {
 		}
 	}
 	_, err := n.call(role, "ADD", "pod30", conf)
-	checkErr(t, err, cniplug.CodePoolExhausted, `network "azure"`, "all 30 secondary IPs of NIC 00:0d:3a:51:c4:90 in 10.240.0.0/16 are in use")
+	roletest.CheckErr(t, err, cniplug.CodePoolExhausted, `network "azure"`, "all 30 secondary IPs of NIC 00:0d:3a:51:c4:90 in 10.240.0.0/16 are in use")
 	if h := ag.hits.Load(); h != 1 {
 		t.Errorf("the host agent was asked %d times, want once within queryInterval", h)
 	}
 	_, err = n.call(role, "STATUS", "", azureConf("1.1.0", `,"queryInterval":"1h"`))
-	checkErr(t, err, cniplug.CodeNotReady, "all 30 secondary IPs")
+	roletest.CheckErr(t, err, cniplug.CodeNotReady, "all 30 secondary IPs")
 
 	// A retried ADD gets the same address; CHECK finds it.
 	first := parse(t, n.must(role, "ADD", "pod0", conf)).IPs[0].Address
@@ -224,7 +210,7 @@ func TestAzureVnetIPAM(t *testing.T) {
 	n.must(role, "DEL", "pod0", conf)
 	n.must(role, "DEL", "pod0", conf)
 	_, err = n.call(role, "CHECK", "pod0", azureConf("1.0.0", `,"queryInterval":"1h"`))
-	checkErr(t, err, 3, "pod0", "holds no address")
+	roletest.CheckErr(t, err, 3, "pod0", "holds no address")
 	if again := parse(t, n.must(role, "ADD", "pod30", conf)).IPs[0].Address; again != first {
 		t.Errorf("pod30 got %s, want the released %s", again, first)
 	}
@@ -300,9 +286,9 @@ func TestAzureRefreshAndOutage(t *testing.T) {
 	// With no cache, an outage is "try again later".
 	fresh := newNode(t, ag.url())
 	_, err := fresh.call(role, "ADD", "d", conf)
-	checkErr(t, err, 11, "Azure host agent at "+ag.url(), "no earlier answer")
+	roletest.CheckErr(t, err, 11, "Azure host agent at "+ag.url(), "no earlier answer")
 	_, err = fresh.call(role, "STATUS", "", azureConf("1.1.0", ""))
-	checkErr(t, err, cniplug.CodeNotReady, "Azure host agent")
+	roletest.CheckErr(t, err, cniplug.CodeNotReady, "Azure host agent")
 	fresh.must(role, "DEL", "d", conf)
 }
 
@@ -329,7 +315,7 @@ func TestAzureBadAnswers(t *testing.T) {
 			ag := newAgent(t, tt.body)
 			n := newNode(t, ag.url())
 			_, err := n.call(role, "ADD", "x", tt.conf)
-			checkErr(t, err, tt.code, tt.words...)
+			roletest.CheckErr(t, err, tt.code, tt.words...)
 		})
 	}
 	// master pins the NIC.
@@ -393,7 +379,7 @@ func TestAWS(t *testing.T) {
 		t.Errorf("pods got %v, want the ENI's secondary addresses (never its primary 172.31.5.10)", got)
 	}
 	_, err := n.call(role, "ADD", "c", conf)
-	checkErr(t, err, cniplug.CodePoolExhausted, "all 2 secondary IPs of NIC 0e:5c:11:22:33:44 in 172.31.0.0/20 are in use", "ENI")
+	roletest.CheckErr(t, err, cniplug.CodePoolExhausted, "all 2 secondary IPs of NIC 0e:5c:11:22:33:44 in 172.31.0.0/20 are in use", "ENI")
 
 	down.Store(true)
 	n.must(role, "DEL", "a", conf)
@@ -417,7 +403,7 @@ func TestFilePools(t *testing.T) {
 	}
 	n.must(role, "ADD", "b", conf)
 	_, err := n.call(role, "ADD", "c", conf)
-	checkErr(t, err, cniplug.CodePoolExhausted, "all 2 addresses of the pool in 10.9.0.0/24 are in use", path)
+	roletest.CheckErr(t, err, cniplug.CodePoolExhausted, "all 2 addresses of the pool in 10.9.0.0/24 are in use", path)
 	// The file grows: the next call sees it.
 	os.WriteFile(path, []byte(`{"interfaces": [{"subnet": "10.9.0.0/24", "addresses": ["10.9.0.10-10.9.0.12"]}]}`), 0o600)
 	if r := parse(t, n.must(role, "ADD", "c", conf)); r.IPs[0].Address != "10.9.0.12/24" {
@@ -425,7 +411,7 @@ func TestFilePools(t *testing.T) {
 	}
 	os.WriteFile(path, []byte(`{"interfaces": [{"subnet": "10.9.0.0/24", "adresses": []}]}`), 0o600)
 	_, err = n.call(role, "ADD", "d", conf)
-	checkErr(t, err, 6, "pool file "+path, "a field this file may not hold")
+	roletest.CheckErr(t, err, 6, "pool file "+path, "a field this file may not hold")
 	for _, cid := range []string{"a", "b", "c", "a"} {
 		n.must(role, "DEL", cid, conf)
 	}

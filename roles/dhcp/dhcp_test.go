@@ -186,7 +186,7 @@ func TestConfig(t *testing.T) {
 func TestBridge(t *testing.T) {
 	n := roletest.NewNode(t, bridge.Role, dhcp.Role)
 	l := newLAN(t)
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	if _, err := host.EnsureBridge(netops.BridgeOpts{Name: "dhbr0"}); err != nil {
 		t.Fatal(err)
 	}

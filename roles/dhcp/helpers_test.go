@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/dhcp"
 	"github.com/cnibox/cnibox/roles/dhcp/daemon"
@@ -56,15 +54,7 @@ type lan struct {
 func newLAN(t *testing.T) *lan {
 	t.Helper()
 	dnsmasq := nstest.RequireProgram(t, "dnsmasq", "dnsmasq-base")
-	l := &lan{t: t, ns: nstest.NewNS(t, "lan"), leaseFile: filepath.Join(t.TempDir(), "leases"), log: &bytes.Buffer{}}
-	host, lh := open(t, ""), open(t, l.ns)
-	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: lh}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.DeleteLink("lan0") })
-	if err := lh.EnsureAddr("eth0", netip.MustParsePrefix(lanRouter+"/24"), netops.AddrOpts{NoDAD: true}); err != nil {
-		t.Fatal(err)
-	}
+	l := &lan{t: t, ns: roletest.NewLAN(t, []string{lanRouter + "/24"}, nil).NS, leaseFile: filepath.Join(t.TempDir(), "leases"), log: &bytes.Buffer{}}
 	l.cmd = exec.Command(dnsmasq, "--no-daemon", "--conf-file=/dev/null", "--user=root", "--group=root",
 		"--port=0", "--interface=eth0", "--bind-interfaces", "--pid-file=", "--log-dhcp", "--log-facility=-",
 		"--dhcp-authoritative", "--no-ping", "--dhcp-range=10.56.0.100,10.56.0.199,255.255.255.0,2m",
@@ -134,16 +124,6 @@ func (l *lan) waitLeases(what string, ok func(map[string]string) bool) map[strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
 }
 
 // dhcpDaemon is a running `dhcp daemon`.

@@ -15,12 +15,11 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
 // spec is the dummy device kind: no modes (netops reports "" for it).
-var spec = &lower.Spec{
+var spec = lower.Spec{
 	Kind:  "dummy",
 	Modes: []string{""},
 	Create: func(pod *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error) {
@@ -35,22 +34,17 @@ var Role = &cniplug.Role{
 	About: "dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes " +
 		"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a " +
 		"VM-in-pod's interface) and carries no traffic.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: attach.Status,
+	Verbs: &lower.Own[*lower.Conf]{Spec: &spec, Parse: parse, Add: add, Check: check},
 }
 
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, parse, spec.AddBare)
+// add and check are lower's for a masterless kind.
+func add(ctx context.Context, a *cniplug.Args, c *lower.Conf) (types.Result, error) {
+	return spec.AddBare(ctx, a, c)
 }
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parse, spec.CheckBare)
+
+func check(ctx context.Context, a *cniplug.Args, c *lower.Conf) error {
+	return spec.CheckBare(ctx, a, c)
 }
-func cmdDel(ctx context.Context, a *cniplug.Args) error { return spec.Del(ctx, a) }
-func cmdGC(ctx context.Context, a *cniplug.Args) error  { return spec.GC(ctx, a) }
 
 // parse reads lower's fields once need has passed.
 func parse(a *cniplug.Args) (*lower.Conf, error) {

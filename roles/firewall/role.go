@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 
-	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -19,24 +18,9 @@ var Role = &cniplug.Role{
 		"keeps the operators' chain CNI-ADMIN first, and applies ingressPolicy same-bridge or isolated; " +
 		"with backend firewalld (or left out while firewalld runs) it binds the addresses to firewalldZone over D-Bus instead. " +
 		"It is a chained plugin: put it after the main plugin in a conflist.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    firewallDel,
-	GC:     firewallGC,
-	Status: cmdStatus,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseConf, firewallAdd)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseConf, firewallCheck)
-}
-
-func cmdStatus(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parseConf, firewallStatus)
+	Verbs: &chain.Verbs[*firewallConf]{Parse: parseConf, Add: firewallAdd, Check: firewallCheck, Status: firewallStatus},
+	Del:   firewallDel,
+	GC:    firewallGC,
 }
 
 // firewallStatus answers STATUS: ready, unless the config asks for

@@ -19,23 +19,13 @@ var (
 
 func newNode(t *testing.T) *roletest.Node { return roletest.NewNode(t, Role, hostlocal.Role) }
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // newDevice gives the node a device called name that stands in for a NIC:
 // a veth whose peer is in a LAN namespace (host 10.62.0.1, fd62::1), with
 // an address of its own on the node, MTU 1400, up. It returns its state.
 func newDevice(t *testing.T, name string) netops.DeviceState {
 	t.Helper()
-	lan := open(t, nstest.NewNS(t, "lan"))
-	host := open(t, "")
+	lan := roletest.Open(t, nstest.NewNS(t, "lan"))
+	host := roletest.Open(t, "")
 	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: name, PeerName: "eth0", Peer: lan, MTU: 1400}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +51,7 @@ func newDevice(t *testing.T, name string) netops.DeviceState {
 // backAsItWas fails the test unless the node has the device as st says.
 func backAsItWas(t *testing.T, st netops.DeviceState) {
 	t.Helper()
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	got, err := host.DeviceStateOf(st.Name)
 	if err != nil {
 		t.Fatalf("the device %s is not back on the node: %v", st.Name, err)

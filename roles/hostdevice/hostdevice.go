@@ -13,10 +13,6 @@
 package hostdevice
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
@@ -27,7 +23,7 @@ const plugin = "host-device"
 
 // spec puts the plan on the moved device. It does not announce the
 // addresses (the reference does not either).
-var spec = &lower.Spec{Kind: plugin}
+var spec = lower.Spec{Kind: plugin}
 
 // Role is the "host-device" role.
 var Role = &cniplug.Role{
@@ -35,26 +31,6 @@ var Role = &cniplug.Role{
 	About: "host-device moves a device of the node (\"device\", \"hwaddr\", \"kernelpath\", \"pciBusID\" or " +
 		"runtimeConfig.deviceID) into the pod as CNI_IFNAME with the addresses and routes of the ipam section, " +
 		"and on DEL gives it back to the node under its own name with its addresses, MTU, MAC and up state.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
+	Verbs:  &cniplug.ConfVerbs[*conf]{Parse: parse, Add: add, Check: check, Del: del, GC: gc},
 	Status: attach.Status,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, parse, add)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parse, check)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parse, del)
-}
-
-func cmdGC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parse, gc)
 }

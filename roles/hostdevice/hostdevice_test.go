@@ -28,7 +28,7 @@ func TestAddCheckDel(t *testing.T) {
 				if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Sandbox != p.Netns || res.Interfaces[0].Mac != st.MAC.String() {
 					t.Fatalf("interfaces = %+v, want eth0 in the pod with MAC %s", res.Interfaces, st.MAC)
 				}
-				pod := open(t, p.Netns)
+				pod := roletest.Open(t, p.Netns)
 				l, err := pod.LinkByName("eth0")
 				if err != nil || l.Kind != "veth" || !l.Up || l.MAC.String() != st.MAC.String() {
 					t.Fatalf("pod's eth0 = %+v, %v; want the up device", l, err)
@@ -36,7 +36,7 @@ func TestAddCheckDel(t *testing.T) {
 				if alias, _ := pod.LinkAlias("eth0"); alias != "dev0" {
 					t.Errorf("alias of the pod's eth0 = %q, want dev0", alias)
 				}
-				if _, err := open(t, "").LinkByName("dev0"); err == nil {
+				if _, err := roletest.Open(t, "").LinkByName("dev0"); err == nil {
 					t.Error("the node still has dev0")
 				}
 				addrs, _ := pod.Addrs("eth0")
@@ -87,7 +87,7 @@ func TestL2(t *testing.T) {
 	if res := roletest.Result(t, out, "1.1.0"); len(res.IPs) != 0 || len(res.Interfaces) != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	if l, err := open(t, p.Netns).LinkByName("eth0"); err != nil || !l.Up {
+	if l, err := roletest.Open(t, p.Netns).LinkByName("eth0"); err != nil || !l.Up {
 		t.Errorf("eth0 = %+v, %v; want up", l, err)
 	}
 	n.Must(Role, "CHECK", p, roletest.WithPrev(t, c, out))
@@ -114,13 +114,13 @@ func TestInUse(t *testing.T) {
 	}
 	// As if a's ADD had died before the move: the device on the node, a's
 	// record holding it.
-	if _, err := open(t, a.Netns).MoveLink(netops.MoveOpts{Name: "eth0", Into: open(t, ""), NewName: "dev0"}); err != nil {
+	if _, err := roletest.Open(t, a.Netns).MoveLink(netops.MoveOpts{Name: "eth0", Into: roletest.Open(t, ""), NewName: "dev0"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Call(Role, "ADD", b, c); roletest.Code(err) != 7 || !strings.Contains(err.Error(), a.ID) {
 		t.Errorf("ADD of a device a record holds: %v; want code 7 naming %s", err, a.ID)
 	}
-	if _, err := open(t, b.Netns).LinkByName("eth0"); err == nil {
+	if _, err := roletest.Open(t, b.Netns).LinkByName("eth0"); err == nil {
 		t.Error("a refused ADD moved the device")
 	}
 	n.Must(Role, "DEL", a, c)
@@ -143,7 +143,7 @@ func TestUndo(t *testing.T) {
 	if roletest.Code(err) != 5 || !strings.Contains(err.Error(), "192.168.0.0/16") {
 		t.Errorf("ADD with an unreachable route gateway: %v, want code 5 naming the route", err)
 	}
-	if _, err := open(t, p.Netns).LinkByName("eth0"); err == nil {
+	if _, err := roletest.Open(t, p.Netns).LinkByName("eth0"); err == nil {
 		t.Error("the pod's eth0 is left after a failed ADD")
 	}
 	backAsItWas(t, st)
@@ -182,7 +182,7 @@ func TestDelReturnedByKernel(t *testing.T) {
 	p := n.NewPod("back")
 	c := netConf("1.0.0", `,"device":"dev0"`, v4)
 	n.Must(Role, "ADD", p, c)
-	if _, err := open(t, p.Netns).MoveLink(netops.MoveOpts{Name: "eth0", Into: open(t, ""), NewName: "dev7"}); err != nil {
+	if _, err := roletest.Open(t, p.Netns).MoveLink(netops.MoveOpts{Name: "eth0", Into: roletest.Open(t, ""), NewName: "dev7"}); err != nil {
 		t.Fatal(err)
 	}
 	n.Must(Role, "DEL", p, c)
@@ -199,7 +199,7 @@ func TestDelNameTaken(t *testing.T) {
 	p := n.NewPod("taken")
 	c := netConf("1.0.0", `,"device":"dev0"`, v4)
 	n.Must(Role, "ADD", p, c)
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "dev0", PeerName: "dev0p", Peer: host}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +224,11 @@ func TestDelReferenceAlias(t *testing.T) {
 	newDevice(t, "dev0")
 	p := n.NewPod("ref")
 	alias := "dev0"
-	if _, err := open(t, "").MoveLink(netops.MoveOpts{Name: "dev0", Into: open(t, p.Netns), NewName: "eth0", Alias: &alias}); err != nil {
+	if _, err := roletest.Open(t, "").MoveLink(netops.MoveOpts{Name: "dev0", Into: roletest.Open(t, p.Netns), NewName: "eth0", Alias: &alias}); err != nil {
 		t.Fatal(err)
 	}
 	n.Must(Role, "DEL", p, []byte(`{"cniVersion":"1.0.0","name":"hdnet","type":"host-device","device":"dev0"}`))
-	if l, err := open(t, "").LinkByName("dev0"); err != nil {
+	if l, err := roletest.Open(t, "").LinkByName("dev0"); err != nil {
 		t.Errorf("dev0 not back on the node: %+v, %v", l, err)
 	}
 }
@@ -244,7 +244,7 @@ func TestGC(t *testing.T) {
 	n.Must(Role, "ADD", drop, netConf("1.1.0", `,"device":"dev1"`, v4))
 	c := netConf("1.1.0", `,"device":"dev0"`, v4)
 	n.Must(Role, "GC", keep, roletest.WithKeep(t, c, keep))
-	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
+	if _, err := roletest.Open(t, keep.Netns).LinkByName("eth0"); err != nil {
 		t.Errorf("GC took the kept pod's device: %v", err)
 	}
 	backAsItWas(t, st1)
@@ -264,7 +264,7 @@ func TestCheckFails(t *testing.T) {
 	p := n.NewPod("chk")
 	c := netConf("1.0.0", `,"device":"dev0"`, v4)
 	out := n.Must(Role, "ADD", p, c)
-	pod := open(t, p.Netns)
+	pod := roletest.Open(t, p.Netns)
 	res := roletest.Result(t, out, "1.0.0")
 	if err := pod.DeleteAddr("eth0", attach.PrefixOf(res.IPs[0].Address)); err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func TestDPDK(t *testing.T) {
 	if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Mac != "" || len(res.IPs) != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	if _, err := open(t, p.Netns).LinkByName("eth0"); err == nil {
+	if _, err := roletest.Open(t, p.Netns).LinkByName("eth0"); err == nil {
 		t.Error("a DPDK device put an eth0 in the pod")
 	}
 	if eps := n.Endpoints("hdnet"); len(eps) != 1 || eps[0].Extra["dpdk"] != "true" || eps[0].Extra["pciBusID"] != "0000:00:07.0" {
@@ -144,7 +144,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := n.Call(Role, "ADD", p, c, "CNI_NETNS", "/run/netns/no-such-pod"); roletest.Code(err) != 3 {
 		t.Errorf("ADD into a missing netns: %v, want code 3", err)
 	}
-	pod := open(t, p.Netns)
+	pod := roletest.Open(t, p.Netns)
 	if _, _, err := pod.EnsureVeth(netops.VethOpts{HostName: "eth0", PeerName: "eth0p", Peer: pod}); err != nil {
 		t.Fatal(err)
 	}

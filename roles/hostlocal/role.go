@@ -3,8 +3,6 @@ package hostlocal
 import (
 	"context"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -21,30 +19,17 @@ var Role = &cniplug.Role{
 		"round robin, and records them in cnibox's store (in dataDir, $CNIBOX_DATA_DIR or /var/lib/cnibox). " +
 		"It honours requested addresses (CNI_ARGS IP=, args.cni.ips, the ips capability), the ipRanges " +
 		"capability, \"routes\", \"resolvConf\", and cnibox's \"sticky\": true (a pod gets its previous address back).",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadRanges, Add: add, Check: check, Status: status},
+	Del:   cmdDel,
+	GC:    cmdGC,
 }
 
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, loadRanges, add)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadRanges, check)
-}
-
+// DEL and GC need only the owners (see loadOwners): named functions, so that
+// Role is data (see cniplug.Role).
 func cmdDel(ctx context.Context, a *cniplug.Args) error {
 	return cniplug.WithConf(ctx, a, loadOwners, del)
 }
 
 func cmdGC(ctx context.Context, a *cniplug.Args) error {
 	return cniplug.WithConf(ctx, a, loadOwners, gc)
-}
-
-func cmdStatus(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadRanges, status)
 }

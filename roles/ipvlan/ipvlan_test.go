@@ -18,32 +18,12 @@ import (
 
 var lanHost = netip.MustParseAddr("10.58.0.1")
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // newLAN makes a LAN namespace (host 10.58.0.1, fd58::1) behind lan0, which
 // stands in for the node's NIC, and skips the test when the kernel has no
 // ipvlan.
 func newLAN(t *testing.T) {
 	t.Helper()
-	lan := nstest.NewNS(t, "lan")
-	host, l := open(t, ""), open(t, lan)
-	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: l}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.DeleteLink("lan0") })
-	for _, a := range []string{"10.58.0.1/24", "fd58::1/64"} {
-		if err := l.EnsureAddr("eth0", netip.MustParsePrefix(a), netops.AddrOpts{NoDAD: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	host := roletest.NewLAN(t, []string{"10.58.0.1/24", "fd58::1/64"}, nil).Node
 	_, err := host.EnsureIpvlan(netops.SubLinkOpts{Name: "probe0", Master: "lan0"})
 	nstest.SkipIfKernelLacks(t, "ipvlan", err)
 	if err != nil {
@@ -75,9 +55,9 @@ func TestAddCheckDel(t *testing.T) {
 				c := conf(v, mode, dual)
 				out := n.Must(ipvlan.Role, "ADD", p, c)
 				res := roletest.Result(t, out, v)
-				pod := open(t, p.Netns)
+				pod := roletest.Open(t, p.Netns)
 				l, err := pod.SubLinkByName("eth0")
-				master, _ := open(t, "").LinkByName("lan0")
+				master, _ := roletest.Open(t, "").LinkByName("lan0")
 				if err != nil || l.Kind != "ipvlan" || l.Mode != mode || !l.Up || l.MAC.String() != master.MAC.String() {
 					t.Fatalf("pod's eth0 = %+v, %v; want an up ipvlan in mode %s with the master's MAC", l, err, mode)
 				}
@@ -119,7 +99,7 @@ func TestChained(t *testing.T) {
 	if len(res.IPs) != 1 || res.IPs[0].Address.String() != "10.58.0.77/24" {
 		t.Errorf("result IPs = %v, want prevResult's", res.IPs)
 	}
-	if _, err := open(t, p.Netns).Ping(lanHost, 3*time.Second); err != nil {
+	if _, err := roletest.Open(t, p.Netns).Ping(lanHost, 3*time.Second); err != nil {
 		t.Errorf("the pod cannot reach the LAN host: %v", err)
 	}
 	for range 2 {

@@ -49,20 +49,18 @@ func loopbackAdd(_ context.Context, a *cniplug.Args) (types.Result, error) {
 	return res, nil
 }
 
+// loopbackCheck verifies that lo is up in the pod.
 func loopbackCheck(_ context.Context, a *cniplug.Args) error {
-	h, err := podns.Open(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	l, err := h.LinkByName("lo")
-	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
-	}
-	if !l.Up {
-		return cniplug.Errorf(types.ErrIOFailure, "lo is down in %s", a.Netns)
-	}
-	return nil
+	return podns.In(a.Netns, func(h *netops.Handle) error {
+		l, err := h.LinkByName("lo")
+		if err != nil {
+			return cniplug.WithCode(types.ErrIOFailure, err)
+		}
+		if !l.Up {
+			return cniplug.Errorf(types.ErrIOFailure, "lo is down in %s", a.Netns)
+		}
+		return nil
+	})
 }
 
 func loopbackDel(_ context.Context, a *cniplug.Args) error {

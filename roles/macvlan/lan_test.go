@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/macvlan"
@@ -26,39 +25,15 @@ func newNode(t *testing.T) *roletest.Node { return roletest.NewNode(t, macvlan.R
 // LAN's path.
 func newLAN(t *testing.T) string {
 	t.Helper()
-	lan := nstest.NewNS(t, "lan")
-	host, l := open(t, ""), open(t, lan)
-	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: l}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.DeleteLink("lan0") })
-	for _, a := range []struct {
-		h    *netops.Handle
-		dev  string
-		addr string
-	}{{l, "eth0", "10.55.0.1/24"}, {l, "eth0", "fd55::1/64"}, {host, "lan0", "10.55.0.2/24"}, {host, "lan0", "fd55::2/64"}} {
-		if err := a.h.EnsureAddr(a.dev, netip.MustParsePrefix(a.addr), netops.AddrOpts{NoDAD: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := host.EnsureRoute(netops.Route{GW: lanHost4, Dev: "lan0"}); err != nil {
+	lan := roletest.NewLAN(t, []string{"10.55.0.1/24", "fd55::1/64"}, []string{"10.55.0.2/24", "fd55::2/64"})
+	if err := lan.Node.EnsureRoute(netops.Route{GW: lanHost4, Dev: "lan0"}); err != nil {
 		t.Fatal(err)
 	}
 	// The LAN host learns neighbours from gratuitous ARP.
-	if err := l.SetSysctl("net/ipv4/conf/eth0/arp_accept", "1"); err != nil {
+	if err := lan.LAN.SetSysctl("net/ipv4/conf/eth0/arp_accept", "1"); err != nil {
 		t.Fatal(err)
 	}
-	return lan
-}
-
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
+	return lan.NS
 }
 
 // conf is a macvlan network on lan0; ranges is host-local's "ranges" JSON.

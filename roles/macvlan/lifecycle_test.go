@@ -24,7 +24,7 @@ func TestUndo(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "192.168.0.0/16") {
 		t.Fatalf("ADD with an unreachable route gateway: %v, want the route's error", err)
 	}
-	if _, err := open(t, p.Netns).LinkByName("eth0"); err == nil {
+	if _, err := roletest.Open(t, p.Netns).LinkByName("eth0"); err == nil {
 		t.Error("the pod's eth0 is left after a failed ADD")
 	}
 	n.Empty("mvnet")
@@ -60,10 +60,10 @@ func TestGC(t *testing.T) {
 	n.Must(macvlan.Role, "ADD", keep, c)
 	n.Must(macvlan.Role, "ADD", drop, c)
 	n.Must(macvlan.Role, "GC", keep, roletest.WithKeep(t, c, keep))
-	if _, err := open(t, keep.Netns).LinkByName("eth0"); err != nil {
+	if _, err := roletest.Open(t, keep.Netns).LinkByName("eth0"); err != nil {
 		t.Errorf("GC removed the kept pod's device: %v", err)
 	}
-	if _, err := open(t, drop.Netns).LinkByName("eth0"); err == nil {
+	if _, err := roletest.Open(t, drop.Netns).LinkByName("eth0"); err == nil {
 		t.Error("GC left the dropped pod's device")
 	}
 	if rs := n.Reservations("mvnet"); len(rs) != 1 || rs[0].ContainerID != keep.ID {
@@ -86,7 +86,7 @@ func TestCheckFails(t *testing.T) {
 	if _, err := n.Call(macvlan.Role, "CHECK", p, roletest.WithPrev(t, other, out)); err == nil || !strings.Contains(err.Error(), "mode") {
 		t.Errorf("CHECK with mode vepa of a bridge-mode device: %v, want an error about the mode", err)
 	}
-	if err := open(t, p.Netns).SetLinkDown("eth0"); err != nil {
+	if err := roletest.Open(t, p.Netns).SetLinkDown("eth0"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Call(macvlan.Role, "CHECK", p, roletest.WithPrev(t, c, out)); err == nil || !strings.Contains(err.Error(), "down") {

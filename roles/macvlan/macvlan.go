@@ -7,12 +7,7 @@
 package macvlan
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
@@ -23,17 +18,5 @@ var Role = &cniplug.Role{
 		"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, with its own MAC " +
 		"(\"mac\" or the mac capability) and the addresses and routes from the ipam section: the pod is a host of the " +
 		"master's LAN. \"mode\" is bridge (default), private, vepa, passthru or source.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: attach.Status,
+	Verbs: &lower.Macvlan,
 }
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return lower.Macvlan.Add(ctx, a)
-}
-func cmdCheck(ctx context.Context, a *cniplug.Args) error { return lower.Macvlan.Check(ctx, a) }
-func cmdDel(ctx context.Context, a *cniplug.Args) error   { return lower.Macvlan.Del(ctx, a) }
-func cmdGC(ctx context.Context, a *cniplug.Args) error    { return lower.Macvlan.GC(ctx, a) }

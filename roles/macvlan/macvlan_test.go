@@ -32,7 +32,7 @@ func TestAddCheckDel(t *testing.T) {
 				if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "eth0" || res.Interfaces[0].Sandbox != p.Netns {
 					t.Fatalf("interfaces = %+v", res.Interfaces)
 				}
-				pod := open(t, p.Netns)
+				pod := roletest.Open(t, p.Netns)
 				l, err := pod.SubLinkByName("eth0")
 				if err != nil || l.Kind != "macvlan" || l.Mode != "bridge" || !l.Up || l.MAC.String() != res.Interfaces[0].Mac {
 					t.Fatalf("pod's eth0 = %+v, %v; want an up macvlan in bridge mode with MAC %s", l, err, res.Interfaces[0].Mac)
@@ -74,7 +74,7 @@ func TestAddCheckDel(t *testing.T) {
 				if _, err := pod.LinkByName("eth0"); err == nil {
 					t.Error("the pod's eth0 is still there after DEL")
 				}
-				if _, err := open(t, "").LinkByName("lan0"); err != nil {
+				if _, err := roletest.Open(t, "").LinkByName("lan0"); err != nil {
 					t.Errorf("the master is gone: %v", err)
 				}
 				n.Empty("mvnet")
@@ -86,7 +86,7 @@ func TestAddCheckDel(t *testing.T) {
 // learnt reports whether the LAN host has (within a second) a neighbour
 // entry with mac.
 func learnt(t *testing.T, lan, mac string) bool {
-	h := open(t, lan)
+	h := roletest.Open(t, lan)
 	want, _ := net.ParseMAC(mac)
 	for range 20 {
 		ns, err := h.Neighs("eth0")

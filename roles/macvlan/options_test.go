@@ -31,7 +31,7 @@ func TestMAC(t *testing.T) {
 				args += ";" + tc.args
 			}
 			res := roletest.Result(t, n.Must(macvlan.Role, "ADD", p, c, "CNI_ARGS", args), "1.0.0")
-			l, err := open(t, p.Netns).LinkByName("eth0")
+			l, err := roletest.Open(t, p.Netns).LinkByName("eth0")
 			if err != nil || l.MAC.String() != tc.want || res.Interfaces[0].Mac != tc.want {
 				t.Errorf("MAC = %v (result %s), %v; want %s", l.MAC, res.Interfaces[0].Mac, err, tc.want)
 			}
@@ -49,7 +49,7 @@ func TestModes(t *testing.T) {
 			p := n.NewPod(mode)
 			c := conf("1.1.0", v4, `,"master":"lan0","mode":"`+mode+`","mtu":1400,"bcqueuelen":100`)
 			out := n.Must(macvlan.Role, "ADD", p, c)
-			l, err := open(t, p.Netns).SubLinkByName("eth0")
+			l, err := roletest.Open(t, p.Netns).SubLinkByName("eth0")
 			if err != nil || l.Mode != mode || l.MTU != 1400 {
 				t.Errorf("eth0 = %+v, %v; want mode %s, MTU 1400", l, err, mode)
 			}
@@ -71,7 +71,7 @@ func TestL2(t *testing.T) {
 	if len(res.IPs) != 0 || len(res.Interfaces) != 1 {
 		t.Errorf("result = %+v", res)
 	}
-	l, err := open(t, p.Netns).LinkByName("eth0")
+	l, err := roletest.Open(t, p.Netns).LinkByName("eth0")
 	if err != nil || !l.Up {
 		t.Errorf("eth0 = %+v, %v; want up", l, err)
 	}
@@ -88,11 +88,11 @@ func TestLinkInContainer(t *testing.T) {
 	n := newNode(t)
 	lan := newLAN(t)
 	p := n.NewPod("lic")
-	pod := open(t, p.Netns)
-	if _, _, err := pod.EnsureVeth(netops.VethOpts{HostName: "up0", PeerName: "lan1", Peer: open(t, lan)}); err != nil {
+	pod := roletest.Open(t, p.Netns)
+	if _, _, err := pod.EnsureVeth(netops.VethOpts{HostName: "up0", PeerName: "lan1", Peer: roletest.Open(t, lan)}); err != nil {
 		t.Fatal(err)
 	}
-	lh := open(t, lan)
+	lh := roletest.Open(t, lan)
 	if err := lh.SetLinkUp("lan1"); err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +146,14 @@ func TestBadInput(t *testing.T) {
 	if _, err := n.Call(macvlan.Role, "ADD", p, conf("1.0.0", v4, ""), "CNI_NETNS", "/run/netns/no-such-pod"); roletest.Code(err) != 3 {
 		t.Errorf("ADD into a missing netns: %v, want code 3", err)
 	}
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	if err := host.DeleteRoute(netops.Route{GW: lanHost4, Dev: "lan0"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Call(macvlan.Role, "ADD", p, conf("1.0.0", v4, "")); roletest.Code(err) != 7 || !strings.Contains(err.Error(), "default route") {
 		t.Errorf("ADD without master nor default route: %v, want code 7 about the default route", err)
 	}
-	if _, _, err := open(t, p.Netns).EnsureIfb("eth0", 0); err != nil {
+	if _, _, err := roletest.Open(t, p.Netns).EnsureIfb("eth0", 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Call(macvlan.Role, "ADD", p, conf("1.0.0", v4, `,"master":"lan0"`)); roletest.Code(err) != 101 {

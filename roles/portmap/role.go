@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -20,22 +19,14 @@ var Role = &cniplug.Role{
 	About: "portmap forwards ports of the node to the pod, from other hosts, from the node itself (also 127.0.0.1) " +
 		"and from the pod itself (hairpin). It is a chained plugin: put it after the main plugin in a conflist with " +
 		"\"capabilities\": {\"portMappings\": true}; the runtime passes the mappings in runtimeConfig.portMappings.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
+	Verbs:  &chain.Verbs[*portmapConf]{Parse: parseStrict, Add: portmapAdd, Check: portmapCheck},
 	Del:    cmdDel,
 	GC:     cmdGC,
 	Status: func(context.Context, *cniplug.Args) error { return nil },
 }
 
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseStrict, portmapAdd)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseStrict, portmapCheck)
-}
-
+// DEL and GC parse leniently (see parseStrict): named functions, so that
+// Role is data (see cniplug.Role).
 func cmdDel(ctx context.Context, a *cniplug.Args) error {
 	return cniplug.WithConf(ctx, a, parseLenient, portmapDel)
 }

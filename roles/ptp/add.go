@@ -22,7 +22,7 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		// Picked here so the endpoint record holds it before the veth exists.
 		mac = netops.RandomMAC()
 	}
-	pod, host, err := openNamespaces(a.Netns)
+	pod, host, err := attach.OpenNamespaces(a.Netns)
 	if err != nil {
 		return nil, err
 	}

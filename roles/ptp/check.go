@@ -17,32 +17,9 @@ import (
 // addresses and routes, the host end up with the gateways and the node's
 // routes to the pod, and the masquerade entries.
 func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
-	prev, podIdx, err := attach.Prev(ctx, a)
-	if err != nil {
-		return err
-	}
-	pod, host, err := openNamespaces(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
-	defer host.Close()
-	if _, err := attach.CheckPodLink(pod, a, "veth", prev.Interfaces[podIdx]); err != nil {
-		return err
-	}
-	if err := attach.CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
-		return err
-	}
-	if err := attach.CheckPodRoutes(pod, a.IfName, prev); err != nil {
-		return err
-	}
-	if err := checkHost(host, attach.HostVethName(a.ContainerID, a.IfName), prev); err != nil {
-		return err
-	}
-	if c.IPMasq {
-		return attach.CheckMasq(host, prev)
-	}
-	return nil
+	hostName := attach.HostVethName(a.ContainerID, a.IfName)
+	node := func(host *netops.Handle, prev *current.Result) error { return checkHost(host, hostName, prev) }
+	return attach.Check(ctx, a, attach.CheckOpts{Prev: attach.Prev, Kind: "veth", Node: node, IPMasq: c.IPMasq})
 }
 
 // checkHost verifies the host end: up, with each gateway as a host address

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/netip"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
@@ -17,24 +15,13 @@ import (
 // works with the pod's namespace gone: the host veth's name is derived from
 // the container ID and ifname.
 func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
-	err := attach.Release(ctx, a, c.DataDir, func(ips []netip.Addr) error {
-		if !c.IPMasq || len(ips) == 0 {
+	unhook := func(ips []netip.Addr) error {
+		if !c.IPMasq {
 			return nil
 		}
-		if err := host.NFT().DeleteMasq(ips); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+		return attach.DeleteMasq(host, ips)
 	}
-	a.Mark("release")
-	if err := attach.DeleteVeth(host, attach.HostVethName(a.ContainerID, a.IfName), a); err != nil {
-		return err
-	}
-	a.Mark("veth")
-	return nil
+	return attach.DelVeth(ctx, a, c.DataDir, host, attach.HostVethName(a.ContainerID, a.IfName), unhook)
 }
 
 // gc removes what belongs to attachments of this network that are not in
@@ -46,22 +33,11 @@ func gc(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) erro
 	if err != nil {
 		return err
 	}
-	keepIP := map[netip.Addr]bool{}
-	for _, ep := range kept {
-		for _, p := range ep.IPs {
-			keepIP[p.Addr()] = true
-		}
-	}
-	if err := attach.GCMasq(host, a.Conf.Name, keepIP); err != nil {
+	if err := attach.GCMasq(host, a.Conf.Name, attach.KeptIPs(kept)); err != nil {
 		return err
 	}
-	for _, ep := range stale {
-		if ep.HostVeth == "" || a.Conf.Keeps(ep.ContainerID, ep.IfName) {
-			continue
-		}
-		if err := host.DeleteLink(ep.HostVeth); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "delete stale veth %s: %w", ep.HostVeth, err)
-		}
+	if err := attach.DeleteStaleVeths(host, stale); err != nil {
+		return err
 	}
 	return attach.FinishGC(ctx, a, c.DataDir, stale)
 }

@@ -50,7 +50,7 @@ func TestBadInput(t *testing.T) {
 func TestIfnameTaken(t *testing.T) {
 	n := newNode(t)
 	p := n.NewPod("taken")
-	pod := open(t, p.Netns)
+	pod := roletest.Open(t, p.Netns)
 	if _, _, err := pod.EnsureIfb("eth0", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestUndo(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "192.168.0.0/16") {
 		t.Fatalf("ADD with an unreachable route gateway: %v, want the route's error", err)
 	}
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	if _, err := host.LinkByName(attach.HostVethName(p.ID, "eth0")); err == nil {
 		t.Error("host veth left after a failed ADD")
 	}
@@ -95,7 +95,7 @@ func TestDelNetnsGone(t *testing.T) {
 	p := n.NewPod("gone")
 	c := conf("1.0.0", dual, `,"ipMasq":true`)
 	n.Must(ptp.Role, "ADD", p, c)
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	if es, _ := host.NFT().MasqEntries(); len(es) != 2 {
 		t.Fatalf("masquerade entries after ADD: %v, want 2", es)
 	}
@@ -120,7 +120,7 @@ func TestDelNetnsGone(t *testing.T) {
 
 func links(t *testing.T, ns string) []string {
 	t.Helper()
-	ls, err := open(t, ns).Links()
+	ls, err := roletest.Open(t, ns).Links()
 	if err != nil {
 		t.Fatal(err)
 	}

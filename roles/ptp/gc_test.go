@@ -21,7 +21,7 @@ func TestGC(t *testing.T) {
 	n.Must(ptp.Role, "ADD", keep, c)
 	n.Must(ptp.Role, "ADD", drop, c)
 	n.Must(ptp.Role, "GC", keep, roletest.WithKeep(t, c, keep))
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	if _, err := host.LinkByName(attach.HostVethName(keep.ID, "eth0")); err != nil {
 		t.Errorf("GC removed the kept pod's veth: %v", err)
 	}
@@ -48,7 +48,7 @@ func TestCheckFails(t *testing.T) {
 	p := n.NewPod("chk")
 	c := conf("1.0.0", v4, "")
 	out := n.Must(ptp.Role, "ADD", p, c)
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	hostName := attach.HostVethName(p.ID, "eth0")
 	rs, err := host.Routes(hostName)
 	if err != nil || len(rs) == 0 {
@@ -104,7 +104,7 @@ func TestConcurrentPods(t *testing.T) {
 	if err := nstest.Reachable(t, pods[0].Netns, pods[1].Netns, attach.PrefixOf(roletest.Result(t, outs[1], "1.1.0").IPs[0].Address).Addr()); err != nil {
 		t.Errorf("pod 0 cannot reach pod 1: %v", err)
 	}
-	host := open(t, "")
+	host := roletest.Open(t, "")
 	for _, ip := range ips {
 		if _, err := host.Ping(ip, 3*time.Second); err != nil {
 			t.Errorf("the node cannot reach %s: %v", ip, err)

@@ -25,16 +25,6 @@ func conf(v, ranges, extra string) []byte {
 const v4 = `[[{"subnet":"10.77.0.0/24"}]]`
 const dual = `[[{"subnet":"10.77.0.0/24"}],[{"subnet":"fd77::/64"}]]`
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // route is what a test compares of a route: destination, gateway, source.
 type route struct {
 	dst     netip.Prefix
@@ -61,7 +51,7 @@ func TestAddCheckDel(t *testing.T) {
 				if len(res.Interfaces) != 2 || res.Interfaces[0].Name != hostName || res.Interfaces[1].Name != "eth0" || res.Interfaces[1].Sandbox != p.Netns {
 					t.Fatalf("interfaces = %+v", res.Interfaces)
 				}
-				pod, host := open(t, p.Netns), open(t, "")
+				pod, host := roletest.Open(t, p.Netns), roletest.Open(t, "")
 				podRoutes, err := pod.Routes("eth0")
 				if err != nil {
 					t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
 // sbrDel deletes the rules from the addresses of CNI_IFNAME (those on the
@@ -16,17 +17,11 @@ import (
 // any table from 100 on, whose routes of the interface it flushes too. A
 // namespace or interface that is gone leaves nothing to do.
 func sbrDel(_ context.Context, a *cniplug.Args, c *sbrConf) error {
-	if a.Netns == "" {
-		return nil
-	}
-	pod, err := netops.Open(a.Netns)
-	if errors.Is(err, netops.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "sbr: open CNI_NETNS %q: %w", a.Netns, err)
-	}
-	defer pod.Close()
+	return podns.InIfThere(a.Netns, "sbr", func(pod *netops.Handle) error { return sbrDelIn(pod, a, c) })
+}
+
+// sbrDelIn is sbrDel in the pod's namespace.
+func sbrDelIn(pod *netops.Handle, a *cniplug.Args, c *sbrConf) error {
 	srcs := map[netip.Addr]bool{}
 	have, err := pod.AllAddrs(a.IfName)
 	if err != nil && !errors.Is(err, netops.ErrNotFound) {

@@ -21,22 +21,7 @@ var Role = &cniplug.Role{
 		"(the first free one from 100 on) holding the interface's routes, and a rule 'from <address> lookup <table>', " +
 		"so replies leave by the interface the request came in on (a pod with several interfaces). With 'table' set " +
 		"it adds only the rules to that table. It runs chained after a main plugin; DEL removes the rules.",
-	Add:   cmdAdd,
-	Check: cmdCheck,
-	Del:   cmdDel,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseSbrConf, sbrAdd)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseSbrConf, sbrCheck)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parseSbrConf, sbrDel)
+	Verbs: &chain.Verbs[*sbrConf]{Parse: parseSbrConf, Add: sbrAdd, Check: sbrCheck, Del: sbrDel},
 }
 
 // sbrAddr is one address of CNI_IFNAME in prevResult.

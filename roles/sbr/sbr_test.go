@@ -30,16 +30,6 @@ type world struct {
 	eth0, net1, clientA netip.Addr
 }
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -51,7 +41,7 @@ func newWorld(t *testing.T) *world {
 	n := roletest.NewNode(t, sbr.Role)
 	w := &world{n: n, pod: n.NewPod("sbr"), router: nstest.NewNS(t, "sbrrt"), client: nstest.NewNS(t, "sbrcl"),
 		eth0: netip.MustParseAddr("10.61.1.2"), net1: netip.MustParseAddr("10.61.2.2"), clientA: netip.MustParseAddr("10.61.9.2")}
-	r, p, c := open(t, w.router), open(t, w.pod.Netns), open(t, w.client)
+	r, p, c := roletest.Open(t, w.router), roletest.Open(t, w.pod.Netns), roletest.Open(t, w.client)
 	for _, v := range []struct {
 		host, peer string
 		peerH      *netops.Handle
@@ -77,7 +67,7 @@ func newWorld(t *testing.T) *world {
 // answers reports whether the pod answers the client's ping at a.
 func (w *world) answers(t *testing.T, a netip.Addr) bool {
 	t.Helper()
-	_, err := open(t, w.client).Ping(a, 1500*time.Millisecond)
+	_, err := roletest.Open(t, w.client).Ping(a, 1500*time.Millisecond)
 	if err != nil && !errors.Is(err, netops.ErrNoAnswer) {
 		t.Fatalf("ping %s: %v", a, err)
 	}
@@ -103,7 +93,7 @@ func (w *world) conf(t *testing.T, ifname string, addr netip.Addr, gw string, fi
 
 func rulesFrom(t *testing.T, ns string, a netip.Addr) []int {
 	t.Helper()
-	rules, err := open(t, ns).Rules()
+	rules, err := roletest.Open(t, ns).Rules()
 	must(t, err)
 	var tables []int
 	for _, r := range rules {
@@ -137,7 +127,7 @@ func TestTwoInterfaces(t *testing.T) {
 	if !w.answers(t, w.eth0) || !w.answers(t, w.net1) {
 		t.Fatal("with sbr: want answers on both interfaces")
 	}
-	pod := open(t, w.pod.Netns)
+	pod := roletest.Open(t, w.pod.Netns)
 	in101, err := pod.TableRoutes("net1", 101)
 	must(t, err)
 	if got := fmt.Sprint(in101); !strings.Contains(got, "0.0.0.0/0 via 10.61.2.1 dev net1 table 101") || !strings.Contains(got, "10.61.2.0/24 dev net1 src 10.61.2.2 table 101") {
@@ -173,7 +163,7 @@ func TestFixedTable(t *testing.T) {
 	if got := fmt.Sprint(rulesFrom(t, w.pod.Netns, w.net1)); got != "[1234]" {
 		t.Errorf("rules from net1's address to %s, want [1234]", got)
 	}
-	routes, err := open(t, w.pod.Netns).Routes("net1")
+	routes, err := roletest.Open(t, w.pod.Netns).Routes("net1")
 	must(t, err)
 	if len(routes) == 0 {
 		t.Error("with a fixed table, net1's routes left the main table")
@@ -223,7 +213,7 @@ func TestConfErrors(t *testing.T) {
 // main table as it was.
 func TestRollback(t *testing.T) {
 	w := newWorld(t)
-	pod := open(t, w.pod.Netns)
+	pod := roletest.Open(t, w.pod.Netns)
 	before, err := pod.Routes("net1")
 	must(t, err)
 	c := w.conf(t, "net1", w.net1, "10.61.2.1", map[string]any{"gateways": []string{"10.200.0.1"}})

@@ -1,10 +1,6 @@
 package static
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -17,15 +13,5 @@ var Role = &cniplug.Role{
 	About: "static returns the addresses written in the config's \"ipam\" section " +
 		"(\"addresses\": [{\"address\": \"10.10.0.1/24\", \"gateway\": \"10.10.0.254\"}]) or passed by the runtime " +
 		"(the ips capability, args.cni.ips, CNI_ARGS IP= and GATEWAY=), with \"routes\" and \"dns\". It stores nothing.",
-	Add:   cmdAdd,
-	Check: cmdCheck,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, loadConfig, add)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadConfig, check)
+	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadConfig, Add: add, Check: check},
 }

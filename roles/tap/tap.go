@@ -11,19 +11,14 @@
 package tap
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
 // spec is the tap device kind, under the kernel's kind "tun". Its MAC is
 // the config's (or the mac capability's) and it announces its addresses
 // when it comes up, as the reference does (arp_notify).
-var spec = &lower.Spec{Kind: "tun", Modes: []string{""}, MAC: true, Notify: true}
+var spec = lower.Spec{Kind: "tun", Modes: []string{""}, MAC: true, Notify: true}
 
 // Role is the "tap" role.
 var Role = &cniplug.Role{
@@ -32,26 +27,5 @@ var Role = &cniplug.Role{
 		"with \"mtu\", \"mac\" (or the mac capability), \"multiQueue\", \"owner\" and \"group\" (who may attach " +
 		"without CAP_NET_ADMIN), \"selinuxContext\", and either the addresses and routes of the ipam section or " +
 		"(\"bridge\") a port of a bridge of the pod.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: attach.Status,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, parse, add)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parse, check)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return spec.Del(ctx, a)
-}
-
-func cmdGC(ctx context.Context, a *cniplug.Args) error {
-	return spec.GC(ctx, a)
+	Verbs: &lower.Own[conf]{Spec: &spec, Parse: parse, Add: add, Check: check},
 }

@@ -1,6 +1,7 @@
 package tuning
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,27 +28,15 @@ var Role = &cniplug.Role{
 	About: "tuning changes network sysctls (net.*) inside the pod and the MAC address, MTU, promiscuous mode, " +
 		"all-multicast mode and transmit queue length of CNI_IFNAME. It runs chained after a main plugin, " +
 		"keeps the previous values in the node's store and restores them on DEL.",
-	Add:   cmdAdd,
-	Check: cmdCheck,
-	Del:   cmdDel,
+	Verbs: &chain.Verbs[*tuningSettings]{Parse: parseTuningConf, Add: tuningAdd, Check: tuningCheck, Records: &tuningRecords},
 	GC:    tuningGC,
 }
 
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseTuningConf, tuningAdd)
+// tuningRecords are the tuning records of the store, and DEL from them.
+var tuningRecords = chain.Records[store.TuningRecord]{
+	Kind:     (*store.Store).Tuning,
+	Teardown: tuningDel, AfterDel: "tuning/del/after-record",
 }
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseTuningConf, tuningCheck)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return tuningRecords.Del(ctx, a, tuningDel, "tuning/del/after-record")
-}
-
-// tuningRecords are the tuning records of the store.
-var tuningRecords = chain.Records[store.TuningRecord]{Kind: (*store.Store).Tuning}
 
 func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *current.Result) (_ types.Result, err error) {
 	a.Mark("config")
@@ -143,21 +132,11 @@ func tuningMerge(old, now store.TuningRecord) store.TuningRecord {
 			out.Sysctls = append(out.Sysctls, sv)
 		}
 	}
-	if out.MAC == "" {
-		out.MAC = now.MAC
-	}
-	if out.MTU == 0 {
-		out.MTU = now.MTU
-	}
-	if out.Promisc == nil {
-		out.Promisc = now.Promisc
-	}
-	if out.Allmulti == nil {
-		out.Allmulti = now.Allmulti
-	}
-	if out.TxQLen == nil {
-		out.TxQLen = now.TxQLen
-	}
+	out.MAC = cmp.Or(old.MAC, now.MAC)
+	out.MTU = cmp.Or(old.MTU, now.MTU)
+	out.Promisc = cmp.Or(old.Promisc, now.Promisc)
+	out.Allmulti = cmp.Or(old.Allmulti, now.Allmulti)
+	out.TxQLen = cmp.Or(old.TxQLen, now.TxQLen)
 	return out
 }
 

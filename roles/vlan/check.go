@@ -6,6 +6,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -16,20 +17,17 @@ func check(ctx context.Context, a *cniplug.Args, c conf) error {
 	if err := kind.Check(ctx, a); err != nil {
 		return err
 	}
-	pod, err := podns.Open(a.Netns)
-	if err != nil {
-		return err
-	}
-	defer pod.Close()
-	v, err := pod.VlanByName(a.IfName)
-	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", a.IfName, err)
-	}
-	if v.ID != c.VlanID {
-		return cniplug.Errorf(types.ErrIOFailure, "vlan %q in the pod has VLAN ID %d, the config says %d", a.IfName, v.ID, c.VlanID)
-	}
-	if c.MTU != 0 && v.MTU != c.MTU {
-		return cniplug.Errorf(types.ErrIOFailure, "vlan %q in the pod has MTU %d, the config says %d", a.IfName, v.MTU, c.MTU)
-	}
-	return nil
+	return podns.In(a.Netns, func(pod *netops.Handle) error {
+		v, err := pod.VlanByName(a.IfName)
+		if err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "interface %q in the pod: %w", a.IfName, err)
+		}
+		if v.ID != c.VlanID {
+			return cniplug.Errorf(types.ErrIOFailure, "vlan %q in the pod has VLAN ID %d, the config says %d", a.IfName, v.ID, c.VlanID)
+		}
+		if c.MTU != 0 && v.MTU != c.MTU {
+			return cniplug.Errorf(types.ErrIOFailure, "vlan %q in the pod has MTU %d, the config says %d", a.IfName, v.MTU, c.MTU)
+		}
+		return nil
+	})
 }

@@ -28,22 +28,16 @@ var open = roletest.Open
 // run on any kernel.
 func newLAN(t *testing.T) string {
 	t.Helper()
-	lan := nstest.NewNS(t, "lan")
-	host, l := open(t, ""), open(t, lan)
-	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "lan0", PeerName: "eth0", Peer: l}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { host.DeleteLink("lan0") })
+	lan := roletest.NewLAN(t, []string{"10.58.1.1/24"}, []string{"10.58.1.2/24"})
+	host := lan.Node
 	if _, _, err := host.EnsureVeth(netops.VethOpts{HostName: "eth0", PeerName: "eth0peer", Peer: host}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { host.DeleteLink("eth0") })
-	must(t, l.EnsureAddr("eth0", netip.MustParsePrefix("10.58.1.1/24"), netops.AddrOpts{NoDAD: true}))
-	must(t, l.SetLinkUp("eth0"))
-	must(t, host.EnsureAddr("lan0", netip.MustParsePrefix("10.58.1.2/24"), netops.AddrOpts{NoDAD: true}))
+	must(t, lan.LAN.SetLinkUp("eth0"))
 	must(t, host.SetLinkUp("lan0"))
 	must(t, host.EnsureRoute(netops.Route{GW: netip.MustParseAddr("10.58.1.1"), Dev: "lan0"}))
-	return lan
+	return lan.NS
 }
 
 // newVLAN is newLAN with the LAN host on VLAN 42 too (eth0.42: 10.58.0.1/24,

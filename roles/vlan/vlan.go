@@ -17,7 +17,6 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 	"github.com/cnibox/cnibox/store"
 )
@@ -27,7 +26,7 @@ import (
 // ExtraVlanID is the endpoint record's Extra key holding the VLAN ID.
 const ExtraVlanID = "vlanId"
 
-var kind = &lower.Spec{Kind: "vlan", Modes: []string{""}}
+var kind = lower.Spec{Kind: "vlan", Modes: []string{""}}
 
 // Role is the "vlan" role.
 var Role = &cniplug.Role{
@@ -35,30 +34,14 @@ var Role = &cniplug.Role{
 	About: "vlan puts an 802.1Q device of a node interface (\"master\", default: the interface of the " +
 		"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, tagged with " +
 		"\"vlanId\" (0 to 4094), with the addresses and routes from the ipam section: the pod is a host of that VLAN.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: attach.Status,
+	Verbs: &lower.Own[conf]{Spec: &kind, Parse: parse, Add: add, Check: check},
 }
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, parse, add)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parse, check)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error { return kind.Del(ctx, a) }
-func cmdGC(ctx context.Context, a *cniplug.Args) error  { return kind.GC(ctx, a) }
 
 // add runs lower's ADD with a spec whose Create tags the device with the
 // config's VLAN ID and whose Record keeps it in the endpoint record (Extra
 // "vlanId", which `cnibox inspect` shows).
 func add(ctx context.Context, a *cniplug.Args, c conf) (types.Result, error) {
-	s := *kind
+	s := kind
 	s.Record = func(ep *store.Endpoint) { ep.Extra[ExtraVlanID] = strconv.Itoa(c.VlanID) }
 	s.Create = func(m *netops.Handle, o netops.SubLinkOpts) (netops.SubLink, error) {
 		v, err := m.EnsureVlan(netops.VlanOpts{Name: o.Name, Master: o.Master, Into: o.Into, ID: c.VlanID, MTU: o.MTU})

@@ -21,22 +21,7 @@ var Role = &cniplug.Role{
 		"table no VRF of the pod uses) when it is missing, and moves the interface's routes into the VRF's table. " +
 		"Several attachments may share one VRF; DEL takes the interface out and deletes the VRF with its last one. " +
 		"It runs chained after a main plugin.",
-	Add:   cmdAdd,
-	Check: cmdCheck,
-	Del:   cmdDel,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return chain.Add(ctx, a, parseVRFConf, vrfAdd)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return chain.Check(ctx, a, parseVRFConf, vrfCheck)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parseVRFConf, vrfDel)
+	Verbs: &chain.Verbs[*vrfConf]{Parse: parseVRFConf, Add: vrfAdd, Check: vrfCheck, Del: vrfDel},
 }
 
 func vrfAdd(_ context.Context, a *cniplug.Args, c *vrfConf, prev *current.Result) (_ types.Result, err error) {
@@ -102,19 +87,10 @@ func vrfCheck(_ context.Context, a *cniplug.Args, c *vrfConf, _ *current.Result)
 // the last. A namespace, VRF or interface that is gone, or a device of
 // that name that is not a VRF: nothing to do.
 func vrfDel(_ context.Context, a *cniplug.Args, c *vrfConf) error {
-	if a.Netns == "" {
+	return podns.InIfThere(a.Netns, "vrf", func(pod *netops.Handle) error {
+		if _, err := pod.ReleaseFromVRF(c.name, a.IfName); err != nil && !errors.Is(err, netops.ErrExists) {
+			return cniplug.Errorf(types.ErrIOFailure, "vrf DEL: %w", err)
+		}
 		return nil
-	}
-	pod, err := netops.Open(a.Netns)
-	if errors.Is(err, netops.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "vrf: open CNI_NETNS %q: %w", a.Netns, err)
-	}
-	defer pod.Close()
-	if _, err := pod.ReleaseFromVRF(c.name, a.IfName); err != nil && !errors.Is(err, netops.ErrExists) {
-		return cniplug.Errorf(types.ErrIOFailure, "vrf DEL: %w", err)
-	}
-	return nil
+	})
 }

@@ -24,14 +24,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func open(t *testing.T, ns string) *netops.Handle {
-	t.Helper()
-	h, err := netops.Open(ns)
-	must(t, err)
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // conf is a vrf config with prevResult naming ifname in the pod, plus fields.
 func conf(t *testing.T, p roletest.Pod, ifname, addr string, fields map[string]any) []byte {
 	idx := 0
@@ -55,7 +47,7 @@ func TestShareAndDelete(t *testing.T) {
 	n := roletest.NewNode(t, vrf.Role)
 	p := n.NewPod("vrf")
 	peer := nstest.NewNS(t, "vrfpeer")
-	ph, pod := open(t, peer), open(t, p.Netns)
+	ph, pod := roletest.Open(t, peer), roletest.Open(t, p.Netns)
 	for _, v := range []struct{ peer, dev, addr string }{{"p0", "eth0", "10.62.1.2/24"}, {"p1", "net1", "10.62.2.2/24"}} {
 		_, _, err := ph.EnsureVeth(netops.VethOpts{HostName: v.peer, PeerName: v.dev, Peer: pod})
 		must(t, err)
@@ -130,7 +122,7 @@ func TestFixedTable(t *testing.T) {
 	n := roletest.NewNode(t, vrf.Role)
 	p := n.NewPod("vrft")
 	peer := nstest.NewNS(t, "vrfpeer")
-	ph, pod := open(t, peer), open(t, p.Netns)
+	ph, pod := roletest.Open(t, peer), roletest.Open(t, p.Netns)
 	_, _, err := ph.EnsureVeth(netops.VethOpts{HostName: "p0", PeerName: "eth0", Peer: pod})
 	must(t, err)
 	c := conf(t, p, "eth0", "10.62.1.2/24", map[string]any{"vrfname": "red", "table": 1001})

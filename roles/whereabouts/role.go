@@ -1,10 +1,6 @@
 package whereabouts
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -19,30 +15,5 @@ var Role = &cniplug.Role{
 		"kept in whereabouts' IPPool CRDs. It asks cnibox-agent (--cluster-ipam) on its unix socket " +
 		"(/run/cnibox/agent.sock or \"agentSocket\"), which holds the API credentials; it honours CNI_ARGS IP= " +
 		"and the ips capability. See docs/roles/whereabouts.md.",
-	Add:    cmdAdd,
-	Check:  cmdCheck,
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: cmdStatus,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, loadConfig, add)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadConfig, check)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadConfig, del)
-}
-
-func cmdGC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadConfig, gc)
-}
-
-func cmdStatus(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadConfig, status)
+	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadConfig, Add: add, Check: check, Del: del, GC: gc, Status: status},
 }

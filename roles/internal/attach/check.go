@@ -19,6 +19,10 @@ type CheckOpts struct {
 	Prev func(context.Context, *cniplug.Args) (*current.Result, int, error)
 	// Kind is the kind of the pod's interface; "" accepts any.
 	Kind string
+	// Pod runs the role's checks in the pod's namespace after those of the
+	// interface and its addresses (optional: without it, the routes of
+	// prevResult, CheckPodRoutes).
+	Pod func(pod *netops.Handle, prev *current.Result) error
 	// Node runs the role's checks in the node's namespace (optional).
 	Node func(host *netops.Handle, prev *current.Result) error
 	// IPMasq checks the masquerade entries of the pod's addresses last.
@@ -27,34 +31,31 @@ type CheckOpts struct {
 
 // Check is the CHECK of an attachment with one interface in the pod:
 // prevResult after the IPAM plugin's CHECK, the pod's interface, its
-// addresses and routes, then the node's side: o.Node and, with o.IPMasq,
+// addresses and routes (or o.Pod), then the node's side: o.Node and, with o.IPMasq,
 // the masquerade entries.
 func Check(ctx context.Context, a *cniplug.Args, o CheckOpts) error {
 	prev, podIdx, err := o.Prev(ctx, a)
 	if err != nil {
 		return err
 	}
-	if err := checkPod(a, o.Kind, prev, podIdx); err != nil {
+	if err := checkPod(a, o, prev, podIdx); err != nil {
 		return err
 	}
-	host, err := podns.Host()
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	if o.Node != nil {
-		if err := o.Node(host, prev); err != nil {
-			return err
+	return podns.InHost(func(host *netops.Handle) error {
+		if o.Node != nil {
+			if err := o.Node(host, prev); err != nil {
+				return err
+			}
 		}
-	}
-	if o.IPMasq {
-		return CheckMasq(host, prev)
-	}
-	return nil
+		if o.IPMasq {
+			return CheckMasq(host, prev)
+		}
+		return nil
+	})
 }
 
 // checkPod is Check's part in the pod's namespace.
-func checkPod(a *cniplug.Args, kind string, prev *current.Result, podIdx int) error {
+func checkPod(a *cniplug.Args, o CheckOpts, prev *current.Result, podIdx int) error {
 	pod, err := podns.Open(a.Netns)
 	if err != nil {
 		return err
@@ -64,11 +65,14 @@ func checkPod(a *cniplug.Args, kind string, prev *current.Result, podIdx int) er
 	if podIdx >= 0 {
 		ifc = prev.Interfaces[podIdx]
 	}
-	if _, err := CheckPodLink(pod, a, kind, ifc); err != nil {
+	if _, err := CheckPodLink(pod, a, o.Kind, ifc); err != nil {
 		return err
 	}
 	if err := CheckPodAddrs(pod, a.IfName, prev, podIdx); err != nil {
 		return err
+	}
+	if o.Pod != nil {
+		return o.Pod(pod, prev)
 	}
 	return CheckPodRoutes(pod, a.IfName, prev)
 }

@@ -3,7 +3,10 @@ package attach
 import (
 	"context"
 
+	"github.com/containernetworking/cni/pkg/types"
+
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -27,6 +30,20 @@ func Endpoints(a *cniplug.Args, dataDir string) (kept, stale []store.Endpoint, e
 		}
 	}
 	return kept, stale, nil
+}
+
+// DeleteStaleVeths deletes the host veths that the stale attachments'
+// records name (one already gone counts as deleted).
+func DeleteStaleVeths(host *netops.Handle, stale []store.Endpoint) error {
+	for _, ep := range stale {
+		if ep.HostVeth == "" {
+			continue
+		}
+		if err := host.DeleteLink(ep.HostVeth); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete stale veth %s: %w", ep.HostVeth, err)
+		}
+	}
+	return nil
 }
 
 // FinishGC deletes the stale records (after the role removed their kernel

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -29,6 +30,21 @@ type ReleaseOpts struct {
 	// endpoint record nor a prevResult (best effort; GC removes what it
 	// cannot find). Without it such an attachment has none.
 	Leftover func() []netip.Addr
+}
+
+// DelVeth is the DEL of a veth attachment whose host end is hostName:
+// Release (with unhook), then the veth pair (DeleteVeth), whose routes go
+// with it; each step is marked on a.
+func DelVeth(ctx context.Context, a *cniplug.Args, dataDir string, host *netops.Handle, hostName string, unhook func([]netip.Addr) error) error {
+	if err := Release(ctx, a, dataDir, unhook); err != nil {
+		return err
+	}
+	a.Mark("release")
+	if err := DeleteVeth(host, hostName, a); err != nil {
+		return err
+	}
+	a.Mark("veth")
+	return nil
 }
 
 // ReleaseWith is Release with the role's own steps o.

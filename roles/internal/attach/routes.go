@@ -4,9 +4,28 @@ import (
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/netops"
 )
+
+// PodAddrs reads IPAM's addresses for the pod's interface, the one at
+// index idx of res: each address with its prefix length, and the first
+// gateway IPAM gives of each family (by Is4) for PodRoutes. It appends them
+// to res's IPs, on interface idx, with IPAM's gateways.
+func PodAddrs(ipamRes, res *current.Result, idx int) (addrs []netip.Prefix, gws map[bool]netip.Addr) {
+	gws = map[bool]netip.Addr{}
+	for _, ipc := range ipamRes.IPs {
+		addrs = append(addrs, PrefixOf(ipc.Address))
+		if gw := AddrOf(ipc.Gateway); gw.IsValid() {
+			if _, seen := gws[gw.Is4()]; !seen {
+				gws[gw.Is4()] = gw
+			}
+		}
+		res.IPs = append(res.IPs, &current.IPConfig{Interface: &idx, Address: ipc.Address, Gateway: ipc.Gateway})
+	}
+	return addrs, gws
+}
 
 // PodRoutes converts IPAM's routes to routes out of the pod's interface
 // ifname; a route without a gateway goes via gws[its family is IPv4], as

@@ -1,9 +1,9 @@
-// Package chain is what the chained roles (bandwidth, tuning, portmap)
-// share: their ADD and CHECK work on the parsed config and the main plugin's
-// result (prevResult, which they cannot do without), and bandwidth and
-// tuning keep one record per attachment in the node's store, written before
-// ADD changes anything (with its undo) and removed by DEL after the kernel
-// work.
+// Package chain is what the chained roles (bandwidth, tuning, portmap,
+// firewall, sbr, vrf) share: their verbs (Verbs), whose ADD and CHECK work
+// on the parsed config and the main plugin's result (prevResult, which they
+// cannot do without); and the records that bandwidth and tuning keep, one
+// per attachment in the node's store, written before ADD changes anything
+// (with its undo) and removed by DEL after the kernel work.
 package chain
 
 import (
@@ -14,6 +14,36 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 )
+
+// Verbs are a chained role's verbs (a cniplug.Verbs): ADD and CHECK get the
+// parsed config and prevResult (see Add and Check), DEL, GC and STATUS the
+// config as cniplug.ConfVerbs gives it; with Records, DEL is Records' (see
+// Records.Del) and Del is not used.
+type Verbs[C any] struct {
+	Parse   func(*cniplug.Args) (C, error)
+	Add     func(context.Context, *cniplug.Args, C, *current.Result) (types.Result, error)
+	Check   func(context.Context, *cniplug.Args, C, *current.Result) error
+	Del     func(context.Context, *cniplug.Args, C) error
+	GC      func(context.Context, *cniplug.Args, C) error
+	Status  func(context.Context, *cniplug.Args, C) error
+	Records interface {
+		Del(context.Context, *cniplug.Args) error
+	}
+}
+
+// Run answers the call's verb with v's function for it.
+func (v *Verbs[C]) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	switch {
+	case a.Command == "ADD":
+		return Add(ctx, a, v.Parse, v.Add)
+	case a.Command == "CHECK" && v.Check != nil:
+		return nil, Check(ctx, a, v.Parse, v.Check)
+	case a.Command == "DEL" && v.Records != nil:
+		return nil, v.Records.Del(ctx, a)
+	}
+	rest := cniplug.ConfVerbs[C]{Parse: v.Parse, Del: v.Del, GC: v.GC, Status: v.Status}
+	return rest.Run(ctx, a)
+}
 
 // Add runs a chained ADD: parse runs first (its coded error is the answer),
 // then the call must carry a prevResult (Args.RequirePrevResult's code 7

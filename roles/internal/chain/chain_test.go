@@ -131,7 +131,12 @@ func TestDel(t *testing.T) {
 		saw = append(saw, found)
 		return nil
 	}
-	if err := tuning.Del(context.Background(), a, teardown, "test/del/after-record"); err != nil || len(saw) != 1 || saw[0] {
+	withTeardown := func(f func(context.Context, *cniplug.Args, store.TuningRecord, bool) error) *Records[store.TuningRecord] {
+		k := tuning
+		k.Teardown, k.AfterDel = f, "test/del/after-record"
+		return &k
+	}
+	if err := withTeardown(teardown).Del(context.Background(), a); err != nil || len(saw) != 1 || saw[0] {
 		t.Fatalf("DEL without a store: err %v, teardown saw %v", err, saw)
 	}
 	if st, err := OpenRecords(a); st != nil || err != nil {
@@ -145,7 +150,7 @@ func TestDel(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	failing := func(context.Context, *cniplug.Args, store.TuningRecord, bool) error { return boom }
-	if err := tuning.Del(context.Background(), a, failing, "x"); !errors.Is(err, boom) {
+	if err := withTeardown(failing).Del(context.Background(), a); !errors.Is(err, boom) {
 		t.Fatalf("DEL with a failing teardown: %v, want it", err)
 	}
 	if _, found := get(t, a); !found {
@@ -153,7 +158,7 @@ func TestDel(t *testing.T) {
 	}
 	saw = nil
 	for range 2 {
-		if err := tuning.Del(context.Background(), a, teardown, "x"); err != nil {
+		if err := withTeardown(teardown).Del(context.Background(), a); err != nil {
 			t.Fatal(err)
 		}
 	}

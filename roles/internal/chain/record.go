@@ -38,10 +38,15 @@ func OpenRecords(a *cniplug.Args) (*store.Store, error) {
 
 // Records is how a role keeps the record of an attachment in the store:
 // Kind is the store's records of that kind ((*store.Store).Tuning), keyed
-// by network, container ID and ifname. Its methods act on the call's
-// attachment.
+// by network, container ID and ifname, and the role's DEL from it. Its
+// methods act on the call's attachment.
 type Records[R any] struct {
 	Kind func(*store.Store) store.Attachments[R]
+	// Teardown undoes what ADD did from the call's record (found false:
+	// there is none, and it does what it can without); AfterDel is the
+	// fault point that marks the record removed after it (see Del).
+	Teardown func(ctx context.Context, a *cniplug.Args, rec R, found bool) error
+	AfterDel string
 }
 
 // lookup reads the record of the call's attachment.
@@ -94,22 +99,22 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 	return old, nil
 }
 
-// Del runs a chained role's DEL: teardown undoes what ADD did from the
-// call's record (found false: there is none, and it does what it can
-// without), then the record, if there was one, is removed, and the fault
-// point afterRecord marks that.
-func (k Records[R]) Del(ctx context.Context, a *cniplug.Args, teardown func(ctx context.Context, a *cniplug.Args, rec R, found bool) error, afterRecord string) error {
+// Del runs a chained role's DEL from the call's record, without its config
+// (DEL must not fail on a config that ADD would refuse): Teardown, then the
+// record, if there was one, is removed, and the fault point AfterDel marks
+// that.
+func (k *Records[R]) Del(ctx context.Context, a *cniplug.Args) error {
 	rec, found, err := k.lookup(a)
 	if err != nil {
 		return err
 	}
-	if err := teardown(ctx, a, rec, found); err != nil || !found {
+	if err := k.Teardown(ctx, a, rec, found); err != nil || !found {
 		return err
 	}
 	if err := k.forget(a); err != nil {
 		return err
 	}
-	fault.Point(afterRecord)
+	fault.Point(k.AfterDel)
 	return nil
 }
 

@@ -11,20 +11,9 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/ipam"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/store"
 )
-
-func checkErr(t *testing.T, err error, code uint, words ...string) {
-	t.Helper()
-	if got := cniplug.CodeOf(err); err == nil || got != code {
-		t.Fatalf("error %v (code %d), want code %d", err, got, code)
-	}
-	for _, w := range words {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("message %q lacks %q", err, w)
-		}
-	}
-}
 
 func TestSection(t *testing.T) {
 	type sec struct {
@@ -43,7 +32,7 @@ func TestSection(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in, err := Section[sec](&cniplug.Args{StdinData: []byte(tt.stdin)}, "x reads it")
 			if tt.code != 0 {
-				checkErr(t, err, tt.code, tt.words...)
+				roletest.CheckErr(t, err, tt.code, tt.words...)
 				return
 			}
 			if err != nil || len(in.Routes) != 1 {
@@ -79,7 +68,7 @@ func TestParseRoutes(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseRoutes("ipam.routes", []RouteJSON{tt.in})
-			checkErr(t, err, tt.code, tt.words...)
+			roletest.CheckErr(t, err, tt.code, tt.words...)
 		})
 	}
 }
@@ -151,7 +140,7 @@ func TestPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checkErr(t, p.GC(args("", plain)), types.ErrInvalidNetworkConfig, `"cni.dev/valid-attachments"`)
+	roletest.CheckErr(t, p.GC(args("", plain)), types.ErrInvalidNetworkConfig, `"cni.dev/valid-attachments"`)
 	if err := p.GC(args("", `{"name":"n","cni.dev/valid-attachments":[{"containerID":"c2","ifname":"eth0"}]}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -92,18 +92,8 @@ type plan struct {
 func planOf(a *cniplug.Args, c *Conf, ipamRes, res *current.Result) *plan {
 	p := &plan{}
 	if ipamRes != nil {
-		idx := 0
-		gws := map[bool]netip.Addr{}
-		for _, ipc := range ipamRes.IPs {
-			pfx := attach.PrefixOf(ipc.Address)
-			p.addrs = append(p.addrs, pfx)
-			if gw := attach.AddrOf(ipc.Gateway); gw.IsValid() {
-				if _, seen := gws[gw.Is4()]; !seen {
-					gws[gw.Is4()] = gw
-				}
-			}
-			res.IPs = append(res.IPs, &current.IPConfig{Interface: &idx, Address: ipc.Address, Gateway: ipc.Gateway})
-		}
+		var gws map[bool]netip.Addr
+		p.addrs, gws = attach.PodAddrs(ipamRes, res, 0)
 		p.routes = attach.PodRoutes(a.IfName, ipamRes.Routes, gws)
 		res.Routes = ipamRes.Routes
 		res.DNS = ipamRes.DNS

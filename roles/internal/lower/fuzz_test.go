@@ -22,7 +22,7 @@ func FuzzParseConf(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	specs := []*Spec{Macvlan, Ipvlan}
+	specs := []*Spec{&Macvlan, &Ipvlan}
 	f.Fuzz(func(t *testing.T, stdin []byte) {
 		a := &cniplug.Args{StdinData: stdin, Conf: &cniplug.NetConf{}}
 		_ = json.Unmarshal(stdin, a.Conf)

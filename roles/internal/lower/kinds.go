@@ -7,6 +7,6 @@ import "github.com/cnibox/cnibox/netops"
 // in a chain. Both announce their addresses when they come up, as the
 // reference plugins do.
 var (
-	Macvlan = &Spec{Kind: "macvlan", Modes: []string{"bridge", "private", "vepa", "passthru", "source"}, MAC: true, Notify: true, Create: (*netops.Handle).EnsureMacvlan}
-	Ipvlan  = &Spec{Kind: "ipvlan", Modes: []string{"l2", "l3", "l3s"}, Notify: true, Chained: true, Create: (*netops.Handle).EnsureIpvlan}
+	Macvlan = Spec{Kind: "macvlan", Modes: []string{"bridge", "private", "vepa", "passthru", "source"}, MAC: true, Notify: true, Create: (*netops.Handle).EnsureMacvlan}
+	Ipvlan  = Spec{Kind: "ipvlan", Modes: []string{"l2", "l3", "l3s"}, Notify: true, Chained: true, Create: (*netops.Handle).EnsureIpvlan}
 )

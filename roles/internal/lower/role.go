@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -36,10 +37,37 @@ type Spec struct {
 	Record func(*store.Endpoint)
 }
 
-// Add, Check, Del and GC are the verbs of s's role, which the role's package
-// names from functions of its own (a Role is data: see cniplug.Role). Add
-// and Check are those of a device on a master; a masterless kind uses
-// AddBare and CheckBare. STATUS is attach.Status.
+// Run answers the call's verb as s's role (a cniplug.Verbs, which a Role
+// names as &spec: a Role is data, see cniplug.Role): Add and Check are those
+// of a device on a master (a masterless kind uses AddBare and CheckBare, see
+// Own), Del and GC every kind's, STATUS attach.Status.
+func (s *Spec) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	if a.Command == "ADD" {
+		return s.Add(ctx, a)
+	}
+	return nil, cniplug.Pick(a.Command, s.Check, s.Del, s.GC, attach.Status)(ctx, a)
+}
+
+// Own are the verbs (a cniplug.Verbs) of a role that makes and checks its
+// device its own way (vlan, tap, dummy): ADD and CHECK are its own, on the
+// config C that Parse gives; DEL, GC and STATUS are Spec's (see Spec.Run).
+type Own[C any] struct {
+	Spec  *Spec
+	Parse func(*cniplug.Args) (C, error)
+	Add   func(context.Context, *cniplug.Args, C) (types.Result, error)
+	Check func(context.Context, *cniplug.Args, C) error
+}
+
+// Run answers the call's verb with o's function for it, else o.Spec's.
+func (o *Own[C]) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+	if a.Command == "ADD" || a.Command == "CHECK" {
+		own := cniplug.ConfVerbs[C]{Parse: o.Parse, Add: o.Add, Check: o.Check}
+		return own.Run(ctx, a)
+	}
+	return o.Spec.Run(ctx, a)
+}
+
+// Add is the ADD of a device on a master (see Run).
 func (s *Spec) Add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	return cniplug.AddWithConf(ctx, a, s.parseConf, s.add)
 }
