@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/atomicfile"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
 )
 
@@ -55,7 +55,9 @@ func prepareDevInfo(a *cniplug.Args, c *multiConf) error {
 			continue
 		}
 		if err := os.MkdirAll(filepath.Dir(d.DevInfoFile), 0o755); err == nil {
-			err = writeNoFollow(d.DevInfoFile, b)
+			// atomically (a reader never sees half of it), and never through
+			// a symlink: the name comes from the NAD's and the pod's names.
+			err = atomicfile.WriteFile(d.DevInfoFile, b, 0o600)
 		}
 		if err != nil && !errors.Is(err, fs.ErrExist) {
 			delegate.Log(a, "multi: device info of %s: %v (ignored)", d.describe(), err)
@@ -91,18 +93,4 @@ func removeDevInfo(a *cniplug.Args, ds []*multiDelegate) {
 			}
 		}
 	}
-}
-
-// writeNoFollow writes b to path (mode 0600 when new), never through a
-// symlink: the file's name comes from the NAD's and the pod's names.
-func writeNoFollow(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
