@@ -174,7 +174,8 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000 \
 	./roles/vlan:FuzzParseConf:40000 ./roles/sbr:FuzzParseConf:40000 ./roles/vrf:FuzzParseConf:40000 \
 	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
-	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000
+	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000 \
+	./roles/dhcp/daemon:FuzzACK:100000
 FUZZTIME ?=
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -22,8 +22,8 @@ var wantCaps = map[string]map[string][]corev1.Capability{
 		"dhcp":        {"NET_ADMIN", "NET_RAW", "SYS_ADMIN"},
 	},
 	"cnibox-dhcp.yaml": {
-		// setns into the pod's namespace (SYS_ADMIN: TestSetnsNeedsSysAdmin
-		// in roles/dhcp/daemon), the packet socket (NET_RAW), addresses
+		// setns into the pod's namespace (SYS_ADMIN: TestDaemonCapabilities
+		// in roles/dhcp), the packet socket (NET_RAW), addresses
 		// (NET_ADMIN)
 		"dhcp": {"NET_ADMIN", "NET_RAW", "SYS_ADMIN"},
 	},
