@@ -225,3 +225,17 @@ func TestMultusRBAC(t *testing.T) {
 	}
 	checkRBAC(t, "cnibox-multus.yaml", m.sa.Name, m.ds.Spec.Template.Spec.Containers[0].Command)
 }
+
+// TestPoliciesAlike: cnibox-multus.yaml's admission policy is cnibox.yaml's
+// but for the account it matches (test/rbac runs both on an API server).
+func TestPoliciesAlike(t *testing.T) {
+	a, b := loadRBAC(t, "cnibox.yaml").policies["cnibox"], loadRBAC(t, "cnibox-multus.yaml").policies["cnibox-multus"]
+	if a == nil || b == nil {
+		t.Fatal("a manifest lacks its policy")
+	}
+	sb := b.Spec.DeepCopy()
+	sb.MatchConditions[0].Expression = strings.Replace(sb.MatchConditions[0].Expression, "kube-system:cnibox-multus'", "kube-system:cnibox'", 1)
+	if !reflect.DeepEqual(a.Spec, *sb) {
+		t.Errorf("the policies differ beyond the account:\n%+v\n%+v", a.Spec, *sb)
+	}
+}
