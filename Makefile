@@ -97,12 +97,21 @@ e2e: deps build
 
 # test-kube: the overlay's Kubernetes backend against a real control plane
 # (test/kube/control-plane.sh; its first build takes ~8 minutes), then
-# test-whereabouts and test-node.
+# test-rbac, test-whereabouts and test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
+	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
+
+# test-rbac: the manifests' RBAC (kubectl auth can-i as the agents' service
+# accounts) and admission policy (tokens bound to agent pods) on a real API
+# server (docs/security.md); about a minute.
+.PHONY: test-rbac
+test-rbac:
+	kube=$$(bash test/kube/control-plane.sh build kubectl) && \
+	CNIBOX_KUBE_BIN=$$kube $(GO) test -count=1 -timeout 10m -tags kube -run TestKube -v ./test/rbac/
 
 # test-whereabouts: the whereabouts role side by side with whereabouts
 # v0.9.4's own binary (built once into the user's cache) on a real control
