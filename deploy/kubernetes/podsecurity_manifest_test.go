@@ -41,8 +41,9 @@ var hostPathsTooWide = []string{
 // runtime's seccomp profile, drops every capability but the ones wantCaps
 // names, cannot gain privileges, has a read-only root filesystem, and
 // mounts no host path that holds the runtime's socket or the kubelet's
-// secrets; the dhcp daemon, which parses what anyone on a pod network
-// sends, gets no service account token.
+// secrets; only the agent gets a service account token (not the install
+// step, not the dhcp daemon, which parses what anyone on a pod network
+// sends).
 func TestPodSecurity(t *testing.T) {
 	for file, caps := range wantCaps {
 		var ds *appsv1.DaemonSet
@@ -107,15 +108,16 @@ func TestPodSecurity(t *testing.T) {
 					}
 				}
 			}
-			if c.Name == "dhcp" {
-				if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-					t.Errorf("%s: automountServiceAccountToken %v: the dhcp daemon would get a token", file, spec.AutomountServiceAccountToken)
-				}
-				for _, vm := range c.VolumeMounts {
-					if p := vols[vm.Name].Projected; p != nil && slices.ContainsFunc(p.Sources, func(s corev1.VolumeProjection) bool { return s.ServiceAccountToken != nil }) {
-						t.Errorf("%s: the dhcp daemon mounts the token volume %s", file, vm.Name)
-					}
-				}
+			// A token only where the API is called: the agent.
+			if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+				t.Errorf("%s: automountServiceAccountToken %v: every container would get the token", file, spec.AutomountServiceAccountToken)
+			}
+			token := slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool {
+				p := vols[vm.Name].Projected
+				return p != nil && slices.ContainsFunc(p.Sources, func(s corev1.VolumeProjection) bool { return s.ServiceAccountToken != nil })
+			})
+			if token != (c.Name == "agent") {
+				t.Errorf("%s: container %s mounts a token: %v, want only the agent to", file, c.Name, token)
 			}
 		}
 	}
