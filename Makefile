@@ -41,20 +41,34 @@ install: build
 # and flannel's paths (/flannel, /opt/bin/flanneld, /opt/bin/install-conf:
 # kube-flannel.yml runs on it), named $(IMAGE):$(VERSION), and
 # bin/cnibox.yaml, bin/cnibox-multus.yaml and bin/cnibox-dhcp.yaml,
-# deploy/kubernetes' manifests
-# naming that image. No
+# deploy/kubernetes' manifests naming that image by tag and digest
+# (NAME:TAG@sha256:..., a name the archive gives it too). No
 # registry or container daemon; a commit gives the same bytes every time
 # (every mtime is the commit's time). See docs/deploy.md.
 IMAGE       ?= ghcr.io/cnibox/cnibox
 IMAGE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-.PHONY: image
-image: build
-	@[ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq busybox-static >/dev/null)
+# The image's /bin/busybox: Debian's busybox-static at this version (a
+# point release of bookworm replaces it: bump it then), installed if it is
+# missing; another version installed, or a /bin/busybox that is not the
+# package's file as shipped (dpkg --verify), stops make image.
+BUSYBOX_DEB ?= 1:1.35.0-4+deb12u1+b1
+.PHONY: image busybox
+image: build busybox
 	$(GO) run ./deploy/image -o bin/cnibox-image.tar -ref $(IMAGE):$(VERSION) -epoch $(IMAGE_EPOCH) \
 		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
 		-manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml \
 		-manifest deploy/kubernetes/cnibox-dhcp.yaml -manifest-out bin/cnibox-dhcp.yaml -busybox /bin/busybox \
 		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube bin/cnibox-dhcp
+
+busybox:
+	@v=$$(dpkg-query -W -f='$${Status} $${Version}' busybox-static 2>/dev/null | sed -n 's/^install ok installed //p'); \
+	if [ -z "$$v" ]; then \
+		apt-get update -qq && apt-get install -y -qq "busybox-static=$(BUSYBOX_DEB)" >/dev/null || exit 1; \
+	elif [ "$$v" != "$(BUSYBOX_DEB)" ]; then \
+		echo "make image: busybox-static $$v is installed; the image pins $(BUSYBOX_DEB): apt-get install busybox-static=$(BUSYBOX_DEB), or bump BUSYBOX_DEB in the Makefile" >&2; exit 1; \
+	fi; \
+	[ "$$(dpkg-query -S /bin/busybox 2>/dev/null)" = "busybox-static: /bin/busybox" ] && [ -z "$$(dpkg --verify busybox-static)" ] || \
+		{ echo "make image: /bin/busybox is not busybox-static $(BUSYBOX_DEB)'s file as shipped (dpkg --verify busybox-static)" >&2; exit 1; }
 
 # deps installs what the tests need (root, Debian). Packages already present are skipped.
 deps:
@@ -83,12 +97,21 @@ e2e: deps build
 
 # test-kube: the overlay's Kubernetes backend against a real control plane
 # (test/kube/control-plane.sh; its first build takes ~8 minutes), then
-# test-whereabouts and test-node.
+# test-rbac, test-whereabouts and test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
+	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
+
+# test-rbac: the manifests' RBAC (kubectl auth can-i as the agents' service
+# accounts) and admission policy (tokens bound to agent pods) on a real API
+# server (docs/security.md); about a minute.
+.PHONY: test-rbac
+test-rbac:
+	kube=$$(bash test/kube/control-plane.sh build kubectl) && \
+	CNIBOX_KUBE_BIN=$$kube $(GO) test -count=1 -timeout 10m -tags kube -run TestKube -v ./test/rbac/
 
 # test-whereabouts: the whereabouts role side by side with whereabouts
 # v0.9.4's own binary (built once into the user's cache) on a real control
@@ -175,7 +198,8 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./roles/vlan:FuzzParseConf:40000 ./roles/sbr:FuzzParseConf:40000 ./roles/vrf:FuzzParseConf:40000 \
 	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
 	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000 \
-	./agent/podapi:FuzzNADPolicy:60000
+	./agent/podapi:FuzzNADPolicy:60000 \
+	./roles/dhcp/daemon:FuzzACK:100000
 FUZZTIME ?=
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

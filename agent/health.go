@@ -71,14 +71,35 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// ServeHealth listens on addr and serves h until ctx ends. The listener is
-// opened before it returns, so a port in use is a start error.
-func ServeHealth(ctx context.Context, addr string, h *Health, log *slog.Logger) (wait func() error, err error) {
+// Probes answers /healthz and /readyz as h does, and nothing else: what
+// flanneld's --healthz-ip/--healthz-port serve (flanneld's default address
+// is every one of the node's, 0.0.0.0): no /metrics there.
+func (h *Health) Probes() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serverTimeouts bound what a client of the health endpoint holds: the
+// request's header, the whole request, the answer, and a kept-alive
+// connection between requests (a probe asks once; nobody needs more).
+var serverTimeouts = struct{ header, read, write, idle time.Duration }{5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
+
+// ServeHealth listens on addr and serves h (a Health, or its Probes) until
+// ctx ends. The listener is opened before it returns, so a port in use is a
+// start error.
+func ServeHealth(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (wait func() error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	tm := serverTimeouts
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: tm.header, ReadTimeout: tm.read, WriteTimeout: tm.write, IdleTimeout: tm.idle,
+		MaxHeaderBytes: 16 << 10}
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(ln)

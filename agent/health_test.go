@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // TestHealth: /healthz answers 200 while the agent runs, /readyz only once
@@ -71,4 +73,52 @@ func TestServeHealth(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
+}
+
+// TestServeHealthTimeouts: a client that sends nothing, and a kept-alive
+// connection left idle, are closed by the server (serverTimeouts, made
+// short here), not held open as long as the client likes.
+func TestServeHealthTimeouts(t *testing.T) {
+	saved := serverTimeouts
+	defer func() { serverTimeouts = saved }()
+	serverTimeouts.header, serverTimeouts.read, serverTimeouts.write, serverTimeouts.idle = 200*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
+	h := &Health{}
+	h.SetRunning(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	wait, err := ServeHealth(context.Background(), addr, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wait()
+	closed := func(what string, c net.Conn) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second)) // the test's bound, far past the server's
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("%s: the server did not close the connection: %v", what, err)
+		}
+	}
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	closed("a client that sends nothing", silent)
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	io.WriteString(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	closed("a kept-alive connection left idle", idle)
 }

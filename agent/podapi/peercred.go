@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"net"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/unixsock"
 )
 
 // NoGroup allows root only (Access.GID).
-const NoGroup = -1
+const NoGroup = unixsock.NoGroup
 
 // Access is who may call the pod API and what it honours.
 type Access struct {
@@ -29,28 +28,12 @@ type Access struct {
 }
 
 // checkPeer reports an error unless the process at the other end of conn
-// (SO_PEERCRED) runs as root, or with group gid as its real group. The
+// runs as root, or has the group gid (its own or a supplementary one). The
 // socket's file mode is a second line: a caller that gets past it (a
 // changed mode, a shared mount) still has to be root or in the group.
 func checkPeer(conn net.Conn, gid int) error {
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
-		return fmt.Errorf("not a unix socket connection")
+	if err := unixsock.CheckPeer(conn, gid); err != nil {
+		return fmt.Errorf("%w (the pod API's group: --pod-api-group)", err)
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-		return err
-	}
-	if cerr != nil {
-		return fmt.Errorf("SO_PEERCRED: %w", cerr)
-	}
-	if cred.Uid == 0 || (gid >= 0 && int(cred.Gid) == gid) {
-		return nil
-	}
-	return fmt.Errorf("peer pid %d uid %d gid %d is neither root nor in the pod API's group (--pod-api-group)", cred.Pid, cred.Uid, cred.Gid)
+	return nil
 }

@@ -1,89 +1,73 @@
 package podapi
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cnibox/cnibox/internal/unixsock/unixsocktest"
 )
 
-// TestHelperDial is not a test: run with PODAPI_DIAL=<socket>, it sends one
-// pod request and prints the answer (TestPeerCredentials runs it as nobody).
-func TestHelperDial(t *testing.T) {
-	path := os.Getenv("PODAPI_DIAL")
-	if path == "" {
-		t.Skip("helper process only")
-	}
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		fmt.Println("dial:", err)
-		return
-	}
-	defer c.Close()
-	io.WriteString(c, `{"op":"pod","namespace":"default","name":"mine"}`+"\n")
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	fmt.Println("answer:", strings.TrimSpace(line))
-}
-
-// TestPeerCredentials: with the socket's mode opened up, a caller that is
-// neither root nor in --pod-api-group still gets no answer (SO_PEERCRED);
-// one in the group, and root, do.
+// TestPeerCredentials: --pod-api-group works: the socket is 0600 root's
+// without it and 0660 the group's with it, and a caller gets an answer if
+// it runs as root or has the group as its own or a supplementary group
+// (SO_PEERGROUPS). With the socket's mode opened up (a changed mode, a
+// shared mount), a caller that is neither still gets no answer
+// (SO_PEERCRED).
 func TestPeerCredentials(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a caller as another user")
 	}
 	for _, tc := range []struct {
-		name   string
-		gid    int
-		answer bool
-	}{{"root only", NoGroup, false}, {"nogroup allowed", 65534, true}} {
+		name     string
+		gid      int      // --pod-api-group
+		groups   []uint32 // the caller's supplementary groups (uid and gid 65534)
+		openMode bool     // chmod 0666 after Listen
+		mode     os.FileMode
+		answer   bool
+	}{
+		{"root only", NoGroup, nil, false, 0o600, false},
+		{"root only, mode opened", NoGroup, nil, true, 0o600, false},
+		{"the caller's group", 65534, nil, false, 0o660, true},
+		{"a supplementary group", 4242, []uint32{4242}, false, 0o660, true},
+		{"another group", 4242, []uint32{4243}, false, 0o660, false},
+		{"another group, mode opened", 4242, []uint32{4243}, true, 0o660, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A directory user nobody can enter (t.TempDir's parent is
-			// private), holding the socket and a copy of this test binary.
-			dir, err := os.MkdirTemp("", "podapi-peercred")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer os.RemoveAll(dir)
-			os.Chmod(dir, 0o755)
-			self, err := os.ReadFile(os.Args[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			bin := filepath.Join(dir, "podapi.test")
-			if err := os.WriteFile(bin, self, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			dir := unixsocktest.Dir(t)
 			path := filepath.Join(dir, "agent.sock")
-			ln, err := Listen(path)
+			ln, err := Listen(path, tc.gid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.Chmod(path, 0o666)
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantGid := uint32(0)
+			if tc.gid != NoGroup {
+				wantGid = uint32(tc.gid)
+			}
+			if fi.Mode().Perm() != tc.mode || fi.Sys().(*syscall.Stat_t).Gid != wantGid {
+				t.Errorf("socket mode %v group %d, want %v group %d", fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Gid, tc.mode, wantGid)
+			}
+			if tc.openMode {
+				os.Chmod(path, 0o666)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
 				done <- Serve(ctx, ln, &recordSource{}, slog.New(slog.NewTextHandler(io.Discard, nil)), Access{GID: tc.gid})
 			}()
 			defer func() { cancel(); <-done }()
-			cmd := exec.Command(bin, "-test.run=^TestHelperDial$")
-			cmd.Env = append(os.Environ(), "PODAPI_DIAL="+path)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("caller: %v\n%s", err, out)
-			}
-			got := strings.Contains(string(out), `"namespace":"default"`)
-			if got != tc.answer {
-				t.Errorf("caller uid/gid 65534, allowed gid %d: answered %v, want %v\n%s", tc.gid, got, tc.answer, out)
+			answer, err := unixsocktest.Call(t, path, 65534, 65534, tc.groups, `{"op":"pod","namespace":"default","name":"mine"}`)
+			if got := strings.Contains(answer, `"namespace":"default"`); got != tc.answer {
+				t.Errorf("caller uid/gid 65534 groups %v, --pod-api-group %d: answered %v, want %v: %q %v", tc.groups, tc.gid, got, tc.answer, answer, err)
 			}
 		})
 	}

@@ -17,16 +17,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/unixsock"
 )
 
 // Source answers the pod API's questions.
@@ -43,29 +41,16 @@ const callTimeout = 20 * time.Second
 const ipamCallTimeout = 2 * time.Minute
 
 // Listen creates the socket at path (its directory too; a stale socket of
-// an earlier run is replaced), readable and writable by its owner only. It
-// sets the process umask for the moment of the bind: call it before other
-// goroutines create files.
-func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("pod API socket %s: %w", path, err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("pod API socket %s: a file that is not a socket is in the way: remove it or choose another --socket", path)
-		}
-		if c, err := net.Dial("unix", path); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("pod API socket %s: another process serves it (a second cnibox-agent?): stop it or choose another --socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("pod API socket %s: remove the stale socket: %w", path, err)
-		}
-	}
-	old := umask(0o177)
-	ln, err := net.Listen("unix", path)
-	umask(old)
-	if err != nil {
+// an earlier run is replaced), mode 0600 from the start, or 0660 with the
+// group gid when gid is not NoGroup (--pod-api-group). It sets the process
+// umask for the moment of the bind: call it before other goroutines create
+// files.
+func Listen(path string, gid int) (net.Listener, error) {
+	ln, err := unixsock.Listen(path, gid)
+	switch {
+	case errors.Is(err, unixsock.ErrServed):
+		return nil, fmt.Errorf("pod API socket %s: another process serves it (a second cnibox-agent?): stop it or choose another --socket", path)
+	case err != nil:
 		return nil, fmt.Errorf("pod API socket: %w", err)
 	}
 	return ln, nil

@@ -18,7 +18,7 @@ import (
 // stale socket is replaced, a live one or a plain file is refused.
 func TestListen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run", "cnibox", "agent.sock")
-	ln, err := Listen(path)
+	ln, err := Listen(path, NoGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,13 +26,13 @@ func TestListen(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("socket mode %v, %v; want 0600", fi.Mode(), err)
 	}
-	if _, err := Listen(path); err == nil || !strings.Contains(err.Error(), "another process") {
+	if _, err := Listen(path, NoGroup); err == nil || !strings.Contains(err.Error(), "another process") {
 		t.Errorf("Listen on a live socket = %v; want a refusal", err)
 	}
 	// A socket left by a killed agent: nobody listens.
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	ln, err = Listen(path)
+	ln, err = Listen(path, NoGroup)
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -40,7 +40,7 @@ func TestListen(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o644)
-	if _, err := Listen(file); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := Listen(file, NoGroup); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("Listen over a file = %v; want a refusal", err)
 	}
 }
@@ -63,7 +63,7 @@ func TestIPAMNotServed(t *testing.T) {
 func serveTest(t *testing.T, src Source, acc Access) *agentapi.Client {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "agent.sock")
-	ln, err := Listen(path)
+	ln, err := Listen(path, NoGroup)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func serveIPAMOnly(ctx context.Context, f *flags, log *slog.Logger) (wait func()
 	if f.ipam.handle == nil {
 		return nil, errors.New("cluster IPAM not started")
 	}
-	ln, err := podapi.Listen(f.pod.socket)
+	ln, err := podapi.Listen(f.pod.socket, f.pod.group)
 	if err != nil {
 		return nil, err
 	}

@@ -4,24 +4,29 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/cnibox/cnibox/agent"
 )
 
 // serveHealth serves /healthz, /readyz and /metrics on --health-addr
-// (cnibox's) and on --healthz-ip:--healthz-port (flanneld's; the port 0
-// serves nothing), one Health behind both. /healthz answers 200 from here
+// (cnibox's), and /healthz and /readyz alone on --healthz-ip:--healthz-port
+// (flanneld's, whose address is 0.0.0.0 by default; the port 0 serves
+// nothing), one Health behind both. /healthz answers 200 from here
 // on, as flanneld's does once its server listens; /readyz once the agent
 // holds its lease with the device up. With neither flag it returns a nil
 // Health (the agent ignores it).
 func serveHealth(ctx context.Context, f *flags, log *slog.Logger) (*agent.Health, func(), error) {
-	type listen struct{ flag, addr string }
+	type listen struct {
+		flag, addr string
+		metrics    bool
+	}
 	var ls []listen
 	if f.healthAddr != "" {
-		ls = append(ls, listen{"--health-addr", f.healthAddr})
+		ls = append(ls, listen{"--health-addr", f.healthAddr, true})
 	}
 	if a := f.healthzAddr(); a != "" && a != f.healthAddr {
-		ls = append(ls, listen{"--healthz-ip/--healthz-port", a})
+		ls = append(ls, listen{"--healthz-ip/--healthz-port", a, false})
 	}
 	var waits []func() error
 	stop := func() {
@@ -35,7 +40,11 @@ func serveHealth(ctx context.Context, f *flags, log *slog.Logger) (*agent.Health
 	h := &agent.Health{Metrics: agent.NewMetrics()}
 	h.SetRunning(true)
 	for _, l := range ls {
-		w, err := agent.ServeHealth(ctx, l.addr, h, log)
+		var hh http.Handler = h
+		if !l.metrics {
+			hh = h.Probes()
+		}
+		w, err := agent.ServeHealth(ctx, l.addr, hh, log)
 		if err != nil {
 			stop()
 			return nil, nil, fmt.Errorf("%s: %w", l.flag, err)

@@ -14,8 +14,8 @@ import (
 
 // TestHealthzPort: --healthz-ip/--healthz-port serve flanneld's /healthz
 // (200 as soon as the server listens) and /readyz (503 until the agent is
-// ready), as kube-flannel.yml's probes ask; beside --health-addr, both
-// answer from one state.
+// ready), as kube-flannel.yml's probes ask, and not /metrics; beside
+// --health-addr, both answer from one state.
 func TestHealthzPort(t *testing.T) {
 	free := func() int {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -60,6 +60,14 @@ func TestHealthzPort(t *testing.T) {
 		if c := get(p, "/readyz"); c != 200 {
 			t.Errorf(":%d/readyz = %d once ready, want 200", p, c)
 		}
+	}
+	// /metrics on --health-addr only: flanneld's address is 0.0.0.0 by
+	// default, and its server has no /metrics
+	if c := get(port, "/metrics"); c != 404 {
+		t.Errorf("--healthz-port /metrics = %d, want 404 (metrics are --health-addr's)", c)
+	}
+	if c := get(other, "/metrics"); c != 200 {
+		t.Errorf("--health-addr /metrics = %d, want 200", c)
 	}
 
 	// A port in use is a start error naming the flags.

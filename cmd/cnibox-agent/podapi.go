@@ -23,7 +23,7 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 	if err != nil {
 		return nil, err
 	}
-	ln, err := podapi.Listen(f.pod.socket)
+	ln, err := podapi.Listen(f.pod.socket, f.pod.group)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func (p *podAPIFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.only, "pod-api-only", false, "serve only the pod API (no lease, no overlay): the node daemon of a Multus-style setup "+
 		"whose pod network is something else (cnibox)")
 	fs.StringVar(&p.socket, "socket", agentapi.DefaultSocket, "unix socket of the pod API (cnibox)")
-	fs.IntVar(&p.group, "pod-api-group", -1, "numeric group ID whose processes may call the pod API besides root (SO_PEERCRED; the socket's mode stays 0600) (cnibox)")
+	fs.IntVar(&p.group, "pod-api-group", -1, "numeric group ID whose processes may call the pod API besides root: the socket is 0660 with this group instead of 0600 root's (the agent needs CAP_CHOWN unless it runs in the group), and a caller must have it as its group or a supplementary one (SO_PEERCRED, SO_PEERGROUPS) (cnibox)")
 	fs.StringVar(&p.podResources, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's pod-resources API socket: where the pod API finds the device a NetworkAttachmentDefinition's "+
 		"k8s.v1.cni.cncf.io/resourceName gave the pod (deviceID for host-device, SR-IOV); empty: none (cnibox)")
 	p.multusConf.register(fs)

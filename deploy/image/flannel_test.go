@@ -22,7 +22,7 @@ func layerOf(t *testing.T, archive []byte, mtime time.Time) (map[string]*tar.Hea
 	t.Helper()
 	_, files := untar(t, bytes.NewReader(archive), mtime)
 	var index ocispec.Index
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 2 {
 		t.Fatalf("index.json: %v", err)
 	}
 	var man ocispec.Manifest

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -94,12 +95,16 @@ func TestArchive(t *testing.T) {
 		t.Errorf("oci-layout = %s", s)
 	}
 	var index ocispec.Index
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 2 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
 	}
 	md := index.Manifests[0]
 	if md.Digest != d1 || md.Annotations[annotationImageName] != img.Ref || md.Annotations[ocispec.AnnotationRefName] != img.Ref {
 		t.Errorf("index entry %+v, want digest %s named %s", md, d1, img.Ref)
+	}
+	// the same manifest by digest, the rendered manifests' reference
+	if byDigest := index.Manifests[1]; byDigest.Digest != d1 || byDigest.Annotations[annotationImageName] != "ghcr.io/cnibox/cnibox@"+d1.String() {
+		t.Errorf("second index entry %+v, want digest %s named ghcr.io/cnibox/cnibox@%s", byDigest, d1, d1)
 	}
 	if md.Platform == nil || md.Platform.OS != "linux" || md.Platform.Architecture != "amd64" {
 		t.Errorf("index entry platform %+v", md.Platform)
@@ -203,8 +208,9 @@ func TestNotInCnibox(t *testing.T) {
 
 // TestRunManifests: run renders every -manifest into its -manifest-out
 // (cnibox.yaml and cnibox-multus.yaml, as make image gives them): every
-// image: names -ref and nothing else changed; an unpaired -manifest is
-// refused before anything is written.
+// image: names -ref and the digest of the image built (-ref@sha256:...)
+// and nothing else changed; an unpaired -manifest is refused before
+// anything is written.
 func TestRunManifests(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "cnibox")
@@ -221,6 +227,11 @@ func TestRunManifests(t *testing.T) {
 	if err := run(append(args, bin), &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
+	dgst := regexp.MustCompile(`\(manifest (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
+	if dgst == nil {
+		t.Fatalf("run printed no manifest digest: %s", stdout.String())
+	}
+	pinned := ref + "@" + dgst[1]
 	for _, in := range ins {
 		src, err := os.ReadFile(in)
 		if err != nil {
@@ -238,8 +249,8 @@ func TestRunManifests(t *testing.T) {
 		for i, l := range gotLines {
 			if k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "-")), ":"); ok && k == "image" {
 				images++
-				if strings.TrimSpace(v) != ref {
-					t.Errorf("%s line %d: %q, want image: %s", in, i+1, l, ref)
+				if strings.TrimSpace(v) != pinned {
+					t.Errorf("%s line %d: %q, want image: %s", in, i+1, l, pinned)
 				}
 			} else if l != srcLines[i] {
 				t.Errorf("%s line %d changed: %q -> %q", in, i+1, srcLines[i], l)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,8 +78,18 @@ func TestImport(t *testing.T) {
 	t.Run("containerd", func(t *testing.T) {
 		ctr := startContainerd(t)
 		ctr.mustRun("images", "import", archive)
-		if out := ctr.mustRun("images", "ls", "-q"); !strings.Contains(out, testRef) {
-			t.Errorf("ctr images ls: %q, want %s", out, testRef)
+		// named by its tag and by its digest, the rendered manifests'
+		// reference (the kubelet finds it without a registry)
+		dgst := regexp.MustCompile(`\(manifest (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
+		if dgst == nil {
+			t.Fatalf("no manifest digest in %s", stdout.String())
+		}
+		byDigest := strings.TrimSuffix(testRef, ":import-test") + "@" + dgst[1]
+		if out := ctr.mustRun("images", "ls", "-q"); !strings.Contains(out, testRef) || !strings.Contains(out, byDigest) {
+			t.Errorf("ctr images ls: %q, want %s and %s", out, testRef, byDigest)
+		}
+		if out := ctr.mustRun("run", "--rm", byDigest, "digest-test", "/usr/local/bin/cnibox", "version"); out != strings.TrimSpace(string(want)) {
+			t.Errorf("cnibox version in the image by digest: %q, want %q", out, want)
 		}
 		if out := ctr.mustRun("run", "--rm", testRef, "version-test", "/usr/local/bin/cnibox", "version"); out != strings.TrimSpace(string(want)) {
 			t.Errorf("cnibox version in the image: %q, want %q", out, want)

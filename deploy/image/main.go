@@ -7,9 +7,12 @@
 // manifest runs on it.
 //
 // With -manifest it also writes the Kubernetes manifest with its image
-// references set to the image built (-manifest-out), so that the manifest
-// and the archive always name the same image. Both flags repeat, paired
-// in order: make image renders cnibox.yaml and cnibox-multus.yaml.
+// references set to the image built, by tag and digest (-ref@sha256:...,
+// -manifest-out), so that the manifest and the archive always name the
+// same image, and a node runs those bytes whatever the tag points at later;
+// the archive names the image by that digest too, for ctr images import.
+// Both flags repeat, paired in order: make image renders cnibox.yaml,
+// cnibox-multus.yaml and cnibox-dhcp.yaml.
 //
 // The archive is reproducible: the same binaries, -ref and -epoch give the
 // same bytes.
@@ -113,11 +116,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %s (manifest %s)\n", *out, *ref, dgst)
+	// The manifests name the image by its digest too: a node runs these
+	// bytes and no others, whatever the tag points at later (the archive
+	// names the image so as well: ctr images import makes it resolvable).
+	pinned := *ref + "@" + dgst.String()
 	for i, in := range manifests {
-		if err := renderFile(in, manifestOuts[i], *ref); err != nil {
+		if err := renderFile(in, manifestOuts[i], pinned); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: %s with image %s\n", manifestOuts[i], in, *ref)
+		fmt.Fprintf(stdout, "%s: %s with image %s\n", manifestOuts[i], in, pinned)
 	}
 	return nil
 }

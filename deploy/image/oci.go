@@ -100,10 +100,15 @@ func WriteArchive(w io.Writer, img Image) (digest.Digest, error) {
 	manDesc := manBlob.desc
 	manDesc.Platform = &cfg.Platform
 	manDesc.Annotations = map[string]string{annotationImageName: img.Ref, ocispec.AnnotationRefName: img.Ref}
+	// The same manifest under NAME@DIGEST, the reference the rendered
+	// manifests give: containerd's import names the image so too, and the
+	// kubelet finds it without a registry.
+	byDigest := manDesc
+	byDigest.Annotations = map[string]string{annotationImageName: repository(img.Ref) + "@" + manBlob.desc.Digest.String()}
 	index, err := json.Marshal(ocispec.Index{
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: []ocispec.Descriptor{manDesc},
+		Manifests: []ocispec.Descriptor{manDesc, byDigest},
 	})
 	if err != nil {
 		return "", err
@@ -235,4 +240,12 @@ func writeTarFiles(w io.Writer, files map[string]File, mtime time.Time) error {
 		}
 	}
 	return tw.Close()
+}
+
+// repository is ref (NAME:TAG) without its tag.
+func repository(ref string) string {
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
 }

@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cnibox/cnibox/agent/netconf"
@@ -21,11 +20,9 @@ import (
 
 // manifest is cnibox.yaml decoded.
 type manifest struct {
-	sa      *corev1.ServiceAccount
-	role    *rbacv1.ClusterRole
-	binding *rbacv1.ClusterRoleBinding
-	cm      *corev1.ConfigMap
-	ds      *appsv1.DaemonSet
+	sa *corev1.ServiceAccount
+	cm *corev1.ConfigMap
+	ds *appsv1.DaemonSet
 }
 
 // load decodes every document of cnibox.yaml strictly (an unknown or
@@ -38,12 +35,6 @@ func load(t *testing.T) manifest {
 		case "ServiceAccount":
 			m.sa = &corev1.ServiceAccount{}
 			return m.sa
-		case "ClusterRole":
-			m.role = &rbacv1.ClusterRole{}
-			return m.role
-		case "ClusterRoleBinding":
-			m.binding = &rbacv1.ClusterRoleBinding{}
-			return m.binding
 		case "ConfigMap":
 			m.cm = &corev1.ConfigMap{}
 			return m.cm
@@ -51,45 +42,16 @@ func load(t *testing.T) manifest {
 			m.ds = &appsv1.DaemonSet{}
 			return m.ds
 		}
+		if o := (&rbacObjects{}).decode(kind); o != nil {
+			return o // loadRBAC reads them
+		}
 		t.Fatalf("cnibox.yaml: unexpected kind %s", kind)
 		return nil
 	})
-	if m.sa == nil || m.role == nil || m.binding == nil || m.cm == nil || m.ds == nil {
+	if m.sa == nil || m.cm == nil || m.ds == nil {
 		t.Fatalf("cnibox.yaml lacks an object: %+v", m)
 	}
 	return m
-}
-
-// TestRBAC: the agent's service account gets what it uses and nothing
-// else.
-func TestRBAC(t *testing.T) {
-	m := load(t)
-	if m.sa.Name != "cnibox" || m.sa.Namespace != "kube-system" {
-		t.Errorf("service account %s/%s", m.sa.Namespace, m.sa.Name)
-	}
-	want := []rbacv1.PolicyRule{
-		// kubelease: get and patch (annotations) its node, list and watch the peers.
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
-		// its node's NetworkUnavailable condition, False once the overlay is up
-		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
-		// podapi: this node's pods (informer), a pod, its network-status annotation.
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}},
-		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get", "list", "watch"}},
-		// podapi: multi's AddedInterface events.
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-		// clusteripam: whereabouts' pools, and the Lease of the reclaiming agent.
-		{APIGroups: []string{"whereabouts.cni.cncf.io"}, Resources: []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-	}
-	if !reflect.DeepEqual(m.role.Rules, want) {
-		t.Errorf("ClusterRole rules:\n%+v\nwant:\n%+v", m.role.Rules, want)
-	}
-	b := m.binding
-	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != m.role.Name || len(b.Subjects) != 1 ||
-		b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != m.sa.Name || b.Subjects[0].Namespace != m.sa.Namespace {
-		t.Errorf("ClusterRoleBinding %+v does not bind %s to %s", b, m.role.Name, m.sa.Name)
-	}
 }
 
 // TestConfigMap: the conflist is one cnibox install takes, and the

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
+
+	"github.com/cnibox/cnibox/internal/unixsock"
 )
 
 // DefaultTimeout bounds one call when the context has no earlier deadline.
@@ -68,26 +69,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 }
 
 // ReadLine reads one line of at most MaxMessage bytes, without the newline.
-func ReadLine(r *bufio.Reader) ([]byte, error) {
-	var out []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		out = append(out, chunk...)
-		if len(out) > MaxMessage {
-			return nil, fmt.Errorf("message longer than %d bytes", MaxMessage)
-		}
-		switch {
-		case err == nil:
-			return out[:len(out)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(out) > 0:
-			return out, nil
-		default:
-			return nil, err
-		}
-	}
-}
+func ReadLine(r *bufio.Reader) ([]byte, error) { return unixsock.ReadLine(r, MaxMessage) }
 
 // Pod returns the pod's metadata; uid, when not empty, must match.
 func (c *Client) Pod(ctx context.Context, namespace, name, uid string) (*Pod, error) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,6 +141,13 @@ type dhcpDaemon struct {
 // its store in dir/data, and waits until it answers.
 func startDaemon(t *testing.T, dir string, extra ...string) *dhcpDaemon {
 	t.Helper()
+	return startDaemonUnder(t, nil, dir, extra...)
+}
+
+// startDaemonUnder is startDaemon with the daemon's command run by wrap
+// (a program and its arguments, before the daemon's; nil: none).
+func startDaemonUnder(t *testing.T, wrap []string, dir string, extra ...string) *dhcpDaemon {
+	t.Helper()
 	d := &dhcpDaemon{t: t, socket: filepath.Join(dir, "dhcp.sock"), data: filepath.Join(dir, "data"), log: &bytes.Buffer{}}
 	args := append([]string{"daemon", "-socketpath", d.socket, "-datadir", d.data, "-timeout", "10s"}, extra...)
 	if bin := os.Getenv("CNIBOX_BIN"); bin != "" {
@@ -153,6 +161,20 @@ func startDaemon(t *testing.T, dir string, extra ...string) *dhcpDaemon {
 	} else {
 		d.cmd = exec.Command(os.Args[0], args...)
 		d.cmd.Env = append(os.Environ(), daemonEnv+"=1")
+	}
+	var err error
+	if wrap != nil {
+		bin := d.cmd.Path
+		if bin == "/proc/self/exe" { // this test binary, re-executed in its namespace
+			if bin, err = os.Executable(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.cmd.Args = append(slices.Clone(wrap), append([]string{bin}, d.cmd.Args[1:]...)...)
+		d.cmd.Path = wrap[0]
+		if lp, err := exec.LookPath(wrap[0]); err == nil {
+			d.cmd.Path = lp
+		}
 	}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {

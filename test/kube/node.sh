@@ -123,14 +123,22 @@ network() {
 SERVICE_IP=10.96.0.1
 
 # private_dirs mounts the tmpfs that keep the node's /run, /var/lib and
-# /var/log its own. /run is then made shared (within the node's mount
-# namespace, which nothing outside joins), as every mount is on a systemd
-# host: containerd refuses a hostPath with mountPropagation HostToContainer
-# unless its source is a shared or slave mount (cnibox-multus.yaml's dhcp
-# daemon sees new pod namespaces under /run that way).
+# /var/log its own. The machine's mounts under them (this namespace's
+# private copies) are unmounted first: hidden under the tmpfs they would
+# still be listed in mountinfo, and containerd, looking up the mount of a
+# hostPath, takes the first of two mounts on one path: the machine's
+# private /run/netns instead of the node's. /run is then made shared
+# (within the node's mount namespace, which nothing outside joins), as
+# every mount is on a systemd host: containerd refuses a hostPath with
+# mountPropagation HostToContainer unless its source is a shared or slave
+# mount (cnibox-multus.yaml's dhcp daemon sees new pod namespaces under
+# /run/netns that way).
 private_dirs() {
-  local d
+  local d m
   for d in /run /var/lib /var/log; do
+    awk -v d="$d/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+      umount -l "$m" 2>/dev/null || true
+    done
     mount -t tmpfs -o mode=0755 tmpfs "$d"
   done
   mount --make-shared /run

@@ -239,6 +239,10 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 		})
 	})
 
+	step(t, "a pod with a macvlan on dhcp: the DaemonSet's dhcp daemon leases its address and releases it", func() {
+		checkDHCPPod(t, c, startDHCPServer(t, c))
+	})
+
 	step(t, "kubectl delete -f cnibox-multus.yaml: the bridge is the node's network again, the NADs stay", func() {
 		keepIP := podIP(t, c.node, "keep-1")
 		if _, err := c.kubectlIn(string(manifest), "delete", "-f", "-", "--wait", c.timeout()); err != nil {
@@ -254,7 +258,7 @@ func TestKubeNodeMultusOverBridge(t *testing.T) {
 		if got, err := os.ReadFile(filepath.Join(confDir, primaryFile)); err != nil || !bytes.Equal(got, primary) {
 			t.Errorf("the primary conflist changed: %v\n%s", err, got)
 		}
-		c.must("get", "network-attachment-definitions", "macnet", "vethnet")
+		c.must("get", "network-attachment-definitions", "macnet", "vethnet", "dhcpnet")
 		c.must("-n", "kube-system", "get", "ippools.whereabouts.cni.cncf.io", macPool)
 
 		c.startPodsOn("after", nd)

@@ -35,8 +35,8 @@ func TestKubeNode(t *testing.T) {
 	writeBusyboxImage(t, bb, busyboxRef)
 	n.ctr("images", "import", bb)
 	n.ctr("images", "import", imageTar)
-	if images := n.ctr("images", "ls", "-q"); !strings.Contains(images, d.image+"\n") {
-		t.Fatalf("%s holds no image %s (the manifest's): the node has\n%s", imageTar, d.image, images)
+	if images := n.ctr("images", "ls", "-q"); !strings.Contains(images, ctrName(d.image)+"\n") {
+		t.Fatalf("%s holds no image %s (the manifest's %s): the node has\n%s", imageTar, ctrName(d.image), d.image, images)
 	}
 
 	var cidr netip.Prefix
@@ -269,8 +269,9 @@ func (b *syncBuffer) String() string {
 // image and kept the node's lease (subnet.env), and that a pod created
 // afterwards gets its address (the new binary works).
 func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
-	next := d.image + "-rollout"
-	n.ctr("images", "tag", d.image, next)
+	tag, _, _ := strings.Cut(d.image, "@") // NAME:TAG of NAME:TAG@DIGEST
+	next := tag + "-rollout"
+	n.ctr("images", "tag", ctrName(d.image), next)
 	lease, err := n.nodeFile("/run/flannel/subnet.env")
 	if err != nil {
 		t.Fatal(err)

@@ -155,3 +155,17 @@ func hasPrefix(prefixes []string, s string) bool {
 func trustDefault(manifest string) string {
 	return regexp.MustCompile(`(?m)^(\s*)- (--pod-api(?:-only)?)\s*$`).ReplaceAllString(manifest, "$1- $2\n$1- --nad-trusted-namespaces=kube-system,default")
 }
+
+// ctrName is the name containerd gives the image a manifest names:
+// NAME@DIGEST for make image's NAME:TAG@DIGEST (the kubelet's lookup drops
+// the tag of a reference with a digest), the reference itself otherwise.
+func ctrName(ref string) string {
+	nameTag, dgst, ok := strings.Cut(ref, "@")
+	if !ok {
+		return ref
+	}
+	if i := strings.LastIndex(nameTag, ":"); i > strings.LastIndex(nameTag, "/") {
+		nameTag = nameTag[:i]
+	}
+	return nameTag + "@" + dgst
+}

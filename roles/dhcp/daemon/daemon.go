@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cnibox/cnibox/internal/unixsock"
 	"github.com/cnibox/cnibox/roles/dhcp/proto"
 	"github.com/cnibox/cnibox/store"
 )
@@ -127,6 +128,13 @@ func Run(ctx context.Context, o Options) error {
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
+		// Root only (SO_PEERCRED), whatever the socket's mode (a shared
+		// mount, a mode changed, a socket systemd made).
+		if err := unixsock.CheckPeer(conn, unixsock.NoGroup); err != nil {
+			d.log.Printf("caller refused: %v", err)
+			conn.Close()
+			continue
+		}
 		go proto.Serve(conn, 30*time.Second, func(req *proto.Request) *proto.Response { return d.handle(ctx, req) })
 	}
 }
@@ -151,19 +159,15 @@ func (d *Daemon) listen() (net.Listener, error) {
 	if path == "" {
 		path = filepath.Join(d.o.HostPrefix, proto.DefaultSocket)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("-socketpath %s: %w", path, err)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
+	// 0600 from the bind on (the umask), root's only: the dhcp role runs
+	// as root in the runtime.
+	ln, err := unixsock.Listen(path, unixsock.NoGroup)
+	switch {
+	case errors.Is(err, unixsock.ErrServed):
 		return nil, fmt.Errorf("-socketpath %s: another daemon answers there", path)
+	case err != nil:
+		return nil, fmt.Errorf("-socketpath: %w", err)
 	}
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("-socketpath %s: %w", path, err)
-	}
-	_ = os.Chmod(path, 0o600)
 	return ln, nil
 }
 

@@ -9,13 +9,20 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/cnibox/cnibox/internal/unixsock"
 )
 
 // DefaultSocket is where the daemon listens unless configured otherwise.
 const DefaultSocket = "/run/cni/dhcp.sock"
+
+// MaxMessage bounds a request or response line: a request is a few names
+// and options, an answer a lease.
+const MaxMessage = 64 << 10
 
 // Operations.
 const (
@@ -106,7 +113,7 @@ func Call(ctx context.Context, socket string, req *Request) (*Response, error) {
 	if _, err := conn.Write(append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("send: %w", err)
 	}
-	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	line, err := unixsock.ReadLine(bufio.NewReader(conn), MaxMessage)
 	if err != nil {
 		return nil, fmt.Errorf("read the answer: %w", err)
 	}
@@ -117,19 +124,24 @@ func Call(ctx context.Context, socket string, req *Request) (*Response, error) {
 	return &resp, nil
 }
 
-// Serve reads one Request from conn, answers it with handle and closes conn.
+// Serve reads one Request (a line of at most MaxMessage bytes, within
+// timeout) from conn, answers it with handle and closes conn.
 func Serve(conn net.Conn, timeout time.Duration, handle func(*Request) *Response) {
 	defer conn.Close()
 	_ = conn.SetReadDeadline(time.Now().Add(timeout))
-	line, err := bufio.NewReader(conn).ReadBytes('\n')
-	if err != nil {
-		return
-	}
+	line, err := unixsock.ReadLine(bufio.NewReader(conn), MaxMessage)
 	var req Request
 	var resp *Response
-	if err := json.Unmarshal(line, &req); err != nil {
-		resp = &Response{Error: "decode the request: " + err.Error(), Code: 6}
-	} else {
+	switch {
+	case errors.Is(err, unixsock.ErrTooLong):
+		resp = &Response{Error: fmt.Sprintf("the request is longer than %d bytes", MaxMessage), Code: 6}
+	case err != nil:
+		return
+	default:
+		if err := json.Unmarshal(line, &req); err != nil {
+			resp = &Response{Error: "decode the request: " + err.Error(), Code: 6}
+			break
+		}
 		_ = conn.SetReadDeadline(time.Time{})
 		resp = handle(&req)
 	}
