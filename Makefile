@@ -130,13 +130,16 @@ test-whereabouts: deps build
 # ~/.cache/cnibox-flannel), moved to cnibox's image and back with pings
 # running; cnibox's manifest on three nodes (agent restart, node deletion,
 # FORWARD policy DROP); bin/cnibox-multus.yaml over the reference bridge on
-# one node (a macvlan and a host-device secondary, then kubectl delete -f).
+# one node (a macvlan and a host-device secondary, then kubectl delete -f);
+# cnibox's Helm chart on one node with a real helm (deploy/helm/helm.sh
+# builds it once into ~/.cache/cnibox-helm): install, upgrade, rollback
+# and uninstall with pings running.
 # It also builds kube-scheduler, kubelet and kubectl
 # into the control plane's cache; times in docs/deploy.md.
 .PHONY: test-kube test-node
 test-node: deps image
-	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl) && \
-	CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl) && helm=$$(bash deploy/helm/helm.sh) && \
+	CNIBOX_KUBE_BIN=$$kube CNIBOX_HELM=$$helm CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
 		CNIBOX_MULTUS_MANIFEST=$(CURDIR)/bin/cnibox-multus.yaml \
 		$(GO) test -count=1 -timeout 40m -tags kube -run TestKubeNode -v ./test/node/
 

@@ -70,12 +70,16 @@ func loadMultus(t *testing.T) multusManifest {
 	return m
 }
 
+// manifestDir is where eachDoc reads the manifests: this directory, or the
+// chart's output (TestChartHoldsTheRules).
+var manifestDir = "."
+
 // eachDoc calls obj for every document of the manifest file with its kind
 // and decodes the document strictly (an unknown or misspelt field fails)
 // into what obj returns (nil: obj has read it).
 func eachDoc(t *testing.T, file string, obj func(kind, doc string) any) {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	data, err := os.ReadFile(filepath.Join(manifestDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +139,7 @@ func TestMultusCRD(t *testing.T) {
 // whereabouts-crds.yaml.
 func TestNoCRDWithTheDaemonSets(t *testing.T) {
 	for _, file := range []string{"cnibox.yaml", "cnibox-multus.yaml", "cnibox-dhcp.yaml"} {
-		data, err := os.ReadFile(file)
+		data, err := os.ReadFile(filepath.Join(manifestDir, file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -269,9 +269,26 @@ func (b *syncBuffer) String() string {
 // image and kept the node's lease (subnet.env), and that a pod created
 // afterwards gets its address (the new binary works).
 func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
+	next := retag(n, d, "-rollout")
+	rolloutWith(t, n, next, "pod-c", cidr, func() {
+		n.must("-n", "kube-system", "set", "image", "ds/cnibox", "*="+next)
+	})
+}
+
+// retag tags the manifest's image NAME:TAG+suffix in the node's containerd
+// and returns that name.
+func retag(n *node, d deployment, suffix string) string {
 	tag, _, _ := strings.Cut(d.image, "@") // NAME:TAG of NAME:TAG@DIGEST
-	next := tag + "-rollout"
+	next := tag + suffix
 	n.ctr("images", "tag", ctrName(d.image), next)
+	return next
+}
+
+// rolloutWith runs roll, which moves the DaemonSet to the image next, while
+// pod-a pings pod-b: no ping goes unanswered, the new pod runs next and
+// kept the node's lease, and the pod fresh, created afterwards, gets its
+// address in cidr and reaches pod-a.
+func rolloutWith(t *testing.T, n *node, next, fresh string, cidr netip.Prefix, roll func()) {
 	lease, err := n.nodeFile("/run/flannel/subnet.env")
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +312,7 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 		return nil
 	})
 
-	n.must("-n", "kube-system", "set", "image", "ds/cnibox", "*="+next)
+	roll()
 	n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
 	var pods corev1.PodList
 	if err := json.Unmarshal([]byte(n.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox", "-o", "json")), &pods); err != nil {
@@ -331,8 +348,8 @@ func rollout(t *testing.T, n *node, d deployment, cidr netip.Prefix) {
 	}
 	t.Logf("pod-a pinged pod-b through the rollout: %d sent, %d answered", sent, got)
 
-	startPods(t, n, cidr, nil, "pod-c")
-	mustPing(t, n, "pod-c", "pod-a")
+	startPods(t, n, cidr, nil, fresh)
+	mustPing(t, n, fresh, "pod-a")
 }
 
 // nadCRDFile is the NetworkAttachmentDefinition CRD as cnibox ships it
@@ -556,25 +573,35 @@ func podNetwork(t *testing.T, n *node) string {
 // goes, and the pods running on the node keep their addresses and reach
 // each other; the plugins and the conflist stay on the node.
 func uninstall(t *testing.T, n *node, d deployment) {
+	uninstallWith(t, n, "kubectl delete -f", func() error {
+		_, err := n.kubectlIn(d.yaml, "delete", "-f", "-", "--wait", n.timeout())
+		return err
+	})
+}
+
+// uninstallWith runs del, named how, which deletes cnibox's objects: the
+// agent's pods go, pod-b and pod-c keep running with their addresses and
+// reach each other, the node keeps cnibox's files and stays Ready.
+func uninstallWith(t *testing.T, n *node, how string, del func() error) {
 	before := map[string]netip.Addr{"pod-b": podIP(t, n, "pod-b"), "pod-c": podIP(t, n, "pod-c")}
-	if _, err := n.kubectlIn(d.yaml, "delete", "-f", "-", "--wait", n.timeout()); err != nil {
-		t.Fatalf("kubectl delete -f the manifest: %v", err)
+	if err := del(); err != nil {
+		t.Fatalf("%s: %v", how, err)
 	}
 	n.must("-n", "kube-system", "wait", "--for=delete", "pod", "-l", "app=cnibox", n.timeout())
 	for name, ip := range before {
 		p := getPod(t, n, name)
 		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP != ip.String() {
-			t.Fatalf("after kubectl delete -f, pod %s is %s with %q (was Running with %s)", name, p.Status.Phase, p.Status.PodIP, ip)
+			t.Fatalf("after %s, pod %s is %s with %q (was Running with %s)", how, name, p.Status.Phase, p.Status.PodIP, ip)
 		}
 	}
 	mustPing(t, n, "pod-b", "pod-c")
 	mustPing(t, n, "pod-c", "pod-b")
 	for _, p := range []string{filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox"), filepath.Join(n.hostDir("/etc/cni/net.d"), "10-cnibox.conflist")} {
 		if _, err := os.Stat(p); err != nil {
-			t.Errorf("kubectl delete -f removed a file from the node: %v", err)
+			t.Errorf("%s removed a file from the node: %v", how, err)
 		}
 	}
 	if c, _ := readyCondition(getNode(t, n)); c.Status != corev1.ConditionTrue {
-		t.Errorf("after kubectl delete -f the node is not Ready: %+v", c)
+		t.Errorf("after %s the node is not Ready: %+v", how, c)
 	}
 }
