@@ -11,8 +11,9 @@ GOTAGS     := urfave_cli_no_docs
 GOTEST_FLAGS ?= -count=1 -timeout 14m
 # Debian packages the tests drive: the kernel tools for test namespaces, podman
 # with runc for the end-to-end test, the reference plugins to compare with,
-# containerd for the image test (deploy/image).
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base
+# containerd for the image test (deploy/image), docker-registry for its push
+# test (a registry on loopback).
+TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry
 # firewalld for the firewall role's firewalld tests (they run it on a private
 # D-Bus in their own namespaces), only where systemd is not PID 1: there,
 # installing Debian's package would start firewalld on the machine itself.
@@ -59,6 +60,18 @@ image: build busybox
 		-manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml \
 		-manifest deploy/kubernetes/cnibox-dhcp.yaml -manifest-out bin/cnibox-dhcp.yaml -busybox /bin/busybox \
 		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube bin/cnibox-dhcp
+
+# push: make image's archive as one OCI image index (linux/amd64 today;
+# every archive named in PUSH_ARCHIVES goes in, one per architecture) to
+# $(IMAGE):$(VERSION) in a registry, with go-containerregistry in the build
+# tool (go run ./deploy/image push): no container daemon; credentials from
+# the Docker config (~/.docker/config.json), as docker/podman login write
+# it. The image manifest keeps its digest: bin/cnibox.yaml's
+# NAME:TAG@sha256:... resolves in the registry. docs/deploy.md.
+PUSH_ARCHIVES ?= bin/cnibox-image.tar
+.PHONY: push
+push: image
+	$(GO) run ./deploy/image push -ref $(IMAGE):$(VERSION) $(PUSH_ARCHIVES)
 
 busybox:
 	@v=$$(dpkg-query -W -f='$${Status} $${Version}' busybox-static 2>/dev/null | sed -n 's/^install ok installed //p'); \

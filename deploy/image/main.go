@@ -54,6 +54,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "push" {
+		return runPush(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "bin/cnibox-image.tar", "the image archive to write")

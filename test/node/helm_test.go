@@ -109,7 +109,7 @@ func TestKubeNodeHelm(t *testing.T) {
 			return err
 		})
 		for _, o := range []string{"clusterrole/cnibox", "validatingadmissionpolicy/cnibox", "-n kube-system configmap/cnibox"} {
-			if out, err := n.kubectl(append(strings.Fields(o), "--ignore-not-found", "-o", "name")...); err != nil || out != "" {
+			if out, err := n.kubectl(append(append([]string{"get"}, strings.Fields(o)...), "--ignore-not-found", "-o", "name")...); err != nil || out != "" {
 				t.Errorf("after helm uninstall, %s: %q %v", o, out, err)
 			}
 		}
