@@ -1,0 +1,206 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+)
+
+// policyState is what the policy table holds now, by name.
+type policyState struct {
+	exists                 bool
+	chains, sets, counters map[string]bool
+	pending4, pending6     map[netip.Addr]bool
+}
+
+// readPolicy reads the policy table's chains, sets, counters and pending
+// addresses.
+func (h *Handle) readPolicy(withPending bool) (*policyState, error) {
+	st := &policyState{chains: map[string]bool{}, sets: map[string]bool{}, counters: map[string]bool{}}
+	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
+		return st, nil
+	}
+	st.exists = true
+	chains, err := h.nft.ListChainsOfTableFamily(policyFamily)
+	if err != nil {
+		return nil, fmt.Errorf("list chains: %w", err)
+	}
+	for _, c := range chains {
+		if c.Table.Name == PolicyTable {
+			st.chains[c.Name] = true
+		}
+	}
+	sets, err := h.nft.GetSets(policyTableObj())
+	if err != nil {
+		return nil, fmt.Errorf("list sets: %w", err)
+	}
+	for _, s := range sets {
+		st.sets[s.Name] = true
+	}
+	objs, err := h.nft.GetNamedObjects(policyTableObj())
+	if err != nil {
+		return nil, fmt.Errorf("list counters: %w", err)
+	}
+	for _, o := range objs {
+		if c, ok := o.(*nftables.CounterObj); ok {
+			st.counters[c.Name] = true
+		}
+	}
+	if withPending {
+		if st.pending4, err = h.policyAddrs(PolicyPending, false); err != nil {
+			return nil, err
+		}
+		if st.pending6, err = h.policyAddrs(PolicyPending, true); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// policyAddrs reads the addresses of an address set's family part.
+func (h *Handle) policyAddrs(name string, v6 bool) (map[netip.Addr]bool, error) {
+	out := map[netip.Addr]bool{}
+	elems, err := h.dumpElems(PolicyTable, policySetName(name, v6))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range elems {
+		if a, ok := netip.AddrFromSlice(e.key); ok {
+			out[a] = true
+		}
+	}
+	return out, nil
+}
+
+func (h *Handle) applyPolicy(c *PolicyChange) error {
+	t, err := h.begin()
+	if err != nil {
+		return err
+	}
+	st, err := h.readPolicy(len(c.Resolved) > 0)
+	if err != nil {
+		return err
+	}
+	if !st.exists && !c.Full {
+		return fmt.Errorf("no policy table (a full sync makes it): %w", ErrNotFound)
+	}
+	if c.Rules != nil {
+		if err := checkPolicyRules(c.Rules); err != nil {
+			return err
+		}
+	}
+	if err := t.queuePolicy(c, st); err != nil {
+		t.abort()
+		return err
+	}
+	return t.commit()
+}
+
+// queuePolicy queues c on t, st being the table as it is.
+func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
+	cc := t.conn()
+	tb := cc.AddTable(policyTableObj())
+	for _, v6 := range []bool{false, true} {
+		if err := t.addSet(policySetObj(PolicyPending, PolicyAddrs, "pods the agent has not resolved: dropped", v6), nil); err != nil {
+			return err
+		}
+	}
+	var pc *policyChains
+	keep := map[string]bool{}
+	if c.Rules != nil {
+		var counters []string
+		pc, counters = renderPolicy(c.Rules)
+		for _, n := range counters {
+			keep[n] = true
+			if !st.counters[n] {
+				cc.AddObj(&nftables.CounterObj{Table: tb, Name: n})
+				st.counters[n] = true
+			}
+		}
+		for name := range st.chains {
+			cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
+		}
+	}
+	for _, s := range c.Sets {
+		if err := t.addPolicySet(s, st.sets[policySetName(s.Name, false)]); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Add {
+		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, true); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Del {
+		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, false); err != nil {
+			return err
+		}
+	}
+	var gone []netip.Addr
+	for _, a := range c.Resolved {
+		if st.pending4[a] || st.pending6[a] {
+			gone = append(gone, a)
+		}
+	}
+	if err := t.policyElemChange(PolicyPending, PolicyAddrs, addrElems(gone), false); err != nil {
+		return err
+	}
+	if pc != nil {
+		t.queuePolicyChains(pc, st)
+		for n := range st.counters {
+			if !keep[n] {
+				cc.DeleteObject(&nftables.CounterObj{Table: tb, Name: n})
+			}
+		}
+	}
+	dels := map[string]bool{}
+	for _, n := range c.DelSets {
+		dels[policySetName(n, false)], dels[policySetName(n, true)] = true, true
+	}
+	if c.Full {
+		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true}
+		for _, s := range c.Sets {
+			want[policySetName(s.Name, false)], want[policySetName(s.Name, true)] = true, true
+		}
+		for n := range st.sets {
+			dels[n] = dels[n] || !want[n]
+		}
+	}
+	for n, del := range dels {
+		if del && st.sets[n] {
+			cc.DelSet(&nftables.Set{Table: tb, Name: n})
+		}
+	}
+	return nil
+}
+
+// queuePolicyChains queues the base chains, the chains and rules of pc,
+// and the deletion of the chains no longer used (all were flushed).
+func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
+	cc := t.conn()
+	tb := policyTableObj()
+	want := map[string]bool{}
+	chains := map[string]*nftables.Chain{}
+	for _, n := range pc.names {
+		want[n] = true
+		chains[n] = cc.AddChain(&nftables.Chain{Table: tb, Name: n})
+	}
+	// Hooked last: a jump needs its chain made first.
+	for _, b := range policyBaseChains {
+		want[b.name] = true
+		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, b.hook, nftables.ChainPriorityRef(b.prio))
+		cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{verdict(expr.VerdictJump, b.to)}})
+	}
+	for _, n := range pc.names {
+		for _, e := range pc.rules[n] {
+			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
+		}
+	}
+	for n := range st.chains {
+		if !want[n] {
+			cc.DelChain(&nftables.Chain{Table: tb, Name: n})
+		}
+	}
+}
