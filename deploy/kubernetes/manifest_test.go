@@ -24,8 +24,11 @@ type manifest struct {
 	sa      *corev1.ServiceAccount
 	role    *rbacv1.ClusterRole
 	binding *rbacv1.ClusterRoleBinding
-	cm      *corev1.ConfigMap
-	ds      *appsv1.DaemonSet
+	// policyRole and policyBinding: the NetworkPolicy watcher's.
+	policyRole    *rbacv1.ClusterRole
+	policyBinding *rbacv1.ClusterRoleBinding
+	cm            *corev1.ConfigMap
+	ds            *appsv1.DaemonSet
 }
 
 // load decodes every document of cnibox.yaml strictly (an unknown or
@@ -39,9 +42,17 @@ func load(t *testing.T) manifest {
 			m.sa = &corev1.ServiceAccount{}
 			return m.sa
 		case "ClusterRole":
+			if m.role != nil { // the second: the network policy's
+				m.policyRole = &rbacv1.ClusterRole{}
+				return m.policyRole
+			}
 			m.role = &rbacv1.ClusterRole{}
 			return m.role
 		case "ClusterRoleBinding":
+			if m.binding != nil {
+				m.policyBinding = &rbacv1.ClusterRoleBinding{}
+				return m.policyBinding
+			}
 			m.binding = &rbacv1.ClusterRoleBinding{}
 			return m.binding
 		case "ConfigMap":
@@ -380,4 +391,33 @@ func cniboxBinary(t *testing.T, dir string) string {
 		t.Fatalf("build cnibox: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// TestManifestPolicyRBAC: the NetworkPolicy watcher may list and watch what
+// it reads and create its Events, bound to the agent's ServiceAccount.
+func TestManifestPolicyRBAC(t *testing.T) {
+	m := load(t)
+	if m.policyRole == nil || m.policyBinding == nil {
+		t.Fatal("cnibox.yaml has no ClusterRole and binding for the network policy")
+	}
+	can := map[string]bool{}
+	for _, r := range m.policyRole.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					can[g+"/"+res+"/"+v] = true
+				}
+			}
+		}
+	}
+	for _, need := range []string{"/pods/list", "/pods/watch", "/namespaces/watch", "networking.k8s.io/networkpolicies/watch",
+		"policy.networking.k8s.io/clusternetworkpolicies/list", "/events/create"} {
+		if !can[need] {
+			t.Errorf("cnibox-policy cannot %s", need)
+		}
+	}
+	b := m.policyBinding
+	if b.RoleRef.Name != m.policyRole.Name || len(b.Subjects) != 1 || b.Subjects[0].Name != m.sa.Name {
+		t.Errorf("binding %+v does not bind %s to %s", b, m.policyRole.Name, m.sa.Name)
+	}
 }
