@@ -144,9 +144,16 @@ func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, p
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(denyWait))
 	if proto == policy.UDP {
-		if _, err := c.Write([]byte("hi")); err != nil {
-			return false
-		}
+		// A client resends: the first datagram may wait for a neighbour
+		// entry, or meet a probe's racing conntrack entry.
+		go func() {
+			for i := 0; i < 5; i++ {
+				if _, err := c.Write([]byte("hi")); err != nil {
+					return
+				}
+				time.Sleep(denyWait / 6)
+			}
+		}()
 	}
 	buf := make([]byte, 2)
 	_, err = io.ReadFull(c, buf)

@@ -20,6 +20,7 @@ type Sink struct {
 	h      *nft.Handle
 	synced bool
 	stats  Stats
+	rules  map[string]ruleInfo // by counter name
 }
 
 // Stats are the Sink's numbers for the agent's metrics.
@@ -76,6 +77,9 @@ func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
 	s.stats.Applied++
 	s.stats.Sets = len(m.Sets)
 	s.stats.Rules = countRules(m)
+	if d.Rules || c.Full {
+		s.noteRules(m)
+	}
 	return nil
 }
 
@@ -214,3 +218,10 @@ func ChainID(policyID string) string { return policy.ShortID(policyID) }
 
 // CounterName is the counter of a model rule in the table.
 func CounterName(ruleID string) string { return "c-" + policy.ShortID(ruleID) }
+
+// Remove deletes the policy table (the agent's --network-policy=false).
+func (s *Sink) Remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h.DeletePolicy()
+}

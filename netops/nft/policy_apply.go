@@ -39,7 +39,7 @@ func (h *Handle) readPolicy(withPending bool) (*policyState, error) {
 	for _, s := range sets {
 		st.sets[s.Name] = true
 	}
-	objs, err := h.nft.GetNamedObjects(policyTableObj())
+	objs, err := h.nft.GetObjects(policyTableObj())
 	if err != nil {
 		return nil, fmt.Errorf("list counters: %w", err)
 	}

@@ -31,7 +31,7 @@ func (h *Handle) PolicyCounters() (map[string]PolicyCounter, error) {
 	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
 		return out, nil
 	}
-	objs, err := h.nft.GetNamedObjects(policyTableObj())
+	objs, err := h.nft.GetObjects(policyTableObj())
 	if err != nil {
 		return nil, fmt.Errorf("read the policy counters in %s: %w", h.where(), err)
 	}
