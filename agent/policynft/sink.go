@@ -6,6 +6,8 @@ package policynft
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,6 +115,7 @@ func Change(m *policy.Model, d policy.Delta, full bool) *nft.PolicyChange {
 	c := &nft.PolicyChange{Full: full}
 	if full || d.Rules {
 		c.Rules = Rules(m)
+		c.Guard = Guard(m)
 	}
 	ids := d.AddSets
 	if full {
@@ -154,6 +157,28 @@ func Change(m *policy.Model, d policy.Delta, full bool) *nft.PolicyChange {
 		c.Add, c.Del = elems(d.Add), elems(d.Del)
 	}
 	return c
+}
+
+// Guard is where the model's policies could select a pod: the namespaces
+// of its NetworkPolicies, every namespace if it has a ClusterNetworkPolicy
+// (whose namespace selectors a CNI ADD cannot evaluate).
+func Guard(m *policy.Model) *nft.PolicyGuard {
+	g := &nft.PolicyGuard{}
+	seen := map[string]bool{}
+	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
+		if len(t.Admin)+len(t.Baseline) > 0 {
+			g.All = true
+		}
+		for _, p := range t.NetworkPolicy {
+			ns, _, _ := strings.Cut(strings.TrimPrefix(p.ID, "np/"), "/")
+			if !seen[ns] {
+				seen[ns] = true
+				g.Namespaces = append(g.Namespaces, ns)
+			}
+		}
+	}
+	slices.Sort(g.Namespaces)
+	return g
 }
 
 // Set is the table's form of set with elems.

@@ -148,6 +148,8 @@ type PolicyChange struct {
 	Add, Del []PolicySet
 	// DelSets are deleted last, when no rule uses them.
 	DelSets []string
+	// Guard, when not nil, replaces the guard set (policy_pending.go).
+	Guard *PolicyGuard
 	// Resolved are removed from the pending set (those not in it are
 	// ignored).
 	Resolved []netip.Addr

@@ -138,6 +138,11 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 			return err
 		}
 	}
+	if c.Guard != nil {
+		if err := t.queueGuard(c.Guard); err != nil {
+			return err
+		}
+	}
 	var gone []netip.Addr
 	for _, a := range c.Resolved {
 		if st.pending4[a] || st.pending6[a] {
@@ -160,7 +165,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		dels[policySetName(n, false)], dels[policySetName(n, true)] = true, true
 	}
 	if c.Full {
-		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true}
+		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true, policyGuardSet: c.Guard != nil}
 		for _, s := range c.Sets {
 			want[policySetName(s.Name, false)], want[policySetName(s.Name, true)] = true, true
 		}

@@ -18,6 +18,9 @@ import (
 // the container ID and ifname.
 func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
 	err := attach.Release(ctx, a, c.DataDir, func(ips []netip.Addr) error {
+		if err := attach.PolicyUnpend(host, ips); err != nil {
+			return err
+		}
 		if !c.IPMasq || len(ips) == 0 {
 			return nil
 		}
