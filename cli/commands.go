@@ -144,6 +144,15 @@ func commands(o Options) []*ucli.Command {
 					Action: inspectDHCP,
 				},
 				{
+					Name:  "policy",
+					Usage: "the node's NetworkPolicy table: the policies (that select POD), per direction, each rule with its packet counter",
+					UsageText: "cnibox inspect policy [NS/POD] [--data-dir DIR] [--json]\n\n" +
+						"The kernel's table cnibox-policy and its counters, named by the index cnibox-agent keeps in the store.\n" +
+						"Example: cnibox inspect policy default/web-0",
+					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
+					Action: withHost(inspectPolicy),
+				},
+				{
 					Name:  "topology",
 					Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
 					UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +

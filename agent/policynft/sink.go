@@ -23,6 +23,9 @@ type Sink struct {
 	synced bool
 	stats  Stats
 	rules  map[string]ruleInfo // by counter name
+	// index: record the store's policy index in indexDir (IndexTo).
+	index    bool
+	indexDir string
 }
 
 // Stats are the Sink's numbers for the agent's metrics.
@@ -30,6 +33,7 @@ type Stats struct {
 	Rules, Sets int           // model rules and sets of the last change
 	Applied     int           // transactions committed
 	Failed      int           // transactions the kernel refused
+	IndexErr    error         // the last failure to record the store's index
 	LastSync    time.Duration // the last transaction's time
 }
 
@@ -81,6 +85,7 @@ func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
 	s.stats.Rules = countRules(m)
 	if d.Rules || c.Full {
 		s.noteRules(m)
+		s.stats.IndexErr = s.writeIndex(m)
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 			return fmt.Errorf("network policy metrics: %w", err)
 		}
 	}
+	sink.IndexTo(f.dataDir)
 	bridgedTrafficFiltered(log)
 	cfg := policy.WatchConfig{
 		Cluster: f.cluster(), Log: log, Sink: sink,
