@@ -32,10 +32,10 @@ type lab struct {
 type labPod struct {
 	ns, name string
 	path     string
-	ip       netip.Addr
+	ip, ip6  netip.Addr
 }
 
-var nodeAddr = netip.MustParseAddr("10.99.0.1")
+var nodeAddr, nodeAddr6 = netip.MustParseAddr("10.99.0.1"), netip.MustParseAddr("fd00:99::1")
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -61,21 +61,26 @@ func newLab(t *testing.T, pods ...string) *lab {
 	br, err := l.node.EnsureBridge(netops.BridgeOpts{Name: "br0"})
 	must(t, err)
 	must(t, l.node.EnsureAddr("br0", netip.PrefixFrom(nodeAddr, 24), netops.AddrOpts{}))
-	if err := l.node.SetSysctls(netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-iptables", Value: "1"}); err != nil {
+	must(t, l.node.EnsureAddr("br0", netip.PrefixFrom(nodeAddr6, 64), netops.AddrOpts{NoDAD: true}))
+	if err := l.node.SetSysctls(netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-iptables", Value: "1"},
+		netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-ip6tables", Value: "1"}); err != nil {
 		t.Skipf("no br_netfilter: bridged traffic never meets the forward hook (%v)", err)
 	}
 	for i, key := range pods {
 		h, path := openNS(t, "pp")
 		_, _, err := l.node.EnsureVeth(netops.VethOpts{HostName: fmt.Sprintf("veth%d", i), PeerName: "eth0", Peer: h, MasterIndex: br.Index})
 		must(t, err)
-		p := &labPod{path: path, ip: netip.AddrFrom4([4]byte{10, 99, 0, byte(i + 2)})}
+		p := &labPod{path: path, ip: netip.AddrFrom4([4]byte{10, 99, 0, byte(i + 2)}),
+			ip6: netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x99, 15: byte(i + 2)})}
 		for j := range key {
 			if key[j] == '/' {
 				p.ns, p.name = key[:j], key[j+1:]
 			}
 		}
 		must(t, h.EnsureAddr("eth0", netip.PrefixFrom(p.ip, 24), netops.AddrOpts{}))
+		must(t, h.EnsureAddr("eth0", netip.PrefixFrom(p.ip6, 64), netops.AddrOpts{NoDAD: true}))
 		must(t, h.EnsureRoute(netops.Route{GW: nodeAddr, Dev: "eth0"}))
+		must(t, h.EnsureRoute(netops.Route{GW: nodeAddr6, Dev: "eth0"}))
 		serve(t, p)
 		l.pods = append(l.pods, p)
 	}
@@ -86,7 +91,7 @@ func newLab(t *testing.T, pods ...string) *lab {
 func serve(t *testing.T, p *labPod) {
 	must(t, nstest.Run(t, p.path, func() error {
 		for _, port := range []int{80, 81} {
-			ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", p.ip, port))
+			ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 			if err != nil {
 				return err
 			}
@@ -102,7 +107,7 @@ func serve(t *testing.T, p *labPod) {
 				}
 			}()
 		}
-		pc, err := net.ListenPacket("udp", fmt.Sprintf("%s:80", p.ip))
+		pc, err := net.ListenPacket("udp", ":80")
 		if err != nil {
 			return err
 		}
@@ -165,13 +170,23 @@ type probe struct {
 	from, to *labPod
 	proto    policy.Protocol
 	port     uint16
+	v6       bool
+}
+
+// addrs are the probe's source and destination addresses.
+func (p probe) addrs() (src, dst netip.Addr) {
+	if p.v6 {
+		return p.from.ip6, p.to.ip6
+	}
+	return p.from.ip, p.to.ip
 }
 
 func (p probe) String() string {
-	return fmt.Sprintf("%s/%s -> %s/%s %s/%d", p.from.ns, p.from.name, p.to.ns, p.to.name, p.proto, p.port)
+	_, dst := p.addrs()
+	return fmt.Sprintf("%s/%s -> %s/%s %s %s/%d", p.from.ns, p.from.name, p.to.ns, p.to.name, dst, p.proto, p.port)
 }
 
-// probes are every pair of pods on TCP 80, TCP 81 and UDP 80.
+// probes are every pair of pods on TCP 80, TCP 81 and UDP 80, IPv4 and IPv6.
 func (l *lab) probes() []probe {
 	var out []probe
 	for _, a := range l.pods {
@@ -183,7 +198,7 @@ func (l *lab) probes() []probe {
 				proto policy.Protocol
 				port  uint16
 			}{{policy.TCP, 80}, {policy.TCP, 81}, {policy.UDP, 80}} {
-				out = append(out, probe{a, b, pp.proto, pp.port})
+				out = append(out, probe{a, b, pp.proto, pp.port, false}, probe{a, b, pp.proto, pp.port, true})
 			}
 		}
 	}
@@ -193,7 +208,8 @@ func (l *lab) probes() []probe {
 // want is the model's decision: the source's egress and the
 // destination's ingress (both pods are on this node).
 func want(m *policy.Model, p probe) bool {
-	c := policy.Conn{Src: p.from.ip, Dst: p.to.ip, Proto: p.proto, Port: p.port}
+	src, dst := p.addrs()
+	c := policy.Conn{Src: src, Dst: dst, Proto: p.proto, Port: p.port}
 	return m.Evaluate(policy.Egress, c).Allowed && m.Evaluate(policy.Ingress, c).Allowed
 }
 
@@ -205,7 +221,11 @@ func (l *lab) checkTraffic(t *testing.T, m *policy.Model) {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Add(1)
-		go func() { defer wg.Done(); got[i] = connect(t, p.from, p.to.ip, p.proto, p.port) }()
+		go func() {
+			defer wg.Done()
+			_, dst := p.addrs()
+			got[i] = connect(t, p.from, dst, p.proto, p.port)
+		}()
 	}
 	wg.Wait()
 	for i, p := range ps {
@@ -225,7 +245,7 @@ func (p *labPod) apiPod(labels map[string]string) *policy.Pod {
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c",
 			Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 81}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: p.ip.String()}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: p.ip.String()}, {IP: p.ip6.String()}}},
 	})
 }
 

@@ -27,7 +27,7 @@ func TestPolicyPending(t *testing.T) {
 	var err error
 	n.sink, err = policynft.New(l.nodePath)
 	must(t, err)
-	n.e.SetNodeAddrs([]netip.Addr{nodeAddr})
+	n.e.SetNodeAddrs([]netip.Addr{nodeAddr, nodeAddr6})
 	for _, ns := range []string{"x", "y"} {
 		n.e.SetNamespace(&policy.Namespace{Name: ns, Labels: map[string]string{"ns": ns}})
 	}

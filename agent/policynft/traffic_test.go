@@ -28,7 +28,7 @@ func newNode(t *testing.T, l *lab) *node {
 	n.sink, err = policynft.New(l.nodePath)
 	must(t, err)
 	t.Cleanup(func() { n.sink.Close() })
-	n.e.SetNodeAddrs([]netip.Addr{nodeAddr})
+	n.e.SetNodeAddrs([]netip.Addr{nodeAddr, nodeAddr6})
 	for _, ns := range []string{"x", "y"} {
 		n.e.SetNamespace(&policy.Namespace{Name: ns, Labels: map[string]string{"ns": ns}})
 	}
