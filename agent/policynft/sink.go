@@ -255,3 +255,10 @@ func (s *Sink) Remove() error {
 	defer s.mu.Unlock()
 	return s.h.DeletePolicy()
 }
+
+// ApplyChange commits c as it is (benchmarks, tests).
+func (s *Sink) ApplyChange(c *nft.PolicyChange) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h.ApplyPolicy(c)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 // policyState is what the policy table holds now, by name.
@@ -15,14 +16,27 @@ type policyState struct {
 	pending4, pending6     map[netip.Addr]bool
 }
 
-// readPolicy reads the policy table's chains, sets, counters and pending
-// addresses.
-func (h *Handle) readPolicy(withPending bool) (*policyState, error) {
+// readPolicy reads whether the policy table exists and, with objects, its
+// chains, sets and counters, with pending its pending addresses (an
+// element-only change needs neither dump).
+func (h *Handle) readPolicy(objects, withPending bool) (*policyState, error) {
 	st := &policyState{chains: map[string]bool{}, sets: map[string]bool{}, counters: map[string]bool{}}
 	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
 		return st, nil
 	}
 	st.exists = true
+	if withPending {
+		var err error
+		if st.pending4, err = h.policyAddrs(PolicyPending, false); err != nil {
+			return nil, err
+		}
+		if st.pending6, err = h.policyAddrs(PolicyPending, true); err != nil {
+			return nil, err
+		}
+	}
+	if !objects {
+		return st, nil
+	}
 	chains, err := h.nft.ListChainsOfTableFamily(policyFamily)
 	if err != nil {
 		return nil, fmt.Errorf("list chains: %w", err)
@@ -48,14 +62,6 @@ func (h *Handle) readPolicy(withPending bool) (*policyState, error) {
 			st.counters[c.Name] = true
 		}
 	}
-	if withPending {
-		if st.pending4, err = h.policyAddrs(PolicyPending, false); err != nil {
-			return nil, err
-		}
-		if st.pending6, err = h.policyAddrs(PolicyPending, true); err != nil {
-			return nil, err
-		}
-	}
 	return st, nil
 }
 
@@ -79,7 +85,7 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.readPolicy(len(c.Resolved) > 0)
+	st, err := h.readPolicy(c.Full || c.Rules != nil || len(c.Sets)+len(c.DelSets) > 0, len(c.Resolved) > 0)
 	if err != nil {
 		return err
 	}
@@ -90,6 +96,9 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 		if err := checkPolicyRules(c.Rules); err != nil {
 			return err
 		}
+	}
+	if err := h.bigBatches(); err != nil {
+		return err
 	}
 	if err := t.queuePolicy(c, st); err != nil {
 		t.abort()
@@ -208,4 +217,37 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 			cc.DelChain(&nftables.Chain{Table: tb, Name: n})
 		}
 	}
+}
+
+// policySndBuf is the send buffer the policy table's transactions may
+// need: a full sync of a large cluster is one batch, which the kernel takes
+// in one sendmsg, and the default buffer (net.core.wmem_default, ~208 KiB)
+// refuses it with EMSGSIZE. nft raises it the same way (SO_SNDBUFFORCE).
+const policySndBuf = 64 << 20
+
+// bigBatches raises the connection's send buffer to policySndBuf (and its
+// receive buffer, for the acks), once.
+func (h *Handle) bigBatches() error {
+	if h.bigSndBuf {
+		return nil
+	}
+	rc, err := h.nfRaw.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, policySndBuf)
+		if serr == nil {
+			// The kernel's acks, one per message, come back in one go.
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, policySndBuf/4)
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("raise the nftables socket buffers: %w", serr)
+	}
+	h.bigSndBuf = true
+	return nil
 }
