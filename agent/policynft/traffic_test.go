@@ -3,6 +3,7 @@ package policynft_test
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -200,4 +201,47 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 			l.checkTraffic(t, n.e.Model())
 		})
 	}
+}
+
+// TestPolicyChangeRewritesItsChains: a policy's change rewrites its own
+// chains; another policy's keep their rule handles, and traffic follows.
+func TestPolicyChangeRewritesItsChains(t *testing.T) {
+	l := newLab(t, "x/a", "x/b", "y/a")
+	n := newNode(t, l)
+	web := func(p int) *networkingv1.NetworkPolicy {
+		return np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			Ports: []networkingv1.NetworkPolicyPort{port(tcp, p)}}}})
+	}
+	db := np("x", "db", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "b"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
+		From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y")}}}}})
+	n.e.SetNetworkPolicy(web(80))
+	n.e.SetNetworkPolicy(db)
+	n.start()
+	h, err := nft.Open(l.nodePath)
+	must(t, err)
+	defer h.Close()
+	of := func(chain string) []string {
+		all, err := h.PolicyRuleHandles()
+		must(t, err)
+		var out []string
+		for _, r := range all {
+			if strings.HasPrefix(r, chain+":") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	dbChain, webChain := "n-"+policynft.ChainID("np/x/db")+"-in4", "n-"+policynft.ChainID("np/x/web")+"-in4"
+	dbBefore, webBefore := of(dbChain), of(webChain)
+	if len(dbBefore) == 0 || len(webBefore) == 0 {
+		t.Fatalf("no rules in %s (%v) or %s (%v)", dbChain, dbBefore, webChain, webBefore)
+	}
+	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(web(81)) })
+	if got := of(dbChain); !slices.Equal(got, dbBefore) {
+		t.Errorf("np/x/db's rules rewritten: %v, before %v", got, dbBefore)
+	}
+	if got := of(webChain); slices.Equal(got, webBefore) {
+		t.Errorf("np/x/web's rules not rewritten: %v", got)
+	}
+	l.checkTraffic(t, n.e.Model())
 }

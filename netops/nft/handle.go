@@ -40,6 +40,9 @@ type Handle struct {
 	// bigSndBuf: the send buffer was raised for the policy table's large
 	// transactions.
 	bigSndBuf bool
+	// policyFP: the policy table's chains as this Handle last wrote them
+	// (fingerprints), nil when unknown.
+	policyFP map[string]string
 	// masqNoExpiry: masquerade elements are deleted, not expired.
 	masqNoExpiry bool
 	// expiring: elements given a timeout (masquerade, port mappings), which

@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -102,9 +103,17 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	}
 	if err := t.queuePolicy(c, st); err != nil {
 		t.abort()
+		h.policyFP = nil
 		return err
 	}
-	return t.commit()
+	if err := t.commit(); err != nil {
+		h.policyFP = nil // the kernel's chains are unknown again
+		return err
+	}
+	if c.Rules != nil {
+		h.policyFP = t.policyFP
+	}
+	return nil
 }
 
 // queuePolicy queues c on t, st being the table as it is.
@@ -128,8 +137,16 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 				st.counters[n] = true
 			}
 		}
+		// Chains this Handle wrote as they are now are left alone; the
+		// others are flushed (and refilled or deleted below).
+		t.policyFP, t.policyPrev = fingerprints(pc), t.h.policyFP
+		if c.Full || !st.exists {
+			t.policyPrev = nil
+		}
 		for name := range st.chains {
-			cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
+			if !t.policyKeeps(name) {
+				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
+			}
 		}
 	}
 	for _, s := range c.Sets {
@@ -199,15 +216,23 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 	chains := map[string]*nftables.Chain{}
 	for _, n := range pc.names {
 		want[n] = true
-		chains[n] = cc.AddChain(&nftables.Chain{Table: tb, Name: n})
+		if !t.policyKeeps(n) || !st.chains[n] {
+			chains[n] = cc.AddChain(&nftables.Chain{Table: tb, Name: n})
+		}
 	}
 	// Hooked last: a jump needs its chain made first.
 	for _, b := range policyBaseChains {
 		want[b.name] = true
+		if t.policyKeeps(b.name) && st.chains[b.name] {
+			continue
+		}
 		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, b.hook, nftables.ChainPriorityRef(b.prio))
 		cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{verdict(expr.VerdictJump, b.to)}})
 	}
 	for _, n := range pc.names {
+		if chains[n] == nil {
+			continue
+		}
 		for _, e := range pc.rules[n] {
 			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
 		}
@@ -250,4 +275,35 @@ func (h *Handle) bigBatches() error {
 	}
 	h.bigSndBuf = true
 	return nil
+}
+
+// fingerprints are the chains' rules as text (base chains: their hook), to
+// tell which chains a change of the rules leaves as they are.
+func fingerprints(pc *policyChains) map[string]string {
+	fp := make(map[string]string, len(pc.names)+len(policyBaseChains))
+	var b strings.Builder
+	for _, n := range pc.names {
+		b.Reset()
+		for _, r := range pc.rules[n] {
+			for _, e := range r {
+				fmt.Fprintf(&b, "%T%+v;", e, e)
+			}
+			b.WriteByte('\n')
+		}
+		fp[n] = "chain\n" + b.String()
+	}
+	for _, bc := range policyBaseChains {
+		fp[bc.name] = fmt.Sprintf("base %v %d -> %s", *bc.hook, bc.prio, bc.to)
+	}
+	return fp
+}
+
+// policyKeeps reports whether chain name is in the kernel as this change
+// wants it (written so by this Handle's last change of the rules).
+func (t *txn) policyKeeps(name string) bool {
+	if t.policyPrev == nil {
+		return false
+	}
+	old, ok := t.policyPrev[name]
+	return ok && old == t.policyFP[name]
 }
