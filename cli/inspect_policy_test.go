@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"net/netip"
 	"strings"
@@ -31,11 +32,13 @@ func TestInspectPolicy(t *testing.T) {
 	defer host.Close()
 	h := host.NFT()
 	elem := func(a netip.Addr) []nft.PolicyElem { return []nft.PolicyElem{{Prefix: netip.PrefixFrom(a, 32)}} }
-	must(t, h.ApplyPolicy(&nft.PolicyChange{Full: true,
-		Sets: []nft.PolicySet{{Name: "subj", Elems: elem(web)}, {Name: "peer", Elems: elem(other)}},
-		Rules: &nft.PolicyRules{Ingress: nft.PolicyTiers{Isolated: "subj", NetworkPolicy: []nft.PolicyChain{
-			{ID: "p1", Subject: "subj", Rules: []nft.PolicyRule{{Counter: "r1", Clauses: []nft.PolicyClause{{Peer: "peer"}}}}},
-		}}}}))
+	rules := &nft.PolicyRules{Ingress: nft.PolicyTiers{Isolated: "subj", NetworkPolicy: []nft.PolicyChain{
+		{ID: "p1", Subject: "subj", Rules: []nft.PolicyRule{{Counter: "r1", Clauses: []nft.PolicyClause{{Peer: "peer"}}}}},
+	}}}
+	must(t, h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: rules,
+		Sets: []nft.PolicySet{{Name: "subj", Elems: elem(web)}, {Name: "peer", Elems: elem(other)}}}))
+	rulesJSON, err := json.Marshal(rules)
+	must(t, err)
 	defer h.DeletePolicy()
 	_, err = h.MarkPolicyPending("default", []netip.Addr{web}) // no guard: not marked
 	must(t, err)
@@ -43,7 +46,7 @@ func TestInspectPolicy(t *testing.T) {
 	dir := t.TempDir()
 	st, err := store.Open(dir)
 	must(t, err)
-	must(t, st.PutPolicyIndex(store.PolicyIndex{Isolated: map[string]string{"ingress": "subj"}, Policies: []store.PolicyEntry{{
+	must(t, st.PutPolicyIndex(store.PolicyIndex{Isolated: map[string]string{"ingress": "subj"}, Rules: rulesJSON, Policies: []store.PolicyEntry{{
 		ID: "np/default/web", Direction: "ingress", Tier: "networkpolicy", Subject: "subj",
 		Rules: []store.PolicyRef{{ID: "np/default/web/ingress/0", Action: "allow", Counter: "c-r1"}},
 	}}}))
@@ -73,6 +76,30 @@ func TestInspectPolicy(t *testing.T) {
 	}
 	if out := run("default/other"); strings.Contains(out, "np/default/web") {
 		t.Errorf("a policy that does not select default/other is shown:\n%s", out)
+	}
+
+	// doctor --policy: the rule that allows, the isolation that drops.
+	doctor := func(conn string) (string, error) {
+		fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+		must(t, dataDirFlag.Apply(fs))
+		fs.String("policy", "", "")
+		must(t, fs.Parse([]string{"--data-dir", dir, "--policy", conn}))
+		app := ucli.NewApp()
+		var b bytes.Buffer
+		app.Writer = &b
+		err := doctorOrPolicy(ucli.NewContext(app, fs, nil), host)
+		return b.String(), err
+	}
+	out, err = doctor("10.77.0.3 10.77.0.2 80/tcp")
+	if err != nil || !strings.Contains(out, "ingress allowed by np/default/web/ingress/0") {
+		t.Errorf("doctor --policy other -> web: %v\n%s", err, out)
+	}
+	out, err = doctor("10.77.0.9 10.77.0.2 80")
+	if err == nil || !strings.Contains(out, "dropped") || !strings.Contains(out, "none of their rules allows") {
+		t.Errorf("doctor --policy from an unknown address: %v (want exit 1)\n%s", err, out)
+	}
+	if _, err := doctor("10.77.0.9 80"); err == nil || !strings.Contains(err.Error(), "SRC DST PORT") {
+		t.Errorf("a malformed --policy: %v", err)
 	}
 }
 

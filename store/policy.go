@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Bucket policy holds what cnibox-agent's NetworkPolicy table means, for
 // `cnibox inspect policy`: the table names its chains, sets and counters by
@@ -14,7 +17,10 @@ type PolicyIndex struct {
 	// pods a NetworkPolicy isolates.
 	Isolated map[string]string `json:"isolated,omitempty"`
 	Policies []PolicyEntry     `json:"policies"`
-	Updated  time.Time         `json:"updated"`
+	// Rules are the table's rules as the agent wrote them (netops/nft's
+	// PolicyRules, as JSON): what `cnibox doctor --policy` walks.
+	Rules   json.RawMessage `json:"rules,omitempty"`
+	Updated time.Time       `json:"updated"`
 }
 
 // PolicyEntry is one policy in one direction, in evaluation order.

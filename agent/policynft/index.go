@@ -1,6 +1,7 @@
 package policynft
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/cnibox/cnibox/agent/policy"
@@ -35,6 +36,7 @@ func Index(m *policy.Model) store.PolicyIndex {
 			}
 		}
 	}
+	idx.Rules, _ = json.Marshal(Rules(m)) // plain structs: never fails
 	return idx
 }
 

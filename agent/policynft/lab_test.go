@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/agent/policynft"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -233,6 +235,7 @@ func (l *lab) checkTraffic(t *testing.T, m *policy.Model) {
 			t.Errorf("%s: connected %v, model says %v", p, got[i], w)
 		}
 	}
+	l.checkExplain(t, m, ps)
 }
 
 // apiPod is the pod p as the API has it, labelled app=<name>, naming port
@@ -286,4 +289,36 @@ func (l *lab) pod(key string) *labPod {
 		}
 	}
 	panic(errNoPod)
+}
+
+// checkExplain: the table's explanation of every probe (nft.ExplainPolicy,
+// what `cnibox doctor --policy` shows) names the verdict and the rule that
+// Model.Evaluate does, per direction.
+func (l *lab) checkExplain(t *testing.T, m *policy.Model, ps []probe) {
+	t.Helper()
+	h, err := nft.Open(l.nodePath)
+	must(t, err)
+	defer h.Close()
+	r := policynft.Rules(m)
+	for _, p := range ps {
+		src, dst := p.addrs()
+		c := policy.Conn{Src: src, Dst: dst, Proto: p.proto, Port: p.port}
+		for _, dir := range []policy.Direction{policy.Ingress, policy.Egress} {
+			got, err := h.ExplainPolicy(r, nft.PolicyConn{Src: src, Dst: dst, Proto: uint8(p.proto), Port: p.port}, dir == policy.Ingress)
+			must(t, err)
+			w := m.Evaluate(dir, c)
+			wantCounter := ""
+			switch {
+			case w.Rule == "node":
+				wantCounter = "node"
+			case w.Rule != "":
+				wantCounter = policynft.CounterName(w.Rule)
+			case !w.Allowed:
+				wantCounter = "isolation"
+			}
+			if got.Allowed != w.Allowed || got.Counter != wantCounter {
+				t.Errorf("%s %s: explained %+v, model %+v (counter %q)", p, dir, got, w, wantCounter)
+			}
+		}
+	}
 }

@@ -226,7 +226,7 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 		if t.policyKeeps(b.name) && st.chains[b.name] {
 			continue
 		}
-		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, b.hook, nftables.ChainPriorityRef(b.prio))
+		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, nftables.ChainHookRef(b.hook), nftables.ChainPriorityRef(b.prio))
 		cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{verdict(expr.VerdictJump, b.to)}})
 	}
 	for _, n := range pc.names {
@@ -293,7 +293,7 @@ func fingerprints(pc *policyChains) map[string]string {
 		fp[n] = "chain\n" + b.String()
 	}
 	for _, bc := range policyBaseChains {
-		fp[bc.name] = fmt.Sprintf("base %v %d -> %s", *bc.hook, bc.prio, bc.to)
+		fp[bc.name] = fmt.Sprintf("base %v %d -> %s", bc.hook, bc.prio, bc.to)
 	}
 	return fp
 }

@@ -202,14 +202,14 @@ func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []PolicyC
 // policyBaseChains are the hooked chains: egress on forward and input (a
 // pod's traffic to the node), ingress on forward, each jumping to its
 // direction's chain, which dispatches by family.
-var policyBaseChains = []struct {
+var policyBaseChains = [...]struct {
 	name, to string
-	hook     *nftables.ChainHook
+	hook     nftables.ChainHook // plain values: no code at start-up
 	prio     nftables.ChainPriority
 }{
-	{"egress-fwd", "egress", nftables.ChainHookForward, -1},
-	{"egress-in", "egress", nftables.ChainHookInput, -1},
-	{"ingress-fwd", "ingress", nftables.ChainHookForward, 0},
+	{"egress-fwd", "egress", unix.NF_INET_FORWARD, -1},
+	{"egress-in", "egress", unix.NF_INET_LOCAL_IN, -1},
+	{"ingress-fwd", "ingress", unix.NF_INET_FORWARD, 0},
 }
 
 // renderPolicy is every regular chain of r with its rules, and the
