@@ -90,12 +90,13 @@ func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
 	return nil
 }
 
-// localAddrs are the addresses of the node's pods the model knows: they
-// leave the pending set.
+// localAddrs are the addresses of the node's pods the model knows and
+// places (not host-network, not done: a done pod's address may already be
+// a new pod's, still pending): they leave the pending set.
 func localAddrs(m *policy.Model) []netip.Addr {
 	var out []netip.Addr
 	for _, p := range m.LocalPods {
-		if !p.HostNetwork {
+		if !p.HostNetwork && !p.Done {
 			out = append(out, p.IPs...)
 		}
 	}
