@@ -53,6 +53,10 @@
 # KUBE_BIN is the directory of kube-scheduler and kubelet (control-plane.sh
 # build kube-scheduler kubelet kubectl prints it); SANDBOX_IMAGE the pod
 # sandbox image (the test imports it); NODE_NAME, NODE_IP, CLUSTER_CIDR.
+# For the conformance run (test/node's TestKubeConformance), a joined node
+# also runs kube-proxy (KUBE_PROXY=nftables or iptables; KUBE_BIN has it)
+# and its kubelet points pods at CLUSTER_DNS (CoreDNS's Service address);
+# CLUSTER_CONTROLLERS and SERVICE_CIDR change the control plane's.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 NODE_NAME=${NODE_NAME:-cnibox-node}
@@ -65,8 +69,9 @@ CLUSTER_CIDR=${CLUSTER_CIDR:-10.244.0.0/16}
 # lifecycle (the not-ready taint goes), the DaemonSet, service accounts
 # with their tokens and kube-root-ca.crt (a pod needs both), and the garbage
 # collector (kubectl delete -f: the DaemonSet's pods go with it; a deleted
-# node's pods go too).
-CLUSTER_CONTROLLERS=node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller
+# node's pods go too). CLUSTER_CONTROLLERS=* runs every default controller
+# (Services' endpoints, namespaces, ...: the conformance run).
+CLUSTER_CONTROLLERS=${CLUSTER_CONTROLLERS:-node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller}
 
 log() { echo "node.sh: $*" >&2; }
 
@@ -151,6 +156,7 @@ cluster_inner() {
   ip link set br0 up
   ip addr add "$SERVICE_IP/32" dev lo
   KCP_CONTROLLERS=$CLUSTER_CONTROLLERS KCP_BIND=0.0.0.0 KCP_ADVERTISE=$UPLINK_IP KCP_API_PORT=443 \
+    KCP_SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/16} \
     bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
   "$KUBE_BIN/kube-scheduler" --kubeconfig="$D/cp/kubeconfig" --leader-elect=false --bind-address=127.0.0.1 \
     --secure-port=0 >"$D/scheduler.log" 2>&1 &
@@ -197,6 +203,7 @@ join_inner() {
   sed "s#https://127.0.0.1:443#https://$UPLINK_IP:443#" "$CLUSTER_DIR/cp/kubeconfig" >"$D/kubeconfig"
   start_containerd
   start_kubelet "$D/kubeconfig"
+  [ -z "${KUBE_PROXY:-}" ] || start_kube_proxy
   touch "$D/up"
   sleep infinity &
   wait $!
@@ -256,6 +263,21 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
 EOF
+  if [ -n "${CLUSTER_DNS:-}" ]; then
+    printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS"
+  fi
+}
+
+# start_kube_proxy: kube-proxy in mode $KUBE_PROXY (nftables or iptables)
+# for node $NODE_NAME. Its --conntrack-* values of 0 leave the conntrack
+# sysctls alone (some are the machine's, not the namespace's).
+start_kube_proxy() {
+  "$KUBE_BIN/kube-proxy" --kubeconfig="$D/kubeconfig" --hostname-override="$NODE_NAME" \
+    --proxy-mode="$KUBE_PROXY" --cluster-cidr="$CLUSTER_CIDR" --conntrack-max-per-core=0 --conntrack-min=0 \
+    --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 --conntrack-udp-timeout=0 \
+    --conntrack-udp-timeout-stream=0 --metrics-bind-address=127.0.0.1:10249 \
+    --healthz-bind-address=127.0.0.1:10256 >"$D/kube-proxy.log" 2>&1 &
+  wait_for "kube-proxy (see $D/kube-proxy.log)" 120 $! curl -s http://127.0.0.1:10256/healthz
 }
 
 # start_kubelet KUBECONFIG: the kubelet of node $NODE_NAME, until it answers.
@@ -363,5 +385,5 @@ inner)
   esac
   ;;
 cleanup) cleanup "$(cd "$2" && pwd)" ;;
-*) sed -n '2,55p' "$0"; exit 2 ;;
+*) sed -n '2,59p' "$0"; exit 2 ;;
 esac

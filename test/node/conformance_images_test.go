@@ -1,0 +1,111 @@
+//go:build kube
+
+package node
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The images the [sig-network] specs run, under the names of
+// test/utils/image/manifest.go of the e2e suite's version (v1.34.2), and
+// the cluster DNS's. None is pulled: each is written from binaries built
+// from the Go module proxy (test/conformance/build.sh) and Debian's, and
+// imported into every node's containerd.
+const (
+	agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
+	// jessie-dnsutils: the DNS specs' second prober (dig in a shell loop)
+	dnsutilsImage = "registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7"
+	busyboxImage  = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+	// pauseImage is also every node's sandbox image
+	pauseImage   = "registry.k8s.io/pause:3.10.1"
+	corednsImage = "registry.k8s.io/coredns/coredns:" + corednsVersion
+	// corednsVersion is build.sh's default COREDNS_VERSION.
+	corednsVersion = "v1.12.4"
+)
+
+// agnhostTools are the Debian programs the agnhost image has besides
+// busybox, at the image path given: the real image is alpine with
+// curl, netcat-openbsd, iproute2, bind-tools and bash. busybox's own would
+// not do: its sh runs its nc before PATH's, its wget crashes on a name.
+var agnhostTools = map[string]string{
+	"/bin/bash":     "/usr/bin/bash",
+	"/bin/sh":       "/usr/bin/bash",
+	"/bin/curl":     "/usr/bin/curl",
+	"/bin/wget":     "/usr/bin/wget",
+	"/bin/nc":       "/usr/bin/nc.openbsd",
+	"/bin/ip":       "/usr/bin/ip",
+	"/bin/ss":       "/usr/bin/ss",
+	"/bin/dig":      "/usr/bin/dig",
+	"/bin/nslookup": "/usr/bin/nslookup",
+	"/bin/host":     "/usr/bin/host",
+}
+
+// etcFiles are the agnhost image's /etc: its user and group (specs run
+// as them), name lookup through files then DNS, and wget's one try (its
+// default of 20 turns every failed probe into minutes).
+var etcFiles = map[string]string{
+	"/etc/passwd":        "root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/home/user:/bin/sh\n",
+	"/etc/group":         "root:x:0:\ngroup-defined-in-image:x:50000:user-defined-in-image\n",
+	"/etc/nsswitch.conf": "hosts: files dns\n",
+	"/etc/wgetrc":        "tries = 1\n",
+	"/uploads/.keep":     "",
+	"/tmp/.keep":         "",
+}
+
+// writeConformanceImages writes, into dir, the archives of the agnhost
+// image (agnhost, porter's certificate beside it, agnhostTools with their
+// libraries; entrypoint /agnhost), jessie-dnsutils (the same files, no
+// entrypoint), pause (agnhost pause), busybox and CoreDNS (/coredns, with
+// Corefile from its ConfigMap), from tools, test/conformance/build.sh's
+// directory. It returns their paths.
+func writeConformanceImages(t *testing.T, dir, tools string) []string {
+	t.Helper()
+	host := map[string]string{}
+	for image, h := range agnhostTools {
+		if _, err := exec.LookPath(h); err != nil {
+			t.Fatalf("%s: %v (apt-get install curl wget netcat-openbsd iproute2 bind9-dnsutils bash)", h, err)
+		}
+		host[image] = h
+	}
+	libs := map[string]string{}
+	for _, h := range agnhostTools {
+		libs[h] = h
+	}
+	withLibraries(t, libs)
+	var files []imageFile
+	for image, h := range host {
+		files = append(files, fileFrom(t, image, h))
+	}
+	for lib := range libs {
+		if !strings.HasPrefix(lib, "/usr/bin/") {
+			files = append(files, fileFrom(t, lib, lib))
+		}
+	}
+	for p, data := range etcFiles {
+		files = append(files, imageFile{path: p, data: []byte(data), mode: 0o644})
+	}
+	for _, f := range []string{"agnhost", "localhost.crt", "localhost.key"} {
+		files = append(files, fileFrom(t, "/"+f, filepath.Join(tools, f)))
+	}
+	files = append(files, imageFile{path: "/agnhost-2", link: "agnhost"})
+	const path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	specs := map[string]imageSpec{
+		"agnhost":  {refs: []string{agnhostImage}, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}, path: path, files: files},
+		"dnsutils": {refs: []string{dnsutilsImage}, cmd: []string{"sh"}, path: path, files: files},
+		"pause": {refs: []string{pauseImage}, entrypoint: []string{"/agnhost", "pause"},
+			files: []imageFile{fileFrom(t, "/agnhost", filepath.Join(tools, "agnhost"))}},
+		"busybox": {refs: []string{busyboxImage}, cmd: []string{"sh"}},
+		"coredns": {refs: []string{corednsImage}, entrypoint: []string{"/coredns"},
+			files: []imageFile{fileFrom(t, "/coredns", filepath.Join(tools, "coredns-"+corednsVersion))}},
+	}
+	var out []string
+	for name, spec := range specs {
+		a := filepath.Join(dir, name+"-image.tar")
+		writeImageSpec(t, a, spec)
+		out = append(out, a)
+	}
+	return out
+}
