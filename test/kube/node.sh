@@ -56,7 +56,9 @@
 # For the conformance run (test/node's TestKubeConformance), a joined node
 # also runs kube-proxy (KUBE_PROXY=nftables or iptables; KUBE_BIN has it)
 # and its kubelet points pods at CLUSTER_DNS (CoreDNS's Service address);
-# CLUSTER_CONTROLLERS and SERVICE_CIDR change the control plane's.
+# CLUSTER_CONTROLLERS and SERVICE_CIDR change the control plane's. Dual
+# stack: CLUSTER_CIDR and SERVICE_CIDR with an IPv6 range after a comma,
+# UPLINK_IP6 on the cluster's br0 and NODE_IP6 on a node's eth0 (a /64).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 NODE_NAME=${NODE_NAME:-cnibox-node}
@@ -121,6 +123,10 @@ network() {
   ip addr add "$NODE_IP/24" dev eth0
   ip link set eth0 up
   ip route add default via "$UPLINK_IP"
+  if [ -n "${NODE_IP6:-}" ]; then
+    ip addr add "$NODE_IP6/64" dev eth0 nodad
+    ip -6 route add default via "$UPLINK_IP6"
+  fi
 }
 
 # SERVICE_IP is the kubernetes Service's ClusterIP (the first address of
@@ -155,6 +161,11 @@ cluster_inner() {
   ip addr add "$UPLINK_IP/24" dev br0
   ip link set br0 up
   ip addr add "$SERVICE_IP/32" dev lo
+  if [ -n "${UPLINK_IP6:-}" ]; then
+    ip addr add "$UPLINK_IP6/64" dev br0 nodad
+    # the router of the routes to the nodes' IPv6 podCIDRs (the test adds them)
+    sysctl -qw net.ipv6.conf.all.forwarding=1
+  fi
   KCP_CONTROLLERS=$CLUSTER_CONTROLLERS KCP_BIND=0.0.0.0 KCP_ADVERTISE=$UPLINK_IP KCP_API_PORT=443 \
     KCP_SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/16} \
     bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
@@ -175,6 +186,10 @@ join_network() {
   ip addr add "$NODE_IP/24" dev eth0
   ip link set eth0 up
   ip route add default via "$UPLINK_IP"
+  if [ -n "${NODE_IP6:-}" ]; then
+    ip addr add "$NODE_IP6/64" dev eth0 nodad
+    ip -6 route add default via "$UPLINK_IP6"
+  fi
 }
 
 # cni_dirs makes the node's CNI dirs (DIR/host/...) its /opt/cni/bin and
@@ -286,7 +301,7 @@ start_kubelet() {
   pod_resources
   "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$1" --root-dir="$D/kubelet/root" \
     --cert-dir="$D/kubelet/pki" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP${NODE_IP6:+,$NODE_IP6}" >"$D/kubelet.log" 2>&1 &
   wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
 }
 
@@ -385,5 +400,5 @@ inner)
   esac
   ;;
 cleanup) cleanup "$(cd "$2" && pwd)" ;;
-*) sed -n '2,59p' "$0"; exit 2 ;;
+*) sed -n '2,62p' "$0"; exit 2 ;;
 esac

@@ -54,7 +54,7 @@ func readJUnit(dir, focus string) ([]specResult, error) {
 		}
 		for _, su := range suites.Suites {
 			for _, c := range su.Cases {
-				name := strings.TrimSpace(c.Name)
+				name := strings.TrimPrefix(strings.TrimSpace(c.Name), "[It] ")
 				suite := strings.HasPrefix(name, "[SynchronizedBeforeSuite]") || strings.HasPrefix(name, "[BeforeSuite]") ||
 					strings.HasPrefix(name, "[ReportAfterSuite]") || strings.HasPrefix(name, "[SynchronizedAfterSuite]")
 				if !suite && !f.MatchString(name) {

@@ -4,6 +4,7 @@ package node
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/test/internal/upstream"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // The [sig-network] specs the run picks (CNIBOX_CONFORMANCE_FOCUS and
@@ -25,7 +27,18 @@ import (
 // control plane or the nodes.
 const (
 	conformanceFocus = `\[sig-network\] (Networking|HostPort|Services|DNS|EndpointSlice|EndpointSliceMirroring|Conntrack|KubeProxy|Service endpoints latency|Proxy version v1)`
-	conformanceSkip  = `\[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|should be able to preserve UDP traffic when server pod cycles for a NodePort service|IPv6|\[LinuxOnly\]: should implement service.kubernetes.io/headless`
+	conformanceSkip  = `\[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|IPv6`
+)
+
+// The dual-stack configuration's IPv6 ranges (pods: a /64 per node), and
+// what it runs besides: the [Feature:IPv6DualStack] specs and those that
+// need IPv6 (the one feature skip not made: [Feature:IPv6DualStack]; RE2
+// has no lookahead).
+const (
+	podNetwork6       = "fd00:10:244::/56"
+	serviceNetwork6   = "fd00:10:96::/112"
+	conformanceFocus6 = conformanceFocus + `|\[sig-network\] \[Feature:IPv6DualStack\]`
+	conformanceSkip6  = `\[Feature:([^I]|I[^P]|IP[^v])|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH`
 )
 
 // clusterDNS is CoreDNS's Service address (testdata/coredns.yaml): the
@@ -75,15 +88,20 @@ func TestKubeConformance(t *testing.T) {
 		if opts.plugins, err = upstream.Plugins(); err != nil {
 			t.Fatalf("the reference plugins %s: %v", upstream.Version, err)
 		}
-	case "cnibox-vxlan", "cnibox-hostgw":
+	case "cnibox-vxlan", "cnibox-hostgw", "dualstack":
 		images = append(images, env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)"))
 		d := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)"))
 		manifest, ns, ds = d.yaml, "kube-system", "cnibox"
-		if config == "cnibox-hostgw" {
+		switch config {
+		case "cnibox-hostgw":
 			manifest = withBackend(t, []byte(manifest), "host-gw")
+		case "dualstack":
+			manifest = withIPv6(t, manifest)
+			opts.dualStack = true
+			opts.env = append(opts.env, "CLUSTER_CIDR=10.244.0.0/16,"+podNetwork6, "SERVICE_CIDR=10.96.0.0/16,"+serviceNetwork6)
 		}
 	default:
-		t.Fatalf("$CNIBOX_CONFORMANCE=%q: want anchor, cnibox-vxlan or cnibox-hostgw", config)
+		t.Fatalf("$CNIBOX_CONFORMANCE=%q: want anchor, cnibox-vxlan, cnibox-hostgw or dualstack", config)
 	}
 	t.Logf("images written after %v", time.Since(start).Round(time.Second))
 	c := startClusterWith(t, 3, opts)
@@ -102,7 +120,13 @@ func TestKubeConformance(t *testing.T) {
 	})
 	t.Logf("%s: cluster ready after %v", config, time.Since(start).Round(time.Second))
 	var res []specResult
-	step(t, config+": e2e", func() { res = c.runE2E(tools, report) })
+	focus, skip := conformanceFocus, conformanceSkip
+	if opts.dualStack {
+		focus, skip = conformanceFocus6, conformanceSkip6
+	}
+	focus = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_FOCUS"), focus)
+	skip = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_SKIP"), skip)
+	step(t, config+": e2e", func() { res = c.runE2E(tools, report, focus, skip) })
 	c.judge(config, report, res)
 	t.Logf("%s: the conformance run took %v", config, time.Since(start).Round(time.Second))
 }
@@ -114,11 +138,41 @@ func TestKubeConformance(t *testing.T) {
 func (c *cluster) routePods() {
 	c.t.Helper()
 	for _, n := range c.nodes {
-		cidr := c.podCIDR(n)
-		if _, err := c.onNode("ip", "route", "replace", cidr.String(), "via", n.ip); err != nil {
-			c.t.Fatalf("route %s via %s in the control plane's namespace: %v", cidr, n.ip, err)
+		var nd corev1.Node
+		if err := json.Unmarshal([]byte(c.must("get", "node", n.name, "-o", "json")), &nd); err != nil {
+			c.t.Fatal(err)
+		}
+		for _, cidr := range nd.Spec.PodCIDRs {
+			via := n.ip
+			if strings.Contains(cidr, ":") {
+				via = nodeIP6(nd)
+			}
+			if _, err := c.onNode("ip", "route", "replace", cidr, "via", via); err != nil {
+				c.t.Fatalf("route %s via %s in the control plane's namespace: %v", cidr, via, err)
+			}
 		}
 	}
+}
+
+// nodeIP6 is the node's IPv6 InternalIP.
+func nodeIP6(nd corev1.Node) string {
+	for _, a := range nd.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && strings.Contains(a.Address, ":") {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// withIPv6 is cnibox's manifest with net-conf.json's dual stack
+// (EnableIPv6, IPv6Network podNetwork6): the lines an operator adds.
+func withIPv6(t *testing.T, manifest string) string {
+	t.Helper()
+	const line = `"Network": "10.244.0.0/16",`
+	if n := strings.Count(manifest, line); n != 1 {
+		t.Fatalf("the manifest has %d lines %s, want the one in net-conf.json", n, line)
+	}
+	return strings.Replace(manifest, line, line+` "EnableIPv6": true, "IPv6Network": "`+podNetwork6+`",`, 1)
 }
 
 // runE2E runs the e2e binary in the control plane's namespace (it reaches
@@ -127,11 +181,9 @@ func (c *cluster) routePods() {
 // parallel processes under the ginkgo CLI (the specs mostly wait for pods;
 // the [Serial] ones run alone at the end), its output in report/e2e.log,
 // and returns the specs of its JUnit report that the focus picks.
-func (c *cluster) runE2E(tools, report string) []specResult {
+func (c *cluster) runE2E(tools, report, focus, skip string) []specResult {
 	t := c.t
 	t.Helper()
-	focus := cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_FOCUS"), conformanceFocus)
-	skip := cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_SKIP"), conformanceSkip)
 	if err := os.RemoveAll(report); err != nil {
 		t.Fatal(err)
 	}

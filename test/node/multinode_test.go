@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,14 +47,24 @@ func startCluster(t *testing.T, n int) *cluster {
 type clusterOpts struct {
 	env     []string // node.sh's environment, for the control plane and every node
 	plugins string   // the CNI plugins every node gets (default refPluginDir)
+	// dualStack gives the underlay IPv6 too: clusterUplink6 on the
+	// control plane's bridge, node i clusterUplink6's prefix ::(10+i)
+	dualStack bool
 }
+
+// clusterUplink6 is the underlay's IPv6 address of a dual-stack cluster.
+const clusterUplink6 = "fd00:172:31:250::1"
 
 // startClusterWith is startCluster with opts.
 func startClusterWith(t *testing.T, n int, opts clusterOpts) *cluster {
 	t.Helper()
 	kubeBin := kubeBinaries(t)
 	start := time.Now()
-	cp := launch(t, t.TempDir(), kubeBin, "cluster", append([]string{"UPLINK_IP=" + clusterUplink}, opts.env...)...)
+	var v6 []string
+	if opts.dualStack {
+		v6 = []string{"UPLINK_IP6=" + clusterUplink6}
+	}
+	cp := launch(t, t.TempDir(), kubeBin, "cluster", slices.Concat([]string{"UPLINK_IP=" + clusterUplink}, v6, opts.env)...)
 	cp.kubeconfig = filepath.Join(cp.dir, "cp", "kubeconfig")
 	c := &cluster{node: cp}
 	bb := filepath.Join(cp.dir, "busybox.tar")
@@ -65,12 +76,18 @@ func startClusterWith(t *testing.T, n int, opts clusterOpts) *cluster {
 	}
 	for i := 1; i <= n; i++ {
 		name, ip := fmt.Sprintf("node-%d", i), fmt.Sprintf("172.31.250.%d", 10+i)
-		nd := launch(t, t.TempDir(), kubeBin, "join", append([]string{"NODE_NAME=" + name, "NODE_IP=" + ip, "UPLINK_IP=" + clusterUplink,
-			fmt.Sprintf("UNDERLAY=/proc/%d/ns/net", cp.init), "CLUSTER_DIR=" + cp.dir}, opts.env...)...)
+		if opts.dualStack {
+			v6 = []string{"UPLINK_IP6=" + clusterUplink6, fmt.Sprintf("NODE_IP6=fd00:172:31:250::%d", 10+i)}
+		}
+		nd := launch(t, t.TempDir(), kubeBin, "join", slices.Concat([]string{"NODE_NAME=" + name, "NODE_IP=" + ip, "UPLINK_IP=" + clusterUplink,
+			fmt.Sprintf("UNDERLAY=/proc/%d/ns/net", cp.init), "CLUSTER_DIR=" + cp.dir}, v6, opts.env)...)
 		nd.api, nd.name, nd.ip = cp, name, ip
 		t.Cleanup(nd.diagnose)
 		nd.ctr("images", "import", bb)
 		for _, r := range refs {
+			if !r.Type().IsRegular() || strings.HasPrefix(r.Name(), ".") {
+				continue // upstream's marker and build dirs
+			}
 			copyFile(t, filepath.Join(plugins, r.Name()), filepath.Join(nd.hostDir("/opt/cni/bin"), r.Name()), 0o755)
 		}
 		c.nodes = append(c.nodes, nd)
