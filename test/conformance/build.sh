@@ -12,6 +12,8 @@
 #                     porter's localhost.crt and localhost.key
 #   coredns-CDVER     github.com/coredns/coredns at CDVER (default v1.12.4),
 #                     the cluster DNS
+#   regression-issue-74839  the image of the conntrack spec of that name
+#                     (k8s.io/kubernetes/test/images/regression-issue-74839)
 #   ginkgo            the ginkgo CLI at the version Kubernetes requires: it
 #                     runs the e2e binary's specs in parallel processes
 #
@@ -83,6 +85,16 @@ agnhost() {
   mv "$OUT/agnhost.tmp" "$OUT/agnhost"
 }
 
+regression() {
+  local m
+  [ -x "$OUT/regression-issue-74839" ] && return
+  m=$(kube_module)
+  log "building regression-issue-74839 of $VER (once)"
+  (cd "$m" && timed regression-issue-74839 go build -trimpath -ldflags='-s -w' -o "$OUT/regression-issue-74839.tmp" \
+    k8s.io/kubernetes/test/images/regression-issue-74839)
+  mv "$OUT/regression-issue-74839.tmp" "$OUT/regression-issue-74839"
+}
+
 ginkgo() {
   local m
   [ -x "$OUT/ginkgo" ] && return
@@ -105,8 +117,8 @@ coredns() {
 
 mkdir -p "$OUT"
 case "${1:-all}" in
-all) agnhost && ginkgo && coredns && e2e_test ;;
-agnhost | ginkgo | coredns | e2e_test) "$1" ;;
-*) sed -n '2,26p' "$0"; exit 2 ;;
+all) agnhost && regression && ginkgo && coredns && e2e_test ;;
+agnhost | regression | ginkgo | coredns | e2e_test) "$1" ;;
+*) sed -n '2,28p' "$0"; exit 2 ;;
 esac
 echo "$OUT"

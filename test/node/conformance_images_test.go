@@ -22,6 +22,13 @@ const (
 	// pauseImage is also every node's sandbox image
 	pauseImage   = "registry.k8s.io/pause:3.10.1"
 	corednsImage = "registry.k8s.io/coredns/coredns:" + corednsVersion
+	// the KubeProxy spec's host pod: conntrack and iptables
+	iptablesImage = "registry.k8s.io/build-image/distroless-iptables:v0.7.11"
+	// the EndpointSlice spec's pods only need to run: agnhost serves
+	// HTTP on port 80 in them, as nginx would
+	nginxImage = "registry.k8s.io/e2e-test-images/nginx:1.14-4"
+	// the conntrack spec's sender of an out-of-window packet
+	regressionImage = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.2"
 	// corednsVersion is build.sh's default COREDNS_VERSION.
 	corednsVersion = "v1.12.4"
 )
@@ -58,8 +65,10 @@ var etcFiles = map[string]string{
 // writeConformanceImages writes, into dir, the archives of the agnhost
 // image (agnhost, porter's certificate beside it, agnhostTools with their
 // libraries; entrypoint /agnhost), jessie-dnsutils (the same files, no
-// entrypoint), pause (agnhost pause), busybox and CoreDNS (/coredns, with
-// Corefile from its ConfigMap), from tools, test/conformance/build.sh's
+// entrypoint), pause (agnhost pause), busybox, CoreDNS (/coredns, with
+// Corefile from its ConfigMap), distroless-iptables (Debian's conntrack
+// and iptables-nft), nginx (agnhost netexec on port 80) and
+// regression-issue-74839, from tools, test/conformance/build.sh's
 // directory. It returns their paths.
 func writeConformanceImages(t *testing.T, dir, tools string) []string {
 	t.Helper()
@@ -101,6 +110,21 @@ func writeConformanceImages(t *testing.T, dir, tools string) []string {
 		"coredns": {refs: []string{corednsImage}, entrypoint: []string{"/coredns"},
 			files: []imageFile{fileFrom(t, "/coredns", filepath.Join(tools, "coredns-"+corednsVersion))}},
 	}
+	ipt, links := iptablesFiles(t)
+	ipt["/usr/sbin/conntrack"] = "/usr/sbin/conntrack"
+	withLibraries(t, ipt)
+	var iptFiles []imageFile
+	for image, h := range ipt {
+		iptFiles = append(iptFiles, fileFrom(t, image, h))
+	}
+	for image, target := range links {
+		iptFiles = append(iptFiles, imageFile{path: image, link: target})
+	}
+	specs["iptables"] = imageSpec{refs: []string{iptablesImage}, cmd: []string{"sh"}, path: path, files: iptFiles}
+	specs["nginx"] = imageSpec{refs: []string{nginxImage}, entrypoint: []string{"/agnhost", "netexec", "--http-port=80"},
+		files: []imageFile{fileFrom(t, "/agnhost", filepath.Join(tools, "agnhost"))}}
+	specs["regression"] = imageSpec{refs: []string{regressionImage}, entrypoint: []string{"/regression-issue-74839"},
+		files: []imageFile{fileFrom(t, "/regression-issue-74839", filepath.Join(tools, "regression-issue-74839"))}}
 	var out []string
 	for name, spec := range specs {
 		a := filepath.Join(dir, name+"-image.tar")
