@@ -3,30 +3,41 @@
 # results.tsv (spec, state) make test-conformance left in DIR/CONFIG/
 # (default bin/conformance): one row per spec, one column per configuration
 # (anchor, cnibox-vxlan, cnibox-hostgw, dualstack, those present), then
-# the counts.
+# the counts. A DIR/CONFIG-rerun/results.tsv (the same run with
+# CONFORMANCE_FOCUS naming some specs again, REPORT=CONFIG-rerun) gives
+# those specs' state, marked "(rerun)".
 set -euo pipefail
 dir=${1:-bin/conformance}
-configs=()
+configs=() files=() cols=()
 for c in anchor cnibox-vxlan cnibox-hostgw dualstack; do
-  [ -f "$dir/$c/results.tsv" ] && configs+=("$c")
+  [ -f "$dir/$c/results.tsv" ] || continue
+  configs+=("$c")
+  files+=("$dir/$c/results.tsv") cols+=("${#configs[@]}")
+  if [ -f "$dir/$c-rerun/results.tsv" ]; then
+    files+=("$dir/$c-rerun/results.tsv") cols+=("-${#configs[@]}")
+  fi
 done
 [ ${#configs[@]} -gt 0 ] || { echo "table.sh: no $dir/*/results.tsv" >&2; exit 1; }
-files=()
-for c in "${configs[@]}"; do files+=("$dir/$c/results.tsv"); done
-awk -F'\t' -v configs="${configs[*]}" '
-BEGIN { n = split(configs, cs, " ") }
-FNR == 1 { f++ }
-{ state[$1, f] = $2; if (!($1 in seen)) { seen[$1] = 1; names[++m] = $1 } }
+awk -F'\t' -v configs="${configs[*]}" -v cols="${cols[*]}" '
+BEGIN { n = split(configs, cs, " "); split(cols, col, " ") }
+FNR == 1 { f++; k = col[f]; rerun = k < 0; if (rerun) k = -k }
+{
+  if (!($1 in seen)) { seen[$1] = 1; names[++m] = $1 }
+  state[$1, k] = $2; again[$1, k] = rerun
+}
 END {
   mark["passed"] = "pass"; mark["failed"] = "**FAIL**"; mark["skipped"] = "skip"
   printf "| spec |"; for (i = 1; i <= n; i++) printf " %s |", cs[i]; print ""
   printf "| --- |"; for (i = 1; i <= n; i++) printf " --- |"; print ""
-  # sorted by name
   for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (names[j] < names[i]) { t = names[i]; names[i] = names[j]; names[j] = t }
   for (i = 1; i <= m; i++) {
     name = names[i]; gsub(/\|/, "\\|", name)
     printf "| %s |", name
-    for (k = 1; k <= n; k++) { s = state[names[i], k]; printf " %s |", (s == "" ? "-" : mark[s]); if (s != "") cnt[k, s]++ }
+    for (k = 1; k <= n; k++) {
+      s = state[names[i], k]
+      printf " %s%s |", (s == "" ? "-" : mark[s]), (again[names[i], k] ? " (rerun)" : "")
+      if (s != "") cnt[k, s]++
+    }
     print ""
   }
   printf "| **passed / failed / skipped** |"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A one-node Kubernetes cluster with a real kubelet, for the real-node test
-# (test/node). Everything runs inside new network, mount and PID namespaces:
+# (test/node). Everything runs inside new network, mount, PID and UTS
+# namespaces (a joined node has its own host name, NODE_NAME):
 # the machine's own interfaces, routes, firewall, sysctls and mounts are
 # never touched, and killing this script's process (it becomes `unshare`)
 # ends every process the node started: unshare's child is the namespace's
@@ -210,6 +211,8 @@ cni_dirs() {
 
 # join_inner: a kubelet node of the cluster (node.sh join).
 join_inner() {
+  # the node's own host name (a host-network pod's, as on a real node)
+  hostname "$NODE_NAME"
   private_dirs
   shadow_sysctls
   cni_dirs
@@ -284,12 +287,14 @@ EOF
 }
 
 # start_kube_proxy: kube-proxy in mode $KUBE_PROXY (nftables or iptables)
-# for node $NODE_NAME. Its --conntrack-* values of 0 leave the conntrack
-# sysctls alone (some are the machine's, not the namespace's).
+# for node $NODE_NAME. --conntrack-max-per-core=0 leaves nf_conntrack_max
+# alone: it is the machine's, not the namespace's. The TCP timeouts are the
+# namespace's own (the kernel keeps them per network namespace): kube-proxy
+# sets its defaults, as a [sig-network] spec checks; the UDP ones it leaves.
 start_kube_proxy() {
   "$KUBE_BIN/kube-proxy" --kubeconfig="$D/kubeconfig" --hostname-override="$NODE_NAME" \
     --proxy-mode="$KUBE_PROXY" --cluster-cidr="$CLUSTER_CIDR" --conntrack-max-per-core=0 --conntrack-min=0 \
-    --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 --conntrack-udp-timeout=0 \
+    --conntrack-tcp-timeout-established=24h --conntrack-tcp-timeout-close-wait=1h --conntrack-udp-timeout=0 \
     --conntrack-udp-timeout-stream=0 --metrics-bind-address=127.0.0.1:10249 \
     --healthz-bind-address=127.0.0.1:10256 >"$D/kube-proxy.log" 2>&1 &
   wait_for "kube-proxy (see $D/kube-proxy.log)" 120 $! curl -s http://127.0.0.1:10256/healthz
@@ -377,7 +382,7 @@ start() {
   for d in /sys/fs/cgroup/*/; do
     [ -d "${d}k8s.io" ] || echo "${d}k8s.io"
   done >"$D/cgroup-parents"
-  exec unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private \
+  exec unshare --net --mount --pid --uts --fork --kill-child --mount-proc --propagation private \
     env D="$D" KUBE_BIN="${KUBE_BIN:-}" MODE="$mode" bash "$0" inner
 }
 

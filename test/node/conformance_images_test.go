@@ -48,6 +48,8 @@ var agnhostTools = map[string]string{
 	"/bin/dig":      "/usr/bin/dig",
 	"/bin/nslookup": "/usr/bin/nslookup",
 	"/bin/host":     "/usr/bin/host",
+	// the DNS specs' probes look names up with getent hosts
+	"/bin/getent": "/usr/bin/getent",
 }
 
 // etcFiles are the agnhost image's /etc: its user and group (specs run
@@ -63,8 +65,8 @@ var etcFiles = map[string]string{
 }
 
 // writeConformanceImages writes, into dir, the archives of the agnhost
-// image (agnhost, porter's certificate beside it, agnhostTools with their
-// libraries; entrypoint /agnhost), jessie-dnsutils (the same files, no
+// image (agnhost, porter's certificate beside it, CoreDNS as /coredns,
+// agnhostTools with their libraries; entrypoint /agnhost), jessie-dnsutils (the same files, no
 // entrypoint), pause (agnhost pause), busybox, CoreDNS (/coredns, with
 // Corefile from its ConfigMap), distroless-iptables (Debian's conntrack
 // and iptables-nft), nginx (agnhost netexec on port 80) and
@@ -99,7 +101,10 @@ func writeConformanceImages(t *testing.T, dir, tools string) []string {
 	for _, f := range []string{"agnhost", "localhost.crt", "localhost.key"} {
 		files = append(files, fileFrom(t, "/"+f, filepath.Join(tools, f)))
 	}
-	files = append(files, imageFile{path: "/agnhost-2", link: "agnhost"})
+	files = append(files, imageFile{path: "/agnhost-2", link: "agnhost"},
+		// the real image has CoreDNS as /coredns too (the DNS specs' own
+		// server pods run it)
+		fileFrom(t, "/coredns", filepath.Join(tools, "coredns-"+corednsVersion)))
 	const path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	specs := map[string]imageSpec{
 		"agnhost":  {refs: []string{agnhostImage}, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}, path: path, files: files},

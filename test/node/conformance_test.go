@@ -27,7 +27,7 @@ import (
 // control plane or the nodes.
 const (
 	conformanceFocus = `\[sig-network\] (Networking|HostPort|Services|DNS|EndpointSlice|EndpointSliceMirroring|Conntrack|KubeProxy|Service endpoints latency|Proxy version v1)`
-	conformanceSkip  = `\[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|IPv6`
+	conformanceSkip  = `\[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|IPv6|` + noEphemeralStorage
 )
 
 // The dual-stack configuration's IPv6 ranges (pods: a /64 per node), and
@@ -38,8 +38,14 @@ const (
 	podNetwork6       = "fd00:10:244::/56"
 	serviceNetwork6   = "fd00:10:96::/112"
 	conformanceFocus6 = `\[sig-network\] (\[Feature:IPv6DualStack\]|Networking Granular Checks|HostPort)`
-	conformanceSkip6  = `\[Feature:([^I]|I[^P]|IP[^v])|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH`
+	conformanceSkip6  = `\[Feature:([^I]|I[^P]|IP[^v])|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|` + noEphemeralStorage
 )
+
+// noEphemeralStorage is the spec that needs a node to evict a pod for its
+// ephemeral storage: the harness's kubelets run without local storage
+// capacity isolation (they cannot read this machine's disk statistics),
+// so their nodes have no ephemeral-storage to schedule such a pod on.
+const noEphemeralStorage = `should be rejected for evicted pods`
 
 // clusterDNS is CoreDNS's Service address (testdata/coredns.yaml): the
 // Service range's .10, as kubeadm has it.
