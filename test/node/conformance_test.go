@@ -27,7 +27,7 @@ import (
 // control plane or the nodes.
 const (
 	conformanceFocus = `\[sig-network\] (Networking|HostPort|Services|DNS|EndpointSlice|EndpointSliceMirroring|Conntrack|KubeProxy|Service endpoints latency|Proxy version v1)`
-	conformanceSkip  = `\[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|IPv6|` + noEphemeralStorage
+	conformanceSkip  = `\[Feature:|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|IPv6|` + noEphemeralStorage + `|` + noInternet
 )
 
 // The dual-stack configuration's IPv6 ranges (pods: a /64 per node), and
@@ -38,7 +38,7 @@ const (
 	podNetwork6       = "fd00:10:244::/56"
 	serviceNetwork6   = "fd00:10:96::/112"
 	conformanceFocus6 = `\[sig-network\] (\[Feature:IPv6DualStack\]|Networking Granular Checks|HostPort)`
-	conformanceSkip6  = `\[Feature:([^I]|I[^P]|IP[^v])|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|` + noEphemeralStorage
+	conformanceSkip6  = `\[Feature:([^I]|I[^P]|IP[^v])|\[Disruptive\]|\[Flaky\]|LoadBalancer|ESIPP|\[Alpha\]|SSH|` + noEphemeralStorage + `|` + noInternet
 )
 
 // noEphemeralStorage is the spec that needs a node to evict a pod for its
@@ -46,6 +46,11 @@ const (
 // capacity isolation (they cannot read this machine's disk statistics),
 // so their nodes have no ephemeral-storage to schedule such a pod on.
 const noEphemeralStorage = `should be rejected for evicted pods`
+
+// noInternet is the spec that first resolves 8.8.8.8's PTR record through
+// the cluster DNS's upstream: the machine has no Internet (and CoreDNS no
+// upstream).
+const noInternet = `should forward PTR records lookup to upstream nameserver`
 
 // clusterDNS is CoreDNS's Service address (testdata/coredns.yaml): the
 // Service range's .10, as kubeadm has it.
@@ -213,7 +218,10 @@ func (c *cluster) runE2E(tools, report, focus, skip string) []specResult {
 		"--procs="+procs, "--focus="+focus, "--skip="+skip, "--no-color", "--timeout="+timeout.Round(time.Second).String(),
 		filepath.Join(tools, "e2e-network.test"), "--",
 		"--kubeconfig="+c.kubeconfig, "--provider=skeleton", "--kubectl-path="+filepath.Join(c.kubeBin, "kubectl"),
-		"--report-dir="+report, "--allowed-not-ready-nodes=0", "--e2e-output-dir="+report)
+		"--report-dir="+report, "--allowed-not-ready-nodes=0", "--e2e-output-dir="+report,
+		// the skeleton provider knows no node count: specs that need two
+		// or three nodes would skip themselves
+		"--num-nodes="+strconv.Itoa(len(c.nodes)))
 	cmd.Dir = report
 	cmd.Stdout, cmd.Stderr = logf, logf
 	t.Logf("%s", strings.Join(cmd.Args, " "))
