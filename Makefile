@@ -120,13 +120,14 @@ test-node: deps image
 # test-conformance: Kubernetes' own [sig-network] e2e specs (v1.34.2) on
 # three real kubelet nodes with kube-proxy (nftables) and CoreDNS, once per
 # configuration: the anchor (flannel v0.28.9 with the reference plugins
-# v1.9.1), cnibox on vxlan and on host-gw (bin/cnibox.yaml). The e2e
+# v1.9.1), cnibox on vxlan and on host-gw (bin/cnibox.yaml), and cnibox on
+# a dual-stack cluster (its [Feature:IPv6DualStack] specs). The e2e
 # binary, agnhost and CoreDNS are built once from the module proxy
 # (test/conformance/build.sh), the images written from them and Debian's
 # tools. JUnit reports in bin/conformance/CONFIG/; the last lines are the
 # counts (docs/conformance.md). CONFORMANCE_CONFIGS picks configurations,
 # CONFORMANCE_FOCUS / CONFORMANCE_SKIP the specs (ginkgo regexps).
-CONFORMANCE_CONFIGS ?= anchor cnibox-vxlan cnibox-hostgw
+CONFORMANCE_CONFIGS ?= anchor cnibox-vxlan cnibox-hostgw dualstack
 CONFORMANCE_DEBS := wget netcat-openbsd bind9-dnsutils iproute2 curl
 .PHONY: test-conformance
 test-conformance: deps image
