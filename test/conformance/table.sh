@@ -3,9 +3,10 @@
 # results.tsv (spec, state) make test-conformance left in DIR/CONFIG/
 # (default bin/conformance): one row per spec, one column per configuration
 # (anchor, cnibox-vxlan, cnibox-hostgw, dualstack, those present), then
-# the counts. A DIR/CONFIG-rerun/results.tsv (the same run with
-# CONFORMANCE_FOCUS naming some specs again, REPORT=CONFIG-rerun) gives
-# those specs' state, marked "(rerun)".
+# the counts. A DIR/CONFIG-rerun*/results.tsv (the same configuration with
+# CNIBOX_CONFORMANCE_FOCUS naming some specs again and
+# CNIBOX_CONFORMANCE_REPORT there; several in name order, the last wins)
+# gives those specs' state, marked "(rerun)".
 set -euo pipefail
 dir=${1:-bin/conformance}
 configs=() files=() cols=()
@@ -13,9 +14,9 @@ for c in anchor cnibox-vxlan cnibox-hostgw dualstack; do
   [ -f "$dir/$c/results.tsv" ] || continue
   configs+=("$c")
   files+=("$dir/$c/results.tsv") cols+=("${#configs[@]}")
-  if [ -f "$dir/$c-rerun/results.tsv" ]; then
-    files+=("$dir/$c-rerun/results.tsv") cols+=("-${#configs[@]}")
-  fi
+  for r in "$dir/$c"-rerun*/results.tsv; do
+    [ -f "$r" ] && files+=("$r") cols+=("-${#configs[@]}")
+  done
 done
 [ ${#configs[@]} -gt 0 ] || { echo "table.sh: no $dir/*/results.tsv" >&2; exit 1; }
 awk -F'\t' -v configs="${configs[*]}" -v cols="${cols[*]}" '
