@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,8 +35,6 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 			snap.Leases[i] = e.lease
 		}
 		fn(snap)
-		snap, entries = lease.Update{}, nil
-		debug.FreeOSMemory() // the list's garbage, most of the peak at 5,000 nodes, back to the kernel
 		if err := m.watchFrom(ctx, rev+1, fn); err != nil && ctx.Err() == nil {
 			m.log.Warn("the lease watch broke; listing again", "err", err)
 			sleep(ctx, jitter(backoff))

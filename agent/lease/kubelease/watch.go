@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"net/netip"
-	"runtime/debug"
 	"strconv"
 	"sync"
 
@@ -127,10 +126,6 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	first = nil
 	fn(snap)
 	mu.Unlock()
-	// The lists' pages and the whole objects decoded from them are garbage
-	// now, most of the peak at 5,000 nodes: hand it back to the kernel
-	// instead of keeping it resident until the scavenger gets to it.
-	debug.FreeOSMemory()
 	<-ctx.Done()
 	return ctx.Err()
 }
