@@ -156,6 +156,34 @@ test-node: deps image
 		CNIBOX_MULTUS_MANIFEST=$(CURDIR)/bin/cnibox-multus.yaml \
 		$(GO) test -count=1 -timeout 40m -tags kube -run TestKubeNode -v ./test/node/
 
+# test-conformance: Kubernetes' own [sig-network] e2e specs (v1.34.2) on
+# three real kubelet nodes with kube-proxy (nftables) and CoreDNS, once per
+# configuration: the anchor (flannel v0.28.9 with the reference plugins
+# v1.9.1), cnibox on vxlan and on host-gw (bin/cnibox.yaml), and cnibox on
+# a dual-stack cluster (its [Feature:IPv6DualStack] specs). The e2e
+# binary, agnhost and CoreDNS are built once from the module proxy
+# (test/conformance/build.sh), the images written from them and Debian's
+# tools. JUnit reports in bin/conformance/CONFIG/; the last lines are the
+# counts (docs/conformance.md). CONFORMANCE_CONFIGS picks configurations,
+# CONFORMANCE_FOCUS / CONFORMANCE_SKIP the specs (ginkgo regexps).
+CONFORMANCE_CONFIGS ?= anchor cnibox-vxlan cnibox-hostgw dualstack
+CONFORMANCE_DEBS := wget netcat-openbsd bind9-dnsutils iproute2 curl
+.PHONY: test-conformance
+test-conformance: deps image
+	@missing=$$(for p in $(CONFORMANCE_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	[ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null)
+	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl kube-proxy) && \
+	tools=$$(bash test/conformance/build.sh) && rc=0 && \
+	for c in $(CONFORMANCE_CONFIGS); do \
+		rm -f bin/conformance/$$c/summary; \
+		CNIBOX_CONFORMANCE=$$c CNIBOX_CONFORMANCE_TOOLS=$$tools CNIBOX_CONFORMANCE_REPORT=$(CURDIR)/bin/conformance/$$c \
+		CNIBOX_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CNIBOX_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
+		CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+			$(GO) test -count=1 -timeout 120m -tags kube -run 'TestKubeConformance$$' -v ./test/node/ || rc=1; \
+	done; \
+	for c in $(CONFORMANCE_CONFIGS); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \
+	exit $$rc
+
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM
 # (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER
 # for another), with every network module loaded; TEST_KERNEL_ARGS='-run X'.

@@ -75,6 +75,15 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// Register adds c (another part of the agent's, such as the policy
+// table's) to the metrics; a nil *Metrics ignores it.
+func (m *Metrics) Register(c prometheus.Collector) error {
+	if m == nil {
+		return nil
+	}
+	return m.reg.Register(c)
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

@@ -144,6 +144,15 @@ func commands(o Options) []*ucli.Command {
 					Action: inspectDHCP,
 				},
 				{
+					Name:  "policy",
+					Usage: "the node's NetworkPolicy table: the policies (that select POD), per direction, each rule with its packet counter",
+					UsageText: "cnibox inspect policy [NS/POD] [--data-dir DIR] [--json]\n\n" +
+						"The kernel's table cnibox-policy and its counters, named by the index cnibox-agent keeps in the store.\n" +
+						"Example: cnibox inspect policy default/web-0",
+					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
+					Action: withHost(inspectPolicy),
+				},
+				{
 					Name:  "topology",
 					Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
 					UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +
@@ -218,7 +227,8 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:  "doctor",
 			Usage: "run the checks an expert would, one line each, pass or fail with the fix",
-			UsageText: "cnibox doctor [--pod NS/NAME] [--conf-dir DIR] [--bin-dir DIR] [--data-dir DIR] [--json]\n\n" +
+			UsageText: "cnibox doctor [--pod NS/NAME] [--conf-dir DIR] [--bin-dir DIR] [--data-dir DIR] [--json]\n" +
+				"cnibox doctor --policy \"SRC DST PORT[/PROTO]\" [--data-dir DIR] [--json]\n\n" +
 				"Checks the active config and its plugins, then per endpoint: netns, host veth (present, on the\n" +
 				"bridge, up), pod interface, addresses and routes, the gateway answering a ping from inside the pod,\n" +
 				"the bridge, IP forwarding, masquerade entries, port mappings (and route_localnet for 127.0.0.1),\n" +
@@ -229,6 +239,8 @@ func commands(o Options) []*ucli.Command {
 				&ucli.StringFlag{Name: "pod", Usage: "check only this pod's endpoints, as `NAMESPACE/NAME`"},
 				&ucli.StringFlag{Name: "network", Usage: "check only this network's endpoints"},
 				&ucli.StringFlag{Name: "container", Usage: "check only containers whose ID starts with `ID`"},
+				&ucli.StringFlag{Name: "policy", Usage: "instead of the checks, explain what the node's NetworkPolicy table does with a connection: " +
+					"`\"SRC DST PORT[/PROTO]\"`, per direction the policy and rule that decide (exit 1 when dropped)"},
 				confDirFlag,
 				binDirFlag,
 				dataDirFlag,
@@ -236,7 +248,7 @@ func commands(o Options) []*ucli.Command {
 				agentSocketFlag,
 				jsonFlag,
 			},
-			Action: withHost(runDoctor),
+			Action: withHost(doctorOrPolicy),
 		},
 		{
 			Name:      "completion",

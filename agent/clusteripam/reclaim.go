@@ -4,15 +4,12 @@ package clusteripam
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
@@ -34,8 +31,13 @@ type Reclaimer struct {
 	Identity string        // this agent (its node)
 	Interval time.Duration // default 15s; the lease lasts three
 	Log      *slog.Logger
+	// Now is the local clock (time.Now; tests set it).
+	Now func() time.Time
 
 	core    rest.Interface
+	meta    metadata.Interface
+	seen    observed        // the Lease as last read, and when it last changed
+	pods    *podCache       // the pods' names, while this agent holds the Lease
 	missing map[string]bool // "pool|offset" or "orip|name" missing at the last scan
 }
 
@@ -51,6 +53,14 @@ func (r *Reclaimer) Run(ctx context.Context) {
 		return
 	}
 	r.core = c
+	if r.meta, err = metadata.NewForConfig(r.Kube.rc); err != nil {
+		r.Log.Error("cluster IPAM reclaim: no metadata client", "err", err)
+		return
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	defer r.stopPods()
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
@@ -59,11 +69,14 @@ func (r *Reclaimer) Run(ctx context.Context) {
 		case err != nil:
 			r.Log.Warn("cluster IPAM reclaim: lease", "err", err)
 		case held:
-			if err := r.scan(ctx); err != nil {
-				r.Log.Warn("cluster IPAM reclaim: scan", "err", err)
+			if exists := r.podsSynced(ctx); exists != nil {
+				if err := r.scan(ctx, exists); err != nil {
+					r.Log.Warn("cluster IPAM reclaim: scan", "err", err)
+				}
 			}
 		default:
 			r.missing = nil // another agent scans; start over when we lead
+			r.stopPods()
 		}
 		select {
 		case <-ctx.Done():
@@ -73,88 +86,15 @@ func (r *Reclaimer) Run(ctx context.Context) {
 	}
 }
 
-// lease takes or renews the Lease; false when another agent holds it and
-// it has not expired.
-func (r *Reclaimer) lease(ctx context.Context) (bool, error) {
-	path := fmt.Sprintf("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", r.Kube.namespace, LeaseName)
-	now := metav1.NewMicroTime(time.Now())
-	dur := max(int32(3*r.Interval/time.Second), 1) // a Lease of 0 s would always look expired
-	var l lease
-	b, err := r.core.Get().AbsPath(path).DoRaw(ctx)
-	if apierrors.IsNotFound(err) {
-		l = lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
-			ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: r.Kube.namespace},
-			Spec:       leaseSpec{HolderIdentity: &r.Identity, LeaseDurationSeconds: &dur, RenewTime: &now}}
-		body, _ := json.Marshal(&l)
-		err = r.core.Post().AbsPath(path[:strings.LastIndex(path, "/")]).Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
-		if apierrors.IsAlreadyExists(err) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return false, err
-	}
-	mine := l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == r.Identity
-	expired := l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil ||
-		time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
-	if !mine && !expired {
-		return false, nil
-	}
-	if !mine {
-		n := int32(1)
-		if l.Spec.LeaseTransitions != nil {
-			n += *l.Spec.LeaseTransitions
-		}
-		l.Spec.LeaseTransitions = &n
-	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &r.Identity, &dur, &now
-	body, _ := json.Marshal(&l)
-	err = r.core.Put().AbsPath(path).Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
-	if apierrors.IsConflict(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// pods lists the cluster's pods as "namespace/name" (metadata only).
-func (r *Reclaimer) pods(ctx context.Context) (map[string]bool, error) {
-	b, err := r.core.Get().AbsPath("/api/v1/pods").Param("resourceVersion", "0").
-		SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var l struct {
-		Items []struct {
-			Metadata struct{ Namespace, Name string } `json:"metadata"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(l.Items))
-	for _, it := range l.Items {
-		out[it.Metadata.Namespace+"/"+it.Metadata.Name] = true
-	}
-	return out, nil
-}
-
 // gone reports whether podRef names a Kubernetes pod that does not exist
 // (a podref without a namespace is not a Kubernetes pod's: left alone).
-func gone(pods map[string]bool, podRef string) bool {
+func gone(exists func(string) bool, podRef string) bool {
 	ns, name, ok := strings.Cut(podRef, "/")
-	return ok && ns != "" && name != "" && !pods[podRef]
+	return ok && ns != "" && name != "" && !exists(podRef)
 }
 
 // scan releases what was missing at the last scan and is missing still.
-func (r *Reclaimer) scan(ctx context.Context) error {
-	pods, err := r.pods(ctx)
-	if err != nil {
-		return err
-	}
+func (r *Reclaimer) scan(ctx context.Context, pods func(string) bool) error {
 	pools, err := r.Kube.ListPools(ctx)
 	if err != nil {
 		return err

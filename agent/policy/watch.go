@@ -138,11 +138,15 @@ func (w *watcher) start() error {
 }
 
 // apply runs one change of the engine and hands its delta to the sink.
-func (w *watcher) apply(change func(*Engine) Delta) {
+func (w *watcher) apply(change func(*Engine) Delta) { w.applyIf(change, false) }
+
+// applyIf is apply; always hands the sink an empty delta too (a pod of this
+// node: the sink takes its addresses out of the pending set).
+func (w *watcher) applyIf(change func(*Engine) Delta, always bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d := change(w.e)
-	if !w.started || d.Empty() {
+	if !w.started || (d.Empty() && !always) {
 		return
 	}
 	w.logIssues(d)
@@ -175,7 +179,7 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 	set := func(obj any) {
 		switch o := obj.(type) {
 		case *slimPod:
-			w.apply(func(e *Engine) Delta { return e.SetPod(&o.Pod) })
+			w.applyIf(func(e *Engine) Delta { return e.SetPod(&o.Pod) }, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
 		case *slimNamespace:
 			w.apply(func(e *Engine) Delta { return e.SetNamespace(&o.Namespace) })
 		case *networkingv1.NetworkPolicy:

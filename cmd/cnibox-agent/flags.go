@@ -72,8 +72,13 @@ type flags struct {
 	logLevel       string
 	healthAddr     string
 	showVersion    bool
-	pod            podAPIFlags      // podapi_flags.go
-	ipam           clusterIPAMFlags // clusteripam.go
+	pod            podAPIFlags // podapi_flags.go
+	// networkPolicy enforces NetworkPolicies (kube: with
+	// --kube-subnet-mgr); clusterNetworkPolicies adds the
+	// ClusterNetworkPolicies (their CRD must be installed).
+	networkPolicy          bool
+	clusterNetworkPolicies bool
+	ipam                   clusterIPAMFlags // clusteripam.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
@@ -145,6 +150,8 @@ func (f *flags) boolFlags() []boolFlag {
 		{&f.setNodeNetworkUnavailable, "set-node-network-unavailable", true, "kube: set the node's NetworkUnavailable condition to False once the lease and the device are up"},
 		{&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)"},
 		{&f.showVersion, "version", false, "print version and exit"},
+		{&f.networkPolicy, "network-policy", true, "kube: enforce NetworkPolicies in the node's nftables table cnibox-policy (with --kube-subnet-mgr); false removes the table (cnibox)"},
+		{&f.clusterNetworkPolicies, "cluster-network-policies", false, "kube: enforce ClusterNetworkPolicies too (policy.networking.k8s.io/v1alpha2; their CRD must be installed) (cnibox)"},
 	}
 }
 

@@ -104,6 +104,9 @@ func TestFlagMeanings(t *testing.T) {
 		{[]string{"--iptables-forward-rules=false"}, func(f *flags) bool { return !f.iptablesForwardRules }},
 		{[]string{"--set-node-network-unavailable=false"}, func(f *flags) bool { return !f.setNodeNetworkUnavailable }},
 		{[]string{"--ip-blackhole-route"}, func(f *flags) bool { return f.blackholeRoute }},
+		{nil, func(f *flags) bool { return f.networkPolicy && !f.clusterNetworkPolicies }}, // on by default
+		{[]string{"--network-policy=false"}, func(f *flags) bool { return !f.networkPolicy }},
+		{[]string{"--cluster-network-policies"}, func(f *flags) bool { return f.clusterNetworkPolicies }},
 		{[]string{"--ip-masq-fully-random-disable"}, func(f *flags) bool { return f.ipMasqFullyRandomDisable }},
 		{[]string{"--subnet-lease-renew-margin", "1439"}, func(f *flags) bool { return f.renewMarginDuration().Minutes() == 1439 }},
 		{[]string{"-v", "2"}, func(f *flags) bool { return f.logLevelName() == "debug" }},

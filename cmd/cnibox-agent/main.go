@@ -172,6 +172,9 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		}
 		defer closer()
 		o.Manager = m
+		if err := startPolicy(ctx, f, health, log); err != nil {
+			return err
+		}
 		return agent.Run(ctx, o)
 	}
 	m, err := etcdlease.New(etcdlease.Config{

@@ -95,6 +95,17 @@ var (
 		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	}
+	// NetworkPolicy (--network-policy, on with --kube-subnet-mgr unless
+	// =false): agent/policy's watcher and its Warning Events
+	policyRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	}
+	// ClusterNetworkPolicies (--cluster-network-policies, off by default)
+	clusterPolicyRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"policy.networking.k8s.io"}, Resources: []string{"clusternetworkpolicies"}, Verbs: []string{"list", "watch"}},
+	}
 	// the cluster IPAM (--cluster-ipam): the reclaim's list of pods
 	// (agent/clusteripam/reclaim.go) ...
 	clusterIPAMClusterRules = []rbacv1.PolicyRule{
@@ -129,6 +140,8 @@ func checkRBAC(t *testing.T, file, sa string, agentCmd []string) {
 		{"", has("--kube-subnet-mgr"), overlayRules, nil},
 		{"-pod-api", has("--pod-api", "--pod-api-only"), podAPIRules, nil},
 		{"-cluster-ipam", has("--cluster-ipam"), clusterIPAMClusterRules, clusterIPAMRules},
+		{"-policy", has("--kube-subnet-mgr") && !has("--network-policy=false"), policyRules, nil},
+		{"-cluster-network-policies", has("--cluster-network-policies"), clusterPolicyRules, nil},
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: "kube-system"}}
 	seen := map[string]bool{}

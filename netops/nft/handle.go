@@ -37,6 +37,12 @@ type Handle struct {
 	// pmNoExpiry: port mappings are deleted, not expired (an old table or
 	// kernel); pmExpiryChecked: expiry was seen to work (see pmRemove).
 	pmNoExpiry, pmExpiryChecked bool
+	// bigSndBuf: the send buffer was raised for the policy table's large
+	// transactions.
+	bigSndBuf bool
+	// policyFP: the policy table's chains as this Handle last wrote them
+	// (fingerprints), nil when unknown.
+	policyFP map[string]string
 	// masqNoExpiry: masquerade elements are deleted, not expired.
 	masqNoExpiry bool
 	// expiring: elements given a timeout (masquerade, port mappings), which

@@ -29,6 +29,10 @@ type txn struct {
 	h     *Handle
 	built bool                // the builder was handed out: commit flushes its queue
 	raw   []mdnetlink.Message // raw messages, each with the ack flag
+
+	// policyFP and policyPrev: the policy chains this transaction writes
+	// and those the Handle wrote last (policy_apply.go).
+	policyFP, policyPrev map[string]string
 }
 
 // errMixedTxn is commit's refusal of a txn with both kinds of changes.

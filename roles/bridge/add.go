@@ -100,6 +100,9 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
 	}
 	if plan != nil {
+		if err := attach.PolicyPending(host, &undo, a, plan.addrs); err != nil {
+			return nil, err
+		}
 		if err := applyAddresses(host, pod, a, c, plan); err != nil {
 			return nil, err
 		}

@@ -25,6 +25,9 @@ import (
 func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
 	err := attach.ReleaseWith(ctx, a, c.DataDir, attach.ReleaseOpts{
 		Unhook: func(ips []netip.Addr) error {
+			if err := attach.PolicyUnpend(host, ips); err != nil {
+				return err
+			}
 			if c.IPMasq && len(ips) > 0 {
 				if err := attach.DeleteMasq(host, ips); err != nil {
 					return err

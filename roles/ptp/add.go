@@ -71,6 +71,9 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		{Name: hv.Name, Mac: hv.MAC.String()},
 		{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
 	}
+	if err := attach.PolicyPending(host, &undo, a, p.pod); err != nil {
+		return nil, err
+	}
 	if err := apply(host, pod, a, p); err != nil {
 		return nil, err
 	}

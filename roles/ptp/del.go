@@ -16,7 +16,10 @@ import (
 // the container ID and ifname.
 func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
 	unhook := func(ips []netip.Addr) error {
-		if !c.IPMasq {
+		if err := attach.PolicyUnpend(host, ips); err != nil {
+			return err
+		}
+		if !c.IPMasq || len(ips) == 0 {
 			return nil
 		}
 		return attach.DeleteMasq(host, ips)

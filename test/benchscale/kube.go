@@ -122,6 +122,7 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	_, _, cpu := a.usage()
 	r.ConvergeS, r.ConvergeCPUS = done.Sub(t0).Seconds(), cpu.Seconds()
 	o.logf("kube: converged in %.2fs", r.ConvergeS)
+	heapProfile(fmt.Sprintf("kube-%d-converged.pb.gz", n))
 	if r.Mismatches, err = a.settledMismatches(ps); err != nil {
 		return r, err
 	}
@@ -177,6 +178,7 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	}
 	rss, hwm, _ := a.usage()
 	r.RSSMiB, r.PeakMiB, r.AnonMiB, r.Load = float64(rss)/1024, float64(hwm)/1024, float64(a.anonKiB)/1024, loadavg()
+	heapProfile(fmt.Sprintf("kube-%d-end.pb.gz", n))
 	o.logf("kube: the agent's log:\n%s", a.logTail())
 	return r, nil
 }

@@ -11,13 +11,19 @@
 #                                              kubelet, kubectl named; prints the cache directory
 #   control-plane.sh start DIR [CIDR] [MASK]   start; default cluster CIDR 10.244.0.0/16, node mask 24
 #   control-plane.sh stop DIR                  stop what start started (its pids are in DIR/*.pid)
+#   control-plane.sh module DIR                write DIR/go.mod: a module that requires
+#                                              k8s.io/kubernetes VERSION with its staging replaces
+#                                              (test/conformance/build.sh builds e2e.test in one)
 #
 # start prints KUBECONFIG=DIR/kubeconfig (token auth, system:masters) once
 # /readyz answers. Ports: etcd 127.0.0.1:23791 (peers 23801), API 127.0.0.1:16443;
 # override with KCP_ETCD_PORT, KCP_ETCD_PEER_PORT, KCP_API_PORT. KCP_CONTROLLERS
 # picks the controller-manager's controllers (default nodeipam). KCP_BIND and
 # KCP_ADVERTISE (default 127.0.0.1) are the API server's bind address and the
-# address it advertises (the kubernetes Service's endpoint). KCP_VERSION
+# address it advertises (the kubernetes Service's endpoint). KCP_SERVICE_CIDR
+# (default 10.96.0.0/16; an IPv4 and an IPv6 range, comma-separated, for dual
+# stack) is the Services' range; a CIDR of start with a comma is dual stack
+# too (the node mask is then MASK for IPv4 and 64 for IPv6). KCP_VERSION
 # (default v1.34.2) and KCP_CACHE (default ~/.cache/cnibox-kube/VERSION) pick the
 # build.
 set -euo pipefail
@@ -28,6 +34,7 @@ ETCD_PEER=${KCP_ETCD_PEER_PORT:-23801}
 API_PORT=${KCP_API_PORT:-16443}
 BIND=${KCP_BIND:-127.0.0.1}
 ADVERTISE=${KCP_ADVERTISE:-127.0.0.1}
+SERVICE_CIDR=${KCP_SERVICE_CIDR:-10.96.0.0/16}
 TOKEN=testtoken
 
 # module writes a throwaway module that requires k8s.io/kubernetes at VER.
@@ -74,7 +81,9 @@ ready() {
 }
 
 start() {
-  local d=$1 cidr=${2:-10.244.0.0/16} mask=${3:-24} i
+  local d=$1 cidr=${2:-10.244.0.0/16} mask=${3:-24} i masks
+  masks=(--node-cidr-mask-size="$mask")
+  [[ $cidr != *,* ]] || masks=(--node-cidr-mask-size-ipv4="$mask" --node-cidr-mask-size-ipv6=64)
   build >/dev/null
   mkdir -p "$d"
   openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
@@ -102,7 +111,7 @@ KC
     --bind-address="$BIND" --secure-port="$API_PORT" --advertise-address="$ADVERTISE" \
     --cert-dir="$d/certs" --token-auth-file="$d/tokens.csv" --authorization-mode=RBAC \
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$d/sa.pub" \
-    --service-account-signing-key-file="$d/sa.key" --service-cluster-ip-range=10.96.0.0/16 \
+    --service-account-signing-key-file="$d/sa.key" --service-cluster-ip-range="$SERVICE_CIDR" \
     --allow-privileged=true --kubelet-preferred-address-types=InternalIP \
     >"$d/apiserver.log" 2>&1 &
   echo $! >"$d/apiserver.pid"
@@ -118,7 +127,7 @@ KC
   setsid "$CACHE/kube-controller-manager" --kubeconfig="$d/kubeconfig" \
     --controllers="${KCP_CONTROLLERS:-nodeipam}" --service-account-private-key-file="$d/sa.key" \
     --root-ca-file="$d/certs/apiserver.crt" --allocate-node-cidrs=true --cluster-cidr="$cidr" \
-    --node-cidr-mask-size="$mask" --bind-address=127.0.0.1 --secure-port=0 --leader-elect=false \
+    "${masks[@]}" --service-cluster-ip-range="$SERVICE_CIDR" --bind-address=127.0.0.1 --secure-port=0 --leader-elect=false \
     >"$d/kcm.log" 2>&1 &
   echo $! >"$d/kcm.pid"
   echo "KUBECONFIG=$d/kubeconfig"
@@ -143,5 +152,6 @@ case "${1:-}" in
 build) shift; build "$@" ;;
 start) shift; start "$@" ;;
 stop) shift; stop "$1" ;;
-*) sed -n '2,23p' "$0"; exit 2 ;;
+module) shift; module "$1" ;;
+*) sed -n '2,29p' "$0"; exit 2 ;;
 esac

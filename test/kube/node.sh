@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A one-node Kubernetes cluster with a real kubelet, for the real-node test
-# (test/node). Everything runs inside new network, mount and PID namespaces:
+# (test/node). Everything runs inside new network, mount, PID and UTS
+# namespaces (a joined node has its own host name, NODE_NAME):
 # the machine's own interfaces, routes, firewall, sysctls and mounts are
 # never touched, and killing this script's process (it becomes `unshare`)
 # ends every process the node started: unshare's child is the namespace's
@@ -53,6 +54,12 @@
 # KUBE_BIN is the directory of kube-scheduler and kubelet (control-plane.sh
 # build kube-scheduler kubelet kubectl prints it); SANDBOX_IMAGE the pod
 # sandbox image (the test imports it); NODE_NAME, NODE_IP, CLUSTER_CIDR.
+# For the conformance run (test/node's TestKubeConformance), a joined node
+# also runs kube-proxy (KUBE_PROXY=nftables or iptables; KUBE_BIN has it)
+# and its kubelet points pods at CLUSTER_DNS (CoreDNS's Service address);
+# CLUSTER_CONTROLLERS and SERVICE_CIDR change the control plane's. Dual
+# stack: CLUSTER_CIDR and SERVICE_CIDR with an IPv6 range after a comma,
+# UPLINK_IP6 on the cluster's br0 and NODE_IP6 on a node's eth0 (a /64).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 NODE_NAME=${NODE_NAME:-cnibox-node}
@@ -65,8 +72,9 @@ CLUSTER_CIDR=${CLUSTER_CIDR:-10.244.0.0/16}
 # lifecycle (the not-ready taint goes), the DaemonSet, service accounts
 # with their tokens and kube-root-ca.crt (a pod needs both), and the garbage
 # collector (kubectl delete -f: the DaemonSet's pods go with it; a deleted
-# node's pods go too).
-CLUSTER_CONTROLLERS=node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller
+# node's pods go too). CLUSTER_CONTROLLERS=* runs every default controller
+# (Services' endpoints, namespaces, ...: the conformance run).
+CLUSTER_CONTROLLERS=${CLUSTER_CONTROLLERS:-node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller}
 
 log() { echo "node.sh: $*" >&2; }
 
@@ -116,6 +124,10 @@ network() {
   ip addr add "$NODE_IP/24" dev eth0
   ip link set eth0 up
   ip route add default via "$UPLINK_IP"
+  if [ -n "${NODE_IP6:-}" ]; then
+    ip addr add "$NODE_IP6/64" dev eth0 nodad
+    ip -6 route add default via "$UPLINK_IP6"
+  fi
 }
 
 # SERVICE_IP is the kubernetes Service's ClusterIP (the first address of
@@ -158,7 +170,13 @@ cluster_inner() {
   ip addr add "$UPLINK_IP/24" dev br0
   ip link set br0 up
   ip addr add "$SERVICE_IP/32" dev lo
+  if [ -n "${UPLINK_IP6:-}" ]; then
+    ip addr add "$UPLINK_IP6/64" dev br0 nodad
+    # the router of the routes to the nodes' IPv6 podCIDRs (the test adds them)
+    sysctl -qw net.ipv6.conf.all.forwarding=1
+  fi
   KCP_CONTROLLERS=$CLUSTER_CONTROLLERS KCP_BIND=0.0.0.0 KCP_ADVERTISE=$UPLINK_IP KCP_API_PORT=443 \
+    KCP_SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/16} \
     bash "$HERE/control-plane.sh" start "$D/cp" "$CLUSTER_CIDR" 24 >/dev/null
   "$KUBE_BIN/kube-scheduler" --kubeconfig="$D/cp/kubeconfig" --leader-elect=false --bind-address=127.0.0.1 \
     --secure-port=0 >"$D/scheduler.log" 2>&1 &
@@ -177,6 +195,10 @@ join_network() {
   ip addr add "$NODE_IP/24" dev eth0
   ip link set eth0 up
   ip route add default via "$UPLINK_IP"
+  if [ -n "${NODE_IP6:-}" ]; then
+    ip addr add "$NODE_IP6/64" dev eth0 nodad
+    ip -6 route add default via "$UPLINK_IP6"
+  fi
 }
 
 # cni_dirs makes the node's CNI dirs (DIR/host/...) its /opt/cni/bin and
@@ -197,6 +219,8 @@ cni_dirs() {
 
 # join_inner: a kubelet node of the cluster (node.sh join).
 join_inner() {
+  # the node's own host name (a host-network pod's, as on a real node)
+  hostname "$NODE_NAME"
   private_dirs
   shadow_sysctls
   cni_dirs
@@ -205,6 +229,7 @@ join_inner() {
   sed "s#https://127.0.0.1:443#https://$UPLINK_IP:443#" "$CLUSTER_DIR/cp/kubeconfig" >"$D/kubeconfig"
   start_containerd
   start_kubelet "$D/kubeconfig"
+  [ -z "${KUBE_PROXY:-}" ] || start_kube_proxy
   touch "$D/up"
   sleep infinity &
   wait $!
@@ -264,6 +289,23 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
 EOF
+  if [ -n "${CLUSTER_DNS:-}" ]; then
+    printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS"
+  fi
+}
+
+# start_kube_proxy: kube-proxy in mode $KUBE_PROXY (nftables or iptables)
+# for node $NODE_NAME. --conntrack-max-per-core=0 leaves nf_conntrack_max
+# alone: it is the machine's, not the namespace's. The TCP timeouts are the
+# namespace's own (the kernel keeps them per network namespace): kube-proxy
+# sets its defaults, as a [sig-network] spec checks; the UDP ones it leaves.
+start_kube_proxy() {
+  "$KUBE_BIN/kube-proxy" --kubeconfig="$D/kubeconfig" --hostname-override="$NODE_NAME" \
+    --proxy-mode="$KUBE_PROXY" --cluster-cidr="$CLUSTER_CIDR" --conntrack-max-per-core=0 --conntrack-min=0 \
+    --conntrack-tcp-timeout-established=24h --conntrack-tcp-timeout-close-wait=1h --conntrack-udp-timeout=0 \
+    --conntrack-udp-timeout-stream=0 --metrics-bind-address=127.0.0.1:10249 \
+    --healthz-bind-address=127.0.0.1:10256 >"$D/kube-proxy.log" 2>&1 &
+  wait_for "kube-proxy (see $D/kube-proxy.log)" 120 $! curl -s http://127.0.0.1:10256/healthz
 }
 
 # start_kubelet KUBECONFIG: the kubelet of node $NODE_NAME, until it answers.
@@ -272,7 +314,7 @@ start_kubelet() {
   pod_resources
   "$KUBE_BIN/kubelet" --config="$D/kubelet/config.yaml" --kubeconfig="$1" --root-dir="$D/kubelet/root" \
     --cert-dir="$D/kubelet/pki" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" >"$D/kubelet.log" 2>&1 &
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP${NODE_IP6:+,$NODE_IP6}" >"$D/kubelet.log" 2>&1 &
   wait_for "the kubelet (see $D/kubelet.log)" 120 $! curl -sf http://127.0.0.1:10248/healthz
 }
 
@@ -348,7 +390,7 @@ start() {
   for d in /sys/fs/cgroup/*/; do
     [ -d "${d}k8s.io" ] || echo "${d}k8s.io"
   done >"$D/cgroup-parents"
-  exec unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private \
+  exec unshare --net --mount --pid --uts --fork --kill-child --mount-proc --propagation private \
     env D="$D" KUBE_BIN="${KUBE_BIN:-}" MODE="$mode" bash "$0" inner
 }
 
@@ -371,5 +413,5 @@ inner)
   esac
   ;;
 cleanup) cleanup "$(cd "$2" && pwd)" ;;
-*) sed -n '2,55p' "$0"; exit 2 ;;
+*) sed -n '2,62p' "$0"; exit 2 ;;
 esac

@@ -92,16 +92,16 @@ func (p *vethPlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_L
 func (p *vethPlugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
 	for _, c := range req.ContainerRequests {
-		for _, id := range c.DevicesIDs {
+		for _, id := range c.DevicesIds {
 			if !slices.Contains(p.devices, id) {
 				return nil, fmt.Errorf("no device %q", id)
 			}
 		}
 		p.mu.Lock()
-		p.allocated = append(p.allocated, c.DevicesIDs...)
+		p.allocated = append(p.allocated, c.DevicesIds...)
 		p.mu.Unlock()
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
-			Envs: map[string]string{"CNIBOX_VETH": strings.Join(c.DevicesIDs, ",")},
+			Envs: map[string]string{"CNIBOX_VETH": strings.Join(c.DevicesIds, ",")},
 		})
 	}
 	return resp, nil

@@ -33,6 +33,11 @@
 // leave no route, veth, portmap element or store record. docs/deploy.md
 // says how to run them and what they cost.
 //
+// TestKubeConformance (make test-conformance) runs Kubernetes' own
+// [sig-network] e2e specs on three such nodes with kube-proxy and CoreDNS,
+// on flannel with the reference plugins or on cnibox ($CNIBOX_CONFORMANCE;
+// docs/conformance.md).
+//
 // The test needs root and the build tag kube; the Makefile passes the
 // Kubernetes binaries, the image archive and the rendered manifest in
 // CNIBOX_KUBE_BIN, CNIBOX_IMAGE_TAR, CNIBOX_MANIFEST and

@@ -5,6 +5,7 @@ package node
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -43,6 +44,23 @@ func writeBusyboxImage(t *testing.T, path, ref string) {
 // default command.
 func writeImage(t *testing.T, archive, ref string, cmd []string, files []imageFile) {
 	t.Helper()
+	writeImageSpec(t, archive, imageSpec{refs: []string{ref}, cmd: cmd, files: files})
+}
+
+// imageSpec is what writeImageSpec writes: the image's names, its
+// entrypoint and default command, its PATH (default /usr/sbin:/bin) and the
+// files over busybox's.
+type imageSpec struct {
+	refs            []string
+	entrypoint, cmd []string
+	path            string
+	files           []imageFile
+}
+
+// writeImageSpec is writeImage with an entrypoint, a PATH and several names.
+func writeImageSpec(t *testing.T, archive string, spec imageSpec) {
+	t.Helper()
+	files := spec.files
 	checkStatic(t, busyboxBin)
 	bb, err := os.ReadFile(busyboxBin)
 	if err != nil {
@@ -107,15 +125,16 @@ func writeImage(t *testing.T, archive, ref string, cmd []string, files []imageFi
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"config": map[string]any{
-			"Env": []string{"PATH=/usr/sbin:/bin"},
-			"Cmd": cmd,
+			"Env":        []string{"PATH=" + cmp.Or(spec.path, "/usr/sbin:/bin")},
+			"Entrypoint": spec.entrypoint,
+			"Cmd":        spec.cmd,
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(sum[:])}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{ref}, "Layers": []string{"layer.tar"}}})
+	manifest, err := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": spec.refs, "Layers": []string{"layer.tar"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

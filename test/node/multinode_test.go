@@ -3,12 +3,14 @@
 package node
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,26 +40,55 @@ type cluster struct {
 // and each node's logs, then stops every node and the control plane.
 func startCluster(t *testing.T, n int) *cluster {
 	t.Helper()
+	return startClusterWith(t, n, clusterOpts{})
+}
+
+// clusterOpts change what startClusterWith starts.
+type clusterOpts struct {
+	env     []string // node.sh's environment, for the control plane and every node
+	plugins string   // the CNI plugins every node gets (default refPluginDir)
+	// dualStack gives the underlay IPv6 too: clusterUplink6 on the
+	// control plane's bridge, node i clusterUplink6's prefix ::(10+i)
+	dualStack bool
+}
+
+// clusterUplink6 is the underlay's IPv6 address of a dual-stack cluster.
+const clusterUplink6 = "fd00:172:31:250::1"
+
+// startClusterWith is startCluster with opts.
+func startClusterWith(t *testing.T, n int, opts clusterOpts) *cluster {
+	t.Helper()
 	kubeBin := kubeBinaries(t)
 	start := time.Now()
-	cp := launch(t, t.TempDir(), kubeBin, "cluster", "UPLINK_IP="+clusterUplink)
+	var v6 []string
+	if opts.dualStack {
+		v6 = []string{"UPLINK_IP6=" + clusterUplink6}
+	}
+	cp := launch(t, t.TempDir(), kubeBin, "cluster", slices.Concat([]string{"UPLINK_IP=" + clusterUplink}, v6, opts.env)...)
 	cp.kubeconfig = filepath.Join(cp.dir, "cp", "kubeconfig")
 	c := &cluster{node: cp}
 	bb := filepath.Join(cp.dir, "busybox.tar")
 	writeBusyboxImage(t, bb, busyboxRef)
-	refs, err := os.ReadDir(refPluginDir)
+	plugins := cmp.Or(opts.plugins, refPluginDir)
+	refs, err := os.ReadDir(plugins)
 	if err != nil {
 		t.Fatalf("the reference plugins: %v (apt-get install containernetworking-plugins)", err)
 	}
 	for i := 1; i <= n; i++ {
 		name, ip := fmt.Sprintf("node-%d", i), fmt.Sprintf("172.31.250.%d", 10+i)
-		nd := launch(t, t.TempDir(), kubeBin, "join", "NODE_NAME="+name, "NODE_IP="+ip, "UPLINK_IP="+clusterUplink,
-			fmt.Sprintf("UNDERLAY=/proc/%d/ns/net", cp.init), "CLUSTER_DIR="+cp.dir)
+		if opts.dualStack {
+			v6 = []string{"UPLINK_IP6=" + clusterUplink6, fmt.Sprintf("NODE_IP6=fd00:172:31:250::%d", 10+i)}
+		}
+		nd := launch(t, t.TempDir(), kubeBin, "join", slices.Concat([]string{"NODE_NAME=" + name, "NODE_IP=" + ip, "UPLINK_IP=" + clusterUplink,
+			fmt.Sprintf("UNDERLAY=/proc/%d/ns/net", cp.init), "CLUSTER_DIR=" + cp.dir}, v6, opts.env)...)
 		nd.api, nd.name, nd.ip = cp, name, ip
 		t.Cleanup(nd.diagnose)
 		nd.ctr("images", "import", bb)
 		for _, r := range refs {
-			copyFile(t, filepath.Join(refPluginDir, r.Name()), filepath.Join(nd.hostDir("/opt/cni/bin"), r.Name()), 0o755)
+			if !r.Type().IsRegular() || strings.HasPrefix(r.Name(), ".") {
+				continue // upstream's marker and build dirs
+			}
+			copyFile(t, filepath.Join(plugins, r.Name()), filepath.Join(nd.hostDir("/opt/cni/bin"), r.Name()), 0o755)
 		}
 		c.nodes = append(c.nodes, nd)
 	}

@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -11,14 +12,18 @@ import (
 )
 
 // Watch sends a snapshot of every lease, then the changes, until ctx ends.
-// After a compaction or a broken watch it sends a fresh snapshot.
+// After a compaction or a broken watch it sends a fresh snapshot. The waits
+// before listing again are jittered: an outage breaks every agent's watch
+// at once, and 5,000 agents on one backoff schedule would relist in
+// lockstep when etcd comes back.
 func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		entries, rev, err := m.list(ctx)
 		if err != nil {
-			m.log.Warn("cannot list the leases; retrying", "err", err, "in", backoff)
-			if !sleep(ctx, backoff) {
+			wait := jitter(backoff)
+			m.log.Warn("cannot list the leases; retrying", "err", err, "in", wait)
+			if !sleep(ctx, wait) {
 				break
 			}
 			backoff = min(2*backoff, 5*time.Second)
@@ -32,7 +37,7 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 		fn(snap)
 		if err := m.watchFrom(ctx, rev+1, fn); err != nil && ctx.Err() == nil {
 			m.log.Warn("the lease watch broke; listing again", "err", err)
-			sleep(ctx, backoff)
+			sleep(ctx, jitter(backoff))
 		}
 	}
 	return ctx.Err()
@@ -74,6 +79,15 @@ func (m *Manager) watchFrom(ctx context.Context, rev int64, fn func(lease.Update
 		return nil
 	}
 	return fmt.Errorf("etcd: the watch of %s ended", m.subnetsKey())
+}
+
+// jitter is d spread uniformly over [d/2, 3d/2): the mean stays d, and
+// agents that failed together retry over a window as wide as the backoff.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

@@ -20,9 +20,6 @@ import (
 // agent's memory. Lists are paged, so the peak while listing stays near the
 // steady size instead of holding one response of every whole Node.
 
-// listPageSize is the number of Nodes one list request asks for.
-const listPageSize = 500
-
 // slim returns the part of n the lease backend reads, in a new object.
 func (m *Manager) slim(n *kubeapi.Node) *kubeapi.Node {
 	out := &kubeapi.Node{Spec: n.Spec}
@@ -87,39 +84,33 @@ func (m *Manager) listWatch(meta bool, labels string) cache.ListerWatcher {
 	}
 }
 
-// listNodes reads every Node in pages of listPageSize from one consistent
-// snapshot (the continue token keeps it) and returns them slimmed. The
-// resource version the reflector asks for is dropped: "0" would let the API
-// server answer from its cache in one unpaged response.
+// listNodes reads every Node in pages (kubeapi.ListPages) and returns them
+// slimmed.
 func (m *Manager) listNodes(ctx context.Context, meta bool, opts metav1.ListOptions) (*kubeapi.NodeList, error) {
-	opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
-	opts.Limit, opts.Continue = listPageSize, ""
 	out := &kubeapi.NodeList{}
-	for {
-		var lm metav1.ListMeta
+	rv, err := kubeapi.ListPages(opts, func(opts metav1.ListOptions) (metav1.ListMeta, error) {
 		if meta {
 			page, err := m.meta.Resource(nodesGVR).List(ctx, opts)
 			if err != nil {
-				return nil, err
+				return metav1.ListMeta{}, err
 			}
 			for i := range page.Items {
 				out.Items = append(out.Items, *m.fromMeta(&page.Items[i]))
 			}
-			lm = page.ListMeta
-		} else {
-			page := &kubeapi.NodeList{}
-			if err := m.c.Get().Resource("nodes").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(page); err != nil {
-				return nil, err
-			}
-			for i := range page.Items {
-				out.Items = append(out.Items, *m.slim(&page.Items[i]))
-			}
-			lm = page.ListMeta
+			return page.ListMeta, nil
 		}
-		out.ResourceVersion = lm.ResourceVersion
-		if lm.Continue == "" {
-			return out, nil
+		page := &kubeapi.NodeList{}
+		if err := m.c.Get().Resource("nodes").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(page); err != nil {
+			return metav1.ListMeta{}, err
 		}
-		opts.Continue = lm.Continue
+		for i := range page.Items {
+			out.Items = append(out.Items, *m.slim(&page.Items[i]))
+		}
+		return page.ListMeta, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	out.ResourceVersion = rv
+	return out, nil
 }

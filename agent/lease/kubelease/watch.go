@@ -2,6 +2,10 @@ package kubelease
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/maphash"
+	"net/netip"
+	"strconv"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +31,14 @@ const MetaLabel = "cnibox.io/overlay-metadata"
 // metadata informer has a node, its view of it wins.
 func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	var (
-		mu      sync.Mutex
-		synced  bool
-		views   = [2]map[string]*kubeapi.Node{{}, {}} // per informer: whole, metadata
-		emitted = map[string]lease.Lease{}            // the lease last delivered per node
+		mu     sync.Mutex
+		synced bool
+		views  = [2]map[string]*kubeapi.Node{{}, {}} // per informer: whole, metadata
+		// sent is what was delivered per node, as a summary: the agent
+		// keeps the peers' leases, a second copy here was 2 MB at 5,000
+		// nodes. first holds the whole leases until the snapshot.
+		sent  = map[string]leaseSum{}
+		first = map[string]lease.Lease{}
 	)
 	// settle delivers what changed for a node after one informer's event.
 	settle := func(name string) {
@@ -38,23 +46,30 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 		if cur == nil {
 			cur = views[0][name]
 		}
-		prev, had := emitted[name]
+		prev, had := sent[name]
 		if cur == nil {
 			if had {
-				delete(emitted, name)
+				delete(sent, name)
+				delete(first, name)
 				if synced {
-					fn(lease.Update{Events: []lease.Event{{Type: lease.Removed, Lease: prev}}})
+					fn(lease.Update{Events: []lease.Event{{Type: lease.Removed, Lease: lease.Lease{Subnet: prev.sn4, Subnet6: prev.sn6}}}})
 				}
 			}
 			return
 		}
 		l, err := m.nodeLease(cur, true)
-		if err != nil || (had && sameLease(prev, l)) {
+		if err != nil {
 			return // as before: a node whose lease becomes unreadable stays as it was
 		}
-		emitted[name] = l
+		sum := summarize(l)
+		if had && sum == prev {
+			return
+		}
+		sent[name] = sum
 		if synced {
 			fn(lease.Update{Events: []lease.Event{{Type: lease.Added, Lease: l}}})
+		} else {
+			first[name] = l
 		}
 	}
 	handle := func(src int, del bool, obj any) {
@@ -105,19 +120,40 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	mu.Lock()
 	synced = true
 	snap := lease.Update{Snapshot: true}
-	for _, l := range emitted {
+	for _, l := range first {
 		snap.Leases = append(snap.Leases, l)
 	}
+	first = nil
 	fn(snap)
 	mu.Unlock()
 	<-ctx.Done()
 	return ctx.Err()
 }
 
-// sameLease reports whether two leases program the same peer.
-func sameLease(a, b lease.Lease) bool {
-	x, y := a.Attrs, b.Attrs
-	return a.Subnet == b.Subnet && a.Subnet6 == b.Subnet6 && x.PublicIP == y.PublicIP && x.PublicIPv6 == y.PublicIPv6 &&
-		x.BackendType == y.BackendType && x.VNI == y.VNI && x.VNI6 == y.VNI6 &&
-		x.VTEPMAC.String() == y.VTEPMAC.String() && x.VTEPMAC6.String() == y.VTEPMAC6.String() && lease.SameData(x, y)
+// leaseSum is what Watch remembers of a delivered lease: its subnets (a
+// removal names them) and a hash of every field that programs the peer.
+type leaseSum struct {
+	sn4, sn6 netip.Prefix
+	sum      uint64
+}
+
+// sumSeed makes the hashes of one process comparable.
+var sumSeed = maphash.MakeSeed()
+
+// summarize returns l's summary: two leases with the same one program the
+// same peer (a 64-bit hash of the subnets, addresses, backend type, VXLAN
+// data and the published backend documents).
+func summarize(l lease.Lease) leaseSum {
+	var h maphash.Hash
+	h.SetSeed(sumSeed)
+	x := l.Attrs
+	for _, b := range [][]byte{
+		[]byte(l.Subnet.String()), []byte(l.Subnet6.String()), []byte(x.PublicIP.String()), []byte(x.PublicIPv6.String()),
+		[]byte(x.BackendType), []byte(strconv.Itoa(x.VNI)), x.VTEPMAC, []byte(strconv.Itoa(x.VNI6)), x.VTEPMAC6,
+		x.DataJSON(false), x.DataJSON(true),
+	} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(b))))
+		h.Write(b)
+	}
+	return leaseSum{sn4: l.Subnet, sn6: l.Subnet6, sum: h.Sum64()}
 }

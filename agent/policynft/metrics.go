@@ -1,0 +1,71 @@
+package policynft
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cnibox/cnibox/agent/policy"
+)
+
+// ruleInfo is what a counter of the table counts.
+type ruleInfo struct {
+	policy, rule string
+	drops        bool // a Deny rule's counter counts drops
+}
+
+// noteRules records, for the metrics, which counter belongs to which
+// policy (called with s.mu held).
+func (s *Sink) noteRules(m *policy.Model) {
+	s.rules = map[string]ruleInfo{}
+	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
+		for _, ps := range [][]*policy.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+			for _, p := range ps {
+				for _, r := range p.Rules {
+					s.rules[CounterName(r.ID)] = ruleInfo{policy: p.ID, rule: r.ID, drops: r.Action == policy.Deny}
+				}
+			}
+		}
+	}
+}
+
+var (
+	descRules   = prometheus.NewDesc("cnibox_agent_policy_rules", "NetworkPolicy and ClusterNetworkPolicy rules in the node's policy table.", nil, nil)
+	descSets    = prometheus.NewDesc("cnibox_agent_policy_sets", "Address sets of the node's policy model (each is an nftables set per family).", nil, nil)
+	descSync    = prometheus.NewDesc("cnibox_agent_policy_sync_seconds", "How long the last transaction on the policy table took.", nil, nil)
+	descApplied = prometheus.NewDesc("cnibox_agent_policy_transactions_total", "Transactions on the policy table, by result (ok, failed).", []string{"result"}, nil)
+	descDrops   = prometheus.NewDesc("cnibox_agent_policy_drops_packets_total",
+		"Packets dropped by the policy table: by a Deny rule (policy, rule), by a NetworkPolicy's isolation (policy \"isolation\", rule ingress or egress), or while the pod was pending (policy \"pending\").",
+		[]string{"policy", "rule"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRules, descSets, descSync, descApplied, descDrops} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: the drops are read from the
+// table's counters at each scrape.
+func (s *Sink) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(s.stats.Rules))
+	ch <- prometheus.MustNewConstMetric(descSets, prometheus.GaugeValue, float64(s.stats.Sets))
+	ch <- prometheus.MustNewConstMetric(descSync, prometheus.GaugeValue, s.stats.LastSync.Seconds())
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Applied), "ok")
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Failed), "failed")
+	counters, err := s.h.PolicyCounters()
+	if err != nil {
+		return
+	}
+	fixed := map[string][2]string{
+		"c-iso-in": {"isolation", "ingress"}, "c-iso-eg": {"isolation", "egress"}, "c-pending": {"pending", ""},
+	}
+	for name, c := range counters {
+		if f, ok := fixed[name]; ok {
+			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(c.Packets), f[0], f[1])
+		} else if r, ok := s.rules[name]; ok && r.drops {
+			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(c.Packets), r.policy, r.rule)
+		}
+	}
+}

@@ -1,0 +1,265 @@
+// Package policynft is the kernel side of cnibox-agent's NetworkPolicy
+// engine: a policy.Sink that turns the model's changes (policy.Delta) into
+// transactions on netops/nft's policy table, one per change, and keeps the
+// numbers the agent's metrics show.
+package policynft
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/netops/nft"
+)
+
+// Sink applies the model to the policy table of one namespace (the node's).
+// It is safe for concurrent use; the watcher calls it from one goroutine.
+type Sink struct {
+	mu     sync.Mutex
+	h      *nft.Handle
+	synced bool
+	stats  Stats
+	rules  map[string]ruleInfo // by counter name
+	// index: record the store's policy index in indexDir (IndexTo).
+	index    bool
+	indexDir string
+}
+
+// Stats are the Sink's numbers for the agent's metrics.
+type Stats struct {
+	Rules, Sets int           // model rules and sets of the last change
+	Applied     int           // transactions committed
+	Failed      int           // transactions the kernel refused
+	IndexErr    error         // the last failure to record the store's index
+	LastSync    time.Duration // the last transaction's time
+}
+
+// New returns a Sink on the namespace at nsPath ("" for the caller's).
+func New(nsPath string) (*Sink, error) {
+	h, err := nft.Open(nsPath)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{h: h}, nil
+}
+
+// Close closes the nftables connection; the table stays (fail closed: the
+// kernel enforces the last rules while the agent is away).
+func (s *Sink) Close() error { return s.h.Close() }
+
+// Stats returns the Sink's numbers.
+func (s *Sink) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Apply applies d. The first call replaces the whole table in one
+// transaction (what an earlier agent left is kept until then); later ones
+// change what d says.
+func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Change(m, d, !s.synced)
+	c.Resolved = localAddrs(m)
+	start := time.Now()
+	err := s.h.ApplyPolicy(c)
+	s.stats.LastSync = time.Since(start)
+	if err != nil && s.synced {
+		// The table and the model parted (an element the kernel did not
+		// have, say): a full sync puts it right.
+		c = Change(m, d, true)
+		c.Resolved = localAddrs(m)
+		err = s.h.ApplyPolicy(c)
+	}
+	if err != nil {
+		s.stats.Failed++
+		return err
+	}
+	s.synced = true
+	s.stats.Applied++
+	s.stats.Sets = len(m.Sets)
+	s.stats.Rules = countRules(m)
+	if d.Rules || c.Full {
+		s.noteRules(m)
+		s.stats.IndexErr = s.writeIndex(m)
+	}
+	return nil
+}
+
+// localAddrs are the addresses of the node's pods the model knows and
+// places (not host-network, not done: a done pod's address may already be
+// a new pod's, still pending): they leave the pending set.
+func localAddrs(m *policy.Model) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range m.LocalPods {
+		if !p.HostNetwork && !p.Done {
+			out = append(out, p.IPs...)
+		}
+	}
+	return out
+}
+
+func countRules(m *policy.Model) int {
+	n := 0
+	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
+		for _, ps := range [][]*policy.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+			for _, p := range ps {
+				n += len(p.Rules)
+			}
+		}
+	}
+	return n
+}
+
+// Change is the table's change for d on model m; full makes it a full sync
+// (every set and the rules, the rest of the table deleted).
+func Change(m *policy.Model, d policy.Delta, full bool) *nft.PolicyChange {
+	c := &nft.PolicyChange{Full: full}
+	if full || d.Rules {
+		c.Rules = Rules(m)
+		c.Guard = Guard(m)
+	}
+	ids := d.AddSets
+	if full {
+		ids = make([]policy.SetID, 0, len(m.Sets))
+		for id := range m.Sets {
+			ids = append(ids, id)
+		}
+	}
+	added := map[policy.SetID]bool{}
+	for _, id := range ids {
+		if set := m.Sets[id]; set != nil {
+			c.Sets = append(c.Sets, Set(set, set.Elems()))
+			added[id] = true
+		}
+	}
+	if !full {
+		for _, id := range d.DelSets {
+			c.DelSets = append(c.DelSets, string(id))
+		}
+	}
+	elems := func(ch map[policy.SetID][]policy.Elem) []nft.PolicySet {
+		var out []nft.PolicySet
+		for id, es := range ch {
+			set := m.Sets[id]
+			if set == nil || added[id] {
+				continue
+			}
+			if set.Kind == policy.CIDRs {
+				// An interval set is rewritten whole.
+				c.Sets = append(c.Sets, Set(set, set.Elems()))
+				added[id] = true
+				continue
+			}
+			out = append(out, Set(set, es))
+		}
+		return out
+	}
+	if !full {
+		c.Add, c.Del = elems(d.Add), elems(d.Del)
+	}
+	return c
+}
+
+// Guard is where the model's policies could select a pod: the namespaces
+// of its NetworkPolicies, every namespace if it has a ClusterNetworkPolicy
+// (whose namespace selectors a CNI ADD cannot evaluate).
+func Guard(m *policy.Model) *nft.PolicyGuard {
+	g := &nft.PolicyGuard{}
+	seen := map[string]bool{}
+	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
+		if len(t.Admin)+len(t.Baseline) > 0 {
+			g.All = true
+		}
+		for _, p := range t.NetworkPolicy {
+			ns, _, _ := strings.Cut(strings.TrimPrefix(p.ID, "np/"), "/")
+			if !seen[ns] {
+				seen[ns] = true
+				g.Namespaces = append(g.Namespaces, ns)
+			}
+		}
+	}
+	slices.Sort(g.Namespaces)
+	return g
+}
+
+// Set is the table's form of set with elems.
+func Set(set *policy.Set, elems []policy.Elem) nft.PolicySet {
+	out := nft.PolicySet{Name: string(set.ID), Kind: nft.PolicySetKind(set.Kind), Comment: comment(set.Key)}
+	for _, e := range elems {
+		out.Elems = append(out.Elems, nft.PolicyElem{Prefix: e.Prefix, Proto: uint8(e.Proto), Port: e.Port})
+	}
+	return out
+}
+
+// comment is s cut to what an nftables comment holds.
+func comment(s string) string {
+	if len(s) > 120 {
+		return s[:117] + "..."
+	}
+	return s
+}
+
+// Rules is the table's form of the model's tiers.
+func Rules(m *policy.Model) *nft.PolicyRules {
+	return &nft.PolicyRules{
+		NodeAddrs: string(m.NodeAddrs),
+		Ingress:   tiers(&m.Ingress, policy.Ingress),
+		Egress:    tiers(&m.Egress, policy.Egress),
+	}
+}
+
+func tiers(t *policy.Tiers, dir policy.Direction) nft.PolicyTiers {
+	conv := func(ps []*policy.Policy) []nft.PolicyChain {
+		var out []nft.PolicyChain
+		for _, p := range ps {
+			ch := nft.PolicyChain{ID: ChainID(p.ID), Subject: string(p.Subject)}
+			for _, r := range p.Rules {
+				nr := nft.PolicyRule{Counter: policy.ShortID(r.ID), Action: nft.PolicyAction(r.Action)}
+				for _, cl := range r.Clauses {
+					nc := nft.PolicyClause{Peer: string(cl.Peer), DstPorts: string(cl.DstPorts)}
+					if cl.Ports != nil {
+						nc.Ports = []nft.PolicyPorts{}
+						for _, pr := range cl.Ports {
+							nc.Ports = append(nc.Ports, nft.PolicyPorts{Proto: uint8(pr.Proto), First: pr.First, Last: pr.Last})
+						}
+					}
+					nr.Clauses = append(nr.Clauses, nc)
+				}
+				ch.Rules = append(ch.Rules, nr)
+			}
+			out = append(out, ch)
+		}
+		return out
+	}
+	return nft.PolicyTiers{
+		Admin:         conv(t.Admin),
+		NetworkPolicy: conv(t.NetworkPolicy),
+		Baseline:      conv(t.Baseline),
+		Isolated:      string(t.Isolated),
+	}
+}
+
+// ChainID is the name part of a policy's chains.
+func ChainID(policyID string) string { return policy.ShortID(policyID) }
+
+// CounterName is the counter of a model rule in the table.
+func CounterName(ruleID string) string { return "c-" + policy.ShortID(ruleID) }
+
+// Remove deletes the policy table (the agent's --network-policy=false).
+func (s *Sink) Remove() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h.DeletePolicy()
+}
+
+// ApplyChange commits c as it is (benchmarks, tests).
+func (s *Sink) ApplyChange(c *nft.PolicyChange) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.h.ApplyPolicy(c)
+}

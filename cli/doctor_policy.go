@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/store"
+)
+
+// policyExplanation is `cnibox doctor --policy`'s answer: per direction,
+// whether the node's NetworkPolicy table lets the connection through and
+// which policy and rule decide.
+type policyExplanation struct {
+	Src     netip.Addr        `json:"src"`
+	Dst     netip.Addr        `json:"dst"`
+	Proto   string            `json:"proto"`
+	Port    uint16            `json:"port"`
+	Allowed bool              `json:"allowed"`
+	Steps   []policyDirection `json:"directions"`
+}
+
+type policyDirection struct {
+	Direction string `json:"direction"` // egress (at the source), ingress (at the destination)
+	Allowed   bool   `json:"allowed"`
+	// Rule is the deciding rule's ID, or "node", "pending", "isolation",
+	// "" (the default).
+	Rule string `json:"rule,omitempty"`
+	Why  string `json:"why"`
+}
+
+// policyProto is the number of protocol name (tcp, udp, sctp).
+func policyProto(name string) (uint8, bool) {
+	switch strings.ToLower(name) {
+	case "tcp":
+		return 6, true
+	case "udp":
+		return 17, true
+	case "sctp":
+		return 132, true
+	}
+	return 0, false
+}
+
+// parsePolicyConn reads "SRC DST PORT[/PROTO]" (TCP by default).
+func parsePolicyConn(s string) (nft.PolicyConn, string, error) {
+	f := strings.Fields(s)
+	bad := fmt.Errorf("--policy %q: want \"SRC DST PORT[/tcp|udp|sctp]\", e.g. \"10.244.1.5 10.244.2.7 80/tcp\"", s)
+	if len(f) != 3 {
+		return nft.PolicyConn{}, "", bad
+	}
+	src, err1 := netip.ParseAddr(f[0])
+	dst, err2 := netip.ParseAddr(f[1])
+	portS, protoS, _ := strings.Cut(f[2], "/")
+	if protoS == "" {
+		protoS = "tcp"
+	}
+	proto, ok := policyProto(protoS)
+	port, err3 := strconv.ParseUint(portS, 10, 16)
+	if err1 != nil || err2 != nil || err3 != nil || !ok || src.Is4() != dst.Is4() {
+		return nft.PolicyConn{}, "", bad
+	}
+	return nft.PolicyConn{Src: src.Unmap(), Dst: dst.Unmap(), Proto: proto, Port: uint16(port)}, strings.ToUpper(protoS), nil
+}
+
+// doctorOrPolicy is doctor's action: the checks, or with --policy the
+// explanation.
+func doctorOrPolicy(c *ucli.Context, host *netops.Handle) error {
+	if c.String("policy") != "" {
+		return doctorPolicy(c, host)
+	}
+	return runDoctor(c, host)
+}
+
+// doctorPolicy explains a connection's fate in the node's policy table.
+func doctorPolicy(c *ucli.Context, host *netops.Handle) error {
+	conn, proto, err := parsePolicyConn(c.String("policy"))
+	if err != nil {
+		return err
+	}
+	var idx store.PolicyIndex
+	var found bool
+	if err := readStore(c, func(st *store.Store) error {
+		idx, found, err = st.PolicyIndex()
+		return err
+	}); err != nil {
+		return err
+	}
+	if !found || len(idx.Rules) == 0 {
+		return fmt.Errorf("no policy index in the store: cnibox-agent with --network-policy has not run on this node")
+	}
+	var rules nft.PolicyRules
+	if err := json.Unmarshal(idx.Rules, &rules); err != nil {
+		return fmt.Errorf("the store's policy index: %w", err)
+	}
+	ruleOf := map[string]string{}
+	for _, p := range idx.Policies {
+		for _, r := range p.Rules {
+			ruleOf[r.Counter] = r.ID
+		}
+	}
+	x := policyExplanation{Src: conn.Src, Dst: conn.Dst, Proto: proto, Port: conn.Port, Allowed: true}
+	for _, ingress := range []bool{false, true} {
+		v, err := host.NFT().ExplainPolicy(&rules, conn, ingress)
+		if err != nil {
+			return err
+		}
+		d := policyDirection{Direction: "egress", Allowed: v.Allowed, Rule: v.Counter}
+		if ingress {
+			d.Direction = "ingress"
+		}
+		switch v.Counter {
+		case "":
+			d.Why = "no policy rule decides: allowed by default"
+		case "node":
+			d.Why = "the node's own traffic to its pods is always allowed"
+		case "pending":
+			d.Why = "the pod is pending: its ADD came before the agent placed it (cnibox inspect policy POD)"
+		case "isolation":
+			d.Why = "NetworkPolicies select the pod in this direction and none of their rules allows this"
+		default:
+			d.Rule = ruleOf[v.Counter]
+			d.Why = "decided by this rule"
+		}
+		x.Allowed = x.Allowed && v.Allowed
+		x.Steps = append(x.Steps, d)
+	}
+	return show(c, x, printPolicyExplanation, func(x policyExplanation) bool { return !x.Allowed })
+}
+
+func printPolicyExplanation(w io.Writer, x policyExplanation) error {
+	verdict := map[bool]string{true: "allowed", false: "dropped"}
+	fmt.Fprintf(w, "%s -> %s %s/%d: %s\n", x.Src, x.Dst, x.Proto, x.Port, verdict[x.Allowed])
+	for _, d := range x.Steps {
+		rule := ""
+		if d.Rule != "" && d.Rule != "node" && d.Rule != "pending" && d.Rule != "isolation" {
+			rule = " by " + d.Rule
+		}
+		if _, err := fmt.Fprintf(w, "  %-7s %s%s: %s\n", d.Direction, verdict[d.Allowed], rule, d.Why); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/store"
+)
+
+// policyReport is what `cnibox inspect policy` shows: the policies of the
+// node's NetworkPolicy table (those that select POD when one is named),
+// each rule with its packet counter.
+type policyReport struct {
+	Table   bool         `json:"table"` // the node has the policy table
+	Pod     string       `json:"pod,omitempty"`
+	Addrs   []netip.Addr `json:"addrs,omitempty"`
+	Pending bool         `json:"pending,omitempty"` // closed until the agent places it
+	// Isolated lists the directions in which a NetworkPolicy isolates POD.
+	Isolated []string         `json:"isolated,omitempty"`
+	Policies []policyRuleView `json:"policies"`
+}
+
+type policyRuleView struct {
+	Direction string `json:"direction"`
+	Tier      string `json:"tier"`
+	Policy    string `json:"policy"`
+	Rule      string `json:"rule"`
+	Name      string `json:"name,omitempty"`
+	Action    string `json:"action"`
+	Packets   uint64 `json:"packets"`
+	Bytes     uint64 `json:"bytes"`
+}
+
+func inspectPolicy(c *ucli.Context, host *netops.Handle) error {
+	r := policyReport{Pod: c.Args().First(), Policies: []policyRuleView{}}
+	var idx store.PolicyIndex
+	var eps []store.Endpoint
+	err := readStore(c, func(st *store.Store) error {
+		var err error
+		if idx, _, err = st.PolicyIndex(); err != nil {
+			return err
+		}
+		if r.Pod != "" {
+			eps, err = st.Endpoints("")
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, ep := range eps {
+		if podName(ep) == r.Pod {
+			for _, p := range ep.IPs {
+				r.Addrs = append(r.Addrs, p.Addr())
+			}
+		}
+	}
+	if r.Pod != "" && len(r.Addrs) == 0 {
+		return fmt.Errorf("pod %q: no endpoint record on this node (see cnibox inspect endpoints)", r.Pod)
+	}
+	h := host.NFT()
+	counters, err := h.PolicyCounters()
+	if err != nil {
+		return err
+	}
+	r.Table = len(counters) > 0
+	selects := func(set string) (bool, error) {
+		if r.Pod == "" {
+			return true, nil
+		}
+		in, _, err := h.PolicySetAddrs(set)
+		return slices.ContainsFunc(r.Addrs, func(a netip.Addr) bool { return slices.Contains(in, a) }), err
+	}
+	if r.Pod != "" {
+		if r.Pending, err = selects(nft.PolicyPending); err != nil {
+			return err
+		}
+		for _, dir := range []string{"ingress", "egress"} {
+			if set := idx.Isolated[dir]; set != "" {
+				if ok, err := selects(set); err != nil {
+					return err
+				} else if ok {
+					r.Isolated = append(r.Isolated, dir)
+				}
+			}
+		}
+	}
+	for _, p := range idx.Policies {
+		ok, err := selects(p.Subject)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		for _, rule := range p.Rules {
+			cnt := counters[rule.Counter]
+			r.Policies = append(r.Policies, policyRuleView{Direction: p.Direction, Tier: p.Tier, Policy: p.ID, Rule: rule.ID,
+				Name: rule.Name, Action: rule.Action, Packets: cnt.Packets, Bytes: cnt.Bytes})
+		}
+	}
+	return show(c, r, printPolicy, nil)
+}
+
+func printPolicy(w io.Writer, r policyReport) error {
+	if !r.Table {
+		_, err := fmt.Fprintln(w, "no policy table on this node (cnibox-agent --network-policy not running here)")
+		return err
+	}
+	if r.Pod != "" {
+		fmt.Fprintf(w, "pod %s %s: isolated %s, pending %v\n", r.Pod, joinStrings(r.Addrs), orDash(fmt.Sprint(r.Isolated)), r.Pending)
+	}
+	tw := newTable(w)
+	row(tw, "DIRECTION", "TIER", "POLICY", "RULE", "ACTION", "PACKETS", "BYTES")
+	for _, p := range r.Policies {
+		rule := p.Rule
+		if p.Name != "" {
+			rule += " (" + p.Name + ")"
+		}
+		row(tw, p.Direction, p.Tier, p.Policy, rule, p.Action, fmt.Sprint(p.Packets), fmt.Sprint(p.Bytes))
+	}
+	return tw.Flush()
+}

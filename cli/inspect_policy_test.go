@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"net/netip"
+	"strings"
+	"testing"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/store"
+)
+
+// TestInspectPolicy: with a policy table in the node's namespace (the
+// test's private one) and the agent's index in the store, `inspect policy
+// POD` shows the policies whose subject holds the pod's address, per
+// direction, each rule with its counter, and whether it is isolated or
+// pending; a pod no policy selects shows none.
+func TestInspectPolicy(t *testing.T) {
+	nstest.RequireRoot(t)
+	if !nstest.InPrivateNetns() {
+		t.Skip("not in the private namespace: would write the machine's nftables")
+	}
+	web, other := netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("10.77.0.3")
+	host, err := netops.Open("")
+	must(t, err)
+	defer host.Close()
+	h := host.NFT()
+	elem := func(a netip.Addr) []nft.PolicyElem { return []nft.PolicyElem{{Prefix: netip.PrefixFrom(a, 32)}} }
+	rules := &nft.PolicyRules{Ingress: nft.PolicyTiers{Isolated: "subj", NetworkPolicy: []nft.PolicyChain{
+		{ID: "p1", Subject: "subj", Rules: []nft.PolicyRule{{Counter: "r1", Clauses: []nft.PolicyClause{{Peer: "peer"}}}}},
+	}}}
+	must(t, h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: rules,
+		Sets: []nft.PolicySet{{Name: "subj", Elems: elem(web)}, {Name: "peer", Elems: elem(other)}}}))
+	rulesJSON, err := json.Marshal(rules)
+	must(t, err)
+	defer h.DeletePolicy()
+	_, err = h.MarkPolicyPending("default", []netip.Addr{web}) // no guard: not marked
+	must(t, err)
+
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	must(t, err)
+	must(t, st.PutPolicyIndex(store.PolicyIndex{Isolated: map[string]string{"ingress": "subj"}, Rules: rulesJSON, Policies: []store.PolicyEntry{{
+		ID: "np/default/web", Direction: "ingress", Tier: "networkpolicy", Subject: "subj",
+		Rules: []store.PolicyRef{{ID: "np/default/web/ingress/0", Action: "allow", Counter: "c-r1"}},
+	}}}))
+	for _, ep := range []store.Endpoint{
+		{Network: "n", ContainerID: "c1", IfName: "eth0", PodNamespace: "default", PodName: "web", IPs: []netip.Prefix{netip.PrefixFrom(web, 24)}},
+		{Network: "n", ContainerID: "c2", IfName: "eth0", PodNamespace: "default", PodName: "other", IPs: []netip.Prefix{netip.PrefixFrom(other, 24)}},
+	} {
+		must(t, st.PutEndpoint(ep))
+	}
+	st.Close()
+
+	run := func(pod string) string {
+		fs := flag.NewFlagSet("policy", flag.ContinueOnError)
+		must(t, dataDirFlag.Apply(fs))
+		must(t, fs.Parse([]string{"--data-dir", dir, pod}))
+		app := ucli.NewApp()
+		var b bytes.Buffer
+		app.Writer = &b
+		must(t, inspectPolicy(ucli.NewContext(app, fs, nil), host))
+		return b.String()
+	}
+	out := run("default/web")
+	for _, w := range []string{"isolated [ingress]", "pending false", "np/default/web/ingress/0", "allow", "networkpolicy"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("inspect policy default/web lacks %q:\n%s", w, out)
+		}
+	}
+	if out := run("default/other"); strings.Contains(out, "np/default/web") {
+		t.Errorf("a policy that does not select default/other is shown:\n%s", out)
+	}
+
+	// doctor --policy: the rule that allows, the isolation that drops.
+	doctor := func(conn string) (string, error) {
+		fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+		must(t, dataDirFlag.Apply(fs))
+		fs.String("policy", "", "")
+		must(t, fs.Parse([]string{"--data-dir", dir, "--policy", conn}))
+		app := ucli.NewApp()
+		var b bytes.Buffer
+		app.Writer = &b
+		err := doctorOrPolicy(ucli.NewContext(app, fs, nil), host)
+		return b.String(), err
+	}
+	out, err = doctor("10.77.0.3 10.77.0.2 80/tcp")
+	if err != nil || !strings.Contains(out, "ingress allowed by np/default/web/ingress/0") {
+		t.Errorf("doctor --policy other -> web: %v\n%s", err, out)
+	}
+	out, err = doctor("10.77.0.9 10.77.0.2 80")
+	if err == nil || !strings.Contains(out, "dropped") || !strings.Contains(out, "none of their rules allows") {
+		t.Errorf("doctor --policy from an unknown address: %v (want exit 1)\n%s", err, out)
+	}
+	if _, err := doctor("10.77.0.9 80"); err == nil || !strings.Contains(err.Error(), "SRC DST PORT") {
+		t.Errorf("a malformed --policy: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

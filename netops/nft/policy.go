@@ -1,0 +1,184 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// The NetworkPolicy table. cnibox-agent's policy engine (agent/policy)
+// resolves the policies of a node to tiers of rules over address sets; this
+// file and policy_*.go turn that into one table, written in one transaction
+// per change:
+//
+//	table inet cnibox-policy {
+//		set <set>-4 / <set>-6   # per model set and family: ipv4_addr (pods),
+//		                        # interval (CIDRs), ipv4_addr . inet_proto .
+//		                        # inet_service (named ports)
+//		set pending-4 / -6      # pods the agent has not resolved yet
+//		counter <rule>          # one per policy rule; iso-in, iso-eg, pending
+//		chain egress-fwd  { type filter hook forward priority -1; jump egress }
+//		chain egress-in   { type filter hook input priority -1; jump egress }
+//		chain ingress-fwd { type filter hook forward priority 0; jump ingress }
+//		chain egress  { meta nfproto ipv4 jump egress4; ... ipv6 jump egress6 }
+//		chain egress4 {
+//			self @pending-4 counter name pending drop
+//			jump a-<policy>-eg4         # Admin tier: a goto chain of policies
+//			self @<isolated>-4 jump np-eg4   # NetworkPolicy tier
+//			self @<isolated>-4 counter name iso-eg drop
+//			jump b-<policy>-eg4         # Baseline tier
+//		}
+//		chain a-<policy>-eg4 {
+//			self != @<subject>-4 goto a-<next>-eg4
+//			<peer, ports, named ports> counter name <rule> accept|drop|return
+//			goto a-<next>-eg4
+//		}
+//		chain np-eg4 { self @<subject>-4 jump n-<policy>-eg4 ... }
+//		chain n-<policy>-eg4 { <match> counter name <rule> accept ... }
+//		(ingress likewise, with "ct original saddr @<node addrs> accept" first)
+//	}
+//
+// A connection is judged by its conntrack tuple at every packet, both
+// directions: self and peer are the original source and the reply's source
+// (the destination after DNAT), the port the reply's source port. So a
+// change applies to established connections at their next packet, the same
+// for every protocol (docs/policy.md), and replies need no rule of their
+// own. An accept ends one direction's base chain; the other still runs.
+// Pods coming and going change set elements only.
+
+// PolicyTable is the name of the policy table (family inet).
+const PolicyTable = "cnibox-policy"
+
+// PolicyPending is the set of the addresses of pods whose place in the
+// sets the agent has not computed yet: everything to and from them is
+// dropped but the node's own traffic to them.
+const PolicyPending = "pending"
+
+// PolicySetKind says what a policy set holds.
+type PolicySetKind uint8
+
+const (
+	PolicyAddrs  PolicySetKind = iota // single addresses
+	PolicyCIDRs                       // prefixes (an interval set)
+	PolicyPorted                      // address . protocol . port
+)
+
+// PolicyElem is an element of a policy set; Proto and Port only in a
+// PolicyPorted set.
+type PolicyElem struct {
+	Prefix netip.Prefix
+	Proto  uint8
+	Port   uint16
+}
+
+// PolicySet is a set and its elements (of both families: the table keeps
+// one set per family).
+type PolicySet struct {
+	Name    string
+	Kind    PolicySetKind
+	Comment string
+	Elems   []PolicyElem
+}
+
+// PolicyAction is what a rule does when it matches.
+type PolicyAction uint8
+
+const (
+	PolicyAllow  PolicyAction = iota // NetworkPolicy: accept in the tier
+	PolicyAccept                     // accept (this direction)
+	PolicyDeny                       // drop
+	PolicyPass                       // leave the tier
+)
+
+// PolicyPorts is a protocol and an inclusive destination port range.
+type PolicyPorts struct {
+	Proto       uint8
+	First, Last uint16
+}
+
+// PolicyClause matches when the peer is in Peer ("": any), the port in
+// one of Ports (nil: any), and (destination, protocol, port) in DstPorts
+// ("": not checked).
+type PolicyClause struct {
+	Peer     string
+	Ports    []PolicyPorts
+	DstPorts string
+}
+
+// PolicyRule is one rule; Counter names its counter (<= 16 characters
+// after "c-"), matched by each of its clauses.
+type PolicyRule struct {
+	Counter string
+	Action  PolicyAction
+	Clauses []PolicyClause
+}
+
+// PolicyChain is one policy in one direction: ID names its chains (<= 16
+// characters), Subject is the set of the pods it selects.
+type PolicyChain struct {
+	ID      string
+	Subject string
+	Rules   []PolicyRule
+}
+
+// PolicyTiers is one direction's policies in evaluation order.
+type PolicyTiers struct {
+	Admin, NetworkPolicy, Baseline []PolicyChain
+	Isolated                       string // "" when no NetworkPolicy
+}
+
+// PolicyRules is the whole rule set.
+type PolicyRules struct {
+	NodeAddrs       string // "" when unknown
+	Ingress, Egress PolicyTiers
+}
+
+// PolicyChange is one transaction on the policy table.
+type PolicyChange struct {
+	// Full replaces everything: the rules, every set in Sets (elements
+	// replaced), and every other set, chain and counter of the table but
+	// the pending set is deleted. Rules must be set.
+	Full bool
+	// Rules, when not nil, replaces the rules (chains flushed and
+	// rewritten; counters of rules that are gone deleted).
+	Rules *PolicyRules
+	// Sets are created, or their elements replaced if they exist.
+	Sets []PolicySet
+	// Add and Del are elements added to and removed from existing sets
+	// (Comment unused).
+	Add, Del []PolicySet
+	// DelSets are deleted last, when no rule uses them.
+	DelSets []string
+	// Guard, when not nil, replaces the guard set (policy_pending.go).
+	Guard *PolicyGuard
+	// Resolved are removed from the pending set (those not in it are
+	// ignored).
+	Resolved []netip.Addr
+}
+
+// ApplyPolicy applies c to the policy table in one transaction: it is
+// applied whole or not at all.
+func (h *Handle) ApplyPolicy(c *PolicyChange) error {
+	if c.Full && c.Rules == nil {
+		return fmt.Errorf("apply network policy: a full sync without rules")
+	}
+	if err := h.applyPolicy(c); err != nil {
+		return fmt.Errorf("apply network policy in %s: %w", h.where(), classify(err))
+	}
+	return nil
+}
+
+// DeletePolicy removes the policy table (the agent's flag turned off).
+func (h *Handle) DeletePolicy() error {
+	t, err := h.begin()
+	if err != nil {
+		return err
+	}
+	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
+		return nil
+	}
+	t.conn().DelTable(policyTableObj())
+	if err := t.commit(); err != nil {
+		return fmt.Errorf("delete the policy table in %s: %w", h.where(), classify(err))
+	}
+	return nil
+}

@@ -1,0 +1,309 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// policyState is what the policy table holds now, by name.
+type policyState struct {
+	exists                 bool
+	chains, sets, counters map[string]bool
+	pending4, pending6     map[netip.Addr]bool
+}
+
+// readPolicy reads whether the policy table exists and, with objects, its
+// chains, sets and counters, with pending its pending addresses (an
+// element-only change needs neither dump).
+func (h *Handle) readPolicy(objects, withPending bool) (*policyState, error) {
+	st := &policyState{chains: map[string]bool{}, sets: map[string]bool{}, counters: map[string]bool{}}
+	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
+		return st, nil
+	}
+	st.exists = true
+	if withPending {
+		var err error
+		if st.pending4, err = h.policyAddrs(PolicyPending, false); err != nil {
+			return nil, err
+		}
+		if st.pending6, err = h.policyAddrs(PolicyPending, true); err != nil {
+			return nil, err
+		}
+	}
+	if !objects {
+		return st, nil
+	}
+	chains, err := h.nft.ListChainsOfTableFamily(policyFamily)
+	if err != nil {
+		return nil, fmt.Errorf("list chains: %w", err)
+	}
+	for _, c := range chains {
+		if c.Table.Name == PolicyTable {
+			st.chains[c.Name] = true
+		}
+	}
+	sets, err := h.nft.GetSets(policyTableObj())
+	if err != nil {
+		return nil, fmt.Errorf("list sets: %w", err)
+	}
+	for _, s := range sets {
+		st.sets[s.Name] = true
+	}
+	objs, err := h.nft.GetObjects(policyTableObj())
+	if err != nil {
+		return nil, fmt.Errorf("list counters: %w", err)
+	}
+	for _, o := range objs {
+		if c, ok := o.(*nftables.CounterObj); ok {
+			st.counters[c.Name] = true
+		}
+	}
+	return st, nil
+}
+
+// policyAddrs reads the addresses of an address set's family part.
+func (h *Handle) policyAddrs(name string, v6 bool) (map[netip.Addr]bool, error) {
+	out := map[netip.Addr]bool{}
+	elems, err := h.dumpElems(PolicyTable, policySetName(name, v6))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range elems {
+		if a, ok := netip.AddrFromSlice(e.key); ok {
+			out[a] = true
+		}
+	}
+	return out, nil
+}
+
+func (h *Handle) applyPolicy(c *PolicyChange) error {
+	t, err := h.begin()
+	if err != nil {
+		return err
+	}
+	st, err := h.readPolicy(c.Full || c.Rules != nil || len(c.Sets)+len(c.DelSets) > 0, len(c.Resolved) > 0)
+	if err != nil {
+		return err
+	}
+	if !st.exists && !c.Full {
+		return fmt.Errorf("no policy table (a full sync makes it): %w", ErrNotFound)
+	}
+	if c.Rules != nil {
+		if err := checkPolicyRules(c.Rules); err != nil {
+			return err
+		}
+	}
+	if err := h.bigBatches(); err != nil {
+		return err
+	}
+	if err := t.queuePolicy(c, st); err != nil {
+		t.abort()
+		h.policyFP = nil
+		return err
+	}
+	if err := t.commit(); err != nil {
+		h.policyFP = nil // the kernel's chains are unknown again
+		return err
+	}
+	if c.Rules != nil {
+		h.policyFP = t.policyFP
+	}
+	return nil
+}
+
+// queuePolicy queues c on t, st being the table as it is.
+func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
+	cc := t.conn()
+	tb := cc.AddTable(policyTableObj())
+	for _, v6 := range []bool{false, true} {
+		if err := t.addSet(policySetObj(PolicyPending, PolicyAddrs, "pods the agent has not resolved: dropped", v6), nil); err != nil {
+			return err
+		}
+	}
+	var pc *policyChains
+	keep := map[string]bool{}
+	if c.Rules != nil {
+		var counters []string
+		pc, counters = renderPolicy(c.Rules)
+		for _, n := range counters {
+			keep[n] = true
+			if !st.counters[n] {
+				cc.AddObj(&nftables.CounterObj{Table: tb, Name: n})
+				st.counters[n] = true
+			}
+		}
+		// Chains this Handle wrote as they are now are left alone; the
+		// others are flushed (and refilled or deleted below).
+		t.policyFP, t.policyPrev = fingerprints(pc), t.h.policyFP
+		if c.Full || !st.exists {
+			t.policyPrev = nil
+		}
+		for name := range st.chains {
+			if !t.policyKeeps(name) {
+				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
+			}
+		}
+	}
+	for _, s := range c.Sets {
+		if err := t.addPolicySet(s, st.sets[policySetName(s.Name, false)]); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Add {
+		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, true); err != nil {
+			return err
+		}
+	}
+	for _, s := range c.Del {
+		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, false); err != nil {
+			return err
+		}
+	}
+	if c.Guard != nil {
+		if err := t.queueGuard(c.Guard); err != nil {
+			return err
+		}
+	}
+	var gone []netip.Addr
+	for _, a := range c.Resolved {
+		if st.pending4[a] || st.pending6[a] {
+			gone = append(gone, a)
+		}
+	}
+	if err := t.policyElemChange(PolicyPending, PolicyAddrs, addrElems(gone), false); err != nil {
+		return err
+	}
+	if pc != nil {
+		t.queuePolicyChains(pc, st)
+		for n := range st.counters {
+			if !keep[n] {
+				cc.DeleteObject(&nftables.CounterObj{Table: tb, Name: n})
+			}
+		}
+	}
+	dels := map[string]bool{}
+	for _, n := range c.DelSets {
+		dels[policySetName(n, false)], dels[policySetName(n, true)] = true, true
+	}
+	if c.Full {
+		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true, policyGuardSet: c.Guard != nil}
+		for _, s := range c.Sets {
+			want[policySetName(s.Name, false)], want[policySetName(s.Name, true)] = true, true
+		}
+		for n := range st.sets {
+			dels[n] = dels[n] || !want[n]
+		}
+	}
+	for n, del := range dels {
+		if del && st.sets[n] {
+			cc.DelSet(&nftables.Set{Table: tb, Name: n})
+		}
+	}
+	return nil
+}
+
+// queuePolicyChains queues the base chains, the chains and rules of pc,
+// and the deletion of the chains no longer used (all were flushed).
+func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
+	cc := t.conn()
+	tb := policyTableObj()
+	want := map[string]bool{}
+	chains := map[string]*nftables.Chain{}
+	for _, n := range pc.names {
+		want[n] = true
+		if !t.policyKeeps(n) || !st.chains[n] {
+			chains[n] = cc.AddChain(&nftables.Chain{Table: tb, Name: n})
+		}
+	}
+	// Hooked last: a jump needs its chain made first.
+	for _, b := range policyBaseChains {
+		want[b.name] = true
+		if t.policyKeeps(b.name) && st.chains[b.name] {
+			continue
+		}
+		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, nftables.ChainHookRef(b.hook), nftables.ChainPriorityRef(b.prio))
+		cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{verdict(expr.VerdictJump, b.to)}})
+	}
+	for _, n := range pc.names {
+		if chains[n] == nil {
+			continue
+		}
+		for _, e := range pc.rules[n] {
+			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
+		}
+	}
+	for n := range st.chains {
+		if !want[n] {
+			cc.DelChain(&nftables.Chain{Table: tb, Name: n})
+		}
+	}
+}
+
+// policySndBuf is the send buffer the policy table's transactions may
+// need: a full sync of a large cluster is one batch, which the kernel takes
+// in one sendmsg, and the default buffer (net.core.wmem_default, ~208 KiB)
+// refuses it with EMSGSIZE. nft raises it the same way (SO_SNDBUFFORCE).
+const policySndBuf = 64 << 20
+
+// bigBatches raises the connection's send buffer to policySndBuf (and its
+// receive buffer, for the acks), once.
+func (h *Handle) bigBatches() error {
+	if h.bigSndBuf {
+		return nil
+	}
+	rc, err := h.nfRaw.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, policySndBuf)
+		if serr == nil {
+			// The kernel's acks, one per message, come back in one go.
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, policySndBuf/4)
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("raise the nftables socket buffers: %w", serr)
+	}
+	h.bigSndBuf = true
+	return nil
+}
+
+// fingerprints are the chains' rules as text (base chains: their hook), to
+// tell which chains a change of the rules leaves as they are.
+func fingerprints(pc *policyChains) map[string]string {
+	fp := make(map[string]string, len(pc.names)+len(policyBaseChains))
+	var b strings.Builder
+	for _, n := range pc.names {
+		b.Reset()
+		for _, r := range pc.rules[n] {
+			for _, e := range r {
+				fmt.Fprintf(&b, "%T%+v;", e, e)
+			}
+			b.WriteByte('\n')
+		}
+		fp[n] = "chain\n" + b.String()
+	}
+	for _, bc := range policyBaseChains {
+		fp[bc.name] = fmt.Sprintf("base %v %d -> %s", bc.hook, bc.prio, bc.to)
+	}
+	return fp
+}
+
+// policyKeeps reports whether chain name is in the kernel as this change
+// wants it (written so by this Handle's last change of the rules).
+func (t *txn) policyKeeps(name string) bool {
+	if t.policyPrev == nil {
+		return false
+	}
+	old, ok := t.policyPrev[name]
+	return ok && old == t.policyFP[name]
+}

@@ -1,0 +1,263 @@
+package nft
+
+import (
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// The policy table's chains and rules (the layout is in policy.go).
+
+// policyDir is one direction as the rules see it: which conntrack
+// direction's source is the pod itself, and the names of its chains.
+type policyDir struct {
+	name    string // "in", "eg"
+	base    string // "ingress", "egress"
+	selfDir uint32 // 0: the original source (egress); 1: the reply's source (ingress)
+	v6      bool
+}
+
+func (d policyDir) fam() string {
+	if d.v6 {
+		return "6"
+	}
+	return "4"
+}
+
+// chain is the name of the per-family chain prefix-id-dir.
+func (d policyDir) chain(prefix, id string) string {
+	return prefix + "-" + id + "-" + d.name + d.fam()
+}
+
+// ctAddr loads the source address of conntrack direction dir into reg:
+// all 16 bytes of the tuple's address in an inet table, of which an IPv4
+// set's lookup reads the first 4.
+func ctAddr(dir, reg uint32) expr.Any {
+	return &expr.Ct{Register: reg, Key: expr.CtKeySRC, Direction: ctDir(dir)}
+}
+
+// ctDir is conntrack direction dir (0 original, 1 reply) as google/nftables
+// must be given it: it sends NFTA_CT_DIRECTION as a big-endian uint32 where
+// the kernel reads a u8 (the first byte), so the value goes in the top byte.
+// (The same mismatch makes its GetRules fail on these rules: the table is
+// read with raw dumps, policy_read.go.)
+func ctDir(dir uint32) uint32 { return dir << 24 }
+
+// inSet is "<address of conntrack direction dir> [!=] @set".
+func (d policyDir) inSet(dir uint32, set string, neg bool) []expr.Any {
+	return []expr.Any{
+		ctAddr(dir, 1),
+		&expr.Lookup{SourceRegister: 1, SetName: policySetName(set, d.v6), Invert: neg},
+	}
+}
+
+func (d policyDir) self(set string, neg bool) []expr.Any { return d.inSet(d.selfDir, set, neg) }
+func (d policyDir) peer(set string) []expr.Any           { return d.inSet(1-d.selfDir, set, false) }
+
+// ports is "ct protocol P ct reply proto-src First-Last".
+func ports(p PolicyPorts) []expr.Any {
+	e := []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeyPROTOCOL},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p.Proto}},
+	}
+	if p.First == 0 && p.Last == 65535 {
+		return e
+	}
+	e = append(e, &expr.Ct{Register: 1, Key: expr.CtKeyPROTOSRC, Direction: ctDir(1)})
+	if p.First == p.Last {
+		return append(e, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p.First)})
+	}
+	return append(e, &expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: be16(p.First), ToData: be16(p.Last)})
+}
+
+// dstPorts is "(destination . protocol . port) @set", the destination
+// being the reply's source.
+func (d policyDir) dstPorts(set string) []expr.Any {
+	proto, port := uint32(9), uint32(10) // 32-bit registers after the address
+	if d.v6 {
+		proto, port = 12, 13
+	}
+	return []expr.Any{
+		ctAddr(1, 8),
+		&expr.Ct{Register: proto, Key: expr.CtKeyPROTOCOL},
+		&expr.Ct{Register: port, Key: expr.CtKeyPROTOSRC, Direction: ctDir(1)},
+		&expr.Lookup{SourceRegister: 8, SetName: policySetName(set, d.v6)},
+	}
+}
+
+func be16(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }
+
+// counterName is the name of the counter object of a rule.
+func counterName(id string) string { return "c-" + id }
+
+// countAnd is "counter name N" and a verdict.
+func countAnd(counter string, v expr.Any) []expr.Any {
+	return []expr.Any{&expr.Objref{Type: unix.NFT_OBJECT_COUNTER, Name: counter}, v}
+}
+
+func verdict(k expr.VerdictKind, chain string) expr.Any {
+	return &expr.Verdict{Kind: k, Chain: chain}
+}
+
+// policyRuleExprs are the nftables rules of r (one per clause and port
+// range), each ending in its counter and v.
+func (d policyDir) policyRuleExprs(r PolicyRule, v expr.Any) [][]expr.Any {
+	var out [][]expr.Any
+	for _, cl := range r.Clauses {
+		var base []expr.Any
+		if cl.Peer != "" {
+			base = append(base, d.peer(cl.Peer)...)
+		}
+		if cl.DstPorts != "" {
+			base = append(base, d.dstPorts(cl.DstPorts)...)
+		}
+		if cl.Ports == nil {
+			out = append(out, append(base, countAnd(counterName(r.Counter), v)...))
+			continue
+		}
+		for _, p := range cl.Ports {
+			e := append(append([]expr.Any{}, base...), ports(p)...)
+			out = append(out, append(e, countAnd(counterName(r.Counter), v)...))
+		}
+	}
+	return out
+}
+
+// policyChains is what the rules make of one direction and family: the
+// chains in the order they must be created, each with its rules.
+type policyChains struct {
+	names []string
+	rules map[string][][]expr.Any
+}
+
+func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
+	if _, ok := pc.rules[chain]; !ok {
+		pc.names = append(pc.names, chain)
+		pc.rules[chain] = nil
+	}
+	pc.rules[chain] = append(pc.rules[chain], rule...)
+}
+
+// render adds the chains of one direction and family to pc; nodeAddrs is
+// accepted first for ingress.
+func (d policyDir) render(pc *policyChains, t *PolicyTiers, nodeAddrs string) {
+	top := d.base + d.fam()
+	pc.add(top)
+	if d.selfDir == 1 && nodeAddrs != "" {
+		pc.add(top, append(d.peer(nodeAddrs), verdict(expr.VerdictAccept, "")))
+	}
+	// The node's own traffic to a pending pod was accepted above.
+	pc.add(top, append(d.self(PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...))
+	d.renderTier(pc, top, "a", t.Admin)
+	if t.Isolated != "" && len(t.NetworkPolicy) > 0 {
+		np := "np-" + d.name + d.fam()
+		pc.add(np)
+		pc.add(top, append(d.self(t.Isolated, false), verdict(expr.VerdictJump, np)))
+		for _, p := range t.NetworkPolicy {
+			ch := d.chain("n", p.ID)
+			pc.add(np, append(d.self(p.Subject, false), verdict(expr.VerdictJump, ch)))
+			pc.add(ch)
+			for _, r := range p.Rules {
+				pc.add(ch, d.policyRuleExprs(r, verdict(expr.VerdictAccept, ""))...)
+			}
+		}
+		pc.add(top, append(d.self(t.Isolated, false), countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
+	}
+	d.renderTier(pc, top, "b", t.Baseline)
+}
+
+// renderTier adds an Admin or Baseline tier: a jump from top to the first
+// policy's chain, each policy's chain going to the next (goto, so that a
+// Pass's return leaves the whole tier).
+func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []PolicyChain) {
+	if len(ps) == 0 {
+		return
+	}
+	pc.add(top, []expr.Any{verdict(expr.VerdictJump, d.chain(prefix, ps[0].ID))})
+	for i, p := range ps {
+		ch := d.chain(prefix, p.ID)
+		next := verdict(expr.VerdictReturn, "")
+		if i+1 < len(ps) {
+			next = verdict(expr.VerdictGoto, d.chain(prefix, ps[i+1].ID))
+		}
+		pc.add(ch, append(d.self(p.Subject, true), next))
+		for _, r := range p.Rules {
+			v := verdict(expr.VerdictAccept, "")
+			switch r.Action {
+			case PolicyDeny:
+				v = verdict(expr.VerdictDrop, "")
+			case PolicyPass:
+				v = verdict(expr.VerdictReturn, "")
+			}
+			pc.add(ch, d.policyRuleExprs(r, v)...)
+		}
+		if i+1 < len(ps) {
+			pc.add(ch, []expr.Any{next})
+		}
+	}
+}
+
+// policyBaseChains are the hooked chains: egress on forward and input (a
+// pod's traffic to the node), ingress on forward, each jumping to its
+// direction's chain, which dispatches by family.
+var policyBaseChains = [...]struct {
+	name, to string
+	hook     nftables.ChainHook // plain values: no code at start-up
+	prio     nftables.ChainPriority
+}{
+	{"egress-fwd", "egress", unix.NF_INET_FORWARD, -1},
+	{"egress-in", "egress", unix.NF_INET_LOCAL_IN, -1},
+	{"ingress-fwd", "ingress", unix.NF_INET_FORWARD, 0},
+}
+
+// renderPolicy is every regular chain of r with its rules, and the
+// counters the rules use.
+func renderPolicy(r *PolicyRules) (*policyChains, []string) {
+	pc := &policyChains{rules: map[string][][]expr.Any{}}
+	for _, base := range []string{"egress", "ingress"} {
+		pc.add(base)
+		for _, fam := range []struct {
+			v6  bool
+			pro byte
+		}{{false, unix.NFPROTO_IPV4}, {true, unix.NFPROTO_IPV6}} {
+			d := policyDir{name: "eg", base: base, selfDir: 0, v6: fam.v6}
+			t := &r.Egress
+			if base == "ingress" {
+				d.name, d.selfDir, t = "in", 1, &r.Ingress
+			}
+			pc.add(base, []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{fam.pro}},
+				verdict(expr.VerdictJump, base+d.fam()),
+			})
+			d.render(pc, t, r.NodeAddrs)
+		}
+	}
+	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg")}
+	for _, t := range []*PolicyTiers{&r.Ingress, &r.Egress} {
+		for _, ps := range [][]PolicyChain{t.Admin, t.NetworkPolicy, t.Baseline} {
+			for _, p := range ps {
+				for _, rule := range p.Rules {
+					counters = append(counters, counterName(rule.Counter))
+				}
+			}
+		}
+	}
+	return pc, counters
+}
+
+// checkPolicyRules reports names the kernel would refuse.
+func checkPolicyRules(r *PolicyRules) error {
+	for _, t := range []*PolicyTiers{&r.Ingress, &r.Egress} {
+		for _, ps := range [][]PolicyChain{t.Admin, t.NetworkPolicy, t.Baseline} {
+			for _, p := range ps {
+				if p.ID == "" || p.Subject == "" {
+					return fmt.Errorf("policy chain %q without ID or subject", p.ID)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package bridge_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/roles/hostlocal"
+	"github.com/cnibox/cnibox/roles/internal/roletest"
+)
+
+// TestPolicyPendingADD: on a node whose NetworkPolicy table says a policy
+// could select pods of namespace "default", a pod's ADD puts its address
+// in the pending set before the pod has it: other pods cannot reach it
+// (nor it them), the node can; its DEL (twice) takes the address out.
+// Where the guard does not name the namespace, the ADD leaves the pod open.
+func TestPolicyPendingADD(t *testing.T) {
+	n := roletest.NewNode(t, bridge.Role, hostlocal.Role)
+	host := openNode(t)
+	t.Cleanup(func() { host.DeleteLink("brpol") })
+	if err := host.SetSysctls(netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-iptables", Value: "1"}); err != nil {
+		t.Skipf("no br_netfilter: bridged traffic never meets the forward hook (%v)", err)
+	}
+	h, err := nft.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	gw := netip.MustParseAddr("10.11.9.1")
+	table := func(guard ...string) {
+		t.Helper()
+		err := h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: &nft.PolicyRules{NodeAddrs: "node"},
+			Sets:  []nft.PolicySet{{Name: "node", Elems: []nft.PolicyElem{{Prefix: netip.PrefixFrom(gw, 32)}}}},
+			Guard: &nft.PolicyGuard{Namespaces: guard}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	table("default")
+	t.Cleanup(func() { _ = h.DeletePolicy() })
+
+	c := gwConf("pol", "brpol", 9, "")
+	a, b := n.NewPod("pola"), n.NewPod("polb")
+	ipa, ipb := podAddr(t, n.Must(bridge.Role, "ADD", a, c)), podAddr(t, n.Must(bridge.Role, "ADD", b, c))
+	pend, _, err := h.PolicySetAddrs(nft.PolicyPending)
+	if want := []netip.Addr{ipa, ipb}; err != nil || !slices.Equal(pend, want) {
+		t.Errorf("pending after the ADDs: %v (%v), want %v", pend, err, want)
+	}
+	if err := nstest.Reachable(t, a.Netns, b.Netns, ipb); err == nil {
+		t.Error("a reaches b while both are pending")
+	}
+	if err := nstest.Reachable(t, nodeNS, a.Netns, ipa); err != nil {
+		t.Errorf("the node cannot reach pending a: %v", err)
+	}
+	n.Must(bridge.Role, "DEL", a, c)
+	n.Must(bridge.Role, "DEL", a, c)
+	if pend, _, _ := h.PolicySetAddrs(nft.PolicyPending); !slices.Equal(pend, []netip.Addr{ipb}) {
+		t.Errorf("pending after a's DEL: %v, want [%s]", pend, ipb)
+	}
+	n.Must(bridge.Role, "DEL", b, c)
+
+	table("other") // no policy could select a pod of "default"
+	a = n.NewPod("polc")
+	ipc := podAddr(t, n.Must(bridge.Role, "ADD", a, c))
+	if pend, _, _ := h.PolicySetAddrs(nft.PolicyPending); len(pend) != 0 {
+		t.Errorf("pending %v, want none (%s's namespace is not guarded)", pend, ipc)
+	}
+	n.Must(bridge.Role, "DEL", a, c)
+}
