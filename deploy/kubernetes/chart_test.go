@@ -184,14 +184,20 @@ func TestChartHoldsTheRules(t *testing.T) {
 	} {
 		t.Run("defaults/"+name, test)
 	}
-	renderChart(t, "--set", "podAPI=false,clusterIPAM.enabled=false,ipMasq=false")
+	renderChart(t, "--set", "podAPI=false,clusterIPAM.enabled=false,ipMasq=false,networkPolicy.enabled=false")
 	t.Run("featuresOff/RBAC", TestRBAC)
 	t.Run("featuresOff/PodSecurity", TestPodSecurity)
+	cmd := load(t).ds.Spec.Template.Spec.Containers[0].Command
 	for _, flag := range []string{"--pod-api", "--cluster-ipam", "--ip-masq"} {
-		if slices.Contains(load(t).ds.Spec.Template.Spec.Containers[0].Command, flag) {
+		if slices.Contains(cmd, flag) {
 			t.Errorf("featuresOff: the agent still has %s", flag)
 		}
 	}
+	if !slices.Contains(cmd, "--network-policy=false") {
+		t.Errorf("featuresOff: the agent's command %v lacks --network-policy=false", cmd)
+	}
+	renderChart(t, "--set", "networkPolicy.clusterNetworkPolicies=true")
+	t.Run("clusterNetworkPolicies/RBAC", TestRBAC)
 }
 
 // TestChartValues: the values an operator changes land where the agent
