@@ -66,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var manifests, manifestOuts listFlag
 	fs.Var(&manifests, "manifest", "a Kubernetes manifest whose image: references are set to -ref (repeatable)")
 	fs.Var(&manifestOuts, "manifest-out", "where the manifest with -ref goes (one per -manifest, in order)")
+	valuesOut := fs.String("values-out", "", "also write the Helm chart's image values (repository, tag, digest) naming the image built here (helm install -f FILE)")
 	busybox := fs.String("busybox", "", "a static busybox for /bin (cp, sh, ...); with it the image also answers flannel's manifest (/flannel, /opt/bin/flanneld, /opt/bin/install-conf)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT]... BINARY...")
@@ -128,6 +129,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s: %s with image %s\n", manifestOuts[i], in, pinned)
+	}
+	if *valuesOut != "" {
+		i := strings.LastIndex(*ref, ":")
+		values := fmt.Sprintf("# deploy/helm/cnibox's image values for the image make image built:\n"+
+			"# helm install cnibox deploy/helm/cnibox -n kube-system -f %s\nimage:\n  repository: %s\n  tag: %q\n  digest: %s\n",
+			*valuesOut, (*ref)[:i], (*ref)[i+1:], dgst)
+		if err := writeFileAtomic(*valuesOut, []byte(values)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: the chart's image values, %s\n", *valuesOut, pinned)
 	}
 	return nil
 }

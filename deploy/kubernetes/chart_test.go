@@ -279,3 +279,31 @@ func TestChartLint(t *testing.T) {
 		t.Errorf("helm lint --strict: %v\n%s", err, out)
 	}
 }
+
+// TestChartImageValues: the values file make image writes (deploy/image
+// -values-out) makes the chart name the image it built, by tag and digest,
+// as bin/cnibox.yaml does.
+func TestChartImageValues(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cnibox")
+	if err := os.WriteFile(bin, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	values, manifest := filepath.Join(dir, "values.yaml"), filepath.Join(dir, "cnibox.yaml")
+	build := exec.Command("go", "run", "../image", "-o", filepath.Join(dir, "image.tar"), "-ref", "registry.example/cnibox:v3",
+		"-manifest", "cnibox.yaml", "-manifest-out", manifest, "-values-out", values, bin)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("deploy/image: %v\n%s", err, out)
+	}
+	want := regexp.MustCompile(`(?m)^\s*image:\s*(\S+)`).FindStringSubmatch(readFile(t, manifest))
+	if want == nil || !strings.Contains(want[1], "registry.example/cnibox:v3@sha256:") {
+		t.Fatalf("the rendered manifest names %v", want)
+	}
+	renderChart(t, "-f", values)
+	spec := load(t).ds.Spec.Template.Spec
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if c.Image != want[1] {
+			t.Errorf("with %s, container %s runs %s, want %s (bin/cnibox.yaml's)", values, c.Name, c.Image, want[1])
+		}
+	}
+}
