@@ -247,6 +247,12 @@ func TestChartValues(t *testing.T) {
 	if dhcp.Spec.Template.Spec.Containers[0].Image != "registry.example/cnibox:v1@"+digest {
 		t.Errorf("dhcp image %s", dhcp.Spec.Template.Spec.Containers[0].Image)
 	}
+
+	renderChart(t, "--set", "podCIDRv6=fd00:10:244::/56,backend.vni=4096,backend.directRouting=true")
+	cfg, err = netconf.Parse([]byte(load(t).cm.Data["net-conf.json"]))
+	if err != nil || !cfg.EnableIPv6 || cfg.IPv6Network.String() != "fd00:10:244::/56" || cfg.Backend.VNI != 4096 || !cfg.Backend.DirectRouting {
+		t.Errorf("dual stack, VNI and DirectRouting: net-conf.json gives %+v, %v", cfg, err)
+	}
 }
 
 // TestChartSchema: values.schema.json refuses a misspelt key or a bad
