@@ -12,8 +12,9 @@ GOTEST_FLAGS ?= -count=1 -timeout 14m
 # Debian packages the tests drive: the kernel tools for test namespaces, podman
 # with runc for the end-to-end test, the reference plugins to compare with,
 # containerd for the image test (deploy/image), docker-registry for its push
-# test (a registry on loopback).
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry
+# test (a registry on loopback), qemu-user-static to run the arm64 build
+# (no binfmt handler is registered: the test calls qemu-aarch64-static).
+TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry qemu-user-static
 # firewalld for the firewall role's firewalld tests (they run it on a private
 # D-Bus in their own namespaces), only where systemd is not PID 1: there,
 # installing Debian's package would start firewalld on the machine itself.
@@ -43,9 +44,11 @@ install: build
 # kube-flannel.yml runs on it), named $(IMAGE):$(VERSION), and
 # bin/cnibox.yaml, bin/cnibox-multus.yaml and bin/cnibox-dhcp.yaml,
 # deploy/kubernetes' manifests naming that image by tag and digest
-# (NAME:TAG@sha256:..., a name the archive gives it too). No
-# registry or container daemon; a commit gives the same bytes every time
-# (every mtime is the commit's time). See docs/deploy.md.
+# (NAME:TAG@sha256:..., a name the archive gives it too), and
+# bin/cnibox-values.yaml, that image as deploy/helm/cnibox's values
+# (helm install -f bin/cnibox-values.yaml). No registry or container
+# daemon; a commit gives the same bytes every time (every mtime is the
+# commit's time). See docs/deploy.md.
 IMAGE       ?= ghcr.io/cnibox/cnibox
 IMAGE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 # The image's /bin/busybox: Debian's busybox-static at this version (a
@@ -59,6 +62,7 @@ image: build busybox
 		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
 		-manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml \
 		-manifest deploy/kubernetes/cnibox-dhcp.yaml -manifest-out bin/cnibox-dhcp.yaml -busybox /bin/busybox \
+		-values-out bin/cnibox-values.yaml \
 		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube bin/cnibox-dhcp
 
 # push: make image's archive as one OCI image index (linux/amd64 today;
@@ -145,8 +149,10 @@ test-whereabouts: deps build
 # FORWARD policy DROP); bin/cnibox-multus.yaml over the reference bridge on
 # one node (a macvlan and a host-device secondary, then kubectl delete -f);
 # cnibox's Helm chart on one node with a real helm (deploy/helm/helm.sh
-# builds it once into ~/.cache/cnibox-helm): install, upgrade, rollback
-# and uninstall with pings running.
+# builds it once into ~/.cache/cnibox-helm), its image pushed to a
+# docker-registry on the node's loopback and pulled by the kubelet: install,
+# upgrade, rollback and uninstall with pings running; flannel's own chart
+# moved to cnibox's image and back with helm upgrade on three nodes.
 # It also builds kube-scheduler, kubelet and kubectl
 # into the control plane's cache; times in docs/deploy.md.
 .PHONY: test-kube test-node
