@@ -24,7 +24,15 @@
 // node whose FORWARD policy is DROP; TestKubeNodeMultusOverBridge runs
 // cnibox-multus.yaml over a node whose network is the reference bridge: a
 // pod with a macvlan and a host-device secondary, then `kubectl delete -f`
-// gives the node its bridge back and leaves the NADs.
+// gives the node its bridge back and leaves the NADs;
+// TestKubeNodeFlannelHelm is TestKubeNodeFlannel with flannel's own Helm
+// chart (helm install, helm upgrade of its image values to cnibox's image
+// and back).
+//
+// TestKubeNodeHelm installs cnibox's chart (deploy/helm/cnibox) on the
+// one-node cluster with a real helm: the node turns Ready, pods talk, helm
+// upgrade and helm rollback keep pings answered, helm uninstall leaves the
+// CRDs and the running pods.
 //
 // TestKubeNodeKind runs kind's network (ptp + host-local + portmap,
 // cniVersion 0.3.1) on the same private node with containerd alone
@@ -41,5 +49,5 @@
 // The test needs root and the build tag kube; the Makefile passes the
 // Kubernetes binaries, the image archive and the rendered manifest in
 // CNIBOX_KUBE_BIN, CNIBOX_IMAGE_TAR, CNIBOX_MANIFEST and
-// CNIBOX_MULTUS_MANIFEST.
+// CNIBOX_MULTUS_MANIFEST, and helm (deploy/helm/helm.sh) in CNIBOX_HELM.
 package node

@@ -98,26 +98,49 @@ func TestKubeNodeFlannel(t *testing.T) {
 	}
 	for _, b := range flannelBackends {
 		t.Run(b.typ, func(t *testing.T) {
-			moveFlannel(t, b, withBackend(t, manifest, b.typ), append(flannelTars, cniboxTar), cniboxImage)
+			manifest := withBackend(t, manifest, b.typ)
+			moveFlannel(t, b, flannelDeploy{
+				what: "flannel's manifest",
+				install: func(c *cluster) {
+					if out, err := c.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
+						t.Fatalf("kubectl apply -f %s (Backend.Type %s): %v", flannelManifest, b.typ, err)
+					} else {
+						t.Logf("kubectl apply -f %s (Backend.Type %s):\n%s", flannelManifest, b.typ, strings.TrimSpace(out))
+					}
+				},
+				setImages: func(c *cluster, images map[string]string) {
+					args := []string{"-n", flannelNS, "set", "image", "ds/" + flannelDS}
+					for container, img := range images {
+						args = append(args, container+"="+img)
+					}
+					c.must(args...)
+				},
+			}, append(flannelTars, cniboxTar), cniboxImage)
 		})
 	}
 }
 
-// moveFlannel is TestKubeNodeFlannel on one backend: manifest is flannel's
-// with net-conf.json naming it, images the archives of flannel's and
-// cnibox's images.
-func moveFlannel(t *testing.T, b flannelBackend, manifest string, images []string, cniboxImage string) {
+// flannelDeploy is how a test puts flannel's DaemonSet on the cluster
+// (install) and moves its containers to other images (setImages: by
+// container name): flannel's manifest with kubectl, or flannel's chart with
+// helm.
+type flannelDeploy struct {
+	what      string
+	install   func(c *cluster)
+	setImages func(c *cluster, images map[string]string)
+}
+
+// moveFlannel is TestKubeNodeFlannel on one backend: d deploys flannel on
+// it, images are the archives of flannel's and cnibox's images, and
+// cniboxImage the name d gives cnibox's.
+func moveFlannel(t *testing.T, b flannelBackend, d flannelDeploy, images []string, cniboxImage string) {
 	start := time.Now()
 	c := startCluster(t, 3)
 	c.importImages(images...)
 	var pods, before []string
 	leases := map[*node][]byte{}
-	step(t, "(a) flannel's manifest and flanneld on "+b.typ+": the nodes turn Ready, pods across nodes reach each other", func() {
-		if out, err := c.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply -f %s (Backend.Type %s): %v", flannelManifest, b.typ, err)
-		} else {
-			t.Logf("kubectl apply -f %s (Backend.Type %s):\n%s", flannelManifest, b.typ, strings.TrimSpace(out))
-		}
+	step(t, "(a) "+d.what+" and flanneld on "+b.typ+": the nodes turn Ready, pods across nodes reach each other", func() {
+		d.install(c)
 		c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
 		c.must("-n", flannelNS, "rollout", "status", "ds/"+flannelDS, c.timeout())
 		for _, n := range c.nodes {
@@ -137,11 +160,7 @@ func moveFlannel(t *testing.T, b flannelBackend, manifest string, images []strin
 	// delete them after the move.
 	move := func(label, image string, images map[string]string, want string) {
 		ps := c.startPings(pods...)
-		args := []string{"-n", flannelNS, "set", "image", "ds/" + flannelDS}
-		for container, img := range images {
-			args = append(args, container+"="+img)
-		}
-		c.must(args...)
+		d.setImages(c, images)
 		states := c.watchRollout(flannelNS, flannelSel, flannelDS)
 		c.stopPings(label, ps)
 		from := flannelImage
@@ -167,10 +186,10 @@ func moveFlannel(t *testing.T, b flannelBackend, manifest string, images []strin
 		c.checkBackend(label, b)
 		before = fresh
 	}
-	step(t, "(b) kubectl set image to cnibox's: the nodes roll one by one, pods keep reaching each other", func() {
+	step(t, "(b) "+d.what+" moved to cnibox's image: the nodes roll one by one, pods keep reaching each other", func() {
 		move("to cnibox", cniboxImage, map[string]string{"install-cni-plugin": cniboxImage, "install-cni": cniboxImage, "kube-flannel": cniboxImage}, "cnibox's")
 	})
-	step(t, "(c) kubectl set image back to flannel's", func() {
+	step(t, "(c) "+d.what+" moved back to flannel's images", func() {
 		move("back to flannel", flannelImage, map[string]string{"install-cni-plugin": flannelCNIImage, "install-cni": flannelImage, "kube-flannel": flannelImage}, "flannel's")
 	})
 	t.Logf("%s: the move from flannel and back took %v", b.typ, time.Since(start).Round(time.Second))

@@ -3,13 +3,18 @@
 package node
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/test/internal/flanneld"
 )
 
 // chartDir is cnibox's Helm chart.
@@ -51,7 +56,8 @@ func imageValues(ref string) []string {
 }
 
 // TestKubeNodeHelm is the real-node test of cnibox's chart with a real
-// helm: helm install (the image of make image, the node's CNI dirs and the
+// helm: helm install (the image of make image, pushed to a registry on the
+// node's loopback and pulled by the kubelet, the node's CNI dirs and the
 // API server's address as values, nothing else changed) brings the node
 // Ready with pods talking and installs the CRDs; helm upgrade to a new
 // image and helm rollback to the first keep pod-a's pings to pod-b
@@ -71,7 +77,11 @@ func TestKubeNodeHelm(t *testing.T) {
 	bb := filepath.Join(n.dir, "busybox.tar")
 	writeBusyboxImage(t, bb, busyboxRef)
 	n.ctr("images", "import", bb)
-	n.ctr("images", "import", imageTar)
+	// the image through a registry: pushed, then pulled by the kubelet
+	d.image = registryImage(t, n, imageTar, d.image)
+	if images := n.ctr("images", "ls", "-q"); strings.Contains(images, ctrName(d.image)) {
+		t.Fatalf("the node has %s before the install: it would not be pulled", d.image)
+	}
 
 	release := []string{"cnibox", chartDir, "--namespace", "kube-system"}
 	var cidr netip.Prefix
@@ -81,7 +91,13 @@ func TestKubeNodeHelm(t *testing.T) {
 			"--set", "apiServer.host=127.0.0.1", "--set-string", "apiServer.port="+apiPort,
 			"--wait", n.timeout())...)...)
 		n.must("wait", "--for=condition=Ready", "node/"+nodeName, n.timeout())
+		// helm's --wait may see the new DaemonSet before its controller
+		// does: wait for the agent's readiness (lease held) as install does
+		n.must("-n", "kube-system", "rollout", "status", "ds/cnibox", n.timeout())
 		checkConflist(t, n, d.cniConf)
+		if images := n.ctr("images", "ls", "-q"); !strings.Contains(images, ctrName(d.image)+"\n") {
+			t.Fatalf("the node did not pull %s from the registry: it has\n%s", d.image, images)
+		}
 		for _, crd := range []string{"network-attachment-definitions.k8s.cni.cncf.io", "ippools.whereabouts.cni.cncf.io"} {
 			n.must("wait", "--for=condition=Established", "crd/"+crd, n.timeout())
 		}
@@ -118,4 +134,119 @@ func TestKubeNodeHelm(t *testing.T) {
 		}
 	})
 	t.Logf("the Helm real-node test took %v", time.Since(start).Round(time.Second))
+}
+
+// TestKubeNodeFlannelHelm is TestKubeNodeFlannel driven by Helm: flannel
+// v0.28.9's own chart (chart/kube-flannel of its module, as released) on
+// three nodes with real flanneld (helm install, the backend its only
+// value), then helm upgrade --reuse-values with its image values
+// (flannel.image and flannel.flannel_cni.image) pointed at cnibox's image,
+// and back to flannel's: every pod keeps its address and its pings through
+// both moves, each node its lease (moveFlannel's checks).
+func TestKubeNodeFlannelHelm(t *testing.T) {
+	bin := env(t, "CNIBOX_HELM", "helm v3 (deploy/helm/helm.sh)")
+	cniboxTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
+	// the chart names an image REPOSITORY:TAG; the archive names it so too
+	cniboxImage, _, _ := strings.Cut(deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)")).image, "@")
+	kubeBinaries(t)
+	chart, err := flanneld.ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flannelTars := writeFlannelImages(t, t.TempDir())
+	set := func(values map[string]string) []string {
+		var args []string
+		for k, v := range values {
+			args = append(args, "--set", k+"="+v)
+		}
+		return args
+	}
+	// the chart's values for an image of each of its two: the CNI plugin's
+	// (the install-cni-plugin container) and flannel's (install-cni and
+	// kube-flannel)
+	imageValues := func(images map[string]string) map[string]string {
+		v := map[string]string{}
+		for prefix, container := range map[string]string{"flannel.flannel_cni.image": "install-cni-plugin", "flannel.image": "kube-flannel"} {
+			i := strings.LastIndex(images[container], ":")
+			v[prefix+".repository"], v[prefix+".tag"] = images[container][:i], images[container][i+1:]
+		}
+		return v
+	}
+	for _, b := range flannelBackends {
+		t.Run(b.typ, func(t *testing.T) {
+			moveFlannel(t, b, flannelDeploy{
+				what: "flannel's chart",
+				install: func(c *cluster) {
+					h := helm{n: c.node, bin: bin}
+					h.must(append([]string{"install", "flannel", chart, "--namespace", flannelNS, "--create-namespace"},
+						set(map[string]string{"flannel.backend": b.typ})...)...)
+				},
+				setImages: func(c *cluster, images map[string]string) {
+					h := helm{n: c.node, bin: bin}
+					h.must(append([]string{"upgrade", "flannel", chart, "--namespace", flannelNS, "--reuse-values"}, set(imageValues(images))...)...)
+				},
+			}, append(flannelTars, cniboxTar), cniboxImage)
+		})
+	}
+}
+
+// nodeRegistry is where registryImage serves the image, on the node's
+// loopback (its own network namespace: the port is the node's).
+const nodeRegistry = "127.0.0.1:5000"
+
+// registryImage runs Debian's docker-registry on the node's loopback,
+// pushes the archive there with deploy/image push (make push's tool), and
+// returns the image's reference there by ref's tag and digest (the push
+// keeps the image manifest's digest): the kubelet pulls it through
+// containerd's CRI (plain HTTP: a loopback registry) instead of an import.
+func registryImage(t *testing.T, n *node, archive, ref string) string {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Fatalf("docker-registry: %v (make deps installs Debian's)", err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n",
+		filepath.Join(dir, "data"), nodeRegistry)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "registry.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(n.init)
+	reg := exec.Command("nsenter", "-t", pid, "-n", bin, "serve", conf)
+	reg.Stdout, reg.Stderr = logf, logf
+	reg.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := reg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		reg.Process.Kill()
+		reg.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("docker-registry log:\n%s", b)
+		}
+	})
+	push := filepath.Join(dir, "image")
+	build := exec.Command("go", "build", "-o", push, "../../deploy/image")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./deploy/image: %v\n%s", err, out)
+	}
+	n.poll("the node's registry answers", func() error {
+		_, err := run(exec.Command("nsenter", "-t", pid, "-n", "curl", "-sf", "http://"+nodeRegistry+"/v2/"), "")
+		return err
+	})
+	nameTag, digest, _ := strings.Cut(ref, "@")
+	to := nodeRegistry + "/cnibox/cnibox" + nameTag[strings.LastIndex(nameTag, ":"):]
+	out, err := run(exec.Command("nsenter", "-t", pid, "-n", push, "push", "-ref", to, archive), "")
+	if err != nil {
+		t.Fatalf("image push -ref %s %s: %v", to, archive, err)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+	return to + "@" + digest
 }

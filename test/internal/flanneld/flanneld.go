@@ -96,29 +96,52 @@ func complete(dir string) bool {
 	return true
 }
 
-func build(tmp, out string) error {
-	goCmd := func(wd string, env []string, args ...string) (string, error) {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = wd
-		cmd.Env = append(os.Environ(), append([]string{"CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off"}, env...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		b, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(b), nil
-	}
-	js, err := goCmd(tmp, nil, "mod", "download", "-json", module+"@"+Version)
+// goCmd runs go with args in wd, outside any workspace or module of the
+// caller, and returns its stdout.
+func goCmd(wd string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = wd
+	cmd.Env = append(os.Environ(), append([]string{"CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off"}, env...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
 	if err != nil {
-		return err
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(b), nil
+}
+
+// moduleDir is flannel's module at Version in the module cache (downloaded
+// from the proxy the first time), read-only.
+func moduleDir(wd string) (string, error) {
+	js, err := goCmd(wd, nil, "mod", "download", "-json", module+"@"+Version)
+	if err != nil {
+		return "", err
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal([]byte(js), &mod); err != nil || mod.Dir == "" {
-		return fmt.Errorf("go mod download %s@%s: no directory (%v)", module, Version, err)
+		return "", fmt.Errorf("go mod download %s@%s: no directory (%v)", module, Version, err)
+	}
+	return mod.Dir, nil
+}
+
+// ChartDir is flannel's own Helm chart of Version (chart/kube-flannel in
+// its module), as released: read it, do not write it.
+func ChartDir() (string, error) {
+	dir, err := moduleDir(os.TempDir())
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "chart", "kube-flannel"), nil
+}
+
+func build(tmp, out string) error {
+	modDir, err := moduleDir(tmp)
+	if err != nil {
+		return err
 	}
 	src := filepath.Join(tmp, "flannel")
-	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
+	if err := os.CopyFS(src, os.DirFS(modDir)); err != nil {
 		return err
 	}
 	if err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
