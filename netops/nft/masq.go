@@ -244,7 +244,7 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 		// The table or a map is missing (DESTROYSETELEM ignores missing
 		// elements only), or the kernel predates DESTROYSETELEM: delete
 		// the elements that exist.
-		err = h.delExistingElems(keys4, keys6)
+		_, err = h.delPresentElems(MasqTable, setKeys{masqMap4, keys4}, setKeys{masqMap6, keys6})
 	}
 	if err != nil {
 		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
@@ -348,31 +348,6 @@ func (h *Handle) destroyElems(keys4, keys6 [][]byte) error {
 	}
 	if len(keys6) > 0 {
 		msgs = append(msgs, h.elemMsg(nftMsgDestroySetElem, mdnetlink.Acknowledge, masqMap6, keys6))
-	}
-	return h.commitRaw(msgs...)
-}
-
-// delExistingElems deletes the keys that exist, checking each with a get, in
-// one batch; for kernels without DESTROYSETELEM.
-func (h *Handle) delExistingElems(keys4, keys6 [][]byte) error {
-	var msgs []mdnetlink.Message
-	for _, g := range []struct {
-		set  string
-		keys [][]byte
-	}{{masqMap4, keys4}, {masqMap6, keys6}} {
-		var present [][]byte
-		for _, k := range g.keys {
-			_, err := h.getElem(MasqTable, g.set, k)
-			switch {
-			case err == nil:
-				present = append(present, k)
-			case !errors.Is(err, unix.ENOENT):
-				return err
-			}
-		}
-		if len(present) > 0 {
-			msgs = append(msgs, h.elemMsg(unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, g.set, present))
-		}
 	}
 	return h.commitRaw(msgs...)
 }

@@ -22,7 +22,7 @@ func TestDeleteMasqFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No table yet.
-	if err := h.delExistingElems([][]byte{key("10.1.0.5")}, [][]byte{key("fd01::5")}); err != nil {
+	if err := delExisting(h, [][]byte{key("10.1.0.5")}, [][]byte{key("fd01::5")}); err != nil {
 		t.Fatalf("delete without a table: %v", err)
 	}
 	if err := h.EnsureMasq("n", []netip.Prefix{
@@ -31,7 +31,7 @@ func TestDeleteMasqFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := h.delExistingElems([][]byte{key("10.1.0.5"), key("10.1.0.7")}, [][]byte{key("fd01::5")}); err != nil {
+		if err := delExisting(h, [][]byte{key("10.1.0.5"), key("10.1.0.7")}, [][]byte{key("fd01::5")}); err != nil {
 			t.Fatalf("delete: %v", err)
 		}
 	}
@@ -42,4 +42,10 @@ func TestDeleteMasqFallback(t *testing.T) {
 	if len(got) != 1 || got[0].PodIP != netip.MustParseAddr("10.1.0.6") {
 		t.Fatalf("MasqEntries() = %+v, want only 10.1.0.6", got)
 	}
+}
+
+// delExisting is DeleteMasq's path for kernels without DESTROYSETELEM.
+func delExisting(h *Handle, keys4, keys6 [][]byte) error {
+	_, err := h.delPresentElems(MasqTable, setKeys{masqMap4, keys4}, setKeys{masqMap6, keys6})
+	return err
 }

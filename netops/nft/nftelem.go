@@ -149,6 +149,51 @@ func (h *Handle) getElem(table, set string, key []byte) ([]mdnetlink.Message, er
 	return h.nfRaw.Execute(nftElemMsg(table, set, unix.NFT_MSG_GETSETELEM, 0, []nftElem{{key: key}}, false))
 }
 
+// setKeys are keys of one set.
+type setKeys struct {
+	set  string
+	keys [][]byte
+}
+
+// delPresentElems deletes those of the keys that exist in their sets of
+// table, found with a get each, in one batch of NFT_MSG_DELSETELEM, which
+// every kernel has (DESTROYSETELEM, which skips missing elements, came in
+// Linux 6.3). A missing set or table is nothing to delete. found says
+// whether any existed. An element deleted by someone else between the gets
+// and the batch makes the kernel refuse the whole batch with ENOENT: the
+// keys are read again, a few times.
+func (h *Handle) delPresentElems(table string, groups ...setKeys) (found bool, err error) {
+	for try := 0; ; try++ {
+		var msgs []mdnetlink.Message
+		for _, g := range groups {
+			var present [][]byte
+			for _, k := range g.keys {
+				_, err := h.getElem(table, g.set, k)
+				switch {
+				case err == nil:
+					present = append(present, k)
+				case !errors.Is(err, unix.ENOENT):
+					return false, err
+				}
+			}
+			if len(present) > 0 {
+				elems := make([]nftElem, len(present))
+				for i, k := range present {
+					elems[i].key = k
+				}
+				msgs = append(msgs, nftElemMsg(table, g.set, unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, elems, false))
+			}
+		}
+		if len(msgs) == 0 {
+			return false, nil
+		}
+		err := h.commitRaw(msgs...)
+		if err == nil || !errors.Is(err, unix.ENOENT) || try == 2 {
+			return err == nil, err
+		}
+	}
+}
+
 // waitElemGone returns once the element with key, given a 1 ms timeout in
 // a removal, has expired: the kernel counts in ticks (up to 4 ms at
 // HZ=250), and nothing should see a removed element after the call, as

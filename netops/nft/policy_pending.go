@@ -107,19 +107,17 @@ func (h *Handle) UnmarkPolicyPending(addrs []netip.Addr) error {
 	if _, err := h.nftConn(); err != nil {
 		return err
 	}
-	// Reads first: a DEL that finds nothing pending (the common case)
+	// Gets first: a DEL that finds nothing pending (the common case)
 	// sends no batch, so closing the socket waits for no cleanup.
-	var there []netip.Addr
+	var k4, k6 [][]byte
 	for _, a := range addrs {
-		if _, err := h.getElem(PolicyTable, policySetName(PolicyPending, a.Is6()), a.AsSlice()); err == nil {
-			there = append(there, a)
+		if a.Is4() {
+			k4 = append(k4, a.AsSlice())
+		} else {
+			k6 = append(k6, a.AsSlice())
 		}
 	}
-	if len(there) == 0 {
-		return nil
-	}
-	err := h.commitRaw(pendingMsgs(there, nftMsgDestroySetElem, mdnetlink.Acknowledge)...)
-	if err != nil && !errors.Is(err, unix.ENOENT) {
+	if _, err := h.delPresentElems(PolicyTable, setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6}); err != nil {
 		return fmt.Errorf("unmark %v pending in %s: %w", addrs, h.where(), classify(err))
 	}
 	return nil

@@ -24,7 +24,12 @@ var moduleNames = []string{"virtio_pci", "virtio_blk", "veth", "vxlan", "geneve"
 
 // hostTools are the dynamically linked programs the tests run, copied with
 // the libraries ldd names.
-var hostTools = []string{"/sbin/ip", "/sbin/tc", "/sbin/bridge", "/usr/sbin/nft", "/bin/bash", xtablesMulti, "/usr/sbin/dnsmasq"}
+var hostTools = []string{"/sbin/ip", "/sbin/tc", "/sbin/bridge", "/usr/sbin/nft", "/bin/bash", xtablesMulti, "/usr/sbin/dnsmasq", setprivUtil}
+
+// setprivUtil is util-linux's setpriv (busybox's lacks --bounding-set): the
+// dhcp daemon's capability test runs the daemon under it; /usr/bin comes
+// before busybox's /bin in the guest's PATH.
+const setprivUtil = "/usr/bin/setpriv"
 
 // xtablesMulti is iptables-nft's multi-call binary: the firewall tests run
 // it (as iptables-nft and ip6tables-nft, the names it answers to) to set a
