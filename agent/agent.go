@@ -80,7 +80,11 @@ type Options struct {
 	// ResyncInterval: how often the kernel state is compared with the peers
 	// in full, besides reacting to every change.
 	ResyncInterval time.Duration
-	Log            *slog.Logger
+	// FirstSynced, if set, is called once, from the agent's loop, after
+	// its first successful full sync of the peers (cnibox-agent returns
+	// its start-up pages then: internal/startpages).
+	FirstSynced func()
+	Log         *slog.Logger
 }
 
 // agent is one run. Everything but the update queue belongs to the loop
@@ -113,6 +117,8 @@ type agent struct {
 	underDown bool
 	mirrored  time.Time
 	dirty     bool
+	// firstSynced: Options.FirstSynced was called.
+	firstSynced bool
 
 	mu      sync.Mutex
 	pending []lease.Update

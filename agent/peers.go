@@ -174,6 +174,10 @@ func (a *agent) fullSync() bool {
 func (a *agent) synced(kind string, start time.Time, ok bool) bool {
 	if ok {
 		a.lastSync = time.Now()
+		if kind == syncFull && !a.firstSynced && a.o.FirstSynced != nil {
+			a.firstSynced = true
+			a.o.FirstSynced()
+		}
 	}
 	a.m.synced(kind, start, ok, len(a.peers))
 	a.m.unreachable(a.be)

@@ -85,6 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) error {
+	releaseStartPages(log) // what the packages' initialisation touched; again after the first sync
 	health, wait, err := serveHealth(ctx, f, log)
 	if err != nil {
 		return err
@@ -147,6 +148,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		TxChecksumOff:        f.txChecksumOff,
 		RenewMargin:          f.renewMarginDuration(),
 		ResyncInterval:       f.resyncInterval,
+		FirstSynced:          func() { releaseStartPages(log) },
 		Log:                  log,
 	}
 	if err := o.Interface.Compile(); err != nil {

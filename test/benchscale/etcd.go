@@ -74,14 +74,17 @@ func etcdRun(o *options, bin string, n int, typ string) (row, error) {
 	_, _, cpu := a.usage()
 	r.ConvergeS, r.ConvergeCPUS = done.Sub(t0).Seconds(), cpu.Seconds()
 	o.logf("etcd: converged in %.2fs", r.ConvergeS)
+	heapProfile(fmt.Sprintf("etcd-%d-converged.pb.gz", n))
 	if r.Mismatches, err = a.settledMismatches(ps); err != nil {
 		return r, err
 	}
 	if err := r.removal(a, ps[n/2], func() error { _, err := cli.Delete(ctx, keyOf(ps[n/2])); return err }); err != nil {
 		return r, err
 	}
+	time.Sleep(o.settle) // steady running: the RSS of the state it holds, not of the last step
 	rss, hwm, _ := a.usage()
 	r.RSSMiB, r.PeakMiB, r.AnonMiB, r.Load = float64(rss)/1024, float64(hwm)/1024, float64(a.anonKiB)/1024, loadavg()
+	heapProfile(fmt.Sprintf("etcd-%d-end.pb.gz", n))
 	return r, nil
 }
 

@@ -176,6 +176,7 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	}); err != nil {
 		return r, err
 	}
+	time.Sleep(o.settle) // steady running: the RSS of the state it holds, not of the last step
 	rss, hwm, _ := a.usage()
 	r.RSSMiB, r.PeakMiB, r.AnonMiB, r.Load = float64(rss)/1024, float64(hwm)/1024, float64(a.anonKiB)/1024, loadavg()
 	heapProfile(fmt.Sprintf("kube-%d-end.pb.gz", n))

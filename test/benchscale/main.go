@@ -39,6 +39,7 @@ type options struct {
 	kcp       string // test/kube/control-plane.sh
 	updates   int
 	timeout   time.Duration
+	settle    time.Duration // steady running before RSS is read
 	json      string
 	verbose   bool
 }
@@ -57,6 +58,7 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&peerKind, "peers", envStr("PEERS", "cnibox"), "kube: the simulated nodes are published by cnibox (label and pod-cidrs annotation too) or flannel (env PEERS)")
 	flag.IntVar(&o.updates, "updates", 500, "unrelated node status updates to average over (kube)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for a convergence after this long")
+	flag.DurationVar(&o.settle, "settle", 15*time.Second, "let the agent run this long after the last step before its RSS is read (its periodic work: three rules resyncs at 5 s)")
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
 	flag.Parse()
