@@ -2,34 +2,17 @@ package agent
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
 
-	"github.com/cnibox/cnibox/agent/backend/vxlan"
 	"github.com/cnibox/cnibox/agent/lease"
-	"github.com/cnibox/cnibox/agent/netconf"
 )
 
 // TestFirstSynced: Options.FirstSynced runs once, at the first full sync,
 // not at the updates before it nor at the resyncs after it.
 func TestFirstSynced(t *testing.T) {
 	calls := 0
-	h := &Health{Metrics: NewMetrics()}
-	a := &agent{
-		o:     Options{Manager: &renewOnly{}, Health: h, FirstSynced: func() { calls++ }},
-		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		m:     h.metrics(),
-		cfg:   &netconf.Config{},
-		peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1),
-		own: lease.Lease{Subnet: netip.MustParsePrefix("10.5.1.0/24")},
-	}
-	be, err := vxlan.New(a.backendEnv()) // no family enabled: no device
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.be = be
+	a := deviceless(t, Options{Manager: &renewOnly{}, Health: &Health{Metrics: NewMetrics()}, FirstSynced: func() { calls++ }})
 	a.enqueue(lease.Update{Events: []lease.Event{{Type: lease.Added, Lease: lease.Lease{
 		Subnet: netip.MustParsePrefix("10.5.2.0/24"), Attrs: lease.Attrs{PublicIP: netip.MustParseAddr("192.0.2.9")}}}}})
 	a.applyPending(context.Background())

@@ -33,6 +33,27 @@ func (r *renewOnly) Renew(_ context.Context, l lease.Lease) (lease.Lease, error)
 	return l, nil
 }
 
+// deviceless is an agent on o (o.Health with Metrics) with this node's
+// lease 10.5.1.0/24 and a vxlan backend with no family enabled: its syncs
+// touch no device.
+func deviceless(t *testing.T, o Options) *agent {
+	t.Helper()
+	a := &agent{
+		o:     o,
+		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		m:     o.Health.metrics(),
+		cfg:   &netconf.Config{},
+		peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1),
+		own: lease.Lease{Subnet: netip.MustParsePrefix("10.5.1.0/24")},
+	}
+	be, err := vxlan.New(a.backendEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.be = be
+	return a
+}
+
 // scrape reads /metrics through the health endpoint into name{labels} -> value.
 func scrape(t *testing.T, h *Health) map[string]string {
 	t.Helper()
@@ -62,19 +83,7 @@ func scrape(t *testing.T, h *Health) map[string]string {
 func TestMetrics(t *testing.T) {
 	h := &Health{Metrics: NewMetrics()}
 	backend := &renewOnly{exp: time.Unix(1900000000, 0)}
-	a := &agent{
-		o:     Options{Manager: backend, Health: h, RenewMargin: time.Hour},
-		log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		m:     h.metrics(),
-		cfg:   &netconf.Config{},
-		peers: map[string]lease.Lease{}, notify: make(chan struct{}, 1),
-		own: lease.Lease{Subnet: netip.MustParsePrefix("10.5.1.0/24")},
-	}
-	be, err := vxlan.New(a.backendEnv()) // no family enabled: no device
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.be = be
+	a := deviceless(t, Options{Manager: backend, Health: h, RenewMargin: time.Hour})
 	want := func(stage string, exp map[string]string) {
 		t.Helper()
 		got := scrape(t, h)
