@@ -89,15 +89,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return errors.New("-platform names each platform's directory: give no BINARY arguments and no -busybox with it")
 	case len(platforms) > 0:
 		for _, spec := range platforms {
-			p, err := parsePlatform(spec)
+			img, err := platformImage(spec, *ref, created)
 			if err != nil {
 				return err
 			}
-			files, err := p.files()
-			if err != nil {
-				return err
-			}
-			imgs = append(imgs, Image{Ref: *ref, Created: created, OS: p.os, Arch: p.arch, Variant: p.variant, Config: imageConfig(*ref), Files: files})
+			imgs = append(imgs, img)
 		}
 	case fs.NArg() == 0:
 		return errors.New("no binaries: name the files to put into /" + binDir + ", or give -platform OS/ARCH=DIR")

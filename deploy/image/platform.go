@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // platform is one -platform OS/ARCH[/VARIANT]=DIR: the image for that
@@ -55,6 +56,16 @@ func parsePlatform(s string) (platform, error) {
 		return platform{}, fmt.Errorf("-platform %q: %s is not a platform the image is built for (linux and one of %s)", s, spec, strings.Join(slices.Sorted(maps.Keys(elfMachines)), ", "))
 	}
 	return p, nil
+}
+
+// platformImage is the image -platform spec names, as ref, created then.
+func platformImage(spec, ref string, created time.Time) (Image, error) {
+	p, err := parsePlatform(spec)
+	if err != nil {
+		return Image{}, err
+	}
+	files, err := p.files()
+	return Image{Ref: ref, Created: created, OS: p.os, Arch: p.arch, Variant: p.variant, Config: imageConfig(ref), Files: files}, err
 }
 
 // files reads the platform's directory: the binaries for /usr/local/bin,
