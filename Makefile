@@ -23,11 +23,14 @@ TEST_DEBS  += $(if $(filter systemd,$(shell cat /proc/1/comm 2>/dev/null)),,fire
 
 .PHONY: build install test unit e2e demo deps bench bench-scale lint clean fuzz soak
 
+# BINDIR: where build writes the binaries (make image builds each of
+# IMAGE_ARCHES into bin/linux-ARCH with GOARCH set).
+BINDIR ?= bin
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/cnibox .
-	CGO_ENABLED=0 $(GO) build -trimpath -tags nokube -ldflags '$(LDFLAGS)' -o bin/cnibox-agent ./cmd/cnibox-agent
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox-agent-kube ./cmd/cnibox-agent
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cnibox-dhcp ./cmd/cnibox-dhcp
+	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $(BINDIR)/cnibox .
+	CGO_ENABLED=0 $(GO) build -trimpath -tags nokube -ldflags '$(LDFLAGS)' -o $(BINDIR)/cnibox-agent ./cmd/cnibox-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cnibox-agent-kube ./cmd/cnibox-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cnibox-dhcp ./cmd/cnibox-dhcp
 
 install: build
 	install -D -m 0755 bin/cnibox $(DESTDIR)$(PREFIX)/bin/cnibox
@@ -37,55 +40,65 @@ install: build
 	mkdir -p $(DESTDIR)$(CNI_BIN_DIR)
 	for r in $$(bin/cnibox roles); do ln -sfn $(PREFIX)/bin/cnibox $(DESTDIR)$(CNI_BIN_DIR)/$$r; done
 
-# image: bin/cnibox-image.tar, an OCI image archive (with a Docker-style
-# manifest.json too: ctr images import and podman load both take it) of the
-# four static binaries in /usr/local/bin, Debian's static busybox in /bin
-# and flannel's paths (/flannel, /opt/bin/flanneld, /opt/bin/install-conf:
-# kube-flannel.yml runs on it), named $(IMAGE):$(VERSION), and
+# image: bin/cnibox-image.tar, an OCI image archive holding one image index
+# with an image per platform of IMAGE_ARCHES (linux/amd64, linux/arm64,
+# linux/arm/v7, linux/ppc64le, linux/s390x: flannel's list but riscv64,
+# which is not a release architecture of Debian 12, whose static busybox
+# the image needs), each of the four static binaries built with GOARCH
+# (GOARM=7 for arm) in /usr/local/bin, Debian's static busybox for that
+# architecture in /bin and flannel's paths (/flannel, /opt/bin/flanneld,
+# /opt/bin/install-conf: kube-flannel.yml runs on it); a Docker-style
+# manifest.json too, of the first platform's image (ctr images import
+# picks the host's platform from the index, podman load takes the
+# manifest.json). The index is named $(IMAGE):$(VERSION). Beside it
 # bin/cnibox.yaml, bin/cnibox-multus.yaml and bin/cnibox-dhcp.yaml,
-# deploy/kubernetes' manifests naming that image by tag and digest
-# (NAME:TAG@sha256:..., a name the archive gives it too), and
-# bin/cnibox-values.yaml, that image as deploy/helm/cnibox's values
-# (helm install -f bin/cnibox-values.yaml). No registry or container
-# daemon; a commit gives the same bytes every time (every mtime is the
-# commit's time). See docs/deploy.md.
+# deploy/kubernetes' manifests naming the index by tag and digest
+# (NAME:TAG@sha256:..., a name the archive gives it too: a node of any of
+# the platforms runs its own image of those bytes), and
+# bin/cnibox-values.yaml, that image as deploy/helm/cnibox's values (helm
+# install -f bin/cnibox-values.yaml). No registry or container daemon; a
+# commit gives the same bytes every time (every mtime is the commit's
+# time). See docs/deploy.md.
 IMAGE       ?= ghcr.io/cnibox/cnibox
 IMAGE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-# The image's /bin/busybox: Debian's busybox-static at this version (a
-# point release of bookworm replaces it: bump it then), installed if it is
-# missing; another version installed, or a /bin/busybox that is not the
-# package's file as shipped (dpkg --verify), stops make image.
+IMAGE_ARCHES ?= amd64 arm64 arm ppc64le s390x
+# The OCI platform of a Go architecture (arm is GOARM=7: arm/v7).
+platform = linux/$(1)$(if $(filter arm,$(1)),/v7)
+# Each image's /bin/busybox: Debian's busybox-static at this version for
+# that architecture (deploy/image/busybox.sh: apt-get download into
+# ~/.cache/cnibox-busybox, once); a version the archive lacks stops make
+# image (a point release of bookworm replaces it: bump it then).
 BUSYBOX_DEB ?= 1:1.35.0-4+deb12u1+b1
-.PHONY: image busybox
-image: build busybox
+.PHONY: image image-bins busybox
+image: image-bins
 	$(GO) run ./deploy/image -o bin/cnibox-image.tar -ref $(IMAGE):$(VERSION) -epoch $(IMAGE_EPOCH) \
 		-manifest deploy/kubernetes/cnibox.yaml -manifest-out bin/cnibox.yaml \
 		-manifest deploy/kubernetes/cnibox-multus.yaml -manifest-out bin/cnibox-multus.yaml \
-		-manifest deploy/kubernetes/cnibox-dhcp.yaml -manifest-out bin/cnibox-dhcp.yaml -busybox /bin/busybox \
+		-manifest deploy/kubernetes/cnibox-dhcp.yaml -manifest-out bin/cnibox-dhcp.yaml \
 		-values-out bin/cnibox-values.yaml \
-		bin/cnibox bin/cnibox-agent bin/cnibox-agent-kube bin/cnibox-dhcp
+		$(foreach a,$(IMAGE_ARCHES),-platform $(call platform,$(a))=bin/linux-$(a))
 
-# push: make image's archive as one OCI image index (linux/amd64 today;
-# every archive named in PUSH_ARCHIVES goes in, one per architecture) to
+# image-bins: bin/linux-ARCH/ for each of IMAGE_ARCHES: make build's four
+# binaries for that architecture and its busybox.
+image-bins: build busybox
+	@set -e; for a in $(IMAGE_ARCHES); do \
+		echo "build bin/linux-$$a (GOARCH=$$a)"; \
+		GOOS=linux GOARCH=$$a GOARM=7 $(MAKE) -s --no-print-directory build BINDIR=bin/linux-$$a VERSION=$(VERSION); \
+	done
+
+busybox:
+	bash deploy/image/busybox.sh '$(BUSYBOX_DEB)' bin $(IMAGE_ARCHES)
+
+# push: make image's archive, the one image index of every platform, to
 # $(IMAGE):$(VERSION) in a registry, with go-containerregistry in the build
 # tool (go run ./deploy/image push): no container daemon; credentials from
 # the Docker config (~/.docker/config.json), as docker/podman login write
-# it. The image manifest keeps its digest: bin/cnibox.yaml's
-# NAME:TAG@sha256:... resolves in the registry. docs/deploy.md.
-PUSH_ARCHIVES ?= bin/cnibox-image.tar
+# it. The index and its image manifests keep their digests: bin/cnibox.yaml's
+# NAME:TAG@sha256:... resolves in the registry, each node pulling its
+# platform's image. docs/deploy.md.
 .PHONY: push
 push: image
-	$(GO) run ./deploy/image push -ref $(IMAGE):$(VERSION) $(PUSH_ARCHIVES)
-
-busybox:
-	@v=$$(dpkg-query -W -f='$${Status} $${Version}' busybox-static 2>/dev/null | sed -n 's/^install ok installed //p'); \
-	if [ -z "$$v" ]; then \
-		apt-get update -qq && apt-get install -y -qq "busybox-static=$(BUSYBOX_DEB)" >/dev/null || exit 1; \
-	elif [ "$$v" != "$(BUSYBOX_DEB)" ]; then \
-		echo "make image: busybox-static $$v is installed; the image pins $(BUSYBOX_DEB): apt-get install busybox-static=$(BUSYBOX_DEB), or bump BUSYBOX_DEB in the Makefile" >&2; exit 1; \
-	fi; \
-	[ "$$(dpkg-query -S /bin/busybox 2>/dev/null)" = "busybox-static: /bin/busybox" ] && [ -z "$$(dpkg --verify busybox-static)" ] || \
-		{ echo "make image: /bin/busybox is not busybox-static $(BUSYBOX_DEB)'s file as shipped (dpkg --verify busybox-static)" >&2; exit 1; }
+	$(GO) run ./deploy/image push -ref $(IMAGE):$(VERSION) bin/cnibox-image.tar
 
 # deps installs what the tests need (root, Debian). Packages already present are skipped.
 deps:

@@ -16,14 +16,17 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// layerOf returns the entries of the one layer of an archive WriteArchive
-// wrote.
+// layerOf returns the entries of the one layer of the first image of an
+// archive WriteArchive wrote.
 func layerOf(t *testing.T, archive []byte, mtime time.Time) (map[string]*tar.Header, map[string][]byte) {
 	t.Helper()
 	_, files := untar(t, bytes.NewReader(archive), mtime)
-	var index ocispec.Index
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 2 {
+	var layout, index ocispec.Index
+	if err := json.Unmarshal(files["index.json"], &layout); err != nil || len(layout.Manifests) != 2 {
 		t.Fatalf("index.json: %v", err)
+	}
+	if err := json.Unmarshal(blobOf(t, files, layout.Manifests[0]), &index); err != nil || len(index.Manifests) == 0 {
+		t.Fatalf("the image index: %v", err)
 	}
 	var man ocispec.Manifest
 	if err := json.Unmarshal(blobOf(t, files, index.Manifests[0]), &man); err != nil || len(man.Layers) != 1 {

@@ -78,33 +78,43 @@ func TestArchive(t *testing.T) {
 		},
 	}
 	var a, b bytes.Buffer
-	d1, err := WriteArchive(&a, img)
+	w1, err := WriteArchive(&a, img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d2, err := WriteArchive(&b, img)
+	w2, err := WriteArchive(&b, img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d1 != d2 || !bytes.Equal(a.Bytes(), b.Bytes()) {
-		t.Errorf("two builds differ: %s and %s", d1, d2)
+	if w1.Index != w2.Index || !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Errorf("two builds differ: %s and %s", w1.Index, w2.Index)
 	}
 
 	_, files := untar(t, bytes.NewReader(a.Bytes()), img.Created)
 	if s := string(files["oci-layout"]); !strings.Contains(s, `"imageLayoutVersion":"1.0.0"`) {
 		t.Errorf("oci-layout = %s", s)
 	}
-	var index ocispec.Index
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 2 {
+	var layoutIndex ocispec.Index
+	if err := json.Unmarshal(files["index.json"], &layoutIndex); err != nil || len(layoutIndex.Manifests) != 2 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
 	}
-	md := index.Manifests[0]
-	if md.Digest != d1 || md.Annotations[annotationImageName] != img.Ref || md.Annotations[ocispec.AnnotationRefName] != img.Ref {
-		t.Errorf("index entry %+v, want digest %s named %s", md, d1, img.Ref)
+	// the image index by its tag, and by digest: the rendered manifests'
+	// reference
+	d1 := w1.Index
+	if byTag := layoutIndex.Manifests[0]; byTag.Digest != d1 || byTag.MediaType != ocispec.MediaTypeImageIndex ||
+		byTag.Annotations[annotationImageName] != img.Ref || byTag.Annotations[ocispec.AnnotationRefName] != img.Ref {
+		t.Errorf("index.json entry %+v, want the image index %s named %s", byTag, d1, img.Ref)
 	}
-	// the same manifest by digest, the rendered manifests' reference
-	if byDigest := index.Manifests[1]; byDigest.Digest != d1 || byDigest.Annotations[annotationImageName] != "ghcr.io/cnibox/cnibox@"+d1.String() {
-		t.Errorf("second index entry %+v, want digest %s named ghcr.io/cnibox/cnibox@%s", byDigest, d1, d1)
+	if byDigest := layoutIndex.Manifests[1]; byDigest.Digest != d1 || byDigest.Annotations[annotationImageName] != "ghcr.io/cnibox/cnibox@"+d1.String() {
+		t.Errorf("second index.json entry %+v, want digest %s named ghcr.io/cnibox/cnibox@%s", byDigest, d1, d1)
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(blobOf(t, files, layoutIndex.Manifests[0]), &index); err != nil || len(index.Manifests) != 1 || len(w1.Manifests) != 1 {
+		t.Fatalf("the image index: %v %+v", err, index)
+	}
+	md := index.Manifests[0]
+	if md.Digest != w1.Manifests[0].Digest || md.MediaType != ocispec.MediaTypeImageManifest {
+		t.Errorf("the index's entry %+v, want the image manifest %s", md, w1.Manifests[0].Digest)
 	}
 	if md.Platform == nil || md.Platform.OS != "linux" || md.Platform.Architecture != "amd64" {
 		t.Errorf("index entry platform %+v", md.Platform)
@@ -208,7 +218,8 @@ func TestNotInCnibox(t *testing.T) {
 
 // TestRunManifests: run renders every -manifest into its -manifest-out
 // (cnibox.yaml and cnibox-multus.yaml, as make image gives them): every
-// image: names -ref and the digest of the image built (-ref@sha256:...)
+// image: names -ref and the digest of the image index built
+// (-ref@sha256:...)
 // and nothing else changed; an unpaired -manifest is refused before
 // anything is written.
 func TestRunManifests(t *testing.T) {
@@ -227,9 +238,9 @@ func TestRunManifests(t *testing.T) {
 	if err := run(append(args, bin), &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
-	dgst := regexp.MustCompile(`\(manifest (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
+	dgst := regexp.MustCompile(`\(index (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
 	if dgst == nil {
-		t.Fatalf("run printed no manifest digest: %s", stdout.String())
+		t.Fatalf("run printed no index digest: %s", stdout.String())
 	}
 	pinned := ref + "@" + dgst[1]
 	for _, in := range ins {

@@ -80,9 +80,9 @@ func TestImport(t *testing.T) {
 		ctr.mustRun("images", "import", archive)
 		// named by its tag and by its digest, the rendered manifests'
 		// reference (the kubelet finds it without a registry)
-		dgst := regexp.MustCompile(`\(manifest (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
+		dgst := regexp.MustCompile(`\(index (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
 		if dgst == nil {
-			t.Fatalf("no manifest digest in %s", stdout.String())
+			t.Fatalf("no index digest in %s", stdout.String())
 		}
 		byDigest := strings.TrimSuffix(testRef, ":import-test") + "@" + dgst[1]
 		if out := ctr.mustRun("images", "ls", "-q"); !strings.Contains(out, testRef) || !strings.Contains(out, byDigest) {

@@ -62,14 +62,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "bin/cnibox-image.tar", "the image archive to write")
 	ref := fs.String("ref", "", "the image's name and tag, e.g. ghcr.io/cnibox/cnibox:v1.0.0")
 	epoch := fs.Int64("epoch", envEpoch(), "every file's mtime and the image's creation time, in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
-	arch := fs.String("arch", runtime.GOARCH, "the binaries' architecture")
-	var manifests, manifestOuts listFlag
+	arch := fs.String("arch", runtime.GOARCH, "the BINARY arguments' architecture")
+	var manifests, manifestOuts, platforms listFlag
+	fs.Var(&platforms, "platform", "OS/ARCH[/VARIANT]=DIR: an image for that platform of DIR's binaries (and DIR/busybox), in the one image index the archive holds (repeatable; in place of BINARY... and -busybox)")
 	fs.Var(&manifests, "manifest", "a Kubernetes manifest whose image: references are set to -ref (repeatable)")
 	fs.Var(&manifestOuts, "manifest-out", "where the manifest with -ref goes (one per -manifest, in order)")
 	valuesOut := fs.String("values-out", "", "also write the Helm chart's image values (repository, tag, digest) naming the image built here (helm install -f FILE)")
 	busybox := fs.String("busybox", "", "a static busybox for /bin (cp, sh, ...); with it the image also answers flannel's manifest (/flannel, /opt/bin/flanneld, /opt/bin/install-conf)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT]... BINARY...")
+		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT]... {-platform OS/ARCH=DIR... | BINARY...}")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -78,51 +79,49 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := checkRef(*ref); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		return errors.New("no binaries: name the files to put into /" + binDir)
-	}
 	if len(manifests) != len(manifestOuts) {
 		return fmt.Errorf("-manifest and -manifest-out go together: %d manifests, %d outputs", len(manifests), len(manifestOuts))
 	}
-	img := Image{
-		Ref:     *ref,
-		Created: time.Unix(*epoch, 0).UTC(),
-		OS:      "linux",
-		Arch:    *arch,
-		Config:  imageConfig(*ref),
-	}
-	bins := map[string]bool{}
-	for _, p := range fs.Args() {
-		data, err := os.ReadFile(p)
+	created := time.Unix(*epoch, 0).UTC()
+	var imgs []Image
+	switch {
+	case len(platforms) > 0 && (fs.NArg() > 0 || *busybox != ""):
+		return errors.New("-platform names each platform's directory: give no BINARY arguments and no -busybox with it")
+	case len(platforms) > 0:
+		for _, spec := range platforms {
+			img, err := platformImage(spec, *ref, created)
+			if err != nil {
+				return err
+			}
+			imgs = append(imgs, img)
+		}
+	case fs.NArg() == 0:
+		return errors.New("no binaries: name the files to put into /" + binDir + ", or give -platform OS/ARCH=DIR")
+	default:
+		img, err := hostImage(fs.Args(), *busybox)
 		if err != nil {
 			return err
 		}
-		img.Files = append(img.Files, File{Path: path.Join(binDir, filepath.Base(p)), Mode: 0o755, Data: data})
-		bins[filepath.Base(p)] = true
-	}
-	if *busybox != "" {
-		bb, err := busyboxFiles(*busybox)
-		if err != nil {
-			return err
-		}
-		fl, err := flannelFiles(bins)
-		if err != nil {
-			return err
-		}
-		img.Files = append(append(img.Files, bb...), fl...)
+		img.Ref, img.Created, img.OS, img.Arch, img.Config = *ref, created, "linux", *arch, imageConfig(*ref)
+		imgs = append(imgs, img)
 	}
 	var buf bytes.Buffer
-	dgst, err := WriteArchive(&buf, img)
+	written, err := WriteArchive(&buf, imgs...)
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(*out, buf.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %s (manifest %s)\n", *out, *ref, dgst)
-	// The manifests name the image by its digest too: a node runs these
-	// bytes and no others, whatever the tag points at later (the archive
-	// names the image so as well: ctr images import makes it resolvable).
+	dgst := written.Index
+	fmt.Fprintf(stdout, "%s: %s (index %s)\n", *out, *ref, dgst)
+	for _, m := range written.Manifests {
+		fmt.Fprintf(stdout, "  %s: manifest %s\n", path.Join(m.Platform.OS, m.Platform.Architecture, m.Platform.Variant), m.Digest)
+	}
+	// The manifests name the image index by its digest too: a node runs
+	// these bytes (its platform's image of the index) and no others,
+	// whatever the tag points at later (the archive names the index so as
+	// well: ctr images import makes it resolvable).
 	pinned := *ref + "@" + dgst.String()
 	for i, in := range manifests {
 		if err := renderFile(in, manifestOuts[i], pinned); err != nil {
@@ -226,4 +225,32 @@ func writeFileAtomic(p string, data []byte) error {
 func envEpoch() int64 {
 	n, _ := strconv.ParseInt(os.Getenv("SOURCE_DATE_EPOCH"), 10, 64)
 	return n
+}
+
+// hostImage is the image of one platform from BINARY arguments and
+// -busybox (its Files; the caller names it).
+func hostImage(binaries []string, busybox string) (Image, error) {
+	var img Image
+	bins := map[string]bool{}
+	for _, p := range binaries {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return Image{}, err
+		}
+		img.Files = append(img.Files, File{Path: path.Join(binDir, filepath.Base(p)), Mode: 0o755, Data: data})
+		bins[filepath.Base(p)] = true
+	}
+	if busybox == "" {
+		return img, nil
+	}
+	bb, err := busyboxFiles(busybox)
+	if err != nil {
+		return Image{}, err
+	}
+	fl, err := flannelFiles(bins)
+	if err != nil {
+		return Image{}, err
+	}
+	img.Files = append(append(img.Files, bb...), fl...)
+	return img, nil
 }

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	_ "crypto/sha256" // go-digest's sha256 digester
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -32,12 +33,13 @@ type File struct {
 	HardLink string // the file it is another name of, relative like Path
 }
 
-// Image describes the image to build.
+// Image describes the image of one platform.
 type Image struct {
 	Ref     string    // name:tag, e.g. ghcr.io/cnibox/cnibox:v1.0.0
 	Created time.Time // the config's creation time and every mtime
 	OS      string
 	Arch    string
+	Variant string // arm's v7
 	Config  ocispec.ImageConfig
 	Files   []File
 }
@@ -64,76 +66,124 @@ type dockerManifest struct {
 	Layers   []string
 }
 
-// WriteArchive writes img as one tar stream that is both an OCI image
-// layout (oci-layout, index.json, blobs/sha256/...) and a docker-archive
-// (manifest.json naming the same blobs), so that `ctr images import`,
-// `podman load` and `docker load` all take it. The output depends only on
-// img: entries are sorted, and owners and mtimes are fixed. It returns the
-// digest of the image manifest.
-func WriteArchive(w io.Writer, img Image) (digest.Digest, error) {
+// Written is what WriteArchive wrote: the digest of the image index,
+// the name the rendered manifests give with the tag, and each image
+// manifest (with its platform), in the order of the images given.
+type Written struct {
+	Index     digest.Digest
+	Manifests []ocispec.Descriptor
+}
+
+// WriteArchive writes imgs (one per platform, all named imgs[0].Ref and
+// created at imgs[0].Created) as one OCI image index in one tar stream
+// that is both an OCI image layout (oci-layout, index.json,
+// blobs/sha256/...) and a docker-archive (manifest.json naming the first
+// image's blobs: docker load takes one platform), so that `ctr images
+// import` (which picks the host's platform from the index), `podman load`
+// and `docker load` all take it. The layout's index.json names the image
+// index by the tag and as NAME@DIGEST. The output depends only on imgs:
+// entries are sorted, and owners and mtimes are fixed.
+func WriteArchive(w io.Writer, imgs ...Image) (Written, error) {
+	if len(imgs) == 0 {
+		return Written{}, errors.New("no image to write")
+	}
+	ref, created := imgs[0].Ref, imgs[0].Created.UTC()
+	files := map[string][]byte{}
+	var written Written
+	var docker dockerManifest
+	seen := map[string]bool{}
+	for i, img := range imgs {
+		p := ocispec.Platform{OS: img.OS, Architecture: img.Arch, Variant: img.Variant}
+		key := path.Join(p.OS, p.Architecture, p.Variant)
+		if seen[key] {
+			return Written{}, fmt.Errorf("two images for %s: give one per platform", key)
+		}
+		seen[key] = true
+		img.Ref, img.Created = ref, created
+		blobs, err := imageBlobs(img)
+		if err != nil {
+			return Written{}, fmt.Errorf("%s: %w", key, err)
+		}
+		for _, b := range blobs {
+			files[b.path()] = b.data
+		}
+		layer, cfg, man := blobs[0], blobs[1], blobs[2]
+		desc := man.desc
+		desc.Platform = &p
+		written.Manifests = append(written.Manifests, desc)
+		if i == 0 {
+			docker = dockerManifest{Config: cfg.path(), RepoTags: []string{ref}, Layers: []string{layer.path()}}
+		}
+	}
+	indexBlob, err := jsonBlob(ocispec.MediaTypeImageIndex, ocispec.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: written.Manifests,
+	})
+	if err != nil {
+		return Written{}, err
+	}
+	files[indexBlob.path()] = indexBlob.data
+	written.Index = indexBlob.desc.Digest
+	// The index by its tag and by NAME@DIGEST, the reference the rendered
+	// manifests give: containerd's import names the image so too, and the
+	// kubelet finds it without a registry.
+	byTag, byDigest := indexBlob.desc, indexBlob.desc
+	byTag.Annotations = map[string]string{annotationImageName: ref, ocispec.AnnotationRefName: ref}
+	byDigest.Annotations = map[string]string{annotationImageName: repository(ref) + "@" + written.Index.String()}
+	layoutIndex, err := json.Marshal(ocispec.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: []ocispec.Descriptor{byTag, byDigest},
+	})
+	if err != nil {
+		return Written{}, err
+	}
+	layout, err := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
+	if err != nil {
+		return Written{}, err
+	}
+	dockerJSON, err := json.Marshal([]dockerManifest{docker})
+	if err != nil {
+		return Written{}, err
+	}
+	files[ocispec.ImageLayoutFile] = layout
+	files[ocispec.ImageIndexFile] = layoutIndex
+	files["manifest.json"] = dockerJSON
+	if err := writeTar(w, files, created); err != nil {
+		return Written{}, err
+	}
+	return written, nil
+}
+
+// imageBlobs builds one platform's image: its layer, config and manifest,
+// in that order.
+func imageBlobs(img Image) ([]blob, error) {
 	layer, diffID, err := layerBlob(img)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	created := img.Created.UTC()
 	cfg := ocispec.Image{
-		Created:  &created,
-		Platform: ocispec.Platform{OS: img.OS, Architecture: img.Arch},
+		Created:  &img.Created,
+		Platform: ocispec.Platform{OS: img.OS, Architecture: img.Arch, Variant: img.Variant},
 		Config:   img.Config,
 		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
-		History:  []ocispec.History{{Created: &created, CreatedBy: "cnibox deploy/image"}},
+		History:  []ocispec.History{{Created: &img.Created, CreatedBy: "cnibox deploy/image"}},
 	}
 	cfgBlob, err := jsonBlob(ocispec.MediaTypeImageConfig, cfg)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	manifest := ocispec.Manifest{
+	manBlob, err := jsonBlob(ocispec.MediaTypeImageManifest, ocispec.Manifest{
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageManifest,
 		Config:    cfgBlob.desc,
 		Layers:    []ocispec.Descriptor{layer.desc},
-	}
-	manBlob, err := jsonBlob(ocispec.MediaTypeImageManifest, manifest)
-	if err != nil {
-		return "", err
-	}
-	manDesc := manBlob.desc
-	manDesc.Platform = &cfg.Platform
-	manDesc.Annotations = map[string]string{annotationImageName: img.Ref, ocispec.AnnotationRefName: img.Ref}
-	// The same manifest under NAME@DIGEST, the reference the rendered
-	// manifests give: containerd's import names the image so too, and the
-	// kubelet finds it without a registry.
-	byDigest := manDesc
-	byDigest.Annotations = map[string]string{annotationImageName: repository(img.Ref) + "@" + manBlob.desc.Digest.String()}
-	index, err := json.Marshal(ocispec.Index{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: []ocispec.Descriptor{manDesc, byDigest},
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	layout, err := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
-	if err != nil {
-		return "", err
-	}
-	docker, err := json.Marshal([]dockerManifest{{Config: cfgBlob.path(), RepoTags: []string{img.Ref}, Layers: []string{layer.path()}}})
-	if err != nil {
-		return "", err
-	}
-
-	files := map[string][]byte{
-		ocispec.ImageLayoutFile: layout,
-		ocispec.ImageIndexFile:  index,
-		"manifest.json":         docker,
-	}
-	for _, b := range []blob{layer, cfgBlob, manBlob} {
-		files[b.path()] = b.data
-	}
-	if err := writeTar(w, files, created); err != nil {
-		return "", err
-	}
-	return manBlob.desc.Digest, nil
+	return []blob{layer, cfgBlob, manBlob}, nil
 }
 
 // layerBlob builds the image's one layer: img.Files and their parent

@@ -13,28 +13,25 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// runPush is `image push -ref REGISTRY/NAME:TAG ARCHIVE...`: one OCI image
-// index of the archives' images (one per architecture, as make image
-// writes them), pushed to the registry with go-containerregistry, no
-// container daemon. Each image's manifest is pushed as the archive holds
-// it, so its digest (the one the rendered manifests name) resolves in the
-// registry; the index is as reproducible as the archives. Credentials come
-// from the Docker config (~/.docker/config.json, $DOCKER_CONFIG), as
-// `docker login` and `podman login` write them; a registry on loopback is
-// spoken to over plain HTTP.
+// runPush is `image push -ref REGISTRY/NAME:TAG ARCHIVE`: the OCI image
+// index of make image's archive (one image per platform), pushed to the
+// registry with go-containerregistry, no container daemon. The index and
+// each image manifest are pushed as the archive holds them, so the index's
+// digest (the one the rendered manifests name) and every manifest's
+// resolve in the registry; the push is as reproducible as the archive.
+// Credentials come from the Docker config (~/.docker/config.json,
+// $DOCKER_CONFIG), as `docker login` and `podman login` write them; a
+// registry on loopback is spoken to over plain HTTP.
 func runPush(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("image push", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	ref := fs.String("ref", "", "where to push: REGISTRY/NAME:TAG, e.g. registry.example/cnibox:v1.0.0")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: image push -ref REGISTRY/NAME:TAG ARCHIVE...")
+		fmt.Fprintln(stderr, "usage: image push -ref REGISTRY/NAME:TAG ARCHIVE")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -47,17 +44,17 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-ref %q: %w", *ref, err)
 	}
-	if fs.NArg() == 0 {
-		return errors.New("no archives: name the image archives make image wrote (one per architecture)")
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%d archives: name the one make image wrote (bin/cnibox-image.tar: every platform's image in one index)", fs.NArg())
 	}
 	dir, err := os.MkdirTemp("", "cnibox-push-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	idx, err := indexOf(dir, fs.Args())
+	idx, err := archiveIndex(fs.Arg(0), dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}
 	if err := remote.WriteIndex(tag, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 		return fmt.Errorf("push %s: %w", tag, err)
@@ -70,37 +67,10 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// indexOf is the OCI image index of every image in the archives, each with
-// its platform from its config; two images for one platform are refused.
-// The archives are unpacked under dir, which the index reads until it is
-// pushed.
-func indexOf(dir string, archives []string) (v1.ImageIndex, error) {
-	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	seen := map[string]string{}
-	for i, a := range archives {
-		imgs, err := archiveImages(a, filepath.Join(dir, fmt.Sprint(i)))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", a, err)
-		}
-		for _, img := range imgs {
-			cfg, err := img.ConfigFile()
-			if err != nil {
-				return nil, fmt.Errorf("%s: the image's config: %w", a, err)
-			}
-			p := v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
-			if prev, ok := seen[p.String()]; ok {
-				return nil, fmt.Errorf("%s and %s both hold an image for %s: give one archive per architecture", prev, a, p.String())
-			}
-			seen[p.String()] = a
-			idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
-		}
-	}
-	return idx, nil
-}
-
-// archiveImages unpacks an archive of make image (a tar of an OCI image
-// layout) into dir and returns its images, which read their blobs there.
-func archiveImages(archive, dir string) ([]v1.Image, error) {
+// archiveIndex unpacks an archive of make image (a tar of an OCI image
+// layout) into dir and returns the image index its index.json names (by
+// the tag and by digest: one index), which reads its blobs there.
+func archiveIndex(archive, dir string) (v1.ImageIndex, error) {
 	if err := untarLayout(archive, dir); err != nil {
 		return nil, err
 	}
@@ -112,23 +82,20 @@ func archiveImages(archive, dir string) ([]v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	var imgs []v1.Image
-	named := map[v1.Hash]bool{}
-	for _, d := range im.Manifests {
-		if named[d.Digest] {
-			continue // the same image under another name (its tag, its digest)
+	var d *v1.Descriptor
+	for i, m := range im.Manifests {
+		if !m.MediaType.IsIndex() {
+			return nil, fmt.Errorf("index.json names a %s, not an image index: an archive of an older make image? Run make image again", m.MediaType)
 		}
-		named[d.Digest] = true
-		img, err := lp.Image(d.Digest)
-		if err != nil {
-			return nil, err
+		if d != nil && d.Digest != m.Digest {
+			return nil, fmt.Errorf("index.json names two image indexes, %s and %s", d.Digest, m.Digest)
 		}
-		imgs = append(imgs, img)
+		d = &im.Manifests[i]
 	}
-	if len(imgs) == 0 {
-		return nil, errors.New("the archive's index.json names no image")
+	if d == nil {
+		return nil, errors.New("the archive's index.json names no image index")
 	}
-	return imgs, nil
+	return lp.ImageIndex(d.Digest)
 }
 
 // untarLayout unpacks the archive's regular files into dir, refusing a

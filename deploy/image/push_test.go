@@ -15,54 +15,55 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	digest "github.com/opencontainers/go-digest"
 )
 
-// writeArchiveFor writes an archive of a small image for arch into dir and
-// returns its path and the image manifest's digest.
-func writeArchiveFor(t *testing.T, dir, ref, arch string) (string, digest.Digest) {
+// writeArchive writes an archive of a small image index with an image per
+// platform (ARCH or ARCH/VARIANT, linux's) into dir and returns its path
+// and what was written.
+func writeArchive(t *testing.T, dir, ref string, platforms ...string) (string, Written) {
 	t.Helper()
-	img := Image{
-		Ref: ref, Created: time.Unix(1700000000, 0).UTC(), OS: "linux", Arch: arch, Config: imageConfig(ref),
-		Files: []File{{Path: "usr/local/bin/cnibox", Mode: 0o755, Data: []byte("cnibox for " + arch)}},
+	var imgs []Image
+	for _, p := range platforms {
+		arch, variant, _ := strings.Cut(p, "/")
+		imgs = append(imgs, Image{
+			Ref: ref, Created: time.Unix(1700000000, 0).UTC(), OS: "linux", Arch: arch, Variant: variant, Config: imageConfig(ref),
+			Files: []File{{Path: "usr/local/bin/cnibox", Mode: 0o755, Data: []byte("cnibox for " + p)}},
+		})
 	}
 	var buf bytes.Buffer
-	d, err := WriteArchive(&buf, img)
+	w, err := WriteArchive(&buf, imgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(dir, "cnibox-image-"+arch+".tar")
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+	path := filepath.Join(dir, "cnibox-image-"+strings.Join(platforms, "-")+".tar")
+	path = strings.ReplaceAll(path, "/v", "-v")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return p, d
+	return path, w
 }
 
-// TestPush pushes two archives (amd64, arm64) to a registry (go-
-// containerregistry's, in process, on loopback) as one index and pulls it
-// back as a client would: the tag names an OCI index with both platforms,
-// each entry is the archive's image manifest by the same digest (the one
-// make image renders into the manifests), whose layer holds that arch's
-// binary; pushing again gives the same index digest.
-func TestPush(t *testing.T) {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
-	dir := t.TempDir()
-	ref := "ghcr.io/cnibox/cnibox:v1"
-	amd, amdDigest := writeArchiveFor(t, dir, ref, "amd64")
-	arm, armDigest := writeArchiveFor(t, dir, ref, "arm64")
-
-	to := host + "/cnibox/cnibox:v1"
-	var out, errOut bytes.Buffer
-	if err := run([]string{"push", "-ref", to, amd, arm}, &out, &errOut); err != nil {
-		t.Fatalf("image push: %v\n%s", err, errOut.String())
+// platformOf is ARCH or ARCH/VARIANT of an index entry.
+func platformOf(p *v1.Platform) string {
+	if p == nil {
+		return ""
 	}
-	t.Log(strings.TrimSpace(out.String()))
+	if p.Variant != "" {
+		return p.Architecture + "/" + p.Variant
+	}
+	return p.Architecture
+}
 
-	tag, err := name.NewTag(to)
+// checkRegistryIndex pulls ref's index from the registry as a client
+// would: an OCI image index at the digest the archive gave it, with an
+// entry per platform of w at the archive's manifest digest, each image's
+// layer holding that platform's /usr/local/bin/cnibox (want, when given).
+func checkRegistryIndex(t *testing.T, ref string, w Written, want map[string]string) {
+	t.Helper()
+	tag, err := name.NewTag(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,42 +72,73 @@ func TestPush(t *testing.T) {
 		t.Fatalf("pull the index: %v", err)
 	}
 	if mt, _ := idx.MediaType(); mt != types.OCIImageIndex {
-		t.Errorf("%s is a %s, want an OCI image index", to, mt)
+		t.Errorf("%s is a %s, want an OCI image index", ref, mt)
+	}
+	if d, _ := idx.Digest(); d.String() != w.Index.String() {
+		t.Errorf("the registry's %s is %s, the archive's index %s", ref, d, w.Index)
 	}
 	im, err := idx.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]digest.Digest{"amd64": amdDigest, "arm64": armDigest}
-	if len(im.Manifests) != len(want) {
-		t.Fatalf("the index names %d images, want %d: %+v", len(im.Manifests), len(want), im.Manifests)
+	if len(im.Manifests) != len(w.Manifests) {
+		t.Fatalf("the index names %d images, want %d: %+v", len(im.Manifests), len(w.Manifests), im.Manifests)
 	}
-	for _, m := range im.Manifests {
-		arch := m.Platform.Architecture
-		if m.Platform.OS != "linux" || m.Digest.String() != want[arch].String() {
-			t.Errorf("index entry %s for %s: want linux/%s at the archive's digest %s", m.Digest, m.Platform, arch, want[arch])
+	for i, m := range im.Manifests {
+		wm := w.Manifests[i]
+		p := platformOf(&v1.Platform{Architecture: wm.Platform.Architecture, Variant: wm.Platform.Variant})
+		if m.Platform == nil || m.Platform.OS != "linux" || platformOf(m.Platform) != p || m.Digest.String() != wm.Digest.String() {
+			t.Errorf("index entry %d: %s for %v, want linux/%s at the archive's digest %s", i, m.Digest, m.Platform, p, wm.Digest)
 			continue
 		}
 		img, err := remote.Image(tag.Context().Digest(m.Digest.String()))
 		if err != nil {
-			t.Fatalf("pull %s by digest: %v", arch, err)
+			t.Fatalf("pull %s by digest: %v", p, err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil || cfg.Architecture != wm.Platform.Architecture || cfg.Variant != wm.Platform.Variant {
+			t.Errorf("%s's config: %+v %v", p, cfg, err)
 		}
 		layers, err := img.Layers()
 		if err != nil || len(layers) != 1 {
-			t.Fatalf("%s: layers %v %v", arch, layers, err)
+			t.Fatalf("%s: layers %v %v", p, layers, err)
 		}
-		if got := layerFile(t, layers[0].Uncompressed, "usr/local/bin/cnibox"); got != "cnibox for "+arch {
-			t.Errorf("%s's usr/local/bin/cnibox is %q", arch, got)
+		if w, ok := want[p]; ok {
+			if got := layerFile(t, layers[0].Uncompressed, "usr/local/bin/cnibox"); got != w {
+				t.Errorf("%s's usr/local/bin/cnibox is %q, want %q", p, got, w)
+			}
 		}
 	}
+}
 
-	d1, _ := idx.Digest()
+// TestPush pushes an archive of three platforms (amd64, arm64, arm/v7) to
+// a registry (go-containerregistry's, in process, on loopback) and pulls it
+// back as a client would: the tag names the archive's OCI index, with each
+// platform's image manifest by the archive's digest, whose layer holds
+// that platform's binary; pushing again gives the same index digest.
+func TestPush(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	archive, w := writeArchive(t, t.TempDir(), "ghcr.io/cnibox/cnibox:v1", "amd64", "arm64", "arm/v7")
+
+	to := host + "/cnibox/cnibox:v1"
+	var out, errOut bytes.Buffer
+	if err := run([]string{"push", "-ref", to, archive}, &out, &errOut); err != nil {
+		t.Fatalf("image push: %v\n%s", err, errOut.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+	if !strings.Contains(out.String(), "@"+w.Index.String()) {
+		t.Errorf("image push printed %q, want the archive's index %s", out.String(), w.Index)
+	}
+	checkRegistryIndex(t, to, w, map[string]string{"amd64": "cnibox for amd64", "arm64": "cnibox for arm64", "arm/v7": "cnibox for arm/v7"})
+
 	out.Reset()
-	if err := run([]string{"push", "-ref", to, amd, arm}, &out, &errOut); err != nil {
+	if err := run([]string{"push", "-ref", to, archive}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), d1.String()) {
-		t.Errorf("a second push gave another index: %s, first %s", out.String(), d1)
+	if !strings.Contains(out.String(), w.Index.String()) {
+		t.Errorf("a second push gave another index: %s, want %s", out.String(), w.Index)
 	}
 }
 
@@ -134,19 +166,24 @@ func layerFile(t *testing.T, open func() (io.ReadCloser, error), path string) st
 	}
 }
 
-// TestPushRefusals: a bad reference, no archive, two archives of one
-// architecture, each refused with what to do.
+// TestPushRefusals: a bad reference, no archive, two archives, an archive
+// that is not make image's: each refused with what to do.
 func TestPushRefusals(t *testing.T) {
 	dir := t.TempDir()
-	amd, _ := writeArchiveFor(t, dir, "ghcr.io/cnibox/cnibox:v1", "amd64")
+	amd, _ := writeArchive(t, dir, "ghcr.io/cnibox/cnibox:v1", "amd64")
+	notLayout := filepath.Join(dir, "other.tar")
+	if err := os.WriteFile(notLayout, []byte("not a tar"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"push", "-ref", "127.0.0.1:1/cnibox", amd}, "give a name and a tag"},
-		{[]string{"push", "-ref", "127.0.0.1:1/cnibox:v1"}, "no archives"},
-		{[]string{"push", "-ref", "127.0.0.1:1/cnibox:v1", amd, amd}, "one archive per architecture"},
+		{[]string{"push", "-ref", "127.0.0.1:1/cnibox:v1"}, "name the one make image wrote"},
+		{[]string{"push", "-ref", "127.0.0.1:1/cnibox:v1", amd, amd}, "name the one make image wrote"},
 		{[]string{"push", "-ref", "127.0.0.1:1/cnibox:v1", filepath.Join(dir, "none.tar")}, "no such file"},
+		{[]string{"push", "-ref", "127.0.0.1:1/cnibox:v1", notLayout}, "not a tar archive"},
 	} {
 		err := run(c.args, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

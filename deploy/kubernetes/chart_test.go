@@ -135,12 +135,12 @@ func readFile(t *testing.T, path string) string {
 // are here.
 func TestChartDefaultsAreTheManifest(t *testing.T) {
 	want := objects(t, "cnibox.yaml", readFile(t, "cnibox.yaml"))
-	sameObjects(t, "the chart's defaults", objects(t, "helm template", mustTemplate(t)), want)
+	sameObjects(t, "the chart's defaults", chartObjects(t), want)
 
 	for k, v := range objects(t, "cnibox-dhcp.yaml", readFile(t, "cnibox-dhcp.yaml")) {
 		want[k] = v
 	}
-	sameObjects(t, "the chart with dhcp.enabled", objects(t, "helm template", mustTemplate(t, "--set", "dhcp.enabled=true")), want)
+	sameObjects(t, "the chart with dhcp.enabled", chartObjects(t, "--set", "dhcp.enabled=true"), want)
 
 	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml"} {
 		if readFile(t, filepath.Join(chartDir, "crds", crd)) != readFile(t, crd) {
@@ -149,17 +149,51 @@ func TestChartDefaultsAreTheManifest(t *testing.T) {
 	}
 }
 
+// checksumKey is the annotation of the agent's pod template that holds
+// the ConfigMap's checksum (helm upgrade with a changed ConfigMap rolls the
+// agents); the manifest has none.
+const checksumKey = "checksum/config"
+
+// chartObjects is the chart's output for args, by object as objects
+// gives it, with the DaemonSet cnibox's checksum annotation left out (the
+// test fails if it is missing).
+func chartObjects(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	objs := objects(t, "helm template", mustTemplate(t, args...))
+	if _, sum := dropChecksum(objs); len(sum) != 64 {
+		t.Errorf("the DaemonSet cnibox's pod template has no %s annotation of 64 hex digits: %q", checksumKey, sum)
+	}
+	return objs
+}
+
+// dropChecksum removes the checksum annotation from the DaemonSet cnibox's
+// pod template in objs (and the annotations with it if it was the only
+// one) and returns that pod template's metadata and the checksum.
+func dropChecksum(objs map[string]any) (map[string]any, string) {
+	ds, _ := objs["DaemonSet kube-system/cnibox"].(map[string]any)
+	spec, _ := ds["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	meta, _ := tmpl["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	sum, _ := ann[checksumKey].(string)
+	delete(ann, checksumKey)
+	if ann != nil && len(ann) == 0 {
+		delete(meta, "annotations")
+	}
+	return meta, sum
+}
+
 // renderChart writes the chart's output for args where the manifest tests
 // read: cnibox.yaml (the chart without dhcp), cnibox-dhcp.yaml (its dhcp
-// DaemonSet alone) and this directory's cnibox-multus.yaml (not in the
-// chart), and points eachDoc there until the test ends.
+// DaemonSet alone) and cnibox-multus.yaml (the chart in mode multus), and
+// points eachDoc there until the test ends.
 func renderChart(t *testing.T, args ...string) {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
 		"cnibox.yaml":        mustTemplate(t, append(args, "--set", "dhcp.enabled=false")...),
 		"cnibox-dhcp.yaml":   mustTemplate(t, append(args, "--set", "dhcp.enabled=true", "--show-only", "templates/dhcp.yaml")...),
-		"cnibox-multus.yaml": readFile(t, "cnibox-multus.yaml"),
+		"cnibox-multus.yaml": mustTemplate(t, append(args, "--set", "mode=multus,dhcp.enabled=false")...),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
@@ -181,12 +215,18 @@ func TestChartHoldsTheRules(t *testing.T) {
 	for name, test := range map[string]func(*testing.T){
 		"ConfigMap": TestConfigMap, "DaemonSet": TestDaemonSet, "RBAC": TestRBAC, "PodSecurity": TestPodSecurity,
 		"DHCPDaemonSet": TestDHCPDaemonSet, "NoCRDWithTheDaemonSets": TestNoCRDWithTheDaemonSets, "InstallStep": TestInstallStep,
+		"MultusRBAC": TestMultusRBAC, "MultusDaemonSet": TestMultusDaemonSet, "MultusCommands": TestMultusCommands,
+		"MultusInstallStep": TestMultusInstallStep, "PoliciesAlike": TestPoliciesAlike,
 	} {
 		t.Run("defaults/"+name, test)
 	}
 	renderChart(t, "--set", "podAPI=false,clusterIPAM.enabled=false,ipMasq=false,networkPolicy.enabled=false")
 	t.Run("featuresOff/RBAC", TestRBAC)
+	t.Run("featuresOff/MultusRBAC", TestMultusRBAC)
 	t.Run("featuresOff/PodSecurity", TestPodSecurity)
+	if cmd := loadMultus(t).ds.Spec.Template.Spec.Containers[0].Command; slices.Contains(cmd, "--cluster-ipam") {
+		t.Errorf("featuresOff: the multus agent still has --cluster-ipam: %v", cmd)
+	}
 	cmd := load(t).ds.Spec.Template.Spec.Containers[0].Command
 	for _, flag := range []string{"--pod-api", "--cluster-ipam", "--ip-masq"} {
 		if slices.Contains(cmd, flag) {
@@ -198,6 +238,72 @@ func TestChartHoldsTheRules(t *testing.T) {
 	}
 	renderChart(t, "--set", "networkPolicy.clusterNetworkPolicies=true")
 	t.Run("clusterNetworkPolicies/RBAC", TestRBAC)
+}
+
+// TestChartMultusIsTheManifest: the chart in mode multus renders the
+// objects of cnibox-multus.yaml, field for field, and none of the
+// primary's; its values reach the multus DaemonSet; dhcp.enabled beside it
+// (a second dhcp daemon) is refused, naming the value.
+func TestChartMultusIsTheManifest(t *testing.T) {
+	want := objects(t, "cnibox-multus.yaml", readFile(t, "cnibox-multus.yaml"))
+	sameObjects(t, "the chart in mode multus", objects(t, "helm template", mustTemplate(t, "--set", "mode=multus")), want)
+
+	renderChart(t, "--set", "multus.nadTrustedNamespaces={kube-system,net-admin},clusterIPAM.namespace=ipam,cni.binDir=/usr/libexec/cni",
+		"--set", "image.tag=v9,multus.resources.limits.memory=80Mi,dhcp.resources.limits.memory=30Mi,nodeSelector.pool=edge")
+	m := loadMultus(t)
+	spec := m.ds.Spec.Template.Spec
+	cmd := spec.Containers[0].Command
+	for _, want := range []string{"--nad-trusted-namespaces=kube-system,net-admin", "--cluster-ipam-namespace=ipam", "--pod-api-only", "--multus-conf-dir=/host/etc/cni/net.d"} {
+		if !slices.Contains(cmd, want) {
+			t.Errorf("the multus agent's command %v lacks %s", cmd, want)
+		}
+	}
+	if q := spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; q.String() != "80Mi" {
+		t.Errorf("the multus agent's memory limit %s, want 80Mi", q.String())
+	}
+	if q := spec.Containers[1].Resources.Limits[corev1.ResourceMemory]; q.String() != "30Mi" {
+		t.Errorf("the dhcp container's memory limit %s, want 30Mi", q.String())
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if c.Image != "ghcr.io/cnibox/cnibox:v9" {
+			t.Errorf("container %s: image %s", c.Name, c.Image)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Name == "cni-bin" && (v.HostPath == nil || v.HostPath.Path != "/usr/libexec/cni") {
+			t.Errorf("volume cni-bin %+v, want the host's /usr/libexec/cni", v.VolumeSource)
+		}
+	}
+	if spec.NodeSelector["pool"] != "edge" {
+		t.Errorf("nodeSelector %v", spec.NodeSelector)
+	}
+	if _, err := helmTemplate(t, "--set", "mode=multus,dhcp.enabled=true"); err == nil || !strings.Contains(err.Error(), "dhcp.enabled") {
+		t.Errorf("mode multus with dhcp.enabled: %v, want a refusal naming dhcp.enabled", err)
+	}
+}
+
+// TestChartConfigChecksum: the agent's pod template carries the
+// ConfigMap's checksum, so that helm upgrade with a changed net-conf.json
+// rolls the agents (a new pod template) and one that changes nothing of
+// the ConfigMap (the image) does not change it.
+func TestChartConfigChecksum(t *testing.T) {
+	sum := func(args ...string) string {
+		t.Helper()
+		_, s := dropChecksum(objects(t, "helm template", mustTemplate(t, args...)))
+		if len(s) != 64 {
+			t.Fatalf("%v: no checksum annotation: %q", args, s)
+		}
+		return s
+	}
+	base := sum()
+	for _, set := range []string{"podCIDR=10.10.0.0/16", "backend.type=host-gw", "mtu=1400", "apiServer.host=192.0.2.1"} {
+		if sum("--set", set) == base {
+			t.Errorf("--set %s changes the ConfigMap but not the checksum: helm upgrade would not roll the agents", set)
+		}
+	}
+	if sum("--set", "image.tag=v2,resources.limits.memory=1Gi") != base {
+		t.Error("a change outside the ConfigMap changed its checksum")
+	}
 }
 
 // TestChartValues: the values an operator changes land where the agent
@@ -266,6 +372,9 @@ func TestChartSchema(t *testing.T) {
 		{"podCIDR=10.244.0.0", "podCIDR"},
 		{"image.digest=deadbeef", "digest"},
 		{"clusterIPAM.enable=false", "enable"},
+		{"mode=secondary", "mode"},
+		{"multus.nadTrustedNamespace=default", "nadTrustedNamespace"},
+		{"multus.nadTrustedNamespaces={Default}", "nadTrustedNamespaces"},
 	} {
 		_, err := helmTemplate(t, "--set", c.set)
 		if err == nil {
