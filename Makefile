@@ -203,6 +203,26 @@ test-conformance: deps image
 	for c in $(CONFORMANCE_CONFIGS); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \
 	exit $$rc
 
+# test-cnp: the ClusterNetworkPolicy conformance profile of
+# sigs.k8s.io/network-policy-api v0.2.0 (the module's own suite, built once
+# from the module proxy by test/conformance/build.sh cnp) on the three-node
+# harness of test-conformance, cnibox with --cluster-network-policies, its
+# chart's RBAC and the module's standard CRD. Report in bin/conformance/cnp/;
+# the last line is the counts (docs/conformance.md).
+.PHONY: test-cnp
+test-cnp: deps image
+	@missing=$$(for p in $(CONFORMANCE_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	[ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null)
+	rc=0; kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl kube-proxy) && \
+	tools=$$(for b in agnhost regression coredns; do bash test/conformance/build.sh $$b >/dev/null || exit 1; done; \
+		bash test/conformance/build.sh cnp) && \
+	rm -f bin/conformance/cnp/summary && \
+	CNIBOX_CONFORMANCE_TOOLS=$$tools CNIBOX_CONFORMANCE_REPORT=$(CURDIR)/bin/conformance/cnp \
+	CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+		$(GO) test -count=1 -timeout 60m -tags kube -run 'TestKubeCNPConformance$$' -v ./test/node/ || rc=1; \
+	cat bin/conformance/cnp/summary 2>/dev/null || echo "conformance cnp: no result"; \
+	exit $$rc
+
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM
 # (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER
 # for another), with every network module loaded; TEST_KERNEL_ARGS='-run X'.

@@ -41,6 +41,8 @@ func load(t *testing.T, in *Input, file string) {
 		case "Namespace":
 			var ns corev1.Namespace
 			decode(t, doc, &ns)
+			// the API server's own label of every namespace
+			metav1.SetMetaDataLabel(&ns.ObjectMeta, corev1.LabelMetadataName, ns.Name)
 			in.Namespaces = append(in.Namespaces, NamespaceFromAPI(&ns))
 		case "StatefulSet":
 			var ss appsv1.StatefulSet
@@ -156,4 +158,75 @@ func TestConformancePriority(t *testing.T) {
 		ps[i].want = true
 	}
 	t.Run("pass at 40 to the baseline's accept", func(t *testing.T) { pokes(t, in, ps) })
+}
+
+// TestConformanceIngressSCTP is the suite's
+// admin-network-policy-standard-ingress-sctp (CNPAdminTierIngressSCTP),
+// its patches applied in its order: make test-cnp cannot run it on a
+// kernel without SCTP sockets.
+func TestConformanceIngressSCTP(t *testing.T) {
+	var in Input
+	in.Node = node
+	load(t, &in, "manifests.yaml")
+	load(t, &in, "standard-ingress-sctp-rules.yaml")
+	cnp := cnpNamed(in, "ingress-sctp")
+	swap := func(i, j int) { r := cnp.Spec.Ingress; r[i], r[j] = r[j], r[i] }
+	const l0, l1 = "ravenclaw/luna-lovegood-0", "ravenclaw/luna-lovegood-1"
+	t.Run("allow, rule order", func(t *testing.T) {
+		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l0, SCTP, 9003, true}, {"gryffindor/harry-potter-1", l0, SCTP, 9005, true}})
+	})
+	t.Run("allow at the port", func(t *testing.T) {
+		pokes(t, in, []poke{{"hufflepuff/cedric-diggory-0", l1, SCTP, 9003, true}, {"hufflepuff/cedric-diggory-1", l1, SCTP, 9005, false}})
+	})
+	swap(0, 1)
+	t.Run("deny, rule order", func(t *testing.T) {
+		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l1, SCTP, 9003, false}, {"gryffindor/harry-potter-1", l1, SCTP, 9005, false}})
+	})
+	t.Run("deny at the port", func(t *testing.T) {
+		pokes(t, in, []poke{{"slytherin/draco-malfoy-0", l0, SCTP, 9003, false}, {"slytherin/draco-malfoy-1", l0, SCTP, 9005, true}})
+	})
+	swap(0, 2)
+	t.Run("pass, rule order", func(t *testing.T) {
+		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l1, SCTP, 9003, true}, {"gryffindor/harry-potter-1", l1, SCTP, 9005, true}})
+	})
+	swap(3, 4)
+	t.Run("pass at the port", func(t *testing.T) {
+		pokes(t, in, []poke{{"slytherin/draco-malfoy-0", l0, SCTP, 9003, true}, {"slytherin/draco-malfoy-1", l0, SCTP, 9005, true}})
+	})
+}
+
+// TestConformanceEgressSCTP is the suite's
+// admin-network-policy-standard-egress-sctp (CNPAdminTierEgressSCTP), as
+// TestConformanceIngressSCTP.
+func TestConformanceEgressSCTP(t *testing.T) {
+	var in Input
+	in.Node = node
+	load(t, &in, "manifests.yaml")
+	load(t, &in, "standard-egress-sctp-rules.yaml")
+	cnp := cnpNamed(in, "egress-sctp")
+	swap := func(i, j int) { r := cnp.Spec.Egress; r[i], r[j] = r[j], r[i] }
+	const l0, l1 = "ravenclaw/luna-lovegood-0", "ravenclaw/luna-lovegood-1"
+	const h0, h1 = "gryffindor/harry-potter-0", "gryffindor/harry-potter-1"
+	const c1, d0 = "hufflepuff/cedric-diggory-1", "slytherin/draco-malfoy-0"
+	t.Run("allow, rule order", func(t *testing.T) {
+		pokes(t, in, []poke{{l0, h0, SCTP, 9003, true}, {l1, h0, SCTP, 9005, true}})
+	})
+	t.Run("allow at the port", func(t *testing.T) {
+		pokes(t, in, []poke{{l0, c1, SCTP, 9003, true}, {l1, c1, SCTP, 9005, false}})
+	})
+	swap(0, 1)
+	t.Run("deny, rule order", func(t *testing.T) {
+		pokes(t, in, []poke{{l0, h1, SCTP, 9003, false}, {l1, h1, SCTP, 9005, false}})
+	})
+	t.Run("deny at the port", func(t *testing.T) {
+		pokes(t, in, []poke{{l0, d0, SCTP, 9003, false}, {l1, d0, SCTP, 9005, true}})
+	})
+	swap(0, 2)
+	t.Run("pass, rule order", func(t *testing.T) {
+		pokes(t, in, []poke{{l0, h1, SCTP, 9003, true}, {l1, h1, SCTP, 9005, true}})
+	})
+	swap(3, 4)
+	t.Run("pass at the port", func(t *testing.T) {
+		pokes(t, in, []poke{{l0, d0, SCTP, 9003, true}, {l1, d0, SCTP, 9005, true}})
+	})
 }

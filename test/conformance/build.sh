@@ -16,6 +16,13 @@
 #                     (k8s.io/kubernetes/test/images/regression-issue-74839)
 #   ginkgo            the ginkgo CLI at the version Kubernetes requires: it
 #                     runs the e2e binary's specs in parallel processes
+#   cnp-conformance-CNPVER.test  (build.sh cnp only) the conformance suite
+#                     of sigs.k8s.io/network-policy-api at CNPVER (default
+#                     v0.2.0: ClusterNetworkPolicy): its ./conformance
+#                     package's test binary, built in the module as its
+#                     own main module (its go.mod and go.sum), make test-cnp;
+#                     cnp-crd-CNPVER.yaml beside it, the module's
+#                     config/crd/standard ClusterNetworkPolicy CRD
 #
 #   build.sh          build what is missing; print the cache directory
 #
@@ -29,6 +36,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VER=${KCP_VERSION:-v1.34.2}
 CDVER=${COREDNS_VERSION:-v1.12.4}
+CNPVER=${CNP_VERSION:-v0.2.0}
 OUT=${KCP_CACHE:-$HOME/.cache/cnibox-kube/$VER}/conformance
 E2E=${E2E:-network}
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -115,10 +123,26 @@ coredns() {
   rmdir "$OUT/coredns.tmp"
 }
 
+# cnp: the module's conformance suite, built where the module is its own
+# main module (a writable copy of the module cache's tree).
+cnp() {
+  local name=cnp-conformance-$CNPVER.test dir src
+  [ -x "$OUT/$name" ] && [ -f "$OUT/cnp-crd-$CNPVER.yaml" ] && return
+  log "building $name (once)"
+  src=$(cd / && go mod download -json "sigs.k8s.io/network-policy-api@$CNPVER" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$src" ] || { log "sigs.k8s.io/network-policy-api@$CNPVER: no module directory"; return 1; }
+  dir=$OUT/cnp.tmp
+  rm -rf "$dir" && cp -r "$src" "$dir" && chmod -R u+w "$dir"
+  (cd "$dir" && timed "$name" go test -c -vet=off -trimpath -ldflags='-s -w' -o "$OUT/$name.tmp" ./conformance)
+  cp "$dir/config/crd/standard/policy.networking.k8s.io_clusternetworkpolicies.yaml" "$OUT/cnp-crd-$CNPVER.yaml"
+  rm -rf "$dir"
+  mv "$OUT/$name.tmp" "$OUT/$name"
+}
+
 mkdir -p "$OUT"
 case "${1:-all}" in
 all) agnhost && regression && ginkgo && coredns && e2e_test ;;
-agnhost | regression | ginkgo | coredns | e2e_test) "$1" ;;
-*) sed -n '2,28p' "$0"; exit 2 ;;
+agnhost | regression | ginkgo | coredns | e2e_test | cnp) "$1" ;;
+*) sed -n '2,35p' "$0"; exit 2 ;;
 esac
 echo "$OUT"

@@ -16,6 +16,10 @@ import (
 // imported into every node's containerd.
 const (
 	agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
+	// agnhostImageCNP is the same image under the name the
+	// ClusterNetworkPolicy conformance suite's manifests give it
+	// (network-policy-api v0.2.0's conformance/base)
+	agnhostImageCNP = "registry.k8s.io/e2e-test-images/agnhost:2.45"
 	// jessie-dnsutils: the DNS specs' second prober (dig in a shell loop)
 	dnsutilsImage = "registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7"
 	busyboxImage  = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
@@ -107,7 +111,7 @@ func writeConformanceImages(t *testing.T, dir, tools string) []string {
 		fileFrom(t, "/coredns", filepath.Join(tools, "coredns-"+corednsVersion)))
 	const path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	specs := map[string]imageSpec{
-		"agnhost":  {refs: []string{agnhostImage}, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}, path: path, files: files},
+		"agnhost":  {refs: []string{agnhostImage, agnhostImageCNP}, entrypoint: []string{"/agnhost"}, cmd: []string{"pause"}, path: path, files: files},
 		"dnsutils": {refs: []string{dnsutilsImage}, cmd: []string{"sh"}, path: path, files: files},
 		"pause": {refs: []string{pauseImage}, entrypoint: []string{"/agnhost", "pause"},
 			files: []imageFile{fileFrom(t, "/agnhost", filepath.Join(tools, "agnhost"))}},
