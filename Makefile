@@ -166,7 +166,10 @@ test-node: deps image
 # three real kubelet nodes with kube-proxy (nftables) and CoreDNS, once per
 # configuration: the anchor (flannel v0.28.9 with the reference plugins
 # v1.9.1), cnibox on vxlan and on host-gw (bin/cnibox.yaml), and cnibox on
-# a dual-stack cluster (its [Feature:IPv6DualStack] specs). The e2e
+# a dual-stack cluster (its [Feature:IPv6DualStack] specs); netpol and
+# netpol-anchor (not in the default list) run the NetworkPolicy suite on
+# cnibox-vxlan and on the anchor with kube-router v2.1.0's policy
+# controller (test/internal/kuberouter builds it once). The e2e
 # binary, agnhost and CoreDNS are built once from the module proxy
 # (test/conformance/build.sh), the images written from them and Debian's
 # tools. JUnit reports in bin/conformance/CONFIG/; the last lines are the
