@@ -176,6 +176,9 @@ test-node: deps image
 # counts (docs/conformance.md). CONFORMANCE_CONFIGS picks configurations,
 # CONFORMANCE_FOCUS / CONFORMANCE_SKIP the specs (ginkgo regexps).
 CONFORMANCE_CONFIGS ?= anchor cnibox-vxlan cnibox-hostgw dualstack
+# spaces or commas between them (CONFORMANCE_CONFIGS=netpol,netpol-anchor)
+comma := ,
+conformance_configs = $(subst $(comma), ,$(CONFORMANCE_CONFIGS))
 CONFORMANCE_DEBS := wget netcat-openbsd bind9-dnsutils iproute2 curl
 .PHONY: test-conformance
 test-conformance: deps image
@@ -183,14 +186,14 @@ test-conformance: deps image
 	[ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null)
 	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl kube-proxy) && \
 	tools=$$(bash test/conformance/build.sh) && rc=0 && \
-	for c in $(CONFORMANCE_CONFIGS); do \
+	for c in $(conformance_configs); do \
 		rm -f bin/conformance/$$c/summary; \
 		CNIBOX_CONFORMANCE=$$c CNIBOX_CONFORMANCE_TOOLS=$$tools CNIBOX_CONFORMANCE_REPORT=$(CURDIR)/bin/conformance/$$c \
 		CNIBOX_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CNIBOX_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
 		CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
 			$(GO) test -count=1 -timeout 120m -tags kube -run 'TestKubeConformance$$' -v ./test/node/ || rc=1; \
 	done; \
-	for c in $(CONFORMANCE_CONFIGS); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \
+	for c in $(conformance_configs); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \
 	exit $$rc
 
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM

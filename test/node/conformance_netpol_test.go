@@ -68,7 +68,8 @@ func writeKubeRouterImage(t *testing.T, dir string) string {
 	files["/usr/local/bin/kube-router"] = bin
 	img := hostFiles(t, files, links)
 	archive := filepath.Join(dir, "kube-router-image.tar")
-	writeImage(t, archive, kubeRouterImage, []string{"/usr/local/bin/kube-router"}, img)
+	// kube-router as the entrypoint: the DaemonSet gives its flags as args
+	writeImageSpec(t, archive, imageSpec{refs: []string{kubeRouterImage}, entrypoint: []string{"/usr/local/bin/kube-router"}, files: img})
 	return archive
 }
 
