@@ -14,7 +14,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 14m
 # containerd for the image test (deploy/image), docker-registry for its push
 # test (a registry on loopback), qemu-user-static to run the arm64 build
 # (no binfmt handler is registered: the test calls qemu-aarch64-static).
-TEST_DEBS  := iproute2 nftables iptables podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry qemu-user-static
+TEST_DEBS  := iproute2 nftables iptables ipset podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry qemu-user-static
 # firewalld for the firewall role's firewalld tests (they run it on a private
 # D-Bus in their own namespaces), only where systemd is not PID 1: there,
 # installing Debian's package would start firewalld on the machine itself.
@@ -179,13 +179,19 @@ test-node: deps image
 # three real kubelet nodes with kube-proxy (nftables) and CoreDNS, once per
 # configuration: the anchor (flannel v0.28.9 with the reference plugins
 # v1.9.1), cnibox on vxlan and on host-gw (bin/cnibox.yaml), and cnibox on
-# a dual-stack cluster (its [Feature:IPv6DualStack] specs). The e2e
+# a dual-stack cluster (its [Feature:IPv6DualStack] specs); netpol and
+# netpol-anchor (not in the default list) run the NetworkPolicy suite on
+# cnibox-vxlan and on the anchor with kube-router v2.1.0's policy
+# controller (test/internal/kuberouter builds it once). The e2e
 # binary, agnhost and CoreDNS are built once from the module proxy
 # (test/conformance/build.sh), the images written from them and Debian's
 # tools. JUnit reports in bin/conformance/CONFIG/; the last lines are the
 # counts (docs/conformance.md). CONFORMANCE_CONFIGS picks configurations,
 # CONFORMANCE_FOCUS / CONFORMANCE_SKIP the specs (ginkgo regexps).
 CONFORMANCE_CONFIGS ?= anchor cnibox-vxlan cnibox-hostgw dualstack
+# spaces or commas between them (CONFORMANCE_CONFIGS=netpol,netpol-anchor)
+comma := ,
+conformance_configs = $(subst $(comma), ,$(CONFORMANCE_CONFIGS))
 CONFORMANCE_DEBS := wget netcat-openbsd bind9-dnsutils iproute2 curl
 .PHONY: test-conformance
 test-conformance: deps image
@@ -193,14 +199,14 @@ test-conformance: deps image
 	[ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null)
 	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl kube-proxy) && \
 	tools=$$(bash test/conformance/build.sh) && rc=0 && \
-	for c in $(CONFORMANCE_CONFIGS); do \
+	for c in $(conformance_configs); do \
 		rm -f bin/conformance/$$c/summary; \
 		CNIBOX_CONFORMANCE=$$c CNIBOX_CONFORMANCE_TOOLS=$$tools CNIBOX_CONFORMANCE_REPORT=$(CURDIR)/bin/conformance/$$c \
 		CNIBOX_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CNIBOX_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
 		CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
 			$(GO) test -count=1 -timeout 120m -tags kube -run 'TestKubeConformance$$' -v ./test/node/ || rc=1; \
 	done; \
-	for c in $(CONFORMANCE_CONFIGS); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \
+	for c in $(conformance_configs); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \
 	exit $$rc
 
 # test-cnp: the ClusterNetworkPolicy conformance profile of

@@ -2,15 +2,15 @@
 # table.sh [DIR]: the side-by-side table of docs/conformance.md, from the
 # results.tsv (spec, state) make test-conformance left in DIR/CONFIG/
 # (default bin/conformance): one row per spec, one column per configuration
-# (anchor, cnibox-vxlan, cnibox-hostgw, dualstack, those present), then
-# the counts. A DIR/CONFIG-rerun*/results.tsv (the same configuration with
+# (anchor, cnibox-vxlan, cnibox-hostgw, dualstack, those present; CONFIGS
+# names others, e.g. CONFIGS='netpol-anchor netpol'), then the counts. A DIR/CONFIG-rerun*/results.tsv (the same configuration with
 # CNIBOX_CONFORMANCE_FOCUS naming some specs again and
 # CNIBOX_CONFORMANCE_REPORT there; several in name order, the last wins)
 # gives those specs' state, marked "(rerun)".
 set -euo pipefail
 dir=${1:-bin/conformance}
 configs=() files=() cols=()
-for c in anchor cnibox-vxlan cnibox-hostgw dualstack; do
+for c in ${CONFIGS:-anchor cnibox-vxlan cnibox-hostgw dualstack}; do
   [ -f "$dir/$c/results.tsv" ] || continue
   configs+=("$c")
   files+=("$dir/$c/results.tsv") cols+=("${#configs[@]}")

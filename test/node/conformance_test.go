@@ -69,7 +69,8 @@ func conformanceEnv() []string {
 // CoreDNS, on the network of the configuration $CNIBOX_CONFORMANCE names:
 // anchor (flannel's kube-flannel.yml with a real flanneld v0.28.9 and the
 // reference plugins v1.9.1), cnibox-vxlan (bin/cnibox.yaml as the README
-// applies it) or cnibox-hostgw (the same, Backend.Type host-gw). The e2e
+// applies it) or cnibox-hostgw (the same, Backend.Type host-gw), or the
+// Netpol suite's netpol and netpol-anchor (conformance_netpol_test.go). The e2e
 // binary, agnhost and CoreDNS come from test/conformance/build.sh
 // ($CNIBOX_CONFORMANCE_TOOLS); e2e's JUnit report goes to
 // $CNIBOX_CONFORMANCE_REPORT with results.tsv (spec, state) and summary
@@ -88,7 +89,8 @@ func TestKubeConformance(t *testing.T) {
 	images := writeConformanceImages(t, t.TempDir(), tools)
 	opts := clusterOpts{env: conformanceEnv()}
 	var manifest, ns, ds string
-	switch config {
+	base, netpol := netpolBase(config)
+	switch base {
 	case "anchor":
 		data, err := os.ReadFile(flannelManifest)
 		if err != nil {
@@ -108,7 +110,7 @@ func TestKubeConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		manifest, ns, ds = string(data), "kube-system", "cnibox"
-		switch config {
+		switch base {
 		case "cnibox-hostgw":
 			manifest = withBackend(t, []byte(manifest), "host-gw")
 		case "dualstack":
@@ -117,8 +119,9 @@ func TestKubeConformance(t *testing.T) {
 			opts.env = append(opts.env, "CLUSTER_CIDR=10.244.0.0/16,"+podNetwork6, "SERVICE_CIDR=10.96.0.0/16,"+serviceNetwork6)
 		}
 	default:
-		t.Fatalf("$CNIBOX_CONFORMANCE=%q: want anchor, cnibox-vxlan, cnibox-hostgw or dualstack", config)
+		t.Fatalf("$CNIBOX_CONFORMANCE=%q: want anchor, cnibox-vxlan, cnibox-hostgw, dualstack, netpol or netpol-anchor", config)
 	}
+	images = append(images, netpolImages(t, config)...)
 	t.Logf("images written after %v", time.Since(start).Round(time.Second))
 	c := startClusterWith(t, 3, opts)
 	c.importImages(images...)
@@ -133,12 +136,16 @@ func TestKubeConformance(t *testing.T) {
 		}
 		c.apply(string(coredns))
 		c.must("-n", "kube-system", "rollout", "status", "deploy/coredns", c.timeout())
+		c.startNetpolAnchor(config)
 	})
 	t.Logf("%s: cluster ready after %v", config, time.Since(start).Round(time.Second))
 	var res []specResult
 	focus, skip := conformanceFocus, conformanceSkip
 	if opts.dualStack {
 		focus, skip = conformanceFocus6, conformanceSkip6
+	}
+	if netpol {
+		focus, skip = netpolFocus, netpolSkip
 	}
 	focus = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_FOCUS"), focus)
 	skip = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_SKIP"), skip)

@@ -146,22 +146,28 @@ func writeFlannelImages(t *testing.T, dir string) []string {
 	t.Helper()
 	bins := flannelBinaries(t)
 	ipt, links := iptablesFiles(t)
-	var fl []imageFile
-	for image, host := range map[string]string{"/opt/bin/flanneld": filepath.Join(bins, "flanneld"),
-		"/opt/bin/install-conf": filepath.Join(bins, "install-conf")} {
-		fl = append(fl, fileFrom(t, image, host))
-	}
-	for image, host := range ipt {
-		fl = append(fl, fileFrom(t, image, host))
-	}
-	for image, target := range links {
-		fl = append(fl, imageFile{path: image, link: target})
-	}
+	ipt["/opt/bin/flanneld"] = filepath.Join(bins, "flanneld")
+	ipt["/opt/bin/install-conf"] = filepath.Join(bins, "install-conf")
+	fl := hostFiles(t, ipt, links)
 	flannel := filepath.Join(dir, "flannel-image.tar")
 	writeImage(t, flannel, flannelImage, []string{"/opt/bin/flanneld"}, fl)
 	cni := filepath.Join(dir, "flannel-cni-image.tar")
 	writeImage(t, cni, flannelCNIImage, []string{"sh"}, []imageFile{fileFrom(t, "/flannel", filepath.Join(bins, "flannel"))})
 	return []string{flannel, cni}
+}
+
+// hostFiles are the host's files (image path -> host path) and the
+// symbolic links (image path -> target) as an image's entries.
+func hostFiles(t *testing.T, files, links map[string]string) []imageFile {
+	t.Helper()
+	var img []imageFile
+	for image, host := range files {
+		img = append(img, fileFrom(t, image, host))
+	}
+	for image, target := range links {
+		img = append(img, imageFile{path: image, link: target})
+	}
+	return img
 }
 
 // fileFrom is the host's file host at path in an image.
