@@ -64,6 +64,21 @@ func Listen(path string, gid int) (net.Listener, error) {
 	return ln, nil
 }
 
+// ListenNamed is Listen for a daemon's socket, its errors named for the
+// operator: what names the socket (a flag, "pod API socket") and prefixes
+// every error, and served says, after the path, what to do when another
+// process serves it (ErrServed).
+func ListenNamed(path string, gid int, what, served string) (net.Listener, error) {
+	ln, err := Listen(path, gid)
+	switch {
+	case errors.Is(err, ErrServed):
+		return nil, fmt.Errorf("%s %s: %s", what, path, served)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return ln, nil
+}
+
 // ErrServed: another process answers on the socket.
 var ErrServed = errors.New("another process serves this socket")
 
