@@ -3,7 +3,8 @@
 // with its mode from the start (the umask at bind, no window in which
 // others could connect), replace a stale one but never a file that is not
 // a socket or one another process serves, check who called (SO_PEERCRED,
-// SO_PEERGROUPS), and read one bounded line.
+// SO_PEERGROUPS), and read one bounded line; and what their clients do
+// alike: one call, a line of JSON each way (Call).
 package unixsock
 
 import (
