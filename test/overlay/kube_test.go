@@ -65,6 +65,23 @@ func (c *cluster) startControlPlane() (kubernetes.Interface, string) {
 	return kube.Clientset(t, kubeconfig), nodeCfg
 }
 
+// startKubeOverlay starts the control plane (startControlPlane) for agents
+// with the Kubernetes subnet manager on 10.244.0.0/16 with VXLAN: it writes
+// their net-conf.json, reads the leases from the Nodes, and runs each agent
+// with --kube-subnet-mgr, the nodes' kubeconfig, the net-conf and its node
+// name (a test may change agentArgs before it starts the agents).
+func (c *cluster) startKubeOverlay() (cs kubernetes.Interface, nodeCfg, netConf string) {
+	t := c.t
+	cs, nodeCfg = c.startControlPlane()
+	netConf = filepath.Join(t.TempDir(), "net-conf.json")
+	must(t, os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o644))
+	c.leaseSource = func() map[netip.Prefix]lease.Lease { return kubeLeases(t, cs) }
+	c.agentArgs = func(n *node) []string {
+		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name}
+	}
+	return cs, nodeCfg, netConf
+}
+
 // kubeLeases reads the leases the way an agent does: podCIDR plus flannel's
 // annotations, of the nodes that run an overlay agent.
 func kubeLeases(t *testing.T, cs kubernetes.Interface) map[netip.Prefix]lease.Lease {
@@ -90,13 +107,7 @@ func kubeLeases(t *testing.T, cs kubernetes.Interface) map[netip.Prefix]lease.Le
 
 func TestKubeCluster(t *testing.T) {
 	c := newCluster(t, 3)
-	cs, nodeCfg := c.startControlPlane()
-	netConf := filepath.Join(t.TempDir(), "net-conf.json")
-	must(t, os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o644))
-	c.leaseSource = func() map[netip.Prefix]lease.Lease { return kubeLeases(t, cs) }
-	c.agentArgs = func(n *node) []string {
-		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name}
-	}
+	cs, _, _ := c.startKubeOverlay()
 	ctx := context.Background()
 	for _, n := range c.nodes {
 		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{})
