@@ -58,6 +58,20 @@ func (a *Args) SetShared(key, v any) {
 	a.shared[key] = v
 }
 
+// Setting is a path or value a config may set: configured when it is not
+// empty, else the call's $env when that is set, else def.
+func (a *Args) Setting(configured, env, def string) string {
+	if configured != "" {
+		return configured
+	}
+	if a.Getenv != nil {
+		if v := a.Getenv(env); v != "" {
+			return v
+		}
+	}
+	return def
+}
+
 // CNIArgs are the CNI_ARGS keys cnibox understands. Unknown keys are an error
 // unless IgnoreUnknown=1 (or true) is among them, as in the reference plugins.
 type CNIArgs struct {

@@ -46,14 +46,7 @@ const ipamCallTimeout = 2 * time.Minute
 // umask for the moment of the bind: call it before other goroutines create
 // files.
 func Listen(path string, gid int) (net.Listener, error) {
-	ln, err := unixsock.Listen(path, gid)
-	switch {
-	case errors.Is(err, unixsock.ErrServed):
-		return nil, fmt.Errorf("pod API socket %s: another process serves it (a second cnibox-agent?): stop it or choose another --socket", path)
-	case err != nil:
-		return nil, fmt.Errorf("pod API socket: %w", err)
-	}
-	return ln, nil
+	return unixsock.ListenNamed(path, gid, "pod API socket", "another process serves it (a second cnibox-agent?): stop it or choose another --socket")
 }
 
 // Serve answers on ln until ctx ends, then closes ln and removes its socket

@@ -11,10 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
@@ -65,11 +62,11 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	w := &watcher{e: NewEngine(node), cfg: cfg}
 	w.e.SetNodeAddrs(cfg.NodeAddrs)
-	core, err := groupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
+	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	netv1, err := groupClient(rc, networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
+	netv1, err := kubecore.GroupClient(rc, networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -85,7 +82,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}},
 	}
 	if cfg.ClusterNetworkPolicies {
-		c, err := groupClient(rc, cnpv1.SchemeGroupVersion, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
+		c, err := kubecore.GroupClient(rc, cnpv1.SchemeGroupVersion, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -219,18 +216,4 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			}
 		},
 	}
-}
-
-// groupClient is a REST client of the group version gv under apiPath that
-// decodes the given types (JSON, no conversion): kubecore.Client's for any
-// group (kubecore's is core/v1's only).
-func groupClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, types ...runtime.Object) (*rest.RESTClient, error) {
-	scheme := runtime.NewScheme()
-	scheme.AddKnownTypes(gv, types...)
-	metav1.AddToGroupVersion(scheme, gv)
-	c := *rc
-	c.GroupVersion, c.APIPath = &gv, apiPath
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	return rest.RESTClientFor(&c)
 }

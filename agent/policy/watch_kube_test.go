@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,13 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // recSink records, at each delta, whether y/b may reach x/a on 80 and 81
@@ -83,21 +78,13 @@ func (s *recSink) wait(t *testing.T, what, want string) {
 // ClusterNetworkPolicy reaching the model. Run with -tags kube under
 // flock /tmp/cnibox-kube.lock.
 func TestWatchKube(t *testing.T) {
-	script, _ := filepath.Abs("../../test/kube/control-plane.sh")
-	dir := t.TempDir()
-	out, err := exec.Command("bash", script, "start", dir).CombinedOutput()
-	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
-	if err != nil {
-		t.Fatalf("start the control plane: %v\n%s", err, out)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
-	must(t, err)
-	cs, err := kubernetes.NewForConfig(rc)
-	must(t, err)
+	cs, kc := kube.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	installCRD(t, ctx, cs.CoreV1().RESTClient())
+	// The ClusterNetworkPolicy CRD of testdata (v0.2.0's standard channel).
+	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies.yaml")
+	must(t, err)
+	kube.CreateCRD(t, cs, doc, "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies")
 
 	for _, ns := range []string{"x", "y"} {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
@@ -194,27 +181,6 @@ func TestWatchKube(t *testing.T) {
 	cancel()
 	if err := <-errc; err != nil {
 		t.Errorf("Watch: %v", err)
-	}
-}
-
-// installCRD creates the ClusterNetworkPolicy CRD of testdata (v0.2.0's
-// standard channel) and waits until it is served.
-func installCRD(t *testing.T, ctx context.Context, c rest.Interface) {
-	t.Helper()
-	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies.yaml")
-	must(t, err)
-	body, err := yaml.YAMLToJSON(doc)
-	must(t, err)
-	must(t, c.Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
-		Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error())
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		err := c.Get().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").Do(ctx).Error()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ClusterNetworkPolicy CRD is not served: %v", err)
-		}
 	}
 }
 

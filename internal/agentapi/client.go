@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/cnibox/cnibox/internal/unixsock"
@@ -37,30 +35,13 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	unreachable := func(err error) error { return &UnreachableError{Socket: c.socket(), Err: err} }
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket())
-	if err != nil {
-		return nil, unreachable(err)
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode the request: %w", err)
-	}
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return nil, unreachable(err)
-	}
-	line, err := ReadLine(bufio.NewReader(conn))
-	if err != nil {
-		return nil, unreachable(fmt.Errorf("read the answer: %w", err))
-	}
 	var resp Response
-	if err := json.Unmarshal(line, &resp); err != nil {
-		return nil, unreachable(fmt.Errorf("decode the answer: %w", err))
+	err := unixsock.Call(ctx, c.socket(), MaxMessage, req, &resp)
+	switch {
+	case errors.Is(err, unixsock.ErrEncode):
+		return nil, err
+	case err != nil:
+		return nil, &UnreachableError{Socket: c.socket(), Err: err}
 	}
 	if resp.Error != "" {
 		return nil, &Error{Reason: resp.Reason, Msg: resp.Error}

@@ -24,10 +24,16 @@ var CoreV1 = schema.GroupVersion{Group: "", Version: "v1"}
 // Client returns a REST client for the core/v1 API of rc that decodes the
 // given object types (JSON only, no conversion).
 func Client(rc *rest.Config, types ...runtime.Object) (*rest.RESTClient, error) {
+	return GroupClient(rc, CoreV1, "/api", types...)
+}
+
+// GroupClient is Client for any group/version gv, served under apiPath
+// ("/api" for the core group, "/apis" for the others).
+func GroupClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, types ...runtime.Object) (*rest.RESTClient, error) {
 	scheme := runtime.NewScheme()
-	scheme.AddKnownTypes(CoreV1, types...)
-	metav1.AddToGroupVersion(scheme, CoreV1)
-	return RESTClient(rc, CoreV1, "/api", scheme)
+	scheme.AddKnownTypes(gv, types...)
+	metav1.AddToGroupVersion(scheme, gv)
+	return RESTClient(rc, gv, apiPath, scheme)
 }
 
 // RESTClient returns a REST client of rc for the group/version gv, served

@@ -3,7 +3,8 @@
 // with its mode from the start (the umask at bind, no window in which
 // others could connect), replace a stale one but never a file that is not
 // a socket or one another process serves, check who called (SO_PEERCRED,
-// SO_PEERGROUPS), and read one bounded line.
+// SO_PEERGROUPS), and read one bounded line; and what their clients do
+// alike: one call, a line of JSON each way (Call).
 package unixsock
 
 import (
@@ -60,6 +61,21 @@ func Listen(path string, gid int) (net.Listener, error) {
 			ln.Close()
 			return nil, fmt.Errorf("%s: give the socket to group %d: %w (a process outside that group needs CAP_CHOWN)", path, gid, err)
 		}
+	}
+	return ln, nil
+}
+
+// ListenNamed is Listen for a daemon's socket, its errors named for the
+// operator: what names the socket (a flag, "pod API socket") and prefixes
+// every error, and served says, after the path, what to do when another
+// process serves it (ErrServed).
+func ListenNamed(path string, gid int, what, served string) (net.Listener, error) {
+	ln, err := Listen(path, gid)
+	switch {
+	case errors.Is(err, ErrServed):
+		return nil, fmt.Errorf("%s %s: %s", what, path, served)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return ln, nil
 }

@@ -1,10 +1,8 @@
 package nft_test
 
 import (
-	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -97,14 +95,7 @@ func TestFabricIPv6(t *testing.T) {
 		// Without its element, the fabric's frames for the pod's IPv6
 		// address go to the node, not the pod.
 		srv := nstest.Serve(t, l.pod.Path(), podIP6.Addr())
-		err = nstest.Run(t, l.fabric.Path(), func() error {
-			c, err := net.DialTimeout("tcp", srv.String(), 500*time.Millisecond)
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-		if err == nil {
+		if err := dial(t, l.fabric.Path(), srv); err == nil {
 			t.Error("the fabric reached the pod's IPv6 address without its element")
 		}
 		must(t, l.node.NFT().DeleteFabric())

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
@@ -157,14 +156,7 @@ func TestEnsureUplinkAndFabric(t *testing.T) {
 		t.Errorf("fabric pods after delete: %v", pods)
 	}
 	srv := nstest.Serve(t, l.pod.Path(), podIP.Addr())
-	err = nstest.Run(t, l.fabric.Path(), func() error {
-		c, err := net.DialTimeout("tcp", srv.String(), 500*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-	if err == nil {
+	if err := dial(t, l.fabric.Path(), srv); err == nil {
 		t.Error("the fabric reached the pod without its element")
 	}
 	must(t, l.node.NFT().DeleteFabric())

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/google/nftables"
 )
 
 func TestMasq(t *testing.T) {
@@ -113,30 +112,5 @@ func checkEntries(t *testing.T, h *netops.Handle, want []nft.MasqEntry) {
 	slices.SortFunc(want, cmp)
 	if !slices.Equal(got, want) {
 		t.Errorf("MasqEntries() = %+v\nwant %+v", got, want)
-	}
-}
-
-// checkChains compares the chains of the cnibox table with want, reading
-// them with nftables directly.
-func checkChains(t *testing.T, h *netops.Handle, want []string) {
-	t.Helper()
-	ns, err := openNSFile(h.Path())
-	must(t, err)
-	defer ns.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
-	must(t, err)
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	must(t, err)
-	var got []string
-	for _, ch := range chains {
-		if ch.Table.Name == nft.MasqTable {
-			got = append(got, ch.Name)
-		}
-	}
-	slices.Sort(got)
-	want = slices.Clone(want)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("chains = %v, want %v", got, want)
 	}
 }

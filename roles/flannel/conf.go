@@ -61,15 +61,7 @@ func parseFlannelConf(a *cniplug.Args) (*flannelConf, error) {
 
 // subnetFile is the path of subnet.env for this call.
 func (c *flannelConf) subnetFile(a *cniplug.Args) string {
-	if c.SubnetFile != "" {
-		return c.SubnetFile
-	}
-	if a.Getenv != nil {
-		if p := a.Getenv(EnvFlannelSubnetFile); p != "" {
-			return p
-		}
-	}
-	return FlannelSubnetFile
+	return a.Setting(c.SubnetFile, EnvFlannelSubnetFile, FlannelSubnetFile)
 }
 
 // delegate builds the delegate's config the way flannel's plugin does: the

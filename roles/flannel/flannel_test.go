@@ -197,15 +197,7 @@ func TestFlannelGC(t *testing.T) {
 	if got := delegatetest.Veths(t); len(got) != 1 {
 		t.Errorf("veths after GC: %v, want a's only", got)
 	}
-	if recs := n.Records("cbr0"); len(recs) != 1 || recs[0].ContainerID != a.ID {
-		t.Errorf("records after GC: %+v, want a's only", recs)
-	}
-	n.Must(flannel.Role, "CHECK", a, delegatetest.WithPrev(t, conf, ra))
-	n.Must(flannel.Role, "DEL", a, conf)
-	n.Must(flannel.Role, "DEL", a, conf)
-	if got := delegatetest.Veths(t); len(got) != 0 {
-		t.Errorf("veths left: %v", got)
-	}
+	n.CheckKept(flannel.Role, "cbr0", a, conf, ra)
 }
 
 // TestFlannelDelBadConfigNoRecord: a config that ADD refuses never set

@@ -24,15 +24,7 @@ const (
 // dataDir is where flannel's plugin keeps its delegate records for this
 // config.
 func (c *flannelConf) dataDir(a *cniplug.Args) string {
-	if c.DataDir != "" {
-		return c.DataDir
-	}
-	if a.Getenv != nil {
-		if p := a.Getenv(EnvFlannelDataDir); p != "" {
-			return p
-		}
-	}
-	return FlannelDataDir
+	return a.Setting(c.DataDir, EnvFlannelDataDir, FlannelDataDir)
 }
 
 // scratch is flannel's own plugin's record of one sandbox: the delegate

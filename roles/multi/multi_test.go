@@ -282,15 +282,7 @@ func TestMultiGC(t *testing.T) {
 			t.Errorf("%s reservations after GC: %v, want the kept pod's only", net, got)
 		}
 	}
-	if recs := n.Records("multinet"); len(recs) != 1 || recs[0].ContainerID != keep.ID {
-		t.Errorf("records after GC: %+v, want the kept pod's only", recs)
-	}
-	n.Must(multi.Role, "CHECK", keep, delegatetest.WithPrev(t, conf, res))
-	n.Must(multi.Role, "DEL", keep, conf)
-	n.Must(multi.Role, "DEL", keep, conf)
-	if got := delegatetest.Veths(t); len(got) != 0 {
-		t.Errorf("veths left: %v", got)
-	}
+	n.CheckKept(multi.Role, "multinet", keep, conf, res)
 }
 
 // TestMultiStatus: STATUS goes to every delegate; a not-ready one fails it

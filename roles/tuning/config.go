@@ -245,12 +245,7 @@ func tuningSysctlKey(name, ifname string) (string, error) {
 // reference plugin; anchor them with ^...$). Empty lines and lines starting
 // with # are skipped.
 func tuningCheckAllowlist(a *cniplug.Args, sysctls []tuningSysctl) error {
-	path := TuningAllowlist
-	if a.Getenv != nil {
-		if p := a.Getenv(TuningAllowlistEnv); p != "" {
-			path = p
-		}
-	}
+	path := a.Setting("", TuningAllowlistEnv, TuningAllowlist)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

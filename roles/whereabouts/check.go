@@ -17,11 +17,7 @@ func check(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	if len(cfg.Ranges) == 0 {
 		return nil
 	}
-	req, err := cfg.request(a)
-	if err != nil {
-		return err
-	}
-	resp, err := (&agentapi.Client{Socket: cfg.Socket}).IPAM(ctx, agentapi.OpIPAMCheck, req)
+	_, resp, err := cfg.ask(ctx, a, agentapi.OpIPAMCheck, 0, nil)
 	if err != nil {
 		return agentErr(cfg, "check the reservation", err)
 	}

@@ -1,9 +1,11 @@
 package whereabouts
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -283,10 +285,34 @@ func checkVersion(a *cniplug.Args, cfg *config) error {
 	return nil
 }
 
-// request is the agent call for the attachment, with the addresses the
-// runtime asks for (CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips), each of
-// which must lie in a range.
+// request is the agent call for the attachment, for ADD with the addresses
+// the runtime asks for (CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips), each
+// of which must lie in a range.
 func (cfg *config) request(a *cniplug.Args) (*agentapi.IPAMRequest, error) {
+	req := cfg.attachment(a)
+	if a.Command != "ADD" {
+		return req, nil
+	}
+	want, err := a.RequestedIPs()
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range want {
+		in := false
+		for _, r := range cfg.Ranges {
+			in = in || r.Usable(ip)
+		}
+		if !in {
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "requested address %s (CNI_ARGS IP, args.cni.ips or the ips capability) is in no range of ipam (%s): ask for an address between range_start and range_end, not excluded", ip, cfg.rangeList())
+		}
+		req.Requested = append(req.Requested, ip.String())
+	}
+	return req, nil
+}
+
+// attachment is the agent call for the attachment: its pod, network and
+// ranges, no requested addresses.
+func (cfg *config) attachment(a *cniplug.Args) *agentapi.IPAMRequest {
 	req := &agentapi.IPAMRequest{
 		ContainerID:   a.ContainerID,
 		IfName:        a.IfName,
@@ -311,24 +337,19 @@ func (cfg *config) request(a *cniplug.Args) (*agentapi.IPAMRequest, error) {
 		}
 		req.Ranges = append(req.Ranges, ar)
 	}
-	if a.Command != "ADD" {
-		return req, nil
+	return req
+}
+
+// ask sends op for the attachment (CHECK, DEL, GC: no requested addresses;
+// edit, when not nil, completes the call) to the agent, waiting at most
+// timeout (0: agentapi's default).
+func (cfg *config) ask(ctx context.Context, a *cniplug.Args, op string, timeout time.Duration, edit func(*agentapi.IPAMRequest)) (*agentapi.IPAMRequest, *agentapi.IPAMResponse, error) {
+	req := cfg.attachment(a)
+	if edit != nil {
+		edit(req)
 	}
-	want, err := a.RequestedIPs()
-	if err != nil {
-		return nil, err
-	}
-	for _, ip := range want {
-		in := false
-		for _, r := range cfg.Ranges {
-			in = in || r.Usable(ip)
-		}
-		if !in {
-			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "requested address %s (CNI_ARGS IP, args.cni.ips or the ips capability) is in no range of ipam (%s): ask for an address between range_start and range_end, not excluded", ip, cfg.rangeList())
-		}
-		req.Requested = append(req.Requested, ip.String())
-	}
-	return req, nil
+	resp, err := (&agentapi.Client{Socket: cfg.Socket, Timeout: timeout}).IPAM(ctx, op, req)
+	return req, resp, err
 }
 
 func (cfg *config) rangeList() string {

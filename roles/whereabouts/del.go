@@ -21,12 +21,7 @@ func del(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	if len(cfg.Ranges) == 0 {
 		return nil
 	}
-	req, err := cfg.request(a)
-	if err != nil {
-		return err
-	}
-	c := &agentapi.Client{Socket: cfg.Socket, Timeout: delTimeout}
-	resp, err := c.IPAM(ctx, agentapi.OpIPAMDel, req)
+	req, resp, err := cfg.ask(ctx, a, agentapi.OpIPAMDel, delTimeout, nil)
 	var un *agentapi.UnreachableError
 	switch {
 	case errors.As(err, &un):

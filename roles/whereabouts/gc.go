@@ -25,14 +25,11 @@ func gc(ctx context.Context, a *cniplug.Args, cfg *config) error {
 	if len(cfg.Ranges) == 0 {
 		return nil
 	}
-	req, err := cfg.request(a)
-	if err != nil {
-		return err
-	}
-	for _, k := range a.Conf.GCKeep() {
-		req.Keep = append(req.Keep, agentapi.IPAMAttachment{ContainerID: k.ContainerID, IfName: k.IfName})
-	}
-	resp, err := (&agentapi.Client{Socket: cfg.Socket}).IPAM(ctx, agentapi.OpIPAMGC, req)
+	_, resp, err := cfg.ask(ctx, a, agentapi.OpIPAMGC, 0, func(req *agentapi.IPAMRequest) {
+		for _, k := range a.Conf.GCKeep() {
+			req.Keep = append(req.Keep, agentapi.IPAMAttachment{ContainerID: k.ContainerID, IfName: k.IfName})
+		}
+	})
 	if err != nil {
 		return agentErr(cfg, "GC", err)
 	}

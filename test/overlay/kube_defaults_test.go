@@ -8,15 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/netops"
 )
 
@@ -31,10 +28,7 @@ import (
 // its own that the agent publishes instead of its interface's.
 func TestKubeNodeDefaults(t *testing.T) {
 	c := newCluster(t, 2)
-	cs, nodeCfg := c.startControlPlane()
-	netConf := filepath.Join(t.TempDir(), "net-conf.json")
-	must(t, os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o644))
-	c.leaseSource = func() map[netip.Prefix]lease.Lease { return kubeLeases(t, cs) }
+	cs, nodeCfg, netConf := c.startKubeOverlay()
 	n1, n2 := c.nodes[0], c.nodes[1]
 	c.agentArgs = func(n *node) []string {
 		args := []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf}

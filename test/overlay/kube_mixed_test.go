@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/cnibox/cnibox/agent/lease"
 )
 
 // flannelNode is a Node as a node that runs flanneld looks: kubelet's
@@ -111,13 +107,7 @@ func createFlannelNodes(t *testing.T, cs kubernetes.Interface, from, to int) {
 func TestKubeMixedFlannel(t *testing.T) {
 	const flannels = 620
 	c := newCluster(t, 2)
-	cs, nodeCfg := c.startControlPlane()
-	netConf := filepath.Join(t.TempDir(), "net-conf.json")
-	must(t, os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o644))
-	c.leaseSource = func() map[netip.Prefix]lease.Lease { return kubeLeases(t, cs) }
-	c.agentArgs = func(n *node) []string {
-		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name}
-	}
+	cs, _, _ := c.startKubeOverlay()
 	ctx := context.Background()
 	t0 := time.Now()
 	createFlannelNodes(t, cs, 0, flannels)

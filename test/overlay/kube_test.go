@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,9 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // The Kubernetes backend against a real control plane (etcd,
@@ -30,31 +29,11 @@ import (
 
 const annPrefix = "flannel.alpha.coreos.com/"
 
-// kcpScript is the repository's control-plane script, or $KCP_SCRIPT.
-func kcpScript(t *testing.T) string {
-	if p := os.Getenv("KCP_SCRIPT"); p != "" {
-		return p
-	}
-	p, err := filepath.Abs("../kube/control-plane.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // startControlPlane runs the control plane on the test's loopback and
 // proxies the API to the underlay, where the node namespaces reach it.
 func (c *cluster) startControlPlane() (kubernetes.Interface, string) {
 	t := c.t
-	script := kcpScript(t)
-	dir := t.TempDir()
-	cmd := exec.Command("bash", script, "start", dir, "10.244.0.0/16", "24")
-	out, err := cmd.CombinedOutput()
-	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
-	if err != nil {
-		t.Fatalf("start the control plane: %v\n%s", err, out)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kubeconfig := kube.Start(t, nil, "10.244.0.0/16", "24")
 
 	// The API listens on 127.0.0.1:16443 of this namespace; nodes reach it
 	// at 192.168.77.254:16443 through this proxy.
@@ -81,15 +60,26 @@ func (c *cluster) startControlPlane() (kubernetes.Interface, string) {
 	}()
 	b, err := os.ReadFile(kubeconfig)
 	must(t, err)
-	nodeCfg := filepath.Join(dir, "kubeconfig-nodes")
+	nodeCfg := filepath.Join(filepath.Dir(kubeconfig), "kubeconfig-nodes")
 	must(t, os.WriteFile(nodeCfg, []byte(strings.ReplaceAll(string(b), "https://127.0.0.1:16443", "https://192.168.77.254:16443")), 0o600))
+	return kube.Clientset(t, kubeconfig), nodeCfg
+}
 
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	must(t, err)
-	rc.QPS, rc.Burst = 500, 500 // tests that create hundreds of nodes
-	cs, err := kubernetes.NewForConfig(rc)
-	must(t, err)
-	return cs, nodeCfg
+// startKubeOverlay starts the control plane (startControlPlane) for agents
+// with the Kubernetes subnet manager on 10.244.0.0/16 with VXLAN: it writes
+// their net-conf.json, reads the leases from the Nodes, and runs each agent
+// with --kube-subnet-mgr, the nodes' kubeconfig, the net-conf and its node
+// name (a test may change agentArgs before it starts the agents).
+func (c *cluster) startKubeOverlay() (cs kubernetes.Interface, nodeCfg, netConf string) {
+	t := c.t
+	cs, nodeCfg = c.startControlPlane()
+	netConf = filepath.Join(t.TempDir(), "net-conf.json")
+	must(t, os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o644))
+	c.leaseSource = func() map[netip.Prefix]lease.Lease { return kubeLeases(t, cs) }
+	c.agentArgs = func(n *node) []string {
+		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name}
+	}
+	return cs, nodeCfg, netConf
 }
 
 // kubeLeases reads the leases the way an agent does: podCIDR plus flannel's
@@ -117,13 +107,7 @@ func kubeLeases(t *testing.T, cs kubernetes.Interface) map[netip.Prefix]lease.Le
 
 func TestKubeCluster(t *testing.T) {
 	c := newCluster(t, 3)
-	cs, nodeCfg := c.startControlPlane()
-	netConf := filepath.Join(t.TempDir(), "net-conf.json")
-	must(t, os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o644))
-	c.leaseSource = func() map[netip.Prefix]lease.Lease { return kubeLeases(t, cs) }
-	c.agentArgs = func(n *node) []string {
-		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name}
-	}
+	cs, _, _ := c.startKubeOverlay()
 	ctx := context.Background()
 	for _, n := range c.nodes {
 		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{})

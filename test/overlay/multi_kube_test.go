@@ -21,10 +21,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // The multi role's Kubernetes path against a real API server: a Pod object
@@ -52,48 +52,16 @@ func mkBridge(br, subnet string, caps string) string {
 	return `{"type":"bridge","bridge":"` + br + `","isGateway":true` + caps + `,"ipam":{"type":"host-local","ranges":[[{"subnet":"` + subnet + `"}]]}}`
 }
 
-// kubeControlPlane starts the control plane on the test's loopback and
-// returns a client and the kubeconfig.
-func kubeControlPlane(t *testing.T) (kubernetes.Interface, string) {
-	script := kcpScript(t)
-	dir := t.TempDir()
-	out, err := exec.Command("bash", script, "start", dir).CombinedOutput()
-	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
-	if err != nil {
-		t.Fatalf("start the control plane: %v\n%s", err, out)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
-	must(t, err)
-	cs, err := kubernetes.NewForConfig(rc)
-	must(t, err)
-	return cs, kc
-}
-
 // installNAD installs the NetworkAttachmentDefinition CRD and creates one.
 func installNAD(t *testing.T, cs kubernetes.Interface, ns, name, config string) {
-	ctx := context.Background()
-	rest := cs.CoreV1().RESTClient()
-	err := rest.Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").Body([]byte(nadCRD)).
-		SetHeader("Content-Type", "application/json").Do(ctx).Error()
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create the NetworkAttachmentDefinition CRD: %v", err)
-	}
+	path := "/apis/k8s.cni.cncf.io/v1/namespaces/" + ns + "/network-attachment-definitions"
+	kube.CreateCRD(t, cs, []byte(nadCRD), path)
 	nad, _ := json.Marshal(map[string]any{
 		"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     map[string]any{"config": config},
 	})
-	path := "/apis/k8s.cni.cncf.io/v1/namespaces/" + ns + "/network-attachment-definitions"
-	deadline := time.Now().Add(waitFor)
-	for { // the CRD takes a moment to be served
-		err = rest.Post().AbsPath(path).Body(nad).SetHeader("Content-Type", "application/json").Do(ctx).Error()
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	must(t, err)
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath(path).Body(nad).SetHeader("Content-Type", "application/json").Do(context.Background()).Error())
 }
 
 // createPod creates a pod on node with the networks annotation (no kubelet
@@ -187,7 +155,7 @@ func startPodAPI(t *testing.T, agentBin, kubeconfig, node, sock, trusted string)
 
 func TestKubeMulti(t *testing.T) {
 	cniboxBin, agentBin := binaries(t)
-	cs, kubeconfig := kubeControlPlane(t)
+	cs, kubeconfig := kube.Client(t)
 	ctx := context.Background()
 	const node = "mk-node"
 	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})

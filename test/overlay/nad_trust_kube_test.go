@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // TestKubeNADTrust is the trust model of NetworkAttachmentDefinitions
@@ -31,7 +32,7 @@ import (
 // with --nad-trusted-namespaces=team-a both are served.
 func TestKubeNADTrust(t *testing.T) {
 	cniboxBin, agentBin := binaries(t)
-	cs, kubeconfig := kubeControlPlane(t)
+	cs, kubeconfig := kube.Client(t)
 	ctx := context.Background()
 	const node = "nt-node"
 	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // cluster is a control plane with the manifests applied.
@@ -44,16 +46,8 @@ func kubeBin(t *testing.T) string {
 // has a kubelet).
 func start(t *testing.T) *cluster {
 	bin := kubeBin(t)
-	script, _ := filepath.Abs("../kube/control-plane.sh")
-	dir := t.TempDir()
-	cmd := exec.Command("bash", script, "start", dir)
-	cmd.Env = append(os.Environ(), "KCP_CACHE="+bin)
-	out, err := cmd.CombinedOutput()
-	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
-	if err != nil {
-		t.Fatalf("start the control plane: %v\n%s", err, out)
-	}
-	c := &cluster{t: t, kubectl: filepath.Join(bin, "kubectl"), kubeconfig: filepath.Join(dir, "kubeconfig")}
+	kc := kube.Start(t, []string{"KCP_CACHE=" + bin})
+	c := &cluster{t: t, kubectl: filepath.Join(bin, "kubectl"), kubeconfig: kc}
 	for _, f := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "cnibox.yaml", "cnibox-multus.yaml"} {
 		c.must("apply", "-f", "../../deploy/kubernetes/"+f)
 	}

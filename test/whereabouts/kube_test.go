@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,13 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cnibox/cnibox/internal/wbpool"
 	"github.com/cnibox/cnibox/test/internal/upstream"
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // whereabouts' own binary (v0.9.4), built by prepare before the private
@@ -54,57 +53,30 @@ func sideBySide(t *testing.T) (kubernetes.Interface, string, string) {
 // returns a client and the kubeconfig.
 func kubeCluster(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
-	script, _ := filepath.Abs("../kube/control-plane.sh")
-	dir := t.TempDir()
-	out, err := exec.Command("bash", script, "start", dir).CombinedOutput()
-	t.Cleanup(func() { exec.Command("bash", script, "stop", dir).Run() })
-	if err != nil {
-		t.Fatalf("start the control plane: %v\n%s", err, out)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 500, 500
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, kc := kube.Client(t)
 	manifest, err := os.ReadFile("../../deploy/kubernetes/whereabouts-crds.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n := 0
+	var crds []string
 	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(manifest), -1) {
-		if !strings.Contains(doc, "kind: CustomResourceDefinition") {
-			continue
+		if strings.Contains(doc, "kind: CustomResourceDefinition") {
+			crds = append(crds, doc)
 		}
-		body, err := yaml.YAMLToJSON([]byte(doc))
-		if err != nil {
+	}
+	if len(crds) != 3 {
+		t.Fatalf("whereabouts-crds.yaml has %d CRDs, want whereabouts' 3", len(crds))
+	}
+	var crd struct {
+		Spec struct {
+			Names struct{ Plural string }
+		}
+	}
+	for _, doc := range crds {
+		if err := yaml.Unmarshal([]byte(doc), &crd); err != nil {
 			t.Fatal(err)
 		}
-		err = cs.CoreV1().RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
-			Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
-		if err != nil {
-			t.Fatalf("create a CRD of whereabouts-crds.yaml: %v", err)
-		}
-		n++
-	}
-	if n != 3 {
-		t.Fatalf("whereabouts-crds.yaml has %d CRDs, want whereabouts' 3", n)
-	}
-	for _, res := range []string{"ippools", "overlappingrangeipreservations", "nodeslicepools"} {
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/" + res).Do(ctx).Error()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("CRD %s not served: %v", res, err)
-			}
-		}
+		kube.CreateCRD(t, cs, []byte(doc), "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/"+crd.Spec.Names.Plural)
 	}
 	return cs, kc
 }

@@ -161,14 +161,7 @@ func (d *Daemon) listen() (net.Listener, error) {
 	}
 	// 0600 from the bind on (the umask), root's only: the dhcp role runs
 	// as root in the runtime.
-	ln, err := unixsock.Listen(path, unixsock.NoGroup)
-	switch {
-	case errors.Is(err, unixsock.ErrServed):
-		return nil, fmt.Errorf("-socketpath %s: another daemon answers there", path)
-	case err != nil:
-		return nil, fmt.Errorf("-socketpath: %w", err)
-	}
-	return ln, nil
+	return unixsock.ListenNamed(path, unixsock.NoGroup, "-socketpath", "another daemon answers there")
 }
 
 // withStore runs fn on the store, opened for this call only.

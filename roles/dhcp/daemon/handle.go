@@ -87,9 +87,9 @@ func (d *Daemon) add(ctx context.Context, req *proto.Request) *proto.Response {
 	rec := store.DHCPLease{
 		Network: req.Network, ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, Pod: req.Pod,
 		ClientID: clientID(req.Network, req.ContainerID, req.IfName), MAC: mac.String(), Request: req.Request,
+		Provide: req.Provide,
 	}
 	for _, p := range req.Provide {
-		rec.Provide = append(rec.Provide, store.DHCPOption{Code: p.Code, Value: p.Value})
 		if p.Code == 12 {
 			rec.Hostname = p.Value
 		}

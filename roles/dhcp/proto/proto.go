@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/internal/unixsock"
+	"github.com/cnibox/cnibox/store"
 )
 
 // DefaultSocket is where the daemon listens unless configured otherwise.
@@ -49,11 +50,9 @@ type Request struct {
 	Keep []Attachment `json:"keep,omitempty"`
 }
 
-// Option is a DHCP option to send: its code and its value as text.
-type Option struct {
-	Code  int    `json:"code"`
-	Value string `json:"value"`
-}
+// Option is a DHCP option to send: its code and its value as text, as the
+// daemon's lease record keeps it for the renewals.
+type Option = store.DHCPOption
 
 // Attachment names one attachment of a network.
 type Attachment struct {
@@ -95,31 +94,9 @@ type DNS struct {
 // Call sends req to the daemon at socket and returns its response; ctx's
 // deadline bounds the whole exchange.
 func Call(ctx context.Context, socket string, req *Request) (*Response, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return nil, fmt.Errorf("send: %w", err)
-	}
-	line, err := unixsock.ReadLine(bufio.NewReader(conn), MaxMessage)
-	if err != nil {
-		return nil, fmt.Errorf("read the answer: %w", err)
-	}
 	var resp Response
-	if err := json.Unmarshal(line, &resp); err != nil {
-		return nil, fmt.Errorf("decode the answer: %w", err)
+	if err := unixsock.Call(ctx, socket, MaxMessage, req, &resp); err != nil {
+		return nil, err
 	}
 	return &resp, nil
 }

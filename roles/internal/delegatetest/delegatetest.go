@@ -142,6 +142,23 @@ func (n *Node) DeleteRecord(network string, p Pod) {
 	n.Store(func(st *store.Store) error { return st.Delegates().Delete(network, p.ID, "eth0") })
 }
 
+// CheckKept checks what a GC that kept only keep leaves: the delegate
+// record of network is keep's alone, and keep passes CHECK (against prev)
+// and two DELs, after which no veth is left.
+func (n *Node) CheckKept(role *cniplug.Role, network string, keep Pod, conf string, prev *current.Result) {
+	t := n.T
+	t.Helper()
+	if recs := n.Records(network); len(recs) != 1 || recs[0].ContainerID != keep.ID {
+		t.Errorf("records after GC: %+v, want %s's only", recs, keep.ID)
+	}
+	n.Must(role, "CHECK", keep, WithPrev(t, conf, prev))
+	n.Must(role, "DEL", keep, conf)
+	n.Must(role, "DEL", keep, conf)
+	if got := Veths(t); len(got) != 0 {
+		t.Errorf("veths left: %v", got)
+	}
+}
+
 // Veths returns cnibox's host veths on the node.
 func Veths(t *testing.T) []string {
 	t.Helper()
