@@ -285,7 +285,14 @@ func (s *soak) observe(stop <-chan struct{}) {
 			p.secondary = sec
 		}
 		for key, p := range s.pods {
-			if !seen[key] && (p.deleting || now.Sub(p.deleteAt) > time.Minute) {
+			if seen[key] {
+				continue
+			}
+			// gone from the list: deleted (an object seen before, or one
+			// whose creation is long past); a pod just created may not be
+			// listed yet
+			if p.ip != "" || now.Sub(p.deleteAt) > time.Minute {
+				p.deleting = true
 				delete(s.pods, key)
 			}
 		}

@@ -211,7 +211,7 @@ func (s *soak) probe(p *podState) {
 	case answered(err) && p.reachedAt.IsZero():
 		p.reachedAt, p.lastOK = now, now
 	case answered(err):
-		if out := now.Sub(p.lastOK); out > 2*time.Second {
+		if out := now.Sub(p.lastOK); p.downKind != "" {
 			kind := p.downKind
 			if out > s.longest[kind] {
 				s.longest[kind] = out
@@ -263,7 +263,12 @@ func (s *soak) probeDenied(p *podState, addr string) {
 		return
 	}
 	if err := dialFrom(nsPath, addr); err == nil {
-		s.breach("policy", "%s (%s) accepted a connection from the denied prober on %s", p.key(), addr, node)
+		s.mu.Lock()
+		since, deleting := time.Since(p.runningAt), p.deleting
+		s.mu.Unlock()
+		s.breach("policy", "%s (%s on %s, seen Running %.1fs ago, deleting %v) accepted a connection from the denied prober on %s",
+			p.key(), addr, p.node, since.Seconds(), deleting, node)
+		s.policyEvidence(p)
 	}
 }
 
@@ -328,4 +333,28 @@ func rssKiB(pid int) int {
 		}
 	}
 	return 0
+}
+
+// policyEvidence writes, once per pod, what the node of a policy breach
+// says: the pod as the API has it and the node's policy view (cnibox
+// inspect policy), into the report directory.
+func (s *soak) policyEvidence(p *podState) {
+	var n *node
+	for _, nd := range s.c.nodes {
+		if nd.name == p.node {
+			n = nd
+		}
+	}
+	if n == nil {
+		return
+	}
+	pod, _ := s.c.kubectl("-n", p.ns, "get", "pod", p.name, "-o", "yaml")
+	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
+	pol, err := n.onNode(cnibox, "inspect", "policy")
+	logs, _ := s.c.kubectl("-n", "kube-system", "logs", "-l", "app=cnibox", "--prefix", "--tail=200", "-c", "agent")
+	f := filepath.Join(s.report, "policy-"+p.ns+"-"+p.name+".txt")
+	if _, err := os.Stat(f); err == nil {
+		return
+	}
+	os.WriteFile(f, []byte(fmt.Sprintf("%s\n\n---- cnibox inspect policy on %s (%v)\n%s\n---- agents' logs\n%s", pod, n.name, err, pol, logs)), 0o644)
 }

@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -112,12 +113,11 @@ func (s *soak) checkLeftovers() {
 			}
 		}
 		// nftables: cnibox's sets and maps hold no address of a pod that is gone
-		out, err = n.onNode("nft", "-j", "list", "ruleset")
+		leaks, err := nftLeaks(fmt.Sprintf("/proc/%d/ns/net", n.init), addrs)
 		if err != nil {
-			s.breach("leak", "%s: nft list ruleset: %v", n.name, err)
-			continue
+			s.breach("leak", "%s: nftables: %v", n.name, err)
 		}
-		for _, leak := range nftLeaks(out, addrs) {
+		for _, leak := range leaks {
 			s.breach("leak", "%s: %s", n.name, leak)
 		}
 	}
@@ -146,46 +146,56 @@ func (s *soak) checkLeftovers() {
 	s.logf("leftovers: checked %d nodes against %d pods", len(c.nodes), len(pods))
 }
 
-var ipv4 = regexp.MustCompile(`"(\d+\.\d+\.\d+\.\d+)"`)
-
 // nftLeaks lists the addresses in the pod or secondary network that the
-// elements of cnibox's tables hold and no pod has.
-func nftLeaks(ruleset string, addrs map[string]bool) []string {
-	var rs struct {
-		Nftables []map[string]json.RawMessage `json:"nftables"`
+// elements (keys and map values) of cnibox's nftables sets and maps in
+// the network namespace nsPath hold and no pod has. It reads them over
+// netlink (Debian's nft aborts on the concatenated keys of the policy
+// table). An address sits at a 4-byte boundary of a key or value (nft
+// pads each field of a concatenation to 4 bytes).
+func nftLeaks(nsPath string, addrs map[string]bool) ([]string, error) {
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal([]byte(ruleset), &rs); err != nil {
-		return []string{"nft -j: " + err.Error()}
+	defer ns.Close()
+	conn, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.CloseLasting()
+	tables, err := conn.ListTables()
+	if err != nil {
+		return nil, err
 	}
 	secondary := netip.MustParsePrefix(wbRange)
 	var leaks []string
-	for _, obj := range rs.Nftables {
-		for _, kind := range []string{"set", "map"} {
-			raw, ok := obj[kind]
-			if !ok {
-				continue
+	for _, t := range tables {
+		if !strings.HasPrefix(t.Name, "cnibox") {
+			continue
+		}
+		sets, err := conn.GetSets(t)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+		for _, set := range sets {
+			elems, err := conn.GetSetElements(set)
+			if err != nil {
+				return nil, fmt.Errorf("set %s %s: %w", t.Name, set.Name, err)
 			}
-			var set struct {
-				Family, Table, Name string
-				Elem                json.RawMessage
-			}
-			if json.Unmarshal(raw, &set) != nil || !strings.HasPrefix(set.Table, "cnibox") {
-				continue
-			}
-			for _, m := range ipv4.FindAllStringSubmatch(string(set.Elem), -1) {
-				a, err := netip.ParseAddr(m[1])
-				if err != nil || !(clusterNet.Contains(a) || secondary.Contains(a)) || addrs[m[1]] {
-					continue
+			for _, e := range elems {
+				for _, b := range [][]byte{e.Key, e.Val} {
+					for i := 0; i+4 <= len(b); i += 4 {
+						a := netip.AddrFrom4([4]byte(b[i : i+4]))
+						if !(clusterNet.Contains(a) || secondary.Contains(a)) || addrs[a.String()] || a.As4()[3] <= 1 {
+							continue // a pod's, or a network's or gateway's
+						}
+						leaks = append(leaks, fmt.Sprintf("nftables %s %s: an element holds %s, no pod's", t.Name, set.Name, a))
+					}
 				}
-				// a node's gateway (.1, .0) is no pod's
-				if b := a.As4(); b[3] <= 1 {
-					continue
-				}
-				leaks = append(leaks, fmt.Sprintf("%s %s %s %s holds %s, no pod's", kind, set.Family, set.Table, set.Name, m[1]))
 			}
 		}
 	}
-	return leaks
+	return leaks, nil
 }
 
 // summary is the run's summary: faults by kind, pods churned, breaches by
