@@ -63,6 +63,13 @@ func (s *soak) injectFaults(end time.Time) {
 		s.mu.Lock()
 		s.fault = nil
 		s.lastAt = time.Now()
+		if kind == faultReboot {
+			for _, p := range s.pods {
+				if p.node == n.name {
+					p.rebootedAt = s.lastAt
+				}
+			}
+		}
 		s.mu.Unlock()
 		if err != nil {
 			s.breach("recovery", "%s on %s: %v", kind, where, err)

@@ -47,6 +47,7 @@ type podState struct {
 	flaggedNew     bool      // its reach-new breach is logged
 	flaggedDown    bool      // its reach-after-fault breach is logged
 	downKind       string    // the fault before the outage began
+	rebootedAt     time.Time // its node's last reboot ended (new sandboxes)
 }
 
 func (p *podState) key() string { return p.ns + "/" + p.name }

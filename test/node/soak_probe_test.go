@@ -220,7 +220,9 @@ func (s *soak) probe(p *podState) {
 		}
 		p.lastOK, p.downKind = now, ""
 	case p.reachedAt.IsZero():
-		if now.Sub(p.runningAt) > newPodBound && !p.flaggedNew {
+		// a pod of a node that rebooted gets a new sandbox: it has
+		// nodeRebootBound from the reboot's end
+		if now.Sub(p.runningAt) > newPodBound && now.Sub(p.rebootedAt) > nodeRebootBound && !p.flaggedNew {
 			p.flaggedNew = true
 			inv = "reach-new"
 			msg = fmt.Sprintf("%s (%s on %s) Running for %.1fs, no answer from %s: %v", p.key(), ip, node, now.Sub(p.runningAt).Seconds(), peer, err)
