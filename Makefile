@@ -229,6 +229,25 @@ test-cnp: deps image
 	cat bin/conformance/cnp/summary 2>/dev/null || echo "conformance cnp: no result"; \
 	exit $$rc
 
+# soak-cluster: the cluster soak (not in CI, not in make test): the
+# conformance cluster (three kubelet nodes, kube-proxy, CoreDNS, cnibox from
+# bin/cnibox.yaml wrapped in multi with a whereabouts secondary, a
+# NetworkPolicy) under a churn of pod creates and deletes (target 5/s) for
+# DURATION while a seeded fault injector kills agents, restarts containerd,
+# stops the API server, kills etcd and reboots nodes, one at a time;
+# invariants checked all along, leftovers at the end (docs/reliability.md).
+# SEED repeats a run; the log and summary go to bin/soak/.
+DURATION ?= 10m
+SEED ?=
+.PHONY: soak-cluster
+soak-cluster: deps image
+	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl kube-proxy) && \
+	tools=$$(bash test/conformance/build.sh) && \
+	CNIBOX_SOAK_DURATION=$(DURATION) CNIBOX_SOAK_SEED=$(SEED) CNIBOX_SOAK_REPORT=$(CURDIR)/bin/soak \
+	CNIBOX_CONFORMANCE_TOOLS=$$tools CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar \
+	CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+		$(GO) test -count=1 -timeout 90m -tags kube -run 'TestSoakCluster$$' -v ./test/node/
+
 # test-kernel: the tests that touch the kernel, run as root inside a qemu VM
 # (TCG) booted on Debian's newest linux-image-cloud-amd64 (KERNEL=/boot/vmlinuz-VER
 # for another), with every network module loaded; TEST_KERNEL_ARGS='-run X'.

@@ -125,19 +125,8 @@ func TestKubeConformance(t *testing.T) {
 	t.Logf("images written after %v", time.Since(start).Round(time.Second))
 	c := startClusterWith(t, 3, opts)
 	c.importImages(images...)
-	step(t, config+": the network, then CoreDNS", func() {
-		c.apply(manifest)
-		c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
-		c.must("-n", ns, "rollout", "status", "ds/"+ds, c.timeout())
-		c.routePods()
-		coredns, err := os.ReadFile("testdata/coredns.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.apply(string(coredns))
-		c.must("-n", "kube-system", "rollout", "status", "deploy/coredns", c.timeout())
-		c.startNetpolAnchor(config)
-	})
+	c.deployNetwork(config, manifest, ns, ds)
+	c.startNetpolAnchor(config)
 	t.Logf("%s: cluster ready after %v", config, time.Since(start).Round(time.Second))
 	var res []specResult
 	focus, skip := conformanceFocus, conformanceSkip
