@@ -21,7 +21,7 @@ TEST_DEBS  := iproute2 nftables iptables ipset podman runc busybox-static contai
 # Elsewhere those tests skip unless firewalld is installed by hand.
 TEST_DEBS  += $(if $(filter systemd,$(shell cat /proc/1/comm 2>/dev/null)),,firewalld)
 
-.PHONY: build install test unit e2e demo deps bench bench-scale lint clean fuzz soak
+.PHONY: build install test unit e2e demo deps bench bench-scale bench-policy lint clean fuzz soak
 
 # BINDIR: where build writes the binaries (make image builds each of
 # IMAGE_ARCHES into bin/linux-ARCH with GOARCH set).
@@ -289,6 +289,25 @@ bench-scale: build
 	@command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null)
 	bash test/kube/control-plane.sh build >/dev/null
 	$(GO) run ./test/benchscale -agent $(CURDIR)/bin/cnibox-agent -agent-kube $(CURDIR)/bin/cnibox-agent-kube -kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_SCALE_ARGS)
+
+# bench-policy: the NetworkPolicy engine beside kube-router v2.1.0's policy
+# controller (test/internal/kuberouter builds it once), on one control plane
+# with 1,000 pods and 200 NetworkPolicies as API objects and three node
+# namespaces per agent: programming latency (a pod turning Running, a policy
+# created, to its transaction on every node), TCP request/response between
+# two pods with 200 policies selecting them; then bench-scale's harness at
+# 5,000 nodes with 50,000 pods and 1,000 policies, the agent with
+# --network-policy=false and on (RSS, peak, the cost of a pod churn).
+# BENCH_POLICY_ARGS and BENCH_POLICY_SCALE_ARGS pass flags to each part
+# (e.g. BENCH_POLICY_SCALE_ARGS='-n 1000 -pods 10000 -policies 200').
+# docs/benchmarks.md. Not in make test or CI.
+bench-policy: build
+	@command -v etcd >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null)
+	@command -v ipset >/dev/null || (apt-get update -qq && apt-get install -y -qq ipset >/dev/null)
+	bash test/kube/control-plane.sh build >/dev/null
+	$(GO) run ./test/benchpolicy -agent-kube $(CURDIR)/bin/cnibox-agent-kube -kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_POLICY_ARGS)
+	$(GO) run ./test/benchscale -agent $(CURDIR)/bin/cnibox-agent -agent-kube $(CURDIR)/bin/cnibox-agent-kube -kcp $(CURDIR)/test/kube/control-plane.sh \
+		-backends kube -n 5000 -pods 50000 -policies 1000 $(BENCH_POLICY_SCALE_ARGS)
 
 # fuzz runs every fuzz target for a number of executions, about 6 s each on
 # 2 cores (under 90 s in all), or for FUZZTIME when set (make soak: 3m). A

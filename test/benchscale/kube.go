@@ -6,11 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cnibox/cnibox/test/internal/policyload"
 )
 
 const (
@@ -29,31 +32,34 @@ const (
 	annPrefix = "flannel.alpha.coreos.com/"
 )
 
-// kubeRun: a control plane with N realistic Nodes, then the agent.
-func kubeRun(o *options, bin string, n int) (row, error) {
-	r := row{Peers: "cnibox"}
+// kubeRun: a control plane with N realistic Nodes (and, with -pods, the
+// pods and policies), then each side's agent in turn on it (a side's
+// removal takes its peer away from the next side's).
+func kubeRun(o *options, sides []agentSide, n int) ([]row, error) {
+	r := row{Peers: "cnibox", Pods: o.pods, Policies: o.policies}
 	if flannelPeers {
 		r.Peers = "flannel"
 	}
+	fail := func(err error) ([]row, error) { return nil, err }
 	dir, err := os.MkdirTemp("", "cnibox-bench-scale-")
 	if err != nil {
-		return r, err
+		return fail(err)
 	}
 	defer os.RemoveAll(dir)
 	kcp := filepath.Join(dir, "kcp")
 	if out, err := exec.Command("bash", o.kcp, "start", kcp, "10.0.0.0/8", "24").CombinedOutput(); err != nil {
 		exec.Command("bash", o.kcp, "stop", kcp).Run()
-		return r, fmt.Errorf("start the control plane: %v\n%s", err, out)
+		return fail(fmt.Errorf("start the control plane: %v\n%s", err, out))
 	}
 	defer exec.Command("bash", o.kcp, "stop", kcp).Run()
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(kcp, "kubeconfig"))
 	if err != nil {
-		return r, err
+		return fail(err)
 	}
 	rc.QPS, rc.Burst = 2000, 2000
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return r, err
+		return fail(err)
 	}
 	ctx := context.Background()
 	ps := peers(n)
@@ -62,7 +68,7 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 		_, err := cs.CoreV1().Nodes().Create(ctx, simNode(ps[i], time.Now()), metav1.CreateOptions{FieldManager: "kubelet"})
 		return err
 	}); err != nil {
-		return r, fmt.Errorf("create nodes: %w", err)
+		return fail(fmt.Errorf("create nodes: %w", err))
 	}
 	o.logf("kube: %d nodes created in %s", n, time.Since(t))
 	// The agent's own Node as a kubelet registers it: with annotations
@@ -72,66 +78,106 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 		"volumes.kubernetes.io/controller-managed-attach-detach": "true",
 	}}}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, self, metav1.CreateOptions{}); err != nil {
-		return r, err
+		return fail(err)
 	}
+	var selfCIDR netip.Prefix
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		self, err := cs.CoreV1().Nodes().Get(ctx, selfNode, metav1.GetOptions{})
 		if err == nil && self.Spec.PodCIDR != "" {
+			selfCIDR, err = netip.ParsePrefix(self.Spec.PodCIDR)
+			if err != nil {
+				return fail(err)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			return r, fmt.Errorf("the node IPAM controller gave %s no podCIDR (log %s)", selfNode, filepath.Join(kcp, "kcm.log"))
+			return fail(fmt.Errorf("the node IPAM controller gave %s no podCIDR (log %s)", selfNode, filepath.Join(kcp, "kcm.log")))
+		}
+	}
+	if o.pods > 0 {
+		if err := populatePolicy(o, cs, ps, selfCIDR); err != nil {
+			return fail(err)
 		}
 	}
 	r.ManagedFields, err = managedFieldsSize(cs, ps[0].name)
 	if err != nil {
-		return r, err
+		return fail(err)
 	}
+	var rows []row
+	for _, side := range sides {
+		sr := r
+		sr.Policy = side.policy
+		removed, err := kubeAgentRun(o, &sr, side, rc, cs, dir, ps)
+		if err != nil {
+			return rows, fmt.Errorf("%s: %w", side.name, err)
+		}
+		rows = append(rows, sr)
+		ps = slices.DeleteFunc(slices.Clone(ps), func(p peer) bool { return p.name == removed.name })
+	}
+	return rows, nil
+}
 
+// kubeAgentRun runs one side's agent against the control plane with the
+// peers ps, fills r, and returns the peer it removed.
+func kubeAgentRun(o *options, r *row, side agentSide, rc *rest.Config, cs kubernetes.Interface, dir string, ps []peer) (peer, error) {
+	bin, n, ctx, kcp := side.bin, len(ps), context.Background(), filepath.Join(dir, "kcp")
+	gone := ps[n/2]
 	// The agent reaches the API through a proxy that counts what it reads.
 	px, err := newCountingProxy()
 	if err != nil {
-		return r, err
+		return gone, err
 	}
 	defer px.close()
 	kc, err := os.ReadFile(filepath.Join(kcp, "kubeconfig"))
 	if err != nil {
-		return r, err
+		return gone, err
 	}
 	agentKC, netConf := filepath.Join(dir, "kubeconfig-agent"), filepath.Join(dir, "net-conf.json")
 	if err := os.WriteFile(agentKC, []byte(strings.ReplaceAll(string(kc), apiAddr, proxyAddr)), 0o600); err != nil {
-		return r, err
+		return gone, err
 	}
 	if err := os.WriteFile(netConf, []byte(`{"Network": "10.0.0.0/8", "Backend": {"Type": "vxlan"}}`), 0o644); err != nil {
-		return r, err
+		return gone, err
 	}
-	a, err := newAgent(o, dir, n, typeVXLAN)
+	adir, err := os.MkdirTemp(dir, "agent-") // its own store and log
 	if err != nil {
-		return r, err
+		return gone, err
+	}
+	a, err := newAgent(o, adir, n, typeVXLAN)
+	if err != nil {
+		return gone, err
 	}
 	defer a.close()
 	os.Setenv("NODE_NAME", selfNode) // both agents read it
-	t0, err := a.start(bin, "--kube-subnet-mgr", "--kubeconfig-file", agentKC, "--net-config-path", netConf)
+	t0, err := a.start(bin, append([]string{"--kube-subnet-mgr", "--kubeconfig-file", agentKC, "--net-config-path", netConf}, side.args...)...)
 	if err != nil {
-		return r, err
+		return gone, err
 	}
 	done, err := a.converged(o.timeout)
 	if err != nil {
-		return r, err
+		return gone, err
 	}
 	_, _, cpu := a.usage()
 	r.ConvergeS, r.ConvergeCPUS = done.Sub(t0).Seconds(), cpu.Seconds()
 	o.logf("kube: converged in %.2fs", r.ConvergeS)
+	if side.policy {
+		done, err := policySynced(a, o.timeout)
+		if err != nil {
+			return gone, err
+		}
+		r.PolicySyncS = done.Sub(t0).Seconds()
+		o.logf("kube: the policy table synced %.2fs after the start", r.PolicySyncS)
+	}
 	heapProfile(fmt.Sprintf("kube-%d-converged.pb.gz", n))
 	if r.Mismatches, err = a.settledMismatches(ps); err != nil {
-		return r, err
+		return gone, err
 	}
 
 	// Unrelated status updates: kubelets' status patches of simulated
 	// nodes, counted at the agent and over four kinds of watch.
 	lst, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
-		return r, err
+		return gone, err
 	}
 	watches := map[string]*rawWatch{}
 	for name, accept := range map[string]string{
@@ -142,7 +188,7 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	} {
 		w, err := openWatch(rc, accept, lst.ResourceVersion)
 		if err != nil {
-			return r, err
+			return gone, err
 		}
 		defer w.close()
 		watches[name] = w
@@ -151,11 +197,11 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	b0, w0 := px.read.Load(), snapshot(watches)
 	_, _, c0 := a.usage()
 	k := o.updates
-	t = time.Now()
+	t := time.Now()
 	if err := parallel(8, k, func(i int) error {
 		return heartbeat(ctx, cs, ps[i%len(ps)].name, time.Now())
 	}); err != nil {
-		return r, fmt.Errorf("status updates: %w", err)
+		return gone, fmt.Errorf("status updates: %w", err)
 	}
 	quiet(px, 2*time.Second)
 	o.logf("kube: %d status updates in %s", k, time.Since(t))
@@ -168,49 +214,29 @@ func kubeRun(o *options, bin string, n int) (row, error) {
 	r.WatchMetaJSON = float64(w1["meta-json"]-w0["meta-json"]) / float64(k)
 	r.WatchMetaProto = float64(w1["meta-proto"]-w0["meta-proto"]) / float64(k)
 	if bad, err := a.mismatches(ps); err != nil || bad > 0 {
-		return r, fmt.Errorf("after the status updates the kernel differs from the peers by %d (%v)", bad, err)
+		return gone, fmt.Errorf("after the status updates the kernel differs from the peers by %d (%v)", bad, err)
 	}
 
-	if err := r.removal(a, ps[n/2], func() error {
-		return cs.CoreV1().Nodes().Delete(ctx, ps[n/2].name, metav1.DeleteOptions{})
+	if o.pods > 0 {
+		if r.ChurnBytes, r.ChurnCPUms, err = podChurn(o, cs, a, px); err != nil {
+			return gone, err
+		}
+	}
+	if err := r.removal(a, gone, func() error {
+		return cs.CoreV1().Nodes().Delete(ctx, gone.name, metav1.DeleteOptions{})
 	}); err != nil {
-		return r, err
+		return gone, err
 	}
 	time.Sleep(o.settle) // steady running: the RSS of the state it holds, not of the last step
 	rss, hwm, _ := a.usage()
 	r.RSSMiB, r.PeakMiB, r.AnonMiB, r.Load = float64(rss)/1024, float64(hwm)/1024, float64(a.anonKiB)/1024, loadavg()
 	heapProfile(fmt.Sprintf("kube-%d-end.pb.gz", n))
 	o.logf("kube: the agent's log:\n%s", a.logTail())
-	return r, nil
+	return gone, nil
 }
 
 // parallel runs fn(0..n-1) on w workers; the first error wins.
-func parallel(w, n int, fn func(int) error) error {
-	var (
-		wg   sync.WaitGroup
-		once sync.Once
-		ferr error
-		next atomic.Int64
-	)
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { ferr = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return ferr
-}
+var parallel = policyload.Parallel
 
 // heartbeat is a kubelet's status patch: new heartbeat times on every
 // condition.

@@ -38,6 +38,8 @@ type options struct {
 	flanneld  string
 	kcp       string // test/kube/control-plane.sh
 	updates   int
+	pods      int // kube: pods as API objects (with policies: the policy rows)
+	policies  int // kube: NetworkPolicies
 	timeout   time.Duration
 	settle    time.Duration // steady running before RSS is read
 	json      string
@@ -56,6 +58,8 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
 	var peerKind string
 	flag.StringVar(&peerKind, "peers", envStr("PEERS", "cnibox"), "kube: the simulated nodes are published by cnibox (label and pod-cidrs annotation too) or flannel (env PEERS)")
+	flag.IntVar(&o.pods, "pods", 0, "kube: also write this many pods (Running, spread over the nodes) and run the agent with --network-policy=false and on (issue 41's policy rows)")
+	flag.IntVar(&o.policies, "policies", 0, "kube: NetworkPolicies to write with -pods")
 	flag.IntVar(&o.updates, "updates", 500, "unrelated node status updates to average over (kube)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for a convergence after this long")
 	flag.DurationVar(&o.settle, "settle", 15*time.Second, "let the agent run this long after the last step before its RSS is read (its periodic work: three rules resyncs at 5 s)")
@@ -72,6 +76,9 @@ func parseOptions() (*options, error) {
 			return nil, fmt.Errorf("-n %q: want node counts between 1 and 60000", nodes)
 		}
 		o.nodes = append(o.nodes, n)
+	}
+	if o.pods < 0 || o.policies < 0 || (o.policies > 0 && o.pods == 0) {
+		return nil, fmt.Errorf("-pods %d -policies %d: policies need pods", o.pods, o.policies)
 	}
 	for _, b := range strings.Split(backends, ",") {
 		if b = strings.TrimSpace(b); b != "etcd" && b != "kube" {
@@ -127,21 +134,30 @@ func main() {
 	os.Exit(privnet.Reexec("bench-scale", privateEnv+"=1"))
 }
 
+// agentSide is one agent binary of a run and its extra flags.
+type agentSide struct {
+	name, bin string
+	args      []string
+	policy    bool // kube: NetworkPolicy on, and its table's sync waited for
+}
+
 func runPrivate(o *options) int {
 	if err := privnet.LoopbackUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale: loopback up:", err)
 		return 1
 	}
-	type agentSide struct{ name, bin string }
 	var rows []row
 	code := 0
 	for _, backend := range o.backends {
-		sides := []agentSide{{"cnibox-agent", o.agent}}
+		sides := []agentSide{{name: "cnibox-agent", bin: o.agent}}
 		if backend == "kube" {
-			sides[0] = agentSide{"cnibox-agent-kube", o.agentKube}
+			sides[0] = agentSide{name: "cnibox-agent-kube", bin: o.agentKube}
+			if o.pods > 0 {
+				sides = policySides(o.agentKube)
+			}
 		}
 		if o.flanneld != "" {
-			sides = append(sides, agentSide{"flanneld", o.flanneld})
+			sides = append(sides, agentSide{name: "flanneld", bin: o.flanneld})
 		}
 		types := o.types
 		if backend == "kube" {
@@ -153,25 +169,39 @@ func runPrivate(o *options) int {
 				continue
 			}
 			for _, n := range o.nodes {
-				for _, s := range sides {
-					var r row
-					var err error
-					if backend == "etcd" {
-						r, err = etcdRun(o, s.bin, n, typ)
-					} else {
-						r, err = kubeRun(o, s.bin, n)
-					}
-					r.Backend, r.Type, r.Agent, r.Nodes = backend, typ, s.name, n
-					if err != nil {
-						fmt.Fprintf(os.Stderr, "bench-scale: %s %s %s N=%d: %v\n", backend, typ, s.name, n, err)
-						code = 1
+				// A policy run's two agents share one control plane.
+				groups := [][]agentSide{}
+				for i, s := range sides {
+					if i > 0 && o.pods > 0 && backend == "kube" && s.bin == sides[0].bin {
+						groups[0] = append(groups[0], s)
 						continue
 					}
-					if r.Mismatches > 0 {
+					groups = append(groups, []agentSide{s})
+				}
+				for _, g := range groups {
+					var rs []row
+					var err error
+					if backend == "etcd" {
+						var r row
+						r, err = etcdRun(o, g[0].bin, n, typ)
+						if err == nil {
+							rs = []row{r}
+						}
+					} else {
+						rs, err = kubeRun(o, g, n)
+					}
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "bench-scale: %s %s %s N=%d: %v\n", backend, typ, g[0].name, n, err)
 						code = 1
 					}
-					r.print()
-					rows = append(rows, r)
+					for i, r := range rs {
+						r.Backend, r.Type, r.Agent, r.Nodes = backend, typ, g[i].name, n
+						if r.Mismatches > 0 {
+							code = 1
+						}
+						r.print()
+						rows = append(rows, r)
+					}
 				}
 			}
 		}

@@ -31,6 +31,15 @@ type row struct {
 	WatchMetaProto float64 `json:"watch_meta_proto_bytes,omitempty"`
 	ManagedFields  int     `json:"managed_fields_bytes,omitempty"` // of one simulated Node, JSON
 	Load           string  `json:"load"`                           // /proc/loadavg at the end
+	// With -pods (kube): the pods and policies in the API, whether the agent
+	// enforced them, when its policy table's first sync ended (from its
+	// start), and the bytes and CPU per pod label change of a churn.
+	Pods        int     `json:"pods,omitempty"`
+	Policies    int     `json:"policies,omitempty"`
+	Policy      bool    `json:"network_policy,omitempty"`
+	PolicySyncS float64 `json:"policy_sync_s,omitempty"`
+	ChurnBytes  float64 `json:"churn_bytes,omitempty"`
+	ChurnCPUms  float64 `json:"churn_cpu_ms,omitempty"`
 }
 
 func (r row) print() {
@@ -42,6 +51,13 @@ func (r row) print() {
 		be, r.Agent, r.Nodes, r.ConvergeS, r.ConvergeCPUS, r.Mismatches, r.RSSMiB, r.AnonMiB, r.PeakMiB, r.RemovalMS)
 	if r.Backend == "kube" {
 		fmt.Printf("  per unrelated status update %5.0f B read, %.2f ms CPU", r.UpdBytes, r.UpdCPUms)
+	}
+	if r.Pods > 0 {
+		fmt.Printf("  %d pods, %d policies, network-policy %t", r.Pods, r.Policies, r.Policy)
+		if r.Policy {
+			fmt.Printf(" (table synced %.2f s after the start)", r.PolicySyncS)
+		}
+		fmt.Printf(", per pod label change %.0f B read, %.2f ms CPU", r.ChurnBytes, r.ChurnCPUms)
 	}
 	fmt.Printf("  (load %s)\n", r.Load)
 	if r.WatchJSON > 0 {
