@@ -210,14 +210,19 @@ func (c *cluster) runE2E(tools, report, focus, skip string) []specResult {
 	// the suite's own bound, before the test's (the cleanup needs time)
 	timeout := max(time.Minute, time.Until(c.deadline)-time.Minute)
 	procs := cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_PROCS"), "3")
-	cmd := exec.Command("nsenter", "-t", strconv.Itoa(c.init), "-n", filepath.Join(tools, "ginkgo"),
-		"--procs="+procs, "--focus="+focus, "--skip="+skip, "--no-color", "--timeout="+timeout.Round(time.Second).String(),
-		filepath.Join(tools, "e2e-network.test"), "--",
+	args := []string{"-t", strconv.Itoa(c.init), "-n", filepath.Join(tools, "ginkgo"),
+		"--procs=" + procs, "--focus=" + focus, "--skip=" + skip, "--no-color", "--timeout=" + timeout.Round(time.Second).String()}
+	if n := os.Getenv("CNIBOX_CONFORMANCE_REPEAT"); n != "" {
+		// the same specs N more times on the same cluster (a spec that
+		// fails now and then: its cause, not a rerun)
+		args = append(args, "--repeat="+n)
+	}
+	cmd := exec.Command("nsenter", append(args, filepath.Join(tools, "e2e-network.test"), "--",
 		"--kubeconfig="+c.kubeconfig, "--provider=skeleton", "--kubectl-path="+filepath.Join(c.kubeBin, "kubectl"),
 		"--report-dir="+report, "--allowed-not-ready-nodes=0", "--e2e-output-dir="+report,
 		// the skeleton provider knows no node count: specs that need two
 		// or three nodes would skip themselves
-		"--num-nodes="+strconv.Itoa(len(c.nodes)))
+		"--num-nodes="+strconv.Itoa(len(c.nodes)))...)
 	cmd.Dir = report
 	cmd.Stdout, cmd.Stderr = logf, logf
 	t.Logf("%s", strings.Join(cmd.Args, " "))
