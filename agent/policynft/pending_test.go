@@ -2,6 +2,7 @@ package policynft_test
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -11,6 +12,27 @@ import (
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
+
+// startAgent starts an agent on l's node that knows only pods and nps (the
+// namespaces x and y), and hands the sink its first full sync.
+func startAgent(t *testing.T, l *lab, pods []*labPod, nps ...*networkingv1.NetworkPolicy) *node {
+	n := &node{t: t, e: policy.NewEngine("n1")}
+	var err error
+	n.sink, err = policynft.New(l.nodePath)
+	must(t, err)
+	n.e.SetNodeAddrs([]netip.Addr{nodeAddr, nodeAddr6})
+	for _, ns := range []string{"x", "y"} {
+		n.e.SetNamespace(&policy.Namespace{Name: ns, Labels: map[string]string{"ns": ns}})
+	}
+	for _, p := range pods {
+		n.e.SetPod(p.apiPod(nil))
+	}
+	for _, p := range nps {
+		n.e.SetNetworkPolicy(p)
+	}
+	n.start()
+	return n
+}
 
 // TestPolicyPending: a pod started while the agent is down, in a namespace
 // where the last policies could select a pod, is closed from its first
@@ -23,18 +45,7 @@ func TestPolicyPending(t *testing.T) {
 	allowAll := np("x", "allow-all", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{}}})
 	// The first agent knows x/a and y/a only.
-	n := &node{t: t, e: policy.NewEngine("n1")}
-	var err error
-	n.sink, err = policynft.New(l.nodePath)
-	must(t, err)
-	n.e.SetNodeAddrs([]netip.Addr{nodeAddr, nodeAddr6})
-	for _, ns := range []string{"x", "y"} {
-		n.e.SetNamespace(&policy.Namespace{Name: ns, Labels: map[string]string{"ns": ns}})
-	}
-	n.e.SetPod(xa.apiPod(nil))
-	n.e.SetPod(ya.apiPod(nil))
-	n.e.SetNetworkPolicy(allowAll)
-	n.start()
+	n := startAgent(t, l, []*labPod{xa, ya}, allowAll)
 	must(t, n.sink.Close()) // the agent goes down
 
 	// The CNI ADDs of x/new and y/new.
@@ -84,4 +95,72 @@ func TestPolicyPending(t *testing.T) {
 		t.Errorf("without the table: MarkPolicyPending = %v, %v", marked, err)
 	}
 	must(t, other.UnmarkPolicyPending([]netip.Addr{xnew.ip}))
+}
+
+// TestPolicyGonePod: a pod of the node that leaves the API before its DEL
+// (force-deleted: its containers run until the kubelet kills them) is not
+// opened by leaving the sets: its addresses are pending until the DEL. A
+// pod whose DEL came first (a graceful deletion) leaves nothing pending,
+// and a pod that left the API while the agent was down is closed by the
+// next agent's first sync until its DEL.
+func TestPolicyGonePod(t *testing.T) {
+	l := newLab(t, "x/a", "x/b", "x/c", "y/a")
+	xa, xb, xc, ya := l.pod("x/a"), l.pod("x/b"), l.pod("x/c"), l.pod("y/a")
+	deny := np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress})
+	n := startAgent(t, l, []*labPod{ya}, deny)
+	h, err := nft.Open(l.nodePath)
+	must(t, err)
+	defer h.Close()
+	addrs := func(p *labPod) []netip.Addr { return []netip.Addr{p.ip, p.ip6} }
+	pending := func() []netip.Addr {
+		t.Helper()
+		pend, _, err := h.PolicySetAddrs(nft.PolicyPending)
+		must(t, err)
+		return pend
+	}
+	// The ADDs of x/a, x/b and x/c, then the agent learns of them.
+	for _, p := range []*labPod{xa, xb, xc} {
+		if marked, err := h.MarkPolicyPending("x", addrs(p)); err != nil || !marked {
+			t.Fatalf("MarkPolicyPending(%s) = %v, %v", p.name, marked, err)
+		}
+		n.do(func(e *policy.Engine) policy.Delta { return e.SetPod(p.apiPod(nil)) })
+	}
+	if p := pending(); len(p) != 0 {
+		t.Fatalf("pending once the agent placed the pods: %v", p)
+	}
+	if connect(t, ya, xa.ip, policy.TCP, 80) {
+		t.Fatal("y/a reaches x/a through a deny-all")
+	}
+
+	// x/a is force-deleted: gone from the API, still running.
+	n.do(func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "a") })
+	if connect(t, ya, xa.ip, policy.TCP, 80) {
+		t.Error("force-deleted x/a, still running before its DEL, is open to y/a")
+	}
+	if p := pending(); !slices.Equal(p, addrs(xa)) {
+		t.Errorf("pending after x/a left the API: %v, want its addresses", p)
+	}
+	must(t, h.UnmarkPolicyPending(addrs(xa))) // its DEL
+	if p := pending(); len(p) != 0 {
+		t.Errorf("pending after x/a's DEL: %v", p)
+	}
+
+	// x/b is deleted gracefully: its DEL comes before it leaves the API.
+	must(t, h.UnmarkPolicyPending(addrs(xb)))
+	n.do(func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "b") })
+	if p := pending(); len(p) != 0 {
+		t.Errorf("pending after x/b's DEL and deletion: %v (nothing will take it out)", p)
+	}
+
+	// x/c leaves the API while the agent is down; the next agent closes it.
+	must(t, n.sink.Close())
+	n2 := startAgent(t, l, []*labPod{ya}, deny)
+	defer n2.sink.Close()
+	if connect(t, ya, xc.ip, policy.TCP, 80) {
+		t.Error("x/c, gone from the API while the agent was down and not DELed, is open after the next agent's sync")
+	}
+	must(t, h.UnmarkPolicyPending(addrs(xc)))
+	if p := pending(); len(p) != 0 {
+		t.Errorf("pending after x/c's DEL: %v", p)
+	}
 }

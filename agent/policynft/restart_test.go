@@ -67,7 +67,7 @@ func TestPolicyRestart(t *testing.T) {
 	for id := range n2.e.Model().Sets {
 		want = append(want, string(id))
 	}
-	want = append(want, "guard", nft.PolicyPending)
+	want = append(want, "guard", nft.PolicyPending, nft.PolicyAttached)
 	slices.Sort(want)
 	if !slices.Equal(sets, want) {
 		t.Errorf("sets after the sync %v, want the model's %v", sets, want)

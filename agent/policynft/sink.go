@@ -23,6 +23,9 @@ type Sink struct {
 	synced bool
 	stats  Stats
 	rules  map[string]ruleInfo // by counter name
+	// live: the addresses the last transaction placed (localAddrs); those
+	// the next model no longer has are closed (nft.PolicyChange.Closed).
+	live []netip.Addr
 	// index: record the store's policy index in indexDir (IndexTo).
 	index    bool
 	indexDir string
@@ -63,8 +66,9 @@ func (s *Sink) Stats() Stats {
 func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	live := localAddrs(m)
 	c := Change(m, d, !s.synced)
-	c.Resolved = localAddrs(m)
+	c.Resolved, c.Closed = live, closed(s.live, live)
 	start := time.Now()
 	err := s.h.ApplyPolicy(c)
 	s.stats.LastSync = time.Since(start)
@@ -72,14 +76,14 @@ func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
 		// The table and the model parted (an element the kernel did not
 		// have, say): a full sync puts it right.
 		c = Change(m, d, true)
-		c.Resolved = localAddrs(m)
+		c.Resolved, c.Closed = live, closed(s.live, live)
 		err = s.h.ApplyPolicy(c)
 	}
 	if err != nil {
 		s.stats.Failed++
 		return err
 	}
-	s.synced = true
+	s.synced, s.live = true, live
 	s.stats.Applied++
 	s.stats.Sets = len(m.Sets)
 	s.stats.Rules = countRules(m)
@@ -98,6 +102,19 @@ func localAddrs(m *policy.Model) []netip.Addr {
 	for _, p := range m.LocalPods {
 		if !p.HostNetwork && !p.Done {
 			out = append(out, p.IPs...)
+		}
+	}
+	return out
+}
+
+// closed are the addresses of was that now does not hold: pods of the node
+// that left the API (force-deleted ones may still run) or finished, whose
+// addresses stay closed until their DEL (nft.PolicyChange.Closed).
+func closed(was, now []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range was {
+		if !slices.Contains(now, a) {
+			out = append(out, a)
 		}
 	}
 	return out

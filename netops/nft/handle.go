@@ -43,6 +43,9 @@ type Handle struct {
 	// policyFP: the policy table's chains as this Handle last wrote them
 	// (fingerprints), nil when unknown.
 	policyFP map[string]string
+	// policyGen: the policy table's generation (policy_gen.go), 0 when
+	// unknown.
+	policyGen uint32
 	// masqNoExpiry: masquerade elements are deleted, not expired.
 	masqNoExpiry bool
 	// expiring: elements given a timeout (masquerade, port mappings), which

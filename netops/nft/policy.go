@@ -22,28 +22,34 @@ import (
 //		chain egress  { meta nfproto ipv4 jump egress4; ... ipv6 jump egress6 }
 //		chain egress4 {
 //			self @pending-4 counter name pending drop
+//			jump fast-eg                # allowed at this generation: accept
 //			jump a-<policy>-eg4         # Admin tier: a goto chain of policies
 //			self @<isolated>-4 jump np-eg4   # NetworkPolicy tier
 //			self @<isolated>-4 counter name iso-eg drop
 //			jump b-<policy>-eg4         # Baseline tier
+//			goto allow-eg               # the default
 //		}
 //		chain a-<policy>-eg4 {
 //			self != @<subject>-4 goto a-<next>-eg4
-//			<peer, ports, named ports> counter name <rule> accept|drop|return
+//			<peer, ports, named ports> counter name <rule> goto allow-eg|drop|return
 //			goto a-<next>-eg4
 //		}
 //		chain np-eg4 { self @<subject>-4 jump n-<policy>-eg4 ... }
-//		chain n-<policy>-eg4 { <match> counter name <rule> accept ... }
+//		chain n-<policy>-eg4 { <match> counter name <rule> goto allow-eg ... }
 //		(ingress likewise, with "ct original saddr @<node addrs> accept" first)
+//		set generation, chains fast-eg, fast-in, allow-eg, allow-in
+//		                            # the verdict cache (policy_gen.go)
 //	}
 //
-// A connection is judged by its conntrack tuple at every packet, both
-// directions: self and peer are the original source and the reply's source
-// (the destination after DNAT), the port the reply's source port. So a
-// change applies to established connections at their next packet, the same
-// for every protocol (docs/policy.md), and replies need no rule of their
-// own. An accept ends one direction's base chain; the other still runs.
-// Pods coming and going change set elements only.
+// A connection is judged by its conntrack tuple, both directions: self and
+// peer are the original source and the reply's source (the destination
+// after DNAT), the port the reply's source port, so replies need no rule of
+// their own. Its first packet after each change of the table walks the
+// rules; the verdict cache accepts the packets after it on one compare
+// until the next change, so a change applies to established connections
+// at their next packet, the same for every protocol (docs/policy.md). An
+// accept ends one direction's base chain; the other still runs. Pods
+// coming and going change set elements only (and the cache's generation).
 
 // PolicyTable is the name of the policy table (family inet).
 const PolicyTable = "cnibox-policy"
@@ -153,6 +159,12 @@ type PolicyChange struct {
 	// Resolved are removed from the pending set (those not in it are
 	// ignored).
 	Resolved []netip.Addr
+	// Closed are addresses of the node's pods that the model no longer
+	// places (gone from the API, done): put in the pending set by this
+	// transaction, then taken out unless still attached
+	// (policy_pending.go). A full sync closes every attached address that
+	// is not Resolved. Resolved wins over Closed.
+	Closed []netip.Addr
 }
 
 // ApplyPolicy applies c to the policy table in one transaction: it is

@@ -15,6 +15,7 @@ type policyState struct {
 	exists                 bool
 	chains, sets, counters map[string]bool
 	pending4, pending6     map[netip.Addr]bool
+	attached               []netip.Addr // read for a full sync only
 }
 
 // readPolicy reads whether the policy table exists and, with objects, its
@@ -93,6 +94,20 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	if !st.exists && !c.Full {
 		return fmt.Errorf("no policy table (a full sync makes it): %w", ErrNotFound)
 	}
+	if err := h.readGen(); err != nil {
+		return err
+	}
+	if c.Full && st.exists {
+		for _, v6 := range []bool{false, true} {
+			m, err := h.policyAddrs(PolicyAttached, v6)
+			if err != nil {
+				return err
+			}
+			for a := range m {
+				st.attached = append(st.attached, a)
+			}
+		}
+	}
 	if c.Rules != nil {
 		if err := checkPolicyRules(c.Rules); err != nil {
 			return err
@@ -103,15 +118,21 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	}
 	if err := t.queuePolicy(c, st); err != nil {
 		t.abort()
-		h.policyFP = nil
+		h.policyFP, h.policyGen = nil, 0
 		return err
 	}
 	if err := t.commit(); err != nil {
-		h.policyFP = nil // the kernel's chains are unknown again
+		h.policyFP, h.policyGen = nil, 0 // the kernel's chains are unknown again
 		return err
 	}
+	h.policyGen = t.policyGen
 	if c.Rules != nil {
 		h.policyFP = t.policyFP
+	}
+	if len(t.closed) > 0 {
+		if err := h.releaseUnattached(t.closed); err != nil {
+			return fmt.Errorf("release closed addresses: %w", err)
+		}
 	}
 	return nil
 }
@@ -122,6 +143,9 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	tb := cc.AddTable(policyTableObj())
 	for _, v6 := range []bool{false, true} {
 		if err := t.addSet(policySetObj(PolicyPending, PolicyAddrs, "pods the agent has not resolved: dropped", v6), nil); err != nil {
+			return err
+		}
+		if err := t.addSet(policySetObj(PolicyAttached, PolicyAddrs, "pods between their CNI ADD and DEL", v6), nil); err != nil {
 			return err
 		}
 	}
@@ -170,12 +194,26 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		}
 	}
 	var gone []netip.Addr
+	resolved := make(map[netip.Addr]bool, len(c.Resolved))
 	for _, a := range c.Resolved {
+		resolved[a] = true
 		if st.pending4[a] || st.pending6[a] {
 			gone = append(gone, a)
 		}
 	}
 	if err := t.policyElemChange(PolicyPending, PolicyAddrs, addrElems(gone), false); err != nil {
+		return err
+	}
+	for _, a := range append(c.Closed, st.attached...) {
+		if !resolved[a] {
+			resolved[a] = true // once
+			t.closed = append(t.closed, a)
+		}
+	}
+	if err := t.policyElemChange(PolicyPending, PolicyAddrs, addrElems(t.closed), true); err != nil {
+		return err
+	}
+	if err := t.queueGen(); err != nil {
 		return err
 	}
 	if pc != nil {
@@ -191,7 +229,9 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		dels[policySetName(n, false)], dels[policySetName(n, true)] = true, true
 	}
 	if c.Full {
-		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true, policyGuardSet: c.Guard != nil}
+		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true,
+			policySetName(PolicyAttached, false): true, policySetName(PolicyAttached, true): true,
+			policyGuardSet: c.Guard != nil, policyGenSet: true}
 		for _, s := range c.Sets {
 			want[policySetName(s.Name, false)], want[policySetName(s.Name, true)] = true, true
 		}
@@ -213,6 +253,9 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 	cc := t.conn()
 	tb := policyTableObj()
 	want := map[string]bool{}
+	for _, n := range policyGenChains {
+		want[n] = true // rewritten by queueGen
+	}
 	chains := map[string]*nftables.Chain{}
 	for _, n := range pc.names {
 		want[n] = true

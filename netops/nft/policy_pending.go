@@ -23,6 +23,19 @@ import (
 // --network-policy=false), or in a namespace no policy could select,
 // nothing changes.
 //
+// A pod gone from the API is not gone from the node: a force-deleted pod
+// (grace period 0) leaves the API at once while its containers still run
+// until the kubelet kills them and the CNI DEL ends its attachment. Taken
+// out of the sets, it would be open meanwhile. So the ADD also records the
+// pod's addresses in the attached set (the DEL takes them out), and when
+// the agent's model loses a pod of the node (PolicyChange.Closed), the
+// transaction that takes it out of the sets puts its addresses in the
+// pending set; right after it the agent takes out those that are no longer
+// attached (the DEL came first, as it does for every graceful deletion).
+// The DEL takes the attached and pending elements out in one transaction,
+// and the agent writes pending before it reads attached, so one of the two
+// always takes the address out: none is left pending once its pod is gone.
+//
 // The guard set's keys are the first 16 bytes of the SHA-256 of a
 // namespace's name, kept in a set typed ipv6_addr for want of a raw type
 // of that size; all zeros stands for every namespace.
@@ -34,6 +47,10 @@ type PolicyGuard struct {
 }
 
 const policyGuardSet = "guard"
+
+// PolicyAttached is the set of the addresses of the node's pods between
+// their ADD and their DEL.
+const PolicyAttached = "attached"
 
 func policyGuardObj() *nftables.Set {
 	return &nftables.Set{Table: policyTableObj(), Name: policyGuardSet, KeyType: nftables.TypeIP6Addr,
@@ -69,13 +86,16 @@ func (t *txn) queueGuard(g *PolicyGuard) error {
 	return t.conn().SetAddElements(s, elems)
 }
 
-// MarkPolicyPending puts addrs, the addresses of a new pod of namespace ns,
-// in the policy table's pending set when the table's guard says a policy
-// could select a pod there; it reports whether it did. Without the table,
-// nothing is done.
+// MarkPolicyPending records addrs, the addresses of a new pod of namespace
+// ns, in the policy table's attached set and, when the table's guard says a
+// policy could select a pod there, in its pending set; it reports whether
+// they are pending. Without the table, nothing is done.
 func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) {
 	if _, err := h.nftConn(); err != nil {
 		return false, err
+	}
+	if len(addrs) == 0 {
+		return false, nil
 	}
 	guarded := false
 	for _, key := range [][]byte{guardKey(""), guardKey(ns)} {
@@ -88,18 +108,28 @@ func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) 
 			return false, fmt.Errorf("read the policy guard in %s: %w", h.where(), err)
 		}
 	}
-	if !guarded || len(addrs) == 0 {
-		return false, nil
+	msgs := addrMsgs(PolicyAttached, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)
+	if guarded {
+		msgs = append(msgs, addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
 	}
-	msgs := pendingMsgs(addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)
-	if err := h.commitRaw(msgs...); err != nil {
+	err := h.commitRaw(msgs...)
+	if errors.Is(err, unix.ENOENT) && guarded {
+		// A table without the attached set (written by an older agent,
+		// until the new one's first sync).
+		err = h.commitRaw(addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
+	}
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return false, nil // no table
+	case err != nil:
 		return false, fmt.Errorf("mark %v pending in %s: %w", addrs, h.where(), classify(err))
 	}
-	return true, nil
+	return guarded, nil
 }
 
-// UnmarkPolicyPending takes addrs out of the pending set (a pod's DEL, or
-// an ADD undone); those not there, or no table, are no error.
+// UnmarkPolicyPending takes addrs out of the attached and pending sets, in
+// one transaction (a pod's DEL, or an ADD undone); those not there, or no
+// table, are no error.
 func (h *Handle) UnmarkPolicyPending(addrs []netip.Addr) error {
 	if len(addrs) == 0 {
 		return nil
@@ -117,15 +147,16 @@ func (h *Handle) UnmarkPolicyPending(addrs []netip.Addr) error {
 			k6 = append(k6, a.AsSlice())
 		}
 	}
-	if _, err := h.delPresentElems(PolicyTable, setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6}); err != nil {
+	if _, err := h.delPresentElems(PolicyTable, setKeys{policySetName(PolicyAttached, false), k4}, setKeys{policySetName(PolicyAttached, true), k6},
+		setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6}); err != nil {
 		return fmt.Errorf("unmark %v pending in %s: %w", addrs, h.where(), classify(err))
 	}
 	return nil
 }
 
-// pendingMsgs are the element messages of addrs for the pending set's
+// addrMsgs are the element messages of addrs for address set name's
 // family parts.
-func pendingMsgs(addrs []netip.Addr, msgType int, flags mdnetlink.HeaderFlags) []mdnetlink.Message {
+func addrMsgs(name string, addrs []netip.Addr, msgType int, flags mdnetlink.HeaderFlags) []mdnetlink.Message {
 	var v4, v6 []nftElem
 	for _, a := range addrs {
 		if a.Is4() {
@@ -136,10 +167,33 @@ func pendingMsgs(addrs []netip.Addr, msgType int, flags mdnetlink.HeaderFlags) [
 	}
 	var msgs []mdnetlink.Message
 	if len(v4) > 0 {
-		msgs = append(msgs, nftElemMsg(PolicyTable, policySetName(PolicyPending, false), msgType, flags, v4, false))
+		msgs = append(msgs, nftElemMsg(PolicyTable, policySetName(name, false), msgType, flags, v4, false))
 	}
 	if len(v6) > 0 {
-		msgs = append(msgs, nftElemMsg(PolicyTable, policySetName(PolicyPending, true), msgType, flags, v6, false))
+		msgs = append(msgs, nftElemMsg(PolicyTable, policySetName(name, true), msgType, flags, v6, false))
 	}
 	return msgs
+}
+
+// releaseUnattached takes those of closed that are not in the attached set
+// out of the pending set: their DEL came before (or while) the agent closed
+// them.
+func (h *Handle) releaseUnattached(closed []netip.Addr) error {
+	var k4, k6 [][]byte
+	for _, a := range closed {
+		_, err := h.getElem(PolicyTable, policySetName(PolicyAttached, a.Is6()), a.AsSlice())
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, unix.ENOENT):
+			return fmt.Errorf("read the attached set: %w", err)
+		}
+		if a.Is4() {
+			k4 = append(k4, a.AsSlice())
+		} else {
+			k6 = append(k6, a.AsSlice())
+		}
+	}
+	_, err := h.delPresentElems(PolicyTable, setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6})
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,8 +45,9 @@ func (h *Handle) PolicyCounters() (map[string]PolicyCounter, error) {
 }
 
 // PolicyRuleHandles returns the handles of the rules of every chain of the
-// policy table, "chain:handle", sorted: what stays the same when only set
-// elements change. (A raw dump: google/nftables cannot parse these rules'
+// policy table but the verdict cache's (rewritten by every transaction,
+// policy_gen.go), "chain:handle", sorted: what stays the same when only
+// set elements change. (A raw dump: google/nftables cannot parse these rules'
 // ct direction, see ctDir.)
 func (h *Handle) PolicyRuleHandles() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
@@ -82,7 +84,7 @@ func (h *Handle) PolicyRuleHandles() ([]string, error) {
 				handle = ad.Uint64()
 			}
 		}
-		if table == PolicyTable {
+		if table == PolicyTable && !slices.Contains(policyGenChains[:], chain) {
 			out = append(out, fmt.Sprintf("%s:%d", chain, handle))
 		}
 	}
@@ -112,8 +114,8 @@ func (h *Handle) PolicySetAddrs(name string) (addrs []netip.Addr, ok bool, err e
 	return addrs, ok, nil
 }
 
-// PolicySets returns the names of the policy table's sets (without the
-// family suffix).
+// PolicySets returns the names of the policy table's address sets (without
+// the family suffix; the verdict cache's generation left out).
 func (h *Handle) PolicySets() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
@@ -125,6 +127,9 @@ func (h *Handle) PolicySets() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for n := range st.sets {
+		if n == policyGenSet {
+			continue
+		}
 		base := strings.TrimSuffix(strings.TrimSuffix(n, "-4"), "-6")
 		if !seen[base] {
 			seen[base] = true

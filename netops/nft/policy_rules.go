@@ -150,6 +150,10 @@ func (d policyDir) render(pc *policyChains, t *PolicyTiers, nodeAddrs string) {
 	}
 	// The node's own traffic to a pending pod was accepted above.
 	pc.add(top, append(d.self(PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...))
+	// A connection allowed at this generation is accepted here
+	// (policy_gen.go); one that is allowed below goes through allow-*,
+	// which records that in its mark.
+	pc.add(top, []expr.Any{verdict(expr.VerdictJump, fastChain(d.name))})
 	d.renderTier(pc, top, "a", t.Admin)
 	if t.Isolated != "" && len(t.NetworkPolicy) > 0 {
 		np := "np-" + d.name + d.fam()
@@ -160,13 +164,18 @@ func (d policyDir) render(pc *policyChains, t *PolicyTiers, nodeAddrs string) {
 			pc.add(np, append(d.self(p.Subject, false), verdict(expr.VerdictJump, ch)))
 			pc.add(ch)
 			for _, r := range p.Rules {
-				pc.add(ch, d.policyRuleExprs(r, verdict(expr.VerdictAccept, ""))...)
+				pc.add(ch, d.policyRuleExprs(r, d.allow())...)
 			}
 		}
 		pc.add(top, append(d.self(t.Isolated, false), countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
 	}
 	d.renderTier(pc, top, "b", t.Baseline)
+	pc.add(top, []expr.Any{d.allow()}) // the default
 }
+
+// allow is the verdict that allows a connection in this direction: a goto
+// to the chain that marks it allowed at this generation and accepts.
+func (d policyDir) allow() expr.Any { return verdict(expr.VerdictGoto, allowChain(d.name)) }
 
 // renderTier adds an Admin or Baseline tier: a jump from top to the first
 // policy's chain, each policy's chain going to the next (goto, so that a
@@ -184,7 +193,7 @@ func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []PolicyC
 		}
 		pc.add(ch, append(d.self(p.Subject, true), next))
 		for _, r := range p.Rules {
-			v := verdict(expr.VerdictAccept, "")
+			v := d.allow()
 			switch r.Action {
 			case PolicyDeny:
 				v = verdict(expr.VerdictDrop, "")

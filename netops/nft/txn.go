@@ -2,6 +2,7 @@ package nft
 
 import (
 	"errors"
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/google/nftables"
@@ -33,6 +34,11 @@ type txn struct {
 	// policyFP and policyPrev: the policy chains this transaction writes
 	// and those the Handle wrote last (policy_apply.go).
 	policyFP, policyPrev map[string]string
+	// policyGen: the policy table's generation this transaction writes.
+	policyGen uint32
+	// closed: addresses this transaction puts in the policy table's
+	// pending set for pods the model lost (PolicyChange.Closed).
+	closed []netip.Addr
 }
 
 // errMixedTxn is commit's refusal of a txn with both kinds of changes.

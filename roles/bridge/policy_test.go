@@ -61,6 +61,9 @@ func TestPolicyPendingADD(t *testing.T) {
 	if pend, _, _ := h.PolicySetAddrs(nft.PolicyPending); !slices.Equal(pend, []netip.Addr{ipb}) {
 		t.Errorf("pending after a's DEL: %v, want [%s]", pend, ipb)
 	}
+	if att, _, _ := h.PolicySetAddrs(nft.PolicyAttached); !slices.Equal(att, []netip.Addr{ipb}) {
+		t.Errorf("attached after a's DEL: %v, want [%s] (the agent reads it to close a pod gone from the API before its DEL)", att, ipb)
+	}
 	n.Must(bridge.Role, "DEL", b, c)
 
 	table("other") // no policy could select a pod of "default"
@@ -69,5 +72,11 @@ func TestPolicyPendingADD(t *testing.T) {
 	if pend, _, _ := h.PolicySetAddrs(nft.PolicyPending); len(pend) != 0 {
 		t.Errorf("pending %v, want none (%s's namespace is not guarded)", pend, ipc)
 	}
+	if att, _, _ := h.PolicySetAddrs(nft.PolicyAttached); !slices.Equal(att, []netip.Addr{ipc}) {
+		t.Errorf("attached %v, want [%s]: every pod's ADD records it", att, ipc)
+	}
 	n.Must(bridge.Role, "DEL", a, c)
+	if att, _, _ := h.PolicySetAddrs(nft.PolicyAttached); len(att) != 0 {
+		t.Errorf("attached after the DELs: %v", att)
+	}
 }

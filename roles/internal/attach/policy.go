@@ -13,9 +13,10 @@ import (
 // NetworkPolicy engine has placed it (docs/policy.md, "Across agent
 // restarts"): if the node's policy table says a policy could select a pod
 // of its namespace, the addresses go in the table's pending set, before
-// the pod has them, so no packet of it passes open. Without the table, or
-// outside Kubernetes (no K8S_POD_NAMESPACE), nothing is done. The undo
-// takes them out again.
+// the pod has them, so no packet of it passes open; in any namespace they
+// go in its attached set, which tells the agent the pod is on the node
+// until its DEL. Without the table, or outside Kubernetes (no
+// K8S_POD_NAMESPACE), nothing is done. The undo takes them out again.
 func PolicyPending(host *netops.Handle, undo *cniplug.Undo, a *cniplug.Args, pod []netip.Prefix) error {
 	ns := string(a.CNIArgs.K8S_POD_NAMESPACE)
 	if ns == "" || len(pod) == 0 {
@@ -25,13 +26,11 @@ func PolicyPending(host *netops.Handle, undo *cniplug.Undo, a *cniplug.Args, pod
 	for _, p := range pod {
 		ips = append(ips, p.Addr())
 	}
-	marked, err := host.NFT().MarkPolicyPending(ns, ips)
-	if err != nil {
+	if _, err := host.NFT().MarkPolicyPending(ns, ips); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "network policy: %w", err)
 	}
-	if marked {
-		undo.Push(func() { _ = host.NFT().UnmarkPolicyPending(ips) })
-	}
+	// Pending or not, the addresses are in the table's attached set.
+	undo.Push(func() { _ = host.NFT().UnmarkPolicyPending(ips) })
 	return nil
 }
 
