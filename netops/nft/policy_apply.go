@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
@@ -329,7 +330,7 @@ func fingerprints(pc *policyChains) map[string]string {
 		b.Reset()
 		for _, r := range pc.rules[n] {
 			for _, e := range r {
-				fmt.Fprintf(&b, "%T%+v;", e, e)
+				fingerprint(&b, e)
 			}
 			b.WriteByte('\n')
 		}
@@ -339,6 +340,58 @@ func fingerprints(pc *policyChains) map[string]string {
 		fp[bc.name] = fmt.Sprintf("base %v %d -> %s", bc.hook, bc.prio, bc.to)
 	}
 	return fp
+}
+
+// fingerprint writes e to b: the fields the policy rules set, for the
+// expressions they use (fmt's reflection for any other; it took 40% of a
+// policy change's time at 200 policies).
+func fingerprint(b *strings.Builder, e expr.Any) {
+	u := func(vs ...uint64) {
+		for _, v := range vs {
+			b.WriteString(strconv.FormatUint(v, 16))
+			b.WriteByte(',')
+		}
+	}
+	switch e := e.(type) {
+	case *expr.Ct:
+		b.WriteString("ct:")
+		u(uint64(e.Register), uint64(e.Key), uint64(e.Direction), boolBit(e.SourceRegister))
+	case *expr.Lookup:
+		b.WriteString("lookup:")
+		u(uint64(e.SourceRegister), uint64(e.DestRegister), boolBit(e.IsDestRegSet), boolBit(e.Invert))
+		b.WriteString(e.SetName)
+	case *expr.Cmp:
+		b.WriteString("cmp:")
+		u(uint64(e.Op), uint64(e.Register))
+		b.Write(e.Data)
+	case *expr.Range:
+		b.WriteString("range:")
+		u(uint64(e.Op), uint64(e.Register))
+		b.Write(e.FromData)
+		b.WriteByte('-')
+		b.Write(e.ToData)
+	case *expr.Objref:
+		b.WriteString("objref:")
+		u(uint64(e.Type))
+		b.WriteString(e.Name)
+	case *expr.Verdict:
+		b.WriteString("verdict:")
+		u(uint64(e.Kind))
+		b.WriteString(e.Chain)
+	case *expr.Meta:
+		b.WriteString("meta:")
+		u(uint64(e.Key), uint64(e.Register), boolBit(e.SourceRegister))
+	default:
+		fmt.Fprintf(b, "%T%+v", e, e)
+	}
+	b.WriteByte(';')
+}
+
+func boolBit(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // policyKeeps reports whether chain name is in the kernel as this change
