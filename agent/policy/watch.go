@@ -40,6 +40,9 @@ type WatchConfig struct {
 	// ClusterNetworkPolicies watches policy.networking.k8s.io/v1alpha2
 	// (its CRD must be installed).
 	ClusterNetworkPolicies bool
+	// Synced, if set, is called once the first full sync has been applied
+	// (the agent returns the garbage of the informers' first lists then).
+	Synced func()
 }
 
 // Watch runs informers of pods, namespaces, NetworkPolicies (and
@@ -72,29 +75,28 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	w.ev = newEventer(core, node, cfg.Log)
 	go w.ev.run(ctx)
-	informers := []struct {
+	type informer struct {
 		c        rest.Interface
 		resource string
 		obj      runtime.Object
-	}{
-		{core, "pods", &corev1.Pod{}},
-		{core, "namespaces", &corev1.Namespace{}},
-		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}},
+		page     func() runtime.Object
+	}
+	informers := []informer{
+		{core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
+		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
+		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 	}
 	if cfg.ClusterNetworkPolicies {
 		c, err := kubecore.GroupClient(rc, cnpv1.SchemeGroupVersion, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		informers = append(informers, struct {
-			c        rest.Interface
-			resource string
-			obj      runtime.Object
-		}{c, "clusternetworkpolicies", &cnpv1.ClusterNetworkPolicy{}})
+		informers = append(informers, informer{c, "clusternetworkpolicies", &cnpv1.ClusterNetworkPolicy{},
+			func() runtime.Object { return &cnpv1.ClusterNetworkPolicyList{} }})
 	}
 	var synced []cache.InformerSynced
 	for _, in := range informers {
-		_, ctl := kubeapi.NewInformer(in.c, in.resource, nil, in.obj, cache.InformerOptions{
+		_, ctl := kubeapi.NewSlimInformer(in.c, in.resource, in.obj, in.page, cache.InformerOptions{
 			Handler:   w.handler(),
 			Transform: slim,
 		})
@@ -106,6 +108,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	if err := w.start(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	if cfg.Synced != nil {
+		cfg.Synced()
 	}
 	<-ctx.Done()
 	return nil

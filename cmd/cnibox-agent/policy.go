@@ -44,6 +44,10 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		Cluster: f.cluster(), Log: log, Sink: sink,
 		NodeAddrs:              nodeAddrs(log),
 		ClusterNetworkPolicies: f.clusterNetworkPolicies,
+		// Every pod of the cluster listed and decoded: return what that
+		// left behind (at 20,000 pods the heap in use was 38 MiB of an
+		// 82 MiB anonymous RSS before this).
+		Synced: func() { releaseStartPages(log) },
 	}
 	go func() {
 		defer sink.Close()
