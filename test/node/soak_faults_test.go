@@ -63,11 +63,19 @@ func (s *soak) injectFaults(end time.Time) {
 		s.mu.Lock()
 		s.fault = nil
 		s.lastAt = time.Now()
-		if kind == faultReboot {
-			for _, p := range s.pods {
-				if p.node == n.name {
-					p.rebootedAt = s.lastAt
-				}
+		if kind == faultReboot || kind == faultAgentKill {
+			s.unsettled[n.name] = s.lastAt
+		}
+		for _, p := range s.pods {
+			switch {
+			case p.node != n.name:
+			case kind == faultReboot:
+				p.rebootedAt = s.lastAt
+			case kind == faultAgentKill:
+				// A pod that a policy could select, started while
+				// its node's agent was down, is closed until the new
+				// agent has placed it (docs/policy.md): fail closed.
+				p.agentBackAt = s.lastAt
 			}
 		}
 		s.mu.Unlock()

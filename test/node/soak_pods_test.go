@@ -48,6 +48,7 @@ type podState struct {
 	flaggedDown    bool      // its reach-after-fault breach is logged
 	downKind       string    // the fault before the outage began
 	rebootedAt     time.Time // its node's last reboot ended (new sandboxes)
+	agentBackAt    time.Time // its node's agent was last started again after a kill
 }
 
 func (p *podState) key() string { return p.ns + "/" + p.name }

@@ -141,6 +141,18 @@ func (s *soak) rebooting(node string) bool {
 	return s.fault != nil && s.fault.kind == faultReboot && s.fault.node == node
 }
 
+// settled reports whether the allowed prober of node is placed by its
+// node's agent: no agent kill or reboot of the node in progress, none
+// ended less than newPodBound ago (a new sandbox of a pod of soakPolicyNS
+// is pending until its agent sees its address: fail closed, which makes
+// the prober, not the pod probed, unreachable). Under s.mu.
+func (s *soak) settled(node string) bool {
+	if f := s.fault; f != nil && f.node == node && (f.kind == faultAgentKill || f.kind == faultReboot) {
+		return false
+	}
+	return time.Since(s.unsettled[node]) > newPodBound
+}
+
 // probeLoop probes, every second, each running churned pod from a peer on
 // another node: the pods of soakPolicyNS from an allowed peer, and from a
 // denied peer, which must never get in.
@@ -182,7 +194,7 @@ func (s *soak) probe(p *podState) {
 	ip, node, ns := p.ip, p.node, p.ns
 	var peers []string
 	for _, n := range s.c.nodes {
-		if n.name != node && !s.rebooting(n.name) {
+		if n.name != node && !s.rebooting(n.name) && (ns != soakPolicyNS || s.settled(n.name)) {
 			peers = append(peers, n.name)
 		}
 	}
@@ -221,8 +233,10 @@ func (s *soak) probe(p *podState) {
 		p.lastOK, p.downKind = now, ""
 	case p.reachedAt.IsZero():
 		// a pod of a node that rebooted gets a new sandbox: it has
-		// nodeRebootBound from the reboot's end
-		if now.Sub(p.runningAt) > newPodBound && now.Sub(p.rebootedAt) > nodeRebootBound && !p.flaggedNew {
+		// nodeRebootBound from the reboot's end; one of a node whose
+		// agent was killed, newPodBound from the new agent's start
+		if now.Sub(p.runningAt) > newPodBound && now.Sub(p.rebootedAt) > nodeRebootBound &&
+			now.Sub(p.agentBackAt) > newPodBound && !p.flaggedNew {
 			p.flaggedNew = true
 			inv = "reach-new"
 			msg = fmt.Sprintf("%s (%s on %s) Running for %.1fs, no answer from %s: %v", p.key(), ip, node, now.Sub(p.runningAt).Seconds(), peer, err)

@@ -108,6 +108,11 @@ type soak struct {
 	rss      map[string][]rssSample
 	probers  map[string]string // node name -> prober pod's netns path (denied peers)
 	allowed  map[string]string // node name -> allowed prober's netns path
+	// unsettled: node name -> when its agent was last started again (a
+	// kill or a reboot): the allowed prober, a pod of soakPolicyNS, may
+	// have been pending (closed) until then, and is not used as a peer
+	// for newPodBound after it
+	unsettled map[string]time.Time
 }
 
 // faultNow is the fault being injected: its kind and node ("" for the
@@ -123,7 +128,7 @@ func newSoak(t *testing.T, c *cluster, seed uint64, dur time.Duration, report st
 	}
 	t.Cleanup(func() { f.Close() })
 	return &soak{t: t, c: c, seed: seed, dur: dur, report: report, logw: f, start: time.Now(),
-		rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), pods: map[string]*podState{}, faults: map[string]int{},
+		rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), pods: map[string]*podState{}, faults: map[string]int{}, unsettled: map[string]time.Time{},
 		breaches: map[string]int{}, longest: map[string]time.Duration{}, rss: map[string][]rssSample{},
 		probers: map[string]string{}, allowed: map[string]string{}}
 }
