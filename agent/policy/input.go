@@ -22,6 +22,9 @@ type Pod struct {
 	// may already be another pod's.
 	Done  bool
 	Ports []NamedPort // the containers' named ports
+	// labels holds Labels' interned set (internPod), if any: Labels is
+	// its map, shared with other pods.
+	labels *labelSet
 }
 
 // NamedPort is a container port with a name.

@@ -52,7 +52,10 @@ func meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 func slim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return &slimPod{ObjectMeta: meta(&o.ObjectMeta), Pod: *PodFromAPI(o)}, nil
+		sp := &slimPod{ObjectMeta: meta(&o.ObjectMeta), Pod: *PodFromAPI(o)}
+		sp.ObjectMeta.Namespace = intern(sp.ObjectMeta.Namespace)
+		internPod(&sp.Pod)
+		return sp, nil
 	case *corev1.Namespace:
 		return &slimNamespace{ObjectMeta: meta(&o.ObjectMeta), Namespace: *NamespaceFromAPI(o)}, nil
 	case *networkingv1.NetworkPolicy:

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"reflect"
+	"runtime"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
@@ -23,7 +25,9 @@ func TestSlim(t *testing.T) {
 	if sp.Name != "a" || sp.Namespace != "x" || sp.ManagedFields != nil || sp.Annotations != nil {
 		t.Errorf("metadata kept: %+v", sp.ObjectMeta)
 	}
-	if !reflect.DeepEqual(sp.Pod, *PodFromAPI(p)) || len(sp.Pod.Ports) != 7 {
+	kept := sp.Pod
+	kept.labels = nil // the interned set behind Labels
+	if !reflect.DeepEqual(kept, *PodFromAPI(p)) || len(sp.Pod.Ports) != 7 {
 		t.Errorf("pod %+v, want %+v", sp.Pod, *PodFromAPI(p))
 	}
 	if again, _ := slim(sp); again != any(sp) {
@@ -39,4 +43,51 @@ func TestSlim(t *testing.T) {
 	if n := ns.(*slimNamespace); n.Namespace.Name != "x" || n.Namespace.Labels["ns"] != "x" {
 		t.Errorf("namespace %+v", n)
 	}
+}
+
+// TestInternLabels: pods with the same labels share one map (and one copy
+// of each string), and a label set no pod holds any more is forgotten.
+func TestInternLabels(t *testing.T) {
+	a, b := apiPod("x", "a"), apiPod("x", "b")
+	a.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
+	b.Labels = map[string]string{"pod-template-hash": "5d8f", "app": "web"}
+	sa, _ := slim(a)
+	sb, _ := slim(b)
+	pa, pb := &sa.(*slimPod).Pod, &sb.(*slimPod).Pod
+	if reflect.ValueOf(pa.Labels).Pointer() != reflect.ValueOf(pb.Labels).Pointer() {
+		t.Error("two pods with the same labels hold two maps")
+	}
+	if pa.Labels["app"] != "web" || len(pa.Labels) != 2 {
+		t.Errorf("labels %v", pa.Labels)
+	}
+	key := "once\x00" + t.Name() + "\x00"
+	func() {
+		c := apiPod("x", "c")
+		c.Labels = map[string]string{"once": t.Name()}
+		if _, err := slim(c); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	labelSets.Lock()
+	_, held := labelSets.byKey[key]
+	labelSets.Unlock()
+	if !held {
+		t.Fatalf("no label set %q after slim", key)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runtime.GC()
+		labelSets.Lock()
+		_, held := labelSets.byKey[key]
+		labelSets.Unlock()
+		if !held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the label set of a pod that is gone is still held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.KeepAlive(pa)
+	runtime.KeepAlive(pb)
 }
