@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -26,11 +28,16 @@ import (
 )
 
 const (
-	apiAddr   = "127.0.0.1:16443" // control-plane.sh's default
-	proxyAddr = "127.0.0.1:16444" // the agent's way to the API, counted
 	selfNode  = "bench-node"
 	annPrefix = "flannel.alpha.coreos.com/"
 )
+
+// apiAddr is the control plane's API (control-plane.sh's port, 16443 unless
+// $KCP_API_PORT moves it); proxyAddr, the port after it, is the agent's way
+// to it, counted. (With a moved port and a fixed 16443 here, the agent's
+// kubeconfig kept the API's own address and nothing was counted.)
+var apiPort, _ = strconv.Atoi(cmp.Or(os.Getenv("KCP_API_PORT"), "16443"))
+var apiAddr, proxyAddr = fmt.Sprintf("127.0.0.1:%d", apiPort), fmt.Sprintf("127.0.0.1:%d", apiPort+1)
 
 // kubeRun: a control plane with N realistic Nodes (and, with -pods, the
 // pods and policies), then each side's agent in turn on it (a side's
