@@ -8,7 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // TestSlim: the informers keep of a Pod what the engine reads, and the
@@ -22,8 +24,12 @@ func TestSlim(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := got.(*slimPod)
-	if sp.Name != "a" || sp.Namespace != "x" || sp.ManagedFields != nil || sp.Annotations != nil {
-		t.Errorf("metadata kept: %+v", sp.ObjectMeta)
+	m, err := apimeta.Accessor(sp)
+	if err != nil || m.GetName() != "a" || m.GetNamespace() != "x" || m.GetResourceVersion() != p.ResourceVersion {
+		t.Errorf("the informer's view of the slim pod: %v, %v", m, err)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(sp); err != nil || key != "x/a" {
+		t.Errorf("the informer's key %q, %v", key, err)
 	}
 	kept := sp.Pod
 	kept.labels = nil // the interned set behind Labels

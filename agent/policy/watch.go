@@ -205,7 +205,7 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			}
 			switch o := obj.(type) {
 			case *slimPod:
-				w.apply(func(e *Engine) Delta { return e.DeletePod(o.Namespace, o.Name) })
+				w.apply(func(e *Engine) Delta { return e.DeletePod(o.Pod.Namespace, o.Pod.Name) })
 			case *slimNamespace:
 				w.apply(func(e *Engine) Delta { return e.DeleteNamespace(o.Name) })
 			case *networkingv1.NetworkPolicy:

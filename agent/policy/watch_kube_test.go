@@ -180,6 +180,11 @@ func TestWatchKube(t *testing.T) {
 	}
 	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/bad").Do(ctx).Error())
 	sink.wait(t, "the bad ClusterNetworkPolicy deleted", "+-")
+	// A pod deleted leaves the peer sets (the informer's delete of a slim
+	// pod names it).
+	zero := int64(0)
+	must(t, cs.CoreV1().Pods("y").Delete(ctx, "b", metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	sink.wait(t, "y/b deleted", "--")
 	must(t, cs.NetworkingV1().NetworkPolicies("x").Delete(ctx, "web", metav1.DeleteOptions{}))
 	sink.wait(t, "the NetworkPolicy deleted", "++")
 
