@@ -51,9 +51,8 @@ func (d *Delta) elem(id SetID, e Elem, add bool) {
 // call.
 type Engine struct {
 	node       string
-	pods       map[string]*Pod
-	nsPods     map[string]map[string]*Pod
-	localPods  map[string]*Pod // this node's
+	nsPods     map[string]map[string]*Pod // by namespace and name
+	localPods  map[string]*Pod            // this node's
 	nodeAddrs  []netip.Prefix
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
@@ -71,7 +70,6 @@ type Engine struct {
 func NewEngine(node string) *Engine {
 	e := &Engine{
 		node:       node,
-		pods:       map[string]*Pod{},
 		nsPods:     map[string]map[string]*Pod{},
 		localPods:  map[string]*Pod{},
 		namespaces: map[string]*Namespace{},
@@ -88,15 +86,15 @@ func (e *Engine) Model() *Model { return e.m }
 
 // SetPod adds or replaces a pod.
 func (e *Engine) SetPod(p *Pod) Delta {
-	old := e.pods[p.Key()]
-	e.pods[p.Key()] = p
+	old := e.nsPods[p.Namespace][p.Name]
 	if e.nsPods[p.Namespace] == nil {
 		e.nsPods[p.Namespace] = map[string]*Pod{}
 	}
-	e.nsPods[p.Namespace][p.Key()] = p
-	if p.Node == e.node {
+	e.nsPods[p.Namespace][p.Name] = p
+	switch {
+	case p.Node == e.node:
 		e.localPods[p.Key()] = p
-	} else {
+	case old != nil && old.Node == e.node:
 		delete(e.localPods, p.Key())
 	}
 	var d Delta
@@ -133,15 +131,13 @@ func (e *Engine) candidates(name string, ns *Namespace) []SetID {
 
 // DeletePod removes the pod namespace/name.
 func (e *Engine) DeletePod(namespace, name string) Delta {
-	key := namespace + "/" + name
-	old := e.pods[key]
+	old := e.nsPods[namespace][name]
 	var d Delta
 	if old == nil {
 		return d
 	}
-	delete(e.pods, key)
-	delete(e.localPods, key)
-	delete(e.nsPods[namespace], key)
+	delete(e.localPods, old.Key())
+	delete(e.nsPods[namespace], name)
 	if len(e.nsPods[namespace]) == 0 {
 		delete(e.nsPods, namespace)
 	}
