@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -32,6 +33,38 @@ func (d *Delta) Empty() bool {
 	return !d.Rules && !d.Issues && len(d.AddSets)+len(d.DelSets)+len(d.Add)+len(d.Del) == 0
 }
 
+// merge appends o, a change that came after d, to d.
+func (d *Delta) merge(o Delta) {
+	d.Rules = d.Rules || o.Rules
+	d.Issues = d.Issues || o.Issues
+	d.AddSets = append(d.AddSets, o.AddSets...)
+	d.DelSets = append(d.DelSets, o.DelSets...)
+	for id, es := range o.Add {
+		for _, x := range es {
+			if !d.cancel(d.Del, id, x) {
+				d.elem(id, x, true)
+			}
+		}
+	}
+	for id, es := range o.Del {
+		for _, x := range es {
+			if !d.cancel(d.Add, id, x) {
+				d.elem(id, x, false)
+			}
+		}
+	}
+}
+
+// cancel removes x from m[id] and reports whether it was there.
+func (d *Delta) cancel(m map[SetID][]Elem, id SetID, x Elem) bool {
+	i := slices.Index(m[id], x)
+	if i < 0 {
+		return false
+	}
+	m[id] = slices.Delete(m[id], i, i+1)
+	return true
+}
+
 func (d *Delta) elem(id SetID, e Elem, add bool) {
 	m := &d.Del
 	if add {
@@ -57,6 +90,7 @@ type Engine struct {
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
 	defs       map[SetID]*setDef
+	active     map[string]bool // the policies that select a pod of this node
 	// The sets a pod may be in: those of its namespace (byNS), and those
 	// of any namespace (anyNS) that its namespace's labels let in
 	// (nsCands, filled on demand, dropped when the labels change).
@@ -100,6 +134,9 @@ func (e *Engine) SetPod(p *Pod) Delta {
 	var d Delta
 	ns := e.namespaces[p.Namespace]
 	e.moveAll(&d, p.Namespace, old, ns, p)
+	if p.Node == e.node || (old != nil && old.Node == e.node) {
+		e.reactivate(&d, p.Namespace)
+	}
 	return d
 }
 
@@ -142,6 +179,9 @@ func (e *Engine) DeletePod(namespace, name string) Delta {
 		delete(e.nsPods, namespace)
 	}
 	e.moveAll(&d, namespace, old, e.namespaces[namespace], nil)
+	if old.Node == e.node {
+		e.reactivate(&d, namespace)
+	}
 	return d
 }
 
@@ -174,6 +214,7 @@ func (e *Engine) relabel(name string, old, ns *Namespace) Delta {
 			e.move(&d, id, def, p, old, p, ns)
 		}
 	}
+	e.reactivate(&d, "") // a ClusterNetworkPolicy's subject reads namespace labels
 	return d
 }
 
@@ -240,7 +281,22 @@ func (e *Engine) rebuild() Delta {
 	var in, eg Tiers
 	defs := map[SetID]*setDef{}
 	var issues []Issue
+	guardNS := map[string]bool{}
+	guardAll := false
+	active := map[string]bool{}
 	for _, c := range e.policies {
+		issues = append(issues, c.issues...)
+		// Where a policy could select a pod of this node, whether or not
+		// one is here yet: a new pod there is pending from its ADD.
+		if c.subject.ns != "" {
+			guardNS[c.subject.ns] = true
+		} else {
+			guardAll = true
+		}
+		if !e.selectsLocal(c) {
+			continue // no rule of it can apply here: no chain, no sets
+		}
+		active[c.id] = true
 		for dir, p := range c.dirs {
 			if p == nil {
 				continue
@@ -261,7 +317,6 @@ func (e *Engine) rebuild() Delta {
 		for id, def := range c.defs {
 			defs[id] = def
 		}
-		issues = append(issues, c.issues...)
 	}
 	for dir, t := range []*Tiers{&in, &eg} {
 		def := e.isolatedDef(Direction(dir))
@@ -313,10 +368,41 @@ func (e *Engine) rebuild() Delta {
 	slices.Sort(d.DelSets)
 	d.Rules = !reflect.DeepEqual(in, e.m.Ingress) || !reflect.DeepEqual(eg, e.m.Egress)
 	d.Issues = !slices.Equal(issues, e.m.Issues)
-	e.defs = defs
+	e.defs, e.active = defs, active
 	e.index()
-	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues, LocalPods: e.localPods}
+	guard := slices.Sorted(maps.Keys(guardNS))
+	d.Rules = d.Rules || guardAll != e.m.GuardAll || !slices.Equal(guard, e.m.GuardNamespaces)
+	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues, LocalPods: e.localPods,
+		GuardAll: guardAll, GuardNamespaces: guard}
 	return d
+}
+
+// selectsLocal reports whether c's subject holds a pod of this node: only
+// such a policy has rules and sets in the node's model (at 5,000 nodes a
+// node holds a few of the cluster's policies' subjects; the others' peer
+// sets were most of the agent's memory and of its table).
+func (e *Engine) selectsLocal(c *compiled) bool {
+	for _, p := range e.localPods {
+		if c.subject.matches(p, e.namespaces[p.Namespace], e.node) {
+			return true
+		}
+	}
+	return false
+}
+
+// reactivate rebuilds the model when a change of this node's pods (of
+// namespace ns; "" for any: a namespace's labels) makes a policy select
+// its first pod here or its last one leave, merging that into d.
+func (e *Engine) reactivate(d *Delta, ns string) {
+	for _, c := range e.policies {
+		if ns != "" && c.subject.ns != "" && c.subject.ns != ns {
+			continue // a NetworkPolicy of another namespace
+		}
+		if e.selectsLocal(c) != e.active[c.id] {
+			d.merge(e.rebuild())
+			return
+		}
+	}
 }
 
 // index files the sets by the namespaces whose pods they may take.

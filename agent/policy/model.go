@@ -250,6 +250,12 @@ type Model struct {
 	// LocalPods are the node's pods by "<namespace>/<name>" (addresses,
 	// labels, named ports), host-network ones too.
 	LocalPods map[string]*Pod
+	// GuardNamespaces are the namespaces of every NetworkPolicy, and
+	// GuardAll reports a ClusterNetworkPolicy: where a policy could select
+	// a pod that comes to this node. The tiers hold only the policies
+	// that select a pod here now.
+	GuardNamespaces []string
+	GuardAll        bool
 }
 
 // Tiers returns the direction's tiers.

@@ -7,7 +7,6 @@ package policynft
 import (
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,26 +181,12 @@ func Change(m *policy.Model, d policy.Delta, full bool) *nft.PolicyChange {
 	return c
 }
 
-// Guard is where the model's policies could select a pod: the namespaces
-// of its NetworkPolicies, every namespace if it has a ClusterNetworkPolicy
+// Guard is where the cluster's policies could select a pod of this node
+// (those that select none here yet included): the namespaces of the
+// NetworkPolicies, every namespace if there is a ClusterNetworkPolicy
 // (whose namespace selectors a CNI ADD cannot evaluate).
 func Guard(m *policy.Model) *nft.PolicyGuard {
-	g := &nft.PolicyGuard{}
-	seen := map[string]bool{}
-	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
-		if len(t.Admin)+len(t.Baseline) > 0 {
-			g.All = true
-		}
-		for _, p := range t.NetworkPolicy {
-			ns, _, _ := strings.Cut(strings.TrimPrefix(p.ID, "np/"), "/")
-			if !seen[ns] {
-				seen[ns] = true
-				g.Namespaces = append(g.Namespaces, ns)
-			}
-		}
-	}
-	slices.Sort(g.Namespaces)
-	return g
+	return &nft.PolicyGuard{All: m.GuardAll, Namespaces: slices.Clone(m.GuardNamespaces)}
 }
 
 // Set is the table's form of set with elems.

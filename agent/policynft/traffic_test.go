@@ -151,7 +151,8 @@ func TestPolicyTraffic(t *testing.T) {
 
 // TestPolicyDeltaElementsOnly: a pod's arrival, departure and label change
 // change set elements only (every rule keeps its handle), and the traffic
-// follows.
+// follows; but the change that takes a policy's last subject off the node
+// takes the policy out of the node's table.
 func TestPolicyDeltaElementsOnly(t *testing.T) {
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
@@ -172,28 +173,32 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 		name   string
 		change func(*policy.Engine) policy.Delta
 		reach  bool // x/b reaches x/a on TCP 80
+		rules  bool // the policy leaves the node's table
 	}{
 		{"x/b labelled role=client", func(e *policy.Engine) policy.Delta {
 			return e.SetPod(xb.apiPod(map[string]string{"app": "b", "role": "client"}))
-		}, true},
-		{"x/b gone", func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "b") }, false},
-		{"x/b back without the label", func(e *policy.Engine) policy.Delta { return e.SetPod(xb.apiPod(nil)) }, false},
+		}, true, false},
+		{"x/b gone", func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "b") }, false, false},
+		{"x/b back without the label", func(e *policy.Engine) policy.Delta { return e.SetPod(xb.apiPod(nil)) }, false, false},
 		{"x/a relabelled: no longer selected", func(e *policy.Engine) policy.Delta {
 			return e.SetPod(xa.apiPod(map[string]string{"app": "other"}))
-		}, true},
+		}, true, true},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			n.t = t
 			d := s.change(n.e)
-			if d.Rules {
-				t.Fatalf("delta changes the rules: %+v", d)
+			if d.Rules != s.rules {
+				t.Fatalf("delta changes the rules: %v, want %v: %+v", d.Rules, s.rules, d)
 			}
 			must(t, n.sink.Apply(n.e.Model(), d))
 			after, err := h.PolicyRuleHandles()
 			must(t, err)
-			if !slices.Equal(before, after) {
+			if !s.rules && !slices.Equal(before, after) {
 				t.Errorf("rule handles changed:\nbefore %v\nafter  %v", before, after)
+			}
+			if n.e.Model().Ingress.NetworkPolicy != nil && s.rules {
+				t.Errorf("the policy of no pod of the node is still in its model: %v", n.e.Model().Ingress.NetworkPolicy)
 			}
 			if got := connect(t, xb, xa.ip, policy.TCP, 80); got != s.reach {
 				t.Errorf("x/b -> x/a: connected %v, want %v", got, s.reach)
