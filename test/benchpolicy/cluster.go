@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -26,13 +27,14 @@ import (
 // over the bridge. Node i is 10.77.1.(i+1) with pod CIDR 10.(i+1).0.0/16.
 const (
 	underlayBridge = "bpbr0"
-	apiPort        = "16443"
 	rrNamespace    = "rr"
 	rrPort         = 5201
 	rrClosedPort   = 5202
 )
 
 var (
+	// apiPort is control-plane.sh's (16443 unless $KCP_API_PORT moves it).
+	apiPort    = cmp.Or(os.Getenv("KCP_API_PORT"), "16443")
 	underlayGW = netip.MustParsePrefix("10.77.0.254/16")
 	// the two request/response pods, on node 0's bridge
 	rrAddrs = [2]netip.Addr{netip.MustParseAddr("10.1.0.10"), netip.MustParseAddr("10.1.0.11")}
