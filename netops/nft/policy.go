@@ -37,8 +37,8 @@ import (
 //		chain np-eg4 { self @<subject>-4 jump n-<policy>-eg4 ... }
 //		chain n-<policy>-eg4 { <match> counter name <rule> goto allow-eg ... }
 //		(ingress likewise, with "ct original saddr @<node addrs> accept" first)
-//		set generation, chains fast-eg, fast-in, allow-eg, allow-in
-//		                            # the verdict cache (policy_gen.go)
+//		sets gen, gen-e, maps mark-eg, mark-in, chains fast-eg, fast-in,
+//		allow-eg, allow-in          # the verdict cache (policy_gen.go)
 //	}
 //
 // A connection is judged by its conntrack tuple, both directions: self and

@@ -232,7 +232,10 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if c.Full {
 		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true,
 			policySetName(PolicyAttached, false): true, policySetName(PolicyAttached, true): true,
-			policyGuardSet: c.Guard != nil, policyGenSet: true}
+			policyGuardSet: c.Guard != nil}
+		for _, n := range policyGenSets {
+			want[n] = true
+		}
 		for _, s := range c.Sets {
 			want[policySetName(s.Name, false)], want[policySetName(s.Name, true)] = true, true
 		}
@@ -254,9 +257,6 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 	cc := t.conn()
 	tb := policyTableObj()
 	want := map[string]bool{}
-	for _, n := range policyGenChains {
-		want[n] = true // rewritten by queueGen
-	}
 	chains := map[string]*nftables.Chain{}
 	for _, n := range pc.names {
 		want[n] = true

@@ -27,16 +27,24 @@ import (
 // generation. On the forward hook egress (priority -1) runs before ingress
 // (priority 0) for every packet, so:
 //
-//	chain fast-eg  { ct mark & 0xffffe000 == G<<13 accept }   # E or B at G
-//	chain fast-in  { ct mark & 0xfffff000 == G<<13 accept }   # B at G
-//	chain allow-eg { ct mark set ct mark & 0xfff ^ (G<<13 | 1<<12) accept }
-//	chain allow-in { ct mark & 0xfffff000 == G<<13 | 1<<12 ct mark set ... ^ G<<13 accept; accept }
+//	chain fast-eg  { ct mark & 0xffffe000 @gen accept }          # E or B at G
+//	chain fast-in  { ct mark & 0xfffff000 @gen accept }          # B at G
+//	chain allow-eg { ct mark set ct mark & 0xfff map @mark-eg; accept }
+//	chain allow-in { ct mark & 0xfffff000 @gen-e ct mark set ct mark & 0xfff map @mark-in; accept }
+//	set gen { G<<13 }, set gen-e { G<<13 | 1<<12 }
+//	map mark-eg { 0 : G<<13 | 1<<12 }, map mark-in { 0 : G<<13 }
 //
-// allow-in writes B (both directions allowed at G) only over E at G, so a
-// generation that began between a packet's two hooks never certifies an
-// egress judged by older rules. A packet on the input hook (a pod to the
-// node) meets egress only, and E at G is all it needs. A fresh connection's
-// mark (0) never matches: generations start at 1. The set "generation"
+// The chains never change: a new generation is four elements replaced, in
+// the transaction of the change (a rule rewritten instead made the kernel
+// validate the whole table's jumps at every pod event). The maps hold the
+// new mark for the other bits' value 0 only (nftables cannot OR two
+// registers on Linux 6.1): a connection that another program marked in
+// bits 0-11 is not cached and walks the rules at every packet, as before
+// the cache. allow-in writes B (both directions allowed at G) only over E
+// at G, so a generation that began between a packet's two hooks never
+// certifies an egress judged by older rules. A packet on the input hook (a
+// pod to the node) meets egress only, and E at G is all it needs. A fresh
+// connection's mark (0) never matches: generations start at 1. The set gen
 // holds G, so that a restarted agent goes on from it; a new table starts at
 // a random generation.
 const (
@@ -45,21 +53,29 @@ const (
 	policyGenShift   = 13
 	policyGenMax     = 1<<(32-policyGenShift) - 1
 
-	policyGenSet = "generation"
+	policyGenSet  = "gen"     // G<<13
+	policyGenESet = "gen-e"   // G<<13 | E
+	policyMarkEg  = "mark-eg" // 0 -> G<<13 | E
+	policyMarkIn  = "mark-in" // 0 -> G<<13
 )
 
-// policyGenChains are the verdict cache's chains, rewritten by every
-// transaction.
-var policyGenChains = [...]string{"fast-eg", "fast-in", "allow-eg", "allow-in"}
+// policyGenSets are the verdict cache's sets and maps, their elements
+// replaced by every transaction.
+var policyGenSets = [...]string{policyGenSet, policyGenESet, policyMarkEg, policyMarkIn}
 
 // fastChain and allowChain are the names of direction dir's ("eg", "in")
 // chains.
 func fastChain(dir string) string  { return "fast-" + dir }
 func allowChain(dir string) string { return "allow-" + dir }
 
-func policyGenObj() *nftables.Set {
-	return &nftables.Set{Table: policyTableObj(), Name: policyGenSet, KeyType: nftables.TypeMark,
-		Comment: "the rules' generation: conntrack marks of an older one are judged again"}
+// policyGenObj is the verdict cache's set or map name.
+func policyGenObj(name string) *nftables.Set {
+	s := &nftables.Set{Table: policyTableObj(), Name: name, KeyType: nftables.TypeMark,
+		Comment: "the verdict cache's generation (conntrack marks of another are judged again)"}
+	if name == policyMarkEg || name == policyMarkIn {
+		s.IsMap, s.DataType = true, nftables.TypeMark
+	}
+	return s
 }
 
 // nextGen is the generation after g (1 after the last; a random one when g
@@ -86,68 +102,65 @@ func (h *Handle) readGen() error {
 	}
 	for _, e := range elems {
 		if len(e.key) == 4 {
-			h.policyGen = binaryutil.NativeEndian.Uint32(e.key)
+			h.policyGen = binaryutil.NativeEndian.Uint32(e.key) >> policyGenShift
 		}
 	}
 	return nil
 }
 
-// ctMarkIs is "ct mark & mask == v".
-func ctMarkIs(mask, v uint32) []expr.Any {
+// ctMarkIn is "ct mark & mask @set".
+func ctMarkIn(mask uint32, set string) []expr.Any {
 	return []expr.Any{
 		&expr.Ct{Register: 1, Key: expr.CtKeyMARK},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
 			Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: make([]byte, 4)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(v)},
+		&expr.Lookup{SourceRegister: 1, SetName: set},
 	}
 }
 
-// setCtMark is "ct mark set ct mark & ^policyMarkMask ^ v".
-func setCtMark(v uint32) []expr.Any {
+// ctMarkFrom is "ct mark set ct mark & ^policyMarkMask map @m".
+func ctMarkFrom(m string) []expr.Any {
 	return []expr.Any{
 		&expr.Ct{Register: 1, Key: expr.CtKeyMARK},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-			Mask: binaryutil.NativeEndian.PutUint32(^uint32(policyMarkMask)), Xor: binaryutil.NativeEndian.PutUint32(v)},
+			Mask: binaryutil.NativeEndian.PutUint32(^uint32(policyMarkMask)), Xor: make([]byte, 4)},
+		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: m},
 		&expr.Ct{Register: 1, Key: expr.CtKeyMARK, SourceRegister: true},
 	}
 }
 
-// genRules are the verdict cache's chains at generation g.
-func genRules(g uint32) map[string][][]expr.Any {
-	gen := g << policyGenShift
+// renderGen adds the verdict cache's chains (the same at every
+// generation) to pc.
+func renderGen(pc *policyChains) {
 	accept := verdict(expr.VerdictAccept, "")
-	return map[string][][]expr.Any{
-		"fast-eg":  {append(ctMarkIs(policyMarkMask&^policyMarkEgress, gen), accept)},
-		"fast-in":  {append(ctMarkIs(policyMarkMask, gen), accept)},
-		"allow-eg": {append(setCtMark(gen|policyMarkEgress), accept)},
-		"allow-in": {
-			append(append(ctMarkIs(policyMarkMask, gen|policyMarkEgress), setCtMark(gen)...), accept),
-			{accept},
-		},
-	}
+	pc.add("fast-eg", append(ctMarkIn(policyMarkMask&^policyMarkEgress, policyGenSet), accept))
+	pc.add("fast-in", append(ctMarkIn(policyMarkMask, policyGenSet), accept))
+	pc.add("allow-eg", ctMarkFrom(policyMarkEg), []expr.Any{accept})
+	pc.add("allow-in", append(ctMarkIn(policyMarkMask, policyGenESet), ctMarkFrom(policyMarkIn)...), []expr.Any{accept})
 }
 
-// queueGen queues the generation after h.policyGen (readGen): the
-// generation set's element and the verdict cache's chains, made if missing
-// and rewritten.
+// queueGen queues the generation after h.policyGen (readGen): the verdict
+// cache's sets and maps, made if missing, their elements replaced.
 func (t *txn) queueGen() error {
 	g := nextGen(t.h.policyGen)
 	t.policyGen = g
+	gen := g << policyGenShift
+	mark := func(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
+	elems := map[string]nftables.SetElement{
+		policyGenSet:  {Key: mark(gen)},
+		policyGenESet: {Key: mark(gen | policyMarkEgress)},
+		policyMarkEg:  {Key: mark(0), Val: mark(gen | policyMarkEgress)},
+		policyMarkIn:  {Key: mark(0), Val: mark(gen)},
+	}
 	cc := t.conn()
-	s := policyGenObj()
-	if err := t.addSet(s, nil); err != nil {
-		return err
-	}
-	cc.FlushSet(s)
-	if err := cc.SetAddElements(s, []nftables.SetElement{{Key: binaryutil.NativeEndian.PutUint32(g)}}); err != nil {
-		return err
-	}
-	rules := genRules(g)
-	for _, n := range policyGenChains {
-		ch := cc.AddChain(&nftables.Chain{Table: policyTableObj(), Name: n})
-		cc.FlushChain(ch)
-		for _, e := range rules[n] {
-			cc.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: e})
+	for _, n := range policyGenSets {
+		s := policyGenObj(n)
+		if err := t.addSet(s, nil); err != nil {
+			return err
+		}
+		cc.FlushSet(s)
+		if err := cc.SetAddElements(s, []nftables.SetElement{elems[n]}); err != nil {
+			return err
 		}
 	}
 	return nil

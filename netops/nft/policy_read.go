@@ -45,9 +45,8 @@ func (h *Handle) PolicyCounters() (map[string]PolicyCounter, error) {
 }
 
 // PolicyRuleHandles returns the handles of the rules of every chain of the
-// policy table but the verdict cache's (rewritten by every transaction,
-// policy_gen.go), "chain:handle", sorted: what stays the same when only
-// set elements change. (A raw dump: google/nftables cannot parse these rules'
+// policy table, "chain:handle", sorted: what stays the same when only set
+// elements change. (A raw dump: google/nftables cannot parse these rules'
 // ct direction, see ctDir.)
 func (h *Handle) PolicyRuleHandles() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
@@ -84,7 +83,7 @@ func (h *Handle) PolicyRuleHandles() ([]string, error) {
 				handle = ad.Uint64()
 			}
 		}
-		if table == PolicyTable && !slices.Contains(policyGenChains[:], chain) {
+		if table == PolicyTable {
 			out = append(out, fmt.Sprintf("%s:%d", chain, handle))
 		}
 	}
@@ -115,7 +114,7 @@ func (h *Handle) PolicySetAddrs(name string) (addrs []netip.Addr, ok bool, err e
 }
 
 // PolicySets returns the names of the policy table's address sets (without
-// the family suffix; the verdict cache's generation left out).
+// the family suffix; the verdict cache's sets and maps left out).
 func (h *Handle) PolicySets() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
@@ -127,7 +126,7 @@ func (h *Handle) PolicySets() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for n := range st.sets {
-		if n == policyGenSet {
+		if slices.Contains(policyGenSets[:], n) {
 			continue
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(n, "-4"), "-6")

@@ -225,6 +225,7 @@ var policyBaseChains = [...]struct {
 // counters the rules use.
 func renderPolicy(r *PolicyRules) (*policyChains, []string) {
 	pc := &policyChains{rules: map[string][][]expr.Any{}}
+	renderGen(pc)
 	for _, base := range []string{"egress", "ingress"} {
 		pc.add(base)
 		for _, fam := range []struct {
