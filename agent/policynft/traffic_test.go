@@ -1,6 +1,7 @@
 package policynft_test
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -247,6 +248,41 @@ func TestPolicyChangeRewritesItsChains(t *testing.T) {
 	}
 	if got := of(webChain); slices.Equal(got, webBefore) {
 		t.Errorf("np/x/web's rules not rewritten: %v", got)
+	}
+	l.checkTraffic(t, n.e.Model())
+}
+
+// TestPolicyAddRewritesLittle: a NetworkPolicy's arrival on a node with 40
+// others rewrites the jumps of its bucket, not one per policy of the node.
+func TestPolicyAddRewritesLittle(t *testing.T) {
+	l := newLab(t, "x/a", "y/a")
+	n := newNode(t, l)
+	pol := func(i int) *networkingv1.NetworkPolicy {
+		return np("x", fmt.Sprintf("p%d", i), networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			Ports: []networkingv1.NetworkPolicyPort{port(tcp, 1000+i)}}}})
+	}
+	for i := range 40 {
+		n.e.SetNetworkPolicy(pol(i))
+	}
+	n.start()
+	h, err := nft.Open(l.nodePath)
+	must(t, err)
+	defer h.Close()
+	before, err := h.PolicyRuleHandles()
+	must(t, err)
+	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(pol(40)) })
+	after, err := h.PolicyRuleHandles()
+	must(t, err)
+	var gone []string
+	for _, r := range before {
+		if !slices.Contains(after, r) {
+			gone = append(gone, r)
+		}
+	}
+	// Its bucket's jumps (about 40/32 policies a bucket, both families),
+	// and the tier's jump to the bucket if it was empty.
+	if len(gone) > 12 {
+		t.Errorf("a policy's arrival rewrote %d rules of the others: %v", len(gone), gone)
 	}
 	l.checkTraffic(t, n.e.Model())
 }

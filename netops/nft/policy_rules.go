@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"hash/fnv"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -156,21 +157,50 @@ func (d policyDir) render(pc *policyChains, t *PolicyTiers, nodeAddrs string) {
 	pc.add(top, []expr.Any{verdict(expr.VerdictJump, fastChain(d.name))})
 	d.renderTier(pc, top, "a", t.Admin)
 	if t.Isolated != "" && len(t.NetworkPolicy) > 0 {
+		// The tier allows when one of its policies does, in any order: the
+		// policies go in npBuckets chains by a hash of their ID, so that a
+		// policy's change rewrites the jumps of its bucket's few policies,
+		// not one per policy of the node (800 rules at 200 policies, most
+		// of a policy change's transaction).
 		np := "np-" + d.name + d.fam()
 		pc.add(np)
 		pc.add(top, append(d.self(t.Isolated, false), verdict(expr.VerdictJump, np)))
+		var buckets [npBuckets][]PolicyChain
 		for _, p := range t.NetworkPolicy {
-			ch := d.chain("n", p.ID)
-			pc.add(np, append(d.self(p.Subject, false), verdict(expr.VerdictJump, ch)))
-			pc.add(ch)
-			for _, r := range p.Rules {
-				pc.add(ch, d.policyRuleExprs(r, d.allow())...)
+			b := npBucket(p.ID)
+			buckets[b] = append(buckets[b], p)
+		}
+		for b, ps := range buckets {
+			if len(ps) == 0 {
+				continue
+			}
+			bc := fmt.Sprintf("np%d-%s%s", b, d.name, d.fam())
+			pc.add(np, []expr.Any{verdict(expr.VerdictJump, bc)})
+			pc.add(bc)
+			for _, p := range ps {
+				ch := d.chain("n", p.ID)
+				pc.add(bc, append(d.self(p.Subject, false), verdict(expr.VerdictJump, ch)))
+				pc.add(ch)
+				for _, r := range p.Rules {
+					pc.add(ch, d.policyRuleExprs(r, d.allow())...)
+				}
 			}
 		}
 		pc.add(top, append(d.self(t.Isolated, false), countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
 	}
 	d.renderTier(pc, top, "b", t.Baseline)
 	pc.add(top, []expr.Any{d.allow()}) // the default
+}
+
+// npBuckets is the number of chains the NetworkPolicy tier's policies are
+// spread over.
+const npBuckets = 32
+
+// npBucket is the bucket of the policy with chain ID id.
+func npBucket(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % npBuckets)
 }
 
 // allow is the verdict that allows a connection in this direction: a goto
