@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -102,15 +103,21 @@ func (s *soak) checkLeftovers() {
 		}
 		// the store: every reservation and endpoint record names a pod
 		reserved, endpoints := nodeState(s.t, n)
+		leaked := map[string]bool{}
 		for k := range reserved {
 			if f := strings.Fields(k); len(f) < 3 || !pods[f[2]] {
 				s.breach("leak", "%s: store reservation %q of a pod that is gone", n.name, k)
+				leaked[k] = true
 			}
 		}
 		for k := range endpoints {
 			if f := strings.Fields(k); len(f) < 3 || !pods[f[2]] {
 				s.breach("leak", "%s: store endpoint record %q of a pod that is gone", n.name, k)
+				leaked[k] = true
 			}
+		}
+		for k := range leaked {
+			s.storeEvidence(n, k)
 		}
 		// nftables: cnibox's sets and maps hold no address of a pod that is gone
 		leaks, err := nftLeaks(fmt.Sprintf("/proc/%d/ns/net", n.init), addrs)
@@ -249,4 +256,58 @@ func (s *soak) summary() string {
 		fmt.Fprintf(&b, " (max %.0f)\n", float64(maxKiB)/1024)
 	}
 	return b.String()
+}
+
+// storeEvidence logs what the node's store holds for the pod of a leaked
+// record (key "network ifname ns/pod"): its reservations and endpoint
+// records as cnibox inspect shows them, container ID and boot included.
+func (s *soak) storeEvidence(n *node, key string) {
+	f := strings.Fields(key)
+	if len(f) < 3 {
+		return
+	}
+	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
+	for _, args := range [][]string{{"inspect", "ipam", "--json", "--conf-dir", n.hostDir("/etc/cni/net.d")}, {"inspect", "endpoints", "--json"}} {
+		out, err := n.onNode(append([]string{cnibox}, args...)...)
+		if err != nil {
+			s.logf("%s: cnibox %s: %v", n.name, strings.Join(args[:2], " "), err)
+			continue
+		}
+		var v any
+		if json.Unmarshal([]byte(out), &v) != nil {
+			continue
+		}
+		for _, m := range findObjects(v, f[2]) {
+			b, _ := json.Marshal(m)
+			s.logf("%s: cnibox %s: %s", n.name, strings.Join(args[:2], " "), b)
+		}
+	}
+}
+
+// findObjects returns the JSON objects in v that have a string field
+// holding want (or ending in it, for "ns/name" against a name).
+func findObjects(v any, want string) []map[string]any {
+	var out []map[string]any
+	switch t := v.(type) {
+	case []any:
+		for _, x := range t {
+			out = append(out, findObjects(x, want)...)
+		}
+	case map[string]any:
+		hit := false
+		for _, x := range t {
+			switch y := x.(type) {
+			case string:
+				if y == want || strings.HasSuffix(want, "/"+y) && strings.Contains(want, "/") {
+					hit = true
+				}
+			default:
+				out = append(out, findObjects(y, want)...)
+			}
+		}
+		if hit {
+			out = append(out, t)
+		}
+	}
+	return out
 }
