@@ -208,19 +208,32 @@ func waitGone(pid int) error {
 
 // startDaemon starts d again in n's namespaces (network, mount, PID, UTS),
 // its output appended to the file it wrote to, and waits until ready (a
-// command run in n's network and mount namespaces) succeeds.
+// command run in n's network and mount namespaces) succeeds. A daemon that
+// exits before it is ready is started again a second later, as systemd's
+// Restart= does for the units of a real node: the kubelet exits at once
+// when containerd's CRI service is not serving yet, which containerd's
+// own socket answering (the ready check of containerd) does not promise
+// (seed 17: two reboots whose kubelet never came back).
 func (s *soak) startDaemon(n *node, d daemonProc, ready ...string) error {
 	out := d.out
 	if out == "" || strings.HasPrefix(out, "pipe:") || strings.HasPrefix(out, "socket:") {
 		out = "/dev/null"
 	}
 	args := []string{"-t", strconv.Itoa(n.init), "-n", "-m", "-p", "-u", "--wd=" + d.cwd, "--", "sh", "-c", `exec "$@" >>"$0" 2>&1`, out}
-	cmd := exec.Command("nsenter", append(args, d.argv...)...)
-	cmd.Env = d.env
-	if err := cmd.Start(); err != nil {
+	start := func() (<-chan struct{}, error) {
+		cmd := exec.Command("nsenter", append(args, d.argv...)...)
+		cmd.Env = d.env
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		return exited, nil
+	}
+	exited, err := start()
+	if err != nil {
 		return err
 	}
-	go cmd.Wait()
 	deadline := time.Now().Add(recoverWait)
 	for {
 		_, err := n.onNode(ready...)
@@ -230,7 +243,15 @@ func (s *soak) startDaemon(n *node, d daemonProc, ready ...string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %v: %v", d.argv[0], recoverWait, err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-exited:
+			s.logf("%s: %s exited before it was ready; starting it again", n.name, filepath.Base(d.argv[0]))
+			time.Sleep(time.Second)
+			if exited, err = start(); err != nil {
+				return err
+			}
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 }
 

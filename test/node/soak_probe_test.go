@@ -89,6 +89,12 @@ func (s *soak) proberNetns(node string, allowed bool) string {
 	path = fmt.Sprintf("/proc/%d/ns/net", found[0].pid)
 	s.mu.Lock()
 	cache[node] = path
+	if allowed {
+		// A new sandbox of the allowed prober, a pod of soakPolicyNS, is
+		// pending until its node's agent has seen its address (seed 17:
+		// node-3's, 20 s after its reboot ended).
+		s.unsettled[node] = time.Now()
+	}
 	s.mu.Unlock()
 	return path
 }
@@ -143,9 +149,10 @@ func (s *soak) rebooting(node string) bool {
 
 // settled reports whether the allowed prober of node is placed by its
 // node's agent: no agent kill or reboot of the node in progress, none
-// ended less than newPodBound ago (a new sandbox of a pod of soakPolicyNS
-// is pending until its agent sees its address: fail closed, which makes
-// the prober, not the pod probed, unreachable). Under s.mu.
+// ended, and no new sandbox of the prober found, less than newPodBound ago
+// (a new sandbox of a pod of soakPolicyNS is pending until its agent sees
+// its address: fail closed, which makes the prober, not the pod probed,
+// unreachable). Under s.mu.
 func (s *soak) settled(node string) bool {
 	if f := s.fault; f != nil && f.node == node && (f.kind == faultAgentKill || f.kind == faultReboot) {
 		return false
