@@ -33,38 +33,6 @@ func (d *Delta) Empty() bool {
 	return !d.Rules && !d.Issues && len(d.AddSets)+len(d.DelSets)+len(d.Add)+len(d.Del) == 0
 }
 
-// merge appends o, a change that came after d, to d.
-func (d *Delta) merge(o Delta) {
-	d.Rules = d.Rules || o.Rules
-	d.Issues = d.Issues || o.Issues
-	d.AddSets = append(d.AddSets, o.AddSets...)
-	d.DelSets = append(d.DelSets, o.DelSets...)
-	for id, es := range o.Add {
-		for _, x := range es {
-			if !d.cancel(d.Del, id, x) {
-				d.elem(id, x, true)
-			}
-		}
-	}
-	for id, es := range o.Del {
-		for _, x := range es {
-			if !d.cancel(d.Add, id, x) {
-				d.elem(id, x, false)
-			}
-		}
-	}
-}
-
-// cancel removes x from m[id] and reports whether it was there.
-func (d *Delta) cancel(m map[SetID][]Elem, id SetID, x Elem) bool {
-	i := slices.Index(m[id], x)
-	if i < 0 {
-		return false
-	}
-	m[id] = slices.Delete(m[id], i, i+1)
-	return true
-}
-
 func (d *Delta) elem(id SetID, e Elem, add bool) {
 	m := &d.Del
 	if add {
@@ -375,34 +343,6 @@ func (e *Engine) rebuild() Delta {
 	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues, LocalPods: e.localPods,
 		GuardAll: guardAll, GuardNamespaces: guard}
 	return d
-}
-
-// selectsLocal reports whether c's subject holds a pod of this node: only
-// such a policy has rules and sets in the node's model (at 5,000 nodes a
-// node holds a few of the cluster's policies' subjects; the others' peer
-// sets were most of the agent's memory and of its table).
-func (e *Engine) selectsLocal(c *compiled) bool {
-	for _, p := range e.localPods {
-		if c.subject.matches(p, e.namespaces[p.Namespace], e.node) {
-			return true
-		}
-	}
-	return false
-}
-
-// reactivate rebuilds the model when a change of this node's pods (of
-// namespace ns; "" for any: a namespace's labels) makes a policy select
-// its first pod here or its last one leave, merging that into d.
-func (e *Engine) reactivate(d *Delta, ns string) {
-	for _, c := range e.policies {
-		if ns != "" && c.subject.ns != "" && c.subject.ns != ns {
-			continue // a NetworkPolicy of another namespace
-		}
-		if e.selectsLocal(c) != e.active[c.id] {
-			d.merge(e.rebuild())
-			return
-		}
-	}
 }
 
 // index files the sets by the namespaces whose pods they may take.
