@@ -199,3 +199,15 @@ func tierIDs(m *Model) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestPolicyWithoutNamespace: a NetworkPolicy without a namespace (no API
+// server sends one; a hand-built Input can) selects nothing and panics
+// nothing.
+func TestPolicyWithoutNamespace(t *testing.T) {
+	p := np("", "loose", nv1.NetworkPolicySpec{PolicyTypes: ingressOnly})
+	m := Resolve(Input{Node: node, Pods: []*Pod{{Namespace: "x", Name: "a", Node: node, IPs: []netip.Addr{netip.MustParseAddr("10.1.0.1")}}},
+		NetworkPolicies: []*nv1.NetworkPolicy{p}})
+	if len(m.Ingress.NetworkPolicy) != 0 {
+		t.Errorf("a policy without a namespace selects a pod: %+v", m.Ingress.NetworkPolicy)
+	}
+}

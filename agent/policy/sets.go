@@ -30,7 +30,12 @@ func compileSelector(ls *metav1.LabelSelector) (selector, error) {
 	return selector{s, "{" + s.String() + "}"}, nil
 }
 
-func (s selector) matches(l map[string]string) bool { return s.sel.Matches(labels.Set(l)) }
+// matches reports whether s takes labels l; the zero selector takes none
+// (a NetworkPolicy without a namespace, which no API server sends, left
+// podSel's nsSel unset and panicked here).
+func (s selector) matches(l map[string]string) bool {
+	return s.sel != nil && s.sel.Matches(labels.Set(l))
+}
 
 // podSel selects pods: in the namespace ns, or ("" ) in the namespaces nsSel
 // selects; with labels podSel selects; of this node only if local.
