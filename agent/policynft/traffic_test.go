@@ -163,11 +163,8 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 		}}}))
 	})
 	n.start()
-	h, err := nft.Open(l.nodePath)
-	must(t, err)
-	defer h.Close()
-	before, err := h.PolicyRuleHandles()
-	must(t, err)
+	handles := l.ruleHandles(t)
+	before := handles(t)
 	l.checkTraffic(t, n.e.Model())
 	xb, xa := l.pod("x/b"), l.pod("x/a")
 	steps := []struct {
@@ -193,8 +190,7 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 				t.Fatalf("delta changes the rules: %v, want %v: %+v", d.Rules, s.rules, d)
 			}
 			must(t, n.sink.Apply(n.e.Model(), d))
-			after, err := h.PolicyRuleHandles()
-			must(t, err)
+			after := handles(t)
 			if !s.rules && !slices.Equal(before, after) {
 				t.Errorf("rule handles changed:\nbefore %v\nafter  %v", before, after)
 			}
@@ -265,14 +261,10 @@ func TestPolicyAddRewritesLittle(t *testing.T) {
 		n.e.SetNetworkPolicy(pol(i))
 	}
 	n.start()
-	h, err := nft.Open(l.nodePath)
-	must(t, err)
-	defer h.Close()
-	before, err := h.PolicyRuleHandles()
-	must(t, err)
+	handles := l.ruleHandles(t)
+	before := handles(t)
 	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(pol(40)) })
-	after, err := h.PolicyRuleHandles()
-	must(t, err)
+	after := handles(t)
 	var gone []string
 	for _, r := range before {
 		if !slices.Contains(after, r) {
@@ -285,4 +277,19 @@ func TestPolicyAddRewritesLittle(t *testing.T) {
 		t.Errorf("a policy's arrival rewrote %d rules of the others: %v", len(gone), gone)
 	}
 	l.checkTraffic(t, n.e.Model())
+}
+
+// ruleHandles returns a reader of the node's policy rule handles
+// (nft.PolicyRuleHandles) for the test or subtest it is given, its
+// connection closed at t's end.
+func (l *lab) ruleHandles(t *testing.T) func(*testing.T) []string {
+	h, err := nft.Open(l.nodePath)
+	must(t, err)
+	t.Cleanup(func() { h.Close() })
+	return func(t *testing.T) []string {
+		t.Helper()
+		hs, err := h.PolicyRuleHandles()
+		must(t, err)
+		return hs
+	}
 }
