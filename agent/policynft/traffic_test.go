@@ -205,15 +205,17 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 	}
 }
 
+// web is x/web: the pods app=a of namespace x take TCP port p from anyone.
+func web(p int) *networkingv1.NetworkPolicy {
+	return np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
+		Ports: []networkingv1.NetworkPolicyPort{port(tcp, p)}}}})
+}
+
 // TestPolicyChangeRewritesItsChains: a policy's change rewrites its own
 // chains; another policy's keep their rule handles, and traffic follows.
 func TestPolicyChangeRewritesItsChains(t *testing.T) {
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
-	web := func(p int) *networkingv1.NetworkPolicy {
-		return np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
-			Ports: []networkingv1.NetworkPolicyPort{port(tcp, p)}}}})
-	}
 	db := np("x", "db", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "b"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
 		From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y")}}}}})
 	n.e.SetNetworkPolicy(web(80))
@@ -291,5 +293,33 @@ func (l *lab) ruleHandles(t *testing.T) func(*testing.T) []string {
 		hs, err := h.PolicyRuleHandles()
 		must(t, err)
 		return hs
+	}
+}
+
+// TestPolicyTableGoneUnderIt: the agent's Handle remembers the table's
+// chains, sets and counters between its transactions instead of reading
+// them each time; when someone else removes the table (an operator's `nft
+// flush ruleset`), the next change fails on what it remembered and the
+// Sink's full sync puts the whole table back, traffic as the model says.
+func TestPolicyTableGoneUnderIt(t *testing.T) {
+	l := newLab(t, "x/a", "x/b", "y/a")
+	n := newNode(t, l)
+	n.e.SetNetworkPolicy(web(80))
+	n.start()
+	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(web(81)) }) // the Handle now knows the table
+	xb, xa := l.pod("x/b"), l.pod("x/a")
+	other, err := nft.Open(l.nodePath)
+	must(t, err)
+	defer other.Close()
+	must(t, other.DeletePolicy())
+	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(web(80)) })
+	sets, err := other.PolicySets()
+	must(t, err)
+	if len(sets) == 0 {
+		t.Fatal("no policy sets after the change: the table was not put back")
+	}
+	l.checkTraffic(t, n.e.Model())
+	if !connect(t, xb, xa.ip, policy.TCP, 80) || connect(t, xb, xa.ip, policy.TCP, 81) {
+		t.Error("x/b -> x/a: want TCP 80 open and 81 closed after the change")
 	}
 }

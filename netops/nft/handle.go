@@ -43,6 +43,9 @@ type Handle struct {
 	// policyFP: the policy table's chains as this Handle last wrote them
 	// (fingerprints), nil when unknown.
 	policyFP map[string]string
+	// policyObjs: the policy table's chains, sets and counters as this
+	// Handle last committed them, nil when unknown (policy_apply.go).
+	policyObjs *policyObjs
 	// policyGen: the policy table's generation (policy_gen.go), 0 when
 	// unknown.
 	policyGen uint32

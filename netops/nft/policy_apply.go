@@ -13,18 +13,32 @@ import (
 
 // policyState is what the policy table holds now, by name.
 type policyState struct {
-	exists                 bool
-	chains, sets, counters map[string]bool
-	pending4, pending6     map[netip.Addr]bool
+	exists bool
+	*policyObjs
+	pending4, pending6 map[netip.Addr]bool
 	attached               []netip.Addr // read for a full sync only
 }
 
+// policyObjs are the policy table's chains, sets and counters by name.
+// Only the agent's Handle makes or deletes them (a CNI call changes
+// elements), so after a commit the Handle knows them (Handle.policyObjs)
+// and reads them again only for a full sync or after a failure.
+type policyObjs struct {
+	chains, sets, counters map[string]bool
+}
+
+func newPolicyObjs() *policyObjs {
+	return &policyObjs{chains: map[string]bool{}, sets: map[string]bool{}, counters: map[string]bool{}}
+}
+
 // readPolicy reads whether the policy table exists and, with objects, its
-// chains, sets and counters, with pending its pending addresses (an
-// element-only change needs neither dump).
-func (h *Handle) readPolicy(objects, withPending bool) (*policyState, error) {
-	st := &policyState{chains: map[string]bool{}, sets: map[string]bool{}, counters: map[string]bool{}}
+// chains, sets and counters (those this Handle committed last unless full),
+// with pending its pending addresses (an element-only change needs neither
+// dump). The transaction updates st.policyObjs to what it leaves.
+func (h *Handle) readPolicy(objects, full, withPending bool) (*policyState, error) {
+	st := &policyState{policyObjs: newPolicyObjs()}
 	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
+		h.policyObjs = nil
 		return st, nil
 	}
 	st.exists = true
@@ -38,6 +52,10 @@ func (h *Handle) readPolicy(objects, withPending bool) (*policyState, error) {
 		}
 	}
 	if !objects {
+		return st, nil
+	}
+	if h.policyObjs != nil && !full {
+		st.policyObjs = h.policyObjs
 		return st, nil
 	}
 	chains, err := h.nft.ListChainsOfTableFamily(policyFamily)
@@ -88,7 +106,8 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.readPolicy(c.Full || c.Rules != nil || len(c.Sets)+len(c.DelSets) > 0, len(c.Resolved) > 0)
+	objects := c.Full || c.Rules != nil || len(c.Sets)+len(c.DelSets) > 0
+	st, err := h.readPolicy(objects, c.Full, len(c.Resolved) > 0)
 	if err != nil {
 		return err
 	}
@@ -117,6 +136,7 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	if err := h.bigBatches(); err != nil {
 		return err
 	}
+	h.policyObjs = nil // until the commit: st.policyObjs changes as it is queued
 	if err := t.queuePolicy(c, st); err != nil {
 		t.abort()
 		h.policyFP, h.policyGen = nil, 0
@@ -127,6 +147,9 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 		return err
 	}
 	h.policyGen = t.policyGen
+	if objects {
+		h.policyObjs = st.policyObjs
+	}
 	if c.Rules != nil {
 		h.policyFP = t.policyFP
 	}
@@ -149,12 +172,19 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		if err := t.addSet(policySetObj(PolicyAttached, PolicyAddrs, "pods between their CNI ADD and DEL", v6), nil); err != nil {
 			return err
 		}
+		st.sets[policySetName(PolicyPending, v6)], st.sets[policySetName(PolicyAttached, v6)] = true, true
 	}
 	var pc *policyChains
 	keep := map[string]bool{}
 	if c.Rules != nil {
 		var counters []string
-		pc, counters = renderPolicy(c.Rules)
+		t.policyPrev = t.h.policyFP
+		if c.Full || !st.exists {
+			t.policyPrev = nil
+		}
+		pc, counters = renderPolicy(c.Rules, func(chain, key string) bool {
+			return st.chains[chain] && t.policyPrev != nil && t.policyPrev[chain] == "src\n"+key
+		})
 		for _, n := range counters {
 			keep[n] = true
 			if !st.counters[n] {
@@ -164,10 +194,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		}
 		// Chains this Handle wrote as they are now are left alone; the
 		// others are flushed (and refilled or deleted below).
-		t.policyFP, t.policyPrev = fingerprints(pc), t.h.policyFP
-		if c.Full || !st.exists {
-			t.policyPrev = nil
-		}
+		t.policyFP = fingerprints(pc)
 		for name := range st.chains {
 			if !t.policyKeeps(name) {
 				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
@@ -178,6 +205,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		if err := t.addPolicySet(s, st.sets[policySetName(s.Name, false)]); err != nil {
 			return err
 		}
+		st.sets[policySetName(s.Name, false)], st.sets[policySetName(s.Name, true)] = true, true
 	}
 	for _, s := range c.Add {
 		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, true); err != nil {
@@ -193,6 +221,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		if err := t.queueGuard(c.Guard); err != nil {
 			return err
 		}
+		st.sets[policyGuardSet] = true
 	}
 	var gone []netip.Addr
 	resolved := make(map[netip.Addr]bool, len(c.Resolved))
@@ -217,11 +246,15 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if err := t.queueGen(); err != nil {
 		return err
 	}
+	for _, n := range policyGenSets {
+		st.sets[n] = true
+	}
 	if pc != nil {
 		t.queuePolicyChains(pc, st)
 		for n := range st.counters {
 			if !keep[n] {
 				cc.DeleteObject(&nftables.CounterObj{Table: tb, Name: n})
+				delete(st.counters, n)
 			}
 		}
 	}
@@ -246,6 +279,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	for n, del := range dels {
 		if del && st.sets[n] {
 			cc.DelSet(&nftables.Set{Table: tb, Name: n})
+			delete(st.sets, n)
 		}
 	}
 	return nil
@@ -284,7 +318,11 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 	for n := range st.chains {
 		if !want[n] {
 			cc.DelChain(&nftables.Chain{Table: tb, Name: n})
+			delete(st.chains, n)
 		}
+	}
+	for n := range want {
+		st.chains[n] = true
 	}
 }
 
@@ -327,6 +365,10 @@ func fingerprints(pc *policyChains) map[string]string {
 	fp := make(map[string]string, len(pc.names)+len(policyBaseChains))
 	var b strings.Builder
 	for _, n := range pc.names {
+		if k, ok := pc.keys[n]; ok {
+			fp[n] = "src\n" + k
+			continue
+		}
 		b.Reset()
 		for _, r := range pc.rules[n] {
 			for _, e := range r {

@@ -119,7 +119,7 @@ func (h *Handle) PolicySets() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
 	}
-	st, err := h.readPolicy(true, false)
+	st, err := h.readPolicy(true, true, false)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package nft
 import (
 	"fmt"
 	"hash/fnv"
+	"strconv"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -131,6 +133,11 @@ func (d policyDir) policyRuleExprs(r PolicyRule, v expr.Any) [][]expr.Any {
 type policyChains struct {
 	names []string
 	rules map[string][][]expr.Any
+	// keys: the fingerprints of the chains made from their source alone
+	// (a NetworkPolicy's own chains: its rules as text), which are only
+	// rendered when the kernel does not have them as they are (keep).
+	keys map[string]string
+	keep func(chain, key string) bool
 }
 
 func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
@@ -181,6 +188,11 @@ func (d policyDir) render(pc *policyChains, t *PolicyTiers, nodeAddrs string) {
 				ch := d.chain("n", p.ID)
 				pc.add(bc, append(d.self(p.Subject, false), verdict(expr.VerdictJump, ch)))
 				pc.add(ch)
+				key := d.name + d.fam() + "|" + rulesKey(p.Rules)
+				pc.keys[ch] = key
+				if pc.keep != nil && pc.keep(ch, key) {
+					continue // in the kernel as it is: not rendered
+				}
 				for _, r := range p.Rules {
 					pc.add(ch, d.policyRuleExprs(r, d.allow())...)
 				}
@@ -251,10 +263,38 @@ var policyBaseChains = [...]struct {
 	{"ingress-fwd", "ingress", unix.NF_INET_FORWARD, 0},
 }
 
+// rulesKey is rules as text: all a NetworkPolicy's own chain is made of,
+// given its direction and family.
+func rulesKey(rules []PolicyRule) string {
+	var b strings.Builder
+	for _, r := range rules {
+		b.WriteString(r.Counter)
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(int(r.Action)))
+		for _, cl := range r.Clauses {
+			b.WriteString(" (")
+			b.WriteString(cl.Peer)
+			b.WriteByte(' ')
+			b.WriteString(cl.DstPorts)
+			if cl.Ports != nil {
+				b.WriteString(" ports")
+				for _, p := range cl.Ports {
+					fmt.Fprintf(&b, " %d:%d-%d", p.Proto, p.First, p.Last)
+				}
+			}
+			b.WriteByte(')')
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
 // renderPolicy is every regular chain of r with its rules, and the
-// counters the rules use.
-func renderPolicy(r *PolicyRules) (*policyChains, []string) {
-	pc := &policyChains{rules: map[string][][]expr.Any{}}
+// counters the rules use. keep (may be nil) says which of the chains made
+// from their source alone (policyChains.keys) the kernel has as they are:
+// those are named but not rendered.
+func renderPolicy(r *PolicyRules, keep func(chain, key string) bool) (*policyChains, []string) {
+	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep}
 	renderGen(pc)
 	for _, base := range []string{"egress", "ingress"} {
 		pc.add(base)
