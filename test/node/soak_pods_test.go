@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,19 @@ func wbNADFor(ns string) string {
 		"metadata": map[string]any{"name": wbNAD, "namespace": ns}, "spec": map[string]any{"config": conf}}
 	out, _ := json.Marshal(nad)
 	return string(out)
+}
+
+// trustSoak makes the agent trust the soak's namespaces' NADs: the
+// secondary network is a bridge of the node (br-soak), which the agent
+// serves only to a namespace it trusts (docs/security.md). Without it a
+// third of the churned pods never ran (every soak between issue 42's
+// allowlist and this).
+func trustSoak(t *testing.T, manifest string) string {
+	const flag = "--nad-trusted-namespaces=kube-system,default"
+	if !strings.Contains(manifest, flag) {
+		t.Fatalf("the rendered manifest has no %s to add the soak's namespaces to", flag)
+	}
+	return strings.ReplaceAll(manifest, flag, flag+","+soakNS+","+soakPolicyNS)
 }
 
 // soakPolicy lets into soakPolicyNS's pods only its pods labelled
@@ -283,6 +297,9 @@ func (s *soak) observe(stop <-chan struct{}) {
 					s.running++
 				}
 				p.ip, p.runningAt, p.reachedAt, p.lastOK, p.flaggedNew, p.flaggedDown = item.Status.PodIP, now, time.Time{}, time.Time{}, false, false
+			}
+			if len(p.secondary) == 0 && len(sec) > 0 {
+				s.runningSecondary++
 			}
 			p.secondary = sec
 		}

@@ -216,6 +216,7 @@ func (s *soak) summary() string {
 	fmt.Fprintf(&b, "seed %d, churn %v, %d nodes, run %v in all\n", s.seed, s.dur, len(s.c.nodes), elapsed.Round(time.Second))
 	fmt.Fprintf(&b, "pods: %d created (%.2f/s over the churn, target %d/s), %d deleted by the churn, %d seen Running with an address\n",
 		s.created, float64(s.created)/s.dur.Seconds(), targetRate, s.deleted, s.running)
+	fmt.Fprintf(&b, "secondary network (%s, whereabouts): %d pods seen Running with its address\n", wbNAD, s.runningSecondary)
 	b.WriteString("faults:")
 	for _, k := range faultKinds {
 		fmt.Fprintf(&b, " %s %d,", k, s.faults[k])
@@ -267,6 +268,7 @@ func (s *soak) storeEvidence(n *node, key string) {
 		return
 	}
 	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
+	ids := map[string]bool{}
 	for _, args := range [][]string{{"inspect", "ipam", "--json", "--conf-dir", n.hostDir("/etc/cni/net.d")}, {"inspect", "endpoints", "--json"}} {
 		out, err := n.onNode(append([]string{cnibox}, args...)...)
 		if err != nil {
@@ -280,6 +282,23 @@ func (s *soak) storeEvidence(n *node, key string) {
 		for _, m := range findObjects(v, f[2]) {
 			b, _ := json.Marshal(m)
 			s.logf("%s: cnibox %s: %s", n.name, strings.Join(args[:2], " "), b)
+			if id, _ := m["containerID"].(string); id != "" && !ids[id] {
+				ids[id] = true
+			}
+		}
+	}
+	// what the runtime did with that sandbox: whether it still has it,
+	// and the lines of the kubelet's and containerd's logs that name it
+	for id := range ids {
+		out, err := n.onNode("ctr", "--address", filepath.Join(n.dir, "containerd.sock"), "-n", "k8s.io", "containers", "ls", "id=="+id)
+		s.logf("%s: sandbox %s in containerd: %v %s", n.name, id, err, strings.TrimSpace(out))
+		for _, name := range []string{"kubelet", "containerd"} {
+			d, err := s.daemon(n, name)
+			if err != nil || d.out == "" {
+				continue
+			}
+			out, _ := n.onNode("sh", "-c", `grep -F "$0" "$1" | tail -n 8`, id[:12], d.out)
+			s.logf("%s: %s's log on %s:\n%s", n.name, name, id[:12], out)
 		}
 	}
 }

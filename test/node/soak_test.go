@@ -43,18 +43,8 @@ func TestSoakCluster(t *testing.T) {
 	if err := os.MkdirAll(report, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tools := env(t, "CNIBOX_CONFORMANCE_TOOLS", "test/conformance/build.sh's directory (CoreDNS, the pause image)")
-	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
-	manifest := env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)")
-	kubeBinaries(t)
-
-	images := append(writeConformanceImages(t, t.TempDir(), tools), imageTar)
-	c := startClusterWith(t, 3, clusterOpts{env: conformanceEnv()})
-	c.importImages(images...)
-	d := render(t, nil, manifest)
-	c.deployNetwork("soak", d.yaml, "kube-system", "cnibox")
-	s := newSoak(t, c, seed, dur, report)
-	step(t, "the soak's networks, namespaces, policy and probers", s.setup)
+	s := startSoak(t, 3, seed, dur, report)
+	c := s.c
 	s.logf("soak: seed %d, duration %v, %d nodes", seed, dur, len(c.nodes))
 
 	end := time.Now().Add(dur)
@@ -76,9 +66,30 @@ func TestSoakCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("summary (%s):\n%s", report, sum)
+	if s.runningSecondary == 0 {
+		t.Errorf("no pod ran with the secondary network (%s): the soak did not test it", wbNAD)
+	}
 	if n := s.totalBreaches(); n > 0 {
 		t.Errorf("%d breaches (soak.log in %s says when and after which fault)", n, report)
 	}
+}
+
+// startSoak starts the soak's cluster with nodes nodes (cnibox deployed,
+// the agent trusting the soak's namespaces' NADs) and sets up its
+// networks, namespaces, policy and probers.
+func startSoak(t *testing.T, nodes int, seed uint64, dur time.Duration, report string) *soak {
+	tools := env(t, "CNIBOX_CONFORMANCE_TOOLS", "test/conformance/build.sh's directory (CoreDNS, the pause image)")
+	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
+	manifest := env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)")
+	kubeBinaries(t)
+	images := append(writeConformanceImages(t, t.TempDir(), tools), imageTar)
+	c := startClusterWith(t, nodes, clusterOpts{env: conformanceEnv()})
+	c.importImages(images...)
+	d := render(t, nil, manifest)
+	c.deployNetwork("soak", trustSoak(t, d.yaml), "kube-system", "cnibox")
+	s := newSoak(t, c, seed, dur, report)
+	step(t, "the soak's networks, namespaces, policy and probers", s.setup)
+	return s
 }
 
 // soak is the run's shared state: what the churn, the injector and the
@@ -92,22 +103,24 @@ type soak struct {
 	logw   *os.File
 	start  time.Time
 
-	mu       sync.Mutex
-	rng      *rand.Rand
-	pods     map[string]*podState // ns/name -> what the observer saw
-	seq      int
-	created  int
-	deleted  int
-	running  int // pods seen Running
-	faults   map[string]int
-	lastKind string    // the kind of the fault in progress or the last one
-	lastAt   time.Time // when it started
-	fault    *faultNow // the fault in progress, nil between faults
-	breaches map[string]int
-	longest  map[string]time.Duration // longest unreachability by the fault before it
-	rss      map[string][]rssSample
-	probers  map[string]string // node name -> prober pod's netns path (denied peers)
-	allowed  map[string]string // node name -> allowed prober's netns path
+	mu      sync.Mutex
+	rng     *rand.Rand
+	pods    map[string]*podState // ns/name -> what the observer saw
+	seq     int
+	created int
+	deleted int
+	running int // pods seen Running
+	// runningSecondary: pods seen Running with a secondary address
+	runningSecondary int
+	faults           map[string]int
+	lastKind         string    // the kind of the fault in progress or the last one
+	lastAt           time.Time // when it started
+	fault            *faultNow // the fault in progress, nil between faults
+	breaches         map[string]int
+	longest          map[string]time.Duration // longest unreachability by the fault before it
+	rss              map[string][]rssSample
+	probers          map[string]string // node name -> prober pod's netns path (denied peers)
+	allowed          map[string]string // node name -> allowed prober's netns path
 	// unsettled: node name -> when its agent was last started again (a
 	// kill or a reboot): the allowed prober, a pod of soakPolicyNS, may
 	// have been pending (closed) until then, and is not used as a peer
