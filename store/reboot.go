@@ -61,6 +61,9 @@ type Reclaimed struct {
 	// KeptSticky are reservations of earlier boots kept for their pod (the
 	// network gives pods their address back, see ReleaseStaleSticky).
 	KeptSticky []Reservation
+	// KeptAlive are reservations of earlier boots whose namespace still
+	// exists (a pod that outlived the boot ID, or a path reused).
+	KeptAlive []Reservation
 }
 
 // IsNetns reports whether path names a network namespace (a file of the
@@ -127,6 +130,9 @@ func (t *IPAMTx) ReclaimAfterReboot(o ReclaimOptions) (Reclaimed, error) {
 			nt := newIPAMTx(t.tx, network)
 			for _, r := range nt.All() {
 				if !stale(network, r.ContainerID, r.IfName, r.BootID) {
+					if r.BootID != "" && r.BootID != out.Boot {
+						out.KeptAlive = append(out.KeptAlive, r)
+					}
 					continue
 				}
 				if r.Pod != "" && slices.Contains(nt.Sticky(r.Pod), r.Addr) {

@@ -276,6 +276,12 @@ func (s *soak) observe(stop <-chan struct{}) {
 					holders[ip] = append(holders[ip], key+" (secondary)")
 				}
 			}
+			if node, ok := strings.CutPrefix(item.Name, "allowed-"); ok && item.Namespace == soakPolicyNS && live && item.Status.PodIP != "" &&
+				s.allowedIP[node] != item.Status.PodIP {
+				// the allowed prober's address as the other nodes' agents
+				// learn it (settled)
+				s.allowedIP[node], s.allowedAt[node] = item.Status.PodIP, now
+			}
 			if item.Namespace != soakNS && item.Namespace != soakPolicyNS || item.Labels["soak"] != "churn" {
 				continue
 			}

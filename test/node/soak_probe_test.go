@@ -147,17 +147,29 @@ func (s *soak) rebooting(node string) bool {
 	return s.fault != nil && s.fault.kind == faultReboot && s.fault.node == node
 }
 
+// agentDown reports whether node's agent is being killed and restarted
+// or the node rebooted, now. Under s.mu.
+func (s *soak) agentDown(node string) bool {
+	f := s.fault
+	return f != nil && f.node == node && (f.kind == faultAgentKill || f.kind == faultReboot)
+}
+
 // settled reports whether the allowed prober of node is placed by its
-// node's agent: no agent kill or reboot of the node in progress, none
-// ended, and no new sandbox of the prober found, less than newPodBound ago
+// node's agent and known to the others: no agent kill or reboot of the
+// node in progress, none ended, no new sandbox of the prober found, and
+// no new address of it seen in the API, less than newPodBound ago
 // (a new sandbox of a pod of soakPolicyNS is pending until its agent sees
 // its address: fail closed, which makes the prober, not the pod probed,
 // unreachable). Under s.mu.
 func (s *soak) settled(node string) bool {
-	if f := s.fault; f != nil && f.node == node && (f.kind == faultAgentKill || f.kind == faultReboot) {
+	if s.agentDown(node) {
 		return false
 	}
-	return time.Since(s.unsettled[node]) > newPodBound
+	// and the other nodes' agents have had newPodBound to learn its
+	// address from the API, since the observer saw it there (seed 23: a
+	// prober new after its node's reboot, whose address its kubelet
+	// reported later than newPodBound after its sandbox, under load 20-36)
+	return time.Since(s.unsettled[node]) > newPodBound && s.allowedIP[node] != "" && time.Since(s.allowedAt[node]) > newPodBound
 }
 
 // probeLoop probes, every second, each running churned pod from a peer on
@@ -241,8 +253,10 @@ func (s *soak) probe(p *podState) {
 	case p.reachedAt.IsZero():
 		// a pod of a node that rebooted gets a new sandbox: it has
 		// nodeRebootBound from the reboot's end; one of a node whose
-		// agent was killed, newPodBound from the new agent's start
-		if now.Sub(p.runningAt) > newPodBound && now.Sub(p.rebootedAt) > nodeRebootBound &&
+		// agent was killed, newPodBound from the new agent's start (and
+		// none while the agent is still down: seed 23's soak-np/c-1081,
+		// started during a 22.7 s agent restart, closed until it ended)
+		if !(ns == soakPolicyNS && s.agentDown(node)) && now.Sub(p.runningAt) > newPodBound && now.Sub(p.rebootedAt) > nodeRebootBound &&
 			now.Sub(p.agentBackAt) > newPodBound && !p.flaggedNew {
 			p.flaggedNew = true
 			inv = "reach-new"

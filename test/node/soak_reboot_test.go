@@ -3,8 +3,10 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,28 @@ func TestSoakReboot(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// The first ADD of the new boot (the kept pods' new sandboxes)
+	// releases every record of the earlier boot, whose namespaces the
+	// power cycle took: the kubelet's GC, which stops the dead sandboxes a
+	// minute or two later, must find nothing left to free.
+	step(t, "the new boot's first ADDs release the earlier boot's records", func() {
+		for _, nn := range groups["kept"] {
+			ns, name, _ := strings.Cut(nn, "/")
+			c.must("-n", ns, "wait", "--for=condition=Ready", "pod/"+name, c.timeout())
+		}
+		if old := earlierBootRecords(t, n); len(old) > 0 {
+			for _, k := range old {
+				s.storeEvidence(n, k)
+			}
+			cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
+			for _, cmd := range [][]string{{"cat", "/proc/sys/kernel/random/boot_id"}, {cnibox, "store", "check", "--json"},
+				{"sh", "-c", "ls -la /var/run/netns/; grep -h 'cnibox host-local' " + filepath.Join(n.dir, "containerd.log")}} {
+				out, err := n.onNode(cmd...)
+				t.Logf("%v: %v\n%s", cmd, err, out)
+			}
+			t.Errorf("records of the earlier boot after the new boot's first ADDs: %v", old)
+		}
+	})
 	step(t, "delete the after pods", func() { del("after") })
 	step(t, "every record names a pod that exists", func() {
 		deadline := time.Now().Add(6 * time.Minute)
@@ -98,6 +122,36 @@ func TestSoakReboot(t *testing.T) {
 			time.Sleep(5 * time.Second)
 		}
 	})
+}
+
+// earlierBootRecords lists the reservations of an earlier boot in n's
+// store ("network ifname ns/pod"), as cnibox inspect ipam shows them.
+func earlierBootRecords(t *testing.T, n *node) []string {
+	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
+	out, err := n.onNode(cnibox, "inspect", "ipam", "--json", "--conf-dir", n.hostDir("/etc/cni/net.d"))
+	if err != nil {
+		t.Fatalf("cnibox inspect ipam: %v", err)
+	}
+	var pools []struct {
+		Network      string `json:"network"`
+		Reservations []struct {
+			IfName      string `json:"ifName"`
+			Pod         string `json:"pod"`
+			EarlierBoot bool   `json:"earlierBoot"`
+		} `json:"reservations"`
+	}
+	if err := json.Unmarshal([]byte(out), &pools); err != nil {
+		t.Fatalf("cnibox inspect ipam --json: %v\n%s", err, out)
+	}
+	var old []string
+	for _, p := range pools {
+		for _, r := range p.Reservations {
+			if r.EarlierBoot {
+				old = append(old, p.Network+" "+r.IfName+" "+r.Pod)
+			}
+		}
+	}
+	return old
 }
 
 // leftoverRecords lists the store records (reservations and endpoint

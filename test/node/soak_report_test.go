@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -118,6 +119,9 @@ func (s *soak) checkLeftovers() {
 		}
 		for k := range leaked {
 			s.storeEvidence(n, k)
+		}
+		if len(leaked) > 0 {
+			s.keepLogs(n)
 		}
 		// nftables: cnibox's sets and maps hold no address of a pod that is gone
 		leaks, err := nftLeaks(fmt.Sprintf("/proc/%d/ns/net", n.init), addrs)
@@ -300,6 +304,22 @@ func (s *soak) storeEvidence(n *node, key string) {
 			out, _ := n.onNode("sh", "-c", `grep -F "$0" "$1" | tail -n 8`, id[:12], d.out)
 			s.logf("%s: %s's log on %s:\n%s", n.name, name, id[:12], out)
 		}
+	}
+}
+
+// keepLogs copies n's kubelet and containerd logs into the report
+// directory (NODE-kubelet.log, NODE-containerd.log).
+func (s *soak) keepLogs(n *node) {
+	for _, name := range []string{"kubelet", "containerd"} {
+		d, err := s.daemon(n, name)
+		if err != nil || d.out == "" {
+			continue
+		}
+		b, err := os.ReadFile(d.out)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(s.report, n.name+"-"+name+".log"), b, 0o644)
+		}
+		s.logf("%s: %s's log (%s) kept in %s: %v", n.name, name, d.out, s.report, err)
 	}
 }
 

@@ -126,6 +126,10 @@ type soak struct {
 	// have been pending (closed) until then, and is not used as a peer
 	// for newPodBound after it
 	unsettled map[string]time.Time
+	// allowedIP, allowedAt: node name -> its allowed prober's address in
+	// the API, and when the observer first saw it there
+	allowedIP map[string]string
+	allowedAt map[string]time.Time
 }
 
 // faultNow is the fault being injected: its kind and node ("" for the
@@ -142,6 +146,7 @@ func newSoak(t *testing.T, c *cluster, seed uint64, dur time.Duration, report st
 	t.Cleanup(func() { f.Close() })
 	return &soak{t: t, c: c, seed: seed, dur: dur, report: report, logw: f, start: time.Now(),
 		rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), pods: map[string]*podState{}, faults: map[string]int{}, unsettled: map[string]time.Time{},
+		allowedIP: map[string]string{}, allowedAt: map[string]time.Time{},
 		breaches: map[string]int{}, longest: map[string]time.Duration{}, rss: map[string][]rssSample{},
 		probers: map[string]string{}, allowed: map[string]string{}}
 }
