@@ -31,7 +31,7 @@ func reclaimAfterReboot(a *cniplug.Args, tx *store.IPAMTx, req ipam.Request) err
 	if err != nil {
 		return err
 	}
-	if a.Stderr != nil && got.Ran {
+	if a.Stderr != nil && got.Ran && len(got.Released)+len(got.Deleted)+len(got.KeptSticky)+len(got.KeptAlive) > 0 {
 		fmt.Fprintf(a.Stderr, "cnibox host-local: first call of boot %s: released %d addresses and %d endpoint records of earlier boots whose namespaces are gone; kept %d for sticky pods and %d whose namespaces exist\n",
 			got.Boot, len(got.Released), len(got.Deleted), len(got.KeptSticky), len(got.KeptAlive))
 		for _, r := range got.Released {

@@ -30,8 +30,15 @@ func (c *cnitool) run(verb, network, netns string) (string, error) {
 	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
 		`mount -t tmpfs cnitool /var/lib && mkdir /var/lib/cni && mount --bind "$1" /var/lib/cni && shift && exec "$@"`, "sh", c.cache, c.bin, verb, network, netns)
 	cmd.Env = append(os.Environ(), "CNI_PATH="+c.binDir, "NETCONFPATH="+c.confDir, "CNI_IFNAME=eth0", "CNI_ARGS="+c.args)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	// The result is stdout; what the plugins say on stderr (host-local's
+	// reclaim after a reboot, say) goes with an error only.
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
 }
 
 func (c *cnitool) must(verb, network, netns string) string {
