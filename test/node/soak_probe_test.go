@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,6 +281,9 @@ func (s *soak) probe(p *podState) {
 	switch {
 	case inv != "":
 		s.breach(inv, "%s", msg)
+		if inv == "reach-after-fault" {
+			s.pathEvidence(peer, node)
+		}
 	case msg != "":
 		s.logf("%s", msg)
 	}
@@ -394,4 +398,18 @@ func (s *soak) policyEvidence(p *podState) {
 		return
 	}
 	os.WriteFile(f, []byte(fmt.Sprintf("%s\n\n---- cnibox inspect policy on %s (%v)\n%s\n---- agents' logs\n%s", pod, n.name, err, pol, logs)), 0o644)
+}
+
+// pathEvidence logs what the two nodes' overlay holds for each other when
+// a pod of one went unanswered from the other (seed 31: both directions
+// between two nodes at once, not explained): flannel.1's FDB and
+// neighbours, and the routes into the pod network.
+func (s *soak) pathEvidence(names ...string) {
+	for _, n := range s.c.nodes {
+		if !slices.Contains(names, n.name) {
+			continue
+		}
+		out, err := n.onNode("sh", "-c", "bridge fdb show dev flannel.1; ip neigh show dev flannel.1; ip -4 route show; ip -d link show flannel.1")
+		s.logf("%s: overlay now: %v\n%s", n.name, err, out)
+	}
 }
