@@ -16,7 +16,7 @@ type policyState struct {
 	exists bool
 	*policyObjs
 	pending4, pending6 map[netip.Addr]bool
-	attached               []netip.Addr // read for a full sync only
+	attached           []netip.Addr // read for a full sync only
 }
 
 // policyObjs are the policy table's chains, sets and counters by name.
