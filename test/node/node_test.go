@@ -468,9 +468,10 @@ func switchToMulti(t *testing.T, n *node, d deployment) {
 type ipamView struct {
 	Network      string `json:"network"`
 	Reservations []struct {
-		Addr   netip.Addr `json:"addr"`
-		IfName string     `json:"ifName"`
-		Pod    string     `json:"pod"`
+		Addr        netip.Addr `json:"addr"`
+		IfName      string     `json:"ifName"`
+		Pod         string     `json:"pod"`
+		EarlierBoot bool       `json:"earlierBoot"`
 	} `json:"reservations"`
 }
 
@@ -483,9 +484,8 @@ type endpointView struct {
 	PodName      string `json:"podName"`
 }
 
-// nodeState is the pods' reservations and endpoints in the node's store,
-// by `network ifname pod`, as cnibox inspect on the node shows them.
-func nodeState(t *testing.T, n *node) (reserved, endpoints map[string]bool) {
+// inspectIPAM is `cnibox inspect ipam --json` on the node.
+func inspectIPAM(t *testing.T, n *node) []ipamView {
 	t.Helper()
 	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
 	out, err := n.onNode(cnibox, "inspect", "ipam", "--json", "--conf-dir", n.hostDir("/etc/cni/net.d"))
@@ -496,13 +496,22 @@ func nodeState(t *testing.T, n *node) (reserved, endpoints map[string]bool) {
 	if err := json.Unmarshal([]byte(out), &pools); err != nil {
 		t.Fatalf("cnibox inspect ipam --json: %v\n%s", err, out)
 	}
+	return pools
+}
+
+// nodeState is the pods' reservations and endpoints in the node's store,
+// by `network ifname pod`, as cnibox inspect on the node shows them.
+func nodeState(t *testing.T, n *node) (reserved, endpoints map[string]bool) {
+	t.Helper()
+	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
 	reserved = map[string]bool{}
-	for _, p := range pools {
+	for _, p := range inspectIPAM(t, n) {
 		for _, r := range p.Reservations {
 			reserved[p.Network+" "+r.IfName+" "+r.Pod] = true
 		}
 	}
-	if out, err = n.onNode(cnibox, "inspect", "endpoints", "--json"); err != nil {
+	out, err := n.onNode(cnibox, "inspect", "endpoints", "--json")
+	if err != nil {
 		t.Fatalf("cnibox inspect endpoints: %v", err)
 	}
 	var eps []endpointView

@@ -3,7 +3,6 @@
 package node
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -127,24 +126,8 @@ func TestSoakReboot(t *testing.T) {
 // earlierBootRecords lists the reservations of an earlier boot in n's
 // store ("network ifname ns/pod"), as cnibox inspect ipam shows them.
 func earlierBootRecords(t *testing.T, n *node) []string {
-	cnibox := filepath.Join(n.hostDir("/opt/cni/bin"), "cnibox")
-	out, err := n.onNode(cnibox, "inspect", "ipam", "--json", "--conf-dir", n.hostDir("/etc/cni/net.d"))
-	if err != nil {
-		t.Fatalf("cnibox inspect ipam: %v", err)
-	}
-	var pools []struct {
-		Network      string `json:"network"`
-		Reservations []struct {
-			IfName      string `json:"ifName"`
-			Pod         string `json:"pod"`
-			EarlierBoot bool   `json:"earlierBoot"`
-		} `json:"reservations"`
-	}
-	if err := json.Unmarshal([]byte(out), &pools); err != nil {
-		t.Fatalf("cnibox inspect ipam --json: %v\n%s", err, out)
-	}
 	var old []string
-	for _, p := range pools {
+	for _, p := range inspectIPAM(t, n) {
 		for _, r := range p.Reservations {
 			if r.EarlierBoot {
 				old = append(old, p.Network+" "+r.IfName+" "+r.Pod)
