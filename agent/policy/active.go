@@ -24,6 +24,10 @@ func (e *Engine) selectsLocal(c *compiled) bool {
 // namespace ns; "" for any: a namespace's labels) makes a policy select
 // its first pod here or its last one leave, merging that into d.
 func (e *Engine) reactivate(d *Delta, ns string) {
+	if e.held {
+		e.stale = true // Release rebuilds
+		return
+	}
 	for _, c := range e.policies {
 		if ns != "" && c.subject.ns != "" && c.subject.ns != ns {
 			continue // a NetworkPolicy of another namespace

@@ -66,6 +66,8 @@ type Engine struct {
 	anyNS   []SetID
 	nsCands map[string][]SetID
 	m       *Model
+	// held: policy changes wait for Release (hold.go); stale: one came.
+	held, stale bool
 }
 
 // NewEngine returns an engine for the node named node, with no policies.
@@ -212,33 +214,33 @@ func (e *Engine) SetNodeAddrs(addrs []netip.Addr) Delta {
 	for _, a := range addrs {
 		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))
 	}
-	return e.rebuild()
+	return e.rebuildUnlessHeld()
 }
 
 // SetNetworkPolicy adds or replaces a NetworkPolicy.
 func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) Delta {
 	c := compileNP(np)
 	e.policies[c.id] = c
-	return e.rebuild()
+	return e.rebuildUnlessHeld()
 }
 
 // DeleteNetworkPolicy removes a NetworkPolicy.
 func (e *Engine) DeleteNetworkPolicy(namespace, name string) Delta {
 	delete(e.policies, "np/"+namespace+"/"+name)
-	return e.rebuild()
+	return e.rebuildUnlessHeld()
 }
 
 // SetClusterNetworkPolicy adds or replaces a ClusterNetworkPolicy.
 func (e *Engine) SetClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) Delta {
 	c := compileCNP(cnp)
 	e.policies[c.id] = c
-	return e.rebuild()
+	return e.rebuildUnlessHeld()
 }
 
 // DeleteClusterNetworkPolicy removes a ClusterNetworkPolicy.
 func (e *Engine) DeleteClusterNetworkPolicy(name string) Delta {
 	delete(e.policies, "cnp/"+name)
-	return e.rebuild()
+	return e.rebuildUnlessHeld()
 }
 
 // rebuild makes the tiers and the set definitions of the policies anew.

@@ -68,7 +68,8 @@ func (mi mirror) equal(m *Model) error {
 // TestEngineIncremental: after each of many random changes, the engine's
 // model is what Resolve makes of the same input from scratch, and the
 // deltas, applied in order, give its sets; a pod's or a namespace's change
-// changes elements only.
+// changes elements only. Now and then the engine is held (Hold) for a run
+// of changes: on Release, the same holds.
 func TestEngineIncremental(t *testing.T) {
 	nps := []*nv1.NetworkPolicy{
 		np("x", "deny", nv1.NetworkPolicySpec{PolicyTypes: types(nv1.PolicyTypeIngress, nv1.PolicyTypeEgress)}),
@@ -98,11 +99,17 @@ func TestEngineIncremental(t *testing.T) {
 		}
 	}
 	npOn, cnpOn := make([]bool, len(nps)), make([]bool, len(cnps))
-	for step := 0; step < 600; step++ {
+	holdUntil, holds := -1, 0
+	for step := 0; step < 900; step++ {
 		var d Delta
 		var what string
 		elemsOnly := true
 		before := tierIDs(e.Model())
+		if holdUntil < step && rng.IntN(40) == 0 {
+			holdUntil, holds = step+1+rng.IntN(30), holds+1
+			e.Hold()
+		}
+		held := step < holdUntil
 		switch r := rng.IntN(10); {
 		case r < 5: // a pod comes or changes
 			p := *in.Pods[rng.IntN(len(in.Pods))]
@@ -149,9 +156,20 @@ func TestEngineIncremental(t *testing.T) {
 		if elemsOnly && slices.Equal(before, tierIDs(e.Model())) && (d.Rules || len(d.AddSets)+len(d.DelSets) > 0) {
 			t.Fatalf("step %d %s: delta changes rules or sets: %+v", step, what, d)
 		}
+		if held && (d.Rules || len(d.AddSets)+len(d.DelSets) > 0) {
+			t.Fatalf("step %d %s: held, the delta changes rules or sets: %+v", step, what, d)
+		}
 		mi.apply(t, e.Model(), d)
+		if step+1 == holdUntil {
+			what += ", then release"
+			r := e.Release()
+			mi.apply(t, e.Model(), r)
+		}
 		if err := mi.equal(e.Model()); err != nil {
 			t.Fatalf("step %d %s: %v", step, what, err)
+		}
+		if held && step+1 < holdUntil {
+			continue // the model is the last rebuild's
 		}
 		want := Input{Node: node}
 		for _, p := range pods {
@@ -173,6 +191,9 @@ func TestEngineIncremental(t *testing.T) {
 		if got, w := dump(e.Model()), dump(Resolve(want)); got != w {
 			t.Fatalf("step %d %s: incremental model\n%s\nfrom scratch\n%s", step, what, got, w)
 		}
+	}
+	if holds < 10 {
+		t.Fatalf("the engine was held %d times: too few to tell", holds)
 	}
 }
 

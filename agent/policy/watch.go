@@ -65,11 +65,12 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	w := &watcher{e: NewEngine(node), cfg: cfg}
 	w.e.SetNodeAddrs(cfg.NodeAddrs)
-	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
+	w.e.Hold() // through the first lists: one rebuild in start (hold.go)
+	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	netv1, err := kubecore.GroupClient(rc, networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
+	netv1, err := kubecore.GroupClient(protobuf(rc), networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -116,6 +117,16 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	return nil
 }
 
+// protobuf is rc asking for protobuf: every pod of the cluster is listed
+// at the start, and a pod's JSON is larger and decodes into more garbage
+// (managed fields copied, reflection). Custom resources (a
+// ClusterNetworkPolicy) have no protobuf: their client keeps rc.
+func protobuf(rc *rest.Config) *rest.Config {
+	pb := *rc
+	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return &pb
+}
+
 // watcher serialises the informers' events into the engine and the sink.
 type watcher struct {
 	cfg     WatchConfig
@@ -130,6 +141,7 @@ func (w *watcher) start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started = true
+	w.e.Release() // its delta is in the whole model handed over here
 	m := w.e.Model()
 	d := Delta{Rules: true, Issues: len(m.Issues) > 0}
 	for id := range m.Sets {

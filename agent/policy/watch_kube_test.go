@@ -201,25 +201,33 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// countLists counts the list requests (not watches) it carries.
+// countLists counts the list requests (not watches) it carries, and the
+// content types of their answers.
 type countLists struct {
 	rt    http.RoundTripper
 	mu    sync.Mutex
 	lists int
+	types map[string]int
 }
 
 func (c *countLists) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Query().Get("watch") == "" {
+	resp, err := c.rt.RoundTrip(r)
+	if r.URL.Query().Get("watch") == "" && err == nil {
 		c.mu.Lock()
 		c.lists++
+		if c.types == nil {
+			c.types = map[string]int{}
+		}
+		c.types[resp.Header.Get("Content-Type")]++
 		c.mu.Unlock()
 	}
-	return c.rt.RoundTrip(r)
+	return resp, err
 }
 
-// TestWatchKubeListPaged: the watcher's informers list page by page and
-// keep slim objects only: 1,100 pods on a real API server come in three
-// list requests or more, and the store holds 1,100 slimPods.
+// TestWatchKubeListPaged: the watcher's informers list page by page, in
+// protobuf, and keep slim objects only: 1,100 pods on a real API server
+// come in three list requests or more, every answer protobuf, and the
+// store holds 1,100 slimPods.
 func TestWatchKubeListPaged(t *testing.T) {
 	cs, kc := kube.Client(t)
 	ctx := context.Background()
@@ -249,7 +257,7 @@ func TestWatchKubeListPaged(t *testing.T) {
 	must(t, err)
 	counter := &countLists{}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
-	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{})
+	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{})
 	must(t, err)
 	store, ctl := kubeapi.NewSlimInformer(core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} },
 		cache.InformerOptions{Handler: cache.ResourceEventHandlerFuncs{}, Transform: slim})
@@ -272,5 +280,8 @@ func TestWatchKubeListPaged(t *testing.T) {
 	defer counter.mu.Unlock()
 	if counter.lists < (n+kubeapi.ListPageSize-1)/kubeapi.ListPageSize {
 		t.Errorf("%d list requests for %d pods: not paged by %d", counter.lists, n, kubeapi.ListPageSize)
+	}
+	if counter.types[runtime.ContentTypeProtobuf] != counter.lists {
+		t.Errorf("answers to %d list requests by content type: %v, want all %s", counter.lists, counter.types, runtime.ContentTypeProtobuf)
 	}
 }

@@ -38,8 +38,9 @@ func GroupClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, types 
 
 // RESTClient returns a REST client of rc for the group/version gv, served
 // under apiPath ("/api" for the core group, "/apis" for the others), that
-// decodes the types of scheme: JSON only, no conversion. An empty user
-// agent is client-go's default.
+// decodes the types of scheme, no conversion: JSON, or protobuf where rc's
+// AcceptContentTypes asks for it (types generated with it: k8s.io/api's).
+// It sends JSON. An empty user agent is client-go's default.
 func RESTClient(rc *rest.Config, gv schema.GroupVersion, apiPath string, scheme *runtime.Scheme) (*rest.RESTClient, error) {
 	c := *rc
 	c.GroupVersion = &gv
