@@ -49,9 +49,11 @@ func BenchmarkResolve(b *testing.B) {
 }
 
 // scaleEngine is an engine holding scaleInput, fed as the watcher feeds it
-// (pods first, then one policy at a time).
+// (held: pods first, then one policy at a time, then Release).
 func scaleEngine(in Input) *Engine {
 	e := NewEngine(node)
+	e.Hold()
+	defer e.Release()
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)
 	}
