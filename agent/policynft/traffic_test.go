@@ -63,6 +63,7 @@ var (
 	egress  = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 	tcp     = corev1.ProtocolTCP
 	udp     = corev1.ProtocolUDP
+	sctp    = corev1.ProtocolSCTP
 )
 
 func cnp(name string, tier cnpv1.Tier, prio int32, subjectNS string, in []cnpv1.ClusterNetworkPolicyIngressRule) *cnpv1.ClusterNetworkPolicy {
@@ -83,8 +84,13 @@ func tcpPort(n int32) cnpv1.ClusterNetworkPolicyProtocol {
 	return cnpv1.ClusterNetworkPolicyProtocol{TCP: &cnpv1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1.Port{Number: n}}}
 }
 
-// TestPolicyTraffic: for a table of policies, real TCP and UDP between pods
-// on one bridge pass exactly when Model.Evaluate says so.
+func sctpPort(n int32) cnpv1.ClusterNetworkPolicyProtocol {
+	return cnpv1.ClusterNetworkPolicyProtocol{SCTP: &cnpv1.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &cnpv1.Port{Number: n}}}
+}
+
+// TestPolicyTraffic: for a table of policies, real TCP, UDP and (where the
+// kernel has SCTP sockets: make test-kernel) SCTP between pods on one
+// bridge pass exactly when Model.Evaluate says so.
 func TestPolicyTraffic(t *testing.T) {
 	l := newLab(t, "x/a", "x/b", "y/a", "y/b")
 	n := newNode(t, l)
@@ -116,6 +122,19 @@ func TestPolicyTraffic(t *testing.T) {
 			np("y", "named", networkingv1.NetworkPolicySpec{PolicyTypes: ingress, Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				Ports: []networkingv1.NetworkPolicyPort{port(tcp, "web")},
 			}}})}},
+		{name: "x/a takes SCTP 80 only", nps: []*networkingv1.NetworkPolicy{
+			np("x", "sctp", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{port(sctp, 80)},
+			}}})}},
+		{name: "x takes TCP 80 only: SCTP 80 is not TCP 80", nps: []*networkingv1.NetworkPolicy{
+			np("x", "tcp", networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{port(tcp, 80)},
+			}}})}},
+		{name: "y/a egress to ns x on SCTP 80-81", nps: []*networkingv1.NetworkPolicy{
+			np("y", "out", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), PolicyTypes: egress, Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "x")}},
+				Ports: []networkingv1.NetworkPolicyPort{port(sctp, 80, 81)},
+			}}})}},
 		{name: "admin deny y to x on 81, baseline deny x/b", cnps: []*cnpv1.ClusterNetworkPolicy{
 			cnp("deny81", cnpv1.AdminTier, 10, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionDeny, "y", tcpPort(81))}),
 			cnp("base", cnpv1.BaselineTier, 10, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionDeny, "y")}),
@@ -126,6 +145,15 @@ func TestPolicyTraffic(t *testing.T) {
 				cnp("pass", cnpv1.AdminTier, 1, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionPass, "y", tcpPort(80))}),
 				cnp("acc", cnpv1.AdminTier, 2, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionAccept, "y")}),
 			}},
+		{name: "admin deny y to x on SCTP 80, accept y to x on TCP 80", nps: []*networkingv1.NetworkPolicy{
+			np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress})},
+			cnps: []*cnpv1.ClusterNetworkPolicy{
+				cnp("denysctp", cnpv1.AdminTier, 1, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionDeny, "y", sctpPort(80))}),
+				cnp("acctcp", cnpv1.AdminTier, 2, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionAccept, "y", tcpPort(80))}),
+			}},
+		{name: "baseline deny y to x on SCTP 80", cnps: []*cnpv1.ClusterNetworkPolicy{
+			cnp("basesctp", cnpv1.BaselineTier, 10, "x", []cnpv1.ClusterNetworkPolicyIngressRule{fromNS(cnpv1.ClusterNetworkPolicyRuleActionDeny, "y", sctpPort(80))}),
+		}},
 	}
 	var prevNP []*networkingv1.NetworkPolicy
 	var prevCNP []*cnpv1.ClusterNetworkPolicy

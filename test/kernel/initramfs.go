@@ -20,7 +20,7 @@ import (
 var moduleTrees = []string{"net/netfilter", "net/ipv4/netfilter", "net/ipv6/netfilter", "net/bridge", "net/sched", "net/8021q"}
 
 // moduleNames are the single modules loaded besides the trees.
-var moduleNames = []string{"virtio_pci", "virtio_blk", "veth", "vxlan", "geneve", "dummy", "ipvlan", "ipvtap", "macvlan", "macvtap", "vrf", "tun", "ifb", "wireguard", "ipip", "bonding", "nlmon", "sch_fq_codel", "xfrm_user", "xfrm_interface"}
+var moduleNames = []string{"virtio_pci", "virtio_blk", "veth", "vxlan", "geneve", "dummy", "ipvlan", "ipvtap", "macvlan", "macvtap", "vrf", "tun", "ifb", "wireguard", "ipip", "bonding", "nlmon", "sch_fq_codel", "xfrm_user", "xfrm_interface", "sctp"}
 
 // hostTools are the dynamically linked programs the tests run, copied with
 // the libraries ldd names.
