@@ -101,7 +101,7 @@ func serve(t *testing.T, p *labPod, withSCTP bool) {
 				return err
 			}
 			t.Cleanup(func() { ln.Close() })
-			go greet(ln)
+			go nstest.Greet(ln)
 		}
 		if withSCTP {
 			if err := serveSCTP(t); err != nil {
@@ -127,28 +127,31 @@ func serve(t *testing.T, p *labPod, withSCTP bool) {
 	}))
 }
 
-// greet writes "hi" to every connection ln accepts, and closes it.
-func greet(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		c.Write([]byte("hi"))
-		c.Close()
+// A probe waits for its answer as long as what it expects allows: one
+// that a drop should keep away waits denyWait (a connection on one bridge
+// answers in microseconds), one that should pass waits up to allowWait
+// for it (in make test-kernel's VM, TCG on a loaded host, a burst of
+// allowed probes took a second and more each).
+const (
+	denyWait  = 1500 * time.Millisecond
+	allowWait = 15 * time.Second
+)
+
+// waitFor is the wait of a probe expected to pass (allowed) or not.
+func waitFor(allowed bool) time.Duration {
+	if allowed {
+		return allowWait
 	}
+	return denyWait
 }
 
-// denyWait is how long a probe waits for an answer that a drop keeps
-// away: a connection on one bridge answers in microseconds.
-const denyWait = 1500 * time.Millisecond
-
-// connect reports whether from reaches to on proto/port (TCP and SCTP:
-// the greeting arrives; UDP: the echo does).
-func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, port uint16) bool {
+// connect reports whether from reaches to on proto/port within wait (TCP
+// and SCTP: the greeting arrives; UDP: the echo does).
+func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, port uint16, wait time.Duration) bool {
 	if proto == policy.SCTP {
-		return connectSCTP(t, from, to, port)
+		return connectSCTP(t, from, to, port, wait)
 	}
+	deadline := time.Now().Add(wait)
 	var c net.Conn
 	network := "tcp"
 	if proto == policy.UDP {
@@ -156,19 +159,20 @@ func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, p
 	}
 	err := nstest.Run(t, from.path, func() error {
 		var err error
-		c, err = net.DialTimeout(network, netip.AddrPortFrom(to, port).String(), denyWait)
+		c, err = net.DialTimeout(network, netip.AddrPortFrom(to, port).String(), wait)
 		return err
 	})
 	if err != nil {
 		return false
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(denyWait))
+	c.SetDeadline(deadline)
 	if proto == policy.UDP {
 		// A client resends: the first datagram may wait for a neighbour
-		// entry, or meet a probe's racing conntrack entry.
+		// entry, or meet a probe's racing conntrack entry. (Writes fail
+		// once the read below has closed c.)
 		go func() {
-			for i := 0; i < 5; i++ {
+			for time.Now().Before(deadline) {
 				if _, err := c.Write([]byte("hi")); err != nil {
 					return
 				}
@@ -235,34 +239,20 @@ func want(m *policy.Model, p probe) bool {
 	return m.Evaluate(policy.Egress, c).Allowed && m.Evaluate(policy.Ingress, c).Allowed
 }
 
-// checkTraffic runs the probes and compares with the model: every TCP and
-// UDP probe at once, then every SCTP probe at once. The SCTP wave of its
-// own keeps the burst the size denyWait was chosen for: in make
-// test-kernel's VM (TCG, on a loaded host) one burst of all of them made
-// allowed probes miss it.
+// checkTraffic runs every probe at once and compares with the model,
+// each probe waiting as long as what the model expects of it allows.
 func (l *lab) checkTraffic(t *testing.T, m *policy.Model) {
 	t.Helper()
 	ps := l.probes()
 	got := make([]bool, len(ps))
-	wave := func(ofSCTP bool) {
-		var wg sync.WaitGroup
-		for i, p := range ps {
-			if (p.proto == policy.SCTP) != ofSCTP {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, dst := p.addrs()
-				got[i] = connect(t, p.from, dst, p.proto, p.port)
-			}()
-		}
-		wg.Wait()
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			_, dst := p.addrs()
+			got[i] = connect(t, p.from, dst, p.proto, p.port, waitFor(want(m, p)))
+		})
 	}
-	wave(false)
-	if l.sctp {
-		wave(true)
-	}
+	wg.Wait()
 	nSCTP, nSCTPConnected := 0, 0
 	for i, p := range ps {
 		if w := want(m, p); got[i] != w {

@@ -22,7 +22,7 @@ func TestPolicyMetricsAndIndex(t *testing.T) {
 	n.e.SetClusterNetworkPolicy(cnp("deny-y", cnpv1.AdminTier, 1, "x", []cnpv1.ClusterNetworkPolicyIngressRule{
 		fromNS(cnpv1.ClusterNetworkPolicyRuleActionDeny, "y")}))
 	n.start()
-	if connect(t, ya, xa.ip, policy.TCP, 80) {
+	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
 		t.Fatal("y/a reaches x/a through a Deny")
 	}
 	reg := prometheus.NewRegistry()

@@ -59,13 +59,13 @@ func TestPolicyPending(t *testing.T) {
 		t.Fatalf("MarkPolicyPending(y) = %v, %v; want not marked (no policy in y)", marked, err)
 	}
 	node := &labPod{ns: "node", name: "node", path: l.nodePath, ip: nodeAddr}
-	if connect(t, ya, xnew.ip, policy.TCP, 80) || connect(t, xnew, ya.ip, policy.TCP, 80) {
+	if connect(t, ya, xnew.ip, policy.TCP, 80, denyWait) || connect(t, xnew, ya.ip, policy.TCP, 80, denyWait) {
 		t.Error("x/new, started while the agent is down, is open")
 	}
-	if !connect(t, node, xnew.ip, policy.TCP, 80) {
+	if !connect(t, node, xnew.ip, policy.TCP, 80, allowWait) {
 		t.Error("the node cannot reach pending x/new (its probes must pass)")
 	}
-	if !connect(t, ya, ynew.ip, policy.TCP, 80) {
+	if !connect(t, ya, ynew.ip, policy.TCP, 80, allowWait) {
 		t.Error("y/new, in a namespace no policy could select, is closed")
 	}
 
@@ -128,13 +128,13 @@ func TestPolicyGonePod(t *testing.T) {
 	if p := pending(); len(p) != 0 {
 		t.Fatalf("pending once the agent placed the pods: %v", p)
 	}
-	if connect(t, ya, xa.ip, policy.TCP, 80) {
+	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
 		t.Fatal("y/a reaches x/a through a deny-all")
 	}
 
 	// x/a is force-deleted: gone from the API, still running.
 	n.do(func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "a") })
-	if connect(t, ya, xa.ip, policy.TCP, 80) {
+	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
 		t.Error("force-deleted x/a, still running before its DEL, is open to y/a")
 	}
 	if p := pending(); !slices.Equal(p, addrs(xa)) {
@@ -156,7 +156,7 @@ func TestPolicyGonePod(t *testing.T) {
 	must(t, n.sink.Close())
 	n2 := startAgent(t, l, []*labPod{ya}, deny)
 	defer n2.sink.Close()
-	if connect(t, ya, xc.ip, policy.TCP, 80) {
+	if connect(t, ya, xc.ip, policy.TCP, 80, denyWait) {
 		t.Error("x/c, gone from the API while the agent was down and not DELed, is open after the next agent's sync")
 	}
 	must(t, h.UnmarkPolicyPending(addrs(xc)))

@@ -26,12 +26,12 @@ func TestPolicyRestart(t *testing.T) {
 	}}})
 	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(denyX) })
 	n.start()
-	if connect(t, ya, xa.ip, policy.TCP, 80) {
+	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
 		t.Fatal("y/a reaches x/a under deny-all")
 	}
 	must(t, n.sink.Close()) // the agent is killed
 
-	if connect(t, ya, xa.ip, policy.TCP, 80) || connect(t, xb, xa.ip, policy.TCP, 80) {
+	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) || connect(t, xb, xa.ip, policy.TCP, 80, denyWait) {
 		t.Fatal("x/a is open while the agent is down")
 	}
 
@@ -49,12 +49,12 @@ func TestPolicyRestart(t *testing.T) {
 	n2.e.SetNetworkPolicy(np("y", "only-a", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), PolicyTypes: ingress,
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "x"), PodSelector: sel("app", "a")}}}}}))
 	// Informers not synced yet: the old table decides.
-	if connect(t, ya, xa.ip, policy.TCP, 80) {
+	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
 		t.Fatal("x/a open before the new agent's first sync")
 	}
 	n2.start()
 	l.checkTraffic(t, n2.e.Model())
-	if !connect(t, ya, xa.ip, policy.TCP, 80) || connect(t, xb, ya.ip, policy.TCP, 80) {
+	if !connect(t, ya, xa.ip, policy.TCP, 80, allowWait) || connect(t, xb, ya.ip, policy.TCP, 80, denyWait) {
 		t.Error("after the first sync the table does not follow the new policies")
 	}
 

@@ -76,13 +76,13 @@ func serveSCTP(t *testing.T) error {
 		return fmt.Errorf("SCTP [::]:80 as a listener: %w", err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go greet(ln)
+	go nstest.Greet(ln)
 	return nil
 }
 
 // connectSCTP reports whether from reaches to on SCTP port: the
-// association comes up and the greeting arrives, each within denyWait.
-func connectSCTP(t *testing.T, from *labPod, to netip.Addr, port uint16) bool {
+// association comes up and the greeting arrives within wait.
+func connectSCTP(t *testing.T, from *labPod, to netip.Addr, port uint16, wait time.Duration) bool {
 	family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(port), Addr: to.As16()})
 	if to.Is4() {
 		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(port), Addr: to.As4()}
@@ -103,7 +103,7 @@ func connectSCTP(t *testing.T, from *labPod, to netip.Addr, port uint16) bool {
 	}
 	// A one-to-one SCTP socket turns writable when its association is
 	// established (sctp_poll); a dropped INIT leaves it waiting.
-	deadline := time.Now().Add(denyWait)
+	deadline := time.Now().Add(wait)
 	for {
 		ms := int(time.Until(deadline).Milliseconds())
 		if ms <= 0 {
@@ -127,7 +127,7 @@ func connectSCTP(t *testing.T, from *labPod, to netip.Addr, port uint16) bool {
 		return false
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(denyWait))
+	c.SetDeadline(deadline)
 	buf := make([]byte, 2)
 	_, err = io.ReadFull(c, buf)
 	return err == nil && string(buf) == "hi"

@@ -225,7 +225,7 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 			if n.e.Model().Ingress.NetworkPolicy != nil && s.rules {
 				t.Errorf("the policy of no pod of the node is still in its model: %v", n.e.Model().Ingress.NetworkPolicy)
 			}
-			if got := connect(t, xb, xa.ip, policy.TCP, 80); got != s.reach {
+			if got := connect(t, xb, xa.ip, policy.TCP, 80, waitFor(s.reach)); got != s.reach {
 				t.Errorf("x/b -> x/a: connected %v, want %v", got, s.reach)
 			}
 			l.checkTraffic(t, n.e.Model())
@@ -347,7 +347,7 @@ func TestPolicyTableGoneUnderIt(t *testing.T) {
 		t.Fatal("no policy sets after the change: the table was not put back")
 	}
 	l.checkTraffic(t, n.e.Model())
-	if !connect(t, xb, xa.ip, policy.TCP, 80) || connect(t, xb, xa.ip, policy.TCP, 81) {
+	if !connect(t, xb, xa.ip, policy.TCP, 80, allowWait) || connect(t, xb, xa.ip, policy.TCP, 81, denyWait) {
 		t.Error("x/b -> x/a: want TCP 80 open and 81 closed after the change")
 	}
 }

@@ -26,16 +26,7 @@ func Reachable(t testing.TB, from, to string, ip netip.Addr) error {
 		return fmt.Errorf("listen at %s in %s: %w", ip, to, err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hi"))
-			c.Close()
-		}
-	}()
+	go Greet(ln)
 	err := Run(t, from, func() error {
 		c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
 		if err != nil {
@@ -56,4 +47,17 @@ func Reachable(t testing.TB, from, to string, ip netip.Addr) error {
 		return fmt.Errorf("connect from %s to %s in %s: %w", from, ln.Addr(), to, err)
 	}
 	return nil
+}
+
+// Greet writes "hi" to every connection ln accepts and closes it, until ln
+// is closed.
+func Greet(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte("hi"))
+		c.Close()
+	}
 }

@@ -340,16 +340,7 @@ func TestPortForwardUnderDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hi"))
-			c.Close()
-		}
-	}()
+	go nstest.Greet(ln)
 	gw := strings.TrimSuffix(b.Subnet, "0/24") + "1"
 	err := nstest.Run(t, pb.Netns, func() error {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(gw, "18080"), 10*time.Second)
