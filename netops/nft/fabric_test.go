@@ -36,6 +36,14 @@ func newAzureLab(t *testing.T) *azureLab {
 	must(t, l.node.EnsureRoute(netops.Route{GW: fabricG.Addr(), Dev: "eth0"}))
 	must(t, l.node.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("192.168.7.0/24"), GW: netip.MustParseAddr("10.240.0.9"), Dev: "eth0"}))
 	must(t, l.fabric.EnsureAddr("eth0", fabricG, netops.AddrOpts{}))
+	// The node routes nothing. What the test proves is the bridge's: the
+	// fabric, holding the NIC's MAC for the pod, reaches it only through
+	// the fabric element. A node forwarding IP would route that frame
+	// (addressed to the NIC's MAC, which azure0 now has) to the pod by
+	// itself and hide the element's absence: with the machine's
+	// ip_forward=1 inherited, "reached the pod without its element".
+	must(t, l.node.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.conf.all.forwarding", Value: "0"},
+		netops.SysctlSetting{Key: "net.ipv4.conf.default.forwarding", Value: "0"}))
 	return l
 }
 

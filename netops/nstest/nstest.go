@@ -32,7 +32,8 @@ func RequireRoot(t testing.TB) {
 }
 
 // NewNS creates a fresh named network namespace (bind-mounted at
-// /run/netns/<prefix>-<random>), brings its loopback up, and registers a
+// /run/netns/<prefix>-<random>), brings its loopback up, sets the sysctls
+// of baseSysctls (forwarding off, whatever the machine's), and registers a
 // t.Cleanup that deletes it. It returns the namespace's path. It skips the
 // test when not run as root.
 func NewNS(t testing.TB, prefix string) string {
@@ -57,7 +58,8 @@ func NewNS(t testing.TB, prefix string) string {
 	return filepath.Join("/run/netns", name)
 }
 
-// create makes the named namespace and sets its loopback up, on a thread
+// create makes the named namespace and settles it (loopback up, the
+// sysctls of baseSysctls), on a thread
 // that nsthread.Do moves into the new namespace (netns.NewNamed does) and
 // back.
 func create(name string) error {
@@ -73,7 +75,7 @@ func create(name string) error {
 		created = true
 		ns.Close()
 		return nil
-	}, loUp)
+	}, settle)
 	if err != nil && created {
 		_ = netns.DeleteNamed(name)
 	}
@@ -127,7 +129,7 @@ const privateEnv = "CNIBOX_TEST_PRIVATE_NETNS"
 
 // MainInPrivateNetns is a TestMain for packages whose tests act on "the
 // node": it re-executes the test binary in a fresh network namespace (its
-// loopback up) that stands for the node, so bridges, routes, nftables tables
+// loopback up, forwarding off: baseSysctls) that stands for the node, so bridges, routes, nftables tables
 // and sysctls the tests create never touch the machine's own. Every process
 // the tests start (plugins, podman) inherits that namespace. Without root the
 // tests run as they are (and the kernel ones skip). m is a *testing.M, or a
@@ -135,8 +137,8 @@ const privateEnv = "CNIBOX_TEST_PRIVATE_NETNS"
 func MainInPrivateNetns(m interface{ Run() int }) {
 	if os.Getenv(privateEnv) == "1" || os.Geteuid() != 0 {
 		if os.Geteuid() == 0 {
-			if err := loUp(); err != nil {
-				fmt.Fprintln(os.Stderr, "nstest: loopback up in the private namespace:", err)
+			if err := settle(); err != nil {
+				fmt.Fprintln(os.Stderr, "nstest: settle the private namespace:", err)
 				os.Exit(1)
 			}
 		}

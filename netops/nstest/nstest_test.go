@@ -61,3 +61,33 @@ func TestNewNSAndRun(t *testing.T) {
 		t.Errorf("namespace %s not deleted after the subtest: %v", path, err)
 	}
 }
+
+// TestNewNSSettled: a namespace NewNS makes forwards nothing, filters no
+// reverse path and sends no bridged traffic through IP's hooks, whatever the
+// machine's own settings (a new namespace copies IPv4's from the initial
+// one; br_netfilter, where loaded, starts on in each namespace). make
+// test-kernel's second pass runs this with the VM's forwarding on.
+func TestNewNSSettled(t *testing.T) {
+	path := nstest.NewNS(t, "nss")
+	for _, key := range []string{
+		"net/ipv4/ip_forward", "net/ipv4/conf/all/forwarding", "net/ipv4/conf/default/forwarding",
+		"net/ipv6/conf/all/forwarding", "net/ipv4/conf/all/rp_filter", "net/ipv4/conf/default/rp_filter",
+		"net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-ip6tables",
+	} {
+		var got []byte
+		err := nstest.Run(t, path, func() error {
+			var err error
+			got, err = os.ReadFile("/proc/sys/" + key)
+			return err
+		})
+		if os.IsNotExist(err) {
+			continue // no IPv6 or no br_netfilter here: off anyway
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := strings.TrimSpace(string(got)); v != "0" {
+			t.Errorf("%s = %s in a new namespace, want 0", key, v)
+		}
+	}
+}
