@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cnibox/cnibox/test/internal/flanneld"
@@ -76,7 +77,8 @@ func testBinaryName(pkg string) string {
 
 // buildDisk builds the test binaries and cnibox into a staging tree with a
 // copy of the sources and the guest's run list, and makes an ext4 image of
-// it. It returns the image and the packages in the order they run.
+// it. It returns the image and the packages in the order they run (those of
+// the second pass suffixed with forwardingSuffix).
 func buildDisk(o options) (string, []string, error) {
 	patterns := o.pkgs
 	if len(patterns) == 0 {
@@ -172,16 +174,19 @@ func buildDisk(o options) (string, []string, error) {
 	if err := copySources(".", filepath.Join(stage, "src")); err != nil {
 		return "", nil, fmt.Errorf("copy sources: %w", err)
 	}
-	var list strings.Builder
-	for _, p := range pkgs {
-		dir := p
-		if dir == "" {
-			dir = "."
+	fwd := forwardingPackages(pkgs, o.forwarding)
+	for file, ps := range map[string][]string{"packages": pkgs, "packages-forwarding": fwd} {
+		var list strings.Builder
+		for _, p := range ps {
+			dir := p
+			if dir == "" {
+				dir = "."
+			}
+			fmt.Fprintf(&list, "%s %s %s\n", dir, testBinaryName(p), guestSkips[p])
 		}
-		fmt.Fprintf(&list, "%s %s %s\n", dir, testBinaryName(p), guestSkips[p])
-	}
-	if err := os.WriteFile(filepath.Join(stage, "packages"), []byte(list.String()), 0o644); err != nil {
-		return "", nil, err
+		if err := os.WriteFile(filepath.Join(stage, file), []byte(list.String()), 0o644); err != nil {
+			return "", nil, err
+		}
 	}
 	var args strings.Builder
 	if o.run != "" {
@@ -200,7 +205,11 @@ func buildDisk(o options) (string, []string, error) {
 	if out, err := mk.CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("mkfs.ext4: %w: %s", err, out)
 	}
-	return img, pkgs, nil
+	runs := slices.Clone(pkgs)
+	for _, p := range fwd {
+		runs = append(runs, p+forwardingSuffix)
+	}
+	return img, runs, nil
 }
 
 // copySources copies the repository's files (not .git, bin, or built

@@ -10,9 +10,11 @@
 // busybox, bash, iproute2, nft, iptables-nft and every network module a test may touch
 // into an initramfs (cached per kernel), boots the
 // kernel under qemu with TCG, runs every test binary as root with -test.v,
-// streams the console and exits with the tests' status.
+// then those of -forwarding-pkgs again with the VM's forwarding and
+// br_netfilter on (forwarding.go), streams the console and exits with the
+// tests' status.
 //
-//	go run ./test/kernel [-kernel /boot/vmlinuz-VER] [-run REGEXP] [-pkgs 'PATTERN ...']
+//	go run ./test/kernel [-kernel /boot/vmlinuz-VER] [-run REGEXP] [-pkgs 'PATTERN ...'] [-forwarding-pkgs 'PATTERN ...'|none]
 package main
 
 import (
@@ -30,29 +32,35 @@ var debs = []string{"qemu-system-x86", "linux-image-cloud-amd64", "busybox-stati
 	"bash", "etcd-server", "containernetworking-plugins"}
 
 type options struct {
-	kernel  string // path of the vmlinuz to boot
-	cache   string // work and cache directory
-	cnibox  string // prebuilt cnibox binary ("" builds one)
-	pkgs    []string
-	run     string // -test.run for every binary
-	timeout time.Duration
-	memMB   int
-	smp     int
+	kernel string // path of the vmlinuz to boot
+	cache  string // work and cache directory
+	cnibox string // prebuilt cnibox binary ("" builds one)
+	pkgs   []string
+	// forwarding are the package patterns of the second pass (forwarding.go)
+	forwarding []string
+	run        string // -test.run for every binary
+	timeout    time.Duration
+	memMB      int
+	smp        int
 }
 
 func main() {
 	var o options
-	var pkgs string
+	var pkgs, fwd string
 	flag.StringVar(&o.kernel, "kernel", os.Getenv("KERNEL"), "kernel image to boot (default: the newest /boot/vmlinuz-*-cloud-amd64; env KERNEL)")
 	flag.StringVar(&o.cache, "cache", defaultCache(), "directory for the build and the cached initramfs pieces")
 	flag.StringVar(&o.cnibox, "cnibox", "", "cnibox binary to test (default: build one)")
 	flag.StringVar(&pkgs, "pkgs", "", "package patterns to test, space separated (default: every package with tests under netops, roles, agent, and test/e2e, test/reliability)")
+	flag.StringVar(&fwd, "forwarding-pkgs", strings.Join(forwardingPatterns, " "), "package patterns run a second time with the VM's forwarding and br_netfilter on, of those -pkgs selects (\"none\": no second pass)")
 	flag.StringVar(&o.run, "run", "", "run only the tests matching this regexp (-test.run)")
 	flag.DurationVar(&o.timeout, "timeout", 80*time.Minute, "time limit of the whole VM run")
 	flag.IntVar(&o.memMB, "m", 1024, "guest memory in MiB")
 	flag.IntVar(&o.smp, "smp", 2, "guest CPUs")
 	flag.Parse()
 	o.pkgs = strings.Fields(pkgs)
+	if fwd != "none" {
+		o.forwarding = strings.Fields(fwd)
+	}
 	code, err := run(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test-kernel:", err)

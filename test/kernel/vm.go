@@ -21,7 +21,8 @@ const (
 
 // initScript is the guest's /init (busybox sh): the mounts a test may need,
 // every module in load order, then every test binary from the disk, each in
-// its package's source directory, as make test runs them.
+// its package's source directory, as make test runs them; then the second
+// pass (forwarding.go).
 const initScript = `#!/bin/busybox sh
 /bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin /proc /sys /dev /run /tmp /t /root /var
 /bin/busybox --install -s /bin
@@ -65,14 +66,19 @@ for n in iptables ip6tables iptables-save ip6tables-save iptables-restore ip6tab
 [ -d /t/flanneld ] && export CNIBOX_FLANNELD_DIR=/t/flanneld
 export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault CNIBOX_REF_UPSTREAM=/t/upstream
 args=$(cat /t/testargs)
-while read -r dir bin skip; do
-	echo "=== package $dir"
-	start=$(date +%s)
-	(cd "/t/src/$dir" && "/t/tests/$bin" -test.v -test.count=1 -test.timeout=45m ${skip:+-test.skip=$skip} $args < /dev/null 2>&1)
-	rc=$?
-	echo "` + markStatus + ` $dir $rc $(($(date +%s) - start))"
-done < /t/packages
-sync
+# runpkgs LIST [SUFFIX]: every test binary of LIST, its status reported as
+# the package's directory followed by SUFFIX.
+runpkgs() {
+	while read -r dir bin skip; do
+		echo "=== package $dir$2"
+		start=$(date +%s)
+		(cd "/t/src/$dir" && "/t/tests/$bin" -test.v -test.count=1 -test.timeout=45m ${skip:+-test.skip=$skip} $args < /dev/null 2>&1)
+		rc=$?
+		echo "` + markStatus + ` $dir$2 $rc $(($(date +%s) - start))"
+	done < "$1"
+}
+runpkgs /t/packages
+` + forwardingScript + `sync
 echo "` + markDone + `"
 poweroff -f
 `

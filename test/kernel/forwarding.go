@@ -1,0 +1,65 @@
+package main
+
+import (
+	"path"
+	"strings"
+)
+
+// The second pass: after every package has run once on the VM as booted
+// (forwarding off, as the kernel starts), the packages of the forwarding
+// patterns run again with the VM's own forwarding on and br_netfilter's
+// switches on in its initial namespace, as on a Kubernetes node or a Docker
+// host. A new network namespace copies IPv4's conf/all from the initial one
+// (net.core.devconf_inherit_init_net=0), so a test that counted on its
+// namespaces not forwarding, without setting it, fails here: the
+// dependency on the machine shows in make test-kernel, while this machine's
+// own sysctls stay untouched (the VM's are the VM's). Its packages report as
+// DIR@forwarding.
+
+// forwardingPatterns are the packages of the second pass: those whose tests
+// build bridges, routes and traffic in namespaces of their own (measured:
+// see docs/kernels.md). -forwarding-pkgs replaces them; "none" skips the
+// pass.
+var forwardingPatterns = []string{"./netops/...", "./roles/..."}
+
+// forwardingSuffix marks a package's result of the second pass.
+const forwardingSuffix = "@forwarding"
+
+// forwardingPackages are the packages of pkgs (import paths relative to the
+// module) that one of patterns ("./DIR" or "./DIR/...") names, in pkgs'
+// order.
+func forwardingPackages(pkgs, patterns []string) []string {
+	var out []string
+	for _, p := range pkgs {
+		for _, pat := range patterns {
+			pat = strings.TrimPrefix(path.Clean(pat), "./")
+			if dir, ok := strings.CutSuffix(pat, "/..."); ok {
+				if p == dir || strings.HasPrefix(p, dir+"/") {
+					out = append(out, p)
+					break
+				}
+			} else if p == pat {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// forwardingScript is the guest's second pass (part of initScript): the
+// VM's forwarding and br_netfilter's switches on, then the packages of
+// /t/packages-forwarding. Without br_netfilter (its file absent) the pass
+// fails rather than run without it.
+const forwardingScript = `
+if [ -s /t/packages-forwarding ]; then
+	echo "=== second pass: the VM's net.ipv4.ip_forward=1, net.ipv6.conf.all.forwarding=1, br_netfilter's bridge-nf-call-iptables/ip6tables=1"
+	echo 1 > /proc/sys/net/ipv4/ip_forward
+	echo 1 > /proc/sys/net/ipv6/conf/all/forwarding
+	if echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables && echo 1 > /proc/sys/net/bridge/bridge-nf-call-ip6tables; then
+		runpkgs /t/packages-forwarding ` + forwardingSuffix + `
+	else
+		echo "` + markStatus + ` br_netfilter` + forwardingSuffix + ` 1 0"
+	fi
+fi
+`
