@@ -122,10 +122,10 @@ var routeFields = values("dst", "gw", "mtu", "advmss", "priority", "table", "sco
 var common = fieldsOf(
 	values("cniVersion", "cniVersions", "name", "type", "disableCheck", "disableGC", "ifname", "logLevel"),
 	fieldSet{
-		"capabilities": {shape: anyKeys},
+		"capabilities": {shape: capabilitiesShape},
 		"args": {shape: object(fieldsOf(fieldSet{"cni": {shape: object(fieldsOf(
-			values("ips", "mac", "mtu", "promisc", "allmulti", "txQLen"),
-			fieldSet{"sysctl": {shape: anyKeys}}))}}))},
+			values("ips", "mtu", "promisc", "allmulti", "txQLen"), refused(refuseMAC, "mac"),
+			fieldSet{"sysctl": {shape: sysctlShape}}))}}))},
 	},
 	refused("is the runtime's to give (host ports, devices, the device-info file), not a NAD's: declare \"capabilities\" instead", "runtimeConfig"),
 	refused("names the interfaces the plugins after it act on, the node's among them: a chain makes it, not a NAD", "prevResult"),
@@ -148,21 +148,24 @@ type roleSpec struct {
 	inPodIf string
 }
 
-// lowerFields are macvlan's, ipvlan's and vlan's (roles/internal/lower).
-var lowerFields = fieldsOf(common, withIPAM, values("master", "mode", "mtu", "linkInContainer"))
+// lowerFields are macvlan's, ipvlan's and vlan's (roles/internal/lower);
+// checkPlugin holds master to checkInPodMaster. allowVethMaster is the
+// roles' opt-in to a master that is a veth into another namespace.
+var lowerFields = fieldsOf(common, withIPAM, values("master", "mtu", "linkInContainer"), fieldSet{"mode": {shape: notPassthru}},
+	refused("lets the device go on a veth whose peer is outside the pod (the pod's eth0 into the node): its frames leave the pod as the pod's own", "allowVethMaster"))
 
 // podRoles are the roles whose every object lives in the pod's network
 // namespace (docs/security.md, "Roles").
 var podRoles = map[string]roleSpec{
 	"loopback":  {fields: common},
 	"dummy":     {fields: fieldsOf(common, withIPAM, values("mode"))},
-	"tuning":    {fields: fieldsOf(common, values("mac", "mtu", "promisc", "allmulti", "txQLen"), fieldSet{"sysctl": {shape: anyKeys}})},
+	"tuning":    {fields: fieldsOf(common, values("mtu", "promisc", "allmulti", "txQLen"), refused(refuseMAC, "mac"), fieldSet{"sysctl": {shape: sysctlShape}})},
 	"bandwidth": {fields: fieldsOf(common, values("ingressRate", "ingressBurst", "egressRate", "egressBurst", "unshapedSubnets", "shapedSubnets"))},
 	"sbr":       {fields: fieldsOf(common, values("table", "gateways", "addSourceHints"))},
 	"vrf":       {fields: fieldsOf(common, values("vrfname", "table"))},
-	"tap": {fields: fieldsOf(common, withIPAM, values("mtu", "mac", "multiQueue", "owner", "group", "bridge", "mode"),
+	"tap": {fields: fieldsOf(common, withIPAM, values("mtu", "multiQueue", "owner", "group", "bridge", "mode"), refused(refuseMAC, "mac"),
 		refused("chooses a label of the node's SELinux policy: the plugin's thread takes that context to create the tap", "selinuxContext"))},
-	"macvlan": {fields: fieldsOf(lowerFields, values("mac", "bcqueuelen")), inPodIf: "linkInContainer"},
+	"macvlan": {fields: fieldsOf(lowerFields, values("bcqueuelen"), refused(refuseMAC, "mac")), inPodIf: "linkInContainer"},
 	"ipvlan":  {fields: lowerFields, inPodIf: "linkInContainer"},
 	"vlan":    {fields: fieldsOf(lowerFields, values("vlanId")), inPodIf: "linkInContainer"},
 }

@@ -198,6 +198,9 @@ func checkPlugin(n *jsonNode, path string) error {
 			}
 			return &refusal{at, fmt.Sprintf("puts a %s on an interface of the node (master, or the default route's interface when none is named): it hands the pod a share of a node device (%q: true, a master in the pod, needs no trust)", typ.str, orKey(k, spec.inPodIf))}
 		}
+		if err := checkInPodMaster(n, path, k); err != nil {
+			return err
+		}
 	}
 	return checkObject(n, path, spec.fields)
 }

@@ -50,7 +50,7 @@ func FuzzNADPolicy(f *testing.F) {
 func BenchmarkNADPolicy(b *testing.B) {
 	config := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"macvlan","linkInContainer":true,"master":"eth1","mode":"bridge",` +
 		`"ipam":{"type":"whereabouts","range":"10.2.0.0/24","exclude":["10.2.0.1/32"],"routes":[{"dst":"0.0.0.0/0","gw":"10.2.0.1"}]}},` +
-		`{"type":"tuning","sysctl":{"net.core.somaxconn":"512"},"capabilities":{"mac":true}}]}`
+		`{"type":"tuning","sysctl":{"net.core.somaxconn":"512"},"capabilities":{"ips":true}}]}`
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := walkNAD(config); err != nil {

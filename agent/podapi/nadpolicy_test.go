@@ -173,13 +173,13 @@ func TestNADAllowlist(t *testing.T) {
 		config string
 		field  string // "" = served
 	}{
-		{`{"cniVersion":"1.0.0","name":"n","type":"macvlan","linkInContainer":true,"master":"eth1","mode":"bridge","mtu":1400,"mac":"02:00:00:00:00:01",
+		{`{"cniVersion":"1.0.0","name":"n","type":"macvlan","linkInContainer":true,"master":"eth1","mode":"bridge","mtu":1400,
 			"ipam":{"type":"whereabouts","range":"10.2.0.0/24","range_start":"10.2.0.10","exclude":["10.2.0.12/32"],"ipRanges":[{"range":"fd00::/64"}],
 			"kubernetes":{"kubeconfig":"/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"},"routes":[{"dst":"0.0.0.0/0","gw":"10.2.0.1"}]}}`, ""},
 		{`{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"dummy","ipam":{"type":"host-local","ranges":[[{"subnet":"10.3.0.0/24","gateway":"10.3.0.1"}]],"routes":[{"dst":"10.0.0.0/8"}]},"dns":{"nameservers":["10.3.0.53"]}},
-			{"type":"tuning","sysctl":{"net.core.somaxconn":"512"},"capabilities":{"mac":true}},{"type":"sbr"},{"type":"vrf","vrfname":"blue"},{"type":"bandwidth","ingressRate":1000,"ingressBurst":100}]}`, ""},
+			{"type":"tuning","sysctl":{"net.core.somaxconn":"512"},"capabilities":{"ips":true}},{"type":"sbr"},{"type":"vrf","vrfname":"blue"},{"type":"bandwidth","ingressRate":1000,"ingressBurst":100}]}`, ""},
 		{`{"cniVersion":"1.0.0","name":"n","type":"tap","multiQueue":true,"owner":1000,"ipam":{"type":"static","addresses":[{"address":"10.4.0.2/24"}]}}`, ""},
-		{`{"cniVersion":"1.0.0","name":"n","type":"vlan","vlanId":7,"linkInContainer":true,"ipam":{"type":"dhcp","request":[{"option":"classless-static-route"}]}}`, ""},
+		{`{"cniVersion":"1.0.0","name":"n","type":"vlan","vlanId":7,"linkInContainer":true,"master":"dummy0","ipam":{"type":"dhcp","request":[{"option":"classless-static-route"}]}}`, ""},
 		{`{"cniVersion":"1.0.0","name":"n","type":"bridge","bridge":"cni0","ipam":{"type":"host-local","subnet":"10.244.0.0/16"}}`, "type"},
 		{`{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"dummy","ipam":{"type":"static"}},{"type":"portmap","capabilities":{"portMappings":true}}]}`, "plugins[1].type"},
 		{`{"cniVersion":"1.0.0","name":"n","type":"host-device","device":"eth1"}`, "type"},

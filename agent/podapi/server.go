@@ -144,6 +144,9 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 		if err == nil {
 			err = checkNADConfig(resp.NetAttachDef, acc.NADTrust)
 		}
+		if err == nil {
+			err = checkCNIArgs(resp.NetAttachDef, req.CNIArgs, acc.NADTrust)
+		}
 	case req.Op == agentapi.OpSetNetworkStatus:
 		if len(req.NetworkStatus) > 0 && string(req.NetworkStatus) != "null" && !json.Valid(req.NetworkStatus) {
 			err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: "networkStatus is not JSON"}

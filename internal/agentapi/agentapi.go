@@ -53,9 +53,14 @@ type Request struct {
 	// PodNamespace is, for OpNetAttachDef, the namespace of the pod the NAD
 	// is for; an agent with namespace isolation honours NADs only from it
 	// and from "default". Empty: a network the node's config chose
-	// (Multus' clusterNetwork, defaultNetworks, default-network), which
-	// isolation does not restrict.
+	// (Multus' clusterNetwork, defaultNetworks), which isolation does not
+	// restrict; the pod's default-network annotation is the pod's choice
+	// and sends it.
 	PodNamespace string `json:"podNamespace,omitempty"`
+	// CNIArgs are, for OpNetAttachDef, the cni-args of the pod's selection
+	// (a JSON object): the agent refuses the NAD when its config with them
+	// merged (internal/cniargs) leaves what the NAD's namespace may use.
+	CNIArgs json.RawMessage `json:"cniArgs,omitempty"`
 	// NetworkStatus is the annotation's value for OpSetNetworkStatus (a
 	// JSON list).
 	NetworkStatus json.RawMessage `json:"networkStatus,omitempty"`

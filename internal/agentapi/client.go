@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cnibox/cnibox/internal/unixsock"
@@ -64,6 +65,20 @@ func (c *Client) Pod(ctx context.Context, namespace, name, uid string) (*Pod, er
 func (c *Client) NetAttachDef(ctx context.Context, podNamespace, namespace, name string) (*NetAttachDef, error) {
 	return answer(ctx, c, Request{Op: OpNetAttachDef, Namespace: namespace, Name: name, PodNamespace: podNamespace}, "network attachment definition",
 		func(r *Response) *NetAttachDef { return r.NetAttachDef })
+}
+
+// NetAttachDefArgs is NetAttachDef for a selection with cni-args (nil:
+// none), which the agent checks merged into the NAD's config.
+func (c *Client) NetAttachDefArgs(ctx context.Context, podNamespace, namespace, name string, cniArgs map[string]any) (*NetAttachDef, error) {
+	req := Request{Op: OpNetAttachDef, Namespace: namespace, Name: name, PodNamespace: podNamespace}
+	if len(cniArgs) > 0 {
+		b, err := json.Marshal(cniArgs)
+		if err != nil {
+			return nil, fmt.Errorf("cni-args: %w", err)
+		}
+		req.CNIArgs = b
+	}
+	return answer(ctx, c, req, "network attachment definition", func(r *Response) *NetAttachDef { return r.NetAttachDef })
 }
 
 // answer sends req and returns the part of the response that part picks; an

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/cniargs"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
 )
 
@@ -227,7 +228,13 @@ func (p *multiPod) defaultNetwork(ctx context.Context, k *multiK8sConf, m *multu
 		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: %q names %d networks: name exactly one NetworkAttachmentDefinition", p, ann, value, len(sels))
 	}
 	s := sels[0]
-	nad, err := p.client.NetAttachDef(ctx, "", s.Namespace, s.Name)
+	if !m.mayReference(p.namespace, s.Namespace) {
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: network %s: namespace isolation (\"namespaceIsolation\": true) lets a pod of %q select NetworkAttachmentDefinitions of its own namespace and of %q (\"globalNamespaces\") only, the default network too: name one of those, or add %q to \"globalNamespaces\"",
+			p, ann, s.qualified(), p.namespace, strings.Join(m.globalNamespaces, ","), s.Namespace)
+	}
+	// The pod chose it: the agent's isolation applies as to the networks
+	// annotation (podNamespace), unlike clusterNetwork's and defaultNetworks'.
+	nad, err := p.client.NetAttachDef(ctx, p.namespace, s.Namespace, s.Name)
 	if err != nil {
 		if errors.Is(err, agentapi.ErrNotFound) {
 			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "pod %s annotation %s: no NetworkAttachmentDefinition %s: create it (in %s, multusNamespace, unless the annotation names a namespace)", p, ann, s.qualified(), m.MultusNamespace)
@@ -249,7 +256,7 @@ func (p *multiPod) withDevice(ctx context.Context, ref *netRef, field string, in
 		if err != nil {
 			return nil, err
 		}
-		body, err := injectPluginFields(asList(ref.body), map[string]any{"deviceID": id, "pciBusID": id}, nil)
+		body, err := injectPluginFields(asList(ref.body), map[string]any{"deviceID": id, "pciBusID": id})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ref.source, err)
 		}
@@ -291,23 +298,7 @@ func (p *multiPod) device(ctx context.Context, nad *agentapi.NetAttachDef) (stri
 
 // asList returns a config body as a conflist (a single plugin config
 // wrapped, as libcni does).
-func asList(body []byte) []byte {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil || obj == nil {
-		return body
-	}
-	if _, ok := obj["plugins"]; ok {
-		return body
-	}
-	list := map[string]json.RawMessage{"plugins": json.RawMessage("[" + string(body) + "]")}
-	for _, k := range []string{"name", "cniVersion", "ifname"} {
-		if v, ok := obj[k]; ok {
-			list[k] = v
-		}
-	}
-	b, _ := json.Marshal(list)
-	return b
-}
+func asList(body []byte) []byte { return cniargs.AsList(body) }
 
 // resolveSelection finds the config of a selected network: the
 // NetworkAttachmentDefinition's spec.config, else (no such object, no CRD,
@@ -315,7 +306,7 @@ func asList(body []byte) []byte {
 // selection's, as Multus does; then applies the selection's fields.
 func resolveSelection(ctx context.Context, p *multiPod, k *multiK8sConf, s networkSelection, index int, version string) (*multiDelegate, error) {
 	var ref *netRef
-	nad, err := p.client.NetAttachDef(ctx, p.namespace, s.Namespace, s.Name)
+	nad, err := p.client.NetAttachDefArgs(ctx, p.namespace, s.Namespace, s.Name, s.CNIArgs)
 	switch {
 	case err == nil:
 		if ref, err = nadBody(nad, k.ConfDir); err != nil {
@@ -334,9 +325,9 @@ func resolveSelection(ctx context.Context, p *multiPod, k *multiK8sConf, s netwo
 		return nil, agentErr(p, "NetworkAttachmentDefinition "+s.qualified(), err)
 	}
 	if len(s.CNIArgs) > 0 {
-		body, err := injectPluginFields(asList(ref.body), nil, s.CNIArgs)
+		body, err := mergeCNIArgs(ref, s.CNIArgs)
 		if err != nil {
-			return nil, fmt.Errorf("%s: cni-args: %w", ref.source, err)
+			return nil, err
 		}
 		ref.body = body
 	}

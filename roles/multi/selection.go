@@ -2,6 +2,7 @@ package multi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/cniargs"
 )
 
 // checkExtras validates the selection fields beyond name, interface, ips
@@ -87,12 +89,11 @@ func (s *networkSelection) runtimeConfig() map[string]any {
 	return rc
 }
 
-// injectPluginFields sets fields of every plugin of the conflist body (a
-// conflist's JSON): set's entries at the top level of each plugin, and
-// cniArgs merged into each plugin's "args": {"cni": {...}}, as Multus
-// injects deviceID/pciBusID and cni-args.
-func injectPluginFields(body []byte, set map[string]any, cniArgs map[string]any) ([]byte, error) {
-	if len(set) == 0 && len(cniArgs) == 0 {
+// injectPluginFields sets set's entries at the top level of every plugin
+// of the conflist body (a conflist's JSON), as Multus injects deviceID
+// and pciBusID.
+func injectPluginFields(body []byte, set map[string]any) ([]byte, error) {
+	if len(set) == 0 {
 		return body, nil
 	}
 	var list map[string]json.RawMessage
@@ -104,29 +105,36 @@ func injectPluginFields(body []byte, set map[string]any, cniArgs map[string]any)
 		return nil, cniplug.Errorf(types.ErrDecodingFailure, "plugins: %v", err)
 	}
 	for j, p := range plugins {
+		if p == nil {
+			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "plugins[%d] is not an object", j)
+		}
 		for k, v := range set {
 			p[k] = v
 		}
-		if len(cniArgs) == 0 {
-			continue
-		}
-		args, _ := p["args"].(map[string]any)
-		if args == nil {
-			if _, present := p["args"]; present {
-				return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "plugins[%d].args is not an object: cni-args cannot be added to it", j)
-			}
-			args = map[string]any{}
-		}
-		cni, _ := args["cni"].(map[string]any)
-		if cni == nil {
-			cni = map[string]any{}
-		}
-		for k, v := range cniArgs {
-			cni[k] = v
-		}
-		args["cni"] = cni
-		p["args"] = args
 	}
 	list["plugins"], _ = json.Marshal(plugins)
 	return json.Marshal(list)
+}
+
+// mergeCNIArgs merges a selection's cni-args into every plugin's
+// "args": {"cni": {...}}, as Multus does, except that ips, mac and
+// portMappings reach only the plugins that declare that capability
+// (internal/cniargs): a pod asks for an address, a MAC or a host port only
+// of a network that offers it, through cni-args as through the selection's
+// own fields; on a network that does not, the ADD is refused (error 7)
+// naming the key, never run without it.
+func mergeCNIArgs(ref *netRef, cniArgs map[string]any) ([]byte, error) {
+	body := asList(ref.body)
+	if !json.Valid(body) {
+		return nil, cniplug.Errorf(types.ErrDecodingFailure, "%s is not JSON: cni-args cannot be added to it", ref.source)
+	}
+	out, err := cniargs.Merge(body, cniArgs)
+	var ne *cniargs.NotEntitledError
+	switch {
+	case errors.As(err, &ne):
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s: %w", ref.source, err)
+	case err != nil:
+		return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s: cni-args: %w", ref.source, err)
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package multi_test
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/multi"
@@ -58,10 +60,29 @@ func TestSelectionFields(t *testing.T) {
 		}
 	})
 	t.Run("cni-args", func(t *testing.T) {
-		// static IPAM takes its addresses from args.cni.ips.
-		p := multusPod(t, n, g, "default", "sel2", conf, map[string]string{networks: `[{"name":"plain","cni-args":{"ips":["10.77.20.11/24"]}}]`})
+		// static IPAM takes its addresses from args.cni.ips, on a network
+		// that declares the ips capability.
+		p := multusPod(t, n, g, "default", "sel2", conf, map[string]string{networks: `[{"name":"static","cni-args":{"ips":["10.77.20.11/24"]}}]`})
 		if a := podAddr(t, p.Netns, "net1"); a != netip.MustParseAddr("10.77.20.11") {
 			t.Errorf("net1 has %s, want 10.77.20.11 from cni-args", a)
+		}
+	})
+	t.Run("cni-args without the capability is refused", func(t *testing.T) {
+		// issue 48: "plain" declares no capability; cni-args' ips, mac
+		// and portMappings (in any case encoding/json takes) are not the
+		// pod's to ask for there.
+		for i, args := range []string{`{"ips":["10.77.20.15/24"]}`, `{"IPs":["10.77.20.15/24"]}`, `{"mac":"02:00:00:00:20:15"}`,
+			`{"portMappings":[{"hostPort":8081,"containerPort":80}]}`} {
+			p := n.NewPod(fmt.Sprintf("sel6-%d", i))
+			g.pod("default", p.ID, map[string]string{networks: `[{"name":"plain","cni-args":` + args + `}]`})
+			n.Env["CNI_ARGS"] = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + p.ID
+			_, _, err := n.Call(multi.MultusRole, "ADD", p, conf)
+			if cniplug.CodeOf(err) != 7 || !strings.Contains(err.Error(), "cni-args") || !strings.Contains(err.Error(), "capabilities") {
+				t.Errorf("cni-args %s on a network without the capability: ADD = %v, want 7 naming cni-args and the capability", args, err)
+			}
+			if hasLink(t, p.Netns, "net1") || hasLink(t, p.Netns, "eth0") {
+				t.Errorf("cni-args %s: interfaces left in the pod after the refused ADD", args)
+			}
 		}
 	})
 	t.Run("default-route", func(t *testing.T) {
@@ -132,6 +153,41 @@ func TestMultusDefaultNetworkAnnotation(t *testing.T) {
 	st := g.networkStatus(t, "default", p.ID)
 	if e := statusOf(t, st, "eth0"); e["name"] != "kube-system/altnet" || e["default"] != true {
 		t.Errorf("eth0's status %s, want kube-system/altnet, default", jsonq(e))
+	}
+}
+
+// TestMultusDefaultNetworkIsolation: with namespaceIsolation the
+// default-network annotation is held to the pod's namespace and
+// globalNamespaces, as the networks annotation is (issue 48: it was not
+// checked at all), and its NAD is asked for with the pod's namespace, so
+// the agent's own isolation applies too; globalNamespaces with
+// kube-system (cnibox-multus.yaml's) lets it through.
+func TestMultusDefaultNetworkIsolation(t *testing.T) {
+	ann := map[string]string{"v1.multus-cni.io/default-network": "altnet"}
+	n := fullNode(t)
+	on, g := selectionSetup(t, `,"namespaceIsolation":true`)
+	p := n.NewPod("dniso1")
+	g.pod("team-a", p.ID, ann)
+	n.Env["CNI_ARGS"] = "IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=" + p.ID
+	if _, _, err := n.Call(multi.MultusRole, "ADD", p, on); cniplug.CodeOf(err) != 7 || !strings.Contains(err.Error(), "namespaceIsolation") ||
+		!strings.Contains(err.Error(), "v1.multus-cni.io/default-network") {
+		t.Errorf("default-network kube-system/altnet from team-a with isolation: ADD = %v, want 7 naming the annotation and namespaceIsolation", err)
+	}
+	if hasLink(t, p.Netns, "eth0") {
+		t.Errorf("eth0 left in the pod after the refused ADD")
+	}
+
+	global, g2 := selectionSetup(t, `,"namespaceIsolation":true,"globalNamespaces":"default,kube-system"`)
+	q := multusPod(t, n, g2, "team-a", "dniso2", global, ann)
+	if a := podAddr(t, q.Netns, "eth0"); !netip.MustParsePrefix("10.77.30.0/24").Contains(a) {
+		t.Errorf("eth0 has %s, want the default-network's 10.77.30.0/24 (kube-system is global)", a)
+	}
+	g2.mu.Lock()
+	defer g2.mu.Unlock()
+	for _, r := range g2.asked {
+		if r.Op == agentapi.OpNetAttachDef && r.Name == "altnet" && r.PodNamespace != "team-a" {
+			t.Errorf("the default network's NAD was asked for with podNamespace %q, want the pod's team-a", r.PodNamespace)
+		}
 	}
 }
 
