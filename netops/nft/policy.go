@@ -36,7 +36,8 @@ import (
 //		}
 //		chain np-eg4 { self @<subject>-4 jump n-<policy>-eg4 ... }
 //		chain n-<policy>-eg4 { <match> counter name <rule> goto allow-eg ... }
-//		(ingress likewise, with "ct original saddr @<node addrs> accept" first)
+//		(ingress likewise; the node's own addresses have no accept: its
+//		own traffic never meets the forward hook, see render)
 //		sets gen, gen-e, maps mark-eg, mark-in, chains fast-eg, fast-in,
 //		allow-eg, allow-in          # the verdict cache (policy_gen.go)
 //	}
@@ -134,7 +135,10 @@ type PolicyTiers struct {
 
 // PolicyRules is the whole rule set.
 type PolicyRules struct {
-	NodeAddrs       string // "" when unknown
+	// NodeAddrs is the set of the node's own addresses, which ExplainPolicy
+	// answers as the node's own traffic (no rule: see render); "" when
+	// unknown.
+	NodeAddrs       string
 	Ingress, Egress PolicyTiers
 }
 

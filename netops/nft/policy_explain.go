@@ -42,6 +42,10 @@ func (h *Handle) ExplainPolicy(r *PolicyRules, c PolicyConn, ingress bool) (Poli
 	t := &r.Egress
 	if ingress {
 		e.self, e.peer, t = c.Dst, c.Src, &r.Ingress
+		// The node's own traffic leaves on the output hook, which the
+		// table is not on (no rule decides it; a forged packet from a
+		// node address on the forward hook is dropped by the source
+		// address check of its port, or judged below without it).
 		if ok, err := e.in(r.NodeAddrs, c.Src); err != nil || ok {
 			return PolicyVerdict{Allowed: true, Counter: "node"}, err
 		}

@@ -148,15 +148,18 @@ func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
 	pc.rules[chain] = append(pc.rules[chain], rule...)
 }
 
-// render adds the chains of one direction and family to pc; nodeAddrs is
-// accepted first for ingress.
-func (d policyDir) render(pc *policyChains, t *PolicyTiers, nodeAddrs string) {
+// render adds the chains of one direction and family to pc.
+//
+// The node's own addresses (PolicyRules.NodeAddrs) are accepted by no
+// rule: the node's own traffic to its pods (the kubelet's probes) leaves
+// through the output hook, which no chain of the table is on, so it is
+// allowed without one; a packet from a node address on the forward hook
+// was sent by someone else under that address (a pod, bridged), and is
+// judged like any other (issue 48: an accept here let a forged source walk
+// around every policy).
+func (d policyDir) render(pc *policyChains, t *PolicyTiers) {
 	top := d.base + d.fam()
 	pc.add(top)
-	if d.selfDir == 1 && nodeAddrs != "" {
-		pc.add(top, append(d.peer(nodeAddrs), verdict(expr.VerdictAccept, "")))
-	}
-	// The node's own traffic to a pending pod was accepted above.
 	pc.add(top, append(d.self(PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...))
 	// A connection allowed at this generation is accepted here
 	// (policy_gen.go); one that is allowed below goes through allow-*,
@@ -312,7 +315,7 @@ func renderPolicy(r *PolicyRules, keep func(chain, key string) bool) (*policyCha
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{fam.pro}},
 				verdict(expr.VerdictJump, base+d.fam()),
 			})
-			d.render(pc, t, r.NodeAddrs)
+			d.render(pc, t)
 		}
 	}
 	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg")}

@@ -1,0 +1,203 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cnibox/cnibox/netops/internal/ifname"
+	"github.com/google/nftables"
+	mdnetlink "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The source address check (a role's "ipspoofchk"): what a pod sends
+// through the host end of its veth must carry one of the pod's addresses.
+// A bridge port is checked in a bridge-family table, on the bridge's
+// prerouting hook, which every frame entering the bridge from a port
+// crosses, whether it is bridged to another port or meant for the node;
+// a routed veth (ptp, azure-vnet's transparent mode) in an inet table on
+// prerouting, and its ARP in an arp table on input:
+//
+//	table bridge cnibox-src {       # and table inet cnibox-src (no arp part)
+//		set ports { type ifname }                 # the checked ports
+//		set addr4 { type ifname . ipv4_addr }     # (port, pod address)
+//		set addr6 { type ifname . ipv6_addr }
+//		chain prerouting {
+//			type filter hook prerouting priority -300; policy accept;
+//			iifname @ports jump check
+//		}
+//		chain check {
+//			meta protocol ip goto check4
+//			meta protocol arp goto checkarp
+//			meta protocol ip6 goto check6
+//			meta protocol { 8021q, 8021ad } drop    # a second VLAN tag
+//		}
+//		chain check4 {
+//			iifname . ip saddr @addr4 return
+//			ip saddr 0.0.0.0 udp sport 68 udp dport 67 return   # a DHCP client
+//			drop
+//		}
+//		chain checkarp {
+//			arp ptype ip arp hlen 6 arp plen 4 iifname . arp saddr ip @addr4 return
+//			arp ptype ip arp hlen 6 arp plen 4 arp saddr ip 0.0.0.0 return   # a probe
+//			drop
+//		}
+//		chain check6 {
+//			icmpv6 type { nd-router-advert, nd-redirect } drop
+//			icmpv6 type nd-neighbor-advert jump na6
+//			ip6 saddr fe80::/10 return
+//			iifname . ip6 saddr @addr6 return
+//			ip6 saddr :: meta l4proto ipv6-icmp return   # DAD, MLD before a link-local
+//			drop
+//		}
+//		chain na6 {            # the target of a neighbour advertisement
+//			@th,64,128 fe80::/10 return
+//			iifname . @th,64,128 @addr6 return
+//			drop
+//		}
+//	}
+//	table arp cnibox-src { set ports, addr4; chain input { iifname @ports jump checkarp } ... }
+//
+// A pod costs one element in ports and one per address, added in one
+// transaction; the rules never change. A port without an element is not
+// checked. Other protocols (LLDP, ...) pass: they carry no IP source.
+const (
+	// SrcCheckTable is the name of the tables of the source address check.
+	SrcCheckTable = "cnibox-src"
+	srcPorts      = "ports"
+	srcAddr4      = "addr4"
+	srcAddr6      = "addr6"
+)
+
+// SrcCheckKind says where a port is checked.
+type SrcCheckKind uint8
+
+const (
+	// SrcCheckBridge: the port is a bridge port (table bridge cnibox-src).
+	SrcCheckBridge SrcCheckKind = iota
+	// SrcCheckRouted: the port is a routed veth (tables inet and arp
+	// cnibox-src).
+	SrcCheckRouted
+)
+
+// srcTable is one table of the check: its family and whether it has the
+// IPv6 set.
+type srcTable struct {
+	family nftables.TableFamily
+	v6     bool
+}
+
+// tables are the tables that check a port of kind k.
+func (k SrcCheckKind) tables() []srcTable {
+	if k == SrcCheckRouted {
+		return []srcTable{{nftables.TableFamilyINet, true}, {nftables.TableFamilyARP, false}}
+	}
+	return []srcTable{{nftables.TableFamilyBridge, true}}
+}
+
+// EnsureSourceCheck makes the host end port drop what the pod sends with a
+// source address other than addrs (kind says where port is), in one
+// transaction: one element per address and one for the port. Called again
+// it adds addresses; no addresses is nothing to check.
+func (h *Handle) EnsureSourceCheck(kind SrcCheckKind, port string, addrs []netip.Addr) error {
+	if err := ifname.Check("ensure source address check", port); err != nil {
+		return err
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	if _, err := h.nftConn(); err != nil {
+		return err
+	}
+	msgs := srcElemMsgs(kind, port, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge, true)
+	err := h.commitRaw(msgs...)
+	if errors.Is(err, unix.ENOENT) {
+		// The first port of its kind: the tables, then the elements.
+		if err = h.ensureSrcSchema(kind); err == nil {
+			err = h.commitRaw(msgs...)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure source address check of %s (%v) in %s: %w", port, addrs, h.where(), classify(err))
+	}
+	return nil
+}
+
+// srcKey is the key of port's element in an address set.
+func srcKey(port string, a netip.Addr) []byte { return append(ifnameKey(port), a.AsSlice()...) }
+
+// srcElemMsgs are the element messages (msgType) of port and addrs in the
+// tables of kind; withPort adds port's element of the ports sets.
+func srcElemMsgs(kind SrcCheckKind, port string, addrs []netip.Addr, msgType int, flags mdnetlink.HeaderFlags, withPort bool) []mdnetlink.Message {
+	var msgs []mdnetlink.Message
+	for _, t := range kind.tables() {
+		var v4, v6 []nftElem
+		for _, a := range addrs {
+			a = a.Unmap()
+			switch {
+			case a.Is4():
+				v4 = append(v4, nftElem{key: srcKey(port, a)})
+			case t.v6:
+				v6 = append(v6, nftElem{key: srcKey(port, a)})
+			}
+		}
+		for _, s := range []struct {
+			name  string
+			elems []nftElem
+		}{{srcAddr4, v4}, {srcAddr6, v6}} {
+			if len(s.elems) > 0 {
+				msgs = append(msgs, srcMsg(t.family, s.name, msgType, flags, s.elems))
+			}
+		}
+		if withPort {
+			msgs = append(msgs, srcMsg(t.family, srcPorts, msgType, flags, []nftElem{{key: ifnameKey(port)}}))
+		}
+	}
+	return msgs
+}
+
+// srcMsg is an element message for set of the check's table of family.
+func srcMsg(family nftables.TableFamily, set string, msgType int, flags mdnetlink.HeaderFlags, elems []nftElem) mdnetlink.Message {
+	m := nftElemMsg(SrcCheckTable, set, msgType, flags, elems, false)
+	m.Data[0] = byte(family) // nftElemMsg's nfgenmsg is for inet
+	return m
+}
+
+// ensureSrcSchema writes the tables of kind, in one transaction whose
+// every step leaves the same result when repeated (chains flushed and
+// their rules written again, sets of the same definition): concurrent
+// first ADDs end in the same tables, and the elements stay.
+func (h *Handle) ensureSrcSchema(kind SrcCheckKind) error {
+	t := h.tx()
+	c := t.conn()
+	for _, st := range kind.tables() {
+		table := c.AddTable(&nftables.Table{Name: SrcCheckTable, Family: st.family})
+		sets := []*nftables.Set{
+			{Table: table, Name: srcPorts, KeyType: nftables.TypeIFName},
+			{Table: table, Name: srcAddr4, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr), Concatenation: true},
+		}
+		if st.v6 {
+			sets = append(sets, &nftables.Set{Table: table, Name: srcAddr6, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr), Concatenation: true})
+		}
+		for _, s := range sets {
+			if err := t.addSet(s, nil); err != nil {
+				t.abort()
+				return err
+			}
+		}
+		for _, ch := range srcChains(st) {
+			var chain *nftables.Chain
+			if ch.hook != nil {
+				chain = t.addBaseChain(table, ch.name, nftables.ChainTypeFilter, ch.hook, ch.prio)
+			} else {
+				chain = c.AddChain(&nftables.Chain{Name: ch.name, Table: table})
+			}
+			c.FlushChain(chain)
+			for _, r := range ch.rules {
+				c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: r})
+			}
+		}
+	}
+	return t.commit()
+}
