@@ -24,8 +24,9 @@ import (
 // TestKubeNADTrust is the trust model of NetworkAttachmentDefinitions
 // (docs/security.md) end to end: a real API server, cnibox-agent's pod API,
 // multi ADD through libcni. The NADs of namespace team-a, which the agent
-// does not trust, get in-pod networks (a macvlan on the pod's own eth0,
-// host-local addresses);
+// does not trust, get in-pod networks (a dummy with host-local
+// addresses); issue 48's macvlan on the pod's eth0 is refused naming
+// linkInContainer;
 // one that names a file of the node (resolvConf, spelt as encoding/json
 // would still take it) or a bridge of the node is refused with error 7
 // naming the field and the flag, and the file's text never comes back;
@@ -47,11 +48,16 @@ func TestKubeNADTrust(t *testing.T) {
 	const secret = "nameserver-secret-of-the-node"
 	resolv := filepath.Join(t.TempDir(), "shadow")
 	must(t, os.WriteFile(resolv, []byte("root:"+secret+":19000::::::\nnameserver 10.79.9.9\n"), 0o600))
-	// A macvlan on the pod's own eth0 (the primary's veth): an in-pod role.
-	inPod := `"type":"macvlan","linkInContainer":true,"master":"eth0","mode":"bridge"`
+	// A dummy: an in-pod role. (A macvlan on the pod's own eth0, the
+	// primary's veth into the node, is refused since issue 48: it sends
+	// into the node as the pod with addresses of its choosing.)
+	inPod := `"type":"dummy"`
 	installNAD(t, cs, "team-a", "own", `{"cniVersion":"1.0.0","name":"own",`+inPod+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.1.0/24"}]]}}`)
 	installNAD(t, cs, "team-a", "reads", `{"cniVersion":"1.0.0","name":"reads",`+inPod+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.2.0/24"}]],"ResolvConf":"`+resolv+`"}}`)
 	installNAD(t, cs, "team-a", "br", `{"cniVersion":"1.0.0","name":"br","plugins":[`+mkBridge("nt-br", "10.79.3.0/24", "")+`]}`)
+	// issue 48's reproduction: eth0 (no master), passthru, the bridge's address.
+	installNAD(t, cs, "team-a", "spoof", `{"cniVersion":"1.0.0","name":"spoof","type":"macvlan","linkInContainer":true,"mode":"passthru",`+
+		`"ipam":{"type":"static","addresses":[{"address":"10.79.0.1/32"}]}}`)
 
 	binDir := t.TempDir()
 	if out, err := exec.Command(cniboxBin, "install", "--dir", binDir).CombinedOutput(); err != nil {
@@ -87,6 +93,7 @@ func TestKubeNADTrust(t *testing.T) {
 	for _, tc := range []struct{ pod, nad, field string }{
 		{"nt-reads", "team-a/reads", "ipam.ResolvConf"},
 		{"nt-br", "team-a/br", "plugins[0].type"},
+		{"nt-spoof", "team-a/spoof", "linkInContainer"},
 	} {
 		ns, err := add(tc.pod, tc.nad)
 		var ce *types.Error

@@ -24,6 +24,9 @@ func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result,
 		return nil, err
 	}
 	defer closeNS()
+	if err := vethMaster(mh, c); err != nil {
+		return nil, err
+	}
 	if s.MAC && c.mac == nil && c.Mode != "passthru" {
 		// Picked here so the endpoint record holds it before the device
 		// exists (a passthru device keeps the master's).

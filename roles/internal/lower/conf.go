@@ -26,6 +26,9 @@ type Conf struct {
 	DNS             types.DNS `json:"dns"`
 	// DataDir is where the endpoint records are kept (default: see store.Dir).
 	DataDir string `json:"dataDir,omitempty"`
+	// AllowVethMaster lets a linkInContainer master be a veth whose peer
+	// is outside the pod (vethMaster).
+	AllowVethMaster bool `json:"allowVethMaster,omitempty"`
 
 	mac net.HardwareAddr // the MAC asked for, by whichever source wins
 }
