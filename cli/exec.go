@@ -9,45 +9,69 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/netops"
 )
 
 // execVerbs are the subcommands of `cnibox exec`: each runs a network config
-// the way a runtime does, through libcni.
+// the way a runtime does, through libcni. Each verb takes only the flags it
+// uses: the pod's (namespace, ifname, args) for add, check and del, --keep
+// for gc.
 func execVerbs() []*ucli.Command {
-	flags := []ucli.Flag{
+	network := []ucli.Flag{
 		&ucli.StringFlag{Name: "net", Usage: "network `NAME` from --conf-dir"},
 		&ucli.StringFlag{Name: "conf", Usage: "conflist or conf `FILE` (instead of --net)"},
 		&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --net is looked up"},
-		&ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "CNI plugin directory (CNI_PATH)"},
+		&ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", EnvVars: []string{"CNI_PATH"}, Usage: "CNI plugin directories, separated by ':'"},
 		&ucli.StringFlag{Name: "cache-dir", Value: "/var/lib/cni", Usage: "libcni's result cache"},
+	}
+	pod := append(slices.Clone(network),
 		&ucli.StringFlag{Name: "netns", Usage: "pod network namespace `PATH`"},
-		&ucli.StringFlag{Name: "new-netns", Usage: "create (add) or remove after (del) the namespace /run/netns/`NAME`"},
+		&ucli.StringFlag{Name: "new-netns", Usage: "create (add) or remove after (del) the namespace /run/netns/`NAME` (instead of --netns)"},
 		&ucli.StringFlag{Name: "ifname", Value: "eth0", Usage: "interface name in the pod (CNI_IFNAME)"},
 		&ucli.StringFlag{Name: "container-id", Usage: "CNI_CONTAINERID (default: derived from the netns path)"},
 		&ucli.StringFlag{Name: "args", Usage: "CNI_ARGS as `K=V;K=V`"},
 		&ucli.StringFlag{Name: "cap", Usage: "capability args as a JSON object, e.g. '{\"portMappings\":[...]}'"},
-		&ucli.StringSliceFlag{Name: "keep", Usage: "gc: attachment `ID/IFNAME` to keep (default: those in libcni's cache)"},
-	}
-	verbs := []string{"add", "check", "del", "gc", "status"}
+	)
+	gc := append(slices.Clone(network),
+		&ucli.StringSliceFlag{Name: "keep", Usage: "attachment `ID/IFNAME` to keep (default: those in libcni's cache)"})
 	var subs []*ucli.Command
-	for _, v := range verbs {
+	for _, v := range []string{"add", "check", "del", "gc", "status"} {
+		flags, usage := pod, " --net NAME|--conf FILE --netns PATH|--new-netns NAME [options]"
+		switch v {
+		case "gc":
+			flags, usage = gc, " --net NAME|--conf FILE [--keep ID/IFNAME ...]"
+		case "status":
+			flags, usage = network, " --net NAME|--conf FILE"
+		}
 		subs = append(subs, &ucli.Command{
-			Name:  v,
-			Usage: strings.ToUpper(v) + " through libcni, as a container runtime does",
-			UsageText: "cnibox exec " + v + " --net NAME|--conf FILE [options]\n\n" +
-				"Example: " + execExample(v),
-			Flags:  flags,
-			Action: func(c *ucli.Context) error { return runExec(c, v) },
+			Name:      v,
+			Usage:     strings.ToUpper(v) + " through libcni, as a container runtime does",
+			UsageText: "cnibox exec " + v + usage + "\n\n" + execNotes(v) + "Example: " + execExample(v),
+			Flags:     flags,
+			Action:    func(c *ucli.Context) error { return runExec(c, v) },
 		})
 	}
 	return subs
+}
+
+// execNotes is what --help says of a verb beyond its flags.
+func execNotes(verb string) string {
+	if verb != "add" {
+		return ""
+	}
+	return "Every argument is checked before anything is made. When a plugin of the list fails, DEL runs\n" +
+		"for the plugins that ran (in reverse order, the failed one included, as a runtime cleans up)\n" +
+		"and a namespace made by --new-netns is removed. A namespace made under `ip netns exec` (or any\n" +
+		"private mount namespace) lives only as long as that command: a warning says so.\n"
 }
 
 // execExample is the --help example of each verb. (A switch, not a map: a
@@ -92,13 +116,28 @@ func loadNetwork(c *ucli.Context) (*libcni.NetworkConfigList, error) {
 	return nil, errors.New("name the network: --net NAME (from --conf-dir) or --conf FILE")
 }
 
+// addCounter is libcni's exec, counting the ADDs it ran: the plugins of a
+// list that ran before one failed are the first adds of the list.
+type addCounter struct {
+	invoke.Exec
+	adds int
+}
+
+func (e *addCounter) ExecPlugin(ctx context.Context, path string, stdin []byte, environ []string) ([]byte, error) {
+	if slices.Contains(environ, "CNI_COMMAND=ADD") {
+		e.adds++
+	}
+	return e.Exec.ExecPlugin(ctx, path, stdin, environ)
+}
+
 func runExec(c *ucli.Context, verb string) error {
 	ctx := context.Background()
 	list, err := loadNetwork(c)
 	if err != nil {
 		return err
 	}
-	cni := libcni.NewCNIConfigWithCacheDir(filepath.SplitList(c.String("bin-dir")), c.String("cache-dir"), nil)
+	exec := &addCounter{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}}
+	cni := libcni.NewCNIConfigWithCacheDir(filepath.SplitList(c.String("bin-dir")), c.String("cache-dir"), exec)
 	switch verb {
 	case "status":
 		if err := cni.GetStatusNetworkList(ctx, list); err != nil {
@@ -110,16 +149,17 @@ func runExec(c *ucli.Context, verb string) error {
 		return runGC(c, cni, list)
 	}
 
-	netnsPath := c.String("netns")
-	if name := c.String("new-netns"); name != "" {
-		netnsPath = filepath.Join("/run/netns", name)
-		if verb == "add" {
-			if _, err := netops.CreateNamedNS(name); err != nil {
-				return fmt.Errorf("create namespace %s: %w", name, err)
-			}
+	// Every argument is checked before anything is made.
+	netnsPath, newNS := c.String("netns"), c.String("new-netns")
+	switch {
+	case netnsPath != "" && newNS != "":
+		return fmt.Errorf("--netns %q and --new-netns %q: give one of them (--new-netns %s is the namespace /run/netns/%s)", netnsPath, newNS, newNS, newNS)
+	case newNS != "":
+		if strings.ContainsAny(newNS, "/\x00") || newNS == "." || newNS == ".." {
+			return fmt.Errorf("--new-netns %q: want a name (the namespace is /run/netns/NAME); use --netns PATH for a path", newNS)
 		}
-	}
-	if netnsPath == "" && verb != "del" {
+		netnsPath = filepath.Join(netops.NamedNSDir, newNS)
+	case netnsPath == "" && verb != "del":
 		return errors.New("give the pod namespace: --netns PATH or --new-netns NAME")
 	}
 	rt, err := runtimeConf(c, netnsPath)
@@ -128,14 +168,7 @@ func runExec(c *ucli.Context, verb string) error {
 	}
 	switch verb {
 	case "add":
-		res, err := cni.AddNetworkList(ctx, list, rt)
-		if err != nil {
-			if c.String("new-netns") != "" {
-				_ = netops.DeleteNamedNS(c.String("new-netns"))
-			}
-			return err
-		}
-		return res.PrintTo(c.App.Writer)
+		return execAdd(c, cni, exec, list, rt, newNS)
 	case "check":
 		if err := cni.CheckNetworkList(ctx, list, rt); err != nil {
 			return err
@@ -146,13 +179,54 @@ func runExec(c *ucli.Context, verb string) error {
 		if err := cni.DelNetworkList(ctx, list, rt); err != nil {
 			return err
 		}
-		if name := c.String("new-netns"); name != "" {
-			if err := netops.DeleteNamedNS(name); err != nil {
-				return fmt.Errorf("remove namespace %s: %w", name, err)
+		if newNS != "" {
+			if err := netops.DeleteNamedNS(newNS); err != nil {
+				return fmt.Errorf("remove namespace %s: %w", newNS, err)
 			}
 		}
 		return nil
 	}
+}
+
+// execAdd runs ADD of list, first making the namespace newNS when given.
+// When a plugin fails, it runs DEL for the plugins that ran (libcni's
+// DelNetworkList over them: reverse order, no cached result), as
+// containerd and CRI-O run DEL after a failed ADD, then removes newNS.
+func execAdd(c *ucli.Context, cni *libcni.CNIConfig, exec *addCounter, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf, newNS string) error {
+	ctx := context.Background()
+	if newNS != "" {
+		if _, err := netops.CreateNamedNS(newNS); err != nil {
+			return fmt.Errorf("create namespace %s: %w", newNS, err)
+		}
+		if err := netops.CheckNamedNSOutlivesCaller(newNS); errors.Is(err, netops.ErrNSNotShared) {
+			fmt.Fprintf(c.App.ErrWriter, "cnibox: warning: %v: the namespace goes when this command's mount namespace does "+
+				"(under `ip netns exec`, when that command exits) and later calls find no namespace; "+
+				"run cnibox exec in the node's mount namespace (nsenter --net=/run/netns/NODE, not ip netns exec)\n", err)
+		}
+	}
+	res, err := cni.AddNetworkList(ctx, list, rt)
+	if err == nil {
+		return res.PrintTo(c.App.Writer)
+	}
+	ran := *list
+	ran.Plugins = list.Plugins[:min(exec.adds, len(list.Plugins))]
+	var names []string // in the order DEL runs
+	for _, p := range slices.Backward(ran.Plugins) {
+		names = append(names, p.Network.Type)
+	}
+	if len(ran.Plugins) > 0 {
+		if derr := cni.DelNetworkList(ctx, &ran, rt); derr != nil {
+			err = errors.Join(err, fmt.Errorf("DEL after the failed ADD (plugins %s): %w", strings.Join(names, ", "), derr))
+		} else {
+			fmt.Fprintf(c.App.ErrWriter, "cnibox: ADD failed; DEL ran for %s\n", strings.Join(names, ", "))
+		}
+	}
+	if newNS != "" {
+		if derr := netops.DeleteNamedNS(newNS); derr != nil {
+			err = errors.Join(err, fmt.Errorf("remove namespace %s: %w", newNS, derr))
+		}
+	}
+	return err
 }
 
 func runtimeConf(c *ucli.Context, netnsPath string) (*libcni.RuntimeConf, error) {
@@ -165,15 +239,15 @@ func runtimeConf(c *ucli.Context, netnsPath string) (*libcni.RuntimeConf, error)
 	if s := c.String("args"); s != "" {
 		for _, kv := range strings.Split(s, ";") {
 			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return nil, fmt.Errorf("--args %q: want K=V pairs separated by ';'", s)
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--args %q: %q is not K=V; want K=V pairs separated by ';', e.g. 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0'", s, kv)
 			}
 			rt.Args = append(rt.Args, [2]string{k, v})
 		}
 	}
 	if s := c.String("cap"); s != "" {
 		if err := json.Unmarshal([]byte(s), &rt.CapabilityArgs); err != nil {
-			return nil, fmt.Errorf("--cap: not a JSON object: %w", err)
+			return nil, fmt.Errorf("--cap %q: not a JSON object (%w); e.g. '{\"portMappings\":[{\"hostPort\":8080,\"containerPort\":80,\"protocol\":\"tcp\"}]}'", s, err)
 		}
 	}
 	return rt, nil
