@@ -9,6 +9,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/store"
 )
@@ -18,9 +19,9 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		// The reference refuses it too: a down interface takes no routes.
 		return nil, cniplug.ConfError("disableContainerInterface", "a pod interface left down cannot take the addresses and routes of ipam %q: remove the ipam section or disableContainerInterface", a.Conf.IPAM.Type)
 	}
-	// A leftover pair of this attachment goes with its MAC spoofing check.
+	// A leftover pair of this attachment goes with its port's checks.
 	hostName := c.HostVethName(a.ContainerID, a.IfName)
-	v, err := attach.BeginVethADD(a, hostName, deleteMacSpoofCheck)
+	v, err := attach.BeginVethADD(a, hostName, deletePortChecks)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +103,11 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	if plan != nil {
 		if err := attach.PolicyPending(host, &undo, a, plan.addrs); err != nil {
 			return nil, err
+		}
+		if attach.SpoofCheckOn(c.IPSpoofChk) {
+			if err := attach.SourceCheck(host, &undo, nft.SrcCheckBridge, hostName, plan.addrs); err != nil {
+				return nil, err
+			}
 		}
 		if err := applyAddresses(host, pod, a, c, plan); err != nil {
 			return nil, err

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"encoding/json"
 	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -31,6 +30,9 @@ type Conf struct {
 	PreserveDefaultVlan bool `json:"preserveDefaultVlan"`
 	EnableDad           bool `json:"enabledad"`
 	MacSpoofChk         bool `json:"macspoofchk"`
+	// IPSpoofChk: what the pod sends must carry one of its addresses
+	// (default on; false needs trust: the pod may send as any address).
+	IPSpoofChk *bool `json:"ipspoofchk,omitempty"`
 	// PortIsolation makes the pod's host veth an isolated bridge port: the
 	// pod reaches the bridge (its gateway) and the ports that are not
 	// isolated (an uplink), not the other isolated pods.
@@ -56,8 +58,8 @@ type VlanTrunk struct {
 // parseConf decodes and validates the bridge fields of stdin.
 func parseConf(a *cniplug.Args, defaults Conf) (*Conf, error) {
 	c := defaults
-	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "bridge config: %v", err)
+	if err := cniplug.DecodeConf("stdin", a.StdinData, &c); err != nil {
+		return nil, err
 	}
 	if c.Bridge == "" {
 		c.Bridge = DefaultBridge

@@ -7,6 +7,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
@@ -27,6 +28,11 @@ func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) err
 		Unhook: func(ips []netip.Addr) error {
 			if err := attach.PolicyUnpend(host, ips); err != nil {
 				return err
+			}
+			if attach.SpoofCheckOn(c.IPSpoofChk) {
+				if err := attach.SourceUncheck(host, nft.SrcCheckBridge, c.HostVethName(a.ContainerID, a.IfName), ips); err != nil {
+					return err
+				}
 			}
 			if c.IPMasq && len(ips) > 0 {
 				if err := attach.DeleteMasq(host, ips); err != nil {

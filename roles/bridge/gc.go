@@ -6,13 +6,14 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
 // gc removes what belongs to attachments of this network that are not in the
 // valid list: endpoint records, host veths (also ours on the bridge with no
-// record), masquerade entries, MAC spoofing checks of veths that are gone;
-// then GC of the IPAM plugin releases addresses.
+// record), masquerade entries, MAC spoofing and source address checks of
+// veths that are gone; then GC of the IPAM plugin releases addresses.
 func gc(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
 	kept, stale, err := attach.Endpoints(a, c.DataDir)
 	if err != nil {
@@ -32,6 +33,9 @@ func gc(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) erro
 		return err
 	}
 	if err := gcMacSpoof(host, keepVeth, c.IsHostVeth); err != nil {
+		return err
+	}
+	if err := attach.GCSourceChecks(host, nft.SrcCheckBridge, keepVeth, c.IsHostVeth); err != nil {
 		return err
 	}
 	return attach.FinishGC(ctx, a, c.DataDir, stale)

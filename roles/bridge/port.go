@@ -6,6 +6,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
@@ -146,8 +147,12 @@ func gcMacSpoof(host *netops.Handle, keep map[string]bool, ours func(string) boo
 	return nil
 }
 
-// deleteMacSpoofCheck removes the MAC spoofing check of the host port
-// hostName (a leftover of this attachment's earlier pair).
-func deleteMacSpoofCheck(host *netops.Handle, hostName string) error {
-	return host.NFT().DeleteMacSpoofCheck(hostName)
+// deletePortChecks removes the MAC spoofing check and the source address
+// check of the host port hostName (a leftover of this attachment's earlier
+// pair, whose addresses may not be this ADD's).
+func deletePortChecks(host *netops.Handle, hostName string) error {
+	if err := host.NFT().DeleteMacSpoofCheck(hostName); err != nil {
+		return err
+	}
+	return host.NFT().DeleteSourceCheck(nft.SrcCheckBridge, hostName, nil)
 }

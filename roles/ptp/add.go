@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/store"
 )
@@ -29,7 +30,7 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	defer pod.Close()
 	defer host.Close()
 	hostName := attach.HostVethName(a.ContainerID, a.IfName)
-	if l, err := pod.LinkByName(a.IfName); err == nil && !attach.RemoveLeftoverVeth(host, l, hostName) {
+	if l, err := pod.LinkByName(a.IfName); err == nil && !attach.RemoveLeftoverVethWith(host, l, hostName, deleteSourceCheck) {
 		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "interface %q already exists in the pod namespace %s: pick another CNI_IFNAME or DEL the attachment that made it", a.IfName, a.Netns)
 	}
 
@@ -73,6 +74,11 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	}
 	if err := attach.PolicyPending(host, &undo, a, p.pod); err != nil {
 		return nil, err
+	}
+	if attach.SpoofCheckOn(c.IPSpoofChk) {
+		if err := attach.SourceCheck(host, &undo, nft.SrcCheckRouted, hostName, p.pod); err != nil {
+			return nil, err
+		}
 	}
 	if err := apply(host, pod, a, p); err != nil {
 		return nil, err

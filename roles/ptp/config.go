@@ -1,7 +1,6 @@
 package ptp
 
 import (
-	"encoding/json"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -14,6 +13,9 @@ type Conf struct {
 	IPMasqBackend string    `json:"ipMasqBackend,omitempty"`
 	MTU           int       `json:"mtu"`
 	DNS           types.DNS `json:"dns"`
+	// IPSpoofChk: what the pod sends must carry one of its addresses
+	// (default on; false needs trust: the pod may send as any address).
+	IPSpoofChk *bool `json:"ipspoofchk,omitempty"`
 	// DataDir is where the endpoint records are kept (default: see store.Dir).
 	DataDir string `json:"dataDir,omitempty"`
 }
@@ -21,8 +23,8 @@ type Conf struct {
 // parseConf decodes and validates the ptp fields of stdin.
 func parseConf(a *cniplug.Args) (*Conf, error) {
 	var c Conf
-	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "ptp config: %v", err)
+	if err := cniplug.DecodeConf("stdin", a.StdinData, &c); err != nil {
+		return nil, err
 	}
 	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {
 		return nil, cniplug.ConfError("mtu", "%d is out of range: use 0 (kernel default) or 68..65535", c.MTU)

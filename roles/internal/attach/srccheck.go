@@ -1,0 +1,75 @@
+package attach
+
+import (
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+)
+
+// The source address check of a pod's host veth ("ipspoofchk", on by
+// default): what the pod sends must carry one of its addresses
+// (netops/nft's EnsureSourceCheck says what is checked).
+
+// SpoofCheckOn reports whether a veth role's "ipspoofchk" field (nil:
+// left out) turns the check on: it is on unless set to false.
+func SpoofCheckOn(field *bool) bool { return field == nil || *field }
+
+// SourceCheck checks the host end port (a bridge port or a routed veth, by
+// kind) against the pod's addresses pod, in one nftables transaction, and
+// pushes its removal on undo. An attachment without addresses is not
+// checked.
+func SourceCheck(host *netops.Handle, undo *cniplug.Undo, kind nft.SrcCheckKind, port string, pod []netip.Prefix) error {
+	if len(pod) == 0 {
+		return nil
+	}
+	ips := make([]netip.Addr, 0, len(pod))
+	for _, p := range pod {
+		ips = append(ips, p.Addr())
+	}
+	if err := host.NFT().EnsureSourceCheck(kind, port, ips); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "ipspoofchk: %w", err)
+	}
+	undo.Push(func() { _ = host.NFT().DeleteSourceCheck(kind, port, ips) })
+	return nil
+}
+
+// SourceUncheck removes the check of port (DEL): the elements of ips, the
+// pod's addresses, or, when they are not known, whatever the sets hold for
+// port. Gone is no error.
+func SourceUncheck(host *netops.Handle, kind nft.SrcCheckKind, port string, ips []netip.Addr) error {
+	if err := host.NFT().DeleteSourceCheck(kind, port, ips); err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "ipspoofchk: %w", err)
+	}
+	return nil
+}
+
+// GCSourceChecks removes the checks of ports of ours that are gone and not
+// kept: what an ADD that died after the check, or a DEL that never came,
+// leaves.
+func GCSourceChecks(host *netops.Handle, kind nft.SrcCheckKind, keep map[string]bool, ours func(string) bool) error {
+	ports, err := host.NFT().SourceCheckPorts(kind)
+	if err != nil || len(ports) == 0 {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	links, err := host.Links()
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	exists := make(map[string]bool, len(links))
+	for _, l := range links {
+		exists[l.Name] = true
+	}
+	for _, port := range ports {
+		if !ours(port) || keep[port] || exists[port] {
+			continue
+		}
+		if err := host.NFT().DeleteSourceCheck(kind, port, nil); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete stale source address check of %s: %w", port, err)
+		}
+	}
+	return nil
+}
