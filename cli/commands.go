@@ -31,13 +31,15 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:      "version",
 			Usage:     "print the cnibox version and the CNI spec versions it speaks",
-			UsageText: "Example: cnibox version",
+			UsageText: "cnibox version [--json]   (also: cnibox --version)\n\nExample: cnibox version --json",
+			Flags:     []ucli.Flag{jsonFlag},
 			Action:    o.printVersion,
 		},
 		{
 			Name:      "roles",
 			Usage:     "list the CNI plugin types this binary answers as",
-			UsageText: "Example: cnibox roles   (each is a symlink name in the CNI bin dir; see cnibox install)",
+			UsageText: "cnibox roles [--json]\n\nExample: cnibox roles   (each is a symlink name in the CNI bin dir; see cnibox install)",
+			Flags:     []ucli.Flag{jsonFlag},
 			Action:    o.printRoles,
 		},
 		{
@@ -70,8 +72,10 @@ func commands(o Options) []*ucli.Command {
 			Action: o.install,
 		},
 		{
-			Name:        "exec",
-			Usage:       "run a network config by hand, the way a runtime does (like cnitool)",
+			Name:  "exec",
+			Usage: "run a network config by hand, the way a runtime does (like cnitool)",
+			UsageText: "cnibox exec add|check|del|gc|status --net NAME|--conf FILE [options]\n\n" +
+				"Example: cnibox exec add --net cnibox --new-netns test1 && cnibox exec del --net cnibox --new-netns test1",
 			Subcommands: execVerbs(),
 		},
 		{
@@ -170,18 +174,23 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:  "overlay",
 			Usage: "the VXLAN overlay of this node (what cnibox-agent holds and programmed)",
+			UsageText: "cnibox overlay status|peers [--device DEV] [--data-dir DIR] [--json]\n\n" +
+				"Exits 1 when the node has no overlay (no cnibox-agent store).\n" +
+				"Example: cnibox overlay peers",
 			Subcommands: []*ucli.Command{
 				{
-					Name:   "status",
-					Usage:  "this node's lease, device, peer count, last sync",
-					Flags:  overlayFlags,
-					Action: withHost(overlayStatus),
+					Name:      "status",
+					Usage:     "this node's lease, device, peer count, last sync",
+					UsageText: "cnibox overlay status [--device DEV] [--data-dir DIR] [--json]\n\nExample: cnibox overlay status --json",
+					Flags:     overlayFlags,
+					Action:    withHost(overlayStatus),
 				},
 				{
-					Name:   "peers",
-					Usage:  "every other node: subnet, public IP, VTEP MAC, and whether route, neighbour and FDB entry in the kernel match",
-					Flags:  overlayFlags,
-					Action: withHost(overlayPeers),
+					Name:      "peers",
+					Usage:     "every other node: subnet, public IP, VTEP MAC, and whether route, neighbour and FDB entry in the kernel match",
+					UsageText: "cnibox overlay peers [--device DEV] [--data-dir DIR] [--json]\n\nExample: cnibox overlay peers --device flannel.1",
+					Flags:     overlayFlags,
+					Action:    withHost(overlayPeers),
 				},
 			},
 		},
@@ -265,6 +274,8 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:  "store",
 			Usage: "check the node's store file, or rebuild it from the kernel",
+			UsageText: "cnibox store check|rebuild [--data-dir DIR] [options]\n\n" +
+				"Example: cnibox store check || cnibox store rebuild --dry-run",
 			Subcommands: []*ucli.Command{
 				{
 					Name:  "check",
@@ -272,7 +283,8 @@ func commands(o Options) []*ucli.Command {
 					UsageText: "cnibox store check [--data-dir DIR] [--json]\n\n" +
 						"Reads every page and record of the store file and checks the IPAM indexes against the\n" +
 						"reservations. Exit 0: sound. Exit 1: problems (listed), or the file cannot be read at all;\n" +
-						"then `cnibox store rebuild` makes a new one.",
+						"then `cnibox store rebuild` makes a new one.\n" +
+						"Example: cnibox store check --data-dir /var/lib/cnibox",
 					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
 					Action: runStoreCheck,
 				},
@@ -289,7 +301,8 @@ func commands(o Options) []*ucli.Command {
 						"Not recovered: sticky addresses of pods that are not running, round-robin positions, and the\n" +
 						"records of the meta roles, portmap and the overlay agent (the agent writes its own again).\n" +
 						"A veth with no cache entry is recorded under the container ID rebuilt-<veth>: its address stays\n" +
-						"reserved until the runtime's GC or `cnibox gc` drops it; DEL of the real container cannot.",
+						"reserved until the runtime's GC or `cnibox gc` drops it; DEL of the real container cannot.\n" +
+						"Example: cnibox store rebuild --dry-run",
 					Flags: []ucli.Flag{dataDirFlag, confDirFlag, cacheFlag, jsonFlag,
 						&ucli.BoolFlag{Name: "dry-run", Usage: "show what would be recorded; change nothing"}},
 					Action: runStoreRebuild,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -70,6 +71,9 @@ func inspectPolicy(c *ucli.Context, host *netops.Handle) error {
 		return err
 	}
 	r.Table = len(counters) > 0
+	if !r.Table { // the agent's feature absent: exit 1, as every view of the agent's (docs/cli.md)
+		return errors.New("no policy table on this node: cnibox-agent --network-policy is not running here")
+	}
 	selects := func(set string) (bool, error) {
 		if r.Pod == "" {
 			return true, nil
@@ -109,10 +113,6 @@ func inspectPolicy(c *ucli.Context, host *netops.Handle) error {
 }
 
 func printPolicy(w io.Writer, r policyReport) error {
-	if !r.Table {
-		_, err := fmt.Fprintln(w, "no policy table on this node (cnibox-agent --network-policy not running here)")
-		return err
-	}
 	if r.Pod != "" {
 		fmt.Fprintf(w, "pod %s %s: isolated %s, pending %v\n", r.Pod, joinStrings(r.Addrs), orDash(fmt.Sprint(r.Isolated)), r.Pending)
 	}
