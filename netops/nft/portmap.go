@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,13 +28,16 @@ import (
 //		# pod IP: masquerade every forwarded connection (masqAll)
 //		set masqall4 { type ipv4_addr }
 //		set masqall6 { type ipv6_addr }
+//		# empty: says the chains hold these rules (an older table lacks it)
+//		set rules-local-dnat { type ipv4_addr }
 //
 //		chain prerouting { type nat hook prerouting priority dstnat; policy accept; jump hostports }
 //		chain output { type nat hook output priority dstnat; policy accept; jump hostports }
 //		chain hostports {
-//			dnat ip to ip daddr . meta l4proto . th dport map @hostip4
+//			# only destinations local to the node, whatever a map holds
+//			fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostip4
 //			fib daddr type local dnat ip to meta l4proto . th dport map @port4
-//			dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
+//			fib daddr type local dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
 //			ip6 daddr != ::1 fib daddr type local dnat ip6 to meta l4proto . th dport map @port6
 //		}
 //		chain postrouting {
@@ -110,10 +114,19 @@ func (h *Handle) EnsurePortMaps(p PortMaps) (replaced []PortMaps, err error) {
 }
 
 func (h *Handle) ensurePortMaps(elems []pmElem) ([]PortMaps, error) {
-	// Fast path: the table and chains exist, no key is taken.
-	err := h.commitRaw(pmElemMsgs(unix.NFT_MSG_NEWSETELEM, mdExcl, elems, true)...)
+	// Fast path: the table exists with this cnibox's rules (its marker set
+	// does), no key is taken.
+	err := h.commitRaw(append([]mdnetlink.Message{pmRulesMark(0)}, pmElemMsgs(unix.NFT_MSG_NEWSETELEM, mdExcl, elems, true)...)...)
 	if errors.Is(err, unix.ENOENT) {
+		// No table, or an older cnibox's: (re)write it with the elements.
 		err = h.commitRaw(append(pmSchemaMsgs(), pmElemMsgs(unix.NFT_MSG_NEWSETELEM, mdExcl, elems, true)...)...)
+		if errors.Is(err, unix.EEXIST) {
+			// A key is taken (handled below), or an older table's sets
+			// differ (no timeout flag): make sure of the rules on their own.
+			if err := h.pmEnsureRules(); err != nil {
+				return nil, fmt.Errorf("rewrite the rules of table inet %s: %w", PortMapTable, err)
+			}
+		}
 	}
 	const tries = 3
 	for try := 0; errors.Is(err, unix.EEXIST) && try < tries; try++ {
@@ -152,6 +165,17 @@ func (h *Handle) ensurePortMaps(elems []pmElem) ([]PortMaps, error) {
 		}
 	}
 	return nil, err
+}
+
+// pmEnsureRules writes the table's schema, or where its sets are an older
+// cnibox's (the kernel refuses to change their flags: EEXIST) its chains,
+// rules and marker alone.
+func (h *Handle) pmEnsureRules() error {
+	err := h.commitRaw(pmSchemaMsgs()...)
+	if errors.Is(err, unix.EEXIST) {
+		err = h.commitRaw(append([]mdnetlink.Message{pmTableMsg()}, pmRulesMsgs()...)...)
+	}
+	return err
 }
 
 // DeletePortMaps removes the elements of every p (of two with the same key,

@@ -3,7 +3,6 @@ package nft
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -104,91 +103,6 @@ func pmMsg(msgType int, flags mdnetlink.HeaderFlags, data []byte) mdnetlink.Mess
 	}
 }
 
-// pmSchemaMsgs creates the table, its maps, sets and chains and (re)writes
-// the rules of every chain. Every message is idempotent, so concurrent first
-// ADDs end in the same table, and a damaged table heals.
-func pmSchemaMsgs() []mdnetlink.Message {
-	const create = mdnetlink.Acknowledge | mdnetlink.Create
-	table := mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(PortMapTable)}
-	msgs := []mdnetlink.Message{pmMsg(unix.NFT_MSG_NEWTABLE, create, attrs(table))}
-	for _, s := range pmSets {
-		// Every set takes timeouts: a removal sets a 1 ms timeout instead of
-		// deleting (pmExpireMsgs).
-		flags := uint32(nftSetTimeout)
-		if s.dataType != 0 {
-			flags |= nftSetMap
-		}
-		as := []mdnetlink.Attribute{
-			{Type: unix.NFTA_SET_TABLE, Data: cstr(PortMapTable)},
-			{Type: unix.NFTA_SET_NAME, Data: cstr(s.name)},
-			{Type: unix.NFTA_SET_FLAGS, Data: be32(flags)},
-			{Type: unix.NFTA_SET_KEY_TYPE, Data: be32(s.keyType)},
-			{Type: unix.NFTA_SET_KEY_LEN, Data: be32(s.keyLen)},
-		}
-		if s.dataType != 0 {
-			as = append(as,
-				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_TYPE, Data: be32(s.dataType)},
-				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_LEN, Data: be32(s.dataLen)})
-		}
-		as = append(as, mdnetlink.Attribute{Type: unix.NFTA_SET_ID, Data: be32(s.id)})
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWSET, create, attrs(as...)))
-	}
-
-	type chain struct {
-		name  string
-		hook  uint32
-		prio  int32
-		base  bool
-		rules [][][]byte
-	}
-	chains := []chain{
-		{name: pmChainHostports, rules: hostportsRules()},
-		{name: pmChainMasq4, rules: masqRules(false)},
-		{name: pmChainMasq6, rules: masqRules(true)},
-		{name: pmChainPrerouting, base: true, hook: unix.NF_INET_PRE_ROUTING, prio: prioDstNAT,
-			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
-		{name: pmChainOutput, base: true, hook: unix.NF_INET_LOCAL_OUT, prio: prioDstNAT,
-			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
-		{name: pmChainPostrouting, base: true, hook: unix.NF_INET_POST_ROUTING, prio: prioSrcNAT, rules: postroutingRules()},
-	}
-	for _, c := range chains {
-		as := []mdnetlink.Attribute{
-			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(PortMapTable)},
-			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(c.name)},
-		}
-		if c.base {
-			as = append(as,
-				nested(unix.NFTA_CHAIN_HOOK, attrs(
-					mdnetlink.Attribute{Type: unix.NFTA_HOOK_HOOKNUM, Data: be32(c.hook)},
-					mdnetlink.Attribute{Type: unix.NFTA_HOOK_PRIORITY, Data: be32(uint32(c.prio))},
-				)),
-				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: be32(nfAccept)},
-				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr("nat")},
-			)
-		}
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWCHAIN, create, attrs(as...)))
-	}
-	// Flush and refill every chain: an interrupted or older table heals.
-	for _, c := range chains {
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_DELRULE, mdnetlink.Acknowledge, attrs(
-			mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
-			mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
-		)))
-		for _, r := range c.rules {
-			var list []mdnetlink.Attribute
-			for _, e := range r {
-				list = append(list, mdnetlink.Attribute{Type: nftListElemType, Data: e})
-			}
-			msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWRULE, create|mdnetlink.Append, attrs(
-				mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
-				mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
-				nested(unix.NFTA_RULE_EXPRESSIONS, attrs(list...)),
-			)))
-		}
-	}
-	return msgs
-}
-
 // mx marshals one expression.
 func mx(e expr.Any) []byte {
 	b, err := expr.Marshal(pmExprFamily, e)
@@ -269,25 +183,6 @@ func join(parts ...[][]byte) [][]byte {
 		out = append(out, p...)
 	}
 	return out
-}
-
-func hostportsRules() [][][]byte {
-	loop6 := netip.IPv6Loopback().AsSlice()
-	return [][][]byte{
-		// dnat ip to ip daddr . meta l4proto . th dport map @hostip4
-		join(nfproto(unix.NFPROTO_IPV4), [][]byte{ipField(false, false), l4proto(reg32at9), thDport(reg32at10),
-			lookup(pmSetHostIP4, reg1, true), dnat(false)}),
-		// fib daddr type local dnat ip to meta l4proto . th dport map @port4
-		join(nfproto(unix.NFPROTO_IPV4), fibLocal(), [][]byte{l4proto(reg1), thDport(reg32at9),
-			lookup(pmSetPort4, reg1, true), dnat(false)}),
-		// dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
-		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false), l4proto(reg2), thDport(reg32at13),
-			lookup(pmSetHostIP6, reg1, true), dnat(true)}),
-		// ip6 daddr != ::1 fib daddr type local dnat ip6 to meta l4proto . th dport map @port6
-		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false),
-			mx(&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: loop6})}, fibLocal(),
-			[][]byte{l4proto(reg1), thDport(reg32at9), lookup(pmSetPort6, reg1, true), dnat(true)}),
-	}
 }
 
 func postroutingRules() [][][]byte {

@@ -24,7 +24,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curren
 	if err != nil {
 		return nil, err
 	}
-	if pm.Empty() {
+	if pm.Empty() && !c.hasHostIP() {
 		return prev, nil
 	}
 
@@ -34,6 +34,13 @@ func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curren
 		return nil, err
 	}
 	defer host.Close()
+	// Before anything is written: a refused hostIP leaves nothing to undo.
+	if err := c.checkHostIPs(host.IsLocalAddr); err != nil {
+		return nil, err
+	}
+	if pm.Empty() {
+		return prev, nil
+	}
 	var undo cniplug.Undo
 	defer undo.Finish(&err)
 	replaced, err := host.NFT().EnsurePortMaps(pm)

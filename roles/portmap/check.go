@@ -10,6 +10,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
@@ -23,6 +24,13 @@ func portmapCheck(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curr
 	want, err := c.portMaps(owner, podPrefixes(prev, a.IfName))
 	if err != nil {
 		return err
+	}
+	if c.hasHostIP() {
+		// As ADD: a hostIP that is not (or no longer) the node's is refused.
+		err := podns.InHost(func(host *netops.Handle) error { return c.checkHostIPs(host.IsLocalAddr) })
+		if err != nil {
+			return err
+		}
 	}
 	rec, found, err := pmRecord(a, c)
 	if err != nil {

@@ -83,6 +83,10 @@ func newPMNode(t *testing.T) *pmNode {
 	} {
 		pmMust(t, a.h.EnsureAddr(a.link, netip.MustParsePrefix(a.p), netops.AddrOpts{NoDAD: true}))
 	}
+	// A hostIP must be an address of the node, and the kernel makes an IPv6
+	// address local only once the link has carrier, which it reports
+	// asynchronously: wait for it.
+	pmWaitLocal(t, host, pmNodeIP6)
 	t.Cleanup(func() { host, _ := netops.Open(""); host.DeleteLink(n.bridge); host.Close() })
 	return n
 }
@@ -366,4 +370,20 @@ func pmWithKeep(t *testing.T, conf []byte, keep ...pmPod) []byte {
 	m["cni.dev/valid-attachments"] = list
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// pmWaitLocal waits until the kernel takes a as an address of the node
+// (IsLocalAddr), for at most 10 s.
+func pmWaitLocal(t *testing.T, h *netops.Handle, a netip.Addr) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ok, err := h.IsLocalAddr(a)
+		pmMust(t, err)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not an address of the node after 10 s", a)
+		}
+	}
 }

@@ -22,7 +22,10 @@ var (
 // TestPortmapTraffic: a pod behind the bridge serves HTTP on :80, mapped to
 // host port 8080. It is reached from another host, from the node on its
 // addresses and on 127.0.0.1, and from the pod itself (hairpin), over IPv4
-// and IPv6; a UDP port too. After DEL (twice) every path fails.
+// and IPv6; a UDP port too. A mapping with a hostIP of the node (8081 on
+// 192.168.212.1, 8083 on fd00:212::1, 8082 on 127.0.0.1) is reached on that
+// address from each of them, and not on the node's other addresses. After
+// DEL (twice) every path fails.
 func TestPortmapTraffic(t *testing.T) {
 	n := newPMNode(t)
 	p := n.newPod("web")
@@ -30,6 +33,8 @@ func TestPortmapTraffic(t *testing.T) {
 		{HostPort: 8080, ContainerPort: 80},
 		{HostPort: 8081, ContainerPort: 80, Protocol: "TCP", HostIP: pmNodeIP4.String()},
 		{HostPort: 5300, ContainerPort: 53, Protocol: "udp"},
+		{HostPort: 8082, ContainerPort: 80, HostIP: "127.0.0.1"},
+		{HostPort: 8083, ContainerPort: 80, HostIP: pmNodeIP6.String()},
 	}
 	prev := n.up(p, "1.1.0", maps, nil)
 	pod4, pod6 := pmPodAddr(t, prev, true), pmPodAddr(t, prev, false)
@@ -51,9 +56,18 @@ func TestPortmapTraffic(t *testing.T) {
 		{"node, the bridge address", "", pmGW4, 8080, pmGW4},
 		{"node, 127.0.0.1", "", netip.MustParseAddr("127.0.0.1"), 8080, pmGW4},
 		{"node, 127.0.0.1 host IP mapping", "", netip.MustParseAddr("127.0.0.1"), 8081, netip.Addr{}}, // 8081 is on 192.168.212.1 only
+		{"node, host IP mapping", "", pmNodeIP4, 8081, pmNodeIP4},
+		{"node, host IP mapping, other address", "", pmGW4, 8081, netip.Addr{}},
+		{"node, host IP 127.0.0.1", "", netip.MustParseAddr("127.0.0.1"), 8082, pmGW4},
+		{"node, host IP 127.0.0.1, other address", "", pmNodeIP4, 8082, netip.Addr{}},
+		{"remote host, IPv6 host IP mapping", n.remote, pmNodeIP6, 8083, pmRemoteIP6},
+		{"node, IPv6 host IP mapping", "", pmNodeIP6, 8083, pmNodeIP6},
+		{"remote host, IPv6 host IP mapping, IPv4", n.remote, pmNodeIP4, 8083, netip.Addr{}},
 		{"hairpin, IPv4", p.netns, pmNodeIP4, 8080, pmGW4},
 		{"hairpin, IPv6", p.netns, pmNodeIP6, 8080, pmGW6},
 		{"hairpin, gateway", p.netns, pmGW4, 8080, pmGW4},
+		{"hairpin, host IP mapping", p.netns, pmNodeIP4, 8081, pmGW4},
+		{"hairpin, IPv6 host IP mapping", p.netns, pmNodeIP6, 8083, pmGW6},
 	}
 	for _, tc := range paths {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,15 +98,15 @@ func TestPortmapTraffic(t *testing.T) {
 	t.Run("elements and record", func(t *testing.T) {
 		o := pmOwnerOf(n.network, p)
 		es := pmEntries(t)[o]
-		if len(es.Mappings) != 5 || len(es.Masq) != 2 {
-			t.Errorf("elements of %q = %+v; want 5 mappings (2 tcp, 1 host IP, 2 udp) and 2 masquerade entries", o, es)
+		if len(es.Mappings) != 7 || len(es.Masq) != 2 {
+			t.Errorf("elements of %q = %+v; want 7 mappings (2 tcp, 3 host IP, 2 udp) and 2 masquerade entries", o, es)
 		}
 		for _, m := range es.Mappings {
 			if m.PodIP != pod4 && m.PodIP != pod6 {
 				t.Errorf("mapping %s is not to the pod's addresses %s, %s", m, pod4, pod6)
 			}
 		}
-		if r, ok := n.records()[p.id]; !ok || len(r.Mappings) != 5 {
+		if r, ok := n.records()[p.id]; !ok || len(r.Mappings) != 7 {
 			t.Errorf("record = %+v, %v", r, ok)
 		}
 		lo := pmSysctl(t, "net/ipv4/conf/"+n.bridge+"/route_localnet")
