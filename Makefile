@@ -266,9 +266,13 @@ soak-reboot: deps image
 test-kernel: deps build
 	$(GO) run ./test/kernel -cnibox $(CURDIR)/bin/cnibox -kernel '$(KERNEL)' $(TEST_KERNEL_ARGS)
 
-demo: build
-	@command -v ip >/dev/null && [ -x /bin/busybox ] || (apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
-	./test/demo.sh
+# demo: builds bin/cnibox only (not the agents), then test/demo.sh; KEEP=1
+# leaves the node namespace and pods up and prints how to explore them.
+demo:
+	@command -v ip >/dev/null && [ -x /bin/busybox ] || (echo "demo: installing iproute2 busybox-static"; apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
+	@echo "demo: building bin/cnibox (the first build compiles every dependency: about a minute)"
+	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/cnibox .
+	KEEP='$(KEEP)' ./test/demo.sh
 
 # bench: ours vs the reference plugins (REF=upstream builds v1.9.1 once), in a
 # private network namespace; BENCH_ARGS='-n 20 -rounds 1' for a quick run.
@@ -337,7 +341,7 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
 	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000 \
 	./agent/podapi:FuzzNADPolicy:60000 ./roles/portmap:FuzzParseConf:60000 \
-	./roles/dhcp/daemon:FuzzACK:100000
+	./roles/dhcp/daemon:FuzzACK:100000 ./agent/policy:FuzzPolicyShapes:4000
 FUZZTIME ?=
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
