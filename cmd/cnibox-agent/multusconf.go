@@ -13,6 +13,10 @@ import (
 type multusConfFlags struct {
 	dir, hostDir, name, readiness string
 	keep                          bool
+	// isolation and global: the config's namespaceIsolation and
+	// globalNamespaces (Multus' fields, read by the multi role).
+	isolation bool
+	global    string
 }
 
 func (m *multusConfFlags) register(fs *flag.FlagSet) {
@@ -22,6 +26,25 @@ func (m *multusConfFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.name, "multus-conf-name", multusconf.DefaultName, "the file written; it must sort before the primary's (cnibox)")
 	fs.StringVar(&m.readiness, "multus-readiness-indicator-file", "", "the config's readinessindicatorfile: pods wait for this file (e.g. /run/flannel/subnet.env) (cnibox)")
 	fs.BoolVar(&m.keep, "multus-keep-conf", false, "leave the file on exit (Multus' cleanup off) (cnibox)")
+	fs.BoolVar(&m.isolation, "multus-namespace-isolation", false, "the config's namespaceIsolation: a pod selects NetworkAttachmentDefinitions (networks and default-network "+
+		"annotations) of its own namespace and of --multus-global-namespaces only; off, as in Multus, any namespace's (cnibox-multus.yaml turns it on) (cnibox)")
+	fs.StringVar(&m.global, "multus-global-namespaces", "", "the config's globalNamespaces: the comma separated namespaces every pod may select NADs of under "+
+		"--multus-namespace-isolation; empty: Multus' default, default (cnibox-multus.yaml: default,kube-system) (cnibox)")
+}
+
+// extra are the fields of multi's config the flags set.
+func (m *multusConfFlags) extra() map[string]any {
+	extra := map[string]any{}
+	if m.readiness != "" {
+		extra["readinessindicatorfile"] = m.readiness
+	}
+	if m.isolation {
+		extra["namespaceIsolation"] = true
+	}
+	if m.global != "" {
+		extra["globalNamespaces"] = m.global
+	}
+	return extra
 }
 
 // startMultusConf runs the writer when --multus-conf-dir is set; stop ends
@@ -32,10 +55,7 @@ func startMultusConf(ctx context.Context, m *multusConfFlags, log *slog.Logger) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	extra := map[string]any{}
-	if m.readiness != "" {
-		extra["readinessindicatorfile"] = m.readiness
-	}
+	extra := m.extra()
 	go func() {
 		defer close(done)
 		if err := multusconf.Run(ctx, multusconf.Options{Dir: m.dir, HostDir: m.hostDir, Name: m.name, Extra: extra, Keep: m.keep, Log: log}); err != nil {

@@ -277,6 +277,9 @@ func TestChartMultusIsTheManifest(t *testing.T) {
 	if spec.NodeSelector["pool"] != "edge" {
 		t.Errorf("nodeSelector %v", spec.NodeSelector)
 	}
+	if out := mustTemplate(t, "--set", "mode=multus,multus.namespaceIsolation=false"); strings.Contains(out, "--multus-namespace-isolation") || strings.Contains(out, "--multus-global-namespaces") {
+		t.Errorf("multus.namespaceIsolation=false: the agent still gets the isolation flags")
+	}
 	if _, err := helmTemplate(t, "--set", "mode=multus,dhcp.enabled=true"); err == nil || !strings.Contains(err.Error(), "dhcp.enabled") {
 		t.Errorf("mode multus with dhcp.enabled: %v, want a refusal naming dhcp.enabled", err)
 	}

@@ -201,6 +201,10 @@ func TestMultusDaemonSet(t *testing.T) {
 		!slices.Contains(agent.Command, "--multus-conf-dir=/host/etc/cni/net.d") {
 		t.Errorf("agent command %v", agent.Command)
 	}
+	// issue 48: namespace isolation on, kube-system's NADs still reachable.
+	if !slices.Contains(agent.Command, "--multus-namespace-isolation") || !slices.Contains(agent.Command, "--multus-global-namespaces=default,kube-system") {
+		t.Errorf("agent command %v: want --multus-namespace-isolation and --multus-global-namespaces=default,kube-system", agent.Command)
+	}
 	if mounts["agent"]["/host/etc/cni/net.d"] != "/etc/cni/net.d" || mounts["agent"]["/run/cnibox"] != "/run/cnibox" ||
 		mounts["agent"]["/var/lib/kubelet/pod-resources"] != "/var/lib/kubelet/pod-resources" || mounts["agent"]["/var/lib/cnibox"] != "/var/lib/cnibox" {
 		t.Errorf("agent mounts %v", mounts["agent"])
