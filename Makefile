@@ -340,6 +340,7 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./roles/vlan:FuzzParseConf:40000 ./roles/sbr:FuzzParseConf:40000 ./roles/vrf:FuzzParseConf:40000 \
 	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
 	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000 \
+	./agent/podapi:FuzzPodAPIRequest:30000 ./agent/podapi:FuzzCNIArgsMerge:40000 \
 	./agent/podapi:FuzzNADPolicy:60000 ./roles/portmap:FuzzParseConf:60000 \
 	./roles/dhcp/daemon:FuzzACK:100000 ./agent/policy:FuzzPolicyShapes:4000
 FUZZTIME ?=
