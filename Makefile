@@ -270,7 +270,7 @@ test-kernel: deps build
 # leaves the node namespace and pods up and prints how to explore them.
 demo:
 	@command -v ip >/dev/null && [ -x /bin/busybox ] || (echo "demo: installing iproute2 busybox-static"; apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
-	@echo "demo: building bin/cnibox (the first build compiles every dependency: about a minute)"
+	@echo "demo: building bin/cnibox (the first build compiles every dependency: minutes; later ones take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/cnibox .
 	KEEP='$(KEEP)' ./test/demo.sh
 
