@@ -43,6 +43,24 @@ func commands(o Options) []*ucli.Command {
 			Action:    o.printRoles,
 		},
 		{
+			Name:  "check",
+			Usage: "check network config files as the runtime and each plugin would read them, before a pod does",
+			UsageText: "cnibox check FILE|DIR... [--bin-dir DIRS] [--strict] [--json]\n\n" +
+				"Loads each file as a runtime does (a dir: its *.conf, *.conflist and *.json in name order, the first\n" +
+				"the default network, a network name's first file the one libcni loads) and runs each plugin's own\n" +
+				"parser, the one its ADD runs. Errors name the field's path, the value and the fix; fields no plugin\n" +
+				"reads are warnings with the nearest known name. Plugins are looked up in --bin-dir, else $CNI_PATH.\n" +
+				"Exit 0: clean (warnings allowed); 1: an error; 2: warnings only, with --strict.\n" +
+				"Example: cnibox check /etc/cni/net.d\n" +
+				"Example: cnibox check --strict --json examples/10-bridge.conflist",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "the plugin directories, colon separated (default $CNI_PATH, else /opt/cni/bin)"},
+				&ucli.BoolFlag{Name: "strict", Usage: "exit 2 when there are warnings and no errors"},
+				jsonFlag,
+			},
+			Action: o.runCheck,
+		},
+		{
 			Name:  "install",
 			Usage: "install the binary, a link per role and optionally a conflist, each atomically",
 			UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force | --keep-foreign]\n" +

@@ -54,6 +54,10 @@ type Role struct {
 
 	// Commands are subcommands of the role's own name (`dhcp daemon`).
 	Commands []Command
+
+	// Known is what the role declares about itself for the node's tools
+	// (cnibox check, doctor, gc, store rebuild); nil = nothing.
+	Known *Known
 }
 
 // Command is a subcommand of a role: Run gets the arguments after its name

@@ -1,7 +1,6 @@
 package azurevnet
 
 import (
-	"encoding/json"
 	"net/netip"
 	"strings"
 
@@ -40,8 +39,8 @@ type conf struct {
 // multitenancy, no azure-cns IPAM, ipsToRouteViaHost of IPv4 addresses.
 func fields(a *cniplug.Args) (conf, error) {
 	var z conf
-	if err := json.Unmarshal(a.StdinData, &z); err != nil {
-		return z, cniplug.Errorf(types.ErrDecodingFailure, "azure-vnet config: %v", err)
+	if err := cniplug.DecodeConf("azure-vnet config", a.StdinData, &z); err != nil {
+		return z, err
 	}
 	switch m := strings.ToLower(z.Mode); m {
 	case "", ModeBridge:

@@ -2,7 +2,6 @@ package azurevnet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
@@ -40,8 +39,8 @@ type tconf struct {
 
 func parseTransparent(a *cniplug.Args, z conf) (*tconf, error) {
 	c := &tconf{}
-	if err := json.Unmarshal(a.StdinData, c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "azure-vnet config: %v", err)
+	if err := cniplug.DecodeConf("azure-vnet config", a.StdinData, c); err != nil {
+		return nil, err
 	}
 	c.conf = z
 	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {

@@ -53,8 +53,8 @@ func (l bwLimits) isZero() bool { return l == bwLimits{} }
 // it, replaces the config's own limits.
 func parseBandwidthConf(a *cniplug.Args) (*bwLimits, error) {
 	var c bwConfJSON
-	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "bandwidth config: %v", err)
+	if err := cniplug.DecodeConf("bandwidth config", a.StdinData, &c); err != nil {
+		return nil, err
 	}
 	for _, f := range []struct {
 		name string

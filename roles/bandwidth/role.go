@@ -27,6 +27,8 @@ var Role = &cniplug.Role{
 		"It runs chained after a veth-based main plugin such as bridge.",
 	Verbs: &chain.Verbs[*bwLimits]{Parse: parseBandwidthConf, Add: bandwidthAdd, Check: bandwidthCheck, Records: &bwRecords},
 	GC:    bandwidthGC,
+
+	Known: &known,
 }
 
 // bwRecords are the bandwidth records of the store, and DEL from them.

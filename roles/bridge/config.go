@@ -58,7 +58,7 @@ type VlanTrunk struct {
 // parseConf decodes and validates the bridge fields of stdin.
 func parseConf(a *cniplug.Args, defaults Conf) (*Conf, error) {
 	c := defaults
-	if err := cniplug.DecodeConf("stdin", a.StdinData, &c); err != nil {
+	if err := cniplug.DecodeConf("bridge config", a.StdinData, &c); err != nil {
 		return nil, err
 	}
 	if c.Bridge == "" {

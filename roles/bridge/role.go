@@ -16,6 +16,8 @@ var Role = &cniplug.Role{
 		"the host end joins the bridge (default cni0). Addresses and routes come from the ipam section; " +
 		"isGateway puts the gateway address on the bridge and ipMasq masquerades the pod's traffic with nftables.",
 	Verbs: &plain,
+
+	Known: &known,
 }
 
 // plain are the bridge role's own verbs: no other defaults, no hooks.
@@ -61,4 +63,10 @@ func (v *Verbs) Check(ctx context.Context, a *cniplug.Args) error {
 // GC is the bridge plugin's GC.
 func (v *Verbs) GC(ctx context.Context, a *cniplug.Args) error {
 	return cniplug.WithConf(ctx, a, v.ParseConf, attach.OnHost(gc))
+}
+
+// ParseConfig is the parse of ADD, for `cnibox check` (a cniplug.ConfigParser).
+func (v *Verbs) ParseConfig(a *cniplug.Args) error {
+	_, err := v.ParseConf(a)
+	return err
 }

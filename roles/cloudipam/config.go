@@ -81,8 +81,8 @@ func loadConfig(a *cniplug.Args, fixed string) (*config, error) {
 		Master string    `json:"master"`
 		IPAM   *ipamJSON `json:"ipam"`
 	}
-	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "stdin: the network config is not valid JSON for cloud IPAM: %v", err)
+	if err := cniplug.DecodeConf("cloud IPAM config", a.StdinData, &raw); err != nil {
+		return nil, err
 	}
 	if raw.IPAM == nil {
 		return nil, cniplug.ConfError("ipam", "missing: cloud IPAM reads its settings from the plugin config's \"ipam\" section")

@@ -14,6 +14,8 @@ var Role = &cniplug.Role{
 		"The answer is cached in cnibox's store and asked again at most every \"queryInterval\" (10s); when the provider " +
 		"cannot be reached, addresses come from the cache. $" + EnvEndpoint + " overrides the provider's URL or file.",
 	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadAny, Add: add, Check: check, Del: del, GC: gc, Status: status},
+
+	Known: &known,
 }
 
 // AzureRole is azure-vnet-ipam: cloud IPAM with provider azure, a drop-in for
@@ -26,6 +28,8 @@ var AzureRole = &cniplug.Role{
 		"or \"endpoint\", or $" + EnvEndpoint + "), with gateway = the subnet's first host and DNS 168.63.129.16. " +
 		"It is cnibox's cloud-ipam with \"provider\": \"azure\".",
 	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadAzure, Add: add, Check: check, Del: del, GC: gc, Status: status},
+
+	Known: &known,
 }
 
 // loadAny reads the config with the provider it names; loadAzure with

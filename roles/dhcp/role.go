@@ -14,4 +14,6 @@ var Role = &cniplug.Role{
 		"It reads \"request\", \"provide\" and \"priority\" as the reference plugin does.",
 	Verbs:    &cniplug.ConfVerbs[*config]{Parse: loadConfig, Add: add, Check: check, Del: del, GC: gc, Status: status},
 	Commands: []cniplug.Command{{Name: "daemon", Run: runDaemon}},
+
+	Known: &known,
 }

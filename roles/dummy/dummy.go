@@ -9,7 +9,6 @@ package dummy
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -60,8 +59,8 @@ func need(a *cniplug.Args) error {
 	var raw struct {
 		Mode string `json:"mode"`
 	}
-	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
-		return cniplug.Errorf(types.ErrDecodingFailure, "dummy config: %v", err)
+	if err := cniplug.DecodeConf("dummy config", a.StdinData, &raw); err != nil {
+		return err
 	}
 	if raw.Mode != "" {
 		return cniplug.Errorf(types.ErrUnsupportedField, "config field \"mode\" %q: a dummy device has no mode: drop \"mode\"", raw.Mode)

@@ -3,7 +3,6 @@ package firewall
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -42,8 +41,8 @@ type firewallConf struct {
 // defaults.
 func parseConf(a *cniplug.Args) (*firewallConf, error) {
 	var c firewallConf
-	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "firewall config: %v", err)
+	if err := cniplug.DecodeConf("firewall config", a.StdinData, &c); err != nil {
+		return nil, err
 	}
 	switch c.Backend {
 	case backendAuto, backendIptables, backendFirewalld:

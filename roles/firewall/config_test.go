@@ -20,7 +20,7 @@ func TestParseConf(t *testing.T) {
 		{`{"iptablesAdminChainName":"A-VERY-LONG-CHAIN-NAME-OF-30-CH"}`, `"iptablesAdminChainName"`},
 		{`{"iptablesAdminChainName":"CNI FORWARD"}`, `"iptablesAdminChainName"`},
 		{`{"iptablesAdminChainName":"CNI-FORWARD"}`, `"iptablesAdminChainName"`},
-		{`{"backend":1}`, "firewall config"},
+		{`{"backend":1}`, `config field "backend"`},
 	} {
 		t.Run(tc.conf, func(t *testing.T) {
 			c, err := parseConf(&cniplug.Args{StdinData: []byte(tc.conf)})

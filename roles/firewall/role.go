@@ -21,6 +21,8 @@ var Role = &cniplug.Role{
 	Verbs: &chain.Verbs[*firewallConf]{Parse: parseConf, Add: firewallAdd, Check: firewallCheck, Status: firewallStatus},
 	Del:   firewallDel,
 	GC:    firewallGC,
+
+	Known: &known,
 }
 
 // firewallStatus answers STATUS: ready, unless the config asks for

@@ -29,6 +29,8 @@ var Role = &cniplug.Role{
 	Check:  flannelCheck,
 	GC:     flannelGC,
 	Status: flannelStatus,
+
+	Known: &known,
 }
 
 const flannelPlugin = "flannel"

@@ -1,7 +1,6 @@
 package hostdevice
 
 import (
-	"encoding/json"
 	"net"
 	"path"
 	"strings"
@@ -32,8 +31,8 @@ type conf struct {
 // device they name is found on ADD (find).
 func parse(a *cniplug.Args) (*conf, error) {
 	var c conf
-	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "host-device config: %v", err)
+	if err := cniplug.DecodeConf("host-device config", a.StdinData, &c); err != nil {
+		return nil, err
 	}
 	if c.Device == "" && c.HWAddr == "" && c.KernelPath == "" && c.PCIBusID == "" && c.RuntimeConfig.DeviceID == "" {
 		return nil, cniplug.ConfError("device", "missing: name the node's device by \"device\" (its name), \"hwaddr\", \"kernelpath\" or \"pciBusID\" (or let the runtime pass runtimeConfig.deviceID)")

@@ -33,4 +33,6 @@ var Role = &cniplug.Role{
 		"and on DEL gives it back to the node under its own name with its addresses, MTU, MAC and up state.",
 	Verbs:  &cniplug.ConfVerbs[*conf]{Parse: parse, Add: add, Check: check, Del: del, GC: gc},
 	Status: attach.Status,
+
+	Known: &known,
 }

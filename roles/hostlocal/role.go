@@ -22,6 +22,8 @@ var Role = &cniplug.Role{
 	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadRanges, Add: add, Check: check, Status: status},
 	Del:   cmdDel,
 	GC:    cmdGC,
+
+	Known: &known,
 }
 
 // DEL and GC need only the owners (see loadOwners): named functions, so that

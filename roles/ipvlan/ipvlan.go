@@ -18,4 +18,6 @@ var Role = &cniplug.Role{
 		"pod) into the pod as CNI_IFNAME, sharing the master's MAC, with the addresses and routes from the ipam section " +
 		"(or prevResult's). \"mode\" is l2 (default), l3 or l3s.",
 	Verbs: &lower.Ipvlan,
+
+	Known: &known,
 }

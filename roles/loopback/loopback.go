@@ -20,6 +20,8 @@ var Role = &cniplug.Role{
 	Add:   loopbackAdd,
 	Check: loopbackCheck,
 	Del:   loopbackDel,
+
+	Known: &known,
 }
 
 func loopbackAdd(_ context.Context, a *cniplug.Args) (types.Result, error) {

@@ -19,4 +19,6 @@ var Role = &cniplug.Role{
 		"(\"mac\" or the mac capability) and the addresses and routes from the ipam section: the pod is a host of the " +
 		"master's LAN. \"mode\" is bridge (default), private, vepa, passthru or source.",
 	Verbs: &lower.Macvlan,
+
+	Known: &known,
 }

@@ -1,7 +1,6 @@
 package portmap
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 
@@ -57,8 +56,8 @@ func parseLenient(a *cniplug.Args) (*portmapConf, error) { return parsePortmapCo
 // can have been set up for them, and the cleanup must not fail.
 func parsePortmapConf(a *cniplug.Args, strict bool) (*portmapConf, error) {
 	c := &portmapConf{}
-	if err := json.Unmarshal(a.StdinData, c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "portmap config: %v", err)
+	if err := cniplug.DecodeConf("portmap config", a.StdinData, c); err != nil {
+		return nil, err
 	}
 	c.snat = c.SNAT == nil || *c.SNAT
 	if strict {

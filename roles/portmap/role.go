@@ -23,6 +23,8 @@ var Role = &cniplug.Role{
 	Del:    cmdDel,
 	GC:     cmdGC,
 	Status: func(context.Context, *cniplug.Args) error { return nil },
+
+	Known: &known,
 }
 
 // DEL and GC parse leniently (see parseStrict): named functions, so that

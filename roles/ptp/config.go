@@ -1,7 +1,6 @@
 package ptp
 
 import (
-
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -23,7 +22,7 @@ type Conf struct {
 // parseConf decodes and validates the ptp fields of stdin.
 func parseConf(a *cniplug.Args) (*Conf, error) {
 	var c Conf
-	if err := cniplug.DecodeConf("stdin", a.StdinData, &c); err != nil {
+	if err := cniplug.DecodeConf("ptp config", a.StdinData, &c); err != nil {
 		return nil, err
 	}
 	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 68) {

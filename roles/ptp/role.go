@@ -13,4 +13,6 @@ var Role = &cniplug.Role{
 		"host route to each pod address; the pod reaches everything through the gateway. ipMasq masquerades the " +
 		"pod's traffic with nftables.",
 	Verbs: &attach.HostVerbs[*Conf]{Parse: parseConf, Add: add, Check: check, Del: del, GC: gc},
+
+	Known: &known,
 }

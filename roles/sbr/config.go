@@ -5,8 +5,6 @@ import (
 	"math"
 	"net/netip"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -35,8 +33,8 @@ type sbrConf struct {
 // parseSbrConf decodes and validates the sbr fields.
 func parseSbrConf(a *cniplug.Args) (*sbrConf, error) {
 	var j sbrConfJSON
-	if err := json.Unmarshal(a.StdinData, &j); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "sbr config: %v", err)
+	if err := cniplug.DecodeConf("sbr config", a.StdinData, &j); err != nil {
+		return nil, err
 	}
 	c := &sbrConf{sourceHints: j.AddSourceHints}
 	if j.Table != nil {

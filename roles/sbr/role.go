@@ -22,6 +22,8 @@ var Role = &cniplug.Role{
 		"so replies leave by the interface the request came in on (a pod with several interfaces). With 'table' set " +
 		"it adds only the rules to that table. It runs chained after a main plugin; DEL removes the rules.",
 	Verbs: &chain.Verbs[*sbrConf]{Parse: parseSbrConf, Add: sbrAdd, Check: sbrCheck, Del: sbrDel},
+
+	Known: &known,
 }
 
 // sbrAddr is one address of CNI_IFNAME in prevResult.

@@ -14,4 +14,6 @@ var Role = &cniplug.Role{
 		"(\"addresses\": [{\"address\": \"10.10.0.1/24\", \"gateway\": \"10.10.0.254\"}]) or passed by the runtime " +
 		"(the ips capability, args.cni.ips, CNI_ARGS IP= and GATEWAY=), with \"routes\" and \"dns\". It stores nothing.",
 	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadConfig, Add: add, Check: check},
+
+	Known: &known,
 }

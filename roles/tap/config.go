@@ -1,12 +1,10 @@
 package tap
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"strings"
 
-	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/utils"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -32,18 +30,21 @@ const maxMTU = 65521
 // selinuxEnforce is the file that is there when the node runs SELinux.
 var selinuxEnforce = "/sys/fs/selinux/enforce"
 
+// tapJSON are the tap's own fields as written.
+type tapJSON struct {
+	MTU            int    `json:"mtu"`
+	MultiQueue     bool   `json:"multiQueue"`
+	Owner          *int64 `json:"owner"`
+	Group          *int64 `json:"group"`
+	SelinuxContext string `json:"selinuxContext"`
+	Bridge         string `json:"bridge"`
+}
+
 // parse decodes and checks the tap's fields, then lower's.
 func parse(a *cniplug.Args) (conf, error) {
-	var raw struct {
-		MTU            int    `json:"mtu"`
-		MultiQueue     bool   `json:"multiQueue"`
-		Owner          *int64 `json:"owner"`
-		Group          *int64 `json:"group"`
-		SelinuxContext string `json:"selinuxContext"`
-		Bridge         string `json:"bridge"`
-	}
-	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
-		return conf{}, cniplug.Errorf(types.ErrDecodingFailure, "tap config: %v", err)
+	var raw tapJSON
+	if err := cniplug.DecodeConf("tap config", a.StdinData, &raw); err != nil {
+		return conf{}, err
 	}
 	if raw.MTU < 0 || raw.MTU > maxMTU || (raw.MTU > 0 && raw.MTU < 68) {
 		return conf{}, cniplug.ConfError("mtu", "%d is out of range: use 0 (the kernel's 1500) or 68 to %d", raw.MTU, maxMTU)

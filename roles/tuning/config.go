@@ -140,7 +140,7 @@ func parseTuningConf(a *cniplug.Args) (*tuningSettings, error) {
 		if errors.As(err, &dup) {
 			return nil, cniplug.ConfError("sysctl", "%s: give each name once", dup)
 		}
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "tuning config: %v", err)
+		return nil, cniplug.DecodeConf("tuning config", a.StdinData, &c)
 	}
 	ac := c.Args.CNI
 	s := &tuningSettings{promisc: cmp.Or(ac.Promisc, c.Promisc), allmulti: cmp.Or(ac.Allmulti, c.Allmulti), txQLen: cmp.Or(ac.TxQLen, c.TxQLen)}

@@ -30,6 +30,8 @@ var Role = &cniplug.Role{
 		"keeps the previous values in the node's store and restores them on DEL.",
 	Verbs: &chain.Verbs[*tuningSettings]{Parse: parseTuningConf, Add: tuningAdd, Check: tuningCheck, Records: &tuningRecords},
 	GC:    tuningGC,
+
+	Known: &known,
 }
 
 // tuningRecords are the tuning records of the store, and DEL from them.

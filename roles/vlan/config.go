@@ -1,8 +1,6 @@
 package vlan
 
 import (
-	"encoding/json"
-
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -16,16 +14,19 @@ type conf struct {
 	MTU    int
 }
 
+// vlanJSON is what vlan decodes beyond lower's fields.
+type vlanJSON struct {
+	VlanID *int   `json:"vlanId"`
+	MTU    int    `json:"mtu"`
+	Mode   string `json:"mode"`
+}
+
 // parse decodes and checks vlanId (required, 0..4094, as the reference
 // validates it) and refuses "mode", which a vlan device does not have.
 func parse(a *cniplug.Args) (conf, error) {
-	var raw struct {
-		VlanID *int   `json:"vlanId"`
-		MTU    int    `json:"mtu"`
-		Mode   string `json:"mode"`
-	}
-	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
-		return conf{}, cniplug.Errorf(types.ErrDecodingFailure, "vlan config: %v", err)
+	var raw vlanJSON
+	if err := cniplug.DecodeConf("vlan config", a.StdinData, &raw); err != nil {
+		return conf{}, err
 	}
 	if raw.Mode != "" {
 		return conf{}, cniplug.Errorf(types.ErrUnsupportedField, "config field \"mode\" %q: a vlan device has no mode: drop \"mode\" (macvlan and ipvlan have modes)", raw.Mode)

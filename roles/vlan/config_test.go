@@ -24,7 +24,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no vlanId", `,"master":"lan0"`, 7, `"vlanId"`},
 		{"vlanId 4095", `,"master":"lan0","vlanId":4095`, 7, `"vlanId"`},
 		{"negative vlanId", `,"master":"lan0","vlanId":-1`, 7, `"vlanId"`},
-		{"vlanId not a number", `,"master":"lan0","vlanId":"42"`, 6, "vlan config"},
+		{"vlanId not a number", `,"master":"lan0","vlanId":"42"`, 6, `config field "vlanId"`},
 		{"mode", `,"master":"lan0","vlanId":42,"mode":"bridge"`, 2, `drop "mode"`},
 		{"no such master", `,"master":"nope0","vlanId":42`, 7, `"master"`},
 		{"master not a name", `,"master":"a/b","vlanId":42`, 7, `"master"`},

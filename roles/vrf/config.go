@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"math"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -23,8 +21,8 @@ type vrfConf struct {
 // parseVRFConf decodes and validates the vrf fields.
 func parseVRFConf(a *cniplug.Args) (*vrfConf, error) {
 	var j vrfConfJSON
-	if err := json.Unmarshal(a.StdinData, &j); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "vrf config: %v", err)
+	if err := cniplug.DecodeConf("vrf config", a.StdinData, &j); err != nil {
+		return nil, err
 	}
 	if j.VRFName == "" {
 		return nil, cniplug.ConfError("vrfname", "missing: name the VRF device of the pod to put the interface in (e.g. \"blue\")")

@@ -22,6 +22,8 @@ var Role = &cniplug.Role{
 		"Several attachments may share one VRF; DEL takes the interface out and deletes the VRF with its last one. " +
 		"It runs chained after a main plugin.",
 	Verbs: &chain.Verbs[*vrfConf]{Parse: parseVRFConf, Add: vrfAdd, Check: vrfCheck, Del: vrfDel},
+
+	Known: &known,
 }
 
 func vrfAdd(_ context.Context, a *cniplug.Args, c *vrfConf, prev *current.Result) (_ types.Result, err error) {

@@ -27,8 +27,8 @@ type conf struct {
 
 func parseConf(a *cniplug.Args) (*conf, error) {
 	c := &conf{}
-	if err := json.Unmarshal(a.StdinData, c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "vxlan config: %v", err)
+	if err := cniplug.DecodeConf("vxlan config", a.StdinData, c); err != nil {
+		return nil, err
 	}
 	if c.Device != "" {
 		if err := utils.ValidateInterfaceName(c.Device); err != nil {

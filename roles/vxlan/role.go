@@ -26,6 +26,8 @@ var Role = &cniplug.Role{
 	Check:  cmdCheck,
 	GC:     cmdGC,
 	Status: cmdStatus,
+
+	Known: &known,
 }
 
 // The verbs of Role, named functions so that Role is data (see cniplug.Role).

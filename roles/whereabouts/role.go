@@ -16,4 +16,6 @@ var Role = &cniplug.Role{
 		"(/run/cnibox/agent.sock or \"agentSocket\"), which holds the API credentials; it honours CNI_ARGS IP= " +
 		"and the ips capability. See docs/roles/whereabouts.md.",
 	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadConfig, Add: add, Check: check, Del: del, GC: gc, Status: status},
+
+	Known: &known,
 }

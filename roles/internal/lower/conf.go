@@ -1,7 +1,6 @@
 package lower
 
 import (
-	"encoding/json"
 	"net"
 	"slices"
 	"strings"
@@ -37,8 +36,8 @@ type Conf struct {
 // resolved later (resolveMaster): it needs the kernel.
 func (s *Spec) parseConf(a *cniplug.Args) (*Conf, error) {
 	var c Conf
-	if err := json.Unmarshal(a.StdinData, &c); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "%s config: %v", s.Kind, err)
+	if err := cniplug.DecodeConf(s.Kind+" config", a.StdinData, &c); err != nil {
+		return nil, err
 	}
 	if c.Mode == "" {
 		c.Mode = s.Modes[0]

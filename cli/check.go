@@ -1,0 +1,374 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/nodestate"
+)
+
+// Severities of a finding.
+const (
+	sevError   = "error"
+	sevWarning = "warning"
+)
+
+// checkFinding is one thing `cnibox check` found in a config file.
+type checkFinding struct {
+	Severity string `json:"severity"`
+	// Path is the field's place in the file ("plugins[0].ipam.ranges[0][0].subnet").
+	Path    string `json:"path,omitempty"`
+	Value   string `json:"value,omitempty"`
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// checkedFile is one file `cnibox check` read.
+type checkedFile struct {
+	File    string `json:"file"`
+	Network string `json:"network,omitempty"`
+	// Active: the file a runtime picks as its default network in its dir.
+	Active bool `json:"active,omitempty"`
+	// ShadowedBy names the earlier file of the same network in the dir,
+	// which libcni loads instead.
+	ShadowedBy string         `json:"shadowedBy,omitempty"`
+	Findings   []checkFinding `json:"findings"`
+}
+
+// checkReport is `cnibox check`'s answer.
+type checkReport struct {
+	BinDirs  []string      `json:"binDirs"`
+	Files    []checkedFile `json:"files"`
+	Errors   int           `json:"errors"`
+	Warnings int           `json:"warnings"`
+}
+
+// checker checks configs against the roles of reg and the plugins in binDirs.
+type checker struct {
+	reg     *cniplug.Registry
+	binDirs []string
+}
+
+// binDirs are the plugin directories: --bin-dir when given, else CNI_PATH
+// (as libcni and cnitool take it), else /opt/cni/bin.
+func binDirs(c *ucli.Context) []string {
+	if c.IsSet("bin-dir") {
+		return filepath.SplitList(c.String("bin-dir"))
+	}
+	if p := os.Getenv("CNI_PATH"); p != "" {
+		return filepath.SplitList(p)
+	}
+	return filepath.SplitList(c.String("bin-dir"))
+}
+
+// runCheck is `cnibox check FILE|DIR...`.
+func (o Options) runCheck(c *ucli.Context) error {
+	if c.NArg() == 0 {
+		return &exitError{code: 1, msg: "check: name a config file or directory (e.g. cnibox check /etc/cni/net.d)"}
+	}
+	ck := checker{reg: o.Registry, binDirs: binDirs(c)}
+	rep := ck.paths(c.Args().Slice())
+	if err := show(c, rep, printConfigCheck, nil); err != nil {
+		return err
+	}
+	switch {
+	case rep.Errors > 0:
+		return &exitError{code: 1}
+	case rep.Warnings > 0 && c.Bool("strict"):
+		return &exitError{code: 2}
+	}
+	return nil
+}
+
+// paths checks files and the config files of directories.
+func (ck checker) paths(paths []string) checkReport {
+	rep := checkReport{BinDirs: ck.binDirs, Files: []checkedFile{}}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			rep.Files = append(rep.Files, checkedFile{File: p, Findings: []checkFinding{{Severity: sevError, Message: err.Error(), Fix: "name a config file or the runtime's conf dir"}}})
+		case fi.IsDir():
+			rep.Files = append(rep.Files, ck.dir(p)...)
+		default:
+			rep.Files = append(rep.Files, ck.file(p))
+		}
+	}
+	for _, f := range rep.Files {
+		for _, x := range f.Findings {
+			if x.Severity == sevError {
+				rep.Errors++
+			} else {
+				rep.Warnings++
+			}
+		}
+	}
+	return rep
+}
+
+// dir checks the config files of a conf dir as a runtime reads it: the
+// files libcni lists, in name order; the first that loads is the default
+// network (containerd, CRI-O), and of two files of one network libcni
+// loads the first.
+func (ck checker) dir(dir string) []checkedFile {
+	files, err := libcni.ConfFiles(dir, nodestate.ConfExtensions)
+	if err != nil {
+		return []checkedFile{{File: dir, Findings: []checkFinding{{Severity: sevError, Message: err.Error()}}}}
+	}
+	if len(files) == 0 {
+		return []checkedFile{{File: dir, Findings: []checkFinding{{Severity: sevError,
+			Message: "no *.conf, *.conflist or *.json file: the runtime reports the node's network as not ready",
+			Fix:     "put a conflist there (examples/10-bridge.conflist is a start)"}}}}
+	}
+	sort.Strings(files)
+	var out []checkedFile
+	first := map[string]string{} // network -> file
+	active := false
+	for _, f := range files {
+		cf := ck.file(f)
+		if cf.Network != "" {
+			if by, ok := first[cf.Network]; ok {
+				cf.ShadowedBy = by
+				cf.Findings = append(cf.Findings, checkFinding{Severity: sevWarning, Path: "name", Value: cf.Network,
+					Message: fmt.Sprintf("network %q is also in %s, which comes first: runtimes load that one and never this file", cf.Network, filepath.Base(by)),
+					Fix:     "give this network another name, or remove one of the files"})
+			} else {
+				first[cf.Network] = f
+			}
+			if !active {
+				cf.Active, active = true, true
+			}
+		}
+		out = append(out, cf)
+	}
+	return out
+}
+
+// file checks one config file.
+func (ck checker) file(path string) checkedFile {
+	cf := checkedFile{File: path, Findings: []checkFinding{}}
+	add := func(f checkFinding) { cf.Findings = append(cf.Findings, f) }
+	fi, err := os.Stat(path)
+	if err == nil && fi.Size() > cniplug.MaxConfigBytes {
+		add(checkFinding{Severity: sevError, Value: fmt.Sprintf("%d bytes", fi.Size()),
+			Message: fmt.Sprintf("the file is larger than %d bytes, the most a plugin reads: every ADD refuses it", cniplug.MaxConfigBytes),
+			Fix:     "make it smaller: move large data (address pools) to a file the config names"})
+		return cf
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		add(checkFinding{Severity: sevError, Message: err.Error()})
+		return cf
+	}
+	list, err := loadList(path, data)
+	if err != nil {
+		add(checkFinding{Severity: sevError, Message: "libcni cannot load it: " + err.Error(), Fix: "fix the JSON (a conflist needs \"name\", \"cniVersion\" and \"plugins\")"})
+		return cf
+	}
+	cf.Network = list.Name
+	var top map[string]any
+	_ = json.Unmarshal(data, &top)
+	if list.Plugins != nil && strings.HasSuffix(path, ".conflist") {
+		unknownFields(top, merge(nil, listFields()...), "", func(p, field, near string) { add(unknownFinding(p, field, near)) })
+	}
+	if len(list.Plugins) == 0 {
+		add(checkFinding{Severity: sevError, Path: "plugins", Message: "the list has no plugins", Fix: "add the main plugin (e.g. bridge) as plugins[0]"})
+	}
+	for i, p := range list.Plugins {
+		prefix := fmt.Sprintf("plugins[%d]", i)
+		if !strings.HasSuffix(path, ".conflist") {
+			prefix = ""
+		}
+		for _, f := range ck.plugin(list, p.Bytes, i) {
+			if f.Path == "" {
+				f.Path = prefix
+			} else if prefix != "" {
+				f.Path = prefix + "." + f.Path
+			}
+			add(f)
+		}
+	}
+	return cf
+}
+
+// loadList loads a file as the runtimes do: a .conflist as a list,
+// anything else as one plugin's config.
+func loadList(path string, data []byte) (*libcni.NetworkConfigList, error) {
+	if strings.HasSuffix(path, ".conflist") {
+		return libcni.ConfListFromBytes(data)
+	}
+	return nodestate.LoadConfFile(path)
+}
+
+// plugin checks the i-th plugin of list, conf as written.
+func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []checkFinding {
+	var out []checkFinding
+	var obj map[string]any
+	if err := json.Unmarshal(conf, &obj); err != nil {
+		return []checkFinding{{Severity: sevError, Message: "not a JSON object: " + err.Error()}}
+	}
+	typ, _ := obj["type"].(string)
+	role, ours := ck.reg.Lookup(typ)
+	out = append(out, ck.binary(typ, "type", ours)...)
+	if !ours {
+		return out // another plugin's fields are its own business
+	}
+	stdin, err := injectConf(conf, list.Name, list.CNIVersion)
+	if err != nil {
+		return append(out, checkFinding{Severity: sevError, Message: err.Error()})
+	}
+	tree := merge(knownTree(role.Known), commonFields()...)
+	ipamTyp := ""
+	if ipam, ok := obj["ipam"].(map[string]any); ok {
+		ipamTyp, _ = ipam["type"].(string)
+		if ir, ok := ck.reg.Lookup(ipamTyp); ok && ir.IPAM {
+			(*tree)["ipam"] = merge(knownTree(ir.Known), "type")
+		}
+		if ipamTyp == "" {
+			out = append(out, checkFinding{Severity: sevError, Path: "ipam.type", Message: "the ipam section names no plugin", Fix: "set \"type\" (host-local, static, dhcp, whereabouts, ...)"})
+		} else {
+			out = append(out, ck.binary(ipamTyp, "ipam.type", false)...)
+		}
+	}
+	if role.Known != nil && len(role.Known.Config) > 0 {
+		unknownFields(obj, tree, "", func(p, field, near string) { out = append(out, unknownFinding(p, field, near)) })
+	}
+	out = append(out, ck.parse(role, stdin, "")...)
+	if ir, ok := ck.reg.Lookup(ipamTyp); ok && ir.IPAM {
+		out = append(out, ck.parse(ir, stdin, "ipam.type "+ipamTyp)...)
+	}
+	return out
+}
+
+// binary reports a plugin type that is in none of the bin dirs (for a role
+// of cnibox, roleName true, the fix is install).
+func (ck checker) binary(typ, field string, role bool) []checkFinding {
+	if typ == "" {
+		return []checkFinding{{Severity: sevError, Path: field, Message: "no plugin type", Fix: "set \"type\" to a plugin (cnibox roles lists cnibox's)"}}
+	}
+	if _, err := invoke.FindInPath(typ, ck.binDirs); err == nil {
+		return nil
+	}
+	if _, ours := ck.reg.Lookup(typ); ours {
+		return []checkFinding{{Severity: sevError, Path: field, Value: typ,
+			Message: fmt.Sprintf("%q is a cnibox role but not in the bin dirs %s: the runtime cannot run it", typ, strings.Join(ck.binDirs, ":")),
+			Fix:     "cnibox install --dir " + ck.binDirs[0]}}
+	}
+	f := checkFinding{Severity: sevError, Path: field, Value: typ,
+		Message: fmt.Sprintf("%q is no plugin of cnibox and not in the bin dirs %s", typ, strings.Join(ck.binDirs, ":")),
+		Fix:     "install the plugin there, or name one of cnibox's (cnibox roles)"}
+	if near := nearest(typ, ck.reg.Names()); near != "" {
+		f.Message = fmt.Sprintf("%q is no plugin of cnibox and not in the bin dirs %s: did you mean %q?", typ, strings.Join(ck.binDirs, ":"), near)
+		f.Fix = fmt.Sprintf("\"%s\": %q", strings.TrimPrefix(field, "ipam."), near)
+	}
+	return []checkFinding{f}
+}
+
+// parse runs role's own parser, as its ADD would, on stdin.
+func (ck checker) parse(role *cniplug.Role, stdin []byte, as string) []checkFinding {
+	a := &cniplug.Args{ContainerID: "cnibox-check", IfName: "eth0", Path: ck.binDirs, Registry: ck.reg,
+		Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	err := cniplug.CheckConfig(role, a, stdin)
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if as != "" {
+		msg = as + ": " + msg
+	}
+	f := checkFinding{Severity: sevError, Path: fieldOf(err), Message: msg}
+	var ce *cniplug.CodedError
+	if errors.As(err, &ce) {
+		f.Message = fmt.Sprintf("%s (ADD would fail with CNI error %d)", msg, ce.Code)
+	}
+	return []checkFinding{f}
+}
+
+// fieldOf is the field a role's error names (`config field "mtu": ...`),
+// for the finding's path; "" when it names none.
+func fieldOf(err error) string {
+	const lead = `config field "`
+	msg := err.Error()
+	i := strings.Index(msg, lead)
+	if i < 0 {
+		return ""
+	}
+	rest := msg[i+len(lead):]
+	if j := strings.IndexByte(rest, '"'); j > 0 {
+		return rest[:j]
+	}
+	return ""
+}
+
+// unknownFinding is the warning about a field no role reads.
+func unknownFinding(path, field, near string) checkFinding {
+	f := checkFinding{Severity: sevWarning, Path: path,
+		Message: fmt.Sprintf("%q is a field the plugin does not read: it is ignored", field),
+		Fix:     "remove it, or see docs/roles/<type>.md for the fields"}
+	if near != "" {
+		f.Message = fmt.Sprintf("%q is a field the plugin does not read: did you mean %q?", field, near)
+		f.Fix = fmt.Sprintf("rename it to %q", near)
+	}
+	return f
+}
+
+// injectConf is a plugin's config as libcni hands it over: with the list's
+// name and cniVersion.
+func injectConf(conf []byte, name, version string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(conf, &m); err != nil {
+		return nil, err
+	}
+	n, _ := json.Marshal(name)
+	v, _ := json.Marshal(version)
+	m["name"], m["cniVersion"] = n, v
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(b.Bytes()), nil
+}
+
+// printConfigCheck prints the report, one line a finding.
+func printConfigCheck(w io.Writer, rep checkReport) error {
+	for _, f := range rep.Files {
+		head := f.File
+		if f.Network != "" {
+			head += fmt.Sprintf(" (network %q)", f.Network)
+		}
+		if f.Active {
+			head += ", the default network of its dir"
+		}
+		status := "ok"
+		if len(f.Findings) > 0 {
+			status = fmt.Sprintf("%d finding(s)", len(f.Findings))
+		}
+		fmt.Fprintf(w, "%s: %s\n", head, status)
+		for _, x := range f.Findings {
+			where := ""
+			if x.Path != "" {
+				where = x.Path + ": "
+			}
+			fmt.Fprintf(w, "  %s  %s%s\n", strings.ToUpper(x.Severity), where, x.Message)
+			if x.Fix != "" {
+				fmt.Fprintf(w, "         fix: %s\n", x.Fix)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n%d error(s), %d warning(s) in %d file(s)\n", rep.Errors, rep.Warnings, len(rep.Files))
+	return nil
+}

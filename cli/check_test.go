@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cnibox/cnibox/roles"
+)
+
+// checkBinDir is a bin dir with a file for every role, as cnibox install
+// leaves it.
+func checkBinDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range roles.Registry().Names() {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// bridgeConf is a bridge conflist with host-local IPAM; fields and rng are
+// spliced into the bridge plugin and its one range.
+func bridgeConf(version, typ, fields, rng string) string {
+	return `{"cniVersion": "` + version + `", "name": "checknet", "plugins": [
+	  {"type": "` + typ + `", "bridge": "cbx-check0"` + fields + `,
+	   "ipam": {"type": "host-local", "ranges": [[` + rng + `]]}},
+	  {"type": "portmap", "capabilities": {"portMappings": true}}]}`
+}
+
+// TestCheckMistakes: each mistake a newcomer makes in a conflist is found,
+// with the field named, and an error makes the exit code 1; warnings alone
+// exit 0, or 2 with --strict.
+func TestCheckMistakes(t *testing.T) {
+	bin := checkBinDir(t)
+	good := `{"subnet": "10.99.1.0/24"}`
+	huge := `{"subnet": "10.99.1.0/24"}` + strings.Repeat(",", 0)
+	cases := []struct {
+		name, conf string
+		severity   string // of the finding wanted
+		path, says string // in it
+	}{
+		{"typo", bridgeConf("1.0.0", "bridge", `, "isGatway": true`, good), sevWarning, "plugins[0].isGatway", `did you mean "isGateway"`},
+		{"wrong type", bridgeConf("1.0.0", "bridge", `, "isGateway": "yes"`, good), sevError, "plugins[0].isGateway", "true or false"},
+		{"range without subnet", bridgeConf("1.0.0", "bridge", "", `{"rangeStart": "10.99.1.10"}`), sevError, "plugins[0]", "subnet"},
+		{"bad subnet", bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.300.0/24"}`), sevError, "plugins[0]", "10.99.300.0/24"},
+		{"rangeStart outside", bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.1.0/24", "rangeStart": "10.99.2.10"}`), sevError, "plugins[0]", "rangeStart"},
+		{"unknown type", bridgeConf("1.0.0", "bridgee", "", good), sevError, "plugins[0].type", `did you mean "bridge"`},
+		{"cniVersion", bridgeConf("2.0.0", "bridge", "", good), sevError, "", "2.0.0"},
+		{"ipam typo", bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.1.0/24", "rangeStrat": "10.99.1.10"}`), sevWarning, "plugins[0].ipam.ranges[0][0].rangeStrat", `did you mean "rangeStart"`},
+		{"too large", bridgeConf("1.0.0", "bridge", `, "padding": "`+strings.Repeat("x", 20<<20)+`"`, huge), sevError, "", "larger than"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "10-check.conflist")
+			if err := os.WriteFile(path, []byte(tc.conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ck := checker{reg: roles.Registry(), binDirs: []string{bin}}
+			rep := ck.paths([]string{path})
+			var found bool
+			for _, f := range rep.Files[0].Findings {
+				if f.Severity == tc.severity && strings.HasPrefix(f.Path, tc.path) && strings.Contains(f.Message+f.Value, tc.says) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no %s at %q saying %q; findings: %+v", tc.severity, tc.path, tc.says, rep.Files[0].Findings)
+			}
+			code, _ := runCheckCLI(t, bin, path)
+			want := 0
+			if rep.Errors > 0 {
+				want = 1
+			}
+			if code != want {
+				t.Errorf("exit %d, want %d", code, want)
+			}
+			if rep.Errors == 0 {
+				if code, _ := runCheckCLI(t, bin, "--strict", path); code != 2 {
+					t.Errorf("--strict with warnings only: exit %d, want 2", code)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckMissingBinary: a role that is not in the bin dir is an error
+// with the install fix; CNI_PATH is the bin dir when --bin-dir is not given.
+func TestCheckMissingBinary(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "10-check.conflist")
+	if err := os.WriteFile(path, []byte(bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.1.0/24"}`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	t.Setenv("CNI_PATH", empty)
+	code, out := runCheckCLI(t, "", path)
+	if code != 1 || !strings.Contains(out, "cnibox install --dir "+empty) {
+		t.Errorf("exit %d, want 1 and the install fix for %s:\n%s", code, empty, out)
+	}
+	t.Setenv("CNI_PATH", checkBinDir(t))
+	if code, out := runCheckCLI(t, "", path); code != 0 {
+		t.Errorf("with CNI_PATH holding the roles: exit %d\n%s", code, out)
+	}
+}
+
+// TestCheckExamples: every example config passes clean, warnings included.
+func TestCheckExamples(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.conf*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	ck := checker{reg: roles.Registry(), binDirs: []string{checkBinDir(t)}}
+	for _, f := range files {
+		rep := ck.paths([]string{f})
+		for _, x := range rep.Files[0].Findings {
+			t.Errorf("%s: %s %s: %s", filepath.Base(f), x.Severity, x.Path, x.Message)
+		}
+	}
+}
+
+// runCheckCLI runs `cnibox check` with args (and --bin-dir bin unless bin
+// is "") and returns its exit code and output.
+func runCheckCLI(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	app := newApp(Options{Registry: roles.Registry()})
+	app.Writer, app.ErrWriter = f, f
+	argv := []string{"cnibox", "check"}
+	if bin != "" {
+		argv = append(argv, "--bin-dir", bin)
+	}
+	code := 0
+	if err := app.Run(append(argv, args...)); err != nil {
+		code = 1
+		if ec, ok := err.(interface{ ExitCode() int }); ok {
+			code = ec.ExitCode()
+		}
+	}
+	b, _ := os.ReadFile(out)
+	return code, string(b)
+}

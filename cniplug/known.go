@@ -1,0 +1,213 @@
+package cniplug
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/netip"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Known is what a role declares about itself for the node's tools: the
+// fields of its config (`cnibox check`), its host-side devices and how its
+// attachments are found again (`cnibox gc`, `cnibox store rebuild`), and
+// what `cnibox doctor` checks of its endpoints, including what it changes
+// on purpose. nodestate and cli ask the registry's roles (Registry.Known)
+// and name no role, so a new role is one folder and a line in
+// roles/registry.go. Like Role, a Known is package-level data: constants,
+// names of functions, addresses of composite literals, nil pointers of a
+// type (TestNoInitCode). Every field is optional.
+type Known struct {
+	// Config are nil pointers to the structs the role's parser decodes its
+	// config into ((*Conf)(nil)); an IPAM role's are of its "ipam"
+	// section. `cnibox check` knows the fields of their json tags, and a
+	// test holds them equal to the field table of docs/roles/<Doc>.md.
+	Config []any
+	// Doc is the role's page under docs/roles ("" = the role's name).
+	Doc string
+	// Parse is the role's own parser, the one its ADD runs, for a role
+	// whose Verbs is no ConfigParser (see Role.ParseConfig).
+	Parse func(*Args) error
+
+	// HostVeth are the host ends of the role's veth pairs.
+	HostVeth *HostVeth
+	// IfbPrefix starts the name of the role's ifb devices on the node
+	// (prefix + 12 hex digits); "" = none.
+	IfbPrefix string
+	// PodDevice is set by a role whose pod interface is a device (no host
+	// veth): what doctor and store rebuild expect of it.
+	PodDevice *PodDevice
+	// PortMaps is set by the role that owns table inet cnibox-portmap.
+	PortMaps *PortMaps
+
+	// Doctor adds the role's checks of an endpoint (every role's hook runs
+	// for every endpoint: a chained role finds its own records) and says
+	// what it changed on purpose (EndpointCheck.Tables, .MTUSetBy).
+	Doctor func(*EndpointCheck)
+	// DoctorHost checks the node's side of an endpoint the role made
+	// (instead of doctor's veth-on-a-bridge and routed-veth checks) and
+	// returns the host end's MTU; ok false = not the role's layout.
+	DoctorHost func(*EndpointCheck) (hostMTU int, ok bool)
+	// DoctorGateway stands for the ping of the endpoint's gateways when
+	// nothing answers one (a virtual gateway); ok false = ping as usual.
+	DoctorGateway func(*EndpointCheck) (ok bool)
+	// Describe is one line on the layout of an endpoint of the role, for
+	// `cnibox inspect endpoints --detail` ("" = nothing to add).
+	Describe func(store.Endpoint) string
+}
+
+// HostVeth says how a role names the host ends of its veth pairs and how
+// store rebuild files the networks that use them.
+type HostVeth struct {
+	// Prefix starts every name: prefix + 12 hex digits of the attachment
+	// (VethName).
+	Prefix string
+	// Plugin is the role recorded for a veth on a bridge.
+	Plugin string
+	// Routed is the role recorded for a veth on no bridge whose peer's
+	// addresses the node routes to it ("" = such a veth is not the role's).
+	Routed string
+	// RoutedKey files the networks of Routed in NetworkKey's map.
+	RoutedKey string
+	// Unbridged fills in what a routed veth's layout implies (gateways,
+	// routes, extra facts); nil = the host end's addresses are the pod's
+	// gateways (ptp).
+	Unbridged func(pod []netip.Prefix) (gateways []netip.Addr, routes []store.Route, extra map[string]string)
+	// NetworkKey returns the key a network config of plugin typ (the
+	// plugin's JSON) is filed under: its bridge's name, or RoutedKey;
+	// ok false = not a config of this layout.
+	NetworkKey func(typ string, conf []byte) (key string, ok bool)
+}
+
+// Name returns the host end's name for an attachment.
+func (v *HostVeth) Name(containerID, ifname string) string {
+	return VethName(v.Prefix, containerID, ifname)
+}
+
+// Is reports whether a link name has the shape of v's names.
+func (v *HostVeth) Is(name string) bool { return IsDeviceName(v.Prefix, name) }
+
+// Where the gateway of a device attachment is, which says what one that
+// does not answer a ping means.
+const (
+	GatewayOnNode  = iota // the bridge or the host veth: a fault of this node
+	GatewayOffNode        // a router of the master's LAN: maybe not this node's fault
+	GatewayNowhere        // nothing answers (dummy, tap): not pinged
+)
+
+// PodDevice is what a device role leaves in the pod.
+type PodDevice struct {
+	// Link is the pod interface's link kind ("" = ExtraKind's, or any).
+	Link string
+	// ExtraKind names the endpoint record's Extra key holding the link
+	// kind when it varies (host-device: "kind").
+	ExtraKind string
+	// Gateway is GatewayOffNode or GatewayNowhere.
+	Gateway int
+	// Facts are the fields of the cached config that store rebuild keeps
+	// in the endpoint record's Extra ("master", "mode", "vlanId").
+	Facts []string
+}
+
+// PortMaps are the port mapping role's names for its records and elements.
+type PortMaps struct {
+	// Owner is the owner comment of an attachment's elements.
+	Owner func(network, containerID, ifname string) string
+	// ParseOwner is Owner's inverse (ok false: not of that form, or hashed).
+	ParseOwner func(owner string) (network, containerID, ifname string, ok bool)
+	// OfRecord returns the elements a record stands for.
+	OfRecord func(store.PortMapRecord) nft.PortMaps
+	// Check is the role's CHECK of an attachment's elements, reported on c.
+	Check func(c *EndpointCheck, want nft.PortMaps)
+}
+
+// Reporter receives doctor's results.
+type Reporter interface {
+	Pass(check, format string, args ...any)
+	Fail(check, fix, format string, args ...any)
+	Warn(check, fix, format string, args ...any)
+}
+
+// EndpointCheck is one endpoint record that `cnibox doctor` checks, handed
+// to the roles' hooks.
+type EndpointCheck struct {
+	Reporter
+	Endpoint store.Endpoint
+	Host     *netops.Handle
+	// Pod is the pod's namespace and PodLink its interface (nil and zero
+	// in DoctorHost, which runs first).
+	Pod     *netops.Handle
+	PodLink netops.Link
+	// Store is the node's store, open while the hooks run (nil: none).
+	Store *store.Store
+	// Recreate is the fix for damage only a new attachment repairs.
+	Recreate string
+
+	// Tables are routing tables besides main that hold the pod's routes
+	// on purpose (sbr's, vrf's): doctor looks for a route there too.
+	Tables []int
+	// MTUSetBy names the role that set the pod interface's MTU on purpose
+	// (tuning), so it may differ from the host end's.
+	MTUSetBy string
+}
+
+// VethName is the host end name of a veth attachment with prefix (three
+// characters, so the name stays within 15): prefix + 12 hex digits of
+// sha256(containerID, ifname).
+func VethName(prefix, containerID, ifname string) string {
+	return prefix + hashHex(containerID+"\x00"+ifname, 6)
+}
+
+// hashHex is the first n bytes of sha256(s) in hex.
+func hashHex(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:n])
+}
+
+// IsDeviceName reports whether a link name is prefix + 12 hex digits.
+func IsDeviceName(prefix, name string) bool {
+	if len(name) != len(prefix)+12 || name[:len(prefix)] != prefix {
+		return false
+	}
+	for _, c := range name[len(prefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Known returns the roles' declarations, each once (roles that share one,
+// such as multi and multus, give it once), with the name of the first role
+// that declares it.
+func (r *Registry) Known() []NamedKnown {
+	var out []NamedKnown
+	seen := map[*Known]bool{}
+	for _, role := range r.Roles() {
+		if role.Known == nil || seen[role.Known] {
+			continue
+		}
+		seen[role.Known] = true
+		out = append(out, NamedKnown{Role: role.Name, Known: role.Known})
+	}
+	return out
+}
+
+// NamedKnown is a role's declaration with the role's name.
+type NamedKnown struct {
+	Role string
+	*Known
+}
+
+// PortMapper returns the declaration of the role that owns port mappings,
+// or nil.
+func (r *Registry) PortMapper() *PortMaps {
+	for _, k := range r.Known() {
+		if k.PortMaps != nil {
+			return k.PortMaps
+		}
+	}
+	return nil
+}

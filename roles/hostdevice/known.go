@@ -1,0 +1,22 @@
+package hostdevice
+
+import (
+	"github.com/cnibox/cnibox/cniplug"
+)
+
+// known is what the role declares about itself for cnibox check, doctor,
+// gc and store rebuild (see cniplug.Known).
+var known = cniplug.Known{
+	Config:    []any{(*conf)(nil)},
+	Doc:       "host-device",
+	PodDevice: &cniplug.PodDevice{ExtraKind: "kind", Gateway: cniplug.GatewayOffNode},
+	Doctor:    doctor,
+}
+
+// doctor says which node device the pod holds.
+func doctor(c *cniplug.EndpointCheck) {
+	ep := c.Endpoint
+	if dev := ep.Extra["device"]; ep.Plugin == plugin && dev != "" {
+		c.Pass("device", "the node's %s is in the pod as %s (DEL gives it back under its name)", dev, ep.IfName)
+	}
+}

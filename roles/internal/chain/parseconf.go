@@ -1,0 +1,9 @@
+package chain
+
+import "github.com/cnibox/cnibox/cniplug"
+
+// ParseConfig is the parse of ADD, for `cnibox check` (a cniplug.ConfigParser).
+func (v *Verbs[C]) ParseConfig(a *cniplug.Args) error {
+	_, err := v.Parse(a)
+	return err
+}

@@ -1,0 +1,13 @@
+package ipvlan
+
+import (
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/lower"
+)
+
+// known is what the role declares about itself for cnibox check, doctor,
+// gc and store rebuild (see cniplug.Known).
+var known = cniplug.Known{
+	Config:    []any{(*lower.Conf)(nil)},
+	PodDevice: &cniplug.PodDevice{Link: "ipvlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "mode"}},
+}

@@ -1,0 +1,24 @@
+package vxlan
+
+import (
+	"github.com/cnibox/cnibox/cniplug"
+)
+
+// known is what the role declares about itself for cnibox check, doctor,
+// gc and store rebuild (see cniplug.Known).
+var known = cniplug.Known{
+	Config: []any{(*conf)(nil), (*passedOn)(nil)},
+	Parse:  parseOnly,
+}
+
+// parseOnly is the parse of ADD, for `cnibox check`.
+func parseOnly(a *cniplug.Args) error {
+	_, err := parseConf(a)
+	return err
+}
+
+// passedOn are the fields vxlan hands to flannel's plugin with the config
+// (docs/roles/vxlan.md): the delegate's settings.
+type passedOn struct {
+	Delegate map[string]any `json:"delegate"`
+}
