@@ -7,17 +7,26 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
 // check verifies the attachment against prevResult: the pod interface (by
 // name, in any sandbox), its addresses and routes, the host end on the
-// bridge and up, and the masquerade entries. With disableContainerInterface
-// it is checkDown.
+// bridge and up, its source address check (ipspoofchk), and the masquerade
+// entries. With disableContainerInterface it is checkDown.
 func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	hostName := c.HostVethName(a.ContainerID, a.IfName)
-	node := func(host *netops.Handle, _ *current.Result) error { return checkPort(host, c, hostName) }
+	node := func(host *netops.Handle, prev *current.Result) error {
+		if err := checkPort(host, c, hostName); err != nil {
+			return err
+		}
+		if !attach.SpoofCheckOn(c.IPSpoofChk) || c.DisableContainerInterface {
+			return nil
+		}
+		return attach.CheckSource(host, nft.SrcCheckBridge, hostName, attach.PodIPs(prev, a.IfName))
+	}
 	if c.DisableContainerInterface {
 		return checkDown(ctx, a, node)
 	}

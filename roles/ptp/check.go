@@ -10,15 +10,25 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
 // check verifies the attachment against prevResult: the pod's veth, its
 // addresses and routes, the host end up with the gateways and the node's
-// routes to the pod, and the masquerade entries.
+// routes to the pod, its source address check (ipspoofchk) and the
+// masquerade entries.
 func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	hostName := attach.HostVethName(a.ContainerID, a.IfName)
-	node := func(host *netops.Handle, prev *current.Result) error { return checkHost(host, hostName, prev) }
+	node := func(host *netops.Handle, prev *current.Result) error {
+		if err := checkHost(host, hostName, prev); err != nil {
+			return err
+		}
+		if !attach.SpoofCheckOn(c.IPSpoofChk) {
+			return nil
+		}
+		return attach.CheckSource(host, nft.SrcCheckRouted, hostName, attach.PodIPs(prev, a.IfName))
+	}
 	return attach.Check(ctx, a, attach.CheckOpts{Prev: attach.Prev, Kind: "veth", Node: node, IPMasq: c.IPMasq})
 }
 

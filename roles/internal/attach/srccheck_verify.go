@@ -1,0 +1,80 @@
+package attach
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+)
+
+// CheckSource is the CHECK of the source address check of the host end
+// port (kind says where it is): the port's element and one per address of
+// ips, the pod's, in every table of the check (a get each). What is
+// missing is named, as the reference plugins' CHECK names a missing
+// address or route: the port, the table and set, and the address. No
+// addresses is nothing to check (the ADD checked none).
+func CheckSource(host *netops.Handle, kind nft.SrcCheckKind, port string, ips []netip.Addr) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	gaps, err := host.NFT().SourceCheckGaps(kind, port, ips)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "ipspoofchk: %w", err)
+	}
+	if len(gaps) == 0 {
+		return nil
+	}
+	// Per table: the port's element (without it the port is unchecked) and
+	// those of the addresses (without one, what the pod sends from it is
+	// dropped while the port is checked).
+	var tables []string
+	port0 := map[string]bool{}
+	addrs := map[string][]string{}
+	for _, g := range gaps {
+		if !slices.Contains(tables, g.Table) {
+			tables = append(tables, g.Table)
+		}
+		if g.Addr.IsValid() {
+			addrs[g.Table] = append(addrs[g.Table], fmt.Sprintf("%s (set %s)", g.Addr, g.Set))
+		} else {
+			port0[g.Table] = true
+		}
+	}
+	missing := make([]string, 0, len(tables))
+	for _, t := range tables {
+		a := strings.Join(addrs[t], ", ")
+		switch {
+		case port0[t] && a != "":
+			missing = append(missing, fmt.Sprintf("table %s has no element for the port (set ports: unchecked, the pod can send as any address) nor for the pod's addresses %s", t, a))
+		case port0[t]:
+			missing = append(missing, fmt.Sprintf("table %s has no element for the port (set ports: unchecked, the pod can send as any address)", t))
+		default:
+			missing = append(missing, fmt.Sprintf("table %s has no element for the pod's addresses %s (what the pod sends from them is dropped)", t, a))
+		}
+	}
+	return cniplug.Errorf(types.ErrIOFailure, "ipspoofchk: the source address check of host end %q is not whole: %s: DEL and ADD the attachment again to restore it",
+		port, strings.Join(missing, "; "))
+}
+
+// PodIPs are the addresses prev gives the pod's interface ifname: those of
+// an interface of that name in a sandbox, and those that name no
+// interface (as CheckPodAddrs reads them).
+func PodIPs(prev *current.Result, ifname string) []netip.Addr {
+	var ips []netip.Addr
+	for _, ipc := range prev.IPs {
+		if i := ipc.Interface; i != nil {
+			if *i < 0 || *i >= len(prev.Interfaces) || prev.Interfaces[*i].Name != ifname || prev.Interfaces[*i].Sandbox == "" {
+				continue
+			}
+		}
+		ips = append(ips, PrefixOf(ipc.Address).Addr())
+	}
+	return ips
+}
