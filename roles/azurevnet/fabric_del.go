@@ -8,6 +8,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
@@ -21,8 +22,14 @@ func detachFabric(_ context.Context, _ *cniplug.Args, _ *bridge.Conf, host *neto
 }
 
 // gcFabric (bridge mode) removes fabric entries of pods that are not kept: those of stale
-// records, and any other in the network's subnets that no kept record has.
+// records, and any other in the network's subnets that no kept record has;
+// and the source address checks of transparent host ends that are gone
+// (made before the config changed mode; the bridge role's GC removes
+// those of bridge ports).
 func gcFabric(_ context.Context, a *cniplug.Args, _ *bridge.Conf, host *netops.Handle, eps []store.Endpoint) error {
+	if err := gcSourceChecks(host, a, nft.SrcCheckRouted); err != nil {
+		return err
+	}
 	keep := map[netip.Addr]bool{}
 	var subnets []netip.Prefix
 	for _, ep := range eps {

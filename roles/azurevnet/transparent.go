@@ -35,6 +35,9 @@ type tconf struct {
 	// MTU of both veth ends; 0 = the node NIC's, as Azure sets it.
 	MTU int       `json:"mtu"`
 	DNS types.DNS `json:"dns"`
+	// IPSpoofChk: what the pod sends must carry one of its addresses
+	// (cnibox's own field, default on; false needs trust: srccheck.go).
+	IPSpoofChk *bool `json:"ipspoofchk,omitempty"`
 }
 
 func parseTransparent(a *cniplug.Args, z conf) (*tconf, error) {
@@ -52,14 +55,15 @@ func parseTransparent(a *cniplug.Args, z conf) (*tconf, error) {
 	return c, nil
 }
 
-// addTransparent is the ADD of transparent mode: the pod's veth with its
-// host end aa:aa:aa:aa:aa:aa, proxy ARP on it and a route to each pod
-// address through it; in the pod, the addresses without their subnet
-// route, a link route to the virtual gateway, the default route through it
-// and a neighbour entry for it with the host end's MAC.
+// addTransparent is the ADD of transparent mode: the host end's source
+// address check, the pod's veth with its host end aa:aa:aa:aa:aa:aa, proxy
+// ARP on it and a route to each pod address through it; in the pod, the
+// addresses without their subnet route, a link route to the virtual
+// gateway, the default route through it and a neighbour entry for it with
+// the host end's MAC.
 func addTransparent(ctx context.Context, a *cniplug.Args, c *tconf) (_ types.Result, err error) {
 	hostName := HostVethName(a.ContainerID, a.IfName)
-	v, err := attach.BeginVethADD(a, hostName, nil)
+	v, err := attach.BeginVethADD(a, hostName, deleteSourceCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +86,9 @@ func addTransparent(ctx context.Context, a *cniplug.Args, c *tconf) (_ types.Res
 		}
 	}
 	if err := attach.EnableForwarding(v.Host, pod); err != nil {
+		return nil, err
+	}
+	if err := checkSource(v.Host, &undo, c, hostName, pod); err != nil {
 		return nil, err
 	}
 	hv, pv, err := attach.CreateVeth(v.Host, &undo, netops.VethOpts{HostName: hostName, PeerName: a.IfName, Peer: v.Pod,

@@ -11,27 +11,35 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
-// delTransparent frees the addresses (IPAM and the endpoint record), then
-// deletes the veth pair; the node's routes to the pod go with its host end.
-// Azure leaves the veth to the pod's namespace's end; cnibox deletes it,
-// so a DEL with the namespace still there leaves nothing behind either.
+// delTransparent removes the host end's source address check, frees the
+// addresses (IPAM and the endpoint record), then deletes the veth pair; the
+// node's routes to the pod go with its host end. Azure leaves the veth to
+// the pod's namespace's end; cnibox deletes it, so a DEL with the namespace
+// still there leaves nothing behind either.
 func delTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.Handle) error {
-	return attach.DelVeth(ctx, a, c.DataDir, host, HostVethName(a.ContainerID, a.IfName), nil)
+	hostName := HostVethName(a.ContainerID, a.IfName)
+	unhook := func(ips []netip.Addr) error { return uncheckSource(host, c, hostName, ips) }
+	return attach.DelVeth(ctx, a, c.DataDir, host, hostName, unhook)
 }
 
 // gcTransparent removes the host veths of the attachments GC does not
-// keep (with the node's routes to them), the fabric elements of those made
-// in bridge mode before the config changed mode, their records, and runs
-// the IPAM plugin's GC.
+// keep (with the node's routes to them), the source address checks of
+// host ends that are gone, the fabric elements of those made in bridge
+// mode before the config changed mode, their records, and runs the IPAM
+// plugin's GC.
 func gcTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.Handle) error {
 	_, stale, err := attach.Endpoints(a, c.DataDir)
 	if err != nil {
 		return err
 	}
 	if err := attach.DeleteStaleVeths(host, stale); err != nil {
+		return err
+	}
+	if err := gcSourceChecks(host, a, nft.SrcCheckRouted, nft.SrcCheckBridge); err != nil {
 		return err
 	}
 	var fabric []netip.Addr
@@ -53,15 +61,21 @@ func gcTransparent(ctx context.Context, a *cniplug.Args, c *tconf, host *netops.
 // checkTransparent verifies a transparent attachment against prevResult:
 // the pod's veth and addresses, the virtual gateway's link route, default
 // route and neighbour entry in the pod; on the node the host end up with
-// proxy ARP and a route to each pod address.
-func checkTransparent(ctx context.Context, a *cniplug.Args, _ *tconf) error {
+// proxy ARP, a route to each pod address and its source address check.
+func checkTransparent(ctx context.Context, a *cniplug.Args, c *tconf) error {
 	hostName := HostVethName(a.ContainerID, a.IfName)
 	return attach.Check(ctx, a, attach.CheckOpts{Prev: attach.Prev, Kind: "veth",
 		Pod: func(pod *netops.Handle, prev *current.Result) error {
 			return checkPodGateways(pod, a.IfName, prefixes(prev))
 		},
 		Node: func(host *netops.Handle, prev *current.Result) error {
-			return checkHostEnd(host, hostName, prefixes(prev))
+			if err := checkHostEnd(host, hostName, prefixes(prev)); err != nil {
+				return err
+			}
+			if !attach.SpoofCheckOn(c.IPSpoofChk) {
+				return nil
+			}
+			return attach.CheckSource(host, nft.SrcCheckRouted, hostName, attach.PodIPs(prev, a.IfName))
 		},
 	})
 }
