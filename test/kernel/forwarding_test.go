@@ -12,7 +12,7 @@ func TestForwardingPackages(t *testing.T) {
 		patterns []string
 		want     []string
 	}{
-		{forwardingPatterns, []string{"netops", "netops/nft", "roles/bridge"}},
+		{forwardingPatterns, []string{"netops/nft", "roles/bridge"}},
 		{[]string{"./netops"}, []string{"netops"}},
 		{[]string{"./test/e2e", "./agent/..."}, []string{"agent/policy", "test/e2e"}},
 		{nil, nil},
