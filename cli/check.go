@@ -59,6 +59,9 @@ type checkReport struct {
 type checker struct {
 	reg     *cniplug.Registry
 	binDirs []string
+	// installing: cnibox's roles are being installed into binDirs[0]
+	// (install --conflist), so a role missing there is no finding.
+	installing bool
 }
 
 // binDirs are the plugin directories: --bin-dir when given, else CNI_PATH
@@ -106,6 +109,13 @@ func (ck checker) paths(paths []string) checkReport {
 			rep.Files = append(rep.Files, ck.file(p))
 		}
 	}
+	rep.count()
+	return rep
+}
+
+// count sets Errors and Warnings from the files' findings.
+func (rep *checkReport) count() {
+	rep.Errors, rep.Warnings = 0, 0
 	for _, f := range rep.Files {
 		for _, x := range f.Findings {
 			if x.Severity == sevError {
@@ -115,7 +125,6 @@ func (ck checker) paths(paths []string) checkReport {
 			}
 		}
 	}
-	return rep
 }
 
 // dir checks the config files of a conf dir as a runtime reads it: the
@@ -172,7 +181,22 @@ func (ck checker) file(path string) checkedFile {
 		add(checkFinding{Severity: sevError, Message: err.Error()})
 		return cf
 	}
-	list, err := loadList(path, data)
+	return ck.fileData(path, path, data)
+}
+
+// fileData checks data, the content of file path, loaded as a runtime
+// loads a file named name (a .conflist as a list).
+func (ck checker) fileData(path, name string, data []byte) checkedFile {
+	cf := checkedFile{File: path, Findings: []checkFinding{}}
+	add := func(f checkFinding) { cf.Findings = append(cf.Findings, f) }
+	if len(data) > cniplug.MaxConfigBytes {
+		add(checkFinding{Severity: sevError, Value: fmt.Sprintf("%d bytes", len(data)),
+			Message: fmt.Sprintf("the config is larger than %d bytes, the most a plugin reads: every ADD refuses it", cniplug.MaxConfigBytes),
+			Fix:     "make it smaller: move large data (address pools) to a file the config names"})
+		return cf
+	}
+	conflist := strings.HasSuffix(name, ".conflist")
+	list, err := loadList(name, data)
 	if err != nil {
 		add(checkFinding{Severity: sevError, Message: "libcni cannot load it: " + err.Error(), Fix: "fix the JSON (a conflist needs \"name\", \"cniVersion\" and \"plugins\")"})
 		return cf
@@ -180,7 +204,7 @@ func (ck checker) file(path string) checkedFile {
 	cf.Network = list.Name
 	var top map[string]any
 	_ = json.Unmarshal(data, &top)
-	if list.Plugins != nil && strings.HasSuffix(path, ".conflist") {
+	if list.Plugins != nil && conflist {
 		unknownFields(top, merge(nil, listFields()...), "", func(p, field, near string) { add(unknownFinding(p, field, near)) })
 	}
 	if len(list.Plugins) == 0 {
@@ -188,7 +212,7 @@ func (ck checker) file(path string) checkedFile {
 	}
 	for i, p := range list.Plugins {
 		prefix := fmt.Sprintf("plugins[%d]", i)
-		if !strings.HasSuffix(path, ".conflist") {
+		if !conflist {
 			prefix = ""
 		}
 		for _, f := range ck.plugin(list, p.Bytes, i) {
@@ -205,11 +229,17 @@ func (ck checker) file(path string) checkedFile {
 
 // loadList loads a file as the runtimes do: a .conflist as a list,
 // anything else as one plugin's config.
-func loadList(path string, data []byte) (*libcni.NetworkConfigList, error) {
-	if strings.HasSuffix(path, ".conflist") {
+func loadList(name string, data []byte) (*libcni.NetworkConfigList, error) {
+	if strings.HasSuffix(name, ".conflist") {
 		return libcni.ConfListFromBytes(data)
 	}
-	return nodestate.LoadConfFile(path)
+	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
+	one, err := libcni.ConfFromBytes(data)
+	if err != nil {
+		return nil, err
+	}
+	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
+	return libcni.ConfListFromConf(one)
 }
 
 // plugin checks the i-th plugin of list, conf as written.
@@ -262,6 +292,9 @@ func (ck checker) binary(typ, field string, role bool) []checkFinding {
 		return nil
 	}
 	if _, ours := ck.reg.Lookup(typ); ours {
+		if ck.installing {
+			return nil
+		}
 		return []checkFinding{{Severity: sevError, Path: field, Value: typ,
 			Message: fmt.Sprintf("%q is a cnibox role but not in the bin dirs %s: the runtime cannot run it", typ, strings.Join(ck.binDirs, ":")),
 			Fix:     "cnibox install --dir " + ck.binDirs[0]}}

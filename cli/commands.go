@@ -94,7 +94,7 @@ func commands(o Options) []*ucli.Command {
 			Usage: "run a network config by hand, the way a runtime does (like cnitool)",
 			UsageText: "cnibox exec add|check|del|gc|status --net NAME|--conf FILE [options]\n\n" +
 				"Example: cnibox exec add --net cnibox --new-netns test1 && cnibox exec del --net cnibox --new-netns test1",
-			Subcommands: execVerbs(),
+			Subcommands: execVerbs(o.Registry),
 		},
 		{
 			Name:  "inspect",
@@ -113,7 +113,7 @@ func commands(o Options) []*ucli.Command {
 						"Exits 1 when there is no usable config or it does not validate.\n" +
 						"Example: cnibox inspect config --conf-dir /etc/cni/net.d --bin-dir /opt/cni/bin",
 					Flags:  []ucli.Flag{confDirFlag, binDirFlag, jsonFlag},
-					Action: runInspectConfig,
+					Action: o.runInspectConfig,
 				},
 				{
 					Name:  "endpoints",
@@ -128,7 +128,7 @@ func commands(o Options) []*ucli.Command {
 						dataDirFlag,
 						jsonFlag,
 					},
-					Action: inspectEndpoints,
+					Action: o.inspectEndpoints,
 				},
 				{
 					Name:  "ipam",
@@ -249,7 +249,7 @@ func commands(o Options) []*ucli.Command {
 				cacheFlag,
 				jsonFlag,
 			},
-			Action: withHost(runNodeGC),
+			Action: withHost(o.runNodeGC),
 		},
 		{
 			Name:  "doctor",
@@ -275,7 +275,7 @@ func commands(o Options) []*ucli.Command {
 				agentSocketFlag,
 				jsonFlag,
 			},
-			Action: withHost(doctorOrPolicy),
+			Action: withHost(o.doctorOrPolicy),
 		},
 		{
 			Name:      "completion",
@@ -323,7 +323,7 @@ func commands(o Options) []*ucli.Command {
 						"Example: cnibox store rebuild --dry-run",
 					Flags: []ucli.Flag{dataDirFlag, confDirFlag, cacheFlag, jsonFlag,
 						&ucli.BoolFlag{Name: "dry-run", Usage: "show what would be recorded; change nothing"}},
-					Action: runStoreRebuild,
+					Action: o.runStoreRebuild,
 				},
 			},
 		},

@@ -59,6 +59,9 @@ type configReport struct {
 	Error        string        `json:"error,omitempty"`
 	Capabilities []string      `json:"capabilities,omitempty"`
 	Plugins      []pluginCheck `json:"plugins,omitempty"`
+	// Check is what cnibox check finds in the active file (nil: not run);
+	// an error in it makes the config not Valid.
+	Check *checkedFile `json:"check,omitempty"`
 }
 
 // inspectConfig finds the network a runtime would pick in confDir and

@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 )
 
@@ -25,7 +26,7 @@ import (
 // the way a runtime does, through libcni. Each verb takes only the flags it
 // uses: the pod's (namespace, ifname, args) for add, check and del, --keep
 // for gc.
-func execVerbs() []*ucli.Command {
+func execVerbs(reg *cniplug.Registry) []*ucli.Command {
 	network := []ucli.Flag{
 		&ucli.StringFlag{Name: "net", Usage: "network `NAME` from --conf-dir"},
 		&ucli.StringFlag{Name: "conf", Usage: "conflist or conf `FILE` (instead of --net)"},
@@ -57,7 +58,7 @@ func execVerbs() []*ucli.Command {
 			Usage:     strings.ToUpper(v) + " through libcni, as a container runtime does",
 			UsageText: "cnibox exec " + v + usage + "\n\n" + execNotes(v) + "Example: " + execExample(v),
 			Flags:     flags,
-			Action:    func(c *ucli.Context) error { return runExec(c, v) },
+			Action:    func(c *ucli.Context) error { return runExec(c, reg, v) },
 		})
 	}
 	return subs
@@ -130,7 +131,7 @@ func (e *addCounter) ExecPlugin(ctx context.Context, path string, stdin []byte, 
 	return e.Exec.ExecPlugin(ctx, path, stdin, environ)
 }
 
-func runExec(c *ucli.Context, verb string) error {
+func runExec(c *ucli.Context, reg *cniplug.Registry, verb string) error {
 	ctx := context.Background()
 	list, err := loadNetwork(c)
 	if err != nil {
@@ -143,8 +144,7 @@ func runExec(c *ucli.Context, verb string) error {
 		if err := cni.GetStatusNetworkList(ctx, list); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "network %q is ready\n", list.Name)
-		return nil
+		return execStatusCheck(c, reg, list)
 	case "gc":
 		return runGC(c, cni, list)
 	}
@@ -186,6 +186,36 @@ func runExec(c *ucli.Context, verb string) error {
 		}
 		return nil
 	}
+}
+
+// execStatusCheck follows the plugins' STATUS with cnibox check of the
+// network's config: an error (ADD would fail on it) makes the network not
+// ready, exit 1; warnings (fields no plugin reads, a typo) leave it ready
+// but not clean, exit 0, each named.
+func execStatusCheck(c *ucli.Context, reg *cniplug.Registry, list *libcni.NetworkConfigList) error {
+	w := c.App.Writer
+	label := c.String("conf")
+	if label == "" {
+		label = fmt.Sprintf("network %q in %s", list.Name, c.String("conf-dir"))
+	}
+	// list.Bytes is a conflist, also when it was made of a .conf file.
+	ck := checker{reg: reg, binDirs: filepath.SplitList(c.String("bin-dir"))}
+	rep := checkReport{BinDirs: ck.binDirs, Files: []checkedFile{ck.fileData(label, "net.conflist", list.Bytes)}}
+	rep.count()
+	if rep.Errors+rep.Warnings > 0 {
+		if err := printConfigCheck(w, rep); err != nil {
+			return err
+		}
+	}
+	switch {
+	case rep.Errors > 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("network %q is not ready: its plugins answer STATUS, but cnibox check found %d error(s) an ADD would fail on", list.Name, rep.Errors)}
+	case rep.Warnings > 0:
+		fmt.Fprintf(w, "network %q is ready, not clean: %d warning(s) from cnibox check (see above)\n", list.Name, rep.Warnings)
+	default:
+		fmt.Fprintf(w, "network %q is ready\n", list.Name)
+	}
+	return nil
 }
 
 // execAdd runs ADD of list, first making the namespace newNS when given.

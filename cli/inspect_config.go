@@ -3,14 +3,47 @@ package cli
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 )
 
-func runInspectConfig(c *ucli.Context) error {
+func (o Options) runInspectConfig(c *ucli.Context) error {
 	rep := inspectConfig(c.Context, c.String("conf-dir"), c.String("bin-dir"))
+	o.checkActive(&rep)
 	return show(c, rep, printConfigReport, func(rep configReport) bool { return !rep.Valid })
+}
+
+// checkActive runs cnibox check over the active file; an error it finds
+// makes the config invalid (the runtime's ADD would fail on it).
+func (o Options) checkActive(rep *configReport) {
+	if rep.Active == nil || o.Registry == nil {
+		return
+	}
+	ck := checker{reg: o.Registry, binDirs: filepath.SplitList(rep.BinDir)}
+	cf := ck.file(rep.Active.File)
+	rep.Check = &cf
+	for _, f := range cf.Findings {
+		if f.Severity == sevError {
+			rep.Valid = false
+		}
+	}
+}
+
+// checkCounts are the errors and warnings of a checked file.
+func checkCounts(f *checkedFile) (errs, warns int) {
+	if f == nil {
+		return 0, 0
+	}
+	for _, x := range f.Findings {
+		if x.Severity == sevError {
+			errs++
+		} else {
+			warns++
+		}
+	}
+	return errs, warns
 }
 
 func printConfigReport(w io.Writer, rep configReport) error {
@@ -46,13 +79,37 @@ func printConfigReport(w io.Writer, rep configReport) error {
 		return []string{p.Type, p.Kind, orDash(path), orDash(strings.Join(p.Versions, ",")), status}
 	})
 	fmt.Fprintln(w)
+	errs, warns := checkCounts(rep.Check)
+	if rep.Check != nil && len(rep.Check.Findings) > 0 {
+		fmt.Fprintf(w, "cnibox check %s:\n", rep.Check.File)
+		for _, x := range rep.Check.Findings {
+			where := ""
+			if x.Path != "" {
+				where = x.Path + ": "
+			}
+			fmt.Fprintf(w, "  %s  %s%s\n", strings.ToUpper(x.Severity), where, x.Message)
+			if x.Fix != "" {
+				fmt.Fprintf(w, "         fix: %s\n", x.Fix)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	switch {
 	case rep.Valid:
 		caps := "none"
 		if len(rep.Capabilities) > 0 {
 			caps = strings.Join(rep.Capabilities, ", ")
 		}
-		fmt.Fprintf(w, "valid: every plugin found and speaks the network's cniVersion (libcni ValidateNetworkList); capabilities: %s\n", caps)
+		checked := ""
+		switch {
+		case rep.Check != nil && warns > 0:
+			checked = fmt.Sprintf("; cnibox check: %d warning(s) above (fields no plugin reads)", warns)
+		case rep.Check != nil:
+			checked = "; cnibox check: clean"
+		}
+		fmt.Fprintf(w, "valid: every plugin found and speaks the network's cniVersion (libcni ValidateNetworkList)%s; capabilities: %s\n", checked, caps)
+	case errs > 0:
+		fmt.Fprintf(w, "INVALID: cnibox check found %d error(s) above: a pod's ADD would fail on them\n", errs)
 	case rep.Error != "":
 		fmt.Fprintf(w, "INVALID: %s\n", rep.Error)
 	default:

@@ -26,6 +26,11 @@ func (o Options) install(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if src := c.String("conflist"); src != "" {
+		if err := o.checkInstallConflist(c, src, opts.Dir); err != nil {
+			return err
+		}
+	}
 	res, err := Install(opts)
 	for _, line := range res {
 		fmt.Fprintln(c.App.Writer, line)
@@ -38,6 +43,35 @@ func (o Options) install(c *ucli.Context) error {
 		fmt.Fprintln(c.App.Writer, line)
 	}
 	return err
+}
+
+// checkInstallConflist runs cnibox check over the conflist src before
+// anything is installed: an error refuses the whole install (the finding is
+// printed, nothing is written); warnings are printed and the install goes
+// on. cnibox's roles count as present in binDir, which the install fills;
+// another plugin the list names must be there already.
+func (o Options) checkInstallConflist(c *ucli.Context, src, binDir string) error {
+	name := c.String("conf-name")
+	if name == "" {
+		name = filepath.Base(src)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("read conflist: %w", err)
+	}
+	ck := checker{reg: o.Registry, binDirs: []string{binDir}, installing: true}
+	rep := checkReport{BinDirs: ck.binDirs, Files: []checkedFile{ck.fileData(src, name, data)}}
+	rep.count()
+	if rep.Errors == 0 && rep.Warnings == 0 {
+		return nil
+	}
+	if err := printConfigCheck(c.App.ErrWriter, rep); err != nil {
+		return err
+	}
+	if rep.Errors > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("install: conflist %s not installed, nothing written: cnibox check found %d error(s); fix them and run the install again", src, rep.Errors)}
+	}
+	return nil
 }
 
 // dhcpDaemonBinary is the dhcp daemon's binary (roles/dhcp.DaemonBinary).

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles"
 )
 
 // writeExe writes an executable file with content and returns its path.
@@ -303,7 +303,7 @@ func TestInstallCommand(t *testing.T) {
 	os.WriteFile(conf, []byte(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"}]}`), 0o644)
 	bin := writeExe(t, "cnibox")
 	var out bytes.Buffer
-	app := newApp(Options{Registry: cniplug.NewRegistry()})
+	app := newApp(Options{Registry: roles.Registry()})
 	app.Writer = &out
 	err := app.Run([]string{"cnibox", "install", "--dir", filepath.Join(root, "bin"), "--binary", bin,
 		"--conflist", conf, "--conf-dir", filepath.Join(root, "net.d"), "--conf-name", "10-cnibox.conflist"})

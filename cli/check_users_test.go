@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cnibox/cnibox/roles"
+)
+
+// runCLI runs the cnibox CLI with the roles' registry and returns its exit
+// code and what it printed (stdout and stderr).
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	app := newApp(Options{Registry: roles.Registry()})
+	app.Writer, app.ErrWriter = &out, &out
+	code := 0
+	if err := app.Run(append([]string{"cnibox"}, args...)); err != nil {
+		code = 1
+		if ec, ok := err.(interface{ ExitCode() int }); ok {
+			code = ec.ExitCode()
+		}
+		out.WriteString(err.Error())
+	}
+	return code, out.String()
+}
+
+// TestInstallConflistChecked: install --conflist refuses a conflist check
+// finds an error in, prints the finding and writes nothing (neither the
+// binary nor the conflist); a typo is a warning, printed, and installed.
+func TestInstallConflistChecked(t *testing.T) {
+	bin := writeExe(t, "cnibox")
+	for _, tc := range []struct{ name, conf, says string }{
+		{"unknown type", bridgeConf("1.0.0", "bridgee", "", `{"subnet": "10.99.1.0/24"}`), `plugins[0].type: "bridgee" is no plugin of cnibox`},
+		{"cniVersion", bridgeConf("2.0.0", "bridge", "", `{"subnet": "10.99.1.0/24"}`), "2.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			src := writeConf(t, root, "src.json", tc.conf)
+			code, out := runCLI(t, "install", "--dir", filepath.Join(root, "bin"), "--binary", bin,
+				"--conflist", src, "--conf-dir", filepath.Join(root, "net.d"), "--conf-name", "10-cnibox.conflist")
+			if code != 1 || !strings.Contains(out, "ERROR") || !strings.Contains(out, tc.says) || !strings.Contains(out, "nothing written") {
+				t.Errorf("exit %d, want 1 with the finding %q:\n%s", code, tc.says, out)
+			}
+			for _, p := range []string{"bin", "net.d"} {
+				if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
+					t.Errorf("%s written by a refused install (%v)", p, err)
+				}
+			}
+		})
+	}
+	t.Run("typo", func(t *testing.T) {
+		root := t.TempDir()
+		src := writeConf(t, root, "src.json", bridgeConf("1.0.0", "bridge", `, "isGatway": true`, `{"subnet": "10.99.1.0/24"}`))
+		code, out := runCLI(t, "install", "--dir", filepath.Join(root, "bin"), "--binary", bin,
+			"--conflist", src, "--conf-dir", filepath.Join(root, "net.d"), "--conf-name", "10-cnibox.conflist")
+		if code != 0 || !strings.Contains(out, `did you mean "isGateway"`) {
+			t.Errorf("exit %d, want 0 and the warning:\n%s", code, out)
+		}
+		if _, err := os.Stat(filepath.Join(root, "net.d", "10-cnibox.conflist")); err != nil {
+			t.Errorf("a conflist with warnings only is installed: %v", err)
+		}
+	})
+}
+
+// TestInspectConfigChecks: inspect config shows check's findings of the
+// active file: a typo is a warning (still valid, exit 0), a subnet no
+// parser takes makes it INVALID (exit 1), where libcni alone said valid.
+func TestInspectConfigChecks(t *testing.T) {
+	bin := t.TempDir()
+	for _, p := range []string{"bridge", "host-local", "portmap"} {
+		fakePlugin(t, bin, p, `"0.4.0","1.0.0"`)
+	}
+	for _, tc := range []struct {
+		name, fields, rng string
+		code              int
+		says              []string
+	}{
+		{"clean", "", `{"subnet": "10.99.1.0/24"}`, 0, []string{"cnibox check: clean"}},
+		{"typo", `, "isGatway": true`, `{"subnet": "10.99.1.0/24"}`, 0, []string{"WARNING  plugins[0].isGatway", `did you mean "isGateway"`, "valid:", "1 warning(s)"}},
+		{"bad subnet", "", `{"subnet": "10.99.300.0/24"}`, 1, []string{"ERROR", "10.99.300.0/24", "INVALID: cnibox check found 1 error(s)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := t.TempDir()
+			writeConf(t, conf, "10-check.conflist", bridgeConf("1.0.0", "bridge", tc.fields, tc.rng))
+			code, out := runCLI(t, "inspect", "config", "--conf-dir", conf, "--bin-dir", bin)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d:\n%s", code, tc.code, out)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(out, s) {
+					t.Errorf("no %q in:\n%s", s, out)
+				}
+			}
+		})
+	}
+}
+
+// TestExecStatusChecks: exec status runs check after the plugins' STATUS:
+// a misspelled field leaves the network ready but not clean (exit 0, the
+// warning named), an error makes it not ready (exit 1).
+func TestExecStatusChecks(t *testing.T) {
+	bin := checkBinDir(t)
+	for _, tc := range []struct {
+		name, fields, rng string
+		code              int
+		says              []string
+	}{
+		{"clean", "", `{"subnet": "10.99.1.0/24"}`, 0, []string{`network "checknet" is ready` + "\n"}},
+		{"typo", "", `{"subnet": "10.99.1.0/24", "rangeStrat": "10.99.1.10"}`, 0, []string{"plugins[0].ipam.ranges[0][0].rangeStrat", `did you mean "rangeStart"`, `network "checknet" is ready, not clean: 1 warning(s)`}},
+		{"bad range", "", `{"rangeStart": "10.99.1.10"}`, 1, []string{"ERROR", `network "checknet" is not ready`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := writeConf(t, t.TempDir(), "10-check.conflist", bridgeConf("1.0.0", "bridge", tc.fields, tc.rng))
+			code, out := runCLI(t, "exec", "status", "--conf", conf, "--bin-dir", bin)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d:\n%s", code, tc.code, out)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(out, s) {
+					t.Errorf("no %q in:\n%s", s, out)
+				}
+			}
+		})
+	}
+}
