@@ -23,7 +23,7 @@ func (h *Handle) EnsureDummy(name string) (Link, error) {
 	la.Name = name
 	err := h.nlh.LinkAdd(&netlink.Dummy{LinkAttrs: la})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return Link{}, fmt.Errorf("%s: %w", what, classify(err))
+		return Link{}, fmt.Errorf("%s: %w", what, kindErr("dummy", err))
 	}
 	l, lerr := h.LinkByName(name)
 	if lerr != nil {

@@ -152,7 +152,7 @@ func (h *Handle) ensureSubLink(kind string, o SubLinkOpts, data []*nl.RtAttr) (S
 			return SubLink{}, fmt.Errorf("%s: interface %q already exists in %s (kind %q, mode %q): %w", what, o.Name, into.where(), l.Kind, l.Mode, ErrExists)
 		}
 	} else if err != nil {
-		return SubLink{}, fmt.Errorf("%s: %w", what, classify(err))
+		return SubLink{}, fmt.Errorf("%s: %w", what, kindErr(kind, err))
 	}
 	l, err := into.SubLinkByName(o.Name)
 	if err != nil {

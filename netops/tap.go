@@ -127,7 +127,8 @@ func (h *Handle) makeTap(o TapOpts) error {
 func createTap(o TapOpts) error {
 	fd, err := unix.Open(tunDevice, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
-		return kerr.Wrap(ErrNotSupported, fmt.Errorf("open %s: %w (%w: the kernel has no TUN/TAP: load the tun module)", tunDevice, err, unix.EOPNOTSUPP))
+		f, _ := LinkKindFeature("tun")
+		return kerr.Wrap(ErrNotSupported, fmt.Errorf("open %s: %w (%w: the node's kernel has no %s)", tunDevice, err, unix.EOPNOTSUPP, f))
 	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", tunDevice, err)

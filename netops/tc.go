@@ -132,7 +132,7 @@ func (h *Handle) EnsureIfb(name string, mtu int) (l Link, created bool, err erro
 	attrs = append(attrs, info)
 	l, echoed, err := h.createLink(msg, attrs...)
 	if err != nil {
-		return Link{}, false, fmt.Errorf("create ifb %q in %s: %w", name, h.where(), classify(err))
+		return Link{}, false, fmt.Errorf("create ifb %q in %s: %w", name, h.where(), kindErr("ifb", err))
 	}
 	if !echoed {
 		l, err = h.LinkByName(name)

@@ -70,7 +70,7 @@ func (h *Handle) EnsureVlan(o VlanOpts) (Vlan, error) {
 		return h.nlh.LinkAdd(&netlink.Vlan{LinkAttrs: la, VlanId: o.ID})
 	})
 	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return Vlan{}, fmt.Errorf("%s: %w", what, classify(err))
+		return Vlan{}, fmt.Errorf("%s: %w", what, kindErr("vlan", err))
 	}
 	v, verr := into.VlanByName(o.Name)
 	if err != nil && errors.Is(verr, ErrNotFound) {

@@ -50,7 +50,7 @@ func (h *Handle) EnsureVRF(name string, table uint32) (uint32, error) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = name
 	if err := h.nlh.LinkAdd(&netlink.Vrf{LinkAttrs: attrs, Table: table}); err != nil {
-		return 0, fmt.Errorf("create VRF %q (table %d) in %s: %w", name, table, h.where(), classify(err))
+		return 0, fmt.Errorf("create VRF %q (table %d) in %s: %w", name, table, h.where(), kindErr("vrf", err))
 	}
 	return table, h.SetLinkUp(name)
 }

@@ -152,7 +152,7 @@ func (h *Handle) EnsureVXLAN(o VXLANOpts) (v VXLAN, created bool, err error) {
 	}
 	if err := h.nlh.LinkAdd(nv); err != nil {
 		return VXLAN{}, false, fmt.Errorf("create vxlan %q (vni %d, port %d, local %v, dev %q) in %s: %w",
-			o.Name, o.VNI, port, o.Local, o.Dev, h.where(), classify(err))
+			o.Name, o.VNI, port, o.Local, o.Dev, h.where(), kindErr("vxlan", err))
 	}
 	delete(h.ifindex, o.Name)
 	if o.TxChecksumOff {

@@ -48,13 +48,13 @@ func vrfAdd(_ context.Context, a *cniplug.Args, c *vrfConf, prev *current.Result
 
 // vrfErr codes a kernel failure: a VRF name taken by another device or by
 // a VRF with another table, or an interface with another master, is a
-// config error (7), a kernel without VRF support too; the rest is 5.
+// config error (7), a kernel without VRF devices too (netops names it); the rest is 5.
 func vrfErr(err error) error {
 	switch {
 	case errors.Is(err, netops.ErrExists):
 		return cniplug.ConfError("vrfname", "%v; pick another vrfname, or give the table the existing VRF has (or none)", err)
 	case errors.Is(err, netops.ErrNotSupported):
-		return cniplug.ConfError("vrfname", "%v: the node's kernel has no VRF support (CONFIG_NET_VRF, module vrf)", err)
+		return cniplug.ConfError("vrfname", "%v", err)
 	case errors.Is(err, netops.ErrNotFound):
 		return cniplug.Errorf(types.ErrIOFailure, "vrf: %v (is CNI_IFNAME in the pod?)", err)
 	}
