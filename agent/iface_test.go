@@ -2,10 +2,10 @@ package agent
 
 import (
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -18,7 +18,7 @@ import (
 //	ens5  10.9.0.5/24 (no IPv6)
 func ifaceNode(t *testing.T) *netops.Handle {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("needs root")
 	}
 	node, other := nstest.NewNS(t, "ifc-node"), nstest.NewNS(t, "ifc-peer")

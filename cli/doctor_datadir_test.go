@@ -4,12 +4,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cnibox/cnibox/internal/testenv"
 )
 
 // TestDoctorDataDirWritable: doctor warns about a data directory users other
 // than root can write, and says nothing about one only root can.
 func TestDoctorDataDirWritable(t *testing.T) {
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("the data directory must be root's for the quiet case")
 	}
 	for _, tc := range []struct {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/internal/wbpool"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) { nstest.MainInPrivateNetns(m) }
 func etcdBackend(t *testing.T) *Etcd {
 	t.Helper()
 	bin := nstest.RequireProgram(t, "etcd", "etcd-server")
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("needs root for a private network namespace")
 	}
 	const url, peer = "http://127.0.0.1:24790", "http://127.0.0.1:24791"

@@ -20,6 +20,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/cnibox/cnibox/internal/testenv"
 )
 
 // startRegistry runs Debian's docker-registry (distribution 2.8) on a free
@@ -122,7 +124,7 @@ func TestPushRegistryContainerd(t *testing.T) {
 			t.Skipf("%s is not installed (make deps)", tool)
 		}
 	}
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("containerd runs as root")
 	}
 	host := startRegistry(t)

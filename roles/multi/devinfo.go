@@ -54,7 +54,7 @@ func prepareDevInfo(a *cniplug.Args, c *multiConf) error {
 			}
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(d.DevInfoFile), 0o755); err == nil {
+		if err = os.MkdirAll(filepath.Dir(d.DevInfoFile), 0o755); err == nil {
 			// atomically (a reader never sees half of it), and never through
 			// a symlink: the name comes from the NAD's and the pod's names.
 			err = atomicfile.WriteFile(d.DevInfoFile, b, 0o600)

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/store"
@@ -48,7 +49,7 @@ func cniboxBin(t testing.TB) string {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("needs root")
 	}
 	e := &env{t: t, binDir: t.TempDir(), dataDir: t.TempDir(), cacheDir: t.TempDir()}

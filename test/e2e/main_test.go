@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/test/internal/upstream"
 )
@@ -32,7 +33,7 @@ const (
 // reached, then re-runs the tests in a private network namespace that has
 // no way out.
 func TestMain(m *testing.M) {
-	if !nstest.InPrivateNetns() && os.Geteuid() == 0 {
+	if !nstest.InPrivateNetns() && testenv.Root() {
 		prepare()
 	}
 	nstest.MainInPrivateNetns(m)

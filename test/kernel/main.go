@@ -42,6 +42,7 @@ type options struct {
 	timeout    time.Duration
 	memMB      int
 	smp        int
+	debsOnly   bool // install the Debian packages and stop (.ci/run, before its parallel part)
 }
 
 func main() {
@@ -56,6 +57,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 80*time.Minute, "time limit of the whole VM run")
 	flag.IntVar(&o.memMB, "m", 1024, "guest memory in MiB")
 	flag.IntVar(&o.smp, "smp", 2, "guest CPUs")
+	flag.BoolVar(&o.debsOnly, "debs-only", false, "install the Debian packages the run needs (apt-get) and stop")
 	flag.Parse()
 	o.pkgs = strings.Fields(pkgs)
 	if fwd != "none" {
@@ -83,6 +85,9 @@ func run(o options) (int, error) {
 	}
 	if err := ensureDebs(debs); err != nil {
 		return 0, err
+	}
+	if o.debsOnly {
+		return 0, nil
 	}
 	if o.kernel == "" {
 		k, err := newestKernel()

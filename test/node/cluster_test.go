@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/internal/testenv"
 )
 
 const (
@@ -84,7 +86,7 @@ func startNode(t *testing.T) *node {
 // it skips the test unless it runs as root.
 func kubeBinaries(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("the real-node test runs as root (namespaces, mounts, containerd)")
 	}
 	kubeBin := env(t, "CNIBOX_KUBE_BIN", "the directory of kubelet, kube-scheduler and kubectl")

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cnibox/cnibox/internal/testenv"
 )
 
 // criNode is the node of test/kube/node.sh's cri mode: containerd alone in
@@ -31,7 +33,7 @@ type criNode struct {
 // is the real-node test's: every process of the node killed, the
 // containers' cgroups removed.
 func startCRINode(t *testing.T, conflist string, roles ...string) *criNode {
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("the real-node test runs as root (namespaces, mounts, containerd)")
 	}
 	cnibox := os.Getenv("CNIBOX_BIN")

@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/store"
@@ -97,7 +98,7 @@ type node struct {
 // newCluster builds the underlay with n nodes and starts etcd on it.
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("needs root")
 	}
 	cnibox, agentBin := binaries(t)

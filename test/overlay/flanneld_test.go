@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/test/internal/flanneld"
@@ -29,7 +30,7 @@ var flanneldBin, flanneldErr = "", error(nil)
 // namespace (it needs the module proxy), and hands its directory to the
 // re-executed test process through flanneld.DirEnv.
 func findFlanneld() {
-	if nstest.InPrivateNetns() || os.Geteuid() != 0 {
+	if nstest.InPrivateNetns() || !testenv.Root() {
 		if d := os.Getenv(flanneld.DirEnv); d != "" {
 			flanneldBin = filepath.Join(d, "flanneld")
 		} else {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -40,6 +41,8 @@ func TestMain(m *testing.M) {
 // builds.
 func binaries(t *testing.T) (cnibox, agent string) {
 	t.Helper()
+	// The agents' sockets answer root only, and the CNI calls reach them.
+	testenv.RequireRoot(t, "call the agents' root-only sockets")
 	return testbin.CniboxAndAgent(t, "cnibox-agent-kube")
 }
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -41,7 +41,7 @@ var etcdOnce struct {
 func startEtcd(t *testing.T) string {
 	t.Helper()
 	bin := nstest.RequireProgram(t, "etcd", "etcd-server")
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("needs root for a private network namespace")
 	}
 	etcdOnce.Lock()

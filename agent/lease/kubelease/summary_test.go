@@ -18,7 +18,7 @@ func TestLeaseSummary(t *testing.T) {
 			Attrs: lease.Attrs{PublicIP: netip.MustParseAddr("192.0.2.7"), PublicIPv6: netip.MustParseAddr("2001:db8::7"), BackendType: "vxlan",
 				VNI: 1, VTEPMAC: net.HardwareAddr{0x0a, 0, 0, 0, 0, 1}, VNI6: 1, VTEPMAC6: net.HardwareAddr{0x0a, 0, 0, 0, 0, 2}}}
 	}
-	if summarize(base()) != summarize(base()) {
+	if a, b := summarize(base()), summarize(base()); a != b {
 		t.Fatal("equal leases summarize differently")
 	}
 	for name, change := range map[string]func(*lease.Lease){

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/cnibox/cnibox/internal/testenv"
 )
 
 // busConf is a system-bus-like policy for root only, on a socket of the
@@ -58,7 +60,7 @@ exec firewalld --nofork --nopid --log-target console
 // when not root. Cleanup stops both.
 func Start(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("firewalld needs root")
 	}
 	for _, p := range []string{"firewalld", "dbus-daemon", "unshare"} {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/testenv"
 )
 
 // mounts returns the optional fields ("shared:N", …) of each mount at dir
@@ -41,7 +43,7 @@ func mounts(t *testing.T, dir string) []string {
 // one shared mount, not a stack of mounts (which would hide namespaces
 // mounted below the top one), and a later call changes nothing.
 func TestEnsureOnceShared(t *testing.T) {
-	if os.Geteuid() != 0 {
+	if !testenv.Root() {
 		t.Skip("needs root to mount")
 	}
 	dir := t.TempDir() + "/netns"
