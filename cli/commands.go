@@ -128,7 +128,7 @@ func commands(o Options) []*ucli.Command {
 						dataDirFlag,
 						jsonFlag,
 					},
-					Action: inspectEndpoints,
+					Action: o.inspectEndpoints,
 				},
 				{
 					Name:  "ipam",
@@ -249,7 +249,7 @@ func commands(o Options) []*ucli.Command {
 				cacheFlag,
 				jsonFlag,
 			},
-			Action: withHost(runNodeGC),
+			Action: withHost(o.runNodeGC),
 		},
 		{
 			Name:  "doctor",
@@ -275,7 +275,7 @@ func commands(o Options) []*ucli.Command {
 				agentSocketFlag,
 				jsonFlag,
 			},
-			Action: withHost(doctorOrPolicy),
+			Action: withHost(o.doctorOrPolicy),
 		},
 		{
 			Name:      "completion",
@@ -323,7 +323,7 @@ func commands(o Options) []*ucli.Command {
 						"Example: cnibox store rebuild --dry-run",
 					Flags: []ucli.Flag{dataDirFlag, confDirFlag, cacheFlag, jsonFlag,
 						&ucli.BoolFlag{Name: "dry-run", Usage: "show what would be recorded; change nothing"}},
-					Action: runStoreRebuild,
+					Action: o.runStoreRebuild,
 				},
 			},
 		},

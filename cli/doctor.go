@@ -11,6 +11,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/store"
@@ -45,8 +46,23 @@ type checkSubject struct {
 type doctor struct {
 	results []checkResult
 	at      checkSubject // the endpoint being checked
-	// portMaps are the portmap role's records, by attachment.
+	// portMaps are the port mapping role's records, by attachment.
 	portMaps map[attachmentKey]store.PortMapRecord
+	// roles are the binary's roles: their declarations (cniplug.Known)
+	// say what doctor checks of their endpoints and what they do on
+	// purpose.
+	roles *cniplug.Registry
+	// view says where the node's state is, for the leftovers.
+	view nodestate.Options
+}
+
+// Pass, Fail and Warn report a roles' hook's results (cniplug.Reporter).
+func (d *doctor) Pass(check, format string, args ...any) { d.pass(check, format, args...) }
+func (d *doctor) Fail(check, fix, format string, args ...any) {
+	d.fail(check, fix, format, args...)
+}
+func (d *doctor) Warn(check, fix, format string, args ...any) {
+	d.warn(check, fix, format, args...)
 }
 
 func (d *doctor) add(status, check, detail, fix string) {
@@ -62,8 +78,8 @@ func (d *doctor) warn(check, fix, format string, args ...any) {
 	d.add(statusWarn, check, fmt.Sprintf(format, args...), fix)
 }
 
-func runDoctor(c *ucli.Context, host *netops.Handle) error {
-	d := &doctor{}
+func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
+	d := &doctor{roles: o.Registry, view: o.viewOptions(c)}
 	d.checkConfig(c)
 	d.checkStoreFile(c)
 	eps, err := selectEndpoints(c)
@@ -94,7 +110,7 @@ func runDoctor(c *ucli.Context, host *netops.Handle) error {
 	d.checkDHCPLeases(c)
 	d.checkClusterIPAM(c) // inspect_cluster.go
 	if !filtered {
-		d.checkLeftovers(c, host)
+		d.checkLeftovers(host)
 	}
 	return show(c, d.results, printDoctor, func(results []checkResult) bool {
 		return slices.ContainsFunc(results, func(r checkResult) bool { return r.Status == statusFail })
@@ -176,7 +192,7 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 		if ep.Bridge != "" && !slices.Contains(bridges, ep.Bridge) {
 			bridges = append(bridges, ep.Bridge)
 		}
-		if kindOf(ep).gatewayAt != gwOnNode {
+		if d.gatewayAt(ep) != cniplug.GatewayOnNode {
 			continue // the node forwards nothing for a device on a LAN
 		}
 		for _, gw := range ep.Gateways {
@@ -217,8 +233,8 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 }
 
 // checkLeftovers reports what `cnibox gc` would remove.
-func (d *doctor) checkLeftovers(c *ucli.Context, host *netops.Handle) {
-	v, err := nodestate.ReadView(host, viewOptions(c))
+func (d *doctor) checkLeftovers(host *netops.Handle) {
+	v, err := nodestate.ReadView(host, d.view)
 	if err != nil {
 		d.warn("leftovers", "", "cannot look for leftovers: %v", err)
 		return

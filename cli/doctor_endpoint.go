@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
@@ -72,9 +73,14 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	default:
 		d.pass("interface", "%s is up in the pod (mtu %d, mac %s)", ep.IfName, pl.MTU, pl.MAC)
 	}
-	d.checkPodDevice(pod, ep, pl)
-	if isTransparent(ep) {
-		d.checkVirtualGateway(host, pod, ep)
+	ec := d.checkPodDevice(host, pod, ep, pl)
+	if ec == nil {
+		ec = d.endpointCheck(host, pod, ep, pl)
+	}
+	for _, k := range d.roles.Known() {
+		if k.DoctorGateway != nil && k.DoctorGateway(ec) {
+			break // the role checked what stands for the ping
+		}
 	}
 
 	// addresses
@@ -90,10 +96,18 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		}
 	}
 
-	// routes
+	// routes: in the main table, or in a table a role routes the pod
+	// through on purpose (sbr's, vrf's)
 	routes, err := pod.Routes(ep.IfName)
 	if err != nil {
 		d.fail("route", "", "list routes of %s: %v", ep.IfName, err)
+	}
+	for _, t := range ec.Tables {
+		more, err := pod.TableRoutes(ep.IfName, t)
+		if err != nil {
+			d.fail("route", "", "list routes of %s in table %d: %v", ep.IfName, t, err)
+		}
+		routes = append(routes, more...)
 	}
 	for _, r := range ep.Routes {
 		found := slices.ContainsFunc(routes, func(h netops.Route) bool {
@@ -107,16 +121,16 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 			desc += " via " + r.GW.String()
 		}
 		if found {
-			d.pass(name, "%s dev %s", desc, ep.IfName)
+			d.pass(name, "%s dev %s%s", desc, ep.IfName, tableNote(routes, r))
 		} else {
 			d.fail(name, fmt.Sprintf("%s route add %s dev %s", ip, desc, ep.IfName), "%s is missing in the pod", desc)
 		}
 	}
 
 	// gateways
-	where := kindOf(ep).gatewayAt
+	where := d.gatewayAt(ep)
 	for _, gw := range ep.Gateways {
-		if where == gwNowhere {
+		if where == cniplug.GatewayNowhere {
 			break // nothing on the other side of a dummy or an unopened tap answers
 		}
 		rtt, err := pod.Ping(gw, pingTimeout)
@@ -126,7 +140,7 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		case errors.Is(err, netops.ErrNoAnswer) && staleGatewayMAC(host, pod, ep, gw) != "":
 			d.fail("gateway", fmt.Sprintf("%s neigh del %s dev %s (the entry also recovers by itself within a minute or so)", ip, gw, ep.IfName),
 				"%s does not answer a ping from inside the pod: %s", gw, staleGatewayMAC(host, pod, ep, gw))
-		case errors.Is(err, netops.ErrNoAnswer) && where == gwOffNode:
+		case errors.Is(err, netops.ErrNoAnswer) && where == cniplug.GatewayOffNode:
 			d.warn("gateway", fmt.Sprintf("the gateway is a router of %s's network, not of this node: check that it is there and answers ICMP", cmp.Or(ep.Extra["master"], ep.Extra["device"], ep.IfName)),
 				"%s does not answer a ping from inside the pod within %s", gw, pingTimeout)
 		case errors.Is(err, netops.ErrNoAnswer) && ep.Bridge == "" && ep.HostVeth != "":
@@ -158,11 +172,15 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		}
 	}
 
-	d.checkPortMaps(host, ep)
+	d.checkPortMaps(ec)
 
 	// MTU
 	var mtuProblems []string
-	if hostMTU > 0 && hostMTU != pl.MTU {
+	mtuNote := ""
+	switch {
+	case hostMTU > 0 && hostMTU != pl.MTU && ec.MTUSetBy != "":
+		mtuNote = fmt.Sprintf(" (set by %s on purpose; host veth %s has mtu %d)", ec.MTUSetBy, ep.HostVeth, hostMTU)
+	case hostMTU > 0 && hostMTU != pl.MTU:
 		mtuProblems = append(mtuProblems, fmt.Sprintf("host veth %s has mtu %d", ep.HostVeth, hostMTU))
 	}
 	if brMTU > 0 && pl.MTU > brMTU {
@@ -183,8 +201,22 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		d.fail("mtu", "set \"mtu\" in the network config to the smallest of these and re-create the pod",
 			"%s in the pod has mtu %d, but %s: large packets are dropped", ep.IfName, pl.MTU, strings.Join(mtuProblems, ", "))
 	} else {
-		d.pass("mtu", "%d in the pod, consistent with the host veth, bridge and overlay", pl.MTU)
+		d.pass("mtu", "%d in the pod, consistent with the host veth, bridge and overlay%s", pl.MTU, mtuNote)
 	}
+}
+
+// tableNote names the routing table a found route r is in when it is not
+// the main one ("" otherwise).
+func tableNote(routes []netops.Route, r store.Route) string {
+	for _, h := range routes {
+		if h.Dst.Masked() == r.Dst.Masked() && (!r.GW.IsValid() || h.GW == r.GW) {
+			if h.Table == 0 {
+				return ""
+			}
+			return fmt.Sprintf(" (table %d)", h.Table)
+		}
+	}
+	return ""
 }
 
 // staleGatewayMAC explains a gateway that does not answer because the pod's

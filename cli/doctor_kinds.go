@@ -4,57 +4,76 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
 
-// Where an endpoint's gateway is, which says what a gateway that does not
-// answer a ping means.
-const (
-	gwOnNode  = iota // the bridge or the host veth: a fault of this node
-	gwOffNode        // a router of the master's LAN: maybe not this node's fault
-	gwNowhere        // nothing answers (dummy, tap): not pinged
-)
-
-// epKind is what doctor expects of one kind of endpoint record.
-type epKind struct {
-	// link is the pod's interface's link kind ("" = any).
-	link string
-	// gatewayAt says where the gateway is (gwOnNode, ...).
-	gatewayAt int
+// endpointCheck is what the roles' doctor hooks get of ep (pod and pl are
+// nil and zero before the pod is opened).
+func (d *doctor) endpointCheck(host, pod *netops.Handle, ep store.Endpoint, pl netops.Link) *cniplug.EndpointCheck {
+	return &cniplug.EndpointCheck{Reporter: d, Endpoint: ep, Host: host, Pod: pod, PodLink: pl,
+		Recreate: recreate, InPod: inPod(ep.Netns)}
 }
 
-// kindOf classifies an endpoint record by the role that wrote it: a veth
-// with its host end (bridge, ptp and the roles built like them), a device of
-// a master (macvlan, ipvlan, vlan), a device moved into the pod
-// (host-device), or one with nothing behind it (dummy, tap).
-func kindOf(ep store.Endpoint) epKind {
-	switch {
-	case isTransparent(ep):
-		return epKind{link: "veth", gatewayAt: gwNowhere} // checkVirtualGateway stands for the ping
-	case ep.HostVeth != "":
-		return epKind{link: "veth", gatewayAt: gwOnNode}
-	case ep.Plugin == "macvlan", ep.Plugin == "ipvlan", ep.Plugin == "vlan":
-		return epKind{link: ep.Plugin, gatewayAt: gwOffNode}
-	case ep.Plugin == "host-device":
-		return epKind{link: ep.Extra["kind"], gatewayAt: gwOffNode}
-	case ep.Plugin == "dummy":
-		return epKind{link: "dummy", gatewayAt: gwNowhere}
-	case ep.Plugin == "tap":
-		return epKind{link: "tun", gatewayAt: gwNowhere}
+// virtualGateway reports whether a role's DoctorGateway stands for the ping
+// of ep's gateways (asked with no pod: the hook only answers).
+func (d *doctor) virtualGateway(ep store.Endpoint) bool {
+	for _, k := range d.roles.Known() {
+		if k.DoctorGateway != nil && k.DoctorGateway(&cniplug.EndpointCheck{Reporter: d, Endpoint: ep, Recreate: recreate}) {
+			return true
+		}
 	}
-	return epKind{gatewayAt: gwOnNode}
+	return false
+}
+
+// gatewayAt says where ep's gateway is (cniplug.GatewayOnNode, ...): on the
+// node for a host veth, where the device role declares for a device in the
+// pod, nowhere to ping when a role's hook stands for the ping.
+func (d *doctor) gatewayAt(ep store.Endpoint) int {
+	switch {
+	case d.virtualGateway(ep):
+		return cniplug.GatewayNowhere
+	case ep.HostVeth != "":
+		return cniplug.GatewayOnNode
+	}
+	if dev := d.roles.PodDeviceOf(ep.Plugin); dev != nil {
+		return dev.Gateway
+	}
+	return cniplug.GatewayOnNode
+}
+
+// podLinkKind is the link kind the pod's interface must have ("" = any):
+// a veth behind a host veth, or what the device role declares.
+func (d *doctor) podLinkKind(ep store.Endpoint) string {
+	if ep.HostVeth != "" {
+		return "veth"
+	}
+	dev := d.roles.PodDeviceOf(ep.Plugin)
+	switch {
+	case dev == nil:
+		return ""
+	case dev.ExtraKind != "":
+		return ep.Extra[dev.ExtraKind]
+	}
+	return dev.Link
 }
 
 // checkHostSide checks the node's side of an endpoint and returns the MTUs
 // the pod's interface must agree with (0 = none): a host veth's and its
-// bridge's.
+// bridge's. A role's DoctorHost checks a layout of its own (azure-vnet's
+// transparent mode) instead.
 func (d *doctor) checkHostSide(host *netops.Handle, ep store.Endpoint) (hostMTU, brMTU int) {
+	for _, k := range d.roles.Known() {
+		if k.DoctorHost == nil {
+			continue
+		}
+		if mtu, ok := k.DoctorHost(d.endpointCheck(host, nil, ep, netops.Link{})); ok {
+			return mtu, 0
+		}
+	}
 	switch {
-	case isTransparent(ep):
-		return d.checkTransparentHost(host, ep), 0
 	case ep.HostVeth != "" && ep.Bridge != "":
 		return d.checkBridgePort(host, ep)
 	case ep.HostVeth != "":
@@ -164,41 +183,33 @@ func (d *doctor) checkMaster(h *netops.Handle, ep store.Endpoint, where string) 
 }
 
 // checkPodDevice: the pod's interface is what the record's role made (its
-// link kind; a vlan's VLAN ID; a tap's bridge in the pod; a linkInContainer
-// device's master in the pod).
-func (d *doctor) checkPodDevice(pod *netops.Handle, ep store.Endpoint, pl netops.Link) {
-	k := kindOf(ep)
-	if k.link != "" && pl.Kind != k.link {
+// link kind; a linkInContainer device's master in the pod); then every
+// role's Doctor hook runs (a vlan's VLAN ID, a tap's bridge in the pod, the
+// tables sbr and vrf route the pod through, the MTU tuning set). It returns
+// the check, with what the roles do on purpose (Tables, MTUSetBy); nil when
+// the interface is not what the role made.
+func (d *doctor) checkPodDevice(host, pod *netops.Handle, ep store.Endpoint, pl netops.Link) *cniplug.EndpointCheck {
+	if k := d.podLinkKind(ep); k != "" && pl.Kind != k {
 		d.fail("interface", recreate, "%s in the pod is a %s device, the record says %s made a %s (something replaced it)",
-			ep.IfName, orDash(pl.Kind), orDash(ep.Plugin), k.link)
-		return
+			ep.IfName, orDash(pl.Kind), orDash(ep.Plugin), k)
+		return nil
 	}
 	if ep.Extra["master"] != "" && ep.Extra["linkInContainer"] == "true" {
 		d.checkMaster(pod, ep, "the pod")
 	}
-	if want := ep.Extra["vlanId"]; ep.Plugin == "vlan" && want != "" {
-		v, err := pod.VlanByName(ep.IfName)
-		switch {
-		case err != nil:
-			d.fail("vlan", "", "read the VLAN ID of %s in the pod: %v", ep.IfName, err)
-		case strconv.Itoa(v.ID) != want:
-			d.fail("vlan", recreate, "%s in the pod tags VLAN %d, the record says %s", ep.IfName, v.ID, want)
-		default:
-			d.pass("vlan", "%s in the pod tags VLAN %d of %s", ep.IfName, v.ID, orDash(ep.Extra["master"]))
+	ec := d.endpointCheck(host, pod, ep, pl)
+	d.roles.Doctor(ec)
+	return ec
+}
+
+// describeEndpoint is the line ep's role adds on its layout ("" = none).
+func describeEndpoint(roles *cniplug.Registry, ep store.Endpoint) string {
+	for _, k := range roles.Known() {
+		if k.Describe != nil {
+			if s := k.Describe(ep); s != "" {
+				return s
+			}
 		}
 	}
-	if br := ep.Extra["bridge"]; ep.Plugin == "tap" && br != "" {
-		b, err := pod.LinkByName(br)
-		switch {
-		case err != nil:
-			d.fail("tap bridge", recreate, "bridge %s is missing in the pod", br)
-		case pl.MasterIndex != b.Index:
-			d.fail("tap bridge", fmt.Sprintf("%s link set %s master %s", inPod(ep.Netns), ep.IfName, br), "%s is not a port of bridge %s in the pod", ep.IfName, br)
-		default:
-			d.pass("tap bridge", "%s is a port of bridge %s in the pod", ep.IfName, br)
-		}
-	}
-	if dev := ep.Extra["device"]; ep.Plugin == "host-device" && dev != "" {
-		d.pass("device", "the node's %s is in the pod as %s (DEL gives it back under its name)", dev, ep.IfName)
-	}
+	return ""
 }

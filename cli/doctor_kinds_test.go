@@ -123,7 +123,7 @@ func (n *doctorNode) examine(t *testing.T, network string) []checkResult {
 	if len(eps) != 1 {
 		t.Fatalf("endpoint records of %s = %+v, want one", network, eps)
 	}
-	d := &doctor{}
+	d := &doctor{roles: n.reg}
 	d.checkNode(n.host, eps)
 	d.checkEndpoint(n.host, eps[0], nil)
 	return d.results

@@ -72,11 +72,11 @@ func parsePolicyConn(s string) (nft.PolicyConn, string, error) {
 
 // doctorOrPolicy is doctor's action: the checks, or with --policy the
 // explanation.
-func doctorOrPolicy(c *ucli.Context, host *netops.Handle) error {
+func (o Options) doctorOrPolicy(c *ucli.Context, host *netops.Handle) error {
 	if c.String("policy") != "" {
 		return doctorPolicy(c, host)
 	}
-	return runDoctor(c, host)
+	return o.runDoctor(c, host)
 }
 
 // doctorPolicy explains a connection's fate in the node's policy table.

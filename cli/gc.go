@@ -14,15 +14,15 @@ import (
 // runNodeGC removes the leftovers (or, with --dry-run, only lists them).
 // The host's handle is closed after the veth deletes: the nftables
 // socket's cleanup wait overlaps theirs.
-func runNodeGC(c *ucli.Context, host *netops.Handle) error {
-	v, err := nodestate.ReadView(host, viewOptions(c))
+func (o Options) runNodeGC(c *ucli.Context, host *netops.Handle) error {
+	v, err := nodestate.ReadView(host, o.viewOptions(c))
 	if err != nil {
 		return err
 	}
 	orphans := nodestate.Find(v)
 	dry := c.Bool("dry-run")
 	if !dry {
-		nodestate.Remove(host, c.String("data-dir"), orphans)
+		nodestate.Remove(host, o.viewOptions(c), orphans)
 	}
 	return show(c, nonNil(orphans), func(w io.Writer, orphans []nodestate.Orphan) error {
 		printOrphans(w, orphans, dry)
@@ -66,7 +66,8 @@ func printOrphans(w io.Writer, orphans []nodestate.Orphan, dry bool) {
 	}
 }
 
-// viewOptions are the store and cache directories of the command's flags.
-func viewOptions(c *ucli.Context) nodestate.Options {
-	return nodestate.Options{DataDir: c.String("data-dir"), CacheDir: c.String("cache-dir")}
+// viewOptions are the store and cache directories of the command's flags
+// and the roles whose declarations say what is theirs.
+func (o Options) viewOptions(c *ucli.Context) nodestate.Options {
+	return nodestate.Options{DataDir: c.String("data-dir"), CacheDir: c.String("cache-dir"), Roles: o.Registry}
 }

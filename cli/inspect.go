@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -39,14 +40,14 @@ func selectEndpoints(c *ucli.Context) ([]store.Endpoint, error) {
 	return keep, nil
 }
 
-func inspectEndpoints(c *ucli.Context) error {
+func (o Options) inspectEndpoints(c *ucli.Context) error {
 	eps, err := selectEndpoints(c)
 	if err != nil {
 		return err
 	}
 	text := printEndpoints
 	if c.Bool("detail") {
-		text = printEndpointDetails
+		text = func(w io.Writer, eps []store.Endpoint) error { return printEndpointDetails(w, o.Registry, eps) }
 	}
 	return show(c, nonNil(eps), text, nil)
 }
@@ -63,13 +64,13 @@ func printEndpoints(w io.Writer, eps []store.Endpoint) error {
 }
 
 // printEndpointDetails prints one block per endpoint, with its live state.
-func printEndpointDetails(w io.Writer, eps []store.Endpoint) error {
+func printEndpointDetails(w io.Writer, roles *cniplug.Registry, eps []store.Endpoint) error {
 	return onHost(func(host *netops.Handle) error {
 		for i, ep := range eps {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			printEndpointDetail(w, host, ep)
+			printEndpointDetail(w, host, roles, ep)
 		}
 		if len(eps) == 0 {
 			fmt.Fprintln(w, "no endpoints")
@@ -78,9 +79,10 @@ func printEndpointDetails(w io.Writer, eps []store.Endpoint) error {
 	})
 }
 
-// printEndpointDetail prints every field of ep and whether its netns and
-// host veth are there now.
-func printEndpointDetail(w io.Writer, host *netops.Handle, ep store.Endpoint) {
+// printEndpointDetail prints every field of ep (and the line its role's
+// Describe adds on its layout) and whether its netns and host veth are
+// there now.
+func printEndpointDetail(w io.Writer, host *netops.Handle, roles *cniplug.Registry, ep store.Endpoint) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "endpoint %s/%s/%s\n", ep.Network, ep.ContainerID, ep.IfName)
 	field := func(k, v string) {
@@ -94,7 +96,7 @@ func printEndpointDetail(w io.Writer, host *netops.Handle, ep store.Endpoint) {
 	}
 	field("pod", pod)
 	field("plugin", ep.Plugin)
-	field("mode", azureMode(ep))
+	field("mode", describeEndpoint(roles, ep))
 	field("netns", ep.Netns)
 	field("bridge", ep.Bridge)
 	field("host veth", ep.HostVeth)

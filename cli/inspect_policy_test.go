@@ -87,7 +87,7 @@ func TestInspectPolicy(t *testing.T) {
 		app := ucli.NewApp()
 		var b bytes.Buffer
 		app.Writer = &b
-		err := doctorOrPolicy(ucli.NewContext(app, fs, nil), host)
+		err := Options{}.doctorOrPolicy(ucli.NewContext(app, fs, nil), host)
 		return b.String(), err
 	}
 	out, err = doctor("10.77.0.3 10.77.0.2 80/tcp")

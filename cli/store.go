@@ -88,10 +88,10 @@ type rebuildOutput struct {
 	Warnings    []string              `json:"warnings,omitempty"`
 }
 
-func runStoreRebuild(c *ucli.Context) error {
+func (o Options) runStoreRebuild(c *ucli.Context) error {
 	dir := store.Dir(c.String("data-dir"))
 	out := rebuildOutput{Path: filepath.Join(dir, store.FileName), DryRun: c.Bool("dry-run"), Attachments: []nodestate.Recovered{}}
-	found, warnings, err := nodestate.Discover(c.String("conf-dir"), c.String("cache-dir"))
+	found, warnings, err := nodestate.Discover(o.Registry, c.String("conf-dir"), c.String("cache-dir"))
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,10 @@ type Known struct {
 	PodDevice *PodDevice
 	// PortMaps is set by the role that owns table inet cnibox-portmap.
 	PortMaps *PortMaps
+	// StoreIPAM is set by an IPAM role whose reservations are the store's
+	// by the pod's address alone (host-local): store rebuild reserves the
+	// addresses it finds in a pod of a network that uses it.
+	StoreIPAM bool
 
 	// Doctor adds the role's checks of an endpoint (every role's hook runs
 	// for every endpoint: a chained role finds its own records) and says
@@ -144,6 +148,9 @@ type EndpointCheck struct {
 	Store *store.Store
 	// Recreate is the fix for damage only a new attachment repairs.
 	Recreate string
+	// InPod is how a person runs ip in the pod's netns ("ip -n NAME" or
+	// "nsenter --net=PATH ip"), for the fixes.
+	InPod string
 
 	// Tables are routing tables besides main that hold the pod's routes
 	// on purpose (sbr's, vrf's): doctor looks for a route there too.
@@ -183,6 +190,9 @@ func IsDeviceName(prefix, name string) bool {
 // such as multi and multus, give it once), with the name of the first role
 // that declares it.
 func (r *Registry) Known() []NamedKnown {
+	if r == nil {
+		return nil
+	}
 	var out []NamedKnown
 	seen := map[*Known]bool{}
 	for _, role := range r.Roles() {

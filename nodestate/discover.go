@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +15,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/roles/azurevnet"
-	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -46,6 +46,10 @@ type Recovered struct {
 	// Source says where the owner came from: "cache" (libcni's cache) or
 	// "config" (the network config of the bridge; container ID unknown).
 	Source string `json:"source"`
+	// Reserve says that Record reserves IPs in the store: a host veth's
+	// addresses, or those of a network whose IPAM keeps its reservations
+	// there (cniplug.Known.StoreIPAM: host-local).
+	Reserve bool `json:"-"`
 }
 
 // netConf is what rebuild needs of a network config: which bridge and IPAM
@@ -55,10 +59,12 @@ type netConf struct {
 	sticky             bool
 }
 
-// bridgeNetworks reads the network configs of confDir: bridge name -> the
-// networks whose bridge plugin uses it ("" -> the ptp networks, whose host
-// veths are on no bridge), and network name -> config.
-func bridgeNetworks(confDir string) (map[string][]netConf, map[string]netConf) {
+// bridgeNetworks reads the network configs of confDir: the key a role's
+// host veth layout files a config under (HostVeth.NetworkKey: a bridge's
+// name, or the key of the role's veths on no bridge, "" for ptp) -> the
+// networks of that key, and network name -> config.
+func bridgeNetworks(roles *cniplug.Registry, confDir string) (map[string][]netConf, map[string]netConf) {
+	veths := roles.HostVeths()
 	byBridge, byName := map[string][]netConf{}, map[string]netConf{}
 	files, _ := libcni.ConfFiles(confDir, ConfExtensions)
 	for _, f := range files {
@@ -82,20 +88,12 @@ func bridgeNetworks(confDir string) (map[string][]netConf, map[string]netConf) {
 			if pc.IPAM.Type != "" {
 				byName[l.Name] = nc
 			}
-			if pc.Type == "ptp" {
-				byBridge[""] = append(byBridge[""], nc)
-				byName[l.Name] = nc
-			}
-			if pc.Type == "azure-vnet" {
-				azureNetwork(p.Bytes, nc, byBridge)
-				byName[l.Name] = nc
-			}
-			if pc.Type == "bridge" {
-				if nc.bridge == "" {
-					nc.bridge = bridge.DefaultBridge
+			for _, v := range veths {
+				if key, ok := v.NetworkKey(pc.Type, p.Bytes); ok {
+					byBridge[key] = append(byBridge[key], nc)
+					byName[l.Name] = nc
+					break
 				}
-				byBridge[nc.bridge] = append(byBridge[nc.bridge], nc)
-				byName[l.Name] = nc
 			}
 		}
 	}
@@ -136,26 +134,28 @@ func namespaces() []string {
 	return out
 }
 
-// Discover finds the attachments on the node: host veths of the bridge and
-// ptp roles (a ptp veth is on no bridge and holds the pod's gateways, with
-// the node's /32 and /128 routes to the pod) and of azure-vnet (azv<hash>,
-// on its bridge or, in transparent mode, on none with the node's routes) matched with their peers in
-// the pod namespaces, owners from libcni's cache or the configs; and cached
-// attachments of other main plugins whose interface is still in their
-// namespace (devices in a pod carry no owner of their own: see
+// Discover finds the attachments on the node: the host veths of the roles'
+// layouts (cniplug.HostVeth: the bridge role's and ptp's cbx<hash>, a ptp
+// veth on no bridge holding the pod's gateways with the node's /32 and /128
+// routes to the pod; azure-vnet's azv<hash>, on its bridge or, in
+// transparent mode, on none with the node's routes) matched with their
+// peers in the pod namespaces, owners from libcni's cache or the configs;
+// and cached attachments of other main plugins whose interface is still in
+// their namespace (devices in a pod carry no owner of their own: see
 // docs/cli.md).
-func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
+func Discover(roles *cniplug.Registry, confDir, cacheDir string) ([]Recovered, []string, error) {
 	var warnings []string
 	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
-	byBridge, byName := bridgeNetworks(confDir)
+	byBridge, byName := bridgeNetworks(roles, confDir)
 	cached, err := libcni.NewCNIConfigWithCacheDir(nil, cacheDir, nil).GetCachedAttachments("")
 	if err != nil {
 		warn("libcni's cache in %s cannot be read (%v): container IDs come from nowhere else", cacheDir, err)
 	}
 	cacheByVeth := map[string]*libcni.NetworkAttachment{}
 	for _, a := range cached {
-		cacheByVeth[bridge.HostVethName(a.ContainerID, a.IfName)] = a
-		cacheByVeth[azurevnet.HostVethName(a.ContainerID, a.IfName)] = a
+		for _, name := range roles.HostVethNames(a.ContainerID, a.IfName) {
+			cacheByVeth[name] = a
+		}
 	}
 
 	host, err := netops.Open("")
@@ -200,10 +200,11 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 	var out []Recovered
 	done := map[string]bool{} // network/cid/ifname
 	for _, hv := range links {
-		azv := azurevnet.IsHostVeth(hv.Name)
-		if hv.Kind != "veth" || !(bridge.IsHostVeth(hv.Name) || azv) {
+		layout := roles.HostVethOf(hv.Name)
+		if hv.Kind != "veth" || layout == nil {
 			continue
 		}
+		routedKey := cmp.Or(layout.RoutedKey, layout.Routed)
 		br, ok := byIndex[hv.MasterIndex]
 		if !ok && hv.MasterIndex != 0 {
 			warn("veth %s is on master %d, which is not a link of the node: skipped", hv.Name, hv.MasterIndex)
@@ -211,7 +212,7 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 		}
 		where := "bridge " + br.Name
 		if hv.MasterIndex == 0 {
-			where = "no bridge (ptp)"
+			where = "no bridge (" + routedKey + ")"
 		}
 		nsid, err := host.PeerNetnsID(hv.Name)
 		p, ok := peers[[2]int{nsid, hv.PeerIndex}]
@@ -219,16 +220,9 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 			warn("veth %s on %s: its peer is in no namespace this process can see: skipped", hv.Name, where)
 			continue
 		}
-		r := Recovered{Plugin: "bridge", Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs}
-		switch {
-		case azv:
-			if !azureVeth(host, hv, &r, warn) {
-				continue
-			}
-		case hv.MasterIndex == 0:
-			if !routedVeth(host, hv.Name, &r, warn) {
-				continue
-			}
+		r := Recovered{Plugin: layout.Plugin, Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs, Reserve: true}
+		if hv.MasterIndex == 0 && !routedVeth(host, layout, hv.Name, &r, warn) {
+			continue
 		}
 		if a, ok := cacheByVeth[hv.Name]; ok && a.IfName == p.link.Name {
 			r.Network, r.ContainerID, r.Pod, r.Source = a.Network, a.ContainerID, cachedPod(a), "cache"
@@ -237,8 +231,8 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 			}
 		} else {
 			key := br.Name
-			if azv && hv.MasterIndex == 0 {
-				key, where = azureTransparent, "no bridge (azure-vnet transparent)"
+			if hv.MasterIndex == 0 {
+				key = layout.RoutedKey
 			}
 			nets := byBridge[key]
 			if len(nets) != 1 {
@@ -255,7 +249,7 @@ func Discover(confDir, cacheDir string) ([]Recovered, []string, error) {
 	// endpoint record) and any other's with host-local as IPAM (only the
 	// reservations).
 	for _, a := range cached {
-		if r, ok := cachedDevice(a, byName); ok && !done[a.Network+"/"+a.ContainerID+"/"+a.IfName] {
+		if r, ok := cachedDevice(roles, a, byName); ok && !done[a.Network+"/"+a.ContainerID+"/"+a.IfName] {
 			out = append(out, r)
 		}
 	}
@@ -286,17 +280,18 @@ func cachedPod(a *libcni.NetworkAttachment) string {
 }
 
 // Record writes the attachments Discover found into a new store (see
-// store.Rebuild): one reservation per pod address (of a host veth, or of a
-// network with host-local IPAM), an endpoint record for each attachment
+// store.Rebuild): one reservation per pod address of those Discover marks
+// (Reserve: of a host veth, or of a network with host-local IPAM), an
+// endpoint record for each attachment
 // whose role is known (bridge, ptp, the device roles), sticky records for
 // pods of sticky networks.
 func Record(st *store.Store, found []Recovered, confDir string, warn io.Writer) error {
-	_, byName := bridgeNetworks(confDir)
+	_, byName := bridgeNetworks(nil, confDir) // sticky networks: no role's layout needed
 	now := time.Now().UTC()
 	for _, r := range found {
-		reserve := r.IPs
-		if r.HostVeth == "" && byName[r.Network].ipam != "host-local" {
-			reserve = nil // another IPAM's addresses: not host-local's to hold
+		var reserve []netip.Prefix
+		if r.Reserve {
+			reserve = r.IPs // else another IPAM's addresses: not the store's to hold
 		}
 		err := st.IPAM(r.Network, func(tx *store.IPAMTx) error {
 			var addrs []netip.Addr

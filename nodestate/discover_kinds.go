@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/netip"
 	"slices"
@@ -8,29 +9,35 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
 
-// deviceRoles are the main plugins whose interface is a device in the pod
-// (no host veth): what is left of them in the kernel is the device under
-// CNI_IFNAME in the pod's namespace, which names no owner, so only a libcni
-// cache entry finds them again.
-var deviceRoles = []string{"macvlan", "ipvlan", "vlan", "host-device", "dummy", "tap"}
-
-// routedVeth fills in r for a host veth on no bridge, as the ptp role
-// leaves it: the veth's addresses are the pod's gateways and the node routes
-// each pod address (/32, /128) to it. A veth without a route to any of its
-// peer's addresses is not ptp's: false.
-func routedVeth(host *netops.Handle, veth string, r *Recovered, warn func(string, ...any)) bool {
-	if !routesPeer(host, veth, "ptp", r, warn) {
+// routedVeth fills in r for a host veth of layout on no bridge, as the
+// layout's Routed role leaves it: the node routes each pod address (/32,
+// /128) to it, and the pod's gateways are the veth's addresses (ptp) or
+// what the layout's Unbridged says (azure-vnet's transparent mode: the
+// virtual gateways). A veth without a route to any of its peer's
+// addresses, or of a layout with no role on no bridge, is not the role's:
+// false.
+func routedVeth(host *netops.Handle, layout *cniplug.HostVeth, veth string, r *Recovered, warn func(string, ...any)) bool {
+	if layout.Routed == "" {
+		warn("veth %s is on no bridge, where %s leaves none of its veths: skipped", veth, layout.Plugin)
 		return false
+	}
+	if !routesPeer(host, veth, cmp.Or(layout.RoutedKey, layout.Routed), r, warn) {
+		return false
+	}
+	r.Plugin, r.Bridge = layout.Routed, ""
+	if layout.Unbridged != nil {
+		r.Gateways, r.Routes, r.Extra = layout.Unbridged(r.IPs)
+		return true
 	}
 	addrs, _ := host.Addrs(veth)
 	for _, a := range addrs {
 		r.Gateways = append(r.Gateways, a.Addr())
 	}
-	r.Plugin = "ptp"
 	return true
 }
 
@@ -61,15 +68,25 @@ func routesPeer(host *netops.Handle, veth, role string, r *Recovered, warn func(
 }
 
 // cachedDevice is the attachment of libcni's cache entry a whose interface
-// is still in its namespace, when its main plugin is a device role or its
-// IPAM host-local (by the network's config in the conf dir). A device
-// role's gets an endpoint record (Plugin set) with the master, mode and
-// VLAN ID the cached config names.
-func cachedDevice(a *libcni.NetworkAttachment, byName map[string]netConf) (Recovered, bool) {
+// is still in its namespace, when its main plugin is a device role (one
+// that declares a PodDevice: its interface is a device in the pod, which
+// names no owner, so only a libcni cache entry finds it again) or its IPAM
+// host-local (by the network's config in the conf dir). A device role's
+// gets an endpoint record (Plugin set) with the facts the cached config
+// names that the role declares (master, mode, VLAN ID).
+func cachedDevice(roles *cniplug.Registry, a *libcni.NetworkAttachment, byName map[string]netConf) (Recovered, bool) {
 	typ, extra := cachedMain(a.Config)
-	device := slices.Contains(deviceRoles, typ)
+	dev := roles.PodDeviceOf(typ)
+	device := dev != nil
+	if device && dev.Facts != nil {
+		for k := range extra {
+			if !slices.Contains(dev.Facts, k) {
+				delete(extra, k)
+			}
+		}
+	}
 	nc, ok := byName[a.Network]
-	hostLocal := ok && nc.ipam == "host-local"
+	hostLocal := ok && roles.IsStoreIPAM(nc.ipam)
 	if (!device && !hostLocal) || a.NetNS == "" || !store.IsNetns(a.NetNS) {
 		return Recovered{}, false
 	}
@@ -84,7 +101,7 @@ func cachedDevice(a *libcni.NetworkAttachment, byName map[string]netConf) (Recov
 		return Recovered{}, false
 	}
 	r := Recovered{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.NetNS,
-		Pod: cachedPod(a), MAC: l.MAC.String(), IPs: addrs, Source: "cache"}
+		Pod: cachedPod(a), MAC: l.MAC.String(), IPs: addrs, Source: "cache", Reserve: hostLocal}
 	if device {
 		r.Plugin, r.Extra = typ, extra
 	}

@@ -8,9 +8,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/cnibox/cnibox/roles/azurevnet"
-	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -152,7 +151,7 @@ func Find(v View) []Orphan {
 	for _, a := range v.Cached {
 		cached[attachment{a.Network, a.ContainerID, a.IfName}] = a
 		if a.NetNS == "" || alive(a.NetNS) {
-			keepVeths(keptVeth, a.ContainerID, a.IfName)
+			keepVeths(v.Roles, keptVeth, a.ContainerID, a.IfName)
 		}
 	}
 	for _, view := range v.IPAM {
@@ -170,7 +169,7 @@ func Find(v View) []Orphan {
 			}
 			if reason == "" {
 				keptIP[r.Addr] = true
-				keepVeths(keptVeth, r.ContainerID, r.IfName)
+				keepVeths(v.Roles, keptVeth, r.ContainerID, r.IfName)
 				continue
 			}
 			out = append(out, Orphan{Kind: KindReservation, Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName,
@@ -183,7 +182,7 @@ func Find(v View) []Orphan {
 
 	// 3. veths
 	for _, l := range v.Links {
-		if l.Kind != "veth" || !(bridge.IsHostVeth(l.Name) || azurevnet.IsHostVeth(l.Name)) || keptVeth[l.Name] {
+		if l.Kind != "veth" || v.Roles.HostVethOf(l.Name) == nil || keptVeth[l.Name] {
 			continue
 		}
 		reason, ok := staleVeth[l.Name]
@@ -210,11 +209,13 @@ func Find(v View) []Orphan {
 	return out
 }
 
-// keepVeths marks the host veths an attachment may have (the bridge
-// role's cbx<hash>, azure-vnet's azv<hash>) as kept.
-func keepVeths(kept map[string]bool, containerID, ifname string) {
-	kept[bridge.HostVethName(containerID, ifname)] = true
-	kept[azurevnet.HostVethName(containerID, ifname)] = true
+// keepVeths marks the host veths an attachment may have (one name per
+// role's layout: the bridge role's cbx<hash>, azure-vnet's azv<hash>) as
+// kept.
+func keepVeths(roles *cniplug.Registry, kept map[string]bool, containerID, ifname string) {
+	for _, name := range roles.HostVethNames(containerID, ifname) {
+		kept[name] = true
+	}
 }
 
 // short is a container ID as people read it: its first 12 characters.

@@ -9,9 +9,18 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/cnibox/cnibox/roles/bridge"
+	"github.com/cnibox/cnibox/roles"
 	"github.com/cnibox/cnibox/store"
 )
+
+// testRoles are the binary's roles: Find asks their declarations.
+var testRoles = roles.Registry()
+
+// hostVethName is the bridge role's host veth of an attachment, as it
+// declares it.
+func hostVethName(cid, ifname string) string {
+	return testRoles.KnownOf("bridge").HostVeth.Name(cid, ifname)
+}
 
 // TestFindOrphans: rules 1 to 4 of the package documentation, and what must
 // be kept.
@@ -20,13 +29,14 @@ func TestFindOrphans(t *testing.T) {
 	ip := netip.MustParseAddr
 	ep := func(cid, netns, bootID string, addr string) store.Endpoint {
 		return store.Endpoint{Network: "net", ContainerID: cid, IfName: "eth0", Netns: netns, BootID: bootID,
-			HostVeth: bridge.HostVethName(cid, "eth0"), IPs: []netip.Prefix{netip.MustParsePrefix(addr + "/24")}}
+			HostVeth: hostVethName(cid, "eth0"), IPs: []netip.Prefix{netip.MustParsePrefix(addr + "/24")}}
 	}
 	res := func(cid, addr, bootID string) store.Reservation {
 		return store.Reservation{Network: "net", ContainerID: cid, IfName: "eth0", Addr: ip(addr), BootID: bootID}
 	}
 	veth := func(name string) netops.Link { return netops.Link{Name: name, Kind: KindVeth} }
 	v := View{
+		Roles:  testRoles,
 		BootID: boot,
 		Endpoints: []store.Endpoint{
 			ep("live", "/run/netns/live", boot, "10.0.0.2"),
@@ -50,13 +60,13 @@ func TestFindOrphans(t *testing.T) {
 			{Network: "net", ContainerID: "no-ipam", IfName: "eth0", NetNS: "/run/netns/no-ipam"},
 		},
 		Links: []netops.Link{
-			veth(bridge.HostVethName("live", "eth0")),
-			veth(bridge.HostVethName("gone", "eth0")),           // still there: the netns is held elsewhere
-			veth(bridge.HostVethName("hostlocal-only", "eth0")), // an ADD in flight: kept
-			veth(bridge.HostVethName("no-ipam", "eth0")),        // in the runtime's cache, live: kept
-			veth("cbx0123456789ab"),                             // nobody's: stale
-			veth("veth12345"),                                   // not ours
-			{Name: "cbxabcdefabcdef", Kind: "bridge"},           // not a veth
+			veth(hostVethName("live", "eth0")),
+			veth(hostVethName("gone", "eth0")),           // still there: the netns is held elsewhere
+			veth(hostVethName("hostlocal-only", "eth0")), // an ADD in flight: kept
+			veth(hostVethName("no-ipam", "eth0")),        // in the runtime's cache, live: kept
+			veth("cbx0123456789ab"),                      // nobody's: stale
+			veth("veth12345"),                            // not ours
+			{Name: "cbxabcdefabcdef", Kind: "bridge"},    // not a veth
 		},
 		Masq: []nft.MasqEntry{
 			{PodIP: ip("10.0.0.2"), Network: "net"},
@@ -86,7 +96,7 @@ func TestFindOrphans(t *testing.T) {
 	want := map[string][]string{
 		"endpoint":    {"gone", "rebooted"},
 		"reservation": {"10.0.0.3", "10.0.0.4", "10.0.0.11", "10.0.0.12"},
-		"veth":        {bridge.HostVethName("gone", "eth0"), "cbx0123456789ab"},
+		"veth":        {hostVethName("gone", "eth0"), "cbx0123456789ab"},
 		"masquerade":  {"10.0.0.3", "10.0.0.99"},
 	}
 	for kind, w := range want {

@@ -18,7 +18,6 @@ import (
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/roles"
-	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -151,7 +150,7 @@ func TestRebuildInterfaceRoles(t *testing.T) {
 	if err := os.Remove(filepath.Join(n.dir, store.FileName)); err != nil {
 		t.Fatal(err)
 	}
-	found, warnings, err := nodestate.Discover(confDir, cacheDir)
+	found, warnings, err := nodestate.Discover(n.reg, confDir, cacheDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +186,7 @@ func TestRebuildInterfaceRoles(t *testing.T) {
 	}
 	st.Close()
 
-	uncachedVeth := bridge.HostVethName("ptp-uncached", "eth0")
+	uncachedVeth := n.reg.KnownOf("bridge").HostVeth.Name("ptp-uncached", "eth0")
 	for _, p := range pods {
 		cid := p.cid
 		if cid == "ptp-uncached" {
@@ -205,8 +204,8 @@ func TestRebuildInterfaceRoles(t *testing.T) {
 		switch p.typ {
 		case "ptp":
 			gw := netip.MustParseAddr("10.63.1.1")
-			if ep.HostVeth != bridge.HostVethName(p.cid, "eth0") || ep.Bridge != "" || !slices.Contains(ep.Gateways, gw) {
-				t.Errorf("ptp record of %s: host veth %q, bridge %q, gateways %v; want %s, no bridge, %s", p.cid, ep.HostVeth, ep.Bridge, ep.Gateways, bridge.HostVethName(p.cid, "eth0"), gw)
+			if ep.HostVeth != n.reg.KnownOf("bridge").HostVeth.Name(p.cid, "eth0") || ep.Bridge != "" || !slices.Contains(ep.Gateways, gw) {
+				t.Errorf("ptp record of %s: host veth %q, bridge %q, gateways %v; want %s, no bridge, %s", p.cid, ep.HostVeth, ep.Bridge, ep.Gateways, n.reg.KnownOf("bridge").HostVeth.Name(p.cid, "eth0"), gw)
 			}
 		case "macvlan":
 			if ep.Extra["master"] != "lan0" || ep.HostVeth != "" || ep.Netns != p.netns {

@@ -6,10 +6,9 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/cnibox/cnibox/roles/bandwidth"
-	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -110,31 +109,37 @@ func recordOrphans(v View, ev evidence) []Orphan {
 	}
 
 	var out []Orphan
-	// 5. portmap records, with their elements.
+	// 5. portmap records, with their elements (the names are the port
+	// mapping role's: without one, its records and elements are not read).
+	pm := v.Roles.PortMapper()
+	if pm == nil {
+		pm = &cniplug.PortMaps{Owner: func(string, string, string) string { return "" }}
+		v.PortMaps, v.PortMapElems = nil, nil
+	}
 	recorded := map[string]bool{}  // owners with a record
 	staleOwner := map[string]int{} // owner -> index in out
 	for _, r := range v.PortMaps {
 		k := attachment{r.Network, r.ContainerID, r.IfName}
-		owner := portmap.PortMapOwner(r.Network, r.ContainerID, r.IfName)
+		owner := pm.Owner(r.Network, r.ContainerID, r.IfName)
 		recorded[owner] = true
 		reason := gone(k, "", r.BootID)
 		if reason == "" {
 			continue
 		}
 		o := rec(KindPortMap, k, r.Pod, "", reason)
-		pm := portmap.PortMapsOfRecord(r)
-		o.Ports = describePorts(pm)
-		o.portMaps = []nft.PortMaps{pm}
+		elems := pm.OfRecord(r)
+		o.Ports = describePorts(elems)
+		o.portMaps = []nft.PortMaps{elems}
 		staleOwner[owner] = len(out)
 		out = append(out, o)
 	}
 	// 6. elements without a record (and the dumped elements of stale records).
 	known := map[string]attachment{} // owner -> attachment, for hashed owners
 	for _, ep := range v.Endpoints {
-		known[portmap.PortMapOwner(ep.Network, ep.ContainerID, ep.IfName)] = attachment{ep.Network, ep.ContainerID, ep.IfName}
+		known[pm.Owner(ep.Network, ep.ContainerID, ep.IfName)] = attachment{ep.Network, ep.ContainerID, ep.IfName}
 	}
 	for _, a := range v.Cached {
-		known[portmap.PortMapOwner(a.Network, a.ContainerID, a.IfName)] = attachment{a.Network, a.ContainerID, a.IfName}
+		known[pm.Owner(a.Network, a.ContainerID, a.IfName)] = attachment{a.Network, a.ContainerID, a.IfName}
 	}
 	for _, g := range v.PortMapElems {
 		if i, ok := staleOwner[g.Owner]; ok {
@@ -148,7 +153,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		}
 		k, ok := known[g.Owner]
 		if !ok {
-			n, cid, ifn, parsed := portmap.ParsePortMapOwner(g.Owner)
+			n, cid, ifn, parsed := pm.ParseOwner(g.Owner)
 			ok = parsed
 			k = attachment{n, cid, ifn}
 		}
@@ -193,7 +198,7 @@ func recordOrphans(v View, ev evidence) []Orphan {
 		named[r.Ifb] = true
 	}
 	for _, l := range v.Links {
-		if l.Kind == "ifb" && bandwidth.IsBandwidthIfb(l.Name) && !named[l.Name] {
+		if l.Kind == "ifb" && v.Roles.IsIfb(l.Name) && !named[l.Name] {
 			out = append(out, Orphan{Kind: KindIfb, Ifb: l.Name,
 				Reason: "named like a cnibox bandwidth ifb, but no bandwidth record names it (the role records before it creates one)"})
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -34,9 +33,10 @@ func TestFindRecordOrphans(t *testing.T) {
 			Mappings: []nft.PortMapping{{Proto: nft.ProtoTCP, HostPort: port, PodIP: ip(podIP), PodPort: 80}},
 			Masq:     []nft.PortMasq{{PodIP: ip(podIP)}}}
 	}
-	owner := portmap.PortMapOwner
+	owner := testRoles.PortMapper().Owner
 	longCID := strings.Repeat("c", 200) // hashed in the owner comment
 	v := View{
+		Roles:  testRoles,
 		BootID: boot,
 		Endpoints: []store.Endpoint{
 			ep("live", "/run/netns/live"),

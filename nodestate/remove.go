@@ -11,10 +11,10 @@ import (
 
 // Remove removes each orphan and records what happened in it (Done, Error,
 // Skipped), in the order the package documentation gives, so a failure part
-// way leaves records that a rerun finds again. dataDir is the store's
-// directory ("" = the default).
-func Remove(host *netops.Handle, dataDir string, orphans []Orphan) {
-	removePortMapOrphans(dataDir, host, orphans)
+// way leaves records that a rerun finds again. o says where the store is
+// and which roles' names to use (those Find was given).
+func Remove(host *netops.Handle, o Options, orphans []Orphan) {
+	removePortMapOrphans(o.DataDir, o.Roles.PortMapper(), host, orphans)
 	var masq []netip.Addr
 	for _, o := range orphans {
 		if o.Kind == KindMasquerade {
@@ -42,7 +42,7 @@ func Remove(host *netops.Handle, dataDir string, orphans []Orphan) {
 	}
 	removeBandwidthIfbs(host, orphans)
 	var storeErr error
-	st, err := store.OpenWith(store.Dir(dataDir), store.Options{NoCreate: true})
+	st, err := store.OpenWith(store.Dir(o.DataDir), store.Options{NoCreate: true})
 	if errors.Is(err, store.ErrNotFound) {
 		return // nothing recorded, so no store orphans
 	}

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -15,14 +15,14 @@ import (
 // over since stays). Elements without a record are first checked against
 // the records once more: an owner that has one by now is an ADD that was in
 // flight, and its elements stay.
-func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []Orphan) {
+func removePortMapOrphans(dataDir string, pm *cniplug.PortMaps, host *netops.Handle, orphans []Orphan) {
 	var idx []int
 	for i, o := range orphans {
 		if o.Kind == KindPortMap || o.Kind == KindPortMapElem {
 			idx = append(idx, i)
 		}
 	}
-	if len(idx) == 0 {
+	if len(idx) == 0 || pm == nil {
 		return
 	}
 	recorded := map[string]bool{}
@@ -42,7 +42,7 @@ func removePortMapOrphans(dataDir string, host *netops.Handle, orphans []Orphan)
 		return
 	}
 	for _, r := range recs {
-		recorded[portmap.PortMapOwner(r.Network, r.ContainerID, r.IfName)] = true
+		recorded[pm.Owner(r.Network, r.ContainerID, r.IfName)] = true
 	}
 	var del []nft.PortMaps
 	var doing []int

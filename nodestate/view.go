@@ -6,6 +6,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
@@ -17,6 +18,9 @@ type Options struct {
 	DataDir string
 	// CacheDir is libcni's cache directory ("" = not read).
 	CacheDir string
+	// Roles are the roles of the binary: what each declares about itself
+	// (its host veths, ifbs, port mappings) is how leftovers are found.
+	Roles *cniplug.Registry
 }
 
 // View is what the rules look at, read once from the store, libcni's cache
@@ -33,12 +37,14 @@ type View struct {
 	// Netns says, per netns path in the records and the cache, whether it
 	// is a live network namespace. A path missing here counts as live.
 	Netns map[string]bool
+	// Roles are the roles whose declarations the rules ask (nil: none).
+	Roles *cniplug.Registry
 }
 
 // ReadView reads the store (a store that was never created reads as
 // empty), libcni's cache and the kernel of host.
 func ReadView(host *netops.Handle, o Options) (View, error) {
-	v := View{BootID: store.BootID(), Netns: map[string]bool{}}
+	v := View{BootID: store.BootID(), Netns: map[string]bool{}, Roles: o.Roles}
 	st, err := store.OpenWith(store.Dir(o.DataDir), store.Options{NoCreate: true})
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -44,6 +44,7 @@ var Role = &cniplug.Role{
 	Del:    del,
 	GC:     gc,
 	Status: attach.Status,
+	Known:  &known,
 }
 
 // bridgeMode is azure-vnet's bridge mode: the bridge role's verbs with

@@ -34,6 +34,7 @@ var Role = &cniplug.Role{
 		"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a " +
 		"VM-in-pod's interface) and carries no traffic.",
 	Verbs: &lower.Own[*lower.Conf]{Spec: &spec, Parse: parse, Add: add, Check: check},
+	Known: &known,
 }
 
 // add and check are lower's for a masterless kind.

@@ -5,7 +5,14 @@ import (
 )
 
 // known is what the role declares about itself for cnibox check, doctor,
-// gc and store rebuild (see cniplug.Known).
+// gc and store rebuild (see cniplug.Known): it owns table inet
+// cnibox-portmap, whose elements gc and doctor read by its owner names.
 var known = cniplug.Known{
 	Config: []any{(*portmapConf)(nil)},
+	PortMaps: &cniplug.PortMaps{
+		Owner:      PortMapOwner,
+		ParseOwner: ParsePortMapOwner,
+		OfRecord:   PortMapsOfRecord,
+		Check:      doctor,
+	},
 }

@@ -9,7 +9,7 @@ import (
 func doctor(c *cniplug.EndpointCheck) {
 	ep := c.Endpoint
 	br := ep.Extra["bridge"]
-	if ep.Plugin != Role.Name || br == "" || c.Pod == nil {
+	if ep.Plugin != "tap" || br == "" || c.Pod == nil {
 		return
 	}
 	b, err := c.Pod.LinkByName(br)
@@ -17,7 +17,7 @@ func doctor(c *cniplug.EndpointCheck) {
 	case err != nil:
 		c.Fail("tap bridge", c.Recreate, "bridge %s is missing in the pod", br)
 	case c.PodLink.MasterIndex != b.Index:
-		c.Fail("tap bridge", "nsenter --net="+ep.Netns+" ip link set "+ep.IfName+" master "+br, "%s is not a port of bridge %s in the pod", ep.IfName, br)
+		c.Fail("tap bridge", c.InPod+" link set "+ep.IfName+" master "+br, "%s is not a port of bridge %s in the pod", ep.IfName, br)
 	default:
 		c.Pass("tap bridge", "%s is a port of bridge %s in the pod", ep.IfName, br)
 	}

@@ -28,4 +28,5 @@ var Role = &cniplug.Role{
 		"without CAP_NET_ADMIN), \"selinuxContext\", and either the addresses and routes of the ipam section or " +
 		"(\"bridge\") a port of a bridge of the pod.",
 	Verbs: &lower.Own[conf]{Spec: &spec, Parse: parse, Add: add, Check: check},
+	Known: &known,
 }

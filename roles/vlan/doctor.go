@@ -10,7 +10,7 @@ import (
 func doctor(c *cniplug.EndpointCheck) {
 	ep := c.Endpoint
 	want := ep.Extra["vlanId"]
-	if ep.Plugin != Role.Name || want == "" || c.Pod == nil {
+	if ep.Plugin != "vlan" || want == "" || c.Pod == nil {
 		return
 	}
 	v, err := c.Pod.VlanByName(ep.IfName)

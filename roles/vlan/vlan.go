@@ -35,6 +35,7 @@ var Role = &cniplug.Role{
 		"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, tagged with " +
 		"\"vlanId\" (0 to 4094), with the addresses and routes from the ipam section: the pod is a host of that VLAN.",
 	Verbs: &lower.Own[conf]{Spec: &kind, Parse: parse, Add: add, Check: check},
+	Known: &known,
 }
 
 // add runs lower's ADD with a spec whose Create tags the device with the
