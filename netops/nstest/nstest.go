@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/netops/internal/nsdir"
 	"github.com/cnibox/cnibox/netops/internal/nsthread"
 	"github.com/vishvananda/netlink"
@@ -23,12 +24,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RequireRoot skips the test unless it runs as root.
+// RequireRoot skips the test unless it runs as root (and not under make
+// check's CNIBOX_TEST_UNPRIVILEGED=1: internal/testenv).
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
+	testenv.RequireRoot(t, "create network namespaces")
 }
 
 // NewNS creates a fresh named network namespace (bind-mounted at
