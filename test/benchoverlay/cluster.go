@@ -9,18 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/benchnode"
 )
 
 const (
@@ -47,25 +45,20 @@ type cluster struct {
 	stop  context.CancelFunc
 }
 
-// node is one simulated machine.
+// node is one simulated machine: its namespace (benchnode.NS), its agent
+// and the peer routes its kernel holds.
 type node struct {
+	*benchnode.NS
 	c          *cluster
 	i          int
-	nsName     string
-	ns         string
+	ns         string // the namespace's path
 	ip         netip.Addr
 	h          *netops.Handle
 	dataDir    string
 	subnetFile string
 	logPath    string
-	cmd        *exec.Cmd
-	done       chan error
-
-	mu       sync.Mutex
-	want     int // peers expected
-	peers    map[netip.Prefix]bool
-	complete time.Time // when the want-th peer route appeared
-	deleted  map[netip.Prefix]time.Time
+	agent      *benchnode.Proc
+	routes     *benchnode.PeerRoutes // complete at the peers expected (SetWant)
 }
 
 func (c *cluster) logf(format string, args ...any) {
@@ -111,89 +104,37 @@ func newCluster(o *options, n int, conf string) (*cluster, error) {
 
 func (c *cluster) addNode(i int) error {
 	nd := &node{
-		c: c, i: i, nsName: fmt.Sprintf("cbxo-%d-%d", os.Getpid(), i),
+		c: c, i: i,
 		ip:      netip.AddrFrom4([4]byte{10, 77, 1, byte(i)}),
 		dataDir: filepath.Join(c.dir, fmt.Sprintf("n%d", i)),
-		peers:   map[netip.Prefix]bool{}, deleted: map[netip.Prefix]time.Time{},
 	}
 	nd.subnetFile = filepath.Join(nd.dataDir, "subnet.env")
 	nd.logPath = filepath.Join(nd.dataDir, "agent.log")
 	if err := os.MkdirAll(nd.dataDir, 0o700); err != nil {
 		return err
 	}
-	var err error
-	if nd.ns, err = netops.CreateNamedNS(nd.nsName); err != nil {
-		return err
+	ns, err := benchnode.NewNS(fmt.Sprintf("cbxo-%d-%d", os.Getpid(), i), benchnode.Wire{
+		Host: c.h, HostVeth: fmt.Sprintf("obn%d", i), Bridge: bridge, Addr: netip.PrefixFrom(nd.ip, 16),
+	})
+	if ns != nil {
+		nd.NS, nd.ns, nd.h = ns, ns.Path, ns.H
+		c.nodes = append(c.nodes, nd)
 	}
-	c.nodes = append(c.nodes, nd)
-	if nd.h, err = netops.Open(nd.ns); err != nil {
-		return err
-	}
-	if err := nd.h.SetLinkUp("lo"); err != nil {
-		return err
-	}
-	if _, _, err := c.h.EnsureVeth(netops.VethOpts{HostName: fmt.Sprintf("obn%d", i), PeerName: "eth0", Peer: nd.h, Master: bridge}); err != nil {
-		return err
-	}
-	if err := nd.h.EnsureAddr("eth0", netip.PrefixFrom(nd.ip, 16), netops.AddrOpts{NoDAD: true}); err != nil {
-		return err
-	}
-	return nd.watchRoutes(c.ctx)
-}
-
-// watchRoutes tracks the peer routes of the node as the kernel reports them.
-func (n *node) watchRoutes(ctx context.Context) error {
-	events, err := n.h.WatchRoutes(ctx, nil)
 	if err != nil {
 		return err
 	}
-	go func() {
-		for ev := range events {
-			if !clusterNet.Contains(ev.Dst.Addr()) || ev.Dst.Bits() <= clusterNet.Bits() {
-				continue
-			}
-			n.mu.Lock()
-			if ev.Deleted {
-				delete(n.peers, ev.Dst)
-				n.deleted[ev.Dst] = ev.Time
-			} else {
-				n.peers[ev.Dst] = true
-				if n.want > 0 && len(n.peers) >= n.want && n.complete.IsZero() {
-					n.complete = ev.Time
-				}
-			}
-			n.mu.Unlock()
-		}
-	}()
-	return nil
+	nd.routes, err = benchnode.WatchPeerRoutes(c.ctx, nd.h, clusterNet, 0)
+	return err
 }
 
-// startIn starts cmd with its process in the network namespace at ns: the
-// fork happens on a thread locked into that namespace, and the thread is
-// discarded afterwards.
+// startIn starts cmd with its process in the network namespace at ns.
 func startIn(ns string, cmd *exec.Cmd) error {
-	return runIn(ns, cmd.Start)
+	return netops.InNetns(ns, cmd.Start)
 }
 
-// runIn runs fn on a thread inside the namespace at ns (never reused).
+// runIn runs fn on a thread inside the namespace at ns.
 func runIn(ns string, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(ns)
-		if err != nil {
-			done <- err
-			return
-		}
-		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-		f.Close()
-		if err != nil {
-			done <- fmt.Errorf("enter %s: %w", ns, err)
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
+	return netops.InNetns(ns, fn)
 }
 
 func (c *cluster) startEtcd() error {
@@ -235,49 +176,27 @@ func (n *node) startAgent(extra ...string) error {
 		"--etcd-endpoints", etcdURL, "--iface", "eth0",
 		"--subnet-file", n.subnetFile, "--data-dir", n.dataDir, "--ip-masq", "--log-level", "info",
 	}, extra...)
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	a, err := benchnode.Start(benchnode.StartOpts{Bin: n.c.o.agent, Args: args, Log: n.logPath, Append: true, NS: n.ns})
 	if err != nil {
 		return err
 	}
-	n.cmd = exec.Command(n.c.o.agent, args...)
-	n.cmd.Stdout, n.cmd.Stderr = f, f
-	if err := startIn(n.ns, n.cmd); err != nil {
-		f.Close()
-		return err
-	}
-	n.done = make(chan error, 1)
-	cmd := n.cmd
-	go func() { n.done <- cmd.Wait(); f.Close() }()
+	n.agent = a
 	return nil
 }
 
 // exited reports whether the agent has ended.
 func (n *node) exited() bool {
-	if n.cmd == nil || n.cmd.ProcessState != nil {
-		return n.cmd != nil
-	}
-	select {
-	case err := <-n.done:
-		n.done <- err
-		return true
-	default:
+	if n.agent == nil {
 		return false
 	}
+	ended, _ := n.agent.Exited()
+	return ended
 }
 
 // stopAgent ends the agent with SIGTERM and waits for it.
 func (n *node) stopAgent() {
-	if n.cmd == nil || n.cmd.Process == nil {
-		return
-	}
-	n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(10 * time.Second):
-		n.cmd.Process.Kill()
-		<-n.done
-	}
-	n.cmd = nil
+	n.agent.Stop()
+	n.agent = nil
 }
 
 // leases returns the leases in etcd.
@@ -368,47 +287,12 @@ func (n *node) usage() (rss, hwm int, cpu time.Duration) {
 // (the agent's own) and file pages (the binary, shared by every agent), and
 // the proportional set size (shared pages divided among their users).
 func (n *node) usageDetail() (rss, hwm, anon, file, pss int, cpu time.Duration) {
-	if n.cmd == nil || n.cmd.Process == nil {
+	if n.agent == nil {
 		return 0, 0, 0, 0, 0, 0
 	}
-	pid := n.cmd.Process.Pid
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "VmRSS:" {
-				fmt.Sscan(f[1], &rss)
-			}
-			if len(f) >= 2 && f[0] == "VmHWM:" {
-				fmt.Sscan(f[1], &hwm)
-			}
-			if len(f) >= 2 && f[0] == "RssAnon:" {
-				fmt.Sscan(f[1], &anon)
-			}
-			if len(f) >= 2 && f[0] == "RssFile:" {
-				fmt.Sscan(f[1], &file)
-			}
-		}
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
-				fmt.Sscan(f[1], &pss)
-			}
-		}
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i > 0 {
-			f := strings.Fields(s[i+1:])
-			if len(f) > 13 {
-				var ut, st int64
-				fmt.Sscan(f[11], &ut)
-				fmt.Sscan(f[12], &st)
-				cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ
-			}
-		}
-	}
-	return rss, hwm, anon, file, pss, cpu
+	pid := n.agent.Pid()
+	m := benchnode.ReadMem(pid)
+	return m.RSS, m.HWM, m.Anon, m.File, benchnode.PSS(pid), benchnode.StatCPU(pid)
 }
 
 // close stops everything and removes the namespaces.
@@ -433,10 +317,7 @@ func (c *cluster) close() {
 		}
 	}
 	for _, n := range c.nodes {
-		if n.h != nil {
-			n.h.Close()
-		}
-		netops.DeleteNamedNS(n.nsName)
+		n.NS.Close()
 	}
 	if c.h != nil {
 		for _, n := range c.nodes {

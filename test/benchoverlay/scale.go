@@ -38,9 +38,7 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 		return row, err
 	}
 	for _, nd := range c.nodes {
-		nd.mu.Lock()
-		nd.want = n - 1
-		nd.mu.Unlock()
+		nd.routes.SetWant(n - 1)
 	}
 
 	// Start every agent, as fast as processes start.
@@ -58,14 +56,12 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 	for {
 		done, converged := 0, last
 		for _, nd := range c.nodes {
-			nd.mu.Lock()
-			if !nd.complete.IsZero() {
+			if t, _ := nd.routes.Complete(); !t.IsZero() {
 				done++
-				if nd.complete.After(converged) {
-					converged = nd.complete
+				if t.After(converged) {
+					converged = t
 				}
 			}
-			nd.mu.Unlock()
 		}
 		if done == n {
 			row.ConvergeS = converged.Sub(last).Seconds()
@@ -136,9 +132,7 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		all := true
 		for _, nd := range c.nodes[:n-1] {
-			nd.mu.Lock()
-			t, ok := nd.deleted[sn]
-			nd.mu.Unlock()
+			t, ok := nd.routes.Deleted(sn)
 			if !ok {
 				all = false
 				break
@@ -152,9 +146,8 @@ func scaleRun(o *options, n int) (scaleRow, error) {
 			if o.verbose {
 				var ds []time.Duration
 				for _, nd := range c.nodes[:n-1] {
-					nd.mu.Lock()
-					ds = append(ds, nd.deleted[sn].Sub(tDel))
-					nd.mu.Unlock()
+					t, _ := nd.routes.Deleted(sn)
+					ds = append(ds, t.Sub(tDel))
 				}
 				slices.Sort(ds)
 				c.logf("N=%d: removal reached the first node after %s, half after %s, all after %s; agents used %s CPU", n, ds[0], ds[len(ds)/2], ds[len(ds)-1], c.agentCPU()-cpuBefore)

@@ -118,9 +118,7 @@ func podPair(o *options, pc pathCase) ([]tputRow, error) {
 		return nil, err
 	}
 	for _, nd := range c.nodes {
-		nd.mu.Lock()
-		nd.want = 1
-		nd.mu.Unlock()
+		nd.routes.SetWant(1)
 		if err := nd.startAgent(); err != nil {
 			return nil, err
 		}
@@ -128,9 +126,8 @@ func podPair(o *options, pc pathCase) ([]tputRow, error) {
 	for deadline := time.Now().Add(o.timeout); ; time.Sleep(20 * time.Millisecond) {
 		ready := true
 		for _, nd := range c.nodes {
-			nd.mu.Lock()
-			done := !nd.complete.IsZero()
-			nd.mu.Unlock()
+			t, _ := nd.routes.Complete()
+			done := !t.IsZero()
 			if pc.noPeerRoutes {
 				_, err := os.Stat(nd.subnetFile)
 				done = err == nil

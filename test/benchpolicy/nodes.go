@@ -4,25 +4,23 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/benchnode"
 )
 
-// node is one node namespace of a side: its underlay eth0, its pod bridge
-// cni0 (br_netfilter on), its agent and the watch of its nftables.
+// node is one node namespace of a side (benchnode.NS): its underlay eth0,
+// its pod bridge cni0 (br_netfilter on), its agent and the watch of its
+// nftables.
 type node struct {
+	*benchnode.NS
 	i      int
 	nsName string
-	ns     string
+	ns     string // the namespace's path
 	h      *netops.Handle
 	dir    string
-	cmd    *exec.Cmd
-	done   chan error
+	agent  *benchnode.Proc
 	watch  *nftWatch
 	pods   []string // named namespaces of the request/response pods (node 0)
 }
@@ -35,20 +33,13 @@ func (c *cluster) newNode(tag string, i int) (*node, error) {
 	if err := os.MkdirAll(n.dir, 0o700); err != nil {
 		return n, err
 	}
-	var err error
-	if n.ns, err = netops.CreateNamedNS(n.nsName); err != nil {
-		return n, err
+	ns, err := benchnode.NewNS(n.nsName, benchnode.Wire{
+		Host: c.h, HostVeth: fmt.Sprintf("bp%s%d", tag, i), Bridge: underlayBridge, Addr: netip.PrefixFrom(nodeIP(i), 16),
+	})
+	if ns != nil {
+		n.NS, n.ns, n.h = ns, ns.Path, ns.H
 	}
-	if n.h, err = netops.Open(n.ns); err != nil {
-		return n, err
-	}
-	if err := n.h.SetLinkUp("lo"); err != nil {
-		return n, err
-	}
-	if _, _, err := c.h.EnsureVeth(netops.VethOpts{HostName: fmt.Sprintf("bp%s%d", tag, i), PeerName: "eth0", Peer: n.h, Master: underlayBridge}); err != nil {
-		return n, err
-	}
-	if err := n.h.EnsureAddr("eth0", netip.PrefixFrom(nodeIP(i), 16), netops.AddrOpts{NoDAD: true}); err != nil {
+	if err != nil {
 		return n, err
 	}
 	if _, err := n.h.EnsureBridge(netops.BridgeOpts{Name: podBridge}); err != nil {
@@ -107,82 +98,42 @@ func (n *node) addRRPods() error {
 
 // start runs the side's agent in the node's namespace.
 func (n *node) start(bin string, env []string, args ...string) error {
-	log, err := os.Create(filepath.Join(n.dir, "agent.log"))
+	a, err := benchnode.Start(benchnode.StartOpts{Bin: bin, Args: args, Env: env, Log: filepath.Join(n.dir, "agent.log"), NS: n.ns})
 	if err != nil {
 		return err
 	}
-	n.cmd = exec.Command(bin, args...)
-	n.cmd.Stdout, n.cmd.Stderr = log, log
-	n.cmd.Env = append(os.Environ(), env...)
-	if err := netops.InNetns(n.ns, n.cmd.Start); err != nil {
-		log.Close()
-		return err
-	}
-	n.done = make(chan error, 1)
-	cmd := n.cmd
-	go func() { n.done <- cmd.Wait(); log.Close() }()
+	n.agent = a
 	return nil
 }
 
 // exited is the agent's exit, if it has ended.
 func (n *node) exited() error {
-	select {
-	case err := <-n.done:
-		n.done <- err
-		if err == nil {
-			err = fmt.Errorf("exit 0")
-		}
-		return fmt.Errorf("the agent on %s exited (%v):\n%s", nodeName(n.i), err, n.logTail())
-	default:
+	if n.agent == nil {
 		return nil
 	}
+	return n.agent.ExitError("the agent on "+nodeName(n.i), 2500)
 }
 
-func (n *node) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, "agent.log"))
-	if len(b) > 2500 {
-		b = b[len(b)-2500:]
-	}
-	return string(b)
-}
+func (n *node) logTail() string { return n.agent.LogTail(2500) }
 
 // rssKiB is the agent's resident set and its peak.
 func (n *node) rssKiB() (rss, hwm int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.cmd.Process.Pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "VmRSS:" {
-			fmt.Sscan(f[1], &rss)
-		}
-		if len(f) >= 2 && f[0] == "VmHWM:" {
-			fmt.Sscan(f[1], &hwm)
-		}
-	}
-	return rss, hwm
+	m := benchnode.ReadMem(n.agent.Pid())
+	return m.RSS, m.HWM
 }
 
 // close stops the agent and removes the node's namespaces.
 func (n *node) close() {
-	if n.cmd != nil && n.cmd.Process != nil {
-		n.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-n.done:
-		case <-time.After(10 * time.Second):
-			n.cmd.Process.Kill()
-			<-n.done
-		}
-	}
+	n.agent.Stop()
 	if n.watch != nil {
 		n.watch.close()
-	}
-	if n.h != nil {
-		n.h.Close()
 	}
 	for _, p := range n.pods {
 		netops.DeleteNamedNS(p)
 	}
-	netops.DeleteNamedNS(n.nsName)
+	if n.NS != nil {
+		n.NS.Close()
+	} else {
+		netops.DeleteNamedNS(n.nsName)
+	}
 }

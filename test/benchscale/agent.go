@@ -8,14 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/benchnode"
 )
 
 // The agent's node is this private namespace: its underlay is ul0 (a veth
@@ -74,19 +72,15 @@ func underlayUp() error {
 type agent struct {
 	o    *options
 	dir  string
-	cmd  *exec.Cmd
-	done chan error
+	proc *benchnode.Proc
 	h    *netops.Handle
 	stop context.CancelFunc
 
 	typ string // overlay backend type
 
-	mu       sync.Mutex
-	want     int
-	routes   map[netip.Prefix]bool
-	complete time.Time // when the want-th peer route appeared
-	anonKiB  int       // RssAnon at the last usage(): the agent's own, not the binary's pages
-	deleted  map[netip.Prefix]time.Time
+	want    int
+	routes  *benchnode.PeerRoutes // complete at want
+	anonKiB int                   // RssAnon at the last usage(): the agent's own, not the binary's pages
 }
 
 // newAgent watches the namespace's routes; start runs the binary.
@@ -99,31 +93,12 @@ func newAgent(o *options, dir string, want int, typ string) (*agent, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	a := &agent{o: o, dir: dir, h: h, stop: stop, want: want, typ: typ, routes: map[netip.Prefix]bool{}, deleted: map[netip.Prefix]time.Time{}}
-	events, err := h.WatchRoutes(ctx, nil)
-	if err != nil {
+	a := &agent{o: o, dir: dir, h: h, stop: stop, want: want, typ: typ}
+	if a.routes, err = benchnode.WatchPeerRoutes(ctx, h, clusterNet, want); err != nil {
 		stop()
 		h.Close()
 		return nil, err
 	}
-	go func() {
-		for ev := range events {
-			if !clusterNet.Contains(ev.Dst.Addr()) || ev.Dst.Bits() <= clusterNet.Bits() {
-				continue
-			}
-			a.mu.Lock()
-			if ev.Deleted {
-				delete(a.routes, ev.Dst)
-				a.deleted[ev.Dst] = ev.Time
-			} else {
-				a.routes[ev.Dst] = true
-				if len(a.routes) >= a.want && a.complete.IsZero() {
-					a.complete = ev.Time
-				}
-			}
-			a.mu.Unlock()
-		}
-	}()
 	return a, nil
 }
 
@@ -133,19 +108,12 @@ func (a *agent) start(bin string, args ...string) (time.Time, error) {
 	if !strings.Contains(filepath.Base(bin), "flanneld") { // flanneld has no store
 		args = append(args, "--data-dir", filepath.Join(a.dir, "data"))
 	}
-	log, err := os.Create(filepath.Join(a.dir, "agent.log"))
-	if err != nil {
-		return time.Time{}, err
-	}
-	a.cmd = exec.Command(bin, args...)
-	a.cmd.Stdout, a.cmd.Stderr = log, log
 	t0 := time.Now()
-	if err := a.cmd.Start(); err != nil {
-		log.Close()
+	p, err := benchnode.Start(benchnode.StartOpts{Bin: bin, Args: args, Log: filepath.Join(a.dir, "agent.log")})
+	if err != nil {
 		return t0, err
 	}
-	a.done = make(chan error, 1)
-	go func() { a.done <- a.cmd.Wait(); log.Close() }()
+	a.proc = p
 	return t0, nil
 }
 
@@ -157,17 +125,12 @@ func (a *agent) converged(timeout time.Duration) (time.Time, error) {
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		a.mu.Lock()
-		t, n := a.complete, len(a.routes)
-		a.mu.Unlock()
+		t, n := a.routes.Complete()
 		if !t.IsZero() || a.want == 0 {
 			return t, nil
 		}
-		select {
-		case err := <-a.done:
-			a.done <- err
+		if ended, err := a.proc.Exited(); ended {
 			return t, fmt.Errorf("the agent exited (%v) with %d of %d routes:\n%s", err, n, a.want, a.logTail())
-		default:
 		}
 		if time.Now().After(deadline) {
 			return t, fmt.Errorf("%d of %d peer routes after %s:\n%s", n, a.want, timeout, a.logTail())
@@ -182,10 +145,7 @@ func (a *agent) removed(sn netip.Prefix, timeout time.Duration) (time.Time, erro
 		return a.wgRemoved(sn, timeout)
 	}
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		a.mu.Lock()
-		t, ok := a.deleted[sn]
-		a.mu.Unlock()
-		if ok {
+		if t, ok := a.routes.Deleted(sn); ok {
 			return t, nil
 		}
 	}
@@ -249,52 +209,16 @@ func (a *agent) mismatches(ps []peer) (int, error) {
 // usage is the agent's resident set and its peak (KiB) and the CPU its
 // threads have used.
 func (a *agent) usage() (rss, hwm int, cpu time.Duration) {
-	pid := a.cmd.Process.Pid
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "VmRSS:" {
-				fmt.Sscan(f[1], &rss)
-			}
-			if len(f) >= 2 && f[0] == "VmHWM:" {
-				fmt.Sscan(f[1], &hwm)
-			}
-			if len(f) >= 2 && f[0] == "RssAnon:" {
-				fmt.Sscan(f[1], &a.anonKiB)
-			}
-		}
-	}
-	// schedstat's first field is the thread's time on CPU in ns.
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	for _, t := range tasks {
-		if b, err := os.ReadFile(t); err == nil {
-			var ns int64
-			fmt.Sscan(string(b), &ns)
-			cpu += time.Duration(ns)
-		}
-	}
-	return rss, hwm, cpu
+	m := benchnode.ReadMem(a.proc.Pid())
+	a.anonKiB = m.Anon
+	return m.RSS, m.HWM, benchnode.ThreadCPU(a.proc.Pid())
 }
 
-func (a *agent) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(a.dir, "agent.log"))
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
-}
+func (a *agent) logTail() string { return a.proc.LogTail(3000) }
 
 // close stops the agent and removes what it made.
 func (a *agent) close() {
-	if a.cmd != nil && a.cmd.Process != nil {
-		a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.done:
-		case <-time.After(10 * time.Second):
-			a.cmd.Process.Kill()
-			<-a.done
-		}
-	}
+	a.proc.Stop()
 	a.stop()
 	a.h.DeleteLink(device)
 	a.h.DeleteLink(wgDevice)

@@ -90,11 +90,8 @@ func (a *agent) wgConverged(timeout time.Duration) (time.Time, error) {
 			return time.Now(), nil
 		}
 		n = len(ps)
-		select {
-		case err := <-a.done:
-			a.done <- err
+		if ended, err := a.proc.Exited(); ended {
 			return time.Time{}, fmt.Errorf("the agent exited (%v) with %d of %d peers:\n%s", err, n, a.want, a.logTail())
-		default:
 		}
 	}
 	return time.Time{}, fmt.Errorf("%d of %d wireguard peers after %s:\n%s", n, a.want, timeout, a.logTail())

@@ -156,13 +156,10 @@ func tableSignature() (string, int, error) {
 
 // exited is the agent's exit, if it has ended.
 func (a *agent) exited() error {
-	select {
-	case err := <-a.done:
-		a.done <- err
+	if ended, err := a.proc.Exited(); ended {
 		return fmt.Errorf("the agent exited (%v)", err)
-	default:
-		return nil
 	}
+	return nil
 }
 
 // podChurn changes the tier label of random pods at churnRate for
