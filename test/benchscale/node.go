@@ -67,7 +67,7 @@ func simNode(p peer, now time.Time) *corev1.Node {
 	n.Status.NodeInfo = corev1.NodeSystemInfo{
 		MachineID: fmt.Sprintf("%032x", p.mac), SystemUUID: fmt.Sprintf("ec2%029x", p.mac), BootID: fmt.Sprintf("%032x", p.ip.AsSlice()),
 		KernelVersion: "6.12.48+deb13-amd64", OSImage: "Debian GNU/Linux 13 (trixie)", ContainerRuntimeVersion: "containerd://2.1.4",
-		KubeletVersion: "v1.34.2", KubeProxyVersion: "", OperatingSystem: "linux", Architecture: "amd64",
+		KubeletVersion: "v1.34.2", OperatingSystem: "linux", Architecture: "amd64",
 	}
 	for j := range 25 {
 		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{
