@@ -14,7 +14,7 @@ func TestAzureRoundRobinAcrossRefresh(t *testing.T) {
 	addNIC(t, "eth0", fixtureMAC)
 	fx := fixture(t)
 	ag := newAgent(t, fx)
-	n := newNode(t, ag.url())
+	n := newNode(t, ag.URL())
 	conf := azureConf("1.0.0", `,"queryInterval":0`) // ask on every call
 	role := cloudipam.AzureRole
 
@@ -27,7 +27,7 @@ func TestAzureRoundRobinAcrossRefresh(t *testing.T) {
 	n.must(role, "DEL", "a", conf)
 
 	// The agent now also lists 10.240.0.70.
-	ag.set(strings.Replace(fx, `<IPAddress Address="10.240.0.65" IsPrimary="false"/>`,
+	ag.Set(strings.Replace(fx, `<IPAddress Address="10.240.0.65" IsPrimary="false"/>`,
 		`<IPAddress Address="10.240.0.65" IsPrimary="false"/><IPAddress Address="10.240.0.70" IsPrimary="false"/>`, 1))
 	if got := parse(t, n.must(role, "ADD", "d", conf)).IPs[0].Address; got != "10.240.0.39/16" {
 		t.Errorf("after the refresh pod d got %s, want 10.240.0.39/16 (after the last address handed out)", got)

@@ -13,7 +13,7 @@ import (
 func TestCloudRequestedAndSticky(t *testing.T) {
 	addNIC(t, "eth0", fixtureMAC)
 	ag := newAgent(t, fixture(t))
-	n := newNode(t, ag.url())
+	n := newNode(t, ag.URL())
 	conf := azureConf("1.0.0", `,"queryInterval":"1h","sticky":true`)
 	role := cloudipam.AzureRole
 	podArgs := func(name, extra string) {

@@ -5,19 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/cloudfake"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
@@ -49,39 +46,8 @@ func addNIC(t *testing.T, name, mac string) {
 	t.Cleanup(func() { exec.Command("ip", "link", "del", name).Run() })
 }
 
-// agent is a fake Azure host agent (or any HTTP provider) on loopback.
-type agent struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	body string
-	hits atomic.Int32
-}
-
-func newAgent(t *testing.T, body string) *agent {
-	a := &agent{body: body}
-	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a.hits.Add(1)
-		if r.URL.Query().Get("comp") != "nmagent" || r.URL.Query().Get("type") != "getinterfaceinfov1" {
-			http.NotFound(w, r)
-			return
-		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		w.Write([]byte(a.body))
-	}))
-	t.Cleanup(a.srv.Close)
-	return a
-}
-
-func (a *agent) url() string {
-	return a.srv.URL + "/machine/plugins?comp=nmagent&type=getinterfaceinfov1"
-}
-
-func (a *agent) set(body string) {
-	a.mu.Lock()
-	a.body = body
-	a.mu.Unlock()
-}
+// newAgent is a fake Azure host agent serving body on loopback.
+func newAgent(t *testing.T, body string) *cloudfake.Azure { return cloudfake.NewAzure(t, body) }
 
 func fixture(t *testing.T) string {
 	b, err := os.ReadFile("testdata/nmagent-getinterfaceinfov1.xml")
@@ -169,7 +135,7 @@ func azureConf(version, ipamExtra string) string {
 func TestAzureVnetIPAM(t *testing.T) {
 	addNIC(t, "eth0", fixtureMAC)
 	ag := newAgent(t, fixture(t))
-	n := newNode(t, ag.url())
+	n := newNode(t, ag.URL())
 	conf := azureConf("0.3.0", `,"queryInterval":"1h"`)
 	role := cloudipam.AzureRole
 
@@ -193,7 +159,7 @@ func TestAzureVnetIPAM(t *testing.T) {
 	}
 	_, err := n.call(role, "ADD", "pod30", conf)
 	roletest.CheckErr(t, err, cniplug.CodePoolExhausted, `network "azure"`, "all 30 secondary IPs of NIC 00:0d:3a:51:c4:90 in 10.240.0.0/16 are in use")
-	if h := ag.hits.Load(); h != 1 {
+	if h := ag.Hits(); h != 1 {
 		t.Errorf("the host agent was asked %d times, want once within queryInterval", h)
 	}
 	_, err = n.call(role, "STATUS", "", azureConf("1.1.0", `,"queryInterval":"1h"`))
@@ -233,7 +199,7 @@ func TestAzureRefreshAndOutage(t *testing.T) {
 	addNIC(t, "eth0", fixtureMAC)
 	fx := fixture(t)
 	ag := newAgent(t, fx)
-	n := newNode(t, ag.url())
+	n := newNode(t, ag.URL())
 	conf := azureConf("0.3.0", `,"queryInterval":0`) // ask on every call
 	role := cloudipam.AzureRole
 
@@ -244,7 +210,7 @@ func TestAzureRefreshAndOutage(t *testing.T) {
 	// The agent drops .36 (in use) and .37 (free), and adds .70.
 	changed := strings.Replace(strings.Replace(fx, `<IPAddress Address="10.240.0.36" IsPrimary="false"/>`, "", 1),
 		`<IPAddress Address="10.240.0.37" IsPrimary="false"/>`, `<IPAddress Address="10.240.0.70" IsPrimary="false"/>`, 1)
-	ag.set(changed)
+	ag.Set(changed)
 	b := parse(t, n.must(role, "ADD", "b", conf)).IPs[0].Address
 	if b == "10.240.0.36/16" || b == "10.240.0.37/16" {
 		t.Errorf("pod b got %s, which the agent no longer lists", b)
@@ -269,7 +235,7 @@ func TestAzureRefreshAndOutage(t *testing.T) {
 	}
 
 	// The agent goes away: the cache serves.
-	ag.srv.Close()
+	ag.Close()
 	n.stderr.Reset()
 	c1 := parse(t, n.must(role, "ADD", "c", conf)).IPs[0].Address
 	if c1 == b || c1 == "10.240.0.36/16" {
@@ -284,9 +250,9 @@ func TestAzureRefreshAndOutage(t *testing.T) {
 	n.must(role, "DEL", "c", conf)
 
 	// With no cache, an outage is "try again later".
-	fresh := newNode(t, ag.url())
+	fresh := newNode(t, ag.URL())
 	_, err := fresh.call(role, "ADD", "d", conf)
-	roletest.CheckErr(t, err, 11, "Azure host agent at "+ag.url(), "no earlier answer")
+	roletest.CheckErr(t, err, 11, "Azure host agent at "+ag.URL(), "no earlier answer")
 	_, err = fresh.call(role, "STATUS", "", azureConf("1.1.0", ""))
 	roletest.CheckErr(t, err, cniplug.CodeNotReady, "Azure host agent")
 	fresh.must(role, "DEL", "d", conf)
@@ -313,14 +279,14 @@ func TestAzureBadAnswers(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ag := newAgent(t, tt.body)
-			n := newNode(t, ag.url())
+			n := newNode(t, ag.URL())
 			_, err := n.call(role, "ADD", "x", tt.conf)
 			roletest.CheckErr(t, err, tt.code, tt.words...)
 		})
 	}
 	// master pins the NIC.
 	ag := newAgent(t, fx)
-	n := newNode(t, ag.url())
+	n := newNode(t, ag.URL())
 	r := parse(t, n.must(role, "ADD", "x", `{"cniVersion":"0.3.0","name":"azure","type":"azure-vnet","master":"eth0","ipam":{"type":"azure-vnet-ipam"}}`))
 	if r.IPs[0].Address != "10.240.0.36/16" {
 		t.Errorf("with master: %+v", r)
@@ -331,40 +297,10 @@ func TestAWS(t *testing.T) {
 	const mac = "0e:5c:11:22:33:44"
 	addNIC(t, "ens5", mac)
 	addNIC(t, "ens6", "0e:5c:11:22:33:55") // another ENI of the node, not asked about when pinned
-	var down atomic.Bool
-	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "", http.StatusServiceUnavailable)
-			return
-		}
-		if r.URL.Path == "/latest/api/token" {
-			if r.Method != "PUT" {
-				http.Error(w, "", http.StatusMethodNotAllowed)
-				return
-			}
-			w.Write([]byte("tok"))
-			return
-		}
-		if r.Header.Get("X-aws-ec2-metadata-token") != "tok" {
-			http.Error(w, "", http.StatusUnauthorized)
-			return
-		}
-		base := "/latest/meta-data/network/interfaces/macs/"
-		switch r.URL.Path {
-		case base:
-			fmt.Fprintf(w, "%s/\n0e:5c:11:22:33:55/\n", mac)
-		case base + mac + "/local-ipv4s":
-			w.Write([]byte("172.31.5.10\n172.31.5.11\n172.31.5.12"))
-		case base + mac + "/subnet-ipv4-cidr-block":
-			w.Write([]byte("172.31.0.0/20"))
-		case base + mac + "/device-number":
-			w.Write([]byte("0"))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer imds.Close()
-	n := newNode(t, imds.URL)
+	imds := cloudfake.NewAWS(t,
+		cloudfake.ENI{MAC: mac, IPs: []string{"172.31.5.10", "172.31.5.11", "172.31.5.12"}, Subnet: "172.31.0.0/20"},
+		cloudfake.ENI{MAC: "0e:5c:11:22:33:55"})
+	n := newNode(t, imds.URL())
 	conf := `{"cniVersion":"1.0.0","name":"vpc","type":"bridge","ipam":{"type":"cloud-ipam","provider":"aws","master":"ens5","queryInterval":0}}`
 	role := cloudipam.Role
 	var got []string
@@ -381,7 +317,7 @@ func TestAWS(t *testing.T) {
 	_, err := n.call(role, "ADD", "c", conf)
 	roletest.CheckErr(t, err, cniplug.CodePoolExhausted, "all 2 secondary IPs of NIC 0e:5c:11:22:33:44 in 172.31.0.0/20 are in use", "ENI")
 
-	down.Store(true)
+	imds.SetDown(true)
 	n.must(role, "DEL", "a", conf)
 	if r := parse(t, n.must(role, "ADD", "c", conf)); r.IPs[0].Address != "172.31.5.11/20" {
 		t.Errorf("during the IMDS outage pod c got %+v, want the released 172.31.5.11 from the cache", r)

@@ -5,21 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/cnibox/cnibox/internal/cloudfake"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/store"
@@ -288,17 +286,8 @@ func TestAzureSeedConflist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var queries atomic.Int32
-	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		queries.Add(1)
-		if r.URL.Path != "/machine/plugins" || r.URL.Query().Get("type") != "getinterfaceinfov1" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Write(xml)
-	}))
-	defer agent.Close()
-	t.Setenv("CNIBOX_CLOUD_ENDPOINT", agent.URL+"/machine/plugins?comp=nmagent&type=getinterfaceinfov1")
+	agent := cloudfake.NewAzure(t, string(xml))
+	t.Setenv("CNIBOX_CLOUD_ENDPOINT", agent.URL())
 
 	subnet := netip.MustParsePrefix("10.240.0.0/16")
 	fabric := cloudNode(t, "00:0d:3a:51:c4:90", netip.MustParsePrefix("10.240.0.35/16"), netip.MustParsePrefix("10.240.0.1/16"), "azure0")
@@ -315,7 +304,7 @@ func TestAzureSeedConflist(t *testing.T) {
 		bridge: "azure0", pool: pool,
 		full:    "all 30 secondary IPs of NIC 00:0d:3a:51:c4:90 in 10.240.0.0/16 are in use",
 		outage:  agent.Close,
-		queries: queries.Load,
+		queries: agent.Hits,
 	}
 	r.run(t)
 }
@@ -325,42 +314,9 @@ func TestAzureSeedConflist(t *testing.T) {
 func TestAWSExample(t *testing.T) {
 	e := newEnv(t)
 	const mac = "0e:5c:11:22:33:44"
-	var down atomic.Bool
-	var queries atomic.Int32
-	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "", http.StatusServiceUnavailable)
-			return
-		}
-		if r.URL.Path == "/latest/api/token" {
-			if r.Method != "PUT" || r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds") == "" {
-				http.Error(w, "", http.StatusMethodNotAllowed)
-				return
-			}
-			queries.Add(1)
-			w.Write([]byte("token-1"))
-			return
-		}
-		if r.Header.Get("X-aws-ec2-metadata-token") != "token-1" {
-			http.Error(w, "", http.StatusUnauthorized)
-			return
-		}
-		base := "/latest/meta-data/network/interfaces/macs/"
-		switch r.URL.Path {
-		case base:
-			fmt.Fprintf(w, "%s/\n", mac)
-		case base + mac + "/local-ipv4s":
-			w.Write([]byte("172.31.5.10\n172.31.5.11\n172.31.5.12\n172.31.5.13\n172.31.5.20"))
-		case base + mac + "/subnet-ipv4-cidr-block":
-			w.Write([]byte("172.31.0.0/20"))
-		case base + mac + "/device-number":
-			w.Write([]byte("0"))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	defer imds.Close()
-	t.Setenv("CNIBOX_CLOUD_ENDPOINT", imds.URL)
+	imds := cloudfake.NewAWS(t, cloudfake.ENI{MAC: mac, Subnet: "172.31.0.0/20",
+		IPs: []string{"172.31.5.10", "172.31.5.11", "172.31.5.12", "172.31.5.13", "172.31.5.20"}})
+	t.Setenv("CNIBOX_CLOUD_ENDPOINT", imds.URL())
 
 	// The example pins the NIC as ens5; this node calls it eth0.
 	l := loadList(t, repoFile("examples", "76-aws.conflist"))
@@ -372,8 +328,8 @@ func TestAWSExample(t *testing.T) {
 		pool: []netip.Addr{netip.MustParseAddr("172.31.5.11"), netip.MustParseAddr("172.31.5.12"),
 			netip.MustParseAddr("172.31.5.13"), netip.MustParseAddr("172.31.5.20")},
 		full:    "all 4 secondary IPs of NIC 0e:5c:11:22:33:44 in 172.31.0.0/20 are in use",
-		outage:  func() { down.Store(true) },
-		queries: queries.Load,
+		outage:  func() { imds.SetDown(true) },
+		queries: imds.Tokens,
 	}
 	r.run(t)
 }
@@ -389,9 +345,8 @@ func TestAzureConcurrentColdStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(xml) }))
-	defer agent.Close()
-	t.Setenv("CNIBOX_CLOUD_ENDPOINT", agent.URL+"/machine/plugins?comp=nmagent&type=getinterfaceinfov1")
+	agent := cloudfake.NewAzure(t, string(xml))
+	t.Setenv("CNIBOX_CLOUD_ENDPOINT", agent.URL())
 	fabric := cloudNode(t, "00:0d:3a:51:c4:90", netip.MustParsePrefix("10.240.0.35/16"), netip.MustParsePrefix("10.240.0.1/16"), "azure0")
 	l := loadList(t, filepath.Join(seed, "10-azure.conflist"))
 
