@@ -265,6 +265,8 @@ func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []c
 		ipamTyp, _ = ipam["type"].(string)
 		if ir, ok := ck.reg.Lookup(ipamTyp); ok && ir.IPAM {
 			(*tree)["ipam"] = merge(knownTree(ir.Known), "type")
+		} else {
+			(*tree)["ipam"] = nil // another plugin's section is its own business
 		}
 		if ipamTyp == "" {
 			out = append(out, checkFinding{Severity: sevError, Path: "ipam.type", Message: "the ipam section names no plugin", Fix: "set \"type\" (host-local, static, dhcp, whereabouts, ...)"})

@@ -19,10 +19,12 @@ type fieldTree map[string]*fieldTree
 
 // commonFields are the fields every plugin config may hold, whatever its
 // type: the spec's, those a runtime adds (runtimeConfig, prevResult, args,
-// GC's attachments), and the conflist's that libcni copies in.
+// GC's attachments), the conflist's that libcni copies in, and cnibox's
+// logFile and logLevel, which cniplug reads for every role.
 func commonFields() []string {
 	return []string{"cniVersion", "cniVersions", "name", "type", "capabilities", "ipam", "dns",
-		"runtimeConfig", "args", "prevResult", "cni.dev/valid-attachments", "cni.dev/attachments"}
+		"runtimeConfig", "args", "prevResult", "cni.dev/valid-attachments", "cni.dev/attachments",
+		"logFile", "logLevel"}
 }
 
 // listFields are the fields of a conflist's top level.

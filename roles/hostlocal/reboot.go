@@ -65,14 +65,18 @@ func allocate(a *cniplug.Args, tx *store.IPAMTx, req ipam.Request) ([]ipam.Alloc
 	return ipam.Allocate(tx, req)
 }
 
+// reclaimJSON is the ipam section's reclaimAfterReboot, which reclaimOn
+// decodes apart from ipamJSON (a Known.Config of the role).
+type reclaimJSON struct {
+	Reclaim *bool `json:"reclaimAfterReboot"`
+}
+
 // reclaimOn reports whether the reclaim after a reboot is on for this call:
 // unless ipam.reclaimAfterReboot is false or $CNIBOX_REBOOT_RECLAIM is off
 // ("off", "0", "false" or "no"). Anything but a JSON false counts as on.
 func reclaimOn(a *cniplug.Args) bool {
 	var raw struct {
-		IPAM struct {
-			Reclaim *bool `json:"reclaimAfterReboot"`
-		} `json:"ipam"`
+		IPAM reclaimJSON `json:"ipam"`
 	}
 	if json.Unmarshal(a.StdinData, &raw) == nil && raw.IPAM.Reclaim != nil && !*raw.IPAM.Reclaim {
 		return false

@@ -31,8 +31,6 @@ type multiConf struct {
 	// pendingCluster is a clusterNetwork name that only the pod path can
 	// resolve (a NAD in multusNamespace first, then confDir).
 	pendingCluster string
-	// aux is the auxiliaryCNIChainName network, attached last.
-	aux *multiDelegate
 }
 
 // multiDelegate is one network of a multi pod, resolved to a conflist.
@@ -86,12 +84,7 @@ const maxDelegateFile = cniplug.MaxConfigBytes
 // primary gets ifname (CNI_IFNAME; "" for GC and STATUS), the others their
 // own "ifname" field or net<index>.
 func parseMultiConf(a *cniplug.Args, ifname string) (*multiConf, error) {
-	var raw struct {
-		Delegates     []json.RawMessage `json:"delegates"`
-		DataDir       string            `json:"dataDir"`
-		RuntimeConfig map[string]any    `json:"runtimeConfig"`
-		multusFields
-	}
+	var raw topJSON
 	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
 		return nil, delegate.DecodeError("multi config", err)
 	}

@@ -25,6 +25,7 @@ var Role = &cniplug.Role{
 	Check:  multiCheck,
 	GC:     multiGC,
 	Status: multiStatus,
+	Known:  &known,
 }
 
 const multiPlugin = "multi"
@@ -46,10 +47,12 @@ var (
 	MultusRole = &cniplug.Role{
 		Name: "multus", About: "multus" + aliasAbout,
 		Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus,
+		Known: &known,
 	}
 	MultusShimRole = &cniplug.Role{
 		Name: "multus-shim", About: "multus-shim" + aliasAbout,
 		Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus,
+		Known: &known,
 	}
 )
 
@@ -66,6 +69,7 @@ var PassthruRole = &cniplug.Role{
 	Check:  func(context.Context, *cniplug.Args) error { return nil },
 	GC:     func(context.Context, *cniplug.Args) error { return nil },
 	Status: func(context.Context, *cniplug.Args) error { return nil },
+	Known:  &passthruKnown,
 }
 
 // primaryRC is the runtimeConfig that delegate i gets: the primary network
