@@ -134,7 +134,7 @@ func TestBadInput(t *testing.T) {
 		{"mac", string(conf("1.0.0", v4, `,"mac":"01:00:5e:00:00:01"`)), 7, `"mac"`},
 		{"runtime mac", string(conf("1.0.0", v4, `,"runtimeConfig":{"mac":"zz"}`)), 7, "runtimeConfig.mac"},
 		{"bcqueuelen", string(conf("1.0.0", v4, `,"bcqueuelen":-1`)), 7, `"bcqueuelen"`},
-		{"json", `{"cniVersion":"1.0.0","name":"mvnet","type":"macvlan","mtu":"x"}`, 6, "macvlan config"},
+		{"json", `{"cniVersion":"1.0.0","name":"mvnet","type":"macvlan","mtu":"x"}`, 6, `config field "mtu"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := n.Call(macvlan.Role, "ADD", p, []byte(tc.conf))

@@ -184,7 +184,7 @@ func TestBadInput(t *testing.T) {
 		{"bridge not a bridge", string(conf("1.0.0", v4, `,"bridge":"v0"`)), 7, `"bridge"`},
 		{"mode", string(conf("1.0.0", v4, `,"mode":"l2"`)), 2, `"mode"`},
 		{"broken JSON", `{"cniVersion":"1.0.0","name":"tapnet","type":"tap",`, 6, ""},
-		{"owner type", string(conf("1.0.0", v4, `,"owner":"root"`)), 6, "tap config"},
+		{"owner type", string(conf("1.0.0", v4, `,"owner":"root"`)), 6, `config field "owner"`},
 		{"spec version 0.2.0", string(conf("0.2.0", v4, "")), 1, ""},
 		{"bad subnet", string(conf("1.0.0", `[[{"subnet":"10.61.0.0/33"}]]`, "")), 7, "subnet"},
 	} {
