@@ -15,7 +15,8 @@ import (
 // What cannot be expressed fails closed as the API describes for peers:
 // in an Accept rule the part matches nothing; a Deny or Pass rule with such
 // a part denies everything; a subject that cannot be read takes every pod,
-// and the policy then only denies.
+// and the policy then only denies. Past a cap (caps.go) every rule takes
+// that closed form, its peers unread.
 func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 	b := newBuilder("cnp/" + cnp.Name)
 	spec := &cnp.Spec
@@ -32,6 +33,9 @@ func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 	sel, subjectOK := b.cnpSubject(&spec.Subject)
 	b.c.subject = sel
 	subject := b.set(podSetDef(sel))
+	if h := cnpOverCap(spec); h != nil {
+		b.overCap(h, cnpCapClosed) // the rules are compiled without their peers
+	}
 	for d, n := range [2]int{len(spec.Ingress), len(spec.Egress)} {
 		if n == 0 {
 			continue
@@ -42,14 +46,22 @@ func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 			var r Rule
 			if dir == Ingress {
 				in := &spec.Ingress[i]
-				peers := make([]cnpv1.ClusterNetworkPolicyEgressPeer, len(in.From))
-				for j, f := range in.From {
-					peers[j] = cnpv1.ClusterNetworkPolicyEgressPeer{Namespaces: f.Namespaces, Pods: f.Pods}
+				var peers []cnpv1.ClusterNetworkPolicyEgressPeer
+				protos := in.Protocols
+				if b.capped {
+					protos = nil
 				}
-				r = b.cnpRule(dir, i, in.Name, in.Action, fmt.Sprintf("spec.ingress[%d]", i), "from", peers, in.Protocols)
+				for j := 0; j < len(in.From) && !b.capped; j++ {
+					peers = append(peers, cnpv1.ClusterNetworkPolicyEgressPeer{Namespaces: in.From[j].Namespaces, Pods: in.From[j].Pods})
+				}
+				r = b.cnpRule(dir, i, in.Name, in.Action, fmt.Sprintf("spec.ingress[%d]", i), "from", peers, protos)
 			} else {
 				e := &spec.Egress[i]
-				r = b.cnpRule(dir, i, e.Name, e.Action, fmt.Sprintf("spec.egress[%d]", i), "to", e.To, e.Protocols)
+				peers, protos := e.To, e.Protocols
+				if b.capped {
+					peers, protos = nil, nil
+				}
+				r = b.cnpRule(dir, i, e.Name, e.Action, fmt.Sprintf("spec.egress[%d]", i), "to", peers, protos)
 			}
 			switch {
 			case !subjectOK:
@@ -60,6 +72,9 @@ func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 			p.Rules = append(p.Rules, r)
 		}
 		b.c.dirs[d] = p
+	}
+	if b.capped {
+		b.closeRules(subject)
 	}
 	return b.finish()
 }

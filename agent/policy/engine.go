@@ -219,7 +219,13 @@ func (e *Engine) SetNodeAddrs(addrs []netip.Addr) Delta {
 
 // SetNetworkPolicy adds or replaces a NetworkPolicy.
 func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) Delta {
-	c := compileNP(np)
+	return e.setCompiled(compileNP(np))
+}
+
+// setCompiled adds or replaces a compiled policy. Compiling reads the
+// policy alone: the watcher does it before it takes the lock that every
+// change waits on, and hands the result here.
+func (e *Engine) setCompiled(c *compiled) Delta {
 	e.policies[c.id] = c
 	return e.rebuildUnlessHeld()
 }
@@ -232,9 +238,7 @@ func (e *Engine) DeleteNetworkPolicy(namespace, name string) Delta {
 
 // SetClusterNetworkPolicy adds or replaces a ClusterNetworkPolicy.
 func (e *Engine) SetClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) Delta {
-	c := compileCNP(cnp)
-	e.policies[c.id] = c
-	return e.rebuildUnlessHeld()
+	return e.setCompiled(compileCNP(cnp))
 }
 
 // DeleteClusterNetworkPolicy removes a ClusterNetworkPolicy.

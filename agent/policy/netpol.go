@@ -11,6 +11,7 @@ import (
 // compileNP compiles a NetworkPolicy. A pod it selects is isolated in each
 // direction of its policyTypes (none given: ingress, and egress if it has
 // egress rules), and allowed what one of its rules of that direction allows.
+// Past a cap (caps.go) it isolates them and allows nothing.
 func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 	b := newBuilder("np/" + np.Namespace + "/" + np.Name)
 	spec := &np.Spec
@@ -39,13 +40,16 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 		}
 	}
 	b.c.isolates = dirs
+	if h := npOverCap(spec); h != nil {
+		b.overCap(h, npCapClosed)
+	}
 	for d := range dirs {
 		if !dirs[d] {
 			continue
 		}
 		dir := Direction(d)
 		p := &Policy{ID: b.c.id, Tier: TierNetworkPolicy, Subject: subject}
-		if subjectOK {
+		if subjectOK && !b.capped {
 			if dir == Ingress {
 				for i, r := range spec.Ingress {
 					field := fmt.Sprintf("spec.ingress[%d]", i)
@@ -59,6 +63,9 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 			}
 		}
 		b.c.dirs[d] = p
+	}
+	if b.capped {
+		b.closeRules(subject)
 	}
 	return b.finish()
 }
@@ -105,7 +112,14 @@ func (b *builder) npPeer(ns, field string, p *networkingv1.NetworkPolicyPeer) (p
 			}
 			excepts = append(excepts, ep)
 		}
-		return peer{cidrs: cidrSetDef(cidr, excepts)}, true
+		ps, ok := minus(cidr, excepts, b.room)
+		if !ok {
+			b.overCap(&capHit{field: field + ".ipBlock", value: fmt.Sprintf("%s except %d entries", p.IPBlock.CIDR, len(excepts)),
+				why: fmt.Sprintf("the policy's ipBlocks minus their excepts need more than the %d prefixes the engine takes in one policy (docs/policy.md, Caps)", maxElems)}, npCapClosed)
+			return peer{}, false
+		}
+		b.room -= len(ps)
+		return peer{cidrs: staticSetDef(ps)}, true
 	}
 	if p.PodSelector == nil && p.NamespaceSelector == nil {
 		b.issue(field, "{}", "a peer has an ipBlock, a podSelector or a namespaceSelector; the peer matches nothing")

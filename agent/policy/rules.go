@@ -21,10 +21,14 @@ type compiled struct {
 // builder collects a policy's sets and issues while it is compiled.
 type builder struct {
 	c *compiled
+	// room is how many prefixes the policy's ipBlocks may still leave
+	// (maxElems in all); capped reports that a cap was passed (caps.go).
+	room   int
+	capped bool
 }
 
 func newBuilder(id string) *builder {
-	return &builder{&compiled{id: id, defs: map[SetID]*setDef{}}}
+	return &builder{c: &compiled{id: id, defs: map[SetID]*setDef{}}, room: maxElems}
 }
 
 // set registers d and returns its ID.

@@ -129,12 +129,6 @@ func protoText(p Protocol) string {
 	return p.String()
 }
 
-// cidrSetDef is the set of the prefixes of cidr minus excepts.
-func cidrSetDef(cidr netip.Prefix, excepts []netip.Prefix) *setDef {
-	ps := subtract([]netip.Prefix{cidr.Masked()}, excepts)
-	return staticSetDef(ps)
-}
-
 // staticSetDef is the set of the prefixes ps.
 func staticSetDef(ps []netip.Prefix) *setDef {
 	ps = slices.Clone(ps)
@@ -166,40 +160,4 @@ func (d *setDef) elems(p *Pod, ns *Namespace, node string) []Elem {
 		}
 	}
 	return out
-}
-
-// subtract returns the prefixes that cover ps minus excepts.
-func subtract(ps, excepts []netip.Prefix) []netip.Prefix {
-	for _, e := range excepts {
-		e = e.Masked()
-		var next []netip.Prefix
-		for _, p := range ps {
-			next = append(next, cut(p, e)...)
-		}
-		ps = next
-	}
-	return ps
-}
-
-// cut returns p minus e, as prefixes.
-func cut(p, e netip.Prefix) []netip.Prefix {
-	if !p.Overlaps(e) {
-		return []netip.Prefix{p}
-	}
-	if e.Bits() <= p.Bits() { // e covers p
-		return nil
-	}
-	lo, hi := halves(p)
-	return append(cut(lo, e), cut(hi, e)...)
-}
-
-// halves splits p in its two prefixes one bit longer.
-func halves(p netip.Prefix) (netip.Prefix, netip.Prefix) {
-	bits := p.Bits() + 1
-	lo := netip.PrefixFrom(p.Addr(), bits)
-	b := p.Addr().AsSlice()
-	i := p.Bits()
-	b[i/8] |= 0x80 >> (i % 8)
-	hiAddr, _ := netip.AddrFromSlice(b)
-	return lo, netip.PrefixFrom(hiAddr, bits)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -130,17 +131,24 @@ func protobuf(rc *rest.Config) *rest.Config {
 // watcher serialises the informers' events into the engine and the sink.
 type watcher struct {
 	cfg     WatchConfig
-	mu      sync.Mutex
+	mu      sync.Mutex // every change of the engine and the sink's call
 	e       *Engine
 	ev      *eventer
-	started bool
+	started atomic.Bool // the first full sync is applied
+	// latest is the number of each policy's last event (by ID, under
+	// seqMu): a compile that a later event overtook is dropped.
+	seqMu  sync.Mutex
+	seq    uint64
+	latest map[string]uint64
+	// beforeCompile, if set (tests), runs before a policy is compiled.
+	beforeCompile func(id string)
 }
 
 // start hands the whole model to the sink, once every informer has synced.
 func (w *watcher) start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.started = true
+	w.started.Store(true)
 	w.e.Release() // its delta is in the whole model handed over here
 	m := w.e.Model()
 	d := Delta{Rules: true, Issues: len(m.Issues) > 0}
@@ -160,7 +168,7 @@ func (w *watcher) applyIf(change func(*Engine) Delta, always bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d := change(w.e)
-	if !w.started || (d.Empty() && !always) {
+	if !w.started.Load() || (d.Empty() && !always) {
 		return
 	}
 	w.logIssues(d)
@@ -197,15 +205,11 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 		case *slimNamespace:
 			w.apply(func(e *Engine) Delta { return e.SetNamespace(&o.Namespace) })
 		case *networkingv1.NetworkPolicy:
-			w.apply(func(e *Engine) Delta {
-				w.ref("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta))
-				return e.SetNetworkPolicy(o)
-			})
+			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
+				func() *compiled { return compileNP(o) })
 		case *cnpv1.ClusterNetworkPolicy:
-			w.apply(func(e *Engine) Delta {
-				w.ref("cnp/"+o.Name, objectRef(cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta))
-				return e.SetClusterNetworkPolicy(o)
-			})
+			w.setPolicy("cnp/"+o.Name, objectRef(cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta),
+				func() *compiled { return compileCNP(o) })
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -221,16 +225,74 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			case *slimNamespace:
 				w.apply(func(e *Engine) Delta { return e.DeleteNamespace(o.Name) })
 			case *networkingv1.NetworkPolicy:
-				w.apply(func(e *Engine) Delta {
-					w.ref("np/"+o.Namespace+"/"+o.Name, nil)
-					return e.DeleteNetworkPolicy(o.Namespace, o.Name)
-				})
+				w.deletePolicy("np/"+o.Namespace+"/"+o.Name, func(e *Engine) Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
 			case *cnpv1.ClusterNetworkPolicy:
-				w.apply(func(e *Engine) Delta {
-					w.ref("cnp/"+o.Name, nil)
-					return e.DeleteClusterNetworkPolicy(o.Name)
-				})
+				w.deletePolicy("cnp/"+o.Name, func(e *Engine) Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
 			}
 		},
 	}
+}
+
+// setPolicy compiles a policy (the costly part of its change: its sets)
+// without the lock, then sets it in the engine under it. Once the first
+// sync is applied the compile runs on a goroutine of its own, so neither
+// the informer's next event nor any other change waits for a large
+// policy; before, it runs here, since start must find every listed
+// policy in the engine.
+func (w *watcher) setPolicy(id string, ref *corev1.ObjectReference, compile func() *compiled) {
+	n := w.number(id)
+	run := func() {
+		if w.beforeCompile != nil {
+			w.beforeCompile(id)
+		}
+		c := compile()
+		w.apply(func(e *Engine) Delta {
+			if !w.isLatest(id, n, false) {
+				return Delta{} // a later event of the policy came first
+			}
+			w.ref(id, ref)
+			return e.setCompiled(c)
+		})
+	}
+	if !w.started.Load() {
+		run()
+		return
+	}
+	go run()
+}
+
+// deletePolicy removes a policy, and any compile of it still running.
+func (w *watcher) deletePolicy(id string, del func(*Engine) Delta) {
+	n := w.number(id)
+	w.apply(func(e *Engine) Delta {
+		if !w.isLatest(id, n, true) {
+			return Delta{}
+		}
+		w.ref(id, nil)
+		return del(e)
+	})
+}
+
+// number numbers an event of policy id: the latest of id.
+func (w *watcher) number(id string) uint64 {
+	w.seqMu.Lock()
+	defer w.seqMu.Unlock()
+	if w.latest == nil {
+		w.latest = map[string]uint64{}
+	}
+	w.seq++
+	w.latest[id] = w.seq
+	return w.seq
+}
+
+// isLatest reports whether n is the latest event of policy id; forget
+// drops the policy's number then (it is gone).
+func (w *watcher) isLatest(id string, n uint64, forget bool) bool {
+	w.seqMu.Lock()
+	defer w.seqMu.Unlock()
+	ok := w.latest[id] == n
+	if ok && forget {
+		delete(w.latest, id)
+	}
+	return ok
 }

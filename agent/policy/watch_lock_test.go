@@ -1,0 +1,150 @@
+//go:build !nokube
+
+package policy
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nv1 "k8s.io/api/networking/v1"
+)
+
+// idSink records the IDs of the model's policies at each delta.
+type idSink struct {
+	mu  sync.Mutex
+	ids map[string]bool
+	ch  chan struct{}
+}
+
+func (s *idSink) Apply(m *Model, d Delta) error {
+	ids := map[string]bool{}
+	for _, dir := range []Direction{Ingress, Egress} {
+		for _, ps := range [][]*Policy{m.Tiers(dir).Admin, m.Tiers(dir).NetworkPolicy, m.Tiers(dir).Baseline} {
+			for _, p := range ps {
+				ids[p.ID] = true
+			}
+		}
+	}
+	s.mu.Lock()
+	s.ids = ids
+	s.mu.Unlock()
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *idSink) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids[id]
+}
+
+// await waits for the sink's next deltas until the model holds id, or
+// fails with why after a generous minute.
+func (s *idSink) await(t *testing.T, id, why string) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for !s.has(id) {
+		select {
+		case <-s.ch:
+		case <-deadline:
+			t.Fatalf("%s not in the model after a minute: %s", id, why)
+		}
+	}
+}
+
+// TestPolicyCompileOutsideLock: while a policy's compile is held (a hook
+// blocks it, as a large policy's cut would take long), a second policy
+// applied meanwhile reaches the sink; the first lands once its compile
+// ends. The compile runs outside the lock that every change waits on, and
+// off the informer's goroutine.
+func TestPolicyCompileOutsideLock(t *testing.T) {
+	sink := &idSink{ch: make(chan struct{}, 1)}
+	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
+	in := cluster(nil, nil)
+	for _, ns := range in.Namespaces {
+		w.e.SetNamespace(ns)
+	}
+	for _, p := range in.Pods {
+		w.e.SetPod(p)
+	}
+	if err := w.start(); err != nil {
+		t.Fatal(err)
+	}
+	compiling, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	w.beforeCompile = func(id string) {
+		if id == "np/x/big" {
+			close(compiling)
+			<-release
+		}
+	}
+	h := w.handler()
+	big := np("x", "big", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{ipBlock("::/0", hosts(4000, 128))}}}})
+	small := np("y", "small", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{}}})
+	go h.OnAdd(big, false) // the informer's goroutine: it may block here
+	select {
+	case <-compiling:
+	case <-time.After(time.Minute):
+		t.Fatal("the first policy's compile never started")
+	}
+	go h.OnAdd(small, false)
+	sink.await(t, "np/y/small", "the second policy waited for the first's compile")
+	if sink.has("np/x/big") {
+		t.Fatal("np/x/big in the model while its compile is held")
+	}
+	once.Do(func() { close(release) })
+	sink.await(t, "np/x/big", "the first policy never landed")
+}
+
+// TestPolicyEventOrder: a compile that finishes after a later event of its
+// policy (an update, a delete) is dropped; a new policy of the same name
+// after a delete is not mistaken for the old one's compile.
+func TestPolicyEventOrder(t *testing.T) {
+	w := &watcher{}
+	first := w.number("np/x/p")
+	second := w.number("np/x/p")
+	other := w.number("np/y/p")
+	if w.isLatest("np/x/p", first, false) || !w.isLatest("np/x/p", second, false) || !w.isLatest("np/y/p", other, false) {
+		t.Fatal("an update's compile is not the only latest one")
+	}
+	del := w.number("np/x/p")
+	if w.isLatest("np/x/p", second, false) || !w.isLatest("np/x/p", del, true) {
+		t.Fatal("a delete is not the latest event")
+	}
+	again := w.number("np/x/p")
+	for _, n := range []uint64{first, second, del} {
+		if w.isLatest("np/x/p", n, false) {
+			t.Errorf("event %d before the delete taken for the new policy's (%d)", n, again)
+		}
+	}
+	if !w.isLatest("np/x/p", again, false) {
+		t.Error("the new policy's compile dropped")
+	}
+}
+
+// TestCapIssueEvent: the Warning Event of a capped policy names the field
+// and the cap.
+func TestCapIssueEvent(t *testing.T) {
+	c := compileNP(np("x", "big", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{
+		From: []nv1.NetworkPolicyPeer{ipBlock("::/0", hosts(4000, 128))}}}}))
+	ev := newEventer(nil, node, nil)
+	ev.ref(c.id, objectRef("networking.k8s.io/v1", "NetworkPolicy", &np("x", "big", nv1.NetworkPolicySpec{}).ObjectMeta))
+	ev.note(c.issues)
+	select {
+	case e := <-ev.q:
+		want := fmt.Sprintf("np/x/big: spec.ingress[0].from[0].ipBlock.except %q: the policy has 4000 ipBlock except entries in all, more than the %d", "4000", maxExcepts)
+		if e.Type != corev1.EventTypeWarning || e.Reason != eventReason || len(e.Message) < len(want) || e.Message[:len(want)] != want {
+			t.Errorf("event %s %s %q, want a Warning %s starting %q", e.Type, e.Reason, e.Message, eventReason, want)
+		}
+	default:
+		t.Fatalf("no event for %v", c.issues)
+	}
+}
