@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
@@ -89,7 +90,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 	}
 	if cfg.ClusterNetworkPolicies {
-		c, err := kubecore.GroupClient(rc, cnpv1.SchemeGroupVersion, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
+		c, err := kubecore.GroupClient(rc, schema.GroupVersion(cnpv1.GroupVersion), "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -208,7 +209,7 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
 		case *cnpv1.ClusterNetworkPolicy:
-			w.setPolicy("cnp/"+o.Name, objectRef(cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta),
+			w.setPolicy("cnp/"+o.Name, objectRef(cnpv1.GroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileCNP(o) })
 		}
 	}
