@@ -133,7 +133,7 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		if where == cniplug.GatewayNowhere {
 			break // nothing on the other side of a dummy or an unopened tap answers
 		}
-		rtt, err := pod.Ping(gw, pingTimeout)
+		rtt, err := pod.PingFrom(pingSource(ec, gw), gw, pingTimeout)
 		switch {
 		case err == nil:
 			d.pass("gateway", "%s answers a ping from inside the pod (%s)", gw, rtt.Round(time.Microsecond))
@@ -203,6 +203,21 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 	} else {
 		d.pass("mtu", "%d in the pod, consistent with the host veth, bridge and overlay%s", pl.MTU, mtuNote)
 	}
+}
+
+// pingSource is the address the ping of gw goes from: the pod's own of
+// gw's family when a role routes the pod through tables of its own by
+// source address (sbr), else the kernel's choice.
+func pingSource(ec *cniplug.EndpointCheck, gw netip.Addr) netip.Addr {
+	if len(ec.Tables) == 0 {
+		return netip.Addr{}
+	}
+	for _, p := range ec.Endpoint.IPs {
+		if p.Addr().Is4() == gw.Is4() {
+			return p.Addr()
+		}
+	}
+	return netip.Addr{}
 }
 
 // tableNote names the routing table a found route r is in when it is not

@@ -198,7 +198,17 @@ func (d *doctor) checkPodDevice(host, pod *netops.Handle, ep store.Endpoint, pl 
 		d.checkMaster(pod, ep, "the pod")
 	}
 	ec := d.endpointCheck(host, pod, ep, pl)
+	// The store is open while the hooks run (a chained role reads its
+	// record), only then: a CNI call waits for it meanwhile.
+	st, err := store.OpenWith(store.Dir(d.view.DataDir), store.Options{NoCreate: true})
+	if err == nil {
+		ec.Store = st
+	}
 	d.roles.Doctor(ec)
+	if err == nil {
+		st.Close()
+		ec.Store = nil
+	}
 	return ec
 }
 

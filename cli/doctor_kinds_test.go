@@ -13,6 +13,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/roles"
 	"github.com/cnibox/cnibox/store"
 )
@@ -123,7 +124,7 @@ func (n *doctorNode) examine(t *testing.T, network string) []checkResult {
 	if len(eps) != 1 {
 		t.Fatalf("endpoint records of %s = %+v, want one", network, eps)
 	}
-	d := &doctor{roles: n.reg}
+	d := &doctor{roles: n.reg, view: nodestate.Options{DataDir: n.dir}}
 	d.checkNode(n.host, eps)
 	d.checkEndpoint(n.host, eps[0], nil)
 	return d.results

@@ -25,6 +25,14 @@ const pingInterval = 200 * time.Millisecond
 // error wrapping ErrNoAnswer; a destination the namespace has no route to
 // returns the kernel's error (ENETUNREACH) at once.
 func (h *Handle) Ping(dst netip.Addr, timeout time.Duration) (time.Duration, error) {
+	return h.PingFrom(netip.Addr{}, dst, timeout)
+}
+
+// PingFrom is Ping with the echo requests sent from src (unset: the
+// kernel's choice), so that the namespace's rules by source address pick
+// the route (a pod whose routes source-based routing keeps in a table of
+// their own).
+func (h *Handle) PingFrom(src, dst netip.Addr, timeout time.Duration) (time.Duration, error) {
 	if !dst.IsValid() {
 		return 0, fmt.Errorf("ping: invalid address")
 	}
@@ -49,6 +57,15 @@ func (h *Handle) Ping(dst netip.Addr, timeout time.Duration) (time.Duration, err
 		return 0, fmt.Errorf("ping %s from %s: open raw socket: %w", dst, h.where(), err)
 	}
 	defer unix.Close(fd)
+	if src.IsValid() {
+		var bsa unix.Sockaddr = &unix.SockaddrInet4{Addr: src.Unmap().As4()}
+		if dst.Is6() {
+			bsa = &unix.SockaddrInet6{Addr: src.As16()}
+		}
+		if err := unix.Bind(fd, bsa); err != nil {
+			return 0, fmt.Errorf("ping %s from %s (source %s): %w", dst, h.where(), src, classify(err))
+		}
+	}
 
 	id := uint16(rand.Uint32())
 	start := time.Now()

@@ -8,4 +8,5 @@ import (
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
 	Config: []any{(*sbrConfJSON)(nil)},
+	Doctor: doctor,
 }
