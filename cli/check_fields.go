@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 
@@ -172,9 +171,4 @@ func merge(t *fieldTree, names ...string) *fieldTree {
 		}
 	}
 	return &out
-}
-
-// without returns names without drop.
-func without(names []string, drop ...string) []string {
-	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(drop, n) })
 }

@@ -3,7 +3,6 @@ package cniplug
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 
@@ -79,5 +78,5 @@ func example(t reflect.Type) string {
 	case reflect.Pointer:
 		return example(t.Elem())
 	}
-	return fmt.Sprintf("an object ({...}) as docs/roles describes it")
+	return "an object ({...}) as docs/roles describes it"
 }
