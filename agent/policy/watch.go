@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 
@@ -141,6 +142,11 @@ type watcher struct {
 	seqMu  sync.Mutex
 	seq    uint64
 	latest map[string]uint64
+	// compiling bounds the compiles running at once after the first sync
+	// (made with latest): a flood of policy events queues goroutines, not
+	// a compile's CPU and memory each at the same time, and a queued
+	// compile that a later event of its policy overtook never starts.
+	compiling chan struct{}
 	// beforeCompile, if set (tests), runs before a policy is compiled.
 	beforeCompile func(id string)
 }
@@ -259,7 +265,26 @@ func (w *watcher) setPolicy(id string, ref *corev1.ObjectReference, compile func
 		run()
 		return
 	}
-	go run()
+	go func() {
+		slots := w.slots()
+		slots <- struct{}{}
+		defer func() { <-slots }()
+		if w.isLatest(id, n, false) {
+			run()
+		}
+	}()
+}
+
+// slots is the semaphore of the compiles that run at once: as many as the
+// process has CPUs, at least two, so one large policy never holds up the
+// next.
+func (w *watcher) slots() chan struct{} {
+	w.seqMu.Lock()
+	defer w.seqMu.Unlock()
+	if w.compiling == nil {
+		w.compiling = make(chan struct{}, max(2, goruntime.GOMAXPROCS(0)))
+	}
+	return w.compiling
 }
 
 // deletePolicy removes a policy, and any compile of it still running.
