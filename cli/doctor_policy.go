@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -10,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
@@ -36,25 +36,17 @@ type policyDirection struct {
 	Why  string `json:"why"`
 }
 
-// policyProto is the number of protocol name (tcp, udp, sctp).
-func policyProto(name string) (uint8, bool) {
-	switch strings.ToLower(name) {
-	case "tcp":
-		return 6, true
-	case "udp":
-		return 17, true
-	case "sctp":
-		return 132, true
-	}
-	return 0, false
+// policyProto is the protocol named name (tcp, udp, sctp, any case).
+func policyProto(name string) (policymodel.Protocol, bool) {
+	return policymodel.ProtocolNamed(strings.ToUpper(name))
 }
 
 // parsePolicyConn reads "SRC DST PORT[/PROTO]" (TCP by default).
-func parsePolicyConn(s string) (nft.PolicyConn, string, error) {
+func parsePolicyConn(s string) (policymodel.Conn, string, error) {
 	f := strings.Fields(s)
 	bad := fmt.Errorf("--policy %q: want \"SRC DST PORT[/tcp|udp|sctp]\", e.g. \"10.244.1.5 10.244.2.7 80/tcp\"", s)
 	if len(f) != 3 {
-		return nft.PolicyConn{}, "", bad
+		return policymodel.Conn{}, "", bad
 	}
 	src, err1 := netip.ParseAddr(f[0])
 	dst, err2 := netip.ParseAddr(f[1])
@@ -65,9 +57,9 @@ func parsePolicyConn(s string) (nft.PolicyConn, string, error) {
 	proto, ok := policyProto(protoS)
 	port, err3 := strconv.ParseUint(portS, 10, 16)
 	if err1 != nil || err2 != nil || err3 != nil || !ok || src.Is4() != dst.Is4() {
-		return nft.PolicyConn{}, "", bad
+		return policymodel.Conn{}, "", bad
 	}
-	return nft.PolicyConn{Src: src.Unmap(), Dst: dst.Unmap(), Proto: proto, Port: uint16(port)}, strings.ToUpper(protoS), nil
+	return policymodel.Conn{Src: src.Unmap(), Dst: dst.Unmap(), Proto: proto, Port: uint16(port)}, strings.ToUpper(protoS), nil
 }
 
 // doctorOrPolicy is doctor's action: the checks, or with --policy the
@@ -93,46 +85,64 @@ func doctorPolicy(c *ucli.Context, host *netops.Handle) error {
 	}); err != nil {
 		return err
 	}
-	if !found || len(idx.Rules) == 0 {
+	if !found {
 		return fmt.Errorf("no policy index in the store: cnibox-agent with --network-policy has not run on this node")
 	}
-	var rules nft.PolicyRules
-	if err := json.Unmarshal(idx.Rules, &rules); err != nil {
-		return fmt.Errorf("the store's policy index: %w", err)
+	if idx.Rules == nil {
+		return fmt.Errorf("the store's policy index has no rules: an older cnibox-agent wrote it; the agent rewrites it when it starts")
 	}
-	ruleOf := map[string]string{}
-	for _, p := range idx.Policies {
-		for _, r := range p.Rules {
-			ruleOf[r.Counter] = r.ID
-		}
+	sets, err := host.NFT().PolicyMembership()
+	if err != nil {
+		return err
 	}
 	x := policyExplanation{Src: conn.Src, Dst: conn.Dst, Proto: proto, Port: conn.Port, Allowed: true}
-	for _, ingress := range []bool{false, true} {
-		v, err := host.NFT().ExplainPolicy(&rules, conn, ingress)
+	for _, dir := range []policymodel.Direction{policymodel.Egress, policymodel.Ingress} {
+		d, err := explainPolicy(idx.Rules, sets, dir, conn)
 		if err != nil {
 			return err
 		}
-		d := policyDirection{Direction: "egress", Allowed: v.Allowed, Rule: v.Counter}
-		if ingress {
-			d.Direction = "ingress"
-		}
-		switch v.Counter {
-		case "":
-			d.Why = "no policy rule decides: allowed by default"
-		case "node":
-			d.Why = "the node's own traffic to its pods is always allowed"
-		case "pending":
-			d.Why = "the pod is pending: its ADD came before the agent placed it (cnibox inspect policy POD)"
-		case "isolation":
-			d.Why = "NetworkPolicies select the pod in this direction and none of their rules allows this"
-		default:
-			d.Rule = ruleOf[v.Counter]
-			d.Why = "decided by this rule"
-		}
-		x.Allowed = x.Allowed && v.Allowed
+		x.Allowed = x.Allowed && d.Allowed
 		x.Steps = append(x.Steps, d)
 	}
 	return show(c, x, printPolicyExplanation, func(x policyExplanation) bool { return !x.Allowed })
+}
+
+// explainPolicy is one direction's answer: the table's pending set first
+// (a pod the agent has not placed: dropped, but for the node's own
+// traffic), then the stored rules evaluated over the table's sets.
+func explainPolicy(rules *policymodel.Rules, sets policymodel.Membership, dir policymodel.Direction, c policymodel.Conn) (policyDirection, error) {
+	v, err := rules.Evaluate(dir, c, sets)
+	if err != nil {
+		return policyDirection{}, err
+	}
+	d := policyDirection{Direction: dir.String(), Allowed: v.Allowed, Rule: v.Rule}
+	self := c.Dst
+	if dir == policymodel.Egress {
+		self = c.Src
+	}
+	if v.Rule != "node" {
+		pending, err := sets.Has(nft.PolicyPending, policymodel.AddrElem(self))
+		if err != nil {
+			return policyDirection{}, err
+		}
+		if pending {
+			d.Allowed, d.Rule = false, "pending"
+		}
+	}
+	switch {
+	case d.Rule == "node":
+		d.Why = "the node's own traffic to its pods is always allowed"
+	case d.Rule == "pending":
+		d.Why = "the pod is pending: its ADD came before the agent placed it (cnibox inspect policy POD)"
+	case d.Rule == "" && d.Allowed:
+		d.Why = "no policy rule decides: allowed by default"
+	case d.Rule == "":
+		d.Rule = "isolation"
+		d.Why = "NetworkPolicies select the pod in this direction and none of their rules allows this"
+	default:
+		d.Why = "decided by this rule"
+	}
+	return d, nil
 }
 
 func printPolicyExplanation(w io.Writer, x policyExplanation) error {

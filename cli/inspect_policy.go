@@ -9,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
@@ -85,31 +86,54 @@ func inspectPolicy(c *ucli.Context, host *netops.Handle) error {
 		if r.Pending, err = selects(nft.PolicyPending); err != nil {
 			return err
 		}
-		for _, dir := range []string{"ingress", "egress"} {
-			if set := idx.Isolated[dir]; set != "" {
-				if ok, err := selects(set); err != nil {
+		for _, dir := range policyDirs {
+			if idx.Rules == nil {
+				break
+			}
+			if set := idx.Rules.Tiers(dir).Isolated; set != "" {
+				if ok, err := selects(string(set)); err != nil {
 					return err
 				} else if ok {
-					r.Isolated = append(r.Isolated, dir)
+					r.Isolated = append(r.Isolated, dir.String())
 				}
 			}
 		}
 	}
-	for _, p := range idx.Policies {
-		ok, err := selects(p.Subject)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		for _, rule := range p.Rules {
-			cnt := counters[rule.Counter]
-			r.Policies = append(r.Policies, policyRuleView{Direction: p.Direction, Tier: p.Tier, Policy: p.ID, Rule: rule.ID,
-				Name: rule.Name, Action: rule.Action, Packets: cnt.Packets, Bytes: cnt.Bytes})
-		}
+	if err := r.addRules(idx.Rules, counters, selects); err != nil {
+		return err
 	}
 	return show(c, r, printPolicy, nil)
+}
+
+// policyDirs are the directions in the order inspect lists them.
+var policyDirs = []policymodel.Direction{policymodel.Ingress, policymodel.Egress}
+
+// addRules lists the rules of the policies whose subject selects the pod
+// (every policy's without one), in evaluation order, with their counters.
+func (r *policyReport) addRules(rules *policymodel.Rules, counters map[string]nft.PolicyCounter, selects func(string) (bool, error)) error {
+	if rules == nil {
+		return nil
+	}
+	for _, dir := range policyDirs {
+		t := rules.Tiers(dir)
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+			for _, p := range ps {
+				ok, err := selects(string(p.Subject))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				for _, rule := range p.Rules {
+					cnt := counters["c-"+policymodel.ShortID(rule.ID)]
+					r.Policies = append(r.Policies, policyRuleView{Direction: dir.String(), Tier: p.Tier.String(), Policy: p.ID,
+						Rule: rule.ID, Name: rule.Name, Action: rule.Action.String(), Packets: cnt.Packets, Bytes: cnt.Bytes})
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func printPolicy(w io.Writer, r policyReport) error {

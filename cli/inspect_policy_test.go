@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"net/netip"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -31,14 +31,13 @@ func TestInspectPolicy(t *testing.T) {
 	must(t, err)
 	defer host.Close()
 	h := host.NFT()
-	elem := func(a netip.Addr) []nft.PolicyElem { return []nft.PolicyElem{{Prefix: netip.PrefixFrom(a, 32)}} }
-	rules := &nft.PolicyRules{Ingress: nft.PolicyTiers{Isolated: "subj", NetworkPolicy: []nft.PolicyChain{
-		{ID: "p1", Subject: "subj", Rules: []nft.PolicyRule{{Counter: "r1", Clauses: []nft.PolicyClause{{Peer: "peer"}}}}},
+	host1 := func(a netip.Addr) policymodel.Elem { return policymodel.AddrElem(a) }
+	rules := &policymodel.Rules{Ingress: policymodel.Tiers{Isolated: "subj", NetworkPolicy: []*policymodel.Policy{
+		{ID: "np/default/web", Tier: policymodel.TierNetworkPolicy, Subject: "subj", Rules: []policymodel.Rule{
+			{ID: "np/default/web/ingress/0", Action: policymodel.Allow, Clauses: []policymodel.Clause{{Peer: "peer"}}}}},
 	}}}
-	must(t, h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: rules,
-		Sets: []nft.PolicySet{{Name: "subj", Elems: elem(web)}, {Name: "peer", Elems: elem(other)}}}))
-	rulesJSON, err := json.Marshal(rules)
-	must(t, err)
+	must(t, h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: rules, Sets: []*policymodel.Set{
+		policymodel.NewSet("subj", policymodel.Addrs, "", host1(web)), policymodel.NewSet("peer", policymodel.Addrs, "", host1(other))}}))
 	defer h.DeletePolicy()
 	_, err = h.MarkPolicyPending("default", []netip.Addr{web}) // no guard: not marked
 	must(t, err)
@@ -46,10 +45,7 @@ func TestInspectPolicy(t *testing.T) {
 	dir := t.TempDir()
 	st, err := store.Open(dir)
 	must(t, err)
-	must(t, st.PutPolicyIndex(store.PolicyIndex{Isolated: map[string]string{"ingress": "subj"}, Rules: rulesJSON, Policies: []store.PolicyEntry{{
-		ID: "np/default/web", Direction: "ingress", Tier: "networkpolicy", Subject: "subj",
-		Rules: []store.PolicyRef{{ID: "np/default/web/ingress/0", Action: "allow", Counter: "c-r1"}},
-	}}}))
+	must(t, st.PutPolicyIndex(store.PolicyIndex{Rules: rules}))
 	for _, ep := range []store.Endpoint{
 		{Network: "n", ContainerID: "c1", IfName: "eth0", PodNamespace: "default", PodName: "web", IPs: []netip.Prefix{netip.PrefixFrom(web, 24)}},
 		{Network: "n", ContainerID: "c2", IfName: "eth0", PodNamespace: "default", PodName: "other", IPs: []netip.Prefix{netip.PrefixFrom(other, 24)}},

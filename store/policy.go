@@ -1,45 +1,25 @@
 package store
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // Bucket policy holds what cnibox-agent's NetworkPolicy table means, for
-// `cnibox inspect policy`: the table names its chains, sets and counters by
-// hashes, and the CLI reads no API server. The agent writes it with every
-// change of the rules.
+// `cnibox inspect policy` and `cnibox doctor --policy`: the table names its
+// chains, sets and counters by hashes, and the CLI reads no API server. The
+// agent writes it with every change of the rules.
 
-// PolicyIndex is the agent's last set of rules on the node.
+// PolicyIndex is the agent's last set of rules on the node, in the policy
+// vocabulary as it is (a policy's chains and a rule's counter are named by
+// policymodel.ShortID of their IDs).
 type PolicyIndex struct {
 	Node string `json:"node,omitempty"`
-	// Isolated is, per direction ("ingress", "egress"), the set of the
-	// pods a NetworkPolicy isolates.
-	Isolated map[string]string `json:"isolated,omitempty"`
-	Policies []PolicyEntry     `json:"policies"`
-	// Rules are the table's rules as the agent wrote them (netops/nft's
-	// PolicyRules, as JSON): what `cnibox doctor --policy` walks.
-	Rules   json.RawMessage `json:"rules,omitempty"`
-	Updated time.Time       `json:"updated"`
-}
-
-// PolicyEntry is one policy in one direction, in evaluation order.
-type PolicyEntry struct {
-	ID         string      `json:"id"` // np/<ns>/<name>, cnp/<name>
-	Direction  string      `json:"direction"`
-	Tier       string      `json:"tier"`
-	Priority   int32       `json:"priority,omitempty"`
-	Subject    string      `json:"subject"` // the table's set of the pods it selects
-	FailClosed bool        `json:"failClosed,omitempty"`
-	Rules      []PolicyRef `json:"rules"`
-}
-
-// PolicyRef is one rule of a policy and the name of its counter.
-type PolicyRef struct {
-	ID      string `json:"id"`
-	Name    string `json:"name,omitempty"`
-	Action  string `json:"action"`
-	Counter string `json:"counter"`
+	// Rules are the rules the table was rendered from; nil in an index an
+	// agent before them wrote (under the key "rules", in another form).
+	Rules   *policymodel.Rules `json:"model,omitempty"`
+	Updated time.Time          `json:"updated"`
 }
 
 var policyRecords = records[PolicyIndex]{bucket: []byte("policy"), what: "policy index"}

@@ -8,6 +8,8 @@ import (
 
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // scaleInput is 50,000 pods in 500 namespaces (100 on this node) with two
@@ -22,7 +24,7 @@ func scaleInput() Input {
 			p := &Pod{Namespace: ns, Name: fmt.Sprintf("p%d", i), Node: fmt.Sprintf("n%d", (n*100+i)%500),
 				Labels: map[string]string{"app": fmt.Sprint(i % 5)},
 				IPs:    []netip.Addr{netip.AddrFrom4([4]byte{10, byte(n >> 8), byte(n), byte(i)})},
-				Ports:  []NamedPort{{Name: "web", Proto: TCP, Port: 8080}}}
+				Ports:  []NamedPort{{Name: "web", Proto: policymodel.TCP, Port: 8080}}}
 			if p.Node == "n0" {
 				p.Node = node
 			}

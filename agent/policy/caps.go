@@ -5,6 +5,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // Caps per policy (docs/policy.md, Caps). Whoever may create a
@@ -140,22 +142,22 @@ const (
 // ClusterNetworkPolicy's Accept rules match nothing and its Deny and Pass
 // rules deny everything. Only the subject's set is left: the policy's
 // other sets, the costly part, are dropped.
-func (b *builder) closeRules(subject SetID) {
+func (b *builder) closeRules(subject policymodel.SetID) {
 	for _, p := range b.c.dirs {
 		if p == nil {
 			continue
 		}
-		if p.Tier == TierNetworkPolicy {
+		if p.Tier == policymodel.TierNetworkPolicy {
 			p.Rules = nil
 			continue
 		}
 		for i, r := range p.Rules {
-			if r.Action == Accept {
-				p.Rules[i] = Rule{ID: r.ID, Name: r.Name, Action: Accept}
+			if r.Action == policymodel.Accept {
+				p.Rules[i] = policymodel.Rule{ID: r.ID, Name: r.Name, Action: policymodel.Accept}
 			} else {
 				p.Rules[i] = denyAll(r.ID, r.Name)
 			}
 		}
 	}
-	b.c.defs = map[SetID]*setDef{subject: b.c.defs[subject]}
+	b.c.defs = map[policymodel.SetID]*setDef{subject: b.c.defs[subject]}
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // ipBlock is a from/to peer of cidr minus excepts.
@@ -47,7 +49,7 @@ func TestCapsFailClosed(t *testing.T) {
 	yPolicy := np("y", "own", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "b"),
 		Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{{PodSelector: sel(), NamespaceSelector: sel("ns", "x")}},
 			Ports: []nv1.NetworkPolicyPort{port("", 80)}}}})
-	others := []probe{{"z/a", "y/b", TCP, 80, false}, {"z/a", "y/a", TCP, 80, true}, {"y/a", "y/c", TCP, 81, true}, {"y/c", "z/b", TCP, 80, true}}
+	others := []probe{{"z/a", "y/b", policymodel.TCP, 80, false}, {"z/a", "y/a", policymodel.TCP, 80, true}, {"y/a", "y/c", policymodel.TCP, 81, true}, {"y/c", "z/b", policymodel.TCP, 80, true}}
 	manyPorts := make([]nv1.NetworkPolicyPort, 50)
 	for i := range manyPorts {
 		manyPorts[i] = port("", 1000+i)
@@ -64,30 +66,30 @@ func TestCapsFailClosed(t *testing.T) {
 		probes []probe
 	}{
 		{"::/0 minus 4,000 host addresses", []*nv1.NetworkPolicy{np("x", "big", in(ipBlock("::/0", hosts(4000, 128)), fromY))},
-			nil, "spec.ingress[0].from[0].ipBlock.except", []probe{{"y/b", "x/a", TCP, 80, false}, {"x/b", "x/a", TCP, 80, false},
-				{"x/a", "y/b", TCP, 80, true}, {"x/a", "y/b", TCP, 81, false}}},
+			nil, "spec.ingress[0].from[0].ipBlock.except", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}, {"x/b", "x/a", policymodel.TCP, 80, false},
+				{"x/a", "y/b", policymodel.TCP, 80, true}, {"x/a", "y/b", policymodel.TCP, 81, false}}},
 		{"0.0.0.0/0 minus 4,000 host addresses", []*nv1.NetworkPolicy{np("x", "big", in(ipBlock("0.0.0.0/0", hosts(4000, 32)), fromY))},
-			nil, "spec.ingress[0].from[0].ipBlock.except", []probe{{"y/b", "x/a", TCP, 80, false}, {"10.9.9.9", "x/a", TCP, 80, false}}},
+			nil, "spec.ingress[0].from[0].ipBlock.except", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}, {"10.9.9.9", "x/a", policymodel.TCP, 80, false}}},
 		{"1,000 excepts leave too many prefixes", []*nv1.NetworkPolicy{np("x", "big", in(fromY, ipBlock("::/0", hosts(1000, 128))))},
-			nil, "spec.ingress[0].from[1].ipBlock", []probe{{"y/b", "x/a", TCP, 80, false}}},
+			nil, "spec.ingress[0].from[1].ipBlock", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}}},
 		{"too many peers", []*nv1.NetworkPolicy{np("x", "big", in(peersOf(maxPeers+1, fromY)...))},
-			nil, "spec.ingress[0].from", []probe{{"y/b", "x/a", TCP, 80, false}}},
+			nil, "spec.ingress[0].from", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}}},
 		{"too many clauses", []*nv1.NetworkPolicy{np("x", "big", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{
 			{From: peersOf(100, fromY), Ports: manyPorts}}})},
-			nil, "spec.ingress[0]", []probe{{"y/b", "x/a", TCP, 1000, false}}},
+			nil, "spec.ingress[0]", []probe{{"y/b", "x/a", policymodel.TCP, 1000, false}}},
 		{"egress only: isolated in egress, ingress untouched", []*nv1.NetworkPolicy{np("x", "big", nv1.NetworkPolicySpec{
 			PolicyTypes: egressOnly, Egress: []nv1.NetworkPolicyEgressRule{{To: []nv1.NetworkPolicyPeer{ipBlock("0.0.0.0/0", hosts(1025, 32))}}}})},
-			nil, "spec.egress[0].to[0].ipBlock.except", []probe{{"x/a", "y/a", TCP, 80, false}, {"y/a", "x/a", TCP, 80, true}}},
+			nil, "spec.egress[0].to[0].ipBlock.except", []probe{{"x/a", "y/a", policymodel.TCP, 80, false}, {"y/a", "x/a", policymodel.TCP, 80, true}}},
 		{"networks past the cap: Accept matches nothing, Deny denies all", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("big", admin, 1, from(accept, "y"), []cnpv1.ClusterNetworkPolicyEgressRule{
 				{Action: accept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: networks}}},
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"192.0.2.0/24"}}}},
 			})},
-			"spec.egress[0].to[0].networks", []probe{{"x/a", "172.16.0.1", TCP, 80, false}, {"x/a", "y/a", TCP, 80, false}, {"y/a", "x/a", TCP, 80, true}}},
+			"spec.egress[0].to[0].networks", []probe{{"x/a", "172.16.0.1", policymodel.TCP, 80, false}, {"x/a", "y/a", policymodel.TCP, 80, false}, {"y/a", "x/a", policymodel.TCP, 80, true}}},
 		{"peers past the cap: Pass denies all", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("big", base, 1, []cnpv1.ClusterNetworkPolicyIngressRule{{Action: pass,
 				From: peersOf(maxPeers+1, cnpv1.ClusterNetworkPolicyIngressPeer{Namespaces: sel("ns", "z")})}}, nil)},
-			"spec.ingress[0].from", []probe{{"y/a", "x/a", TCP, 80, false}, {"x/a", "y/a", TCP, 80, true}}},
+			"spec.ingress[0].from", []probe{{"y/a", "x/a", policymodel.TCP, 80, false}, {"x/a", "y/a", policymodel.TCP, 80, true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,16 +99,16 @@ func TestCapsFailClosed(t *testing.T) {
 			if took := time.Since(start); took > 2*time.Second {
 				t.Errorf("compiled in %v, want well under 2 s (the old cut of 4,000 excepts took minutes)", took)
 			}
-			if len(m.Issues) != 1 || m.Issues[0].Field != tc.field || !errors.Is(m.Issues[0], ErrUnexpressible) {
+			if len(m.Issues) != 1 || m.Issues[0].Field != tc.field || !errors.Is(m.Issues[0], policymodel.ErrUnexpressible) {
 				t.Fatalf("issues %v, want one at %s", m.Issues, tc.field)
 			}
 			for _, s := range m.Sets {
-				if s.Kind == CIDRs && s.Len() > 1 {
+				if s.Kind == policymodel.CIDRs && s.Len() > 1 {
 					t.Errorf("set %s of %d prefixes in the model: the capped policy's sets stay out", s.Key, s.Len())
 				}
 			}
-			for _, d := range []Direction{Ingress, Egress} {
-				for _, ps := range [][]*Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
+			for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
+				for _, ps := range [][]*policymodel.Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
 					for _, p := range ps {
 						if p.FailClosed != (p.ID != "np/y/own") {
 							t.Errorf("%s %s: FailClosed %v", d, p.ID, p.FailClosed)
@@ -130,7 +132,7 @@ func TestCapsAllowWithin(t *testing.T) {
 	p := np("x", "wide", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{ipBlock("10.0.0.0/8", excepts)},
 		Ports: []nv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}})
 	m := check(t, cluster([]*nv1.NetworkPolicy{p}, nil), []probe{
-		{"y/a", "x/a", TCP, 80, true}, {"y/b", "x/a", TCP, 80, false}, {"y/c", "x/a", TCP, 80, false}, {"10.9.0.1", "x/a", TCP, 80, true},
+		{"y/a", "x/a", policymodel.TCP, 80, true}, {"y/b", "x/a", policymodel.TCP, 80, false}, {"y/c", "x/a", policymodel.TCP, 80, false}, {"10.9.0.1", "x/a", policymodel.TCP, 80, true},
 	})
 	if len(m.Issues) != 0 {
 		t.Errorf("issues %v, want none", m.Issues)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	nv1 "k8s.io/api/networking/v1"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // cutEach is the arithmetic minus replaced (every piece cut by every
@@ -23,7 +25,9 @@ func cutEach(cidr netip.Prefix, excepts []netip.Prefix) []netip.Prefix {
 		}
 		ps = next
 	}
-	slices.SortFunc(ps, func(a, b netip.Prefix) int { return cmpElem(Elem{Prefix: a}, Elem{Prefix: b}) })
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		return policymodel.CompareElem(policymodel.Elem{Prefix: a}, policymodel.Elem{Prefix: b})
+	})
 	return ps
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // compileCNP compiles a ClusterNetworkPolicy. It takes part in a direction
@@ -20,12 +22,12 @@ import (
 func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 	b := newBuilder("cnp/" + cnp.Name)
 	spec := &cnp.Spec
-	tier := TierAdmin
+	tier := policymodel.TierAdmin
 	acceptOK := true
 	switch spec.Tier {
 	case cnpv1.AdminTier:
 	case cnpv1.BaselineTier:
-		tier = TierBaseline
+		tier = policymodel.TierBaseline
 	default:
 		b.issue("spec.tier", string(spec.Tier), "not Admin or Baseline; the policy is evaluated in the Admin tier without its Accept rules")
 		acceptOK = false
@@ -40,11 +42,11 @@ func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 		if n == 0 {
 			continue
 		}
-		dir := Direction(d)
-		p := &Policy{ID: b.c.id, Tier: tier, Priority: spec.Priority, Subject: subject}
+		dir := policymodel.Direction(d)
+		p := &policymodel.Policy{ID: b.c.id, Tier: tier, Priority: spec.Priority, Subject: subject}
 		for i := 0; i < n; i++ {
-			var r Rule
-			if dir == Ingress {
+			var r policymodel.Rule
+			if dir == policymodel.Ingress {
 				in := &spec.Ingress[i]
 				var peers []cnpv1.ClusterNetworkPolicyEgressPeer
 				protos := in.Protocols
@@ -66,7 +68,7 @@ func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
 			switch {
 			case !subjectOK:
 				r = denyAll(r.ID, r.Name)
-			case r.Action == Accept && !acceptOK:
+			case r.Action == policymodel.Accept && !acceptOK:
 				r.Clauses = nil
 			}
 			p.Rules = append(p.Rules, r)
@@ -120,21 +122,21 @@ func namespacedPod(p *cnpv1.NamespacedPod) (podSel, string) {
 
 // cnpRule compiles rule i of a direction (ingress peers are given as
 // egress peers: they are a subset).
-func (b *builder) cnpRule(dir Direction, i int, name string, action cnpv1.ClusterNetworkPolicyRuleAction, field, peersName string, peers []cnpv1.ClusterNetworkPolicyEgressPeer, protos []cnpv1.ClusterNetworkPolicyProtocol) Rule {
-	r := Rule{ID: fmt.Sprintf("%s/%s/%d", b.c.id, dir, i), Name: name}
+func (b *builder) cnpRule(dir policymodel.Direction, i int, name string, action cnpv1.ClusterNetworkPolicyRuleAction, field, peersName string, peers []cnpv1.ClusterNetworkPolicyEgressPeer, protos []cnpv1.ClusterNetworkPolicyProtocol) policymodel.Rule {
+	r := policymodel.Rule{ID: fmt.Sprintf("%s/%s/%d", b.c.id, dir, i), Name: name}
 	switch action {
 	case cnpv1.ClusterNetworkPolicyRuleActionAccept:
-		r.Action = Accept
+		r.Action = policymodel.Accept
 	case cnpv1.ClusterNetworkPolicyRuleActionDeny:
-		r.Action = Deny
+		r.Action = policymodel.Deny
 	case cnpv1.ClusterNetworkPolicyRuleActionPass:
-		r.Action = Pass
+		r.Action = policymodel.Pass
 	default:
 		b.issue(field+".action", string(action), "not Accept, Deny or Pass; the rule denies everything")
 		return denyAll(r.ID, name)
 	}
 	closed := func(f, v, why string) bool {
-		if r.Action == Accept {
+		if r.Action == policymodel.Accept {
 			b.issue(f, v, why+"; the Accept rule matches nothing for it")
 			return true
 		}
@@ -208,18 +210,18 @@ func cnpPeer(p *cnpv1.ClusterNetworkPolicyEgressPeer) (peer, string) {
 // cnpProtocol adds one protocol entry to spec, or says why it cannot.
 func cnpProtocol(p *cnpv1.ClusterNetworkPolicyProtocol, spec *portSpec) string {
 	type one struct {
-		proto Protocol
+		proto policymodel.Protocol
 		port  *cnpv1.Port
 	}
 	var set []one
 	if p.TCP != nil {
-		set = append(set, one{TCP, p.TCP.DestinationPort})
+		set = append(set, one{policymodel.TCP, p.TCP.DestinationPort})
 	}
 	if p.UDP != nil {
-		set = append(set, one{UDP, p.UDP.DestinationPort})
+		set = append(set, one{policymodel.UDP, p.UDP.DestinationPort})
 	}
 	if p.SCTP != nil {
-		set = append(set, one{SCTP, p.SCTP.DestinationPort})
+		set = append(set, one{policymodel.SCTP, p.SCTP.DestinationPort})
 	}
 	if p.DestinationNamedPort != "" {
 		if len(set) > 0 {
@@ -234,7 +236,7 @@ func cnpProtocol(p *cnpv1.ClusterNetworkPolicyProtocol, spec *portSpec) string {
 	o := set[0]
 	switch {
 	case o.port == nil:
-		spec.ranges = append(spec.ranges, PortRange{Proto: o.proto, First: 0, Last: 65535})
+		spec.ranges = append(spec.ranges, policymodel.PortRange{Proto: o.proto, First: 0, Last: 65535})
 	case (o.port.Number != 0) == (o.port.Range != nil):
 		return "a destinationPort sets exactly one of number and range"
 	case o.port.Range != nil:

@@ -6,6 +6,8 @@ import (
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // cnp is a ClusterNetworkPolicy whose subject is the namespace x.
@@ -54,32 +56,32 @@ func TestClusterNetworkPolicy(t *testing.T) {
 	}{
 		{"admin deny beats a NetworkPolicy's allow", []*nv1.NetworkPolicy{allowX},
 			[]*cnpv1.ClusterNetworkPolicy{cnp("d", admin, 10, from(deny, "y"), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, false}, {"z/a", "x/a", TCP, 80, true}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, false}, {"z/a", "x/a", policymodel.TCP, 80, true}}},
 		{"admin accept beats a NetworkPolicy's isolation", []*nv1.NetworkPolicy{denyX},
 			[]*cnpv1.ClusterNetworkPolicy{cnp("a", admin, 10, from(accept, "y"), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, true}, {"z/a", "x/a", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, true}, {"z/a", "x/a", policymodel.TCP, 80, false}}},
 		{"admin pass leaves it to the NetworkPolicy", []*nv1.NetworkPolicy{denyX},
 			[]*cnpv1.ClusterNetworkPolicy{cnp("p", admin, 10, from(pass, "y"), nil), cnp("a", admin, 20, from(accept, ""), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, false}, {"z/a", "x/a", TCP, 80, true}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, false}, {"z/a", "x/a", policymodel.TCP, 80, true}}},
 		{"admin pass without a NetworkPolicy goes to the baseline", nil,
 			[]*cnpv1.ClusterNetworkPolicy{cnp("p", admin, 10, from(pass, "y"), nil), cnp("b", base, 10, from(deny, ""), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, false}}},
 		{"lower priority value first", nil,
 			[]*cnpv1.ClusterNetworkPolicy{cnp("late", admin, 20, from(accept, "y"), nil), cnp("early", admin, 5, from(deny, "y"), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, false}}},
 		{"rules in order within a policy", nil,
 			[]*cnpv1.ClusterNetworkPolicy{cnp("o", admin, 10, append(from(accept, "y", tcpPort(80)), from(deny, "")...), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, true}, {"y/a", "x/a", TCP, 81, false}, {"z/a", "x/a", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, true}, {"y/a", "x/a", policymodel.TCP, 81, false}, {"z/a", "x/a", policymodel.TCP, 80, false}}},
 		{"baseline applies to pods no NetworkPolicy selects", []*nv1.NetworkPolicy{
 			np("x", "allow-a", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), Ingress: []nv1.NetworkPolicyIngressRule{{}}}),
 		}, []*cnpv1.ClusterNetworkPolicy{cnp("b", base, 10, from(deny, ""), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, true}, {"y/a", "x/b", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, true}, {"y/a", "x/b", policymodel.TCP, 80, false}}},
 		{"baseline pass goes to the default", nil,
 			[]*cnpv1.ClusterNetworkPolicy{cnp("p", base, 1, from(pass, "y"), nil), cnp("d", base, 2, from(deny, ""), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, true}, {"z/a", "x/a", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, true}, {"z/a", "x/a", policymodel.TCP, 80, false}}},
 		{"baseline accept cannot beat a NetworkPolicy's isolation", []*nv1.NetworkPolicy{denyX},
 			[]*cnpv1.ClusterNetworkPolicy{cnp("b", base, 1, from(accept, ""), nil)},
-			[]probe{{"y/a", "x/a", TCP, 80, false}}},
+			[]probe{{"y/a", "x/a", policymodel.TCP, 80, false}}},
 		{"egress networks, port range and named port", nil,
 			[]*cnpv1.ClusterNetworkPolicy{cnp("e", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
 				{Action: accept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"192.0.2.0/24"}}},
@@ -89,9 +91,9 @@ func TestClusterNetworkPolicy(t *testing.T) {
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"0.0.0.0/0"}}}},
 			})},
 			[]probe{
-				{"x/a", "192.0.2.7", UDP, 53, true}, {"x/a", "192.0.2.7", UDP, 61, false}, {"x/a", "192.0.2.7", TCP, 53, false},
-				{"x/a", "z/b", TCP, 8080, true}, {"x/a", "z/b", TCP, 80, false}, {"x/a", "z/a", TCP, 80, false},
-				{"y/a", "z/a", TCP, 80, true}, // y is not the subject
+				{"x/a", "192.0.2.7", policymodel.UDP, 53, true}, {"x/a", "192.0.2.7", policymodel.UDP, 61, false}, {"x/a", "192.0.2.7", policymodel.TCP, 53, false},
+				{"x/a", "z/b", policymodel.TCP, 8080, true}, {"x/a", "z/b", policymodel.TCP, 80, false}, {"x/a", "z/a", policymodel.TCP, 80, false},
+				{"y/a", "z/a", policymodel.TCP, 80, true}, // y is not the subject
 			}},
 		{"subject pods: namespace and pod selectors", nil,
 			[]*cnpv1.ClusterNetworkPolicy{{
@@ -100,7 +102,7 @@ func TestClusterNetworkPolicy(t *testing.T) {
 					Pods: &cnpv1.NamespacedPod{NamespaceSelector: metav1.LabelSelector{}, PodSelector: *sel("pod", "c")}},
 					Ingress: from(deny, "z")},
 			}},
-			[]probe{{"z/a", "x/c", TCP, 80, false}, {"z/a", "y/c", TCP, 80, false}, {"z/a", "x/a", TCP, 80, true}}},
+			[]probe{{"z/a", "x/c", policymodel.TCP, 80, false}, {"z/a", "y/c", policymodel.TCP, 80, false}, {"z/a", "x/a", policymodel.TCP, 80, true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +128,7 @@ func TestTierOrder(t *testing.T) {
 	if len(m.Ingress.Baseline) != 1 || len(m.Egress.Admin) != 0 {
 		t.Errorf("baseline %d, egress admin %d: want 1, 0", len(m.Ingress.Baseline), len(m.Egress.Admin))
 	}
-	if r := m.Ingress.Admin[0].Rules[0]; r.ID != "cnp/c/ingress/0" || r.Action != Deny {
+	if r := m.Ingress.Admin[0].Rules[0]; r.ID != "cnp/c/ingress/0" || r.Action != policymodel.Deny {
 		t.Errorf("rule %+v", r)
 	}
 }

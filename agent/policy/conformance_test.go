@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // The network-policy-api v0.2.0 conformance suite's own manifests
@@ -80,7 +82,7 @@ func decode(t *testing.T, doc string, obj any) {
 // it must connect.
 type poke struct {
 	client, server string
-	proto          Protocol
+	proto          policymodel.Protocol
 	port           uint16
 	want           bool
 }
@@ -123,8 +125,8 @@ func TestConformanceIntegration(t *testing.T) {
 	in.Node = node
 	load(t, &in, "manifests.yaml")
 	load(t, &in, "standard-anp-np-banp.yaml")
-	intoG := []poke{{"slytherin/draco-malfoy-0", "gryffindor/harry-potter-0", TCP, 80, false}, {"slytherin/draco-malfoy-1", "gryffindor/harry-potter-0", TCP, 8080, false}}
-	fromG := []poke{{"gryffindor/harry-potter-0", "slytherin/draco-malfoy-0", TCP, 80, false}, {"gryffindor/harry-potter-1", "slytherin/draco-malfoy-0", TCP, 8080, false}}
+	intoG := []poke{{"slytherin/draco-malfoy-0", "gryffindor/harry-potter-0", policymodel.TCP, 80, false}, {"slytherin/draco-malfoy-1", "gryffindor/harry-potter-0", policymodel.TCP, 8080, false}}
+	fromG := []poke{{"gryffindor/harry-potter-0", "slytherin/draco-malfoy-0", policymodel.TCP, 80, false}, {"gryffindor/harry-potter-1", "slytherin/draco-malfoy-0", policymodel.TCP, 8080, false}}
 	flip := func(ps []poke, want bool) []poke {
 		out := append([]poke(nil), ps...)
 		for i := range out {
@@ -149,8 +151,8 @@ func TestConformancePriority(t *testing.T) {
 	load(t, &in, "manifests.yaml")
 	load(t, &in, "standard-priority-field.yaml")
 	ps := []poke{
-		{"slytherin/draco-malfoy-0", "gryffindor/harry-potter-0", TCP, 80, false}, {"slytherin/draco-malfoy-1", "gryffindor/harry-potter-0", TCP, 8080, false},
-		{"gryffindor/harry-potter-0", "slytherin/draco-malfoy-0", TCP, 80, false}, {"gryffindor/harry-potter-1", "slytherin/draco-malfoy-0", TCP, 8080, false},
+		{"slytherin/draco-malfoy-0", "gryffindor/harry-potter-0", policymodel.TCP, 80, false}, {"slytherin/draco-malfoy-1", "gryffindor/harry-potter-0", policymodel.TCP, 8080, false},
+		{"gryffindor/harry-potter-0", "slytherin/draco-malfoy-0", policymodel.TCP, 80, false}, {"gryffindor/harry-potter-1", "slytherin/draco-malfoy-0", policymodel.TCP, 8080, false},
 	}
 	t.Run("deny at 50 before pass at 60", func(t *testing.T) { pokes(t, in, ps) })
 	cnpNamed(in, "old-priority-60-new-priority-40-example").Spec.Priority = 40
@@ -173,25 +175,25 @@ func TestConformanceIngressSCTP(t *testing.T) {
 	swap := func(i, j int) { r := cnp.Spec.Ingress; r[i], r[j] = r[j], r[i] }
 	const l0, l1 = "ravenclaw/luna-lovegood-0", "ravenclaw/luna-lovegood-1"
 	t.Run("allow, rule order", func(t *testing.T) {
-		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l0, SCTP, 9003, true}, {"gryffindor/harry-potter-1", l0, SCTP, 9005, true}})
+		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l0, policymodel.SCTP, 9003, true}, {"gryffindor/harry-potter-1", l0, policymodel.SCTP, 9005, true}})
 	})
 	t.Run("allow at the port", func(t *testing.T) {
-		pokes(t, in, []poke{{"hufflepuff/cedric-diggory-0", l1, SCTP, 9003, true}, {"hufflepuff/cedric-diggory-1", l1, SCTP, 9005, false}})
+		pokes(t, in, []poke{{"hufflepuff/cedric-diggory-0", l1, policymodel.SCTP, 9003, true}, {"hufflepuff/cedric-diggory-1", l1, policymodel.SCTP, 9005, false}})
 	})
 	swap(0, 1)
 	t.Run("deny, rule order", func(t *testing.T) {
-		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l1, SCTP, 9003, false}, {"gryffindor/harry-potter-1", l1, SCTP, 9005, false}})
+		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l1, policymodel.SCTP, 9003, false}, {"gryffindor/harry-potter-1", l1, policymodel.SCTP, 9005, false}})
 	})
 	t.Run("deny at the port", func(t *testing.T) {
-		pokes(t, in, []poke{{"slytherin/draco-malfoy-0", l0, SCTP, 9003, false}, {"slytherin/draco-malfoy-1", l0, SCTP, 9005, true}})
+		pokes(t, in, []poke{{"slytherin/draco-malfoy-0", l0, policymodel.SCTP, 9003, false}, {"slytherin/draco-malfoy-1", l0, policymodel.SCTP, 9005, true}})
 	})
 	swap(0, 2)
 	t.Run("pass, rule order", func(t *testing.T) {
-		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l1, SCTP, 9003, true}, {"gryffindor/harry-potter-1", l1, SCTP, 9005, true}})
+		pokes(t, in, []poke{{"gryffindor/harry-potter-0", l1, policymodel.SCTP, 9003, true}, {"gryffindor/harry-potter-1", l1, policymodel.SCTP, 9005, true}})
 	})
 	swap(3, 4)
 	t.Run("pass at the port", func(t *testing.T) {
-		pokes(t, in, []poke{{"slytherin/draco-malfoy-0", l0, SCTP, 9003, true}, {"slytherin/draco-malfoy-1", l0, SCTP, 9005, true}})
+		pokes(t, in, []poke{{"slytherin/draco-malfoy-0", l0, policymodel.SCTP, 9003, true}, {"slytherin/draco-malfoy-1", l0, policymodel.SCTP, 9005, true}})
 	})
 }
 
@@ -209,24 +211,24 @@ func TestConformanceEgressSCTP(t *testing.T) {
 	const h0, h1 = "gryffindor/harry-potter-0", "gryffindor/harry-potter-1"
 	const c1, d0 = "hufflepuff/cedric-diggory-1", "slytherin/draco-malfoy-0"
 	t.Run("allow, rule order", func(t *testing.T) {
-		pokes(t, in, []poke{{l0, h0, SCTP, 9003, true}, {l1, h0, SCTP, 9005, true}})
+		pokes(t, in, []poke{{l0, h0, policymodel.SCTP, 9003, true}, {l1, h0, policymodel.SCTP, 9005, true}})
 	})
 	t.Run("allow at the port", func(t *testing.T) {
-		pokes(t, in, []poke{{l0, c1, SCTP, 9003, true}, {l1, c1, SCTP, 9005, false}})
+		pokes(t, in, []poke{{l0, c1, policymodel.SCTP, 9003, true}, {l1, c1, policymodel.SCTP, 9005, false}})
 	})
 	swap(0, 1)
 	t.Run("deny, rule order", func(t *testing.T) {
-		pokes(t, in, []poke{{l0, h1, SCTP, 9003, false}, {l1, h1, SCTP, 9005, false}})
+		pokes(t, in, []poke{{l0, h1, policymodel.SCTP, 9003, false}, {l1, h1, policymodel.SCTP, 9005, false}})
 	})
 	t.Run("deny at the port", func(t *testing.T) {
-		pokes(t, in, []poke{{l0, d0, SCTP, 9003, false}, {l1, d0, SCTP, 9005, true}})
+		pokes(t, in, []poke{{l0, d0, policymodel.SCTP, 9003, false}, {l1, d0, policymodel.SCTP, 9005, true}})
 	})
 	swap(0, 2)
 	t.Run("pass, rule order", func(t *testing.T) {
-		pokes(t, in, []poke{{l0, h1, SCTP, 9003, true}, {l1, h1, SCTP, 9005, true}})
+		pokes(t, in, []poke{{l0, h1, policymodel.SCTP, 9003, true}, {l1, h1, policymodel.SCTP, 9005, true}})
 	})
 	swap(3, 4)
 	t.Run("pass at the port", func(t *testing.T) {
-		pokes(t, in, []poke{{l0, d0, SCTP, 9003, true}, {l1, d0, SCTP, 9005, true}})
+		pokes(t, in, []poke{{l0, d0, policymodel.SCTP, 9003, true}, {l1, d0, policymodel.SCTP, 9005, true}})
 	})
 }

@@ -9,40 +9,9 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
-
-// Delta is what one change did to the model: the nftables side applies it
-// in one transaction (new sets with their elements, then the elements, then
-// the rules if Rules, then the deletion of DelSets, which no rule uses any
-// more).
-type Delta struct {
-	// Rules reports whether the tiers changed (a policy came, went or
-	// changed): the model's Ingress and Egress are the new ones.
-	Rules   bool
-	AddSets []SetID // new sets; their elements are the model's
-	DelSets []SetID
-	// Add and Del are the elements that came to and left sets that were
-	// there before.
-	Add, Del map[SetID][]Elem
-	// Issues reports whether the model's Issues changed.
-	Issues bool
-}
-
-// Empty reports whether the change changed nothing.
-func (d *Delta) Empty() bool {
-	return !d.Rules && !d.Issues && len(d.AddSets)+len(d.DelSets)+len(d.Add)+len(d.Del) == 0
-}
-
-func (d *Delta) elem(id SetID, e Elem, add bool) {
-	m := &d.Del
-	if add {
-		m = &d.Add
-	}
-	if *m == nil {
-		*m = map[SetID][]Elem{}
-	}
-	(*m)[id] = append((*m)[id], e)
-}
 
 // Engine holds what the policies of one node are made of and keeps its
 // model: each Set* and Delete* call returns the Delta of the model. A pod's
@@ -52,21 +21,24 @@ func (d *Delta) elem(id SetID, e Elem, add bool) {
 // call.
 type Engine struct {
 	node       string
-	nsPods     map[string]map[string]*Pod // by namespace and name
-	localPods  map[string]*Pod            // this node's
+	nsPods     map[string]map[string]*Pod      // by namespace and name
+	localPods  map[string]*Pod                 // this node's
+	local      map[string]policymodel.LocalPod // localPods as the model shows them
 	nodeAddrs  []netip.Prefix
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
-	defs       map[SetID]*setDef
+	defs       map[policymodel.SetID]*setDef
 	active     map[string]bool // the policies that select a pod of this node
 	// The sets a pod may be in: those of its namespace (byNS), and those
 	// of any namespace (anyNS) that its namespace's labels let in
 	// (nsCands, filled on demand, dropped when the labels change).
-	byNS    map[string][]SetID
-	anyNS   []SetID
-	nsCands map[string][]SetID
-	m       *Model
-	// held: policy changes wait for Release (hold.go); stale: one came.
+	byNS    map[string][]policymodel.SetID
+	anyNS   []policymodel.SetID
+	nsCands map[string][]policymodel.SetID
+	m       *policymodel.
+		// held: policy changes wait for Release (hold.go); stale: one came.
+		Model
+
 	held, stale bool
 }
 
@@ -76,20 +48,21 @@ func NewEngine(node string) *Engine {
 		node:       node,
 		nsPods:     map[string]map[string]*Pod{},
 		localPods:  map[string]*Pod{},
+		local:      map[string]policymodel.LocalPod{},
 		namespaces: map[string]*Namespace{},
 		policies:   map[string]*compiled{},
-		defs:       map[SetID]*setDef{},
-		m:          &Model{Node: node, Sets: map[SetID]*Set{}},
+		defs:       map[policymodel.SetID]*setDef{},
+		m:          &policymodel.Model{Node: node, Sets: map[policymodel.SetID]*policymodel.Set{}},
 	}
 	e.rebuild()
 	return e
 }
 
 // Model returns the model (valid until the next call).
-func (e *Engine) Model() *Model { return e.m }
+func (e *Engine) Model() *policymodel.Model { return e.m }
 
 // SetPod adds or replaces a pod.
-func (e *Engine) SetPod(p *Pod) Delta {
+func (e *Engine) SetPod(p *Pod) policymodel.Delta {
 	old := e.nsPods[p.Namespace][p.Name]
 	if e.nsPods[p.Namespace] == nil {
 		e.nsPods[p.Namespace] = map[string]*Pod{}
@@ -98,10 +71,12 @@ func (e *Engine) SetPod(p *Pod) Delta {
 	switch {
 	case p.Node == e.node:
 		e.localPods[p.Key()] = p
+		e.local[p.Key()] = policymodel.LocalPod{IPs: p.IPs, HostNetwork: p.HostNetwork, Done: p.Done}
 	case old != nil && old.Node == e.node:
 		delete(e.localPods, p.Key())
+		delete(e.local, p.Key())
 	}
-	var d Delta
+	var d policymodel.Delta
 	ns := e.namespaces[p.Namespace]
 	e.moveAll(&d, p.Namespace, old, ns, p)
 	if p.Node == e.node || (old != nil && old.Node == e.node) {
@@ -112,7 +87,7 @@ func (e *Engine) SetPod(p *Pod) Delta {
 
 // moveAll moves a pod of namespace name from old to p (either nil) in every
 // set it may be in.
-func (e *Engine) moveAll(d *Delta, name string, old *Pod, ns *Namespace, p *Pod) {
+func (e *Engine) moveAll(d *policymodel.Delta, name string, old *Pod, ns *Namespace, p *Pod) {
 	for _, id := range e.byNS[name] {
 		e.move(d, id, e.defs[id], old, ns, p, ns)
 	}
@@ -122,11 +97,11 @@ func (e *Engine) moveAll(d *Delta, name string, old *Pod, ns *Namespace, p *Pod)
 }
 
 // candidates are the sets of anyNS that a pod of namespace name may be in.
-func (e *Engine) candidates(name string, ns *Namespace) []SetID {
+func (e *Engine) candidates(name string, ns *Namespace) []policymodel.SetID {
 	if c, ok := e.nsCands[name]; ok {
 		return c
 	}
-	c := []SetID{}
+	c := []policymodel.SetID{}
 	for _, id := range e.anyNS {
 		if s := e.defs[id].nsSel; s == nil || s.matches(labelsOf(ns)) {
 			c = append(c, id)
@@ -137,13 +112,14 @@ func (e *Engine) candidates(name string, ns *Namespace) []SetID {
 }
 
 // DeletePod removes the pod namespace/name.
-func (e *Engine) DeletePod(namespace, name string) Delta {
+func (e *Engine) DeletePod(namespace, name string) policymodel.Delta {
 	old := e.nsPods[namespace][name]
-	var d Delta
+	var d policymodel.Delta
 	if old == nil {
 		return d
 	}
 	delete(e.localPods, old.Key())
+	delete(e.local, old.Key())
 	delete(e.nsPods[namespace], name)
 	if len(e.nsPods[namespace]) == 0 {
 		delete(e.nsPods, namespace)
@@ -156,22 +132,22 @@ func (e *Engine) DeletePod(namespace, name string) Delta {
 }
 
 // SetNamespace adds or replaces a namespace.
-func (e *Engine) SetNamespace(ns *Namespace) Delta {
+func (e *Engine) SetNamespace(ns *Namespace) policymodel.Delta {
 	old := e.namespaces[ns.Name]
 	e.namespaces[ns.Name] = ns
 	return e.relabel(ns.Name, old, ns)
 }
 
 // DeleteNamespace removes a namespace.
-func (e *Engine) DeleteNamespace(name string) Delta {
+func (e *Engine) DeleteNamespace(name string) policymodel.Delta {
 	old := e.namespaces[name]
 	delete(e.namespaces, name)
 	return e.relabel(name, old, nil)
 }
 
 // relabel moves the namespace's pods in the sets that read its labels.
-func (e *Engine) relabel(name string, old, ns *Namespace) Delta {
-	var d Delta
+func (e *Engine) relabel(name string, old, ns *Namespace) policymodel.Delta {
+	var d policymodel.Delta
 	if old != nil && ns != nil && reflect.DeepEqual(old.Labels, ns.Labels) {
 		return d
 	}
@@ -190,26 +166,26 @@ func (e *Engine) relabel(name string, old, ns *Namespace) Delta {
 
 // move updates set id for a pod that was old in oldNS and is p in ns (either
 // nil: absent), recording the elements that came or went in d.
-func (e *Engine) move(d *Delta, id SetID, def *setDef, old *Pod, oldNS *Namespace, p *Pod, ns *Namespace) {
+func (e *Engine) move(d *policymodel.Delta, id policymodel.SetID, def *setDef, old *Pod, oldNS *Namespace, p *Pod, ns *Namespace) {
 	if def.match == nil {
 		return
 	}
 	before, after := def.elems(old, oldNS, e.node), def.elems(p, ns, e.node)
 	s := e.m.Sets[id]
 	for _, x := range before {
-		if !slices.Contains(after, x) && s.del(x) {
-			d.elem(id, x, false)
+		if !slices.Contains(after, x) && s.Del(x) {
+			d.Note(id, x, false)
 		}
 	}
 	for _, x := range after {
-		if !slices.Contains(before, x) && s.add(x) {
-			d.elem(id, x, true)
+		if !slices.Contains(before, x) && s.Add(x) {
+			d.Note(id, x, true)
 		}
 	}
 }
 
 // SetNodeAddrs sets the node's own addresses.
-func (e *Engine) SetNodeAddrs(addrs []netip.Addr) Delta {
+func (e *Engine) SetNodeAddrs(addrs []netip.Addr) policymodel.Delta {
 	e.nodeAddrs = nil // a new slice: the old set's definition keeps its own
 	for _, a := range addrs {
 		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))
@@ -218,31 +194,31 @@ func (e *Engine) SetNodeAddrs(addrs []netip.Addr) Delta {
 }
 
 // SetNetworkPolicy adds or replaces a NetworkPolicy.
-func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) Delta {
+func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) policymodel.Delta {
 	return e.setCompiled(compileNP(np))
 }
 
 // setCompiled adds or replaces a compiled policy. Compiling reads the
 // policy alone: the watcher does it before it takes the lock that every
 // change waits on, and hands the result here.
-func (e *Engine) setCompiled(c *compiled) Delta {
+func (e *Engine) setCompiled(c *compiled) policymodel.Delta {
 	e.policies[c.id] = c
 	return e.rebuildUnlessHeld()
 }
 
 // DeleteNetworkPolicy removes a NetworkPolicy.
-func (e *Engine) DeleteNetworkPolicy(namespace, name string) Delta {
+func (e *Engine) DeleteNetworkPolicy(namespace, name string) policymodel.Delta {
 	delete(e.policies, "np/"+namespace+"/"+name)
 	return e.rebuildUnlessHeld()
 }
 
 // SetClusterNetworkPolicy adds or replaces a ClusterNetworkPolicy.
-func (e *Engine) SetClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) Delta {
+func (e *Engine) SetClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) policymodel.Delta {
 	return e.setCompiled(compileCNP(cnp))
 }
 
 // DeleteClusterNetworkPolicy removes a ClusterNetworkPolicy.
-func (e *Engine) DeleteClusterNetworkPolicy(name string) Delta {
+func (e *Engine) DeleteClusterNetworkPolicy(name string) policymodel.Delta {
 	delete(e.policies, "cnp/"+name)
 	return e.rebuildUnlessHeld()
 }
@@ -250,11 +226,11 @@ func (e *Engine) DeleteClusterNetworkPolicy(name string) Delta {
 // rebuild makes the tiers and the set definitions of the policies anew.
 // Sets that stay keep their elements (a set's key defines them), but for
 // the derived ones (of this node's pods: few), which are computed again.
-func (e *Engine) rebuild() Delta {
-	var d Delta
-	var in, eg Tiers
-	defs := map[SetID]*setDef{}
-	var issues []Issue
+func (e *Engine) rebuild() policymodel.Delta {
+	var d policymodel.Delta
+	var in, eg policymodel.Tiers
+	defs := map[policymodel.SetID]*setDef{}
+	var issues []policymodel.Issue
 	guardNS := map[string]bool{}
 	guardAll := false
 	active := map[string]bool{}
@@ -276,13 +252,13 @@ func (e *Engine) rebuild() Delta {
 				continue
 			}
 			t := &in
-			if Direction(dir) == Egress {
+			if policymodel.Direction(dir) == policymodel.Egress {
 				t = &eg
 			}
 			switch p.Tier {
-			case TierAdmin:
+			case policymodel.TierAdmin:
 				t.Admin = append(t.Admin, p)
-			case TierNetworkPolicy:
+			case policymodel.TierNetworkPolicy:
 				t.NetworkPolicy = append(t.NetworkPolicy, p)
 			default:
 				t.Baseline = append(t.Baseline, p)
@@ -292,24 +268,24 @@ func (e *Engine) rebuild() Delta {
 			defs[id] = def
 		}
 	}
-	for dir, t := range []*Tiers{&in, &eg} {
-		def := e.isolatedDef(Direction(dir))
-		t.Isolated = setID(def.key)
+	for dir, t := range []*policymodel.Tiers{&in, &eg} {
+		def := e.isolatedDef(policymodel.Direction(dir))
+		t.Isolated = policymodel.SetIDOf(def.key)
 		defs[t.Isolated] = def
-		for _, ps := range [][]*Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			slices.SortFunc(ps, func(a, b *Policy) int {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+			slices.SortFunc(ps, func(a, b *policymodel.Policy) int {
 				return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
 			})
 		}
 	}
-	node := &setDef{key: "node addrs local", kind: Addrs, static: e.nodeAddrs, derived: true}
-	nodeAddrs := setID(node.key)
+	node := &setDef{key: "node addrs local", kind: policymodel.Addrs, static: e.nodeAddrs, derived: true}
+	nodeAddrs := policymodel.SetIDOf(node.key)
 	defs[nodeAddrs] = node
-	slices.SortFunc(issues, func(a, b Issue) int {
+	slices.SortFunc(issues, func(a, b policymodel.Issue) int {
 		return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Field, b.Field))
 	})
 
-	sets := map[SetID]*Set{}
+	sets := map[policymodel.SetID]*policymodel.Set{}
 	for id, def := range defs {
 		old := e.m.Sets[id]
 		switch {
@@ -319,12 +295,12 @@ func (e *Engine) rebuild() Delta {
 			s := e.fill(id, def)
 			for _, x := range old.Elems() {
 				if !s.Has(x) {
-					d.elem(id, x, false)
+					d.Note(id, x, false)
 				}
 			}
 			for _, x := range s.Elems() {
 				if !old.Has(x) {
-					d.elem(id, x, true)
+					d.Note(id, x, true)
 				}
 			}
 			sets[id] = s
@@ -346,14 +322,15 @@ func (e *Engine) rebuild() Delta {
 	e.index()
 	guard := slices.Sorted(maps.Keys(guardNS))
 	d.Rules = d.Rules || guardAll != e.m.GuardAll || !slices.Equal(guard, e.m.GuardNamespaces)
-	e.m = &Model{Node: e.node, NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Sets: sets, Issues: issues, LocalPods: e.localPods,
+	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg},
+		Sets: sets, Issues: issues, LocalPods: e.local,
 		GuardAll: guardAll, GuardNamespaces: guard}
 	return d
 }
 
 // index files the sets by the namespaces whose pods they may take.
 func (e *Engine) index() {
-	e.byNS, e.anyNS, e.nsCands = map[string][]SetID{}, nil, map[string][]SetID{}
+	e.byNS, e.anyNS, e.nsCands = map[string][]policymodel.SetID{}, nil, map[string][]policymodel.SetID{}
 	for id, def := range e.defs {
 		switch {
 		case def.match == nil:
@@ -367,10 +344,10 @@ func (e *Engine) index() {
 
 // fill returns set id of def with the elements of every pod (of this node's
 // pods only for a local set).
-func (e *Engine) fill(id SetID, def *setDef) *Set {
-	s := &Set{ID: id, Kind: def.kind, Key: def.key}
+func (e *Engine) fill(id policymodel.SetID, def *setDef) *policymodel.Set {
+	s := &policymodel.Set{ID: id, Kind: def.kind, Key: def.key}
 	for _, p := range def.static {
-		s.add(Elem{Prefix: p})
+		s.Add(policymodel.Elem{Prefix: p})
 	}
 	if def.match == nil {
 		return s
@@ -381,7 +358,7 @@ func (e *Engine) fill(id SetID, def *setDef) *Set {
 				continue
 			}
 			for _, x := range def.elems(p, e.namespaces[p.Namespace], e.node) {
-				s.add(x)
+				s.Add(x)
 			}
 		}
 	}
@@ -410,7 +387,7 @@ func labelsOf(ns *Namespace) map[string]string {
 
 // isolatedDef is the set of this node's pods that a NetworkPolicy isolates
 // in dir.
-func (e *Engine) isolatedDef(dir Direction) *setDef {
+func (e *Engine) isolatedDef(dir policymodel.Direction) *setDef {
 	subjects := map[string][]podSel{} // by namespace: NetworkPolicies are namespaced
 	for _, c := range e.policies {
 		if c.isolates[dir] {
@@ -419,7 +396,7 @@ func (e *Engine) isolatedDef(dir Direction) *setDef {
 	}
 	return &setDef{
 		key:     "isolated " + dir.String() + " local",
-		kind:    Addrs,
+		kind:    policymodel.Addrs,
 		local:   true,
 		derived: true,
 		match: func(p *Pod, ns *Namespace, node string) bool {
@@ -445,7 +422,7 @@ type Input struct {
 
 // Resolve returns the model of in: the policies first (one rebuild), so
 // that every pod is matched once against the sets it may be in.
-func Resolve(in Input) *Model {
+func Resolve(in Input) *policymodel.Model {
 	e := NewEngine(in.Node)
 	for _, a := range in.NodeAddrs {
 		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))

@@ -10,19 +10,23 @@ import (
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // mirror is what a consumer of the deltas holds: the sets' elements.
-type mirror map[SetID]map[Elem]bool
+type mirror map[policymodel.SetID]map[policymodel.
 
-// apply applies d to the mirror, taking new sets' elements from m.
-func (mi mirror) apply(t *testing.T, m *Model, d Delta) {
+	// apply applies d to the mirror, taking new sets' elements from m.
+	Elem]bool
+
+func (mi mirror) apply(t *testing.T, m *policymodel.Model, d policymodel.Delta) {
 	t.Helper()
 	for _, id := range d.AddSets {
 		if mi[id] != nil {
 			t.Fatalf("delta adds set %s, which is there", id)
 		}
-		mi[id] = map[Elem]bool{}
+		mi[id] = map[policymodel.Elem]bool{}
 		for _, e := range m.Sets[id].Elems() {
 			mi[id][e] = true
 		}
@@ -48,16 +52,16 @@ func (mi mirror) apply(t *testing.T, m *Model, d Delta) {
 	}
 }
 
-func (mi mirror) equal(m *Model) error {
+func (mi mirror) equal(m *policymodel.Model) error {
 	if len(mi) != len(m.Sets) {
 		return fmt.Errorf("mirror has %d sets, model %d", len(mi), len(m.Sets))
 	}
 	for id, s := range m.Sets {
-		got := make([]Elem, 0, len(mi[id]))
+		got := make([]policymodel.Elem, 0, len(mi[id]))
 		for e := range mi[id] {
 			got = append(got, e)
 		}
-		slices.SortFunc(got, cmpElem)
+		slices.SortFunc(got, policymodel.CompareElem)
 		if !slices.Equal(got, s.Elems()) {
 			return fmt.Errorf("set %s %q: mirror %v, model %v", id, s.Key, got, s.Elems())
 		}
@@ -93,7 +97,7 @@ func TestEngineIncremental(t *testing.T) {
 	e := NewEngine(node)
 	mi := mirror{}
 	for id, s := range e.Model().Sets {
-		mi[id] = map[Elem]bool{}
+		mi[id] = map[policymodel.Elem]bool{}
 		for _, x := range s.Elems() {
 			mi[id][x] = true
 		}
@@ -101,7 +105,7 @@ func TestEngineIncremental(t *testing.T) {
 	npOn, cnpOn := make([]bool, len(nps)), make([]bool, len(cnps))
 	holdUntil, holds := -1, 0
 	for step := 0; step < 900; step++ {
-		var d Delta
+		var d policymodel.Delta
 		var what string
 		elemsOnly := true
 		before := tierIDs(e.Model())
@@ -208,10 +212,10 @@ func TestSetIDsStable(t *testing.T) {
 }
 
 // tierIDs are the IDs of the policies in m's tiers, sorted.
-func tierIDs(m *Model) []string {
+func tierIDs(m *policymodel.Model) []string {
 	var out []string
-	for _, t := range []*Tiers{&m.Ingress, &m.Egress} {
-		for _, ps := range [][]*Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+	for _, t := range []*policymodel.Tiers{&m.Ingress, &m.Egress} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				out = append(out, p.ID)
 			}

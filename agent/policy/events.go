@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // eventReason is the reason of the Warning Event on a policy with an issue.
@@ -46,7 +48,7 @@ func (ev *eventer) ref(id string, r *corev1.ObjectReference) {
 
 // note queues an Event for each issue not reported before; an issue that
 // goes away and comes back is reported again.
-func (ev *eventer) note(issues []Issue) {
+func (ev *eventer) note(issues []policymodel.Issue) {
 	now := map[string]bool{}
 	for _, is := range issues {
 		key := is.Error()
@@ -61,7 +63,7 @@ func (ev *eventer) note(issues []Issue) {
 		}
 		t := metav1.NewTime(time.Now())
 		e := &corev1.Event{
-			ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + ShortID(string(ref.UID)+key), Namespace: ns},
+			ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + policymodel.ShortID(string(ref.UID)+key), Namespace: ns},
 			InvolvedObject: ref,
 			Reason:         eventReason,
 			Message:        truncate(is.Error(), 1024),

@@ -9,6 +9,8 @@ import (
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // TestUnexpressible: input the engine cannot express is an Issue naming the
@@ -25,46 +27,46 @@ func TestUnexpressible(t *testing.T) {
 	}{
 		{"bad podSelector isolates the whole namespace", []*nv1.NetworkPolicy{
 			np("x", "p", nv1.NetworkPolicySpec{PodSelector: *badSel, Ingress: []nv1.NetworkPolicyIngressRule{{}}}),
-		}, nil, "spec.podSelector", []probe{{"y/a", "x/a", TCP, 80, false}, {"y/a", "x/c", TCP, 80, false}, {"x/a", "y/a", TCP, 80, true}}},
+		}, nil, "spec.podSelector", []probe{{"y/a", "x/a", policymodel.TCP, 80, false}, {"y/a", "x/c", policymodel.TCP, 80, false}, {"x/a", "y/a", policymodel.TCP, 80, true}}},
 		{"bad cidr: the peer matches nothing, the others still do", []*nv1.NetworkPolicy{
 			np("x", "p", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{
 				{IPBlock: &nv1.IPBlock{CIDR: "10.2.0.0/33"}}, {PodSelector: sel("pod", "b")},
 			}}}}),
-		}, nil, "spec.ingress[0].from[0].ipBlock.cidr", []probe{{"y/a", "x/a", TCP, 80, false}, {"x/b", "x/a", TCP, 80, true}}},
+		}, nil, "spec.ingress[0].from[0].ipBlock.cidr", []probe{{"y/a", "x/a", policymodel.TCP, 80, false}, {"x/b", "x/a", policymodel.TCP, 80, true}}},
 		{"bad except: the peer matches nothing", []*nv1.NetworkPolicy{
 			np("x", "p", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{
 				{IPBlock: &nv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"10.2.0.1"}}},
 			}}}}),
-		}, nil, "spec.ingress[0].from[0].ipBlock.except[0]", []probe{{"y/b", "x/a", TCP, 80, false}}},
+		}, nil, "spec.ingress[0].from[0].ipBlock.except[0]", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}}},
 		{"endPort with a named port: the rule matches no port, not all", []*nv1.NetworkPolicy{
 			np("x", "p", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{Ports: []nv1.NetworkPolicyPort{port("", "web", 90)}}}}),
-		}, nil, "spec.ingress[0].ports[0].endPort", []probe{{"y/b", "x/a", TCP, 80, false}, {"y/b", "x/a", TCP, 90, false}}},
+		}, nil, "spec.ingress[0].ports[0].endPort", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}, {"y/b", "x/a", policymodel.TCP, 90, false}}},
 		{"unknown protocol", []*nv1.NetworkPolicy{
 			np("x", "p", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{Ports: []nv1.NetworkPolicyPort{port(corev1.Protocol("ICMP"), 80)}}}}),
-		}, nil, "spec.ingress[0].ports[0].protocol", []probe{{"y/b", "x/a", TCP, 80, false}}},
+		}, nil, "spec.ingress[0].ports[0].protocol", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}}},
 		{"accept with a domainNames peer matches nothing", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("d", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
 				{Action: accept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"example.com"}}}},
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"0.0.0.0/0"}}}},
 			}),
-		}, "spec.egress[0].to[0]", []probe{{"x/a", "192.0.2.1", TCP, 443, false}}},
+		}, "spec.egress[0].to[0]", []probe{{"x/a", "192.0.2.1", policymodel.TCP, 443, false}}},
 		{"deny with a nodes peer denies everything", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("n", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}}},
 			}),
-		}, "spec.egress[0].to[0]", []probe{{"x/a", "y/a", TCP, 80, false}, {"y/a", "z/a", TCP, 80, true}}},
+		}, "spec.egress[0].to[0]", []probe{{"x/a", "y/a", policymodel.TCP, 80, false}, {"y/a", "z/a", policymodel.TCP, 80, true}}},
 		{"pass with a bad port denies everything", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("p", admin, 1, from(pass, "y", cnpv1.ClusterNetworkPolicyProtocol{TCP: &cnpv1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1.Port{Number: 70000}}}), nil),
-		}, "spec.ingress[0].protocols[0]", []probe{{"z/a", "x/a", TCP, 80, false}}},
+		}, "spec.ingress[0].protocols[0]", []probe{{"z/a", "x/a", policymodel.TCP, 80, false}}},
 		{"subject with both fields takes every pod and only denies", nil, []*cnpv1.ClusterNetworkPolicy{{
 			ObjectMeta: metav1.ObjectMeta{Name: "s"},
 			Spec: cnpv1.ClusterNetworkPolicySpec{Tier: admin, Subject: cnpv1.ClusterNetworkPolicySubject{
 				Namespaces: sel("ns", "x"), Pods: &cnpv1.NamespacedPod{PodSelector: *sel("pod", "a")}},
 				Ingress: from(accept, "y")},
-		}}, "spec.subject", []probe{{"y/a", "y/b", TCP, 80, false}, {"y/a", "x/a", TCP, 80, false}}},
+		}}, "spec.subject", []probe{{"y/a", "y/b", policymodel.TCP, 80, false}, {"y/a", "x/a", policymodel.TCP, 80, false}}},
 		{"unknown action denies", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("u", base, 1, from("Allow", "y"), nil),
-		}, "spec.ingress[0].action", []probe{{"z/a", "x/a", TCP, 80, false}}},
+		}, "spec.ingress[0].action", []probe{{"z/a", "x/a", policymodel.TCP, 80, false}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,11 +75,11 @@ func TestUnexpressible(t *testing.T) {
 				t.Fatalf("issues %v, want one at %s", m.Issues, tc.field)
 			}
 			is := m.Issues[0]
-			if is.Field != tc.field || !errors.Is(is, ErrUnexpressible) {
+			if is.Field != tc.field || !errors.Is(is, policymodel.ErrUnexpressible) {
 				t.Errorf("issue %v: field %q, want %q (and errors.Is ErrUnexpressible)", is, is.Field, tc.field)
 			}
-			for _, d := range []Direction{Ingress, Egress} {
-				for _, ps := range [][]*Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
+			for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
+				for _, ps := range [][]*policymodel.Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
 					for _, p := range ps {
 						if !p.FailClosed {
 							t.Errorf("%s %s not marked FailClosed", d, p.ID)
@@ -105,14 +107,14 @@ func TestHostNetworkAndDonePods(t *testing.T) {
 	done.Status.PodIPs = []corev1.PodIP{{IP: "10.1.0.99"}}
 	in.Pods = append(in.Pods, PodFromAPI(host), PodFromAPI(done))
 	m := check(t, in, []probe{
-		{"192.168.1.10", "x/a", TCP, 80, false}, // not a pod of x to the selector
-		{"192.168.1.10", "y/a", TCP, 80, true},  // the node's address to the ipBlock
-		{"10.1.0.99", "x/a", TCP, 80, false},    // the done pod's address is nobody's
-		{"x/b", "x/a", TCP, 80, true},
+		{"192.168.1.10", "x/a", policymodel.TCP, 80, false}, // not a pod of x to the selector
+		{"192.168.1.10", "y/a", policymodel.TCP, 80, true},  // the node's address to the ipBlock
+		{"10.1.0.99", "x/a", policymodel.TCP, 80, false},    // the done pod's address is nobody's
+		{"x/b", "x/a", policymodel.TCP, 80, true},
 	})
 	for _, s := range m.Sets {
 		for _, a := range []string{"192.168.1.10/32", "10.1.0.99/32"} {
-			if s.Kind == Addrs && s.Has(Elem{Prefix: netip.MustParsePrefix(a)}) {
+			if s.Kind == policymodel.Addrs && s.Has(policymodel.Elem{Prefix: netip.MustParsePrefix(a)}) {
 				t.Errorf("set %s %q holds %s", s.ID, s.Key, a)
 			}
 		}
@@ -162,9 +164,9 @@ func TestNodeTraffic(t *testing.T) {
 	}, []*cnpv1.ClusterNetworkPolicy{cnp("d", admin, 1, from(deny, ""), nil)})
 	in.NodeAddrs = []netip.Addr{netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("fd00::1")}
 	check(t, in, []probe{
-		{"192.168.1.1", "x/a", TCP, 8080, true},
-		{"192.168.1.2", "x/a", TCP, 8080, false},
-		{"x/a", "192.168.1.1", TCP, 10250, false},
+		{"192.168.1.1", "x/a", policymodel.TCP, 8080, true},
+		{"192.168.1.2", "x/a", policymodel.TCP, 8080, false},
+		{"x/a", "192.168.1.1", policymodel.TCP, 10250, false},
 	})
 	e := NewEngine(node)
 	d := e.SetNodeAddrs(in.NodeAddrs[:1])

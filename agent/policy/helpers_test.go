@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // The test cluster is the upstream Netpol e2e's: namespaces x, y, z (label
@@ -71,8 +73,8 @@ func cluster(nps []*networkingv1.NetworkPolicy, cnps []*cnpv1.ClusterNetworkPoli
 
 // reach reports whether the model of node n1 lets src connect to dst: the
 // egress verdict where src is local, the ingress verdict where dst is.
-func reach(m *Model, in Input, src, dst netip.Addr, proto Protocol, port uint16) bool {
-	c := Conn{Src: src, Dst: dst, Proto: proto, Port: port}
+func reach(m *policymodel.Model, in Input, src, dst netip.Addr, proto policymodel.Protocol, port uint16) bool {
+	c := policymodel.Conn{Src: src, Dst: dst, Proto: proto, Port: port}
 	local := func(a netip.Addr) bool {
 		for _, p := range in.Pods {
 			if p.Node == node && len(p.IPs) > 0 && p.IPs[0] == a {
@@ -81,16 +83,16 @@ func reach(m *Model, in Input, src, dst netip.Addr, proto Protocol, port uint16)
 		}
 		return false
 	}
-	if local(src) && !m.Evaluate(Egress, c).Allowed {
+	if local(src) && !m.Evaluate(policymodel.Egress, c).Allowed {
 		return false
 	}
-	return !local(dst) || m.Evaluate(Ingress, c).Allowed
+	return !local(dst) || m.Evaluate(policymodel.Ingress, c).Allowed
 }
 
 // probe is one connection of a case and whether it must pass.
 type probe struct {
 	from, to string // "x/a", or an address
-	proto    Protocol
+	proto    policymodel.Protocol
 	port     uint16
 	want     bool
 }
@@ -107,13 +109,13 @@ func addr(t *testing.T, s string) netip.Addr {
 }
 
 // check runs probes against the model of in.
-func check(t *testing.T, in Input, probes []probe) *Model {
+func check(t *testing.T, in Input, probes []probe) *policymodel.Model {
 	t.Helper()
 	m := Resolve(in)
 	for _, p := range probes {
 		proto := p.proto
 		if proto == 0 {
-			proto = TCP
+			proto = policymodel.TCP
 		}
 		port := p.port
 		if port == 0 {
@@ -127,13 +129,13 @@ func check(t *testing.T, in Input, probes []probe) *Model {
 }
 
 // dump is the model as text, sorted: what two models equal in.
-func dump(m *Model) string {
+func dump(m *policymodel.Model) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s\n", m.NodeAddrs)
-	for _, d := range []Direction{Ingress, Egress} {
+	for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
 		t := m.Tiers(d)
 		fmt.Fprintf(&b, "%s isolated=%s\n", d, t.Isolated)
-		for _, ps := range [][]*Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				fmt.Fprintf(&b, " %s %s prio=%d subject=%s failClosed=%v\n", p.Tier, p.ID, p.Priority, p.Subject, p.FailClosed)
 				for _, r := range p.Rules {
@@ -148,7 +150,7 @@ func dump(m *Model) string {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		s := m.Sets[SetID(id)]
+		s := m.Sets[policymodel.SetID(id)]
 		fmt.Fprintf(&b, "set %s %q %v\n", id, s.Key, s.Elems())
 	}
 	keys := make([]string, 0, len(m.LocalPods))

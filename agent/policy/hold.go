@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/cnibox/cnibox/internal/policymodel"
+
 // An engine held (Hold) files the policy changes that follow without
 // rebuilding its model; Release makes the one rebuild. The agent holds its
 // engine through the informers' first lists: a rebuild reads every policy,
@@ -15,10 +17,10 @@ func (e *Engine) Hold() { e.held = true }
 
 // Release ends Hold and returns the delta of the rebuild that the changes
 // since need (none if none came).
-func (e *Engine) Release() Delta {
+func (e *Engine) Release() policymodel.Delta {
 	e.held = false
 	if !e.stale {
-		return Delta{}
+		return policymodel.Delta{}
 	}
 	e.stale = false
 	return e.rebuild()
@@ -26,10 +28,10 @@ func (e *Engine) Release() Delta {
 
 // rebuildUnlessHeld is rebuild, or nothing but a note for Release while
 // held.
-func (e *Engine) rebuildUnlessHeld() Delta {
+func (e *Engine) rebuildUnlessHeld() policymodel.Delta {
 	if e.held {
 		e.stale = true
-		return Delta{}
+		return policymodel.Delta{}
 	}
 	return e.rebuild()
 }

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // Pod is what the engine reads of a Pod: a few hundred bytes where the API
@@ -30,7 +32,7 @@ type Pod struct {
 // NamedPort is a container port with a name.
 type NamedPort struct {
 	Name  string
-	Proto Protocol
+	Proto policymodel.Protocol
 	Port  uint16
 }
 
@@ -97,14 +99,9 @@ func NamespaceFromAPI(ns *corev1.Namespace) *Namespace {
 
 // protocolOf is the number of an API protocol ("" is TCP, the API's
 // default).
-func protocolOf(p corev1.Protocol) (Protocol, bool) {
+func protocolOf(p corev1.Protocol) (policymodel.Protocol, bool) {
 	if p == "" {
-		return TCP, true
+		return policymodel.TCP, true
 	}
-	for n, s := range protocolNames {
-		if string(p) == s {
-			return n, true
-		}
-	}
-	return 0, false
+	return policymodel.ProtocolNamed(string(p))
 }

@@ -6,6 +6,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // compileNP compiles a NetworkPolicy. A pod it selects is isolated in each
@@ -24,15 +26,15 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 	b.c.subject = podSel{ns: np.Namespace, podSel: sel, local: true}
 	subject := b.set(podSetDef(b.c.subject))
 
-	dirs := [2]bool{Ingress: true, Egress: len(spec.Egress) > 0}
+	dirs := [2]bool{policymodel.Ingress: true, policymodel.Egress: len(spec.Egress) > 0}
 	if len(spec.PolicyTypes) > 0 {
 		dirs = [2]bool{}
 		for i, t := range spec.PolicyTypes {
 			switch t {
 			case networkingv1.PolicyTypeIngress:
-				dirs[Ingress] = true
+				dirs[policymodel.Ingress] = true
 			case networkingv1.PolicyTypeEgress:
-				dirs[Egress] = true
+				dirs[policymodel.Egress] = true
 			default:
 				b.issue(fmt.Sprintf("spec.policyTypes[%d]", i), string(t), "not Ingress or Egress; the policy isolates in both directions")
 				dirs = [2]bool{true, true}
@@ -47,10 +49,10 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 		if !dirs[d] {
 			continue
 		}
-		dir := Direction(d)
-		p := &Policy{ID: b.c.id, Tier: TierNetworkPolicy, Subject: subject}
+		dir := policymodel.Direction(d)
+		p := &policymodel.Policy{ID: b.c.id, Tier: policymodel.TierNetworkPolicy, Subject: subject}
 		if subjectOK && !b.capped {
-			if dir == Ingress {
+			if dir == policymodel.Ingress {
 				for i, r := range spec.Ingress {
 					field := fmt.Sprintf("spec.ingress[%d]", i)
 					p.Rules = append(p.Rules, b.npRule(np.Namespace, dir, i, field+".from", r.From, field+".ports", r.Ports))
@@ -71,8 +73,8 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled {
 }
 
 // npRule compiles rule i of a direction.
-func (b *builder) npRule(ns string, dir Direction, i int, peersField string, peers []networkingv1.NetworkPolicyPeer, portsField string, ports []networkingv1.NetworkPolicyPort) Rule {
-	r := Rule{ID: fmt.Sprintf("%s/%s/%d", b.c.id, dir, i), Action: Allow}
+func (b *builder) npRule(ns string, dir policymodel.Direction, i int, peersField string, peers []networkingv1.NetworkPolicyPeer, portsField string, ports []networkingv1.NetworkPolicyPort) policymodel.Rule {
+	r := policymodel.Rule{ID: fmt.Sprintf("%s/%s/%d", b.c.id, dir, i), Action: policymodel.Allow}
 	var ps []peer
 	if len(peers) == 0 {
 		ps = []peer{{any: true}}
@@ -148,7 +150,7 @@ func (b *builder) npPeer(ns, field string, p *networkingv1.NetworkPolicyPeer) (p
 // npPort adds one port to spec; one that cannot be expressed is left out
 // (the rule matches no port for it).
 func (b *builder) npPort(field string, p *networkingv1.NetworkPolicyPort, spec *portSpec) {
-	proto := TCP
+	proto := policymodel.TCP
 	if p.Protocol != nil {
 		var ok bool
 		if proto, ok = protocolOf(*p.Protocol); !ok {
@@ -162,7 +164,7 @@ func (b *builder) npPort(field string, p *networkingv1.NetworkPolicyPort, spec *
 			b.issue(field+".endPort", fmt.Sprint(*p.EndPort), "endPort needs a numeric port; the rule matches no port for it")
 			return
 		}
-		spec.ranges = append(spec.ranges, PortRange{Proto: proto, First: 0, Last: 65535})
+		spec.ranges = append(spec.ranges, policymodel.PortRange{Proto: proto, First: 0, Last: 65535})
 	case p.Port.Type == intstr.String:
 		if p.EndPort != nil {
 			b.issue(field+".endPort", fmt.Sprint(*p.EndPort), "endPort needs a numeric port, not the named port "+p.Port.StrVal+"; the rule matches no port for it")

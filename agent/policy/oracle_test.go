@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // oracle decides a connection between two pods of the test cluster from the
@@ -201,7 +203,7 @@ func TestOracle(t *testing.T) {
 			o.pods[ip(ns, name)] = apiPod(ns, name)
 		}
 	}
-	protos := map[Protocol]corev1.Protocol{TCP: corev1.ProtocolTCP, UDP: corev1.ProtocolUDP, SCTP: corev1.ProtocolSCTP}
+	protos := map[policymodel.Protocol]corev1.Protocol{policymodel.TCP: corev1.ProtocolTCP, policymodel.UDP: corev1.ProtocolUDP, policymodel.SCTP: corev1.ProtocolSCTP}
 	checked := 0
 	for round := 0; round < 200; round++ {
 		o.nps = nil

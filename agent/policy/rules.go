@@ -3,22 +3,26 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // compiled is one policy as the engine keeps it: its part in each direction
 // (nil: none), the sets those use, and what could not be expressed.
 type compiled struct {
 	id   string
-	dirs [2]*Policy
-	defs map[SetID]*setDef
+	dirs [2]*policymodel.Policy
+	defs map[policymodel.SetID]*setDef
 	// isolates says in which directions a NetworkPolicy isolates the pods
 	// subject selects (the NetworkPolicy tier's Isolated sets).
 	isolates [2]bool
 	subject  podSel
-	issues   []Issue
+	issues   []policymodel.
+
+		// builder collects a policy's sets and issues while it is compiled.
+		Issue
 }
 
-// builder collects a policy's sets and issues while it is compiled.
 type builder struct {
 	c *compiled
 	// room is how many prefixes the policy's ipBlocks may still leave
@@ -28,19 +32,19 @@ type builder struct {
 }
 
 func newBuilder(id string) *builder {
-	return &builder{c: &compiled{id: id, defs: map[SetID]*setDef{}}, room: maxElems}
+	return &builder{c: &compiled{id: id, defs: map[policymodel.SetID]*setDef{}}, room: maxElems}
 }
 
 // set registers d and returns its ID.
-func (b *builder) set(d *setDef) SetID {
-	id := setID(d.key)
+func (b *builder) set(d *setDef) policymodel.SetID {
+	id := policymodel.SetIDOf(d.key)
 	b.c.defs[id] = d
 	return id
 }
 
 // issue records that field (with value) could not be expressed.
 func (b *builder) issue(field, value, reason string) {
-	b.c.issues = append(b.c.issues, Issue{Policy: b.c.id, Field: field, Value: value, Reason: reason})
+	b.c.issues = append(b.c.issues, policymodel.Issue{Policy: b.c.id, Field: field, Value: value, Reason: reason})
 }
 
 // finish marks the policy FailClosed if it has issues and returns it.
@@ -66,13 +70,13 @@ type peer struct {
 // namedPort is a port name and its protocol (0: any).
 type namedPort struct {
 	name  string
-	proto Protocol
+	proto policymodel.Protocol
 }
 
 // portSpec is a rule's ports: any, or numeric ranges and named ports.
 type portSpec struct {
 	any    bool
-	ranges []PortRange
+	ranges []policymodel.PortRange
 	named  []namedPort
 }
 
@@ -83,10 +87,10 @@ var allPods = podSel{nsSel: everything, podSel: everything}
 // subject, from its peers and ports. Numeric ports are matched on the
 // packet; a named port is resolved per destination pod (the subject's pods
 // for ingress, the peer's for egress) into a Ported set.
-func (b *builder) clauses(dir Direction, subject podSel, peers []peer, ps portSpec) []Clause {
-	var out []Clause
+func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []peer, ps portSpec) []policymodel.Clause {
+	var out []policymodel.Clause
 	for _, p := range peers {
-		var id SetID
+		var id policymodel.SetID
 		switch {
 		case p.pods != nil:
 			id = b.set(podSetDef(*p.pods))
@@ -94,22 +98,22 @@ func (b *builder) clauses(dir Direction, subject podSel, peers []peer, ps portSp
 			id = b.set(p.cidrs)
 		}
 		if ps.any {
-			out = append(out, Clause{Peer: id})
+			out = append(out, policymodel.Clause{Peer: id})
 			continue
 		}
 		if len(ps.ranges) > 0 {
-			out = append(out, Clause{Peer: id, Ports: ps.ranges})
+			out = append(out, policymodel.Clause{Peer: id, Ports: ps.ranges})
 		}
 		for _, n := range ps.named {
-			if dir == Ingress {
-				out = append(out, Clause{Peer: id, DstPorts: b.set(portedSetDef(subject, n.name, n.proto))})
+			if dir == policymodel.Ingress {
+				out = append(out, policymodel.Clause{Peer: id, DstPorts: b.set(portedSetDef(subject, n.name, n.proto))})
 				continue
 			}
 			switch {
 			case p.pods != nil: // the peer's own named ports
-				out = append(out, Clause{DstPorts: b.set(portedSetDef(*p.pods, n.name, n.proto))})
+				out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(*p.pods, n.name, n.proto))})
 			default: // an address of a pod that has the port
-				out = append(out, Clause{Peer: id, DstPorts: b.set(portedSetDef(allPods, n.name, n.proto))})
+				out = append(out, policymodel.Clause{Peer: id, DstPorts: b.set(portedSetDef(allPods, n.name, n.proto))})
 			}
 		}
 	}
@@ -118,24 +122,24 @@ func (b *builder) clauses(dir Direction, subject podSel, peers []peer, ps portSp
 
 // denyAll is the closed form of a Deny or Pass rule that cannot be
 // expressed: it denies everything.
-func denyAll(id, name string) Rule {
-	return Rule{ID: id, Name: name, Action: Deny, Clauses: []Clause{{}}}
+func denyAll(id, name string) policymodel.Rule {
+	return policymodel.Rule{ID: id, Name: name, Action: policymodel.Deny, Clauses: []policymodel.Clause{{}}}
 }
 
 // portRange checks a numeric port and its optional end, or says why it
 // cannot be expressed.
-func portRange(proto Protocol, first int32, end *int32) (PortRange, string) {
+func portRange(proto policymodel.Protocol, first int32, end *int32) (policymodel.PortRange, string) {
 	if first < 1 || first > 65535 {
-		return PortRange{}, fmt.Sprintf("the port %d is not within 1-65535", first)
+		return policymodel.PortRange{}, fmt.Sprintf("the port %d is not within 1-65535", first)
 	}
 	last := first
 	if end != nil {
 		if *end < first || *end > 65535 {
-			return PortRange{}, fmt.Sprintf("the port range %d-%d does not end at or after its start within 65535", first, *end)
+			return policymodel.PortRange{}, fmt.Sprintf("the port range %d-%d does not end at or after its start within 65535", first, *end)
 		}
 		last = *end
 	}
-	return PortRange{Proto: proto, First: uint16(first), Last: uint16(last)}, ""
+	return policymodel.PortRange{Proto: proto, First: uint16(first), Last: uint16(last)}, ""
 }
 
 // parsePrefix parses a CIDR; the address must be the network's (as the

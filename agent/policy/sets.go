@@ -7,6 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // selector is a compiled label selector with a canonical text (labels'
@@ -87,7 +89,7 @@ func (s podSel) matches(p *Pod, ns *Namespace, node string) bool {
 // or named ports (Ported) of the pods match takes.
 type setDef struct {
 	key    string
-	kind   SetKind
+	kind   policymodel.SetKind
 	static []netip.Prefix
 	// match selects pods; nil for a static set.
 	match func(p *Pod, ns *Namespace, node string) bool
@@ -101,12 +103,12 @@ type setDef struct {
 	nsSel *selector
 	// port and proto are a Ported set's port name and protocol (0: any).
 	port  string
-	proto Protocol
+	proto policymodel.Protocol
 }
 
 // podSetDef is the set of the addresses of the pods s selects.
 func podSetDef(s podSel) *setDef {
-	d := &setDef{key: s.key(), kind: Addrs, match: s.matches, local: s.local, ns: s.ns}
+	d := &setDef{key: s.key(), kind: policymodel.Addrs, match: s.matches, local: s.local, ns: s.ns}
 	if s.ns == "" {
 		d.nsSel = &s.nsSel
 	}
@@ -115,14 +117,14 @@ func podSetDef(s podSel) *setDef {
 
 // portedSetDef is the set of the named port name/proto (proto 0: any) of the
 // pods s selects.
-func portedSetDef(s podSel, name string, proto Protocol) *setDef {
+func portedSetDef(s podSel, name string, proto policymodel.Protocol) *setDef {
 	d := podSetDef(s)
-	d.kind, d.port, d.proto = Ported, name, proto
+	d.kind, d.port, d.proto = policymodel.Ported, name, proto
 	d.key += " port=" + name + "/" + protoText(proto)
 	return d
 }
 
-func protoText(p Protocol) string {
+func protoText(p policymodel.Protocol) string {
 	if p == 0 {
 		return "any"
 	}
@@ -132,30 +134,32 @@ func protoText(p Protocol) string {
 // staticSetDef is the set of the prefixes ps.
 func staticSetDef(ps []netip.Prefix) *setDef {
 	ps = slices.Clone(ps)
-	slices.SortFunc(ps, func(a, b netip.Prefix) int { return cmpElem(Elem{Prefix: a}, Elem{Prefix: b}) })
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		return policymodel.CompareElem(policymodel.Elem{Prefix: a}, policymodel.Elem{Prefix: b})
+	})
 	ps = slices.Compact(ps)
 	texts := make([]string, len(ps))
 	for i, p := range ps {
 		texts[i] = p.String()
 	}
-	return &setDef{key: "cidrs " + strings.Join(texts, ","), kind: CIDRs, static: ps}
+	return &setDef{key: "cidrs " + strings.Join(texts, ","), kind: policymodel.CIDRs, static: ps}
 }
 
 // elems returns what p (in ns, on node) puts in the set.
-func (d *setDef) elems(p *Pod, ns *Namespace, node string) []Elem {
+func (d *setDef) elems(p *Pod, ns *Namespace, node string) []policymodel.Elem {
 	if d.match == nil || p == nil || !d.match(p, ns, node) {
 		return nil
 	}
-	var out []Elem
+	var out []policymodel.Elem
 	for _, a := range p.IPs {
 		pfx := netip.PrefixFrom(a, a.BitLen())
-		if d.kind != Ported {
-			out = append(out, Elem{Prefix: pfx})
+		if d.kind != policymodel.Ported {
+			out = append(out, policymodel.Elem{Prefix: pfx})
 			continue
 		}
 		for _, np := range p.Ports {
 			if np.Name == d.port && (d.proto == 0 || d.proto == np.Proto) {
-				out = append(out, Elem{Prefix: pfx, Proto: np.Proto, Port: np.Port})
+				out = append(out, policymodel.Elem{Prefix: pfx, Proto: np.Proto, Port: np.Port})
 			}
 		}
 	}

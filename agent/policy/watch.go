@@ -21,6 +21,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // Sink is the nftables side: it applies each change of the model, in order,
@@ -29,7 +30,7 @@ import (
 // comes before, so a half-listed cluster is never enforced. The model is
 // valid during the call only.
 type Sink interface {
-	Apply(m *Model, d Delta) error
+	Apply(m *policymodel.Model, d policymodel.Delta) error
 }
 
 // WatchConfig configures Watch.
@@ -158,7 +159,7 @@ func (w *watcher) start() error {
 	w.started.Store(true)
 	w.e.Release() // its delta is in the whole model handed over here
 	m := w.e.Model()
-	d := Delta{Rules: true, Issues: len(m.Issues) > 0}
+	d := policymodel.Delta{Rules: true, Issues: len(m.Issues) > 0}
 	for id := range m.Sets {
 		d.AddSets = append(d.AddSets, id)
 	}
@@ -167,11 +168,11 @@ func (w *watcher) start() error {
 }
 
 // apply runs one change of the engine and hands its delta to the sink.
-func (w *watcher) apply(change func(*Engine) Delta) { w.applyIf(change, false) }
+func (w *watcher) apply(change func(*Engine) policymodel.Delta) { w.applyIf(change, false) }
 
 // applyIf is apply; always hands the sink an empty delta too (a pod of this
 // node: the sink takes its addresses out of the pending set).
-func (w *watcher) applyIf(change func(*Engine) Delta, always bool) {
+func (w *watcher) applyIf(change func(*Engine) policymodel.Delta, always bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d := change(w.e)
@@ -184,7 +185,7 @@ func (w *watcher) applyIf(change func(*Engine) Delta, always bool) {
 	}
 }
 
-func (w *watcher) logIssues(d Delta) {
+func (w *watcher) logIssues(d policymodel.Delta) {
 	if !d.Issues {
 		return
 	}
@@ -208,9 +209,9 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 	set := func(obj any) {
 		switch o := obj.(type) {
 		case *slimPod:
-			w.applyIf(func(e *Engine) Delta { return e.SetPod(&o.Pod) }, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
+			w.applyIf(func(e *Engine) policymodel.Delta { return e.SetPod(&o.Pod) }, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
 		case *slimNamespace:
-			w.apply(func(e *Engine) Delta { return e.SetNamespace(&o.Namespace) })
+			w.apply(func(e *Engine) policymodel.Delta { return e.SetNamespace(&o.Namespace) })
 		case *networkingv1.NetworkPolicy:
 			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
@@ -228,13 +229,13 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			}
 			switch o := obj.(type) {
 			case *slimPod:
-				w.apply(func(e *Engine) Delta { return e.DeletePod(o.Pod.Namespace, o.Pod.Name) })
+				w.apply(func(e *Engine) policymodel.Delta { return e.DeletePod(o.Pod.Namespace, o.Pod.Name) })
 			case *slimNamespace:
-				w.apply(func(e *Engine) Delta { return e.DeleteNamespace(o.Name) })
+				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNamespace(o.Name) })
 			case *networkingv1.NetworkPolicy:
-				w.deletePolicy("np/"+o.Namespace+"/"+o.Name, func(e *Engine) Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
+				w.deletePolicy("np/"+o.Namespace+"/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
 			case *cnpv1.ClusterNetworkPolicy:
-				w.deletePolicy("cnp/"+o.Name, func(e *Engine) Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
+				w.deletePolicy("cnp/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
 			}
 		},
 	}
@@ -253,9 +254,10 @@ func (w *watcher) setPolicy(id string, ref *corev1.ObjectReference, compile func
 			w.beforeCompile(id)
 		}
 		c := compile()
-		w.apply(func(e *Engine) Delta {
+		w.apply(func(e *Engine) policymodel.Delta {
 			if !w.isLatest(id, n, false) {
-				return Delta{} // a later event of the policy came first
+				return policymodel. // a later event of the policy came first
+							Delta{}
 			}
 			w.ref(id, ref)
 			return e.setCompiled(c)
@@ -288,11 +290,11 @@ func (w *watcher) slots() chan struct{} {
 }
 
 // deletePolicy removes a policy, and any compile of it still running.
-func (w *watcher) deletePolicy(id string, del func(*Engine) Delta) {
+func (w *watcher) deletePolicy(id string, del func(*Engine) policymodel.Delta) {
 	n := w.number(id)
-	w.apply(func(e *Engine) Delta {
+	w.apply(func(e *Engine) policymodel.Delta {
 		if !w.isLatest(id, n, true) {
-			return Delta{}
+			return policymodel.Delta{}
 		}
 		w.ref(id, nil)
 		return del(e)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/test/kube"
 )
 
@@ -36,14 +37,14 @@ type recSink struct {
 	ch    chan struct{}
 }
 
-func (s *recSink) Apply(m *Model, d Delta) error {
+func (s *recSink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := Conn{Src: netip.MustParseAddr("10.2.0.2"), Dst: netip.MustParseAddr("10.1.0.1"), Proto: TCP}
+	c := policymodel.Conn{Src: netip.MustParseAddr("10.2.0.2"), Dst: netip.MustParseAddr("10.1.0.1"), Proto: policymodel.TCP}
 	s.state = ""
 	for _, port := range []uint16{80, 81} {
 		c.Port = port
-		if m.Evaluate(Ingress, c).Allowed {
+		if m.Evaluate(policymodel.Ingress, c).Allowed {
 			s.state += "+"
 		} else {
 			s.state += "-"

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // idSink records the IDs of the model's policies at each delta.
@@ -20,10 +22,10 @@ type idSink struct {
 	ch  chan struct{}
 }
 
-func (s *idSink) Apply(m *Model, d Delta) error {
+func (s *idSink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 	ids := map[string]bool{}
-	for _, dir := range []Direction{Ingress, Egress} {
-		for _, ps := range [][]*Policy{m.Tiers(dir).Admin, m.Tiers(dir).NetworkPolicy, m.Tiers(dir).Baseline} {
+	for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
+		for _, ps := range [][]*policymodel.Policy{m.Tiers(dir).Admin, m.Tiers(dir).NetworkPolicy, m.Tiers(dir).Baseline} {
 			for _, p := range ps {
 				ids[p.ID] = true
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -39,7 +40,7 @@ func benchNode(b *testing.B) (*policy.Engine, *policynft.Sink) {
 	must(b, err)
 	b.Cleanup(func() { s.Close() })
 	m := e.Model()
-	d := policy.Delta{Rules: true}
+	d := policymodel.Delta{Rules: true}
 	for id := range m.Sets {
 		d.AddSets = append(d.AddSets, id)
 	}
@@ -65,7 +66,7 @@ func benchPolicy(ns string, k int) *networkingv1.NetworkPolicy {
 // replaced in place, one transaction).
 func BenchmarkPolicyFullSync(b *testing.B) {
 	e, s := benchNode(b)
-	c := policynft.Change(e.Model(), policy.Delta{}, true)
+	c := policynft.Change(e.Model(), policymodel.Delta{}, true)
 	for b.Loop() {
 		if err := s.ApplyChange(c); err != nil {
 			b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -88,11 +89,11 @@ func TestPolicyEstablished(t *testing.T) {
 		t.Fatal("no echo before any policy")
 	}
 	deny := np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress})
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(deny) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(deny) })
 	if c.echo("two", denyWait) {
 		t.Error("the established connection still carries data after a deny")
 	}
-	n.do(func(e *policy.Engine) policy.Delta { return e.DeleteNetworkPolicy("x", "deny") })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.DeleteNetworkPolicy("x", "deny") })
 	if !c.resent("two") {
 		t.Error("after the deny is gone, the resent data is not echoed")
 	}
@@ -141,11 +142,13 @@ func TestPolicyVerdictCache(t *testing.T) {
 	if got := ruleCount(); got != 1 {
 		t.Errorf("the allowing rule counted %d packets over %d round trips, want 1 (the SYN; the cache accepts the rest)", got, echoes)
 	}
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetPod(ya.apiPod(map[string]string{"app": "other"})) })
+	n.do(func(e *policy.Engine) policymodel.Delta {
+		return e.SetPod(ya.apiPod(map[string]string{"app": "other"}))
+	})
 	if c.echo("cut", denyWait) {
 		t.Error("the established connection still carries data after its client lost the label the policy allows")
 	}
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetPod(ya.apiPod(client)) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetPod(ya.apiPod(client)) })
 	if !c.resent("cut") {
 		t.Error("after the label is back, the resent data is not echoed")
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cnibox/cnibox/agent/policy"
-	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -147,14 +147,14 @@ func waitFor(allowed bool) time.Duration {
 
 // connect reports whether from reaches to on proto/port within wait (TCP
 // and SCTP: the greeting arrives; UDP: the echo does).
-func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, port uint16, wait time.Duration) bool {
-	if proto == policy.SCTP {
+func connect(t *testing.T, from *labPod, to netip.Addr, proto policymodel.Protocol, port uint16, wait time.Duration) bool {
+	if proto == policymodel.SCTP {
 		return connectSCTP(t, from, to, port, wait)
 	}
 	deadline := time.Now().Add(wait)
 	var c net.Conn
 	network := "tcp"
-	if proto == policy.UDP {
+	if proto == policymodel.UDP {
 		network = "udp"
 	}
 	err := nstest.Run(t, from.path, func() error {
@@ -167,7 +167,7 @@ func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, p
 	}
 	defer c.Close()
 	c.SetDeadline(deadline)
-	if proto == policy.UDP {
+	if proto == policymodel.UDP {
 		// A client resends: the first datagram may wait for a neighbour
 		// entry, or meet a probe's racing conntrack entry. (Writes fail
 		// once the read below has closed c.)
@@ -188,7 +188,7 @@ func connect(t *testing.T, from *labPod, to netip.Addr, proto policy.Protocol, p
 // probe is one connection and whether the model allows it.
 type probe struct {
 	from, to *labPod
-	proto    policy.Protocol
+	proto    policymodel.Protocol
 	port     uint16
 	v6       bool
 }
@@ -210,12 +210,12 @@ func (p probe) String() string {
 // serves it) SCTP 80, IPv4 and IPv6.
 func (l *lab) probes() []probe {
 	type protoPort struct {
-		proto policy.Protocol
+		proto policymodel.Protocol
 		port  uint16
 	}
-	pps := []protoPort{{policy.TCP, 80}, {policy.TCP, 81}, {policy.UDP, 80}}
+	pps := []protoPort{{policymodel.TCP, 80}, {policymodel.TCP, 81}, {policymodel.UDP, 80}}
 	if l.sctp {
-		pps = append(pps, protoPort{policy.SCTP, 80})
+		pps = append(pps, protoPort{policymodel.SCTP, 80})
 	}
 	var out []probe
 	for _, a := range l.pods {
@@ -233,15 +233,15 @@ func (l *lab) probes() []probe {
 
 // want is the model's decision: the source's egress and the
 // destination's ingress (both pods are on this node).
-func want(m *policy.Model, p probe) bool {
+func want(m *policymodel.Model, p probe) bool {
 	src, dst := p.addrs()
-	c := policy.Conn{Src: src, Dst: dst, Proto: p.proto, Port: p.port}
-	return m.Evaluate(policy.Egress, c).Allowed && m.Evaluate(policy.Ingress, c).Allowed
+	c := policymodel.Conn{Src: src, Dst: dst, Proto: p.proto, Port: p.port}
+	return m.Evaluate(policymodel.Egress, c).Allowed && m.Evaluate(policymodel.Ingress, c).Allowed
 }
 
 // checkTraffic runs every probe at once and compares with the model,
 // each probe waiting as long as what the model expects of it allows.
-func (l *lab) checkTraffic(t *testing.T, m *policy.Model) {
+func (l *lab) checkTraffic(t *testing.T, m *policymodel.Model) {
 	t.Helper()
 	ps := l.probes()
 	got := make([]bool, len(ps))
@@ -258,7 +258,7 @@ func (l *lab) checkTraffic(t *testing.T, m *policy.Model) {
 		if w := want(m, p); got[i] != w {
 			t.Errorf("%s: connected %v, model says %v", p, got[i], w)
 		}
-		if p.proto == policy.SCTP {
+		if p.proto == policymodel.SCTP {
 			nSCTP++
 			if got[i] {
 				nSCTPConnected++
@@ -324,33 +324,24 @@ func (l *lab) pod(key string) *labPod {
 	panic(errNoPod)
 }
 
-// checkExplain: the table's explanation of every probe (nft.ExplainPolicy,
-// what `cnibox doctor --policy` shows) names the verdict and the rule that
-// Model.Evaluate does, per direction.
-func (l *lab) checkExplain(t *testing.T, m *policy.Model, ps []probe) {
+// checkExplain: Evaluate over the table's sets as the kernel holds them
+// (what `cnibox doctor --policy` shows) gives every probe the verdict and
+// the rule that Model.Evaluate does over the model's sets, per direction.
+func (l *lab) checkExplain(t *testing.T, m *policymodel.Model, ps []probe) {
 	t.Helper()
 	h, err := nft.Open(l.nodePath)
 	must(t, err)
 	defer h.Close()
-	r := policynft.Rules(m)
+	sets, err := h.PolicyMembership()
+	must(t, err)
 	for _, p := range ps {
 		src, dst := p.addrs()
-		c := policy.Conn{Src: src, Dst: dst, Proto: p.proto, Port: p.port}
-		for _, dir := range []policy.Direction{policy.Ingress, policy.Egress} {
-			got, err := h.ExplainPolicy(r, nft.PolicyConn{Src: src, Dst: dst, Proto: uint8(p.proto), Port: p.port}, dir == policy.Ingress)
+		c := policymodel.Conn{Src: src, Dst: dst, Proto: p.proto, Port: p.port}
+		for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
+			got, err := m.Rules.Evaluate(dir, c, sets)
 			must(t, err)
-			w := m.Evaluate(dir, c)
-			wantCounter := ""
-			switch {
-			case w.Rule == "node":
-				wantCounter = "node"
-			case w.Rule != "":
-				wantCounter = policynft.CounterName(w.Rule)
-			case !w.Allowed:
-				wantCounter = "isolation"
-			}
-			if got.Allowed != w.Allowed || got.Counter != wantCounter {
-				t.Errorf("%s %s: explained %+v, model %+v (counter %q)", p, dir, got, w, wantCounter)
+			if w := m.Evaluate(dir, c); got != w {
+				t.Errorf("%s %s: over the kernel's sets %+v, over the model's %+v", p, dir, got, w)
 			}
 		}
 	}

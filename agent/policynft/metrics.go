@@ -3,7 +3,7 @@ package policynft
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // ruleInfo is what a counter of the table counts.
@@ -14,13 +14,13 @@ type ruleInfo struct {
 
 // noteRules records, for the metrics, which counter belongs to which
 // policy (called with s.mu held).
-func (s *Sink) noteRules(m *policy.Model) {
+func (s *Sink) noteRules(m *policymodel.Model) {
 	s.rules = map[string]ruleInfo{}
-	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
-		for _, ps := range [][]*policy.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+	for _, t := range []*policymodel.Tiers{&m.Ingress, &m.Egress} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				for _, r := range p.Rules {
-					s.rules[CounterName(r.ID)] = ruleInfo{policy: p.ID, rule: r.ID, drops: r.Action == policy.Deny}
+					s.rules[CounterName(r.ID)] = ruleInfo{policy: p.ID, rule: r.ID, drops: r.Action == policymodel.Deny}
 				}
 			}
 		}

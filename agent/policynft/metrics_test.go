@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 
-	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -22,7 +22,7 @@ func TestPolicyMetricsAndIndex(t *testing.T) {
 	n.e.SetClusterNetworkPolicy(cnp("deny-y", cnpv1.AdminTier, 1, "x", []cnpv1.ClusterNetworkPolicyIngressRule{
 		fromNS(cnpv1.ClusterNetworkPolicyRuleActionDeny, "y")}))
 	n.start()
-	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xa.ip, policymodel.TCP, 80, denyWait) {
 		t.Fatal("y/a reaches x/a through a Deny")
 	}
 	reg := prometheus.NewRegistry()
@@ -52,7 +52,8 @@ func TestPolicyMetricsAndIndex(t *testing.T) {
 	defer st.Close()
 	idx, found, err := st.PolicyIndex()
 	must(t, err)
-	if !found || len(idx.Policies) != 1 || idx.Policies[0].ID != "cnp/deny-y" || idx.Policies[0].Rules[0].Action != "deny" {
+	if !found || idx.Rules == nil || len(idx.Rules.Ingress.Admin) != 1 || idx.Rules.Ingress.Admin[0].ID != "cnp/deny-y" ||
+		idx.Rules.Ingress.Admin[0].Rules[0].Action != policymodel.Deny {
 		t.Errorf("index %+v (found %v)", idx, found)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -59,13 +60,13 @@ func TestPolicyPending(t *testing.T) {
 		t.Fatalf("MarkPolicyPending(y) = %v, %v; want not marked (no policy in y)", marked, err)
 	}
 	node := &labPod{ns: "node", name: "node", path: l.nodePath, ip: nodeAddr}
-	if connect(t, ya, xnew.ip, policy.TCP, 80, denyWait) || connect(t, xnew, ya.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xnew.ip, policymodel.TCP, 80, denyWait) || connect(t, xnew, ya.ip, policymodel.TCP, 80, denyWait) {
 		t.Error("x/new, started while the agent is down, is open")
 	}
-	if !connect(t, node, xnew.ip, policy.TCP, 80, allowWait) {
+	if !connect(t, node, xnew.ip, policymodel.TCP, 80, allowWait) {
 		t.Error("the node cannot reach pending x/new (its probes must pass)")
 	}
-	if !connect(t, ya, ynew.ip, policy.TCP, 80, allowWait) {
+	if !connect(t, ya, ynew.ip, policymodel.TCP, 80, allowWait) {
 		t.Error("y/new, in a namespace no policy could select, is closed")
 	}
 
@@ -123,18 +124,18 @@ func TestPolicyGonePod(t *testing.T) {
 		if marked, err := h.MarkPolicyPending("x", addrs(p)); err != nil || !marked {
 			t.Fatalf("MarkPolicyPending(%s) = %v, %v", p.name, marked, err)
 		}
-		n.do(func(e *policy.Engine) policy.Delta { return e.SetPod(p.apiPod(nil)) })
+		n.do(func(e *policy.Engine) policymodel.Delta { return e.SetPod(p.apiPod(nil)) })
 	}
 	if p := pending(); len(p) != 0 {
 		t.Fatalf("pending once the agent placed the pods: %v", p)
 	}
-	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xa.ip, policymodel.TCP, 80, denyWait) {
 		t.Fatal("y/a reaches x/a through a deny-all")
 	}
 
 	// x/a is force-deleted: gone from the API, still running.
-	n.do(func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "a") })
-	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.DeletePod("x", "a") })
+	if connect(t, ya, xa.ip, policymodel.TCP, 80, denyWait) {
 		t.Error("force-deleted x/a, still running before its DEL, is open to y/a")
 	}
 	if p := pending(); !slices.Equal(p, addrs(xa)) {
@@ -147,7 +148,7 @@ func TestPolicyGonePod(t *testing.T) {
 
 	// x/b is deleted gracefully: its DEL comes before it leaves the API.
 	must(t, h.UnmarkPolicyPending(addrs(xb)))
-	n.do(func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "b") })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.DeletePod("x", "b") })
 	if p := pending(); len(p) != 0 {
 		t.Errorf("pending after x/b's DEL and deletion: %v (nothing will take it out)", p)
 	}
@@ -156,7 +157,7 @@ func TestPolicyGonePod(t *testing.T) {
 	must(t, n.sink.Close())
 	n2 := startAgent(t, l, []*labPod{ya}, deny)
 	defer n2.sink.Close()
-	if connect(t, ya, xc.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xc.ip, policymodel.TCP, 80, denyWait) {
 		t.Error("x/c, gone from the API while the agent was down and not DELed, is open after the next agent's sync")
 	}
 	must(t, h.UnmarkPolicyPending(addrs(xc)))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
@@ -24,14 +25,14 @@ func TestPolicyRestart(t *testing.T) {
 	denyX := np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress, Ingress: []networkingv1.NetworkPolicyIngressRule{{
 		From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y")}}, Ports: []networkingv1.NetworkPolicyPort{port(tcp, 81)},
 	}}})
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(denyX) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(denyX) })
 	n.start()
-	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xa.ip, policymodel.TCP, 80, denyWait) {
 		t.Fatal("y/a reaches x/a under deny-all")
 	}
 	must(t, n.sink.Close()) // the agent is killed
 
-	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) || connect(t, xb, xa.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xa.ip, policymodel.TCP, 80, denyWait) || connect(t, xb, xa.ip, policymodel.TCP, 80, denyWait) {
 		t.Fatal("x/a is open while the agent is down")
 	}
 
@@ -49,12 +50,12 @@ func TestPolicyRestart(t *testing.T) {
 	n2.e.SetNetworkPolicy(np("y", "only-a", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), PolicyTypes: ingress,
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "x"), PodSelector: sel("app", "a")}}}}}))
 	// Informers not synced yet: the old table decides.
-	if connect(t, ya, xa.ip, policy.TCP, 80, denyWait) {
+	if connect(t, ya, xa.ip, policymodel.TCP, 80, denyWait) {
 		t.Fatal("x/a open before the new agent's first sync")
 	}
 	n2.start()
 	l.checkTraffic(t, n2.e.Model())
-	if !connect(t, ya, xa.ip, policy.TCP, 80, allowWait) || connect(t, xb, ya.ip, policy.TCP, 80, denyWait) {
+	if !connect(t, ya, xa.ip, policymodel.TCP, 80, allowWait) || connect(t, xb, ya.ip, policymodel.TCP, 80, denyWait) {
 		t.Error("after the first sync the table does not follow the new policies")
 	}
 
@@ -83,7 +84,7 @@ func TestPolicyRestart(t *testing.T) {
 	// Idempotent: a second full sync changes no rule handle.
 	before, err := h.PolicyRuleHandles()
 	must(t, err)
-	must(t, h.ApplyPolicy(policynft.Change(n2.e.Model(), policy.Delta{}, true)))
+	must(t, h.ApplyPolicy(policynft.Change(n2.e.Model(), policymodel.Delta{}, true)))
 	after, err := h.PolicyRuleHandles()
 	must(t, err)
 	if len(before) != len(after) {

@@ -1,5 +1,5 @@
 // Package policynft is the kernel side of cnibox-agent's NetworkPolicy
-// engine: a policy.Sink that turns the model's changes (policy.Delta) into
+// engine: a policy.Sink that turns the model's changes (policymodel.Delta) into
 // transactions on netops/nft's policy table, one per change, and keeps the
 // numbers the agent's metrics show.
 package policynft
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
@@ -62,7 +62,7 @@ func (s *Sink) Stats() Stats {
 // Apply applies d. The first call replaces the whole table in one
 // transaction (what an earlier agent left is kept until then); later ones
 // change what d says.
-func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
+func (s *Sink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	live := localAddrs(m)
@@ -96,7 +96,7 @@ func (s *Sink) Apply(m *policy.Model, d policy.Delta) error {
 // localAddrs are the addresses of the node's pods the model knows and
 // places (not host-network, not done: a done pod's address may already be
 // a new pod's, still pending): they leave the pending set.
-func localAddrs(m *policy.Model) []netip.Addr {
+func localAddrs(m *policymodel.Model) []netip.Addr {
 	var out []netip.Addr
 	for _, p := range m.LocalPods {
 		if !p.HostNetwork && !p.Done {
@@ -119,10 +119,10 @@ func closed(was, now []netip.Addr) []netip.Addr {
 	return out
 }
 
-func countRules(m *policy.Model) int {
+func countRules(m *policymodel.Model) int {
 	n := 0
-	for _, t := range []*policy.Tiers{&m.Ingress, &m.Egress} {
-		for _, ps := range [][]*policy.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+	for _, t := range []*policymodel.Tiers{&m.Ingress, &m.Egress} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				n += len(p.Rules)
 			}
@@ -132,46 +132,45 @@ func countRules(m *policy.Model) int {
 }
 
 // Change is the table's change for d on model m; full makes it a full sync
-// (every set and the rules, the rest of the table deleted).
-func Change(m *policy.Model, d policy.Delta, full bool) *nft.PolicyChange {
+// (every set and the rules, the rest of the table deleted). It holds m's
+// rules and sets as they are: valid while m is (Sink.Apply's call).
+func Change(m *policymodel.Model, d policymodel.Delta, full bool) *nft.PolicyChange {
 	c := &nft.PolicyChange{Full: full}
 	if full || d.Rules {
-		c.Rules = Rules(m)
+		c.Rules = &m.Rules
 		c.Guard = Guard(m)
 	}
 	ids := d.AddSets
 	if full {
-		ids = make([]policy.SetID, 0, len(m.Sets))
+		ids = make([]policymodel.SetID, 0, len(m.Sets))
 		for id := range m.Sets {
 			ids = append(ids, id)
 		}
 	}
-	added := map[policy.SetID]bool{}
+	added := map[policymodel.SetID]bool{}
 	for _, id := range ids {
 		if set := m.Sets[id]; set != nil {
-			c.Sets = append(c.Sets, Set(set, set.Elems()))
+			c.Sets = append(c.Sets, set)
 			added[id] = true
 		}
 	}
 	if !full {
-		for _, id := range d.DelSets {
-			c.DelSets = append(c.DelSets, string(id))
-		}
+		c.DelSets = slices.Clone(d.DelSets)
 	}
-	elems := func(ch map[policy.SetID][]policy.Elem) []nft.PolicySet {
-		var out []nft.PolicySet
+	elems := func(ch map[policymodel.SetID][]policymodel.Elem) []*policymodel.Set {
+		var out []*policymodel.Set
 		for id, es := range ch {
 			set := m.Sets[id]
 			if set == nil || added[id] {
 				continue
 			}
-			if set.Kind == policy.CIDRs {
+			if set.Kind == policymodel.CIDRs {
 				// An interval set is rewritten whole.
-				c.Sets = append(c.Sets, Set(set, set.Elems()))
+				c.Sets = append(c.Sets, set)
 				added[id] = true
 				continue
 			}
-			out = append(out, Set(set, es))
+			out = append(out, policymodel.NewSet(id, set.Kind, set.Key, es...))
 		}
 		return out
 	}
@@ -185,72 +184,15 @@ func Change(m *policy.Model, d policy.Delta, full bool) *nft.PolicyChange {
 // (those that select none here yet included): the namespaces of the
 // NetworkPolicies, every namespace if there is a ClusterNetworkPolicy
 // (whose namespace selectors a CNI ADD cannot evaluate).
-func Guard(m *policy.Model) *nft.PolicyGuard {
+func Guard(m *policymodel.Model) *nft.PolicyGuard {
 	return &nft.PolicyGuard{All: m.GuardAll, Namespaces: slices.Clone(m.GuardNamespaces)}
 }
 
-// Set is the table's form of set with elems.
-func Set(set *policy.Set, elems []policy.Elem) nft.PolicySet {
-	out := nft.PolicySet{Name: string(set.ID), Kind: nft.PolicySetKind(set.Kind), Comment: comment(set.Key)}
-	for _, e := range elems {
-		out.Elems = append(out.Elems, nft.PolicyElem{Prefix: e.Prefix, Proto: uint8(e.Proto), Port: e.Port})
-	}
-	return out
-}
-
-// comment is s cut to what an nftables comment holds.
-func comment(s string) string {
-	if len(s) > 120 {
-		return s[:117] + "..."
-	}
-	return s
-}
-
-// Rules is the table's form of the model's tiers.
-func Rules(m *policy.Model) *nft.PolicyRules {
-	return &nft.PolicyRules{
-		NodeAddrs: string(m.NodeAddrs),
-		Ingress:   tiers(&m.Ingress, policy.Ingress),
-		Egress:    tiers(&m.Egress, policy.Egress),
-	}
-}
-
-func tiers(t *policy.Tiers, dir policy.Direction) nft.PolicyTiers {
-	conv := func(ps []*policy.Policy) []nft.PolicyChain {
-		var out []nft.PolicyChain
-		for _, p := range ps {
-			ch := nft.PolicyChain{ID: ChainID(p.ID), Subject: string(p.Subject)}
-			for _, r := range p.Rules {
-				nr := nft.PolicyRule{Counter: policy.ShortID(r.ID), Action: nft.PolicyAction(r.Action)}
-				for _, cl := range r.Clauses {
-					nc := nft.PolicyClause{Peer: string(cl.Peer), DstPorts: string(cl.DstPorts)}
-					if cl.Ports != nil {
-						nc.Ports = []nft.PolicyPorts{}
-						for _, pr := range cl.Ports {
-							nc.Ports = append(nc.Ports, nft.PolicyPorts{Proto: uint8(pr.Proto), First: pr.First, Last: pr.Last})
-						}
-					}
-					nr.Clauses = append(nr.Clauses, nc)
-				}
-				ch.Rules = append(ch.Rules, nr)
-			}
-			out = append(out, ch)
-		}
-		return out
-	}
-	return nft.PolicyTiers{
-		Admin:         conv(t.Admin),
-		NetworkPolicy: conv(t.NetworkPolicy),
-		Baseline:      conv(t.Baseline),
-		Isolated:      string(t.Isolated),
-	}
-}
-
 // ChainID is the name part of a policy's chains.
-func ChainID(policyID string) string { return policy.ShortID(policyID) }
+func ChainID(policyID string) string { return policymodel.ShortID(policyID) }
 
 // CounterName is the counter of a model rule in the table.
-func CounterName(ruleID string) string { return "c-" + policy.ShortID(ruleID) }
+func CounterName(ruleID string) string { return "c-" + policymodel.ShortID(ruleID) }
 
 // Remove deletes the policy table (the agent's --network-policy=false).
 func (s *Sink) Remove() error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
@@ -43,7 +44,7 @@ func newNode(t *testing.T, l *lab) *node {
 // start hands the whole model to the sink, as the watcher does once synced.
 func (n *node) start() {
 	m := n.e.Model()
-	d := policy.Delta{Rules: true}
+	d := policymodel.Delta{Rules: true}
 	for id := range m.Sets {
 		d.AddSets = append(d.AddSets, id)
 	}
@@ -51,7 +52,7 @@ func (n *node) start() {
 }
 
 // do applies one change and hands its delta to the sink.
-func (n *node) do(change func(*policy.Engine) policy.Delta) {
+func (n *node) do(change func(*policy.Engine) policymodel.Delta) {
 	n.t.Helper()
 	if d := change(n.e); !d.Empty() {
 		must(n.t, n.sink.Apply(n.e.Model(), d))
@@ -161,16 +162,16 @@ func TestPolicyTraffic(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			n.t = t
 			for _, p := range prevNP {
-				n.do(func(e *policy.Engine) policy.Delta { return e.DeleteNetworkPolicy(p.Namespace, p.Name) })
+				n.do(func(e *policy.Engine) policymodel.Delta { return e.DeleteNetworkPolicy(p.Namespace, p.Name) })
 			}
 			for _, p := range prevCNP {
-				n.do(func(e *policy.Engine) policy.Delta { return e.DeleteClusterNetworkPolicy(p.Name) })
+				n.do(func(e *policy.Engine) policymodel.Delta { return e.DeleteClusterNetworkPolicy(p.Name) })
 			}
 			for _, p := range c.nps {
-				n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(p) })
+				n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(p) })
 			}
 			for _, p := range c.cnps {
-				n.do(func(e *policy.Engine) policy.Delta { return e.SetClusterNetworkPolicy(p) })
+				n.do(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(p) })
 			}
 			prevNP, prevCNP = c.nps, c.cnps
 			l.checkTraffic(t, n.e.Model())
@@ -185,7 +186,7 @@ func TestPolicyTraffic(t *testing.T) {
 func TestPolicyDeltaElementsOnly(t *testing.T) {
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
-	n.do(func(e *policy.Engine) policy.Delta {
+	n.do(func(e *policy.Engine) policymodel.Delta {
 		return e.SetNetworkPolicy(np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
 			From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("role", "client")}},
 		}}}))
@@ -197,16 +198,16 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 	xb, xa := l.pod("x/b"), l.pod("x/a")
 	steps := []struct {
 		name   string
-		change func(*policy.Engine) policy.Delta
+		change func(*policy.Engine) policymodel.Delta
 		reach  bool // x/b reaches x/a on TCP 80
 		rules  bool // the policy leaves the node's table
 	}{
-		{"x/b labelled role=client", func(e *policy.Engine) policy.Delta {
+		{"x/b labelled role=client", func(e *policy.Engine) policymodel.Delta {
 			return e.SetPod(xb.apiPod(map[string]string{"app": "b", "role": "client"}))
 		}, true, false},
-		{"x/b gone", func(e *policy.Engine) policy.Delta { return e.DeletePod("x", "b") }, false, false},
-		{"x/b back without the label", func(e *policy.Engine) policy.Delta { return e.SetPod(xb.apiPod(nil)) }, false, false},
-		{"x/a relabelled: no longer selected", func(e *policy.Engine) policy.Delta {
+		{"x/b gone", func(e *policy.Engine) policymodel.Delta { return e.DeletePod("x", "b") }, false, false},
+		{"x/b back without the label", func(e *policy.Engine) policymodel.Delta { return e.SetPod(xb.apiPod(nil)) }, false, false},
+		{"x/a relabelled: no longer selected", func(e *policy.Engine) policymodel.Delta {
 			return e.SetPod(xa.apiPod(map[string]string{"app": "other"}))
 		}, true, true},
 	}
@@ -225,7 +226,7 @@ func TestPolicyDeltaElementsOnly(t *testing.T) {
 			if n.e.Model().Ingress.NetworkPolicy != nil && s.rules {
 				t.Errorf("the policy of no pod of the node is still in its model: %v", n.e.Model().Ingress.NetworkPolicy)
 			}
-			if got := connect(t, xb, xa.ip, policy.TCP, 80, waitFor(s.reach)); got != s.reach {
+			if got := connect(t, xb, xa.ip, policymodel.TCP, 80, waitFor(s.reach)); got != s.reach {
 				t.Errorf("x/b -> x/a: connected %v, want %v", got, s.reach)
 			}
 			l.checkTraffic(t, n.e.Model())
@@ -268,7 +269,7 @@ func TestPolicyChangeRewritesItsChains(t *testing.T) {
 	if len(dbBefore) == 0 || len(webBefore) == 0 {
 		t.Fatalf("no rules in %s (%v) or %s (%v)", dbChain, dbBefore, webChain, webBefore)
 	}
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(web(81)) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(web(81)) })
 	if got := of(dbChain); !slices.Equal(got, dbBefore) {
 		t.Errorf("np/x/db's rules rewritten: %v, before %v", got, dbBefore)
 	}
@@ -293,7 +294,7 @@ func TestPolicyAddRewritesLittle(t *testing.T) {
 	n.start()
 	handles := l.ruleHandles(t)
 	before := handles(t)
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(pol(40)) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(pol(40)) })
 	after := handles(t)
 	var gone []string
 	for _, r := range before {
@@ -334,20 +335,20 @@ func TestPolicyTableGoneUnderIt(t *testing.T) {
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(web(80))
 	n.start()
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(web(81)) }) // the Handle now knows the table
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(web(81)) }) // the Handle now knows the table
 	xb, xa := l.pod("x/b"), l.pod("x/a")
 	other, err := nft.Open(l.nodePath)
 	must(t, err)
 	defer other.Close()
 	must(t, other.DeletePolicy())
-	n.do(func(e *policy.Engine) policy.Delta { return e.SetNetworkPolicy(web(80)) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(web(80)) })
 	sets, err := other.PolicySets()
 	must(t, err)
 	if len(sets) == 0 {
 		t.Fatal("no policy sets after the change: the table was not put back")
 	}
 	l.checkTraffic(t, n.e.Model())
-	if !connect(t, xb, xa.ip, policy.TCP, 80, allowWait) || connect(t, xb, xa.ip, policy.TCP, 81, denyWait) {
+	if !connect(t, xb, xa.ip, policymodel.TCP, 80, allowWait) || connect(t, xb, xa.ip, policymodel.TCP, 81, denyWait) {
 		t.Error("x/b -> x/a: want TCP 80 open and 81 closed after the change")
 	}
 }

@@ -3,12 +3,15 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // The NetworkPolicy table. cnibox-agent's policy engine (agent/policy)
-// resolves the policies of a node to tiers of rules over address sets; this
-// file and policy_*.go turn that into one table, written in one transaction
-// per change:
+// resolves the policies of a node to tiers of rules over address sets, in
+// the vocabulary of internal/policymodel; this file and policy_*.go render
+// that vocabulary, as it is, into one table, written in one transaction per
+// change:
 //
 //	table inet cnibox-policy {
 //		set <set>-4 / <set>-6   # per model set and family: ipv4_addr (pods),
@@ -60,88 +63,6 @@ const PolicyTable = "cnibox-policy"
 // dropped but the node's own traffic to them.
 const PolicyPending = "pending"
 
-// PolicySetKind says what a policy set holds.
-type PolicySetKind uint8
-
-const (
-	PolicyAddrs  PolicySetKind = iota // single addresses
-	PolicyCIDRs                       // prefixes (an interval set)
-	PolicyPorted                      // address . protocol . port
-)
-
-// PolicyElem is an element of a policy set; Proto and Port only in a
-// PolicyPorted set.
-type PolicyElem struct {
-	Prefix netip.Prefix
-	Proto  uint8
-	Port   uint16
-}
-
-// PolicySet is a set and its elements (of both families: the table keeps
-// one set per family).
-type PolicySet struct {
-	Name    string
-	Kind    PolicySetKind
-	Comment string
-	Elems   []PolicyElem
-}
-
-// PolicyAction is what a rule does when it matches.
-type PolicyAction uint8
-
-const (
-	PolicyAllow  PolicyAction = iota // NetworkPolicy: accept in the tier
-	PolicyAccept                     // accept (this direction)
-	PolicyDeny                       // drop
-	PolicyPass                       // leave the tier
-)
-
-// PolicyPorts is a protocol and an inclusive destination port range.
-type PolicyPorts struct {
-	Proto       uint8
-	First, Last uint16
-}
-
-// PolicyClause matches when the peer is in Peer ("": any), the port in
-// one of Ports (nil: any), and (destination, protocol, port) in DstPorts
-// ("": not checked).
-type PolicyClause struct {
-	Peer     string
-	Ports    []PolicyPorts
-	DstPorts string
-}
-
-// PolicyRule is one rule; Counter names its counter (<= 16 characters
-// after "c-"), matched by each of its clauses.
-type PolicyRule struct {
-	Counter string
-	Action  PolicyAction
-	Clauses []PolicyClause
-}
-
-// PolicyChain is one policy in one direction: ID names its chains (<= 16
-// characters), Subject is the set of the pods it selects.
-type PolicyChain struct {
-	ID      string
-	Subject string
-	Rules   []PolicyRule
-}
-
-// PolicyTiers is one direction's policies in evaluation order.
-type PolicyTiers struct {
-	Admin, NetworkPolicy, Baseline []PolicyChain
-	Isolated                       string // "" when no NetworkPolicy
-}
-
-// PolicyRules is the whole rule set.
-type PolicyRules struct {
-	// NodeAddrs is the set of the node's own addresses, which ExplainPolicy
-	// answers as the node's own traffic (no rule: see render); "" when
-	// unknown.
-	NodeAddrs       string
-	Ingress, Egress PolicyTiers
-}
-
 // PolicyChange is one transaction on the policy table.
 type PolicyChange struct {
 	// Full replaces everything: the rules, every set in Sets (elements
@@ -149,15 +70,18 @@ type PolicyChange struct {
 	// the pending set is deleted. Rules must be set.
 	Full bool
 	// Rules, when not nil, replaces the rules (chains flushed and
-	// rewritten; counters of rules that are gone deleted).
-	Rules *PolicyRules
-	// Sets are created, or their elements replaced if they exist.
-	Sets []PolicySet
-	// Add and Del are elements added to and removed from existing sets
-	// (Comment unused).
-	Add, Del []PolicySet
+	// rewritten; counters of rules that are gone deleted). A policy's
+	// chains are named by policymodel.ShortID of its ID, a rule's counter
+	// "c-" and ShortID of its.
+	Rules *policymodel.Rules
+	// Sets are created, or their elements replaced if they exist; the
+	// set's Key is its comment.
+	Sets []*policymodel.Set
+	// Add and Del hold, per existing set, the elements added to and
+	// removed from it (ID and Kind are the model set's).
+	Add, Del []*policymodel.Set
 	// DelSets are deleted last, when no rule uses them.
-	DelSets []string
+	DelSets []policymodel.SetID
 	// Guard, when not nil, replaces the guard set (policy_pending.go).
 	Guard *PolicyGuard
 	// Resolved are removed from the pending set (those not in it are

@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // policyState is what the policy table holds now, by name.
@@ -166,10 +168,10 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	cc := t.conn()
 	tb := cc.AddTable(policyTableObj())
 	for _, v6 := range []bool{false, true} {
-		if err := t.addSet(policySetObj(PolicyPending, PolicyAddrs, "pods the agent has not resolved: dropped", v6), nil); err != nil {
+		if err := t.addSet(policySetObj(PolicyPending, policymodel.Addrs, "pods the agent has not resolved: dropped", v6), nil); err != nil {
 			return err
 		}
-		if err := t.addSet(policySetObj(PolicyAttached, PolicyAddrs, "pods between their CNI ADD and DEL", v6), nil); err != nil {
+		if err := t.addSet(policySetObj(PolicyAttached, policymodel.Addrs, "pods between their CNI ADD and DEL", v6), nil); err != nil {
 			return err
 		}
 		st.sets[policySetName(PolicyPending, v6)], st.sets[policySetName(PolicyAttached, v6)] = true, true
@@ -202,18 +204,19 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		}
 	}
 	for _, s := range c.Sets {
-		if err := t.addPolicySet(s, st.sets[policySetName(s.Name, false)]); err != nil {
+		name := string(s.ID)
+		if err := t.addPolicySet(s, st.sets[policySetName(name, false)]); err != nil {
 			return err
 		}
-		st.sets[policySetName(s.Name, false)], st.sets[policySetName(s.Name, true)] = true, true
+		st.sets[policySetName(name, false)], st.sets[policySetName(name, true)] = true, true
 	}
 	for _, s := range c.Add {
-		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, true); err != nil {
+		if err := t.policyElemChange(string(s.ID), s.Kind, s.Elems(), true); err != nil {
 			return err
 		}
 	}
 	for _, s := range c.Del {
-		if err := t.policyElemChange(s.Name, s.Kind, s.Elems, false); err != nil {
+		if err := t.policyElemChange(string(s.ID), s.Kind, s.Elems(), false); err != nil {
 			return err
 		}
 	}
@@ -231,7 +234,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 			gone = append(gone, a)
 		}
 	}
-	if err := t.policyElemChange(PolicyPending, PolicyAddrs, addrElems(gone), false); err != nil {
+	if err := t.policyElemChange(PolicyPending, policymodel.Addrs, addrElems(gone), false); err != nil {
 		return err
 	}
 	for _, a := range append(c.Closed, st.attached...) {
@@ -240,7 +243,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 			t.closed = append(t.closed, a)
 		}
 	}
-	if err := t.policyElemChange(PolicyPending, PolicyAddrs, addrElems(t.closed), true); err != nil {
+	if err := t.policyElemChange(PolicyPending, policymodel.Addrs, addrElems(t.closed), true); err != nil {
 		return err
 	}
 	if err := t.queueGen(); err != nil {
@@ -260,7 +263,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	}
 	dels := map[string]bool{}
 	for _, n := range c.DelSets {
-		dels[policySetName(n, false)], dels[policySetName(n, true)] = true, true
+		dels[policySetName(string(n), false)], dels[policySetName(string(n), true)] = true, true
 	}
 	if c.Full {
 		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true,
@@ -270,7 +273,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 			want[n] = true
 		}
 		for _, s := range c.Sets {
-			want[policySetName(s.Name, false)], want[policySetName(s.Name, true)] = true, true
+			want[policySetName(string(s.ID), false)], want[policySetName(string(s.ID), true)] = true, true
 		}
 		for n := range st.sets {
 			dels[n] = dels[n] || !want[n]

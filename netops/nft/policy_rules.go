@@ -3,12 +3,13 @@ package nft
 import (
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // The policy table's chains and rules (the layout is in policy.go).
@@ -60,10 +61,10 @@ func (d policyDir) self(set string, neg bool) []expr.Any { return d.inSet(d.self
 func (d policyDir) peer(set string) []expr.Any           { return d.inSet(1-d.selfDir, set, false) }
 
 // ports is "ct protocol P ct reply proto-src First-Last".
-func ports(p PolicyPorts) []expr.Any {
+func ports(p policymodel.PortRange) []expr.Any {
 	e := []expr.Any{
 		&expr.Ct{Register: 1, Key: expr.CtKeyPROTOCOL},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p.Proto}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{byte(p.Proto)}},
 	}
 	if p.First == 0 && p.Last == 65535 {
 		return e
@@ -105,24 +106,25 @@ func verdict(k expr.VerdictKind, chain string) expr.Any {
 }
 
 // policyRuleExprs are the nftables rules of r (one per clause and port
-// range), each ending in its counter and v.
-func (d policyDir) policyRuleExprs(r PolicyRule, v expr.Any) [][]expr.Any {
+// range), each ending in r's counter and v.
+func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr.Any) [][]expr.Any {
 	var out [][]expr.Any
+	counter := counterName(pc.short(r.ID))
 	for _, cl := range r.Clauses {
 		var base []expr.Any
 		if cl.Peer != "" {
-			base = append(base, d.peer(cl.Peer)...)
+			base = append(base, d.peer(string(cl.Peer))...)
 		}
 		if cl.DstPorts != "" {
-			base = append(base, d.dstPorts(cl.DstPorts)...)
+			base = append(base, d.dstPorts(string(cl.DstPorts))...)
 		}
 		if cl.Ports == nil {
-			out = append(out, append(base, countAnd(counterName(r.Counter), v)...))
+			out = append(out, append(base, countAnd(counter, v)...))
 			continue
 		}
 		for _, p := range cl.Ports {
 			e := append(append([]expr.Any{}, base...), ports(p)...)
-			out = append(out, append(e, countAnd(counterName(r.Counter), v)...))
+			out = append(out, append(e, countAnd(counter, v)...))
 		}
 	}
 	return out
@@ -138,6 +140,20 @@ type policyChains struct {
 	// rendered when the kernel does not have them as they are (keep).
 	keys map[string]string
 	keep func(chain, key string) bool
+	// ids: policymodel.ShortID of the policies' and rules' IDs, each
+	// computed once per render.
+	ids map[string]string
+}
+
+// short is policymodel.ShortID(id): the name of a policy's chains, of a
+// rule's counter after "c-".
+func (pc *policyChains) short(id string) string {
+	s, ok := pc.ids[id]
+	if !ok {
+		s = policymodel.ShortID(id)
+		pc.ids[id] = s
+	}
+	return s
 }
 
 func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
@@ -150,14 +166,14 @@ func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
 
 // render adds the chains of one direction and family to pc.
 //
-// The node's own addresses (PolicyRules.NodeAddrs) are accepted by no
+// The node's own addresses (policymodel.Rules.NodeAddrs) are accepted by no
 // rule: the node's own traffic to its pods (the kubelet's probes) leaves
 // through the output hook, which no chain of the table is on, so it is
 // allowed without one; a packet from a node address on the forward hook
 // was sent by someone else under that address (a pod, bridged), and is
 // judged like any other (issue 48: an accept here let a forged source walk
 // around every policy).
-func (d policyDir) render(pc *policyChains, t *PolicyTiers) {
+func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 	top := d.base + d.fam()
 	pc.add(top)
 	pc.add(top, append(d.self(PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...))
@@ -174,10 +190,10 @@ func (d policyDir) render(pc *policyChains, t *PolicyTiers) {
 		// of a policy change's transaction).
 		np := "np-" + d.name + d.fam()
 		pc.add(np)
-		pc.add(top, append(d.self(t.Isolated, false), verdict(expr.VerdictJump, np)))
-		var buckets [npBuckets][]PolicyChain
+		pc.add(top, append(d.self(string(t.Isolated), false), verdict(expr.VerdictJump, np)))
+		var buckets [npBuckets][]*policymodel.Policy
 		for _, p := range t.NetworkPolicy {
-			b := npBucket(p.ID)
+			b := npBucket(pc.short(p.ID))
 			buckets[b] = append(buckets[b], p)
 		}
 		for b, ps := range buckets {
@@ -188,20 +204,20 @@ func (d policyDir) render(pc *policyChains, t *PolicyTiers) {
 			pc.add(np, []expr.Any{verdict(expr.VerdictJump, bc)})
 			pc.add(bc)
 			for _, p := range ps {
-				ch := d.chain("n", p.ID)
-				pc.add(bc, append(d.self(p.Subject, false), verdict(expr.VerdictJump, ch)))
+				ch := d.chain("n", pc.short(p.ID))
+				pc.add(bc, append(d.self(string(p.Subject), false), verdict(expr.VerdictJump, ch)))
 				pc.add(ch)
-				key := d.name + d.fam() + "|" + rulesKey(p.Rules)
+				key := d.name + d.fam() + "|" + rulesKey(pc, p.Rules)
 				pc.keys[ch] = key
 				if pc.keep != nil && pc.keep(ch, key) {
 					continue // in the kernel as it is: not rendered
 				}
-				for _, r := range p.Rules {
-					pc.add(ch, d.policyRuleExprs(r, d.allow())...)
+				for i := range p.Rules {
+					pc.add(ch, d.policyRuleExprs(pc, &p.Rules[i], d.allow())...)
 				}
 			}
 		}
-		pc.add(top, append(d.self(t.Isolated, false), countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
+		pc.add(top, append(d.self(string(t.Isolated), false), countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
 	}
 	d.renderTier(pc, top, "b", t.Baseline)
 	pc.add(top, []expr.Any{d.allow()}) // the default
@@ -225,27 +241,28 @@ func (d policyDir) allow() expr.Any { return verdict(expr.VerdictGoto, allowChai
 // renderTier adds an Admin or Baseline tier: a jump from top to the first
 // policy's chain, each policy's chain going to the next (goto, so that a
 // Pass's return leaves the whole tier).
-func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []PolicyChain) {
+func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []*policymodel.Policy) {
 	if len(ps) == 0 {
 		return
 	}
-	pc.add(top, []expr.Any{verdict(expr.VerdictJump, d.chain(prefix, ps[0].ID))})
+	pc.add(top, []expr.Any{verdict(expr.VerdictJump, d.chain(prefix, pc.short(ps[0].ID)))})
 	for i, p := range ps {
-		ch := d.chain(prefix, p.ID)
+		ch := d.chain(prefix, pc.short(p.ID))
 		next := verdict(expr.VerdictReturn, "")
 		if i+1 < len(ps) {
-			next = verdict(expr.VerdictGoto, d.chain(prefix, ps[i+1].ID))
+			next = verdict(expr.VerdictGoto, d.chain(prefix, pc.short(ps[i+1].ID)))
 		}
-		pc.add(ch, append(d.self(p.Subject, true), next))
-		for _, r := range p.Rules {
-			v := d.allow()
+		pc.add(ch, append(d.self(string(p.Subject), true), next))
+		for j := range p.Rules {
+			r := &p.Rules[j]
+			v := d.allow() // Allow, Accept
 			switch r.Action {
-			case PolicyDeny:
+			case policymodel.Deny:
 				v = verdict(expr.VerdictDrop, "")
-			case PolicyPass:
+			case policymodel.Pass:
 				v = verdict(expr.VerdictReturn, "")
 			}
-			pc.add(ch, d.policyRuleExprs(r, v)...)
+			pc.add(ch, d.policyRuleExprs(pc, r, v)...)
 		}
 		if i+1 < len(ps) {
 			pc.add(ch, []expr.Any{next})
@@ -268,17 +285,17 @@ var policyBaseChains = [...]struct {
 
 // rulesKey is rules as text: all a NetworkPolicy's own chain is made of,
 // given its direction and family.
-func rulesKey(rules []PolicyRule) string {
+func rulesKey(pc *policyChains, rules []policymodel.Rule) string {
 	var b strings.Builder
 	for _, r := range rules {
-		b.WriteString(r.Counter)
+		b.WriteString(pc.short(r.ID))
 		b.WriteByte(' ')
-		b.WriteString(strconv.Itoa(int(r.Action)))
+		b.WriteString(r.Action.String())
 		for _, cl := range r.Clauses {
 			b.WriteString(" (")
-			b.WriteString(cl.Peer)
+			b.WriteString(string(cl.Peer))
 			b.WriteByte(' ')
-			b.WriteString(cl.DstPorts)
+			b.WriteString(string(cl.DstPorts))
 			if cl.Ports != nil {
 				b.WriteString(" ports")
 				for _, p := range cl.Ports {
@@ -296,8 +313,8 @@ func rulesKey(rules []PolicyRule) string {
 // counters the rules use. keep (may be nil) says which of the chains made
 // from their source alone (policyChains.keys) the kernel has as they are:
 // those are named but not rendered.
-func renderPolicy(r *PolicyRules, keep func(chain, key string) bool) (*policyChains, []string) {
-	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep}
+func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*policyChains, []string) {
+	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}}
 	renderGen(pc)
 	for _, base := range []string{"egress", "ingress"} {
 		pc.add(base)
@@ -319,11 +336,11 @@ func renderPolicy(r *PolicyRules, keep func(chain, key string) bool) (*policyCha
 		}
 	}
 	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg")}
-	for _, t := range []*PolicyTiers{&r.Ingress, &r.Egress} {
-		for _, ps := range [][]PolicyChain{t.Admin, t.NetworkPolicy, t.Baseline} {
+	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				for _, rule := range p.Rules {
-					counters = append(counters, counterName(rule.Counter))
+					counters = append(counters, counterName(pc.short(rule.ID)))
 				}
 			}
 		}
@@ -332,9 +349,9 @@ func renderPolicy(r *PolicyRules, keep func(chain, key string) bool) (*policyCha
 }
 
 // checkPolicyRules reports names the kernel would refuse.
-func checkPolicyRules(r *PolicyRules) error {
-	for _, t := range []*PolicyTiers{&r.Ingress, &r.Egress} {
-		for _, ps := range [][]PolicyChain{t.Admin, t.NetworkPolicy, t.Baseline} {
+func checkPolicyRules(r *policymodel.Rules) error {
+	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				if p.ID == "" || p.Subject == "" {
 					return fmt.Errorf("policy chain %q without ID or subject", p.ID)

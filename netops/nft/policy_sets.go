@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/google/nftables"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // The policy table's sets: one nftables set per policy set and family
@@ -27,16 +29,16 @@ func policySetName(name string, v6 bool) string {
 }
 
 // policySetObj is the nftables set of name's family part.
-func policySetObj(name string, kind PolicySetKind, comment string, v6 bool) *nftables.Set {
+func policySetObj(name string, kind policymodel.SetKind, comment string, v6 bool) *nftables.Set {
 	addr := nftables.TypeIPAddr
 	if v6 {
 		addr = nftables.TypeIP6Addr
 	}
 	s := &nftables.Set{Table: policyTableObj(), Name: policySetName(name, v6), KeyType: addr, Comment: comment}
 	switch kind {
-	case PolicyCIDRs:
+	case policymodel.CIDRs:
 		s.Interval = true
-	case PolicyPorted:
+	case policymodel.Ported:
 		s.KeyType, _ = nftables.ConcatSetType(addr, nftables.TypeInetProto, nftables.TypeInetService)
 		s.Concatenation = true
 	}
@@ -44,14 +46,14 @@ func policySetObj(name string, kind PolicySetKind, comment string, v6 bool) *nft
 }
 
 // policyElems splits elems by family and encodes them for a set of kind.
-func policyElems(kind PolicySetKind, elems []PolicyElem) (v4, v6 []nftables.SetElement) {
-	if kind == PolicyCIDRs {
+func policyElems(kind policymodel.SetKind, elems []policymodel.Elem) (v4, v6 []nftables.SetElement) {
+	if kind == policymodel.CIDRs {
 		return intervalElems(elems, false), intervalElems(elems, true)
 	}
 	for _, e := range elems {
 		key := e.Prefix.Addr().AsSlice()
-		if kind == PolicyPorted {
-			key = append(key, e.Proto, 0, 0, 0, byte(e.Port>>8), byte(e.Port), 0, 0)
+		if kind == policymodel.Ported {
+			key = append(key, byte(e.Proto), 0, 0, 0, byte(e.Port>>8), byte(e.Port), 0, 0)
 		}
 		if e.Prefix.Addr().Is6() {
 			v6 = append(v6, nftables.SetElement{Key: key})
@@ -66,7 +68,7 @@ func policyElems(kind PolicySetKind, elems []PolicyElem) (v4, v6 []nftables.SetE
 // elements of an interval set, overlapping and adjacent ones merged (the
 // kernel refuses overlaps); a range that ends at the top of the address
 // space has no end element.
-func intervalElems(elems []PolicyElem, v6 bool) []nftables.SetElement {
+func intervalElems(elems []policymodel.Elem, v6 bool) []nftables.SetElement {
 	type span struct{ lo, hi *big.Int } // [lo, hi)
 	var spans []span
 	for _, e := range elems {
@@ -106,13 +108,13 @@ func intervalElems(elems []PolicyElem, v6 bool) []nftables.SetElement {
 
 // addPolicySet queues set s (both families) with its elements; if it
 // exists, its elements are replaced.
-func (t *txn) addPolicySet(s PolicySet, exists bool) error {
-	v4, v6 := policyElems(s.Kind, s.Elems)
+func (t *txn) addPolicySet(s *policymodel.Set, exists bool) error {
+	v4, v6 := policyElems(s.Kind, s.Elems())
 	for _, fam := range []struct {
 		v6    bool
 		elems []nftables.SetElement
 	}{{false, v4}, {true, v6}} {
-		obj := policySetObj(s.Name, s.Kind, s.Comment, fam.v6)
+		obj := policySetObj(string(s.ID), s.Kind, policyComment(s.Key), fam.v6)
 		if err := t.addSet(obj, nil); err != nil {
 			return err
 		}
@@ -130,7 +132,7 @@ func (t *txn) addPolicySet(s PolicySet, exists bool) error {
 
 // policyElemChange queues elements added to (or deleted from) the
 // existing set name of kind.
-func (t *txn) policyElemChange(name string, kind PolicySetKind, elems []PolicyElem, add bool) error {
+func (t *txn) policyElemChange(name string, kind policymodel.SetKind, elems []policymodel.Elem, add bool) error {
 	v4, v6 := policyElems(kind, elems)
 	for _, fam := range []struct {
 		v6    bool
@@ -154,10 +156,19 @@ func (t *txn) policyElemChange(name string, kind PolicySetKind, elems []PolicyEl
 }
 
 // addrElems are the elements of single addresses.
-func addrElems(addrs []netip.Addr) []PolicyElem {
-	out := make([]PolicyElem, 0, len(addrs))
+func addrElems(addrs []netip.Addr) []policymodel.Elem {
+	out := make([]policymodel.Elem, 0, len(addrs))
 	for _, a := range addrs {
-		out = append(out, PolicyElem{Prefix: netip.PrefixFrom(a, a.BitLen())})
+		out = append(out, policymodel.AddrElem(a))
 	}
 	return out
+}
+
+// policyComment is a set's definition cut to what an nftables comment
+// holds.
+func policyComment(s string) string {
+	if len(s) > 120 {
+		return s[:117] + "..."
+	}
+	return s
 }

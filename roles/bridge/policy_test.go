@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -33,8 +34,8 @@ func TestPolicyPendingADD(t *testing.T) {
 	gw := netip.MustParseAddr("10.11.9.1")
 	table := func(guard ...string) {
 		t.Helper()
-		err := h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: &nft.PolicyRules{NodeAddrs: "node"},
-			Sets:  []nft.PolicySet{{Name: "node", Elems: []nft.PolicyElem{{Prefix: netip.PrefixFrom(gw, 32)}}}},
+		err := h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: &policymodel.Rules{NodeAddrs: "node"},
+			Sets:  []*policymodel.Set{policymodel.NewSet("node", policymodel.Addrs, "", policymodel.AddrElem(gw))},
 			Guard: &nft.PolicyGuard{Namespaces: guard}})
 		if err != nil {
 			t.Fatal(err)
