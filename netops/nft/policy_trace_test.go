@@ -1,0 +1,301 @@
+package nft
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// The policy table's rules traced without a kernel (as kube-proxy's
+// tracePacket over knftables' fake): renderPolicy's expressions walked for
+// a connection's first packet, set lookups answered from the model's
+// sets, so a renderer that decides otherwise than policymodel's Evaluate
+// fails here, as a normal user.
+
+// tracer walks one rendering for one connection.
+type tracer struct {
+	pc   *policyChains
+	sets map[string]*policymodel.Set // by nftables set name (family part)
+	c    policymodel.Conn
+	regs [4*16 + 16*4]byte
+	hit  string // the last counter a rule counted
+}
+
+// regOffset is where register r's bytes start (NFT_REG_1..4: 16 bytes,
+// NFT_REG32_00..15: 4 bytes, sharing the same space).
+func regOffset(r uint32) int {
+	if r >= 8 {
+		return int(r-8) * 4
+	}
+	return int(r-1) * 16
+}
+
+func (tr *tracer) load(r uint32, b []byte) { copy(tr.regs[regOffset(r):], b) }
+
+func (tr *tracer) read(r uint32, n int) []byte { return tr.regs[regOffset(r) : regOffset(r)+n] }
+
+// ct is the connection's conntrack key k of direction dir: no NAT, so the
+// reply's source is the original destination.
+func (tr *tracer) ct(e *expr.Ct) []byte {
+	dir := e.Direction >> 24 // ctDir
+	switch e.Key {
+	case expr.CtKeySRC:
+		a := tr.c.Src
+		if dir == 1 {
+			a = tr.c.Dst
+		}
+		b := make([]byte, 16) // the inet table loads all 16 bytes
+		copy(b, a.AsSlice())
+		return b
+	case expr.CtKeyPROTOCOL:
+		return []byte{byte(tr.c.Proto)}
+	case expr.CtKeyPROTOSRC:
+		return be16(tr.c.Port)
+	case expr.CtKeyMARK:
+		return make([]byte, 4) // a new connection: mark 0
+	}
+	panic(fmt.Sprintf("ct key %d", e.Key))
+}
+
+// lookup reports whether e's set holds the key in e's source register.
+func (tr *tracer) lookup(e *expr.Lookup) bool {
+	if e.IsDestRegSet || slices.Contains(policyGenSets[:], e.SetName) {
+		return e.IsDestRegSet // the verdict cache: mark 0 is in no generation; the maps map it
+	}
+	s := tr.sets[e.SetName]
+	if s == nil {
+		return false // pending, attached: empty
+	}
+	n := 4
+	if strings.HasSuffix(e.SetName, "-6") {
+		n = 16
+	}
+	a, _ := netip.AddrFromSlice(tr.read(e.SourceRegister, n))
+	if s.Kind != policymodel.Ported {
+		return s.Contains(a)
+	}
+	rest := tr.read(e.SourceRegister, n+8)[n:]
+	return s.Has(policymodel.Elem{Prefix: policymodel.AddrElem(a).Prefix, Proto: policymodel.Protocol(rest[0]),
+		Port: uint16(rest[4])<<8 | uint16(rest[5])})
+}
+
+// rule runs one rule: its verdict if all its matches held, nil if one did
+// not (or it has none): go on.
+func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
+	for _, e := range r {
+		switch e := e.(type) {
+		case *expr.Ct:
+			if !e.SourceRegister {
+				tr.load(e.Register, tr.ct(e))
+			}
+		case *expr.Meta:
+			fam := byte(unix.NFPROTO_IPV4)
+			if tr.c.Src.Is6() {
+				fam = unix.NFPROTO_IPV6
+			}
+			tr.load(e.Register, []byte{fam})
+		case *expr.Bitwise:
+			b := tr.read(e.SourceRegister, int(e.Len))
+			out := make([]byte, e.Len)
+			for i := range out {
+				out[i] = b[i]&e.Mask[i] ^ e.Xor[i]
+			}
+			tr.load(e.DestRegister, out)
+		case *expr.Lookup:
+			if tr.lookup(e) == e.Invert {
+				return nil
+			}
+		case *expr.Cmp:
+			if e.Op != expr.CmpOpEq || !bytes.Equal(tr.read(e.Register, len(e.Data)), e.Data) {
+				return nil
+			}
+		case *expr.Range:
+			b := tr.read(e.Register, len(e.FromData))
+			if bytes.Compare(b, e.FromData) < 0 || bytes.Compare(b, e.ToData) > 0 {
+				return nil
+			}
+		case *expr.Objref:
+			tr.hit = e.Name
+		case *expr.Verdict:
+			return e
+		default:
+			panic(fmt.Sprintf("expression %T", e))
+		}
+	}
+	return nil
+}
+
+// run walks chain and what it jumps to; it reports whether the packet is
+// accepted (the end of the base chain: its policy, accept).
+func (tr *tracer) run(chain string) bool {
+	type frame struct {
+		chain string
+		next  int
+	}
+	stack := []frame{{chain, 0}}
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		rules := tr.pc.rules[f.chain]
+		if f.next >= len(rules) {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		v := tr.rule(rules[f.next])
+		f.next++
+		if v == nil {
+			continue
+		}
+		switch v.Kind {
+		case expr.VerdictAccept:
+			return true
+		case expr.VerdictDrop:
+			return false
+		case expr.VerdictReturn:
+			stack = stack[:len(stack)-1]
+		case expr.VerdictJump:
+			stack = append(stack, frame{v.Chain, 0})
+		case expr.VerdictGoto:
+			*f = frame{v.Chain, 0}
+		}
+	}
+	return true
+}
+
+// TestPolicyRenderTrace: for every connection of a grid over the model's
+// addresses, protocols and ports, the rendered rules decide each
+// direction as Evaluate does, and count it on the deciding rule's counter
+// (the isolation's when no NetworkPolicy rule allows it).
+func TestPolicyRenderTrace(t *testing.T) {
+	m, addrs := traceModel()
+	pc, _ := renderPolicy(&m.Rules, nil)
+	sets := map[string]*policymodel.Set{}
+	for id, s := range m.Sets {
+		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
+	}
+	n, decided := 0, map[string]bool{}
+	for _, src := range addrs {
+		for _, dst := range addrs {
+			if src == dst || src.Is4() != dst.Is4() {
+				continue
+			}
+			for _, proto := range []policymodel.Protocol{policymodel.TCP, policymodel.UDP, policymodel.SCTP} {
+				for _, port := range []uint16{53, 80, 81, 443, 8080} {
+					c := policymodel.Conn{Src: src, Dst: dst, Proto: proto, Port: port}
+					for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
+						want := m.Evaluate(dir, c)
+						decided[want.Rule+fmt.Sprint(want.Allowed)] = true
+						if want.Rule == "node" {
+							continue // no rule: the node's traffic meets no hook of the table (render)
+						}
+						tr := &tracer{pc: pc, sets: sets, c: c}
+						got := tr.run(dir.String())
+						wantHit := ""
+						switch {
+						case want.Rule != "":
+							wantHit = counterName(policymodel.ShortID(want.Rule))
+						case !want.Allowed:
+							wantHit = counterName("iso-" + map[policymodel.Direction]string{policymodel.Ingress: "in", policymodel.Egress: "eg"}[dir])
+						}
+						if got != want.Allowed || tr.hit != wantHit {
+							t.Errorf("%s %s %s/%d %s: rendered %v (counter %q), Evaluate %+v (counter %q)",
+								src, dst, proto, port, dir, got, tr.hit, want, wantHit)
+						}
+						n++
+					}
+				}
+			}
+		}
+	}
+	// Every rule that can decide did, and so did the isolation and the
+	// default: the grid reaches every path.
+	for _, w := range []string{"cnp/a1/ingress/0false", "cnp/a1/ingress/2true", "cnp/a2/ingress/0false",
+		"np/x/db/ingress/0true", "np/x/db/ingress/1true", "cnp/b1/ingress/0false", "cnp/e1/egress/0true",
+		"cnp/e1/egress/1false", "cnp/e2/egress/0false", "false", "true", "nodetrue"} {
+		if !decided[w] {
+			t.Errorf("no connection of the grid decided by %q", w)
+		}
+	}
+	if n < 400 {
+		t.Fatalf("%d connections traced", n)
+	}
+}
+
+// traceModel is a node with every tier, action and clause form, and the
+// addresses to probe.
+func traceModel() (*policymodel.Model, []netip.Addr) {
+	a := netip.MustParseAddr
+	web4, web6, db4, db6 := a("10.9.0.2"), a("fd00:9::2"), a("10.9.0.3"), a("fd00:9::3")
+	out4, out6, node4 := a("192.0.2.7"), a("2001:db8::7"), a("10.9.0.1")
+	el := policymodel.AddrElem
+	sets := []*policymodel.Set{
+		policymodel.NewSet("web", policymodel.Addrs, "app=web", el(web4), el(web6)),
+		policymodel.NewSet("db", policymodel.Addrs, "app=db", el(db4), el(db6)),
+		policymodel.NewSet("pods", policymodel.Addrs, "all pods", el(web4), el(web6), el(db4), el(db6)),
+		policymodel.NewSet("net", policymodel.CIDRs, "192.0.2.0/24, 2001:db8::/64",
+			policymodel.Elem{Prefix: netip.MustParsePrefix("192.0.2.0/24")}, policymodel.Elem{Prefix: netip.MustParsePrefix("2001:db8::/64")}),
+		policymodel.NewSet("named", policymodel.Ported, "port web",
+			policymodel.Elem{Prefix: el(db4).Prefix, Proto: policymodel.TCP, Port: 8080},
+			policymodel.Elem{Prefix: el(db6).Prefix, Proto: policymodel.TCP, Port: 8080}),
+		policymodel.NewSet("iso", policymodel.Addrs, "isolated", el(db4), el(db6)),
+		policymodel.NewSet("node", policymodel.Addrs, "node", el(node4)),
+	}
+	m := &policymodel.Model{Sets: map[policymodel.SetID]*policymodel.Set{}}
+	for _, s := range sets {
+		m.Sets[s.ID] = s
+	}
+	rule := func(id string, act policymodel.Action, cls ...policymodel.Clause) policymodel.Rule {
+		return policymodel.Rule{ID: id, Action: act, Clauses: cls}
+	}
+	tcp := func(first, last uint16) []policymodel.PortRange {
+		return []policymodel.PortRange{{Proto: policymodel.TCP, First: first, Last: last}}
+	}
+	m.NodeAddrs = "node"
+	m.Ingress = policymodel.Tiers{
+		Admin: []*policymodel.Policy{
+			{ID: "cnp/a1", Tier: policymodel.TierAdmin, Subject: "pods", Rules: []policymodel.Rule{
+				rule("cnp/a1/ingress/0", policymodel.Deny, policymodel.Clause{Peer: "net", Ports: tcp(443, 443)}),
+				rule("cnp/a1/ingress/1", policymodel.Pass, policymodel.Clause{Peer: "web", Ports: tcp(80, 81)}),
+				rule("cnp/a1/ingress/2", policymodel.Accept, policymodel.Clause{Peer: "net"}),
+			}},
+			{ID: "cnp/a2", Tier: policymodel.TierAdmin, Subject: "db", Rules: []policymodel.Rule{
+				rule("cnp/a2/ingress/0", policymodel.Deny, policymodel.Clause{Ports: []policymodel.PortRange{{Proto: policymodel.UDP, First: 0, Last: 65535}}}),
+			}},
+		},
+		NetworkPolicy: []*policymodel.Policy{
+			{ID: "np/x/db", Tier: policymodel.TierNetworkPolicy, Subject: "db", Rules: []policymodel.Rule{
+				rule("np/x/db/ingress/0", policymodel.Allow, policymodel.Clause{Peer: "web", Ports: tcp(80, 80)}),
+				rule("np/x/db/ingress/1", policymodel.Allow, policymodel.Clause{DstPorts: "named"}),
+				rule("np/x/db/ingress/2", policymodel.Allow, policymodel.Clause{Peer: "web", Ports: []policymodel.PortRange{}}),
+			}},
+		},
+		Baseline: []*policymodel.Policy{
+			{ID: "cnp/b1", Tier: policymodel.TierBaseline, Subject: "web", Rules: []policymodel.Rule{
+				rule("cnp/b1/ingress/0", policymodel.Deny, policymodel.Clause{Peer: "db", Ports: []policymodel.PortRange{
+					{Proto: policymodel.SCTP, First: 0, Last: 65535}, {Proto: policymodel.TCP, First: 8000, Last: 9000}}}),
+			}},
+		},
+		Isolated: "iso",
+	}
+	m.Egress = policymodel.Tiers{
+		Admin: []*policymodel.Policy{
+			{ID: "cnp/e1", Tier: policymodel.TierAdmin, Subject: "web", Rules: []policymodel.Rule{
+				rule("cnp/e1/egress/0", policymodel.Accept, policymodel.Clause{Peer: "db", Ports: tcp(80, 80)}),
+				rule("cnp/e1/egress/1", policymodel.Deny, policymodel.Clause{Peer: "net"}),
+			}},
+		},
+		Baseline: []*policymodel.Policy{
+			{ID: "cnp/e2", Tier: policymodel.TierBaseline, Subject: "pods", Rules: []policymodel.Rule{
+				rule("cnp/e2/egress/0", policymodel.Deny, policymodel.Clause{Peer: "pods", Ports: tcp(443, 443)}),
+			}},
+		},
+	}
+	return m, []netip.Addr{web4, web6, db4, db6, out4, out6, node4}
+}
