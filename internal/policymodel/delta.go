@@ -1,7 +1,6 @@
 package policymodel
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -75,7 +74,13 @@ func cancel(m map[SetID][]Elem, id SetID, x Elem) bool {
 // ErrUnexpressible is what every Issue wraps: the API accepted a policy (or
 // an older API server or a CRD without validation let it through) that the
 // engine cannot express.
-var ErrUnexpressible = errors.New("policy cannot be expressed")
+const ErrUnexpressible = unexpressible("policy cannot be expressed")
+
+// unexpressible is ErrUnexpressible's type: a constant, so that no error
+// value is made when a CNI call starts (TestNoInitCode).
+type unexpressible string
+
+func (e unexpressible) Error() string { return string(e) }
 
 // Issue is one part of a policy the engine could not express, and what it
 // did instead (always the closed form: an allow that matches nothing, a

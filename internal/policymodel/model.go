@@ -116,12 +116,19 @@ const (
 	SCTP Protocol = 132
 )
 
-// protocolNames are the protocols the API knows, by the names it gives them.
-var protocolNames = map[Protocol]string{TCP: "TCP", UDP: "UDP", SCTP: "SCTP"}
+// protocols are the protocols the API knows (an array, not a map: this
+// package is linked into every CNI call, where a map would be built at
+// start-up, TestNoInitCode).
+var protocols = [...]Protocol{TCP, UDP, SCTP}
 
 func (p Protocol) String() string {
-	if s, ok := protocolNames[p]; ok {
-		return s
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
 	}
 	return fmt.Sprintf("proto-%d", uint8(p))
 }
@@ -129,9 +136,9 @@ func (p Protocol) String() string {
 // ProtocolNamed is the protocol the API names name ("TCP", "UDP", "SCTP");
 // ok is false for another name.
 func ProtocolNamed(name string) (p Protocol, ok bool) {
-	for n, s := range protocolNames {
-		if name == s {
-			return n, true
+	for _, p := range protocols {
+		if name == p.String() {
+			return p, true
 		}
 	}
 	return 0, false
