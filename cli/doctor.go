@@ -54,6 +54,9 @@ type doctor struct {
 	roles *cniplug.Registry
 	// view says where the node's state is, for the leftovers.
 	view nodestate.Options
+	// confFindings are what cnibox check found in each network's config
+	// file (checkConfDir), for the failing checks of its endpoints.
+	confFindings map[string][]string
 }
 
 // Pass, Fail and Warn report a roles' hook's results (cniplug.Reporter).
@@ -81,6 +84,7 @@ func (d *doctor) warn(check, fix, format string, args ...any) {
 func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 	d := &doctor{roles: o.Registry, view: o.viewOptions(c)}
 	d.checkConfig(c)
+	d.checkConfDir(c) // doctor_check.go
 	d.checkStoreFile(c)
 	eps, err := selectEndpoints(c)
 	if err != nil {
@@ -112,6 +116,7 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 	if !filtered {
 		d.checkLeftovers(host)
 	}
+	d.pointAtConfig()
 	return show(c, d.results, printDoctor, func(results []checkResult) bool {
 		return slices.ContainsFunc(results, func(r checkResult) bool { return r.Status == statusFail })
 	})
