@@ -24,7 +24,7 @@ func TestBadInput(t *testing.T) {
 		says string
 	}{
 		{"mtu", string(conf("1.0.0", v4, `,"mtu":-1`)), 7, `"mtu"`},
-		{"mtu type", string(conf("1.0.0", v4, `,"mtu":"big"`)), 6, "ptp config"},
+		{"mtu type", string(conf("1.0.0", v4, `,"mtu":"big"`)), 6, `config field "mtu"`},
 		{"backend", string(conf("1.0.0", v4, `,"ipMasqBackend":"pf"`)), 2, `"ipMasqBackend"`},
 		{"no ipam", `{"cniVersion":"1.0.0","name":"ptpnet","type":"ptp"}`, 7, `"ipam"`},
 		{"json", `{"cniVersion":`, 6, "JSON"},
