@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops/internal/ifname"
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -174,7 +175,7 @@ func (h *Handle) ensureSrcSchema(kind SrcCheckKind) error {
 	for _, st := range kind.tables() {
 		table := c.AddTable(&nftables.Table{Name: SrcCheckTable, Family: st.family})
 		sets := []*nftables.Set{
-			{Table: table, Name: srcPorts, KeyType: nftables.TypeIFName},
+			{Table: table, Name: srcPorts, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}, // host order: nft then shows the names
 			{Table: table, Name: srcAddr4, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr), Concatenation: true},
 		}
 		if st.v6 {
