@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
@@ -93,12 +92,10 @@ func TestCapsFailClosed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
+			// (No time bound: the cap stops the split, and TestMinusLarge
+			// bounds what an uncapped one allocates.)
 			in := cluster(append(tc.nps, yPolicy), tc.cnps)
 			m := check(t, in, append(tc.probes, others...))
-			if took := time.Since(start); took > 2*time.Second {
-				t.Errorf("compiled in %v, want well under 2 s (the old cut of 4,000 excepts took minutes)", took)
-			}
 			if len(m.Issues) != 1 || m.Issues[0].Field != tc.field || !errors.Is(m.Issues[0], policymodel.ErrUnexpressible) {
 				t.Fatalf("issues %v, want one at %s", m.Issues, tc.field)
 			}

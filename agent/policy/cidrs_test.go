@@ -161,10 +161,12 @@ func TestMinusLarge(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		alloc := after.TotalAlloc - before.TotalAlloc
 		t.Logf("%s minus 4,000: %d prefixes in %v, %d MiB allocated", tc.cidr, len(ps), took, alloc>>20)
-		// Generous bounds (a shared machine): the old cut took minutes and
-		// 160 GiB; this takes milliseconds and tens of MiB.
-		if took > 2*time.Second || alloc > 256<<20 {
-			t.Errorf("%s minus 4,000 host addresses: %v and %d MiB, want under 2 s and 256 MiB", tc.cidr, took, alloc>>20)
+		// The bound is on memory, which the machine's load does not move
+		// (the time is only logged: under qemu's TCG it is several times
+		// the host's; BenchmarkMinus measures it): the old cut allocated
+		// 160 GiB for ::/0, this tens of MiB.
+		if alloc > 256<<20 {
+			t.Errorf("%s minus 4,000 host addresses: %d MiB allocated, want under 256 MiB", tc.cidr, alloc>>20)
 		}
 		// Every except is cut out: about (bits - 12) prefixes each.
 		if min := 4000 * (tc.bits - 13); len(ps) < min {
