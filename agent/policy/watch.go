@@ -33,6 +33,15 @@ type Sink interface {
 	Apply(m *policymodel.Model, d policymodel.Delta) error
 }
 
+// A Syncer is a Sink that commits on a goroutine of its own (agent/
+// policynft's): once the first full sync is applied the watcher starts
+// Run, and Apply then only queues; Run reads the model through view,
+// under the watcher's lock, and commits without it.
+type Syncer interface {
+	Sink
+	Run(ctx context.Context, view func(func(*policymodel.Model)), log *slog.Logger)
+}
+
 // WatchConfig configures Watch.
 type WatchConfig struct {
 	kubeapi.Cluster
@@ -114,6 +123,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	if err := w.start(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if sy, ok := cfg.Sink.(Syncer); ok {
+		go sy.Run(ctx, w.view, cfg.Log)
+	}
 	if cfg.Synced != nil {
 		cfg.Synced()
 	}
@@ -165,6 +177,13 @@ func (w *watcher) start() error {
 	}
 	w.logIssues(d)
 	return w.cfg.Sink.Apply(m, d)
+}
+
+// view runs f with the engine's model, under the watcher's lock.
+func (w *watcher) view(f func(*policymodel.Model)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(w.e.Model())
 }
 
 // apply runs one change of the engine and hands its delta to the sink.

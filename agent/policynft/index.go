@@ -16,20 +16,18 @@ func (s *Sink) IndexTo(dataDir string) {
 	s.indexDir, s.index = store.Dir(dataDir), true
 }
 
-// Index is the store's record of model m: its rules as they are.
-func Index(m *policymodel.Model) store.PolicyIndex {
-	return store.PolicyIndex{Node: m.Node, Rules: &m.Rules}
+// Index is the store's record of a node's rules as they are.
+func Index(node string, r *policymodel.Rules) store.PolicyIndex {
+	return store.PolicyIndex{Node: node, Rules: r}
 }
 
-// writeIndex records m's index (s.mu held).
-func (s *Sink) writeIndex(m *policymodel.Model) error {
-	if !s.index {
-		return nil
-	}
-	st, err := store.Open(s.indexDir)
+// writeIndex records the index of node's rules r in the store under dir
+// (called with no lock held: the store may be slow, or busy).
+func writeIndex(dir, node string, r *policymodel.Rules) error {
+	st, err := store.Open(dir)
 	if err != nil {
 		return fmt.Errorf("policy index: %w", err)
 	}
 	defer st.Close()
-	return st.PutPolicyIndex(Index(m))
+	return st.PutPolicyIndex(Index(node, r))
 }

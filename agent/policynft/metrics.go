@@ -14,9 +14,9 @@ type ruleInfo struct {
 
 // noteRules records, for the metrics, which counter belongs to which
 // policy (called with s.mu held).
-func (s *Sink) noteRules(m *policymodel.Model) {
+func (s *Sink) noteRules(r *policymodel.Rules) {
 	s.rules = map[string]ruleInfo{}
-	for _, t := range []*policymodel.Tiers{&m.Ingress, &m.Egress} {
+	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
 		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				for _, r := range p.Rules {
@@ -32,6 +32,8 @@ var (
 	descSets    = prometheus.NewDesc("cnibox_agent_policy_sets", "Address sets of the node's policy model (each is an nftables set per family).", nil, nil)
 	descSync    = prometheus.NewDesc("cnibox_agent_policy_sync_seconds", "How long the last transaction on the policy table took.", nil, nil)
 	descApplied = prometheus.NewDesc("cnibox_agent_policy_transactions_total", "Transactions on the policy table, by result (ok, failed).", []string{"result"}, nil)
+	descChanges = prometheus.NewDesc("cnibox_agent_policy_changes_total", "Changes of the policy model handed to the policy table's syncer (queued ones are committed together).", nil, nil)
+	descResyncs = prometheus.NewDesc("cnibox_agent_policy_resyncs_total", "Periodic full syncs of the policy table (--policy-resync).", nil, nil)
 	descDrops   = prometheus.NewDesc("cnibox_agent_policy_drops_packets_total",
 		"Packets dropped by the policy table: by a Deny rule (policy, rule), by a NetworkPolicy's isolation (policy \"isolation\", rule ingress or egress), or while the pod was pending (policy \"pending\").",
 		[]string{"policy", "rule"}, nil)
@@ -39,7 +41,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRules, descSets, descSync, descApplied, descDrops} {
+	for _, d := range []*prometheus.Desc{descRules, descSets, descSync, descApplied, descChanges, descResyncs, descDrops} {
 		ch <- d
 	}
 }
@@ -54,6 +56,8 @@ func (s *Sink) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSync, prometheus.GaugeValue, s.stats.LastSync.Seconds())
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Applied), "ok")
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Failed), "failed")
+	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(s.stats.Changes))
+	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.stats.Resyncs))
 	counters, err := s.h.PolicyCounters()
 	if err != nil {
 		return

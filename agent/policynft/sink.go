@@ -1,7 +1,9 @@
 // Package policynft is the kernel side of cnibox-agent's NetworkPolicy
-// engine: a policy.Sink that turns the model's changes (policymodel.Delta) into
-// transactions on netops/nft's policy table, one per change, and keeps the
-// numbers the agent's metrics show.
+// engine: the one syncer of the policy table, a policy.Sink that queues
+// the model's changes (policymodel.Delta), commits what is queued as one
+// transaction on netops/nft's policy table whenever the last is done,
+// replaces the whole table on a period, and keeps the numbers the agent's
+// metrics show.
 package policynft
 
 import (
@@ -15,9 +17,12 @@ import (
 )
 
 // Sink applies the model to the policy table of one namespace (the node's).
-// It is safe for concurrent use; the watcher calls it from one goroutine.
+// It is safe for concurrent use. Apply queues each change; until Run
+// starts, Apply commits it at once (the first full sync, tests), and from
+// then on Run's goroutine commits what was queued, as one transaction,
+// whenever the last one is done (syncer.go).
 type Sink struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // the nftables handle, stats, rules
 	h      *nft.Handle
 	synced bool
 	stats  Stats
@@ -28,13 +33,28 @@ type Sink struct {
 	// index: record the store's policy index in indexDir (IndexTo).
 	index    bool
 	indexDir string
+
+	qmu   sync.Mutex // q, async, done, doneCh
+	q     queue
+	async bool          // Run is committing
+	kick  chan struct{} // Run's wake-up (one pending at most)
+	// done is the number of the last change committed; doneCh is closed
+	// (and replaced) whenever it moves (Wait).
+	done   uint64
+	doneCh chan struct{}
+	resync time.Duration // ResyncEvery
+	// beforeCommit, if set (tests), runs before each transaction, outside
+	// every lock.
+	beforeCommit func()
 }
 
 // Stats are the Sink's numbers for the agent's metrics.
 type Stats struct {
 	Rules, Sets int           // model rules and sets of the last change
+	Changes     int           // changes handed to Apply
 	Applied     int           // transactions committed
 	Failed      int           // transactions the kernel refused
+	Resyncs     int           // periodic full syncs committed (ResyncEvery)
 	IndexErr    error         // the last failure to record the store's index
 	LastSync    time.Duration // the last transaction's time
 }
@@ -45,7 +65,7 @@ func New(nsPath string) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{h: h}, nil
+	return &Sink{h: h, kick: make(chan struct{}, 1), doneCh: make(chan struct{})}, nil
 }
 
 // Close closes the nftables connection; the table stays (fail closed: the
@@ -59,38 +79,25 @@ func (s *Sink) Stats() Stats {
 	return s.stats
 }
 
-// Apply applies d. The first call replaces the whole table in one
-// transaction (what an earlier agent left is kept until then); later ones
-// change what d says.
+// Apply takes d, the change that made m, and queues it. Called with the
+// model's lock held (m is valid during the call only). The first
+// transaction replaces the whole table (what an earlier agent left is
+// kept until then); later ones change what the queued deltas say. Until
+// Run starts, Apply commits before it returns, and returns the commit's
+// error; then it only queues (Run logs a failure and recovers).
 func (s *Sink) Apply(m *policymodel.Model, d policymodel.Delta) error {
+	s.qmu.Lock()
+	s.q.merge(d)
+	async := s.async
+	s.qmu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	live := localAddrs(m)
-	c := Change(m, d, !s.synced)
-	c.Resolved, c.Closed = live, closed(s.live, live)
-	start := time.Now()
-	err := s.h.ApplyPolicy(c)
-	s.stats.LastSync = time.Since(start)
-	if err != nil && s.synced {
-		// The table and the model parted (an element the kernel did not
-		// have, say): a full sync puts it right.
-		c = Change(m, d, true)
-		c.Resolved, c.Closed = live, closed(s.live, live)
-		err = s.h.ApplyPolicy(c)
+	s.stats.Changes++
+	s.mu.Unlock()
+	if async {
+		s.wake()
+		return nil
 	}
-	if err != nil {
-		s.stats.Failed++
-		return err
-	}
-	s.synced, s.live = true, live
-	s.stats.Applied++
-	s.stats.Sets = len(m.Sets)
-	s.stats.Rules = countRules(m)
-	if d.Rules || c.Full {
-		s.noteRules(m)
-		s.stats.IndexErr = s.writeIndex(m)
-	}
-	return nil
+	return s.sync(func(f func(*policymodel.Model)) { f(m) }, false)
 }
 
 // localAddrs are the addresses of the node's pods the model knows and
@@ -119,9 +126,9 @@ func closed(was, now []netip.Addr) []netip.Addr {
 	return out
 }
 
-func countRules(m *policymodel.Model) int {
+func countRules(r *policymodel.Rules) int {
 	n := 0
-	for _, t := range []*policymodel.Tiers{&m.Ingress, &m.Egress} {
+	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
 		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
 				n += len(p.Rules)
@@ -133,7 +140,7 @@ func countRules(m *policymodel.Model) int {
 
 // Change is the table's change for d on model m; full makes it a full sync
 // (every set and the rules, the rest of the table deleted). It holds m's
-// rules and sets as they are: valid while m is (Sink.Apply's call).
+// rules and sets as they are: valid while m is (detach copies them).
 func Change(m *policymodel.Model, d policymodel.Delta, full bool) *nft.PolicyChange {
 	c := &nft.PolicyChange{Full: full}
 	if full || d.Rules {
@@ -201,7 +208,7 @@ func (s *Sink) Remove() error {
 	return s.h.DeletePolicy()
 }
 
-// ApplyChange commits c as it is (benchmarks, tests).
+// ApplyChange commits c as it is, outside the queue (benchmarks, tests).
 func (s *Sink) ApplyChange(c *nft.PolicyChange) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

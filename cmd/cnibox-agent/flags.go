@@ -56,7 +56,10 @@ type flags struct {
 	healthzPort              int
 	// iptablesResync is how often, in seconds, the masquerade and forward
 	// rules (and the blackhole route) are checked and restored.
-	iptablesResync            int
+	iptablesResync int
+	// policyResync is how often, in seconds, the policy table is replaced
+	// whole with the model (0: never).
+	policyResync              int
 	iptablesForwardRules      bool
 	blackholeRoute            bool
 	setNodeNetworkUnavailable bool
@@ -170,6 +173,7 @@ func (f *flags) intFlags() []struct {
 		{&f.renewMargin, "subnet-lease-renew-margin", 60, "subnet lease renewal margin, in minutes, ranging from 1 to 1439"},
 		{&f.healthzPort, "healthz-port", 0, "the port for healthz server to listen(0 to disable)"},
 		{&f.iptablesResync, "iptables-resync", 5, "resync period for the masquerade and forward rules, in seconds"},
+		{&f.policyResync, "policy-resync", 300, "kube: replace the whole policy table with the model every this many seconds, putting back what else changed in it (0: never) (cnibox)"},
 		{&f.verbosity, "v", 0, "number for the log level verbosity (>= 1: debug)"},
 	}
 }
@@ -263,6 +267,9 @@ func setFromEnv(fs *flag.FlagSet, set map[string]bool, getenv func(string) strin
 func (f *flags) validate() error {
 	if f.renewMargin <= 0 || f.renewMargin >= 24*60 {
 		return fmt.Errorf("--subnet-lease-renew-margin %d is out of range: use 1 to 1439 (minutes)", f.renewMargin)
+	}
+	if f.policyResync < 0 {
+		return fmt.Errorf("--policy-resync %d: use 0 (never) or a period in seconds", f.policyResync)
 	}
 	if f.iptablesResync <= 0 {
 		return fmt.Errorf("--iptables-resync %d: use a period of at least 1 (seconds)", f.iptablesResync)

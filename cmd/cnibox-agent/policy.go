@@ -8,12 +8,17 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
 	"github.com/cnibox/cnibox/netops"
 )
+
+// The agent's Sink commits on its own goroutine (policy.Watch starts its
+// Run once the first full sync is in).
+var _ policy.Syncer = (*policynft.Sink)(nil)
 
 // startPolicy starts the NetworkPolicy watcher and its nftables Sink until
 // ctx ends (--network-policy, on by default), or removes the policy table
@@ -39,6 +44,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		}
 	}
 	sink.IndexTo(f.dataDir)
+	sink.ResyncEvery(time.Duration(f.policyResync) * time.Second)
 	bridgedTrafficFiltered(log)
 	cfg := policy.WatchConfig{
 		Cluster: f.cluster(), Log: log, Sink: sink,

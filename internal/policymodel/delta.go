@@ -39,26 +39,57 @@ func (d *Delta) Note(id SetID, e Elem, add bool) {
 	(*m)[id] = append((*m)[id], e)
 }
 
-// Merge appends o, a change that came after d, to d.
+// Merge appends o, a change that came after d, to d, so that the two are
+// one change from what was there before d: a set removed drops its
+// element changes, a set made (or removed and made again) is written
+// whole from the model, and an element added and then removed (or the
+// other way) is no change at all.
 func (d *Delta) Merge(o Delta) {
 	d.Rules = d.Rules || o.Rules
 	d.Issues = d.Issues || o.Issues
-	d.AddSets = append(d.AddSets, o.AddSets...)
-	d.DelSets = append(d.DelSets, o.DelSets...)
+	for _, id := range o.DelSets {
+		d.AddSets = without(d.AddSets, id)
+		delete(d.Add, id)
+		delete(d.Del, id)
+		d.DelSets = with(d.DelSets, id)
+	}
+	for _, id := range o.AddSets {
+		d.DelSets = without(d.DelSets, id) // made again: written whole
+		delete(d.Add, id)
+		delete(d.Del, id)
+		d.AddSets = with(d.AddSets, id)
+	}
 	for id, es := range o.Add {
 		for _, x := range es {
-			if !cancel(d.Del, id, x) {
+			if !slices.Contains(d.AddSets, id) && !cancel(d.Del, id, x) {
 				d.Note(id, x, true)
 			}
 		}
 	}
 	for id, es := range o.Del {
 		for _, x := range es {
-			if !cancel(d.Add, id, x) {
+			if !slices.Contains(d.AddSets, id) && !cancel(d.Add, id, x) {
 				d.Note(id, x, false)
 			}
 		}
 	}
+}
+
+// with is ids with id, sorted.
+func with(ids []SetID, id SetID) []SetID {
+	i, found := slices.BinarySearch(ids, id)
+	if found {
+		return ids
+	}
+	return slices.Insert(ids, i, id)
+}
+
+// without is ids without id.
+func without(ids []SetID, id SetID) []SetID {
+	if i := slices.Index(ids, id); i >= 0 {
+		return slices.Delete(ids, i, i+1)
+	}
+	return ids
 }
 
 // cancel removes x from m[id] and reports whether it was there.
@@ -68,6 +99,9 @@ func cancel(m map[SetID][]Elem, id SetID, x Elem) bool {
 		return false
 	}
 	m[id] = slices.Delete(m[id], i, i+1)
+	if len(m[id]) == 0 {
+		delete(m, id)
+	}
 	return true
 }
 

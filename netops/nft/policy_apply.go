@@ -163,7 +163,25 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	return nil
 }
 
-// queuePolicy queues c on t, st being the table as it is.
+// queuePolicy queues c on t, st being the table as it is. The kernel
+// checks each message of a transaction against what the messages before
+// it made, so the steps come in this order:
+//
+//  1. The table, and the pending and attached sets (a CNI ADD writes to
+//     them: they are never deleted, only made if missing).
+//  2. If the rules changed: the counters they name that are new, then a
+//     flush of every chain whose rules this change does not keep (a
+//     flushed chain no longer refers to a set or a counter).
+//  3. The sets of c.Sets: made, or flushed and refilled if they exist.
+//  4. Elements added to and removed from sets that stay (c.Add, c.Del).
+//  5. The guard set (the namespaces where a policy could select a pod).
+//  6. The pending set: the resolved addresses out, the closed ones in.
+//  7. The generation sets (readGen).
+//  8. The chains and their rules: the chains first, the base chains
+//     hooked last (a jump needs its target), chains no rule uses deleted,
+//     then the counters no rule uses.
+//  9. The sets no rule uses any more (after 2 and 8, which dropped the
+//     rules that looked them up).
 func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	cc := t.conn()
 	tb := cc.AddTable(policyTableObj())
