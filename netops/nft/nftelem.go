@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/userdata"
 	mdnetlink "github.com/mdlayher/netlink"
@@ -212,10 +213,18 @@ func (h *Handle) waitElemGone(table, set string, key []byte) {
 // dumpElems lists every element of set in the inet table table; a missing
 // set or table lists nothing.
 func (h *Handle) dumpElems(table, set string) ([]nftElem, error) {
-	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
+	return h.dumpFamilyElems(nftables.TableFamilyINet, table, set)
+}
+
+// dumpFamilyElems lists every element of set in table of family; a
+// missing set or table lists nothing.
+func (h *Handle) dumpFamilyElems(family nftables.TableFamily, table, set string) ([]nftElem, error) {
+	m := pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
 		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(table)},
 		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
-	)))
+	))
+	m.Data[0] = byte(family)
+	msgs, err := h.nfRaw.Execute(m)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}

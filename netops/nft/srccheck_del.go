@@ -77,27 +77,7 @@ func (h *Handle) sweepSourceCheck(kind SrcCheckKind, port string) error {
 // dumpSrcElems lists the elements of set in the check's table of family;
 // no table or set lists nothing.
 func (h *Handle) dumpSrcElems(family nftables.TableFamily, set string) ([]nftElem, error) {
-	m := pmMsg(unix.NFT_MSG_GETSETELEM, mdnetlink.Dump, attrs(
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(SrcCheckTable)},
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
-	))
-	m.Data[0] = byte(family)
-	msgs, err := h.nfRaw.Execute(m)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list elements of %s: %w", set, err)
-	}
-	var out []nftElem
-	for _, m := range msgs {
-		_, es, err := parseNftElems(m.Data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, es...)
-	}
-	return out, nil
+	return h.dumpFamilyElems(family, SrcCheckTable, set)
 }
 
 // SourceCheckPorts returns the ports checked in the tables of kind, sorted:

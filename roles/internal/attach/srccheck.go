@@ -48,12 +48,26 @@ func SourceUncheck(host *netops.Handle, kind nft.SrcCheckKind, port string, ips 
 }
 
 // GCSourceChecks removes the checks of ports of ours that are gone and not
-// kept: what an ADD that died after the check, or a DEL that never came,
-// leaves.
+// kept (GCPortChecks).
 func GCSourceChecks(host *netops.Handle, kind nft.SrcCheckKind, keep map[string]bool, ours func(string) bool) error {
 	ports, err := host.NFT().SourceCheckPorts(kind)
-	if err != nil || len(ports) == 0 {
+	if err != nil {
 		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	return GCPortChecks(host, ports, keep, ours, "source address check", func(port string) error {
+		return host.NFT().DeleteSourceCheck(kind, port, nil)
+	})
+}
+
+// GCPortChecks deletes with del the checks of ports (the host ports
+// checks apply to) that are ours, gone and not kept: what an ADD that died
+// after the check, or a DEL that never came, leaves. A check without its
+// port is useless whatever its network, and ADD makes the port before its
+// check and DEL deletes the check before the port, so no live attachment
+// ever has a check without its port. what names the check in errors.
+func GCPortChecks(host *netops.Handle, ports []string, keep map[string]bool, ours func(string) bool, what string, del func(port string) error) error {
+	if len(ports) == 0 {
+		return nil
 	}
 	links, err := host.Links()
 	if err != nil {
@@ -67,8 +81,8 @@ func GCSourceChecks(host *netops.Handle, kind nft.SrcCheckKind, keep map[string]
 		if !ours(port) || keep[port] || exists[port] {
 			continue
 		}
-		if err := host.NFT().DeleteSourceCheck(kind, port, nil); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "delete stale source address check of %s: %w", port, err)
+		if err := del(port); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "delete stale %s of %s: %w", what, port, err)
 		}
 	}
 	return nil
