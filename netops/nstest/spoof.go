@@ -104,27 +104,7 @@ func sockaddr(ap netip.AddrPort, zone int) unix.Sockaddr {
 // neighbour that has an entry for ip takes the MAC.
 func SendGratuitousARP(t testing.TB, nsPath, ifname string, ip netip.Addr) error {
 	t.Helper()
-	return Run(t, nsPath, func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		proto := htons(unix.ETH_P_ARP)
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		bcast := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-		f := append(append(append([]byte{}, bcast...), ifi.HardwareAddr...), 0x08, 0x06)
-		f = append(f, 0, 1, 0x08, 0x00, 6, 4, 0, 1) // Ethernet, IPv4, request
-		ip4 := ip.As4()
-		f = append(append(f, ifi.HardwareAddr...), ip4[:]...)
-		f = append(append(f, make([]byte, 6)...), ip4[:]...)
-		var ll [8]byte
-		copy(ll[:], bcast)
-		return unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: ifi.Index, Protocol: proto, Halen: 6, Addr: ll})
-	})
+	return SendARPRequest(t, nsPath, ifname, ip, ip)
 }
 
 // SendUnsolicitedNA sends from src (an address the namespace has) on
