@@ -30,7 +30,9 @@ require (
 )
 
 require (
+	github.com/florianl/go-nflog/v2 v2.2.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1
 	sigs.k8s.io/network-policy-api v0.2.0
 )
 
@@ -76,7 +78,6 @@ require (
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/u-root/uio v0.0.0-20230220225925-ffce2a382923 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.16 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect

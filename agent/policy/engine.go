@@ -25,6 +25,7 @@ type Engine struct {
 	localPods  map[string]*Pod                 // this node's
 	local      map[string]policymodel.LocalPod // localPods as the model shows them
 	nodeAddrs  []netip.Prefix
+	flowLog    Verdicts // logged everywhere (SetFlowLog)
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
 	defs       map[policymodel.SetID]*setDef
@@ -40,6 +41,11 @@ type Engine struct {
 		Model
 
 	held, stale bool
+	// For Describe (describe.go): the rules by counter ID of model
+	// rulesOf, and the pods by address (nil until asked for).
+	rulesOf *policymodel.Model
+	rules   map[string]ruleRef
+	byIP    map[netip.Addr]PodRef
 }
 
 // NewEngine returns an engine for the node named node, with no policies.
@@ -68,6 +74,7 @@ func (e *Engine) SetPod(p *Pod) policymodel.Delta {
 		e.nsPods[p.Namespace] = map[string]*Pod{}
 	}
 	e.nsPods[p.Namespace][p.Name] = p
+	e.indexIPs(old, p)
 	switch {
 	case p.Node == e.node:
 		e.localPods[p.Key()] = p
@@ -121,6 +128,7 @@ func (e *Engine) DeletePod(namespace, name string) policymodel.Delta {
 	delete(e.localPods, old.Key())
 	delete(e.local, old.Key())
 	delete(e.nsPods[namespace], name)
+	e.indexIPs(old, nil)
 	if len(e.nsPods[namespace]) == 0 {
 		delete(e.nsPods, namespace)
 	}
@@ -135,14 +143,18 @@ func (e *Engine) DeletePod(namespace, name string) policymodel.Delta {
 func (e *Engine) SetNamespace(ns *Namespace) policymodel.Delta {
 	old := e.namespaces[ns.Name]
 	e.namespaces[ns.Name] = ns
-	return e.relabel(ns.Name, old, ns)
+	d := e.relabel(ns.Name, old, ns)
+	e.reflowLog(&d, old, ns)
+	return d
 }
 
 // DeleteNamespace removes a namespace.
 func (e *Engine) DeleteNamespace(name string) policymodel.Delta {
 	old := e.namespaces[name]
 	delete(e.namespaces, name)
-	return e.relabel(name, old, nil)
+	d := e.relabel(name, old, nil)
+	e.reflowLog(&d, old, nil)
+	return d
 }
 
 // relabel moves the namespace's pods in the sets that read its labels.
@@ -278,6 +290,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 			})
 		}
 	}
+	flowLog := e.flowLogDefs(defs)
 	node := &setDef{key: "node addrs local", kind: policymodel.Addrs, static: e.nodeAddrs, derived: true}
 	nodeAddrs := policymodel.SetIDOf(node.key)
 	defs[nodeAddrs] = node
@@ -316,13 +329,13 @@ func (e *Engine) rebuild() policymodel.Delta {
 	}
 	slices.Sort(d.AddSets)
 	slices.Sort(d.DelSets)
-	d.Rules = !reflect.DeepEqual(in, e.m.Ingress) || !reflect.DeepEqual(eg, e.m.Egress)
+	d.Rules = !reflect.DeepEqual(in, e.m.Ingress) || !reflect.DeepEqual(eg, e.m.Egress) || flowLog != e.m.Log
 	d.Issues = !slices.Equal(issues, e.m.Issues)
 	e.defs, e.active = defs, active
 	e.index()
 	guard := slices.Sorted(maps.Keys(guardNS))
 	d.Rules = d.Rules || guardAll != e.m.GuardAll || !slices.Equal(guard, e.m.GuardNamespaces)
-	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg},
+	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog},
 		Sets: sets, Issues: issues, LocalPods: e.local,
 		GuardAll: guardAll, GuardNamespaces: guard}
 	return d

@@ -49,6 +49,9 @@ func (p *Pod) selectable() bool {
 type Namespace struct {
 	Name   string
 	Labels map[string]string
+	// FlowLog is what its FlowLogAnnotation asks for (a value that does
+	// not parse asks for nothing).
+	FlowLog Verdicts
 }
 
 // PodFromAPI returns what the engine reads of p. Addresses that do not
@@ -94,7 +97,8 @@ func PodFromAPI(p *corev1.Pod) *Pod {
 
 // NamespaceFromAPI returns what the engine reads of ns.
 func NamespaceFromAPI(ns *corev1.Namespace) *Namespace {
-	return &Namespace{Name: ns.Name, Labels: ns.Labels}
+	v, _ := ParseVerdicts(ns.Annotations[FlowLogAnnotation])
+	return &Namespace{Name: ns.Name, Labels: ns.Labels, FlowLog: v}
 }
 
 // protocolOf is the number of an API protocol ("" is TCP, the API's

@@ -207,6 +207,8 @@ type Rules struct {
 	NodeAddrs SetID `json:",omitempty"`
 	Ingress   Tiers
 	Egress    Tiers
+	// Log is which verdicts are logged, and where (the flow log).
+	Log FlowLog `json:",omitzero"`
 }
 
 // Tiers returns the direction's tiers.

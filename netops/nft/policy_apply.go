@@ -441,6 +441,10 @@ func fingerprint(b *strings.Builder, e expr.Any) {
 		b.WriteString("verdict:")
 		u(uint64(e.Kind))
 		b.WriteString(e.Chain)
+	case *expr.Log:
+		b.WriteString("log:")
+		u(uint64(e.Key), uint64(e.Group), uint64(e.Snaplen))
+		b.Write(e.Data)
 	case *expr.Meta:
 		b.WriteString("meta:")
 		u(uint64(e.Key), uint64(e.Register), boolBit(e.SourceRegister))

@@ -106,10 +106,18 @@ func verdict(k expr.VerdictKind, chain string) expr.Any {
 }
 
 // policyRuleExprs are the nftables rules of r (one per clause and port
-// range), each ending in r's counter and v.
-func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr.Any) [][]expr.Any {
+// range), each ending in r's counter and v; with log on, each is preceded
+// by the rules that log its verdict (logRules).
+func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr.Any, log policymodel.LogScope, allow bool) [][]expr.Any {
 	var out [][]expr.Any
-	counter := counterName(pc.short(r.ID))
+	short := pc.short(r.ID)
+	counter := counterName(short)
+	add := func(match []expr.Any) {
+		if log.On() {
+			out = append(out, d.logRules(match, log, policymodel.LogPrefix(allow, short))...)
+		}
+		out = append(out, append(match, countAnd(counter, v)...))
+	}
 	for _, cl := range r.Clauses {
 		var base []expr.Any
 		if cl.Peer != "" {
@@ -119,15 +127,41 @@ func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr
 			base = append(base, d.dstPorts(string(cl.DstPorts))...)
 		}
 		if cl.Ports == nil {
-			out = append(out, append(base, countAnd(counter, v)...))
+			add(base)
 			continue
 		}
 		for _, p := range cl.Ports {
-			e := append(append([]expr.Any{}, base...), ports(p)...)
-			out = append(out, append(e, countAnd(counter, v)...))
+			add(append(append([]expr.Any{}, base...), ports(p)...))
 		}
 	}
 	return out
+}
+
+// logSnap is how much of a packet a log message carries: the IPv6 header
+// and the first bytes of the transport's (its ports) with room to spare.
+const logSnap = 96
+
+// logRules are the rules that log a verdict on what match matches, before
+// the rule that gives it: everywhere (s.All), or once where the pod itself
+// or its peer is in s's set (the peer's rule skips what the first logged).
+func (d policyDir) logRules(match []expr.Any, s policymodel.LogScope, prefix string) [][]expr.Any {
+	lg := &expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN,
+		Group: policymodel.FlowLogGroup, Snaplen: logSnap, Data: []byte(prefix)}
+	with := func(e ...[]expr.Any) []expr.Any {
+		out := append([]expr.Any{}, match...)
+		for _, x := range e {
+			out = append(out, x...)
+		}
+		return append(out, lg)
+	}
+	if s.All {
+		return [][]expr.Any{with()}
+	}
+	set := string(s.Set)
+	return [][]expr.Any{
+		with(d.self(set, false)),
+		with(d.self(set, true), d.peer(set)),
+	}
 }
 
 // policyChains is what the rules make of one direction and family: the
@@ -143,6 +177,7 @@ type policyChains struct {
 	// ids: policymodel.ShortID of the policies' and rules' IDs, each
 	// computed once per render.
 	ids map[string]string
+	log policymodel.FlowLog // which verdicts are logged
 }
 
 // short is policymodel.ShortID(id): the name of a policy's chains, of a
@@ -207,17 +242,21 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 				ch := d.chain("n", pc.short(p.ID))
 				pc.add(bc, append(d.self(string(p.Subject), false), verdict(expr.VerdictJump, ch)))
 				pc.add(ch)
-				key := d.name + d.fam() + "|" + rulesKey(pc, p.Rules)
+				key := d.name + d.fam() + "|" + logKey(pc.log.Allow) + "|" + rulesKey(pc, p.Rules)
 				pc.keys[ch] = key
 				if pc.keep != nil && pc.keep(ch, key) {
 					continue // in the kernel as it is: not rendered
 				}
 				for i := range p.Rules {
-					pc.add(ch, d.policyRuleExprs(pc, &p.Rules[i], d.allow())...)
+					pc.add(ch, d.policyRuleExprs(pc, &p.Rules[i], d.allow(), pc.log.Allow, true)...)
 				}
 			}
 		}
-		pc.add(top, append(d.self(string(t.Isolated), false), countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
+		iso := d.self(string(t.Isolated), false)
+		if pc.log.Deny.On() {
+			pc.add(top, d.logRules(iso, pc.log.Deny, policymodel.LogPrefix(false, "iso-"+d.name))...)
+		}
+		pc.add(top, append(iso, countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
 	}
 	d.renderTier(pc, top, "b", t.Baseline)
 	pc.add(top, []expr.Any{d.allow()}) // the default
@@ -255,14 +294,14 @@ func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []*policy
 		pc.add(ch, append(d.self(string(p.Subject), true), next))
 		for j := range p.Rules {
 			r := &p.Rules[j]
-			v := d.allow() // Allow, Accept
+			v, log, allow := d.allow(), pc.log.Allow, true // Allow, Accept
 			switch r.Action {
 			case policymodel.Deny:
-				v = verdict(expr.VerdictDrop, "")
+				v, log, allow = verdict(expr.VerdictDrop, ""), pc.log.Deny, false
 			case policymodel.Pass:
-				v = verdict(expr.VerdictReturn, "")
+				v, log = verdict(expr.VerdictReturn, ""), policymodel.LogScope{} // no verdict yet
 			}
-			pc.add(ch, d.policyRuleExprs(pc, r, v)...)
+			pc.add(ch, d.policyRuleExprs(pc, r, v, log, allow)...)
 		}
 		if i+1 < len(ps) {
 			pc.add(ch, []expr.Any{next})
@@ -309,12 +348,21 @@ func rulesKey(pc *policyChains, rules []policymodel.Rule) string {
 	return b.String()
 }
 
+// logKey is where allows are logged, as text: part of a NetworkPolicy
+// chain's key (its rules log or not).
+func logKey(s policymodel.LogScope) string {
+	if s.All {
+		return "log all"
+	}
+	return "log " + string(s.Set)
+}
+
 // renderPolicy is every regular chain of r with its rules, and the
 // counters the rules use. keep (may be nil) says which of the chains made
 // from their source alone (policyChains.keys) the kernel has as they are:
 // those are named but not rendered.
 func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*policyChains, []string) {
-	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}}
+	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log}
 	renderGen(pc)
 	for _, base := range []string{"egress", "ingress"} {
 		pc.add(base)

@@ -26,7 +26,8 @@ type tracer struct {
 	sets map[string]*policymodel.Set // by nftables set name (family part)
 	c    policymodel.Conn
 	regs [4*16 + 16*4]byte
-	hit  string // the last counter a rule counted
+	hit  string   // the last counter a rule counted
+	logs []string // the prefixes of the log statements run
 }
 
 // regOffset is where register r's bytes start (NFT_REG_1..4: 16 bytes,
@@ -124,6 +125,8 @@ func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
 			}
 		case *expr.Objref:
 			tr.hit = e.Name
+		case *expr.Log:
+			tr.logs = append(tr.logs, string(e.Data))
 		case *expr.Verdict:
 			return e
 		default:
@@ -181,39 +184,26 @@ func TestPolicyRenderTrace(t *testing.T) {
 		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
 	}
 	n, decided := 0, map[string]bool{}
-	for _, src := range addrs {
-		for _, dst := range addrs {
-			if src == dst || src.Is4() != dst.Is4() {
-				continue
-			}
-			for _, proto := range []policymodel.Protocol{policymodel.TCP, policymodel.UDP, policymodel.SCTP} {
-				for _, port := range []uint16{53, 80, 81, 443, 8080} {
-					c := policymodel.Conn{Src: src, Dst: dst, Proto: proto, Port: port}
-					for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
-						want := m.Evaluate(dir, c)
-						decided[want.Rule+fmt.Sprint(want.Allowed)] = true
-						if want.Rule == "node" {
-							continue // no rule: the node's traffic meets no hook of the table (render)
-						}
-						tr := &tracer{pc: pc, sets: sets, c: c}
-						got := tr.run(dir.String())
-						wantHit := ""
-						switch {
-						case want.Rule != "":
-							wantHit = counterName(policymodel.ShortID(want.Rule))
-						case !want.Allowed:
-							wantHit = counterName("iso-" + map[policymodel.Direction]string{policymodel.Ingress: "in", policymodel.Egress: "eg"}[dir])
-						}
-						if got != want.Allowed || tr.hit != wantHit {
-							t.Errorf("%s %s %s/%d %s: rendered %v (counter %q), Evaluate %+v (counter %q)",
-								src, dst, proto, port, dir, got, tr.hit, want, wantHit)
-						}
-						n++
-					}
-				}
-			}
+	traceGrid(addrs, func(c policymodel.Conn, dir policymodel.Direction) {
+		want := m.Evaluate(dir, c)
+		decided[want.Rule+fmt.Sprint(want.Allowed)] = true
+		if want.Rule == "node" {
+			return // no rule: the node's traffic meets no hook of the table (render)
 		}
-	}
+		tr := &tracer{pc: pc, sets: sets, c: c}
+		got := tr.run(dir.String())
+		wantHit := ""
+		switch {
+		case want.Rule != "":
+			wantHit = counterName(policymodel.ShortID(want.Rule))
+		case !want.Allowed:
+			wantHit = counterName("iso-" + isoDir(dir))
+		}
+		if got != want.Allowed || tr.hit != wantHit {
+			t.Errorf("%+v %s: rendered %v (counter %q), Evaluate %+v (counter %q)", c, dir, got, tr.hit, want, wantHit)
+		}
+		n++
+	})
 	// Every rule that can decide did, and so did the isolation and the
 	// default: the grid reaches every path.
 	for _, w := range []string{"cnp/a1/ingress/0false", "cnp/a1/ingress/2true", "cnp/a2/ingress/0false",
@@ -298,4 +288,85 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 		},
 	}
 	return m, []netip.Addr{web4, web6, db4, db6, out4, out6, node4}
+}
+
+// TestPolicyRenderLogTrace: with the flow log on, every connection a rule
+// or a NetworkPolicy's isolation decides is logged once, with the
+// verdict and that rule's counter in the prefix, where the scope says:
+// everywhere, or where the pod itself or its peer is in the scope's set;
+// a Pass and the default decide nothing and log nothing.
+func TestPolicyRenderLogTrace(t *testing.T) {
+	m, addrs := traceModel()
+	sets := map[string]*policymodel.Set{}
+	for id, s := range m.Sets {
+		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
+	}
+	for _, log := range []policymodel.FlowLog{
+		{Allow: policymodel.LogScope{All: true}, Deny: policymodel.LogScope{All: true}},
+		{Deny: policymodel.LogScope{Set: "web"}},
+		{Allow: policymodel.LogScope{Set: "db"}},
+	} {
+		m.Log = log
+		pc, _ := renderPolicy(&m.Rules, nil)
+		logged := 0
+		traceGrid(addrs, func(c policymodel.Conn, dir policymodel.Direction) {
+			want := m.Evaluate(dir, c)
+			if want.Rule == "node" {
+				return
+			}
+			self, peer := c.Dst, c.Src
+			if dir == policymodel.Egress {
+				self, peer = c.Src, c.Dst
+			}
+			scope := log.Deny
+			if want.Allowed {
+				scope = log.Allow
+			}
+			in := func(a netip.Addr) bool { return m.Sets[scope.Set] != nil && m.Sets[scope.Set].Contains(a) }
+			var wantLogs []string
+			switch {
+			case !scope.All && !in(self) && !in(peer):
+			case want.Rule != "":
+				wantLogs = []string{policymodel.LogPrefix(want.Allowed, policymodel.ShortID(want.Rule))}
+			case !want.Allowed:
+				wantLogs = []string{policymodel.LogPrefix(false, "iso-"+isoDir(dir))}
+			}
+			tr := &tracer{pc: pc, sets: sets, c: c}
+			tr.run(dir.String())
+			if !slices.Equal(tr.logs, wantLogs) {
+				t.Errorf("log %+v: %+v %s (Evaluate %+v): logged %q, want %q", log, c, dir, want, tr.logs, wantLogs)
+			}
+			logged += len(tr.logs)
+		})
+		if logged == 0 {
+			t.Errorf("log %+v: nothing logged on the whole grid", log)
+		}
+	}
+}
+
+// traceGrid calls f for every connection of the grid over addrs (pairs of
+// one family), protocols and ports, in both directions.
+func traceGrid(addrs []netip.Addr, f func(policymodel.Conn, policymodel.Direction)) {
+	for _, src := range addrs {
+		for _, dst := range addrs {
+			if src == dst || src.Is4() != dst.Is4() {
+				continue
+			}
+			for _, proto := range []policymodel.Protocol{policymodel.TCP, policymodel.UDP, policymodel.SCTP} {
+				for _, port := range []uint16{53, 80, 81, 443, 8080} {
+					for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
+						f(policymodel.Conn{Src: src, Dst: dst, Proto: proto, Port: port}, dir)
+					}
+				}
+			}
+		}
+	}
+}
+
+// isoDir is the isolation counter's direction part.
+func isoDir(d policymodel.Direction) string {
+	if d == policymodel.Egress {
+		return "eg"
+	}
+	return "in"
 }

@@ -1,0 +1,169 @@
+// Package flowlog is cnibox-agent's side of the policy flow log: it reads
+// the verdicts the policy table logs (NFLOG group
+// policymodel.FlowLogGroup, one message per logged packet: a connection's
+// first, or any packet of one that is dropped), and hands them on in
+// batches as Events; the policy watcher names their policy, rule and pods
+// (docs/flowlog.md).
+package flowlog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	nflog "github.com/florianl/go-nflog/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// Event is one logged verdict as the kernel reported it.
+type Event struct {
+	Time    time.Time
+	Allow   bool
+	Counter string // the deciding rule's counter ID (policymodel.LogPrefix)
+	Proto   uint8
+	Src     netip.AddrPort
+	Dst     netip.AddrPort
+}
+
+// queueLen is how many events wait for the consumer at most: past it,
+// events are counted as lost, never queued (a flood of denied SYNs costs
+// a count, not memory).
+const queueLen = 4096
+
+// Reader reads the verdict log of one network namespace.
+type Reader struct {
+	nf     *nflog.Nflog
+	events chan Event
+	// lost counts the events dropped: the queue full, or the kernel's
+	// buffer overrun (ENOBUFS: it dropped an unknown number; counted once).
+	lost atomic.Uint64
+}
+
+// Open binds to the verdict log group in the namespace at nsPath ("": the
+// caller's).
+func Open(nsPath string) (*Reader, error) {
+	cfg := &nflog.Config{
+		Group:    policymodel.FlowLogGroup,
+		Copymode: nflog.CopyPacket,
+		Bufsize:  128, // the log rules' snaplen is less
+		// Messages are sent as they come (no batching by count or time):
+		// a denied connection is on the log within the second.
+		QThresh: 1,
+	}
+	if nsPath != "" {
+		f, err := os.Open(nsPath)
+		if err != nil {
+			return nil, fmt.Errorf("flow log: %w", err)
+		}
+		defer f.Close() // netlink.Dial enters it and leaves
+		cfg.NetNS = int(f.Fd())
+	}
+	nf, err := nflog.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("flow log: open NFLOG group %d: %w", policymodel.FlowLogGroup, err)
+	}
+	return &Reader{nf: nf, events: make(chan Event, queueLen)}, nil
+}
+
+// Lost returns the number of events lost so far.
+func (r *Reader) Lost() uint64 { return r.lost.Load() }
+
+// Run reads until ctx ends, handing batches of events to handle (from one
+// goroutine, in order). It closes the Reader when it returns.
+func (r *Reader) Run(ctx context.Context, handle func([]Event)) error {
+	defer r.nf.Close()
+	hook := func(a nflog.Attribute) int {
+		ev, ok := parse(a)
+		if !ok {
+			return 0
+		}
+		select {
+		case r.events <- ev:
+		default:
+			r.lost.Add(1)
+		}
+		return 0
+	}
+	onErr := func(err error) int {
+		if errors.Is(err, unix.ENOBUFS) {
+			r.lost.Add(1)
+			return 0
+		}
+		if ctx.Err() != nil {
+			return 1
+		}
+		return 0 // a message it could not read: go on
+	}
+	if err := r.nf.RegisterWithErrorFunc(ctx, hook, onErr); err != nil {
+		return fmt.Errorf("flow log: %w", err)
+	}
+	batch := make([]Event, 0, 256)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-r.events:
+			batch = append(batch[:0], ev)
+		drain:
+			for len(batch) < cap(batch) {
+				select {
+				case ev := <-r.events:
+					batch = append(batch, ev)
+				default:
+					break drain
+				}
+			}
+			handle(batch)
+		}
+	}
+}
+
+// parse reads one log message: its prefix (ours, or it is not ours) and
+// the packet's addresses, protocol and ports.
+func parse(a nflog.Attribute) (Event, bool) {
+	if a.Prefix == nil || a.Payload == nil {
+		return Event{}, false
+	}
+	allow, counter, ok := policymodel.ParseLogPrefix(*a.Prefix)
+	if !ok {
+		return Event{}, false
+	}
+	ev := Event{Allow: allow, Counter: counter, Time: time.Now()}
+	if a.Timestamp != nil {
+		ev.Time = *a.Timestamp
+	}
+	p := *a.Payload
+	var src, dst netip.Addr
+	var l4 []byte
+	switch {
+	case len(p) >= 20 && p[0]>>4 == 4:
+		ihl := int(p[0]&0x0f) * 4
+		src, dst = netip.AddrFrom4([4]byte(p[12:16])), netip.AddrFrom4([4]byte(p[16:20]))
+		ev.Proto = p[9]
+		if ihl >= 20 && len(p) >= ihl {
+			l4 = p[ihl:]
+		}
+	case len(p) >= 40 && p[0]>>4 == 6:
+		src, dst = netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40]))
+		ev.Proto = p[6] // extension headers are not followed: no ports then
+		l4 = p[40:]
+	default:
+		return Event{}, false
+	}
+	var sp, dp uint16
+	switch ev.Proto {
+	case unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP:
+		if len(l4) >= 4 {
+			sp, dp = binary.BigEndian.Uint16(l4[0:2]), binary.BigEndian.Uint16(l4[2:4])
+		}
+	}
+	ev.Src, ev.Dst = netip.AddrPortFrom(src, sp), netip.AddrPortFrom(dst, dp)
+	return ev, true
+}

@@ -1,0 +1,125 @@
+package policy
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// A logged verdict names its rule by the rule's counter ID (the table's
+// log prefix, policymodel.LogPrefix); Describe turns that and the
+// packet's addresses back into the policy, the rule and the pods, for
+// the flow log's record.
+
+// Verdict is what a logged verdict was about.
+type Verdict struct {
+	Direction policymodel.Direction
+	// Policy is the deciding policy's ID ("np/<ns>/<name>",
+	// "cnp/<name>"), Rule its rule's index; for a drop by a
+	// NetworkPolicy's isolation Policy is "" and Isolating holds the IDs
+	// of the NetworkPolicies that isolate the pod in the direction.
+	Policy    string
+	Tier      policymodel.Tier
+	Rule      int
+	Isolating []string
+	Src, Dst  PodRef // zero: not a pod the engine knows
+}
+
+// PodRef names a pod.
+type PodRef struct{ Namespace, Name string }
+
+// Describe describes a verdict the table logged with counter, for a packet
+// from src to dst; ok is false for a counter the model has no rule of (a
+// rule changed since the packet was logged).
+func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
+	v.Src, v.Dst = e.podByIP(src), e.podByIP(dst)
+	if dir, iso := strings.CutPrefix(counter, "iso-"); iso {
+		v.Direction = policymodel.Ingress
+		self := dst
+		if dir == "eg" {
+			v.Direction, self = policymodel.Egress, src
+		}
+		t := e.m.Tiers(v.Direction)
+		for _, p := range t.NetworkPolicy {
+			if s := e.m.Sets[p.Subject]; s != nil && s.Contains(self) {
+				v.Isolating = append(v.Isolating, p.ID)
+			}
+		}
+		return v, dir == "in" || dir == "eg"
+	}
+	r, p := e.ruleOf(counter)
+	if r == nil {
+		return v, false
+	}
+	v.Policy, v.Tier = p.ID, p.Tier
+	// "<policy ID>/<direction>/<index>"
+	rest := strings.TrimPrefix(r.ID, p.ID+"/")
+	d, idx, _ := strings.Cut(rest, "/")
+	if d == policymodel.Egress.String() {
+		v.Direction = policymodel.Egress
+	}
+	v.Rule, _ = strconv.Atoi(idx)
+	return v, true
+}
+
+// ruleOf finds the rule with counter ID counter in the model, and its
+// policy; the index of them is made once per model.
+func (e *Engine) ruleOf(counter string) (*policymodel.Rule, *policymodel.Policy) {
+	if e.rulesOf != e.m {
+		e.rules = map[string]ruleRef{}
+		for _, t := range []*policymodel.Tiers{&e.m.Ingress, &e.m.Egress} {
+			for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+				for _, p := range ps {
+					for i := range p.Rules {
+						e.rules[policymodel.ShortID(p.Rules[i].ID)] = ruleRef{&p.Rules[i], p}
+					}
+				}
+			}
+		}
+		e.rulesOf = e.m
+	}
+	ref := e.rules[counter]
+	return ref.rule, ref.policy
+}
+
+type ruleRef struct {
+	rule   *policymodel.Rule
+	policy *policymodel.Policy
+}
+
+// podByIP is the pod that holds a, if the engine knows one (not
+// host-network, not done). The index is made on the first call and kept
+// from then on (flow log only: it costs a map entry per address).
+func (e *Engine) podByIP(a netip.Addr) PodRef {
+	if e.byIP == nil {
+		e.byIP = map[netip.Addr]PodRef{}
+		for _, pods := range e.nsPods {
+			for _, p := range pods {
+				e.indexIPs(nil, p)
+			}
+		}
+	}
+	return e.byIP[a]
+}
+
+// indexIPs moves a pod from old to p (either nil) in the address index,
+// if there is one.
+func (e *Engine) indexIPs(old, p *Pod) {
+	if e.byIP == nil {
+		return
+	}
+	if old.selectable() {
+		for _, a := range old.IPs {
+			if e.byIP[a] == (PodRef{old.Namespace, old.Name}) {
+				delete(e.byIP, a)
+			}
+		}
+	}
+	if p.selectable() {
+		for _, a := range p.IPs {
+			e.byIP[a] = PodRef{p.Namespace, p.Name}
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// FlowLogAnnotation on a Namespace asks for the flow log of its pods'
+// connections, as source or destination: "deny", "allow" or "allow,deny".
+const FlowLogAnnotation = "cnibox.io/flow-log"
+
+// Verdicts are which verdicts are logged.
+type Verdicts struct{ Allow, Deny bool }
+
+// ParseVerdicts reads "allow", "deny", "allow,deny" (any order, spaces
+// around each); ok is false for anything else ("" is neither, and ok).
+func ParseVerdicts(s string) (v Verdicts, ok bool) {
+	if strings.TrimSpace(s) == "" {
+		return v, true
+	}
+	for _, w := range strings.Split(s, ",") {
+		switch strings.TrimSpace(w) {
+		case "allow":
+			v.Allow = true
+		case "deny":
+			v.Deny = true
+		default:
+			return Verdicts{}, false
+		}
+	}
+	return v, true
+}
+
+// SetFlowLog logs the verdicts v of every connection, whatever the
+// namespaces ask for (the agent's --flow-log).
+func (e *Engine) SetFlowLog(v Verdicts) policymodel.Delta {
+	e.flowLog = v
+	return e.rebuildUnlessHeld()
+}
+
+// flowLogDefs adds to defs the sets of the pods whose namespaces ask for
+// the flow log of a verdict, and returns where each verdict is logged. A
+// set is defined by the namespaces' names, so a namespace that starts or
+// stops asking makes a new set (and new log rules: rare).
+func (e *Engine) flowLogDefs(defs map[policymodel.SetID]*setDef) policymodel.FlowLog {
+	var allow, deny []string
+	for name, ns := range e.namespaces {
+		if ns.FlowLog.Allow {
+			allow = append(allow, name)
+		}
+		if ns.FlowLog.Deny {
+			deny = append(deny, name)
+		}
+	}
+	scope := func(all bool, verdict string, names []string) policymodel.LogScope {
+		if all {
+			return policymodel.LogScope{All: true}
+		}
+		if len(names) == 0 {
+			return policymodel.LogScope{}
+		}
+		slices.Sort(names)
+		def := &setDef{key: "flow-log " + verdict + " ns=" + strings.Join(names, ","), kind: policymodel.Addrs,
+			match: func(p *Pod, ns *Namespace, _ string) bool { return ns != nil && slices.Contains(names, ns.Name) }}
+		id := policymodel.SetIDOf(def.key)
+		defs[id] = def
+		return policymodel.LogScope{Set: id}
+	}
+	return policymodel.FlowLog{
+		Allow: scope(e.flowLog.Allow, "allow", allow),
+		Deny:  scope(e.flowLog.Deny, "deny", deny),
+	}
+}
+
+// reflowLog rebuilds the model when a namespace (old, now ns; either nil:
+// absent) starts or stops asking for the flow log: the sets of the logged
+// namespaces are defined by their names.
+func (e *Engine) reflowLog(d *policymodel.Delta, old, ns *Namespace) {
+	var was, is Verdicts
+	if old != nil {
+		was = old.FlowLog
+	}
+	if ns != nil {
+		is = ns.FlowLog
+	}
+	if was != is {
+		d.Merge(e.rebuildUnlessHeld())
+	}
+}

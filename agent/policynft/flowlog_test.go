@@ -1,0 +1,84 @@
+package policynft_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/agent/flowlog"
+	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// TestFlowLogVerdicts: with the flow log on, the kernel logs a denied
+// connection with the isolation's counter and an allowed one with the
+// allowing rule's, addresses and ports as sent, and the agent's reader
+// gets them; with the namespace's scope only, a connection between pods
+// of namespaces that do not log is not logged.
+func TestFlowLogVerdicts(t *testing.T) {
+	l := newLab(t, "x/a", "x/b", "y/a")
+	n := newNode(t, l)
+	n.e.SetNetworkPolicy(web(80))
+	n.e.SetFlowLog(policy.Verdicts{Allow: true, Deny: true})
+	n.start()
+	r, err := flowlog.Open(l.nodePath)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan flowlog.Event, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx, func(evs []flowlog.Event) {
+			for _, ev := range evs {
+				events <- ev
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
+	// wait for one event matching f, up to a generous deadline
+	await := func(what string, f func(flowlog.Event) bool) flowlog.Event {
+		t.Helper()
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case ev := <-events:
+				if f(ev) {
+					return ev
+				}
+			case <-deadline:
+				t.Fatalf("no flow log event for %s", what)
+			}
+		}
+	}
+	if connect(t, xb, xa.ip, policymodel.TCP, 81, denyWait) {
+		t.Fatal("x/b reaches x/a:81 under web(80)")
+	}
+	ev := await("x/b -> x/a:81 denied", func(ev flowlog.Event) bool { return !ev.Allow && ev.Dst.Port() == 81 })
+	if ev.Counter != "iso-in" || ev.Src.Addr() != xb.ip || ev.Dst.Addr() != xa.ip || ev.Proto != 6 {
+		t.Errorf("denied: %+v, want counter iso-in from %s to %s:81/TCP", ev, xb.ip, xa.ip)
+	}
+	if !connect(t, ya, xa.ip, policymodel.TCP, 80, allowWait) {
+		t.Fatal("y/a does not reach x/a:80 under web(80)")
+	}
+	ev = await("y/a -> x/a:80 allowed", func(ev flowlog.Event) bool { return ev.Allow && ev.Dst.Port() == 80 })
+	if want := policymodel.ShortID("np/x/web/ingress/0"); ev.Counter != want || ev.Src.Addr() != ya.ip {
+		t.Errorf("allowed: %+v, want counter %s (np/x/web's rule 0) from %s", ev, want, ya.ip)
+	}
+
+	// Only the namespace y logs denials: x/b -> x/a is not logged, y/a's
+	// denied connection is.
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetFlowLog(policy.Verdicts{}) })
+	n.do(func(e *policy.Engine) policymodel.Delta {
+		return e.SetNamespace(&policy.Namespace{Name: "y", Labels: map[string]string{"ns": "y"}, FlowLog: policy.Verdicts{Deny: true}})
+	})
+	for len(events) > 0 {
+		<-events
+	}
+	connect(t, xb, xa.ip, policymodel.TCP, 82, denyWait)
+	connect(t, ya, xa.ip, policymodel.TCP, 83, denyWait)
+	ev = await("y/a -> x/a:83 denied", func(ev flowlog.Event) bool { return ev.Dst.Port() == 83 || ev.Dst.Port() == 82 })
+	if ev.Dst.Port() != 83 || ev.Allow {
+		t.Errorf("logged %+v: want only y/a's denied connection to port 83", ev)
+	}
+}
