@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/test/kube"
 )
@@ -24,9 +25,9 @@ import (
 // TestKubeNADTrust is the trust model of NetworkAttachmentDefinitions
 // (docs/security.md) end to end: a real API server, cnibox-agent's pod API,
 // multi ADD through libcni. The NADs of namespace team-a, which the agent
-// does not trust, get in-pod networks (a dummy with host-local
-// addresses); issue 48's macvlan on the pod's eth0 is refused naming
-// linkInContainer;
+// does not trust, get in-pod networks (a macvlan on a link of the pod's
+// own, not its eth0, with host-local addresses); issue 48's macvlan on
+// the pod's eth0 is refused naming linkInContainer;
 // one that names a file of the node (resolvConf, spelt as encoding/json
 // would still take it) or a bridge of the node is refused with error 7
 // naming the field and the flag, and the file's text never comes back;
@@ -48,10 +49,12 @@ func TestKubeNADTrust(t *testing.T) {
 	const secret = "nameserver-secret-of-the-node"
 	resolv := filepath.Join(t.TempDir(), "shadow")
 	must(t, os.WriteFile(resolv, []byte("root:"+secret+":19000::::::\nnameserver 10.79.9.9\n"), 0o600))
-	// A dummy: an in-pod role. (A macvlan on the pod's own eth0, the
-	// primary's veth into the node, is refused since issue 48: it sends
-	// into the node as the pod with addresses of its choosing.)
-	inPod := `"type":"dummy"`
+	// A macvlan on lower0, a veth whose both ends are in the pod: an
+	// in-pod network that every kernel here has (this machine's has no
+	// dummy). (A macvlan on the pod's own eth0, the primary's veth into
+	// the node, is refused since issue 48: it sends into the node as the
+	// pod with addresses of its choosing.)
+	inPod := `"type":"macvlan","linkInContainer":true,"master":"lower0","mode":"bridge"`
 	installNAD(t, cs, "team-a", "own", `{"cniVersion":"1.0.0","name":"own",`+inPod+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.1.0/24"}]]}}`)
 	installNAD(t, cs, "team-a", "reads", `{"cniVersion":"1.0.0","name":"reads",`+inPod+`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.79.2.0/24"}]],"ResolvConf":"`+resolv+`"}}`)
 	installNAD(t, cs, "team-a", "br", `{"cniVersion":"1.0.0","name":"br","plugins":[`+mkBridge("nt-br", "10.79.3.0/24", "")+`]}`)
@@ -73,9 +76,14 @@ func TestKubeNADTrust(t *testing.T) {
 	add := func(name, networks string) (string, error) {
 		uid := createPod(t, cs, node, name, networks)
 		ns := nstest.NewNS(t, name)
+		h, err := netops.Open(ns)
+		must(t, err)
+		_, _, err = h.EnsureVeth(netops.VethOpts{HostName: "lower0", PeerName: "lower1", Peer: h})
+		h.Close()
+		must(t, err)
 		rt := &libcni.RuntimeConf{ContainerID: name, NetNS: ns, IfName: "eth0",
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"K8S_POD_UID", uid}}}
-		_, err := cni.AddNetworkList(ctx, list, rt)
+		_, err = cni.AddNetworkList(ctx, list, rt)
 		if err == nil {
 			t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 		}
@@ -85,7 +93,7 @@ func TestKubeNADTrust(t *testing.T) {
 	stop := startPodAPI(t, agentBin, kubeconfig, node, sock, "kube-system")
 	ns, err := add("nt-own", "team-a/own")
 	if err != nil {
-		t.Fatalf("ADD with team-a/own (an in-pod macvlan with host-local addresses): %v", err)
+		t.Fatalf("ADD with team-a/own (an in-pod macvlan on lower0 with host-local addresses): %v", err)
 	}
 	if l := podLinks(t, ns); !l["eth0"] || !l["net1"] {
 		t.Errorf("pod nt-own links %v; want eth0 and net1", l)
