@@ -4,6 +4,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -226,6 +227,32 @@ func commands(o Options) []*ucli.Command {
 				&ucli.BoolFlag{Name: "json", Usage: "print the records as JSON lines"},
 			},
 			Action: runLogs,
+		},
+		{
+			Name:  "flows",
+			Usage: "show the policy flow log: each connection's verdict and the policy and rule that decided",
+			UsageText: "cnibox flows [--namespace NS] [--pod [NS/]NAME] [--verdict V] [--policy [NS/]NAME] [--since D]\n" +
+				"             [--follow] [--json] [--file F]\n\n" +
+				"Reads the flow log cnibox-agent writes (docs/flowlog.md): the rotated files oldest first, then\n" +
+				"the live one. A table, one line a flow: TIME (local), VERDICT, DIR (in, out), PROTO, SRC and DST\n" +
+				"(ns/pod:port, or ip:port outside the cluster), POLICY (np, cnp:admin, cnp:baseline, snp, scnp /\n" +
+				"ns/name#rule; #isolation: the policies that isolate the pod). A \"suppressed\" line counts the\n" +
+				"flows the agent's rate limit left out. --follow alone shows new flows as they come; with\n" +
+				"--since, from then on. Ctrl-C ends it.\n" +
+				"Example: cnibox flows --verdict deny --namespace shop --since 10m\n" +
+				"Example: kubectl -n kube-system exec ds/cnibox -- cnibox flows --follow --pod shop/web-0\n" +
+				"Example: cnibox flows --verdict staged-deny --json | jq .policy.name",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "file", Value: flowlog.DefaultPath, Usage: "the flow log"},
+				&ucli.StringFlag{Name: "namespace", Usage: "only flows whose source or destination is in namespace `NS`"},
+				&ucli.StringFlag{Name: "pod", Usage: "only flows from or to this pod, `NS/NAME` (or NAME in any namespace)"},
+				&ucli.StringFlag{Name: "verdict", Usage: "only this `VERDICT`: allow, deny, staged-allow, staged-deny, suppressed"},
+				&ucli.StringFlag{Name: "policy", Usage: "only flows this policy decided (or isolated), `NAME` or NS/NAME"},
+				&ucli.DurationFlag{Name: "since", Usage: "only flows in the last `DURATION` (e.g. 30m)"},
+				&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep showing new flows, across rotations, until interrupted"},
+				&ucli.BoolFlag{Name: "json", Usage: "print the records as they are in the file, one JSON object a line"},
+			},
+			Action: runFlows,
 		},
 		{
 			Name:  "gc",
