@@ -25,6 +25,7 @@ type Engine struct {
 	localPods  map[string]*Pod                 // this node's
 	local      map[string]policymodel.LocalPod // localPods as the model shows them
 	nodeAddrs  []netip.Prefix
+	flowLogOn  bool     // SetFlowLog was called: the annotations count
 	flowLog    Verdicts // logged everywhere (SetFlowLog)
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled

@@ -33,10 +33,11 @@ func ParseVerdicts(s string) (v Verdicts, ok bool) {
 	return v, true
 }
 
-// SetFlowLog logs the verdicts v of every connection, whatever the
-// namespaces ask for (the agent's --flow-log).
+// SetFlowLog turns the flow log on: the namespaces' annotations are read
+// from then on, and the verdicts v are logged for every connection (the
+// agent's --flow-log). An engine that was never asked logs nothing.
 func (e *Engine) SetFlowLog(v Verdicts) policymodel.Delta {
-	e.flowLog = v
+	e.flowLogOn, e.flowLog = true, v
 	return e.rebuildUnlessHeld()
 }
 
@@ -45,6 +46,9 @@ func (e *Engine) SetFlowLog(v Verdicts) policymodel.Delta {
 // set is defined by the namespaces' names, so a namespace that starts or
 // stops asking makes a new set (and new log rules: rare).
 func (e *Engine) flowLogDefs(defs map[policymodel.SetID]*setDef) policymodel.FlowLog {
+	if !e.flowLogOn {
+		return policymodel.FlowLog{}
+	}
 	var allow, deny []string
 	for name, ns := range e.namespaces {
 		if ns.FlowLog.Allow {
@@ -85,7 +89,7 @@ func (e *Engine) reflowLog(d *policymodel.Delta, old, ns *Namespace) {
 	if ns != nil {
 		is = ns.FlowLog
 	}
-	if was != is {
+	if was != is && e.flowLogOn {
 		d.Merge(e.rebuildUnlessHeld())
 	}
 }

@@ -18,6 +18,7 @@ import (
 // the agent's --flow-log logs everywhere.
 func TestFlowLogScope(t *testing.T) {
 	e := NewEngine(node)
+	e.SetFlowLog(Verdicts{}) // on; the namespaces say where
 	in := cluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)

@@ -20,6 +20,7 @@ import (
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -56,6 +57,14 @@ type WatchConfig struct {
 	// Synced, if set, is called once the first full sync has been applied
 	// (the agent returns the garbage of the informers' first lists then).
 	Synced func()
+	// FlowLog, if set, is where the verdicts the table logs are written
+	// (docs/flowlog.md): those of the namespaces annotated
+	// cnibox.io/flow-log, and FlowLogAll everywhere.
+	FlowLog    FlowLogWriter
+	FlowLogAll Verdicts
+	// FlowLogCounts, if set, counts the logged verdicts by policy (the
+	// agent's metrics).
+	FlowLogCounts *verdicts.Counts
 }
 
 // Watch runs informers of pods, namespaces, NetworkPolicies (and
@@ -78,6 +87,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	w := &watcher{e: NewEngine(node), cfg: cfg}
 	w.e.SetNodeAddrs(cfg.NodeAddrs)
+	if cfg.FlowLog != nil {
+		w.e.SetFlowLog(cfg.FlowLogAll)
+	}
 	w.e.Hold() // through the first lists: one rebuild in start (hold.go)
 	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
 	if err != nil {
@@ -125,6 +137,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	if sy, ok := cfg.Sink.(Syncer); ok {
 		go sy.Run(ctx, w.view, cfg.Log)
+	}
+	if cfg.FlowLog != nil {
+		go w.runFlowLog(ctx, cfg.FlowLog, cfg.FlowLogCounts, cfg.Log)
 	}
 	if cfg.Synced != nil {
 		cfg.Synced()

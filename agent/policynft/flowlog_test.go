@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cnibox/cnibox/agent/flowlog"
 	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
@@ -21,14 +21,14 @@ func TestFlowLogVerdicts(t *testing.T) {
 	n.e.SetNetworkPolicy(web(80))
 	n.e.SetFlowLog(policy.Verdicts{Allow: true, Deny: true})
 	n.start()
-	r, err := flowlog.Open(l.nodePath)
+	r, err := verdicts.Open(l.nodePath)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	events := make(chan flowlog.Event, 100)
+	events := make(chan verdicts.Event, 100)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.Run(ctx, func(evs []flowlog.Event) {
+		r.Run(ctx, func(evs []verdicts.Event) {
 			for _, ev := range evs {
 				events <- ev
 			}
@@ -37,7 +37,7 @@ func TestFlowLogVerdicts(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
 	// wait for one event matching f, up to a generous deadline
-	await := func(what string, f func(flowlog.Event) bool) flowlog.Event {
+	await := func(what string, f func(verdicts.Event) bool) verdicts.Event {
 		t.Helper()
 		deadline := time.After(time.Minute)
 		for {
@@ -54,14 +54,14 @@ func TestFlowLogVerdicts(t *testing.T) {
 	if connect(t, xb, xa.ip, policymodel.TCP, 81, denyWait) {
 		t.Fatal("x/b reaches x/a:81 under web(80)")
 	}
-	ev := await("x/b -> x/a:81 denied", func(ev flowlog.Event) bool { return !ev.Allow && ev.Dst.Port() == 81 })
+	ev := await("x/b -> x/a:81 denied", func(ev verdicts.Event) bool { return !ev.Allow && ev.Dst.Port() == 81 })
 	if ev.Counter != "iso-in" || ev.Src.Addr() != xb.ip || ev.Dst.Addr() != xa.ip || ev.Proto != 6 {
 		t.Errorf("denied: %+v, want counter iso-in from %s to %s:81/TCP", ev, xb.ip, xa.ip)
 	}
 	if !connect(t, ya, xa.ip, policymodel.TCP, 80, allowWait) {
 		t.Fatal("y/a does not reach x/a:80 under web(80)")
 	}
-	ev = await("y/a -> x/a:80 allowed", func(ev flowlog.Event) bool { return ev.Allow && ev.Dst.Port() == 80 })
+	ev = await("y/a -> x/a:80 allowed", func(ev verdicts.Event) bool { return ev.Allow && ev.Dst.Port() == 80 })
 	if want := policymodel.ShortID("np/x/web/ingress/0"); ev.Counter != want || ev.Src.Addr() != ya.ip {
 		t.Errorf("allowed: %+v, want counter %s (np/x/web's rule 0) from %s", ev, want, ya.ip)
 	}
@@ -77,7 +77,7 @@ func TestFlowLogVerdicts(t *testing.T) {
 	}
 	connect(t, xb, xa.ip, policymodel.TCP, 82, denyWait)
 	connect(t, ya, xa.ip, policymodel.TCP, 83, denyWait)
-	ev = await("y/a -> x/a:83 denied", func(ev flowlog.Event) bool { return ev.Dst.Port() == 83 || ev.Dst.Port() == 82 })
+	ev = await("y/a -> x/a:83 denied", func(ev verdicts.Event) bool { return ev.Dst.Port() == 83 || ev.Dst.Port() == 82 })
 	if ev.Dst.Port() != 83 || ev.Allow {
 		t.Errorf("logged %+v: want only y/a's denied connection to port 83", ev)
 	}

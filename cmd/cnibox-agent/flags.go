@@ -14,6 +14,7 @@ import (
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/lease/etcdlease"
 	"github.com/cnibox/cnibox/agent/podapi"
+	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -59,10 +60,15 @@ type flags struct {
 	iptablesResync int
 	// policyResync is how often, in seconds, the policy table is replaced
 	// whole with the model (0: never).
-	policyResync              int
-	iptablesForwardRules      bool
-	blackholeRoute            bool
-	setNodeNetworkUnavailable bool
+	policyResync int
+	// The flow log (docs/flowlog.md): the verdicts logged everywhere, the
+	// file ("" turns the flow log off, annotations too), its rotation and
+	// its rate.
+	flowLog, flowLogFile                         string
+	flowLogMaxSize, flowLogMaxFiles, flowLogRate int
+	iptablesForwardRules                         bool
+	blackholeRoute                               bool
+	setNodeNetworkUnavailable                    bool
 	// klog's flags that flanneld copies: -v sets the verbosity (>= 1 logs
 	// at debug level); -vmodule and -log_backtrace_at are accepted.
 	verbosity      int
@@ -128,6 +134,8 @@ func (f *flags) stringFlags() []stringFlag {
 		{&f.subnetFile, "subnet-file", agent.DefaultSubnetFile, "filename where env variables (subnet, MTU, ... ) will be written to"},
 		{&f.healthzIP, "healthz-ip", "0.0.0.0", "the IP address for healthz server to listen"},
 		{&f.vmodule, "vmodule", "", "klog's per-file verbosity (accepted; cnibox logs by level)"},
+		{&f.flowLog, "flow-log", "", "kube: log these policy verdicts of every connection: allow, deny or allow,deny (namespaces annotated cnibox.io/flow-log are logged whatever this says) (cnibox)"},
+		{&f.flowLogFile, "flow-log-file", flowlog.DefaultPath, "kube: the flow log; empty turns the flow log off, the namespaces' annotations too (cnibox)"},
 		{&f.logBacktraceAt, "log_backtrace_at", "", "klog's file:line backtrace trigger (accepted; cnibox prints none)"},
 		{&f.dataDir, "data-dir", "", "cnibox store directory (default $CNIBOX_DATA_DIR or " + store.DefaultDir + ") (cnibox)"},
 		{&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)"},
@@ -173,6 +181,9 @@ func (f *flags) intFlags() []struct {
 		{&f.renewMargin, "subnet-lease-renew-margin", 60, "subnet lease renewal margin, in minutes, ranging from 1 to 1439"},
 		{&f.healthzPort, "healthz-port", 0, "the port for healthz server to listen(0 to disable)"},
 		{&f.iptablesResync, "iptables-resync", 5, "resync period for the masquerade and forward rules, in seconds"},
+		{&f.flowLogMaxSize, "flow-log-max-size", int(flowlog.DefaultMaxSize >> 20), "kube: rotate the flow log when it would pass this many MiB (cnibox)"},
+		{&f.flowLogMaxFiles, "flow-log-max-files", flowlog.DefaultMaxFiles, "kube: rotated flow logs kept (cnibox)"},
+		{&f.flowLogRate, "flow-log-rate", flowlog.DefaultRate, "kube: flow log records a second at most (bursts of 5 seconds' worth); the rest are summed in a suppressed record each second; -1: no limit (cnibox)"},
 		{&f.policyResync, "policy-resync", 300, "kube: replace the whole policy table with the model every this many seconds, putting back what else changed in it (0: never) (cnibox)"},
 		{&f.verbosity, "v", 0, "number for the log level verbosity (>= 1: debug)"},
 	}
@@ -267,6 +278,9 @@ func setFromEnv(fs *flag.FlagSet, set map[string]bool, getenv func(string) strin
 func (f *flags) validate() error {
 	if f.renewMargin <= 0 || f.renewMargin >= 24*60 {
 		return fmt.Errorf("--subnet-lease-renew-margin %d is out of range: use 1 to 1439 (minutes)", f.renewMargin)
+	}
+	if f.flowLogMaxSize <= 0 || f.flowLogMaxFiles <= 0 || f.flowLogRate == 0 || f.flowLogRate < -1 {
+		return fmt.Errorf("--flow-log-max-size %d, --flow-log-max-files %d, --flow-log-rate %d: use sizes and counts of at least 1, and a rate of at least 1 (or -1: no limit)", f.flowLogMaxSize, f.flowLogMaxFiles, f.flowLogRate)
 	}
 	if f.policyResync < 0 {
 		return fmt.Errorf("--policy-resync %d: use 0 (never) or a period in seconds", f.policyResync)

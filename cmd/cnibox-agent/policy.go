@@ -13,6 +13,9 @@ import (
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/agent/verdicts"
+	"github.com/cnibox/cnibox/internal/flowlog"
+	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/netops"
 )
 
@@ -55,12 +58,47 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		// 82 MiB anonymous RSS before this).
 		Synced: func() { releaseStartPages(log) },
 	}
+	if err := flowLogTo(&cfg, f); err != nil {
+		sink.Close()
+		return err
+	}
+	if health != nil && cfg.FlowLog != nil {
+		cfg.FlowLogCounts = &verdicts.Counts{}
+		if err := health.Metrics.Register(cfg.FlowLogCounts); err != nil {
+			sink.Close()
+			return fmt.Errorf("flow log metrics: %w", err)
+		}
+	}
 	go func() {
 		defer sink.Close()
+		if cfg.FlowLog != nil {
+			defer cfg.FlowLog.(*lazyFlowLog).Close()
+		}
 		if err := policy.Watch(ctx, cfg); err != nil && ctx.Err() == nil {
 			log.Error("network policy watcher stopped; the kernel keeps the last rules", "err", err)
 		}
 	}()
+	return nil
+}
+
+// flowLogTo sets the flow log of cfg from the flags (docs/flowlog.md): a
+// bad --flow-log is an error; the file is opened with the first record
+// (lazyFlowLog).
+func flowLogTo(cfg *policy.WatchConfig, f *flags) error {
+	all, ok := policy.ParseVerdicts(f.flowLog)
+	if !ok {
+		return fmt.Errorf("--flow-log %q: use allow, deny or allow,deny", f.flowLog)
+	}
+	if f.flowLogFile == "" {
+		if all.Allow || all.Deny {
+			return fmt.Errorf("--flow-log %q with an empty --flow-log-file: name the file, or leave --flow-log empty", f.flowLog)
+		}
+		return nil
+	}
+	node, _ := kubecore.NodeName(f.nodeName, "flow log")
+	cfg.FlowLog = &lazyFlowLog{o: flowlog.Options{Path: f.flowLogFile, Node: node, MaxSize: int64(f.flowLogMaxSize) << 20,
+		MaxFiles: f.flowLogMaxFiles, Rate: float64(f.flowLogRate), Burst: 5 * max(f.flowLogRate, 1)}}
+	cfg.FlowLogAll = all
 	return nil
 }
 

@@ -33,8 +33,11 @@ func TestPodAPIStartFailureExits(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The kube backend with an API server that does not answer:
-			// the start fails before any request is due.
+			// the start fails before any request is due. No policy: it
+			// would turn on the machine's br_netfilter sysctls, and the
+			// flow log would make /var/log/cnibox.
 			args := append([]string{"--pod-api", "--socket", filepath.Join(dir, "pod.sock"),
+				"--network-policy=false", "--flow-log-file", "",
 				"--kube-subnet-mgr", "--net-config-path", netConf,
 				"--kube-api-url", "http://127.0.0.1:1", "--node-name", "n1", "--data-dir", dir,
 				"--subnet-file", filepath.Join(dir, "subnet.env")}, tc.args...)

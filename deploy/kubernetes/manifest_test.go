@@ -134,7 +134,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 	}
 	slices.Sort(paths)
-	if want := []string{"/etc/cni/net.d", "/opt/cni/bin", "/run/cnibox", "/run/flannel", "/var/lib/cnibox", "/var/lib/kubelet/pod-resources"}; !slices.Equal(paths, want) {
+	if want := []string{"/etc/cni/net.d", "/opt/cni/bin", "/run/cnibox", "/run/flannel", "/var/lib/cnibox", "/var/lib/kubelet/pod-resources", "/var/log/cnibox"}; !slices.Equal(paths, want) {
 		t.Errorf("host paths %v, want %v", paths, want)
 	}
 	for _, c := range all {
