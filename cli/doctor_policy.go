@@ -157,5 +157,7 @@ func printPolicyExplanation(w io.Writer, x policyExplanation) error {
 			return err
 		}
 	}
-	return nil
+	// What the rules would do; the flow log says what they did.
+	_, err := fmt.Fprintln(w, "what the rules did with such connections: cnibox flows --verdict deny (or allow), with the flow log on (docs/flowlog.md)")
+	return err
 }

@@ -149,5 +149,12 @@ func printPolicy(w io.Writer, r policyReport) error {
 		}
 		row(tw, p.Direction, p.Tier, p.Policy, rule, p.Action, fmt.Sprint(p.Packets), fmt.Sprint(p.Bytes))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Pod != "" {
+		_, err := fmt.Fprintf(w, "the connections these rules decided: cnibox flows --pod %s (docs/flowlog.md)\n", r.Pod)
+		return err
+	}
+	return nil
 }

@@ -65,7 +65,7 @@ func TestInspectPolicy(t *testing.T) {
 		return b.String()
 	}
 	out := run("default/web")
-	for _, w := range []string{"isolated [ingress]", "pending false", "np/default/web/ingress/0", "allow", "networkpolicy"} {
+	for _, w := range []string{"isolated [ingress]", "pending false", "np/default/web/ingress/0", "allow", "networkpolicy", "cnibox flows --pod default/web"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("inspect policy default/web lacks %q:\n%s", w, out)
 		}
@@ -87,7 +87,7 @@ func TestInspectPolicy(t *testing.T) {
 		return b.String(), err
 	}
 	out, err = doctor("10.77.0.3 10.77.0.2 80/tcp")
-	if err != nil || !strings.Contains(out, "ingress allowed by np/default/web/ingress/0") {
+	if err != nil || !strings.Contains(out, "ingress allowed by np/default/web/ingress/0") || !strings.Contains(out, "cnibox flows --verdict") {
 		t.Errorf("doctor --policy other -> web: %v\n%s", err, out)
 	}
 	out, err = doctor("10.77.0.9 10.77.0.2 80")

@@ -5,6 +5,7 @@ package policy
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +79,32 @@ func (ev *eventer) note(issues []policymodel.Issue) {
 		}
 	}
 	ev.reported = now
+}
+
+// flowLogReason is the reason of the Warning Event on a Namespace whose
+// cnibox.io/flow-log annotation does not parse.
+const flowLogReason = "FlowLogAnnotationInvalid"
+
+// badFlowLog queues a Warning Event on namespace ref, whose flow log
+// annotation has the value bad (every agent posts it under the same
+// name: the first creates it).
+func (ev *eventer) badFlowLog(ref *corev1.ObjectReference, bad string) {
+	t := metav1.NewTime(time.Now())
+	msg := truncate("annotation "+FlowLogAnnotation+" "+strconv.Quote(bad)+": not deny, allow or allow,deny; nothing of the namespace is logged", 1024)
+	e := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + policymodel.ShortID(string(ref.UID)+msg), Namespace: ref.Name},
+		InvolvedObject: *ref,
+		Reason:         flowLogReason,
+		Message:        msg,
+		Type:           corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: "cnibox-agent", Host: ev.node},
+		FirstTimestamp: t, LastTimestamp: t, Count: 1,
+	}
+	select {
+	case ev.q <- e:
+	default:
+		ev.log.Warn("flow log: event queue full; the bad annotation is only logged", "namespace", ref.Name)
+	}
 }
 
 // run posts the queued Events until ctx ends.

@@ -107,3 +107,19 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("after the pods changed: src %+v dst %+v", v.Src, v.Dst)
 	}
 }
+
+// TestNamespaceFlowLogAnnotation: the annotation read from the API; a
+// value that does not parse asks for nothing and is kept for the warning.
+func TestNamespaceFlowLogAnnotation(t *testing.T) {
+	ns := func(v string) *corev1.Namespace {
+		n := &corev1.Namespace{}
+		n.Name, n.Annotations = "x", map[string]string{FlowLogAnnotation: v}
+		return n
+	}
+	if got := NamespaceFromAPI(ns("deny")); got.FlowLog != (Verdicts{Deny: true}) || got.FlowLogBad != "" {
+		t.Errorf("deny: %+v", got)
+	}
+	if got := NamespaceFromAPI(ns("drop")); got.FlowLog != (Verdicts{}) || got.FlowLogBad != "drop" {
+		t.Errorf("drop: %+v", got)
+	}
+}

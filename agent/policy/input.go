@@ -49,9 +49,11 @@ func (p *Pod) selectable() bool {
 type Namespace struct {
 	Name   string
 	Labels map[string]string
-	// FlowLog is what its FlowLogAnnotation asks for (a value that does
-	// not parse asks for nothing).
-	FlowLog Verdicts
+	// FlowLog is what its FlowLogAnnotation asks for; a value that does
+	// not parse asks for nothing, and is kept in FlowLogBad (the watcher
+	// warns of it).
+	FlowLog    Verdicts
+	FlowLogBad string
 }
 
 // PodFromAPI returns what the engine reads of p. Addresses that do not
@@ -97,8 +99,14 @@ func PodFromAPI(p *corev1.Pod) *Pod {
 
 // NamespaceFromAPI returns what the engine reads of ns.
 func NamespaceFromAPI(ns *corev1.Namespace) *Namespace {
-	v, _ := ParseVerdicts(ns.Annotations[FlowLogAnnotation])
-	return &Namespace{Name: ns.Name, Labels: ns.Labels, FlowLog: v}
+	out := &Namespace{Name: ns.Name, Labels: ns.Labels}
+	a := ns.Annotations[FlowLogAnnotation]
+	if v, ok := ParseVerdicts(a); ok {
+		out.FlowLog = v
+	} else {
+		out.FlowLogBad = a
+	}
+	return out
 }
 
 // protocolOf is the number of an API protocol ("" is TCP, the API's

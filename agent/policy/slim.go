@@ -69,7 +69,9 @@ func slim(obj any) (any, error) {
 		internPod(&sp.Pod)
 		return sp, nil
 	case *corev1.Namespace:
-		return &slimNamespace{ObjectMeta: meta(&o.ObjectMeta), Namespace: *NamespaceFromAPI(o)}, nil
+		sn := &slimNamespace{ObjectMeta: meta(&o.ObjectMeta), Namespace: *NamespaceFromAPI(o)}
+		sn.UID = o.UID // the Event about a bad annotation names the object
+		return sn, nil
 	case *networkingv1.NetworkPolicy:
 		out := &networkingv1.NetworkPolicy{ObjectMeta: meta(&o.ObjectMeta), Spec: o.Spec}
 		out.UID = o.UID // the Event about an issue names the object

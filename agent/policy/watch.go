@@ -177,6 +177,8 @@ type watcher struct {
 	compiling chan struct{}
 	// beforeCompile, if set (tests), runs before a policy is compiled.
 	beforeCompile func(id string)
+	// badFlowLog: the bad flow log annotation warned of, by namespace.
+	badFlowLog map[string]string
 }
 
 // start hands the whole model to the sink, once every informer has synced.
@@ -231,6 +233,28 @@ func (w *watcher) logIssues(d policymodel.Delta) {
 	}
 }
 
+// warnFlowLog logs, and records as a Warning Event on the namespace, a
+// flow log annotation that does not parse, once per value.
+func (w *watcher) warnFlowLog(o *slimNamespace) {
+	if o.Namespace.FlowLogBad == "" || w.cfg.FlowLog == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.badFlowLog == nil {
+		w.badFlowLog = map[string]string{}
+	}
+	if w.badFlowLog[o.Name] == o.Namespace.FlowLogBad {
+		return
+	}
+	w.badFlowLog[o.Name] = o.Namespace.FlowLogBad
+	w.cfg.Log.Warn("flow log: a namespace's annotation is not deny, allow or allow,deny; nothing of it is logged",
+		"namespace", o.Name, "annotation", FlowLogAnnotation, "value", o.Namespace.FlowLogBad)
+	if w.ev != nil {
+		w.ev.badFlowLog(objectRef("v1", "Namespace", &o.ObjectMeta), o.Namespace.FlowLogBad)
+	}
+}
+
 // ref records the object of policy id for its Events (nil: gone).
 func (w *watcher) ref(id string, r *corev1.ObjectReference) {
 	if w.ev != nil {
@@ -246,6 +270,7 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			w.applyIf(func(e *Engine) policymodel.Delta { return e.SetPod(&o.Pod) }, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
 		case *slimNamespace:
 			w.apply(func(e *Engine) policymodel.Delta { return e.SetNamespace(&o.Namespace) })
+			w.warnFlowLog(o)
 		case *networkingv1.NetworkPolicy:
 			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
