@@ -1,0 +1,150 @@
+//go:build kube
+
+package node
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cnibox/cnibox/internal/flowlog"
+)
+
+// TestKubeNodeFlowLog is the flow log as a user sets it up from the
+// README (cnibox's manifest on two nodes, docs/flowlog.md): a namespace
+// annotated cnibox.io/flow-log: allow,deny, a NetworkPolicy that lets
+// anyone reach its server on TCP 80; a client on the other node is
+// refused on 81 and served on 80; `cnibox flows` in the server node's
+// agent pod shows the denial (the policy isolating the server) and the
+// allowance (the policy and its rule), with both pods named and the
+// kernel's time of the attempt; a namespace without the annotation logs
+// nothing.
+func TestKubeNodeFlowLog(t *testing.T) {
+	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
+	d := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)"))
+	c := startCluster(t, 2)
+	c.importImages(imageTar)
+	n1, n2 := c.nodes[0], c.nodes[1]
+	if out, err := c.kubectlIn(d.yaml, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply -f the manifest: %v\n%s", err, out)
+	}
+	c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
+	c.must("-n", "kube-system", "rollout", "status", "ds/cnibox", c.timeout())
+
+	for _, ns := range []struct{ name, log string }{{"fl", "allow,deny"}, {"quiet", ""}} {
+		o := corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: ns.name, Labels: map[string]string{"app": "flowlog-test"}}}
+		if ns.log != "" {
+			o.Annotations = map[string]string{"cnibox.io/flow-log": ns.log}
+		}
+		b, _ := json.Marshal(o)
+		c.apply(string(b))
+		c.apply(fmt.Sprintf(`{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"namespace":%q,"name":"web"},
+			"spec":{"podSelector":{"matchLabels":{"app":"srv"}},"ingress":[{"ports":[{"protocol":"TCP","port":80}]}]}}`, ns.name))
+		c.apply(flowPod(ns.name, "srv", n1.name, "echo hi > /tmp/index.html; httpd -p 80 -h /tmp; httpd -p 81 -h /tmp; exec sleep 86400"))
+		c.apply(flowPod(ns.name, "cli", n2.name, "exec sleep 86400"))
+		c.must("-n", ns.name, "wait", "--for=condition=Ready", "pod/srv", "pod/cli", c.timeout())
+	}
+	agent := strings.TrimSpace(c.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox",
+		"--field-selector", "spec.nodeName="+n1.name, "-o", "jsonpath={.items[0].metadata.name}"))
+	get := func(ns, port string) (time.Time, error) {
+		ip := strings.TrimSpace(c.must("-n", ns, "get", "pod", "srv", "-o", "jsonpath={.status.podIP}"))
+		at := time.Now()
+		_, err := c.kubectl("-n", ns, "exec", "cli", "--", "wget", "-q", "-O-", "-T", "3", "http://"+ip+":"+port+"/")
+		return at, err
+	}
+	// flows reads node-1's flow log in its agent pod, as an operator would.
+	flows := func(args ...string) []flowlog.Record {
+		out := c.must(append([]string{"-n", "kube-system", "exec", agent, "-c", "agent", "--", "/usr/local/bin/cnibox", "flows", "--json"}, args...)...)
+		var recs []flowlog.Record
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			var r flowlog.Record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("cnibox flows --json printed %q: %v", sc.Text(), err)
+			}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	find := func(what string, at time.Time, match func(flowlog.Record) bool) flowlog.Record {
+		var found flowlog.Record
+		c.poll(what+" in node-1's flow log", func() error {
+			for _, r := range flows("--namespace", "fl") {
+				if match(r) {
+					found = r
+					return nil
+				}
+			}
+			return fmt.Errorf("not there")
+		})
+		if d := found.Time.Sub(at); d < -time.Second || d > 5*time.Second {
+			t.Errorf("%s: logged at %s, the attempt was at %s: the record's time is the kernel's verdict, within 5 s of it", what, found.Time, at)
+		}
+		return found
+	}
+
+	step(t, "a refused connection is logged as denied with the isolating policy", func() {
+		at, err := get("fl", "81")
+		if err == nil {
+			t.Fatal("fl/cli reaches fl/srv:81, which only 80 is open on")
+		}
+		r := find("fl/cli -> fl/srv:81 denied", at, func(r flowlog.Record) bool { return r.Verdict == flowlog.Deny && r.Dst.Port == 81 })
+		want := flowlog.Policy{Kind: "NetworkPolicy", Namespace: "fl", Name: "web", Rule: "isolation", Isolating: []string{"web"}}
+		if r.Policy == nil || fmt.Sprint(*r.Policy) != fmt.Sprint(want) || r.Src.Pod != "cli" || r.Dst.Pod != "srv" ||
+			r.Direction != flowlog.Ingress || r.Proto != "TCP" || r.Node != n1.name {
+			t.Errorf("record %+v (policy %+v), want ingress TCP from fl/cli to fl/srv on %s decided by %+v", r, r.Policy, n1.name, want)
+		}
+	})
+	step(t, "an allowed connection is logged with the allowing policy and rule", func() {
+		at, err := get("fl", "80")
+		if err != nil {
+			t.Fatalf("fl/cli cannot reach fl/srv:80: %v", err)
+		}
+		r := find("fl/cli -> fl/srv:80 allowed", at, func(r flowlog.Record) bool { return r.Verdict == flowlog.Allow && r.Dst.Port == 80 })
+		if r.Policy == nil || r.Policy.Name != "web" || r.Policy.Rule != "0" || r.Src.Namespace != "fl" {
+			t.Errorf("record %+v (policy %+v), want np fl/web rule 0", r, r.Policy)
+		}
+	})
+	step(t, "a namespace without the annotation logs nothing", func() {
+		if _, err := get("quiet", "81"); err == nil {
+			t.Fatal("quiet/cli reaches quiet/srv:81")
+		}
+		if _, err := get("quiet", "80"); err != nil {
+			t.Fatalf("quiet/cli cannot reach quiet/srv:80: %v", err)
+		}
+		// fl's denial, attempted after quiet's, is logged: by then
+		// quiet's would have been too.
+		at, _ := get("fl", "81")
+		find("fl's second denial", at, func(r flowlog.Record) bool { return r.Verdict == flowlog.Deny && r.Time.After(at.Add(-time.Second)) })
+		if recs := flows("--namespace", "quiet"); len(recs) > 0 {
+			t.Errorf("namespace quiet has no annotation, yet its flows were logged: %+v", recs)
+		}
+	})
+}
+
+// flowPod is a busybox pod ns/name (label app=name) on node running sh -c
+// script.
+func flowPod(ns, name, node, script string) string {
+	p := corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: new(int64(1)),
+			AutomountServiceAccountToken:  new(false),
+			Containers: []corev1.Container{{
+				Name: "c", Image: busyboxRef, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", script},
+			}},
+		},
+	}
+	out, _ := json.Marshal(p)
+	return string(out)
+}
