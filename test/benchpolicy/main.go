@@ -55,6 +55,7 @@ type options struct {
 	json       string
 	verbose    bool
 	skipCnibox bool
+	flowLog    bool
 }
 
 func parseOptions() *options {
@@ -75,6 +76,7 @@ func parseOptions() *options {
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
 	flag.BoolVar(&o.skipCnibox, "skip-cnibox", false, "run the anchor only")
+	flag.BoolVar(&o.flowLog, "flow-log", true, "also run cnibox with the flow log on for every connection (an agent before it has no --flow-log: false)")
 	flag.Parse()
 	return o
 }
@@ -148,7 +150,10 @@ func runPrivate(o *options) int {
 	var results []*result
 	var sides []side
 	if !o.skipCnibox {
-		sides = append(sides, cniboxSide{o.agent})
+		sides = append(sides, cniboxSide{bin: o.agent})
+		if o.flowLog {
+			sides = append(sides, cniboxSide{bin: o.agent, flowLog: true})
+		}
 	}
 	if o.kubeRouter != "" {
 		sides = append(sides, kubeRouterSide{o.kubeRouter})

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -93,4 +95,55 @@ func (n *node) rr(o *options) (rate float64, closed bool, err error) {
 	}
 	c.Close()
 	return rate, false, nil
+}
+
+// crr is new connections a second from node 0's first pod to its second
+// (connect, one byte each way, close) for o.rrDuration: the median of
+// o.rrRuns runs. Each connection's first packet is where the policies
+// (and the flow log) do their work.
+func (n *node) crr(o *options) (float64, error) {
+	from := filepath.Join(netops.NamedNSDir, n.pods[0])
+	to := netip.AddrPortFrom(rrAddrs[1], rrPort)
+	var rates []float64
+	for range o.rrRuns {
+		k := 0
+		t0 := time.Now()
+		err := netops.InNetns(from, func() error {
+			buf := []byte{1}
+			for end := t0.Add(o.rrDuration); time.Now().Before(end); k++ {
+				c, err := net.DialTimeout("tcp", to.String(), 3*time.Second)
+				if err != nil {
+					return err
+				}
+				// Closed with a reset: no TIME_WAIT, so the client's
+				// ports last the runs.
+				c.(*net.TCPConn).SetLinger(0)
+				_, err = c.Write(buf)
+				if err == nil {
+					_, err = io.ReadFull(c, buf)
+				}
+				c.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		rates = append(rates, float64(k)/time.Since(t0).Seconds())
+	}
+	slices.Sort(rates)
+	return rates[len(rates)/2], nil
+}
+
+// countLines is the number of lines of the file at path (0 if it is not
+// there).
+func countLines(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte("\n"))
 }

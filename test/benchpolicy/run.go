@@ -32,9 +32,14 @@ type result struct {
 	RRNoPolicy float64 `json:"rr_no_policy"`
 	RRPolicies float64 `json:"rr_policies"`
 	RRClosed   bool    `json:"rr_closed_port_dropped"` // with the policies, a port none allows was closed
-	RSSMiB     float64 `json:"rss_mib"`                // the largest of the nodes' agents, at the end
-	PeakMiB    float64 `json:"peak_mib"`
-	Load       string  `json:"load"`
+	// CRR is new connections a second (connect, one byte each way, close)
+	// between the two pods with the policies; Logged, the flow log's
+	// records a second meanwhile (the flow log side).
+	CRR     float64 `json:"crr"`
+	Logged  float64 `json:"flow_log_records_per_s,omitempty"`
+	RSSMiB  float64 `json:"rss_mib"` // the largest of the nodes' agents, at the end
+	PeakMiB float64 `json:"peak_mib"`
+	Load    string  `json:"load"`
 }
 
 const sampleLabel = "bench-policy-sample"
@@ -109,6 +114,15 @@ func (c *cluster) runSide(s side) (*result, error) {
 		return r, fmt.Errorf("request/response with %d policies: %w", o.rrPolicies, err)
 	}
 	o.logf("%s: TCP_RR, %d policies selecting the pods %.0f/s (closed port dropped: %v)", s.name(), o.rrPolicies, r.RRPolicies, r.RRClosed)
+	before := countLines(flowLogOf(nodes[0]))
+	crrStart := time.Now()
+	if r.CRR, err = nodes[0].crr(o); err != nil {
+		return r, fmt.Errorf("connections with %d policies: %w", o.rrPolicies, err)
+	}
+	if logged := countLines(flowLogOf(nodes[0])) - before; logged > 0 {
+		r.Logged = float64(logged) / time.Since(crrStart).Seconds()
+	}
+	o.logf("%s: TCP_CRR, %d policies %.0f/s, flow log %.0f records/s", s.name(), o.rrPolicies, r.CRR, r.Logged)
 	for _, n := range nodes {
 		if err := n.exited(); err != nil {
 			return r, err
@@ -325,12 +339,12 @@ func printResults(o *options, rs []*result) {
 	}
 	fmt.Printf("\nbench-policy: %d nodes, %d pods, %d NetworkPolicies; %d pods and %d policies timed one at a time; TCP_RR %s x %d (median), %d policies selecting both pods\n\n",
 		o.nodes, o.pods, o.policies, o.samples, o.polSamples, o.rrDuration, o.rrRuns, o.rrPolicies)
-	fmt.Println("| agent | first sync | pod Running -> every node p50 / p99 / max | policy created -> every node p50 / p99 / max | TCP_RR no agent | TCP_RR agent, no policy | TCP_RR 200 policies (vs no policy) | other port dropped | RSS / peak (largest node) | load |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| agent | first sync | pod Running -> every node p50 / p99 / max | policy created -> every node p50 / p99 / max | TCP_RR no agent | TCP_RR agent, no policy | TCP_RR 200 policies (vs no policy) | other port dropped | TCP_CRR 200 policies | flow log records | RSS / peak (largest node) | load |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rs {
-		fmt.Printf("| %s | %.2f s | %.1f / %.1f / %.1f ms | %.1f / %.1f / %.1f ms | %.0f/s | %.0f/s | %.0f/s (%+.1f%%) | %v | %.1f / %.1f MiB | %s |\n",
+		fmt.Printf("| %s | %.2f s | %.1f / %.1f / %.1f ms | %.1f / %.1f / %.1f ms | %.0f/s | %.0f/s | %.0f/s (%+.1f%%) | %v | %.0f/s | %.0f/s | %.1f / %.1f MiB | %s |\n",
 			r.Side, r.SyncS, r.PodP50, r.PodP99, r.PodMax, r.PolP50, r.PolP99, r.PolMax,
-			r.RRNoAgent, r.RRNoPolicy, r.RRPolicies, (r.RRPolicies/r.RRNoPolicy-1)*100, r.RRClosed, r.RSSMiB, r.PeakMiB, r.Load)
+			r.RRNoAgent, r.RRNoPolicy, r.RRPolicies, (r.RRPolicies/r.RRNoPolicy-1)*100, r.RRClosed, r.CRR, r.Logged, r.RSSMiB, r.PeakMiB, r.Load)
 	}
 }
 

@@ -25,21 +25,43 @@ type side interface {
 	podKnown() func(n *node, ip netip.Addr) (bool, error)
 }
 
-// cniboxSide is cnibox-agent-kube: the overlay and the policy table.
-type cniboxSide struct{ bin string }
+// cniboxSide is cnibox-agent-kube: the overlay and the policy table; with
+// flowLog, every verdict of every connection logged (--flow-log=allow,deny)
+// with no rate limit, to flows.log in the node's directory.
+type cniboxSide struct {
+	bin     string
+	flowLog bool
+}
 
-func (cniboxSide) name() string { return "cnibox-agent" }
-func (cniboxSide) tag() string  { return "c" }
+func (s cniboxSide) name() string {
+	if s.flowLog {
+		return "cnibox-agent, flow log on"
+	}
+	return "cnibox-agent"
+}
+
+func (s cniboxSide) tag() string {
+	if s.flowLog {
+		return "f"
+	}
+	return "c"
+}
 
 func (s cniboxSide) start(c *cluster, n *node) error {
 	conf := filepath.Join(n.dir, "net-conf.json")
 	if err := os.WriteFile(conf, []byte(`{"Network": "10.0.0.0/8", "SubnetLen": 16, "Backend": {"Type": "vxlan"}}`), 0o644); err != nil {
 		return err
 	}
-	return n.start(s.bin, []string{"NODE_NAME=" + nodeName(n.i)},
-		"--kube-subnet-mgr", "--kubeconfig-file", c.kc, "--iface", "eth0", "--net-config-path", conf,
-		"--subnet-file", filepath.Join(n.dir, "subnet.env"), "--data-dir", filepath.Join(n.dir, "data"))
+	args := []string{"--kube-subnet-mgr", "--kubeconfig-file", c.kc, "--iface", "eth0", "--net-config-path", conf,
+		"--subnet-file", filepath.Join(n.dir, "subnet.env"), "--data-dir", filepath.Join(n.dir, "data")}
+	if s.flowLog {
+		args = append(args, "--flow-log=allow,deny", "--flow-log-rate=-1", "--flow-log-file", flowLogOf(n))
+	}
+	return n.start(s.bin, []string{"NODE_NAME=" + nodeName(n.i)}, args...)
 }
+
+// flowLogOf is the flow log of node n's agent (the flow log side).
+func flowLogOf(n *node) string { return filepath.Join(n.dir, "flows.log") }
 
 func (cniboxSide) policyChains(n *node) (int, error) {
 	return countChains(n, "cnibox-policy", "n-")
