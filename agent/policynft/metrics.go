@@ -49,6 +49,9 @@ func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: the drops are read from the
 // table's counters at each scrape.
 func (s *Sink) Collect(ch chan<- prometheus.Metric) {
+	s.qmu.Lock()
+	changes := s.q.n
+	s.qmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(s.stats.Rules))
@@ -56,7 +59,7 @@ func (s *Sink) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSync, prometheus.GaugeValue, s.stats.LastSync.Seconds())
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Applied), "ok")
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Failed), "failed")
-	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(s.stats.Changes))
+	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(changes))
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.stats.Resyncs))
 	counters, err := s.h.PolicyCounters()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -24,7 +25,7 @@ import (
 type Sink struct {
 	mu     sync.Mutex // the nftables handle, stats, rules
 	h      *nft.Handle
-	synced bool
+	synced atomic.Bool // a full sync is in the kernel
 	stats  Stats
 	rules  map[string]ruleInfo // by counter name
 	// live: the addresses the last transaction placed (localAddrs); those
@@ -51,7 +52,7 @@ type Sink struct {
 // Stats are the Sink's numbers for the agent's metrics.
 type Stats struct {
 	Rules, Sets int           // model rules and sets of the last change
-	Changes     int           // changes handed to Apply
+	Changes     int           // changes handed to Apply (counted by the queue: Apply never waits for a transaction)
 	Applied     int           // transactions committed
 	Failed      int           // transactions the kernel refused
 	Resyncs     int           // periodic full syncs committed (ResyncEvery)
@@ -75,8 +76,12 @@ func (s *Sink) Close() error { return s.h.Close() }
 // Stats returns the Sink's numbers.
 func (s *Sink) Stats() Stats {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	s.mu.Unlock()
+	s.qmu.Lock()
+	st.Changes = int(s.q.n)
+	s.qmu.Unlock()
+	return st
 }
 
 // Apply takes d, the change that made m, and queues it. Called with the
@@ -90,9 +95,6 @@ func (s *Sink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 	s.q.merge(d)
 	async := s.async
 	s.qmu.Unlock()
-	s.mu.Lock()
-	s.stats.Changes++
-	s.mu.Unlock()
 	if async {
 		s.wake()
 		return nil

@@ -173,9 +173,7 @@ func (s *Sink) take(view View, resync bool) *batch {
 		}
 		d, full, n := s.q.take()
 		s.qmu.Unlock()
-		s.mu.Lock()
-		full = full || !s.synced
-		s.mu.Unlock()
+		full = full || !s.synced.Load()
 		c := detach(Change(m, d, full))
 		b = &batch{c: c, n: n, live: localAddrs(m), node: m.Node, sets: len(m.Sets), resync: resync && full}
 		if c.Rules != nil {
@@ -215,7 +213,8 @@ func (s *Sink) commit(b *batch) error {
 		s.mu.Unlock()
 		return err
 	}
-	s.synced, s.live = true, b.live
+	s.synced.Store(true)
+	s.live = b.live
 	s.stats.Applied++
 	if b.resync {
 		s.stats.Resyncs++
