@@ -28,13 +28,15 @@ func (e *Engine) reactivate(d *policymodel.Delta, ns string) {
 		e.stale = true // Release rebuilds
 		return
 	}
-	for _, c := range e.policies {
-		if ns != "" && c.subject.ns != "" && c.subject.ns != ns {
-			continue // a NetworkPolicy of another namespace
-		}
-		if e.selectsLocal(c) != e.active[c.id] {
-			d.Merge(e.rebuild())
-			return
+	for _, ps := range []map[string]*compiled{e.policies, e.staged} {
+		for _, c := range ps {
+			if ns != "" && c.subject.ns != "" && c.subject.ns != ns {
+				continue // a NetworkPolicy of another namespace
+			}
+			if e.selectsLocal(c) != e.active[c.id] {
+				d.Merge(e.rebuild())
+				return
+			}
 		}
 	}
 }

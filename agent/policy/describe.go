@@ -24,7 +24,10 @@ type Verdict struct {
 	Tier      policymodel.Tier
 	Rule      int
 	Isolating []string
-	Src, Dst  PodRef // zero: not a pod the engine knows
+	// Default: the default allow, logged for the staged policies' pods
+	// (no policy decided).
+	Default  bool
+	Src, Dst PodRef // zero: not a pod the engine knows
 }
 
 // PodRef names a pod.
@@ -35,6 +38,13 @@ type PodRef struct{ Namespace, Name string }
 // rule changed since the packet was logged).
 func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
 	v.Src, v.Dst = e.podByIP(src), e.podByIP(dst)
+	if dir, dflt := strings.CutPrefix(counter, "dflt-"); dflt {
+		v.Default = true
+		if dir == "eg" {
+			v.Direction = policymodel.Egress
+		}
+		return v, dir == "in" || dir == "eg"
+	}
 	if dir, iso := strings.CutPrefix(counter, "iso-"); iso {
 		v.Direction = policymodel.Ingress
 		self := dst
@@ -53,15 +63,35 @@ func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bo
 	if r == nil {
 		return v, false
 	}
-	v.Policy, v.Tier = p.ID, p.Tier
-	// "<policy ID>/<direction>/<index>"
-	rest := strings.TrimPrefix(r.ID, p.ID+"/")
-	d, idx, _ := strings.Cut(rest, "/")
-	if d == policymodel.Egress.String() {
+	v.Policy, v.Tier, v.Rule = p.ID, p.Tier, ruleIndex(p, r)
+	if strings.HasPrefix(strings.TrimPrefix(r.ID, p.ID+"/"), policymodel.Egress.String()+"/") {
 		v.Direction = policymodel.Egress
 	}
-	v.Rule, _ = strconv.Atoi(idx)
 	return v, true
+}
+
+// ruleIndex is r's index in its direction, from its ID
+// ("<policy ID>/<direction>/<index>").
+func ruleIndex(p *policymodel.Policy, r *policymodel.Rule) int {
+	_, idx, _ := strings.Cut(strings.TrimPrefix(r.ID, p.ID+"/"), "/")
+	i, _ := strconv.Atoi(idx)
+	return i
+}
+
+// ruleIn finds the rule with ID id in rs, and its policy.
+func ruleIn(rs *policymodel.Rules, id string) (*policymodel.Rule, *policymodel.Policy) {
+	for _, t := range []*policymodel.Tiers{&rs.Ingress, &rs.Egress} {
+		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
+			for _, p := range ps {
+				for i := range p.Rules {
+					if p.Rules[i].ID == id {
+						return &p.Rules[i], p
+					}
+				}
+			}
+		}
+	}
+	return nil, nil
 }
 
 // ruleOf finds the rule with counter ID counter in the model, and its

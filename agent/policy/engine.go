@@ -29,6 +29,7 @@ type Engine struct {
 	flowLog    Verdicts // logged everywhere (SetFlowLog)
 	namespaces map[string]*Namespace
 	policies   map[string]*compiled
+	staged     map[string]*compiled // evaluated, never enforced (staged.go)
 	defs       map[policymodel.SetID]*setDef
 	active     map[string]bool // the policies that select a pod of this node
 	// The sets a pod may be in: those of its namespace (byNS), and those
@@ -58,6 +59,7 @@ func NewEngine(node string) *Engine {
 		local:      map[string]policymodel.LocalPod{},
 		namespaces: map[string]*Namespace{},
 		policies:   map[string]*compiled{},
+		staged:     map[string]*compiled{},
 		defs:       map[policymodel.SetID]*setDef{},
 		m:          &policymodel.Model{Node: node, Sets: map[policymodel.SetID]*policymodel.Set{}},
 	}
@@ -260,38 +262,19 @@ func (e *Engine) rebuild() policymodel.Delta {
 			continue // no rule of it can apply here: no chain, no sets
 		}
 		active[c.id] = true
-		for dir, p := range c.dirs {
-			if p == nil {
-				continue
-			}
-			t := &in
-			if policymodel.Direction(dir) == policymodel.Egress {
-				t = &eg
-			}
-			switch p.Tier {
-			case policymodel.TierAdmin:
-				t.Admin = append(t.Admin, p)
-			case policymodel.TierNetworkPolicy:
-				t.NetworkPolicy = append(t.NetworkPolicy, p)
-			default:
-				t.Baseline = append(t.Baseline, p)
-			}
-		}
-		for id, def := range c.defs {
-			defs[id] = def
-		}
+		place(&in, &eg, c, defs)
 	}
 	for dir, t := range []*policymodel.Tiers{&in, &eg} {
-		def := e.isolatedDef(policymodel.Direction(dir))
+		def := e.isolatedDef(policymodel.Direction(dir), "", e.policies)
 		t.Isolated = policymodel.SetIDOf(def.key)
 		defs[t.Isolated] = def
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			slices.SortFunc(ps, func(a, b *policymodel.Policy) int {
-				return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
-			})
-		}
+		sortTiers(t)
 	}
 	flowLog := e.flowLogDefs(defs)
+	staged := e.stagedRules(in, eg, defs, active)
+	if e.flowLogOn && staged != nil {
+		flowLog.Staged = policymodel.SetIDOf(stagedSubjectsKey)
+	}
 	node := &setDef{key: "node addrs local", kind: policymodel.Addrs, static: e.nodeAddrs, derived: true}
 	nodeAddrs := policymodel.SetIDOf(node.key)
 	defs[nodeAddrs] = node
@@ -336,7 +319,10 @@ func (e *Engine) rebuild() policymodel.Delta {
 	e.index()
 	guard := slices.Sorted(maps.Keys(guardNS))
 	d.Rules = d.Rules || guardAll != e.m.GuardAll || !slices.Equal(guard, e.m.GuardNamespaces)
-	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog},
+	if staged != nil {
+		staged.NodeAddrs = nodeAddrs
+	}
+	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog}, Staged: staged,
 		Sets: sets, Issues: issues, LocalPods: e.local,
 		GuardAll: guardAll, GuardNamespaces: guard}
 	return d
@@ -399,17 +385,20 @@ func labelsOf(ns *Namespace) map[string]string {
 	return ns.Labels
 }
 
-// isolatedDef is the set of this node's pods that a NetworkPolicy isolates
-// in dir.
-func (e *Engine) isolatedDef(dir policymodel.Direction) *setDef {
+// isolatedDef is the set of this node's pods that a NetworkPolicy of
+// policies isolates in dir (the enforced ones; for the staged model, those
+// and the staged ones, keyed with prefix).
+func (e *Engine) isolatedDef(dir policymodel.Direction, prefix string, policies ...map[string]*compiled) *setDef {
 	subjects := map[string][]podSel{} // by namespace: NetworkPolicies are namespaced
-	for _, c := range e.policies {
-		if c.isolates[dir] {
-			subjects[c.subject.ns] = append(subjects[c.subject.ns], c.subject)
+	for _, ps := range policies {
+		for _, c := range ps {
+			if c.isolates[dir] {
+				subjects[c.subject.ns] = append(subjects[c.subject.ns], c.subject)
+			}
 		}
 	}
 	return &setDef{
-		key:     "isolated " + dir.String() + " local",
+		key:     prefix + "isolated " + dir.String() + " local",
 		kind:    policymodel.Addrs,
 		local:   true,
 		derived: true,

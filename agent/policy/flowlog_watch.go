@@ -80,11 +80,79 @@ func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *ver
 func (w *watcher) records(evs []verdicts.Event) []flowlog.Record {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	e := w.e
 	out := make([]flowlog.Record, 0, len(evs))
 	for _, ev := range evs {
-		out = append(out, w.e.record(ev))
+		out = e.appendRecords(out, ev)
 	}
 	return out
+}
+
+// appendRecords appends what ev makes of the flow log: its record where
+// the flow log's scope takes it (the kernel also logs the pods of staged
+// policies, and their default allows), and a staged-deny or staged-allow
+// record where the staged rules would decide otherwise.
+func (e *Engine) appendRecords(out []flowlog.Record, ev verdicts.Event) []flowlog.Record {
+	rec := e.record(ev)
+	if e.inLogScope(ev) {
+		out = append(out, rec)
+	}
+	if st, ok := e.stagedRecord(ev, rec); ok {
+		out = append(out, st)
+	}
+	return out
+}
+
+// inLogScope reports whether the flow log's scope takes ev: its verdict
+// is logged everywhere, or for its pod or its peer; a default allow
+// (logged for the staged policies only) never is.
+func (e *Engine) inLogScope(ev verdicts.Event) bool {
+	if strings.HasPrefix(ev.Counter, "dflt-") {
+		return false
+	}
+	scope := e.m.Log.Deny
+	if ev.Allow {
+		scope = e.m.Log.Allow
+	}
+	set := e.m.Sets[scope.Set]
+	return scope.All || set != nil && (set.Contains(ev.Src.Addr()) || set.Contains(ev.Dst.Addr()))
+}
+
+// stagedRecord is the record of what the staged rules would do with ev's
+// connection, if that is not what was done (rec is ev's record).
+func (e *Engine) stagedRecord(ev verdicts.Event, rec flowlog.Record) (flowlog.Record, bool) {
+	subjects := e.m.Sets[e.m.Log.Staged]
+	if e.m.Staged == nil || subjects == nil {
+		return rec, false
+	}
+	dir, self := policymodel.Ingress, ev.Dst.Addr()
+	if rec.Direction == flowlog.Egress {
+		dir, self = policymodel.Egress, ev.Src.Addr()
+	}
+	if !subjects.Contains(self) {
+		return rec, false
+	}
+	staged := &policymodel.Model{Rules: *e.m.Staged, Sets: e.m.Sets}
+	sv := staged.Evaluate(dir, policymodel.Conn{Src: ev.Src.Addr(), Dst: ev.Dst.Addr(), Proto: policymodel.Protocol(ev.Proto), Port: ev.Dst.Port()})
+	if sv.Allowed == ev.Allow || sv.Rule == "node" {
+		return rec, false
+	}
+	rec.Verdict = flowlog.StagedDeny
+	if sv.Allowed {
+		rec.Verdict = flowlog.StagedAllow
+	}
+	v := Verdict{Direction: dir}
+	if sv.Rule == "" { // the staged rules' isolation
+		for _, p := range staged.Tiers(dir).NetworkPolicy {
+			if s := e.m.Sets[p.Subject]; s != nil && s.Contains(self) {
+				v.Isolating = append(v.Isolating, p.ID)
+			}
+		}
+	} else if r, p := ruleIn(e.m.Staged, sv.Rule); r != nil {
+		v.Policy, v.Tier, v.Rule = p.ID, p.Tier, ruleIndex(p, r)
+	}
+	rec.Policy = recordPolicy(v)
+	return rec, true
 }
 
 // record is ev as the flow log writes it.
@@ -100,7 +168,7 @@ func (e *Engine) record(ev verdicts.Event) flowlog.Record {
 	if ev.Allow {
 		rec.Verdict = flowlog.Allow
 	}
-	if !ok {
+	if !ok || v.Default {
 		return rec // a rule that changed since: the record says what it can
 	}
 	rec.Policy = recordPolicy(v)
@@ -111,22 +179,35 @@ func (e *Engine) record(ev verdicts.Event) flowlog.Record {
 func recordPolicy(v Verdict) *flowlog.Policy {
 	if v.Policy == "" { // a NetworkPolicy's isolation
 		p := &flowlog.Policy{Kind: flowlog.KindNetworkPolicy, Rule: flowlog.RuleIsolation}
-		for i, id := range v.Isolating {
+		for _, id := range v.Isolating {
 			ns, name := splitPolicyID(id)
 			p.Namespace, p.Isolating = ns, append(p.Isolating, name)
-			if i == 0 {
-				p.Name = name
+			if p.Name == "" || IsStaged(id) && p.Kind != flowlog.KindStagedNetworkPolicy {
+				p.Name = name // a staged one first: it is what isolates
+			}
+			if IsStaged(id) {
+				p.Kind = flowlog.KindStagedNetworkPolicy
 			}
 		}
 		return p
 	}
 	p := &flowlog.Policy{Kind: flowlog.KindNetworkPolicy, Rule: flowlog.RuleIndex(v.Rule)}
 	p.Namespace, p.Name = splitPolicyID(v.Policy)
+	if IsStaged(v.Policy) {
+		p.Kind = flowlog.KindStagedNetworkPolicy
+	}
+	tier := ""
 	switch v.Tier {
 	case policymodel.TierAdmin:
-		p.Kind, p.Tier = flowlog.KindClusterNetworkPolicy, flowlog.TierAdmin
+		tier = flowlog.TierAdmin
 	case policymodel.TierBaseline:
-		p.Kind, p.Tier = flowlog.KindClusterNetworkPolicy, flowlog.TierBaseline
+		tier = flowlog.TierBaseline
+	}
+	if tier != "" {
+		p.Kind, p.Tier = flowlog.KindClusterNetworkPolicy, tier
+		if IsStaged(v.Policy) {
+			p.Kind = flowlog.KindStagedClusterNetworkPolicy
+		}
 	}
 	return p
 }
@@ -134,8 +215,8 @@ func recordPolicy(v Verdict) *flowlog.Policy {
 // splitPolicyID is the namespace ("" for a cluster-scoped policy) and name
 // of a policy ID ("np/<ns>/<name>", "cnp/<name>").
 func splitPolicyID(id string) (ns, name string) {
-	_, rest, _ := strings.Cut(id, "/")
-	if i := strings.IndexByte(rest, '/'); i >= 0 && strings.HasPrefix(id, "np/") {
+	kind, rest, _ := strings.Cut(id, "/")
+	if i := strings.IndexByte(rest, '/'); i >= 0 && (kind == "np" || kind == "snp") {
 		return rest[:i], rest[i+1:]
 	}
 	return "", rest

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -119,6 +120,27 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		}
 		informers = append(informers, informer{c, "clusternetworkpolicies", &cnpv1.ClusterNetworkPolicy{},
 			func() runtime.Object { return &cnpv1.ClusterNetworkPolicyList{} }})
+	}
+	if cfg.FlowLog != nil {
+		// Staged policies are evaluated for the flow log only; their
+		// CRDs are optional.
+		staged := servedStaged(ctx, core)
+		if len(staged) > 0 {
+			sc, err := kubecore.GroupClient(rc, StagedGroupVersion(), "/apis", &StagedNetworkPolicy{}, &StagedNetworkPolicyList{},
+				&StagedClusterNetworkPolicy{}, &StagedClusterNetworkPolicyList{})
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			if slices.Contains(staged, "stagednetworkpolicies") {
+				informers = append(informers, informer{sc, "stagednetworkpolicies", &StagedNetworkPolicy{},
+					func() runtime.Object { return &StagedNetworkPolicyList{} }})
+			}
+			if slices.Contains(staged, "stagedclusternetworkpolicies") {
+				informers = append(informers, informer{sc, "stagedclusternetworkpolicies", &StagedClusterNetworkPolicy{},
+					func() runtime.Object { return &StagedClusterNetworkPolicyList{} }})
+			}
+			cfg.Log.Info("network policy: staged policies are evaluated for the flow log", "resources", staged)
+		}
 	}
 	var synced []cache.InformerSynced
 	for _, in := range informers {
@@ -277,6 +299,14 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 		case *cnpv1.ClusterNetworkPolicy:
 			w.setPolicy("cnp/"+o.Name, objectRef(cnpv1.GroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileCNP(o) })
+		case *StagedNetworkPolicy:
+			w.apply(func(e *Engine) policymodel.Delta {
+				return e.SetStagedNetworkPolicy(&networkingv1.NetworkPolicy{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
+			})
+		case *StagedClusterNetworkPolicy:
+			w.apply(func(e *Engine) policymodel.Delta {
+				return e.SetStagedClusterNetworkPolicy(&cnpv1.ClusterNetworkPolicy{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
+			})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -295,6 +325,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 				w.deletePolicy("np/"+o.Namespace+"/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
 			case *cnpv1.ClusterNetworkPolicy:
 				w.deletePolicy("cnp/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
+			case *StagedNetworkPolicy:
+				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteStagedNetworkPolicy(o.Namespace, o.Name) })
+			case *StagedClusterNetworkPolicy:
+				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteStagedClusterNetworkPolicy(o.Name) })
 			}
 		},
 	}

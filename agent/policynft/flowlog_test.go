@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
+
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -21,20 +23,7 @@ func TestFlowLogVerdicts(t *testing.T) {
 	n.e.SetNetworkPolicy(web(80))
 	n.e.SetFlowLog(policy.Verdicts{Allow: true, Deny: true})
 	n.start()
-	r, err := verdicts.Open(l.nodePath)
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	events := make(chan verdicts.Event, 100)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.Run(ctx, func(evs []verdicts.Event) {
-			for _, ev := range evs {
-				events <- ev
-			}
-		})
-	}()
-	defer func() { cancel(); <-done }()
+	events := readVerdicts(t, l)
 	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
 	// wait for one event matching f, up to a generous deadline
 	await := func(what string, f func(verdicts.Event) bool) verdicts.Event {
@@ -81,4 +70,61 @@ func TestFlowLogVerdicts(t *testing.T) {
 	if ev.Dst.Port() != 83 || ev.Allow {
 		t.Errorf("logged %+v: want only y/a's denied connection to port 83", ev)
 	}
+}
+
+// TestFlowLogStaged: a staged policy is not enforced (its pod stays
+// reachable), and the kernel logs the default allow of the pods it
+// selects, and only theirs, for the agent to compare.
+func TestFlowLogStaged(t *testing.T) {
+	l := newLab(t, "x/a", "x/b", "y/a")
+	n := newNode(t, l)
+	n.e.SetFlowLog(policy.Verdicts{})
+	n.e.SetStagedNetworkPolicy(np("x", "lockdown", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"),
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("app", "nobody")}}}}}))
+	n.start()
+	events := readVerdicts(t, l)
+	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
+	if !connect(t, ya, xb.ip, policymodel.TCP, 80, allowWait) || !connect(t, ya, xa.ip, policymodel.TCP, 80, allowWait) {
+		t.Fatal("y/a cannot reach x/a or x/b: a staged policy is enforced")
+	}
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Dst.Addr() == xb.ip {
+				t.Fatalf("x/b, which no staged policy selects, logged: %+v", ev)
+			}
+			if ev.Dst.Addr() == xa.ip {
+				if !ev.Allow || ev.Counter != "dflt-in" || ev.Src.Addr() != ya.ip {
+					t.Errorf("x/a's connection logged as %+v, want the default allow (dflt-in) from %s", ev, ya.ip)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no flow log event for y/a -> x/a, which a staged policy selects")
+		}
+	}
+}
+
+// readVerdicts reads the node's verdict log until the test ends.
+func readVerdicts(t *testing.T, l *lab) <-chan verdicts.Event {
+	r, err := verdicts.Open(l.nodePath)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan verdicts.Event, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx, func(evs []verdicts.Event) {
+			for _, ev := range evs {
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return events
 }

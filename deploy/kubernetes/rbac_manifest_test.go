@@ -100,6 +100,8 @@ var (
 	policyRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}},
+		// the flow log's staged policies, when their CRDs are installed
+		{APIGroups: []string{"cnibox.io"}, Resources: []string{"stagednetworkpolicies", "stagedclusternetworkpolicies"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	}
 	// ClusterNetworkPolicies (--cluster-network-policies, off by default)

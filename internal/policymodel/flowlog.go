@@ -10,6 +10,10 @@ import "strings"
 type FlowLog struct {
 	Allow LogScope `json:",omitzero"`
 	Deny  LogScope `json:",omitzero"`
+	// Staged is the set of the pods a staged policy selects: every verdict
+	// of theirs is logged, the default allow too (the agent compares it
+	// with the staged rules').
+	Staged SetID `json:",omitempty"`
 }
 
 // LogScope is where one verdict is logged.

@@ -234,6 +234,10 @@ type Model struct {
 	// that select a pod here now.
 	GuardNamespaces []string
 	GuardAll        bool
+	// Staged is what the rules would be with the staged policies
+	// (evaluated, never enforced: the kernel has Rules only); nil without
+	// one. Its sets are the model's.
+	Staged *Rules `json:",omitempty"`
 }
 
 // LocalPod is what the model knows of a pod of its node.

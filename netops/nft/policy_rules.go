@@ -109,12 +109,16 @@ func verdict(k expr.VerdictKind, chain string) expr.Any {
 // range), each ending in r's counter and v; with log on, each is preceded
 // by the rules that log its verdict (logRules).
 func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr.Any, log policymodel.LogScope, allow bool) [][]expr.Any {
+	staged := pc.log.Staged
+	if r.Action == policymodel.Pass {
+		staged = "" // no verdict yet
+	}
 	var out [][]expr.Any
 	short := pc.short(r.ID)
 	counter := counterName(short)
 	add := func(match []expr.Any) {
-		if log.On() {
-			out = append(out, d.logRules(match, log, policymodel.LogPrefix(allow, short))...)
+		if log.On() || staged != "" {
+			out = append(out, d.logRules(match, log, staged, policymodel.LogPrefix(allow, short))...)
 		}
 		out = append(out, append(match, countAnd(counter, v)...))
 	}
@@ -141,12 +145,19 @@ func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr
 // and the first bytes of the transport's (its ports) with room to spare.
 const logSnap = 96
 
+// logExpr is "log group 1717 snaplen 96 prefix <prefix>".
+func logExpr(prefix string) *expr.Log {
+	return &expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN,
+		Group: policymodel.FlowLogGroup, Snaplen: logSnap, Data: []byte(prefix)}
+}
+
 // logRules are the rules that log a verdict on what match matches, before
 // the rule that gives it: everywhere (s.All), or once where the pod itself
-// or its peer is in s's set (the peer's rule skips what the first logged).
-func (d policyDir) logRules(match []expr.Any, s policymodel.LogScope, prefix string) [][]expr.Any {
-	lg := &expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN,
-		Group: policymodel.FlowLogGroup, Snaplen: logSnap, Data: []byte(prefix)}
+// or its peer is in s's set (the peer's rule skips what the first logged),
+// or where the pod is in the set of staged policies' subjects (staged;
+// skipping what s's rules logged).
+func (d policyDir) logRules(match []expr.Any, s policymodel.LogScope, staged policymodel.SetID, prefix string) [][]expr.Any {
+	lg := logExpr(prefix)
 	with := func(e ...[]expr.Any) []expr.Any {
 		out := append([]expr.Any{}, match...)
 		for _, x := range e {
@@ -157,11 +168,19 @@ func (d policyDir) logRules(match []expr.Any, s policymodel.LogScope, prefix str
 	if s.All {
 		return [][]expr.Any{with()}
 	}
+	var out [][]expr.Any
 	set := string(s.Set)
-	return [][]expr.Any{
-		with(d.self(set, false)),
-		with(d.self(set, true), d.peer(set)),
+	if set != "" {
+		out = append(out, with(d.self(set, false)), with(d.self(set, true), d.peer(set)))
 	}
+	if staged != "" {
+		if set != "" {
+			out = append(out, with(d.self(string(staged), false), d.self(set, true), d.inSet(1-d.selfDir, set, true)))
+		} else {
+			out = append(out, with(d.self(string(staged), false)))
+		}
+	}
+	return out
 }
 
 // policyChains is what the rules make of one direction and family: the
@@ -242,7 +261,7 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 				ch := d.chain("n", pc.short(p.ID))
 				pc.add(bc, append(d.self(string(p.Subject), false), verdict(expr.VerdictJump, ch)))
 				pc.add(ch)
-				key := d.name + d.fam() + "|" + logKey(pc.log.Allow) + "|" + rulesKey(pc, p.Rules)
+				key := d.name + d.fam() + "|" + logKey(pc.log.Allow, pc.log.Staged) + "|" + rulesKey(pc, p.Rules)
 				pc.keys[ch] = key
 				if pc.keep != nil && pc.keep(ch, key) {
 					continue // in the kernel as it is: not rendered
@@ -253,12 +272,17 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 			}
 		}
 		iso := d.self(string(t.Isolated), false)
-		if pc.log.Deny.On() {
-			pc.add(top, d.logRules(iso, pc.log.Deny, policymodel.LogPrefix(false, "iso-"+d.name))...)
+		if pc.log.Deny.On() || pc.log.Staged != "" {
+			pc.add(top, d.logRules(iso, pc.log.Deny, pc.log.Staged, policymodel.LogPrefix(false, "iso-"+d.name))...)
 		}
 		pc.add(top, append(iso, countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
 	}
 	d.renderTier(pc, top, "b", t.Baseline)
+	if pc.log.Staged != "" {
+		// The default decides nothing; a staged policy may (the agent
+		// compares).
+		pc.add(top, append(d.self(string(pc.log.Staged), false), logExpr(policymodel.LogPrefix(true, "dflt-"+d.name))))
+	}
 	pc.add(top, []expr.Any{d.allow()}) // the default
 }
 
@@ -350,11 +374,11 @@ func rulesKey(pc *policyChains, rules []policymodel.Rule) string {
 
 // logKey is where allows are logged, as text: part of a NetworkPolicy
 // chain's key (its rules log or not).
-func logKey(s policymodel.LogScope) string {
+func logKey(s policymodel.LogScope, staged policymodel.SetID) string {
 	if s.All {
 		return "log all"
 	}
-	return "log " + string(s.Set)
+	return "log " + string(s.Set) + " staged " + string(staged)
 }
 
 // renderPolicy is every regular chain of r with its rules, and the

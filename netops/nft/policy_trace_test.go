@@ -305,6 +305,8 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 		{Allow: policymodel.LogScope{All: true}, Deny: policymodel.LogScope{All: true}},
 		{Deny: policymodel.LogScope{Set: "web"}},
 		{Allow: policymodel.LogScope{Set: "db"}},
+		{Staged: "web"},
+		{Deny: policymodel.LogScope{Set: "db"}, Staged: "web"},
 	} {
 		m.Log = log
 		pc, _ := renderPolicy(&m.Rules, nil)
@@ -322,14 +324,16 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 			if want.Allowed {
 				scope = log.Allow
 			}
-			in := func(a netip.Addr) bool { return m.Sets[scope.Set] != nil && m.Sets[scope.Set].Contains(a) }
+			in := func(set policymodel.SetID, a netip.Addr) bool { return m.Sets[set] != nil && m.Sets[set].Contains(a) }
 			var wantLogs []string
 			switch {
-			case !scope.All && !in(self) && !in(peer):
+			case !scope.All && !in(scope.Set, self) && !in(scope.Set, peer) && !in(log.Staged, self):
 			case want.Rule != "":
 				wantLogs = []string{policymodel.LogPrefix(want.Allowed, policymodel.ShortID(want.Rule))}
 			case !want.Allowed:
 				wantLogs = []string{policymodel.LogPrefix(false, "iso-"+isoDir(dir))}
+			case in(log.Staged, self): // the default allow, for the staged policies
+				wantLogs = []string{policymodel.LogPrefix(true, "dflt-"+isoDir(dir))}
 			}
 			tr := &tracer{pc: pc, sets: sets, c: c}
 			tr.run(dir.String())

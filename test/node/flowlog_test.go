@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,20 +25,30 @@ import (
 // agent pod shows the denial (the policy isolating the server) and the
 // allowance (the policy and its rule), with both pods named and the
 // kernel's time of the attempt; a namespace without the annotation logs
-// nothing.
+// nothing; a StagedNetworkPolicy (its CRDs applied before the agents
+// start) that would refuse a working connection leaves it working and
+// logs it as staged-deny with its name.
 func TestKubeNodeFlowLog(t *testing.T) {
 	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
 	d := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)"))
 	c := startCluster(t, 2)
 	c.importImages(imageTar)
 	n1, n2 := c.nodes[0], c.nodes[1]
+	crds, err := os.ReadFile("../../deploy/kubernetes/staged-policies-crds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.kubectlIn(string(crds), "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply -f staged-policies-crds.yaml: %v\n%s", err, out)
+	}
+	c.must("wait", "--for=condition=Established", "crd/stagednetworkpolicies.cnibox.io", c.timeout())
 	if out, err := c.kubectlIn(d.yaml, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply -f the manifest: %v\n%s", err, out)
 	}
 	c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
 	c.must("-n", "kube-system", "rollout", "status", "ds/cnibox", c.timeout())
 
-	for _, ns := range []struct{ name, log string }{{"fl", "allow,deny"}, {"quiet", ""}} {
+	for _, ns := range []struct{ name, log string }{{"fl", "allow,deny"}, {"quiet", ""}, {"stage", ""}} {
 		o := corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: ns.name, Labels: map[string]string{"app": "flowlog-test"}}}
 		if ns.log != "" {
@@ -45,8 +56,13 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		}
 		b, _ := json.Marshal(o)
 		c.apply(string(b))
-		c.apply(fmt.Sprintf(`{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"namespace":%q,"name":"web"},
-			"spec":{"podSelector":{"matchLabels":{"app":"srv"}},"ingress":[{"ports":[{"protocol":"TCP","port":80}]}]}}`, ns.name))
+		policy := `{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"namespace":%q,"name":"web"},
+			"spec":{"podSelector":{"matchLabels":{"app":"srv"}},"ingress":[{"ports":[{"protocol":"TCP","port":80}]}]}}`
+		if ns.name == "stage" { // no NetworkPolicy; a staged one that would let nothing in
+			policy = `{"apiVersion":"cnibox.io/v1alpha1","kind":"StagedNetworkPolicy","metadata":{"namespace":%q,"name":"lockdown"},
+			"spec":{"podSelector":{"matchLabels":{"app":"srv"}},"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"nobody"}}}]}]}}`
+		}
+		c.apply(fmt.Sprintf(policy, ns.name))
 		c.apply(flowPod(ns.name, "srv", n1.name, "echo hi > /tmp/index.html; httpd -p 80 -h /tmp; httpd -p 81 -h /tmp; exec sleep 86400"))
 		c.apply(flowPod(ns.name, "cli", n2.name, "exec sleep 86400"))
 		c.must("-n", ns.name, "wait", "--for=condition=Ready", "pod/srv", "pod/cli", c.timeout())
@@ -125,6 +141,31 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		find("fl's second denial", at, func(r flowlog.Record) bool { return r.Verdict == flowlog.Deny && r.Time.After(at.Add(-time.Second)) })
 		if recs := flows("--namespace", "quiet"); len(recs) > 0 {
 			t.Errorf("namespace quiet has no annotation, yet its flows were logged: %+v", recs)
+		}
+	})
+	step(t, "a staged policy that would refuse a working connection: it works, logged as staged-deny", func() {
+		at, err := get("stage", "80")
+		if err != nil {
+			t.Fatalf("stage/cli cannot reach stage/srv:80, which only a staged policy would refuse: %v", err)
+		}
+		var found flowlog.Record
+		c.poll("stage/cli -> stage/srv:80 staged-deny in node-1's flow log", func() error {
+			for _, r := range flows("--namespace", "stage", "--verdict", "staged-deny") {
+				if r.Dst.Port == 80 && !r.Time.Before(at.Add(-time.Second)) {
+					found = r
+					return nil
+				}
+			}
+			return fmt.Errorf("not there")
+		})
+		want := flowlog.Policy{Kind: "StagedNetworkPolicy", Namespace: "stage", Name: "lockdown", Rule: "isolation", Isolating: []string{"lockdown"}}
+		if found.Policy == nil || fmt.Sprint(*found.Policy) != fmt.Sprint(want) || found.Src.Pod != "cli" || found.Dst.Pod != "srv" {
+			t.Errorf("record %+v (policy %+v), want stage/cli -> stage/srv decided by %+v", found, found.Policy, want)
+		}
+		for _, r := range flows("--namespace", "stage") {
+			if r.Verdict == flowlog.Allow || r.Verdict == flowlog.Deny {
+				t.Errorf("namespace stage logs nothing but what its staged policy would change, yet: %+v", r)
+			}
 		}
 	})
 }

@@ -1,0 +1,110 @@
+//go:build !nokube
+
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+)
+
+// StagedGroupVersion is the staged policies' API: cnibox.io/v1alpha1
+// (deploy/kubernetes/staged-policies-crds.yaml).
+func StagedGroupVersion() schema.GroupVersion {
+	return schema.GroupVersion{Group: "cnibox.io", Version: "v1alpha1"}
+}
+
+// StagedNetworkPolicy is a NetworkPolicy that is evaluated and logged,
+// never enforced.
+type StagedNetworkPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              networkingv1.NetworkPolicySpec `json:"spec"`
+}
+
+// StagedNetworkPolicyList is a list of them.
+type StagedNetworkPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StagedNetworkPolicy `json:"items"`
+}
+
+// StagedClusterNetworkPolicy is a ClusterNetworkPolicy that is evaluated
+// and logged, never enforced.
+type StagedClusterNetworkPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              cnpv1.ClusterNetworkPolicySpec `json:"spec"`
+}
+
+// StagedClusterNetworkPolicyList is a list of them.
+type StagedClusterNetworkPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StagedClusterNetworkPolicy `json:"items"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (p *StagedNetworkPolicy) DeepCopyObject() runtime.Object {
+	out := &StagedNetworkPolicy{TypeMeta: p.TypeMeta}
+	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	p.Spec.DeepCopyInto(&out.Spec)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *StagedNetworkPolicyList) DeepCopyObject() runtime.Object {
+	out := &StagedNetworkPolicyList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*StagedNetworkPolicy))
+	}
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (p *StagedClusterNetworkPolicy) DeepCopyObject() runtime.Object {
+	out := &StagedClusterNetworkPolicy{TypeMeta: p.TypeMeta}
+	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	p.Spec.DeepCopyInto(&out.Spec)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *StagedClusterNetworkPolicyList) DeepCopyObject() runtime.Object {
+	out := &StagedClusterNetworkPolicyList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*StagedClusterNetworkPolicy))
+	}
+	return out
+}
+
+// servedStaged lists which of the staged policies' resources the API
+// serves ("stagednetworkpolicies", "stagedclusternetworkpolicies"): none
+// without their CRDs.
+func servedStaged(ctx context.Context, c rest.Interface) []string {
+	gv := StagedGroupVersion()
+	raw, err := c.Get().AbsPath("/apis", gv.Group, gv.Version).DoRaw(ctx)
+	if err != nil {
+		return nil // not served (404), or no answer: the watch goes on without
+	}
+	var list metav1.APIResourceList
+	if json.Unmarshal(raw, &list) != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range list.APIResources {
+		if slices.Contains([]string{"stagednetworkpolicies", "stagedclusternetworkpolicies"}, r.Name) {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
