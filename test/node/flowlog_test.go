@@ -75,9 +75,14 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		_, err := c.kubectl("-n", ns, "exec", "cli", "--", "wget", "-q", "-O-", "-T", "3", "http://"+ip+":"+port+"/")
 		return at, err
 	}
-	// flows reads node-1's flow log in its agent pod, as an operator would.
-	flows := func(args ...string) []flowlog.Record {
-		out := c.must(append([]string{"-n", "kube-system", "exec", agent, "-c", "agent", "--", "/usr/local/bin/cnibox", "flows", "--json"}, args...)...)
+	// flows reads node-1's flow log in its agent pod, as an operator would
+	// (an error until the agent has written its first record: the file is
+	// made then).
+	flows := func(args ...string) ([]flowlog.Record, error) {
+		out, err := c.kubectl(append([]string{"-n", "kube-system", "exec", agent, "-c", "agent", "--", "/usr/local/bin/cnibox", "flows", "--json"}, args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("cnibox flows: %v: %s", err, out)
+		}
 		var recs []flowlog.Record
 		sc := bufio.NewScanner(strings.NewReader(out))
 		for sc.Scan() {
@@ -87,12 +92,23 @@ func TestKubeNodeFlowLog(t *testing.T) {
 			}
 			recs = append(recs, r)
 		}
+		return recs, nil
+	}
+	mustFlows := func(args ...string) []flowlog.Record {
+		recs, err := flows(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return recs
 	}
 	find := func(what string, at time.Time, match func(flowlog.Record) bool) flowlog.Record {
 		var found flowlog.Record
 		c.poll(what+" in node-1's flow log", func() error {
-			for _, r := range flows("--namespace", "fl") {
+			recs, err := flows("--namespace", "fl")
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
 				if match(r) {
 					found = r
 					return nil
@@ -139,7 +155,7 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		// quiet's would have been too.
 		at, _ := get("fl", "81")
 		find("fl's second denial", at, func(r flowlog.Record) bool { return r.Verdict == flowlog.Deny && r.Time.After(at.Add(-time.Second)) })
-		if recs := flows("--namespace", "quiet"); len(recs) > 0 {
+		if recs := mustFlows("--namespace", "quiet"); len(recs) > 0 {
 			t.Errorf("namespace quiet has no annotation, yet its flows were logged: %+v", recs)
 		}
 	})
@@ -150,7 +166,11 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		}
 		var found flowlog.Record
 		c.poll("stage/cli -> stage/srv:80 staged-deny in node-1's flow log", func() error {
-			for _, r := range flows("--namespace", "stage", "--verdict", "staged-deny") {
+			recs, err := flows("--namespace", "stage", "--verdict", "staged-deny")
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
 				if r.Dst.Port == 80 && !r.Time.Before(at.Add(-time.Second)) {
 					found = r
 					return nil
@@ -162,7 +182,7 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		if found.Policy == nil || fmt.Sprint(*found.Policy) != fmt.Sprint(want) || found.Src.Pod != "cli" || found.Dst.Pod != "srv" {
 			t.Errorf("record %+v (policy %+v), want stage/cli -> stage/srv decided by %+v", found, found.Policy, want)
 		}
-		for _, r := range flows("--namespace", "stage") {
+		for _, r := range mustFlows("--namespace", "stage") {
 			if r.Verdict == flowlog.Allow || r.Verdict == flowlog.Deny {
 				t.Errorf("namespace stage logs nothing but what its staged policy would change, yet: %+v", r)
 			}
