@@ -28,11 +28,7 @@ type kernelSets struct{ h *Handle }
 
 func (k kernelSets) Has(id policymodel.SetID, e policymodel.Elem) (bool, error) {
 	a := e.Prefix.Addr()
-	key := a.AsSlice()
-	if e.Proto != 0 {
-		// address . inet_proto . inet_service, each padded to 32 bits
-		key = append(key, byte(e.Proto), 0, 0, 0, byte(e.Port>>8), byte(e.Port), 0, 0)
-	}
+	key := policyElemKey(e, e.Proto != 0)
 	set := policySetName(string(id), a.Is6())
 	_, err := k.h.getElem(PolicyTable, set, key)
 	switch {

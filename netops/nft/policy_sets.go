@@ -45,16 +45,25 @@ func policySetObj(name string, kind policymodel.SetKind, comment string, v6 bool
 	return s
 }
 
+// policyElemKey is the key of e in an address set, or with ported in a
+// Ported set: address . inet_proto . inet_service, each field padded to
+// 32 bits, as the kernel keeps a concatenation. The one encoding of the
+// sets' elements: the agent's writes and doctor's lookups both use it.
+func policyElemKey(e policymodel.Elem, ported bool) []byte {
+	key := e.Prefix.Addr().AsSlice()
+	if ported {
+		key = append(key, byte(e.Proto), 0, 0, 0, byte(e.Port>>8), byte(e.Port), 0, 0)
+	}
+	return key
+}
+
 // policyElems splits elems by family and encodes them for a set of kind.
 func policyElems(kind policymodel.SetKind, elems []policymodel.Elem) (v4, v6 []nftables.SetElement) {
 	if kind == policymodel.CIDRs {
 		return intervalElems(elems, false), intervalElems(elems, true)
 	}
 	for _, e := range elems {
-		key := e.Prefix.Addr().AsSlice()
-		if kind == policymodel.Ported {
-			key = append(key, byte(e.Proto), 0, 0, 0, byte(e.Port>>8), byte(e.Port), 0, 0)
-		}
+		key := policyElemKey(e, kind == policymodel.Ported)
 		if e.Prefix.Addr().Is6() {
 			v6 = append(v6, nftables.SetElement{Key: key})
 		} else {
