@@ -29,6 +29,8 @@ func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *ver
 		log.Error("flow log: no verdicts will be logged", "err", err)
 		return
 	}
+	log.Info("flow log: reading the policy table's verdicts", "group", policymodel.FlowLogGroup,
+		"everywhere", w.cfg.FlowLogAll, "annotation", FlowLogAnnotation)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 // file. A file that cannot be opened is tried again at most every
 // reopenEvery; meanwhile records are lost with the error.
 type lazyFlowLog struct {
-	o flowlog.Options
+	o   flowlog.Options
+	log *slog.Logger
 
 	mu      sync.Mutex
 	w       *flowlog.Writer
@@ -38,6 +40,13 @@ func (l *lazyFlowLog) writer() (*flowlog.Writer, error) {
 	}
 	l.tried = time.Now()
 	l.w, l.err = flowlog.NewWriter(l.o)
+	if l.log != nil {
+		if l.err != nil {
+			l.log.Warn("flow log: cannot open its file; records are lost until it can", "file", l.o.Path, "err", l.err)
+		} else {
+			l.log.Info("flow log: writing", "file", l.o.Path)
+		}
+	}
 	return l.w, l.err
 }
 

@@ -58,7 +58,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		// 82 MiB anonymous RSS before this).
 		Synced: func() { releaseStartPages(log) },
 	}
-	if err := flowLogTo(&cfg, f); err != nil {
+	if err := flowLogTo(&cfg, f, log); err != nil {
 		sink.Close()
 		return err
 	}
@@ -84,7 +84,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 // flowLogTo sets the flow log of cfg from the flags (docs/flowlog.md): a
 // bad --flow-log is an error; the file is opened with the first record
 // (lazyFlowLog).
-func flowLogTo(cfg *policy.WatchConfig, f *flags) error {
+func flowLogTo(cfg *policy.WatchConfig, f *flags, log *slog.Logger) error {
 	all, ok := policy.ParseVerdicts(f.flowLog)
 	if !ok {
 		return fmt.Errorf("--flow-log %q: use allow, deny or allow,deny", f.flowLog)
@@ -96,7 +96,7 @@ func flowLogTo(cfg *policy.WatchConfig, f *flags) error {
 		return nil
 	}
 	node, _ := kubecore.NodeName(f.nodeName, "flow log")
-	cfg.FlowLog = &lazyFlowLog{o: flowlog.Options{Path: f.flowLogFile, Node: node, MaxSize: int64(f.flowLogMaxSize) << 20,
+	cfg.FlowLog = &lazyFlowLog{log: log, o: flowlog.Options{Path: f.flowLogFile, Node: node, MaxSize: int64(f.flowLogMaxSize) << 20,
 		MaxFiles: f.flowLogMaxFiles, Rate: float64(f.flowLogRate), Burst: 5 * max(f.flowLogRate, 1)}}
 	cfg.FlowLogAll = all
 	return nil
