@@ -92,7 +92,8 @@ func (l *StagedClusterNetworkPolicyList) DeepCopyObject() runtime.Object {
 // without their CRDs.
 func servedStaged(ctx context.Context, c rest.Interface) []string {
 	gv := StagedGroupVersion()
-	raw, err := c.Get().AbsPath("/apis", gv.Group, gv.Version).DoRaw(ctx)
+	// JSON: the client may ask for protobuf, which discovery also serves.
+	raw, err := c.Get().AbsPath("/apis", gv.Group, gv.Version).SetHeader("Accept", "application/json").DoRaw(ctx)
 	if err != nil {
 		return nil // not served (404), or no answer: the watch goes on without
 	}

@@ -63,7 +63,7 @@ func TestKubeNodeFlowLog(t *testing.T) {
 			"spec":{"podSelector":{"matchLabels":{"app":"srv"}},"ingress":[{"from":[{"podSelector":{"matchLabels":{"app":"nobody"}}}]}]}}`
 		}
 		c.apply(fmt.Sprintf(policy, ns.name))
-		c.apply(flowPod(ns.name, "srv", n1.name, "echo hi > /tmp/index.html; httpd -p 80 -h /tmp; httpd -p 81 -h /tmp; exec sleep 86400"))
+		c.apply(flowPod(ns.name, "srv", n1.name, "mkdir -p /tmp && echo hi > /tmp/index.html && httpd -p 80 -h /tmp && httpd -p 81 -h /tmp && exec sleep 86400"))
 		c.apply(flowPod(ns.name, "cli", n2.name, "exec sleep 86400"))
 		c.must("-n", ns.name, "wait", "--for=condition=Ready", "pod/srv", "pod/cli", c.timeout())
 	}
@@ -72,7 +72,13 @@ func TestKubeNodeFlowLog(t *testing.T) {
 	get := func(ns, port string) (time.Time, error) {
 		ip := strings.TrimSpace(c.must("-n", ns, "get", "pod", "srv", "-o", "jsonpath={.status.podIP}"))
 		at := time.Now()
-		_, err := c.kubectl("-n", ns, "exec", "cli", "--", "wget", "-q", "-O-", "-T", "3", "http://"+ip+":"+port+"/")
+		// busybox nc, not wget: the static busybox's wget looks the
+		// service up through NSS, which a static binary cannot load.
+		out, err := c.kubectl("-n", ns, "exec", "cli", "--", "sh", "-c",
+			`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+ip+" "+port)
+		if err == nil && !strings.Contains(out, "hi") {
+			err = fmt.Errorf("no page from %s:%s: %q", ip, port, out)
+		}
 		return at, err
 	}
 	// flows reads node-1's flow log in its agent pod, as an operator would
