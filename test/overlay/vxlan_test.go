@@ -158,10 +158,17 @@ func TestVXLANCluster(t *testing.T) {
 	n1.stopAgent()
 	h1 := openH(t, n1.ns)
 	staleMAC, _ := net.ParseMAC("02:de:ad:be:ef:01")
-	staleGW := netip.MustParseAddr("10.244.250.0")
+	// A /24 of the network that no node leased: the gateway of a leased
+	// one is a node's own address (its flannel.1's), where the kernel
+	// refuses an onlink route (EINVAL; one run in ~128 leased 250).
+	stale := netip.MustParsePrefix("10.244.250.0/24")
+	for subnets[stale] {
+		stale = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, stale.Addr().As4()[2] + 1, 0}), 24)
+	}
+	staleGW := stale.Addr()
 	must(t, h1.EnsureNeigh(device, staleGW, staleMAC))
 	must(t, h1.EnsureFDB(device, staleMAC, netip.MustParseAddr("192.168.77.250")))
-	must(t, h1.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("10.244.250.0/24"), GW: staleGW, Dev: device, Onlink: true}))
+	must(t, h1.EnsureRoute(netops.Route{Dst: stale, GW: staleGW, Dev: device, Onlink: true}))
 	// An old FDB entry of a live peer, pointing at a wrong address.
 	must(t, h1.EnsureFDB(device, mustMAC(t, r2.Lease.VTEPMAC), netip.MustParseAddr("192.168.77.251")))
 	n1.startAgent()
