@@ -308,7 +308,19 @@ func TestHostGWCluster(t *testing.T) {
 	// added by hand into the cluster network goes.
 	h := openH(t, n1.ns)
 	must(t, h.DeleteRoute(netops.Route{Dst: subnets[c.nodes[1]], Dev: "eth0"}))
-	must(t, h.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("10.244.250.0/24"), GW: netip.MustParseAddr("192.168.77.50"), Dev: "eth0"}))
+	// (in a /24 no node leased: one of a node's own would replace its
+	// pods' route)
+	foreign := netip.MustParsePrefix("10.244.250.0/24")
+	for leased := true; leased; {
+		leased = false
+		for _, p := range subnets {
+			if p == foreign {
+				leased = true
+				foreign = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, foreign.Addr().As4()[2] + 1, 0}), 24)
+			}
+		}
+	}
+	must(t, h.EnsureRoute(netops.Route{Dst: foreign, GW: netip.MustParseAddr("192.168.77.50"), Dev: "eth0"}))
 	n1.stopAgent()
 	n1.startAgent()
 	eventually(t, "routes after a restart", check(n1, want(n1)), n1.ns)
