@@ -441,6 +441,9 @@ func fingerprint(b *strings.Builder, e expr.Any) {
 		b.WriteString("verdict:")
 		u(uint64(e.Kind))
 		b.WriteString(e.Chain)
+	case *expr.Limit:
+		b.WriteString("limit:")
+		u(uint64(e.Type), e.Rate, uint64(e.Unit), uint64(e.Burst), boolBit(e.Over))
 	case *expr.Log:
 		b.WriteString("log:")
 		u(uint64(e.Key), uint64(e.Group), uint64(e.Snaplen))

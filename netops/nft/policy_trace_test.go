@@ -125,6 +125,7 @@ func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
 			}
 		case *expr.Objref:
 			tr.hit = e.Name
+		case *expr.Limit: // under the rate: goes on
 		case *expr.Log:
 			tr.logs = append(tr.logs, string(e.Data))
 		case *expr.Verdict:
