@@ -62,19 +62,7 @@ func (ev *eventer) note(issues []policymodel.Issue) {
 		if ns == "" {
 			ns = metav1.NamespaceDefault // a cluster-scoped object's Events
 		}
-		t := metav1.NewTime(time.Now())
-		e := &corev1.Event{
-			ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + policymodel.ShortID(string(ref.UID)+key), Namespace: ns},
-			InvolvedObject: ref,
-			Reason:         eventReason,
-			Message:        truncate(is.Error(), 1024),
-			Type:           corev1.EventTypeWarning,
-			Source:         corev1.EventSource{Component: "cnibox-agent", Host: ev.node},
-			FirstTimestamp: t, LastTimestamp: t, Count: 1,
-		}
-		select {
-		case ev.q <- e:
-		default:
+		if !ev.warn(&ref, ns, key, eventReason, is.Error()) {
 			ev.log.Warn("network policy: event queue full; the issue is only logged", "policy", is.Policy)
 		}
 	}
@@ -89,21 +77,31 @@ const flowLogReason = "FlowLogAnnotationInvalid"
 // annotation has the value bad (every agent posts it under the same
 // name: the first creates it).
 func (ev *eventer) badFlowLog(ref *corev1.ObjectReference, bad string) {
+	msg := "annotation " + FlowLogAnnotation + " " + strconv.Quote(bad) + ": not deny, allow or allow,deny; nothing of the namespace is logged"
+	if !ev.warn(ref, ref.Name, msg, flowLogReason, msg) {
+		ev.log.Warn("flow log: event queue full; the bad annotation is only logged", "namespace", ref.Name)
+	}
+}
+
+// warn queues a Warning Event on ref in namespace ns, named after ref and
+// key (every agent posts it under the same name: the first creates it);
+// false if the queue is full.
+func (ev *eventer) warn(ref *corev1.ObjectReference, ns, key, reason, msg string) bool {
 	t := metav1.NewTime(time.Now())
-	msg := truncate("annotation "+FlowLogAnnotation+" "+strconv.Quote(bad)+": not deny, allow or allow,deny; nothing of the namespace is logged", 1024)
 	e := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + policymodel.ShortID(string(ref.UID)+msg), Namespace: ref.Name},
+		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + policymodel.ShortID(string(ref.UID)+key), Namespace: ns},
 		InvolvedObject: *ref,
-		Reason:         flowLogReason,
-		Message:        msg,
+		Reason:         reason,
+		Message:        truncate(msg, 1024),
 		Type:           corev1.EventTypeWarning,
 		Source:         corev1.EventSource{Component: "cnibox-agent", Host: ev.node},
 		FirstTimestamp: t, LastTimestamp: t, Count: 1,
 	}
 	select {
 	case ev.q <- e:
+		return true
 	default:
-		ev.log.Warn("flow log: event queue full; the bad annotation is only logged", "namespace", ref.Name)
+		return false
 	}
 }
 
