@@ -217,7 +217,11 @@ func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) policymodel.De
 // policy alone: the watcher does it before it takes the lock that every
 // change waits on, and hands the result here.
 func (e *Engine) setCompiled(c *compiled) policymodel.Delta {
-	e.policies[c.id] = c
+	if IsStaged(c.id) {
+		e.staged[c.id] = c // evaluated, never enforced (staged.go)
+	} else {
+		e.policies[c.id] = c
+	}
 	return e.rebuildUnlessHeld()
 }
 

@@ -33,13 +33,13 @@ const (
 // SetStagedNetworkPolicy adds or replaces a StagedNetworkPolicy (np holds
 // its namespace, name and spec).
 func (e *Engine) SetStagedNetworkPolicy(np *networkingv1.NetworkPolicy) policymodel.Delta {
-	return e.setStaged(stage(compileNP(np), "np/", stagedNPPrefix))
+	return e.setCompiled(compileStagedNP(np))
 }
 
 // SetStagedClusterNetworkPolicy adds or replaces a
 // StagedClusterNetworkPolicy.
 func (e *Engine) SetStagedClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) policymodel.Delta {
-	return e.setStaged(stage(compileCNP(cnp), "cnp/", stagedCNPPrefix))
+	return e.setCompiled(compileStagedCNP(cnp))
 }
 
 // DeleteStagedNetworkPolicy removes a StagedNetworkPolicy.
@@ -54,9 +54,14 @@ func (e *Engine) DeleteStagedClusterNetworkPolicy(name string) policymodel.Delta
 	return e.rebuildUnlessHeld()
 }
 
-func (e *Engine) setStaged(c *compiled) policymodel.Delta {
-	e.staged[c.id] = c
-	return e.rebuildUnlessHeld()
+// compileStagedNP and compileStagedCNP compile a staged policy as its
+// enforced kind, under the staged kind's IDs (setCompiled files it apart).
+func compileStagedNP(np *networkingv1.NetworkPolicy) *compiled {
+	return stage(compileNP(np), "np/", stagedNPPrefix)
+}
+
+func compileStagedCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
+	return stage(compileCNP(cnp), "cnp/", stagedCNPPrefix)
 }
 
 // stage renames a compiled policy, its rules and its issues from the

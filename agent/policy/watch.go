@@ -299,14 +299,16 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 		case *cnpv1.ClusterNetworkPolicy:
 			w.setPolicy("cnp/"+o.Name, objectRef(cnpv1.GroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileCNP(o) })
-		case *StagedNetworkPolicy:
-			w.apply(func(e *Engine) policymodel.Delta {
-				return e.SetStagedNetworkPolicy(&networkingv1.NetworkPolicy{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
-			})
+		case *StagedNetworkPolicy: // compiled as the enforced kinds are: outside the lock
+			w.setPolicy(stagedNPPrefix+o.Namespace+"/"+o.Name, objectRef(StagedGroupVersion().String(), "StagedNetworkPolicy", &o.ObjectMeta),
+				func() *compiled {
+					return compileStagedNP(&networkingv1.NetworkPolicy{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
+				})
 		case *StagedClusterNetworkPolicy:
-			w.apply(func(e *Engine) policymodel.Delta {
-				return e.SetStagedClusterNetworkPolicy(&cnpv1.ClusterNetworkPolicy{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
-			})
+			w.setPolicy(stagedCNPPrefix+o.Name, objectRef(StagedGroupVersion().String(), "StagedClusterNetworkPolicy", &o.ObjectMeta),
+				func() *compiled {
+					return compileStagedCNP(&cnpv1.ClusterNetworkPolicy{ObjectMeta: o.ObjectMeta, Spec: o.Spec})
+				})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -326,9 +328,11 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			case *cnpv1.ClusterNetworkPolicy:
 				w.deletePolicy("cnp/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
 			case *StagedNetworkPolicy:
-				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteStagedNetworkPolicy(o.Namespace, o.Name) })
+				w.deletePolicy(stagedNPPrefix+o.Namespace+"/"+o.Name, func(e *Engine) policymodel.Delta {
+					return e.DeleteStagedNetworkPolicy(o.Namespace, o.Name)
+				})
 			case *StagedClusterNetworkPolicy:
-				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteStagedClusterNetworkPolicy(o.Name) })
+				w.deletePolicy(stagedCNPPrefix+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteStagedClusterNetworkPolicy(o.Name) })
 			}
 		},
 	}
