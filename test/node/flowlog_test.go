@@ -199,19 +199,5 @@ func TestKubeNodeFlowLog(t *testing.T) {
 // flowPod is a busybox pod ns/name (label app=name) on node running sh -c
 // script.
 func flowPod(ns, name, node, script string) string {
-	p := corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
-		Spec: corev1.PodSpec{
-			NodeName:                      node,
-			TerminationGracePeriodSeconds: new(int64(1)),
-			AutomountServiceAccountToken:  new(false),
-			Containers: []corev1.Container{{
-				Name: "c", Image: busyboxRef, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sh", "-c", script},
-			}},
-		},
-	}
-	out, _ := json.Marshal(p)
-	return string(out)
+	return busyboxPod(ns, name, node, map[string]string{"app": name}, nil, "sh", "-c", script)
 }

@@ -177,16 +177,22 @@ func podManifest(name string, annotations map[string]string) string {
 
 // podSpec is a pod of the busybox image, bound to node unless it is "".
 func podSpec(name, node string, annotations map[string]string) string {
+	return busyboxPod("default", name, node, nil, annotations, "sleep", "86400")
+}
+
+// busyboxPod is a pod ns/name of the busybox image running cmd, bound to
+// node unless it is "".
+func busyboxPod(ns, name, node string, labels, annotations map[string]string, cmd ...string) string {
 	p := corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
 			TerminationGracePeriodSeconds: new(int64(1)),
 			AutomountServiceAccountToken:  new(false),
 			Containers: []corev1.Container{{
 				Name: "c", Image: busyboxRef, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sleep", "86400"},
+				Command: cmd,
 			}},
 		},
 	}
