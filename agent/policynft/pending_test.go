@@ -79,13 +79,23 @@ func TestPolicyPending(t *testing.T) {
 	}
 	l.checkTraffic(t, n2.e.Model())
 
-	// A DEL takes an address out (twice: already gone is no error).
+	// A DEL takes an address out of both sets (twice: already gone is no
+	// error); an ADD undone does too.
+	_, err = h.MarkPolicyPending("x", []netip.Addr{xnew.ip})
+	must(t, err)
+	must(t, h.UnhookPod(nft.PodUnhook{IPs: []netip.Addr{xnew.ip}}))
+	must(t, h.UnhookPod(nft.PodUnhook{IPs: []netip.Addr{xnew.ip}}))
+	if pend, _, _ := h.PolicySetAddrs(nft.PolicyPending); len(pend) != 0 {
+		t.Errorf("pending after the DEL: %v", pend)
+	}
+	if att, _, _ := h.PolicySetAddrs(nft.PolicyAttached); slices.Contains(att, xnew.ip) {
+		t.Errorf("attached after the DEL: %v", att)
+	}
 	_, err = h.MarkPolicyPending("x", []netip.Addr{xnew.ip})
 	must(t, err)
 	must(t, h.UnmarkPolicyPending([]netip.Addr{xnew.ip}))
-	must(t, h.UnmarkPolicyPending([]netip.Addr{xnew.ip}))
 	if pend, _, _ := h.PolicySetAddrs(nft.PolicyPending); len(pend) != 0 {
-		t.Errorf("pending after unmark: %v", pend)
+		t.Errorf("pending after the undo: %v", pend)
 	}
 
 	// No table: nothing marked, nothing fails.
@@ -96,6 +106,7 @@ func TestPolicyPending(t *testing.T) {
 		t.Errorf("without the table: MarkPolicyPending = %v, %v", marked, err)
 	}
 	must(t, other.UnmarkPolicyPending([]netip.Addr{xnew.ip}))
+	must(t, other.UnhookPod(nft.PodUnhook{IPs: []netip.Addr{xnew.ip}, Masq: true, CheckedPort: "cbx0"}))
 }
 
 // TestPolicyGonePod: a pod of the node that leaves the API before its DEL
@@ -141,13 +152,13 @@ func TestPolicyGonePod(t *testing.T) {
 	if p := pending(); !slices.Equal(p, addrs(xa)) {
 		t.Errorf("pending after x/a left the API: %v, want its addresses", p)
 	}
-	must(t, h.UnmarkPolicyPending(addrs(xa))) // its DEL
+	must(t, h.UnhookPod(nft.PodUnhook{IPs: addrs(xa)})) // its DEL
 	if p := pending(); len(p) != 0 {
 		t.Errorf("pending after x/a's DEL: %v", p)
 	}
 
 	// x/b is deleted gracefully: its DEL comes before it leaves the API.
-	must(t, h.UnmarkPolicyPending(addrs(xb)))
+	must(t, h.UnhookPod(nft.PodUnhook{IPs: addrs(xb)}))
 	n.do(func(e *policy.Engine) policymodel.Delta { return e.DeletePod("x", "b") })
 	if p := pending(); len(p) != 0 {
 		t.Errorf("pending after x/b's DEL and deletion: %v (nothing will take it out)", p)
@@ -160,7 +171,7 @@ func TestPolicyGonePod(t *testing.T) {
 	if connect(t, ya, xc.ip, policymodel.TCP, 80, denyWait) {
 		t.Error("x/c, gone from the API while the agent was down and not DELed, is open after the next agent's sync")
 	}
-	must(t, h.UnmarkPolicyPending(addrs(xc)))
+	must(t, h.UnhookPod(nft.PodUnhook{IPs: addrs(xc)}))
 	if p := pending(); len(p) != 0 {
 		t.Errorf("pending after x/c's DEL: %v", p)
 	}

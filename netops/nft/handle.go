@@ -49,9 +49,11 @@ type Handle struct {
 	// policyGen: the policy table's generation (policy_gen.go), 0 when
 	// unknown.
 	policyGen uint32
-	// masqNoExpiry: masquerade elements are deleted, not expired.
-	masqNoExpiry bool
-	// expiring: elements given a timeout (masquerade, port mappings), which
+	// noExpiry: the tables whose elements are deleted, not expired (their
+	// sets lack the timeout flag, or the kernel cannot update a timeout).
+	noExpiry map[string]bool
+	// expiring: elements given a timeout (masquerade, port mappings, the
+	// source address check, the policy table's attached set), which
 	// Close waits out (see waitExpired).
 	expiring []expiringElem
 }

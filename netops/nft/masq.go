@@ -230,8 +230,14 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 	if _, err := h.nftConn(); err != nil {
 		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
 	}
-	if !h.masqNoExpiry {
-		done, err := h.expireMasq(keys4, keys6)
+	groups := []setKeys{{masqMap4, keys4}, {masqMap6, keys6}}
+	if !h.noExpiry[MasqTable] {
+		// Expired, not deleted: a deletion leaves destroy work in the
+		// kernel that the release of any nftables socket then waits for
+		// while it holds the namespace's nftables mutex, so concurrent
+		// DELs would queue behind RCU grace periods (perf-notes; see also
+		// pmExpireMsgs).
+		_, done, err := h.expireElems(nftables.TableFamilyINet, MasqTable, groups...)
 		if err != nil {
 			return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
 		}
@@ -244,7 +250,7 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 		// The table or a map is missing (DESTROYSETELEM ignores missing
 		// elements only), or the kernel predates DESTROYSETELEM: delete
 		// the elements that exist.
-		_, err = h.delPresentElems(MasqTable, setKeys{masqMap4, keys4}, setKeys{masqMap6, keys6})
+		_, err = h.delPresentElems(nftables.TableFamilyINet, MasqTable, groups...)
 	}
 	if err != nil {
 		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
@@ -252,77 +258,10 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 	return nil
 }
 
-// expireMasq removes the elements of the keys by giving each a 1 ms
-// timeout, with its own data (the jump to its subnet chain, read first with
-// a get), instead of deleting it: a deletion leaves destroy work in the
-// kernel that the release of any nftables socket then waits for while it
-// holds the namespace's nftables mutex, so concurrent DELs would queue
-// behind RCU grace periods (perf-notes; see also pmExpireMsgs). Close waits
-// until the elements have expired. done is false (and nothing changed) when
-// the maps lack the timeout flag (a table made before it) or the kernel
-// cannot update a timeout; the caller deletes then.
-func (h *Handle) expireMasq(keys4, keys6 [][]byte) (done bool, err error) {
-	var msgs []mdnetlink.Message
-	var probe *expiringElem
-	for _, g := range []struct {
-		set  string
-		keys [][]byte
-	}{{masqMap4, keys4}, {masqMap6, keys6}} {
-		var have []nftElem
-		for _, k := range g.keys {
-			got, err := h.getElem(MasqTable, g.set, k)
-			if errors.Is(err, unix.ENOENT) {
-				continue // no element, map or table: nothing to remove
-			}
-			if err != nil {
-				return false, err
-			}
-			for _, m := range got {
-				_, es, err := parseNftElems(m.Data)
-				if err != nil {
-					return false, err
-				}
-				for _, e := range es {
-					if e.key != nil && e.jump != "" {
-						e.timeoutMS = 1
-						have = append(have, e)
-					}
-				}
-			}
-		}
-		if len(have) == 0 {
-			continue
-		}
-		for _, e := range have {
-			if !e.expiring {
-				h.masqNoExpiry = true
-				return false, nil
-			}
-		}
-		if probe == nil {
-			probe = &expiringElem{table: MasqTable, set: g.set, key: have[0].key}
-		}
-		msgs = append(msgs, nftElemMsg(MasqTable, g.set, unix.NFT_MSG_NEWSETELEM, mdnetlink.Acknowledge|mdnetlink.Create, have, true))
-	}
-	if len(msgs) == 0 {
-		return true, nil
-	}
-	if err := h.commitRaw(msgs...); err != nil {
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
-			h.masqNoExpiry = true
-			return false, nil
-		}
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EBUSY) {
-			return false, nil // changed meanwhile: delete what is there
-		}
-		return false, err
-	}
-	h.expiring = append(h.expiring, *probe)
-	return true, nil
-}
-
-// expiringElem is an element that expireMasq or pmRemove gave a timeout.
+// expiringElem is an element that expireElems or pmRemove gave a timeout
+// (family: its table's, inet when unspecified).
 type expiringElem struct {
+	family     nftables.TableFamily
 	table, set string
 	key        []byte
 }
@@ -334,7 +273,7 @@ type expiringElem struct {
 // of the same keys on this handle runs it first.
 func (h *Handle) waitExpired() {
 	for _, e := range h.expiring {
-		h.waitElemGone(e.table, e.set, e.key)
+		h.waitElemGone(e)
 	}
 	h.expiring = nil
 }

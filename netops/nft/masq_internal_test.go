@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/google/nftables"
+
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -46,6 +48,6 @@ func TestDeleteMasqFallback(t *testing.T) {
 
 // delExisting is DeleteMasq's path for kernels without DESTROYSETELEM.
 func delExisting(h *Handle, keys4, keys6 [][]byte) error {
-	_, err := h.delPresentElems(MasqTable, setKeys{masqMap4, keys4}, setKeys{masqMap6, keys6})
+	_, err := h.delPresentElems(nftables.TableFamilyINet, MasqTable, setKeys{masqMap4, keys4}, setKeys{masqMap6, keys6})
 	return err
 }

@@ -145,9 +145,22 @@ func decodeNftData(d *mdnetlink.AttributeDecoder) (value []byte, jump string) {
 	return value, jump
 }
 
-// getElem gets the element with key from set of table (single-element get).
+// getElem gets the element with key from set of the inet table table
+// (single-element get).
 func (h *Handle) getElem(table, set string, key []byte) ([]mdnetlink.Message, error) {
-	return h.nfRaw.Execute(nftElemMsg(table, set, unix.NFT_MSG_GETSETELEM, 0, []nftElem{{key: key}}, false))
+	return h.getFamilyElem(nftables.TableFamilyINet, table, set, key)
+}
+
+// getFamilyElem gets the element with key from set of table of family.
+func (h *Handle) getFamilyElem(family nftables.TableFamily, table, set string, key []byte) ([]mdnetlink.Message, error) {
+	return h.nfRaw.Execute(familyElemMsg(family, table, set, unix.NFT_MSG_GETSETELEM, 0, []nftElem{{key: key}}, false))
+}
+
+// familyElemMsg is nftElemMsg for a table of family.
+func familyElemMsg(family nftables.TableFamily, table, set string, msgType int, flags mdnetlink.HeaderFlags, elems []nftElem, withData bool) mdnetlink.Message {
+	m := nftElemMsg(table, set, msgType, flags, elems, withData)
+	m.Data[0] = byte(family) // nftElemMsg's nfgenmsg is for inet
+	return m
 }
 
 // setKeys are keys of one set.
@@ -156,54 +169,153 @@ type setKeys struct {
 	keys [][]byte
 }
 
-// delPresentElems deletes those of the keys that exist in their sets of
-// table, found with a get each, in one batch of NFT_MSG_DELSETELEM, which
-// every kernel has (DESTROYSETELEM, which skips missing elements, came in
-// Linux 6.3). A missing set or table is nothing to delete. found says
-// whether any existed. An element deleted by someone else between the gets
-// and the batch makes the kernel refuse the whole batch with ENOENT: the
-// keys are read again, a few times.
-func (h *Handle) delPresentElems(table string, groups ...setKeys) (found bool, err error) {
-	for try := 0; ; try++ {
-		var msgs []mdnetlink.Message
-		for _, g := range groups {
-			var present [][]byte
-			for _, k := range g.keys {
-				_, err := h.getElem(table, g.set, k)
-				switch {
-				case err == nil:
-					present = append(present, k)
-				case !errors.Is(err, unix.ENOENT):
-					return false, err
+// expireElems gives those of the keys that exist a 1 ms timeout, in one
+// batch, each with its own data (a map's element is sent whole), and has
+// Close wait until they have expired (waitExpired). done is false, and
+// nothing changed, when an element has no timeout (a set without the
+// timeout flag: a table made before it, and the table is then marked to be
+// deleted from), or the kernel refused the update (it cannot update a
+// timeout, or the elements changed meanwhile): the caller deletes then.
+func (h *Handle) expireElems(family nftables.TableFamily, table string, groups ...setKeys) (present int, done bool, err error) {
+	var msgs []mdnetlink.Message
+	var probe *expiringElem
+	for _, g := range groups {
+		var have []nftElem
+		for _, k := range g.keys {
+			got, err := h.getFamilyElem(family, table, g.set, k)
+			if errors.Is(err, unix.ENOENT) {
+				continue // no element, set or table: nothing to remove
+			}
+			if err != nil {
+				return present, false, err
+			}
+			for _, m := range got {
+				_, es, err := parseNftElems(m.Data)
+				if err != nil {
+					return present, false, err
+				}
+				for _, e := range es {
+					if e.key == nil {
+						continue
+					}
+					if !e.expiring {
+						h.markNoExpiry(table)
+						return present, false, nil
+					}
+					e.timeoutMS = 1
+					have = append(have, e)
+					present++
 				}
 			}
-			if len(present) > 0 {
-				elems := make([]nftElem, len(present))
-				for i, k := range present {
-					elems[i].key = k
+		}
+		if len(have) == 0 {
+			continue
+		}
+		if probe == nil {
+			probe = &expiringElem{family: family, table: table, set: g.set, key: have[0].key}
+		}
+		msgs = append(msgs, familyElemMsg(family, table, g.set, unix.NFT_MSG_NEWSETELEM, mdnetlink.Acknowledge|mdnetlink.Create, have, true))
+	}
+	if len(msgs) == 0 {
+		return 0, true, nil
+	}
+	if err := h.commitRaw(msgs...); err != nil {
+		switch {
+		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP):
+			h.markNoExpiry(table)
+			return present, false, nil
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EBUSY):
+			return present, false, nil // changed meanwhile: delete what is there
+		}
+		return present, false, err
+	}
+	h.expiring = append(h.expiring, *probe)
+	return present, true, nil
+}
+
+// markNoExpiry has this Handle delete table's elements from now on
+// instead of expiring them.
+func (h *Handle) markNoExpiry(table string) {
+	if h.noExpiry == nil {
+		h.noExpiry = map[string]bool{}
+	}
+	h.noExpiry[table] = true
+}
+
+// delPresentElems deletes those of the keys that exist in their sets of
+// table (of family): delPresent.
+func (h *Handle) delPresentElems(family nftables.TableFamily, table string, groups ...setKeys) (present int, err error) {
+	refs := make([]elemKeys, len(groups))
+	for i, g := range groups {
+		refs[i] = elemKeys{family: family, table: table, set: g.set, keys: g.keys}
+	}
+	n, err := h.delPresent(refs)
+	for _, c := range n {
+		present += c
+	}
+	return present, err
+}
+
+// elemKeys are keys of one set of a table of a family.
+type elemKeys struct {
+	family     nftables.TableFamily
+	table, set string
+	keys       [][]byte
+}
+
+// delPresent deletes those of the keys of refs that exist, found with a
+// get each, in one batch of NFT_MSG_DELSETELEM (any tables and families),
+// which every kernel has (DESTROYSETELEM, which skips missing elements,
+// came in Linux 6.3), and says how many of each ref's keys existed. A
+// missing set or table is nothing to delete. An element deleted by
+// someone else between the gets and the batch makes the kernel refuse the
+// whole batch with ENOENT: the keys are read again, a few times. One batch,
+// not one per table: the kernel's cleanup after each batch that deletes
+// waits for an RCU grace period, and a DEL's veth delete hides one such
+// wait but not two (perf-notes).
+func (h *Handle) delPresent(refs []elemKeys) (present []int, err error) {
+	for try := 0; ; try++ {
+		present = make([]int, len(refs))
+		var msgs []mdnetlink.Message
+		for i, r := range refs {
+			var elems []nftElem
+			for _, k := range r.keys {
+				_, err := h.getFamilyElem(r.family, r.table, r.set, k)
+				switch {
+				case err == nil:
+					elems = append(elems, nftElem{key: k})
+				case !errors.Is(err, unix.ENOENT):
+					return present, err
 				}
-				msgs = append(msgs, nftElemMsg(table, g.set, unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, elems, false))
+			}
+			if len(elems) > 0 {
+				present[i] = len(elems)
+				msgs = append(msgs, familyElemMsg(r.family, r.table, r.set, unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, elems, false))
 			}
 		}
 		if len(msgs) == 0 {
-			return false, nil
+			return present, nil
 		}
 		err := h.commitRaw(msgs...)
 		if err == nil || !errors.Is(err, unix.ENOENT) || try == 2 {
-			return err == nil, err
+			return present, err
 		}
 	}
 }
 
-// waitElemGone returns once the element with key, given a 1 ms timeout in
-// a removal, has expired: the kernel counts in ticks (up to 4 ms at
+// waitElemGone returns once the element e, given a 1 ms timeout in a
+// removal, has expired: the kernel counts in ticks (up to 4 ms at
 // HZ=250), and nothing should see a removed element after the call, as
 // after a delete. It polls with single-element gets (~0.02 ms each); after
 // 50 ms it gives up (the element expires anyway).
-func (h *Handle) waitElemGone(table, set string, key []byte) {
+func (h *Handle) waitElemGone(e expiringElem) {
+	family := e.family
+	if family == nftables.TableFamilyUnspecified {
+		family = nftables.TableFamilyINet
+	}
 	deadline := time.Now().Add(50 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if _, err := h.getElem(table, set, key); err != nil {
+		if _, err := h.getFamilyElem(family, e.table, e.set, e.key); err != nil {
 			return // ENOENT: expired (or gone)
 		}
 		time.Sleep(250 * time.Microsecond)

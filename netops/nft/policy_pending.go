@@ -147,7 +147,7 @@ func (h *Handle) UnmarkPolicyPending(addrs []netip.Addr) error {
 			k6 = append(k6, a.AsSlice())
 		}
 	}
-	if _, err := h.delPresentElems(PolicyTable, setKeys{policySetName(PolicyAttached, false), k4}, setKeys{policySetName(PolicyAttached, true), k6},
+	if _, err := h.delPresentElems(nftables.TableFamilyINet, PolicyTable, setKeys{policySetName(PolicyAttached, false), k4}, setKeys{policySetName(PolicyAttached, true), k6},
 		setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6}); err != nil {
 		return fmt.Errorf("unmark %v pending in %s: %w", addrs, h.where(), classify(err))
 	}
@@ -194,6 +194,6 @@ func (h *Handle) releaseUnattached(closed []netip.Addr) error {
 			k6 = append(k6, a.AsSlice())
 		}
 	}
-	_, err := h.delPresentElems(PolicyTable, setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6})
+	_, err := h.delPresentElems(nftables.TableFamilyINet, PolicyTable, setKeys{policySetName(PolicyPending, false), k4}, setKeys{policySetName(PolicyPending, true), k6})
 	return err
 }

@@ -26,21 +26,15 @@ import (
 func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
 	err := attach.ReleaseWith(ctx, a, c.DataDir, attach.ReleaseOpts{
 		Unhook: func(ips []netip.Addr) error {
-			if err := attach.PolicyUnpend(host, ips); err != nil {
+			u := nft.PodUnhook{IPs: ips, Masq: c.IPMasq, CheckKind: nft.SrcCheckBridge}
+			if attach.SpoofCheckOn(c.IPSpoofChk) {
+				u.CheckedPort = c.HostVethName(a.ContainerID, a.IfName)
+			}
+			if err := attach.Unhook(host, u); err != nil {
 				return err
 			}
-			if attach.SpoofCheckOn(c.IPSpoofChk) {
-				if err := attach.SourceUncheck(host, nft.SrcCheckBridge, c.HostVethName(a.ContainerID, a.IfName), ips); err != nil {
-					return err
-				}
-			}
-			if c.IPMasq && len(ips) > 0 {
-				if err := attach.DeleteMasq(host, ips); err != nil {
-					return err
-				}
-				a.Mark("masq")
-				fault.Point("bridge/del/after-masq")
-			}
+			a.Mark("unhook")
+			fault.Point("bridge/del/after-masq")
 			return c.detachHook(ctx, a, host, ips)
 		},
 		Leftover: func() []netip.Addr { return leftoverIPs(a, c) },

@@ -18,18 +18,11 @@ import (
 func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) error {
 	hostName := attach.HostVethName(a.ContainerID, a.IfName)
 	unhook := func(ips []netip.Addr) error {
-		if err := attach.PolicyUnpend(host, ips); err != nil {
-			return err
-		}
+		u := nft.PodUnhook{IPs: ips, Masq: c.IPMasq, CheckKind: nft.SrcCheckRouted}
 		if attach.SpoofCheckOn(c.IPSpoofChk) {
-			if err := attach.SourceUncheck(host, nft.SrcCheckRouted, hostName, ips); err != nil {
-				return err
-			}
+			u.CheckedPort = hostName
 		}
-		if !c.IPMasq || len(ips) == 0 {
-			return nil
-		}
-		return attach.DeleteMasq(host, ips)
+		return attach.Unhook(host, u)
 	}
 	return attach.DelVeth(ctx, a, c.DataDir, host, hostName, unhook)
 }

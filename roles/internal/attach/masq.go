@@ -42,18 +42,6 @@ func Masquerade(host *netops.Handle, undo *cniplug.Undo, network string, pod []n
 	return nil
 }
 
-// DeleteMasq removes the masquerade entries of the pod's addresses ips
-// (those already gone count as removed).
-func DeleteMasq(host *netops.Handle, ips []netip.Addr) error {
-	if len(ips) == 0 {
-		return nil
-	}
-	if err := host.NFT().DeleteMasq(ips); err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "remove masquerade entries %v: %w", ips, err)
-	}
-	return nil
-}
-
 // KeptIPs is the set of the pod addresses of the endpoint records GC keeps,
 // for GCMasq.
 func KeptIPs(kept []store.Endpoint) map[netip.Addr]bool {

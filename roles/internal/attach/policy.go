@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // PolicyPending closes a Kubernetes pod's addresses until cnibox-agent's
@@ -34,11 +35,14 @@ func PolicyPending(host *netops.Handle, undo *cniplug.Undo, a *cniplug.Args, pod
 	return nil
 }
 
-// PolicyUnpend takes a pod's addresses out of the policy table's pending
-// set (DEL: the address may be the next pod's); gone is no error.
-func PolicyUnpend(host *netops.Handle, ips []netip.Addr) error {
-	if err := host.NFT().UnmarkPolicyPending(ips); err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "network policy: %w", err)
+// Unhook takes a pod's elements out of the node's tables at its DEL, in
+// one nftables transaction (netops/nft's UnhookPod): its addresses' in the
+// policy table's attached and pending sets (the address may be the next
+// pod's), and as u says its masquerade entries and its host port's source
+// address check. Gone is no error.
+func Unhook(host *netops.Handle, u nft.PodUnhook) error {
+	if err := host.NFT().UnhookPod(u); err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
 	}
 	return nil
 }
