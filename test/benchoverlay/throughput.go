@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
+	"github.com/cnibox/cnibox/test/internal/snmp"
 )
 
 // tputRow is one throughput measurement.
@@ -320,24 +320,9 @@ func fragments(nss []string) int {
 			if err != nil {
 				return err
 			}
-			var head []string
-			for _, line := range strings.Split(string(b), "\n") {
-				f := strings.Fields(line)
-				if len(f) == 0 || f[0] != "Ip:" {
-					continue
-				}
-				if head == nil {
-					head = f
-					continue
-				}
-				for i, k := range head {
-					if k == "FragCreates" && i < len(f) {
-						n, _ := strconv.Atoi(f[i])
-						total += n
-					}
-				}
-			}
-			return nil
+			n, err := snmp.Value(string(b), "Ip", "FragCreates")
+			total += int(n)
+			return err
 		})
 	}
 	return total

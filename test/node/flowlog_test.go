@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,9 @@ import (
 // kernel's time of the attempt; a namespace without the annotation logs
 // nothing; a StagedNetworkPolicy (its CRDs applied before the agents
 // start) that would refuse a working connection leaves it working and
-// logs it as staged-deny with its name.
+// logs it as staged-deny with its name; a flood of 10,000 denied SYNs a
+// second from one pod with the agent killed in the middle (floodStep);
+// after it, both connections are logged again.
 func TestKubeNodeFlowLog(t *testing.T) {
 	imageTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
 	d := deploymentOf(t, env(t, "CNIBOX_MANIFEST", "make image's manifest (bin/cnibox.yaml)"))
@@ -42,7 +45,9 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		t.Fatalf("kubectl apply -f staged-policies-crds.yaml: %v\n%s", err, out)
 	}
 	c.must("wait", "--for=condition=Established", "crd/stagednetworkpolicies.cnibox.io", c.timeout())
-	if out, err := c.kubectlIn(d.yaml, "apply", "-f", "-"); err != nil {
+	// The log rotates every MiB and keeps 50 files, for the flood's tail.
+	manifest := withAgentEnv(t, d.yaml, "FLANNELD_FLOW_LOG_MAX_SIZE", strconv.Itoa(floodMaxSize), "FLANNELD_FLOW_LOG_MAX_FILES", strconv.Itoa(floodMaxFiles))
+	if out, err := c.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply -f the manifest: %v\n%s", err, out)
 	}
 	c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
@@ -67,6 +72,8 @@ func TestKubeNodeFlowLog(t *testing.T) {
 		c.apply(flowPod(ns.name, "cli", n2.name, "exec sleep 86400"))
 		c.must("-n", ns.name, "wait", "--for=condition=Ready", "pod/srv", "pod/cli", c.timeout())
 	}
+	c.apply(flowPod("fl", "flood", n2.name, "mkdir -p /tmp && exec sleep 86400"))
+	c.must("-n", "fl", "wait", "--for=condition=Ready", "pod/flood", c.timeout())
 	agent := strings.TrimSpace(c.must("-n", "kube-system", "get", "pods", "-l", "app=cnibox",
 		"--field-selector", "spec.nodeName="+n1.name, "-o", "jsonpath={.items[0].metadata.name}"))
 	get := func(ns, port string) (time.Time, error) {
@@ -193,6 +200,27 @@ func TestKubeNodeFlowLog(t *testing.T) {
 				t.Errorf("namespace stage logs nothing but what its staged policy would change, yet: %+v", r)
 			}
 		}
+	})
+	step(t, "a flood of denied SYNs from one pod, its node's agent killed in the middle", func() {
+		ip := func(pod string) string {
+			return strings.TrimSpace(c.must("-n", "fl", "get", "pod", pod, "-o", "jsonpath={.status.podIP}"))
+		}
+		floodStep(t, c, n1, ip("srv"), ip("flood"))
+	})
+	step(t, "after the flood and the restart: served on 80, refused on 81, both logged", func() {
+		at, err := get("fl", "80")
+		if err != nil {
+			t.Fatalf("fl/cli cannot reach fl/srv:80 after the flood: %v", err)
+		}
+		find("fl/cli -> fl/srv:80 allowed after the restart", at, func(r flowlog.Record) bool {
+			return r.Verdict == flowlog.Allow && r.Src.Pod == "cli" && !r.Time.Before(at.Add(-time.Second))
+		})
+		if at, err = get("fl", "81"); err == nil {
+			t.Fatal("fl/cli reaches fl/srv:81 after the flood")
+		}
+		find("fl/cli -> fl/srv:81 denied after the restart", at, func(r flowlog.Record) bool {
+			return r.Verdict == flowlog.Deny && r.Src.Pod == "cli" && !r.Time.Before(at.Add(-time.Second))
+		})
 	})
 }
 
