@@ -51,6 +51,7 @@ type options struct {
 	rrPolicies int
 	rrDuration time.Duration
 	rrRuns     int
+	floodRate  int
 	timeout    time.Duration
 	json       string
 	verbose    bool
@@ -72,6 +73,7 @@ func parseOptions() *options {
 	flag.IntVar(&o.rrPolicies, "rr-policies", 200, "NetworkPolicies selecting the two request/response pods")
 	flag.DurationVar(&o.rrDuration, "rr-time", 5*time.Second, "length of one request/response run")
 	flag.IntVar(&o.rrRuns, "rr-runs", 3, "request/response runs per case (the median is reported)")
+	flag.IntVar(&o.floodRate, "flood-rate", 8000, "the flow log side: new connections a second to each of an allowed and a refused port (SYNs only), for -rr-time")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for one sample after this long")
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")

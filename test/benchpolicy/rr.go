@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,9 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/cnibox/cnibox/internal/logrotate"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/flood"
 )
 
 // serveRR serves rrPort and rrClosedPort in the namespace at ns: each
@@ -138,12 +142,66 @@ func (n *node) crr(o *options) (float64, error) {
 	return rates[len(rates)/2], nil
 }
 
-// countLines is the number of lines of the file at path (0 if it is not
-// there).
-func countLines(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
+// floodLog floods node 0's second pod from its first with o.floodRate new
+// connections a second to each of rrPort (allowed: logged by its rule)
+// and rrClosedPort (refused: logged by the isolation) for o.rrDuration, SYNs
+// only (test/internal/flood), and says how many connections a second were
+// sent and how many records a second the flow log wrote of them, counted
+// until it stops growing: logged connections a node takes before any rate
+// limit (the side runs with none). Each log rule passes at most 10,000
+// packets a second to the agent (docs/policy.md), so two rules cap it at
+// 20,000.
+func (n *node) floodLog(o *options) (offered, logged float64, err error) {
+	from := filepath.Join(netops.NamedNSDir, n.pods[0])
+	log := flowLogOf(n)
+	before := countLines(log)
+	start := time.Now()
+	var wg sync.WaitGroup
+	sent := make([]int, 2)
+	errs := make([]error, 2)
+	for i, port := range []uint16{rrPort, rrClosedPort} {
+		wg.Go(func() {
+			errs[i] = netops.InNetns(from, func() error {
+				var err error
+				sent[i], _, err = flood.SYNs(netip.AddrPortFrom(rrAddrs[1], port), o.floodRate, o.rrDuration)
+				return err
+			})
+		})
 	}
-	return bytes.Count(b, []byte("\n"))
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	took := time.Since(start)
+	quiet, size := time.Now(), logSize(log)
+	for time.Since(quiet) < time.Second {
+		time.Sleep(100 * time.Millisecond)
+		if m := logSize(log); m != size {
+			quiet, size = time.Now(), m
+		}
+	}
+	return float64(sent[0]+sent[1]) / took.Seconds(), float64(countLines(log)-before) / quiet.Sub(start).Seconds(), nil
+}
+
+// logSize is the bytes of the flow log at path, its backups included.
+func logSize(path string) int64 {
+	var n int64
+	for _, p := range append(logrotate.Backups(path), path) {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+// countLines is the number of lines of the flow log at path, its backups
+// included (0 if there is none).
+func countLines(path string) int {
+	n := 0
+	for _, p := range append(logrotate.Backups(path), path) {
+		if b, err := os.ReadFile(p); err == nil {
+			n += bytes.Count(b, []byte("\n"))
+		}
+	}
+	return n
 }

@@ -35,11 +35,17 @@ type result struct {
 	// CRR is new connections a second (connect, one byte each way, close)
 	// between the two pods with the policies; Logged, the flow log's
 	// records a second meanwhile (the flow log side).
-	CRR     float64 `json:"crr"`
-	Logged  float64 `json:"flow_log_records_per_s,omitempty"`
-	RSSMiB  float64 `json:"rss_mib"` // the largest of the nodes' agents, at the end
-	PeakMiB float64 `json:"peak_mib"`
-	Load    string  `json:"load"`
+	CRR    float64 `json:"crr"`
+	Logged float64 `json:"flow_log_records_per_s,omitempty"`
+	// FloodOffered and FloodLogged: new connections a second sent (SYNs
+	// only, to an allowed and a refused port) and records a second the
+	// flow log wrote of them (the flow log side, no rate limit): how many
+	// logged connections a node takes.
+	FloodOffered float64 `json:"flood_offered_per_s,omitempty"`
+	FloodLogged  float64 `json:"flood_logged_per_s,omitempty"`
+	RSSMiB       float64 `json:"rss_mib"` // the largest of the nodes' agents, at the end
+	PeakMiB      float64 `json:"peak_mib"`
+	Load         string  `json:"load"`
 }
 
 const sampleLabel = "bench-policy-sample"
@@ -123,6 +129,12 @@ func (c *cluster) runSide(s side) (*result, error) {
 		r.Logged = float64(logged) / time.Since(crrStart).Seconds()
 	}
 	o.logf("%s: TCP_CRR, %d policies %.0f/s, flow log %.0f records/s", s.name(), o.rrPolicies, r.CRR, r.Logged)
+	if cs, ok := s.(cniboxSide); ok && cs.flowLog {
+		if r.FloodOffered, r.FloodLogged, err = nodes[0].floodLog(o); err != nil {
+			return r, fmt.Errorf("a flood of new connections: %w", err)
+		}
+		o.logf("%s: a flood of %.0f new connections/s, %.0f logged/s", s.name(), r.FloodOffered, r.FloodLogged)
+	}
 	for _, n := range nodes {
 		if err := n.exited(); err != nil {
 			return r, err
@@ -339,12 +351,12 @@ func printResults(o *options, rs []*result) {
 	}
 	fmt.Printf("\nbench-policy: %d nodes, %d pods, %d NetworkPolicies; %d pods and %d policies timed one at a time; TCP_RR %s x %d (median), %d policies selecting both pods\n\n",
 		o.nodes, o.pods, o.policies, o.samples, o.polSamples, o.rrDuration, o.rrRuns, o.rrPolicies)
-	fmt.Println("| agent | first sync | pod Running -> every node p50 / p99 / max | policy created -> every node p50 / p99 / max | TCP_RR no agent | TCP_RR agent, no policy | TCP_RR 200 policies (vs no policy) | other port dropped | TCP_CRR 200 policies | flow log records | RSS / peak (largest node) | load |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| agent | first sync | pod Running -> every node p50 / p99 / max | policy created -> every node p50 / p99 / max | TCP_RR no agent | TCP_RR agent, no policy | TCP_RR 200 policies (vs no policy) | other port dropped | TCP_CRR 200 policies | flow log records | flood: SYNs sent / logged | RSS / peak (largest node) | load |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rs {
-		fmt.Printf("| %s | %.2f s | %.1f / %.1f / %.1f ms | %.1f / %.1f / %.1f ms | %.0f/s | %.0f/s | %.0f/s (%+.1f%%) | %v | %.0f/s | %.0f/s | %.1f / %.1f MiB | %s |\n",
+		fmt.Printf("| %s | %.2f s | %.1f / %.1f / %.1f ms | %.1f / %.1f / %.1f ms | %.0f/s | %.0f/s | %.0f/s (%+.1f%%) | %v | %.0f/s | %.0f/s | %.0f / %.0f/s | %.1f / %.1f MiB | %s |\n",
 			r.Side, r.SyncS, r.PodP50, r.PodP99, r.PodMax, r.PolP50, r.PolP99, r.PolMax,
-			r.RRNoAgent, r.RRNoPolicy, r.RRPolicies, (r.RRPolicies/r.RRNoPolicy-1)*100, r.RRClosed, r.CRR, r.Logged, r.RSSMiB, r.PeakMiB, r.Load)
+			r.RRNoAgent, r.RRNoPolicy, r.RRPolicies, (r.RRPolicies/r.RRNoPolicy-1)*100, r.RRClosed, r.CRR, r.Logged, r.FloodOffered, r.FloodLogged, r.RSSMiB, r.PeakMiB, r.Load)
 	}
 }
 

@@ -1,9 +1,7 @@
 // Command synflood opens TCP connections to ADDR:PORT at a steady rate and
-// abandons each as soon as its SYN is out: a flood of new connections from
-// one process, as a misbehaving pod sends them. A socket closed in SYN_SENT
-// sends nothing more (no retransmit, no RST) and frees its port at once, so
-// every SYN is a connection of its own and the rate holds for as long as
-// asked. It prints how many SYNs it sent and over how long.
+// abandons each as soon as its SYN is out (test/internal/flood): a flood
+// of new connections from one process, as a misbehaving pod sends them. It
+// prints how many SYNs it sent and over how long.
 //
 // The real-node flow log test (test/node, TestKubeNodeFlowLog) copies it
 // into a pod, statically linked:
@@ -13,14 +11,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/cnibox/cnibox/test/internal/flood"
 )
 
 func main() {
@@ -36,49 +33,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "synflood: %v\n", err)
 		os.Exit(64)
 	}
-	sent, took, err := flood(ap, *rate, *dur)
+	sent, took, err := flood.SYNs(ap, *rate, *dur)
 	fmt.Printf("sent %d SYNs in %.2f s\n", sent, took.Seconds())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "synflood: %v\n", err)
 		os.Exit(1)
 	}
-}
-
-// flood sends rate SYNs a second to ap for d, catching up every
-// millisecond with what the clock says is due.
-func flood(ap netip.AddrPort, rate int, d time.Duration) (sent int, took time.Duration, err error) {
-	start := time.Now()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for now := range tick.C {
-		took = now.Sub(start)
-		if took >= d {
-			break
-		}
-		for due := int(took.Seconds() * float64(rate)); sent < due; sent++ {
-			if err := syn(ap); err != nil {
-				return sent, took, err
-			}
-		}
-	}
-	return sent, took, nil
-}
-
-// syn starts a connection to ap without waiting for it and closes the
-// socket: the SYN has left when connect returns EINPROGRESS.
-func syn(ap netip.AddrPort) error {
-	family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
-	if a := ap.Addr().Unmap(); a.Is4() {
-		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
-	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	err = unix.Connect(fd, sa)
-	unix.Close(fd)
-	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
-		return fmt.Errorf("connect %s: %w", ap, err)
-	}
-	return nil
 }
