@@ -29,54 +29,38 @@ func DecodeConf(what string, data []byte, v any) error {
 			field = what
 		}
 		kind, _, _ := strings.Cut(te.Value, " ") // "number 5": the kind only
-		return Errorf(types.ErrDecodingFailure, "config field %q: a JSON %s cannot be read as %s: write it as %s", field, kind, JSONKind(te.Type), example(te.Type))
+		takes, example := jsonWords(te.Type)
+		return Errorf(types.ErrDecodingFailure, "config field %q: a JSON %s cannot be read as %s: write it as %s", field, kind, takes, example)
 	}
 	return Errorf(types.ErrDecodingFailure, "%s: %s", what, conffile.JSONError(err))
 }
 
 // JSONKind names what a Go type takes, in JSON words.
 func JSONKind(t reflect.Type) string {
-	if t == nil {
-		return "this field"
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a string"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Pointer:
-		return JSONKind(t.Elem())
-	default:
-		return "an object"
-	}
+	kind, _ := jsonWords(t)
+	return kind
 }
 
-// example shows a value of t's JSON kind, for the fix.
-func example(t reflect.Type) string {
+// jsonWords names what a Go type takes in JSON words (kind) and shows a
+// value of that kind (example): one table, so the two always agree.
+func jsonWords(t reflect.Type) (kind, example string) {
 	if t == nil {
-		return "the documented type"
+		return "this field", "the documented type"
 	}
 	switch t.Kind() {
 	case reflect.Bool:
-		return "true or false, without quotes"
+		return "true or false", "true or false, without quotes"
 	case reflect.String:
-		return `a string in quotes ("...")`
+		return "a string", `a string in quotes ("...")`
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number without quotes (e.g. 1500)"
+		return "an integer", "a whole number without quotes (e.g. 1500)"
 	case reflect.Float32, reflect.Float64:
-		return "a number without quotes"
+		return "a number", "a number without quotes"
 	case reflect.Slice, reflect.Array:
-		return "a list ([...])"
+		return "a list", "a list ([...])"
 	case reflect.Pointer:
-		return example(t.Elem())
+		return jsonWords(t.Elem())
 	}
-	return "an object ({...}) as docs/roles describes it"
+	return "an object", "an object ({...}) as docs/roles describes it"
 }
