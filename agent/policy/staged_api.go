@@ -53,36 +53,33 @@ type StagedClusterNetworkPolicyList struct {
 
 // DeepCopyObject implements runtime.Object.
 func (p *StagedNetworkPolicy) DeepCopyObject() runtime.Object {
-	out := &StagedNetworkPolicy{TypeMeta: p.TypeMeta}
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	p.Spec.DeepCopyInto(&out.Spec)
-	return out
+	return &StagedNetworkPolicy{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *StagedNetworkPolicyList) DeepCopyObject() runtime.Object {
-	out := &StagedNetworkPolicyList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*StagedNetworkPolicy))
-	}
-	return out
+	return &StagedNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: copyItems(l.Items)}
 }
 
 // DeepCopyObject implements runtime.Object.
 func (p *StagedClusterNetworkPolicy) DeepCopyObject() runtime.Object {
-	out := &StagedClusterNetworkPolicy{TypeMeta: p.TypeMeta}
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	p.Spec.DeepCopyInto(&out.Spec)
-	return out
+	return &StagedClusterNetworkPolicy{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *StagedClusterNetworkPolicyList) DeepCopyObject() runtime.Object {
-	out := &StagedClusterNetworkPolicyList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*StagedClusterNetworkPolicy))
+	return &StagedClusterNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: copyItems(l.Items)}
+}
+
+// copyItems deep-copies a list's items, each by its own DeepCopyObject
+// (nil for none).
+func copyItems[T any, P interface {
+	*T
+	DeepCopyObject() runtime.Object
+}](items []T) []T {
+	var out []T
+	for i := range items {
+		out = append(out, *P(&items[i]).DeepCopyObject().(P))
 	}
 	return out
 }
