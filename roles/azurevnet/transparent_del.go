@@ -68,15 +68,10 @@ func checkTransparent(ctx context.Context, a *cniplug.Args, c *tconf) error {
 		Pod: func(pod *netops.Handle, prev *current.Result) error {
 			return checkPodGateways(pod, a.IfName, prefixes(prev))
 		},
-		Node: func(host *netops.Handle, prev *current.Result) error {
-			if err := checkHostEnd(host, hostName, prefixes(prev)); err != nil {
-				return err
-			}
-			if !attach.SpoofCheckOn(c.IPSpoofChk) {
-				return nil
-			}
-			return attach.CheckSource(host, nft.SrcCheckRouted, hostName, attach.PodIPs(prev, a.IfName))
-		},
+		Node: attach.NodeCheck(a, nft.SrcCheckRouted, hostName, attach.SpoofCheckOn(c.IPSpoofChk),
+			func(host *netops.Handle, prev *current.Result) error {
+				return checkHostEnd(host, hostName, prefixes(prev))
+			}),
 	})
 }
 

@@ -18,15 +18,8 @@ import (
 // entries. With disableContainerInterface it is checkDown.
 func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	hostName := c.HostVethName(a.ContainerID, a.IfName)
-	node := func(host *netops.Handle, prev *current.Result) error {
-		if err := checkPort(host, c, hostName); err != nil {
-			return err
-		}
-		if !attach.SpoofCheckOn(c.IPSpoofChk) || c.DisableContainerInterface {
-			return nil
-		}
-		return attach.CheckSource(host, nft.SrcCheckBridge, hostName, attach.PodIPs(prev, a.IfName))
-	}
+	node := attach.NodeCheck(a, nft.SrcCheckBridge, hostName, attach.SpoofCheckOn(c.IPSpoofChk) && !c.DisableContainerInterface,
+		func(host *netops.Handle, _ *current.Result) error { return checkPort(host, c, hostName) })
 	if c.DisableContainerInterface {
 		return checkDown(ctx, a, node)
 	}

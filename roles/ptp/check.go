@@ -20,15 +20,8 @@ import (
 // masquerade entries.
 func check(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	hostName := attach.HostVethName(a.ContainerID, a.IfName)
-	node := func(host *netops.Handle, prev *current.Result) error {
-		if err := checkHost(host, hostName, prev); err != nil {
-			return err
-		}
-		if !attach.SpoofCheckOn(c.IPSpoofChk) {
-			return nil
-		}
-		return attach.CheckSource(host, nft.SrcCheckRouted, hostName, attach.PodIPs(prev, a.IfName))
-	}
+	node := attach.NodeCheck(a, nft.SrcCheckRouted, hostName, attach.SpoofCheckOn(c.IPSpoofChk),
+		func(host *netops.Handle, prev *current.Result) error { return checkHost(host, hostName, prev) })
 	return attach.Check(ctx, a, attach.CheckOpts{Prev: attach.Prev, Kind: "veth", Node: node, IPMasq: c.IPMasq})
 }
 

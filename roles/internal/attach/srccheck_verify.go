@@ -63,6 +63,22 @@ func CheckSource(host *netops.Handle, kind nft.SrcCheckKind, port string, ips []
 		port, strings.Join(missing, "; "))
 }
 
+// NodeCheck is the node side of a veth attachment's CHECK
+// (CheckOpts.Node): hostEnd, the role's check of the host end port, then,
+// with spoofChk, the port's source address check (CheckSource; kind says
+// where the port is) against the pod's addresses in prevResult.
+func NodeCheck(a *cniplug.Args, kind nft.SrcCheckKind, port string, spoofChk bool, hostEnd func(*netops.Handle, *current.Result) error) func(*netops.Handle, *current.Result) error {
+	return func(host *netops.Handle, prev *current.Result) error {
+		if err := hostEnd(host, prev); err != nil {
+			return err
+		}
+		if !spoofChk {
+			return nil
+		}
+		return CheckSource(host, kind, port, PodIPs(prev, a.IfName))
+	}
+}
+
 // PodIPs are the addresses prev gives the pod's interface ifname: those of
 // an interface of that name in a sandbox, and those that name no
 // interface (as CheckPodAddrs reads them).
