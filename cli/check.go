@@ -393,17 +393,22 @@ func printConfigCheck(w io.Writer, rep checkReport) error {
 			status = fmt.Sprintf("%d finding(s)", len(f.Findings))
 		}
 		fmt.Fprintf(w, "%s: %s\n", head, status)
-		for _, x := range f.Findings {
-			where := ""
-			if x.Path != "" {
-				where = x.Path + ": "
-			}
-			fmt.Fprintf(w, "  %s  %s%s\n", strings.ToUpper(x.Severity), where, x.Message)
-			if x.Fix != "" {
-				fmt.Fprintf(w, "         fix: %s\n", x.Fix)
-			}
-		}
+		printFindings(w, f.Findings)
 	}
 	fmt.Fprintf(w, "\n%d error(s), %d warning(s) in %d file(s)\n", rep.Errors, rep.Warnings, len(rep.Files))
 	return nil
+}
+
+// printFindings prints findings, one line a finding and one a fix.
+func printFindings(w io.Writer, findings []checkFinding) {
+	for _, x := range findings {
+		where := ""
+		if x.Path != "" {
+			where = x.Path + ": "
+		}
+		fmt.Fprintf(w, "  %s  %s%s\n", strings.ToUpper(x.Severity), where, x.Message)
+		if x.Fix != "" {
+			fmt.Fprintf(w, "         fix: %s\n", x.Fix)
+		}
+	}
 }

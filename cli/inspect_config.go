@@ -82,16 +82,7 @@ func printConfigReport(w io.Writer, rep configReport) error {
 	errs, warns := checkCounts(rep.Check)
 	if rep.Check != nil && len(rep.Check.Findings) > 0 {
 		fmt.Fprintf(w, "cnibox check %s:\n", rep.Check.File)
-		for _, x := range rep.Check.Findings {
-			where := ""
-			if x.Path != "" {
-				where = x.Path + ": "
-			}
-			fmt.Fprintf(w, "  %s  %s%s\n", strings.ToUpper(x.Severity), where, x.Message)
-			if x.Fix != "" {
-				fmt.Fprintf(w, "         fix: %s\n", x.Fix)
-			}
-		}
+		printFindings(w, rep.Check.Findings)
 		fmt.Fprintln(w)
 	}
 	switch {
