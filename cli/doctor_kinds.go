@@ -110,7 +110,8 @@ func (d *doctor) checkBridgePort(host *netops.Handle, ep store.Endpoint) (hostMT
 // checkRoutedVeth: a host veth without a bridge (ptp) is up, holds the
 // pod's gateways (/32, /128) and the node routes each pod address to it.
 func (d *doctor) checkRoutedVeth(host *netops.Handle, ep store.Endpoint) int {
-	hl, ok := d.checkHostVethUp(host, ep, "no bridge: the node routes to the pod through it")
+	ec := d.endpointCheck(host, nil, ep, netops.Link{})
+	hl, ok := ec.CheckHostVeth("no bridge: the node routes to the pod through it")
 	if !ok {
 		return 0
 	}
@@ -127,43 +128,8 @@ func (d *doctor) checkRoutedVeth(host *netops.Handle, ep store.Endpoint) int {
 				"%s lacks the pod's gateway %s (has %s): the pod's packets have no next hop", ep.HostVeth, gw, orDash(joinStrings(addrs)))
 		}
 	}
-	d.checkHostRoutes(host, ep, "scope host")
+	ec.CheckHostRoutes("scope host")
 	return hl.MTU
-}
-
-// checkHostVethUp: the endpoint's host veth (on no bridge, as note says)
-// exists and is up. It returns the link and whether it exists.
-func (d *doctor) checkHostVethUp(host *netops.Handle, ep store.Endpoint, note string) (netops.Link, bool) {
-	hl, err := host.LinkByName(ep.HostVeth)
-	if err != nil {
-		d.fail("host veth", "the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+recreate,
-			"%s is missing from the node", ep.HostVeth)
-		return hl, false
-	}
-	if !hl.Up {
-		d.fail("host veth", "ip link set "+ep.HostVeth+" up", "%s is down", ep.HostVeth)
-	} else {
-		d.pass("host veth", "%s is up (%s)", ep.HostVeth, note)
-	}
-	return hl, true
-}
-
-// checkHostRoutes: the node routes each pod address to the host veth (the
-// fix adds the route with the words how: "scope host", "proto static").
-func (d *doctor) checkHostRoutes(host *netops.Handle, ep store.Endpoint, how string) {
-	routes, err := host.Routes(ep.HostVeth)
-	if err != nil {
-		d.fail("host route", "", "list routes of %s: %v", ep.HostVeth, err)
-	}
-	for _, p := range ep.IPs {
-		want := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
-		if slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == want && r.Table == 0 }) {
-			d.pass("host route", "%s dev %s", want, ep.HostVeth)
-		} else {
-			d.fail("host route", fmt.Sprintf("ip route add %s dev %s %s", want, ep.HostVeth, how),
-				"the node has no route %s dev %s: nothing reaches the pod", want, ep.HostVeth)
-		}
-	}
 }
 
 // checkMaster: the master of a macvlan, ipvlan or vlan device exists and is

@@ -3,7 +3,6 @@ package azurevnet
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"slices"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -18,16 +17,9 @@ func doctorHost(c *cniplug.EndpointCheck) (int, bool) {
 	if ep.Plugin != "azure-vnet" || !isTransparent(ep) {
 		return 0, false
 	}
-	hl, err := c.Host.LinkByName(ep.HostVeth)
-	switch {
-	case err != nil:
-		c.Fail("host veth", "the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+c.Recreate,
-			"%s is missing from the node", ep.HostVeth)
+	hl, ok := c.CheckHostVeth("azure-vnet transparent: no bridge, the node routes to the pod through it")
+	if !ok {
 		return 0, true
-	case !hl.Up:
-		c.Fail("host veth", "ip link set "+ep.HostVeth+" up", "%s is down", ep.HostVeth)
-	default:
-		c.Pass("host veth", "%s is up (%s)", ep.HostVeth, "azure-vnet transparent: no bridge, the node routes to the pod through it")
 	}
 	key := "net.ipv4.conf." + ep.HostVeth + ".proxy_arp"
 	if v, err := c.Host.Sysctl(key); err != nil || v != "1" {
@@ -38,19 +30,7 @@ func doctorHost(c *cniplug.EndpointCheck) (int, bool) {
 	} else {
 		c.Pass("proxy arp", "%s answers ARP for the pod's gateway", ep.HostVeth)
 	}
-	routes, err := c.Host.Routes(ep.HostVeth)
-	if err != nil {
-		c.Fail("host route", "", "list routes of %s: %v", ep.HostVeth, err)
-	}
-	for _, p := range ep.IPs {
-		want := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
-		if slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == want && r.Table == 0 }) {
-			c.Pass("host route", "%s dev %s", want, ep.HostVeth)
-		} else {
-			c.Fail("host route", fmt.Sprintf("ip route add %s dev %s proto static", want, ep.HostVeth),
-				"the node has no route %s dev %s: nothing reaches the pod", want, ep.HostVeth)
-		}
-	}
+	c.CheckHostRoutes("proto static")
 	return hl.MTU, true
 }
 
