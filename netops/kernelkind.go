@@ -17,32 +17,33 @@ type KernelFeature struct {
 	Module string // "8021q"
 }
 
+// linkKinds are the kinds LinkKindFeature knows, with what each needs: an
+// array of constants, which the linker lays out (a package-level map would
+// be built by code at every start).
+var linkKinds = [...]struct {
+	kind string
+	KernelFeature
+}{
+	{"vlan", KernelFeature{"802.1Q VLAN devices", "CONFIG_VLAN_8021Q", "8021q"}},
+	{"dummy", KernelFeature{"dummy devices", "CONFIG_DUMMY", "dummy"}},
+	{"ipvlan", KernelFeature{"ipvlan devices", "CONFIG_IPVLAN", "ipvlan"}},
+	{"macvlan", KernelFeature{"macvlan devices", "CONFIG_MACVLAN", "macvlan"}},
+	{"vrf", KernelFeature{"VRF devices", "CONFIG_NET_VRF", "vrf"}},
+	{"vxlan", KernelFeature{"VXLAN devices", "CONFIG_VXLAN", "vxlan"}},
+	{"ifb", KernelFeature{"ifb devices", "CONFIG_IFB", "ifb"}},
+	{"veth", KernelFeature{"veth pairs", "CONFIG_VETH", "veth"}},
+	{"bridge", KernelFeature{"bridges", "CONFIG_BRIDGE", "bridge"}},
+	{"tun", KernelFeature{"TUN/TAP devices", "CONFIG_TUN", "tun"}},
+}
+
 // LinkKindFeature returns what the kernel needs for links of kind (the
 // kind netlink names: "vlan", "dummy", "ipvlan", ...); ok false for a kind
-// it does not know. (A switch, not a map: a package-level map is built by
-// code at every start.)
+// it does not know.
 func LinkKindFeature(kind string) (f KernelFeature, ok bool) {
-	switch kind {
-	case "vlan":
-		return KernelFeature{"802.1Q VLAN devices", "CONFIG_VLAN_8021Q", "8021q"}, true
-	case "dummy":
-		return KernelFeature{"dummy devices", "CONFIG_DUMMY", "dummy"}, true
-	case "ipvlan":
-		return KernelFeature{"ipvlan devices", "CONFIG_IPVLAN", "ipvlan"}, true
-	case "macvlan":
-		return KernelFeature{"macvlan devices", "CONFIG_MACVLAN", "macvlan"}, true
-	case "vrf":
-		return KernelFeature{"VRF devices", "CONFIG_NET_VRF", "vrf"}, true
-	case "vxlan":
-		return KernelFeature{"VXLAN devices", "CONFIG_VXLAN", "vxlan"}, true
-	case "ifb":
-		return KernelFeature{"ifb devices", "CONFIG_IFB", "ifb"}, true
-	case "veth":
-		return KernelFeature{"veth pairs", "CONFIG_VETH", "veth"}, true
-	case "bridge":
-		return KernelFeature{"bridges", "CONFIG_BRIDGE", "bridge"}, true
-	case "tun":
-		return KernelFeature{"TUN/TAP devices", "CONFIG_TUN", "tun"}, true
+	for _, k := range linkKinds {
+		if k.kind == kind {
+			return k.KernelFeature, true
+		}
 	}
 	return KernelFeature{}, false
 }
