@@ -14,17 +14,8 @@ import (
 // its gateway.
 func SendARPRequest(t testing.TB, nsPath, ifname string, sender, target netip.Addr) error {
 	t.Helper()
-	return Run(t, nsPath, func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		proto := htons(unix.ETH_P_ARP)
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
+	proto := htons(unix.ETH_P_ARP)
+	return sendOn(t, nsPath, ifname, unix.AF_PACKET, unix.SOCK_RAW, int(proto), func(ifi *net.Interface, fd int) error {
 		bcast := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 		s4, t4 := sender.As4(), target.As4()
 		f := append(append(append([]byte{}, bcast...), ifi.HardwareAddr...), 0x08, 0x06)

@@ -13,15 +13,7 @@ import (
 // listener closes when the test ends.
 func Serve(t testing.TB, nsPath string, addr netip.Addr) netip.AddrPort {
 	t.Helper()
-	var ln net.Listener
-	if err := Run(t, nsPath, func() error {
-		var err error
-		ln, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := listenIn(t, nsPath, func() (net.Listener, error) { return net.Listen("tcp", netip.AddrPortFrom(addr, 0).String()) })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -33,6 +25,22 @@ func Serve(t testing.TB, nsPath string, addr netip.Addr) netip.AddrPort {
 		}
 	}()
 	return netip.MustParseAddrPort(ln.Addr().String())
+}
+
+// listenIn opens a listener with listen in the namespace at nsPath (the
+// test fails when it cannot) and closes it when the test ends.
+func listenIn[L io.Closer](t testing.TB, nsPath string, listen func() (L, error)) L {
+	t.Helper()
+	var l L
+	if err := Run(t, nsPath, func() error {
+		var err error
+		l, err = listen()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // SeenFrom connects from inside nsPath to a server of Serve and returns the

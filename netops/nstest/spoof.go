@@ -26,15 +26,7 @@ type UDPSink struct {
 // namespace at nsPath; it closes when the test ends.
 func ListenUDP(t testing.TB, nsPath string, addr netip.Addr) *UDPSink {
 	t.Helper()
-	var pc net.PacketConn
-	if err := Run(t, nsPath, func() error {
-		var err error
-		pc, err = net.ListenPacket("udp", netip.AddrPortFrom(addr, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
+	pc := listenIn(t, nsPath, func() (net.PacketConn, error) { return net.ListenPacket("udp", netip.AddrPortFrom(addr, 0).String()) })
 	s := &UDPSink{At: netip.MustParseAddrPort(pc.LocalAddr().String()), from: make(chan netip.Addr, 64)}
 	go func() {
 		buf := make([]byte, 64)
@@ -112,16 +104,7 @@ func SendGratuitousARP(t testing.TB, nsPath, ifname string, ip netip.Addr) error
 // that says target is at ifname's MAC.
 func SendUnsolicitedNA(t testing.TB, nsPath, ifname string, src, target netip.Addr) error {
 	t.Helper()
-	return Run(t, nsPath, func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
+	return sendOn(t, nsPath, ifname, unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6, func(ifi *net.Interface, fd int) error {
 		for _, o := range [][2]int{{unix.IPV6_MULTICAST_IF, ifi.Index}, {unix.IPV6_MULTICAST_HOPS, 255}, {unix.IPV6_UNICAST_HOPS, 255}} {
 			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, o[0], o[1]); err != nil {
 				return err
@@ -136,6 +119,24 @@ func SendUnsolicitedNA(t testing.TB, nsPath, ifname string, src, target netip.Ad
 		m := append([]byte{136, 0, 0, 0, 0x20, 0, 0, 0}, t16[:]...)
 		m = append(append(m, 2, 1), ifi.HardwareAddr...)
 		return unix.Sendto(fd, m, 0, sockaddr(netip.AddrPortFrom(netip.MustParseAddr("ff02::1"), 0), ifi.Index))
+	})
+}
+
+// sendOn runs send in the namespace at nsPath with ifname's interface and
+// a socket of domain, typ and proto, closed after.
+func sendOn(t testing.TB, nsPath, ifname string, domain, typ, proto int, send func(ifi *net.Interface, fd int) error) error {
+	t.Helper()
+	return Run(t, nsPath, func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return send(ifi, fd)
 	})
 }
 
