@@ -69,14 +69,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&manifestOuts, "manifest-out", "where the manifest with -ref goes (one per -manifest, in order)")
 	valuesOut := fs.String("values-out", "", "also write the Helm chart's image values (repository, tag, digest) naming the image built here (helm install -f FILE)")
 	busybox := fs.String("busybox", "", "a static busybox for /bin (cp, sh, ...); with it the image also answers flannel's manifest (/flannel, /opt/bin/flanneld, /opt/bin/install-conf)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT]... {-platform OS/ARCH=DIR... | BINARY...}")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := checkRef(*ref); err != nil {
+	if err := parseArgs(fs, stderr, "usage: image -o ARCHIVE -ref NAME:TAG [-manifest IN -manifest-out OUT]... {-platform OS/ARCH=DIR... | BINARY...}", args, ref); err != nil {
 		return err
 	}
 	if len(manifests) != len(manifestOuts) {
@@ -182,6 +175,19 @@ func imageConfig(ref string) ocispec.ImageConfig {
 
 // tagRe is a tag as the distribution spec allows it.
 var tagRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// parseArgs parses args into fs (usage is its help's first line) and
+// checks -ref, ref, which both commands take.
+func parseArgs(fs *flag.FlagSet, stderr io.Writer, usage string, args []string, ref *string) error {
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return checkRef(*ref)
+}
 
 // checkRef reports what is wrong with ref as a name:tag.
 func checkRef(ref string) error {

@@ -30,14 +30,7 @@ func runPush(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("image push", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	ref := fs.String("ref", "", "where to push: REGISTRY/NAME:TAG, e.g. registry.example/cnibox:v1.0.0")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: image push -ref REGISTRY/NAME:TAG ARCHIVE")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := checkRef(*ref); err != nil {
+	if err := parseArgs(fs, stderr, "usage: image push -ref REGISTRY/NAME:TAG ARCHIVE", args, ref); err != nil {
 		return err
 	}
 	tag, err := name.NewTag(*ref, name.StrictValidation)
