@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/roles"
 )
 
@@ -146,4 +147,46 @@ func runCheckCLI(t *testing.T, bin string, args ...string) (int, string) {
 	}
 	b, _ := os.ReadFile(out)
 	return code, string(b)
+}
+
+// TestCheckRunsEveryParser: every role whose config has fields of its own
+// has the parser its ADD runs where check finds it (Known.Parse or a
+// cniplug.ConfigParser), and check refuses what those ADDs refuse.
+func TestCheckRunsEveryParser(t *testing.T) {
+	reg := roles.Registry()
+	for _, n := range reg.Names() {
+		r, _ := reg.Lookup(n)
+		if tree := knownTree(r.Known); tree == nil || len(*tree) == 0 {
+			continue // common fields only (loopback, passthru)
+		}
+		_, verbs := r.Verbs.(cniplug.ConfigParser)
+		if !verbs && (r.Known == nil || r.Known.Parse == nil) {
+			t.Errorf("role %s: no parser for cnibox check (Known.Parse or a ConfigParser Verbs): check passes what its ADD refuses", n)
+		}
+	}
+	bin := checkBinDir(t)
+	for _, tc := range []struct{ name, plugin, path string }{
+		{"azure-vnet", `{"type": "azure-vnet", "mode": 5, "ipam": {"type": "azure-vnet-ipam"}}`, "plugins[0].mode"},
+		{"multi", `{"type": "multi", "delegates": "x"}`, "plugins[0].delegates"},
+		{"multus", `{"type": "multus", "delegates": 5}`, "plugins[0].delegates"},
+		{"flannel", `{"type": "flannel", "delegate": "x"}`, "plugins[0].delegate"},
+		{"vxlan", `{"type": "vxlan", "delegate": "x"}`, "plugins[0].delegate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "10-check.conflist")
+			conf := `{"cniVersion": "1.0.0", "name": "checknet", "plugins": [` + tc.plugin + `]}`
+			if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ck := checker{reg: reg, binDirs: []string{bin}}
+			rep := ck.paths([]string{path})
+			found := false
+			for _, f := range rep.Files[0].Findings {
+				found = found || (f.Severity == sevError && f.Path == tc.path)
+			}
+			if !found {
+				t.Errorf("no error at %s; findings: %+v", tc.path, rep.Files[0].Findings)
+			}
+		})
+	}
 }

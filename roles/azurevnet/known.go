@@ -13,10 +13,26 @@ import (
 // gc, store rebuild and inspect (see cniplug.Known).
 var known = cniplug.Known{
 	Config:        knownConfig,
+	Parse:         parseOnly,
 	HostVeth:      &hostVeth,
 	DoctorHost:    doctorHost,
 	DoctorGateway: doctorGateway,
 	Describe:      describe,
+}
+
+// parseOnly is the parse of ADD, for cnibox check: the fields both modes
+// read, then transparent mode's parser or bridge mode's (the bridge role's
+// with azure-vnet's hooks).
+func parseOnly(a *cniplug.Args) error {
+	z, err := fields(a)
+	if err != nil {
+		return err
+	}
+	if z.Mode == ModeTransparent {
+		_, err := parseTransparent(a, z)
+		return err
+	}
+	return bridgeMode.ParseConfig(a)
 }
 
 // transparentKey files the networks of transparent mode, whose host veths

@@ -8,4 +8,12 @@ import (
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
 	Config: []any{(*flannelConf)(nil)},
+	Parse:  parseOnly,
+}
+
+// parseOnly is the parse of ADD, for cnibox check: the flannel fields (the
+// delegate's config is built from subnet.env at ADD, and checked then).
+func parseOnly(a *cniplug.Args) error {
+	_, err := parseFlannelConf(a)
+	return err
 }

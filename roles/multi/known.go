@@ -12,6 +12,18 @@ import (
 var known = cniplug.Known{
 	Config: []any{(*topJSON)(nil), (*multiK8sConf)(nil)},
 	Doc:    "multi",
+	Parse:  parseOnly,
+}
+
+// parseOnly is the parse of ADD, for cnibox check: the Kubernetes fields,
+// then the rest as parseMultiConf reads it (a clusterNetwork that only
+// cnibox-agent can resolve is left for the ADD, as without a pod).
+func parseOnly(a *cniplug.Args) error {
+	if _, err := parseMultiK8s(a.StdinData); err != nil {
+		return err
+	}
+	_, err := parseMultiConf(a, "")
+	return err
 }
 
 // topJSON are the top-level fields parseMultiConf decodes.

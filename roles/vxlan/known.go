@@ -11,10 +11,13 @@ var known = cniplug.Known{
 	Parse:  parseOnly,
 }
 
-// parseOnly is the parse of ADD, for `cnibox check`.
+// parseOnly is the parse of ADD, for `cnibox check`, and of the fields
+// it passes on as flannel's parser reads them (an ADD fails there).
 func parseOnly(a *cniplug.Args) error {
-	_, err := parseConf(a)
-	return err
+	if _, err := parseConf(a); err != nil {
+		return err
+	}
+	return cniplug.DecodeConf("vxlan config", a.StdinData, &passedOn{})
 }
 
 // passedOn are the fields vxlan hands to flannel's plugin with the config
