@@ -62,7 +62,7 @@ func (c *NetConf) Keeps(containerID, ifname string) bool {
 func decodeConf(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
-		return nil, Errorf(types.ErrDecodingFailure, "stdin: the network config is not valid JSON: %v", err)
+		return nil, DecodeError("stdin", stdin, conf, err)
 	}
 	if conf.Name == "" {
 		return nil, Errorf(types.ErrInvalidNetworkConfig, `config field "name" is missing: every network config needs a name`)

@@ -3,6 +3,7 @@ package cloudipam
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -152,6 +153,9 @@ func loadConfig(a *cniplug.Args, fixed string) (*config, error) {
 	if len(in.Routes) > 0 && string(in.Routes) != "null" {
 		c.Routes = []*types.Route{}
 		if err := json.Unmarshal(in.Routes, &c.Routes); err != nil {
+			if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+				return nil, cniplug.DecodeError("ipam.routes", in.Routes, &c.Routes, err)
+			}
 			return nil, cniplug.ConfError("ipam.routes", "%v: want a list like [{\"dst\": \"0.0.0.0/0\", \"gw\": \"10.240.0.1\"}] ([] for none)", err)
 		}
 		for i, r := range c.Routes {

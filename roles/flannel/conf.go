@@ -7,7 +7,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/roles/internal/delegate"
 )
 
 // flannelConf is the flannel plugin's config, field names as in flannel's own
@@ -33,7 +32,7 @@ func parseFlannelConf(a *cniplug.Args) (*flannelConf, error) {
 	dec := json.NewDecoder(bytes.NewReader(a.StdinData))
 	dec.UseNumber() // numbers reach the delegate as written
 	if err := dec.Decode(c); err != nil {
-		return nil, delegate.DecodeError("flannel config", err)
+		return nil, cniplug.DecodeError("flannel config", a.StdinData, c, err)
 	}
 	if t, ok := c.Delegate["type"]; ok {
 		if s, isStr := t.(string); !isStr || s == "" {

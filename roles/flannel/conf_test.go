@@ -99,6 +99,7 @@ func TestFlannelDelegateConfig(t *testing.T) {
 		wantType   string
 		want       string // the delegate as JSON
 		wantErr    string // a config error (code 7) naming this field
+		code       uint   // the code wantErr comes with, when not 7
 	}{
 		{
 			name:     "seed",
@@ -135,15 +136,19 @@ func TestFlannelDelegateConfig(t *testing.T) {
 		{name: "delegate.name", conf: `{"name":"n","type":"flannel","delegate":{"name":"x"}}`, wantErr: "delegate.name"},
 		{name: "delegate.ipam", conf: `{"name":"n","type":"flannel","delegate":{"ipam":{}}}`, wantErr: "delegate.ipam"},
 		{name: "delegate.type", conf: `{"name":"n","type":"flannel","delegate":{"type":3}}`, wantErr: "delegate.type"},
-		{name: "delegate not an object", conf: `{"name":"n","type":"flannel","delegate":"bridge"}`, wantErr: "delegate"},
+		{name: "delegate not an object", conf: `{"name":"n","type":"flannel","delegate":"bridge"}`, wantErr: "delegate", code: 6},
 		{name: "ipam.routes", conf: `{"name":"n","type":"flannel","ipam":{"routes":"x"}}`, wantErr: "ipam.routes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := parseFlannelConf(flannelArgs(tt.conf, nil))
 			if tt.wantErr != "" {
-				if err == nil || cniplug.CodeOf(err) != 7 || !strings.Contains(err.Error(), `"`+tt.wantErr+`"`) {
-					t.Fatalf("parseFlannelConf = %v, want code 7 naming %q", err, tt.wantErr)
+				code := uint(7)
+				if tt.code != 0 {
+					code = tt.code // a wrong JSON type: cniplug.DecodeConf's 6
+				}
+				if err == nil || cniplug.CodeOf(err) != code || !strings.Contains(err.Error(), `"`+tt.wantErr+`"`) {
+					t.Fatalf("parseFlannelConf = %v, want code %d naming %q", err, code, tt.wantErr)
 				}
 				return
 			}

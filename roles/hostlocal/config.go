@@ -28,6 +28,9 @@ type ipamJSON struct {
 	DataDir       string               `json:"dataDir"`
 	ResolvConf    string               `json:"resolvConf"`
 	Sticky        bool                 `json:"sticky"`
+	// reclaimAfterReboot, decoded here so that a value that is not true
+	// or false is refused as every wrong type is (reclaimOn reads it).
+	reclaimJSON
 }
 
 // loadOptions say how much of the config a verb needs.

@@ -7,7 +7,7 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
-	Config: []any{(*ipamJSON)(nil), (*reclaimJSON)(nil)},
+	Config: []any{(*ipamJSON)(nil)},
 	Doc:    "host-local",
 	// The store's reservations are host-local's: store rebuild makes
 	// them again from the pods' addresses.

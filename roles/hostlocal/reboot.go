@@ -73,7 +73,8 @@ type reclaimJSON struct {
 
 // reclaimOn reports whether the reclaim after a reboot is on for this call:
 // unless ipam.reclaimAfterReboot is false or $CNIBOX_REBOOT_RECLAIM is off
-// ("off", "0", "false" or "no"). Anything but a JSON false counts as on.
+// ("off", "0", "false" or "no"). The parse (loadConfig) has refused a
+// value that is not true or false.
 func reclaimOn(a *cniplug.Args) bool {
 	var raw struct {
 		IPAM reclaimJSON `json:"ipam"`

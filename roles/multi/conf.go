@@ -85,8 +85,8 @@ const maxDelegateFile = cniplug.MaxConfigBytes
 // own "ifname" field or net<index>.
 func parseMultiConf(a *cniplug.Args, ifname string) (*multiConf, error) {
 	var raw topJSON
-	if err := json.Unmarshal(a.StdinData, &raw); err != nil {
-		return nil, delegate.DecodeError("multi config", err)
+	if err := cniplug.DecodeConf("multi config", a.StdinData, &raw); err != nil {
+		return nil, err
 	}
 	m, err := parseMultus(a.StdinData)
 	if err != nil {

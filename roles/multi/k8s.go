@@ -57,8 +57,8 @@ const multiK8sClearTimeout = 2 * time.Second
 
 func parseMultiK8s(stdin []byte) (*multiK8sConf, error) {
 	var k multiK8sConf
-	if err := json.Unmarshal(stdin, &k); err != nil {
-		return nil, delegate.DecodeError("multi config", err)
+	if err := cniplug.DecodeConf("multi config", stdin, &k); err != nil {
+		return nil, err
 	}
 	if k.ConfDir == "" {
 		k.ConfDir = DefaultMultiConfDir

@@ -62,16 +62,17 @@ func TestMultiK8sConfigErrors(t *testing.T) {
 		name  string
 		extra map[string]any
 		field string
+		code  uint
 	}{
-		{"relative socket", map[string]any{"agentSocket": "agent.sock"}, `"agentSocket"`},
-		{"relative confDir", map[string]any{"kubernetes": true, "confDir": "net.d"}, `"confDir"`},
-		{"kubernetes not a bool", map[string]any{"kubernetes": "yes"}, `"kubernetes"`},
+		{"relative socket", map[string]any{"agentSocket": "agent.sock"}, `"agentSocket"`, 7},
+		{"relative confDir", map[string]any{"kubernetes": true, "confDir": "net.d"}, `"confDir"`, 7},
+		{"kubernetes not a bool", map[string]any{"kubernetes": "yes"}, `"kubernetes"`, 6}, // a wrong JSON type: cniplug.DecodeConf
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := delegatetest.NewNode(t)
 			_, _, err := n.Call(multi.Role, "ADD", delegatetest.Pod{ID: "cfg", Netns: "/run/netns/does-not-matter"}, muK8sConf(t, tt.extra))
-			if err == nil || cniplug.CodeOf(err) != 7 || !strings.Contains(err.Error(), tt.field) {
-				t.Errorf("ADD = %v (code %d), want 7 naming %s", err, cniplug.CodeOf(err), tt.field)
+			if err == nil || cniplug.CodeOf(err) != tt.code || !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("ADD = %v (code %d), want %d naming %s", err, cniplug.CodeOf(err), tt.code, tt.field)
 			}
 		})
 	}

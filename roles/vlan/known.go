@@ -11,4 +11,14 @@ var known = cniplug.Known{
 	Config:    []any{(*lower.PodFields)(nil), (*lower.MasterFields)(nil), (*vlanJSON)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "vlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "vlanId"}},
 	Doctor:    doctor,
+	Parse:     parseOnly,
+}
+
+// parseOnly is the parse of ADD, for cnibox check: vlan's fields, then
+// the device fields lower parses when the ADD makes the device.
+func parseOnly(a *cniplug.Args) error {
+	if _, err := parse(a); err != nil {
+		return err
+	}
+	return kind.ParseConfig(a)
 }

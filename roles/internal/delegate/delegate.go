@@ -138,24 +138,3 @@ func Log(a *cniplug.Args, format string, args ...any) {
 		fmt.Fprintf(a.Stderr, format+"\n", args...)
 	}
 }
-
-// DecodeError is the CNI error of a config that did not decode: a field of
-// the wrong JSON type is a config error naming the field (7), anything else
-// undecodable is 6. what names the config ("flannel config").
-func DecodeError(what string, err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return cniplug.ConfError(te.Field, "want a JSON %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
-	}
-	return cniplug.Errorf(types.ErrDecodingFailure, "%s: %v", what, err)
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "map", "struct":
-		return "object"
-	case "slice":
-		return "list"
-	}
-	return goKind
-}
