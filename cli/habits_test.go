@@ -178,3 +178,41 @@ func TestNoEscapeCodes(t *testing.T) {
 		t.Errorf("a usage error holds an escape code: %q", out+errs)
 	}
 }
+
+// TestReadCommandsTakeJSON: every command that reads and reports takes
+// --json; only those that change the node or run plugins (install, exec's
+// verbs), print a script (completion) or group others do not.
+func TestReadCommandsTakeJSON(t *testing.T) {
+	notRead := []string{"cnibox", "cnibox completion", "cnibox install", "cnibox exec", "cnibox exec add",
+		"cnibox exec check", "cnibox exec del", "cnibox exec gc", "cnibox exec status", "cnibox inspect",
+		"cnibox overlay", "cnibox store"}
+	for p, flags := range commandPaths() {
+		if !slices.Contains(notRead, p) && !slices.Contains(flags, "--json") {
+			t.Errorf("%s reads the node but takes no --json (flags %v)", p, flags)
+		}
+	}
+}
+
+// TestAgentAbsentExits1: every view of cnibox-agent's exits 1 with one
+// line naming what is missing when the agent (or its feature) is absent on
+// the node: inspect policy, inspect cluster-ipam, overlay peers and status.
+func TestAgentAbsentExits1(t *testing.T) {
+	empty := t.TempDir()
+	for _, args := range [][]string{
+		{"inspect", "policy", "--data-dir", empty},
+		{"inspect", "cluster-ipam", "--agent-socket", empty + "/agent.sock"},
+		{"overlay", "peers", "--data-dir", empty},
+		{"overlay", "status", "--data-dir", empty},
+	} {
+		for _, js := range []bool{false, true} {
+			a := args
+			if js {
+				a = append(slices.Clone(args), "--json")
+			}
+			code, out := runCLI(t, a...)
+			if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "agent") {
+				t.Errorf("cnibox %v: exit %d, want 1 and one line naming the agent:\n%s", a, code, out)
+			}
+		}
+	}
+}
