@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -210,13 +211,21 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 	if len(list.Plugins) == 0 {
 		add(checkFinding{Severity: sevError, Path: "plugins", Message: "the list has no plugins", Fix: "add the main plugin (e.g. bridge) as plugins[0]"})
 	}
+	listSeen := map[string]bool{}
 	for i, p := range list.Plugins {
 		prefix := fmt.Sprintf("plugins[%d]", i)
 		if !conflist {
 			prefix = ""
 		}
 		for _, f := range ck.plugin(list, p.Bytes, i) {
-			if f.Path == "" {
+			if f.Path == "cniVersion" || f.Path == "name" {
+				// libcni copies the list's into each plugin: the field
+				// is the list's, named once.
+				if listSeen[f.Path] {
+					continue
+				}
+				listSeen[f.Path] = true
+			} else if f.Path == "" {
 				f.Path = prefix
 			} else if prefix != "" {
 				f.Path = prefix + "." + f.Path
@@ -277,9 +286,15 @@ func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []c
 	if role.Known != nil && len(role.Known.Config) > 0 {
 		unknownFields(obj, tree, "", func(p, field, near string) { out = append(out, unknownFinding(p, field, near)) })
 	}
-	out = append(out, ck.parse(role, stdin, "")...)
+	main := ck.parse(role, stdin, "")
+	out = append(out, main...)
 	if ir, ok := ck.reg.Lookup(ipamTyp); ok && ir.IPAM {
-		out = append(out, ck.parse(ir, stdin, "ipam.type "+ipamTyp)...)
+		for _, f := range ck.parse(ir, stdin, "ipam.type "+ipamTyp) {
+			// A field both parsers read (cniVersion, runtimeConfig) is one finding.
+			if !slices.ContainsFunc(main, func(m checkFinding) bool { return m.Path == f.Path }) {
+				out = append(out, f)
+			}
+		}
 	}
 	return out
 }

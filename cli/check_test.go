@@ -190,3 +190,18 @@ func TestCheckRunsEveryParser(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckListFieldsOnce: a field of the list that libcni copies into
+// every plugin (cniVersion) is named where it is written, at the list's top
+// level, and once, not again for the IPAM role's parser.
+func TestCheckListFieldsOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "10-check.conflist")
+	if err := os.WriteFile(path, []byte(bridgeConf("2.0.0", "bridge", "", `{"subnet": "10.99.1.0/24"}`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck := checker{reg: roles.Registry(), binDirs: []string{checkBinDir(t)}}
+	rep := ck.paths([]string{path})
+	if fs := rep.Files[0].Findings; len(fs) != 1 || fs[0].Path != "cniVersion" || !strings.Contains(fs[0].Message, "2.0.0") {
+		t.Errorf("want one error at cniVersion naming 2.0.0; findings: %+v", fs)
+	}
+}
