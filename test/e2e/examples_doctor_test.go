@@ -5,12 +5,20 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
+
+// exampleCase is an example TestExamplesPassDoctor runs and what doctor
+// must say of it: a pass line with each of want's words.
+type exampleCase struct {
+	file string
+	want []string
+}
 
 // TestExamplesPassDoctor: every example this node can run (those that need
 // no agent, DHCP server, Kubernetes API or cloud metadata) passes `cnibox
@@ -36,10 +44,7 @@ func TestExamplesPassDoctor(t *testing.T) {
 		t.Cleanup(func() { h.DeleteLink(name) })
 	}
 	// What the example's roles do on purpose, as doctor must say it.
-	for _, tc := range []struct {
-		file string
-		want []string // a pass line with each of these words
-	}{
+	cases := []exampleCase{
 		{"10-bridge.conflist", nil},
 		{"20-dualstack.conflist", nil},
 		{"30-static.conflist", nil},
@@ -56,7 +61,30 @@ func TestExamplesPassDoctor(t *testing.T) {
 		{"60-multi.conflist", nil},
 		{"85-portmap.conflist", nil},
 		{"90-tuning-bandwidth.conflist", []string{"tuning set eth0's mtu to 1450", "set by tuning on purpose"}},
-	} {
+	}
+	// The examples this test does not run, and why: every other file of
+	// examples/ must be a case above (a new example is run or named here).
+	notHere := map[string]string{
+		"40-loopback.conf":                "the pod's lo only: no endpoint record for doctor",
+		"50-flannel.conflist":             "needs flanneld's or the agent's subnet.env",
+		"52-dhcp-macvlan.conflist":        "needs a DHCP server and cnibox-dhcp",
+		"53-whereabouts-macvlan.conflist": "needs cnibox-agent's cluster IPAM",
+		"61-multi-k8s.conflist":           "needs the Kubernetes API through cnibox-agent",
+		"70-vxlan.conflist":               "needs cnibox-agent's overlay",
+		"74-azure-transparent.conflist":   "needs Azure's host agent (azure-vnet-ipam)",
+		"75-azure.conflist":               "needs Azure's host agent (azure-vnet-ipam)",
+		"76-aws.conflist":                 "needs the EC2 metadata service",
+		"77-file-pools.conflist":          "needs /etc/cnibox/pools.json, outside the test's files",
+	}
+	all, err := filepath.Glob(repoFile("examples", "*"))
+	must(t, err)
+	for _, f := range all {
+		name := filepath.Base(f)
+		if _, ok := notHere[name]; !ok && !slices.ContainsFunc(cases, func(c exampleCase) bool { return c.file == name }) {
+			t.Errorf("examples/%s is neither run here nor named in notHere with the reason", name)
+		}
+	}
+	for _, tc := range cases {
 		t.Run(strings.TrimSuffix(tc.file, ".conflist"), func(t *testing.T) {
 			e := e.withT(t)
 			b, err := os.ReadFile(repoFile("examples", tc.file))
