@@ -140,11 +140,13 @@ e2e: deps build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -v ./test/...
 
 # test-kube: the overlay's Kubernetes backend against a real control plane
-# (test/kube/control-plane.sh; its first build takes ~8 minutes), then
+# (test/kube/control-plane.sh; its first build takes ~8 minutes), the
+# policy watcher against one (both ClusterNetworkPolicy CRDs), then
 # test-rbac, test-whereabouts and test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
+	$(GO) test -count=1 -tags kube -run 'TestWatchKube' -v ./agent/policy/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
@@ -228,7 +230,7 @@ test-conformance: deps deps-conformance image
 	exit $$rc
 
 # test-cnp: the ClusterNetworkPolicy conformance profile of
-# sigs.k8s.io/network-policy-api v0.2.0 (the module's own suite, built once
+# sigs.k8s.io/network-policy-api v0.3.0 (the module's own suite, built once
 # from the module proxy by test/conformance/build.sh cnp) on the three-node
 # harness of test-conformance, cnibox with --cluster-network-policies, its
 # chart's RBAC and the module's standard CRD. Report in bin/conformance/cnp/;

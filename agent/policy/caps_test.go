@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )

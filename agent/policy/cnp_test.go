@@ -5,7 +5,7 @@ import (
 
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )

@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // shapes reads a policy's shape from fuzz bytes: each read past the end

@@ -11,7 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )

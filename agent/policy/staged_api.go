@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // StagedGroupVersion is the staged policies' API: cnibox.io/v1alpha1
@@ -88,7 +88,13 @@ func copyItems[T any, P interface {
 // serves ("stagednetworkpolicies", "stagedclusternetworkpolicies"): none
 // without their CRDs.
 func servedStaged(ctx context.Context, c rest.Interface) []string {
-	gv := StagedGroupVersion()
+	return served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
+}
+
+// served lists which of the resources names the API serves in the group
+// version gv (discovery): none when it serves no such version, or does
+// not answer.
+func served(ctx context.Context, c rest.Interface, gv schema.GroupVersion, names ...string) []string {
 	// JSON: the client may ask for protobuf, which discovery also serves.
 	raw, err := c.Get().AbsPath("/apis", gv.Group, gv.Version).SetHeader("Accept", "application/json").DoRaw(ctx)
 	if err != nil {
@@ -100,7 +106,7 @@ func servedStaged(ctx context.Context, c rest.Interface) []string {
 	}
 	var out []string
 	for _, r := range list.APIResources {
-		if slices.Contains([]string{"stagednetworkpolicies", "stagedclusternetworkpolicies"}, r.Name) {
+		if slices.Contains(names, r.Name) {
 			out = append(out, r.Name)
 		}
 	}

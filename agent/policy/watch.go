@@ -15,10 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/verdicts"
@@ -52,8 +51,9 @@ type WatchConfig struct {
 	// NodeAddrs are the node's own addresses (traffic from them to the
 	// node's pods is always allowed).
 	NodeAddrs []netip.Addr
-	// ClusterNetworkPolicies watches policy.networking.k8s.io/v1alpha2
-	// (its CRD must be installed).
+	// ClusterNetworkPolicies watches policy.networking.k8s.io's
+	// ClusterNetworkPolicies, v1beta1 where the API serves it, else
+	// v1alpha2 (cnp_version.go; the CRD must be installed).
 	ClusterNetworkPolicies bool
 	// Synced, if set, is called once the first full sync has been applied
 	// (the agent returns the garbage of the informers' first lists then).
@@ -114,7 +114,12 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 	}
 	if cfg.ClusterNetworkPolicies {
-		c, err := kubecore.GroupClient(rc, schema.GroupVersion(cnpv1.GroupVersion), "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
+		gv, ok := cnpVersion(ctx, core)
+		if !ok {
+			cfg.Log.Warn("network policy: the API serves no ClusterNetworkPolicy (policy.networking.k8s.io v1beta1 or v1alpha2): install network-policy-api's CRD; watching " + gv.String() + " meanwhile")
+		}
+		w.cnpVersion = gv.String()
+		c, err := kubecore.GroupClient(rc, gv, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -187,6 +192,9 @@ type watcher struct {
 	e       *Engine
 	ev      *eventer
 	started atomic.Bool // the first full sync is applied
+	// cnpVersion is the ClusterNetworkPolicy version watched (its Events'
+	// apiVersion).
+	cnpVersion string
 	// latest is the number of each policy's last event (by ID, under
 	// seqMu): a compile that a later event overtook is dropped.
 	seqMu  sync.Mutex
@@ -297,7 +305,7 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
 		case *cnpv1.ClusterNetworkPolicy:
-			w.setPolicy("cnp/"+o.Name, objectRef(cnpv1.GroupVersion.String(), "ClusterNetworkPolicy", &o.ObjectMeta),
+			w.setPolicy("cnp/"+o.Name, objectRef(w.cnpVersion, "ClusterNetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileCNP(o) })
 		case *StagedNetworkPolicy: // compiled as the enforced kinds are: outside the lock
 			w.setPolicy(stagedNPPrefix+o.Namespace+"/"+o.Name, objectRef(StagedGroupVersion().String(), "StagedNetworkPolicy", &o.ObjectMeta),

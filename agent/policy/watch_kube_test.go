@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
-	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
@@ -79,18 +78,27 @@ func (s *recSink) wait(t *testing.T, what, want string) {
 }
 
 // TestWatchKube: the watcher against a real API server (test/kube's
-// control plane, with the v0.2.0 CRD of ClusterNetworkPolicy): the first
-// delta once synced, then each change of a policy, a pod's labels and a
-// ClusterNetworkPolicy reaching the model. Run with -tags kube under
+// control plane) with the CRD of ClusterNetworkPolicy of network-policy-api
+// v0.2.0 (v1alpha2 alone) and of v0.3.0 (v1beta1 stored, v1alpha2 served
+// too): the first delta once synced, then each change of a policy, a pod's
+// labels and a ClusterNetworkPolicy of the newest version served reaching
+// the model, its Event naming that version. Run with -tags kube under
 // flock /tmp/cnibox-kube.lock.
 func TestWatchKube(t *testing.T) {
+	for _, c := range []struct{ release, version string }{{"v0.2.0", "v1alpha2"}, {"v0.3.0", "v1beta1"}} {
+		t.Run(c.release, func(t *testing.T) { watchKube(t, c.release, c.version) })
+	}
+}
+
+func watchKube(t *testing.T, release, version string) {
 	cs, kc := kube.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The ClusterNetworkPolicy CRD of testdata (v0.2.0's standard channel).
-	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies.yaml")
+	// The ClusterNetworkPolicy CRD of testdata (release's standard channel).
+	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies-" + release + ".yaml")
 	must(t, err)
-	kube.CreateCRD(t, cs, doc, "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies")
+	cnpPath := "/apis/policy.networking.k8s.io/" + version + "/clusternetworkpolicies"
+	kube.CreateCRD(t, cs, doc, cnpPath)
 
 	for _, ns := range []string{"x", "y"} {
 		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
@@ -148,38 +156,39 @@ func TestWatchKube(t *testing.T) {
 	sink.wait(t, "y/b back", "+-")
 
 	c := cnp("deny-y", admin, 10, from(deny, "y"), nil)
-	c.APIVersion, c.Kind = cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy"
+	c.APIVersion, c.Kind = "policy.networking.k8s.io/"+version, "ClusterNetworkPolicy"
 	js, err := json.Marshal(c)
 	must(t, err)
-	must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath(cnpPath).
 		Body(js).SetHeader("Content-Type", "application/json").Do(ctx).Error())
 	sink.wait(t, "the Admin ClusterNetworkPolicy denies y", "--")
 
-	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/deny-y").Do(ctx).Error())
+	must(t, cs.CoreV1().RESTClient().Delete().AbsPath(cnpPath+"/deny-y").Do(ctx).Error())
 	sink.wait(t, "the ClusterNetworkPolicy deleted", "+-")
 
 	// The CRD does not check a selector's operator: the engine cannot
 	// read the subject, so the policy takes every pod and only denies, and
 	// an Event on it names the field.
 	bad := cnp("bad", admin, 10, from(accept, ""), nil)
-	bad.APIVersion, bad.Kind = cnpv1.SchemeGroupVersion.String(), "ClusterNetworkPolicy"
+	bad.APIVersion, bad.Kind = "policy.networking.k8s.io/"+version, "ClusterNetworkPolicy"
 	bad.Spec.Subject.Namespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "ns", Operator: "Near", Values: []string{"x"}}}}
 	js, err = json.Marshal(bad)
 	must(t, err)
-	must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies").
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath(cnpPath).
 		Body(js).SetHeader("Content-Type", "application/json").Do(ctx).Error())
 	sink.wait(t, "a ClusterNetworkPolicy the engine cannot read fails closed", "--")
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bad,reason=" + eventReason})
 		must(t, err)
-		if len(evs.Items) == 1 && strings.Contains(evs.Items[0].Message, "spec.subject.namespaces") && evs.Items[0].Type == corev1.EventTypeWarning {
+		if len(evs.Items) == 1 && strings.Contains(evs.Items[0].Message, "spec.subject.namespaces") && evs.Items[0].Type == corev1.EventTypeWarning &&
+			evs.Items[0].InvolvedObject.APIVersion == "policy.networking.k8s.io/"+version {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("events on the policy: %+v, want one Warning naming spec.subject.namespaces", evs.Items)
+			t.Fatalf("events on the policy: %+v, want one Warning naming spec.subject.namespaces, on the %s object", evs.Items, version)
 		}
 	}
-	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies/bad").Do(ctx).Error())
+	must(t, cs.CoreV1().RESTClient().Delete().AbsPath(cnpPath+"/bad").Do(ctx).Error())
 	sink.wait(t, "the bad ClusterNetworkPolicy deleted", "+-")
 	// A pod deleted leaves the peer sets (the informer's delete of a slim
 	// pod names it).

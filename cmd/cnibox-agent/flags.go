@@ -162,7 +162,7 @@ func (f *flags) boolFlags() []boolFlag {
 		{&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)"},
 		{&f.showVersion, "version", false, "print version and exit"},
 		{&f.networkPolicy, "network-policy", true, "kube: enforce NetworkPolicies in the node's nftables table cnibox-policy (with --kube-subnet-mgr); false removes the table (cnibox)"},
-		{&f.clusterNetworkPolicies, "cluster-network-policies", false, "kube: enforce ClusterNetworkPolicies too (policy.networking.k8s.io/v1alpha2; their CRD must be installed) (cnibox)"},
+		{&f.clusterNetworkPolicies, "cluster-network-policies", false, "kube: enforce ClusterNetworkPolicies too (policy.networking.k8s.io v1beta1, or v1alpha2 where the API serves only it; their CRD must be installed) (cnibox)"},
 	}
 }
 

@@ -18,7 +18,7 @@
 #                     runs the e2e binary's specs in parallel processes
 #   cnp-conformance-CNPVER.test  (build.sh cnp only) the conformance suite
 #                     of sigs.k8s.io/network-policy-api at CNPVER (default
-#                     v0.2.0: ClusterNetworkPolicy): its ./conformance
+#                     v0.3.0: ClusterNetworkPolicy v1beta1): its ./conformance
 #                     package's test binary, built in the module as its
 #                     own main module (its go.mod and go.sum), make test-cnp;
 #                     cnp-crd-CNPVER.yaml beside it, the module's
@@ -36,7 +36,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VER=${KCP_VERSION:-v1.34.2}
 CDVER=${COREDNS_VERSION:-v1.12.4}
-CNPVER=${CNP_VERSION:-v0.2.0}
+CNPVER=${CNP_VERSION:-v0.3.0}
 OUT=${KCP_CACHE:-$HOME/.cache/cnibox-kube/$VER}/conformance
 E2E=${E2E:-network}
 export CGO_ENABLED=0 GOFLAGS=-mod=mod

@@ -23,7 +23,7 @@ import (
 
 // cnpVersion is the sigs.k8s.io/network-policy-api whose conformance suite
 // TestKubeCNPConformance runs (test/conformance/build.sh cnp builds it).
-const cnpVersion = "v0.2.0"
+const cnpVersion = "v0.3.0"
 
 // cnpChart is the Helm chart's RBAC template: its
 // cnibox-cluster-network-policies role (and binding) is what
