@@ -197,7 +197,7 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 		return cf
 	}
 	conflist := strings.HasSuffix(name, ".conflist")
-	list, err := loadList(name, data)
+	list, dropIns, err := loadList(path, name, data)
 	if err != nil {
 		add(checkFinding{Severity: sevError, Message: "libcni cannot load it: " + err.Error(), Fix: "fix the JSON (a conflist needs \"name\", \"cniVersion\" and \"plugins\")"})
 		return cf
@@ -214,7 +214,9 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 	listSeen := map[string]bool{}
 	for i, p := range list.Plugins {
 		prefix := fmt.Sprintf("plugins[%d]", i)
-		if !conflist {
+		if j := i - (len(list.Plugins) - len(dropIns)); j >= 0 {
+			prefix += " (" + dropIns[j] + ")"
+		} else if !conflist {
 			prefix = ""
 		}
 		for _, f := range ck.plugin(list, p.Bytes, i) {
@@ -236,19 +238,45 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 	return cf
 }
 
-// loadList loads a file as the runtimes do: a .conflist as a list,
-// anything else as one plugin's config.
-func loadList(name string, data []byte) (*libcni.NetworkConfigList, error) {
+// loadList loads a file as the runtimes do: a .conflist as a list, and
+// after its own plugins those of its drop-in directory, DIR/NAME/*.conf
+// beside the file (libcni 1.3's NetworkConfFromFile), unless it sets
+// loadOnlyInlinedPlugins; anything else as one plugin's config. dropIns
+// are the drop-in files, NAME/FILE, of the last plugins.
+func loadList(path, name string, data []byte) (list *libcni.NetworkConfigList, dropIns []string, err error) {
 	if strings.HasSuffix(name, ".conflist") {
-		return libcni.ConfListFromBytes(data)
+		if list, err = libcni.ConfListFromBytes(data); err != nil || list.LoadOnlyInlinedPlugins {
+			return list, nil, err
+		}
+		// As libcni's NetworkPluginConfsFromFiles, keeping each
+		// plugin's file for its findings.
+		dir := filepath.Join(filepath.Dir(path), list.Name)
+		files, err := libcni.ConfFiles(dir, []string{".conf"})
+		if err != nil {
+			return nil, nil, fmt.Errorf("the plugins of %s: %w", dir, err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, nil, err
+			}
+			p, err := libcni.NetworkPluginConfFromBytes(b)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", f, err)
+			}
+			list.Plugins = append(list.Plugins, p)
+			dropIns = append(dropIns, filepath.Join(list.Name, filepath.Base(f)))
+		}
+		return list, dropIns, nil
 	}
 	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
 	one, err := libcni.ConfFromBytes(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	//lint:ignore SA1019 single-plugin .conf files are still read by containerd and CRI-O
-	return libcni.ConfListFromConf(one)
+	list, err = libcni.ConfListFromConf(one)
+	return list, nil, err
 }
 
 // plugin checks the i-th plugin of list, conf as written.

@@ -88,6 +88,56 @@ func TestCheckMistakes(t *testing.T) {
 	}
 }
 
+// TestCheckDropIns: a conflist's plugins of its drop-in directory
+// (NAME/*.conf beside it, as libcni 1.3 loads them for the runtime) are
+// checked too, named by their file; a list without "plugins" is whole with
+// them; loadOnlyInlinedPlugins leaves them out, as the runtime does.
+func TestCheckDropIns(t *testing.T) {
+	bin := checkBinDir(t)
+	dir := t.TempDir()
+	write := func(rel, data string) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10-a.conflist", bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.1.0/24"}`))
+	write("checknet/20-tuning.conf", `{"type": "tuning", "mtu": "x"}`)
+	write("checknet/30-bandwidth.conf", `{"type": "bandwidth", "ingresRate": 1000}`)
+	ck := checker{reg: roles.Registry(), binDirs: []string{bin}}
+	findings := func(file string) []checkFinding { return ck.paths([]string{filepath.Join(dir, file)}).Files[0].Findings }
+	has := func(fs []checkFinding, sev, path, says string) bool {
+		for _, f := range fs {
+			if f.Severity == sev && f.Path == path && strings.Contains(f.Message, says) {
+				return true
+			}
+		}
+		return false
+	}
+	fs := findings("10-a.conflist")
+	if !has(fs, sevError, "plugins[2] (checknet/20-tuning.conf).mtu", "integer") {
+		t.Errorf("the drop-in tuning's wrong mtu is not an error at its file: %+v", fs)
+	}
+	if !has(fs, sevWarning, "plugins[3] (checknet/30-bandwidth.conf).ingresRate", `"ingressRate"`) {
+		t.Errorf("the drop-in bandwidth's typo is not a warning at its file: %+v", fs)
+	}
+
+	write("11-b.conflist", `{"cniVersion": "1.0.0", "name": "onlydropins"}`)
+	write("onlydropins/10-bridge.conf", `{"type": "bridge", "bridge": "cbx-check1", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.99.2.0/24"}]]}}`)
+	if fs := findings("11-b.conflist"); len(fs) != 0 {
+		t.Errorf("a list whose plugins are all drop-ins: %+v, want none", fs)
+	}
+
+	write("12-c.conflist", `{"cniVersion": "1.0.0", "name": "inlined", "loadOnlyInlinedPlugins": true, "plugins": [{"type": "loopback"}]}`)
+	write("inlined/10-bad.conf", `{"type": "tuning", "mtu": "x"}`)
+	if fs := findings("12-c.conflist"); len(fs) != 0 {
+		t.Errorf("loadOnlyInlinedPlugins: the drop-in was checked: %+v", fs)
+	}
+}
+
 // TestCheckMissingBinary: a role that is not in the bin dir is an error
 // with the install fix; CNI_PATH is the bin dir when --bin-dir is not given.
 func TestCheckMissingBinary(t *testing.T) {
