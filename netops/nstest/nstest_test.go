@@ -1,11 +1,13 @@
 package nstest_test
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/vishvananda/netns"
 )
@@ -89,5 +91,56 @@ func TestNewNSSettled(t *testing.T) {
 		if v := strings.TrimSpace(string(got)); v != "0" {
 			t.Errorf("%s = %s in a new namespace, want 0", key, v)
 		}
+	}
+}
+
+// TestSetBaseSysctls: a pod namespace made as a runtime makes it, which
+// forwards (set here, as it would inherit on a machine that forwards),
+// forwards no more after SetBaseSysctls, and its loopback stays down for
+// the loopback role.
+func TestSetBaseSysctls(t *testing.T) {
+	nstest.RequireRoot(t)
+	name := fmt.Sprintf("nsb-%d", os.Getpid())
+	path, err := netops.CreateNamedNS(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netops.DeleteNamedNS(name) })
+	read := func(key string) string {
+		var got []byte
+		if err := nstest.Run(t, path, func() error {
+			var err error
+			got, err = os.ReadFile("/proc/sys/" + key)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(got))
+	}
+	if err := nstest.Run(t, path, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/conf/all/forwarding", []byte("1"), 0o644)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if v := read("net/ipv4/conf/all/forwarding"); v != "1" {
+		t.Fatalf("the test's own setting did not take: forwarding %s", v)
+	}
+	nstest.SetBaseSysctls(t, path)
+	for _, key := range []string{"net/ipv4/ip_forward", "net/ipv4/conf/all/forwarding", "net/ipv4/conf/all/rp_filter"} {
+		if v := read(key); v != "0" {
+			t.Errorf("%s = %s after SetBaseSysctls, want 0", key, v)
+		}
+	}
+	h, err := netops.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo.Up {
+		t.Error("SetBaseSysctls set the loopback up: the loopback role's job")
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"testing"
+
+	"github.com/cnibox/cnibox/netops"
 )
 
 // baseSysctls are the settings every namespace nstest makes starts with,
@@ -31,6 +34,18 @@ var baseSysctls = []struct{ path, value string }{
 	{"/proc/sys/net/bridge/bridge-nf-call-arptables", "0"},
 }
 
+// SetBaseSysctls writes baseSysctls in the namespace at path, its loopback
+// left as it is: for a pod namespace a test makes with
+// netops.CreateNamedNS, as a runtime does (the loopback role brings lo up),
+// which would otherwise inherit the machine's IPv4 settings. It fails the
+// test on an error.
+func SetBaseSysctls(t testing.TB, path string) {
+	t.Helper()
+	if err := netops.InNetns(path, writeBaseSysctls); err != nil {
+		t.Fatalf("settle namespace %s: %v", path, err)
+	}
+}
+
 // settle sets lo up and writes baseSysctls in the namespace of the calling
 // thread. A setting whose file is absent (IPv6 disabled, no br_netfilter)
 // is skipped: the kernel then behaves as the setting asks anyway.
@@ -38,6 +53,12 @@ func settle() error {
 	if err := loUp(); err != nil {
 		return err
 	}
+	return writeBaseSysctls()
+}
+
+// writeBaseSysctls writes baseSysctls in the namespace of the calling
+// thread; a setting whose file is absent is skipped.
+func writeBaseSysctls() error {
 	for _, s := range baseSysctls {
 		if err := os.WriteFile(s.path, []byte(s.value), 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("set %s to %s: %w", s.path, s.value, err)

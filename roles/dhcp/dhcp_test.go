@@ -123,6 +123,7 @@ func ownNS(t *testing.T, prefix string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = netops.DeleteNamedNS(name) })
+	nstest.SetBaseSysctls(t, path)
 	return path
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // cliRun runs `cnibox args...` the way an operator does on the node: in the
@@ -86,6 +87,7 @@ func (e *env) newPodOwnNS(name string) (*pod, func()) {
 		}
 	}
 	e.t.Cleanup(gone)
+	nstest.SetBaseSysctls(e.t, path)
 	id := fmt.Sprintf("%s-%d-%d", name, os.Getpid(), podSeq)
 	return &pod{id: id, netns: path, rt: &libcni.RuntimeConf{
 		ContainerID: id, NetNS: path, IfName: "eth0",

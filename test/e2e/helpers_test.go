@@ -275,5 +275,6 @@ func newDownNS(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { netops.DeleteNamedNS(name) })
+	nstest.SetBaseSysctls(t, path)
 	return path
 }

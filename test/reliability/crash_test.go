@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // crashConf is a bridge network with every kernel step the bridge role has:
@@ -149,6 +150,7 @@ func newNS(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = netops.DeleteNamedNS(name) })
+	nstest.SetBaseSysctls(t, path)
 	return path
 }
 
