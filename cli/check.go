@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -199,7 +200,7 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 	conflist := strings.HasSuffix(name, ".conflist")
 	list, dropIns, err := loadList(path, name, data)
 	if err != nil {
-		add(checkFinding{Severity: sevError, Message: "libcni cannot load it: " + err.Error(), Fix: "fix the JSON (a conflist needs \"name\", \"cniVersion\" and \"plugins\")"})
+		add(libcniFinding(err))
 		return cf
 	}
 	cf.Network = list.Name
@@ -236,6 +237,26 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 		}
 	}
 	return cf
+}
+
+// libcniFinding is the finding of a file libcni cannot load. A value of
+// the wrong JSON type in a field libcni reads itself (a plugin's "dns",
+// "capabilities", ...) is worded as every role words one, at its path
+// (libcni says "plugin config N" and Go's field).
+func libcniFinding(err error) checkFinding {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" {
+		return checkFinding{Severity: sevError, Message: "libcni cannot load it: " + err.Error(),
+			Fix: "fix the JSON (a conflist needs \"name\", \"cniVersion\" and \"plugins\")"}
+	}
+	path := te.Field
+	if m := regexp.MustCompile(`plugin config (\d+)`).FindStringSubmatch(err.Error()); m != nil {
+		path = "plugins[" + m[1] + "]." + path
+	}
+	kind, _, _ := strings.Cut(te.Value, " ")
+	return checkFinding{Severity: sevError, Path: path,
+		Message: fmt.Sprintf("a JSON %s cannot be read as %s (libcni reads this field)", kind, cniplug.JSONKind(te.Type)),
+		Fix:     "write it as docs/roles and the CNI spec give it"}
 }
 
 // loadList loads a file as the runtimes do: a .conflist as a list, and

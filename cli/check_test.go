@@ -52,6 +52,7 @@ func TestCheckMistakes(t *testing.T) {
 		{"unknown type", bridgeConf("1.0.0", "bridgee", "", good), sevError, "plugins[0].type", `did you mean "bridge"`},
 		{"cniVersion", bridgeConf("2.0.0", "bridge", "", good), sevError, "", "2.0.0"},
 		{"ipam typo", bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.1.0/24", "rangeStrat": "10.99.1.10"}`), sevWarning, "plugins[0].ipam.ranges[0][0].rangeStrat", `did you mean "rangeStart"`},
+		{"libcni's field", bridgeConf("1.0.0", "bridge", `, "dns": "x"`, good), sevError, "plugins[0].dns", "a JSON string cannot be read as an object"},
 		{"too large", bridgeConf("1.0.0", "bridge", `, "padding": "`+strings.Repeat("x", 20<<20)+`"`, huge), sevError, "", "larger than"},
 	}
 	for _, tc := range cases {
@@ -108,7 +109,9 @@ func TestCheckDropIns(t *testing.T) {
 	write("checknet/20-tuning.conf", `{"type": "tuning", "mtu": "x"}`)
 	write("checknet/30-bandwidth.conf", `{"type": "bandwidth", "ingresRate": 1000}`)
 	ck := checker{reg: roles.Registry(), binDirs: []string{bin}}
-	findings := func(file string) []checkFinding { return ck.paths([]string{filepath.Join(dir, file)}).Files[0].Findings }
+	findings := func(file string) []checkFinding {
+		return ck.paths([]string{filepath.Join(dir, file)}).Files[0].Findings
+	}
 	has := func(fs []checkFinding, sev, path, says string) bool {
 		for _, f := range fs {
 			if f.Severity == sev && f.Path == path && strings.Contains(f.Message, says) {

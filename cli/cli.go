@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -146,8 +148,34 @@ func usageError(c *ucli.Context, err error, _ bool) error {
 	if c.Command != nil && c.Command.HelpName != "" {
 		name = c.Command.HelpName
 	}
-	fmt.Fprintf(c.App.ErrWriter, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
+	fmt.Fprintf(c.App.ErrWriter, "%s: %v%s\nRun '%s --help' for usage.\n", name, err, flagForm(c, err), name)
 	return &exitError{code: exitUsage}
+}
+
+// flagForm is what a flag whose value did not parse takes, for urfave's
+// bare "parse error" ("invalid value "foo" for flag -since: parse error"):
+// "" for any other error.
+func flagForm(c *ucli.Context, err error) string {
+	m := regexp.MustCompile(`for flag -+([\w-]+): parse error`).FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	var flags []ucli.Flag
+	if c.Command != nil {
+		flags = c.Command.Flags
+	}
+	for _, f := range append(flags, c.App.Flags...) {
+		if !slices.Contains(f.Names(), m[1]) {
+			continue
+		}
+		switch f.(type) {
+		case *ucli.DurationFlag:
+			return " (want a duration: a number and a unit, e.g. 90s, 30m, 2h)"
+		case *ucli.IntFlag, *ucli.Int64Flag, *ucli.UintFlag, *ucli.Uint64Flag:
+			return " (want a whole number)"
+		}
+	}
+	return ""
 }
 
 // versionInfo is what `cnibox version` prints.

@@ -142,6 +142,11 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("cnibox %v: exit %d, stdout %q, stderr:\n%s", args, code, out, errs)
 		}
 	}
+	// A value that does not parse says what the flag takes (urfave's
+	// own words are "parse error").
+	if _, errs, _ := runApp("logs", "--since", "foo"); !strings.Contains(errs, "want a duration") {
+		t.Errorf("cnibox logs --since foo does not say what --since takes:\n%s", errs)
+	}
 }
 
 // TestVersionAndRoles: --version answers as version does; both read
