@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"testing"
-
-	"github.com/cnibox/cnibox/netops"
 )
 
 // baseSysctls are the settings every namespace nstest makes starts with,
@@ -41,7 +39,7 @@ var baseSysctls = []struct{ path, value string }{
 // test on an error.
 func SetBaseSysctls(t testing.TB, path string) {
 	t.Helper()
-	if err := netops.InNetns(path, writeBaseSysctls); err != nil {
+	if err := Run(t, path, writeBaseSysctls); err != nil {
 		t.Fatalf("settle namespace %s: %v", path, err)
 	}
 }
