@@ -180,7 +180,11 @@ func cnpPeer(p *cnpv1.ClusterNetworkPolicyEgressPeer) (peer, string) {
 	case n != 1:
 		return peer{}, "a peer sets exactly one field (a newer CRD than this engine knows?)"
 	case p.Nodes != nil:
-		return peer{}, "nodes peers (experimental) are not supported yet"
+		s, err := compileSelector(p.Nodes)
+		if err != nil {
+			return peer{}, "nodes: " + err.Error()
+		}
+		return peer{nodes: &s}, ""
 	case p.DomainNames != nil:
 		return peer{}, "domainNames peers (experimental) are not supported"
 	case p.Namespaces != nil:

@@ -28,6 +28,7 @@ type Engine struct {
 	flowLogOn  bool     // SetFlowLog was called: the annotations count
 	flowLog    Verdicts // logged everywhere (SetFlowLog)
 	namespaces map[string]*Namespace
+	nodes      map[string]*Node // the cluster's, for `nodes` peers (nodes.go)
 	policies   map[string]*compiled
 	staged     map[string]*compiled // evaluated, never enforced (staged.go)
 	defs       map[policymodel.SetID]*setDef
@@ -58,6 +59,7 @@ func NewEngine(node string) *Engine {
 		localPods:  map[string]*Pod{},
 		local:      map[string]policymodel.LocalPod{},
 		namespaces: map[string]*Namespace{},
+		nodes:      map[string]*Node{},
 		policies:   map[string]*compiled{},
 		staged:     map[string]*compiled{},
 		defs:       map[policymodel.SetID]*setDef{},
@@ -185,7 +187,13 @@ func (e *Engine) move(d *policymodel.Delta, id policymodel.SetID, def *setDef, o
 	if def.match == nil {
 		return
 	}
-	before, after := def.elems(old, oldNS, e.node), def.elems(p, ns, e.node)
+	e.swap(d, id, def.elems(old, oldNS, e.node), def.elems(p, ns, e.node))
+}
+
+// swap counts the elements before out of set id and those after in,
+// recording in d those that left or came (a set counts its elements: an
+// address two pods or nodes have stays until neither has it).
+func (e *Engine) swap(d *policymodel.Delta, id policymodel.SetID, before, after []policymodel.Elem) {
 	s := e.m.Sets[id]
 	for _, x := range before {
 		if !slices.Contains(after, x) && s.Del(x) {
@@ -353,6 +361,11 @@ func (e *Engine) fill(id policymodel.SetID, def *setDef) *policymodel.Set {
 	for _, p := range def.static {
 		s.Add(policymodel.Elem{Prefix: p})
 	}
+	for _, n := range e.nodes {
+		for _, x := range def.nodeElems(n) {
+			s.Add(x)
+		}
+	}
 	if def.match == nil {
 		return s
 	}
@@ -423,6 +436,7 @@ type Input struct {
 	NodeAddrs              []netip.Addr
 	Pods                   []*Pod
 	Namespaces             []*Namespace
+	Nodes                  []*Node
 	NetworkPolicies        []*networkingv1.NetworkPolicy
 	ClusterNetworkPolicies []*cnpv1.ClusterNetworkPolicy
 }
@@ -433,6 +447,9 @@ func Resolve(in Input) *policymodel.Model {
 	e := NewEngine(in.Node)
 	for _, a := range in.NodeAddrs {
 		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))
+	}
+	for _, n := range in.Nodes {
+		e.nodes[n.Name] = n
 	}
 	for _, np := range in.NetworkPolicies {
 		c := compileNP(np)

@@ -89,11 +89,18 @@ func TestEngineIncremental(t *testing.T) {
 		cnp("blue", admin, 3, []cnpv1.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnpv1.ClusterNetworkPolicyIngressPeer{{Namespaces: sel("team", "blue")}}}}, nil),
 		cnp("named", base, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{{Action: accept,
 			To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Pods: &cnpv1.NamespacedPod{PodSelector: *sel("pod", "a")}}}, Protocols: []cnpv1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "web"}}}}),
+		// Of every namespace's pods (cnp's subject is namespace x's, whose
+		// label the random namespaces never have).
+		{ObjectMeta: metav1.ObjectMeta{Name: "infra"}, Spec: cnpv1.ClusterNetworkPolicySpec{Tier: admin, Priority: 5,
+			Subject: cnpv1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
+			Egress: []cnpv1.ClusterNetworkPolicyEgressRule{{Action: deny,
+				To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}, {Nodes: &metav1.LabelSelector{}}}}}}},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	in := cluster(nil, nil)
 	pods := map[string]*Pod{}
 	nss := map[string]*Namespace{}
+	nodes := map[string]*Node{}
 	e := NewEngine(node)
 	mi := mirror{}
 	for id, s := range e.Model().Sets {
@@ -114,7 +121,7 @@ func TestEngineIncremental(t *testing.T) {
 			e.Hold()
 		}
 		held := step < holdUntil
-		switch r := rng.IntN(10); {
+		switch r := rng.IntN(11); {
 		case r < 5: // a pod comes or changes
 			p := *in.Pods[rng.IntN(len(in.Pods))]
 			p.Labels = map[string]string{"pod": podNames[rng.IntN(3)]}
@@ -144,6 +151,23 @@ func TestEngineIncremental(t *testing.T) {
 			} else {
 				d = e.DeleteNetworkPolicy(nps[i].Namespace, nps[i].Name)
 			}
+		case r < 10:
+			n := &Node{Name: fmt.Sprintf("node-%d", rng.IntN(3)), Labels: map[string]string{"role": []string{"infra", "worker"}[rng.IntN(2)]}}
+			for range rng.IntN(3) { // addresses collide across nodes
+				if a := netip.AddrFrom4([4]byte{172, 31, 0, byte(rng.IntN(4))}); !slices.Contains(n.IPs, a) {
+					n.IPs = append(n.IPs, a)
+				}
+			}
+			slices.SortFunc(n.IPs, netip.Addr.Compare)
+			if rng.IntN(4) == 0 {
+				what = "delete node " + n.Name
+				delete(nodes, n.Name)
+				d = e.DeleteNode(n.Name)
+				break
+			}
+			what = fmt.Sprintf("set node %s %v %v", n.Name, n.Labels, n.IPs)
+			nodes[n.Name] = n
+			d = e.SetNode(n)
 		default:
 			elemsOnly = false
 			i := rng.IntN(len(cnps))
@@ -181,6 +205,9 @@ func TestEngineIncremental(t *testing.T) {
 		}
 		for _, ns := range nss {
 			want.Namespaces = append(want.Namespaces, ns)
+		}
+		for _, n := range nodes {
+			want.Nodes = append(want.Nodes, n)
 		}
 		for i, on := range npOn {
 			if on {

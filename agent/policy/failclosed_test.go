@@ -50,9 +50,9 @@ func TestUnexpressible(t *testing.T) {
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"0.0.0.0/0"}}}},
 			}),
 		}, "spec.egress[0].to[0]", []probe{{"x/a", "192.0.2.1", policymodel.TCP, 443, false}}},
-		{"deny with a nodes peer denies everything", nil, []*cnpv1.ClusterNetworkPolicy{
+		{"deny with a nodes peer whose selector cannot be read denies everything", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("n", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
-				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}}},
+				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: "Near"}}}}}},
 			}),
 		}, "spec.egress[0].to[0]", []probe{{"x/a", "y/a", policymodel.TCP, 80, false}, {"y/a", "z/a", policymodel.TCP, 80, true}}},
 		{"pass with a bad port denies everything", nil, []*cnpv1.ClusterNetworkPolicy{

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -94,6 +95,29 @@ func PodFromAPI(p *corev1.Pod) *Pod {
 	}
 	addPorts(p.Spec.Containers, false)
 	addPorts(p.Spec.InitContainers, true) // sidecars run beside the containers
+	return out
+}
+
+// Node is what the engine reads of a Node: a ClusterNetworkPolicy's
+// `nodes` peer selects nodes by their labels and takes the addresses of
+// their status.addresses.
+type Node struct {
+	Name   string
+	Labels map[string]string
+	IPs    []netip.Addr
+}
+
+// NodeFromAPI returns what the engine reads of n: every address of
+// status.addresses that is an IP (InternalIP, ExternalIP; a Hostname or
+// DNS name is none), once, sorted.
+func NodeFromAPI(n *corev1.Node) *Node {
+	out := &Node{Name: n.Name, Labels: n.Labels}
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil && !slices.Contains(out.IPs, ip.Unmap()) {
+			out.IPs = append(out.IPs, ip.Unmap())
+		}
+	}
+	slices.SortFunc(out.IPs, netip.Addr.Compare)
 	return out
 }
 

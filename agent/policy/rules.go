@@ -59,12 +59,13 @@ func (b *builder) finish() *compiled {
 	return b.c
 }
 
-// peer is one peer of a rule: any address, the pods a selector takes, or
-// static prefixes.
+// peer is one peer of a rule: any address, the pods a selector takes,
+// static prefixes, or the addresses of the nodes a selector takes.
 type peer struct {
 	any   bool
 	pods  *podSel
 	cidrs *setDef
+	nodes *selector
 }
 
 // namedPort is a port name and its protocol (0: any).
@@ -96,6 +97,8 @@ func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []pee
 			id = b.set(podSetDef(*p.pods))
 		case p.cidrs != nil:
 			id = b.set(p.cidrs)
+		case p.nodes != nil:
+			id = b.set(nodeSetDef(*p.nodes))
 		}
 		if ps.any {
 			out = append(out, policymodel.Clause{Peer: id})

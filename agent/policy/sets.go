@@ -104,6 +104,9 @@ type setDef struct {
 	// port and proto are a Ported set's port name and protocol (0: any).
 	port  string
 	proto policymodel.Protocol
+	// nodeSel, for a set of nodes' addresses (a `nodes` peer), selects
+	// the nodes; match is nil then.
+	nodeSel *selector
 }
 
 // podSetDef is the set of the addresses of the pods s selects.
@@ -129,6 +132,24 @@ func protoText(p policymodel.Protocol) string {
 		return "any"
 	}
 	return p.String()
+}
+
+// nodeSetDef is the set of the addresses of the nodes s selects.
+func nodeSetDef(s selector) *setDef {
+	return &setDef{key: "nodes sel=" + s.text, kind: policymodel.Addrs, nodeSel: &s}
+}
+
+// nodeElems returns what node n puts in the set: its addresses if the
+// set is of the nodes its selector takes.
+func (d *setDef) nodeElems(n *Node) []policymodel.Elem {
+	if d.nodeSel == nil || n == nil || !d.nodeSel.matches(n.Labels) {
+		return nil
+	}
+	out := make([]policymodel.Elem, len(n.IPs))
+	for i, a := range n.IPs {
+		out[i] = policymodel.Elem{Prefix: hostPrefix(a)}
+	}
+	return out
 }
 
 // staticSetDef is the set of the prefixes ps.

@@ -41,19 +41,28 @@ func (p *slimPod) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: p.Pod.Name, Namespace: p.Pod.Namespace, ResourceVersion: p.ResourceVersion}
 }
 
-// slimNamespace is what an informer stores of a Namespace.
-type slimNamespace struct {
+// slimObj is what an informer stores of an object whose engine form is a
+// T: the metadata an informer's key and watch need (meta), and the T.
+type slimObj[T any] struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	Namespace Namespace
+	Obj T
 }
 
 // DeepCopyObject implements runtime.Object (sharing the labels, as
 // slimPod).
-func (n *slimNamespace) DeepCopyObject() runtime.Object {
-	out := *n
+func (o *slimObj[T]) DeepCopyObject() runtime.Object {
+	out := *o
 	return &out
 }
+
+// slimNamespace is what an informer stores of a Namespace; slimNode, of a
+// Node (its labels and addresses, a `nodes` peer's, not its status,
+// images and conditions).
+type (
+	slimNamespace = slimObj[Namespace]
+	slimNode      = slimObj[Node]
+)
 
 // meta is the part of m an informer's key and watch need.
 func meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
@@ -69,9 +78,11 @@ func slim(obj any) (any, error) {
 		internPod(&sp.Pod)
 		return sp, nil
 	case *corev1.Namespace:
-		sn := &slimNamespace{ObjectMeta: meta(&o.ObjectMeta), Namespace: *NamespaceFromAPI(o)}
+		sn := &slimNamespace{ObjectMeta: meta(&o.ObjectMeta), Obj: *NamespaceFromAPI(o)}
 		sn.UID = o.UID // the Event about a bad annotation names the object
 		return sn, nil
+	case *corev1.Node:
+		return &slimNode{ObjectMeta: meta(&o.ObjectMeta), Obj: *NodeFromAPI(o)}, nil
 	case *networkingv1.NetworkPolicy:
 		out := &networkingv1.NetworkPolicy{ObjectMeta: meta(&o.ObjectMeta), Spec: o.Spec}
 		out.UID = o.UID // the Event about an issue names the object

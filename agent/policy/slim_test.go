@@ -46,7 +46,7 @@ func TestSlim(t *testing.T) {
 		t.Errorf("policy %+v", s)
 	}
 	ns, _ := slim(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"ns": "x"}}})
-	if n := ns.(*slimNamespace); n.Namespace.Name != "x" || n.Namespace.Labels["ns"] != "x" {
+	if n := ns.(*slimNamespace); n.Obj.Name != "x" || n.Obj.Labels["ns"] != "x" {
 		t.Errorf("namespace %+v", n)
 	}
 }

@@ -92,7 +92,8 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		w.e.SetFlowLog(cfg.FlowLogAll)
 	}
 	w.e.Hold() // through the first lists: one rebuild in start (hold.go)
-	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Event{})
+	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{},
+		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -119,6 +120,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 			cfg.Log.Warn("network policy: the API serves no ClusterNetworkPolicy (policy.networking.k8s.io v1beta1 or v1alpha2): install network-policy-api's CRD; watching " + gv.String() + " meanwhile")
 		}
 		w.cnpVersion = gv.String()
+		// The nodes of a `nodes` peer (nodes.go): only ClusterNetworkPolicy
+		// has that peer.
+		informers = append(informers, informer{core, "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }})
 		c, err := kubecore.GroupClient(rc, gv, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -266,7 +270,7 @@ func (w *watcher) logIssues(d policymodel.Delta) {
 // warnFlowLog logs, and records as a Warning Event on the namespace, a
 // flow log annotation that does not parse, once per value.
 func (w *watcher) warnFlowLog(o *slimNamespace) {
-	if o.Namespace.FlowLogBad == "" || w.cfg.FlowLog == nil {
+	if o.Obj.FlowLogBad == "" || w.cfg.FlowLog == nil {
 		return
 	}
 	w.mu.Lock()
@@ -274,14 +278,14 @@ func (w *watcher) warnFlowLog(o *slimNamespace) {
 	if w.badFlowLog == nil {
 		w.badFlowLog = map[string]string{}
 	}
-	if w.badFlowLog[o.Name] == o.Namespace.FlowLogBad {
+	if w.badFlowLog[o.Name] == o.Obj.FlowLogBad {
 		return
 	}
-	w.badFlowLog[o.Name] = o.Namespace.FlowLogBad
+	w.badFlowLog[o.Name] = o.Obj.FlowLogBad
 	w.cfg.Log.Warn("flow log: a namespace's annotation is not deny, allow or allow,deny; nothing of it is logged",
-		"namespace", o.Name, "annotation", FlowLogAnnotation, "value", o.Namespace.FlowLogBad)
+		"namespace", o.Name, "annotation", FlowLogAnnotation, "value", o.Obj.FlowLogBad)
 	if w.ev != nil {
-		w.ev.badFlowLog(objectRef("v1", "Namespace", &o.ObjectMeta), o.Namespace.FlowLogBad)
+		w.ev.badFlowLog(objectRef("v1", "Namespace", &o.ObjectMeta), o.Obj.FlowLogBad)
 	}
 }
 
@@ -299,8 +303,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 		case *slimPod:
 			w.applyIf(func(e *Engine) policymodel.Delta { return e.SetPod(&o.Pod) }, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
 		case *slimNamespace:
-			w.apply(func(e *Engine) policymodel.Delta { return e.SetNamespace(&o.Namespace) })
+			w.apply(func(e *Engine) policymodel.Delta { return e.SetNamespace(&o.Obj) })
 			w.warnFlowLog(o)
+		case *slimNode:
+			w.apply(func(e *Engine) policymodel.Delta { return e.SetNode(&o.Obj) })
 		case *networkingv1.NetworkPolicy:
 			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
@@ -331,6 +337,8 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 				w.apply(func(e *Engine) policymodel.Delta { return e.DeletePod(o.Pod.Namespace, o.Pod.Name) })
 			case *slimNamespace:
 				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNamespace(o.Name) })
+			case *slimNode:
+				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNode(o.Name) })
 			case *networkingv1.NetworkPolicy:
 				w.deletePolicy("np/"+o.Namespace+"/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
 			case *cnpv1.ClusterNetworkPolicy:

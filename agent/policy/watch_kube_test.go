@@ -18,7 +18,10 @@ import (
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
@@ -26,7 +29,8 @@ import (
 	"github.com/cnibox/cnibox/test/kube"
 )
 
-// recSink records, at each delta, whether y/b may reach x/a on 80 and 81
+// recSink records, at each delta, whether y/b may reach x/a on 80 and 81,
+// then whether x/a may reach the node address infraIP on 22 (its egress),
 // and whether the delta rewrote rules.
 type recSink struct {
 	mu    sync.Mutex
@@ -49,6 +53,11 @@ func (s *recSink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 			s.state += "-"
 		}
 	}
+	if m.Evaluate(policymodel.Egress, policymodel.Conn{Src: c.Dst, Dst: infraIP, Proto: policymodel.TCP, Port: 22}).Allowed {
+		s.state += "+"
+	} else {
+		s.state += "-"
+	}
 	s.rules = d.Rules
 	s.calls++
 	select {
@@ -58,13 +67,17 @@ func (s *recSink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 	return nil
 }
 
-// wait waits until the recorded state is want.
+// infraIP is the address of the node infra-1 that TestWatchKube makes.
+var infraIP = netip.MustParseAddr("172.31.250.9")
+
+// wait waits until the recorded state is want (two signs: y/b -> x/a on
+// 80 and 81 only; three: and x/a -> infraIP).
 func (s *recSink) wait(t *testing.T, what, want string) {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
 	for {
 		s.mu.Lock()
-		got := s.state
+		got := s.state[:min(len(s.state), len(want))]
 		s.mu.Unlock()
 		if got == want {
 			return
@@ -72,7 +85,7 @@ func (s *recSink) wait(t *testing.T, what, want string) {
 		select {
 		case <-s.ch:
 		case <-deadline:
-			t.Fatalf("%s: y/b -> x/a on 80, 81: %q, want %q", what, got, want)
+			t.Fatalf("%s: y/b -> x/a on 80, 81 (then x/a -> %s on 22): %q, want %q", what, infraIP, got, want)
 		}
 	}
 }
@@ -85,17 +98,20 @@ func (s *recSink) wait(t *testing.T, what, want string) {
 // the model, its Event naming that version. Run with -tags kube under
 // flock /tmp/cnibox-kube.lock.
 func TestWatchKube(t *testing.T) {
-	for _, c := range []struct{ release, version string }{{"v0.2.0", "v1alpha2"}, {"v0.3.0", "v1beta1"}} {
-		t.Run(c.release, func(t *testing.T) { watchKube(t, c.release, c.version) })
+	for _, c := range []struct{ crd, version string }{{"v0.2.0", "v1alpha2"}, {"v0.3.0-experimental", "v1beta1"}} {
+		t.Run(c.crd, func(t *testing.T) { watchKube(t, c.crd, c.version) })
 	}
 }
 
-func watchKube(t *testing.T, release, version string) {
+// watchKube is TestWatchKube with the CRD of testdata named crd (a release
+// and channel of network-policy-api) serving version; the `nodes` peer's
+// steps run where the CRD has the field (the experimental channel).
+func watchKube(t *testing.T, crd, version string) {
 	cs, kc := kube.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The ClusterNetworkPolicy CRD of testdata (release's standard channel).
-	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies-" + release + ".yaml")
+	// The ClusterNetworkPolicy CRD of testdata.
+	doc, err := os.ReadFile("testdata/policy.networking.k8s.io_clusternetworkpolicies-" + crd + ".yaml")
 	must(t, err)
 	cnpPath := "/apis/policy.networking.k8s.io/" + version + "/clusternetworkpolicies"
 	kube.CreateCRD(t, cs, doc, cnpPath)
@@ -154,6 +170,12 @@ func watchKube(t *testing.T, release, version string) {
 	_, err = cs.CoreV1().Pods("y").Update(ctx, b, metav1.UpdateOptions{})
 	must(t, err)
 	sink.wait(t, "y/b back", "+-")
+
+	// A `nodes` peer: x/a's egress to the nodes labelled role=infra is
+	// denied; infra-1 relabelled a worker, it is open again.
+	if strings.HasSuffix(crd, "-experimental") {
+		watchNodesPeer(ctx, t, cs, sink, cnpPath, version)
+	}
 
 	c := cnp("deny-y", admin, 10, from(deny, "y"), nil)
 	c.APIVersion, c.Kind = "policy.networking.k8s.io/"+version, "ClusterNetworkPolicy"
@@ -294,4 +316,29 @@ func TestWatchKubeListPaged(t *testing.T) {
 	if counter.types[runtime.ContentTypeProtobuf] != counter.lists {
 		t.Errorf("answers to %d list requests by content type: %v, want all %s", counter.lists, counter.types, runtime.ContentTypeProtobuf)
 	}
+}
+
+// watchNodesPeer: a ClusterNetworkPolicy with a `nodes` peer denies x/a
+// the address of node infra-1 while its labels say role=infra; the node
+// relabelled, the address is open (the watcher's node informer).
+func watchNodesPeer(ctx context.Context, t *testing.T, cs kubernetes.Interface, sink *recSink, cnpPath, version string) {
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "infra-1", Labels: map[string]string{"role": "infra"}}}, metav1.CreateOptions{})
+	must(t, err)
+	// Patches: the node controllers change the object meanwhile.
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "infra-1", ktypes.MergePatchType,
+		[]byte(`{"status":{"addresses":[{"type":"InternalIP","address":"`+infraIP.String()+`"},{"type":"Hostname","address":"infra-1"}]}}`),
+		metav1.PatchOptions{}, "status")
+	must(t, err)
+	nodes := cnp("no-infra", admin, 20, nil, []cnpv1.ClusterNetworkPolicyEgressRule{{Action: deny,
+		To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}}}})
+	nodes.APIVersion, nodes.Kind = "policy.networking.k8s.io/"+version, "ClusterNetworkPolicy"
+	js, err := json.Marshal(nodes)
+	must(t, err)
+	must(t, cs.CoreV1().RESTClient().Post().AbsPath(cnpPath).Body(js).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	sink.wait(t, "x/a denied the infra nodes", "+--")
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "infra-1", ktypes.MergePatchType, []byte(`{"metadata":{"labels":{"role":"worker"}}}`), metav1.PatchOptions{})
+	must(t, err)
+	sink.wait(t, "infra-1 relabelled a worker", "+-+")
+	must(t, cs.CoreV1().RESTClient().Delete().AbsPath(cnpPath+"/no-infra").Do(ctx).Error())
+	sink.wait(t, "the nodes ClusterNetworkPolicy deleted", "+-+")
 }
