@@ -1,7 +1,7 @@
 // Package flood sends floods of new TCP connections, as a misbehaving pod
 // does: each a SYN whose socket is closed as soon as it is out. A socket
 // closed in SYN_SENT sends nothing more (no retransmit, no RST) and frees
-// its port at once, so every SYN is a connection of its own and a rate
+// its port at once (one an answer reached first is reset: SO_LINGER 0), so every SYN is a connection of its own and a rate
 // holds for as long as asked. test/internal/synflood is its command;
 // bench-policy floods from its pods' namespaces with it.
 package flood
@@ -46,6 +46,13 @@ func syn(ap netip.AddrPort) error {
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
+	}
+	// Closed with a reset if the answer came first (a near, open port):
+	// a normal close would leave the port in TIME_WAIT for a minute, and
+	// a flood would run out of ports.
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("SO_LINGER: %w", err)
 	}
 	err = unix.Connect(fd, sa)
 	unix.Close(fd)

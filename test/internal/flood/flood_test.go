@@ -1,6 +1,8 @@
 package flood
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -39,5 +41,30 @@ func TestSYNs(t *testing.T) {
 	}
 	if sent < 1000 || sent > 2000 {
 		t.Errorf("sent %d SYNs in a second at 2,000 a second", sent)
+	}
+}
+
+// TestSYNsToAnOpenPort: a flood of a listening port on the loopback, whose
+// answers come back within connect, runs out of no ports: more SYNs than
+// the ephemeral range holds, all sent.
+func TestSYNsToAnOpenPort(t *testing.T) {
+	ns := nstest.NewNS(t, "fldo")
+	err := netops.InNetns(ns, func() error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_port_range", []byte("40000 40999"), 0o644); err != nil {
+			return err
+		}
+		sent, _, err := SYNs(netip.MustParseAddrPort(ln.Addr().String()), 3000, time.Second)
+		if err == nil && sent < 2000 {
+			err = fmt.Errorf("sent %d SYNs in a second at 3,000 a second", sent)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
