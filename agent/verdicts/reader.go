@@ -37,6 +37,16 @@ type Event struct {
 // a count, not memory).
 const queueLen = 4096
 
+// The kernel's batching of the log's messages (qThresh messages, or after
+// qTimeout hundredths of a second) and the socket's receive buffer.
+// Measured with bench-policy's flood (docs/benchmarks.md): one message a
+// wake-up (qThresh 1) wrote 10,902 of the ~20,000 verdicts a second.
+const (
+	qThresh    = 64
+	qTimeout   = 10 // 100 ms
+	readBuffer = 4 << 20
+)
+
 // Reader reads the verdict log of one network namespace.
 type Reader struct {
 	nf     *nflog.Nflog
@@ -53,9 +63,12 @@ func Open(nsPath string) (*Reader, error) {
 		Group:    policymodel.FlowLogGroup,
 		Copymode: nflog.CopyPacket,
 		Bufsize:  128, // the log rules' snaplen is less
-		// Messages are sent as they come (no batching by count or time):
-		// a denied connection is on the log within the second.
-		QThresh: 1,
+		// The kernel sends a batch of up to qThresh messages at once, or
+		// what it holds after qTimeout: one socket wake-up for many
+		// verdicts under a flood, and a lone denied connection still on
+		// the log within the second.
+		QThresh: qThresh,
+		Timeout: qTimeout,
 	}
 	if nsPath != "" {
 		f, err := os.Open(nsPath)
@@ -69,6 +82,10 @@ func Open(nsPath string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flow log: open NFLOG group %d: %w", policymodel.FlowLogGroup, err)
 	}
+	// Room for bursts while the agent is busy: past it the kernel drops
+	// and the reader counts ENOBUFS as lost. Not fatal where a limit
+	// (net.core.rmem_max) caps it: the kernel keeps its default.
+	_ = nf.Con.SetReadBuffer(readBuffer)
 	return &Reader{nf: nf, events: make(chan Event, queueLen)}, nil
 }
 
