@@ -233,7 +233,8 @@ test-conformance: deps deps-conformance image
 # sigs.k8s.io/network-policy-api v0.3.0 (the module's own suite, built once
 # from the module proxy by test/conformance/build.sh cnp) on the three-node
 # harness of test-conformance, cnibox with --cluster-network-policies, its
-# chart's RBAC and the module's standard CRD. Report in bin/conformance/cnp/;
+# chart's RBAC and the module's experimental CRD (the standard fields and
+# the nodes peer, whose tests run). Report in bin/conformance/cnp/;
 # the last line is the counts (docs/conformance.md).
 .PHONY: test-cnp
 test-cnp: deps deps-conformance image

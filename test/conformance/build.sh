@@ -21,8 +21,9 @@
 #                     v0.3.0: ClusterNetworkPolicy v1beta1): its ./conformance
 #                     package's test binary, built in the module as its
 #                     own main module (its go.mod and go.sum), make test-cnp;
-#                     cnp-crd-CNPVER.yaml beside it, the module's
-#                     config/crd/standard ClusterNetworkPolicy CRD
+#                     cnp-crd-CNPVER.yaml and cnp-crd-experimental-CNPVER.yaml
+#                     beside it, the module's config/crd/standard and
+#                     config/crd/experimental ClusterNetworkPolicy CRDs
 #
 #   build.sh          build what is missing; print the cache directory
 #
@@ -126,11 +127,13 @@ coredns() {
 # cnp: the module's conformance suite, built where the module is its own
 # main module (a writable copy of the module cache's tree).
 cnp() {
-  local name=cnp-conformance-$CNPVER.test dir src
-  [ -x "$OUT/$name" ] && [ -f "$OUT/cnp-crd-$CNPVER.yaml" ] && return
-  log "building $name (once)"
+  local name=cnp-conformance-$CNPVER.test dir src crd=config/crd/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml
+  [ -x "$OUT/$name" ] && [ -f "$OUT/cnp-crd-$CNPVER.yaml" ] && [ -f "$OUT/cnp-crd-experimental-$CNPVER.yaml" ] && return
   src=$(cd / && go mod download -json "sigs.k8s.io/network-policy-api@$CNPVER" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$src" ] || { log "sigs.k8s.io/network-policy-api@$CNPVER: no module directory"; return 1; }
+  cp "$src/$crd" "$OUT/cnp-crd-experimental-$CNPVER.yaml.tmp" && mv "$OUT/cnp-crd-experimental-$CNPVER.yaml.tmp" "$OUT/cnp-crd-experimental-$CNPVER.yaml"
+  [ -x "$OUT/$name" ] && [ -f "$OUT/cnp-crd-$CNPVER.yaml" ] && return
+  log "building $name (once)"
   dir=$OUT/cnp.tmp
   rm -rf "$dir" && cp -r "$src" "$dir" && chmod -R u+w "$dir"
   (cd "$dir" && timed "$name" go test -c -vet=off -trimpath -ldflags='-s -w' -o "$OUT/$name.tmp" ./conformance)
