@@ -89,8 +89,7 @@ func TestEngineIncremental(t *testing.T) {
 		cnp("blue", admin, 3, []cnpv1.ClusterNetworkPolicyIngressRule{{Action: deny, From: []cnpv1.ClusterNetworkPolicyIngressPeer{{Namespaces: sel("team", "blue")}}}}, nil),
 		cnp("named", base, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{{Action: accept,
 			To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Pods: &cnpv1.NamespacedPod{PodSelector: *sel("pod", "a")}}}, Protocols: []cnpv1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: "web"}}}}),
-		// Of every namespace's pods (cnp's subject is namespace x's, whose
-		// label the random namespaces never have).
+		// Of every namespace's pods.
 		{ObjectMeta: metav1.ObjectMeta{Name: "infra"}, Spec: cnpv1.ClusterNetworkPolicySpec{Tier: admin, Priority: 5,
 			Subject: cnpv1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{}},
 			Egress: []cnpv1.ClusterNetworkPolicyEgressRule{{Action: deny,
@@ -137,7 +136,8 @@ func TestEngineIncremental(t *testing.T) {
 			delete(pods, p.Key())
 			d = e.DeletePod(p.Namespace, p.Name)
 		case r < 8:
-			ns := &Namespace{Name: nsNames[rng.IntN(3)], Labels: map[string]string{"team": []string{"blue", "red"}[rng.IntN(2)]}}
+			name := nsNames[rng.IntN(3)]
+			ns := &Namespace{Name: name, Labels: map[string]string{"ns": name, "team": []string{"blue", "red"}[rng.IntN(2)]}}
 			what = fmt.Sprintf("set namespace %s %v", ns.Name, ns.Labels)
 			nss[ns.Name] = ns
 			d = e.SetNamespace(ns)
@@ -226,6 +226,7 @@ func TestEngineIncremental(t *testing.T) {
 	if holds < 10 {
 		t.Fatalf("the engine was held %d times: too few to tell", holds)
 	}
+
 }
 
 // TestSetIDsStable: a set's ID depends on its definition only, so two
