@@ -1,7 +1,11 @@
+//go:build !nokube
+
 package policy
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -19,14 +23,35 @@ var cnpVersions = []schema.GroupVersion{
 }
 
 // cnpVersion is the newest version of ClusterNetworkPolicy the API
-// serves; when it serves none (no CRD yet, or no answer), the newest, and
-// served is false: the watch then waits for it as for any resource the
-// API refuses.
-func cnpVersion(ctx context.Context, c rest.Interface) (gv schema.GroupVersion, ok bool) {
-	for _, gv := range cnpVersions {
-		if len(served(ctx, c, gv, "clusternetworkpolicies")) > 0 {
-			return gv, true
+// serves. Discovery that does not answer is asked again, after 1 s, then
+// twice as long each time up to 30 s, for as long as ctx lasts: picked on
+// a blip, the newest version could be one the API does not serve, and
+// the watch would then wait for it until the agent's next start. When the
+// API answers that it serves none (no CRD yet), or ctx ends, it is the
+// newest, and ok is false: the watch then waits for it as for any
+// resource the API refuses.
+func cnpVersion(ctx context.Context, c rest.Interface, log *slog.Logger) (gv schema.GroupVersion, ok bool) {
+	wait := time.Second
+	for {
+		var failed error
+		for _, gv := range cnpVersions {
+			names, err := served(ctx, c, gv, "clusternetworkpolicies")
+			if len(names) > 0 {
+				return gv, true
+			}
+			if err != nil {
+				failed = err
+			}
 		}
+		if failed == nil {
+			return cnpVersions[0], false
+		}
+		log.Warn("network policy: which ClusterNetworkPolicy version the API serves is not known yet; asking again", "err", failed, "in", wait)
+		select {
+		case <-ctx.Done():
+			return cnpVersions[0], false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
 	}
-	return cnpVersions[0], false
 }

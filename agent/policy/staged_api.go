@@ -5,9 +5,11 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,21 +90,26 @@ func copyItems[T any, P interface {
 // serves ("stagednetworkpolicies", "stagedclusternetworkpolicies"): none
 // without their CRDs.
 func servedStaged(ctx context.Context, c rest.Interface) []string {
-	return served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
+	// Not served, or no answer: the watch goes on without.
+	names, _ := served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
+	return names
 }
 
 // served lists which of the resources names the API serves in the group
-// version gv (discovery): none when it serves no such version, or does
-// not answer.
-func served(ctx context.Context, c rest.Interface, gv schema.GroupVersion, names ...string) []string {
+// version gv (discovery): none when it serves no such version (404), and
+// an error when it does not answer.
+func served(ctx context.Context, c rest.Interface, gv schema.GroupVersion, names ...string) ([]string, error) {
 	// JSON: the client may ask for protobuf, which discovery also serves.
 	raw, err := c.Get().AbsPath("/apis", gv.Group, gv.Version).SetHeader("Accept", "application/json").DoRaw(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil // not served (404), or no answer: the watch goes on without
+		return nil, fmt.Errorf("discovery of %s: %w", gv, err)
 	}
 	var list metav1.APIResourceList
-	if json.Unmarshal(raw, &list) != nil {
-		return nil
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("discovery of %s: %w", gv, err)
 	}
 	var out []string
 	for _, r := range list.APIResources {
@@ -110,5 +117,5 @@ func served(ctx context.Context, c rest.Interface, gv schema.GroupVersion, names
 			out = append(out, r.Name)
 		}
 	}
-	return out
+	return out, nil
 }

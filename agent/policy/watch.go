@@ -115,7 +115,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 	}
 	if cfg.ClusterNetworkPolicies {
-		gv, ok := cnpVersion(ctx, core)
+		gv, ok := cnpVersion(ctx, core, cfg.Log)
 		if !ok {
 			cfg.Log.Warn("network policy: the API serves no ClusterNetworkPolicy (policy.networking.k8s.io v1beta1 or v1alpha2): install network-policy-api's CRD; watching " + gv.String() + " meanwhile")
 		}
