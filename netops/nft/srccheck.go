@@ -129,30 +129,21 @@ func (h *Handle) EnsureSourceCheck(kind SrcCheckKind, port string, addrs []netip
 func srcKey(port string, a netip.Addr) []byte { return append(ifnameKey(port), a.AsSlice()...) }
 
 // srcElemMsgs are the element messages (msgType) of port and addrs in the
-// tables of kind; withPort adds port's element of the ports sets.
+// tables of kind (their keys srcKeyGroups'); withPort adds port's element
+// of the ports sets.
 func srcElemMsgs(kind SrcCheckKind, port string, addrs []netip.Addr, msgType int, flags mdnetlink.HeaderFlags, withPort bool) []mdnetlink.Message {
 	var msgs []mdnetlink.Message
 	for _, t := range kind.tables() {
-		var v4, v6 []nftElem
-		for _, a := range addrs {
-			a = a.Unmap()
-			switch {
-			case a.Is4():
-				v4 = append(v4, nftElem{key: srcKey(port, a)})
-			case t.v6:
-				v6 = append(v6, nftElem{key: srcKey(port, a)})
+		groups, _ := srcKeyGroups(t, port, addrs)
+		for _, g := range groups {
+			if len(g.keys) == 0 || (g.set == srcPorts && !withPort) {
+				continue
 			}
-		}
-		for _, s := range []struct {
-			name  string
-			elems []nftElem
-		}{{srcAddr4, v4}, {srcAddr6, v6}} {
-			if len(s.elems) > 0 {
-				msgs = append(msgs, srcMsg(t.family, s.name, msgType, flags, s.elems))
+			elems := make([]nftElem, len(g.keys))
+			for i, k := range g.keys {
+				elems[i].key = k
 			}
-		}
-		if withPort {
-			msgs = append(msgs, srcMsg(t.family, srcPorts, msgType, flags, []nftElem{{key: ifnameKey(port)}}))
+			msgs = append(msgs, srcMsg(t.family, g.set, msgType, flags, elems))
 		}
 	}
 	return msgs
@@ -160,9 +151,7 @@ func srcElemMsgs(kind SrcCheckKind, port string, addrs []netip.Addr, msgType int
 
 // srcMsg is an element message for set of the check's table of family.
 func srcMsg(family nftables.TableFamily, set string, msgType int, flags mdnetlink.HeaderFlags, elems []nftElem) mdnetlink.Message {
-	m := nftElemMsg(SrcCheckTable, set, msgType, flags, elems, false)
-	m.Data[0] = byte(family) // nftElemMsg's nfgenmsg is for inet
-	return m
+	return familyElemMsg(family, SrcCheckTable, set, msgType, flags, elems, false)
 }
 
 // ensureSrcSchema writes the tables of kind, in one transaction whose

@@ -54,7 +54,7 @@ func (h *Handle) SourceCheckGaps(kind SrcCheckKind, port string, addrs []netip.A
 			if g.Addr.IsValid() {
 				key = srcKey(port, g.Addr)
 			}
-			_, err := h.nfRaw.Execute(srcMsg(t.family, g.Set, unix.NFT_MSG_GETSETELEM, 0, []nftElem{{key: key}}))
+			_, err := h.getFamilyElem(t.family, SrcCheckTable, g.Set, key)
 			switch {
 			case err == nil:
 			case errors.Is(err, unix.ENOENT):
