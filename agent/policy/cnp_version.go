@@ -18,7 +18,7 @@ import (
 // CRD serves v1alpha2 alone. Either version's objects decode into
 // v1beta1's types (the same fields, the same JSON).
 var cnpVersions = []schema.GroupVersion{
-	cnpv1.SchemeGroupVersion,
+	{Group: cnpv1.GroupName, Version: cnpv1.GroupVersion.Version},
 	{Group: cnpv1.GroupName, Version: "v1alpha2"},
 }
 

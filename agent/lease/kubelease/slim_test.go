@@ -22,7 +22,7 @@ func TestTransform(t *testing.T) {
 			an.BackendData: `{"VNI":1,"VtepMAC":"0a:58:0a:00:00:01"}`, an.PublicIP: "192.0.2.1", an.PodCIDRs: "10.244.1.0/24,fd00:1::/64",
 			"node.alpha.kubernetes.io/ttl": "0",
 		},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}},
 	}
 	want := &kubeapi.Node{}
 	want.Name, want.ResourceVersion = "n1", "42"
