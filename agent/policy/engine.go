@@ -439,6 +439,9 @@ type Input struct {
 	Nodes                  []*Node
 	NetworkPolicies        []*networkingv1.NetworkPolicy
 	ClusterNetworkPolicies []*cnpv1.ClusterNetworkPolicy
+	// MultiNetworkPolicies are read as NetworkPolicies (the same spec and
+	// semantics, agent/mnp), their IDs "mnp/<namespace>/<name>".
+	MultiNetworkPolicies []*networkingv1.NetworkPolicy
 }
 
 // Resolve returns the model of in: the policies first (one rebuild), so
@@ -453,6 +456,10 @@ func Resolve(in Input) *policymodel.Model {
 	}
 	for _, np := range in.NetworkPolicies {
 		c := compileNP(np)
+		e.policies[c.id] = c
+	}
+	for _, np := range in.MultiNetworkPolicies {
+		c := compileNPAs("mnp", np)
 		e.policies[c.id] = c
 	}
 	for _, cnp := range in.ClusterNetworkPolicies {

@@ -14,8 +14,13 @@ import (
 // direction of its policyTypes (none given: ingress, and egress if it has
 // egress rules), and allowed what one of its rules of that direction allows.
 // Past a cap (caps.go) it isolates them and allows nothing.
-func compileNP(np *networkingv1.NetworkPolicy) *compiled {
-	b := newBuilder("np/" + np.Namespace + "/" + np.Name)
+func compileNP(np *networkingv1.NetworkPolicy) *compiled { return compileNPAs("np", np) }
+
+// compileNPAs is compileNP for a kind of policy with NetworkPolicy's spec
+// and semantics, whose IDs are "<kind>/<namespace>/<name>" (a
+// MultiNetworkPolicy's: "mnp").
+func compileNPAs(kind string, np *networkingv1.NetworkPolicy) *compiled {
+	b := newBuilder(kind + "/" + np.Namespace + "/" + np.Name)
 	spec := &np.Spec
 	sel, err := compileSelector(&spec.PodSelector)
 	subjectOK := err == nil

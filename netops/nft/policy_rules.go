@@ -400,20 +400,13 @@ func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*pol
 	renderGen(pc)
 	for _, base := range []string{"egress", "ingress"} {
 		pc.add(base)
-		for _, fam := range []struct {
-			v6  bool
-			pro byte
-		}{{false, unix.NFPROTO_IPV4}, {true, unix.NFPROTO_IPV6}} {
-			d := policyDir{name: "eg", base: base, selfDir: 0, v6: fam.v6}
+		for _, v6 := range []bool{false, true} {
+			d := policyDir{name: "eg", base: base, selfDir: 0, v6: v6}
 			t := &r.Egress
 			if base == "ingress" {
 				d.name, d.selfDir, t = "in", 1, &r.Ingress
 			}
-			pc.add(base, []expr.Any{
-				&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{fam.pro}},
-				verdict(expr.VerdictJump, base+d.fam()),
-			})
+			pc.add(base, append(nfprotoIs(famProto(v6)), verdict(expr.VerdictJump, base+d.fam())))
 			d.render(pc, t)
 		}
 	}

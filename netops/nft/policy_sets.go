@@ -30,11 +30,16 @@ func policySetName(name string, v6 bool) string {
 
 // policySetObj is the nftables set of name's family part.
 func policySetObj(name string, kind policymodel.SetKind, comment string, v6 bool) *nftables.Set {
+	return policySetObjIn(policyTableObj(), name, kind, comment, v6)
+}
+
+// policySetObjIn is policySetObj in table tb.
+func policySetObjIn(tb *nftables.Table, name string, kind policymodel.SetKind, comment string, v6 bool) *nftables.Set {
 	addr := nftables.TypeIPAddr
 	if v6 {
 		addr = nftables.TypeIP6Addr
 	}
-	s := &nftables.Set{Table: policyTableObj(), Name: policySetName(name, v6), KeyType: addr, Comment: comment}
+	s := &nftables.Set{Table: tb, Name: policySetName(name, v6), KeyType: addr, Comment: comment}
 	switch kind {
 	case policymodel.CIDRs:
 		s.Interval = true

@@ -126,10 +126,11 @@ func ctOrig(key, reg uint32) []byte {
 }
 
 func nfproto(p byte) [][]byte {
-	return [][]byte{
-		mx(&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: reg1}),
-		mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{p}}),
+	var out [][]byte
+	for _, e := range nfprotoIs(p) {
+		out = append(out, mx(e))
 	}
+	return out
 }
 
 func l4proto(reg uint32) []byte { return mx(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg}) }

@@ -1,0 +1,319 @@
+package nft
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// The MultiNetworkPolicy table. A pod's secondary interfaces (macvlan,
+// ipvlan, vlan, host-device, a bridge of its own) carry traffic that never
+// crosses the node's forward hook: two macvlan pods of one node talk
+// through the parent device, and host-device hands a whole NIC to the pod.
+// So a pod's MultiNetworkPolicies are rendered into a table of the pod's
+// own network namespace, as multi-networkpolicy-iptables does with
+// iptables, one table per pod written whole in one transaction:
+//
+//	table inet cnibox-mnp {
+//		set i0-<set>-4 / -6      # the sets the rules of interface 0 use
+//		counter c-<rule> ...; c-i0-iso-in, c-i0-iso-eg
+//		chain input  { type filter hook input priority 0
+//			icmpv6 type 133-137 accept        # neighbour and router discovery
+//			iifname "net1" ct direction reply jump i0-eg   # replies of its own connections
+//			iifname "net1" jump i0-in                      # the rest: connections to it
+//		}
+//		chain output { type filter hook output priority 0
+//			icmpv6 type 133-137 accept
+//			oifname "net1" ct direction reply jump i0-in
+//			oifname "net1" jump i0-eg
+//		}
+//		chain i0-in  { meta nfproto ipv4 jump i0-in4; meta nfproto ipv6 jump i0-in6 }
+//		chain i0-in4 { <rule of a policy> counter name c-<rule> accept ...; counter name c-i0-iso-in drop }
+//	}
+//
+// A direction the pod is not isolated in has no chain, and its jump is an
+// accept: the other direction's replies must still not reach the other
+// direction's rules. A packet without conntrack (its ct direction cannot
+// be read) is judged as a new connection in the direction of the hook it
+// meets, so it fails closed. The rules are the node table's
+// (policyRuleExprs: the connection's tuple, both directions alike), with
+// only the NetworkPolicy tier: a policy listed here selects the pod.
+
+// MultiTable is the table of a pod's MultiNetworkPolicies, in the pod's
+// network namespace (family inet).
+const MultiTable = "cnibox-mnp"
+
+// PodPolicy is what a pod's MultiNetworkPolicies decide: per secondary
+// interface, the policies of its network that select the pod.
+type PodPolicy struct {
+	Ifaces []PodIface
+}
+
+// PodIface is one interface of a pod and its network's policies.
+type PodIface struct {
+	Name            string // in the pod: "net1"
+	Ingress, Egress PodDir
+	// Sets are the sets the policies' clauses name, with their elements
+	// on this interface's network (each interface's are its own).
+	Sets []*policymodel.Set
+}
+
+// PodDir is one direction of an interface: whether a policy isolates the
+// pod in it, and the policies whose rules allow.
+type PodDir struct {
+	Isolated bool
+	Policies []*policymodel.Policy
+}
+
+// Isolated reports whether any interface is isolated in a direction: if
+// not, the pod has no table.
+func (p *PodPolicy) Isolated() bool {
+	for _, i := range p.Ifaces {
+		if i.Ingress.Isolated || i.Egress.Isolated {
+			return true
+		}
+	}
+	return false
+}
+
+// ApplyPodPolicy makes the handle's namespace's MultiTable what p says, in
+// one transaction (the old table, if any, deleted in the same one, so no
+// packet meets neither); with no interface isolated, the table is removed.
+func (h *Handle) ApplyPodPolicy(p *PodPolicy) error {
+	if err := checkPodPolicy(p); err != nil {
+		return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), err)
+	}
+	t, err := h.begin()
+	if err != nil {
+		return err
+	}
+	tb := &nftables.Table{Name: MultiTable, Family: policyFamily}
+	exists, err := h.tableExists(tb)
+	if err != nil {
+		return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), classify(err))
+	}
+	if !p.Isolated() && !exists {
+		return nil
+	}
+	if exists {
+		t.conn().DelTable(tb)
+	}
+	if p.Isolated() {
+		if err := t.queuePodPolicy(tb, p); err != nil {
+			t.abort()
+			return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), err)
+		}
+	}
+	if err := t.commit(); err != nil {
+		return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), classify(err))
+	}
+	return nil
+}
+
+// DeletePodPolicy removes the handle's namespace's MultiTable, if any.
+func (h *Handle) DeletePodPolicy() error { return h.ApplyPodPolicy(&PodPolicy{}) }
+
+// HasPodPolicy reports whether the handle's namespace has a MultiTable.
+func (h *Handle) HasPodPolicy() (bool, error) {
+	if _, err := h.nftConn(); err != nil {
+		return false, err
+	}
+	ok, err := h.tableExists(&nftables.Table{Name: MultiTable, Family: policyFamily})
+	if err != nil {
+		return false, fmt.Errorf("read the multi-network policy table in %s: %w", h.where(), classify(err))
+	}
+	return ok, nil
+}
+
+func (h *Handle) tableExists(tb *nftables.Table) (bool, error) {
+	tbs, err := h.nft.ListTablesOfFamily(tb.Family)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(tbs, func(t *nftables.Table) bool { return t.Name == tb.Name }), nil
+}
+
+// checkPodPolicy refuses what the kernel would, named: an interface name
+// it cannot hold, one listed twice.
+func checkPodPolicy(p *PodPolicy) error {
+	seen := map[string]bool{}
+	for _, i := range p.Ifaces {
+		if i.Name == "" || len(i.Name) >= unix.IFNAMSIZ {
+			return fmt.Errorf("interface name %q: want 1 to %d bytes", i.Name, unix.IFNAMSIZ-1)
+		}
+		if seen[i.Name] {
+			return fmt.Errorf("interface %q listed twice", i.Name)
+		}
+		seen[i.Name] = true
+		for _, d := range []PodDir{i.Ingress, i.Egress} {
+			for _, pol := range d.Policies {
+				if pol.ID == "" {
+					return fmt.Errorf("interface %q: a policy without ID", i.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// icmpv6Discovery is the ICMPv6 types of router and neighbour discovery
+// (133 router solicitation to 137 redirect): a link without them has no
+// IPv6, so no policy decides them, as none decides ARP.
+var icmpv6Discovery = [2]byte{133, 137}
+
+// queuePodPolicy queues the table of p (which isolates something) on t.
+func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
+	cc := t.conn()
+	cc.AddTable(tb)
+	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, ids: map[string]string{}}
+	counters := map[string]bool{}
+	var in, out [][]expr.Any
+	nd := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: icmpv6Discovery[:1], ToData: icmpv6Discovery[1:]},
+		verdict(expr.VerdictAccept, ""),
+	}
+	in, out = append(in, nd), append(out, nd)
+	for i, ifc := range p.Ifaces {
+		prefix := fmt.Sprintf("i%d", i)
+		rename := func(id policymodel.SetID) policymodel.SetID {
+			if id == "" {
+				return ""
+			}
+			return policymodel.SetID(prefix + "-" + string(id))
+		}
+		for _, s := range ifc.Sets {
+			if err := t.addPodSet(tb, rename(s.ID), s); err != nil {
+				return err
+			}
+		}
+		// to[dir] is where that direction's packets go: its chain, or an
+		// accept when the pod is not isolated in it.
+		var to [2]expr.Any
+		for dir, d := range [2]PodDir{ifc.Ingress, ifc.Egress} {
+			name := [2]string{"in", "eg"}[dir]
+			to[dir] = verdict(expr.VerdictAccept, "")
+			if !d.Isolated {
+				continue
+			}
+			top := prefix + "-" + name
+			to[dir] = verdict(expr.VerdictJump, top)
+			pc.add(top)
+			for _, v6 := range []bool{false, true} {
+				pd := policyDir{name: name, base: top, selfDir: uint32(1 - dir), v6: v6}
+				ch := top + pd.fam()
+				pc.add(top, append(nfprotoIs(famProto(v6)), verdict(expr.VerdictJump, ch)))
+				pc.add(ch)
+				for _, pol := range d.Policies {
+					for _, r := range pol.Rules {
+						r = renameRule(r, rename)
+						counters[counterName(pc.short(r.ID))] = true
+						pc.add(ch, pd.policyRuleExprs(pc, &r, verdict(expr.VerdictAccept, ""), policymodel.LogScope{}, true)...)
+					}
+				}
+				iso := counterName(top + "-iso")
+				counters[iso] = true
+				pc.add(ch, countAnd(iso, verdict(expr.VerdictDrop, "")))
+			}
+		}
+		name := ifnameKey(ifc.Name)
+		reply := []expr.Any{
+			&expr.Ct{Register: 1, Key: expr.CtKeyDIRECTION},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{1}}, // IP_CT_DIR_REPLY
+		}
+		on := func(key expr.MetaKey, rest ...expr.Any) []expr.Any {
+			return append([]expr.Any{
+				&expr.Meta{Key: key, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: name},
+			}, rest...)
+		}
+		// Arriving: a reply of the pod's own connection (egress), or a
+		// connection to the pod (ingress); leaving, the other way round.
+		in = append(in, on(expr.MetaKeyIIFNAME, append(reply, to[1])...), on(expr.MetaKeyIIFNAME, to[0]))
+		out = append(out, on(expr.MetaKeyOIFNAME, append(reply, to[0])...), on(expr.MetaKeyOIFNAME, to[1]))
+	}
+	names := make([]string, 0, len(counters))
+	for n := range counters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		cc.AddObj(&nftables.CounterObj{Table: tb, Name: n})
+	}
+	chains := map[string]*nftables.Chain{}
+	for _, n := range pc.names {
+		chains[n] = cc.AddChain(&nftables.Chain{Table: tb, Name: n})
+	}
+	for _, n := range pc.names {
+		for _, e := range pc.rules[n] {
+			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
+		}
+	}
+	// Hooked last: a jump needs its chain made first.
+	for _, b := range []struct {
+		name  string
+		hook  nftables.ChainHook
+		rules [][]expr.Any
+	}{{"input", unix.NF_INET_LOCAL_IN, in}, {"output", unix.NF_INET_LOCAL_OUT, out}} {
+		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, nftables.ChainHookRef(b.hook), nftables.ChainPriorityRef(0))
+		for _, e := range b.rules {
+			cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: e})
+		}
+	}
+	return nil
+}
+
+// nfprotoIs is "meta nfproto P" (unix.NFPROTO_IPV4, _IPV6).
+func nfprotoIs(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+// famProto is the NFPROTO_ value of a family.
+func famProto(v6 bool) byte {
+	if v6 {
+		return unix.NFPROTO_IPV6
+	}
+	return unix.NFPROTO_IPV4
+}
+
+// renameRule is r with the sets its clauses name renamed by f.
+func renameRule(r policymodel.Rule, f func(policymodel.SetID) policymodel.SetID) policymodel.Rule {
+	cls := make([]policymodel.Clause, len(r.Clauses))
+	for i, cl := range r.Clauses {
+		cl.Peer, cl.DstPorts = f(cl.Peer), f(cl.DstPorts)
+		cls[i] = cl
+	}
+	r.Clauses = cls
+	return r
+}
+
+// addPodSet queues set s, named name, in table tb (both families) with its
+// elements.
+func (t *txn) addPodSet(tb *nftables.Table, name policymodel.SetID, s *policymodel.Set) error {
+	v4, v6 := policyElems(s.Kind, s.Elems())
+	for _, fam := range []struct {
+		v6    bool
+		elems []nftables.SetElement
+	}{{false, v4}, {true, v6}} {
+		obj := policySetObjIn(tb, string(name), s.Kind, policyComment(s.Key), fam.v6)
+		if err := t.addSet(obj, nil); err != nil {
+			return err
+		}
+		if len(fam.elems) > 0 {
+			if err := t.conn().SetAddElements(obj, fam.elems); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
