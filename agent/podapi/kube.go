@@ -26,6 +26,10 @@ type Config struct {
 	// Devices answers OpPodDevices (the kubelet's pod-resources API);
 	// nil: the op is Unavailable.
 	Devices DeviceSource
+	// Admit, if set, is called after a pod's network-status is written
+	// (not removed), with the status; its error fails the call, and so the
+	// multi role's ADD (the MultiNetworkPolicy watcher's, agent/mnp).
+	Admit func(ctx context.Context, namespace, name string, status json.RawMessage) error
 }
 
 // Kube answers from a pod informer restricted to this node
@@ -38,6 +42,7 @@ type Kube struct {
 	store cache.Store
 	ctrl  cache.Controller
 	devs  DeviceSource
+	admit func(ctx context.Context, namespace, name string, status json.RawMessage) error
 }
 
 var (
@@ -58,7 +63,7 @@ func NewKube(c Config) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kube{c: cs, node: node, log: c.Log, devs: c.Devices}
+	k := &Kube{c: cs, node: node, log: c.Log, devs: c.Devices, admit: c.Admit}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node)
 	k.store, k.ctrl = kubeapi.NewInformer(cs, "pods", sel, &kubeapi.Pod{}, cache.InformerOptions{
 		Handler: cache.ResourceEventHandlerFuncs{},
@@ -155,6 +160,11 @@ func (k *Kube) SetNetworkStatus(ctx context.Context, namespace, name, uid string
 	}
 	if err := kubeapi.PatchMetadata(ctx, k.c, podRef(namespace, name), meta); err != nil {
 		return k.apiErr(err, "annotate pod %s/%s", namespace, name)
+	}
+	if k.admit != nil && value != nil {
+		if err := k.admit(ctx, namespace, name, status); err != nil {
+			return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: err.Error()}
+		}
 	}
 	return nil
 }

@@ -41,9 +41,9 @@ func (p *slimPod) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: p.Pod.Name, Namespace: p.Pod.Namespace, ResourceVersion: p.ResourceVersion}
 }
 
-// slimObj is what an informer stores of an object whose engine form is a
+// SlimObj is what an informer stores of an object whose engine form is a
 // T: the metadata an informer's key and watch need (meta), and the T.
-type slimObj[T any] struct {
+type SlimObj[T any] struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	Obj T
@@ -51,7 +51,7 @@ type slimObj[T any] struct {
 
 // DeepCopyObject implements runtime.Object (sharing the labels, as
 // slimPod).
-func (o *slimObj[T]) DeepCopyObject() runtime.Object {
+func (o *SlimObj[T]) DeepCopyObject() runtime.Object {
 	out := *o
 	return &out
 }
@@ -60,12 +60,16 @@ func (o *slimObj[T]) DeepCopyObject() runtime.Object {
 // Node (its labels and addresses, a `nodes` peer's, not its status,
 // images and conditions).
 type (
-	slimNamespace = slimObj[Namespace]
-	slimNode      = slimObj[Node]
+	slimNamespace = SlimObj[Namespace]
+	slimNode      = SlimObj[Node]
 )
 
 // meta is the part of m an informer's key and watch need.
-func meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+func meta(m *metav1.ObjectMeta) metav1.ObjectMeta { return SlimMeta(m) }
+
+// SlimMeta is the part of m an informer's key and watch need (for
+// SlimObj).
+func SlimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}
 }
 

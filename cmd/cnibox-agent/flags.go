@@ -87,7 +87,10 @@ type flags struct {
 	// ClusterNetworkPolicies (their CRD must be installed).
 	networkPolicy          bool
 	clusterNetworkPolicies bool
-	ipam                   clusterIPAMFlags // clusteripam.go
+	// multiNetworkPolicies enforces MultiNetworkPolicies on the secondary
+	// networks (agent/mnp; with the pod API).
+	multiNetworkPolicies bool
+	ipam                 clusterIPAMFlags // clusteripam.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
@@ -163,6 +166,7 @@ func (f *flags) boolFlags() []boolFlag {
 		{&f.showVersion, "version", false, "print version and exit"},
 		{&f.networkPolicy, "network-policy", true, "kube: enforce NetworkPolicies in the node's nftables table cnibox-policy (with --kube-subnet-mgr); false removes the table (cnibox)"},
 		{&f.clusterNetworkPolicies, "cluster-network-policies", false, "kube: enforce ClusterNetworkPolicies too (policy.networking.k8s.io v1beta1, or v1alpha2 where the API serves only it; their CRD must be installed) (cnibox)"},
+		{&f.multiNetworkPolicies, "multi-network-policies", false, "kube: enforce MultiNetworkPolicies (k8s.cni.cncf.io v1beta1, their CRD installed) on the secondary networks, in each pod's network namespace (needs --pod-api, and CAP_SYS_ADMIN to enter the pods' namespaces) (cnibox)"},
 	}
 }
 
@@ -304,6 +308,9 @@ func (f *flags) validate() error {
 		return fmt.Errorf("%w: list namespaces, comma separated, or \"*\" for every one", err)
 	}
 	f.pod.nadTrust = trust
+	if f.multiNetworkPolicies && (!f.pod.enabled() || f.pod.only) {
+		return fmt.Errorf("--multi-network-policies: the secondary networks' policies are written as the multi role's ADD reports a pod's networks, through the pod API: add --pod-api")
+	}
 	if f.pod.multusConf.dir != "" && !f.pod.enabled() {
 		return fmt.Errorf("--multus-conf-dir %s: multi's config needs the pod API: add --pod-api or --pod-api-only", f.pod.multusConf.dir)
 	}

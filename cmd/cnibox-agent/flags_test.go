@@ -107,6 +107,7 @@ func TestFlagMeanings(t *testing.T) {
 		{nil, func(f *flags) bool { return f.networkPolicy && !f.clusterNetworkPolicies }}, // on by default
 		{[]string{"--network-policy=false"}, func(f *flags) bool { return !f.networkPolicy }},
 		{[]string{"--cluster-network-policies"}, func(f *flags) bool { return f.clusterNetworkPolicies }},
+		{[]string{"--multi-network-policies", "--pod-api"}, func(f *flags) bool { return f.multiNetworkPolicies }},
 		{[]string{"--ip-masq-fully-random-disable"}, func(f *flags) bool { return f.ipMasqFullyRandomDisable }},
 		{[]string{"--subnet-lease-renew-margin", "1439"}, func(f *flags) bool { return f.renewMarginDuration().Minutes() == 1439 }},
 		{[]string{"-v", "2"}, func(f *flags) bool { return f.logLevelName() == "debug" }},
@@ -140,6 +141,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-v", "-1"}, "-v"},
 		{[]string{"--healthz-port", "x"}, "healthz-port"},
 		{[]string{"--multus-conf-dir", "/host/etc/cni/net.d"}, "--pod-api-only"},
+		{[]string{"--multi-network-policies"}, "add --pod-api"},
+		{[]string{"--multi-network-policies", "--pod-api-only"}, "add --pod-api"},
 		{[]string{"--nad-trusted-namespaces", "kube-system,Team_A"}, "--nad-trusted-namespaces"},
 	} {
 		_, err := parseFlagsEnv(tc.args, io.Discard, noEnv)

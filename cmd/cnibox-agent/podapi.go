@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/mnp"
 	"github.com/cnibox/cnibox/agent/podapi"
 	"github.com/cnibox/cnibox/agent/podresources"
 )
@@ -18,6 +19,18 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 	cfg := podapi.Config{Cluster: f.cluster(), Log: log}
 	if f.pod.podResources != "" {
 		cfg.Devices = podresources.New(f.pod.podResources)
+	}
+	if f.multiNetworkPolicies {
+		w, err := mnp.New(mnp.Config{Cluster: f.cluster(), Log: log, DataDir: f.dataDir})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Admit = w.Admit
+		go func() {
+			if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("multi-network policy watcher stopped", "err", err)
+			}
+		}()
 	}
 	k, err := podapi.NewKube(cfg)
 	if err != nil {

@@ -142,7 +142,7 @@ func TestChartDefaultsAreTheManifest(t *testing.T) {
 	}
 	sameObjects(t, "the chart with dhcp.enabled", chartObjects(t, "--set", "dhcp.enabled=true"), want)
 
-	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "staged-policies-crds.yaml"} {
+	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "staged-policies-crds.yaml", "multi-networkpolicy-crd.yaml"} {
 		if readFile(t, filepath.Join(chartDir, "crds", crd)) != readFile(t, crd) {
 			t.Errorf("%s/crds/%s is not deploy/kubernetes/%s: copy it there", chartDir, crd, crd)
 		}

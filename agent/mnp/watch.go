@@ -1,0 +1,440 @@
+//go:build !nokube
+
+package mnp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/store"
+)
+
+// Config configures a Watcher.
+type Config struct {
+	kubeapi.Cluster
+	Log *slog.Logger
+	// DataDir is the node's store (store.Dir): the CNI calls record each
+	// pod's network namespace there.
+	DataDir string
+}
+
+// Watcher keeps the MultiNetworkPolicy tables of the node's pods: it
+// watches pods (their labels and network-status), namespaces and
+// MultiNetworkPolicies, and after each change writes the table of every
+// pod of the node whose table changed, from one goroutine. Admit writes a
+// new pod's table before its CNI ADD returns.
+type Watcher struct {
+	cfg  Config
+	node string
+
+	mu       sync.Mutex
+	pods     map[string]*Pod // by "<namespace>/<name>": the node's, and pods with attachments
+	ns       map[string]*policy.Namespace
+	policies map[string]*Policy
+	podEv    chan struct{} // closed (and replaced) at each pod event
+	synced   bool          // every informer has listed
+
+	kick chan struct{}
+
+	syncMu  sync.Mutex        // one sync at a time (the loop's, Admit's)
+	applied map[string]string // the table written per pod (its JSON; "" none)
+	netns   map[string]string // per pod, its namespace's path
+}
+
+// New returns a watcher for the node of cfg.
+func New(cfg Config) (*Watcher, error) {
+	node, err := kubecore.NodeName(cfg.NodeName, "multi-network policy watcher")
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Watcher{
+		cfg: cfg, node: node,
+		pods: map[string]*Pod{}, ns: map[string]*policy.Namespace{}, policies: map[string]*Policy{},
+		podEv: make(chan struct{}), kick: make(chan struct{}, 1),
+		applied: map[string]string{}, netns: map[string]string{},
+	}, nil
+}
+
+// Run watches until ctx ends. The tables are written once every informer
+// has listed, and after each change; a table that could not be written
+// is tried again at the next change and at least every resync.
+func (w *Watcher) Run(ctx context.Context) error {
+	const what = "multi-network policy watcher"
+	rc, err := w.cfg.Config(what)
+	if err != nil {
+		return err
+	}
+	pb := *rc
+	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	core, err := kubecore.GroupClient(&pb, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	mc, err := kubecore.GroupClient(rc, GroupVersion(), "/apis", &MultiNetworkPolicy{}, &MultiNetworkPolicyList{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var synced []cache.InformerSynced
+	for _, in := range []struct {
+		c        rest.Interface
+		resource string
+		obj      runtime.Object
+		page     func() runtime.Object
+	}{
+		{core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
+		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
+		{mc, "multi-networkpolicies", &MultiNetworkPolicy{}, func() runtime.Object { return &MultiNetworkPolicyList{} }},
+	} {
+		_, ctl := kubeapi.NewSlimInformer(in.c, in.resource, in.obj, in.page, cache.InformerOptions{
+			Handler: cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(o any) { w.set(o) },
+				UpdateFunc: func(_, o any) { w.set(o) },
+				DeleteFunc: w.del,
+			},
+			Transform: w.slim,
+		})
+		go ctl.RunWithContext(ctx)
+		synced = append(synced, ctl.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return ctx.Err()
+	}
+	w.mu.Lock()
+	w.synced = true
+	w.mu.Unlock()
+	w.cfg.Log.Info("multi-network policy: watching", "node", w.node)
+	t := time.NewTicker(resyncEvery)
+	defer t.Stop()
+	for {
+		w.sync()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// resyncEvery is how often the tables are compared with the model when
+// nothing changed: a write that failed (a namespace briefly unreadable)
+// is tried again then.
+const resyncEvery = 30 * time.Second
+
+// slimPod, slimNS and slimPolicy are what the informers keep.
+type (
+	slimPod    = policy.SlimObj[Pod]
+	slimNS     = policy.SlimObj[policy.Namespace]
+	slimPolicy = policy.SlimObj[Policy]
+)
+
+// slim is the informers' transform. A pod without secondary attachments
+// keeps its name alone: no MultiNetworkPolicy can take it as a peer or
+// select it.
+func (w *Watcher) slim(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		out := &slimPod{ObjectMeta: policy.SlimMeta(&o.ObjectMeta)}
+		atts, err := ParseNetworkStatus(o.Annotations[agentapi.NetworkStatusAnnotation])
+		if err != nil {
+			w.cfg.Log.Warn("multi-network policy: pod's network-status not read: no policy takes it as a peer", "pod", o.Namespace+"/"+o.Name, "err", err)
+		}
+		if len(atts) > 0 || o.Spec.NodeName == w.node {
+			// (a pod of the node without them yet: Admit's)
+			out.Obj = Pod{Pod: *policy.PodFromAPI(o), Attachments: atts}
+		}
+		out.Obj.Namespace, out.Obj.Name = o.Namespace, o.Name
+		return out, nil
+	case *corev1.Namespace:
+		return &slimNS{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Obj: *policy.NamespaceFromAPI(o)}, nil
+	case *MultiNetworkPolicy:
+		nets, err := PolicyFor(o.Namespace, o.Annotations[PolicyForAnnotation])
+		if err != nil {
+			w.cfg.Log.Warn("multi-network policy: the policy is for no network", "policy", o.Namespace+"/"+o.Name, "err", err)
+		}
+		np := &networkingv1.NetworkPolicy{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Spec: o.Spec}
+		return &slimPolicy{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Obj: Policy{NP: np, Networks: nets}}, nil
+	}
+	return obj, nil
+}
+
+func (w *Watcher) set(o any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch o := o.(type) {
+	case *slimPod:
+		key := o.Obj.Key()
+		if len(o.Obj.Attachments) == 0 && o.Obj.Node != w.node {
+			if w.pods[key] == nil {
+				return // nothing to change
+			}
+			delete(w.pods, key)
+		} else {
+			p := o.Obj
+			w.pods[key] = &p
+		}
+		close(w.podEv)
+		w.podEv = make(chan struct{})
+	case *slimNS:
+		ns := o.Obj
+		w.ns[ns.Name] = &ns
+	case *slimPolicy:
+		p := o.Obj
+		w.policies[o.Namespace+"/"+o.Name] = &p
+	default:
+		return
+	}
+	w.changed()
+}
+
+func (w *Watcher) del(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch o := o.(type) {
+	case *slimPod:
+		delete(w.pods, o.Obj.Key())
+	case *slimNS:
+		delete(w.ns, o.Name)
+	case *slimPolicy:
+		delete(w.policies, o.Namespace+"/"+o.Name)
+	default:
+		return
+	}
+	w.changed()
+}
+
+// changed asks the loop for a sync (w.mu held).
+func (w *Watcher) changed() {
+	if !w.synced {
+		return // the first sync comes after the lists
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// input is the Resolve input of what the informers hold, with extra
+// replacing the pod of its key (Admit's, from the ADD).
+func (w *Watcher) input(extra *Pod) Input {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in := Input{Node: w.node}
+	for k, p := range w.pods {
+		if extra != nil && k == extra.Key() {
+			continue
+		}
+		in.Pods = append(in.Pods, p)
+	}
+	if extra != nil {
+		in.Pods = append(in.Pods, extra)
+	}
+	for _, ns := range w.ns {
+		in.Namespaces = append(in.Namespaces, ns)
+	}
+	for _, p := range w.policies {
+		in.Policies = append(in.Policies, p)
+	}
+	return in
+}
+
+// sync writes the table of every pod of the node whose table changed.
+func (w *Watcher) sync() {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	w.syncLocked(w.input(nil), "")
+}
+
+// syncLocked writes the tables of in (w.syncMu held); only, if not "",
+// limits the writes to one pod and returns its error.
+func (w *Watcher) syncLocked(in Input, only string) error {
+	want := Resolve(in)
+	local := map[string]bool{}
+	for _, p := range in.Pods {
+		if p.Node == w.node && len(p.Attachments) > 0 {
+			local[p.Key()] = true
+		}
+	}
+	for k := range w.applied {
+		if !local[k] {
+			delete(w.applied, k) // gone: its namespace went with it
+			delete(w.netns, k)
+		}
+	}
+	keys := make([]string, 0, len(local))
+	for k := range local {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var errOnly error
+	for _, k := range keys {
+		if only != "" && k != only {
+			continue
+		}
+		text := fingerprint(want[k])
+		if old, ok := w.applied[k]; ok && old == text {
+			continue
+		}
+		if err := w.write(k, want[k]); err != nil {
+			if only != "" {
+				errOnly = err
+			} else {
+				w.cfg.Log.Warn("multi-network policy: pod's table not written (tried again at the next change)", "pod", k, "err", err)
+			}
+			continue
+		}
+		w.applied[k] = text
+	}
+	return errOnly
+}
+
+// write makes pod k's table p (nil: none) in its namespace.
+func (w *Watcher) write(k string, p *nft.PodPolicy) error {
+	path, err := w.netnsOf(k)
+	if err != nil {
+		return err
+	}
+	h, err := nft.Open(path)
+	if err != nil {
+		delete(w.netns, k) // looked up again next time
+		return err
+	}
+	defer h.Close()
+	if p == nil {
+		p = &nft.PodPolicy{}
+	}
+	if err := h.ApplyPodPolicy(p); err != nil {
+		return err
+	}
+	if p.Isolated() {
+		w.cfg.Log.Debug("multi-network policy: table written", "pod", k, "interfaces", len(p.Ifaces))
+	}
+	return nil
+}
+
+// errNoNetns is netnsOf's answer for a pod the store holds no namespace
+// of.
+var errNoNetns = errors.New("no network namespace of the pod in the node's store")
+
+// netnsOf is the path of pod k's network namespace, from the endpoints the
+// CNI calls recorded (the newest with a namespace).
+func (w *Watcher) netnsOf(k string) (string, error) {
+	if p, ok := w.netns[k]; ok {
+		return p, nil
+	}
+	ns, name, _ := strings.Cut(k, "/")
+	st, err := store.OpenWith(store.Dir(w.cfg.DataDir), store.Options{NoCreate: true})
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %w", k, err)
+	}
+	eps, err := st.Endpoints("")
+	st.Close()
+	if err != nil {
+		return "", fmt.Errorf("pod %s: %w", k, err)
+	}
+	var best store.Endpoint
+	for _, e := range eps {
+		if e.PodNamespace == ns && e.PodName == name && e.Netns != "" && !e.Created.Before(best.Created) {
+			best = e
+		}
+	}
+	if best.Netns == "" {
+		return "", fmt.Errorf("pod %s: %w", k, errNoNetns)
+	}
+	p := hostPath(best.Netns)
+	w.netns[k] = p
+	return p, nil
+}
+
+// hostPath is path as this process sees it: a runtime's /var/run/netns is
+// /run/netns (the DaemonSet mounts the latter).
+func hostPath(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/var/run/"); ok {
+		if _, err := os.Stat(path); err != nil {
+			return "/run/" + rest
+		}
+	}
+	return path
+}
+
+// Admit writes the table of pod namespace/name of this node as its
+// network-status (the one the multi role has just written) makes it,
+// before the pod's CNI ADD returns: a pod a policy isolates is isolated
+// from its first packet, and allowed what its policies allow at once. It
+// waits (until ctx ends) for the pod informer to have the pod (its
+// labels). Without a MultiNetworkPolicy for one of its networks, it
+// writes nothing.
+func (w *Watcher) Admit(ctx context.Context, namespace, name string, status json.RawMessage) error {
+	atts, err := ParseNetworkStatus(string(status))
+	if err != nil || len(atts) == 0 {
+		return err
+	}
+	key := namespace + "/" + name
+	var p *Pod
+	for {
+		w.mu.Lock()
+		var ev chan struct{}
+		p, ev = w.pods[key], w.podEv
+		w.mu.Unlock()
+		if p != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("multi-network policy: pod %s not seen by the watcher: %w", key, ctx.Err())
+		case <-ev:
+		}
+	}
+	// (p is the informer's, which may lack the new attachments yet.)
+	extra := *p
+	extra.Attachments = atts
+	extra.Node = w.node
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	if err := w.syncLocked(w.input(&extra), key); err != nil {
+		return fmt.Errorf("multi-network policy: pod %s: %w", key, err)
+	}
+	return nil
+}
+
+// fingerprint is p as text, its sets' elements included (a Set's JSON has
+// none): two tables with the same text are the same; nil is "".
+func fingerprint(p *nft.PodPolicy) string {
+	if p == nil {
+		return ""
+	}
+	b, _ := json.Marshal(p)
+	var sb strings.Builder
+	sb.Write(b)
+	for _, i := range p.Ifaces {
+		for _, st := range i.Sets {
+			fmt.Fprintf(&sb, "|%s %v", st.ID, st.Elems())
+		}
+	}
+	return sb.String()
+}
