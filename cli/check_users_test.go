@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -123,6 +125,74 @@ func TestExecStatusChecks(t *testing.T) {
 				if !strings.Contains(out, s) {
 					t.Errorf("no %q in:\n%s", s, out)
 				}
+			}
+		})
+	}
+}
+
+// TestInstallSecondaryNetworks: install --secondary-networks (and
+// CNIBOX_SECONDARY_NETWORKS=true, the DaemonSet's ConfigMap key) puts the
+// conflist in the conf dir wrapped in multi with the pod path on: the list
+// as multi's one delegate under its own name and version, the wrapper
+// declaring its capabilities; cnibox check finds nothing in the result;
+// installed again, it is left alone; a list that is multi already is
+// installed as it is.
+func TestInstallSecondaryNetworks(t *testing.T) {
+	bin := writeExe(t, "cnibox")
+	primary := `{"cniVersion":"0.3.1","name":"cbr0","plugins":[{"type":"flannel","delegate":{"isDefaultGateway":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
+	for _, how := range []string{"flag", "env"} {
+		t.Run(how, func(t *testing.T) {
+			root := t.TempDir()
+			src := writeConf(t, root, "cni-conf.json", primary)
+			args := []string{"install", "--dir", filepath.Join(root, "bin"), "--binary", bin,
+				"--conflist", src, "--conf-dir", filepath.Join(root, "net.d"), "--conf-name", "10-cnibox.conflist"}
+			if how == "flag" {
+				args = append(args, "--secondary-networks")
+			} else {
+				t.Setenv("CNIBOX_SECONDARY_NETWORKS", "true")
+			}
+			if code, out := runCLI(t, args...); code != 0 {
+				t.Fatalf("install: exit %d\n%s", code, out)
+			}
+			dst := filepath.Join(root, "net.d", "10-cnibox.conflist")
+			b, err := os.ReadFile(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				CNIVersion, Name string
+				Plugins          []struct {
+					Type         string
+					Kubernetes   bool
+					Capabilities map[string]bool
+					Delegates    []json.RawMessage
+				}
+			}
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != "cbr0" || got.CNIVersion != "1.0.0" || len(got.Plugins) != 1 || got.Plugins[0].Type != "multi" ||
+				!got.Plugins[0].Kubernetes || !got.Plugins[0].Capabilities["portMappings"] || len(got.Plugins[0].Delegates) != 1 {
+				t.Fatalf("installed:\n%s\nwant cbr0 as multi (1.0.0, kubernetes, portMappings) with one delegate", b)
+			}
+			var del, want any
+			json.Unmarshal(got.Plugins[0].Delegates[0], &del)
+			json.Unmarshal([]byte(primary), &want)
+			if !reflect.DeepEqual(del, want) {
+				t.Errorf("the delegate is %s, want the conflist as it was", got.Plugins[0].Delegates[0])
+			}
+			if code, out := runCLI(t, "check", "--bin-dir", filepath.Join(root, "bin"), dst); code != 0 {
+				t.Errorf("cnibox check of the wrapped list: exit %d\n%s", code, out)
+			}
+			if code, out := runCLI(t, args...); code != 0 || !strings.Contains(out, "ok") {
+				t.Errorf("installed again: exit %d, want the conflist left alone:\n%s", code, out)
+			}
+			// Already multi: as it is.
+			if _, err := InstallConflistWrapped(dst, filepath.Join(root, "again"), "x.conflist", true); err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := os.ReadFile(filepath.Join(root, "again", "x.conflist")); string(again) != string(b) {
+				t.Errorf("a multi list wrapped again:\n%s", again)
 			}
 		})
 	}

@@ -65,7 +65,7 @@ func commands(o Options) []*ucli.Command {
 			Name:  "install",
 			Usage: "install the binary, a link per role and optionally a conflist, each atomically",
 			UsageText: "cnibox install [--dir DIR] [--binary SRC | --target BIN] [--force | --keep-foreign]\n" +
-				"               [--conflist SRC [--conf-dir DIR] [--conf-name NAME]]\n\n" +
+				"               [--conflist SRC [--conf-dir DIR] [--conf-name NAME] [--secondary-networks]]\n\n" +
 				"Copies the binary to DIR/cnibox and makes DIR/<role> a relative symlink to it for every role;\n" +
 				"then, with --conflist, puts the network configuration list into the conf dir. Each file is\n" +
 				"written under a temporary name in its directory, synced and renamed over the old one: a\n" +
@@ -87,6 +87,8 @@ func commands(o Options) []*ucli.Command {
 				&ucli.StringFlag{Name: "conflist", Usage: "a network configuration list to install (checked first)"},
 				&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --conflist goes"},
 				&ucli.StringFlag{Name: "conf-name", Usage: "the conflist's file name in --conf-dir, ending in .conflist (default: the name of --conflist)"},
+				&ucli.BoolFlag{Name: "secondary-networks", EnvVars: []string{"CNIBOX_SECONDARY_NETWORKS"},
+					Usage: "install --conflist wrapped in the multi role: the pod network as it is, plus the networks a pod's k8s.v1.cni.cncf.io/networks annotation names (NetworkAttachmentDefinitions; needs cnibox-agent --pod-api)"},
 			},
 			Action: o.install,
 		},

@@ -38,7 +38,7 @@ func (o Options) install(c *ucli.Context) error {
 	if err != nil || c.String("conflist") == "" {
 		return err
 	}
-	line, err := InstallConflist(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"))
+	line, err := InstallConflistWrapped(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"), c.Bool("secondary-networks"))
 	if line != "" {
 		fmt.Fprintln(c.App.Writer, line)
 	}
@@ -217,6 +217,12 @@ func installLink(p, link string, self fs.FileInfo, force, keepForeign bool) (str
 // name; the name must end in .conflist, the extension runtimes read lists
 // from. It returns a line saying what it did.
 func InstallConflist(src, dir, name string) (string, error) {
+	return InstallConflistWrapped(src, dir, name, false)
+}
+
+// InstallConflistWrapped is InstallConflist, the list wrapped in multi
+// first when wrap is set (WrapInMulti: `install --secondary-networks`).
+func InstallConflistWrapped(src, dir, name string, wrap bool) (string, error) {
 	if name == "" {
 		name = filepath.Base(src)
 	}
@@ -229,6 +235,11 @@ func InstallConflist(src, dir, name string) (string, error) {
 	}
 	if err := checkConflist(data); err != nil {
 		return "", fmt.Errorf("conflist %s: %w", src, err)
+	}
+	if wrap {
+		if data, err = WrapInMulti(data); err != nil {
+			return "", fmt.Errorf("conflist %s, --secondary-networks: %w", src, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)

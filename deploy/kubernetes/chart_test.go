@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cnibox/cnibox/agent/netconf"
@@ -423,5 +424,46 @@ func TestChartImageValues(t *testing.T) {
 		if c.Image != want[1] {
 			t.Errorf("with %s, container %s runs %s, want %s (bin/cnibox.yaml's)", values, c.Name, c.Image, want[1])
 		}
+	}
+}
+
+// TestChartMultiNetworkPolicies: networkPolicy.multiNetworkPolicies renders
+// what the plain manifest gets from multi-network-policies.yaml and
+// multi-network-policies-patch.yaml (the patch applied as kubectl patch
+// applies it), object for object; without podAPI the chart refuses it,
+// naming both; secondaryNetworks sets the ConfigMap's key the install
+// step reads.
+func TestChartMultiNetworkPolicies(t *testing.T) {
+	want := objects(t, "cnibox.yaml", readFile(t, "cnibox.yaml"))
+	for k, v := range objects(t, "multi-network-policies.yaml", readFile(t, "multi-network-policies.yaml")) {
+		want[k] = v
+	}
+	const dsKey = "DaemonSet kube-system/cnibox"
+	orig, err := json.Marshal(want[dsKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := yaml.YAMLToJSON([]byte(readFile(t, "multi-network-policies-patch.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := strategicpatch.StrategicMergePatch(orig, patch, appsv1.DaemonSet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds map[string]any
+	if err := json.Unmarshal(merged, &ds); err != nil {
+		t.Fatal(err)
+	}
+	want[dsKey] = ds
+	sameObjects(t, "the chart with networkPolicy.multiNetworkPolicies", chartObjects(t, "--set", "networkPolicy.multiNetworkPolicies=true"), want)
+
+	_, err = helmTemplate(t, "--set", "networkPolicy.multiNetworkPolicies=true,podAPI=false")
+	if err == nil || !strings.Contains(err.Error(), "multiNetworkPolicies needs podAPI") {
+		t.Errorf("multiNetworkPolicies without podAPI: %v, want a refusal naming both", err)
+	}
+	renderChart(t, "--set", "secondaryNetworks=true")
+	if v := load(t).cm.Data["secondary-networks"]; v != "true" {
+		t.Errorf("secondaryNetworks: the ConfigMap's secondary-networks is %q", v)
 	}
 }

@@ -189,3 +189,38 @@ spec:
   policyName: {{ .sa }}
   validationActions: [Deny]
 {{- end -}}
+
+{{/* cnibox.multiNetworkPolicyRBAC: MultiNetworkPolicy's role and binding
+(--multi-network-policies): the policies, and every pod (its labels and
+network-status: any pod of a secondary network is a peer) and namespace. */}}
+{{- define "cnibox.multiNetworkPolicyRBAC" -}}
+# MultiNetworkPolicies (--multi-network-policies; their CRD installed)
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .sa }}-multi-network-policies
+  labels:
+    app: {{ .sa }}
+rules:
+- apiGroups: ["k8s.cni.cncf.io"]
+  resources: ["multi-networkpolicies"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["pods", "namespaces"]
+  verbs: ["list", "watch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ .sa }}-multi-network-policies
+  labels:
+    app: {{ .sa }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ .sa }}-multi-network-policies
+subjects:
+- kind: ServiceAccount
+  name: {{ .sa }}
+  namespace: {{ .ns }}
+{{- end }}
