@@ -25,6 +25,9 @@ type Access struct {
 	// IPAM, when set, answers the cluster IPAM operations
 	// (agentapi.OpIPAM*: the whereabouts role; agent/clusteripam).
 	IPAM func(ctx context.Context, req agentapi.Request) *agentapi.Response
+	// Policy, when set, answers the NetworkPolicy operations
+	// (agentapi.OpPolicy*: a pod's ADD and DEL; agent/policy's Admitter).
+	Policy func(ctx context.Context, req agentapi.Request) *agentapi.Response
 }
 
 // checkPeer reports an error unless the process at the other end of conn

@@ -124,6 +124,13 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 		}
 		return acc.IPAM(ctx, req)
 	}
+	if strings.HasPrefix(req.Op, "policy-") {
+		if acc.Policy == nil {
+			resp.Error, resp.Reason = fmt.Sprintf("%s: this cnibox-agent enforces no NetworkPolicy", req.Op), agentapi.ReasonNotServed
+			return resp
+		}
+		return acc.Policy(ctx, req)
+	}
 	if src == nil {
 		resp.Error, resp.Reason = fmt.Sprintf("%s: this cnibox-agent does not serve the pod API: start it with --pod-api", req.Op), agentapi.ReasonUnavailable
 		return resp

@@ -66,6 +66,9 @@ type WatchConfig struct {
 	// FlowLogCounts, if set, counts the logged verdicts by policy (the
 	// agent's metrics).
 	FlowLogCounts *verdicts.Counts
+	// Admitter, if set, is handed the watcher once its first full sync is
+	// applied: it answers the pod API's policy operations (admit.go).
+	Admitter *Admitter
 }
 
 // Watch runs informers of pods, namespaces, NetworkPolicies (and
@@ -166,6 +169,10 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	if err := w.start(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if cfg.Admitter != nil {
+		cfg.Admitter.set(w)
+		defer cfg.Admitter.set(nil)
+	}
 	if sy, ok := cfg.Sink.(Syncer); ok {
 		go sy.Run(ctx, w.view, cfg.Log)
 	}
@@ -213,6 +220,11 @@ type watcher struct {
 	beforeCompile func(id string)
 	// badFlowLog: the bad flow log annotation warned of, by namespace.
 	badFlowLog map[string]string
+	// admitted holds, by pod, the addresses its ADD admitted while its
+	// status has none; podEv is closed at the next pod event (admit.go;
+	// both under mu).
+	admitted map[string][]netip.Addr
+	podEv    chan struct{}
 }
 
 // start hands the whole model to the sink, once every informer has synced.
@@ -245,14 +257,7 @@ func (w *watcher) apply(change func(*Engine) policymodel.Delta) { w.applyIf(chan
 func (w *watcher) applyIf(change func(*Engine) policymodel.Delta, always bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d := change(w.e)
-	if !w.started.Load() || (d.Empty() && !always) {
-		return
-	}
-	w.logIssues(d)
-	if err := w.cfg.Sink.Apply(w.e.Model(), d); err != nil {
-		w.cfg.Log.Error("network policy: apply", "err", err)
-	}
+	w.applyLocked(change(w.e), always)
 }
 
 func (w *watcher) logIssues(d policymodel.Delta) {
@@ -301,7 +306,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 	set := func(obj any) {
 		switch o := obj.(type) {
 		case *slimPod:
-			w.applyIf(func(e *Engine) policymodel.Delta { return e.SetPod(&o.Pod) }, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
+			w.applyIf(func(e *Engine) policymodel.Delta {
+				w.podEventLocked()
+				return e.SetPod(w.podFromInformer(&o.Pod))
+			}, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
 		case *slimNamespace:
 			w.apply(func(e *Engine) policymodel.Delta { return e.SetNamespace(&o.Obj) })
 			w.warnFlowLog(o)
@@ -334,7 +342,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			}
 			switch o := obj.(type) {
 			case *slimPod:
-				w.apply(func(e *Engine) policymodel.Delta { return e.DeletePod(o.Pod.Namespace, o.Pod.Name) })
+				w.apply(func(e *Engine) policymodel.Delta {
+					delete(w.admitted, o.Pod.Key())
+					return e.DeletePod(o.Pod.Namespace, o.Pod.Name)
+				})
 			case *slimNamespace:
 				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNamespace(o.Name) })
 			case *slimNode:

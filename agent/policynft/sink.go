@@ -216,3 +216,21 @@ func (s *Sink) ApplyChange(c *nft.PolicyChange) error {
 	defer s.mu.Unlock()
 	return s.h.ApplyPolicy(c)
 }
+
+// Attached reports whether every one of ips is in the table's attached
+// set (a CNI ADD recorded it): the check of a pod's admission
+// (agent/policy's Admitter).
+func (s *Sink) Attached(ips []netip.Addr) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	have, _, err := s.h.PolicySetAddrs(nft.PolicyAttached)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range ips {
+		if !slices.Contains(have, a.Unmap()) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -49,7 +49,11 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 		}
 	}()
 	go func() {
-		done <- podapi.Serve(ctx, ln, k, log, podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation, NADTrust: f.pod.nadTrust, IPAM: f.ipam.handle})
+		acc := podapi.Access{GID: f.pod.group, NamespaceIsolation: f.pod.namespaceIsolation, NADTrust: f.pod.nadTrust, IPAM: f.ipam.handle}
+		if f.kubeSubnetMgr && f.networkPolicy {
+			acc.Policy = admitter.Serve
+		}
+		done <- podapi.Serve(ctx, ln, k, log, acc)
 	}()
 	log.Info("pod API listening", "socket", f.pod.socket, "nadTrustedNamespaces", f.pod.nadTrust.String())
 	return func() error { return <-done }, nil

@@ -23,6 +23,10 @@ import (
 // Run once the first full sync is in).
 var _ policy.Syncer = (*policynft.Sink)(nil)
 
+// admitter hands the pod API's policy operations (a pod's ADD placing it
+// at once) to the watcher once it runs: the pod API starts first.
+var admitter = policy.NewAdmitter()
+
 // startPolicy starts the NetworkPolicy watcher and its nftables Sink until
 // ctx ends (--network-policy, on by default), or removes the policy table
 // when the flag is off. The table is never removed on the way out: while
@@ -53,6 +57,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		Cluster: f.cluster(), Log: log, Sink: sink,
 		NodeAddrs:              nodeAddrs(log),
 		ClusterNetworkPolicies: f.clusterNetworkPolicies,
+		Admitter:               admitter,
 		// Every pod of the cluster listed and decoded: return what that
 		// left behind (at 20,000 pods the heap in use was 38 MiB of an
 		// 82 MiB anonymous RSS before this).

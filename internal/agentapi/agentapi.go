@@ -68,6 +68,8 @@ type Request struct {
 	Events []Event `json:"events,omitempty"`
 	// IPAM is the cluster IPAM call of the OpIPAM* operations (ipam.go).
 	IPAM *IPAMRequest `json:"ipam,omitempty"`
+	// Policy is the argument of the OpPolicy* operations (policy.go).
+	Policy *PolicyRequest `json:"policy,omitempty"`
 }
 
 // Response is the agent's answer. Error is set on failure, with Reason.

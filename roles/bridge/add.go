@@ -100,8 +100,9 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		{Name: hv.Name, Mac: hv.MAC.String()},
 		{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
 	}
+	pending := false
 	if plan != nil {
-		if err := attach.PolicyPending(host, &undo, a, plan.addrs); err != nil {
+		if pending, err = attach.PolicyPending(host, &undo, a, plan.addrs); err != nil {
 			return nil, err
 		}
 		if attach.SpoofCheckOn(c.IPSpoofChk) {
@@ -126,5 +127,8 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		return nil, err
 	}
 	undo.Discard()
+	if pending {
+		attach.PolicyAdmit(ctx, a, plan.addrs) // done: placed now, not at its status update
+	}
 	return res, nil
 }

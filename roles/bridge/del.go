@@ -33,6 +33,7 @@ func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) err
 			if err := attach.Unhook(host, u); err != nil {
 				return err
 			}
+			attach.PolicyRelease(ctx, a, ips)
 			a.Mark("unhook")
 			fault.Point("bridge/del/after-masq")
 			return c.detachHook(ctx, a, host, ips)

@@ -72,7 +72,8 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		{Name: hv.Name, Mac: hv.MAC.String()},
 		{Name: pv.Name, Mac: pv.MAC.String(), Sandbox: a.Netns},
 	}
-	if err := attach.PolicyPending(host, &undo, a, p.pod); err != nil {
+	pending, err := attach.PolicyPending(host, &undo, a, p.pod)
+	if err != nil {
 		return nil, err
 	}
 	if attach.SpoofCheckOn(c.IPSpoofChk) {
@@ -91,6 +92,9 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		undo.Push(func() { _ = host.NFT().DeleteMasq(p.hostRoute) })
 	}
 	undo.Discard()
+	if pending {
+		attach.PolicyAdmit(ctx, a, p.pod) // done: placed now, not at its status update
+	}
 	return res, nil
 }
 

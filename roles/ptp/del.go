@@ -22,7 +22,11 @@ func del(ctx context.Context, a *cniplug.Args, c *Conf, host *netops.Handle) err
 		if attach.SpoofCheckOn(c.IPSpoofChk) {
 			u.CheckedPort = hostName
 		}
-		return attach.Unhook(host, u)
+		if err := attach.Unhook(host, u); err != nil {
+			return err
+		}
+		attach.PolicyRelease(ctx, a, ips)
+		return nil
 	}
 	return attach.DelVeth(ctx, a, c.DataDir, host, hostName, unhook)
 }
