@@ -71,11 +71,7 @@ func (s *Server) Handle(ctx context.Context, req agentapi.Request) *agentapi.Res
 	}
 	s.Log.Debug("cluster IPAM", "op", req.Op, "container", cid(req.IPAM), "ips", out.IPs, "err", err, "took", time.Since(start).Round(time.Millisecond))
 	if err != nil {
-		resp.Error, resp.Reason = err.Error(), agentapi.ReasonUnavailable
-		var ae *agentapi.Error
-		if errors.As(err, &ae) {
-			resp.Reason = ae.Reason
-		}
+		resp.Fail(err)
 		return resp
 	}
 	resp.IPAM = out

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cnibox/cnibox/agent/policy"
 )
 
 // GroupVersion is MultiNetworkPolicy's API: k8s.cni.cncf.io/v1beta1, the
@@ -40,9 +42,5 @@ func (p *MultiNetworkPolicy) DeepCopyObject() runtime.Object {
 
 // DeepCopyObject implements runtime.Object.
 func (l *MultiNetworkPolicyList) DeepCopyObject() runtime.Object {
-	out := &MultiNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy()}
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*MultiNetworkPolicy))
-	}
-	return out
+	return &MultiNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: policy.CopyItems(l.Items)}
 }

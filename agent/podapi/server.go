@@ -167,11 +167,7 @@ func handle(ctx context.Context, src Source, req agentapi.Request, acc Access) *
 	}
 	if err != nil {
 		resp.Pod, resp.NetAttachDef, resp.Devices = nil, nil, nil
-		resp.Error, resp.Reason = err.Error(), agentapi.ReasonUnavailable
-		var ae *agentapi.Error
-		if errors.As(err, &ae) {
-			resp.Reason = ae.Reason
-		}
+		resp.Fail(err)
 	}
 	return resp
 }

@@ -4,7 +4,6 @@ package policy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -72,11 +71,7 @@ func (a *Admitter) Serve(ctx context.Context, req agentapi.Request) *agentapi.Re
 		err = &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("unknown op %q: want %s or %s", req.Op, agentapi.OpPolicyAdmit, agentapi.OpPolicyRelease)}
 	}
 	if err != nil {
-		resp.Error, resp.Reason = err.Error(), agentapi.ReasonUnavailable
-		var ae *agentapi.Error
-		if errors.As(err, &ae) {
-			resp.Reason = ae.Reason
-		}
+		resp.Fail(err)
 	}
 	return resp
 }

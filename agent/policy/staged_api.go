@@ -60,7 +60,7 @@ func (p *StagedNetworkPolicy) DeepCopyObject() runtime.Object {
 
 // DeepCopyObject implements runtime.Object.
 func (l *StagedNetworkPolicyList) DeepCopyObject() runtime.Object {
-	return &StagedNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: copyItems(l.Items)}
+	return &StagedNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: CopyItems(l.Items)}
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -70,12 +70,12 @@ func (p *StagedClusterNetworkPolicy) DeepCopyObject() runtime.Object {
 
 // DeepCopyObject implements runtime.Object.
 func (l *StagedClusterNetworkPolicyList) DeepCopyObject() runtime.Object {
-	return &StagedClusterNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: copyItems(l.Items)}
+	return &StagedClusterNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: CopyItems(l.Items)}
 }
 
-// copyItems deep-copies a list's items, each by its own DeepCopyObject
+// CopyItems deep-copies a list's items, each by its own DeepCopyObject
 // (nil for none).
-func copyItems[T any, P interface {
+func CopyItems[T any, P interface {
 	*T
 	DeepCopyObject() runtime.Object
 }](items []T) []T {

@@ -83,6 +83,16 @@ type Response struct {
 	IPAM    *IPAMResponse       `json:"ipam,omitempty"`
 }
 
+// Fail records err on r: its text, and its Reason when it is an *Error
+// (ReasonUnavailable otherwise).
+func (r *Response) Fail(err error) {
+	r.Error, r.Reason = err.Error(), ReasonUnavailable
+	var ae *Error
+	if errors.As(err, &ae) {
+		r.Reason = ae.Reason
+	}
+}
+
 // Pod is what the agent tells of a pod.
 type Pod struct {
 	Namespace   string            `json:"namespace"`
