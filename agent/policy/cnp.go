@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
@@ -147,6 +148,9 @@ func (b *builder) cnpRule(dir policymodel.Direction, i int, name string, action 
 	for j := range peers {
 		f := fmt.Sprintf("%s.%s[%d]", field, peersName, j)
 		p, why := cnpPeer(&peers[j])
+		if why == "" && p.domains != nil && r.Action != policymodel.Accept {
+			why = "domainNames peers are for Accept rules only (the API says so)"
+		}
 		if why != "" {
 			if !closed(f, "", why) {
 				return denyAll(r.ID, name)
@@ -186,7 +190,18 @@ func cnpPeer(p *cnpv1.ClusterNetworkPolicyEgressPeer) (peer, string) {
 		}
 		return peer{nodes: &s}, ""
 	case p.DomainNames != nil:
-		return peer{}, "domainNames peers (experimental) are not supported"
+		var names []string
+		for i, n := range p.DomainNames {
+			name, ok := domainName(string(n))
+			if !ok {
+				return peer{}, fmt.Sprintf("domainNames[%d] %q: not a domain name, or *. and one", i, n)
+			}
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		return peer{domains: names}, ""
 	case p.Namespaces != nil:
 		ns, err := compileSelector(p.Namespaces)
 		if err != nil {

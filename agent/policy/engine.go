@@ -325,7 +325,8 @@ func (e *Engine) rebuild() policymodel.Delta {
 	}
 	slices.Sort(d.AddSets)
 	slices.Sort(d.DelSets)
-	d.Rules = !reflect.DeepEqual(in, e.m.Ingress) || !reflect.DeepEqual(eg, e.m.Egress) || flowLog != e.m.Log
+	domains := domainsOf(e.policies, active)
+	d.Rules = !reflect.DeepEqual(in, e.m.Ingress) || !reflect.DeepEqual(eg, e.m.Egress) || flowLog != e.m.Log || !reflect.DeepEqual(domains, e.m.Domains)
 	d.Issues = !slices.Equal(issues, e.m.Issues)
 	e.defs, e.active = defs, active
 	e.index()
@@ -334,7 +335,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 	if staged != nil {
 		staged.NodeAddrs = nodeAddrs
 	}
-	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog}, Staged: staged,
+	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog, Domains: domains}, Staged: staged,
 		Sets: sets, Issues: issues, LocalPods: e.local,
 		GuardAll: guardAll, GuardNamespaces: guard}
 	return d

@@ -44,12 +44,17 @@ func TestUnexpressible(t *testing.T) {
 		{"unknown protocol", []*nv1.NetworkPolicy{
 			np("x", "p", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{Ports: []nv1.NetworkPolicyPort{port(corev1.Protocol("ICMP"), 80)}}}}),
 		}, nil, "spec.ingress[0].ports[0].protocol", []probe{{"y/b", "x/a", policymodel.TCP, 80, false}}},
-		{"accept with a domainNames peer matches nothing", nil, []*cnpv1.ClusterNetworkPolicy{
+		{"accept with a domainNames name the API refuses matches nothing", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("d", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
-				{Action: accept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"example.com"}}}},
+				{Action: accept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"*.*.example.com"}}}},
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"0.0.0.0/0"}}}},
 			}),
 		}, "spec.egress[0].to[0]", []probe{{"x/a", "192.0.2.1", policymodel.TCP, 443, false}}},
+		{"deny with a domainNames peer (Accept only) denies everything", nil, []*cnpv1.ClusterNetworkPolicy{
+			cnp("d", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
+				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"example.com"}}}},
+			}),
+		}, "spec.egress[0].to[0]", []probe{{"x/a", "192.0.2.1", policymodel.TCP, 443, false}, {"x/a", "y/a", policymodel.TCP, 80, false}}},
 		{"deny with a nodes peer whose selector cannot be read denies everything", nil, []*cnpv1.ClusterNetworkPolicy{
 			cnp("n", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
 				{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: "Near"}}}}}},

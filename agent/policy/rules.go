@@ -17,7 +17,9 @@ type compiled struct {
 	// subject selects (the NetworkPolicy tier's Isolated sets).
 	isolates [2]bool
 	subject  podSel
-	issues   []policymodel.
+	// domains are its domainNames peers (Rules.Domains).
+	domains []policymodel.Domains
+	issues  []policymodel.
 
 		// builder collects a policy's sets and issues while it is compiled.
 		Issue
@@ -62,10 +64,11 @@ func (b *builder) finish() *compiled {
 // peer is one peer of a rule: any address, the pods a selector takes,
 // static prefixes, or the addresses of the nodes a selector takes.
 type peer struct {
-	any   bool
-	pods  *podSel
-	cidrs *setDef
-	nodes *selector
+	any     bool
+	pods    *podSel
+	cidrs   *setDef
+	nodes   *selector
+	domains []string // a domainNames peer's names, lowercased, sorted
 }
 
 // namedPort is a port name and its protocol (0: any).
@@ -100,12 +103,18 @@ func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []pee
 		case p.nodes != nil:
 			id = b.set(nodeSetDef(*p.nodes))
 		}
+		var pairs policymodel.SetID
+		if p.domains != nil {
+			// Any address, as long as the pod resolved it for a name.
+			pairs = b.set(pairsSetDef(p.domains))
+			b.c.domains = append(b.c.domains, policymodel.Domains{Names: p.domains, Set: pairs, Subject: b.set(podSetDef(subject))})
+		}
 		if ps.any {
-			out = append(out, policymodel.Clause{Peer: id})
+			out = append(out, policymodel.Clause{Peer: id, Pairs: pairs})
 			continue
 		}
 		if len(ps.ranges) > 0 {
-			out = append(out, policymodel.Clause{Peer: id, Ports: ps.ranges})
+			out = append(out, policymodel.Clause{Peer: id, Ports: ps.ranges, Pairs: pairs})
 		}
 		for _, n := range ps.named {
 			if dir == policymodel.Ingress {
@@ -113,6 +122,8 @@ func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []pee
 				continue
 			}
 			switch {
+			case p.domains != nil: // an address of a pod that has the port, and was resolved
+				out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(allPods, n.name, n.proto)), Pairs: pairs})
 			case p.pods != nil: // the peer's own named ports
 				out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(*p.pods, n.name, n.proto))})
 			default: // an address of a pod that has the port

@@ -118,6 +118,13 @@ func podSetDef(s podSel) *setDef {
 	return d
 }
 
+// pairsSetDef is the Pairs set of a domainNames peer with names (lowercased,
+// sorted): every peer with the same names shares it, since its elements
+// are (pod, address) pairs.
+func pairsSetDef(names []string) *setDef {
+	return &setDef{key: "domains " + strings.Join(names, ","), kind: policymodel.Pairs}
+}
+
 // portedSetDef is the set of the named port name/proto (proto 0: any) of the
 // pods s selects.
 func portedSetDef(s podSel, name string, proto policymodel.Protocol) *setDef {

@@ -22,8 +22,9 @@ type Verdict struct {
 // sets (Model.Evaluate), or the kernel's (`cnibox doctor --policy`).
 type Membership interface {
 	// Has reports whether set id holds e: an address (Proto 0) in an
-	// Addrs set or in a prefix of a CIDRs set, or an (address, protocol,
-	// port) in a Ported set. A set that does not exist holds nothing.
+	// Addrs set or in a prefix of a CIDRs set, an (address, protocol,
+	// port) in a Ported set, or a (pod, destination) pair (Src set) in a
+	// Pairs set. A set that does not exist holds nothing.
 	Has(id SetID, e Elem) (bool, error)
 }
 
@@ -145,6 +146,14 @@ func (e *evaluator) matches(r *Rule) (bool, error) {
 				continue
 			}
 		}
+		if cl.Pairs != "" {
+			if ok, err := e.sets.Has(cl.Pairs, PairElem(e.self, e.peer)); err != nil || !ok {
+				if err != nil {
+					return false, err
+				}
+				continue
+			}
+		}
 		return true, nil
 	}
 	return false, nil
@@ -175,7 +184,7 @@ func (m modelSets) Has(id SetID, e Elem) (bool, error) {
 	if s == nil {
 		return false, nil
 	}
-	if e.Proto == 0 {
+	if e.Proto == 0 && !e.Src.IsValid() {
 		return s.Contains(e.Prefix.Addr()), nil
 	}
 	return s.Has(e), nil

@@ -160,6 +160,10 @@ type Clause struct {
 	Peer     SetID       `json:",omitempty"`
 	Ports    []PortRange // nil and empty differ: empty matches nothing
 	DstPorts SetID       `json:",omitempty"`
+	// Pairs, if set, is a Pairs set: the clause matches only when the
+	// (pod, peer) pair is in it (a domainNames peer: the pod resolved
+	// the peer's address for one of the names).
+	Pairs SetID `json:",omitempty"`
 }
 
 // Rule is one rule of a policy, in the policy's order.
@@ -209,6 +213,19 @@ type Rules struct {
 	Egress    Tiers
 	// Log is which verdicts are logged, and where (the flow log).
 	Log FlowLog `json:",omitzero"`
+	// Domains are the domainNames peers of the rules: what the agent's
+	// DNS proxy learns into their Pairs sets, for which pods.
+	Domains []Domains `json:",omitempty"`
+}
+
+// Domains is one domainNames peer: the names (network-policy-api's
+// DomainName patterns, as the policy gives them), the Pairs set its
+// clause matches, and the subject of its policy (the pods whose answers
+// for the names are learned into the set).
+type Domains struct {
+	Names   []string
+	Set     SetID
+	Subject SetID
 }
 
 // Tiers returns the direction's tiers.

@@ -28,17 +28,32 @@ const (
 	// Ported: (address, protocol, port) of the named ports of pods,
 	// resolved per pod: matched against the connection's destination.
 	Ported
+	// Pairs: (pod, destination) address pairs of a domainNames peer: the
+	// addresses a pod resolved for one of the peer's names, each for as
+	// long as its answer's TTL allows. The engine never fills them: the
+	// agent's DNS proxy adds elements, and the kernel expires them.
+	Pairs
 )
 
 // Elem is one element of a set. Port and Proto are zero but in a Ported
-// set.
+// set; Src is zero but in a Pairs set (the pod; Prefix is the
+// destination's single address).
 type Elem struct {
 	Prefix netip.Prefix
 	Proto  Protocol
 	Port   uint16
+	Src    netip.Addr
+}
+
+// PairElem is the element of pod's pair with destination dst.
+func PairElem(pod, dst netip.Addr) Elem {
+	return Elem{Prefix: netip.PrefixFrom(dst, dst.BitLen()), Src: pod}
 }
 
 func (e Elem) String() string {
+	if e.Src.IsValid() {
+		return fmt.Sprintf("%s . %s", e.Src, e.Prefix.Addr())
+	}
 	if e.Proto == 0 {
 		return e.Prefix.String()
 	}
@@ -60,7 +75,10 @@ func CompareElem(a, b Elem) int {
 	if a.Proto != b.Proto {
 		return int(a.Proto) - int(b.Proto)
 	}
-	return int(a.Port) - int(b.Port)
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return a.Src.Compare(b.Src)
 }
 
 // Set is an address set of the model. Its elements are counted: two pods

@@ -31,8 +31,9 @@ type nftElem struct {
 	timeoutMS uint64
 	// expiring, when parsed, says that the element has a timeout or an
 	// expiration (the kernel gives one to every element of a set with the
-	// timeout flag).
-	expiring bool
+	// timeout flag); expiresMS is the time left (NFTA_SET_ELEM_EXPIRATION).
+	expiring  bool
+	expiresMS uint64
 }
 
 // nftElemMsg builds a message of type msgType (NFT_MSG_*SETELEM) for elems
@@ -115,8 +116,10 @@ func (e *nftElem) decode(ed *mdnetlink.AttributeDecoder) error {
 				e.data, e.jump = decodeNftData(d)
 				return nil
 			})
-		case unix.NFTA_SET_ELEM_TIMEOUT, unix.NFTA_SET_ELEM_EXPIRATION:
+		case unix.NFTA_SET_ELEM_TIMEOUT:
 			e.expiring = true
+		case unix.NFTA_SET_ELEM_EXPIRATION:
+			e.expiring, e.expiresMS = true, ed.Uint64()
 		case unix.NFTA_SET_ELEM_USERDATA:
 			e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
 		}

@@ -91,6 +91,20 @@ func (d policyDir) dstPorts(set string) []expr.Any {
 	}
 }
 
+// pairs is "(pod . peer) @set": the pod's address (self) and the peer's,
+// each as the connection's tuple has them.
+func (d policyDir) pairs(set string) []expr.Any {
+	peer := uint32(9) // the 32-bit register after the pod's address
+	if d.v6 {
+		peer = 12
+	}
+	return []expr.Any{
+		ctAddr(d.selfDir, 8),
+		ctAddr(1-d.selfDir, peer),
+		&expr.Lookup{SourceRegister: 8, SetName: policySetName(set, d.v6)},
+	}
+}
+
 func be16(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }
 
 // counterName is the name of the counter object of a rule.
@@ -129,6 +143,9 @@ func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr
 		}
 		if cl.DstPorts != "" {
 			base = append(base, d.dstPorts(string(cl.DstPorts))...)
+		}
+		if cl.Pairs != "" {
+			base = append(base, d.pairs(string(cl.Pairs))...)
 		}
 		if cl.Ports == nil {
 			add(base)
@@ -369,6 +386,10 @@ func rulesKey(pc *policyChains, rules []policymodel.Rule) string {
 			b.WriteString(string(cl.Peer))
 			b.WriteByte(' ')
 			b.WriteString(string(cl.DstPorts))
+			if cl.Pairs != "" {
+				b.WriteString(" pairs ")
+				b.WriteString(string(cl.Pairs))
+			}
 			if cl.Ports != nil {
 				b.WriteString(" ports")
 				for _, p := range cl.Ports {

@@ -46,6 +46,10 @@ func policySetObjIn(tb *nftables.Table, name string, kind policymodel.SetKind, c
 	case policymodel.Ported:
 		s.KeyType, _ = nftables.ConcatSetType(addr, nftables.TypeInetProto, nftables.TypeInetService)
 		s.Concatenation = true
+	case policymodel.Pairs:
+		// pod . destination, each element with its answer's timeout
+		s.KeyType, _ = nftables.ConcatSetType(addr, addr)
+		s.Concatenation, s.HasTimeout = true, true
 	}
 	return s
 }
@@ -55,6 +59,9 @@ func policySetObjIn(tb *nftables.Table, name string, kind policymodel.SetKind, c
 // 32 bits, as the kernel keeps a concatenation. The one encoding of the
 // sets' elements: the agent's writes and doctor's lookups both use it.
 func policyElemKey(e policymodel.Elem, ported bool) []byte {
+	if e.Src.IsValid() { // a Pairs set's: pod . destination
+		return append(e.Src.AsSlice(), e.Prefix.Addr().AsSlice()...)
+	}
 	key := e.Prefix.Addr().AsSlice()
 	if ported {
 		key = append(key, byte(e.Proto), 0, 0, 0, byte(e.Port>>8), byte(e.Port), 0, 0)
@@ -123,6 +130,9 @@ func intervalElems(elems []policymodel.Elem, v6 bool) []nftables.SetElement {
 // addPolicySet queues set s (both families) with its elements; if it
 // exists, its elements are replaced.
 func (t *txn) addPolicySet(s *policymodel.Set, exists bool) error {
+	if s.Kind == policymodel.Pairs && exists {
+		return nil // its elements are the DNS proxy's, not the model's
+	}
 	v4, v6 := policyElems(s.Kind, s.Elems())
 	for _, fam := range []struct {
 		v6    bool

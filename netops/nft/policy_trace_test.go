@@ -80,6 +80,10 @@ func (tr *tracer) lookup(e *expr.Lookup) bool {
 		n = 16
 	}
 	a, _ := netip.AddrFromSlice(tr.read(e.SourceRegister, n))
+	if s.Kind == policymodel.Pairs { // pod . destination
+		dst, _ := netip.AddrFromSlice(tr.read(e.SourceRegister, 2*n)[n:])
+		return s.Has(policymodel.PairElem(a, dst))
+	}
 	if s.Kind != policymodel.Ported {
 		return s.Contains(a)
 	}
@@ -209,7 +213,7 @@ func TestPolicyRenderTrace(t *testing.T) {
 	// default: the grid reaches every path.
 	for _, w := range []string{"cnp/a1/ingress/0false", "cnp/a1/ingress/2true", "cnp/a2/ingress/0false",
 		"np/x/db/ingress/0true", "np/x/db/ingress/1true", "cnp/b1/ingress/0false", "cnp/e1/egress/0true",
-		"cnp/e1/egress/1false", "cnp/e2/egress/0false", "false", "true", "nodetrue"} {
+		"cnp/e1/egress/1true", "cnp/e1/egress/2false", "cnp/e2/egress/0false", "false", "true", "nodetrue"} {
 		if !decided[w] {
 			t.Errorf("no connection of the grid decided by %q", w)
 		}
@@ -237,6 +241,9 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 			policymodel.Elem{Prefix: el(db6).Prefix, Proto: policymodel.TCP, Port: 8080}),
 		policymodel.NewSet("iso", policymodel.Addrs, "isolated", el(db4), el(db6)),
 		policymodel.NewSet("node", policymodel.Addrs, "node", el(node4)),
+		// web resolved out4 and out6 (a domainNames peer's pairs)
+		policymodel.NewSet("resolved", policymodel.Pairs, "domains example.com",
+			policymodel.PairElem(web4, out4), policymodel.PairElem(web6, out6)),
 	}
 	m := &policymodel.Model{Sets: map[policymodel.SetID]*policymodel.Set{}}
 	for _, s := range sets {
@@ -279,7 +286,8 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 		Admin: []*policymodel.Policy{
 			{ID: "cnp/e1", Tier: policymodel.TierAdmin, Subject: "web", Rules: []policymodel.Rule{
 				rule("cnp/e1/egress/0", policymodel.Accept, policymodel.Clause{Peer: "db", Ports: tcp(80, 80)}),
-				rule("cnp/e1/egress/1", policymodel.Deny, policymodel.Clause{Peer: "net"}),
+				rule("cnp/e1/egress/1", policymodel.Accept, policymodel.Clause{Pairs: "resolved", Ports: tcp(443, 443)}),
+				rule("cnp/e1/egress/2", policymodel.Deny, policymodel.Clause{Peer: "net"}),
 			}},
 		},
 		Baseline: []*policymodel.Policy{
