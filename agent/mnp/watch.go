@@ -297,7 +297,13 @@ func (w *Watcher) syncLocked(in Input, only string) error {
 			continue
 		}
 		text := fingerprint(want[k])
-		if old, ok := w.applied[k]; ok && old == text {
+		old, ok := w.applied[k]
+		if only != "" && !ok {
+			// Admit's pod: its namespace is new, so it has no table.
+			old, ok = "", true
+		}
+		if ok && old == text {
+			w.applied[k] = text
 			continue
 		}
 		if err := w.write(k, want[k]); err != nil {
