@@ -362,7 +362,8 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 
 	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000 \
 	./agent/podapi:FuzzPodAPIRequest:30000 ./agent/podapi:FuzzCNIArgsMerge:40000 \
 	./agent/podapi:FuzzNADPolicy:60000 ./roles/portmap:FuzzParseConf:60000 \
-	./roles/dhcp/daemon:FuzzACK:100000 ./agent/policy:FuzzPolicyShapes:4000
+	./roles/dhcp/daemon:FuzzACK:100000 ./agent/policy:FuzzPolicyShapes:4000 \
+	./agent/fqdn:FuzzParseAnswer:250000
 FUZZTIME ?=
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -34,6 +34,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/ti-mo/conntrack v0.6.0
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1
+	golang.org/x/net v0.61.0
 	sigs.k8s.io/network-policy-api v0.3.0
 )
 
@@ -96,7 +97,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
