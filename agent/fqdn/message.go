@@ -75,7 +75,7 @@ type answer struct {
 // Limits of one answer: a server that sends more is treated as one that
 // lies (the pod gets SERVFAIL), so what the pod gets is always all learned.
 const (
-	// maxChain: CNAMEs followed from the query name (BIND follows 16).
+	// maxChain: CNAMEs followed from the query name, past any real chain.
 	maxChain = 16
 	// maxRecords: answer records read (a 64 KiB TCP answer holds ~4,000
 	// compressed A records).
