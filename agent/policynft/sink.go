@@ -47,7 +47,14 @@ type Sink struct {
 	// beforeCommit, if set (tests), runs before each transaction, outside
 	// every lock.
 	beforeCommit func()
+	// dns, if set (WithDNS), follows the model's domainNames peers.
+	dns *DNS
 }
+
+// WithDNS has the Sink keep d's DNS table to each model it is handed, and
+// hand d the watcher's model once it runs (domainNames: dns.go). Call it
+// before the first Apply.
+func (s *Sink) WithDNS(d *DNS) { s.dns = d }
 
 // Stats are the Sink's numbers for the agent's metrics.
 type Stats struct {
@@ -91,6 +98,17 @@ func (s *Sink) Stats() Stats {
 // Run starts, Apply commits before it returns, and returns the commit's
 // error; then it only queues (Run logs a failure and recovers).
 func (s *Sink) Apply(m *policymodel.Model, d policymodel.Delta) error {
+	var dnsErr error
+	if s.dns != nil {
+		dnsErr = s.dns.observe(m)
+	}
+	if err := s.apply(m, d); err != nil {
+		return err
+	}
+	return dnsErr
+}
+
+func (s *Sink) apply(m *policymodel.Model, d policymodel.Delta) error {
 	s.qmu.Lock()
 	s.q.merge(d)
 	async := s.async

@@ -44,6 +44,10 @@ func (s *Sink) Run(ctx context.Context, view View, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if s.dns != nil {
+		s.dns.setView(view)
+		defer s.dns.setView(nil)
+	}
 	s.qmu.Lock()
 	s.async = true
 	every := s.resync
