@@ -47,6 +47,12 @@ const (
 	dnsRuleLabel = "cnibox dns: "
 )
 
+// DNSMark is the packet mark bit the DNS table sets on the pods' DNS it
+// diverts, for the policy routing (netops.MarkLocal) that delivers it to
+// the node: a bit of its own beside the firewall's (FirewallMarkPass,
+// FirewallMarkDrop), clear of kube-proxy's 0x4000 and 0x8000.
+const DNSMark = 0x04000000
+
 // DNSRedirect is where the DNS table sends the pods' DNS: the proxy's
 // listening address and port per family; a family whose target is not
 // valid is not redirected.
