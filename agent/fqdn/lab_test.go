@@ -30,12 +30,13 @@ import (
 // any of the process's threads, as the agent does on a node.
 func TestMain(m *testing.M) { nstest.MainInPrivateNetns(m) }
 
-// The lab: the node (the test's own namespace, TestMain) with the proxy
-// and the DNS table, two pods on
-// its bridge br0 (their default route via the node), and a server
-// namespace behind the node's vsrv with a real dnsmasq (on .2, and on .4,
-// which Permit refuses), a server that lies (.3, Go) and, on the node, a
-// kube-proxy-like DNAT of the "ClusterIP" 10.96.0.10 to dnsmasq.
+// The lab: the node (the test's own namespace, TestMain) with the proxy,
+// the DNS table and its policy routing, br_netfilter on (as the agent
+// has it), two pods on its bridge br0 (their default route via the
+// node), and a server namespace behind the node's vsrv with a real
+// dnsmasq (on .2, and on .4, which Permit refuses), a server that lies
+// (.3, Go) and, on the node, a kube-proxy-like DNAT of the "ClusterIPs"
+// 10.96.0.10 and fd00:96::a to dnsmasq, 10.96.0.11 to .4.
 var (
 	nodePod4, nodePod6 = netip.MustParseAddr("10.53.1.1"), netip.MustParseAddr("fd00:53:1::1")
 	nodeSrv4, nodeSrv6 = netip.MustParseAddr("10.53.2.1"), netip.MustParseAddr("fd00:53:2::1")
@@ -46,9 +47,14 @@ var (
 	refused4           = netip.AddrPortFrom(netip.MustParseAddr("10.53.2.4"), 53)
 	refused6           = netip.AddrPortFrom(netip.MustParseAddr("fd00:53:2::4"), 53)
 	clusterIP          = netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 53)
-	proxy4             = netip.AddrPortFrom(nodePod4, 1053)
-	proxy6             = netip.AddrPortFrom(nodePod6, 1053)
+	clusterIP6         = netip.AddrPortFrom(netip.MustParseAddr("fd00:96::a"), 53)
+	clusterRefused     = netip.AddrPortFrom(netip.MustParseAddr("10.96.0.11"), 53)
+	proxyPort          = uint16(1053)
 )
+
+// kubeProxy is the kube-proxy stand-in: each ClusterIP DNATed to its
+// endpoint at priority -100, for pods (prerouting) and the node (output).
+var kubeProxy = map[netip.AddrPort]netip.AddrPort{clusterIP: dnsmasq4, clusterIP6: dnsmasq6, clusterRefused: refused4}
 
 // labConfig is the proxy's Config in the lab: small bounds, to be reached.
 var labConfig = Config{MaxPerPod: 4, Timeout: time.Second, IdleTimeout: 3 * time.Second, MaxUDPAnswer: 4096, MaxAddrs: 256}
@@ -142,6 +148,10 @@ func newLab(t *testing.T) *lab {
 	must(t, err)
 	t.Cleanup(func() { node.Close() })
 	l.node = node
+	// The agent turns br_netfilter on (kube-proxy needs it too): the DNS
+	// table has to work with it.
+	must(t, node.SetSysctls(netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-iptables", Value: "1"},
+		netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-ip6tables", Value: "1"}))
 	br, err := l.node.EnsureBridge(netops.BridgeOpts{Name: "br0"})
 	must(t, err)
 	must(t, l.node.EnsureAddr("br0", netip.PrefixFrom(nodePod4, 24), netops.AddrOpts{}))
@@ -179,30 +189,36 @@ func newLab(t *testing.T) *lab {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	l.serveLiar(t)
 
-	// A kube-proxy stand-in: the "ClusterIP" DNATed to dnsmasq at
-	// priority -100, for pods (prerouting) and the node (output).
-	rules := "table ip kp {\n"
+	// The kube-proxy stand-in.
+	rules := "table inet kp {\n"
 	for _, hook := range []string{"prerouting", "output"} {
-		rules += fmt.Sprintf("chain %s { type nat hook %s priority -100; ip daddr %s meta l4proto { tcp, udp } th dport 53 dnat to %s; }\n", hook, hook, clusterIP.Addr(), dnsmasq4)
+		rules += fmt.Sprintf("chain %s { type nat hook %s priority -100;\n", hook, hook)
+		for cluster, endpoint := range kubeProxy {
+			ip := "ip"
+			if cluster.Addr().Is6() {
+				ip = "ip6"
+			}
+			rules += fmt.Sprintf("%s daddr %s meta l4proto { tcp, udp } th dport 53 dnat %s to %s\n", ip, cluster.Addr(), ip, endpoint)
+		}
+		rules += "}\n"
 	}
 	rules += "}\n"
-	// A node has a default route; the "ClusterIP" needs one here.
-	must(t, l.node.EnsureRoute(netops.Route{Dst: netip.PrefixFrom(clusterIP.Addr(), 32), GW: dnsmasq4.Addr(), Dev: "vsrv"}))
-	nftCmd := exec.Command(nstest.RequireProgram(t, "nft", "nftables"), "-f", "-")
-	nftCmd.Stdin = strings.NewReader(rules)
-	if out, err := nftCmd.CombinedOutput(); err != nil {
-		t.Fatalf("kube-proxy stand-in: %v\n%s", err, out)
+	// A node has a default route; a "ClusterIP" needs one here.
+	for cluster, endpoint := range kubeProxy {
+		must(t, l.node.EnsureRoute(netops.Route{Dst: netip.PrefixFrom(cluster.Addr(), cluster.Addr().BitLen()), GW: endpoint.Addr(), Dev: "vsrv"}))
 	}
+	l.nft(t, rules)
 
-	// The DNS table and the proxy.
-	if _, err := l.node.NFT().EnsureDNSRedirect(nft.DNSRedirect{To4: proxy4, To6: proxy6}); err != nil {
+	// The DNS table, its routing and the proxy.
+	must(t, l.node.EnsureMarkLocal(netops.DNSMarkLocal))
+	if _, err := l.node.NFT().EnsureDNSRedirect(nft.DNSRedirect{Port4: proxyPort, Port6: proxyPort}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range l.pods {
 		must(t, l.node.NFT().EnsureDNSPods([]netip.Addr{p.ip4, p.ip6}))
 	}
 	cfg := labConfig
-	cfg.Listen4, cfg.Listen6 = proxy4, proxy6
+	cfg.Port4, cfg.Port6 = proxyPort, proxyPort
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -231,6 +247,16 @@ func newLab(t *testing.T) *lab {
 	return l
 }
 
+// nft runs nft -f with rules in the node's namespace.
+func (l *lab) nft(t *testing.T, rules string) {
+	t.Helper()
+	cmd := exec.Command(nstest.RequireProgram(t, "nft", "nftables"), "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s\n%s", err, out, rules)
+	}
+}
+
 // waitDNSMasq waits until dnsmasq answers on its address.
 func (l *lab) waitDNSMasq(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
@@ -247,26 +273,44 @@ func (l *lab) waitDNSMasq(t *testing.T) {
 }
 
 // query sends one query from the namespace at from to server (UDP or
-// TCP) and returns the answer.
+// TCP) and returns the answer, which must come from server (over UDP a
+// socket that is not connected reads any source: the answer's is
+// checked).
 func (l *lab) query(t *testing.T, from, network string, server netip.AddrPort, name string, typ dnsmessage.Type) (*dnsmessage.Message, error) {
+	return l.queryWithin(t, 3*time.Second, from, network, server, name, typ)
+}
+
+func (l *lab) queryWithin(t *testing.T, timeout time.Duration, from, network string, server netip.AddrPort, name string, typ dnsmessage.Type) (*dnsmessage.Message, error) {
 	msg, q := newQuery(t, uint16(time.Now().UnixNano()), name, typ)
 	var out []byte
 	err := nstest.Run(t, from, func() error {
-		c, err := net.DialTimeout(network, server.String(), 3*time.Second)
+		if network == "udp" {
+			pc, err := net.ListenUDP("udp", nil)
+			if err != nil {
+				return err
+			}
+			defer pc.Close()
+			pc.SetDeadline(time.Now().Add(timeout))
+			if _, err := pc.WriteToUDPAddrPort(msg, server); err != nil {
+				return err
+			}
+			b := make([]byte, 65535)
+			n, src, err := pc.ReadFromUDPAddrPort(b)
+			if err != nil {
+				return err
+			}
+			if src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port()); src != server {
+				return fmt.Errorf("answer from %v, asked %v", src, server)
+			}
+			out = b[:n]
+			return nil
+		}
+		c, err := net.DialTimeout(network, server.String(), timeout)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(3 * time.Second))
-		if network == "udp" {
-			if _, err := c.Write(msg); err != nil {
-				return err
-			}
-			b := make([]byte, 65535)
-			n, err := c.Read(b)
-			out = b[:n]
-			return err
-		}
+		c.SetDeadline(time.Now().Add(timeout))
 		if err := writeMsg(c, msg); err != nil {
 			return err
 		}
@@ -335,19 +379,27 @@ func TestProxyResolves(t *testing.T) {
 	l := newLab(t)
 	p := l.pods[0]
 	for _, tt := range []struct {
-		network string
-		server  netip.AddrPort
-		proto   policymodel.Protocol
+		network  string
+		server   netip.AddrPort // what the pod asks
+		endpoint netip.AddrPort // what Permit sees
+		proto    policymodel.Protocol
 	}{
-		{"udp", dnsmasq4, policymodel.UDP},
-		{"tcp", dnsmasq4, policymodel.TCP},
-		{"udp", dnsmasq6, policymodel.UDP},
-		{"tcp", dnsmasq6, policymodel.TCP},
-		{"udp", clusterIP, policymodel.UDP},
-		{"tcp", clusterIP, policymodel.TCP},
+		{"udp", dnsmasq4, dnsmasq4, policymodel.UDP},
+		{"tcp", dnsmasq4, dnsmasq4, policymodel.TCP},
+		{"udp", dnsmasq6, dnsmasq6, policymodel.UDP},
+		{"tcp", dnsmasq6, dnsmasq6, policymodel.TCP},
+		{"udp", clusterIP, dnsmasq4, policymodel.UDP},
+		{"tcp", clusterIP, dnsmasq4, policymodel.TCP},
+		{"udp", clusterIP6, dnsmasq6, policymodel.UDP},
+		{"tcp", clusterIP6, dnsmasq6, policymodel.TCP},
 	} {
 		t.Run(tt.network+" "+tt.server.String(), func(t *testing.T) {
 			l.reset()
+			// The answer comes from the server asked, the ClusterIP
+			// un-NATed.
+			if m, err := l.query(t, p.path, tt.network, tt.server, "web.example.test.", dnsmessage.TypeA); err != nil || len(m.Answers) != 1 {
+				t.Fatalf("query: %+v, %v\ndnsmasq: %s", m, err, l.dnsLog)
+			}
 			start := time.Now()
 			ips, err := l.resolver(t, p, tt.network, tt.server).LookupNetIP(context.Background(), "ip", "www.example.test.")
 			got := time.Now()
@@ -378,9 +430,13 @@ func TestProxyResolves(t *testing.T) {
 			if want := addrs("192.0.2.21", 45, "192.0.2.22", 60, "2001:db8::21", 45); !slices.Equal(all, want) {
 				t.Errorf("learned %v, want %v", all, want)
 			}
-			for _, c := range l.permitted(p.ip4) {
-				if c.server != tt.server || c.proto != tt.proto {
-					t.Errorf("Permit asked for %v %v, want %v %v", c.server, c.proto, tt.server, tt.proto)
+			calls := append(l.permitted(p.ip4), l.permitted(p.ip6)...)
+			if len(calls) == 0 {
+				t.Errorf("Permit never asked")
+			}
+			for _, c := range calls {
+				if c.server != tt.endpoint || c.proto != tt.proto {
+					t.Errorf("Permit asked for %v %v, want the endpoint %v %v", c.server, c.proto, tt.endpoint, tt.proto)
 				}
 			}
 		})
@@ -425,12 +481,19 @@ func TestProxyBounds(t *testing.T) {
 	})
 
 	t.Run("refused by Permit: never at the server", func(t *testing.T) {
-		for _, server := range []netip.AddrPort{refused4, refused6} {
+		l.reset()
+		for _, server := range []netip.AddrPort{refused4, refused6, clusterRefused} {
 			for _, network := range []string{"udp", "tcp"} {
 				m, err := l.query(t, p.path, network, server, "refused.example.test.", dnsmessage.TypeA)
 				if err != nil || m.RCode != dnsmessage.RCodeRefused || len(m.Answers) != 0 {
 					t.Errorf("%s to %v: %+v, %v; want REFUSED", network, server, m, err)
 				}
+			}
+		}
+		// The ClusterIP's endpoint is what Permit refused.
+		for _, c := range l.permitted(p.ip4) {
+			if c.server != refused4 && c.server != refused6 {
+				t.Errorf("Permit asked for %v, want %v or %v", c.server, refused4, refused6)
 			}
 		}
 		if _, err := l.resolver(t, p, "udp", refused4).LookupNetIP(context.Background(), "ip4", "refused.example.test."); err == nil {
@@ -445,12 +508,23 @@ func TestProxyBounds(t *testing.T) {
 		}
 	})
 
-	t.Run("sent to the proxy itself: refused", func(t *testing.T) {
-		for _, network := range []string{"udp", "tcp"} {
-			m, err := l.query(t, p.path, network, proxy4, "web.example.test.", dnsmessage.TypeA)
-			if err != nil || m.RCode != dnsmessage.RCodeRefused {
-				t.Errorf("%s to the proxy's own address: %+v, %v; want REFUSED", network, m, err)
+	t.Run("the proxy's port asked directly: never answered", func(t *testing.T) {
+		before := l.proxy.Stats()
+		var wg sync.WaitGroup
+		for _, to := range []netip.AddrPort{netip.AddrPortFrom(nodePod4, proxyPort), netip.AddrPortFrom(nodePod6, proxyPort)} {
+			for _, network := range []string{"udp", "tcp"} {
+				for _, pod := range l.pods {
+					wg.Go(func() {
+						if m, err := l.queryWithin(t, 500*time.Millisecond, pod.path, network, to, "web.example.test.", dnsmessage.TypeA); err == nil {
+							t.Errorf("%s to the proxy's own %v: answered %+v", network, to, m)
+						}
+					})
+				}
 			}
+		}
+		wg.Wait()
+		if after := l.proxy.Stats(); after.Queries != before.Queries {
+			t.Errorf("the proxy read %d queries sent to its own port: the DNS table drops them", after.Queries-before.Queries)
 		}
 	})
 
@@ -565,6 +639,32 @@ func TestProxyBounds(t *testing.T) {
 		// Still serving.
 		if ips, err := l.resolver(t, p, "tcp", dnsmasq6).LookupNetIP(context.Background(), "ip6", "web.example.test."); err != nil || len(ips) != 1 {
 			t.Errorf("after the lies: %v, %v", ips, err)
+		}
+	})
+
+	t.Run("the kernel judges the endpoint first", func(t *testing.T) {
+		// As the policy table's egress-in chain does: a rule on the input
+		// hook that drops the pod's connections whose peer (the reply's
+		// source: the endpoint) is dnsmasq. A query to the ClusterIP
+		// never reaches the proxy; one to the other family's server does.
+		p := l.pods[1]
+		l.nft(t, fmt.Sprintf("table inet judge { chain egress-in { type filter hook input priority -1; ct original ip saddr %s ct reply ip saddr %s counter drop; }; }", p.ip4, dnsmasq4.Addr()))
+		t.Cleanup(func() { l.nft(t, "delete table inet judge") })
+		l.reset()
+		before := l.proxy.Stats()
+		for _, network := range []string{"udp", "tcp"} {
+			if m, err := l.queryWithin(t, 500*time.Millisecond, p.path, network, clusterIP, "web.example.test.", dnsmessage.TypeA); err == nil {
+				t.Errorf("%s to %v (endpoint %v, dropped by the kernel): answered %+v", network, clusterIP, dnsmasq4, m)
+			}
+		}
+		if calls := l.permitted(p.ip4); len(calls) != 0 {
+			t.Errorf("Permit asked %+v: the kernel dropped those queries before the proxy", calls)
+		}
+		if after := l.proxy.Stats(); after.Queries != before.Queries {
+			t.Errorf("the proxy read %d queries the kernel dropped", after.Queries-before.Queries)
+		}
+		if m, err := l.query(t, p.path, "udp", clusterIP6, "web.example.test.", dnsmessage.TypeA); err != nil || len(m.Answers) != 1 {
+			t.Errorf("to %v beside it: %+v, %v", clusterIP6, m, err)
 		}
 	})
 	t.Logf("stats %+v", l.proxy.Stats())

@@ -6,12 +6,15 @@
 // Three parts: the names (Pattern: network-policy-api's DomainName, exact
 // or `*.` wildcard), the messages (the query's one question, the answer's
 // chain of CNAMEs to its A and AAAA records, bounded against a server that
-// lies), and the Proxy: netops/nft's DNS table DNATs the pods' DNS (UDP and
-// TCP port 53, to any server) to it; it finds where each query was going
-// (TCP: SO_ORIGINAL_DST; UDP: the flow's conntrack entry), asks Permit
-// whether the pod may reach that server at all, forwards the query there
-// as the node, and calls Learn with the names and addresses of the answer
-// before relaying it. docs/policy.md, "domainNames (the DNS half)".
+// lies), and the Proxy: netops/nft's DNS table sends the pods' DNS (UDP
+// and TCP port 53, to any server) to its port after kube-proxy's DNAT,
+// its destination kept, and netops.MarkLocal's routing delivers it to the
+// node; the proxy's transparent sockets read where each query was going
+// (the server, or the endpoint of a ClusterIP: UDP's IP_ORIGDSTADDR, a TCP
+// connection's own address), ask Permit whether the pod may reach that
+// server at all, forward the query there as the node, call Learn with the
+// names and addresses of the answer and answer the pod from the server's
+// address. docs/policy.md, "domainNames (the DNS half)".
 package fqdn
 
 import (

@@ -1,6 +1,7 @@
 package fqdn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,25 +13,28 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
-	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
-	"github.com/cnibox/cnibox/netops"
 )
 
 // Config is the proxy's: where it listens, whom it asks, and its bounds.
 // Zero bounds take the defaults (DefaultConfig's values).
 type Config struct {
-	// Listen4 and Listen6 are the proxy's addresses, UDP and TCP alike:
-	// the targets of netops/nft's DNS table (DNSRedirect). At least one;
-	// a port of its own (not 0: the table names it).
-	Listen4, Listen6 netip.AddrPort
+	// Port4 and Port6 are the proxy's ports for IPv4 and IPv6, UDP and
+	// TCP alike, on every address of the node, where netops/nft's DNS
+	// table sends the pods' DNS (DNSRedirect's Port4 and Port6) with its
+	// destination kept; 0: that family is not served. At least one.
+	Port4, Port6 uint16
 
 	// Permit reports whether pod may send DNS to server over proto: the
-	// pod's own egress policy, as if the proxy were not there (server is
-	// the original destination, a Service's ClusterIP when the pod asked
-	// one). A query it refuses is answered REFUSED and never leaves the
-	// node: the proxy is no way around policy. Required.
+	// pod's own egress policy, as if the proxy were not there. server is
+	// the query's destination once kube-proxy's DNAT is done: for a
+	// Service's ClusterIP, the endpoint kube-proxy picked, as the kernel
+	// sees it (the policy table judged this very connection of the pod's
+	// on the input hook before the proxy read it; Permit is a second
+	// look, from the policy model). A query it refuses is answered
+	// REFUSED and never leaves the node: the proxy is no way around
+	// policy. Required.
 	Permit func(pod netip.Addr, server netip.AddrPort, proto policymodel.Protocol) bool
 
 	// Learn is told, for each answer that holds addresses, the query
@@ -73,17 +77,8 @@ type Config struct {
 	// closes a pod's TCP connection that sends no query.
 	Timeout, IdleTimeout time.Duration
 
-	// Conntrack finds where a UDP query was going. Nil: a socket Listen
-	// opens in the calling thread's namespace.
-	Conntrack OrigDstLookup
-
 	// Log gets what goes wrong (nil: nothing is logged).
 	Log *slog.Logger
-}
-
-// OrigDstLookup is netops.Conntrack's lookup (an interface for tests).
-type OrigDstLookup interface {
-	ReplyOrigDst(proto uint8, replySrc, replyDst netip.AddrPort) (dst netip.AddrPort, dnat bool, err error)
 }
 
 // DefaultConfig holds the default bounds (the comments of Config say why).
@@ -98,12 +93,16 @@ var DefaultConfig = Config{
 // hundred bytes.
 const maxQuery = 4096
 
+// dnsPort is the port the DNS table takes the pods' DNS from (and gives
+// back to the proxy's answers): the server's port of every query.
+const dnsPort = 53
+
 // Stats are the proxy's counts since Listen.
 type Stats struct {
 	Queries   uint64 // queries read from pods
 	Forwarded uint64 // sent to their server
-	Refused   uint64 // refused by Permit (or not redirected: sent to the proxy itself)
-	Dropped   uint64 // over a bound (UDP: dropped; TCP: SERVFAIL or the connection closed)
+	Refused   uint64 // refused by Permit
+	Dropped   uint64 // over a bound (UDP: dropped; TCP: SERVFAIL or the connection closed), or a datagram without its destination
 	Failed    uint64 // answered SERVFAIL: no answer in time, one that lies, Learn failed
 	Truncated uint64 // answered TC: the UDP answer was over MaxUDPAnswer
 	Learned   uint64 // Learn calls that succeeded
@@ -111,12 +110,9 @@ type Stats struct {
 
 // Proxy is a running DNS proxy (Listen).
 type Proxy struct {
-	cfg   Config
-	ct    OrigDstLookup
-	ownCT *netops.Conntrack
-	self  map[netip.AddrPort]bool
-	udp   []*net.UDPConn
-	tcp   []*net.TCPListener
+	cfg Config
+	udp []*net.UDPConn
+	tcp []*net.TCPListener
 
 	mu      sync.Mutex
 	load    map[netip.Addr]*podLoad
@@ -131,39 +127,35 @@ type Proxy struct {
 // podLoad is what one pod holds of the proxy.
 type podLoad struct{ queries, conns int }
 
-// Listen validates cfg, opens the proxy's UDP and TCP sockets (and, when
-// cfg has none, its conntrack socket) in the calling thread's network
-// namespace and serves until Close.
+// Listen validates cfg, opens the proxy's transparent UDP and TCP
+// sockets (transparent.go) on its ports in the calling thread's network
+// namespace and serves until Close. It needs CAP_NET_ADMIN.
 func Listen(cfg Config) (*Proxy, error) {
 	cfg = withDefaults(cfg)
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, ct: cfg.Conntrack, self: map[netip.AddrPort]bool{}, load: map[netip.Addr]*podLoad{}, conns: map[*net.TCPConn]bool{}}
-	if p.ct == nil {
-		ct, err := netops.OpenConntrack("")
-		if err != nil {
-			return nil, fmt.Errorf("DNS proxy: %w", err)
-		}
-		p.ct, p.ownCT = ct, ct
-	}
-	for _, a := range []netip.AddrPort{cfg.Listen4, cfg.Listen6} {
-		if !a.IsValid() {
+	p := &Proxy{cfg: cfg, load: map[netip.Addr]*podLoad{}, conns: map[*net.TCPConn]bool{}}
+	for _, fam := range []struct {
+		ipv  string
+		port uint16
+	}{{"4", cfg.Port4}, {"6", cfg.Port6}} {
+		if fam.port == 0 {
 			continue
 		}
-		p.self[a] = true
-		u, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(a))
+		addr := fmt.Sprintf(":%d", fam.port)
+		u, err := transparent.ListenPacket(context.Background(), "udp"+fam.ipv, addr)
 		if err != nil {
 			p.Close()
-			return nil, fmt.Errorf("DNS proxy: listen on UDP %s: %w", a, err)
+			return nil, fmt.Errorf("DNS proxy: listen on UDP port %d (IPv%s): %w", fam.port, fam.ipv, err)
 		}
-		p.udp = append(p.udp, u)
-		t, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(a))
+		p.udp = append(p.udp, u.(*net.UDPConn))
+		t, err := transparent.Listen(context.Background(), "tcp"+fam.ipv, addr)
 		if err != nil {
 			p.Close()
-			return nil, fmt.Errorf("DNS proxy: listen on TCP %s: %w", a, err)
+			return nil, fmt.Errorf("DNS proxy: listen on TCP port %d (IPv%s): %w", fam.port, fam.ipv, err)
 		}
-		p.tcp = append(p.tcp, t)
+		p.tcp = append(p.tcp, t.(*net.TCPListener))
 	}
 	for _, u := range p.udp {
 		p.wg.Add(1)
@@ -207,12 +199,8 @@ func (c Config) check() error {
 	switch {
 	case c.Permit == nil || c.Learn == nil:
 		return errors.New("DNS proxy: Permit and Learn are required")
-	case !c.Listen4.IsValid() && !c.Listen6.IsValid():
-		return errors.New("DNS proxy: no address to listen on (Listen4, Listen6)")
-	case c.Listen4.IsValid() && (!c.Listen4.Addr().Is4() || c.Listen4.Port() == 0):
-		return fmt.Errorf("DNS proxy: Listen4 %v: not an IPv4 address with a port", c.Listen4)
-	case c.Listen6.IsValid() && (!c.Listen6.Addr().Is6() || c.Listen6.Addr().Is4In6() || c.Listen6.Port() == 0):
-		return fmt.Errorf("DNS proxy: Listen6 %v: not an IPv6 address with a port", c.Listen6)
+	case c.Port4 == 0 && c.Port6 == 0:
+		return errors.New("DNS proxy: no port to listen on (Port4, Port6)")
 	case c.MinTTL > c.MaxTTL:
 		return fmt.Errorf("DNS proxy: MinTTL %v above MaxTTL %v", c.MinTTL, c.MaxTTL)
 	case c.MaxUDPAnswer < 512 || c.MaxUDPAnswer > 65535:
@@ -237,9 +225,6 @@ func (p *Proxy) Close() error {
 		t.Close()
 	}
 	p.wg.Wait()
-	if p.ownCT != nil {
-		return p.ownCT.Close()
-	}
 	return nil
 }
 
@@ -299,13 +284,14 @@ func (p *Proxy) release(pod netip.Addr, conn bool) {
 }
 
 // serveUDP reads queries from u until it is closed; each one that its
-// pod's bounds allow is answered by a goroutine of its own.
+// pod's bounds allow is answered by a goroutine of its own, from the
+// address the pod sent it to (its server: the answer is the reply of the
+// pod's own flow, which conntrack un-NATs to the ClusterIP the pod asked).
 func (p *Proxy) serveUDP(u *net.UDPConn) {
 	defer p.wg.Done()
-	local := netip.MustParseAddrPort(u.LocalAddr().String())
-	buf := make([]byte, maxQuery+1)
+	buf, oob := make([]byte, maxQuery+1), make([]byte, oobSize)
 	for {
-		n, from, err := u.ReadFromUDPAddrPort(buf)
+		n, oobn, flags, from, err := u.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -315,6 +301,12 @@ func (p *Proxy) serveUDP(u *net.UDPConn) {
 		}
 		p.n.queries.Add(1)
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		dst, err := origDst(oob[:oobn], flags)
+		if err != nil {
+			p.cfg.Log.Warn("DNS proxy: where a UDP query was going", "pod", from, "error", err)
+			p.n.dropped.Add(1)
+			continue
+		}
 		if n > maxQuery {
 			p.n.dropped.Add(1)
 			continue
@@ -323,32 +315,24 @@ func (p *Proxy) serveUDP(u *net.UDPConn) {
 			continue
 		}
 		msg := append([]byte(nil), buf[:n]...)
+		server := netip.AddrPortFrom(dst, dnsPort)
 		go func() {
 			defer p.release(from.Addr(), false)
-			if out := p.udpQuery(local, from, msg); out != nil {
-				if _, err := u.WriteToUDPAddrPort(out, from); err != nil {
-					p.cfg.Log.Debug("DNS proxy: answer a pod over UDP", "pod", from, "error", err)
+			if out := p.udpQuery(server, from, msg); out != nil {
+				if _, _, err := u.WriteMsgUDPAddrPort(out, pktInfo(dst), from); err != nil {
+					p.cfg.Log.Debug("DNS proxy: answer a pod over UDP", "pod", from, "server", server, "error", err)
 				}
 			}
 		}()
 	}
 }
 
-// udpQuery answers one UDP query of the pod at from, which reached the
-// proxy at local: what to send back (nil: nothing).
-func (p *Proxy) udpQuery(local, from netip.AddrPort, msg []byte) []byte {
+// udpQuery answers one UDP query of the pod at from to server: what to
+// send back (nil: nothing).
+func (p *Proxy) udpQuery(server, from netip.AddrPort, msg []byte) []byte {
 	q, err := parseQuery(msg)
 	if out, done := p.badQuery(q, err); done {
 		return out
-	}
-	server, dnat, err := p.ct.ReplyOrigDst(unix.IPPROTO_UDP, local, from)
-	if err != nil {
-		p.cfg.Log.Warn("DNS proxy: where a UDP query was going", "pod", from, "error", err)
-		p.n.failed.Add(1)
-		return reply(q, dnsmessage.RCodeServerFailure, false)
-	}
-	if !dnat {
-		server = local // sent to the proxy itself: refused below
 	}
 	return p.answer(from.Addr(), server, policymodel.UDP, q, func() ([]byte, error) {
 		return p.exchangeUDP(server, q, msg)
@@ -368,11 +352,11 @@ func (p *Proxy) badQuery(q query, err error) (out []byte, done bool) {
 	return nil, true // not a query: dropped
 }
 
-// answer decides a pod's query to server: refused unless Permit allows it
-// (and it is not the proxy itself), else exchange's answer once Learn has
-// what it holds; SERVFAIL when anything fails.
+// answer decides a pod's query to server: refused unless Permit allows
+// it, else exchange's answer once Learn has what it holds; SERVFAIL when
+// anything fails.
 func (p *Proxy) answer(pod netip.Addr, server netip.AddrPort, proto policymodel.Protocol, q query, exchange func() ([]byte, error)) []byte {
-	if p.self[server] || !p.cfg.Permit(pod, server, proto) {
+	if !p.cfg.Permit(pod, server, proto) {
 		p.n.refused.Add(1)
 		return reply(q, dnsmessage.RCodeRefused, false)
 	}

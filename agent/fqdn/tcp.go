@@ -1,7 +1,6 @@
 package fqdn
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
-	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -51,13 +49,12 @@ func (p *Proxy) serveTCP(l *net.TCPListener) {
 
 // tcpConn answers the queries of one TCP connection of pod, one after the
 // other (a pipelining client's next query waits in the socket), over one
-// connection to the server, made at the first query Permit allows.
+// connection to the server, made at the first query Permit allows. The
+// server is where the pod's connection was going: the accepted socket's
+// own address (the listener is transparent), with port 53.
 func (p *Proxy) tcpConn(c *net.TCPConn, pod netip.Addr) {
-	server, err := origDst(c)
-	if err != nil {
-		p.cfg.Log.Warn("DNS proxy: where a TCP connection was going", "pod", pod, "error", err)
-		return
-	}
+	local := netip.MustParseAddrPort(c.LocalAddr().String())
+	server := netip.AddrPortFrom(local.Addr().Unmap(), dnsPort)
 	var up *net.TCPConn
 	defer func() {
 		if up != nil {
@@ -145,54 +142,4 @@ func (p *Proxy) roundTrip(c *net.TCPConn, msg []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", errDeadline, err)
 	}
 	return b, err
-}
-
-// ip6tSoOriginalDst is IP6T_SO_ORIGINAL_DST (linux/netfilter_ipv6/
-// ip6_tables.h), the same number as IPv4's SO_ORIGINAL_DST; x/sys/unix
-// names only the latter.
-const ip6tSoOriginalDst = 80
-
-// origDst returns where the pod's connection c was going before the DNS
-// table DNATed it to the proxy: SO_ORIGINAL_DST (IPv4) or
-// IP6T_SO_ORIGINAL_DST (IPv6), which read the connection's conntrack
-// entry. A connection made to the proxy itself returns the proxy's own
-// address (answer refuses it).
-func origDst(c *net.TCPConn) (netip.AddrPort, error) {
-	local := netip.MustParseAddrPort(c.LocalAddr().String())
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	var dst netip.AddrPort
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		if local.Addr().Unmap().Is4() {
-			// struct sockaddr_in in the first 16 bytes: family, port
-			// (network order), address.
-			m, err := unix.GetsockoptIPv6Mreq(int(fd), unix.SOL_IP, unix.SO_ORIGINAL_DST)
-			if err != nil {
-				serr = err
-				return
-			}
-			b := m.Multiaddr
-			dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-			return
-		}
-		// struct sockaddr_in6 at the start of struct ip6_mtuinfo.
-		m, err := unix.GetsockoptIPv6MTUInfo(int(fd), unix.SOL_IPV6, ip6tSoOriginalDst)
-		if err != nil {
-			serr = err
-			return
-		}
-		var port [2]byte
-		binary.NativeEndian.PutUint16(port[:], m.Addr.Port) // as the kernel stored it: network order
-		dst = netip.AddrPortFrom(netip.AddrFrom16(m.Addr.Addr), binary.BigEndian.Uint16(port[:]))
-	})
-	if err == nil {
-		err = serr
-	}
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("original destination of %s <- %s: %w", local, c.RemoteAddr(), err)
-	}
-	return dst, nil
 }

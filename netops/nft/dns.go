@@ -4,45 +4,81 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 )
 
-// The DNS table sends the DNS of the pods in its sets, to any server, to
-// the agent's DNS proxy (agent/fqdn), which learns the answers of the
-// pods that a ClusterNetworkPolicy's domainNames peer governs:
+// The DNS table diverts the DNS of the pods in its sets, to any server,
+// to the agent's DNS proxy (agent/fqdn), which learns the answers of the
+// pods that a ClusterNetworkPolicy's domainNames peer governs. It does so
+// after kube-proxy's DNAT, so that the proxy sees the endpoint kube-proxy
+// picked for a Service's ClusterIP, and without a NAT of its own, so that
+// the kernel judges the pod's query as any other connection of the pod:
 //
 //	table inet cnibox-dns {
 //		set pods-4 { type ipv4_addr }
 //		set pods-6 { type ipv6_addr }
 //		chain prerouting {
-//			type nat hook prerouting priority -110; policy accept;
-//			ip saddr @pods-4 udp dport 53 dnat ip to 10.244.1.1:1053
-//			ip saddr @pods-4 tcp dport 53 dnat ip to 10.244.1.1:1053
-//			ip6 saddr @pods-6 udp dport 53 dnat ip6 to [fd00:244:1::1]:1053
-//			ip6 saddr @pods-6 tcp dport 53 dnat ip6 to [fd00:244:1::1]:1053
+//			type filter hook prerouting priority -90; policy accept;
+//			ip saddr @pods-4 udp dport 53 meta mark set meta mark | 0x04000000 udp dport set 1053
+//			ip saddr @pods-4 tcp dport 53 meta mark set meta mark | 0x04000000 tcp dport set 1053
+//			ip6 saddr @pods-6 udp dport 53 ... (and tcp)
+//		}
+//		chain input {
+//			type filter hook input priority -90; policy accept;
+//			meta nfproto ipv4 udp dport 1053 meta mark & 0x04000000 != 0x04000000 counter drop
+//			... (tcp, and IPv6's port)
+//		}
+//		chain output {
+//			type filter hook output priority -300; policy accept;
+//			ip daddr @pods-4 udp sport 1053 udp sport set 53
+//			ip daddr @pods-4 tcp sport 1053 tcp sport set 53
+//			ip6 daddr @pods-6 udp sport 1053 ... (and tcp)
 //		}
 //	}
 //
-// Priority -110 is before kube-proxy's dstnat (-100): a connection is
-// DNATed once per hook, so a query to a Service's ClusterIP reaches the
-// proxy with the ClusterIP still its original destination (what the pod
-// asked for), and kube-proxy's chain never sees it; the proxy forwards it
-// from the node, where kube-proxy's output chain picks the endpoint. Only
-// new connections meet a nat chain: a pod's flow to port 53 that was there
-// before its address entered the set goes on to its server directly until
-// it ends.
+// prerouting, at -90, comes after conntrack (-200) and kube-proxy's dstnat
+// (-100): a query to a Service's ClusterIP has its endpoint as destination
+// by then, and its conntrack entry says pod -> ClusterIP, replied by the
+// endpoint. The rule marks the packet (DNSMark, or the mark DNSRedirect
+// names) and changes its destination port to the proxy's in the packet
+// only (a stateless rewrite; conntrack keeps port 53); the policy routing
+// netops.MarkLocal (ip rule fwmark MARK lookup TABLE, local 0.0.0.0/0 and
+// ::/0 dev lo in TABLE) then delivers it to the node, where the proxy
+// listens on its port on every address with IP_TRANSPARENT and reads the
+// endpoint as the packet's destination. On the way in the packet meets the
+// input hook as pod -> endpoint:53 by its conntrack tuple, which is what
+// the policy table's egress-in chain judges. input drops what reaches the
+// proxy's port unmarked (sent to the node's own address and port, not
+// diverted), so that the proxy answers diverted queries only. output, at
+// -300, before conntrack, puts port 53 back as the source of the proxy's
+// answers to the pods (their source address is the endpoint already, the
+// proxy's sockets being transparent): conntrack sees the reply of the
+// pod's own connection and un-NATs it, and the pod has its answer from
+// the ClusterIP it asked.
+//
+// Why not TPROXY (nftables' tproxy, which assigns the socket in
+// prerouting and would need neither the rewrite nor output's): on a pod's
+// bridge with br_netfilter on (net.bridge.bridge-nf-call-iptables, which
+// the agent turns on and kube-proxy needs), the IP prerouting hook runs
+// inside the bridge, and ip_rcv orphans the packet's socket when it goes
+// up the stack afterwards; the packet then reaches no socket. A port the
+// proxy listens on, reached by routing, works with br_netfilter on and off
+// (TestDNSRedirect runs both).
+//
+// Only the pods in the sets are diverted, every packet of their DNS flows
+// (prerouting matches each one, not only a connection's first). Without a
+// proxy listening, their DNS gets no answer (the node has no socket on
+// the port): it never goes around the proxy.
 const (
 	// DNSTable is the name of the inet table of the DNS redirection.
 	DNSTable     = "cnibox-dns"
-	dnsChain     = "prerouting"
 	dnsPods4     = "pods-4"
 	dnsPods6     = "pods-6"
-	dnsPriority  = -110
 	dnsPort      = 53
 	dnsRuleLabel = "cnibox dns: "
 )
@@ -53,11 +89,29 @@ const (
 // FirewallMarkDrop), clear of kube-proxy's 0x4000 and 0x8000.
 const DNSMark = 0x04000000
 
-// DNSRedirect is where the DNS table sends the pods' DNS: the proxy's
-// listening address and port per family; a family whose target is not
-// valid is not redirected.
+// DNSRedirect is where the DNS table sends the pods' DNS.
 type DNSRedirect struct {
-	To4, To6 netip.AddrPort
+	// Port4 and Port6 are the proxy's ports for IPv4 and IPv6, UDP and
+	// TCP alike, on every address of the node; 0: that family's DNS is
+	// not diverted.
+	Port4, Port6 uint16
+	// Mark is the bit (or bits) the diverted packets get, which the
+	// policy routing matches; 0 is DNSMark.
+	Mark uint32
+}
+
+// dnsChain is one of the DNS table's base chains.
+type dnsChain struct {
+	name string
+	hook nftables.ChainHook
+	prio nftables.ChainPriority
+}
+
+// dnsChains are the DNS table's chains, plain data (TestNoInitCode).
+var dnsChains = [...]dnsChain{
+	{"prerouting", unix.NF_INET_PRE_ROUTING, -90},
+	{"input", unix.NF_INET_LOCAL_IN, -90},
+	{"output", unix.NF_INET_LOCAL_OUT, -300},
 }
 
 func dnsObjects() (*nftables.Table, *nftables.Set, *nftables.Set) {
@@ -67,19 +121,21 @@ func dnsObjects() (*nftables.Table, *nftables.Set, *nftables.Set) {
 		&nftables.Set{Table: table, Name: dnsPods6, KeyType: nftables.TypeIP6Addr}
 }
 
-// EnsureDNSRedirect makes the DNS table redirect as r says; the sets and
-// their elements stay. When the chain's rules differ (or the table is not
-// there), the chain is rewritten in one transaction; changed reports that.
+// EnsureDNSRedirect makes the DNS table divert as r says; the sets and
+// their elements stay. When a chain's rules, hook, type or priority
+// differ (or the table is not there), the chains are made again in one
+// transaction; changed reports that.
 func (h *Handle) EnsureDNSRedirect(r DNSRedirect) (changed bool, err error) {
-	if r.To4.IsValid() && !r.To4.Addr().Unmap().Is4() || r.To6.IsValid() && (!r.To6.Addr().Is6() || r.To6.Addr().Is4In6()) {
-		return false, fmt.Errorf("ensure DNS redirection: %v is not an IPv4 and %v not an IPv6 address and port", r.To4, r.To6)
+	if r.Mark == 0 {
+		r.Mark = DNSMark
 	}
 	t, err := h.begin()
 	if err != nil {
 		return false, fmt.Errorf("ensure DNS redirection in %s: %w", h.where(), err)
 	}
 	want := dnsRules(r)
-	if same, err := h.dnsRulesAre(want); err != nil || same {
+	same, have, err := h.dnsRulesAre(want)
+	if err != nil || same {
 		return false, err
 	}
 	c := t.conn()
@@ -93,108 +149,179 @@ func (h *Handle) EnsureDNSRedirect(r DNSRedirect) (changed bool, err error) {
 		t.abort()
 		return false, err
 	}
-	ch := t.addBaseChain(table, dnsChain, nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(dnsPriority))
-	c.FlushChain(ch)
-	for _, rule := range want {
-		rule.Table, rule.Chain = table, ch
-		c.AddRule(rule)
+	for i, spec := range dnsChains {
+		if have[i] { // made again: its type or priority may be another
+			c.DelChain(&nftables.Chain{Table: table, Name: spec.name})
+		}
+		ch := t.addBaseChain(table, spec.name, nftables.ChainTypeFilter, nftables.ChainHookRef(spec.hook), nftables.ChainPriorityRef(spec.prio))
+		for _, rule := range want[i] {
+			rule.Table, rule.Chain = table, ch
+			c.AddRule(rule)
+		}
 	}
 	if err := t.commit(); err != nil {
-		return false, fmt.Errorf("ensure DNS redirection to %v, %v in %s: %w", r.To4, r.To6, h.where(), classify(err))
+		return false, fmt.Errorf("ensure DNS redirection to ports %d, %d in %s: %w", r.Port4, r.Port6, h.where(), classify(err))
 	}
 	return true, nil
 }
 
-// dnsRules are the chain's rules for r (without table and chain), each
-// with a comment that says all it does (dnsRulesAre compares those).
-func dnsRules(r DNSRedirect) []*nftables.Rule {
-	var out []*nftables.Rule
-	for _, to := range []netip.AddrPort{r.To4, r.To6} {
-		if !to.IsValid() {
+// dnsRules are the rules of each of dnsChains for r (without table and
+// chain), each with a comment that says all it does (dnsRulesAre compares
+// those).
+func dnsRules(r DNSRedirect) [][]*nftables.Rule {
+	out := make([][]*nftables.Rule, len(dnsChains))
+	rule := func(chain int, comment string, exprs ...expr.Any) {
+		out[chain] = append(out[chain], &nftables.Rule{Exprs: exprs, UserData: userdata.AppendString(nil, userdata.TypeComment, dnsRuleLabel+comment)})
+	}
+	for _, fam := range []struct {
+		v6   bool
+		port uint16
+	}{{false, r.Port4}, {true, r.Port6}} {
+		if fam.port == 0 {
 			continue
 		}
-		addr := to.Addr().Unmap()
-		v6 := addr.Is6()
-		set, family := dnsPods4, uint32(unix.NFPROTO_IPV4)
-		if v6 {
-			set, family = dnsPods6, unix.NFPROTO_IPV6
+		set, nfproto := dnsPods4, byte(unix.NFPROTO_IPV4)
+		if fam.v6 {
+			set, nfproto = dnsPods6, unix.NFPROTO_IPV6
 		}
 		for _, proto := range []struct {
-			name string
-			num  byte
-		}{{"udp", unix.IPPROTO_UDP}, {"tcp", unix.IPPROTO_TCP}} {
-			exprs := append(loadAddr(true, v6),
-				&expr.Lookup{SourceRegister: 1, SetName: set},
+			name    string
+			num     byte
+			csumOff uint32 // the checksum's offset in the transport header
+		}{{"udp", unix.IPPROTO_UDP, 6}, {"tcp", unix.IPPROTO_TCP, 16}} {
+			l4 := []expr.Any{
 				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto.num}},
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(dnsPort)},
-				&expr.Immediate{Register: 1, Data: addr.AsSlice()},
-				&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(to.Port())},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: 1, RegProtoMin: 2},
-			)
-			comment := fmt.Sprintf("%s%s from @%s to %s", dnsRuleLabel, proto.name, set, netip.AddrPortFrom(addr, to.Port()))
-			out = append(out, &nftables.Rule{Exprs: exprs, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
+			}
+			port := func(off uint32, p uint16) []expr.Any { // th [sd]port p
+				return []expr.Any{
+					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: off, Len: 2},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
+				}
+			}
+			setPort := func(off uint32, p uint16) []expr.Any { // th [sd]port set p
+				return []expr.Any{
+					&expr.Immediate{Register: 1, Data: be16(p)},
+					&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseTransportHeader,
+						Offset: off, Len: 2, CsumType: expr.CsumTypeInet, CsumOffset: proto.csumOff},
+				}
+			}
+			markSet := []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: ne32(^r.Mark), Xor: ne32(r.Mark)},
+				&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+			}
+			markUnset := []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: ne32(r.Mark), Xor: ne32(0)},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ne32(r.Mark)},
+			}
+			rule(0, fmt.Sprintf("%s from @%s to port %d: mark %#x, to port %d", proto.name, set, dnsPort, r.Mark, fam.port),
+				slices.Concat(loadAddr(true, fam.v6), []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: set}},
+					l4, port(2, dnsPort), markSet, setPort(2, fam.port))...)
+			rule(1, fmt.Sprintf("%s %s to port %d without mark %#x: drop", nfName(fam.v6), proto.name, fam.port, r.Mark),
+				slices.Concat(nfMatch(nfproto), l4, port(2, fam.port), markUnset,
+					[]expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}})...)
+			rule(2, fmt.Sprintf("%s from port %d to @%s: from port %d", proto.name, fam.port, set, dnsPort),
+				slices.Concat(loadAddr(false, fam.v6), []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: set}},
+					l4, port(0, fam.port), setPort(0, dnsPort))...)
 		}
 	}
 	return out
 }
 
-// dnsRulesAre reports whether the DNS chain and both sets are there and
-// the chain holds exactly want (by their comments, which say all a rule
-// does, and their number of expressions).
-func (h *Handle) dnsRulesAre(want []*nftables.Rule) (bool, error) {
-	for _, set := range []string{dnsPods4, dnsPods6} {
-		if ok, err := h.nftSetExists(unix.NFPROTO_INET, DNSTable, set); err != nil || !ok {
-			return false, err
-		}
+func nfName(v6 bool) string {
+	if v6 {
+		return "ipv6"
 	}
-	ok, err := h.nftChainExists(unix.NFPROTO_INET, DNSTable, dnsChain)
-	if err != nil || !ok {
-		return false, err
-	}
-	table, _, _ := dnsObjects()
-	have, err := h.nft.GetRules(table, &nftables.Chain{Name: dnsChain, Table: table})
-	if err != nil {
-		return false, fmt.Errorf("list DNS redirection in %s: %w", h.where(), err)
-	}
-	if len(have) != len(want) {
-		return false, nil
-	}
-	for i := range want {
-		if !sameRule(have[i], want[i]) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return "ipv4"
 }
 
-// DNSRedirectRules returns the comments of the DNS chain's rules, in
-// order (nil when the table is not there), for checks and the CLI.
+// dnsRulesAre reports whether both sets are there and each of dnsChains is
+// there with its hook, type and priority and exactly want's rules (by
+// their comments, which say all a rule does, and their number of
+// expressions); have says which chains are there.
+func (h *Handle) dnsRulesAre(want [][]*nftables.Rule) (same bool, have []bool, err error) {
+	have = make([]bool, len(dnsChains))
+	same = true
+	for _, set := range []string{dnsPods4, dnsPods6} {
+		if ok, err := h.nftSetExists(unix.NFPROTO_INET, DNSTable, set); err != nil || !ok {
+			same = false
+			if err != nil {
+				return false, nil, err
+			}
+		}
+	}
+	table, _, _ := dnsObjects()
+	for i, spec := range dnsChains {
+		ok, err := h.nftChainExists(unix.NFPROTO_INET, DNSTable, spec.name)
+		if err != nil {
+			return false, nil, err
+		}
+		if have[i] = ok; !ok {
+			same = false
+			continue
+		}
+		if !same {
+			continue // made again anyway: only which chains are there matters
+		}
+		ch, err := h.nft.ListChain(table, spec.name)
+		if err != nil {
+			return false, nil, fmt.Errorf("list DNS redirection chain %s in %s: %w", spec.name, h.where(), err)
+		}
+		if ch.Type != nftables.ChainTypeFilter || ch.Hooknum == nil || *ch.Hooknum != spec.hook || ch.Priority == nil || *ch.Priority != spec.prio {
+			same = false
+			continue
+		}
+		rules, err := h.nft.GetRules(table, &nftables.Chain{Name: spec.name, Table: table})
+		if err != nil {
+			return false, nil, fmt.Errorf("list DNS redirection in %s: %w", h.where(), err)
+		}
+		if len(rules) != len(want[i]) {
+			same = false
+			continue
+		}
+		for j := range want[i] {
+			if !sameRule(rules[j], want[i][j]) {
+				same = false
+			}
+		}
+	}
+	return same, have, nil
+}
+
+// DNSRedirectRules returns the comments of the DNS table's rules, chain
+// after chain (prerouting, input, output) in order (nil when the table is
+// not there), for checks and the CLI.
 func (h *Handle) DNSRedirectRules() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
 	}
-	ok, err := h.nftChainExists(unix.NFPROTO_INET, DNSTable, dnsChain)
-	if err != nil || !ok {
-		return nil, err
-	}
 	table, _, _ := dnsObjects()
-	rules, err := h.nft.GetRules(table, &nftables.Chain{Name: dnsChain, Table: table})
-	if err != nil {
-		return nil, fmt.Errorf("list DNS redirection in %s: %w", h.where(), err)
-	}
-	out := make([]string, 0, len(rules))
-	for _, r := range rules {
-		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-		out = append(out, s)
+	var out []string
+	for _, spec := range dnsChains {
+		ok, err := h.nftChainExists(unix.NFPROTO_INET, DNSTable, spec.name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		rules, err := h.nft.GetRules(table, &nftables.Chain{Name: spec.name, Table: table})
+		if err != nil {
+			return nil, fmt.Errorf("list DNS redirection in %s: %w", h.where(), err)
+		}
+		for _, r := range rules {
+			s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+			out = append(out, s)
+		}
 	}
 	return out, nil
 }
 
 // EnsureDNSPods puts addrs (pods whose DNS goes to the proxy) in the DNS
 // table's sets, making the table and sets when they are missing (the
-// chain comes with EnsureDNSRedirect; until then nothing is redirected).
+// chains come with EnsureDNSRedirect; until then nothing is diverted).
 // Addresses already there are no error. One transaction.
 func (h *Handle) EnsureDNSPods(addrs []netip.Addr) error {
 	var e4, e6 []nftables.SetElement
