@@ -90,6 +90,9 @@ type flags struct {
 	// multiNetworkPolicies enforces MultiNetworkPolicies on the secondary
 	// networks (agent/mnp; with the pod API).
 	multiNetworkPolicies bool
+	// dnsProxyPort is the DNS proxy's port (domainNames peers, with
+	// clusterNetworkPolicies; 0: none).
+	dnsProxyPort int
 	ipam                 clusterIPAMFlags // clusteripam.go
 
 	// set holds the names of the flags given on the command line or by
@@ -188,6 +191,7 @@ func (f *flags) intFlags() []struct {
 		{&f.flowLogMaxSize, "flow-log-max-size", int(flowlog.DefaultMaxSize >> 20), "kube: rotate the flow log when it would pass this many MiB (cnibox)"},
 		{&f.flowLogMaxFiles, "flow-log-max-files", flowlog.DefaultMaxFiles, "kube: rotated flow logs kept (cnibox)"},
 		{&f.flowLogRate, "flow-log-rate", flowlog.DefaultRate, "kube: flow log records a second at most (bursts of 5 seconds' worth); the rest are summed in a suppressed record each second; -1: no limit (cnibox)"},
+		{&f.dnsProxyPort, "dns-proxy-port", 53053, "kube, with --cluster-network-policies: the port of the DNS proxy that learns the addresses of domainNames peers, on every node address (the pods' DNS is sent to it; 0: domainNames peers allow nothing) (cnibox)"},
 		{&f.policyResync, "policy-resync", 300, "kube: replace the whole policy table with the model every this many seconds, putting back what else changed in it (0: never) (cnibox)"},
 		{&f.verbosity, "v", 0, "number for the log level verbosity (>= 1: debug)"},
 	}
@@ -308,6 +312,9 @@ func (f *flags) validate() error {
 		return fmt.Errorf("%w: list namespaces, comma separated, or \"*\" for every one", err)
 	}
 	f.pod.nadTrust = trust
+	if f.dnsProxyPort < 0 || f.dnsProxyPort > 65535 || f.dnsProxyPort == 53 {
+		return fmt.Errorf("--dns-proxy-port %d: use a free port of 1-65535 other than 53 (the pods' own DNS), or 0 for no proxy", f.dnsProxyPort)
+	}
 	if f.multiNetworkPolicies && (!f.pod.enabled() || f.pod.only) {
 		return fmt.Errorf("--multi-network-policies: the secondary networks' policies are written as the multi role's ADD reports a pod's networks, through the pod API: add --pod-api")
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,12 +12,14 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/agent"
+	"github.com/cnibox/cnibox/agent/fqdn"
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
 	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // The agent's Sink commits on its own goroutine (policy.Watch starts its
@@ -42,6 +45,9 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		if err := sink.Remove(); err != nil {
 			return fmt.Errorf("--network-policy=false: %w", err)
 		}
+		if _, err := startDNSProxy(f, nil, log); err != nil { // removes the DNS table
+			return fmt.Errorf("--network-policy=false: %w", err)
+		}
 		return nil
 	}
 	if health != nil {
@@ -53,6 +59,11 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 	sink.IndexTo(f.dataDir)
 	sink.ResyncEvery(time.Duration(f.policyResync) * time.Second)
 	bridgedTrafficFiltered(log)
+	stopDNS, err := startDNSProxy(f, sink, log)
+	if err != nil {
+		sink.Close()
+		return err
+	}
 	cfg := policy.WatchConfig{
 		Cluster: f.cluster(), Log: log, Sink: sink,
 		NodeAddrs:              nodeAddrs(log),
@@ -76,6 +87,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 	}
 	go func() {
 		defer sink.Close()
+		defer stopDNS()
 		if cfg.FlowLog != nil {
 			defer cfg.FlowLog.(*lazyFlowLog).Close()
 		}
@@ -141,4 +153,55 @@ func bridgedTrafficFiltered(log *slog.Logger) {
 	if err != nil {
 		log.Warn("network policy: traffic between pods of one bridge is not policed without br_netfilter (modprobe br_netfilter)", "err", err)
 	}
+}
+
+// startDNSProxy starts the DNS proxy of the domainNames peers (agent/fqdn:
+// the pods a policy with one selects have their DNS sent to it, and what
+// they resolve for the peer's names is allowed for its TTL) when
+// ClusterNetworkPolicies are on and --dns-proxy-port is not 0: its
+// transparent listeners, then the policy routing and the DNS table that
+// send it the queries. Otherwise what an earlier agent set up for it is
+// removed. stop closes the proxy; the table and the routing stay (the
+// next agent's proxy takes over the port).
+func startDNSProxy(f *flags, sink *policynft.Sink, log *slog.Logger) (stop func(), err error) {
+	h, err := netops.Open("")
+	if err != nil {
+		return nil, fmt.Errorf("domainNames: %w", err)
+	}
+	defer h.Close()
+	if !f.networkPolicy || !f.clusterNetworkPolicies || f.dnsProxyPort == 0 {
+		err := errors.Join(h.NFT().DeleteDNSRedirect(), h.DeleteMarkLocal(netops.DNSMarkLocal))
+		if err != nil {
+			return nil, fmt.Errorf("domainNames off: remove the DNS table and its routing: %w", err)
+		}
+		return func() {}, nil
+	}
+	dns, err := policynft.NewDNS("")
+	if err != nil {
+		return nil, fmt.Errorf("domainNames: %w", err)
+	}
+	port := uint16(f.dnsProxyPort)
+	cfg := fqdn.DefaultConfig
+	cfg.Port4, cfg.Port6, cfg.Permit, cfg.Learn, cfg.Log = port, port, dns.Permit, dns.Learn, log
+	proxy, err := fqdn.Listen(cfg)
+	if err != nil {
+		dns.Close()
+		return nil, fmt.Errorf("domainNames: the DNS proxy on port %d (--dns-proxy-port): %w", port, err)
+	}
+	if err := h.EnsureMarkLocal(netops.DNSMarkLocal); err != nil {
+		proxy.Close()
+		dns.Close()
+		return nil, fmt.Errorf("domainNames: the DNS proxy's routing: %w", err)
+	}
+	if _, err := h.NFT().EnsureDNSRedirect(nft.DNSRedirect{Port4: port, Port6: port}); err != nil {
+		proxy.Close()
+		dns.Close()
+		return nil, fmt.Errorf("domainNames: the DNS table: %w", err)
+	}
+	sink.WithDNS(dns)
+	log.Info("domainNames: the DNS proxy listens", "port", port)
+	return func() {
+		proxy.Close()
+		dns.Close()
+	}, nil
 }
