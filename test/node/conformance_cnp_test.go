@@ -27,8 +27,8 @@ const cnpVersion = "v0.3.0"
 
 // cnpFeatures are the suite's features cnibox supports: the standard one
 // and the experimental named ports and node peers (domainNames, the
-// experimental CRD's other field, has no test in the suite and no support
-// in cnibox).
+// experimental CRD's other field, has no test in the suite: cnibox's own
+// are test/domainnames and agent/policynft's, docs/policy.md).
 const cnpFeatures = "ClusterNetworkPolicy,ClusterNetworkPolicyNamedPorts,ClusterNetworkPolicyEgressNodePeers"
 
 // cnpChart is the Helm chart's RBAC template: its
