@@ -144,3 +144,25 @@ func podDir(m *policymodel.Model, t *policymodel.Tiers, ips []netip.Addr, sets m
 	}
 	return d
 }
+
+// PolicyTypesAsTheAnchor gives spec the directions multi-networkpolicy-
+// iptables enforces: without policyTypes, ingress when it has ingress
+// rules and egress when it has egress rules. NetworkPolicy (and the
+// CRD's text, copied from it) would isolate ingress whatever the rules;
+// the anchor does not, its e2e tests check that (simple-v4-egress: a
+// policy with egress rules alone leaves its pods open to every client),
+// and clusters moving from it keep their behaviour. It reports false for
+// a spec that then isolates nothing (no policyTypes, no rules): such a
+// policy is for no direction, and is left out.
+func PolicyTypesAsTheAnchor(spec *networkingv1.NetworkPolicySpec) bool {
+	if len(spec.PolicyTypes) > 0 {
+		return true
+	}
+	if len(spec.Ingress) > 0 {
+		spec.PolicyTypes = append(spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	}
+	if len(spec.Egress) > 0 {
+		spec.PolicyTypes = append(spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+	}
+	return len(spec.PolicyTypes) > 0
+}

@@ -175,3 +175,41 @@ func TestParseNetworkStatus(t *testing.T) {
 		t.Error("an object for a list: no error")
 	}
 }
+
+// TestPolicyTypesAsTheAnchor: a policy with egress rules alone isolates
+// its pods in egress only (the anchor's simple-v4-egress case: clients
+// still reach the server), one with ingress rules alone in ingress only,
+// both with both, given policyTypes win, and one with neither isolates
+// nothing.
+func TestPolicyTypesAsTheAnchor(t *testing.T) {
+	in := []networkingv1.NetworkPolicyIngressRule{{}}
+	eg := []networkingv1.NetworkPolicyEgressRule{{}}
+	ing, egr := networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress
+	for _, c := range []struct {
+		name string
+		spec networkingv1.NetworkPolicySpec
+		want []networkingv1.PolicyType
+		ok   bool
+	}{
+		{"egress rules alone", networkingv1.NetworkPolicySpec{Egress: eg}, []networkingv1.PolicyType{egr}, true},
+		{"ingress rules alone", networkingv1.NetworkPolicySpec{Ingress: in}, []networkingv1.PolicyType{ing}, true},
+		{"both", networkingv1.NetworkPolicySpec{Ingress: in, Egress: eg}, []networkingv1.PolicyType{ing, egr}, true},
+		{"given", networkingv1.NetworkPolicySpec{Egress: eg, PolicyTypes: []networkingv1.PolicyType{ing}}, []networkingv1.PolicyType{ing}, true},
+		{"neither", networkingv1.NetworkPolicySpec{}, nil, false},
+	} {
+		ok := PolicyTypesAsTheAnchor(&c.spec)
+		if ok != c.ok || !slices.Equal(c.spec.PolicyTypes, c.want) {
+			t.Errorf("%s: %v %v, want %v %v", c.name, c.spec.PolicyTypes, ok, c.want, c.ok)
+		}
+	}
+	// Resolved: the server of an egress-only policy is open to clients.
+	spec := networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"name": "server"}},
+		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "client-a"}}}}}}}
+	PolicyTypesAsTheAnchor(&spec)
+	got := Resolve(Input{Node: "n1", Pods: []*Pod{pod("t", "server", "n1", "m1", "2.2.6.8", map[string]string{"name": "server"})},
+		Policies: []*Policy{{Networks: []string{"default/m1"}, NP: &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "eg"}, Spec: spec}}}})
+	ifs := got["t/server"].Ifaces
+	if len(ifs) != 1 || ifs[0].Ingress.Isolated || !ifs[0].Egress.Isolated {
+		t.Errorf("an egress-only policy: %+v, want net1 isolated in egress only", ifs)
+	}
+}

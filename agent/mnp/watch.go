@@ -174,7 +174,10 @@ func (w *Watcher) slim(obj any) (any, error) {
 		if err != nil {
 			w.cfg.Log.Warn("multi-network policy: the policy is for no network", "policy", o.Namespace+"/"+o.Name, "err", err)
 		}
-		np := &networkingv1.NetworkPolicy{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Spec: o.Spec}
+		np := &networkingv1.NetworkPolicy{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Spec: *o.Spec.DeepCopy()}
+		if !PolicyTypesAsTheAnchor(&np.Spec) {
+			nets = nil // isolates nothing, as with the anchor
+		}
 		return &slimPolicy{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Obj: Policy{NP: np, Networks: nets}}, nil
 	}
 	return obj, nil
