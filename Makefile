@@ -249,6 +249,29 @@ test-cnp: deps deps-conformance image
 	cat bin/conformance/cnp/summary 2>/dev/null || echo "conformance cnp: no result"; \
 	exit $$rc
 
+# test-mnp: the MultiNetworkPolicy e2e traffic tests of
+# k8snetworkplumbingwg/multi-networkpolicy-iptables (its e2e/tests/*.bats
+# at cbf2b11, run with Debian's bats; not in the repository: MNP_E2E names
+# their directory, test/node/testdata/multi-networkpolicy-e2e/README.md)
+# on one kubelet node: cnibox from bin/cnibox.yaml with secondary networks
+# and MultiNetworkPolicy turned on as docs/deploy.md says (the CRDs,
+# multi-network-policies.yaml and its patch); the tests that check the
+# anchor's own iptables rules and bond-cni.bats are left out. Report in
+# bin/conformance/mnp/; the last line is the counts (docs/conformance.md).
+MNP_E2E ?=
+MNP_DEBS := bats
+.PHONY: test-mnp
+test-mnp: deps image
+	@missing=$$(for p in $(MNP_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	[ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null)
+	rc=0; kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl) && \
+	rm -f bin/conformance/mnp/summary && \
+	CNIBOX_MNP_E2E=$(if $(MNP_E2E),$(abspath $(MNP_E2E))) CNIBOX_CONFORMANCE_REPORT=$(CURDIR)/bin/conformance/mnp \
+	CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+		$(GO) test -count=1 -timeout 30m -tags kube -run 'TestKubeMNPE2E$$' -v ./test/node/ || rc=1; \
+	cat bin/conformance/mnp/summary 2>/dev/null || echo "mnp e2e: no result"; \
+	exit $$rc
+
 # soak-cluster: the cluster soak (not in CI, not in make test): the
 # conformance cluster (three kubelet nodes, kube-proxy, CoreDNS, cnibox from
 # bin/cnibox.yaml wrapped in multi with a whereabouts secondary, a

@@ -44,7 +44,11 @@
 // TestKubeConformance (make test-conformance) runs Kubernetes' own
 // [sig-network] e2e specs on three such nodes with kube-proxy and CoreDNS,
 // on flannel with the reference plugins or on cnibox ($CNIBOX_CONFORMANCE;
-// docs/conformance.md).
+// docs/conformance.md). TestKubeCNPConformance (make test-cnp) runs
+// network-policy-api's ClusterNetworkPolicy conformance profile on them;
+// TestKubeMNPE2E (make test-mnp) runs the MultiNetworkPolicy e2e traffic
+// tests of k8snetworkplumbingwg/multi-networkpolicy-iptables (bats) on one
+// such node, with Multus-style secondary networks (multi) and macvlan NADs.
 //
 // The test needs root and the build tag kube; the Makefile passes the
 // Kubernetes binaries, the image archive and the rendered manifest in
