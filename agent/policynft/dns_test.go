@@ -3,6 +3,7 @@ package policynft_test
 import (
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,11 @@ func TestPolicyDNS(t *testing.T) {
 	}
 	n.e.SetClusterNetworkPolicy(rules())
 	n.start()
-	view := func(f func(*policymodel.Model)) { f(n.e.Model()) }
+	// The watcher's lock, as the agent has it: the engine changes under
+	// it and Run and the DNS side read the model under it.
+	var mu sync.Mutex
+	view := func(f func(*policymodel.Model)) { mu.Lock(); defer mu.Unlock(); f(n.e.Model()) }
+	change := func(c func(*policy.Engine) policymodel.Delta) { mu.Lock(); defer mu.Unlock(); n.do(c) }
 	go n.sink.Run(t.Context(), view, nil)
 
 	h, err := nft.Open(l.nodePath)
@@ -64,7 +69,7 @@ func TestPolicyDNS(t *testing.T) {
 	allowDNS := cnpv1.ClusterNetworkPolicyEgressRule{Action: cnpv1.ClusterNetworkPolicyRuleActionAccept,
 		To:        []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{cnpv1.CIDR(ya.ip.String() + "/32")}}},
 		Protocols: []cnpv1.ClusterNetworkPolicyProtocol{{UDP: &cnpv1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1.Port{Number: 53}}}}}
-	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(rules(allowDNS)) })
+	change(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(rules(allowDNS)) })
 	deadline := time.Now().Add(30 * time.Second)
 	for !udp53(ya.ip) {
 		if time.Now().After(deadline) {
@@ -72,7 +77,7 @@ func TestPolicyDNS(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(rules()) })
+	change(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(rules()) })
 	if udp53(ya.ip) {
 		t.Error("Permit: x/a may send DNS to y/a, which its policy now denies")
 	}
