@@ -61,8 +61,12 @@ var labConfig = Config{MaxPerPod: 4, Timeout: time.Second, IdleTimeout: 3 * time
 
 // dnsmasqConf serves a CNAME chain to two A records and an AAAA, a name
 // with TTL 0 (the floor), one with a day (the cap), and one Learn fails.
+// user= and group= (empty): dnsmasq keeps the test's user instead of
+// switching to nobody, whom make test-kernel's VM has no entry for.
 const dnsmasqConf = `no-resolv
 no-hosts
+user=
+group=
 port=53
 listen-address=10.53.2.2,fd00:53:2::2,10.53.2.4,fd00:53:2::4
 bind-interfaces
