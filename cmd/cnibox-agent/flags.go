@@ -93,7 +93,7 @@ type flags struct {
 	// dnsProxyPort is the DNS proxy's port (domainNames peers, with
 	// clusterNetworkPolicies; 0: none).
 	dnsProxyPort int
-	ipam                 clusterIPAMFlags // clusteripam.go
+	ipam         clusterIPAMFlags // clusteripam.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
