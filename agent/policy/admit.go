@@ -104,6 +104,10 @@ func (w *watcher) admit(ctx context.Context, ns, name string, ips []netip.Addr) 
 				w.mu.Unlock()
 				return &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("policy-admit: pod %s is not this node's (%s)", key, p.Node)}
 			}
+			if other := w.holderLocked(key, ips); other != "" {
+				w.mu.Unlock()
+				return &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("policy-admit: %v: pod %s's status holds it", ips, other)}
+			}
 			w.admitLocked(key, p, ips)
 			w.mu.Unlock()
 			break
@@ -227,4 +231,25 @@ func splitKey(key string) (ns, name string) {
 		}
 	}
 	return "", key
+}
+
+// holderLocked is another pod of the node whose status holds one of ips
+// (not done), or "" (w.mu held): an address is placed for one pod at a
+// time, and a caller of the socket must not lend one pod's address to
+// another pod's labels.
+func (w *watcher) holderLocked(key string, ips []netip.Addr) string {
+	for k, p := range w.e.localPods {
+		if k == key || p.Done {
+			continue
+		}
+		if held, ok := w.admitted[k]; ok && slices.Equal(held, p.IPs) {
+			continue // its addresses are an admission, which this one takes over
+		}
+		for _, a := range p.IPs {
+			if slices.Contains(ips, a) {
+				return k
+			}
+		}
+	}
+	return ""
 }

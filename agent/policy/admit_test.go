@@ -162,6 +162,7 @@ func TestAdmit(t *testing.T) {
 		reason         agentapi.Reason
 	}{
 		{"web-3", "10.1.0.77", "attached set", agentapi.ReasonBadRequest},
+		{"web-3", "10.1.0.10", "x/web-2's status holds it", agentapi.ReasonBadRequest}, // another pod's address
 		{"far", "10.1.0.9", "not this node's", agentapi.ReasonBadRequest},
 	} {
 		if c.name == "far" {
