@@ -146,7 +146,7 @@ e2e: deps build
 test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
-	$(GO) test -count=1 -tags kube -run 'TestWatchKube' -v ./agent/policy/ ./agent/mnp/
+	$(GO) test -count=1 -p 1 -tags kube -run 'TestWatchKube' -v ./agent/policy/ ./agent/mnp/
 	$(GO) test -count=1 -tags kube -run 'TestPolicyAdmitKube' -v ./roles/bridge/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts

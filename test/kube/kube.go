@@ -1,7 +1,10 @@
 // Package kube starts this directory's control plane (control-plane.sh:
 // etcd, kube-apiserver, the node IPAM controller) for a test, on the
-// loopback of the namespace the test runs in. Tests that use it hold
-// /tmp/cnibox-kube.lock (its ports are fixed).
+// loopback of the namespace the test runs in. Its ports are fixed: Start
+// holds /tmp/cnibox-kube-ports.lock until the test ends, so tests of two
+// packages that one `go test` runs at once take turns (a wrapper around
+// the whole run holds /tmp/cnibox-kube.lock, another file, against the
+// real-node harness and the benches).
 package kube
 
 import (
@@ -9,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +52,7 @@ func Script(t testing.TB) string {
 func Start(t testing.TB, env []string, args ...string) (kubeconfig string) {
 	t.Helper()
 	script := Script(t)
+	portLock(t)
 	dir := t.TempDir()
 	cmd := exec.Command("bash", append([]string{script, "start", dir}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -57,6 +62,22 @@ func Start(t testing.TB, env []string, args ...string) (kubeconfig string) {
 		t.Fatalf("start the control plane: %v\n%s", err, out)
 	}
 	return filepath.Join(dir, "kubeconfig")
+}
+
+// portLock takes /tmp/cnibox-kube-ports.lock for the rest of the test,
+// waiting while another process's test holds it (a cleanup registered
+// before Start's stop runs after it: the lock outlives the control plane).
+func portLock(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile("/tmp/cnibox-kube-ports.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("lock the control plane's ports: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
 }
 
 // Clientset is a client of kubeconfig's cluster, QPS and burst 500 (tests
