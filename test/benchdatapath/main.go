@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -55,6 +56,18 @@ const (
 	// serveEnv makes the program the netload server of a pod (started in
 	// the pod's namespace): the ports to serve, comma separated.
 	serveEnv = "CNIBOX_BENCH_DATAPATH_SERVE"
+	// serveCPUEnv binds the server to a CPU (-pin).
+	serveCPUEnv = "CNIBOX_BENCH_DATAPATH_SERVE_CPU"
+)
+
+// The CPUs of -pin: iperf3's UDP client on clientCPU and its server on
+// serverCPU; TCP_RR's and TCP_CRR's client and server both on serverCPU.
+// iperf3's TCP runs are left to the scheduler: bound, they lose most of
+// their rate whenever other work lands on the CPU (the machine is shared),
+// and four streams want both CPUs anyway.
+const (
+	clientCPU = 0
+	serverCPU = 1
 )
 
 type options struct {
@@ -71,6 +84,7 @@ type options struct {
 	timeout  time.Duration
 	json     string
 	verbose  bool
+	pin      bool
 }
 
 func parseOptions() (*options, error) {
@@ -89,6 +103,7 @@ func parseOptions() (*options, error) {
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for a configuration to come up after this long")
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "bind TCP_RR's and TCP_CRR's client and server both to CPU 1, iperf3's UDP client to CPU 0 and its server to CPU 1 (unbound, where each side runs changes from run to run, and on a 2-vCPU VM a wake-up across vCPUs costs 20-30 µs: TCP_RR's p50 and UDP's rate come out bimodal)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -45,7 +45,8 @@ func (in *instance) measure(p pair) (*sample, error) {
 	if err := in.reach(p.cli, p.ip, loadPort); err != nil {
 		return nil, err
 	}
-	ip := netload.IPerf3{ClientNS: p.cli, ServerNS: p.srv, Server: p.ip, Secs: max(1, int(o.dur.Round(time.Second).Seconds()))}
+	ip := netload.IPerf3{ClientNS: p.cli, ServerNS: p.srv, Server: p.ip, Secs: max(1, int(o.dur.Round(time.Second).Seconds())),
+		PinUDP: o.pin, ClientCPU: clientCPU, ServerCPU: serverCPU}
 	to := netip.AddrPortFrom(p.ip, loadPort)
 	s := &sample{}
 	for run := 1; run <= o.runs; run++ {
@@ -63,6 +64,13 @@ func (in *instance) measure(p pair) (*sample, error) {
 		var rr netload.RRResult
 		var crr netload.CRRResult
 		err = netops.InNetns(p.cli, func() error {
+			if o.pin {
+				restore, err := netload.PinThread(serverCPU)
+				if err != nil {
+					return err
+				}
+				defer restore()
+			}
 			var err error
 			if rr, err = netload.RR(to, o.dur); err != nil {
 				return fmt.Errorf("TCP_RR: %w", err)
@@ -97,6 +105,16 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 // serve is the netload server of a pod: the ports in ports (comma
 // separated) until SIGTERM.
 func serve(ports string) int {
+	if cpu := os.Getenv(serveCPUEnv); cpu != "" {
+		n, err := strconv.Atoi(cpu)
+		if err == nil {
+			err = netload.PinProcess(n)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-datapath: serve: CPU %q: %v\n", cpu, err)
+			return 2
+		}
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	for _, p := range strings.Split(ports, ",") {

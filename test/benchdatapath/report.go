@@ -124,7 +124,11 @@ func (r *report) print(took time.Duration) {
 	o := r.o
 	fmt.Printf("\nbench-datapath: %s UTC, %d CPUs (%s), kernel %s; %d round(s) x %d run(s) of %v per measurement (medians of all), UDP payload %d B, %d policies; took %s\n",
 		r.started.Format("2006-01-02 15:04"), runtime.NumCPU(), cpuModel(), kernel(), o.rounds, o.runs, o.dur, o.udpSize, o.policies, took.Round(time.Second))
-	fmt.Printf("load average (1, 5, 15 min): %s at the start, %s at the end\n\n", r.loadStart, loadavg())
+	pin := "not bound to CPUs"
+	if o.pin {
+		pin = fmt.Sprintf("TCP_RR's and TCP_CRR's client and server on CPU %d, iperf3's UDP client on CPU %d and server on CPU %d, TCP unbound", serverCPU, clientCPU, serverCPU)
+	}
+	fmt.Printf("load average (1, 5, 15 min): %s at the start, %s at the end; %s\n\n", r.loadStart, loadavg(), pin)
 
 	head := "| path | pods |"
 	sep := "| --- | --- |"

@@ -456,6 +456,9 @@ func onNode(n *node, cnibox bool, fn func() error) error {
 func (in *instance) serve(path string) error {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%d", serveEnv, loadPort, closedPort))
+	if in.e.o.pin {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", serveCPUEnv, serverCPU))
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := netops.InNetns(path, cmd.Start); err != nil {

@@ -16,18 +16,21 @@ import (
 // IPerf3 runs Debian's iperf3 between two network namespaces: a one-off
 // server (-s -1) bound to Server in ServerNS, the client in ClientNS
 // (paths; "" is the caller's own namespace), for Secs seconds a run, on
-// Port (0: iperf3's 5201).
+// Port (0: iperf3's 5201); with PinUDP, UDP's client bound to ClientCPU
+// and its server to ServerCPU (-A).
 type IPerf3 struct {
-	ClientNS, ServerNS string
-	Server             netip.Addr
-	Port               uint16
-	Secs               int
+	ClientNS, ServerNS   string
+	Server               netip.Addr
+	Port                 uint16
+	Secs                 int
+	PinUDP               bool
+	ClientCPU, ServerCPU int
 }
 
 // TCP returns the rate the server received over streams parallel TCP
 // streams (-P), in Gbit/s.
 func (p IPerf3) TCP(streams int) (float64, error) {
-	out, err := p.run("-P", strconv.Itoa(streams))
+	out, err := p.run(false, "-P", strconv.Itoa(streams))
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +52,7 @@ func (p IPerf3) TCP(streams int) (float64, error) {
 // received (sent minus lost: dropped anywhere on the path, its own socket
 // buffer included).
 func (p IPerf3) UDP(size int) (float64, error) {
-	out, err := p.run("-u", "-b", "0", "-l", strconv.Itoa(size))
+	out, err := p.run(p.PinUDP, "-u", "-b", "0", "-l", strconv.Itoa(size))
 	if err != nil {
 		return 0, err
 	}
@@ -73,13 +76,20 @@ func (p IPerf3) UDP(size int) (float64, error) {
 }
 
 // run starts the server, runs the client with args (tried again while
-// the server is not listening yet) and returns the client's JSON.
-func (p IPerf3) run(args ...string) ([]byte, error) {
+// the server is not listening yet) and returns the client's JSON; pin
+// binds them to their CPUs.
+func (p IPerf3) run(pin bool, args ...string) ([]byte, error) {
 	port := "5201"
 	if p.Port != 0 {
 		port = strconv.Itoa(int(p.Port))
 	}
-	server := exec.Command("iperf3", "-s", "-1", "-B", p.Server.String(), "-p", port)
+	sargs := []string{"-s", "-1", "-B", p.Server.String(), "-p", port}
+	cargs := []string{"-c", p.Server.String(), "-p", port, "-t", strconv.Itoa(p.Secs), "-J"}
+	if pin {
+		sargs = append(sargs, "-A", strconv.Itoa(p.ServerCPU))
+		cargs = append(cargs, "-A", strconv.Itoa(p.ClientCPU))
+	}
+	server := exec.Command("iperf3", sargs...)
 	var serr bytes.Buffer
 	server.Stdout, server.Stderr = &serr, &serr
 	if err := netops.InNetns(p.ServerNS, server.Start); err != nil {
@@ -95,7 +105,7 @@ func (p IPerf3) run(args ...string) ([]byte, error) {
 		time.Sleep(100 * time.Millisecond)
 		out.Reset()
 		cerr.Reset()
-		client := exec.Command("iperf3", append([]string{"-c", p.Server.String(), "-p", port, "-t", strconv.Itoa(p.Secs), "-J"}, args...)...)
+		client := exec.Command("iperf3", append(cargs, args...)...)
 		client.Stdout, client.Stderr = &out, &cerr
 		if err = netops.InNetns(p.ClientNS, client.Start); err != nil {
 			return nil, fmt.Errorf("iperf3 client: %w", err)

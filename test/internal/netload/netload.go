@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -228,6 +230,42 @@ func CRR(to netip.AddrPort, d time.Duration) (CRRResult, error) {
 		}
 	}
 	return CRRResult{Connections: k, Elapsed: time.Since(start)}, nil
+}
+
+// PinThread binds the calling thread, which the caller has locked
+// (runtime.LockOSThread), to cpu, and returns what binds it back to the
+// CPUs it had: a thread goes back to Go's pool when unlocked.
+func PinThread(cpu int) (restore func(), err error) {
+	var was, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		return nil, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("bind the thread to CPU %d: %w", cpu, err)
+	}
+	return func() { unix.SchedSetaffinity(0, &was) }, nil
+}
+
+// PinProcess binds every thread of this process to cpu (the threads it
+// makes later inherit it).
+func PinProcess(cpu int) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("bind thread %d to CPU %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
 }
 
 // Percentile is the nearest-rank p (0 < p <= 1) of sorted values.

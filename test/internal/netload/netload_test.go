@@ -3,8 +3,11 @@ package netload
 import (
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRRAndCRR: on the loopback (no root), RR's transactions come back
@@ -68,5 +71,33 @@ func TestIPerf3(t *testing.T) {
 	}
 	if pps, err := p.UDP(64); err != nil || pps <= 0 {
 		t.Errorf("UDP: %v packets/s, %v", pps, err)
+	}
+}
+
+// TestPinThread: the thread runs on the CPU asked, and on what it had
+// afterwards.
+func TestPinThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var was, now unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		t.Fatal(err)
+	}
+	restore, err := PinThread(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SchedGetaffinity(0, &now); err != nil {
+		t.Fatal(err)
+	}
+	if now.Count() != 1 || !now.IsSet(0) {
+		t.Errorf("pinned to CPU 0: the thread may run on %d CPUs", now.Count())
+	}
+	restore()
+	if err := unix.SchedGetaffinity(0, &now); err != nil {
+		t.Fatal(err)
+	}
+	if now != was {
+		t.Error("restore did not give the thread its CPUs back")
 	}
 }
