@@ -337,6 +337,25 @@ bench-overlay: build
 	@command -v etcd >/dev/null && command -v iperf3 >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 >/dev/null)
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchoverlay -agent $(CURDIR)/bin/cnibox-agent $(BENCH_OVERLAY_ARGS)
 
+# bench-datapath: the data path pod to pod, side by side in one run (issue
+# 53): the floor (two namespaces on a bare veth pair; the two nodes over
+# their underlay), flanneld v0.28.9 with the reference plugins v1.9.1
+# (built once into the user's cache) and cnibox on vxlan and host-gw, and
+# cnibox on vxlan with 200 NetworkPolicies selecting the pods and the flow
+# log (deny) for their namespace; for same-node and cross-node pods: iperf3
+# TCP (1 and 4 streams), TCP_RR p50/p99 and TCP_CRR (test/internal/netload:
+# netperf is not in Debian), UDP packets a second at 64 bytes. Two node
+# namespaces on a real control plane (test/kube/control-plane.sh), in a
+# private network namespace; medians of -rounds x -runs, the load average
+# before and after each configuration. BENCH_DATAPATH_ARGS='-quick' for a
+# run of a few minutes. docs/benchmarks.md. Not in make test or CI.
+.PHONY: bench-datapath
+bench-datapath: build
+	@command -v etcd >/dev/null && command -v iperf3 >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 >/dev/null)
+	bash test/kube/control-plane.sh build >/dev/null
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchdatapath -agent-kube $(CURDIR)/bin/cnibox-agent-kube \
+		-kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_DATAPATH_ARGS)
+
 # bench-scale: one real agent among N simulated nodes (N=1000,5000) for the
 # etcd backend (leases written into etcd) and the kube backend (realistic
 # Node objects in a real control plane, test/kube/control-plane.sh): converge,

@@ -127,11 +127,6 @@ func (c *cluster) addNode(i int) error {
 	return err
 }
 
-// startIn starts cmd with its process in the network namespace at ns.
-func startIn(ns string, cmd *exec.Cmd) error {
-	return netops.InNetns(ns, cmd.Start)
-}
-
 // runIn runs fn on a thread inside the namespace at ns.
 func runIn(ns string, fn func() error) error {
 	return netops.InNetns(ns, fn)

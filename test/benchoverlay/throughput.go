@@ -11,9 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
+	"github.com/cnibox/cnibox/test/internal/netload"
 	"github.com/cnibox/cnibox/test/internal/snmp"
 )
 
@@ -268,46 +267,9 @@ func iperf(o *options, cli, srv string, ip netip.Addr) (float64, error) {
 }
 
 // iperfOnce runs iperf3's server in the namespace srv on ip and its client
-// in cli, and returns the received rate.
+// in cli (test/internal/netload), and returns the received rate.
 func iperfOnce(o *options, cli, srv string, ip netip.Addr) (float64, error) {
-	server := exec.Command("iperf3", "-s", "-1", "-B", ip.String())
-	var serr bytes.Buffer
-	server.Stdout, server.Stderr = &serr, &serr
-	if err := startIn(srv, server); err != nil {
-		return 0, err
-	}
-	defer func() {
-		server.Process.Signal(syscall.SIGTERM)
-		server.Wait()
-	}()
-	var out bytes.Buffer
-	var err error
-	for try := 0; try < 20; try++ {
-		time.Sleep(100 * time.Millisecond)
-		out.Reset()
-		client := exec.Command("iperf3", "-c", ip.String(), "-t", strconv.Itoa(o.iperfSecs), "-J")
-		client.Stdout = &out
-		if err = startIn(cli, client); err != nil {
-			return 0, err
-		}
-		if err = client.Wait(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("iperf3 client: %v: %s %s", err, out.String(), serr.String())
-	}
-	var res struct {
-		End struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return 0, fmt.Errorf("iperf3 output: %w", err)
-	}
-	return res.End.SumReceived.BitsPerSecond / 1e9, nil
+	return netload.IPerf3{ClientNS: cli, ServerNS: srv, Server: ip, Secs: o.iperfSecs}.TCP(1)
 }
 
 // fragments sums the IPv4 fragments created (Ip: FragCreates) in the

@@ -1,0 +1,245 @@
+// Command benchdatapath is `make bench-datapath`: the data path pod to pod,
+// side by side in one run, on the real-node harness's topology in network
+// namespaces (two nodes on one underlay, a control plane on it, pods as
+// namespaces on each node):
+//
+//   - the floor: two namespaces on a bare veth pair (what same-node pods
+//     are compared with) and the two nodes over their plain underlay
+//     (cross-node);
+//   - flanneld v0.28.9 (test/internal/flanneld) with the reference plugins
+//     v1.9.1 (test/internal/upstream: flannel's conflist, the flannel plugin
+//     delegating to bridge and host-local, then portmap), on vxlan and
+//     host-gw, as the conformance anchor runs them (--kube-subnet-mgr
+//     --ip-masq);
+//   - cnibox (cnibox-agent-kube --kube-subnet-mgr --ip-masq, NetworkPolicy
+//     on as in its manifest, and cnibox's flannel and portmap roles with the
+//     same conflist) on vxlan and host-gw;
+//   - cnibox on vxlan again with 200 NetworkPolicies selecting the pods and
+//     the flow log on (deny) for their namespace.
+//
+// For each, two pods on one node (same-node) and a pod on each node
+// (cross-node): TCP throughput with iperf3 (1 and 4 streams), TCP_RR
+// (one-byte transactions on one connection: latency p50/p99 and rate),
+// TCP_CRR (connections a second) with test/internal/netload (netperf is not
+// in Debian), and UDP packets a second at 64 bytes (iperf3 -u -b 0).
+// Every configuration runs -rounds times, in turn, each measurement -runs
+// times a round; the tables are medians of all of them. The load average
+// before and after each configuration is printed beside it (the machine may
+// be shared). Nothing in it asserts a timing.
+//
+// It re-executes itself in a private network namespace that holds the
+// underlay bridge and the control plane; flanneld and the reference plugins
+// are built (once, into the user's cache) before that, in the caller's
+// namespace.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cnibox/cnibox/test/internal/flanneld"
+	"github.com/cnibox/cnibox/test/internal/privnet"
+	"github.com/cnibox/cnibox/test/internal/upstream"
+)
+
+const (
+	privateEnv = "CNIBOX_BENCH_DATAPATH_PRIVATE"
+	// serveEnv makes the program the netload server of a pod (started in
+	// the pod's namespace): the ports to serve, comma separated.
+	serveEnv = "CNIBOX_BENCH_DATAPATH_SERVE"
+	// serveCPUEnv binds the server to a CPU (-pin).
+	serveCPUEnv = "CNIBOX_BENCH_DATAPATH_SERVE_CPU"
+)
+
+// The CPUs of -pin: iperf3's UDP client on clientCPU and its server on
+// serverCPU; TCP_RR's and TCP_CRR's client and server both on serverCPU.
+// iperf3's TCP runs are left to the scheduler: bound, they lose most of
+// their rate whenever other work lands on the CPU (the machine is shared),
+// and four streams want both CPUs anyway.
+const (
+	clientCPU = 0
+	serverCPU = 1
+)
+
+type options struct {
+	agent    string
+	cnibox   string
+	kcp      string
+	configs  []string
+	rounds   int
+	runs     int
+	dur      time.Duration
+	quick    bool
+	policies int
+	udpSize  int
+	timeout  time.Duration
+	json     string
+	verbose  bool
+	pin      bool
+}
+
+func parseOptions() (*options, error) {
+	o := &options{}
+	var configs string
+	flag.StringVar(&o.agent, "agent-kube", "bin/cnibox-agent-kube", "cnibox-agent-kube (make build)")
+	flag.StringVar(&o.cnibox, "bin", envStr("CNIBOX_BIN", "bin/cnibox"), "the cnibox binary (env CNIBOX_BIN)")
+	flag.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
+	flag.StringVar(&configs, "configs", strings.Join(configNames(), ","), "configurations to run, comma separated")
+	flag.IntVar(&o.rounds, "rounds", 3, "times every configuration is set up and measured, in turn")
+	flag.IntVar(&o.runs, "runs", 2, "runs of each measurement per round")
+	flag.DurationVar(&o.dur, "time", 4*time.Second, "length of one run (iperf3: whole seconds)")
+	flag.BoolVar(&o.quick, "quick", false, "a quick run for development: -rounds 1 -runs 1 -time 2s unless given")
+	flag.IntVar(&o.policies, "policies", 200, "NetworkPolicies selecting the pods (cnibox-vxlan-policies)")
+	flag.IntVar(&o.udpSize, "udp-size", 64, "UDP payload in bytes")
+	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for a configuration to come up after this long")
+	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
+	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "bind TCP_RR's and TCP_CRR's client and server both to CPU 1, iperf3's UDP client to CPU 0 and its server to CPU 1 (unbound, where each side runs changes from run to run, and on a 2-vCPU VM a wake-up across vCPUs costs 20-30 µs: TCP_RR's p50 and UDP's rate come out bimodal)")
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.quick {
+		if !set["rounds"] {
+			o.rounds = 1
+		}
+		if !set["runs"] {
+			o.runs = 1
+		}
+		if !set["time"] {
+			o.dur = 2 * time.Second
+		}
+	}
+	for _, c := range strings.Split(configs, ",") {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		if !slices.Contains(configNames(), c) {
+			return nil, fmt.Errorf("-configs: no configuration %q (have %s)", c, strings.Join(configNames(), ", "))
+		}
+		o.configs = append(o.configs, c)
+	}
+	if o.rounds < 1 || o.runs < 1 || o.dur < time.Second || o.policies < 1 {
+		return nil, fmt.Errorf("-rounds, -runs and -policies want at least 1, -time at least 1s")
+	}
+	return o, nil
+}
+
+func envStr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (o *options) logf(format string, args ...any) {
+	if o.verbose {
+		fmt.Fprintf(os.Stderr, "%s bench-datapath: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+}
+
+func main() {
+	if ports := os.Getenv(serveEnv); ports != "" {
+		os.Exit(serve(ports))
+	}
+	o, err := parseOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-datapath:", err)
+		os.Exit(2)
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench-datapath: must run as root (it creates network namespaces)")
+		os.Exit(2)
+	}
+	if os.Getenv(privateEnv) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		os.Exit(runPrivate(ctx, o))
+	}
+	for _, b := range []string{o.agent, o.cnibox, o.kcp} {
+		if _, err := os.Stat(b); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-datapath: %v (run make build)\n", err)
+			os.Exit(2)
+		}
+	}
+	for _, tool := range []string{"etcd", "iperf3", "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-datapath: %s is not installed (apt-get install etcd-server iperf3 iptables)\n", tool)
+			os.Exit(2)
+		}
+	}
+	// Built before the private namespace, which has no way out; the child
+	// finds them in its environment.
+	if needsAnchor(o.configs) {
+		fdir, err := flanneld.Dir()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-datapath: flanneld:", err)
+			os.Exit(1)
+		}
+		pdir, err := upstream.Plugins(refPlugins...)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-datapath: the reference plugins:", err)
+			os.Exit(1)
+		}
+		os.Setenv(flanneld.DirEnv, fdir)
+		os.Setenv(upstream.DirEnv, pdir)
+	}
+	os.Exit(privnet.Reexec("bench-datapath", privateEnv+"=1"))
+}
+
+func runPrivate(ctx context.Context, o *options) int {
+	if err := privnet.LoopbackUp(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-datapath: loopback up:", err)
+		return 1
+	}
+	start := time.Now()
+	r := newReport(o)
+	e, err := newEnv(ctx, o)
+	if e != nil {
+		defer e.close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-datapath:", err)
+		return 1
+	}
+	r.loadStart = loadavg()
+	for round := 1; round <= o.rounds; round++ {
+		for _, name := range o.configs {
+			c := configByName(name)
+			before := loadavg()
+			o.logf("round %d: %s (load %s)", round, c.name, before)
+			res, err := e.run(c)
+			r.add(c, round, before, loadavg(), res)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench-datapath: round %d, %s: %v\n", round, c.name, err)
+				r.print(time.Since(start))
+				return 1
+			}
+		}
+	}
+	r.print(time.Since(start))
+	if err := r.writeJSON(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-datapath:", err)
+		return 1
+	}
+	return 0
+}
+
+// loadavg is /proc/loadavg's three load averages.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

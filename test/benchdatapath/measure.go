@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/netload"
+)
+
+// sample is every run's figure of one pair in one configuration, all
+// rounds together.
+type sample struct {
+	TCP1   []float64 `json:"tcp1_gbps"`
+	TCP4   []float64 `json:"tcp4_gbps"`
+	RRP50  []float64 `json:"rr_p50_us"`
+	RRP99  []float64 `json:"rr_p99_us"`
+	RRRate []float64 `json:"rr_per_s"`
+	CRR    []float64 `json:"crr_per_s"`
+	UDP    []float64 `json:"udp_pps"`
+}
+
+func (s *sample) merge(t *sample) {
+	s.TCP1 = append(s.TCP1, t.TCP1...)
+	s.TCP4 = append(s.TCP4, t.TCP4...)
+	s.RRP50 = append(s.RRP50, t.RRP50...)
+	s.RRP99 = append(s.RRP99, t.RRP99...)
+	s.RRRate = append(s.RRRate, t.RRRate...)
+	s.CRR = append(s.CRR, t.CRR...)
+	s.UDP = append(s.UDP, t.UDP...)
+}
+
+// measure runs every measurement of the pair -runs times, one after the
+// other, each run all of them in turn.
+func (in *instance) measure(p pair) (*sample, error) {
+	o := in.e.o
+	if err := in.reach(p.cli, p.ip, loadPort); err != nil {
+		return nil, err
+	}
+	ip := netload.IPerf3{ClientNS: p.cli, ServerNS: p.srv, Server: p.ip, Secs: max(1, int(o.dur.Round(time.Second).Seconds())),
+		PinUDP: o.pin, ClientCPU: clientCPU, ServerCPU: serverCPU}
+	to := netip.AddrPortFrom(p.ip, loadPort)
+	s := &sample{}
+	for run := 1; run <= o.runs; run++ {
+		if err := in.e.ctx.Err(); err != nil {
+			return s, err
+		}
+		g1, err := ip.TCP(1)
+		if err != nil {
+			return s, fmt.Errorf("TCP, 1 stream: %w", err)
+		}
+		g4, err := ip.TCP(4)
+		if err != nil {
+			return s, fmt.Errorf("TCP, 4 streams: %w", err)
+		}
+		var rr netload.RRResult
+		var crr netload.CRRResult
+		err = netops.InNetns(p.cli, func() error {
+			if o.pin {
+				restore, err := netload.PinThread(serverCPU)
+				if err != nil {
+					return err
+				}
+				defer restore()
+			}
+			var err error
+			if rr, err = netload.RR(to, o.dur); err != nil {
+				return fmt.Errorf("TCP_RR: %w", err)
+			}
+			if crr, err = netload.CRR(to, o.dur); err != nil {
+				return fmt.Errorf("TCP_CRR: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return s, err
+		}
+		pps, err := ip.UDP(o.udpSize)
+		if err != nil {
+			return s, fmt.Errorf("UDP: %w", err)
+		}
+		s.TCP1 = append(s.TCP1, g1)
+		s.TCP4 = append(s.TCP4, g4)
+		s.RRP50 = append(s.RRP50, us(rr.P50))
+		s.RRP99 = append(s.RRP99, us(rr.P99))
+		s.RRRate = append(s.RRRate, rr.Rate())
+		s.CRR = append(s.CRR, crr.Rate())
+		s.UDP = append(s.UDP, pps)
+		in.logf("%s run %d: TCP %.2f / %.2f Gbit/s, RR p50 %.1f p99 %.1f µs (%.0f/s), CRR %.0f/s, UDP %.0f pps (load %s)",
+			p.kind, run, g1, g4, us(rr.P50), us(rr.P99), rr.Rate(), crr.Rate(), pps, loadavg())
+	}
+	return s, nil
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// serve is the netload server of a pod: the ports in ports (comma
+// separated) until SIGTERM.
+func serve(ports string) int {
+	if cpu := os.Getenv(serveCPUEnv); cpu != "" {
+		n, err := strconv.Atoi(cpu)
+		if err == nil {
+			err = netload.PinProcess(n)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-datapath: serve: CPU %q: %v\n", cpu, err)
+			return 2
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	for _, p := range strings.Split(ports, ",") {
+		port, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-datapath: serve: port %q: %v\n", p, err)
+			return 2
+		}
+		s, err := netload.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-datapath: serve:", err)
+			return 1
+		}
+		defer s.Close()
+	}
+	<-sig
+	return 0
+}
+
+// policyChains counts the NetworkPolicy chains (n-...) of cnibox's policy
+// table in the namespace at path.
+func policyChains(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.CloseLasting()
+	chains, err := conn.ListChains()
+	if err != nil {
+		return 0, err
+	}
+	k := 0
+	for _, ch := range chains {
+		if ch.Table.Name == "cnibox-policy" && strings.HasPrefix(ch.Name, "n-") {
+			k++
+		}
+	}
+	return k, nil
+}
