@@ -14,7 +14,7 @@ GOTEST_FLAGS ?= -count=1 -timeout 14m
 # containerd for the image test (deploy/image), docker-registry for its push
 # test (a registry on loopback), qemu-user-static to run the arm64 build
 # (no binfmt handler is registered: the test calls qemu-aarch64-static).
-TEST_DEBS  := iproute2 nftables iptables ipset podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry qemu-user-static
+TEST_DEBS  := iproute2 nftables iptables ipset iperf3 podman runc busybox-static containernetworking-plugins conntrack etcd-server containerd openssl curl dnsmasq-base docker-registry qemu-user-static
 # firewalld for the firewall role's firewalld tests (they run it on a private
 # D-Bus in their own namespaces), only where systemd is not PID 1: there,
 # installing Debian's package would start firewalld on the machine itself.
