@@ -70,7 +70,7 @@ func checkTransparent(ctx context.Context, a *cniplug.Args, c *tconf) error {
 		},
 		Node: attach.NodeCheck(a, nft.SrcCheckRouted, hostName, attach.SpoofCheckOn(c.IPSpoofChk),
 			func(host *netops.Handle, prev *current.Result) error {
-				return checkHostEnd(host, hostName, prefixes(prev))
+				return attach.CheckRoutedEnd(host, hostName, prev, func() error { return checkProxyARP(host, hostName) })
 			}),
 	})
 }
@@ -110,28 +110,10 @@ func checkPodGateways(pod *netops.Handle, ifname string, addrs []netip.Prefix) e
 	return nil
 }
 
-// checkHostEnd: the host end is up, answers ARP by proxy and the node
-// routes each pod address to it.
-func checkHostEnd(host *netops.Handle, hostName string, addrs []netip.Prefix) error {
-	hl, err := host.LinkByName(hostName)
-	if err != nil {
-		return cniplug.Errorf(types.ErrIOFailure, "host end %q of the pod's veth: %w", hostName, err)
-	}
-	if !hl.Up {
-		return cniplug.Errorf(types.ErrIOFailure, "host end %q is down", hostName)
-	}
+// checkProxyARP: the host end answers ARP by proxy.
+func checkProxyARP(host *netops.Handle, hostName string) error {
 	if v, err := host.Sysctl("net/ipv4/conf/" + hostName + "/proxy_arp"); err != nil || v != "1" {
 		return cniplug.Errorf(types.ErrIOFailure, "proxy ARP is off on the host end %q (%q, %v): the pod cannot resolve its gateway", hostName, v, err)
-	}
-	routes, err := host.Routes(hostName)
-	if err != nil {
-		return cniplug.WithCode(types.ErrIOFailure, err)
-	}
-	for _, p := range addrs {
-		dst := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
-		if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == dst && r.Table == 0 }) {
-			return cniplug.Errorf(types.ErrIOFailure, "the node's route to the pod address %s via %q is missing", p.Addr(), hostName)
-		}
 	}
 	return nil
 }

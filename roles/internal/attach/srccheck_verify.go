@@ -94,3 +94,35 @@ func PodIPs(prev *current.Result, ifname string) []netip.Addr {
 	}
 	return ips
 }
+
+// CheckRoutedEnd is the host end check (NodeCheck's hostEnd) of a routed
+// pod's veth (ptp, azure-vnet's transparent mode): the host end hostName
+// is there and up, own (the role's checks of it, optional) passes, and the
+// node routes each address of prevResult to it (in the main table, where
+// the ADD put them).
+func CheckRoutedEnd(host *netops.Handle, hostName string, prev *current.Result, own func() error) error {
+	hl, err := host.LinkByName(hostName)
+	if err != nil {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q of the pod's veth: %w", hostName, err)
+	}
+	if !hl.Up {
+		return cniplug.Errorf(types.ErrIOFailure, "host end %q is down", hostName)
+	}
+	if own != nil {
+		if err := own(); err != nil {
+			return err
+		}
+	}
+	routes, err := host.Routes(hostName)
+	if err != nil {
+		return cniplug.WithCode(types.ErrIOFailure, err)
+	}
+	for _, ipc := range prev.IPs {
+		ip := PrefixOf(ipc.Address).Addr()
+		dst := netip.PrefixFrom(ip, ip.BitLen())
+		if !slices.ContainsFunc(routes, func(r netops.Route) bool { return r.Dst == dst && r.Table == 0 }) {
+			return cniplug.Errorf(types.ErrIOFailure, "the node's route to the pod address %s via %q is missing", ip, hostName)
+		}
+	}
+	return nil
+}
