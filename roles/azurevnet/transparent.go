@@ -182,10 +182,10 @@ func podSide(pod *netops.Handle, ifname string, addrs []netip.Prefix) error {
 	if err := pod.SetSysctl("net/ipv6/conf/"+ifname+"/accept_ra", "0"); err != nil && !errors.Is(err, netops.ErrNotFound) {
 		return cniplug.Errorf(types.ErrIOFailure, "accept_ra on %s in the pod: %w", ifname, err)
 	}
+	if err := attach.EnsurePodAddrs(pod, ifname, addrs, netops.AddrOpts{NoDAD: true}); err != nil {
+		return err
+	}
 	for _, p := range addrs {
-		if err := pod.EnsureAddr(ifname, p, netops.AddrOpts{NoDAD: true}); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", p, ifname, err)
-		}
 		if p.Bits() < p.Addr().BitLen() {
 			if err := pod.DeleteRoute(netops.Route{Dst: p.Masked(), Dev: ifname}); err != nil {
 				return cniplug.Errorf(types.ErrIOFailure, "remove the subnet route %s from %s in the pod: %w", p.Masked(), ifname, err)

@@ -74,10 +74,8 @@ func (p *addrPlan) recordGateways(ep *store.Endpoint) {
 // applyAddresses puts the plan's addresses and routes on the pod interface
 // and, with isGateway, the gateways on the bridge.
 func applyAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, p *addrPlan) error {
-	for _, pfx := range p.addrs {
-		if err := pod.EnsureAddr(a.IfName, pfx, netops.AddrOpts{NoDAD: !c.EnableDad}); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
-		}
+	if err := attach.EnsurePodAddrs(pod, a.IfName, p.addrs, netops.AddrOpts{NoDAD: !c.EnableDad}); err != nil {
+		return err
 	}
 	gwLink := c.Bridge
 	if c.Vlan != 0 && len(p.gateways) > 0 {
@@ -93,10 +91,8 @@ func applyAddresses(host, pod *netops.Handle, a *cniplug.Args, c *Conf, p *addrP
 			return err
 		}
 	}
-	for _, rt := range p.routes {
-		if err := pod.EnsureRoute(rt); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add route %s via %s in the pod: %w", rt.Dst, rt.GW, err)
-		}
+	if err := attach.EnsurePodRoutes(pod, p.routes); err != nil {
+		return err
 	}
 	if c.IsGateway {
 		// Forwarding for the families that have a gateway.

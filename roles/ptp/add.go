@@ -102,15 +102,11 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 // gateways on the host end and the node's routes to the pod.
 func apply(host, pod *netops.Handle, a *cniplug.Args, p *plan) error {
 	hostName := attach.HostVethName(a.ContainerID, a.IfName)
-	for _, pfx := range p.pod {
-		if err := pod.EnsureAddr(a.IfName, pfx, netops.AddrOpts{NoDAD: true, NoPrefixRoute: true}); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
-		}
+	if err := attach.EnsurePodAddrs(pod, a.IfName, p.pod, netops.AddrOpts{NoDAD: true, NoPrefixRoute: true}); err != nil {
+		return err
 	}
-	for _, rt := range p.routes {
-		if err := pod.EnsureRoute(rt); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add route %s in the pod: %w", rt, err)
-		}
+	if err := attach.EnsurePodRoutes(pod, p.routes); err != nil {
+		return err
 	}
 	for _, gw := range p.hostAddrs {
 		if err := host.EnsureAddr(hostName, gw, netops.AddrOpts{NoDAD: true}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 )
 
@@ -54,4 +55,25 @@ func PickDNS(conf, ipam types.DNS) types.DNS {
 		return conf
 	}
 	return ipam
+}
+
+// EnsurePodAddrs puts addrs on the pod's interface ifname, with o.
+func EnsurePodAddrs(pod *netops.Handle, ifname string, addrs []netip.Prefix, o netops.AddrOpts) error {
+	for _, pfx := range addrs {
+		if err := pod.EnsureAddr(ifname, pfx, o); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, ifname, err)
+		}
+	}
+	return nil
+}
+
+// EnsurePodRoutes adds routes in the pod, in their order (a route through
+// a gateway after the one that reaches the gateway).
+func EnsurePodRoutes(pod *netops.Handle, routes []netops.Route) error {
+	for _, rt := range routes {
+		if err := pod.EnsureRoute(rt); err != nil {
+			return cniplug.Errorf(types.ErrIOFailure, "add route %s in the pod: %w", rt, err)
+		}
+	}
+	return nil
 }

@@ -115,18 +115,11 @@ func (s *Spec) apply(pod *netops.Handle, a *cniplug.Args, p *plan) error {
 			netops.SysctlSetting{Key: fmt.Sprintf("net/ipv6/conf/%s/ndisc_notify", a.IfName), Value: "1"},
 		)
 	}
-	for _, pfx := range p.addrs {
-		if err := pod.EnsureAddr(a.IfName, pfx, netops.AddrOpts{NoDAD: true}); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add address %s to %s in the pod: %w", pfx, a.IfName, err)
-		}
+	if err := attach.EnsurePodAddrs(pod, a.IfName, p.addrs, netops.AddrOpts{NoDAD: true}); err != nil {
+		return err
 	}
 	if err := pod.SetLinkUp(a.IfName); err != nil {
 		return cniplug.Errorf(types.ErrIOFailure, "set %s up in the pod: %w", a.IfName, err)
 	}
-	for _, rt := range p.routes {
-		if err := pod.EnsureRoute(rt); err != nil {
-			return cniplug.Errorf(types.ErrIOFailure, "add route %s in the pod: %w", rt, err)
-		}
-	}
-	return nil
+	return attach.EnsurePodRoutes(pod, p.routes)
 }
