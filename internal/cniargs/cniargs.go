@@ -92,29 +92,22 @@ func AsList(body []byte) []byte {
 // each plugin's args.cni (a key of cniArgs replaces the config's), except
 // that a key Gated names goes only to the plugins that declare its
 // capability, and is a *NotEntitledError when none does. An error that is
-// not a *NotEntitledError is a body that cannot take cni-args: not JSON,
-// or a plugin whose "args" is not an object.
+// not a *NotEntitledError is a body that cannot take cni-args: not JSON
+// (a *DecodeError), or a plugin that is not an object or whose "args" is
+// not one.
 func Merge(body []byte, cniArgs map[string]any) ([]byte, error) {
 	if len(cniArgs) == 0 {
 		return body, nil
 	}
-	var list map[string]json.RawMessage
-	var plugins []map[string]any
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("the network config is not JSON: %w", err)
-	}
-	if err := json.Unmarshal(list["plugins"], &plugins); err != nil {
-		return nil, fmt.Errorf("plugins: %w", err)
-	}
 	given := map[string]bool{}
-	for j, p := range plugins {
+	out, err := EachPlugin(body, func(j int, p map[string]any) error {
 		if p == nil {
-			return nil, fmt.Errorf("plugins[%d] is not an object: cni-args cannot be added to it", j)
+			return fmt.Errorf("plugins[%d] is not an object: cni-args cannot be added to it", j)
 		}
 		args, _ := p["args"].(map[string]any)
 		if args == nil {
 			if _, present := p["args"]; present {
-				return nil, fmt.Errorf("plugins[%d].args is not an object: cni-args cannot be added to it", j)
+				return fmt.Errorf("plugins[%d].args is not an object: cni-args cannot be added to it", j)
 			}
 			args = map[string]any{}
 		}
@@ -134,13 +127,51 @@ func Merge(body []byte, cniArgs map[string]any) ([]byte, error) {
 		}
 		args["cni"] = cni
 		p["args"] = args
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	keys := slices.Sorted(maps.Keys(cniArgs)) // the first refused, always the same
 	for _, k := range keys {
 		if c := capabilityOf(k); c != "" && !given[k] {
+			var list map[string]json.RawMessage
 			var name string
+			_ = json.Unmarshal(body, &list)
 			_ = json.Unmarshal(list["name"], &name)
 			return nil, &NotEntitledError{Key: k, Capability: c, Network: name}
+		}
+	}
+	return out, nil
+}
+
+// A DecodeError is a conflist body that EachPlugin cannot read: What says
+// which part.
+type DecodeError struct {
+	What string
+	Err  error
+}
+
+func (e *DecodeError) Error() string { return e.What + ": " + e.Err.Error() }
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// EachPlugin returns the conflist body with each of its plugins as edit
+// leaves it: edit gets them in order, decoded (nil for one that is not a
+// JSON object), and its error is EachPlugin's. A body that is not a
+// conflist's JSON is a *DecodeError.
+func EachPlugin(body []byte, edit func(j int, plugin map[string]any) error) ([]byte, error) {
+	var list map[string]json.RawMessage
+	var plugins []map[string]any
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, &DecodeError{"the network config is not JSON", err}
+	}
+	if err := json.Unmarshal(list["plugins"], &plugins); err != nil {
+		return nil, &DecodeError{"plugins", err}
+	}
+	for j, p := range plugins {
+		if err := edit(j, p); err != nil {
+			return nil, err
 		}
 	}
 	list["plugins"], _ = json.Marshal(plugins)

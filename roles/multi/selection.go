@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -96,24 +97,18 @@ func injectPluginFields(body []byte, set map[string]any) ([]byte, error) {
 	if len(set) == 0 {
 		return body, nil
 	}
-	var list map[string]json.RawMessage
-	var plugins []map[string]any
-	if err := json.Unmarshal(body, &list); err != nil {
+	out, err := cniargs.EachPlugin(body, func(j int, p map[string]any) error {
+		if p == nil {
+			return cniplug.Errorf(types.ErrInvalidNetworkConfig, "plugins[%d] is not an object", j)
+		}
+		maps.Copy(p, set)
+		return nil
+	})
+	var de *cniargs.DecodeError
+	if errors.As(err, &de) {
 		return nil, cniplug.Errorf(types.ErrDecodingFailure, "%v", err)
 	}
-	if err := json.Unmarshal(list["plugins"], &plugins); err != nil {
-		return nil, cniplug.Errorf(types.ErrDecodingFailure, "plugins: %v", err)
-	}
-	for j, p := range plugins {
-		if p == nil {
-			return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "plugins[%d] is not an object", j)
-		}
-		for k, v := range set {
-			p[k] = v
-		}
-	}
-	list["plugins"], _ = json.Marshal(plugins)
-	return json.Marshal(list)
+	return out, err
 }
 
 // mergeCNIArgs merges a selection's cni-args into every plugin's
