@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -355,31 +353,12 @@ func resolveSelection(ctx context.Context, p *multiPod, k *multiK8sConf, s netwo
 // findNetworkFile returns the first file (*.conf, *.conflist, *.json, by
 // name) of dir whose "name" is name, or a nil body when there is none.
 func findNetworkFile(dir, name string) (string, []byte, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, nil
-	}
-	if err != nil {
-		return "", nil, cniplug.Errorf(types.ErrIOFailure, "read confDir %s: %w", dir, err)
-	}
-	for _, e := range entries { // sorted by name
-		ext := filepath.Ext(e.Name())
-		if e.IsDir() || (ext != ".conf" && ext != ".conflist" && ext != ".json") {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		b, err := delegateFile.Read(path)
-		if err != nil {
-			return "", nil, err
-		}
+	return firstConf(dir, nil, func(b []byte) bool {
 		var n struct {
 			Name string `json:"name"`
 		}
-		if json.Unmarshal(b, &n) == nil && n.Name == name {
-			return path, b, nil
-		}
-	}
-	return "", nil, nil
+		return json.Unmarshal(b, &n) == nil && n.Name == name
+	})
 }
 
 // bakeRuntimeConfig puts the runtimeConfig entries of rc (what the

@@ -206,25 +206,40 @@ func resolvePath(ref string) (*netRef, error) {
 		}
 		return &netRef{body: b, source: path}, nil
 	}
-	files, err := libcni.ConfFiles(path, []string{".conf", ".conflist", ".json"})
+	skip := func(f string) bool { return strings.HasPrefix(filepath.Base(f), "00-multus") }
+	f, b, err := firstConf(path, skip, func(b []byte) bool { return !isMultiConfig(b) })
 	if err != nil {
-		return nil, cniplug.Errorf(types.ErrIOFailure, "read %s: %v", path, err)
+		return nil, err
+	}
+	if f != "" {
+		return &netRef{body: b, source: f}, nil
+	}
+	return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s has no network config (*.conf, *.conflist, *.json) besides Multus' own: is the primary network installed?", path)
+}
+
+// firstConf returns the first network config file of dir (*.conf,
+// *.conflist, *.json, by name) that skip (optional) passes over by its path
+// and want takes by its body, with that body; "" and nil when there is
+// none, or no dir.
+func firstConf(dir string, skip func(path string) bool, want func(body []byte) bool) (string, []byte, error) {
+	files, err := libcni.ConfFiles(dir, []string{".conf", ".conflist", ".json"})
+	if err != nil {
+		return "", nil, cniplug.Errorf(types.ErrIOFailure, "read %s: %w", dir, err)
 	}
 	slices.Sort(files)
 	for _, f := range files {
-		if strings.HasPrefix(filepath.Base(f), "00-multus") {
+		if skip != nil && skip(f) {
 			continue
 		}
 		b, err := delegateFile.Read(f)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		if isMultiConfig(b) {
-			continue
+		if want(b) {
+			return f, b, nil
 		}
-		return &netRef{body: b, source: f}, nil
 	}
-	return nil, cniplug.Errorf(types.ErrInvalidNetworkConfig, "%s has no network config (*.conf, *.conflist, *.json) besides Multus' own: is the primary network installed?", path)
+	return "", nil, nil
 }
 
 // isMultiConfig reports whether b is a multi/multus config (single or the
