@@ -121,7 +121,7 @@ func egressTableObj() *nftables.Table {
 // check validates s: IPv4 only, an uplink for a held rule.
 func (s EgressSpec) check() error {
 	for _, p := range s.Cluster {
-		if err := egressPrefix("cluster network", p); err != nil {
+		if err := kerr.EgressIPv4Prefix("cluster network", p); err != nil {
 			return err
 		}
 	}
@@ -140,21 +140,12 @@ func (s EgressSpec) check() error {
 			}
 		}
 		for _, p := range r.Destinations {
-			if err := egressPrefix("destination of "+r.Name, p); err != nil {
+			if err := kerr.EgressIPv4Prefix("destination of "+r.Name, p); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// egressPrefix checks that p is a valid IPv4 prefix.
-func egressPrefix(what string, p netip.Prefix) error {
-	if !p.IsValid() {
-		return fmt.Errorf("%s %v: not a prefix", what, p)
-	}
-	_, err := kerr.EgressIPv4(what, p.Addr())
-	return err
 }
 
 // EnsureEgress makes the egress table hold s: when its rules or sets differ

@@ -23,3 +23,12 @@ func EgressIPv4(what string, a netip.Addr) (netip.Addr, error) {
 	}
 	return a, fmt.Errorf("%s: %v is not an address", what, a)
 }
+
+// EgressIPv4Prefix is EgressIPv4 for a prefix, which must be valid.
+func EgressIPv4Prefix(what string, p netip.Prefix) error {
+	if !p.IsValid() {
+		return fmt.Errorf("%s %v: not a prefix", what, p)
+	}
+	_, err := EgressIPv4(what, p.Addr())
+	return err
+}
