@@ -281,3 +281,59 @@ func (h *Handle) egressKernelRules() ([]netlink.Rule, error) {
 		return nr.Priority != EgressRulePriority || !egressTable(nr.Table)
 	}), nil
 }
+
+// EgressRoutes reads back what SyncEgressRoutes keeps: one EgressRoute
+// per egress table that has routes or rules, by table, with its throw
+// routes, its route via the holder (Destinations empty for a default
+// route) and its rules' sources, each list sorted, for `cnibox inspect
+// egress` and checks. A table whose unicast routes disagree on the holder
+// reports the first one's.
+func (h *Handle) EgressRoutes() ([]EgressRoute, error) {
+	routes, err := h.egressKernelRoutes()
+	if err != nil {
+		return nil, err
+	}
+	rules, err := h.egressKernelRules()
+	if err != nil {
+		return nil, err
+	}
+	byTable := map[int]*EgressRoute{}
+	get := func(table int) *EgressRoute {
+		if byTable[table] == nil {
+			byTable[table] = &EgressRoute{Table: table}
+		}
+		return byTable[table]
+	}
+	for _, nr := range routes {
+		er, dst := get(nr.Table), routeDst(nr)
+		switch nr.Type {
+		case unix.RTN_THROW:
+			er.Throw = append(er.Throw, dst)
+		case unix.RTN_UNICAST:
+			if !er.Via.IsValid() {
+				er.Via, er.OnLink = fromIP(nr.Gw), nr.Flags&int(netlink.FLAG_ONLINK) != 0
+				if l, err := h.nlh.LinkByIndex(nr.LinkIndex); err == nil {
+					er.Dev = l.Attrs().Name
+				}
+			}
+			if dst.Bits() != 0 {
+				er.Destinations = append(er.Destinations, dst)
+			}
+		}
+	}
+	for _, nr := range rules {
+		if src, ok := fromIPNet(nr.Src); ok && src.IsSingleIP() {
+			er := get(nr.Table)
+			er.Sources = append(er.Sources, src.Addr())
+		}
+	}
+	out := make([]EgressRoute, 0, len(byTable))
+	for _, er := range byTable {
+		slices.SortFunc(er.Throw, netip.Prefix.Compare)
+		slices.SortFunc(er.Destinations, netip.Prefix.Compare)
+		slices.SortFunc(er.Sources, netip.Addr.Compare)
+		out = append(out, *er)
+	}
+	slices.SortFunc(out, func(a, b EgressRoute) int { return a.Table - b.Table })
+	return out, nil
+}

@@ -3,6 +3,7 @@ package netops_test
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,14 @@ func TestSyncEgressRoutes(t *testing.T) {
 			t.Errorf("a second sync changed %d routes or rules", n)
 		}
 	}
+	readBack := func(t *testing.T, want ...netops.EgressRoute) {
+		t.Helper()
+		got, err := h.EgressRoutes()
+		must(t, err)
+		if !reflect.DeepEqual(got, want) && (len(got) != 0 || len(want) != 0) {
+			t.Errorf("EgressRoutes = %+v, want %+v", got, want)
+		}
+	}
 	route := netops.EgressRoute{Table: 53100, Via: holder, Dev: "ov0", OnLink: true, Throw: cluster, Sources: []netip.Addr{pod0}}
 
 	t.Run("one gateway", func(t *testing.T) {
@@ -162,6 +171,8 @@ func TestSyncEgressRoutes(t *testing.T) {
 		r.Destinations = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), cluster[0]} // the cluster's is thrown
 		sync(t, r)
 		check(t, hop{pod0, outside, "ov0", holder}, hop{pod0, other, "up0", main}, hop{pod0, pod1, "br0", netip.Addr{}})
+		r.Destinations = r.Destinations[:1]
+		readBack(t, r)
 	})
 	t.Run("moved, other sources, a second gateway", func(t *testing.T) {
 		r := route
@@ -169,10 +180,12 @@ func TestSyncEgressRoutes(t *testing.T) {
 		r2 := netops.EgressRoute{Table: 53101, Via: netip.MustParseAddr("192.0.2.77"), Dev: "up0", Throw: cluster, Sources: []netip.Addr{pod0}}
 		sync(t, r, r2)
 		check(t, hop{pod1, outside, "ov0", holder2}, hop{pod0, outside, "up0", r2.Via}, hop{pod1, pod0, "br0", netip.Addr{}})
+		readBack(t, r, r2)
 	})
 	t.Run("none", func(t *testing.T) {
 		sync(t)
 		check(t, hop{pod0, outside, "up0", main}, hop{pod1, outside, "up0", main})
+		readBack(t)
 		rules, err := h.Rules()
 		must(t, err)
 		for _, r := range rules {

@@ -50,6 +50,10 @@ import (
 // binding made at a hook wins"; the later nat chains are not evaluated for
 // that connection, and every later packet follows the binding without
 // running any chain. When no chain binds, nf_nat adds a null binding.
+// (This is nf_nat's own hook since Linux 4.18; before, each nat table had
+// its hook and skipped its chain once the connection had that binding:
+// the same rule.)
+//
 // So this chain, at srcnat - 10 (90), runs before the overlay's
 // masquerade (table inet cnibox-overlay at srcnat, 100) and before
 // iptables' nat POSTROUTING (kube-proxy's and flanneld's masquerade, also
@@ -58,7 +62,8 @@ import (
 // outside" masquerade does not rewrite it to this node's address on its
 // way to the holder (it would then leave from the holder as this node's
 // traffic, not the pod's). `ip daddr @cluster return` binds nothing: such
-// traffic goes on to the later chains as before.
+// traffic goes on to the later chains as before. TestEgressTraffic shows
+// both with real connections, beside the overlay's masquerade.
 const (
 	// EgressTable is the name of the ip table of the egress gateways.
 	EgressTable   = "cnibox-egress"
