@@ -34,6 +34,9 @@ type nftElem struct {
 	// timeout flag); expiresMS is the time left (NFTA_SET_ELEM_EXPIRATION).
 	expiring  bool
 	expiresMS uint64
+	// intervalEnd, when parsed, says that the element ends an interval
+	// (NFT_SET_ELEM_INTERVAL_END in NFTA_SET_ELEM_FLAGS).
+	intervalEnd bool
 }
 
 // nftElemMsg builds a message of type msgType (NFT_MSG_*SETELEM) for elems
@@ -122,6 +125,8 @@ func (e *nftElem) decode(ed *mdnetlink.AttributeDecoder) error {
 			e.expiring, e.expiresMS = true, ed.Uint64()
 		case unix.NFTA_SET_ELEM_USERDATA:
 			e.comment, _ = userdata.GetString(ed.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+		case unix.NFTA_SET_ELEM_FLAGS:
+			e.intervalEnd = ed.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
 		}
 	}
 	return nil

@@ -258,6 +258,12 @@ func (h *Handle) OverlayForward() ([]string, error) {
 	return out, nil
 }
 
+// sameRules reports whether have and want are as many rules, each the
+// same as its counterpart (sameRule).
+func sameRules(have, want []*nftables.Rule) bool {
+	return slices.EqualFunc(have, want, sameRule)
+}
+
 // sameRule reports whether a rule listed from the kernel is want: the same
 // comment, as many expressions, and the same masquerade flags (the overlay
 // masquerade's comments name its networks and subnet, so they tell its

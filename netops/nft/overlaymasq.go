@@ -92,15 +92,7 @@ func (h *Handle) overlayMasqIs(want []*nftables.Rule) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
 	}
-	if len(have) != len(want) {
-		return false, nil
-	}
-	for i := range want {
-		if !sameRule(have[i], want[i]) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return sameRules(have, want), nil
 }
 
 // overlayMasqRules are the table's rules (without table and chain).
@@ -150,7 +142,12 @@ func (h *Handle) DeleteOverlayMasq() error {
 // (after adding it, a no-op when it exists, so that a missing table is no
 // error) and returns the table.
 func dropOverlayMasq(c *nftables.Conn) *nftables.Table {
-	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
+	return dropTable(c, &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet})
+}
+
+// dropTable queues the deletion of table in c after adding it (a no-op
+// when it exists, so that a missing table is no error), and returns it.
+func dropTable(c *nftables.Conn, table *nftables.Table) *nftables.Table {
 	c.AddTable(table)
 	c.DelTable(table)
 	return table
@@ -159,18 +156,27 @@ func dropOverlayMasq(c *nftables.Conn) *nftables.Table {
 // OverlayMasq reports the comments of the overlay masquerade rules, in order
 // (nil when the table does not exist), for checks and the CLI.
 func (h *Handle) OverlayMasq() ([]string, error) {
-	c, err := h.nftConn()
+	out, err := h.chainComments(&nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}, overlayMasqChain)
 	if err != nil {
 		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
 	}
-	ok, err := h.nftChainExists(unix.NFPROTO_INET, OverlayMasqTable, overlayMasqChain)
+	return out, nil
+}
+
+// chainComments returns the comments of the rules of chain in table, in
+// order; nil when the chain (or table) is not there.
+func (h *Handle) chainComments(table *nftables.Table, chain string) ([]string, error) {
+	c, err := h.nftConn()
+	if err != nil {
+		return nil, err
+	}
+	ok, err := h.nftChainExists(uint8(table.Family), table.Name, chain)
 	if err != nil || !ok {
 		return nil, err
 	}
-	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
-	rules, err := c.GetRules(table, &nftables.Chain{Name: overlayMasqChain, Table: table})
+	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
 	if err != nil {
-		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
+		return nil, err
 	}
 	out := make([]string, 0, len(rules))
 	for _, r := range rules {

@@ -85,15 +85,25 @@ func policyElems(kind policymodel.SetKind, elems []policymodel.Elem) (v4, v6 []n
 	return v4, v6
 }
 
-// intervalElems encodes the prefixes of one family as the start and end
+// intervalElems encodes the prefixes of elems of one family as the start
+// and end elements of an interval set (prefixIntervals).
+func intervalElems(elems []policymodel.Elem, v6 bool) []nftables.SetElement {
+	prefixes := make([]netip.Prefix, len(elems))
+	for i, e := range elems {
+		prefixes[i] = e.Prefix
+	}
+	return prefixIntervals(prefixes, v6)
+}
+
+// prefixIntervals encodes the prefixes of one family as the start and end
 // elements of an interval set, overlapping and adjacent ones merged (the
 // kernel refuses overlaps); a range that ends at the top of the address
 // space has no end element.
-func intervalElems(elems []policymodel.Elem, v6 bool) []nftables.SetElement {
+func prefixIntervals(prefixes []netip.Prefix, v6 bool) []nftables.SetElement {
 	type span struct{ lo, hi *big.Int } // [lo, hi)
 	var spans []span
-	for _, e := range elems {
-		p := e.Prefix.Masked()
+	for _, p := range prefixes {
+		p = p.Masked()
 		if p.Addr().Is6() != v6 {
 			continue
 		}

@@ -1,0 +1,249 @@
+package netops_test
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/internal/labtest"
+)
+
+// netlinkIn returns a netlink handle in h's namespace, closed when the
+// test ends.
+func netlinkIn(t *testing.T, h *netops.Handle) *netlink.Handle {
+	t.Helper()
+	ns, err := netns.GetFromPath(h.Path())
+	must(t, err)
+	defer ns.Close()
+	nlh, err := netlink.NewHandleAt(ns)
+	must(t, err)
+	t.Cleanup(nlh.Close)
+	return nlh
+}
+
+// routeFrom asks h's kernel how it forwards a packet from src, come in by
+// iif, to dst (`ip route get DST from SRC iif IIF`): the interface and
+// the gateway, or why not (a martian source, EINVAL: the reverse path
+// filter refused it).
+func routeFrom(t *testing.T, h *netops.Handle, iif string, src, dst netip.Addr) (string, netip.Addr, error) {
+	t.Helper()
+	nlh := netlinkIn(t, h)
+	routes, err := nlh.RouteGetWithOptions(dst.AsSlice(), &netlink.RouteGetOptions{Iif: iif, SrcAddr: src.AsSlice()})
+	if err != nil {
+		return "", netip.Addr{}, err
+	}
+	if len(routes) == 0 {
+		t.Fatalf("route get %s from %s iif %s: no route", dst, src, iif)
+	}
+	l, err := nlh.LinkByIndex(routes[0].LinkIndex)
+	must(t, err)
+	gw, _ := netip.AddrFromSlice(routes[0].Gw)
+	return l.Attrs().Name, gw.Unmap(), nil
+}
+
+// allRoutes lists the IPv4 routes of every table of h's namespace.
+func allRoutes(t *testing.T, h *netops.Handle) []netlink.Route {
+	t.Helper()
+	nlh := netlinkIn(t, h)
+	routes, err := nlh.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	must(t, err)
+	return routes
+}
+
+// routingChanges runs fn and counts the IPv4 route and rule changes of
+// h's namespace meanwhile.
+func routingChanges(t *testing.T, h *netops.Handle, fn func()) int {
+	t.Helper()
+	ns, err := netns.GetFromPath(h.Path())
+	must(t, err)
+	defer ns.Close()
+	s, err := nl.SubscribeAt(ns, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV4_RULE)
+	must(t, err)
+	defer s.Close()
+	fn()
+	tv := unix.NsecToTimeval((200 * time.Millisecond).Nanoseconds())
+	must(t, s.SetReceiveTimeout(&tv))
+	n := 0
+	for {
+		msgs, _, err := s.Receive()
+		if err != nil {
+			return n // the timeout: nothing more
+		}
+		n += len(msgs)
+	}
+}
+
+// TestSyncEgressRoutes: a node (labtest's host, pods on br0 in the
+// cluster network 10.99.0.0/16) with an uplink up0 (the main table's
+// default route) and an overlay stand-in ov0. A selected pod's traffic to
+// the outside goes to the holder by its table, to the cluster by the main
+// table; other pods' by the main table. A second sync changes nothing; a
+// changed holder or sources are followed; an empty sync removes every
+// rule and route of it and nothing else.
+func TestSyncEgressRoutes(t *testing.T) {
+	l := labtest.New(t, 2)
+	h := l.Host
+	for _, dev := range []string{"up0", "ov0"} {
+		_, _, err := h.EnsureVeth(netops.VethOpts{HostName: dev, PeerName: "eth0", Peer: openNS(t, "erp")})
+		must(t, err)
+	}
+	must(t, h.EnsureAddr("up0", netip.MustParsePrefix("192.0.2.1/24"), netops.AddrOpts{}))
+	must(t, h.EnsureRoute(netops.Route{GW: netip.MustParseAddr("192.0.2.254"), Dev: "up0"}))
+	must(t, h.SetSysctl("net.ipv4.ip_forward", "1"))
+	// Not the egress routes': a rule at their priority to another table,
+	// and that table's route.
+	foreign := netops.Rule{Src: netip.MustParsePrefix("10.99.0.9/32"), Table: 200, Priority: netops.EgressRulePriority}
+	must(t, h.EnsureRule(foreign))
+	must(t, h.EnsureRoute(netops.Route{GW: netip.MustParseAddr("192.0.2.253"), Dev: "up0", Table: 200}))
+
+	p0, _ := labtest.PodAddrs(0)
+	p1, _ := labtest.PodAddrs(1)
+	pod0, pod1 := p0.Addr(), p1.Addr()
+	outside, other := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("203.0.113.7")
+	holder, holder2 := netip.MustParseAddr("10.99.1.0"), netip.MustParseAddr("10.99.2.0")
+	cluster := []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")}
+	type hop struct {
+		src, dst netip.Addr
+		dev      string
+		gw       netip.Addr
+	}
+	main := netip.MustParseAddr("192.0.2.254")
+	check := func(t *testing.T, hops ...hop) {
+		t.Helper()
+		for _, hp := range hops {
+			if dev, gw, err := routeFrom(t, h, "br0", hp.src, hp.dst); err != nil || dev != hp.dev || gw != hp.gw {
+				t.Errorf("from %s to %s: dev %s via %v (%v), want dev %s via %v", hp.src, hp.dst, dev, gw, err, hp.dev, hp.gw)
+			}
+		}
+	}
+	sync := func(t *testing.T, want ...netops.EgressRoute) {
+		t.Helper()
+		if n := routingChanges(t, h, func() { must(t, h.SyncEgressRoutes(want)) }); n == 0 {
+			t.Errorf("the sync changed nothing") // each step changes something
+		}
+		if n := routingChanges(t, h, func() { must(t, h.SyncEgressRoutes(want)) }); n != 0 {
+			t.Errorf("a second sync changed %d routes or rules", n)
+		}
+	}
+	readBack := func(t *testing.T, want ...netops.EgressRoute) {
+		t.Helper()
+		got, err := h.EgressRoutes()
+		must(t, err)
+		if !reflect.DeepEqual(got, want) && (len(got) != 0 || len(want) != 0) {
+			t.Errorf("EgressRoutes = %+v, want %+v", got, want)
+		}
+	}
+	route := netops.EgressRoute{Table: 53100, Via: holder, Dev: "ov0", OnLink: true, Throw: cluster, Sources: []netip.Addr{pod0}}
+
+	t.Run("one gateway", func(t *testing.T) {
+		sync(t, route)
+		check(t,
+			hop{pod0, outside, "ov0", holder},
+			hop{pod0, pod1, "br0", netip.Addr{}}, // the cluster: the main table
+			hop{pod1, outside, "up0", main},
+		)
+		// The reply from the outside, come back over the overlay, passes a
+		// strict reverse path filter: its reverse lookup, from the pod,
+		// hits the pod's rule. Another pod's would not.
+		must(t, h.SetSysctls(
+			netops.SysctlSetting{Key: "net.ipv4.conf.all.rp_filter", Value: "1"},
+			netops.SysctlSetting{Key: "net.ipv4.conf.ov0.rp_filter", Value: "1"},
+		))
+		if dev, _, err := routeFrom(t, h, "ov0", outside, pod0); err != nil || dev != "br0" {
+			t.Errorf("the reply from %s to %s by ov0: dev %s, %v; want br0 (rp_filter passed)", outside, pod0, dev, err)
+		}
+		if _, _, err := routeFrom(t, h, "ov0", outside, pod1); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("a reply from %s to the unselected %s by ov0: %v; want EINVAL (a martian: rp_filter drops it)", outside, pod1, err)
+		}
+		must(t, h.SetSysctl("net.ipv4.conf.all.rp_filter", "0"))
+	})
+	t.Run("destinations", func(t *testing.T) {
+		r := route
+		r.Destinations = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), cluster[0]} // the cluster's is thrown
+		sync(t, r)
+		check(t, hop{pod0, outside, "ov0", holder}, hop{pod0, other, "up0", main}, hop{pod0, pod1, "br0", netip.Addr{}})
+		r.Destinations = r.Destinations[:1]
+		readBack(t, r)
+	})
+	t.Run("moved, other sources, a second gateway", func(t *testing.T) {
+		r := route
+		r.Via, r.Sources = holder2, []netip.Addr{pod1}
+		r2 := netops.EgressRoute{Table: 53101, Via: netip.MustParseAddr("192.0.2.77"), Dev: "up0", Throw: cluster, Sources: []netip.Addr{pod0}}
+		sync(t, r, r2)
+		check(t, hop{pod1, outside, "ov0", holder2}, hop{pod0, outside, "up0", r2.Via}, hop{pod1, pod0, "br0", netip.Addr{}})
+		readBack(t, r, r2)
+	})
+	t.Run("none", func(t *testing.T) {
+		sync(t)
+		check(t, hop{pod0, outside, "up0", main}, hop{pod1, outside, "up0", main})
+		readBack(t)
+		rules, err := h.Rules()
+		must(t, err)
+		for _, r := range rules {
+			if r.Table >= netops.EgressTableFirst && r.Table <= netops.EgressTableLast {
+				t.Errorf("rule %s left", r)
+			}
+		}
+		if rules := len(rules); rules != 1 {
+			t.Errorf("%d rules from a source, want 1: the foreign one", rules)
+		}
+		for _, nr := range allRoutes(t, h) {
+			if nr.Table >= netops.EgressTableFirst && nr.Table <= netops.EgressTableLast {
+				t.Errorf("route %s left", nr)
+			}
+		}
+		if routes, err := h.TableRoutes("up0", 200); err != nil || len(routes) != 1 {
+			t.Errorf("the foreign table's routes: %v, %v; want its one route", routes, err)
+		}
+	})
+}
+
+// TestSyncEgressRoutesRefuses: an IPv6 address, a table out of the range
+// or in two routes, a source in two routes and an unknown device are
+// errors, and nothing is changed.
+func TestSyncEgressRoutesRefuses(t *testing.T) {
+	h := openNS(t, "err")
+	_, _, err := h.EnsureVeth(netops.VethOpts{HostName: "ov0", PeerName: "eth0", Peer: openNS(t, "errp")})
+	must(t, err)
+	ok := netops.EgressRoute{Table: 53100, Via: netip.MustParseAddr("10.99.1.0"), Dev: "ov0", OnLink: true, Sources: []netip.Addr{netip.MustParseAddr("10.99.0.2")}}
+	ip6 := netip.MustParseAddr("2001:db8::10")
+	with := func(f func(*netops.EgressRoute)) netops.EgressRoute {
+		r := ok
+		f(&r)
+		return r
+	}
+	for _, tt := range []struct {
+		name string
+		want []netops.EgressRoute
+		says string
+	}{
+		{"via IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Via = ip6 })}, ip6.String()},
+		{"source IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Sources = []netip.Addr{ip6} })}, ip6.String()},
+		{"throw IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Throw = []netip.Prefix{netip.PrefixFrom(ip6, 64)} })}, ip6.String()},
+		{"destination IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Destinations = []netip.Prefix{netip.PrefixFrom(ip6, 64)} })}, ip6.String()},
+		{"table", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Table = 100 })}, "53355"},
+		{"table twice", []netops.EgressRoute{ok, ok}, "two egress routes"},
+		{"source twice", []netops.EgressRoute{ok, with(func(r *netops.EgressRoute) { r.Table = 53101 })}, "one egress gateway per pod"},
+		{"device", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Dev = "nope0" })}, "nope0"},
+	} {
+		err := h.SyncEgressRoutes(tt.want)
+		if err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%s: %v; want an error saying %q", tt.name, err, tt.says)
+		}
+		if strings.Contains(tt.name, "IPv6") && !errors.Is(err, netops.ErrEgressIPv6) {
+			t.Errorf("%s: %v does not wrap ErrEgressIPv6", tt.name, err)
+		}
+	}
+	if rules, err := h.Rules(); err != nil || len(rules) != 0 {
+		t.Errorf("rules after the refusals: %v, %v; want none", rules, err)
+	}
+}

@@ -1,0 +1,358 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/netops/internal/ifname"
+	"github.com/cnibox/cnibox/netops/internal/kerr"
+)
+
+// The egress gateway's table (issue 52): the pods an EgressGateway selects
+// leave the cluster from its egress IP, which one node holds. That node
+// SNATs their traffic to the egress IP on its uplink; every other node
+// routes its selected pods' outbound traffic to the holder over the
+// overlay (netops.SyncEgressRoutes) and keeps their pod address on the
+// way, so that the holder sees, and SNATs, the pod's own address. One
+// table, family ip (IPv6 is not done yet: an IPv6 address in a spec is an
+// error wrapping ErrEgressIPv6), replaced as a whole in one transaction
+// when its rules or sets differ:
+//
+//	table ip cnibox-egress {
+//		set cluster { type ipv4_addr; flags interval; elements = { 10.244.0.0/16, 10.96.0.0/12 } }
+//		set src-0 { type ipv4_addr; elements = { 10.244.1.5, 10.244.2.7 } }
+//		set dst-0 { type ipv4_addr; flags interval; ... }   # only with Destinations
+//		set src-1 { type ipv4_addr; elements = { 10.244.1.9 } }
+//		chain postrouting {
+//			type nat hook postrouting priority srcnat - 10; policy accept;
+//			ip daddr @cluster return
+//			ip saddr @src-0 ip daddr @dst-0 oifname "eth0" snat ip to 192.0.2.10   # held here
+//			ip saddr @src-1 snat ip to ip saddr                                    # held elsewhere
+//		}
+//	}
+//
+// Why priority srcnat - 10, and why an identity SNAT (`snat ip to ip
+// saddr`) for the pods whose gateway another node holds: the nat chains of
+// a hook are not base chains of their own in the kernel's hook list. nf_nat
+// registers one hook per family and hook (nf_nat_ipv4_out at
+// NF_IP_PRI_NAT_SRC), and every nat-type chain, nftables' or iptables', is
+// an entry in that hook's lookup list, sorted by priority. For the first
+// packet of a connection, nf_nat_inet_fn runs the entries in order and,
+// after each one, stops as soon as the connection has a binding of the
+// hook's kind (nf_nat_initialized(ct, NF_NAT_MANIP_SRC)): "the first NAT
+// binding made at a hook wins"; the later nat chains are not evaluated for
+// that connection, and every later packet follows the binding without
+// running any chain. When no chain binds, nf_nat adds a null binding.
+// (This is nf_nat's own hook since Linux 4.18; before, each nat table had
+// its hook and skipped its chain once the connection had that binding:
+// the same rule.)
+//
+// So this chain, at srcnat - 10 (90), runs before the overlay's
+// masquerade (table inet cnibox-overlay at srcnat, 100) and before
+// iptables' nat POSTROUTING (kube-proxy's and flanneld's masquerade, also
+// 100): a held gateway's SNAT is the one the connection gets, and an
+// identity SNAT binds the pod's own address, so the overlay's "pod to
+// outside" masquerade does not rewrite it to this node's address on its
+// way to the holder (it would then leave from the holder as this node's
+// traffic, not the pod's). `ip daddr @cluster return` binds nothing: such
+// traffic goes on to the later chains as before. TestEgressTraffic shows
+// both with real connections, beside the overlay's masquerade.
+const (
+	// EgressTable is the name of the ip table of the egress gateways.
+	EgressTable   = "cnibox-egress"
+	egressChain   = "postrouting"
+	egressCluster = "cluster"
+	egressLabel   = "cnibox egress"
+	// egressNameMax bounds a rule's Name in its comment (a rule's
+	// userdata holds at most 256 bytes).
+	egressNameMax = 128
+)
+
+// egressPriority is the chain's priority: srcnat - 10.
+const egressPriority = 90 // *nftables.ChainPriorityNATSource - 10
+
+// ErrEgressIPv6 is wrapped by EnsureEgress's error about an IPv6 address
+// (netops' value).
+const ErrEgressIPv6 = kerr.ErrEgressIPv6
+
+// EgressSpec is what the egress table holds.
+type EgressSpec struct {
+	// Cluster are the destinations never redirected nor SNATed: the
+	// cluster networks, the service range.
+	Cluster []netip.Prefix
+	// Uplink is the interface a held address's traffic leaves by (the
+	// SNAT is made there only); needed when a rule is Held.
+	Uplink string
+	// Rules are the egress gateways, in order: the first whose sources
+	// (and destinations) match a connection decides.
+	Rules []EgressRule
+}
+
+// EgressRule is one egress gateway (one egress IP).
+type EgressRule struct {
+	// Name names the rule in its comments, e.g. "gateway
+	// prod/192.0.2.10" (at most 128 bytes of it are kept).
+	Name     string
+	EgressIP netip.Addr
+	// Held: this node holds EgressIP.
+	Held bool
+	// Sources are, when Held, every pod address that leaves from
+	// EgressIP (pods of any node); when not held, this node's pods that
+	// use it (their traffic is routed to the holder and keeps its pod
+	// source address).
+	Sources []netip.Addr
+	// Destinations restrict the rule; empty: everything outside Cluster.
+	Destinations []netip.Prefix
+}
+
+// egressSet is one set of the table with its elements.
+type egressSet struct {
+	set   *nftables.Set
+	elems []nftables.SetElement
+}
+
+// egressTableObj is the table.
+func egressTableObj() *nftables.Table {
+	return &nftables.Table{Name: EgressTable, Family: nftables.TableFamilyIPv4}
+}
+
+// check validates s: IPv4 only, an uplink for a held rule.
+func (s EgressSpec) check() error {
+	for _, p := range s.Cluster {
+		if err := kerr.EgressIPv4Prefix("cluster network", p); err != nil {
+			return err
+		}
+	}
+	for _, r := range s.Rules {
+		if _, err := kerr.EgressIPv4("egress IP of "+r.Name, r.EgressIP); err != nil {
+			return err
+		}
+		if r.Held {
+			if err := ifname.Check("egress uplink", s.Uplink); err != nil {
+				return fmt.Errorf("egress %s holds %s: %w", r.Name, r.EgressIP, err)
+			}
+		}
+		for _, a := range r.Sources {
+			if _, err := kerr.EgressIPv4("source of "+r.Name, a); err != nil {
+				return err
+			}
+		}
+		for _, p := range r.Destinations {
+			if err := kerr.EgressIPv4Prefix("destination of "+r.Name, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// EnsureEgress makes the egress table hold s: when its rules or sets differ
+// (or are gone: someone deleted a rule, or the table), the table is
+// replaced in one nftables transaction; changed reports that. An empty
+// Rules list deletes the table (changed: it was there). A check that finds
+// the table in place costs a dump of the chain and one of each set, and
+// commits nothing.
+func (h *Handle) EnsureEgress(s EgressSpec) (changed bool, err error) {
+	if err := s.check(); err != nil {
+		return false, fmt.Errorf("ensure egress: %w", err)
+	}
+	t, have, err := h.beginChain(unix.NFPROTO_IPV4, EgressTable, egressChain)
+	if err != nil {
+		return false, fmt.Errorf("ensure egress in %s: %w", h.where(), err)
+	}
+	if len(s.Rules) == 0 {
+		if !have {
+			return false, nil
+		}
+		return true, h.DeleteEgress()
+	}
+	sets, rules := egressObjects(s)
+	if have {
+		if same, err := h.egressIs(sets, rules); err != nil || same {
+			return false, err
+		}
+	}
+	// Drop and add in one transaction: an atomic replacement.
+	c := t.conn()
+	table := dropEgress(c)
+	c.AddTable(table)
+	for _, es := range sets {
+		es.set.Table = table
+		if err := t.addSet(es.set, es.elems); err != nil {
+			t.abort()
+			return false, fmt.Errorf("ensure egress in %s: set %s: %w", h.where(), es.set.Name, err)
+		}
+	}
+	ch := t.addBaseChain(table, egressChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityRef(egressPriority))
+	for _, r := range rules {
+		r.Table, r.Chain = table, ch
+		c.AddRule(r)
+	}
+	if err := t.commit(); err != nil {
+		return false, fmt.Errorf("ensure egress (%d gateways) in %s: %w", len(s.Rules), h.where(), classify(err))
+	}
+	return true, nil
+}
+
+// egressObjects are the table's sets (with their elements) and its rules
+// (without table and chain), each rule with a comment that says all it
+// does but the sets' elements.
+func egressObjects(s EgressSpec) ([]egressSet, []*nftables.Rule) {
+	table := egressTableObj()
+	interval := func(name string, ps []netip.Prefix) egressSet {
+		return egressSet{&nftables.Set{Table: table, Name: name, KeyType: nftables.TypeIPAddr, Interval: true}, prefixIntervals(ps, false)}
+	}
+	sets := []egressSet{interval(egressCluster, s.Cluster)}
+	var rules []*nftables.Rule
+	rule := func(comment string, exprs ...[]expr.Any) {
+		rules = append(rules, &nftables.Rule{Exprs: slices.Concat(exprs...), UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
+	}
+	lookup := func(src bool, set string) []expr.Any {
+		return append(ipAddrLoad(src), &expr.Lookup{SourceRegister: 1, SetName: set})
+	}
+	rule(egressLabel+": to @"+egressCluster+": return", lookup(false, egressCluster), []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}})
+	for i, r := range s.Rules {
+		name := r.Name
+		if len(name) > egressNameMax {
+			name = name[:egressNameMax]
+		}
+		src := fmt.Sprintf("src-%d", i)
+		sets = append(sets, egressSet{&nftables.Set{Table: table, Name: src, KeyType: nftables.TypeIPAddr}, ipv4Elems(r.Sources)})
+		match := lookup(true, src)
+		what := "from @" + src
+		if len(r.Destinations) > 0 {
+			dst := fmt.Sprintf("dst-%d", i)
+			sets = append(sets, interval(dst, r.Destinations))
+			match = append(match, lookup(false, dst)...)
+			what += " to @" + dst
+		}
+		egressIP := r.EgressIP.Unmap()
+		if r.Held {
+			rule(fmt.Sprintf("%s %s: held: %s out %s: snat to %s", egressLabel, name, what, s.Uplink, egressIP), match,
+				[]expr.Any{
+					&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameKey(s.Uplink)},
+					&expr.Immediate{Register: 1, Data: egressIP.AsSlice()},
+					&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1},
+				})
+			continue
+		}
+		// snat ip to ip saddr: a binding that keeps the pod's address.
+		rule(fmt.Sprintf("%s %s: to the holder of %s: %s: keep the source (snat to ip saddr)", egressLabel, name, egressIP, what), match,
+			ipAddrLoad(true),
+			[]expr.Any{&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1}})
+	}
+	return sets, rules
+}
+
+// ipAddrLoad loads an IPv4 packet's source (src) or destination address
+// into register 1 in an ip table.
+func ipAddrLoad(src bool) []expr.Any {
+	off := uint32(16)
+	if src {
+		off = 12
+	}
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4}}
+}
+
+// ipv4Elems are the elements of a set of IPv4 addresses, each once.
+func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
+	keys := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		keys = append(keys, a.Unmap())
+	}
+	slices.SortFunc(keys, netip.Addr.Compare)
+	keys = slices.Compact(keys)
+	out := make([]nftables.SetElement, len(keys))
+	for i, a := range keys {
+		out[i] = nftables.SetElement{Key: a.AsSlice()}
+	}
+	return out
+}
+
+// egressIs reports whether the table's chain holds exactly rules (same
+// comments in the same order, each with as many expressions) and each of
+// sets holds exactly its elements.
+func (h *Handle) egressIs(sets []egressSet, rules []*nftables.Rule) (bool, error) {
+	table := egressTableObj()
+	have, err := h.nft.GetRules(table, &nftables.Chain{Name: egressChain, Table: table})
+	if err != nil {
+		return false, fmt.Errorf("list egress rules in %s: %w", h.where(), err)
+	}
+	if !sameRules(have, rules) {
+		return false, nil
+	}
+	for _, es := range sets {
+		ok, err := h.nftSetExists(unix.NFPROTO_IPV4, EgressTable, es.set.Name)
+		if err != nil || !ok {
+			return false, err
+		}
+		elems, err := h.dumpFamilyElems(nftables.TableFamilyIPv4, EgressTable, es.set.Name)
+		if err != nil {
+			return false, fmt.Errorf("list egress set %s in %s: %w", es.set.Name, h.where(), err)
+		}
+		if !sameElems(elems, es.elems) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameElems reports whether have (a set's dump) holds exactly want's keys
+// and interval ends, in any order.
+func sameElems(have []nftElem, want []nftables.SetElement) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	key := func(k []byte, end bool) string {
+		if end {
+			return "end " + string(k)
+		}
+		return string(k)
+	}
+	h := make([]string, len(have))
+	for i, e := range have {
+		h[i] = key(e.key, e.intervalEnd)
+	}
+	w := make([]string, len(want))
+	for i, e := range want {
+		w[i] = key(e.Key, e.IntervalEnd)
+	}
+	slices.Sort(h)
+	slices.Sort(w)
+	return slices.Equal(h, w)
+}
+
+// DeleteEgress removes the egress table. A missing table is not an error.
+func (h *Handle) DeleteEgress() error {
+	t, err := h.begin()
+	if err != nil {
+		return fmt.Errorf("delete egress in %s: %w", h.where(), err)
+	}
+	dropEgress(t.conn())
+	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete egress in %s: %w", h.where(), err)
+	}
+	return nil
+}
+
+// dropEgress queues the deletion of the egress table in c (dropTable).
+func dropEgress(c *nftables.Conn) *nftables.Table { return dropTable(c, egressTableObj()) }
+
+// EgressRules returns the comments of the egress table's rules, in order
+// (nil when the table is not there), for checks and `cnibox inspect
+// egress`.
+func (h *Handle) EgressRules() ([]string, error) {
+	out, err := h.chainComments(egressTableObj(), egressChain)
+	if err != nil {
+		return nil, fmt.Errorf("list egress rules in %s: %w", h.where(), err)
+	}
+	return out, nil
+}
