@@ -147,10 +147,20 @@ test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
 	$(GO) test -count=1 -p 1 -tags kube -run 'TestWatchKube' -v ./agent/policy/ ./agent/mnp/
+	$(GO) test -count=1 -tags kube -run 'TestKubeEgress$$' -v ./agent/egress/
 	$(GO) test -count=1 -tags kube -run 'TestPolicyAdmitKube' -v ./roles/bridge/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
+
+# bench-egress: TestKubeEgress with 20 deaths of the holder node (its
+# agent SIGKILLed and its uplink down), the p50/p99 from a death to a pod's
+# first connection from the egress address (docs/benchmarks.md, "Egress
+# failover"); about 2 minutes.
+.PHONY: bench-egress
+bench-egress: deps
+	bash test/kube/control-plane.sh build
+	EGRESS_KILLS=20 $(GO) test -count=1 -timeout 20m -tags kube -run 'TestKubeEgress$$' -v ./agent/egress/
 
 # test-rbac: the manifests' RBAC (kubectl auth can-i as the agents' service
 # accounts) and admission policy (tokens bound to agent pods) on a real API

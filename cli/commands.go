@@ -178,6 +178,15 @@ func commands(o Options) []*ucli.Command {
 					Action: withHost(inspectPolicy),
 				},
 				{
+					Name:  "egress",
+					Usage: "the egress gateways as this node sees them: each address, its holder, this node's part, its pods here",
+					UsageText: "cnibox inspect egress [--data-dir DIR] [--json]\n\n" +
+						"What cnibox-agent last recorded in the store (docs/egress.md).\n" +
+						"Example: cnibox inspect egress",
+					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
+					Action: inspectEgress,
+				},
+				{
 					Name:  "topology",
 					Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
 					UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +

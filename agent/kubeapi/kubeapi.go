@@ -88,6 +88,17 @@ func PatchStatusMetadata(ctx context.Context, c rest.Interface, r Ref, meta map[
 	return r.on(c.Patch(types.MergePatchType)).SubResource("status").Body(patch).Do(ctx).Error()
 }
 
+// PatchStatusMerge JSON-merge-patches the object's status subresource
+// with status (a custom resource has no strategic merge: a list in status
+// is replaced whole).
+func PatchStatusMerge(ctx context.Context, c rest.Interface, r Ref, status map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	return r.on(c.Patch(types.MergePatchType)).SubResource("status").Body(patch).Do(ctx).Error()
+}
+
 // NewInformer returns an informer of the objects of resource, in every
 // namespace, that sel selects (nil: all), decoded as obj's type; o gives the
 // rest (handler, resync period, transform).

@@ -177,6 +177,13 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		if err := startPolicy(ctx, f, health, log); err != nil {
 			return err
 		}
+		if o.NetConf.EnableIPv4 {
+			// (stopped first whichever way the agent ends: it waits for
+			// its context)
+			ectx, cancel := context.WithCancel(ctx)
+			wait := startEgress(ectx, f, health, o.NetConf.Network, log)
+			defer func() { cancel(); wait() }()
+		}
 		return agent.Run(ctx, o)
 	}
 	m, err := etcdlease.New(etcdlease.Config{

@@ -132,8 +132,7 @@ func readFile(t *testing.T, path string) string {
 // TestChartDefaultsAreTheManifest: the chart with its default values
 // renders the objects of cnibox.yaml, field for field (comments and the
 // JSON's indentation aside); with dhcp.enabled those of cnibox-dhcp.yaml
-// besides; its crds/ are nad-crd.yaml and whereabouts-crds.yaml as they
-// are here.
+// besides; its crds/ are the CRDs here, as they are here.
 func TestChartDefaultsAreTheManifest(t *testing.T) {
 	want := objects(t, "cnibox.yaml", readFile(t, "cnibox.yaml"))
 	sameObjects(t, "the chart's defaults", chartObjects(t), want)
@@ -143,7 +142,7 @@ func TestChartDefaultsAreTheManifest(t *testing.T) {
 	}
 	sameObjects(t, "the chart with dhcp.enabled", chartObjects(t, "--set", "dhcp.enabled=true"), want)
 
-	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "staged-policies-crds.yaml", "multi-networkpolicy-crd.yaml"} {
+	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "staged-policies-crds.yaml", "multi-networkpolicy-crd.yaml", "egressgateway-crd.yaml"} {
 		if readFile(t, filepath.Join(chartDir, "crds", crd)) != readFile(t, crd) {
 			t.Errorf("%s/crds/%s is not deploy/kubernetes/%s: copy it there", chartDir, crd, crd)
 		}

@@ -23,6 +23,8 @@ type manifest struct {
 	sa *corev1.ServiceAccount
 	cm *corev1.ConfigMap
 	ds *appsv1.DaemonSet
+	// namespaces: the egress Leases' (cnibox-egress)
+	namespaces []*corev1.Namespace
 }
 
 // load decodes every document of cnibox.yaml strictly (an unknown or
@@ -41,6 +43,10 @@ func load(t *testing.T) manifest {
 		case "DaemonSet":
 			m.ds = &appsv1.DaemonSet{}
 			return m.ds
+		case "Namespace":
+			ns := &corev1.Namespace{}
+			m.namespaces = append(m.namespaces, ns)
+			return ns
 		}
 		if o := (&rbacObjects{}).decode(kind); o != nil {
 			return o // loadRBAC reads them
@@ -50,6 +56,9 @@ func load(t *testing.T) manifest {
 	})
 	if m.sa == nil || m.cm == nil || m.ds == nil {
 		t.Fatalf("cnibox.yaml lacks an object: %+v", m)
+	}
+	if len(m.namespaces) != 1 || m.namespaces[0].Name != "cnibox-egress" {
+		t.Fatalf("cnibox.yaml: namespaces %v; want cnibox-egress alone (the egress Leases')", m.namespaces)
 	}
 	return m
 }

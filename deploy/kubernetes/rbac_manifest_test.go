@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"reflect"
 	"slices"
 	"strings"
@@ -108,6 +109,16 @@ var (
 	clusterPolicyRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"policy.networking.k8s.io"}, Resources: []string{"clusternetworkpolicies"}, Verbs: []string{"list", "watch"}},
 	}
+	// egress gateways (agent/egress: its informers and status write) ...
+	egressClusterRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"cnibox.io"}, Resources: []string{"egressgateways"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"cnibox.io"}, Resources: []string{"egressgateways/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+	}
+	// ... and the Leases of the addresses (agent/egress/lease.go)
+	egressRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch", "create", "update"}},
+	}
 	// the cluster IPAM (--cluster-ipam): the reclaim's list of pods
 	// (agent/clusteripam/reclaim.go) ...
 	clusterIPAMClusterRules = []rbacv1.PolicyRule{
@@ -137,13 +148,15 @@ func checkRBAC(t *testing.T, file, sa string, agentCmd []string) {
 		name        string
 		on          bool
 		cluster, ns []rbacv1.PolicyRule
+		nsName      string // the Role's namespace ("": kube-system)
 	}
 	features := []feature{
-		{"", has("--kube-subnet-mgr"), overlayRules, nil},
-		{"-pod-api", has("--pod-api", "--pod-api-only"), podAPIRules, nil},
-		{"-cluster-ipam", has("--cluster-ipam"), clusterIPAMClusterRules, clusterIPAMRules},
-		{"-policy", has("--kube-subnet-mgr") && !has("--network-policy=false"), policyRules, nil},
-		{"-cluster-network-policies", has("--cluster-network-policies"), clusterPolicyRules, nil},
+		{"", has("--kube-subnet-mgr"), overlayRules, nil, ""},
+		{"-pod-api", has("--pod-api", "--pod-api-only"), podAPIRules, nil, ""},
+		{"-cluster-ipam", has("--cluster-ipam"), clusterIPAMClusterRules, clusterIPAMRules, ""},
+		{"-policy", has("--kube-subnet-mgr") && !has("--network-policy=false"), policyRules, nil, ""},
+		{"-cluster-network-policies", has("--cluster-network-policies"), clusterPolicyRules, nil, ""},
+		{"-egress", has("--kube-subnet-mgr"), egressClusterRules, egressRules, "cnibox-egress"},
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: "kube-system"}}
 	seen := map[string]bool{}
@@ -182,8 +195,8 @@ func checkRBAC(t *testing.T, file, sa string, agentCmd []string) {
 			continue
 		}
 		seen["Role "+name], seen["RoleBinding "+name] = true, true
-		if role.Namespace != "kube-system" || rb.Namespace != "kube-system" {
-			t.Errorf("%s: Role %s in %q, its binding in %q: want the pools' namespace, kube-system (--cluster-ipam-namespace's default)", file, name, role.Namespace, rb.Namespace)
+		if wantNS := cmp.Or(f.nsName, "kube-system"); role.Namespace != wantNS || rb.Namespace != wantNS {
+			t.Errorf("%s: Role %s in %q, its binding in %q: want %s", file, name, role.Namespace, rb.Namespace, wantNS)
 		}
 		if !reflect.DeepEqual(role.Rules, f.ns) {
 			t.Errorf("%s: Role %s rules\n%+v\nwant\n%+v", file, name, role.Rules, f.ns)

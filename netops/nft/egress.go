@@ -110,6 +110,13 @@ type EgressRule struct {
 	Sources []netip.Addr
 	// Destinations restrict the rule; empty: everything outside Cluster.
 	Destinations []netip.Prefix
+	// Via, when not held, is the next hop of the route to the holder
+	// (netops.EgressRoute's Via): the source is kept only for packets
+	// the kernel routes there (`rt ip nexthop`), so that a pod whose
+	// route is not (or no longer) in place is masqueraded as before
+	// instead of leaving with its pod address, whatever order the rules
+	// and the routes change in. The zero Addr: no such match.
+	Via netip.Addr
 }
 
 // egressSet is one set of the table with its elements.
@@ -146,6 +153,11 @@ func (s EgressSpec) check() error {
 		}
 		for _, p := range r.Destinations {
 			if err := kerr.EgressIPv4Prefix("destination of "+r.Name, p); err != nil {
+				return err
+			}
+		}
+		if r.Via.IsValid() {
+			if _, err := kerr.EgressIPv4("next hop of "+r.Name, r.Via); err != nil {
 				return err
 			}
 		}
@@ -245,6 +257,11 @@ func egressObjects(s EgressSpec) ([]egressSet, []*nftables.Rule) {
 			continue
 		}
 		// snat ip to ip saddr: a binding that keeps the pod's address.
+		if r.Via.IsValid() {
+			match = append(match, &expr.Rt{Register: 1, Key: expr.RtNexthop4},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.Via.Unmap().AsSlice()})
+			what += " via " + r.Via.Unmap().String()
+		}
 		rule(fmt.Sprintf("%s %s: to the holder of %s: %s: keep the source (snat to ip saddr)", egressLabel, name, egressIP, what), match,
 			ipAddrLoad(true),
 			[]expr.Any{&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1}})
@@ -277,6 +294,19 @@ func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
 	return out
 }
 
+// asListed is rules as google/nftables lists them back: it decodes no
+// `rt` expression (it drops them), so Via's match is compared by the
+// comment, which names the next hop.
+func asListed(rules []*nftables.Rule) []*nftables.Rule {
+	out := make([]*nftables.Rule, len(rules))
+	for i, r := range rules {
+		c := *r
+		c.Exprs = slices.DeleteFunc(slices.Clone(r.Exprs), func(e expr.Any) bool { _, rt := e.(*expr.Rt); return rt })
+		out[i] = &c
+	}
+	return out
+}
+
 // egressIs reports whether the table's chain holds exactly rules (same
 // comments in the same order, each with as many expressions) and each of
 // sets holds exactly its elements.
@@ -286,7 +316,7 @@ func (h *Handle) egressIs(sets []egressSet, rules []*nftables.Rule) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("list egress rules in %s: %w", h.where(), err)
 	}
-	if !sameRules(have, rules) {
+	if !sameRules(have, asListed(rules)) {
 		return false, nil
 	}
 	for _, es := range sets {

@@ -107,6 +107,15 @@ func TestEgressTraffic(t *testing.T) {
 			{0, l.out, pod0}, // kept for the holder, the masquerade skipped
 			{1, l.out, egressNodeAddr}, {0, l.cluster, pod0},
 		}},
+		// Via: kept only for the packets routed to the holder (here
+		// the servers are on the uplink's link: a packet's next hop is
+		// its destination).
+		{"not held, via", nft.EgressRule{Sources: []netip.Addr{pod0}, Via: l.out.Addr()}, []seen{
+			{0, l.out, pod0}, {0, l.out2, egressNodeAddr},
+		}},
+		{"not held, no route via the holder", nft.EgressRule{Sources: []netip.Addr{pod0}, Via: netip.MustParseAddr("192.0.2.254")}, []seen{
+			{0, l.out, egressNodeAddr},
+		}},
 		{"not held, destinations", nft.EgressRule{Sources: []netip.Addr{pod0, pod1}, Destinations: []netip.Prefix{netip.MustParsePrefix("192.0.2.101/32")}}, []seen{
 			{0, l.out, egressNodeAddr}, {0, l.out2, pod0}, {1, l.out2, pod1},
 		}},
@@ -139,7 +148,7 @@ func TestEnsureEgress(t *testing.T) {
 	c := nftIn(t, h)
 	spec := nft.EgressSpec{Cluster: egressCluster, Uplink: "eth0", Rules: []nft.EgressRule{
 		{Name: "a", EgressIP: egressIP, Held: true, Sources: []netip.Addr{podAddr(0), podAddr(1), podAddr(0)}},
-		{Name: "b", EgressIP: netip.MustParseAddr("192.0.2.11"), Sources: []netip.Addr{podAddr(2)}, Destinations: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("198.51.100.128/25")}},
+		{Name: "b", EgressIP: netip.MustParseAddr("192.0.2.11"), Sources: []netip.Addr{podAddr(2)}, Via: netip.MustParseAddr("10.244.2.0"), Destinations: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("198.51.100.128/25")}},
 	}}
 	ensure := func(step string, want bool) {
 		t.Helper()
@@ -155,7 +164,7 @@ func TestEnsureEgress(t *testing.T) {
 	want := []string{
 		"cnibox egress: to @cluster: return",
 		"cnibox egress a: held: from @src-0 out eth0: snat to 192.0.2.10",
-		"cnibox egress b: to the holder of 192.0.2.11: from @src-1 to @dst-1: keep the source (snat to ip saddr)",
+		"cnibox egress b: to the holder of 192.0.2.11: from @src-1 to @dst-1 via 10.244.2.0: keep the source (snat to ip saddr)",
 	}
 	if !slices.Equal(rules, want) {
 		t.Errorf("EgressRules = %q, want %q", rules, want)

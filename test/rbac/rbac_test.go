@@ -85,7 +85,10 @@ func (c *cluster) create(doc string) {
 	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
-	c.must("create", "-f", f)
+	// apply, not create: kube-controller-manager's service account
+	// controller may have made the default namespace's "default" first
+	// (a race the test lost now and then).
+	c.must("apply", "--server-side", "--force-conflicts", "-f", f)
 }
 
 // canI is kubectl auth can-i as the service account sa of kube-system.
@@ -223,8 +226,15 @@ func TestKubeRBAC(t *testing.T) {
 		"create validatingadmissionpolicies.admissionregistration.k8s.io", "delete validatingadmissionpolicybindings.admissionregistration.k8s.io",
 		"escalate clusterroles", "bind clusterroles", "impersonate serviceaccounts",
 	}
-	// cnibox.yaml: the overlay, the pod API, the cluster IPAM
+	egress := []string{ // egress gateways, cnibox.yaml's agent only
+		"list egressgateways.cnibox.io", "watch egressgateways.cnibox.io", "patch egressgateways.cnibox.io --subresource=status",
+		"list leases -n cnibox-egress", "watch leases -n cnibox-egress", "create leases -n cnibox-egress", "update leases -n cnibox-egress",
+	}
+	never = append(never, "delete leases -n cnibox-egress", "create egressgateways.cnibox.io", "update egressgateways.cnibox.io",
+		"delete egressgateways.cnibox.io", "patch egressgateways.cnibox.io", "get secrets -n cnibox-egress")
+	// cnibox.yaml: the overlay, the pod API, the cluster IPAM, egress
 	add("cnibox", true, "get nodes", "list nodes", "watch nodes", "patch nodes --subresource=status")
+	add("cnibox", true, egress...)
 	add("cnibox", true, podAPI...)
 	add("cnibox", true, ipam...)
 	add("cnibox", false, never...)
@@ -233,6 +243,7 @@ func TestKubeRBAC(t *testing.T) {
 	add("cnibox-multus", true, ipam...)
 	add("cnibox-multus", false, never...)
 	add("cnibox-multus", false, "get nodes", "list nodes", "patch nodes --subresource=status")
+	add("cnibox-multus", false, egress...)
 	for _, ck := range checks {
 		if got := c.canI(ck.sa, ck.args...); got != ck.want {
 			t.Errorf("kubectl auth can-i %s --as=system:serviceaccount:kube-system:%s: %v, want %v", strings.Join(ck.args, " "), ck.sa, got, ck.want)
@@ -299,13 +310,32 @@ func TestKubeAdmissionPolicy(t *testing.T) {
 				{"the pod's spec", []string{"patch", "pod", "mine", "-n", "default", "--type=merge", "-p", `{"spec":{"activeDeadlineSeconds":1}}`}, false},
 				{"the reclaim's Lease", []string{"create", "lease", "cnibox-whereabouts-reclaim", "-n", "kube-system"}, true},
 				{"another Lease", []string{"create", "lease", "kube-scheduler-2", "-n", "kube-system"}, false},
+				// egress (cnibox.yaml's agent: cnibox-multus has no right
+				// there), in order: an address's Lease held for node-a,
+				// taken over by node-b (as node-b's agent would), released
+				// by node-a: refused; held by node-a again; released.
+				{"an egress Lease held for itself", []string{"create", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", "node-a"}, sa.name == "cnibox"},
+				{"an egress Lease held for another node", []string{"create", "lease", "cnibox-egress-192-0-2-11", "-n", "cnibox-egress", "node-b"}, false},
+				{"another Lease in the egress namespace", []string{"create", "lease", "other", "-n", "cnibox-egress", "node-a"}, false},
+				{"an egress Lease handed to another node", []string{"replace", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", "node-b"}, false},
+				{"its egress Lease released", []string{"replace", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", ""}, sa.name == "cnibox"},
 			} {
 				args := tc.args
-				if args[0] == "create" && args[1] == "lease" {
+				if (args[0] == "create" || args[0] == "replace") && args[1] == "lease" {
 					// kubectl has no create lease: a manifest
 					f := filepath.Join(t.TempDir(), "lease.yaml")
-					os.WriteFile(f, []byte("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: "+args[2]+", namespace: kube-system}\n"), 0o600)
-					args = []string{"create", "-f", f}
+					holder := ""
+					if len(args) > 5 {
+						holder = "\nspec: {holderIdentity: '" + args[5] + "'}"
+					}
+					version := ""
+					if args[0] == "replace" { // an update names the version it replaces
+						if rv, ok := c.run("", "get", "lease", args[2], "-n", args[4], "-o", "jsonpath={.metadata.resourceVersion}"); ok {
+							version = ", resourceVersion: '" + strings.TrimSpace(rv) + "'"
+						}
+					}
+					os.WriteFile(f, []byte("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: "+args[2]+", namespace: "+args[4]+version+"}"+holder+"\n"), 0o600)
+					args = []string{args[0], "-f", f}
 				}
 				out, ok := c.run(token, args...)
 				if ok != tc.allow {
@@ -316,6 +346,7 @@ func TestKubeAdmissionPolicy(t *testing.T) {
 				}
 			}
 			c.must("delete", "lease", "cnibox-whereabouts-reclaim", "-n", "kube-system", "--ignore-not-found")
+			c.must("delete", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", "--ignore-not-found")
 			if got := c.must("get", "pod", "mine", "-n", "default", "-o", "jsonpath={.metadata.labels.app} {.metadata.annotations.keep} {.metadata.finalizers}"); got != "web me" {
 				t.Errorf("pod mine after the refused patches: labels.app, annotations.keep, finalizers %q, want %q", got, "web me")
 			}

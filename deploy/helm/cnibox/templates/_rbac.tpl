@@ -135,7 +135,7 @@ spec:
       resources: ["pods", "nodes/status"]
     - apiGroups: ["coordination.k8s.io"]
       apiVersions: ["v1"]
-      operations: ["CREATE"]
+      operations: ["CREATE", "UPDATE"]
       resources: ["leases"]
   matchConditions:
   - name: the-agent
@@ -175,8 +175,12 @@ spec:
       object.status.?conditions.orValue([]).filter(c, c.type != 'NetworkUnavailable') == oldObject.status.?conditions.orValue([]).filter(c, c.type != 'NetworkUnavailable'))
     message: "cnibox: the agent may change its node's annotations, its cnibox.io/overlay-metadata label and its NetworkUnavailable condition, nothing else"
     reason: Forbidden
-  - expression: "request.resource.resource != 'leases' || object.metadata.name == 'cnibox-whereabouts-reclaim'"
-    message: "cnibox: the agent may create the Lease cnibox-whereabouts-reclaim and no other"
+  - expression: >-
+      request.resource.resource != 'leases' || object.metadata.name == 'cnibox-whereabouts-reclaim' || (
+      object.metadata.name.startsWith('cnibox-egress-') && variables.node.size() == 1 && (
+      object.spec.?holderIdentity.orValue('') == variables.node[0] ||
+      (request.operation == 'UPDATE' && object.spec.?holderIdentity.orValue('') == '' && oldObject.spec.?holderIdentity.orValue('') == variables.node[0])))
+    message: "cnibox: the agent may write the Lease cnibox-whereabouts-reclaim and the Leases cnibox-egress-* holding them for its own node (or releasing its own), no other"
     reason: Forbidden
 ---
 apiVersion: admissionregistration.k8s.io/v1

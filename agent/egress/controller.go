@@ -1,0 +1,241 @@
+//go:build !nokube
+
+package egress
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/netops"
+)
+
+// Config configures Run.
+type Config struct {
+	kubeapi.Cluster
+	Log *slog.Logger
+	// Namespace holds the Leases (LeaseNamespace).
+	Namespace string
+	// Host is the node's network namespace.
+	Host *netops.Handle
+	// Overlay reports the node's uplink and the cluster's IPv4 network
+	// once the overlay agent has them (false: not yet).
+	Overlay func() (uplink string, cluster []netip.Prefix, ok bool)
+	Timing  Timing
+	// DataDir is the store `cnibox inspect egress` reads ("": none).
+	DataDir string
+	// Register, if set, registers the controller's metrics.
+	Register func(prometheus.Collector) error
+	// CRDPoll is how often an API without the CRD is asked again
+	// (default 30 s).
+	CRDPoll time.Duration
+}
+
+// Run serves EgressGateways until ctx ends: it waits for the API to serve
+// the kind (checking every CRDPoll) and for the overlay, publishes this
+// node's networks, then takes part in the election of every address this
+// node may hold and programs the node. On the way out it releases what it
+// holds (the address first, then the Lease) and leaves the rules and
+// routes of the other holders in place, so that pods keep their egress
+// address while the agent restarts.
+func Run(ctx context.Context, cfg Config) error {
+	const what = "egress gateways"
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming
+	}
+	if cfg.CRDPoll == 0 {
+		cfg.CRDPoll = 30 * time.Second
+	}
+	node, err := kubecore.NodeName(cfg.NodeName, what)
+	if err != nil {
+		return err
+	}
+	rc, err := cfg.Config(what)
+	if err != nil {
+		return err
+	}
+	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{},
+		&corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Node{}, &corev1.NodeList{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	gwc, err := kubecore.GroupClient(rc, GroupVersion(), "/apis", &EgressGateway{}, &EgressGatewayList{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	coord, err := kubecore.GroupClient(rc, coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{}, &coordv1.LeaseList{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !waitCRD(ctx, gwc, cfg) {
+		return nil
+	}
+	var uplink string
+	var cluster []netip.Prefix
+	for {
+		var ok bool
+		if uplink, cluster, ok = cfg.Overlay(); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	c := newController(cfg, node, uplink, cluster)
+	c.leases = &leases{c: coord, namespace: cfg.Namespace, node: node, duration: int32(max(cfg.Timing.Lease/time.Second, 1))}
+	c.gwc, c.core = gwc, core
+	if cfg.Register != nil {
+		if err := cfg.Register(c.m); err != nil {
+			return fmt.Errorf("%s: metrics: %w", what, err)
+		}
+	}
+	if err := c.publishNetworks(ctx); err != nil {
+		cfg.Log.Warn("egress gateways: cannot publish this node's networks; it will hold no egress address until it can", "err", err)
+	}
+	c.startInformers(ctx, core, gwc, coord)
+	cfg.Log.Info("egress gateways: serving", "node", node, "uplink", uplink, "cluster", cluster)
+	c.loop(ctx)
+	return nil
+}
+
+// waitCRD waits until the API serves EgressGateways; false when ctx ended
+// first.
+func waitCRD(ctx context.Context, gwc rest.Interface, cfg Config) bool {
+	told := false
+	for {
+		err := gwc.Get().Resource(Resource).Param("limit", "1").Do(ctx).Error()
+		if err == nil {
+			return true
+		}
+		if !told {
+			cfg.Log.Info("egress gateways: the API does not serve "+Resource+"."+GroupVersion().Group+" (apply deploy/kubernetes/egressgateway-crd.yaml to use them); asking again every "+cfg.CRDPoll.String(), "err", err)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(cfg.CRDPoll):
+		}
+	}
+}
+
+// startInformers runs the informers; each event marks the plan dirty.
+func (c *controller) startInformers(ctx context.Context, core, gwc, coord rest.Interface) {
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.poke() },
+		UpdateFunc: func(any, any) { c.poke() },
+		DeleteFunc: func(any) { c.poke() },
+	}
+	type informer struct {
+		c        rest.Interface
+		resource string
+		obj      runtime.Object
+		page     func() runtime.Object
+		slim     cache.TransformFunc
+		store    *cache.Store
+	}
+	for _, in := range []informer{
+		{gwc, Resource, &EgressGateway{}, func() runtime.Object { return &EgressGatewayList{} }, keep, &c.gws},
+		{core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }, slimPod, &c.pods},
+		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }, slimMeta, &c.nss},
+		{core, "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }, slimNode, &c.nodes},
+	} {
+		st, ctl := kubeapi.NewSlimInformer(in.c, in.resource, in.obj, in.page, cache.InformerOptions{Handler: h, Transform: in.slim})
+		*in.store = st
+		go ctl.Run(ctx.Done())
+		c.synced = append(c.synced, ctl.HasSynced)
+	}
+	lw := cache.NewFilteredListWatchFromClient(coord, "leases", c.cfg.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = LeaseLabel })
+	st, ctl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &coordv1.Lease{}, Handler: h})
+	c.leaseStore = st
+	go ctl.Run(ctx.Done())
+	c.synced = append(c.synced, ctl.HasSynced)
+}
+
+// keep is the identity transform.
+func keep(o any) (any, error) { return o, nil }
+
+// slimMeta keeps an object's name and labels.
+func slimMeta(o any) (any, error) {
+	if ns, ok := o.(*corev1.Namespace); ok {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name, Labels: ns.Labels, ResourceVersion: ns.ResourceVersion}}, nil
+	}
+	return o, nil
+}
+
+// slimPod keeps what the plan reads of a pod.
+func slimPod(o any) (any, error) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return o, nil
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, ResourceVersion: p.ResourceVersion},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIPs: p.Status.PodIPs},
+	}, nil
+}
+
+// slimNode keeps a node's name, labels and published networks.
+func slimNode(o any) (any, error) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil
+	}
+	out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, ResourceVersion: n.ResourceVersion},
+		Spec: corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs}}
+	if v, ok := n.Annotations[NetworksAnnotation]; ok {
+		out.Annotations = map[string]string{NetworksAnnotation: v}
+	}
+	return out, nil
+}
+
+// publishNetworks writes this node's uplink networks into its Node's
+// NetworksAnnotation (through nodes/status, as the overlay's annotations:
+// the right the agent has).
+func (c *controller) publishNetworks(ctx context.Context) error {
+	nets, err := c.uplinkNetworks()
+	if err != nil {
+		return err
+	}
+	ref := kubeapi.Ref{Resource: "nodes", Name: c.node}
+	err = kubeapi.PatchStatusMetadata(ctx, c.core, ref, map[string]any{"annotations": map[string]any{NetworksAnnotation: FormatNetworks(nets)}})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s: %w", c.node, err)
+	}
+	return err
+}
+
+// uplinkNetworks are the IPv4 networks of the uplink's addresses (its
+// /32s, which include held egress addresses, left out).
+func (c *controller) uplinkNetworks() ([]netip.Prefix, error) {
+	ps, err := c.cfg.Host.Addrs(c.uplink)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() && p.Bits() < 32 {
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
+}

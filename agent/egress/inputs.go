@@ -1,0 +1,96 @@
+//go:build !nokube
+
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Read compiles g for the plan, naming each field it cannot use.
+func Read(g *EgressGateway) Gateway {
+	out := Gateway{Name: g.Name}
+	selector := func(field string, s *metav1.LabelSelector) labels.Selector {
+		if s == nil {
+			return labels.Everything()
+		}
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		if err != nil {
+			out.Invalid = append(out.Invalid, fmt.Sprintf("%s: %v", field, err))
+			return labels.Nothing()
+		}
+		return sel
+	}
+	out.PodSelector = selector("spec.podSelector", g.Spec.PodSelector)
+	out.NamespaceSelector = selector("spec.namespaceSelector", g.Spec.NamespaceSelector)
+	out.NodeSelector = selector("spec.nodeSelector", g.Spec.NodeSelector)
+	for i, s := range g.Spec.EgressIPs {
+		a, err := netip.ParseAddr(s)
+		if err != nil || !a.Is4() {
+			out.Invalid = append(out.Invalid, fmt.Sprintf("spec.egressIPs[%d] %q: not an IPv4 address (IPv6 egress addresses are not supported yet)", i, s))
+			continue
+		}
+		out.IPs = append(out.IPs, a)
+	}
+	if len(g.Spec.EgressIPs) == 0 {
+		out.Invalid = append(out.Invalid, "spec.egressIPs: empty (give one address or more)")
+	}
+	for i, s := range g.Spec.DestinationCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || !p.Addr().Is4() {
+			out.Invalid = append(out.Invalid, fmt.Sprintf("spec.destinationCIDRs[%d] %q: not an IPv4 CIDR", i, s))
+			continue
+		}
+		out.Destinations = append(out.Destinations, p.Masked())
+	}
+	return out
+}
+
+// readPod is p for the plan; false for a pod the plan leaves out (host
+// network, finished, no address yet).
+func readPod(p *corev1.Pod) (Pod, bool) {
+	if p.Spec.HostNetwork || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return Pod{}, false
+	}
+	out := Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: p.Labels}
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is4() {
+			out.IPs = append(out.IPs, a)
+		}
+	}
+	return out, len(out.IPs) > 0
+}
+
+// readNode is n for the plan: its labels and the networks its agent
+// publishes.
+func readNode(n *corev1.Node) Node {
+	out := Node{Name: n.Name, Labels: n.Labels}
+	out.Networks = ParseNetworks(n.Annotations[NetworksAnnotation])
+	return out
+}
+
+// ParseNetworks reads NetworksAnnotation's value (comma-separated
+// prefixes; what does not parse is left out).
+func ParseNetworks(v string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range strings.Split(v, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// FormatNetworks is NetworksAnnotation's value for ps.
+func FormatNetworks(ps []netip.Prefix) string {
+	ss := make([]string, 0, len(ps))
+	for _, p := range ps {
+		ss = append(ss, p.Masked().String())
+	}
+	return strings.Join(ss, ",")
+}

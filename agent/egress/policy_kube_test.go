@@ -1,0 +1,95 @@
+//go:build kube
+
+package egress
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	admv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// applyEgressPolicy creates bin/cnibox.yaml's admission policy
+// cnibox-egressgateway and its binding as deploy/kubernetes/cnibox.yaml
+// has them, and the ConfigMap they read (its net-conf.json).
+func applyEgressPolicy(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/kubernetes/cnibox.yaml")
+	must(t, err)
+	ctx := context.Background()
+	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+		var meta struct {
+			Kind     string
+			Metadata metav1.ObjectMeta
+		}
+		if yaml.Unmarshal(doc, &meta) != nil {
+			continue
+		}
+		switch {
+		case meta.Kind == "ValidatingAdmissionPolicy" && meta.Metadata.Name == "cnibox-egressgateway":
+			var p admv1.ValidatingAdmissionPolicy
+			must(t, yaml.UnmarshalStrict(doc, &p))
+			_, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
+			must(t, err)
+		case meta.Kind == "ValidatingAdmissionPolicyBinding" && meta.Metadata.Name == "cnibox-egressgateway":
+			var p admv1.ValidatingAdmissionPolicyBinding
+			must(t, yaml.UnmarshalStrict(doc, &p))
+			_, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &p, metav1.CreateOptions{})
+			must(t, err)
+		case meta.Kind == "ConfigMap" && meta.Metadata.Name == "cnibox":
+			var cm corev1.ConfigMap
+			must(t, yaml.UnmarshalStrict(doc, &cm))
+			_, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, &cm, metav1.CreateOptions{})
+			must(t, err)
+		}
+	}
+}
+
+// createGateway creates the gateway of JSON body.
+func createGateway(cs kubernetes.Interface, body string) error {
+	return cs.CoreV1().RESTClient().Post().AbsPath("/apis/cnibox.io/v1alpha1/egressgateways").
+		Body([]byte(body)).SetHeader("Content-Type", "application/json").Do(context.Background()).Error()
+}
+
+// refused: what cannot work is refused, the field named: by the schema
+// (IPv6, not an address, an unknown operator, a destination that is not a
+// CIDR) and by the admission policy (an address in net-conf.json's
+// cluster network; the policy takes a moment to be in force).
+func refused(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	gw := func(spec string) string {
+		return `{"apiVersion":"cnibox.io/v1alpha1","kind":"EgressGateway","metadata":{"name":"bad"},"spec":` + spec + `}`
+	}
+	for _, tc := range []struct{ spec, want string }{
+		{`{"egressIPs":["2001:db8::1"]}`, "spec.egressIPs[0]: Invalid value"},
+		{`{"egressIPs":["192.0.2.300"]}`, "must be one IPv4 address"},
+		{`{"egressIPs":["127.0.0.1"]}`, "must be a unicast address a node can hold"},
+		{`{"egressIPs":[]}`, "spec.egressIPs"},
+		{`{"egressIPs":["192.0.2.10"],"podSelector":{"matchExpressions":[{"key":"a","operator":"Near","values":["x"]}]}}`, "spec.podSelector"},
+		{`{"egressIPs":["192.0.2.10"],"destinationCIDRs":["203.0.113.0"]}`, "must be an IPv4 CIDR"},
+	} {
+		err := createGateway(cs, gw(tc.spec))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gateway %s: %v; want refused with %q", tc.spec, err, tc.want)
+		}
+	}
+	want := "spec.egressIPs: 10.244.3.7 is inside the cluster network 10.244.0.0/16 of net-conf.json"
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = createGateway(cs, gw(`{"egressIPs":["192.0.2.10","10.244.3.7"]}`)); err != nil && strings.Contains(err.Error(), want) {
+			return
+		}
+		if err == nil {
+			cs.CoreV1().RESTClient().Delete().AbsPath("/apis/cnibox.io/v1alpha1/egressgateways/bad").Do(context.Background())
+		}
+	}
+	t.Errorf("a gateway with a cluster address, a minute after the policy was created: %v; want refused with %q", err, want)
+}
