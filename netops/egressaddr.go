@@ -22,7 +22,7 @@ import (
 // about a quarter of a second of its deadline.
 
 // infiniteLifetime is the kernel's INFINITY_LIFE_TIME: no lifetime.
-const infiniteLifetime = 0xffffffff
+const infiniteLifetime uint32 = 0xffffffff
 
 // ErrEgressIPv6 is wrapped by the errors of the egress gateway's kernel
 // work (EnsureAddrLifetime, SyncEgressRoutes, netops/announce, netops/nft's
@@ -76,7 +76,7 @@ func (h *Handle) AddrLifetime(link string, p netip.Prefix) (valid time.Duration,
 		if q, ok := fromIPNet(a.IPNet); !ok || q != p {
 			continue
 		}
-		if a.ValidLft == infiniteLifetime || a.Flags&unix.IFA_F_PERMANENT != 0 {
+		if uint32(a.ValidLft) == infiniteLifetime || a.Flags&unix.IFA_F_PERMANENT != 0 {
 			return 0, true, nil
 		}
 		return time.Duration(a.ValidLft) * time.Second, true, nil

@@ -116,18 +116,22 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// waitCRD waits until the API serves EgressGateways; false when ctx ended
-// first.
+// waitCRD waits until the API serves EgressGateways and the agent may
+// list them; false when ctx ended first. It says once why it waits.
 func waitCRD(ctx context.Context, gwc rest.Interface, cfg Config) bool {
-	told := false
+	told := ""
 	for {
 		err := gwc.Get().Resource(Resource).Param("limit", "1").Do(ctx).Error()
 		if err == nil {
 			return true
 		}
-		if !told {
-			cfg.Log.Info("egress gateways: the API does not serve "+Resource+"."+GroupVersion().Group+" (apply deploy/kubernetes/egressgateway-crd.yaml to use them); asking again every "+cfg.CRDPoll.String(), "err", err)
-			told = true
+		why := "the API does not serve " + Resource + "." + GroupVersion().Group + " (apply deploy/kubernetes/egressgateway-crd.yaml to use them)"
+		if apierrors.IsForbidden(err) {
+			why = "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-egress grants it; flannel's manifest does not)"
+		}
+		if why != told {
+			cfg.Log.Info("egress gateways: not serving them: "+why+"; asking again every "+cfg.CRDPoll.String(), "err", err)
+			told = why
 		}
 		select {
 		case <-ctx.Done():
