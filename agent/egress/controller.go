@@ -214,18 +214,55 @@ func slimNode(o any) (any, error) {
 
 // publishNetworks writes this node's uplink networks into its Node's
 // NetworksAnnotation (through nodes/status, as the overlay's annotations:
-// the right the agent has).
+// the right the agent has): none while the node does not forward IPv4
+// (forwarding), so that no node counts on it to hold an address.
 func (c *controller) publishNetworks(ctx context.Context) error {
 	nets, err := c.uplinkNetworks()
 	if err != nil {
 		return err
 	}
+	if !c.forwarding() {
+		nets = nil
+	}
+	v := FormatNetworks(nets)
+	if v == c.published {
+		return nil
+	}
+	c.published = v
 	ref := kubeapi.Ref{Resource: "nodes", Name: c.node}
-	err = kubeapi.PatchStatusMetadata(ctx, c.core, ref, map[string]any{"annotations": map[string]any{NetworksAnnotation: FormatNetworks(nets)}})
+	err = kubeapi.PatchStatusMetadata(ctx, c.core, ref, map[string]any{"annotations": map[string]any{NetworksAnnotation: c.published}})
+	if err != nil {
+		c.published = "-" // (written again next time)
+	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s: %w", c.node, err)
 	}
 	return err
+}
+
+// forwarding reports whether the node forwards IPv4 (net.ipv4.ip_forward),
+// turning it on when it can. The holder forwards the other nodes' pods'
+// traffic; a node without pods may not forward yet (the bridge role turns
+// it on with its first pod; kubeadm asks for it), and an agent in a
+// container without privileges cannot turn it on (/proc/sys is read-only
+// there): it says so, once a change.
+func (c *controller) forwarding() bool {
+	v, err := c.cfg.Host.Sysctl("net.ipv4.ip_forward")
+	if err == nil && v != "1" {
+		if err = c.cfg.Host.SetSysctl("net.ipv4.ip_forward", "1"); err == nil {
+			v = "1"
+		}
+	}
+	on := err == nil && v == "1"
+	if on != c.forwards {
+		c.forwards = on
+		if on {
+			c.cfg.Log.Info("egress gateways: this node forwards IPv4: it may hold egress addresses")
+		} else {
+			c.cfg.Log.Warn("egress gateways: this node does not forward IPv4 (net.ipv4.ip_forward=0) and the agent cannot turn it on: it holds no egress address until it does (set it on the node, as kubeadm requires; the bridge role sets it with the node's first pod)", "err", err)
+		}
+	}
+	return on
 }
 
 // uplinkNetworks are the IPv4 networks of the uplink's addresses (its

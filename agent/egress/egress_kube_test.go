@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mdlayher/arp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -221,38 +220,19 @@ func (l *lab) watchHolders(t *testing.T) (stop func()) {
 			}
 		}
 	}()
-	var c *arp.Client
-	must(t, nstest.Run(t, l.ext.Path(), func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return err
-		}
-		c, err = arp.Dial(ifi)
-		return err
-	}))
+	arpc := nstest.NewARPProber(t, l.ext.Path(), "eth0")
 	go func() {
 		defer wg.Done()
-		defer c.Close()
 		for {
 			select {
 			case <-done:
 				return
 			default:
 			}
-			if err := c.Request(egressAddr); err != nil {
+			macs, err := arpc.Answers(egressAddr, 20*time.Millisecond)
+			if err != nil {
 				t.Errorf("ARP request: %v", err)
 				return
-			}
-			macs := map[string]bool{}
-			c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-			for {
-				p, _, err := c.Read()
-				if err != nil {
-					break
-				}
-				if p.Operation == arp.OperationReply && p.SenderIP == egressAddr {
-					macs[p.SenderHardwareAddr.String()] = true
-				}
 			}
 			if len(macs) > 1 {
 				t.Errorf("two MACs answer ARP for %s at once: %v", egressAddr, macs)

@@ -43,6 +43,9 @@ type controller struct {
 
 	m         *metrics
 	takeovers uint64
+
+	published string // the NetworksAnnotation value last written
+	forwards  bool   // the node forwards IPv4 (as last checked)
 }
 
 // result is a Lease write's outcome.
@@ -84,6 +87,8 @@ func (c *controller) loop(ctx context.Context) {
 	c.dirty = true
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	recheck := time.NewTicker(30 * time.Second) // the networks and forwarding
+	defer recheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -93,6 +98,10 @@ func (c *controller) loop(ctx context.Context) {
 			c.dirty = true
 		case r := <-c.results:
 			c.done(r)
+		case <-recheck.C:
+			if err := c.publishNetworks(ctx); err != nil {
+				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
+			}
 		case <-t.C:
 		}
 		c.step(ctx, time.Now())

@@ -159,8 +159,8 @@ func TestDaemonSet(t *testing.T) {
 	if sc == nil || sc.Capabilities == nil || (sc.Privileged != nil && *sc.Privileged) {
 		t.Fatalf("agent security context %+v", sc)
 	}
-	if !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) {
-		t.Errorf("agent capabilities %v, want NET_ADMIN (docs/deploy.md says why)", sc.Capabilities.Add)
+	if !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
+		t.Errorf("agent capabilities %v, want NET_ADMIN and NET_RAW (docs/deploy.md says why)", sc.Capabilities.Add)
 	}
 	env := map[string]corev1.EnvVar{}
 	for _, e := range agent.Env {

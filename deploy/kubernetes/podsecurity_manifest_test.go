@@ -14,7 +14,7 @@ import (
 var wantCaps = map[string]map[string][]corev1.Capability{
 	"cnibox.yaml": {
 		"install-cni": nil,           // writes root's directories as root
-		"agent":       {"NET_ADMIN"}, // VXLAN device, routes, neighbours, nftables
+		"agent":       {"NET_ADMIN", "NET_RAW"}, // VXLAN device, routes, neighbours, nftables; an egress address's gratuitous ARP
 	},
 	"cnibox-multus.yaml": {
 		"install-cni": nil,

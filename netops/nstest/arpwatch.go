@@ -1,0 +1,58 @@
+package nstest
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/arp"
+)
+
+// ARPProber asks a LAN, from an interface of a namespace, who answers for
+// an address: the LAN's view of who holds it.
+type ARPProber struct {
+	c *arp.Client
+}
+
+// NewARPProber opens an ARP client on ifname in the namespace at nsPath,
+// closed when the test ends.
+func NewARPProber(t testing.TB, nsPath, ifname string) *ARPProber {
+	t.Helper()
+	var c *arp.Client
+	if err := Run(t, nsPath, func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		c, err = arp.Dial(ifi)
+		return err
+	}); err != nil {
+		t.Fatalf("ARP client on %s in %s: %v", ifname, nsPath, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &ARPProber{c: c}
+}
+
+// Answers broadcasts one request for target and returns the MACs of the
+// replies that come within window (more than one: two hosts claim it).
+func (p *ARPProber) Answers(target netip.Addr, window time.Duration) ([]string, error) {
+	if err := p.c.Request(target); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	if err := p.c.SetReadDeadline(time.Now().Add(window)); err != nil {
+		return nil, err
+	}
+	for {
+		r, _, err := p.c.Read()
+		if err != nil {
+			return out, nil // the window is over
+		}
+		if r.Operation == arp.OperationReply && r.SenderIP == target && !seen[r.SenderHardwareAddr.String()] {
+			seen[r.SenderHardwareAddr.String()] = true
+			out = append(out, r.SenderHardwareAddr.String())
+		}
+	}
+}
