@@ -204,42 +204,7 @@ func (l *lab) holders(t *testing.T) []string {
 // node holds the address in its kernel, and, from the LAN (the server's
 // namespace), that at most one MAC answers an ARP request for it.
 func (l *lab) watchHolders(t *testing.T) (stop func()) {
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			if hs := l.holders(t); len(hs) > 1 {
-				t.Errorf("%v hold %s at once", hs, egressAddr)
-			}
-		}
-	}()
-	arpc := nstest.NewARPProber(t, l.ext.Path(), "eth0")
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			macs, err := arpc.Answers(egressAddr, 20*time.Millisecond)
-			if err != nil {
-				t.Errorf("ARP request: %v", err)
-				return
-			}
-			if len(macs) > 1 {
-				t.Errorf("two MACs answer ARP for %s at once: %v", egressAddr, macs)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	return nstest.WatchOneHolder(t, nstest.NewARPProber(t, l.ext.Path(), "eth0"), egressAddr, 10*time.Millisecond, func() []string { return l.holders(t) })
 }
 
 // startAgent starts node n's agent.

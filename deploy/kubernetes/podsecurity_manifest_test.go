@@ -13,7 +13,7 @@ import (
 // dropped), by manifest and container, and why (docs/security.md).
 var wantCaps = map[string]map[string][]corev1.Capability{
 	"cnibox.yaml": {
-		"install-cni": nil,           // writes root's directories as root
+		"install-cni": nil,                      // writes root's directories as root
 		"agent":       {"NET_ADMIN", "NET_RAW"}, // VXLAN device, routes, neighbours, nftables; an egress address's gratuitous ARP
 	},
 	"cnibox-multus.yaml": {

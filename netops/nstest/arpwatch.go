@@ -3,6 +3,7 @@ package nstest
 import (
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,4 +56,47 @@ func (p *ARPProber) Answers(target netip.Addr, window time.Duration) ([]string, 
 			out = append(out, r.SenderHardwareAddr.String())
 		}
 	}
+}
+
+// WatchOneHolder checks until stop is called that addr has one holder at
+// most at every instant: holders (the hosts whose kernels have it, read
+// every `every`) never names two, and p (the LAN's view, asked in rounds
+// of 20 ms) never hears two MACs answer one request. Each breach fails
+// the test.
+func WatchOneHolder(t testing.TB, p *ARPProber, addr netip.Addr, every time.Duration, holders func() []string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+			if hs := holders(); len(hs) > 1 {
+				t.Errorf("%v hold %s at once", hs, addr)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			macs, err := p.Answers(addr, 20*time.Millisecond)
+			if err != nil {
+				t.Errorf("ARP request for %s: %v", addr, err)
+				return
+			}
+			if len(macs) > 1 {
+				t.Errorf("two MACs answer ARP for %s at once: %v", addr, macs)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
