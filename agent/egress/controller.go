@@ -35,7 +35,8 @@ type Config struct {
 	// once the overlay agent has them (false: not yet).
 	Overlay func() (uplink string, cluster []netip.Prefix, ok bool)
 	Timing  Timing
-	// DataDir is the store `cnibox inspect egress` reads ("": none).
+	// DataDir is the store `cnibox inspect egress` reads (store.Dir's:
+	// "" is $CNIBOX_DATA_DIR or the default, as for the CNI calls).
 	DataDir string
 	// Register, if set, registers the controller's metrics.
 	Register func(prometheus.Collector) error

@@ -63,9 +63,6 @@ func (c *controller) record() {
 		}
 	}
 	c.m.held.Set(float64(held))
-	if c.cfg.DataDir == "" {
-		return
-	}
 	st := store.EgressState{Node: c.node, Uplink: c.uplink, Takeovers: c.takeovers, AgentPID: os.Getpid()}
 	byName := map[string]int{}
 	for _, u := range c.plan.Uses {

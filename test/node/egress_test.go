@@ -3,6 +3,7 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/store"
 )
 
 // egressIP is the gateway's address in TestKubeNodeEgress, on the
@@ -206,6 +208,21 @@ func TestKubeNodeEgress(t *testing.T) {
 		seenAs("the gateway", "a-3", egressIP)
 		seenAs("the gateway", "a-1", egressIP)
 		seenAs("the gateway", "b-3", node3)
+		c.poll("cnibox inspect egress on "+n3.name+" names the holder and its pods there", func() error {
+			out, err := n3.onNode("/opt/cni/bin/cnibox", "inspect", "egress", "--json")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			var st store.EgressState
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			if len(st.Gateways) != 1 || len(st.Gateways[0].IPs) != 1 || st.Gateways[0].IPs[0].Holder != holder.name ||
+				!slices.Equal(st.Gateways[0].IPs[0].LocalPods, []string{"default/a-3", "default/probe-3"}) {
+				return fmt.Errorf("%+v", st.Gateways)
+			}
+			return nil
+		})
 		c.poll("the gateway's status names "+holder.name, func() error {
 			out, err := c.kubectl("get", "egressgateway", "gw", "-o", `jsonpath={.status.egressIPs[0].node} {.status.conditions[?(@.type=="Ready")].status}`)
 			if err != nil || strings.TrimSpace(out) != holder.name+" True" {
