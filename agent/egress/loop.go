@@ -6,6 +6,7 @@ import (
 	"context"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"time"
 
@@ -43,6 +44,9 @@ type controller struct {
 
 	m         *metrics
 	takeovers uint64
+
+	programmed Plan // the plan last written to the kernel, the status and the store
+	resync     bool // write it again even if it did not change
 
 	published string // the NetworksAnnotation value last written
 	forwards  bool   // the node forwards IPv4 (as last checked)
@@ -102,6 +106,7 @@ func (c *controller) loop(ctx context.Context) {
 			if err := c.publishNetworks(ctx); err != nil {
 				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
 			}
+			c.resync = true // the kernel checked against the plan again
 		case <-t.C:
 		}
 		c.step(ctx, time.Now())
@@ -147,13 +152,20 @@ func (c *controller) step(ctx context.Context, now time.Time) {
 		}
 	}
 	c.fence(now)
-	if c.dirty || !maps.Equal(holders, c.holders) {
+	if c.dirty || c.resync || !maps.Equal(holders, c.holders) {
 		c.holders = holders
 		c.plan = c.makePlan()
 		c.dirty = false
-		c.program()
-		c.writeStatus(ctx)
-		c.record()
+		// Most events (any pod of the cluster changing) leave this node's
+		// plan as it was: the kernel, the status and the store are written
+		// only when it changed, and every 30 s (a rule removed under the
+		// agent comes back).
+		if c.resync || !reflect.DeepEqual(c.plan, c.programmed) {
+			c.programmed, c.resync = c.plan, false
+			c.program()
+			c.writeStatus(ctx)
+			c.record()
+		}
 	}
 }
 

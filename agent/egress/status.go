@@ -36,6 +36,11 @@ func (c *controller) writeStatus(ctx context.Context) {
 	if !c.reporter() {
 		return
 	}
+	for name := range c.status { // (a gateway deleted: forget its last status)
+		if _, ok, _ := c.gws.GetByKey(name); !ok {
+			delete(c.status, name)
+		}
+	}
 	for _, o := range c.gws.List() {
 		g, ok := o.(*EgressGateway)
 		if !ok {
