@@ -48,7 +48,7 @@ func start(t *testing.T) *cluster {
 	bin := kubeBin(t)
 	kc := kube.Start(t, []string{"KCP_CACHE=" + bin})
 	c := &cluster{t: t, kubectl: filepath.Join(bin, "kubectl"), kubeconfig: kc}
-	for _, f := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "cnibox.yaml", "cnibox-multus.yaml"} {
+	for _, f := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "egressgateway-crd.yaml", "cnibox.yaml", "cnibox-multus.yaml"} {
 		c.must("apply", "-f", "../../deploy/kubernetes/"+f)
 	}
 	return c
