@@ -295,13 +295,20 @@ func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
 }
 
 // asListed is rules as google/nftables lists them back: it decodes no
-// `rt` expression (it drops them), so Via's match is compared by the
-// comment, which names the next hop.
+// `rt` and no `byteorder` expression (it drops them), so what they do is
+// compared by the comment (egress: Via's match names the next hop; the
+// fast path: its threshold).
 func asListed(rules []*nftables.Rule) []*nftables.Rule {
 	out := make([]*nftables.Rule, len(rules))
 	for i, r := range rules {
 		c := *r
-		c.Exprs = slices.DeleteFunc(slices.Clone(r.Exprs), func(e expr.Any) bool { _, rt := e.(*expr.Rt); return rt })
+		c.Exprs = slices.DeleteFunc(slices.Clone(r.Exprs), func(e expr.Any) bool {
+			switch e.(type) {
+			case *expr.Rt, *expr.Byteorder:
+				return true
+			}
+			return false
+		})
 		out[i] = &c
 	}
 	return out

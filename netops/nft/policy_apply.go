@@ -176,7 +176,8 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 //  4. Elements added to and removed from sets that stay (c.Add, c.Del).
 //  5. The guard set (the namespaces where a policy could select a pod).
 //  6. The pending set: the resolved addresses out, the closed ones in.
-//  7. The generation sets (readGen).
+//  7. The generation sets (readGen), and the fast path's reset
+//     (fastpath.go: a new generation takes every connection out of it).
 //  8. The chains and their rules: the chains first, the base chains
 //     hooked last (a jump needs its target), chains no rule uses deleted,
 //     then the counters no rule uses.
@@ -265,6 +266,9 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		return err
 	}
 	if err := t.queueGen(); err != nil {
+		return err
+	}
+	if err := t.queueFastPathReset(); err != nil {
 		return err
 	}
 	for _, n := range policyGenSets {

@@ -192,6 +192,9 @@ func buildDisk(o options) (string, []string, error) {
 	if o.run != "" {
 		fmt.Fprintf(&args, "-test.run=%s\n", o.run)
 	}
+	if o.bench != "" {
+		fmt.Fprintf(&args, "-test.bench=%s\n", o.bench)
+	}
 	if err := os.WriteFile(filepath.Join(stage, "testargs"), []byte(args.String()), 0o644); err != nil {
 		return "", nil, err
 	}

@@ -14,7 +14,7 @@
 // br_netfilter on (forwarding.go), streams the console and exits with the
 // tests' status.
 //
-//	go run ./test/kernel [-kernel /boot/vmlinuz-VER] [-run REGEXP] [-pkgs 'PATTERN ...'] [-forwarding-pkgs 'PATTERN ...'|none]
+//	go run ./test/kernel [-kernel /boot/vmlinuz-VER] [-run REGEXP] [-bench REGEXP] [-pkgs 'PATTERN ...'] [-forwarding-pkgs 'PATTERN ...'|none]
 package main
 
 import (
@@ -39,6 +39,7 @@ type options struct {
 	// forwarding are the package patterns of the second pass (forwarding.go)
 	forwarding []string
 	run        string // -test.run for every binary
+	bench      string // -test.bench for every binary (make bench-fastpath)
 	timeout    time.Duration
 	memMB      int
 	smp        int
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&pkgs, "pkgs", "", "package patterns to test, space separated (default: every package with tests under netops, roles, agent, and test/e2e, test/reliability)")
 	flag.StringVar(&fwd, "forwarding-pkgs", strings.Join(forwardingPatterns, " "), "package patterns run a second time with the VM's forwarding and br_netfilter on, of those -pkgs selects (\"none\": no second pass)")
 	flag.StringVar(&o.run, "run", "", "run only the tests matching this regexp (-test.run)")
+	flag.StringVar(&o.bench, "bench", "", "run the benchmarks matching this regexp (-test.bench; with -run '^$' for them alone)")
 	flag.DurationVar(&o.timeout, "timeout", 80*time.Minute, "time limit of the whole VM run")
 	flag.IntVar(&o.memMB, "m", 1024, "guest memory in MiB")
 	flag.IntVar(&o.smp, "smp", 2, "guest CPUs")
