@@ -67,6 +67,11 @@ type Options struct {
 	// BlackholeRoute adds a blackhole route for this node's subnet(s)
 	// (--ip-blackhole-route).
 	BlackholeRoute bool
+	// FastPath forwards established connections from an nftables
+	// flowtable (--fast-path; agent/fastpath.go); FastPathAfter is how many
+	// packets a connection carries first (0: nft.DefaultFastPathAfter).
+	FastPath      bool
+	FastPathAfter uint64
 	// RulesResync is how often the masquerade and forward rules and the
 	// blackhole route are checked and restored (--iptables-resync;
 	// DefaultRulesResync).
@@ -110,7 +115,9 @@ type agent struct {
 	// restore worth a warning); completed: CompleteLease succeeded.
 	rulesSet  bool
 	completed bool
-	lastSync  time.Time
+	// noFlowtables: the kernel refused the fast path's flowtable.
+	noFlowtables bool
+	lastSync     time.Time
 	// underDown: the underlay interface went down; the kernel dropped the
 	// routes through it (host-gw's, DirectRouting's), restored by a full
 	// sync when it comes back.

@@ -29,6 +29,9 @@ func (a *agent) ensureRules() error {
 	if err := a.ensureForwardAndBlackhole(); err != nil {
 		a.log.Error("cannot write the node's forward rules or blackhole route; retrying every --iptables-resync", "err", err)
 	}
+	if err := a.ensureFastPath(); err != nil {
+		a.log.Error("cannot write the fast path; retrying every --iptables-resync", "err", err)
+	}
 	a.rulesSet = true
 	return nil
 }

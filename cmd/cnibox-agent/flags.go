@@ -15,6 +15,7 @@ import (
 	"github.com/cnibox/cnibox/agent/lease/etcdlease"
 	"github.com/cnibox/cnibox/agent/podapi"
 	"github.com/cnibox/cnibox/internal/flowlog"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -68,7 +69,11 @@ type flags struct {
 	flowLogMaxSize, flowLogMaxFiles, flowLogRate int
 	iptablesForwardRules                         bool
 	blackholeRoute                               bool
-	setNodeNetworkUnavailable                    bool
+	// The fast path (agent/fastpath.go): on, and after how many packets a
+	// connection is offloaded.
+	fastPath                  bool
+	fastPathPackets           int
+	setNodeNetworkUnavailable bool
 	// klog's flags that flanneld copies: -v sets the verbosity (>= 1 logs
 	// at debug level); -vmodule and -log_backtrace_at are accepted.
 	verbosity      int
@@ -164,6 +169,7 @@ func (f *flags) boolFlags() []boolFlag {
 		{&f.ipMasqFullyRandomDisable, "ip-masq-fully-random-disable", false, "disable fully-random mode for MASQUERADE"},
 		{&f.iptablesForwardRules, "iptables-forward-rules", true, "accept the cluster network in the node's forward path (iptables' filter FORWARD when it exists)"},
 		{&f.blackholeRoute, "ip-blackhole-route", false, "add a blackhole route on the node for the local podCIDR"},
+		{&f.fastPath, "fast-path", true, "forward the pods' established routed connections from an nftables flowtable (the pods' bridge, the backend's device, the interface), after --fast-path-packets packets; a policy change takes every connection out of it; false removes the table (cnibox)"},
 		{&f.setNodeNetworkUnavailable, "set-node-network-unavailable", true, "kube: set the node's NetworkUnavailable condition to False once the lease and the device are up"},
 		{&f.txChecksumOff, "vxlan-tx-checksum-off", false, "turn tx checksum offload off on the VXLAN device (kernel bug with NATed VXLAN) (cnibox)"},
 		{&f.showVersion, "version", false, "print version and exit"},
@@ -192,6 +198,7 @@ func (f *flags) intFlags() []struct {
 		{&f.flowLogMaxFiles, "flow-log-max-files", flowlog.DefaultMaxFiles, "kube: rotated flow logs kept (cnibox)"},
 		{&f.flowLogRate, "flow-log-rate", flowlog.DefaultRate, "kube: flow log records a second at most (bursts of 5 seconds' worth); the rest are summed in a suppressed record each second; -1: no limit (cnibox)"},
 		{&f.dnsProxyPort, "dns-proxy-port", 53053, "kube, with --cluster-network-policies: the port of the DNS proxy that learns the addresses of domainNames peers, on every node address (the pods' DNS is sent to it; 0: domainNames peers allow nothing) (cnibox)"},
+		{&f.fastPathPackets, "fast-path-packets", nft.DefaultFastPathAfter, "with --fast-path: the packets (both ways) a connection carries through the forward chains before it is offloaded (cnibox)"},
 		{&f.policyResync, "policy-resync", 300, "kube: replace the whole policy table with the model every this many seconds, putting back what else changed in it (0: never) (cnibox)"},
 		{&f.verbosity, "v", 0, "number for the log level verbosity (>= 1: debug)"},
 	}
@@ -289,6 +296,9 @@ func (f *flags) validate() error {
 	}
 	if f.flowLogMaxSize <= 0 || f.flowLogMaxFiles <= 0 || f.flowLogRate == 0 || f.flowLogRate < -1 {
 		return fmt.Errorf("--flow-log-max-size %d, --flow-log-max-files %d, --flow-log-rate %d: use sizes and counts of at least 1, and a rate of at least 1 (or -1: no limit)", f.flowLogMaxSize, f.flowLogMaxFiles, f.flowLogRate)
+	}
+	if f.fastPathPackets < 1 || f.fastPathPackets > 1<<20 {
+		return fmt.Errorf("--fast-path-packets %d is out of range: use 1 to 1048576 (or --fast-path=false for no fast path)", f.fastPathPackets)
 	}
 	if f.policyResync < 0 {
 		return fmt.Errorf("--policy-resync %d: use 0 (never) or a period in seconds", f.policyResync)

@@ -104,6 +104,9 @@ func TestFlagMeanings(t *testing.T) {
 		{[]string{"--iptables-forward-rules=false"}, func(f *flags) bool { return !f.iptablesForwardRules }},
 		{[]string{"--set-node-network-unavailable=false"}, func(f *flags) bool { return !f.setNodeNetworkUnavailable }},
 		{[]string{"--ip-blackhole-route"}, func(f *flags) bool { return f.blackholeRoute }},
+		{nil, func(f *flags) bool { return f.fastPath && f.fastPathPackets == 20 }}, // on by default
+		{[]string{"--fast-path=false"}, func(f *flags) bool { return !f.fastPath }},
+		{[]string{"--fast-path-packets", "5"}, func(f *flags) bool { return f.fastPathPackets == 5 }},
 		{nil, func(f *flags) bool { return f.networkPolicy && !f.clusterNetworkPolicies }}, // on by default
 		{[]string{"--network-policy=false"}, func(f *flags) bool { return !f.networkPolicy }},
 		{[]string{"--cluster-network-policies"}, func(f *flags) bool { return f.clusterNetworkPolicies }},
@@ -137,6 +140,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--subnet-lease-renew-margin", "1440"}, "1 to 1439"},
 		{[]string{"--iptables-resync", "0"}, "--iptables-resync"},
 		{[]string{"--healthz-port", "70000"}, "--healthz-port"},
+		{[]string{"--fast-path-packets", "0"}, "--fast-path-packets"},
 		{[]string{"--healthz-port", "8081", "--healthz-ip", "localhost"}, "--healthz-ip"},
 		{[]string{"-v", "-1"}, "-v"},
 		{[]string{"--healthz-port", "x"}, "healthz-port"},

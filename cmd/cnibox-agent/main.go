@@ -143,6 +143,8 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		IPMasqNotFullyRandom: f.ipMasqFullyRandomDisable,
 		ForwardRules:         f.iptablesForwardRules,
 		BlackholeRoute:       f.blackholeRoute,
+		FastPath:             f.fastPath,
+		FastPathAfter:        uint64(f.fastPathPackets),
 		RulesResync:          f.resyncPeriod(),
 		DataDir:              f.dataDir,
 		TxChecksumOff:        f.txChecksumOff,
