@@ -157,3 +157,66 @@ func TestPolicyFastPath(t *testing.T) {
 		t.Error("after the label is back, the resent data is not echoed")
 	}
 }
+
+// TestPolicyFastPathDeletedPod: a pod's DEL (nft.UnhookPod, what the CNI
+// DEL runs, and its veth's removal) takes its connections out of the fast
+// path (the kernel makes their routes stale: netops/nft/fastpath.go), so
+// that a new pod that gets the deleted pod's address, pending until the
+// agent places it, never receives the old connections' packets: the next
+// packet of an offloaded connection to the deleted pod meets the pending
+// set's drop (its counter counts it) instead of the flowtable.
+func TestPolicyFastPathDeletedPod(t *testing.T) {
+	l := newLab(t, "x/a")
+	yr := addRoutedPod(t, l, "y/r")
+	xa := l.pod("x/a")
+	_, err := l.node.NFT().EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "vr0"}})
+	nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
+	must(t, err)
+	n := newNode(t, l)
+	n.e.SetNetworkPolicy(np("x", "from-y", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y")}},
+		}}}))
+	n.start()
+	seen := newForwardSeen(t, l)
+	c := dialEcho(t, yr, xa)
+	for i := range 3 * nft.DefaultFastPathAfter {
+		if !c.echo(fmt.Sprint(i), allowWait) {
+			t.Fatalf("echo %d: the allowed connection does not carry data", i)
+		}
+	}
+	before := seen.packets()
+	if !c.echo("offloaded", allowWait) || seen.packets() != before {
+		t.Fatal("the connection is not offloaded: the test would show nothing")
+	}
+	h, err := nft.Open(l.nodePath)
+	must(t, err)
+	defer h.Close()
+	// x/a's DEL, then a new pod of x with its address, pending.
+	must(t, h.UnhookPod(nft.PodUnhook{IPs: []netip.Addr{xa.ip, xa.ip6}}))
+	must(t, l.node.DeleteLink("veth0"))
+	nh, path := openNS(t, "pp")
+	br, err := l.node.LinkByName("br0")
+	must(t, err)
+	_, _, err = l.node.EnsureVeth(netops.VethOpts{HostName: "vethnew", PeerName: "eth0", Peer: nh, MasterIndex: br.Index})
+	must(t, err)
+	must(t, nh.EnsureAddr("eth0", netip.PrefixFrom(xa.ip, 24), netops.AddrOpts{}))
+	must(t, nh.EnsureRoute(netops.Route{GW: nodeAddr, Dev: "eth0"}))
+	xnew := &labPod{ns: "x", name: "new", path: path, ip: xa.ip, ip6: xa.ip6}
+	serve(t, xnew, false)
+	if marked, err := h.MarkPolicyPending("x", []netip.Addr{xa.ip}); err != nil || !marked {
+		t.Fatalf("MarkPolicyPending(x) = %v, %v; want marked", marked, err)
+	}
+	pending := func() uint64 {
+		cs, err := h.PolicyCounters()
+		must(t, err)
+		return cs["c-pending"].Packets
+	}
+	p0 := pending()
+	if c.echo("old", denyWait) {
+		t.Error("the old connection carries data to the new pod at its address")
+	}
+	if got := pending() - p0; got == 0 {
+		t.Error("the pending set's drop counted none of the old connection's packets: they went round it (the fast path)")
+	}
+}

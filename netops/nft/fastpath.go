@@ -48,6 +48,16 @@ import (
 // starts empty. A connection the new rules allow is offloaded again after
 // its next After packets.
 //
+// A pod's DEL needs no reset: removing its veth from the node (or the
+// namespace's removal doing it) makes the kernel flush the namespace's
+// IPv4 route cache and renumber IPv6's routes (fib_disable_ip,
+// rt6_sync_down_dev), which makes every route a flowtable entry holds
+// stale, and a flow with a stale route leaves the flowtable at its next
+// packet (nf_flow_offload_ip_hook's dst check). So a new pod that gets a
+// deleted pod's address, pending until the agent places it, meets the
+// old connections' packets on the slow path, where the pending set drops
+// them (agent/policynft's TestPolicyFastPathDeletedPod).
+//
 // Bridged traffic (two pods of one bridge: br_netfilter runs the forward
 // hook with the bridge as both devices) is not routed and a flowtable
 // cannot forward it; the per-device return keeps it out.
@@ -291,11 +301,11 @@ func (h *Handle) fastPathDevices() ([]string, error) {
 // again with the devices it has, and the offload rule back: every
 // offloaded connection goes back to the slow path at the commit, where the
 // forward hook's chains decide its next packet. Nothing when there is no
-// fast path.
-func (t *txn) queueFastPathReset() error {
+// fast path (queued false).
+func (t *txn) queueFastPathReset() (queued bool, err error) {
 	devs, err := t.h.fastPathDevices()
 	if err != nil || devs == nil {
-		return err
+		return false, err
 	}
 	c := t.conn()
 	table := fastPathTableObj()
@@ -303,20 +313,22 @@ func (t *txn) queueFastPathReset() error {
 	c.DelFlowtable(fastPathFlowtable(nil))
 	c.AddFlowtable(fastPathFlowtable(devs))
 	c.AddRule(offloadRule())
-	return nil
+	return true, nil
 }
 
 // ResetFastPath takes every connection out of the fast path (one
-// transaction; nothing when there is none): what a policy change does
-// (queueFastPathReset), for the agent's other changes of what the node
-// forwards.
+// transaction; nothing when there is none), as a policy change does
+// (queueFastPathReset).
 func (h *Handle) ResetFastPath() error {
 	t, err := h.begin()
 	if err != nil {
 		return err
 	}
-	if err := t.queueFastPathReset(); err != nil {
-		return fmt.Errorf("reset fast path in %s: %w", h.where(), err)
+	if queued, err := t.queueFastPathReset(); err != nil || !queued {
+		if err != nil {
+			return fmt.Errorf("reset fast path in %s: %w", h.where(), err)
+		}
+		return nil
 	}
 	if err := t.commit(); err != nil {
 		return fmt.Errorf("reset fast path in %s: %w", h.where(), classify(err))

@@ -342,3 +342,18 @@ func benchFastLab(b *testing.B, fast bool, port uint16) net.Conn {
 	}
 	return c
 }
+
+// BenchmarkFastPathReset: one ResetFastPath (a flowtable on two devices
+// deleted and made again in one transaction): what every policy
+// transaction and, with the fast path on, every pod's DEL adds.
+func BenchmarkFastPathReset(b *testing.B) {
+	l := labtest.New(b, 1)
+	n := l.Host.NFT()
+	_, err := n.EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "veth0"}})
+	nstest.SkipIfKernelLacks(b, "nftables flowtables", err)
+	must(b, err)
+	b.ResetTimer()
+	for range b.N {
+		must(b, n.ResetFastPath())
+	}
+}

@@ -268,7 +268,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if err := t.queueGen(); err != nil {
 		return err
 	}
-	if err := t.queueFastPathReset(); err != nil {
+	if _, err := t.queueFastPathReset(); err != nil {
 		return err
 	}
 	for _, n := range policyGenSets {
