@@ -1,6 +1,7 @@
 package nft_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -98,7 +99,8 @@ func (e *echoer) echo(n int, wait time.Duration) bool {
 
 // forwardWatch is a table of the test's in the host: a forward chain at
 // priority 20 (after the fast path's) that counts the packets of
-// connections to port 82 it sees, and one at priority 0 that drops them while
+// connections to port 82 (or 8082, a host port mapped to 82) it sees,
+// and one at priority 0 that drops them while
 // blocked: what a policy change does.
 type forwardWatch struct {
 	t *testing.T
@@ -127,10 +129,13 @@ func newForwardWatch(t *testing.T, h *netops.Handle) *forwardWatch {
 	// proto-dst), in a named counter (google/nftables cannot list a ct
 	// expression with a direction back)
 	c.AddObj(&nftables.CounterObj{Table: watchTable, Name: "c82"})
-	c.AddRule(&nftables.Rule{Table: watchTable, Chain: &nftables.Chain{Name: "count", Table: watchTable}, Exprs: []expr.Any{
-		&expr.Ct{Key: expr.CtKeyPROTODST, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 82}},
-		&expr.Objref{Type: 1, Name: "c82"}}}) // NFT_OBJECT_COUNTER
+	for _, port := range []uint16{82, 8082} {
+		dport := binary.BigEndian.AppendUint16(nil, port)
+		c.AddRule(&nftables.Rule{Table: watchTable, Chain: &nftables.Chain{Name: "count", Table: watchTable}, Exprs: []expr.Any{
+			&expr.Ct{Key: expr.CtKeyPROTODST, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dport},
+			&expr.Objref{Type: 1, Name: "c82"}}}) // NFT_OBJECT_COUNTER
+	}
 	must(t, c.Flush())
 	return w
 }
@@ -356,4 +361,114 @@ func BenchmarkFastPathReset(b *testing.B) {
 	for range b.N {
 		must(b, n.ResetFastPath())
 	}
+}
+
+// TestFastPathPaths: what the fast path must not break, on the paths a
+// node forwards: a pod's connection masqueraded on its way out (the
+// server sees the node's address), a host port mapped to a pod (a
+// connection from outside to the node's address reaches the pod), and a
+// VXLAN overlay between the node and the outside (flannel's device:
+// static neighbour and FDB entries). Each connection is offloaded (its
+// packets stop reaching the forward hook) and goes on carrying data, with
+// its NAT, once it is.
+func TestFastPathPaths(t *testing.T) {
+	for _, path := range []string{"masquerade", "host port", "vxlan"} {
+		t.Run(path, func(t *testing.T) {
+			l := newFastLab(t)
+			devs := []string{"br0", "vout"}
+			from, to := l.Pods[0].Path(), l.out4
+			port := uint16(82)
+			switch path {
+			case "masquerade":
+				must(t, l.Host.NFT().EnsureMasq("labnet", []netip.Prefix{netip.MustParsePrefix("10.99.0.2/24")}))
+			case "host port":
+				_, err := l.Host.NFT().EnsurePortMaps(nft.PortMaps{Owner: "test", Mappings: []nft.PortMapping{
+					{Proto: nft.ProtoTCP, HostPort: 8082, PodIP: netip.MustParseAddr("10.99.0.3"), PodPort: 82}}})
+				must(t, err)
+				from, to, port = l.outside.Path(), netip.MustParseAddr("192.168.97.1"), 8082
+			case "vxlan":
+				to = fastVXLAN(t, l)
+				devs = []string{"br0", "vx0"}
+			}
+			_, err := l.Host.NFT().EnsureFastPath(nft.FastPathSpec{Devices: devs})
+			nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
+			must(t, err)
+			w := newForwardWatch(t, l.Host)
+			var c net.Conn
+			must(t, nstest.Run(t, from, func() error {
+				c, err = net.DialTimeout("tcp", netip.AddrPortFrom(to, port).String(), 5*time.Second)
+				return err
+			}))
+			t.Cleanup(func() { c.Close() })
+			e := &echoer{c: c}
+			if !e.echo(100, 5*time.Second) {
+				t.Fatal("the connection does not carry data")
+			}
+			before := w.seen()
+			if before == 0 {
+				t.Fatal("the slow path's counter saw no packet of the connection: it counts nothing")
+			}
+			if !e.echo(100, 5*time.Second) {
+				t.Fatal("the connection stopped carrying data once offloaded")
+			}
+			if got := w.seen() - before; got != 0 {
+				t.Errorf("the forward hook saw %d packets of 200 past the threshold: not offloaded", got)
+			}
+			if path == "masquerade" {
+				srv := nstest.Serve(t, l.outside.Path(), l.out4)
+				if got := nstest.SeenFrom(t, from, srv); got != netip.MustParseAddr("192.168.97.1") {
+					t.Errorf("the masqueraded pod is seen as %v, want the node's 192.168.97.1", got)
+				}
+			}
+		})
+	}
+}
+
+// fastVXLAN joins the lab's host and outside by VXLAN device vx0 (VNI 7)
+// over vout, flannel's way: no learning, the peer's MAC in the neighbour
+// table and its VTEP in the FDB; the outside's vx0 holds 10.200.0.2,
+// served on port 82, and routes the pods' subnet back through the tunnel.
+func fastVXLAN(t *testing.T, l *fastLab) netip.Addr {
+	type end struct {
+		h           *netops.Handle
+		under, addr netip.Addr
+	}
+	ends := []end{{l.Host, netip.MustParseAddr("192.168.97.1"), netip.MustParseAddr("10.200.0.1")},
+		{l.outside, l.out4, netip.MustParseAddr("10.200.0.2")}}
+	var vs []netops.VXLAN
+	for i, e := range ends {
+		dev := "vout"
+		if i == 1 {
+			dev = "eth0"
+		}
+		v, _, err := e.h.EnsureVXLAN(netops.VXLANOpts{Name: "vx0", VNI: 7, Local: e.under, Dev: dev})
+		nstest.SkipIfKernelLacks(t, "VXLAN", err)
+		must(t, err)
+		must(t, e.h.EnsureAddr("vx0", netip.PrefixFrom(e.addr, 24), netops.AddrOpts{}))
+		vs = append(vs, v)
+	}
+	for i, e := range ends {
+		peer := ends[1-i]
+		must(t, e.h.EnsureNeigh("vx0", peer.addr, vs[1-i].MAC))
+		must(t, e.h.EnsureFDB("vx0", vs[1-i].MAC, peer.under))
+	}
+	must(t, l.outside.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("10.99.0.0/24"), GW: ends[0].addr, Dev: "vx0"}))
+	must(t, nstest.Run(t, l.outside.Path(), func() error {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(ends[1].addr, 82).String())
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); io.Copy(c, c) }()
+			}
+		}()
+		return nil
+	}))
+	return ends[1].addr
 }
