@@ -359,6 +359,16 @@ bench-overlay: build
 # private network namespace; medians of -rounds x -runs, the load average
 # before and after each configuration. BENCH_DATAPATH_ARGS='-quick' for a
 # run of a few minutes. docs/benchmarks.md. Not in make test or CI.
+# bench-fastpath: the fast path (agent --fast-path, a flowtable) against the
+# forward chains on one routed path, request/response and a stream
+# (netops/nft's BenchmarkFastPath, BenchmarkFastPathReset), in make
+# test-kernel's VM: this machine's kernel has no flowtables. TCG: compare
+# the two rows of one run, not with other tables. docs/benchmarks.md.
+.PHONY: bench-fastpath
+bench-fastpath: deps build
+	$(GO) run ./test/kernel -cnibox $(CURDIR)/bin/cnibox -pkgs ./netops/nft -forwarding-pkgs none -run '^$$' -bench 'FastPath' \
+		-bench-args '-test.count=5 -test.benchtime=2s' $(BENCH_FASTPATH_ARGS)
+
 .PHONY: bench-datapath
 bench-datapath: build
 	@command -v etcd >/dev/null && command -v iperf3 >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 >/dev/null)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/store"
 )
@@ -234,6 +235,26 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 		default:
 			d.pass("forwarding", "%s = 1", key)
 		}
+	}
+	d.checkFastPath(host)
+}
+
+// checkFastPath reports the agent's fast path (cnibox-agent --fast-path),
+// when the node has one: its devices and when it offloads.
+func (d *doctor) checkFastPath(host *netops.Handle) {
+	devs, rules, err := host.NFT().FastPath()
+	switch {
+	case err != nil:
+		d.warn("fast path", "", "cannot read the fast path's table: %v", err)
+	case devs == nil:
+		return
+	default:
+		when := ""
+		if len(rules) > 0 {
+			when = "; " + strings.TrimPrefix(rules[len(rules)-1], "cnibox fast path: ")
+		}
+		d.pass("fast path", "established routed connections on %s leave the forward chains for a flowtable (table inet %s%s); every policy change takes them out; cnibox-agent --fast-path=false turns it off",
+			orDash(strings.Join(devs, " ")), nft.FastPathTable, when)
 	}
 }
 

@@ -194,6 +194,9 @@ func buildDisk(o options) (string, []string, error) {
 	}
 	if o.bench != "" {
 		fmt.Fprintf(&args, "-test.bench=%s\n", o.bench)
+		for _, a := range strings.Fields(o.benchArgs) {
+			fmt.Fprintf(&args, "%s\n", a)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(stage, "testargs"), []byte(args.String()), 0o644); err != nil {
 		return "", nil, err

@@ -40,6 +40,7 @@ type options struct {
 	forwarding []string
 	run        string // -test.run for every binary
 	bench      string // -test.bench for every binary (make bench-fastpath)
+	benchArgs  string // more test flags with it, e.g. -test.count=5
 	timeout    time.Duration
 	memMB      int
 	smp        int
@@ -56,6 +57,7 @@ func main() {
 	flag.StringVar(&fwd, "forwarding-pkgs", strings.Join(forwardingPatterns, " "), "package patterns run a second time with the VM's forwarding and br_netfilter on, of those -pkgs selects (\"none\": no second pass)")
 	flag.StringVar(&o.run, "run", "", "run only the tests matching this regexp (-test.run)")
 	flag.StringVar(&o.bench, "bench", "", "run the benchmarks matching this regexp (-test.bench; with -run '^$' for them alone)")
+	flag.StringVar(&o.benchArgs, "bench-args", "", "more flags of the test binaries with -bench, space separated (e.g. '-test.count=5 -test.benchtime=3s')")
 	flag.DurationVar(&o.timeout, "timeout", 80*time.Minute, "time limit of the whole VM run")
 	flag.IntVar(&o.memMB, "m", 1024, "guest memory in MiB")
 	flag.IntVar(&o.smp, "smp", 2, "guest CPUs")
