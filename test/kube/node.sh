@@ -74,7 +74,7 @@ CLUSTER_CIDR=${CLUSTER_CIDR:-10.244.0.0/16}
 # collector (kubectl delete -f: the DaemonSet's pods go with it; a deleted
 # node's pods go too). CLUSTER_CONTROLLERS=* runs every default controller
 # (Services' endpoints, namespaces, ...: the conformance run).
-CLUSTER_CONTROLLERS=${CLUSTER_CONTROLLERS:-node-ipam-controller,node-lifecycle-controller,daemonset-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller}
+CLUSTER_CONTROLLERS=${CLUSTER_CONTROLLERS:-node-ipam-controller,node-lifecycle-controller,daemonset-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,pod-garbage-collector-controller}
 
 log() { echo "node.sh: $*" >&2; }
 
