@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -25,23 +26,7 @@ type echoConn struct {
 
 func dialEcho(t *testing.T, from, to *labPod) *echoConn {
 	t.Helper()
-	must(t, nstest.Run(t, to.path, func() error {
-		ln, err := net.Listen("tcp", fmt.Sprintf("%s:82", to.ip))
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { defer c.Close(); io.Copy(c, c) }()
-			}
-		}()
-		return nil
-	}))
+	nstest.ServeEcho(t, to.path, netip.AddrPortFrom(to.ip, 82), false)
 	e := &echoConn{t: t}
 	must(t, nstest.Run(t, from.path, func() error {
 		var err error

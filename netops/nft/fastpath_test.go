@@ -41,28 +41,8 @@ func newFastLab(t *testing.T) *fastLab {
 	if err := l.Host.SetSysctls(netops.SysctlSetting{Key: "net.bridge.bridge-nf-call-iptables", Value: "1"}); err != nil {
 		t.Skipf("no br_netfilter: bridged traffic never meets the forward hook (%v)", err)
 	}
-	for _, srv := range []struct {
-		h    *netops.Handle
-		addr netip.Addr
-	}{{l.outside, l.out4}, {l.Pods[1], netip.MustParseAddr("10.99.0.3")}} {
-		must(t, nstest.Run(t, srv.h.Path(), func() error {
-			ln, err := net.Listen("tcp", netip.AddrPortFrom(srv.addr, 82).String())
-			if err != nil {
-				return err
-			}
-			t.Cleanup(func() { ln.Close() })
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() { defer c.Close(); io.Copy(c, c) }()
-				}
-			}()
-			return nil
-		}))
-	}
+	nstest.ServeEcho(t, l.outside.Path(), netip.AddrPortFrom(l.out4, 82), false)
+	nstest.ServeEcho(t, l.Pods[1].Path(), netip.MustParseAddrPort("10.99.0.3:82"), false)
 	return l
 }
 
@@ -306,30 +286,7 @@ func benchFastLab(b *testing.B, fast bool, port uint16) net.Conn {
 		nstest.SkipIfKernelLacks(b, "nftables flowtables", err)
 		must(b, err)
 	}
-	must(b, nstest.Run(b, outside.Path(), func() error {
-		ln, err := net.Listen("tcp", netip.AddrPortFrom(out4, port).String())
-		if err != nil {
-			return err
-		}
-		b.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					if port == 82 {
-						io.Copy(c, c)
-					} else {
-						io.Copy(io.Discard, c)
-					}
-				}()
-			}
-		}()
-		return nil
-	}))
+	nstest.ServeEcho(b, outside.Path(), netip.AddrPortFrom(out4, port), port != 82)
 	var c net.Conn
 	must(b, nstest.Run(b, l.Pods[0].Path(), func() error {
 		c, err = net.DialTimeout("tcp", netip.AddrPortFrom(out4, port).String(), 5*time.Second)
@@ -453,22 +410,6 @@ func fastVXLAN(t *testing.T, l *fastLab) netip.Addr {
 		must(t, e.h.EnsureFDB("vx0", vs[1-i].MAC, peer.under))
 	}
 	must(t, l.outside.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("10.99.0.0/24"), GW: ends[0].addr, Dev: "vx0"}))
-	must(t, nstest.Run(t, l.outside.Path(), func() error {
-		ln, err := net.Listen("tcp", netip.AddrPortFrom(ends[1].addr, 82).String())
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { defer c.Close(); io.Copy(c, c) }()
-			}
-		}()
-		return nil
-	}))
+	nstest.ServeEcho(t, l.outside.Path(), netip.AddrPortFrom(ends[1].addr, 82), false)
 	return ends[1].addr
 }

@@ -70,3 +70,27 @@ func SeenFrom(t testing.TB, nsPath string, to netip.AddrPort) netip.Addr {
 	}
 	return ap.Addr().Unmap()
 }
+
+// ServeEcho listens on ap inside the namespace at nsPath and copies back
+// what each connection sends (discard: reads it and sends nothing), until
+// the test ends.
+func ServeEcho(t testing.TB, nsPath string, ap netip.AddrPort, discard bool) {
+	t.Helper()
+	ln := listenIn(t, nsPath, func() (net.Listener, error) { return net.Listen("tcp", ap.String()) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if discard {
+					_, _ = io.Copy(io.Discard, c)
+				} else {
+					_, _ = io.Copy(c, c)
+				}
+			}()
+		}
+	}()
+}
