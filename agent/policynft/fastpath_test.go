@@ -45,6 +45,18 @@ func addRoutedPod(t *testing.T, l *lab, key string) *labPod {
 	return p
 }
 
+// fastPathLab is a lab with pod x/a on the bridge, routed pod y/r, and
+// the fast path on br0 and vr0 (the test skips on a kernel without
+// flowtables).
+func fastPathLab(t *testing.T) (l *lab, xa, yr *labPod) {
+	l = newLab(t, "x/a")
+	yr = addRoutedPod(t, l, "y/r")
+	_, err := l.node.NFT().EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "vr0"}})
+	nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
+	must(t, err)
+	return l, l.pod("x/a"), yr
+}
+
 // forwardSeen counts, in a table of the test's at priority 20 of the
 // forward hook (after the fast path's chain), the packets of connections
 // to port 82 that still take the slow path.
@@ -96,12 +108,7 @@ func (f *forwardSeen) packets() uint64 {
 // elements only (the client's labels) cuts it again. On a kernel without
 // flowtables the test skips (make test-kernel runs it).
 func TestPolicyFastPath(t *testing.T) {
-	l := newLab(t, "x/a")
-	yr := addRoutedPod(t, l, "y/r")
-	xa := l.pod("x/a")
-	_, err := l.node.NFT().EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "vr0"}})
-	nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
-	must(t, err)
+	l, xa, yr := fastPathLab(t)
 	n := newNode(t, l)
 	client := map[string]string{"app": "client"}
 	n.e.SetPod(yr.apiPod(client))
@@ -166,12 +173,7 @@ func TestPolicyFastPath(t *testing.T) {
 // packet of an offloaded connection to the deleted pod meets the pending
 // set's drop (its counter counts it) instead of the flowtable.
 func TestPolicyFastPathDeletedPod(t *testing.T) {
-	l := newLab(t, "x/a")
-	yr := addRoutedPod(t, l, "y/r")
-	xa := l.pod("x/a")
-	_, err := l.node.NFT().EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "vr0"}})
-	nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
-	must(t, err)
+	l, xa, yr := fastPathLab(t)
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(np("x", "from-y", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{

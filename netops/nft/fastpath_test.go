@@ -49,15 +49,35 @@ func newFastLab(t *testing.T) *fastLab {
 // echoer is an open connection to an echo server.
 type echoer struct{ c net.Conn }
 
-func dialEchoer(t *testing.T, from string, to netip.Addr) *echoer {
+func dialEchoer(t *testing.T, from string, to netip.AddrPort) *echoer {
 	e := &echoer{}
 	must(t, nstest.Run(t, from, func() error {
 		var err error
-		e.c, err = net.DialTimeout("tcp", netip.AddrPortFrom(to, 82).String(), 5*time.Second)
+		e.c, err = net.DialTimeout("tcp", to.String(), 5*time.Second)
 		return err
 	}))
 	t.Cleanup(func() { e.c.Close() })
 	return e
+}
+
+// offloaded carries 100 round trips on e, then 100 more, and fails the
+// test unless the forward hook (w) saw some of the first packets and none
+// of the last 200: the connection went into the fast path.
+func offloaded(t *testing.T, w *forwardWatch, e *echoer) {
+	t.Helper()
+	if !e.echo(100, 5*time.Second) {
+		t.Fatal("the connection does not carry data")
+	}
+	before := w.seen()
+	if before == 0 {
+		t.Fatal("the slow path's counter saw no packet of the connection (its first ones take it): it counts nothing")
+	}
+	if !e.echo(100, 5*time.Second) {
+		t.Fatal("the connection stopped carrying data once offloaded")
+	}
+	if got := w.seen() - before; got != 0 {
+		t.Errorf("the forward hook saw %d packets of 200 of a connection past the threshold: not offloaded", got)
+	}
 }
 
 // echo sends n round trips and reports whether all came back within wait
@@ -171,20 +191,8 @@ func TestFastPath(t *testing.T) {
 	}
 	w := newForwardWatch(t, l.Host)
 
-	routed := dialEchoer(t, l.Pods[0].Path(), l.out4)
-	if !routed.echo(100, 5*time.Second) {
-		t.Fatal("the routed connection does not carry data")
-	}
-	before := w.seen()
-	if before == 0 {
-		t.Fatal("the slow path's counter saw no packet of the connection (its first ones take it): it counts nothing")
-	}
-	if !routed.echo(100, 5*time.Second) {
-		t.Fatal("the routed connection stopped carrying data once offloaded")
-	}
-	if got := w.seen() - before; got != 0 {
-		t.Errorf("the forward hook saw %d packets of 200 of an offloaded connection, want 0", got)
-	}
+	routed := dialEchoer(t, l.Pods[0].Path(), netip.AddrPortFrom(l.out4, 82))
+	offloaded(t, w, routed)
 	w.block(true)
 	if !routed.echo(5, 5*time.Second) {
 		t.Error("an offloaded connection did not carry data: the drop rule saw it (not offloaded)")
@@ -200,8 +208,8 @@ func TestFastPath(t *testing.T) {
 		t.Errorf("after the drop rule is gone, the resent data is not echoed: %v", err)
 	}
 
-	bridged := dialEchoer(t, l.Pods[0].Path(), netip.MustParseAddr("10.99.0.3"))
-	before = w.seen()
+	bridged := dialEchoer(t, l.Pods[0].Path(), netip.MustParseAddrPort("10.99.0.3:82"))
+	before := w.seen()
 	if !bridged.echo(100, 5*time.Second) {
 		t.Fatal("the bridged connection does not carry data")
 	}
@@ -351,26 +359,7 @@ func TestFastPathPaths(t *testing.T) {
 			nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
 			must(t, err)
 			w := newForwardWatch(t, l.Host)
-			var c net.Conn
-			must(t, nstest.Run(t, from, func() error {
-				c, err = net.DialTimeout("tcp", netip.AddrPortFrom(to, port).String(), 5*time.Second)
-				return err
-			}))
-			t.Cleanup(func() { c.Close() })
-			e := &echoer{c: c}
-			if !e.echo(100, 5*time.Second) {
-				t.Fatal("the connection does not carry data")
-			}
-			before := w.seen()
-			if before == 0 {
-				t.Fatal("the slow path's counter saw no packet of the connection: it counts nothing")
-			}
-			if !e.echo(100, 5*time.Second) {
-				t.Fatal("the connection stopped carrying data once offloaded")
-			}
-			if got := w.seen() - before; got != 0 {
-				t.Errorf("the forward hook saw %d packets of 200 past the threshold: not offloaded", got)
-			}
+			offloaded(t, w, dialEchoer(t, from, netip.AddrPortFrom(to, port)))
 			if path == "masquerade" {
 				srv := nstest.Serve(t, l.outside.Path(), l.out4)
 				if got := nstest.SeenFrom(t, from, srv); got != netip.MustParseAddr("192.168.97.1") {
