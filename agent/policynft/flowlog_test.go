@@ -82,11 +82,14 @@ func TestFlowLogStaged(t *testing.T) {
 	n.e.SetStagedNetworkPolicy(np("x", "lockdown", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("app", "nobody")}}}}}))
 	n.start()
-	events := readVerdicts(t, l)
+	// The reader is bound from Open on: what the kernel logs before Run
+	// starts (here: all of it) waits for Run, not lost.
+	events, run := openVerdicts(t, l)
 	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
 	if !connect(t, ya, xb.ip, policymodel.TCP, 80, allowWait) || !connect(t, ya, xa.ip, policymodel.TCP, 80, allowWait) {
 		t.Fatal("y/a cannot reach x/a or x/b: a staged policy is enforced")
 	}
+	run()
 	deadline := time.After(time.Minute)
 	for {
 		select {
@@ -108,23 +111,41 @@ func TestFlowLogStaged(t *testing.T) {
 
 // readVerdicts reads the node's verdict log until the test ends.
 func readVerdicts(t *testing.T, l *lab) <-chan verdicts.Event {
+	events, run := openVerdicts(t, l)
+	run()
+	return events
+}
+
+// openVerdicts binds to the node's verdict log; run starts reading it
+// into events until the test ends.
+func openVerdicts(t *testing.T, l *lab) (<-chan verdicts.Event, func()) {
 	r, err := verdicts.Open(l.nodePath)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	events := make(chan verdicts.Event, 100)
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.Run(ctx, func(evs []verdicts.Event) {
-			for _, ev := range evs {
-				select {
-				case events <- ev:
-				case <-ctx.Done():
-					return
+	started := false
+	t.Cleanup(func() {
+		cancel()
+		if !started {
+			r.Close()
+			return
+		}
+		<-done
+	})
+	return events, func() {
+		started = true
+		go func() {
+			defer close(done)
+			r.Run(ctx, func(evs []verdicts.Event) {
+				for _, ev := range evs {
+					select {
+					case events <- ev:
+					case <-ctx.Done():
+						return
+					}
 				}
-			}
-		})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return events
+			})
+		}()
+	}
 }

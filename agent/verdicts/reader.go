@@ -51,13 +51,16 @@ const (
 type Reader struct {
 	nf     *nflog.Nflog
 	events chan Event
+	// stop ends the socket's receive goroutine (Run's return, Close).
+	stop context.CancelFunc
 	// lost counts the events dropped: the queue full, or the kernel's
 	// buffer overrun (ENOBUFS: it dropped an unknown number; counted once).
 	lost atomic.Uint64
 }
 
 // Open binds to the verdict log group in the namespace at nsPath ("": the
-// caller's).
+// caller's): what the kernel logs from its return on is read, and waits
+// in the queue for Run.
 func Open(nsPath string) (*Reader, error) {
 	cfg := &nflog.Config{
 		Group:    policymodel.FlowLogGroup,
@@ -86,29 +89,43 @@ func Open(nsPath string) (*Reader, error) {
 	// and the reader counts ENOBUFS as lost. Not fatal where a limit
 	// (net.core.rmem_max) caps it: the kernel keeps its default.
 	_ = nf.Con.SetReadBuffer(readBuffer)
-	return &Reader{nf: nf, events: make(chan Event, queueLen)}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Reader{nf: nf, events: make(chan Event, queueLen), stop: stop}
+	// Bind the group now, not in Run: a verdict the kernel logs before
+	// the bind reaches no one, and a connection's first packet is the
+	// only one an allowed connection logs. Events wait in the queue
+	// until Run reads them.
+	if err := nf.RegisterWithErrorFunc(ctx, r.hook, r.onErr(ctx)); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("flow log: bind NFLOG group %d: %w", policymodel.FlowLogGroup, err)
+	}
+	return r, nil
 }
 
-// Lost returns the number of events lost so far.
-func (r *Reader) Lost() uint64 { return r.lost.Load() }
+// Close stops reading; Run closes the Reader when it returns.
+func (r *Reader) Close() {
+	r.stop()
+	r.nf.Close()
+}
 
-// Run reads until ctx ends, handing batches of events to handle (from one
-// goroutine, in order). It closes the Reader when it returns.
-func (r *Reader) Run(ctx context.Context, handle func([]Event)) error {
-	defer r.nf.Close()
-	hook := func(a nflog.Attribute) int {
-		ev, ok := parse(a)
-		if !ok {
-			return 0
-		}
-		select {
-		case r.events <- ev:
-		default:
-			r.lost.Add(1)
-		}
+// hook queues one logged verdict, or counts it lost when the queue is full.
+func (r *Reader) hook(a nflog.Attribute) int {
+	ev, ok := parse(a)
+	if !ok {
 		return 0
 	}
-	onErr := func(err error) int {
+	select {
+	case r.events <- ev:
+	default:
+		r.lost.Add(1)
+	}
+	return 0
+}
+
+// onErr counts the kernel's buffer overruns and ends the receive loop
+// once ctx is done.
+func (r *Reader) onErr(ctx context.Context) nflog.ErrorFunc {
+	return func(err error) int {
 		if errors.Is(err, unix.ENOBUFS) {
 			r.lost.Add(1)
 			return 0
@@ -118,9 +135,16 @@ func (r *Reader) Run(ctx context.Context, handle func([]Event)) error {
 		}
 		return 0 // a message it could not read: go on
 	}
-	if err := r.nf.RegisterWithErrorFunc(ctx, hook, onErr); err != nil {
-		return fmt.Errorf("flow log: %w", err)
-	}
+}
+
+// Lost returns the number of events lost so far.
+func (r *Reader) Lost() uint64 { return r.lost.Load() }
+
+// Run hands batches of the events read since Open to handle (from one
+// goroutine, in order) until ctx ends. It closes the Reader when it
+// returns.
+func (r *Reader) Run(ctx context.Context, handle func([]Event)) error {
+	defer r.Close()
 	batch := make([]Event, 0, 256)
 	for {
 		select {
