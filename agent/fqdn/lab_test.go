@@ -647,12 +647,12 @@ func TestProxyBounds(t *testing.T) {
 	})
 
 	t.Run("the kernel judges the endpoint first", func(t *testing.T) {
-		// As the policy table's egress-in chain does: a rule on the input
+		// As the policy table's input chain does: a rule on the input
 		// hook that drops the pod's connections whose peer (the reply's
 		// source: the endpoint) is dnsmasq. A query to the ClusterIP
 		// never reaches the proxy; one to the other family's server does.
 		p := l.pods[1]
-		l.nft(t, fmt.Sprintf("table inet judge { chain egress-in { type filter hook input priority -1; ct original ip saddr %s ct reply ip saddr %s counter drop; }; }", p.ip4, dnsmasq4.Addr()))
+		l.nft(t, fmt.Sprintf("table inet judge { chain input { type filter hook input priority -1; ct original ip saddr %s ct reply ip saddr %s counter drop; }; }", p.ip4, dnsmasq4.Addr()))
 		t.Cleanup(func() { l.nft(t, "delete table inet judge") })
 		l.reset()
 		before := l.proxy.Stats()

@@ -92,7 +92,7 @@ func TestSyncerCoalesces(t *testing.T) {
 }
 
 // TestSyncerResyncRepairs: someone flushes a base chain of the policy
-// table (the ingress hook's jump gone: x/a is open to everything); the
+// table (the forward hook's jumps gone: x/a is open to everything); the
 // periodic full sync puts it back and traffic follows the model again.
 func TestSyncerResyncRepairs(t *testing.T) {
 	l := newLab(t, "x/a", "x/b")
@@ -108,7 +108,7 @@ func TestSyncerResyncRepairs(t *testing.T) {
 	defer f.Close()
 	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
 	must(t, err)
-	c.FlushChain(&nftables.Chain{Table: &nftables.Table{Name: nft.PolicyTable, Family: nftables.TableFamilyINet}, Name: "ingress-fwd"})
+	c.FlushChain(&nftables.Chain{Table: &nftables.Table{Name: nft.PolicyTable, Family: nftables.TableFamilyINet}, Name: "forward"})
 	must(t, c.Flush())
 	if !connect(t, xb, xa.ip, policymodel.TCP, 81, allowWait) {
 		t.Fatal("the flushed chain did not open x/a: the test shows nothing")

@@ -52,7 +52,7 @@ import (
 // listens on its port on every address with IP_TRANSPARENT and reads the
 // endpoint as the packet's destination. On the way in the packet meets the
 // input hook as pod -> endpoint:53 by its conntrack tuple, which is what
-// the policy table's egress-in chain judges. input drops what reaches the
+// the policy table's input chain judges. input drops what reaches the
 // proxy's port unmarked (sent to the node's own address and port, not
 // diverted), so that the proxy answers diverted queries only. output, at
 // -300, before conntrack, puts port 53 back as the source of the proxy's

@@ -19,30 +19,36 @@ import (
 //		                        # inet_service (named ports)
 //		set pending-4 / -6      # pods the agent has not resolved yet
 //		counter <rule>          # one per policy rule; iso-in, iso-eg, pending
-//		chain egress-fwd  { type filter hook forward priority -1; jump egress }
-//		chain egress-in   { type filter hook input priority -1; jump egress }
-//		chain ingress-fwd { type filter hook forward priority 0; jump ingress }
-//		chain egress  { meta nfproto ipv4 jump egress4; ... ipv6 jump egress6 }
+//		chain forward { type filter hook forward priority -1;
+//			meta nfproto ipv4 jump fwd4; meta nfproto ipv6 jump fwd6 }
+//		chain input   { type filter hook input priority -1;   # a pod to the node
+//			meta nfproto ipv4 jump input4; ... }
+//		chain fwd4 {
+//			ct original saddr @pending-4 counter name pending drop
+//			ct reply saddr @pending-4 counter name pending drop
+//			ct mark & 0xfffff000 @gen accept   # both allowed at this generation
+//			goto egress4                # the egress walk, then the ingress walk
+//		}
+//		chain input4 { the same without the reply's pending check }
 //		chain egress4 {
-//			self @pending-4 counter name pending drop
-//			jump fast-eg                # allowed at this generation: accept
 //			jump a-<policy>-eg4         # Admin tier: a goto chain of policies
 //			self @<isolated>-4 jump np-eg4   # NetworkPolicy tier
 //			self @<isolated>-4 counter name iso-eg drop
 //			jump b-<policy>-eg4         # Baseline tier
-//			goto allow-eg               # the default
+//			goto allow-eg4              # the default
 //		}
 //		chain a-<policy>-eg4 {
 //			self != @<subject>-4 goto a-<next>-eg4
-//			<peer, ports, named ports> counter name <rule> goto allow-eg|drop|return
+//			<peer, ports, named ports> counter name <rule> goto allow-eg4|drop|return
 //			goto a-<next>-eg4
 //		}
 //		chain np-eg4 { self @<subject>-4 jump n-<policy>-eg4 ... }
-//		chain n-<policy>-eg4 { <match> counter name <rule> goto allow-eg ... }
-//		(ingress likewise; the node's own addresses have no accept: its
-//		own traffic never meets the forward hook, see render)
-//		sets gen, gen-e, maps mark-eg, mark-in, chains fast-eg, fast-in,
-//		allow-eg, allow-in          # the verdict cache (policy_gen.go)
+//		chain n-<policy>-eg4 { <match> counter name <rule> goto allow-eg4 ... }
+//		chain allow-eg4 { <mark: egress allowed>; goto ingress4 }
+//		(ingress4 likewise, its allow goto allow-in, which marks and
+//		accepts; the node's own addresses have no accept: its own traffic
+//		never meets the forward hook, see render)
+//		sets gen, gen-e, maps mark-eg, mark-in   # the verdict cache (policy_gen.go)
 //	}
 //
 // A connection is judged by its conntrack tuple, both directions: self and
@@ -51,8 +57,7 @@ import (
 // their own. Its first packet after each change of the table walks the
 // rules; the verdict cache accepts the packets after it on one compare
 // until the next change, so a change applies to established connections
-// at their next packet, the same for every protocol (docs/policy.md). An
-// accept ends one direction's base chain; the other still runs. Pods
+// at their next packet, the same for every protocol (docs/policy.md). Pods
 // coming and going change set elements only (and the cache's generation).
 
 // PolicyTable is the name of the policy table (family inet).

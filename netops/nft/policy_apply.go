@@ -330,7 +330,9 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 			continue
 		}
 		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, nftables.ChainHookRef(b.hook), nftables.ChainPriorityRef(b.prio))
-		cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{verdict(expr.VerdictJump, b.to)}})
+		for _, e := range baseRules(b.to) {
+			cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: e})
+		}
 	}
 	for _, n := range pc.names {
 		if chains[n] == nil {
@@ -404,7 +406,7 @@ func fingerprints(pc *policyChains) map[string]string {
 		fp[n] = "chain\n" + b.String()
 	}
 	for _, bc := range policyBaseChains {
-		fp[bc.name] = fmt.Sprintf("base %v %d -> %s", bc.hook, bc.prio, bc.to)
+		fp[bc.name] = fmt.Sprintf("base %v %d -> %s4 %s6", bc.hook, bc.prio, bc.to, bc.to)
 	}
 	return fp
 }

@@ -24,12 +24,11 @@ import (
 // The mark's bits policyMarkMask are cnibox's (the rest are left as they
 // are: Istio's ambient mode, for one, keeps bits of 0xfff there): bit 12
 // says "egress allowed, ingress not yet judged" (E), bits 13-31 hold the
-// generation. On the forward hook egress (priority -1) runs before ingress
-// (priority 0) for every packet, so:
+// generation. One base chain judges both directions of a packet (the
+// egress walk goes on to the ingress walk), so:
 //
-//	chain fast-eg  { ct mark & 0xffffe000 @gen accept }          # E or B at G
-//	chain fast-in  { ct mark & 0xfffff000 @gen accept }          # B at G
-//	chain allow-eg { ct mark set ct mark & 0xfff map @mark-eg; accept }
+//	chain fwd4     { ... ct mark & 0xfffff000 @gen accept; goto egress4 }  # B at G
+//	chain allow-eg4 { ct mark set ct mark & 0xfff map @mark-eg; goto ingress4 }
 //	chain allow-in { ct mark & 0xfffff000 @gen-e ct mark set ct mark & 0xfff map @mark-in; accept }
 //	set gen { G<<13 }, set gen-e { G<<13 | 1<<12 }
 //	map mark-eg { 0 : G<<13 | 1<<12 }, map mark-in { 0 : G<<13 }
@@ -41,9 +40,9 @@ import (
 // registers on Linux 6.1): a connection that another program marked in
 // bits 0-11 is not cached and walks the rules at every packet, as before
 // the cache. allow-in writes B (both directions allowed at G) only over E
-// at G, so a generation that began between a packet's two hooks never
-// certifies an egress judged by older rules. A packet on the input hook (a
-// pod to the node) meets egress only, and E at G is all it needs. A fresh
+// at G, so a generation that began between a packet's two walks never
+// certifies an egress judged by older rules. A connection that egress allowed and ingress dropped keeps
+// E, which nothing accepts on: its next packet walks both again. A fresh
 // connection's mark (0) never matches: generations start at 1. The set gen
 // holds G, so that a restarted agent goes on from it; a new table starts at
 // a random generation.
@@ -63,9 +62,7 @@ const (
 // replaced by every transaction.
 var policyGenSets = [...]string{policyGenSet, policyGenESet, policyMarkEg, policyMarkIn}
 
-// fastChain and allowChain are the names of direction dir's ("eg", "in")
-// chains.
-func fastChain(dir string) string  { return "fast-" + dir }
+// allowChain is the name of the allow chain of dir ("eg4", "eg6", "in").
 func allowChain(dir string) string { return "allow-" + dir }
 
 // policyGenObj is the verdict cache's set or map name.
@@ -129,14 +126,13 @@ func ctMarkFrom(m string) []expr.Any {
 	}
 }
 
-// renderGen adds the verdict cache's chains (the same at every
-// generation) to pc.
+// renderGen adds the verdict cache's allow chains (the same at every
+// generation) to pc; the entry chains hold its compare (renderEntries).
 func renderGen(pc *policyChains) {
-	accept := verdict(expr.VerdictAccept, "")
-	pc.add("fast-eg", append(ctMarkIn(policyMarkMask&^policyMarkEgress, policyGenSet), accept))
-	pc.add("fast-in", append(ctMarkIn(policyMarkMask, policyGenSet), accept))
-	pc.add("allow-eg", ctMarkFrom(policyMarkEg), []expr.Any{accept})
-	pc.add("allow-in", append(ctMarkIn(policyMarkMask, policyGenESet), ctMarkFrom(policyMarkIn)...), []expr.Any{accept})
+	for _, fam := range []string{"4", "6"} {
+		pc.add(allowChain("eg"+fam), ctMarkFrom(policyMarkEg), []expr.Any{verdict(expr.VerdictGoto, "ingress"+fam)})
+	}
+	pc.add(allowChain("in"), append(ctMarkIn(policyMarkMask, policyGenESet), ctMarkFrom(policyMarkIn)...), []expr.Any{verdict(expr.VerdictAccept, "")})
 }
 
 // queueGen queues the generation after h.policyGen (readGen): the verdict

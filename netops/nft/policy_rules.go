@@ -245,7 +245,10 @@ func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
 	pc.rules[chain] = append(pc.rules[chain], rule...)
 }
 
-// render adds the chains of one direction and family to pc.
+// render adds the walk of one direction and family to pc: its tiers, from
+// chain <base><fam> (egress4, ingress6, ...), which ends in the direction's
+// allow (d.allow) or a drop. The entry chains (renderEntries) run the
+// pending set and the verdict cache before it.
 //
 // The node's own addresses (policymodel.Rules.NodeAddrs) are accepted by no
 // rule: the node's own traffic to its pods (the kubelet's probes) leaves
@@ -257,11 +260,6 @@ func (pc *policyChains) add(chain string, rule ...[]expr.Any) {
 func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 	top := d.base + d.fam()
 	pc.add(top)
-	pc.add(top, append(d.self(PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...))
-	// A connection allowed at this generation is accepted here
-	// (policy_gen.go); one that is allowed below goes through allow-*,
-	// which records that in its mark.
-	pc.add(top, []expr.Any{verdict(expr.VerdictJump, fastChain(d.name))})
 	d.renderTier(pc, top, "a", t.Admin)
 	if t.Isolated != "" && len(t.NetworkPolicy) > 0 {
 		// The tier allows when one of its policies does, in any order: the
@@ -325,8 +323,35 @@ func npBucket(id string) int {
 }
 
 // allow is the verdict that allows a connection in this direction: a goto
-// to the chain that marks it allowed at this generation and accepts.
-func (d policyDir) allow() expr.Any { return verdict(expr.VerdictGoto, allowChain(d.name)) }
+// to the chain that marks it allowed at this generation and goes on to
+// the ingress walk (egress), or accepts (ingress).
+func (d policyDir) allow() expr.Any {
+	if d.name == "eg" {
+		return verdict(expr.VerdictGoto, allowChain("eg"+d.fam()))
+	}
+	return verdict(expr.VerdictGoto, allowChain(d.name))
+}
+
+// renderEntries adds the chains the base chains dispatch to, per family
+// (fam "4", "6"): fwd<fam> for a forwarded packet (a pod's to a pod or
+// beyond, or to a pod), input<fam> for a pod's to the node. Both drop
+// what a pending address sends or receives, accept a connection that both
+// walks allowed at this generation (policy_gen.go), and else walk egress,
+// then ingress (allow-eg<fam> goes on to it): both directions in one
+// base chain, so a cached packet costs one hook, the pending lookups and
+// one compare. On the input hook the ingress walk meets only the node's
+// addresses, which no set holds: it ends in the default allow.
+func renderEntries(pc *policyChains, v6 bool) {
+	fam := policyDir{v6: v6}.fam()
+	pending := func(dir uint32) []expr.Any {
+		d := policyDir{v6: v6}
+		return append(d.inSet(dir, PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...)
+	}
+	cached := append(ctMarkIn(policyMarkMask, policyGenSet), verdict(expr.VerdictAccept, ""))
+	walk := []expr.Any{verdict(expr.VerdictGoto, "egress"+fam)}
+	pc.add("fwd"+fam, pending(0), pending(1), cached, walk)
+	pc.add("input"+fam, pending(0), cached, walk)
+}
 
 // renderTier adds an Admin or Baseline tier: a jump from top to the first
 // policy's chain, each policy's chain going to the next (goto, so that a
@@ -360,17 +385,26 @@ func (d policyDir) renderTier(pc *policyChains, top, prefix string, ps []*policy
 	}
 }
 
-// policyBaseChains are the hooked chains: egress on forward and input (a
-// pod's traffic to the node), ingress on forward, each jumping to its
-// direction's chain, which dispatches by family.
+// policyBaseChains are the hooked chains: forward (both directions of a
+// forwarded packet) and input (a pod's traffic to the node), each
+// dispatching by family to its entry chain <to>4 or <to>6
+// (renderEntries).
 var policyBaseChains = [...]struct {
 	name, to string
 	hook     nftables.ChainHook // plain values: no code at start-up
 	prio     nftables.ChainPriority
 }{
-	{"egress-fwd", "egress", unix.NF_INET_FORWARD, -1},
-	{"egress-in", "egress", unix.NF_INET_LOCAL_IN, -1},
-	{"ingress-fwd", "ingress", unix.NF_INET_FORWARD, 0},
+	{"forward", "fwd", unix.NF_INET_FORWARD, -1},
+	{"input", "input", unix.NF_INET_LOCAL_IN, -1},
+}
+
+// baseRules are a base chain's rules: "meta nfproto ipv4 jump <to>4",
+// the same for ipv6.
+func baseRules(to string) [][]expr.Any {
+	return [][]expr.Any{
+		append(nfprotoIs(unix.NFPROTO_IPV4), verdict(expr.VerdictJump, to+"4")),
+		append(nfprotoIs(unix.NFPROTO_IPV6), verdict(expr.VerdictJump, to+"6")),
+	}
 }
 
 // rulesKey is rules as text: all a NetworkPolicy's own chain is made of,
@@ -419,17 +453,10 @@ func logKey(s policymodel.LogScope, staged policymodel.SetID) string {
 func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*policyChains, []string) {
 	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log}
 	renderGen(pc)
-	for _, base := range []string{"egress", "ingress"} {
-		pc.add(base)
-		for _, v6 := range []bool{false, true} {
-			d := policyDir{name: "eg", base: base, selfDir: 0, v6: v6}
-			t := &r.Egress
-			if base == "ingress" {
-				d.name, d.selfDir, t = "in", 1, &r.Ingress
-			}
-			pc.add(base, append(nfprotoIs(famProto(v6)), verdict(expr.VerdictJump, base+d.fam())))
-			d.render(pc, t)
-		}
+	for _, v6 := range []bool{false, true} {
+		renderEntries(pc, v6)
+		(policyDir{name: "eg", base: "egress", selfDir: 0, v6: v6}).render(pc, &r.Egress)
+		(policyDir{name: "in", base: "ingress", selfDir: 1, v6: v6}).render(pc, &r.Ingress)
 	}
 	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg")}
 	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {

@@ -26,7 +26,7 @@ type tracer struct {
 	sets map[string]*policymodel.Set // by nftables set name (family part)
 	c    policymodel.Conn
 	regs [4*16 + 16*4]byte
-	hit  string   // the last counter a rule counted
+	hits []string // per walk (egress, then ingress): the last counter a rule counted
 	logs []string // the prefixes of the log statements run
 }
 
@@ -128,7 +128,10 @@ func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
 				return nil
 			}
 		case *expr.Objref:
-			tr.hit = e.Name
+			if len(tr.hits) == 0 {
+				tr.hits = []string{""}
+			}
+			tr.hits[len(tr.hits)-1] = e.Name
 		case *expr.Limit: // under the rate: goes on
 		case *expr.Log:
 			tr.logs = append(tr.logs, string(e.Data))
@@ -171,6 +174,12 @@ func (tr *tracer) run(chain string) bool {
 		case expr.VerdictJump:
 			stack = append(stack, frame{v.Chain, 0})
 		case expr.VerdictGoto:
+			if strings.HasPrefix(v.Chain, "ingress") { // allow-eg's: the ingress walk
+				if len(tr.hits) == 0 {
+					tr.hits = []string{""}
+				}
+				tr.hits = append(tr.hits, "")
+			}
 			*f = frame{v.Chain, 0}
 		}
 	}
@@ -178,9 +187,11 @@ func (tr *tracer) run(chain string) bool {
 }
 
 // TestPolicyRenderTrace: for every connection of a grid over the model's
-// addresses, protocols and ports, the rendered rules decide each
-// direction as Evaluate does, and count it on the deciding rule's counter
-// (the isolation's when no NetworkPolicy rule allows it).
+// addresses, protocols and ports, the rendered rules decide it as
+// Evaluate does (allowed when both directions are), from both entry
+// chains (forwarded, and a pod's to the node), and count each walk last
+// on its deciding rule's counter: egress's, then, when egress allows,
+// ingress's (the isolation's when no NetworkPolicy rule allows it).
 func TestPolicyRenderTrace(t *testing.T) {
 	m, addrs := traceModel()
 	pc, _ := renderPolicy(&m.Rules, nil)
@@ -189,23 +200,37 @@ func TestPolicyRenderTrace(t *testing.T) {
 		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
 	}
 	n, decided := 0, map[string]bool{}
-	traceGrid(addrs, func(c policymodel.Conn, dir policymodel.Direction) {
-		want := m.Evaluate(dir, c)
-		decided[want.Rule+fmt.Sprint(want.Allowed)] = true
-		if want.Rule == "node" {
+	traceConns(addrs, func(c policymodel.Conn) {
+		eg, in := m.Evaluate(policymodel.Egress, c), m.Evaluate(policymodel.Ingress, c)
+		var wantHits []string
+		for _, v := range []struct {
+			policymodel.Verdict
+			dir policymodel.Direction
+		}{{eg, policymodel.Egress}, {in, policymodel.Ingress}} {
+			decided[v.Rule+fmt.Sprint(v.Allowed)] = true
+			hit := ""
+			switch {
+			case v.Rule == "node":
+			case v.Rule != "":
+				hit = counterName(policymodel.ShortID(v.Rule))
+			case !v.Allowed:
+				hit = counterName("iso-" + isoDir(v.dir))
+			}
+			wantHits = append(wantHits, hit)
+			if !v.Allowed {
+				break // the walk ends at the first drop
+			}
+		}
+		if eg.Rule == "node" || in.Rule == "node" {
 			return // no rule: the node's traffic meets no hook of the table (render)
 		}
-		tr := &tracer{pc: pc, sets: sets, c: c}
-		got := tr.run(dir.String())
-		wantHit := ""
-		switch {
-		case want.Rule != "":
-			wantHit = counterName(policymodel.ShortID(want.Rule))
-		case !want.Allowed:
-			wantHit = counterName("iso-" + isoDir(dir))
-		}
-		if got != want.Allowed || tr.hit != wantHit {
-			t.Errorf("%+v %s: rendered %v (counter %q), Evaluate %+v (counter %q)", c, dir, got, tr.hit, want, wantHit)
+		for _, entry := range []string{"fwd", "input"} {
+			tr := &tracer{pc: pc, sets: sets, c: c}
+			got := tr.run(entry + famOf(c))
+			if got != (eg.Allowed && in.Allowed) || !slices.Equal(tr.hits, wantHits) {
+				t.Errorf("%s: %+v: rendered %v (counters %q), Evaluate egress %+v, ingress %+v (counters %q)",
+					entry, c, got, tr.hits, eg, in, wantHits)
+			}
 		}
 		n++
 	})
@@ -218,9 +243,14 @@ func TestPolicyRenderTrace(t *testing.T) {
 			t.Errorf("no connection of the grid decided by %q", w)
 		}
 	}
-	if n < 400 {
+	if n < 200 {
 		t.Fatalf("%d connections traced", n)
 	}
+}
+
+// famOf is the family part of the chain names for c's addresses.
+func famOf(c policymodel.Conn) string {
+	return policyDir{v6: c.Src.Is6()}.fam()
 }
 
 // traceModel is a node with every tier, action and clause form, and the
@@ -299,8 +329,9 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 	return m, []netip.Addr{web4, web6, db4, db6, out4, out6, node4}
 }
 
-// TestPolicyRenderLogTrace: with the flow log on, every connection a rule
-// or a NetworkPolicy's isolation decides is logged once, with the
+// TestPolicyRenderLogTrace: with the flow log on, every direction of a
+// connection that a rule or a NetworkPolicy's isolation decides is logged
+// once (ingress only when egress allowed: a drop ends the walk), with the
 // verdict and that rule's counter in the prefix, where the scope says:
 // everywhere, or where the pod itself or its peer is in the scope's set;
 // a Pass and the default decide nothing and log nothing.
@@ -320,11 +351,10 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 		m.Log = log
 		pc, _ := renderPolicy(&m.Rules, nil)
 		logged := 0
-		traceGrid(addrs, func(c policymodel.Conn, dir policymodel.Direction) {
+		in := func(set policymodel.SetID, a netip.Addr) bool { return m.Sets[set] != nil && m.Sets[set].Contains(a) }
+		// wantLogs is what direction dir of c logs, and whether it allows
+		wantLogs := func(c policymodel.Conn, dir policymodel.Direction) ([]string, bool) {
 			want := m.Evaluate(dir, c)
-			if want.Rule == "node" {
-				return
-			}
 			self, peer := c.Dst, c.Src
 			if dir == policymodel.Egress {
 				self, peer = c.Src, c.Dst
@@ -333,21 +363,30 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 			if want.Allowed {
 				scope = log.Allow
 			}
-			in := func(set policymodel.SetID, a netip.Addr) bool { return m.Sets[set] != nil && m.Sets[set].Contains(a) }
-			var wantLogs []string
 			switch {
 			case !scope.All && !in(scope.Set, self) && !in(scope.Set, peer) && !in(log.Staged, self):
 			case want.Rule != "":
-				wantLogs = []string{policymodel.LogPrefix(want.Allowed, policymodel.ShortID(want.Rule))}
+				return []string{policymodel.LogPrefix(want.Allowed, policymodel.ShortID(want.Rule))}, want.Allowed
 			case !want.Allowed:
-				wantLogs = []string{policymodel.LogPrefix(false, "iso-"+isoDir(dir))}
+				return []string{policymodel.LogPrefix(false, "iso-"+isoDir(dir))}, false
 			case in(log.Staged, self): // the default allow, for the staged policies
-				wantLogs = []string{policymodel.LogPrefix(true, "dflt-"+isoDir(dir))}
+				return []string{policymodel.LogPrefix(true, "dflt-"+isoDir(dir))}, true
+			}
+			return nil, want.Allowed
+		}
+		traceConns(addrs, func(c policymodel.Conn) {
+			if m.Evaluate(policymodel.Egress, c).Rule == "node" || m.Evaluate(policymodel.Ingress, c).Rule == "node" {
+				return
+			}
+			want, allowed := wantLogs(c, policymodel.Egress)
+			if allowed {
+				more, _ := wantLogs(c, policymodel.Ingress)
+				want = append(want, more...)
 			}
 			tr := &tracer{pc: pc, sets: sets, c: c}
-			tr.run(dir.String())
-			if !slices.Equal(tr.logs, wantLogs) {
-				t.Errorf("log %+v: %+v %s (Evaluate %+v): logged %q, want %q", log, c, dir, want, tr.logs, wantLogs)
+			tr.run("fwd" + famOf(c))
+			if !slices.Equal(tr.logs, want) {
+				t.Errorf("log %+v: %+v: logged %q, want %q", log, c, tr.logs, want)
 			}
 			logged += len(tr.logs)
 		})
@@ -357,9 +396,9 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 	}
 }
 
-// traceGrid calls f for every connection of the grid over addrs (pairs of
-// one family), protocols and ports, in both directions.
-func traceGrid(addrs []netip.Addr, f func(policymodel.Conn, policymodel.Direction)) {
+// traceConns calls f for every connection of the grid over addrs (pairs
+// of one family), protocols and ports.
+func traceConns(addrs []netip.Addr, f func(policymodel.Conn)) {
 	for _, src := range addrs {
 		for _, dst := range addrs {
 			if src == dst || src.Is4() != dst.Is4() {
@@ -367,9 +406,7 @@ func traceGrid(addrs []netip.Addr, f func(policymodel.Conn, policymodel.Directio
 			}
 			for _, proto := range []policymodel.Protocol{policymodel.TCP, policymodel.UDP, policymodel.SCTP} {
 				for _, port := range []uint16{53, 80, 81, 443, 8080} {
-					for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
-						f(policymodel.Conn{Src: src, Dst: dst, Proto: proto, Port: port}, dir)
-					}
+					f(policymodel.Conn{Src: src, Dst: dst, Proto: proto, Port: port})
 				}
 			}
 		}
