@@ -26,6 +26,7 @@ import (
 //		set addr6 { type ifname . ipv6_addr }
 //		chain prerouting {
 //			type filter hook prerouting priority -300; policy accept;
+//			meta protocol ip iifname . ip saddr @addr4 return   # most packets: one lookup
 //			iifname @ports jump check
 //		}
 //		chain check {
