@@ -85,6 +85,9 @@ type options struct {
 	json     string
 	verbose  bool
 	pin      bool
+	// pathState is where each configuration's path state (pathstate.go)
+	// is written after it comes up ("": not written).
+	pathState string
 }
 
 func parseOptions() (*options, error) {
@@ -103,6 +106,7 @@ func parseOptions() (*options, error) {
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for a configuration to come up after this long")
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
+	flag.StringVar(&o.pathState, "path-state", "", "write every configuration's path state (links, offloads, vxlan and bridge settings, qdiscs, routes, nftables base chains, sysctls, per namespace) into this directory, one file per configuration set up")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "bind TCP_RR's and TCP_CRR's client and server both to CPU 1, iperf3's UDP client to CPU 0 and its server to CPU 1 (unbound, where each side runs changes from run to run, and on a 2-vCPU VM a wake-up across vCPUs costs 20-30 µs: TCP_RR's p50 and UDP's rate come out bimodal)")
 	flag.Parse()
 	set := map[string]bool{}

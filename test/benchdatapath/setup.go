@@ -105,6 +105,13 @@ func (e *env) run(c config) (map[string]*sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.o.pathState != "" {
+		file, err := in.pathState(pairs)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "%s: path state in %s\n", c.name, file)
+	}
 	out := map[string]*sample{}
 	for _, p := range pairs {
 		s, err := in.measure(p)
