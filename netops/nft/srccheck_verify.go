@@ -58,7 +58,7 @@ func (h *Handle) SourceCheckGaps(kind SrcCheckKind, port string, addrs []netip.A
 			switch {
 			case err == nil:
 			case errors.Is(err, unix.ENOENT):
-				g.Table = srcFamilyName(t.family) + " " + SrcCheckTable
+				g.Table = FamilyName(t.family) + " " + SrcCheckTable
 				gaps = append(gaps, g)
 			default:
 				return nil, fmt.Errorf("look up the source address check of %s in %s: %w", port, h.where(), classify(err))
@@ -68,13 +68,21 @@ func (h *Handle) SourceCheckGaps(kind SrcCheckKind, port string, addrs []netip.A
 	return gaps, nil
 }
 
-// srcFamilyName is the family of a check table as nft names it.
-func srcFamilyName(f nftables.TableFamily) string {
+// FamilyName is the name nft gives table family f.
+func FamilyName(f nftables.TableFamily) string {
 	switch f {
+	case nftables.TableFamilyIPv4:
+		return "ip"
+	case nftables.TableFamilyIPv6:
+		return "ip6"
+	case nftables.TableFamilyINet:
+		return "inet"
 	case nftables.TableFamilyBridge:
 		return "bridge"
 	case nftables.TableFamilyARP:
 		return "arp"
+	case nftables.TableFamilyNetdev:
+		return "netdev"
 	}
-	return "inet"
+	return fmt.Sprint(uint8(f))
 }

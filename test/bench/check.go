@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -249,23 +250,6 @@ func summarize(list []string) string {
 // "set <family> <table> <name>" -> elements.
 type nftSnapshot map[string]int
 
-func familyName(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyBridge:
-		return "bridge"
-	case nftables.TableFamilyARP:
-		return "arp"
-	case nftables.TableFamilyNetdev:
-		return "netdev"
-	}
-	return fmt.Sprint(f)
-}
 
 func takeNFT() (nftSnapshot, error) {
 	c, err := nftables.New()
@@ -279,8 +263,8 @@ func takeNFT() (nftSnapshot, error) {
 	}
 	tables := map[string]*nftables.Table{}
 	for _, ch := range chains {
-		snap[fmt.Sprintf("chain %s %s %s", familyName(ch.Table.Family), ch.Table.Name, ch.Name)] = 0
-		tables[familyName(ch.Table.Family)+" "+ch.Table.Name] = ch.Table
+		snap[fmt.Sprintf("chain %s %s %s", nft.FamilyName(ch.Table.Family), ch.Table.Name, ch.Name)] = 0
+		tables[nft.FamilyName(ch.Table.Family)+" "+ch.Table.Name] = ch.Table
 	}
 	// Rules are counted from a raw dump: nftables' expression decoder does not
 	// know every expression the plugins use.
@@ -294,7 +278,7 @@ func takeNFT() (nftSnapshot, error) {
 	for _, t := range tables {
 		sets, err := c.GetSets(t)
 		if err != nil {
-			return nil, fmt.Errorf("list sets of %s %s: %w", familyName(t.Family), t.Name, err)
+			return nil, fmt.Errorf("list sets of %s %s: %w", nft.FamilyName(t.Family), t.Name, err)
 		}
 		for _, s := range sets {
 			if s.Anonymous {
@@ -302,9 +286,9 @@ func takeNFT() (nftSnapshot, error) {
 			}
 			els, err := c.GetSetElements(s)
 			if err != nil {
-				return nil, fmt.Errorf("list elements of %s %s %s: %w", familyName(t.Family), t.Name, s.Name, err)
+				return nil, fmt.Errorf("list elements of %s %s %s: %w", nft.FamilyName(t.Family), t.Name, s.Name, err)
 			}
-			snap[fmt.Sprintf("set %s %s %s", familyName(t.Family), t.Name, s.Name)] = len(els)
+			snap[fmt.Sprintf("set %s %s %s", nft.FamilyName(t.Family), t.Name, s.Name)] = len(els)
 		}
 	}
 	return snap, nil
@@ -346,7 +330,7 @@ func countRules() (map[string]int, error) {
 				chain = ad.String()
 			}
 		}
-		out[fmt.Sprintf("chain %s %s %s", familyName(nftables.TableFamily(m.Data[0])), table, chain)]++
+		out[fmt.Sprintf("chain %s %s %s", nft.FamilyName(nftables.TableFamily(m.Data[0])), table, chain)]++
 	}
 	return out, nil
 }

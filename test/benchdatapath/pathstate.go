@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // pathState writes what decides a packet's cost along the instance's
@@ -129,7 +130,7 @@ func describeNS(b *strings.Builder) error {
 			prio = int(*ch.Priority)
 		}
 		fmt.Fprintf(b, "nft %s %s chain %s hook %d priority %d type %s rules %s\n",
-			famName(ch.Table.Family), ch.Table.Name, ch.Name, *ch.Hooknum, prio, ch.Type, n)
+			nft.FamilyName(ch.Table.Family), ch.Table.Name, ch.Name, *ch.Hooknum, prio, ch.Type, n)
 	}
 	return nil
 }
@@ -141,19 +142,3 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// famName is an nftables family's name as nft writes it.
-func famName(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	case nftables.TableFamilyBridge:
-		return "bridge"
-	case nftables.TableFamilyARP:
-		return "arp"
-	}
-	return fmt.Sprint(f)
-}
