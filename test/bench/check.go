@@ -250,7 +250,6 @@ func summarize(list []string) string {
 // "set <family> <table> <name>" -> elements.
 type nftSnapshot map[string]int
 
-
 func takeNFT() (nftSnapshot, error) {
 	c, err := nftables.New()
 	if err != nil {

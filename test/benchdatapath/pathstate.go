@@ -141,4 +141,3 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
-
