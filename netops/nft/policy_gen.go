@@ -41,11 +41,11 @@ import (
 // bits 0-11 is not cached and walks the rules at every packet, as before
 // the cache. allow-in writes B (both directions allowed at G) only over E
 // at G, so a generation that began between a packet's two walks never
-// certifies an egress judged by older rules. A connection that egress allowed and ingress dropped keeps
-// E, which nothing accepts on: its next packet walks both again. A fresh
-// connection's mark (0) never matches: generations start at 1. The set gen
-// holds G, so that a restarted agent goes on from it; a new table starts at
-// a random generation.
+// certifies an egress judged by older rules. A connection that egress
+// allowed and ingress dropped keeps E, which nothing accepts on: its next
+// packet walks both again. A fresh connection's mark (0) never matches:
+// generations start at 1. The set gen holds G, so that a restarted agent
+// goes on from it; a new table starts at a random generation.
 const (
 	policyMarkMask   = 0xfffff000
 	policyMarkEgress = 1 << 12 // E: egress allowed, ingress not judged at G
