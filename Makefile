@@ -357,7 +357,8 @@ bench-overlay: build
 # netperf is not in Debian), UDP packets a second at 64 bytes. Two node
 # namespaces on a real control plane (test/kube/control-plane.sh), in a
 # private network namespace; medians of -rounds x -runs, the load average
-# before and after each configuration. BENCH_DATAPATH_ARGS='-quick' for a
+# before and after each configuration; -path-state DIR writes each path's
+# devices, offloads and base chains. BENCH_DATAPATH_ARGS='-quick' for a
 # run of a few minutes. docs/benchmarks.md. Not in make test or CI.
 # bench-fastpath: the fast path (agent --fast-path, a flowtable) against the
 # forward chains on one routed path, request/response and a stream
