@@ -30,9 +30,7 @@ var (
 // srcChains are the chains of table st, each after those it jumps to.
 func srcChains(st srcTable) []srcChain {
 	prio := nftables.ChainPriorityRef(-300)
-	is := func(proto []byte, v expr.Any) []expr.Any {
-		return []expr.Any{&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: proto}, v}
-	}
+	is := func(proto []byte, v expr.Any) []expr.Any { return append(protoIs(proto), v) }
 	switch st.family {
 	case nftables.TableFamilyARP:
 		return []srcChain{
@@ -71,8 +69,12 @@ func srcChains(st srcTable) []srcChain {
 // addr4 only while its port is in ports), where check4 would pass it
 // after two lookups and two jumps.
 func known4() []expr.Any {
-	return rule(ret(), []expr.Any{&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ethIP}},
-		pairIn(expr.PayloadBaseNetworkHeader, 12, 4, srcAddr4))
+	return rule(ret(), protoIs(ethIP), pairIn(expr.PayloadBaseNetworkHeader, 12, 4, srcAddr4))
+}
+
+// protoIs is "meta protocol <proto>" (an Ethernet protocol number).
+func protoIs(proto []byte) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: proto}}
 }
 
 func goTo(chain string) expr.Any { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }

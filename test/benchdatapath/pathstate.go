@@ -102,7 +102,7 @@ func describeNS(b *strings.Builder) error {
 			fmt.Fprintf(b, "  features on: %s\n", strings.Join(on, " "))
 		}
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, 0)
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return err
 	}
