@@ -66,37 +66,39 @@ func (p *ARPProber) Answers(target netip.Addr, window time.Duration) ([]string, 
 func WatchOneHolder(t testing.TB, p *ARPProber, addr netip.Addr, every time.Duration, holders func() []string) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(every):
+	// every pause until stop, a round; a round that returns false ends it
+	rounds := func(pause time.Duration, round func() bool) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(pause):
+				}
+				if !round() {
+					return
+				}
 			}
-			if hs := holders(); len(hs) > 1 {
-				t.Errorf("%v hold %s at once", hs, addr)
-			}
+		}()
+	}
+	rounds(every, func() bool {
+		if hs := holders(); len(hs) > 1 {
+			t.Errorf("%v hold %s at once", hs, addr)
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			macs, err := p.Answers(addr, 20*time.Millisecond)
-			if err != nil {
-				t.Errorf("ARP request for %s: %v", addr, err)
-				return
-			}
-			if len(macs) > 1 {
-				t.Errorf("two MACs answer ARP for %s at once: %v", addr, macs)
-			}
+		return true
+	})
+	rounds(0, func() bool {
+		macs, err := p.Answers(addr, 20*time.Millisecond)
+		if err != nil {
+			t.Errorf("ARP request for %s: %v", addr, err)
+			return false
 		}
-	}()
+		if len(macs) > 1 {
+			t.Errorf("two MACs answer ARP for %s at once: %v", addr, macs)
+		}
+		return true
+	})
 	return func() { close(done); wg.Wait() }
 }
