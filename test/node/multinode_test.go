@@ -349,7 +349,8 @@ func (c *cluster) watchRollout(ns, selector, ds string) []map[string]string {
 	t.Helper()
 	var states []map[string]string
 	last := ""
-	deadline := time.Now().Add(c.wait())
+	start := time.Now()
+	deadline := start.Add(c.wait())
 	for {
 		var pods corev1.PodList
 		out, err := c.kubectl("-n", ns, "get", "pods", "-l", selector, "-o", "json")
@@ -372,7 +373,7 @@ func (c *cluster) watchRollout(ns, selector, ds string) []map[string]string {
 			if s := strings.Join(keys, " "); s != last {
 				last = s
 				states = append(states, state)
-				t.Logf("ready %s pods: %s", ds, s)
+				t.Logf("ready %s pods after %v: %s", ds, time.Since(start).Round(100*time.Millisecond), s)
 			}
 		}
 		if st, err := c.kubectl("-n", ns, "rollout", "status", "ds/"+ds, "--watch=false"); err == nil && strings.Contains(st, "successfully rolled out") {
