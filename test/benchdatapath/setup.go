@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,20 +12,15 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	current "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/store"
 	"github.com/cnibox/cnibox/test/internal/benchnode"
 	"github.com/cnibox/cnibox/test/internal/flanneld"
-	"github.com/cnibox/cnibox/test/internal/policyload"
 	"github.com/cnibox/cnibox/test/internal/upstream"
 )
 
@@ -389,192 +381,6 @@ func (in *instance) conflist(n *node) string {
 		{"type": "flannel", "subnetFile": %q, "dataDir": %q, %s
 		 "delegate": {"hairpinMode": true, "isDefaultGateway": true}},
 		{"type": "portmap", "capabilities": {"portMappings": true}}]}`, n.subnetFile, filepath.Join(n.dir, "flannel"), ipam)
-}
-
-// addPod makes pod name's namespace, runs the conflist's ADD for it on n
-// as a kubelet would (the plugins started in n's namespace) and creates
-// its Pod object, Running with the address.
-func (in *instance) addPod(n *node, name string) (string, netip.Addr, error) {
-	e := in.e
-	path, h, err := in.newNS("p" + name)
-	if h != nil {
-		h.Close()
-	}
-	if err != nil {
-		return "", netip.Addr{}, err
-	}
-	if n.cni == nil {
-		dir, err := e.pluginDir(in.c.kind)
-		if err != nil {
-			return "", netip.Addr{}, err
-		}
-		n.cni = libcni.NewCNIConfigWithCacheDir([]string{dir}, filepath.Join(n.dir, "cni-cache"), nil)
-		if n.list, err = libcni.ConfListFromBytes([]byte(in.conflist(n))); err != nil {
-			return "", netip.Addr{}, err
-		}
-	}
-	rt := &libcni.RuntimeConf{ContainerID: in.nsName("p" + name), NetNS: path, IfName: "eth0",
-		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", in.kubeNS}, {"K8S_POD_NAME", name}}}
-	var res *current.Result
-	err = onNode(n, in.c.kind == cniboxKind, func() error {
-		r, err := n.cni.AddNetworkList(e.ctx, n.list, rt)
-		if err == nil {
-			res, err = current.NewResultFromResult(r)
-		}
-		return err
-	})
-	if err != nil {
-		return "", netip.Addr{}, err
-	}
-	var ip netip.Addr
-	for _, ipc := range res.IPs {
-		if a, ok := netip.AddrFromSlice(ipc.Address.IP); ok && a.Unmap().Is4() {
-			ip = a.Unmap()
-		}
-	}
-	if !ip.IsValid() {
-		return "", netip.Addr{}, fmt.Errorf("ADD result without an IPv4 address: %v", res)
-	}
-	p := policyload.Pod(in.kubeNS, name, n.name, map[string]string{"app": "dp"})
-	if p, err = e.cs.CoreV1().Pods(in.kubeNS).Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
-		return "", netip.Addr{}, err
-	}
-	policyload.Running(p, ip.String(), n.ip.String())
-	if _, err := e.cs.CoreV1().Pods(in.kubeNS).UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
-		return "", netip.Addr{}, err
-	}
-	return path, ip, nil
-}
-
-// onNode runs a libcni call with the plugins started in n's namespace;
-// cnibox's use the node's store and log next to it, not the machine's.
-func onNode(n *node, cnibox bool, fn func() error) error {
-	if cnibox {
-		os.Setenv(store.EnvDataDir, n.dir)
-		defer os.Unsetenv(store.EnvDataDir)
-		os.Setenv("CNIBOX_LOG_FILE", filepath.Join(n.dir, "cnibox.log"))
-		defer os.Unsetenv("CNIBOX_LOG_FILE")
-	}
-	return netops.InNetns(n.Path, fn)
-}
-
-// serve starts the netload server in the namespace at path: this program
-// again, serving loadPort and closedPort until it is stopped.
-func (in *instance) serve(path string) error {
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%d", serveEnv, loadPort, closedPort))
-	if in.e.o.pin {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", serveCPUEnv, serverCPU))
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := netops.InNetns(path, cmd.Start); err != nil {
-		return fmt.Errorf("netload server: %w", err)
-	}
-	in.servers = append(in.servers, cmd)
-	return nil
-}
-
-// reach waits until a connection from cli reaches ip:port (the server has
-// started and the path is up, policies and all).
-func (in *instance) reach(cli string, ip netip.Addr, port uint16) error {
-	to := netip.AddrPortFrom(ip, port)
-	return in.e.waitFor(fmt.Sprintf("a connection to %s", to), in.e.o.timeout, func() (bool, error) {
-		c, err := dialFrom(cli, to, time.Second)
-		if err != nil {
-			return false, nil
-		}
-		c.Close()
-		return true, nil
-	})
-}
-
-func dialFrom(ns string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
-	var c net.Conn
-	err := netops.InNetns(ns, func() error {
-		var err error
-		c, err = net.DialTimeout("tcp", to.String(), timeout)
-		return err
-	})
-	return c, err
-}
-
-// addPolicies creates -policies NetworkPolicies selecting the pods and
-// waits until both nodes' tables hold them, unchanged for 2 s.
-func (in *instance) addPolicies() error {
-	e := in.e
-	n := e.o.policies
-	if err := policyload.Parallel(8, n, func(k int) error {
-		_, err := e.cs.NetworkingV1().NetworkPolicies(in.kubeNS).Create(e.ctx, dpPolicy(k, n), metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return fmt.Errorf("policies: %w", err)
-	}
-	for _, nd := range in.nodes {
-		last, since := -1, time.Now()
-		err := e.waitFor(fmt.Sprintf("%d policies on %s", n, nd.name), e.o.timeout, func() (bool, error) {
-			k, err := policyChains(nd.Path)
-			if err != nil {
-				return false, err
-			}
-			if k != last {
-				last, since = k, time.Now()
-			}
-			return k >= n && time.Since(since) >= 2*time.Second, nil
-		})
-		if err != nil {
-			return fmt.Errorf("%w\n%s", err, nd.agent.LogTail(2000))
-		}
-	}
-	in.logf("%d policies in both nodes' tables", n)
-	return nil
-}
-
-// checkPolicies: a port no policy allows is closed from pod a to pod c,
-// and the flow log of a's node records it.
-func (in *instance) checkPolicies(a string, c netip.Addr) error {
-	if err := in.reach(a, c, loadPort); err != nil {
-		return err
-	}
-	if conn, err := dialFrom(a, netip.AddrPortFrom(c, closedPort), time.Second); err == nil {
-		conn.Close()
-		return fmt.Errorf("the policies are not in force: port %d, which none allows, is open from pod a to pod c", closedPort)
-	}
-	return in.e.waitFor("the flow log's record of the refused connection", 10*time.Second, func() (bool, error) {
-		b, err := os.ReadFile(flowLog(in.nodes[0]))
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		return len(bytes.TrimSpace(b)) > 0, err
-	})
-}
-
-// dpPolicy k of n: every one selects the pods (app=dp), both directions.
-// The first n-1 allow TCP 10000+k from pods app=x(k) and to
-// 192.0.2.(k%256)/32, which no packet of the bench matches; the last
-// allows what the bench sends between the pods (iperf3's TCP and UDP,
-// netload's port).
-func dpPolicy(k, n int) *networkingv1.NetworkPolicy {
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	port := intstr.FromInt32(int32(10000 + k))
-	ports := []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}
-	in := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("x%d", k)}}}}
-	out := []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: fmt.Sprintf("192.0.2.%d/32", k%256)}}}
-	if k == n-1 {
-		iperf, load := intstr.FromInt32(iperfPort), intstr.FromInt32(loadPort)
-		ports = []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &iperf}, {Protocol: &udp, Port: &iperf}, {Protocol: &tcp, Port: &load}}
-		dp := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "dp"}}}}
-		in, out = dp, dp
-	}
-	return &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("dp%03d", k)},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "dp"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: in, Ports: ports}},
-			Egress:      []networkingv1.NetworkPolicyEgressRule{{To: out, Ports: ports}},
-		},
-	}
 }
 
 // stillRunning is an error if an agent ended during the measurements.
