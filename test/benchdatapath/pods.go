@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
+	"github.com/cnibox/cnibox/test/internal/netload"
 	"github.com/cnibox/cnibox/test/internal/policyload"
 )
 
@@ -108,21 +108,11 @@ func (in *instance) serve(path string) error {
 func (in *instance) reach(cli string, ip netip.Addr, port uint16) error {
 	to := netip.AddrPortFrom(ip, port)
 	return in.e.waitFor(fmt.Sprintf("a connection to %s", to), in.e.o.timeout, func() (bool, error) {
-		c, err := dialFrom(cli, to, time.Second)
+		c, err := netload.DialFrom(cli, to, time.Second)
 		if err != nil {
 			return false, nil
 		}
 		c.Close()
 		return true, nil
 	})
-}
-
-func dialFrom(ns string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
-	var c net.Conn
-	err := netops.InNetns(ns, func() error {
-		var err error
-		c, err = net.DialTimeout("tcp", to.String(), timeout)
-		return err
-	})
-	return c, err
 }

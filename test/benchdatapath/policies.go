@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/cnibox/cnibox/test/internal/netload"
 	"github.com/cnibox/cnibox/test/internal/policyload"
 )
 
@@ -53,7 +54,7 @@ func (in *instance) checkPolicies(a string, c netip.Addr) error {
 	if err := in.reach(a, c, loadPort); err != nil {
 		return err
 	}
-	if conn, err := dialFrom(a, netip.AddrPortFrom(c, closedPort), time.Second); err == nil {
+	if conn, err := netload.DialFrom(a, netip.AddrPortFrom(c, closedPort), time.Second); err == nil {
 		conn.Close()
 		return fmt.Errorf("the policies are not in force: port %d, which none allows, is open from pod a to pod c", closedPort)
 	}

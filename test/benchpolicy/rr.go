@@ -16,6 +16,7 @@ import (
 	"github.com/cnibox/cnibox/internal/logrotate"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/test/internal/flood"
+	"github.com/cnibox/cnibox/test/internal/netload"
 )
 
 // serveRR serves rrPort and rrClosedPort in the namespace at ns: each
@@ -44,23 +45,12 @@ func serveRR(ns string) error {
 	})
 }
 
-// dialFrom connects from the namespace at ns.
-func dialFrom(ns string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
-	var c net.Conn
-	err := netops.InNetns(ns, func() error {
-		var err error
-		c, err = net.DialTimeout("tcp", to.String(), timeout)
-		return err
-	})
-	return c, err
-}
-
 // tcpRR is transactions per second of one byte each way on one connection
 // for d: the median of runs.
 func tcpRR(ns string, to netip.AddrPort, d time.Duration, runs int) (float64, error) {
 	var rates []float64
 	for range runs {
-		c, err := dialFrom(ns, to, 3*time.Second)
+		c, err := netload.DialFrom(ns, to, 3*time.Second)
 		if err != nil {
 			return 0, err
 		}
@@ -93,7 +83,7 @@ func (n *node) rr(o *options) (rate float64, closed bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	c, err := dialFrom(from, netip.AddrPortFrom(rrAddrs[1], rrClosedPort), time.Second)
+	c, err := netload.DialFrom(from, netip.AddrPortFrom(rrAddrs[1], rrClosedPort), time.Second)
 	if err != nil {
 		return rate, true, nil
 	}
