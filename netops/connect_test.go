@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nstest"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
 func TestPodsReachEachOther(t *testing.T) {
@@ -41,7 +41,7 @@ func TestPodsReachEachOther(t *testing.T) {
 // without DAD.
 func TestBridgeIPv6ForwardToFirstPod(t *testing.T) {
 	l := labtest.New(t, 1)
-	host := netlinkAt(t, l.Host.Path())
+	host := labtest.Netlink(t, l.Host.Path())
 	br, err := host.LinkByName("br0")
 	must(t, err)
 	addrs, err := host.AddrList(br, netlink.FAMILY_V6)
@@ -82,23 +82,11 @@ func TestBridgeIPv6ForwardToFirstPod(t *testing.T) {
 	}
 }
 
-// netlinkAt opens a netlink handle in the namespace nsPath for the test.
-func netlinkAt(t *testing.T, nsPath string) *netlink.Handle {
-	t.Helper()
-	ns, err := netns.GetFromPath(nsPath)
-	must(t, err)
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	must(t, err)
-	t.Cleanup(h.Close)
-	return h
-}
-
 // waitOperUp waits until the links of the namespace nsPath are
 // operationally up.
 func waitOperUp(t *testing.T, nsPath string, links ...string) {
 	t.Helper()
-	h := netlinkAt(t, nsPath)
+	h := labtest.Netlink(t, nsPath)
 	for _, name := range links {
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			l, err := h.LinkByName(name)

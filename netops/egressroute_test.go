@@ -17,26 +17,13 @@ import (
 	"github.com/cnibox/cnibox/netops/internal/labtest"
 )
 
-// netlinkIn returns a netlink handle in h's namespace, closed when the
-// test ends.
-func netlinkIn(t *testing.T, h *netops.Handle) *netlink.Handle {
-	t.Helper()
-	ns, err := netns.GetFromPath(h.Path())
-	must(t, err)
-	defer ns.Close()
-	nlh, err := netlink.NewHandleAt(ns)
-	must(t, err)
-	t.Cleanup(nlh.Close)
-	return nlh
-}
-
 // routeFrom asks h's kernel how it forwards a packet from src, come in by
 // iif, to dst (`ip route get DST from SRC iif IIF`): the interface and
 // the gateway, or why not (a martian source, EINVAL: the reverse path
 // filter refused it).
 func routeFrom(t *testing.T, h *netops.Handle, iif string, src, dst netip.Addr) (string, netip.Addr, error) {
 	t.Helper()
-	nlh := netlinkIn(t, h)
+	nlh := labtest.Netlink(t, h.Path())
 	routes, err := nlh.RouteGetWithOptions(dst.AsSlice(), &netlink.RouteGetOptions{Iif: iif, SrcAddr: src.AsSlice()})
 	if err != nil {
 		return "", netip.Addr{}, err
@@ -53,7 +40,7 @@ func routeFrom(t *testing.T, h *netops.Handle, iif string, src, dst netip.Addr) 
 // allRoutes lists the IPv4 routes of every table of h's namespace.
 func allRoutes(t *testing.T, h *netops.Handle) []netlink.Route {
 	t.Helper()
-	nlh := netlinkIn(t, h)
+	nlh := labtest.Netlink(t, h.Path())
 	routes, err := nlh.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	must(t, err)
 	return routes

@@ -21,12 +21,7 @@ import (
 // offloaded connection on the forward hook waits for it first.
 func WaitLinksUp(t testing.TB, h *netops.Handle) {
 	t.Helper()
-	ns, err := netns.GetFromPath(h.Path())
-	Must(t, err)
-	defer ns.Close()
-	nh, err := netlink.NewHandleAt(ns)
-	Must(t, err)
-	defer nh.Close()
+	nh := Netlink(t, h.Path())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		links, err := nh.LinkList()
@@ -46,4 +41,18 @@ func WaitLinksUp(t testing.TB, h *netops.Handle) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Netlink opens a netlink handle in the namespace at nsPath, closed when
+// the test ends: for what a test reads of the kernel that netops does not
+// offer.
+func Netlink(t testing.TB, nsPath string) *netlink.Handle {
+	t.Helper()
+	ns, err := netns.GetFromPath(nsPath)
+	Must(t, err)
+	defer ns.Close()
+	nh, err := netlink.NewHandleAt(ns)
+	Must(t, err)
+	t.Cleanup(nh.Close)
+	return nh
 }
