@@ -43,6 +43,10 @@ type Config struct {
 	// CRDPoll is how often an API without the CRD is asked again
 	// (default 30 s).
 	CRDPoll time.Duration
+	// Recheck is how often the uplink's networks and forwarding are read
+	// again and the kernel checked against the plan (default 30 s); a
+	// change of forwarding is seen at once besides (Host.WatchForwarding).
+	Recheck time.Duration
 }
 
 // Run serves EgressGateways until ctx ends: it waits for the API to serve
@@ -62,6 +66,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.CRDPoll == 0 {
 		cfg.CRDPoll = 30 * time.Second
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = 30 * time.Second
 	}
 	node, err := kubecore.NodeName(cfg.NodeName, what)
 	if err != nil {
@@ -108,6 +115,14 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("%s: metrics: %w", what, err)
 		}
 	}
+	// (watched before the first read: a change in between is not missed)
+	fwd, err := cfg.Host.WatchForwarding(ctx, func(err error) {
+		cfg.Log.Warn("egress gateways: the watch of IPv4 forwarding ended; it is read every "+cfg.Recheck.String(), "err", err)
+	})
+	if err != nil {
+		cfg.Log.Warn("egress gateways: cannot watch IPv4 forwarding; it is read every "+cfg.Recheck.String(), "err", err)
+	}
+	c.fwd = fwd
 	if err := c.publishNetworks(ctx); err != nil {
 		cfg.Log.Warn("egress gateways: cannot publish this node's networks; it will hold no egress address until it can", "err", err)
 	}

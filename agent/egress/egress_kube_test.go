@@ -99,7 +99,11 @@ func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
 		n := &labNode{name: fmt.Sprintf("n%d", i), h: open(fmt.Sprintf("egn%d", i)),
 			ip: netip.AddrFrom4([4]byte{192, 168, 77, byte(10 + i)}), pods: map[string]*netops.Handle{}}
 		attach(n.h, n.name, netip.PrefixFrom(n.ip, 24))
-		must(t, n.h.SetSysctl("net.ipv4.ip_forward", "1"))
+		forward := "1"
+		if i == 2 {
+			forward = "0" // (not yet, and its agent cannot turn it on: see TestKubeEgress)
+		}
+		must(t, n.h.SetSysctl("net.ipv4.ip_forward", forward))
 		_, err := n.h.EnsureBridge(netops.BridgeOpts{Name: "cni0"})
 		must(t, err)
 		gw := podRange(i).Addr().Next()
@@ -216,6 +220,12 @@ func (l *lab) startAgent(t *testing.T, n *labNode) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEgressNodeAgent$", "-test.v")
 	cmd.Env = append(os.Environ(), "EGRESS_AGENT_NODE="+n.name, "EGRESS_AGENT_NETNS="+n.h.Path(),
 		"EGRESS_AGENT_KUBECONFIG="+l.kc, "EGRESS_AGENT_API=https://"+n.proxy.addr, "EGRESS_AGENT_DATA="+n.data)
+	if n.name == "n2" {
+		// As in the manifest's container: /proc/sys read-only (a mount
+		// namespace of its own, / private in it, which Go's exec makes).
+		cmd.Env = append(cmd.Env, "EGRESS_AGENT_RO_SYSCTL=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	must(t, cmd.Start())
 	n.agent, n.done = cmd, make(chan struct{})
@@ -245,6 +255,10 @@ func TestEgressNodeAgent(t *testing.T) {
 	if node == "" {
 		t.Skip("run by TestKubeEgress")
 	}
+	if os.Getenv("EGRESS_AGENT_RO_SYSCTL") != "" {
+		must(t, syscall.Mount("/proc/sys", "/proc/sys", "", syscall.MS_BIND|syscall.MS_REC, ""))
+		must(t, syscall.Mount("", "/proc/sys", "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""))
+	}
 	h, err := netops.Open(os.Getenv("EGRESS_AGENT_NETNS"))
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -257,6 +271,9 @@ func TestEgressNodeAgent(t *testing.T) {
 	err = Run(ctx, Config{
 		Cluster:   kubeapi.Cluster{Kubeconfig: os.Getenv("EGRESS_AGENT_KUBECONFIG"), APIURL: os.Getenv("EGRESS_AGENT_API"), NodeName: node},
 		Namespace: LeaseNamespace, Host: h, DataDir: os.Getenv("EGRESS_AGENT_DATA"), CRDPoll: time.Second,
+		// (never within a test: what the lab's nodes do is seen as it
+		// happens, or not at all)
+		Recheck: time.Hour,
 		Overlay: func() (string, []netip.Prefix, bool) {
 			return "eth0", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, true
 		},
@@ -327,7 +344,10 @@ func (p *apiProxy) setCut(on bool) {
 // three nodes of namespaces and their agents in child processes. The
 // schema and the admission policy refuse what cannot work, naming the
 // field; a selected pod leaves from the egress address from the holder's
-// node and from another, an unselected one from its node's address; the
+// node and from another, an unselected one from its node's address; n2,
+// which does not forward at first and whose agent cannot turn forwarding
+// on, holds nothing until it forwards, and publishes its networks as soon
+// as it does (the agents' periodic recheck is an hour here); the
 // holder's agent killed (SIGKILL, -kills times, EGRESS_KILLS), then cut off
 // from the API: the address moves to the other eligible node, never held
 // by two at any instant (the kernels' addresses, every 10 ms, and ARP
@@ -379,10 +399,30 @@ func TestKubeEgress(t *testing.T) {
 	l.waitSeen(t, "a1 (n1, selected)", n1.pods["a1"], egressAddr)
 	l.waitSeen(t, "b3 (n3, not selected)", n3.pods["b3"], n3.ip)
 	holder := l.waitHolder(t, "")
-	if holder.name == "n3" {
-		t.Fatalf("n3, not labelled egress=true, holds the address")
+	if holder.name != "n1" {
+		t.Fatalf("%s holds the address: n3 is not labelled egress=true, and n2 does not forward", holder.name)
 	}
 	l.waitStatus(t, holder.name)
+
+	// n2 forwards: its agent, which could not turn forwarding on (its
+	// /proc/sys is read-only, as in the manifest's container), publishes
+	// its networks at once (the bridge role turns forwarding on with a
+	// node's first pod; the agent reads it again only every Recheck, an
+	// hour here), and n2 may hold the address from then on.
+	n2 := l.nodes[1]
+	if v, err := n2.h.Sysctl("net.ipv4.ip_forward"); err != nil || v != "0" {
+		t.Fatalf("n2's net.ipv4.ip_forward = %q, %v; want 0: its agent turned it on", v, err)
+	}
+	must(t, n2.h.SetSysctl("net.ipv4.ip_forward", "1"))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
+		must(t, err)
+		if v := node.Annotations[NetworksAnnotation]; v == "192.168.77.0/24" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("a minute after n2 began to forward: its %s is %q, want 192.168.77.0/24", NetworksAnnotation, v)
+		}
+	}
 
 	// Deaths: the holder's agent SIGKILLed and its uplink down at once
 	// (the node gone from the LAN); the address moves; the node comes back

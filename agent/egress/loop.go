@@ -48,8 +48,9 @@ type controller struct {
 	programmed Plan // the plan last written to the kernel, the status and the store
 	resync     bool // write it again even if it did not change
 
-	published string // the NetworksAnnotation value last written
-	forwards  bool   // the node forwards IPv4 (as last checked)
+	published string      // the NetworksAnnotation value last written
+	forwards  bool        // the node forwards IPv4 (as last checked)
+	fwd       <-chan bool // changes of forwarding (nil: not watched)
 }
 
 // result is a Lease write's outcome.
@@ -91,7 +92,7 @@ func (c *controller) loop(ctx context.Context) {
 	c.dirty = true
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	recheck := time.NewTicker(30 * time.Second) // the networks and forwarding
+	recheck := time.NewTicker(c.cfg.Recheck) // the networks and forwarding
 	defer recheck.Stop()
 	for {
 		select {
@@ -102,6 +103,15 @@ func (c *controller) loop(ctx context.Context) {
 			c.dirty = true
 		case r := <-c.results:
 			c.done(r)
+		case _, ok := <-c.fwd:
+			// (the bridge role turned it on with the node's first pod:
+			// the node may hold addresses from now on)
+			if !ok {
+				c.fwd = nil // (the watch failed and said so; recheck remains)
+			}
+			if err := c.publishNetworks(ctx); err != nil {
+				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
+			}
 		case <-recheck.C:
 			if err := c.publishNetworks(ctx); err != nil {
 				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
@@ -158,7 +168,7 @@ func (c *controller) step(ctx context.Context, now time.Time) {
 		c.dirty = false
 		// Most events (any pod of the cluster changing) leave this node's
 		// plan as it was: the kernel, the status and the store are written
-		// only when it changed, and every 30 s (a rule removed under the
+		// only when it changed, and every Recheck (a rule removed under the
 		// agent comes back).
 		if c.resync || !reflect.DeepEqual(c.plan, c.programmed) {
 			c.programmed, c.resync = c.plan, false

@@ -103,6 +103,19 @@ func egressHolders(c *cluster) []string {
 	return out
 }
 
+// inspectEgress is `cnibox inspect egress --json` on n.
+func inspectEgress(n *node) (store.EgressState, error) {
+	var st store.EgressState
+	out, err := n.onNode("/opt/cni/bin/cnibox", "inspect", "egress", "--json")
+	if err != nil {
+		return st, fmt.Errorf("%v: %s", err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return st, fmt.Errorf("%v: %s", err, out)
+	}
+	return st, nil
+}
+
 // TestKubeNodeEgress: EgressGateway on three kubelet nodes with cnibox's
 // manifest (vxlan), a server outside the cluster on the underlay (the
 // control plane's namespace) recording each connection's source. Selected
@@ -209,13 +222,9 @@ func TestKubeNodeEgress(t *testing.T) {
 		seenAs("the gateway", "a-1", egressIP)
 		seenAs("the gateway", "b-3", node3)
 		c.poll("cnibox inspect egress on "+n3.name+" names the holder and its pods there", func() error {
-			out, err := n3.onNode("/opt/cni/bin/cnibox", "inspect", "egress", "--json")
+			st, err := inspectEgress(n3)
 			if err != nil {
-				return fmt.Errorf("%v: %s", err, out)
-			}
-			var st store.EgressState
-			if err := json.Unmarshal([]byte(out), &st); err != nil {
-				return fmt.Errorf("%v: %s", err, out)
+				return err
 			}
 			if len(st.Gateways) != 1 || len(st.Gateways[0].IPs) != 1 || st.Gateways[0].IPs[0].Holder != holder.name ||
 				!slices.Equal(st.Gateways[0].IPs[0].LocalPods, []string{"default/a-3", "default/probe-3"}) {
@@ -223,6 +232,21 @@ func TestKubeNodeEgress(t *testing.T) {
 			}
 			return nil
 		})
+		// Both labelled nodes may hold it (each forwards since its first
+		// pod: the agent sees the bridge role turn forwarding on), so that
+		// the address has somewhere to move to below.
+		for _, n := range []*node{n1, n2} {
+			c.poll("cnibox inspect egress on "+n.name+": the node may hold the address", func() error {
+				st, err := inspectEgress(n)
+				if err != nil {
+					return err
+				}
+				if len(st.Gateways) != 1 || len(st.Gateways[0].IPs) != 1 || !st.Gateways[0].IPs[0].Eligible {
+					return fmt.Errorf("%+v", st.Gateways)
+				}
+				return nil
+			})
+		}
 		c.poll("the gateway's status names "+holder.name, func() error {
 			out, err := c.kubectl("get", "egressgateway", "gw", "-o", `jsonpath={.status.egressIPs[0].node} {.status.conditions[?(@.type=="Ready")].status}`)
 			if err != nil || strings.TrimSpace(out) != holder.name+" True" {
