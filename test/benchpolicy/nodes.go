@@ -116,10 +116,9 @@ func (n *node) exited() error {
 
 func (n *node) logTail() string { return n.agent.LogTail(2500) }
 
-// rssKiB is the agent's resident set and its peak.
-func (n *node) rssKiB() (rss, hwm int) {
-	m := benchnode.ReadMem(n.agent.Pid())
-	return m.RSS, m.HWM
+// mem is the agent's resident set, its peak and its own pages.
+func (n *node) mem() benchnode.Mem {
+	return benchnode.ReadMem(n.agent.Pid())
 }
 
 // close stops the agent and removes the node's namespaces.

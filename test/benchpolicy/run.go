@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cnibox/cnibox/test/internal/benchnode"
 	"github.com/cnibox/cnibox/test/internal/policyload"
 )
 
@@ -45,7 +46,10 @@ type result struct {
 	FloodLogged  float64 `json:"flood_logged_per_s,omitempty"`
 	RSSMiB       float64 `json:"rss_mib"` // the largest of the nodes' agents, at the end
 	PeakMiB      float64 `json:"peak_mib"`
-	Load         string  `json:"load"`
+	// AnonMiB is that agent's RssAnon: its own pages (the heap, stacks,
+	// the runtime's), RSS without the binary's file pages.
+	AnonMiB float64 `json:"anon_mib"`
+	Load    string  `json:"load"`
 }
 
 const sampleLabel = "bench-policy-sample"
@@ -139,8 +143,14 @@ func (c *cluster) runSide(s side) (*result, error) {
 		if err := n.exited(); err != nil {
 			return r, err
 		}
-		rss, hwm := n.rssKiB()
-		r.RSSMiB, r.PeakMiB = max(r.RSSMiB, float64(rss)/1024), max(r.PeakMiB, float64(hwm)/1024)
+		m := n.mem()
+		if mib := float64(m.RSS) / 1024; mib > r.RSSMiB {
+			r.RSSMiB, r.AnonMiB = mib, float64(m.Anon)/1024
+		}
+		r.PeakMiB = max(r.PeakMiB, float64(m.HWM)/1024)
+		if _, ok := s.(cniboxSide); ok {
+			benchnode.SaveHeap("bench-policy", n.ns, fmt.Sprintf("policy-%s-%s.pb.gz", s.tag(), nodeName(n.i)))
+		}
 	}
 	r.Load = loadavg()
 	return r, nil
@@ -351,12 +361,12 @@ func printResults(o *options, rs []*result) {
 	}
 	fmt.Printf("\nbench-policy: %d nodes, %d pods, %d NetworkPolicies; %d pods and %d policies timed one at a time; TCP_RR %s x %d (median), %d policies selecting both pods\n\n",
 		o.nodes, o.pods, o.policies, o.samples, o.polSamples, o.rrDuration, o.rrRuns, o.rrPolicies)
-	fmt.Println("| agent | first sync | pod Running -> every node p50 / p99 / max | policy created -> every node p50 / p99 / max | TCP_RR no agent | TCP_RR agent, no policy | TCP_RR 200 policies (vs no policy) | other port dropped | TCP_CRR 200 policies | flow log records | flood: SYNs sent / logged | RSS / peak (largest node) | load |")
+	fmt.Println("| agent | first sync | pod Running -> every node p50 / p99 / max | policy created -> every node p50 / p99 / max | TCP_RR no agent | TCP_RR agent, no policy | TCP_RR 200 policies (vs no policy) | other port dropped | TCP_CRR 200 policies | flow log records | flood: SYNs sent / logged | RSS (anon) / peak (largest node) | load |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rs {
-		fmt.Printf("| %s | %.2f s | %.1f / %.1f / %.1f ms | %.1f / %.1f / %.1f ms | %.0f/s | %.0f/s | %.0f/s (%+.1f%%) | %v | %.0f/s | %.0f/s | %.0f / %.0f/s | %.1f / %.1f MiB | %s |\n",
+		fmt.Printf("| %s | %.2f s | %.1f / %.1f / %.1f ms | %.1f / %.1f / %.1f ms | %.0f/s | %.0f/s | %.0f/s (%+.1f%%) | %v | %.0f/s | %.0f/s | %.0f / %.0f/s | %.1f (%.1f) / %.1f MiB | %s |\n",
 			r.Side, r.SyncS, r.PodP50, r.PodP99, r.PodMax, r.PolP50, r.PolP99, r.PolMax,
-			r.RRNoAgent, r.RRNoPolicy, r.RRPolicies, (r.RRPolicies/r.RRNoPolicy-1)*100, r.RRClosed, r.CRR, r.Logged, r.FloodOffered, r.FloodLogged, r.RSSMiB, r.PeakMiB, r.Load)
+			r.RRNoAgent, r.RRNoPolicy, r.RRPolicies, (r.RRPolicies/r.RRNoPolicy-1)*100, r.RRClosed, r.CRR, r.Logged, r.FloodOffered, r.FloodLogged, r.RSSMiB, r.AnonMiB, r.PeakMiB, r.Load)
 	}
 }
 

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -226,26 +223,5 @@ func (a *agent) close() {
 	a.h.Close()
 }
 
-// heapProfile saves the agent's heap profile as $CNIBOX_BENCH_HEAP_DIR/name
-// when the agent serves pprof ($CNIBOX_AGENT_PPROF, a build with -tags
-// cniboxprof); otherwise it does nothing. Read it with go tool pprof
-// -sample_index=inuse_space.
-func heapProfile(name string) {
-	dir, addr := os.Getenv("CNIBOX_BENCH_HEAP_DIR"), os.Getenv("CNIBOX_AGENT_PPROF")
-	if dir == "" || addr == "" {
-		return
-	}
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-scale: heap profile:", err)
-		return
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-scale: heap profile:", err)
-	}
-}
+// heapProfile saves the agent's heap profile (benchnode.SaveHeap).
+func heapProfile(name string) { benchnode.SaveHeap("bench-scale", "", name) }
