@@ -104,11 +104,14 @@ func (c *controller) loop(ctx context.Context) {
 		case r := <-c.results:
 			c.done(r)
 		case _, ok := <-c.fwd:
-			// (the bridge role turned it on with the node's first pod:
-			// the node may hold addresses from now on)
 			if !ok {
-				c.fwd = nil // (the watch failed and said so; recheck remains)
+				// (ctx ended, or the watch failed and said so: the
+				// recheck remains; nothing changed to publish)
+				c.fwd = nil
+				break
 			}
+			// (e.g. the bridge role turned it on with the node's first
+			// pod: the node may hold addresses from now on)
 			if err := c.publishNetworks(ctx); err != nil {
 				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
 			}
