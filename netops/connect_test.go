@@ -41,7 +41,7 @@ func TestPodsReachEachOther(t *testing.T) {
 // without DAD.
 func TestBridgeIPv6ForwardToFirstPod(t *testing.T) {
 	l := labtest.New(t, 1)
-	host := labtest.Netlink(t, l.Host.Path())
+	host := nstest.Netlink(t, l.Host.Path())
 	br, err := host.LinkByName("br0")
 	must(t, err)
 	addrs, err := host.AddrList(br, netlink.FAMILY_V6)
@@ -86,7 +86,7 @@ func TestBridgeIPv6ForwardToFirstPod(t *testing.T) {
 // operationally up.
 func waitOperUp(t *testing.T, nsPath string, links ...string) {
 	t.Helper()
-	h := labtest.Netlink(t, nsPath)
+	h := nstest.Netlink(t, nsPath)
 	for _, name := range links {
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			l, err := h.LinkByName(name)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/internal/labtest"
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // routeFrom asks h's kernel how it forwards a packet from src, come in by
@@ -23,7 +24,7 @@ import (
 // filter refused it).
 func routeFrom(t *testing.T, h *netops.Handle, iif string, src, dst netip.Addr) (string, netip.Addr, error) {
 	t.Helper()
-	nlh := labtest.Netlink(t, h.Path())
+	nlh := nstest.Netlink(t, h.Path())
 	routes, err := nlh.RouteGetWithOptions(dst.AsSlice(), &netlink.RouteGetOptions{Iif: iif, SrcAddr: src.AsSlice()})
 	if err != nil {
 		return "", netip.Addr{}, err
@@ -40,7 +41,7 @@ func routeFrom(t *testing.T, h *netops.Handle, iif string, src, dst netip.Addr) 
 // allRoutes lists the IPv4 routes of every table of h's namespace.
 func allRoutes(t *testing.T, h *netops.Handle) []netlink.Route {
 	t.Helper()
-	nlh := labtest.Netlink(t, h.Path())
+	nlh := nstest.Netlink(t, h.Path())
 	routes, err := nlh.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	must(t, err)
 	return routes

@@ -47,13 +47,14 @@ func addRoutedPod(t *testing.T, l *lab, key string) *labPod {
 
 // fastPathLab is a lab with pod x/a on the bridge, routed pod y/r, and
 // the fast path on br0 and vr0 (the test skips on a kernel without
-// flowtables).
+// flowtables), its links settled (nstest.WaitLinksUp).
 func fastPathLab(t *testing.T) (l *lab, xa, yr *labPod) {
 	l = newLab(t, "x/a")
 	yr = addRoutedPod(t, l, "y/r")
 	_, err := l.node.NFT().EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "vr0"}})
 	nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
 	must(t, err)
+	nstest.WaitLinksUp(t, l.nodePath)
 	return l, l.pod("x/a"), yr
 }
 

@@ -190,7 +190,7 @@ func TestFastPath(t *testing.T) {
 		t.Errorf("FastPath() = %v, %q; want [br0 vout] and three rules", devs, rules)
 	}
 	w := newForwardWatch(t, l.Host)
-	labtest.WaitLinksUp(t, l.Host)
+	nstest.WaitLinksUp(t, l.Host.Path())
 
 	routed := dialEchoer(t, l.Pods[0].Path(), netip.AddrPortFrom(l.out4, 82))
 	offloaded(t, w, routed)
@@ -360,7 +360,7 @@ func TestFastPathPaths(t *testing.T) {
 			nstest.SkipIfKernelLacks(t, "nftables flowtables", err)
 			must(t, err)
 			w := newForwardWatch(t, l.Host)
-			labtest.WaitLinksUp(t, l.Host)
+			nstest.WaitLinksUp(t, l.Host.Path())
 			offloaded(t, w, dialEchoer(t, from, netip.AddrPortFrom(to, port)))
 			if path == "masquerade" {
 				srv := nstest.Serve(t, l.outside.Path(), l.out4)
