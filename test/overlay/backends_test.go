@@ -130,6 +130,23 @@ func nodeRoutes(t *testing.T, ns, dev string) []netops.Route {
 
 // metric reads one sample of the agent's /metrics at addr from inside the
 // node's namespace (the connection is made there, the request sent after).
+// offLinkReported waits until n's agent reports one peer off its L2
+// network, at ip: its log names it, and cnibox_agent_peers_unreachable is 1.
+// The agent logs the peer while it programs the others and sets the gauge
+// once the whole sync is done, so the gauge may lag the log.
+func offLinkReported(t *testing.T, n *node, ip string) {
+	t.Helper()
+	eventually(t, n.name+" reports the peer at "+ip+" off its L2 network", func() string {
+		if log := n.log(); !strings.Contains(log, "not on this node's L2 network") || !strings.Contains(log, ip) {
+			return "its log does not say so:\n" + log
+		}
+		if v, err := n.metric("127.0.0.1:9666", "cnibox_agent_peers_unreachable"); err != nil || v != 1 {
+			return fmt.Sprintf("cnibox_agent_peers_unreachable = %v, %v; want 1", v, err)
+		}
+		return ""
+	}, n.ns)
+}
+
 func (n *node) metric(addr, name string) (float64, error) {
 	var conn net.Conn
 	if err := nstest.Run(n.c.t, n.ns, func() error {
@@ -248,12 +265,7 @@ func TestHostGWCluster(t *testing.T) {
 		}
 	}
 	n1 := c.nodes[0]
-	if !strings.Contains(n1.log(), "not on this node's L2 network") || !strings.Contains(n1.log(), "198.51.100.7") {
-		t.Errorf("node1's log does not say that the peer at 198.51.100.7 is off the L2 network:\n%s", n1.log())
-	}
-	if v, err := n1.metric("127.0.0.1:9666", "cnibox_agent_peers_unreachable"); err != nil || v != 1 {
-		t.Errorf("cnibox_agent_peers_unreachable on node1 = %v, %v; want 1", v, err)
-	}
+	offLinkReported(t, n1, "198.51.100.7")
 
 	// The CLI reads the record: the type, no device, every peer's route.
 	var st struct {

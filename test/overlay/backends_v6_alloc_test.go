@@ -175,13 +175,7 @@ func TestHostGWDualStack(t *testing.T) {
 			t.Errorf("%s: lease %s has PublicIP, PublicIPv6, BackendType %s; want %s, %s, host-gw", n.name, key, got, n.ip, ip6[n])
 		}
 	}
-	n1 := c.nodes[0]
-	if log := n1.log(); !strings.Contains(log, "not on this node's L2 network") || !strings.Contains(log, offIP6.String()) {
-		t.Errorf("node1's log does not say that the peer's public IPv6 %s is off the L2 network:\n%s", offIP6, log)
-	}
-	if v, err := n1.metric("127.0.0.1:9666", "cnibox_agent_peers_unreachable"); err != nil || v != 1 {
-		t.Errorf("cnibox_agent_peers_unreachable on node1 = %v, %v; want 1 (the off-link IPv6 subnet)", v, err)
-	}
+	offLinkReported(t, c.nodes[0], offIP6.String())
 
 	pods := podsReachEachOther(t, c.nodes...)
 	reach6 := func(from, to *pod) error {
