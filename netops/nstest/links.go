@@ -52,7 +52,8 @@ func WaitLinksUp(t testing.TB, nsPath string) {
 }
 
 // linkSettled reports whether the link watch is done with l, as far as
-// netlink shows: l is down, up, or unknown on a device without carrier.
+// netlink shows: l is administratively down, operationally up, or unknown
+// on a device without carrier.
 func linkSettled(l netlink.Link) bool {
 	a := l.Attrs()
 	if a.Flags&net.FlagUp == 0 {
