@@ -92,24 +92,20 @@ func SettleLinkWatch(t testing.TB) {
 			t.Fatalf("link watch probe: add %s: %v", l.Attrs().Name, err)
 		}
 	}
-	for _, step := range []struct {
-		do   func() error
-		want netlink.LinkOperState
-	}{
-		{func() error { return nh.LinkSetMaster(port, br) }, 0},
-		{func() error { return nh.LinkSetUp(br) }, 0},
-		{func() error { return setUp(nh, "lwb") }, 0},
-		{func() error { return nh.LinkSetUp(port) }, netlink.OperUp},
-		{func() error { return nh.LinkSetDown(port) }, netlink.OperDown}, // the first probe
-		{func() error { return nh.LinkSetUp(port) }, netlink.OperUp},
-		{func() error { return nh.LinkSetDown(port) }, netlink.OperDown}, // the second
-	} {
-		if err := step.do(); err != nil {
+	do := func(err error) {
+		t.Helper()
+		if err != nil {
 			t.Fatalf("link watch probe: %v", err)
 		}
-		if step.want != 0 {
-			waitOper(t, nh, "lw0", step.want)
-		}
+	}
+	do(nh.LinkSetMaster(port, br))
+	do(nh.LinkSetUp(br))
+	do(setUp(nh, "lwb"))
+	for range 2 { // the two probes
+		do(nh.LinkSetUp(port))
+		waitOper(t, nh, "lw0", netlink.OperUp)
+		do(nh.LinkSetDown(port))
+		waitOper(t, nh, "lw0", netlink.OperDown)
 	}
 }
 
