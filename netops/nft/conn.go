@@ -59,14 +59,24 @@ func (h *Handle) nftSetExists(family uint8, table, name string) (bool, error) {
 	return h.nftExists(family, table, unix.NFT_MSG_GETSET, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, name)
 }
 
+// nftTableExists reports whether table (of family, an NFPROTO_ value)
+// exists, with one non-dump get.
+func (h *Handle) nftTableExists(family uint8, table string) (bool, error) {
+	return h.nftGetExists(family, unix.NFT_MSG_GETTABLE, table, mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(table)})
+}
+
 // nftExists reports whether the object called name exists in table, with
 // one non-dump get (msgType NFT_MSG_GETCHAIN or NFT_MSG_GETSET, with that
 // type's table and name attributes).
 func (h *Handle) nftExists(family uint8, table string, msgType int, tableAttr, nameAttr uint16, name string) (bool, error) {
-	data, err := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
-		{Type: tableAttr, Data: []byte(table + "\x00")},
-		{Type: nameAttr, Data: []byte(name + "\x00")},
-	})
+	return h.nftGetExists(family, msgType, name,
+		mdnetlink.Attribute{Type: tableAttr, Data: cstr(table)}, mdnetlink.Attribute{Type: nameAttr, Data: cstr(name)})
+}
+
+// nftGetExists sends one non-dump get of type msgType with attrs and
+// reports whether the kernel found the object (name, for the error).
+func (h *Handle) nftGetExists(family uint8, msgType int, name string, attrs ...mdnetlink.Attribute) (bool, error) {
+	data, err := mdnetlink.MarshalAttributes(attrs)
 	if err != nil {
 		return false, err
 	}

@@ -89,7 +89,24 @@ func (t *txn) queueGuard(g *PolicyGuard) error {
 // MarkPolicyPending records addrs, the addresses of a new pod of namespace
 // ns, in the policy table's attached set and, when the table's guard says a
 // policy could select a pod there, in its pending set; it reports whether
-// they are pending. Without the table, nothing is done.
+// they are pending. Without the table, nothing is sent but one get that
+// finds it missing: a batch into a missing table is refused whole, and the
+// kernel's abort of it cost every ADD with a runtime's pod arguments ~11 ms
+// on a node without the agent's policy (docs/benchmarks.md).
+//
+// The agent may make the table between that get and the batch (its first
+// full sync, in one transaction with the guard, pending and attached
+// sets). The ADD then records nothing, as if it had come an instant
+// earlier: its pod is one of those started before the table, which the
+// agent places from the API when the pod's status carries its addresses
+// and which are not in the attached set (docs/policy.md, "Pods attached
+// before an agent with this set existed"). The code before the get had
+// the same window (the guard read before the batch: a table made in
+// between got the address attached, never pending). An ADD that sees the
+// table keeps the guarantee: attached, and pending where guarded, before
+// the pod has its addresses. A table deleted between the get and the
+// batch (the agent's policy turned off) makes the batch fail with ENOENT:
+// nothing is done, as without the table.
 func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) {
 	if _, err := h.nftConn(); err != nil {
 		return false, err
@@ -97,22 +114,21 @@ func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) 
 	if len(addrs) == 0 {
 		return false, nil
 	}
+	table, err := h.nftTableExists(uint8(policyFamily), PolicyTable)
+	if err != nil {
+		return false, fmt.Errorf("read the policy table in %s: %w", h.where(), err)
+	}
 	guarded := false
-	for _, key := range [][]byte{guardKey(""), guardKey(ns)} {
-		_, err := h.getElem(PolicyTable, policyGuardSet, key)
-		if err == nil {
-			guarded = true
-			break
-		}
-		if !errors.Is(err, unix.ENOENT) {
+	if table {
+		if guarded, err = h.policyGuarded(ns); err != nil {
 			return false, fmt.Errorf("read the policy guard in %s: %w", h.where(), err)
 		}
 	}
-	msgs := addrMsgs(PolicyAttached, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)
-	if guarded {
-		msgs = append(msgs, addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
+	msgs := pendingMsgs(table, guarded, addrs)
+	if len(msgs) == 0 {
+		return false, nil
 	}
-	err := h.commitRaw(msgs...)
+	err = h.commitRaw(msgs...)
 	if errors.Is(err, unix.ENOENT) && guarded {
 		// A table without the attached set (written by an older agent,
 		// until the new one's first sync).
@@ -120,11 +136,40 @@ func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) 
 	}
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return false, nil // no table
+		return false, nil // the table went meanwhile
 	case err != nil:
 		return false, fmt.Errorf("mark %v pending in %s: %w", addrs, h.where(), classify(err))
 	}
 	return guarded, nil
+}
+
+// policyGuarded reports whether the policy table's guard says a policy
+// could select a pod of namespace ns (a missing guard says no).
+func (h *Handle) policyGuarded(ns string) (bool, error) {
+	for _, key := range [][]byte{guardKey(""), guardKey(ns)} {
+		_, err := h.getElem(PolicyTable, policyGuardSet, key)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// pendingMsgs are MarkPolicyPending's element messages for addrs: none
+// without the table; else the attached set's, and the pending set's when
+// the guard names the pod's namespace (guarded).
+func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
+	if !table {
+		return nil
+	}
+	msgs := addrMsgs(PolicyAttached, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)
+	if guarded {
+		msgs = append(msgs, addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
+	}
+	return msgs
 }
 
 // UnmarkPolicyPending takes addrs out of the attached and pending sets, in

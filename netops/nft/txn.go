@@ -82,6 +82,17 @@ func (t *txn) conn() *nftables.Conn {
 // add queues raw messages, each with the ack flag.
 func (t *txn) add(msgs ...mdnetlink.Message) { t.raw = append(t.raw, msgs...) }
 
+// transactions counts the transactions this process sent (Transactions).
+var transactions atomic.Uint64
+
+// Transactions reports how many nftables transactions this process has
+// sent, those the kernel refused included. Each costs more than its
+// messages: one the kernel refuses waits for its abort (~11 ms here), one
+// that deletes leaves cleanup that closing the socket waits for
+// (perf-notes). Tests read it to check that a call sends none where it has
+// nothing to change (a pod's ADD on a node without the policy table).
+func Transactions() uint64 { return transactions.Load() }
+
 // commit sends what was queued as one transaction and waits for the
 // kernel's acks; nothing queued is no error.
 func (t *txn) commit() error {
@@ -92,8 +103,10 @@ func (t *txn) commit() error {
 		t.abort()
 		return errMixedTxn
 	case t.built:
+		transactions.Add(1)
 		return t.h.nft.Flush()
 	case len(raw) > 0:
+		transactions.Add(1)
 		return t.h.sendBatch(raw)
 	}
 	return nil
@@ -113,6 +126,7 @@ func (t *txn) abort() {
 		return
 	}
 	t.h.nft.DelTable(abortTable)
+	transactions.Add(1)
 	_ = t.h.nft.Flush() // ENOENT: nothing of it was applied
 }
 

@@ -81,3 +81,54 @@ func TestPolicyPendingADD(t *testing.T) {
 		t.Errorf("attached after the DELs: %v", att)
 	}
 }
+
+// TestPolicyNoTable: on a node without cnibox-agent's policy table (no
+// agent, or its policy off) a Kubernetes pod's ADD and DEL, with the pod
+// arguments a runtime passes, succeed without one nftables transaction
+// (one refused for the missing table cost every ADD ~11 ms: the kernel's
+// abort) and make no table; with the table of an agent that has no
+// policy, the ADD records the pod's address in its attached set and the
+// DEL takes it out.
+func TestPolicyNoTable(t *testing.T) {
+	n := roletest.NewNode(t, bridge.Role, hostlocal.Role)
+	host := openNode(t)
+	t.Cleanup(func() { host.DeleteLink("brnot") })
+	h, err := nft.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// No masquerade and no source check: the ADD's only nftables work is
+	// the policy table's.
+	c := gwConf("not", "brnot", 14, `"ipspoofchk":false,`)
+
+	a := n.NewPod("nota")
+	before := nft.Transactions()
+	n.Must(bridge.Role, "ADD", a, c)
+	n.Must(bridge.Role, "DEL", a, c)
+	n.Must(bridge.Role, "DEL", a, c)
+	if sent := nft.Transactions() - before; sent != 0 {
+		t.Errorf("ADD and DEL without the policy table sent %d nftables transactions, want 0", sent)
+	}
+	if _, ok, err := h.PolicySetAddrs(nft.PolicyAttached); err != nil || ok {
+		t.Errorf("after the calls: attached set %v (%v), want no policy table", ok, err)
+	}
+
+	err = h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: &policymodel.Rules{NodeAddrs: "node"},
+		Sets:  []*policymodel.Set{policymodel.NewSet("node", policymodel.Addrs, "", policymodel.AddrElem(netip.MustParseAddr("10.11.14.1")))},
+		Guard: &nft.PolicyGuard{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.DeletePolicy() })
+	b := n.NewPod("notb")
+	ipb := podAddr(t, n.Must(bridge.Role, "ADD", b, c))
+	if att, _, err := h.PolicySetAddrs(nft.PolicyAttached); err != nil || !slices.Equal(att, []netip.Addr{ipb}) {
+		t.Errorf("attached after the ADD: %v (%v), want [%s]", att, err, ipb)
+	}
+	n.Must(bridge.Role, "DEL", b, c)
+	n.Must(bridge.Role, "DEL", b, c)
+	if att, _, err := h.PolicySetAddrs(nft.PolicyAttached); err != nil || len(att) != 0 {
+		t.Errorf("attached after the DELs: %v (%v), want none", att, err)
+	}
+}

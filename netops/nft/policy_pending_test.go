@@ -1,0 +1,114 @@
+package nft
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	mdnetlink "github.com/mdlayher/netlink"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+	"github.com/cnibox/cnibox/netops/nstest"
+)
+
+// TestPendingMsgs: without the policy table MarkPolicyPending has nothing
+// to send; with it, the attached set's elements of each family, and the
+// pending set's when guarded.
+func TestPendingMsgs(t *testing.T) {
+	addrs := []netip.Addr{netip.MustParseAddr("10.11.0.5"), netip.MustParseAddr("fd11::5")}
+	sets := func(msgs []mdnetlink.Message) []string {
+		var out []string
+		for _, m := range msgs {
+			set, _, err := parseNftElems(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, set)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name           string
+		table, guarded bool
+		want           []string
+	}{
+		{"no table", false, false, nil},
+		{"no table, guarded", false, true, nil},
+		{"table", true, false, []string{"attached-4", "attached-6"}},
+		{"table, guarded", true, true, []string{"attached-4", "attached-6", "pending-4", "pending-6"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sets(pendingMsgs(tc.table, tc.guarded, addrs)); !slices.Equal(got, tc.want) {
+				t.Errorf("pendingMsgs(%v, %v) write to %v, want %v", tc.table, tc.guarded, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPolicyPendingNoTable: a pod's ADD and DEL (MarkPolicyPending,
+// UnmarkPolicyPending, UnhookPod) on a node without the policy table send
+// no nftables transaction (one refused for a missing table costs the call
+// the kernel's abort, ~11 ms) and make no table; with the agent's table the
+// ADD's addresses land in the attached set (and pending where guarded) in
+// one transaction, and the DEL takes them out.
+func TestPolicyPendingNoTable(t *testing.T) {
+	h, err := Open(nstest.NewNS(t, "pnt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	addrs := []netip.Addr{netip.MustParseAddr("10.11.0.5"), netip.MustParseAddr("fd11::5")}
+	unhook := PodUnhook{IPs: addrs, Masq: true, CheckedPort: "vethpnt", CheckKind: SrcCheckBridge}
+	sent := func(what string, want uint64, call func() error) {
+		t.Helper()
+		before := Transactions()
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := Transactions() - before; n != want {
+			t.Errorf("%s sent %d nftables transactions, want %d", what, n, want)
+		}
+	}
+	mark := func(ns string, want bool) func() error {
+		return func() error {
+			got, err := h.MarkPolicyPending(ns, addrs)
+			if err == nil && got != want {
+				t.Errorf("MarkPolicyPending(%s) = %v, want %v", ns, got, want)
+			}
+			return err
+		}
+	}
+
+	sent("ADD without the table", 0, mark("default", false))
+	sent("ADD undone without the table", 0, func() error { return h.UnmarkPolicyPending(addrs) })
+	sent("DEL without the table", 0, func() error { return h.UnhookPod(unhook) })
+	if ok, err := h.nftTableExists(uint8(policyFamily), PolicyTable); err != nil || ok {
+		t.Fatalf("policy table after the calls: %v, %v; want none", ok, err)
+	}
+
+	// The table as the agent's first full sync makes it, guarding "guarded".
+	err = h.ApplyPolicy(&PolicyChange{Full: true, Rules: &policymodel.Rules{NodeAddrs: "node"},
+		Sets:  []*policymodel.Set{policymodel.NewSet("node", policymodel.Addrs, "", policymodel.AddrElem(netip.MustParseAddr("10.11.0.1")))},
+		Guard: &PolicyGuard{Namespaces: []string{"guarded"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(set string, want []netip.Addr) {
+		t.Helper()
+		got, _, err := h.PolicySetAddrs(set)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: %v (%v), want %v", set, got, err, want)
+		}
+	}
+	sent("ADD with the table", 1, mark("default", false))
+	in(PolicyAttached, addrs)
+	in(PolicyPending, nil)
+	sent("DEL with the table", 1, func() error { return h.UnhookPod(PodUnhook{IPs: addrs}) })
+	in(PolicyAttached, nil)
+	sent("guarded ADD", 1, mark("guarded", true))
+	in(PolicyAttached, addrs)
+	in(PolicyPending, addrs)
+	sent("guarded ADD undone", 1, func() error { return h.UnmarkPolicyPending(addrs) })
+	in(PolicyAttached, nil)
+	in(PolicyPending, nil)
+}
