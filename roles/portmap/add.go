@@ -35,7 +35,7 @@ func portmapAdd(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curren
 	}
 	defer host.Close()
 	// Before anything is written: a refused hostIP leaves nothing to undo.
-	if err := c.checkHostIPs(host.IsLocalAddr); err != nil {
+	if err := c.checkHostIPs(host.OwnAddr); err != nil {
 		return nil, err
 	}
 	if pm.Empty() {

@@ -27,7 +27,7 @@ func portmapCheck(_ context.Context, a *cniplug.Args, c *portmapConf, prev *curr
 	}
 	if c.hasHostIP() {
 		// As ADD: a hostIP that is not (or no longer) the node's is refused.
-		err := podns.InHost(func(host *netops.Handle) error { return c.checkHostIPs(host.IsLocalAddr) })
+		err := podns.InHost(func(host *netops.Handle) error { return c.checkHostIPs(host.OwnAddr) })
 		if err != nil {
 			return err
 		}

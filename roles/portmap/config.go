@@ -19,6 +19,10 @@ type portmapConf struct {
 	ConditionsV4         *[]string `json:"conditionsV4,omitempty"`
 	ConditionsV6         *[]string `json:"conditionsV6,omitempty"`
 	Backend              string    `json:"backend,omitempty"`
+	// AllowedHostIPs are addresses and prefixes a hostIP may name besides
+	// the node's own addresses (see checkHostIPs): VIPs the operator means
+	// pods to serve on. cnibox's own field; the reference plugin has none.
+	AllowedHostIPs []string `json:"allowedHostIPs,omitempty"`
 	// DataDir is where the records are kept (default: see store.Dir).
 	DataDir       string `json:"dataDir,omitempty"`
 	RuntimeConfig struct {
@@ -27,6 +31,7 @@ type portmapConf struct {
 
 	snat    bool
 	entries []pmEntry
+	allowed []netip.Prefix // AllowedHostIPs, parsed
 }
 
 // portMappingJSON is one entry of the portMappings capability.
@@ -65,6 +70,9 @@ func parsePortmapConf(a *cniplug.Args, strict bool) (*portmapConf, error) {
 			return nil, err
 		}
 	}
+	if err := c.parseAllowed(); err != nil && strict {
+		return nil, err
+	}
 	for i, m := range c.RuntimeConfig.PortMappings {
 		e, err := parseEntry(i, m)
 		if err != nil {
@@ -101,6 +109,25 @@ func (c *portmapConf) validateFields() error {
 		// cnibox always uses nftables; "iptables" is accepted for drop-in configs.
 	default:
 		return cniplug.Errorf(types.ErrUnsupportedField, "config field \"backend\" %q is not supported: use \"nftables\" or leave it out", c.Backend)
+	}
+	return nil
+}
+
+// parseAllowed parses AllowedHostIPs into c.allowed: each an address
+// (192.0.2.100, 2001:db8::100) or a prefix (192.0.2.96/28); an invalid
+// entry is code 7 naming it.
+func (c *portmapConf) parseAllowed() error {
+	for i, s := range c.AllowedHostIPs {
+		p, err := netip.ParsePrefix(s)
+		if err == nil {
+			p = p.Masked()
+		} else if a, aerr := netip.ParseAddr(s); aerr == nil && a.Zone() == "" {
+			p, err = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+		}
+		if err != nil || p.Addr().Is4In6() {
+			return cniplug.ConfError(fmt.Sprintf("allowedHostIPs[%d]", i), "%q is not an IP address or prefix: use e.g. \"192.0.2.100\", \"192.0.2.96/28\" or \"2001:db8::100\"", s)
+		}
+		c.allowed = append(c.allowed, p)
 	}
 	return nil
 }

@@ -8,13 +8,26 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-// fuzzNode stands for the node's addresses in FuzzParseConf: what the
-// kernel would call local (IsLocalAddr) on a node with these two.
-func fuzzNode(a netip.Addr) (bool, error) {
-	return a.IsLoopback() || a == netip.MustParseAddr("192.0.2.10") || a == netip.MustParseAddr("2001:db8::10"), nil
+// fuzzNode stands for the node's addresses in FuzzParseConf (OwnAddr on a
+// node with these): its own 192.0.2.10 and 2001:db8::10, 127.0.0.1 and ::1;
+// the rest of the loopback range; a Service address on kube-ipvs0;
+// everything else is another machine's.
+func fuzzNode(a netip.Addr) (netops.NodeAddr, error) {
+	n := netops.NodeAddr{Addr: a}
+	switch {
+	case a == netip.MustParseAddr("192.0.2.10") || a == netip.MustParseAddr("2001:db8::10") || a == netip.MustParseAddr("127.0.0.1") || a == netip.IPv6Loopback():
+	case a.IsLoopback():
+		n.NotOwn = netops.LoopbackRange
+	case a == netip.MustParseAddr("10.96.0.1"):
+		n.NotOwn, n.Link, n.Kind = netops.ServiceDevice, "kube-ipvs0", "dummy"
+	default:
+		n.NotOwn = netops.NotLocal
+	}
+	return n, nil
 }
 
 // FuzzParseConf feeds portmap's config and runtimeConfig.portMappings any
@@ -22,8 +35,9 @@ func fuzzNode(a netip.Addr) (bool, error) {
 // accepts only entries in range with a known protocol and a hostIP that is
 // no address or a plain IP; the host ports then map to the pod without two
 // container ports for one key, and the hostIP check lets through only
-// addresses of the node (or every address), refusing the rest with code 7
-// naming the entry. DEL's lenient parse fails only on undecodable input.
+// the node's own addresses (or every address) and allowedHostIPs the node
+// takes as local, refusing the rest with code 7 naming the entry. DEL's
+// lenient parse fails only on undecodable input.
 func FuzzParseConf(f *testing.F) {
 	for _, s := range []string{
 		`{"cniVersion":"1.0.0","name":"n","type":"portmap","snat":true,"runtimeConfig":{"portMappings":[{"hostPort":53,"containerPort":5353,"protocol":"udp","hostIP":"198.51.100.53"}]}}`,
@@ -34,6 +48,8 @@ func FuzzParseConf(f *testing.F) {
 		`{"markMasqBit":31,"backend":"iptables","conditionsV4":[],"masqAll":true,"runtimeConfig":{"portMappings":[{"hostPort":1,"containerPort":1,"protocol":"Tcp","hostIP":"0.0.0.0"}]}}`,
 		`{"externalSetMarkChain":"KUBE-MARK-MASQ","conditionsV6":["-d","::1"],"backend":"ebpf"}`,
 		`{"runtimeConfig":{"portMappings":[{"HostPort":8080,"containerport":80,"hostip":"2001:db8::10","hostIP":"2001:db8::11"}]}}`,
+		`{"allowedHostIPs":["10.96.0.0/12","127.0.0.53"],"runtimeConfig":{"portMappings":[{"hostPort":443,"containerPort":8443,"hostIP":"10.96.0.1"},{"hostPort":53,"containerPort":53,"hostIP":"127.0.0.53"}]}}`,
+		`{"allowedHostIPs":["10.96.0.1/33","fe80::1%eth0","::ffff:10.0.0.0/104"]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -61,6 +77,9 @@ func FuzzParseConf(f *testing.F) {
 			(c.ConditionsV4 != nil && len(*c.ConditionsV4) > 0) || (c.ConditionsV6 != nil && len(*c.ConditionsV6) > 0) ||
 			(c.Backend != "" && c.Backend != "nftables" && c.Backend != "iptables") {
 			t.Fatalf("accepted fields %+v", c)
+		}
+		if len(c.allowed) != len(c.AllowedHostIPs) {
+			t.Fatalf("accepted allowedHostIPs %q as %v", c.AllowedHostIPs, c.allowed)
 		}
 		if len(c.entries) != len(c.RuntimeConfig.PortMappings) {
 			t.Fatalf("accepted %d entries of %d", len(c.entries), len(c.RuntimeConfig.PortMappings))
@@ -106,13 +125,21 @@ func FuzzParseConf(f *testing.F) {
 		err = c.checkHostIPs(fuzzNode)
 		var foreign []string
 		for _, e := range c.entries {
-			if local, _ := fuzzNode(e.hostIP); e.hostIP.IsValid() && !e.hostIP.IsUnspecified() && !local {
+			if !e.hostIP.IsValid() || e.hostIP.IsUnspecified() {
+				continue
+			}
+			n, _ := fuzzNode(e.hostIP)
+			allowed := false
+			for _, p := range c.allowed {
+				allowed = allowed || p.Contains(e.hostIP)
+			}
+			if n.NotOwn == netops.NotLocal || (!n.Own() && !allowed) {
 				foreign = append(foreign, e.hostIP.String())
 			}
 		}
 		switch {
 		case err == nil && len(foreign) > 0:
-			t.Fatalf("accepted hostIPs %v that are not the node's", foreign)
+			t.Fatalf("accepted hostIPs %v that are neither the node's own nor allowed", foreign)
 		case err != nil && len(foreign) == 0:
 			t.Fatalf("refused the node's own hostIPs: %v", err)
 		case err != nil && (cniplug.CodeOf(err) != types.ErrInvalidNetworkConfig ||
