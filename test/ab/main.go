@@ -5,6 +5,15 @@
 // make bench compares cnibox with the reference plugins; ab is for telling
 // whether a change to cnibox made it faster.
 //
+// Each call carries the pod arguments a kubelet passes in CNI_ARGS
+// (IgnoreUnknown, K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_INFRA_CONTAINER_ID,
+// K8S_POD_UID; -pod-args=false: none, as a plain runtime), and -table says
+// whether the node has cnibox-agent's policy table: none (no agent, or its
+// policy off), agent (the table of an agent with no policy: every ADD records
+// its pod in the attached set) or guarded (a policy could select the pods'
+// namespace: every ADD also marks its pod pending). The table is made with
+// netops/nft's ApplyPolicy, the agent's own call, in the node namespace.
+//
 //	go build -o /tmp/a/cnibox .   # before the change
 //	go build -o /tmp/b/cnibox .   # after
 //	go run ./test/ab -case chain /tmp/a/cnibox /tmp/b/cnibox
@@ -19,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +38,9 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 const privateEnv = "CNIBOX_AB_PRIVATE"
@@ -59,14 +71,20 @@ func main() {
 	rounds := flag.Int("r", 3, "rounds")
 	kase := flag.String("case", "bridge", "conflist: bridge (bridge+host-local), chain (+portmap+tuning) or podman (+portmap+firewall+tuning, cniVersion 0.4.0)")
 	execN := flag.Int("exec", 0, "instead: this many VERSION execs per build")
+	podArgs := flag.Bool("pod-args", true, "pass the pod arguments a kubelet passes in CNI_ARGS")
+	table := flag.String("table", "none", "the node's policy table: none, agent (no policy) or guarded (a policy could select the pods)")
 	flag.Parse()
 	bins := flag.Args()
 	if len(bins) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ab [-case bridge|chain|podman] [-n pods] [-r rounds] [-exec N] BINARY BINARY...")
+		fmt.Fprintln(os.Stderr, "usage: ab [-case bridge|chain|podman] [-n pods] [-r rounds] [-pod-args=false] [-table none|agent|guarded] [-exec N] BINARY BINARY...")
 		os.Exit(2)
 	}
 	if _, ok := conflists[*kase]; !ok {
 		fmt.Fprintf(os.Stderr, "ab: -case %q: want bridge, chain or podman\n", *kase)
+		os.Exit(2)
+	}
+	if _, ok := tableGuards[*table]; !ok {
+		fmt.Fprintf(os.Stderr, "ab: -table %q: want none, agent or guarded\n", *table)
 		os.Exit(2)
 	}
 	if os.Getenv(privateEnv) == "" {
@@ -87,7 +105,10 @@ func main() {
 		execMode(bins, dirs, *execN)
 		return
 	}
-	if err := cniMode(tmp, bins, dirs, conflists[*kase], *n, *rounds); err != nil {
+	if err := policyTable(*table); err != nil {
+		fail(err)
+	}
+	if err := cniMode(tmp, bins, dirs, conflists[*kase], *n, *rounds, *podArgs); err != nil {
 		fail(err)
 	}
 }
@@ -137,7 +158,51 @@ func pluginDir(tmp string, i int, bin string) (string, error) {
 	return dir, nil
 }
 
-func cniMode(tmp string, bins, dirs []string, conf string, n, rounds int) error {
+// podNamespace is the Kubernetes namespace of ab's pods.
+const podNamespace = "ab"
+
+// tableGuards are -table's values and the guard each table has (nil: no
+// table).
+var tableGuards = map[string]*nft.PolicyGuard{
+	"none":    nil,
+	"agent":   {},
+	"guarded": {Namespaces: []string{podNamespace}},
+}
+
+// policyTable makes the node's policy table as cnibox-agent's first full
+// sync does (a model without policies: the node's addresses and no rule
+// but theirs), with the guard -table names.
+func policyTable(table string) error {
+	g := tableGuards[table]
+	if g == nil {
+		return nil
+	}
+	h, err := nft.Open("")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	node := netip.MustParseAddr("10.99.0.1") // the bridge's address (isGateway)
+	return h.ApplyPolicy(&nft.PolicyChange{Full: true, Rules: &policymodel.Rules{NodeAddrs: "node"},
+		Sets:  []*policymodel.Set{policymodel.NewSet("node", policymodel.Addrs, "", policymodel.AddrElem(node))},
+		Guard: g})
+}
+
+// kubeletArgs are the CNI_ARGS a kubelet (through its runtime) passes for
+// pod i of build v.
+func kubeletArgs(v, i int, containerID string) [][2]string {
+	name := fmt.Sprintf("pod-%d-%d", v, i)
+	uid := fmt.Sprintf("%08x-ab00-4000-8000-%012x", os.Getpid(), v<<16|i)
+	return [][2]string{
+		{"IgnoreUnknown", "1"},
+		{"K8S_POD_NAMESPACE", podNamespace},
+		{"K8S_POD_NAME", name},
+		{"K8S_POD_INFRA_CONTAINER_ID", containerID},
+		{"K8S_POD_UID", uid},
+	}
+}
+
+func cniMode(tmp string, bins, dirs []string, conf string, n, rounds int, podArgs bool) error {
 	h, err := netops.Open("")
 	if err == nil {
 		err = h.SetLinkUp("lo")
@@ -151,6 +216,8 @@ func cniMode(tmp string, bins, dirs []string, conf string, n, rounds int) error 
 		return err
 	}
 	os.Setenv("CNIBOX_DATA_DIR", filepath.Join(tmp, "store"))
+	// No agent answers: a guarded ADD's admission call finds no socket.
+	os.Setenv("CNIBOX_AGENT_SOCKET", filepath.Join(tmp, "agent.sock"))
 	if os.Getenv("CNIBOX_LOG_FILE") == "" { // set: kept, for the calls' steps
 		os.Setenv("CNIBOX_LOG_FILE", filepath.Join(tmp, "cnibox.log"))
 	}
@@ -165,11 +232,15 @@ func cniMode(tmp string, bins, dirs []string, conf string, n, rounds int) error 
 				return err
 			}
 			defer netops.DeleteNamedNS(name)
-			pods[v] = append(pods[v], &libcni.RuntimeConf{
+			rt := &libcni.RuntimeConf{
 				ContainerID: fmt.Sprintf("ab%d-%d", v, i), NetNS: path, IfName: "eth0",
 				CapabilityArgs: map[string]any{"portMappings": []map[string]any{
 					{"hostPort": 20000 + v*n + i, "containerPort": 80, "protocol": "tcp"}}},
-			})
+			}
+			if podArgs {
+				rt.Args = kubeletArgs(v, i, rt.ContainerID)
+			}
+			pods[v] = append(pods[v], rt)
 		}
 	}
 	adds := make([][]time.Duration, len(dirs))
