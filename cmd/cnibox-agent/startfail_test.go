@@ -11,22 +11,37 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestPodAPIStartFailureExits: with --pod-api, an overlay that cannot start
 // (no such interface, a public IP of the wrong family) ends the agent with
 // the error instead of leaving it blocked in the pod API: a DaemonSet or
 // systemd can only restart what exits.
+//
+// The first case gets as far as the overlay's start, after the agent has
+// cleaned up its namespace (the DNS proxy's routing rules and table): it
+// runs as root only, in TestMain's private namespace, never in the
+// caller's (a user gets EPERM there; root would change the machine).
 func TestPodAPIStartFailureExits(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
+		// inNetns: the start reaches the kernel (see above)
+		inNetns bool
 	}{
-		{"no such interface", []string{"--iface", "nosuch0"}, "nosuch0"},
-		{"bad public IP", []string{"--public-ip", "2001:db8::1"}, "--public-ip"},
+		{"no such interface", []string{"--iface", "nosuch0"}, "nosuch0", true},
+		{"bad public IP", []string{"--public-ip", "2001:db8::1"}, "--public-ip", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.inNetns {
+				nstest.RequireRoot(t)
+				if !nstest.InPrivateNetns() {
+					t.Skip("not in the private namespace of nstest.MainInPrivateNetns: the agent would clean up the machine's own")
+				}
+			}
 			dir := t.TempDir()
 			netConf := filepath.Join(dir, "net-conf.json")
 			if err := os.WriteFile(netConf, []byte(`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan"}}`), 0o600); err != nil {

@@ -59,9 +59,11 @@ func (n *fwNet) fwConf(prev []byte, fields map[string]any) []byte {
 }
 
 // iptables runs iptables-nft in the test's node namespace (the test
-// process's private one) and returns its output.
+// process's private one) and returns its output. It skips the test
+// without root.
 func iptables(t *testing.T, args ...string) string {
 	t.Helper()
+	nstest.RequireRoot(t)
 	bin := nstest.RequireProgram(t, "iptables-nft", "iptables")
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
@@ -71,8 +73,12 @@ func iptables(t *testing.T, args ...string) string {
 }
 
 // resetNode removes every nftables table of the node namespace (the
-// test's private one) at the test's end.
+// test's private one) at the test's end. It skips the test without root
+// (a normal user's PATH may hold nft: Fedora, Arch and Ubuntu put sbin on
+// it; without root there is no private namespace to flush).
 func resetNode(t *testing.T) {
+	t.Helper()
+	nstest.RequireRoot(t)
 	bin := nstest.RequireProgram(t, "nft", "nftables")
 	// "flush ruleset" must never reach the machine's own namespace.
 	if !nstest.InPrivateNetns() {

@@ -26,7 +26,7 @@ func add(_ context.Context, a *cniplug.Args, cfg *config) (types.Result, error) 
 	}
 	// The reference host-local's records on the node, held locked until
 	// ours are written.
-	ref, err := openRefStore(cfg.DataDir, a.Conf.Name)
+	ref, err := openRefStore(a, cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func del(_ context.Context, a *cniplug.Args, cfg *config) error {
 	}
 	// the attachment's records in the reference host-local's directory,
 	// whichever plugin wrote them
-	ref, err := openRefStore(cfg.DataDir, a.Conf.Name)
+	ref, err := openRefStore(a, cfg.DataDir)
 	if err != nil {
 		return err
 	}

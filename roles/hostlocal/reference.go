@@ -10,14 +10,22 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/ipam"
 )
 
-// refDataDir is the reference host-local's default dataDir: it keeps one
-// network's records in refDataDir/NETWORK, a file per address named by the
-// address and holding "CONTAINERID\r\nIFNAME" (older versions: the ID
-// alone), under a flock of the file "lock" there.
-const refDataDir = "/var/lib/cni/networks"
+const (
+	// RefDataDir is the reference host-local's default dataDir: it keeps
+	// one network's records in RefDataDir/NETWORK, a file per address named
+	// by the address and holding "CONTAINERID\r\nIFNAME" (older versions:
+	// the ID alone), under a flock of the file "lock" there.
+	RefDataDir = "/var/lib/cni/networks"
+	// EnvRefDataDir overrides RefDataDir (a config's dataDir overrides
+	// both); tests point it at a directory of their own, so that they
+	// never read the machine's (root's alone, 0700, wherever containerd,
+	// CRI-O or root podman ran).
+	EnvRefDataDir = "CNIBOX_HOSTLOCAL_DATA_DIR"
+)
 
 // refLineBreak separates the container ID and the ifname in a record.
 const refLineBreak = "\r\n"
@@ -34,15 +42,13 @@ type refStore struct {
 	lock *os.File
 }
 
-// openRefStore locks and returns the network's reference records: in
-// dataDir/NETWORK as the reference reads its dataDir, refDataDir when
-// unset. It returns nil when that directory does not exist (nothing to
-// honour: cnibox does not create it).
-func openRefStore(dataDir, network string) (*refStore, error) {
-	if dataDir == "" {
-		dataDir = refDataDir
-	}
-	dir := filepath.Join(dataDir, network)
+// openRefStore locks and returns the call's network's reference records:
+// in dataDir/NETWORK as the reference reads its dataDir, else in
+// $CNIBOX_HOSTLOCAL_DATA_DIR/NETWORK, else in RefDataDir/NETWORK. It
+// returns nil when that directory does not exist (nothing to honour: cnibox
+// does not create it).
+func openRefStore(a *cniplug.Args, dataDir string) (*refStore, error) {
+	dir := filepath.Join(a.Setting(dataDir, EnvRefDataDir, RefDataDir), a.Conf.Name)
 	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {
 		return nil, nil
 	} else if err != nil {

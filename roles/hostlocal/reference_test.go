@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/testenv"
 	"github.com/cnibox/cnibox/roles/hostlocal"
 )
 
@@ -62,6 +63,9 @@ func refCall(t *testing.T, cmd, cid, conf string) string {
 // cnibox writes nothing there.
 func TestReferenceRecords(t *testing.T) {
 	if _, err := os.Stat(refHostLocal); err != nil {
+		if !testenv.Root() { // make check: no apt-get
+			t.Skipf("%v (apt-get install containernetworking-plugins), and not root", err)
+		}
 		t.Fatalf("%v (make deps installs containernetworking-plugins)", err)
 	}
 	n := newNode(t)
@@ -111,5 +115,34 @@ func TestReferenceRecords(t *testing.T) {
 	n.Must(hostlocal.Role, "ADD", "c3", conf("0.3.1", `{"type":"host-local","dataDir":"`+other+`","ranges":[[{"subnet":"10.1.0.0/24"}]]}`), nil)
 	if _, err := os.Stat(filepath.Join(other, "mynet")); !os.IsNotExist(err) {
 		t.Errorf("cnibox made the reference's directory: %v", err)
+	}
+}
+
+// TestRefDataDirEnv: without dataDir, the reference's records are looked
+// for in $CNIBOX_HOSTLOCAL_DATA_DIR/NETWORK (tests point it at a directory
+// of their own; a node at /var/lib/cni/networks): an address recorded there
+// is skipped, and cnibox's own is recorded beside it and removed on DEL.
+func TestRefDataDirEnv(t *testing.T) {
+	n := newNode(t)
+	refDir := filepath.Join(t.TempDir(), "networks")
+	dir := filepath.Join(refDir, "mynet")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "10.1.0.2"), []byte("ref1\r\neth0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := conf("1.0.0", `{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24"}]]}`)
+	e := env{hostlocal.EnvRefDataDir: refDir}
+	if got := parseResult(t, n.Must(hostlocal.Role, "ADD", "c1", c, e)).Addrs(); !reflect.DeepEqual(got, []string{"10.1.0.3/24"}) {
+		t.Fatalf("ADD beside a record of 10.1.0.2 in $%s: %v, want 10.1.0.3/24", hostlocal.EnvRefDataDir, got)
+	}
+	want := map[string]string{"10.1.0.2": "ref1\r\neth0", "10.1.0.3": "c1\r\neth0"}
+	if got := refRecords(t, dir); !reflect.DeepEqual(got, want) {
+		t.Fatalf("records %v, want %v", got, want)
+	}
+	n.Must(hostlocal.Role, "DEL", "c1", c, e)
+	if got, want := refRecords(t, dir), map[string]string{"10.1.0.2": "ref1\r\neth0"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("records after DEL %v, want %v", got, want)
 	}
 }

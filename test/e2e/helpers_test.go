@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -32,19 +33,43 @@ type env struct {
 	cni      *libcni.CNIConfig
 }
 
+// built is the test process's own build of cnibox (cniboxBin), in a
+// directory of its own that TestMain removes: never a fixed name in /tmp,
+// which another user's run would own.
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
 // cniboxBin is the binary under test: $CNIBOX_BIN (make test sets it) or a
-// fresh build.
+// build of this process's, made once.
 func cniboxBin(t testing.TB) string {
 	if p := os.Getenv("CNIBOX_BIN"); p != "" {
 		return p
 	}
-	out := filepath.Join(os.TempDir(), "cnibox-e2e-bin")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/cnibox/cnibox")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build cnibox: %v\n%s", err, b)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "cnibox-e2e-bin-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "cnibox")
+		cmd := exec.Command("go", "build", "-o", built.path, "github.com/cnibox/cnibox")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build cnibox: %v\n%s", err, b)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return out
+	return built.path
+}
+
+// removeBuilt removes cniboxBin's build, if it made one.
+func removeBuilt() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
 }
 
 func newEnv(t *testing.T) *env {

@@ -36,7 +36,15 @@ func TestMain(m *testing.M) {
 	if !nstest.InPrivateNetns() && testenv.Root() {
 		prepare()
 	}
-	nstest.MainInPrivateNetns(m)
+	nstest.MainInPrivateNetns(cleanup{m})
+}
+
+// cleanup runs the tests, then removes what they built (removeBuilt).
+type cleanup struct{ m *testing.M }
+
+func (c cleanup) Run() int {
+	defer removeBuilt()
+	return c.m.Run()
 }
 
 // prepare sets upstream.DirEnv and cnitoolEnv for the re-executed tests, or

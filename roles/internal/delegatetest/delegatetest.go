@@ -81,8 +81,10 @@ func NewNode(t *testing.T) *Node {
 	n := &Node{roletest.NewNodeWith(t, Registry)}
 	// In-process delegates read the process's environment (as they do when
 	// a runtime execs cnibox), so the store dir is set there too: a test
-	// never touches the machine's store.
+	// never touches the machine's store (nor reads the machine's records
+	// of the reference host-local).
 	t.Setenv(store.EnvDataDir, n.Dir)
+	t.Setenv(hostlocal.EnvRefDataDir, roletest.RefDataDir(n.Dir))
 	return n
 }
 

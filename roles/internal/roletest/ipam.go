@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,18 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/store"
 )
+
+// EnvRefDataDir is hostlocal.EnvRefDataDir (a role's package is not
+// imported here): where host-local looks for the reference host-local's
+// records when the config has no dataDir. Every node of the tests points it
+// into its own directory, never at the machine's /var/lib/cni/networks
+// (root's alone, 0700, wherever containerd, CRI-O or root podman ran).
+const EnvRefDataDir = "CNIBOX_HOSTLOCAL_DATA_DIR"
+
+// RefDataDir is the reference host-local's records directory of a node
+// whose store is in dir: it does not exist (the node never ran the
+// reference) unless a test makes it.
+func RefDataDir(dir string) string { return filepath.Join(dir, "reference-host-local") }
 
 // IPAMNode is a store directory that the calls of an IPAM role share. An
 // IPAM role touches no namespace: CNI_NETNS names one that does not exist
@@ -38,6 +51,7 @@ func (n *IPAMNode) Call(role *cniplug.Role, cmd, cid, conf string, extra map[str
 		"CNI_IFNAME":      "eth0",
 		"CNI_PATH":        "/opt/cni/bin",
 		store.EnvDataDir:  n.Dir,
+		EnvRefDataDir:     RefDataDir(n.Dir),
 	}
 	for k, v := range extra {
 		e[k] = v

@@ -69,6 +69,7 @@ func (n *Node) Run(role *cniplug.Role, cmd string, p Pod, stdin []byte, extra ..
 		"CNI_PATH":        "/nonexistent",
 		"CNI_ARGS":        "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + p.ID,
 		store.EnvDataDir:  n.Dir,
+		EnvRefDataDir:     RefDataDir(n.Dir),
 	}
 	if cmd == "GC" || cmd == "STATUS" {
 		delete(e, "CNI_CONTAINERID")
