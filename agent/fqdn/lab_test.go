@@ -221,6 +221,8 @@ func newLab(t *testing.T) *lab {
 	for _, p := range l.pods {
 		must(t, l.node.NFT().EnsureDNSPods([]netip.Addr{p.ip4, p.ip6}))
 	}
+	// every server of the lab's is one the proxy handles
+	must(t, l.node.NFT().SetDNSResolvers([]netip.Addr{dnsmasq4.Addr(), dnsmasq6.Addr(), liar4.Addr(), liar6.Addr(), refused4.Addr(), refused6.Addr()}))
 	cfg := labConfig
 	cfg.Port4, cfg.Port6 = proxyPort, proxyPort
 	if testing.Verbose() {

@@ -64,8 +64,8 @@ type answer struct {
 	// names: the query name, then each CNAME target on the chain, in
 	// order, canonical.
 	names []string
-	// addrs: the A and AAAA records of the names on the chain, each once,
-	// with the TTL of answerTTL (before Config's floor and cap).
+	// addrs: the A and AAAA records owned by the chain's last name, each
+	// once, with the least TTL on the way (before Config's floor and cap).
 	addrs []LearnedAddr
 	// overTTL: an answer record has a TTL above the cap the caller passed
 	// (capTTLs rewrites the message before the pod gets it).
@@ -91,8 +91,13 @@ var (
 
 // parseAnswer reads a server's answer to q: it must be a response with
 // q's ID and q's question (case aside); then the chain of CNAMEs from the
-// query name through the answer section (in any order), and every A and
-// AAAA record whose owner is on the chain. Records of other names (a
+// query name through the answer section (in any order), and the A and
+// AAAA records owned by the chain's last name: the addresses a resolver
+// reaches by following the chain, which is what the pod connects to.
+// Records of the names before it are not learned: a zone that answers
+// "cn.attacker.test CNAME w1.example.test" beside an A record of its own
+// name would otherwise have its own address learned for a chain that
+// matches *.example.test (issue 60, finding 4). Records of other names (a
 // server's extra, unasked-for data) are not learned, nor those of the
 // authority and additional sections. Each address's TTL is the least of
 // its record's and of the CNAMEs' from the query name to its owner: the
@@ -188,14 +193,12 @@ func parseAnswer(b []byte, q query, maxAddrs int, ttlCap time.Duration) (answer,
 		name, ttl = recs[next].cname, min(ttl, recs[next].ttl)
 	}
 	at := map[netip.Addr]int{} // index in a.addrs
+	last := a.names[len(a.names)-1]
 	for _, r := range recs {
-		if !r.addr.IsValid() {
+		if !r.addr.IsValid() || r.owner != last {
 			continue
 		}
-		cttl, ok := chainTTL[r.owner]
-		if !ok {
-			continue
-		}
+		cttl := chainTTL[last]
 		d := time.Duration(min(cttl, r.ttl)) * time.Second
 		if i, ok := at[r.addr]; ok {
 			a.addrs[i].TTL = max(a.addrs[i].TTL, d)

@@ -115,6 +115,29 @@ func TestParseAnswer(t *testing.T) {
 			wantAddrs: addrs("192.0.2.9", 60),
 		},
 		{
+			name: "a chain name's own records: only the last name's are learned",
+			recs: []rr{
+				// the query's zone answers its own address beside a CNAME
+				// into a zone a policy names (finding 4 of issue 60)
+				{owner: "www.example.test.", ttl: 60, addr: "198.51.100.66"},
+				{owner: "www.example.test.", ttl: 60, target: "w1.allowed.test."},
+				{owner: "w1.allowed.test.", ttl: 30, addr: "192.0.2.1"},
+			},
+			wantNames: []string{"www.example.test", "w1.allowed.test"},
+			wantAddrs: addrs("192.0.2.1", 30),
+		},
+		{
+			name: "a middle name's records are not learned either",
+			recs: []rr{
+				{owner: "www.example.test.", ttl: 60, target: "mid.test."},
+				{owner: "mid.test.", ttl: 60, addr: "198.51.100.67"},
+				{owner: "mid.test.", ttl: 60, target: "end.test."},
+				{owner: "end.test.", ttl: 60, addr: "2001:db8::1"},
+			},
+			wantNames: []string{"www.example.test", "mid.test", "end.test"},
+			wantAddrs: addrs("2001:db8::1", 60),
+		},
+		{
 			name: "an address twice: the longer TTL",
 			recs: []rr{
 				{owner: "www.example.test.", ttl: 10, addr: "192.0.2.1"},

@@ -337,7 +337,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 	}
 	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog, Domains: domains}, Staged: staged,
 		Sets: sets, Issues: issues, LocalPods: e.local,
-		GuardAll: guardAll, GuardNamespaces: guard}
+		GuardAll: guardAll, GuardNamespaces: guard, Resolvers: e.m.Resolvers}
 	return d
 }
 

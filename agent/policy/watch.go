@@ -69,6 +69,13 @@ type WatchConfig struct {
 	// Admitter, if set, is handed the watcher once its first full sync is
 	// applied: it answers the pod API's policy operations (admit.go).
 	Admitter *Admitter
+	// DomainNames: the DNS proxy of domainNames peers runs, and learns
+	// only from the trusted resolvers (resolvers.go): the cluster DNS
+	// Service DNSService ("<namespace>/<name>", "" for none), its cluster
+	// IPs and endpoints, and DNSResolvers.
+	DomainNames  bool
+	DNSService   string
+	DNSResolvers []netip.Addr
 }
 
 // Watch runs informers of pods, namespaces, NetworkPolicies (and
@@ -96,7 +103,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	}
 	w.e.Hold() // through the first lists: one rebuild in start (hold.go)
 	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{},
-		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{})
+		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{}, &corev1.Service{}, &corev1.ServiceList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -162,6 +169,13 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		})
 		go ctl.RunWithContext(ctx)
 		synced = append(synced, ctl.HasSynced)
+	}
+	if cfg.DomainNames {
+		rs, err := w.resolverInformers(ctx, core, protobuf(rc))
+		if err != nil {
+			return fmt.Errorf("%s: domainNames: %w", what, err)
+		}
+		synced = append(synced, rs...)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()

@@ -22,10 +22,13 @@ import (
 // resolved for a name go into the Pairs sets of the peers that name it,
 // before the pod has its answer).
 type DNS struct {
-	mu sync.Mutex // h, pods, learned
+	mu sync.Mutex // h, pods, resolvers, learned
 	h  *nft.Handle
 	// pods are the addresses in the DNS table's sets.
 	pods map[netip.Addr]bool
+	// resolvers are the trusted resolvers in the DNS table's sets (the
+	// model's Resolvers when last observed); nil until then.
+	resolvers []netip.Addr
 	// learned counts, per pod address, the pairs it has learned that
 	// have not expired (the cap MaxPairsPerPod).
 	learned map[netip.Addr]map[netip.Addr]time.Time
@@ -104,6 +107,12 @@ func (d *DNS) observe(m *policymodel.Model) error {
 	want := subjects(m)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.resolvers == nil || !slices.Equal(d.resolvers, m.Resolvers) {
+		if err := d.h.SetDNSResolvers(m.Resolvers); err != nil {
+			return fmt.Errorf("domainNames: the trusted resolvers %v: %w", m.Resolvers, err)
+		}
+		d.resolvers = append([]netip.Addr{}, m.Resolvers...)
+	}
 	var add, del []netip.Addr
 	for a := range want {
 		if !d.pods[a] {
@@ -136,14 +145,17 @@ func (d *DNS) observe(m *policymodel.Model) error {
 }
 
 // Permit answers the proxy (fqdn.Config.Permit): pod, one of this node's
-// pods in the DNS sets, may talk to server over proto when its egress
+// pods in the DNS sets, may talk to server over proto when server is a
+// trusted resolver (the table diverts no other: a query to another one
+// reached the proxy through a table older than the model) and its egress
 // rules allow it, as the kernel would without the proxy.
 func (d *DNS) Permit(pod netip.Addr, server netip.AddrPort, proto policymodel.Protocol) bool {
 	d.mu.Lock()
 	ours := d.pods[pod.Unmap()]
+	trusted := slices.Contains(d.resolvers, server.Addr().Unmap())
 	d.mu.Unlock()
-	if !ours {
-		return false // not a pod the table sends here: nobody's resolver
+	if !ours || !trusted {
+		return false // not a pod the table sends here, or not a resolver the operator trusts
 	}
 	ok := false
 	d.withModel(func(m *policymodel.Model) {

@@ -18,8 +18,10 @@ import (
 
 // TestPolicyDNS: the agent's side of domainNames over a real table. The
 // pods a domainNames policy selects (x's) are in the DNS table's sets, the
-// others not; Permit answers from their egress rules (DNS to y/a refused
-// until a rule allows UDP 53 to it); Learn puts what a pod resolved for a
+// others not; the trusted resolvers are in the table's resolvers sets;
+// Permit answers from their egress rules (DNS to y/a refused until a rule
+// allows UDP 53 to it) for trusted resolvers only (a server the rules
+// allow but the operator does not trust is refused); Learn puts what a pod resolved for a
 // matching name into the peer's set, IPv4 and IPv6 each with the pod's
 // address of its family (the AAAA asked over IPv4), so its first
 // connection passes; a name no peer names, or another pod's lookup, opens
@@ -46,6 +48,8 @@ func TestPolicyDNS(t *testing.T) {
 		return c
 	}
 	n.e.SetClusterNetworkPolicy(rules())
+	n.e.SetResolvers([]netip.Addr{ya.ip, ya.ip6})
+	untrusted := netip.MustParseAddr("10.99.0.53")
 	n.start()
 	// The watcher's lock, as the agent has it: the engine changes under
 	// it and Run and the DNS side read the model under it.
@@ -63,11 +67,14 @@ func TestPolicyDNS(t *testing.T) {
 	if want := []netip.Addr{xa.ip, xa.ip6}; !slices.Equal(pods, want) {
 		t.Errorf("the DNS table's pods %v, want x/a's %v", pods, want)
 	}
+	if res, err := h.DNSResolvers(); err != nil || !slices.Equal(res, []netip.Addr{ya.ip, ya.ip6}) {
+		t.Errorf("the DNS table's resolvers %v (%v), want y/a's %v", res, err, []netip.Addr{ya.ip, ya.ip6})
+	}
 	// Run hands the DNS side the model on its goroutine: until then
 	// Permit refuses everything, so wait for an allowed server first.
 	udp53 := func(to netip.Addr) bool { return dns.Permit(xa.ip, netip.AddrPortFrom(to, 53), policymodel.UDP) }
 	allowDNS := cnpv1.ClusterNetworkPolicyEgressRule{Action: cnpv1.ClusterNetworkPolicyRuleActionAccept,
-		To:        []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{cnpv1.CIDR(ya.ip.String() + "/32")}}},
+		To:        []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{cnpv1.CIDR(ya.ip.String() + "/32"), cnpv1.CIDR(untrusted.String() + "/32")}}},
 		Protocols: []cnpv1.ClusterNetworkPolicyProtocol{{UDP: &cnpv1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1.Port{Number: 53}}}}}
 	change(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(rules(allowDNS)) })
 	deadline := time.Now().Add(30 * time.Second)
@@ -76,6 +83,9 @@ func TestPolicyDNS(t *testing.T) {
 			t.Fatal("Permit: x/a may not send DNS to y/a, which a rule allows")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if udp53(untrusted) {
+		t.Errorf("Permit: x/a may send DNS through the proxy to %s, which a rule allows but no one trusts", untrusted)
 	}
 	change(func(e *policy.Engine) policymodel.Delta { return e.SetClusterNetworkPolicy(rules()) })
 	if udp53(ya.ip) {

@@ -98,7 +98,12 @@ type flags struct {
 	// dnsProxyPort is the DNS proxy's port (domainNames peers, with
 	// clusterNetworkPolicies; 0: none).
 	dnsProxyPort int
-	ipam         clusterIPAMFlags // clusteripam.go
+	// dnsService ("<namespace>/<name>") and dnsTrusted (addresses, comma
+	// separated) are the resolvers whose answers the DNS proxy learns
+	// from (agent/policy/resolvers.go); dnsResolvers is dnsTrusted parsed.
+	dnsService, dnsTrusted string
+	dnsResolvers           []netip.Addr
+	ipam                   clusterIPAMFlags // clusteripam.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
@@ -150,6 +155,8 @@ func (f *flags) stringFlags() []stringFlag {
 		{&f.logBacktraceAt, "log_backtrace_at", "", "klog's file:line backtrace trigger (accepted; cnibox prints none)"},
 		{&f.dataDir, "data-dir", "", "cnibox store directory (default $CNIBOX_DATA_DIR or " + store.DefaultDir + ") (cnibox)"},
 		{&f.logLevel, "log-level", "info", "debug, info, warn or error (cnibox)"},
+		{&f.dnsService, "dns-service", "kube-system/kube-dns", "kube, with --dns-proxy-port: the cluster DNS Service (<namespace>/<name>) whose cluster IPs and endpoints are trusted resolvers: domainNames peers learn only from their answers, and pods' DNS to other servers is not proxied (empty: only --dns-trusted-resolvers) (cnibox)"},
+		{&f.dnsTrusted, "dns-trusted-resolvers", "", "kube, with --dns-proxy-port: more trusted resolvers beside --dns-service's, comma-separated addresses (e.g. NodeLocal DNSCache's 169.254.20.10) (cnibox)"},
 		{&f.healthAddr, "health-addr", "", "serve /healthz (running), /readyz (lease held, device up) and /metrics (Prometheus) on this address, e.g. 127.0.0.1:9666 (cnibox)"},
 	}
 }
@@ -324,6 +331,17 @@ func (f *flags) validate() error {
 	f.pod.nadTrust = trust
 	if f.dnsProxyPort < 0 || f.dnsProxyPort > 65535 || f.dnsProxyPort == 53 {
 		return fmt.Errorf("--dns-proxy-port %d: use a free port of 1-65535 other than 53 (the pods' own DNS), or 0 for no proxy", f.dnsProxyPort)
+	}
+	f.dnsResolvers = nil
+	for _, s := range strings.Split(f.dnsTrusted, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("--dns-trusted-resolvers: %q is not an address: list resolvers' addresses, comma separated, e.g. 169.254.20.10,10.0.0.53", s)
+		}
+		f.dnsResolvers = append(f.dnsResolvers, a.Unmap())
 	}
 	if f.multiNetworkPolicies && (!f.pod.enabled() || f.pod.only) {
 		return fmt.Errorf("--multi-network-policies: the secondary networks' policies are written as the multi role's ADD reports a pod's networks, through the pod API: add --pod-api")

@@ -64,8 +64,16 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		sink.Close()
 		return err
 	}
+	if _, _, err := policy.ParseDNSService(f.dnsService); err != nil {
+		sink.Close()
+		stopDNS()
+		return fmt.Errorf("--dns-service %w", err)
+	}
 	cfg := policy.WatchConfig{
 		Cluster: f.cluster(), Log: log, Sink: sink,
+		// domainNames: the resolvers the DNS proxy learns from
+		DomainNames: f.clusterNetworkPolicies && f.dnsProxyPort != 0,
+		DNSService:  f.dnsService, DNSResolvers: f.dnsResolvers,
 		NodeAddrs:              nodeAddrs(log),
 		ClusterNetworkPolicies: f.clusterNetworkPolicies,
 		Admitter:               admitter,

@@ -108,6 +108,10 @@ var (
 	// ClusterNetworkPolicies (--cluster-network-policies, off by default)
 	clusterPolicyRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"policy.networking.k8s.io"}, Resources: []string{"clusternetworkpolicies"}, Verbs: []string{"list", "watch"}},
+		// domainNames' trusted resolvers: the cluster DNS Service and its
+		// endpoints (agent/policy/resolvers.go)
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 	}
 	// egress gateways (agent/egress: its informers and status write) ...
 	egressClusterRules = []rbacv1.PolicyRule{

@@ -255,6 +255,11 @@ type Model struct {
 	// (evaluated, never enforced: the kernel has Rules only); nil without
 	// one. Its sets are the model's.
 	Staged *Rules `json:",omitempty"`
+	// Resolvers are the DNS servers the operator trusts (the cluster DNS
+	// Service's addresses and endpoints, and the agent's
+	// --dns-trusted-resolvers), sorted: domainNames peers learn only
+	// from their answers (the DNS table diverts only queries to them).
+	Resolvers []netip.Addr `json:",omitempty"`
 }
 
 // LocalPod is what the model knows of a pod of its node.

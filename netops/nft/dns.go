@@ -12,9 +12,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The DNS table diverts the DNS of the pods in its sets, to any server,
-// to the agent's DNS proxy (agent/fqdn), which learns the answers of the
-// pods that a ClusterNetworkPolicy's domainNames peer governs. It does so
+// The DNS table diverts the DNS of the pods in its sets, to the resolvers
+// the operator trusts (its resolvers sets: the cluster DNS Service and its
+// endpoints, and --dns-trusted-resolvers), to the agent's DNS proxy
+// (agent/fqdn), which learns the answers of the pods that a
+// ClusterNetworkPolicy's domainNames peer governs. A query to any other
+// server is not diverted: it is one more connection of the pod's, which
+// the policy table judges, and its answer is learned from by no one (a
+// pod's own DNS server could otherwise name any address: issue 60,
+// finding 4). It does so
 // after kube-proxy's DNAT, so that the proxy sees the endpoint kube-proxy
 // picked for a Service's ClusterIP, and without a NAT of its own, so that
 // the kernel judges the pod's query as any other connection of the pod:
@@ -22,11 +28,13 @@ import (
 //	table inet cnibox-dns {
 //		set pods-4 { type ipv4_addr }
 //		set pods-6 { type ipv6_addr }
+//		set resolvers-4 { type ipv4_addr }
+//		set resolvers-6 { type ipv6_addr }
 //		chain prerouting {
 //			type filter hook prerouting priority -90; policy accept;
-//			ip saddr @pods-4 udp dport 53 meta mark set meta mark | 0x04000000 udp dport set 1053
-//			ip saddr @pods-4 tcp dport 53 meta mark set meta mark | 0x04000000 tcp dport set 1053
-//			ip6 saddr @pods-6 udp dport 53 ... (and tcp)
+//			ip saddr @pods-4 ip daddr @resolvers-4 udp dport 53 meta mark set meta mark | 0x04000000 udp dport set 1053
+//			ip saddr @pods-4 ip daddr @resolvers-4 tcp dport 53 meta mark set meta mark | 0x04000000 tcp dport set 1053
+//			ip6 saddr @pods-6 ip6 daddr @resolvers-6 udp dport 53 ... (and tcp)
 //		}
 //		chain input {
 //			type filter hook input priority -90; policy accept;
@@ -79,6 +87,8 @@ const (
 	DNSTable     = "cnibox-dns"
 	dnsPods4     = "pods-4"
 	dnsPods6     = "pods-6"
+	dnsRes4      = "resolvers-4"
+	dnsRes6      = "resolvers-6"
 	dnsPort      = 53
 	dnsRuleLabel = "cnibox dns: "
 )
@@ -121,6 +131,13 @@ func dnsObjects() (*nftables.Table, *nftables.Set, *nftables.Set) {
 		&nftables.Set{Table: table, Name: dnsPods6, KeyType: nftables.TypeIP6Addr}
 }
 
+// dnsResolverSets are the sets of the trusted resolvers' addresses, by
+// family.
+func dnsResolverSets(table *nftables.Table) (*nftables.Set, *nftables.Set) {
+	return &nftables.Set{Table: table, Name: dnsRes4, KeyType: nftables.TypeIPAddr},
+		&nftables.Set{Table: table, Name: dnsRes6, KeyType: nftables.TypeIP6Addr}
+}
+
 // EnsureDNSRedirect makes the DNS table divert as r says; the sets and
 // their elements stay. When a chain's rules, hook, type or priority
 // differ (or the table is not there), the chains are made again in one
@@ -140,14 +157,13 @@ func (h *Handle) EnsureDNSRedirect(r DNSRedirect) (changed bool, err error) {
 	}
 	c := t.conn()
 	table, set4, set6 := dnsObjects()
+	res4, res6 := dnsResolverSets(table)
 	c.AddTable(table)
-	if err := t.addSet(set4, nil); err != nil {
-		t.abort()
-		return false, err
-	}
-	if err := t.addSet(set6, nil); err != nil {
-		t.abort()
-		return false, err
+	for _, set := range []*nftables.Set{set4, set6, res4, res6} {
+		if err := t.addSet(set, nil); err != nil {
+			t.abort()
+			return false, err
+		}
 	}
 	for i, spec := range dnsChains {
 		if have[i] { // made again: its type or priority may be another
@@ -180,9 +196,9 @@ func dnsRules(r DNSRedirect) [][]*nftables.Rule {
 		if fam.port == 0 {
 			continue
 		}
-		set, nfproto := dnsPods4, byte(unix.NFPROTO_IPV4)
+		set, res, nfproto := dnsPods4, dnsRes4, byte(unix.NFPROTO_IPV4)
 		if fam.v6 {
-			set, nfproto = dnsPods6, unix.NFPROTO_IPV6
+			set, res, nfproto = dnsPods6, dnsRes6, unix.NFPROTO_IPV6
 		}
 		for _, proto := range []struct {
 			name    string
@@ -216,8 +232,9 @@ func dnsRules(r DNSRedirect) [][]*nftables.Rule {
 				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: ne32(r.Mark), Xor: ne32(0)},
 				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ne32(r.Mark)},
 			}
-			rule(0, fmt.Sprintf("%s from @%s to port %d: mark %#x, to port %d", proto.name, set, dnsPort, r.Mark, fam.port),
+			rule(0, fmt.Sprintf("%s from @%s to @%s port %d: mark %#x, to port %d", proto.name, set, res, dnsPort, r.Mark, fam.port),
 				slices.Concat(loadAddr(true, fam.v6), []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: set}},
+					loadAddr(false, fam.v6), []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: res}},
 					l4, port(2, dnsPort), markSet, setPort(2, fam.port))...)
 			rule(1, fmt.Sprintf("%s %s to port %d without mark %#x: drop", nfName(fam.v6), proto.name, fam.port, r.Mark),
 				slices.Concat(nfMatch(nfproto), l4, port(2, fam.port), markUnset,
@@ -244,7 +261,7 @@ func nfName(v6 bool) string {
 func (h *Handle) dnsRulesAre(want [][]*nftables.Rule) (same bool, have []bool, err error) {
 	have = make([]bool, len(dnsChains))
 	same = true
-	for _, set := range []string{dnsPods4, dnsPods6} {
+	for _, set := range []string{dnsPods4, dnsPods6, dnsRes4, dnsRes6} {
 		if ok, err := h.nftSetExists(unix.NFPROTO_INET, DNSTable, set); err != nil || !ok {
 			same = false
 			if err != nil {

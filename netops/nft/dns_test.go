@@ -25,12 +25,13 @@ import (
 
 // TestDNSRedirect: pods in the DNS table's sets reach a transparent
 // listener on the node (the proxy's stand-in) when they send DNS, over UDP
-// and TCP, IPv4 and IPv6, to any server; the listener sees the server
-// they asked for, or for a "ClusterIP" the endpoint a kube-proxy-like DNAT
-// picked, and the pod has its answer from the ClusterIP; pods not in the
-// sets, other ports, the listener's port asked directly and removed pods
-// are not redirected; Ensure and Delete are idempotent. With br_netfilter
-// on (the agent turns it on) and off.
+// and TCP, IPv4 and IPv6, to a trusted resolver; the listener sees the
+// server they asked for, or for a "ClusterIP" the endpoint a
+// kube-proxy-like DNAT picked, and the pod has its answer from the
+// ClusterIP; pods not in the sets, servers not in the resolvers sets,
+// other ports, the listener's port asked directly and removed pods are not
+// redirected; Ensure and Delete are idempotent. With br_netfilter on (the
+// agent turns it on) and off.
 func TestDNSRedirect(t *testing.T) {
 	for _, brnf := range []bool{true, false} {
 		t.Run(fmt.Sprintf("br_netfilter %v", brnf), func(t *testing.T) { testDNSRedirect(t, brnf) })
@@ -48,6 +49,9 @@ func testDNSRedirect(t *testing.T, brnf bool) {
 	const port = 1053
 	server4 := netip.MustParseAddrPort("192.0.2.53:53") // nowhere: only the proxy answers
 	server6 := netip.MustParseAddrPort("[2001:db8::53]:53")
+	// not trusted: a pod's own DNS server (nowhere too: were it diverted,
+	// the stand-in would answer)
+	other4, other6 := netip.MustParseAddrPort("192.0.2.54:53"), netip.MustParseAddrPort("[2001:db8::54]:53")
 	cluster4 := netip.MustParseAddrPort("10.96.0.10:53") // DNATed to server4/6
 	cluster6 := netip.MustParseAddrPort("[fd00:96::a]:53")
 	must(t, l.Host.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("192.0.2.0/24"), Dev: "br0"}))
@@ -171,6 +175,12 @@ func testDNSRedirect(t *testing.T, brnf bool) {
 	if len(rules) != 12 {
 		t.Errorf("rules %q, want 12", rules)
 	}
+	// No resolver trusted yet: nothing is diverted.
+	noAnswer(query{0, "udp", server4, "no trusted resolver"}, query{0, "tcp", cluster6, "no trusted resolver"})
+	must(t, h.SetDNSResolvers([]netip.Addr{server4.Addr(), server6.Addr()}))
+	if got, err := h.DNSResolvers(); err != nil || !slices.Equal(got, []netip.Addr{server4.Addr(), server6.Addr()}) {
+		t.Errorf("DNSResolvers = %v, %v", got, err)
+	}
 	pods, err := h.DNSPods()
 	must(t, err)
 	if !slices.Equal(pods, []netip.Addr{a4.Addr(), a6.Addr()}) {
@@ -190,6 +200,11 @@ func testDNSRedirect(t *testing.T, brnf bool) {
 		}
 	}
 	unanswered = append(unanswered, query{0, "tcp", netip.AddrPortFrom(server4.Addr(), 54), "another port"})
+	for _, to := range []netip.AddrPort{other4, other6} {
+		for _, network := range []string{"udp", "tcp"} {
+			unanswered = append(unanswered, query{0, network, to, "a server not trusted"})
+		}
+	}
 	// The proxy's port, asked directly (not diverted, so not marked):
 	// dropped before it.
 	for _, to := range []netip.AddrPort{netip.MustParseAddrPort("10.99.0.1:1053"), netip.MustParseAddrPort("[fd00:99::1]:1053")} {
@@ -216,6 +231,14 @@ func testDNSRedirect(t *testing.T, brnf bool) {
 	if got, _, err := ask(0, "udp", cluster4); err != nil || got != "192.0.2.53:1053" {
 		t.Errorf("IPv4 still redirected: %q, %v", got, err)
 	}
+
+	// Resolvers replaced: the old one is not diverted any more.
+	must(t, h.SetDNSResolvers([]netip.Addr{other4.Addr()}))
+	noAnswer(query{0, "udp", server4, "a resolver no longer trusted"}, query{0, "tcp", cluster4, "a resolver no longer trusted"})
+	if got, _, err := ask(0, "udp", other4); err != nil || got != "192.0.2.54:1053" {
+		t.Errorf("the newly trusted resolver: %q, %v", got, err)
+	}
+	must(t, h.SetDNSResolvers([]netip.Addr{server4.Addr(), server6.Addr()}))
 
 	must(t, h.DeleteDNSPods([]netip.Addr{a4.Addr(), a6.Addr(), b4.Addr(), b6.Addr()}))
 	must(t, h.DeleteDNSPods([]netip.Addr{a4.Addr()})) // again: no error

@@ -43,6 +43,9 @@ var (
 	webAddr4   = func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(100 + i)}) }
 	webAddr6   = func(i int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("2001:db8::%d", 100+i)) }
 	otherAddr4 = netip.MustParseAddr("192.0.2.200")
+	// a DNS server the pod may reach but the operator does not trust,
+	// and the address it gives a name the policy names
+	rogue, rogueAddr4 = netip.MustParseAddr("10.54.2.3"), netip.MustParseAddr("192.0.2.201")
 )
 
 // A probe waits as long as its expected outcome allows.
@@ -130,6 +133,8 @@ func TestDomainNames(t *testing.T) {
 	must(t, node.EnsureAddr("vsrv", netip.PrefixFrom(srvGW, 24), netops.AddrOpts{}))
 	must(t, node.EnsureAddr("vsrv", netip.MustParsePrefix("fd00:54:2::1/64"), netops.AddrOpts{NoDAD: true}))
 	must(t, srv.EnsureAddr("eth0", netip.PrefixFrom(dnsmasq, 24), netops.AddrOpts{}))
+	must(t, srv.EnsureAddr("eth0", netip.PrefixFrom(rogue, 24), netops.AddrOpts{}))
+	must(t, srv.EnsureAddr("lo", netip.PrefixFrom(rogueAddr4, 32), netops.AddrOpts{}))
 	must(t, srv.EnsureAddr("eth0", netip.MustParsePrefix("fd00:54:2::2/64"), netops.AddrOpts{NoDAD: true}))
 	must(t, srv.EnsureRoute(netops.Route{GW: srvGW, Dev: "eth0"}))
 	must(t, srv.EnsureRoute(netops.Route{GW: netip.MustParseAddr("fd00:54:2::1"), Dev: "eth0"}))
@@ -153,6 +158,15 @@ func TestDomainNames(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = out, out
 	must(t, cmd.Start())
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// The rogue: a pod's own DNS server, which says db.example.test is
+	// rogueAddr4.
+	rogueConf := filepath.Join(t.TempDir(), "rogue.conf")
+	must(t, os.WriteFile(rogueConf, []byte(fmt.Sprintf("no-resolv\nno-hosts\nuser=\ngroup=\nport=53\nlisten-address=%s\nbind-interfaces\npid-file=\nlog-facility=-\nhost-record=db.example.test,%s,30\n",
+		rogue, rogueAddr4)), 0o644))
+	rogueCmd := exec.Command("nsenter", "--net="+srvPath, dnsmasqBin, "--keep-in-foreground", "--conf-file="+rogueConf)
+	rogueCmd.Stdout, rogueCmd.Stderr = out, out
+	must(t, rogueCmd.Start())
+	defer func() { rogueCmd.Process.Kill(); rogueCmd.Wait() }()
 	// kube-proxy's stand-in: the ClusterIP DNATed to dnsmasq at -100.
 	nftCmd := exec.Command(nstest.RequireProgram(t, "nft", "nftables"), "-f", "-")
 	nftCmd.Stdin = strings.NewReader(fmt.Sprintf(`table inet kp {
@@ -179,13 +193,16 @@ func TestDomainNames(t *testing.T) {
 		Tier: cnpv1.AdminTier, Priority: 1,
 		Subject: cnpv1.ClusterNetworkPolicySubject{Namespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"ns": "x"}}},
 		Egress: []cnpv1.ClusterNetworkPolicyEgressRule{
-			{Action: cnpv1.ClusterNetworkPolicyRuleActionAccept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{cnpv1.CIDR(dnsmasq.String() + "/32")}}},
+			{Action: cnpv1.ClusterNetworkPolicyRuleActionAccept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{cnpv1.CIDR(dnsmasq.String() + "/32"), cnpv1.CIDR(rogue.String() + "/32")}}},
 				Protocols: []cnpv1.ClusterNetworkPolicyProtocol{{UDP: &cnpv1.ClusterNetworkPolicyProtocolUDP{DestinationPort: &cnpv1.Port{Number: 53}}}, tcp(53)}},
 			{Action: cnpv1.ClusterNetworkPolicyRuleActionAccept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"*.example.test"}}}, Protocols: []cnpv1.ClusterNetworkPolicyProtocol{tcp(80)}},
 			{Action: cnpv1.ClusterNetworkPolicyRuleActionDeny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"0.0.0.0/0", "::/0"}}}},
 		},
 	}}
 	e.SetClusterNetworkPolicy(c)
+	// the cluster DNS Service's ClusterIP and endpoint, as the watcher
+	// sets them from the API
+	e.SetResolvers([]netip.Addr{clusterIP, dnsmasq})
 	sink, err := policynft.New("")
 	must(t, err)
 	defer sink.Close()
@@ -220,12 +237,12 @@ func TestDomainNames(t *testing.T) {
 		t.Fatalf("the DNS table's pods %v (%v): want x/a's two addresses", got, err)
 	}
 
-	resolver := func(p pod, network string) *net.Resolver {
+	resolver := func(p pod, server netip.Addr, network string) *net.Resolver {
 		return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var c net.Conn
 			err := nstest.Run(t, p.path, func() (err error) {
 				var d net.Dialer
-				c, err = d.DialContext(ctx, network, netip.AddrPortFrom(clusterIP, 53).String())
+				c, err = d.DialContext(ctx, network, netip.AddrPortFrom(server, 53).String())
 				return err
 			})
 			return c, err
@@ -244,10 +261,13 @@ func TestDomainNames(t *testing.T) {
 			return err
 		})
 	}
-	lookup := func(p pod, network, name string, family string) ([]netip.Addr, error) {
+	lookupAt := func(p pod, server netip.Addr, network, name string, family string) ([]netip.Addr, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return resolver(p, network).LookupNetIP(ctx, family, name)
+		return resolver(p, server, network).LookupNetIP(ctx, family, name)
+	}
+	lookup := func(p pod, network, name string, family string) ([]netip.Addr, error) {
+		return lookupAt(p, clusterIP, network, name, family)
 	}
 	// The links are new: y/a, which nothing denies, reaches the outside
 	// over both families first (neighbours resolved), so that a drop
@@ -312,6 +332,21 @@ func TestDomainNames(t *testing.T) {
 	}
 	if addrs, err := lookup(xa, "udp", "alias.example.test", "ip4"); err != nil || len(addrs) != 1 || addrs[0] != webAddr4(1) {
 		t.Errorf("alias.example.test (a CNAME to w1): %v, %v", addrs, err)
+	}
+	// A server the policy lets x/a reach but the operator does not trust:
+	// its answer reaches x/a as it is, past the proxy, and opens nothing
+	// (issue 60, finding 4: it opened rogueAddr4 before).
+	seenBefore := proxy.Stats().Queries
+	for _, network := range []string{"udp", "tcp"} {
+		if addrs, err := lookupAt(xa, rogue, network, "db.example.test", "ip4"); err != nil || len(addrs) != 1 || addrs[0] != rogueAddr4 {
+			t.Fatalf("db.example.test from the untrusted server over %s: %v, %v; want %s\n%s", network, addrs, err, rogueAddr4, out)
+		}
+	}
+	if got := proxy.Stats().Queries; got != seenBefore {
+		t.Errorf("the proxy saw %d queries to the untrusted server: want none", got-seenBefore)
+	}
+	if dial(xa, rogueAddr4, denyWait) == nil {
+		t.Error("x/a reaches the address an untrusted DNS server gave it for db.example.test")
 	}
 	// y/a: not the policy's subject, its DNS is its own (the proxy never
 	// sees it) and nothing denies it.
