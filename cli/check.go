@@ -18,6 +18,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/conffile"
 	"github.com/cnibox/cnibox/nodestate"
 )
 
@@ -171,19 +172,28 @@ func (ck checker) dir(dir string) []checkedFile {
 func (ck checker) file(path string) checkedFile {
 	cf := checkedFile{File: path, Findings: []checkFinding{}}
 	add := func(f checkFinding) { cf.Findings = append(cf.Findings, f) }
-	fi, err := os.Stat(path)
-	if err == nil && fi.Size() > cniplug.MaxConfigBytes {
-		add(checkFinding{Severity: sevError, Value: fmt.Sprintf("%d bytes", fi.Size()),
-			Message: fmt.Sprintf("the file is larger than %d bytes, the most a plugin reads: every ADD refuses it", cniplug.MaxConfigBytes),
-			Fix:     "make it smaller: move large data (address pools) to a file the config names"})
-		return cf
-	}
-	data, err := os.ReadFile(path)
+	data, err := nodestate.ReadConf(path)
 	if err != nil {
-		add(checkFinding{Severity: sevError, Message: err.Error()})
+		add(readFinding(err))
 		return cf
 	}
 	return ck.fileData(path, path, data)
+}
+
+// readFinding is the finding of a config file or drop-in that
+// nodestate.ReadConf refused with err (which names the file): larger than a
+// plugin reads, not a regular file (a symlink to /dev/zero, a FIFO), or not
+// readable.
+func readFinding(err error) checkFinding {
+	f := checkFinding{Severity: sevError, Message: err.Error()}
+	switch {
+	case errors.Is(err, conffile.ErrTooLarge):
+		f.Message = fmt.Sprintf("%v, the most a plugin reads: every ADD refuses it", err)
+		f.Fix = "make it smaller: move large data (address pools) to a file the config names"
+	case errors.Is(err, conffile.ErrNotRegular):
+		f.Fix = "make it a regular file holding the config (a symlink to one is fine), or remove it: runtimes read every config file of the conf dir"
+	}
+	return f
 }
 
 // fileData checks data, the content of file path, loaded as a runtime
@@ -199,6 +209,10 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 	}
 	conflist := strings.HasSuffix(name, ".conflist")
 	list, dropIns, err := loadList(path, name, data)
+	if errors.Is(err, conffile.ErrTooLarge) || errors.Is(err, conffile.ErrNotRegular) {
+		add(readFinding(err)) // a drop-in's
+		return cf
+	}
 	if err != nil {
 		add(libcniFinding(err))
 		return cf
@@ -271,22 +285,13 @@ func loadList(path, name string, data []byte) (list *libcni.NetworkConfigList, d
 		}
 		// As libcni's NetworkPluginConfsFromFiles, keeping each
 		// plugin's file for its findings.
-		dir := filepath.Join(filepath.Dir(path), list.Name)
-		files, err := libcni.ConfFiles(dir, []string{".conf"})
+		ds, err := nodestate.DropIns(filepath.Dir(path), list.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("the plugins of %s: %w", dir, err)
+			return nil, nil, err
 		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, nil, err
-			}
-			p, err := libcni.NetworkPluginConfFromBytes(b)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", f, err)
-			}
-			list.Plugins = append(list.Plugins, p)
-			dropIns = append(dropIns, filepath.Join(list.Name, filepath.Base(f)))
+		for _, d := range ds {
+			list.Plugins = append(list.Plugins, d.Conf)
+			dropIns = append(dropIns, filepath.Join(list.Name, filepath.Base(d.Path)))
 		}
 		return list, dropIns, nil
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/nodestate"
 )
 
 // execVerbs are the subcommands of `cnibox exec`: each runs a network config
@@ -94,9 +95,9 @@ func execExample(verb string) string {
 func loadNetwork(c *ucli.Context) (*libcni.NetworkConfigList, error) {
 	if f := c.String("conf"); f != "" {
 		if strings.HasSuffix(f, ".conflist") {
-			return libcni.ConfListFromFile(f)
+			return nodestate.LoadConfFile(f)
 		}
-		b, err := os.ReadFile(f)
+		b, err := nodestate.ReadConf(f)
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/internal/atomicfile"
+	"github.com/cnibox/cnibox/nodestate"
 )
 
 // binaryName is the name of the binary in a CNI bin dir; every role link
@@ -55,7 +56,7 @@ func (o Options) checkInstallConflist(c *ucli.Context, src, binDir string) error
 	if name == "" {
 		name = filepath.Base(src)
 	}
-	data, err := os.ReadFile(src)
+	data, err := nodestate.ReadConf(src)
 	if err != nil {
 		return fmt.Errorf("read conflist: %w", err)
 	}
@@ -229,7 +230,7 @@ func InstallConflistWrapped(src, dir, name string, wrap bool) (string, error) {
 	if !strings.HasSuffix(name, ".conflist") || strings.Contains(name, "/") {
 		return "", fmt.Errorf("conflist name %q: use a file name ending in .conflist (runtimes read lists only from those; --conf-name sets it)", name)
 	}
-	data, err := os.ReadFile(src)
+	data, err := nodestate.ReadConf(src)
 	if err != nil {
 		return "", fmt.Errorf("read conflist: %w", err)
 	}
