@@ -22,12 +22,19 @@ type Timing struct {
 	// RankDelay is how much later than the first the n-th eligible node
 	// (by rendezvous rank) tries to take a free address.
 	RankDelay time.Duration
+	// Ineligible is how long a Lease held by a node that may not hold its
+	// address (the gateway's nodeSelector or the node's networks leave it
+	// out) stands before an eligible node takes it, however often it is
+	// renewed: the holder, if it is an agent that saw the change, released
+	// it long before; one that renews all the same (a stolen token) is
+	// overruled. Meanwhile no node sends through it (Holder).
+	Ineligible time.Duration
 }
 
 // DefaultTiming is the agent's: a dead holder's address leaves from its
 // successor about 2 s (at most 2.4 s) after its last renewal.
 var DefaultTiming = Timing{Lease: 2 * time.Second, Renew: 400 * time.Millisecond, Margin: 200 * time.Millisecond,
-	Lifetime: time.Second, Late: 250 * time.Millisecond, RankDelay: 200 * time.Millisecond}
+	Lifetime: time.Second, Late: 250 * time.Millisecond, RankDelay: 200 * time.Millisecond, Ineligible: 10 * time.Second}
 
 // Record is a Lease as the election reads it.
 type Record struct {
@@ -64,6 +71,10 @@ type Claim struct {
 	seen   string    // the version last seen
 	seenAt time.Time // when that version was first seen (local clock)
 	sent   time.Time // when the last successful take or renewal was sent; zero: not held
+	// badSince is when another node that may not hold the address was
+	// first seen holding its Lease (zero: no such holder).
+	badHolder string
+	badSince  time.Time
 }
 
 // observe notes r at now.
@@ -77,20 +88,40 @@ func (c *Claim) observe(r Record, now time.Time) {
 	}
 }
 
+// observeHolder notes whether r's holder, another node, may hold the
+// address (holderOK) at now.
+func (c *Claim) observeHolder(r Record, now time.Time, holderOK bool) {
+	switch {
+	case holderOK || !r.Exists || r.Holder == "" || r.Holder == c.Self:
+		c.badHolder, c.badSince = "", time.Time{}
+	case r.Holder != c.badHolder:
+		c.badHolder, c.badSince = r.Holder, now
+	}
+}
+
 // freeAt is when r is, or will be, free for the taking: at once for an
 // absent or released record (since it was first seen so), else once it
-// has not changed for the Lease's duration.
+// has not changed for the Lease's duration, or once its holder has been
+// one that may not hold it for T.Ineligible.
 func (c *Claim) freeAt(r Record) time.Time {
 	if !r.Exists || r.Holder == "" {
 		return c.seenAt
 	}
-	return c.seenAt.Add(c.T.Lease)
+	free := c.seenAt.Add(c.T.Lease)
+	if !c.badSince.IsZero() && c.T.Ineligible > 0 {
+		if bad := c.badSince.Add(c.T.Ineligible); bad.Before(free) {
+			free = bad
+		}
+	}
+	return free
 }
 
 // Next is what to do at now, given the record as last read, whether this
-// node may hold the address and its rank among those that may.
-func (c *Claim) Next(r Record, now time.Time, eligible bool, rank int) Action {
+// node may hold the address and its rank among those that may, and
+// whether the record's holder (if another node) may hold it.
+func (c *Claim) Next(r Record, now time.Time, eligible bool, rank int, holderOK bool) Action {
 	c.observe(r, now)
+	c.observeHolder(r, now, holderOK)
 	mine := r.Exists && r.Holder == c.Self
 	switch {
 	case mine && !eligible:
@@ -140,14 +171,16 @@ func (c *Claim) Deadline() time.Time {
 }
 
 // Holder is who holds the address at now as this node sees it: this node
-// while Holding, another node while its record is fresh (not yet free for
-// the taking), else "".
-func (c *Claim) Holder(r Record, now time.Time) string {
+// while Holding, another node that may hold it (holderOK) while its record
+// is fresh (not yet free for the taking), else "": no pod's traffic goes
+// to a node the gateway does not make eligible, whatever its Lease says.
+func (c *Claim) Holder(r Record, now time.Time, holderOK bool) string {
 	c.observe(r, now)
+	c.observeHolder(r, now, holderOK)
 	switch {
 	case c.Holding(now):
 		return c.Self
-	case !r.Exists || r.Holder == "" || r.Holder == c.Self:
+	case !r.Exists || r.Holder == "" || r.Holder == c.Self || !holderOK:
 		return ""
 	case now.Before(c.freeAt(r)):
 		return r.Holder

@@ -147,10 +147,13 @@ func (c *controller) step(ctx context.Context, now time.Time) {
 				rank--
 			}
 		}
-		if a := cl.Next(rec, now, eligible, rank); a != Wait && !c.inflight[ip] {
+		// a Lease held by a node the gateway does not make eligible is
+		// no one's to this node (claim.go, T.Ineligible)
+		holderOK := rec.Holder == "" || rec.Holder == c.node || slices.Contains(c.plan.Candidates[ip], rec.Holder)
+		if a := cl.Next(rec, now, eligible, rank, holderOK); a != Wait && !c.inflight[ip] {
 			c.write(ctx, ip, a, now)
 		}
-		if h := cl.Holder(rec, now); h != "" {
+		if h := cl.Holder(rec, now, holderOK); h != "" {
 			holders[ip] = h
 		}
 	}
