@@ -102,7 +102,11 @@ func flowRow(r *flowlog.Record) string {
 	if r.Direction == flowlog.Egress {
 		dir = "out"
 	}
-	return fmt.Sprintf("%-12s %-12s %-3s %-6s %-19s %-19s %s", ts, r.Verdict, dir, r.Proto, flowEnd(r.Src), flowEnd(r.Dst), flowPolicy(r.Policy))
+	why := flowPolicy(r.Policy)
+	if r.Reason != "" {
+		why, dir = r.Reason, "-" // no policy, no direction: dropped before both (an INVALID packet)
+	}
+	return fmt.Sprintf("%-12s %-12s %-3s %-6s %-19s %-19s %s", ts, r.Verdict, dir, r.Proto, flowEnd(r.Src), flowEnd(r.Dst), why)
 }
 
 // flowEnd is an endpoint as ns/pod:port, or ip:port outside the cluster.

@@ -99,6 +99,9 @@ func (e *Engine) appendRecords(out []flowlog.Record, ev verdicts.Event) []flowlo
 	if e.inLogScope(ev) {
 		out = append(out, rec)
 	}
+	if rec.Reason != "" {
+		return out // no policy decided: nothing a staged one would change
+	}
 	if st, ok := e.stagedRecord(ev, rec); ok {
 		out = append(out, st)
 	}
@@ -157,8 +160,19 @@ func (e *Engine) stagedRecord(ev verdicts.Event, rec flowlog.Record) (flowlog.Re
 	return rec, true
 }
 
-// record is ev as the flow log writes it.
+// record is ev as the flow log writes it. A packet the table dropped as
+// INVALID has a reason, no policy and no direction (it was dropped before
+// either walk).
 func (e *Engine) record(ev verdicts.Event) flowlog.Record {
+	if ev.Counter == policymodel.CounterInvalid {
+		src, dst := e.podByIP(ev.Src.Addr()), e.podByIP(ev.Dst.Addr())
+		return flowlog.Record{
+			Time: ev.Time.UTC(), Node: e.node, Verdict: flowlog.Deny, Reason: flowlog.ReasonInvalid,
+			Proto: flowlog.ProtoNumber(ev.Proto),
+			Src:   flowlog.Endpoint{IP: ev.Src.Addr(), Port: ev.Src.Port(), Namespace: src.Namespace, Pod: src.Name},
+			Dst:   flowlog.Endpoint{IP: ev.Dst.Addr(), Port: ev.Dst.Port(), Namespace: dst.Namespace, Pod: dst.Name},
+		}
+	}
 	v, ok := e.Describe(ev.Counter, ev.Src.Addr(), ev.Dst.Addr())
 	rec := flowlog.Record{
 		Time: ev.Time.UTC(), Node: e.node, Verdict: flowlog.Deny,

@@ -17,7 +17,8 @@ import (
 
 // TestFlowLogRecord: a logged verdict becomes the record docs/flowlog.md
 // shows: the pods of both ends, the policy by kind, namespace, name, tier
-// and rule index, and for a drop by isolation the policies that isolate.
+// and rule index, and for a drop by isolation the policies that isolate;
+// a drop of what conntrack calls INVALID says so (reason "invalid").
 func TestFlowLogRecord(t *testing.T) {
 	deny := cnpv1.ClusterNetworkPolicy{Spec: cnpv1.ClusterNetworkPolicySpec{Tier: cnpv1.AdminTier, Priority: 5,
 		Subject: cnpv1.ClusterNetworkPolicySubject{Namespaces: sel("ns", "x")},
@@ -47,6 +48,10 @@ func TestFlowLogRecord(t *testing.T) {
 		{ev(false, policymodel.ShortID("cnp/no-z/ingress/0"), ip("z", "c"), ip("x", "a"), 80), flowlog.Record{
 			Verdict: flowlog.Deny, Direction: flowlog.Ingress,
 			Policy: &flowlog.Policy{Kind: "ClusterNetworkPolicy", Name: "no-z", Tier: "Admin", Rule: "0"}}},
+		// conntrack's INVALID (a TCP segment with no flags): dropped before
+		// any walk, no policy, no direction
+		{ev(false, policymodel.CounterInvalid, ip("z", "c"), ip("x", "a"), 80), flowlog.Record{
+			Verdict: flowlog.Deny, Reason: flowlog.ReasonInvalid}},
 	} {
 		c.want.Time, c.want.Node, c.want.Proto = at, node, "TCP"
 		ref := func(a netip.AddrPort) flowlog.Endpoint {

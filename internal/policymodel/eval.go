@@ -32,6 +32,10 @@ type Membership interface {
 // model's own sets: for Ingress at its destination (a pod of this node),
 // for Egress at its source. It is the model's semantics written once, for
 // the tests and for a person asking why; it is not on any packet's path.
+// It decides connections: a packet conntrack leaves untracked is decided
+// as the first packet of the connection its own fields make; one
+// conntrack calls INVALID belongs to none and is dropped before any rule
+// (CounterInvalid; docs/policy.md).
 func (m *Model) Evaluate(dir Direction, c Conn) Verdict {
 	v, _ := m.Rules.Evaluate(dir, c, modelSets(m.Sets)) // modelSets never fails
 	return v

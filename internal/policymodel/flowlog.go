@@ -38,9 +38,15 @@ const (
 // logPrefixHead starts every prefix of the table's log rules.
 const logPrefixHead = "cnibox:"
 
+// CounterInvalid names the table's counter (c-invalid) and log prefix
+// (LogPrefix(false, CounterInvalid)) of the packets conntrack calls
+// INVALID: dropped before any rule, since they belong to no connection the
+// rules could judge (docs/policy.md).
+const CounterInvalid = "invalid"
+
 // LogPrefix is the NFLOG prefix of a verdict of the rule whose counter ID
-// is counter (ShortID of the rule's ID, or "iso-in"/"iso-eg" for a
-// NetworkPolicy's isolation): "cnibox:d:<counter>". It fits NFLOG's 64
+// is counter (ShortID of the rule's ID, "iso-in"/"iso-eg" for a
+// NetworkPolicy's isolation, CounterInvalid): "cnibox:d:<counter>". It fits NFLOG's 64
 // bytes.
 func LogPrefix(allow bool, counter string) string {
 	v := logDeny

@@ -38,11 +38,17 @@ import (
 //
 // A direction the pod is not isolated in has no chain, and its jump is an
 // accept: the other direction's replies must still not reach the other
-// direction's rules. A packet without conntrack (its ct direction cannot
-// be read) is judged as a new connection in the direction of the hook it
-// meets, so it fails closed. The rules are the node table's
-// (policyRuleExprs: the connection's tuple, both directions alike), with
-// only the NetworkPolicy tier: a policy listed here selects the pod.
+// direction's rules. The rules are the node table's (policyRuleExprs: the
+// connection's tuple, both directions alike), with only the NetworkPolicy
+// tier: a policy listed here selects the pod. A packet without a conntrack
+// tuple is handled as in the node table (policy_entry.go): on an
+// interface a policy isolates, what conntrack calls INVALID is dropped
+// first (counter c-i0-invalid), and an UNTRACKED packet is judged as a
+// new connection in the direction of the hook it meets, by the twins of
+// that direction's chains (i0-in4u, ...), which read its own fields:
+//
+//		iifname "net1" ct state invalid counter name c-i0-invalid drop
+//		iifname "net1" ct state untracked jump i0-inu
 
 // MultiTable is the table of a pod's MultiNetworkPolicies, in the pod's
 // network namespace (family inet).
@@ -221,7 +227,9 @@ func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
 				iso := counterName(top + "-iso")
 				counters[iso] = true
 				pc.add(ch, countAnd(iso, verdict(expr.VerdictDrop, "")))
+				renderUntracked(pc, []string{ch}, v6)
 			}
+			renderUntracked(pc, []string{top}, false) // its rules: nfproto jumps
 		}
 		name := ifnameKey(ifc.Name)
 		reply := []expr.Any{
@@ -234,6 +242,20 @@ func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: name},
 			}, rest...)
 		}
+		// First what has no conntrack tuple (policy_entry.go): INVALID
+		// dropped on an interface a policy isolates, counted on
+		// c-i<n>-invalid; UNTRACKED judged as a new connection in the
+		// direction of the hook it meets, by its own fields (the twins).
+		if ifc.Ingress.Isolated || ifc.Egress.Isolated {
+			invalid := counterName(prefix + "-" + policyInvalid)
+			counters[invalid] = true
+			drop := append(ctState(expr.CtStateBitINVALID), countAnd(invalid, verdict(expr.VerdictDrop, ""))...)
+			in = append(in, on(expr.MetaKeyIIFNAME, drop...))
+			out = append(out, on(expr.MetaKeyOIFNAME, drop...))
+		}
+		untracked := ctState(expr.CtStateBitUNTRACKED)
+		in = append(in, on(expr.MetaKeyIIFNAME, append(untracked, untrackedRule([]expr.Any{to[0]}, false)...)...))
+		out = append(out, on(expr.MetaKeyOIFNAME, append(untracked, untrackedRule([]expr.Any{to[1]}, false)...)...))
 		// Arriving: a reply of the pod's own connection (egress), or a
 		// connection to the pod (ingress); leaving, the other way round.
 		in = append(in, on(expr.MetaKeyIIFNAME, append(reply, to[1])...), on(expr.MetaKeyIIFNAME, to[0]))

@@ -18,18 +18,21 @@ import (
 //		                        # interval (CIDRs), ipv4_addr . inet_proto .
 //		                        # inet_service (named ports)
 //		set pending-4 / -6      # pods the agent has not resolved yet
-//		counter <rule>          # one per policy rule; iso-in, iso-eg, pending
+//		counter <rule>          # one per policy rule; iso-in, iso-eg, pending, invalid
 //		chain forward { type filter hook forward priority -1;
 //			meta nfproto ipv4 jump fwd4; meta nfproto ipv6 jump fwd6 }
 //		chain input   { type filter hook input priority -1;   # a pod to the node
 //			meta nfproto ipv4 jump input4; ... }
 //		chain fwd4 {
+//			ct state invalid counter name invalid drop   # policy_entry.go
+//			ct state untracked goto fwd4u   # the untracked twin: packet fields
 //			ct original saddr @pending-4 counter name pending drop
 //			ct reply saddr @pending-4 counter name pending drop
 //			ct mark & 0xfffff000 @gen accept   # both allowed at this generation
 //			goto egress4                # the egress walk, then the ingress walk
 //		}
-//		chain input4 { the same without the reply's pending check }
+//		chain input4 { the same without the reply's pending check, the
+//			invalid drop for the attached pods only (policy_entry.go) }
 //		chain egress4 {
 //			jump a-<policy>-eg4         # Admin tier: a goto chain of policies
 //			self @<isolated>-4 jump np-eg4   # NetworkPolicy tier
@@ -49,6 +52,8 @@ import (
 //		accepts; the node's own addresses have no accept: its own traffic
 //		never meets the forward hook, see render)
 //		sets gen, gen-e, maps mark-eg, mark-in   # the verdict cache (policy_gen.go)
+//		chain fwd4u, input4u, egress4u, n-<policy>-eg4u, ...   # each walk
+//			chain's twin for untracked packets (policy_entry.go)
 //	}
 //
 // A connection is judged by its conntrack tuple, both directions: self and

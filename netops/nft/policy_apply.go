@@ -454,6 +454,9 @@ func fingerprint(b *strings.Builder, e expr.Any) {
 		b.WriteString("log:")
 		u(uint64(e.Key), uint64(e.Group), uint64(e.Snaplen))
 		b.Write(e.Data)
+	case *expr.Payload:
+		b.WriteString("payload:")
+		u(uint64(e.DestRegister), uint64(e.Base), uint64(e.Offset), uint64(e.Len))
 	case *expr.Meta:
 		b.WriteString("meta:")
 		u(uint64(e.Key), uint64(e.Register), boolBit(e.SourceRegister))

@@ -332,27 +332,6 @@ func (d policyDir) allow() expr.Any {
 	return verdict(expr.VerdictGoto, allowChain(d.name))
 }
 
-// renderEntries adds the chains the base chains dispatch to, per family
-// (fam "4", "6"): fwd<fam> for a forwarded packet (a pod's to a pod or
-// beyond, or to a pod), input<fam> for a pod's to the node. Both drop
-// what a pending address sends or receives, accept a connection that both
-// walks allowed at this generation (policy_gen.go), and else walk egress,
-// then ingress (allow-eg<fam> goes on to it): both directions in one
-// base chain, so a cached packet costs one hook, the pending lookups and
-// one compare. On the input hook the ingress walk meets only the node's
-// addresses, which no set holds: it ends in the default allow.
-func renderEntries(pc *policyChains, v6 bool) {
-	fam := policyDir{v6: v6}.fam()
-	pending := func(dir uint32) []expr.Any {
-		d := policyDir{v6: v6}
-		return append(d.inSet(dir, PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...)
-	}
-	cached := append(ctMarkIn(policyMarkMask, policyGenSet), verdict(expr.VerdictAccept, ""))
-	walk := []expr.Any{verdict(expr.VerdictGoto, "egress"+fam)}
-	pc.add("fwd"+fam, pending(0), pending(1), cached, walk)
-	pc.add("input"+fam, pending(0), cached, walk)
-}
-
 // renderTier adds an Admin or Baseline tier: a jump from top to the first
 // policy's chain, each policy's chain going to the next (goto, so that a
 // Pass's return leaves the whole tier).
@@ -451,14 +430,22 @@ func logKey(s policymodel.LogScope, staged policymodel.SetID) string {
 // from their source alone (policyChains.keys) the kernel has as they are:
 // those are named but not rendered.
 func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*policyChains, []string) {
+	if keep != nil {
+		// A chain made from its source is kept only with its untracked
+		// twin (policy_entry.go): one is not rendered without the other.
+		kept := keep
+		keep = func(chain, key string) bool { return kept(chain, key) && kept(untrackedChain(chain), key) }
+	}
 	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log}
 	renderGen(pc)
 	for _, v6 := range []bool{false, true} {
 		renderEntries(pc, v6)
+		walk := len(pc.names)
 		(policyDir{name: "eg", base: "egress", selfDir: 0, v6: v6}).render(pc, &r.Egress)
 		(policyDir{name: "in", base: "ingress", selfDir: 1, v6: v6}).render(pc, &r.Ingress)
+		renderUntracked(pc, pc.names[walk:], v6)
 	}
-	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg")}
+	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg"), counterName(policyInvalid)}
 	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
 		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
@@ -25,9 +26,16 @@ type tracer struct {
 	pc   *policyChains
 	sets map[string]*policymodel.Set // by nftables set name (family part)
 	c    policymodel.Conn
-	regs [4*16 + 16*4]byte
-	hits []string // per walk (egress, then ingress): the last counter a rule counted
-	logs []string // the prefixes of the log statements run
+	// state is the packet's conntrack state (expr.CtStateBit*): 0 for a
+	// new connection's first packet. An INVALID or UNTRACKED packet has
+	// no conntrack entry: every ct load but its state's fails.
+	state uint32
+	// icmpType is the first byte of the transport header of an ICMP or
+	// ICMPv6 packet.
+	icmpType byte
+	regs     [4*16 + 16*4]byte
+	hits     []string // per walk (egress, then ingress): the last counter a rule counted
+	logs     []string // the prefixes of the log statements run
 }
 
 // regOffset is where register r's bytes start (NFT_REG_1..4: 16 bytes,
@@ -66,6 +74,26 @@ func (tr *tracer) ct(e *expr.Ct) []byte {
 	panic(fmt.Sprintf("ct key %d", e.Key))
 }
 
+// payload is the packet's header field e loads: an address of the network
+// header, the destination port or the ICMP type of the transport header.
+func (tr *tracer) payload(e *expr.Payload) []byte {
+	v6 := tr.c.Src.Is6()
+	switch {
+	case e.Base == expr.PayloadBaseNetworkHeader && !v6 && e.Len == 4 && (e.Offset == 12 || e.Offset == 16),
+		e.Base == expr.PayloadBaseNetworkHeader && v6 && e.Len == 16 && (e.Offset == 8 || e.Offset == 24):
+		a := tr.c.Src
+		if e.Offset == 16 || e.Offset == 24 {
+			a = tr.c.Dst
+		}
+		return a.AsSlice()
+	case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2 && e.Len == 2:
+		return be16(tr.c.Port)
+	case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 0 && e.Len == 1:
+		return []byte{tr.icmpType}
+	}
+	panic(fmt.Sprintf("payload %+v", e))
+}
+
 // lookup reports whether e's set holds the key in e's source register.
 func (tr *tracer) lookup(e *expr.Lookup) bool {
 	if e.IsDestRegSet || slices.Contains(policyGenSets[:], e.SetName) {
@@ -98,15 +126,34 @@ func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
 	for _, e := range r {
 		switch e := e.(type) {
 		case *expr.Ct:
-			if !e.SourceRegister {
+			switch {
+			case e.SourceRegister:
+			case e.Key == expr.CtKeySTATE:
+				st := tr.state
+				if st == 0 {
+					st = expr.CtStateBitNEW
+				}
+				tr.load(e.Register, binaryutil.NativeEndian.PutUint32(st))
+			case tr.state&(expr.CtStateBitINVALID|expr.CtStateBitUNTRACKED) != 0:
+				return nil // no conntrack entry: the load breaks the rule
+			default:
 				tr.load(e.Register, tr.ct(e))
 			}
 		case *expr.Meta:
-			fam := byte(unix.NFPROTO_IPV4)
-			if tr.c.Src.Is6() {
-				fam = unix.NFPROTO_IPV6
+			switch e.Key {
+			case expr.MetaKeyNFPROTO:
+				fam := byte(unix.NFPROTO_IPV4)
+				if tr.c.Src.Is6() {
+					fam = unix.NFPROTO_IPV6
+				}
+				tr.load(e.Register, []byte{fam})
+			case expr.MetaKeyL4PROTO:
+				tr.load(e.Register, []byte{byte(tr.c.Proto), 0, 0, 0})
+			default:
+				panic(fmt.Sprintf("meta key %d", e.Key))
 			}
-			tr.load(e.Register, []byte{fam})
+		case *expr.Payload:
+			tr.load(e.DestRegister, tr.payload(e))
 		case *expr.Bitwise:
 			b := tr.read(e.SourceRegister, int(e.Len))
 			out := make([]byte, e.Len)
@@ -119,7 +166,11 @@ func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
 				return nil
 			}
 		case *expr.Cmp:
-			if e.Op != expr.CmpOpEq || !bytes.Equal(tr.read(e.Register, len(e.Data)), e.Data) {
+			eq := bytes.Equal(tr.read(e.Register, len(e.Data)), e.Data)
+			if e.Op != expr.CmpOpEq && e.Op != expr.CmpOpNeq {
+				panic(fmt.Sprintf("cmp op %d", e.Op))
+			}
+			if eq != (e.Op == expr.CmpOpEq) {
 				return nil
 			}
 		case *expr.Range:
@@ -191,14 +242,16 @@ func (tr *tracer) run(chain string) bool {
 // Evaluate does (allowed when both directions are), from both entry
 // chains (forwarded, and a pod's to the node), and count each walk last
 // on its deciding rule's counter: egress's, then, when egress allows,
-// ingress's (the isolation's when no NetworkPolicy rule allows it).
+// ingress's (the isolation's when no NetworkPolicy rule allows it). The
+// same packet untracked (no conntrack entry, by a NOTRACK rule) is decided
+// and counted the same by the untracked twins, which read its own fields;
+// the same packet INVALID (conntrack could not place it) is dropped on
+// c-invalid before any rule, on the input hook where a pod of the node
+// (the attached set) sends it, and judged as an untracked one otherwise.
 func TestPolicyRenderTrace(t *testing.T) {
 	m, addrs := traceModel()
 	pc, _ := renderPolicy(&m.Rules, nil)
-	sets := map[string]*policymodel.Set{}
-	for id, s := range m.Sets {
-		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
-	}
+	sets := traceSets(m)
 	n, decided := 0, map[string]bool{}
 	traceConns(addrs, func(c policymodel.Conn) {
 		eg, in := m.Evaluate(policymodel.Egress, c), m.Evaluate(policymodel.Ingress, c)
@@ -225,11 +278,23 @@ func TestPolicyRenderTrace(t *testing.T) {
 			return // no rule: the node's traffic meets no hook of the table (render)
 		}
 		for _, entry := range []string{"fwd", "input"} {
-			tr := &tracer{pc: pc, sets: sets, c: c}
+			for _, state := range []uint32{0, expr.CtStateBitUNTRACKED} {
+				tr := &tracer{pc: pc, sets: sets, c: c, state: state}
+				got := tr.run(entry + famOf(c))
+				if got != (eg.Allowed && in.Allowed) || !slices.Equal(tr.hits, wantHits) {
+					t.Errorf("%s, state %d: %+v: rendered %v (counters %q), Evaluate egress %+v, ingress %+v (counters %q)",
+						entry, state, c, got, tr.hits, eg, in, wantHits)
+				}
+			}
+			tr := &tracer{pc: pc, sets: sets, c: c, state: expr.CtStateBitINVALID}
 			got := tr.run(entry + famOf(c))
-			if got != (eg.Allowed && in.Allowed) || !slices.Equal(tr.hits, wantHits) {
-				t.Errorf("%s: %+v: rendered %v (counters %q), Evaluate egress %+v, ingress %+v (counters %q)",
-					entry, c, got, tr.hits, eg, in, wantHits)
+			wantAllowed, wantInvalid := false, []string{counterName(policyInvalid)}
+			if entry == "input" && !sets[policySetName(PolicyAttached, c.Src.Is6())].Contains(c.Src) {
+				// not an attached pod's: judged as an untracked packet
+				wantAllowed, wantInvalid = eg.Allowed && in.Allowed, wantHits
+			}
+			if got != wantAllowed || !slices.Equal(tr.hits, wantInvalid) {
+				t.Errorf("%s: %+v invalid: rendered %v (counters %q), want %v (counters %q)", entry, c, got, tr.hits, wantAllowed, wantInvalid)
 			}
 		}
 		n++
@@ -245,6 +310,48 @@ func TestPolicyRenderTrace(t *testing.T) {
 	}
 	if n < 200 {
 		t.Fatalf("%d connections traced", n)
+	}
+}
+
+// traceSets are m's sets by nftables name, and the attached set (the
+// node's pods: the addresses of set "pods").
+func traceSets(m *policymodel.Model) map[string]*policymodel.Set {
+	sets := map[string]*policymodel.Set{}
+	for id, s := range m.Sets {
+		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
+	}
+	sets[policySetName(PolicyAttached, false)], sets[policySetName(PolicyAttached, true)] = m.Sets["pods"], m.Sets["pods"]
+	return sets
+}
+
+// TestPolicyRenderTraceDiscovery: untracked ICMPv6 router, neighbour and
+// multicast listener discovery (conntrack never tracks them) pass both
+// entry chains unjudged, from a pod whose egress the policies close; an
+// untracked echo request, or a discovery type conntrack does track, is
+// judged as Evaluate judges its connection.
+func TestPolicyRenderTraceDiscovery(t *testing.T) {
+	m, _ := traceModel()
+	pc, _ := renderPolicy(&m.Rules, nil)
+	sets := traceSets(m)
+	web6, db6 := netip.MustParseAddr("fd00:9::2"), netip.MustParseAddr("fd00:9::3")
+	// web6 to db6: db's isolation (no rule allows ICMPv6)
+	for _, c := range []policymodel.Conn{
+		{Src: web6, Dst: netip.MustParseAddr("2001:db8::9"), Proto: policymodel.Protocol(unix.IPPROTO_ICMPV6)}, // cnp/e1's Deny
+		{Src: web6, Dst: db6, Proto: policymodel.Protocol(unix.IPPROTO_ICMPV6)},
+	} {
+		want := m.Evaluate(policymodel.Egress, c).Allowed && m.Evaluate(policymodel.Ingress, c).Allowed
+		if want {
+			t.Fatalf("%+v: the model allows it; the test needs a denied connection", c)
+		}
+		for _, typ := range []byte{128, 129, 130, 133, 135, 136, 137, 143} {
+			discovery := typ >= 130 && typ <= 136 || typ == 143
+			for _, entry := range []string{"fwd6", "input6"} {
+				tr := &tracer{pc: pc, sets: sets, c: c, state: expr.CtStateBitUNTRACKED, icmpType: typ}
+				if got := tr.run(entry); got != (discovery || want) {
+					t.Errorf("%s: untracked ICMPv6 type %d %s -> %s: accepted %v, want %v", entry, typ, c.Src, c.Dst, got, discovery || want)
+				}
+			}
+		}
 	}
 }
 
@@ -334,13 +441,12 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 // once (ingress only when egress allowed: a drop ends the walk), with the
 // verdict and that rule's counter in the prefix, where the scope says:
 // everywhere, or where the pod itself or its peer is in the scope's set;
-// a Pass and the default decide nothing and log nothing.
+// a Pass and the default decide nothing and log nothing. An untracked
+// packet logs as its connection's first packet does; an INVALID one as a
+// deny "invalid", where the deny scope takes one of its addresses.
 func TestPolicyRenderLogTrace(t *testing.T) {
 	m, addrs := traceModel()
-	sets := map[string]*policymodel.Set{}
-	for id, s := range m.Sets {
-		sets[policySetName(string(id), false)], sets[policySetName(string(id), true)] = s, s
-	}
+	sets := traceSets(m)
 	for _, log := range []policymodel.FlowLog{
 		{Allow: policymodel.LogScope{All: true}, Deny: policymodel.LogScope{All: true}},
 		{Deny: policymodel.LogScope{Set: "web"}},
@@ -383,12 +489,25 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 				more, _ := wantLogs(c, policymodel.Ingress)
 				want = append(want, more...)
 			}
-			tr := &tracer{pc: pc, sets: sets, c: c}
-			tr.run("fwd" + famOf(c))
-			if !slices.Equal(tr.logs, want) {
-				t.Errorf("log %+v: %+v: logged %q, want %q", log, c, tr.logs, want)
+			for _, state := range []uint32{0, expr.CtStateBitUNTRACKED} {
+				tr := &tracer{pc: pc, sets: sets, c: c, state: state}
+				tr.run("fwd" + famOf(c))
+				if !slices.Equal(tr.logs, want) {
+					t.Errorf("log %+v, state %d: %+v: logged %q, want %q", log, state, c, tr.logs, want)
+				}
+				logged += len(tr.logs)
 			}
-			logged += len(tr.logs)
+			// INVALID: a deny "invalid" where the deny scope takes its
+			// source or destination (a staged policy decides nothing).
+			var wantInvalid []string
+			if log.Deny.All || in(log.Deny.Set, c.Src) || in(log.Deny.Set, c.Dst) {
+				wantInvalid = []string{policymodel.LogPrefix(false, policyInvalid)}
+			}
+			tr := &tracer{pc: pc, sets: sets, c: c, state: expr.CtStateBitINVALID}
+			tr.run("fwd" + famOf(c))
+			if !slices.Equal(tr.logs, wantInvalid) {
+				t.Errorf("log %+v: %+v invalid: logged %q, want %q", log, c, tr.logs, wantInvalid)
+			}
 		})
 		if logged == 0 {
 			t.Errorf("log %+v: nothing logged on the whole grid", log)
