@@ -22,10 +22,13 @@ type VethOpts struct {
 
 	Master      string // bridge (or other master) to enslave the host end to; "" = none
 	MasterIndex int    // optional ifindex of Master (e.g. from EnsureBridge), saves its lookup
+
+	IPv6 VethIPv6 // the ends' IPv6 addresses (vethipv6.go); zero: the kernel's
 }
 
 // EnsureVeth makes sure the veth pair o describes exists, with the host end
-// up and enslaved to o.Master, and the peer end up.
+// up and enslaved to o.Master, and the peer end up, with the IPv6
+// addresses o.IPv6 says (set before the peer is up).
 //
 // A new pair is created with one RTM_NEWLINK: the peer directly in the pod
 // namespace under its final name, the host end already enslaved and up. The
@@ -141,6 +144,10 @@ func (h *Handle) addVeth(o VethOpts, masterIdx int, peerMAC net.HardwareAddr) (L
 			return Link{}, Link{}, err
 		}
 	}
+	if err := h.setVethIPv6(o, host.Index, peer.Index, false); err != nil {
+		_ = h.DeleteLink(o.HostName) // the pair is not what was asked for
+		return Link{}, Link{}, err
+	}
 	if err := o.Peer.setUpByIndex(peer.Index); err != nil {
 		return Link{}, Link{}, fmt.Errorf("set %q up in %s: %w", o.PeerName, o.Peer.where(), err)
 	}
@@ -163,6 +170,9 @@ func (h *Handle) existingVeth(o VethOpts, masterIdx int) (host, peer Link, done 
 	}
 	switch {
 	case perr == nil && herr == nil && isPair(host, peer):
+		if err := h.setVethIPv6(o, host.Index, peer.Index, true); err != nil {
+			return Link{}, Link{}, false, err
+		}
 		if masterIdx != 0 && host.MasterIndex != masterIdx {
 			if err := h.nlh.LinkSetMasterByIndex(indexOnly(host.Index), masterIdx); err != nil {
 				return Link{}, Link{}, false, fmt.Errorf("enslave %q: %w", o.HostName, classify(err))

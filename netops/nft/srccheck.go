@@ -48,22 +48,29 @@ import (
 //		chain check6 {
 //			icmpv6 type { nd-router-advert, nd-redirect } drop
 //			icmpv6 type nd-neighbor-advert jump na6
-//			ip6 saddr fe80::/10 return
+//			ip6 saddr fe80::/10 jump nd6   # link-local: discovery only,
+//			ip6 daddr fe80::/10 jump nd6   # from the port's own (addr6)
 //			iifname . ip6 saddr @addr6 return
-//			ip6 saddr :: meta l4proto ipv6-icmp return   # DAD, MLD before a link-local
+//			ip6 saddr :: goto nd6          # DAD, MLD before a link-local
+//			drop
+//		}
+//		chain nd6 {            # ND and MLD go on, the rest is dropped
+//			icmpv6 type { 130-133, 135-136, 143 } return
 //			drop
 //		}
 //		chain na6 {            # the target of a neighbour advertisement
-//			@th,64,128 fe80::/10 return
 //			iifname . @th,64,128 @addr6 return
 //			drop
 //		}
+//		set rules-linklocal { type ipv4_addr }   # empty: these rules (srccheck_linklocal.go)
 //	}
 //	table arp cnibox-src { set ports, addr4; chain input { iifname @ports jump checkarp } ... }
 //
-// A pod costs one element in ports and one per address, added in one
-// transaction; the rules never change. A port without an element is not
-// checked. Other protocols (LLDP, ...) pass: they carry no IP source.
+// A pod costs one element in ports and one per address (its link-local
+// address one more when it has IPv6), added in one transaction; the rules
+// change only with cnibox's version (srcRulesMark). A port without an
+// element is not checked. Other protocols (LLDP, ...) pass: they carry no
+// IP source.
 const (
 	// SrcCheckTable is the name of the tables of the source address check.
 	SrcCheckTable = "cnibox-src"
@@ -100,8 +107,10 @@ func (k SrcCheckKind) tables() []srcTable {
 
 // EnsureSourceCheck makes the host end port drop what the pod sends with a
 // source address other than addrs (kind says where port is), in one
-// transaction: one element per address and one for the port. Called again
-// it adds addresses; no addresses is nothing to check.
+// transaction: one element per address and one for the port; with an IPv6
+// address among addrs, one for the pod's link-local address too
+// (PodLinkLocal(port), srccheck_linklocal.go). Called again it adds
+// addresses; no addresses is nothing to check.
 func (h *Handle) EnsureSourceCheck(kind SrcCheckKind, port string, addrs []netip.Addr) error {
 	if err := ifname.Check("ensure source address check", port); err != nil {
 		return err
@@ -113,11 +122,13 @@ func (h *Handle) EnsureSourceCheck(kind SrcCheckKind, port string, addrs []netip
 		return err
 	}
 	msgs := srcElemMsgs(kind, port, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge, true)
-	err := h.commitRaw(msgs...)
+	err := h.commitRaw(append(srcMarkMsgs(kind, false), msgs...)...)
 	if errors.Is(err, unix.ENOENT) {
-		// The first port of its kind: the tables, then the elements.
+		// The first port of its kind, or tables an older cnibox made
+		// (srcRulesMark): the tables and rules, then the marker with the
+		// elements.
 		if err = h.ensureSrcSchema(kind); err == nil {
-			err = h.commitRaw(msgs...)
+			err = h.commitRaw(append(srcMarkMsgs(kind, true), msgs...)...)
 		}
 	}
 	if err != nil {

@@ -42,6 +42,7 @@ func srcChains(st srcTable) []srcChain {
 			{name: "check4", rules: ip4Rules()},
 			{name: "checkarp", rules: arpRules()},
 			{name: "na6", rules: na6Rules()},
+			{name: "nd6", rules: nd6Rules()},
 			{name: "check6", rules: ip6Rules()},
 			{name: "check", rules: [][]expr.Any{
 				is(ethIP, goTo("check4")),
@@ -58,6 +59,7 @@ func srcChains(st srcTable) []srcChain {
 	return []srcChain{
 		{name: "check4", rules: ip4Rules()},
 		{name: "na6", rules: na6Rules()},
+		{name: "nd6", rules: nd6Rules()},
 		{name: "check6", rules: ip6Rules()},
 		{name: "check", rules: [][]expr.Any{is(ethIP, goTo("check4")), is(ethIP6, goTo("check6"))}},
 		{name: "prerouting", hook: nftables.ChainHookPrerouting, prio: prio, rules: [][]expr.Any{known4(), portJump("check")}},
@@ -153,24 +155,48 @@ var (
 func ip6Rules() [][]expr.Any {
 	nh, th := expr.PayloadBaseNetworkHeader, expr.PayloadBaseTransportHeader
 	icmp6 := func(typ byte) []expr.Any { return append(l4(unix.IPPROTO_ICMPV6), load(th, 0, []byte{typ}, nil)...) }
+	jump := func(chain string) expr.Any { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
 	return [][]expr.Any{
 		// Router advertisements and redirects: a pod is no router.
 		rule(drop(), icmp6(134)),
 		rule(drop(), icmp6(137)),
-		rule(&expr.Verdict{Kind: expr.VerdictJump, Chain: "na6"}, icmp6(136)),
-		rule(ret(), load(nh, 8, linkLocal, linkLocalMask)),
+		rule(jump("na6"), icmp6(136)),
+		// Link-local, from or to: discovery only (nd6 goes on with it or
+		// drops it), and the source the port's own (addr6 holds it).
+		rule(jump("nd6"), load(nh, 8, linkLocal, linkLocalMask)),
+		rule(jump("nd6"), load(nh, 24, linkLocal, linkLocalMask)),
 		rule(ret(), pairIn(nh, 8, 16, srcAddr6)),
-		// Duplicate address detection, and MLD before a link-local address.
-		rule(ret(), load(nh, 8, make([]byte, 16), nil), l4(unix.IPPROTO_ICMPV6)),
+		// Duplicate address detection, and MLD before a link-local
+		// address: discovery only.
+		rule(goTo("nd6"), load(nh, 8, make([]byte, 16), nil)),
 		{drop()},
 	}
 }
 
-// na6Rules check the target of a neighbour advertisement (at 8 in it).
+// nd6Rules return ICMPv6 multicast listener discovery (130-132, 143),
+// router solicitations (133), neighbour solicitations and advertisements
+// (135, 136), and drop the rest (router advertisements and redirects were
+// dropped before).
+func nd6Rules() [][]expr.Any {
+	th := expr.PayloadBaseTransportHeader
+	typeIn := func(first, last byte) []expr.Any {
+		return append(l4(unix.IPPROTO_ICMPV6),
+			&expr.Payload{DestRegister: 1, Base: th, Offset: 0, Len: 1},
+			&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: []byte{first}, ToData: []byte{last}})
+	}
+	return [][]expr.Any{
+		rule(ret(), typeIn(130, 133)),
+		rule(ret(), typeIn(135, 136)),
+		rule(ret(), typeIn(143, 143)),
+		{drop()},
+	}
+}
+
+// na6Rules check the target of a neighbour advertisement (at 8 in it): one
+// of the port's addresses, its link-local one included.
 func na6Rules() [][]expr.Any {
 	th := expr.PayloadBaseTransportHeader
 	return [][]expr.Any{
-		rule(ret(), load(th, 8, linkLocal, linkLocalMask)),
 		rule(ret(), pairIn(th, 8, 16, srcAddr6)),
 		{drop()},
 	}

@@ -74,7 +74,7 @@ func TestSourceCheckBridge(t *testing.T) {
 	must(t, h.DeleteSourceCheck(nft.SrcCheckBridge, "veth0", nil)) // never made: fine
 	must(t, h.EnsureSourceCheck(nft.SrcCheckBridge, "veth0", []netip.Addr{a4.Addr(), a6.Addr()}))
 	must(t, h.EnsureSourceCheck(nft.SrcCheckBridge, "veth0", []netip.Addr{a4.Addr(), a6.Addr()}))
-	if got, err := h.SourceCheckAddrs(nft.SrcCheckBridge, "veth0"); err != nil || !slices.Equal(got, []netip.Addr{a4.Addr(), a6.Addr()}) {
+	if got, err := h.SourceCheckAddrs(nft.SrcCheckBridge, "veth0"); err != nil || !slices.Equal(got, []netip.Addr{a4.Addr(), a6.Addr(), nft.PodLinkLocal("veth0")}) {
 		t.Errorf("SourceCheckAddrs = %v, %v", got, err)
 	}
 	if ports, err := h.SourceCheckPorts(nft.SrcCheckBridge); err != nil || !slices.Equal(ports, []string{"veth0"}) {

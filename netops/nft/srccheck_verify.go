@@ -25,8 +25,9 @@ type SourceCheckGap struct {
 }
 
 // SourceCheckGaps returns the elements of port's check against the pod's
-// addresses addrs (kind says where port is) that the kernel lacks, table by
-// table, the port's element first. Each element is looked up with a
+// addresses addrs (kind says where port is; with IPv6, its link-local
+// address too: srcAddrs) that the kernel lacks, table by table, the port's
+// element first. Each element is looked up with a
 // single-element get: the cost does not grow with the node's pods, as a
 // dump of the sets would. A table or set that is not there lacks all of
 // its elements.
@@ -40,8 +41,7 @@ func (h *Handle) SourceCheckGaps(kind SrcCheckKind, port string, addrs []netip.A
 	var gaps []SourceCheckGap
 	for _, t := range kind.tables() {
 		want := []SourceCheckGap{{Set: srcPorts}}
-		for _, a := range addrs {
-			a = a.Unmap()
+		for _, a := range srcAddrs(port, addrs) {
 			switch {
 			case a.Is4():
 				want = append(want, SourceCheckGap{Set: srcAddr4, Addr: a})

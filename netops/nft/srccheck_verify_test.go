@@ -14,7 +14,8 @@ import (
 // that the kernel lacks, in every table of its kind (the ARP table of a
 // routed veth too), and nothing when all are there: before the first check
 // (no tables), after an element or a whole table was deleted behind
-// cnibox's back, for an address never added, after DeleteSourceCheck.
+// cnibox's back, for an address never added, after DeleteSourceCheck. A
+// pod with IPv6 has its link-local address (PodLinkLocal) checked too.
 func TestSourceCheckGaps(t *testing.T) {
 	node := openNS(t, "srcgap")
 	h := node.NFT()
@@ -35,9 +36,12 @@ func TestSourceCheckGaps(t *testing.T) {
 	inet, arp, br := "inet cnibox-src", "arp cnibox-src", "bridge cnibox-src"
 	port := nft.SourceCheckGap{Set: "ports"}
 	in := func(table string, g nft.SourceCheckGap) nft.SourceCheckGap { g.Table = table; return g }
+	ll := func(port string) nft.SourceCheckGap {
+		return nft.SourceCheckGap{Set: "addr6", Addr: nft.PodLinkLocal(port)}
+	}
 
 	expect("no tables yet", gaps(nft.SrcCheckRouted, "cbxa", a4, a6),
-		in(inet, port), in(inet, nft.SourceCheckGap{Set: "addr4", Addr: a4}), in(inet, nft.SourceCheckGap{Set: "addr6", Addr: a6}),
+		in(inet, port), in(inet, nft.SourceCheckGap{Set: "addr4", Addr: a4}), in(inet, nft.SourceCheckGap{Set: "addr6", Addr: a6}), in(inet, ll("cbxa")),
 		in(arp, port), in(arp, nft.SourceCheckGap{Set: "addr4", Addr: a4}))
 
 	must(t, h.EnsureSourceCheck(nft.SrcCheckRouted, "cbxa", []netip.Addr{a4, a6}))
@@ -63,7 +67,7 @@ func TestSourceCheckGaps(t *testing.T) {
 	c.DelTable(&nftables.Table{Name: nft.SrcCheckTable, Family: nftables.TableFamilyINet})
 	must(t, c.Flush())
 	expect("the inet table deleted", gaps(nft.SrcCheckRouted, "cbxa", a4, a6),
-		in(inet, port), in(inet, nft.SourceCheckGap{Set: "addr4", Addr: a4}), in(inet, nft.SourceCheckGap{Set: "addr6", Addr: a6}),
+		in(inet, port), in(inet, nft.SourceCheckGap{Set: "addr4", Addr: a4}), in(inet, nft.SourceCheckGap{Set: "addr6", Addr: a6}), in(inet, ll("cbxa")),
 		in(arp, nft.SourceCheckGap{Set: "addr4", Addr: a4}))
 
 	// A bridge port: one table, IPv6 in it.
@@ -71,5 +75,5 @@ func TestSourceCheckGaps(t *testing.T) {
 	expect("bridge port checked", gaps(nft.SrcCheckBridge, "veth0", a4, a6))
 	must(t, h.DeleteSourceCheck(nft.SrcCheckBridge, "veth0", nil))
 	expect("bridge port's check deleted", gaps(nft.SrcCheckBridge, "veth0", a4, a6),
-		in(br, port), in(br, nft.SourceCheckGap{Set: "addr4", Addr: a4}), in(br, nft.SourceCheckGap{Set: "addr6", Addr: a6}))
+		in(br, port), in(br, nft.SourceCheckGap{Set: "addr4", Addr: a4}), in(br, nft.SourceCheckGap{Set: "addr6", Addr: a6}), in(br, ll("veth0")))
 }

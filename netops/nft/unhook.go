@@ -84,12 +84,14 @@ func (h *Handle) UnhookPod(u PodUnhook) error {
 }
 
 // srcKeyGroups are the keys of port's elements in table t, the port's own
-// and one per address of addrs that t checks, and how many they are.
+// and one per address of addrs that t checks, and how many they are. With
+// an IPv6 address among addrs, the pod's link-local address (srcAddrs) is
+// one of them.
 func srcKeyGroups(t srcTable, port string, addrs []netip.Addr) ([]setKeys, int) {
 	groups := []setKeys{{srcPorts, [][]byte{ifnameKey(port)}}, {srcAddr4, nil}, {srcAddr6, nil}}
 	n := 1
-	for _, a := range addrs {
-		switch a = a.Unmap(); {
+	for _, a := range srcAddrs(port, addrs) {
+		switch {
 		case a.Is4():
 			groups[1].keys = append(groups[1].keys, srcKey(port, a))
 		case t.v6:

@@ -50,8 +50,29 @@ func ListenUDP(t testing.TB, nsPath string, addr netip.Addr) *UDPSink {
 // s got one.
 func SendFrom(t testing.TB, nsPath string, src netip.Addr, s *UDPSink, wait time.Duration) bool {
 	t.Helper()
-	var fd int
+	return sendFromTo(t, nsPath, "", src, s.At, s, wait)
+}
+
+// SendFromTo is SendFrom to dst (at s's port), which may be another
+// address of s's namespace than the one s listens on (s on :: gets
+// them all); link-local addresses, src or dst, are those of the link
+// ifname.
+func SendFromTo(t testing.TB, nsPath, ifname string, src, dst netip.Addr, s *UDPSink, wait time.Duration) bool {
+	t.Helper()
+	return sendFromTo(t, nsPath, ifname, src, netip.AddrPortFrom(dst, s.At.Port()), s, wait)
+}
+
+func sendFromTo(t testing.TB, nsPath, ifname string, src netip.Addr, to netip.AddrPort, s *UDPSink, wait time.Duration) bool {
+	t.Helper()
+	var fd, zone int
 	if err := Run(t, nsPath, func() error {
+		if ifname != "" {
+			ifi, err := net.InterfaceByName(ifname)
+			if err != nil {
+				return err
+			}
+			zone = ifi.Index
+		}
 		fam, lvl, opt := unix.AF_INET, unix.SOL_IP, unix.IP_TRANSPARENT
 		if src.Is6() {
 			fam, lvl, opt = unix.AF_INET6, unix.SOL_IPV6, unix.IPV6_TRANSPARENT
@@ -63,7 +84,7 @@ func SendFrom(t testing.TB, nsPath string, src netip.Addr, s *UDPSink, wait time
 		if err := unix.SetsockoptInt(fd, lvl, opt, 1); err != nil {
 			return fmt.Errorf("transparent socket: %w", err)
 		}
-		return unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0), 0))
+		return unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0), zoneOf(src, zone)))
 	}); err != nil {
 		t.Fatalf("socket from %s in %s: %v", src, nsPath, err)
 	}
@@ -72,16 +93,24 @@ func SendFrom(t testing.TB, nsPath string, src netip.Addr, s *UDPSink, wait time
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
-		_ = unix.Sendto(fd, []byte("x"), 0, sockaddr(s.At, 0))
+		_ = unix.Sendto(fd, []byte("x"), 0, sockaddr(to, zoneOf(to.Addr(), zone)))
 		select {
 		case got := <-s.from:
-			if got == src {
+			if got.WithZone("") == src {
 				return true
 			}
 		case <-tick.C:
 		}
 	}
 	return false
+}
+
+// zoneOf is zone for an IPv6 link-local address a, else 0.
+func zoneOf(a netip.Addr, zone int) int {
+	if a.Is6() && a.IsLinkLocalUnicast() {
+		return zone
+	}
+	return 0
 }
 
 func sockaddr(ap netip.AddrPort, zone int) unix.Sockaddr {

@@ -15,9 +15,10 @@ import (
 // cnibox-src as for ptp (netops/nft's EnsureSourceCheck says what is
 // checked). The pod's ARP for its virtual gateway 169.254.1.1 has the
 // pod's own address as sender, so it passes and the host end's proxy ARP
-// answers it; IPv6 reaches fe80::1234:5678:9abc from the pod's link-local
-// address, which the check allows. Bridge mode is checked by the bridge
-// role's own path (table bridge cnibox-src).
+// answers it; IPv6 goes through fe80::1234:5678:9abc by the pod's
+// permanent neighbour entry, with the pod's global source, which the check
+// allows (link-local passes for discovery only). Bridge mode is checked by
+// the bridge role's own path (table bridge cnibox-src).
 
 // checkSource checks the host end hostName against the pod's addresses pod
 // (ADD), with its removal pushed on undo.

@@ -92,7 +92,7 @@ func addTransparent(ctx context.Context, a *cniplug.Args, c *tconf) (_ types.Res
 		return nil, err
 	}
 	hv, pv, err := attach.CreateVeth(v.Host, &undo, netops.VethOpts{HostName: hostName, PeerName: a.IfName, Peer: v.Pod,
-		MTU: mtu, HostMAC: HostVethMAC, PeerMAC: v.MAC})
+		MTU: mtu, HostMAC: HostVethMAC, PeerMAC: v.MAC, IPv6: attach.VethIPv6(pod)})
 	if err != nil {
 		return nil, err
 	}

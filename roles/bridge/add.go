@@ -32,6 +32,7 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	defer undo.Finish(&err)
 
 	var br, hv, pv netops.Link
+	var plan *addrPlan // IPAM's addresses, made before the links but with dhcp
 	makeLinks := func() error {
 		var err error
 		br, err = host.EnsureBridge(netops.BridgeOpts{Name: c.Bridge, MTU: c.MTU, MAC: bridgeMAC(c.Bridge), PromiscMode: c.PromiscMode, VlanFiltering: c.Vlan != 0 || len(c.vlans) > 0})
@@ -40,7 +41,7 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		}
 		fault.Point("bridge/add/after-bridge")
 		hv, pv, err = attach.CreateVeth(host, &undo, netops.VethOpts{
-			HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge,
+			HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, Master: c.Bridge, IPv6: vethIPv6(a, plan),
 		})
 		if err != nil {
 			return err
@@ -72,7 +73,6 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	// anything is made, and a call killed later leaves a record that DEL and
 	// GC find.
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion}
-	var plan *addrPlan
 	_, err = attach.ReserveUndone(ctx, a, c.DataDir, &undo, func(ipamRes *current.Result) (store.Endpoint, error) {
 		if ipamRes != nil {
 			plan = planAddresses(a, c, ipamRes, res)
@@ -131,4 +131,18 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 		attach.PolicyAdmit(ctx, a, plan.addrs) // done: placed now, not at its status update
 	}
 	return res, nil
+}
+
+// vethIPv6 is the IPv6 of the pod's veth (attach.VethIPv6) for the planned
+// addresses: none for a dhcp IPAM, whose links come before its addresses
+// and which gives IPv4 only; the kernel's without an IPAM (the pod's
+// addresses are someone else's business, and so is its IPv6).
+func vethIPv6(a *cniplug.Args, plan *addrPlan) netops.VethIPv6 {
+	switch {
+	case a.Conf.IPAM.Type == "dhcp":
+		return netops.VethIPv6None
+	case plan == nil:
+		return netops.VethIPv6Kernel
+	}
+	return attach.VethIPv6(plan.addrs)
 }

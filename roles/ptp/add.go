@@ -59,7 +59,7 @@ func add(ctx context.Context, a *cniplug.Args, c *Conf) (_ types.Result, err err
 	if err := attach.EnableForwarding(host, p.pod); err != nil {
 		return nil, err
 	}
-	hv, pv, err := host.EnsureVeth(netops.VethOpts{HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac})
+	hv, pv, err := host.EnsureVeth(netops.VethOpts{HostName: hostName, PeerName: a.IfName, Peer: pod, MTU: c.MTU, PeerMAC: mac, IPv6: attach.VethIPv6(p.pod)})
 	if errors.Is(err, netops.ErrExists) {
 		return nil, cniplug.Errorf(cniplug.CodeIfaceExists, "create veth %s/%s: %w", hostName, a.IfName, err)
 	}

@@ -25,8 +25,10 @@ func TestIPSpoofCheck(t *testing.T) {
 	vips := podIPs(t, n.Must(ptp.Role, "ADD", victim, on))
 	aips := podIPs(t, n.Must(ptp.Role, "ADD", attacker, on))
 	port := attach.HostVethName(attacker.ID, "eth0")
-	if got, err := host.NFT().SourceCheckAddrs(nft.SrcCheckRouted, port); err != nil || !slices.Equal(got, aips) {
-		t.Errorf("the attacker's veth may send from %v (%v), want %v", got, err, aips)
+	// Its addresses, and with IPv6 its link-local address.
+	want := append(slices.Clone(aips), nft.PodLinkLocal(port))
+	if got, err := host.NFT().SourceCheckAddrs(nft.SrcCheckRouted, port); err != nil || !slices.Equal(got, want) {
+		t.Errorf("the attacker's veth may send from %v (%v), want %v", got, err, want)
 	}
 	foreign := []netip.Addr{netip.MustParseAddr("10.77.0.99"), netip.MustParseAddr("fd77::99")}
 	for i, vip := range vips {

@@ -38,7 +38,8 @@ func Must(t testing.TB, err error) {
 }
 
 // Lab is a "host" namespace with a bridge br0 (10.99.0.1/24, fd00:99::1/64)
-// and pods attached to it the way the bridge plugin attaches them.
+// and pods attached to it the way the bridge plugin attaches them: pod i
+// on port veth<i>, with link-local address netops.PodLinkLocal("veth<i>").
 type Lab struct {
 	Host *netops.Handle
 	Pods []*netops.Handle
@@ -62,6 +63,7 @@ func New(t testing.TB, pods int) *Lab {
 		pod := OpenNS(t, "lp")
 		_, _, err := l.Host.EnsureVeth(netops.VethOpts{
 			HostName: fmt.Sprintf("veth%d", i), PeerName: "eth0", Peer: pod, MasterIndex: br.Index,
+			IPv6: netops.VethIPv6LinkLocal, // as the bridge role's dual-stack pods: netops.PodLinkLocal("veth<i>")
 		})
 		Must(t, err)
 		v4, v6 := PodAddrs(i)

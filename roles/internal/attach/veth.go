@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -127,4 +128,18 @@ func DeletePodLink(a *cniplug.Args, kind string) error {
 		return cniplug.Errorf(types.ErrIOFailure, "delete %s in the pod: %w", a.IfName, err)
 	}
 	return nil
+}
+
+// VethIPv6 is the IPv6 of the ends of a veth attachment whose pod has the
+// addresses pod (netops.VethIPv6): without an IPv6 address, none at all
+// (the kernel's link-local address would reach other pods and the node
+// around every policy: issue 60); with one, the pod's own link-local
+// address, which the source address check binds to its port (SourceCheck).
+func VethIPv6(pod []netip.Prefix) netops.VethIPv6 {
+	for _, p := range pod {
+		if p.Addr().Is6() && !p.Addr().Is4In6() {
+			return netops.VethIPv6LinkLocal
+		}
+	}
+	return netops.VethIPv6None
 }
