@@ -27,8 +27,18 @@ type bucket struct {
 }
 
 // take reports whether a record at now is within the rate, and if so
-// takes its token. A clock that went back adds nothing.
+// takes its token.
 func (b *bucket) take(now time.Time) bool {
+	if !b.has(now) {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// refill adds the tokens of the time since the last refill (a new bucket
+// is full). A clock that went back adds nothing.
+func (b *bucket) refill(now time.Time) {
 	if b.last.IsZero() {
 		b.tokens = b.burst
 	} else if d := now.Sub(b.last); d > 0 {
@@ -37,11 +47,6 @@ func (b *bucket) take(now time.Time) bool {
 	if now.After(b.last) {
 		b.last = now
 	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 // pairKey is what a dropped record is counted under.
@@ -55,15 +60,38 @@ type tally struct {
 	since time.Time
 	pairs map[pairKey]uint64
 	other uint64
+	// nss counts per source namespace (External for no pod's), the first
+	// MaxPairs of them; nsOther the rest.
+	nss     map[string]uint64
+	nsOther uint64
+}
+
+// NamespaceCount is how many records of one source namespace a summary's
+// window dropped.
+type NamespaceCount struct {
+	Namespace string `json:"namespace"`
+	Count     uint64 `json:"count"`
 }
 
 // add counts one dropped record of src -> dst at now.
-func (t *tally) add(src, dst netip.Addr, now time.Time) {
+func (t *tally) add(src Endpoint, dst netip.Addr, now time.Time) {
 	if t.count == 0 {
 		t.since = now
 	}
 	t.count++
-	k := pairKey{src, dst}
+	ns := src.Namespace
+	if ns == "" {
+		ns = External
+	}
+	if _, ok := t.nss[ns]; ok || len(t.nss) < MaxPairs {
+		if t.nss == nil {
+			t.nss = make(map[string]uint64)
+		}
+		t.nss[ns]++
+	} else {
+		t.nsOther++
+	}
+	k := pairKey{src.IP, dst}
 	if _, ok := t.pairs[k]; ok || len(t.pairs) < MaxPairs {
 		if t.pairs == nil {
 			t.pairs = make(map[pairKey]uint64, MaxPairs)
@@ -85,7 +113,18 @@ func (t *tally) summary() *Summary {
 	if t.count == 0 {
 		return nil
 	}
-	s := &Summary{Count: t.count, Since: t.since.UTC(), Other: t.other}
+	s := &Summary{Count: t.count, Since: t.since.UTC(), Other: t.other, NamespacesOther: t.nsOther}
+	for ns, n := range t.nss {
+		s.Namespaces = append(s.Namespaces, NamespaceCount{Namespace: ns, Count: n})
+	}
+	slices.SortFunc(s.Namespaces, func(a, b NamespaceCount) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Namespace, b.Namespace)
+	})
+	clear(t.nss)
+	t.nsOther = 0
 	for k, n := range t.pairs {
 		s.Top = append(s.Top, Pair{Src: k.src, Dst: k.dst, Count: n})
 	}

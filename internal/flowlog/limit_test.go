@@ -1,17 +1,20 @@
 package flowlog
 
 import (
+	"maps"
 	"net/netip"
 	"testing"
 	"time"
 )
 
 // TestRateLimitFlood: 100,000 records in 10 s of a fake clock, 60% of
-// them from one pair and the rest each from a pair of its own. The file
-// gets at most Rate*10+Burst of them, and for the rest one suppressed
-// record a second at most, each counting exactly the records dropped since
-// the one before, the hot pair first with its own count, the pairs past
-// MaxPairs as other; the limiter never tracks more than MaxPairs pairs.
+// them from one pair (namespace a) and the rest from 80 sources of 8 other
+// namespaces, round robin, which keep the node's bucket empty whatever the
+// hot pair's share. The file gets at most Rate*10+Burst of them, and for
+// the rest one suppressed record a second at most, each counting exactly
+// the records dropped since the one before, the hot pair first with its
+// own count, the pairs past MaxPairs as other, and the counts by source
+// namespace; the limiter never tracks more than MaxPairs pairs.
 func TestRateLimitFlood(t *testing.T) {
 	const (
 		n     = 100_000
@@ -27,7 +30,13 @@ func TestRateLimitFlood(t *testing.T) {
 		if i%5 < 3 {
 			return hotSrc, hotDst
 		}
-		return netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), hotDst
+		return netip.AddrFrom4([4]byte{10, 99, 0, byte(i % 80)}), hotDst
+	}
+	nsOf := func(src netip.Addr) string {
+		if src == hotSrc {
+			return "a"
+		}
+		return string(rune('b' + src.As4()[3]%8))
 	}
 	timeOf := func(i int) time.Time { return t0.Add(time.Duration(i+1) * step) }
 	maxPairs := 0
@@ -35,7 +44,7 @@ func TestRateLimitFlood(t *testing.T) {
 		now := clk.Add(step)
 		src, dst := pair(i)
 		rec := Record{Time: now, Verdict: Deny, Direction: Egress, Proto: "TCP",
-			Src: Endpoint{IP: src, Port: 40000}, Dst: Endpoint{IP: dst, Port: 80}}
+			Src: Endpoint{IP: src, Port: 40000, Namespace: nsOf(src)}, Dst: Endpoint{IP: dst, Port: 80}}
 		if err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -77,6 +86,7 @@ func TestRateLimitFlood(t *testing.T) {
 		// What it counts: the records dropped from the one before to it.
 		var count, hot, other uint64
 		var since time.Time
+		byNS := map[string]uint64{}
 		tracked := map[pairKey]bool{}
 		for ; i < n && timeOf(i).Before(s.Time); i++ {
 			if written[timeOf(i)] {
@@ -87,6 +97,7 @@ func TestRateLimitFlood(t *testing.T) {
 			}
 			count++
 			src, dst := pair(i)
+			byNS[nsOf(src)]++
 			if src == hotSrc {
 				hot++
 			}
@@ -104,6 +115,17 @@ func TestRateLimitFlood(t *testing.T) {
 			t.Errorf("suppressed record %d names %d pairs, want 1 to %d", k, len(got.Top), TopPairs)
 		case got.Top[0] != (Pair{Src: hotSrc, Dst: hotDst, Count: hot}):
 			t.Errorf("suppressed record %d: top pair %+v, want %v -> %v %d", k, got.Top[0], hotSrc, hotDst, hot)
+		case len(got.Namespaces) == 0 || got.Namespaces[0] != (NamespaceCount{Namespace: "a", Count: byNS["a"]}):
+			t.Errorf("suppressed record %d: namespaces %+v, want a first with %d", k, got.Namespaces, byNS["a"])
+		}
+		if got != nil {
+			gotNS := map[string]uint64{}
+			for _, c := range got.Namespaces {
+				gotNS[c.Namespace] = c.Count
+			}
+			if !maps.Equal(gotNS, byNS) || got.NamespacesOther != 0 {
+				t.Errorf("suppressed record %d: by namespace %v (other %d), want %v", k, gotNS, got.NamespacesOther, byNS)
+			}
 		}
 		if s.Node != "node-1" {
 			t.Errorf("suppressed record %d: node %q", k, s.Node)
@@ -123,8 +145,15 @@ func TestSummaryWhenFloodStops(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clk := &fakeClock{t: t0}
 	w, path := testWriter(t, Options{Rate: 1, Burst: 2, Now: clk.Now})
+	// each from a source and namespace of its own: the node's bucket is
+	// the one that fills (TestRateLimitFair has the others)
+	rec := func(i int) Record {
+		r := seqRecord(i)
+		r.Src.IP, r.Src.Namespace = netip.AddrFrom4([4]byte{10, 88, 3, byte(i)}), "ns"+string(rune('a'+i))
+		return r
+	}
 	for i := range 5 {
-		if err := w.Write(seqRecord(i)); err != nil {
+		if err := w.Write(rec(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +184,7 @@ func TestSummaryWhenFloodStops(t *testing.T) {
 		t.Fatalf("after a second: %+v, want 2 records and one suppressed of 3", recs)
 	}
 	clk.Add(time.Second / 10) // not a token's worth
-	if err := w.Write(seqRecord(5)); err != nil {
+	if err := w.Write(rec(5)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

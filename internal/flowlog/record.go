@@ -99,12 +99,6 @@ const (
 // the pod in that direction and none of their rules allows the connection.
 const RuleIsolation = "isolation"
 
-// ReasonInvalid is Record.Reason for a packet dropped because conntrack
-// calls it INVALID (it belongs to no connection, nor starts one: an
-// unsolicited ICMP echo reply, a TCP segment with no flags): no policy
-// decided, the table drops every such packet.
-const ReasonInvalid = "invalid"
-
 // Policy is the policy and rule that decided. For a drop by isolation, Rule
 // is RuleIsolation, Isolating names the NetworkPolicies that isolate the
 // pod in that direction (in the pod's namespace, Namespace) and Name may
@@ -137,6 +131,12 @@ type Summary struct {
 	Since time.Time `json:"since"`
 	Top   []Pair    `json:"top"`
 	Other uint64    `json:"other,omitempty"`
+	// Namespaces are the counts by source namespace (External for sources
+	// that are no pod's; the first MaxPairs namespaces, most first),
+	// NamespacesOther those of the namespaces past them: whose records
+	// the rate limit took, every one of them named.
+	Namespaces      []NamespaceCount `json:"namespaces,omitempty"`
+	NamespacesOther uint64           `json:"namespacesOther,omitempty"`
 }
 
 // Record is one line of the flow log. Time is UTC (Writer makes it so).
@@ -150,6 +150,5 @@ type Record struct {
 	Src        Endpoint  `json:"src,omitzero"`
 	Dst        Endpoint  `json:"dst,omitzero"`
 	Policy     *Policy   `json:"policy,omitempty"`
-	Reason     string    `json:"reason,omitempty"` // a deny no policy decided: ReasonInvalid
 	Suppressed *Summary  `json:"suppressed,omitempty"`
 }

@@ -37,7 +37,8 @@ type Options struct {
 	MaxFiles int
 	// Rate is how many records a second are written, Burst how many at
 	// once; past them a record is counted in the next suppressed record,
-	// not kept. A negative Rate is no limit.
+	// not kept. A negative Rate is no limit. One source address has a
+	// tenth of them, one source namespace a quarter (fair.go).
 	Rate  float64
 	Burst int
 	// Now is the clock of the rate limit and of the suppressed records
@@ -71,7 +72,7 @@ type Writer struct {
 	f      *os.File // nil after a failed write or open: reopened by the next
 	size   int64    // of f, as written through it
 	buf    bytes.Buffer
-	limit  bucket
+	limit  fair
 	drops  tally
 	closed bool
 }
@@ -88,7 +89,7 @@ func (e closedError) Error() string { return string(e) }
 // NewWriter opens (or creates) the flow log for appending.
 func NewWriter(o Options) (*Writer, error) {
 	w := &Writer{o: o.withDefaults()}
-	w.limit = bucket{rate: w.o.Rate, burst: float64(w.o.Burst)}
+	w.limit = newFair(w.o.Rate, float64(w.o.Burst))
 	if err := w.open(); err != nil {
 		return nil, err
 	}
@@ -108,8 +109,8 @@ func (w *Writer) Write(rec Record) error {
 	if err := w.summarize(now, false); err != nil {
 		return err
 	}
-	if w.o.Rate > 0 && !w.limit.take(now) {
-		w.drops.add(rec.Src.IP, rec.Dst.IP, now)
+	if w.o.Rate > 0 && !w.limit.take(rec.Src, now) {
+		w.drops.add(rec.Src, rec.Dst.IP, now)
 		return nil
 	}
 	if rec.Time.IsZero() {

@@ -49,7 +49,8 @@ func TestKubeNodeFlowLog(t *testing.T) {
 	}
 	c.must("wait", "--for=condition=Established", "crd/stagednetworkpolicies.cnibox.io", c.timeout())
 	// The log rotates every MiB and keeps 50 files, for the flood's tail.
-	manifest := withAgentEnv(t, d.yaml, "FLANNELD_FLOW_LOG_MAX_SIZE", strconv.Itoa(floodMaxSize), "FLANNELD_FLOW_LOG_MAX_FILES", strconv.Itoa(floodMaxFiles))
+	manifest := withAgentEnv(t, d.yaml, "FLANNELD_FLOW_LOG_MAX_SIZE", strconv.Itoa(floodMaxSize), "FLANNELD_FLOW_LOG_MAX_FILES", strconv.Itoa(floodMaxFiles),
+		"FLANNELD_FLOW_LOG_RATE", strconv.Itoa(floodLogRate))
 	if out, err := c.kubectlIn(manifest, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply -f the manifest: %v\n%s", err, out)
 	}
