@@ -72,7 +72,10 @@ func newLab(t *testing.T, pods ...string) *lab {
 	}
 	for i, key := range pods {
 		h, path := openNS(t, "pp")
-		_, _, err := l.node.EnsureVeth(netops.VethOpts{HostName: fmt.Sprintf("veth%d", i), PeerName: "eth0", Peer: h, MasterIndex: br.Index})
+		// Dual stack as the bridge role makes it: the pod's link-local
+		// address is netops.PodLinkLocal("veth<i>").
+		_, _, err := l.node.EnsureVeth(netops.VethOpts{HostName: fmt.Sprintf("veth%d", i), PeerName: "eth0", Peer: h, MasterIndex: br.Index,
+			IPv6: netops.VethIPv6LinkLocal})
 		must(t, err)
 		p := &labPod{path: path, ip: netip.AddrFrom4([4]byte{10, 99, 0, byte(i + 2)}),
 			ip6: netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x99, 15: byte(i + 2)})}

@@ -68,6 +68,7 @@ func (s *Sink) Collect(ch chan<- prometheus.Metric) {
 	fixed := map[string][2]string{
 		"c-iso-in": {"isolation", "ingress"}, "c-iso-eg": {"isolation", "egress"}, "c-pending": {"pending", ""},
 		"c-" + policymodel.CounterInvalid: {policymodel.CounterInvalid, ""},
+		"c-linklocal":                     {"link-local", ""}, // IPv6 link-local on the forward hook (netops/nft policy_linklocal.go)
 	}
 	for name, c := range counters {
 		if f, ok := fixed[name]; ok {

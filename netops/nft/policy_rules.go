@@ -439,13 +439,14 @@ func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*pol
 	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log}
 	renderGen(pc)
 	for _, v6 := range []bool{false, true} {
+		renderLinkLocal(pc, v6) // policy_linklocal.go: first in fwd6
 		renderEntries(pc, v6)
 		walk := len(pc.names)
 		(policyDir{name: "eg", base: "egress", selfDir: 0, v6: v6}).render(pc, &r.Egress)
 		(policyDir{name: "in", base: "ingress", selfDir: 1, v6: v6}).render(pc, &r.Ingress)
 		renderUntracked(pc, pc.names[walk:], v6)
 	}
-	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg"), counterName(policyInvalid)}
+	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg"), counterName(policyInvalid), counterName(policyLinkLocal)}
 	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
 		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 			for _, p := range ps {
