@@ -4,6 +4,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -82,15 +84,47 @@ type WatchConfig struct {
 // ClusterNetworkPolicies) until ctx ends, feeding an Engine and handing its
 // deltas to the Sink. It logs every issue of the model when the issues
 // change, and records a Warning Event (reason PolicyNotExpressible) on the
-// policy of each new one.
+// policy of each new one. When the API starts or stops serving a policy
+// resource it watches or could (a ClusterNetworkPolicy CRD installed or
+// upgraded after the agent, the staged policies' CRDs), it watches again
+// from the start (rediscover.go); the kernel keeps the last rules
+// meanwhile.
 func Watch(ctx context.Context, cfg WatchConfig) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	for {
+		err := watchOnce(ctx, cfg)
+		if !errors.Is(err, errAPIChanged) {
+			return err
+		}
+		cfg.Log.Info("network policy: the API's policy resources changed: watching them again", "change", err)
+	}
+}
+
+// watchOnce is one Watch, until ctx ends (nil) or the API's policy resources
+// change (errAPIChanged); every goroutine it started has ended when it
+// returns.
+func watchOnce(ctx context.Context, cfg WatchConfig) error {
 	const what = "network policy watcher"
+	ctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(nil); wg.Wait() }()
+	run := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	// ended is what watchOnce returns once ctx is done: nil when the caller's
+	// ended, errAPIChanged when rediscover saw a change.
+	ended := func() error {
+		if err := context.Cause(ctx); errors.Is(err, errAPIChanged) {
+			return err
+		}
+		return nil
+	}
 	node, err := kubecore.NodeName(cfg.NodeName, what)
 	if err != nil {
 		return err
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
 	}
 	rc, err := cfg.Config(what)
 	if err != nil {
@@ -112,7 +146,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	w.ev = newEventer(core, node, cfg.Log)
-	go w.ev.run(ctx)
+	run(func() { w.ev.run(ctx) })
 	type informer struct {
 		c        rest.Interface
 		resource string
@@ -124,12 +158,17 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
 		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 	}
+	seen := apiSeen{}
 	if cfg.ClusterNetworkPolicies {
-		gv, ok := cnpVersion(ctx, core, cfg.Log)
-		if !ok {
-			cfg.Log.Warn("network policy: the API serves no ClusterNetworkPolicy (policy.networking.k8s.io v1beta1 or v1alpha2): install network-policy-api's CRD; watching " + gv.String() + " meanwhile")
+		if gv, ok := cnpVersion(ctx, core, cfg.Log); ok {
+			seen.cnp = gv.String()
+		} else {
+			cfg.Log.Warn("network policy: the API serves no ClusterNetworkPolicy (policy.networking.k8s.io v1beta1 or v1alpha2): install network-policy-api's CRD; NetworkPolicies are enforced meanwhile, ClusterNetworkPolicies once the CRD is in")
 		}
-		w.cnpVersion = gv.String()
+	}
+	if seen.cnp != "" {
+		gv, _ := schema.ParseGroupVersion(seen.cnp)
+		w.cnpVersion = seen.cnp
 		// The nodes of a `nodes` peer (nodes.go): only ClusterNetworkPolicy
 		// has that peer.
 		informers = append(informers, informer{core, "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }})
@@ -144,6 +183,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		// Staged policies are evaluated for the flow log only; their
 		// CRDs are optional.
 		staged := servedStaged(ctx, core)
+		seen.staged = staged
 		if len(staged) > 0 {
 			sc, err := kubecore.GroupClient(rc, StagedGroupVersion(), "/apis", &StagedNetworkPolicy{}, &StagedNetworkPolicyList{},
 				&StagedClusterNetworkPolicy{}, &StagedClusterNetworkPolicyList{})
@@ -167,9 +207,10 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 			Handler:   w.handler(),
 			Transform: slim,
 		})
-		go ctl.RunWithContext(ctx)
+		run(func() { ctl.RunWithContext(ctx) })
 		synced = append(synced, ctl.HasSynced)
 	}
+	run(func() { w.rediscover(ctx, cancel, core, seen, rediscoverEvery) })
 	if cfg.DomainNames {
 		rs, err := w.resolverInformers(ctx, core, protobuf(rc))
 		if err != nil {
@@ -178,6 +219,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		synced = append(synced, rs...)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if err := ended(); err != nil {
+			return err
+		}
 		return ctx.Err()
 	}
 	if err := w.start(); err != nil {
@@ -188,16 +232,16 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		defer cfg.Admitter.set(nil)
 	}
 	if sy, ok := cfg.Sink.(Syncer); ok {
-		go sy.Run(ctx, w.view, cfg.Log)
+		run(func() { sy.Run(ctx, w.view, cfg.Log) })
 	}
 	if cfg.FlowLog != nil {
-		go w.runFlowLog(ctx, cfg.FlowLog, cfg.FlowLogCounts, cfg.Log)
+		run(func() { w.runFlowLog(ctx, cfg.FlowLog, cfg.FlowLogCounts, cfg.Log) })
 	}
 	if cfg.Synced != nil {
 		cfg.Synced()
 	}
 	<-ctx.Done()
-	return nil
+	return ended()
 }
 
 // protobuf is rc asking for protobuf: every pod of the cluster is listed

@@ -38,8 +38,9 @@ const (
 // the metrics' note of the rules are done outside it (and the index
 // outside the Sink's own lock too). A failed transaction is followed by a
 // full sync, at once and then after a growing wait (retryMin..retryMax),
-// logged to log. Call Run once, after the first Apply: Apply only queues
-// while it runs.
+// logged to log. Call Run after the first Apply: Apply only queues while
+// it runs. Once it returns, the next Apply commits a full sync at once,
+// and Run may be called again after it.
 func (s *Sink) Run(ctx context.Context, view View, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
@@ -54,8 +55,12 @@ func (s *Sink) Run(ctx context.Context, view View, log *slog.Logger) {
 	dirty := s.q.dirty
 	s.qmu.Unlock()
 	defer func() {
+		// The next Apply commits at once, and replaces the whole table:
+		// it comes from another watch (the policy watcher watching again
+		// from the start), whose deltas begin from nothing.
 		s.qmu.Lock()
 		s.async = false
+		s.q.requeue()
 		s.qmu.Unlock()
 	}()
 	var tick <-chan time.Time
