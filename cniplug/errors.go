@@ -3,6 +3,7 @@ package cniplug
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 )
@@ -30,6 +31,11 @@ type CodedError struct {
 	Code uint
 	Msg  string
 	Err  error
+	// Field is the config path the error is about ("mtu",
+	// "ipam.ranges[0][0].subnet"), when its message begins by naming one
+	// (`config field "mtu": ...`, see Errorf); else "". A DEL reads it to
+	// go on without that field (ParseForDel).
+	Field string
 }
 
 func (e *CodedError) Error() string { return e.Msg }
@@ -38,10 +44,34 @@ func (e *CodedError) Error() string { return e.Msg }
 func (e *CodedError) Unwrap() error { return e.Err }
 
 // Errorf returns an error with a CNI code. The message is formatted like
-// fmt.Errorf, and a %w verb makes the wrapped error its cause.
+// fmt.Errorf, and a %w verb makes the wrapped error its cause. A format that
+// begins by naming a config field, as every config error does
+// (`config field %q: ...` with the path as the first argument, or the path
+// written out: `config field "mode" ...`), gives the error its Field.
 func Errorf(code uint, format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	return &CodedError{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
+	return &CodedError{Code: code, Msg: err.Error(), Err: errors.Unwrap(err), Field: fieldOf(format, args)}
+}
+
+// fieldOf is the config path that an error's format names at its start
+// (see Errorf), or "".
+func fieldOf(format string, args []any) string {
+	rest, ok := strings.CutPrefix(format, "config field ")
+	switch {
+	case !ok:
+		return ""
+	case strings.HasPrefix(rest, "%q"):
+		if len(args) > 0 {
+			if s, ok := args[0].(string); ok {
+				return s
+			}
+		}
+	case strings.HasPrefix(rest, `"`):
+		if path, _, ok := strings.Cut(rest[1:], `"`); ok {
+			return path
+		}
+	}
+	return ""
 }
 
 // WithCode gives err a CNI code unless it already carries one. nil stays nil.

@@ -11,8 +11,9 @@ import (
 )
 
 // TestVerbs: a Role's own function answers its verb, Verbs the rest; a
-// ConfVerbs verb gets the parsed config, a parse error is the answer, and a
-// verb it leaves nil succeeds without parsing.
+// ConfVerbs verb gets the parsed config, a parse error is the answer (DEL
+// goes on without the field it names: ParseForDel), and a verb it leaves
+// nil succeeds without parsing.
 func TestVerbs(t *testing.T) {
 	var log []string
 	parseErr := Errorf(types.ErrInvalidNetworkConfig, "config field \"x\": bad")
@@ -46,7 +47,9 @@ func TestVerbs(t *testing.T) {
 		{"DEL", conf, "parse,del n", nil},
 		{"GC", conf, "own gc", nil},
 		{"STATUS", conf, "", nil},
-		{"DEL", `{"cniVersion":"1.1.0","name":"n","x":"bad"}`, "parse", parseErr},
+		{"CHECK", `{"cniVersion":"1.1.0","name":"n","x":"bad"}`, "parse", parseErr},
+		// DEL goes on without the refused field (ParseForDel)
+		{"DEL", `{"cniVersion":"1.1.0","name":"n","x":"bad"}`, "parse,parse,del n", nil},
 	} {
 		log = nil
 		_, err := call1(t, role, map[string]string{"CNI_COMMAND": tc.cmd}, tc.stdin)

@@ -7,11 +7,19 @@ import (
 )
 
 // WithConf runs a verb that works on the role's parsed config: parse runs
-// first and its error (a coded config error) is the call's answer. A role
-// calls it from a named function of its own, which is what its Role's Check,
-// Del, GC or Status names (see Role: no adapter is built at package level).
+// first and its error (a coded config error) is the call's answer; a DEL
+// parses as ParseForDel says (a config ADD would refuse does not stop it).
+// A role calls it from a named function of its own, which is what its
+// Role's Check, Del, GC or Status names (see Role: no adapter is built at
+// package level). ConfVerbs' DEL comes here too.
 func WithConf[C any](ctx context.Context, a *Args, parse func(*Args) (C, error), verb func(context.Context, *Args, C) error) error {
-	c, err := parse(a)
+	var c C
+	var err error
+	if a.Command == "DEL" {
+		c, err = ParseForDel(a, parse)
+	} else {
+		c, err = parse(a)
+	}
 	if err != nil {
 		return err
 	}

@@ -98,9 +98,10 @@ func byMode(ctx context.Context, a *cniplug.Args, transparent func(context.Conte
 
 // del removes the attachment as the mode of its endpoint record says (the
 // config's mode when there is none), so pods added before the config
-// changed mode are still removed whole.
+// changed mode are still removed whole. A config that ADD would refuse
+// does not stop it (cniplug.ParseForDel).
 func del(ctx context.Context, a *cniplug.Args) error {
-	z, err := fields(a)
+	z, err := cniplug.ParseForDel(a, fields)
 	if err != nil {
 		return err
 	}
@@ -109,13 +110,23 @@ func del(ctx context.Context, a *cniplug.Args) error {
 		return err
 	}
 	if mode == ModeTransparent {
-		c, err := parseTransparent(a, z)
+		c, err := cniplug.ParseForDel(a, transparentConf)
 		if err != nil {
 			return err
 		}
 		return attach.OnHost(delTransparent)(ctx, a, c)
 	}
 	return bridgeMode.Del(ctx, a)
+}
+
+// transparentConf parses the config of the transparent mode, its common
+// fields first.
+func transparentConf(a *cniplug.Args) (*tconf, error) {
+	z, err := fields(a)
+	if err != nil {
+		return nil, err
+	}
+	return parseTransparent(a, z)
 }
 
 // recordedMode is the mode of the attachment's endpoint record: transparent

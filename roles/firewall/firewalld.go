@@ -105,7 +105,7 @@ func firewalldCheck(ctx context.Context, fc *firewalld.Client, c *firewallConf, 
 // no prevResult there is nothing to name; with firewalld not running its
 // runtime sources are gone already: both succeed.
 func firewalldDel(ctx context.Context, a *cniplug.Args) error {
-	c, err := parseConf(a)
+	c, err := cniplug.ParseForDel(a, parseConf) // an edit ADD would refuse: the zone is still read
 	if err != nil || c.Backend == backendIptables {
 		return nil // DEL of a config ADD refused: nothing was bound
 	}

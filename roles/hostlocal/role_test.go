@@ -113,9 +113,18 @@ func TestDelWithoutStoreOrReservation(t *testing.T) {
 	if got := n.Reserved("mynet"); len(got) != 0 {
 		t.Errorf("left after DEL: %v", got)
 	}
-	// But a broken config still fails.
-	_, err := n.Call(hostlocal.Role, "DEL", "c1", conf("1.0.0", `{"ranges":[[{"subnet":"x"}]]}`), nil)
+	// Nor does a range ADD refuses (the file edited in place after ADD):
+	// DEL releases by owner and goes on without it, twice (issue 62).
+	n.Must(hostlocal.Role, "ADD", "c1", c, nil)
+	bad := conf("1.0.0", `{"ranges":[[{"subnet":"x"}]]}`)
+	_, err := n.Call(hostlocal.Role, "ADD", "c2", bad, nil)
 	checkErr(t, err, types.ErrInvalidNetworkConfig)
+	for range 2 {
+		n.Must(hostlocal.Role, "DEL", "c1", bad, nil)
+	}
+	if got := n.Reserved("mynet"); len(got) != 0 {
+		t.Errorf("left after DEL with a range ADD refuses: %v", got)
+	}
 }
 
 func TestInterfacesAreSeparateAttachments(t *testing.T) {
