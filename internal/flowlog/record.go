@@ -99,6 +99,12 @@ const (
 // the pod in that direction and none of their rules allows the connection.
 const RuleIsolation = "isolation"
 
+// ReasonInvalid is Record.Reason for a packet dropped because conntrack
+// calls it INVALID (it belongs to no connection, nor starts one: an
+// unsolicited ICMP echo reply, a TCP segment with no flags): no policy
+// decided, the table drops every such packet.
+const ReasonInvalid = "invalid"
+
 // Policy is the policy and rule that decided. For a drop by isolation, Rule
 // is RuleIsolation, Isolating names the NetworkPolicies that isolate the
 // pod in that direction (in the pod's namespace, Namespace) and Name may
@@ -150,5 +156,6 @@ type Record struct {
 	Src        Endpoint  `json:"src,omitzero"`
 	Dst        Endpoint  `json:"dst,omitzero"`
 	Policy     *Policy   `json:"policy,omitempty"`
+	Reason     string    `json:"reason,omitempty"` // a deny no policy decided: ReasonInvalid
 	Suppressed *Summary  `json:"suppressed,omitempty"`
 }
