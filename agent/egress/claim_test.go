@@ -108,7 +108,10 @@ func TestClaimIneligibleHolder(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	c := &Claim{T: T, Self: "b"}
 	version := 0
-	renewed := func() Record { version++; return Record{Exists: true, Holder: "x", Version: string(rune('a' + version%26))} }
+	renewed := func() Record {
+		version++
+		return Record{Exists: true, Holder: "x", Version: string(rune('a' + version%26))}
+	}
 	rec := renewed()
 	if h := c.Holder(rec, t0, false); h != "" {
 		t.Errorf("the ineligible holder routed to: %q", h)
