@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
@@ -96,6 +97,15 @@ func TestWatchKubeCRDLater(t *testing.T) {
 	body, err = json.Marshal(crd)
 	must(t, err)
 	must(t, cs.CoreV1().RESTClient().Put().AbsPath(crdPath).Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) { // served once established
+		err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/policy.networking.k8s.io/v1beta1/clusternetworkpolicies").Do(ctx).Error()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("v1beta1 not served a minute after the CRD's upgrade: %v", err)
+		}
+	}
 	must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/policy.networking.k8s.io/v1beta1/clusternetworkpolicies/deny-y").Do(ctx).Error())
 	sink.wait(t, "the deny deleted through v1beta1", "+-")
 	c.APIVersion = "policy.networking.k8s.io/v1beta1"
