@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -39,11 +38,11 @@ type Engine struct {
 	byNS    map[string][]policymodel.SetID
 	anyNS   []policymodel.SetID
 	nsCands map[string][]policymodel.SetID
-	m       *policymodel.
-		// held: policy changes wait for Release (hold.go); stale: one came.
-		Model
-
+	m       *policymodel.Model
+	// held: policy changes wait for Release (hold.go); stale: one came.
 	held, stale bool
+	// caps: the namespaces' and the node's caps (nscaps.go).
+	caps nsCaps
 	// For Describe (describe.go): the rules by counter ID of model
 	// rulesOf, and the pods by address (nil until asked for).
 	rulesOf *policymodel.Model
@@ -64,6 +63,7 @@ func NewEngine(node string) *Engine {
 		staged:     map[string]*compiled{},
 		defs:       map[policymodel.SetID]*setDef{},
 		m:          &policymodel.Model{Node: node, Sets: map[policymodel.SetID]*policymodel.Set{}},
+		caps:       nsCaps{lim: defaultCapLimits},
 	}
 	e.rebuild()
 	return e
@@ -94,6 +94,7 @@ func (e *Engine) SetPod(p *Pod) policymodel.Delta {
 	if p.Node == e.node || (old != nil && old.Node == e.node) {
 		e.reactivate(&d, p.Namespace)
 	}
+	e.settle(&d)
 	return d
 }
 
@@ -141,6 +142,7 @@ func (e *Engine) DeletePod(namespace, name string) policymodel.Delta {
 	if old.Node == e.node {
 		e.reactivate(&d, namespace)
 	}
+	e.settle(&d)
 	return d
 }
 
@@ -150,6 +152,7 @@ func (e *Engine) SetNamespace(ns *Namespace) policymodel.Delta {
 	e.namespaces[ns.Name] = ns
 	d := e.relabel(ns.Name, old, ns)
 	e.reflowLog(&d, old, ns)
+	e.settle(&d)
 	return d
 }
 
@@ -159,6 +162,7 @@ func (e *Engine) DeleteNamespace(name string) policymodel.Delta {
 	delete(e.namespaces, name)
 	d := e.relabel(name, old, nil)
 	e.reflowLog(&d, old, nil)
+	e.settle(&d)
 	return d
 }
 
@@ -195,16 +199,20 @@ func (e *Engine) move(d *policymodel.Delta, id policymodel.SetID, def *setDef, o
 // address two pods or nodes have stays until neither has it).
 func (e *Engine) swap(d *policymodel.Delta, id policymodel.SetID, before, after []policymodel.Elem) {
 	s := e.m.Sets[id]
+	n := 0
 	for _, x := range before {
 		if !slices.Contains(after, x) && s.Del(x) {
 			d.Note(id, x, false)
+			n--
 		}
 	}
 	for _, x := range after {
 		if !slices.Contains(before, x) && s.Add(x) {
 			d.Note(id, x, true)
+			n++
 		}
 	}
+	e.caps.moved(id, n)
 }
 
 // SetNodeAddrs sets the node's own addresses.
@@ -225,6 +233,7 @@ func (e *Engine) SetNetworkPolicy(np *networkingv1.NetworkPolicy) policymodel.De
 // policy alone: the watcher does it before it takes the lock that every
 // change waits on, and hands the result here.
 func (e *Engine) setCompiled(c *compiled) policymodel.Delta {
+	e.caps.forget(c.ns)
 	if IsStaged(c.id) {
 		e.staged[c.id] = c // evaluated, never enforced (staged.go)
 	} else {
@@ -236,6 +245,7 @@ func (e *Engine) setCompiled(c *compiled) policymodel.Delta {
 // DeleteNetworkPolicy removes a NetworkPolicy.
 func (e *Engine) DeleteNetworkPolicy(namespace, name string) policymodel.Delta {
 	delete(e.policies, "np/"+namespace+"/"+name)
+	e.caps.forget(namespace)
 	return e.rebuildUnlessHeld()
 }
 
@@ -261,6 +271,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 	guardNS := map[string]bool{}
 	guardAll := false
 	active := map[string]bool{}
+	plan := e.planCaps()
 	for _, c := range e.policies {
 		issues = append(issues, c.issues...)
 		// Where a policy could select a pod of this node, whether or not
@@ -270,12 +281,18 @@ func (e *Engine) rebuild() policymodel.Delta {
 		} else {
 			guardAll = true
 		}
-		if !e.selectsLocal(c) {
+		if !plan.active[c.id] {
 			continue // no rule of it can apply here: no chain, no sets
 		}
 		active[c.id] = true
-		place(&in, &eg, c, defs)
+		if plan.closed[c.ns] == nil {
+			place(&in, &eg, c, defs)
+		}
 	}
+	for ns := range plan.closed {
+		e.placeClosed(&in, &eg, ns, plan, defs)
+	}
+	issues = append(issues, plan.closedIssues()...)
 	for dir, t := range []*policymodel.Tiers{&in, &eg} {
 		def := e.isolatedDef(policymodel.Direction(dir), "", e.policies)
 		t.Isolated = policymodel.SetIDOf(def.key)
@@ -283,16 +300,14 @@ func (e *Engine) rebuild() policymodel.Delta {
 		sortTiers(t)
 	}
 	flowLog := e.flowLogDefs(defs)
-	staged := e.stagedRules(in, eg, defs, active)
+	staged := e.stagedRules(in, eg, defs, active, plan)
 	if e.flowLogOn && staged != nil {
 		flowLog.Staged = policymodel.SetIDOf(stagedSubjectsKey)
 	}
 	node := &setDef{key: "node addrs local", kind: policymodel.Addrs, static: e.nodeAddrs, derived: true}
 	nodeAddrs := policymodel.SetIDOf(node.key)
 	defs[nodeAddrs] = node
-	slices.SortFunc(issues, func(a, b policymodel.Issue) int {
-		return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Field, b.Field))
-	})
+	sortIssues(issues)
 
 	sets := map[policymodel.SetID]*policymodel.Set{}
 	for id, def := range defs {
@@ -301,7 +316,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 		case old != nil && !def.derived:
 			sets[id] = old
 		case old != nil:
-			s := e.fill(id, def)
+			s := e.fill(id, def, plan)
 			for _, x := range old.Elems() {
 				if !s.Has(x) {
 					d.Note(id, x, false)
@@ -314,7 +329,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 			}
 			sets[id] = s
 		default:
-			sets[id] = e.fill(id, def)
+			sets[id] = e.fill(id, def, plan)
 			d.AddSets = append(d.AddSets, id)
 		}
 	}
@@ -330,6 +345,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 	d.Issues = !slices.Equal(issues, e.m.Issues)
 	e.defs, e.active = defs, active
 	e.index()
+	e.caps.account(plan, sets)
 	guard := slices.Sorted(maps.Keys(guardNS))
 	d.Rules = d.Rules || guardAll != e.m.GuardAll || !slices.Equal(guard, e.m.GuardNamespaces)
 	if staged != nil {
@@ -356,21 +372,38 @@ func (e *Engine) index() {
 }
 
 // fill returns set id of def with the elements of every pod (of this node's
-// pods only for a local set).
-func (e *Engine) fill(id policymodel.SetID, def *setDef) *policymodel.Set {
+// pods only for a local set); one the caps' measure filled (plan) is
+// taken as it is.
+func (e *Engine) fill(id policymodel.SetID, def *setDef, plan *capPlan) *policymodel.Set {
+	if s := plan.filled[id]; s != nil && !def.derived {
+		return s
+	}
+	s, _ := e.fillUpTo(id, def, -1)
+	return s
+}
+
+// fillUpTo is fill that stops, false, once the set holds more than limit
+// elements (limit < 0: no limit).
+func (e *Engine) fillUpTo(id policymodel.SetID, def *setDef, limit int) (*policymodel.Set, bool) {
 	s := &policymodel.Set{ID: id, Kind: def.kind, Key: def.key}
+	over := func() bool { return limit >= 0 && s.Len() > limit }
 	for _, p := range def.static {
-		s.Add(policymodel.Elem{Prefix: p})
+		if s.Add(policymodel.Elem{Prefix: p}); over() {
+			return s, false
+		}
 	}
 	for _, n := range e.nodes {
 		for _, x := range def.nodeElems(n) {
 			s.Add(x)
 		}
+		if over() {
+			return s, false
+		}
 	}
 	if def.match == nil {
-		return s
+		return s, true
 	}
-	add := func(pods map[string]*Pod) {
+	add := func(pods map[string]*Pod) bool {
 		for _, p := range pods {
 			if def.local && p.Node != e.node {
 				continue
@@ -378,21 +411,26 @@ func (e *Engine) fill(id policymodel.SetID, def *setDef) *policymodel.Set {
 			for _, x := range def.elems(p, e.namespaces[p.Namespace], e.node) {
 				s.Add(x)
 			}
+			if over() {
+				return false
+			}
 		}
+		return true
 	}
 	switch {
 	case def.local:
-		add(e.localPods) // few: elems checks the namespace
+		return s, add(e.localPods) // few: elems checks the namespace
 	case def.ns != "":
-		add(e.nsPods[def.ns])
-	default:
-		for name, pods := range e.nsPods {
-			if ns := e.namespaces[name]; def.nsSel == nil || def.nsSel.matches(labelsOf(ns)) {
-				add(pods)
+		return s, add(e.nsPods[def.ns])
+	}
+	for name, pods := range e.nsPods {
+		if ns := e.namespaces[name]; def.nsSel == nil || def.nsSel.matches(labelsOf(ns)) {
+			if !add(pods) {
+				return s, false
 			}
 		}
 	}
-	return s
+	return s, true
 }
 
 // labelsOf is the labels of ns (nil: none).
@@ -429,52 +467,6 @@ func (e *Engine) isolatedDef(dir policymodel.Direction, prefix string, policies 
 			return false
 		},
 	}
-}
-
-// Input is everything Resolve reads.
-type Input struct {
-	Node                   string
-	NodeAddrs              []netip.Addr
-	Pods                   []*Pod
-	Namespaces             []*Namespace
-	Nodes                  []*Node
-	NetworkPolicies        []*networkingv1.NetworkPolicy
-	ClusterNetworkPolicies []*cnpv1.ClusterNetworkPolicy
-	// MultiNetworkPolicies are read as NetworkPolicies (the same spec and
-	// semantics, agent/mnp), their IDs "mnp/<namespace>/<name>".
-	MultiNetworkPolicies []*networkingv1.NetworkPolicy
-}
-
-// Resolve returns the model of in: the policies first (one rebuild), so
-// that every pod is matched once against the sets it may be in.
-func Resolve(in Input) *policymodel.Model {
-	e := NewEngine(in.Node)
-	for _, a := range in.NodeAddrs {
-		e.nodeAddrs = append(e.nodeAddrs, hostPrefix(a.Unmap()))
-	}
-	for _, n := range in.Nodes {
-		e.nodes[n.Name] = n
-	}
-	for _, np := range in.NetworkPolicies {
-		c := compileNP(np)
-		e.policies[c.id] = c
-	}
-	for _, np := range in.MultiNetworkPolicies {
-		c := compileNPAs("mnp", np)
-		e.policies[c.id] = c
-	}
-	for _, cnp := range in.ClusterNetworkPolicies {
-		c := compileCNP(cnp)
-		e.policies[c.id] = c
-	}
-	e.rebuild()
-	for _, ns := range in.Namespaces {
-		e.SetNamespace(ns)
-	}
-	for _, p := range in.Pods {
-		e.SetPod(p)
-	}
-	return e.Model()
 }
 
 // hostPrefix is the single-address prefix of a.

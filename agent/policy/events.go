@@ -16,7 +16,8 @@ import (
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
-// eventReason is the reason of the Warning Event on a policy with an issue.
+// eventReason is the reason of the Warning Event on a policy with an issue,
+// and on a Namespace past its caps (nscaps.go).
 const eventReason = "PolicyNotExpressible"
 
 // eventer records a Warning Event on the policy of each issue when the
@@ -59,7 +60,10 @@ func (ev *eventer) note(issues []policymodel.Issue) {
 			continue
 		}
 		ns := ref.Namespace
-		if ns == "" {
+		switch {
+		case ref.Kind == "Namespace":
+			ns = ref.Name // a namespace's cap (nscaps.go): its tenant sees it there
+		case ns == "":
 			ns = metav1.NamespaceDefault // a cluster-scoped object's Events
 		}
 		if !ev.warn(&ref, ns, key, eventReason, is.Error()) {

@@ -21,6 +21,7 @@ func compileNP(np *networkingv1.NetworkPolicy) *compiled { return compileNPAs("n
 // MultiNetworkPolicy's: "mnp").
 func compileNPAs(kind string, np *networkingv1.NetworkPolicy) *compiled {
 	b := newBuilder(kind + "/" + np.Namespace + "/" + np.Name)
+	b.c.ns = np.Namespace
 	spec := &np.Spec
 	sel, err := compileSelector(&spec.PodSelector)
 	subjectOK := err == nil

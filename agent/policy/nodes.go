@@ -41,5 +41,6 @@ func (e *Engine) moveNode(old, n *Node) policymodel.Delta {
 		}
 		e.swap(&d, id, def.nodeElems(old), def.nodeElems(n))
 	}
+	e.settle(&d)
 	return d
 }

@@ -19,12 +19,16 @@ type compiled struct {
 	subject  podSel
 	// domains are its domainNames peers (Rules.Domains).
 	domains []policymodel.Domains
-	issues  []policymodel.
-
-		// builder collects a policy's sets and issues while it is compiled.
-		Issue
+	issues  []policymodel.Issue
+	// ns is the namespace of a namespaced policy (a NetworkPolicy, a
+	// MultiNetworkPolicy, a staged NetworkPolicy), "" for a cluster's;
+	// clauses counts its clauses: what its namespace's caps add up
+	// (nscaps.go).
+	ns      string
+	clauses int
 }
 
+// builder collects a policy's sets and issues while it is compiled.
 type builder struct {
 	c *compiled
 	// room is how many prefixes the policy's ipBlocks may still leave
@@ -51,11 +55,13 @@ func (b *builder) issue(field, value, reason string) {
 
 // finish marks the policy FailClosed if it has issues and returns it.
 func (b *builder) finish() *compiled {
-	if len(b.c.issues) > 0 {
-		for _, p := range b.c.dirs {
-			if p != nil {
-				p.FailClosed = true
-			}
+	for _, p := range b.c.dirs {
+		if p == nil {
+			continue
+		}
+		p.FailClosed = len(b.c.issues) > 0
+		for _, r := range p.Rules {
+			b.c.clauses += len(r.Clauses)
 		}
 	}
 	return b.c

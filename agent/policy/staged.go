@@ -45,6 +45,7 @@ func (e *Engine) SetStagedClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) 
 // DeleteStagedNetworkPolicy removes a StagedNetworkPolicy.
 func (e *Engine) DeleteStagedNetworkPolicy(namespace, name string) policymodel.Delta {
 	delete(e.staged, stagedNPPrefix+namespace+"/"+name)
+	e.caps.forget(namespace)
 	return e.rebuildUnlessHeld()
 }
 
@@ -94,7 +95,7 @@ func IsStaged(id string) bool {
 // of this node added, the NetworkPolicy tier's isolation that of both;
 // their sets go into defs, those that select a pod here into active. The
 // node's addresses are the caller's to set.
-func (e *Engine) stagedRules(in, eg policymodel.Tiers, defs map[policymodel.SetID]*setDef, active map[string]bool) *policymodel.Rules {
+func (e *Engine) stagedRules(in, eg policymodel.Tiers, defs map[policymodel.SetID]*setDef, active map[string]bool, plan *capPlan) *policymodel.Rules {
 	if len(e.staged) == 0 {
 		return nil
 	}
@@ -104,12 +105,14 @@ func (e *Engine) stagedRules(in, eg policymodel.Tiers, defs map[policymodel.SetI
 	r := &policymodel.Rules{Ingress: clone(in), Egress: clone(eg)}
 	var subjects []podSel
 	for _, c := range e.staged {
-		if !e.selectsLocal(c) {
+		if !plan.active[c.id] {
 			continue
 		}
 		active[c.id] = true
 		subjects = append(subjects, c.subject)
-		place(&r.Ingress, &r.Egress, c, defs)
+		if plan.closed[c.ns] == nil { // a closed namespace's: its isolation, below
+			place(&r.Ingress, &r.Egress, c, defs)
+		}
 	}
 	for dir, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
 		def := e.isolatedDef(policymodel.Direction(dir), "staged ", e.policies, e.staged)

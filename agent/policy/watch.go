@@ -369,7 +369,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 				return e.SetPod(w.podFromInformer(&o.Pod))
 			}, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
 		case *slimNamespace:
-			w.apply(func(e *Engine) policymodel.Delta { return e.SetNamespace(&o.Obj) })
+			w.apply(func(e *Engine) policymodel.Delta {
+				w.ref(namespaceIssueID(o.Name), objectRef("v1", "Namespace", &o.ObjectMeta)) // its caps' Events
+				return e.SetNamespace(&o.Obj)
+			})
 			w.warnFlowLog(o)
 		case *slimNode:
 			w.apply(func(e *Engine) policymodel.Delta { return e.SetNode(&o.Obj) })
@@ -405,7 +408,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 					return e.DeletePod(o.Pod.Namespace, o.Pod.Name)
 				})
 			case *slimNamespace:
-				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNamespace(o.Name) })
+				w.apply(func(e *Engine) policymodel.Delta {
+					w.ref(namespaceIssueID(o.Name), nil)
+					return e.DeleteNamespace(o.Name)
+				})
 			case *slimNode:
 				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNode(o.Name) })
 			case *networkingv1.NetworkPolicy:

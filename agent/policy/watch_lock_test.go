@@ -5,12 +5,14 @@ package policy
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -148,5 +150,27 @@ func TestCapIssueEvent(t *testing.T) {
 		}
 	default:
 		t.Fatalf("no event for %v", c.issues)
+	}
+}
+
+// TestNamespaceCapEvent: a namespace past its cap gets one Warning Event,
+// on the Namespace and in it (where its users look), naming the cap.
+func TestNamespaceCapEvent(t *testing.T) {
+	m := Resolve(cluster([]*nv1.NetworkPolicy{manyPeers("many0", 520, 0), manyPeers("many1", 520, 520)}, nil))
+	ev := newEventer(nil, node, nil)
+	ns := &metav1.ObjectMeta{Name: "x", UID: "u-x"}
+	ev.ref(namespaceIssueID("x"), objectRef("v1", "Namespace", ns))
+	ev.note(m.Issues)
+	select {
+	case e := <-ev.q:
+		if e.Namespace != "x" || e.InvolvedObject.Kind != "Namespace" || e.InvolvedObject.Name != "x" || e.Reason != eventReason ||
+			!strings.Contains(e.Message, "more than the 1024 the engine takes of one namespace") {
+			t.Errorf("event in %q on %s %s: %s %q", e.Namespace, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	default:
+		t.Fatalf("no event for %v", m.Issues)
+	}
+	if len(ev.q) != 0 {
+		t.Errorf("%d more events: one per namespace", len(ev.q))
 	}
 }

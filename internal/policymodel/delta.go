@@ -121,7 +121,7 @@ func (e unexpressible) Error() string { return string(e) }
 // deny that matches everything, a subject widened to every pod it could
 // select). The watcher logs it and records an Event on the policy.
 type Issue struct {
-	Policy string // the policy's ID ("np/<ns>/<name>", "cnp/<name>")
+	Policy string // the policy's ID ("np/<ns>/<name>", "cnp/<name>"); "ns/<ns>": a namespace past its caps
 	Field  string // the field's path, as the API names it ("spec.ingress[0].from[1].ipBlock.cidr")
 	Value  string
 	Reason string // what is wrong and what the engine did instead
