@@ -276,6 +276,12 @@ func (w *Watcher) sync() {
 // syncLocked writes the tables of in (w.syncMu held); only, if not "",
 // limits the writes to one pod and returns its error.
 func (w *Watcher) syncLocked(in Input, only string) error {
+	// this node's pods' addresses: the ADDs' records (trust.go)
+	rec, err := recordedIPs(w.cfg.DataDir)
+	if err != nil {
+		w.cfg.Log.Warn("multi-network policy: this node's pods are no peers until the store is read", "err", err)
+	}
+	in = trustLocal(in, w.node, rec)
 	want := Resolve(in)
 	local := map[string]bool{}
 	for _, p := range in.Pods {

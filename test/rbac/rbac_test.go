@@ -384,3 +384,82 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestKubeNetworkStatusPolicy: nobody but the agents writes a pod's
+// network-status annotation (issue 60, finding 7: a namespace's editor put
+// any address into another namespace's MultiNetworkPolicy peers through
+// it): not a namespace's editor, not the cluster's admin, not through the
+// status subresource, not at a pod's creation; other annotations stay
+// theirs to write, and the agent's own write stays allowed (with the
+// policy above).
+func TestKubeNetworkStatusPolicy(t *testing.T) {
+	c := start(t)
+	c.create(objects)
+	const key = "k8s.v1.cni.cncf.io/network-status"
+	forged := `{"metadata":{"annotations":{"` + key + `":` + jsonString(`[{"name":"default/m1","interface":"net1","ips":["192.0.2.99"]}]`) + `}}}`
+	// The policy takes a moment to be in force after it is created.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, ok := c.run("", "patch", "pod", "mine", "-n", "default", "--type=merge", "-p", forged)
+		if !ok && strings.Contains(out, "ValidatingAdmissionPolicy") && strings.Contains(out, "cnibox-network-status") {
+			break
+		}
+		if ok {
+			t.Fatalf("the admin wrote pod mine's network-status: %s", out)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the network-status policy refuses nothing a minute after it was created: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// a namespace's editor (RBAC: patch and create pods in default)
+	c.create(`
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: editor, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-editor, namespace: default}
+rules: [{apiGroups: [""], resources: ["pods", "pods/status"], verbs: ["get", "create", "patch", "update"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: pod-editor, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-editor}
+subjects: [{kind: ServiceAccount, name: editor, namespace: default}]
+`)
+	editor := c.must("create", "token", "editor", "-n", "default")
+	podWith := filepath.Join(t.TempDir(), "pod.yaml")
+	if err := os.WriteFile(podWith, []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: forged, namespace: default, annotations: {'"+key+"': '[]'}}\nspec: {nodeName: node-b, containers: [{name: c, image: x}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what  string
+		token string
+		args  []string
+		allow bool
+	}{
+		{"the editor's patch", editor, []string{"patch", "pod", "mine", "-n", "default", "--type=merge", "-p", forged}, false},
+		{"the editor's patch through status", editor, []string{"patch", "pod", "mine", "-n", "default", "--subresource=status", "--type=merge", "-p", forged}, false},
+		{"the editor's pod created with it", editor, []string{"create", "-f", podWith}, false},
+		{"the admin's pod created with it", "", []string{"create", "-f", podWith}, false},
+		{"the editor's other annotation", editor, []string{"patch", "pod", "mine", "-n", "default", "--type=merge", "-p", `{"metadata":{"annotations":{"note":"ok"}}}`}, true},
+	} {
+		out, ok := c.run(tc.token, tc.args...)
+		if ok != tc.allow {
+			t.Errorf("%s: allowed %v, want %v: %s", tc.what, ok, tc.allow, out)
+		}
+		if !ok && !strings.Contains(out, "cnibox-network-status") {
+			t.Errorf("%s: refused, not by the network-status policy: %s", tc.what, out)
+		}
+	}
+	if got := c.must("get", "pod", "mine", "-n", "default", "-o", "jsonpath={.metadata.annotations}"); strings.Contains(got, key) {
+		t.Errorf("pod mine has a network-status after the refused writes: %s", got)
+	}
+	// the agent of node-a, with its bound token, still writes it
+	agent := c.must("create", "token", "cnibox", "-n", "kube-system", "--bound-object-kind=Pod", "--bound-object-name=agent-a")
+	if out, ok := c.run(agent, "patch", "pod", "mine", "-n", "default", "--type=merge", "-p", forged); !ok {
+		t.Errorf("the agent of node-a may not write its pod's network-status: %s", out)
+	}
+}

@@ -192,6 +192,53 @@ metadata:
 spec:
   policyName: {{ .sa }}
   validationActions: [Deny]
+---
+# Only the agents write a pod's k8s.v1.cni.cncf.io/network-status
+# annotation, which MultiNetworkPolicy reads for the pods' addresses on the
+# secondary networks: anyone who may patch pods in a namespace could
+# otherwise put any address into another namespace's allowed peers
+# (docs/security.md). A pod may not be created with it, and only the
+# agents (the policy above narrows each to its own node's pods) change it.
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: cnibox-network-status
+  labels:
+    app: cnibox
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["pods", "pods/status"]
+  matchConditions:
+  - name: not-an-agent
+    expression: "!(request.userInfo.username in ['system:serviceaccount:{{ .ns }}:cnibox', 'system:serviceaccount:{{ .ns }}:cnibox-multus'])"
+  variables:
+  - name: key
+    expression: "'k8s.v1.cni.cncf.io/network-status'"
+  - name: annotations
+    expression: "object.metadata.?annotations.orValue({})"
+  - name: oldAnnotations
+    expression: "request.operation == 'CREATE' ? {} : oldObject.metadata.?annotations.orValue({})"
+  validations:
+  - expression: >-
+      (variables.key in variables.annotations) == (variables.key in variables.oldAnnotations) &&
+      (!(variables.key in variables.annotations) || variables.annotations[variables.key] == variables.oldAnnotations[variables.key])
+    messageExpression: "'cnibox: only the CNI agents write a pod\\'s k8s.v1.cni.cncf.io/network-status annotation, not ' + request.userInfo.username + ': leave it out of the pod (and its template)'"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: cnibox-network-status
+  labels:
+    app: cnibox
+spec:
+  policyName: cnibox-network-status
+  validationActions: [Deny]
 {{- end -}}
 
 {{/* cnibox.multiNetworkPolicyRBAC: MultiNetworkPolicy's role and binding
