@@ -67,24 +67,39 @@ type checker struct {
 	installing bool
 }
 
+// utf8BOM is the UTF-8 byte order mark some editors put first.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // binDirs are the plugin directories: --bin-dir when given, else CNI_PATH
-// (as libcni and cnitool take it), else /opt/cni/bin.
-func binDirs(c *ucli.Context) []string {
-	if c.IsSet("bin-dir") {
-		return filepath.SplitList(c.String("bin-dir"))
+// (as libcni and cnitool take it), else /opt/cni/bin. An empty list (an
+// empty --bin-dir) is a usage error.
+func binDirs(c *ucli.Context) ([]string, error) {
+	var dirs []string
+	switch {
+	case c.IsSet("bin-dir"):
+		dirs = filepath.SplitList(c.String("bin-dir"))
+	case os.Getenv("CNI_PATH") != "":
+		dirs = filepath.SplitList(os.Getenv("CNI_PATH"))
+	default:
+		dirs = filepath.SplitList(c.String("bin-dir"))
 	}
-	if p := os.Getenv("CNI_PATH"); p != "" {
-		return filepath.SplitList(p)
+	dirs = slices.DeleteFunc(dirs, func(d string) bool { return d == "" })
+	if len(dirs) == 0 {
+		return nil, usageError(c, fmt.Errorf("--bin-dir %q names no directory: give the plugin directory, e.g. --bin-dir /opt/cni/bin", c.String("bin-dir")), false)
 	}
-	return filepath.SplitList(c.String("bin-dir"))
+	return dirs, nil
 }
 
 // runCheck is `cnibox check FILE|DIR...`.
 func (o Options) runCheck(c *ucli.Context) error {
 	if c.NArg() == 0 {
-		return &exitError{code: 1, msg: "check: name a config file or directory (e.g. cnibox check /etc/cni/net.d)"}
+		return usageError(c, errors.New("check: name a config file or directory (e.g. cnibox check /etc/cni/net.d)"), false)
 	}
-	ck := checker{reg: o.Registry, binDirs: binDirs(c)}
+	dirs, err := binDirs(c)
+	if err != nil {
+		return err
+	}
+	ck := checker{reg: o.Registry, binDirs: dirs}
 	rep := ck.paths(c.Args().Slice())
 	if err := show(c, rep, printConfigCheck, nil); err != nil {
 		return err
@@ -205,6 +220,12 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 		add(checkFinding{Severity: sevError, Value: fmt.Sprintf("%d bytes", len(data)),
 			Message: fmt.Sprintf("the config is larger than %d bytes, the most a plugin reads: every ADD refuses it", cniplug.MaxConfigBytes),
 			Fix:     "make it smaller: move large data (address pools) to a file the config names"})
+		return cf
+	}
+	if bytes.HasPrefix(data, utf8BOM) {
+		add(checkFinding{Severity: sevError, Value: "EF BB BF",
+			Message: "the file starts with a UTF-8 byte order mark (BOM), which JSON does not allow: libcni and every plugin refuse it",
+			Fix:     "save it as UTF-8 without a BOM (an editor's \"UTF-8\", not \"UTF-8 with BOM\"; or: sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)"})
 		return cf
 	}
 	conflist := strings.HasSuffix(name, ".conflist")

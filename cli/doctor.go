@@ -83,6 +83,9 @@ func (d *doctor) warn(check, fix, format string, args ...any) {
 }
 
 func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
+	if _, err := binDirs(c); err != nil {
+		return err
+	}
 	d := &doctor{roles: o.Registry, view: o.viewOptions(c)}
 	d.checkConfig(c)
 	d.checkConfDir(c) // doctor_check.go

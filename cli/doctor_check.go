@@ -21,7 +21,8 @@ func (d *doctor) checkConfDir(c *ucli.Context) {
 	if _, err := os.Stat(dir); err != nil {
 		return // checkConfig reports a missing conf dir
 	}
-	ck := checker{reg: d.roles, binDirs: binDirs(c)}
+	dirs, _ := binDirs(c) // runDoctor refused an empty list
+	ck := checker{reg: d.roles, binDirs: dirs}
 	clean := 0
 	for _, f := range ck.dir(dir) {
 		if len(f.Findings) == 0 {

@@ -200,7 +200,11 @@ func execStatusCheck(c *ucli.Context, reg *cniplug.Registry, list *libcni.Networ
 		label = fmt.Sprintf("network %q in %s", list.Name, c.String("conf-dir"))
 	}
 	// list.Bytes is a conflist, also when it was made of a .conf file.
-	ck := checker{reg: reg, binDirs: filepath.SplitList(c.String("bin-dir"))}
+	dirs, err := binDirs(c)
+	if err != nil {
+		return err
+	}
+	ck := checker{reg: reg, binDirs: dirs}
 	rep := checkReport{BinDirs: ck.binDirs, Files: []checkedFile{ck.fileData(label, "net.conflist", list.Bytes)}}
 	rep.count()
 	if rep.Errors+rep.Warnings > 0 {

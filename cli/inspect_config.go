@@ -10,6 +10,9 @@ import (
 )
 
 func (o Options) runInspectConfig(c *ucli.Context) error {
+	if _, err := binDirs(c); err != nil {
+		return err
+	}
 	rep := inspectConfig(c.Context, c.String("conf-dir"), c.String("bin-dir"))
 	o.checkActive(&rep)
 	return show(c, rep, printConfigReport, func(rep configReport) bool { return !rep.Valid })
