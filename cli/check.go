@@ -92,7 +92,11 @@ func binDirs(c *ucli.Context) ([]string, error) {
 
 // runCheck is `cnibox check FILE|DIR...`.
 func (o Options) runCheck(c *ucli.Context) error {
-	if c.NArg() == 0 {
+	paths, err := argsWithLateFlags(c)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
 		return usageError(c, errors.New("check: name a config file or directory (e.g. cnibox check /etc/cni/net.d)"), false)
 	}
 	dirs, err := binDirs(c)
@@ -100,7 +104,7 @@ func (o Options) runCheck(c *ucli.Context) error {
 		return err
 	}
 	ck := checker{reg: o.Registry, binDirs: dirs}
-	rep := ck.paths(c.Args().Slice())
+	rep := ck.paths(paths)
 	if err := show(c, rep, printConfigCheck, nil); err != nil {
 		return err
 	}

@@ -116,7 +116,8 @@ func TestExecStatusChecks(t *testing.T) {
 		{"bad range", "", `{"rangeStart": "10.99.1.10"}`, 1, []string{"ERROR", `network "checknet" is not ready`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conf := writeConf(t, t.TempDir(), "10-check.conflist", bridgeConf("1.0.0", "bridge", tc.fields, tc.rng))
+			// 1.1.0: STATUS is sent (below it, exec status says none was)
+			conf := writeConf(t, t.TempDir(), "10-check.conflist", bridgeConf("1.1.0", "bridge", tc.fields, tc.rng))
 			code, out := runCLI(t, "exec", "status", "--conf", conf, "--bin-dir", bin)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d:\n%s", code, tc.code, out)

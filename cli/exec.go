@@ -134,6 +134,9 @@ func (e *addCounter) ExecPlugin(ctx context.Context, path string, stdin []byte, 
 
 func runExec(c *ucli.Context, reg *cniplug.Registry, verb string) error {
 	ctx := context.Background()
+	if c.String("conf") == "" && c.String("net") == "" {
+		return usageError(c, errors.New("name the network: --net NAME (from --conf-dir) or --conf FILE"), false)
+	}
 	list, err := loadNetwork(c)
 	if err != nil {
 		return err
@@ -211,6 +214,15 @@ func execStatusCheck(c *ucli.Context, reg *cniplug.Registry, list *libcni.Networ
 		if err := printConfigCheck(w, rep); err != nil {
 			return err
 		}
+	}
+	// STATUS is CNI 1.1.0's: libcni sends none for an older cniVersion
+	// and reports success, which says nothing of the plugins.
+	if ok, _ := version.GreaterThanOrEqualTo(list.CNIVersion, "1.1.0"); !ok {
+		if rep.Errors > 0 {
+			return &exitError{code: 1, msg: fmt.Sprintf("network %q: cniVersion %s has no STATUS (CNI 1.1.0), none was sent; cnibox check found %d error(s) an ADD would fail on", list.Name, list.CNIVersion, rep.Errors)}
+		}
+		fmt.Fprintf(w, "network %q: cniVersion %s has no STATUS (CNI 1.1.0), none was sent: readiness unknown; cnibox check found %d warning(s)\n", list.Name, list.CNIVersion, rep.Warnings)
+		return nil
 	}
 	switch {
 	case rep.Errors > 0:

@@ -76,7 +76,7 @@ func runTopology(c *ucli.Context, host *netops.Handle) error {
 		format = "json"
 	}
 	if format != "text" && format != "dot" && format != "json" {
-		return fmt.Errorf("--format %q: want text, dot or json", format)
+		return usageError(c, fmt.Errorf("--format %q: want text, dot or json", format), false)
 	}
 	var eps []store.Endpoint
 	var overlays []store.OverlayState
