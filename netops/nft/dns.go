@@ -341,6 +341,20 @@ func (h *Handle) DNSRedirectRules() ([]string, error) {
 // chains come with EnsureDNSRedirect; until then nothing is diverted).
 // Addresses already there are no error. One transaction.
 func (h *Handle) EnsureDNSPods(addrs []netip.Addr) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	_, set4, set6 := dnsObjects()
+	if err := h.writeDNSAddrs(set4, set6, addrs, false); err != nil {
+		return fmt.Errorf("ensure DNS redirection of pods %v: %w", addrs, err)
+	}
+	return nil
+}
+
+// writeDNSAddrs adds addrs to the DNS table's IPv4 and IPv6 sets set4 and
+// set6, or with replace makes them the sets' only elements, in one
+// transaction; the table and the sets are made when missing.
+func (h *Handle) writeDNSAddrs(set4, set6 *nftables.Set, addrs []netip.Addr, replace bool) error {
 	var e4, e6 []nftables.SetElement
 	for _, a := range addrs {
 		a = a.Unmap()
@@ -350,19 +364,15 @@ func (h *Handle) EnsureDNSPods(addrs []netip.Addr) error {
 		case a.Is6():
 			e6 = append(e6, nftables.SetElement{Key: a.AsSlice()})
 		default:
-			return fmt.Errorf("ensure DNS redirection of pods %v: %v is not an address", addrs, a)
+			return fmt.Errorf("%v is not an address", a)
 		}
-	}
-	if len(e4)+len(e6) == 0 {
-		return nil
 	}
 	t, err := h.begin()
 	if err != nil {
-		return fmt.Errorf("ensure DNS redirection of pods %v in %s: %w", addrs, h.where(), err)
+		return fmt.Errorf("in %s: %w", h.where(), err)
 	}
 	c := t.conn()
-	table, set4, set6 := dnsObjects()
-	c.AddTable(table)
+	c.AddTable(set4.Table)
 	for _, s := range []struct {
 		set   *nftables.Set
 		elems []nftables.SetElement
@@ -370,6 +380,9 @@ func (h *Handle) EnsureDNSPods(addrs []netip.Addr) error {
 		if err := t.addSet(s.set, nil); err != nil {
 			t.abort()
 			return err
+		}
+		if replace {
+			c.FlushSet(s.set)
 		}
 		if len(s.elems) == 0 {
 			continue
@@ -380,9 +393,30 @@ func (h *Handle) EnsureDNSPods(addrs []netip.Addr) error {
 		}
 	}
 	if err := t.commit(); err != nil {
-		return fmt.Errorf("ensure DNS redirection of pods %v in %s: %w", addrs, h.where(), classify(err))
+		return fmt.Errorf("in %s: %w", h.where(), classify(err))
 	}
 	return nil
+}
+
+// dnsAddrs returns the addresses in the DNS table's sets named (none when
+// the table is not there).
+func (h *Handle) dnsAddrs(sets ...string) ([]netip.Addr, error) {
+	if _, err := h.nftConn(); err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, set := range sets {
+		elems, err := h.dumpElems(DNSTable, set)
+		if err != nil {
+			return nil, fmt.Errorf("list the DNS table's %s in %s: %w", set, h.where(), err)
+		}
+		for _, e := range elems {
+			if a, ok := netip.AddrFromSlice(e.key); ok {
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
 }
 
 // DeleteDNSPods takes addrs out of the DNS table's sets; an address (or a
@@ -409,26 +443,9 @@ func (h *Handle) DeleteDNSPods(addrs []netip.Addr) error {
 	return nil
 }
 
-// DNSPods returns the addresses in the DNS table's sets (none when the
-// table is not there).
-func (h *Handle) DNSPods() ([]netip.Addr, error) {
-	if _, err := h.nftConn(); err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, set := range []string{dnsPods4, dnsPods6} {
-		elems, err := h.dumpElems(DNSTable, set)
-		if err != nil {
-			return nil, fmt.Errorf("list DNS redirection of pods in %s: %w", h.where(), err)
-		}
-		for _, e := range elems {
-			if a, ok := netip.AddrFromSlice(e.key); ok {
-				out = append(out, a)
-			}
-		}
-	}
-	return out, nil
-}
+// DNSPods returns the addresses in the DNS table's pod sets (none when
+// the table is not there).
+func (h *Handle) DNSPods() ([]netip.Addr, error) { return h.dnsAddrs(dnsPods4, dnsPods6) }
 
 // DeleteDNSRedirect removes the DNS table, its sets with it; a missing
 // table is no error.
