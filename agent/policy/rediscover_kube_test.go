@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -30,26 +29,7 @@ func TestWatchKubeCRDLater(t *testing.T) {
 	cs, kc := kube.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, ns := range []string{"x", "y"} {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
-		must(t, err)
-		_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-		must(t, err)
-	}
-	no := false
-	for _, p := range []struct{ ns, name, node, ip string }{{"x", "a", "n1", "10.1.0.1"}, {"y", "b", "n2", "10.2.0.2"}} {
-		pod, err := cs.CoreV1().Pods(p.ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns, Labels: map[string]string{"pod": p.name}},
-			Spec: corev1.PodSpec{NodeName: p.node, AutomountServiceAccountToken: &no, Containers: []corev1.Container{{
-				Name: "c", Image: "none", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 80}},
-			}}},
-		}, metav1.CreateOptions{})
-		must(t, err)
-		pod.Status.Phase = corev1.PodRunning
-		pod.Status.PodIP, pod.Status.PodIPs = p.ip, []corev1.PodIP{{IP: p.ip}}
-		_, err = cs.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		must(t, err)
-	}
+	makeXY(ctx, t, cs)
 	sink := &recSink{ch: make(chan struct{}, 1)}
 	errc := make(chan error, 1)
 	go func() {

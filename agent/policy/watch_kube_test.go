@@ -116,26 +116,7 @@ func watchKube(t *testing.T, crd, version string) {
 	cnpPath := "/apis/policy.networking.k8s.io/" + version + "/clusternetworkpolicies"
 	kube.CreateCRD(t, cs, doc, cnpPath)
 
-	for _, ns := range []string{"x", "y"} {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
-		must(t, err)
-		_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-		must(t, err)
-	}
-	no := false
-	for _, p := range []struct{ ns, name, node, ip string }{{"x", "a", "n1", "10.1.0.1"}, {"y", "b", "n2", "10.2.0.2"}} {
-		pod, err := cs.CoreV1().Pods(p.ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns, Labels: map[string]string{"pod": p.name}},
-			Spec: corev1.PodSpec{NodeName: p.node, AutomountServiceAccountToken: &no, Containers: []corev1.Container{{
-				Name: "c", Image: "none", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 80}},
-			}}},
-		}, metav1.CreateOptions{})
-		must(t, err)
-		pod.Status.Phase = corev1.PodRunning
-		pod.Status.PodIP, pod.Status.PodIPs = p.ip, []corev1.PodIP{{IP: p.ip}}
-		_, err = cs.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		must(t, err)
-	}
+	makeXY(ctx, t, cs)
 
 	sink := &recSink{ch: make(chan struct{}, 1)}
 	errc := make(chan error, 1)
@@ -341,4 +322,32 @@ func watchNodesPeer(ctx context.Context, t *testing.T, cs kubernetes.Interface, 
 	sink.wait(t, "infra-1 relabelled a worker", "+-+")
 	must(t, cs.CoreV1().RESTClient().Delete().AbsPath(cnpPath+"/no-infra").Do(ctx).Error())
 	sink.wait(t, "the nodes ClusterNetworkPolicy deleted", "+-+")
+}
+
+// makeXY makes the namespaces x and y (labelled ns=<name>) and their pods
+// x/a on n1 (10.1.0.1) and y/b on n2 (10.2.0.2), running, each with the
+// container port web (80).
+func makeXY(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	for _, ns := range []string{"x", "y"} {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"ns": ns}}}, metav1.CreateOptions{})
+		must(t, err)
+		_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	no := false
+	for _, p := range []struct{ ns, name, node, ip string }{{"x", "a", "n1", "10.1.0.1"}, {"y", "b", "n2", "10.2.0.2"}} {
+		pod, err := cs.CoreV1().Pods(p.ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns, Labels: map[string]string{"pod": p.name}},
+			Spec: corev1.PodSpec{NodeName: p.node, AutomountServiceAccountToken: &no, Containers: []corev1.Container{{
+				Name: "c", Image: "none", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 80}},
+			}}},
+		}, metav1.CreateOptions{})
+		must(t, err)
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.PodIP, pod.Status.PodIPs = p.ip, []corev1.PodIP{{IP: p.ip}}
+		_, err = cs.CoreV1().Pods(p.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		must(t, err)
+	}
+
 }
