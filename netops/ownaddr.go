@@ -42,13 +42,20 @@ const (
 	HostBeside
 )
 
-// serviceDevices are the device names that hold other services' addresses,
+// The device names that hold other services' addresses,
 // whatever their kind: kube-proxy's IPVS mode puts every Service address on
 // kube-ipvs0, NodeLocal DNSCache binds its address on nodelocaldns. Both are
 // dummy devices where the kernel has them; the names are checked too.
-var serviceDevices = map[string]string{
-	"kube-ipvs0":   "kube-proxy's IPVS device: every Service address of the cluster is there",
-	"nodelocaldns": "NodeLocal DNSCache's device",
+// serviceDevice says what the device name is (ok false: none of them); a
+// switch, not a map: no code at start-up (TestNoInitCode).
+func serviceDevice(name string) (why string, ok bool) {
+	switch name {
+	case "kube-ipvs0":
+		return "kube-proxy's IPVS device: every Service address of the cluster is there", true
+	case "nodelocaldns":
+		return "NodeLocal DNSCache's device", true
+	}
+	return "", false
 }
 
 // NodeAddr is OwnAddr's answer about an address.
@@ -77,7 +84,7 @@ func (n NodeAddr) Why() string {
 	case NoDevice:
 		return "no device of the node holds it: it is local only through a local route (an AnyIP setup), which serves some other service"
 	case ServiceDevice:
-		if why, ok := serviceDevices[n.Link]; ok {
+		if why, ok := serviceDevice(n.Link); ok {
 			return fmt.Sprintf("it is on %s (%s)", n.Link, why)
 		}
 		return fmt.Sprintf("it is on %s, a %s device: such devices hold the addresses of services (kube-proxy's kube-ipvs0, NodeLocal DNSCache's nodelocaldns, VIPs)", n.Link, n.Kind)
@@ -172,7 +179,7 @@ func (h *Handle) OwnAddr(a netip.Addr) (NodeAddr, error) {
 // device n.Link, the namespace's addresses of that family being all.
 func judgeAddr(n NodeAddr, la netlink.Addr, all []netlink.Addr) NodeAddr {
 	a := n.Addr
-	if _, ok := serviceDevices[n.Link]; ok || n.Kind == "dummy" {
+	if _, ok := serviceDevice(n.Link); ok || n.Kind == "dummy" {
 		n.NotOwn = ServiceDevice
 		return n
 	}

@@ -26,16 +26,6 @@ type bucket struct {
 	last        time.Time
 }
 
-// take reports whether a record at now is within the rate, and if so
-// takes its token.
-func (b *bucket) take(now time.Time) bool {
-	if !b.has(now) {
-		return false
-	}
-	b.tokens--
-	return true
-}
-
 // refill adds the tokens of the time since the last refill (a new bucket
 // is full). A clock that went back adds nothing.
 func (b *bucket) refill(now time.Time) {
