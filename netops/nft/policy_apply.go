@@ -3,11 +3,8 @@ package nft
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -169,7 +166,8 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 //
 //  1. The table, and the pending and attached sets (a CNI ADD writes to
 //     them: they are never deleted, only made if missing).
-//  2. If the rules changed: the counters they name that are new, then a
+//  2. If the rules changed: the counters they name that are new, the
+//     flow log's meter sets if they log (policy_logmeter.go), then a
 //     flush of every chain whose rules this change does not keep (a
 //     flushed chain no longer refers to a set or a counter).
 //  3. The sets of c.Sets: made, or flushed and refilled if they exist.
@@ -182,7 +180,7 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 //     hooked last (a jump needs its target), chains no rule uses deleted,
 //     then the counters no rule uses.
 //  9. The sets no rule uses any more (after 2 and 8, which dropped the
-//     rules that looked them up).
+//     rules that looked them up), the meter sets where nothing logs.
 func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	cc := t.conn()
 	tb := cc.AddTable(policyTableObj())
@@ -197,6 +195,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	}
 	var pc *policyChains
 	keep := map[string]bool{}
+	dels := map[string]bool{} // sets deleted last
 	if c.Rules != nil {
 		var counters []string
 		t.policyPrev = t.h.policyFP
@@ -212,6 +211,9 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 				cc.AddObj(&nftables.CounterObj{Table: tb, Name: n})
 				st.counters[n] = true
 			}
+		}
+		if err := t.queueLogSets(c.Rules.Log, st, dels); err != nil {
+			return err
 		}
 		// Chains this Handle wrote as they are now are left alone; the
 		// others are flushed (and refilled or deleted below).
@@ -283,7 +285,6 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 			}
 		}
 	}
-	dels := map[string]bool{}
 	for _, n := range c.DelSets {
 		dels[policySetName(string(n), false)], dels[policySetName(string(n), true)] = true, true
 	}
@@ -293,6 +294,9 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 			policyGuardSet: c.Guard != nil}
 		for _, n := range policyGenSets {
 			want[n] = true
+		}
+		for _, s := range policyLogSets() {
+			want[s.Name] = logOn(c.Rules.Log)
 		}
 		for _, s := range c.Sets {
 			want[policySetName(string(s.ID), false)], want[policySetName(string(s.ID), true)] = true, true
@@ -384,93 +388,6 @@ func (h *Handle) bigBatches() error {
 	}
 	h.bigSndBuf = true
 	return nil
-}
-
-// fingerprints are the chains' rules as text (base chains: their hook), to
-// tell which chains a change of the rules leaves as they are.
-func fingerprints(pc *policyChains) map[string]string {
-	fp := make(map[string]string, len(pc.names)+len(policyBaseChains))
-	var b strings.Builder
-	for _, n := range pc.names {
-		if k, ok := pc.keys[n]; ok {
-			fp[n] = "src\n" + k
-			continue
-		}
-		b.Reset()
-		for _, r := range pc.rules[n] {
-			for _, e := range r {
-				fingerprint(&b, e)
-			}
-			b.WriteByte('\n')
-		}
-		fp[n] = "chain\n" + b.String()
-	}
-	for _, bc := range policyBaseChains {
-		fp[bc.name] = fmt.Sprintf("base %v %d -> %s4 %s6", bc.hook, bc.prio, bc.to, bc.to)
-	}
-	return fp
-}
-
-// fingerprint writes e to b: the fields the policy rules set, for the
-// expressions they use (fmt's reflection for any other; it took 40% of a
-// policy change's time at 200 policies).
-func fingerprint(b *strings.Builder, e expr.Any) {
-	u := func(vs ...uint64) {
-		for _, v := range vs {
-			b.WriteString(strconv.FormatUint(v, 16))
-			b.WriteByte(',')
-		}
-	}
-	switch e := e.(type) {
-	case *expr.Ct:
-		b.WriteString("ct:")
-		u(uint64(e.Register), uint64(e.Key), uint64(e.Direction), boolBit(e.SourceRegister))
-	case *expr.Lookup:
-		b.WriteString("lookup:")
-		u(uint64(e.SourceRegister), uint64(e.DestRegister), boolBit(e.IsDestRegSet), boolBit(e.Invert))
-		b.WriteString(e.SetName)
-	case *expr.Cmp:
-		b.WriteString("cmp:")
-		u(uint64(e.Op), uint64(e.Register))
-		b.Write(e.Data)
-	case *expr.Range:
-		b.WriteString("range:")
-		u(uint64(e.Op), uint64(e.Register))
-		b.Write(e.FromData)
-		b.WriteByte('-')
-		b.Write(e.ToData)
-	case *expr.Objref:
-		b.WriteString("objref:")
-		u(uint64(e.Type))
-		b.WriteString(e.Name)
-	case *expr.Verdict:
-		b.WriteString("verdict:")
-		u(uint64(e.Kind))
-		b.WriteString(e.Chain)
-	case *expr.Limit:
-		b.WriteString("limit:")
-		u(uint64(e.Type), e.Rate, uint64(e.Unit), uint64(e.Burst), boolBit(e.Over))
-	case *expr.Log:
-		b.WriteString("log:")
-		u(uint64(e.Key), uint64(e.Group), uint64(e.Snaplen))
-		b.Write(e.Data)
-	case *expr.Payload:
-		b.WriteString("payload:")
-		u(uint64(e.DestRegister), uint64(e.Base), uint64(e.Offset), uint64(e.Len))
-	case *expr.Meta:
-		b.WriteString("meta:")
-		u(uint64(e.Key), uint64(e.Register), boolBit(e.SourceRegister))
-	default:
-		fmt.Fprintf(b, "%T%+v", e, e)
-	}
-	b.WriteByte(';')
-}
-
-func boolBit(v bool) uint64 {
-	if v {
-		return 1
-	}
-	return 0
 }
 
 // policyKeeps reports whether chain name is in the kernel as this change

@@ -114,7 +114,8 @@ func (h *Handle) PolicySetAddrs(name string) (addrs []netip.Addr, ok bool, err e
 }
 
 // PolicySets returns the names of the policy table's address sets (without
-// the family suffix; the verdict cache's sets and maps left out).
+// the family suffix; the verdict cache's sets and maps and the flow log's
+// meters left out).
 func (h *Handle) PolicySets() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func (h *Handle) PolicySets() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for n := range st.sets {
-		if slices.Contains(policyGenSets[:], n) {
+		if slices.Contains(policyGenSets[:], n) || isPolicyLogSet(n) {
 			continue
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(n, "-4"), "-6")

@@ -158,27 +158,6 @@ func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr
 	return out
 }
 
-// logSnap is how much of a packet a log message carries: the IPv6 header
-// and the first bytes of the transport's (its ports) with room to spare.
-const logSnap = 96
-
-// logRate is how many packets a second one log rule sends to the agent
-// at most (a burst as many): a flood of denied SYNs from a pod costs the
-// node's agent a bounded share of a core, whatever its rate (the agent's
-// own limit on the records is lower: --flow-log-rate).
-const logRate = 10000
-
-// logExprs are "limit rate 10000/second burst 10000 packets log group
-// 1717 snaplen 96 prefix <prefix>": past the limit the packet goes on to
-// its verdict unlogged.
-func logExprs(prefix string) []expr.Any {
-	return []expr.Any{
-		&expr.Limit{Type: expr.LimitTypePkts, Rate: logRate, Unit: expr.LimitTimeSecond, Burst: logRate},
-		&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN,
-			Group: policymodel.FlowLogGroup, Snaplen: logSnap, Data: []byte(prefix)},
-	}
-}
-
 // logRules are the rules that log a verdict on what match matches, before
 // the rule that gives it: everywhere (s.All), or once where the pod itself
 // or its peer is in s's set (the peer's rule skips what the first logged),
@@ -190,7 +169,7 @@ func (d policyDir) logRules(match []expr.Any, s policymodel.LogScope, staged pol
 		for _, x := range e {
 			out = append(out, x...)
 		}
-		return append(out, logExprs(prefix)...)
+		return append(out, d.logExprs(prefix)...)
 	}
 	if s.All {
 		return [][]expr.Any{with()}
@@ -306,7 +285,7 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 	if pc.log.Staged != "" {
 		// The default decides nothing; a staged policy may (the agent
 		// compares).
-		pc.add(top, append(d.self(string(pc.log.Staged), false), logExprs(policymodel.LogPrefix(true, "dflt-"+d.name))...))
+		pc.add(top, append(d.self(string(pc.log.Staged), false), d.logExprs(policymodel.LogPrefix(true, "dflt-"+d.name))...))
 	}
 	pc.add(top, []expr.Any{d.allow()}) // the default
 }

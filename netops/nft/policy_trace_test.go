@@ -36,6 +36,7 @@ type tracer struct {
 	regs     [4*16 + 16*4]byte
 	hits     []string // per walk (egress, then ingress): the last counter a rule counted
 	logs     []string // the prefixes of the log statements run
+	meters   []string // the dynamic sets updated: "<set> <key in hex>"
 }
 
 // regOffset is where register r's bytes start (NFT_REG_1..4: 16 bytes,
@@ -184,6 +185,17 @@ func (tr *tracer) rule(r []expr.Any) (v *expr.Verdict) {
 			}
 			tr.hits[len(tr.hits)-1] = e.Name
 		case *expr.Limit: // under the rate: goes on
+		case *expr.Immediate:
+			tr.load(e.Register, e.Data)
+		case *expr.Dynset: // a meter, under its rate: goes on
+			n := map[string]int{policyLogNode: 4, policySetName(policyLogSrc, false): 8, policySetName(policyLogSrc, true): 20}[e.SetName]
+			if n == 0 || e.Operation != unix.NFT_DYNSET_OP_UPDATE || len(e.Exprs) != 1 {
+				panic(fmt.Sprintf("dynset %+v", e))
+			}
+			if _, ok := e.Exprs[0].(*expr.Limit); !ok {
+				panic(fmt.Sprintf("dynset expression %T", e.Exprs[0]))
+			}
+			tr.meters = append(tr.meters, fmt.Sprintf("%s %x", e.SetName, tr.read(e.SrcRegKey, n)))
 		case *expr.Log:
 			tr.logs = append(tr.logs, string(e.Data))
 		case *expr.Verdict:
@@ -443,7 +455,10 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 // everywhere, or where the pod itself or its peer is in the scope's set;
 // a Pass and the default decide nothing and log nothing. An untracked
 // packet logs as its connection's first packet does; an INVALID one as a
-// deny "invalid", where the deny scope takes one of its addresses.
+// deny "invalid", where the deny scope takes one of its addresses. Each
+// log passes its source's meter first, keyed by the connection's original
+// source and the rule's tag (for an untracked or INVALID packet, its own
+// source), then the node's.
 func TestPolicyRenderLogTrace(t *testing.T) {
 	m, addrs := traceModel()
 	sets := traceSets(m)
@@ -495,6 +510,9 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 				if !slices.Equal(tr.logs, want) {
 					t.Errorf("log %+v, state %d: %+v: logged %q, want %q", log, state, c, tr.logs, want)
 				}
+				if w := traceMeters(c, want); !slices.Equal(tr.meters, w) {
+					t.Errorf("log %+v, state %d: %+v: meters %q, want %q", log, state, c, tr.meters, w)
+				}
 				logged += len(tr.logs)
 			}
 			// INVALID: a deny "invalid" where the deny scope takes its
@@ -508,11 +526,26 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 			if !slices.Equal(tr.logs, wantInvalid) {
 				t.Errorf("log %+v: %+v invalid: logged %q, want %q", log, c, tr.logs, wantInvalid)
 			}
+			if w := traceMeters(c, wantInvalid); !slices.Equal(tr.meters, w) {
+				t.Errorf("log %+v: %+v invalid: meters %q, want %q", log, c, tr.meters, w)
+			}
 		})
 		if logged == 0 {
 			t.Errorf("log %+v: nothing logged on the whole grid", log)
 		}
 	}
+}
+
+// traceMeters are the meters the log rules of prefixes update for c, in
+// order: per prefix, its source's (c's source and the rule's tag) and the
+// node's.
+func traceMeters(c policymodel.Conn, prefixes []string) []string {
+	var out []string
+	for _, p := range prefixes {
+		out = append(out, fmt.Sprintf("%s %x", policySetName(policyLogSrc, c.Src.Is6()), append(c.Src.AsSlice(), logTag(p)...)),
+			fmt.Sprintf("%s %x", policyLogNode, make([]byte, 4)))
+	}
+	return out
 }
 
 // traceConns calls f for every connection of the grid over addrs (pairs
