@@ -10,15 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/cni/pkg/invoke"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/internal/conffile"
+	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/nodestate"
 )
 
@@ -48,11 +47,18 @@ type checkedFile struct {
 	// which libcni loads instead.
 	ShadowedBy string         `json:"shadowedBy,omitempty"`
 	Findings   []checkFinding `json:"findings"`
+
+	// loads: libcni loads the file (a list with a plugin at least).
+	loads bool
 }
 
 // checkReport is `cnibox check`'s answer.
 type checkReport struct {
-	BinDirs  []string      `json:"binDirs"`
+	BinDirs []string `json:"binDirs"`
+	// OffNode says why this is not a node ("not root", "no bin dir
+	// /opt/cni/bin", "--node=false"): cnibox's roles counted as present
+	// and the node was not looked at. "" on a node.
+	OffNode  string        `json:"offNode,omitempty"`
 	Files    []checkedFile `json:"files"`
 	Errors   int           `json:"errors"`
 	Warnings int           `json:"warnings"`
@@ -65,6 +71,15 @@ type checker struct {
 	// installing: cnibox's roles are being installed into binDirs[0]
 	// (install --conflist), so a role missing there is no finding.
 	installing bool
+	// offNode, when not "", says why this is not a node (not root, no bin
+	// dir): the roles of this binary count as present (see nodeHere).
+	offNode string
+	// host is the node's namespace, whose interfaces the roles' ADDs need
+	// (check --node); nil: the node is not looked at.
+	host *netops.Handle
+	// versions are the VERSION answers of the foreign plugins asked in
+	// this run, by type and cniVersion (nil: not kept).
+	versions map[string]pluginCheck
 }
 
 // utf8BOM is the UTF-8 byte order mark some editors put first.
@@ -103,8 +118,13 @@ func (o Options) runCheck(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	ck := checker{reg: o.Registry, binDirs: dirs}
+	ck := checker{reg: o.Registry, binDirs: dirs, versions: map[string]pluginCheck{}}
+	done, err := ck.checkPlace(c)
+	if err != nil {
+		return err
+	}
 	rep := ck.paths(paths)
+	done()
 	if err := show(c, rep, printConfigCheck, nil); err != nil {
 		return err
 	}
@@ -119,7 +139,7 @@ func (o Options) runCheck(c *ucli.Context) error {
 
 // paths checks files and the config files of directories.
 func (ck checker) paths(paths []string) checkReport {
-	rep := checkReport{BinDirs: ck.binDirs, Files: []checkedFile{}}
+	rep := checkReport{BinDirs: ck.binDirs, OffNode: ck.offNode, Files: []checkedFile{}}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		switch {
@@ -147,44 +167,6 @@ func (rep *checkReport) count() {
 			}
 		}
 	}
-}
-
-// dir checks the config files of a conf dir as a runtime reads it: the
-// files libcni lists, in name order; the first that loads is the default
-// network (containerd, CRI-O), and of two files of one network libcni
-// loads the first.
-func (ck checker) dir(dir string) []checkedFile {
-	files, err := libcni.ConfFiles(dir, nodestate.ConfExtensions)
-	if err != nil {
-		return []checkedFile{{File: dir, Findings: []checkFinding{{Severity: sevError, Message: err.Error()}}}}
-	}
-	if len(files) == 0 {
-		return []checkedFile{{File: dir, Findings: []checkFinding{{Severity: sevError,
-			Message: "no *.conf, *.conflist or *.json file: the runtime reports the node's network as not ready",
-			Fix:     "put a conflist there (examples/10-bridge.conflist is a start)"}}}}
-	}
-	sort.Strings(files)
-	var out []checkedFile
-	first := map[string]string{} // network -> file
-	active := false
-	for _, f := range files {
-		cf := ck.file(f)
-		if cf.Network != "" {
-			if by, ok := first[cf.Network]; ok {
-				cf.ShadowedBy = by
-				cf.Findings = append(cf.Findings, checkFinding{Severity: sevWarning, Path: "name", Value: cf.Network,
-					Message: fmt.Sprintf("network %q is also in %s, which comes first: runtimes load that one and never this file", cf.Network, filepath.Base(by)),
-					Fix:     "give this network another name, or remove one of the files"})
-			} else {
-				first[cf.Network] = f
-			}
-			if !active {
-				cf.Active, active = true, true
-			}
-		}
-		out = append(out, cf)
-	}
-	return out
 }
 
 // file checks one config file.
@@ -242,7 +224,7 @@ func (ck checker) fileData(path, name string, data []byte) checkedFile {
 		add(libcniFinding(err))
 		return cf
 	}
-	cf.Network = list.Name
+	cf.Network, cf.loads = list.Name, len(list.Plugins) > 0
 	var top map[string]any
 	_ = json.Unmarshal(data, &top)
 	if list.Plugins != nil && conflist {
@@ -339,17 +321,21 @@ func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []c
 	}
 	typ, _ := obj["type"].(string)
 	role, ours := ck.reg.Lookup(typ)
-	out = append(out, ck.binary(typ, "type", ours)...)
+	out = append(out, ck.binary(typ, "type", list.CNIVersion)...)
 	if !ours {
 		return out // another plugin's fields are its own business
 	}
+	out = append(out, ck.chainFindings(list, i, obj, role)...)
+	out = append(out, ck.nodeFindings(obj, role)...)
 	stdin, err := injectConf(conf, list.Name, list.CNIVersion)
 	if err != nil {
 		return append(out, checkFinding{Severity: sevError, Message: err.Error()})
 	}
 	tree := merge(knownTree(role.Known), commonFields()...)
 	ipamTyp := ""
-	if ipam, ok := obj["ipam"].(map[string]any); ok {
+	if ipam, ok := obj["ipam"].(map[string]any); ok && role.Chained() {
+		(*tree)["ipam"] = nil // ignored: chainFindings says so
+	} else if ok {
 		ipamTyp, _ = ipam["type"].(string)
 		if ir, ok := ck.reg.Lookup(ipamTyp); ok && ir.IPAM {
 			(*tree)["ipam"] = merge(knownTree(ir.Known), "type")
@@ -359,7 +345,7 @@ func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []c
 		if ipamTyp == "" {
 			out = append(out, checkFinding{Severity: sevError, Path: "ipam.type", Message: "the ipam section names no plugin", Fix: "set \"type\" (host-local, static, dhcp, whereabouts, ...)"})
 		} else {
-			out = append(out, ck.binary(ipamTyp, "ipam.type", false)...)
+			out = append(out, ck.binary(ipamTyp, "ipam.type", list.CNIVersion)...)
 		}
 	}
 	if role.Known != nil && len(role.Known.Config) > 0 {
@@ -376,33 +362,6 @@ func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []c
 		}
 	}
 	return out
-}
-
-// binary reports a plugin type that is in none of the bin dirs (for a role
-// of cnibox, roleName true, the fix is install).
-func (ck checker) binary(typ, field string, role bool) []checkFinding {
-	if typ == "" {
-		return []checkFinding{{Severity: sevError, Path: field, Message: "no plugin type", Fix: "set \"type\" to a plugin (cnibox roles lists cnibox's)"}}
-	}
-	if _, err := invoke.FindInPath(typ, ck.binDirs); err == nil {
-		return nil
-	}
-	if _, ours := ck.reg.Lookup(typ); ours {
-		if ck.installing {
-			return nil
-		}
-		return []checkFinding{{Severity: sevError, Path: field, Value: typ,
-			Message: fmt.Sprintf("%q is a cnibox role but not in the bin dirs %s: the runtime cannot run it", typ, strings.Join(ck.binDirs, ":")),
-			Fix:     "cnibox install --dir " + ck.binDirs[0]}}
-	}
-	f := checkFinding{Severity: sevError, Path: field, Value: typ,
-		Message: fmt.Sprintf("%q is no plugin of cnibox and not in the bin dirs %s", typ, strings.Join(ck.binDirs, ":")),
-		Fix:     "install the plugin there, or name one of cnibox's (cnibox roles)"}
-	if near := nearest(typ, ck.reg.Names()); near != "" {
-		f.Message = fmt.Sprintf("%q is no plugin of cnibox and not in the bin dirs %s: did you mean %q?", typ, strings.Join(ck.binDirs, ":"), near)
-		f.Fix = fmt.Sprintf("\"%s\": %q", strings.TrimPrefix(field, "ipam."), near)
-	}
-	return []checkFinding{f}
 }
 
 // parse runs role's own parser, as its ADD would, on stdin.
@@ -470,39 +429,4 @@ func injectConf(conf []byte, name, version string) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSpace(b.Bytes()), nil
-}
-
-// printConfigCheck prints the report, one line a finding.
-func printConfigCheck(w io.Writer, rep checkReport) error {
-	for _, f := range rep.Files {
-		head := f.File
-		if f.Network != "" {
-			head += fmt.Sprintf(" (network %q)", f.Network)
-		}
-		if f.Active {
-			head += ", the default network of its dir"
-		}
-		status := "ok"
-		if len(f.Findings) > 0 {
-			status = fmt.Sprintf("%d finding(s)", len(f.Findings))
-		}
-		fmt.Fprintf(w, "%s: %s\n", head, status)
-		printFindings(w, f.Findings)
-	}
-	fmt.Fprintf(w, "\n%d error(s), %d warning(s) in %d file(s)\n", rep.Errors, rep.Warnings, len(rep.Files))
-	return nil
-}
-
-// printFindings prints findings, one line a finding and one a fix.
-func printFindings(w io.Writer, findings []checkFinding) {
-	for _, x := range findings {
-		where := ""
-		if x.Path != "" {
-			where = x.Path + ": "
-		}
-		fmt.Fprintf(w, "  %s  %s%s\n", strings.ToUpper(x.Severity), where, x.Message)
-		if x.Fix != "" {
-			fmt.Fprintf(w, "         fix: %s\n", x.Fix)
-		}
-	}
 }

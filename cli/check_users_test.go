@@ -198,3 +198,49 @@ func TestInstallSecondaryNetworks(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallConflistConfDirOrder: install --conflist into a conf dir where
+// another config file sorts first exits 1 naming that file and the fixes,
+// with nothing written (containerd and CRI-O would keep using the other
+// file); --force installs anyway and warns; a file sorting after it, or the
+// conflist's own earlier version, is no obstacle. (At 48e1376: exit 0, and
+// the node kept using the other CNI.)
+func TestInstallConflistConfDirOrder(t *testing.T) {
+	bin := writeExe(t, "cnibox")
+	conf := bridgeConf("1.0.0", "bridge", "", `{"subnet": "10.99.1.0/24"}`)
+	install := func(root string, extra ...string) (int, string) {
+		src := writeConf(t, root, "src.json", conf)
+		return runCLI(t, append([]string{"install", "--dir", filepath.Join(root, "bin"), "--binary", bin,
+			"--conflist", src, "--conf-dir", filepath.Join(root, "net.d"), "--conf-name", "10-cnibox.conflist"}, extra...)...)
+	}
+	root := t.TempDir()
+	mustDo(t, os.MkdirAll(filepath.Join(root, "net.d"), 0o755))
+	writeConf(t, filepath.Join(root, "net.d"), "05-othercni.conflist", `{"cniVersion": "1.0.0", "name": "other", "plugins": [{"type": "othercni"}]}`)
+	code, out := install(root)
+	if code != 1 || !strings.Contains(out, "05-othercni.conflist") || !strings.Contains(out, `network "other"`) ||
+		!strings.Contains(out, "--force") || !strings.Contains(out, "--conf-name 00-cnibox.conflist") || !strings.Contains(out, "nothing written") {
+		t.Errorf("exit %d, want 1 naming 05-othercni.conflist and the fixes:\n%s", code, out)
+	}
+	for _, p := range []string{"bin", "net.d/10-cnibox.conflist"} {
+		if _, err := os.Stat(filepath.Join(root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s written by a refused install (%v)", p, err)
+		}
+	}
+	code, out = install(root, "--force")
+	if code != 0 || !strings.Contains(out, "warning") || !strings.Contains(out, "05-othercni.conflist") {
+		t.Errorf("--force: exit %d, want 0 and a warning naming the other file:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "net.d", "10-cnibox.conflist")); err != nil {
+		t.Errorf("--force: not installed: %v", err)
+	}
+
+	root = t.TempDir()
+	mustDo(t, os.MkdirAll(filepath.Join(root, "net.d"), 0o755))
+	writeConf(t, filepath.Join(root, "net.d"), "20-later.conflist", `{"cniVersion": "1.0.0", "name": "later", "plugins": [{"type": "othercni"}]}`)
+	if code, out := install(root); code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("a file sorting after it: exit %d, want 0 and no warning:\n%s", code, out)
+	}
+	if code, out := install(root); code != 0 {
+		t.Errorf("installed again over its own file: exit %d, want 0:\n%s", code, out)
+	}
+}

@@ -46,16 +46,21 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:  "check",
 			Usage: "check network config files as the runtime and each plugin would read them, before a pod does",
-			UsageText: "cnibox check FILE|DIR... [--bin-dir DIRS] [--strict] [--json]\n\n" +
+			UsageText: "cnibox check FILE|DIR... [--bin-dir DIRS] [--node] [--strict] [--json]\n\n" +
 				"Loads each file as a runtime does (a dir: its *.conf, *.conflist and *.json in name order, the first\n" +
-				"the default network, a network name's first file the one libcni loads) and runs each plugin's own\n" +
-				"parser, the one its ADD runs. Errors name the field's path, the value and the fix; fields no plugin\n" +
-				"reads are warnings with the nearest known name. Plugins are looked up in --bin-dir, else $CNI_PATH.\n" +
+				"the default network; by name, libcni loads every .conflist before any .conf) and runs each plugin's\n" +
+				"own parser, the one its ADD runs; then what the chain needs: a main plugin before a chained one, the\n" +
+				"capabilities a chained role reads, the cniVersion each other plugin speaks (its VERSION answer).\n" +
+				"Errors name the field's path, the value and the fix; fields no plugin reads are warnings with the\n" +
+				"nearest known name. Plugins are looked up in --bin-dir, else $CNI_PATH. On a node (root, the bin dir\n" +
+				"there; --node) cnibox's roles must be in the bin dir and the interfaces the configs name (a macvlan\n" +
+				"master, a host-device device) on the node; off a node (a laptop, CI) cnibox's roles count as present.\n" +
 				"Exit 0: clean (warnings allowed); 1: an error; 2: warnings only, with --strict.\n" +
 				"Example: cnibox check /etc/cni/net.d\n" +
 				"Example: cnibox check --strict --json examples/10-bridge.conflist",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "the plugin directories, colon separated (default $CNI_PATH, else /opt/cni/bin)"},
+				&ucli.BoolFlag{Name: "node", Usage: "check as on a node: the roles must be in the bin dirs, the interfaces the configs name on the node (default: as root with a bin dir; else cnibox's roles count as present)"},
 				&ucli.BoolFlag{Name: "strict", Usage: "exit 2 when there are warnings and no errors"},
 				jsonFlag,
 			},
@@ -72,7 +77,8 @@ func commands(o Options) []*ucli.Command {
 				"runtime sees the old file or the new one, never a partial one, and a process executing the\n" +
 				"old binary keeps running it (the binary is never opened for writing, so no \"text file busy\").\n" +
 				"Files already up to date are left alone. The conflist comes last, so a runtime that finds\n" +
-				"it finds the plugins too.\n\n" +
+				"it finds the plugins too. It is checked first (cnibox check), and refused when another file of\n" +
+				"the conf dir sorts before it: that one stays the default network (--force installs anyway).\n\n" +
 				"Example: cnibox install --dir /opt/cni/bin\n" +
 				"Example: cnibox install --dir /host/opt/cni/bin --conflist /etc/cnibox/cni-conf.json \\\n" +
 				"           --conf-dir /host/etc/cni/net.d --conf-name 10-cnibox.conflist   (a DaemonSet's init container)\n" +
@@ -82,7 +88,7 @@ func commands(o Options) []*ucli.Command {
 				&ucli.StringFlag{Name: "dir", Value: "/opt/cni/bin", Usage: "the CNI plugin directory"},
 				&ucli.StringFlag{Name: "binary", Usage: "the binary copied to DIR/cnibox (default: this executable)"},
 				&ucli.StringFlag{Name: "target", Usage: "copy nothing: link the roles to this existing binary instead"},
-				&ucli.BoolFlag{Name: "force", Usage: "replace files and links that are not cnibox's"},
+				&ucli.BoolFlag{Name: "force", Usage: "replace files and links that are not cnibox's; install --conflist even when another file of the conf dir sorts first (the runtime's default network)"},
 				&ucli.BoolFlag{Name: "keep-foreign", Usage: "leave files and links that are not cnibox's as they are and link only the other roles (without it, such a file is an error)"},
 				&ucli.StringFlag{Name: "conflist", Usage: "a network configuration list to install (checked first)"},
 				&ucli.StringFlag{Name: "conf-dir", Value: "/etc/cni/net.d", Usage: "where --conflist goes"},

@@ -88,7 +88,7 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 	}
 	d := &doctor{roles: o.Registry, view: o.viewOptions(c)}
 	d.checkConfig(c)
-	d.checkConfDir(c) // doctor_check.go
+	d.checkConfDir(c, host) // doctor_check.go
 	d.checkStoreFile(c)
 	eps, err := selectEndpoints(c)
 	if err != nil {

@@ -6,14 +6,17 @@ import (
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/cnibox/cnibox/netops"
 )
 
 // checkConfDir runs `cnibox check` over the conf dir as the runtime reads
 // it: an error it finds fails (the runtime's ADD would fail on it), a field
 // no plugin reads warns. The findings of each network's file are kept, so
 // that a failing check of one of its endpoints names them (pointAtConfig):
-// a gateway missing because of "isGatway" says so.
-func (d *doctor) checkConfDir(c *ucli.Context) {
+// a gateway missing because of "isGatway" says so. The interfaces the
+// configs name are looked for in host, the node's namespace (check --node).
+func (d *doctor) checkConfDir(c *ucli.Context, host *netops.Handle) {
 	dir := c.String("conf-dir")
 	if d.roles == nil {
 		return
@@ -22,7 +25,7 @@ func (d *doctor) checkConfDir(c *ucli.Context) {
 		return // checkConfig reports a missing conf dir
 	}
 	dirs, _ := binDirs(c) // runDoctor refused an empty list
-	ck := checker{reg: d.roles, binDirs: dirs}
+	ck := checker{reg: d.roles, binDirs: dirs, host: host}
 	clean := 0
 	for _, f := range ck.dir(dir) {
 		if len(f.Findings) == 0 {

@@ -31,6 +31,13 @@ func (o Options) install(c *ucli.Context) error {
 		if err := o.checkInstallConflist(c, src, opts.Dir); err != nil {
 			return err
 		}
+		name := c.String("conf-name")
+		if name == "" {
+			name = filepath.Base(src)
+		}
+		if err := checkConfDirOrder(c, c.String("conf-dir"), name); err != nil {
+			return err
+		}
 	}
 	res, err := Install(opts)
 	for _, line := range res {

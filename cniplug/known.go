@@ -30,6 +30,13 @@ type Known struct {
 	// Parse is the role's own parser, the one its ADD runs, for a role
 	// whose Verbs is no ConfigParser (see Role.ParseConfig).
 	Parse func(*Args) error
+	// Capabilities are the runtime capabilities the role reads from
+	// runtimeConfig: without the plugin's "capabilities" naming one the
+	// runtime passes none of it (`cnibox check` warns).
+	Capabilities []Capability
+	// NodeLinks are the config fields that name an interface of the node
+	// that the role's ADD needs there (`cnibox check --node` looks).
+	NodeLinks []NodeLink
 
 	// HostVeth are the host ends of the role's veth pairs.
 	HostVeth *HostVeth

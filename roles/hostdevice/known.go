@@ -11,6 +11,7 @@ var known = cniplug.Known{
 	Doc:       "host-device",
 	PodDevice: &cniplug.PodDevice{ExtraKind: "kind", Gateway: cniplug.GatewayOffNode},
 	Doctor:    doctor,
+	NodeLinks: []cniplug.NodeLink{{Field: "device", Moved: true}},
 }
 
 // doctor says which node device the pod holds.

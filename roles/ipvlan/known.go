@@ -10,4 +10,5 @@ import (
 var known = cniplug.Known{
 	Config:    []any{(*lower.PodFields)(nil), (*lower.MasterFields)(nil), (*lower.ModeField)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "ipvlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "mode"}},
+	NodeLinks: []cniplug.NodeLink{{Field: "master", Unless: "linkInContainer"}},
 }

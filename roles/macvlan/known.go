@@ -10,4 +10,5 @@ import (
 var known = cniplug.Known{
 	Config:    []any{(*lower.Conf)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "macvlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "mode"}},
+	NodeLinks: []cniplug.NodeLink{{Field: "master", Unless: "linkInContainer"}},
 }

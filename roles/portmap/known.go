@@ -9,6 +9,8 @@ import (
 // cnibox-portmap, whose elements gc and doctor read by its owner names.
 var known = cniplug.Known{
 	Config: []any{(*portmapConf)(nil)},
+	Capabilities: []cniplug.Capability{{Name: "portMappings",
+		Lost: "the runtime passes no port mappings: the pods' hostPorts are not forwarded"}},
 	PortMaps: &cniplug.PortMaps{
 		Owner:      PortMapOwner,
 		ParseOwner: ParsePortMapOwner,

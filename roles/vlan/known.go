@@ -10,6 +10,7 @@ import (
 var known = cniplug.Known{
 	Config:    []any{(*lower.PodFields)(nil), (*lower.MasterFields)(nil), (*vlanJSON)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "vlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "vlanId"}},
+	NodeLinks: []cniplug.NodeLink{{Field: "master", Unless: "linkInContainer"}},
 	Doctor:    doctor,
 	Parse:     parseOnly,
 }

@@ -31,6 +31,11 @@ type Verbs[C any] struct {
 	}
 }
 
+// NeedsPrevResult says that a chained role's ADD needs the main plugin's
+// result (cniplug.Role.Chained: `cnibox check` refuses a chained plugin
+// with no main plugin before it).
+func (v *Verbs[C]) NeedsPrevResult() bool { return true }
+
 // Run answers the call's verb with v's function for it.
 func (v *Verbs[C]) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	switch {
