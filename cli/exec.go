@@ -71,8 +71,8 @@ func execNotes(verb string) string {
 		return ""
 	}
 	return "Every argument is checked before anything is made. When a plugin of the list fails, DEL runs\n" +
-		"for the plugins that ran (in reverse order, the failed one included, as a runtime cleans up)\n" +
-		"and a namespace made by --new-netns is removed. A namespace made under `ip netns exec` (or any\n" +
+		"for the plugins that ran (in reverse order, the failed one included, as a runtime cleans up; one\n" +
+		"DEL that fails does not stop the others') and a namespace made by --new-netns is removed. A namespace made under `ip netns exec` (or any\n" +
 		"private mount namespace) lives only as long as that command: a warning says so.\n"
 }
 
@@ -236,9 +236,8 @@ func execStatusCheck(c *ucli.Context, reg *cniplug.Registry, list *libcni.Networ
 }
 
 // execAdd runs ADD of list, first making the namespace newNS when given.
-// When a plugin fails, it runs DEL for the plugins that ran (libcni's
-// DelNetworkList over them: reverse order, no cached result), as
-// containerd and CRI-O run DEL after a failed ADD, then removes newNS.
+// When a plugin fails, it runs DEL for the plugins that ran (rollbackDel),
+// as containerd and CRI-O run DEL after a failed ADD, then removes newNS.
 func execAdd(c *ucli.Context, cni *libcni.CNIConfig, exec *addCounter, list *libcni.NetworkConfigList, rt *libcni.RuntimeConf, newNS string) error {
 	ctx := context.Background()
 	if newNS != "" {
@@ -255,14 +254,10 @@ func execAdd(c *ucli.Context, cni *libcni.CNIConfig, exec *addCounter, list *lib
 	if err == nil {
 		return res.PrintTo(c.App.Writer)
 	}
-	ran := *list
-	ran.Plugins = list.Plugins[:min(exec.adds, len(list.Plugins))]
-	var names []string // in the order DEL runs
-	for _, p := range slices.Backward(ran.Plugins) {
-		names = append(names, p.Network.Type)
-	}
-	if len(ran.Plugins) > 0 {
-		if derr := cni.DelNetworkList(ctx, &ran, rt); derr != nil {
+	ran := list.Plugins[:min(exec.adds, len(list.Plugins))]
+	if len(ran) > 0 {
+		names, derr := rollbackDel(ctx, cni, list, ran, rt)
+		if derr != nil {
 			err = errors.Join(err, fmt.Errorf("DEL after the failed ADD (plugins %s): %w", strings.Join(names, ", "), derr))
 		} else {
 			fmt.Fprintf(c.App.ErrWriter, "cnibox: ADD failed; DEL ran for %s\n", strings.Join(names, ", "))
@@ -274,6 +269,25 @@ func execAdd(c *ucli.Context, cni *libcni.CNIConfig, exec *addCounter, list *lib
 		}
 	}
 	return err
+}
+
+// rollbackDel runs DEL of each plugin of ran (the first plugins of list),
+// in reverse order, with no cached result, as libcni's DelNetworkList does;
+// unlike it, one plugin's failing DEL does not stop the others' (the
+// failed ADD's plugin often fails its DEL too: a cniVersion it does not
+// speak), so every plugin that ran gives back what it made. names are the
+// plugins in the order DEL ran; err joins the failures.
+func rollbackDel(ctx context.Context, cni *libcni.CNIConfig, list *libcni.NetworkConfigList, ran []*libcni.PluginConfig, rt *libcni.RuntimeConf) (names []string, err error) {
+	var errs []error
+	for _, p := range slices.Backward(ran) {
+		names = append(names, p.Network.Type)
+		one := *list
+		one.Plugins = []*libcni.PluginConfig{p}
+		if derr := cni.DelNetworkList(ctx, &one, rt); derr != nil {
+			errs = append(errs, derr)
+		}
+	}
+	return names, errors.Join(errs...)
 }
 
 func runtimeConf(c *ucli.Context, netnsPath string) (*libcni.RuntimeConf, error) {

@@ -214,6 +214,33 @@ func TestMultiRollback(t *testing.T) {
 	}
 }
 
+// TestMultiRollbackDelGoesOn: a failed ADD whose rollback DEL fails part way
+// (a plugin after the bridge fails its DEL) still runs the DEL of every
+// other plugin and delegate: no veth, no reservation is left; the error
+// names the ADD's failure and the DEL's; the record stays for the
+// runtime's DEL, which fails the same way and leaves nothing either.
+func TestMultiRollbackDelGoesOn(t *testing.T) {
+	n := delegatetest.NewNode(t)
+	conf := muConf("1.1.0", muList("neta", "1.1.0", muBridge("mu-a", "1")),
+		muList("netb", "1.1.0", muBridge("mu-b", "2"), `{"type":"cnibox-test-fail","failDel":true}`, `{"type":"cnibox-test-fail","failAdd":true}`))
+	m := n.NewPod("m")
+	_, _, err := n.Call(multi.Role, "ADD", m, conf)
+	if err == nil || cniplug.CodeOf(err) != 5 || !strings.Contains(err.Error(), "ADD fails as asked") || !strings.Contains(err.Error(), "DEL fails as asked") {
+		t.Fatalf("ADD = %v (code %d), want code 5 naming the ADD's and the rollback's failures", err, cniplug.CodeOf(err))
+	}
+	if got := delegatetest.Veths(t); len(got) != 0 {
+		t.Errorf("veths left after the rollback: %v (every other plugin's DEL must run)", got)
+	}
+	for _, net := range []string{"neta", "netb"} {
+		if got := n.Reservations(net); len(got) != 0 {
+			t.Errorf("%s reservations left after the rollback: %v", net, got)
+		}
+	}
+	if got := n.Records("multinet"); len(got) != 1 {
+		t.Errorf("records %+v, want the record kept for the runtime's DEL", got)
+	}
+}
+
 // TestMultiDelGoesOn: a delegate whose DEL fails does not stop the others;
 // the error names it, and the record stays for the next DEL.
 func TestMultiDelGoesOn(t *testing.T) {

@@ -74,18 +74,32 @@ func TestCLIExecArgsFirst(t *testing.T) {
 // TestCLIExecAddRollback: when a plugin of the chain fails, DEL runs for
 // the plugins that ran, in reverse order (the failed one first), never for
 // those after it; the pod's record, address and host veth are gone and so
-// is the namespace --new-netns made.
+// is the namespace --new-netns made. A plugin whose DEL fails too (one
+// that does not speak the list's cniVersion) does not stop the DEL of the
+// others: bridge's DEL runs (libcni's DelNetworkList stops at it, which
+// left bridge's address and record at 48e1376).
 func TestCLIExecAddRollback(t *testing.T) {
 	for _, tt := range []struct {
 		name, middle string
 		dels         []string // the DEL records, in order
 		want         string   // in the error
+		delFails     string   // the DEL failure named on stderr ("": DEL ran clean)
 	}{
-		{"tuning fails", `{"type": "tuning", "mtu": 5}`, []string{"tuning", "bridge"}, "tuning"},
-		{"plugin missing", `{"type": "nosuchplugin"}`, []string{"bridge"}, "nosuchplugin"},
+		{"tuning fails", `{"type": "tuning", "mtu": 5}`, []string{"tuning", "bridge"}, "tuning", ""},
+		{"plugin missing", `{"type": "nosuchplugin"}`, []string{"bridge"}, "nosuchplugin", ""},
+		{"plugin of another cniVersion", `{"type": "oldplugin"}`, []string{"bridge"}, "incompatible CNI versions",
+			"DEL after the failed ADD (plugins oldplugin, bridge)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t).withT(t)
+			// A plugin that speaks 0.3.x only and refuses every other call
+			// as a skel plugin refuses a config of another version.
+			old := "#!/bin/sh\ncase \"$CNI_COMMAND\" in\n" +
+				"VERSION) echo '{\"cniVersion\":\"0.3.1\",\"supportedVersions\":[\"0.3.0\",\"0.3.1\"]}' ;;\n" +
+				"*) echo '{\"cniVersion\":\"0.3.1\",\"code\":1,\"msg\":\"incompatible CNI versions\"}'; exit 1 ;;\nesac\n"
+			if err := os.WriteFile(filepath.Join(e.binDir, "oldplugin"), []byte(old), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			conf := e.failingChain(tt.middle)
 			ns := execNS(t, "rb")
 			out, errs, code := e.cliRun("exec", "add", "--conf", conf, "--bin-dir", e.binDir, "--cache-dir", e.cacheDir,
@@ -93,7 +107,11 @@ func TestCLIExecAddRollback(t *testing.T) {
 			if code == 0 || !strings.Contains(errs, tt.want) {
 				t.Fatalf("exec add: exit %d, stderr %q (want %q)\n%s", code, errs, tt.want, out)
 			}
-			if want := "DEL ran for " + strings.Join(tt.dels, ", "); !strings.Contains(errs, want) {
+			want := "DEL ran for " + strings.Join(tt.dels, ", ")
+			if tt.delFails != "" {
+				want = tt.delFails
+			}
+			if !strings.Contains(errs, want) {
 				t.Errorf("stderr %q lacks %q", errs, want)
 			}
 			if _, err := os.Stat(filepath.Join(netops.NamedNSDir, ns)); !os.IsNotExist(err) {
