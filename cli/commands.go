@@ -285,7 +285,10 @@ func commands(o Options) []*ucli.Command {
 				"  - portmap, tuning, bandwidth (with its ifb) and flannel/multi delegate records whose attachment\n" +
 				"    is gone (its netns, its endpoint's netns, the container's netns, or an earlier boot), with\n" +
 				"    their port mappings; port mapping elements that no record, endpoint or cache entry explains;\n" +
-				"    cbw* ifb devices that no bandwidth record names.\n" +
+				"    cbw* ifb devices that no bandwidth record names;\n" +
+				"  - endpoint records and reservations of an ADD that never completed: older than 10 minutes,\n" +
+				"    and no entry of their container in the runtime's libcni cache (--cache-dir) while it holds\n" +
+				"    others (a failed ADD whose DEL stopped at a plugin before theirs: --cache-dir '' keeps them).\n" +
 				"Example: cnibox gc --dry-run",
 			Flags: []ucli.Flag{
 				&ucli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print what would be removed, remove nothing"},

@@ -8,17 +8,30 @@
 // A leftover ("orphan") is decided by these rules, from the evidence the node
 // has (Find applies rules 1 to 4, recordOrphans rules 5 to 7):
 //
-//  1. An endpoint record is stale when its netns is gone (the path is no
-//     longer a network namespace) or it was written before the last reboot
-//     (its boot ID differs: no pod survives a reboot). Its host veth,
-//     masquerade entries, reservations and the record itself go.
+//  1. An endpoint record is stale when
+//     a. its netns is gone (the path is no longer a network namespace),
+//     b. it was written before the last reboot (its boot ID differs: no pod
+//     survives a reboot), or
+//     c. its ADD never completed (View.unfinishedADD): the runtime's libcni
+//     cache was read and holds entries, none of the record's container (in
+//     any network), no delegate record names the container, and the record
+//     is older than AddGrace (10 minutes: an ADD in flight has no cache entry
+//     yet, libcni writes it after the last plugin). A failed ADD whose DEL
+//     stopped at a plugin before this one (libcni's DelNetworkList stops at
+//     the first failing DEL: a plugin that does not speak the list's
+//     cniVersion fails both) leaves exactly that, in a netns the runtime
+//     may keep. Records of store rebuild (live pods found without a cache
+//     entry) are not judged by it.
+//     Its host veth, masquerade entries, reservations and the record itself
+//     go.
 //  2. A reservation with no endpoint record of its owner (network, container,
 //     ifname) is stale only with positive evidence that the owner is gone,
 //     because host-local used by another main plugin (or an ADD still in
 //     flight) reserves without an endpoint record:
 //     a. it was made before the last reboot (its boot ID differs), or
 //     b. the runtime's libcni cache records the attachment with a netns
-//     that is gone.
+//     that is gone, or
+//     c. rule 1c's evidence, for the reservation's container and time.
 //     Otherwise it is kept.
 //  3. A host veth named like ours (cbx, or azure-vnet's azv, + 12 hex
 //     digits) is stale when no live endpoint record names it and no kept

@@ -116,6 +116,8 @@ func Find(v View) []Orphan {
 			reason = "recorded before the last reboot (boot " + ep.BootID + ")"
 		case ep.Netns != "" && !alive(ep.Netns):
 			reason = "its netns " + ep.Netns + " is gone"
+		case ep.Extra["rebuilt"] == "": // store rebuild's records are of live pods
+			reason = v.unfinishedADD(ep.ContainerID, ep.Created)
 		}
 		if reason == "" {
 			for _, p := range ep.IPs {
@@ -166,6 +168,8 @@ func Find(v View) []Orphan {
 				reason = "no endpoint record, and reserved before the last reboot (boot " + r.BootID + ")"
 			} else if a, ok := cached[k]; ok && a.NetNS != "" && !alive(a.NetNS) {
 				reason = "no endpoint record, and the runtime's cache says its netns was " + a.NetNS + ", which is gone"
+			} else if u := v.unfinishedADD(r.ContainerID, r.Created); u != "" {
+				reason = "no endpoint record, and " + u
 			}
 			if reason == "" {
 				keptIP[r.Addr] = true

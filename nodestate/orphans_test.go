@@ -3,7 +3,9 @@ package nodestate
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -115,5 +117,87 @@ func TestFindOrphansUnknownNetns(t *testing.T) {
 	v := View{BootID: "b", Endpoints: []store.Endpoint{{Network: "n", ContainerID: "c", IfName: "eth0", Netns: "/run/netns/x", BootID: "b"}}}
 	if o := Find(v); len(o) != 0 {
 		t.Errorf("Find with an unprobed netns = %+v, want none", o)
+	}
+}
+
+// TestFindOrphansUnfinishedADD: rules 1c and 2c. A record of a container
+// the runtime's cache does not know, older than AddGrace, is one whose ADD
+// failed and whose DEL never reached it (its netns may be alive): stale, and
+// so are its address and veth. Kept: one younger than AddGrace (an ADD in
+// flight), one whose container is cached (in any network), one a meta
+// role's delegate record names, one store rebuild made, and everything when
+// no cache was read or the cache is empty.
+func TestFindOrphansUnfinishedADD(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	old, young := now.Add(-AddGrace-time.Second), now.Add(-time.Minute)
+	ep := func(cid, addr string, created time.Time) store.Endpoint {
+		return store.Endpoint{Network: "net", ContainerID: cid, IfName: "eth0", Netns: "/run/netns/" + cid, BootID: "b", Created: created,
+			HostVeth: hostVethName(cid, "eth0"), IPs: []netip.Prefix{netip.MustParsePrefix(addr + "/24")}}
+	}
+	res := func(cid, addr string, created time.Time) store.Reservation {
+		return store.Reservation{Network: "net", ContainerID: cid, IfName: "eth0", Addr: netip.MustParseAddr(addr), BootID: "b", Created: created}
+	}
+	rebuilt := ep("rebuilt-cbx", "10.0.0.7", old)
+	rebuilt.Extra = map[string]string{"rebuilt": "cnibox store rebuild, from config"}
+	v := View{
+		Roles: testRoles, BootID: "b", Now: now,
+		Endpoints: []store.Endpoint{
+			ep("failed", "10.0.0.2", old), ep("in-flight", "10.0.0.3", young), ep("cached", "10.0.0.4", old),
+			ep("multus-delegate", "10.0.0.5", old), ep("delegated", "10.0.0.6", old), rebuilt,
+		},
+		IPAM: []store.IPAMView{{Network: "net", Reservations: []store.Reservation{
+			res("failed", "10.0.0.2", old), res("in-flight", "10.0.0.3", young), res("cached", "10.0.0.4", old),
+			res("multus-delegate", "10.0.0.5", old), res("delegated", "10.0.0.6", old), res("rebuilt-cbx", "10.0.0.7", old),
+			res("hl-failed", "10.0.0.10", old),      // no record (host-local under another main plugin)
+			res("hl-in-flight", "10.0.0.11", young), // no record, young
+		}}},
+		Cached: []*libcni.NetworkAttachment{
+			{Network: "net", ContainerID: "cached", IfName: "eth0", NetNS: "/run/netns/cached"},
+			{Network: "multus-network", ContainerID: "multus-delegate", IfName: "eth0", NetNS: "/run/netns/multus-delegate"},
+		},
+		recordView: recordView{Delegates: []store.DelegateRecord{{Network: "meta", ContainerID: "delegated", IfName: "eth0", Netns: "/run/netns/delegated", BootID: "b"}}},
+		Links:      []netops.Link{{Name: hostVethName("failed", "eth0"), Kind: KindVeth}, {Name: hostVethName("in-flight", "eth0"), Kind: KindVeth}},
+		Netns:      map[string]bool{},
+	}
+	for _, cid := range []string{"failed", "in-flight", "cached", "multus-delegate", "delegated", "rebuilt-cbx"} {
+		v.Netns["/run/netns/"+cid] = true
+	}
+	find := func(v View) map[string][]string {
+		got := map[string][]string{}
+		for _, o := range Find(v) {
+			key := o.ContainerID
+			if o.Kind == KindVeth {
+				key = o.Veth
+			}
+			got[o.Kind] = append(got[o.Kind], key)
+		}
+		return got
+	}
+	got := find(v)
+	want := map[string][]string{
+		KindEndpoint:    {"failed"},
+		KindReservation: {"failed", "hl-failed"},
+		KindVeth:        {hostVethName("failed", "eth0")},
+	}
+	for kind, w := range want {
+		if !slices.Equal(got[kind], w) {
+			t.Errorf("%s orphans = %v, want %v", kind, got[kind], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("orphans = %v, want %v", got, want)
+	}
+	for _, o := range Find(v) {
+		if o.Kind == KindEndpoint && !strings.Contains(o.Reason, "ADD never completed") {
+			t.Errorf("reason %q does not say the ADD never completed", o.Reason)
+		}
+	}
+	v.Cached = nil // no cache read (gc --cache-dir ''), or the runtime caches elsewhere
+	if got := find(v); len(got) != 0 {
+		t.Errorf("without a cache: %v, want nothing", got)
+	}
+	v.Cached, v.Now = []*libcni.NetworkAttachment{{Network: "net", ContainerID: "cached", IfName: "eth0"}}, time.Time{}
+	if got := find(v); len(got) != 0 {
+		t.Errorf("without a time: %v, want nothing", got)
 	}
 }

@@ -3,6 +3,7 @@ package nodestate
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -39,12 +40,15 @@ type View struct {
 	Netns map[string]bool
 	// Roles are the roles whose declarations the rules ask (nil: none).
 	Roles *cniplug.Registry
+	// Now is when the view was read (rules 1c and 2c; zero: those rules
+	// find nothing).
+	Now time.Time
 }
 
 // ReadView reads the store (a store that was never created reads as
 // empty), libcni's cache and the kernel of host.
 func ReadView(host *netops.Handle, o Options) (View, error) {
-	v := View{BootID: store.BootID(), Netns: map[string]bool{}, Roles: o.Roles}
+	v := View{BootID: store.BootID(), Netns: map[string]bool{}, Roles: o.Roles, Now: time.Now()}
 	st, err := store.OpenWith(store.Dir(o.DataDir), store.Options{NoCreate: true})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
