@@ -150,7 +150,7 @@ func TestCheckMissingBinary(t *testing.T) {
 	}
 	empty := t.TempDir()
 	t.Setenv("CNI_PATH", empty)
-	code, out := runCheckCLI(t, "", path)
+	code, out := runCheckCLI(t, "", "--node", path) // as on a node, whoever runs the test
 	if code != 1 || !strings.Contains(out, "cnibox install --dir "+empty) {
 		t.Errorf("exit %d, want 1 and the install fix for %s:\n%s", code, empty, out)
 	}
