@@ -219,7 +219,7 @@ func (w *watcher) applyLocked(d policymodel.Delta, always bool) {
 		return
 	}
 	w.logIssues(d)
-	if err := w.cfg.Sink.Apply(w.e.Model(), d); err != nil {
+	if err := w.cfg.Sink.Apply(w.e.current(), d); err != nil {
 		w.cfg.Log.Error("network policy: apply", "err", err)
 	}
 }

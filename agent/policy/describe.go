@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -33,11 +34,39 @@ type Verdict struct {
 // PodRef names a pod.
 type PodRef struct{ Namespace, Name string }
 
+// snapshot is what a reader takes of the engine under the watcher's lock,
+// cheaply (the model, which never changes, and the pods of the addresses
+// it will ask about), and reads without the lock: Describe, the flow
+// log's records and their staged evaluation.
+type snapshot struct {
+	node     string
+	m        *policymodel.Model
+	rulesGen uint64
+	rules    *counterIndex
+	pods     map[netip.Addr]PodRef
+}
+
+// snapshot takes the model and the pods of addrs.
+func (e *Engine) snapshot(addrs ...netip.Addr) *snapshot {
+	s := &snapshot{node: e.node, m: e.Model(), rulesGen: e.rulesGen, rules: e.rules, pods: make(map[netip.Addr]PodRef, len(addrs))}
+	for _, a := range addrs {
+		if r := e.podByIP(a); r != (PodRef{}) {
+			s.pods[a] = r
+		}
+	}
+	return s
+}
+
 // Describe describes a verdict the table logged with counter, for a packet
 // from src to dst; ok is false for a counter the model has no rule of (a
 // rule changed since the packet was logged).
 func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
-	v.Src, v.Dst = e.podByIP(src), e.podByIP(dst)
+	return e.snapshot(src, dst).Describe(counter, src, dst)
+}
+
+// Describe is Engine.Describe on the snapshot.
+func (s *snapshot) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
+	v.Src, v.Dst = s.pods[src], s.pods[dst]
 	if dir, dflt := strings.CutPrefix(counter, "dflt-"); dflt {
 		v.Default = true
 		if dir == "eg" {
@@ -51,15 +80,15 @@ func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bo
 		if dir == "eg" {
 			v.Direction, self = policymodel.Egress, src
 		}
-		t := e.m.Tiers(v.Direction)
+		t := s.m.Tiers(v.Direction)
 		for _, p := range t.NetworkPolicy {
-			if s := e.m.Sets[p.Subject]; s != nil && s.Contains(self) {
+			if set := s.m.Sets[p.Subject]; set != nil && set.Contains(self) {
 				v.Isolating = append(v.Isolating, p.ID)
 			}
 		}
 		return v, dir == "in" || dir == "eg"
 	}
-	r, p := e.ruleOf(counter)
+	r, p := s.rules.ruleOf(s.rulesGen, &s.m.Rules, counter)
 	if r == nil {
 		return v, false
 	}
@@ -94,23 +123,33 @@ func ruleIn(rs *policymodel.Rules, id string) (*policymodel.Rule, *policymodel.P
 	return nil, nil
 }
 
-// ruleOf finds the rule with counter ID counter in the model, and its
-// policy; the index of them is made once per model.
-func (e *Engine) ruleOf(counter string) (*policymodel.Rule, *policymodel.Policy) {
-	if e.rulesOf != e.m {
-		e.rules = map[string]ruleRef{}
-		for _, t := range []*policymodel.Tiers{&e.m.Ingress, &e.m.Egress} {
+// counterIndex is the rules of the engine's models by counter ID, made by
+// the first reader that asks after a rebuild (the only change of the
+// rules), outside the watcher's lock; safe for concurrent use.
+type counterIndex struct {
+	mu    sync.Mutex
+	gen   uint64 // the engine's rulesGen it is of
+	rules map[string]ruleRef
+}
+
+// ruleOf finds the rule with counter ID counter in rs (of rules
+// generation gen), and its policy.
+func (x *counterIndex) ruleOf(gen uint64, rs *policymodel.Rules, counter string) (*policymodel.Rule, *policymodel.Policy) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.rules == nil || x.gen != gen {
+		x.rules, x.gen = map[string]ruleRef{}, gen
+		for _, t := range []*policymodel.Tiers{&rs.Ingress, &rs.Egress} {
 			for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
 				for _, p := range ps {
 					for i := range p.Rules {
-						e.rules[policymodel.ShortID(p.Rules[i].ID)] = ruleRef{&p.Rules[i], p}
+						x.rules[policymodel.ShortID(p.Rules[i].ID)] = ruleRef{&p.Rules[i], p}
 					}
 				}
 			}
 		}
-		e.rulesOf = e.m
 	}
-	ref := e.rules[counter]
+	ref := x.rules[counter]
 	return ref.rule, ref.policy
 }
 

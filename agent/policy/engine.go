@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"sync/atomic"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
@@ -16,8 +17,8 @@ import (
 // model: each Set* and Delete* call returns the Delta of the model. A pod's
 // change costs one match per set; a namespace's, one per set and pod of the
 // namespace; a policy's, a scan of the pods for the sets it brings. It is
-// not safe for concurrent use; the model it returns changes with the next
-// call.
+// not safe for concurrent use; the model it returns never changes
+// (cow.go), so its readers need not hold the engine owner's lock.
 type Engine struct {
 	node       string
 	nsPods     map[string]map[string]*Pod      // by namespace and name
@@ -43,11 +44,19 @@ type Engine struct {
 	held, stale bool
 	// caps: the namespaces' and the node's caps (nscaps.go).
 	caps nsCaps
-	// For Describe (describe.go): the rules by counter ID of model
-	// rulesOf, and the pods by address (nil until asked for).
-	rulesOf *policymodel.Model
-	rules   map[string]ruleRef
-	byIP    map[netip.Addr]PodRef
+	// The model's copy on write (cow.go): it was handed out (published),
+	// the sets it may change in place (own), the rebuilds made (rulesGen:
+	// the rules change only there).
+	published atomic.Bool // Model may be called beside a reader's Model (tests)
+	own       map[policymodel.SetID]bool
+	rulesGen  uint64
+	// setsShared and localShared: the model's map of sets and its local
+	// pods are still the model's handed out before.
+	setsShared, localShared bool
+	// For Describe (describe.go): the rules by counter ID, and the pods
+	// by address (nil until asked for).
+	rules *counterIndex
+	byIP  map[netip.Addr]PodRef
 }
 
 // NewEngine returns an engine for the node named node, with no policies.
@@ -64,13 +73,12 @@ func NewEngine(node string) *Engine {
 		defs:       map[policymodel.SetID]*setDef{},
 		m:          &policymodel.Model{Node: node, Sets: map[policymodel.SetID]*policymodel.Set{}},
 		caps:       nsCaps{lim: defaultCapLimits},
+		own:        map[policymodel.SetID]bool{},
+		rules:      &counterIndex{},
 	}
 	e.rebuild()
 	return e
 }
-
-// Model returns the model (valid until the next call).
-func (e *Engine) Model() *policymodel.Model { return e.m }
 
 // SetPod adds or replaces a pod.
 func (e *Engine) SetPod(p *Pod) policymodel.Delta {
@@ -82,9 +90,11 @@ func (e *Engine) SetPod(p *Pod) policymodel.Delta {
 	e.indexIPs(old, p)
 	switch {
 	case p.Node == e.node:
+		e.localForWrite()
 		e.localPods[p.Key()] = p
 		e.local[p.Key()] = policymodel.LocalPod{IPs: p.IPs, HostNetwork: p.HostNetwork, Done: p.Done}
 	case old != nil && old.Node == e.node:
+		e.localForWrite()
 		delete(e.localPods, p.Key())
 		delete(e.local, p.Key())
 	}
@@ -130,6 +140,9 @@ func (e *Engine) DeletePod(namespace, name string) policymodel.Delta {
 	var d policymodel.Delta
 	if old == nil {
 		return d
+	}
+	if old.Node == e.node {
+		e.localForWrite()
 	}
 	delete(e.localPods, old.Key())
 	delete(e.local, old.Key())
@@ -198,16 +211,15 @@ func (e *Engine) move(d *policymodel.Delta, id policymodel.SetID, def *setDef, o
 // recording in d those that left or came (a set counts its elements: an
 // address two pods or nodes have stays until neither has it).
 func (e *Engine) swap(d *policymodel.Delta, id policymodel.SetID, before, after []policymodel.Elem) {
-	s := e.m.Sets[id]
-	n := 0
+	s, n := e.m.Sets[id], 0
 	for _, x := range before {
-		if !slices.Contains(after, x) && s.Del(x) {
+		if !slices.Contains(after, x) && s.Has(x) && e.setForWrite(id).Del(x) {
 			d.Note(id, x, false)
 			n--
 		}
 	}
 	for _, x := range after {
-		if !slices.Contains(before, x) && s.Add(x) {
+		if !slices.Contains(before, x) && e.setForWrite(id).Add(x) {
 			d.Note(id, x, true)
 			n++
 		}
@@ -309,6 +321,13 @@ func (e *Engine) rebuild() policymodel.Delta {
 	defs[nodeAddrs] = node
 	sortIssues(issues)
 
+	published := e.published.Load()
+	if published || e.localShared { // a model handed out keeps its local pods
+		e.local = maps.Clone(e.local)
+	}
+	if published {
+		e.own = map[policymodel.SetID]bool{}
+	}
 	sets := map[policymodel.SetID]*policymodel.Set{}
 	for id, def := range defs {
 		old := e.m.Sets[id]
@@ -317,6 +336,7 @@ func (e *Engine) rebuild() policymodel.Delta {
 			sets[id] = old
 		case old != nil:
 			s := e.fill(id, def, plan)
+			e.own[id] = true
 			for _, x := range old.Elems() {
 				if !s.Has(x) {
 					d.Note(id, x, false)
@@ -330,12 +350,14 @@ func (e *Engine) rebuild() policymodel.Delta {
 			sets[id] = s
 		default:
 			sets[id] = e.fill(id, def, plan)
+			e.own[id] = true
 			d.AddSets = append(d.AddSets, id)
 		}
 	}
 	for id := range e.m.Sets {
 		if sets[id] == nil {
 			d.DelSets = append(d.DelSets, id)
+			delete(e.own, id)
 		}
 	}
 	slices.Sort(d.AddSets)
@@ -351,9 +373,12 @@ func (e *Engine) rebuild() policymodel.Delta {
 	if staged != nil {
 		staged.NodeAddrs = nodeAddrs
 	}
+	e.rulesGen++
 	e.m = &policymodel.Model{Node: e.node, Rules: policymodel.Rules{NodeAddrs: nodeAddrs, Ingress: in, Egress: eg, Log: flowLog, Domains: domains}, Staged: staged,
 		Sets: sets, Issues: issues, LocalPods: e.local,
-		GuardAll: guardAll, GuardNamespaces: guard, Resolvers: e.m.Resolvers}
+		GuardAll: guardAll, GuardNamespaces: guard, Resolvers: e.m.Resolvers, Generation: generations.Add(1)}
+	e.published.Store(false)
+	e.setsShared, e.localShared = false, false
 	return d
 }
 

@@ -5,6 +5,7 @@ package policy
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -77,33 +78,56 @@ func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *ver
 	}
 }
 
-// records names the policy, rule and pods of each event (under the
-// watcher's lock, once for the batch).
+// records names the policy, rule and pods of each event: the watcher's
+// lock is held only to take a snapshot (the model and the batch's pods);
+// the records, and the staged evaluation within the batch's budget, are
+// made without it (stagedEvals).
 func (w *watcher) records(evs []verdicts.Event) []flowlog.Record {
+	addrs := make([]netip.Addr, 0, 2*len(evs))
+	for _, ev := range evs {
+		addrs = append(addrs, ev.Src.Addr(), ev.Dst.Addr())
+	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	e := w.e
+	s := w.e.snapshot(addrs...)
+	w.mu.Unlock()
+	w.stagedEval.begin(s.m.Generation)
 	out := make([]flowlog.Record, 0, len(evs))
 	for _, ev := range evs {
-		out = e.appendRecords(out, ev)
+		out = s.appendRecords(out, ev, &w.stagedEval)
+	}
+	if n := w.stagedEval.end(time.Now()); n > 0 {
+		w.cfg.Log.Warn("flow log: staged verdicts not evaluated: the batch's budget was spent (docs/flowlog.md)",
+			"skipped", n, "budget", stagedBudget)
 	}
 	return out
+}
+
+// appendRecords appends what ev makes of the flow log (for tests: the
+// engine's snapshot, no budget).
+func (e *Engine) appendRecords(out []flowlog.Record, ev verdicts.Event) []flowlog.Record {
+	return e.snapshot(ev.Src.Addr(), ev.Dst.Addr()).appendRecords(out, ev, nil)
+}
+
+// record is ev as the flow log writes it (for tests).
+func (e *Engine) record(ev verdicts.Event) flowlog.Record {
+	return e.snapshot(ev.Src.Addr(), ev.Dst.Addr()).record(ev)
 }
 
 // appendRecords appends what ev makes of the flow log: its record where
 // the flow log's scope takes it (the kernel also logs the pods of staged
 // policies, and their default allows), and a staged-deny or staged-allow
-// record where the staged rules would decide otherwise.
-func (e *Engine) appendRecords(out []flowlog.Record, ev verdicts.Event) []flowlog.Record {
-	rec := e.record(ev)
-	if e.inLogScope(ev) {
+// record where the staged rules would decide otherwise (evaluated by st:
+// nil, at once).
+func (s *snapshot) appendRecords(out []flowlog.Record, ev verdicts.Event, st *stagedEvals) []flowlog.Record {
+	rec := s.record(ev)
+	if s.inLogScope(ev) {
 		out = append(out, rec)
 	}
 	if rec.Reason != "" {
 		return out // no policy decided: nothing a staged one would change
 	}
-	if st, ok := e.stagedRecord(ev, rec); ok {
-		out = append(out, st)
+	if sr, ok := s.stagedRecord(ev, rec, st); ok {
+		out = append(out, sr)
 	}
 	return out
 }
@@ -111,23 +135,24 @@ func (e *Engine) appendRecords(out []flowlog.Record, ev verdicts.Event) []flowlo
 // inLogScope reports whether the flow log's scope takes ev: its verdict
 // is logged everywhere, or for its pod or its peer; a default allow
 // (logged for the staged policies only) never is.
-func (e *Engine) inLogScope(ev verdicts.Event) bool {
+func (s *snapshot) inLogScope(ev verdicts.Event) bool {
 	if strings.HasPrefix(ev.Counter, "dflt-") {
 		return false
 	}
-	scope := e.m.Log.Deny
+	scope := s.m.Log.Deny
 	if ev.Allow {
-		scope = e.m.Log.Allow
+		scope = s.m.Log.Allow
 	}
-	set := e.m.Sets[scope.Set]
+	set := s.m.Sets[scope.Set]
 	return scope.All || set != nil && (set.Contains(ev.Src.Addr()) || set.Contains(ev.Dst.Addr()))
 }
 
 // stagedRecord is the record of what the staged rules would do with ev's
-// connection, if that is not what was done (rec is ev's record).
-func (e *Engine) stagedRecord(ev verdicts.Event, rec flowlog.Record) (flowlog.Record, bool) {
-	subjects := e.m.Sets[e.m.Log.Staged]
-	if e.m.Staged == nil || subjects == nil {
+// connection, if that is not what was done (rec is ev's record), and st
+// evaluates it within its budget.
+func (s *snapshot) stagedRecord(ev verdicts.Event, rec flowlog.Record, st *stagedEvals) (flowlog.Record, bool) {
+	subjects := s.m.Sets[s.m.Log.Staged]
+	if s.m.Staged == nil || subjects == nil {
 		return rec, false
 	}
 	dir, self := policymodel.Ingress, ev.Dst.Addr()
@@ -137,9 +162,9 @@ func (e *Engine) stagedRecord(ev verdicts.Event, rec flowlog.Record) (flowlog.Re
 	if !subjects.Contains(self) {
 		return rec, false
 	}
-	staged := &policymodel.Model{Rules: *e.m.Staged, Sets: e.m.Sets}
-	sv := staged.Evaluate(dir, policymodel.Conn{Src: ev.Src.Addr(), Dst: ev.Dst.Addr(), Proto: policymodel.Protocol(ev.Proto), Port: ev.Dst.Port()})
-	if sv.Allowed == ev.Allow || sv.Rule == "node" {
+	staged := &policymodel.Model{Rules: *s.m.Staged, Sets: s.m.Sets}
+	sv, ok := st.evaluate(staged, s.m.Generation, dir, policymodel.Conn{Src: ev.Src.Addr(), Dst: ev.Dst.Addr(), Proto: policymodel.Protocol(ev.Proto), Port: ev.Dst.Port()})
+	if !ok || sv.Allowed == ev.Allow || sv.Rule == "node" {
 		return rec, false
 	}
 	rec.Verdict = flowlog.StagedDeny
@@ -149,11 +174,11 @@ func (e *Engine) stagedRecord(ev verdicts.Event, rec flowlog.Record) (flowlog.Re
 	v := Verdict{Direction: dir}
 	if sv.Rule == "" { // the staged rules' isolation
 		for _, p := range staged.Tiers(dir).NetworkPolicy {
-			if s := e.m.Sets[p.Subject]; s != nil && s.Contains(self) {
+			if set := s.m.Sets[p.Subject]; set != nil && set.Contains(self) {
 				v.Isolating = append(v.Isolating, p.ID)
 			}
 		}
-	} else if r, p := ruleIn(e.m.Staged, sv.Rule); r != nil {
+	} else if r, p := ruleIn(s.m.Staged, sv.Rule); r != nil {
 		v.Policy, v.Tier, v.Rule = p.ID, p.Tier, ruleIndex(p, r)
 	}
 	rec.Policy = recordPolicy(v)
@@ -163,19 +188,19 @@ func (e *Engine) stagedRecord(ev verdicts.Event, rec flowlog.Record) (flowlog.Re
 // record is ev as the flow log writes it. A packet the table dropped as
 // INVALID has a reason, no policy and no direction (it was dropped before
 // either walk).
-func (e *Engine) record(ev verdicts.Event) flowlog.Record {
+func (s *snapshot) record(ev verdicts.Event) flowlog.Record {
 	if ev.Counter == policymodel.CounterInvalid {
-		src, dst := e.podByIP(ev.Src.Addr()), e.podByIP(ev.Dst.Addr())
+		src, dst := s.pods[ev.Src.Addr()], s.pods[ev.Dst.Addr()]
 		return flowlog.Record{
-			Time: ev.Time.UTC(), Node: e.node, Verdict: flowlog.Deny, Reason: flowlog.ReasonInvalid,
+			Time: ev.Time.UTC(), Node: s.node, Verdict: flowlog.Deny, Reason: flowlog.ReasonInvalid,
 			Proto: flowlog.ProtoNumber(ev.Proto),
 			Src:   flowlog.Endpoint{IP: ev.Src.Addr(), Port: ev.Src.Port(), Namespace: src.Namespace, Pod: src.Name},
 			Dst:   flowlog.Endpoint{IP: ev.Dst.Addr(), Port: ev.Dst.Port(), Namespace: dst.Namespace, Pod: dst.Name},
 		}
 	}
-	v, ok := e.Describe(ev.Counter, ev.Src.Addr(), ev.Dst.Addr())
+	v, ok := s.Describe(ev.Counter, ev.Src.Addr(), ev.Dst.Addr())
 	rec := flowlog.Record{
-		Time: ev.Time.UTC(), Node: e.node, Verdict: flowlog.Deny,
+		Time: ev.Time.UTC(), Node: s.node, Verdict: flowlog.Deny,
 		Direction: flowlog.Direction(v.Direction.String()),
 		Proto:     flowlog.ProtoNumber(ev.Proto),
 		Src:       flowlog.Endpoint{IP: ev.Src.Addr(), Port: ev.Src.Port(), Namespace: v.Src.Namespace, Pod: v.Src.Name},

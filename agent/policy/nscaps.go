@@ -405,8 +405,11 @@ func (c *nsCaps) account(p *capPlan, sets map[policymodel.SetID]*policymodel.Set
 // asks for a rebuild when a namespace's or the node's count passes its
 // cap.
 func (c *nsCaps) moved(id policymodel.SetID, n int) {
+	if n == 0 {
+		return
+	}
 	owners := c.owners[id]
-	if n == 0 || len(owners) == 0 {
+	if len(owners) == 0 {
 		return
 	}
 	if c.node <= c.lim.nodeElems && c.node+n > c.lim.nodeElems {

@@ -45,6 +45,7 @@ func (e *Engine) SetResolvers(addrs []netip.Addr) bool {
 	if slices.Equal(out, e.m.Resolvers) {
 		return false
 	}
+	e.writable()
 	e.m.Resolvers = out
 	return true
 }
@@ -114,7 +115,7 @@ func (w *watcher) applyResolvers(addrs []netip.Addr) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.e.SetResolvers(addrs) {
-		w.cfg.Log.Info("domainNames: the trusted DNS resolvers", "addresses", w.e.Model().Resolvers)
+		w.cfg.Log.Info("domainNames: the trusted DNS resolvers", "addresses", w.e.current().Resolvers)
 		w.applyLocked(policymodel.Delta{}, true)
 	}
 }

@@ -39,10 +39,12 @@ type Sink interface {
 // A Syncer is a Sink that commits on a goroutine of its own (agent/
 // policynft's): once the first full sync is applied the watcher starts
 // Run, and Apply then only queues; Run reads the model through view,
-// under the watcher's lock, and commits without it.
+// under the watcher's lock, keeps it if it must (view's f returns true:
+// a full sync's, the DNS proxy's; such a model never changes, cow.go),
+// and commits without the lock.
 type Syncer interface {
 	Sink
-	Run(ctx context.Context, view func(func(*policymodel.Model)), log *slog.Logger)
+	Run(ctx context.Context, view func(func(*policymodel.Model) bool), log *slog.Logger)
 }
 
 // WatchConfig configures Watch.
@@ -278,6 +280,8 @@ type watcher struct {
 	beforeCompile func(id string)
 	// badFlowLog: the bad flow log annotation warned of, by namespace.
 	badFlowLog map[string]string
+	// stagedEval evaluates the flow log's staged verdicts (stagedeval.go).
+	stagedEval stagedEvals
 	// admitted holds, by pod, the addresses its ADD admitted while its
 	// status has none; podEv is closed at the next pod event (admit.go;
 	// both under mu).
@@ -291,7 +295,7 @@ func (w *watcher) start() error {
 	defer w.mu.Unlock()
 	w.started.Store(true)
 	w.e.Release() // its delta is in the whole model handed over here
-	m := w.e.Model()
+	m := w.e.current()
 	d := policymodel.Delta{Rules: true, Issues: len(m.Issues) > 0}
 	for id := range m.Sets {
 		d.AddSets = append(d.AddSets, id)
@@ -300,11 +304,15 @@ func (w *watcher) start() error {
 	return w.cfg.Sink.Apply(m, d)
 }
 
-// view runs f with the engine's model, under the watcher's lock.
-func (w *watcher) view(f func(*policymodel.Model)) {
+// view runs f with the engine's model, under the watcher's lock; when f
+// keeps the model (true), the engine hands it out: it never changes, and
+// f's caller reads it after the lock is given back.
+func (w *watcher) view(f func(*policymodel.Model) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	f(w.e.Model())
+	if f(w.e.current()) {
+		w.e.Model()
+	}
 }
 
 // apply runs one change of the engine and hands its delta to the sink.
@@ -323,9 +331,9 @@ func (w *watcher) logIssues(d policymodel.Delta) {
 		return
 	}
 	if w.ev != nil {
-		w.ev.note(w.e.Model().Issues)
+		w.ev.note(w.e.current().Issues)
 	}
-	for _, is := range w.e.Model().Issues {
+	for _, is := range w.e.current().Issues {
 		w.cfg.Log.Warn("network policy cannot be expressed; it fails closed", "policy", is.Policy, "field", is.Field, "value", is.Value, "reason", is.Reason)
 	}
 }

@@ -32,6 +32,8 @@ type DNS struct {
 	// learned counts, per pod address, the pairs it has learned that
 	// have not expired (the cap MaxPairsPerPod).
 	learned map[netip.Addr]map[netip.Addr]time.Time
+	// permits caches Permit's verdicts (permit.go).
+	permits permits
 
 	vmu  sync.Mutex
 	view View // the watcher's model (Sink.Run hands it over)
@@ -68,15 +70,23 @@ func (d *DNS) setView(v View) {
 	d.vmu.Unlock()
 }
 
-func (d *DNS) withModel(f func(*policymodel.Model)) bool {
+// current is the watcher's model, kept (it never changes): taken under
+// the watcher's lock, which costs a pointer, and read without it (issue
+// 60, finding 5: Permit evaluated under that lock, for seconds with a
+// large policy); nil before Run.
+func (d *DNS) current() *policymodel.Model {
 	d.vmu.Lock()
 	v := d.view
 	d.vmu.Unlock()
 	if v == nil {
-		return false
+		return nil
 	}
-	v(f)
-	return true
+	var m *policymodel.Model
+	v(func(vm *policymodel.Model) bool {
+		m = vm
+		return true
+	})
+	return m
 }
 
 // subjects are the addresses of the node's pods that a domainNames peer's
@@ -140,6 +150,7 @@ func (d *DNS) observe(m *policymodel.Model) error {
 	for _, a := range del {
 		delete(d.pods, a)
 		delete(d.learned, a)
+		d.permits.forget(a)
 	}
 	return nil
 }
@@ -148,20 +159,23 @@ func (d *DNS) observe(m *policymodel.Model) error {
 // pods in the DNS sets, may talk to server over proto when server is a
 // trusted resolver (the table diverts no other: a query to another one
 // reached the proxy through a table older than the model) and its egress
-// rules allow it, as the kernel would without the proxy.
+// rules allow it, as the kernel would without the proxy. The evaluation
+// is made on the watcher's model without its lock (current), one at a
+// time per pod, and cached per model generation (permit.go).
 func (d *DNS) Permit(pod netip.Addr, server netip.AddrPort, proto policymodel.Protocol) bool {
+	pod, server = pod.Unmap(), netip.AddrPortFrom(server.Addr().Unmap(), server.Port())
 	d.mu.Lock()
-	ours := d.pods[pod.Unmap()]
-	trusted := slices.Contains(d.resolvers, server.Addr().Unmap())
+	ours := d.pods[pod]
+	trusted := slices.Contains(d.resolvers, server.Addr())
 	d.mu.Unlock()
 	if !ours || !trusted {
 		return false // not a pod the table sends here, or not a resolver the operator trusts
 	}
-	ok := false
-	d.withModel(func(m *policymodel.Model) {
-		ok = m.Evaluate(policymodel.Egress, policymodel.Conn{Src: pod.Unmap(), Dst: server.Addr().Unmap(), Proto: proto, Port: server.Port()}).Allowed
-	})
-	return ok
+	m := d.current()
+	if m == nil {
+		return false
+	}
+	return d.permits.allowed(m, permitKey{pod: pod, server: server, proto: proto})
 }
 
 // errTooMany is Learn's refusal past MaxPairsPerPod.
@@ -181,7 +195,7 @@ func (d *DNS) Learn(pod netip.Addr, names []string, addrs []fqdn.LearnedAddr) er
 		self []netip.Addr // the pod's addresses
 	}
 	var targets []target
-	d.withModel(func(m *policymodel.Model) {
+	if m := d.current(); m != nil {
 		var self []netip.Addr
 		for _, lp := range m.LocalPods {
 			if slices.Contains(lp.IPs, pod) {
@@ -197,7 +211,7 @@ func (d *DNS) Learn(pod netip.Addr, names []string, addrs []fqdn.LearnedAddr) er
 				targets = append(targets, target{set: dom.Set, self: self})
 			}
 		}
-	})
+	}
 	if len(targets) == 0 {
 		return nil // no peer names it: the answer goes as it is
 	}

@@ -54,7 +54,7 @@ func TestPolicyDNS(t *testing.T) {
 	// The watcher's lock, as the agent has it: the engine changes under
 	// it and Run and the DNS side read the model under it.
 	var mu sync.Mutex
-	view := func(f func(*policymodel.Model)) { mu.Lock(); defer mu.Unlock(); f(n.e.Model()) }
+	view := func(f func(*policymodel.Model) bool) { mu.Lock(); defer mu.Unlock(); f(n.e.Model()) }
 	change := func(c func(*policy.Engine) policymodel.Delta) { mu.Lock(); defer mu.Unlock(); n.do(c) }
 	go n.sink.Run(t.Context(), view, nil)
 

@@ -10,3 +10,10 @@ func Running(s *Sink) bool {
 	defer s.qmu.Unlock()
 	return s.async
 }
+
+// SetPermitHook makes d's Permit run f before each evaluation.
+func SetPermitHook(d *DNS, f func()) {
+	d.permits.mu.Lock()
+	defer d.permits.mu.Unlock()
+	d.permits.beforeEval = f
+}

@@ -117,7 +117,7 @@ func (s *Sink) apply(m *policymodel.Model, d policymodel.Delta) error {
 		s.wake()
 		return nil
 	}
-	return s.sync(func(f func(*policymodel.Model)) { f(m) }, false)
+	return s.sync(func(f func(*policymodel.Model) bool) { f(m) }, false) // committed before Apply returns
 }
 
 // localAddrs are the addresses of the node's pods the model knows and
@@ -160,7 +160,8 @@ func countRules(r *policymodel.Rules) int {
 
 // Change is the table's change for d on model m; full makes it a full sync
 // (every set and the rules, the rest of the table deleted). It holds m's
-// rules and sets as they are: valid while m is (detach copies them).
+// rules and sets as they are: valid while m is (detach copies them; a
+// model the engine handed out never changes).
 func Change(m *policymodel.Model, d policymodel.Delta, full bool) *nft.PolicyChange {
 	c := &nft.PolicyChange{Full: full}
 	if full || d.Rules {

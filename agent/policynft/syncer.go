@@ -10,9 +10,11 @@ import (
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-// View runs f with the model under its owner's lock (the watcher's): the
-// model is valid during f only.
-type View = func(f func(*policymodel.Model))
+// View runs f with the model under its owner's lock (the watcher's). The
+// model is valid during f only, unless f returns true (keeps it): then it
+// never changes (the engine copies it on its next change), and f's caller
+// reads it after the lock is given back.
+type View = func(f func(*policymodel.Model) (keep bool))
 
 // ResyncEvery makes Run replace the whole table with the model every d
 // (0: never), which puts back what someone else changed in it: a rule or
@@ -34,9 +36,10 @@ const (
 // queued and the last transaction is done, it takes every change queued
 // so far and commits them as one, so that nothing waits for a timer and a
 // burst of changes costs a few transactions, not one each. The change is
-// made from the model under view's lock; the transaction, the index and
-// the metrics' note of the rules are done outside it (and the index
-// outside the Sink's own lock too). A failed transaction is followed by a
+// made from the model under view's lock (a full sync's: from the model
+// kept, after the lock); the transaction, the index and the metrics' note
+// of the rules are done outside it (and the index outside the Sink's own
+// lock too). A failed transaction is followed by a
 // full sync, at once and then after a growing wait (retryMin..retryMax),
 // logged to log. Call Run after the first Apply: Apply only queues while
 // it runs. Once it returns, the next Apply commits a full sync at once,
@@ -169,26 +172,42 @@ func (s *Sink) requeue() {
 	s.q.requeue()
 }
 
-// take makes the batch of what is queued from the model (nil: nothing is
-// queued), copying what it needs of the model: it is committed after
-// view's lock is given back.
+// take makes the batch of what is queued (nil: nothing is queued). A
+// delta's change is made under view's lock, copying what it holds of the
+// model (the delta's sets); a full sync keeps the model, which then never
+// changes, and is made of it after the lock is given back (it copied
+// every set of the model under the watcher's lock).
 func (s *Sink) take(view View, resync bool) *batch {
-	var b *batch
-	view(func(m *policymodel.Model) {
+	var (
+		b    *batch
+		kept *policymodel.Model
+		d    policymodel.Delta
+	)
+	view(func(m *policymodel.Model) bool {
 		s.qmu.Lock()
 		if !s.q.dirty {
 			s.qmu.Unlock()
-			return
+			return false
 		}
-		d, full, n := s.q.take()
+		var full bool
+		var n uint64
+		d, full, n = s.q.take()
 		s.qmu.Unlock()
 		full = full || !s.synced.Load()
-		c := detach(Change(m, d, full))
-		b = &batch{c: c, n: n, live: localAddrs(m), node: m.Node, sets: len(m.Sets), resync: resync && full}
-		if c.Rules != nil {
-			b.rules = c.Rules
+		b = &batch{n: n, live: localAddrs(m), node: m.Node, sets: len(m.Sets), resync: resync && full}
+		if full {
+			kept = m
+			return true
 		}
+		b.c = detach(Change(m, d, false))
+		return false
 	})
+	if kept != nil {
+		b.c = Change(kept, d, true)
+	}
+	if b != nil && b.c.Rules != nil {
+		b.rules = b.c.Rules
+	}
 	return b
 }
 

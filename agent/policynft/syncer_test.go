@@ -23,7 +23,7 @@ type watched struct {
 	mu sync.Mutex // the watcher's
 }
 
-func (w *watched) view(f func(*policymodel.Model)) {
+func (w *watched) view(f func(*policymodel.Model) bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f(w.e.Model())

@@ -260,6 +260,11 @@ type Model struct {
 	// --dns-trusted-resolvers), sorted: domainNames peers learn only
 	// from their answers (the DNS table diverts only queries to them).
 	Resolvers []netip.Addr `json:",omitempty"`
+	// Generation names the model among those of the agent's engines: a
+	// model handed out never changes, a later one has another (larger)
+	// Generation. A reader keys what it works out of a model (a verdict)
+	// on it.
+	Generation uint64 `json:"-"`
 }
 
 // LocalPod is what the model knows of a pod of its node.

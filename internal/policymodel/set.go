@@ -2,6 +2,7 @@ package policymodel
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 )
@@ -84,12 +85,43 @@ func CompareElem(a, b Elem) int {
 // Set is an address set of the model. Its elements are counted: two pods
 // may briefly hold one address (one terminating, one starting), and the
 // address stays until both are gone.
+//
+// A set is copied on write: Clone is a new set sharing the elements (a
+// large set's parts, a small one's one part), and the first change of
+// either copies the part it changes. The engine hands a model out and
+// changes a clone of each of its sets from then on, so a reader keeps a
+// model that never changes (and reads it without the engine's lock) while
+// a pod's change costs the engine a part of each set it touches, not the
+// set.
 type Set struct {
 	ID   SetID
 	Kind SetKind
 	Key  string // the definition, readable: what the nftables comment shows
-	n    map[Elem]int
+	n    int    // distinct elements
+	// parts hold the elements: one, or more once the set holds more than
+	// splitAt (by a hash of the element, about partSize each); tok marks
+	// those the set may change in place.
+	parts []*setPart
+	tok   *setToken
 }
+
+// setToken tells a set's own parts from those it shares (not empty: two
+// empty allocations may share an address).
+type setToken struct{ _ byte }
+
+type setPart struct {
+	tok *setToken
+	m   map[Elem]int
+}
+
+// A set splits into 64 parts once it holds more than splitAt elements,
+// and doubles its parts whenever they hold more than partSize each on
+// average: a change of a large set copies a part of a few dozen
+// elements and the set's list of parts.
+const (
+	splitAt  = 512
+	partSize = 32
+)
 
 // NewSet is a set holding elems once each.
 func NewSet(id SetID, kind SetKind, key string, elems ...Elem) *Set {
@@ -100,17 +132,31 @@ func NewSet(id SetID, kind SetKind, key string, elems ...Elem) *Set {
 	return s
 }
 
+// Clone is a set with s's elements, sharing them until either changes.
+func (s *Set) Clone() *Set {
+	c := &Set{ID: s.ID, Kind: s.Kind, Key: s.Key, n: s.n, parts: slices.Clone(s.parts), tok: &setToken{}}
+	s.tok = &setToken{} // s's next change copies what it shares too
+	return c
+}
+
 // Has reports whether e is in the set.
-func (s *Set) Has(e Elem) bool { return s.n[e] > 0 }
+func (s *Set) Has(e Elem) bool {
+	if len(s.parts) == 0 {
+		return false
+	}
+	return s.parts[s.partOf(e)].m[e] > 0
+}
 
 // Len is the number of elements.
-func (s *Set) Len() int { return len(s.n) }
+func (s *Set) Len() int { return s.n }
 
 // Elems returns the elements, sorted.
 func (s *Set) Elems() []Elem {
-	out := make([]Elem, 0, len(s.n))
-	for e := range s.n {
-		out = append(out, e)
+	out := make([]Elem, 0, s.n)
+	for _, p := range s.parts {
+		for e := range p.m {
+			out = append(out, e)
+		}
 	}
 	slices.SortFunc(out, CompareElem)
 	return out
@@ -118,25 +164,76 @@ func (s *Set) Elems() []Elem {
 
 // Add counts e in; it reports whether e is new.
 func (s *Set) Add(e Elem) bool {
-	if s.n == nil {
-		s.n = map[Elem]int{}
+	m := s.own(s.partOf(e))
+	m[e]++
+	if m[e] > 1 {
+		return false
 	}
-	s.n[e]++
-	return s.n[e] == 1
+	s.n++
+	if s.n > splitAt && s.n > partSize*len(s.parts) {
+		s.split(max(64, 2*len(s.parts)))
+	}
+	return true
 }
 
 // Del counts e out; it reports whether e is gone.
 func (s *Set) Del(e Elem) bool {
-	c, ok := s.n[e]
-	if !ok {
+	if !s.Has(e) {
 		return false
 	}
-	if c <= 1 {
-		delete(s.n, e)
-		return true
+	m := s.own(s.partOf(e))
+	if c := m[e]; c > 1 {
+		m[e] = c - 1
+		return false
 	}
-	s.n[e] = c - 1
-	return false
+	delete(m, e)
+	s.n--
+	return true
+}
+
+// own returns part i's map for a change, copied first if s shares it.
+func (s *Set) own(i int) map[Elem]int {
+	if s.tok == nil {
+		s.tok = &setToken{}
+	}
+	if len(s.parts) == 0 {
+		s.parts = []*setPart{{tok: s.tok, m: map[Elem]int{}}}
+	}
+	if p := s.parts[i]; p.tok != s.tok {
+		s.parts[i] = &setPart{tok: s.tok, m: maps.Clone(p.m)}
+	}
+	return s.parts[i].m
+}
+
+// split spreads the elements over n parts (new maps: the old parts may
+// be shared).
+func (s *Set) split(n int) {
+	old := s.parts
+	s.parts = make([]*setPart, n)
+	for i := range s.parts {
+		s.parts[i] = &setPart{tok: s.tok, m: make(map[Elem]int, s.n/n+1)}
+	}
+	for _, p := range old {
+		for e, c := range p.m {
+			s.parts[s.partOf(e)].m[e] = c
+		}
+	}
+}
+
+// partOf is the index of the part that holds e.
+func (s *Set) partOf(e Elem) int {
+	if len(s.parts) <= 1 {
+		return 0
+	}
+	h := uint64(e.Port)<<8 | uint64(e.Proto)
+	for _, a := range [2]netip.Addr{e.Prefix.Addr(), e.Src} {
+		for _, x := range a.As16() {
+			h = (h ^ uint64(x)) * 0x100000001b3 // FNV-1a's step
+		}
+	}
+	h ^= h >> 31
+	h *= 0x94d049bb133111eb
+	return int((h >> 32) % uint64(len(s.parts)))
 }
 
 // Contains reports whether the set holds a: as an element of an Addrs
@@ -145,9 +242,11 @@ func (s *Set) Contains(a netip.Addr) bool {
 	if s.Kind != CIDRs {
 		return s.Has(AddrElem(a))
 	}
-	for e := range s.n {
-		if e.Prefix.Contains(a) {
-			return true
+	for _, p := range s.parts {
+		for e := range p.m {
+			if e.Prefix.Contains(a) {
+				return true
+			}
 		}
 	}
 	return false
