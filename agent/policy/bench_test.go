@@ -128,9 +128,25 @@ func largePolicy(ns string) *nv1.NetworkPolicy {
 
 // BenchmarkEvaluateLarge: one Evaluate of a connection to a pod that
 // largePolicy selects (no clause matches: every one is tried), as the
-// flow log's staged evaluation and the DNS proxy's Permit make one.
+// flow log's staged evaluation and the DNS proxy's Permit make one; the
+// namespace caps lifted (its 4,095 clauses pass them: closed, the
+// evaluation is nothing: BenchmarkEvaluateLargeClosed).
 func BenchmarkEvaluateLarge(b *testing.B) {
+	lim := defaultCapLimits
+	lim.nsClauses, lim.nsSets, lim.nodeClauses, lim.nodeSets = 1<<20, 1<<20, 1<<20, 1<<20
+	benchEvaluateLarge(b, feed(lim, cluster([]*nv1.NetworkPolicy{largePolicy("x")}, nil)).Model())
+}
+
+// BenchmarkEvaluateLargeClosed: BenchmarkEvaluateLarge with the caps.
+func BenchmarkEvaluateLargeClosed(b *testing.B) {
 	m := Resolve(cluster([]*nv1.NetworkPolicy{largePolicy("x")}, nil))
+	if len(m.Issues) != 1 || m.Issues[0].Policy != "ns/x" {
+		b.Fatalf("issues %v: want x closed", m.Issues)
+	}
+	benchEvaluateLarge(b, m)
+}
+
+func benchEvaluateLarge(b *testing.B, m *policymodel.Model) {
 	c := policymodel.Conn{Src: netip.MustParseAddr("2001:db8::1"), Dst: ip("x", "a"), Proto: policymodel.TCP, Port: 80}
 	if v := m.Evaluate(policymodel.Ingress, c); v.Allowed {
 		b.Fatalf("%v: allowed", v)
