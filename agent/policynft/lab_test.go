@@ -48,7 +48,7 @@ func must(t testing.TB, err error) {
 	}
 }
 
-func openNS(t *testing.T, prefix string) (*netops.Handle, string) {
+func openNS(t testing.TB, prefix string) (*netops.Handle, string) {
 	t.Helper()
 	path := nstest.NewNS(t, prefix)
 	h, err := netops.Open(path)
@@ -58,7 +58,7 @@ func openNS(t *testing.T, prefix string) (*netops.Handle, string) {
 }
 
 // newLab makes the node and pods "ns/name" (addresses 10.99.0.2, .3, ...).
-func newLab(t *testing.T, pods ...string) *lab {
+func newLab(t testing.TB, pods ...string) *lab {
 	nstest.RequireRoot(t)
 	l := &lab{sctp: hasSCTP(t)}
 	l.node, l.nodePath = openNS(t, "pn")
@@ -96,7 +96,7 @@ func newLab(t *testing.T, pods ...string) *lab {
 
 // serve starts TCP 80 and 81 (greeting "hi"), UDP 80 (echo) and, if
 // withSCTP, SCTP 80 (greeting "hi") in p.
-func serve(t *testing.T, p *labPod, withSCTP bool) {
+func serve(t testing.TB, p *labPod, withSCTP bool) {
 	must(t, nstest.Run(t, p.path, func() error {
 		for _, port := range []int{80, 81} {
 			ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))

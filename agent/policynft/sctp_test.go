@@ -35,7 +35,7 @@ var noSCTPLogged sync.Once
 // serves and probes SCTP 80. Without them the tests go on with TCP and UDP
 // and the first one says why; inside make test-kernel (Debian's kernel,
 // sctp loaded) that fails the test.
-func hasSCTP(t *testing.T) bool {
+func hasSCTP(t testing.TB) bool {
 	t.Helper()
 	err := sctpSockets()
 	if err == nil {
@@ -55,7 +55,7 @@ func hasSCTP(t *testing.T) bool {
 
 // serveSCTP starts SCTP 80 (greeting "hi", as TCP 80 does) in the calling
 // thread's namespace: one IPv6 socket that takes IPv4 too (v4-mapped).
-func serveSCTP(t *testing.T) error {
+func serveSCTP(t testing.TB) error {
 	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_SCTP)
 	if err != nil {
 		return fmt.Errorf("SCTP socket: %w", err)

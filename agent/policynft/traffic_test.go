@@ -20,12 +20,12 @@ import (
 // node is an Engine and a Sink on a lab's node, fed as the watcher feeds
 // them.
 type node struct {
-	t    *testing.T
+	t    testing.TB
 	e    *policy.Engine
 	sink *policynft.Sink
 }
 
-func newNode(t *testing.T, l *lab) *node {
+func newNode(t testing.TB, l *lab) *node {
 	n := &node{t: t, e: policy.NewEngine("n1")}
 	var err error
 	n.sink, err = policynft.New(l.nodePath)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 )
@@ -195,9 +194,7 @@ func writeRaw(c *net.IPConn, p RawPacket) error {
 // hook, whether a socket wants it or not). It keeps them all, so that a
 // packet that should not have come is never lost among others.
 type RawListener struct {
-	mu   sync.Mutex
-	got  []RawPacket
-	more chan struct{} // closed and replaced at each packet
+	in *inbox[RawPacket]
 }
 
 // ListenRaw starts a RawListener for proto (IPv6 with v6) in the
@@ -205,7 +202,7 @@ type RawListener struct {
 func ListenRaw(t testing.TB, nsPath string, proto int, v6 bool) *RawListener {
 	t.Helper()
 	c := listenIn(t, nsPath, func() (*net.IPConn, error) { return net.ListenIP(rawNetwork(v6, proto), nil) })
-	l := &RawListener{more: make(chan struct{})}
+	l := &RawListener{in: newInbox[RawPacket]()}
 	go func() {
 		buf := make([]byte, 2048)
 		for {
@@ -214,11 +211,7 @@ func ListenRaw(t testing.TB, nsPath string, proto int, v6 bool) *RawListener {
 				return
 			}
 			src, _ := netip.AddrFromSlice(from.IP)
-			l.mu.Lock()
-			l.got = append(l.got, RawPacket{Src: src.Unmap(), Proto: proto, Data: append([]byte(nil), buf[:n]...)})
-			close(l.more)
-			l.more = make(chan struct{})
-			l.mu.Unlock()
+			l.in.add(RawPacket{Src: src.Unmap(), Proto: proto, Data: append([]byte(nil), buf[:n]...)})
 		}
 	}()
 	return l
@@ -227,29 +220,7 @@ func ListenRaw(t testing.TB, nsPath string, proto int, v6 bool) *RawListener {
 // Seen waits up to wait for a packet that match accepts, among those the
 // listener got since it started, and reports whether one came.
 func (l *RawListener) Seen(match func(RawPacket) bool, wait time.Duration) bool {
-	return l.seen(0, match, wait)
-}
-
-// seen is Seen among the packets the listener got after its first next.
-func (l *RawListener) seen(next int, match func(RawPacket) bool, wait time.Duration) bool {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
-		got, more := l.got[next:], l.more
-		next = len(l.got)
-		l.mu.Unlock()
-		for _, p := range got {
-			if match(p) {
-				return true
-			}
-		}
-		select {
-		case <-more:
-		case <-deadline.C:
-			return false
-		}
-	}
+	return l.in.seen(0, match, wait)
 }
 
 // Gets sends p from the namespace at nsPath every 100 ms until the
@@ -264,9 +235,7 @@ func (l *RawListener) Gets(t testing.TB, nsPath string, p RawPacket, wait time.D
 		return false
 	}
 	defer c.Close()
-	l.mu.Lock()
-	since := len(l.got)
-	l.mu.Unlock()
+	since := l.in.len()
 	deadline := time.Now().Add(wait)
 	for {
 		if err := writeRaw(c, p); err != nil {
@@ -274,7 +243,7 @@ func (l *RawListener) Gets(t testing.TB, nsPath string, p RawPacket, wait time.D
 			return false
 		}
 		left := time.Until(deadline)
-		if l.seen(since, func(got RawPacket) bool { return SameMessage(got, p) }, min(left, 100*time.Millisecond)) {
+		if l.in.seen(since, func(got RawPacket) bool { return SameMessage(got, p) }, min(left, 100*time.Millisecond)) {
 			return true
 		}
 		if left <= 100*time.Millisecond {
