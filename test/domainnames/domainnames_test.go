@@ -164,7 +164,8 @@ func TestDomainNames(t *testing.T) {
 	must(t, os.WriteFile(rogueConf, []byte(fmt.Sprintf("no-resolv\nno-hosts\nuser=\ngroup=\nport=53\nlisten-address=%s\nbind-interfaces\npid-file=\nlog-facility=-\nhost-record=db.example.test,%s,30\n",
 		rogue, rogueAddr4)), 0o644))
 	rogueCmd := exec.Command("nsenter", "--net="+srvPath, dnsmasqBin, "--keep-in-foreground", "--conf-file="+rogueConf)
-	rogueCmd.Stdout, rogueCmd.Stderr = out, out
+	rogueOut := &strings.Builder{} // its own: two commands' copies may not share a writer
+	rogueCmd.Stdout, rogueCmd.Stderr = rogueOut, rogueOut
 	must(t, rogueCmd.Start())
 	defer func() { rogueCmd.Process.Kill(); rogueCmd.Wait() }()
 	// kube-proxy's stand-in: the ClusterIP DNATed to dnsmasq at -100.
@@ -219,7 +220,7 @@ func TestDomainNames(t *testing.T) {
 	must(t, sink.Apply(m, d))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go sink.Run(ctx, func(f func(*policymodel.Model)) { f(e.Model()) }, nil)
+	go sink.Run(ctx, func(f func(*policymodel.Model) bool) { f(e.Model()) }, nil)
 	cfg := fqdn.DefaultConfig
 	cfg.Port4, cfg.Port6, cfg.Permit, cfg.Learn = proxyPort, proxyPort, dns.Permit, dns.Learn
 	if testing.Verbose() {
@@ -339,7 +340,7 @@ func TestDomainNames(t *testing.T) {
 	seenBefore := proxy.Stats().Queries
 	for _, network := range []string{"udp", "tcp"} {
 		if addrs, err := lookupAt(xa, rogue, network, "db.example.test", "ip4"); err != nil || len(addrs) != 1 || addrs[0] != rogueAddr4 {
-			t.Fatalf("db.example.test from the untrusted server over %s: %v, %v; want %s\n%s", network, addrs, err, rogueAddr4, out)
+			t.Fatalf("db.example.test from the untrusted server over %s: %v, %v; want %s\n%s", network, addrs, err, rogueAddr4, rogueOut)
 		}
 	}
 	if got := proxy.Stats().Queries; got != seenBefore {
