@@ -14,14 +14,19 @@ import (
 
 // escapeConfig is one setting of the suite: whether the attacker's port
 // has the source address check (the bridge role's default; without it,
-// "ipspoofchk": false, a trusted network), and whether the target is the
-// node rather than a pod.
-type escapeConfig struct{ checked, node bool }
+// "ipspoofchk": false, a trusted network), whether the target is the node
+// rather than a pod, and whether the attacker is on another node, across
+// the overlay (its frames come in on the target node's VXLAN device,
+// routed to the victim: no port of the target node's to check).
+type escapeConfig struct{ checked, node, overlay bool }
 
 func (c escapeConfig) String() string {
 	s := "pod"
-	if c.node {
+	switch {
+	case c.node:
 		s = "node"
+	case c.overlay:
+		return "overlay"
 	}
 	if c.checked {
 		return s + "-checked"
@@ -33,12 +38,13 @@ func (c escapeConfig) String() string {
 type outcomeKind int
 
 const (
-	dropCounted outcomeKind = iota // a drop of the policy table: the counter
-	dropChecked                    // the source address check's: the chain of table bridge cnibox-src
-	dropStack                      // the node's stack before any hook: the IP statistic that counts it
-	dropHeld                       // reassembly holds it for the rest, which never comes: the statistic of its expiry
-	delivered                      // the target gets it whatever the policies: why
-	unrouted                       // not for the node: its routing drops it before the input hook (why), no counter
+	dropCounted   outcomeKind = iota // a drop of the policy table: the counter
+	dropChecked                      // the source address check's: the chain of table bridge cnibox-src
+	dropStack                        // the node's stack before any hook: the IP statistic that counts it
+	dropHeld                         // reassembly holds it for the rest, which never comes: the statistic of its expiry
+	delivered                        // the target gets it whatever the policies: why
+	unrouted                         // the node's stack drops it before any hook of the table (why), no counter
+	notApplicable                    // the class needs the attacker on the target's link (why)
 )
 
 // outcome is what must become of a packet of a class.
@@ -59,7 +65,9 @@ func (o outcome) String() string {
 	case dropHeld:
 		return "held by reassembly until it expires, counted in " + o.name
 	case unrouted:
-		return "not for the node: " + o.why
+		return "dropped by the node's stack before the table: " + o.why
+	case notApplicable:
+		return "not applicable: " + o.why
 	}
 	return "delivered: " + o.why
 }
@@ -96,6 +104,8 @@ func forged(chain string, o outcome) func(escapeConfig) outcome {
 // pods; to the node, the input hook leaves it to the node.
 func linkLocal(c escapeConfig) outcome {
 	switch {
+	case c.overlay:
+		return onLinkOnly
 	case c.checked:
 		return checkedBy("nd6")
 	case c.node:
@@ -104,19 +114,39 @@ func linkLocal(c escapeConfig) outcome {
 	return ll6
 }
 
-// toPods is o for a pod target; the node, which forwards nothing in the
-// lab, drops it in its routing (why): the input hook never sees it.
+// toPods is o for a pod target on the node's bridge; the node's stack
+// drops it (why) before any hook of the table sees it when it is the
+// target, or routes from the overlay.
 func toPods(o outcome, why string) func(escapeConfig) outcome {
 	return func(c escapeConfig) outcome {
-		if c.node {
+		if c.node || c.overlay {
 			return outcome{kind: unrouted, why: why}
 		}
 		return o
 	}
 }
 
+// onLinkOnly is the outcome of a class that needs the attacker on the
+// target's link (ARP, neighbour discovery, link-local, groups and
+// broadcast, the node's own address as a source) across the overlay:
+// routing carries none of it.
+var onLinkOnly = outcome{kind: notApplicable, why: "needs the attacker on the target's link: routing carries none of it"}
+
+// onLink is w, or onLinkOnly across the overlay.
+func onLink(w func(escapeConfig) outcome) func(escapeConfig) outcome {
+	return func(c escapeConfig) outcome {
+		if c.overlay {
+			return onLinkOnly
+		}
+		return w(c)
+	}
+}
+
 // notJoined is why the node drops a packet to a group it has not joined.
 const notJoined = "a group the node has not joined (no counter)"
+
+// The foreign addresses a forged source claims.
+var foreign4, foreign6 = netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
 
 // escapeClass is one kind of packet: how to build one from the attacker
 // to the target, and what must become of it.
@@ -193,11 +223,11 @@ func (k kit) classes() []escapeClass {
 		{"SCTP INIT", k.pkt(132, rawT(func(tag uint16) []byte { return sctpInit(tag, 80, false) }), via{}), always(isoEg)},
 		{"SCTP INIT, CRC wrong", k.pkt(132, rawT(func(tag uint16) []byte { return sctpInit(tag, 80, true) }), via{}), always(invalid)},
 		// Groups.
-		{"UDP to a link-local group at its group MAC", k.pkt(nstest.ProtoUDP, udpT(80), k.group("224.0.0.1", "ff02::1")), always(isoEg)},
-		{"TCP SYN to a site group at the target's MAC", k.pkt(nstest.ProtoTCP, tcpT(80, nstest.TCPSyn), via{dst: k.addr("239.255.0.1", "ff05::1:3")}), toPods(isoEg, notJoined)},
+		{"UDP to a link-local group at its group MAC", k.pkt(nstest.ProtoUDP, udpT(80), k.group("224.0.0.1", "ff02::1")), onLink(always(isoEg))},
+		{"TCP SYN to a site group at the target's MAC", k.pkt(nstest.ProtoTCP, tcpT(80, nstest.TCPSyn), via{dst: k.addr("239.255.0.1", "ff05::1:3")}), onLink(toPods(isoEg, notJoined))},
 		// Sources not the attacker's.
-		{"TCP SYN from the node's address", forgedFrom(nodeAddr.String(), nodeAddr6.String()), forged(check, isoIn)},
-		{"TCP SYN from a foreign address", forgedFrom("192.0.2.1", "2001:db8::1"), forged(check, isoIn)},
+		{"TCP SYN from the node's address", forgedFrom(nodeAddr.String(), nodeAddr6.String()), onLink(forged(check, isoIn))},
+		{"TCP SYN from a foreign address", forgedFrom(foreign4.String(), foreign6.String()), forged(check, isoIn)},
 	}
 	if k.v6 {
 		return append(cs, k.classes6()...)
@@ -233,13 +263,13 @@ func (k kit) classes4() []escapeClass {
 		{"IP header length under 20", k.mangle(syn, func(f []byte, _ int) { f[14] = 4<<4 | 4; fixIPSum(f) }), always(stack("Ip.InHdrErrors"))},
 		{"IP options: record route", k.options(syn, []byte{7, 11, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0}), always(isoEg)},
 		{"IP options: loose source route", k.options(syn, append([]byte{131, 7, 4}, 192, 0, 2, 9, 1)), toPods(isoEg, "source routing is off (accept_source_route 0, no counter)")},
-		{"UDP to the limited broadcast", bcast("255.255.255.255"), always(isoEg)},
-		{"UDP to the subnet broadcast", bcast("10.99.0.255"), always(isoEg)},
+		{"UDP to the limited broadcast", bcast("255.255.255.255"), onLink(always(isoEg))},
+		{"UDP to the subnet broadcast", bcast("10.99.0.255"), onLink(always(isoEg))},
 		{"TCP SYN to a link-local address at the target's MAC", k.pkt(nstest.ProtoTCP, tcpT(80, nstest.TCPSyn), via{dst: netip.MustParseAddr("169.254.1.1")}),
-			toPods(isoEg, "not its address, and the lab's node forwards nothing (Ip.InAddrErrors)")},
-		{"ARP request, its own address (genuine)", arp(1, own, true), always(passes("a pod resolves its peers and its gateway by ARP"))},
-		{"ARP gratuitous, claiming the target's address", arp(1, theirs, true), forged("checkarp", passes(noARPHop))},
-		{"ARP reply to the target, claiming the node's address", arp(2, node, false), forged("checkarp", passes(noARPHop))},
+			onLink(toPods(isoEg, "not its address, and the lab's node forwards nothing (Ip.InAddrErrors)"))},
+		{"ARP request, its own address (genuine)", arp(1, own, true), onLink(always(passes("a pod resolves its peers and its gateway by ARP")))},
+		{"ARP gratuitous, claiming the target's address", arp(1, theirs, true), onLink(forged("checkarp", passes(noARPHop)))},
+		{"ARP reply to the target, claiming the node's address", arp(2, node, false), onLink(forged("checkarp", passes(noARPHop)))},
 	}
 }
 
@@ -283,11 +313,11 @@ func (k kit) classes6() []escapeClass {
 		{"TCP SYN to the target's link-local address", k.pkt(nstest.ProtoTCP, syn, via{toLL: true}), linkLocal},
 		{"TCP SYN from link-local to the target's global address", k.pkt(nstest.ProtoTCP, syn, via{fromLL: true}), linkLocal},
 		{"UDP from link-local to ff02::1", k.pkt(nstest.ProtoUDP, udpT(80), via{fromLL: true, dst: netip.MustParseAddr("ff02::1"), mac: multicastMAC(netip.MustParseAddr("ff02::1"))}), linkLocal},
-		{"neighbour solicitation (genuine)", nd(func(a, to end, src, dst netip.Addr) []byte { return neighbourSolicit(a, src, dst, to.ll6) }, false), always(passes("IPv6 needs neighbour discovery"))},
-		{"neighbour advertisement for its own address (genuine)", nd(func(a, _ end, src, dst netip.Addr) []byte { return neighbourAdvert(a, src, dst, a.ip6) }, true), always(passes("IPv6 needs neighbour discovery"))},
-		{"neighbour advertisement for the target's address", nd(func(a, to end, src, dst netip.Addr) []byte { return neighbourAdvert(a, src, dst, to.ip6) }, true), forged("na6", passes(noNDHop))},
-		{"router advertisement", nd(icmp6(134, make([]byte, 8)), true), forged("check6", passes(noNDHop))},
-		{"redirect", nd(icmp6(137, make([]byte, 32)), false), forged("check6", ll6)},
+		{"neighbour solicitation (genuine)", nd(func(a, to end, src, dst netip.Addr) []byte { return neighbourSolicit(a, src, dst, to.ll6) }, false), onLink(always(passes("IPv6 needs neighbour discovery")))},
+		{"neighbour advertisement for its own address (genuine)", nd(func(a, _ end, src, dst netip.Addr) []byte { return neighbourAdvert(a, src, dst, a.ip6) }, true), onLink(always(passes("IPv6 needs neighbour discovery")))},
+		{"neighbour advertisement for the target's address", nd(func(a, to end, src, dst netip.Addr) []byte { return neighbourAdvert(a, src, dst, to.ip6) }, true), onLink(forged("na6", passes(noNDHop)))},
+		{"router advertisement", nd(icmp6(134, make([]byte, 8)), true), onLink(forged("check6", passes(noNDHop)))},
+		{"redirect", nd(icmp6(137, make([]byte, 32)), false), onLink(forged("check6", ll6))},
 	}
 }
 

@@ -22,8 +22,9 @@ import (
 // NetworkPolicies isolate x/victim and y/atk for ingress and egress, with
 // no rule, on the policy table of the real engine and Sink; y/atk sends,
 // on a packet socket of its own (every header its own), each class of
-// escapeClasses to x/victim, and to the node. No packet the policies deny
-// reaches the target, and each is dropped where the class says: by a
+// escapeClasses to x/victim (from the same bridge, or from another node)
+// and to the node. No packet the policies deny reaches the target, and
+// each is dropped where the class says: by a
 // counted drop of the policy table (the trace names the rule's table and
 // chain), by the source address check, or by the node's stack (its IP
 // statistics). The few the kernel must deliver whatever the policies
@@ -32,9 +33,10 @@ import (
 // TestEscape runs every class in each setting, each in a lab of its own:
 // a pod target with the attacker's port checked (the bridge role's
 // default) and unchecked ("ipspoofchk": false: the policy table alone),
-// and the node as the target from a checked port.
+// the node as the target from a checked port, and the attacker on
+// another node, across the overlay (escape_overlay_test.go).
 func TestEscape(t *testing.T) {
-	for _, cfg := range []escapeConfig{{checked: true}, {checked: false}, {checked: true, node: true}} {
+	for _, cfg := range []escapeConfig{{checked: true}, {checked: false}, {checked: true, node: true}, {overlay: true}} {
 		t.Run(cfg.String(), func(t *testing.T) {
 			t.Parallel()
 			e := newEscapeLab(t, cfg, denyAll("x", "victim"), denyAll("y", "atk"))
@@ -61,6 +63,9 @@ type escapeLab struct {
 	tag    uint16
 	sent   []sentClass
 	model  *policymodel.Model // the policies' model, as the engine made it
+	// port is where the attacker's packets come in on the node, dev
+	// the attacker's device they leave by (in atk.path).
+	port, dev string
 }
 
 // sentClass is a packet the suite sent, and whether it had to reach the
@@ -93,20 +98,31 @@ func denyAll(ns, app string) *networkingv1.NetworkPolicy {
 
 // newEscapeLab makes the lab of setting cfg under the NetworkPolicies
 // nps: x/victim and y/atk (app=victim, app=atk; namespaces labelled
-// ns=x, ns=y), attached to the table.
+// ns=x, ns=y), the node's pods attached to the table.
 func newEscapeLab(t testing.TB, cfg escapeConfig, nps ...*networkingv1.NetworkPolicy) *escapeLab {
-	l := newLab(t, "x/victim", "y/atk")
-	e := &escapeLab{cfg: cfg, l: l, victim: l.pod("x/victim"), atk: l.pod("y/atk"), tag: 1000}
+	pods := []string{"x/victim", "y/atk"}
+	if cfg.overlay {
+		pods = pods[:1] // y/atk is on the other node
+	}
+	l := newLab(t, pods...)
+	e := &escapeLab{cfg: cfg, l: l, victim: l.pod("x/victim"), tag: 1000, port: "veth1", dev: "eth0"}
 	// Fragments wait a second for the rest, not 30 or 60.
 	must(t, l.node.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ipfrag_time", Value: "1"},
 		netops.SysctlSetting{Key: "net.netfilter.nf_conntrack_frag6_timeout", Value: "1"}))
 	n := newNode(t, l)
+	local := []*labPod{e.victim}
+	if cfg.overlay {
+		e.overlay(t, n)
+	} else {
+		e.atk = l.pod("y/atk")
+		local = append(local, e.atk)
+	}
 	for _, p := range nps {
 		n.e.SetNetworkPolicy(p)
 	}
 	n.start()
 	e.model = n.e.Model()
-	n.attach(l, e.victim, e.atk)
+	n.attach(l, local...)
 	var err error
 	e.nft, err = nft.Open(l.nodePath)
 	must(t, err)
@@ -116,8 +132,11 @@ func newEscapeLab(t testing.TB, cfg escapeConfig, nps ...*networkingv1.NetworkPo
 			must(t, e.nft.EnsureSourceCheck(nft.SrcCheckBridge, port, []netip.Addr{p.ip, p.ip6}))
 		}
 	}
-	e.a = end{e.atk.ip, e.atk.ip6, netops.PodLinkLocal("veth1"), podMAC(t, e.atk)}
-	if cfg.node {
+	if !cfg.overlay {
+		e.a = end{e.atk.ip, e.atk.ip6, netops.PodLinkLocal("veth1"), podMAC(t, e.atk)}
+	}
+	switch {
+	case cfg.node:
 		br, err := l.node.LinkByName("br0")
 		must(t, err)
 		e.to = end{nodeAddr, nodeAddr6, linkLocalOf(t, l.node, "br0"), br.MAC}
@@ -128,11 +147,14 @@ func newEscapeLab(t testing.TB, cfg escapeConfig, nps ...*networkingv1.NetworkPo
 				e.raw[rawKey(p, v6)] = nstest.ListenRaw(t, l.nodePath, p, v6)
 			}
 		}
-	} else {
+	case cfg.overlay:
+		e.to.ip4, e.to.ip6, e.to.ll6 = e.victim.ip, e.victim.ip6, netops.PodLinkLocal("veth0")
+		e.frames = nstest.CaptureFrames(t, e.victim.path, "eth0")
+	default:
 		e.to = end{e.victim.ip, e.victim.ip6, netops.PodLinkLocal("veth0"), podMAC(t, e.victim)}
 		e.frames = nstest.CaptureFrames(t, e.victim.path, "eth0")
 	}
-	e.trace = nstest.TraceNFT(t, l.nodePath, "veth1")
+	e.trace = nstest.TraceNFT(t, l.nodePath, e.port)
 	return e
 }
 
@@ -174,8 +196,18 @@ func (e *escapeLab) received(s sent, wait time.Duration) bool {
 
 // try sends one packet of class c and checks what becomes of it.
 func (e *escapeLab) try(t *testing.T, c escapeClass) {
+	want := c.want(e.cfg)
+	if want.kind == notApplicable {
+		t.Skip(want.why)
+	}
+	if e.cfg.overlay && want == isoEg {
+		// Isolation sets hold the node's own pods: the attacker's
+		// egress is its node's to judge; the victim's ingress is this
+		// node's.
+		want = isoIn
+	}
 	e.tag++
-	e.expect(t, c.name, c.build(e.a, e.to, e.tag), c.want(e.cfg))
+	e.expect(t, c.name, c.build(e.a, e.to, e.tag), want)
 }
 
 // expect sends s (of class name) and checks that want becomes of it.
@@ -185,7 +217,7 @@ func (e *escapeLab) expect(t testing.TB, name string, s sent, want outcome) {
 	counters, err := e.nft.PolicyCounters()
 	must(t, err)
 	stats := nstest.NetStats(t, e.l.nodePath)
-	must(t, nstest.SendFrames(t, e.atk.path, "eth0", s.frames...))
+	must(t, nstest.SendFrames(t, e.atk.path, e.dev, s.frames...))
 	switch want.kind {
 	case unrouted:
 		t.Logf("%s (nothingElse checks it did not reach the node)", want)
@@ -280,11 +312,14 @@ func moved(before, now map[string]nft.PolicyCounter) string {
 // target gets, no packet of a class that must be dropped has reached it,
 // nor anything else of the attacker's but discovery.
 func (e *escapeLab) nothingElse(t *testing.T) {
-	e.tag++
-	last := arpFrame(e.a, nil, 1, e.a.ip4, e.to.ip4, e.tag)
-	must(t, nstest.SendFrames(t, e.atk.path, "eth0", last.frames...))
-	if !e.received(last, allowWait) {
-		t.Fatal("the attacker's own ARP request did not reach the target")
+	var last sent
+	if !e.cfg.overlay { // ARP does not cross the overlay: each class's end was seen
+		e.tag++
+		last = arpFrame(e.a, nil, 1, e.a.ip4, e.to.ip4, e.tag)
+		must(t, nstest.SendFrames(t, e.atk.path, e.dev, last.frames...))
+		if !e.received(last, allowWait) {
+			t.Fatal("the attacker's own ARP request did not reach the target")
+		}
 	}
 	for _, sc := range e.sent {
 		if !sc.delivered && e.received(sc.s, 0) {
@@ -295,17 +330,41 @@ func (e *escapeLab) nothingElse(t *testing.T) {
 		return
 	}
 	for _, f := range e.frames.Frames() {
-		if !bytes.Equal(f[6:12], e.a.mac) || e.discovery(f) {
+		if !e.fromAttacker(f) || e.discovery(f) {
 			continue
 		}
-		known := false
+		known := last.sig.frameMatches(f)
 		for _, sc := range e.sent {
 			known = known || sc.s.sig.frameMatches(f)
 		}
-		if !known && !last.sig.frameMatches(f) {
+		if !known {
 			t.Errorf("a frame of the attacker's no class sent reached the target: % x", f)
 		}
 	}
+}
+
+// fromAttacker reports whether the frame f is the attacker's: from its
+// MAC (bridged), or across the overlay (routed: the node's MAC) from its
+// addresses or a foreign one.
+func (e *escapeLab) fromAttacker(f []byte) bool {
+	if len(f) < 14 || bytes.Equal(f[6:12], e.a.mac) {
+		return len(f) >= 14
+	}
+	if !e.cfg.overlay {
+		return false
+	}
+	var src netip.Addr
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case nstest.EtherIPv4:
+		if len(f) >= 34 {
+			src = netip.AddrFrom4([4]byte(f[26:30]))
+		}
+	case nstest.EtherIPv6:
+		if len(f) >= 54 {
+			src = netip.AddrFrom16([16]byte(f[22:38]))
+		}
+	}
+	return src.IsValid() && (src == e.a.ip4 || src == e.a.ip6 || src == foreign4 || src == foreign6)
 }
 
 // discovery reports whether the frame f is the attacker's own stack's
