@@ -154,7 +154,7 @@ func newEscapeLab(t testing.TB, cfg escapeConfig, nps ...*networkingv1.NetworkPo
 		e.to = end{e.victim.ip, e.victim.ip6, netops.PodLinkLocal("veth0"), podMAC(t, e.victim)}
 		e.frames = nstest.CaptureFrames(t, e.victim.path, "eth0")
 	}
-	e.trace = nstest.TraceNFT(t, l.nodePath, e.port)
+	e.trace = nstest.TraceNFT(t, l.nodePath, func() error { return markTraced(l.nodePath, []string{e.port}) })
 	return e
 }
 

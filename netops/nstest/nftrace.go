@@ -3,12 +3,9 @@ package nstest
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -16,10 +13,6 @@ import (
 // Which rule of which table dropped a packet: nftables' tracing (what `nft
 // monitor trace` shows), for a test that must say what stopped each
 // packet it sent, also where the rules keep no counter.
-
-// TraceTable is the table TraceNFT adds (families bridge and inet) to mark
-// the packets to trace.
-const TraceTable = "nstest-trace"
 
 // nfDrop is the kernel's NF_DROP verdict.
 const nfDrop = 0
@@ -55,11 +48,12 @@ type NFTrace struct {
 	in *inbox[TraceEvent]
 }
 
-// TraceNFT traces, in the namespace at nsPath, every packet that comes in
-// on one of ifnames (a table of its own marks them at prerouting, before
-// any other table, in the bridge and inet families) and keeps what the
-// tracing reports of them until the test ends.
-func TraceNFT(t testing.TB, nsPath string, ifnames ...string) *NFTrace {
+// TraceNFT keeps, until the test ends, what nftables' tracing reports in
+// the namespace at nsPath of the packets mark marks for it (meta nftrace
+// set 1: a table of the caller's, at prerouting before any other; the
+// caller's because only netops/nft imports google/nftables outside
+// tests). mark runs once TraceNFT listens.
+func TraceNFT(t testing.TB, nsPath string, mark func() error) *NFTrace {
 	t.Helper()
 	c := listenIn(t, nsPath, func() (*netlink.Conn, error) {
 		c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
@@ -76,8 +70,8 @@ func TraceNFT(t testing.TB, nsPath string, ifnames ...string) *NFTrace {
 		}
 		return c, nil
 	})
-	if err := markTraced(nsPath, ifnames); err != nil {
-		t.Fatalf("trace the packets of %v in %s: %v", ifnames, nsPath, err)
+	if err := mark(); err != nil {
+		t.Fatalf("mark the packets to trace in %s: %v", nsPath, err)
 	}
 	tr := &NFTrace{in: newInbox[TraceEvent]()}
 	go func() {
@@ -105,37 +99,6 @@ func TraceNFT(t testing.TB, nsPath string, ifnames ...string) *NFTrace {
 		}
 	}()
 	return tr
-}
-
-// markTraced adds TraceTable, which sets nftrace on what comes in on
-// ifnames, to the namespace at nsPath.
-func markTraced(nsPath string, ifnames []string) error {
-	f, err := os.Open(nsPath)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		return err
-	}
-	accept := nftables.ChainPolicyAccept
-	for _, fam := range []nftables.TableFamily{nftables.TableFamilyBridge, nftables.TableFamilyINet} {
-		tb := c.AddTable(&nftables.Table{Name: TraceTable, Family: fam})
-		ch := c.AddChain(&nftables.Chain{Name: "pre", Table: tb, Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRef(-450), Policy: &accept})
-		for _, name := range ifnames {
-			b := make([]byte, unix.IFNAMSIZ)
-			copy(b, name)
-			c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{
-				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
-				&expr.Immediate{Register: 1, Data: []byte{1}},
-				&expr.Meta{Key: expr.MetaKeyNFTRACE, SourceRegister: true, Register: 1},
-			}})
-		}
-	}
-	return c.Flush()
 }
 
 // parseTrace reads a trace event out of m; ok is false for another
