@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/netops"
 )
 
 // childPID finds the test's own child process whose command line holds
@@ -106,6 +107,17 @@ func TestEtcdDoctorInspect(t *testing.T) {
 	backend := []string{"--cluster-ipam-backend", "etcd", "--etcd-endpoints", url}
 	host := startAgent(t, agent, "host1", "", backend...)
 	confDir, binDir := t.TempDir(), t.TempDir()
+	// The networks' master, eth0, on the node (the test's own namespace,
+	// TestMain's), up: doctor checks that an ADD would find it.
+	h, err := netops.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.EnsureBridge(netops.BridgeOpts{Name: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	defer h.DeleteLink("eth0")
 	for _, role := range []string{"macvlan", "whereabouts"} {
 		if err := os.Symlink(cnibox, filepath.Join(binDir, role)); err != nil {
 			t.Fatal(err)
