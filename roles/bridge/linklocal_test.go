@@ -14,27 +14,6 @@ import (
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 )
 
-// ipv6Of are the IPv6 addresses of link in the namespace at path.
-func ipv6Of(t *testing.T, path, link string) []netip.Addr {
-	t.Helper()
-	h, err := netops.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	all, err := h.AllAddrs(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []netip.Addr
-	for _, p := range all {
-		if p.Addr().Is6() {
-			out = append(out, p.Addr())
-		}
-	}
-	return out
-}
-
 // TestPodIPv6: a pod of an IPv4-only network has no IPv6 address on its
 // interface, nor on its host veth, once the kernel's link watch has
 // handled their carrier (when it makes link-local addresses: before issue
@@ -56,10 +35,10 @@ func TestPodIPv6(t *testing.T) {
 			podAddr(t, n.Must(bridge.Role, "ADD", p, c))
 			nstest.WaitLinksUp(t, p.Netns)
 			nstest.WaitLinksUp(t, nodeNS)
-			if got := ipv6Of(t, p.Netns, "eth0"); len(got) != 0 {
+			if got := roletest.IPv6Of(t, p.Netns, "eth0"); len(got) != 0 {
 				t.Errorf("ADD %d: the pod's eth0 has IPv6 addresses %v, want none", round+1, got)
 			}
-			if got := ipv6Of(t, nodeNS, bridge.HostVethName(p.ID, "eth0")); len(got) != 0 {
+			if got := roletest.IPv6Of(t, nodeNS, bridge.HostVethName(p.ID, "eth0")); len(got) != 0 {
 				t.Errorf("ADD %d: the pod's host veth has IPv6 addresses %v, want none", round+1, got)
 			}
 			n.Must(bridge.Role, "DEL", p, c)
@@ -84,7 +63,7 @@ func TestPodIPv6(t *testing.T) {
 		port := bridge.HostVethName(a.ID, "eth0")
 		ll, bll := nft.PodLinkLocal(port), nft.PodLinkLocal(bridge.HostVethName(b.ID, "eth0"))
 		want := []netip.Addr{global[a.ID], ll}
-		if got := ipv6Of(t, a.Netns, "eth0"); !slices.Equal(got, want) && !slices.Equal(got, []netip.Addr{ll, global[a.ID]}) {
+		if got := roletest.IPv6Of(t, a.Netns, "eth0"); !slices.Equal(got, want) && !slices.Equal(got, []netip.Addr{ll, global[a.ID]}) {
 			t.Errorf("the pod's eth0 has IPv6 addresses %v, want %v", got, want)
 		}
 		if got, err := host.NFT().SourceCheckAddrs(nft.SrcCheckBridge, port); err != nil || !slices.Contains(got, ll) || !slices.Contains(got, global[a.ID]) {

@@ -13,24 +13,6 @@ import (
 	"github.com/cnibox/cnibox/roles/ptp"
 )
 
-// ipv6Of are the IPv6 addresses of link in the namespace at path ("" the
-// node's).
-func ipv6Of(t *testing.T, path, link string) []netip.Addr {
-	t.Helper()
-	h := roletest.Open(t, path)
-	all, err := h.AllAddrs(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []netip.Addr
-	for _, p := range all {
-		if p.Addr().Is6() {
-			out = append(out, p.Addr())
-		}
-	}
-	return out
-}
-
 // TestPodIPv6: an IPv4-only ptp pod has no IPv6 address on its interface
 // nor on its host veth once the kernel's link watch has handled their
 // carrier (before issue 60 each end had a link-local one, and the pod
@@ -52,7 +34,7 @@ func TestPodIPv6(t *testing.T) {
 			port := attach.HostVethName(p.ID, "eth0")
 			nstest.WaitLinksUp(t, p.Netns)
 			nstest.WaitLinksUp(t, nodeNS)
-			podV6, hostV6 := ipv6Of(t, p.Netns, "eth0"), ipv6Of(t, "", port)
+			podV6, hostV6 := roletest.IPv6Of(t, p.Netns, "eth0"), roletest.IPv6Of(t, "", port)
 			if tc.ranges == v4 {
 				if len(podV6)+len(hostV6) != 0 {
 					t.Errorf("IPv6 addresses: %v on the pod's eth0, %v on its host veth, want none", podV6, hostV6)

@@ -25,6 +25,22 @@ func Open(t testing.TB, ns string) *netops.Handle {
 	return h
 }
 
+// IPv6Of are the IPv6 addresses of link in namespace ns ("" = the node).
+func IPv6Of(t testing.TB, ns, link string) []netip.Addr {
+	t.Helper()
+	all, err := Open(t, ns).AllAddrs(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, p := range all {
+		if p.Addr().Is6() {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
+
 // PodEth0 fails the test unless res names one interface, eth0 in pod p.
 func PodEth0(t testing.TB, res *current.Result, p Pod) {
 	t.Helper()
