@@ -115,12 +115,12 @@ func explainPolicy(rules *policymodel.Rules, sets policymodel.Membership, dir po
 	if err != nil {
 		return policyDirection{}, err
 	}
-	d := policyDirection{Direction: dir.String(), Allowed: v.Allowed, Rule: v.Rule}
+	d := policyDirection{Direction: dir.String(), Allowed: v.Allowed, Rule: string(v.Rule)}
 	self := c.Dst
 	if dir == policymodel.Egress {
 		self = c.Src
 	}
-	if v.Rule != "node" {
+	if v.Rule != policymodel.RuleNode {
 		pending, err := sets.Has(nft.PolicyPending, policymodel.AddrElem(self))
 		if err != nil {
 			return policyDirection{}, err

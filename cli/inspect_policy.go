@@ -115,21 +115,18 @@ func (r *policyReport) addRules(rules *policymodel.Rules, counters map[string]nf
 		return nil
 	}
 	for _, dir := range policyDirs {
-		t := rules.Tiers(dir)
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				ok, err := selects(string(p.Subject))
-				if err != nil {
-					return err
-				}
-				if !ok {
-					continue
-				}
-				for _, rule := range p.Rules {
-					cnt := counters["c-"+policymodel.ShortID(rule.ID)]
-					r.Policies = append(r.Policies, policyRuleView{Direction: dir.String(), Tier: p.Tier.String(), Policy: p.ID,
-						Rule: rule.ID, Name: rule.Name, Action: rule.Action.String(), Packets: cnt.Packets, Bytes: cnt.Bytes})
-				}
+		for p := range rules.Tiers(dir).Policies() {
+			ok, err := selects(string(p.Subject))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			for _, rule := range p.Rules {
+				cnt := counters[policymodel.CounterName(rule.ID.Key())]
+				r.Policies = append(r.Policies, policyRuleView{Direction: dir.String(), Tier: p.Tier.String(), Policy: p.ID,
+					Rule: string(rule.ID), Name: rule.Name, Action: rule.Action.String(), Packets: cnt.Packets, Bytes: cnt.Bytes})
 			}
 		}
 	}

@@ -104,13 +104,9 @@ func TestCapsFailClosed(t *testing.T) {
 					t.Errorf("set %s of %d prefixes in the model: the capped policy's sets stay out", s.Key, s.Len())
 				}
 			}
-			for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
-				for _, ps := range [][]*policymodel.Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
-					for _, p := range ps {
-						if p.FailClosed != (p.ID != "np/y/own") {
-							t.Errorf("%s %s: FailClosed %v", d, p.ID, p.FailClosed)
-						}
-					}
+			for d, p := range m.Policies() {
+				if p.FailClosed != (p.ID != "np/y/own") {
+					t.Errorf("%s %s: FailClosed %v", d, p.ID, p.FailClosed)
 				}
 			}
 		})

@@ -21,7 +21,7 @@ import (
 // and the policy then only denies. Past a cap (caps.go) every rule takes
 // that closed form, its peers unread.
 func compileCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
-	b := newBuilder("cnp/" + cnp.Name)
+	b := newBuilder(policymodel.ClusterPolicyID(cnp.Name))
 	spec := &cnp.Spec
 	tier := policymodel.TierAdmin
 	acceptOK := true
@@ -124,7 +124,7 @@ func namespacedPod(p *cnpv1.NamespacedPod) (podSel, string) {
 // cnpRule compiles rule i of a direction (ingress peers are given as
 // egress peers: they are a subset).
 func (b *builder) cnpRule(dir policymodel.Direction, i int, name string, action cnpv1.ClusterNetworkPolicyRuleAction, field, peersName string, peers []cnpv1.ClusterNetworkPolicyEgressPeer, protos []cnpv1.ClusterNetworkPolicyProtocol) policymodel.Rule {
-	r := policymodel.Rule{ID: fmt.Sprintf("%s/%s/%d", b.c.id, dir, i), Name: name}
+	r := policymodel.Rule{ID: policymodel.NewRuleID(b.c.id, dir, i), Name: name}
 	switch action {
 	case cnpv1.ClusterNetworkPolicyRuleActionAccept:
 		r.Action = policymodel.Accept

@@ -2,8 +2,6 @@ package policy
 
 import (
 	"net/netip"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -67,18 +65,15 @@ func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bo
 // Describe is Engine.Describe on the snapshot.
 func (s *snapshot) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
 	v.Src, v.Dst = s.pods[src], s.pods[dst]
-	if dir, dflt := strings.CutPrefix(counter, "dflt-"); dflt {
-		v.Default = true
-		if dir == "eg" {
-			v.Direction = policymodel.Egress
-		}
-		return v, dir == "in" || dir == "eg"
-	}
-	if dir, iso := strings.CutPrefix(counter, "iso-"); iso {
-		v.Direction = policymodel.Ingress
+	switch kind, dir := policymodel.ParseKey(counter); kind {
+	case policymodel.KeyDefault:
+		v.Default, v.Direction = true, dir
+		return v, true
+	case policymodel.KeyIsolation:
+		v.Direction = dir
 		self := dst
-		if dir == "eg" {
-			v.Direction, self = policymodel.Egress, src
+		if dir == policymodel.Egress {
+			self = src
 		}
 		t := s.m.Tiers(v.Direction)
 		for _, p := range t.NetworkPolicy {
@@ -86,38 +81,22 @@ func (s *snapshot) Describe(counter string, src, dst netip.Addr) (v Verdict, ok 
 				v.Isolating = append(v.Isolating, p.ID)
 			}
 		}
-		return v, dir == "in" || dir == "eg"
+		return v, true
 	}
 	r, p := s.rules.ruleOf(s.rulesGen, &s.m.Rules, counter)
 	if r == nil {
 		return v, false
 	}
-	v.Policy, v.Tier, v.Rule = p.ID, p.Tier, ruleIndex(p, r)
-	if strings.HasPrefix(strings.TrimPrefix(r.ID, p.ID+"/"), policymodel.Egress.String()+"/") {
-		v.Direction = policymodel.Egress
-	}
+	_, v.Direction, v.Rule, _ = r.ID.Split()
+	v.Policy, v.Tier = p.ID, p.Tier
 	return v, true
 }
 
-// ruleIndex is r's index in its direction, from its ID
-// ("<policy ID>/<direction>/<index>").
-func ruleIndex(p *policymodel.Policy, r *policymodel.Rule) int {
-	_, idx, _ := strings.Cut(strings.TrimPrefix(r.ID, p.ID+"/"), "/")
-	i, _ := strconv.Atoi(idx)
-	return i
-}
-
 // ruleIn finds the rule with ID id in rs, and its policy.
-func ruleIn(rs *policymodel.Rules, id string) (*policymodel.Rule, *policymodel.Policy) {
-	for _, t := range []*policymodel.Tiers{&rs.Ingress, &rs.Egress} {
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				for i := range p.Rules {
-					if p.Rules[i].ID == id {
-						return &p.Rules[i], p
-					}
-				}
-			}
+func ruleIn(rs *policymodel.Rules, id policymodel.RuleID) (*policymodel.Rule, *policymodel.Policy) {
+	for p, r := range rs.AllRules() {
+		if r.ID == id {
+			return r, p
 		}
 	}
 	return nil, nil
@@ -139,14 +118,8 @@ func (x *counterIndex) ruleOf(gen uint64, rs *policymodel.Rules, counter string)
 	defer x.mu.Unlock()
 	if x.rules == nil || x.gen != gen {
 		x.rules, x.gen = map[string]ruleRef{}, gen
-		for _, t := range []*policymodel.Tiers{&rs.Ingress, &rs.Egress} {
-			for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-				for _, p := range ps {
-					for i := range p.Rules {
-						x.rules[policymodel.ShortID(p.Rules[i].ID)] = ruleRef{&p.Rules[i], p}
-					}
-				}
-			}
+		for p, r := range rs.AllRules() {
+			x.rules[r.ID.Key()] = ruleRef{r, p}
 		}
 	}
 	ref := x.rules[counter]

@@ -256,7 +256,7 @@ func (e *Engine) setCompiled(c *compiled) policymodel.Delta {
 
 // DeleteNetworkPolicy removes a NetworkPolicy.
 func (e *Engine) DeleteNetworkPolicy(namespace, name string) policymodel.Delta {
-	delete(e.policies, "np/"+namespace+"/"+name)
+	delete(e.policies, policymodel.NetworkPolicyID(namespace, name))
 	e.caps.forget(namespace)
 	return e.rebuildUnlessHeld()
 }
@@ -268,7 +268,7 @@ func (e *Engine) SetClusterNetworkPolicy(cnp *cnpv1.ClusterNetworkPolicy) policy
 
 // DeleteClusterNetworkPolicy removes a ClusterNetworkPolicy.
 func (e *Engine) DeleteClusterNetworkPolicy(name string) policymodel.Delta {
-	delete(e.policies, "cnp/"+name)
+	delete(e.policies, policymodel.ClusterPolicyID(name))
 	return e.rebuildUnlessHeld()
 }
 

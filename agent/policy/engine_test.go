@@ -15,11 +15,9 @@ import (
 )
 
 // mirror is what a consumer of the deltas holds: the sets' elements.
-type mirror map[policymodel.SetID]map[policymodel.
+type mirror map[policymodel.SetID]map[policymodel.Elem]bool
 
-	// apply applies d to the mirror, taking new sets' elements from m.
-	Elem]bool
-
+// apply applies d to the mirror, taking new sets' elements from m.
 func (mi mirror) apply(t *testing.T, m *policymodel.Model, d policymodel.Delta) {
 	t.Helper()
 	for _, id := range d.AddSets {
@@ -242,12 +240,8 @@ func TestSetIDsStable(t *testing.T) {
 // tierIDs are the IDs of the policies in m's tiers, sorted.
 func tierIDs(m *policymodel.Model) []string {
 	var out []string
-	for _, t := range []*policymodel.Tiers{&m.Ingress, &m.Egress} {
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				out = append(out, p.ID)
-			}
-		}
+	for _, p := range m.Policies() {
+		out = append(out, p.ID)
 	}
 	slices.Sort(out)
 	return out

@@ -83,13 +83,9 @@ func TestUnexpressible(t *testing.T) {
 			if is.Field != tc.field || !errors.Is(is, policymodel.ErrUnexpressible) {
 				t.Errorf("issue %v: field %q, want %q (and errors.Is ErrUnexpressible)", is, is.Field, tc.field)
 			}
-			for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
-				for _, ps := range [][]*policymodel.Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
-					for _, p := range ps {
-						if !p.FailClosed {
-							t.Errorf("%s %s not marked FailClosed", d, p.ID)
-						}
-					}
+			for d, p := range m.Policies() {
+				if !p.FailClosed {
+					t.Errorf("%s %s not marked FailClosed", d, p.ID)
 				}
 			}
 		})

@@ -6,7 +6,6 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/cnibox/cnibox/agent/verdicts"
@@ -136,7 +135,7 @@ func (s *snapshot) appendRecords(out []flowlog.Record, ev verdicts.Event, st *st
 // is logged everywhere, or for its pod or its peer; a default allow
 // (logged for the staged policies only) never is.
 func (s *snapshot) inLogScope(ev verdicts.Event) bool {
-	if strings.HasPrefix(ev.Counter, "dflt-") {
+	if kind, _ := policymodel.ParseKey(ev.Counter); kind == policymodel.KeyDefault {
 		return false
 	}
 	scope := s.m.Log.Deny
@@ -179,7 +178,8 @@ func (s *snapshot) stagedRecord(ev verdicts.Event, rec flowlog.Record, st *stage
 			}
 		}
 	} else if r, p := ruleIn(s.m.Staged, sv.Rule); r != nil {
-		v.Policy, v.Tier, v.Rule = p.ID, p.Tier, ruleIndex(p, r)
+		_, _, v.Rule, _ = r.ID.Split()
+		v.Policy, v.Tier = p.ID, p.Tier
 	}
 	rec.Policy = recordPolicy(v)
 	return rec, true
@@ -221,7 +221,7 @@ func recordPolicy(v Verdict) *flowlog.Policy {
 	if v.Policy == "" { // a NetworkPolicy's isolation
 		p := &flowlog.Policy{Kind: flowlog.KindNetworkPolicy, Rule: flowlog.RuleIsolation}
 		for _, id := range v.Isolating {
-			ns, name := splitPolicyID(id)
+			_, ns, name := policymodel.SplitPolicyID(id)
 			p.Namespace, p.Isolating = ns, append(p.Isolating, name)
 			if p.Name == "" || IsStaged(id) && p.Kind != flowlog.KindStagedNetworkPolicy {
 				p.Name = name // a staged one first: it is what isolates
@@ -233,7 +233,7 @@ func recordPolicy(v Verdict) *flowlog.Policy {
 		return p
 	}
 	p := &flowlog.Policy{Kind: flowlog.KindNetworkPolicy, Rule: flowlog.RuleIndex(v.Rule)}
-	p.Namespace, p.Name = splitPolicyID(v.Policy)
+	_, p.Namespace, p.Name = policymodel.SplitPolicyID(v.Policy)
 	if IsStaged(v.Policy) {
 		p.Kind = flowlog.KindStagedNetworkPolicy
 	}
@@ -251,14 +251,4 @@ func recordPolicy(v Verdict) *flowlog.Policy {
 		}
 	}
 	return p
-}
-
-// splitPolicyID is the namespace ("" for a cluster-scoped policy) and name
-// of a policy ID ("np/<ns>/<name>", "cnp/<name>").
-func splitPolicyID(id string) (ns, name string) {
-	kind, rest, _ := strings.Cut(id, "/")
-	if i := strings.IndexByte(rest, '/'); i >= 0 && (kind == "np" || kind == "snp") {
-		return rest[:i], rest[i+1:]
-	}
-	return "", rest
 }

@@ -28,10 +28,10 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 		case *slimNode:
 			w.apply(func(e *Engine) policymodel.Delta { return e.SetNode(&o.Obj) })
 		case *networkingv1.NetworkPolicy:
-			w.setPolicy("np/"+o.Namespace+"/"+o.Name, objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
+			w.setPolicy(policymodel.NetworkPolicyID(o.Namespace, o.Name), objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
 		case *cnpv1.ClusterNetworkPolicy:
-			w.setPolicy("cnp/"+o.Name, objectRef(w.cnpVersion, "ClusterNetworkPolicy", &o.ObjectMeta),
+			w.setPolicy(policymodel.ClusterPolicyID(o.Name), objectRef(w.cnpVersion, "ClusterNetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileCNP(o) })
 		case *StagedNetworkPolicy: // compiled as the enforced kinds are: outside the lock
 			w.setPolicy(stagedNPPrefix+o.Namespace+"/"+o.Name, objectRef(StagedGroupVersion().String(), "StagedNetworkPolicy", &o.ObjectMeta),
@@ -66,9 +66,9 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 			case *slimNode:
 				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNode(o.Name) })
 			case *networkingv1.NetworkPolicy:
-				w.deletePolicy("np/"+o.Namespace+"/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
+				w.deletePolicy(policymodel.NetworkPolicyID(o.Namespace, o.Name), func(e *Engine) policymodel.Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })
 			case *cnpv1.ClusterNetworkPolicy:
-				w.deletePolicy("cnp/"+o.Name, func(e *Engine) policymodel.Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
+				w.deletePolicy(policymodel.ClusterPolicyID(o.Name), func(e *Engine) policymodel.Delta { return e.DeleteClusterNetworkPolicy(o.Name) })
 			case *StagedNetworkPolicy:
 				w.deletePolicy(stagedNPPrefix+o.Namespace+"/"+o.Name, func(e *Engine) policymodel.Delta {
 					return e.DeleteStagedNetworkPolicy(o.Namespace, o.Name)

@@ -135,12 +135,10 @@ func dump(m *policymodel.Model) string {
 	for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
 		t := m.Tiers(d)
 		fmt.Fprintf(&b, "%s isolated=%s\n", d, t.Isolated)
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				fmt.Fprintf(&b, " %s %s prio=%d subject=%s failClosed=%v\n", p.Tier, p.ID, p.Priority, p.Subject, p.FailClosed)
-				for _, r := range p.Rules {
-					fmt.Fprintf(&b, "  %s %q %s %+v\n", r.ID, r.Name, r.Action, r.Clauses)
-				}
+		for p := range t.Policies() {
+			fmt.Fprintf(&b, " %s %s prio=%d subject=%s failClosed=%v\n", p.Tier, p.ID, p.Priority, p.Subject, p.FailClosed)
+			for _, r := range p.Rules {
+				fmt.Fprintf(&b, "  %s %q %s %+v\n", r.ID, r.Name, r.Action, r.Clauses)
 			}
 		}
 	}

@@ -14,13 +14,15 @@ import (
 // direction of its policyTypes (none given: ingress, and egress if it has
 // egress rules), and allowed what one of its rules of that direction allows.
 // Past a cap (caps.go) it isolates them and allows nothing.
-func compileNP(np *networkingv1.NetworkPolicy) *compiled { return compileNPAs("np", np) }
+func compileNP(np *networkingv1.NetworkPolicy) *compiled {
+	return compileNPAs(policymodel.KindNetworkPolicy, np)
+}
 
 // compileNPAs is compileNP for a kind of policy with NetworkPolicy's spec
 // and semantics, whose IDs are "<kind>/<namespace>/<name>" (a
 // MultiNetworkPolicy's: "mnp").
 func compileNPAs(kind string, np *networkingv1.NetworkPolicy) *compiled {
-	b := newBuilder(kind + "/" + np.Namespace + "/" + np.Name)
+	b := newBuilder(policymodel.NamespacedPolicyID(kind, np.Namespace, np.Name))
 	b.c.ns = np.Namespace
 	spec := &np.Spec
 	sel, err := compileSelector(&spec.PodSelector)
@@ -80,7 +82,7 @@ func compileNPAs(kind string, np *networkingv1.NetworkPolicy) *compiled {
 
 // npRule compiles rule i of a direction.
 func (b *builder) npRule(ns string, dir policymodel.Direction, i int, peersField string, peers []networkingv1.NetworkPolicyPeer, portsField string, ports []networkingv1.NetworkPolicyPort) policymodel.Rule {
-	r := policymodel.Rule{ID: fmt.Sprintf("%s/%s/%d", b.c.id, dir, i), Action: policymodel.Allow}
+	r := policymodel.Rule{ID: policymodel.NewRuleID(b.c.id, dir, i), Action: policymodel.Allow}
 	var ps []peer
 	if len(peers) == 0 {
 		ps = []peer{{any: true}}

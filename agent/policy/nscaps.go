@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -337,12 +336,12 @@ const nsClosedText = "every policy of the namespace isolates the pods it selects
 // here. The tier's isolation then drops what comes to or from them.
 func (e *Engine) placeClosed(in, eg *policymodel.Tiers, ns string, p *capPlan, defs map[policymodel.SetID]*setDef) {
 	var subjects [2][]podSel
-	kind, active := "np", false
+	kind, active := policymodel.KindNetworkPolicy, false
 	for _, pc := range p.byNS[ns] {
 		if IsStaged(pc.id) {
 			continue
 		}
-		kind, _, _ = strings.Cut(pc.id, "/")
+		kind, _, _ = policymodel.SplitPolicyID(pc.id)
 		active = active || p.active[pc.id]
 		for d, iso := range pc.isolates {
 			if iso {
@@ -368,7 +367,7 @@ func (e *Engine) placeClosed(in, eg *policymodel.Tiers, ns string, p *capPlan, d
 		if dir == policymodel.Egress {
 			t = eg
 		}
-		t.NetworkPolicy = append(t.NetworkPolicy, &policymodel.Policy{ID: kind + "/" + ns + "/" + closedName,
+		t.NetworkPolicy = append(t.NetworkPolicy, &policymodel.Policy{ID: policymodel.NamespacedPolicyID(kind, ns, closedName),
 			Tier: policymodel.TierNetworkPolicy, Subject: id, FailClosed: true})
 	}
 }

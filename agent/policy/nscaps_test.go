@@ -46,14 +46,8 @@ func modelCost(m *policymodel.Model) (sets, elems, clauses int) {
 		sets++
 		elems += s.Len()
 	}
-	for _, d := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
-		for _, ps := range [][]*policymodel.Policy{m.Tiers(d).Admin, m.Tiers(d).NetworkPolicy, m.Tiers(d).Baseline} {
-			for _, p := range ps {
-				for _, r := range p.Rules {
-					clauses += len(r.Clauses)
-				}
-			}
-		}
+	for _, r := range m.AllRules() {
+		clauses += len(r.Clauses)
 	}
 	return sets, elems, clauses
 }

@@ -142,7 +142,7 @@ func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []pee
 
 // denyAll is the closed form of a Deny or Pass rule that cannot be
 // expressed: it denies everything.
-func denyAll(id, name string) policymodel.Rule {
+func denyAll(id policymodel.RuleID, name string) policymodel.Rule {
 	return policymodel.Rule{ID: id, Name: name, Action: policymodel.Deny, Clauses: []policymodel.Clause{{}}}
 }
 

@@ -26,8 +26,8 @@ const stagedSubjectsKey = "staged subjects local"
 
 // The IDs of staged policies: "snp/<namespace>/<name>", "scnp/<name>".
 const (
-	stagedNPPrefix  = "snp/"
-	stagedCNPPrefix = "scnp/"
+	stagedNPPrefix  = policymodel.KindStagedNetworkPolicy + "/"
+	stagedCNPPrefix = policymodel.KindStagedClusterPolicy + "/"
 )
 
 // SetStagedNetworkPolicy adds or replaces a StagedNetworkPolicy (np holds
@@ -58,11 +58,11 @@ func (e *Engine) DeleteStagedClusterNetworkPolicy(name string) policymodel.Delta
 // compileStagedNP and compileStagedCNP compile a staged policy as its
 // enforced kind, under the staged kind's IDs (setCompiled files it apart).
 func compileStagedNP(np *networkingv1.NetworkPolicy) *compiled {
-	return stage(compileNP(np), "np/", stagedNPPrefix)
+	return stage(compileNP(np), policymodel.KindNetworkPolicy+"/", stagedNPPrefix)
 }
 
 func compileStagedCNP(cnp *cnpv1.ClusterNetworkPolicy) *compiled {
-	return stage(compileCNP(cnp), "cnp/", stagedCNPPrefix)
+	return stage(compileCNP(cnp), policymodel.KindClusterPolicy+"/", stagedCNPPrefix)
 }
 
 // stage renames a compiled policy, its rules and its issues from the
@@ -76,7 +76,7 @@ func stage(c *compiled, from, to string) *compiled {
 		}
 		p.ID = re(p.ID)
 		for i := range p.Rules {
-			p.Rules[i].ID = re(p.Rules[i].ID)
+			p.Rules[i].ID = policymodel.RuleID(re(string(p.Rules[i].ID)))
 		}
 	}
 	for i := range c.issues {

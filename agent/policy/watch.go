@@ -382,8 +382,7 @@ func (w *watcher) setPolicy(id string, ref *corev1.ObjectReference, compile func
 		c := compile()
 		w.apply(func(e *Engine) policymodel.Delta {
 			if !w.isLatest(id, n, false) {
-				return policymodel. // a later event of the policy came first
-							Delta{}
+				return policymodel.Delta{} // a later event of the policy came first
 			}
 			w.ref(id, ref)
 			return e.setCompiled(c)

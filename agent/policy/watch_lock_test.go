@@ -29,12 +29,8 @@ type idSink struct {
 
 func (s *idSink) Apply(m *policymodel.Model, d policymodel.Delta) error {
 	ids := map[string]bool{}
-	for _, dir := range []policymodel.Direction{policymodel.Ingress, policymodel.Egress} {
-		for _, ps := range [][]*policymodel.Policy{m.Tiers(dir).Admin, m.Tiers(dir).NetworkPolicy, m.Tiers(dir).Baseline} {
-			for _, p := range ps {
-				ids[p.ID] = true
-			}
-		}
+	for _, p := range m.Policies() {
+		ids[p.ID] = true
 	}
 	s.mu.Lock()
 	s.ids = ids

@@ -16,14 +16,8 @@ type ruleInfo struct {
 // policy (called with s.mu held).
 func (s *Sink) noteRules(r *policymodel.Rules) {
 	s.rules = map[string]ruleInfo{}
-	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				for _, r := range p.Rules {
-					s.rules[CounterName(r.ID)] = ruleInfo{policy: p.ID, rule: r.ID, drops: r.Action == policymodel.Deny}
-				}
-			}
-		}
+	for p, r := range r.AllRules() {
+		s.rules[policymodel.CounterName(r.ID.Key())] = ruleInfo{policy: p.ID, rule: string(r.ID), drops: r.Action == policymodel.Deny}
 	}
 }
 
@@ -66,9 +60,12 @@ func (s *Sink) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	fixed := map[string][2]string{
-		"c-iso-in": {"isolation", "ingress"}, "c-iso-eg": {"isolation", "egress"}, "c-pending": {"pending", ""},
-		"c-" + policymodel.CounterInvalid: {policymodel.CounterInvalid, ""},
-		"c-linklocal":                     {"link-local", ""}, // IPv6 link-local on the forward hook (netops/nft policy_linklocal.go)
+		policymodel.CounterName(policymodel.IsolationKey(policymodel.Ingress)): {"isolation", "ingress"},
+		policymodel.CounterName(policymodel.IsolationKey(policymodel.Egress)):  {"isolation", "egress"},
+		policymodel.CounterName(policymodel.CounterPending):                    {"pending", ""},
+		policymodel.CounterName(policymodel.CounterInvalid):                    {policymodel.CounterInvalid, ""},
+		// IPv6 link-local on the forward hook (netops/nft policy_linklocal.go)
+		policymodel.CounterName(policymodel.CounterLinkLocal): {"link-local", ""},
 	}
 	for name, c := range counters {
 		if f, ok := fixed[name]; ok {

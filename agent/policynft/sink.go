@@ -148,12 +148,8 @@ func closed(was, now []netip.Addr) []netip.Addr {
 
 func countRules(r *policymodel.Rules) int {
 	n := 0
-	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				n += len(p.Rules)
-			}
-		}
+	for _, p := range r.Policies() {
+		n += len(p.Rules)
 	}
 	return n
 }
@@ -215,12 +211,6 @@ func Change(m *policymodel.Model, d policymodel.Delta, full bool) *nft.PolicyCha
 func Guard(m *policymodel.Model) *nft.PolicyGuard {
 	return &nft.PolicyGuard{All: m.GuardAll, Namespaces: slices.Clone(m.GuardNamespaces)}
 }
-
-// ChainID is the name part of a policy's chains.
-func ChainID(policyID string) string { return policymodel.ShortID(policyID) }
-
-// CounterName is the counter of a model rule in the table.
-func CounterName(ruleID string) string { return "c-" + policymodel.ShortID(ruleID) }
 
 // Remove deletes the policy table (the agent's --network-policy=false).
 func (s *Sink) Remove() error {

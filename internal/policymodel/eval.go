@@ -2,20 +2,34 @@ package policymodel
 
 import "net/netip"
 
-// Conn is the first packet of a connection.
+// Conn is the first packet of a connection: what a rule's clauses match.
+//
+// Each field states its level in a tag. A connection-level field is
+// judged once, on the connection's first packet: conntrack carries that
+// verdict to the rest of the connection (its replies, and RELATED packets
+// such as an ICMP error, carry their master's), so the table may read the
+// field from the packet or from the conntrack entry's original tuple. A
+// packet-level field would be judged on every packet, before the table's
+// shortcut for established connections and in its untracked twins. All of
+// Conn's fields are connection-level. What the table judges per packet
+// before any rule (INVALID, untracked and RELATED packets, IPv6 link-local
+// and neighbour discovery) is not the model's: docs/policy.md says how.
+// A field added here must reach Evaluate, the renderer and the trace
+// test's model (netops/nft TestPolicyConnFields fails until it does).
 type Conn struct {
-	Src, Dst netip.Addr
-	Proto    Protocol
-	Port     uint16 // destination port
+	Src   netip.Addr `level:"connection"`
+	Dst   netip.Addr `level:"connection"`
+	Proto Protocol   `level:"connection"`
+	Port  uint16     `level:"connection"` // destination port
 }
 
 // Verdict is the model's decision on a connection in one direction, and the
-// rule that made it: its ID, "node" (the node's own traffic), or "" when no
+// rule that made it: its ID, RuleNode (the node's own traffic), or "" when no
 // rule did (allowed: the default; dropped: the NetworkPolicy tier's
 // isolation).
 type Verdict struct {
 	Allowed bool
-	Rule    string
+	Rule    RuleID
 }
 
 // Membership answers Evaluate's questions about sets: the model's own
@@ -57,7 +71,7 @@ func (r *Rules) Evaluate(dir Direction, c Conn, sets Membership) (Verdict, error
 	}
 	if dir == Ingress {
 		if ok, err := e.in(r.NodeAddrs, c.Src); err != nil || ok {
-			return Verdict{Allowed: true, Rule: "node"}, err
+			return Verdict{Allowed: true, Rule: RuleNode}, err
 		}
 	}
 	t := r.Tiers(dir)

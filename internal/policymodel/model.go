@@ -156,6 +156,9 @@ type PortRange struct {
 // port), and the connection's (destination, protocol, port) is in DstPorts
 // ("" = not matched). A rule matches when one of its clauses does; a rule
 // with no clause matches nothing.
+// A field added here must reach Evaluate, the renderer (and its chains'
+// fingerprint) and the trace test's model: netops/nft's
+// TestPolicyClauseFields fails until it does.
 type Clause struct {
 	Peer     SetID       `json:",omitempty"`
 	Ports    []PortRange // nil and empty differ: empty matches nothing
@@ -169,8 +172,9 @@ type Clause struct {
 // Rule is one rule of a policy, in the policy's order.
 type Rule struct {
 	// ID is the policy's ID, the direction and the rule's index
-	// ("np/default/web/ingress/0"): ShortID(ID) names its counter.
-	ID      string
+	// ("np/default/web/ingress/0", NewRuleID): ID.Key() names its
+	// counter.
+	ID      RuleID
 	Name    string `json:",omitempty"` // a ClusterNetworkPolicy rule's name; "" for NetworkPolicy
 	Action  Action
 	Clauses []Clause

@@ -204,7 +204,7 @@ func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
 		// accept when the pod is not isolated in it.
 		var to [2]expr.Any
 		for dir, d := range [2]PodDir{ifc.Ingress, ifc.Egress} {
-			name := [2]string{"in", "eg"}[dir]
+			name := policymodel.Direction(dir).Short()
 			to[dir] = verdict(expr.VerdictAccept, "")
 			if !d.Isolated {
 				continue
@@ -213,14 +213,14 @@ func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
 			to[dir] = verdict(expr.VerdictJump, top)
 			pc.add(top)
 			for _, v6 := range []bool{false, true} {
-				pd := policyDir{name: name, base: top, selfDir: uint32(1 - dir), v6: v6}
+				pd := policyDir{name: name, base: top, dir: policymodel.Direction(dir), selfDir: uint32(1 - dir), v6: v6}
 				ch := top + pd.fam()
 				pc.add(top, append(nfprotoIs(famProto(v6)), verdict(expr.VerdictJump, ch)))
 				pc.add(ch)
 				for _, pol := range d.Policies {
 					for _, r := range pol.Rules {
 						r = renameRule(r, rename)
-						counters[counterName(pc.short(r.ID))] = true
+						counters[counterName(pc.ruleKey(r.ID))] = true
 						pc.add(ch, pd.policyRuleExprs(pc, &r, verdict(expr.VerdictAccept, ""), policymodel.LogScope{}, true)...)
 					}
 				}
@@ -312,7 +312,7 @@ func famProto(v6 bool) byte {
 func renameRule(r policymodel.Rule, f func(policymodel.SetID) policymodel.SetID) policymodel.Rule {
 	cls := make([]policymodel.Clause, len(r.Clauses))
 	for i, cl := range r.Clauses {
-		cl.Peer, cl.DstPorts = f(cl.Peer), f(cl.DstPorts)
+		cl.Peer, cl.DstPorts, cl.Pairs = f(cl.Peer), f(cl.DstPorts), f(cl.Pairs)
 		cls[i] = cl
 	}
 	r.Clauses = cls

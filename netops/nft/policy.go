@@ -71,7 +71,7 @@ const PolicyTable = "cnibox-policy"
 // PolicyPending is the set of the addresses of pods whose place in the
 // sets the agent has not computed yet: everything to and from them is
 // dropped but the node's own traffic to them.
-const PolicyPending = "pending"
+const PolicyPending = policymodel.CounterPending
 
 // PolicyChange is one transaction on the policy table.
 type PolicyChange struct {

@@ -3,6 +3,8 @@ package nft
 import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // IPv6 link-local traffic in the policy table (issue 60). No set holds a
@@ -35,7 +37,7 @@ import (
 
 // policyLinkLocal names the counter of the link-local packets fwd6 drops
 // (c-linklocal) and its chain's name stem.
-const policyLinkLocal = "linklocal"
+const policyLinkLocal = policymodel.CounterLinkLocal
 
 // linkLocalChain is the chain that judges fwd6's link-local packets.
 const linkLocalChain = "ll6"

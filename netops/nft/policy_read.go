@@ -22,8 +22,8 @@ type PolicyCounter struct {
 	Packets, Bytes uint64
 }
 
-// PolicyCounters returns the policy table's counters by name ("c-<rule>",
-// "c-iso-in", "c-iso-eg", "c-pending"); none when there is no table.
+// PolicyCounters returns the policy table's counters by name
+// (policymodel.CounterName of a key); none when there is no table.
 func (h *Handle) PolicyCounters() (map[string]PolicyCounter, error) {
 	out := map[string]PolicyCounter{}
 	if _, err := h.nftConn(); err != nil {

@@ -19,6 +19,7 @@ import (
 type policyDir struct {
 	name    string // "in", "eg"
 	base    string // "ingress", "egress"
+	dir     policymodel.Direction
 	selfDir uint32 // 0: the original source (egress); 1: the reply's source (ingress)
 	v6      bool
 }
@@ -107,8 +108,8 @@ func (d policyDir) pairs(set string) []expr.Any {
 
 func be16(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }
 
-// counterName is the name of the counter object of a rule.
-func counterName(id string) string { return "c-" + id }
+// counterName is the name of the counter object of key (policymodel's).
+func counterName(key string) string { return policymodel.CounterName(key) }
 
 // countAnd is "counter name N" and a verdict.
 func countAnd(counter string, v expr.Any) []expr.Any {
@@ -128,7 +129,7 @@ func (d policyDir) policyRuleExprs(pc *policyChains, r *policymodel.Rule, v expr
 		staged = "" // no verdict yet
 	}
 	var out [][]expr.Any
-	short := pc.short(r.ID)
+	short := pc.ruleKey(r.ID)
 	counter := counterName(short)
 	add := func(match []expr.Any) {
 		if log.On() || staged != "" {
@@ -205,13 +206,23 @@ type policyChains struct {
 	log policymodel.FlowLog // which verdicts are logged
 }
 
-// short is policymodel.ShortID(id): the name of a policy's chains, of a
-// rule's counter after "c-".
+// short is policymodel.ChainID(id): the name part of a policy's chains,
+// computed once per render.
 func (pc *policyChains) short(id string) string {
 	s, ok := pc.ids[id]
 	if !ok {
-		s = policymodel.ShortID(id)
+		s = policymodel.ChainID(id)
 		pc.ids[id] = s
+	}
+	return s
+}
+
+// ruleKey is id.Key(), the rule's counter key, computed once per render.
+func (pc *policyChains) ruleKey(id policymodel.RuleID) string {
+	s, ok := pc.ids[string(id)]
+	if !ok {
+		s = id.Key()
+		pc.ids[string(id)] = s
 	}
 	return s
 }
@@ -277,15 +288,15 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 		}
 		iso := d.self(string(t.Isolated), false)
 		if pc.log.Deny.On() || pc.log.Staged != "" {
-			pc.add(top, d.logRules(iso, pc.log.Deny, pc.log.Staged, policymodel.LogPrefix(false, "iso-"+d.name))...)
+			pc.add(top, d.logRules(iso, pc.log.Deny, pc.log.Staged, policymodel.LogPrefix(false, policymodel.IsolationKey(d.dir)))...)
 		}
-		pc.add(top, append(iso, countAnd(counterName("iso-"+d.name), verdict(expr.VerdictDrop, ""))...))
+		pc.add(top, append(iso, countAnd(counterName(policymodel.IsolationKey(d.dir)), verdict(expr.VerdictDrop, ""))...))
 	}
 	d.renderTier(pc, top, "b", t.Baseline)
 	if pc.log.Staged != "" {
 		// The default decides nothing; a staged policy may (the agent
 		// compares).
-		pc.add(top, append(d.self(string(pc.log.Staged), false), d.logExprs(policymodel.LogPrefix(true, "dflt-"+d.name))...))
+		pc.add(top, append(d.self(string(pc.log.Staged), false), d.logExprs(policymodel.LogPrefix(true, policymodel.DefaultKey(d.dir)))...))
 	}
 	pc.add(top, []expr.Any{d.allow()}) // the default
 }
@@ -370,7 +381,7 @@ func baseRules(to string) [][]expr.Any {
 func rulesKey(pc *policyChains, rules []policymodel.Rule) string {
 	var b strings.Builder
 	for _, r := range rules {
-		b.WriteString(pc.short(r.ID))
+		b.WriteString(pc.ruleKey(r.ID))
 		b.WriteByte(' ')
 		b.WriteString(r.Action.String())
 		for _, cl := range r.Clauses {
@@ -421,32 +432,23 @@ func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*pol
 		renderLinkLocal(pc, v6) // policy_linklocal.go: first in fwd6
 		renderEntries(pc, v6)
 		walk := len(pc.names)
-		(policyDir{name: "eg", base: "egress", selfDir: 0, v6: v6}).render(pc, &r.Egress)
-		(policyDir{name: "in", base: "ingress", selfDir: 1, v6: v6}).render(pc, &r.Ingress)
+		(policyDir{name: "eg", base: "egress", dir: policymodel.Egress, selfDir: 0, v6: v6}).render(pc, &r.Egress)
+		(policyDir{name: "in", base: "ingress", dir: policymodel.Ingress, selfDir: 1, v6: v6}).render(pc, &r.Ingress)
 		renderUntracked(pc, pc.names[walk:], v6)
 	}
-	counters := []string{counterName(PolicyPending), counterName("iso-in"), counterName("iso-eg"), counterName(policyInvalid), counterName(policyLinkLocal)}
-	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				for _, rule := range p.Rules {
-					counters = append(counters, counterName(pc.short(rule.ID)))
-				}
-			}
-		}
+	counters := []string{counterName(PolicyPending), counterName(policymodel.IsolationKey(policymodel.Ingress)),
+		counterName(policymodel.IsolationKey(policymodel.Egress)), counterName(policyInvalid), counterName(policyLinkLocal)}
+	for _, rule := range r.AllRules() {
+		counters = append(counters, counterName(pc.ruleKey(rule.ID)))
 	}
 	return pc, counters
 }
 
 // checkPolicyRules reports names the kernel would refuse.
 func checkPolicyRules(r *policymodel.Rules) error {
-	for _, t := range []*policymodel.Tiers{&r.Ingress, &r.Egress} {
-		for _, ps := range [][]*policymodel.Policy{t.Admin, t.NetworkPolicy, t.Baseline} {
-			for _, p := range ps {
-				if p.ID == "" || p.Subject == "" {
-					return fmt.Errorf("policy chain %q without ID or subject", p.ID)
-				}
-			}
+	for _, p := range r.Policies() {
+		if p.ID == "" || p.Subject == "" {
+			return fmt.Errorf("policy chain %q without ID or subject", p.ID)
 		}
 	}
 	return nil

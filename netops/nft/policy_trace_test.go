@@ -272,14 +272,14 @@ func TestPolicyRenderTrace(t *testing.T) {
 			policymodel.Verdict
 			dir policymodel.Direction
 		}{{eg, policymodel.Egress}, {in, policymodel.Ingress}} {
-			decided[v.Rule+fmt.Sprint(v.Allowed)] = true
+			decided[string(v.Rule)+fmt.Sprint(v.Allowed)] = true
 			hit := ""
 			switch {
-			case v.Rule == "node":
+			case v.Rule == policymodel.RuleNode:
 			case v.Rule != "":
-				hit = counterName(policymodel.ShortID(v.Rule))
+				hit = counterName(v.Rule.Key())
 			case !v.Allowed:
-				hit = counterName("iso-" + isoDir(v.dir))
+				hit = counterName(policymodel.IsolationKey(v.dir))
 			}
 			wantHits = append(wantHits, hit)
 			if !v.Allowed {
@@ -398,7 +398,7 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 	for _, s := range sets {
 		m.Sets[s.ID] = s
 	}
-	rule := func(id string, act policymodel.Action, cls ...policymodel.Clause) policymodel.Rule {
+	rule := func(id policymodel.RuleID, act policymodel.Action, cls ...policymodel.Clause) policymodel.Rule {
 		return policymodel.Rule{ID: id, Action: act, Clauses: cls}
 	}
 	tcp := func(first, last uint16) []policymodel.PortRange {
@@ -487,11 +487,11 @@ func TestPolicyRenderLogTrace(t *testing.T) {
 			switch {
 			case !scope.All && !in(scope.Set, self) && !in(scope.Set, peer) && !in(log.Staged, self):
 			case want.Rule != "":
-				return []string{policymodel.LogPrefix(want.Allowed, policymodel.ShortID(want.Rule))}, want.Allowed
+				return []string{policymodel.LogPrefix(want.Allowed, want.Rule.Key())}, want.Allowed
 			case !want.Allowed:
-				return []string{policymodel.LogPrefix(false, "iso-"+isoDir(dir))}, false
+				return []string{policymodel.LogPrefix(false, policymodel.IsolationKey(dir))}, false
 			case in(log.Staged, self): // the default allow, for the staged policies
-				return []string{policymodel.LogPrefix(true, "dflt-"+isoDir(dir))}, true
+				return []string{policymodel.LogPrefix(true, policymodel.DefaultKey(dir))}, true
 			}
 			return nil, want.Allowed
 		}
@@ -563,12 +563,4 @@ func traceConns(addrs []netip.Addr, f func(policymodel.Conn)) {
 			}
 		}
 	}
-}
-
-// isoDir is the isolation counter's direction part.
-func isoDir(d policymodel.Direction) string {
-	if d == policymodel.Egress {
-		return "eg"
-	}
-	return "in"
 }
