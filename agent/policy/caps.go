@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -23,8 +24,9 @@ const (
 	// rules: each is a set, or a clause of each rule's chain.
 	maxPeers = 1024
 	// maxClauses bounds the clauses of a policy: per rule its peers times
-	// its ports (or protocols), summed over the rules; each is an
-	// nftables rule.
+	// its numeric ports (or protocols), plus its peers once more if it has
+	// named ports (all of a rule's named ports are one set: portedSetDef),
+	// summed over the rules; each is an nftables rule.
 	maxClauses = 4096
 	// maxElems bounds the prefixes of a policy's address sets (ipBlocks
 	// minus their excepts, a ClusterNetworkPolicy's networks), summed:
@@ -64,6 +66,33 @@ func (t *tally) rule(field, peersField string, peers, ports int) *capHit {
 	return add(&t.clauses, max(1, peers)*max(1, ports), maxClauses, field, "clauses (each rule's peers times its ports)")
 }
 
+// npPortClauses is what a rule's ports make of each of its peers: a clause
+// (an nftables rule) per numeric port, one for all its named ports.
+func npPortClauses(ports []networkingv1.NetworkPolicyPort) int {
+	n, named := 0, 0
+	for _, p := range ports {
+		if p.Port != nil && p.Port.Type == intstr.String {
+			named = 1
+		} else {
+			n++
+		}
+	}
+	return n + named
+}
+
+// cnpPortClauses is npPortClauses for a ClusterNetworkPolicy's protocols.
+func cnpPortClauses(protos []cnpv1.ClusterNetworkPolicyProtocol) int {
+	n, named := 0, 0
+	for _, p := range protos {
+		if p.DestinationNamedPort != "" {
+			named = 1
+		} else {
+			n++
+		}
+	}
+	return n + named
+}
+
 // npOverCap checks a NetworkPolicy's shape against the caps before it is
 // compiled (the prefixes its ipBlocks leave are counted as they are cut).
 func npOverCap(spec *networkingv1.NetworkPolicySpec) *capHit {
@@ -84,12 +113,12 @@ func npOverCap(spec *networkingv1.NetworkPolicySpec) *capHit {
 		return nil
 	}
 	for i, r := range spec.Ingress {
-		if h := check(fmt.Sprintf("spec.ingress[%d]", i), "from", r.From, len(r.Ports)); h != nil {
+		if h := check(fmt.Sprintf("spec.ingress[%d]", i), "from", r.From, npPortClauses(r.Ports)); h != nil {
 			return h
 		}
 	}
 	for i, r := range spec.Egress {
-		if h := check(fmt.Sprintf("spec.egress[%d]", i), "to", r.To, len(r.Ports)); h != nil {
+		if h := check(fmt.Sprintf("spec.egress[%d]", i), "to", r.To, npPortClauses(r.Ports)); h != nil {
 			return h
 		}
 	}
@@ -102,13 +131,13 @@ func cnpOverCap(spec *cnpv1.ClusterNetworkPolicySpec) *capHit {
 	var t tally
 	for i, r := range spec.Ingress {
 		f := fmt.Sprintf("spec.ingress[%d]", i)
-		if h := t.rule(f, f+".from", len(r.From), len(r.Protocols)); h != nil {
+		if h := t.rule(f, f+".from", len(r.From), cnpPortClauses(r.Protocols)); h != nil {
 			return h
 		}
 	}
 	for i, r := range spec.Egress {
 		f := fmt.Sprintf("spec.egress[%d]", i)
-		if h := t.rule(f, f+".to", len(r.To), len(r.Protocols)); h != nil {
+		if h := t.rule(f, f+".to", len(r.To), cnpPortClauses(r.Protocols)); h != nil {
 			return h
 		}
 		for j, p := range r.To {

@@ -26,9 +26,10 @@ import (
 // the cluster administrator's, bounded by the per-policy caps only.
 //
 // The values follow what the node's table takes in one transaction today
-// (netops/nft renders each named port as a set, each clause as a rule; a
-// full sync is one batch): 4,000 clauses were a 1 s full sync and 8,000
-// failed it (ENOBUFS); 3,000 named-port sets 4.5 s, 4,000 failed the next;
+// (netops/nft renders each set as a set, each clause as a rule; a full
+// sync is one batch): 4,000 clauses were a 1 s full sync and 8,000 failed
+// it (ENOBUFS); 3,000 sets (then one per named port) 4.5 s, 4,000 failed
+// the next;
 // 786,000 prefixes 2-2.5 s. A node takes half of what failed, a namespace
 // half of a node.
 type capLimits struct {
@@ -320,9 +321,9 @@ func nodeIssue(node, ns, what string, total, limit, n int) *policymodel.Issue {
 func capWhat(what string) string {
 	switch what {
 	case "clauses":
-		return "clauses (each rule's peers times its named ports)"
+		return "clauses (each rule's peers times its ports)"
 	case "sets":
-		return "sets (each peer, named port and subject)"
+		return "sets (each peer, each rule's named ports and subject)"
 	}
 	return "set elements (prefixes, and the pods' addresses and named ports)"
 }

@@ -54,7 +54,8 @@ func modelCost(m *policymodel.Model) (sets, elems, clauses int) {
 
 // TestNamespaceCapsFailClosed: a namespace whose policies pass a
 // namespace cap (sets: two policies of 520 peers each, every one within
-// the per-policy caps; clauses: one of 100 peers times 21 named ports)
+// the per-policy caps; clauses: two policies of the same 1,000 peers
+// times a numeric and a named port)
 // fails closed for its own pods alone: x/a, which its policies isolate,
 // takes nothing, not even y's pods that both allow; x/c, which none
 // selects, and x's egress are as before; y's policy and pods are as
@@ -76,7 +77,8 @@ func TestNamespaceCapsFailClosed(t *testing.T) {
 		field string
 	}{
 		{"sets", []*nv1.NetworkPolicy{manyPeers("many0", 520, 0), manyPeers("many1", 520, 520)}, "sets"},
-		{"clauses", []*nv1.NetworkPolicy{manyPeers("ports", 99, 0, namedPorts(21)...)}, "clauses"},
+		{"clauses", []*nv1.NetworkPolicy{manyPeers("ports0", 1000, 0, port("", 80), port("", "n0")),
+			manyPeers("ports1", 1000, 0, port("", 80), port("", "n0"))}, "clauses"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, p := range tc.nps {
@@ -251,5 +253,33 @@ func TestNamespaceElemsCap(t *testing.T) {
 		IPs: []netip.Addr{netip.MustParseAddr("10.2.0.77")}})
 	if d.Rules || len(d.AddSets) != 0 || len(e.Model().Issues) != 1 {
 		t.Errorf("another namespace's pod made %+v (issues %v): x's sets made again", d, e.Model().Issues)
+	}
+}
+
+// TestNamedPortsOneSet: a rule's named ports are one Ported set and one
+// clause per peer, however many it names (issue 60, finding 5: a policy of
+// 4,000 named ports was 4,000 sets and, per peer, 4,000 clauses, which a
+// full sync of the node's table could not take). Y's pods reach x/a on the
+// ports the names resolve to there (serve-80-tcp: TCP 80, web: TCP 80)
+// and on no other.
+func TestNamedPortsOneSet(t *testing.T) {
+	ports := append(namedPorts(4000), port("", "serve-80-tcp"), port("", "web"))
+	p := manyPeers("ports", 3, 0, ports...)
+	if c := compileNP(p); len(c.issues) != 0 {
+		t.Fatalf("a policy of 4,002 named ports and 4 peers is past a cap: %v", c.issues)
+	}
+	m := check(t, cluster([]*nv1.NetworkPolicy{p}, nil), []probe{
+		{"y/b", "x/a", policymodel.TCP, 80, true}, {"y/b", "x/a", policymodel.TCP, 81, false},
+		{"y/b", "x/a", policymodel.UDP, 80, false}, {"x/b", "x/a", policymodel.TCP, 80, false},
+	})
+	ported := 0
+	for _, s := range m.Sets {
+		if s.Kind == policymodel.Ported {
+			ported++
+		}
+	}
+	_, _, clauses := modelCost(m)
+	if ported != 1 || clauses != 4 {
+		t.Errorf("%d Ported sets and %d clauses, want 1 and 4 (one clause per peer)", ported, clauses)
 	}
 }

@@ -95,8 +95,9 @@ var allPods = podSel{nsSel: everything, podSel: everything}
 
 // clauses are the clauses of a rule of direction dir whose subject is
 // subject, from its peers and ports. Numeric ports are matched on the
-// packet; a named port is resolved per destination pod (the subject's pods
-// for ingress, the peer's for egress) into a Ported set.
+// packet; the named ports are resolved per destination pod (the subject's
+// pods for ingress, the peer's for egress) into one Ported set: a peer's
+// clause for all of them, not one each.
 func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []peer, ps portSpec) []policymodel.Clause {
 	var out []policymodel.Clause
 	for _, p := range peers {
@@ -122,19 +123,16 @@ func (b *builder) clauses(dir policymodel.Direction, subject podSel, peers []pee
 		if len(ps.ranges) > 0 {
 			out = append(out, policymodel.Clause{Peer: id, Ports: ps.ranges, Pairs: pairs})
 		}
-		for _, n := range ps.named {
-			if dir == policymodel.Ingress {
-				out = append(out, policymodel.Clause{Peer: id, DstPorts: b.set(portedSetDef(subject, n.name, n.proto))})
-				continue
-			}
-			switch {
-			case p.domains != nil: // an address of a pod that has the port, and was resolved
-				out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(allPods, n.name, n.proto)), Pairs: pairs})
-			case p.pods != nil: // the peer's own named ports
-				out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(*p.pods, n.name, n.proto))})
-			default: // an address of a pod that has the port
-				out = append(out, policymodel.Clause{Peer: id, DstPorts: b.set(portedSetDef(allPods, n.name, n.proto))})
-			}
+		switch {
+		case len(ps.named) == 0:
+		case dir == policymodel.Ingress:
+			out = append(out, policymodel.Clause{Peer: id, DstPorts: b.set(portedSetDef(subject, ps.named))})
+		case p.domains != nil: // an address of a pod that has the port, and was resolved
+			out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(allPods, ps.named)), Pairs: pairs})
+		case p.pods != nil: // the peer's own named ports
+			out = append(out, policymodel.Clause{DstPorts: b.set(portedSetDef(*p.pods, ps.named))})
+		default: // an address of a pod that has the port
+			out = append(out, policymodel.Clause{Peer: id, DstPorts: b.set(portedSetDef(allPods, ps.named))})
 		}
 	}
 	return out

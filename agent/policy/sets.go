@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
@@ -101,9 +102,9 @@ type setDef struct {
 	// nsSel, if set, selects the namespaces (match reads their labels).
 	ns    string
 	nsSel *selector
-	// port and proto are a Ported set's port name and protocol (0: any).
-	port  string
-	proto policymodel.Protocol
+	// ports are a Ported set's named ports (sorted): a pod's port is in
+	// the set when one of them names it.
+	ports []namedPort
 	// nodeSel, for a set of nodes' addresses (a `nodes` peer), selects
 	// the nodes; match is nil then.
 	nodeSel *selector
@@ -125,13 +126,31 @@ func pairsSetDef(names []string) *setDef {
 	return &setDef{key: "domains " + strings.Join(names, ","), kind: policymodel.Pairs}
 }
 
-// portedSetDef is the set of the named port name/proto (proto 0: any) of the
-// pods s selects.
-func portedSetDef(s podSel, name string, proto policymodel.Protocol) *setDef {
+// portedSetDef is the set of the named ports ports (name/proto, proto 0:
+// any) of the pods s selects: one set for all the named ports of a rule
+// (issue 60, finding 5: one set each made a policy of 4,095 named ports
+// 4,095 sets, and a full sync the kernel refused).
+func portedSetDef(s podSel, ports []namedPort) *setDef {
+	ports = slices.Clone(ports)
+	slices.SortFunc(ports, func(a, b namedPort) int {
+		return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(a.proto, b.proto))
+	})
+	ports = slices.Compact(ports)
 	d := podSetDef(s)
-	d.kind, d.port, d.proto = policymodel.Ported, name, proto
-	d.key += " port=" + name + "/" + protoText(proto)
+	d.kind, d.ports = policymodel.Ported, ports
+	texts := make([]string, len(ports))
+	for i, n := range ports {
+		texts[i] = n.name + "/" + protoText(n.proto)
+	}
+	d.key += " port=" + strings.Join(texts, ",")
 	return d
+}
+
+// has reports whether one of d's named ports names np.
+func (d *setDef) has(np NamedPort) bool {
+	return slices.ContainsFunc(d.ports, func(n namedPort) bool {
+		return n.name == np.Name && (n.proto == 0 || n.proto == np.Proto)
+	})
 }
 
 func protoText(p policymodel.Protocol) string {
@@ -186,7 +205,7 @@ func (d *setDef) elems(p *Pod, ns *Namespace, node string) []policymodel.Elem {
 			continue
 		}
 		for _, np := range p.Ports {
-			if np.Name == d.port && (d.proto == 0 || d.proto == np.Proto) {
+			if d.has(np) {
 				out = append(out, policymodel.Elem{Prefix: pfx, Proto: np.Proto, Port: np.Port})
 			}
 		}

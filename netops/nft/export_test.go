@@ -2,6 +2,20 @@ package nft
 
 import "testing"
 
+// SetPolicyRcvBuf sets the policy table's receive buffer (for the acks)
+// for the Handles that raise theirs until t ends.
+func SetPolicyRcvBuf(t testing.TB, n int) {
+	old := policyRcvBuf
+	policyRcvBuf = n
+	t.Cleanup(func() { policyRcvBuf = old })
+}
+
+// CommittedDespite is Handle.committedDespite.
+func (h *Handle) CommittedDespite(gen uint32, err error) error { return h.committedDespite(gen, err) }
+
+// PolicyGen is the table's generation as the Handle knows it.
+func (h *Handle) PolicyGen() uint32 { return h.policyGen }
+
 // SetLogRates sets the flow log meters' rates (per source and rule, and
 // the node's; policy_logmeter.go) for the tables rendered until t ends.
 func SetLogRates(t testing.TB, perSource, node uint64) {

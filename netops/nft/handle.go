@@ -113,6 +113,17 @@ func (h *Handle) Close() error {
 	return errors.Join(errs...)
 }
 
+// reopen closes the nftables connection without waiting for anything, so
+// that the next request opens a new one: what the old socket still held
+// (acks of a batch that overflowed its buffer) cannot be read as another
+// request's answer.
+func (h *Handle) reopen() {
+	if h.nft != nil {
+		_ = h.nft.CloseLasting()
+	}
+	h.nft, h.nfRaw, h.bigSndBuf = nil, nil, false
+}
+
 // Path returns the namespace path the Handle was opened with ("" for the
 // namespace of the calling process).
 func (h *Handle) Path() string { return h.path }

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -141,7 +142,11 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 		h.policyFP, h.policyGen = nil, 0
 		return err
 	}
-	if err := t.commit(); err != nil {
+	err = t.commit()
+	if errors.Is(err, unix.ENOBUFS) {
+		err = h.committedDespite(t.policyGen, err)
+	}
+	if err != nil {
 		h.policyFP, h.policyGen = nil, 0 // the kernel's chains are unknown again
 		return err
 	}
@@ -357,6 +362,33 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 	}
 }
 
+// committedDespite answers a transaction whose acks overflowed the
+// socket's receive buffer (ENOBUFS, err): the kernel applied the batch
+// whole or refused it whole, and the acks that would say which are lost.
+// So the table says: the connection, with what is left of the acks in it,
+// is closed and opened again, and the batch was committed if the table
+// holds the generation gen it wrote (every transaction writes a new one).
+// It returns nil if so, else err with what the table holds.
+func (h *Handle) committedDespite(gen uint32, err error) error {
+	h.reopen()
+	if _, cerr := h.nftConn(); cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	h.policyGen = 0
+	if rerr := h.readGen(); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if h.policyGen == gen {
+		return nil
+	}
+	return fmt.Errorf("%w: the acks overflowed, and the table holds generation %d, not the transaction's %d: it was not applied", err, h.policyGen, gen)
+}
+
+// policyRcvBuf is the receive buffer of the policy table's connection: the
+// kernel's acks of a batch, one per message, come back in one go. A batch
+// whose acks do not fit is read as committedDespite says.
+var policyRcvBuf = policySndBuf / 4
+
 // policySndBuf is the send buffer the policy table's transactions may
 // need: a full sync of a large cluster is one batch, which the kernel takes
 // in one sendmsg, and the default buffer (net.core.wmem_default, ~208 KiB)
@@ -378,7 +410,7 @@ func (h *Handle) bigBatches() error {
 		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, policySndBuf)
 		if serr == nil {
 			// The kernel's acks, one per message, come back in one go.
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, policySndBuf/4)
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, policyRcvBuf)
 		}
 	}); err != nil {
 		return err
