@@ -23,8 +23,13 @@ import (
 	"github.com/cnibox/cnibox/roles"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (the
+// Makefile gives git describe's); release is the release this tree is of
+// or leads to (docs/cli.md, version), as kubectl prints its own beside
+// its commit.
 var version = "dev"
+
+const release = "0.1.0"
 
 // Every CNI call is a fresh process that lives milliseconds: sampling its
 // allocations for a heap profile nobody reads only costs stack unwinds (and
@@ -65,5 +70,5 @@ func run(argv []string) int {
 			Version:  version,
 		}, os.Stdout)
 	}
-	return cli.Run(argv, cli.Options{Version: version, Registry: reg})
+	return cli.Run(argv, cli.Options{Version: version, Release: release, Registry: reg})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -18,8 +19,10 @@ import (
 
 // Options carries what the CLI needs from main.
 type Options struct {
-	Version  string
-	Registry *cniplug.Registry
+	// Version is the build's (git describe's, from the Makefile); Release
+	// the release the tree is of ("" for none: Version stands alone).
+	Version, Release string
+	Registry         *cniplug.Registry
 }
 
 // Exit codes of every command (docs/cli.md): 0 done, or nothing wrong found;
@@ -178,17 +181,46 @@ func flagForm(c *ucli.Context, err error) string {
 	return ""
 }
 
-// versionInfo is what `cnibox version` prints.
+// versionInfo is what `cnibox version` prints: the release, the build
+// (git describe's), the commit and whether the tree had changes (from the
+// Go toolchain's stamp), as kubectl prints a release and a commit.
 type versionInfo struct {
 	Version      string   `json:"version"`
+	Build        string   `json:"build,omitempty"`
+	Commit       string   `json:"commit,omitempty"`
+	Modified     bool     `json:"modified,omitempty"`
 	SpecVersions []string `json:"cniVersions"`
 }
 
 // printVersion is `cnibox version` and `cnibox --version`.
 func (o Options) printVersion(c *ucli.Context) error {
-	v := versionInfo{Version: o.Version, SpecVersions: cniplug.SupportedVersions}
+	v := versionInfo{Version: o.Release, Build: o.Version, SpecVersions: cniplug.SupportedVersions}
+	if v.Version == "" {
+		v.Version, v.Build = o.Version, ""
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
 	return show(c, v, func(w io.Writer, v versionInfo) error {
-		_, err := fmt.Fprintf(w, "cnibox %s\nCNI spec versions: %v\n", v.Version, v.SpecVersions)
+		fmt.Fprintf(w, "cnibox %s\n", v.Version)
+		if v.Build != "" {
+			fmt.Fprintf(w, "build: %s\n", v.Build)
+		}
+		if v.Commit != "" {
+			mod := ""
+			if v.Modified {
+				mod = " (with changes not committed)"
+			}
+			fmt.Fprintf(w, "commit: %s%s\n", v.Commit, mod)
+		}
+		_, err := fmt.Fprintf(w, "CNI spec versions: %v\n", v.SpecVersions)
 		return err
 	}, nil)
 }

@@ -131,7 +131,7 @@ func commands(o Options) []*ucli.Command {
 						"Example: cnibox inspect endpoints --pod default/web-0 --detail",
 					Flags: []ucli.Flag{
 						networkFlag,
-						&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME`"},
+						&ucli.StringFlag{Name: "pod", Usage: "only this pod, as `NAMESPACE/NAME` (or NAME in any namespace)"},
 						&ucli.StringFlag{Name: "container", Usage: "only containers whose ID starts with `ID`"},
 						&ucli.BoolFlag{Name: "detail", Aliases: []string{"d"}, Usage: "one block per endpoint with every field and its live state"},
 						dataDirFlag,
@@ -233,14 +233,18 @@ func commands(o Options) []*ucli.Command {
 		{
 			Name:      "logs",
 			Usage:     "show the record each CNI call left in the log file",
-			UsageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--json]",
+			UsageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--follow] [--json]",
 			Description: "Every invocation writes one JSON record (role, command, container, ifname, netns, step timings,\n" +
-				"result or error). Example: cnibox logs --container 3f2a --since 1h",
+				"result or error). A table, one line a call: TIME (local), ROLE, VERB, CONTAINER (12 characters),\n" +
+				"IFNAME, NETWORK, TOOK and RESULT (ok, or ERROR code: message). The rotated files are read oldest\n" +
+				"first, then the live one. --follow alone shows new calls as they come; with --since, from then on.\n" +
+				"Ctrl-C ends it. Example: cnibox logs --container 3f2a --since 1h",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "file", Usage: "log file (default $CNIBOX_LOG_FILE or " + cniplug.DefaultLogFile + ")"},
 				&ucli.StringFlag{Name: "container", Usage: "only calls whose container ID starts with `ID`"},
 				&ucli.DurationFlag{Name: "since", Usage: "only calls in the last `DURATION` (e.g. 30m)"},
 				&ucli.BoolFlag{Name: "errors", Usage: "only failed calls"},
+				&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep reading: show calls as they are logged (across rotations), until Ctrl-C"},
 				&ucli.BoolFlag{Name: "json", Usage: "print the records as JSON lines"},
 			},
 			Action: runLogs,
@@ -310,7 +314,7 @@ func commands(o Options) []*ucli.Command {
 				"Exits 1 when a check fails (warnings do not count).\n" +
 				"Example: cnibox doctor --pod default/web-0",
 			Flags: []ucli.Flag{
-				&ucli.StringFlag{Name: "pod", Usage: "check only this pod's endpoints, as `NAMESPACE/NAME`"},
+				&ucli.StringFlag{Name: "pod", Usage: "check only this pod's endpoints, as `NAMESPACE/NAME` (or NAME in any namespace)"},
 				&ucli.StringFlag{Name: "network", Usage: "check only this network's endpoints"},
 				&ucli.StringFlag{Name: "container", Usage: "check only containers whose ID starts with `ID`"},
 				&ucli.StringFlag{Name: "policy", Usage: "instead of the checks, explain what the node's NetworkPolicy table does with a connection: " +

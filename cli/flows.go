@@ -1,17 +1,13 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -42,38 +38,14 @@ func runFlows(c *ucli.Context) error {
 	if err := f.Check(); err != nil {
 		return usageError(c, err, false)
 	}
-	follow := c.Bool("follow")
 	// --follow alone is the live view: new flows only; with --since, from then on.
-	r := &flowlog.Reader{Path: c.String("file"), Filter: f, FromEnd: follow && f.Since.IsZero()}
-
-	out := bufio.NewWriter(c.App.Writer)
-	defer out.Flush()
-	asJSON, header := c.Bool("json"), false
+	r := &flowlog.Reader{Path: c.String("file"), Filter: f, FromEnd: c.Bool("follow") && f.Since.IsZero()}
+	t := newLogTable(c, flowsHeader)
 	each := func(rec *flowlog.Record, line []byte) error {
-		switch {
-		case asJSON:
-			out.Write(line)
-			out.WriteByte('\n')
-		case !header:
-			header = true
-			fmt.Fprintln(out, flowsHeader)
-			fallthrough
-		default:
-			fmt.Fprintln(out, flowRow(rec))
-		}
-		if follow {
-			return out.Flush()
-		}
-		return nil
+		return t.print(line, func() string { return flowRow(rec) })
 	}
-	var err error
-	if follow {
-		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		err = r.Follow(ctx, each)
-	} else {
-		err = r.Read(context.Background(), each)
-	}
+	err := t.run(c, func(ctx context.Context) error { return r.Read(ctx, each) },
+		func(ctx context.Context) error { return r.Follow(ctx, each) })
 	if n := r.Skipped(); n > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "cnibox flows: passed over %d lines of %s that are no flow record\n", n, r.Path)
 	}

@@ -181,18 +181,7 @@ func TestFlowsFollow(t *testing.T) {
 	// Write a staged-deny record every 100 ms until the follower, which
 	// started at the file's end at some moment, shows one (30 s at most).
 	stop := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				w.Write(recs[2])
-			}
-		}
-	}()
+	go every(stop, 100*time.Millisecond, func() { w.Write(recs[2]) })
 	timeout := time.AfterFunc(30*time.Second, cancel)
 	defer timeout.Stop()
 	sc := bufio.NewScanner(pr)

@@ -162,6 +162,13 @@ func TestVersionAndRoles(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || v.Version != "test" || len(v.SpecVersions) == 0 {
 		t.Errorf("version --json (exit %d, %v): %s", code, err, out)
 	}
+	// A release beside the build, as kubectl prints.
+	var b2 bytes.Buffer
+	app := newApp(Options{Version: "03de98e-dirty", Release: "0.1.0", Registry: cniplug.NewRegistry()})
+	app.Writer = &b2
+	if err := app.Run([]string{"cnibox", "--version"}); err != nil || !strings.HasPrefix(b2.String(), "cnibox 0.1.0\nbuild: 03de98e-dirty\n") {
+		t.Errorf("--version with a release (%v): %q", err, b2.String())
+	}
 	var roles []string
 	out, _, code = runApp("roles", "--json")
 	if err := json.Unmarshal([]byte(out), &roles); err != nil || code != 0 {

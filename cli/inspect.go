@@ -29,7 +29,7 @@ func selectEndpoints(c *ucli.Context) ([]store.Endpoint, error) {
 	pod, cid := c.String("pod"), c.String("container")
 	keep := eps[:0]
 	for _, ep := range eps {
-		if pod != "" && podName(ep) != pod {
+		if pod != "" && !podMatches(ep, pod) {
 			continue
 		}
 		if cid != "" && !strings.HasPrefix(ep.ContainerID, cid) {
@@ -40,10 +40,24 @@ func selectEndpoints(c *ucli.Context) ([]store.Endpoint, error) {
 	return keep, nil
 }
 
+// podMatches reports whether ep is pod's: NAMESPACE/NAME, or NAME in any
+// namespace (as `cnibox flows --pod` takes it).
+func podMatches(ep store.Endpoint, pod string) bool {
+	if strings.Contains(pod, "/") {
+		return podName(ep) == pod
+	}
+	return ep.PodName == pod
+}
+
 func (o Options) inspectEndpoints(c *ucli.Context) error {
 	eps, err := selectEndpoints(c)
 	if err != nil {
 		return err
+	}
+	if len(eps) == 0 && (c.String("pod") != "" || c.String("container") != "") {
+		fmt.Fprintf(c.App.ErrWriter, "cnibox: no endpoint record matches --pod %q --container %q --network %q "+
+			"(--pod takes NAMESPACE/NAME, or NAME in any namespace; `cnibox inspect endpoints` lists them all)\n",
+			c.String("pod"), c.String("container"), c.String("network"))
 	}
 	text := printEndpoints
 	if c.Bool("detail") {

@@ -1,9 +1,11 @@
 package cli
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/logrotate"
 )
 
 // logFile is the log of --file, else $CNIBOX_LOG_FILE, else the default.
@@ -24,47 +27,40 @@ func logFile(c *ucli.Context) string {
 	return cniplug.DefaultLogFile
 }
 
+// logsHeader heads the table of `cnibox logs`; formatRecord's widths
+// match it.
+const logsHeader = "TIME                    ROLE       VERB   CONTAINER    IFNAME NETWORK        TOOK  RESULT"
+
+// runLogs is `cnibox logs`: the CNI calls' log, the rotated files oldest
+// first then the live one (read, and with --follow followed across
+// rotations, by internal/logrotate), as a table or the lines as they are.
 func runLogs(c *ucli.Context) error {
-	path := logFile(c)
-	// Rotated files (name-<time>.log) first, oldest first, then the live one.
-	backups := cniplug.LogBackups(path)
-	files := append(backups, path)
+	if c.Args().Present() {
+		return usageError(c, fmt.Errorf("no argument expected, got %q (filters are flags)", c.Args().First()), false)
+	}
 	var since time.Time
-	if d := c.Duration("since"); d > 0 {
+	if d := c.Duration("since"); d < 0 {
+		return usageError(c, fmt.Errorf("--since %v: want a positive duration (e.g. 30m)", d), false)
+	} else if d > 0 {
 		since = time.Now().Add(-d)
 	}
-	found := false
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			if f == path && len(backups) == 0 {
-				return fmt.Errorf("read the log: %w (set logFile in the config or CNIBOX_LOG_FILE if it lives elsewhere)", err)
-			}
-			continue
+	// --follow alone is the live view: new calls only; with --since, from then on.
+	l := &logrotate.Lines{Path: logFile(c), Since: since, FromEnd: c.Bool("follow") && since.IsZero()}
+	t := newLogTable(c, logsHeader)
+	each := func(line []byte) error {
+		var rec map[string]any
+		if json.Unmarshal(line, &rec) != nil || !keepRecord(c, rec, since) {
+			return nil
 		}
-		found = true
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) != nil {
-				continue
-			}
-			if !keepRecord(c, rec, since) {
-				continue
-			}
-			if c.Bool("json") {
-				fmt.Fprintln(c.App.Writer, sc.Text())
-				continue
-			}
-			fmt.Fprintln(c.App.Writer, formatRecord(rec))
-		}
-		fh.Close()
+		return t.print(line, func() string { return formatRecord(rec) })
 	}
-	if !found {
-		return fmt.Errorf("no log file at %s", path)
+	err := t.run(c, func(ctx context.Context) error { return l.Read(ctx, each) },
+		func(ctx context.Context) error { return l.Follow(ctx, each) })
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no log file at %s: set logFile in the config or CNIBOX_LOG_FILE if it lives elsewhere, "+
+			"or --file (every CNI call of cnibox appends to it; none has run here yet?)", l.Path)
 	}
-	return nil
+	return err
 }
 
 func keepRecord(c *ucli.Context, rec map[string]any, since time.Time) bool {

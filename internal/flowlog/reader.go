@@ -1,12 +1,10 @@
 package flowlog
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -16,7 +14,7 @@ import (
 const (
 	// DefaultPoll is how often a follower at the live file's end looks for
 	// new lines and for a rotation.
-	DefaultPoll = 250 * time.Millisecond
+	DefaultPoll = logrotate.DefaultPoll
 	// maxLine bounds a line; a longer one is no record (skipped).
 	maxLine = 1 << 20
 )
@@ -32,12 +30,13 @@ type Reader struct {
 	// FromEnd starts at the live file's end: Follow shows new records only.
 	FromEnd bool
 
-	skipped int
+	skipped int // lines that are no record
+	lines   logrotate.Lines
 }
 
 // Skipped is how many lines were passed over because they are no record
 // (not JSON, no time or verdict, longer than a record can be, cut short).
-func (r *Reader) Skipped() int { return r.skipped }
+func (r *Reader) Skipped() int { return r.skipped + r.lines.Skipped() }
 
 // Read calls fn for every record selected, with its line as it is in the
 // file (the newline left out), until the end of the live file or an error
@@ -59,55 +58,22 @@ func (r *Reader) run(ctx context.Context, follow bool, fn func(*Record, []byte) 
 	if r.Path == "" {
 		r.Path = DefaultPath
 	}
-	poll := r.Poll
-	if poll <= 0 {
-		poll = DefaultPoll
+	r.lines = logrotate.Lines{Path: r.Path, Since: r.Filter.Since, FromEnd: r.FromEnd, Poll: r.Poll, MaxLine: maxLine}
+	each := func(line []byte) error { return r.emit(line, fn) }
+	var err error
+	if follow {
+		err = r.lines.Follow(ctx, each)
+	} else {
+		err = r.lines.Read(ctx, each)
 	}
-	c, err := r.start()
-	if err != nil {
-		return err
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no flow log at %s: %w", r.Path, err)
 	}
-	defer func() { c.f.Close() }()
-	for {
-		if err := ctx.Err(); err != nil {
-			if follow {
-				return nil
-			}
-			return err
-		}
-		line, err := c.line()
-		if err == nil {
-			if err := r.emit(line, fn); err != nil {
-				return err
-			}
-			continue
-		}
-		if !errors.Is(err, io.EOF) {
-			return fmt.Errorf("read flow log: %w", err)
-		}
-		moved, err := c.advance()
-		if err != nil {
-			return err
-		}
-		if moved {
-			continue
-		}
-		if !follow {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(poll):
-		}
-	}
+	return err
 }
 
 // emit decodes line and hands it to fn when the filter selects it.
 func (r *Reader) emit(line []byte, fn func(*Record, []byte) error) error {
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		line = line[:n-1]
-	}
 	var rec Record
 	if json.Unmarshal(line, &rec) != nil || rec.Verdict == "" || rec.Time.IsZero() {
 		r.skipped++
@@ -117,176 +83,4 @@ func (r *Reader) emit(line []byte, fn func(*Record, []byte) error) error {
 		return nil
 	}
 	return fn(&rec, line)
-}
-
-// start opens the first file to read: the oldest backup that can hold a
-// record at or after Filter.Since, else the live file (at its end with
-// FromEnd).
-func (r *Reader) start() (*cursor, error) {
-	c := &cursor{path: r.Path, reader: r}
-	if !r.FromEnd {
-		for _, b := range logrotate.Backups(r.Path) {
-			if t, ok := logrotate.BackupTime(r.Path, b); ok && t.Before(r.Filter.Since) {
-				continue // rotated before Since: every line in it is older
-			}
-			if f, err := os.Open(b); err == nil {
-				c.set(f, 0)
-				return c, nil
-			}
-		}
-	}
-	f, err := os.Open(r.Path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no flow log at %s: %w", r.Path, err)
-		}
-		return nil, fmt.Errorf("read flow log: %w", err)
-	}
-	var off int64
-	if r.FromEnd {
-		if off, err = f.Seek(0, io.SeekEnd); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("read flow log: %w", err)
-		}
-	}
-	c.set(f, off)
-	return c, nil
-}
-
-// cursor is the place a Reader reads at: a file, backup or live, and the
-// offset in it.
-type cursor struct {
-	path    string
-	reader  *Reader // counts the lines skipped
-	f       *os.File
-	rd      *bufio.Reader
-	off     int64  // bytes of f consumed
-	partial []byte // a line read up to the file's end, its newline not yet written
-	long    bool   // in a line longer than maxLine, passing it over
-	rotated bool   // f is no longer the live file: one more read to its end, then on
-}
-
-// set makes f, at offset off, the file read.
-func (c *cursor) set(f *os.File, off int64) {
-	if c.f != nil && c.f != f {
-		c.f.Close()
-	}
-	if len(c.partial) > 0 || c.long {
-		c.reader.skipped++ // the last line of a file, cut short
-	}
-	c.f, c.off, c.partial, c.long, c.rotated = f, off, c.partial[:0], false, false
-	if c.rd == nil {
-		c.rd = bufio.NewReaderSize(f, 64<<10)
-	} else {
-		c.rd.Reset(f)
-	}
-}
-
-// line is the next whole line of the file, its newline included, valid
-// until the next call; io.EOF at the file's end for now (a partial line
-// is kept for when its end is written).
-func (c *cursor) line() ([]byte, error) {
-	for {
-		chunk, err := c.rd.ReadSlice('\n')
-		c.off += int64(len(chunk))
-		switch {
-		case err == nil && c.long:
-			c.long = false
-			c.reader.skipped++
-		case err == nil && len(c.partial) > 0:
-			line := append(c.partial, chunk...)
-			c.partial = line[:0]
-			return line, nil
-		case err == nil:
-			return chunk, nil
-		case errors.Is(err, bufio.ErrBufferFull) || errors.Is(err, io.EOF):
-			if !c.long && len(c.partial)+len(chunk) > maxLine {
-				c.long, c.partial = true, c.partial[:0]
-			}
-			if !c.long {
-				c.partial = append(c.partial, chunk...)
-			}
-			if errors.Is(err, io.EOF) {
-				return nil, io.EOF
-			}
-		default:
-			return nil, err
-		}
-	}
-}
-
-// advance is called at the end of the file read. When that file is still
-// the live one it reports false (nothing more for now), after moving back
-// to the start of a file that was truncated. When it was rotated away (or
-// removed), it is read to its end once more (lines written before the
-// rotation), then the cursor moves to the file written after it: the next
-// backup when the reader fell behind, else the new live file (not there
-// yet, in the moment between the writer's rename and its create: false).
-func (c *cursor) advance() (bool, error) {
-	fst, err := c.f.Stat()
-	if err != nil {
-		return false, fmt.Errorf("read flow log: %w", err)
-	}
-	st, err := os.Stat(c.path)
-	if err == nil && os.SameFile(fst, st) {
-		if st.Size() >= c.off {
-			return false, nil
-		}
-		if _, err := c.f.Seek(0, io.SeekStart); err != nil {
-			return false, fmt.Errorf("read flow log: %w", err)
-		}
-		c.set(c.f, 0) // truncated in place: from its start
-		return true, nil
-	}
-	if !c.rotated {
-		c.rotated = true
-		return true, nil
-	}
-	for {
-		if next, ok := backupAfter(c.path, fst); ok {
-			f, err := os.Open(next)
-			if errors.Is(err, os.ErrNotExist) {
-				continue // pruned meanwhile: look again
-			}
-			if err != nil {
-				return false, fmt.Errorf("read flow log: %w", err)
-			}
-			c.set(f, 0)
-			return true, nil
-		}
-		f, err := os.Open(c.path)
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("read flow log: %w", err)
-		}
-		// A rotation between the look at the backups and the open: the
-		// file opened may be one too far.
-		if next, ok := backupAfter(c.path, fst); ok {
-			nst, err1 := os.Stat(next)
-			st, err2 := f.Stat()
-			if err1 != nil || err2 != nil || !os.SameFile(nst, st) {
-				f.Close()
-				continue
-			}
-		}
-		c.set(f, 0)
-		return true, nil
-	}
-}
-
-// backupAfter is the backup of path rotated right after the file fst, if
-// fst is a backup and not the newest.
-func backupAfter(path string, fst os.FileInfo) (string, bool) {
-	backups := logrotate.Backups(path)
-	for i, b := range backups {
-		if st, err := os.Stat(b); err == nil && os.SameFile(fst, st) {
-			if i+1 < len(backups) {
-				return backups[i+1], true
-			}
-			break
-		}
-	}
-	return "", false
 }

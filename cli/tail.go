@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// logTable prints a log's records as `cnibox logs` and `cnibox flows` do:
+// each line as it is with --json, else a table under header; with
+// --follow each is flushed at once.
+type logTable struct {
+	out           *bufio.Writer
+	header        string
+	json, follow  bool
+	headerPrinted bool
+}
+
+func newLogTable(c *ucli.Context, header string) *logTable {
+	return &logTable{out: bufio.NewWriter(c.App.Writer), header: header, json: c.Bool("json"), follow: c.Bool("follow")}
+}
+
+// print prints one record: line with --json, else row() under the header.
+func (t *logTable) print(line []byte, row func() string) error {
+	switch {
+	case t.json:
+		t.out.Write(line)
+		t.out.WriteByte('\n')
+	case !t.headerPrinted:
+		t.headerPrinted = true
+		fmt.Fprintln(t.out, t.header)
+		fallthrough
+	default:
+		fmt.Fprintln(t.out, row())
+	}
+	if t.follow {
+		return t.out.Flush()
+	}
+	return nil
+}
+
+// run reads the log with read, or with follow until Ctrl-C (or SIGTERM)
+// when --follow is set, then flushes what is left.
+func (t *logTable) run(c *ucli.Context, read, follow func(ctx context.Context) error) error {
+	defer t.out.Flush()
+	if !t.follow {
+		return read(context.Background())
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return follow(ctx)
+}
