@@ -35,6 +35,10 @@ func (h *Handle) nftConn() (*nftables.Conn, error) {
 	if h.nsFD >= 0 {
 		opts = append(opts, nftables.WithNetNSFd(h.nsFD))
 	}
+	if h.dial != nil {
+		opts = append(opts, nftables.WithTestDial(h.dial))
+		h.bigSndBuf = true // no socket buffers to raise
+	}
 	c, err := nftables.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open nftables connection in %s: %w", h.where(), err)

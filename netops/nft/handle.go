@@ -8,6 +8,7 @@ import (
 	"github.com/cnibox/cnibox/netops/internal/kerr"
 	"github.com/google/nftables"
 	mdnetlink "github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +31,9 @@ type Handle struct {
 	path  string
 	nsFD  int  // the namespace's file descriptor; -1 for the caller's own
 	ownNS bool // Close closes nsFD (Open); else the lender does (Lend)
+	// dial, when set, is the socket the connection opens instead of
+	// netlink (OpenDial: a test's in-memory kernel, netops/nft/nftfake).
+	dial nltest.Func
 
 	nft   *nftables.Conn  // lazy, lasting
 	nfRaw *mdnetlink.Conn // the socket under nft, for requests nftables cannot build
@@ -89,6 +93,12 @@ func Lend(nsPath string, nsFD int) *Handle {
 	}
 	return &Handle{path: nsPath, nsFD: nsFD}
 }
+
+// OpenDial returns a Handle whose nftables connection talks to dial
+// instead of a kernel: tests open one on netops/nft/nftfake's in-memory
+// kernel (nft.OpenDial(k.Dial())) to check what a table writes as a normal
+// user. Everything else is as on a kernel, raw messages included.
+func OpenDial(dial nltest.Func) *Handle { return &Handle{nsFD: -1, dial: dial} }
 
 // Close waits out the elements this Handle gave a timeout (so that nothing
 // sees them after it), then closes the nftables connection and, for a Handle

@@ -8,7 +8,6 @@ import (
 	mdnetlink "github.com/mdlayher/netlink"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
-	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestPendingMsgs: without the policy table MarkPolicyPending has nothing
@@ -51,12 +50,9 @@ func TestPendingMsgs(t *testing.T) {
 // the kernel's abort, ~11 ms) and make no table; with the agent's table the
 // ADD's addresses land in the attached set (and pending where guarded) in
 // one transaction, and the DEL takes them out.
-func TestPolicyPendingNoTable(t *testing.T) {
-	h, err := Open(nstest.NewNS(t, "pnt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+func TestPolicyPendingNoTable(t *testing.T) { onKernels(t, "pnt", testPolicyPendingNoTable) }
+
+func testPolicyPendingNoTable(t *testing.T, h *Handle) {
 	addrs := []netip.Addr{netip.MustParseAddr("10.11.0.5"), netip.MustParseAddr("fd11::5")}
 	unhook := PodUnhook{IPs: addrs, Masq: true, CheckedPort: "vethpnt", CheckKind: SrcCheckBridge}
 	sent := func(what string, want uint64, call func() error) {
@@ -87,7 +83,7 @@ func TestPolicyPendingNoTable(t *testing.T) {
 	}
 
 	// The table as the agent's first full sync makes it, guarding "guarded".
-	err = h.ApplyPolicy(&PolicyChange{Full: true, Rules: &policymodel.Rules{NodeAddrs: "node"},
+	err := h.ApplyPolicy(&PolicyChange{Full: true, Rules: &policymodel.Rules{NodeAddrs: "node"},
 		Sets:  []*policymodel.Set{policymodel.NewSet("node", policymodel.Addrs, "", policymodel.AddrElem(netip.MustParseAddr("10.11.0.1")))},
 		Guard: &PolicyGuard{Namespaces: []string{"guarded"}}})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/google/nftables"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -13,12 +12,9 @@ import (
 // TestTxn commits through both builders of a txn, reuses one txn for a
 // second transaction (as the masquerade's retry after ENOENT does), and
 // checks that a txn with both kinds of changes is refused with nothing sent.
-func TestTxn(t *testing.T) {
-	h, err := Open(nstest.NewNS(t, "txn"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+func TestTxn(t *testing.T) { onKernels(t, "txn", testTxn) }
+
+func testTxn(t *testing.T, h *Handle) {
 	table := &nftables.Table{Family: nftables.TableFamilyINet, Name: "txn-test"}
 	chain := func(name string) *nftables.Chain { return &nftables.Chain{Name: name, Table: table} }
 	has := func(name string) bool {
