@@ -408,6 +408,7 @@ func (tx *txn) ruleExprs(t *table, family uint8, r *rule, b []byte) ([]byte, err
 		// The kernel names the set it bound, not the ID.
 		d = slices.DeleteFunc(d, func(a netlink.Attribute) bool { return a.Type&0x3fff == idAttr || a.Type&0x3fff == setAttr })
 		d = append([]netlink.Attribute{{Type: setAttr, Data: cstr(s.name)}}, d...)
+		items[i].Length = 0 // recomputed for the new data
 		items[i].Data = mustAttrs(netlink.Attribute{Type: 1, Data: e[1]}, netlink.Attribute{Type: 2 | netlink.Nested, Data: mustAttrs(d...)})
 	}
 	return mustAttrs(items...), nil
