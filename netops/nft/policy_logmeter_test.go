@@ -67,8 +67,10 @@ func TestPolicyLogMeters(t *testing.T) {
 // rules log and only then (a change of the rules makes and deletes them,
 // a full sync keeps them), and PolicySets does not count them as the
 // model's.
-func TestPolicyLogMeterSets(t *testing.T) {
-	h := openNS(t, "lm").NFT()
+func TestPolicyLogMeterSets(t *testing.T) { labtest.OnNFT(t, "lm", testPolicyLogMeterSets) }
+
+func testPolicyLogMeterSets(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	rules := func(log policymodel.FlowLog) *policymodel.Rules {
 		return &policymodel.Rules{
 			Ingress: policymodel.Tiers{Isolated: "dst", NetworkPolicy: []*policymodel.Policy{
@@ -79,9 +81,7 @@ func TestPolicyLogMeterSets(t *testing.T) {
 	sets := []*policymodel.Set{policymodel.NewSet("dst", policymodel.Addrs, "dst", policymodel.AddrElem(netip.MustParseAddr("10.98.0.2")))}
 	meters := func(what string, want bool) {
 		t.Helper()
-		c, err := nftables.New(nftables.WithNetNSFd(int(nsFile(t, h).Fd())))
-		must(t, err)
-		got, err := c.GetSets(&nftables.Table{Name: nft.PolicyTable, Family: nftables.TableFamilyINet})
+		got, err := k.Conn().GetSets(&nftables.Table{Name: nft.PolicyTable, Family: nftables.TableFamilyINet})
 		must(t, err)
 		n := 0
 		for _, s := range got {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -52,9 +53,9 @@ func sortPM(ps []nft.PortMaps) []nft.PortMaps {
 	return ps
 }
 
-func checkPM(t *testing.T, h *netops.Handle, want ...nft.PortMaps) {
+func checkPM(t *testing.T, h *nft.Handle, want ...nft.PortMaps) {
 	t.Helper()
-	got, err := h.NFT().PortMapEntries()
+	got, err := h.PortMapEntries()
 	must(t, err)
 	g, w := sortPM(got), sortPM(want)
 	if fmt.Sprint(g) != fmt.Sprint(w) {
@@ -62,18 +63,20 @@ func checkPM(t *testing.T, h *netops.Handle, want ...nft.PortMaps) {
 	}
 }
 
-func TestPortMaps(t *testing.T) {
-	h := openNS(t, "pm")
+func TestPortMaps(t *testing.T) { labtest.OnNFT(t, "pm", testPortMaps) }
+
+func testPortMaps(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	a := pmPod("net1 ctr-a eth0", 0)
 
 	// Deleting and listing before anything exists is fine.
-	must(t, h.NFT().DeletePortMaps(a))
+	must(t, h.DeletePortMaps(a))
 	checkPM(t, h)
-	if got, err := h.NFT().LookupPortMaps(a); err != nil || len(got) != 0 {
+	if got, err := h.LookupPortMaps(a); err != nil || len(got) != 0 {
 		t.Fatalf("LookupPortMaps() on an empty namespace = %v, %v", got, err)
 	}
 
-	replaced, err := h.NFT().EnsurePortMaps(a)
+	replaced, err := h.EnsurePortMaps(a)
 	must(t, err)
 	if len(replaced) != 0 {
 		t.Errorf("first EnsurePortMaps replaced %v", replaced)
@@ -81,7 +84,7 @@ func TestPortMaps(t *testing.T) {
 	checkPM(t, h, a)
 
 	t.Run("again", func(t *testing.T) {
-		replaced, err := h.NFT().EnsurePortMaps(a)
+		replaced, err := h.EnsurePortMaps(a)
 		must(t, err)
 		if len(replaced) != 0 {
 			t.Errorf("repeated EnsurePortMaps replaced %v", replaced)
@@ -98,7 +101,7 @@ func TestPortMaps(t *testing.T) {
 			},
 			Masq: []nft.PortMasq{{PodIP: pmAddr("10.1.0.2")}, {PodIP: pmAddr("10.1.0.99")}},
 		}
-		got, err := h.NFT().LookupPortMaps(q)
+		got, err := h.LookupPortMaps(q)
 		must(t, err)
 		want := nft.PortMaps{Owner: a.Owner,
 			Mappings: []nft.PortMapping{a.Mappings[0], a.Mappings[4]}, Masq: a.Masq[:1]}
@@ -112,7 +115,7 @@ func TestPortMaps(t *testing.T) {
 		{Proto: nft.ProtoTCP, HostPort: 10000, PodIP: pmAddr("10.1.0.77"), PodPort: 8080},
 	}}
 	t.Run("take over", func(t *testing.T) {
-		replaced, err := h.NFT().EnsurePortMaps(b)
+		replaced, err := h.EnsurePortMaps(b)
 		must(t, err)
 		wantRepl := []nft.PortMaps{{Owner: a.Owner, Mappings: a.Mappings[:1]}}
 		if fmt.Sprint(replaced) != fmt.Sprint(wantRepl) {
@@ -125,11 +128,11 @@ func TestPortMaps(t *testing.T) {
 
 	t.Run("delete", func(t *testing.T) {
 		// a's delete leaves b's element of the same key alone.
-		must(t, h.NFT().DeletePortMaps(a))
-		must(t, h.NFT().DeletePortMaps(a))
+		must(t, h.DeletePortMaps(a))
+		must(t, h.DeletePortMaps(a))
 		checkPM(t, h, b)
-		must(t, h.NFT().DeletePortMaps(b))
-		must(t, h.NFT().DeletePortMaps(b))
+		must(t, h.DeletePortMaps(b))
+		must(t, h.DeletePortMaps(b))
 		checkPM(t, h)
 	})
 
@@ -143,7 +146,7 @@ func TestPortMaps(t *testing.T) {
 			{Masq: []nft.PortMasq{{}}},
 		}
 		for _, p := range bad {
-			if _, err := h.NFT().EnsurePortMaps(p); err == nil {
+			if _, err := h.EnsurePortMaps(p); err == nil {
 				t.Errorf("EnsurePortMaps(%+v) succeeded", p)
 			}
 		}
@@ -152,43 +155,37 @@ func TestPortMaps(t *testing.T) {
 
 // TestPortMapsFlat: the table's chains and rules do not grow with the number
 // of pods; every pod is map elements only.
-func TestPortMapsFlat(t *testing.T) {
-	path := nstest.NewNS(t, "pmflat")
-	h, err := netops.Open(path)
-	must(t, err)
-	defer h.Close()
+func TestPortMapsFlat(t *testing.T) { labtest.OnNFT(t, "pmflat", testPortMapsFlat) }
+
+func testPortMapsFlat(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	var (
 		pods            []nft.PortMaps
 		chains1, rules1 int
 	)
 	for i := range 40 {
 		p := pmPod(fmt.Sprintf("net1 ctr-%d eth0", i), i)
-		if _, err := h.NFT().EnsurePortMaps(p); err != nil {
+		if _, err := h.EnsurePortMaps(p); err != nil {
 			t.Fatal(err)
 		}
 		pods = append(pods, p)
 		if i == 0 {
-			chains1, rules1 = pmChainsRules(t, path)
+			chains1, rules1 = pmChainsRules(t, k)
 		}
 	}
-	if chains, rules := pmChainsRules(t, path); chains != chains1 || rules != rules1 {
+	if chains, rules := pmChainsRules(t, k); chains != chains1 || rules != rules1 {
 		t.Errorf("40 pods: %d chains, %d rules; one pod: %d, %d", chains, rules, chains1, rules1)
 	}
 	checkPM(t, h, pods...)
-	must(t, h.NFT().DeletePortMaps(pods...))
+	must(t, h.DeletePortMaps(pods...))
 	checkPM(t, h)
 }
 
 // pmChainsRules counts the chains and rules of the portmap table with raw
 // dumps (the nftables package cannot parse the table's ct expressions).
-func pmChainsRules(t *testing.T, nsPath string) (chains, rules int) {
+func pmChainsRules(t *testing.T, k *labtest.NFT) (chains, rules int) {
 	t.Helper()
-	f, err := openNSFile(nsPath)
-	must(t, err)
-	defer f.Close()
-	c, err := mdnetlink.Dial(unix.NETLINK_NETFILTER, &mdnetlink.Config{NetNS: int(f.Fd())})
-	must(t, err)
-	defer c.Close()
+	c := k.Raw()
 	count := func(msgType int, tableAttr uint16) int {
 		data, _ := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{{Type: tableAttr, Data: []byte(nft.PortMapTable + "\x00")}})
 		msgs, err := c.Execute(mdnetlink.Message{
@@ -204,33 +201,29 @@ func pmChainsRules(t *testing.T, nsPath string) (chains, rules int) {
 // TestPortMapsConcurrentFirst: the first pods of a node, added at once from
 // several processes' worth of handles, all end up in one complete table.
 func TestPortMapsConcurrentFirst(t *testing.T) {
-	path := nstest.NewNS(t, "pmconc")
+	labtest.OnNFT(t, "pmconc", testPortMapsConcurrentFirst)
+}
+
+func testPortMapsConcurrentFirst(t *testing.T, k *labtest.NFT) {
 	const n = 8
 	errs := make(chan error, n)
 	var pods []nft.PortMaps
+	var hs []*nft.Handle
 	for i := range n {
 		pods = append(pods, pmPod(fmt.Sprintf("net1 ctr-%d eth0", i), i))
+		hs = append(hs, k.Open())
 	}
 	for i := range n {
 		go func() {
-			h, err := netops.Open(path)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer h.Close()
-			_, err = h.NFT().EnsurePortMaps(pods[i])
+			_, err := hs[i].EnsurePortMaps(pods[i])
 			errs <- err
 		}()
 	}
 	for range n {
 		must(t, <-errs)
 	}
-	h, err := netops.Open(path)
-	must(t, err)
-	defer h.Close()
-	checkPM(t, h, pods...)
-	chains, rules := pmChainsRules(t, path)
+	checkPM(t, k.Open(), pods...)
+	chains, rules := pmChainsRules(t, k)
 	// prerouting, output, postrouting, hostports, masq4, masq6 with
 	// 1 + 1 + 4 + 4 + 3 + 2 rules.
 	if chains != 6 || rules != 15 {

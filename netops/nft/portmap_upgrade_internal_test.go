@@ -8,8 +8,6 @@ import (
 	"github.com/google/nftables/expr"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestPortMapsRewriteOlderRules: a table an older cnibox made (its host IP
@@ -17,11 +15,10 @@ import (
 // with the next ADD's elements, so an upgraded node is fixed without a
 // reboot; the ADD after that takes the fast path and changes no rule.
 func TestPortMapsRewriteOlderRules(t *testing.T) {
-	h, err := Open(nstest.NewNS(t, "pmold"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	onKernels(t, "pmold", testPortMapsRewriteOlderRules)
+}
+
+func testPortMapsRewriteOlderRules(t *testing.T, h *Handle) {
 	if _, err := h.nftConn(); err != nil {
 		t.Fatal(err)
 	}

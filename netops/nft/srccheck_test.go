@@ -122,8 +122,10 @@ func TestSourceCheckBridge(t *testing.T) {
 
 // TestSourceCheckSweep: a delete that does not know the port's addresses
 // (nil) finds them in the sets; other ports keep theirs.
-func TestSourceCheckSweep(t *testing.T) {
-	h := openNS(t, "src").NFT()
+func TestSourceCheckSweep(t *testing.T) { labtest.OnNFT(t, "src", testSourceCheckSweep) }
+
+func testSourceCheckSweep(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	a, b := netip.MustParseAddr("10.1.0.2"), netip.MustParseAddr("fd00:1::2")
 	must(t, h.EnsureSourceCheck(nft.SrcCheckRouted, "cbxa", []netip.Addr{a, b}))
 	must(t, h.EnsureSourceCheck(nft.SrcCheckRouted, "cbxb", []netip.Addr{a.Next()}))

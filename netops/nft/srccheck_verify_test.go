@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/nftables"
 
+	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
@@ -16,9 +17,10 @@ import (
 // (no tables), after an element or a whole table was deleted behind
 // cnibox's back, for an address never added, after DeleteSourceCheck. A
 // pod with IPv6 has its link-local address (PodLinkLocal) checked too.
-func TestSourceCheckGaps(t *testing.T) {
-	node := openNS(t, "srcgap")
-	h := node.NFT()
+func TestSourceCheckGaps(t *testing.T) { labtest.OnNFT(t, "srcgap", testSourceCheckGaps) }
+
+func testSourceCheckGaps(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	a4, a6 := netip.MustParseAddr("10.1.0.2"), netip.MustParseAddr("fd00:1::2")
 	other := netip.MustParseAddr("10.1.0.3")
 	gaps := func(kind nft.SrcCheckKind, port string, addrs ...netip.Addr) []nft.SourceCheckGap {
@@ -51,11 +53,7 @@ func TestSourceCheckGaps(t *testing.T) {
 		in(inet, nft.SourceCheckGap{Set: "addr4", Addr: other}), in(arp, nft.SourceCheckGap{Set: "addr4", Addr: other}))
 
 	// Someone deletes one element of the ARP table, then the inet table.
-	ns, err := openNSFile(node.Path())
-	must(t, err)
-	defer ns.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
-	must(t, err)
+	c := k.Conn()
 	arpTable := &nftables.Table{Name: nft.SrcCheckTable, Family: nftables.TableFamilyARP}
 	addr4 := &nftables.Set{Table: arpTable, Name: "addr4", KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr), Concatenation: true}
 	key := append(make([]byte, 16), a4.AsSlice()...)

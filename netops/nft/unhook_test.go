@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
@@ -13,8 +14,10 @@ import (
 // leaves other pods' alone; a second DEL, or one for a pod that never had
 // them, finds nothing and fails nothing; when the addresses are not known
 // (or not the port's), the port's elements are found in the sets.
-func TestUnhookPod(t *testing.T) {
-	h := openNS(t, "unh").NFT()
+func TestUnhookPod(t *testing.T) { labtest.OnNFT(t, "unh", testUnhookPod) }
+
+func testUnhookPod(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	a4, a6 := netip.MustParseAddr("10.1.0.2"), netip.MustParseAddr("fd00:1::2")
 	b4 := netip.MustParseAddr("10.1.0.3")
 	pods := []netip.Prefix{netip.PrefixFrom(a4, 24), netip.PrefixFrom(a6, 64), netip.PrefixFrom(b4, 24)}
@@ -64,7 +67,7 @@ func TestUnhookPod(t *testing.T) {
 	}
 
 	// A namespace without any of the tables: nothing to do, no error.
-	must(t, openNS(t, "unh2").NFT().UnhookPod(nft.PodUnhook{IPs: []netip.Addr{a4}, Masq: true, CheckedPort: "cbxa", CheckKind: nft.SrcCheckRouted}))
+	must(t, k.Another("unh2").UnhookPod(nft.PodUnhook{IPs: []netip.Addr{a4}, Masq: true, CheckedPort: "cbxa", CheckKind: nft.SrcCheckRouted}))
 	if err := h.UnhookPod(nft.PodUnhook{IPs: []netip.Addr{{}}}); err == nil {
 		t.Error("an invalid address was taken")
 	}

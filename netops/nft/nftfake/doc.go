@@ -17,7 +17,8 @@
 //     DELRULE by handle, of a chain or of a whole table (flush), NLM_F_ECHO
 //     of added rules;
 //   - sets, maps, verdict maps and object maps (interval, timeout,
-//     constant, concatenated keys), anonymous sets bound to their rule;
+//     constant, concatenated keys), anonymous sets bound to their rule; a
+//     NEWSET without NLM_F_CREATE asserts the set (ENOENT when missing);
 //     elements added (a clash of data is EEXIST; without NLM_F_EXCL an
 //     existing element is kept and its timeout updated), deleted,
 //     destroyed (DESTROYSETELEM ignores missing elements, sets, tables),

@@ -81,6 +81,9 @@ func (tx *txn) newSet(x *msg) error {
 		}
 		return nil
 	}
+	if x.flags&netlink.Create == 0 { // without NLM_F_CREATE a NEWSET only asserts the set
+		return errno(unix.ENOENT)
+	}
 	s.name = setName(t, s.name)
 	t.hgen++
 	s.handle = t.hgen
