@@ -101,6 +101,18 @@ var steps = []step{
 		c.InsertRule(&nftables.Rule{Table: tbl, Chain: base, Position: rs[1].Handle, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}})
 		return c.Flush()
 	}},
+	{"an anonymous set bound to its rule", func(c *nftables.Conn) error {
+		anon := &nftables.Set{Table: tbl, Name: "__set%d", KeyType: nftables.TypeIPAddr, Anonymous: true, Constant: true, ID: 1<<20 + 9}
+		if err := c.AddSet(anon, []nftables.SetElement{{Key: ip("10.9.0.1")}, {Key: ip("10.9.0.2")}}); err != nil {
+			return err
+		}
+		c.AddRule(&nftables.Rule{Table: tbl, Chain: reg, Exprs: []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Lookup{SourceRegister: 1, SetName: anon.Name, SetID: anon.ID},
+			&expr.Verdict{Kind: expr.VerdictDrop},
+		}})
+		return c.Flush()
+	}},
 	{"ENOENT: a chain in a missing table", func(c *nftables.Conn) error {
 		c.AddChain(&nftables.Chain{Table: tbl, Name: "rolled-back"})
 		c.AddChain(&nftables.Chain{Table: &nftables.Table{Family: nftables.TableFamilyINet, Name: "none"}, Name: "x"})

@@ -149,7 +149,7 @@ func (k *Kernel) getSets(x *msg, dump bool) ([]netlink.Message, error) {
 			continue
 		}
 		for _, s := range t.sets {
-			if dump && s.flags&setAnonymous == 0 || !dump && s.name == str(x.a[setName_]) {
+			if dump || s.name == str(x.a[setName_]) {
 				out = append(out, setMsg(t, s, k.gen))
 			}
 		}

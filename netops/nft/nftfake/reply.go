@@ -19,13 +19,25 @@ func tableMsg(t *table, gen uint32) netlink.Message {
 	as := []netlink.Attribute{
 		{Type: tableName, Data: cstr(t.name)},
 		{Type: tableFlags, Data: put32(t.flags)},
-		{Type: 3, Data: put32(uint32(len(t.chains) + len(t.sets) + len(t.objs)))}, // NFTA_TABLE_USE
+		{Type: 3, Data: put32(tableUse(t))},
 		{Type: 4, Data: put64(t.handle)},
 	}
 	if t.userdata != nil {
 		as = append(as, netlink.Attribute{Type: tableUserdata, Data: t.userdata})
 	}
 	return reply(unix.NFT_MSG_NEWTABLE, t.family, gen, as...)
+}
+
+// tableUse is NFTA_TABLE_USE: the table's chains, named sets and objects
+// (the kernel does not count an anonymous set, its rule holds it).
+func tableUse(t *table) uint32 {
+	n := len(t.chains) + len(t.objs)
+	for _, s := range t.sets {
+		if s.flags&setAnonymous == 0 {
+			n++
+		}
+	}
+	return uint32(n)
 }
 
 func chainMsg(t *table, c *chain, gen uint32) netlink.Message {
