@@ -1,5 +1,7 @@
 package policynft
 
+import "github.com/cnibox/cnibox/netops/nft"
+
 // SetBeforeCommit makes s run f before each transaction (outside every
 // lock).
 func SetBeforeCommit(s *Sink, f func()) { s.beforeCommit = f }
@@ -16,4 +18,10 @@ func SetPermitHook(d *DNS, f func()) {
 	d.permits.mu.Lock()
 	defer d.permits.mu.Unlock()
 	d.permits.beforeEval = f
+}
+
+// NewOn returns a Sink on h (a test's Handle on netops/nft/nftfake's
+// kernel, say), as New does on a namespace's.
+func NewOn(h *nft.Handle) *Sink {
+	return &Sink{h: h, kick: make(chan struct{}, 1), doneCh: make(chan struct{})}
 }

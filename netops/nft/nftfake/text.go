@@ -76,12 +76,61 @@ func (k *Kernel) String() string {
 	return b.String()
 }
 
-func (k *Kernel) writeSet(b *strings.Builder, s *set) {
+// Table lists one table as String does, but in a canonical form two
+// tables with the same content list the same: no handles, no expiry
+// times, sets, objects and chains sorted by name (rules stay in order), ""
+// when there is no such table.
+func (k *Kernel) Table(family nftables.TableFamily, name string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.w.expire(k.now())
+	t := k.w.table(uint8(family), name)
+	if t == nil {
+		return ""
+	}
+	var items []string
+	for _, s := range t.sets {
+		var b strings.Builder
+		k.writeSetOf(&b, s, false)
+		items = append(items, b.String())
+	}
+	for _, o := range t.objs {
+		if o.typ == objCounter {
+			items = append(items, fmt.Sprintf("\tcounter %s { packets %d bytes %d }\n", o.name, o.packets, o.bytes))
+		} else {
+			items = append(items, fmt.Sprintf("\tobject %s type %d { %x }\n", o.name, o.typ, o.data))
+		}
+	}
+	for _, c := range t.chains {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\tchain %s {\n", c.name)
+		if c.base {
+			pol := map[uint32]string{nfAccept: "accept", nfDrop: "drop"}[c.policy]
+			fmt.Fprintf(&b, "\t\ttype %s hook %d priority %d; policy %s;\n", c.typ, c.hooknum, c.prio, pol)
+		}
+		for _, r := range c.rules {
+			fmt.Fprintf(&b, "\t\t%s\n", exprText(t.family, r.exprs))
+		}
+		b.WriteString("\t}\n")
+		items = append(items, b.String())
+	}
+	sortStrings(items)
+	return fmt.Sprintf("table %s %s {\n%s}\n", families[t.family], t.name, strings.Join(items, ""))
+}
+
+func (k *Kernel) writeSet(b *strings.Builder, s *set) { k.writeSetOf(b, s, true) }
+
+// writeSetOf writes s, with handles and expiry times when detailed.
+func (k *Kernel) writeSetOf(b *strings.Builder, s *set, detailed bool) {
 	kind := "set"
 	if s.flags&setMap != 0 {
 		kind = "map"
 	}
-	fmt.Fprintf(b, "\t%s %s { # handle %d\n\t\tkey type %d len %d", kind, s.name, s.handle, s.keyType, s.keyLen)
+	fmt.Fprintf(b, "\t%s %s {", kind, s.name)
+	if detailed {
+		fmt.Fprintf(b, " # handle %d", s.handle)
+	}
+	fmt.Fprintf(b, "\n\t\tkey type %d len %d", s.keyType, s.keyLen)
 	if s.flags&setMap != 0 {
 		fmt.Fprintf(b, ", data type %#x len %d", s.dataType, s.dataLen)
 	}
@@ -121,7 +170,11 @@ func (k *Kernel) writeSet(b *strings.Builder, s *set) {
 				fmt.Fprintf(b, " : %s", e.objref)
 			}
 			if !e.expires.IsZero() {
-				fmt.Fprintf(b, " expires %s", e.expires.Sub(now).Round(time.Millisecond))
+				if detailed {
+					fmt.Fprintf(b, " expires %s", e.expires.Sub(now).Round(time.Millisecond))
+				} else {
+					fmt.Fprintf(b, " timeout %dms", e.timeout)
+				}
 			}
 			b.WriteString(",\n")
 		}
