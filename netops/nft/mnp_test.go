@@ -8,6 +8,7 @@ import (
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
@@ -186,9 +187,10 @@ func TestPodPolicyTraffic(t *testing.T) {
 
 // TestPodPolicyRefused: what the kernel would refuse is refused before it,
 // with the field named, and the table is left as it was.
-func TestPodPolicyRefused(t *testing.T) {
-	pod := openNS(t, "lo")
-	h := pod.NFT()
+func TestPodPolicyRefused(t *testing.T) { labtest.OnNFT(t, "lo", testPodPolicyRefused) }
+
+func testPodPolicyRefused(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	iso := nft.PodDir{Isolated: true}
 	must(t, h.ApplyPodPolicy(&nft.PodPolicy{Ifaces: []nft.PodIface{{Name: "net1", Ingress: iso}}}))
 	for _, p := range []*nft.PodPolicy{

@@ -8,8 +8,6 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
-
-	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestSourceCheckRewritesOlderRules: tables of the source check an older
@@ -19,11 +17,10 @@ import (
 // fixed without a reboot; the ADD after that takes the fast path and
 // changes no rule.
 func TestSourceCheckRewritesOlderRules(t *testing.T) {
-	h, err := Open(nstest.NewNS(t, "srcold"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	onKernels(t, "srcold", testSourceCheckRewritesOlderRules)
+}
+
+func testSourceCheckRewritesOlderRules(t *testing.T, h *Handle) {
 	if _, err := h.nftConn(); err != nil {
 		t.Fatal(err)
 	}
