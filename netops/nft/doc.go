@@ -15,4 +15,22 @@
 // idempotent like netops': Ensure* leaves the state as asked, Delete*
 // succeeds when the object is already gone. Errors wrap netops' sentinels
 // (ErrNotFound, ErrExists).
+//
+// # Tests without root: the fake kernel
+//
+// [OpenDial] opens a Handle whose connection talks to an nltest.Func
+// instead of a netlink socket; netops/nft/nftfake's Kernel.Dial is one: an
+// in-memory nftables that applies batches whole or not at all, assigns
+// handles, keeps elements' timeouts on a clock the test advances and
+// answers with the kernel's errors (ENOENT, EEXIST, EBUSY, EINVAL) in the
+// kernel's encoding, so google/nftables' reads and this package's raw
+// messages (single gets, DESTROYSETELEM, element timeouts) both work on
+// it, and refuses by name what it does not model. A table's test that
+// checks what is written (rules, chains, sets, elements, generations, a
+// repair after tampering) runs on it as any user, and on the kernel too as
+// root (netops/internal/labtest.OnNFT, onKernels in this package's tests);
+// a test of the packets a table judges stays on the kernel. nftfake's
+// TestDifferential (root) sends the same batches, failures included, to
+// the kernel and the fake and compares every error and dump. Product
+// binaries do not link nftfake (TestLeanBinary).
 package nft

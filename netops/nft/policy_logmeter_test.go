@@ -207,14 +207,6 @@ func testLogMeters(t *testing.T, l *labtest.Lab, msgs *logMessages, v6 bool) {
 	}
 }
 
-// nsFile opens h's namespace file until the test ends.
-func nsFile(t *testing.T, h *nft.Handle) *os.File {
-	f, err := openNSFile(h.Path())
-	must(t, err)
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // logMessage is one message of the flow log's NFLOG group.
 type logMessage struct {
 	prefix string
