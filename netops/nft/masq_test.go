@@ -6,18 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cnibox/cnibox/netops"
+	"github.com/google/nftables"
+
+	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-func TestMasq(t *testing.T) {
-	h := openNS(t, "mq")
+func TestMasq(t *testing.T) { labtest.OnNFT(t, "mq", testMasq) }
+
+func testMasq(t *testing.T, k *labtest.NFT) {
+	h := k.Handle
 	pfx := netip.MustParsePrefix
 	addr := netip.MustParseAddr
 
 	// Deleting before anything exists is fine.
-	must(t, h.NFT().DeleteMasq([]netip.Addr{addr("10.1.0.5")}))
-	if got, err := h.NFT().MasqEntries(); err != nil || len(got) != 0 {
+	must(t, h.DeleteMasq([]netip.Addr{addr("10.1.0.5")}))
+	if got, err := h.MasqEntries(); err != nil || len(got) != 0 {
 		t.Fatalf("MasqEntries() on an empty namespace = %v, %v", got, err)
 	}
 
@@ -31,7 +35,7 @@ func TestMasq(t *testing.T) {
 		{"net2", []netip.Prefix{pfx("10.2.0.5/16")}},
 	}
 	for _, a := range adds {
-		must(t, h.NFT().EnsureMasq(a.network, a.ips))
+		must(t, h.EnsureMasq(a.network, a.ips))
 	}
 	want := []nft.MasqEntry{
 		{PodIP: addr("10.1.0.5"), Subnet: pfx("10.1.0.0/24"), Network: "net1"},
@@ -47,36 +51,36 @@ func TestMasq(t *testing.T) {
 		nft.MasqChain("net1", pfx("fd01::/64")),
 		nft.MasqChain("net2", pfx("10.2.0.0/16")),
 	}
-	checkChains(t, h, wantChains)
+	checkMasqChains(t, k, wantChains)
 
 	t.Run("address moves to another network", func(t *testing.T) {
-		must(t, h.NFT().EnsureMasq("net3", []netip.Prefix{pfx("10.1.0.6/24")}))
+		must(t, h.EnsureMasq("net3", []netip.Prefix{pfx("10.1.0.6/24")}))
 		w := slices.Clone(want)
 		w[1].Network = "net3"
 		checkEntries(t, h, w)
-		must(t, h.NFT().EnsureMasq("net1", []netip.Prefix{pfx("10.1.0.6/24")}))
+		must(t, h.EnsureMasq("net1", []netip.Prefix{pfx("10.1.0.6/24")}))
 		checkEntries(t, h, want)
 	})
 
 	t.Run("delete", func(t *testing.T) {
 		del := []netip.Addr{addr("10.1.0.5"), addr("fd01::5"), addr("10.9.9.9")}
-		must(t, h.NFT().DeleteMasq(del))
-		must(t, h.NFT().DeleteMasq(del))
+		must(t, h.DeleteMasq(del))
+		must(t, h.DeleteMasq(del))
 		checkEntries(t, h, []nft.MasqEntry{want[1], want[2]})
 		// The subnet chain stays for the other pod.
-		checkChains(t, h, append(wantChains, nft.MasqChain("net3", pfx("10.1.0.0/24"))))
-		must(t, h.NFT().DeleteMasq([]netip.Addr{addr("10.1.0.6"), addr("10.2.0.5")}))
+		checkMasqChains(t, k, append(wantChains, nft.MasqChain("net3", pfx("10.1.0.0/24"))))
+		must(t, h.DeleteMasq([]netip.Addr{addr("10.1.0.6"), addr("10.2.0.5")}))
 		checkEntries(t, h, nil)
 	})
 
 	t.Run("invalid", func(t *testing.T) {
-		if err := h.NFT().EnsureMasq("", []netip.Prefix{pfx("10.1.0.5/24")}); err == nil {
+		if err := h.EnsureMasq("", []netip.Prefix{pfx("10.1.0.5/24")}); err == nil {
 			t.Error("EnsureMasq with an empty network succeeded")
 		}
-		if err := h.NFT().EnsureMasq("net1", []netip.Prefix{{}}); err == nil {
+		if err := h.EnsureMasq("net1", []netip.Prefix{{}}); err == nil {
 			t.Error("EnsureMasq with an invalid prefix succeeded")
 		}
-		if err := h.NFT().DeleteMasq([]netip.Addr{{}}); err == nil {
+		if err := h.DeleteMasq([]netip.Addr{{}}); err == nil {
 			t.Error("DeleteMasq with an invalid address succeeded")
 		}
 	})
@@ -102,9 +106,9 @@ func TestMasqChain(t *testing.T) {
 	}
 }
 
-func checkEntries(t *testing.T, h *netops.Handle, want []nft.MasqEntry) {
+func checkEntries(t *testing.T, h *nft.Handle, want []nft.MasqEntry) {
 	t.Helper()
-	got, err := h.NFT().MasqEntries()
+	got, err := h.MasqEntries()
 	must(t, err)
 	cmp := func(a, b nft.MasqEntry) int { return a.PodIP.Compare(b.PodIP) }
 	slices.SortFunc(got, cmp)
@@ -112,5 +116,25 @@ func checkEntries(t *testing.T, h *netops.Handle, want []nft.MasqEntry) {
 	slices.SortFunc(want, cmp)
 	if !slices.Equal(got, want) {
 		t.Errorf("MasqEntries() = %+v\nwant %+v", got, want)
+	}
+}
+
+// checkMasqChains compares the chains of the inet cnibox table of k with
+// want.
+func checkMasqChains(t *testing.T, k *labtest.NFT, want []string) {
+	t.Helper()
+	chains, err := k.Conn().ListChainsOfTableFamily(nftables.TableFamilyINet)
+	must(t, err)
+	var got []string
+	for _, ch := range chains {
+		if ch.Table.Name == nft.MasqTable {
+			got = append(got, ch.Name)
+		}
+	}
+	slices.Sort(got)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("chains = %v, want %v", got, want)
 	}
 }
