@@ -38,12 +38,6 @@ func dial(t *testing.T, from string, srv netip.AddrPort) error {
 	})
 }
 
-// checkChains compares the chains of the inet cnibox table with want.
-func checkChains(t *testing.T, h *netops.Handle, want []string) {
-	t.Helper()
-	checkFamilyChains(t, h, nftables.TableFamilyINet, want)
-}
-
 // checkBridgeChains compares the chains of the bridge cnibox table with want.
 func checkBridgeChains(t *testing.T, h *netops.Handle, want []string) {
 	t.Helper()

@@ -8,7 +8,7 @@ import (
 // get answers a message outside a batch: a dump or a single get.
 func (k *Kernel) get(m netlink.Message) [][]netlink.Message {
 	if int(m.Header.Type)>>8 != unix.NFNL_SUBSYS_NFTABLES || len(m.Data) < 4 {
-		return [][]netlink.Message{{ack(m, k.unmodeled1(m, ""))}}
+		return [][]netlink.Message{{ack(m, k.refuse(m, ""))}}
 	}
 	a, err := attrs(m.Data[4:])
 	if err != nil {
@@ -45,7 +45,7 @@ func (k *Kernel) get(m netlink.Message) [][]netlink.Message {
 		msgDestroyTable, msgDestroyChain, msgDestroyRule, msgDestroySet, msgDestroySetElem, msgDestroyObj:
 		err = errno(unix.EINVAL) // a change outside a batch
 	default:
-		err = k.unmodeled1(m, "")
+		err = k.refuse(m, "")
 	}
 	if err != nil {
 		return [][]netlink.Message{{ack(m, err)}}

@@ -157,8 +157,9 @@ func (e *kerr) Error() string {
 
 func errno(n unix.Errno) error { return &kerr{errno: n} }
 
-// unmodeled refuses message m as not modeled, and records it.
-func (k *Kernel) unmodeled1(m netlink.Message, what string) error {
+// refuse refuses message m as not modeled (what names the case), and
+// records it for Err.
+func (k *Kernel) refuse(m netlink.Message, what string) error {
 	e := &kerr{errno: unix.EOPNOTSUPP, msg: fmt.Sprintf("nftfake: %s%s not modeled", msgName(m.Header.Type), what)}
 	k.unmodeled = append(k.unmodeled, e)
 	return e

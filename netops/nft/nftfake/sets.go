@@ -214,7 +214,7 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 		return errno(unix.EINVAL)
 	}
 	if e.flags&elemCatchall != 0 {
-		return tx.k.unmodeled1(x.m, " of a catch-all element")
+		return tx.k.refuse(x.m, " of a catch-all element")
 	}
 	if e.key, err = value(ea[elemKey], s.keyLen); err != nil {
 		return err

@@ -194,10 +194,9 @@ func sortStrings(l []string) []string {
 	return l
 }
 
-// exprTypes are the expressions String decodes.
-var exprTypes = map[string]reflect.Type{}
-
-func init() {
+// exprTypes are the expressions String decodes, by name.
+var exprTypes = func() map[string]reflect.Type {
+	types := map[string]reflect.Type{}
 	for name, e := range map[string]expr.Any{"payload": &expr.Payload{}, "cmp": &expr.Cmp{}, "meta": &expr.Meta{},
 		"lookup": &expr.Lookup{}, "counter": &expr.Counter{}, "ct": &expr.Ct{}, "bitwise": &expr.Bitwise{},
 		"objref": &expr.Objref{}, "dynset": &expr.Dynset{}, "log": &expr.Log{}, "limit": &expr.Limit{}, "nat": &expr.NAT{},
@@ -205,9 +204,10 @@ func init() {
 		"exthdr": &expr.Exthdr{}, "fib": &expr.Fib{}, "byteorder": &expr.Byteorder{}, "rt": &expr.Rt{}, "quota": &expr.Quota{},
 		"hash": &expr.Hash{}, "numgen": &expr.Numgen{}, "flow_offload": &expr.FlowOffload{}, "connlimit": &expr.Connlimit{},
 		"socket": &expr.Socket{}, "tproxy": &expr.TProxy{}, "queue": &expr.Queue{}} {
-		exprTypes[name] = reflect.TypeOf(e).Elem()
+		types[name] = reflect.TypeOf(e).Elem()
 	}
-}
+	return types
+}()
 
 // exprText writes a rule's expressions, one "name{fields}" each.
 func exprText(family uint8, b []byte) string {
