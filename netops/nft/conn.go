@@ -16,8 +16,9 @@ import (
 // connection and the raw socket under it, single gets the nftables package
 // cannot build, and address matches (transactions: txn.go).
 
-// nftMsgDestroySetElem deletes set elements and ignores those (and sets and
-// tables) that do not exist; Linux 6.3 and later.
+// nftMsgDestroySetElem deletes set elements and ignores those that do not
+// exist (not a missing set or table: ENOENT, as DELSETELEM); Linux 6.3 and
+// later.
 const nftMsgDestroySetElem = 0x1e
 
 // nftConn returns the lasting nftables connection, opening it on first use.

@@ -219,9 +219,6 @@ func (tx *txn) newChain(x *msg) error {
 func (tx *txn) delChain(x *msg) error {
 	t, err := tx.tableOf(x, chainTable)
 	if err != nil {
-		if x.destroy() && err.(*kerr).errno == unix.ENOENT {
-			return nil
-		}
 		return err
 	}
 	i := -1

@@ -21,7 +21,9 @@
 //     NEWSET without NLM_F_CREATE asserts the set (ENOENT when missing);
 //     elements added (a clash of data is EEXIST; without NLM_F_EXCL an
 //     existing element is kept and its timeout updated), deleted,
-//     destroyed (DESTROYSETELEM ignores missing elements, sets, tables),
+//     destroyed (DESTROYSETELEM ignores missing elements, not a missing
+//     set or table: each DESTROY* ignores a missing object of its kind
+//     only),
 //     flushed, got one by one and dumped; element timeouts on the Kernel's
 //     clock (real time plus what Advance added), expired elements gone from
 //     every reply;

@@ -60,9 +60,6 @@ func (tx *txn) newObj(x *msg) error {
 func (tx *txn) delObj(x *msg) error {
 	t, err := tx.tableOf(x, objTable)
 	if err != nil {
-		if x.destroy() && err.(*kerr).errno == unix.ENOENT {
-			return nil
-		}
 		return err
 	}
 	typ := be32(x.a[objType])

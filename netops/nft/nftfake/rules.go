@@ -222,9 +222,6 @@ func jumpOf(v []byte) string {
 func (tx *txn) delRule(x *msg) error {
 	t, err := tx.tableOf(x, ruleTable)
 	if err != nil {
-		if x.destroy() && err.(*kerr).errno == unix.ENOENT {
-			return nil
-		}
 		return err
 	}
 	chains := t.chains

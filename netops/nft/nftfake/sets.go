@@ -98,9 +98,6 @@ func (tx *txn) newSet(x *msg) error {
 func (tx *txn) delSet(x *msg) error {
 	t, err := tx.tableOf(x, setTable)
 	if err != nil {
-		if x.destroy() && err.(*kerr).errno == unix.ENOENT {
-			return nil
-		}
 		return err
 	}
 	i := -1
@@ -275,9 +272,6 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 func (tx *txn) delElems(x *msg) error {
 	t, s, err := tx.elemSet(x)
 	if err != nil {
-		if x.destroy() && err.(*kerr).errno == unix.ENOENT {
-			return nil
-		}
 		return err
 	}
 	if bound(t, s) {
