@@ -288,10 +288,10 @@ func TestPolicyRestartTable(t *testing.T) {
 	}
 	counters, err := h.PolicyCounters()
 	must(t, err)
-	if _, ok := counters[policynft.CounterName("np/x/deny/ingress/0")]; ok {
+	if _, ok := counters[policymodel.CounterName(policymodel.RuleID("np/x/deny/ingress/0").Key())]; ok {
 		t.Error("the deleted policy's counter lingers")
 	}
-	if _, ok := counters[policynft.CounterName("np/y/only-a/ingress/0")]; !ok {
+	if _, ok := counters[policymodel.CounterName(policymodel.RuleID("np/y/only-a/ingress/0").Key())]; !ok {
 		t.Errorf("no counter of the new policy's rule in %v", counters)
 	}
 	before, err := h.PolicyRuleHandles()

@@ -9,7 +9,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cnibox/cnibox/agent/policy"
-	"github.com/cnibox/cnibox/agent/policynft"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
@@ -80,7 +79,7 @@ func TestPolicyChangeRewritesItsChainsTable(t *testing.T) {
 		}
 		return out
 	}
-	dbChain, webChain := "n-"+policynft.ChainID("np/x/db")+"-in4", "n-"+policynft.ChainID("np/x/web")+"-in4"
+	dbChain, webChain := "n-"+policymodel.ChainID("np/x/db")+"-in4", "n-"+policymodel.ChainID("np/x/web")+"-in4"
 	dbBefore, webBefore := of(dbChain), of(webChain)
 	if len(dbBefore) == 0 || len(webBefore) == 0 {
 		t.Fatalf("no rules in %s (%v) or %s (%v)", dbChain, dbBefore, webChain, webBefore)
