@@ -47,6 +47,9 @@ type checkSubject struct {
 type doctor struct {
 	results []checkResult
 	at      checkSubject // the endpoint being checked
+	// outsideNodeNS: doctor runs in another network namespace than the
+	// node's (doctor_ns.go).
+	outsideNodeNS bool
 	// portMaps are the port mapping role's records, by attachment.
 	portMaps map[attachmentKey]store.PortMapRecord
 	// roles are the binary's roles: their declarations (cniplug.Known)
@@ -87,6 +90,7 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 		return err
 	}
 	d := &doctor{roles: o.Registry, view: o.viewOptions(c)}
+	d.checkNodeNS(selfNetNS, initNetNS)
 	d.checkConfig(c)
 	d.checkConfDir(c, host) // doctor_check.go
 	d.checkStoreFile(c)
@@ -212,9 +216,9 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 		l, err := host.LinkByName(b)
 		switch {
 		case err != nil:
-			d.fail("bridge", "the next ADD re-creates it, but the pods on it lost their network: re-create them", "bridge %s is missing: %v", b, err)
+			d.fail("bridge", d.nodeFix("the next ADD re-creates it, but the pods on it lost their network: re-create them"), "bridge %s is missing: %v", b, err)
 		case !l.Up:
-			d.fail("bridge", "ip link set "+b+" up", "bridge %s is down", b)
+			d.fail("bridge", d.nodeFix("ip link set "+b+" up"), "bridge %s is down", b)
 		default:
 			addrs, _ := host.Addrs(b)
 			d.pass("bridge", "bridge %s is up, mtu %d, addresses %s", b, l.MTU, orDash(strings.ReplaceAll(joinStrings(addrs), ",", " ")))
@@ -233,7 +237,7 @@ func (d *doctor) checkNode(host *netops.Handle, eps []store.Endpoint) {
 		case err != nil:
 			d.fail("forwarding", "", "read %s: %v", key, err)
 		case v != "1":
-			d.fail("forwarding", fmt.Sprintf("sysctl -w %s=1, and persist it in /etc/sysctl.d/ (something on the node turned it off; cnibox's bridge turns it on again at the next ADD with isGateway)", key),
+			d.fail("forwarding", d.nodeFix(fmt.Sprintf("sysctl -w %s=1, and persist it in /etc/sysctl.d/ (something on the node turned it off; cnibox's bridge turns it on again at the next ADD with isGateway)", key)),
 				"%s is %s: pods cannot reach beyond the node", key, v)
 		default:
 			d.pass("forwarding", "%s = 1", key)

@@ -88,7 +88,7 @@ func (d *doctor) checkHostSide(host *netops.Handle, ep store.Endpoint) (hostMTU,
 func (d *doctor) checkBridgePort(host *netops.Handle, ep store.Endpoint) (hostMTU, brMTU int) {
 	hl, err := host.LinkByName(ep.HostVeth)
 	if err != nil {
-		d.fail("host veth", "the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+recreate,
+		d.fail("host veth", d.nodeFix("the pod lost its network (deleting a host veth takes the pod's "+ep.IfName+" with it): "+recreate),
 			"%s is missing from the node", ep.HostVeth)
 		return 0, 0
 	}
