@@ -329,6 +329,7 @@ test-kernel: deps build
 # demo: builds bin/cnibox only (not the agents), then test/demo.sh; KEEP=1
 # leaves the node namespace and pods up and prints how to explore them.
 demo:
+	@[ "$$(id -u)" = 0 ] || { echo "make demo: run it as root (sudo make demo): it makes network namespaces, links and nftables tables (in namespaces of its own; the machine's are left alone). make check is the test a normal user runs." >&2; exit 1; }
 	@command -v ip >/dev/null && [ -x /bin/busybox ] || (echo "demo: installing iproute2 busybox-static"; apt-get update -qq && apt-get install -y -qq iproute2 busybox-static >/dev/null)
 	@echo "demo: building bin/cnibox (the first build compiles every dependency: minutes; later ones take seconds)"
 	CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o bin/cnibox .
