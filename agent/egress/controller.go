@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/netops"
@@ -27,6 +28,10 @@ import (
 type Config struct {
 	kubeapi.Cluster
 	Log *slog.Logger
+	// Cache is the agent's informer cache of pods, namespaces and nodes
+	// (agent/cluster), which the controller reads with the agent's other
+	// readers; nil: Run makes one of its own, run while it runs.
+	Cache *cluster.Cache
 	// Namespace holds the Leases (LeaseNamespace).
 	Namespace string
 	// Host is the node's network namespace.
@@ -78,8 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{},
-		&corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Node{}, &corev1.NodeList{})
+	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Node{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -95,10 +99,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	var uplink string
-	var cluster []netip.Prefix
+	var clusterNets []netip.Prefix
 	for {
 		var ok bool
-		if uplink, cluster, ok = cfg.Overlay(); ok {
+		if uplink, clusterNets, ok = cfg.Overlay(); ok {
 			break
 		}
 		select {
@@ -107,7 +111,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-time.After(time.Second):
 		}
 	}
-	c := newController(cfg, node, uplink, cluster)
+	c := newController(cfg, node, uplink, clusterNets)
 	c.leases = &leases{c: coord, namespace: cfg.Namespace, node: node, duration: int32(max(cfg.Timing.Lease/time.Second, 1))}
 	c.gwc, c.core = gwc, core
 	if cfg.Register != nil {
@@ -126,8 +130,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := c.publishNetworks(ctx); err != nil {
 		cfg.Log.Warn("egress gateways: cannot publish this node's networks; it will hold no egress address until it can", "err", err)
 	}
-	c.startInformers(ctx, core, gwc, coord)
-	cfg.Log.Info("egress gateways: serving", "node", node, "uplink", uplink, "cluster", cluster)
+	if cfg.Cache == nil {
+		cfg.Cache = cluster.New(cfg.Cluster, cfg.Log)
+		cfg.Cache.Start(ctx)
+		c.cfg.Cache = cfg.Cache
+	}
+	if err := c.startInformers(ctx, gwc, coord); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	cfg.Log.Info("egress gateways: serving", "node", node, "uplink", uplink, "cluster", clusterNets)
 	c.loop(ctx)
 	return nil
 }
@@ -157,76 +168,38 @@ func waitCRD(ctx context.Context, gwc rest.Interface, cfg Config) bool {
 	}
 }
 
-// startInformers runs the informers; each event marks the plan dirty.
-func (c *controller) startInformers(ctx context.Context, core, gwc, coord rest.Interface) {
+// startInformers runs the informers of the gateways and the Leases, and
+// registers on the cache's of pods, namespaces and nodes (until ctx ends);
+// each event marks the plan dirty.
+func (c *controller) startInformers(ctx context.Context, gwc, coord rest.Interface) error {
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.poke() },
 		UpdateFunc: func(any, any) { c.poke() },
 		DeleteFunc: func(any) { c.poke() },
 	}
-	type informer struct {
-		c        rest.Interface
-		resource string
-		obj      runtime.Object
-		page     func() runtime.Object
-		slim     cache.TransformFunc
-		store    *cache.Store
+	for _, k := range []cluster.Kind{cluster.Pods, cluster.Namespaces, cluster.Nodes} {
+		reg, err := c.cfg.Cache.Handle(k, h)
+		if err != nil {
+			return err
+		}
+		context.AfterFunc(ctx, reg.Stop)
+		c.synced = append(c.synced, reg.HasSynced)
 	}
-	for _, in := range []informer{
-		{gwc, Resource, &EgressGateway{}, func() runtime.Object { return &EgressGatewayList{} }, keep, &c.gws},
-		{core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }, slimPod, &c.pods},
-		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }, slimMeta, &c.nss},
-		{core, "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }, slimNode, &c.nodes},
-	} {
-		st, ctl := kubeapi.NewSlimInformer(in.c, in.resource, in.obj, in.page, cache.InformerOptions{Handler: h, Transform: in.slim})
-		*in.store = st
-		go ctl.Run(ctx.Done())
-		c.synced = append(c.synced, ctl.HasSynced)
-	}
+	st, ctl := kubeapi.NewSlimInformer(gwc, Resource, &EgressGateway{}, func() runtime.Object { return &EgressGatewayList{} },
+		cache.InformerOptions{Handler: h, Transform: keep})
+	c.gws = st
+	go ctl.Run(ctx.Done())
+	c.synced = append(c.synced, ctl.HasSynced)
 	lw := cache.NewFilteredListWatchFromClient(coord, "leases", c.cfg.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = LeaseLabel })
-	st, ctl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &coordv1.Lease{}, Handler: h})
+	st, ctl = cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &coordv1.Lease{}, Handler: h})
 	c.leaseStore = st
 	go ctl.Run(ctx.Done())
 	c.synced = append(c.synced, ctl.HasSynced)
+	return nil
 }
 
 // keep is the identity transform.
 func keep(o any) (any, error) { return o, nil }
-
-// slimMeta keeps an object's name and labels.
-func slimMeta(o any) (any, error) {
-	if ns, ok := o.(*corev1.Namespace); ok {
-		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name, Labels: ns.Labels, ResourceVersion: ns.ResourceVersion}}, nil
-	}
-	return o, nil
-}
-
-// slimPod keeps what the plan reads of a pod.
-func slimPod(o any) (any, error) {
-	p, ok := o.(*corev1.Pod)
-	if !ok {
-		return o, nil
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels, ResourceVersion: p.ResourceVersion},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIPs: p.Status.PodIPs},
-	}, nil
-}
-
-// slimNode keeps a node's name, labels and published networks.
-func slimNode(o any) (any, error) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return o, nil
-	}
-	out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, ResourceVersion: n.ResourceVersion},
-		Spec: corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs}}
-	if v, ok := n.Annotations[NetworksAnnotation]; ok {
-		out.Annotations = map[string]string{NetworksAnnotation: v}
-	}
-	return out, nil
-}
 
 // publishNetworks writes this node's uplink networks into its Node's
 // NetworksAnnotation (through nodes/status, as the overlay's annotations:

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/cnibox/cnibox/agent/cluster"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -51,15 +51,16 @@ func Read(g *EgressGateway) Gateway {
 	return out
 }
 
-// readPod is p for the plan; false for a pod the plan leaves out (host
-// network, finished, no address yet).
-func readPod(p *corev1.Pod) (Pod, bool) {
-	if p.Spec.HostNetwork || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+// readPod is p for the plan (its namespace, name, node, labels and IPv4
+// addresses); false for a pod the plan leaves out (host network, finished,
+// no IPv4 address yet).
+func readPod(p *cluster.Pod) (Pod, bool) {
+	if p.HostNetwork || p.Node == "" || p.Done {
 		return Pod{}, false
 	}
-	out := Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: p.Labels}
-	for _, ip := range p.Status.PodIPs {
-		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is4() {
+	out := Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Node, Labels: p.Labels}
+	for _, a := range p.IPs {
+		if a.Is4() {
 			out.IPs = append(out.IPs, a)
 		}
 	}
@@ -68,10 +69,8 @@ func readPod(p *corev1.Pod) (Pod, bool) {
 
 // readNode is n for the plan: its labels and the networks its agent
 // publishes.
-func readNode(n *corev1.Node) Node {
-	out := Node{Name: n.Name, Labels: n.Labels}
-	out.Networks = ParseNetworks(n.Annotations[NetworksAnnotation])
-	return out
+func readNode(n *cluster.Node) Node {
+	return Node{Name: n.Name, Labels: n.Labels, Networks: ParseNetworks(n.EgressNetworks)}
 }
 
 // ParseNetworks reads NetworksAnnotation's value (comma-separated

@@ -8,8 +8,7 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/announce"
 	"github.com/cnibox/cnibox/netops/nft"
@@ -110,17 +109,14 @@ func (c *controller) program() {
 // via its address on the uplink). A backend whose route has no gateway
 // (wireguard) cannot carry traffic to outside addresses to another node.
 func (c *controller) routeTo(node string) (netops.Route, error) {
-	o, ok, _ := c.nodes.GetByKey(node)
-	n, _ := o.(*corev1.Node)
-	if !ok || n == nil {
+	o, _ := c.cfg.Cache.Get(cluster.Nodes, node)
+	n, _ := o.(*cluster.Node)
+	if n == nil {
 		return netops.Route{}, fmt.Errorf("node %s: unknown", node)
 	}
 	var cidr netip.Prefix
-	for _, s := range append([]string{n.Spec.PodCIDR}, n.Spec.PodCIDRs...) {
-		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
-			cidr = p.Masked()
-			break
-		}
+	if i := slices.IndexFunc(n.PodCIDRs, func(p netip.Prefix) bool { return p.Addr().Is4() }); i >= 0 {
+		cidr = n.PodCIDRs[i]
 	}
 	if !cidr.IsValid() {
 		return netops.Route{}, fmt.Errorf("node %s has no IPv4 pod range (spec.podCIDRs)", node)

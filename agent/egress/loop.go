@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	coordv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -28,9 +28,9 @@ type controller struct {
 	gwc     rest.Interface
 	core    rest.Interface
 
-	gws, pods, nss, nodes, leaseStore cache.Store
-	synced                            []cache.InformerSynced
-	kick                              chan struct{}
+	gws, leaseStore cache.Store // (pods, namespaces and nodes: cfg.Cache's)
+	synced          []cache.InformerSynced
+	kick            chan struct{}
 
 	claims   map[netip.Addr]*Claim
 	recs     map[netip.Addr]*coordv1.Lease // the newest seen of each address's Lease
@@ -269,7 +269,8 @@ func (c *controller) done(r result) {
 	c.fence(time.Now())
 }
 
-// makePlan plans from the informers' stores and the holders.
+// makePlan plans from the informers' stores (the cache's too) and the
+// holders.
 func (c *controller) makePlan() Plan {
 	in := Inputs{Self: c.node, Holders: c.holders, Cluster: c.cluster,
 		Namespaces: map[string]map[string]string{}, Nodes: map[string]Node{}}
@@ -278,20 +279,20 @@ func (c *controller) makePlan() Plan {
 			in.Gateways = append(in.Gateways, Read(g))
 		}
 	}
-	for _, o := range c.pods.List() {
-		if p, ok := o.(*corev1.Pod); ok {
+	for _, o := range c.cfg.Cache.List(cluster.Pods) {
+		if p, ok := o.(*cluster.Pod); ok {
 			if pod, ok := readPod(p); ok {
 				in.Pods = append(in.Pods, pod)
 			}
 		}
 	}
-	for _, o := range c.nss.List() {
-		if ns, ok := o.(*corev1.Namespace); ok {
+	for _, o := range c.cfg.Cache.List(cluster.Namespaces) {
+		if ns, ok := o.(*cluster.Namespace); ok {
 			in.Namespaces[ns.Name] = ns.Labels
 		}
 	}
-	for _, o := range c.nodes.List() {
-		if n, ok := o.(*corev1.Node); ok {
+	for _, o := range c.cfg.Cache.List(cluster.Nodes) {
+		if n, ok := o.(*cluster.Node); ok {
 			in.Nodes[n.Name] = readNode(n)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -26,13 +27,10 @@ type Gateway struct {
 	Invalid []string
 }
 
-// Pod is a pod as the plan reads it: its IPv4 addresses (hostNetwork pods
-// are left out by the caller).
-type Pod struct {
-	Namespace, Name, Node string
-	Labels                map[string]string
-	IPs                   []netip.Addr
-}
+// Pod is the agent's pod (agent/cluster); the plan reads its namespace,
+// name, node, labels and IPv4 addresses (readPod keeps those only, and
+// leaves out hostNetwork pods, finished ones and those without one).
+type Pod = cluster.Pod
 
 // Node is a node as the plan reads it: its labels, the networks of its
 // uplink its agent publishes (annotation NetworksAnnotation: no agent, no
@@ -219,7 +217,7 @@ func condition(g Gateway, in Inputs, eligible map[netip.Addr][]string) Condition
 // NetworksAnnotation is the Node annotation in which each agent publishes
 // the IPv4 networks of its node's uplink: the networks an egress address
 // may be held on.
-const NetworksAnnotation = "cnibox.io/egress-networks"
+const NetworksAnnotation = cluster.EgressNetworksAnnotation
 
 func (g Gateway) selects(p Pod, nsLabels map[string]string) bool {
 	return g.NamespaceSelector.Matches(labels.Set(nsLabels)) && g.PodSelector.Matches(labels.Set(p.Labels))

@@ -48,6 +48,16 @@ func (c Cluster) Config(what string) (*rest.Config, error) {
 	return kubecore.Config(c.APIURL, c.Kubeconfig, what)
 }
 
+// Protobuf is rc asking for protobuf: every pod of the cluster is listed
+// at the start, and a pod's JSON is larger and decodes into more garbage
+// (managed fields copied, reflection). Custom resources (a
+// ClusterNetworkPolicy) have no protobuf: their clients keep rc.
+func Protobuf(rc *rest.Config) *rest.Config {
+	pb := *rc
+	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return &pb
+}
+
 // Ref names one object: Namespace is "" for a cluster-scoped resource
 // (nodes).
 type Ref struct {

@@ -7,17 +7,16 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-// Pod is what mnp reads of a pod: what the policy engine reads (its IPs
-// are its primary network's, unused here) and its secondary attachments.
-type Pod struct {
-	policy.Pod
-	Attachments []Attachment
-}
+// Pod is the agent's pod (agent/cluster): mnp reads what the policy
+// engine reads (its IPs are its primary network's, unused here) and its
+// secondary attachments.
+type Pod = cluster.Pod
 
 // Policy is a MultiNetworkPolicy read as the NetworkPolicy it is, and the
 // networks it is for ("<namespace>/<name>").
@@ -77,7 +76,7 @@ func Resolve(in Input) map[string]*nft.PodPolicy {
 				}
 			}
 			if len(ips) > 0 {
-				pp := p.Pod
+				pp := *p
 				pp.IPs = ips
 				pods = append(pods, &pp)
 			}

@@ -17,8 +17,8 @@ import (
 // the network "default/<net>" with address addr (and eth0's 10.244.x not
 // in sight of any policy).
 func pod(ns, name, node, net, addr string, labels map[string]string) *Pod {
-	p := &Pod{Pod: policy.Pod{Namespace: ns, Name: name, Node: node, Labels: labels,
-		IPs: []netip.Addr{netip.MustParseAddr("10.244.0.9")}}}
+	p := &Pod{Namespace: ns, Name: name, Node: node, Labels: labels,
+		IPs: []netip.Addr{netip.MustParseAddr("10.244.0.9")}}
 	if net != "" {
 		p.Attachments = []Attachment{{Network: "default/" + net, Iface: "net1", IPs: []netip.Addr{netip.MustParseAddr(addr)}}}
 	}

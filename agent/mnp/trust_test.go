@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -51,7 +50,7 @@ func TestTrustLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := func(name, node string, atts ...Attachment) *Pod {
-		return &Pod{Pod: policy.Pod{Namespace: "a", Name: name, Node: node}, Attachments: atts}
+		return &Pod{Namespace: "a", Name: name, Node: node, Attachments: atts}
 	}
 	forged := []netip.Addr{netip.MustParseAddr("198.51.100.9")}
 	in := Input{Node: "n1", Pods: []*Pod{

@@ -14,15 +14,13 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/policy"
-	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
@@ -32,14 +30,18 @@ import (
 type Config struct {
 	kubeapi.Cluster
 	Log *slog.Logger
+	// Cache is the agent's informer cache of pods and namespaces
+	// (agent/cluster), which the watcher reads with the agent's other
+	// readers; nil: Run makes one of its own, run while it runs.
+	Cache *cluster.Cache
 	// DataDir is the node's store (store.Dir): the CNI calls record each
 	// pod's network namespace there.
 	DataDir string
 }
 
 // Watcher keeps the MultiNetworkPolicy tables of the node's pods: it
-// watches pods (their labels and network-status), namespaces and
-// MultiNetworkPolicies, and after each change writes the table of every
+// reads pods (their labels and attachments) and namespaces from the cache
+// and watches MultiNetworkPolicies, and after each change writes the table of every
 // pod of the node whose table changed, from one goroutine. Admit writes a
 // new pod's table before its CNI ADD returns.
 type Watcher struct {
@@ -86,38 +88,32 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pb := *rc
-	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	core, err := kubecore.GroupClient(&pb, corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
 	mc, err := kubecore.GroupClient(rc, GroupVersion(), "/apis", &MultiNetworkPolicy{}, &MultiNetworkPolicyList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	var synced []cache.InformerSynced
-	for _, in := range []struct {
-		c        rest.Interface
-		resource string
-		obj      runtime.Object
-		page     func() runtime.Object
-	}{
-		{core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
-		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
-		{mc, "multi-networkpolicies", &MultiNetworkPolicy{}, func() runtime.Object { return &MultiNetworkPolicyList{} }},
-	} {
-		_, ctl := kubeapi.NewSlimInformer(in.c, in.resource, in.obj, in.page, cache.InformerOptions{
-			Handler: cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(o any) { w.set(o) },
-				UpdateFunc: func(_, o any) { w.set(o) },
-				DeleteFunc: w.del,
-			},
-			Transform: w.slim,
-		})
-		go ctl.RunWithContext(ctx)
-		synced = append(synced, ctl.HasSynced)
+	if w.cfg.Cache == nil {
+		w.cfg.Cache = cluster.New(w.cfg.Cluster, w.cfg.Log)
+		w.cfg.Cache.Start(ctx)
 	}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.set(o) },
+		UpdateFunc: func(_, o any) { w.set(o) },
+		DeleteFunc: w.del,
+	}
+	var synced []cache.InformerSynced
+	for _, k := range []cluster.Kind{cluster.Pods, cluster.Namespaces} {
+		reg, err := w.cfg.Cache.Handle(k, h)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		defer reg.Stop()
+		synced = append(synced, reg.HasSynced)
+	}
+	_, ctl := kubeapi.NewSlimInformer(mc, "multi-networkpolicies", &MultiNetworkPolicy{}, func() runtime.Object { return &MultiNetworkPolicyList{} },
+		cache.InformerOptions{Handler: h, Transform: w.slim})
+	go ctl.RunWithContext(ctx)
+	synced = append(synced, ctl.HasSynced)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
@@ -143,32 +139,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 // is tried again then.
 const resyncEvery = 30 * time.Second
 
-// slimPod, slimNS and slimPolicy are what the informers keep.
-type (
-	slimPod    = policy.SlimObj[Pod]
-	slimNS     = policy.SlimObj[policy.Namespace]
-	slimPolicy = policy.SlimObj[Policy]
-)
+// slimPolicy is what the policies' informer keeps.
+type slimPolicy = policy.SlimObj[Policy]
 
-// slim is the informers' transform. A pod without secondary attachments
-// keeps its name alone: no MultiNetworkPolicy can take it as a peer or
-// select it.
+// slim is the policies' informer's transform (pods and namespaces are the
+// cache's, slim already).
 func (w *Watcher) slim(obj any) (any, error) {
 	switch o := obj.(type) {
-	case *corev1.Pod:
-		out := &slimPod{ObjectMeta: policy.SlimMeta(&o.ObjectMeta)}
-		atts, err := ParseNetworkStatus(o.Annotations[agentapi.NetworkStatusAnnotation])
-		if err != nil {
-			w.cfg.Log.Warn("multi-network policy: pod's network-status not read: no policy takes it as a peer", "pod", o.Namespace+"/"+o.Name, "err", err)
-		}
-		if len(atts) > 0 || o.Spec.NodeName == w.node {
-			// (a pod of the node without them yet: Admit's)
-			out.Obj = Pod{Pod: *policy.PodFromAPI(o), Attachments: atts}
-		}
-		out.Obj.Namespace, out.Obj.Name = o.Namespace, o.Name
-		return out, nil
-	case *corev1.Namespace:
-		return &slimNS{ObjectMeta: policy.SlimMeta(&o.ObjectMeta), Obj: *policy.NamespaceFromAPI(o)}, nil
 	case *MultiNetworkPolicy:
 		nets, err := PolicyFor(o.Namespace, o.Annotations[PolicyForAnnotation])
 		if err != nil {
@@ -187,22 +164,23 @@ func (w *Watcher) set(o any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch o := o.(type) {
-	case *slimPod:
-		key := o.Obj.Key()
-		if len(o.Obj.Attachments) == 0 && o.Obj.Node != w.node {
+	case *Pod:
+		// A pod without secondary attachments is no MultiNetworkPolicy's
+		// peer, and none selects it; but a pod of the node without them
+		// yet is Admit's.
+		key := o.Key()
+		if len(o.Attachments) == 0 && o.Node != w.node {
 			if w.pods[key] == nil {
 				return // nothing to change
 			}
 			delete(w.pods, key)
 		} else {
-			p := o.Obj
-			w.pods[key] = &p
+			w.pods[key] = o
 		}
 		close(w.podEv)
 		w.podEv = make(chan struct{})
-	case *slimNS:
-		ns := o.Obj
-		w.ns[ns.Name] = &ns
+	case *cluster.Namespace:
+		w.ns[o.Name] = policy.NamespaceOf(o)
 	case *slimPolicy:
 		p := o.Obj
 		w.policies[o.Namespace+"/"+o.Name] = &p
@@ -219,9 +197,9 @@ func (w *Watcher) del(o any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch o := o.(type) {
-	case *slimPod:
-		delete(w.pods, o.Obj.Key())
-	case *slimNS:
+	case *Pod:
+		delete(w.pods, o.Key())
+	case *cluster.Namespace:
 		delete(w.ns, o.Name)
 	case *slimPolicy:
 		delete(w.policies, o.Namespace+"/"+o.Name)

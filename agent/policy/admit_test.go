@@ -15,6 +15,7 @@ import (
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -79,12 +80,12 @@ func TestAdmit(t *testing.T) {
 	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
 	h := w.handler()
 	for _, ns := range []string{"x", "y"} {
-		h.OnAdd(&slimNamespace{ObjectMeta: metav1.ObjectMeta{Name: ns}, Obj: Namespace{Name: ns, Labels: map[string]string{"ns": ns}}}, true)
+		h.OnAdd(&cluster.Namespace{Name: ns, Labels: map[string]string{"ns": ns}}, true)
 	}
-	pod := func(ns, name, node string, labels map[string]string, ips ...string) *slimPod {
-		p := &slimPod{Pod: Pod{Namespace: ns, Name: name, Node: node, Labels: labels}}
+	pod := func(ns, name, node string, labels map[string]string, ips ...string) *Pod {
+		p := &Pod{Namespace: ns, Name: name, Node: node, Labels: labels}
 		for _, a := range ips {
-			p.Pod.IPs = append(p.Pod.IPs, netip.MustParseAddr(a))
+			p.IPs = append(p.IPs, netip.MustParseAddr(a))
 		}
 		return p
 	}

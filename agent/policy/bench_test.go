@@ -134,12 +134,12 @@ func largePolicy(ns string) *nv1.NetworkPolicy {
 func BenchmarkEvaluateLarge(b *testing.B) {
 	lim := defaultCapLimits
 	lim.nsClauses, lim.nsSets, lim.nodeClauses, lim.nodeSets = 1<<20, 1<<20, 1<<20, 1<<20
-	benchEvaluateLarge(b, feed(lim, cluster([]*nv1.NetworkPolicy{largePolicy("x")}, nil)).Model())
+	benchEvaluateLarge(b, feed(lim, testCluster([]*nv1.NetworkPolicy{largePolicy("x")}, nil)).Model())
 }
 
 // BenchmarkEvaluateLargeClosed: BenchmarkEvaluateLarge with the caps.
 func BenchmarkEvaluateLargeClosed(b *testing.B) {
-	m := Resolve(cluster([]*nv1.NetworkPolicy{largePolicy("x")}, nil))
+	m := Resolve(testCluster([]*nv1.NetworkPolicy{largePolicy("x")}, nil))
 	if len(m.Issues) != 1 || m.Issues[0].Policy != "ns/x" {
 		b.Fatalf("issues %v: want x closed", m.Issues)
 	}

@@ -94,7 +94,7 @@ func TestCapsFailClosed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// (No time bound: the cap stops the split, and TestMinusLarge
 			// bounds what an uncapped one allocates.)
-			in := cluster(append(tc.nps, yPolicy), tc.cnps)
+			in := testCluster(append(tc.nps, yPolicy), tc.cnps)
 			m := check(t, in, append(tc.probes, others...))
 			if len(m.Issues) != 1 || m.Issues[0].Field != tc.field || !errors.Is(m.Issues[0], policymodel.ErrUnexpressible) {
 				t.Fatalf("issues %v, want one at %s", m.Issues, tc.field)
@@ -124,7 +124,7 @@ func TestCapsAllowWithin(t *testing.T) {
 	excepts = append(excepts, netip.MustParsePrefix("10.2.0.3/32"))
 	p := np("x", "wide", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{ipBlock("10.0.0.0/8", excepts)},
 		Ports: []nv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}})
-	m := check(t, cluster([]*nv1.NetworkPolicy{p}, nil), []probe{
+	m := check(t, testCluster([]*nv1.NetworkPolicy{p}, nil), []probe{
 		{"y/a", "x/a", policymodel.TCP, 80, true}, {"y/b", "x/a", policymodel.TCP, 80, false}, {"y/c", "x/a", policymodel.TCP, 80, false}, {"10.9.0.1", "x/a", policymodel.TCP, 80, true},
 	})
 	if len(m.Issues) != 0 {

@@ -209,7 +209,7 @@ func BenchmarkMinus(b *testing.B) {
 // (refused by the except cap), ::/0 minus 1,000 (refused once past 16,384
 // prefixes), 10.0.0.0/8 minus 1,024 (taken: about 14,000 prefixes).
 func BenchmarkCapsCompile(b *testing.B) {
-	in := cluster(nil, nil)
+	in := testCluster(nil, nil)
 	for _, tc := range []struct {
 		name, cidr string
 		excepts    []netip.Prefix

@@ -106,7 +106,7 @@ func TestClusterNetworkPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			check(t, cluster(tc.nps, tc.cnps), tc.probes)
+			check(t, testCluster(tc.nps, tc.cnps), tc.probes)
 		})
 	}
 }
@@ -114,7 +114,7 @@ func TestClusterNetworkPolicy(t *testing.T) {
 // TestTierOrder: the model lists a tier's policies by priority, then name,
 // and rules keep their IDs and names.
 func TestTierOrder(t *testing.T) {
-	m := Resolve(cluster(nil, []*cnpv1.ClusterNetworkPolicy{
+	m := Resolve(testCluster(nil, []*cnpv1.ClusterNetworkPolicy{
 		cnp("b", admin, 5, from(deny, "y"), nil), cnp("a", admin, 5, from(deny, "y"), nil), cnp("c", admin, 1, from(deny, "y"), nil),
 		cnp("base", base, 0, from(deny, "y"), nil),
 	}))

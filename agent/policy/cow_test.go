@@ -17,7 +17,7 @@ import (
 // reader may keep it without the engine's lock; a change that changed the
 // model hands out a model of another generation.
 func TestModelNeverChanges(t *testing.T) {
-	in := cluster([]*nv1.NetworkPolicy{np("x", "web", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"),
+	in := testCluster([]*nv1.NetworkPolicy{np("x", "web", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"),
 		Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y"), PodSelector: &metav1.LabelSelector{}}},
 			Ports: []nv1.NetworkPolicyPort{port("", "web")}}}})}, nil)
 	e := scaleEngine(in)

@@ -152,14 +152,14 @@ func (e *Engine) indexIPs(old, p *Pod) {
 	if e.byIP == nil {
 		return
 	}
-	if old.selectable() {
+	if old.Selectable() {
 		for _, a := range old.IPs {
 			if e.byIP[a] == (PodRef{old.Namespace, old.Name}) {
 				delete(e.byIP, a)
 			}
 		}
 	}
-	if p.selectable() {
+	if p.Selectable() {
 		for _, a := range p.IPs {
 			e.byIP[a] = PodRef{p.Namespace, p.Name}
 		}

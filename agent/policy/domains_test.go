@@ -19,7 +19,7 @@ import (
 // as without the policy.
 func TestDomainNamesPeer(t *testing.T) {
 	tcp443 := []cnpv1.ClusterNetworkPolicyProtocol{{TCP: &cnpv1.ClusterNetworkPolicyProtocolTCP{DestinationPort: &cnpv1.Port{Number: 443}}}}
-	in := cluster(nil, []*cnpv1.ClusterNetworkPolicy{cnp("dns", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
+	in := testCluster(nil, []*cnpv1.ClusterNetworkPolicy{cnp("dns", admin, 1, nil, []cnpv1.ClusterNetworkPolicyEgressRule{
 		{Action: accept, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{DomainNames: []cnpv1.DomainName{"*.Example.com", "example.org.", "example.org"}}}, Protocols: tcp443},
 		{Action: deny, To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Networks: []cnpv1.CIDR{"0.0.0.0/0"}}}},
 	})})

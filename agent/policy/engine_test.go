@@ -94,7 +94,7 @@ func TestEngineIncremental(t *testing.T) {
 				To: []cnpv1.ClusterNetworkPolicyEgressPeer{{Nodes: sel("role", "infra")}, {Nodes: &metav1.LabelSelector{}}}}}}},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	in := cluster(nil, nil)
+	in := testCluster(nil, nil)
 	pods := map[string]*Pod{}
 	nss := map[string]*Namespace{}
 	nodes := map[string]*Node{}
@@ -230,8 +230,8 @@ func TestEngineIncremental(t *testing.T) {
 // TestSetIDsStable: a set's ID depends on its definition only, so two
 // agents, or one across a restart, name it the same.
 func TestSetIDsStable(t *testing.T) {
-	a := Resolve(cluster([]*nv1.NetworkPolicy{np("x", "p", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a")})}, nil))
-	b := Resolve(cluster([]*nv1.NetworkPolicy{np("x", "q", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a")})}, nil))
+	a := Resolve(testCluster([]*nv1.NetworkPolicy{np("x", "p", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a")})}, nil))
+	b := Resolve(testCluster([]*nv1.NetworkPolicy{np("x", "q", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a")})}, nil))
 	if a.Ingress.NetworkPolicy[0].Subject != b.Ingress.NetworkPolicy[0].Subject {
 		t.Errorf("same selector, subjects %s and %s", a.Ingress.NetworkPolicy[0].Subject, b.Ingress.NetworkPolicy[0].Subject)
 	}

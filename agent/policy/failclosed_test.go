@@ -75,7 +75,7 @@ func TestUnexpressible(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := check(t, cluster(tc.nps, tc.cnps), tc.probes)
+			m := check(t, testCluster(tc.nps, tc.cnps), tc.probes)
 			if len(m.Issues) != 1 {
 				t.Fatalf("issues %v, want one at %s", m.Issues, tc.field)
 			}
@@ -96,7 +96,7 @@ func TestUnexpressible(t *testing.T) {
 // no selector's peer (its traffic is the node's: an ipBlock matches it); a
 // pod that is done leaves the sets.
 func TestHostNetworkAndDonePods(t *testing.T) {
-	in := cluster([]*nv1.NetworkPolicy{
+	in := testCluster([]*nv1.NetworkPolicy{
 		np("x", "from-x", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}}}),
 		np("y", "from-node", nv1.NetworkPolicySpec{Ingress: []nv1.NetworkPolicyIngressRule{{From: []nv1.NetworkPolicyPeer{{IPBlock: &nv1.IPBlock{CIDR: "192.168.1.10/32"}}}}}}),
 	}, nil)
@@ -160,7 +160,7 @@ func TestSubtract(t *testing.T) {
 // policies (kubelet probes); another node's do not, and a pod's egress to
 // the node is evaluated like any address.
 func TestNodeTraffic(t *testing.T) {
-	in := cluster([]*nv1.NetworkPolicy{
+	in := testCluster([]*nv1.NetworkPolicy{
 		np("x", "deny", nv1.NetworkPolicySpec{PolicyTypes: types(nv1.PolicyTypeIngress, nv1.PolicyTypeEgress)}),
 	}, []*cnpv1.ClusterNetworkPolicy{cnp("d", admin, 1, from(deny, ""), nil)})
 	in.NodeAddrs = []netip.Addr{netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("fd00::1")}

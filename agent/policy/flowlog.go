@@ -4,12 +4,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // FlowLogAnnotation on a Namespace asks for the flow log of its pods'
 // connections, as source or destination: "deny", "allow" or "allow,deny".
-const FlowLogAnnotation = "cnibox.io/flow-log"
+const FlowLogAnnotation = cluster.FlowLogAnnotation
 
 // Verdicts are which verdicts are logged.
 type Verdicts struct{ Allow, Deny bool }

@@ -19,7 +19,7 @@ import (
 func TestFlowLogScope(t *testing.T) {
 	e := NewEngine(node)
 	e.SetFlowLog(Verdicts{}) // on; the namespaces say where
-	in := cluster(nil, nil)
+	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)
 	}
@@ -78,7 +78,7 @@ func TestParseVerdicts(t *testing.T) {
 // index, and the packet's addresses their pods; the isolation's counter
 // names the NetworkPolicies that isolate the pod.
 func TestDescribe(t *testing.T) {
-	e := scaleEngine(cluster([]*networkingv1.NetworkPolicy{
+	e := scaleEngine(testCluster([]*networkingv1.NetworkPolicy{
 		np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}},
 				{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 81)}}}}),

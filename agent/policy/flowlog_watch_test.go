@@ -25,7 +25,7 @@ func TestFlowLogRecord(t *testing.T) {
 		Ingress: []cnpv1.ClusterNetworkPolicyIngressRule{{Action: cnpv1.ClusterNetworkPolicyRuleActionDeny,
 			From: []cnpv1.ClusterNetworkPolicyIngressPeer{{Namespaces: sel("ns", "z")}}}}}}
 	deny.Name = "no-z"
-	e := scaleEngine(cluster([]*networkingv1.NetworkPolicy{
+	e := scaleEngine(testCluster([]*networkingv1.NetworkPolicy{
 		np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}}),
 	}, nil))

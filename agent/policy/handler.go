@@ -7,26 +7,29 @@ import (
 	"k8s.io/client-go/tools/cache"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
-// handler turns informer events into engine changes.
+// handler turns informer events into engine changes: the agent's cache's
+// (pods, namespaces, nodes) and the watcher's own (the policies).
 func (w *watcher) handler() cache.ResourceEventHandler {
 	set := func(obj any) {
 		switch o := obj.(type) {
-		case *slimPod:
+		case *cluster.Pod:
 			w.applyIf(func(e *Engine) policymodel.Delta {
 				w.podEventLocked()
-				return e.SetPod(w.podFromInformer(&o.Pod))
-			}, o.Pod.Node == w.e.node && len(o.Pod.IPs) > 0)
-		case *slimNamespace:
+				return e.SetPod(w.podFromInformer(o))
+			}, o.Node == w.e.node && len(o.IPs) > 0)
+		case *cluster.Namespace:
+			ns := NamespaceOf(o)
 			w.apply(func(e *Engine) policymodel.Delta {
-				w.ref(namespaceIssueID(o.Name), objectRef("v1", "Namespace", &o.ObjectMeta)) // its caps' Events
-				return e.SetNamespace(&o.Obj)
+				w.ref(namespaceIssueID(o.Name), namespaceRef(o)) // its caps' Events
+				return e.SetNamespace(ns)
 			})
-			w.warnFlowLog(o)
-		case *slimNode:
-			w.apply(func(e *Engine) policymodel.Delta { return e.SetNode(&o.Obj) })
+			w.warnFlowLog(o, ns)
+		case *cluster.Node:
+			w.apply(func(e *Engine) policymodel.Delta { return e.SetNode(NodeOf(o)) })
 		case *networkingv1.NetworkPolicy:
 			w.setPolicy(policymodel.NetworkPolicyID(o.Namespace, o.Name), objectRef("networking.k8s.io/v1", "NetworkPolicy", &o.ObjectMeta),
 				func() *compiled { return compileNP(o) })
@@ -53,17 +56,17 @@ func (w *watcher) handler() cache.ResourceEventHandler {
 				obj = t.Obj
 			}
 			switch o := obj.(type) {
-			case *slimPod:
+			case *cluster.Pod:
 				w.apply(func(e *Engine) policymodel.Delta {
-					delete(w.admitted, o.Pod.Key())
-					return e.DeletePod(o.Pod.Namespace, o.Pod.Name)
+					delete(w.admitted, o.Key())
+					return e.DeletePod(o.Namespace, o.Name)
 				})
-			case *slimNamespace:
+			case *cluster.Namespace:
 				w.apply(func(e *Engine) policymodel.Delta {
 					w.ref(namespaceIssueID(o.Name), nil)
 					return e.DeleteNamespace(o.Name)
 				})
-			case *slimNode:
+			case *cluster.Node:
 				w.apply(func(e *Engine) policymodel.Delta { return e.DeleteNode(o.Name) })
 			case *networkingv1.NetworkPolicy:
 				w.deletePolicy(policymodel.NetworkPolicyID(o.Namespace, o.Name), func(e *Engine) policymodel.Delta { return e.DeleteNetworkPolicy(o.Namespace, o.Name) })

@@ -59,8 +59,8 @@ func apiPod(ns, name string) *corev1.Pod {
 	return p
 }
 
-// cluster is the test cluster's input with the given policies.
-func cluster(nps []*networkingv1.NetworkPolicy, cnps []*cnpv1.ClusterNetworkPolicy) Input {
+// testCluster is the test cluster's input with the given policies.
+func testCluster(nps []*networkingv1.NetworkPolicy, cnps []*cnpv1.ClusterNetworkPolicy) Input {
 	in := Input{Node: node, NetworkPolicies: nps, ClusterNetworkPolicies: cnps}
 	for _, ns := range nsNames {
 		in.Namespaces = append(in.Namespaces, &Namespace{Name: ns, Labels: map[string]string{"ns": ns}})

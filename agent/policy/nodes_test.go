@@ -49,7 +49,7 @@ func TestNodesPeer(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := cluster(nil, tc.cnps)
+			in := testCluster(nil, tc.cnps)
 			in.Nodes = []*Node{infra, worker}
 			m := check(t, in, tc.probes)
 			if len(m.Issues) != 0 {
@@ -65,7 +65,7 @@ func TestNodesPeer(t *testing.T) {
 		e.SetNode(n)
 	}
 	e.SetClusterNetworkPolicy(cnp("n", admin, 1, nil, to(deny, sel("role", "infra"))))
-	in := cluster(nil, nil)
+	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)
 	}

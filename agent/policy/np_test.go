@@ -171,7 +171,7 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			check(t, cluster(tc.nps, nil), tc.probes)
+			check(t, testCluster(tc.nps, nil), tc.probes)
 		})
 	}
 }

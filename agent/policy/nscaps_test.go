@@ -86,7 +86,7 @@ func TestNamespaceCapsFailClosed(t *testing.T) {
 					t.Fatalf("%s is past a per-policy cap: %v", p.Name, c.issues)
 				}
 			}
-			m := check(t, cluster(append(tc.nps, yOwn), nil), probes)
+			m := check(t, testCluster(append(tc.nps, yOwn), nil), probes)
 			if len(m.Issues) != 1 || m.Issues[0].Policy != "ns/x" || m.Issues[0].Field != tc.field || !errors.Is(m.Issues[0], policymodel.ErrUnexpressible) {
 				t.Fatalf("issues %v, want one of ns/x at %s", m.Issues, tc.field)
 			}
@@ -108,7 +108,7 @@ func TestNamespaceCapsFailClosed(t *testing.T) {
 			if !slices.Equal(ids, []string{"np/x/" + closedName, "np/y/own"}) {
 				t.Errorf("ingress NetworkPolicy tier %v, want x's closed one and y's", ids)
 			}
-			without := Resolve(cluster([]*nv1.NetworkPolicy{yOwn}, nil))
+			without := Resolve(testCluster([]*nv1.NetworkPolicy{yOwn}, nil))
 			sets, elems, clauses := modelCost(m)
 			wsets, welems, wclauses := modelCost(without)
 			if sets != wsets+1 || elems != welems+2 || clauses != wclauses {
@@ -143,12 +143,12 @@ func feed(lim capLimits, in Input) *Engine {
 // node without x's policies: x's sets are neither in the model nor
 // filled again for them, so y's transactions are the size they would be.
 func TestNamespaceCapOthersUnslowed(t *testing.T) {
-	over := feed(defaultCapLimits, cluster([]*nv1.NetworkPolicy{manyPeers("many0", 520, 0), manyPeers("many1", 520, 520), yOwn}, nil))
-	plain := feed(defaultCapLimits, cluster([]*nv1.NetworkPolicy{yOwn}, nil))
+	over := feed(defaultCapLimits, testCluster([]*nv1.NetworkPolicy{manyPeers("many0", 520, 0), manyPeers("many1", 520, 520), yOwn}, nil))
+	plain := feed(defaultCapLimits, testCluster([]*nv1.NetworkPolicy{yOwn}, nil))
 	if len(over.Model().Issues) != 1 {
 		t.Fatalf("issues %v, want x's cap", over.Model().Issues)
 	}
-	newPod := *cluster(nil, nil).Pods[4] // y/b
+	newPod := *testCluster(nil, nil).Pods[4] // y/b
 	newPod.Name, newPod.IPs = "d", []netip.Addr{netip.MustParseAddr("10.2.0.9")}
 	relabel := newPod
 	relabel.Labels = map[string]string{"pod": "b", "tier": "web"}
@@ -197,7 +197,7 @@ func sameDelta(a, b policymodel.Delta) bool {
 func TestNodeCaps(t *testing.T) {
 	lim := defaultCapLimits
 	lim.nodeSets = 8 // x's policies hold 8 sets, y's 2 (the tiers' own sets are nobody's)
-	in := cluster([]*nv1.NetworkPolicy{manyPeers("big", 5, 0), manyPeers("small", 1, 10), yOwn}, nil)
+	in := testCluster([]*nv1.NetworkPolicy{manyPeers("big", 5, 0), manyPeers("small", 1, 10), yOwn}, nil)
 	e := feed(lim, in)
 	m := e.Model()
 	if len(m.Issues) != 1 || m.Issues[0].Policy != "ns/x" || m.Issues[0].Field != "node sets" {
@@ -230,7 +230,7 @@ func TestNamespaceElemsCap(t *testing.T) {
 	lim.nsElems = 4 // x/a in the subject, and three growing pods
 	grow := np("x", "grow", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), Ingress: []nv1.NetworkPolicyIngressRule{{
 		From: []nv1.NetworkPolicyPeer{{NamespaceSelector: sel(), PodSelector: sel("grow", "yes")}}}}})
-	e := feed(lim, cluster([]*nv1.NetworkPolicy{grow, yOwn}, nil))
+	e := feed(lim, testCluster([]*nv1.NetworkPolicy{grow, yOwn}, nil))
 	if len(e.Model().Issues) != 0 {
 		t.Fatalf("issues %v before the pods came", e.Model().Issues)
 	}

@@ -210,7 +210,7 @@ func TestOracle(t *testing.T) {
 		for n := 1 + rng.IntN(4); n > 0; n-- {
 			o.nps = append(o.nps, randomNP(rng, n))
 		}
-		in := cluster(o.nps, nil)
+		in := testCluster(o.nps, nil)
 		m := Resolve(in)
 		for src, sp := range o.pods {
 			for dst, dp := range o.pods {

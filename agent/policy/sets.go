@@ -67,7 +67,7 @@ func (s podSel) key() string {
 // matches reports whether the selector takes p (in the namespace ns; nil if
 // not known yet: no labels) on the node node.
 func (s podSel) matches(p *Pod, ns *Namespace, node string) bool {
-	if !p.selectable() || (s.local && p.Node != node) {
+	if !p.Selectable() || (s.local && p.Node != node) {
 		return false
 	}
 	if s.ns != "" {

@@ -19,7 +19,7 @@ import (
 // would deny; the table logs its subjects' verdicts; removed, the staged
 // rules are gone.
 func TestStagedPolicy(t *testing.T) {
-	e := scaleEngine(cluster(nil, nil))
+	e := scaleEngine(testCluster(nil, nil))
 	e.SetFlowLog(Verdicts{})
 	onlyWeb := np("x", "only-web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}})
@@ -61,7 +61,7 @@ func TestStagedPolicy(t *testing.T) {
 // none; a logged allow of an enforced policy is recorded as such, and no
 // staged record where the staged rules allow it as well.
 func TestStagedRecords(t *testing.T) {
-	e := scaleEngine(cluster(nil, nil))
+	e := scaleEngine(testCluster(nil, nil))
 	e.SetFlowLog(Verdicts{})
 	e.SetStagedNetworkPolicy(np("x", "only-web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}}))

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/kubecore"
@@ -52,6 +53,10 @@ type WatchConfig struct {
 	kubeapi.Cluster
 	Log  *slog.Logger
 	Sink Sink
+	// Cache is the agent's informer cache of pods, namespaces and nodes
+	// (agent/cluster), which the watcher reads with the agent's other
+	// readers; nil: Watch makes one of its own, run while it runs.
+	Cache *cluster.Cache
 	// NodeAddrs are the node's own addresses (traffic from them to the
 	// node's pods is always allowed).
 	NodeAddrs []netip.Addr
@@ -82,8 +87,9 @@ type WatchConfig struct {
 	DNSResolvers []netip.Addr
 }
 
-// Watch runs informers of pods, namespaces, NetworkPolicies (and
-// ClusterNetworkPolicies) until ctx ends, feeding an Engine and handing its
+// Watch reads pods, namespaces (and nodes) from the cache, and runs
+// informers of NetworkPolicies (and ClusterNetworkPolicies), until ctx
+// ends, feeding an Engine and handing its
 // deltas to the Sink. It logs every issue of the model when the issues
 // change, and records a Warning Event (reason PolicyNotExpressible) on the
 // policy of each new one. When the API starts or stops serving a policy
@@ -94,6 +100,10 @@ type WatchConfig struct {
 func Watch(ctx context.Context, cfg WatchConfig) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Cache == nil {
+		cfg.Cache = cluster.New(cfg.Cluster, cfg.Log)
+		cfg.Cache.Start(ctx)
 	}
 	for {
 		err := watchOnce(ctx, cfg)
@@ -138,12 +148,11 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 		w.e.SetFlowLog(cfg.FlowLogAll)
 	}
 	w.e.Hold() // through the first lists: one rebuild in start (hold.go)
-	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{},
-		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{}, &corev1.Service{}, &corev1.ServiceList{})
+	core, err := kubecore.GroupClient(kubeapi.Protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Event{}, &corev1.Service{}, &corev1.ServiceList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	netv1, err := kubecore.GroupClient(protobuf(rc), networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
+	netv1, err := kubecore.GroupClient(kubeapi.Protobuf(rc), networkingv1.SchemeGroupVersion, "/apis", &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -155,9 +164,8 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 		obj      runtime.Object
 		page     func() runtime.Object
 	}
+	kinds := []cluster.Kind{cluster.Pods, cluster.Namespaces} // the cache's
 	informers := []informer{
-		{core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
-		{core, "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
 		{netv1, "networkpolicies", &networkingv1.NetworkPolicy{}, func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
 	}
 	seen := apiSeen{}
@@ -173,7 +181,7 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 		w.cnpVersion = seen.cnp
 		// The nodes of a `nodes` peer (nodes.go): only ClusterNetworkPolicy
 		// has that peer.
-		informers = append(informers, informer{core, "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }})
+		kinds = append(kinds, cluster.Nodes)
 		c, err := kubecore.GroupClient(rc, gv, "/apis", &cnpv1.ClusterNetworkPolicy{}, &cnpv1.ClusterNetworkPolicyList{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -204,6 +212,14 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 		}
 	}
 	var synced []cache.InformerSynced
+	for _, k := range kinds {
+		h, err := cfg.Cache.Handle(k, w.handler())
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		defer h.Stop() // (before wg.Wait: no event reaches an engine that ended)
+		synced = append(synced, h.HasSynced)
+	}
 	for _, in := range informers {
 		_, ctl := kubeapi.NewSlimInformer(in.c, in.resource, in.obj, in.page, cache.InformerOptions{
 			Handler:   w.handler(),
@@ -214,7 +230,7 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 	}
 	run(func() { w.rediscover(ctx, cancel, core, seen, rediscoverEvery) })
 	if cfg.DomainNames {
-		rs, err := w.resolverInformers(ctx, core, protobuf(rc))
+		rs, err := w.resolverInformers(ctx, core, kubeapi.Protobuf(rc))
 		if err != nil {
 			return fmt.Errorf("%s: domainNames: %w", what, err)
 		}
@@ -244,16 +260,6 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 	}
 	<-ctx.Done()
 	return ended()
-}
-
-// protobuf is rc asking for protobuf: every pod of the cluster is listed
-// at the start, and a pod's JSON is larger and decodes into more garbage
-// (managed fields copied, reflection). Custom resources (a
-// ClusterNetworkPolicy) have no protobuf: their client keeps rc.
-func protobuf(rc *rest.Config) *rest.Config {
-	pb := *rc
-	pb.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return &pb
 }
 
 // watcher serialises the informers' events into the engine and the sink.
@@ -340,8 +346,8 @@ func (w *watcher) logIssues(d policymodel.Delta) {
 
 // warnFlowLog logs, and records as a Warning Event on the namespace, a
 // flow log annotation that does not parse, once per value.
-func (w *watcher) warnFlowLog(o *slimNamespace) {
-	if o.Obj.FlowLogBad == "" || w.cfg.FlowLog == nil {
+func (w *watcher) warnFlowLog(o *cluster.Namespace, ns *Namespace) {
+	if ns.FlowLogBad == "" || w.cfg.FlowLog == nil {
 		return
 	}
 	w.mu.Lock()
@@ -349,15 +355,20 @@ func (w *watcher) warnFlowLog(o *slimNamespace) {
 	if w.badFlowLog == nil {
 		w.badFlowLog = map[string]string{}
 	}
-	if w.badFlowLog[o.Name] == o.Obj.FlowLogBad {
+	if w.badFlowLog[o.Name] == ns.FlowLogBad {
 		return
 	}
-	w.badFlowLog[o.Name] = o.Obj.FlowLogBad
+	w.badFlowLog[o.Name] = ns.FlowLogBad
 	w.cfg.Log.Warn("flow log: a namespace's annotation is not deny, allow or allow,deny; nothing of it is logged",
-		"namespace", o.Name, "annotation", FlowLogAnnotation, "value", o.Obj.FlowLogBad)
+		"namespace", o.Name, "annotation", FlowLogAnnotation, "value", ns.FlowLogBad)
 	if w.ev != nil {
-		w.ev.badFlowLog(objectRef("v1", "Namespace", &o.ObjectMeta), o.Obj.FlowLogBad)
+		w.ev.badFlowLog(namespaceRef(o), ns.FlowLogBad)
 	}
+}
+
+// namespaceRef is the reference of the cache's namespace o (its Events').
+func namespaceRef(o *cluster.Namespace) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: o.Name, UID: o.GetObjectMeta().GetUID(), ResourceVersion: o.ResourceVersion}
 }
 
 // ref records the object of policy id for its Events (nil: gone).

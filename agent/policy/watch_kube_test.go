@@ -5,8 +5,6 @@ package policy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -17,14 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
-	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/test/kube"
 )
@@ -211,91 +206,6 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// countLists counts the list requests (not watches) it carries, and the
-// content types of their answers.
-type countLists struct {
-	rt    http.RoundTripper
-	mu    sync.Mutex
-	lists int
-	types map[string]int
-}
-
-func (c *countLists) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := c.rt.RoundTrip(r)
-	if r.URL.Query().Get("watch") == "" && err == nil {
-		c.mu.Lock()
-		c.lists++
-		if c.types == nil {
-			c.types = map[string]int{}
-		}
-		c.types[resp.Header.Get("Content-Type")]++
-		c.mu.Unlock()
-	}
-	return resp, err
-}
-
-// TestWatchKubeListPaged: the watcher's informers list page by page, in
-// protobuf, and keep slim objects only: 1,100 pods on a real API server
-// come in three list requests or more, every answer protobuf, and the
-// store holds 1,100 slimPods.
-func TestWatchKubeListPaged(t *testing.T) {
-	cs, kc := kube.Client(t)
-	ctx := context.Background()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, metav1.CreateOptions{})
-	must(t, err)
-	_, err = cs.CoreV1().ServiceAccounts("p").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	must(t, err)
-	no := false
-	const n = 1100
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Labels: map[string]string{"app": "x"}},
-				Spec: corev1.PodSpec{AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
-			if _, err := cs.CoreV1().Pods("p").Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	must(t, <-errs) // nil when none
-	rc, err := kubeapi.Cluster{Kubeconfig: kc}.Config("test")
-	must(t, err)
-	counter := &countLists{}
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
-	core, err := kubecore.GroupClient(protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Pod{}, &corev1.PodList{})
-	must(t, err)
-	store, ctl := kubeapi.NewSlimInformer(core, "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} },
-		cache.InformerOptions{Handler: cache.ResourceEventHandlerFuncs{}, Transform: slim})
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go ctl.RunWithContext(cctx)
-	if !cache.WaitForCacheSync(cctx.Done(), ctl.HasSynced) {
-		t.Fatal("the informer did not sync")
-	}
-	items := store.List()
-	if len(items) != n {
-		t.Errorf("the store holds %d pods, want %d", len(items), n)
-	}
-	for _, it := range items {
-		if _, ok := it.(*slimPod); !ok {
-			t.Fatalf("the store holds a %T, want *slimPod", it)
-		}
-	}
-	counter.mu.Lock()
-	defer counter.mu.Unlock()
-	if counter.lists < (n+kubeapi.ListPageSize-1)/kubeapi.ListPageSize {
-		t.Errorf("%d list requests for %d pods: not paged by %d", counter.lists, n, kubeapi.ListPageSize)
-	}
-	if counter.types[runtime.ContentTypeProtobuf] != counter.lists {
-		t.Errorf("answers to %d list requests by content type: %v, want all %s", counter.lists, counter.types, runtime.ContentTypeProtobuf)
 	}
 }
 

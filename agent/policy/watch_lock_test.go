@@ -70,7 +70,7 @@ func (s *idSink) await(t *testing.T, id, why string) {
 func TestPolicyCompileOutsideLock(t *testing.T) {
 	sink := &idSink{ch: make(chan struct{}, 1)}
 	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
-	in := cluster(nil, nil)
+	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		w.e.SetNamespace(ns)
 	}
@@ -155,7 +155,7 @@ func TestCapIssueEvent(t *testing.T) {
 // TestNamespaceCapEvent: a namespace past its cap gets one Warning Event,
 // on the Namespace and in it (where its users look), naming the cap.
 func TestNamespaceCapEvent(t *testing.T) {
-	m := Resolve(cluster([]*nv1.NetworkPolicy{manyPeers("many0", 520, 0), manyPeers("many1", 520, 520)}, nil))
+	m := Resolve(testCluster([]*nv1.NetworkPolicy{manyPeers("many0", 520, 0), manyPeers("many1", 520, 520)}, nil))
 	ev := newEventer(nil, node, nil)
 	ns := &metav1.ObjectMeta{Name: "x", UID: "u-x"}
 	ev.ref(namespaceIssueID("x"), objectRef("v1", "Namespace", ns))
@@ -221,7 +221,7 @@ func (s *modelSink) await(t *testing.T, ok func(*policymodel.Model) bool, why st
 func TestStagedEvaluateOutsideLock(t *testing.T) {
 	sink := &modelSink{ch: make(chan struct{}, 1)}
 	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
-	in := cluster(nil, nil)
+	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		w.e.SetNamespace(ns)
 	}
@@ -253,11 +253,7 @@ func TestStagedEvaluateOutsideLock(t *testing.T) {
 	}
 	p := apiPod("y", "d")
 	p.Status.PodIPs = []corev1.PodIP{{IP: "10.2.0.9"}}
-	sp, err := slim(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go w.handler().OnAdd(sp, false)
+	go w.handler().OnAdd(PodFromAPI(p), false)
 	sink.await(t, func(m *policymodel.Model) bool { _, ok := m.LocalPods["y/d"]; return ok },
 		"y/d was not placed while x's staged evaluation ran")
 	select {
@@ -277,7 +273,7 @@ func TestStagedEvaluateOutsideLock(t *testing.T) {
 // earlier one of the same model) is answered by the cache; past the
 // budget the staged records are not made, and counted.
 func TestStagedBudget(t *testing.T) {
-	e := scaleEngine(cluster(nil, nil))
+	e := scaleEngine(testCluster(nil, nil))
 	e.SetFlowLog(Verdicts{})
 	e.SetStagedNetworkPolicy(np("x", "only-web", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: ingressOnly,
 		Ingress: []nv1.NetworkPolicyIngressRule{{Ports: []nv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}}))

@@ -25,7 +25,7 @@ func startEgress(ctx context.Context, f *flags, health *agent.Health, network ne
 		return func() {}
 	}
 	cfg := egress.Config{
-		Cluster: f.cluster(), Log: log, Host: h, DataDir: f.dataDir,
+		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Host: h, DataDir: f.dataDir,
 		Namespace: egress.LeaseNamespace,
 		Overlay: func() (string, []netip.Prefix, bool) {
 			return overlayUplink(f.dataDir, network)

@@ -24,6 +24,10 @@ import (
 // DaemonSets and FLANNELD_* environments carry over, plus a few of
 // cnibox's own (their usage ends in "(cnibox)").
 type flags struct {
+	// kube is what the Kubernetes build's features share once started
+	// (kube.go: the informer cache); not a flag.
+	kube kubeState
+
 	etcdEndpoints string
 	etcdPrefix    string
 	etcdKeyfile   string

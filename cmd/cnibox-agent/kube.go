@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease/kubelease"
 	"github.com/cnibox/cnibox/agent/netconf"
@@ -26,6 +27,22 @@ func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.
 		return nil, nil, err
 	}
 	return m, func() {}, nil
+}
+
+// kubeState is what the agent's Kubernetes features share: the one
+// informer cache of pods, namespaces and nodes (agent/cluster) that the
+// NetworkPolicy watcher, MultiNetworkPolicy and egress gateways read, so
+// that the API server sees one watch of each kind, and the agent holds one
+// slim copy of each object.
+type kubeState struct {
+	cache *cluster.Cache // nil before startKube: each feature makes its own
+}
+
+// startKube makes the informer cache, run until ctx ends (its informers
+// start with their first reader).
+func startKube(ctx context.Context, f *flags, log *slog.Logger) {
+	f.kube.cache = cluster.New(f.cluster(), log)
+	f.kube.cache.Start(ctx)
 }
 
 // cluster is how both Kubernetes clients (the lease backend and the pod API)

@@ -21,3 +21,9 @@ func newKubeManager(context.Context, *flags, *netconf.Config, *slog.Logger) (man
 func resolveNodeName(_ context.Context, f *flags, env flannelEnv, _ *slog.Logger) (string, error) {
 	return nodeName(f.nodeName, env), nil
 }
+
+// kubeState: this build has no Kubernetes features to share anything.
+type kubeState struct{}
+
+// startKube: this build has no informer cache.
+func startKube(context.Context, *flags, *slog.Logger) {}

@@ -21,7 +21,7 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 		cfg.Devices = podresources.New(f.pod.podResources)
 	}
 	if f.multiNetworkPolicies {
-		w, err := mnp.New(mnp.Config{Cluster: f.cluster(), Log: log, DataDir: f.dataDir})
+		w, err := mnp.New(mnp.Config{Cluster: f.cluster(), Cache: f.kube.cache, Log: log, DataDir: f.dataDir})
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		return fmt.Errorf("--dns-service %w", err)
 	}
 	cfg := policy.WatchConfig{
-		Cluster: f.cluster(), Log: log, Sink: sink,
+		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Sink: sink,
 		// domainNames: the resolvers the DNS proxy learns from
 		DomainNames: f.clusterNetworkPolicies && f.dnsProxyPort != 0,
 		DNSService:  f.dnsService, DNSResolvers: f.dnsResolvers,

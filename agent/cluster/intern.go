@@ -1,4 +1,4 @@
-package policy
+package cluster
 
 import (
 	"runtime"
@@ -9,7 +9,7 @@ import (
 	"weak"
 )
 
-// The watcher holds every pod of the cluster, and most of a pod's bytes are
+// The cache holds every pod of the cluster, and most of a pod's bytes are
 // strings and a label map that many pods share: the pods of one
 // ReplicaSet have the same labels (pod-template-hash included), a
 // namespace's pods the same namespace string, a node's the same node name.
@@ -84,5 +84,9 @@ func internPod(p *Pod) {
 	}
 	for i := range p.Ports {
 		p.Ports[i].Name = intern(p.Ports[i].Name)
+	}
+	for i := range p.Attachments {
+		a := &p.Attachments[i]
+		a.Network, a.Iface = intern(a.Network), intern(a.Iface)
 	}
 }

@@ -1,0 +1,235 @@
+//go:build !nokube
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/internal/kubecore"
+)
+
+// Kind is a kind of object the cache holds.
+type Kind int
+
+// The kinds of the cache.
+const (
+	Pods Kind = iota
+	Namespaces
+	Nodes
+	numKinds
+)
+
+// kinds are each kind's resource and API types.
+var kinds = [numKinds]struct {
+	resource string
+	obj      runtime.Object
+	page     func() runtime.Object
+}{
+	Pods:       {"pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
+	Namespaces: {"namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
+	Nodes:      {"nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }},
+}
+
+func (k Kind) String() string {
+	if k >= 0 && k < numKinds {
+		return kinds[k].resource
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Cache is the agent's informer cache. An informer of a kind is made with
+// the first Handle of that kind (a kind nobody reads is never listed) and
+// runs from then, or from Start, until Start's context ends; each reader
+// registers its own handler on it, which is handed every object the
+// informer holds at once, then every change.
+type Cache struct {
+	cluster kubeapi.Cluster
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	ctx       context.Context // Start's; nil before
+	core      rest.Interface  // made with the first informer
+	informers [numKinds]cache.SharedIndexInformer
+}
+
+// New returns a cache of c's cluster; log (nil: the default) is told of
+// what it cannot read of an object.
+func New(c kubeapi.Cluster, log *slog.Logger) *Cache {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Cache{cluster: c, log: log}
+}
+
+// Start runs the informers made so far, and those made later, until ctx
+// ends. A cache runs once: a second Start does nothing.
+func (c *Cache) Start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx != nil {
+		return
+	}
+	c.ctx = ctx
+	for _, inf := range c.informers {
+		if inf != nil {
+			go inf.RunWithContext(ctx)
+		}
+	}
+}
+
+// informer returns kind's informer, made (and run, once started) the first
+// time.
+func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
+	if kind < 0 || kind >= numKinds {
+		return nil, fmt.Errorf("cluster cache: no kind %d", int(kind))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inf := c.informers[kind]; inf != nil {
+		return inf, nil
+	}
+	if c.core == nil {
+		const what = "cluster cache"
+		rc, err := c.cluster.Config(what)
+		if err != nil {
+			return nil, err
+		}
+		core, err := kubecore.GroupClient(kubeapi.Protobuf(rc), corev1.SchemeGroupVersion, "/api",
+			&corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Node{}, &corev1.NodeList{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		c.core = core
+	}
+	k := kinds[kind]
+	inf := cache.NewSharedIndexInformerWithOptions(kubeapi.SlimListWatch(c.core, k.resource, k.page, c.transform), k.obj,
+		cache.SharedIndexInformerOptions{})
+	if err := inf.SetTransform(c.transform); err != nil {
+		return nil, fmt.Errorf("cluster cache: %s: %w", k.resource, err)
+	}
+	c.informers[kind] = inf
+	if c.ctx != nil {
+		go inf.RunWithContext(c.ctx)
+	}
+	return inf, nil
+}
+
+// Handle registers h for kind's objects (*Pod, *Namespace or *Node, or a
+// cache.DeletedFinalStateUnknown holding one on a delete): h is handed
+// every object the informer holds (the informer's first list, or what it
+// holds when h comes later), then every change, on a goroutine of h's
+// own. The handler must not change what it is handed.
+func (c *Cache) Handle(kind Kind, h cache.ResourceEventHandler) (*Handler, error) {
+	inf, err := c.informer(kind)
+	if err != nil {
+		return nil, err
+	}
+	out := &Handler{inf: inf, h: h}
+	reg, err := inf.AddEventHandler(out)
+	if err != nil {
+		return nil, fmt.Errorf("cluster cache: %s: %w", kind, err)
+	}
+	out.reg = reg
+	return out, nil
+}
+
+// List is every object of kind the cache holds (none of a kind nobody
+// handles).
+func (c *Cache) List(kind Kind) []any {
+	c.mu.Lock()
+	var inf cache.SharedIndexInformer
+	if kind >= 0 && kind < numKinds {
+		inf = c.informers[kind]
+	}
+	c.mu.Unlock()
+	if inf == nil {
+		return nil
+	}
+	return inf.GetStore().List()
+}
+
+// transform is slim as the informers' TransformFunc: it tells of a pod's
+// network-status it cannot read.
+func (c *Cache) transform(obj any) (any, error) {
+	out, bad := slim(obj)
+	if bad != nil {
+		p := out.(*Pod)
+		c.log.Warn("pod's network-status not read: no MultiNetworkPolicy takes it as a peer", "pod", p.Key(), "err", bad)
+	}
+	return out, nil
+}
+
+// Get is the object of kind with key ("<namespace>/<name>", or the name
+// of a node), if the cache holds it.
+func (c *Cache) Get(kind Kind, key string) (any, bool) {
+	c.mu.Lock()
+	var inf cache.SharedIndexInformer
+	if kind >= 0 && kind < numKinds {
+		inf = c.informers[kind]
+	}
+	c.mu.Unlock()
+	if inf == nil {
+		return nil, false
+	}
+	o, ok, err := inf.GetStore().GetByKey(key)
+	return o, ok && err == nil
+}
+
+// Handler is a handler Handle registered.
+type Handler struct {
+	inf cache.SharedIndexInformer
+	reg cache.ResourceEventHandlerRegistration
+	h   cache.ResourceEventHandler
+
+	mu      sync.RWMutex // held (read) through each call of h
+	stopped bool
+}
+
+// HasSynced reports whether the handler has been handed every object of
+// the informer's first list (or of what it held when the handler came).
+func (h *Handler) HasSynced() bool { return h.reg != nil && h.reg.HasSynced() }
+
+// Stop removes the handler: once Stop returns, it is called no more.
+func (h *Handler) Stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	if h.reg != nil {
+		_ = h.inf.RemoveEventHandler(h.reg) // (fails only once the informer stopped: no call then either)
+	}
+}
+
+// OnAdd, OnUpdate and OnDelete hand the event to the handler unless it
+// stopped.
+func (h *Handler) OnAdd(obj any, initial bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if !h.stopped {
+		h.h.OnAdd(obj, initial)
+	}
+}
+
+func (h *Handler) OnUpdate(old, obj any) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if !h.stopped {
+		h.h.OnUpdate(old, obj)
+	}
+}
+
+func (h *Handler) OnDelete(obj any) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if !h.stopped {
+		h.h.OnDelete(obj)
+	}
+}

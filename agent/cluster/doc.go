@@ -1,0 +1,14 @@
+// Package cluster is cnibox-agent's one informer cache of the cluster's
+// pods, namespaces and nodes: every part of the agent that reads them (the
+// NetworkPolicy watcher, MultiNetworkPolicy, egress gateways, and later the
+// Services proxy) registers its handler on the same shared informer of each
+// kind, so the API server sees one list and one watch of each, and the
+// agent holds one slim copy of each object (objects.go), made once at the
+// informer's transform (slim.go), whatever the number of readers.
+//
+// Pod is the agent's one pod type: what any of those readers reads of a
+// pod, a few hundred bytes where the API object is kilobytes, its strings
+// and labels shared with the pods that have the same (intern.go).
+//
+// It links client-go: only cnibox-agent's Kubernetes build imports it.
+package cluster

@@ -1,0 +1,119 @@
+package cluster
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// PodFromAPI returns what the agent reads of p. Addresses that do not
+// parse, ports without a name or with an unknown protocol, and a
+// network-status annotation that does not parse are left out.
+func PodFromAPI(p *corev1.Pod) *Pod {
+	out, _ := podFromAPI(p)
+	return out
+}
+
+// podFromAPI is PodFromAPI, and the error of its network-status
+// annotation.
+func podFromAPI(p *corev1.Pod) (*Pod, error) {
+	out := &Pod{
+		Namespace:       p.Namespace,
+		Name:            p.Name,
+		Node:            p.Spec.NodeName,
+		Labels:          p.Labels,
+		HostNetwork:     p.Spec.HostNetwork,
+		Done:            p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		ResourceVersion: p.ResourceVersion,
+	}
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			out.IPs = append(out.IPs, a.Unmap())
+		}
+	}
+	if len(out.IPs) == 0 && p.Status.PodIP != "" {
+		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
+			out.IPs = append(out.IPs, a.Unmap())
+		}
+	}
+	addPorts := func(cs []corev1.Container, sidecarsOnly bool) {
+		for i := range cs {
+			c := &cs[i]
+			if sidecarsOnly && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, cp := range c.Ports {
+				proto, ok := ProtocolOf(cp.Protocol)
+				if cp.Name == "" || !ok || cp.ContainerPort < 1 || cp.ContainerPort > 65535 {
+					continue
+				}
+				out.Ports = append(out.Ports, NamedPort{Name: cp.Name, Proto: proto, Port: uint16(cp.ContainerPort)})
+			}
+		}
+	}
+	addPorts(p.Spec.Containers, false)
+	addPorts(p.Spec.InitContainers, true) // sidecars run beside the containers
+	var err error
+	out.Attachments, err = ParseNetworkStatus(p.Annotations[agentapi.NetworkStatusAnnotation])
+	return out, err
+}
+
+// ProtocolOf is the number of an API protocol ("" is TCP, the API's
+// default).
+func ProtocolOf(p corev1.Protocol) (policymodel.Protocol, bool) {
+	if p == "" {
+		return policymodel.TCP, true
+	}
+	return policymodel.ProtocolNamed(string(p))
+}
+
+// NamespaceFromAPI returns what the agent reads of ns.
+func NamespaceFromAPI(ns *corev1.Namespace) *Namespace {
+	return &Namespace{Name: ns.Name, UID: string(ns.UID), Labels: ns.Labels,
+		FlowLog: ns.Annotations[FlowLogAnnotation], ResourceVersion: ns.ResourceVersion}
+}
+
+// NodeFromAPI returns what the agent reads of n: every address of
+// status.addresses that is an IP (InternalIP, ExternalIP; a Hostname or
+// DNS name is none), once, sorted.
+func NodeFromAPI(n *corev1.Node) *Node {
+	out := &Node{Name: n.Name, Labels: n.Labels, EgressNetworks: n.Annotations[EgressNetworksAnnotation], ResourceVersion: n.ResourceVersion}
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil && !slices.Contains(out.IPs, ip.Unmap()) {
+			out.IPs = append(out.IPs, ip.Unmap())
+		}
+	}
+	slices.SortFunc(out.IPs, netip.Addr.Compare)
+	cidrs := n.Spec.PodCIDRs
+	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
+		cidrs = []string{n.Spec.PodCIDR}
+	}
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out.PodCIDRs = append(out.PodCIDRs, p.Masked())
+		}
+	}
+	return out
+}
+
+// slim keeps of obj what the agent reads, once for every reader (the
+// informers' transform); bad is the error of a pod's network-status
+// annotation. It passes what it does not know, and slim objects (its own
+// output: the list is slimmed page by page), through.
+func slim(obj any) (out any, bad error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		p, err := podFromAPI(o)
+		internPod(p)
+		return p, err
+	case *corev1.Namespace:
+		return NamespaceFromAPI(o), nil
+	case *corev1.Node:
+		return NodeFromAPI(o), nil
+	}
+	return obj, nil
+}
