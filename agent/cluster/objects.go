@@ -125,7 +125,7 @@ type Node struct {
 	Labels          map[string]string
 	IPs             []netip.Addr   // every IP of status.addresses, once, sorted
 	PodCIDRs        []netip.Prefix // spec.podCIDRs (else spec.podCIDR), those that parse
-	EgressNetworks  string       // its EgressNetworksAnnotation ("" none)
+	EgressNetworks  string         // its EgressNetworksAnnotation ("" none)
 	ResourceVersion string
 }
 
