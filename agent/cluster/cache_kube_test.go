@@ -1,0 +1,331 @@
+//go:build kube
+
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cnibox/cnibox/agent/cluster"
+	"github.com/cnibox/cnibox/agent/egress"
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/mnp"
+	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/internal/policymodel"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/test/kube"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// apiCounter is the API server as the agent sees it: a proxy that counts,
+// by path, the lists (first pages), the pages and their content types,
+// and the watches, those open included.
+type apiCounter struct {
+	url string
+
+	mu      sync.Mutex
+	lists   map[string]int
+	pages   map[string]int
+	types   map[string]map[string]int
+	watches map[string]int
+	open    map[string]int
+	queries []string // of the watches
+}
+
+// newAPICounter starts the proxy to kubeconfig's API server until the
+// test ends.
+func newAPICounter(t *testing.T, kubeconfig string) *apiCounter {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	must(t, err)
+	up, err := url.Parse(rc.Host)
+	must(t, err)
+	c := &apiCounter{lists: map[string]int{}, pages: map[string]int{}, types: map[string]map[string]int{},
+		watches: map[string]int{}, open: map[string]int{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(up) },
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if q := resp.Request.URL.Query(); q.Get("watch") == "" {
+				c.mu.Lock()
+				p := resp.Request.URL.Path
+				if c.types[p] == nil {
+					c.types[p] = map[string]int{}
+				}
+				c.types[p][resp.Header.Get("Content-Type")]++
+				c.mu.Unlock()
+			}
+			return nil
+		},
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, q := r.URL.Path, r.URL.Query()
+		c.mu.Lock()
+		if w := q.Get("watch"); w == "true" || w == "1" {
+			c.watches[p]++
+			c.open[p]++
+			c.queries = append(c.queries, p+"?"+r.URL.RawQuery)
+			defer func() { c.mu.Lock(); c.open[p]--; c.mu.Unlock() }()
+		} else if r.Method == http.MethodGet {
+			c.pages[p]++
+			if q.Get("continue") == "" {
+				c.lists[p]++
+			}
+		}
+		c.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = false
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c.url = srv.URL
+	return c
+}
+
+// count is f of the counts, under the lock.
+func (c *apiCounter) count(f func(c *apiCounter) int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f(c)
+}
+
+// waitFor waits, a minute at most, until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
+}
+
+// logSeen is a log handler that keeps the messages logged.
+type logSeen struct {
+	mu   sync.Mutex
+	msgs map[string]bool
+}
+
+func (l *logSeen) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logSeen) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.msgs == nil {
+		l.msgs = map[string]bool{}
+	}
+	l.msgs[r.Message] = true
+	return nil
+}
+func (l *logSeen) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logSeen) WithGroup(string) slog.Handler      { return l }
+
+func (l *logSeen) saw(msg string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msgs[msg]
+}
+
+// nopSink takes the model and forgets it.
+type nopSink struct{}
+
+func (nopSink) Apply(*policymodel.Model, policymodel.Delta) error { return nil }
+
+// TestKubeOneWatch: the agent's NetworkPolicy watcher, MultiNetworkPolicy
+// watcher and egress gateways, wired as cnibox-agent wires them (one
+// cluster.Cache), against a real API server (test/kube): once each has
+// read the pods, the API server has had one list of the cluster's pods
+// and has one watch of them open, and no more of namespaces and of nodes;
+// each reader made its own (three lists, three watches) before the cache.
+// (client-go asks for a streaming list first, which this API server
+// refuses for these informers: one watch request more, never open.)
+// Run with -tags kube, as root (egress's node is a network namespace of
+// the test's).
+func TestKubeOneWatch(t *testing.T) {
+	nstest.RequireRoot(t)
+	cs, kc := kube.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	doc, err := os.ReadFile("../../deploy/kubernetes/multi-networkpolicy-crd.yaml")
+	must(t, err)
+	_, doc, _ = bytes.Cut(doc, []byte("\n---\n")) // the comment before it
+	kube.CreateCRD(t, cs, doc, "/apis/k8s.cni.cncf.io/v1beta1/multi-networkpolicies")
+	doc, err = os.ReadFile("../../deploy/kubernetes/egressgateway-crd.yaml")
+	must(t, err)
+	kube.CreateCRD(t, cs, doc, "/apis/cnibox.io/v1alpha1/egressgateways")
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().ServiceAccounts("t").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	must(t, err)
+	no := false
+	for i := range 3 {
+		_, err := cs.CoreV1().Pods("t").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
+			Spec: corev1.PodSpec{NodeName: "n1", AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "c", Image: "none"}}}},
+			metav1.CreateOptions{})
+		must(t, err)
+	}
+
+	api := newAPICounter(t, kc)
+	c := kubeapi.Cluster{Kubeconfig: kc, APIURL: api.url, NodeName: "n1"}
+	shared := cluster.New(c, nil)
+	shared.Start(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+
+	policySynced := make(chan struct{})
+	run(func() {
+		err := policy.Watch(ctx, policy.WatchConfig{Cluster: c, Cache: shared, Sink: nopSink{}, Synced: func() { close(policySynced) }})
+		if err != nil {
+			t.Errorf("policy.Watch: %v", err)
+		}
+	})
+	mnpLog := &logSeen{}
+	w, err := mnp.New(mnp.Config{Cluster: c, Cache: shared, Log: slog.New(mnpLog), DataDir: t.TempDir()})
+	must(t, err)
+	run(func() {
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("mnp: %v", err)
+		}
+	})
+	h, err := netops.Open(nstest.NewNS(t, "onewatch"))
+	must(t, err)
+	defer h.Close()
+	egressLog := &logSeen{}
+	run(func() {
+		err := egress.Run(ctx, egress.Config{Cluster: c, Cache: shared, Log: slog.New(egressLog), Namespace: egress.LeaseNamespace,
+			Host: h, DataDir: t.TempDir(), CRDPoll: time.Second, Recheck: time.Hour,
+			Overlay: func() (string, []netip.Prefix, bool) {
+				return "eth0", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, true
+			}})
+		if err != nil {
+			t.Errorf("egress.Run: %v", err)
+		}
+	})
+
+	// Each has read the pods: the policy watcher's first sync is applied,
+	// mnp's informers have listed, and egress's Leases (its last
+	// informer, after pods, namespaces and nodes) are watched.
+	leases := "/apis/coordination.k8s.io/v1/namespaces/" + egress.LeaseNamespace + "/leases"
+	waitFor(t, "the three readers up", func() bool {
+		select {
+		case <-policySynced:
+		default:
+			return false
+		}
+		return mnpLog.saw("multi-network policy: watching") && egressLog.saw("egress gateways: serving") &&
+			api.count(func(c *apiCounter) int { return c.open[leases] }) > 0
+	})
+	const pods = "/api/v1/pods"
+	waitFor(t, "a watch of the pods", func() bool { return api.count(func(c *apiCounter) int { return c.open[pods] }) > 0 })
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.lists[pods] > 1 || api.open[pods] != 1 {
+		t.Errorf("the API server had %d lists of the cluster's pods and has %d watches of them open (%d opened), want one of each",
+			api.lists[pods], api.open[pods], api.watches[pods])
+	}
+	for _, p := range []string{"/api/v1/namespaces", "/api/v1/nodes"} {
+		if api.lists[p] > 1 || api.open[p] > 1 {
+			t.Errorf("%s: %d lists, %d watches open, want one of each at most", p, api.lists[p], api.open[p])
+		}
+	}
+	t.Logf("lists %v, watches opened %v, open %v; the watches: %q", api.lists, api.watches, api.open, api.queries)
+}
+
+// TestKubeListPaged: the cache's informers list page by page, in
+// protobuf, and keep slim objects only: 1,100 pods on a real API server
+// come in three list requests or more, every answer protobuf, and the
+// store holds 1,100 Pods. A reader that comes once the informer has
+// synced is handed all of them.
+func TestKubeListPaged(t *testing.T) {
+	cs, kc := kube.Client(t)
+	ctx := context.Background()
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().ServiceAccounts("p").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	must(t, err)
+	no := false
+	const n = 1100
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Labels: map[string]string{"app": "x"}},
+				Spec: corev1.PodSpec{AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+			if _, err := cs.CoreV1().Pods("p").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	must(t, <-errs) // nil when none
+	api := newAPICounter(t, kc)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := cluster.New(kubeapi.Cluster{Kubeconfig: kc, APIURL: api.url}, nil)
+	c.Start(cctx)
+	first, err := c.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{})
+	must(t, err)
+	defer first.Stop()
+	if !cache.WaitForCacheSync(cctx.Done(), first.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	items := c.List(cluster.Pods)
+	if len(items) != n {
+		t.Errorf("the store holds %d pods, want %d", len(items), n)
+	}
+	for _, it := range items {
+		if _, ok := it.(*cluster.Pod); !ok {
+			t.Fatalf("the store holds a %T, want *cluster.Pod", it)
+		}
+	}
+	var mu sync.Mutex
+	late := 0
+	second, err := c.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{AddFunc: func(any) { mu.Lock(); late++; mu.Unlock() }})
+	must(t, err)
+	if !cache.WaitForCacheSync(cctx.Done(), second.HasSynced) {
+		t.Fatal("the second reader did not sync")
+	}
+	second.Stop()
+	mu.Lock()
+	if late != n {
+		t.Errorf("a reader that came later was handed %d pods, want %d", late, n)
+	}
+	mu.Unlock()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	const pods = "/api/v1/pods"
+	if api.lists[pods] != 1 || api.pages[pods] < (n+kubeapi.ListPageSize-1)/kubeapi.ListPageSize {
+		t.Errorf("%d lists in %d requests for %d pods: want one, paged by %d", api.lists[pods], api.pages[pods], n, kubeapi.ListPageSize)
+	}
+	if api.types[pods][runtime.ContentTypeProtobuf] != api.pages[pods] {
+		t.Errorf("answers to %d list requests by content type: %v, want all %s", api.pages[pods], api.types[pods], runtime.ContentTypeProtobuf)
+	}
+}
