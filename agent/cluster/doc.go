@@ -10,5 +10,7 @@
 // pod, a few hundred bytes where the API object is kilobytes, its strings
 // and labels shared with the pods that have the same (intern.go).
 //
-// It links client-go: only cnibox-agent's Kubernetes build imports it.
+// The cache (cache.go) links client-go and is left out of the etcd-only
+// agent (tag nokube); the types and their transform need k8s.io/api only.
+// Only cnibox-agent's Kubernetes features import it.
 package cluster

@@ -14,8 +14,9 @@
 //   - claim.go: the decisions of the election of one address on its
 //     coordination Lease (take, renew, keep, release) and the fence: the
 //     times until which this node may keep the address on its uplink.
-//   - controller.go and lease.go: the informers, the Lease calls, the
-//     kernel, the status.
+//   - controller.go and lease.go: the informers (the gateways' and the
+//     Leases'; pods, namespaces and nodes are the agent's informer cache's,
+//     agent/cluster), the Lease calls, the kernel, the status.
 //
 // Exactly one node holds an address at a time. A holder keeps it only
 // while its last renewal is younger than the Lease's duration less a
