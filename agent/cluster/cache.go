@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -28,15 +29,20 @@ const (
 	numKinds
 )
 
-// kinds are each kind's resource and API types.
+// kinds are each kind's API: its group/version and the path that serves
+// it, its resource and API types (decoded in protobuf, then slimmed). A
+// kind more (the Services proxy's Services and EndpointSlices) is an entry
+// here, its slim form (objects.go) and its case in slim.
 var kinds = [numKinds]struct {
+	gv       schema.GroupVersion
+	apiPath  string
 	resource string
 	obj      runtime.Object
 	page     func() runtime.Object
 }{
-	Pods:       {"pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
-	Namespaces: {"namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
-	Nodes:      {"nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }},
+	Pods:       {corev1.SchemeGroupVersion, "/api", "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
+	Namespaces: {corev1.SchemeGroupVersion, "/api", "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
+	Nodes:      {corev1.SchemeGroupVersion, "/api", "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }},
 }
 
 func (k Kind) String() string {
@@ -57,7 +63,7 @@ type Cache struct {
 
 	mu        sync.Mutex
 	ctx       context.Context // Start's; nil before
-	core      rest.Interface  // made with the first informer
+	rc        *rest.Config    // made with the first informer, in protobuf
 	informers [numKinds]cache.SharedIndexInformer
 }
 
@@ -97,24 +103,23 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 	if inf := c.informers[kind]; inf != nil {
 		return inf, nil
 	}
-	if c.core == nil {
-		const what = "cluster cache"
+	const what = "cluster cache"
+	if c.rc == nil {
 		rc, err := c.cluster.Config(what)
 		if err != nil {
 			return nil, err
 		}
-		core, err := kubecore.GroupClient(kubeapi.Protobuf(rc), corev1.SchemeGroupVersion, "/api",
-			&corev1.Pod{}, &corev1.PodList{}, &corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Node{}, &corev1.NodeList{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		c.core = core
+		c.rc = kubeapi.Protobuf(rc)
 	}
 	k := kinds[kind]
-	inf := cache.NewSharedIndexInformerWithOptions(kubeapi.SlimListWatch(c.core, k.resource, k.page, c.transform), k.obj,
+	client, err := kubecore.GroupClient(c.rc, k.gv, k.apiPath, k.obj, k.page())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", what, k.resource, err)
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(kubeapi.SlimListWatch(client, k.resource, k.page, c.transform), k.obj,
 		cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(c.transform); err != nil {
-		return nil, fmt.Errorf("cluster cache: %s: %w", k.resource, err)
+		return nil, fmt.Errorf("%s: %s: %w", what, k.resource, err)
 	}
 	c.informers[kind] = inf
 	if c.ctx != nil {
