@@ -268,7 +268,7 @@ func TestNamedPortsOneSet(t *testing.T) {
 	if c := compileNP(p); len(c.issues) != 0 {
 		t.Fatalf("a policy of 4,002 named ports and 4 peers is past a cap: %v", c.issues)
 	}
-	m := check(t, cluster([]*nv1.NetworkPolicy{p}, nil), []probe{
+	m := check(t, testCluster([]*nv1.NetworkPolicy{p}, nil), []probe{
 		{"y/b", "x/a", policymodel.TCP, 80, true}, {"y/b", "x/a", policymodel.TCP, 81, false},
 		{"y/b", "x/a", policymodel.UDP, 80, false}, {"x/b", "x/a", policymodel.TCP, 80, false},
 	})
