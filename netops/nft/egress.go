@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -166,49 +165,51 @@ func (s EgressSpec) check() error {
 }
 
 // EnsureEgress makes the egress table hold s: when its rules or sets differ
-// (or are gone: someone deleted a rule, or the table), the table is
-// replaced in one nftables transaction; changed reports that. An empty
-// Rules list deletes the table (changed: it was there). A check that finds
-// the table in place costs a dump of the chain and one of each set, and
+// (or are gone: someone deleted a rule, an element, or the table), the
+// difference is committed in one nftables transaction (reconcile); changed
+// reports that. An empty Rules list deletes the table (changed: it was
+// there). A check that finds the table in place costs its dumps and
 // commits nothing.
 func (h *Handle) EnsureEgress(s EgressSpec) (changed bool, err error) {
 	if err := s.check(); err != nil {
 		return false, fmt.Errorf("ensure egress: %w", err)
 	}
-	t, have, err := h.beginChain(unix.NFPROTO_IPV4, EgressTable, egressChain)
-	if err != nil {
-		return false, fmt.Errorf("ensure egress in %s: %w", h.where(), err)
-	}
 	if len(s.Rules) == 0 {
-		if !have {
-			return false, nil
-		}
-		return true, h.DeleteEgress()
+		return h.dropIfThere(egressTableObj(), egressChain)
 	}
-	sets, rules := egressObjects(s)
-	if have {
-		if same, err := h.egressIs(sets, rules); err != nil || same {
-			return false, err
-		}
-	}
-	// Drop and add in one transaction: an atomic replacement.
-	c := t.conn()
-	table := dropEgress(c)
-	c.AddTable(table)
-	for _, es := range sets {
-		es.set.Table = table
-		if err := t.addSet(es.set, es.elems); err != nil {
-			t.abort()
-			return false, fmt.Errorf("ensure egress in %s: set %s: %w", h.where(), es.set.Name, err)
-		}
-	}
-	ch := t.addBaseChain(table, egressChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityRef(egressPriority))
-	for _, r := range rules {
-		r.Table, r.Chain = table, ch
-		c.AddRule(r)
-	}
-	if err := t.commit(); err != nil {
+	changed, err = h.reconcile(egressTable{s}.spec())
+	if err != nil {
 		return false, fmt.Errorf("ensure egress (%d gateways) in %s: %w", len(s.Rules), h.where(), classify(err))
+	}
+	return changed, nil
+}
+
+// egressTable is the egress table as its spec says.
+type egressTable struct{ EgressSpec }
+
+// spec is the table: its sets and its one chain.
+func (e egressTable) spec() *tableSpec {
+	sets, rules := egressObjects(e.EgressSpec)
+	s := &tableSpec{table: egressTableObj(), owned: true, what: "egress",
+		chains: []chainSpec{baseChain(egressChain, nftables.ChainTypeNAT, *nftables.ChainHookPostrouting, egressPriority, rules)}}
+	for _, es := range sets {
+		s.sets = append(s.sets, setSpec{set: es.set, elems: es.elems})
+	}
+	return s
+}
+
+// dropIfThere deletes table when it has chain (a table a spec of no
+// objects leaves out); deleted reports that it was there.
+func (h *Handle) dropIfThere(table *nftables.Table, chain string) (deleted bool, err error) {
+	if _, err := h.nftConn(); err != nil {
+		return false, err
+	}
+	ok, err := h.nftChainExists(uint8(table.Family), table.Name, chain)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := h.deleteTable(table); err != nil {
+		return false, fmt.Errorf("delete table %s in %s: %w", table.Name, h.where(), err)
 	}
 	return true, nil
 }
@@ -294,94 +295,13 @@ func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
 	return out
 }
 
-// asListed is rules as google/nftables lists them back: it decodes no
-// `rt` and no `byteorder` expression (it drops them), so what they do is
-// compared by the comment (egress: Via's match names the next hop; the
-// fast path: its threshold).
-func asListed(rules []*nftables.Rule) []*nftables.Rule {
-	out := make([]*nftables.Rule, len(rules))
-	for i, r := range rules {
-		c := *r
-		c.Exprs = slices.DeleteFunc(slices.Clone(r.Exprs), func(e expr.Any) bool {
-			switch e.(type) {
-			case *expr.Rt, *expr.Byteorder:
-				return true
-			}
-			return false
-		})
-		out[i] = &c
-	}
-	return out
-}
-
-// egressIs reports whether the table's chain holds exactly rules (same
-// comments in the same order, each with as many expressions) and each of
-// sets holds exactly its elements.
-func (h *Handle) egressIs(sets []egressSet, rules []*nftables.Rule) (bool, error) {
-	table := egressTableObj()
-	have, err := h.nft.GetRules(table, &nftables.Chain{Name: egressChain, Table: table})
-	if err != nil {
-		return false, fmt.Errorf("list egress rules in %s: %w", h.where(), err)
-	}
-	if !sameRules(have, asListed(rules)) {
-		return false, nil
-	}
-	for _, es := range sets {
-		ok, err := h.nftSetExists(unix.NFPROTO_IPV4, EgressTable, es.set.Name)
-		if err != nil || !ok {
-			return false, err
-		}
-		elems, err := h.dumpFamilyElems(nftables.TableFamilyIPv4, EgressTable, es.set.Name)
-		if err != nil {
-			return false, fmt.Errorf("list egress set %s in %s: %w", es.set.Name, h.where(), err)
-		}
-		if !sameElems(elems, es.elems) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// sameElems reports whether have (a set's dump) holds exactly want's keys
-// and interval ends, in any order.
-func sameElems(have []nftElem, want []nftables.SetElement) bool {
-	if len(have) != len(want) {
-		return false
-	}
-	key := func(k []byte, end bool) string {
-		if end {
-			return "end " + string(k)
-		}
-		return string(k)
-	}
-	h := make([]string, len(have))
-	for i, e := range have {
-		h[i] = key(e.key, e.intervalEnd)
-	}
-	w := make([]string, len(want))
-	for i, e := range want {
-		w[i] = key(e.Key, e.IntervalEnd)
-	}
-	slices.Sort(h)
-	slices.Sort(w)
-	return slices.Equal(h, w)
-}
-
 // DeleteEgress removes the egress table. A missing table is not an error.
 func (h *Handle) DeleteEgress() error {
-	t, err := h.begin()
-	if err != nil {
-		return fmt.Errorf("delete egress in %s: %w", h.where(), err)
-	}
-	dropEgress(t.conn())
-	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := h.deleteTable(egressTableObj()); err != nil {
 		return fmt.Errorf("delete egress in %s: %w", h.where(), err)
 	}
 	return nil
 }
-
-// dropEgress queues the deletion of the egress table in c (dropTable).
-func dropEgress(c *nftables.Conn) *nftables.Table { return dropTable(c, egressTableObj()) }
 
 // EgressRules returns the comments of the egress table's rules, in order
 // (nil when the table is not there), for checks and `cnibox inspect

@@ -169,54 +169,45 @@ func offloadRule() *nftables.Rule {
 	}
 }
 
-// EnsureFastPath makes the fast path's table hold s: when its devices or
-// rules differ (or it is gone) the table is replaced in one transaction,
-// which also empties the flowtable; changed reports that. No Devices
-// deletes the table. A kernel without flowtables gives an error wrapping
-// ErrNoFlowtable.
+// EnsureFastPath makes the fast path's table hold s: when it differs (or
+// is gone) the difference is committed in one transaction (reconcile);
+// changed reports that. Other devices replace the table, which also
+// empties the flowtable (a flowtable's devices cannot change while a rule
+// refers to it); another threshold rewrites the forward chain only. No
+// Devices deletes the table. A kernel without flowtables gives an error
+// wrapping ErrNoFlowtable.
 func (h *Handle) EnsureFastPath(s FastPathSpec) (changed bool, err error) {
 	s, err = s.norm()
 	if err != nil {
 		return false, fmt.Errorf("ensure fast path: %w", err)
 	}
-	t, have, err := h.beginChain(unix.NFPROTO_INET, FastPathTable, fastPathChain)
-	if err != nil {
-		return false, fmt.Errorf("ensure fast path in %s: %w", h.where(), err)
-	}
 	if len(s.Devices) == 0 {
-		if !have {
-			return false, nil
-		}
-		return true, h.DeleteFastPath()
+		return h.dropIfThere(fastPathTableObj(), fastPathChain)
 	}
-	rules := fastPathRules(s)
-	if have {
-		if same, err := h.fastPathIs(s, rules); err != nil || same {
-			return false, err
-		}
-	}
-	c := t.conn()
-	table := dropTable(c, fastPathTableObj())
-	c.AddTable(table)
-	if err := t.addSet(&nftables.Set{Table: table, Name: fastPathDevs, KeyType: nftables.TypeIFName}, ifnameElems(s.Devices)); err != nil {
-		t.abort()
-		return false, fmt.Errorf("ensure fast path in %s: %w", h.where(), err)
-	}
-	c.AddFlowtable(fastPathFlowtable(s.Devices))
-	c.AddChain(&nftables.Chain{Name: fastPathOffload, Table: table})
-	c.AddRule(offloadRule())
-	ch := t.addBaseChain(table, fastPathChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityRef(fastPathPriority))
-	for _, r := range rules {
-		r.Table, r.Chain = table, ch
-		c.AddRule(r)
-	}
-	if err := t.commit(); err != nil {
+	changed, err = h.reconcile(fastPathTable{s}.spec())
+	if err != nil {
 		if errors.Is(err, unix.EOPNOTSUPP) || (errors.Is(err, unix.ENOENT) && !h.hasFlowtables()) {
 			err = fmt.Errorf("%w (%w): %w", ErrNoFlowtable, unix.EOPNOTSUPP, err)
 		}
 		return false, fmt.Errorf("ensure fast path (%v) in %s: %w", s.Devices, h.where(), classify(err))
 	}
-	return true, nil
+	return changed, nil
+}
+
+// fastPathTable is the fast path's table as its spec (normalised) says.
+type fastPathTable struct{ FastPathSpec }
+
+// spec is the table: the devices' set, the flowtable, the forward chain
+// and the offload chain.
+func (f fastPathTable) spec() *tableSpec {
+	return &tableSpec{table: fastPathTableObj(), owned: true, what: "fast path",
+		sets:       []setSpec{{set: &nftables.Set{Name: fastPathDevs, KeyType: nftables.TypeIFName}, elems: ifnameElems(f.Devices)}},
+		flowtables: []*nftables.Flowtable{fastPathFlowtable(f.Devices)},
+		chains: []chainSpec{
+			{name: fastPathOffload, rules: []*nftables.Rule{offloadRule()}},
+			baseChain(fastPathChain, nftables.ChainTypeFilter, *nftables.ChainHookForward, fastPathPriority, fastPathRules(f.FastPathSpec)),
+		},
+	}
 }
 
 // hasFlowtables reports whether the kernel makes a flowtable without
@@ -244,32 +235,6 @@ func ifnameElems(names []string) []nftables.SetElement {
 		out[i] = nftables.SetElement{Key: ifnameKey(n)}
 	}
 	return out
-}
-
-// fastPathIs reports whether the table has s's devices in its flowtable
-// and its set, and exactly rules in its forward chain.
-func (h *Handle) fastPathIs(s FastPathSpec, rules []*nftables.Rule) (bool, error) {
-	table := fastPathTableObj()
-	devs, err := h.fastPathDevices()
-	if err != nil || !slices.Equal(devs, s.Devices) {
-		return false, err
-	}
-	have, err := h.nft.GetRules(table, &nftables.Chain{Name: fastPathChain, Table: table})
-	if err != nil {
-		return false, fmt.Errorf("list fast path rules in %s: %w", h.where(), err)
-	}
-	if !sameRules(have, asListed(rules)) {
-		return false, nil
-	}
-	off, err := h.nft.GetRules(table, &nftables.Chain{Name: fastPathOffload, Table: table})
-	if err != nil || len(off) != 1 {
-		return false, nil //nolint:nilerr // a missing offload chain: replace the table
-	}
-	elems, err := h.dumpFamilyElems(nftables.TableFamilyINet, FastPathTable, fastPathDevs)
-	if err != nil {
-		return false, nil //nolint:nilerr // a missing set: replace the table
-	}
-	return sameElems(elems, ifnameElems(s.Devices)), nil
 }
 
 // fastPathDevices are the devices of the flowtable, sorted; nil, nil when
@@ -357,12 +322,7 @@ func (h *Handle) FastPath() (devices, rules []string, err error) {
 // DeleteFastPath removes the fast path's table (its flowtable's
 // connections go back to the slow path). A missing table is not an error.
 func (h *Handle) DeleteFastPath() error {
-	t, err := h.begin()
-	if err != nil {
-		return fmt.Errorf("delete fast path in %s: %w", h.where(), err)
-	}
-	dropTable(t.conn(), fastPathTableObj())
-	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := h.deleteTable(fastPathTableObj()); err != nil {
 		return fmt.Errorf("delete fast path in %s: %w", h.where(), err)
 	}
 	return nil

@@ -257,32 +257,3 @@ func (h *Handle) OverlayForward() ([]string, error) {
 	}
 	return out, nil
 }
-
-// sameRules reports whether have and want are as many rules, each the
-// same as its counterpart (sameRule).
-func sameRules(have, want []*nftables.Rule) bool {
-	return slices.EqualFunc(have, want, sameRule)
-}
-
-// sameRule reports whether a rule listed from the kernel is want: the same
-// comment, as many expressions, and the same masquerade flags (the overlay
-// masquerade's comments name its networks and subnet, so they tell its
-// rules apart).
-func sameRule(have, want *nftables.Rule) bool {
-	hc, _ := userdata.GetString(have.UserData, userdata.TypeComment)
-	wc, _ := userdata.GetString(want.UserData, userdata.TypeComment)
-	if hc != wc || len(have.Exprs) != len(want.Exprs) {
-		return false
-	}
-	for i := range want.Exprs {
-		wm, ok := want.Exprs[i].(*expr.Masq)
-		if !ok {
-			continue
-		}
-		hm, ok := have.Exprs[i].(*expr.Masq)
-		if !ok || hm.FullyRandom != wm.FullyRandom || hm.Random != wm.Random || hm.Persistent != wm.Persistent {
-			return false
-		}
-	}
-	return true
-}

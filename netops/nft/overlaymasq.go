@@ -1,14 +1,12 @@
 package nft
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
-	"golang.org/x/sys/unix"
 )
 
 // The overlay agent's masquerade lives in a table of its own, replaced as a
@@ -48,51 +46,26 @@ type OverlayMasqOpts struct {
 
 // EnsureOverlayMasq makes the overlay masquerade table hold the rules for
 // nets (one IPv4 and/or one IPv6 network): when the rules there differ (or
-// are gone: someone flushed them), the table is replaced in one nftables
-// transaction; changed reports that. A check that finds them in place costs
-// one dump of the chain.
+// are gone: someone flushed them), the difference is committed in one
+// nftables transaction (reconcile); changed reports that. A check that
+// finds them in place costs the table's dumps.
 func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet, o OverlayMasqOpts) (changed bool, err error) {
 	for _, n := range nets {
 		if !n.Network.IsValid() || !n.Subnet.IsValid() || n.Network.Addr().Is4() != n.Subnet.Addr().Is4() {
 			return false, fmt.Errorf("ensure overlay masquerade: invalid network %v / subnet %v", n.Network, n.Subnet)
 		}
 	}
-	t, err := h.begin()
+	changed, err = h.reconcile(&tableSpec{table: overlayMasqTableObj(), owned: true, what: "overlay masquerade",
+		chains: []chainSpec{baseChain(overlayMasqChain, nftables.ChainTypeNAT, *nftables.ChainHookPostrouting,
+			*nftables.ChainPriorityNATSource, overlayMasqRules(nets, o))}})
 	if err != nil {
-		return false, fmt.Errorf("ensure overlay masquerade in %s: %w", h.where(), err)
-	}
-	c := t.conn()
-	want := overlayMasqRules(nets, o)
-	if same, err := h.overlayMasqIs(want); err != nil || same {
-		return false, err
-	}
-	// Drop and add in one transaction: an atomic replacement.
-	table := dropOverlayMasq(c)
-	c.AddTable(table)
-	ch := t.addBaseChain(table, overlayMasqChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
-	for _, r := range want {
-		r.Table, r.Chain = table, ch
-		c.AddRule(r)
-	}
-	if err := t.commit(); err != nil {
 		return false, fmt.Errorf("ensure overlay masquerade %v in %s: %w", nets, h.where(), classify(err))
 	}
-	return true, nil
+	return changed, nil
 }
 
-// overlayMasqIs reports whether the table's chain holds exactly want: the
-// same comments in the same order, each with the same expressions.
-func (h *Handle) overlayMasqIs(want []*nftables.Rule) (bool, error) {
-	ok, err := h.nftChainExists(unix.NFPROTO_INET, OverlayMasqTable, overlayMasqChain)
-	if err != nil || !ok {
-		return false, err
-	}
-	table := &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
-	have, err := h.nft.GetRules(table, &nftables.Chain{Name: overlayMasqChain, Table: table})
-	if err != nil {
-		return false, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
-	}
-	return sameRules(have, want), nil
+func overlayMasqTableObj() *nftables.Table {
+	return &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}
 }
 
 // overlayMasqRules are the table's rules (without table and chain).
@@ -126,37 +99,16 @@ func overlayMasqRules(nets []OverlayMasqNet, o OverlayMasqOpts) []*nftables.Rule
 // DeleteOverlayMasq removes the overlay masquerade table. A missing table is
 // not an error.
 func (h *Handle) DeleteOverlayMasq() error {
-	t, err := h.begin()
-	if err != nil {
-		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
-	}
-	c := t.conn()
-	dropOverlayMasq(c)
-	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := h.deleteTable(overlayMasqTableObj()); err != nil {
 		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
 	}
 	return nil
 }
 
-// dropOverlayMasq queues the deletion of the overlay masquerade table in c
-// (after adding it, a no-op when it exists, so that a missing table is no
-// error) and returns the table.
-func dropOverlayMasq(c *nftables.Conn) *nftables.Table {
-	return dropTable(c, &nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet})
-}
-
-// dropTable queues the deletion of table in c after adding it (a no-op
-// when it exists, so that a missing table is no error), and returns it.
-func dropTable(c *nftables.Conn, table *nftables.Table) *nftables.Table {
-	c.AddTable(table)
-	c.DelTable(table)
-	return table
-}
-
 // OverlayMasq reports the comments of the overlay masquerade rules, in order
 // (nil when the table does not exist), for checks and the CLI.
 func (h *Handle) OverlayMasq() ([]string, error) {
-	out, err := h.chainComments(&nftables.Table{Name: OverlayMasqTable, Family: nftables.TableFamilyINet}, overlayMasqChain)
+	out, err := h.chainComments(overlayMasqTableObj(), overlayMasqChain)
 	if err != nil {
 		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
 	}

@@ -1,0 +1,289 @@
+package nft
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+)
+
+// The core: the one reconcile every table of cnibox's goes through. A table
+// states what it wants in a tableSpec (its chains with their hooks and
+// rules, its sets and maps with their elements, its flowtables); reconcile
+// dumps what the kernel holds of them (core_dump.go) and queues the
+// difference on one transaction (txn.go), which the kernel applies whole or
+// not at all:
+//
+//   - the table, a set, a flowtable or a chain that is missing is added,
+//     with its elements or rules;
+//   - a chain whose rules differ (one deleted or changed by someone, or a
+//     new rendering) is flushed and filled again, in that transaction, so
+//     that no packet meets it half written; a chain whose type, hook or
+//     priority differ is deleted and added again;
+//   - a set whose elements differ gets the missing ones added and the
+//     extra ones deleted (an interval set, or a map whose values changed,
+//     is flushed and filled again: the kernel then checks the intervals as
+//     one whole);
+//   - in a table the spec owns whole, what it does not name (a chain, a
+//     set, a flowtable someone added) is deleted, and a set of another
+//     type or a flowtable with other devices replaces the table (both are
+//     referenced by rules, so neither can be swapped alone).
+//
+// When nothing differs nothing is sent: a second reconcile of the same
+// spec costs its dumps and no transaction (TestReconcileIdempotent). This
+// is kube-proxy's nftables proxier's shape (desired objects, one
+// transaction per sync, chains flushed and refilled) with the dump that
+// tailscale's linuxfw does before it adds, so that a table someone
+// tampered with is repaired by the next call, not only a missing one.
+//
+// Elements a table adds and deletes one pod at a time (the masquerade's,
+// the fabric's, the DNS table's pods) are not the spec's: such a set is
+// kept (setSpec.kept): made when missing, never emptied nor replaced.
+
+// tableSpec is what one table (or, not owned, cnibox's part of a table
+// that others share) holds.
+type tableSpec struct {
+	table *nftables.Table
+	// owned: the table is this spec's alone (see above); else only the
+	// objects the spec names are reconciled.
+	owned      bool
+	sets       []setSpec
+	flowtables []*nftables.Flowtable
+	chains     []chainSpec
+	// what names the table in errors ("egress", "the fabric rules").
+	what string
+}
+
+// setSpec is a set or map with its elements.
+type setSpec struct {
+	set   *nftables.Set
+	elems []nftables.SetElement
+	// kept: the set's elements are others' (added and deleted one by
+	// one): the set is made when missing and is left as it is when
+	// there, and elems, if any, are added (an element already there with
+	// the same data is no error).
+	kept bool
+}
+
+// chainSpec is a chain with its rules (without table and chain: the
+// reconcile sets them).
+type chainSpec struct {
+	name string
+	// hook, with typ and prio, makes a base chain (policy accept); nil
+	// a regular chain.
+	hook  *nftables.ChainHook
+	typ   nftables.ChainType
+	prio  *nftables.ChainPriority
+	rules []*nftables.Rule
+}
+
+// baseChain is a chainSpec of a base chain.
+func baseChain(name string, typ nftables.ChainType, hook nftables.ChainHook, prio nftables.ChainPriority, rules []*nftables.Rule) chainSpec {
+	return chainSpec{name: name, typ: typ, hook: nftables.ChainHookRef(hook), prio: nftables.ChainPriorityRef(prio), rules: rules}
+}
+
+// reconcile makes the kernel hold s, in one transaction when something
+// differs; changed reports that one was sent (and applied).
+func (h *Handle) reconcile(s *tableSpec) (changed bool, err error) {
+	if _, err := h.nftConn(); err != nil {
+		return false, err
+	}
+	have, err := h.dumpTable(s)
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", s.what, err)
+	}
+	t := h.tx()
+	n, err := s.queue(t, have)
+	if err != nil {
+		t.abort()
+		return false, err
+	}
+	if n == 0 {
+		return false, nil
+	}
+	if err := t.commit(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// queue queues on t what makes have (the kernel's) into s, and counts the
+// changes. Order matters within the batch: sets before the rules that look
+// them up, flushes before the deletes of what the flushed rules used.
+func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
+	n := 0
+	if have.exists && s.owned && s.mustReplace(have) {
+		dropTable(t.conn(), s.table)
+		have, n = &tableState{}, 1
+	}
+	if !have.exists {
+		t.conn().AddTable(s.table)
+		n++
+	}
+	for _, ss := range s.sets {
+		k, err := ss.queue(t, s.table, have)
+		if err != nil {
+			return 0, fmt.Errorf("set %s: %w", ss.set.Name, err)
+		}
+		n += k
+	}
+	for _, ft := range s.flowtables {
+		if _, ok := have.flowtables[ft.Name]; !ok {
+			ft.Table = s.table
+			t.conn().AddFlowtable(ft)
+			n++
+		}
+	}
+	var fill []chainSpec
+	for _, cs := range s.chains {
+		hc, ok := have.chains[cs.name]
+		switch {
+		case ok && !cs.sameChain(hc):
+			t.conn().DelChain(&nftables.Chain{Name: cs.name, Table: s.table})
+		case ok && sameRules(have.rules[cs.name], cs.rules):
+			continue
+		}
+		fill = append(fill, cs)
+	}
+	var extra []string
+	if s.owned {
+		for name := range have.chains {
+			if !slices.ContainsFunc(s.chains, func(cs chainSpec) bool { return cs.name == name }) {
+				extra = append(extra, name)
+			}
+		}
+		slices.Sort(extra)
+	}
+	// Flush what goes first: a chain being deleted may jump to another.
+	for _, name := range extra {
+		t.conn().FlushChain(&nftables.Chain{Name: name, Table: s.table})
+	}
+	// Every chain before the rules: a rule may jump to a later chain.
+	made := make([]*nftables.Chain, len(fill))
+	for i, cs := range fill {
+		if cs.hook != nil {
+			made[i] = t.addBaseChain(s.table, cs.name, cs.typ, cs.hook, cs.prio)
+		} else {
+			made[i] = t.conn().AddChain(&nftables.Chain{Name: cs.name, Table: s.table})
+		}
+		// Flushed in the same batch, even when just made: two callers
+		// racing leave one copy of each rule.
+		t.conn().FlushChain(made[i])
+		n++
+	}
+	for i, cs := range fill {
+		for _, r := range cs.rules {
+			r.Table, r.Chain = s.table, made[i]
+			t.conn().AddRule(r)
+		}
+	}
+	for _, name := range extra {
+		t.conn().DelChain(&nftables.Chain{Name: name, Table: s.table})
+		n++
+	}
+	if s.owned {
+		n += s.dropExtra(t, have)
+	}
+	return n, nil
+}
+
+// dropExtra queues the deletion of the sets and flowtables of the table
+// that s does not name.
+func (s *tableSpec) dropExtra(t *txn, have *tableState) int {
+	n := 0
+	for _, name := range sortedKeys(have.sets) {
+		if !slices.ContainsFunc(s.sets, func(ss setSpec) bool { return ss.set.Name == name }) {
+			t.conn().DelSet(&nftables.Set{Name: name, Table: s.table})
+			n++
+		}
+	}
+	for _, name := range sortedKeys(have.flowtables) {
+		if !slices.ContainsFunc(s.flowtables, func(ft *nftables.Flowtable) bool { return ft.Name == name }) {
+			t.conn().DelFlowtable(&nftables.Flowtable{Name: name, Table: s.table})
+			n++
+		}
+	}
+	return n
+}
+
+// mustReplace reports whether an owned table must be replaced whole: one
+// of its sets is of another type, or a flowtable hooks other devices.
+func (s *tableSpec) mustReplace(have *tableState) bool {
+	for _, ss := range s.sets {
+		if hs, ok := have.sets[ss.set.Name]; ok && !ss.kept && !sameSetType(hs, ss.set) {
+			return true
+		}
+	}
+	for _, ft := range s.flowtables {
+		if hf, ok := have.flowtables[ft.Name]; ok && !slices.Equal(sortedCopy(hf.Devices), sortedCopy(ft.Devices)) {
+			return true
+		}
+	}
+	return false
+}
+
+// queue queues what makes the set (in have) hold ss's elements.
+func (ss *setSpec) queue(t *txn, table *nftables.Table, have *tableState) (int, error) {
+	ss.set.Table = table
+	if _, ok := have.sets[ss.set.Name]; !ok {
+		return 1, t.addSet(ss.set, ss.elems)
+	}
+	if ss.kept {
+		if len(ss.elems) == 0 {
+			return 0, nil
+		}
+		return 1, t.conn().SetAddElements(ss.set, ss.elems)
+	}
+	add, del, whole := diffElems(have.elems[ss.set.Name], ss.elems)
+	if whole || (ss.set.Interval && len(add)+len(del) > 0) {
+		t.conn().FlushSet(ss.set)
+		if len(ss.elems) == 0 {
+			return 1, nil
+		}
+		return 1, t.conn().SetAddElements(ss.set, ss.elems)
+	}
+	if len(del) > 0 {
+		if err := t.conn().SetDeleteElements(ss.set, del); err != nil {
+			return 0, err
+		}
+	}
+	if len(add) > 0 {
+		if err := t.conn().SetAddElements(ss.set, add); err != nil {
+			return 0, err
+		}
+	}
+	return len(add) + len(del), nil
+}
+
+// sameChain reports whether the kernel's chain hc is a chain of cs's kind:
+// both regular, or base chains of the same type, hook and priority.
+func (cs *chainSpec) sameChain(hc *nftables.Chain) bool {
+	if cs.hook == nil || hc.Hooknum == nil {
+		return cs.hook == nil && hc.Hooknum == nil
+	}
+	return hc.Type == cs.typ && *hc.Hooknum == *cs.hook && hc.Priority != nil && *hc.Priority == *cs.prio
+}
+
+// deleteTable deletes table in one transaction; a missing table is no
+// error.
+func (h *Handle) deleteTable(table *nftables.Table) error {
+	t, err := h.begin()
+	if err != nil {
+		return err
+	}
+	dropTable(t.conn(), table)
+	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
+
+// dropTable queues the deletion of table in c after adding it (a no-op
+// when it exists, so that a missing table is no error), and returns it.
+func dropTable(c *nftables.Conn, table *nftables.Table) *nftables.Table {
+	c.AddTable(table)
+	c.DelTable(table)
+	return table
+}

@@ -1,0 +1,235 @@
+package nft
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// What reconcile reads of the kernel, and how it compares that with a
+// spec (core.go).
+
+// tableState is what the kernel holds of a tableSpec's table.
+type tableState struct {
+	exists     bool
+	chains     map[string]*nftables.Chain
+	rules      map[string][]*nftables.Rule // of the spec's chains that are there
+	sets       map[string]*nftables.Set
+	elems      map[string][]nftElem // of the spec's own (not kept) sets
+	flowtables map[string]*nftables.Flowtable
+}
+
+// dumpTable reads what the kernel holds of s: a get of the table, then,
+// when it is there, a dump of its sets, of its chains (of every chain of
+// the family when s owns the table, to find those it does not name; a get
+// of each named one else), of the rules of each chain s names and of the
+// elements of each set whose elements are s's.
+func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
+	st := &tableState{
+		chains: map[string]*nftables.Chain{}, rules: map[string][]*nftables.Rule{},
+		sets: map[string]*nftables.Set{}, elems: map[string][]nftElem{}, flowtables: map[string]*nftables.Flowtable{},
+	}
+	ok, err := h.nftTableExists(uint8(s.table.Family), s.table.Name)
+	if err != nil || !ok {
+		return st, err
+	}
+	st.exists = true
+	sets, err := h.nft.GetSets(s.table)
+	if err != nil {
+		return nil, err
+	}
+	for _, set := range sets {
+		st.sets[set.Name] = set
+	}
+	if err := h.dumpChains(s, st); err != nil {
+		return nil, err
+	}
+	if s.owned || len(s.flowtables) > 0 {
+		fts, err := h.nft.ListFlowtables(s.table)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return nil, err
+		}
+		for _, ft := range fts {
+			st.flowtables[ft.Name] = ft
+		}
+	}
+	for _, cs := range s.chains {
+		if _, ok := st.chains[cs.name]; !ok {
+			continue
+		}
+		rules, err := h.nft.GetRules(s.table, &nftables.Chain{Name: cs.name, Table: s.table})
+		if err != nil {
+			return nil, fmt.Errorf("chain %s: %w", cs.name, err)
+		}
+		st.rules[cs.name] = rules
+	}
+	for _, ss := range s.sets {
+		if _, ok := st.sets[ss.set.Name]; !ok || ss.kept {
+			continue
+		}
+		elems, err := h.dumpFamilyElems(s.table.Family, s.table.Name, ss.set.Name)
+		if err != nil {
+			return nil, err
+		}
+		st.elems[ss.set.Name] = elems
+	}
+	return st, nil
+}
+
+// dumpChains fills st.chains: every chain of the table when s owns it,
+// else those s names.
+func (h *Handle) dumpChains(s *tableSpec, st *tableState) error {
+	if s.owned {
+		chains, err := h.nft.ListChainsOfTableFamily(s.table.Family)
+		if err != nil {
+			return err
+		}
+		for _, ch := range chains {
+			if ch.Table != nil && ch.Table.Name == s.table.Name {
+				st.chains[ch.Name] = ch
+			}
+		}
+		return nil
+	}
+	for _, cs := range s.chains {
+		ch, err := h.nft.ListChain(s.table, cs.name)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("chain %s: %w", cs.name, err)
+		}
+		st.chains[cs.name] = ch
+	}
+	return nil
+}
+
+// sameRules reports whether have (a chain's rules as the kernel lists
+// them) are want, in order (sameRule).
+func sameRules(have, want []*nftables.Rule) bool {
+	return slices.EqualFunc(have, want, sameRule)
+}
+
+// sameRule reports whether a rule listed from the kernel is want: the
+// same comment and the same expressions, each compared by what it does
+// (exprKey), not by the registers and handles the kernel fills in.
+// google/nftables decodes no `rt` and no `byteorder` expression (it drops
+// them), so those are left out of want too: a rule that has one says what
+// it does in its comment (egress: Via's next hop; the fast path: its
+// threshold).
+func sameRule(have, want *nftables.Rule) bool {
+	hc, _ := userdata.GetString(have.UserData, userdata.TypeComment)
+	wc, _ := userdata.GetString(want.UserData, userdata.TypeComment)
+	return hc == wc && slices.Equal(exprKeys(have.Exprs), exprKeys(want.Exprs))
+}
+
+// exprKeys describes exprs, one string each, leaving out those
+// google/nftables does not list back.
+func exprKeys(exprs []expr.Any) []string {
+	out := make([]string, 0, len(exprs))
+	for _, e := range exprs {
+		if k, ok := exprKey(e); ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// exprKey describes what e does; false for what the kernel's list does
+// not carry back through google/nftables (rt, byteorder).
+func exprKey(e expr.Any) (string, bool) {
+	switch e := e.(type) {
+	case *expr.Rt, *expr.Byteorder:
+		return "", false
+	case *expr.Counter:
+		return "counter", true // its values change
+	case *expr.Meta:
+		return fmt.Sprintf("meta %d set=%t", e.Key, e.SourceRegister), true
+	case *expr.Cmp:
+		return fmt.Sprintf("cmp %d %x", e.Op, e.Data), true
+	case *expr.Payload:
+		return fmt.Sprintf("payload %d %d %d %d csum %d %d", e.OperationType, e.Base, e.Offset, e.Len, e.CsumType, e.CsumOffset), true
+	case *expr.Bitwise:
+		return fmt.Sprintf("bitwise %d %x %x", e.Len, e.Mask, e.Xor), true
+	case *expr.Lookup:
+		return fmt.Sprintf("lookup %s map=%t invert=%t", e.SetName, e.IsDestRegSet, e.Invert), true
+	case *expr.Immediate:
+		return fmt.Sprintf("immediate %x", e.Data), true
+	case *expr.Verdict:
+		return fmt.Sprintf("verdict %d %s", e.Kind, e.Chain), true
+	case *expr.Ct:
+		return fmt.Sprintf("ct %d set=%t", e.Key, e.SourceRegister), true
+	case *expr.NAT:
+		return fmt.Sprintf("nat %d %d %t %t %t", e.Type, e.Family, e.Random, e.FullyRandom, e.Persistent), true
+	case *expr.Masq:
+		return fmt.Sprintf("masq %t %t %t", e.Random, e.FullyRandom, e.Persistent), true
+	case *expr.FlowOffload:
+		return "flow add " + e.Name, true
+	}
+	return strings.TrimPrefix(fmt.Sprintf("%T", e), "*expr."), true
+}
+
+// sameSetType reports whether the kernel's set have is of want's kind:
+// the same flags, and the same key type (google/nftables lists a verdict
+// map's key type as the verdict type, so a map's key is left out).
+func sameSetType(have, want *nftables.Set) bool {
+	if have.IsMap != want.IsMap || have.Interval != want.Interval || have.HasTimeout != want.HasTimeout || have.Concatenation != want.Concatenation {
+		return false
+	}
+	if want.IsMap {
+		return have.DataType.Bytes == want.DataType.Bytes || want.DataType.Name == nftables.TypeVerdict.Name
+	}
+	return have.KeyType.GetNFTMagic() == want.KeyType.GetNFTMagic()
+}
+
+// diffElems compares a set's elements (have, the kernel's) with want: the
+// elements to add and to delete, by key; whole when an element's data
+// differs (the set is then filled again whole).
+func diffElems(have []nftElem, want []nftables.SetElement) (add, del []nftables.SetElement, whole bool) {
+	key := func(k []byte, end bool) string {
+		if end {
+			return "end " + string(k)
+		}
+		return string(k)
+	}
+	wantBy := make(map[string]nftables.SetElement, len(want))
+	for _, e := range want {
+		wantBy[key(e.Key, e.IntervalEnd)] = e
+	}
+	haveBy := make(map[string]nftElem, len(have))
+	for _, e := range have {
+		k := key(e.key, e.intervalEnd)
+		haveBy[k] = e
+		w, ok := wantBy[k]
+		switch {
+		case !ok:
+			del = append(del, nftables.SetElement{Key: e.key, IntervalEnd: e.intervalEnd})
+		case w.VerdictData != nil && w.VerdictData.Chain != e.jump, w.VerdictData == nil && !bytes.Equal(w.Val, e.data):
+			whole = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(wantBy)) {
+		if _, ok := haveBy[k]; !ok {
+			add = append(add, wantBy[k])
+		}
+	}
+	return add, del, whole
+}
+
+// sortedKeys are m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// sortedCopy is a sorted copy of s.
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}

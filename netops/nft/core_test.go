@@ -1,0 +1,188 @@
+package nft
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+)
+
+// coreSpec is a table of every kind of object the core reconciles: a set
+// of its own elements, a kept map, a base chain and a regular chain; extra
+// is one more address in the set, bad a rule that looks up a set that is
+// not there.
+func coreSpec(prio nftables.ChainPriority, extra, bad bool) *tableSpec {
+	rule := func(comment string, exprs ...expr.Any) *nftables.Rule {
+		return &nftables.Rule{Exprs: exprs, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)}
+	}
+	lookup := func(set string) []expr.Any {
+		return append(loadAddr(true, false), &expr.Lookup{SourceRegister: 1, SetName: set})
+	}
+	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")}
+	if extra {
+		addrs = append(addrs, netip.MustParseAddr("192.0.2.3"))
+	}
+	in := []*nftables.Rule{
+		rule("from @s: accept", append(lookup("s"), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})...),
+		rule("to sub", &expr.Verdict{Kind: expr.VerdictJump, Chain: "sub"}),
+	}
+	if bad {
+		in = append(in, rule("from @nosuch", append(lookup("nosuch"), &expr.Verdict{Kind: expr.VerdictDrop})...))
+	}
+	return &tableSpec{
+		table: &nftables.Table{Name: "core-test", Family: nftables.TableFamilyINet}, owned: true, what: "the core's test table",
+		sets: []setSpec{
+			{set: &nftables.Set{Name: "s", KeyType: nftables.TypeIPAddr}, elems: ipv4Elems(addrs)},
+			{set: &nftables.Set{Name: "m", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeEtherAddr}, kept: true},
+		},
+		chains: []chainSpec{
+			baseChain("in", nftables.ChainTypeFilter, *nftables.ChainHookInput, prio, in),
+			{name: "sub", rules: []*nftables.Rule{rule("sub: return", &expr.Verdict{Kind: expr.VerdictReturn})}},
+		},
+	}
+}
+
+// TestReconcile: a spec reconciled twice sends one transaction, then none;
+// each tampering (a rule deleted, a chain added by someone, an element
+// removed or added, the table deleted) is repaired by one transaction, the
+// kept map's elements staying; a failing transaction leaves the table as
+// it was.
+func TestReconcile(t *testing.T) {
+	h, err := Open(nstest.NewNS(t, "core"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	spec := func() *tableSpec { return coreSpec(0, false, false) }
+	reconcile := func(step string, s *tableSpec, wantChanged bool, wantTx uint64) {
+		t.Helper()
+		before := Transactions()
+		changed, err := h.reconcile(s)
+		if err != nil || changed != wantChanged {
+			t.Fatalf("%s: reconcile = %t, %v; want %t, nil", step, changed, err, wantChanged)
+		}
+		if n := Transactions() - before; n != wantTx {
+			t.Errorf("%s: %d transactions, want %d", step, n, wantTx)
+		}
+	}
+	table := spec().table
+	// Someone else: a connection of its own.
+	c, err := nftables.New(nftables.WithNetNSFd(h.nsFD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// check reads the table back: its chains, the rules' comments, the
+	// set's elements and the kept map's.
+	check := func(step string, wantElems int) {
+		t.Helper()
+		chains, err := c.ListChainsOfTableFamily(table.Family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ch := range chains {
+			if ch.Table.Name == table.Name {
+				names = append(names, ch.Name)
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"in", "sub"}) {
+			t.Errorf("%s: chains %q, want [in sub]", step, names)
+		}
+		comments, err := h.chainComments(table, "in")
+		if err != nil || !slices.Equal(comments, []string{"from @s: accept", "to sub"}) {
+			t.Errorf("%s: chain in has %q, %v; want its two rules", step, comments, err)
+		}
+		elems, err := h.dumpFamilyElems(table.Family, table.Name, "s")
+		if err != nil || len(elems) != wantElems {
+			t.Errorf("%s: set s has %d elements, %v; want %d", step, len(elems), err, wantElems)
+		}
+		kept, err := h.dumpFamilyElems(table.Family, table.Name, "m")
+		if err != nil || len(kept) != 1 {
+			t.Errorf("%s: the kept map has %d elements, %v; want its one", step, len(kept), err)
+		}
+	}
+	outside := func(f func()) {
+		t.Helper()
+		f()
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := &nftables.Set{Name: "s", Table: table, KeyType: nftables.TypeIPAddr}
+	kept := &nftables.Set{Name: "m", Table: table, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeEtherAddr}
+
+	reconcile("first", spec(), true, 1)
+	outside(func() {
+		_ = c.SetAddElements(kept, []nftables.SetElement{{Key: []byte{10, 0, 0, 1}, Val: []byte{2, 0, 0, 0, 0, 1}}})
+	})
+	reconcile("second", spec(), false, 0)
+	check("second", 2)
+
+	tamper := map[string]func(){
+		"a rule deleted": func() {
+			rules, err := c.GetRules(table, &nftables.Chain{Name: "in", Table: table})
+			if err != nil || len(rules) != 2 {
+				t.Fatalf("rules of in: %d, %v", len(rules), err)
+			}
+			_ = c.DelRule(rules[0])
+		},
+		"a chain added": func() {
+			ch := c.AddChain(&nftables.Chain{Name: "intruder", Table: table})
+			c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}})
+		},
+		"an element removed": func() {
+			_ = c.SetDeleteElements(set, ipv4Elems([]netip.Addr{netip.MustParseAddr("192.0.2.1")}))
+		},
+		"an element added": func() {
+			_ = c.SetAddElements(set, ipv4Elems([]netip.Addr{netip.MustParseAddr("198.51.100.7")}))
+		},
+		"a chain's rules replaced": func() {
+			ch := &nftables.Chain{Name: "sub", Table: table}
+			c.FlushChain(ch)
+			c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}},
+				UserData: userdata.AppendString(nil, userdata.TypeComment, "sub: return")})
+		},
+	}
+	for _, name := range sortedKeys(tamper) {
+		outside(tamper[name])
+		reconcile("after "+name, spec(), true, 1)
+		reconcile("after "+name+", again", spec(), false, 0)
+		check("after "+name, 2)
+	}
+
+	reconcile("another priority", coreSpec(10, false, false), true, 1)
+	ch, err := c.ListChain(table, "in")
+	if err != nil || ch.Priority == nil || *ch.Priority != 10 {
+		t.Errorf("chain in after a change of priority: %+v, %v; want priority 10", ch, err)
+	}
+	check("another priority", 2)
+
+	// A failure rolls back: the rule deleted outside stays deleted and
+	// the new element is not added.
+	outside(tamper["a rule deleted"])
+	if changed, err := h.reconcile(coreSpec(10, true, true)); err == nil || changed {
+		t.Fatalf("reconcile of a rule that looks up a missing set = %t, %v; want an error", changed, err)
+	}
+	if comments, _ := h.chainComments(table, "in"); len(comments) != 1 {
+		t.Errorf("after the failed reconcile chain in has %q; want the one rule left outside", comments)
+	}
+	if elems, _ := h.dumpFamilyElems(table.Family, table.Name, "s"); len(elems) != 2 {
+		t.Errorf("after the failed reconcile set s has %d elements, want 2 (nothing of the transaction)", len(elems))
+	}
+	reconcile("after the failure", coreSpec(10, true, false), true, 1)
+	check("after the failure", 3)
+
+	// The table deleted: made again whole, the kept map empty.
+	if err := h.deleteTable(table); err != nil {
+		t.Fatal(err)
+	}
+	reconcile("after the table's delete", spec(), true, 1)
+	if kept, _ := h.dumpFamilyElems(table.Family, table.Name, "m"); len(kept) != 0 {
+		t.Errorf("a table made again has %d elements in its kept map, want none", len(kept))
+	}
+}
