@@ -122,12 +122,16 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 		t.conn().AddTable(s.table)
 		n++
 	}
+	// Sets first (rules look them up), their elements after the chains
+	// (a verdict map's elements jump to them).
 	for _, ss := range s.sets {
-		k, err := ss.queue(t, s.table, have)
-		if err != nil {
-			return 0, fmt.Errorf("set %s: %w", ss.set.Name, err)
+		ss.set.Table = s.table
+		if _, ok := have.sets[ss.set.Name]; !ok {
+			if err := t.addSet(ss.set, nil); err != nil {
+				return 0, fmt.Errorf("set %s: %w", ss.set.Name, err)
+			}
+			n++
 		}
-		n += k
 	}
 	for _, ft := range s.flowtables {
 		if _, ok := have.flowtables[ft.Name]; !ok {
@@ -179,6 +183,13 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 			t.conn().AddRule(r)
 		}
 	}
+	for _, ss := range s.sets {
+		k, err := ss.queue(t, have)
+		if err != nil {
+			return 0, fmt.Errorf("set %s: %w", ss.set.Name, err)
+		}
+		n += k
+	}
 	for _, name := range extra {
 		t.conn().DelChain(&nftables.Chain{Name: name, Table: s.table})
 		n++
@@ -224,13 +235,10 @@ func (s *tableSpec) mustReplace(have *tableState) bool {
 	return false
 }
 
-// queue queues what makes the set (in have) hold ss's elements.
-func (ss *setSpec) queue(t *txn, table *nftables.Table, have *tableState) (int, error) {
-	ss.set.Table = table
-	if _, ok := have.sets[ss.set.Name]; !ok {
-		return 1, t.addSet(ss.set, ss.elems)
-	}
-	if ss.kept {
+// queue queues what makes the set (made, if it was not in have) hold
+// ss's elements.
+func (ss *setSpec) queue(t *txn, have *tableState) (int, error) {
+	if _, ok := have.sets[ss.set.Name]; !ok || ss.kept {
 		if len(ss.elems) == 0 {
 			return 0, nil
 		}

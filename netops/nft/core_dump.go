@@ -100,10 +100,15 @@ func (h *Handle) dumpChains(s *tableSpec, st *tableState) error {
 		return nil
 	}
 	for _, cs := range s.chains {
-		ch, err := h.nft.ListChain(s.table, cs.name)
-		if errors.Is(err, unix.ENOENT) {
+		// google/nftables' ListChain loses the kernel's ENOENT (%v).
+		ok, err := h.nftChainExists(uint8(s.table.Family), s.table.Name, cs.name)
+		if err != nil || !ok {
+			if err != nil {
+				return fmt.Errorf("chain %s: %w", cs.name, err)
+			}
 			continue
 		}
+		ch, err := h.nft.ListChain(s.table, cs.name)
 		if err != nil {
 			return fmt.Errorf("chain %s: %w", cs.name, err)
 		}

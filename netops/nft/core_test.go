@@ -186,3 +186,65 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("a table made again has %d elements in its kept map, want none", len(kept))
 	}
 }
+
+// TestTableSpecsIdempotent: every table's spec, reconciled in a namespace
+// without it, is made in one transaction, and reconciled again sends
+// none: what the kernel lists back compares equal to what was rendered
+// (an expression google/nftables lists otherwise would rewrite the table
+// at every check).
+func TestTableSpecsIdempotent(t *testing.T) {
+	mac := []byte{2, 0, 0, 0, 0, 1}
+	p := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	masq := masqTable(nil, nil)
+	masq.chains = append(masq.chains, masqSubnetChain(MasqChain("n", p("10.1.0.0/24")), p("10.1.0.0/24")),
+		masqSubnetChain(MasqChain("n", p("fd00:1::/64")), p("fd00:1::/64")))
+	specs := map[string]func() *tableSpec{
+		"egress": func() *tableSpec {
+			return egressTable{EgressSpec{Cluster: []netip.Prefix{p("10.244.0.0/16")}, Uplink: "eth0", Rules: []EgressRule{
+				{Name: "a", EgressIP: a("192.0.2.10"), Held: true, Sources: []netip.Addr{a("10.244.1.5")}},
+				{Name: "b", EgressIP: a("192.0.2.11"), Sources: []netip.Addr{a("10.244.1.6")}, Via: a("10.244.2.0"),
+					Destinations: []netip.Prefix{p("198.51.100.0/24")}},
+			}}}.spec()
+		},
+		"overlay masquerade": func() *tableSpec {
+			return overlayMasqTable([]OverlayMasqNet{{p("10.244.0.0/16"), p("10.244.1.0/24")}, {p("fd00:244::/56"), p("fd00:244:0:1::/64")}}, OverlayMasqOpts{})
+		},
+		"fast path": func() *tableSpec {
+			return fastPathTable{FastPathSpec{Devices: []string{"lo"}, After: DefaultFastPathAfter}}.spec()
+		},
+		"dns":        func() *tableSpec { return dnsTable(DNSRedirect{Port4: 1053, Port6: 1053, Mark: DNSMark}) },
+		"fabric":     fabricTable,
+		"via-host":   viaHostTable,
+		"macspoof":   func() *tableSpec { return macSpoofTable("veth0", mac) },
+		"masquerade": func() *tableSpec { return masq },
+	}
+	for _, name := range sortedKeys(specs) {
+		t.Run(name, func(t *testing.T) {
+			h, err := Open(nstest.NewNS(t, "spec"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			if _, err := h.nftConn(); err != nil {
+				t.Fatal(err)
+			}
+			if name == "fast path" && !h.hasFlowtables() {
+				t.Skip("this kernel has no nftables flowtables")
+			}
+			if changed, err := h.reconcile(specs[name]()); err != nil || !changed {
+				t.Fatalf("first reconcile = %t, %v; want a change", changed, err)
+			}
+			spec := specs[name]()
+			for i := range spec.sets {
+				if spec.sets[i].kept {
+					spec.sets[i].elems = nil // a kept set's elements are always sent
+				}
+			}
+			before := Transactions()
+			if changed, err := h.reconcile(spec); err != nil || changed || Transactions() != before {
+				t.Errorf("second reconcile = %t, %v, %d transactions; want no change and none", changed, err, Transactions()-before)
+			}
+		})
+	}
+}

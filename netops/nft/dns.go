@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -124,61 +123,50 @@ var dnsChains = [...]dnsChain{
 	{"output", unix.NF_INET_LOCAL_OUT, -300},
 }
 
-func dnsObjects() (*nftables.Table, *nftables.Set, *nftables.Set) {
-	table := &nftables.Table{Name: DNSTable, Family: nftables.TableFamilyINet}
-	return table,
-		&nftables.Set{Table: table, Name: dnsPods4, KeyType: nftables.TypeIPAddr},
-		&nftables.Set{Table: table, Name: dnsPods6, KeyType: nftables.TypeIP6Addr}
+func dnsTableObj() *nftables.Table {
+	return &nftables.Table{Name: DNSTable, Family: nftables.TableFamilyINet}
 }
 
-// dnsResolverSets are the sets of the trusted resolvers' addresses, by
-// family.
-func dnsResolverSets(table *nftables.Table) (*nftables.Set, *nftables.Set) {
-	return &nftables.Set{Table: table, Name: dnsRes4, KeyType: nftables.TypeIPAddr},
-		&nftables.Set{Table: table, Name: dnsRes6, KeyType: nftables.TypeIP6Addr}
+// dnsSets are the DNS table's four sets with elements: the pods' (kept:
+// added and deleted one by one) and the trusted resolvers' (the spec's own
+// unless kept).
+func dnsSets(pods4, pods6, res4, res6 []nftables.SetElement, keptRes bool) []setSpec {
+	set := func(name string, v6 bool) *nftables.Set {
+		if v6 {
+			return &nftables.Set{Name: name, KeyType: nftables.TypeIP6Addr}
+		}
+		return &nftables.Set{Name: name, KeyType: nftables.TypeIPAddr}
+	}
+	return []setSpec{
+		{set: set(dnsPods4, false), elems: pods4, kept: true}, {set: set(dnsPods6, true), elems: pods6, kept: true},
+		{set: set(dnsRes4, false), elems: res4, kept: keptRes}, {set: set(dnsRes6, true), elems: res6, kept: keptRes},
+	}
 }
 
 // EnsureDNSRedirect makes the DNS table divert as r says; the sets and
 // their elements stay. When a chain's rules, hook, type or priority
-// differ (or the table is not there), the chains are made again in one
-// transaction; changed reports that.
+// differ (or the table is not there), the difference is committed in one
+// transaction (reconcile); changed reports that.
 func (h *Handle) EnsureDNSRedirect(r DNSRedirect) (changed bool, err error) {
 	if r.Mark == 0 {
 		r.Mark = DNSMark
 	}
-	t, err := h.begin()
+	changed, err = h.reconcile(dnsTable(r))
 	if err != nil {
-		return false, fmt.Errorf("ensure DNS redirection in %s: %w", h.where(), err)
-	}
-	want := dnsRules(r)
-	same, have, err := h.dnsRulesAre(want)
-	if err != nil || same {
-		return false, err
-	}
-	c := t.conn()
-	table, set4, set6 := dnsObjects()
-	res4, res6 := dnsResolverSets(table)
-	c.AddTable(table)
-	for _, set := range []*nftables.Set{set4, set6, res4, res6} {
-		if err := t.addSet(set, nil); err != nil {
-			t.abort()
-			return false, err
-		}
-	}
-	for i, spec := range dnsChains {
-		if have[i] { // made again: its type or priority may be another
-			c.DelChain(&nftables.Chain{Table: table, Name: spec.name})
-		}
-		ch := t.addBaseChain(table, spec.name, nftables.ChainTypeFilter, nftables.ChainHookRef(spec.hook), nftables.ChainPriorityRef(spec.prio))
-		for _, rule := range want[i] {
-			rule.Table, rule.Chain = table, ch
-			c.AddRule(rule)
-		}
-	}
-	if err := t.commit(); err != nil {
 		return false, fmt.Errorf("ensure DNS redirection to ports %d, %d in %s: %w", r.Port4, r.Port6, h.where(), classify(err))
 	}
-	return true, nil
+	return changed, nil
+}
+
+// dnsTable is the DNS table diverting as r says (its Mark set): its four
+// sets, whose elements are others', and its three chains.
+func dnsTable(r DNSRedirect) *tableSpec {
+	want := dnsRules(r)
+	s := &tableSpec{table: dnsTableObj(), owned: true, what: "DNS redirection", sets: dnsSets(nil, nil, nil, nil, true)}
+	for i, c := range dnsChains {
+		s.chains = append(s.chains, baseChain(c.name, nftables.ChainTypeFilter, c.hook, c.prio, want[i]))
+	}
+	return s
 }
 
 // dnsRules are the rules of each of dnsChains for r (without table and
@@ -254,84 +242,17 @@ func nfName(v6 bool) string {
 	return "ipv4"
 }
 
-// dnsRulesAre reports whether both sets are there and each of dnsChains is
-// there with its hook, type and priority and exactly want's rules (by
-// their comments, which say all a rule does, and their number of
-// expressions); have says which chains are there.
-func (h *Handle) dnsRulesAre(want [][]*nftables.Rule) (same bool, have []bool, err error) {
-	have = make([]bool, len(dnsChains))
-	same = true
-	for _, set := range []string{dnsPods4, dnsPods6, dnsRes4, dnsRes6} {
-		if ok, err := h.nftSetExists(unix.NFPROTO_INET, DNSTable, set); err != nil || !ok {
-			same = false
-			if err != nil {
-				return false, nil, err
-			}
-		}
-	}
-	table, _, _ := dnsObjects()
-	for i, spec := range dnsChains {
-		ok, err := h.nftChainExists(unix.NFPROTO_INET, DNSTable, spec.name)
-		if err != nil {
-			return false, nil, err
-		}
-		if have[i] = ok; !ok {
-			same = false
-			continue
-		}
-		if !same {
-			continue // made again anyway: only which chains are there matters
-		}
-		ch, err := h.nft.ListChain(table, spec.name)
-		if err != nil {
-			return false, nil, fmt.Errorf("list DNS redirection chain %s in %s: %w", spec.name, h.where(), err)
-		}
-		if ch.Type != nftables.ChainTypeFilter || ch.Hooknum == nil || *ch.Hooknum != spec.hook || ch.Priority == nil || *ch.Priority != spec.prio {
-			same = false
-			continue
-		}
-		rules, err := h.nft.GetRules(table, &nftables.Chain{Name: spec.name, Table: table})
-		if err != nil {
-			return false, nil, fmt.Errorf("list DNS redirection in %s: %w", h.where(), err)
-		}
-		if len(rules) != len(want[i]) {
-			same = false
-			continue
-		}
-		for j := range want[i] {
-			if !sameRule(rules[j], want[i][j]) {
-				same = false
-			}
-		}
-	}
-	return same, have, nil
-}
-
 // DNSRedirectRules returns the comments of the DNS table's rules, chain
 // after chain (prerouting, input, output) in order (nil when the table is
 // not there), for checks and the CLI.
 func (h *Handle) DNSRedirectRules() ([]string, error) {
-	if _, err := h.nftConn(); err != nil {
-		return nil, err
-	}
-	table, _, _ := dnsObjects()
 	var out []string
 	for _, spec := range dnsChains {
-		ok, err := h.nftChainExists(unix.NFPROTO_INET, DNSTable, spec.name)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		rules, err := h.nft.GetRules(table, &nftables.Chain{Name: spec.name, Table: table})
+		rules, err := h.chainComments(dnsTableObj(), spec.name)
 		if err != nil {
 			return nil, fmt.Errorf("list DNS redirection in %s: %w", h.where(), err)
 		}
-		for _, r := range rules {
-			s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-			out = append(out, s)
-		}
+		out = append(out, rules...)
 	}
 	return out, nil
 }
@@ -344,18 +265,18 @@ func (h *Handle) EnsureDNSPods(addrs []netip.Addr) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	_, set4, set6 := dnsObjects()
-	if err := h.writeDNSAddrs(set4, set6, addrs, false); err != nil {
-		return fmt.Errorf("ensure DNS redirection of pods %v: %w", addrs, err)
+	e4, e6, err := splitAddrs(addrs)
+	if err == nil {
+		_, err = h.reconcile(&tableSpec{table: dnsTableObj(), what: "the DNS table's pods", sets: dnsSets(e4, e6, nil, nil, true)})
+	}
+	if err != nil {
+		return fmt.Errorf("ensure DNS redirection of pods %v in %s: %w", addrs, h.where(), classify(err))
 	}
 	return nil
 }
 
-// writeDNSAddrs adds addrs to the DNS table's IPv4 and IPv6 sets set4 and
-// set6, or with replace makes them the sets' only elements, in one
-// transaction; the table and the sets are made when missing.
-func (h *Handle) writeDNSAddrs(set4, set6 *nftables.Set, addrs []netip.Addr, replace bool) error {
-	var e4, e6 []nftables.SetElement
+// splitAddrs are the elements of addrs, IPv4 and IPv6 apart.
+func splitAddrs(addrs []netip.Addr) (e4, e6 []nftables.SetElement, err error) {
 	for _, a := range addrs {
 		a = a.Unmap()
 		switch {
@@ -364,38 +285,10 @@ func (h *Handle) writeDNSAddrs(set4, set6 *nftables.Set, addrs []netip.Addr, rep
 		case a.Is6():
 			e6 = append(e6, nftables.SetElement{Key: a.AsSlice()})
 		default:
-			return fmt.Errorf("%v is not an address", a)
+			return nil, nil, fmt.Errorf("%v is not an address", a)
 		}
 	}
-	t, err := h.begin()
-	if err != nil {
-		return fmt.Errorf("in %s: %w", h.where(), err)
-	}
-	c := t.conn()
-	c.AddTable(set4.Table)
-	for _, s := range []struct {
-		set   *nftables.Set
-		elems []nftables.SetElement
-	}{{set4, e4}, {set6, e6}} {
-		if err := t.addSet(s.set, nil); err != nil {
-			t.abort()
-			return err
-		}
-		if replace {
-			c.FlushSet(s.set)
-		}
-		if len(s.elems) == 0 {
-			continue
-		}
-		if err := c.SetAddElements(s.set, s.elems); err != nil {
-			t.abort()
-			return err
-		}
-	}
-	if err := t.commit(); err != nil {
-		return fmt.Errorf("in %s: %w", h.where(), classify(err))
-	}
-	return nil
+	return e4, e6, nil
 }
 
 // dnsAddrs returns the addresses in the DNS table's sets named (none when
@@ -450,15 +343,7 @@ func (h *Handle) DNSPods() ([]netip.Addr, error) { return h.dnsAddrs(dnsPods4, d
 // DeleteDNSRedirect removes the DNS table, its sets with it; a missing
 // table is no error.
 func (h *Handle) DeleteDNSRedirect() error {
-	t, err := h.begin()
-	if err != nil {
-		return fmt.Errorf("delete DNS redirection in %s: %w", h.where(), err)
-	}
-	c := t.conn()
-	table, _, _ := dnsObjects()
-	c.AddTable(table)
-	c.DelTable(table)
-	if err := t.commit(); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := h.deleteTable(dnsTableObj()); err != nil {
 		return fmt.Errorf("delete DNS redirection in %s: %w", h.where(), err)
 	}
 	return nil

@@ -11,10 +11,12 @@ import (
 // diverted to the proxy (dns.go). None: nothing is diverted, and no
 // answer is learned from.
 func (h *Handle) SetDNSResolvers(addrs []netip.Addr) error {
-	table, _, _ := dnsObjects()
-	res4, res6 := dnsResolverSets(table)
-	if err := h.writeDNSAddrs(res4, res6, addrs, true); err != nil {
-		return fmt.Errorf("set the DNS table's trusted resolvers %v: %w", addrs, err)
+	e4, e6, err := splitAddrs(addrs)
+	if err == nil {
+		_, err = h.reconcile(&tableSpec{table: dnsTableObj(), what: "the DNS table's trusted resolvers", sets: dnsSets(nil, nil, e4, e6, false)})
+	}
+	if err != nil {
+		return fmt.Errorf("set the DNS table's trusted resolvers %v in %s: %w", addrs, h.where(), classify(err))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/cnibox/cnibox/netops/internal/ifname"
 	"github.com/google/nftables"
@@ -77,15 +78,14 @@ func (h *Handle) EnsureFabricUplink(uplink string, mac net.HardwareAddr) error {
 	return nil
 }
 
-// ensureFabricRules creates the maps and chains when the chains are
-// missing. The chains are flushed and filled in the same nftables
-// transaction, so two calls racing leave one copy of each rule.
+// ensureFabricRules reconciles the fabric's part of table bridge cnibox
+// (fabricTable) when one of its chains or the IPv6 map is missing (rules
+// installed before the IPv6 ones existed lack it): three gets otherwise,
+// as this runs on a pod's ADD.
 func (h *Handle) ensureFabricRules() error {
-	t, err := h.begin()
-	if err != nil {
+	if _, err := h.nftConn(); err != nil {
 		return err
 	}
-	c := t.conn()
 	pre, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, fabricPre)
 	if err != nil {
 		return err
@@ -94,29 +94,24 @@ func (h *Handle) ensureFabricRules() error {
 	if err != nil {
 		return err
 	}
-	// Rules installed before the IPv6 ones existed lack this map: they are
-	// replaced.
 	v6, err := h.nftSetExists(unix.NFPROTO_BRIDGE, MasqTable, fabricPods6)
 	if err != nil || (pre && post && v6) {
 		return err
 	}
+	_, err = h.reconcile(fabricTable())
+	return err
+}
+
+// fabricTable is the fabric's part of table bridge cnibox (the MAC
+// spoofing check has the rest): its maps, whose elements are the pods'
+// and the uplinks', and its two chains.
+func fabricTable() *tableSpec {
 	table, uplinks, pods := fabricObjects()
 	pods6 := fabricPods6Set(table)
-	c.AddTable(table)
-	for _, s := range []*nftables.Set{uplinks, pods, pods6} {
-		if err := t.addSet(s, nil); err != nil {
-			return err
-		}
-	}
-	preChain := t.addBaseChain(table, fabricPre, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
-	postChain := t.addBaseChain(table, fabricPost, nftables.ChainTypeFilter, nftables.ChainHookPostrouting, nftables.ChainPriorityRef(300))
-	c.FlushChain(preChain)
-	c.FlushChain(postChain)
-
 	inUplink := func(key expr.MetaKey) []expr.Any {
 		return []expr.Any{
 			&expr.Meta{Key: key, Register: 1},
-			&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, SetID: uplinks.ID, IsDestRegSet: true, DestRegister: 2},
+			&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, IsDestRegSet: true, DestRegister: 2},
 		}
 	}
 	proto := func(p uint16) []expr.Any {
@@ -134,36 +129,40 @@ func (h *Handle) ensureFabricRules() error {
 	write := func(base expr.PayloadBase, off uint32) expr.Any {
 		return &expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: base, Offset: off, Len: 6}
 	}
-	rule := func(ch *nftables.Chain, parts ...[]expr.Any) {
-		var ex []expr.Any
-		for _, p := range parts {
-			ex = append(ex, p...)
-		}
-		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: ex})
+	rule := func(parts ...[]expr.Any) *nftables.Rule { return &nftables.Rule{Exprs: slices.Concat(parts...)} }
+	preRules := []*nftables.Rule{
+		// ARP replies from the fabric go to the NIC's MAC: broadcast them
+		// so the pod that asked sees its answer.
+		rule(inUplink(expr.MetaKeyIIFNAME), proto(unix.ETH_P_ARP), nh(6, 2, binaryutil.BigEndian.PutUint16(2)),
+			[]expr.Any{&expr.Immediate{Register: 1, Data: broadcastMAC}, write(expr.PayloadBaseLLHeader, 0)}),
+		// IPv4 for a pod: its MAC.
+		rule(inUplink(expr.MetaKeyIIFNAME), proto(unix.ETH_P_IP), []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Lookup{SourceRegister: 1, SetName: pods.Name, IsDestRegSet: true, DestRegister: 1},
+			write(expr.PayloadBaseLLHeader, 0),
+		}),
 	}
-	// ARP replies from the fabric go to the NIC's MAC: broadcast them so
-	// the pod that asked sees its answer.
-	rule(preChain, inUplink(expr.MetaKeyIIFNAME), proto(unix.ETH_P_ARP), nh(6, 2, binaryutil.BigEndian.PutUint16(2)),
-		[]expr.Any{&expr.Immediate{Register: 1, Data: broadcastMAC}, write(expr.PayloadBaseLLHeader, 0)})
-	// IPv4 for a pod: its MAC.
-	rule(preChain, inUplink(expr.MetaKeyIIFNAME), proto(unix.ETH_P_IP), []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Lookup{SourceRegister: 1, SetName: pods.Name, SetID: pods.ID, IsDestRegSet: true, DestRegister: 1},
-		write(expr.PayloadBaseLLHeader, 0),
-	})
-	// Out through the NIC: the NIC's MAC, in ARP's sender field too.
-	rule(postChain, proto(unix.ETH_P_ARP), nh(0, 2, binaryutil.BigEndian.PutUint16(1)), nh(4, 1, []byte{6}), []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, SetID: uplinks.ID, IsDestRegSet: true, DestRegister: 1},
-		write(expr.PayloadBaseNetworkHeader, 8),
-	})
-	rule(postChain, []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, SetID: uplinks.ID, IsDestRegSet: true, DestRegister: 1},
-		write(expr.PayloadBaseLLHeader, 6),
-	})
-	addFabric6Rules(c, preChain, postChain, uplinks, pods6)
-	return t.commit()
+	postRules := []*nftables.Rule{
+		// Out through the NIC: the NIC's MAC, in ARP's sender field too.
+		rule(proto(unix.ETH_P_ARP), nh(0, 2, binaryutil.BigEndian.PutUint16(1)), nh(4, 1, []byte{6}), []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, IsDestRegSet: true, DestRegister: 1},
+			write(expr.PayloadBaseNetworkHeader, 8),
+		}),
+		rule([]expr.Any{
+			&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, IsDestRegSet: true, DestRegister: 1},
+			write(expr.PayloadBaseLLHeader, 6),
+		}),
+	}
+	pre6, post6 := fabric6Rules(uplinks.Name, pods6.Name)
+	return &tableSpec{table: table, what: "the fabric rules",
+		sets: []setSpec{{set: uplinks, kept: true}, {set: pods, kept: true}, {set: pods6, kept: true}},
+		chains: []chainSpec{
+			baseChain(fabricPre, nftables.ChainTypeFilter, *nftables.ChainHookPrerouting, -300, append(preRules, pre6...)),
+			baseChain(fabricPost, nftables.ChainTypeFilter, *nftables.ChainHookPostrouting, 300, append(postRules, post6...)),
+		},
+	}
 }
 
 // EnsureFabricPods makes IPv4 and IPv6 frames for ips that enter through a

@@ -49,8 +49,9 @@ func fabricPods6Set(table *nftables.Table) *nftables.Set {
 	return &nftables.Set{Table: table, Name: fabricPods6, IsMap: true, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeEtherAddr}
 }
 
-// addFabric6Rules queues the IPv6 rules of the fabric chains on c.
-func addFabric6Rules(c *nftables.Conn, pre, post *nftables.Chain, uplinks, pods6 *nftables.Set) {
+// fabric6Rules are the IPv6 rules of the fabric chains (pre and post),
+// with the maps named uplinks and pods6.
+func fabric6Rules(uplinks, pods6 string) (pre, post []*nftables.Rule) {
 	ipv6 := []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(unix.ETH_P_IPV6)},
@@ -58,15 +59,15 @@ func addFabric6Rules(c *nftables.Conn, pre, post *nftables.Chain, uplinks, pods6
 	// IPv6 for a pod: its MAC.
 	ex := []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-		&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, SetID: uplinks.ID, IsDestRegSet: true, DestRegister: 2},
+		&expr.Lookup{SourceRegister: 1, SetName: uplinks, IsDestRegSet: true, DestRegister: 2},
 	}
 	ex = append(ex, ipv6...)
 	ex = append(ex,
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
-		&expr.Lookup{SourceRegister: 1, SetName: pods6.Name, SetID: pods6.ID, IsDestRegSet: true, DestRegister: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: pods6, IsDestRegSet: true, DestRegister: 1},
 		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 0, Len: 6},
 	)
-	c.AddRule(&nftables.Rule{Table: pre.Table, Chain: pre, Exprs: ex})
+	pre = append(pre, &nftables.Rule{Exprs: ex})
 
 	// Out through the NIC: the NIC's MAC in the link-layer address options.
 	for _, nd := range ndOptions {
@@ -79,10 +80,11 @@ func addFabric6Rules(c *nftables.Conn, pre, post *nftables.Chain, uplinks, pods6
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: nd.off, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{nd.optType, 1}},
 			&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-			&expr.Lookup{SourceRegister: 1, SetName: uplinks.Name, SetID: uplinks.ID, IsDestRegSet: true, DestRegister: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: uplinks, IsDestRegSet: true, DestRegister: 1},
 			&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseTransportHeader,
 				Offset: nd.off + 2, Len: 6, CsumType: expr.CsumTypeInet, CsumOffset: 2},
 		)
-		c.AddRule(&nftables.Rule{Table: post.Table, Chain: post, Exprs: ex})
+		post = append(post, &nftables.Rule{Exprs: ex})
 	}
+	return pre, post
 }

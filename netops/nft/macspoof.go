@@ -52,51 +52,40 @@ func (h *Handle) EnsureMacSpoofCheck(port string, mac net.HardwareAddr) error {
 	return nil
 }
 
+// ensureMacSpoofCheck reconciles the check's part of table bridge cnibox
+// with port's chain and element: one transaction that makes what is
+// missing and rewrites the port's chain when its MAC changed.
 func (h *Handle) ensureMacSpoofCheck(port string, mac net.HardwareAddr) error {
-	name := MacSpoofChain(port)
-	t, exists, err := h.beginChain(unix.NFPROTO_BRIDGE, MasqTable, name)
-	if err != nil {
-		return err
-	}
-	c := t.conn()
-	base := exists
-	if !exists {
-		base, err = h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, spoofBaseChain)
-		if err != nil {
-			return err
-		}
-	}
+	_, err := h.reconcile(macSpoofTable(port, mac))
+	return err
+}
+
+// macSpoofTable is the MAC spoofing check's part of table bridge cnibox
+// (the fabric rules have the rest) with port's chain and element: the map,
+// whose other elements are the other ports', the base chain and port's
+// chain.
+func macSpoofTable(port string, mac net.HardwareAddr) *tableSpec {
 	table, set := spoofObjects()
-	if !base {
-		c.AddTable(table)
-		if err := t.addSet(set, nil); err != nil {
-			return err
-		}
-		pr := t.addBaseChain(table, spoofBaseChain, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
-		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0},
-		}})
+	name := MacSpoofChain(port)
+	return &tableSpec{table: table, what: "the mac spoof check",
+		sets: []setSpec{{set: set, kept: true, elems: []nftables.SetElement{{
+			Key: ifnameKey(port), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name},
+		}}}},
+		chains: []chainSpec{
+			baseChain(spoofBaseChain, nftables.ChainTypeFilter, *nftables.ChainHookPrerouting, -300, []*nftables.Rule{{Exprs: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+				&expr.Lookup{SourceRegister: 1, SetName: set.Name, IsDestRegSet: true, DestRegister: 0},
+			}}}),
+			{name: name, rules: []*nftables.Rule{
+				{Exprs: []expr.Any{
+					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
+					&expr.Verdict{Kind: expr.VerdictReturn},
+				}},
+				{Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}},
+			}},
+		},
 	}
-	ch := &nftables.Chain{Name: name, Table: table}
-	if exists {
-		c.FlushChain(ch) // the MAC may have changed
-	} else {
-		c.AddChain(ch)
-	}
-	c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
-		&expr.Verdict{Kind: expr.VerdictReturn},
-	}})
-	c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}})
-	if err := c.SetAddElements(set, []nftables.SetElement{{
-		Key:         ifnameKey(port),
-		VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name},
-	}}); err != nil {
-		return err
-	}
-	return t.commit()
 }
 
 // DeleteMacSpoofCheck removes the check of port, in one nftables

@@ -135,7 +135,7 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 		return err
 	}
 	c := t.conn()
-	table, set4, set6 := masqObjects()
+	_, set4, set6 := masqObjects()
 	addElems := func() error {
 		if len(elems4) > 0 {
 			if err := c.SetAddElements(set4, elems4); err != nil {
@@ -160,50 +160,41 @@ func (h *Handle) ensureMasq(network string, ips []netip.Prefix) error {
 		return err
 	}
 
-	var missing []subnetChain
+	// The first pod of a subnet: the table, the maps and this network's
+	// subnet chains, with the elements, in one transaction.
+	spec := masqTable(elems4, elems6)
 	for _, sc := range chains {
-		ok, err := h.nftChainExists(unix.NFPROTO_INET, MasqTable, sc.name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			missing = append(missing, sc)
-		}
+		spec.chains = append(spec.chains, masqSubnetChain(sc.name, sc.subnet))
 	}
-	base := true
-	if len(missing) > 0 {
-		if base, err = h.nftChainExists(unix.NFPROTO_INET, MasqTable, masqBaseChain); err != nil {
-			return err
-		}
-	}
+	_, err = h.reconcile(spec)
+	return err
+}
 
-	if !base {
-		c.AddTable(table)
-		if err := t.addSet(set4, nil); err != nil {
-			return err
-		}
-		if err := t.addSet(set6, nil); err != nil {
-			return err
-		}
-		pr := t.addBaseChain(table, masqBaseChain, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
-		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(false, set4)})
-		c.AddRule(&nftables.Rule{Table: table, Chain: pr, Exprs: saddrVmap(true, set6)})
+// masqTable is cnibox's part of table inet cnibox: the maps, whose
+// elements are the pods' (elems4 and elems6 are added), and the base
+// chain; masqSubnetChain adds a subnet's chain.
+func masqTable(elems4, elems6 []nftables.SetElement) *tableSpec {
+	table, set4, set6 := masqObjects()
+	return &tableSpec{table: table, what: "the masquerade",
+		sets: []setSpec{{set: set4, elems: elems4, kept: true}, {set: set6, elems: elems6, kept: true}},
+		chains: []chainSpec{baseChain(masqBaseChain, nftables.ChainTypeNAT, *nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource,
+			[]*nftables.Rule{{Exprs: saddrVmap(false, set4)}, {Exprs: saddrVmap(true, set6)}})},
 	}
-	for _, sc := range missing {
-		ch := c.AddChain(&nftables.Chain{Name: sc.name, Table: table})
-		mcast := netip.MustParsePrefix("224.0.0.0/4")
-		if sc.subnet.Addr().Is6() {
-			mcast = netip.MustParsePrefix("ff00::/8")
-		}
-		ret := &expr.Verdict{Kind: expr.VerdictReturn}
-		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: append(matchPrefix(false, sc.subnet, false), ret)})
-		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: append(matchPrefix(false, mcast, false), ret)})
-		c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{&expr.Masq{}}})
+}
+
+// masqSubnetChain is the chain called name that masquerades traffic from
+// subnet's pods to outside it and outside multicast.
+func masqSubnetChain(name string, subnet netip.Prefix) chainSpec {
+	mcast := netip.MustParsePrefix("224.0.0.0/4")
+	if subnet.Addr().Is6() {
+		mcast = netip.MustParsePrefix("ff00::/8")
 	}
-	if err := addElems(); err != nil {
-		return err
-	}
-	return t.commit()
+	ret := &expr.Verdict{Kind: expr.VerdictReturn}
+	return chainSpec{name: name, rules: []*nftables.Rule{
+		{Exprs: append(matchPrefix(false, subnet, false), ret)},
+		{Exprs: append(matchPrefix(false, mcast, false), ret)},
+		{Exprs: []expr.Any{&expr.Masq{}}},
+	}}
 }
 
 // DeleteMasq removes the map elements of the pod addresses ips in one

@@ -55,13 +55,18 @@ func (h *Handle) EnsureOverlayMasq(nets []OverlayMasqNet, o OverlayMasqOpts) (ch
 			return false, fmt.Errorf("ensure overlay masquerade: invalid network %v / subnet %v", n.Network, n.Subnet)
 		}
 	}
-	changed, err = h.reconcile(&tableSpec{table: overlayMasqTableObj(), owned: true, what: "overlay masquerade",
-		chains: []chainSpec{baseChain(overlayMasqChain, nftables.ChainTypeNAT, *nftables.ChainHookPostrouting,
-			*nftables.ChainPriorityNATSource, overlayMasqRules(nets, o))}})
+	changed, err = h.reconcile(overlayMasqTable(nets, o))
 	if err != nil {
 		return false, fmt.Errorf("ensure overlay masquerade %v in %s: %w", nets, h.where(), classify(err))
 	}
 	return changed, nil
+}
+
+// overlayMasqTable is the table: one chain.
+func overlayMasqTable(nets []OverlayMasqNet, o OverlayMasqOpts) *tableSpec {
+	return &tableSpec{table: overlayMasqTableObj(), owned: true, what: "overlay masquerade",
+		chains: []chainSpec{baseChain(overlayMasqChain, nftables.ChainTypeNAT, *nftables.ChainHookPostrouting,
+			*nftables.ChainPriorityNATSource, overlayMasqRules(nets, o))}}
 }
 
 func overlayMasqTableObj() *nftables.Table {

@@ -65,34 +65,37 @@ func (h *Handle) EnsureViaHost(ips []netip.Addr, mac net.HardwareAddr) error {
 	return nil
 }
 
-// ensureViaHostRule creates the map and the chain when the chain is
-// missing; the chain is flushed and filled in the same transaction, so two
-// calls racing leave one rule.
+// ensureViaHostRule reconciles the table (viaHostTable) when its chain is
+// missing (one get otherwise: this runs on a pod's ADD).
 func (h *Handle) ensureViaHostRule() error {
-	t, ok, err := h.beginChain(unix.NFPROTO_BRIDGE, ViaHostTable, viaHostPre)
+	if _, err := h.nftConn(); err != nil {
+		return err
+	}
+	ok, err := h.nftChainExists(unix.NFPROTO_BRIDGE, ViaHostTable, viaHostPre)
 	if err != nil || ok {
 		return err
 	}
-	c := t.conn()
+	_, err = h.reconcile(viaHostTable())
+	return err
+}
+
+// viaHostTable is the via-host table: its map, whose elements are the
+// addresses', and its chain.
+func viaHostTable() *tableSpec {
 	table, set := viaHostObjects()
-	c.AddTable(table)
-	if err := t.addSet(set, nil); err != nil {
-		return err
-	}
-	ch := t.addBaseChain(table, viaHostPre, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, nftables.ChainPriorityRef(-300))
-	c.FlushChain(ch)
-	c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: []expr.Any{
+	rule := &nftables.Rule{Exprs: []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(unix.ETH_P_IP)},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, IsDestRegSet: true, DestRegister: 1},
 		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 0, Len: 6},
 		// The bridge classed the frame by its old destination before the
 		// hook: the node's stack drops it unless it is for the host.
 		&expr.Immediate{Register: 1, Data: []byte{unix.PACKET_HOST}},
 		&expr.Meta{Key: expr.MetaKeyPKTTYPE, SourceRegister: true, Register: 1},
-	}})
-	return t.commit()
+	}}
+	return &tableSpec{table: table, owned: true, what: "the via-host rule", sets: []setSpec{{set: set, kept: true}},
+		chains: []chainSpec{baseChain(viaHostPre, nftables.ChainTypeFilter, *nftables.ChainHookPrerouting, -300, []*nftables.Rule{rule})}}
 }
 
 // ViaHost returns the via-host elements: address -> MAC (none when the
@@ -122,10 +125,9 @@ func (h *Handle) ViaHost() (map[netip.Addr]net.HardwareAddr, error) {
 
 // DeleteViaHost removes the via-host table (not being there is no error).
 func (h *Handle) DeleteViaHost() error {
-	t, ok, err := h.beginChain(unix.NFPROTO_BRIDGE, ViaHostTable, viaHostPre)
-	if err != nil || !ok {
-		return err
+	table, _ := viaHostObjects()
+	if err := h.deleteTable(table); err != nil {
+		return fmt.Errorf("delete the via-host table in %s: %w", h.where(), err)
 	}
-	t.conn().DelTable(&nftables.Table{Name: ViaHostTable, Family: nftables.TableFamilyBridge})
-	return t.commit()
+	return nil
 }
