@@ -38,28 +38,41 @@ type Handle struct {
 	nft   *nftables.Conn  // lazy, lasting
 	nfRaw *mdnetlink.Conn // the socket under nft, for requests nftables cannot build
 
-	// pmNoExpiry: port mappings are deleted, not expired (an old table or
-	// kernel); pmExpiryChecked: expiry was seen to work (see pmRemove).
-	pmNoExpiry, pmExpiryChecked bool
-	// bigSndBuf: the send buffer was raised for the policy table's large
-	// transactions.
-	bigSndBuf bool
-	// policyFP: the policy table's chains as this Handle last wrote them
-	// (fingerprints), nil when unknown.
-	policyFP map[string]string
-	// policyObjs: the policy table's chains, sets and counters as this
-	// Handle last committed them, nil when unknown (policy_apply.go).
+	// tables: what each table learned about the kernel on this
+	// connection, one value of the table's own state type each (stateOf:
+	// masqState, portmapState).
+	tables map[any]any
+	// The policy table's, to move into a state type of its own with
+	// policy*.go. bigSndBuf: the send buffer was raised for its large
+	// transactions; policyFP: its chains as this Handle last wrote them
+	// (fingerprints), nil when unknown; policyObjs: its chains, sets and
+	// counters as this Handle last committed them, nil when unknown
+	// (policy_apply.go); policyGen: its generation (policy_gen.go), 0
+	// when unknown.
+	bigSndBuf  bool
+	policyFP   map[string]string
 	policyObjs *policyObjs
-	// policyGen: the policy table's generation (policy_gen.go), 0 when
-	// unknown.
-	policyGen uint32
-	// noExpiry: the tables whose elements are deleted, not expired (their
-	// sets lack the timeout flag, or the kernel cannot update a timeout).
-	noExpiry map[string]bool
+	policyGen  uint32
 	// expiring: elements given a timeout (masquerade, port mappings, the
 	// source address check, the policy table's attached set), which
 	// Close waits out (see waitExpired).
 	expiring []expiringElem
+}
+
+// stateOf returns the state of type T (a table's) that h keeps, made on
+// first use: a table's knowledge of the kernel lives in its own type, not
+// in fields of the Handle.
+func stateOf[T any](h *Handle) *T {
+	key := (*T)(nil)
+	if v, ok := h.tables[key]; ok {
+		return v.(*T)
+	}
+	if h.tables == nil {
+		h.tables = map[any]any{}
+	}
+	v := new(T)
+	h.tables[key] = v
+	return v
 }
 
 // Open returns a Handle for the network namespace at nsPath; an empty nsPath

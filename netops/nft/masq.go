@@ -222,13 +222,13 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 		return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
 	}
 	groups := []setKeys{{masqMap4, keys4}, {masqMap6, keys6}}
-	if !h.noExpiry[MasqTable] {
+	if st := stateOf[masqState](h); !st.noExpiry {
 		// Expired, not deleted: a deletion leaves destroy work in the
 		// kernel that the release of any nftables socket then waits for
 		// while it holds the namespace's nftables mutex, so concurrent
 		// DELs would queue behind RCU grace periods (perf-notes; see also
 		// pmExpireMsgs).
-		_, done, err := h.expireElems(nftables.TableFamilyINet, MasqTable, groups...)
+		_, done, err := h.expireElems(nftables.TableFamilyINet, MasqTable, &st.noExpiry, groups...)
 		if err != nil {
 			return fmt.Errorf("delete masquerade of %v in %s: %w", ips, h.where(), err)
 		}
@@ -248,6 +248,11 @@ func (h *Handle) DeleteMasq(ips []netip.Addr) error {
 	}
 	return nil
 }
+
+// masqState is what the masquerade learned on a Handle's connection:
+// noExpiry, its elements are deleted, not expired (the maps lack the
+// timeout flag, or the kernel cannot update a timeout).
+type masqState struct{ noExpiry bool }
 
 // expiringElem is an element that expireElems or pmRemove gave a timeout
 // (family: its table's, inet when unspecified).

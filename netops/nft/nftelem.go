@@ -181,10 +181,11 @@ type setKeys struct {
 // batch, each with its own data (a map's element is sent whole), and has
 // Close wait until they have expired (waitExpired). done is false, and
 // nothing changed, when an element has no timeout (a set without the
-// timeout flag: a table made before it, and the table is then marked to be
-// deleted from), or the kernel refused the update (it cannot update a
-// timeout, or the elements changed meanwhile): the caller deletes then.
-func (h *Handle) expireElems(family nftables.TableFamily, table string, groups ...setKeys) (present int, done bool, err error) {
+// timeout flag: a table made before it, and *noExpiry is then set, for the
+// table's elements to be deleted from now on), or the kernel refused the
+// update (it cannot update a timeout: *noExpiry too; or the elements
+// changed meanwhile): the caller deletes then.
+func (h *Handle) expireElems(family nftables.TableFamily, table string, noExpiry *bool, groups ...setKeys) (present int, done bool, err error) {
 	var msgs []mdnetlink.Message
 	var probe *expiringElem
 	for _, g := range groups {
@@ -207,7 +208,7 @@ func (h *Handle) expireElems(family nftables.TableFamily, table string, groups .
 						continue
 					}
 					if !e.expiring {
-						h.markNoExpiry(table)
+						*noExpiry = true
 						return present, false, nil
 					}
 					e.timeoutMS = 1
@@ -230,7 +231,7 @@ func (h *Handle) expireElems(family nftables.TableFamily, table string, groups .
 	if err := h.commitRaw(msgs...); err != nil {
 		switch {
 		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP):
-			h.markNoExpiry(table)
+			*noExpiry = true
 			return present, false, nil
 		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EBUSY):
 			return present, false, nil // changed meanwhile: delete what is there
@@ -239,15 +240,6 @@ func (h *Handle) expireElems(family nftables.TableFamily, table string, groups .
 	}
 	h.expiring = append(h.expiring, *probe)
 	return present, true, nil
-}
-
-// markNoExpiry has this Handle delete table's elements from now on
-// instead of expiring them.
-func (h *Handle) markNoExpiry(table string) {
-	if h.noExpiry == nil {
-		h.noExpiry = map[string]bool{}
-	}
-	h.noExpiry[table] = true
 }
 
 // delPresentElems deletes those of the keys that exist in their sets of

@@ -282,6 +282,11 @@ func pmExpireMsgs(elems []pmElem) []mdnetlink.Message {
 	return pmElemMsgsTimeout(unix.NFT_MSG_NEWSETELEM, 0, elems, true, 1)
 }
 
+// portmapState is what the port mappings' table learned on a Handle's
+// connection: noExpiry, its mappings are deleted, not expired (an old
+// table or kernel); expiryChecked, expiry was seen to work (pmRemove).
+type portmapState struct{ noExpiry, expiryChecked bool }
+
 // pmRemove removes elems (whose data the caller knows), by expiry where the
 // table and kernel allow it, else by a guarded delete. Errors are those of
 // the transaction (EBUSY: a key holds other data; ENOENT: no table).
@@ -289,11 +294,12 @@ func (h *Handle) pmRemove(elems []pmElem) error {
 	if len(elems) == 0 {
 		return nil
 	}
-	if !h.pmNoExpiry {
+	st := stateOf[portmapState](h)
+	if !st.noExpiry {
 		err := h.commitRaw(pmExpireMsgs(elems)...)
 		if err == nil {
-			if h.pmExpiryChecked || h.pmExpiring(elems[0]) {
-				h.pmExpiryChecked = true
+			if st.expiryChecked || h.pmExpiring(elems[0]) {
+				st.expiryChecked = true
 				h.expiring = append(h.expiring, expiringElem{table: PortMapTable, set: elems[0].set, key: elems[0].key})
 				return nil
 			}
@@ -301,7 +307,7 @@ func (h *Handle) pmRemove(elems []pmElem) error {
 		} else if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return err
 		}
-		h.pmNoExpiry = true // a table from before the timeout flag, or an old kernel
+		st.noExpiry = true // a table from before the timeout flag, or an old kernel
 	}
 	return h.commitRaw(pmGuardedDelete(elems)...)
 }
