@@ -84,21 +84,27 @@ func baseChain(name string, typ nftables.ChainType, hook nftables.ChainHook, pri
 	return chainSpec{name: name, typ: typ, hook: nftables.ChainHookRef(hook), prio: nftables.ChainPriorityRef(prio), rules: rules}
 }
 
-// reconcile makes the kernel hold s, in one transaction when something
-// differs; changed reports that one was sent (and applied).
-func (h *Handle) reconcile(s *tableSpec) (changed bool, err error) {
+// reconcile makes the kernel hold specs (one table each), in one
+// transaction when something differs; changed reports that one was sent
+// (and applied).
+func (h *Handle) reconcile(specs ...*tableSpec) (changed bool, err error) {
 	if _, err := h.nftConn(); err != nil {
 		return false, err
 	}
-	have, err := h.dumpTable(s)
-	if err != nil {
-		return false, fmt.Errorf("list %s: %w", s.what, err)
-	}
 	t := h.tx()
-	n, err := s.queue(t, have)
-	if err != nil {
-		t.abort()
-		return false, err
+	n := 0
+	for _, s := range specs {
+		have, err := h.dumpTable(s)
+		if err != nil {
+			t.abort()
+			return false, fmt.Errorf("list %s: %w", s.what, err)
+		}
+		k, err := s.queue(t, have)
+		if err != nil {
+			t.abort()
+			return false, err
+		}
+		n += k
 	}
 	if n == 0 {
 		return false, nil

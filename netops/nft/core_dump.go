@@ -157,17 +157,20 @@ func exprKey(e expr.Any) (string, bool) {
 	case *expr.Counter:
 		return "counter", true // its values change
 	case *expr.Meta:
-		return fmt.Sprintf("meta %d set=%t", e.Key, e.SourceRegister), true
+		return fmt.Sprintf("meta %d set=%t r%d", e.Key, e.SourceRegister, reg(e.Register)), true
 	case *expr.Cmp:
-		return fmt.Sprintf("cmp %d %x", e.Op, e.Data), true
+		return fmt.Sprintf("cmp r%d %d %x", reg(e.Register), e.Op, e.Data), true
+	case *expr.Range:
+		return fmt.Sprintf("range r%d %d %x %x", reg(e.Register), e.Op, e.FromData, e.ToData), true
 	case *expr.Payload:
-		return fmt.Sprintf("payload %d %d %d %d csum %d %d", e.OperationType, e.Base, e.Offset, e.Len, e.CsumType, e.CsumOffset), true
+		return fmt.Sprintf("payload %d r%d r%d %d %d %d csum %d %d", e.OperationType, reg(e.DestRegister), reg(e.SourceRegister),
+			e.Base, e.Offset, e.Len, e.CsumType, e.CsumOffset), true
 	case *expr.Bitwise:
-		return fmt.Sprintf("bitwise %d %x %x", e.Len, e.Mask, e.Xor), true
+		return fmt.Sprintf("bitwise r%d r%d %d %x %x", reg(e.SourceRegister), reg(e.DestRegister), e.Len, e.Mask, e.Xor), true
 	case *expr.Lookup:
-		return fmt.Sprintf("lookup %s map=%t invert=%t", e.SetName, e.IsDestRegSet, e.Invert), true
+		return fmt.Sprintf("lookup r%d %s map=%t r%d invert=%t", reg(e.SourceRegister), e.SetName, e.IsDestRegSet, reg(e.DestRegister), e.Invert), true
 	case *expr.Immediate:
-		return fmt.Sprintf("immediate %x", e.Data), true
+		return fmt.Sprintf("immediate r%d %x", reg(e.Register), e.Data), true
 	case *expr.Verdict:
 		return fmt.Sprintf("verdict %d %s", e.Kind, e.Chain), true
 	case *expr.Ct:
@@ -180,6 +183,16 @@ func exprKey(e expr.Any) (string, bool) {
 		return "flow add " + e.Name, true
 	}
 	return strings.TrimPrefix(fmt.Sprintf("%T", e), "*expr."), true
+}
+
+// reg is register r as the kernel keeps it, in 32-bit words: a 128-bit
+// register (NFT_REG_1..4) and its first 32-bit one (NFT_REG32_00 for
+// NFT_REG_1) are the same, and the kernel lists it back as the former.
+func reg(r uint32) uint32 {
+	if r >= unix.NFT_REG32_00 {
+		return r - unix.NFT_REG32_00 + 4
+	}
+	return r * 4
 }
 
 // sameSetType reports whether the kernel's set have is of want's kind:

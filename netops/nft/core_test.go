@@ -213,11 +213,14 @@ func TestTableSpecsIdempotent(t *testing.T) {
 		"fast path": func() *tableSpec {
 			return fastPathTable{FastPathSpec{Devices: []string{"lo"}, After: DefaultFastPathAfter}}.spec()
 		},
-		"dns":        func() *tableSpec { return dnsTable(DNSRedirect{Port4: 1053, Port6: 1053, Mark: DNSMark}) },
-		"fabric":     fabricTable,
-		"via-host":   viaHostTable,
-		"macspoof":   func() *tableSpec { return macSpoofTable("veth0", mac) },
-		"masquerade": func() *tableSpec { return masq },
+		"dns":                  func() *tableSpec { return dnsTable(DNSRedirect{Port4: 1053, Port6: 1053, Mark: DNSMark}) },
+		"fabric":               fabricTable,
+		"via-host":             viaHostTable,
+		"source check, bridge": func() *tableSpec { return srcTableSpec(srcTable{nftables.TableFamilyBridge, true}) },
+		"source check, inet":   func() *tableSpec { return srcTableSpec(srcTable{nftables.TableFamilyINet, true}) },
+		"source check, arp":    func() *tableSpec { return srcTableSpec(srcTable{nftables.TableFamilyARP, false}) },
+		"macspoof":             func() *tableSpec { return macSpoofTable("veth0", mac) },
+		"masquerade":           func() *tableSpec { return masq },
 	}
 	for _, name := range sortedKeys(specs) {
 		t.Run(name, func(t *testing.T) {

@@ -166,40 +166,37 @@ func srcMsg(family nftables.TableFamily, set string, msgType int, flags mdnetlin
 	return familyElemMsg(family, SrcCheckTable, set, msgType, flags, elems, false)
 }
 
-// ensureSrcSchema writes the tables of kind, in one transaction whose
-// every step leaves the same result when repeated (chains flushed and
-// their rules written again, sets of the same definition): concurrent
-// first ADDs end in the same tables, and the elements stay.
+// ensureSrcSchema reconciles the tables of kind (srcTableSpec), in one
+// transaction: concurrent first ADDs end in the same tables (chains
+// flushed and their rules written again, sets of the same definition),
+// and the elements stay.
 func (h *Handle) ensureSrcSchema(kind SrcCheckKind) error {
-	t := h.tx()
-	c := t.conn()
+	var specs []*tableSpec
 	for _, st := range kind.tables() {
-		table := c.AddTable(&nftables.Table{Name: SrcCheckTable, Family: st.family})
-		sets := []*nftables.Set{
-			{Table: table, Name: srcPorts, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}, // host order: nft then shows the names
-			{Table: table, Name: srcAddr4, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr), Concatenation: true},
-		}
-		if st.v6 {
-			sets = append(sets, &nftables.Set{Table: table, Name: srcAddr6, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr), Concatenation: true})
-		}
-		for _, s := range sets {
-			if err := t.addSet(s, nil); err != nil {
-				t.abort()
-				return err
-			}
-		}
-		for _, ch := range srcChains(st) {
-			var chain *nftables.Chain
-			if ch.hook != nil {
-				chain = t.addBaseChain(table, ch.name, nftables.ChainTypeFilter, ch.hook, ch.prio)
-			} else {
-				chain = c.AddChain(&nftables.Chain{Name: ch.name, Table: table})
-			}
-			c.FlushChain(chain)
-			for _, r := range ch.rules {
-				c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: r})
-			}
-		}
+		specs = append(specs, srcTableSpec(st))
 	}
-	return t.commit()
+	_, err := h.reconcile(specs...)
+	return err
+}
+
+// srcTableSpec is one table of the check: its sets, whose elements are the
+// ports', and its chains (srcChains). The marker set is not the spec's: it
+// is made in the transaction of the first elements (srcMarkMsgs).
+func srcTableSpec(st srcTable) *tableSpec {
+	sets := []setSpec{
+		{set: &nftables.Set{Name: srcPorts, KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}, kept: true}, // host order: nft then shows the names
+		{set: &nftables.Set{Name: srcAddr4, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr), Concatenation: true}, kept: true},
+	}
+	if st.v6 {
+		sets = append(sets, setSpec{set: &nftables.Set{Name: srcAddr6, KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr), Concatenation: true}, kept: true})
+	}
+	s := &tableSpec{table: &nftables.Table{Name: SrcCheckTable, Family: st.family}, what: "the source address check", sets: sets}
+	for _, ch := range srcChains(st) {
+		cs := chainSpec{name: ch.name, hook: ch.hook, typ: nftables.ChainTypeFilter, prio: ch.prio}
+		for _, r := range ch.rules {
+			cs.rules = append(cs.rules, &nftables.Rule{Exprs: r})
+		}
+		s.chains = append(s.chains, cs)
+	}
+	return s
 }
