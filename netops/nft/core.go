@@ -77,6 +77,13 @@ type chainSpec struct {
 	typ   nftables.ChainType
 	prio  *nftables.ChainPriority
 	rules []*nftables.Rule
+	// same, when set, tells a kernel's rule that is want's (else sameRule):
+	// rules another program writes (iptables-nft) compared by what they do.
+	same func(have, want *nftables.Rule) bool
+	// appendOnly: the chain is shared with others (iptables' FORWARD):
+	// made when missing, never replaced nor flushed; each rule of the
+	// spec's that it lacks is appended.
+	appendOnly bool
 }
 
 // baseChain is a chainSpec of a base chain.
@@ -147,12 +154,35 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 		}
 	}
 	var fill []chainSpec
+	var appends []*nftables.Rule // to appendOnly chains, after the rules of the chains filled
 	for _, cs := range s.chains {
 		hc, ok := have.chains[cs.name]
+		same := cs.same
+		if same == nil {
+			same = sameRule
+		}
 		switch {
+		case cs.appendOnly:
+			var ch *nftables.Chain
+			if !ok {
+				ch = cs.add(t, s.table)
+			}
+			for _, r := range cs.rules {
+				if !slices.ContainsFunc(have.rules[cs.name], func(hr *nftables.Rule) bool { return same(hr, r) }) {
+					if ch == nil {
+						ch = &nftables.Chain{Name: cs.name, Table: s.table}
+					}
+					r.Table, r.Chain = s.table, ch
+					appends = append(appends, r)
+				}
+			}
+			if !ok || len(appends) > 0 {
+				n++
+			}
+			continue
 		case ok && !cs.sameChain(hc):
 			t.conn().DelChain(&nftables.Chain{Name: cs.name, Table: s.table})
-		case ok && sameRules(have.rules[cs.name], cs.rules):
+		case ok && slices.EqualFunc(have.rules[cs.name], cs.rules, same):
 			continue
 		}
 		fill = append(fill, cs)
@@ -173,11 +203,7 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 	// Every chain before the rules: a rule may jump to a later chain.
 	made := make([]*nftables.Chain, len(fill))
 	for i, cs := range fill {
-		if cs.hook != nil {
-			made[i] = t.addBaseChain(s.table, cs.name, cs.typ, cs.hook, cs.prio)
-		} else {
-			made[i] = t.conn().AddChain(&nftables.Chain{Name: cs.name, Table: s.table})
-		}
+		made[i] = cs.add(t, s.table)
 		// Flushed in the same batch, even when just made: two callers
 		// racing leave one copy of each rule.
 		t.conn().FlushChain(made[i])
@@ -188,6 +214,9 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 			r.Table, r.Chain = s.table, made[i]
 			t.conn().AddRule(r)
 		}
+	}
+	for _, r := range appends {
+		t.conn().AddRule(r)
 	}
 	for _, ss := range s.sets {
 		k, err := ss.queue(t, have)
@@ -269,6 +298,14 @@ func (ss *setSpec) queue(t *txn, have *tableState) (int, error) {
 		}
 	}
 	return len(add) + len(del), nil
+}
+
+// add queues the chain's making (a base chain with policy accept).
+func (cs *chainSpec) add(t *txn, table *nftables.Table) *nftables.Chain {
+	if cs.hook != nil {
+		return t.addBaseChain(table, cs.name, cs.typ, cs.hook, cs.prio)
+	}
+	return t.conn().AddChain(&nftables.Chain{Name: cs.name, Table: table})
 }
 
 // sameChain reports whether the kernel's chain hc is a chain of cs's kind:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
-	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -69,76 +68,30 @@ func (h *Handle) EnsureOverlayForward(nets []netip.Prefix) (changed bool, err er
 	return changed, nil
 }
 
+// ensureOverlayForward reconciles place p with the accepts of nets: the
+// jump in its base chain (iptables' FORWARD, appended to when missing,
+// whoever's rules are there) and FLANNEL-FWD's rules, compared by what
+// they accept (acceptKey), so that flanneld's count as cnibox's.
 func (h *Handle) ensureOverlayForward(p fwPlace, nets []netip.Prefix) (bool, error) {
-	t := h.tx()
-	c := t.conn()
-	base := fwIptablesForward
-	if p.own {
-		base = fwOwnBaseChain
-	}
-	// Make the chains only when missing: a check that finds them commits
-	// nothing (every nftables commit bumps the ruleset's generation).
-	for _, ch := range []string{base, OverlayForwardChain} {
-		ok, err := h.nftChainExists(uint8(p.table.Family), p.table.Name, ch)
-		if err != nil {
-			return false, fmt.Errorf("look for chain %s in %s %s of %s: %w", ch, familyName(p), p.table.Name, h.where(), err)
-		}
-		if ok {
-			continue
-		}
-		if ch == fwOwnBaseChain {
-			c.AddTable(p.table)
-			t.addBaseChain(p.table, fwOwnBaseChain, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter)
-		} else {
-			c.AddChain(fwChain(p, ch))
-		}
-		if err := t.commit(); err != nil {
-			return false, fmt.Errorf("make chain %s in %s %s of %s: %w", ch, familyName(p), p.table.Name, h.where(), classify(err))
-		}
-	}
-	baseRules, err := h.fwRules(p, base)
-	if err != nil {
-		return false, err
-	}
-	have, err := h.fwRules(p, OverlayForwardChain)
-	if err != nil {
-		return false, err
-	}
 	ud := userdata.AppendString(nil, userdata.TypeComment, overlayFwdComment)
-	changed := false
-	if fwFindJump(baseRules, OverlayForwardChain) < 0 {
-		c.AddRule(&nftables.Rule{Table: p.table, Chain: fwChain(p, base), UserData: ud,
-			Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictJump, Chain: OverlayForwardChain}}})
-		changed = true
+	base := chainSpec{name: fwIptablesForward, appendOnly: true,
+		rules: []*nftables.Rule{{UserData: ud, Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictJump, Chain: OverlayForwardChain}}}},
+		same:  func(have, _ *nftables.Rule) bool { return fwFindJump([]*nftables.Rule{have}, OverlayForwardChain) == 0 }}
+	if p.own {
+		base.name, base.hook, base.typ, base.prio = fwOwnBaseChain, nftables.ChainHookForward, nftables.ChainTypeFilter, nftables.ChainPriorityFilter
 	}
-	var want []string
-	var rules []*nftables.Rule
+	fwd := chainSpec{name: OverlayForwardChain, same: func(have, want *nftables.Rule) bool { return acceptKey(have) == acceptKey(want) }}
 	for _, n := range nets {
 		for _, src := range []bool{true, false} {
-			r := &nftables.Rule{Table: p.table, Chain: fwChain(p, OverlayForwardChain), UserData: ud,
-				Exprs: append(ipPrefixMatch(src, n), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})}
-			rules = append(rules, r)
-			want = append(want, acceptKey(r))
+			fwd.rules = append(fwd.rules, &nftables.Rule{Table: p.table, UserData: ud,
+				Exprs: append(ipPrefixMatch(src, n), &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept})})
 		}
 	}
-	var got []string
-	for _, r := range have {
-		got = append(got, acceptKey(r))
-	}
-	if !slices.Equal(got, want) {
-		c.FlushChain(fwChain(p, OverlayForwardChain))
-		for _, r := range rules {
-			c.AddRule(r)
-		}
-		changed = true
-	}
-	if !changed {
-		return false, nil
-	}
-	if err := t.commit(); err != nil {
+	changed, err := h.reconcile(&tableSpec{table: p.table, what: "the overlay's forward rules", chains: []chainSpec{base, fwd}})
+	if err != nil {
 		return false, fmt.Errorf("add the forward rules of %v in %s %s of %s: %w", nets, familyName(p), p.table.Name, h.where(), classify(err))
 	}
-	return true, nil
+	return changed, nil
 }
 
 // ipPrefixMatch is `-s P` (src) or `-d P` in an ip or ip6 table, as
