@@ -11,7 +11,32 @@
 // links opens one with [Open].
 //
 // Every change is one transaction (txn): what it queues reaches the kernel
-// in one batch, applied whole or not at all. Mutating functions are
+// in one batch, applied whole or not at all.
+//
+// The core (core.go, core_dump.go) is the one lifecycle the tables share:
+// a table states what it wants as a tableSpec (the table; its chains,
+// base chains with their hook, type and priority, each with its rules; its
+// sets and maps with their elements; its flowtables), and reconcile dumps
+// what the kernel holds of it and commits the difference in one
+// transaction: what is missing is added, a chain whose rules differ is
+// flushed and refilled in that transaction, a set's missing elements are
+// added and its extra ones deleted, and in a table the spec owns whole
+// what it does not name is deleted. Nothing differs, nothing is sent. The
+// elements pods add and delete one at a time (the masquerade's, the
+// fabric's, the source check's) are not a spec's: their sets are kept,
+// made when missing and never emptied, and the per-pod element messages
+// (with timeouts, DESTROYSETELEM) stay raw on a txn. Each table is a
+// small spec builder of its own (egressTable, fastPathTable, dnsTable,
+// fabricTable, masqTable, ...); what a table learns about the kernel on a
+// connection lives in a state type of its own (stateOf), not on the
+// Handle. Tables on the core: egress, the fast path, DNS, the overlay's
+// masquerade and forward rules, the bridge masquerade, the fabric, the
+// via-host table, the MAC spoofing check, the source address check. Not
+// yet: the port mappings' and the firewall's schemas (hand-built raw
+// batches, with their elements) and the policy tables (policy*.go, mnp.go,
+// their own incremental renderer).
+//
+// Mutating functions are
 // idempotent like netops': Ensure* leaves the state as asked, Delete*
 // succeeds when the object is already gone. Errors wrap netops' sentinels
 // (ErrNotFound, ErrExists).

@@ -21,8 +21,8 @@ import (
 // overlay (netops.SyncEgressRoutes) and keeps their pod address on the
 // way, so that the holder sees, and SNATs, the pod's own address. One
 // table, family ip (IPv6 is not done yet: an IPv6 address in a spec is an
-// error wrapping ErrEgressIPv6), replaced as a whole in one transaction
-// when its rules or sets differ:
+// error wrapping ErrEgressIPv6), reconciled in one transaction when its
+// rules or sets differ (core.go):
 //
 //	table ip cnibox-egress {
 //		set cluster { type ipv4_addr; flags interval; elements = { 10.244.0.0/16, 10.96.0.0/12 } }

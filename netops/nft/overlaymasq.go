@@ -9,8 +9,8 @@ import (
 	"github.com/google/nftables/userdata"
 )
 
-// The overlay agent's masquerade lives in a table of its own, replaced as a
-// whole (one transaction) whenever the node's lease changes:
+// The overlay agent's masquerade lives in a table of its own, its chain
+// rewritten (one transaction, core.go) whenever the node's lease changes:
 //
 //	table inet cnibox-overlay {
 //		chain postrouting {
