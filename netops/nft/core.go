@@ -122,6 +122,32 @@ func (h *Handle) reconcile(specs ...*tableSpec) (changed bool, err error) {
 	return true, nil
 }
 
+// write commits specs' chains (each made, flushed and filled) and their
+// kept sets' elements in one transaction, without a dump: the caller knows
+// that the table and its sets are there (a probe said so). It is
+// reconcile for a call that runs on every pod's ADD, where the dumps
+// would cost more than the transaction (a chain of the pod's own,
+// rewritten anyway: the MAC spoofing check); a transaction that fails
+// (what the probe saw went meanwhile, a chain of another kind) leaves
+// nothing, and the caller reconciles then.
+func (h *Handle) write(specs ...*tableSpec) error {
+	if _, err := h.nftConn(); err != nil {
+		return err
+	}
+	t := h.tx()
+	for _, s := range specs {
+		have := &tableState{exists: true, sets: map[string]*nftables.Set{}}
+		for _, ss := range s.sets {
+			have.sets[ss.set.Name] = ss.set
+		}
+		if _, err := s.queue(t, have); err != nil {
+			t.abort()
+			return err
+		}
+	}
+	return t.commit()
+}
+
 // queue queues on t what makes have (the kernel's) into s, and counts the
 // changes. Order matters within the batch: sets before the rules that look
 // them up, flushes before the deletes of what the flushed rules used.

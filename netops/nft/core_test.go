@@ -219,8 +219,12 @@ func TestTableSpecsIdempotent(t *testing.T) {
 		"source check, bridge": func() *tableSpec { return srcTableSpec(srcTable{nftables.TableFamilyBridge, true}) },
 		"source check, inet":   func() *tableSpec { return srcTableSpec(srcTable{nftables.TableFamilyINet, true}) },
 		"source check, arp":    func() *tableSpec { return srcTableSpec(srcTable{nftables.TableFamilyARP, false}) },
-		"macspoof":             func() *tableSpec { return macSpoofTable("veth0", mac) },
-		"masquerade":           func() *tableSpec { return masq },
+		"macspoof": func() *tableSpec {
+			s := macSpoofPort("veth0", mac)
+			s.chains = append(s.chains, macSpoofBase())
+			return s
+		},
+		"masquerade": func() *tableSpec { return masq },
 	}
 	for _, name := range sortedKeys(specs) {
 		t.Run(name, func(t *testing.T) {

@@ -52,40 +52,55 @@ func (h *Handle) EnsureMacSpoofCheck(port string, mac net.HardwareAddr) error {
 	return nil
 }
 
-// ensureMacSpoofCheck reconciles the check's part of table bridge cnibox
-// with port's chain and element: one transaction that makes what is
-// missing and rewrites the port's chain when its MAC changed.
+// ensureMacSpoofCheck writes port's chain and element (macSpoofPort: one
+// transaction without a dump, which rewrites the chain: the MAC may have
+// changed) where the check's base chain is there, one get telling; else
+// it reconciles the check's whole part of the table.
 func (h *Handle) ensureMacSpoofCheck(port string, mac net.HardwareAddr) error {
-	_, err := h.reconcile(macSpoofTable(port, mac))
+	if _, err := h.nftConn(); err != nil {
+		return err
+	}
+	ok, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, spoofBaseChain)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if err = h.write(macSpoofPort(port, mac)); err == nil {
+			return nil
+		}
+	}
+	s := macSpoofPort(port, mac)
+	s.chains = append(s.chains, macSpoofBase())
+	_, err = h.reconcile(s)
 	return err
 }
 
-// macSpoofTable is the MAC spoofing check's part of table bridge cnibox
-// (the fabric rules have the rest) with port's chain and element: the map,
-// whose other elements are the other ports', the base chain and port's
-// chain.
-func macSpoofTable(port string, mac net.HardwareAddr) *tableSpec {
+// macSpoofPort is port's part of the MAC spoofing check in table bridge
+// cnibox: its element in the map (whose other elements are the other
+// ports') and its chain. macSpoofBase is the check's base chain.
+func macSpoofPort(port string, mac net.HardwareAddr) *tableSpec {
 	table, set := spoofObjects()
 	name := MacSpoofChain(port)
 	return &tableSpec{table: table, what: "the mac spoof check",
 		sets: []setSpec{{set: set, kept: true, elems: []nftables.SetElement{{
 			Key: ifnameKey(port), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: name},
 		}}}},
-		chains: []chainSpec{
-			baseChain(spoofBaseChain, nftables.ChainTypeFilter, *nftables.ChainHookPrerouting, -300, []*nftables.Rule{{Exprs: []expr.Any{
-				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-				&expr.Lookup{SourceRegister: 1, SetName: set.Name, IsDestRegSet: true, DestRegister: 0},
-			}}}),
-			{name: name, rules: []*nftables.Rule{
-				{Exprs: []expr.Any{
-					&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
-					&expr.Verdict{Kind: expr.VerdictReturn},
-				}},
-				{Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}},
+		chains: []chainSpec{{name: name, rules: []*nftables.Rule{
+			{Exprs: []expr.Any{
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(mac)},
+				&expr.Verdict{Kind: expr.VerdictReturn},
 			}},
-		},
+			{Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}},
+		}}},
 	}
+}
+
+func macSpoofBase() chainSpec {
+	return baseChain(spoofBaseChain, nftables.ChainTypeFilter, *nftables.ChainHookPrerouting, -300, []*nftables.Rule{{Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: spoofMap, IsDestRegSet: true, DestRegister: 0},
+	}}})
 }
 
 // DeleteMacSpoofCheck removes the check of port, in one nftables
