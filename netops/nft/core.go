@@ -343,6 +343,36 @@ func (cs *chainSpec) sameChain(hc *nftables.Chain) bool {
 	return hc.Type == cs.typ && *hc.Hooknum == *cs.hook && hc.Priority != nil && *hc.Priority == *cs.prio
 }
 
+// remove deletes what of s the kernel holds (its chains, then its sets;
+// the table and others' objects in it stay), in one transaction; nothing
+// there sends none.
+func (h *Handle) remove(s *tableSpec) error {
+	if _, err := h.nftConn(); err != nil {
+		return err
+	}
+	have, err := h.dumpTable(s)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", s.what, err)
+	}
+	t := h.tx()
+	for _, cs := range s.chains {
+		if _, ok := have.chains[cs.name]; ok {
+			t.conn().FlushChain(&nftables.Chain{Name: cs.name, Table: s.table})
+		}
+	}
+	for _, cs := range s.chains {
+		if _, ok := have.chains[cs.name]; ok {
+			t.conn().DelChain(&nftables.Chain{Name: cs.name, Table: s.table})
+		}
+	}
+	for _, ss := range s.sets {
+		if _, ok := have.sets[ss.set.Name]; ok {
+			t.conn().DelSet(&nftables.Set{Name: ss.set.Name, Table: s.table})
+		}
+	}
+	return t.commit()
+}
+
 // deleteTable deletes table in one transaction; a missing table is no
 // error.
 func (h *Handle) deleteTable(table *nftables.Table) error {

@@ -185,6 +185,24 @@ func TestReconcile(t *testing.T) {
 	if kept, _ := h.dumpFamilyElems(table.Family, table.Name, "m"); len(kept) != 0 {
 		t.Errorf("a table made again has %d elements in its kept map, want none", len(kept))
 	}
+
+	// remove: the spec's chains and sets go, in one transaction; then
+	// none.
+	for i, wantTx := range []uint64{1, 0} {
+		before := Transactions()
+		if err := h.remove(spec()); err != nil {
+			t.Fatalf("remove %d: %v", i, err)
+		}
+		if n := Transactions() - before; n != wantTx {
+			t.Errorf("remove %d: %d transactions, want %d", i, n, wantTx)
+		}
+	}
+	if chains, _ := c.ListChainsOfTableFamily(table.Family); slices.ContainsFunc(chains, func(ch *nftables.Chain) bool { return ch.Table.Name == table.Name }) {
+		t.Error("after remove the table still has chains")
+	}
+	if sets, err := c.GetSets(table); err != nil || len(sets) != 0 {
+		t.Errorf("after remove the table has %d sets, %v; want none", len(sets), err)
+	}
 }
 
 // TestTableSpecsIdempotent: every table's spec, reconciled in a namespace

@@ -328,33 +328,7 @@ func (h *Handle) fabricElems(set *nftables.Set) ([]nftables.SetElement, error) {
 // DeleteFabric removes the fabric chains and maps (the other objects of the
 // bridge table stay). Missing ones are not an error.
 func (h *Handle) DeleteFabric() error {
-	t, err := h.begin()
-	if err != nil {
-		return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), err)
-	}
-	c := t.conn()
-	table, uplinks, pods := fabricObjects()
-	for _, name := range []string{fabricPre, fabricPost} {
-		ok, err := h.nftChainExists(unix.NFPROTO_BRIDGE, MasqTable, name)
-		if err != nil {
-			return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), err)
-		}
-		if ok {
-			ch := &nftables.Chain{Name: name, Table: table}
-			c.FlushChain(ch)
-			c.DelChain(ch)
-		}
-	}
-	for _, s := range []*nftables.Set{uplinks, pods, fabricPods6Set(table)} {
-		ok, err := h.nftSetExists(unix.NFPROTO_BRIDGE, MasqTable, s.Name)
-		if err != nil {
-			return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), err)
-		}
-		if ok {
-			c.DelSet(s)
-		}
-	}
-	if err := t.commit(); err != nil {
+	if err := h.remove(fabricTable()); err != nil {
 		return fmt.Errorf("delete the fabric rules in %s: %w", h.where(), classify(err))
 	}
 	return nil
