@@ -117,12 +117,6 @@ func (h *Handle) dumpChains(s *tableSpec, st *tableState) error {
 	return nil
 }
 
-// sameRules reports whether have (a chain's rules as the kernel lists
-// them) are want, in order (sameRule).
-func sameRules(have, want []*nftables.Rule) bool {
-	return slices.EqualFunc(have, want, sameRule)
-}
-
 // sameRule reports whether a rule listed from the kernel is want: the
 // same comment and the same expressions, each compared by what it does
 // (exprKey), not by the registers and handles the kernel fills in.
