@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -99,6 +100,55 @@ func (h *Handle) nftGetExists(family uint8, msgType int, name string, attrs ...m
 		return false, nil
 	}
 	return false, fmt.Errorf("get %s: %w", name, err)
+}
+
+// nftGetChain gets chain name of table (of family) with one non-dump get:
+// its name, hook, priority and type; nil, nil when it is not there.
+// (google/nftables' ListChain is one get too, but loses the kernel's
+// ENOENT in its error.)
+func (h *Handle) nftGetChain(family uint8, table, name string) (*nftables.Chain, error) {
+	data, err := mdnetlink.MarshalAttributes([]mdnetlink.Attribute{
+		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(table)}, {Type: unix.NFTA_CHAIN_NAME, Data: cstr(name)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := h.nfRaw.Execute(mdnetlink.Message{
+		Header: mdnetlink.Header{Type: mdnetlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETCHAIN), Flags: mdnetlink.Request},
+		Data:   append(nfgenmsg(family, 0), data...),
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil || len(msgs) != 1 || len(msgs[0].Data) < 4 {
+		return nil, fmt.Errorf("get chain %s: %w (%d answers)", name, err, len(msgs))
+	}
+	ch := &nftables.Chain{Name: name, Table: &nftables.Table{Name: table, Family: nftables.TableFamily(family)}}
+	ad, err := mdnetlink.NewAttributeDecoder(msgs[0].Data[4:])
+	if err != nil {
+		return nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_CHAIN_TYPE:
+			ch.Type = nftables.ChainType(ad.String())
+		case unix.NFTA_CHAIN_HOOK:
+			ad.Nested(func(nd *mdnetlink.AttributeDecoder) error {
+				nd.ByteOrder = binary.BigEndian
+				for nd.Next() {
+					switch nd.Type() {
+					case unix.NFTA_HOOK_HOOKNUM:
+						ch.Hooknum = nftables.ChainHookRef(nftables.ChainHook(nd.Uint32()))
+					case unix.NFTA_HOOK_PRIORITY:
+						ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(int32(nd.Uint32())))
+					}
+				}
+				return nil
+			})
+		}
+	}
+	return ch, ad.Err()
 }
 
 // nfgenmsg returns the nfnetlink header.

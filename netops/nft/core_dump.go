@@ -28,10 +28,11 @@ type tableState struct {
 }
 
 // dumpTable reads what the kernel holds of s: a get of the table, then,
-// when it is there, a dump of its sets, of its chains (of every chain of
-// the family when s owns the table, to find those it does not name; a get
-// of each named one else), of the rules of each chain s names and of the
-// elements of each set whose elements are s's.
+// when it is there, a dump of its sets (when s has sets or owns the
+// table) and flowtables (when s has some), of its chains (of every chain
+// of the family when s owns the table, to find those it does not name; a
+// get of each named one else), of the rules of each chain s names and of
+// the elements of each set whose elements are s's.
 func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 	st := &tableState{
 		chains: map[string]*nftables.Chain{}, rules: map[string][]*nftables.Rule{},
@@ -42,17 +43,19 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 		return st, err
 	}
 	st.exists = true
-	sets, err := h.nft.GetSets(s.table)
-	if err != nil {
-		return nil, err
-	}
-	for _, set := range sets {
-		st.sets[set.Name] = set
+	if s.owned || len(s.sets) > 0 {
+		sets, err := h.nft.GetSets(s.table)
+		if err != nil {
+			return nil, err
+		}
+		for _, set := range sets {
+			st.sets[set.Name] = set
+		}
 	}
 	if err := h.dumpChains(s, st); err != nil {
 		return nil, err
 	}
-	if s.owned || len(s.flowtables) > 0 {
+	if len(s.flowtables) > 0 { // (a flowtable someone adds to a table without one stays)
 		fts, err := h.nft.ListFlowtables(s.table)
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			return nil, err
@@ -100,19 +103,13 @@ func (h *Handle) dumpChains(s *tableSpec, st *tableState) error {
 		return nil
 	}
 	for _, cs := range s.chains {
-		// google/nftables' ListChain loses the kernel's ENOENT (%v).
-		ok, err := h.nftChainExists(uint8(s.table.Family), s.table.Name, cs.name)
-		if err != nil || !ok {
-			if err != nil {
-				return fmt.Errorf("chain %s: %w", cs.name, err)
-			}
-			continue
-		}
-		ch, err := h.nft.ListChain(s.table, cs.name)
+		ch, err := h.nftGetChain(uint8(s.table.Family), s.table.Name, cs.name)
 		if err != nil {
-			return fmt.Errorf("chain %s: %w", cs.name, err)
+			return err
 		}
-		st.chains[cs.name] = ch
+		if ch != nil {
+			st.chains[cs.name] = ch
+		}
 	}
 	return nil
 }
