@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
 )
 
 // coreSpec is a table of every kind of object the core reconciles: a set
@@ -271,5 +272,58 @@ func TestTableSpecsIdempotent(t *testing.T) {
 				t.Errorf("second reconcile = %t, %v, %d transactions; want no change and none", changed, err, Transactions()-before)
 			}
 		})
+	}
+}
+
+// TestReconcileShared: in a table the spec does not own, what others put
+// there stays: their chain, their rule in a chain the spec shares
+// (appendOnly: its rule appended once, after theirs), their elements in a
+// kept set.
+func TestReconcileShared(t *testing.T) {
+	h, err := Open(nstest.NewNS(t, "coreshared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(h.nsFD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := &nftables.Table{Name: "shared", Family: nftables.TableFamilyIPv4}
+	comment := func(s string) []byte { return userdata.AppendString(nil, userdata.TypeComment, s) }
+	c.AddTable(table)
+	fwd := c.AddChain(&nftables.Chain{Name: "FORWARD", Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+	c.AddRule(&nftables.Rule{Table: table, Chain: fwd, UserData: comment("theirs"), Exprs: []expr.Any{&expr.Counter{}}})
+	c.AddChain(&nftables.Chain{Name: "their-chain", Table: table})
+	kept := &nftables.Set{Table: table, Name: "k", KeyType: nftables.TypeIPAddr}
+	if err := c.AddSet(kept, ipv4Elems([]netip.Addr{netip.MustParseAddr("192.0.2.9")})); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	spec := func() *tableSpec {
+		return &tableSpec{table: table, what: "the shared test table",
+			sets: []setSpec{{set: &nftables.Set{Name: "k", KeyType: nftables.TypeIPAddr}, kept: true}},
+			chains: []chainSpec{
+				{name: "FORWARD", appendOnly: true, rules: []*nftables.Rule{{UserData: comment("ours"),
+					Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "mine"}}}}},
+				{name: "mine", rules: []*nftables.Rule{{UserData: comment("mine: return"), Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}}}},
+			}}
+	}
+	for i, want := range []bool{true, false} {
+		if changed, err := h.reconcile(spec()); err != nil || changed != want {
+			t.Fatalf("reconcile %d = %t, %v; want %t", i, changed, err, want)
+		}
+	}
+	if got, _ := h.chainComments(table, "FORWARD"); !slices.Equal(got, []string{"theirs", "ours"}) {
+		t.Errorf("FORWARD has %q, want [theirs ours]", got)
+	}
+	if ok, _ := h.nftChainExists(unix.NFPROTO_IPV4, table.Name, "their-chain"); !ok {
+		t.Error("their chain is gone")
+	}
+	if elems, _ := h.dumpFamilyElems(table.Family, table.Name, "k"); len(elems) != 1 {
+		t.Errorf("the kept set has %d elements, want their one", len(elems))
 	}
 }

@@ -13,7 +13,8 @@ import (
 // txn is one nftables transaction on a Handle's connection, the one way
 // every table here changes the kernel: what it queues reaches the kernel in
 // one batch on commit, which the kernel applies whole or not at all (an
-// error rolls all of it back). A change is queued one of two ways:
+// error rolls all of it back). The core (core.go) queues a table's
+// difference on one. A change is queued one of two ways:
 //
 //   - with google/nftables' builder (conn, addSet, addBaseChain): tables,
 //     chains, rules, sets, maps and verdict maps and their elements, typed;
