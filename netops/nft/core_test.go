@@ -3,6 +3,7 @@ package nft
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -243,7 +244,9 @@ func TestTableSpecsIdempotent(t *testing.T) {
 			s.chains = append(s.chains, macSpoofBase())
 			return s
 		},
-		"masquerade": func() *tableSpec { return masq },
+		"masquerade":      func() *tableSpec { return masq },
+		"firewall":        func() *tableSpec { return fwOwnTable(fwModes{}, "CNI-ADMIN") },
+		"firewall, marks": func() *tableSpec { return fwOwnTable(fwModes{true, true}, "CNI-ADMIN") },
 	}
 	for _, name := range sortedKeys(specs) {
 		t.Run(name, func(t *testing.T) {
@@ -257,6 +260,11 @@ func TestTableSpecsIdempotent(t *testing.T) {
 			}
 			if name == "fast path" && !h.hasFlowtables() {
 				t.Skip("this kernel has no nftables flowtables")
+			}
+			if strings.HasPrefix(name, "firewall") { // its maps are raw messages
+				if err := h.commitRaw(fwTableMsgs()...); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if changed, err := h.reconcile(specs[name]()); err != nil || !changed {
 				t.Fatalf("first reconcile = %t, %v; want a change", changed, err)

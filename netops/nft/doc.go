@@ -31,10 +31,12 @@
 // connection lives in a state type of its own (stateOf), not on the
 // Handle. Tables on the core: egress, the fast path, DNS, the overlay's
 // masquerade and forward rules, the bridge masquerade, the fabric, the
-// via-host table, the MAC spoofing check, the source address check. Not
-// yet: the port mappings' and the firewall's schemas (hand-built raw
-// batches, with their elements) and the policy tables (policy*.go, mnp.go,
-// their own incremental renderer).
+// via-host table, the MAC spoofing check, the source address check, the
+// firewall's own chains. Not yet: the port mappings' schema (a raw batch
+// that carries the first elements with it), the firewall's maps (raw: mark
+// data) and its rules in iptables' chains (placed at the head, or after
+// the leading jumps), and the policy tables (policy*.go, mnp.go, their own
+// incremental renderer).
 //
 // Mutating functions are
 // idempotent like netops': Ensure* leaves the state as asked, Delete*

@@ -212,8 +212,8 @@ func fwBaseComments(m fwModes) []string {
 	return append(out, mode+": ingressPolicy", mode+": pods")
 }
 
-// fwTableMsgs creates the table, its maps and chains (each message
-// idempotent).
+// fwTableMsgs creates the table and its maps (each message idempotent;
+// the chains are fwOwnTable's).
 func fwTableMsgs() []mdnetlink.Message {
 	const create = mdnetlink.Acknowledge | mdnetlink.Create
 	msgs := []mdnetlink.Message{pmMsg(unix.NFT_MSG_NEWTABLE, create, attrs(mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(FirewallTable)}))}
@@ -229,90 +229,74 @@ func fwTableMsgs() []mdnetlink.Message {
 			mdnetlink.Attribute{Type: unix.NFTA_SET_ID, Data: be32(uint32(0x100 + i))},
 		)))
 	}
-	chain := func(name string, hook uint32, prio int32, base bool) {
-		as := []mdnetlink.Attribute{
-			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(FirewallTable)},
-			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(name)},
-		}
-		if base {
-			as = append(as,
-				nested(unix.NFTA_CHAIN_HOOK, attrs(
-					mdnetlink.Attribute{Type: unix.NFTA_HOOK_HOOKNUM, Data: be32(hook)},
-					mdnetlink.Attribute{Type: unix.NFTA_HOOK_PRIORITY, Data: be32(uint32(prio))},
-				)),
-				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: be32(nfAccept)},
-				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr("filter")},
-			)
-		}
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWCHAIN, create, attrs(as...)))
-	}
-	chain(fwOwnBaseChain, unix.NF_INET_FORWARD, fwPrioMark, true)
-	chain(fwClearChain, unix.NF_INET_FORWARD, fwPrioClear, true)
-	for _, n := range []string{fwAdminJumps, FirewallIsolationChain, FirewallForwardChain} {
-		chain(n, 0, 0, false)
-	}
 	return msgs
 }
 
-// fwWriteOwn rewrites the chains of the own table for m and makes the
-// admin chain (with a jump from admin-jumps) when a family needs it.
+// fwWriteOwn reconciles the chains of the own table for m (fwOwnTable).
 func (h *Handle) fwWriteOwn(m fwModes, admin string) error {
-	t := h.tx()
-	c := t.conn()
-	own := fwPlace{table: &nftables.Table{Family: nftables.TableFamilyINet, Name: FirewallTable}, own: true}
-	rule := func(chain, comment string, ex ...expr.Any) {
-		c.AddRule(&nftables.Rule{Table: own.table, Chain: fwChain(own, chain), Exprs: ex,
-			UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
+	if _, err := h.reconcile(fwOwnTable(m, admin)); err != nil {
+		return fmt.Errorf("write the chains of inet %s: %w", FirewallTable, err)
 	}
-	for _, ch := range []string{fwOwnBaseChain, fwClearChain, FirewallIsolationChain, FirewallForwardChain} {
-		c.FlushChain(fwChain(own, ch))
+	return nil
+}
+
+// fwOwnTable is the firewall's own table for modes m: its fixed chains and,
+// when a family needs it, the admin chain (the operators': made when
+// missing, never flushed) with a jump to it from admin-jumps. The maps,
+// whose elements are the pods', are fwTableMsgs'.
+func fwOwnTable(m fwModes, admin string) *tableSpec {
+	var base, clear, iso, fwd []*nftables.Rule
+	rule := func(chain *[]*nftables.Rule, comment string, ex ...expr.Any) {
+		*chain = append(*chain, &nftables.Rule{Exprs: ex, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
 	}
 	cm := fwBaseComments(m)
 	cm = cm[len(cm)-2:]
 	for i, f := range fwFamilies {
 		if !m[i] {
-			rule(fwOwnBaseChain, fwJumpComment, slices.Concat(nfMatch(f.nfproto), jump(fwAdminJumps))...)
+			rule(&base, fwJumpComment, slices.Concat(nfMatch(f.nfproto), jump(fwAdminJumps))...)
 		}
 	}
-	rule(fwOwnBaseChain, cm[0], jump(FirewallIsolationChain)...)
-	rule(fwOwnBaseChain, cm[1], jump(FirewallForwardChain)...)
-	rule(FirewallIsolationChain, fwDNATComment, append(ctStatusDNAT(), &expr.Verdict{Kind: expr.VerdictReturn})...)
+	rule(&base, cm[0], jump(FirewallIsolationChain)...)
+	rule(&base, cm[1], jump(FirewallForwardChain)...)
+	rule(&iso, fwDNATComment, append(ctStatusDNAT(), &expr.Verdict{Kind: expr.VerdictReturn})...)
 	for i, f := range fwFamilies {
 		drop := []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}
 		pass := []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept}}
 		if m[i] {
 			drop, pass = markOr(FirewallMarkDrop), markOr(FirewallMarkPass)
-			rule(fwClearChain, f.name+": clear the marks", slices.Concat(nfMatch(f.nfproto), markClear())...)
+			rule(&clear, f.name+": clear the marks", slices.Concat(nfMatch(f.nfproto), markClear())...)
 		}
 		nf, dst, src := nfMatch(f.nfproto), addrTo(f.v6, false, reg1), addrTo(f.v6, true, reg1)
-		rule(FirewallIsolationChain, f.name+": new connections to isolated pods",
+		rule(&iso, f.name+": new connections to isolated pods",
 			slices.Concat(nf, dst, mapHas(fwMapName("isolated", f.v6)), ctState(expr.CtStateBitNEW), drop)...)
-		rule(FirewallIsolationChain, f.name+": connections from a same-bridge pod's bridge pass",
+		rule(&iso, f.name+": connections from a same-bridge pod's bridge pass",
 			slices.Concat(nf, dst, iifnameAfterAddr(f.v6), mapHas(fwMapName("bridgeof", f.v6)), []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}})...)
-		rule(FirewallIsolationChain, f.name+": new connections to same-bridge pods from elsewhere",
+		rule(&iso, f.name+": new connections to same-bridge pods from elsewhere",
 			slices.Concat(nf, dst, mapHas(fwMapName("samebridge", f.v6)), ctState(expr.CtStateBitNEW), drop)...)
 		pods := mapHas(fwMapName("pods", f.v6))
-		rule(FirewallForwardChain, f.name+": replies to pods",
+		rule(&fwd, f.name+": replies to pods",
 			slices.Concat(nf, dst, pods, ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), pass)...)
-		rule(FirewallForwardChain, f.name+": port-forwarded connections to pods",
+		rule(&fwd, f.name+": port-forwarded connections to pods",
 			slices.Concat(nf, dst, pods, ctStatusDNAT(), pass)...)
-		rule(FirewallForwardChain, f.name+": from pods", slices.Concat(nf, src, pods, pass)...)
+		rule(&fwd, f.name+": from pods", slices.Concat(nf, src, pods, pass)...)
 	}
+	s := &tableSpec{table: &nftables.Table{Family: nftables.TableFamilyINet, Name: FirewallTable}, what: "the firewall's table",
+		chains: []chainSpec{
+			{name: fwAdminJumps, appendOnly: true},
+			{name: FirewallIsolationChain, rules: iso},
+			{name: FirewallForwardChain, rules: fwd},
+			baseChain(fwOwnBaseChain, nftables.ChainTypeFilter, *nftables.ChainHookForward, fwPrioMark, base),
+			baseChain(fwClearChain, nftables.ChainTypeFilter, *nftables.ChainHookForward, fwPrioClear, clear),
+		}}
 	if !m[0] || !m[1] {
-		c.AddChain(fwChain(own, admin))
-		jumps, err := h.fwRules(own, fwAdminJumps)
-		if err != nil {
-			t.abort() // not the half-built chains with the next commit
-			return err
-		}
-		if fwFindJump(jumps, admin) < 0 {
-			rule(fwAdminJumps, fwJumpComment, jump(admin)...)
-		}
+		var jumps []*nftables.Rule
+		rule(&jumps, fwJumpComment, jump(admin)...)
+		s.chains = append(s.chains, chainSpec{name: admin, appendOnly: true},
+			chainSpec{name: fwAdminJumps, appendOnly: true, rules: jumps,
+				same: func(have, _ *nftables.Rule) bool { return fwFindJump([]*nftables.Rule{have}, admin) == 0 }})
+		s.chains = slices.Delete(s.chains, 0, 1) // admin-jumps once, with its jump
 	}
-	if err := t.commit(); err != nil {
-		return fmt.Errorf("write the chains of inet %s: %w", FirewallTable, err)
-	}
-	return nil
+	return s
 }
 
 // fwWriteIptables makes, in iptables' filter of p's family, the chains
