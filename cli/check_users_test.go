@@ -189,7 +189,8 @@ func TestInstallSecondaryNetworks(t *testing.T) {
 				t.Errorf("installed again: exit %d, want the conflist left alone:\n%s", code, out)
 			}
 			// Already multi: as it is.
-			if _, err := InstallConflistWrapped(dst, filepath.Join(root, "again"), "x.conflist", true); err != nil {
+			_, wrap := roles.Registry().Wrapper()
+			if _, err := InstallConflistWrapped(dst, filepath.Join(root, "again"), "x.conflist", wrap); err != nil {
 				t.Fatal(err)
 			}
 			if again, _ := os.ReadFile(filepath.Join(root, "again", "x.conflist")); string(again) != string(b) {

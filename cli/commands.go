@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"slices"
+
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/cniplug"
@@ -114,7 +116,9 @@ func commands(o Options) []*ucli.Command {
 				"  cnibox inspect endpoints --pod default/web-0 --detail\n" +
 				"  cnibox inspect ipam --network cnibox\n" +
 				"  cnibox inspect topology --format dot | dot -Tsvg > node.svg",
-			Subcommands: []*ucli.Command{
+			// The node's configs and addresses, what the roles keep
+			// (roleInspect), then the agent's tables and the topology.
+			Subcommands: slices.Concat([]*ucli.Command{
 				{
 					Name:  "config",
 					Usage: "the network config a runtime would pick, why, and whether its plugins are there",
@@ -166,14 +170,7 @@ func commands(o Options) []*ucli.Command {
 					Flags:  []ucli.Flag{agentSocketFlag, jsonFlag},
 					Action: inspectClusterIPAM,
 				},
-				{
-					Name:  "dhcp",
-					Usage: "the dhcp daemon's leases: address, server, state, last renewal, expiry",
-					UsageText: "cnibox inspect dhcp [--network N] [--data-dir DIR] [--json]\n\n" +
-						"Example: cnibox inspect dhcp --network lan",
-					Flags:  []ucli.Flag{networkFlag, dataDirFlag, jsonFlag},
-					Action: inspectDHCP,
-				},
+			}, roleInspect(o.Registry), []*ucli.Command{
 				{
 					Name:  "policy",
 					Usage: "the node's NetworkPolicy table: the policies (that select POD), per direction, each rule with its packet counter",
@@ -205,7 +202,7 @@ func commands(o Options) []*ucli.Command {
 					},
 					Action: withHost(runTopology),
 				},
-			},
+			}),
 		},
 		{
 			Name:  "overlay",

@@ -50,8 +50,6 @@ type doctor struct {
 	// outsideNodeNS: doctor runs in another network namespace than the
 	// node's (doctor_ns.go).
 	outsideNodeNS bool
-	// portMaps are the port mapping role's records, by attachment.
-	portMaps map[attachmentKey]store.PortMapRecord
 	// roles are the binary's roles: their declarations (cniplug.Known)
 	// say what doctor checks of their endpoints and what they do on
 	// purpose.
@@ -105,10 +103,7 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 	}
 	var overlays []store.OverlayState
 	if err := readStore(c, func(st *store.Store) error {
-		if overlays, err = st.Overlays(); err != nil {
-			return err
-		}
-		d.portMaps, err = readPortMapRecords(st)
+		overlays, err = st.Overlays()
 		return err
 	}); err != nil {
 		return err
@@ -119,7 +114,7 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 	}
 	d.at = checkSubject{}
 	d.checkOverlays(host, overlays)
-	d.checkDHCPLeases(c)
+	d.checkRoleNodes(c) // inspect_roles.go
 	d.checkClusterIPAM(c) // inspect_cluster.go
 	if !filtered {
 		d.checkLeftovers(host)

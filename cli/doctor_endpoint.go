@@ -180,7 +180,7 @@ func (d *doctor) checkEndpoint(host *netops.Handle, ep store.Endpoint, overlays 
 		}
 	}
 
-	d.checkPortMaps(ec)
+	d.checkForwards(ec)
 
 	// MTU
 	var mtuProblems []string

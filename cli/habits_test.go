@@ -9,16 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/roles"
 	ucli "github.com/urfave/cli/v2"
-
-	"github.com/cnibox/cnibox/cniplug"
 )
 
 // runApp runs the CLI with args as a person would, stdout and stderr into
 // buffers (not a terminal), and returns them with the exit code.
 func runApp(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	app := newApp(Options{Version: "test", Registry: cniplug.NewRegistry()})
+	app := newApp(Options{Version: "test", Registry: roles.Registry()})
 	app.Writer, app.ErrWriter = &out, &errb
 	err := app.Run(append([]string{"cnibox"}, args...))
 	if err != nil {
@@ -33,7 +32,7 @@ func runApp(args ...string) (stdout, stderr string, code int) {
 // commandPaths are every command of the app with its flags (--help left
 // out), "cnibox" for the app itself.
 func commandPaths() map[string][]string {
-	app := newApp(Options{Version: "test", Registry: cniplug.NewRegistry()})
+	app := newApp(Options{Version: "test", Registry: roles.Registry()})
 	names := func(fs []ucli.Flag) []string {
 		var out []string
 		for _, f := range fs {
@@ -164,7 +163,7 @@ func TestVersionAndRoles(t *testing.T) {
 	}
 	// A release beside the build, as kubectl prints.
 	var b2 bytes.Buffer
-	app := newApp(Options{Version: "03de98e-dirty", Release: "0.1.0", Registry: cniplug.NewRegistry()})
+	app := newApp(Options{Version: "03de98e-dirty", Release: "0.1.0", Registry: roles.Registry()})
 	app.Writer = &b2
 	if err := app.Run([]string{"cnibox", "--version"}); err != nil || !strings.HasPrefix(b2.String(), "cnibox 0.1.0\nbuild: 03de98e-dirty\n") {
 		t.Errorf("--version with a release (%v): %q", err, b2.String())

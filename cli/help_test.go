@@ -5,15 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/roles"
 	ucli "github.com/urfave/cli/v2"
-
-	"github.com/cnibox/cnibox/cniplug"
 )
 
 // TestHelpExamples: every command a person runs has an example in its
 // --help text (habits_test.go checks that the help ends with it).
 func TestHelpExamples(t *testing.T) {
-	app := newApp(Options{Version: "test", Registry: cniplug.NewRegistry()})
+	app := newApp(Options{Version: "test", Registry: roles.Registry()})
 	var walk func(path string, cmds []*ucli.Command)
 	walk = func(path string, cmds []*ucli.Command) {
 		for _, c := range cmds {
@@ -38,7 +37,7 @@ func TestHelpExamples(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	for _, shell := range []string{"bash", "zsh"} {
 		var out bytes.Buffer
-		app := newApp(Options{Registry: cniplug.NewRegistry()})
+		app := newApp(Options{Registry: roles.Registry()})
 		app.Writer = &out
 		if err := app.Run([]string{"cnibox", "completion", shell}); err != nil {
 			t.Fatalf("completion %s: %v", shell, err)
@@ -47,7 +46,7 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("completion %s script:\n%s", shell, out.String())
 		}
 	}
-	app := newApp(Options{Registry: cniplug.NewRegistry()})
+	app := newApp(Options{Registry: roles.Registry()})
 	if err := app.Run([]string{"cnibox", "completion", "fish"}); err == nil {
 		t.Error("completion fish: no error")
 	}

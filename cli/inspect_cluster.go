@@ -166,36 +166,40 @@ func (d *doctor) checkClusterIPAM(c *ucli.Context) {
 	d.pass("cluster IPAM", "%d IPPools, %d addresses held (cnibox inspect cluster-ipam)", n, held)
 }
 
-// checkNetworkSockets: every network of the config directory on the
-// whereabouts IPAM needs an agent at the socket it names (its agentSocket,
-// else the default one), whichever socket --agent-socket reads the pools
+// checkNetworkSockets: every network of the config directory on an IPAM
+// whose ADD asks cnibox-agent (cniplug.Known.AgentSocket) needs an agent
+// at the socket it names, whichever socket --agent-socket reads the pools
 // from: without one its ADDs fail with 11.
 func (d *doctor) checkNetworkSockets(c *ucli.Context) {
-	missing := map[string][]string{} // socket -> networks
-	for _, n := range whereaboutsNetworks(c.String("conf-dir")) {
-		sock := n.socket
-		if _, err := os.Stat(sock); err != nil && !slices.Contains(missing[sock], n.name) {
-			missing[sock] = append(missing[sock], n.name)
+	missing := map[string][]agentNetwork{} // socket -> networks
+	for _, n := range d.agentNetworks(c.String("conf-dir")) {
+		if _, err := os.Stat(n.socket); err != nil && !slices.ContainsFunc(missing[n.socket], func(m agentNetwork) bool { return m.name == n.name }) {
+			missing[n.socket] = append(missing[n.socket], n)
 		}
 	}
 	for _, sock := range slices.Sorted(maps.Keys(missing)) {
+		var names []string
+		for _, n := range missing[sock] {
+			names = append(names, n.name)
+		}
 		d.fail("cluster IPAM", "start cnibox-agent with --cluster-ipam (or --cluster-ipam-only) on this node, or point agentSocket at its socket",
-			"network %s uses the whereabouts IPAM, but no cnibox-agent socket is at %s: its ADDs fail (11) and its DELs wait in the data dir",
-			strings.Join(missing[sock], ", "), sock)
+			"network %s uses the %s IPAM, but no cnibox-agent socket is at %s: its ADDs fail (11) and its DELs wait in the data dir",
+			strings.Join(names, ", "), missing[sock][0].ipam, sock)
 	}
 }
 
-// wbNetwork is a network of the config directory on the whereabouts IPAM.
-type wbNetwork struct{ name, socket string }
+// agentNetwork is a network of the config directory on an IPAM that asks
+// cnibox-agent, with the agent socket it names.
+type agentNetwork struct{ name, ipam, socket string }
 
-// whereaboutsNetworks lists the networks of confDir's loadable files whose
-// plugins name the whereabouts IPAM, with the agent socket each names.
-func whereaboutsNetworks(confDir string) []wbNetwork {
+// agentNetworks lists the networks of confDir's loadable files whose
+// plugins name an IPAM that asks cnibox-agent, with the socket each names.
+func (d *doctor) agentNetworks(confDir string) []agentNetwork {
 	if confDir == "" {
 		return nil
 	}
 	files, _ := libcni.ConfFiles(confDir, nodestate.ConfExtensions)
-	var out []wbNetwork
+	var out []agentNetwork
 	for _, f := range files {
 		l, err := nodestate.LoadConfFile(f)
 		if err != nil {
@@ -204,18 +208,15 @@ func whereaboutsNetworks(confDir string) []wbNetwork {
 		for _, p := range l.Plugins {
 			var conf struct {
 				IPAM struct {
-					Type        string `json:"type"`
-					AgentSocket string `json:"agentSocket"`
+					Type string `json:"type"`
 				} `json:"ipam"`
 			}
-			if json.Unmarshal(p.Bytes, &conf) != nil || conf.IPAM.Type != "whereabouts" {
+			if json.Unmarshal(p.Bytes, &conf) != nil || conf.IPAM.Type == "" {
 				continue
 			}
-			sock := conf.IPAM.AgentSocket
-			if sock == "" {
-				sock = agentapi.DefaultSocket
+			if sock, ok := d.roles.AgentSocket(conf.IPAM.Type, p.Bytes); ok {
+				out = append(out, agentNetwork{name: l.Name, ipam: conf.IPAM.Type, socket: sock})
 			}
-			out = append(out, wbNetwork{name: l.Name, socket: sock})
 		}
 	}
 	return out

@@ -46,7 +46,13 @@ func (o Options) install(c *ucli.Context) error {
 	if err != nil || c.String("conflist") == "" {
 		return err
 	}
-	line, err := InstallConflistWrapped(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"), c.Bool("secondary-networks"))
+	var wrap func([]byte) ([]byte, error)
+	if c.Bool("secondary-networks") {
+		if _, wrap = o.Registry.Wrapper(); wrap == nil {
+			return errors.New("install --secondary-networks: no role of this binary wraps a conflist")
+		}
+	}
+	line, err := InstallConflistWrapped(c.String("conflist"), c.String("conf-dir"), c.String("conf-name"), wrap)
 	if line != "" {
 		fmt.Fprintln(c.App.Writer, line)
 	}
@@ -82,12 +88,10 @@ func (o Options) checkInstallConflist(c *ucli.Context, src, binDir string) error
 	return nil
 }
 
-// dhcpDaemonBinary is the dhcp daemon's binary (roles/dhcp.DaemonBinary).
-const dhcpDaemonBinary = "cnibox-dhcp"
-
 // installOptions turns the flags into InstallOptions.
 func installOptions(c *ucli.Context, o Options) (InstallOptions, error) {
-	opts := InstallOptions{Dir: c.String("dir"), Names: o.Registry.Names(), Force: c.Bool("force"), KeepForeign: c.Bool("keep-foreign")}
+	opts := InstallOptions{Dir: c.String("dir"), Names: o.Registry.Names(), Companions: o.Registry.Companions(),
+		Force: c.Bool("force"), KeepForeign: c.Bool("keep-foreign")}
 	if opts.Force && opts.KeepForeign {
 		return opts, errors.New("--force replaces what is not cnibox's and --keep-foreign keeps it: give one of them")
 	}
@@ -124,6 +128,9 @@ type InstallOptions struct {
 	Target string
 	// Names are the role names to link.
 	Names []string
+	// Companions are the roles' other binaries (cniplug.Known.Companions),
+	// copied into Dir with Binary when they sit next to it.
+	Companions []string
 	// Force replaces files and links that are not cnibox's.
 	Force bool
 	// KeepForeign leaves files and links that are not cnibox's as they
@@ -152,11 +159,15 @@ func Install(o InstallOptions) ([]string, error) {
 			return nil, fmt.Errorf("install %s as %s: %w", o.Binary, target, err)
 		}
 		out = append(out, fileLine(changed, target))
-		// The dhcp daemon's binary, when it sits next to the one copied:
-		// `dhcp daemon` looks for it next to cnibox.
-		if src := filepath.Join(filepath.Dir(o.Binary), dhcpDaemonBinary); src != o.Binary {
+		// The roles' companion binaries, when they sit next to the one
+		// copied: a role looks for them next to cnibox.
+		for _, comp := range o.Companions {
+			src := filepath.Join(filepath.Dir(o.Binary), comp)
+			if src == o.Binary {
+				continue
+			}
 			if st, err := os.Stat(src); err == nil && st.Mode().IsRegular() {
-				dst := filepath.Join(o.Dir, dhcpDaemonBinary)
+				dst := filepath.Join(o.Dir, comp)
 				changed, err := installFile(dst, 0o755, func() (io.ReadCloser, error) { return os.Open(src) })
 				if err != nil {
 					return nil, fmt.Errorf("install %s as %s: %w", src, dst, err)
@@ -225,12 +236,13 @@ func installLink(p, link string, self fs.FileInfo, force, keepForeign bool) (str
 // name; the name must end in .conflist, the extension runtimes read lists
 // from. It returns a line saying what it did.
 func InstallConflist(src, dir, name string) (string, error) {
-	return InstallConflistWrapped(src, dir, name, false)
+	return InstallConflistWrapped(src, dir, name, nil)
 }
 
-// InstallConflistWrapped is InstallConflist, the list wrapped in multi
-// first when wrap is set (WrapInMulti: `install --secondary-networks`).
-func InstallConflistWrapped(src, dir, name string, wrap bool) (string, error) {
+// InstallConflistWrapped is InstallConflist, the list wrapped first when
+// wrap is set (the role's cniplug.Known.WrapConflist: `install
+// --secondary-networks`).
+func InstallConflistWrapped(src, dir, name string, wrap func([]byte) ([]byte, error)) (string, error) {
 	if name == "" {
 		name = filepath.Base(src)
 	}
@@ -244,8 +256,8 @@ func InstallConflistWrapped(src, dir, name string, wrap bool) (string, error) {
 	if err := checkConflist(data); err != nil {
 		return "", fmt.Errorf("conflist %s: %w", src, err)
 	}
-	if wrap {
-		if data, err = WrapInMulti(data); err != nil {
+	if wrap != nil {
+		if data, err = wrap(data); err != nil {
 			return "", fmt.Errorf("conflist %s, --secondary-networks: %w", src, err)
 		}
 	}

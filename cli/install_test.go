@@ -322,14 +322,15 @@ func TestInstallCommand(t *testing.T) {
 }
 
 // TestInstallDHCPDaemon: the dhcp daemon's binary next to the one copied is
-// copied too (`dhcp daemon` looks for it next to cnibox); twice is ok.
+// copied too (`dhcp daemon` looks for it next to cnibox: the role declares
+// it, cniplug.Known.Companions); twice is ok.
 func TestInstallDHCPDaemon(t *testing.T) {
 	dir := t.TempDir()
 	bin := writeExe(t, "#!/bin/true\n")
 	if err := os.WriteFile(filepath.Join(filepath.Dir(bin), "cnibox-dhcp"), []byte("daemon"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	opts := InstallOptions{Dir: dir, Binary: bin, Names: []string{"dhcp"}}
+	opts := InstallOptions{Dir: dir, Binary: bin, Names: []string{"dhcp"}, Companions: roles.Registry().Companions()}
 	out, err := Install(opts)
 	if err != nil {
 		t.Fatal(err)

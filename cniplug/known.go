@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -40,14 +39,12 @@ type Known struct {
 
 	// HostVeth are the host ends of the role's veth pairs.
 	HostVeth *HostVeth
-	// IfbPrefix starts the name of the role's ifb devices on the node
-	// (prefix + 12 hex digits); "" = none.
-	IfbPrefix string
 	// PodDevice is set by a role whose pod interface is a device (no host
 	// veth): what doctor and store rebuild expect of it.
 	PodDevice *PodDevice
-	// PortMaps is set by the role that owns table inet cnibox-portmap.
-	PortMaps *PortMaps
+	// Leftovers are the role's records and what goes with them, for
+	// `cnibox gc` and doctor.
+	Leftovers *Leftovers
 	// StoreIPAM is set by an IPAM role whose reservations are the store's
 	// by the pod's address alone (host-local): store rebuild reserves the
 	// addresses it finds in a pod of a network that uses it.
@@ -61,12 +58,33 @@ type Known struct {
 	// (instead of doctor's veth-on-a-bridge and routed-veth checks) and
 	// returns the host end's MTU; ok false = not the role's layout.
 	DoctorHost func(*EndpointCheck) (hostMTU int, ok bool)
+	// DoctorForwards checks what the node forwards to the endpoint from
+	// outside (its port mappings); it runs after doctor's own masquerade
+	// check, with the store open.
+	DoctorForwards func(*EndpointCheck)
 	// DoctorGateway stands for the ping of the endpoint's gateways when
 	// nothing answers one (a virtual gateway); ok false = ping as usual.
 	DoctorGateway func(*EndpointCheck) (ok bool)
 	// Describe is one line on the layout of an endpoint of the role, for
 	// `cnibox inspect endpoints --detail` ("" = nothing to add).
 	Describe func(store.Endpoint) string
+
+	// Inspect are `cnibox inspect` commands that list what the role keeps.
+	Inspect []InspectCommand
+	// DoctorNode adds the role's checks of the node (known_cli.go).
+	DoctorNode func(*NodeCheck)
+	// Companions are binaries of the role that `cnibox install` copies
+	// into the bin dir when they sit next to the binary it copies (a
+	// daemon the role execs from beside cnibox).
+	Companions []string
+	// WrapConflist wraps a whole conflist in the role, for `cnibox install
+	// --secondary-networks`: the list stays the pod network and the role
+	// adds the networks a pod asks for.
+	WrapConflist func(conflist []byte) ([]byte, error)
+	// AgentSocket returns, for an IPAM role whose ADD asks cnibox-agent,
+	// the agent's socket a config (the plugin's JSON) names; ok false =
+	// the config is not the role's.
+	AgentSocket func(conf []byte) (socket string, ok bool)
 }
 
 // HostVeth says how a role names the host ends of its veth pairs and how
@@ -120,18 +138,6 @@ type PodDevice struct {
 	// Facts are the fields of the cached config that store rebuild keeps
 	// in the endpoint record's Extra ("master", "mode", "vlanId").
 	Facts []string
-}
-
-// PortMaps are the port mapping role's names for its records and elements.
-type PortMaps struct {
-	// Owner is the owner comment of an attachment's elements.
-	Owner func(network, containerID, ifname string) string
-	// ParseOwner is Owner's inverse (ok false: not of that form, or hashed).
-	ParseOwner func(owner string) (network, containerID, ifname string, ok bool)
-	// OfRecord returns the elements a record stands for.
-	OfRecord func(store.PortMapRecord) nft.PortMaps
-	// Check is the role's CHECK of an attachment's elements, reported on c.
-	Check func(c *EndpointCheck, want nft.PortMaps)
 }
 
 // Reporter receives doctor's results.
@@ -216,15 +222,4 @@ func (r *Registry) Known() []NamedKnown {
 type NamedKnown struct {
 	Role string
 	*Known
-}
-
-// PortMapper returns the declaration of the role that owns port mappings,
-// or nil.
-func (r *Registry) PortMapper() *PortMaps {
-	for _, k := range r.Known() {
-		if k.PortMaps != nil {
-			return k.PortMaps
-		}
-	}
-	return nil
 }

@@ -58,19 +58,6 @@ func (r *Registry) HostVethNames(containerID, ifname string) []string {
 	return out
 }
 
-// IsIfb reports whether a link name has the shape of a role's ifb devices.
-func (r *Registry) IsIfb(name string) bool {
-	if r == nil {
-		return false
-	}
-	for _, k := range r.Known() {
-		if k.IfbPrefix != "" && IsDeviceName(k.IfbPrefix, name) {
-			return true
-		}
-	}
-	return false
-}
-
 // IsStoreIPAM reports whether the role named typ is an IPAM whose
 // reservations store rebuild makes again from the pods' addresses.
 func (r *Registry) IsStoreIPAM(typ string) bool {
@@ -96,6 +83,18 @@ func (r *Registry) Doctor(c *EndpointCheck) {
 	for _, k := range r.Known() {
 		if k.Doctor != nil {
 			k.Doctor(c)
+		}
+	}
+}
+
+// DoctorForwards runs every role's DoctorForwards hook on c.
+func (r *Registry) DoctorForwards(c *EndpointCheck) {
+	if r == nil {
+		return
+	}
+	for _, k := range r.Known() {
+		if k.DoctorForwards != nil {
+			k.DoctorForwards(c)
 		}
 	}
 }

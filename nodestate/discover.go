@@ -20,29 +20,15 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// Recovered is one attachment that Discover found on the node.
+// Recovered is one attachment that Discover found on the node: the
+// endpoint record Record writes for it (Plugin: the role that made it,
+// "bridge" or "ptp" for a host veth, the cached config's type for a device
+// in a pod; Gateways and Routes where the role's layout tells them; Extra
+// the facts of a device the cached config names), and how it was found.
 type Recovered struct {
-	Network     string `json:"network"`
-	ContainerID string `json:"containerID"`
-	IfName      string `json:"ifName"`
-	Netns       string `json:"netns"`
-	Pod         string `json:"pod,omitempty"`
-	// Plugin is the role that made the attachment: "bridge" or "ptp" for a
-	// host veth, the cached config's type for a device in a pod.
-	Plugin   string         `json:"plugin,omitempty"`
-	Bridge   string         `json:"bridge,omitempty"`
-	HostVeth string         `json:"hostVeth,omitempty"`
-	MAC      string         `json:"mac,omitempty"`
-	IPs      []netip.Prefix `json:"ips"`
-	// Gateways are a ptp host veth's addresses: the pod's gateways.
-	Gateways []netip.Addr `json:"gateways,omitempty"`
-	// Routes are the pod's routes the role set up, where they are known
-	// from its layout (azure-vnet's transparent mode: default via the
-	// virtual gateway).
-	Routes []store.Route `json:"routes,omitempty"`
-	// Extra are the facts of a device the cached config names (master,
-	// vlanId, mode).
-	Extra map[string]string `json:"extra,omitempty"`
+	store.Endpoint
+	// Pod is "namespace/name" from the runtime's cache entry.
+	Pod string `json:"pod,omitempty"`
 	// Source says where the owner came from: "cache" (libcni's cache) or
 	// "config" (the network config of the bridge; container ID unknown).
 	Source string `json:"source"`
@@ -220,7 +206,8 @@ func Discover(roles *cniplug.Registry, confDir, cacheDir string) ([]Recovered, [
 			warn("veth %s on %s: its peer is in no namespace this process can see: skipped", hv.Name, where)
 			continue
 		}
-		r := Recovered{Plugin: layout.Plugin, Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name, MAC: p.link.MAC.String(), IPs: p.addrs, Reserve: true}
+		r := Recovered{Endpoint: store.Endpoint{Plugin: layout.Plugin, Bridge: br.Name, HostVeth: hv.Name, Netns: p.netns, IfName: p.link.Name,
+			MAC: p.link.MAC.String(), IPs: p.addrs}, Reserve: true}
 		if hv.MasterIndex == 0 && !routedVeth(host, layout, hv.Name, &r, warn) {
 			continue
 		}
@@ -317,9 +304,9 @@ func Record(st *store.Store, found []Recovered, confDir string, warn io.Writer) 
 		if r.Plugin == "" {
 			continue
 		}
-		ep := store.Endpoint{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName, Netns: r.Netns,
-			Plugin: r.Plugin, Bridge: r.Bridge, HostVeth: r.HostVeth, MAC: r.MAC, IPs: r.IPs, Gateways: r.Gateways, Routes: r.Routes, Created: now,
-			Extra: map[string]string{"rebuilt": "cnibox store rebuild, from " + r.Source}}
+		ep := r.Endpoint
+		ep.Created = now
+		ep.Extra = map[string]string{"rebuilt": "cnibox store rebuild, from " + r.Source}
 		for k, v := range r.Extra {
 			ep.Extra[k] = v
 		}

@@ -71,23 +71,17 @@ func routesPeer(host *netops.Handle, veth, role string, r *Recovered, warn func(
 // is still in its namespace, when its main plugin is a device role (one
 // that declares a PodDevice: its interface is a device in the pod, which
 // names no owner, so only a libcni cache entry finds it again) or its IPAM
-// host-local (by the network's config in the conf dir). A device role's
-// gets an endpoint record (Plugin set) with the facts the cached config
-// names that the role declares (master, mode, VLAN ID).
+// keeps its reservations in the store (cniplug.Known.StoreIPAM, by the
+// network's config in the conf dir). A device role's gets an endpoint
+// record (Plugin set) with the facts the cached config names that the role
+// declares (PodDevice.Facts: master, mode, VLAN ID).
 func cachedDevice(roles *cniplug.Registry, a *libcni.NetworkAttachment, byName map[string]netConf) (Recovered, bool) {
-	typ, extra := cachedMain(a.Config)
+	typ := cachedMain(a.Config, "type")["type"]
 	dev := roles.PodDeviceOf(typ)
 	device := dev != nil
-	if device && dev.Facts != nil {
-		for k := range extra {
-			if !slices.Contains(dev.Facts, k) {
-				delete(extra, k)
-			}
-		}
-	}
 	nc, ok := byName[a.Network]
-	hostLocal := ok && roles.IsStoreIPAM(nc.ipam)
-	if (!device && !hostLocal) || a.NetNS == "" || !store.IsNetns(a.NetNS) {
+	storeIPAM := ok && roles.IsStoreIPAM(nc.ipam)
+	if (!device && !storeIPAM) || a.NetNS == "" || !store.IsNetns(a.NetNS) {
 		return Recovered{}, false
 	}
 	h, err := netops.Open(a.NetNS)
@@ -100,39 +94,40 @@ func cachedDevice(roles *cniplug.Registry, a *libcni.NetworkAttachment, byName m
 	if lerr != nil || aerr != nil || (!device && len(addrs) == 0) {
 		return Recovered{}, false
 	}
-	r := Recovered{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.NetNS,
-		Pod: cachedPod(a), MAC: l.MAC.String(), IPs: addrs, Source: "cache", Reserve: hostLocal}
+	r := Recovered{Endpoint: store.Endpoint{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.NetNS,
+		MAC: l.MAC.String(), IPs: addrs}, Pod: cachedPod(a), Source: "cache", Reserve: storeIPAM}
 	if device {
-		r.Plugin, r.Extra = typ, extra
+		r.Plugin, r.Extra = typ, cachedMain(a.Config, dev.Facts...)
 	}
 	return r, true
 }
 
-// cachedMain returns the type of the first plugin of a cached config (a
-// conflist, or a single plugin's config) and what it says about the device:
-// master, mode and vlanId, when set.
-func cachedMain(conf []byte) (string, map[string]string) {
-	var main struct {
-		Type    string            `json:"type"`
-		Master  string            `json:"master"`
-		Mode    string            `json:"mode"`
-		VlanID  *int              `json:"vlanId"`
-		Plugins []json.RawMessage `json:"plugins"`
-	}
+// cachedMain returns the fields named of the first plugin of a cached
+// config (a conflist, or a single plugin's config) that are set: strings
+// as they are, numbers in decimal.
+func cachedMain(conf []byte, fields ...string) map[string]string {
+	var main map[string]json.RawMessage
 	if json.Unmarshal(conf, &main) != nil {
-		return "", nil
+		return map[string]string{}
 	}
-	if len(main.Plugins) > 0 {
-		return cachedMain(main.Plugins[0])
+	var plugins []json.RawMessage
+	if json.Unmarshal(main["plugins"], &plugins) == nil && len(plugins) > 0 {
+		return cachedMain(plugins[0], fields...)
 	}
-	extra := map[string]string{}
-	for k, v := range map[string]string{"master": main.Master, "mode": main.Mode} {
-		if v != "" {
-			extra[k] = v
+	out := map[string]string{}
+	for _, f := range fields {
+		var s string
+		var n json.Number
+		switch {
+		case json.Unmarshal(main[f], &s) == nil:
+			if s != "" {
+				out[f] = s
+			}
+		case json.Unmarshal(main[f], &n) == nil:
+			if i, err := n.Int64(); err == nil {
+				out[f] = strconv.FormatInt(i, 10)
+			}
 		}
 	}
-	if main.VlanID != nil {
-		extra["vlanId"] = strconv.Itoa(*main.VlanID)
-	}
-	return main.Type, extra
+	return out
 }

@@ -9,59 +9,23 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/cnibox/cnibox/cniplug"
-	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
-// Kinds of orphans.
+// Kinds of orphans that are the node's own; the roles' kinds are those
+// their declarations name (cniplug.Leftovers.Kinds).
 const (
 	KindEndpoint    = "endpoint"
 	KindReservation = "reservation"
 	KindVeth        = "veth"
 	KindMasquerade  = "masquerade"
-	KindPortMap     = "portmap"
-	KindPortMapElem = "portmap-elements"
-	KindTuning      = "tuning"
-	KindBandwidth   = "bandwidth"
-	KindIfb         = "ifb"
-	KindDelegate    = "delegate"
 )
 
 // Orphan is one leftover, as gc prints and removes it.
-type Orphan struct {
-	// Kind is one of the Kind* constants.
-	Kind        string     `json:"kind"`
-	Network     string     `json:"network,omitempty"`
-	ContainerID string     `json:"containerID,omitempty"`
-	IfName      string     `json:"ifName,omitempty"`
-	Pod         string     `json:"pod,omitempty"`
-	Netns       string     `json:"netns,omitempty"`
-	Addr        netip.Addr `json:"addr,omitzero"`
-	Veth        string     `json:"veth,omitempty"`
-	// Plugin is the meta role of a delegate record.
-	Plugin string `json:"plugin,omitempty"`
-	// Ports are the mappings of a portmap record or of elements.
-	Ports []string `json:"ports,omitempty"`
-	// Owner is the owner comment of elements that name no attachment.
-	Owner string `json:"owner,omitempty"`
-	// Ifb is the ifb device of a bandwidth record, when it is still there.
-	Ifb    string `json:"ifb,omitempty"`
-	Reason string `json:"reason"`
-	// Done and Error say what gc did (empty on a dry run).
-	Done  bool   `json:"done"`
-	Error string `json:"error,omitempty"`
-	// Skipped says why gc left it after all.
-	Skipped string `json:"skipped,omitempty"`
-
-	// portMaps are the elements gc deletes for a portmap orphan.
-	portMaps []nft.PortMaps
-}
+type Orphan struct{ cniplug.Leftover }
 
 // Subject names the orphan for a person.
 func (o Orphan) Subject() string {
-	if isRecordKind(o.Kind) {
-		return o.recordSubject()
-	}
 	switch o.Kind {
 	case KindEndpoint:
 		s := o.Network + "/" + short(o.ContainerID) + "/" + o.IfName
@@ -83,15 +47,15 @@ func (o Orphan) Subject() string {
 		}
 		return o.Addr.String()
 	}
-	return o.Kind
+	return o.recordSubject()
 }
 
 type attachment struct{ network, cid, ifname string }
 
-// kindOrder is the order orphans are listed in. (A list, not a map: a
-// package-level map is built by code at every start of every role.)
-var kindOrder = []string{KindEndpoint, KindReservation, KindVeth, KindMasquerade,
-	KindPortMap, KindPortMapElem, KindTuning, KindBandwidth, KindIfb, KindDelegate}
+// nodeKinds are the node's own kinds in the order orphans are listed in;
+// the roles' follow (cniplug.Registry.LeftoverKinds). (A list, not a map:
+// a package-level map is built by code at every start of every role.)
+var nodeKinds = []string{KindEndpoint, KindReservation, KindVeth, KindMasquerade}
 
 // Find applies the rules above to v.
 func Find(v View) []Orphan {
@@ -129,8 +93,8 @@ func Find(v View) []Orphan {
 			continue
 		}
 		stale[k] = reason
-		out = append(out, Orphan{Kind: KindEndpoint, Network: ep.Network, ContainerID: ep.ContainerID, IfName: ep.IfName,
-			Pod: podName(ep), Netns: ep.Netns, Veth: ep.HostVeth, Reason: reason})
+		out = append(out, Orphan{cniplug.Leftover{Kind: KindEndpoint, Network: ep.Network, ContainerID: ep.ContainerID, IfName: ep.IfName,
+			Pod: podName(ep), Netns: ep.Netns, Veth: ep.HostVeth, Reason: reason}})
 	}
 	staleVeth := map[string]string{}
 	staleIP := map[netip.Addr]string{}
@@ -176,12 +140,12 @@ func Find(v View) []Orphan {
 				keepVeths(v.Roles, keptVeth, r.ContainerID, r.IfName)
 				continue
 			}
-			out = append(out, Orphan{Kind: KindReservation, Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName,
-				Pod: r.Pod, Addr: r.Addr, Reason: reason})
+			out = append(out, Orphan{cniplug.Leftover{Kind: KindReservation, Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName,
+				Pod: r.Pod, Addr: r.Addr, Reason: reason}})
 		}
 	}
 
-	// 5, 6: records of the chained and meta roles, port mappings.
+	// 5 to 7: the roles' records and what goes with them.
 	out = append(out, recordOrphans(v, evidence{alive: alive, earlier: earlier, records: records, stale: stale, cached: cached})...)
 
 	// 3. veths
@@ -193,7 +157,7 @@ func Find(v View) []Orphan {
 		if !ok {
 			reason = "named like a cnibox host veth, but no endpoint record, reservation or runtime cache entry is for it"
 		}
-		out = append(out, Orphan{Kind: KindVeth, Veth: l.Name, Reason: reason})
+		out = append(out, Orphan{cniplug.Leftover{Kind: KindVeth, Veth: l.Name, Reason: reason}})
 	}
 
 	// 4. masquerade entries
@@ -205,8 +169,9 @@ func Find(v View) []Orphan {
 		if !ok {
 			reason = "no live endpoint record or kept reservation holds " + m.PodIP.String()
 		}
-		out = append(out, Orphan{Kind: KindMasquerade, Network: m.Network, Addr: m.PodIP, Reason: reason})
+		out = append(out, Orphan{cniplug.Leftover{Kind: KindMasquerade, Network: m.Network, Addr: m.PodIP, Reason: reason}})
 	}
+	kindOrder := append(slices.Clip(nodeKinds), v.Roles.LeftoverKinds()...)
 	sort.SliceStable(out, func(i, j int) bool {
 		return slices.Index(kindOrder, out[i].Kind) < slices.Index(kindOrder, out[j].Kind)
 	})

@@ -155,9 +155,10 @@ func TestFindOrphansUnfinishedADD(t *testing.T) {
 			{Network: "net", ContainerID: "cached", IfName: "eth0", NetNS: "/run/netns/cached"},
 			{Network: "multus-network", ContainerID: "multus-delegate", IfName: "eth0", NetNS: "/run/netns/multus-delegate"},
 		},
-		recordView: recordView{Delegates: []store.DelegateRecord{{Network: "meta", ContainerID: "delegated", IfName: "eth0", Netns: "/run/netns/delegated", BootID: "b"}}},
-		Links:      []netops.Link{{Name: hostVethName("failed", "eth0"), Kind: KindVeth}, {Name: hostVethName("in-flight", "eth0"), Kind: KindVeth}},
-		Netns:      map[string]bool{},
+		roleView: roleView{Records: map[string][]store.RawRecord{"delegate": {raw(t, map[string]any{"network": "meta", "containerID": "delegated",
+			"ifName": "eth0", "netns": "/run/netns/delegated", "bootID": "b"})}}},
+		Links: []netops.Link{{Name: hostVethName("failed", "eth0"), Kind: KindVeth}, {Name: hostVethName("in-flight", "eth0"), Kind: KindVeth}},
+		Netns: map[string]bool{},
 	}
 	for _, cid := range []string{"failed", "in-flight", "cached", "multus-delegate", "delegated", "rebuilt-cbx"} {
 		v.Netns["/run/netns/"+cid] = true

@@ -1,6 +1,9 @@
 package nodestate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/netip"
 	"slices"
 	"strings"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
@@ -23,17 +27,20 @@ func TestFindRecordOrphans(t *testing.T) {
 	ep := func(cid, netns string) store.Endpoint {
 		return store.Endpoint{Network: "net", ContainerID: cid, IfName: "eth0", Netns: netns, BootID: boot}
 	}
-	pmRec := func(network, cid, bootID, podIP string, port uint16) store.PortMapRecord {
-		return store.PortMapRecord{Network: network, ContainerID: cid, IfName: "eth0", BootID: bootID,
-			Mappings: []store.PortMapEntry{{Protocol: "tcp", HostPort: port, PodIP: ip(podIP), PodPort: 80}},
-			Masq:     []store.PortMasqEntry{{PodIP: ip(podIP)}}}
+	pmRec := func(network, cid, bootID, podIP string, port uint16) store.RawRecord {
+		return raw(t, map[string]any{"network": network, "containerID": cid, "ifName": "eth0", "bootID": bootID,
+			"mappings": []map[string]any{{"protocol": "tcp", "hostPort": port, "podIP": podIP, "podPort": 80}},
+			"masq":     []map[string]any{{"podIP": podIP}}})
+	}
+	rec := func(network, cid, netns, plugin, bootID, ifb string) store.RawRecord {
+		return raw(t, map[string]any{"network": network, "containerID": cid, "ifName": "eth0", "netns": netns, "plugin": plugin, "bootID": bootID, "ifb": ifb})
 	}
 	elems := func(owner, podIP string, port uint16) nft.PortMaps {
 		return nft.PortMaps{Owner: owner,
 			Mappings: []nft.PortMapping{{Proto: nft.ProtoTCP, HostPort: port, PodIP: ip(podIP), PodPort: 80}},
 			Masq:     []nft.PortMasq{{PodIP: ip(podIP)}}}
 	}
-	owner := testRoles.PortMapper().Owner
+	owner := portMapOwner
 	longCID := strings.Repeat("c", 200) // hashed in the owner comment
 	v := View{
 		Roles:  testRoles,
@@ -55,31 +62,33 @@ func TestFindRecordOrphans(t *testing.T) {
 			{Name: "ifb0", Kind: "ifb"},               // not ours
 			{Name: "cbw000000000000", Kind: KindVeth}, // not an ifb
 		},
-		recordView: recordView{
-			PortMaps: []store.PortMapRecord{
-				pmRec("net", "live", boot, "10.0.0.2", 8080),
-				pmRec("net", "gone", boot, "10.0.0.3", 8081),
-				pmRec("net", "foreign", boot, "10.0.0.4", 8082),      // no endpoint, no evidence: kept
-				pmRec("net", "rebooted", old, "10.0.0.5", 8083),      // earlier boot
-				pmRec("net", "cached-gone", boot, "10.0.0.6", 8084),  // the cache says its netns is gone
-				pmRec("pmnet", "multi-gone", boot, "10.0.0.7", 8085), // its container's delegate record says so
+		roleView: roleView{
+			Records: map[string][]store.RawRecord{
+				"portmap": {
+					pmRec("net", "live", boot, "10.0.0.2", 8080),
+					pmRec("net", "gone", boot, "10.0.0.3", 8081),
+					pmRec("net", "foreign", boot, "10.0.0.4", 8082),      // no endpoint, no evidence: kept
+					pmRec("net", "rebooted", old, "10.0.0.5", 8083),      // earlier boot
+					pmRec("net", "cached-gone", boot, "10.0.0.6", 8084),  // the cache says its netns is gone
+					pmRec("pmnet", "multi-gone", boot, "10.0.0.7", 8085), // its container's delegate record says so
+				},
+				"tuning": {
+					rec("net", "live", "/run/netns/live", "", boot, ""),
+					rec("net", "tuned-gone", "/run/netns/tuned-gone", "", boot, ""),
+					rec("net", "foreign", "", "", boot, ""), // no netns, no evidence
+				},
+				"bandwidth": {
+					rec("net", "live", "", "", boot, "cbwaaaaaaaaaaaa"),
+					rec("net", "gone", "", "", boot, "cbw0123456789ab"),
+				},
+				"delegate": {
+					rec("flannel", "live", "/run/netns/live", "flannel", boot, ""),
+					rec("multinet", "multi-gone", "/run/netns/multi-gone", "multi", boot, ""),
+					rec("flannel", "in-flight", "/run/netns/in-flight", "flannel", boot, ""),
+					rec("flannel", "old", "", "flannel", old, ""),
+				},
 			},
-			Tuning: []store.TuningRecord{
-				{Network: "net", ContainerID: "live", IfName: "eth0", Netns: "/run/netns/live", BootID: boot},
-				{Network: "net", ContainerID: "tuned-gone", IfName: "eth0", Netns: "/run/netns/tuned-gone", BootID: boot},
-				{Network: "net", ContainerID: "foreign", IfName: "eth0", BootID: boot}, // no netns, no evidence
-			},
-			Bandwidth: []store.BandwidthRecord{
-				{Network: "net", ContainerID: "live", IfName: "eth0", Ifb: "cbwaaaaaaaaaaaa", BootID: boot},
-				{Network: "net", ContainerID: "gone", IfName: "eth0", Ifb: "cbw0123456789ab", BootID: boot},
-			},
-			Delegates: []store.DelegateRecord{
-				{Network: "flannel", ContainerID: "live", IfName: "eth0", Netns: "/run/netns/live", Plugin: "flannel", BootID: boot},
-				{Network: "multinet", ContainerID: "multi-gone", IfName: "eth0", Netns: "/run/netns/multi-gone", Plugin: "multi", BootID: boot},
-				{Network: "flannel", ContainerID: "in-flight", IfName: "eth0", Netns: "/run/netns/in-flight", Plugin: "flannel", BootID: boot},
-				{Network: "flannel", ContainerID: "old", IfName: "eth0", Plugin: "flannel", BootID: old},
-			},
-			PortMapElems: []nft.PortMaps{
+			Kernel: map[*cniplug.Leftovers]any{leftoversOf(t, "portmap-elements"): []nft.PortMaps{
 				elems(owner("net", "live", "eth0"), "10.0.0.2", 8080),
 				elems(owner("net", "gone", "eth0"), "10.0.0.3", 8081),                    // with its stale record
 				elems(owner("net", "stray", "eth0"), "10.0.0.20", 9000),                  // nothing accounts for it
@@ -89,7 +98,7 @@ func TestFindRecordOrphans(t *testing.T) {
 				elems(owner("net", longCID, "eth0"), "10.0.0.23", 9003),                  // hashed owner, live endpoint
 				elems(owner("net", strings.Repeat("d", 200), "eth0"), "10.0.0.24", 9004), // hashed, unknown
 				elems(owner("net", "in-flight", "eth0"), "10.0.0.25", 9005),              // its container's netns is live
-			},
+			}},
 		},
 		Netns: map[string]bool{
 			"/run/netns/live": true, "/run/netns/gone": false, "/run/netns/live-norec": true, "/run/netns/long": true,
@@ -100,7 +109,7 @@ func TestFindRecordOrphans(t *testing.T) {
 	got := map[string][]string{}
 	var staleGone Orphan
 	for _, o := range Find(v) {
-		if !isRecordKind(o.Kind) {
+		if slices.Contains(nodeKinds, o.Kind) {
 			continue
 		}
 		if o.Reason == "" {
@@ -108,29 +117,29 @@ func TestFindRecordOrphans(t *testing.T) {
 		}
 		key := o.Network + "/" + o.ContainerID
 		switch o.Kind {
-		case KindPortMapElem:
+		case "portmap-elements":
 			key = strings.Join(o.Ports, ",")
-		case KindIfb:
-			key = o.Ifb
+		case "ifb":
+			key = o.Device
 		}
 		got[o.Kind] = append(got[o.Kind], key)
-		if o.Kind == KindPortMap && o.ContainerID == "gone" {
+		if o.Kind == "portmap" && o.ContainerID == "gone" {
 			staleGone = o
 		}
-		if o.Kind == KindBandwidth && o.Ifb != "cbw0123456789ab" {
+		if o.Kind == "bandwidth" && o.Device != "cbw0123456789ab" {
 			t.Errorf("bandwidth orphan %+v: want its ifb cbw0123456789ab", o)
 		}
 	}
 	want := map[string][]string{
-		KindPortMap: {"net/gone", "net/rebooted", "net/cached-gone", "pmnet/multi-gone"},
-		KindPortMapElem: {
+		"portmap": {"net/gone", "net/rebooted", "net/cached-gone", "pmnet/multi-gone"},
+		"portmap-elements": {
 			"*:9000/tcp -> 10.0.0.20:80",
 			"*:9004/tcp -> 10.0.0.24:80",
 		},
-		KindTuning:    {"net/tuned-gone"},
-		KindBandwidth: {"net/gone"},
-		KindIfb:       {"cbwffffffffffff"},
-		KindDelegate:  {"multinet/multi-gone", "flannel/old"},
+		"tuning":    {"net/tuned-gone"},
+		"bandwidth": {"net/gone"},
+		"ifb":       {"cbwffffffffffff"},
+		"delegate":  {"multinet/multi-gone", "flannel/old"},
 	}
 	for kind, w := range want {
 		if !slices.Equal(got[kind], w) {
@@ -142,10 +151,52 @@ func TestFindRecordOrphans(t *testing.T) {
 	}
 	// The stale record takes the kernel's elements of its owner along,
 	// the kernel's first.
-	if len(staleGone.portMaps) != 2 || staleGone.portMaps[0].Owner != owner("net", "gone", "eth0") {
-		t.Errorf("stale portmap record's elements = %+v, want the dumped group and the record's", staleGone.portMaps)
+	if pms, _ := staleGone.Kernel.([]nft.PortMaps); len(pms) != 2 || pms[0].Owner != owner("net", "gone", "eth0") {
+		t.Errorf("stale portmap record's elements = %+v, want the dumped group and the record's", staleGone.Kernel)
 	}
 	if s := staleGone.Subject(); !strings.Contains(s, "8081") {
 		t.Errorf("subject %q does not name the host port", s)
 	}
+}
+
+// raw is a role's record as the store keeps it and RawRecords reads it.
+func raw(t *testing.T, rec map[string]any) store.RawRecord {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r store.RawRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	r.JSON = b
+	return r
+}
+
+// leftoversOf is the declaration of the role whose leftovers include kind.
+func leftoversOf(t *testing.T, kind string) *cniplug.Leftovers {
+	t.Helper()
+	for _, l := range testRoles.Leftovers() {
+		if slices.Contains(l.Kinds, kind) {
+			return l
+		}
+	}
+	t.Fatalf("no role declares leftovers of kind %q", kind)
+	return nil
+}
+
+// portMapOwner is the owner comment the port mapping role gives an
+// attachment's elements ("<network> <containerID> <ifname>", a part too
+// long for the comment replaced by "#" and 32 hex digits of its sha256);
+// the test builds elements of the kernel with it.
+func portMapOwner(network, containerID, ifname string) string {
+	token := func(s string, max int) string {
+		if len(s) <= max {
+			return s
+		}
+		sum := sha256.Sum256([]byte(s))
+		return "#" + hex.EncodeToString(sum[:16])
+	}
+	return token(network, 100) + " " + token(containerID, 128) + " " + ifname
 }

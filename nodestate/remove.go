@@ -14,7 +14,7 @@ import (
 // way leaves records that a rerun finds again. o says where the store is
 // and which roles' names to use (those Find was given).
 func Remove(host *netops.Handle, o Options, orphans []Orphan) {
-	removePortMapOrphans(o.DataDir, o.Roles.PortMapper(), host, orphans)
+	removeRoleKernel(host, o, orphans)
 	var masq []netip.Addr
 	for _, o := range orphans {
 		if o.Kind == KindMasquerade {
@@ -40,7 +40,6 @@ func Remove(host *netops.Handle, o Options, orphans []Orphan) {
 		}
 		o.set(err)
 	}
-	removeBandwidthIfbs(host, orphans)
 	var storeErr error
 	st, err := store.OpenWith(store.Dir(o.DataDir), store.Options{NoCreate: true})
 	if errors.Is(err, store.ErrNotFound) {
@@ -51,9 +50,9 @@ func Remove(host *netops.Handle, o Options, orphans []Orphan) {
 	} else {
 		defer st.Close()
 	}
-	// The chained and meta roles' records before the endpoint records
-	// their staleness may rest on.
-	removeRecordOrphans(st, storeErr, orphans)
+	// The roles' records before the endpoint records their staleness may
+	// rest on.
+	removeRoleRecords(st, storeErr, o.Roles, orphans)
 	for i := range orphans {
 		o := &orphans[i]
 		switch {

@@ -32,9 +32,16 @@ func (v View) unfinishedADD(cid string, created time.Time) string {
 			return ""
 		}
 	}
-	for _, r := range v.Delegates {
-		if r.ContainerID == cid {
-			return ""
+	for _, l := range v.Roles.Leftovers() {
+		for _, k := range l.Records {
+			if !k.Meta {
+				continue
+			}
+			for _, r := range v.Records[k.Kind] {
+				if r.ContainerID == cid {
+					return ""
+				}
+			}
 		}
 	}
 	return fmt.Sprintf("its ADD never completed: recorded %s ago, and the runtime's libcni cache (%d entries) has none of its container (a failed ADD whose DEL stopped before this plugin)",

@@ -20,7 +20,8 @@ type Options struct {
 	// CacheDir is libcni's cache directory ("" = not read).
 	CacheDir string
 	// Roles are the roles of the binary: what each declares about itself
-	// (its host veths, ifbs, port mappings) is how leftovers are found.
+	// (its host veths, its records and what goes with them) is how
+	// leftovers are found.
 	Roles *cniplug.Registry
 }
 
@@ -33,8 +34,8 @@ type View struct {
 	Cached    []*libcni.NetworkAttachment
 	Links     []netops.Link
 	Masq      []nft.MasqEntry
-	// The chained and meta roles' records and the port mappings.
-	recordView
+	// The roles' records and what they read of the kernel.
+	roleView
 	// Netns says, per netns path in the records and the cache, whether it
 	// is a live network namespace. A path missing here counts as live.
 	Netns map[string]bool
@@ -55,7 +56,7 @@ func ReadView(host *netops.Handle, o Options) (View, error) {
 	case err != nil:
 		return v, err
 	default:
-		err = readStore(st, &v)
+		err = readStore(st, o.Roles, &v)
 		st.Close()
 		if err != nil {
 			return v, err
@@ -74,14 +75,14 @@ func ReadView(host *netops.Handle, o Options) (View, error) {
 	if v.Masq, err = host.NFT().MasqEntries(); err != nil {
 		return v, err
 	}
-	if v.PortMapElems, err = host.NFT().PortMapEntries(); err != nil {
+	if err := readRoleKernel(host, o.Roles, &v.roleView); err != nil {
 		return v, err
 	}
 	v.probeNetns()
 	return v, nil
 }
 
-func readStore(st *store.Store, v *View) error {
+func readStore(st *store.Store, roles *cniplug.Registry, v *View) error {
 	var err error
 	if v.Endpoints, err = st.Endpoints(""); err != nil {
 		return err
@@ -89,7 +90,7 @@ func readStore(st *store.Store, v *View) error {
 	if v.IPAM, err = st.IPAMViews(""); err != nil {
 		return err
 	}
-	return readRecordView(st, &v.recordView)
+	return readRoleRecords(st, roles, &v.roleView)
 }
 
 // probeNetns fills v.Netns for every netns path the records and the cache
@@ -112,10 +113,9 @@ func (v *View) probeNetns() {
 	for _, a := range v.Cached {
 		probe(a.NetNS)
 	}
-	for _, r := range v.Tuning {
-		probe(r.Netns)
-	}
-	for _, r := range v.Delegates {
-		probe(r.Netns)
+	for _, recs := range v.Records {
+		for _, r := range recs {
+			probe(r.Netns)
+		}
 	}
 }

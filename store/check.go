@@ -81,16 +81,20 @@ func (s *Store) Check() (rep CheckReport, err error) {
 				return nil
 			})
 		}
-		// Other records kept as JSON (delegate.go, portmap.go, overlay.go).
-		for _, name := range []string{"delegates", "portmaps", "overlay"} {
-			if b := tx.Bucket([]byte(name)); b != nil {
-				_ = b.ForEach(func(k, v []byte) error {
-					if v != nil && !json.Valid(v) {
-						problem("%s record %q is not valid JSON", name, printable(k))
-					}
-					return nil
-				})
+		// Every other top-level bucket holds JSON records: the store's own
+		// (overlay.go, egress.go, ...) and the kinds the roles keep (Kind).
+		if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if bytes.Equal(name, bucketMeta) || bytes.Equal(name, bucketIPAM) || bytes.Equal(name, endpointRecords.bucket) {
+				return nil
 			}
+			return b.ForEach(func(k, v []byte) error {
+				if v != nil && !json.Valid(v) {
+					problem("%s record %q is not valid JSON", name, printable(k))
+				}
+				return nil
+			})
+		}); err != nil {
+			return err
 		}
 		top := tx.Bucket(bucketIPAM)
 		if top == nil {

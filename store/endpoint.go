@@ -24,8 +24,10 @@ type Endpoint struct {
 	Gateways []netip.Addr   `json:"gateways,omitempty"`
 	Routes   []Route        `json:"routes,omitempty"`
 	DNS      DNS            `json:"dns,omitzero"`
-	Created  time.Time      `json:"created"`
-	BootID   string         `json:"bootID,omitempty"`
+	// Created is filled in by PutEndpoint; zero only in an endpoint not
+	// recorded yet (nodestate.Recovered).
+	Created time.Time `json:"created,omitzero"`
+	BootID  string    `json:"bootID,omitempty"`
 	// Extra holds role-specific facts.
 	Extra map[string]string `json:"extra,omitempty"`
 }

@@ -17,7 +17,7 @@ import (
 // variable is code that runs at every start (TestNoInitCode).
 type records[T any] struct {
 	bucket []byte
-	what   string // "tuning record", for messages
+	what   string // "endpoint record", for messages
 }
 
 // encode marshals rec; name says which record in messages.
@@ -126,8 +126,8 @@ func (r records[T]) listPrefix(s *Store, prefix []byte) (out []T, err error) {
 }
 
 // attachmentRecords are records kept one per attachment, under network \x00
-// containerID \x00 ifname (endpointKey): the endpoint, portmap, tuning,
-// bandwidth and delegate records.
+// containerID \x00 ifname (endpointKey): the endpoint records and the
+// roles' kinds (Kind).
 type attachmentRecords[T any] struct{ records[T] }
 
 // attachmentName names an attachment in messages.
@@ -183,38 +183,4 @@ func stamp(created *time.Time, bootID *string, now time.Time) {
 	if *bootID == "" {
 		*bootID = BootID()
 	}
-}
-
-// Attachments are the records of one kind that a role keeps one per
-// attachment: s.Tuning(), s.Bandwidth(), s.DHCP(), s.Delegates(). Each
-// method runs one transaction.
-type Attachments[T any] struct {
-	s *Store
-	r attachmentRecords[T]
-	// head returns a record's attachment and its Created and BootID fields.
-	head func(*T) (attachment [3]string, created *time.Time, bootID *string)
-}
-
-// Put records rec, replacing an earlier record of the same attachment.
-// Created and BootID are filled in when zero.
-func (a Attachments[T]) Put(rec T) error {
-	at, created, bootID := a.head(&rec)
-	stamp(created, bootID, time.Now().UTC())
-	return a.r.put(a.s, at[0], at[1], at[2], rec)
-}
-
-// Get returns the record of one attachment.
-func (a Attachments[T]) Get(network, containerID, ifname string) (T, bool, error) {
-	return a.r.get(a.s, network, containerID, ifname)
-}
-
-// Delete removes the record of one attachment; a missing one is no error.
-func (a Attachments[T]) Delete(network, containerID, ifname string) error {
-	return a.r.delete(a.s, network, containerID, ifname)
-}
-
-// List returns the records of one network ("" = every network), ordered by
-// network, container ID and ifname.
-func (a Attachments[T]) List(network string) ([]T, error) {
-	return a.r.list(a.s, network)
 }

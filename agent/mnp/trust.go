@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -33,7 +34,7 @@ func recordedIPs(dataDir string) (map[string]map[string][]netip.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the store's delegate records: %w", err)
 	}
-	recs, err := st.Delegates().List("")
+	recs, err := delegaterec.Records.In(st).List("")
 	st.Close()
 	if err != nil {
 		return nil, fmt.Errorf("the store's delegate records: %w", err)

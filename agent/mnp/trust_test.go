@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -31,16 +32,16 @@ func TestTrustLocal(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "ips": ips})
 		return b
 	}
-	for _, r := range []store.DelegateRecord{
-		{Network: "multus", ContainerID: "c1", IfName: "eth0", Pod: "a/local", Plugin: "multi", Delegates: []store.Delegate{
+	for _, r := range []delegaterec.Record{
+		{Network: "multus", ContainerID: "c1", IfName: "eth0", Pod: "a/local", Plugin: "multi", Delegates: []delegaterec.Delegate{
 			{Name: "primary", IfName: "eth0", Result: res("10.244.1.5/24")},
 			{Name: "m1", IfName: "net1", Result: res("192.0.2.5/24", "2001:db8::5/64")},
 		}},
-		{Network: "flannel", ContainerID: "c2", IfName: "eth0", Pod: "a/other", Plugin: "flannel", Delegates: []store.Delegate{
+		{Network: "flannel", ContainerID: "c2", IfName: "eth0", Pod: "a/other", Plugin: "flannel", Delegates: []delegaterec.Delegate{
 			{Name: "cbr0", IfName: "net1", Result: res("192.0.2.66/24")}, // not multi's
 		}},
 	} {
-		if err := st.Delegates().Put(r); err != nil {
+		if err := delegaterec.Records.In(st).Put(r); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/agentapi"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -122,8 +123,8 @@ func TestWatchKube(t *testing.T) {
 	// and the multi role's delegate records: the node's pods' addresses
 	// on their secondary networks (trust.go)
 	for _, r := range []struct{ pod, id, addr string }{{"t/server", "c-server", "192.0.2.2/24"}, {"t/late", "c-late", "192.0.2.10/24"}} {
-		must(t, st.Delegates().Put(store.DelegateRecord{Network: "multus", ContainerID: r.id, IfName: "eth0", Pod: r.pod, Plugin: "multi",
-			Delegates: []store.Delegate{{Name: "m1", IfName: "net1", Result: json.RawMessage(`{"cniVersion":"1.1.0","ips":[{"address":"` + r.addr + `"}]}`)}}}))
+		must(t, delegaterec.Records.In(st).Put(delegaterec.Record{Network: "multus", ContainerID: r.id, IfName: "eth0", Pod: r.pod, Plugin: "multi",
+			Delegates: []delegaterec.Delegate{{Name: "m1", IfName: "net1", Result: json.RawMessage(`{"cniVersion":"1.1.0","ips":[{"address":"` + r.addr + `"}]}`)}}}))
 	}
 	must(t, st.Close())
 

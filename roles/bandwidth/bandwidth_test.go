@@ -61,14 +61,14 @@ func tbShaping(t *testing.T, hostIf string) tbBandwidth {
 	return b
 }
 
-func bandwidthRecords(n *chaintest.Node) []store.BandwidthRecord {
+func bandwidthRecords(n *chaintest.Node) []bandwidth.Record {
 	n.T.Helper()
 	st, err := store.Open(n.Dir)
 	if err != nil {
 		n.T.Fatal(err)
 	}
 	defer st.Close()
-	recs, err := st.Bandwidth().List("")
+	recs, err := bandwidth.Records.In(st).List("")
 	if err != nil {
 		n.T.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestBandwidthDelAfterPodGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Bandwidth().Delete(n.Network, q.ID, "eth0")
+	bandwidth.Records.In(st).Delete(n.Network, q.ID, "eth0")
 	st.Close()
 	for range 2 {
 		n.Must(bandwidth.Role, "DEL", q, conf)

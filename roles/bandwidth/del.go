@@ -10,7 +10,6 @@ import (
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/roles/internal/podns"
-	"github.com/cnibox/cnibox/store"
 )
 
 // bandwidthDel removes the attachment's qdiscs from the host end of its veth
@@ -18,7 +17,7 @@ import (
 // its record). Without a record it still deletes the ifb by its
 // deterministic name, and finds the host end through prevResult when the
 // pod's namespace is left.
-func bandwidthDel(_ context.Context, a *cniplug.Args, rec store.BandwidthRecord, found bool) error {
+func bandwidthDel(_ context.Context, a *cniplug.Args, rec Record, found bool) error {
 	return podns.InHost(func(host *netops.Handle) error {
 		hostIf, ifb, ingress := rec.HostIf, rec.Ifb, rec.IngressRate > 0
 		if !found {
@@ -53,9 +52,9 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 		if err != nil {
 			return err
 		}
-		var recs []store.BandwidthRecord
+		var recs []Record
 		if st != nil {
-			recs, err = st.Bandwidth().List("")
+			recs, err = Records.In(st).List("")
 			st.Close()
 			if err != nil {
 				return err
@@ -66,7 +65,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 		for _, k := range a.Conf.GCKeep() {
 			keepIfb[bwIfbName(k.ContainerID, k.IfName)] = true
 		}
-		var stale []store.BandwidthRecord
+		var stale []Record
 		for _, r := range recs {
 			if r.Network == a.Conf.Name && !a.Conf.Keeps(r.ContainerID, r.IfName) {
 				stale = append(stale, r)
@@ -98,7 +97,7 @@ func bandwidthGC(_ context.Context, a *cniplug.Args) error {
 		}
 		defer st.Close()
 		for _, r := range stale {
-			if err := st.Bandwidth().Delete(r.Network, r.ContainerID, r.IfName); err != nil {
+			if err := Records.In(st).Delete(r.Network, r.ContainerID, r.IfName); err != nil {
 				return err
 			}
 		}

@@ -11,5 +11,5 @@ var known = cniplug.Known{
 	Capabilities: []cniplug.Capability{{Name: "bandwidth",
 		Lost:   "the runtime passes no limits (Kubernetes: the pods' kubernetes.io/ingress-bandwidth and egress-bandwidth annotations) and the config sets none: no pod is shaped",
 		Unless: []string{"ingressRate", "ingressBurst", "egressRate", "egressBurst"}}},
-	IfbPrefix: bwIfbPrefix,
+	Leftovers: &leftovers,
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/roles/internal/podns"
-	"github.com/cnibox/cnibox/store"
 )
 
 // Role is the "bandwidth" role: a chained plugin that limits a pod's
@@ -32,8 +31,8 @@ var Role = &cniplug.Role{
 }
 
 // bwRecords are the bandwidth records of the store, and DEL from them.
-var bwRecords = chain.Records[store.BandwidthRecord]{
-	Kind:     (*store.Store).Bandwidth,
+var bwRecords = chain.Records[Record]{
+	Kind:     &Records,
 	Teardown: bandwidthDel, AfterDel: "bandwidth/del/after-record",
 }
 
@@ -51,7 +50,7 @@ func bandwidthAdd(_ context.Context, a *cniplug.Args, c *bwLimits, prev *current
 		return nil, err
 	}
 
-	rec := store.BandwidthRecord{
+	rec := Record{
 		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, HostIf: hostIf.Name,
 		IngressRate: c.IngressRate, IngressBurst: c.IngressBurst, EgressRate: c.EgressRate, EgressBurst: c.EgressBurst,
 	}
@@ -135,7 +134,7 @@ func bwHostIf(host *netops.Handle, netns, ifname string, prev *current.Result) (
 
 // bwDropUnwanted removes what an earlier ADD of the same attachment set up
 // (old, zero when there was none) and this one no longer asks for.
-func bwDropUnwanted(host *netops.Handle, old, now store.BandwidthRecord) error {
+func bwDropUnwanted(host *netops.Handle, old, now Record) error {
 	if old.IngressRate > 0 && now.IngressRate == 0 && old.HostIf != "" {
 		if err := host.DeleteRootTBF(old.HostIf); err != nil {
 			return cniplug.WithCode(types.ErrIOFailure, err)

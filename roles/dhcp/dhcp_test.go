@@ -17,13 +17,14 @@ import (
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/dhcp"
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/macvlan"
 	"github.com/cnibox/cnibox/store"
 )
 
 // leasesInStore returns the daemon's leases from its store.
-func leasesInStore(t *testing.T, dir string) []store.DHCPLease {
+func leasesInStore(t *testing.T, dir string) []lease.Lease {
 	t.Helper()
 	if _, err := os.Stat(dir); err != nil {
 		return nil
@@ -33,7 +34,7 @@ func leasesInStore(t *testing.T, dir string) []store.DHCPLease {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ls, err := st.DHCP().List("")
+	ls, err := lease.Records.In(st).List("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestLeases(t *testing.T) {
 	}
 	n.Must(macvlan.Role, "CHECK", p1, roletest.WithPrev(t, c, mustJSON(t, r1)))
 	ls := leasesInStore(t, d.data)
-	if len(ls) != 2 || ls[0].Server != lanRouter || ls[0].State != store.DHCPBound {
+	if len(ls) != 2 || ls[0].Server != lanRouter || ls[0].State != lease.Bound {
 		t.Fatalf("store leases %+v, want 2 bound from %s", ls, lanRouter)
 	}
 

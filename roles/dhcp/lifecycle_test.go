@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/cnibox/cnibox/roles/internal/roletest"
 	"github.com/cnibox/cnibox/roles/macvlan"
-	"github.com/cnibox/cnibox/store"
 )
 
 // TestRestartRenews is the package's one slow test (about a minute: T1 of
@@ -41,7 +41,7 @@ func TestRestartRenews(t *testing.T) {
 	t.Logf("lease %s renewed by the restarted daemon: expiry %d -> %d", ip, first, expiry(t, got[ip]))
 	// dnsmasq writes its lease file before its ACK reaches the daemon, which
 	// records the renewal after that: wait for the daemon's record too.
-	waitFor(t, 30*time.Second, "the store's lease renewed after it was acquired", func() ([]store.DHCPLease, bool) {
+	waitFor(t, 30*time.Second, "the store's lease renewed after it was acquired", func() ([]lease.Lease, bool) {
 		ls := leasesInStore(t, d.data)
 		return ls, len(ls) == 1 && ls[0].Renewed.After(ls[0].Acquired)
 	})

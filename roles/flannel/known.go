@@ -2,6 +2,7 @@ package flannel
 
 import (
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/delegate"
 )
 
 // known is what the role declares about itself for cnibox check, doctor,
@@ -9,6 +10,8 @@ import (
 var known = cniplug.Known{
 	Config: []any{(*flannelConf)(nil)},
 	Parse:  parseOnly,
+
+	Leftovers: &delegate.Leftovers,
 }
 
 // parseOnly is the parse of ADD, for cnibox check: the flannel fields (the

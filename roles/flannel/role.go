@@ -9,9 +9,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
-	"github.com/cnibox/cnibox/store"
 )
 
 // Role is the "flannel" role, a drop-in for flannel's own CNI plugin: it
@@ -50,7 +50,7 @@ func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 	}
 	// Recorded before the delegate runs: whatever it leaves behind, a DEL
 	// finds the config that made it.
-	rec := delegate.NewRecord(a, flannelPlugin, store.Delegate{Name: a.Conf.Name, IfName: a.IfName, Type: typ, Conf: conf})
+	rec := delegate.NewRecord(a, flannelPlugin, delegaterec.Delegate{Name: a.Conf.Name, IfName: a.IfName, Type: typ, Conf: conf})
 	if err := delegate.PutRecord(a, "", rec); err != nil {
 		return nil, err
 	}

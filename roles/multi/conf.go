@@ -13,8 +13,8 @@ import (
 	"github.com/containernetworking/cni/pkg/utils"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
-	"github.com/cnibox/cnibox/store"
 )
 
 // multiConf is the multi plugin's config.
@@ -221,16 +221,16 @@ func abbrev(b []byte) string {
 // record is the delegate record of the call's attachment with c's delegates
 // (their results are filled in once every ADD is done); delegatesFromRecord
 // turns it back into the delegates.
-func (c *multiConf) record(a *cniplug.Args) store.DelegateRecord {
-	ds := make([]store.Delegate, len(c.Delegates))
+func (c *multiConf) record(a *cniplug.Args) delegaterec.Record {
+	ds := make([]delegaterec.Delegate, len(c.Delegates))
 	for i, d := range c.Delegates {
-		ds[i] = store.Delegate{Name: d.List.Name, IfName: d.IfName, Conf: d.List.Bytes}
+		ds[i] = delegaterec.Delegate{Name: d.List.Name, IfName: d.IfName, Conf: d.List.Bytes}
 	}
 	return delegate.NewRecord(a, multiPlugin, ds...)
 }
 
 // delegatesFromRecord rebuilds the delegate list of a record.
-func delegatesFromRecord(rec store.DelegateRecord) ([]*multiDelegate, error) {
+func delegatesFromRecord(rec delegaterec.Record) ([]*multiDelegate, error) {
 	var out []*multiDelegate
 	for i, rd := range rec.Delegates {
 		list, err := libcni.NetworkConfFromBytes(rd.Conf)

@@ -8,9 +8,9 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/roles/internal/delegate"
-	"github.com/cnibox/cnibox/store"
 )
 
 // multiAttachment is what DEL and CHECK act on: the delegates with their
@@ -151,7 +151,7 @@ func multiGC(ctx context.Context, a *cniplug.Args) error {
 		return err
 	}
 	var errs []error
-	kept := map[[2]string]store.DelegateRecord{}
+	kept := map[[2]string]delegaterec.Record{}
 	for _, r := range recs {
 		if a.Conf.Keeps(r.ContainerID, r.IfName) {
 			kept[[2]string{r.ContainerID, r.IfName}] = r
@@ -186,7 +186,7 @@ func multiGC(ctx context.Context, a *cniplug.Args) error {
 
 // multiDelStale deletes a recorded attachment that GC does not keep, with
 // the record's delegates, netns and results, then the record.
-func multiDelStale(ctx context.Context, a *cniplug.Args, c *multiConf, r store.DelegateRecord) error {
+func multiDelStale(ctx context.Context, a *cniplug.Args, c *multiConf, r delegaterec.Record) error {
 	ds, err := delegatesFromRecord(r)
 	if err != nil {
 		return err

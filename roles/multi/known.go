@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/delegate"
 )
 
 // known is what multi (and its Multus names) declares about itself for
@@ -13,6 +14,9 @@ var known = cniplug.Known{
 	Config: []any{(*topJSON)(nil), (*multiK8sConf)(nil)},
 	Doc:    "multi",
 	Parse:  parseOnly,
+
+	Leftovers:    &delegate.Leftovers,
+	WrapConflist: wrapConflist,
 }
 
 // parseOnly is the parse of ADD, for cnibox check: the Kubernetes fields,

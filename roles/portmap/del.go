@@ -52,7 +52,7 @@ func portmapDel(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 		return err
 	}
 	defer st.Close()
-	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+	err = Records.Update(st, func(tx store.KindTx[Record]) error {
 		return tx.Delete(a.Conf.Name, a.ContainerID, a.IfName)
 	})
 	if err == nil {
@@ -120,8 +120,8 @@ func portmapGC(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 	if err != nil {
 		return err
 	}
-	var recs []store.PortMapRecord
-	err = st.ViewPortMaps(func(tx *store.PortMapTx) error {
+	var recs []Record
+	err = Records.View(st, func(tx store.KindTx[Record]) error {
 		recs, err = tx.List(a.Conf.Name)
 		return err
 	})
@@ -150,7 +150,7 @@ func portmapGC(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 			stale = append(stale, e)
 		}
 	}
-	var staleRecs []store.PortMapRecord
+	var staleRecs []Record
 	for _, r := range recs {
 		if !a.Conf.Keeps(r.ContainerID, r.IfName) {
 			staleRecs = append(staleRecs, r)
@@ -168,7 +168,7 @@ func portmapGC(_ context.Context, a *cniplug.Args, c *portmapConf) error {
 		return err
 	}
 	defer st.Close()
-	return st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+	return Records.Update(st, func(tx store.KindTx[Record]) error {
 		for _, r := range staleRecs {
 			if err := tx.Delete(r.Network, r.ContainerID, r.IfName); err != nil {
 				return err

@@ -340,13 +340,13 @@ func pmEntries(t *testing.T) map[string]nft.PortMaps {
 }
 
 // pmRecords returns the portmap records of the node's store, by container ID.
-func (n *pmNode) records() map[string]store.PortMapRecord {
+func (n *pmNode) records() map[string]portmap.Record {
 	n.t.Helper()
 	st, err := store.Open(n.dir)
 	pmMust(n.t, err)
 	defer st.Close()
-	out := map[string]store.PortMapRecord{}
-	pmMust(n.t, st.ViewPortMaps(func(tx *store.PortMapTx) error {
+	out := map[string]portmap.Record{}
+	pmMust(n.t, portmap.Records.View(st, func(tx store.KindTx[portmap.Record]) error {
 		rs, err := tx.List(n.network)
 		for _, r := range rs {
 			out[r.ContainerID] = r

@@ -6,15 +6,12 @@ import (
 
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known): it owns table inet
-// cnibox-portmap, whose elements gc and doctor read by its owner names.
+// cnibox-portmap, whose elements gc removes with its stale records
+// (leftovers.go) and doctor checks against its records.
 var known = cniplug.Known{
 	Config: []any{(*portmapConf)(nil)},
 	Capabilities: []cniplug.Capability{{Name: "portMappings",
 		Lost: "the runtime passes no port mappings: the pods' hostPorts are not forwarded"}},
-	PortMaps: &cniplug.PortMaps{
-		Owner:      PortMapOwner,
-		ParseOwner: ParsePortMapOwner,
-		OfRecord:   PortMapsOfRecord,
-		Check:      doctor,
-	},
+	Leftovers:      &leftovers,
+	DoctorForwards: doctorRecorded,
 }

@@ -46,18 +46,18 @@ func parseOwner(owner string) (network, containerID, ifname string, ok bool) {
 
 // Records.
 
-func recordOf(a *cniplug.Args, pm nft.PortMaps) store.PortMapRecord {
-	r := store.PortMapRecord{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Pod: a.CNIArgs.Pod()}
+func recordOf(a *cniplug.Args, pm nft.PortMaps) Record {
+	r := Record{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Pod: a.CNIArgs.Pod()}
 	for _, m := range pm.Mappings {
-		r.Mappings = append(r.Mappings, store.PortMapEntry{Protocol: m.Proto.String(), HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
+		r.Mappings = append(r.Mappings, Entry{Protocol: m.Proto.String(), HostIP: m.HostIP, HostPort: m.HostPort, PodIP: m.PodIP, PodPort: m.PodPort})
 	}
 	for _, m := range pm.Masq {
-		r.Masq = append(r.Masq, store.PortMasqEntry{PodIP: m.PodIP, All: m.All})
+		r.Masq = append(r.Masq, MasqEntry{PodIP: m.PodIP, All: m.All})
 	}
 	return r
 }
 
-func portMapsOf(r store.PortMapRecord) nft.PortMaps {
+func portMapsOf(r Record) nft.PortMaps {
 	pm := nft.PortMaps{Owner: pmOwner(r.Network, r.ContainerID, r.IfName)}
 	for _, m := range r.Mappings {
 		p, ok := nft.ParsePortProto(m.Protocol)
@@ -82,7 +82,7 @@ func putPortmapRecord(a *cniplug.Args, c *portmapConf, pm nft.PortMaps, replaced
 	}
 	defer st.Close()
 	var old nft.PortMaps
-	err = st.UpdatePortMaps(func(tx *store.PortMapTx) error {
+	err = Records.Update(st, func(tx store.KindTx[Record]) error {
 		if r, found, err := tx.Get(a.Conf.Name, a.ContainerID, a.IfName); err != nil {
 			return err
 		} else if found {
@@ -140,13 +140,13 @@ func pmStore(a *cniplug.Args, c *portmapConf) (*store.Store, error) {
 }
 
 // pmRecord reads the record of the call's attachment.
-func pmRecord(a *cniplug.Args, c *portmapConf) (rec store.PortMapRecord, found bool, err error) {
+func pmRecord(a *cniplug.Args, c *portmapConf) (rec Record, found bool, err error) {
 	st, err := pmStore(a, c)
 	if err != nil {
 		return rec, false, err
 	}
 	defer st.Close()
-	err = st.ViewPortMaps(func(tx *store.PortMapTx) error {
+	err = Records.View(st, func(tx store.KindTx[Record]) error {
 		rec, found, err = tx.Get(a.Conf.Name, a.ContainerID, a.IfName)
 		return err
 	})

@@ -207,7 +207,7 @@ func TestPortmapDelWithoutPrevResult(t *testing.T) {
 		prev := n.up(p, "1.0.0", maps, nil)
 		st, err := store.Open(n.dir)
 		pmMust(t, err)
-		pmMust(t, st.UpdatePortMaps(func(tx *store.PortMapTx) error { return tx.Delete(n.network, p.id, "eth0") }))
+		pmMust(t, portmap.Records.Update(st, func(tx store.KindTx[portmap.Record]) error { return tx.Delete(n.network, p.id, "eth0") }))
 		st.Close()
 		gone := pmPod{id: p.id}
 		for range 2 {
@@ -265,7 +265,7 @@ func TestPortmapGC(t *testing.T) {
 	// The orphan has elements but no record.
 	st, err := store.Open(n.dir)
 	pmMust(t, err)
-	pmMust(t, st.UpdatePortMaps(func(tx *store.PortMapTx) error { return tx.Delete(n.network, orphan.id, "eth0") }))
+	pmMust(t, portmap.Records.Update(st, func(tx store.KindTx[portmap.Record]) error { return tx.Delete(n.network, orphan.id, "eth0") }))
 	st.Close()
 
 	gc := pmWithKeep(t, n.portmapConf("1.1.0", nil, nil, nil), keep)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
-	"github.com/cnibox/cnibox/store"
 )
 
 // What the portmap role's CHECK verifies in the kernel, exported for the
@@ -19,10 +18,6 @@ import (
 func PortMapOwner(network, containerID, ifname string) string {
 	return pmOwner(network, containerID, ifname)
 }
-
-// PortMapsOfRecord returns the elements a portmap record stands for, owned
-// by the record's attachment.
-func PortMapsOfRecord(r store.PortMapRecord) nft.PortMaps { return portMapsOf(r) }
 
 // PortMapState is what table inet cnibox-portmap holds for one element an
 // attachment should have (or has without wanting it).
@@ -146,11 +141,4 @@ func VerifyPortMaps(host *netops.Handle, want nft.PortMaps) ([]PortMapState, err
 		}
 	}
 	return out, nil
-}
-
-// ParsePortMapOwner returns the attachment an element's owner comment names;
-// ok is false when the comment is not of that form or a part of it is
-// hashed (see PortMapOwner).
-func ParsePortMapOwner(owner string) (network, containerID, ifname string, ok bool) {
-	return parseOwner(owner)
 }

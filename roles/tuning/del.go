@@ -11,13 +11,12 @@ import (
 	"github.com/cnibox/cnibox/internal/fault"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/chain"
-	"github.com/cnibox/cnibox/store"
 )
 
 // tuningDel puts back what ADD changed, from the attachment's record (which
 // Records.Del then removes). A missing record, an empty CNI_NETNS, a namespace or
 // interface that is gone: nothing to restore, and no error.
-func tuningDel(_ context.Context, a *cniplug.Args, rec store.TuningRecord, found bool) error {
+func tuningDel(_ context.Context, a *cniplug.Args, rec Record, found bool) error {
 	if !found {
 		return nil // no record (or no store file): ADD never recorded anything here
 	}
@@ -31,7 +30,7 @@ func tuningDel(_ context.Context, a *cniplug.Args, rec store.TuningRecord, found
 // tuningRestore writes the recorded values back into the pod, when its
 // namespace is still there. The interface attributes go first, then the
 // sysctls, newest first.
-func tuningRestore(a *cniplug.Args, rec store.TuningRecord) error {
+func tuningRestore(a *cniplug.Args, rec Record) error {
 	if a.Netns == "" {
 		return nil
 	}
@@ -84,7 +83,7 @@ func tuningGC(_ context.Context, a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	recs, err := st.Tuning().List(a.Conf.Name)
+	recs, err := Records.In(st).List(a.Conf.Name)
 	if err != nil {
 		return err
 	}
@@ -92,7 +91,7 @@ func tuningGC(_ context.Context, a *cniplug.Args) error {
 		if a.Conf.Keeps(r.ContainerID, r.IfName) {
 			continue
 		}
-		if err := st.Tuning().Delete(r.Network, r.ContainerID, r.IfName); err != nil {
+		if err := Records.In(st).Delete(r.Network, r.ContainerID, r.IfName); err != nil {
 			return err
 		}
 	}

@@ -12,7 +12,7 @@ func doctor(c *cniplug.EndpointCheck) {
 	if c.Store == nil {
 		return
 	}
-	rec, ok, err := c.Store.Tuning().Get(ep.Network, ep.ContainerID, ep.IfName)
+	rec, ok, err := Records.In(c.Store).Get(ep.Network, ep.ContainerID, ep.IfName)
 	if err != nil || !ok || rec.MTU == 0 {
 		return
 	}

@@ -9,4 +9,14 @@ import (
 var known = cniplug.Known{
 	Config: []any{(*tuningConf)(nil)},
 	Doctor: doctor,
+
+	Leftovers: &leftovers,
+}
+
+// leftovers: a stale record restores nothing (the pod is gone) and is
+// dropped. Its netns speaks for its container.
+var leftovers = cniplug.Leftovers{
+	Rank:    20,
+	Kinds:   []string{bucket},
+	Records: []cniplug.RecordKind{{Kind: bucket, Bucket: bucket, Witness: true}},
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/chain"
 	"github.com/cnibox/cnibox/roles/internal/podns"
-	"github.com/cnibox/cnibox/store"
 )
 
 // Role is the "tuning" role: a chained plugin that sets network sysctls in
@@ -35,8 +34,8 @@ var Role = &cniplug.Role{
 }
 
 // tuningRecords are the tuning records of the store, and DEL from them.
-var tuningRecords = chain.Records[store.TuningRecord]{
-	Kind:     (*store.Store).Tuning,
+var tuningRecords = chain.Records[Record]{
+	Kind:     &Records,
 	Teardown: tuningDel, AfterDel: "tuning/del/after-record",
 }
 
@@ -49,7 +48,7 @@ func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *curr
 	defer pod.Close()
 
 	// What is there now: the values to restore.
-	was := store.TuningRecord{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns}
+	was := Record{Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns}
 	var link netops.LinkSettings
 	if s.linkChanges() {
 		if link, err = pod.LinkSettings(a.IfName); err != nil {
@@ -70,7 +69,7 @@ func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *curr
 			return nil, cniplug.Errorf(types.ErrIOFailure, "read sysctls in the pod: %w", err)
 		}
 		for i, k := range keys {
-			was.Sysctls = append(was.Sysctls, store.SysctlValue{Key: k, Value: vals[i]})
+			was.Sysctls = append(was.Sysctls, SysctlValue{Key: k, Value: vals[i]})
 		}
 	}
 	if len(was.Sysctls) == 0 && !s.linkChanges() {
@@ -102,7 +101,7 @@ func tuningAdd(_ context.Context, a *cniplug.Args, s *tuningSettings, prev *curr
 
 // tuningRecordLink puts the current values of the attributes s changes into
 // the record.
-func tuningRecordLink(r *store.TuningRecord, s *tuningSettings, l netops.LinkSettings) {
+func tuningRecordLink(r *Record, s *tuningSettings, l netops.LinkSettings) {
 	if s.mac != nil {
 		r.MAC = l.MAC.String()
 	}
@@ -122,7 +121,7 @@ func tuningRecordLink(r *store.TuningRecord, s *tuningSettings, l netops.LinkSet
 }
 
 // tuningMerge keeps old's values and adds those of now that old lacks.
-func tuningMerge(old, now store.TuningRecord) store.TuningRecord {
+func tuningMerge(old, now Record) Record {
 	out := old
 	out.Netns = now.Netns
 	have := map[string]bool{}
@@ -145,7 +144,7 @@ func tuningMerge(old, now store.TuningRecord) store.TuningRecord {
 // tuningApply makes the changes, in the reference plugin's order (sysctls,
 // MAC, promiscuous mode, MTU, all-multicast, txqueuelen), pushing the undo
 // of each. was holds the values before.
-func tuningApply(pod *netops.Handle, ifname string, s *tuningSettings, was store.TuningRecord, undo *cniplug.Undo) error {
+func tuningApply(pod *netops.Handle, ifname string, s *tuningSettings, was Record, undo *cniplug.Undo) error {
 	if len(s.sysctls) > 0 {
 		set := make([]netops.SysctlSetting, len(s.sysctls))
 		back := make([]netops.SysctlSetting, len(was.Sysctls))

@@ -100,14 +100,14 @@ func TestTuningChain(t *testing.T) {
 	}
 }
 
-func tuningRecords(n *chaintest.Node) []store.TuningRecord {
+func tuningRecords(n *chaintest.Node) []tuning.Record {
 	n.T.Helper()
 	st, err := store.Open(n.Dir)
 	if err != nil {
 		n.T.Fatal(err)
 	}
 	defer st.Close()
-	recs, err := st.Tuning().List("")
+	recs, err := tuning.Records.In(st).List("")
 	if err != nil {
 		n.T.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/flannel"
 	"github.com/cnibox/cnibox/roles/hostlocal"
@@ -31,7 +32,7 @@ func TestDelConfigRefused(t *testing.T) {
 		t.Error("the pod's eth0 is still there after DEL")
 	}
 	n.Empty("vxnet")
-	if recs := roletest.Look(n, func(st *store.Store) ([]store.DelegateRecord, error) { return st.Delegates().List("vxnet") }); len(recs) != 0 {
+	if recs := roletest.Look(n, func(st *store.Store) ([]delegaterec.Record, error) { return delegaterec.Records.In(st).List("vxnet") }); len(recs) != 0 {
 		t.Errorf("delegate records left after DEL: %+v", recs)
 	}
 }

@@ -10,9 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/roles/bandwidth"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/portmap"
+	"github.com/cnibox/cnibox/roles/tuning"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -137,9 +140,9 @@ func TestCLIGCRecords(t *testing.T) {
 	st, err := store.Open(e.dataDir)
 	must(t, err)
 	inFlight := e.newPod("in-flight")
-	must(t, st.Delegates().Put(store.DelegateRecord{Network: "flannelnet", ContainerID: "dlg-gone", IfName: "eth0",
+	must(t, delegaterec.Records.In(st).Put(delegaterec.Record{Network: "flannelnet", ContainerID: "dlg-gone", IfName: "eth0",
 		Netns: "/run/netns/cnibox-e2e-no-such-ns", Plugin: "flannel"}))
-	must(t, st.Delegates().Put(store.DelegateRecord{Network: "flannelnet", ContainerID: inFlight.id, IfName: "eth0",
+	must(t, delegaterec.Records.In(st).Put(delegaterec.Record{Network: "flannelnet", ContainerID: inFlight.id, IfName: "eth0",
 		Netns: inFlight.netns, Plugin: "flannel"}))
 	st.Close()
 	// Planted: a port mapping no record, endpoint or cache entry is for.
@@ -157,7 +160,7 @@ func TestCLIGCRecords(t *testing.T) {
 	goneIfb := ""
 	st, err = store.Open(e.dataDir)
 	must(t, err)
-	if r, ok, err := st.Bandwidth().Get("gcrec", gone.id, "eth0"); err != nil || !ok || r.Ifb == "" {
+	if r, ok, err := bandwidth.Records.In(st).Get("gcrec", gone.id, "eth0"); err != nil || !ok || r.Ifb == "" {
 		t.Fatalf("bandwidth record of the gone pod: %+v, %v, %v", r, ok, err)
 	} else {
 		goneIfb = r.Ifb
@@ -227,17 +230,17 @@ func TestCLIGCRecords(t *testing.T) {
 		must(t, err)
 		defer st.Close()
 		var s []string
-		var pms []store.PortMapRecord
-		must(t, st.ViewPortMaps(func(tx *store.PortMapTx) error { pms, err = tx.List(""); return err }))
+		var pms []portmap.Record
+		must(t, portmap.Records.View(st, func(tx store.KindTx[portmap.Record]) error { pms, err = tx.List(""); return err }))
 		for _, r := range pms {
 			s = append(s, "portmap "+r.ContainerID)
 		}
-		tun, err := st.Tuning().List("")
+		tun, err := tuning.Records.In(st).List("")
 		must(t, err)
 		for _, r := range tun {
 			s = append(s, "tuning "+r.ContainerID)
 		}
-		bw, err := st.Bandwidth().List("")
+		bw, err := bandwidth.Records.In(st).List("")
 		must(t, err)
 		for _, r := range bw {
 			s = append(s, "bandwidth "+r.ContainerID)
@@ -245,7 +248,7 @@ func TestCLIGCRecords(t *testing.T) {
 				s = append(s, "ifb "+r.Ifb)
 			}
 		}
-		dl, err := st.Delegates().List("")
+		dl, err := delegaterec.Records.In(st).List("")
 		must(t, err)
 		for _, r := range dl {
 			s = append(s, "delegate "+r.ContainerID)
@@ -271,7 +274,7 @@ func TestCLIGCRecords(t *testing.T) {
 	liveIfb := ""
 	st, err = store.Open(e.dataDir)
 	must(t, err)
-	if r, ok, _ := st.Bandwidth().Get("gcrec", live.id, "eth0"); ok {
+	if r, ok, _ := bandwidth.Records.In(st).Get("gcrec", live.id, "eth0"); ok {
 		liveIfb = r.Ifb
 	}
 	st.Close()

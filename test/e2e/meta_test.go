@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/store"
 )
@@ -88,10 +89,10 @@ func flannelScenario(t *testing.T, l *libcni.NetworkConfigList) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, found, _ := st.Delegates().Get(l.Name, b.id, "eth0"); !found {
+	if _, found, _ := delegaterec.Records.In(st).Get(l.Name, b.id, "eth0"); !found {
 		t.Errorf("no delegate record of b in the store")
 	}
-	if err := st.Delegates().Delete(l.Name, b.id, "eth0"); err != nil {
+	if err := delegaterec.Records.In(st).Delete(l.Name, b.id, "eth0"); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -23,7 +23,11 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/bandwidth"
+	"github.com/cnibox/cnibox/roles/portmap"
+	"github.com/cnibox/cnibox/roles/tuning"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -313,7 +317,7 @@ func (r *chainRunner) addrs(p *cpod, res types.Result) [][]netip.Addr {
 		r.t.Fatal(err)
 	}
 	defer st.Close()
-	rec, found, err := st.Delegates().Get(r.cn.list.Name, p.cid, "eth0")
+	rec, found, err := delegaterec.Records.In(st).Get(r.cn.list.Name, p.cid, "eth0")
 	if err != nil || !found {
 		r.t.Fatalf("delegate record of %s: found %v, %v", p.cid, found, err)
 	}
@@ -407,7 +411,7 @@ func (r *chainRunner) assertOnly(keep []*cpod, gone ...*cpod) {
 		r.t.Fatal(err)
 	}
 	var pmRecs, tuRecs, bwRecs, dlgRecs []string
-	err = st.ViewPortMaps(func(tx *store.PortMapTx) error {
+	err = portmap.Records.View(st, func(tx store.KindTx[portmap.Record]) error {
 		rs, err := tx.List(name)
 		for _, x := range rs {
 			pmRecs = append(pmRecs, x.ContainerID)
@@ -415,22 +419,22 @@ func (r *chainRunner) assertOnly(keep []*cpod, gone ...*cpod) {
 		return err
 	})
 	if err == nil {
-		var rs []store.TuningRecord
-		rs, err = st.Tuning().List(name)
+		var rs []tuning.Record
+		rs, err = tuning.Records.In(st).List(name)
 		for _, x := range rs {
 			tuRecs = append(tuRecs, x.ContainerID)
 		}
 	}
 	if err == nil {
-		var rs []store.BandwidthRecord
-		rs, err = st.Bandwidth().List(name)
+		var rs []bandwidth.Record
+		rs, err = bandwidth.Records.In(st).List(name)
 		for _, x := range rs {
 			bwRecs = append(bwRecs, x.ContainerID)
 		}
 	}
 	if err == nil {
-		var rs []store.DelegateRecord
-		rs, err = st.Delegates().List(name)
+		var rs []delegaterec.Record
+		rs, err = delegaterec.Records.In(st).List(name)
 		for _, x := range rs {
 			dlgRecs = append(dlgRecs, x.ContainerID)
 		}

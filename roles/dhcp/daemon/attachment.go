@@ -10,13 +10,14 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/cnibox/cnibox/store"
 )
 
 // attachment is one pod interface the daemon holds a lease for.
 type attachment struct {
 	mu     sync.Mutex // serialises the exchanges of this attachment only
-	rec    store.DHCPLease
+	rec    lease.Lease
 	client *nclient4.Client
 	lease  *nclient4.Lease
 	// ns is the pod's namespace, held open so that DEL can send the
@@ -80,7 +81,7 @@ func (d *Daemon) renewLoop(ctx context.Context, a *attachment, stop, done chan s
 	for {
 		a.mu.Lock()
 		ack, _ := dhcpv4.FromBytes(a.rec.Ack)
-		renewed, expired, rec := a.rec.Renewed, a.rec.State == store.DHCPExpired, a.rec
+		renewed, expired, rec := a.rec.Renewed, a.rec.State == lease.Expired, a.rec
 		a.mu.Unlock()
 		if ack == nil {
 			return
@@ -96,10 +97,10 @@ func (d *Daemon) renewLoop(ctx context.Context, a *attachment, stop, done chan s
 			if !expired {
 				d.log.Printf("lease %s of %s (netns %s) expired at %s without a renewal", rec.Address, rec.ClientID, rec.Netns, expiry.Format(time.RFC3339))
 				a.mu.Lock()
-				a.rec.State = store.DHCPExpired
+				a.rec.State = lease.Expired
 				rec = a.rec
 				a.mu.Unlock()
-				if err := d.withStore(func(st *store.Store) error { return st.DHCP().Put(rec) }); err != nil {
+				if err := d.withStore(func(st *store.Store) error { return lease.Records.In(st).Put(rec) }); err != nil {
 					d.log.Printf("record the expiry of %s: %v", rec.ClientID, err)
 				}
 			}
@@ -149,7 +150,7 @@ func (d *Daemon) renewOnce(ctx context.Context, a *attachment) bool {
 	a.lease = nl
 	bind(&a.rec, nl.ACK, time.Now().UTC())
 	rec := a.rec
-	if err := d.withStore(func(st *store.Store) error { return st.DHCP().Put(rec) }); err != nil {
+	if err := d.withStore(func(st *store.Store) error { return lease.Records.In(st).Put(rec) }); err != nil {
 		d.log.Printf("record the renewal of %s: %v", rec.ClientID, err)
 	}
 	d.log.Printf("renewed %s of %s until %s", rec.Address, rec.ClientID, rec.Expires.Format(time.RFC3339))

@@ -13,8 +13,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/cnibox/cnibox/roles/dhcp/proto"
-	"github.com/cnibox/cnibox/store"
 )
 
 // clientID is the DHCP client identifier of an attachment, as the
@@ -68,7 +68,7 @@ func (d *Daemon) openClient(nsPath, ifname string) (c *nclient4.Client, mac net.
 }
 
 // modifiers are the options every message of an attachment carries.
-func (d *Daemon) modifiers(rec *store.DHCPLease) []dhcpv4.Modifier {
+func (d *Daemon) modifiers(rec *lease.Lease) []dhcpv4.Modifier {
 	mods := []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptClientIdentifier([]byte(rec.ClientID)))}
 	if d.o.Broadcast {
 		mods = append(mods, dhcpv4.WithBroadcast(true))
@@ -89,7 +89,7 @@ func (d *Daemon) modifiers(rec *store.DHCPLease) []dhcpv4.Modifier {
 // acquire runs DISCOVER/OFFER/REQUEST/ACK within the daemon's timeout. A
 // NAK (the offered address went to another client first, as happens when
 // many pods ask at once) starts over with a DISCOVER, as RFC 2131 says.
-func (d *Daemon) acquire(ctx context.Context, c *nclient4.Client, rec *store.DHCPLease) (*nclient4.Lease, error) {
+func (d *Daemon) acquire(ctx context.Context, c *nclient4.Client, rec *lease.Lease) (*nclient4.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
 	defer cancel()
 	for {
@@ -107,7 +107,7 @@ func (d *Daemon) acquire(ctx context.Context, c *nclient4.Client, rec *store.DHC
 }
 
 // bind copies what an ACK says into rec.
-func bind(rec *store.DHCPLease, ack *dhcpv4.DHCPv4, now time.Time) {
+func bind(rec *lease.Lease, ack *dhcpv4.DHCPv4, now time.Time) {
 	ones, _ := ack.SubnetMask().Size()
 	if ack.SubnetMask() == nil {
 		ones = 32
@@ -115,7 +115,7 @@ func bind(rec *store.DHCPLease, ack *dhcpv4.DHCPv4, now time.Time) {
 	addr, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
 	rec.Address = netip.PrefixFrom(addr, ones).String()
 	rec.Server = ack.ServerIdentifier().String()
-	rec.State = store.DHCPBound
+	rec.State = lease.Bound
 	if rec.Acquired.IsZero() {
 		rec.Acquired = now
 	}
@@ -133,7 +133,7 @@ func timers(ack *dhcpv4.DHCPv4, renewed time.Time) (t1, t2, expiry time.Time) {
 // leaseOf is what the role returns from an ACK: the address, the router,
 // the routes (option 121 when given, RFC 3442: it replaces the router as
 // the source of routes; else a default route via the router) and DNS.
-func leaseOf(rec *store.DHCPLease, ack *dhcpv4.DHCPv4) *proto.Lease {
+func leaseOf(rec *lease.Lease, ack *dhcpv4.DHCPv4) *proto.Lease {
 	l := &proto.Lease{Address: rec.Address, Server: rec.Server, Expires: rec.Expires}
 	if r := ack.Router(); len(r) > 0 {
 		l.Gateway = r[0].String()

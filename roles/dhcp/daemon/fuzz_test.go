@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/rfc1035label"
-
-	"github.com/cnibox/cnibox/store"
 )
 
 // FuzzACK: what a DHCP server on the pod's network sends (anyone there can
@@ -43,7 +42,7 @@ func FuzzACK(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rec := &store.DHCPLease{}
+		rec := &lease.Lease{}
 		bind(rec, ack, now)
 		timers(ack, now)
 		l := leaseOf(rec, ack)

@@ -13,6 +13,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/cnibox/cnibox/roles/dhcp/proto"
 	"github.com/cnibox/cnibox/store"
 )
@@ -84,7 +85,7 @@ func (d *Daemon) add(ctx context.Context, req *proto.Request) *proto.Response {
 		}
 		return fail(codeIO, "%v", err)
 	}
-	rec := store.DHCPLease{
+	rec := lease.Lease{
 		Network: req.Network, ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, Pod: req.Pod,
 		ClientID: clientID(req.Network, req.ContainerID, req.IfName), MAC: mac.String(), Request: req.Request,
 		Provide: req.Provide,
@@ -105,7 +106,7 @@ func (d *Daemon) add(ctx context.Context, req *proto.Request) *proto.Response {
 		return fail(codeTryAgain, "no DHCP lease for %s in namespace %s within %s (the daemon's -timeout): %v: is a DHCP server on that interface's network?", req.IfName, req.Netns, d.o.Timeout, err)
 	}
 	bind(&rec, l.ACK, time.Now().UTC())
-	if err := d.withStore(func(st *store.Store) error { return st.DHCP().Put(rec) }); err != nil {
+	if err := d.withStore(func(st *store.Store) error { return lease.Records.In(st).Put(rec) }); err != nil {
 		_ = c.Release(l, d.modifiers(&rec)...)
 		c.Close()
 		d.forget(key, a)
@@ -142,17 +143,17 @@ func (d *Daemon) del(network, containerID, ifname string) *proto.Response {
 		// Not in memory: a lease the store still lists (its namespace was
 		// gone when the daemon started) is released from the daemon's own
 		// namespace, as far as it reaches the server.
-		var rec store.DHCPLease
+		var rec lease.Lease
 		var found bool
 		_ = d.withStore(func(st *store.Store) (err error) {
-			rec, found, err = st.DHCP().Get(network, containerID, ifname)
+			rec, found, err = lease.Records.In(st).Get(network, containerID, ifname)
 			return err
 		})
 		if found {
 			d.releaseFromHost(rec)
 		}
 	}
-	if err := d.withStore(func(st *store.Store) error { return st.DHCP().Delete(network, containerID, ifname) }); err != nil {
+	if err := d.withStore(func(st *store.Store) error { return lease.Records.In(st).Delete(network, containerID, ifname) }); err != nil {
 		return fail(codeIO, "forget the lease of %s/%s/%s: %v", network, containerID, ifname, err)
 	}
 	return &proto.Response{}
@@ -182,7 +183,7 @@ func (d *Daemon) release(a *attachment) {
 
 // sendRelease sends the DHCPRELEASE of rec to its server over UDP, from the
 // leased address when fromLease is set.
-func (d *Daemon) sendRelease(rec store.DHCPLease, fromLease bool) error {
+func (d *Daemon) sendRelease(rec lease.Lease, fromLease bool) error {
 	ack, err := dhcpv4.FromBytes(rec.Ack)
 	if err != nil {
 		return err
@@ -210,7 +211,7 @@ func (d *Daemon) sendRelease(rec store.DHCPLease, fromLease bool) error {
 
 // releaseFromHost sends DHCPRELEASE for rec from a UDP socket of the
 // daemon's namespace: the best it can do when the pod's namespace is gone.
-func (d *Daemon) releaseFromHost(rec store.DHCPLease) {
+func (d *Daemon) releaseFromHost(rec lease.Lease) {
 	if err := d.sendRelease(rec, false); err != nil {
 		d.log.Printf("release %s of %s (namespace gone): %v; the server keeps it until %s", rec.Address, rec.ClientID, err, rec.Expires.Format(time.RFC3339))
 		return
@@ -226,9 +227,9 @@ func (d *Daemon) check(req *proto.Request) *proto.Response {
 		return fail(codeUnknownContainer, "the daemon holds no lease for %s of container %s: run DEL and ADD again", req.IfName, req.ContainerID)
 	}
 	a.mu.Lock()
-	rec, lease := a.rec, a.lease
+	rec, held := a.rec, a.lease
 	a.mu.Unlock()
-	if rec.State != store.DHCPBound || lease == nil {
+	if rec.State != lease.Bound || held == nil {
 		return fail(codeUnknownContainer, "the lease %s of %s expired at %s: run DEL and ADD again", rec.Address, req.IfName, rec.Expires.Format(time.RFC3339))
 	}
 	want, _ := netip.ParsePrefix(rec.Address)
@@ -252,7 +253,7 @@ func (d *Daemon) check(req *proto.Request) *proto.Response {
 	if !found {
 		return fail(codeUnknownContainer, "the leased address %s is not on %s in %s: run DEL and ADD again", rec.Address, req.IfName, req.Netns)
 	}
-	return &proto.Response{Lease: leaseOf(&rec, lease.ACK)}
+	return &proto.Response{Lease: leaseOf(&rec, held.ACK)}
 }
 
 // gc releases the network's leases whose attachment is not in req.Keep.
@@ -264,9 +265,9 @@ func (d *Daemon) gc(req *proto.Request) *proto.Response {
 	for _, k := range req.Keep {
 		keep[attKey(req.Network, k.ContainerID, k.IfName)] = true
 	}
-	var recs []store.DHCPLease
+	var recs []lease.Lease
 	if err := d.withStore(func(st *store.Store) (err error) {
-		recs, err = st.DHCP().List(req.Network)
+		recs, err = lease.Records.In(st).List(req.Network)
 		return err
 	}); err != nil {
 		return fail(codeIO, "read the leases of %s: %v", req.Network, err)
@@ -284,9 +285,9 @@ func (d *Daemon) gc(req *proto.Request) *proto.Response {
 // adopt takes over the leases in the store: those of live namespaces are
 // renewed from now on, the others released.
 func (d *Daemon) adopt(ctx context.Context) {
-	var recs []store.DHCPLease
+	var recs []lease.Lease
 	if err := d.withStore(func(st *store.Store) (err error) {
-		recs, err = st.DHCP().List("")
+		recs, err = lease.Records.In(st).List("")
 		return err
 	}); err != nil {
 		d.log.Printf("read the leases to adopt: %v", err)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/internal/unixsock"
-	"github.com/cnibox/cnibox/store"
+	"github.com/cnibox/cnibox/roles/dhcp/lease"
 )
 
 // DefaultSocket is where the daemon listens unless configured otherwise.
@@ -52,7 +52,7 @@ type Request struct {
 
 // Option is a DHCP option to send: its code and its value as text, as the
 // daemon's lease record keeps it for the renewals.
-type Option = store.DHCPOption
+type Option = lease.Option
 
 // Attachment names one attachment of a network.
 type Attachment struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -69,9 +70,24 @@ func TestAddCheck(t *testing.T) {
 	}
 }
 
-var tuning = Records[store.TuningRecord]{Kind: (*store.Store).Tuning}
+// testRec is a chained role's record, as a role declares its kind.
+type testRec struct {
+	Network     string    `json:"network"`
+	ContainerID string    `json:"containerID"`
+	IfName      string    `json:"ifName"`
+	MTU         int       `json:"mtu,omitempty"`
+	MAC         string    `json:"mac,omitempty"`
+	Created     time.Time `json:"created"`
+	BootID      string    `json:"bootID,omitempty"`
+}
 
-func get(t *testing.T, a *cniplug.Args) (store.TuningRecord, bool) {
+var testKind = store.Kind[testRec]{Bucket: "chaintest", What: "test record", Head: func(r *testRec) (store.Attachment, *time.Time, *string) {
+	return store.Attachment{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName}, &r.Created, &r.BootID
+}}
+
+var tuning = Records[testRec]{Kind: &testKind}
+
+func get(t *testing.T, a *cniplug.Args) (testRec, bool) {
 	t.Helper()
 	rec, found, err := tuning.lookup(a)
 	if err != nil {
@@ -88,7 +104,7 @@ func TestRemember(t *testing.T) {
 	if _, found := get(t, a); found {
 		t.Fatal("a record before any ADD")
 	}
-	first := store.TuningRecord{Network: "n", ContainerID: "c", IfName: "eth0", MTU: 1500}
+	first := testRec{Network: "n", ContainerID: "c", IfName: "eth0", MTU: 1500}
 	var undo cniplug.Undo
 	old, err := tuning.Remember(a, first, nil, &undo)
 	if err != nil || old.MTU != 0 {
@@ -107,8 +123,8 @@ func TestRemember(t *testing.T) {
 		t.Fatal(err)
 	}
 	undo.Discard()
-	keepOld := func(old, now store.TuningRecord) store.TuningRecord { old.MAC = now.MAC; return old }
-	old, err = tuning.Remember(a, store.TuningRecord{Network: "n", ContainerID: "c", IfName: "eth0", MTU: 9000, MAC: "02:00:00:00:00:01"}, keepOld, &undo)
+	keepOld := func(old, now testRec) testRec { old.MAC = now.MAC; return old }
+	old, err = tuning.Remember(a, testRec{Network: "n", ContainerID: "c", IfName: "eth0", MTU: 9000, MAC: "02:00:00:00:00:01"}, keepOld, &undo)
 	if err != nil || old.MTU != 1500 {
 		t.Fatalf("repeated Remember: old %+v, err %v; want the first record", old, err)
 	}
@@ -127,11 +143,11 @@ func TestDel(t *testing.T) {
 	dir := t.TempDir()
 	a := call("DEL", dir+"/never", nil)
 	var saw []bool
-	teardown := func(_ context.Context, _ *cniplug.Args, rec store.TuningRecord, found bool) error {
+	teardown := func(_ context.Context, _ *cniplug.Args, rec testRec, found bool) error {
 		saw = append(saw, found)
 		return nil
 	}
-	withTeardown := func(f func(context.Context, *cniplug.Args, store.TuningRecord, bool) error) *Records[store.TuningRecord] {
+	withTeardown := func(f func(context.Context, *cniplug.Args, testRec, bool) error) *Records[testRec] {
 		k := tuning
 		k.Teardown, k.AfterDel = f, "test/del/after-record"
 		return &k
@@ -145,11 +161,11 @@ func TestDel(t *testing.T) {
 
 	a = call("DEL", dir, nil)
 	var undo cniplug.Undo
-	if _, err := tuning.Remember(a, store.TuningRecord{Network: "n", ContainerID: "c", IfName: "eth0", MTU: 1500}, nil, &undo); err != nil {
+	if _, err := tuning.Remember(a, testRec{Network: "n", ContainerID: "c", IfName: "eth0", MTU: 1500}, nil, &undo); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	failing := func(context.Context, *cniplug.Args, store.TuningRecord, bool) error { return boom }
+	failing := func(context.Context, *cniplug.Args, testRec, bool) error { return boom }
 	if err := withTeardown(failing).Del(context.Background(), a); !errors.Is(err, boom) {
 		t.Fatalf("DEL with a failing teardown: %v, want it", err)
 	}

@@ -37,11 +37,11 @@ func OpenRecords(a *cniplug.Args) (*store.Store, error) {
 }
 
 // Records is how a role keeps the record of an attachment in the store:
-// Kind is the store's records of that kind ((*store.Store).Tuning), keyed
+// Kind is the role's kind of record in the store (store.Kind), keyed
 // by network, container ID and ifname, and the role's DEL from it. Its
 // methods act on the call's attachment.
 type Records[R any] struct {
-	Kind func(*store.Store) store.Attachments[R]
+	Kind *store.Kind[R]
 	// Teardown undoes what ADD did from the call's record (found false:
 	// there is none, and it does what it can without); AfterDel is the
 	// fault point that marks the record removed after it (see Del).
@@ -56,7 +56,7 @@ func (k Records[R]) lookup(a *cniplug.Args) (rec R, found bool, err error) {
 		return rec, false, err
 	}
 	defer st.Close()
-	return k.Kind(st).Get(a.Conf.Name, a.ContainerID, a.IfName)
+	return k.Kind.In(st).Get(a.Conf.Name, a.ContainerID, a.IfName)
 }
 
 // Remember writes rec as the record of the call's attachment, or, when one
@@ -72,7 +72,7 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 		return zero, err
 	}
 	defer st.Close()
-	old, found, err := k.Kind(st).Get(network, cid, ifname)
+	old, found, err := k.Kind.In(st).Get(network, cid, ifname)
 	if err != nil {
 		return zero, err
 	}
@@ -81,7 +81,7 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 	} else if merge != nil {
 		rec = merge(old, rec)
 	}
-	if err := k.Kind(st).Put(rec); err != nil {
+	if err := k.Kind.In(st).Put(rec); err != nil {
 		return zero, err
 	}
 	undo.Push(func() {
@@ -91,9 +91,9 @@ func (k Records[R]) Remember(a *cniplug.Args, rec R, merge func(old, now R) R, u
 		}
 		defer st.Close()
 		if found {
-			_ = k.Kind(st).Put(old)
+			_ = k.Kind.In(st).Put(old)
 		} else {
-			_ = k.Kind(st).Delete(network, cid, ifname)
+			_ = k.Kind.In(st).Delete(network, cid, ifname)
 		}
 	})
 	return old, nil
@@ -126,5 +126,5 @@ func (k Records[R]) forget(a *cniplug.Args) error {
 		return err
 	}
 	defer st.Close()
-	return k.Kind(st).Delete(a.Conf.Name, a.ContainerID, a.IfName)
+	return k.Kind.In(st).Delete(a.Conf.Name, a.ContainerID, a.IfName)
 }

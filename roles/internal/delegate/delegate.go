@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -30,8 +31,8 @@ func Store(a *cniplug.Args, dir string, noCreate bool) (*store.Store, error) {
 
 // NewRecord is the delegate record of the call's attachment, kept by the
 // meta role plugin, with the delegates ds.
-func NewRecord(a *cniplug.Args, plugin string, ds ...store.Delegate) store.DelegateRecord {
-	return store.DelegateRecord{
+func NewRecord(a *cniplug.Args, plugin string, ds ...delegaterec.Delegate) delegaterec.Record {
+	return delegaterec.Record{
 		Network: a.Conf.Name, ContainerID: a.ContainerID, IfName: a.IfName,
 		Netns: a.Netns, Pod: a.CNIArgs.Pod(), Plugin: plugin, Delegates: ds,
 	}
@@ -39,13 +40,13 @@ func NewRecord(a *cniplug.Args, plugin string, ds ...store.Delegate) store.Deleg
 
 // GetRecord returns the delegate record of (network, CNI_CONTAINERID,
 // CNI_IFNAME), if there is one.
-func GetRecord(a *cniplug.Args, dir string) (store.DelegateRecord, bool, error) {
+func GetRecord(a *cniplug.Args, dir string) (delegaterec.Record, bool, error) {
 	st, err := Store(a, dir, true)
 	if err != nil || st == nil {
-		return store.DelegateRecord{}, false, err
+		return delegaterec.Record{}, false, err
 	}
 	defer st.Close()
-	rec, found, err := st.Delegates().Get(a.Conf.Name, a.ContainerID, a.IfName)
+	rec, found, err := delegaterec.Records.In(st).Get(a.Conf.Name, a.ContainerID, a.IfName)
 	if err != nil {
 		return rec, false, err
 	}
@@ -53,17 +54,17 @@ func GetRecord(a *cniplug.Args, dir string) (store.DelegateRecord, bool, error) 
 }
 
 // Records returns the records that the meta role plugin keeps for network.
-func Records(a *cniplug.Args, dir, network, plugin string) ([]store.DelegateRecord, error) {
+func Records(a *cniplug.Args, dir, network, plugin string) ([]delegaterec.Record, error) {
 	st, err := Store(a, dir, true)
 	if err != nil || st == nil {
 		return nil, err
 	}
 	defer st.Close()
-	all, err := st.Delegates().List(network)
+	all, err := delegaterec.Records.In(st).List(network)
 	if err != nil {
 		return nil, err
 	}
-	var out []store.DelegateRecord
+	var out []delegaterec.Record
 	for _, r := range all {
 		if r.Plugin == plugin {
 			out = append(out, r)
@@ -73,13 +74,13 @@ func Records(a *cniplug.Args, dir, network, plugin string) ([]store.DelegateReco
 }
 
 // PutRecord writes rec in one transaction.
-func PutRecord(a *cniplug.Args, dir string, rec store.DelegateRecord) error {
+func PutRecord(a *cniplug.Args, dir string, rec delegaterec.Record) error {
 	st, err := Store(a, dir, false)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Delegates().Put(rec); err != nil {
+	if err := delegaterec.Records.In(st).Put(rec); err != nil {
 		return err
 	}
 	return nil
@@ -93,7 +94,7 @@ func DeleteRecord(a *cniplug.Args, dir, network, containerID, ifname string) err
 		return err
 	}
 	defer st.Close()
-	if err := st.Delegates().Delete(network, containerID, ifname); err != nil {
+	if err := delegaterec.Records.In(st).Delete(network, containerID, ifname); err != nil {
 		return err
 	}
 	return nil

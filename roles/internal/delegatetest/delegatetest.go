@@ -16,6 +16,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/bridge"
 	"github.com/cnibox/cnibox/roles/flannel"
@@ -133,15 +134,15 @@ func (n *Node) Reservations(network string) map[string][]netip.Addr {
 }
 
 // Records returns the delegate records of network.
-func (n *Node) Records(network string) []store.DelegateRecord {
+func (n *Node) Records(network string) []delegaterec.Record {
 	n.T.Helper()
-	return roletest.Look(n.Node, func(st *store.Store) ([]store.DelegateRecord, error) { return st.Delegates().List(network) })
+	return roletest.Look(n.Node, func(st *store.Store) ([]delegaterec.Record, error) { return delegaterec.Records.In(st).List(network) })
 }
 
 // DeleteRecord deletes the delegate record of eth0 of p in network.
 func (n *Node) DeleteRecord(network string, p Pod) {
 	n.T.Helper()
-	n.Store(func(st *store.Store) error { return st.Delegates().Delete(network, p.ID, "eth0") })
+	n.Store(func(st *store.Store) error { return delegaterec.Records.In(st).Delete(network, p.ID, "eth0") })
 }
 
 // CheckKept checks what a GC that kept only keep leaves: the delegate

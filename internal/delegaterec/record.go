@@ -1,18 +1,30 @@
-package store
+// Package delegaterec is the record the meta roles (flannel, multi) keep
+// of what they handed to their delegates, one per attachment, in the
+// node's store. The roles write it (roles/internal/delegate); cnibox-agent
+// reads the multi role's to learn the addresses of this node's pods on
+// their secondary networks (agent/mnp). The store keeps it as a kind a
+// role declares (store.Kind) and names it nowhere.
+package delegaterec
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/cnibox/cnibox/store"
 )
 
-// Bucket delegates holds the delegate records of meta roles:
+// Records are the delegate records in the store, in bucket delegates:
 //
-//	delegates/  network \x00 containerID \x00 ifname -> DelegateRecord as JSON
+//	delegates/  network \x00 containerID \x00 ifname -> Record as JSON
+var Records = store.Kind[Record]{Bucket: Bucket, What: "delegate record", Head: recordHead}
 
-// DelegateRecord is what a meta role (flannel, multi) handed to its delegates
-// for one attachment, so that DEL, CHECK and GC replay exactly that instead of
+// Bucket is the records' bucket.
+const Bucket = "delegates"
+
+// Record is what a meta role (flannel, multi) handed to its delegates for
+// one attachment, so that DEL, CHECK and GC replay exactly that instead of
 // rebuilding it from files that may have changed or gone.
-type DelegateRecord struct {
+type Record struct {
 	Network     string `json:"network"`
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifName"`
@@ -41,13 +53,6 @@ type Delegate struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// delegateRecords is the delegates bucket, kept like the other per-attachment
-// records (records.go).
-var delegateRecords = attachmentRecords[DelegateRecord]{records[DelegateRecord]{bucket: []byte("delegates"), what: "delegate record"}}
-
-// Delegates is the meta roles' delegate records.
-func (s *Store) Delegates() Attachments[DelegateRecord] {
-	return Attachments[DelegateRecord]{s, delegateRecords, func(r *DelegateRecord) ([3]string, *time.Time, *string) {
-		return [3]string{r.Network, r.ContainerID, r.IfName}, &r.Created, &r.BootID
-	}}
+func recordHead(r *Record) (store.Attachment, *time.Time, *string) {
+	return store.Attachment{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName}, &r.Created, &r.BootID
 }

@@ -1,4 +1,4 @@
-package cli
+package multi
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// WrapInMulti returns the conflist data wrapped in the multi role with the
+// wrapConflist returns the conflist data wrapped in the multi role with the
 // pod path on (docs/roles/multi.md): the list runs as multi's one
 // delegate, so the pod network stays what it was, and a pod's
 // k8s.v1.cni.cncf.io/networks annotation adds secondary networks from
@@ -16,7 +16,7 @@ import (
 // version 1.0.0, and the list keeps its own cniVersion (multi hands each
 // plugin the previous result in the delegate's version). A list that
 // already is multi is returned as it is.
-func WrapInMulti(data []byte) ([]byte, error) {
+func wrapConflist(data []byte) ([]byte, error) {
 	var list map[string]any
 	if err := json.Unmarshal(data, &list); err != nil {
 		return nil, fmt.Errorf("not JSON: %w", err)
@@ -29,7 +29,7 @@ func WrapInMulti(data []byte) ([]byte, error) {
 	caps := map[string]bool{}
 	for _, p := range plugins {
 		pm, _ := p.(map[string]any)
-		if pm["type"] == "multi" {
+		if pm["type"] == multiPlugin {
 			return data, nil
 		}
 		c, _ := pm["capabilities"].(map[string]any)
@@ -39,11 +39,11 @@ func WrapInMulti(data []byte) ([]byte, error) {
 			}
 		}
 	}
-	multi := map[string]any{"type": "multi", "kubernetes": true, "delegates": []any{list}}
+	wrapper := map[string]any{"type": multiPlugin, "kubernetes": true, "delegates": []any{list}}
 	if len(caps) > 0 {
-		multi["capabilities"] = caps
+		wrapper["capabilities"] = caps
 	}
-	out, err := json.MarshalIndent(map[string]any{"cniVersion": "1.0.0", "name": name, "plugins": []any{multi}}, "", "  ")
+	out, err := json.MarshalIndent(map[string]any{"cniVersion": "1.0.0", "name": name, "plugins": []any{wrapper}}, "", "  ")
 	if err != nil {
 		return nil, err
 	}

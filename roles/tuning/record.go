@@ -1,19 +1,20 @@
-package store
+package tuning
 
 import (
 	"time"
+
+	"github.com/cnibox/cnibox/store"
 )
 
-// tuningRecords are in bucket tuning, which holds
-// the tuning role's records:
+// Records are the tuning role's records in the store, in bucket tuning:
 //
-//	tuning/  network \x00 containerID \x00 ifname -> TuningRecord as JSON
-var tuningRecords = attachmentRecords[TuningRecord]{records[TuningRecord]{bucket: []byte("tuning"), what: "tuning record"}}
+//	tuning/  network \x00 containerID \x00 ifname -> Record as JSON
+var Records = store.Kind[Record]{Bucket: bucket, What: "tuning record", Head: recordHead}
 
-// TuningRecord holds what the tuning role changed in a pod for one
-// attachment, with the values from before, so that DEL can restore them. A
-// field that is nil (or empty) was not changed.
-type TuningRecord struct {
+// Record holds what the tuning role changed in a pod for one attachment,
+// with the values from before, so that DEL can restore them. A field that
+// is nil (or empty) was not changed.
+type Record struct {
 	Network     string `json:"network"`
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifName"`
@@ -36,9 +37,10 @@ type SysctlValue struct {
 	Value string `json:"value"`
 }
 
-// Tuning is the tuning role's records.
-func (s *Store) Tuning() Attachments[TuningRecord] {
-	return Attachments[TuningRecord]{s, tuningRecords, func(r *TuningRecord) ([3]string, *time.Time, *string) {
-		return [3]string{r.Network, r.ContainerID, r.IfName}, &r.Created, &r.BootID
-	}}
+// bucket is the records' bucket; a stale record is a leftover of that
+// kind too (leftovers).
+const bucket = "tuning"
+
+func recordHead(r *Record) (store.Attachment, *time.Time, *string) {
+	return store.Attachment{Network: r.Network, ContainerID: r.ContainerID, IfName: r.IfName}, &r.Created, &r.BootID
 }
