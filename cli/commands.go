@@ -158,7 +158,7 @@ func commands(o Options) []*ucli.Command {
 						agentSocketFlag,
 						jsonFlag,
 					},
-					Action: runInspectIPAM,
+					Action: o.runInspectIPAM,
 				},
 				{
 					Name:  "cluster-ipam",

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/ipam"
 	"github.com/cnibox/cnibox/nodestate"
 	"github.com/cnibox/cnibox/store"
@@ -79,8 +80,8 @@ type ipamNetwork struct {
 	Sticky       map[string][]netip.Addr `json:"sticky,omitempty"`
 }
 
-func runInspectIPAM(c *ucli.Context) error {
-	nets, err := collectIPAM(c)
+func (o Options) runInspectIPAM(c *ucli.Context) error {
+	nets, err := collectIPAM(c, o.Registry)
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func rangesOfSetID(id string) []ipamPool {
 
 // collectIPAM builds the view of every network with IPAM records or
 // configured ranges (or just --network).
-func collectIPAM(c *ucli.Context) ([]ipamNetwork, error) {
+func collectIPAM(c *ucli.Context, reg *cniplug.Registry) ([]ipamNetwork, error) {
 	only := c.String("network")
 	configured := configuredRanges(c.String("conf-dir"))
 	var views []store.IPAMView
@@ -193,7 +194,7 @@ func collectIPAM(c *ucli.Context) ([]ipamNetwork, error) {
 					view = v
 				}
 			}
-			net := buildIPAMNetwork(n, view, configured[n], eps)
+			net := buildIPAMNetwork(reg, n, view, configured[n], eps)
 			if err := st.ViewIPAM(n, func(tx *store.IPAMTx) error {
 				countPools(tx, net.Pools)
 				return nil
@@ -212,7 +213,7 @@ func collectIPAM(c *ucli.Context) ([]ipamNetwork, error) {
 			if only != "" && n != only {
 				continue
 			}
-			net := buildIPAMNetwork(n, store.IPAMView{}, pools, nil)
+			net := buildIPAMNetwork(reg, n, store.IPAMView{}, pools, nil)
 			for i := range net.Pools {
 				p := &net.Pools[i]
 				p.poolUse = usage(rangeSize(p.start, p.end, p.Gateway), 0)
@@ -230,8 +231,10 @@ func collectIPAM(c *ucli.Context) ([]ipamNetwork, error) {
 }
 
 // buildIPAMNetwork merges the configured ranges, the ranges the store's
-// cursors name, cloud pools and the reservations of one network.
-func buildIPAMNetwork(name string, v store.IPAMView, configured []ipamPool, eps []store.Endpoint) ipamNetwork {
+// cursors name, the pools IPAM roles keep beside the reservations (cloud
+// IPAM's NICs: cniplug.Known.KeptPools) and the reservations of one
+// network.
+func buildIPAMNetwork(reg *cniplug.Registry, name string, v store.IPAMView, configured []ipamPool, eps []store.Endpoint) ipamNetwork {
 	net := ipamNetwork{Network: name, Pools: []ipamPool{}, Reservations: []ipamReservation{}}
 	net.Pools = append(net.Pools, configured...)
 	have := func(r string) bool {
@@ -260,22 +263,16 @@ func buildIPAMNetwork(name string, v store.IPAMView, configured []ipamPool, eps 
 			}
 		}
 	}
-	if v.Cloud != nil {
-		for _, nic := range v.Cloud.NICs {
-			pool := ipamPool{
-				Range:  "nic " + nic.MAC + orEmpty(" ("+nic.Name+")", nic.Name),
-				Subnet: nic.Subnet, Source: "cloud " + v.Cloud.Provider + " " + v.Cloud.Source,
-				Refreshed: v.Cloud.Fetched, LastError: v.Cloud.LastError,
+	for _, kp := range reg.KeptPools(v.Kept) {
+		pool := ipamPool{Range: kp.Range, Subnet: kp.Subnet, Source: kp.Source, Refreshed: kp.Refreshed, LastError: kp.LastError}
+		var used uint64
+		for _, r := range v.Reservations {
+			if slices.Contains(kp.Addrs, r.Addr) {
+				used++
 			}
-			var used uint64
-			for _, r := range v.Reservations {
-				if slices.Contains(nic.Addrs, r.Addr) {
-					used++
-				}
-			}
-			pool.poolUse = usage(uint64(len(nic.Addrs)), used)
-			net.Pools = append(net.Pools, pool)
 		}
+		pool.poolUse = usage(uint64(len(kp.Addrs)), used)
+		net.Pools = append(net.Pools, pool)
 	}
 	type key struct{ cid, ifname string }
 	owners := map[key]store.Endpoint{}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cnibox/cnibox/roles"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -25,14 +26,15 @@ func TestBuildIPAMNetwork(t *testing.T) {
 			{SetID: "10.1.0.1-10.1.0.254", Last: a("10.1.0.5")},
 			{SetID: "10.2.0.10-10.2.0.20,10.2.1.1-10.2.1.2", Last: a("10.2.0.12")},
 		},
-		Cloud: &store.CloudCache{Provider: "azure", Source: "http://168.63.129.16", Fetched: fetched, NICs: []store.CloudNIC{
-			{MAC: "000d3a51c490", Name: "eth0", Subnet: p("10.3.0.0/24"), Addrs: []netip.Addr{a("10.3.0.6"), a("10.3.0.7"), a("10.3.0.8")}},
-		}},
+		// What cloud IPAM keeps beside the reservations (its last answer
+		// of the provider), which its declaration turns into pools.
+		Kept: map[string][]byte{"cloud/pool": []byte(`{"provider":"azure","source":"http://168.63.129.16","fetched":"` +
+			fetched.UTC().Format(time.RFC3339) + `","nics":[{"mac":"000d3a51c490","name":"eth0","subnet":"10.3.0.0/24","addrs":["10.3.0.6","10.3.0.7","10.3.0.8"]}]}`)},
 	}
 	configured := []ipamPool{{Range: "10.1.0.1-10.1.0.254", Subnet: p("10.1.0.0/24"), Gateway: a("10.1.0.1"), Source: "/etc/cni/net.d/10.conflist",
 		start: a("10.1.0.1"), end: a("10.1.0.254")}}
 	eps := []store.Endpoint{{Network: "n", ContainerID: "c1", IfName: "eth0", Netns: "/run/netns/c1"}}
-	n := buildIPAMNetwork("n", v, configured, eps)
+	n := buildIPAMNetwork(roles.Registry(), "n", v, configured, eps)
 
 	if len(n.Pools) != 4 {
 		t.Fatalf("pools = %+v, want the configured range, two from the cursor, one cloud NIC", n.Pools)

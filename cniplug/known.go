@@ -81,6 +81,10 @@ type Known struct {
 	// --secondary-networks`: the list stays the pod network and the role
 	// adds the networks a pod asks for.
 	WrapConflist func(conflist []byte) ([]byte, error)
+	// KeptPools are the address pools the role keeps beside a network's
+	// reservations (store.IPAMView.Kept: "bucket/key" -> value), for
+	// `cnibox inspect ipam`.
+	KeptPools func(kept map[string][]byte) []KeptPool
 	// AgentSocket returns, for an IPAM role whose ADD asks cnibox-agent,
 	// the agent's socket a config (the plugin's JSON) names; ok false =
 	// the config is not the role's.

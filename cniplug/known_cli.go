@@ -2,7 +2,9 @@ package cniplug
 
 import (
 	"io"
+	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/cnibox/cnibox/store"
 )
@@ -31,6 +33,37 @@ type NodeCheck struct {
 	Reporter
 	// Store is the node's store, open while the hooks run (nil: none).
 	Store *store.Store
+}
+
+// KeptPool is an address pool an IPAM role keeps beside a network's
+// reservations (store.IPAMTx.PutKept), for `cnibox inspect ipam`.
+type KeptPool struct {
+	// Range names the pool for a person ("nic 000d3a51c490 (eth0)").
+	Range  string
+	Subnet netip.Prefix
+	// Source says where it comes from ("cloud azure http://...").
+	Source string
+	// Refreshed is when its source last answered; LastError why it did
+	// not, the last time it was asked.
+	Refreshed time.Time
+	LastError string
+	// Addrs are the addresses pods may get from it.
+	Addrs []netip.Addr
+}
+
+// KeptPools returns the pools the roles find in what they keep beside a
+// network's reservations (store.IPAMView.Kept).
+func (r *Registry) KeptPools(kept map[string][]byte) []KeptPool {
+	if len(kept) == 0 {
+		return nil
+	}
+	var out []KeptPool
+	for _, k := range r.Known() {
+		if k.KeptPools != nil {
+			out = append(out, k.KeptPools(kept)...)
+		}
+	}
+	return out
 }
 
 // InspectCommands returns every role's inspect commands, in the roles'

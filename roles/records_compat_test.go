@@ -11,6 +11,7 @@ import (
 	"github.com/cnibox/cnibox/internal/delegaterec"
 	"github.com/cnibox/cnibox/roles"
 	"github.com/cnibox/cnibox/roles/bandwidth"
+	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/roles/dhcp/lease"
 	"github.com/cnibox/cnibox/roles/portmap"
 	"github.com/cnibox/cnibox/roles/tuning"
@@ -20,7 +21,7 @@ import (
 // TestRecordsOfOldStore: a node upgraded in place reads the records the
 // store held before the roles owned their kinds. testdata/store-03d73d5 is
 // a store that cnibox at 03d73d5 wrote (store.Store's Tuning, Bandwidth,
-// UpdatePortMaps, Delegates, DHCP and the cloud cache, one record each, by
+// UpdatePortMaps, Delegates, DHCP and IPAMTx.PutCloudCache, one record each, by
 // mkold.go.txt): each role's kind reads its record from the same bucket
 // and key, and the buckets the roles declare for gc (cniplug.Leftovers)
 // are those the records are in.
@@ -55,6 +56,16 @@ func TestRecordsOfOldStore(t *testing.T) {
 	if err != nil || !ok || lr.State != lease.Bound || lr.Address != "192.0.2.10/24" || lr.Server != "192.0.2.1" ||
 		len(lr.Provide) != 1 || lr.Provide[0].Value != "web" || !slices.Equal(lr.Ack, []byte{1, 2, 3}) || !slices.Equal(lr.Request, []int{3, 6}) {
 		t.Errorf("dhcp lease = %+v, %v, %v", lr, ok, err)
+	}
+
+	var cc cloudipam.CloudCache
+	err = st.ViewIPAM("azure", func(tx *store.IPAMTx) error {
+		cc, ok = cloudipam.CacheOf(tx)
+		return nil
+	})
+	if err != nil || !ok || cc.Provider != "azure" || len(cc.NICs) != 1 || cc.NICs[0].MAC != "000d3a51c490" ||
+		!slices.Equal(cc.NICs[0].Addrs, []netip.Addr{netip.MustParseAddr("10.240.0.36")}) {
+		t.Errorf("cloud cache = %+v, %v, %v", cc, ok, err)
 	}
 
 	// gc reads every kind the roles declare, without their types.

@@ -19,8 +19,11 @@
 //	  owner           containerID \x00 ifname \x00 address bytes -> empty
 //	  cursor          range-set id -> address bytes (round-robin position)
 //	  sticky          "namespace/pod" -> the pod's last addresses
+//	  <bucket>        a role's own values kept beside the reservations (kept.go)
 //
-// Other records (delegate.go, overlay.go, clusteripam.go) have top-level buckets of their own.
+// Other records have top-level buckets of their own: the store's (overlay.go,
+// clusteripam.go, egress.go, policy.go) and the kinds of record the roles
+// declare (kinds.go), which the store keeps without naming them.
 //
 // Address keys are the address bytes, so a range scan is a cursor seek. The
 // owner index makes every lookup by owner a prefix seek, and the run index

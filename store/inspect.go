@@ -20,9 +20,9 @@ type IPAMView struct {
 	Cursors []IPAMCursor
 	// Sticky maps "namespace/name" to the addresses the pod last held.
 	Sticky map[string][]netip.Addr
-	// Cloud is the cloud IPAM provider's last answer for the network, when
-	// cloud IPAM serves it.
-	Cloud *CloudCache
+	// Kept are the values roles keep beside the reservations
+	// (IPAMTx.PutKept), by "bucket/key".
+	Kept map[string][]byte
 }
 
 // IPAMCursor is the round-robin position of one range set.
@@ -94,9 +94,7 @@ func (s *Store) IPAMViews(network string) ([]IPAMView, error) {
 					return err
 				}
 			}
-			if c, ok := t.CloudCache(); ok {
-				v.Cloud = &c
-			}
+			v.Kept = t.kept()
 			if t.err != nil {
 				return t.err
 			}

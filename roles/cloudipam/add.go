@@ -21,7 +21,7 @@ func add(ctx context.Context, a *cniplug.Args, c *config) (types.Result, error) 
 		return nil, err
 	}
 	var allocs []ipam.Allocation
-	err = withPools(ctx, a, c, func(tx *store.IPAMTx, cache *store.CloudCache) (err error) {
+	err = withPools(ctx, a, c, func(tx *store.IPAMTx, cache *CloudCache) (err error) {
 		allocs, err = ipam.AllocatePools(tx, req, poolsField, pools(c, cache))
 		return err
 	})

@@ -19,8 +19,8 @@ type nicKey struct {
 // in, vanished free ones go, and vanished ones that a pod still holds (inUse)
 // stay as Vanished until released, so they are never handed out again but
 // the pod's retries and CHECK still find them.
-func merge(old, fresh []store.CloudNIC, inUse func(netip.Addr) bool) []store.CloudNIC {
-	out := make([]store.CloudNIC, len(fresh))
+func merge(old, fresh []CloudNIC, inUse func(netip.Addr) bool) []CloudNIC {
+	out := make([]CloudNIC, len(fresh))
 	idx := map[nicKey]int{}
 	listed := map[netip.Addr]bool{}
 	for i, n := range fresh {
@@ -43,7 +43,7 @@ func merge(old, fresh []store.CloudNIC, inUse func(netip.Addr) bool) []store.Clo
 				if !ok {
 					i = len(out)
 					idx[k] = i
-					out = append(out, store.CloudNIC{MAC: o.MAC, Name: o.Name, Device: o.Device, Subnet: o.Subnet})
+					out = append(out, CloudNIC{MAC: o.MAC, Name: o.Name, Device: o.Device, Subnet: o.Subnet})
 				}
 				out[i].Vanished = append(out[i].Vanished, a)
 				listed[a] = true
@@ -58,7 +58,7 @@ func merge(old, fresh []store.CloudNIC, inUse func(netip.Addr) bool) []store.Clo
 
 // prune drops released addresses from the vanished ones, and pools left with
 // nothing that only vanished addresses kept. It reports whether c changed.
-func prune(c *store.CloudCache, released []store.Reservation) bool {
+func prune(c *CloudCache, released []store.Reservation) bool {
 	if len(released) == 0 {
 		return false
 	}
@@ -86,7 +86,7 @@ func prune(c *store.CloudCache, released []store.Reservation) bool {
 // pools turns the cached NICs into the allocator's pools. Vanished addresses
 // are part of them (they are in use, so never chosen) so that a pod holding
 // one keeps it on a retried ADD and passes CHECK.
-func pools(c *config, cache *store.CloudCache) []ipam.Pool {
+func pools(c *config, cache *CloudCache) []ipam.Pool {
 	out := make([]ipam.Pool, 0, len(cache.NICs))
 	for _, n := range cache.NICs {
 		p := ipam.Pool{
@@ -105,7 +105,7 @@ func pools(c *config, cache *store.CloudCache) []ipam.Pool {
 }
 
 // fixFor is what a person can do when a pool is full.
-func fixFor(c *config, n store.CloudNIC) string {
+func fixFor(c *config, n CloudNIC) string {
 	var more string
 	switch c.Provider {
 	case ProviderAzure:

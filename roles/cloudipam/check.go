@@ -16,7 +16,7 @@ import (
 func check(_ context.Context, a *cniplug.Args, c *config) error {
 	held := false
 	err := c.View(a, func(tx *store.IPAMTx) error {
-		cache, ok := tx.CloudCache()
+		cache, ok := CacheOf(tx)
 		if !ok {
 			return nil
 		}

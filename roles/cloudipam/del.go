@@ -19,8 +19,8 @@ func gc(_ context.Context, a *cniplug.Args, c *config) error { return c.GC(a) }
 // pruneCache runs in the transaction that released addresses: those that
 // the provider no longer lists leave the cache.
 func pruneCache(tx *store.IPAMTx, freed []store.Reservation) error {
-	if cache, ok := tx.CloudCache(); ok && prune(&cache, freed) {
-		return tx.PutCloudCache(cache)
+	if cache, ok := CacheOf(tx); ok && prune(&cache, freed) {
+		return PutCache(tx, cache)
 	}
 	return nil
 }

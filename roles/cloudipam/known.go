@@ -9,4 +9,6 @@ import (
 var known = cniplug.Known{
 	Config: []any{(*ipamJSON)(nil)},
 	Doc:    "cloud-ipam",
+
+	KeptPools: keptPools,
 }

@@ -11,8 +11,8 @@ import (
 func TestMerge(t *testing.T) {
 	p := netip.MustParsePrefix("10.240.0.0/16")
 	q := netip.MustParsePrefix("10.241.0.0/16")
-	nic := func(mac string, s netip.Prefix, a, v []netip.Addr) store.CloudNIC {
-		return store.CloudNIC{MAC: mac, Name: "eth0", Subnet: s, Addrs: a, Vanished: v}
+	nic := func(mac string, s netip.Prefix, a, v []netip.Addr) CloudNIC {
+		return CloudNIC{MAC: mac, Name: "eth0", Subnet: s, Addrs: a, Vanished: v}
 	}
 	ip := netip.MustParseAddr
 	inUse := func(held ...string) func(netip.Addr) bool {
@@ -24,30 +24,30 @@ func TestMerge(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		old, fresh []store.CloudNIC
+		old, fresh []CloudNIC
 		held       []string
-		want       []store.CloudNIC
+		want       []CloudNIC
 	}{
-		{"first answer", nil, []store.CloudNIC{nic("m", p, addrs(36, 38), nil)}, nil,
-			[]store.CloudNIC{nic("m", p, addrs(36, 38), nil)}},
-		{"new addresses come, vanished free ones go", []store.CloudNIC{nic("m", p, addrs(36, 38), nil)},
-			[]store.CloudNIC{nic("m", p, addrs(37, 40), nil)}, []string{"10.240.0.37"},
-			[]store.CloudNIC{nic("m", p, addrs(37, 40), nil)}},
-		{"vanished in-use ones stay until released", []store.CloudNIC{nic("m", p, addrs(36, 38), nil)},
-			[]store.CloudNIC{nic("m", p, addrs(38, 39), nil)}, []string{"10.240.0.36"},
-			[]store.CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))}},
-		{"still vanished on the next refresh", []store.CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))},
-			[]store.CloudNIC{nic("m", p, addrs(38, 39), nil)}, []string{"10.240.0.36"},
-			[]store.CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))}},
-		{"listed again: no longer vanished", []store.CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))},
-			[]store.CloudNIC{nic("m", p, addrs(36, 39), nil)}, []string{"10.240.0.36"},
-			[]store.CloudNIC{nic("m", p, addrs(36, 39), nil)}},
-		{"a whole NIC gone while in use", []store.CloudNIC{nic("m", p, addrs(36, 37), nil), nic("n", q, []netip.Addr{ip("10.241.0.5")}, nil)},
-			[]store.CloudNIC{nic("m", p, addrs(36, 37), nil)}, []string{"10.241.0.5"},
-			[]store.CloudNIC{nic("m", p, addrs(36, 37), nil), nic("n", q, nil, []netip.Addr{ip("10.241.0.5")})}},
-		{"moved to another NIC: not vanished", []store.CloudNIC{nic("m", p, addrs(36, 37), nil)},
-			[]store.CloudNIC{nic("m", p, addrs(36, 36), nil), nic("n", p, addrs(37, 37), nil)}, []string{"10.240.0.37"},
-			[]store.CloudNIC{nic("m", p, addrs(36, 36), nil), nic("n", p, addrs(37, 37), nil)}},
+		{"first answer", nil, []CloudNIC{nic("m", p, addrs(36, 38), nil)}, nil,
+			[]CloudNIC{nic("m", p, addrs(36, 38), nil)}},
+		{"new addresses come, vanished free ones go", []CloudNIC{nic("m", p, addrs(36, 38), nil)},
+			[]CloudNIC{nic("m", p, addrs(37, 40), nil)}, []string{"10.240.0.37"},
+			[]CloudNIC{nic("m", p, addrs(37, 40), nil)}},
+		{"vanished in-use ones stay until released", []CloudNIC{nic("m", p, addrs(36, 38), nil)},
+			[]CloudNIC{nic("m", p, addrs(38, 39), nil)}, []string{"10.240.0.36"},
+			[]CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))}},
+		{"still vanished on the next refresh", []CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))},
+			[]CloudNIC{nic("m", p, addrs(38, 39), nil)}, []string{"10.240.0.36"},
+			[]CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))}},
+		{"listed again: no longer vanished", []CloudNIC{nic("m", p, addrs(38, 39), addrs(36, 36))},
+			[]CloudNIC{nic("m", p, addrs(36, 39), nil)}, []string{"10.240.0.36"},
+			[]CloudNIC{nic("m", p, addrs(36, 39), nil)}},
+		{"a whole NIC gone while in use", []CloudNIC{nic("m", p, addrs(36, 37), nil), nic("n", q, []netip.Addr{ip("10.241.0.5")}, nil)},
+			[]CloudNIC{nic("m", p, addrs(36, 37), nil)}, []string{"10.241.0.5"},
+			[]CloudNIC{nic("m", p, addrs(36, 37), nil), nic("n", q, nil, []netip.Addr{ip("10.241.0.5")})}},
+		{"moved to another NIC: not vanished", []CloudNIC{nic("m", p, addrs(36, 37), nil)},
+			[]CloudNIC{nic("m", p, addrs(36, 36), nil), nic("n", p, addrs(37, 37), nil)}, []string{"10.240.0.37"},
+			[]CloudNIC{nic("m", p, addrs(36, 36), nil), nic("n", p, addrs(37, 37), nil)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +63,7 @@ func TestPrune(t *testing.T) {
 	p := netip.MustParsePrefix("10.240.0.0/16")
 	q := netip.MustParsePrefix("10.241.0.0/16")
 	v := netip.MustParseAddr("10.241.0.5")
-	c := store.CloudCache{NICs: []store.CloudNIC{
+	c := CloudCache{NICs: []CloudNIC{
 		{MAC: "m", Subnet: p, Addrs: addrs(38, 39), Vanished: addrs(36, 36)},
 		{MAC: "n", Subnet: q, Vanished: []netip.Addr{v}},
 	}}
@@ -73,7 +73,7 @@ func TestPrune(t *testing.T) {
 	if !prune(&c, []store.Reservation{{Addr: addrs(36, 36)[0]}, {Addr: v}}) {
 		t.Fatal("releasing vanished addresses did not change the cache")
 	}
-	want := []store.CloudNIC{{MAC: "m", Subnet: p, Addrs: addrs(38, 39), Vanished: []netip.Addr{}}}
+	want := []CloudNIC{{MAC: "m", Subnet: p, Addrs: addrs(38, 39), Vanished: []netip.Addr{}}}
 	if len(c.NICs) != 1 || !reflect.DeepEqual(c.NICs[0].Addrs, want[0].Addrs) || len(c.NICs[0].Vanished) != 0 {
 		t.Errorf("after prune %+v, want %+v", c.NICs, want)
 	}
@@ -81,7 +81,7 @@ func TestPrune(t *testing.T) {
 
 func TestPoolsFromCache(t *testing.T) {
 	c := &config{Provider: ProviderAzure}
-	cache := &store.CloudCache{NICs: []store.CloudNIC{{MAC: "000d3a51c490", Name: "eth0", Subnet: netip.MustParsePrefix("10.240.0.0/16"), Addrs: addrs(36, 37), Vanished: addrs(30, 30)}}}
+	cache := &CloudCache{NICs: []CloudNIC{{MAC: "000d3a51c490", Name: "eth0", Subnet: netip.MustParsePrefix("10.240.0.0/16"), Addrs: addrs(36, 37), Vanished: addrs(30, 30)}}}
 	ps := pools(c, cache)
 	if len(ps) != 1 || ps[0].Owner != "NIC 00:0d:3a:51:c4:90" || ps[0].What != "secondary IPs" || len(ps[0].Addrs) != 3 {
 		t.Errorf("pools = %+v", ps)

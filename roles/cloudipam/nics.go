@@ -10,7 +10,6 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/store"
 )
 
 // localNIC is an interface of the node with an Ethernet MAC.
@@ -49,7 +48,7 @@ func localNICs() ([]localNIC, error) {
 // match picks the pools of this node out of what the provider listed: the
 // NICs whose MAC is one of the node's (only the "master" one when pinned),
 // pools without a MAC (pool files), and only the configured subnet if any.
-func match(c *config, what string, listed []nicInfo, local []localNIC) ([]store.CloudNIC, error) {
+func match(c *config, what string, listed []nicInfo, local []localNIC) ([]CloudNIC, error) {
 	// When a bridge shares its MAC with a port (azure0 takes its NIC's),
 	// the port is the NIC.
 	names := map[string]string{}
@@ -71,7 +70,7 @@ func match(c *config, what string, listed []nicInfo, local []localNIC) ([]store.
 		}
 		names = map[string]string{mac: c.Master}
 	}
-	var out []store.CloudNIC
+	var out []CloudNIC
 	for _, n := range listed {
 		name, ok := names[n.MAC]
 		if n.MAC != "" && !ok {
@@ -80,10 +79,10 @@ func match(c *config, what string, listed []nicInfo, local []localNIC) ([]store.
 		if c.Subnet.IsValid() && n.Subnet != c.Subnet {
 			continue
 		}
-		out = append(out, store.CloudNIC{MAC: n.MAC, Name: name, Device: n.Device, Subnet: n.Subnet, Primary: n.Primary, Addrs: n.Secondary})
+		out = append(out, CloudNIC{MAC: n.MAC, Name: name, Device: n.Device, Subnet: n.Subnet, Primary: n.Primary, Addrs: n.Secondary})
 	}
 	if len(out) > 0 {
-		slices.SortStableFunc(out, func(a, b store.CloudNIC) int {
+		slices.SortStableFunc(out, func(a, b CloudNIC) int {
 			return cmp.Or(cmp.Compare(a.Device, b.Device), strings.Compare(a.MAC, b.MAC), a.Subnet.Addr().Compare(b.Subnet.Addr()))
 		})
 		return out, nil

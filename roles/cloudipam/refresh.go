@@ -13,13 +13,13 @@ import (
 )
 
 // poolFunc works on the pools of one network inside its IPAM transaction.
-type poolFunc func(tx *store.IPAMTx, cache *store.CloudCache) error
+type poolFunc func(tx *store.IPAMTx, cache *CloudCache) error
 
 // serves reports whether cache can be used without asking the provider: it
 // comes from the configured provider and endpoint, which was asked less than
 // queryInterval ago (answered, or not answered while an earlier answer is
 // kept).
-func (c *config) serves(cache store.CloudCache, now time.Time) bool {
+func (c *config) serves(cache CloudCache, now time.Time) bool {
 	return cache.Provider == c.Provider && cache.Source == c.Endpoint &&
 		!cache.Fetched.IsZero() && !cache.Attempted.After(now) &&
 		now.Sub(cache.Attempted) < c.QueryInterval
@@ -36,7 +36,7 @@ func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) err
 	start := time.Now()
 	served := false
 	err := c.Update(a, func(tx *store.IPAMTx) error {
-		cache, ok := tx.CloudCache()
+		cache, ok := CacheOf(tx)
 		if !ok || !c.serves(cache, start) {
 			return nil // nothing written: no commit
 		}
@@ -61,7 +61,7 @@ func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) err
 		return false
 	}
 	listed, qerr := prov.query(ctx, want)
-	var matched []store.CloudNIC
+	var matched []CloudNIC
 	switch {
 	case qerr == nil:
 		if matched, err = match(c, prov.describe(), listed, local); err != nil {
@@ -72,7 +72,7 @@ func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) err
 	}
 
 	return c.Update(a, func(tx *store.IPAMTx) error {
-		old, ok := tx.CloudCache()
+		old, ok := CacheOf(tx)
 		now := time.Now()
 		if qerr != nil {
 			if ok && old.Provider == c.Provider && !old.Fetched.IsZero() && !old.Fetched.Before(start) {
@@ -82,7 +82,7 @@ func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) err
 				return cniplug.Errorf(types.ErrTryAgainLater, "network %q: %v; there is no earlier answer to hand out addresses from: make sure the node reaches it (or set %s / \"endpoint\"), then try again", c.Network, qerr, EnvEndpoint)
 			}
 			old.Attempted, old.LastError = now, qerr.Error()
-			if err := tx.PutCloudCache(old); err != nil {
+			if err := PutCache(tx, old); err != nil {
 				return err
 			}
 			if a.Stderr != nil {
@@ -90,16 +90,16 @@ func withPools(ctx context.Context, a *cniplug.Args, c *config, fn poolFunc) err
 			}
 			return fn(tx, &old)
 		}
-		var prev []store.CloudNIC
+		var prev []CloudNIC
 		if ok {
 			prev = old.NICs
 		}
 		inUse := func(addr netip.Addr) bool { _, held := tx.Get(addr); return held }
-		cache := store.CloudCache{
+		cache := CloudCache{
 			Provider: c.Provider, Source: c.Endpoint, Fetched: now, Attempted: now,
 			NICs: merge(prev, matched, inUse),
 		}
-		if err := tx.PutCloudCache(cache); err != nil {
+		if err := PutCache(tx, cache); err != nil {
 			return err
 		}
 		return fn(tx, &cache)

@@ -92,15 +92,15 @@ func (n *node) must(role *cniplug.Role, cmd, cid, conf string) []byte {
 	return out
 }
 
-func (n *node) cache(network string) store.CloudCache {
+func (n *node) cache(network string) cloudipam.CloudCache {
 	n.t.Helper()
 	s, err := store.Open(n.dir)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	defer s.Close()
-	var c store.CloudCache
-	s.ViewIPAM(network, func(tx *store.IPAMTx) error { c, _ = tx.CloudCache(); return nil })
+	var c cloudipam.CloudCache
+	s.ViewIPAM(network, func(tx *store.IPAMTx) error { c, _ = cloudipam.CacheOf(tx); return nil })
 	return c
 }
 

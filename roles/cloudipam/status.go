@@ -14,7 +14,7 @@ import (
 // when the provider cannot be reached and nothing is cached; it refreshes
 // the cache like ADD.
 func status(ctx context.Context, a *cniplug.Args, c *config) error {
-	err := withPools(ctx, a, c, func(tx *store.IPAMTx, cache *store.CloudCache) error {
+	err := withPools(ctx, a, c, func(tx *store.IPAMTx, cache *CloudCache) error {
 		return ipam.PoolsReady(tx, c.Network, poolsField, pools(c, cache))
 	})
 	if err == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/cnibox/cnibox/internal/cloudfake"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/cnibox/cnibox/roles/cloudipam"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -103,28 +104,28 @@ func (e *env) ageCache(network string) {
 	}
 	defer st.Close()
 	err = st.IPAM(network, func(tx *store.IPAMTx) error {
-		c, ok := tx.CloudCache()
+		c, ok := cloudipam.CacheOf(tx)
 		if !ok {
 			return errors.New("no cloud cache")
 		}
 		c.Fetched = c.Fetched.Add(-time.Hour)
 		c.Attempted = c.Fetched
-		return tx.PutCloudCache(c)
+		return cloudipam.PutCache(tx, c)
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-func (e *env) cloudCache(network string) store.CloudCache {
+func (e *env) cloudCache(network string) cloudipam.CloudCache {
 	e.t.Helper()
 	st, err := store.Open(e.dataDir)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer st.Close()
-	var c store.CloudCache
-	st.ViewIPAM(network, func(tx *store.IPAMTx) error { c, _ = tx.CloudCache(); return nil })
+	var c cloudipam.CloudCache
+	st.ViewIPAM(network, func(tx *store.IPAMTx) error { c, _ = cloudipam.CacheOf(tx); return nil })
 	return c
 }
 

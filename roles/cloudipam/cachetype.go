@@ -1,19 +1,23 @@
-package store
+package cloudipam
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/store"
 )
 
-// bucketCloud holds, inside ipam/<network>/, the cloud IPAM provider's last
-// answer for that network under the key cloudKey, as CloudCache JSON. It
-// lives next to the reservations so that a refresh and an allocation happen
-// in the same transaction.
-var (
-	bucketCloud = []byte("cloud")
-	cloudKey    = []byte("pool")
+// The cloud IPAM provider's last answer for a network is kept beside the
+// network's reservations (store.IPAMTx.PutKept), so that a refresh and an
+// allocation happen in the same transaction:
+//
+//	ipam/<network>/cloud/  "pool" -> CloudCache as JSON
+const (
+	cacheBucket = "cloud"
+	cacheKey    = "pool"
 )
 
 // CloudCache is what a cloud IPAM provider (the Azure host agent, AWS IMDS,
@@ -48,11 +52,15 @@ type CloudNIC struct {
 	Vanished []netip.Addr `json:"vanished,omitempty"`
 }
 
-// CloudCache returns the cloud IPAM cache of the transaction's network. A
+// CacheOf returns the cloud IPAM cache of the transaction's network. A
 // cache that cannot be decoded reads as absent: the provider is asked again
 // and the cache rewritten.
-func (t *IPAMTx) CloudCache() (CloudCache, bool) {
-	v := t.get(bucketCloud, cloudKey)
+func CacheOf(tx *store.IPAMTx) (CloudCache, bool) {
+	return decodeCache(tx.Kept(cacheBucket, cacheKey))
+}
+
+// decodeCache decodes a kept cache (nil: none).
+func decodeCache(v []byte) (CloudCache, bool) {
 	if v == nil {
 		return CloudCache{}, false
 	}
@@ -63,18 +71,30 @@ func (t *IPAMTx) CloudCache() (CloudCache, bool) {
 	return c, true
 }
 
-// PutCloudCache replaces the cloud IPAM cache of the transaction's network.
-func (t *IPAMTx) PutCloudCache(c CloudCache) error {
+// PutCache replaces the cloud IPAM cache of the transaction's network.
+func PutCache(tx *store.IPAMTx, c CloudCache) error {
 	v, err := json.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("network %q: encode cloud cache: %w", t.network, err)
+		return fmt.Errorf("encode cloud cache: %w", err)
 	}
-	b, err := t.write(bucketCloud)
-	if err == nil {
-		err = b.Put(cloudKey, v)
+	return tx.PutKept(cacheBucket, cacheKey, v)
+}
+
+// keptPools are the cache's NICs as pools, for `cnibox inspect ipam`
+// (cniplug.Known.KeptPools): one per NIC, its secondary addresses.
+func keptPools(kept map[string][]byte) []cniplug.KeptPool {
+	c, ok := decodeCache(kept[cacheBucket+"/"+cacheKey])
+	if !ok {
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("network %q: write cloud cache: %w", t.network, err)
+	var out []cniplug.KeptPool
+	for _, nic := range c.NICs {
+		name := "nic " + nic.MAC
+		if nic.Name != "" {
+			name += " (" + nic.Name + ")"
+		}
+		out = append(out, cniplug.KeptPool{Range: name, Subnet: nic.Subnet, Source: "cloud " + c.Provider + " " + c.Source,
+			Refreshed: c.Fetched, LastError: c.LastError, Addrs: nic.Addrs})
 	}
-	return nil
+	return out
 }
