@@ -56,6 +56,10 @@
 //     cnibox-portmap, a bandwidth record with its ifb device; tuning
 //     restores nothing (the pod is gone) and delegate records are dropped
 //     (the delegates' own leftovers are covered by rules 1 to 4).
+//     The kinds, and what goes with each, are the roles' declarations
+//     (cniplug.Leftovers: RecordKind.Witness marks the kinds whose netns
+//     speaks for the container in 5e, RecordKind.Meta the meta roles'
+//     records of 1c); nodestate names none of them.
 //  6. Elements of table inet cnibox-portmap whose owner has no portmap
 //     record are stale when rule 5 finds their attachment gone, or when
 //     nothing on the node accounts for the owner: no live endpoint record of
