@@ -72,6 +72,7 @@
 //     before it creates the ifb, and deletes the ifb before the record.
 //
 // Remove deletes in an order that lets a rerun finish what a failure left:
-// port mappings and masquerade entries, then veths and ifbs, then the store
-// (the chained and meta roles' records, reservations, endpoint records).
+// what the roles made in the kernel besides their records (their Remove
+// hooks: port mappings, ifbs), masquerade entries, veths, then the store
+// (the roles' records, reservations, endpoint records).
 package nodestate
