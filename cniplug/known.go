@@ -11,11 +11,13 @@ import (
 
 // Known is what a role declares about itself for the node's tools: the
 // fields of its config (`cnibox check`), its host-side devices and how its
-// attachments are found again (`cnibox gc`, `cnibox store rebuild`), and
-// what `cnibox doctor` checks of its endpoints, including what it changes
-// on purpose. nodestate and cli ask the registry's roles (Registry.Known)
-// and name no role, so a new role is one folder and a line in
-// roles/registry.go. Like Role, a Known is package-level data: constants,
+// attachments are found again (`cnibox gc`, `cnibox store rebuild`), the
+// records it keeps and what goes with them (Leftovers: `cnibox gc`), what
+// `cnibox doctor` checks of its endpoints and of the node, including what
+// it changes on purpose, and what it adds to `cnibox inspect` and `cnibox
+// install` (known_cli.go). store, nodestate and cli ask the registry's
+// roles (Registry.Known) and name no role (TestToolsNameNoRole), so a new
+// role is one folder and a line in roles/registry.go. Like Role, a Known is package-level data: constants,
 // names of functions, addresses of composite literals, nil pointers of a
 // type (TestNoInitCode). Every field is optional.
 type Known struct {
