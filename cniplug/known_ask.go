@@ -77,24 +77,19 @@ func (r *Registry) PodDeviceOf(plugin string) *PodDevice {
 // Doctor runs every role's Doctor hook on c (a chained role finds its own
 // records).
 func (r *Registry) Doctor(c *EndpointCheck) {
-	if r == nil {
-		return
-	}
-	for _, k := range r.Known() {
-		if k.Doctor != nil {
-			k.Doctor(c)
-		}
-	}
+	r.runHooks(c, func(k *Known) func(*EndpointCheck) { return k.Doctor })
 }
 
 // DoctorForwards runs every role's DoctorForwards hook on c.
 func (r *Registry) DoctorForwards(c *EndpointCheck) {
-	if r == nil {
-		return
-	}
-	for _, k := range r.Known() {
-		if k.DoctorForwards != nil {
-			k.DoctorForwards(c)
+	r.runHooks(c, func(k *Known) func(*EndpointCheck) { return k.DoctorForwards })
+}
+
+// runHooks runs on c the hook of every role that declares one.
+func (r *Registry) runHooks(c *EndpointCheck, hook func(*Known) func(*EndpointCheck)) {
+	for _, k := range r.Known() { // none for a nil Registry
+		if h := hook(k.Known); h != nil {
+			h(c)
 		}
 	}
 }
