@@ -38,7 +38,7 @@ func BenchmarkPodMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		held := make([]any, n)
 		for i := range n {
-			held[i], _ = slim(benchPod(i))
+			held[i], _ = slim(benchPod(i), keep{node: "node-0"})
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

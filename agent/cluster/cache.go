@@ -54,27 +54,58 @@ func (k Kind) String() string {
 
 // Cache is the agent's informer cache. An informer of a kind is made with
 // the first Handle of that kind (a kind nobody reads is never listed) and
-// runs from then, or from Start, until Start's context ends; each reader
-// registers its own handler on it, which is handed every object the
-// informer holds at once, then every change.
+// runs from then, or from Start, until its last reader stops (a reader
+// that comes later lists again: the cluster IPAM's reclaim reads the pods
+// only while its agent holds the reclaim's Lease) or Start's context
+// ends; each reader registers its own handler on it, which is handed
+// every object the informer holds at once, then every change.
 type Cache struct {
 	cluster kubeapi.Cluster
 	log     *slog.Logger
+	keep    keep
 
 	mu        sync.Mutex
 	ctx       context.Context // Start's; nil before
 	rc        *rest.Config    // made with the first informer, in protobuf
 	informers [numKinds]cache.SharedIndexInformer
+	readers   [numKinds]int                // the handlers of each informer
+	stop      [numKinds]context.CancelFunc // ends each running informer
 }
 
-// New returns a cache of c's cluster; log (nil: the default) is told of
-// what it cannot read of an object.
-func New(c kubeapi.Cluster, log *slog.Logger) *Cache {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Cache{cluster: c, log: log}
+// Config configures a cache.
+type Config struct {
+	// Cluster is the API server's; its NodeName (else $NODE_NAME, else
+	// the hostname) is the node whose pods keep their UID and
+	// annotations (Pod.Local).
+	kubeapi.Cluster
+	// Log (nil: the default) is told of what the cache cannot read of an
+	// object.
+	Log *slog.Logger
+	// NodeAnnotations are the annotations kept of each Node
+	// (Node.Annotations): the overlay's lease (agent/lease/kubelease).
+	NodeAnnotations []string
 }
+
+// New returns a cache of c's cluster, as NewWith.
+func New(c kubeapi.Cluster, log *slog.Logger) *Cache {
+	return NewWith(Config{Cluster: c, Log: log})
+}
+
+// NewWith returns a cache as cfg says.
+func NewWith(cfg Config) *Cache {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	node, err := kubecore.NodeName(cfg.NodeName, "cluster cache")
+	if err != nil {
+		cfg.Log.Warn("cluster cache: no node name: it keeps no pod's UID and annotations (the pod API asks the API server)", "err", err)
+	}
+	return &Cache{cluster: cfg.Cluster, log: cfg.Log, keep: keep{node: node, nodeAnnotations: cfg.NodeAnnotations}}
+}
+
+// Node is the node whose pods the cache keeps whole enough for the pod
+// API (Pod.Local); "" none.
+func (c *Cache) Node() string { return c.keep.node }
 
 // Start runs the informers made so far, and those made later, until ctx
 // ends. A cache runs once: a second Start does nothing.
@@ -85,21 +116,24 @@ func (c *Cache) Start(ctx context.Context) {
 		return
 	}
 	c.ctx = ctx
-	for _, inf := range c.informers {
+	for kind, inf := range c.informers {
 		if inf != nil {
-			go inf.RunWithContext(ctx)
+			c.run(Kind(kind))
 		}
 	}
 }
 
+// run runs kind's informer until Start's context ends or its last reader
+// stops (c.mu held).
+func (c *Cache) run(kind Kind) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.stop[kind] = cancel
+	go c.informers[kind].RunWithContext(ctx)
+}
+
 // informer returns kind's informer, made (and run, once started) the first
-// time.
+// time (c.mu held).
 func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
-	if kind < 0 || kind >= numKinds {
-		return nil, fmt.Errorf("cluster cache: no kind %d", int(kind))
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if inf := c.informers[kind]; inf != nil {
 		return inf, nil
 	}
@@ -123,7 +157,7 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 	}
 	c.informers[kind] = inf
 	if c.ctx != nil {
-		go inf.RunWithContext(c.ctx)
+		c.run(kind)
 	}
 	return inf, nil
 }
@@ -134,17 +168,39 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 // holds when h comes later), then every change, on a goroutine of h's
 // own. The handler must not change what it is handed.
 func (c *Cache) Handle(kind Kind, h cache.ResourceEventHandler) (*Handler, error) {
+	if kind < 0 || kind >= numKinds {
+		return nil, fmt.Errorf("cluster cache: no kind %d", int(kind))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	inf, err := c.informer(kind)
 	if err != nil {
 		return nil, err
 	}
-	out := &Handler{inf: inf, h: h}
+	out := &Handler{cache: c, kind: kind, inf: inf, h: h}
 	reg, err := inf.AddEventHandler(out)
 	if err != nil {
 		return nil, fmt.Errorf("cluster cache: %s: %w", kind, err)
 	}
 	out.reg = reg
+	c.readers[kind]++
 	return out, nil
+}
+
+// release is a reader of inf gone: the last one's going stops inf.
+func (c *Cache) release(kind Kind, inf cache.SharedIndexInformer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.informers[kind] != inf {
+		return
+	}
+	if c.readers[kind]--; c.readers[kind] > 0 {
+		return
+	}
+	if c.stop[kind] != nil {
+		c.stop[kind]()
+	}
+	c.informers[kind], c.stop[kind] = nil, nil
 }
 
 // List is every object of kind the cache holds (none of a kind nobody
@@ -165,7 +221,7 @@ func (c *Cache) List(kind Kind) []any {
 // transform is slim as the informers' TransformFunc: it tells of a pod's
 // network-status it cannot read.
 func (c *Cache) transform(obj any) (any, error) {
-	out, bad := slim(obj)
+	out, bad := slim(obj, c.keep)
 	if bad != nil {
 		p := out.(*Pod)
 		c.log.Warn("pod's network-status not read: no MultiNetworkPolicy takes it as a peer", "pod", p.Key(), "err", bad)
@@ -191,9 +247,11 @@ func (c *Cache) Get(kind Kind, key string) (any, bool) {
 
 // Handler is a handler Handle registered.
 type Handler struct {
-	inf cache.SharedIndexInformer
-	reg cache.ResourceEventHandlerRegistration
-	h   cache.ResourceEventHandler
+	cache *Cache
+	kind  Kind
+	inf   cache.SharedIndexInformer
+	reg   cache.ResourceEventHandlerRegistration
+	h     cache.ResourceEventHandler
 
 	mu      sync.RWMutex // held (read) through each call of h
 	stopped bool
@@ -203,14 +261,20 @@ type Handler struct {
 // the informer's first list (or of what it held when the handler came).
 func (h *Handler) HasSynced() bool { return h.reg != nil && h.reg.HasSynced() }
 
-// Stop removes the handler: once Stop returns, it is called no more.
+// Stop removes the handler: once Stop returns, it is called no more. The
+// informer's last handler stops it.
 func (h *Handler) Stop() {
 	h.mu.Lock()
+	was := h.stopped
 	h.stopped = true
 	h.mu.Unlock()
+	if was {
+		return
+	}
 	if h.reg != nil {
 		_ = h.inf.RemoveEventHandler(h.reg) // (fails only once the informer stopped: no call then either)
 	}
+	h.cache.release(h.kind, h.inf)
 }
 
 // OnAdd, OnUpdate and OnDelete hand the event to the handler unless it
@@ -238,3 +302,7 @@ func (h *Handler) OnDelete(obj any) {
 		h.h.OnDelete(obj)
 	}
 }
+
+// NodeAnnotations are the annotations the cache keeps of each Node
+// (Config.NodeAnnotations).
+func (c *Cache) NodeAnnotations() []string { return c.keep.nodeAnnotations }

@@ -25,8 +25,8 @@ type fakeAPI struct {
 	pods   []corev1.Pod
 	events chan string // watch events' lines
 
-	mu             sync.Mutex
-	lists, watches int
+	mu                   sync.Mutex
+	lists, watches, open int // open: the watches not ended
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,7 +49,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.watches++
+	f.open++
 	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.open--; f.mu.Unlock() }()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.(http.Flusher).Flush()
@@ -62,6 +64,12 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.(http.Flusher).Flush()
 		}
 	}
+}
+
+func (f *fakeAPI) watching() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open
 }
 
 func (f *fakeAPI) counts() (lists, watches int) {
@@ -184,5 +192,27 @@ func TestCacheShared(t *testing.T) {
 	}
 	if lists, watches := api.counts(); lists != 1 || watches != 1 {
 		t.Errorf("three readers: %d lists and %d watches of the pods, want one of each", lists, watches)
+	}
+
+	// The last reader gone, the informer stops (its watch ends, nothing
+	// is held); a reader that comes then lists again.
+	h1.Stop()
+	h3.Stop()
+	h3.Stop() // (twice: once counts)
+	waitUntil(t, "the watch ended once no reader is left", func() bool { return api.watching() == 0 })
+	if c.List(Pods) != nil {
+		t.Error("the pods are held with no reader left")
+	}
+	var again recorder
+	h4, err := c.Handle(Pods, again.handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h4.Stop()
+	if !cache.WaitForCacheSync(ctx.Done(), h4.HasSynced) || !again.has("x/a") {
+		t.Errorf("a reader after the informer stopped was handed %v, want the list's x/a and x/b", again.keys)
+	}
+	if lists, _ := api.counts(); lists != 2 {
+		t.Errorf("a reader after the informer stopped: %d lists of the pods in all, want 2", lists)
 	}
 }

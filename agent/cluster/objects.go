@@ -46,11 +46,24 @@ type Pod struct {
 	Ports []NamedPort // the containers' named ports
 	// Attachments are its secondary interfaces (its network-status
 	// annotation, ParseNetworkStatus): MultiNetworkPolicy's peers.
-	Attachments     []Attachment
+	Attachments []Attachment
+	// Local is what the pod API reads of a pod of this node (the cache's
+	// Config.NodeName); nil for the other nodes' pods, so that the cache
+	// of a large cluster holds the UIDs and annotations of a node's
+	// pods, not of the cluster's.
+	Local           *LocalPod
 	ResourceVersion string
 	// labels holds Labels' interned set (internPod), if any: Labels is
 	// its map, shared with other pods.
 	labels *labelSet
+}
+
+// LocalPod is what the cache keeps of a pod of this node beside the
+// rest: its UID and every annotation (the multi role reads its networks,
+// its cni-args, its network-status through the pod API, agent/podapi).
+type LocalPod struct {
+	UID         string
+	Annotations map[string]string
 }
 
 // NamedPort is a container port with a name.
@@ -118,14 +131,18 @@ func (n *Namespace) GetObjectMeta() metav1.Object {
 
 // Node is what the agent reads of a Node: its labels, the addresses of its
 // status.addresses (a ClusterNetworkPolicy's `nodes` peer), its pod ranges
-// and its EgressNetworksAnnotation (egress gateways); not its status,
-// images and conditions.
+// (those and the overlay's annotations make its lease,
+// agent/lease/kubelease), its EgressNetworksAnnotation (egress gateways);
+// not its status, images and conditions.
 type Node struct {
-	Name            string
-	Labels          map[string]string
-	IPs             []netip.Addr   // every IP of status.addresses, once, sorted
-	PodCIDRs        []netip.Prefix // spec.podCIDRs (else spec.podCIDR), those that parse
-	EgressNetworks  string         // its EgressNetworksAnnotation ("" none)
+	Name           string
+	Labels         map[string]string
+	IPs            []netip.Addr   // every IP of status.addresses, once, sorted
+	PodCIDRs       []netip.Prefix // spec.podCIDRs (else spec.podCIDR), those that parse
+	EgressNetworks string         // its EgressNetworksAnnotation ("" none)
+	// Annotations are those of Config.NodeAnnotations it has (nil: none):
+	// the overlay's flannel annotations.
+	Annotations     map[string]string
 	ResourceVersion string
 }
 

@@ -100,20 +100,40 @@ func NodeFromAPI(n *corev1.Node) *Node {
 	return out
 }
 
+// keep is what a cache keeps beyond what every cache keeps: the UID and
+// annotations of the pods of node (Pod.Local), and the node annotations
+// named (Node.Annotations).
+type keep struct {
+	node            string
+	nodeAnnotations []string
+}
+
 // slim keeps of obj what the agent reads, once for every reader (the
-// informers' transform); bad is the error of a pod's network-status
-// annotation. It passes what it does not know, and slim objects (its own
-// output: the list is slimmed page by page), through.
-func slim(obj any) (out any, bad error) {
+// informers' transform), and what k asks for; bad is the error of a pod's
+// network-status annotation. It passes what it does not know, and slim
+// objects (its own output: the list is slimmed page by page), through.
+func slim(obj any, k keep) (out any, bad error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		p, err := podFromAPI(o)
+		if k.node != "" && p.Node == k.node {
+			p.Local = &LocalPod{UID: string(o.UID), Annotations: o.Annotations}
+		}
 		internPod(p)
 		return p, err
 	case *corev1.Namespace:
 		return NamespaceFromAPI(o), nil
 	case *corev1.Node:
-		return NodeFromAPI(o), nil
+		n := NodeFromAPI(o)
+		for _, a := range k.nodeAnnotations {
+			if v, ok := o.Annotations[a]; ok {
+				if n.Annotations == nil {
+					n.Annotations = map[string]string{}
+				}
+				n.Annotations[a] = v
+			}
+		}
+		return n, nil
 	}
 	return obj, nil
 }

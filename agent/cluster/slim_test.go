@@ -39,7 +39,7 @@ func apiPod(name string) *corev1.Pod {
 // informer's key and resource version readable; the transform passes
 // slim objects through (it must be idempotent).
 func TestSlim(t *testing.T) {
-	got, bad := slim(apiPod("a"))
+	got, bad := slim(apiPod("a"), keep{})
 	if bad != nil {
 		t.Fatal(bad)
 	}
@@ -61,19 +61,19 @@ func TestSlim(t *testing.T) {
 	if !reflect.DeepEqual(kept, want) {
 		t.Errorf("pod %+v, want %+v", kept, want)
 	}
-	if again, _ := slim(p); again != any(p) {
+	if again, _ := slim(p, keep{}); again != any(p) {
 		t.Errorf("slim of a slim pod is a new object")
 	}
 	done := apiPod("d")
 	done.Status.Phase = corev1.PodSucceeded
 	done.Annotations[agentapi.NetworkStatusAnnotation] = "{not a list"
-	sd, bad := slim(done)
+	sd, bad := slim(done, keep{})
 	if d := sd.(*Pod); !d.Done || d.Attachments != nil || bad == nil {
 		t.Errorf("a finished pod with a bad network-status: done %v, attachments %v, error %v", d.Done, d.Attachments, bad)
 	}
 
 	ns, _ := slim(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "u1", ResourceVersion: "3", Labels: map[string]string{"ns": "x"},
-		Annotations: map[string]string{FlowLogAnnotation: "deny", "other": "y"}}})
+		Annotations: map[string]string{FlowLogAnnotation: "deny", "other": "y"}}}, keep{})
 	n := ns.(*Namespace)
 	if !reflect.DeepEqual(*n, Namespace{Name: "x", UID: "u1", Labels: map[string]string{"ns": "x"}, FlowLog: "deny", ResourceVersion: "3"}) {
 		t.Errorf("namespace %+v", n)
@@ -82,13 +82,15 @@ func TestSlim(t *testing.T) {
 		t.Errorf("the namespace's metadata: %v", m)
 	}
 	no, _ := slim(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "b"},
-		Annotations: map[string]string{EgressNetworksAnnotation: "192.0.2.0/24", "other": "y"}},
+		Annotations: map[string]string{EgressNetworksAnnotation: "192.0.2.0/24", "other": "y", "lease/backend-data": "{}"}},
 		Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24", "fd00:1::/64"}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.9"},
-			{Type: corev1.NodeHostName, Address: "n1"}, {Type: corev1.NodeExternalIP, Address: "192.0.2.9"}, {Type: corev1.NodeInternalIP, Address: "192.0.2.3"}}}})
+			{Type: corev1.NodeHostName, Address: "n1"}, {Type: corev1.NodeExternalIP, Address: "192.0.2.9"}, {Type: corev1.NodeInternalIP, Address: "192.0.2.3"}}}},
+		keep{nodeAnnotations: []string{"lease/backend-data", "lease/public-ip"}})
 	if nd := no.(*Node); !reflect.DeepEqual(*nd, Node{Name: "n1", Labels: map[string]string{"a": "b"}, EgressNetworks: "192.0.2.0/24",
-		IPs:      []netip.Addr{netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.9")},
-		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:1::/64")}}) {
+		Annotations: map[string]string{"lease/backend-data": "{}"},
+		IPs:         []netip.Addr{netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.9")},
+		PodCIDRs:    []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:1::/64")}}) {
 		t.Errorf("node %+v", nd)
 	}
 }
@@ -99,8 +101,8 @@ func TestInternLabels(t *testing.T) {
 	a, b := apiPod("a"), apiPod("b")
 	a.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
 	b.Labels = map[string]string{"pod-template-hash": "5d8f", "app": "web"}
-	sa, _ := slim(a)
-	sb, _ := slim(b)
+	sa, _ := slim(a, keep{})
+	sb, _ := slim(b, keep{})
 	pa, pb := sa.(*Pod), sb.(*Pod)
 	if reflect.ValueOf(pa.Labels).Pointer() != reflect.ValueOf(pb.Labels).Pointer() {
 		t.Error("two pods with the same labels hold two maps")
@@ -112,7 +114,7 @@ func TestInternLabels(t *testing.T) {
 	func() {
 		c := apiPod("c")
 		c.Labels = map[string]string{"once": t.Name()}
-		if _, err := slim(c); err != nil {
+		if _, err := slim(c, keep{}); err != nil {
 			t.Fatal(err)
 		}
 	}()
@@ -138,4 +140,34 @@ func TestInternLabels(t *testing.T) {
 	}
 	runtime.KeepAlive(pa)
 	runtime.KeepAlive(pb)
+}
+
+// TestSlimLocal: a pod of the cache's node keeps its UID and every
+// annotation (the pod API's), a pod of another node neither; a node
+// keeps the annotations asked for, none else.
+func TestSlimLocal(t *testing.T) {
+	k := keep{node: "n1"}
+	mine := apiPod("mine")
+	mine.UID = "u-mine"
+	theirs := apiPod("theirs")
+	theirs.UID, theirs.Spec.NodeName = "u-theirs", "n2"
+	pending := apiPod("pending")
+	pending.Spec.NodeName = ""
+	got, _ := slim(mine, k)
+	if l := got.(*Pod).Local; l == nil || l.UID != "u-mine" || !reflect.DeepEqual(l.Annotations, mine.Annotations) {
+		t.Errorf("this node's pod keeps %+v, want its UID and annotations %v", l, mine.Annotations)
+	}
+	for _, p := range []*corev1.Pod{theirs, pending} {
+		if got, _ := slim(p, k); got.(*Pod).Local != nil {
+			t.Errorf("pod %s of node %q keeps %+v, want nothing of it", p.Name, p.Spec.NodeName, got.(*Pod).Local)
+		}
+	}
+	if got, _ := slim(mine, keep{}); got.(*Pod).Local != nil {
+		t.Error("a cache of no node keeps a pod's UID and annotations")
+	}
+	no, _ := slim(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{"other": "y"}}},
+		keep{nodeAnnotations: []string{"lease/backend-data"}})
+	if a := no.(*Node).Annotations; a != nil {
+		t.Errorf("a node without the annotations asked for keeps %v", a)
+	}
 }

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
 )
@@ -30,15 +30,17 @@ type Reclaimer struct {
 	Alloc    *Allocator
 	Identity string        // this agent (its node)
 	Interval time.Duration // default 15s; the lease lasts three
-	Log      *slog.Logger
+	// Pods is the agent's informer cache (agent/cluster): which pods
+	// exist, read while this agent holds the Lease.
+	Pods *cluster.Cache
+	Log  *slog.Logger
 	// Now is the local clock (time.Now; tests set it).
 	Now func() time.Time
 
 	core    rest.Interface
-	meta    metadata.Interface
-	seen    observed        // the Lease as last read, and when it last changed
-	pods    *podCache       // the pods' names, while this agent holds the Lease
-	missing map[string]bool // "pool|offset" or "orip|name" missing at the last scan
+	seen    observed         // the Lease as last read, and when it last changed
+	pods    *cluster.Handler // the reclaim as a reader of Pods, while this agent holds the Lease
+	missing map[string]bool  // "pool|offset" or "orip|name" missing at the last scan
 }
 
 // Run holds or waits for the Lease and scans while it holds it, until ctx
@@ -53,10 +55,6 @@ func (r *Reclaimer) Run(ctx context.Context) {
 		return
 	}
 	r.core = c
-	if r.meta, err = metadata.NewForConfig(r.Kube.rc); err != nil {
-		r.Log.Error("cluster IPAM reclaim: no metadata client", "err", err)
-		return
-	}
 	if r.Now == nil {
 		r.Now = time.Now
 	}

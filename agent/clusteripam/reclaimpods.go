@@ -5,53 +5,57 @@ package clusteripam
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/cluster"
 )
 
 // The reclaim asks one question of the cluster's pods: does pod
-// "namespace/name" exist? The Lease's holder answers it from a reflector of
-// the pods' metadata (PartialObjectMetadata in protobuf, listed in pages,
-// kubeapi.MetaListWatch) into a store that keeps each pod's key and nothing
-// of the object (kubeapi.KeySet). It lists once when the agent takes the Lease,
-// then follows the watch, and is stopped when the Lease moves on, so the
-// other agents hold nothing. Before, every scan (15 s) listed every pod's
-// metadata, managed fields included, in one unpaged JSON response.
+// "namespace/name" exist? The Lease's holder answers it from the agent's
+// informer cache of pods (agent/cluster, Reclaimer.Pods): it becomes a
+// reader of the cache's pods when it takes the Lease and stops being one
+// when the Lease moves on, so that an agent whose cache has no other
+// reader of the pods (no NetworkPolicy, no MultiNetworkPolicy, no egress)
+// lists and holds them only while it leads. Before, every scan (15 s)
+// listed every pod's metadata, managed fields included, in one unpaged
+// JSON response; then the holder ran a reflector of its own (a set of the
+// pods' keys), a second list and watch of the pods where the cache had
+// one already.
 
-// podsGVR is the resource the pod reflector reads.
-var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-
-// podCache is the running pod reflector and its store.
-type podCache struct {
-	names *kubeapi.KeySet
-	stop  context.CancelFunc
-}
-
-// podsSynced starts the pod reflector if it is not running and returns
-// whether a pod exists; nil when the pods have not been listed within an
-// interval (the scan waits for the next tick).
+// podsSynced makes the reclaim a reader of the cache's pods if it is not
+// one and returns whether a pod exists; nil when the pods have not been
+// listed within an interval (the scan waits for the next tick).
 func (r *Reclaimer) podsSynced(ctx context.Context) func(string) bool {
-	if r.pods == nil {
-		ctx, stop := context.WithCancel(ctx)
-		r.pods = &podCache{names: kubeapi.RunKeySet(ctx, r.meta, podsGVR, "cluster IPAM reclaim: pods"), stop: stop}
+	if r.Pods == nil {
+		r.Log.Error("cluster IPAM reclaim: no informer cache of the pods (Reclaimer.Pods): not reclaiming")
+		return nil
 	}
-	names := r.pods.names
-	if !names.Synced() {
+	if r.pods == nil {
+		h, err := r.Pods.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{})
+		if err != nil {
+			r.Log.Warn("cluster IPAM reclaim: read the pods", "err", err)
+			return nil
+		}
+		r.pods = h
+	}
+	if !r.pods.HasSynced() {
 		wait, cancel := context.WithTimeout(ctx, r.Interval)
 		defer cancel()
-		if !cache.WaitForCacheSync(wait.Done(), names.Synced) {
+		if !cache.WaitForCacheSync(wait.Done(), r.pods.HasSynced) {
 			return nil
 		}
 	}
-	return names.Has
+	return func(key string) bool {
+		_, ok := r.Pods.Get(cluster.Pods, key)
+		return ok
+	}
 }
 
-// stopPods stops the pod reflector and lets its store go.
+// stopPods stops reading the cache's pods (the cache lets them go when no
+// other reader is left).
 func (r *Reclaimer) stopPods() {
 	if r.pods != nil {
-		r.pods.stop()
+		r.pods.Stop()
 		r.pods = nil
 	}
 }

@@ -8,21 +8,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/agentapi"
 )
 
 // Config configures the Kubernetes source.
 type Config struct {
-	kubeapi.Cluster // its node is the one whose pods the informer watches
-	Log             *slog.Logger
+	kubeapi.Cluster // its node is the one whose pods the pod API answers for
+	// Cache is the agent's informer cache (agent/cluster), which keeps
+	// this node's pods' UIDs and annotations; nil: one of its own, run
+	// by Run.
+	Cache *cluster.Cache
+	Log   *slog.Logger
 	// Devices answers OpPodDevices (the kubelet's pod-resources API);
 	// nil: the op is Unavailable.
 	Devices DeviceSource
@@ -32,15 +37,18 @@ type Config struct {
 	Admit func(ctx context.Context, namespace, name string, status json.RawMessage) error
 }
 
-// Kube answers from a pod informer restricted to this node
-// (spec.nodeName=<node>), and from the API server directly for a pod the
-// informer has not seen yet (just scheduled) or whose UID differs.
+// Kube answers from the agent's informer cache of pods (agent/cluster),
+// which keeps the UID and annotations of this node's pods (Pod.Local), and
+// from the API server directly for a pod the cache has not seen yet (just
+// scheduled) or whose UID differs.
 type Kube struct {
-	c     rest.Interface
-	node  string
-	log   *slog.Logger
-	store cache.Store
-	ctrl  cache.Controller
+	c    rest.Interface
+	node string
+	log  *slog.Logger
+	pods podStore
+	// own is the cache NewKube made (no Config.Cache): Run runs it.
+	own   *cluster.Cache
+	reg   *cluster.Handler // this reader of the cache's pods
 	devs  DeviceSource
 	admit func(ctx context.Context, namespace, name string, status json.RawMessage) error
 }
@@ -53,8 +61,14 @@ var (
 // nadPath is where NetworkAttachmentDefinitions live.
 const nadPath = "/apis/k8s.cni.cncf.io/v1/namespaces/%s/network-attachment-definitions/%s"
 
-// NewKube builds the client and the informer; Run starts the informer. The
-// node name is Config.NodeName, else $NODE_NAME, else the hostname.
+// podStore is where the pod API looks a pod up (a *cluster.Cache).
+type podStore interface {
+	Get(kind cluster.Kind, key string) (any, bool)
+}
+
+// NewKube builds the client and registers on the cache's pods; Run runs
+// until the agent stops. The node name is Config.NodeName, else
+// $NODE_NAME, else the hostname.
 func NewKube(c Config) (*Kube, error) {
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -64,35 +78,40 @@ func NewKube(c Config) (*Kube, error) {
 		return nil, err
 	}
 	k := &Kube{c: cs, node: node, log: c.Log, devs: c.Devices, admit: c.Admit}
-	sel := fields.OneTermEqualSelector("spec.nodeName", node)
-	k.store, k.ctrl = kubeapi.NewInformer(cs, "pods", sel, &kubeapi.Pod{}, cache.InformerOptions{
-		Handler: cache.ResourceEventHandlerFuncs{},
-		// managedFields are most of a pod's metadata and never read here.
-		Transform: func(obj any) (any, error) {
-			if p, ok := obj.(*kubeapi.Pod); ok {
-				p.ManagedFields = nil
-			}
-			return obj, nil
-		},
-	})
+	if c.Cache == nil {
+		c.Cache = cluster.NewWith(cluster.Config{Cluster: kubeapi.Cluster{Kubeconfig: c.Kubeconfig, APIURL: c.APIURL, NodeName: node}, Log: c.Log})
+		k.own = c.Cache
+	}
+	if got := c.Cache.Node(); got != node {
+		return nil, fmt.Errorf("pod API: the informer cache keeps the pods of node %q whole, this is node %q", got, node)
+	}
+	k.pods = c.Cache
+	if k.reg, err = c.Cache.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{}); err != nil {
+		return nil, fmt.Errorf("pod API: %w", err)
+	}
 	return k, nil
 }
 
-// Run runs the informer until ctx ends.
+// Run reads the cache's pods until ctx ends (and runs the cache, if it
+// is the pod API's own).
 func (k *Kube) Run(ctx context.Context) {
-	k.log.Info("pod API: watching the pods of this node", "node", k.node)
-	k.ctrl.Run(ctx.Done())
+	k.log.Info("pod API: reading this node's pods from the informer cache", "node", k.node)
+	if k.own != nil {
+		k.own.Start(ctx)
+	}
+	<-ctx.Done()
+	k.reg.Stop()
 }
 
-// HasSynced reports whether the informer has listed the node's pods once.
-func (k *Kube) HasSynced() bool { return k.ctrl.HasSynced() }
+// HasSynced reports whether the cache has listed the pods once.
+func (k *Kube) HasSynced() bool { return k.reg.HasSynced() }
 
-// Pod returns the pod from the informer's cache, or from the API server
+// Pod returns the pod from the informer cache, or from the API server
 // when the cache does not have it (or has another pod of that name).
 func (k *Kube) Pod(ctx context.Context, namespace, name, uid string) (*agentapi.Pod, error) {
-	if obj, ok, _ := k.store.GetByKey(namespace + "/" + name); ok {
-		if p, ok := obj.(*kubeapi.Pod); ok && (uid == "" || string(p.UID) == uid) {
-			return apiPod(p), nil
+	if obj, ok := k.pods.Get(cluster.Pods, namespace+"/"+name); ok {
+		if p, ok := obj.(*cluster.Pod); ok && p.Local != nil && p.Node == k.node && (uid == "" || p.Local.UID == uid) {
+			return &agentapi.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.Local.UID, NodeName: p.Node, Annotations: maps.Clone(p.Local.Annotations)}, nil
 		}
 	}
 	p := &kubeapi.Pod{}
@@ -183,12 +202,12 @@ func (k *Kube) apiErr(err error, format string, args ...any) error {
 	return &agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("%s: %v", what, err)}
 }
 
-// WaitSynced waits up to d for the informer's first list; it reports
+// WaitSynced waits up to d for the cache's first list of the pods; it reports
 // whether it synced (the API answers for pods it has not seen anyway).
 func (k *Kube) WaitSynced(ctx context.Context, d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	return cache.WaitForCacheSync(ctx.Done(), k.ctrl.HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), k.reg.HasSynced)
 }
 
 // PodDevices answers from Config.Devices (handleMultus has checked that

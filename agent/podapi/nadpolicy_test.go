@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/agentapi"
@@ -63,7 +62,7 @@ func newNADServer(t *testing.T, trust string) *nadServer {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k := &Kube{c: c, node: "n1", log: log, store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	k := &Kube{c: c, node: "n1", log: log, pods: noPods{}}
 	tr, err := ParseNADTrust(trust)
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,8 @@ func newKubeIPAM(ctx context.Context, f *flags, node string, log *slog.Logger) (
 	}
 	go k.Run(ctx)
 	if f.ipam.reclaimInterval > 0 {
-		r := &clusteripam.Reclaimer{Kube: k, Alloc: &clusteripam.Allocator{B: k, Node: node, Log: log}, Identity: node, Interval: f.ipam.reclaimInterval, Log: log}
+		r := &clusteripam.Reclaimer{Kube: k, Alloc: &clusteripam.Allocator{B: k, Node: node, Log: log}, Identity: node, Interval: f.ipam.reclaimInterval,
+			Pods: f.kube.cache, Log: log}
 		go r.Run(ctx)
 	}
 	return k, nil

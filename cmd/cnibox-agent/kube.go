@@ -21,6 +21,7 @@ func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.
 		AnnotationPrefix:          f.kubeAnnotationPrefix,
 		NetConf:                   cfg,
 		SetNodeNetworkUnavailable: f.setNodeNetworkUnavailable,
+		Cache:                     f.kube.cache,
 		Log:                       log,
 	})
 	if err != nil {
@@ -30,19 +31,35 @@ func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.
 }
 
 // kubeState is what the agent's Kubernetes features share: the one
-// informer cache of pods, namespaces and nodes (agent/cluster) that the
-// NetworkPolicy watcher, MultiNetworkPolicy and egress gateways read, so
-// that the API server sees one watch of each kind, and the agent holds one
-// slim copy of each object.
+// informer cache of pods, namespaces and nodes (agent/cluster) that every
+// reader of them reads (the NetworkPolicy watcher, MultiNetworkPolicy,
+// egress gateways, the pod API, the cluster IPAM's reclaim, the overlay's
+// peers), so that the API server sees one list and one watch of each
+// kind, and the agent holds one slim copy of each object.
 type kubeState struct {
 	cache *cluster.Cache // nil before startKube: each feature makes its own
 }
 
 // startKube makes the informer cache, run until ctx ends (its informers
-// start with their first reader).
-func startKube(ctx context.Context, f *flags, log *slog.Logger) {
-	f.kube.cache = cluster.New(f.cluster(), log)
+// start with their first reader). It keeps this node's pods' UIDs and
+// annotations (the pod API's) and, with --kube-subnet-mgr, the overlay's
+// annotations of the nodes (--kube-annotation-prefix).
+func startKube(ctx context.Context, f *flags, log *slog.Logger) error {
+	cfg := cluster.Config{Cluster: f.cluster(), Log: log}
+	if f.kubeSubnetMgr {
+		prefix := f.kubeAnnotationPrefix
+		if prefix == "" {
+			prefix = kubelease.DefaultAnnotationPrefix
+		}
+		an, err := kubelease.NewAnnotations(prefix)
+		if err != nil {
+			return fmt.Errorf("--kube-annotation-prefix: %w", err)
+		}
+		cfg.NodeAnnotations = an.Peers()
+	}
+	f.kube.cache = cluster.NewWith(cfg)
 	f.kube.cache.Start(ctx)
+	return nil
 }
 
 // cluster is how both Kubernetes clients (the lease backend and the pod API)

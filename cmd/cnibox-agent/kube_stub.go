@@ -26,4 +26,4 @@ func resolveNodeName(_ context.Context, f *flags, env flannelEnv, _ *slog.Logger
 type kubeState struct{}
 
 // startKube: this build has no informer cache.
-func startKube(context.Context, *flags, *slog.Logger) {}
+func startKube(context.Context, *flags, *slog.Logger) error { return nil }

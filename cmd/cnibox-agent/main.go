@@ -95,7 +95,9 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		if f.nodeName, err = resolveNodeName(ctx, f, env, log); err != nil {
 			return err
 		}
-		startKube(ctx, f, log) // the informer cache the Kubernetes features share
+		if err := startKube(ctx, f, log); err != nil { // the informer cache the Kubernetes features share
+			return err
+		}
 	} else {
 		f.nodeName = nodeName(f.nodeName, env)
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/cnibox/cnibox/agent/podresources"
 )
 
-// startPodAPI listens on --socket and serves the pod API from a pod
-// informer until ctx ends; wait returns once it has stopped, with the
+// startPodAPI listens on --socket and serves the pod API from the informer
+// cache until ctx ends; wait returns once it has stopped, with the
 // server's error.
 func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() error, err error) {
-	cfg := podapi.Config{Cluster: f.cluster(), Log: log}
+	cfg := podapi.Config{Cluster: f.cluster(), Cache: f.kube.cache, Log: log}
 	if f.pod.podResources != "" {
 		cfg.Devices = podresources.New(f.pod.podResources)
 	}
@@ -45,7 +45,7 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 	go func() {
 		// Calls before the first list are answered from the API server.
 		if !k.WaitSynced(ctx, 10*time.Second) && ctx.Err() == nil {
-			log.Warn("pod API: the pod informer has not synced yet; answering from the API server meanwhile")
+			log.Warn("pod API: the informer cache has not listed the pods yet; answering from the API server meanwhile")
 		}
 	}()
 	go func() {

@@ -56,8 +56,10 @@ func NewAnnotations(prefix string) (Annotations, error) {
 	}, nil
 }
 
-// all returns every annotation name the backend reads.
-func (an Annotations) all() []string {
+// Peers returns every annotation name the backend reads of a peer's Node
+// (what the informer cache keeps of the nodes: cluster.Config's
+// NodeAnnotations).
+func (an Annotations) Peers() []string {
 	return []string{an.SubnetKubeManaged, an.BackendData, an.BackendV6Data, an.BackendType,
 		an.PublicIP, an.PublicIPv6, an.PublicIPOverwrite, an.PublicIPv6Overwrite, an.PodCIDRs}
 }

@@ -4,8 +4,9 @@
 // CIDR; what the node publishes goes into flannel's node annotations
 // (flannel.alpha.coreos.com/backend-data, backend-type, public-ip,
 // kube-subnet-manager, ...), so cnibox and flannel nodes interoperate in one
-// cluster. Peers come from two node informers that keep only what makes a
-// lease (watch.go, slim.go).
+// cluster. Peers come from the agent's informer cache of the nodes
+// (agent/cluster), which keeps of each node what makes its lease
+// (watch.go).
 //
 // It links client-go: only cmd/cnibox-agent may import it.
 package kubelease
@@ -17,13 +18,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/netconf"
@@ -31,9 +33,6 @@ import (
 
 // DefaultAnnotationPrefix is flannel's.
 const DefaultAnnotationPrefix = "flannel.alpha.coreos.com"
-
-// resyncPeriod is the informer's resync.
-const resyncPeriod = 5 * time.Minute
 
 // Config configures the Kubernetes backend.
 type Config struct {
@@ -45,19 +44,25 @@ type Config struct {
 	// condition to False once the network is up (flannel's
 	// --set-node-network-unavailable, default true).
 	SetNodeNetworkUnavailable bool
-	Log                       *slog.Logger
+	// Cache is the agent's informer cache (agent/cluster), made with
+	// NodeAnnotations holding the prefix's Annotations.Peers; nil: one of
+	// the backend's own, run by Watch.
+	Cache *cluster.Cache
+	Log   *slog.Logger
 }
 
 // Manager is the Kubernetes lease backend.
 //
-// It talks to the API with client-go's REST client and informer, decoding
-// only the parts of a Node it uses (agent/kubeapi): the generated clientset would
-// link and initialise every API group, which doubles the agent's resident
-// memory.
+// It talks to the API with client-go's REST client, decoding only the parts
+// of a Node it uses (agent/kubeapi): the generated clientset would link and
+// initialise every API group, which doubles the agent's resident memory.
+// The peers come from the informer cache.
 type Manager struct {
 	c rest.Interface // core/v1
-	// meta reads Nodes' metadata only (nil in tests that do not watch).
-	meta metadata.Interface
+	// cache holds the peers' Nodes (nil in tests that do not watch);
+	// ownCache: Watch runs it.
+	cache    *cluster.Cache
+	ownCache bool
 	// timeout bounds each request (RequestTimeout unless a test sets it).
 	timeout time.Duration
 	node    string
@@ -90,16 +95,19 @@ func New(c Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := c.Config("kube")
-	if err != nil {
-		return nil, err
+	m := &Manager{c: cs, cache: c.Cache, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log,
+		setUnavailable: c.SetNodeNetworkUnavailable}
+	if m.cache == nil {
+		m.cache = cluster.NewWith(cluster.Config{Cluster: c.Cluster, Log: c.Log, NodeAnnotations: an.Peers()})
+		m.ownCache = true
 	}
-	mc, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kube: %w", err)
+	kept := m.cache.NodeAnnotations()
+	for _, a := range an.Peers() {
+		if !slices.Contains(kept, a) {
+			return nil, fmt.Errorf("kube: the informer cache does not keep the nodes' annotation %s (cluster.Config.NodeAnnotations: the annotation prefix's Peers)", a)
+		}
 	}
-	return &Manager{c: cs, meta: mc, timeout: RequestTimeout, node: node, an: an, cfg: c.NetConf, log: c.Log,
-		setUnavailable: c.SetNodeNetworkUnavailable}, nil
+	return m, nil
 }
 
 // RequestTimeout bounds one request to the API server (a read or a patch of
@@ -221,7 +229,31 @@ func (m *Manager) nodeLease(n *kubeapi.Node, managedOnly bool) (lease.Lease, err
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	l := lease.Lease{Attrs: lease.Attrs{BackendType: n.Annotations[m.an.BackendType]}}
+	return m.leaseOf(n.Name, sn4, sn6, n.Annotations)
+}
+
+// peerLease reads a peer's lease from what the informer cache keeps of its
+// Node; nodes without kube-subnet-manager=true are skipped.
+func (m *Manager) peerLease(n *cluster.Node) (lease.Lease, error) {
+	if n.Annotations[m.an.SubnetKubeManaged] != "true" {
+		return lease.Lease{}, errors.New("not managed")
+	}
+	var sn4, sn6 netip.Prefix
+	for _, p := range n.PodCIDRs {
+		if p.Addr().Is4() {
+			sn4 = p
+		} else {
+			sn6 = p
+		}
+	}
+	return m.leaseOf(n.Name, sn4, sn6, n.Annotations)
+}
+
+// leaseOf is the lease of node name with pod CIDRs sn4 and sn6 and
+// annotations ann.
+func (m *Manager) leaseOf(name string, sn4, sn6 netip.Prefix, ann map[string]string) (lease.Lease, error) {
+	var err error
+	l := lease.Lease{Attrs: lease.Attrs{BackendType: ann[m.an.BackendType]}}
 	if m.cfg.EnableIPv4 {
 		l.Subnet = sn4
 	}
@@ -232,17 +264,17 @@ func (m *Manager) nodeLease(n *kubeapi.Node, managedOnly bool) (lease.Lease, err
 		return lease.Lease{}, errors.New("no podCIDR")
 	}
 	for _, f := range m.an.families(&l.Attrs) {
-		if s := n.Annotations[f.publicIP]; s != "" {
+		if s := ann[f.publicIP]; s != "" {
 			if *f.ip, err = netip.ParseAddr(s); err != nil {
-				return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, f.publicIP, err)
+				return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", name, f.publicIP, err)
 			}
 		}
-		*f.raw = rawData(n.Annotations[f.data])
+		*f.raw = rawData(ann[f.data])
 		if l.Attrs.BackendType != lease.BackendVXLAN && l.Attrs.BackendType != "" {
 			continue
 		}
-		if *f.vni, *f.mac, err = lease.ParseVXLANData([]byte(n.Annotations[f.data])); err != nil {
-			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", n.Name, f.data, err)
+		if *f.vni, *f.mac, err = lease.ParseVXLANData([]byte(ann[f.data])); err != nil {
+			return lease.Lease{}, fmt.Errorf("node %s annotation %s: %w", name, f.data, err)
 		}
 	}
 	return l, nil

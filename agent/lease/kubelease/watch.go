@@ -3,51 +3,45 @@ package kubelease
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"net/netip"
 	"strconv"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/lease"
 )
 
 // MetaLabel marks a node whose annotations hold its whole lease, the
 // podCIDRs included (Annotations.PodCIDRs): cnibox-agent sets both when it
-// publishes. Peers watch such nodes by their metadata only, so a kubelet's
-// status report of one (conditions, images: most of a Node's bytes) reaches
-// each agent as a metadata event, about a quarter of the Node. Nodes without
-// the label (flanneld's, older agents') are watched whole, as before.
+// publishes. Agents before the informer cache watched such nodes by their
+// metadata only; this one reads every node from the agent's informer cache
+// (agent/cluster), which the NetworkPolicy watcher and the egress gateways
+// read too. The label and the annotation are still published, for the
+// older agents of a cluster being upgraded.
 const MetaLabel = "cnibox.io/overlay-metadata"
 
-// Watch runs two node informers, one of the nodes with MetaLabel (metadata
-// only) and one of the others (whole Nodes, for the podCIDR): a snapshot
-// once both have synced, then the changes. A node that gains the label
-// leaves one informer and enters the other, in either order: while the
-// metadata informer has a node, its view of it wins.
+// Watch reads the nodes from the agent's informer cache (Config.Cache: one
+// list and one watch of the nodes whoever reads them; the cache keeps of
+// each node the pod CIDRs and the annotations this backend reads): a
+// snapshot once the cache has handed every node, then the changes.
 func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 	var (
 		mu     sync.Mutex
 		synced bool
-		views  = [2]map[string]*kubeapi.Node{{}, {}} // per informer: whole, metadata
 		// sent is what was delivered per node, as a summary: the agent
 		// keeps the peers' leases, a second copy here was 2 MB at 5,000
 		// nodes. first holds the whole leases until the snapshot.
 		sent  = map[string]leaseSum{}
 		first = map[string]lease.Lease{}
 	)
-	// settle delivers what changed for a node after one informer's event.
-	settle := func(name string) {
-		cur := views[1][name]
-		if cur == nil {
-			cur = views[0][name]
-		}
+	// settle delivers what changed for node name, now n (nil: gone).
+	settle := func(name string, n *cluster.Node) {
 		prev, had := sent[name]
-		if cur == nil {
+		if n == nil {
 			if had {
 				delete(sent, name)
 				delete(first, name)
@@ -57,7 +51,7 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 			}
 			return
 		}
-		l, err := m.nodeLease(cur, true)
+		l, err := m.peerLease(n)
 		if err != nil {
 			return // as before: a node whose lease becomes unreadable stays as it was
 		}
@@ -72,11 +66,11 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 			first[name] = l
 		}
 	}
-	handle := func(src int, del bool, obj any) {
-		n, ok := obj.(*kubeapi.Node)
+	handle := func(del bool, obj any) {
+		n, ok := obj.(*cluster.Node)
 		if !ok {
 			if d, isDel := obj.(cache.DeletedFinalStateUnknown); isDel {
-				n, ok = d.Obj.(*kubeapi.Node)
+				n, ok = d.Obj.(*cluster.Node)
 			}
 			if !ok {
 				return
@@ -85,36 +79,24 @@ func (m *Manager) Watch(ctx context.Context, fn func(lease.Update)) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if del {
-			delete(views[src], n.Name)
+			settle(n.Name, nil)
 		} else {
-			views[src][n.Name] = n
+			settle(n.Name, n)
 		}
-		settle(n.Name)
 	}
-	sources := []struct {
-		lw  cache.ListerWatcher
-		obj runtime.Object
-	}{
-		{m.listWatch(false, "!"+MetaLabel), &kubeapi.Node{}},
-		{m.listWatch(true, MetaLabel), &metav1.PartialObjectMetadata{}},
+	h, err := m.cache.Handle(cluster.Nodes, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { handle(false, obj) },
+		UpdateFunc: func(_, obj any) { handle(false, obj) },
+		DeleteFunc: func(obj any) { handle(true, obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("kube: watch the nodes: %w", err)
 	}
-	var synceds []cache.InformerSynced
-	for i, s := range sources {
-		_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
-			ListerWatcher: s.lw,
-			ObjectType:    s.obj,
-			Transform:     m.transform,
-			ResyncPeriod:  resyncPeriod,
-			Handler: cache.ResourceEventHandlerFuncs{
-				AddFunc:    func(obj any) { handle(i, false, obj) },
-				UpdateFunc: func(_, obj any) { handle(i, false, obj) },
-				DeleteFunc: func(obj any) { handle(i, true, obj) },
-			},
-		})
-		synceds = append(synceds, ctrl.HasSynced)
-		go ctrl.Run(ctx.Done())
+	defer h.Stop()
+	if m.ownCache {
+		m.cache.Start(ctx)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synceds...) {
+	if !cache.WaitForCacheSync(ctx.Done(), h.HasSynced) {
 		return ctx.Err()
 	}
 	mu.Lock()
