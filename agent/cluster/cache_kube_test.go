@@ -25,9 +25,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/agent/cluster"
+	"github.com/cnibox/cnibox/agent/clusteripam"
 	"github.com/cnibox/cnibox/agent/egress"
 	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/lease"
+	"github.com/cnibox/cnibox/agent/lease/kubelease"
 	"github.com/cnibox/cnibox/agent/mnp"
+	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/agent/podapi"
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/internal/policymodel"
 	"github.com/cnibox/cnibox/netops"
@@ -154,16 +159,20 @@ type nopSink struct{}
 
 func (nopSink) Apply(*policymodel.Model, policymodel.Delta) error { return nil }
 
-// TestKubeOneWatch: the agent's NetworkPolicy watcher, MultiNetworkPolicy
-// watcher and egress gateways, wired as cnibox-agent wires them (one
-// cluster.Cache), against a real API server (test/kube): once each has
-// read the pods, the API server has had one list of the cluster's pods
-// and has one watch of them open, and no more of namespaces and of nodes;
-// each reader made its own (three lists, three watches) before the cache.
-// (client-go asks for a streaming list first, which this API server
-// refuses for these informers: one watch request more, never open.)
-// Run with -tags kube, as root (egress's node is a network namespace of
-// the test's).
+// TestKubeOneWatch: every reader of pods and nodes the agent can run at
+// once (the NetworkPolicy watcher, the MultiNetworkPolicy watcher, egress
+// gateways, the pod API, the cluster IPAM's reclaim and the overlay's
+// peers), wired as cnibox-agent wires them (one cluster.Cache), against a
+// real API server (test/kube): once each has read them, the API server
+// has had one list of the cluster's pods and has one watch of them open,
+// and one of the nodes, and no more of namespaces; before the cache each
+// reader made its own (before this one, the pod API, the reclaim and the
+// overlay still did: three lists and three watches of the pods, three of
+// the nodes). The pod API answers a pod of its node from the cache, with
+// its UID and annotations, without asking the API server. (client-go asks
+// for a streaming list first, which this API server refuses for these
+// informers: one watch request more, never open.) Run with -tags kube, as
+// root (egress's node is a network namespace of the test's).
 func TestKubeOneWatch(t *testing.T) {
 	nstest.RequireRoot(t)
 	cs, kc := kube.Client(t)
@@ -176,21 +185,37 @@ func TestKubeOneWatch(t *testing.T) {
 	doc, err = os.ReadFile("../../deploy/kubernetes/egressgateway-crd.yaml")
 	must(t, err)
 	kube.CreateCRD(t, cs, doc, "/apis/cnibox.io/v1alpha1/egressgateways")
+	doc, err = os.ReadFile("../../deploy/kubernetes/whereabouts-crds.yaml")
+	must(t, err)
+	for _, d := range bytes.Split(doc, []byte("\n---\n")) {
+		for _, r := range []string{"ippools", "overlappingrangeipreservations"} {
+			if bytes.Contains(d, []byte("name: "+r+".whereabouts.cni.cncf.io")) {
+				kube.CreateCRD(t, cs, d, "/apis/whereabouts.cni.cncf.io/v1alpha1/"+r)
+			}
+		}
+	}
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t"}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = cs.CoreV1().ServiceAccounts("t").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	must(t, err)
 	no := false
 	for i := range 3 {
-		_, err := cs.CoreV1().Pods("t").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
+		_, err := cs.CoreV1().Pods("t").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i),
+			Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": "net1"}},
 			Spec: corev1.PodSpec{NodeName: "n1", AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "c", Image: "none"}}}},
 			metav1.CreateOptions{})
 		must(t, err)
 	}
+	an, err := kubelease.NewAnnotations(kubelease.DefaultAnnotationPrefix)
+	must(t, err)
+	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2",
+		Annotations: map[string]string{an.SubnetKubeManaged: "true", an.BackendType: "host-gw", an.BackendData: "null", an.PublicIP: "192.0.2.2"}},
+		Spec: corev1.NodeSpec{PodCIDR: "10.244.2.0/24"}}, metav1.CreateOptions{})
+	must(t, err)
 
 	api := newAPICounter(t, kc)
 	c := kubeapi.Cluster{Kubeconfig: kc, APIURL: api.url, NodeName: "n1"}
-	shared := cluster.New(c, nil)
+	shared := cluster.NewWith(cluster.Config{Cluster: c, NodeAnnotations: an.Peers()})
 	shared.Start(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -226,32 +251,75 @@ func TestKubeOneWatch(t *testing.T) {
 			t.Errorf("egress.Run: %v", err)
 		}
 	})
+	pods, err := podapi.NewKube(podapi.Config{Cluster: c, Cache: shared})
+	must(t, err)
+	run(func() { pods.Run(ctx) })
+	rc, err := c.Config("test")
+	must(t, err)
+	ipam, err := clusteripam.NewKube(rc, "kube-system", nil)
+	must(t, err)
+	run(func() { ipam.Run(ctx) })
+	reclaim := &clusteripam.Reclaimer{Kube: ipam, Alloc: &clusteripam.Allocator{B: ipam, Node: "n1"}, Identity: "n1",
+		Interval: time.Second, Pods: shared, Log: slog.Default()}
+	run(func() { reclaim.Run(ctx) })
+	overlay, err := kubelease.New(kubelease.Config{Cluster: c, Cache: shared,
+		NetConf: &netconf.Config{EnableIPv4: true, Network: netip.MustParsePrefix("10.244.0.0/16")}})
+	must(t, err)
+	peers := make(chan lease.Update, 16)
+	run(func() {
+		if err := overlay.Watch(ctx, func(u lease.Update) { peers <- u }); err != nil && ctx.Err() == nil {
+			t.Errorf("the overlay's watch: %v", err)
+		}
+	})
 
-	// Each has read the pods: the policy watcher's first sync is applied,
-	// mnp's informers have listed, and egress's Leases (its last
-	// informer, after pods, namespaces and nodes) are watched.
+	// Each has read the pods and the nodes: the policy watcher's first
+	// sync is applied, mnp's informers have listed, egress's Leases (its
+	// last informer, after pods, namespaces and nodes) are watched, the
+	// pod API's reader has synced, the reclaim has scanned (its list of
+	// the pools, after the informer's, once it read the pods) and the
+	// overlay has its snapshot of the peers.
 	leases := "/apis/coordination.k8s.io/v1/namespaces/" + egress.LeaseNamespace + "/leases"
-	waitFor(t, "the three readers up", func() bool {
+	const ippools = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools"
+	waitFor(t, "the six readers up", func() bool {
 		select {
 		case <-policySynced:
 		default:
 			return false
 		}
 		return mnpLog.saw("multi-network policy: watching") && egressLog.saw("egress gateways: serving") &&
-			api.count(func(c *apiCounter) int { return c.open[leases] }) > 0
+			api.count(func(c *apiCounter) int { return c.open[leases] }) > 0 && pods.HasSynced() &&
+			api.count(func(c *apiCounter) int { return c.lists[ippools] }) >= 2
 	})
-	const pods = "/api/v1/pods"
-	waitFor(t, "a watch of the pods", func() bool { return api.count(func(c *apiCounter) int { return c.open[pods] }) > 0 })
+	var snap lease.Update
+	select {
+	case snap = <-peers:
+	case <-time.After(time.Minute):
+		t.Fatal("the overlay's watch: no snapshot within a minute")
+	}
+	if len(snap.Leases) != 1 || snap.Leases[0].Subnet != netip.MustParsePrefix("10.244.2.0/24") || snap.Leases[0].Attrs.PublicIP != netip.MustParseAddr("192.0.2.2") {
+		t.Errorf("the overlay's snapshot of the peers: %+v, want n2's 10.244.2.0/24 at 192.0.2.2", snap)
+	}
+	p, err := pods.Pod(ctx, "t", "p1", "")
+	if err != nil || p.UID == "" || p.Annotations["k8s.v1.cni.cncf.io/networks"] != "net1" || p.NodeName != "n1" {
+		t.Errorf("the pod API's t/p1: %+v, %v; want its UID and annotations", p, err)
+	}
+	const podsPath, nodesPath = "/api/v1/pods", "/api/v1/nodes"
+	waitFor(t, "a watch of the pods and of the nodes", func() bool {
+		return api.count(func(c *apiCounter) int { return min(c.open[podsPath], c.open[nodesPath]) }) > 0
+	})
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	if api.lists[pods] > 1 || api.open[pods] != 1 {
-		t.Errorf("the API server had %d lists of the cluster's pods and has %d watches of them open (%d opened), want one of each",
-			api.lists[pods], api.open[pods], api.watches[pods])
+	if n := api.pages["/api/v1/namespaces/t/pods/p1"]; n != 0 {
+		t.Errorf("the pod API asked the API server for t/p1 %d times, want none (the cache has it)", n)
 	}
-	for _, p := range []string{"/api/v1/namespaces", "/api/v1/nodes"} {
-		if api.lists[p] > 1 || api.open[p] > 1 {
-			t.Errorf("%s: %d lists, %d watches open, want one of each at most", p, api.lists[p], api.open[p])
+	for _, p := range []string{podsPath, nodesPath} {
+		if api.lists[p] != 1 || api.open[p] != 1 {
+			t.Errorf("%s: the API server had %d lists and has %d watches open (%d opened, of which the streaming lists it refused), want one of each",
+				p, api.lists[p], api.open[p], api.watches[p])
 		}
+	}
+	if p := "/api/v1/namespaces"; api.lists[p] > 1 || api.open[p] > 1 {
+		t.Errorf("%s: %d lists, %d watches open, want one of each at most", p, api.lists[p], api.open[p])
 	}
 	t.Logf("lists %v, watches opened %v, open %v; the watches: %q", api.lists, api.watches, api.open, api.queries)
 }
