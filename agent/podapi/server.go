@@ -3,8 +3,9 @@
 // and has the pod's network-status annotation written, without linking
 // client-go itself (Multus' "thick" design). The protocol is
 // internal/agentapi's: one JSON request line, one JSON response line per
-// connection. The Kubernetes side (kube.go) watches the pods of this node
-// with an informer.
+// connection. The Kubernetes side (kube.go) reads the pods of this node
+// from the agent's informer cache (agent/cluster), which keeps their UIDs
+// and annotations.
 //
 // Its Kubernetes side (kube.go) links client-go and is left out of the
 // etcd-only agent (tag nokube), which serves only the cluster IPAM on the

@@ -123,10 +123,11 @@ var (
 	egressRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch", "create", "update"}},
 	}
-	// the cluster IPAM (--cluster-ipam): the reclaim's list of pods
-	// (agent/clusteripam/reclaim.go) ...
+	// the cluster IPAM (--cluster-ipam): the reclaim reads the pods from
+	// the informer cache (agent/clusteripam/reclaimpods.go, agent/cluster:
+	// a list and a watch) ...
 	clusterIPAMClusterRules = []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
 	}
 	// ... and, in the pools' namespace, the pools (agent/clusteripam/kube.go)
 	// and the reclaim's Lease

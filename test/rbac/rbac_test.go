@@ -191,7 +191,7 @@ func TestKubeRBAC(t *testing.T) {
 		}
 	}
 	ipam := []string{ // the cluster IPAM, both agents
-		"list pods --all-namespaces",
+		"list pods --all-namespaces", "watch pods --all-namespaces",
 		"get ippools.whereabouts.cni.cncf.io -n kube-system", "list ippools.whereabouts.cni.cncf.io -n kube-system",
 		"watch ippools.whereabouts.cni.cncf.io -n kube-system", "create ippools.whereabouts.cni.cncf.io -n kube-system",
 		"update ippools.whereabouts.cni.cncf.io -n kube-system",

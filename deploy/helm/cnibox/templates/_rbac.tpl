@@ -44,7 +44,8 @@ subjects:
 
 {{/* cnibox.clusterIPAMRBAC: the cluster IPAM's roles and bindings. */}}
 {{- define "cnibox.clusterIPAMRBAC" -}}
-# the cluster IPAM (--cluster-ipam): the reclaim lists the cluster's pods ...
+# the cluster IPAM (--cluster-ipam): the reclaim reads the cluster's pods
+# (list, watch: the informer cache) ...
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -54,7 +55,7 @@ metadata:
 rules:
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
