@@ -11,12 +11,9 @@ import (
 	"context"
 	"encoding/json"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cnibox/cnibox/internal/kubecore"
 )
@@ -107,18 +104,6 @@ func PatchStatusMerge(ctx context.Context, c rest.Interface, r Ref, status map[s
 		return err
 	}
 	return r.on(c.Patch(types.MergePatchType)).SubResource("status").Body(patch).Do(ctx).Error()
-}
-
-// NewInformer returns an informer of the objects of resource, in every
-// namespace, that sel selects (nil: all), decoded as obj's type; o gives the
-// rest (handler, resync period, transform).
-func NewInformer(c rest.Interface, resource string, sel fields.Selector, obj runtime.Object, o cache.InformerOptions) (cache.Store, cache.Controller) {
-	if sel == nil {
-		sel = fields.Everything()
-	}
-	o.ListerWatcher = cache.NewListWatchFromClient(c, resource, metav1.NamespaceAll, sel)
-	o.ObjectType = obj
-	return cache.NewInformerWithOptions(o)
 }
 
 // PatchStatus strategic-merge-patches the object's status subresource with

@@ -77,7 +77,8 @@ func SlimListWatch(c rest.Interface, resource string, newPage func() runtime.Obj
 	}
 }
 
-// NewSlimInformer is NewInformer with a SlimListWatch, o.Transform being
+// NewSlimInformer is an informer of every namespace's objects of resource
+// (decoded as obj's type) with a SlimListWatch, o.Transform being
 // its slim (which it must have).
 func NewSlimInformer(c rest.Interface, resource string, obj runtime.Object, newPage func() runtime.Object, o cache.InformerOptions) (cache.Store, cache.Controller) {
 	o.ListerWatcher = SlimListWatch(c, resource, newPage, o.Transform)
