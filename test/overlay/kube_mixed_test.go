@@ -167,8 +167,8 @@ func TestKubeMixedFlannel(t *testing.T) {
 	}
 
 	// flannel-0010 turns into a cnibox node: the pod CIDRs annotation and
-	// the label move it to the agents' metadata-only watch; its peer stays,
-	// and a new VTEP arrives over that watch.
+	// the label (which moved it to another watch in the agents before the
+	// informer cache); its peer stays, and a new VTEP arrives.
 	n10, err := cs.CoreV1().Nodes().Get(ctx, "flannel-0010", metav1.GetOptions{})
 	must(t, err)
 	n10.Labels["cnibox.io/overlay-metadata"] = "true"

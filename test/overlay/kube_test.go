@@ -133,8 +133,8 @@ func TestKubeCluster(t *testing.T) {
 			node.Annotations[annPrefix+"public-ip"] != n.ip.String() || bd.VNI != 1 || bd.VtepMAC != s.Lease.VTEPMAC {
 			t.Errorf("%s annotations = %v; want flannel's with public-ip %s and vtep %s", n.name, node.Annotations, n.ip, s.Lease.VTEPMAC)
 		}
-		// And cnibox's: the podCIDR and the label that lets peers watch
-		// the metadata only.
+		// And cnibox's: the podCIDR and the label that let older peers
+		// watch the metadata only (still published for them).
 		if node.Annotations[annPrefix+"pod-cidrs"] != node.Spec.PodCIDR || node.Labels["cnibox.io/overlay-metadata"] != "true" {
 			t.Errorf("%s: pod-cidrs annotation %q and label %q; want %s and true", n.name, node.Annotations[annPrefix+"pod-cidrs"], node.Labels["cnibox.io/overlay-metadata"], node.Spec.PodCIDR)
 		}
