@@ -224,7 +224,7 @@ func TestKubeOneWatch(t *testing.T) {
 
 	policySynced := make(chan struct{})
 	run(func() {
-		err := policy.Watch(ctx, policy.WatchConfig{Cluster: c, Cache: shared, Sink: nopSink{}, Synced: func() { close(policySynced) }})
+		err := policy.Watch(ctx, policy.WatchConfig{Cluster: c, Cache: shared, Syncer: nopSink{}, Synced: func() { close(policySynced) }})
 		if err != nil {
 			t.Errorf("policy.Watch: %v", err)
 		}

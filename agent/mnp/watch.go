@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,8 +20,8 @@ import (
 	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/agent/policynft"
 	"github.com/cnibox/cnibox/internal/kubecore"
-	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/store"
 )
 
@@ -37,13 +36,18 @@ type Config struct {
 	// DataDir is the node's store (store.Dir): the CNI calls record each
 	// pod's network namespace there.
 	DataDir string
+	// Syncer is the agent's syncer of the policy tables (agent/policynft),
+	// which writes the pods' tables on its loop, with its retries and its
+	// resync; nil: Run makes one of its own, run while it runs.
+	Syncer *policynft.Syncer
 }
 
-// Watcher keeps the MultiNetworkPolicy tables of the node's pods: it
-// reads pods (their labels and attachments) and namespaces from the cache
-// and watches MultiNetworkPolicies, and after each change writes the table of every
-// pod of the node whose table changed, from one goroutine. Admit writes a
-// new pod's table before its CNI ADD returns.
+// Watcher is the MultiNetworkPolicy input of the policy tables' syncer:
+// it reads pods (their labels and attachments) and namespaces from the
+// cache and watches MultiNetworkPolicies, and tells the syncer of each
+// change; the syncer's loop resolves the pods' tables then (Tables) and
+// writes those that changed. Admit writes a new pod's table before its
+// CNI ADD returns.
 type Watcher struct {
 	cfg  Config
 	node string
@@ -55,11 +59,8 @@ type Watcher struct {
 	podEv    chan struct{} // closed (and replaced) at each pod event
 	synced   bool          // every informer has listed
 
-	kick chan struct{}
-
-	syncMu  sync.Mutex        // one sync at a time (the loop's, Admit's)
-	applied map[string]string // the table written per pod (its JSON; "" none)
-	netns   map[string]string // per pod, its namespace's path
+	nsMu  sync.Mutex        // netns
+	netns map[string]string // per pod, its namespace's path
 }
 
 // New returns a watcher for the node of cfg.
@@ -74,14 +75,14 @@ func New(cfg Config) (*Watcher, error) {
 	return &Watcher{
 		cfg: cfg, node: node,
 		pods: map[string]*Pod{}, ns: map[string]*policy.Namespace{}, policies: map[string]*Policy{},
-		podEv: make(chan struct{}), kick: make(chan struct{}, 1),
-		applied: map[string]string{}, netns: map[string]string{},
+		podEv: make(chan struct{}), netns: map[string]string{},
 	}, nil
 }
 
-// Run watches until ctx ends. The tables are written once every informer
-// has listed, and after each change; a table that could not be written
-// is tried again at the next change and at least every resync.
+// Run watches until ctx ends. The syncer writes the tables once every
+// informer has listed, and after each change; a table that could not be
+// written is tried again after a wait (and at the next change), and every
+// table is written again at each resync of the syncer.
 func (w *Watcher) Run(ctx context.Context) error {
 	const what = "multi-network policy watcher"
 	rc, err := w.cfg.Config(what)
@@ -117,26 +118,31 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
+	if w.cfg.Syncer == nil {
+		sy, err := policynft.New("")
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		defer sy.Close()
+		sy.ResyncEvery(resyncEvery)
+		w.cfg.Syncer = sy
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); sy.Run(sctx, w.cfg.Log) }()
+		defer func() { stop(); <-done }()
+	}
 	w.mu.Lock()
 	w.synced = true
 	w.mu.Unlock()
 	w.cfg.Log.Info("multi-network policy: watching", "node", w.node)
-	t := time.NewTicker(resyncEvery)
-	defer t.Stop()
-	for {
-		w.sync()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-w.kick:
-		case <-t.C:
-		}
-	}
+	w.cfg.Syncer.SetPodSource(w.Tables)
+	defer w.cfg.Syncer.SetPodSource(nil)
+	<-ctx.Done()
+	return nil
 }
 
-// resyncEvery is how often the tables are compared with the model when
-// nothing changed: a write that failed (a namespace briefly unreadable)
-// is tried again then.
+// resyncEvery is the resync of a syncer of the watcher's own (Config's
+// Syncer nil: tests); the agent's is --policy-resync.
 const resyncEvery = 30 * time.Second
 
 // slimPolicy is what the policies' informer keeps.
@@ -209,15 +215,12 @@ func (w *Watcher) del(o any) {
 	w.changed()
 }
 
-// changed asks the loop for a sync (w.mu held).
+// changed tells the syncer (w.mu held).
 func (w *Watcher) changed() {
 	if !w.synced {
 		return // the first sync comes after the lists
 	}
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.cfg.Syncer.PodTablesChanged()
 }
 
 // input is the Resolve input of what the informers hold, with extra
@@ -244,16 +247,15 @@ func (w *Watcher) input(extra *Pod) Input {
 	return in
 }
 
-// sync writes the table of every pod of the node whose table changed.
-func (w *Watcher) sync() {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	w.syncLocked(w.input(nil), "")
+// Tables is the syncer's PodSource: the table of every pod of the node
+// with secondary networks, resolved from what the informers hold (the
+// watcher's lock is held to copy that, not to resolve it).
+func (w *Watcher) Tables() map[string]policynft.PodTable {
+	return w.tables(w.input(nil), "")
 }
 
-// syncLocked writes the tables of in (w.syncMu held); only, if not "",
-// limits the writes to one pod and returns its error.
-func (w *Watcher) syncLocked(in Input, only string) error {
+// tables resolves in; only, if not "", limits the answer to one pod.
+func (w *Watcher) tables(in Input, only string) map[string]policynft.PodTable {
 	// this node's pods' addresses: the ADDs' records (trust.go)
 	rec, err := recordedIPs(w.cfg.DataDir)
 	if err != nil {
@@ -261,73 +263,23 @@ func (w *Watcher) syncLocked(in Input, only string) error {
 	}
 	in = trustLocal(in, w.node, rec)
 	want := Resolve(in)
-	local := map[string]bool{}
+	out := map[string]policynft.PodTable{}
 	for _, p := range in.Pods {
-		if p.Node == w.node && len(p.Attachments) > 0 {
-			local[p.Key()] = true
-		}
-	}
-	for k := range w.applied {
-		if !local[k] {
-			delete(w.applied, k) // gone: its namespace went with it
-			delete(w.netns, k)
-		}
-	}
-	keys := make([]string, 0, len(local))
-	for k := range local {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var errOnly error
-	for _, k := range keys {
-		if only != "" && k != only {
+		k := p.Key()
+		if p.Node != w.node || len(p.Attachments) == 0 || (only != "" && k != only) {
 			continue
 		}
-		text := fingerprint(want[k])
-		old, ok := w.applied[k]
-		if only != "" && !ok {
-			// Admit's pod: its namespace is new, so it has no table.
-			old, ok = "", true
+		path, err := w.netnsOf(k)
+		out[k] = policynft.PodTable{Netns: path, Policy: want[k], Err: err}
+	}
+	w.nsMu.Lock()
+	for k := range w.netns {
+		if _, ok := out[k]; !ok && only == "" {
+			delete(w.netns, k) // gone: its namespace went with it
 		}
-		if ok && old == text {
-			w.applied[k] = text
-			continue
-		}
-		if err := w.write(k, want[k]); err != nil {
-			if only != "" {
-				errOnly = err
-			} else {
-				w.cfg.Log.Warn("multi-network policy: pod's table not written (tried again at the next change)", "pod", k, "err", err)
-			}
-			continue
-		}
-		w.applied[k] = text
 	}
-	return errOnly
-}
-
-// write makes pod k's table p (nil: none) in its namespace.
-func (w *Watcher) write(k string, p *nft.PodPolicy) error {
-	path, err := w.netnsOf(k)
-	if err != nil {
-		return err
-	}
-	h, err := nft.Open(path)
-	if err != nil {
-		delete(w.netns, k) // looked up again next time
-		return err
-	}
-	defer h.Close()
-	if p == nil {
-		p = &nft.PodPolicy{}
-	}
-	if err := h.ApplyPodPolicy(p); err != nil {
-		return err
-	}
-	if p.Isolated() {
-		w.cfg.Log.Debug("multi-network policy: table written", "pod", k, "interfaces", len(p.Ifaces))
-	}
-	return nil
+	w.nsMu.Unlock()
+	return out
 }
 
 // errNoNetns is netnsOf's answer for a pod the store holds no namespace
@@ -337,8 +289,13 @@ var errNoNetns = errors.New("no network namespace of the pod in the node's store
 // netnsOf is the path of pod k's network namespace, from the endpoints the
 // CNI calls recorded (the newest with a namespace).
 func (w *Watcher) netnsOf(k string) (string, error) {
-	if p, ok := w.netns[k]; ok {
-		return p, nil
+	w.nsMu.Lock()
+	p, ok := w.netns[k]
+	w.nsMu.Unlock()
+	if ok {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		} // a namespace gone (a new sandbox): looked up again
 	}
 	ns, name, _ := strings.Cut(k, "/")
 	st, err := store.OpenWith(store.Dir(w.cfg.DataDir), store.Options{NoCreate: true})
@@ -359,8 +316,10 @@ func (w *Watcher) netnsOf(k string) (string, error) {
 	if best.Netns == "" {
 		return "", fmt.Errorf("pod %s: %w", k, errNoNetns)
 	}
-	p := hostPath(best.Netns)
+	p = hostPath(best.Netns)
+	w.nsMu.Lock()
 	w.netns[k] = p
+	w.nsMu.Unlock()
 	return p, nil
 }
 
@@ -407,27 +366,12 @@ func (w *Watcher) Admit(ctx context.Context, namespace, name string, status json
 	extra := *p
 	extra.Attachments = atts
 	extra.Node = w.node
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
-	if err := w.syncLocked(w.input(&extra), key); err != nil {
+	t, ok := w.tables(w.input(&extra), key)[key]
+	if !ok {
+		return nil
+	}
+	if err := w.cfg.Syncer.ApplyPodTable(key, t); err != nil {
 		return fmt.Errorf("multi-network policy: pod %s: %w", key, err)
 	}
 	return nil
-}
-
-// fingerprint is p as text, its sets' elements included (a Set's JSON has
-// none): two tables with the same text are the same; nil is "".
-func fingerprint(p *nft.PodPolicy) string {
-	if p == nil {
-		return ""
-	}
-	b, _ := json.Marshal(p)
-	var sb strings.Builder
-	sb.Write(b)
-	for _, i := range p.Ifaces {
-		for _, st := range i.Sets {
-			fmt.Fprintf(&sb, "|%s %v", st.ID, st.Elems())
-		}
-	}
-	return sb.String()
 }

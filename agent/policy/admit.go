@@ -43,7 +43,7 @@ func (a *Admitter) set(w *watcher) {
 	a.w = w
 }
 
-// attachedReader is the Sink's part an admission needs: whether the
+// attachedReader is the Syncer's part an admission needs: whether the
 // node's table has addresses in its attached set (a CNI ADD put them
 // there), and a wait for the commit of what was handed over so far.
 type attachedReader interface {
@@ -79,7 +79,7 @@ func (a *Admitter) Serve(ctx context.Context, req agentapi.Request) *agentapi.Re
 // admit places pod ns/name of this node with ips, which must be in the
 // table's attached set, and returns once the table has the change.
 func (w *watcher) admit(ctx context.Context, ns, name string, ips []netip.Addr) error {
-	sink, ok := w.cfg.Sink.(attachedReader)
+	sink, ok := w.cfg.Syncer.(attachedReader)
 	if !ok {
 		return &agentapi.Error{Reason: agentapi.ReasonNotServed, Msg: "policy-admit: this agent's sink cannot tell attached addresses"}
 	}
@@ -151,7 +151,7 @@ func (w *watcher) admitLocked(key string, p *Pod, ips []netip.Addr) {
 	w.admitted[key] = slices.Clone(ips)
 	np := *p
 	np.IPs = slices.Clone(ips)
-	w.applyLocked(w.e.SetPod(&np), true)
+	w.changeLocked(func(e *Engine) policymodel.Delta { return e.SetPod(&np) }, true)
 }
 
 // release takes ips out of every admission and returns once the table has
@@ -163,7 +163,7 @@ func (w *watcher) release(ctx context.Context, ips []netip.Addr) error {
 	w.mu.Lock()
 	w.dropAdmitted(ips, "")
 	w.mu.Unlock()
-	if sink, ok := w.cfg.Sink.(attachedReader); ok {
+	if sink, ok := w.cfg.Syncer.(attachedReader); ok {
 		return sink.Wait(ctx)
 	}
 	return nil
@@ -189,7 +189,7 @@ func (w *watcher) dropAdmitted(ips []netip.Addr, except string) {
 		if p := w.e.nsPods[ns][name]; p != nil && len(p.IPs) > 0 {
 			np := *p
 			np.IPs = left
-			w.applyLocked(w.e.SetPod(&np), p.Node == w.e.node)
+			w.changeLocked(func(e *Engine) policymodel.Delta { return e.SetPod(&np) }, p.Node == w.e.node)
 		}
 	}
 }
@@ -212,14 +212,22 @@ func (w *watcher) podFromInformer(p *Pod) *Pod {
 	return &np
 }
 
-// applyLocked hands d to the sink (w.mu held); always: also when empty (a
-// pod of the node: its addresses leave the pending set).
+// applyLocked hands d, the change just made, to the syncer (w.mu held);
+// always: also when empty (a pod of the node: its addresses leave the
+// pending set). A Handoff is handed the model after an empty change too
+// (Offer): it took it back before.
 func (w *watcher) applyLocked(d policymodel.Delta, always bool) {
-	if !w.started.Load() || (d.Empty() && !always) {
+	if !w.started.Load() {
+		return
+	}
+	if d.Empty() && !always {
+		if h, ok := w.cfg.Syncer.(Handoff); ok {
+			h.Offer(w.e.current())
+		}
 		return
 	}
 	w.logIssues(d)
-	if err := w.cfg.Sink.Apply(w.e.current(), d); err != nil {
+	if err := w.cfg.Syncer.Apply(w.e.current(), d); err != nil {
 		w.cfg.Log.Error("network policy: apply", "err", err)
 	}
 }

@@ -77,7 +77,7 @@ func (s *admitSink) open(ip string) bool {
 // never shows are refused.
 func TestAdmit(t *testing.T) {
 	sink := &admitSink{attached: []netip.Addr{netip.MustParseAddr("10.1.0.9"), netip.MustParseAddr("10.1.0.10")}}
-	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
+	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Syncer: sink, Log: slog.New(slog.DiscardHandler)}}
 	h := w.handler()
 	for _, ns := range []string{"x", "y"} {
 		h.OnAdd(&cluster.Namespace{Name: ns, Labels: map[string]string{"ns": ns}}, true)

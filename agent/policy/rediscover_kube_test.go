@@ -33,7 +33,7 @@ func TestWatchKubeCRDLater(t *testing.T) {
 	sink := &recSink{ch: make(chan struct{}, 1)}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Sink: sink, ClusterNetworkPolicies: true})
+		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Syncer: sink, ClusterNetworkPolicies: true})
 	}()
 	sink.wait(t, "no CRD, no policy", "++")
 	_, err := cs.NetworkingV1().NetworkPolicies("x").Create(ctx, np("x", "web", nv1.NetworkPolicySpec{

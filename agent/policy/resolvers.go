@@ -110,11 +110,16 @@ func (w *watcher) resolverInformers(ctx context.Context, core rest.Interface, rc
 }
 
 // applyResolvers sets the model's resolvers; a change is handed to the
-// sink (an empty delta: the DNS side reads the model).
+// syncer (an empty delta: the DNS side reads the model).
 func (w *watcher) applyResolvers(addrs []netip.Addr) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.e.SetResolvers(addrs) {
+	changed := false
+	w.changeLocked(func(e *Engine) policymodel.Delta {
+		changed = e.SetResolvers(addrs)
+		return policymodel.Delta{}
+	}, false)
+	if changed {
 		w.cfg.Log.Info("domainNames: the trusted DNS resolvers", "addresses", w.e.current().Resolvers)
 		w.applyLocked(policymodel.Delta{}, true)
 	}

@@ -70,7 +70,7 @@ func TestWatchKubeResolvers(t *testing.T) {
 	sink := &resolverSink{}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Sink: sink,
+		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Syncer: sink,
 			DomainNames: true, DNSService: "dns-sys/kube-dns", DNSResolvers: []netip.Addr{netip.MustParseAddr("169.254.20.10")}})
 	}()
 	sink.wait(t, "no DNS Service yet", "169.254.20.10")

@@ -28,31 +28,36 @@ import (
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
-// Sink is the nftables side: it applies each change of the model, in order,
-// from one goroutine at a time. The first call, once every informer has
-// synced, carries the whole model (Rules and every set in AddSets); none
-// comes before, so a half-listed cluster is never enforced. The model is
-// valid during the call only.
-type Sink interface {
+// Syncer is the nftables side (agent/policynft's Syncer): it applies
+// each change of the model, in order, from one goroutine at a time. The
+// first call, once every informer has synced, carries the whole model
+// (Rules and every set in AddSets); none comes before, so a half-listed
+// cluster is never enforced. The model is valid during the call only,
+// unless the Syncer is a Handoff.
+type Syncer interface {
 	Apply(m *policymodel.Model, d policymodel.Delta) error
 }
 
-// A Syncer is a Sink that commits on a goroutine of its own (agent/
-// policynft's): once the first full sync is applied the watcher starts
-// Run, and Apply then only queues; Run reads the model through view,
-// under the watcher's lock, keeps it if it must (view's f returns true:
-// a full sync's, the DNS proxy's; such a model never changes, cow.go),
-// and commits without the lock.
-type Syncer interface {
-	Sink
-	Run(ctx context.Context, view func(func(*policymodel.Model) bool), log *slog.Logger)
+// A Handoff is a Syncer that keeps the model handed to it and commits on
+// a goroutine of its own (agent/policynft's): Apply and Offer hand the
+// model over, Full the whole model of a new engine (the first sync of a
+// watch); before the engine changes the model, Withdraw takes it back and
+// reports whether the Syncer kept it, and the engine then copies on write
+// (cow.go) instead of changing it in place. The Syncer never takes the
+// watcher's lock, and a model is handed out once per transaction, not per
+// change.
+type Handoff interface {
+	Syncer
+	Full(m *policymodel.Model) error
+	Offer(m *policymodel.Model)
+	Withdraw() (kept bool)
 }
 
 // WatchConfig configures Watch.
 type WatchConfig struct {
 	kubeapi.Cluster
-	Log  *slog.Logger
-	Sink Sink
+	Log    *slog.Logger
+	Syncer Syncer
 	// Cache is the agent's informer cache of pods, namespaces and nodes
 	// (agent/cluster), which the watcher reads with the agent's other
 	// readers; nil: Watch makes one of its own, run while it runs.
@@ -90,7 +95,7 @@ type WatchConfig struct {
 // Watch reads pods, namespaces (and nodes) from the cache, and runs
 // informers of NetworkPolicies (and ClusterNetworkPolicies), until ctx
 // ends, feeding an Engine and handing its
-// deltas to the Sink. It logs every issue of the model when the issues
+// deltas to the Syncer. It logs every issue of the model when the issues
 // change, and records a Warning Event (reason PolicyNotExpressible) on the
 // policy of each new one. When the API starts or stops serving a policy
 // resource it watches or could (a ClusterNetworkPolicy CRD installed or
@@ -245,12 +250,19 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 	if err := w.start(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if sy, ok := cfg.Syncer.(interface{ Wait(context.Context) error }); ok {
+		// (a Handoff commits on its own goroutine, and tries a failure
+		// again: the first full sync is in once this returns)
+		if err := sy.Wait(ctx); err != nil {
+			if err := ended(); err != nil {
+				return err
+			}
+			return ctx.Err()
+		}
+	}
 	if cfg.Admitter != nil {
 		cfg.Admitter.set(w)
 		defer cfg.Admitter.set(nil)
-	}
-	if sy, ok := cfg.Sink.(Syncer); ok {
-		run(func() { sy.Run(ctx, w.view, cfg.Log) })
 	}
 	if cfg.FlowLog != nil {
 		run(func() { w.runFlowLog(ctx, cfg.FlowLog, cfg.FlowLogCounts, cfg.Log) })
@@ -295,7 +307,9 @@ type watcher struct {
 	podEv    chan struct{}
 }
 
-// start hands the whole model to the sink, once every informer has synced.
+// start hands the whole model to the syncer, once every informer has
+// synced: a Handoff replaces the whole table with it (Full), whatever an
+// earlier watch left there.
 func (w *watcher) start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -307,28 +321,30 @@ func (w *watcher) start() error {
 		d.AddSets = append(d.AddSets, id)
 	}
 	w.logIssues(d)
-	return w.cfg.Sink.Apply(m, d)
-}
-
-// view runs f with the engine's model, under the watcher's lock; when f
-// keeps the model (true), the engine hands it out: it never changes, and
-// f's caller reads it after the lock is given back.
-func (w *watcher) view(f func(*policymodel.Model) bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f(w.e.current()) {
-		w.e.Model()
+	if h, ok := w.cfg.Syncer.(Handoff); ok {
+		return h.Full(m)
 	}
+	return w.cfg.Syncer.Apply(m, d)
 }
 
-// apply runs one change of the engine and hands its delta to the sink.
+// apply runs one change of the engine and hands its delta to the syncer.
 func (w *watcher) apply(change func(*Engine) policymodel.Delta) { w.applyIf(change, false) }
 
-// applyIf is apply; always hands the sink an empty delta too (a pod of this
-// node: the sink takes its addresses out of the pending set).
+// applyIf is apply; always hands the syncer an empty delta too (a pod of
+// this node: the syncer takes its addresses out of the pending set).
 func (w *watcher) applyIf(change func(*Engine) policymodel.Delta, always bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.changeLocked(change, always)
+}
+
+// changeLocked runs one change of the engine and hands the syncer its
+// delta (w.mu held): a Handoff's model is taken back first, and if the
+// syncer kept it, the engine copies it on write.
+func (w *watcher) changeLocked(change func(*Engine) policymodel.Delta, always bool) {
+	if h, ok := w.cfg.Syncer.(Handoff); ok && w.started.Load() && h.Withdraw() {
+		w.e.Model() // handed out: never changed again
+	}
 	w.applyLocked(change(w.e), always)
 }
 

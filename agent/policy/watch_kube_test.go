@@ -116,7 +116,7 @@ func watchKube(t *testing.T, crd, version string) {
 	sink := &recSink{ch: make(chan struct{}, 1)}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Sink: sink, ClusterNetworkPolicies: true})
+		errc <- Watch(ctx, WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Syncer: sink, ClusterNetworkPolicies: true})
 	}()
 	sink.wait(t, "no policy", "++")
 

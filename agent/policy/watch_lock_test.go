@@ -69,7 +69,7 @@ func (s *idSink) await(t *testing.T, id, why string) {
 // off the informer's goroutine.
 func TestPolicyCompileOutsideLock(t *testing.T) {
 	sink := &idSink{ch: make(chan struct{}, 1)}
-	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
+	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Syncer: sink, Log: slog.New(slog.DiscardHandler)}}
 	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		w.e.SetNamespace(ns)
@@ -220,7 +220,7 @@ func (s *modelSink) await(t *testing.T, ok func(*policymodel.Model) bool, why st
 // placement waits on (issue 60, finding 5: a batch of 8 held it 15.9 s).
 func TestStagedEvaluateOutsideLock(t *testing.T) {
 	sink := &modelSink{ch: make(chan struct{}, 1)}
-	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Sink: sink, Log: slog.New(slog.DiscardHandler)}}
+	w := &watcher{e: NewEngine(node), cfg: WatchConfig{Syncer: sink, Log: slog.New(slog.DiscardHandler)}}
 	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		w.e.SetNamespace(ns)

@@ -17,7 +17,7 @@ import (
 // node), 10 NetworkPolicies per namespace (ingress from a label of the
 // namespace on TCP 80-81, egress to the other namespaces), and a Sink on a
 // fresh namespace, fully synced.
-func benchNode(b *testing.B) (*policy.Engine, *policynft.Sink) {
+func benchNode(b *testing.B) (*policy.Engine, *policynft.Syncer) {
 	nstest.RequireRoot(b)
 	e := policy.NewEngine("n1")
 	for ns := range 20 {

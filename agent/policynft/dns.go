@@ -35,8 +35,8 @@ type DNS struct {
 	// permits caches Permit's verdicts (permit.go).
 	permits permits
 
-	vmu  sync.Mutex
-	view View // the watcher's model (Sink.Run hands it over)
+	vmu   sync.Mutex
+	model func() *policymodel.Model // the newest model handed over (Syncer.WithDNS)
 
 	// MaxPairs is MaxPairsPerPod unless set (tests).
 	MaxPairs int
@@ -63,30 +63,25 @@ func NewDNS(nsPath string) (*DNS, error) {
 // Close closes its nftables connection (the DNS table stays).
 func (d *DNS) Close() error { return d.h.Close() }
 
-// setView gives d the watcher's model.
-func (d *DNS) setView(v View) {
+// setModel gives d the Syncer's models.
+func (d *DNS) setModel(f func() *policymodel.Model) {
 	d.vmu.Lock()
-	d.view = v
+	d.model = f
 	d.vmu.Unlock()
 }
 
-// current is the watcher's model, kept (it never changes): taken under
-// the watcher's lock, which costs a pointer, and read without it (issue
-// 60, finding 5: Permit evaluated under that lock, for seconds with a
-// large policy); nil before Run.
+// current is the newest model handed to the Syncer, kept (it never
+// changes): claimed from the Syncer without the watcher's lock, and read
+// without any (issue 60, finding 5: Permit evaluated under that lock, for
+// seconds with a large policy); nil before any.
 func (d *DNS) current() *policymodel.Model {
 	d.vmu.Lock()
-	v := d.view
+	f := d.model
 	d.vmu.Unlock()
-	if v == nil {
+	if f == nil {
 		return nil
 	}
-	var m *policymodel.Model
-	v(func(vm *policymodel.Model) bool {
-		m = vm
-		return true
-	})
-	return m
+	return f()
 }
 
 // subjects are the addresses of the node's pods that a domainNames peer's
@@ -110,7 +105,7 @@ func subjects(m *policymodel.Model) map[netip.Addr]bool {
 }
 
 // observe brings the DNS table's pod sets to m's subjects (called with
-// the model's lock held, from the Sink's Apply: a new pod of a subject is
+// the model's lock held, from the Syncer's Apply: a new pod of a subject is
 // in the sets before the change's transaction, so before its ADD returns
 // when the ADD admitted it).
 func (d *DNS) observe(m *policymodel.Model) error {

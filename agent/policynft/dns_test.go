@@ -52,11 +52,10 @@ func TestPolicyDNS(t *testing.T) {
 	untrusted := netip.MustParseAddr("10.99.0.53")
 	n.start()
 	// The watcher's lock, as the agent has it: the engine changes under
-	// it and Run and the DNS side read the model under it.
+	// it; Run and the DNS side read the models handed over.
 	var mu sync.Mutex
-	view := func(f func(*policymodel.Model) bool) { mu.Lock(); defer mu.Unlock(); f(n.e.Model()) }
 	change := func(c func(*policy.Engine) policymodel.Delta) { mu.Lock(); defer mu.Unlock(); n.do(c) }
-	go n.sink.Run(t.Context(), view, nil)
+	go n.sink.Run(t.Context(), nil)
 
 	h, err := nft.Open(l.nodePath)
 	must(t, err)

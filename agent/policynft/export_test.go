@@ -4,10 +4,10 @@ import "github.com/cnibox/cnibox/netops/nft"
 
 // SetBeforeCommit makes s run f before each transaction (outside every
 // lock).
-func SetBeforeCommit(s *Sink, f func()) { s.beforeCommit = f }
+func SetBeforeCommit(s *Syncer, f func()) { s.beforeCommit = f }
 
 // Running reports whether s's Run is committing (Apply only queues).
-func Running(s *Sink) bool {
+func Running(s *Syncer) bool {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	return s.async
@@ -20,8 +20,10 @@ func SetPermitHook(d *DNS, f func()) {
 	d.permits.beforeEval = f
 }
 
-// NewOn returns a Sink on h (a test's Handle on netops/nft/nftfake's
-// kernel, say), as New does on a namespace's.
-func NewOn(h *nft.Handle) *Sink {
-	return &Sink{h: h, kick: make(chan struct{}, 1), doneCh: make(chan struct{})}
+// SetPodOpener makes s open a pod's namespace with open (a test's fake
+// kernels, by path).
+func SetPodOpener(s *Syncer, open func(path string) (*nft.Handle, error)) {
+	s.pods.pmu.Lock()
+	defer s.pods.pmu.Unlock()
+	s.pods.open = open
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// IndexTo makes the Sink record, in the node's store under dataDir ("":
+// IndexTo makes the Syncer record, in the node's store under dataDir ("":
 // store.Dir's default), what the table's hashed names mean, with every
 // change of the rules: `cnibox inspect policy` reads it.
-func (s *Sink) IndexTo(dataDir string) {
+func (s *Syncer) IndexTo(dataDir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.indexDir, s.index = store.Dir(dataDir), true

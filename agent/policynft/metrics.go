@@ -14,7 +14,7 @@ type ruleInfo struct {
 
 // noteRules records, for the metrics, which counter belongs to which
 // policy (called with s.mu held).
-func (s *Sink) noteRules(r *policymodel.Rules) {
+func (s *Syncer) noteRules(r *policymodel.Rules) {
 	s.rules = map[string]ruleInfo{}
 	for p, r := range r.AllRules() {
 		s.rules[policymodel.CounterName(r.ID.Key())] = ruleInfo{policy: p.ID, rule: string(r.ID), drops: r.Action == policymodel.Deny}
@@ -34,7 +34,7 @@ var (
 )
 
 // Describe implements prometheus.Collector.
-func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
+func (s *Syncer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRules, descSets, descSync, descApplied, descChanges, descResyncs, descDrops} {
 		ch <- d
 	}
@@ -42,7 +42,7 @@ func (s *Sink) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector: the drops are read from the
 // table's counters at each scrape.
-func (s *Sink) Collect(ch chan<- prometheus.Metric) {
+func (s *Syncer) Collect(ch chan<- prometheus.Metric) {
 	s.qmu.Lock()
 	changes := s.q.n
 	s.qmu.Unlock()

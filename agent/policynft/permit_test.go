@@ -55,9 +55,8 @@ func TestPermitOutsideLock(t *testing.T) {
 	}
 	must(t, sink.Apply(m, d))
 	var mu sync.Mutex // the watcher's lock
-	view := func(f func(*policymodel.Model) bool) { mu.Lock(); defer mu.Unlock(); f(e.Model()) }
-	go sink.Run(t.Context(), view, nil)
-	for !policynft.Running(sink) { // Run hands the DNS side the view first
+	go sink.Run(t.Context(), nil)
+	for !policynft.Running(sink) { // Apply only queues from now
 		time.Sleep(time.Millisecond)
 	}
 

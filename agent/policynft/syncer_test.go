@@ -44,7 +44,7 @@ func (w *watched) run() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.sink.Run(ctx, w.view, nil)
+		w.sink.Run(ctx, nil)
 	}()
 	w.t.Cleanup(func() { cancel(); <-done })
 	for !policynft.Running(w.sink) {

@@ -22,7 +22,7 @@ import (
 type node struct {
 	t    testing.TB
 	e    *policy.Engine
-	sink *policynft.Sink
+	sink *policynft.Syncer
 }
 
 func newNode(t testing.TB, l *lab) *node {

@@ -21,7 +21,11 @@ func startPodAPI(ctx context.Context, f *flags, log *slog.Logger) (wait func() e
 		cfg.Devices = podresources.New(f.pod.podResources)
 	}
 	if f.multiNetworkPolicies {
-		w, err := mnp.New(mnp.Config{Cluster: f.cluster(), Cache: f.kube.cache, Log: log, DataDir: f.dataDir})
+		sy, err := policySyncer(ctx, f, log)
+		if err != nil {
+			return nil, err
+		}
+		w, err := mnp.New(mnp.Config{Cluster: f.cluster(), Cache: f.kube.cache, Log: log, DataDir: f.dataDir, Syncer: sy})
 		if err != nil {
 			return nil, err
 		}

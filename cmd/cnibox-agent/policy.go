@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/fqdn"
@@ -22,25 +21,25 @@ import (
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-// The agent's Sink commits on its own goroutine (policy.Watch starts its
-// Run once the first full sync is in).
-var _ policy.Syncer = (*policynft.Sink)(nil)
+// The agent's Syncer keeps the models handed to it and commits on its own
+// goroutine (syncer.go).
+var _ policy.Handoff = (*policynft.Syncer)(nil)
 
 // admitter hands the pod API's policy operations (a pod's ADD placing it
 // at once) to the watcher once it runs: the pod API starts first.
 var admitter = policy.NewAdmitter()
 
-// startPolicy starts the NetworkPolicy watcher and its nftables Sink until
-// ctx ends (--network-policy, on by default), or removes the policy table
+// startPolicy starts the NetworkPolicy watcher on the policy tables'
+// Syncer until ctx ends (--network-policy, on by default), or removes the policy table
 // when the flag is off. The table is never removed on the way out: while
 // the agent is away the kernel keeps enforcing the last rules, and the next
 // agent replaces them in one transaction once its informers have synced.
 func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) error {
-	sink, err := policynft.New("")
-	if err != nil {
-		return fmt.Errorf("network policy: %w", err)
-	}
 	if !f.networkPolicy {
+		sink, err := policynft.New("")
+		if err != nil {
+			return fmt.Errorf("network policy: %w", err)
+		}
 		defer sink.Close()
 		if err := sink.Remove(); err != nil {
 			return fmt.Errorf("--network-policy=false: %w", err)
@@ -50,27 +49,27 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		}
 		return nil
 	}
+	sink, err := policySyncer(ctx, f, log)
+	if err != nil {
+		return fmt.Errorf("network policy: %w", err)
+	}
 	if health != nil {
 		if err := health.Metrics.Register(sink); err != nil {
-			sink.Close()
 			return fmt.Errorf("network policy metrics: %w", err)
 		}
 	}
 	sink.IndexTo(f.dataDir)
-	sink.ResyncEvery(time.Duration(f.policyResync) * time.Second)
 	bridgedTrafficFiltered(log)
 	stopDNS, err := startDNSProxy(f, sink, log)
 	if err != nil {
-		sink.Close()
 		return err
 	}
 	if _, _, err := policy.ParseDNSService(f.dnsService); err != nil {
-		sink.Close()
 		stopDNS()
 		return fmt.Errorf("--dns-service %w", err)
 	}
 	cfg := policy.WatchConfig{
-		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Sink: sink,
+		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Syncer: sink,
 		// domainNames: the resolvers the DNS proxy learns from
 		DomainNames: f.clusterNetworkPolicies && f.dnsProxyPort != 0,
 		DNSService:  f.dnsService, DNSResolvers: f.dnsResolvers,
@@ -83,18 +82,17 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		Synced: func() { releaseStartPages(log) },
 	}
 	if err := flowLogTo(&cfg, f, log); err != nil {
-		sink.Close()
+		stopDNS()
 		return err
 	}
 	if health != nil && cfg.FlowLog != nil {
 		cfg.FlowLogCounts = &verdicts.Counts{}
 		if err := health.Metrics.Register(cfg.FlowLogCounts); err != nil {
-			sink.Close()
+			stopDNS()
 			return fmt.Errorf("flow log metrics: %w", err)
 		}
 	}
 	go func() {
-		defer sink.Close()
 		defer stopDNS()
 		if cfg.FlowLog != nil {
 			defer cfg.FlowLog.(*lazyFlowLog).Close()
@@ -171,7 +169,7 @@ func bridgedTrafficFiltered(log *slog.Logger) {
 // send it the queries. Otherwise what an earlier agent set up for it is
 // removed. stop closes the proxy; the table and the routing stay (the
 // next agent's proxy takes over the port).
-func startDNSProxy(f *flags, sink *policynft.Sink, log *slog.Logger) (stop func(), err error) {
+func startDNSProxy(f *flags, sink *policynft.Syncer, log *slog.Logger) (stop func(), err error) {
 	h, err := netops.Open("")
 	if err != nil {
 		return nil, fmt.Errorf("domainNames: %w", err)

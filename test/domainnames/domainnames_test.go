@@ -220,7 +220,7 @@ func TestDomainNames(t *testing.T) {
 	must(t, sink.Apply(m, d))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go sink.Run(ctx, func(f func(*policymodel.Model) bool) { f(e.Model()) }, nil)
+	go sink.Run(ctx, nil)
 	cfg := fqdn.DefaultConfig
 	cfg.Port4, cfg.Port6, cfg.Permit, cfg.Learn = proxyPort, proxyPort, dns.Permit, dns.Learn
 	if testing.Verbose() {
