@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"sync"
 	"testing"
 
 	nv1 "k8s.io/api/networking/v1"
@@ -204,6 +205,74 @@ func benchPodChurn(b *testing.B, publish bool) {
 		}
 		if publish {
 			e.Model()
+		}
+	}
+}
+
+// BenchmarkPodChurnHanded: BenchmarkPodChurn as the watcher runs it with
+// agent/policynft's Syncer (a Handoff): the model taken back (Withdraw)
+// before each change and handed over (Apply, Offer) after it. The
+// Syncer borrows the model for a delta's transaction (it copies the
+// delta's sets on its own goroutine: left out here) and keeps it only for
+// a full sync or a DNS query: kept=0 is a transaction of deltas after
+// every change (the agent's usual case), kept=1 the model kept after
+// every change (the most it costs: BenchmarkPodChurnPublished and the
+// handoff's locks).
+func BenchmarkPodChurnHanded(b *testing.B) {
+	for _, kept := range []bool{false, true} {
+		b.Run(fmt.Sprintf("kept=%d", map[bool]int{false: 0, true: 1}[kept]), func(b *testing.B) { benchPodChurnHanded(b, kept) })
+	}
+}
+
+// handoff is the Syncer's handoff without the kernel: a slot under a
+// lock.
+type handoff struct {
+	mu      sync.Mutex
+	offered *policymodel.Model
+	kept    bool
+}
+
+func (h *handoff) withdraw() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := h.kept
+	h.offered, h.kept = nil, false
+	return k
+}
+
+func (h *handoff) offer(m *policymodel.Model) {
+	h.mu.Lock()
+	h.offered, h.kept = m, false
+	h.mu.Unlock()
+}
+
+func (h *handoff) keep() {
+	h.mu.Lock()
+	h.kept = h.offered != nil
+	h.mu.Unlock()
+}
+
+func benchPodChurnHanded(b *testing.B, keep bool) {
+	in := scaleInput()
+	in.Pods = append(in.Pods, &Pod{Namespace: "ns0", Name: "web", Node: node, Labels: map[string]string{"app": "1"},
+		IPs: []netip.Addr{netip.MustParseAddr("10.255.0.1")}})
+	e := scaleEngine(in)
+	p := in.Pods[1012]
+	var h handoff
+	i := 0
+	for b.Loop() {
+		i++
+		if h.withdraw() {
+			e.Model()
+		}
+		if i%2 == 1 {
+			e.DeletePod(p.Namespace, p.Name)
+		} else {
+			e.SetPod(p)
+		}
+		h.offer(e.current())
+		if keep {
+			h.keep()
 		}
 	}
 }

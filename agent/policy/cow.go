@@ -8,17 +8,19 @@ import (
 )
 
 // A model the engine hands out (Model) never changes: readers (the flow
-// log's records and staged evaluation, the DNS proxy's Permit and Learn,
-// Describe, the syncer's full sync) take it under the watcher's lock,
-// which costs a pointer, and read it without the lock as long as they
-// like, so that a slow evaluation of a large policy delays no other
-// namespace's change (issue 60, finding 5). The engine makes a new model
+// log's records and staged evaluation, Describe) take it under the
+// watcher's lock, which costs a pointer, and the syncer and the DNS
+// proxy's Permit and Learn are handed it (watch.go's Handoff); they read
+// it without the lock as long as they like, so that a slow evaluation
+// of a large policy delays no other namespace's change (issue 60, finding 5). The engine makes a new model
 // at the first change after it handed one out: a copy of the model's
 // struct, of its map of sets (its sets' pointers) and its local pods when
 // they first change, and of each set when it first changes (Set.Clone: a
 // part of a large set). A model that was only read under the lock
-// (current: the Sink's Apply, a delta's transaction, made under the lock
-// as before) changes in place, as do those of the first lists. Each model
+// (current) changes in place, as do those of the first lists; the one
+// handed to the syncer (a Handoff, watch.go) is copied only when the
+// syncer kept it (Withdraw says so before each change): once per
+// transaction, not once per change. Each model
 // has a Generation of its own, which a reader keys what it works out of
 // the model on.
 

@@ -19,8 +19,8 @@ import (
 // discovery again every rediscoverEvery, and when what the API serves is
 // not what it watches, it watches again from the start (Watch's loop),
 // within rediscoverEvery and a list of the cluster. The kernel keeps the
-// last rules meanwhile, and the Sink's next transaction replaces the whole
-// table (a Sink whose Run ended starts with a full sync).
+// last rules meanwhile, and the syncer's next transaction replaces the
+// whole table (the new watch's first sync is Full).
 
 // errAPIChanged ends a watch whose policy resources the API serves
 // otherwise now.

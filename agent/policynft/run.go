@@ -188,34 +188,65 @@ func (s *Syncer) requeue() {
 }
 
 // take makes the batch of what is queued (nil: nothing is queued, or its
-// model is being changed: the Apply or Offer that follows wakes Run). Run
-// claims the model handed over, which then never changes, and makes the
-// change of it outside the queue's lock; before Run (Apply committing at
-// once) the model is the caller's, valid during its call, and is used as
-// it is.
+// model is being changed: the Apply or Offer that follows wakes Run). It
+// never takes the watcher's lock. A full sync keeps the model handed over
+// (claimLocked: it never changes from then on) and is made of it after
+// the queue's lock; a delta's change borrows the model for as long as it
+// copies what it holds of it (detach: the delta's sets), and the
+// watcher's Withdraw waits for that, so that a model is handed out (and
+// copied on the engine's next change) only for a full sync, as when the
+// change was made under the watcher's lock. Before Run (Apply committing
+// at once) the model is the caller's, valid during its call, and is used
+// as it is.
 func (s *Syncer) take(resync bool) *batch {
 	s.qmu.Lock()
 	if !s.q.dirty {
 		s.qmu.Unlock()
 		return nil
 	}
-	m := s.offered
-	if s.async {
+	full := s.q.full || !s.synced.Load()
+	m, borrowed := s.offered, false
+	switch {
+	case !s.async:
+	case full:
 		m = s.claimLocked()
+	case m != nil:
+		s.borrowed, borrowed = true, true
+	case s.claimed:
+		m = s.kept // nothing offered since it was kept: it is the model
 	}
 	if m == nil {
 		s.qmu.Unlock()
 		return nil
 	}
-	d, full, n := s.q.take()
+	d, _, n := s.q.take()
 	s.qmu.Unlock()
-	full = full || !s.synced.Load()
 	b := &batch{n: n, live: localAddrs(m), node: m.Node, sets: len(m.Sets), resync: resync && full}
 	b.c = Change(m, d, full)
+	if borrowed {
+		detach(b.c)
+		s.qmu.Lock()
+		s.borrowed = false
+		s.returned.Broadcast()
+		s.qmu.Unlock()
+	}
 	if b.c.Rules != nil {
 		b.rules = b.c.Rules
 	}
 	return b
+}
+
+// detach copies what c holds of a borrowed model (its rules and sets), so
+// that it stays valid once the model is given back. The rules' policies
+// are not copied: a compiled policy is never changed, only replaced.
+func detach(c *nft.PolicyChange) {
+	if c.Rules != nil {
+		r := *c.Rules
+		c.Rules = &r
+	}
+	for i, set := range c.Sets {
+		c.Sets[i] = policymodel.NewSet(set.ID, set.Kind, set.Key, set.Elems()...)
+	}
 }
 
 // commit commits b, then notes it: the stats and the metrics' rules under

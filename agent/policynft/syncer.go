@@ -29,11 +29,15 @@ import (
 //
 // The model is handed over, never read back (handoff): Apply and Offer
 // leave the model with the Syncer, which takes it when it makes a
-// transaction (claim) without the watcher's lock; Withdraw, which the
-// watcher calls before the engine changes the model, takes it back and
-// reports whether the Syncer kept it, in which case the engine copies on
-// write (agent/policy's cow.go) instead of changing it in place. So a
-// model is handed out once per transaction, not once per change.
+// transaction without the watcher's lock; Withdraw, which the watcher
+// calls before the engine changes the model, takes it back and reports
+// whether the Syncer kept it, in which case the engine copies on write
+// (agent/policy's cow.go) instead of changing it in place. The Syncer
+// keeps a model for a full sync (and the DNS side for its evaluations),
+// and only borrows it for a delta's transaction, copying the delta's sets
+// (take): a model is handed out at most once per transaction, and a
+// change costs the engine what it did when the Syncer read the model
+// under the watcher's lock.
 type Syncer struct {
 	mu     sync.Mutex // the nftables handle, stats, rules, pod tables
 	h      *nft.Handle
@@ -64,6 +68,10 @@ type Syncer struct {
 	// whether it claimed offered since it was offered (Withdraw's answer).
 	offered, kept *policymodel.Model
 	claimed       bool
+	// borrowed: Run is making a delta's change of offered (take); returned
+	// is signalled when it is done (Withdraw waits for it).
+	borrowed bool
+	returned sync.Cond
 	// beforeCommit, if set (tests), runs before each transaction, outside
 	// every lock.
 	beforeCommit func()
@@ -104,7 +112,9 @@ func New(nsPath string) (*Syncer, error) {
 // NewOn returns a Syncer on h (a test's Handle on netops/nft/nftfake's
 // kernel, say), as New does on a namespace's.
 func NewOn(h *nft.Handle) *Syncer {
-	return &Syncer{h: h, kick: make(chan struct{}, 1), doneCh: make(chan struct{}), pods: newPodTables()}
+	s := &Syncer{h: h, kick: make(chan struct{}, 1), doneCh: make(chan struct{}), pods: newPodTables()}
+	s.returned.L = &s.qmu
+	return s
 }
 
 // Close closes the nftables connection; the table stays (fail closed: the
@@ -182,6 +192,9 @@ func (s *Syncer) Offer(m *policymodel.Model) {
 func (s *Syncer) Withdraw() (kept bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
+	for s.borrowed {
+		s.returned.Wait() // Run copies what a delta holds of it
+	}
 	kept = s.claimed
 	s.offered, s.claimed = nil, false
 	return kept
