@@ -125,7 +125,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		defer sy.Close()
 		sy.ResyncEvery(resyncEvery)
+		w.mu.Lock()
 		w.cfg.Syncer = sy
+		w.mu.Unlock()
 		sctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); sy.Run(sctx, w.cfg.Log) }()
@@ -370,7 +372,13 @@ func (w *Watcher) Admit(ctx context.Context, namespace, name string, status json
 	if !ok {
 		return nil
 	}
-	if err := w.cfg.Syncer.ApplyPodTable(key, t); err != nil {
+	w.mu.Lock()
+	sy := w.cfg.Syncer
+	w.mu.Unlock()
+	if sy == nil {
+		return fmt.Errorf("multi-network policy: pod %s: the watcher is not running", key)
+	}
+	if err := sy.ApplyPodTable(key, t); err != nil {
 		return fmt.Errorf("multi-network policy: pod %s: %w", key, err)
 	}
 	return nil

@@ -28,6 +28,7 @@ var (
 	descApplied = prometheus.NewDesc("cnibox_agent_policy_transactions_total", "Transactions on the policy table, by result (ok, failed).", []string{"result"}, nil)
 	descChanges = prometheus.NewDesc("cnibox_agent_policy_changes_total", "Changes of the policy model handed to the policy table's syncer (queued ones are committed together).", nil, nil)
 	descResyncs = prometheus.NewDesc("cnibox_agent_policy_resyncs_total", "Periodic full syncs of the policy table (--policy-resync).", nil, nil)
+	descPods    = prometheus.NewDesc("cnibox_agent_mnp_table_writes_total", "Writes of the pods' MultiNetworkPolicy tables, by result (ok, failed).", []string{"result"}, nil)
 	descDrops   = prometheus.NewDesc("cnibox_agent_policy_drops_packets_total",
 		"Packets dropped by the policy table: by a Deny rule (policy, rule), by a NetworkPolicy's isolation (policy \"isolation\", rule ingress or egress), or while the pod was pending (policy \"pending\").",
 		[]string{"policy", "rule"}, nil)
@@ -35,7 +36,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (s *Syncer) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRules, descSets, descSync, descApplied, descChanges, descResyncs, descDrops} {
+	for _, d := range []*prometheus.Desc{descRules, descSets, descSync, descApplied, descChanges, descResyncs, descPods, descDrops} {
 		ch <- d
 	}
 }
@@ -55,6 +56,8 @@ func (s *Syncer) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.CounterValue, float64(s.stats.Failed), "failed")
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(changes))
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.stats.Resyncs))
+	ch <- prometheus.MustNewConstMetric(descPods, prometheus.CounterValue, float64(s.stats.PodTables), "ok")
+	ch <- prometheus.MustNewConstMetric(descPods, prometheus.CounterValue, float64(s.stats.PodFailed), "failed")
 	counters, err := s.h.PolicyCounters()
 	if err != nil {
 		return
