@@ -6,7 +6,9 @@
 // addresses on that network (their network-status annotation), and each
 // pod of the node that one of them isolates gets a table in its own
 // network namespace (netops/nft's MultiTable), written whole in one
-// transaction. resolve.go is the pure part; the watcher (watch.go) links
+// transaction by the policy tables' one syncer (agent/policynft), whose
+// input the watcher is: its loop, retries and resync are the node
+// table's. resolve.go is the pure part; the watcher (watch.go) links
 // client-go and is left out of the etcd-only agent (tag nokube).
 // docs/policy.md, "MultiNetworkPolicy", has the semantics and the limits.
 package mnp

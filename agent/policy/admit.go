@@ -79,9 +79,9 @@ func (a *Admitter) Serve(ctx context.Context, req agentapi.Request) *agentapi.Re
 // admit places pod ns/name of this node with ips, which must be in the
 // table's attached set, and returns once the table has the change.
 func (w *watcher) admit(ctx context.Context, ns, name string, ips []netip.Addr) error {
-	sink, ok := w.cfg.Syncer.(attachedReader)
+	syncer, ok := w.cfg.Syncer.(attachedReader)
 	if !ok {
-		return &agentapi.Error{Reason: agentapi.ReasonNotServed, Msg: "policy-admit: this agent's sink cannot tell attached addresses"}
+		return &agentapi.Error{Reason: agentapi.ReasonNotServed, Msg: "policy-admit: this agent's syncer cannot tell attached addresses"}
 	}
 	for i, a := range ips {
 		ips[i] = a.Unmap()
@@ -89,7 +89,7 @@ func (w *watcher) admit(ctx context.Context, ns, name string, ips []netip.Addr) 
 	// Only addresses a CNI ADD attached: the socket's callers are root,
 	// but an address placed for the wrong pod would give it that pod's
 	// rights.
-	if ok, err := sink.Attached(ips); err != nil {
+	if ok, err := syncer.Attached(ips); err != nil {
 		return fmt.Errorf("policy-admit: read the attached set: %w", err)
 	} else if !ok {
 		return &agentapi.Error{Reason: agentapi.ReasonBadRequest, Msg: fmt.Sprintf("policy-admit: %v not all in the policy table's attached set: only a pod's CNI ADD admits its addresses", ips)}
@@ -119,7 +119,7 @@ func (w *watcher) admit(ctx context.Context, ns, name string, ips []netip.Addr) 
 			return fmt.Errorf("policy-admit: pod %s not in the watcher's informer: %w", key, ctx.Err())
 		}
 	}
-	return sink.Wait(ctx)
+	return syncer.Wait(ctx)
 }
 
 // podEvent is a channel closed at the next pod event (w.mu held).
@@ -163,8 +163,8 @@ func (w *watcher) release(ctx context.Context, ips []netip.Addr) error {
 	w.mu.Lock()
 	w.dropAdmitted(ips, "")
 	w.mu.Unlock()
-	if sink, ok := w.cfg.Syncer.(attachedReader); ok {
-		return sink.Wait(ctx)
+	if syncer, ok := w.cfg.Syncer.(attachedReader); ok {
+		return syncer.Wait(ctx)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import "github.com/cnibox/cnibox/internal/policymodel"
 // first sync's CPU), where one rebuild at the end costs them once. While
 // held, pod and namespace changes keep the sets of the last rebuild up to
 // date; the sets that the held policies bring are filled whole on Release.
-// The model of a held engine is the last rebuild's: hand it to no sink.
+// The model of a held engine is the last rebuild's: hand it to no syncer.
 
 // Hold makes policy changes wait for Release.
 func (e *Engine) Hold() { e.held = true }

@@ -274,10 +274,10 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 	return ended()
 }
 
-// watcher serialises the informers' events into the engine and the sink.
+// watcher serialises the informers' events into the engine and the syncer.
 type watcher struct {
 	cfg     WatchConfig
-	mu      sync.Mutex // every change of the engine and the sink's call
+	mu      sync.Mutex // every change of the engine and the syncer's call
 	e       *Engine
 	ev      *eventer
 	started atomic.Bool // the first full sync is applied

@@ -36,12 +36,12 @@ var admitter = policy.NewAdmitter()
 // agent replaces them in one transaction once its informers have synced.
 func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) error {
 	if !f.networkPolicy {
-		sink, err := policynft.New("")
+		syncer, err := policynft.New("")
 		if err != nil {
 			return fmt.Errorf("network policy: %w", err)
 		}
-		defer sink.Close()
-		if err := sink.Remove(); err != nil {
+		defer syncer.Close()
+		if err := syncer.Remove(); err != nil {
 			return fmt.Errorf("--network-policy=false: %w", err)
 		}
 		if _, err := startDNSProxy(f, nil, log); err != nil { // removes the DNS table
@@ -49,18 +49,18 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		}
 		return nil
 	}
-	sink, err := policySyncer(ctx, f, log)
+	syncer, err := policySyncer(ctx, f, log)
 	if err != nil {
 		return fmt.Errorf("network policy: %w", err)
 	}
 	if health != nil {
-		if err := health.Metrics.Register(sink); err != nil {
+		if err := health.Metrics.Register(syncer); err != nil {
 			return fmt.Errorf("network policy metrics: %w", err)
 		}
 	}
-	sink.IndexTo(f.dataDir)
+	syncer.IndexTo(f.dataDir)
 	bridgedTrafficFiltered(log)
-	stopDNS, err := startDNSProxy(f, sink, log)
+	stopDNS, err := startDNSProxy(f, syncer, log)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		return fmt.Errorf("--dns-service %w", err)
 	}
 	cfg := policy.WatchConfig{
-		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Syncer: sink,
+		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Syncer: syncer,
 		// domainNames: the resolvers the DNS proxy learns from
 		DomainNames: f.clusterNetworkPolicies && f.dnsProxyPort != 0,
 		DNSService:  f.dnsService, DNSResolvers: f.dnsResolvers,
@@ -169,7 +169,7 @@ func bridgedTrafficFiltered(log *slog.Logger) {
 // send it the queries. Otherwise what an earlier agent set up for it is
 // removed. stop closes the proxy; the table and the routing stay (the
 // next agent's proxy takes over the port).
-func startDNSProxy(f *flags, sink *policynft.Syncer, log *slog.Logger) (stop func(), err error) {
+func startDNSProxy(f *flags, syncer *policynft.Syncer, log *slog.Logger) (stop func(), err error) {
 	h, err := netops.Open("")
 	if err != nil {
 		return nil, fmt.Errorf("domainNames: %w", err)
@@ -204,7 +204,7 @@ func startDNSProxy(f *flags, sink *policynft.Syncer, log *slog.Logger) (stop fun
 		dns.Close()
 		return nil, fmt.Errorf("domainNames: the DNS table: %w", err)
 	}
-	sink.WithDNS(dns)
+	syncer.WithDNS(dns)
 	log.Info("domainNames: the DNS proxy listens", "port", port)
 	return func() {
 		proxy.Close()
