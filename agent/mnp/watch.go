@@ -3,6 +3,7 @@
 package mnp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,8 +39,10 @@ type Config struct {
 	DataDir string
 	// Syncer is the agent's syncer of the policy tables (agent/policynft),
 	// which writes the pods' tables on its loop, with its retries and its
-	// resync; nil: Run makes one of its own, run while it runs.
+	// resync; nil: Run makes one of its own, run while it runs, which
+	// writes every pod's table again each Resync (0: 30 s).
 	Syncer *policynft.Syncer
+	Resync time.Duration
 }
 
 // Watcher is the MultiNetworkPolicy input of the policy tables' syncer:
@@ -124,7 +127,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		defer sy.Close()
-		sy.ResyncEvery(resyncEvery)
+		sy.ResyncEvery(cmp.Or(w.cfg.Resync, resyncEvery))
 		w.mu.Lock()
 		w.cfg.Syncer = sy
 		w.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
@@ -145,7 +146,7 @@ func TestWatchKube(t *testing.T) {
 	mkPod("client-a", "n2", "client-a", "192.0.2.1")
 	mkPod("client-b", "n2", "client-b", "192.0.2.3")
 
-	w, err := New(Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, DataDir: dir})
+	w, err := New(Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, DataDir: dir, Resync: 2 * time.Second})
 	must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -156,6 +157,21 @@ func TestWatchKube(t *testing.T) {
 		"spec":{"podSelector":{"matchLabels":{"name":"server"}},"ingress":[{"from":[{"podSelector":{"matchLabels":{"name":"client-a"}}}]}]}}`
 	must(t, cs.CoreV1().RESTClient().Post().AbsPath(mnpPath).Body([]byte(policyJSON)).SetHeader("Content-Type", "application/json").Do(ctx).Error())
 	waitFor("client-a in, client-b out", func() bool { return reach("192.0.2.1") && !reach("192.0.2.3") })
+
+	// Someone in the pod flushes the table's base chains (input, and
+	// output, which judges the replies): client-b gets in; the syncer's
+	// next resync writes the table again (the watcher before compared with
+	// what it had written, and never did).
+	tamper, err := nftables.New(nftables.WithNetNSFd(nsFd(t, srv)))
+	must(t, err)
+	for _, c := range []string{"input", "output"} {
+		tamper.FlushChain(&nftables.Chain{Table: &nftables.Table{Name: nft.MultiTable, Family: nftables.TableFamilyINet}, Name: c})
+	}
+	must(t, tamper.Flush())
+	if !reach("192.0.2.3") { // (or the resync came first)
+		t.Log("client-b not in right after the flush: the table was put back already")
+	}
+	waitFor("the flushed table put back: client-b out", func() bool { return reach("192.0.2.1") && !reach("192.0.2.3") })
 
 	relabel(t, cs, "client-a", "client-c")
 	waitFor("client-a relabelled: out", func() bool { return !reach("192.0.2.1") && !reach("192.0.2.3") })
@@ -186,6 +202,15 @@ func TestWatchKube(t *testing.T) {
 	if ok, err := hs.HasPodPolicy(); err != nil || ok {
 		t.Errorf("server's table after the policy's deletion: %v, %v; want none", ok, err)
 	}
+}
+
+// nsFd is an open descriptor of the namespace at path, closed when the
+// test ends.
+func nsFd(t *testing.T, path string) int {
+	f, err := os.Open(path)
+	must(t, err)
+	t.Cleanup(func() { f.Close() })
+	return int(f.Fd())
 }
 
 func relabel(t *testing.T, cs kubernetes.Interface, name, label string) {

@@ -62,20 +62,13 @@ func (s *Syncer) SetPodSource(src PodSource) {
 }
 
 // PodTablesChanged tells the Syncer that the pods' tables may have
-// changed: Run asks the source at its next sync; before Run, the tables
-// are written at once.
+// changed: Run asks the source at its next sync (a source may call it
+// with its own lock held: nothing is asked before it returns).
 func (s *Syncer) PodTablesChanged() {
 	s.qmu.Lock()
 	s.q.pods = true
-	async := s.async
 	s.qmu.Unlock()
-	if async {
-		s.wake()
-		return
-	}
-	if err := s.syncPods(nil); err != nil {
-		slog.Default().Warn("multi-network policy: pod tables not written (tried again at the next change)", "err", err)
-	}
+	s.wake()
 }
 
 // ApplyPodTable writes pod key's table t at once unless it is the one
