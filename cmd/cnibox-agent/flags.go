@@ -210,7 +210,7 @@ func (f *flags) intFlags() []struct {
 		{&f.flowLogRate, "flow-log-rate", flowlog.DefaultRate, "kube: flow log records a second at most (bursts of 5 seconds' worth); the rest are summed in a suppressed record each second; -1: no limit (cnibox)"},
 		{&f.dnsProxyPort, "dns-proxy-port", 53053, "kube, with --cluster-network-policies: the port of the DNS proxy that learns the addresses of domainNames peers, on every node address (the pods' DNS is sent to it; 0: domainNames peers allow nothing) (cnibox)"},
 		{&f.fastPathPackets, "fast-path-packets", nft.DefaultFastPathAfter, "with --fast-path: the packets (both ways) a connection carries through the forward chains before it is offloaded (cnibox)"},
-		{&f.policyResync, "policy-resync", 300, "kube: replace the whole policy table with the model every this many seconds, putting back what else changed in it (0: never) (cnibox)"},
+		{&f.policyResync, "policy-resync", 300, "kube: replace the whole policy table with the model, and write the pods' MultiNetworkPolicy tables again, every this many seconds, putting back what else changed in them (0: never) (cnibox)"},
 		{&f.verbosity, "v", 0, "number for the log level verbosity (>= 1: debug)"},
 	}
 }
