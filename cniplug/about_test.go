@@ -35,7 +35,7 @@ func TestVersionLine(t *testing.T) {
 }
 
 func TestRoleVersionChecked(t *testing.T) {
-	add := func(context.Context, *Args) (types.Result, error) { return nil, nil }
+	add := func(context.Context, *Args, NoConf) (types.Result, error) { return nil, nil }
 	for v, ok := range map[string]bool{"": true, "1.9.1": true, "10.0.12": true, "v1.9.1": false, "1.9": false, "01.9.1": false, "1.9.1-rc1": false, "1..1": false} {
 		func() {
 			defer func() {
@@ -43,7 +43,7 @@ func TestRoleVersionChecked(t *testing.T) {
 					t.Errorf("Version %q: panic %v, want accepted=%v", v, r, ok)
 				}
 			}()
-			NewRegistry(&Role{Name: "x", Version: v, Add: add})
+			NewRegistry(&Role{Name: "x", Version: v, Verbs: &ConfVerbs[NoConf]{Add: add}})
 		}()
 	}
 }
@@ -118,8 +118,8 @@ func nerdctlGEQ(v [3]uint64, pre string, target [3]uint64) bool {
 // and its "isolated" policy (>= 1.7.1), for every shape of cnibox's build
 // version.
 func TestNerdctlReadsFirewallVersion(t *testing.T) {
-	add := func(context.Context, *Args) (types.Result, error) { return nil, nil }
-	firewall := &Role{Name: "firewall", About: "Firewall.", Add: add}
+	add := func(context.Context, *Args, NoConf) (types.Result, error) { return nil, nil }
+	firewall := &Role{Name: "firewall", About: "Firewall.", Verbs: &ConfVerbs[NoConf]{Add: add}}
 	for _, build := range []string{"", "dev", "v0.4.0", "v0.4.0-12-gabc1234-dirty", "abc1234", "1.2.3+x y"} {
 		var out, errOut bytes.Buffer
 		Main(context.Background(), firewall, Invocation{Getenv: func(string) string { return "" }, Stdin: strings.NewReader(""), Stderr: &errOut, Version: build}, &out)

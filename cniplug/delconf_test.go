@@ -72,13 +72,16 @@ func TestParseForDel(t *testing.T) {
 		}
 		var got conf
 		var seen string
-		err = WithConf(context.Background(), a, parse, func(_ context.Context, a *Args, c conf) error {
+		verb := func(_ context.Context, a *Args, c conf) error {
 			got, seen = c, string(a.StdinData)
 			if a.Conf.Name != "n" || a.Conf.Type != "bridge" {
 				return fmt.Errorf("a.Conf lost the common fields: %+v", a.Conf)
 			}
 			return nil
-		})
+		}
+		v := &ConfVerbs[conf]{Parse: parse, Check: verb, Del: verb,
+			Add: func(ctx context.Context, a *Args, c conf) (types.Result, error) { return nil, verb(ctx, a, c) }}
+		_, err = v.Run(context.Background(), a)
 		return got, seen, stderr.String(), err
 	}
 	head := `{"cniVersion":"1.0.0","name":"n","type":"bridge",`

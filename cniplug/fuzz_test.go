@@ -18,7 +18,7 @@ var documentedCodes = map[uint]bool{1: true, 2: true, 3: true, 4: true, 5: true,
 // MAC, prevResult, GC's list) and answers with one address.
 var parseRole = &Role{
 	Name: "parse",
-	Add: func(_ context.Context, a *Args) (types.Result, error) {
+	Verbs: &ConfVerbs[NoConf]{Add: func(_ context.Context, a *Args, _ NoConf) (types.Result, error) {
 		if _, err := a.RequestedIPs(); err != nil {
 			return nil, err
 		}
@@ -32,9 +32,10 @@ var parseRole = &Role{
 		return &current.Result{CNIVersion: current.ImplementedSpecVersion,
 			IPs: []*current.IPConfig{{Address: net.IPNet{IP: net.IPv4(10, 0, 0, 2), Mask: net.CIDRMask(24, 32)}}}}, nil
 	},
-	Del: func(_ context.Context, a *Args) error {
-		_, err := a.Conf.PrevResult()
-		return err
+		Del: func(_ context.Context, a *Args, _ NoConf) error {
+			_, err := a.Conf.PrevResult()
+			return err
+		},
 	},
 }
 

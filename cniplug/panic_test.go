@@ -18,7 +18,7 @@ import (
 // stdout.
 func TestPanicAnswersJSON(t *testing.T) {
 	undone := false
-	role := &Role{Name: "boom", Add: func(ctx context.Context, a *Args) (res types.Result, err error) {
+	role := &Role{Name: "boom", Verbs: &ConfVerbs[NoConf]{Add: func(ctx context.Context, a *Args, _ NoConf) (res types.Result, err error) {
 		var undo Undo
 		defer undo.Finish(&err)
 		undo.Push(func() { undone = true })
@@ -26,7 +26,7 @@ func TestPanicAnswersJSON(t *testing.T) {
 		//lint:ignore SA5000 the panic this test recovers from
 		m["step"]++ // a bug: assignment to a nil map
 		return nil, nil
-	}}
+	}}}
 	logFile := filepath.Join(t.TempDir(), "cnibox.log")
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_NETNS": "/run/netns/x",
 		"CNI_IFNAME": "eth0", "CNI_PATH": "/opt/cni/bin", "CNIBOX_LOG_FILE": logFile}

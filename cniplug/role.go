@@ -1,20 +1,16 @@
 package cniplug
 
 import (
-	"context"
 	"fmt"
 	"sort"
-
-	"github.com/containernetworking/cni/pkg/types"
 )
 
 // SupportedVersions are the CNI spec versions every role of cnibox speaks.
 var SupportedVersions = []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
-// Role is one CNI plugin that this binary answers as. A verb is answered by
-// its function (Add, Check, Del, GC, Status) when that is set, else by Verbs
-// when that is set; a verb left to neither succeeds without doing anything.
-// Add or Verbs is required.
+// Role is one CNI plugin that this binary answers as. Its verbs are
+// answered by Verbs (a ConfVerbs most often), the one way a role declares
+// them.
 //
 // A role's Role is package-level data: each field a constant, the name of a
 // function or the address of a composite literal of such (Verbs: a
@@ -42,14 +38,7 @@ type Role struct {
 	// or every other call would wait for that query.
 	JoinsCallerStore bool
 
-	Add    func(ctx context.Context, a *Args) (types.Result, error)
-	Check  func(ctx context.Context, a *Args) error
-	Del    func(ctx context.Context, a *Args) error
-	GC     func(ctx context.Context, a *Args) error
-	Status func(ctx context.Context, a *Args) error
-
-	// Verbs answers the verbs whose function above is nil: most roles'
-	// verbs all start by parsing the same config (see ConfVerbs).
+	// Verbs answers the role's verbs (required).
 	Verbs Verbs
 
 	// Commands are subcommands of the role's own name (`dhcp daemon`).
@@ -88,8 +77,8 @@ type Registry struct {
 func NewRegistry(roles ...*Role) *Registry {
 	r := &Registry{byName: make(map[string]*Role, len(roles))}
 	for _, role := range roles {
-		if role.Name == "" || (role.Add == nil && role.Verbs == nil) {
-			panic(fmt.Sprintf("cniplug: role %q has no name, or neither Add nor Verbs", role.Name))
+		if role.Name == "" || role.Verbs == nil {
+			panic(fmt.Sprintf("cniplug: role %q has no name or no Verbs", role.Name))
 		}
 		if role.Version != "" && !isRelease(role.Version) {
 			panic(fmt.Sprintf("cniplug: role %q has Version %q: want MAJOR.MINOR.PATCH", role.Name, role.Version))

@@ -236,7 +236,7 @@ func run(ctx context.Context, role *Role, a *Args, stdin []byte) (types.Result, 
 		return nil, Errorf(types.ErrInvalidEnvironmentVariables, "CNI_ARGS %q: %v (add IgnoreUnknown=1 to pass keys this plugin does not know)", a.RawArgs, err)
 	}
 
-	res, err := role.run(ctx, a)
+	res, err := role.Verbs.Run(ctx, a)
 	if a.Command != "ADD" {
 		return nil, err
 	}

@@ -17,13 +17,15 @@ import (
 func echoRole(seen *[]*Args) *Role {
 	return &Role{
 		Name: "echo",
-		Add: func(_ context.Context, a *Args) (types.Result, error) {
-			*seen = append(*seen, a)
-			return &current.Result{CNIVersion: current.ImplementedSpecVersion,
-				IPs: []*current.IPConfig{{Address: net.IPNet{IP: net.IPv4(10, 0, 0, 2), Mask: net.CIDRMask(24, 32)}}}}, nil
+		Verbs: &ConfVerbs[NoConf]{
+			Add: func(_ context.Context, a *Args, _ NoConf) (types.Result, error) {
+				*seen = append(*seen, a)
+				return &current.Result{CNIVersion: current.ImplementedSpecVersion,
+					IPs: []*current.IPConfig{{Address: net.IPNet{IP: net.IPv4(10, 0, 0, 2), Mask: net.CIDRMask(24, 32)}}}}, nil
+			},
+			Del: func(_ context.Context, a *Args, _ NoConf) error { *seen = append(*seen, a); return nil },
+			GC:  func(_ context.Context, a *Args, _ NoConf) error { *seen = append(*seen, a); return nil },
 		},
-		Del: func(_ context.Context, a *Args) error { *seen = append(*seen, a); return nil },
-		GC:  func(_ context.Context, a *Args) error { *seen = append(*seen, a); return nil },
 	}
 }
 
@@ -160,12 +162,12 @@ func TestMainPrintsErrorJSON(t *testing.T) {
 func TestInProcessDelegation(t *testing.T) {
 	var seen []*Args
 	inner := echoRole(&seen)
-	failing := &Role{Name: "full", Add: func(context.Context, *Args) (types.Result, error) {
+	failing := &Role{Name: "full", Verbs: &ConfVerbs[NoConf]{Add: func(context.Context, *Args, NoConf) (types.Result, error) {
 		return nil, Errorf(CodePoolExhausted, "pool full")
-	}}
+	}}}
 	var got types.Result
 	var delErr error
-	outer := &Role{Name: "outer", Add: func(ctx context.Context, a *Args) (types.Result, error) {
+	outer := &Role{Name: "outer", Verbs: &ConfVerbs[NoConf]{Add: func(ctx context.Context, a *Args, _ NoConf) (types.Result, error) {
 		r, err := a.DelegateAdd(ctx, "echo", []byte(`{"cniVersion":"1.0.0","name":"n","type":"echo"}`))
 		got = r
 		if err != nil {
@@ -174,7 +176,7 @@ func TestInProcessDelegation(t *testing.T) {
 		delErr = a.DelegateDel(ctx, "echo", []byte(`{"cniVersion":"1.0.0","name":"n","type":"echo"}`))
 		_, err = a.DelegateAdd(ctx, "full", []byte(`{"cniVersion":"1.0.0","name":"n","type":"full"}`))
 		return r, err
-	}}
+	}}}
 	reg := NewRegistry(outer, inner, failing)
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c9", "CNI_NETNS": "/run/netns/p", "CNI_IFNAME": "net1", "CNI_PATH": "/nonexistent"}
 	_, err := Invoke(context.Background(), outer, Invocation{Getenv: func(k string) string { return env[k] },
@@ -199,13 +201,13 @@ func TestInProcessDelegation(t *testing.T) {
 // environment (e.g. CNIBOX_DATA_DIR), not the process's, and its own CNI_*.
 func TestDelegateSeesCallerEnv(t *testing.T) {
 	var dataDir, ifname string
-	inner := &Role{Name: "inner", Add: func(_ context.Context, a *Args) (types.Result, error) {
+	inner := &Role{Name: "inner", Verbs: &ConfVerbs[NoConf]{Add: func(_ context.Context, a *Args, _ NoConf) (types.Result, error) {
 		dataDir, ifname = a.Getenv("CNIBOX_DATA_DIR"), a.Getenv("CNI_IFNAME")
 		return &current.Result{CNIVersion: current.ImplementedSpecVersion}, nil
-	}}
-	outer := &Role{Name: "outer", Add: func(ctx context.Context, a *Args) (types.Result, error) {
+	}}}
+	outer := &Role{Name: "outer", Verbs: &ConfVerbs[NoConf]{Add: func(ctx context.Context, a *Args, _ NoConf) (types.Result, error) {
 		return a.DelegateAddAs(ctx, "inner", []byte(`{"cniVersion":"1.0.0","name":"n","type":"inner"}`), "net1")
-	}}
+	}}}
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c", "CNI_NETNS": "/run/netns/p", "CNI_IFNAME": "eth0",
 		"CNI_PATH": "/nonexistent", "CNIBOX_DATA_DIR": "/tmp/caller-only"}
 	_, err := Invoke(context.Background(), outer, Invocation{Getenv: func(k string) string { return env[k] },

@@ -10,46 +10,50 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 )
 
-// TestVerbs: a Role's own function answers its verb, Verbs the rest; a
-// ConfVerbs verb gets the parsed config, a parse error is the answer (DEL
-// goes on without the field it names: ParseForDel), and a verb it leaves
-// nil succeeds without parsing.
+// TestVerbs: a ConfVerbs verb gets the config its parse gives (ParseGC,
+// ParseStatus and ParseDel where set, else Parse), a parse error is the
+// answer (DEL goes on without the field it names: ParseForDel, with its
+// own parse too), and a verb left nil succeeds without parsing.
 func TestVerbs(t *testing.T) {
 	var log []string
 	parseErr := Errorf(types.ErrInvalidNetworkConfig, "config field \"x\": bad")
-	parse := func(a *Args) (string, error) {
-		log = append(log, "parse")
-		if strings.Contains(string(a.StdinData), `"x":"bad"`) {
-			return "", parseErr
+	parser := func(name string) func(a *Args) (string, error) {
+		return func(a *Args) (string, error) {
+			log = append(log, name)
+			if strings.Contains(string(a.StdinData), `"x":"bad"`) {
+				return "", parseErr
+			}
+			return name + " " + a.Conf.Name, nil
 		}
-		return a.Conf.Name, nil
 	}
 	verb := func(name string) func(context.Context, *Args, string) error {
-		return func(_ context.Context, _ *Args, c string) error { log = append(log, name+" "+c); return nil }
+		return func(_ context.Context, _ *Args, c string) error { log = append(log, name+"("+c+")"); return nil }
 	}
 	role := &Role{
 		Name: "verbs",
-		Verbs: &ConfVerbs[string]{Parse: parse, Check: verb("check"), Del: verb("del"),
+		Verbs: &ConfVerbs[string]{Parse: parser("parse"), ParseGC: parser("parseGC"), ParseStatus: Unparsed[string],
+			Check: verb("check"), Del: verb("del"), GC: verb("gc"), Status: verb("status"),
 			Add: func(_ context.Context, _ *Args, c string) (types.Result, error) {
-				log = append(log, "add "+c)
+				log = append(log, "add("+c+")")
 				return &current.Result{CNIVersion: current.ImplementedSpecVersion}, nil
 			}},
-		GC: func(context.Context, *Args) error { log = append(log, "own gc"); return nil },
 	}
 	conf := `{"cniVersion":"1.1.0","name":"n","type":"verbs"}`
+	bad := `{"cniVersion":"1.1.0","name":"n","x":"bad"}`
 	for _, tc := range []struct {
 		cmd, stdin string
 		want       string
 		err        error
 	}{
-		{"ADD", conf, "parse,add n", nil},
-		{"CHECK", conf, "parse,check n", nil},
-		{"DEL", conf, "parse,del n", nil},
-		{"GC", conf, "own gc", nil},
-		{"STATUS", conf, "", nil},
-		{"CHECK", `{"cniVersion":"1.1.0","name":"n","x":"bad"}`, "parse", parseErr},
+		{"ADD", conf, "parse,add(parse n)", nil},
+		{"CHECK", conf, "parse,check(parse n)", nil},
+		{"DEL", conf, "parse,del(parse n)", nil},
+		{"GC", conf, "parseGC,gc(parseGC n)", nil},
+		{"STATUS", bad, "status()", nil}, // Unparsed reads nothing
+		{"CHECK", bad, "parse", parseErr},
+		{"GC", bad, "parseGC", parseErr},
 		// DEL goes on without the refused field (ParseForDel)
-		{"DEL", `{"cniVersion":"1.1.0","name":"n","x":"bad"}`, "parse,parse,del n", nil},
+		{"DEL", bad, "parse,parse,del(parse n)", nil},
 	} {
 		log = nil
 		_, err := call1(t, role, map[string]string{"CNI_COMMAND": tc.cmd}, tc.stdin)
@@ -60,13 +64,28 @@ func TestVerbs(t *testing.T) {
 			t.Errorf("%s ran %q, want %q", tc.cmd, got, tc.want)
 		}
 	}
+
+	// A verb left nil succeeds without parsing; ParseDel is DEL's parse.
+	log = nil
+	role.Verbs = &ConfVerbs[string]{Parse: parser("parse"), ParseDel: parser("parseDel"), Del: verb("del")}
+	for _, cmd := range []string{"CHECK", "GC", "STATUS", "DEL"} {
+		if _, err := call1(t, role, map[string]string{"CNI_COMMAND": cmd}, conf); err != nil {
+			t.Errorf("%s: %v", cmd, err)
+		}
+	}
+	if _, err := call1(t, role, map[string]string{"CNI_COMMAND": "ADD"}, conf); err == nil {
+		t.Error("ADD without Add: no error, want the missing result's")
+	}
+	if got, want := strings.Join(log, ","), "parseDel,del(parseDel n)"; got != want {
+		t.Errorf("ran %q, want %q", got, want)
+	}
 }
 
-// TestRegistryNeedsAdd: a role with neither Add nor Verbs cannot register.
-func TestRegistryNeedsAdd(t *testing.T) {
+// TestRegistryNeedsVerbs: a role without Verbs cannot register.
+func TestRegistryNeedsVerbs(t *testing.T) {
 	defer func() {
 		if recover() == nil {
-			t.Fatal("NewRegistry took a role without Add or Verbs")
+			t.Fatal("NewRegistry took a role without Verbs")
 		}
 	}()
 	NewRegistry(&Role{Name: "empty"})

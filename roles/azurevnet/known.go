@@ -32,7 +32,8 @@ func parseOnly(a *cniplug.Args) error {
 		_, err := parseTransparent(a, z)
 		return err
 	}
-	return bridgeMode.ParseConfig(a)
+	_, err = bridgeMode.ParseConf(a)
+	return err
 }
 
 // transparentKey files the networks of transparent mode, whose host veths

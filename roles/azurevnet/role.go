@@ -39,12 +39,8 @@ var Role = &cniplug.Role{
 		"node routes each pod address to it. \"mode\": \"bridge\" (the default): the pod's veth on bridge \"bridge\" (default " +
 		"azure0) with the node's NIC enslaved once, its addresses and routes moved to the bridge; nftables bridge rules rewrite " +
 		"MACs so the fabric only sees the NIC's. Addresses come from the ipam section (azure-vnet-ipam hands out the NIC's secondary IPs).",
-	Add:    add,
-	Check:  check,
-	Del:    del,
-	GC:     gc,
-	Status: attach.Status,
-	Known:  &known,
+	Verbs: &cniplug.ConfVerbs[cniplug.NoConf]{Add: add, Check: check, Del: del, GC: gc, Status: attach.Status[cniplug.NoConf]},
+	Known: &known,
 }
 
 // bridgeMode is azure-vnet's bridge mode: the bridge role's verbs with
@@ -54,7 +50,7 @@ var bridgeMode = bridge.Verbs{
 	Hooks:    &bridge.Hooks{VethPrefix: VethPrefix, Parse: parse, Attach: attachFabric, Detach: detachFabric, GC: gcFabric},
 }
 
-func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+func add(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) (types.Result, error) {
 	z, err := fields(a)
 	if err != nil {
 		return nil, err
@@ -71,11 +67,11 @@ func add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
 
 // check and gc run the transparent verb when the config says that mode,
 // else the bridge mode's.
-func check(ctx context.Context, a *cniplug.Args) error {
+func check(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	return byMode(ctx, a, checkTransparent, bridgeMode.Check)
 }
 
-func gc(ctx context.Context, a *cniplug.Args) error {
+func gc(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	return byMode(ctx, a, attach.OnHost(gcTransparent), bridgeMode.GC)
 }
 
@@ -100,7 +96,7 @@ func byMode(ctx context.Context, a *cniplug.Args, transparent func(context.Conte
 // config's mode when there is none), so pods added before the config
 // changed mode are still removed whole. A config that ADD would refuse
 // does not stop it (cniplug.ParseForDel).
-func del(ctx context.Context, a *cniplug.Args) error {
+func del(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	z, err := cniplug.ParseForDel(a, fields)
 	if err != nil {
 		return err

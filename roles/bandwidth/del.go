@@ -39,7 +39,7 @@ func bandwidthDel(_ context.Context, a *cniplug.Args, rec Record, found bool) er
 // bandwidthGC tears down the attachments of this network that are not in
 // the valid list, and deletes ifb devices of cnibox's that no record of any
 // network names (left by a crash).
-func bandwidthGC(_ context.Context, a *cniplug.Args) error {
+func bandwidthGC(_ context.Context, a *cniplug.Args, _ *bwLimits) error {
 	return podns.InHost(func(host *netops.Handle) error {
 		// Links before records: ADD writes its record before it creates the
 		// ifb, so every ifb seen here that an ADD is making has its record in

@@ -24,8 +24,8 @@ var Role = &cniplug.Role{
 		"on the host end of the pod's veth, egressRate/egressBurst on an ifb device that the host end's incoming packets " +
 		"are redirected to. Rates are in bits per second, bursts in bits; the \"bandwidth\" capability overrides the config. " +
 		"It runs chained after a veth-based main plugin such as bridge.",
-	Verbs: &chain.Verbs[*bwLimits]{Parse: parseBandwidthConf, Add: bandwidthAdd, Check: bandwidthCheck, Records: &bwRecords},
-	GC:    bandwidthGC,
+	Verbs: &chain.Verbs[*bwLimits]{Parse: parseBandwidthConf, Add: bandwidthAdd, Check: bandwidthCheck, Records: &bwRecords,
+		ParseGC: cniplug.Unparsed[*bwLimits], GC: bandwidthGC},
 
 	Known: &known,
 }

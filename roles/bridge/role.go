@@ -15,17 +15,28 @@ var Role = &cniplug.Role{
 	About: "bridge connects the pod to a Linux bridge on the node with a veth pair: the pod end is CNI_IFNAME, " +
 		"the host end joins the bridge (default cni0). Addresses and routes come from the ipam section; " +
 		"isGateway puts the gateway address on the bridge and ipMasq masquerades the pod's traffic with nftables.",
-	Verbs: &plain,
+	Verbs: &cniplug.ConfVerbs[*Conf]{Parse: parsePlain, Add: add, Check: check, Del: delOnHost, GC: gcOnHost,
+		ParseStatus: cniplug.Unparsed[*Conf], Status: attach.Status[*Conf]},
 
 	Known: &known,
 }
 
-// plain are the bridge role's own verbs: no other defaults, no hooks.
-var plain Verbs
+// parsePlain is the bridge role's own parse: no other defaults, no hooks.
+func parsePlain(a *cniplug.Args) (*Conf, error) { return parseConf(a, Conf{}) }
+
+// delOnHost and gcOnHost are del and gc in the node's namespace.
+func delOnHost(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	return attach.OnHost(del)(ctx, a, c)
+}
+
+func gcOnHost(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	return attach.OnHost(gc)(ctx, a, c)
+}
 
 // Verbs are the bridge plugin's verbs for a role built on it (azure-vnet's
-// bridge mode): its configs start from Defaults, and Hooks adds its own
-// steps (nil: none). A package-level Verbs is data: nothing runs at start-up.
+// bridge mode, whose own verbs call them): its configs start from
+// Defaults, and Hooks adds its own steps (nil: none). A package-level Verbs
+// is data: nothing runs at start-up.
 type Verbs struct {
 	Defaults Conf
 	Hooks    *Hooks
@@ -39,34 +50,39 @@ func (v *Verbs) ParseConf(a *cniplug.Args) (*Conf, error) {
 	return parseConf(a, c)
 }
 
-// Run answers the call's verb as the bridge plugin (a cniplug.Verbs).
-func (v *Verbs) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	hv := attach.HostVerbs[*Conf]{Parse: v.ParseConf, Add: add, Check: check, Del: del, GC: gc}
-	return hv.Run(ctx, a)
-}
-
 // Add is the bridge plugin's ADD.
 func (v *Verbs) Add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, v.ParseConf, add)
+	c, err := v.ParseConf(a)
+	if err != nil {
+		return nil, err
+	}
+	return add(ctx, a, c)
 }
 
-// Del is the bridge plugin's DEL.
+// Del is the bridge plugin's DEL; a config that ADD would refuse does not
+// stop it (cniplug.ParseForDel).
 func (v *Verbs) Del(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, v.ParseConf, attach.OnHost(del))
+	c, err := cniplug.ParseForDel(a, v.ParseConf)
+	if err != nil {
+		return err
+	}
+	return delOnHost(ctx, a, c)
 }
 
 // Check is the bridge plugin's CHECK.
 func (v *Verbs) Check(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, v.ParseConf, check)
+	c, err := v.ParseConf(a)
+	if err != nil {
+		return err
+	}
+	return check(ctx, a, c)
 }
 
 // GC is the bridge plugin's GC.
 func (v *Verbs) GC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, v.ParseConf, attach.OnHost(gc))
-}
-
-// ParseConfig is the parse of ADD, for `cnibox check` (a cniplug.ConfigParser).
-func (v *Verbs) ParseConfig(a *cniplug.Args) error {
-	_, err := v.ParseConf(a)
-	return err
+	c, err := v.ParseConf(a)
+	if err != nil {
+		return err
+	}
+	return gcOnHost(ctx, a, c)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
@@ -33,7 +34,9 @@ var Role = &cniplug.Role{
 	About: "dummy puts a dummy interface into the pod as CNI_IFNAME with the addresses and routes " +
 		"from the ipam section (required): an interface that holds addresses (service or anycast addresses, a " +
 		"VM-in-pod's interface) and carries no traffic.",
-	Verbs: &lower.Own[*lower.Conf]{Spec: &spec, Parse: parse, Add: add, Check: check},
+	Verbs: &cniplug.ConfVerbs[*lower.Conf]{Parse: parse, Add: add, Check: check,
+		ParseDel: parseLower, Del: lower.Del, ParseGC: parseLower, GC: lower.GC,
+		ParseStatus: cniplug.Unparsed[*lower.Conf], Status: attach.Status[*lower.Conf]},
 	Known: &known,
 }
 
@@ -45,6 +48,10 @@ func add(ctx context.Context, a *cniplug.Args, c *lower.Conf) (types.Result, err
 func check(ctx context.Context, a *cniplug.Args, c *lower.Conf) error {
 	return spec.CheckBare(ctx, a, c)
 }
+
+// parseLower reads lower's fields: the parse of DEL and GC, which need no
+// ipam section.
+func parseLower(a *cniplug.Args) (*lower.Conf, error) { return spec.ParseConf(a) }
 
 // parse reads lower's fields once need has passed.
 func parse(a *cniplug.Args) (*lower.Conf, error) {

@@ -20,7 +20,7 @@ import (
 // admin chain with the operators' rules too. Rules of the older layout
 // that the attachment still has go as well. Under firewalld it first
 // unbinds prevResult's addresses from the zone (firewalldDel).
-func firewallDel(ctx context.Context, a *cniplug.Args) error {
+func firewallDel(ctx context.Context, a *cniplug.Args, _ *firewallConf) error {
 	if err := firewalldDel(ctx, a); err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func firewallDel(ctx context.Context, a *cniplug.Args) error {
 
 // firewallGC removes the elements (and older rules) of this network's
 // attachments that are not in the valid list.
-func firewallGC(_ context.Context, a *cniplug.Args) error {
+func firewallGC(_ context.Context, a *cniplug.Args, _ *firewallConf) error {
 	host, err := podns.Host()
 	if err != nil {
 		return err

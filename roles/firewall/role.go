@@ -18,9 +18,8 @@ var Role = &cniplug.Role{
 		"keeps the operators' chain CNI-ADMIN first, and applies ingressPolicy same-bridge or isolated; " +
 		"with backend firewalld (or left out while firewalld runs) it binds the addresses to firewalldZone over D-Bus instead. " +
 		"It is a chained plugin: put it after the main plugin in a conflist.",
-	Verbs: &chain.Verbs[*firewallConf]{Parse: parseConf, Add: firewallAdd, Check: firewallCheck, Status: firewallStatus},
-	Del:   firewallDel,
-	GC:    firewallGC,
+	Verbs: &chain.Verbs[*firewallConf]{Parse: parseConf, Add: firewallAdd, Check: firewallCheck, Status: firewallStatus,
+		ParseDel: cniplug.Unparsed[*firewallConf], Del: firewallDel, ParseGC: cniplug.Unparsed[*firewallConf], GC: firewallGC},
 
 	Known: &known,
 }

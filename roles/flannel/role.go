@@ -24,18 +24,14 @@ var Role = &cniplug.Role{
 		"The delegate config is recorded in cnibox's store and replayed on DEL, so a DEL frees the pod's address " +
 		"even when the record was lost (it is rebuilt from subnet.env). Where flannel's dataDir exists, its record " +
 		"of each sandbox is kept too, so that either plugin deletes pods the other set up.",
-	Add:    flannelAdd,
-	Del:    flannelDel,
-	Check:  flannelCheck,
-	GC:     flannelGC,
-	Status: flannelStatus,
+	Verbs: &cniplug.ConfVerbs[cniplug.NoConf]{Add: flannelAdd, Del: flannelDel, Check: flannelCheck, GC: flannelGC, Status: flannelStatus},
 
 	Known: &known,
 }
 
 const flannelPlugin = "flannel"
 
-func flannelAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+func flannelAdd(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) (types.Result, error) {
 	c, err := parseFlannelConf(a)
 	if err != nil {
 		return nil, err
@@ -142,7 +138,7 @@ func withPrevResult(a *cniplug.Args, conf []byte) ([]byte, error) {
 // flannelDel replays the recorded delegate; without a record, it rebuilds the
 // delegate from subnet.env (or, if that is gone too, from the config alone:
 // host-local releases by owner) so that the pod's address is freed.
-func flannelDel(ctx context.Context, a *cniplug.Args) error {
+func flannelDel(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	typ, conf, found, configOnly, err := flannelDelegate(a, true)
 	if err != nil {
 		if code := cniplug.CodeOf(err); !found && (code == types.ErrDecodingFailure || code == types.ErrInvalidNetworkConfig) {
@@ -180,7 +176,7 @@ func flannelDel(ctx context.Context, a *cniplug.Args) error {
 }
 
 // flannelCheck runs CHECK of the delegate with the recorded config.
-func flannelCheck(ctx context.Context, a *cniplug.Args) error {
+func flannelCheck(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	typ, conf, _, _, err := flannelDelegate(a, false)
 	if err != nil {
 		return err
@@ -197,7 +193,7 @@ func flannelCheck(ctx context.Context, a *cniplug.Args) error {
 // flannelGC forwards GC with the valid list to the delegate built from
 // subnet.env (or, without it, to the config of a record), then drops the
 // records of attachments not in the list.
-func flannelGC(ctx context.Context, a *cniplug.Args) error {
+func flannelGC(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	c, err := parseFlannelConf(a)
 	if err != nil {
 		return err
@@ -269,7 +265,7 @@ func removeScratch(a *cniplug.Args) error {
 
 // flannelStatus is not ready (50) until subnet.env exists; then it is the
 // delegate's STATUS (host-local: are addresses left?).
-func flannelStatus(ctx context.Context, a *cniplug.Args) error {
+func flannelStatus(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	c, err := parseFlannelConf(a)
 	if err != nil {
 		return err

@@ -31,8 +31,8 @@ var Role = &cniplug.Role{
 	About: "host-device moves a device of the node (\"device\", \"hwaddr\", \"kernelpath\", \"pciBusID\" or " +
 		"runtimeConfig.deviceID) into the pod as CNI_IFNAME with the addresses and routes of the ipam section, " +
 		"and on DEL gives it back to the node under its own name with its addresses, MTU, MAC and up state.",
-	Verbs:  &cniplug.ConfVerbs[*conf]{Parse: parse, Add: add, Check: check, Del: del, GC: gc},
-	Status: attach.Status,
+	Verbs: &cniplug.ConfVerbs[*conf]{Parse: parse, Add: add, Check: check, Del: del, GC: gc,
+		ParseStatus: cniplug.Unparsed[*conf], Status: attach.Status[*conf]},
 
 	Known: &known,
 }

@@ -1,8 +1,6 @@
 package hostlocal
 
 import (
-	"context"
-
 	"github.com/cnibox/cnibox/cniplug"
 )
 
@@ -19,19 +17,9 @@ var Role = &cniplug.Role{
 		"round robin, and records them in cnibox's store (in dataDir, $CNIBOX_DATA_DIR or /var/lib/cnibox). " +
 		"It honours requested addresses (CNI_ARGS IP=, args.cni.ips, the ips capability), the ipRanges " +
 		"capability, \"routes\", \"resolvConf\", and cnibox's \"sticky\": true (a pod gets its previous address back).",
-	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadRanges, Add: add, Check: check, Status: status},
-	Del:   cmdDel,
-	GC:    cmdGC,
+	// DEL and GC need only the owners (see loadOwners).
+	Verbs: &cniplug.ConfVerbs[*config]{Parse: loadRanges, Add: add, Check: check, Status: status,
+		ParseDel: loadOwners, Del: del, ParseGC: loadOwners, GC: gc},
 
 	Known: &known,
-}
-
-// DEL and GC need only the owners (see loadOwners): named functions, so that
-// Role is data (see cniplug.Role).
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadOwners, del)
-}
-
-func cmdGC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, loadOwners, gc)
 }

@@ -17,7 +17,7 @@ var Role = &cniplug.Role{
 		"default route, or in a chain the single interface of prevResult; with \"linkInContainer\", an interface of the " +
 		"pod) into the pod as CNI_IFNAME, sharing the master's MAC, with the addresses and routes from the ipam section " +
 		"(or prevResult's). \"mode\" is l2 (default), l3 or l3s.",
-	Verbs: &lower.Ipvlan,
+	Verbs: &lower.IpvlanVerbs,
 
 	Known: &known,
 }

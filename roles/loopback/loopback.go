@@ -17,14 +17,12 @@ import (
 var Role = &cniplug.Role{
 	Name:  "loopback",
 	About: "loopback brings the pod's loopback interface (lo) up on ADD and down on DEL.",
-	Add:   loopbackAdd,
-	Check: loopbackCheck,
-	Del:   loopbackDel,
+	Verbs: &cniplug.ConfVerbs[cniplug.NoConf]{Add: loopbackAdd, Check: loopbackCheck, Del: loopbackDel},
 
 	Known: &known,
 }
 
-func loopbackAdd(_ context.Context, a *cniplug.Args) (types.Result, error) {
+func loopbackAdd(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) (types.Result, error) {
 	h, err := podns.Open(a.Netns)
 	if err != nil {
 		return nil, err
@@ -52,7 +50,7 @@ func loopbackAdd(_ context.Context, a *cniplug.Args) (types.Result, error) {
 }
 
 // loopbackCheck verifies that lo is up in the pod.
-func loopbackCheck(_ context.Context, a *cniplug.Args) error {
+func loopbackCheck(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	return podns.In(a.Netns, func(h *netops.Handle) error {
 		l, err := h.LinkByName("lo")
 		if err != nil {
@@ -65,7 +63,7 @@ func loopbackCheck(_ context.Context, a *cniplug.Args) error {
 	})
 }
 
-func loopbackDel(_ context.Context, a *cniplug.Args) error {
+func loopbackDel(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	if a.Netns == "" {
 		return nil
 	}

@@ -18,7 +18,7 @@ var Role = &cniplug.Role{
 		"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, with its own MAC " +
 		"(\"mac\" or the mac capability) and the addresses and routes from the ipam section: the pod is a host of the " +
 		"master's LAN. \"mode\" is bridge (default), private, vepa, passthru or source.",
-	Verbs: &lower.Macvlan,
+	Verbs: &lower.MacvlanVerbs,
 
 	Known: &known,
 }

@@ -71,7 +71,7 @@ func multiLoad(a *cniplug.Args) (*multiAttachment, error) {
 
 // multiDel deletes every delegate in reverse, going on past failures, and
 // then the record. Every failure is reported; the code is the first one's.
-func multiDel(ctx context.Context, a *cniplug.Args) error {
+func multiDel(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	at, err := multiLoad(a)
 	if err != nil {
 		// No record means no delegate was ever added (the record is
@@ -121,7 +121,7 @@ func multiDel(ctx context.Context, a *cniplug.Args) error {
 
 // multiCheck runs CHECK of every delegate in order and returns the first
 // failure.
-func multiCheck(ctx context.Context, a *cniplug.Args) error {
+func multiCheck(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	at, err := multiLoad(a)
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func multiCheck(ctx context.Context, a *cniplug.Args) error {
 // multiGC deletes the recorded attachments that are not in the valid list
 // (as libcni does with its cache), then forwards GC to every delegate of the
 // config with the valid list mapped to that delegate's interfaces.
-func multiGC(ctx context.Context, a *cniplug.Args) error {
+func multiGC(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	c, err := parseMultiConf(a, "")
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func multiDelStale(ctx context.Context, a *cniplug.Args, c *multiConf, r delegat
 
 // multiStatus forwards STATUS to every delegate and returns the first
 // failure (its code kept: 50 means a delegate is not ready).
-func multiStatus(ctx context.Context, a *cniplug.Args) error {
+func multiStatus(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
 	c, err := parseMultiConf(a, "")
 	if err != nil {
 		return err

@@ -18,14 +18,10 @@ import (
 // first delegate is the primary (CNI_IFNAME, its result is returned); the
 // others get net1, net2, ... or their own "ifname".
 var Role = &cniplug.Role{
-	Name:   multiPlugin,
-	About:  about,
-	Add:    multiAdd,
-	Del:    multiDel,
-	Check:  multiCheck,
-	GC:     multiGC,
-	Status: multiStatus,
-	Known:  &known,
+	Name:  multiPlugin,
+	About: about,
+	Verbs: &verbs,
+	Known: &known,
 }
 
 const multiPlugin = "multi"
@@ -40,19 +36,20 @@ const about = "multi attaches a pod to several networks, Multus style: \"delegat
 const aliasAbout = " is the multi role under Multus' type name: it takes Multus v4's configuration (clusterNetwork, " +
 	"defaultNetworks, delegates, the pod's networks through cnibox-agent). " + about
 
+// verbs are the verbs of multi and its Multus names.
+var verbs = cniplug.ConfVerbs[cniplug.NoConf]{Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus}
+
 // MultusRole and MultusShimRole are the multi role under the type names of
 // Multus' thin plugin and thick shim, so that Multus' own configs
 // ("type": "multus" / "multus-shim") run unchanged.
 var (
 	MultusRole = &cniplug.Role{
 		Name: "multus", About: "multus" + aliasAbout,
-		Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus,
-		Known: &known,
+		Verbs: &verbs, Known: &known,
 	}
 	MultusShimRole = &cniplug.Role{
 		Name: "multus-shim", About: "multus-shim" + aliasAbout,
-		Add: multiAdd, Del: multiDel, Check: multiCheck, GC: multiGC, Status: multiStatus,
-		Known: &known,
+		Verbs: &verbs, Known: &known,
 	}
 )
 
@@ -62,14 +59,10 @@ var (
 var PassthruRole = &cniplug.Role{
 	Name:  passthruPlugin,
 	About: "passthru returns an empty result (the start of Multus' auxiliary chain, auxiliaryCNIChainName) and has nothing to delete or check.",
-	Add: func(_ context.Context, a *cniplug.Args) (types.Result, error) {
+	Verbs: &cniplug.ConfVerbs[cniplug.NoConf]{Add: func(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) (types.Result, error) {
 		return &current.Result{CNIVersion: a.Conf.CNIVersion, Interfaces: []*current.Interface{}, IPs: []*current.IPConfig{}, Routes: []*types.Route{}}, nil
-	},
-	Del:    func(context.Context, *cniplug.Args) error { return nil },
-	Check:  func(context.Context, *cniplug.Args) error { return nil },
-	GC:     func(context.Context, *cniplug.Args) error { return nil },
-	Status: func(context.Context, *cniplug.Args) error { return nil },
-	Known:  &passthruKnown,
+	}},
+	Known: &passthruKnown,
 }
 
 // primaryRC is the runtimeConfig that delegate i gets: the primary network
@@ -83,7 +76,7 @@ func primaryRC(c map[string]any, i int) map[string]any {
 	return nil
 }
 
-func multiAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
+func multiAdd(ctx context.Context, a *cniplug.Args, _ cniplug.NoConf) (types.Result, error) {
 	c, err := parseMultiConf(a, a.IfName)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,6 @@
 package portmap
 
 import (
-	"context"
 	"net"
 	"net/netip"
 
@@ -19,22 +18,11 @@ var Role = &cniplug.Role{
 	About: "portmap forwards ports of the node to the pod, from other hosts, from the node itself (also 127.0.0.1) " +
 		"and from the pod itself (hairpin). It is a chained plugin: put it after the main plugin in a conflist with " +
 		"\"capabilities\": {\"portMappings\": true}; the runtime passes the mappings in runtimeConfig.portMappings.",
-	Verbs:  &chain.Verbs[*portmapConf]{Parse: parseStrict, Add: portmapAdd, Check: portmapCheck},
-	Del:    cmdDel,
-	GC:     cmdGC,
-	Status: func(context.Context, *cniplug.Args) error { return nil },
+	// DEL and GC parse leniently (see parseStrict).
+	Verbs: &chain.Verbs[*portmapConf]{Parse: parseStrict, Add: portmapAdd, Check: portmapCheck,
+		ParseDel: parseLenient, Del: portmapDel, ParseGC: parseLenient, GC: portmapGC},
 
 	Known: &known,
-}
-
-// DEL and GC parse leniently (see parseStrict): named functions, so that
-// Role is data (see cniplug.Role).
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parseLenient, portmapDel)
-}
-
-func cmdGC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, parseLenient, portmapGC)
 }
 
 // podPrefixes returns the pod's first IPv4 and first IPv6 address (with its

@@ -9,7 +9,7 @@ import (
 	"github.com/cnibox/cnibox/cniplug"
 )
 
-// check validates the config (cniplug.WithConf) and, when the runtime
+// check validates the config (the parse of its ConfVerbs) and, when the runtime
 // passes the previous result, that every configured address is in it.
 func check(_ context.Context, a *cniplug.Args, cfg *config) error {
 	prev, err := a.Conf.PrevResult()

@@ -11,7 +11,10 @@
 package tap
 
 import (
+	"context"
+
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
@@ -27,6 +30,18 @@ var Role = &cniplug.Role{
 		"with \"mtu\", \"mac\" (or the mac capability), \"multiQueue\", \"owner\" and \"group\" (who may attach " +
 		"without CAP_NET_ADMIN), \"selinuxContext\", and either the addresses and routes of the ipam section or " +
 		"(\"bridge\") a port of a bridge of the pod.",
-	Verbs: &lower.Own[conf]{Spec: &spec, Parse: parse, Add: add, Check: check},
+	Verbs: &cniplug.ConfVerbs[conf]{Parse: parse, Add: add, Check: check,
+		ParseDel: parseLower, Del: del, ParseGC: parseLower, GC: gc,
+		ParseStatus: cniplug.Unparsed[conf], Status: attach.Status[conf]},
 	Known: &known,
 }
+
+// parseLower reads only lower's fields: DEL and GC are lower's.
+func parseLower(a *cniplug.Args) (conf, error) {
+	lc, err := spec.ParseConf(a)
+	return conf{Conf: lc}, err
+}
+
+// del and gc are lower's.
+func del(ctx context.Context, a *cniplug.Args, c conf) error { return lower.Del(ctx, a, c.Conf) }
+func gc(ctx context.Context, a *cniplug.Args, c conf) error  { return lower.GC(ctx, a, c.Conf) }

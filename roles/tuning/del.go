@@ -77,7 +77,7 @@ func tuningRestore(a *cniplug.Args, rec Record) error {
 
 // tuningGC removes the records of this network's attachments that are not
 // in the valid list; their pods are gone, so there is nothing to restore.
-func tuningGC(_ context.Context, a *cniplug.Args) error {
+func tuningGC(_ context.Context, a *cniplug.Args, _ *tuningSettings) error {
 	st, err := chain.OpenRecords(a)
 	if err != nil || st == nil {
 		return err

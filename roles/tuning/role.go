@@ -27,8 +27,8 @@ var Role = &cniplug.Role{
 	About: "tuning changes network sysctls (net.*) inside the pod and the MAC address, MTU, promiscuous mode, " +
 		"all-multicast mode and transmit queue length of CNI_IFNAME. It runs chained after a main plugin, " +
 		"keeps the previous values in the node's store and restores them on DEL.",
-	Verbs: &chain.Verbs[*tuningSettings]{Parse: parseTuningConf, Add: tuningAdd, Check: tuningCheck, Records: &tuningRecords},
-	GC:    tuningGC,
+	Verbs: &chain.Verbs[*tuningSettings]{Parse: parseTuningConf, Add: tuningAdd, Check: tuningCheck, Records: &tuningRecords,
+		ParseGC: cniplug.Unparsed[*tuningSettings], GC: tuningGC},
 
 	Known: &known,
 }

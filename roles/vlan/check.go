@@ -7,6 +7,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/lower"
 	"github.com/cnibox/cnibox/roles/internal/podns"
 )
 
@@ -14,7 +15,11 @@ import (
 // CHECK) and then checks that the pod's device carries the config's VLAN
 // ID and, when the config sets one, its MTU, as the reference does.
 func check(ctx context.Context, a *cniplug.Args, c conf) error {
-	if err := kind.Check(ctx, a); err != nil {
+	lc, err := kind.ParseConf(a)
+	if err != nil {
+		return err
+	}
+	if err := lower.Check(ctx, a, lc); err != nil {
 		return err
 	}
 	return podns.In(a.Netns, func(pod *netops.Handle) error {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/lower"
 )
 
 // conf is what vlan reads beyond lower's fields (master, mtu,
@@ -12,6 +13,8 @@ import (
 type conf struct {
 	VlanID int
 	MTU    int
+
+	lower *lower.Conf // DEL's and GC's config (parseLower)
 }
 
 // vlanJSON is what vlan decodes beyond lower's fields.

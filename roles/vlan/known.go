@@ -21,5 +21,6 @@ func parseOnly(a *cniplug.Args) error {
 	if _, err := parse(a); err != nil {
 		return err
 	}
-	return kind.ParseConfig(a)
+	_, err := kind.ParseConf(a)
+	return err
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/roles/internal/attach"
 	"github.com/cnibox/cnibox/roles/internal/lower"
 	"github.com/cnibox/cnibox/store"
 )
@@ -34,7 +35,9 @@ var Role = &cniplug.Role{
 	About: "vlan puts an 802.1Q device of a node interface (\"master\", default: the interface of the " +
 		"default route; with \"linkInContainer\", an interface of the pod) into the pod as CNI_IFNAME, tagged with " +
 		"\"vlanId\" (0 to 4094), with the addresses and routes from the ipam section: the pod is a host of that VLAN.",
-	Verbs: &lower.Own[conf]{Spec: &kind, Parse: parse, Add: add, Check: check},
+	Verbs: &cniplug.ConfVerbs[conf]{Parse: parse, Add: add, Check: check,
+		ParseDel: parseLower, Del: del, ParseGC: parseLower, GC: gc,
+		ParseStatus: cniplug.Unparsed[conf], Status: attach.Status[conf]},
 	Known: &known,
 }
 
@@ -48,5 +51,20 @@ func add(ctx context.Context, a *cniplug.Args, c conf) (types.Result, error) {
 		v, err := m.EnsureVlan(netops.VlanOpts{Name: o.Name, Master: o.Master, Into: o.Into, ID: c.VlanID, MTU: o.MTU})
 		return netops.SubLink{Link: v.Link}, err
 	}
-	return s.Add(ctx, a)
+	lc, err := s.ParseConf(a)
+	if err != nil {
+		return nil, err
+	}
+	return lower.Add(ctx, a, lc)
 }
+
+// parseLower reads only lower's fields: DEL and GC are lower's, which
+// need no vlanId.
+func parseLower(a *cniplug.Args) (conf, error) {
+	lc, err := kind.ParseConf(a)
+	return conf{lower: lc}, err
+}
+
+// del and gc are lower's.
+func del(ctx context.Context, a *cniplug.Args, c conf) error { return lower.Del(ctx, a, c.lower) }
+func gc(ctx context.Context, a *cniplug.Args, c conf) error  { return lower.GC(ctx, a, c.lower) }

@@ -21,34 +21,13 @@ var Role = &cniplug.Role{
 	About: "vxlan attaches the pod to cnibox's VXLAN overlay: it reads the lease that cnibox-agent holds for this node " +
 		"(from cnibox's store, or a subnet file) and hands the attachment to the flannel role (bridge + host-local on " +
 		"the node's subnet). Until the agent holds a lease and its device is up, ADD fails with code 11 and STATUS with 50.",
-	Add:    cmdAdd,
-	Del:    cmdDel,
-	Check:  cmdCheck,
-	GC:     cmdGC,
-	Status: cmdStatus,
+	// ADD, CHECK and STATUS need a ready overlay (readyConf), DEL and GC
+	// do not (delegateConf).
+	Verbs: &cniplug.ConfVerbs[[]byte]{Parse: readyBusy, Add: add, Check: check,
+		ParseDel: delegateConf, Del: del, ParseGC: delegateConf, GC: gc,
+		ParseStatus: readyNotReady, Status: status},
 
 	Known: &known,
-}
-
-// The verbs of Role, named functions so that Role is data (see cniplug.Role).
-func cmdAdd(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, readyConf(cniplug.CodeBusy), add)
-}
-
-func cmdDel(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, delegateConf, del)
-}
-
-func cmdCheck(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, readyConf(cniplug.CodeBusy), toFlannel((*cniplug.Args).DelegateCheck))
-}
-
-func cmdGC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, delegateConf, toFlannel((*cniplug.Args).DelegateGC))
-}
-
-func cmdStatus(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, readyConf(cniplug.CodeNotReady), toFlannel((*cniplug.Args).DelegateStatus))
 }
 
 func add(ctx context.Context, a *cniplug.Args, conf []byte) (types.Result, error) {
@@ -69,30 +48,37 @@ func del(ctx context.Context, a *cniplug.Args, conf []byte) error {
 	return nil
 }
 
-// toFlannel adapts one of Args' delegation verbs to a verb that hands the
-// flannel role its config.
-func toFlannel(verb func(a *cniplug.Args, ctx context.Context, typ string, conf []byte) error) func(context.Context, *cniplug.Args, []byte) error {
-	return func(ctx context.Context, a *cniplug.Args, conf []byte) error {
-		return verb(a, ctx, delegateType, conf)
-	}
+// check, gc and status hand the flannel role its config.
+func check(ctx context.Context, a *cniplug.Args, conf []byte) error {
+	return a.DelegateCheck(ctx, delegateType, conf)
 }
 
-// readyConf returns the "parse" of ADD, CHECK and STATUS: the flannel config
-// with the subnet file of the agent's lease, once the overlay is ready; a
-// not-ready overlay is the error with notReady's code (11 busy, 50 on
-// STATUS).
-func readyConf(notReady uint) func(*cniplug.Args) ([]byte, error) {
-	return func(a *cniplug.Args) ([]byte, error) {
-		c, err := parseConf(a)
-		if err != nil {
-			return nil, err
-		}
-		l, err := findLease(a, c)
-		if err != nil {
-			return nil, readyErr(err, notReady)
-		}
-		return flannelConf(a.StdinData, l.subnetFile)
+func gc(ctx context.Context, a *cniplug.Args, conf []byte) error {
+	return a.DelegateGC(ctx, delegateType, conf)
+}
+
+func status(ctx context.Context, a *cniplug.Args, conf []byte) error {
+	return a.DelegateStatus(ctx, delegateType, conf)
+}
+
+// readyBusy and readyNotReady are the parse of ADD and CHECK, and of STATUS
+// (see readyConf).
+func readyBusy(a *cniplug.Args) ([]byte, error)     { return readyConf(a, cniplug.CodeBusy) }
+func readyNotReady(a *cniplug.Args) ([]byte, error) { return readyConf(a, cniplug.CodeNotReady) }
+
+// readyConf is the flannel config with the subnet file of the agent's
+// lease, once the overlay is ready; a not-ready overlay is the error with
+// notReady's code (11 busy, 50 on STATUS).
+func readyConf(a *cniplug.Args, notReady uint) ([]byte, error) {
+	c, err := parseConf(a)
+	if err != nil {
+		return nil, err
 	}
+	l, err := findLease(a, c)
+	if err != nil {
+		return nil, readyErr(err, notReady)
+	}
+	return flannelConf(a.StdinData, l.subnetFile)
 }
 
 // delegateConf is the flannel config for DEL and GC, which must work whether

@@ -68,8 +68,10 @@ func FinishGC(ctx context.Context, a *cniplug.Args, dataDir string, stale []stor
 	return nil
 }
 
-// Status is ready when the IPAM plugin is (or there is none).
-func Status(ctx context.Context, a *cniplug.Args) error {
+// Status is ready when the IPAM plugin is (or there is none). It reads
+// no field of the role's config C but the ipam section's type: a role's
+// ConfVerbs names it with ParseStatus cniplug.Unparsed[C].
+func Status[C any](ctx context.Context, a *cniplug.Args, _ C) error {
 	if a.Conf.IPAM.Type == "" {
 		return nil
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net"
 
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/podns"
@@ -24,33 +22,13 @@ func OpenNamespaces(netns string) (pod, host *netops.Handle, err error) {
 	return pod, host, nil
 }
 
-// OnHost adapts a verb that works in the node's namespace to one for
-// cniplug.WithConf: it opens the namespace (code 5 when it cannot) and
+// OnHost adapts a verb that works in the node's namespace to one of
+// cniplug.ConfVerbs: it opens the namespace (code 5 when it cannot) and
 // closes it when the verb is done.
 func OnHost[C any](verb func(context.Context, *cniplug.Args, C, *netops.Handle) error) func(context.Context, *cniplug.Args, C) error {
 	return func(ctx context.Context, a *cniplug.Args, c C) error {
 		return podns.InHost(func(host *netops.Handle) error { return verb(ctx, a, c, host) })
 	}
-}
-
-// HostVerbs are the verbs (a cniplug.Verbs) of a role whose DEL and GC work
-// in the node's namespace (see OnHost) and whose STATUS is Status: ADD,
-// CHECK, DEL and GC get the config Parse gives, as cniplug.ConfVerbs.
-type HostVerbs[C any] struct {
-	Parse func(*cniplug.Args) (C, error)
-	Add   func(context.Context, *cniplug.Args, C) (types.Result, error)
-	Check func(context.Context, *cniplug.Args, C) error
-	Del   func(context.Context, *cniplug.Args, C, *netops.Handle) error
-	GC    func(context.Context, *cniplug.Args, C, *netops.Handle) error
-}
-
-// Run answers the call's verb with v's function for it.
-func (v *HostVerbs[C]) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	if a.Command == "STATUS" {
-		return nil, Status(ctx, a)
-	}
-	cv := cniplug.ConfVerbs[C]{Parse: v.Parse, Add: v.Add, Check: v.Check, Del: OnHost(v.Del), GC: OnHost(v.GC)}
-	return cv.Run(ctx, a)
 }
 
 // VethADD is where the ADD of a veth attachment starts: the pod's namespace

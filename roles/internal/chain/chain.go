@@ -17,16 +17,19 @@ import (
 
 // Verbs are a chained role's verbs (a cniplug.Verbs): ADD and CHECK get the
 // parsed config and prevResult (see Add and Check), DEL, GC and STATUS the
-// config as cniplug.ConfVerbs gives it; with Records, DEL is Records' (see
-// Records.Del) and Del is not used.
+// config as cniplug.ConfVerbs gives it (with ParseDel and ParseGC as
+// there); with Records, DEL is Records' (see Records.Del) and Del is not
+// used.
 type Verbs[C any] struct {
-	Parse   func(*cniplug.Args) (C, error)
-	Add     func(context.Context, *cniplug.Args, C, *current.Result) (types.Result, error)
-	Check   func(context.Context, *cniplug.Args, C, *current.Result) error
-	Del     func(context.Context, *cniplug.Args, C) error
-	GC      func(context.Context, *cniplug.Args, C) error
-	Status  func(context.Context, *cniplug.Args, C) error
-	Records interface {
+	Parse    func(*cniplug.Args) (C, error)
+	ParseDel func(*cniplug.Args) (C, error)
+	ParseGC  func(*cniplug.Args) (C, error)
+	Add      func(context.Context, *cniplug.Args, C, *current.Result) (types.Result, error)
+	Check    func(context.Context, *cniplug.Args, C, *current.Result) error
+	Del      func(context.Context, *cniplug.Args, C) error
+	GC       func(context.Context, *cniplug.Args, C) error
+	Status   func(context.Context, *cniplug.Args, C) error
+	Records  interface {
 		Del(context.Context, *cniplug.Args) error
 	}
 }
@@ -46,7 +49,7 @@ func (v *Verbs[C]) Run(ctx context.Context, a *cniplug.Args) (types.Result, erro
 	case a.Command == "DEL" && v.Records != nil:
 		return nil, v.Records.Del(ctx, a)
 	}
-	rest := cniplug.ConfVerbs[C]{Parse: v.Parse, Del: v.Del, GC: v.GC, Status: v.Status}
+	rest := cniplug.ConfVerbs[C]{Parse: v.Parse, ParseDel: v.ParseDel, ParseGC: v.ParseGC, Del: v.Del, GC: v.GC, Status: v.Status}
 	return rest.Run(ctx, a)
 }
 

@@ -33,7 +33,7 @@ import (
 // prevResult on.
 var TestRole = &cniplug.Role{
 	Name: "cnibox-test-fail",
-	Add: func(_ context.Context, a *cniplug.Args) (types.Result, error) {
+	Verbs: &cniplug.ConfVerbs[cniplug.NoConf]{Add: func(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) (types.Result, error) {
 		if flag(a, "failAdd") {
 			return nil, cniplug.Errorf(types.ErrIOFailure, "cnibox-test-fail: ADD fails as asked")
 		}
@@ -43,17 +43,18 @@ var TestRole = &cniplug.Role{
 		}
 		return &current.Result{CNIVersion: current.ImplementedSpecVersion}, nil
 	},
-	Del: func(_ context.Context, a *cniplug.Args) error {
-		if flag(a, "failDel") {
-			return cniplug.Errorf(types.ErrIOFailure, "cnibox-test-fail: DEL fails as asked")
-		}
-		return nil
-	},
-	Status: func(_ context.Context, a *cniplug.Args) error {
-		if flag(a, "failStatus") {
-			return cniplug.Errorf(cniplug.CodeNotReady, "cnibox-test-fail: not ready as asked")
-		}
-		return nil
+		Del: func(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
+			if flag(a, "failDel") {
+				return cniplug.Errorf(types.ErrIOFailure, "cnibox-test-fail: DEL fails as asked")
+			}
+			return nil
+		},
+		Status: func(_ context.Context, a *cniplug.Args, _ cniplug.NoConf) error {
+			if flag(a, "failStatus") {
+				return cniplug.Errorf(cniplug.CodeNotReady, "cnibox-test-fail: not ready as asked")
+			}
+			return nil
+		},
 	},
 }
 

@@ -29,13 +29,14 @@ type Conf struct {
 	// is outside the pod (vethMaster).
 	AllowVethMaster bool `json:"allowVethMaster,omitempty"`
 
-	mac net.HardwareAddr // the MAC asked for, by whichever source wins
+	mac  net.HardwareAddr // the MAC asked for, by whichever source wins
+	spec *Spec            // the kind whose parse made the Conf
 }
 
 // parseConf decodes and validates the fields of stdin. The master is
 // resolved later (resolveMaster): it needs the kernel.
 func (s *Spec) parseConf(a *cniplug.Args) (*Conf, error) {
-	var c Conf
+	c := Conf{spec: s}
 	if err := cniplug.DecodeConf(s.Kind+" config", a.StdinData, &c); err != nil {
 		return nil, err
 	}

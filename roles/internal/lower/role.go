@@ -37,54 +37,39 @@ type Spec struct {
 	Record func(*store.Endpoint)
 }
 
-// Run answers the call's verb as s's role (a cniplug.Verbs, which a Role
-// names as &spec: a Role is data, see cniplug.Role): Add and Check are those
-// of a device on a master (a masterless kind uses AddBare and CheckBare, see
-// Own), Del and GC every kind's, STATUS attach.Status.
-func (s *Spec) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	if a.Command == "ADD" {
-		return s.Add(ctx, a)
-	}
-	return nil, cniplug.Pick(a.Command, s.Check, s.Del, s.GC, attach.Status)(ctx, a)
+// MacvlanVerbs and IpvlanVerbs are the verbs of the macvlan and ipvlan
+// roles: ADD and CHECK those of a device on a master, DEL and GC every
+// kind's, STATUS attach.Status. A role that makes its device its own way
+// (vlan, tap, dummy) names Del and GC with its own ADD and CHECK.
+var (
+	MacvlanVerbs = cniplug.ConfVerbs[*Conf]{Parse: parseMacvlan, Add: Add, Check: Check, Del: Del, GC: GC,
+		ParseStatus: cniplug.Unparsed[*Conf], Status: attach.Status[*Conf]}
+	IpvlanVerbs = cniplug.ConfVerbs[*Conf]{Parse: parseIpvlan, Add: Add, Check: Check, Del: Del, GC: GC,
+		ParseStatus: cniplug.Unparsed[*Conf], Status: attach.Status[*Conf]}
+)
+
+func parseMacvlan(a *cniplug.Args) (*Conf, error) { return Macvlan.parseConf(a) }
+func parseIpvlan(a *cniplug.Args) (*Conf, error)  { return Ipvlan.parseConf(a) }
+
+// Add is the ADD of a device of c's kind (the Spec that parsed c) on a
+// master.
+func Add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
+	return c.spec.add(ctx, a, c)
 }
 
-// Own are the verbs (a cniplug.Verbs) of a role that makes and checks its
-// device its own way (vlan, tap, dummy): ADD and CHECK are its own, on the
-// config C that Parse gives; DEL, GC and STATUS are Spec's (see Spec.Run).
-type Own[C any] struct {
-	Spec  *Spec
-	Parse func(*cniplug.Args) (C, error)
-	Add   func(context.Context, *cniplug.Args, C) (types.Result, error)
-	Check func(context.Context, *cniplug.Args, C) error
-}
-
-// Run answers the call's verb with o's function for it, else o.Spec's.
-func (o *Own[C]) Run(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	if a.Command == "ADD" || a.Command == "CHECK" {
-		own := cniplug.ConfVerbs[C]{Parse: o.Parse, Add: o.Add, Check: o.Check}
-		return own.Run(ctx, a)
-	}
-	return o.Spec.Run(ctx, a)
-}
-
-// Add is the ADD of a device on a master (see Run).
-func (s *Spec) Add(ctx context.Context, a *cniplug.Args) (types.Result, error) {
-	return cniplug.AddWithConf(ctx, a, s.parseConf, s.add)
-}
-
-// Check is the CHECK of s's role; see Add.
-func (s *Spec) Check(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, s.parseConf, s.check)
+// Check is the CHECK of a device of c's kind on a master.
+func Check(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	return c.spec.check(ctx, a, c)
 }
 
 // Del is the DEL of every kind: the addresses and the record go, then the
-// pod's device when it is of s's kind.
-func (s *Spec) Del(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, s.parseConf, s.del)
+// pod's device when it is of c's kind.
+func Del(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	return c.spec.del(ctx, a, c)
 }
 
-// GC is the GC of every kind: the devices of s's kind and the records of
+// GC is the GC of every kind: the devices of c's kind and the records of
 // the network's stale attachments go, then IPAM's GC runs.
-func (s *Spec) GC(ctx context.Context, a *cniplug.Args) error {
-	return cniplug.WithConf(ctx, a, s.parseConf, s.gc)
+func GC(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	return c.spec.gc(ctx, a, c)
 }
