@@ -236,14 +236,11 @@ func commands(o Options) []*ucli.Command {
 				"IFNAME, NETWORK, TOOK and RESULT (ok, or ERROR code: message). The rotated files are read oldest\n" +
 				"first, then the live one. --follow alone shows new calls as they come; with --since, from then on.\n" +
 				"Ctrl-C ends it. Example: cnibox logs --container 3f2a --since 1h",
-			Flags: []ucli.Flag{
+			Flags: logReaderFlags("calls",
 				&ucli.StringFlag{Name: "file", Usage: "log file (default $CNIBOX_LOG_FILE or " + cniplug.DefaultLogFile + ")"},
 				&ucli.StringFlag{Name: "container", Usage: "only calls whose container ID starts with `ID`"},
-				&ucli.DurationFlag{Name: "since", Usage: "only calls in the last `DURATION` (e.g. 30m)"},
 				&ucli.BoolFlag{Name: "errors", Usage: "only failed calls"},
-				&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep reading: show calls as they are logged (across rotations), until Ctrl-C"},
-				&ucli.BoolFlag{Name: "json", Usage: "print the records as JSON lines"},
-			},
+			),
 			Action: runLogs,
 		},
 		{
@@ -260,16 +257,13 @@ func commands(o Options) []*ucli.Command {
 				"Example: cnibox flows --verdict deny --namespace shop --since 10m\n" +
 				"Example: kubectl -n kube-system exec ds/cnibox -- cnibox flows --follow --pod shop/web-0\n" +
 				"Example: cnibox flows --verdict staged-deny --json | jq .policy.name",
-			Flags: []ucli.Flag{
+			Flags: logReaderFlags("flows",
 				&ucli.StringFlag{Name: "file", Value: flowlog.DefaultPath, Usage: "the flow log"},
 				&ucli.StringFlag{Name: "namespace", Usage: "only flows whose source or destination is in namespace `NS`"},
 				&ucli.StringFlag{Name: "pod", Usage: "only flows from or to this pod, `NS/NAME` (or NAME in any namespace)"},
 				&ucli.StringFlag{Name: "verdict", Usage: "only this `VERDICT`: allow, deny, staged-allow, staged-deny, suppressed"},
 				&ucli.StringFlag{Name: "policy", Usage: "only flows this policy decided (or isolated), `NAME` or NS/NAME"},
-				&ucli.DurationFlag{Name: "since", Usage: "only flows in the last `DURATION` (e.g. 30m)"},
-				&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep showing new flows, across rotations, until interrupted"},
-				&ucli.BoolFlag{Name: "json", Usage: "print the records as they are in the file, one JSON object a line"},
-			},
+			),
 			Action: runFlows,
 		},
 		{

@@ -55,3 +55,14 @@ func (t *logTable) run(c *ucli.Context, read, follow func(ctx context.Context) e
 	defer stop()
 	return follow(ctx)
 }
+
+// logReaderFlags are the flags of a command that reads a rotated log as
+// logTable prints it (logs, flows): the log's file and filters, then
+// --since, --follow and --json; what names its records ("calls").
+func logReaderFlags(what string, fileAndFilters ...ucli.Flag) []ucli.Flag {
+	return append(fileAndFilters,
+		&ucli.DurationFlag{Name: "since", Usage: "only " + what + " in the last `DURATION` (e.g. 30m)"},
+		&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep reading: show new " + what + " as they are written (across rotations), until Ctrl-C"},
+		&ucli.BoolFlag{Name: "json", Usage: "print the records as they are in the file, one JSON object a line"},
+	)
+}

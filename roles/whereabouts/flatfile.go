@@ -1,6 +1,7 @@
 package whereabouts
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"os"
@@ -52,21 +53,16 @@ func mergeFlatFile(in *ipamJSON) error {
 
 // fill copies into in each field of flat that in leaves empty.
 func fill(in, flat *ipamJSON) {
-	str := func(dst *string, src string) {
-		if *dst == "" {
-			*dst = src
-		}
-	}
-	str(&in.Range, flat.Range)
-	str(&in.RangeStart, flat.RangeStart)
-	str(&in.RangeEnd, flat.RangeEnd)
-	str(&in.NetworkName, flat.NetworkName)
-	str(&in.NodeSliceSize, flat.NodeSliceSize)
-	str(&in.Gateway, flat.Gateway)
-	str(&in.LogFile, flat.LogFile)
-	str(&in.LogLevel, flat.LogLevel)
-	str(&in.AgentSocket, flat.AgentSocket)
-	str(&in.DataDir, flat.DataDir)
+	in.Range = cmp.Or(in.Range, flat.Range)
+	in.RangeStart = cmp.Or(in.RangeStart, flat.RangeStart)
+	in.RangeEnd = cmp.Or(in.RangeEnd, flat.RangeEnd)
+	in.NetworkName = cmp.Or(in.NetworkName, flat.NetworkName)
+	in.NodeSliceSize = cmp.Or(in.NodeSliceSize, flat.NodeSliceSize)
+	in.Gateway = cmp.Or(in.Gateway, flat.Gateway)
+	in.LogFile = cmp.Or(in.LogFile, flat.LogFile)
+	in.LogLevel = cmp.Or(in.LogLevel, flat.LogLevel)
+	in.AgentSocket = cmp.Or(in.AgentSocket, flat.AgentSocket)
+	in.DataDir = cmp.Or(in.DataDir, flat.DataDir)
 	if in.Exclude == nil {
 		in.Exclude = flat.Exclude
 	}
