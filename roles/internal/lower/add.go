@@ -14,7 +14,10 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-func (s *Spec) add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
+// Add is the ADD of a device of c's kind (the Spec that parsed c) on a
+// master.
+func Add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
+	s := c.spec
 	prev, err := s.fromPrev(a, c)
 	if err != nil {
 		return nil, err

@@ -9,10 +9,12 @@ import (
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
-// check verifies the attachment against prevResult: the master exists, the
-// pod's device is of the kind and mode of the config, up, with the MAC,
-// addresses and routes of the ADD result.
-func (s *Spec) check(ctx context.Context, a *cniplug.Args, c *Conf) error {
+// Check is the CHECK of a device of c's kind on a master: the attachment
+// against prevResult: the master exists, the pod's device is of the kind
+// and mode of the config, up, with the MAC, addresses and routes of the
+// ADD result.
+func Check(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	s := c.spec
 	if _, err := s.fromPrev(a, c); err != nil {
 		return err
 	}

@@ -10,10 +10,12 @@ import (
 	"github.com/cnibox/cnibox/roles/internal/attach"
 )
 
-// del frees the addresses and the endpoint record, then deletes the pod's
-// device. Everything already gone counts as removed; with the pod's
-// namespace gone, its device went with it.
-func (s *Spec) del(ctx context.Context, a *cniplug.Args, c *Conf) error {
+// Del is the DEL of every kind: it frees the addresses and the endpoint
+// record, then deletes the pod's device of c's kind. Everything already
+// gone counts as removed; with the pod's namespace gone, its device went
+// with it.
+func Del(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	s := c.spec
 	if err := attach.Release(ctx, a, c.DataDir, nil); err != nil {
 		return err
 	}
@@ -25,10 +27,12 @@ func (s *Spec) del(ctx context.Context, a *cniplug.Args, c *Conf) error {
 	return nil
 }
 
-// gc deletes the devices of this network's attachments that are not in the
-// valid list (when their namespace still exists) and their records; then GC
-// of the IPAM plugin frees their addresses.
-func (s *Spec) gc(ctx context.Context, a *cniplug.Args, c *Conf) error {
+// GC is the GC of every kind: it deletes the devices (of c's kind) of this
+// network's attachments that are not in the valid list (when their
+// namespace still exists) and their records; then GC of the IPAM plugin
+// frees their addresses.
+func GC(ctx context.Context, a *cniplug.Args, c *Conf) error {
+	s := c.spec
 	_, stale, err := attach.Endpoints(a, c.DataDir)
 	if err != nil {
 		return err

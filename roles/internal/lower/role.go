@@ -1,10 +1,6 @@
 package lower
 
 import (
-	"context"
-
-	"github.com/containernetworking/cni/pkg/types"
-
 	"github.com/cnibox/cnibox/cniplug"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/roles/internal/attach"
@@ -50,26 +46,3 @@ var (
 
 func parseMacvlan(a *cniplug.Args) (*Conf, error) { return Macvlan.parseConf(a) }
 func parseIpvlan(a *cniplug.Args) (*Conf, error)  { return Ipvlan.parseConf(a) }
-
-// Add is the ADD of a device of c's kind (the Spec that parsed c) on a
-// master.
-func Add(ctx context.Context, a *cniplug.Args, c *Conf) (types.Result, error) {
-	return c.spec.add(ctx, a, c)
-}
-
-// Check is the CHECK of a device of c's kind on a master.
-func Check(ctx context.Context, a *cniplug.Args, c *Conf) error {
-	return c.spec.check(ctx, a, c)
-}
-
-// Del is the DEL of every kind: the addresses and the record go, then the
-// pod's device when it is of c's kind.
-func Del(ctx context.Context, a *cniplug.Args, c *Conf) error {
-	return c.spec.del(ctx, a, c)
-}
-
-// GC is the GC of every kind: the devices of c's kind and the records of
-// the network's stale attachments go, then IPAM's GC runs.
-func GC(ctx context.Context, a *cniplug.Args, c *Conf) error {
-	return c.spec.gc(ctx, a, c)
-}
