@@ -12,8 +12,9 @@ import (
 // packet's addresses back into the policy, the rule and the pods, for
 // the flow log's record.
 
-// Verdict is what a logged verdict was about.
-type Verdict struct {
+// Attribution is what a logged verdict was about: the policy, rule and pods
+// behind it (the verdict itself is the record's, flowlog.Verdict).
+type Attribution struct {
 	Direction policymodel.Direction
 	// Policy is the deciding policy's ID ("np/<ns>/<name>",
 	// "cnp/<name>"), Rule its rule's index; for a drop by a
@@ -58,12 +59,12 @@ func (e *Engine) snapshot(addrs ...netip.Addr) *snapshot {
 // Describe describes a verdict the table logged with counter, for a packet
 // from src to dst; ok is false for a counter the model has no rule of (a
 // rule changed since the packet was logged).
-func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
+func (e *Engine) Describe(counter string, src, dst netip.Addr) (v Attribution, ok bool) {
 	return e.snapshot(src, dst).Describe(counter, src, dst)
 }
 
 // Describe is Engine.Describe on the snapshot.
-func (s *snapshot) Describe(counter string, src, dst netip.Addr) (v Verdict, ok bool) {
+func (s *snapshot) Describe(counter string, src, dst netip.Addr) (v Attribution, ok bool) {
 	v.Src, v.Dst = s.pods[src], s.pods[dst]
 	switch kind, dir := policymodel.ParseKey(counter); kind {
 	case policymodel.KeyDefault:

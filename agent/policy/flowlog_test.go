@@ -84,13 +84,13 @@ func TestDescribe(t *testing.T) {
 				{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 81)}}}}),
 	}, nil))
 	v, ok := e.Describe(policymodel.ShortID("np/x/web/ingress/1"), ip("z", "b"), ip("x", "a"))
-	want := Verdict{Direction: policymodel.Ingress, Policy: "np/x/web", Tier: policymodel.TierNetworkPolicy, Rule: 1,
+	want := Attribution{Direction: policymodel.Ingress, Policy: "np/x/web", Tier: policymodel.TierNetworkPolicy, Rule: 1,
 		Src: PodRef{"z", "b"}, Dst: PodRef{"x", "a"}}
 	if !ok || !reflect.DeepEqual(v, want) {
 		t.Errorf("rule 1 of np/x/web: %+v %v, want %+v", v, ok, want)
 	}
 	v, ok = e.Describe("iso-in", netip.MustParseAddr("192.0.2.1"), ip("x", "a"))
-	want = Verdict{Direction: policymodel.Ingress, Isolating: []string{"np/x/web"}, Dst: PodRef{"x", "a"}}
+	want = Attribution{Direction: policymodel.Ingress, Isolating: []string{"np/x/web"}, Dst: PodRef{"x", "a"}}
 	if !ok || !reflect.DeepEqual(v, want) {
 		t.Errorf("isolation: %+v %v, want %+v", v, ok, want)
 	}

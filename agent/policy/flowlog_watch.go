@@ -170,7 +170,7 @@ func (s *snapshot) stagedRecord(ev verdicts.Event, rec flowlog.Record, st *stage
 	if sv.Allowed {
 		rec.Verdict = flowlog.StagedAllow
 	}
-	v := Verdict{Direction: dir}
+	v := Attribution{Direction: dir}
 	if sv.Rule == "" { // the staged rules' isolation
 		for _, p := range staged.Tiers(dir).NetworkPolicy {
 			if set := s.m.Sets[p.Subject]; set != nil && set.Contains(self) {
@@ -217,7 +217,7 @@ func (s *snapshot) record(ev verdicts.Event) flowlog.Record {
 }
 
 // recordPolicy is the record's policy of v.
-func recordPolicy(v Verdict) *flowlog.Policy {
+func recordPolicy(v Attribution) *flowlog.Policy {
 	if v.Policy == "" { // a NetworkPolicy's isolation
 		p := &flowlog.Policy{Kind: flowlog.KindNetworkPolicy, Rule: flowlog.RuleIsolation}
 		for _, id := range v.Isolating {
