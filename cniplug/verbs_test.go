@@ -3,6 +3,7 @@ package cniplug
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,4 +90,29 @@ func TestRegistryNeedsVerbs(t *testing.T) {
 		}
 	}()
 	NewRegistry(&Role{Name: "empty"})
+}
+
+// TestVerbDepth: a role's verb runs right under ConfVerbs.Run, which run
+// calls: no adapter layer between cniplug and the role (issue 61: a bridge
+// ADD went through four, each only forwarding).
+func TestVerbDepth(t *testing.T) {
+	var chain []string
+	role := &Role{Name: "depth", Verbs: &ConfVerbs[NoConf]{Add: func(context.Context, *Args, NoConf) (types.Result, error) {
+		pcs := make([]uintptr, 64)
+		frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)]) // from this verb's caller out
+		for {
+			f, more := frames.Next()
+			chain = append(chain, strings.TrimPrefix(f.Function, "github.com/cnibox/cnibox/cniplug."))
+			if !more || strings.HasSuffix(f.Function, "cniplug.Invoke") {
+				break
+			}
+		}
+		return &current.Result{CNIVersion: current.ImplementedSpecVersion}, nil
+	}}}
+	if _, err := call1(t, role, map[string]string{"CNI_COMMAND": "ADD"}, `{"cniVersion":"1.1.0","name":"n","type":"depth"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(chain, " <- "), "(*ConfVerbs[...]).Run <- run <- Invoke"; got != want {
+		t.Errorf("the role's ADD is called by %s, want %s", got, want)
+	}
 }
