@@ -256,7 +256,7 @@ func (s *Syncer) commit(b *batch) error {
 		s.beforeCommit()
 	}
 	s.mu.Lock()
-	b.c.Resolved, b.c.Closed = b.live, closed(s.live, b.live)
+	b.c.Resolved, b.c.ToPending = b.live, closed(s.live, b.live)
 	start := time.Now()
 	err := s.h.ApplyPolicy(b.c)
 	s.stats.LastSync = time.Since(start)

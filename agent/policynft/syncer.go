@@ -45,7 +45,7 @@ type Syncer struct {
 	stats  Stats
 	rules  map[string]ruleInfo // by counter name
 	// live: the addresses the last transaction placed (localAddrs); those
-	// the next model no longer has are closed (nft.PolicyChange.Closed).
+	// the next model no longer has are closed (nft.PolicyChange.ToPending).
 	live []netip.Addr
 	// index: record the store's policy index in indexDir (IndexTo).
 	index    bool
@@ -241,7 +241,7 @@ func localAddrs(m *policymodel.Model) []netip.Addr {
 
 // closed are the addresses of was that now does not hold: pods of the node
 // that left the API (force-deleted ones may still run) or finished, whose
-// addresses stay closed until their DEL (nft.PolicyChange.Closed).
+// addresses stay closed until their DEL (nft.PolicyChange.ToPending).
 func closed(was, now []netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range was {

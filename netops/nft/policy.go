@@ -97,12 +97,13 @@ type PolicyChange struct {
 	// Resolved are removed from the pending set (those not in it are
 	// ignored).
 	Resolved []netip.Addr
-	// Closed are addresses of the node's pods that the model no longer
-	// places (gone from the API, done): put in the pending set by this
-	// transaction, then taken out unless still attached
-	// (policy_pending.go). A full sync closes every attached address that
-	// is not Resolved. Resolved wins over Closed.
-	Closed []netip.Addr
+	// ToPending are addresses of the node's pods that the model no
+	// longer places (gone from the API, done): put in the pending set by
+	// this transaction (closed to everything but the node), then taken
+	// out unless still attached (policy_pending.go). A full sync puts
+	// every attached address that is not Resolved there. Resolved wins
+	// over ToPending.
+	ToPending []netip.Addr
 }
 
 // ApplyPolicy applies c to the policy table in one transaction: it is

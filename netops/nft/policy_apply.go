@@ -263,7 +263,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if err := t.policyElemChange(PolicyPending, policymodel.Addrs, addrElems(gone), false); err != nil {
 		return err
 	}
-	for _, a := range append(c.Closed, st.attached...) {
+	for _, a := range append(c.ToPending, st.attached...) {
 		if !resolved[a] {
 			resolved[a] = true // once
 			t.closed = append(t.closed, a)

@@ -28,7 +28,7 @@ import (
 // until the kubelet kills them and the CNI DEL ends its attachment. Taken
 // out of the sets, it would be open meanwhile. So the ADD also records the
 // pod's addresses in the attached set (the DEL takes them out), and when
-// the agent's model loses a pod of the node (PolicyChange.Closed), the
+// the agent's model loses a pod of the node (PolicyChange.ToPending), the
 // transaction that takes it out of the sets puts its addresses in the
 // pending set; right after it the agent takes out those that are no longer
 // attached (the DEL came first, as it does for every graceful deletion).

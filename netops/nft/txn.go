@@ -38,7 +38,7 @@ type txn struct {
 	// policyGen: the policy table's generation this transaction writes.
 	policyGen uint32
 	// closed: addresses this transaction puts in the policy table's
-	// pending set for pods the model lost (PolicyChange.Closed).
+	// pending set for pods the model lost (PolicyChange.ToPending).
 	closed []netip.Addr
 }
 
