@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +16,9 @@ import (
 // testRef is the name the import test gives the image.
 const testRef = "ghcr.io/cnibox/cnibox:import-test"
 
-// buildBinaries builds cnibox (or takes $CNIBOX_BIN) and both agents into
-// dir, as `make build` does.
+// buildBinaries returns cnibox and both agents: make build's, beside
+// $CNIBOX_BIN (make test builds them before the tests), else built into
+// dir as make build builds them.
 func buildBinaries(t *testing.T, dir string) []string {
 	t.Helper()
 	builds := []struct{ out, tags, pkg string }{
@@ -29,17 +29,13 @@ func buildBinaries(t *testing.T, dir string) []string {
 	var paths []string
 	for _, b := range builds {
 		out := filepath.Join(dir, b.out)
-		paths = append(paths, out)
-		if src := os.Getenv("CNIBOX_BIN"); b.out == "cnibox" && src != "" {
-			data, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
+		if src := os.Getenv("CNIBOX_BIN"); src != "" {
+			if made := filepath.Join(filepath.Dir(src), b.out); fileExists(made) {
+				paths = append(paths, made)
+				continue
 			}
-			if err := os.WriteFile(out, data, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
 		}
+		paths = append(paths, out)
 		cmd := exec.Command("go", "build", "-trimpath", "-tags", b.tags, "-ldflags", "-s -w -X main.version=import-test", "-o", out, b.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if msg, err := cmd.CombinedOutput(); err != nil {
@@ -65,10 +61,9 @@ func TestImport(t *testing.T) {
 	dir := t.TempDir()
 	bins := buildBinaries(t, dir)
 	archive := filepath.Join(dir, "cnibox-image.tar")
-	var stdout, stderr bytes.Buffer
-	args := append([]string{"-o", archive, "-ref", testRef, "-epoch", "1700000000", "-busybox", busyboxBin}, bins...)
-	if err := run(args, &stdout, &stderr); err != nil {
-		t.Fatalf("image %v: %v\n%s", args, err, stderr.String())
+	stdout, err := runTool(t, append([]string{"-o", archive, "-ref", testRef, "-epoch", "1700000000", "-busybox", busyboxBin}, bins...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	want, err := exec.Command(bins[0], "version").Output()
 	if err != nil {
@@ -80,9 +75,9 @@ func TestImport(t *testing.T) {
 		ctr.mustRun("images", "import", archive)
 		// named by its tag and by its digest, the rendered manifests'
 		// reference (the kubelet finds it without a registry)
-		dgst := regexp.MustCompile(`\(index (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout.String())
+		dgst := regexp.MustCompile(`\(index (sha256:[0-9a-f]{64})\)`).FindStringSubmatch(stdout)
 		if dgst == nil {
-			t.Fatalf("no index digest in %s", stdout.String())
+			t.Fatalf("no index digest in %s", stdout)
 		}
 		byDigest := strings.TrimSuffix(testRef, ":import-test") + "@" + dgst[1]
 		if out := ctr.mustRun("images", "ls", "-q"); !strings.Contains(out, testRef) || !strings.Contains(out, byDigest) {
@@ -272,4 +267,10 @@ func (p *podman) mustRun(args ...string) string {
 		p.t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// fileExists reports whether path is a regular file.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -210,12 +210,7 @@ func TestAgentFlags(t *testing.T) {
 	if agent.Command[0] != "/usr/local/bin/cnibox-agent-kube" {
 		t.Fatalf("agent command %v, want /usr/local/bin/cnibox-agent-kube (the image's build with client-go)", agent.Command)
 	}
-	bin := filepath.Join(t.TempDir(), "cnibox-agent-kube")
-	build := exec.Command("go", "build", "-o", bin, "github.com/cnibox/cnibox/cmd/cnibox-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the agent: %v\n%s", err, out)
-	}
+	bin := madeBinary(t, "cnibox-agent-kube", "cmd/cnibox-agent")
 	help, _ := exec.Command(bin, "-help").CombinedOutput()
 	for _, a := range agent.Command[1:] {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")

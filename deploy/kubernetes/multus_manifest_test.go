@@ -240,19 +240,13 @@ func TestMultusCommands(t *testing.T) {
 		t.Skip("builds the agent and the dhcp daemon")
 	}
 	spec := loadMultus(t).ds.Spec.Template.Spec
-	dir := t.TempDir()
 	for _, c := range spec.Containers {
 		name := filepath.Base(c.Command[0])
 		pkg := map[string]string{"cnibox-agent-kube": "cmd/cnibox-agent", "cnibox-dhcp": "cmd/cnibox-dhcp"}[name]
 		if pkg == "" {
 			t.Fatalf("container %s runs %s", c.Name, c.Command[0])
 		}
-		bin := filepath.Join(dir, name)
-		build := exec.Command("go", "build", "-o", bin, "github.com/cnibox/cnibox/"+pkg)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
-		}
+		bin := madeBinary(t, name, pkg)
 		help, _ := exec.Command(bin, "-help").CombinedOutput()
 		for _, a := range c.Command[1:] {
 			flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
