@@ -51,8 +51,9 @@ type lan struct {
 }
 
 // newLAN creates the LAN namespace, the node's NIC lan0 (up, no address)
-// and starts dnsmasq with 2-minute leases, option 121 and DNS.
-func newLAN(t *testing.T) *lan {
+// and starts dnsmasq with 2-minute leases, option 121 and DNS, and the
+// extra dnsmasq options given.
+func newLAN(t *testing.T, extra ...string) *lan {
 	t.Helper()
 	dnsmasq := nstest.RequireProgram(t, "dnsmasq", "dnsmasq-base")
 	l := &lan{t: t, ns: roletest.NewLAN(t, []string{lanRouter + "/24"}, nil).NS, leaseFile: filepath.Join(t.TempDir(), "leases"), log: &bytes.Buffer{}}
@@ -64,6 +65,7 @@ func newLAN(t *testing.T) *lan {
 		"--dhcp-option=option:dns-server,"+lanDNS,
 		"--dhcp-option=option:domain-name,lan.test",
 		"--dhcp-option=option:classless-static-route,192.168.56.0/24,10.56.0.254,0.0.0.0/0,"+lanRouter)
+	l.cmd.Args = append(l.cmd.Args, extra...)
 	l.cmd.Stdout, l.cmd.Stderr = l.log, l.log
 	if err := nstest.Run(t, l.ns, l.cmd.Start); err != nil {
 		t.Fatalf("start dnsmasq: %v", err)
