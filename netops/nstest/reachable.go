@@ -17,6 +17,30 @@ import (
 // on a loaded machine is not a broken path.
 func Reachable(t testing.TB, from, to string, ip netip.Addr) error {
 	t.Helper()
+	return ReachableWithin(t, from, to, ip, 10*time.Second)
+}
+
+// DenyWait is how long a probe that a drop should keep away waits for its
+// connection (ReachableWithin): between namespaces of one machine a
+// connection answers in microseconds, and TCP resends a SYN lost while
+// neighbour entries settle after 1 s. A probe expected to pass waits the
+// 10 s of Reachable: only an answer ends it early, while a dropped SYN
+// gives nothing to wait for but a deadline.
+const DenyWait = 1500 * time.Millisecond
+
+// Probe is Reachable for a test that expects the connection (want), and
+// ReachableWithin DenyWait for one that expects a drop to keep it away.
+func Probe(t testing.TB, from, to string, ip netip.Addr, want bool) error {
+	t.Helper()
+	if want {
+		return Reachable(t, from, to, ip)
+	}
+	return ReachableWithin(t, from, to, ip, DenyWait)
+}
+
+// ReachableWithin is Reachable with the dial bounded by wait.
+func ReachableWithin(t testing.TB, from, to string, ip netip.Addr, wait time.Duration) error {
+	t.Helper()
 	var ln net.Listener
 	if err := Run(t, to, func() error {
 		var err error
@@ -28,7 +52,7 @@ func Reachable(t testing.TB, from, to string, ip netip.Addr) error {
 	defer ln.Close()
 	go Greet(ln)
 	err := Run(t, from, func() error {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), wait)
 		if err != nil {
 			return err
 		}

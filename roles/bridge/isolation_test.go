@@ -58,7 +58,7 @@ func TestPortIsolation(t *testing.T) {
 				{"a to b", a.Netns, b.Netns, ipb, !tc.isolated},
 				{"b to a", b.Netns, a.Netns, ipa, !tc.isolated},
 			} {
-				if err := nstest.Reachable(t, r.from, r.to, r.ip); (err == nil) != r.want {
+				if err := nstest.Probe(t, r.from, r.to, r.ip, r.want); (err == nil) != r.want {
 					t.Errorf("%s (%s): reachable = %v (%v), want %v", r.what, r.ip, err == nil, err, r.want)
 				}
 			}

@@ -51,7 +51,7 @@ func TestPolicyPendingADD(t *testing.T) {
 	if want := []netip.Addr{ipa, ipb}; err != nil || !slices.Equal(pend, want) {
 		t.Errorf("pending after the ADDs: %v (%v), want %v", pend, err, want)
 	}
-	if err := nstest.Reachable(t, a.Netns, b.Netns, ipb); err == nil {
+	if err := nstest.Probe(t, a.Netns, b.Netns, ipb, false); err == nil {
 		t.Error("a reaches b while both are pending")
 	}
 	if err := nstest.Reachable(t, nodeNS, a.Netns, ipa); err != nil {

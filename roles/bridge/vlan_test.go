@@ -107,7 +107,7 @@ func TestVlanGateway(t *testing.T) {
 		{"vlan 20 to gateway", o.Netns, nodeNS, gw, false},
 		{"a to vlan 20", a.Netns, o.Netns, ipo, false},
 	} {
-		if err := nstest.Reachable(t, tc.from, tc.to, tc.ip); (err == nil) != tc.want {
+		if err := nstest.Probe(t, tc.from, tc.to, tc.ip, tc.want); (err == nil) != tc.want {
 			t.Errorf("%s (%s): reachable = %v (%v), want %v", tc.what, tc.ip, err == nil, err, tc.want)
 		}
 	}

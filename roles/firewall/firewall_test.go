@@ -99,7 +99,7 @@ func TestForwardDropPolicy(t *testing.T) {
 	a, b := newNet(t, "fwa"), newNet(t, "fwb")
 	pa, prevA, ipA := a.pod("fwa")
 	pb, prevB, ipB := b.pod("fwb")
-	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err == nil {
+	if err := nstest.Probe(t, pa.Netns, pb.Netns, ipB, false); err == nil {
 		t.Fatal("a reaches b through FORWARD policy DROP before the firewall")
 	}
 	confA, confB := a.fwConf(prevA, nil), b.fwConf(prevB, nil)
@@ -260,7 +260,7 @@ func TestIngressPolicy(t *testing.T) {
 	a.Must(firewall.Role, "ADD", pa, confA)
 	b.Must(firewall.Role, "ADD", pb, b.fwConf(prevB, map[string]any{"ingressPolicy": "open"}))
 	a.Must(firewall.Role, "CHECK", pa, confA)
-	if err := nstest.Reachable(t, pb.Netns, pa.Netns, ipA); err == nil {
+	if err := nstest.Probe(t, pb.Netns, pa.Netns, ipA, false); err == nil {
 		t.Error("b reaches same-bridge a")
 	}
 	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err != nil {
@@ -271,7 +271,7 @@ func TestIngressPolicy(t *testing.T) {
 	}
 	confB := b.fwConf(prevB, map[string]any{"ingressPolicy": "same-bridge"})
 	b.Must(firewall.Role, "ADD", pb, confB)
-	if err := nstest.Reachable(t, pa.Netns, pb.Netns, ipB); err == nil {
+	if err := nstest.Probe(t, pa.Netns, pb.Netns, ipB, false); err == nil {
 		t.Error("a reaches b once both are same-bridge")
 	}
 	for range 2 {
@@ -287,7 +287,7 @@ func TestIngressPolicy(t *testing.T) {
 	if err := nstest.Reachable(t, nodeNS(), pc.Netns, ipC); err != nil {
 		t.Errorf("the node to isolated c: %v", err)
 	}
-	if err := nstest.Reachable(t, pb.Netns, pc.Netns, ipC); err == nil {
+	if err := nstest.Probe(t, pb.Netns, pc.Netns, ipC, false); err == nil {
 		t.Error("b reaches isolated c")
 	}
 }

@@ -109,7 +109,7 @@ func paths(t *testing.T, ps ...path) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := nstest.Reachable(t, p.from, p.to, p.ip)
+			err := nstest.Probe(t, p.from, p.to, p.ip, p.want)
 			if (err == nil) != p.want {
 				mu.Lock()
 				defer mu.Unlock()
