@@ -149,10 +149,12 @@ func (s *shapes) clusterNetworkPolicy() *cnpv1.ClusterNetworkPolicy {
 
 // FuzzPolicyShapes: a NetworkPolicy or ClusterNetworkPolicy of any shape
 // (ipBlocks with excepts, peers, ports, in any number) compiles within a
-// budget per input, 1 s and 64 MiB allocated (the caps bound the work: the
-// old cut of a few thousand excepts took minutes and gigabytes), and what
-// comes out is within the caps: a policy with issues is FailClosed, a
-// capped one holds its subject's set alone.
+// budget per input, 64 MiB allocated and 10 s (the caps bound the work:
+// the old cut of a few thousand excepts took minutes and gigabytes; the
+// time is a bound on that, not a speed test: under make test's -race on 2
+// loaded cores seed#4, 0.14 s without -race, took 1.7 s), and what comes
+// out is within the caps: a policy with issues is FailClosed, a capped one
+// holds its subject's set alone.
 func FuzzPolicyShapes(f *testing.F) {
 	for _, s := range []string{"", "\x01\x02\x00\x00\x0a\x00\x00\x00\x08\x02\x00\x02\x01\x00\x50\x00",
 		"\x00\x01\xf0\x00\x02\x80\x01\xf5", "\x01\x01\x01\x02\x02\x00\x00\xff\x01\x00\x20\x03\x00\x00\x00\x00",
@@ -175,8 +177,8 @@ func FuzzPolicyShapes(f *testing.F) {
 		c := compile()
 		took := time.Since(start)
 		runtime.ReadMemStats(&after)
-		if alloc := after.TotalAlloc - before.TotalAlloc; took > time.Second || alloc > 64<<20 {
-			t.Fatalf("compiled in %v with %d MiB allocated, over the budget of 1 s and 64 MiB", took, alloc>>20)
+		if alloc := after.TotalAlloc - before.TotalAlloc; took > 10*time.Second || alloc > 64<<20 {
+			t.Fatalf("compiled in %v with %d MiB allocated, over the budget of 10 s and 64 MiB", took, alloc>>20)
 		}
 		prefixes, clauses := 0, 0
 		for _, d := range c.defs {
