@@ -31,6 +31,21 @@ func newPodman(t *testing.T, pluginDir, confDir string) *podman {
 	var lim syscall.Rlimit
 	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
 	hard := strconv.FormatUint(lim.Max, 10)
+	// No static_dir: the database stays podman's default, <graphroot>/libpod.
+	// The exit command conmon runs when a container ends (podman container
+	// cleanup, which tears its network down) gets --root, which puts it
+	// there; with another static_dir it never found the container, and
+	// every podman run --rm waited out podman's 20 s conmon timeout before
+	// it did the cleanup itself. conmon hands that command CONTAINERS_CONF
+	// but not the rest of the test's environment: [engine] env gives it
+	// the CNIBOX_ variables (the store, the log file), which the plugins'
+	// DEL must see as their ADD did.
+	var cniboxEnv []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "CNIBOX_") {
+			cniboxEnv = append(cniboxEnv, strconv.Quote(kv))
+		}
+	}
 	conf := fmt.Sprintf(`[network]
 network_backend = "cni"
 cni_plugin_dirs = [%q]
@@ -38,18 +53,18 @@ network_config_dir = %q
 default_network = "cnibox-undefined"
 
 [engine]
+env = [%s]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 lock_type = "file"
 tmp_dir = %q
 volume_path = %q
-static_dir = %q
 
 [containers]
 default_ulimits = ["nofile=%s:%s", "nproc=32768:32768"]
 log_driver = "k8s-file"
-`, pluginDir, confDir, filepath.Join(dir, "tmp"), filepath.Join(dir, "volumes"), filepath.Join(dir, "static"), hard, hard)
+`, pluginDir, confDir, strings.Join(cniboxEnv, ", "), filepath.Join(dir, "tmp"), filepath.Join(dir, "volumes"), hard, hard)
 	storage := fmt.Sprintf("[storage]\ndriver = \"overlay\"\nrunroot = %q\ngraphroot = %q\n", filepath.Join(dir, "run"), filepath.Join(dir, "graph"))
 	must(t, os.WriteFile(filepath.Join(dir, "containers.conf"), []byte(conf), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "storage.conf"), []byte(storage), 0o644))
