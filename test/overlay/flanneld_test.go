@@ -206,7 +206,7 @@ func compat(t *testing.T, c *cluster, backend string, leave func()) {
 		}
 		return ""
 	}, n1.ns)
-	if err := reachable(t, p1, p2); err == nil {
+	if err := nstest.Probe(t, p1.ns, p2.ns, p2.ip, false); err == nil {
 		t.Errorf("%s: the pod on the node that left is still reachable", backend)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // iptablesIn runs iptables-nft (or ip6tables-nft with v6) in the node's
@@ -78,7 +80,7 @@ func TestVXLANNodeRules(t *testing.T) {
 	must(t, err)
 	p2, err := n2.addPod("a")
 	must(t, err)
-	if err := reachable(t, p1, p2); err == nil {
+	if err := nstest.Probe(t, p1.ns, p2.ns, p2.ip, false); err == nil {
 		t.Fatalf("%s reached %s through FORWARD policy DROP without forward rules: the test cannot tell", p1.id, p2.id)
 	}
 	if out, _ := n1.iptables(false, "-S", "FLANNEL-FWD"); strings.Contains(out, "ACCEPT") {
