@@ -111,12 +111,15 @@ deps:
 
 # test: unit, kernel integration (private namespaces) and end-to-end (libcni,
 # podman), with the race detector (the plugin binaries run without it); then
-# the fuzz targets (make fuzz). About 11 minutes on 2 cores with warm caches,
-# 22 on a fresh machine (README).
+# the fuzz targets (make fuzz, a short run). Its budget is 12 minutes on 2
+# cores with warm caches (docs/reliability.md, The suites' time). -p 4: four
+# test binaries (or builds) at once on 2 cores, because much of the suite
+# waits (on the kernel's timers, etcd, podman, child processes) and with -p
+# 2 a third of the run had no test running and another third one.
 test: deps build
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
-	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault $(GO) test $(GOTEST_FLAGS) -race -p 2 ./...
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault $(GO) test $(GOTEST_FLAGS) -race -p 4 ./...
 	$(MAKE) fuzz
 
 unit:
@@ -415,28 +418,33 @@ bench-policy: build
 	$(GO) run ./test/benchscale -agent $(CURDIR)/bin/cnibox-agent -agent-kube $(CURDIR)/bin/cnibox-agent-kube -kcp $(CURDIR)/test/kube/control-plane.sh \
 		-backends kube -n 5000 -pods 50000 -policies 1000 $(BENCH_POLICY_SCALE_ARGS)
 
-# fuzz runs every fuzz target for a number of executions, about 6 s each on
-# 2 cores (under 90 s in all), or for FUZZTIME when set (make soak: 3m). A
+# fuzz runs every fuzz target for a number of executions, about 2 s each on
+# 2 idle cores, or for FUZZTIME when set (make soak: 3m each, the long runs).
+# In make test it is a short smoke run: the seed corpora run as unit tests
+# in go test ./... already, and most of a target's time here is building
+# its instrumented test binary and replaying its corpus; the counts were
+# three times these until make test had to fit 12 minutes (docs/reliability.md,
+# The suites' time: 432 s of make fuzz at load 12-17 before). A
 # count, not a time: with a -fuzztime duration, Go 1.26's fuzz coordinator
 # can fail a target with a bare "context deadline exceeded" when the time is
 # up while a worker is mid-call (golang/go#75804, fixed in Go 1.27); it hit
 # make test once. The committed seed corpus is in each package's
 # testdata/fuzz. FuzzEscape sends each input through a kernel lab (root; it
 # skips without): a few milliseconds an input, a second for a fragment
-# alone, hence its small count (about 20 s, most of it its seeds' baseline).
-FUZZ_TARGETS := ./cniplug:FuzzInvoke:140000 ./roles/bridge:FuzzParseConf:160000 \
-	./roles/hostlocal:FuzzLoadConfig:180000 ./roles/static:FuzzStaticConfig:160000 \
-	./store:FuzzDecodeReservation:200000 ./roles/flannel:FuzzFlannelEnv:60000 \
-	./agent/netconf:FuzzParse:300000 ./roles/cloudipam:FuzzAzureXML:80000 \
-	./roles/cloudipam:FuzzAWSENI:60000 ./roles/cloudipam:FuzzPoolFile:70000 \
-	./roles/ptp:FuzzParseConf:60000 ./roles/internal/lower:FuzzParseConf:60000 \
-	./roles/vlan:FuzzParseConf:40000 ./roles/sbr:FuzzParseConf:40000 ./roles/vrf:FuzzParseConf:40000 \
-	./roles/hostdevice:FuzzParseConf:40000 ./roles/tap:FuzzParseConf:40000 \
-	./roles/cloudipam:FuzzHTTPResponse:40000 ./roles/azurevnet:FuzzParse:40000 \
-	./agent/podapi:FuzzPodAPIRequest:30000 ./agent/podapi:FuzzCNIArgsMerge:40000 \
-	./agent/podapi:FuzzNADPolicy:60000 ./roles/portmap:FuzzParseConf:60000 \
-	./roles/dhcp/daemon:FuzzACK:100000 ./agent/policy:FuzzPolicyShapes:4000 \
-	./agent/fqdn:FuzzParseAnswer:250000 ./agent/policynft:FuzzEscape:150
+# alone, hence its small count (most of its time is its seeds' baseline).
+FUZZ_TARGETS := ./cniplug:FuzzInvoke:47000 ./roles/bridge:FuzzParseConf:53000 \
+	./roles/hostlocal:FuzzLoadConfig:60000 ./roles/static:FuzzStaticConfig:53000 \
+	./store:FuzzDecodeReservation:67000 ./roles/flannel:FuzzFlannelEnv:20000 \
+	./agent/netconf:FuzzParse:100000 ./roles/cloudipam:FuzzAzureXML:27000 \
+	./roles/cloudipam:FuzzAWSENI:20000 ./roles/cloudipam:FuzzPoolFile:23000 \
+	./roles/ptp:FuzzParseConf:20000 ./roles/internal/lower:FuzzParseConf:20000 \
+	./roles/vlan:FuzzParseConf:13000 ./roles/sbr:FuzzParseConf:13000 ./roles/vrf:FuzzParseConf:13000 \
+	./roles/hostdevice:FuzzParseConf:13000 ./roles/tap:FuzzParseConf:13000 \
+	./roles/cloudipam:FuzzHTTPResponse:13000 ./roles/azurevnet:FuzzParse:13000 \
+	./agent/podapi:FuzzPodAPIRequest:10000 ./agent/podapi:FuzzCNIArgsMerge:13000 \
+	./agent/podapi:FuzzNADPolicy:20000 ./roles/portmap:FuzzParseConf:20000 \
+	./roles/dhcp/daemon:FuzzACK:33000 ./agent/policy:FuzzPolicyShapes:1000 \
+	./agent/fqdn:FuzzParseAnswer:83000 ./agent/policynft:FuzzEscape:50
 FUZZTIME ?=
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
@@ -446,14 +454,17 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $$budget -fuzzminimizetime 5s "$$pkg" || exit 1; \
 	done
 
-# soak: the long runs: a storm of SOAK_CALLS CNI calls and every fuzz target
-# for SOAK_FUZZTIME.
+# soak: the long runs: a storm of SOAK_CALLS CNI calls, every fuzz target
+# for SOAK_FUZZTIME, and the build of kube-router from the module proxy
+# (test/internal/kuberouter's TestBinary, which make test runs only on a
+# cached build).
 SOAK_CALLS ?= 5000
 SOAK_FUZZTIME ?= 3m
 soak: build
 	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault CNIBOX_STORM_CALLS=$(SOAK_CALLS) \
 		$(GO) test -count=1 -timeout 60m -v -run 'TestStorm|TestCrashConsistency|TestRebootReclaim' ./test/reliability
+	CNIBOX_KUBE_ROUTER_BUILD=1 $(GO) test -count=1 -timeout 30m -run 'TestBinary$$' ./test/internal/kuberouter
 	$(MAKE) fuzz FUZZTIME=$(SOAK_FUZZTIME)
 
 # lint: go vet (with and without -tags kube) and staticcheck (pinned;

@@ -35,13 +35,11 @@ func Binary() (string, error) {
 	if b := os.Getenv(BinaryEnv); b != "" {
 		return b, nil
 	}
-	cache, err := os.UserCacheDir()
+	dir, bin, err := cachePath()
 	if err != nil {
-		return "", fmt.Errorf("the user's cache directory: %w", err)
+		return "", err
 	}
-	dir := filepath.Join(cache, "cnibox-kube-router", Version)
-	bin := filepath.Join(dir, "kube-router")
-	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
+	if Cached() {
 		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -69,4 +67,26 @@ func Binary() (string, error) {
 		return "", err
 	}
 	return bin, nil
+}
+
+// cachePath is where Binary keeps kube-router Version: its directory and
+// the binary.
+func cachePath() (dir, bin string, err error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", "", fmt.Errorf("the user's cache directory: %w", err)
+	}
+	dir = filepath.Join(cache, "cnibox-kube-router", Version)
+	return dir, filepath.Join(dir, "kube-router"), nil
+}
+
+// Cached reports whether Binary has kube-router Version in the user's
+// cache already (it would build nothing).
+func Cached() bool {
+	_, bin, err := cachePath()
+	if err != nil {
+		return false
+	}
+	st, err := os.Stat(bin)
+	return err == nil && st.Mode().IsRegular()
 }
