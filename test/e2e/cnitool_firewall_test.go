@@ -101,7 +101,7 @@ func checkPaths(t *testing.T, ps ...e2ePath) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := reachable(t, p.from, p.to, p.ip); (err == nil) != p.want {
+			if err := nstest.Probe(t, p.from, p.to, p.ip, p.want); (err == nil) != p.want {
 				if p.want {
 					errs[i] = fmt.Sprintf("%s (%s): not reached: %v", p.name, p.ip, err)
 				} else {
