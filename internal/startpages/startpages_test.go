@@ -28,9 +28,14 @@ func rssFileKiB(t *testing.T) int {
 	return 0
 }
 
-// TestRelease: the test binary's resident file pages fall after Release
-// (by less than what was released: the code that runs next maps its pages
-// back, 64 KiB around each fault), and the program goes on running.
+// TestRelease: the test binary's resident file pages fall after Release,
+// by an eighth of what it released at least: the code that runs next, this
+// test's and the runtime's threads', maps its pages back, 64 KiB around
+// each fault, before the second read (2 of 2.7 MiB released without
+// -race, 2-2.5 of 3.7 under make test's -race). The program goes on
+// running. The bar was a quarter of RssFile before, which the refaults
+// left a 3% margin: under -race at load 38 it missed (4976 -> 3760 KiB
+// with 3752 KiB released).
 func TestRelease(t *testing.T) {
 	before := rssFileKiB(t)
 	n, err := Release()
@@ -42,8 +47,8 @@ func TestRelease(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no read-only mapping of the binary found in /proc/self/maps")
 	}
-	if after > before*3/4 {
-		t.Errorf("RssFile %d -> %d KiB: want a quarter of it released at least", before, after)
+	if released := int(n / 1024); before-after < released/8 {
+		t.Errorf("RssFile %d -> %d KiB after %d KiB released: want it down by an eighth of that at least", before, after, released)
 	}
 	// Code that ran before runs again.
 	if rssFileKiB(t) == 0 {
