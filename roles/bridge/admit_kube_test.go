@@ -112,8 +112,9 @@ func TestPolicyAdmitKube(t *testing.T) {
 	adm := policy.NewAdmitter()
 	synced := make(chan struct{})
 	log := slog.New(slog.DiscardHandler)
+	go sink.Run(ctx, log) // the agent's one syncer, as cnibox-agent starts it
 	go func() {
-		err := policy.Watch(ctx, policy.WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Log: log, Sink: sink,
+		err := policy.Watch(ctx, policy.WatchConfig{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: "n1"}, Log: log, Syncer: sink,
 			Admitter: adm, Synced: func() { close(synced) }})
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("watch: %v", err)
