@@ -114,6 +114,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 		defer reg.Stop()
 		synced = append(synced, reg.HasSynced)
 	}
+	// The policies' informer starts once the CRD is served (crd.go).
+	if err := waitServed(ctx, mc, crdEvery, w.cfg.Log); err != nil {
+		return err
+	}
 	_, ctl := kubeapi.NewSlimInformer(mc, "multi-networkpolicies", &MultiNetworkPolicy{}, func() runtime.Object { return &MultiNetworkPolicyList{} },
 		cache.InformerOptions{Handler: h, Transform: w.slim})
 	go ctl.RunWithContext(ctx)

@@ -35,7 +35,7 @@ func cnpVersion(ctx context.Context, c rest.Interface, log *slog.Logger) (gv sch
 	for {
 		var failed error
 		for _, gv := range cnpVersions {
-			names, err := served(ctx, c, gv, "clusternetworkpolicies")
+			names, err := Served(ctx, c, gv, "clusternetworkpolicies")
 			if len(names) > 0 {
 				return gv, true
 			}

@@ -57,7 +57,7 @@ func (w *watcher) rediscover(ctx context.Context, cancel context.CancelCauseFunc
 			}
 		}
 		if w.cfg.FlowLog != nil {
-			now, err := served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
+			now, err := Served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
 			if err == nil && !slices.Equal(now, seen.staged) {
 				cancel(fmt.Errorf("%w: staged policies %v, were %v", errAPIChanged, now, seen.staged))
 				return
@@ -70,7 +70,7 @@ func (w *watcher) rediscover(ctx context.Context, cancel context.CancelCauseFunc
 // ("" none), asked once.
 func servedCNP(ctx context.Context, c rest.Interface) (string, error) {
 	for _, gv := range cnpVersions {
-		names, err := served(ctx, c, gv, "clusternetworkpolicies")
+		names, err := Served(ctx, c, gv, "clusternetworkpolicies")
 		if err != nil {
 			return "", err
 		}

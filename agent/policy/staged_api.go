@@ -91,14 +91,14 @@ func CopyItems[T any, P interface {
 // without their CRDs.
 func servedStaged(ctx context.Context, c rest.Interface) []string {
 	// Not served, or no answer: the watch goes on without.
-	names, _ := served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
+	names, _ := Served(ctx, c, StagedGroupVersion(), "stagednetworkpolicies", "stagedclusternetworkpolicies")
 	return names
 }
 
-// served lists which of the resources names the API serves in the group
+// Served lists which of the resources names the API serves in the group
 // version gv (discovery): none when it serves no such version (404), and
-// an error when it does not answer.
-func served(ctx context.Context, c rest.Interface, gv schema.GroupVersion, names ...string) ([]string, error) {
+// an error when it does not answer. agent/mnp asks it for its CRD too.
+func Served(ctx context.Context, c rest.Interface, gv schema.GroupVersion, names ...string) ([]string, error) {
 	// JSON: the client may ask for protobuf, which discovery also serves.
 	raw, err := c.Get().AbsPath("/apis", gv.Group, gv.Version).SetHeader("Accept", "application/json").DoRaw(ctx)
 	if apierrors.IsNotFound(err) {
