@@ -68,3 +68,21 @@ func checkFamilyChains(t *testing.T, h *netops.Handle, family nftables.TableFami
 		t.Errorf("chains of family %v = %v, want %v", family, got, want)
 	}
 }
+
+// connOf returns a google/nftables connection to k's kernel, as another
+// program would read or change the tables (labtest stays out of
+// google/nftables: the nftables room is netops/nft and its fake).
+func connOf(t testing.TB, k *labtest.NFT) *nftables.Conn {
+	t.Helper()
+	if k.Fake != nil {
+		c, err := k.Fake.Conn()
+		must(t, err)
+		return c
+	}
+	f, err := os.Open(k.Path)
+	must(t, err)
+	t.Cleanup(func() { f.Close() })
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	must(t, err)
+	return c
+}

@@ -123,7 +123,7 @@ func checkEntries(t *testing.T, h *nft.Handle, want []nft.MasqEntry) {
 // want.
 func checkMasqChains(t *testing.T, k *labtest.NFT, want []string) {
 	t.Helper()
-	chains, err := k.Conn().ListChainsOfTableFamily(nftables.TableFamilyINet)
+	chains, err := connOf(t, k).ListChainsOfTableFamily(nftables.TableFamilyINet)
 	must(t, err)
 	var got []string
 	for _, ch := range chains {

@@ -81,7 +81,7 @@ func testPolicyLogMeterSets(t *testing.T, k *labtest.NFT) {
 	sets := []*policymodel.Set{policymodel.NewSet("dst", policymodel.Addrs, "dst", policymodel.AddrElem(netip.MustParseAddr("10.98.0.2")))}
 	meters := func(what string, want bool) {
 		t.Helper()
-		got, err := k.Conn().GetSets(&nftables.Table{Name: nft.PolicyTable, Family: nftables.TableFamilyINet})
+		got, err := connOf(t, k).GetSets(&nftables.Table{Name: nft.PolicyTable, Family: nftables.TableFamilyINet})
 		must(t, err)
 		n := 0
 		for _, s := range got {

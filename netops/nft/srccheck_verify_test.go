@@ -53,7 +53,7 @@ func testSourceCheckGaps(t *testing.T, k *labtest.NFT) {
 		in(inet, nft.SourceCheckGap{Set: "addr4", Addr: other}), in(arp, nft.SourceCheckGap{Set: "addr4", Addr: other}))
 
 	// Someone deletes one element of the ARP table, then the inet table.
-	c := k.Conn()
+	c := connOf(t, k)
 	arpTable := &nftables.Table{Name: nft.SrcCheckTable, Family: nftables.TableFamilyARP}
 	addr4 := &nftables.Set{Table: arpTable, Name: "addr4", KeyType: nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr), Concatenation: true}
 	key := append(make([]byte, 16), a4.AsSlice()...)

@@ -4,7 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/google/nftables"
 	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
@@ -84,22 +83,6 @@ func (k *NFT) Another(prefix string) *NFT {
 		return FakeNFT(k.t)
 	}
 	return KernelNFT(k.t, prefix)
-}
-
-// Conn returns a google/nftables connection to the kernel, as another
-// program would read or change the tables.
-func (k *NFT) Conn() *nftables.Conn {
-	if k.Fake != nil {
-		c, err := k.Fake.Conn()
-		Must(k.t, err)
-		return c
-	}
-	f, err := os.Open(k.Path)
-	Must(k.t, err)
-	k.t.Cleanup(func() { f.Close() })
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-	Must(k.t, err)
-	return c
 }
 
 // Raw returns a netlink socket on the kernel, for raw nftables requests.

@@ -5,6 +5,13 @@
 // generation as the kernel does and answers in the kernel's encoding, so
 // that a table's rendering and reconciling are tested as a normal user.
 //
+// It is the nftables room's fake, so it sits under netops/nft and, as the
+// one other package beside netops/nft, imports google/nftables: it reads
+// the rules it prints with the library's own expression decoders, and
+// hands tests a Conn. It is never linked into a binary (TestLeanBinary;
+// `go list -deps .` holds no nftfake); test helpers elsewhere
+// (netops/internal/labtest) reach nftables only through netops/nft and it.
+//
 // What it models, as Linux 6.x does for what cnibox sends:
 //
 //   - batches (NFNL_MSG_BATCH_BEGIN ... END) applied whole or not at all:
