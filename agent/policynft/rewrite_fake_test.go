@@ -1,7 +1,6 @@
 package policynft_test
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -32,24 +31,7 @@ func (l *fakeLab) ruleHandles(t *testing.T) func(*testing.T) []string {
 func TestPolicyAddRewritesLittleTable(t *testing.T) {
 	l := newFakeLab("x/a", "y/a")
 	n := newFakeNode(t, l)
-	pol := func(i int) *networkingv1.NetworkPolicy {
-		return np("x", fmt.Sprintf("p%d", i), networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
-			Ports: []networkingv1.NetworkPolicyPort{port(tcp, 1000+i)}}}})
-	}
-	for i := range 40 {
-		n.e.SetNetworkPolicy(pol(i))
-	}
-	n.start()
-	handles := l.ruleHandles(t)
-	before := handles(t)
-	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(pol(40)) })
-	after := handles(t)
-	var gone []string
-	for _, r := range before {
-		if !slices.Contains(after, r) {
-			gone = append(gone, r)
-		}
-	}
+	before, after, gone := addRewrites(t, n, l.ruleHandles(t))
 	if len(gone) > 12 {
 		t.Errorf("a policy's arrival rewrote %d rules of the others: %v", len(gone), gone)
 	}

@@ -284,6 +284,19 @@ func TestPolicyChangeRewritesItsChains(t *testing.T) {
 func TestPolicyAddRewritesLittle(t *testing.T) {
 	l := newLab(t, "x/a", "y/a")
 	n := newNode(t, l)
+	_, _, gone := addRewrites(t, n, l.ruleHandles(t))
+	// Its bucket's jumps (about 40/32 policies a bucket, both families),
+	// and the tier's jump to the bucket if it was empty.
+	if len(gone) > 12 {
+		t.Errorf("a policy's arrival rewrote %d rules of the others: %v", len(gone), gone)
+	}
+	l.checkTraffic(t, n.e.Model())
+}
+
+// addRewrites sets 40 NetworkPolicies of x's pods on n, starts it, adds a
+// 41st and returns the policy table's rule handles (read with handles)
+// before and after, and those of before that went.
+func addRewrites(t *testing.T, n *node, handles func(*testing.T) []string) (before, after, gone []string) {
 	pol := func(i int) *networkingv1.NetworkPolicy {
 		return np("x", fmt.Sprintf("p%d", i), networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
 			Ports: []networkingv1.NetworkPolicyPort{port(tcp, 1000+i)}}}})
@@ -292,22 +305,15 @@ func TestPolicyAddRewritesLittle(t *testing.T) {
 		n.e.SetNetworkPolicy(pol(i))
 	}
 	n.start()
-	handles := l.ruleHandles(t)
-	before := handles(t)
+	before = handles(t)
 	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(pol(40)) })
-	after := handles(t)
-	var gone []string
+	after = handles(t)
 	for _, r := range before {
 		if !slices.Contains(after, r) {
 			gone = append(gone, r)
 		}
 	}
-	// Its bucket's jumps (about 40/32 policies a bucket, both families),
-	// and the tier's jump to the bucket if it was empty.
-	if len(gone) > 12 {
-		t.Errorf("a policy's arrival rewrote %d rules of the others: %v", len(gone), gone)
-	}
-	l.checkTraffic(t, n.e.Model())
+	return before, after, gone
 }
 
 // ruleHandles returns a reader of the node's policy rule handles
