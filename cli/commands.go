@@ -315,6 +315,8 @@ func commands(o Options) []*ucli.Command {
 				dataDirFlag,
 				cacheFlag,
 				agentSocketFlag,
+				&ucli.StringFlag{Name: "node-netns", Value: initNetNS, Usage: "the node's network namespace as a `PATH` (an nsfs file); " +
+					"the namespace check fails when doctor runs in another one"},
 				jsonFlag,
 			},
 			Action: withHost(o.doctorOrPolicy),

@@ -88,7 +88,12 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 		return err
 	}
 	d := &doctor{roles: o.Registry, view: o.viewOptions(c)}
-	d.checkNodeNS(selfNetNS, initNetNS)
+	if c.IsSet("node-netns") {
+		if _, err := os.Stat(c.String("node-netns")); err != nil {
+			return usageError(c, fmt.Errorf("--node-netns: %w (give the node's network namespace file, e.g. /proc/1/ns/net or /run/netns/NAME)", err), false)
+		}
+	}
+	d.checkNodeNS(selfNetNS, c.String("node-netns"))
 	d.checkConfig(c)
 	d.checkConfDir(c, host) // doctor_check.go
 	d.checkStoreFile(c)

@@ -9,9 +9,10 @@ import "os"
 // the user to change the machine (a sysctl, a bridge) for what is only
 // where doctor looked. So it says first where it runs.
 
-// The namespace files doctor compares: its own and PID 1's (the node's
-// init, when doctor sees the node's processes: on the node, or with
-// hostPID).
+// The namespace files doctor compares: its own and, unless --node-netns
+// names another, PID 1's (the node's init, when doctor sees the node's
+// processes: on the node, or with hostPID). A harness whose own namespace
+// stands for the node (the e2e tests) names its own.
 const (
 	selfNetNS = "/proc/self/ns/net"
 	initNetNS = "/proc/1/ns/net"

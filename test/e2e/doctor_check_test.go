@@ -3,9 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestDoctorNamesTheTypo: a bridge network with "isGatway": true (the typo
@@ -46,5 +50,49 @@ func TestDoctorNamesTheTypo(t *testing.T) {
 	}
 	if code == 0 {
 		t.Errorf("doctor exit 0 with the pod's gateway missing")
+	}
+}
+
+// TestDoctorNodeNetns: doctor run in another network namespace than the one
+// --node-netns names fails its namespace check (exit 1, the fix names
+// nsenter) and the node checks' fixes point at it; in the named one it
+// says nothing of namespaces; a --node-netns that is no file is refused
+// with the flag's name. (Without the flag doctor compares with PID 1's,
+// which this machine may not let it read.)
+func TestDoctorNodeNetns(t *testing.T) {
+	e := newEnv(t)
+	conf := e.confDir(map[string]string{"10-ns.conflist": `{"cniVersion":"1.0.0","name":"ns","plugins":[
+		{"type":"bridge","bridge":"nsdoc0","ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.42.0/24"}]]}}]}`})
+	other := nstest.NewNS(t, "e2e-node")
+	run := func(nodeNS string) ([]doctorResult, string, int) {
+		t.Helper()
+		out, errs, code := e.cliRun("doctor", "--conf-dir", conf, "--bin-dir", e.binDir, "--cache-dir", e.cacheDir, "--json", "--node-netns", nodeNS)
+		var rs []doctorResult
+		if code != 64 {
+			if err := json.Unmarshal([]byte(out), &rs); err != nil {
+				t.Fatalf("doctor --json: %v\n%s\n%s", err, out, errs)
+			}
+		}
+		return rs, errs, code
+	}
+	nsChecks := func(rs []doctorResult) (out []doctorResult) {
+		for _, r := range rs {
+			if r.Check == "namespace" {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	rs, _, code := run(other)
+	if ns := nsChecks(rs); code != 1 || len(ns) != 1 || ns[0].Status != "fail" || !strings.Contains(ns[0].Fix, "nsenter --target 1 --net") {
+		t.Errorf("doctor outside the node's namespace: exit %d, namespace checks %+v, want exit 1 and one failing with the nsenter fix", code, ns)
+	}
+	rs, _, _ = run(fmt.Sprintf("/proc/%d/ns/net", os.Getpid()))
+	if ns := nsChecks(rs); len(ns) != 0 || len(rs) == 0 {
+		t.Errorf("doctor in the node's namespace: namespace checks %+v of %d results, want none", ns, len(rs))
+	}
+	_, errs, code := run("/nonexistent/ns/net")
+	if code != 64 || !strings.Contains(errs, "--node-netns") {
+		t.Errorf("--node-netns /nonexistent/ns/net: exit %d, stderr %q, want 64 (usage) naming --node-netns", code, errs)
 	}
 }

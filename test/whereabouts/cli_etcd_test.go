@@ -67,7 +67,8 @@ func kill9(t *testing.T, args ...string) {
 // bridges and stores, which this test has none of).
 func doctorCheck(t *testing.T, cnibox string, args ...string) (int, []map[string]string) {
 	t.Helper()
-	cmd := exec.Command(cnibox, append([]string{"doctor", "--json"}, args...)...)
+	// This test's namespace stands for the node's (TestMain), not PID 1's.
+	cmd := exec.Command(cnibox, append([]string{"doctor", "--json", "--node-netns", fmt.Sprintf("/proc/%d/ns/net", os.Getpid())}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
