@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -26,13 +27,17 @@ const (
 	Pods Kind = iota
 	Namespaces
 	Nodes
+	// Services and EndpointSlices are the Services proxy's
+	// (agent/services).
+	Services
+	EndpointSlices
 	numKinds
 )
 
 // kinds are each kind's API: its group/version and the path that serves
 // it, its resource and API types (decoded in protobuf, then slimmed). A
 // kind more (the Services proxy's Services and EndpointSlices) is an entry
-// here, its slim form (objects.go) and its case in slim.
+// here, its slim form (objects.go, services.go) and its case in slim.
 var kinds = [numKinds]struct {
 	gv       schema.GroupVersion
 	apiPath  string
@@ -43,6 +48,9 @@ var kinds = [numKinds]struct {
 	Pods:       {corev1.SchemeGroupVersion, "/api", "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
 	Namespaces: {corev1.SchemeGroupVersion, "/api", "namespaces", &corev1.Namespace{}, func() runtime.Object { return &corev1.NamespaceList{} }},
 	Nodes:      {corev1.SchemeGroupVersion, "/api", "nodes", &corev1.Node{}, func() runtime.Object { return &corev1.NodeList{} }},
+	Services:   {corev1.SchemeGroupVersion, "/api", "services", &corev1.Service{}, func() runtime.Object { return &corev1.ServiceList{} }},
+	EndpointSlices: {discoveryv1.SchemeGroupVersion, "/apis", "endpointslices", &discoveryv1.EndpointSlice{},
+		func() runtime.Object { return &discoveryv1.EndpointSliceList{} }},
 }
 
 func (k Kind) String() string {
@@ -162,7 +170,8 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 	return inf, nil
 }
 
-// Handle registers h for kind's objects (*Pod, *Namespace or *Node, or a
+// Handle registers h for kind's objects (*Pod, *Namespace, *Node, *Service
+// or *EndpointSlice, or a
 // cache.DeletedFinalStateUnknown holding one on a delete): h is handed
 // every object the informer holds (the informer's first list, or what it
 // holds when h comes later), then every change, on a goroutine of h's

@@ -1,7 +1,8 @@
 // Package cluster is cnibox-agent's one informer cache of the cluster's
-// pods, namespaces and nodes: every part of the agent that reads them (the
-// NetworkPolicy watcher, MultiNetworkPolicy, egress gateways, the pod API,
-// the cluster IPAM's reclaim, the overlay's peers, and later the Services
+// pods, namespaces and nodes, and of its Services and EndpointSlices (the
+// Services proxy's, services.go): every part of the agent that reads them
+// (the NetworkPolicy watcher, MultiNetworkPolicy, egress gateways, the pod
+// API, the cluster IPAM's reclaim, the overlay's peers, the Services
 // proxy) registers its handler on the same shared informer of each kind,
 // so the API server sees one list and one watch of each, and the agent
 // holds one slim copy of each object (objects.go), made once at the

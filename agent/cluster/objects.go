@@ -135,9 +135,17 @@ func (n *Namespace) GetObjectMeta() metav1.Object {
 // agent/lease/kubelease), its EgressNetworksAnnotation (egress gateways);
 // not its status, images and conditions.
 type Node struct {
-	Name           string
-	Labels         map[string]string
-	IPs            []netip.Addr   // every IP of status.addresses, once, sorted
+	Name   string
+	Labels map[string]string
+	IPs    []netip.Addr // every IP of status.addresses, once, sorted
+	// HostIPs are its primary addresses, the kubelet's node IPs: the first
+	// InternalIP of each family, else its first ExternalIP (kube-proxy's
+	// --nodeport-addresses primary), the API's order.
+	HostIPs []netip.Addr
+	// Leaving: the node is being deleted, or the cluster autoscaler
+	// tainted it ToBeDeletedByClusterAutoscaler (kube-proxy's /healthz
+	// then answers 503, so load balancers drain it).
+	Leaving        bool
 	PodCIDRs       []netip.Prefix // spec.podCIDRs (else spec.podCIDR), those that parse
 	EgressNetworks string         // its EgressNetworksAnnotation ("" none)
 	// Annotations are those of Config.NodeAnnotations it has (nil: none):

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -88,6 +89,10 @@ func NodeFromAPI(n *corev1.Node) *Node {
 		}
 	}
 	slices.SortFunc(out.IPs, netip.Addr.Compare)
+	out.HostIPs = hostIPs(n.Status.Addresses)
+	out.Leaving = n.DeletionTimestamp != nil || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == ToBeDeletedTaint
+	})
 	cidrs := n.Spec.PodCIDRs
 	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
 		cidrs = []string{n.Spec.PodCIDR}
@@ -134,6 +139,31 @@ func slim(obj any, k keep) (out any, bad error) {
 			}
 		}
 		return n, nil
+	case *corev1.Service:
+		return ServiceFromAPI(o), nil
+	case *discoveryv1.EndpointSlice:
+		return EndpointSliceFromAPI(o), nil
 	}
 	return obj, nil
+}
+
+// ToBeDeletedTaint is the cluster autoscaler's taint on a node it is about
+// to delete.
+const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// hostIPs are the node IPs of addrs: the first InternalIP of each family,
+// else the first ExternalIP of it (as the kubelet and kube-proxy choose
+// them), the first family first.
+func hostIPs(addrs []corev1.NodeAddress) []netip.Addr {
+	var out []netip.Addr
+	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range addrs {
+			ip, err := netip.ParseAddr(a.Address)
+			if a.Type != typ || err != nil || slices.ContainsFunc(out, sameFamily(ip)) {
+				continue
+			}
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
 }

@@ -90,6 +90,7 @@ func TestSlim(t *testing.T) {
 	if nd := no.(*Node); !reflect.DeepEqual(*nd, Node{Name: "n1", Labels: map[string]string{"a": "b"}, EgressNetworks: "192.0.2.0/24",
 		Annotations: map[string]string{"lease/backend-data": "{}"},
 		IPs:         []netip.Addr{netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.9")},
+		HostIPs:     []netip.Addr{netip.MustParseAddr("192.0.2.9")}, // the first InternalIP
 		PodCIDRs:    []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:1::/64")}}) {
 		t.Errorf("node %+v", nd)
 	}

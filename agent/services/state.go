@@ -1,0 +1,213 @@
+package services
+
+import (
+	"cmp"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cnibox/cnibox/agent/cluster"
+	"github.com/cnibox/cnibox/internal/svcmodel"
+)
+
+// svcKey names a Service.
+type svcKey struct{ ns, name string }
+
+func (k svcKey) compare(o svcKey) int {
+	return cmp.Or(cmp.Compare(k.ns, o.ns), cmp.Compare(k.name, o.name))
+}
+
+// State is the Services and EndpointSlices the watcher has seen and this
+// node, each Service resolved again only when it, one of its slices or
+// the node changed (kube-proxy's change trackers), so that a change to
+// one Service costs that Service's resolution. Safe for concurrent use;
+// the informers' handlers write it, the syncer reads it.
+type State struct {
+	mu       sync.Mutex
+	node     Node
+	services map[svcKey]*cluster.Service
+	slices   map[svcKey]map[string]*cluster.EndpointSlice // by the Service they name, by slice name
+	owner    map[svcKey]svcKey                            // a slice's Service (the slice's namespace/name)
+	resolved map[svcKey][]svcmodel.ServicePort
+	order    []svcKey // the keys of resolved, sorted
+	dirty    map[svcKey]struct{}
+	allDirty bool
+	// triggers are the trigger times of the slices changed since the
+	// last snapshot (network programming latency).
+	triggers              []time.Time
+	svcChanges, epChanges int // since the last snapshot
+	last                  *svcmodel.Snapshot
+	notify                func()
+}
+
+// NewState returns an empty state; notify (nil: none) is called after
+// each change, outside the state's lock.
+func NewState(notify func()) *State {
+	if notify == nil {
+		notify = func() {}
+	}
+	return &State{services: map[svcKey]*cluster.Service{}, slices: map[svcKey]map[string]*cluster.EndpointSlice{},
+		owner: map[svcKey]svcKey{}, resolved: map[svcKey][]svcmodel.ServicePort{}, dirty: map[svcKey]struct{}{},
+		last: &svcmodel.Snapshot{}, notify: notify}
+}
+
+// SetNode sets this node's name and zone: a change resolves every
+// Service again.
+func (s *State) SetNode(n Node) {
+	s.mu.Lock()
+	if s.node == n {
+		s.mu.Unlock()
+		return
+	}
+	s.node, s.allDirty = n, true
+	s.mu.Unlock()
+	s.notify()
+}
+
+// SetService adds or replaces svc.
+func (s *State) SetService(svc *cluster.Service) {
+	k := svcKey{svc.Namespace, svc.Name}
+	s.mu.Lock()
+	s.services[k] = svc
+	s.dirty[k] = struct{}{}
+	s.svcChanges++
+	s.mu.Unlock()
+	s.notify()
+}
+
+// DeleteService removes the Service namespace/name.
+func (s *State) DeleteService(namespace, name string) {
+	k := svcKey{namespace, name}
+	s.mu.Lock()
+	delete(s.services, k)
+	s.dirty[k] = struct{}{}
+	s.svcChanges++
+	s.mu.Unlock()
+	s.notify()
+}
+
+// SetSlice adds or replaces es (a slice that names another Service than
+// before moves to it).
+func (s *State) SetSlice(es *cluster.EndpointSlice) {
+	sk := svcKey{es.Namespace, es.Name}
+	s.mu.Lock()
+	s.dropSlice(sk)
+	k := svcKey{es.Namespace, es.Service}
+	if es.Service != "" {
+		if s.slices[k] == nil {
+			s.slices[k] = map[string]*cluster.EndpointSlice{}
+		}
+		s.slices[k][es.Name] = es
+		s.owner[sk] = k
+		s.dirty[k] = struct{}{}
+	}
+	if !es.TriggerTime.IsZero() {
+		s.triggers = append(s.triggers, es.TriggerTime)
+	}
+	s.epChanges++
+	s.mu.Unlock()
+	s.notify()
+}
+
+// DeleteSlice removes the slice namespace/name.
+func (s *State) DeleteSlice(namespace, name string) {
+	s.mu.Lock()
+	s.dropSlice(svcKey{namespace, name})
+	s.epChanges++
+	s.mu.Unlock()
+	s.notify()
+}
+
+// dropSlice removes the slice sk from its Service's (s.mu held).
+func (s *State) dropSlice(sk svcKey) {
+	k, ok := s.owner[sk]
+	if !ok {
+		return
+	}
+	delete(s.owner, sk)
+	delete(s.slices[k], sk.name)
+	if len(s.slices[k]) == 0 {
+		delete(s.slices, k)
+	}
+	s.dirty[k] = struct{}{}
+}
+
+// Pending reports whether a change came since the last snapshot.
+func (s *State) Pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allDirty || len(s.dirty) > 0
+}
+
+// changes is what a snapshot took in since the one before.
+type changes struct {
+	services, endpoints int
+	triggers            []time.Time
+}
+
+// snapshot resolves what changed and returns the ports of every Service
+// (NodePortAddrs and ClusterCIDRs are the syncer's), the same Snapshot as
+// last time when nothing changed.
+func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := changes{services: s.svcChanges, endpoints: s.epChanges, triggers: s.triggers}
+	s.svcChanges, s.epChanges, s.triggers = 0, 0, nil
+	if !s.allDirty && len(s.dirty) == 0 {
+		return s.last, ch
+	}
+	if s.allDirty {
+		for k := range s.services {
+			s.dirty[k] = struct{}{}
+		}
+		for k := range s.resolved {
+			s.dirty[k] = struct{}{}
+		}
+		s.allDirty = false
+	}
+	changed := false
+	for k := range s.dirty {
+		ports := resolveService(s.services[k], s.sliceList(k), s.node)
+		if reflect.DeepEqual(ports, s.resolved[k]) {
+			continue // (an update that changes nothing the proxy reads)
+		}
+		changed = true
+		i, found := slices.BinarySearchFunc(s.order, k, svcKey.compare)
+		switch {
+		case len(ports) == 0 && found:
+			delete(s.resolved, k)
+			s.order = slices.Delete(s.order, i, i+1)
+		case len(ports) > 0:
+			s.resolved[k] = ports
+			if !found {
+				s.order = slices.Insert(s.order, i, k)
+			}
+		}
+	}
+	clear(s.dirty)
+	if !changed {
+		return s.last, ch
+	}
+	n := 0
+	for _, k := range s.order {
+		n += len(s.resolved[k])
+	}
+	out := &svcmodel.Snapshot{Ports: make([]svcmodel.ServicePort, 0, n)}
+	for _, k := range s.order {
+		out.Ports = append(out.Ports, s.resolved[k]...)
+	}
+	s.last = out
+	return out, ch
+}
+
+// sliceList is the slices of the Service k, by name (s.mu held).
+func (s *State) sliceList(k svcKey) []*cluster.EndpointSlice {
+	m := s.slices[k]
+	out := make([]*cluster.EndpointSlice, 0, len(m))
+	for _, es := range m {
+		out = append(out, es)
+	}
+	slices.SortFunc(out, func(a, b *cluster.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}

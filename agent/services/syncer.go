@@ -1,0 +1,214 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/svcmodel"
+)
+
+// Table is the services table (netops/nft's Services): Apply writes a
+// snapshot as a change from the last one applied, Resync compares the
+// kernel's table with it and repairs what differs, Delete removes the
+// table (idempotent).
+type Table interface {
+	Apply(*svcmodel.Snapshot) error
+	Resync(*svcmodel.Snapshot) error
+	Delete() error
+}
+
+// DefaultResync is --service-resync's default, kube-proxy's sync period.
+const DefaultResync = 60 * time.Second
+
+// Config configures a Syncer.
+type Config struct {
+	Table Table
+	State *State
+	// Resync is the period of full syncs (Table.Resync); 0: DefaultResync.
+	Resync time.Duration
+	// NodePortAddrs returns the node's addresses that serve NodePorts,
+	// read at each sync, and whether every address does; nil: none.
+	NodePortAddrs func() (addrs []netip.Addr, all bool, err error)
+	// ClusterCIDRs are the pods' networks (Snapshot.ClusterCIDRs).
+	ClusterCIDRs []netip.Prefix
+	// Health (nil: one of Resync's) is told of queued changes and syncs.
+	Health *ProxyHealth
+	// HealthChecks (nil: none) are synced with each snapshot.
+	HealthChecks *HealthChecks
+	Metrics      *Metrics
+	// MinBackoff and MaxBackoff bound the wait after a failed sync
+	// (doubling from the first; 0: 500 ms and Resync/2).
+	MinBackoff, MaxBackoff time.Duration
+	Log                    *slog.Logger
+	// Synced, if set, is called after each successful sync with the
+	// snapshot written (tests, the first sync's bookkeeping).
+	Synced func(snap *svcmodel.Snapshot, full bool)
+}
+
+// Syncer is the proxy's loop: it coalesces the changes of the State (a
+// burst of events is one Apply), applies them, resyncs the whole table
+// every Resync, and after a failed sync waits (backing off) and resyncs
+// in full.
+type Syncer struct {
+	cfg  Config
+	kick chan struct{}
+	all  bool // the last NodePortAddrs: every address (Run's goroutine)
+}
+
+// NewSyncer returns a syncer of cfg; cfg.State's notify must call
+// Trigger.
+func NewSyncer(cfg Config) *Syncer {
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = max(cfg.Resync/2, cfg.MinBackoff)
+	}
+	if cfg.Health == nil {
+		cfg.Health = NewProxyHealth(cfg.Resync)
+	}
+	if cfg.Health.counts == nil && cfg.Metrics != nil {
+		cfg.Health.counts = cfg.Metrics.answered
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Syncer{cfg: cfg, kick: make(chan struct{}, 1)}
+}
+
+// Health is the syncer's proxy health.
+func (s *Syncer) Health() *ProxyHealth { return s.cfg.Health }
+
+// Trigger says the State changed: a sync is due.
+func (s *Syncer) Trigger() {
+	now := time.Now()
+	s.cfg.Health.QueuedUpdate()
+	s.cfg.Metrics.queued(now)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs until ctx ends, the first sync a full one at once (call it
+// once the informers hold their first lists). The table stays as the last
+// sync left it.
+func (s *Syncer) Run(ctx context.Context) error {
+	var (
+		applied  *svcmodel.Snapshot
+		full     = true
+		failures = 0
+		resync   = time.NewTimer(s.cfg.Resync)
+		retry    *time.Timer
+	)
+	defer resync.Stop()
+	for {
+		snap, ch := s.cfg.State.snapshot()
+		out, err := s.complete(snap)
+		if err == nil && (full || !same(out, applied)) {
+			start := time.Now()
+			if full {
+				err = s.cfg.Table.Resync(out)
+			} else {
+				err = s.cfg.Table.Apply(out)
+			}
+			if err != nil {
+				err = fmt.Errorf("%s: %w", map[bool]string{true: "resync", false: "apply"}[full], err)
+			}
+			in, ex := noLocal(out.Ports)
+			s.cfg.Metrics.synced(start, full, err == nil, ch, in, ex)
+		}
+		if err == nil {
+			s.cfg.Health.Updated()
+			if s.cfg.HealthChecks != nil {
+				hcAddrs := out.NodePortAddrs
+				if s.all {
+					hcAddrs = nil
+				}
+				_ = s.cfg.HealthChecks.Sync(out.Ports, hcAddrs) // (logged there; tried again next sync)
+			}
+			if s.cfg.Synced != nil && (full || !same(out, applied)) {
+				s.cfg.Synced(out, full)
+			}
+			if full {
+				resync.Reset(s.cfg.Resync)
+			}
+			applied, full, failures = out, false, 0
+		} else {
+			failures++
+			full = true
+			wait := min(s.cfg.MinBackoff<<min(failures-1, 20), s.cfg.MaxBackoff)
+			s.cfg.Log.Error("services: sync failed; a full resync follows", "err", err, "failures", failures, "retry", wait)
+			retry = time.NewTimer(wait)
+		}
+		if retry != nil {
+			select {
+			case <-ctx.Done():
+				retry.Stop()
+				return nil
+			case <-retry.C:
+			}
+			retry = nil
+			continue // (changes meanwhile: the kick waits, and the resync takes them)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+		case <-resync.C:
+			full = true
+		}
+	}
+}
+
+// complete is snap with the node's NodePort addresses and the cluster
+// CIDRs (a copy: snap may be the one applied last).
+func (s *Syncer) complete(snap *svcmodel.Snapshot) (*svcmodel.Snapshot, error) {
+	out := *snap
+	out.ClusterCIDRs = s.cfg.ClusterCIDRs
+	s.all = false
+	if s.cfg.NodePortAddrs != nil {
+		addrs, all, err := s.cfg.NodePortAddrs()
+		if err != nil {
+			return nil, fmt.Errorf("the node's NodePort addresses: %w", err)
+		}
+		out.NodePortAddrs, s.all = addrs, all
+	}
+	return &out, nil
+}
+
+// same reports whether a and b hold the same ports (the same resolution)
+// and addresses.
+func same(a, b *svcmodel.Snapshot) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return len(a.Ports) == len(b.Ports) && (len(a.Ports) == 0 || &a.Ports[0] == &b.Ports[0]) &&
+		slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
+}
+
+// noLocal counts the ports with a Local policy and no local endpoint, by
+// the traffic that policy is for (kube-proxy's
+// sync_proxy_rules_no_local_endpoints_total).
+func noLocal(ports []svcmodel.ServicePort) (internal, external int) {
+	for i := range ports {
+		p := &ports[i]
+		if len(p.LocalEndpoints) > 0 || !p.HasEndpoints {
+			continue
+		}
+		if p.InternalLocal {
+			internal++
+		}
+		if p.ExternalLocal && len(p.Frontends) > 1 {
+			external++
+		}
+	}
+	return internal, external
+}
