@@ -17,10 +17,32 @@ import (
 // it. /readyz (readiness) is 200 once the agent holds this node's lease and
 // its VXLAN device is up, and 503 while it does not. /metrics serves
 // Metrics in the Prometheus text format when Metrics is set.
+//
+// With the Services proxy (SetProxy), /healthz and /livez answer as
+// kube-proxy's do once the agent runs (docs/services.md): /livez 503 when
+// a change has waited too long for the services table, /healthz also when
+// the node is leaving (load balancers drain it); a liveness probe then
+// asks /livez. Without it /livez is /healthz.
 type Health struct {
 	running, ready atomic.Bool
+	proxy          atomic.Pointer[ProxyProbes]
 	// Metrics, if set, are served on /metrics and told the agent's events.
 	Metrics *Metrics
+}
+
+// ProxyProbes answer kube-proxy's /healthz and /livez (agent/services'
+// ProxyHealth).
+type ProxyProbes interface {
+	ServeHealthz(http.ResponseWriter)
+	ServeLivez(http.ResponseWriter)
+}
+
+// SetProxy has p answer /healthz and /livez while the agent runs (a nil
+// Health ignores it).
+func (h *Health) SetProxy(p ProxyProbes) {
+	if h != nil {
+		h.proxy.Store(&p)
+	}
 }
 
 // metrics returns h's Metrics (nil for a nil Health).
@@ -45,7 +67,7 @@ func (h *Health) SetReady(v bool) {
 	}
 }
 
-// ServeHTTP answers /healthz, /readyz and /metrics.
+// ServeHTTP answers /healthz, /livez, /readyz and /metrics.
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var ok bool
 	switch r.URL.Path {
@@ -56,8 +78,16 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.Metrics.Handler().ServeHTTP(w, r)
 		return
-	case "/healthz":
+	case "/healthz", "/livez":
 		ok = h.running.Load()
+		if p := h.proxy.Load(); ok && p != nil {
+			if r.URL.Path == "/livez" {
+				(*p).ServeLivez(w)
+			} else {
+				(*p).ServeHealthz(w)
+			}
+			return
+		}
 	case "/readyz":
 		ok = h.running.Load() && h.ready.Load()
 	default:

@@ -122,3 +122,33 @@ func TestServeHealthTimeouts(t *testing.T) {
 	resp.Body.Close()
 	closed("a kept-alive connection left idle", idle)
 }
+
+// fakeProbes answer /healthz and /livez with fixed codes.
+type fakeProbes struct{ healthz, livez int }
+
+func (f fakeProbes) ServeHealthz(w http.ResponseWriter) { w.WriteHeader(f.healthz) }
+func (f fakeProbes) ServeLivez(w http.ResponseWriter)   { w.WriteHeader(f.livez) }
+
+// TestHealthProxy: with the Services proxy, /healthz and /livez are its
+// answers (kube-proxy's) while the agent runs; 503 before; without it
+// /livez is /healthz.
+func TestHealthProxy(t *testing.T) {
+	h := &Health{}
+	code := func(path string) int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code
+	}
+	h.SetRunning(true)
+	if c := code("/livez"); c != 200 {
+		t.Errorf("no proxy: /livez %d, want 200 as /healthz", c)
+	}
+	h.SetProxy(fakeProbes{healthz: 503, livez: 200})
+	if hz, lz := code("/healthz"), code("/livez"); hz != 503 || lz != 200 {
+		t.Errorf("proxy (node leaving): /healthz %d, /livez %d; want the proxy's 503, 200", hz, lz)
+	}
+	h.SetRunning(false)
+	if c := code("/livez"); c != 503 {
+		t.Errorf("not running: /livez %d, want 503", c)
+	}
+}

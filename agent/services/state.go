@@ -65,6 +65,10 @@ func (s *State) SetNode(n Node) {
 	s.notify()
 }
 
+// Touch asks for a sync though no Service changed (the node's addresses
+// did: the NodePort addresses are read at each sync).
+func (s *State) Touch() { s.notify() }
+
 // SetService adds or replaces svc.
 func (s *State) SetService(svc *cluster.Service) {
 	k := svcKey{svc.Namespace, svc.Name}
