@@ -108,6 +108,7 @@ type flags struct {
 	dnsService, dnsTrusted string
 	dnsResolvers           []netip.Addr
 	ipam                   clusterIPAMFlags // clusteripam.go
+	svc                    serviceFlags     // services_flags.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
@@ -272,6 +273,7 @@ func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.resyncInterval, "resync-interval", agent.DefaultResyncInterval, "how often the kernel state is compared with the leases in full (cnibox)")
 	f.pod.register(fs)
 	f.ipam.register(fs)
+	f.svc.register(fs)
 	return fs
 }
 
@@ -349,6 +351,9 @@ func (f *flags) validate() error {
 	}
 	if f.multiNetworkPolicies && (!f.pod.enabled() || f.pod.only) {
 		return fmt.Errorf("--multi-network-policies: the secondary networks' policies are written as the multi role's ADD reports a pod's networks, through the pod API: add --pod-api")
+	}
+	if err := f.svc.validate(); err != nil {
+		return err
 	}
 	if f.pod.multusConf.dir != "" && !f.pod.enabled() {
 		return fmt.Errorf("--multus-conf-dir %s: multi's config needs the pod API: add --pod-api or --pod-api-only", f.pod.multusConf.dir)

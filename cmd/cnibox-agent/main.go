@@ -86,12 +86,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) error {
 	releaseStartPages(log) // what the packages' initialisation touched; again after the first sync
+	// services.go: --service-proxy needs the table.
+	if err := checkServices(f); err != nil {
+		return err
+	}
 	health, wait, err := serveHealth(ctx, f, log)
 	if err != nil {
 		return err
 	}
 	defer wait()
-	if f.kubeSubnetMgr || f.pod.enabled() || f.ipam.needsKube() {
+	if f.kubeSubnetMgr || f.pod.enabled() || f.ipam.needsKube() || f.svc.proxy {
 		if f.nodeName, err = resolveNodeName(ctx, f, env, log); err != nil {
 			return err
 		}
@@ -101,6 +105,11 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 	} else {
 		f.nodeName = nodeName(f.nodeName, env)
 	}
+	stopServices, err := startServices(ctx, f, health, log) // services.go: --service-proxy, or its table removed
+	if err != nil {
+		return err
+	}
+	defer stopServices()
 	log.Debug("flanneld environment", "EVENT_QUEUE_DEPTH", env.eventQueueDepth, "CONT_WHEN_CACHE_NOT_READY", env.contWhenCacheNotReady)
 	if f.pod.enabled() || f.ipam.enabled() {
 		// The pod API stops with the agent, whichever way the agent ends

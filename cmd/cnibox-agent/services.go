@@ -1,0 +1,152 @@
+//go:build !nokube
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+
+	"github.com/cnibox/cnibox/agent"
+	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/agent/services"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+)
+
+// newServicesTable makes the services table (table cnibox-services) on
+// the node's nftables handle.
+//
+// LEAD — THE ONE CALL SITE OF netops/nft's Services: it is nil until the
+// svctable branch (nft.NewServices) is merged; then set it here, e.g.
+//
+//	var newServicesTable = func(h *nft.Handle) services.Table {
+//		return nft.NewServices(h, nft.ServicesOptions{ /* its masquerade mark, ... */ })
+//	}
+//
+// While it is nil, --service-proxy refuses to start (checkServices) and
+// --service-proxy=false removes nothing.
+var newServicesTable func(h *nft.Handle) services.Table
+
+// errNoServicesTable is --service-proxy in a build without the table.
+var errNoServicesTable = errors.New("--service-proxy: this cnibox-agent has no services table yet " +
+	"(netops/nft's Services is not linked: cmd/cnibox-agent/services.go's newServicesTable is nil); run kube-proxy and leave --service-proxy off")
+
+// validateNodePortAddresses checks --nodeport-addresses.
+func validateNodePortAddresses(s string) error {
+	_, err := services.ParseNodePortAddresses(s)
+	return err
+}
+
+// checkServices refuses --service-proxy when the build has no table.
+func checkServices(f *flags) error {
+	if f.svc.proxy && newServicesTable == nil {
+		return errNoServicesTable
+	}
+	return nil
+}
+
+// startServices serves the cluster's Services from the services table
+// (--service-proxy) until ctx ends, beside the agent's other Kubernetes
+// features on the same informer cache; kube-proxy's /healthz and /livez
+// are then health's, and its metrics in health's registry. Off, it
+// removes the table an earlier agent left. wait returns once the proxy
+// stopped; the table stays as its last sync left it (the next agent
+// takes it over).
+func startServices(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) (wait func(), err error) {
+	if !f.svc.proxy {
+		if newServicesTable == nil {
+			return func() {}, nil
+		}
+		h, err := nft.Open("")
+		if err != nil {
+			return nil, fmt.Errorf("--service-proxy=false: %w", err)
+		}
+		defer h.Close()
+		if err := newServicesTable(h).Delete(); err != nil {
+			return nil, fmt.Errorf("--service-proxy=false: remove the services table: %w", err)
+		}
+		return func() {}, nil
+	}
+	if err := checkServices(f); err != nil {
+		return nil, err
+	}
+	cidrs, err := clusterCIDRs(f)
+	if err != nil {
+		return nil, err
+	}
+	npa, err := services.ParseNodePortAddresses(f.svc.nodePortAddresses)
+	if err != nil {
+		return nil, err
+	}
+	h, err := netops.Open("")
+	if err != nil {
+		return nil, fmt.Errorf("--service-proxy: %w", err)
+	}
+	cfg := services.WatchConfig{
+		Cache: f.kube.cache, Table: newServicesTable(h.NFT()), Resync: f.svc.resync,
+		NodePorts: npa, IfaceAddrs: func() ([]netip.Addr, error) { return ifaceAddrs(h) },
+		ClusterCIDRs: cidrs, Health: services.NewProxyHealth(f.svc.resync), Metrics: services.NewMetrics(), Log: log,
+	}
+	if health != nil {
+		health.SetProxy(cfg.Health)
+		if err := cfg.Metrics.Register(health.Metrics.Register); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("--service-proxy metrics: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer h.Close()
+		if err := services.Watch(ctx, cfg); err != nil && ctx.Err() == nil {
+			log.Error("services: the proxy stopped; the kernel keeps the last services table", "err", err)
+		}
+	}()
+	log.Info("services: serving Services", "cluster-cidr", cidrs, "nodeport-addresses", npa.String(), "resync", f.svc.resync)
+	return func() { cancel(); <-done }, nil
+}
+
+// clusterCIDRs are --cluster-cidr, else net-conf.json's networks with
+// --kube-subnet-mgr.
+func clusterCIDRs(f *flags) ([]netip.Prefix, error) {
+	if len(f.svc.cidrs) > 0 {
+		return f.svc.cidrs, nil
+	}
+	if !f.kubeSubnetMgr {
+		return nil, errors.New("--service-proxy: the pods' networks are unknown without --kube-subnet-mgr: give --cluster-cidr")
+	}
+	b, err := os.ReadFile(f.netConfPath)
+	if err != nil {
+		return nil, fmt.Errorf("--service-proxy: the pods' networks: --net-config-path: %w (or give --cluster-cidr)", err)
+	}
+	c, err := netconf.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("--service-proxy: the pods' networks: --net-config-path %s: %w", f.netConfPath, err)
+	}
+	var out []netip.Prefix
+	if c.EnableIPv4 && c.Network.IsValid() {
+		out = append(out, c.Network.Masked())
+	}
+	if c.EnableIPv6 && c.IPv6Network.IsValid() {
+		out = append(out, c.IPv6Network.Masked())
+	}
+	return out, nil
+}
+
+// ifaceAddrs are the addresses of the node's interfaces.
+func ifaceAddrs(h *netops.Handle) ([]netip.Addr, error) {
+	ps, err := h.Addrs("")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Addr())
+	}
+	return out, nil
+}

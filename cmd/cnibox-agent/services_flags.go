@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// serviceFlags configure the Services proxy (agent/services,
+// docs/services.md).
+type serviceFlags struct {
+	proxy             bool
+	nodePortAddresses string
+	resync            time.Duration
+	// clusterCIDR is --cluster-cidr; cidrs, what validate read of it.
+	clusterCIDR string
+	cidrs       []netip.Prefix
+}
+
+func (s *serviceFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&s.proxy, "service-proxy", false, "kube: serve Services (ClusterIP, NodePort, externalIPs, LoadBalancer IPs) from the nftables table cnibox-services "+
+		"instead of kube-proxy, from the cluster's Services and EndpointSlices (docs/services.md) (cnibox)")
+	fs.StringVar(&s.nodePortAddresses, "nodeport-addresses", "primary", "kube, with --service-proxy: the node's addresses that serve NodePorts, as kube-proxy's flag: "+
+		"\"primary\" (the node's primary IPs, kube-proxy's nftables default) or comma-separated CIDRs (a family no CIDR names is served on all its addresses; "+
+		"0.0.0.0/0,::/0: every address) (cnibox)")
+	fs.DurationVar(&s.resync, "service-resync", 60*time.Second, "kube, with --service-proxy: how often the whole services table is compared with the Services and repaired (kube-proxy's --sync-period) (cnibox)")
+	fs.StringVar(&s.clusterCIDR, "cluster-cidr", "", "kube, with --service-proxy: the pods' networks, comma-separated CIDRs (traffic to a Service from elsewhere is masqueraded, as kube-proxy's --cluster-cidr); "+
+		"default: net-conf.json's Network and IPv6Network with --kube-subnet-mgr (cnibox)")
+}
+
+// validate checks the proxy's flags.
+func (s *serviceFlags) validate() error {
+	if s.resync <= 0 {
+		return fmt.Errorf("--service-resync %s: use a period of at least 1s, e.g. 60s", s.resync)
+	}
+	s.cidrs = nil
+	for _, c := range strings.Split(s.clusterCIDR, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return fmt.Errorf("--cluster-cidr %q: %q is not a CIDR: list the pods' networks, comma separated, e.g. 10.244.0.0/16,fd00:10:244::/56", s.clusterCIDR, c)
+		}
+		s.cidrs = append(s.cidrs, p.Masked())
+	}
+	return validateNodePortAddresses(s.nodePortAddresses)
+}
