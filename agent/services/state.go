@@ -11,6 +11,12 @@ import (
 	"github.com/cnibox/cnibox/internal/svcmodel"
 )
 
+// resolvedService is a Service's ports as last resolved.
+type resolvedService struct {
+	key   svcKey
+	ports []svcmodel.ServicePort
+}
+
 // svcKey names a Service.
 type svcKey struct{ ns, name string }
 
@@ -29,8 +35,10 @@ type State struct {
 	services map[svcKey]*cluster.Service
 	slices   map[svcKey]map[string]*cluster.EndpointSlice // by the Service they name, by slice name
 	owner    map[svcKey]svcKey                            // a slice's Service (the slice's namespace/name)
-	resolved map[svcKey][]svcmodel.ServicePort
-	order    []svcKey // the keys of resolved, sorted
+	// resolved are the Services that serve ports, sorted by key (a
+	// slice, not a map: the snapshot walks it whole at each change).
+	resolved []resolvedService
+	nports   int // of resolved
 	dirty    map[svcKey]struct{}
 	allDirty bool
 	// triggers are the trigger times of the slices changed since the
@@ -48,7 +56,7 @@ func NewState(notify func()) *State {
 		notify = func() {}
 	}
 	return &State{services: map[svcKey]*cluster.Service{}, slices: map[svcKey]map[string]*cluster.EndpointSlice{},
-		owner: map[svcKey]svcKey{}, resolved: map[svcKey][]svcmodel.ServicePort{}, dirty: map[svcKey]struct{}{},
+		owner: map[svcKey]svcKey{}, dirty: map[svcKey]struct{}{},
 		last: &svcmodel.Snapshot{}, notify: notify}
 }
 
@@ -165,41 +173,40 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 		for k := range s.services {
 			s.dirty[k] = struct{}{}
 		}
-		for k := range s.resolved {
-			s.dirty[k] = struct{}{}
+		for _, r := range s.resolved {
+			s.dirty[r.key] = struct{}{}
 		}
 		s.allDirty = false
 	}
 	changed := false
 	for k := range s.dirty {
 		ports := resolveService(s.services[k], s.sliceList(k), s.node)
-		if reflect.DeepEqual(ports, s.resolved[k]) {
+		i, found := slices.BinarySearchFunc(s.resolved, k, func(r resolvedService, k svcKey) int { return r.key.compare(k) })
+		var old []svcmodel.ServicePort
+		if found {
+			old = s.resolved[i].ports
+		}
+		if reflect.DeepEqual(ports, old) {
 			continue // (an update that changes nothing the proxy reads)
 		}
 		changed = true
-		i, found := slices.BinarySearchFunc(s.order, k, svcKey.compare)
+		s.nports += len(ports) - len(old)
 		switch {
-		case len(ports) == 0 && found:
-			delete(s.resolved, k)
-			s.order = slices.Delete(s.order, i, i+1)
-		case len(ports) > 0:
-			s.resolved[k] = ports
-			if !found {
-				s.order = slices.Insert(s.order, i, k)
-			}
+		case len(ports) == 0: // (found: old differs)
+			s.resolved = slices.Delete(s.resolved, i, i+1)
+		case found:
+			s.resolved[i].ports = ports
+		default:
+			s.resolved = slices.Insert(s.resolved, i, resolvedService{k, ports})
 		}
 	}
 	clear(s.dirty)
 	if !changed {
 		return s.last, ch
 	}
-	n := 0
-	for _, k := range s.order {
-		n += len(s.resolved[k])
-	}
-	out := &svcmodel.Snapshot{Ports: make([]svcmodel.ServicePort, 0, n)}
-	for _, k := range s.order {
-		out.Ports = append(out.Ports, s.resolved[k]...)
+	out := &svcmodel.Snapshot{Ports: make([]svcmodel.ServicePort, 0, s.nports)}
+	for _, r := range s.resolved {
+		out.Ports = append(out.Ports, r.ports...)
 	}
 	s.last = out
 	return out, ch

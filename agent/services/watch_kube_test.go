@@ -71,6 +71,7 @@ func TestWatchKube(t *testing.T) {
 		t.Fatalf("first call %+v, want a Resync", first)
 	}
 	// wait is the first Apply whose port of svc/web ok accepts.
+	var last *svcmodel.Snapshot // of the last wait
 	wait := func(what string, ok func(p svcmodel.ServicePort, found bool) bool) svcmodel.ServicePort {
 		t.Helper()
 		deadline := time.After(time.Minute)
@@ -78,6 +79,7 @@ func TestWatchKube(t *testing.T) {
 			select {
 			case cl := <-tab.calls:
 				if p, found := port(cl.snap); ok(p, found) {
+					last = cl.snap
 					return p
 				}
 			case <-deadline:
@@ -109,7 +111,7 @@ func TestWatchKube(t *testing.T) {
 	}
 
 	es.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: no, Serving: yes, Terminating: yes}
-	es, err = cs.DiscoveryV1().EndpointSlices("svc").Update(ctx, es, metav1.UpdateOptions{})
+	_, err = cs.DiscoveryV1().EndpointSlices("svc").Update(ctx, es, metav1.UpdateOptions{})
 	must(t, err)
 	p = wait("the slice updated", func(p svcmodel.ServicePort, _ bool) bool { return len(p.ClusterEndpoints) == 2 })
 	if got := addrs(p.ClusterEndpoints); got != "10.1.0.1:8080 10.1.0.2:8080" {
@@ -131,16 +133,13 @@ func TestWatchKube(t *testing.T) {
 
 	// The snapshot's NodePort addresses: the node's primary IP of the
 	// interface addresses.
-	svc2, err := cs.CoreV1().Services("svc").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+	_, err = cs.CoreV1().Services("svc").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{})
 	must(t, err)
-	_ = svc2
-	for cl := range tab.calls {
-		if _, found := port(cl.snap); found {
-			if fmt.Sprint(cl.snap.NodePortAddrs) != "[192.0.2.1]" {
-				t.Errorf("NodePort addresses %v, want the node's primary IP [192.0.2.1]", cl.snap.NodePortAddrs)
-			}
-			break
-		}
+	var npa []netip.Addr
+	wait("the Service again", func(_ svcmodel.ServicePort, found bool) bool { return found })
+	npa = last.NodePortAddrs
+	if fmt.Sprint(npa) != "[192.0.2.1]" {
+		t.Errorf("NodePort addresses %v, want the node's primary IP [192.0.2.1] of the interfaces' 192.0.2.1 and 198.51.100.1", npa)
 	}
 }

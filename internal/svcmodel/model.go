@@ -130,10 +130,11 @@ type ServicePort struct {
 	// kept; a node without a local endpoint drops external traffic).
 	// InternalLocal: internalTrafficPolicy Local.
 	ExternalLocal, InternalLocal bool
-	// HasEndpoints: some endpoint exists in the cluster, ready or not. A
-	// frontend whose chosen set is empty is rejected (ICMP port
-	// unreachable, TCP RST) when !HasEndpoints and dropped otherwise, as
-	// kube-proxy does.
+	// HasEndpoints: some endpoint in the cluster is usable (ready, or
+	// serving and terminating: kube-proxy's hasAnyEndpoints; one neither
+	// ready nor serving does not count). A frontend whose chosen set is
+	// empty is rejected (ICMP port unreachable, TCP RST) when
+	// !HasEndpoints and dropped otherwise, as kube-proxy does.
 	HasEndpoints bool
 	// AffinityTimeout is sessionAffinity ClientIP's timeout; 0: none.
 	AffinityTimeout time.Duration
