@@ -107,10 +107,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 		failures = 0
 		resync   = time.NewTimer(s.cfg.Resync)
 		retry    *time.Timer
+		late     []time.Time // the trigger times of changes a failed sync did not write
 	)
 	defer resync.Stop()
 	for {
 		snap, ch := s.cfg.State.snapshot()
+		ch.triggers = append(late, ch.triggers...)
+		late = nil
 		out, err := s.complete(snap)
 		if err == nil && (full || !same(out, applied)) {
 			start := time.Now()
@@ -142,6 +145,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			}
 			applied, full, failures = out, false, 0
 		} else {
+			late = ch.triggers
 			failures++
 			full = true
 			wait := min(s.cfg.MinBackoff<<min(failures-1, 20), s.cfg.MaxBackoff)

@@ -290,7 +290,12 @@ func TestSyncerHealth(t *testing.T) {
 	h.now = clk.now
 	tab := newRecTable()
 	synced := make(chan struct{}, 10)
-	st, _ := startSyncer(t, tab, Config{Resync: time.Hour, Health: h, Synced: func(*svcmodel.Snapshot, bool) { synced <- struct{}{} }})
+	st, _ := startSyncer(t, tab, Config{Resync: time.Hour, Health: h, Synced: func(*svcmodel.Snapshot, bool) {
+		select {
+		case synced <- struct{}{}:
+		default:
+		}
+	}})
 	tab.next(t)
 	<-synced // (its health recorded)
 	gate := make(chan struct{})
@@ -380,4 +385,64 @@ func TestHealthChecks(t *testing.T) {
 func counter(t *testing.T, c prometheus.Collector) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// TestMetricNames: the metrics carry kube-proxy's names, and a sync of a
+// slice with a trigger time is observed as network programming latency.
+func TestMetricNames(t *testing.T) {
+	m := NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg.Register); err != nil {
+		t.Fatal(err)
+	}
+	tab := newRecTable()
+	synced := make(chan struct{}, 10)
+	st, _ := startSyncer(t, tab, Config{Resync: time.Hour, Metrics: m, Synced: func(*svcmodel.Snapshot, bool) {
+		select {
+		case synced <- struct{}{}:
+		default:
+		}
+	}})
+	<-synced
+	s0, e0 := service(0, "s0")
+	e0.TriggerTime = time.Now().Add(-time.Second)
+	st.SetService(s0)
+	st.SetSlice(e0)
+	for deadline := time.Now().Add(time.Minute); programmingCount(t, reg) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // (the sync's metrics come after its Synced)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range families {
+		got[f.GetName()] = true
+	}
+	for _, name := range []string{"kubeproxy_sync_proxy_rules_duration_seconds", "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+		"kubeproxy_network_programming_duration_seconds", "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+		"kubeproxy_sync_full_proxy_rules_duration_seconds", "kubeproxy_sync_proxy_rules_endpoint_changes_total"} {
+		if !got[name] {
+			t.Errorf("no metric %s (have %v)", name, got)
+		}
+	}
+	if n := programmingCount(t, reg); n != 1 {
+		t.Errorf("network programming latency observed %d times, want 1 (the slice's trigger time)", n)
+	}
+}
+
+// programmingCount is the sample count of the network programming
+// histogram.
+func programmingCount(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "kubeproxy_network_programming_duration_seconds" && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
 }

@@ -76,7 +76,7 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 		}
 	}()
 	for kind, h := range map[cluster.Kind]cache.ResourceEventHandler{
-		cluster.Nodes: handler(w.setNode, func(any) {}), cluster.Services: handler(w.setService, w.deleteService),
+		cluster.Nodes: handler(w.setNode, w.deleteNode), cluster.Services: handler(w.setService, w.deleteService),
 		cluster.EndpointSlices: handler(w.setSlice, w.deleteSlice),
 	} {
 		reg, err := cfg.Cache.Handle(kind, h)
@@ -137,6 +137,13 @@ func (w *watch) setNode(obj any) {
 	w.state.SetNode(Node{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone]})
 	if changed {
 		w.state.Touch()
+	}
+}
+
+// deleteNode: this node's Node gone is a node that is leaving.
+func (w *watch) deleteNode(obj any) {
+	if n, ok := obj.(*cluster.Node); ok && n.Name == w.node {
+		w.cfg.Health.SetLeaving(true)
 	}
 }
 
