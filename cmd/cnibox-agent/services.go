@@ -14,22 +14,22 @@ import (
 	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/agent/services"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // newServicesTable makes the services table (table cnibox-services) on
-// the node's nftables handle.
+// the node's handle (its nftables side, h.NFT(); its conntrack side for
+// the table's ClearConntrack).
 //
 // LEAD — THE ONE CALL SITE OF netops/nft's Services: it is nil until the
 // svctable branch (nft.NewServices) is merged; then set it here, e.g.
 //
-//	var newServicesTable = func(h *nft.Handle) services.Table {
-//		return nft.NewServices(h, nft.ServicesOptions{ /* its masquerade mark, ... */ })
+//	var newServicesTable = func(h *netops.Handle) services.Table {
+//		return nft.NewServices(h.NFT(), nft.ServicesOptions{ClearConntrack: /* h's conntrack deletion */})
 //	}
 //
 // While it is nil, --service-proxy refuses to start (checkServices) and
 // --service-proxy=false removes nothing.
-var newServicesTable func(h *nft.Handle) services.Table
+var newServicesTable func(h *netops.Handle) services.Table
 
 // errNoServicesTable is --service-proxy in a build without the table.
 var errNoServicesTable = errors.New("--service-proxy: this cnibox-agent has no services table yet " +
@@ -61,7 +61,7 @@ func startServices(ctx context.Context, f *flags, health *agent.Health, log *slo
 		if newServicesTable == nil {
 			return func() {}, nil
 		}
-		h, err := nft.Open("")
+		h, err := netops.Open("")
 		if err != nil {
 			return nil, fmt.Errorf("--service-proxy=false: %w", err)
 		}
@@ -87,7 +87,7 @@ func startServices(ctx context.Context, f *flags, health *agent.Health, log *slo
 		return nil, fmt.Errorf("--service-proxy: %w", err)
 	}
 	cfg := services.WatchConfig{
-		Cache: f.kube.cache, Table: newServicesTable(h.NFT()), Resync: f.svc.resync,
+		Cache: f.kube.cache, Table: newServicesTable(h), Resync: f.svc.resync,
 		NodePorts: npa, IfaceAddrs: func() ([]netip.Addr, error) { return ifaceAddrs(h) },
 		ClusterCIDRs: cidrs, Health: services.NewProxyHealth(f.svc.resync), Metrics: services.NewMetrics(), Log: log,
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cnibox/cnibox/agent/services"
-	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/netops"
 )
 
 // TestServiceProxyWithoutTable: --service-proxy in a build whose services
@@ -29,7 +29,7 @@ func TestServiceProxyWithoutTable(t *testing.T) {
 	if !errors.Is(err, errNoServicesTable) || !strings.Contains(err.Error(), "--service-proxy") {
 		t.Errorf("runAgent = %v, want the refusal naming --service-proxy", err)
 	}
-	newServicesTable = func(*nft.Handle) services.Table { return nil }
+	newServicesTable = func(*netops.Handle) services.Table { return nil }
 	if err := checkServices(f); err != nil {
 		t.Errorf("with a table: %v", err)
 	}
