@@ -37,11 +37,11 @@ type hcServer struct {
 	https     []*http.Server
 }
 
-// Sync opens the health checks of ports' Services, on addrs (nil: every
-// address), closes those of the Services gone, and sets each one's count
-// of local endpoints. A port that cannot be opened is logged and tried
-// again at the next Sync; err says so too.
-func (h *HealthChecks) Sync(ports []svcmodel.ServicePort, addrs []netip.Addr) error {
+// Sync opens the health checks of ports' Services, on addrs (all: on
+// every address instead), closes those of the Services gone, and sets
+// each one's count of local endpoints. A port that cannot be opened is
+// logged and tried again at the next Sync; err says so too.
+func (h *HealthChecks) Sync(ports []svcmodel.ServicePort, addrs []netip.Addr, all bool) error {
 	want := map[svcKey]uint16{}
 	local := map[svcKey]map[netip.Addr]bool{}
 	for i := range ports {
@@ -76,7 +76,7 @@ func (h *HealthChecks) Sync(ports []svcmodel.ServicePort, addrs []netip.Addr) er
 		s := h.servers[k]
 		if s == nil {
 			var err error
-			if s, err = h.open(k, port, addrs); err != nil {
+			if s, err = h.open(k, port, addrs, all); err != nil {
 				h.log().Error("health check node port not served", "service", k.ns+"/"+k.name, "port", port, "err", err)
 				errs = append(errs, err)
 				continue
@@ -105,11 +105,11 @@ func (h *HealthChecks) log() *slog.Logger {
 	return h.Log
 }
 
-// open listens on port of each of addrs (nil: every address) for k
+// open listens on port of each of addrs (all: of every address) for k
 // (h.mu held).
-func (h *HealthChecks) open(k svcKey, port uint16, addrs []netip.Addr) (*hcServer, error) {
+func (h *HealthChecks) open(k svcKey, port uint16, addrs []netip.Addr, all bool) (*hcServer, error) {
 	hosts := []string{""}
-	if addrs != nil {
+	if !all {
 		hosts = hosts[:0]
 		for _, a := range addrs {
 			hosts = append(hosts, a.String())

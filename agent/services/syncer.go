@@ -131,11 +131,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if err == nil {
 			s.cfg.Health.Updated()
 			if s.cfg.HealthChecks != nil {
-				hcAddrs := out.NodePortAddrs
-				if s.all {
-					hcAddrs = nil
-				}
-				_ = s.cfg.HealthChecks.Sync(out.Ports, hcAddrs) // (logged there; tried again next sync)
+				_ = s.cfg.HealthChecks.Sync(out.Ports, out.NodePortAddrs, s.all) // (logged there; tried again next sync)
 			}
 			if s.cfg.Synced != nil && (full || !same(out, applied)) {
 				s.cfg.Synced(out, full)

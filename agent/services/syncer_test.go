@@ -340,7 +340,7 @@ func TestHealthChecks(t *testing.T) {
 	localEP := svcmodel.Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), Port: 80, Ready: true, Local: true}
 	sync := func(eps ...svcmodel.Endpoint) {
 		t.Helper()
-		if err := hc.Sync([]svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port, LocalEndpoints: eps}}, lo); err != nil {
+		if err := hc.Sync([]svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port, LocalEndpoints: eps}}, lo, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -359,6 +359,15 @@ func TestHealthChecks(t *testing.T) {
 		}
 		return resp.StatusCode, body, resp.Header
 	}
+	// No NodePort address: served on none (not on every one).
+	if err := hc.Sync([]svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port}}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.Get(url); err == nil {
+		resp.Body.Close()
+		t.Error("no NodePort address, yet the health check answers on 127.0.0.1")
+	}
+	hc.Close()
 	sync()
 	if c, body, hdr := ask(); c != 503 || body["localEndpoints"] != 0.0 || hdr.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("no local endpoint: %d %v %v, want 503 with localEndpoints 0", c, body, hdr)
@@ -373,7 +382,7 @@ func TestHealthChecks(t *testing.T) {
 	if c, body, _ := ask(); c != 503 || body["serviceProxyHealthy"] != false {
 		t.Errorf("proxy unhealthy: %d %v, want 503", c, body)
 	}
-	if err := hc.Sync(nil, lo); err != nil {
+	if err := hc.Sync(nil, lo, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := http.Get(url); err == nil {
