@@ -115,7 +115,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 		ch.triggers = append(late, ch.triggers...)
 		late = nil
 		out, err := s.complete(snap)
-		if err == nil && (full || !same(out, applied)) {
+		wrote := err == nil && (full || !same(out, applied))
+		if wrote {
 			start := time.Now()
 			if full {
 				err = s.cfg.Table.Resync(out)
@@ -130,10 +131,10 @@ func (s *Syncer) Run(ctx context.Context) error {
 		}
 		if err == nil {
 			s.cfg.Health.Updated()
-			if s.cfg.HealthChecks != nil {
-				_ = s.cfg.HealthChecks.Sync(out.Ports, out.NodePortAddrs, s.all) // (logged there; tried again next sync)
+			if wrote && s.cfg.HealthChecks != nil {
+				_ = s.cfg.HealthChecks.Sync(out.Ports, out.NodePortAddrs, s.all) // (logged there; tried again at the next write)
 			}
-			if s.cfg.Synced != nil && (full || !same(out, applied)) {
+			if wrote && s.cfg.Synced != nil {
 				s.cfg.Synced(out, full)
 			}
 			if full {
