@@ -466,3 +466,29 @@ func TestChartMultiNetworkPolicies(t *testing.T) {
 		t.Errorf("secondaryNetworks: the ConfigMap's secondary-networks is %q", v)
 	}
 }
+
+// TestChartServiceProxy: serviceProxy.enabled turns on the agent's
+// Services proxy (--service-proxy, with --nodeport-addresses when set) and
+// binds its ClusterRole; the defaults have neither, and the liveness probe
+// asks /livez (kube-proxy's liveness with the proxy, /healthz without).
+func TestChartServiceProxy(t *testing.T) {
+	renderChart(t, "--set", "serviceProxy.enabled=true,serviceProxy.nodePortAddresses=192.0.2.0/24")
+	m := load(t)
+	c := m.ds.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--service-proxy", "--nodeport-addresses=192.0.2.0/24"} {
+		if !slices.Contains(c.Command, want) {
+			t.Errorf("agent command %v lacks %s", c.Command, want)
+		}
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
+		t.Errorf("liveness probe %+v, want /livez", c.LivenessProbe)
+	}
+	if _, ok := loadRBAC(t, "cnibox.yaml").clusterRoles["cnibox-service-proxy"]; !ok {
+		t.Error("serviceProxy.enabled: no ClusterRole cnibox-service-proxy")
+	}
+	t.Run("RBAC", TestRBAC) // the role's rules and binding, exactly
+	renderChart(t)
+	if slices.ContainsFunc(load(t).ds.Spec.Template.Spec.Containers[0].Command, func(a string) bool { return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses") }) {
+		t.Error("the defaults turn the Services proxy on")
+	}
+}

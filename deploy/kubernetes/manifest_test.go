@@ -178,7 +178,7 @@ func TestDaemonSet(t *testing.T) {
 	}
 	addr := flagValue(agent.Command, "--health-addr")
 	_, port, _ := strings.Cut(addr, ":")
-	for p, path := range map[*corev1.Probe]string{agent.LivenessProbe: "/healthz", agent.ReadinessProbe: "/readyz"} {
+	for p, path := range map[*corev1.Probe]string{agent.LivenessProbe: "/livez", agent.ReadinessProbe: "/readyz"} {
 		if p == nil || p.HTTPGet == nil || strconv.Itoa(p.HTTPGet.Port.IntValue()) != port || p.HTTPGet.Path != path {
 			t.Errorf("probe %+v, want GET %s on the --health-addr port %q", p, path, port)
 		}

@@ -113,6 +113,12 @@ var (
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 	}
+	// the Services proxy (--service-proxy, off by default): the Services
+	// and EndpointSlices of agent/cluster's cache (agent/services)
+	serviceProxyRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	}
 	// egress gateways (agent/egress: its informers and status write) ...
 	egressClusterRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"cnibox.io"}, Resources: []string{"egressgateways"}, Verbs: []string{"list", "watch"}},
@@ -161,6 +167,7 @@ func checkRBAC(t *testing.T, file, sa string, agentCmd []string) {
 		{"-cluster-ipam", has("--cluster-ipam"), clusterIPAMClusterRules, clusterIPAMRules, ""},
 		{"-policy", has("--kube-subnet-mgr") && !has("--network-policy=false"), policyRules, nil, ""},
 		{"-cluster-network-policies", has("--cluster-network-policies"), clusterPolicyRules, nil, ""},
+		{"-service-proxy", has("--service-proxy"), serviceProxyRules, nil, ""},
 		{"-egress", has("--kube-subnet-mgr"), egressClusterRules, egressRules, "cnibox-egress"},
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: "kube-system"}}
