@@ -219,7 +219,11 @@ test-node: deps image
 # a dual-stack cluster (its [Feature:IPv6DualStack] specs); netpol and
 # netpol-anchor (not in the default list) run the NetworkPolicy suite on
 # cnibox-vxlan and on the anchor with kube-router v2.1.0's policy
-# controller (test/internal/kuberouter builds it once). The e2e
+# controller (test/internal/kuberouter builds it once); services and
+# services-anchor (not in the default list) run the Services, Conntrack,
+# KubeProxy and Networking specs with cnibox's Services proxy and no
+# kube-proxy (the chart's serviceProxy.enabled, rendered by a real helm)
+# and on cnibox-vxlan with kube-proxy (nftables). The e2e
 # binary, agnhost and CoreDNS are built once from the module proxy
 # (test/conformance/build.sh), the images written from them and Debian's
 # tools. JUnit reports in bin/conformance/CONFIG/; the last lines are the
@@ -239,12 +243,13 @@ deps-conformance:
 
 test-conformance: deps deps-conformance image
 	kube=$$(bash test/kube/control-plane.sh build kube-scheduler kubelet kubectl kube-proxy) && \
+	helm=$$(bash deploy/helm/helm.sh) && \
 	tools=$$(bash test/conformance/build.sh) && rc=0 && \
 	for c in $(conformance_configs); do \
 		rm -f bin/conformance/$$c/summary; \
 		CNIBOX_CONFORMANCE=$$c CNIBOX_CONFORMANCE_TOOLS=$$tools CNIBOX_CONFORMANCE_REPORT=$(CURDIR)/bin/conformance/$$c \
 		CNIBOX_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CNIBOX_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
-		CNIBOX_KUBE_BIN=$$kube CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
+		CNIBOX_KUBE_BIN=$$kube CNIBOX_HELM=$$helm CNIBOX_IMAGE_TAR=$(CURDIR)/bin/cnibox-image.tar CNIBOX_MANIFEST=$(CURDIR)/bin/cnibox.yaml \
 			$(GO) test -count=1 -timeout 120m -tags kube -run 'TestKubeConformance$$' -v ./test/node/ || rc=1; \
 	done; \
 	for c in $(conformance_configs); do cat bin/conformance/$$c/summary 2>/dev/null || echo "conformance $$c: no result"; done; \

@@ -90,6 +90,7 @@ func TestKubeConformance(t *testing.T) {
 	opts := clusterOpts{env: conformanceEnv()}
 	var manifest, ns, ds string
 	base, netpol := netpolBase(config)
+	base, svc := servicesBase(base)
 	switch base {
 	case "anchor":
 		data, err := os.ReadFile(flannelManifest)
@@ -110,6 +111,11 @@ func TestKubeConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		manifest, ns, ds = string(data), "kube-system", "cnibox"
+		if config == "services" {
+			// no kube-proxy: the agent serves the Services
+			manifest = servicesManifest(t, manifest)
+			opts.env = append(opts.env, "KUBE_PROXY=")
+		}
 		switch base {
 		case "cnibox-hostgw":
 			manifest = withBackend(t, []byte(manifest), "host-gw")
@@ -119,7 +125,7 @@ func TestKubeConformance(t *testing.T) {
 			opts.env = append(opts.env, "CLUSTER_CIDR=10.244.0.0/16,"+podNetwork6, "SERVICE_CIDR=10.96.0.0/16,"+serviceNetwork6)
 		}
 	default:
-		t.Fatalf("$CNIBOX_CONFORMANCE=%q: want anchor, cnibox-vxlan, cnibox-hostgw, dualstack, netpol or netpol-anchor", config)
+		t.Fatalf("$CNIBOX_CONFORMANCE=%q: want anchor, cnibox-vxlan, cnibox-hostgw, dualstack, netpol, netpol-anchor, services or services-anchor", config)
 	}
 	images = append(images, netpolImages(t, config)...)
 	t.Logf("images written after %v", time.Since(start).Round(time.Second))
@@ -135,6 +141,9 @@ func TestKubeConformance(t *testing.T) {
 	}
 	if netpol {
 		focus, skip = netpolFocus, netpolSkip
+	}
+	if svc {
+		focus = servicesFocus
 	}
 	focus = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_FOCUS"), focus)
 	skip = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_SKIP"), skip)
