@@ -227,45 +227,43 @@ func commands(o Options) []*ucli.Command {
 				},
 			},
 		},
-		{
-			Name:      "logs",
-			Usage:     "show the record each CNI call left in the log file",
-			UsageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--follow] [--json]",
-			Description: "Every invocation writes one JSON record (role, command, container, ifname, netns, step timings,\n" +
-				"result or error). A table, one line a call: TIME (local), ROLE, VERB, CONTAINER (12 characters),\n" +
-				"IFNAME, NETWORK, TOOK and RESULT (ok, or ERROR code: message). The rotated files are read oldest\n" +
-				"first, then the live one. --follow alone shows new calls as they come; with --since, from then on.\n" +
-				"Ctrl-C ends it. Example: cnibox logs --container 3f2a --since 1h",
-			Flags: logReaderFlags("calls",
+		logReader{
+			name: "logs", usage: "show the record each CNI call left in the log file",
+			usageText: "cnibox logs [--file F] [--container ID] [--since D] [--errors] [--follow] [--json]",
+			source:    "Every invocation writes one JSON record (role, command, container, ifname, netns, step timings, result or error).",
+			one:       "call", what: "calls",
+			columns:  "TIME (local), ROLE, VERB, CONTAINER (12 characters), IFNAME, NETWORK, TOOK and RESULT (ok, or ERROR code: message).",
+			examples: []string{"cnibox logs --container 3f2a --since 1h"},
+			flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "file", Usage: "log file (default $CNIBOX_LOG_FILE or " + cniplug.DefaultLogFile + ")"},
 				&ucli.StringFlag{Name: "container", Usage: "only calls whose container ID starts with `ID`"},
 				&ucli.BoolFlag{Name: "errors", Usage: "only failed calls"},
-			),
-			Action: runLogs,
-		},
-		{
-			Name:  "flows",
-			Usage: "show the policy flow log: each connection's verdict and the policy and rule that decided",
-			UsageText: "cnibox flows [--namespace NS] [--pod [NS/]NAME] [--verdict V] [--policy [NS/]NAME] [--since D]\n" +
-				"             [--follow] [--json] [--file F]\n\n" +
-				"Reads the flow log cnibox-agent writes (docs/flowlog.md): the rotated files oldest first, then\n" +
-				"the live one. A table, one line a flow: TIME (local), VERDICT, DIR (in, out), PROTO, SRC and DST\n" +
-				"(ns/pod:port, or ip:port outside the cluster), POLICY (np, cnp:admin, cnp:baseline, snp, scnp /\n" +
-				"ns/name#rule; #isolation: the policies that isolate the pod). A \"suppressed\" line counts the\n" +
-				"flows the agent's rate limit left out. --follow alone shows new flows as they come; with\n" +
-				"--since, from then on. Ctrl-C ends it.\n" +
-				"Example: cnibox flows --verdict deny --namespace shop --since 10m\n" +
-				"Example: kubectl -n kube-system exec ds/cnibox -- cnibox flows --follow --pod shop/web-0\n" +
-				"Example: cnibox flows --verdict staged-deny --json | jq .policy.name",
-			Flags: logReaderFlags("flows",
+			},
+			action: runLogs,
+		}.command(),
+		logReader{
+			name: "flows", usage: "show the policy flow log: each connection's verdict and the policy and rule that decided",
+			usageText: "cnibox flows [--namespace NS] [--pod [NS/]NAME] [--verdict V] [--policy [NS/]NAME] [--since D]\n" +
+				"             [--follow] [--json] [--file F]",
+			source: "Reads the flow log cnibox-agent writes (docs/flowlog.md).",
+			one:    "flow", what: "flows",
+			columns: "TIME (local), VERDICT, DIR (in, out), PROTO, SRC and DST (ns/pod:port, or ip:port outside the cluster), " +
+				"POLICY (np, cnp:admin, cnp:baseline, snp, scnp / ns/name#rule; #isolation: the policies that isolate the pod). " +
+				"A \"suppressed\" line counts the flows the agent's rate limit left out.",
+			examples: []string{
+				"cnibox flows --verdict deny --namespace shop --since 10m",
+				"kubectl -n kube-system exec ds/cnibox -- cnibox flows --follow --pod shop/web-0",
+				"cnibox flows --verdict staged-deny --json | jq .policy.name",
+			},
+			flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "file", Value: flowlog.DefaultPath, Usage: "the flow log"},
 				&ucli.StringFlag{Name: "namespace", Usage: "only flows whose source or destination is in namespace `NS`"},
 				&ucli.StringFlag{Name: "pod", Usage: "only flows from or to this pod, `NS/NAME` (or NAME in any namespace)"},
 				&ucli.StringFlag{Name: "verdict", Usage: "only this `VERDICT`: allow, deny, staged-allow, staged-deny, suppressed"},
 				&ucli.StringFlag{Name: "policy", Usage: "only flows this policy decided (or isolated), `NAME` or NS/NAME"},
-			),
-			Action: runFlows,
-		},
+			},
+			action: runFlows,
+		}.command(),
 		{
 			Name:  "gc",
 			Usage: "remove what pods that are gone left behind: records, reservations, host veths, masquerade entries, port mappings",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
@@ -54,6 +55,56 @@ func (t *logTable) run(c *ucli.Context, read, follow func(ctx context.Context) e
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return follow(ctx)
+}
+
+// logReader is a command that reads a rotated log as logTable prints it
+// (logs, flows): one help text says for both where the log comes from, the
+// table's columns, the order of the files and what --follow and --since
+// do; one list of flags ends with --since, --follow and --json.
+type logReader struct {
+	name, usage, usageText string
+	// source says where the log comes from (a sentence).
+	source string
+	// one names a record, what several ("call", "calls").
+	one, what string
+	// columns are the table's columns, and any line that is not a record.
+	columns  string
+	examples []string
+	// flags are the log's file and filters.
+	flags  []ucli.Flag
+	action ucli.ActionFunc
+}
+
+// command is the reader's command.
+func (r logReader) command() *ucli.Command {
+	about := r.source + " The rotated files are read oldest first, then the live one. A table, one line a " + r.one + ": " +
+		r.columns + " --follow alone shows new " + r.what + " as they come; with --since, from then on. Ctrl-C ends it."
+	desc := wrapHelp(about, 100)
+	for _, e := range r.examples {
+		desc += "\nExample: " + e
+	}
+	return &ucli.Command{Name: r.name, Usage: r.usage, UsageText: r.usageText, Description: desc,
+		Flags: logReaderFlags(r.what, r.flags...), Action: r.action}
+}
+
+// wrapHelp breaks s into lines of at most width characters, between words.
+func wrapHelp(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, w := range strings.Fields(s) {
+		switch {
+		case n == 0:
+		case n+1+len(w) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
 }
 
 // logReaderFlags are the flags of a command that reads a rotated log as

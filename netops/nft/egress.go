@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/netops/internal/ifname"
@@ -224,9 +223,7 @@ func egressObjects(s EgressSpec) ([]egressSet, []*nftables.Rule) {
 	}
 	sets := []egressSet{interval(egressCluster, s.Cluster)}
 	var rules []*nftables.Rule
-	rule := func(comment string, exprs ...[]expr.Any) {
-		rules = append(rules, &nftables.Rule{Exprs: slices.Concat(exprs...), UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
-	}
+	rule := func(comment string, exprs ...[]expr.Any) { rules = append(rules, commentedRule(comment, exprs...)) }
 	lookup := func(src bool, set string) []expr.Any {
 		return append(ipAddrLoad(src), &expr.Lookup{SourceRegister: 1, SetName: set})
 	}
@@ -296,20 +293,14 @@ func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
 }
 
 // DeleteEgress removes the egress table. A missing table is not an error.
-func (h *Handle) DeleteEgress() error {
-	if err := h.deleteTable(egressTableObj()); err != nil {
-		return fmt.Errorf("delete egress in %s: %w", h.where(), err)
-	}
-	return nil
-}
+func (h *Handle) DeleteEgress() error { return egressOne().drop(h) }
 
 // EgressRules returns the comments of the egress table's rules, in order
 // (nil when the table is not there), for checks and `cnibox inspect
 // egress`.
-func (h *Handle) EgressRules() ([]string, error) {
-	out, err := h.chainComments(egressTableObj(), egressChain)
-	if err != nil {
-		return nil, fmt.Errorf("list egress rules in %s: %w", h.where(), err)
-	}
-	return out, nil
+func (h *Handle) EgressRules() ([]string, error) { return egressOne().comments(h) }
+
+// egressOne is the table as a oneChain.
+func egressOne() oneChain {
+	return oneChain{table: egressTableObj(), chain: egressChain, what: "egress"}
 }

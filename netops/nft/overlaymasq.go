@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 )
 
 // The overlay agent's masquerade lives in a table of its own, its chain
@@ -76,13 +75,7 @@ func overlayMasqTableObj() *nftables.Table {
 // overlayMasqRules are the table's rules (without table and chain).
 func overlayMasqRules(nets []OverlayMasqNet, o OverlayMasqOpts) []*nftables.Rule {
 	var out []*nftables.Rule
-	rule := func(comment string, exprs ...[]expr.Any) {
-		var all []expr.Any
-		for _, e := range exprs {
-			all = append(all, e...)
-		}
-		out = append(out, &nftables.Rule{Exprs: all, UserData: userdata.AppendString(nil, userdata.TypeComment, comment)})
-	}
+	rule := func(comment string, exprs ...[]expr.Any) { out = append(out, commentedRule(comment, exprs...)) }
 	ret := []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}}
 	masq := []expr.Any{&expr.Masq{FullyRandom: !o.NotFullyRandom}}
 	for _, n := range nets {
@@ -103,42 +96,13 @@ func overlayMasqRules(nets []OverlayMasqNet, o OverlayMasqOpts) []*nftables.Rule
 
 // DeleteOverlayMasq removes the overlay masquerade table. A missing table is
 // not an error.
-func (h *Handle) DeleteOverlayMasq() error {
-	if err := h.deleteTable(overlayMasqTableObj()); err != nil {
-		return fmt.Errorf("delete overlay masquerade in %s: %w", h.where(), err)
-	}
-	return nil
-}
+func (h *Handle) DeleteOverlayMasq() error { return overlayMasqOne().drop(h) }
 
 // OverlayMasq reports the comments of the overlay masquerade rules, in order
 // (nil when the table does not exist), for checks and the CLI.
-func (h *Handle) OverlayMasq() ([]string, error) {
-	out, err := h.chainComments(overlayMasqTableObj(), overlayMasqChain)
-	if err != nil {
-		return nil, fmt.Errorf("list overlay masquerade in %s: %w", h.where(), err)
-	}
-	return out, nil
-}
+func (h *Handle) OverlayMasq() ([]string, error) { return overlayMasqOne().comments(h) }
 
-// chainComments returns the comments of the rules of chain in table, in
-// order; nil when the chain (or table) is not there.
-func (h *Handle) chainComments(table *nftables.Table, chain string) ([]string, error) {
-	c, err := h.nftConn()
-	if err != nil {
-		return nil, err
-	}
-	ok, err := h.nftChainExists(uint8(table.Family), table.Name, chain)
-	if err != nil || !ok {
-		return nil, err
-	}
-	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(rules))
-	for _, r := range rules {
-		s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-		out = append(out, s)
-	}
-	return out, nil
+// overlayMasqOne is the table as a oneChain.
+func overlayMasqOne() oneChain {
+	return oneChain{table: overlayMasqTableObj(), chain: overlayMasqChain, what: "overlay masquerade"}
 }
