@@ -25,8 +25,8 @@ type Engine struct {
 	localPods  map[string]*Pod                 // this node's
 	local      map[string]policymodel.LocalPod // localPods as the model shows them
 	nodeAddrs  []netip.Prefix
-	flowLogOn  bool     // SetFlowLog was called: the annotations count
-	flowLog    Verdicts // logged everywhere (SetFlowLog)
+	flowLogOn  bool           // SetFlowLog was called: the annotations count
+	flowLog    FlowLogSetting // logged everywhere (SetFlowLog)
 	namespaces map[string]*Namespace
 	nodes      map[string]*Node // the cluster's, for `nodes` peers (nodes.go)
 	policies   map[string]*compiled

@@ -12,12 +12,14 @@ import (
 // connections, as source or destination: "deny", "allow" or "allow,deny".
 const FlowLogAnnotation = cluster.FlowLogAnnotation
 
-// Verdicts are which verdicts are logged.
-type Verdicts struct{ Allow, Deny bool }
+// FlowLogSetting says which connections the flow log logs: those allowed,
+// those denied, both or none (the agent's --flow-log, a namespace's
+// FlowLogAnnotation).
+type FlowLogSetting struct{ Allow, Deny bool }
 
-// ParseVerdicts reads "allow", "deny", "allow,deny" (any order, spaces
+// ParseFlowLogSetting reads "allow", "deny", "allow,deny" (any order, spaces
 // around each); ok is false for anything else ("" is neither, and ok).
-func ParseVerdicts(s string) (v Verdicts, ok bool) {
+func ParseFlowLogSetting(s string) (v FlowLogSetting, ok bool) {
 	if strings.TrimSpace(s) == "" {
 		return v, true
 	}
@@ -28,7 +30,7 @@ func ParseVerdicts(s string) (v Verdicts, ok bool) {
 		case "deny":
 			v.Deny = true
 		default:
-			return Verdicts{}, false
+			return FlowLogSetting{}, false
 		}
 	}
 	return v, true
@@ -37,7 +39,7 @@ func ParseVerdicts(s string) (v Verdicts, ok bool) {
 // SetFlowLog turns the flow log on: the namespaces' annotations are read
 // from then on, and the verdicts v are logged for every connection (the
 // agent's --flow-log). An engine that was never asked logs nothing.
-func (e *Engine) SetFlowLog(v Verdicts) policymodel.Delta {
+func (e *Engine) SetFlowLog(v FlowLogSetting) policymodel.Delta {
 	e.flowLogOn, e.flowLog = true, v
 	return e.rebuildUnlessHeld()
 }
@@ -83,7 +85,7 @@ func (e *Engine) flowLogDefs(defs map[policymodel.SetID]*setDef) policymodel.Flo
 // absent) starts or stops asking for the flow log: the sets of the logged
 // namespaces are defined by their names.
 func (e *Engine) reflowLog(d *policymodel.Delta, old, ns *Namespace) {
-	var was, is Verdicts
+	var was, is FlowLogSetting
 	if old != nil {
 		was = old.FlowLog
 	}

@@ -18,7 +18,7 @@ import (
 // the agent's --flow-log logs everywhere.
 func TestFlowLogScope(t *testing.T) {
 	e := NewEngine(node)
-	e.SetFlowLog(Verdicts{}) // on; the namespaces say where
+	e.SetFlowLog(FlowLogSetting{}) // on; the namespaces say where
 	in := testCluster(nil, nil)
 	for _, ns := range in.Namespaces {
 		e.SetNamespace(ns)
@@ -29,7 +29,7 @@ func TestFlowLogScope(t *testing.T) {
 	if m := e.Model(); m.Log.Allow.On() || m.Log.Deny.On() {
 		t.Fatalf("no annotation, no flag: logged %+v", m.Log)
 	}
-	d := e.SetNamespace(&Namespace{Name: "z", Labels: map[string]string{"ns": "z"}, FlowLog: Verdicts{Deny: true}})
+	d := e.SetNamespace(&Namespace{Name: "z", Labels: map[string]string{"ns": "z"}, FlowLog: FlowLogSetting{Deny: true}})
 	m := e.Model()
 	id := m.Log.Deny.Set
 	if m.Log.Allow.On() || id == "" || !d.Rules {
@@ -53,7 +53,7 @@ func TestFlowLogScope(t *testing.T) {
 	if m := e.Model(); m.Log.Deny.On() || m.Sets[id] != nil || !slices.Contains(d.DelSets, id) {
 		t.Errorf("annotation removed: log %+v, delta %+v", m.Log, d)
 	}
-	e.SetFlowLog(Verdicts{Allow: true})
+	e.SetFlowLog(FlowLogSetting{Allow: true})
 	if m := e.Model(); !m.Log.Allow.All || m.Log.Deny.On() {
 		t.Errorf("--flow-log=allow: %+v", m.Log)
 	}
@@ -61,14 +61,14 @@ func TestFlowLogScope(t *testing.T) {
 
 // TestParseVerdicts: the annotation's and the flag's values.
 func TestParseVerdicts(t *testing.T) {
-	for in, want := range map[string]Verdicts{"": {}, "deny": {Deny: true}, "allow": {Allow: true},
+	for in, want := range map[string]FlowLogSetting{"": {}, "deny": {Deny: true}, "allow": {Allow: true},
 		"allow,deny": {true, true}, " deny , allow ": {true, true}} {
-		if got, ok := ParseVerdicts(in); !ok || got != want {
+		if got, ok := ParseFlowLogSetting(in); !ok || got != want {
 			t.Errorf("%q: %+v %v, want %+v", in, got, ok, want)
 		}
 	}
 	for _, bad := range []string{"drop", "allow;deny", "all", "allow,"} {
-		if _, ok := ParseVerdicts(bad); ok {
+		if _, ok := ParseFlowLogSetting(bad); ok {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -116,10 +116,10 @@ func TestNamespaceFlowLogAnnotation(t *testing.T) {
 		n.Name, n.Annotations = "x", map[string]string{FlowLogAnnotation: v}
 		return n
 	}
-	if got := NamespaceFromAPI(ns("deny")); got.FlowLog != (Verdicts{Deny: true}) || got.FlowLogBad != "" {
+	if got := NamespaceFromAPI(ns("deny")); got.FlowLog != (FlowLogSetting{Deny: true}) || got.FlowLogBad != "" {
 		t.Errorf("deny: %+v", got)
 	}
-	if got := NamespaceFromAPI(ns("drop")); got.FlowLog != (Verdicts{}) || got.FlowLogBad != "drop" {
+	if got := NamespaceFromAPI(ns("drop")); got.FlowLog != (FlowLogSetting{}) || got.FlowLogBad != "drop" {
 		t.Errorf("drop: %+v", got)
 	}
 }

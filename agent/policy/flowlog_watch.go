@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/cnibox/cnibox/agent/verdicts"
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -23,8 +23,8 @@ type FlowLogWriter interface {
 // runFlowLog reads the verdicts the table logs in the agent's namespace,
 // names their policies and pods, and writes them to out, until ctx ends.
 // The summary of what the rate dropped is flushed once a second.
-func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *verdicts.Counts, log *slog.Logger) {
-	r, err := verdicts.Open("")
+func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *loggedflows.Counts, log *slog.Logger) {
+	r, err := loggedflows.Open("")
 	if err != nil {
 		log.Error("flow log: no verdicts will be logged", "err", err)
 		return
@@ -46,11 +46,11 @@ func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *ver
 		}
 	}()
 	var lost uint64
-	err = r.Run(ctx, func(evs []verdicts.Event) {
+	err = r.Run(ctx, func(evs []loggedflows.Event) {
 		recs := w.records(evs)
 		for i := range recs {
 			if counts != nil {
-				k := verdicts.Key{Verdict: string(recs[i].Verdict)}
+				k := loggedflows.Key{Verdict: string(recs[i].Verdict)}
 				if p := recs[i].Policy; p != nil {
 					k.Kind, k.Namespace, k.Name = p.Kind, p.Namespace, p.Name
 					if p.Rule == flowlog.RuleIsolation {
@@ -81,7 +81,7 @@ func (w *watcher) runFlowLog(ctx context.Context, out FlowLogWriter, counts *ver
 // lock is held only to take a snapshot (the model and the batch's pods);
 // the records, and the staged evaluation within the batch's budget, are
 // made without it (stagedEvals).
-func (w *watcher) records(evs []verdicts.Event) []flowlog.Record {
+func (w *watcher) records(evs []loggedflows.Event) []flowlog.Record {
 	addrs := make([]netip.Addr, 0, 2*len(evs))
 	for _, ev := range evs {
 		addrs = append(addrs, ev.Src.Addr(), ev.Dst.Addr())
@@ -103,12 +103,12 @@ func (w *watcher) records(evs []verdicts.Event) []flowlog.Record {
 
 // appendRecords appends what ev makes of the flow log (for tests: the
 // engine's snapshot, no budget).
-func (e *Engine) appendRecords(out []flowlog.Record, ev verdicts.Event) []flowlog.Record {
+func (e *Engine) appendRecords(out []flowlog.Record, ev loggedflows.Event) []flowlog.Record {
 	return e.snapshot(ev.Src.Addr(), ev.Dst.Addr()).appendRecords(out, ev, nil)
 }
 
 // record is ev as the flow log writes it (for tests).
-func (e *Engine) record(ev verdicts.Event) flowlog.Record {
+func (e *Engine) record(ev loggedflows.Event) flowlog.Record {
 	return e.snapshot(ev.Src.Addr(), ev.Dst.Addr()).record(ev)
 }
 
@@ -117,7 +117,7 @@ func (e *Engine) record(ev verdicts.Event) flowlog.Record {
 // policies, and their default allows), and a staged-deny or staged-allow
 // record where the staged rules would decide otherwise (evaluated by st:
 // nil, at once).
-func (s *snapshot) appendRecords(out []flowlog.Record, ev verdicts.Event, st *stagedEvals) []flowlog.Record {
+func (s *snapshot) appendRecords(out []flowlog.Record, ev loggedflows.Event, st *stagedEvals) []flowlog.Record {
 	rec := s.record(ev)
 	if s.inLogScope(ev) {
 		out = append(out, rec)
@@ -134,7 +134,7 @@ func (s *snapshot) appendRecords(out []flowlog.Record, ev verdicts.Event, st *st
 // inLogScope reports whether the flow log's scope takes ev: its verdict
 // is logged everywhere, or for its pod or its peer; a default allow
 // (logged for the staged policies only) never is.
-func (s *snapshot) inLogScope(ev verdicts.Event) bool {
+func (s *snapshot) inLogScope(ev loggedflows.Event) bool {
 	if kind, _ := policymodel.ParseKey(ev.Counter); kind == policymodel.KeyDefault {
 		return false
 	}
@@ -149,7 +149,7 @@ func (s *snapshot) inLogScope(ev verdicts.Event) bool {
 // stagedRecord is the record of what the staged rules would do with ev's
 // connection, if that is not what was done (rec is ev's record), and st
 // evaluates it within its budget.
-func (s *snapshot) stagedRecord(ev verdicts.Event, rec flowlog.Record, st *stagedEvals) (flowlog.Record, bool) {
+func (s *snapshot) stagedRecord(ev loggedflows.Event, rec flowlog.Record, st *stagedEvals) (flowlog.Record, bool) {
 	subjects := s.m.Sets[s.m.Log.Staged]
 	if s.m.Staged == nil || subjects == nil {
 		return rec, false
@@ -188,7 +188,7 @@ func (s *snapshot) stagedRecord(ev verdicts.Event, rec flowlog.Record, st *stage
 // record is ev as the flow log writes it. A packet the table dropped as
 // INVALID has a reason, no policy and no direction (it was dropped before
 // either walk).
-func (s *snapshot) record(ev verdicts.Event) flowlog.Record {
+func (s *snapshot) record(ev loggedflows.Event) flowlog.Record {
 	if ev.Counter == policymodel.CounterInvalid {
 		src, dst := s.pods[ev.Src.Addr()], s.pods[ev.Dst.Addr()]
 		return flowlog.Record{

@@ -10,7 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
-	"github.com/cnibox/cnibox/agent/verdicts"
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -31,12 +31,12 @@ func TestFlowLogRecord(t *testing.T) {
 	}, nil))
 	e.SetClusterNetworkPolicy(&deny)
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	ev := func(allow bool, counter string, src, dst netip.Addr, dport uint16) verdicts.Event {
-		return verdicts.Event{Time: at, Allow: allow, Counter: counter, Proto: 6,
+	ev := func(allow bool, counter string, src, dst netip.Addr, dport uint16) loggedflows.Event {
+		return loggedflows.Event{Time: at, Allow: allow, Counter: counter, Proto: 6,
 			Src: netip.AddrPortFrom(src, 40000), Dst: netip.AddrPortFrom(dst, dport)}
 	}
 	for _, c := range []struct {
-		ev   verdicts.Event
+		ev   loggedflows.Event
 		want flowlog.Record
 	}{
 		{ev(true, policymodel.ShortID("np/x/web/ingress/0"), ip("y", "b"), ip("x", "a"), 80), flowlog.Record{

@@ -26,7 +26,7 @@ type Namespace struct {
 	// FlowLog is what its FlowLogAnnotation asks for; a value that does
 	// not parse asks for nothing, and is kept in FlowLogBad (the watcher
 	// warns of it).
-	FlowLog    Verdicts
+	FlowLog    FlowLogSetting
 	FlowLogBad string
 }
 
@@ -57,7 +57,7 @@ func NamespaceFromAPI(ns *corev1.Namespace) *Namespace {
 // NamespaceOf returns what the engine reads of the cache's ns.
 func NamespaceOf(ns *cluster.Namespace) *Namespace {
 	out := &Namespace{Name: ns.Name, Labels: ns.Labels}
-	if v, ok := ParseVerdicts(ns.FlowLog); ok {
+	if v, ok := ParseFlowLogSetting(ns.FlowLog); ok {
 		out.FlowLog = v
 	} else {
 		out.FlowLogBad = ns.FlowLog

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/cnibox/cnibox/agent/verdicts"
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -20,7 +20,7 @@ import (
 // rules are gone.
 func TestStagedPolicy(t *testing.T) {
 	e := scaleEngine(testCluster(nil, nil))
-	e.SetFlowLog(Verdicts{})
+	e.SetFlowLog(FlowLogSetting{})
 	onlyWeb := np("x", "only-web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}})
 	d := e.SetStagedNetworkPolicy(onlyWeb)
@@ -62,11 +62,11 @@ func TestStagedPolicy(t *testing.T) {
 // staged record where the staged rules allow it as well.
 func TestStagedRecords(t *testing.T) {
 	e := scaleEngine(testCluster(nil, nil))
-	e.SetFlowLog(Verdicts{})
+	e.SetFlowLog(FlowLogSetting{})
 	e.SetStagedNetworkPolicy(np("x", "only-web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}}))
-	ev := func(allow bool, counter string, dport uint16) verdicts.Event {
-		return verdicts.Event{Time: time.Now(), Allow: allow, Counter: counter, Proto: 6,
+	ev := func(allow bool, counter string, dport uint16) loggedflows.Event {
+		return loggedflows.Event{Time: time.Now(), Allow: allow, Counter: counter, Proto: 6,
 			Src: netip.AddrPortFrom(ip("y", "b"), 40000), Dst: netip.AddrPortFrom(ip("x", "a"), dport)}
 	}
 	recs := e.appendRecords(nil, ev(true, "dflt-in", 81))
@@ -78,7 +78,7 @@ func TestStagedRecords(t *testing.T) {
 	if recs := e.appendRecords(nil, ev(true, "dflt-in", 80)); len(recs) != 0 {
 		t.Errorf("y/b -> x/a:80, which the staged policy allows too: %+v, want nothing", recs)
 	}
-	e.SetFlowLog(Verdicts{Allow: true})
+	e.SetFlowLog(FlowLogSetting{Allow: true})
 	e.SetNetworkPolicy(np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: types(networkingv1.PolicyTypeIngress),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 81)}}}}))
 	recs = e.appendRecords(nil, ev(true, policymodel.ShortID("np/x/web/ingress/0"), 81))

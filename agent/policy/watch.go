@@ -23,7 +23,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
-	"github.com/cnibox/cnibox/agent/verdicts"
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -76,10 +76,10 @@ type WatchConfig struct {
 	// (docs/flowlog.md): those of the namespaces annotated
 	// cnibox.io/flow-log, and FlowLogAll everywhere.
 	FlowLog    FlowLogWriter
-	FlowLogAll Verdicts
+	FlowLogAll FlowLogSetting
 	// FlowLogCounts, if set, counts the logged verdicts by policy (the
 	// agent's metrics).
-	FlowLogCounts *verdicts.Counts
+	FlowLogCounts *loggedflows.Counts
 	// Admitter, if set, is handed the watcher once its first full sync is
 	// applied: it answers the pod API's policy operations (admit.go).
 	Admitter *Admitter

@@ -15,7 +15,7 @@ import (
 	nv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cnibox/cnibox/agent/verdicts"
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -228,7 +228,7 @@ func TestStagedEvaluateOutsideLock(t *testing.T) {
 	for _, p := range in.Pods {
 		w.e.SetPod(p)
 	}
-	w.e.SetFlowLog(Verdicts{})
+	w.e.SetFlowLog(FlowLogSetting{})
 	w.e.SetStagedNetworkPolicy(np("x", "only-web", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: ingressOnly,
 		Ingress: []nv1.NetworkPolicyIngressRule{{Ports: []nv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}}))
 	if err := w.start(); err != nil {
@@ -243,7 +243,7 @@ func TestStagedEvaluateOutsideLock(t *testing.T) {
 	}
 	done := make(chan []flowlog.Record, 1)
 	go func() {
-		done <- w.records([]verdicts.Event{{Time: time.Now(), Allow: true, Counter: "dflt-in", Proto: 6,
+		done <- w.records([]loggedflows.Event{{Time: time.Now(), Allow: true, Counter: "dflt-in", Proto: 6,
 			Src: netip.AddrPortFrom(ip("y", "b"), 40000), Dst: netip.AddrPortFrom(ip("x", "a"), 81)}})
 	}()
 	select {
@@ -274,14 +274,14 @@ func TestStagedEvaluateOutsideLock(t *testing.T) {
 // budget the staged records are not made, and counted.
 func TestStagedBudget(t *testing.T) {
 	e := scaleEngine(testCluster(nil, nil))
-	e.SetFlowLog(Verdicts{})
+	e.SetFlowLog(FlowLogSetting{})
 	e.SetStagedNetworkPolicy(np("x", "only-web", nv1.NetworkPolicySpec{PodSelector: *sel("pod", "a"), PolicyTypes: ingressOnly,
 		Ingress: []nv1.NetworkPolicyIngressRule{{Ports: []nv1.NetworkPolicyPort{port(corev1.ProtocolTCP, 80)}}}}))
 	var st stagedEvals
 	evals := 0
 	st.beforeEval = func() { evals++ }
-	ev := func(port uint16) verdicts.Event {
-		return verdicts.Event{Time: time.Now(), Allow: true, Counter: "dflt-in", Proto: 6,
+	ev := func(port uint16) loggedflows.Event {
+		return loggedflows.Event{Time: time.Now(), Allow: true, Counter: "dflt-in", Proto: 6,
 			Src: netip.AddrPortFrom(ip("y", "b"), 40000), Dst: netip.AddrPortFrom(ip("x", "a"), port)}
 	}
 	s := e.snapshot(ip("y", "b"), ip("x", "a"))

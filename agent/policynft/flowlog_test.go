@@ -7,8 +7,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/agent/policy"
-	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
@@ -21,12 +21,12 @@ func TestFlowLogVerdicts(t *testing.T) {
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(web(80))
-	n.e.SetFlowLog(policy.Verdicts{Allow: true, Deny: true})
+	n.e.SetFlowLog(policy.FlowLogSetting{Allow: true, Deny: true})
 	n.start()
 	events := readVerdicts(t, l)
 	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
 	// wait for one event matching f, up to a generous deadline
-	await := func(what string, f func(verdicts.Event) bool) verdicts.Event {
+	await := func(what string, f func(loggedflows.Event) bool) loggedflows.Event {
 		t.Helper()
 		deadline := time.After(time.Minute)
 		for {
@@ -43,30 +43,30 @@ func TestFlowLogVerdicts(t *testing.T) {
 	if connect(t, xb, xa.ip, policymodel.TCP, 81, denyWait) {
 		t.Fatal("x/b reaches x/a:81 under web(80)")
 	}
-	ev := await("x/b -> x/a:81 denied", func(ev verdicts.Event) bool { return !ev.Allow && ev.Dst.Port() == 81 })
+	ev := await("x/b -> x/a:81 denied", func(ev loggedflows.Event) bool { return !ev.Allow && ev.Dst.Port() == 81 })
 	if ev.Counter != "iso-in" || ev.Src.Addr() != xb.ip || ev.Dst.Addr() != xa.ip || ev.Proto != 6 {
 		t.Errorf("denied: %+v, want counter iso-in from %s to %s:81/TCP", ev, xb.ip, xa.ip)
 	}
 	if !connect(t, ya, xa.ip, policymodel.TCP, 80, allowWait) {
 		t.Fatal("y/a does not reach x/a:80 under web(80)")
 	}
-	ev = await("y/a -> x/a:80 allowed", func(ev verdicts.Event) bool { return ev.Allow && ev.Dst.Port() == 80 })
+	ev = await("y/a -> x/a:80 allowed", func(ev loggedflows.Event) bool { return ev.Allow && ev.Dst.Port() == 80 })
 	if want := policymodel.ShortID("np/x/web/ingress/0"); ev.Counter != want || ev.Src.Addr() != ya.ip {
 		t.Errorf("allowed: %+v, want counter %s (np/x/web's rule 0) from %s", ev, want, ya.ip)
 	}
 
 	// Only the namespace y logs denials: x/b -> x/a is not logged, y/a's
 	// denied connection is.
-	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetFlowLog(policy.Verdicts{}) })
+	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetFlowLog(policy.FlowLogSetting{}) })
 	n.do(func(e *policy.Engine) policymodel.Delta {
-		return e.SetNamespace(&policy.Namespace{Name: "y", Labels: map[string]string{"ns": "y"}, FlowLog: policy.Verdicts{Deny: true}})
+		return e.SetNamespace(&policy.Namespace{Name: "y", Labels: map[string]string{"ns": "y"}, FlowLog: policy.FlowLogSetting{Deny: true}})
 	})
 	for len(events) > 0 {
 		<-events
 	}
 	connect(t, xb, xa.ip, policymodel.TCP, 82, denyWait)
 	connect(t, ya, xa.ip, policymodel.TCP, 83, denyWait)
-	ev = await("y/a -> x/a:83 denied", func(ev verdicts.Event) bool { return ev.Dst.Port() == 83 || ev.Dst.Port() == 82 })
+	ev = await("y/a -> x/a:83 denied", func(ev loggedflows.Event) bool { return ev.Dst.Port() == 83 || ev.Dst.Port() == 82 })
 	if ev.Dst.Port() != 83 || ev.Allow {
 		t.Errorf("logged %+v: want only y/a's denied connection to port 83", ev)
 	}
@@ -78,7 +78,7 @@ func TestFlowLogVerdicts(t *testing.T) {
 func TestFlowLogStaged(t *testing.T) {
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
-	n.e.SetFlowLog(policy.Verdicts{})
+	n.e.SetFlowLog(policy.FlowLogSetting{})
 	n.e.SetStagedNetworkPolicy(np("x", "lockdown", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "a"),
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: sel("app", "nobody")}}}}}))
 	n.start()
@@ -110,7 +110,7 @@ func TestFlowLogStaged(t *testing.T) {
 }
 
 // readVerdicts reads the node's verdict log until the test ends.
-func readVerdicts(t *testing.T, l *lab) <-chan verdicts.Event {
+func readVerdicts(t *testing.T, l *lab) <-chan loggedflows.Event {
 	events, run := openVerdicts(t, l)
 	run()
 	return events
@@ -118,11 +118,11 @@ func readVerdicts(t *testing.T, l *lab) <-chan verdicts.Event {
 
 // openVerdicts binds to the node's verdict log; run starts reading it
 // into events until the test ends.
-func openVerdicts(t *testing.T, l *lab) (<-chan verdicts.Event, func()) {
-	r, err := verdicts.Open(l.nodePath)
+func openVerdicts(t *testing.T, l *lab) (<-chan loggedflows.Event, func()) {
+	r, err := loggedflows.Open(l.nodePath)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	events := make(chan verdicts.Event, 100)
+	events := make(chan loggedflows.Event, 100)
 	done := make(chan struct{})
 	started := false
 	t.Cleanup(func() {
@@ -137,7 +137,7 @@ func openVerdicts(t *testing.T, l *lab) (<-chan verdicts.Event, func()) {
 		started = true
 		go func() {
 			defer close(done)
-			r.Run(ctx, func(evs []verdicts.Event) {
+			r.Run(ctx, func(evs []loggedflows.Event) {
 				for _, ev := range evs {
 					select {
 					case events <- ev:

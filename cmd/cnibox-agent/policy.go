@@ -12,9 +12,9 @@ import (
 
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/fqdn"
+	"github.com/cnibox/cnibox/agent/loggedflows"
 	"github.com/cnibox/cnibox/agent/policy"
 	"github.com/cnibox/cnibox/agent/policynft"
-	"github.com/cnibox/cnibox/agent/verdicts"
 	"github.com/cnibox/cnibox/internal/flowlog"
 	"github.com/cnibox/cnibox/internal/kubecore"
 	"github.com/cnibox/cnibox/netops"
@@ -86,7 +86,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		return err
 	}
 	if health != nil && cfg.FlowLog != nil {
-		cfg.FlowLogCounts = &verdicts.Counts{}
+		cfg.FlowLogCounts = &loggedflows.Counts{}
 		if err := health.Metrics.Register(cfg.FlowLogCounts); err != nil {
 			stopDNS()
 			return fmt.Errorf("flow log metrics: %w", err)
@@ -108,7 +108,7 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 // bad --flow-log is an error; the file is opened with the first record
 // (lazyFlowLog).
 func flowLogTo(cfg *policy.WatchConfig, f *flags, log *slog.Logger) error {
-	all, ok := policy.ParseVerdicts(f.flowLog)
+	all, ok := policy.ParseFlowLogSetting(f.flowLog)
 	if !ok {
 		return fmt.Errorf("--flow-log %q: use allow, deny or allow,deny", f.flowLog)
 	}

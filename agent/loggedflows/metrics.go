@@ -1,4 +1,4 @@
-package verdicts
+package loggedflows
 
 import (
 	"sync"

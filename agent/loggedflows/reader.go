@@ -1,10 +1,10 @@
-// Package verdicts is cnibox-agent's side of the policy flow log: it reads
-// the verdicts the policy table logs (NFLOG group
+// Package loggedflows is cnibox-agent's side of the policy flow log: it
+// reads the connections the policy table logs with their verdict (NFLOG group
 // policymodel.FlowLogGroup, one message per logged packet: a connection's
 // first, or any packet of one that is dropped), and hands them on in
 // batches as Events; the policy watcher names their policy, rule and pods
 // (docs/flowlog.md).
-package verdicts
+package loggedflows
 
 import (
 	"context"
