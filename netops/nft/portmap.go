@@ -89,8 +89,9 @@ const (
 
 // EnsurePortMaps adds the mappings and masquerade entries of p, owned by
 // p.Owner, in one nftables transaction. For the first pod of the node that
-// transaction fails and a second one creates the table, its maps, sets and
-// chains with the elements. An element whose key is taken by other data or
+// transaction fails; the core then makes the table, its maps, sets and
+// chains (portmapTable), and a last transaction writes the postrouting
+// chain and the marker with the elements (portmap_schema.go). An element whose key is taken by other data or
 // another owner is replaced (the newest attachment of a host port wins, as
 // with the reference plugin); replaced returns those elements as they were,
 // grouped by owner, so the caller can update its records.
@@ -116,14 +117,19 @@ func (h *Handle) EnsurePortMaps(p PortMaps) (replaced []PortMaps, err error) {
 func (h *Handle) ensurePortMaps(elems []pmElem) ([]PortMaps, error) {
 	// Fast path: the table exists with this cnibox's rules (its marker set
 	// does), no key is taken.
-	err := h.commitRaw(append([]mdnetlink.Message{pmRulesMark(0)}, pmElemMsgs(unix.NFT_MSG_NEWSETELEM, mdExcl, elems, true)...)...)
+	add := pmElemMsgs(unix.NFT_MSG_NEWSETELEM, mdExcl, elems, true)
+	err := h.commitRaw(append([]mdnetlink.Message{pmRulesMark(0)}, add...)...)
 	if errors.Is(err, unix.ENOENT) {
-		// No table, or an older cnibox's: (re)write it with the elements.
-		err = h.commitRaw(append(pmSchemaMsgs(), pmElemMsgs(unix.NFT_MSG_NEWSETELEM, mdExcl, elems, true)...)...)
+		// No table, or an older cnibox's: (re)write it, then the
+		// postrouting chain and the marker with the elements.
+		if _, err := h.reconcile(portmapTable()); err != nil {
+			return nil, fmt.Errorf("table inet %s: %w", PortMapTable, err)
+		}
+		err = h.commitRaw(append(pmPostroutingMsgs(), add...)...)
 		if errors.Is(err, unix.EEXIST) {
-			// A key is taken (handled below), or an older table's sets
-			// differ (no timeout flag): make sure of the rules on their own.
-			if err := h.pmEnsureRules(); err != nil {
+			// A key is taken (handled below): the chain and the marker on
+			// their own.
+			if err := h.commitRaw(pmPostroutingMsgs()...); err != nil {
 				return nil, fmt.Errorf("rewrite the rules of table inet %s: %w", PortMapTable, err)
 			}
 		}
@@ -165,17 +171,6 @@ func (h *Handle) ensurePortMaps(elems []pmElem) ([]PortMaps, error) {
 		}
 	}
 	return nil, err
-}
-
-// pmEnsureRules writes the table's schema, or where its sets are an older
-// cnibox's (the kernel refuses to change their flags: EEXIST) its chains,
-// rules and marker alone.
-func (h *Handle) pmEnsureRules() error {
-	err := h.commitRaw(pmSchemaMsgs()...)
-	if errors.Is(err, unix.EEXIST) {
-		err = h.commitRaw(append([]mdnetlink.Message{pmTableMsg()}, pmRulesMsgs()...)...)
-	}
-	return err
 }
 
 // DeletePortMaps removes the elements of every p (of two with the same key,
@@ -294,8 +289,8 @@ func (h *Handle) PortMapEntries() ([]PortMaps, error) {
 		return nil, fmt.Errorf("list port mappings in %s: %w", h.where(), err)
 	}
 	var all []pmElem
-	for _, set := range pmSets {
-		elems, err := h.pmDump(set.name)
+	for _, set := range pmSetNames {
+		elems, err := h.pmDump(set)
 		if err != nil {
 			return nil, fmt.Errorf("list port mappings in %s: %w", h.where(), err)
 		}

@@ -4,19 +4,23 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// The portmap table is written with raw nftables messages: its element adds
-// need NLM_F_EXCL, and a table, its chains, rules and elements must go into
-// one batch, which the nftables package cannot build.
+// The portmap table's elements, and its postrouting chain, are written with
+// raw nftables messages: the element adds need NLM_F_EXCL (a key taken is
+// an error, not a silent keep), a removal a timeout on an existing element,
+// and the chain's rules ct expressions that the nftables package cannot
+// build (portmap_schema.go); the rest of the table is a spec on the core.
 
 const mdExcl = mdnetlink.Excl
 
-// nft datatype ids (nftables' datatype.h), concatenated 6 bits per field.
+// The raw messages' numbers: nft datatype ids (nftables' datatype.h),
+// concatenated 6 bits per field, set flags and the rest.
 const (
 	nftTypeIPAddr   = 7
 	nftTypeIP6Addr  = 8
@@ -28,7 +32,6 @@ const (
 	ipsDstNAT       = 0x20 // IPS_DST_NAT
 	ctDirOriginal   = 0    // IP_CT_DIR_ORIGINAL
 	nfAccept        = 1    // NF_ACCEPT
-	prioDstNAT      = -100
 	prioSrcNAT      = 100
 	pmExprFamily    = unix.NFPROTO_INET
 	reg1, reg2      = unix.NFT_REG_1, unix.NFT_REG_2
@@ -47,34 +50,32 @@ func concatType(types ...uint32) uint32 {
 	return t
 }
 
-// pmSet describes one map of the table.
-type pmSet struct {
-	name              string
-	id                uint32
-	keyType, keyLen   uint32
-	dataType, dataLen uint32 // 0: a set
-}
+// pmSetNames are the names of the table's maps and sets (pmSetObjs).
+var pmSetNames = [...]string{pmSetHostIP4, pmSetHostIP6, pmSetPort4, pmSetPort6, pmSetSnat4, pmSetSnat6, pmSetAll4, pmSetAll6}
 
-// pmSets are the table's maps and sets, with their key and data types
-// written out (constants: a call here would run at every start).
-var pmSets = []pmSet{
-	{pmSetHostIP4, 1, nftTypeIPAddr<<(2*nftTypeBits) | nftTypeProto<<nftTypeBits | nftTypeService, 12, nftTypeIPAddr<<nftTypeBits | nftTypeService, 8},
-	{pmSetHostIP6, 2, nftTypeIP6Addr<<(2*nftTypeBits) | nftTypeProto<<nftTypeBits | nftTypeService, 24, nftTypeIP6Addr<<nftTypeBits | nftTypeService, 20},
-	{pmSetPort4, 3, nftTypeProto<<nftTypeBits | nftTypeService, 8, nftTypeIPAddr<<nftTypeBits | nftTypeService, 8},
-	{pmSetPort6, 4, nftTypeProto<<nftTypeBits | nftTypeService, 8, nftTypeIP6Addr<<nftTypeBits | nftTypeService, 20},
-	{pmSetSnat4, 5, nftTypeIPAddr<<nftTypeBits | nftTypeIPAddr, 8, 0, 0},
-	{pmSetSnat6, 6, nftTypeIP6Addr<<nftTypeBits | nftTypeIP6Addr, 32, 0, 0},
-	{pmSetAll4, 7, nftTypeIPAddr, 4, 0, 0},
-	{pmSetAll6, 8, nftTypeIP6Addr, 16, 0, 0},
-}
-
-func pmSetID(name string) uint32 {
-	for _, s := range pmSets {
-		if s.name == name {
-			return s.id
-		}
+// pmSetObjs are the table's maps and sets, with their key and data types,
+// in the order of pmSetNames. Every one takes timeouts: a removal sets a
+// 1 ms timeout instead of deleting (pmExpireMsgs).
+func pmSetObjs() []*nftables.Set {
+	c := nftables.MustConcatSetType
+	v4, v6, proto, port := nftables.TypeIPAddr, nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService
+	m := func(name string, key, data nftables.SetDatatype) *nftables.Set {
+		return &nftables.Set{Name: name, KeyType: key, IsMap: true, DataType: data, HasTimeout: true}
 	}
-	return 0
+	s := func(name string, key nftables.SetDatatype) *nftables.Set {
+		return &nftables.Set{Name: name, KeyType: key, HasTimeout: true}
+	}
+	return []*nftables.Set{
+		// host IP . protocol . host port -> pod IP . pod port
+		m(pmSetHostIP4, c(v4, proto, port), c(v4, port)),
+		m(pmSetHostIP6, c(v6, proto, port), c(v6, port)),
+		// protocol . host port -> pod IP . pod port
+		m(pmSetPort4, c(proto, port), c(v4, port)),
+		m(pmSetPort6, c(proto, port), c(v6, port)),
+		// pod IP . pod IP; pod IP
+		s(pmSetSnat4, c(v4, v4)), s(pmSetSnat6, c(v6, v6)),
+		s(pmSetAll4, v4), s(pmSetAll6, v6),
+	}
 }
 
 func be32(v uint32) []byte { return binaryutil.BigEndian.PutUint32(v) }
@@ -133,17 +134,16 @@ func nfproto(p byte) [][]byte {
 	return out
 }
 
-func l4proto(reg uint32) []byte { return mx(&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg}) }
+// l4proto loads the layer 4 protocol into reg (a raw expression).
+func l4proto(reg uint32) []byte { return mx(l4protoExpr(reg)) }
 
-func thDport(reg uint32) []byte {
-	return mx(&expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
+// l4protoExpr loads the layer 4 protocol into reg.
+func l4protoExpr(reg uint32) *expr.Meta { return &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg} }
+
+// thDportExpr loads the transport header's destination port into reg.
+func thDportExpr(reg uint32) *expr.Payload {
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
 }
-
-// ipField loads the IPv4 or IPv6 source or destination address into reg 1.
-func ipField(v6, src bool) []byte { return ipFieldTo(v6, src, reg1) }
-
-// ipFieldTo loads the IPv4 or IPv6 source or destination address into reg.
-func ipFieldTo(v6, src bool, reg uint32) []byte { return mx(addrPayload(v6, src, reg)) }
 
 // addrPayload loads the IPv4 or IPv6 source or destination address into
 // reg.
@@ -160,22 +160,21 @@ func addrPayload(v6, src bool, reg uint32) *expr.Payload {
 	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
 }
 
-func fibLocal() [][]byte {
-	return [][]byte{
-		mx(&expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: true}),
-		mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ne32(unix.RTN_LOCAL)}),
-	}
+// pmLookup looks register 1 up in set, a map whose data goes to dreg when
+// isMap.
+func pmLookup(set string, dreg uint32, isMap bool) *expr.Lookup {
+	return &expr.Lookup{SourceRegister: reg1, SetName: set, DestRegister: dreg, IsDestRegSet: isMap}
 }
 
-func lookup(set string, dreg uint32, isMap bool) []byte {
-	return mx(&expr.Lookup{SourceRegister: reg1, SetName: set, SetID: pmSetID(set), DestRegister: dreg, IsDestRegSet: isMap})
-}
+// lookup is pmLookup as a raw expression.
+func lookup(set string, dreg uint32, isMap bool) []byte { return mx(pmLookup(set, dreg, isMap)) }
 
-func dnat(v6 bool) []byte {
+// dnatExpr DNATs to the address in reg 1 and the port after it.
+func dnatExpr(v6 bool) *expr.NAT {
 	if v6 {
-		return mx(&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV6, RegAddrMin: reg1, RegProtoMin: reg2})
+		return &expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV6, RegAddrMin: reg1, RegProtoMin: reg2}
 	}
-	return mx(&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: reg1, RegProtoMin: reg32at9})
+	return &expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: reg1, RegProtoMin: reg32at9}
 }
 
 func join(parts ...[][]byte) [][]byte {
@@ -186,6 +185,8 @@ func join(parts ...[][]byte) [][]byte {
 	return out
 }
 
+// postroutingRules are the postrouting chain's rules, raw (see
+// portmap_schema.go: google/nftables cannot write their ct expressions).
 func postroutingRules() [][][]byte {
 	dnatted := [][]byte{
 		mx(&expr.Ct{Key: expr.CtKeySTATUS, Register: reg1}),
@@ -215,30 +216,6 @@ func postroutingRules() [][][]byte {
 		join(dnatted, nfproto(unix.NFPROTO_IPV6), [][]byte{ctOrig(unix.NFT_CT_DST_IP6, reg1), l4proto(reg2),
 			ctOrig(unix.NFT_CT_PROTO_DST, reg32at13), inMap(pmSetHostIP6), jump(true)}),
 	}
-}
-
-// masqRules masquerade forwarded connections to masqAll pods, from a pod to
-// itself and (IPv4) from the node's 127.0.0.0/8.
-func masqRules(v6 bool) [][][]byte {
-	fam, all, snat, second := byte(unix.NFPROTO_IPV4), pmSetAll4, pmSetSnat4, uint32(reg32at9)
-	if v6 {
-		fam, all, snat, second = unix.NFPROTO_IPV6, pmSetAll6, pmSetSnat6, reg2
-	}
-	masq := mx(&expr.Masq{})
-	rules := [][][]byte{
-		// ip daddr @masqall4 masquerade
-		join(nfproto(fam), [][]byte{ipField(v6, false), lookup(all, 0, false), masq}),
-		// ip saddr . ip daddr @snat4 masquerade
-		join(nfproto(fam), [][]byte{ipField(v6, true), ipFieldTo(v6, false, second), lookup(snat, 0, false), masq}),
-	}
-	if !v6 {
-		// ip saddr 127.0.0.0/8 ip daddr . ip daddr @snat4 masquerade
-		rules = append(rules, join(nfproto(fam), [][]byte{ipField(false, true),
-			mx(&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: make([]byte, 4)}),
-			mx(&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127, 0, 0, 0}}),
-			ipField(false, false), ipFieldTo(false, false, second), lookup(snat, 0, false), masq}))
-	}
-	return rules
 }
 
 // pmElemMsgs builds one message per set for elems, with the element data

@@ -2,103 +2,85 @@ package nft
 
 import (
 	"net/netip"
+	"slices"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // The portmap table's schema: its maps, sets, chains and rules.
+//
+// The table, its maps and sets and the chains prerouting, output, hostports,
+// masq4 and masq6 are a spec on the core (portmapTable): reconcile makes
+// what is missing and refills a chain whose rules differ (an older
+// cnibox's, or one someone changed). The maps and sets are kept: their
+// elements are the pods', added and removed one attachment at a time with
+// raw messages (portmap_nft.go), and a set an older cnibox made without the
+// timeout flag stays as it is, elements and all (pmRemove then deletes
+// instead of expiring).
+//
+// The postrouting chain and the marker set pmSetRules are written after,
+// with raw messages (pmPostroutingMsgs): the chain's rules read the
+// connection's original destination (`ct original ip daddr`, `ct original
+// proto-dst`), and google/nftables can neither write such a rule (it sends
+// NFTA_CT_DIRECTION only with the ct keys src, dst, proto-src and
+// proto-dst, and the kernel wants it with ip daddr too) nor list it back
+// (it reads the kernel's one-byte direction as four bytes and fails the
+// chain's whole listing), so the core cannot compare that chain. Its
+// messages create it when missing and flush and refill it, in one
+// transaction with the marker, which thus says that every chain holds this
+// cnibox's rules.
 
-// pmSchemaMsgs creates the table, its maps, sets and chains and (re)writes
-// the rules of every chain (pmRulesMsgs). Every message is idempotent, so
-// concurrent first ADDs end in the same table, and a damaged table heals.
-func pmSchemaMsgs() []mdnetlink.Message {
-	msgs := []mdnetlink.Message{pmTableMsg()}
-	for _, s := range pmSets {
-		// Every set takes timeouts: a removal sets a 1 ms timeout instead of
-		// deleting (pmExpireMsgs).
-		flags := uint32(nftSetTimeout)
-		if s.dataType != 0 {
-			flags |= nftSetMap
-		}
-		as := []mdnetlink.Attribute{
-			{Type: unix.NFTA_SET_TABLE, Data: cstr(PortMapTable)},
-			{Type: unix.NFTA_SET_NAME, Data: cstr(s.name)},
-			{Type: unix.NFTA_SET_FLAGS, Data: be32(flags)},
-			{Type: unix.NFTA_SET_KEY_TYPE, Data: be32(s.keyType)},
-			{Type: unix.NFTA_SET_KEY_LEN, Data: be32(s.keyLen)},
-		}
-		if s.dataType != 0 {
-			as = append(as,
-				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_TYPE, Data: be32(s.dataType)},
-				mdnetlink.Attribute{Type: unix.NFTA_SET_DATA_LEN, Data: be32(s.dataLen)})
-		}
-		as = append(as, mdnetlink.Attribute{Type: unix.NFTA_SET_ID, Data: be32(s.id)})
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWSET, pmCreate, attrs(as...)))
+// portmapTable is the table as the core reconciles it: its maps and sets
+// (kept) and every chain but postrouting. The table is not owned: the
+// postrouting chain and the marker set are not the spec's.
+func portmapTable() *tableSpec {
+	s := &tableSpec{table: &nftables.Table{Name: PortMapTable, Family: nftables.TableFamilyINet}, what: "the port mappings' table"}
+	for _, set := range pmSetObjs() {
+		s.sets = append(s.sets, setSpec{set: set, kept: true})
 	}
-
-	return append(msgs, pmRulesMsgs()...)
+	jump := func() []*nftables.Rule {
+		return []*nftables.Rule{{Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports}}}}
+	}
+	s.chains = []chainSpec{
+		{name: pmChainHostports, rules: hostportsRules()},
+		{name: pmChainMasq4, rules: masqRules(false)},
+		{name: pmChainMasq6, rules: masqRules(true)},
+		baseChain(pmChainPrerouting, nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump()),
+		baseChain(pmChainOutput, nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump()),
+	}
+	return s
 }
 
 // pmCreate are the flags of a message that creates an object or leaves it
 // as it is.
 const pmCreate = mdnetlink.Acknowledge | mdnetlink.Create
 
-func pmTableMsg() mdnetlink.Message {
-	table := mdnetlink.Attribute{Type: unix.NFTA_TABLE_NAME, Data: cstr(PortMapTable)}
-	return pmMsg(unix.NFT_MSG_NEWTABLE, pmCreate, attrs(table))
-}
-
-// pmRulesMsgs creates the chains, flushes and refills them and creates the
-// marker set pmSetRules, in a table whose maps and sets exist (or are
-// created earlier in the same batch).
-func pmRulesMsgs() []mdnetlink.Message {
-	const create = pmCreate
-	var msgs []mdnetlink.Message
-	type chain struct {
-		name  string
-		hook  uint32
-		prio  int32
-		base  bool
-		rules [][][]byte
-	}
-	chains := []chain{
-		{name: pmChainHostports, rules: hostportsRules()},
-		{name: pmChainMasq4, rules: masqRules(false)},
-		{name: pmChainMasq6, rules: masqRules(true)},
-		{name: pmChainPrerouting, base: true, hook: unix.NF_INET_PRE_ROUTING, prio: prioDstNAT,
-			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
-		{name: pmChainOutput, base: true, hook: unix.NF_INET_LOCAL_OUT, prio: prioDstNAT,
-			rules: [][][]byte{{mx(&expr.Verdict{Kind: expr.VerdictJump, Chain: pmChainHostports})}}},
-		{name: pmChainPostrouting, base: true, hook: unix.NF_INET_POST_ROUTING, prio: prioSrcNAT, rules: postroutingRules()},
-	}
-	for _, c := range chains {
-		as := []mdnetlink.Attribute{
-			{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(PortMapTable)},
-			{Type: unix.NFTA_CHAIN_NAME, Data: cstr(c.name)},
-		}
-		if c.base {
-			as = append(as,
-				nested(unix.NFTA_CHAIN_HOOK, attrs(
-					mdnetlink.Attribute{Type: unix.NFTA_HOOK_HOOKNUM, Data: be32(c.hook)},
-					mdnetlink.Attribute{Type: unix.NFTA_HOOK_PRIORITY, Data: be32(uint32(c.prio))},
-				)),
-				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: be32(nfAccept)},
-				mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr("nat")},
-			)
-		}
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_NEWCHAIN, create, attrs(as...)))
-	}
-	// Flush and refill every chain: an interrupted or older table heals.
-	for _, c := range chains {
-		msgs = append(msgs, pmMsg(unix.NFT_MSG_DELRULE, mdnetlink.Acknowledge, attrs(
+// pmPostroutingMsgs creates the postrouting chain (or leaves it), flushes
+// and refills it, and creates the marker set pmSetRules, in a table whose
+// maps and sets exist (portmapTable reconciled).
+func pmPostroutingMsgs() []mdnetlink.Message {
+	table := mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(PortMapTable)}
+	msgs := []mdnetlink.Message{
+		pmMsg(unix.NFT_MSG_NEWCHAIN, pmCreate, attrs(table,
+			mdnetlink.Attribute{Type: unix.NFTA_CHAIN_NAME, Data: cstr(pmChainPostrouting)},
+			nested(unix.NFTA_CHAIN_HOOK, attrs(
+				mdnetlink.Attribute{Type: unix.NFTA_HOOK_HOOKNUM, Data: be32(unix.NF_INET_POST_ROUTING)},
+				mdnetlink.Attribute{Type: unix.NFTA_HOOK_PRIORITY, Data: be32(uint32(prioSrcNAT))},
+			)),
+			mdnetlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: be32(nfAccept)},
+			mdnetlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr("nat")},
+		)),
+		// Flushed and refilled: an interrupted or older chain heals.
+		pmMsg(unix.NFT_MSG_DELRULE, mdnetlink.Acknowledge, attrs(
 			mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PortMapTable)},
-			mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
-		)))
-		for _, r := range c.rules {
-			msgs = append(msgs, pmRuleMsg(c.name, r))
-		}
+			mdnetlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: cstr(pmChainPostrouting)},
+		)),
+	}
+	for _, r := range postroutingRules() {
+		msgs = append(msgs, pmRuleMsg(pmChainPostrouting, r))
 	}
 	return append(msgs, pmRulesMark(pmCreate))
 }
@@ -138,7 +120,8 @@ func pmRulesMark(flags mdnetlink.HeaderFlags) mdnetlink.Message {
 	))
 }
 
-// pmSetRulesID follows the ids of pmSets.
+// pmSetRulesID is the marker set's ID in its batch (no other set is made
+// there).
 const pmSetRulesID = 100
 
 // hostportsRules DNAT only packets to a destination local to the node
@@ -146,21 +129,50 @@ const pmSetRulesID = 100
 // IP is another machine's address (which ADD refuses, but a table written by
 // hand or by an older cnibox may hold) must never capture traffic that is
 // only passing through, or that the node sends to that machine.
-func hostportsRules() [][][]byte {
-	loop6 := netip.IPv6Loopback().AsSlice()
-	return [][][]byte{
-		// fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostip4
-		join(nfproto(unix.NFPROTO_IPV4), fibLocal(), [][]byte{ipField(false, false), l4proto(reg32at9), thDport(reg32at10),
-			lookup(pmSetHostIP4, reg1, true), dnat(false)}),
-		// fib daddr type local dnat ip to meta l4proto . th dport map @port4
-		join(nfproto(unix.NFPROTO_IPV4), fibLocal(), [][]byte{l4proto(reg1), thDport(reg32at9),
-			lookup(pmSetPort4, reg1, true), dnat(false)}),
-		// fib daddr type local dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
-		join(nfproto(unix.NFPROTO_IPV6), fibLocal(), [][]byte{ipField(true, false), l4proto(reg2), thDport(reg32at13),
-			lookup(pmSetHostIP6, reg1, true), dnat(true)}),
-		// ip6 daddr != ::1 fib daddr type local dnat ip6 to meta l4proto . th dport map @port6
-		join(nfproto(unix.NFPROTO_IPV6), [][]byte{ipField(true, false),
-			mx(&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: loop6})}, fibLocal(),
-			[][]byte{l4proto(reg1), thDport(reg32at9), lookup(pmSetPort6, reg1, true), dnat(true)}),
+func hostportsRules() []*nftables.Rule {
+	fibLocal := []expr.Any{
+		&expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: ne32(unix.RTN_LOCAL)},
 	}
+	loop6 := netip.IPv6Loopback().AsSlice()
+	return []*nftables.Rule{
+		// fib daddr type local dnat ip to ip daddr . meta l4proto . th dport map @hostip4
+		{Exprs: slices.Concat(nfprotoIs(unix.NFPROTO_IPV4), fibLocal, []expr.Any{addrPayload(false, false, reg1), l4protoExpr(reg32at9),
+			thDportExpr(reg32at10), pmLookup(pmSetHostIP4, reg1, true), dnatExpr(false)})},
+		// fib daddr type local dnat ip to meta l4proto . th dport map @port4
+		{Exprs: slices.Concat(nfprotoIs(unix.NFPROTO_IPV4), fibLocal, []expr.Any{l4protoExpr(reg1), thDportExpr(reg32at9),
+			pmLookup(pmSetPort4, reg1, true), dnatExpr(false)})},
+		// fib daddr type local dnat ip6 to ip6 daddr . meta l4proto . th dport map @hostip6
+		{Exprs: slices.Concat(nfprotoIs(unix.NFPROTO_IPV6), fibLocal, []expr.Any{addrPayload(true, false, reg1), l4protoExpr(reg2),
+			thDportExpr(reg32at13), pmLookup(pmSetHostIP6, reg1, true), dnatExpr(true)})},
+		// ip6 daddr != ::1 fib daddr type local dnat ip6 to meta l4proto . th dport map @port6
+		{Exprs: slices.Concat(nfprotoIs(unix.NFPROTO_IPV6), []expr.Any{addrPayload(true, false, reg1),
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: loop6}}, fibLocal,
+			[]expr.Any{l4protoExpr(reg1), thDportExpr(reg32at9), pmLookup(pmSetPort6, reg1, true), dnatExpr(true)})},
+	}
+}
+
+// masqRules masquerade forwarded connections to masqAll pods, from a pod to
+// itself and (IPv4) from the node's 127.0.0.0/8.
+func masqRules(v6 bool) []*nftables.Rule {
+	fam, all, snat, second := byte(unix.NFPROTO_IPV4), pmSetAll4, pmSetSnat4, uint32(reg32at9)
+	if v6 {
+		fam, all, snat, second = unix.NFPROTO_IPV6, pmSetAll6, pmSetSnat6, reg2
+	}
+	masq := func() expr.Any { return &expr.Masq{} }
+	rules := []*nftables.Rule{
+		// ip daddr @masqall4 masquerade
+		{Exprs: slices.Concat(nfprotoIs(fam), []expr.Any{addrPayload(v6, false, reg1), pmLookup(all, 0, false), masq()})},
+		// ip saddr . ip daddr @snat4 masquerade
+		{Exprs: slices.Concat(nfprotoIs(fam), []expr.Any{addrPayload(v6, true, reg1), addrPayload(v6, false, second),
+			pmLookup(snat, 0, false), masq()})},
+	}
+	if !v6 {
+		// ip saddr 127.0.0.0/8 ip daddr . ip daddr @snat4 masquerade
+		rules = append(rules, &nftables.Rule{Exprs: slices.Concat(nfprotoIs(fam), []expr.Any{addrPayload(false, true, reg1),
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: make([]byte, 4)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{127, 0, 0, 0}},
+			addrPayload(false, false, reg1), addrPayload(false, false, second), pmLookup(snat, 0, false), masq()})})
+	}
+	return rules
 }
