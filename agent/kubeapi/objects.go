@@ -12,33 +12,46 @@ import (
 // client-go's REST client and informers work with them like with the
 // generated types; their names are the kinds the scheme knows them by.
 
-// object is an API object with the part S of its spec the agent uses.
-type object[S any] struct {
+// Object is an API object with the part S of its spec the agent uses (of a
+// custom resource whose spec is an upstream type, the whole: the staged
+// policies, MultiNetworkPolicy). A kind is a type defined as one (`type Pod
+// Object[PodSpec]`), so that it keeps its own name, which a scheme takes
+// for the kind, and its DeepCopyObject is one call of DeepCopy.
+type Object[S any] struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Spec              S `json:"spec,omitempty"`
 }
 
-// list is a list of objects T.
-type list[T any] struct {
+// List is a list of objects T (a type defined as an Object).
+type List[T any] struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []T `json:"items"`
 }
 
-// deepCopy copies o, its spec with copySpec.
-func (o *object[S]) deepCopy(copySpec func(S) S) *object[S] {
-	out := &object[S]{TypeMeta: o.TypeMeta, Spec: copySpec(o.Spec)}
+// DeepCopy copies o, its spec with copySpec.
+func (o *Object[S]) DeepCopy(copySpec func(S) S) *Object[S] {
+	out := &Object[S]{TypeMeta: o.TypeMeta, Spec: copySpec(o.Spec)}
 	o.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
 
-// deepCopyList copies l, each item with its DeepCopyObject.
-func deepCopyList[T any, PT interface {
+// CopySpec deep-copies a spec of a type generated with DeepCopy (k8s.io/api's,
+// the network policy API's): DeepCopy's copySpec for such an Object.
+func CopySpec[S any, PS interface {
+	*S
+	DeepCopy() *S
+}](s S) S {
+	return *PS(&s).DeepCopy()
+}
+
+// DeepCopyList copies l, each item with its DeepCopyObject.
+func DeepCopyList[T any, PT interface {
 	*T
 	runtime.Object
-}](l *list[T]) *list[T] {
-	out := &list[T]{TypeMeta: l.TypeMeta}
+}](l *List[T]) *List[T] {
+	out := &List[T]{TypeMeta: l.TypeMeta}
 	l.ListMeta.DeepCopyInto(&out.ListMeta)
 	out.Items = make([]T, len(l.Items))
 	for i := range l.Items {
@@ -48,7 +61,7 @@ func deepCopyList[T any, PT interface {
 }
 
 // Node is the part of a core/v1 Node the kube lease backend uses.
-type Node object[NodeSpec]
+type Node Object[NodeSpec]
 
 // NodeSpec is the part of a Node's spec the kube lease backend uses.
 type NodeSpec struct {
@@ -57,10 +70,10 @@ type NodeSpec struct {
 }
 
 // NodeList is a list of Nodes.
-type NodeList list[Node]
+type NodeList List[Node]
 
 // Pod is the part of a core/v1 Pod the pod API uses.
-type Pod object[PodSpec]
+type Pod Object[PodSpec]
 
 // PodSpec is the part of a Pod's spec the pod API uses.
 type PodSpec struct {
@@ -68,14 +81,14 @@ type PodSpec struct {
 }
 
 // PodList is a list of Pods.
-type PodList list[Pod]
+type PodList List[Pod]
 
 // DeepCopyObject implements runtime.Object.
 func (n *Node) DeepCopyObject() runtime.Object {
 	if n == nil {
 		return nil
 	}
-	return (*Node)((*object[NodeSpec])(n).deepCopy(func(s NodeSpec) NodeSpec {
+	return (*Node)((*Object[NodeSpec])(n).DeepCopy(func(s NodeSpec) NodeSpec {
 		s.PodCIDRs = append([]string(nil), s.PodCIDRs...)
 		return s
 	}))
@@ -86,7 +99,7 @@ func (p *Pod) DeepCopyObject() runtime.Object {
 	if p == nil {
 		return nil
 	}
-	return (*Pod)((*object[PodSpec])(p).deepCopy(func(s PodSpec) PodSpec { return s }))
+	return (*Pod)((*Object[PodSpec])(p).DeepCopy(func(s PodSpec) PodSpec { return s }))
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -94,7 +107,7 @@ func (l *NodeList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
-	return (*NodeList)(deepCopyList((*list[Node])(l)))
+	return (*NodeList)(DeepCopyList((*List[Node])(l)))
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -102,5 +115,5 @@ func (l *PodList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
-	return (*PodList)(deepCopyList((*list[Pod])(l)))
+	return (*PodList)(DeepCopyList((*List[Pod])(l)))
 }

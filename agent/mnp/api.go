@@ -4,11 +4,10 @@ package mnp
 
 import (
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/agent/kubeapi"
 )
 
 // GroupVersion is MultiNetworkPolicy's API: k8s.cni.cncf.io/v1beta1, the
@@ -21,26 +20,18 @@ func GroupVersion() schema.GroupVersion {
 // MultiNetworkPolicy is the upstream kind read into NetworkPolicy's spec:
 // upstream's spec types (k8snetworkplumbingwg/multi-networkpolicy) are a
 // copy of NetworkPolicy's with the same JSON, so the policy engine reads
-// it as it reads a NetworkPolicy.
-type MultiNetworkPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              networkingv1.NetworkPolicySpec `json:"spec"`
-}
-
-// MultiNetworkPolicyList is a list of them.
-type MultiNetworkPolicyList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []MultiNetworkPolicy `json:"items"`
-}
+// it as it reads a NetworkPolicy. MultiNetworkPolicyList is a list of them.
+type (
+	MultiNetworkPolicy     kubeapi.Object[networkingv1.NetworkPolicySpec]
+	MultiNetworkPolicyList kubeapi.List[MultiNetworkPolicy]
+)
 
 // DeepCopyObject implements runtime.Object.
 func (p *MultiNetworkPolicy) DeepCopyObject() runtime.Object {
-	return &MultiNetworkPolicy{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
+	return (*MultiNetworkPolicy)((*kubeapi.Object[networkingv1.NetworkPolicySpec])(p).DeepCopy(kubeapi.CopySpec[networkingv1.NetworkPolicySpec]))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *MultiNetworkPolicyList) DeepCopyObject() runtime.Object {
-	return &MultiNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: policy.CopyItems(l.Items)}
+	return (*MultiNetworkPolicyList)(kubeapi.DeepCopyList((*kubeapi.List[MultiNetworkPolicy])(l)))
 }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	cnpv1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
 )
 
 // StagedGroupVersion is the staged policies' API: cnibox.io/v1alpha1
@@ -23,67 +25,34 @@ func StagedGroupVersion() schema.GroupVersion {
 	return schema.GroupVersion{Group: "cnibox.io", Version: "v1alpha1"}
 }
 
-// StagedNetworkPolicy is a NetworkPolicy that is evaluated and logged,
-// never enforced.
-type StagedNetworkPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              networkingv1.NetworkPolicySpec `json:"spec"`
-}
-
-// StagedNetworkPolicyList is a list of them.
-type StagedNetworkPolicyList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []StagedNetworkPolicy `json:"items"`
-}
-
-// StagedClusterNetworkPolicy is a ClusterNetworkPolicy that is evaluated
-// and logged, never enforced.
-type StagedClusterNetworkPolicy struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              cnpv1.ClusterNetworkPolicySpec `json:"spec"`
-}
-
-// StagedClusterNetworkPolicyList is a list of them.
-type StagedClusterNetworkPolicyList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []StagedClusterNetworkPolicy `json:"items"`
-}
+// The staged policies' kinds: StagedNetworkPolicy is a NetworkPolicy and
+// StagedClusterNetworkPolicy a ClusterNetworkPolicy that are evaluated and
+// logged, never enforced; each List a list of them.
+type (
+	StagedNetworkPolicy            kubeapi.Object[networkingv1.NetworkPolicySpec]
+	StagedNetworkPolicyList        kubeapi.List[StagedNetworkPolicy]
+	StagedClusterNetworkPolicy     kubeapi.Object[cnpv1.ClusterNetworkPolicySpec]
+	StagedClusterNetworkPolicyList kubeapi.List[StagedClusterNetworkPolicy]
+)
 
 // DeepCopyObject implements runtime.Object.
 func (p *StagedNetworkPolicy) DeepCopyObject() runtime.Object {
-	return &StagedNetworkPolicy{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
+	return (*StagedNetworkPolicy)((*kubeapi.Object[networkingv1.NetworkPolicySpec])(p).DeepCopy(kubeapi.CopySpec[networkingv1.NetworkPolicySpec]))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *StagedNetworkPolicyList) DeepCopyObject() runtime.Object {
-	return &StagedNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: CopyItems(l.Items)}
+	return (*StagedNetworkPolicyList)(kubeapi.DeepCopyList((*kubeapi.List[StagedNetworkPolicy])(l)))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (p *StagedClusterNetworkPolicy) DeepCopyObject() runtime.Object {
-	return &StagedClusterNetworkPolicy{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
+	return (*StagedClusterNetworkPolicy)((*kubeapi.Object[cnpv1.ClusterNetworkPolicySpec])(p).DeepCopy(kubeapi.CopySpec[cnpv1.ClusterNetworkPolicySpec]))
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *StagedClusterNetworkPolicyList) DeepCopyObject() runtime.Object {
-	return &StagedClusterNetworkPolicyList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: CopyItems(l.Items)}
-}
-
-// CopyItems deep-copies a list's items, each by its own DeepCopyObject
-// (nil for none).
-func CopyItems[T any, P interface {
-	*T
-	DeepCopyObject() runtime.Object
-}](items []T) []T {
-	var out []T
-	for i := range items {
-		out = append(out, *P(&items[i]).DeepCopyObject().(P))
-	}
-	return out
+	return (*StagedClusterNetworkPolicyList)(kubeapi.DeepCopyList((*kubeapi.List[StagedClusterNetworkPolicy])(l)))
 }
 
 // servedStaged lists which of the staged policies' resources the API
