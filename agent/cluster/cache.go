@@ -10,8 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -22,7 +25,11 @@ import (
 // Kind is a kind of object the cache holds.
 type Kind int
 
-// The kinds of the cache.
+// The kinds of the cache. NodePods are the pods of the cache's node
+// (Cache.Node), which the pod API reads: an informer of its own, which
+// lists and watches them alone (field selector spec.nodeName), unless
+// Config.ClusterPods says that the informer of every pod runs anyway, which
+// then serves them (see Config.ClusterPods).
 const (
 	Pods Kind = iota
 	Namespaces
@@ -31,6 +38,7 @@ const (
 	// (agent/services).
 	Services
 	EndpointSlices
+	NodePods
 	numKinds
 )
 
@@ -51,9 +59,13 @@ var kinds = [numKinds]struct {
 	Services:   {corev1.SchemeGroupVersion, "/api", "services", &corev1.Service{}, func() runtime.Object { return &corev1.ServiceList{} }},
 	EndpointSlices: {discoveryv1.SchemeGroupVersion, "/apis", "endpointslices", &discoveryv1.EndpointSlice{},
 		func() runtime.Object { return &discoveryv1.EndpointSliceList{} }},
+	NodePods: {corev1.SchemeGroupVersion, "/api", "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
 }
 
 func (k Kind) String() string {
+	if k == NodePods {
+		return "pods of the node"
+	}
 	if k >= 0 && k < numKinds {
 		return kinds[k].resource
 	}
@@ -71,6 +83,9 @@ type Cache struct {
 	cluster kubeapi.Cluster
 	log     *slog.Logger
 	keep    keep
+	// clusterPods: NodePods are read from the informer of every pod
+	// (Config.ClusterPods).
+	clusterPods bool
 
 	mu        sync.Mutex
 	ctx       context.Context // Start's; nil before
@@ -92,6 +107,16 @@ type Config struct {
 	// NodeAnnotations are the annotations kept of each Node
 	// (Node.Annotations): the overlay's lease (agent/lease/kubelease).
 	NodeAnnotations []string
+	// ClusterPods says that a reader of every pod of the cluster runs for
+	// the cache's life (the NetworkPolicy watcher, MultiNetworkPolicy,
+	// egress gateways): the readers of the node's pods (NodePods, the pod
+	// API) share that informer, one list and one watch of the pods in
+	// all. Without it (a pod-API-only agent, cnibox-multus.yaml) NodePods
+	// is an informer of the node's pods alone, so that the agent neither
+	// holds nor watches the cluster's; the cluster IPAM's reclaim, which
+	// reads every pod while its agent holds the reclaim's Lease, has an
+	// informer of Pods for that while.
+	ClusterPods bool
 }
 
 // New returns a cache of c's cluster, as NewWith.
@@ -108,7 +133,17 @@ func NewWith(cfg Config) *Cache {
 	if err != nil {
 		cfg.Log.Warn("cluster cache: no node name: it keeps no pod's UID and annotations (the pod API asks the API server)", "err", err)
 	}
-	return &Cache{cluster: cfg.Cluster, log: cfg.Log, keep: keep{node: node, nodeAnnotations: cfg.NodeAnnotations}}
+	return &Cache{cluster: cfg.Cluster, log: cfg.Log, keep: keep{node: node, nodeAnnotations: cfg.NodeAnnotations}, clusterPods: cfg.ClusterPods}
+}
+
+// resolve is the kind whose informer serves kind's readers: NodePods are
+// Pods' when the informer of every pod runs anyway (Config.ClusterPods) or
+// when the cache has no node to select by.
+func (c *Cache) resolve(kind Kind) Kind {
+	if kind == NodePods && (c.clusterPods || c.keep.node == "") {
+		return Pods
+	}
+	return kind
 }
 
 // Node is the node whose pods the cache keeps whole enough for the pod
@@ -158,8 +193,11 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", what, k.resource, err)
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(kubeapi.SlimListWatch(client, k.resource, k.page, c.transform), k.obj,
-		cache.SharedIndexInformerOptions{})
+	lw := kubeapi.SlimListWatch(client, k.resource, k.page, c.transform)
+	if kind == NodePods {
+		lw = onNode(lw, c.keep.node)
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, k.obj, cache.SharedIndexInformerOptions{})
 	if err := inf.SetTransform(c.transform); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", what, k.resource, err)
 	}
@@ -170,8 +208,8 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 	return inf, nil
 }
 
-// Handle registers h for kind's objects (*Pod, *Namespace, *Node, *Service
-// or *EndpointSlice, or a
+// Handle registers h for kind's objects (*Pod of Pods and NodePods,
+// *Namespace, *Node, *Service or *EndpointSlice, or a
 // cache.DeletedFinalStateUnknown holding one on a delete): h is handed
 // every object the informer holds (the informer's first list, or what it
 // holds when h comes later), then every change, on a goroutine of h's
@@ -180,6 +218,7 @@ func (c *Cache) Handle(kind Kind, h cache.ResourceEventHandler) (*Handler, error
 	if kind < 0 || kind >= numKinds {
 		return nil, fmt.Errorf("cluster cache: no kind %d", int(kind))
 	}
+	kind = c.resolve(kind)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	inf, err := c.informer(kind)
@@ -218,7 +257,7 @@ func (c *Cache) List(kind Kind) []any {
 	c.mu.Lock()
 	var inf cache.SharedIndexInformer
 	if kind >= 0 && kind < numKinds {
-		inf = c.informers[kind]
+		inf = c.informers[c.resolve(kind)]
 	}
 	c.mu.Unlock()
 	if inf == nil {
@@ -244,7 +283,7 @@ func (c *Cache) Get(kind Kind, key string) (any, bool) {
 	c.mu.Lock()
 	var inf cache.SharedIndexInformer
 	if kind >= 0 && kind < numKinds {
-		inf = c.informers[kind]
+		inf = c.informers[c.resolve(kind)]
 	}
 	c.mu.Unlock()
 	if inf == nil {
@@ -252,6 +291,23 @@ func (c *Cache) Get(kind Kind, key string) (any, bool) {
 	}
 	o, ok, err := inf.GetStore().GetByKey(key)
 	return o, ok && err == nil
+}
+
+// onNode is lw with every list and watch of it restricted to the pods of
+// node (field selector spec.nodeName=node).
+func onNode(lw cache.ListerWatcher, node string) cache.ListerWatcher {
+	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	in := cache.ToListerWatcherWithContext(lw)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			return in.ListWithContext(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return in.WatchWithContext(ctx, opts)
+		},
+	}
 }
 
 // Handler is a handler Handle registered.

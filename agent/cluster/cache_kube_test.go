@@ -14,6 +14,8 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,7 +164,8 @@ func (nopSink) Apply(*policymodel.Model, policymodel.Delta) error { return nil }
 // TestKubeOneWatch: every reader of pods and nodes the agent can run at
 // once (the NetworkPolicy watcher, the MultiNetworkPolicy watcher, egress
 // gateways, the pod API, the cluster IPAM's reclaim and the overlay's
-// peers), wired as cnibox-agent wires them (one cluster.Cache), against a
+// peers), wired as cnibox-agent wires them (one cluster.Cache, whose
+// informer of every pod serves the pod API's reads of its node's), against a
 // real API server (test/kube): once each has read them, the API server
 // has had one list of the cluster's pods and has one watch of them open,
 // and one of the nodes, and no more of namespaces; before the cache each
@@ -215,7 +218,7 @@ func TestKubeOneWatch(t *testing.T) {
 
 	api := newAPICounter(t, kc)
 	c := kubeapi.Cluster{Kubeconfig: kc, APIURL: api.url, NodeName: "n1"}
-	shared := cluster.NewWith(cluster.Config{Cluster: c, NodeAnnotations: an.Peers()})
+	shared := cluster.NewWith(cluster.Config{Cluster: c, NodeAnnotations: an.Peers(), ClusterPods: true})
 	shared.Start(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -395,5 +398,117 @@ func TestKubeListPaged(t *testing.T) {
 	}
 	if api.types[pods][runtime.ContentTypeProtobuf] != api.pages[pods] {
 		t.Errorf("answers to %d list requests by content type: %v, want all %s", api.pages[pods], api.types[pods], runtime.ContentTypeProtobuf)
+	}
+}
+
+// TestKubeNodePods: a pod-API-only agent's cache (no reader of every pod
+// enabled: Config.ClusterPods false) lists and watches its node's pods
+// alone (field selector spec.nodeName): a pod of another node, there
+// before or created after, is never in it, one of its node created after
+// comes; the cluster IPAM's reclaim reading every pod meanwhile gets an
+// informer of its own, gone when it stops, and the node's stays. With
+// ClusterPods the node's readers share the informer of every pod: one list
+// and one watch of the pods. (Before, the node's pods were read from the
+// informer of every pod whatever ran.)
+func TestKubeNodePods(t *testing.T) {
+	cs, kc := kube.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "q"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().ServiceAccounts("q").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	must(t, err)
+	no := false
+	create := func(name, node string) {
+		t.Helper()
+		_, err := cs.CoreV1().Pods("q").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: &no, Containers: []corev1.Container{{Name: "c", Image: "none"}}}},
+			metav1.CreateOptions{})
+		must(t, err)
+	}
+	create("a", "n1")
+	create("b", "n2")
+	keys := func(c *cluster.Cache, kind cluster.Kind) []string {
+		var out []string
+		for _, o := range c.List(kind) {
+			out = append(out, o.(*cluster.Pod).Key())
+		}
+		slices.Sort(out)
+		return out
+	}
+	synced := func(h *cluster.Handler) {
+		t.Helper()
+		if !cache.WaitForCacheSync(ctx.Done(), h.HasSynced) {
+			t.Fatal("the informer did not sync")
+		}
+	}
+
+	api := newAPICounter(t, kc)
+	c := cluster.NewWith(cluster.Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, APIURL: api.url, NodeName: "n1"}})
+	c.Start(ctx)
+	node, err := c.Handle(cluster.NodePods, cache.ResourceEventHandlerFuncs{})
+	must(t, err)
+	defer node.Stop()
+	synced(node)
+	if got := keys(c, cluster.NodePods); !slices.Equal(got, []string{"q/a"}) {
+		t.Errorf("the node's pods: %v, want [q/a]", got)
+	}
+	if got := keys(c, cluster.Pods); got != nil {
+		t.Errorf("every pod: %v, want none (no reader)", got)
+	}
+	create("c", "n2")
+	create("d", "n1")
+	waitFor(t, "q/d in the node's pods", func() bool { _, ok := c.Get(cluster.NodePods, "q/d"); return ok })
+	// q/c was created before q/d: had the watch carried it, it would be
+	// in the store by now.
+	if got := keys(c, cluster.NodePods); !slices.Equal(got, []string{"q/a", "q/d"}) {
+		t.Errorf("the node's pods after two more: %v, want [q/a q/d]", got)
+	}
+	api.mu.Lock()
+	for _, q := range api.queries {
+		if !strings.Contains(q, "fieldSelector=spec.nodeName%3Dn1") {
+			t.Errorf("a watch without the node's field selector: %s", q)
+		}
+	}
+	if len(api.queries) == 0 {
+		t.Error("no watch of the node's pods")
+	}
+	api.mu.Unlock()
+
+	reclaim, err := c.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{})
+	must(t, err)
+	synced(reclaim)
+	if got := keys(c, cluster.Pods); !slices.Equal(got, []string{"q/a", "q/b", "q/c", "q/d"}) {
+		t.Errorf("every pod, for the reclaim: %v, want the four", got)
+	}
+	reclaim.Stop()
+	if got := keys(c, cluster.Pods); got != nil {
+		t.Errorf("every pod once the reclaim stopped: %v, want none", got)
+	}
+	if got := keys(c, cluster.NodePods); !slices.Equal(got, []string{"q/a", "q/d"}) {
+		t.Errorf("the node's pods once the reclaim stopped: %v, want [q/a q/d]", got)
+	}
+
+	// With a reader of every pod: one informer serves both.
+	api2 := newAPICounter(t, kc)
+	shared := cluster.NewWith(cluster.Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, APIURL: api2.url, NodeName: "n1"}, ClusterPods: true})
+	shared.Start(ctx)
+	all, err := shared.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{})
+	must(t, err)
+	defer all.Stop()
+	mine, err := shared.Handle(cluster.NodePods, cache.ResourceEventHandlerFuncs{})
+	must(t, err)
+	defer mine.Stop()
+	synced(all)
+	synced(mine)
+	if _, ok := shared.Get(cluster.NodePods, "q/d"); !ok {
+		t.Error("q/d not in the node's pods of the shared informer")
+	}
+	const podsPath = "/api/v1/pods"
+	waitFor(t, "a watch of the pods", func() bool { return api2.count(func(c *apiCounter) int { return c.open[podsPath] }) > 0 })
+	api2.mu.Lock()
+	defer api2.mu.Unlock()
+	if api2.lists[podsPath] != 1 || api2.open[podsPath] != 1 {
+		t.Errorf("with ClusterPods: %d lists and %d watches open of the pods, want one of each", api2.lists[podsPath], api2.open[podsPath])
 	}
 }

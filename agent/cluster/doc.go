@@ -8,7 +8,9 @@
 // holds one slim copy of each object (objects.go), made once at the
 // informer's transform (slim.go), whatever the number of readers. An
 // informer runs from its first reader to its last (the reclaim reads the
-// pods only while its agent leads).
+// pods only while its agent leads). The pod API reads its node's pods
+// (NodePods): from the informer of every pod where one runs anyway
+// (Config.ClusterPods), else from one of the node's pods alone.
 //
 // Pod is the agent's one pod type: what any of those readers reads of a
 // pod, a few hundred bytes where the API object is kilobytes, its strings

@@ -86,7 +86,7 @@ func NewKube(c Config) (*Kube, error) {
 		return nil, fmt.Errorf("pod API: the informer cache keeps the pods of node %q whole, this is node %q", got, node)
 	}
 	k.pods = c.Cache
-	if k.reg, err = c.Cache.Handle(cluster.Pods, cache.ResourceEventHandlerFuncs{}); err != nil {
+	if k.reg, err = c.Cache.Handle(cluster.NodePods, cache.ResourceEventHandlerFuncs{}); err != nil {
 		return nil, fmt.Errorf("pod API: %w", err)
 	}
 	return k, nil
@@ -109,7 +109,7 @@ func (k *Kube) HasSynced() bool { return k.reg.HasSynced() }
 // Pod returns the pod from the informer cache, or from the API server
 // when the cache does not have it (or has another pod of that name).
 func (k *Kube) Pod(ctx context.Context, namespace, name, uid string) (*agentapi.Pod, error) {
-	if obj, ok := k.pods.Get(cluster.Pods, namespace+"/"+name); ok {
+	if obj, ok := k.pods.Get(cluster.NodePods, namespace+"/"+name); ok {
 		if p, ok := obj.(*cluster.Pod); ok && p.Local != nil && p.Node == k.node && (uid == "" || p.Local.UID == uid) {
 			return &agentapi.Pod{Namespace: p.Namespace, Name: p.Name, UID: p.Local.UID, NodeName: p.Node, Annotations: maps.Clone(p.Local.Annotations)}, nil
 		}

@@ -67,7 +67,7 @@ type cachedPods map[string]*cluster.Pod
 
 func (c cachedPods) Get(kind cluster.Kind, key string) (any, bool) {
 	p, ok := c[key]
-	return p, ok && kind == cluster.Pods
+	return p, ok && kind == cluster.NodePods
 }
 
 // TestPodFromCache: a pod of this node that the cache keeps whole (its UID

@@ -43,9 +43,12 @@ type kubeState struct {
 // startKube makes the informer cache, run until ctx ends (its informers
 // start with their first reader). It keeps this node's pods' UIDs and
 // annotations (the pod API's) and, with --kube-subnet-mgr, the overlay's
-// annotations of the nodes (--kube-annotation-prefix).
+// annotations of the nodes (--kube-annotation-prefix). The pod API reads
+// the informer of every pod when a reader of every pod runs anyway (the
+// NetworkPolicy watcher and egress gateways beside the overlay,
+// MultiNetworkPolicy), else one of its node's pods alone.
 func startKube(ctx context.Context, f *flags, log *slog.Logger) error {
-	cfg := cluster.Config{Cluster: f.cluster(), Log: log}
+	cfg := cluster.Config{Cluster: f.cluster(), Log: log, ClusterPods: clusterPodReaders(f)}
 	if f.kubeSubnetMgr {
 		prefix := f.kubeAnnotationPrefix
 		if prefix == "" {
@@ -60,6 +63,16 @@ func startKube(ctx context.Context, f *flags, log *slog.Logger) error {
 	f.kube.cache = cluster.NewWith(cfg)
 	f.kube.cache.Start(ctx)
 	return nil
+}
+
+// clusterPodReaders reports whether f starts a reader of every pod of the
+// cluster for the agent's life: MultiNetworkPolicy (--multi-network-policies),
+// or the overlay's Kubernetes backend (--kube-subnet-mgr), beside which the
+// NetworkPolicy watcher (--network-policy) and egress gateways run, unless
+// the agent serves the pod API or the cluster IPAM only. (The cluster
+// IPAM's reclaim reads every pod only while its agent holds the Lease.)
+func clusterPodReaders(f *flags) bool {
+	return f.multiNetworkPolicies || (f.kubeSubnetMgr && !f.pod.only && !f.ipam.only)
 }
 
 // cluster is how both Kubernetes clients (the lease backend and the pod API)
