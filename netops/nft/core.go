@@ -52,6 +52,12 @@ type tableSpec struct {
 	sets       []setSpec
 	flowtables []*nftables.Flowtable
 	chains     []chainSpec
+	// counters are named counter objects (rules count on them by name,
+	// `counter name c-x`); not nil, they are reconciled: the missing ones
+	// made before the rules, and in a table the spec owns, those it does
+	// not name deleted after the rules that used them. A counter there
+	// keeps its values.
+	counters []string
 	// what names the table in errors ("egress", "the fabric rules").
 	what string
 }
@@ -172,6 +178,12 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 			n++
 		}
 	}
+	for _, name := range s.counters {
+		if !have.counters[name] {
+			t.conn().AddObj(&nftables.CounterObj{Table: s.table, Name: name})
+			n++
+		}
+	}
 	for _, ft := range s.flowtables {
 		if _, ok := have.flowtables[ft.Name]; !ok {
 			ft.Table = s.table
@@ -215,8 +227,12 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 	}
 	var extra []string
 	if s.owned {
+		named := make(map[string]bool, len(s.chains))
+		for _, cs := range s.chains {
+			named[cs.name] = true
+		}
 		for name := range have.chains {
-			if !slices.ContainsFunc(s.chains, func(cs chainSpec) bool { return cs.name == name }) {
+			if !named[name] {
 				extra = append(extra, name)
 			}
 		}
@@ -261,12 +277,28 @@ func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
 	return n, nil
 }
 
-// dropExtra queues the deletion of the sets and flowtables of the table
-// that s does not name.
+// dropExtra queues the deletion of the counters (when s names counters),
+// sets and flowtables of the table that s does not name.
 func (s *tableSpec) dropExtra(t *txn, have *tableState) int {
 	n := 0
+	if s.counters != nil {
+		named := make(map[string]bool, len(s.counters))
+		for _, name := range s.counters {
+			named[name] = true
+		}
+		for _, name := range sortedKeys(have.counters) {
+			if !named[name] {
+				t.conn().DeleteObject(&nftables.CounterObj{Table: s.table, Name: name})
+				n++
+			}
+		}
+	}
+	sets := make(map[string]bool, len(s.sets))
+	for _, ss := range s.sets {
+		sets[ss.set.Name] = true
+	}
 	for _, name := range sortedKeys(have.sets) {
-		if !slices.ContainsFunc(s.sets, func(ss setSpec) bool { return ss.set.Name == name }) {
+		if !sets[name] {
 			t.conn().DelSet(&nftables.Set{Name: name, Table: s.table})
 			n++
 		}

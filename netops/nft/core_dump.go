@@ -25,6 +25,7 @@ type tableState struct {
 	sets       map[string]*nftables.Set
 	elems      map[string][]nftElem // of the spec's own (not kept) sets
 	flowtables map[string]*nftables.Flowtable
+	counters   map[string]bool // named counter objects, read when the spec has counters
 }
 
 // dumpTable reads what the kernel holds of s: a get of the table, then,
@@ -37,6 +38,7 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 	st := &tableState{
 		chains: map[string]*nftables.Chain{}, rules: map[string][]*nftables.Rule{},
 		sets: map[string]*nftables.Set{}, elems: map[string][]nftElem{}, flowtables: map[string]*nftables.Flowtable{},
+		counters: map[string]bool{},
 	}
 	ok, err := h.nftTableExists(uint8(s.table.Family), s.table.Name)
 	if err != nil || !ok {
@@ -64,15 +66,19 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 			st.flowtables[ft.Name] = ft
 		}
 	}
-	for _, cs := range s.chains {
-		if _, ok := st.chains[cs.name]; !ok {
-			continue
-		}
-		rules, err := h.nft.GetRules(s.table, &nftables.Chain{Name: cs.name, Table: s.table})
+	if err := h.dumpSpecRules(s, st); err != nil {
+		return nil, err
+	}
+	if s.counters != nil {
+		objs, err := h.nft.GetObjects(s.table)
 		if err != nil {
-			return nil, fmt.Errorf("chain %s: %w", cs.name, err)
+			return nil, fmt.Errorf("list counters: %w", err)
 		}
-		st.rules[cs.name] = rules
+		for _, o := range objs {
+			if c, ok := o.(*nftables.CounterObj); ok {
+				st.counters[c.Name] = true
+			}
+		}
 	}
 	for _, ss := range s.sets {
 		if _, ok := st.sets[ss.set.Name]; !ok || ss.kept {
@@ -85,6 +91,38 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 		st.elems[ss.set.Name] = elems
 	}
 	return st, nil
+}
+
+// dumpSpecRules fills st.rules with the rules of the chains of s that
+// are there: one dump of the table's rules when s owns it, else one of
+// each chain's (a shared table, iptables-nft's, holds others' rules).
+func (h *Handle) dumpSpecRules(s *tableSpec, st *tableState) error {
+	if s.owned {
+		if len(st.chains) == 0 {
+			return nil
+		}
+		rules, err := h.dumpRules(s.table, "")
+		if err != nil {
+			return err
+		}
+		for _, cs := range s.chains {
+			if _, ok := st.chains[cs.name]; ok {
+				st.rules[cs.name] = rules[cs.name]
+			}
+		}
+		return nil
+	}
+	for _, cs := range s.chains {
+		if _, ok := st.chains[cs.name]; !ok {
+			continue
+		}
+		rules, err := h.dumpRules(s.table, cs.name)
+		if err != nil {
+			return fmt.Errorf("chain %s: %w", cs.name, err)
+		}
+		st.rules[cs.name] = rules[cs.name]
+	}
+	return nil
 }
 
 // dumpChains fills st.chains: every chain of the table when s owns it,
@@ -165,7 +203,16 @@ func exprKey(e expr.Any) (string, bool) {
 	case *expr.Verdict:
 		return fmt.Sprintf("verdict %d %s", e.Kind, e.Chain), true
 	case *expr.Ct:
-		return fmt.Sprintf("ct %d set=%t", e.Key, e.SourceRegister), true
+		return fmt.Sprintf("ct %d r%d dir %d set=%t", e.Key, reg(e.Register), e.Direction, e.SourceRegister), true
+	case *expr.Objref:
+		return fmt.Sprintf("objref %d %s", e.Type, e.Name), true
+	case *expr.Limit:
+		return fmt.Sprintf("limit %d %d/%d burst %d over=%t", e.Type, e.Rate, e.Unit, e.Burst, e.Over), true
+	case *expr.Log:
+		return fmt.Sprintf("log group %d snaplen %d level %d flags %d %q", e.Group, e.Snaplen, e.Level, e.Flags, e.Data), true
+	case *expr.Dynset:
+		return fmt.Sprintf("dynset %d @%s r%d r%d timeout %s invert=%t %q", e.Operation, e.SetName, reg(e.SrcRegKey), reg(e.SrcRegData),
+			e.Timeout, e.Invert, exprKeys(e.Exprs)), true
 	case *expr.NAT:
 		return fmt.Sprintf("nat %d %d %t %t %t", e.Type, e.Family, e.Random, e.FullyRandom, e.Persistent), true
 	case *expr.Masq:
