@@ -18,9 +18,12 @@ import (
 // the loop that commits the node's table, with the same retries and the
 // same periodic resync. A pod's table is written when it differs from
 // the one last written (compared by content: an unrelated change writes
-// nothing), when the last write failed, and at each resync, which writes
-// every one again whatever the Syncer thinks it wrote: a table someone
-// flushed, a chain deleted, the table gone, are put back then.
+// nothing), when the last write failed, and at each resync, which applies
+// every one again whatever the Syncer thinks it wrote. Applying is
+// netops/nft's reconcile: the pod's table is compared with its kernel's,
+// so a table someone flushed, a rule or chain deleted, the table gone,
+// are put back then, and a table as wanted is left alone (no
+// transaction).
 
 // PodTable is what one pod's MultiNetworkPolicy table should be.
 type PodTable struct {

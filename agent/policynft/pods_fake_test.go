@@ -105,6 +105,32 @@ func TestPodTableResyncRepairs(t *testing.T) {
 	}
 }
 
+// TestPodTableResyncLeavesEqual: the resync compares each pod's table
+// with its kernel's, and one that is as written is not written again:
+// three resyncs later the pod's kernel has committed no transaction. The
+// resync before rewrote every pod's table (deleted and made again) at
+// each period.
+func TestPodTableResyncLeavesEqual(t *testing.T) {
+	pod := nftfake.New()
+	s := podSyncer(t, 5*time.Millisecond, map[string]*nftfake.Kernel{"/run/netns/a": pod}, nil)
+	s.SetPodSource(func() map[string]policynft.PodTable {
+		return map[string]policynft.PodTable{"t/a": {Netns: "/run/netns/a", Policy: podPolicy()}}
+	})
+	waitTable(t, pod, "written", podTableOf(t, podPolicy()))
+	batches, written := pod.Batches(), s.Stats().PodTables
+	for deadline := time.Now().Add(time.Minute); s.Stats().PodTables < written+3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no three resyncs of the pod's table in a minute (%d)", s.Stats().PodTables-written)
+		}
+	}
+	if got := pod.Batches() - batches; got != 0 {
+		t.Errorf("three resyncs of an untouched pod table committed %d transactions, want none", got)
+	}
+	if got := podTable(pod); got != podTableOf(t, podPolicy()) {
+		t.Errorf("the pod's table changed:\n%s", lineDiff(got, podTableOf(t, podPolicy())))
+	}
+}
+
 // TestPodTableRetried: a pod's table that cannot be written (its
 // namespace not there yet) is tried again after a wait, without another
 // change and without a resync; the watcher before tried it again at the

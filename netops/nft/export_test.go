@@ -1,6 +1,10 @@
 package nft
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/nftables"
+)
 
 // SetPolicyRcvBuf sets the policy table's receive buffer (for the acks)
 // for the Handles that raise theirs until t ends.
@@ -22,4 +26,27 @@ func SetLogRates(t testing.TB, perSource, node uint64) {
 	oldSrc, oldNode := logSourceRate, logNodeRate
 	logSourceRate, logNodeRate = perSource, node
 	t.Cleanup(func() { logSourceRate, logNodeRate = oldSrc, oldNode })
+}
+
+// RuleCount is how many rules table holds (the core's dump: it reads
+// rules google/nftables' GetRules cannot).
+func (h *Handle) RuleCount(table *nftables.Table) (int, error) {
+	if _, err := h.nftConn(); err != nil {
+		return 0, err
+	}
+	rules, err := h.dumpRules(table, "")
+	n := 0
+	for _, rs := range rules {
+		n += len(rs)
+	}
+	return n, err
+}
+
+// ElemCount is how many elements set of table holds.
+func (h *Handle) ElemCount(table *nftables.Table, set string) (int, error) {
+	if _, err := h.nftConn(); err != nil {
+		return 0, err
+	}
+	elems, err := h.dumpFamilyElems(table.Family, table.Name, set)
+	return len(elems), err
 }

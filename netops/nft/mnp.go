@@ -87,35 +87,34 @@ func (p *PodPolicy) Isolated() bool {
 	return false
 }
 
-// ApplyPodPolicy makes the handle's namespace's MultiTable what p says, in
-// one transaction (the old table, if any, deleted in the same one, so no
-// packet meets neither); with no interface isolated, the table is removed.
+// ApplyPodPolicy makes the handle's namespace's MultiTable what p says
+// through the core (core.go): the table is compared with the kernel's and
+// only what differs is written, in one transaction (a chain whose rules
+// differ flushed and filled again in it, so no packet meets it half
+// written); a table as p says sends nothing. With no interface isolated,
+// the table is removed.
 func (h *Handle) ApplyPodPolicy(p *PodPolicy) error {
 	if err := checkPodPolicy(p); err != nil {
 		return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), err)
 	}
-	t, err := h.begin()
-	if err != nil {
+	if _, err := h.nftConn(); err != nil {
 		return err
 	}
 	tb := &nftables.Table{Name: MultiTable, Family: policyFamily}
-	exists, err := h.tableExists(tb)
-	if err != nil {
-		return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), classify(err))
-	}
-	if !p.Isolated() && !exists {
+	if !p.Isolated() {
+		exists, err := h.tableExists(tb)
+		if err != nil {
+			return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), classify(err))
+		}
+		if !exists {
+			return nil
+		}
+		if err := h.deleteTable(tb); err != nil {
+			return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), classify(err))
+		}
 		return nil
 	}
-	if exists {
-		t.conn().DelTable(tb)
-	}
-	if p.Isolated() {
-		if err := t.queuePodPolicy(tb, p); err != nil {
-			t.abort()
-			return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), err)
-		}
-	}
-	if err := t.commit(); err != nil {
+	if _, err := h.reconcile(podPolicySpec(tb, p)); err != nil {
 		return fmt.Errorf("apply multi-network policy in %s: %w", h.where(), classify(err))
 	}
 	return nil
@@ -172,10 +171,9 @@ func checkPodPolicy(p *PodPolicy) error {
 // IPv6, so no policy decides them, as none decides ARP.
 var icmpv6Discovery = [2]byte{133, 137}
 
-// queuePodPolicy queues the table of p (which isolates something) on t.
-func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
-	cc := t.conn()
-	cc.AddTable(tb)
+// podPolicySpec is the table of p (which isolates something).
+func podPolicySpec(tb *nftables.Table, p *PodPolicy) *tableSpec {
+	spec := &tableSpec{table: tb, owned: true, what: "the multi-network policy table"}
 	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, ids: map[string]string{}}
 	counters := map[string]bool{}
 	var in, out [][]expr.Any
@@ -196,9 +194,7 @@ func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
 			return policymodel.SetID(prefix + "-" + string(id))
 		}
 		for _, s := range ifc.Sets {
-			if err := t.addPodSet(tb, rename(s.ID), s); err != nil {
-				return err
-			}
+			spec.sets = append(spec.sets, podSets(tb, rename(s.ID), s)...)
 		}
 		// to[dir] is where that direction's packets go: its chain, or an
 		// accept when the pod is not isolated in it.
@@ -261,35 +257,27 @@ func (t *txn) queuePodPolicy(tb *nftables.Table, p *PodPolicy) error {
 		in = append(in, on(expr.MetaKeyIIFNAME, append(reply, to[1])...), on(expr.MetaKeyIIFNAME, to[0]))
 		out = append(out, on(expr.MetaKeyOIFNAME, append(reply, to[0])...), on(expr.MetaKeyOIFNAME, to[1]))
 	}
-	names := make([]string, 0, len(counters))
+	spec.counters = make([]string, 0, len(counters))
 	for n := range counters {
-		names = append(names, n)
+		spec.counters = append(spec.counters, n)
 	}
-	slices.Sort(names)
-	for _, n := range names {
-		cc.AddObj(&nftables.CounterObj{Table: tb, Name: n})
-	}
-	chains := map[string]*nftables.Chain{}
+	slices.Sort(spec.counters)
 	for _, n := range pc.names {
-		chains[n] = cc.AddChain(&nftables.Chain{Table: tb, Name: n})
+		spec.chains = append(spec.chains, chainSpec{name: n, rules: ruleList(pc.rules[n])})
 	}
-	for _, n := range pc.names {
-		for _, e := range pc.rules[n] {
-			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
-		}
+	spec.chains = append(spec.chains,
+		baseChain("input", nftables.ChainTypeFilter, unix.NF_INET_LOCAL_IN, 0, ruleList(in)),
+		baseChain("output", nftables.ChainTypeFilter, unix.NF_INET_LOCAL_OUT, 0, ruleList(out)))
+	return spec
+}
+
+// ruleList is a chain's rules of exprs.
+func ruleList(exprs [][]expr.Any) []*nftables.Rule {
+	out := make([]*nftables.Rule, len(exprs))
+	for i, e := range exprs {
+		out[i] = &nftables.Rule{Exprs: e}
 	}
-	// Hooked last: a jump needs its chain made first.
-	for _, b := range []struct {
-		name  string
-		hook  nftables.ChainHook
-		rules [][]expr.Any
-	}{{"input", unix.NF_INET_LOCAL_IN, in}, {"output", unix.NF_INET_LOCAL_OUT, out}} {
-		ch := t.addBaseChain(tb, b.name, nftables.ChainTypeFilter, nftables.ChainHookRef(b.hook), nftables.ChainPriorityRef(0))
-		for _, e := range b.rules {
-			cc.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: e})
-		}
-	}
-	return nil
+	return out
 }
 
 // nfprotoIs is "meta nfproto P" (unix.NFPROTO_IPV4, _IPV6).
@@ -319,23 +307,12 @@ func renameRule(r policymodel.Rule, f func(policymodel.SetID) policymodel.SetID)
 	return r
 }
 
-// addPodSet queues set s, named name, in table tb (both families) with its
+// podSets are set s, named name, in table tb (both families) with its
 // elements.
-func (t *txn) addPodSet(tb *nftables.Table, name policymodel.SetID, s *policymodel.Set) error {
+func podSets(tb *nftables.Table, name policymodel.SetID, s *policymodel.Set) []setSpec {
 	v4, v6 := policyElems(s.Kind, s.Elems())
-	for _, fam := range []struct {
-		v6    bool
-		elems []nftables.SetElement
-	}{{false, v4}, {true, v6}} {
-		obj := policySetObjIn(tb, string(name), s.Kind, policyComment(s.Key), fam.v6)
-		if err := t.addSet(obj, nil); err != nil {
-			return err
-		}
-		if len(fam.elems) > 0 {
-			if err := t.conn().SetAddElements(obj, fam.elems); err != nil {
-				return err
-			}
-		}
+	return []setSpec{
+		{set: policySetObjIn(tb, string(name), s.Kind, policyComment(s.Key), false), elems: v4},
+		{set: policySetObjIn(tb, string(name), s.Kind, policyComment(s.Key), true), elems: v6},
 	}
-	return nil
 }
