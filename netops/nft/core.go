@@ -90,6 +90,9 @@ type chainSpec struct {
 	// made when missing, never replaced nor flushed; each rule of the
 	// spec's that it lacks is appended.
 	appendOnly bool
+	// replace (the plan's): the kernel's chain is of another kind, and is
+	// deleted before it is made again.
+	replace bool
 }
 
 // baseChain is a chainSpec of a base chain.
@@ -154,162 +157,16 @@ func (h *Handle) write(specs ...*tableSpec) error {
 	return t.commit()
 }
 
-// queue queues on t what makes have (the kernel's) into s, and counts the
-// changes. Order matters within the batch: sets before the rules that look
-// them up, flushes before the deletes of what the flushed rules used.
+// queue queues on t what makes have (the kernel's) into s, whole, and
+// counts the changes (the steps of plan, in its order).
 func (s *tableSpec) queue(t *txn, have *tableState) (int, error) {
-	n := 0
-	if have.exists && s.owned && s.mustReplace(have) {
-		dropTable(t.conn(), s.table)
-		have, n = &tableState{}, 1
-	}
-	if !have.exists {
-		t.conn().AddTable(s.table)
-		n++
-	}
-	// Sets first (rules look them up), their elements after the chains
-	// (a verdict map's elements jump to them).
-	for _, ss := range s.sets {
-		ss.set.Table = s.table
-		if _, ok := have.sets[ss.set.Name]; !ok {
-			if err := t.addSet(ss.set, nil); err != nil {
-				return 0, fmt.Errorf("set %s: %w", ss.set.Name, err)
-			}
-			n++
+	p := s.plan(have)
+	for _, st := range p.steps {
+		if err := st.queue(t); err != nil {
+			return 0, err
 		}
 	}
-	for _, name := range s.counters {
-		if !have.counters[name] {
-			t.conn().AddObj(&nftables.CounterObj{Table: s.table, Name: name})
-			n++
-		}
-	}
-	for _, ft := range s.flowtables {
-		if _, ok := have.flowtables[ft.Name]; !ok {
-			ft.Table = s.table
-			t.conn().AddFlowtable(ft)
-			n++
-		}
-	}
-	var fill []chainSpec
-	var appends []*nftables.Rule // to appendOnly chains, after the rules of the chains filled
-	for _, cs := range s.chains {
-		hc, ok := have.chains[cs.name]
-		same := cs.same
-		if same == nil {
-			same = sameRule
-		}
-		switch {
-		case cs.appendOnly:
-			var ch *nftables.Chain
-			if !ok {
-				ch = cs.add(t, s.table)
-			}
-			for _, r := range cs.rules {
-				if !slices.ContainsFunc(have.rules[cs.name], func(hr *nftables.Rule) bool { return same(hr, r) }) {
-					if ch == nil {
-						ch = &nftables.Chain{Name: cs.name, Table: s.table}
-					}
-					r.Table, r.Chain = s.table, ch
-					appends = append(appends, r)
-				}
-			}
-			if !ok || len(appends) > 0 {
-				n++
-			}
-			continue
-		case ok && !cs.sameChain(hc):
-			t.conn().DelChain(&nftables.Chain{Name: cs.name, Table: s.table})
-		case ok && slices.EqualFunc(have.rules[cs.name], cs.rules, same):
-			continue
-		}
-		fill = append(fill, cs)
-	}
-	var extra []string
-	if s.owned {
-		named := make(map[string]bool, len(s.chains))
-		for _, cs := range s.chains {
-			named[cs.name] = true
-		}
-		for name := range have.chains {
-			if !named[name] {
-				extra = append(extra, name)
-			}
-		}
-		slices.Sort(extra)
-	}
-	// Flush what goes first: a chain being deleted may jump to another.
-	for _, name := range extra {
-		t.conn().FlushChain(&nftables.Chain{Name: name, Table: s.table})
-	}
-	// Every chain before the rules: a rule may jump to a later chain.
-	made := make([]*nftables.Chain, len(fill))
-	for i, cs := range fill {
-		made[i] = cs.add(t, s.table)
-		// Flushed in the same batch, even when just made: two callers
-		// racing leave one copy of each rule.
-		t.conn().FlushChain(made[i])
-		n++
-	}
-	for i, cs := range fill {
-		for _, r := range cs.rules {
-			r.Table, r.Chain = s.table, made[i]
-			t.conn().AddRule(r)
-		}
-	}
-	for _, r := range appends {
-		t.conn().AddRule(r)
-	}
-	for _, ss := range s.sets {
-		k, err := ss.queue(t, have)
-		if err != nil {
-			return 0, fmt.Errorf("set %s: %w", ss.set.Name, err)
-		}
-		n += k
-	}
-	for _, name := range extra {
-		t.conn().DelChain(&nftables.Chain{Name: name, Table: s.table})
-		n++
-	}
-	if s.owned {
-		n += s.dropExtra(t, have)
-	}
-	return n, nil
-}
-
-// dropExtra queues the deletion of the counters (when s names counters),
-// sets and flowtables of the table that s does not name.
-func (s *tableSpec) dropExtra(t *txn, have *tableState) int {
-	n := 0
-	if s.counters != nil {
-		named := make(map[string]bool, len(s.counters))
-		for _, name := range s.counters {
-			named[name] = true
-		}
-		for _, name := range sortedKeys(have.counters) {
-			if !named[name] {
-				t.conn().DeleteObject(&nftables.CounterObj{Table: s.table, Name: name})
-				n++
-			}
-		}
-	}
-	sets := make(map[string]bool, len(s.sets))
-	for _, ss := range s.sets {
-		sets[ss.set.Name] = true
-	}
-	for _, name := range sortedKeys(have.sets) {
-		if !sets[name] {
-			t.conn().DelSet(&nftables.Set{Name: name, Table: s.table})
-			n++
-		}
-	}
-	for _, name := range sortedKeys(have.flowtables) {
-		if !slices.ContainsFunc(s.flowtables, func(ft *nftables.Flowtable) bool { return ft.Name == name }) {
-			t.conn().DelFlowtable(&nftables.Flowtable{Name: name, Table: s.table})
-			n++
-		}
-	}
-	return n
+	return p.changes, nil
 }
 
 // mustReplace reports whether an owned table must be replaced whole: one
@@ -326,36 +183,6 @@ func (s *tableSpec) mustReplace(have *tableState) bool {
 		}
 	}
 	return false
-}
-
-// queue queues what makes the set (made, if it was not in have) hold
-// ss's elements.
-func (ss *setSpec) queue(t *txn, have *tableState) (int, error) {
-	if _, ok := have.sets[ss.set.Name]; !ok || ss.kept {
-		if len(ss.elems) == 0 {
-			return 0, nil
-		}
-		return 1, t.conn().SetAddElements(ss.set, ss.elems)
-	}
-	add, del, whole := diffElems(have.elems[ss.set.Name], ss.elems)
-	if whole || (ss.set.Interval && len(add)+len(del) > 0) {
-		t.conn().FlushSet(ss.set)
-		if len(ss.elems) == 0 {
-			return 1, nil
-		}
-		return 1, t.conn().SetAddElements(ss.set, ss.elems)
-	}
-	if len(del) > 0 {
-		if err := t.conn().SetDeleteElements(ss.set, del); err != nil {
-			return 0, err
-		}
-	}
-	if len(add) > 0 {
-		if err := t.conn().SetAddElements(ss.set, add); err != nil {
-			return 0, err
-		}
-	}
-	return len(add) + len(del), nil
 }
 
 // add queues the chain's making (a base chain with policy accept).

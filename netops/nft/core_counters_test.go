@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"net/netip"
 	"os"
 	"slices"
 	"testing"
@@ -158,6 +159,83 @@ func TestReconcileCounters(t *testing.T) {
 		}
 		if ct, ok := rules["fwd"][0].Exprs[0].(*expr.Ct); !ok || ct.Direction != ctDir(1) {
 			t.Errorf("the first rule loads %+v, want the reply's source", rules["fwd"][0].Exprs[0])
+		}
+	})
+}
+
+// planSpec is a table whose second form (next) changes every kind of
+// object the first has: elements, a rule that looks up a new set and
+// counts on a new counter, a jump to a new chain that jumps to another
+// new one, a chain, a set and a counter gone.
+func planSpec(next bool) *tableSpec {
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	lookup := func(set, counter string, v expr.Any) *nftables.Rule {
+		return &nftables.Rule{Exprs: append(append(loadAddr(true, false), &expr.Lookup{SourceRegister: 1, SetName: set}), countAnd(counter, v)...)}
+	}
+	jump := func(to string) *nftables.Rule {
+		return &nftables.Rule{Exprs: []expr.Any{verdict(expr.VerdictJump, to)}}
+	}
+	s := &tableSpec{table: &nftables.Table{Name: "core-plan", Family: nftables.TableFamilyINet}, owned: true, what: "the plan's test table"}
+	set := func(name string, addrs ...netip.Addr) setSpec {
+		return setSpec{set: &nftables.Set{Name: name, KeyType: nftables.TypeIPAddr}, elems: ipv4Elems(addrs)}
+	}
+	if !next {
+		s.sets = []setSpec{set("s1", a("192.0.2.1"), a("192.0.2.2")), set("s-old", a("192.0.2.9"))}
+		s.counters = []string{"c1", "c-old"}
+		s.chains = []chainSpec{
+			baseChain("in", nftables.ChainTypeFilter, *nftables.ChainHookInput, 0, []*nftables.Rule{lookup("s1", "c1", verdict(expr.VerdictJump, "sub1")), jump("old")}),
+			{name: "sub1", rules: []*nftables.Rule{lookup("s-old", "c-old", verdict(expr.VerdictReturn, ""))}},
+			{name: "old", rules: []*nftables.Rule{{Exprs: []expr.Any{verdict(expr.VerdictDrop, "")}}}},
+		}
+		return s
+	}
+	s.sets = []setSpec{set("s1", a("192.0.2.2"), a("192.0.2.3")), set("s2", a("198.51.100.1"))}
+	s.counters = []string{"c1", "c2"}
+	s.chains = []chainSpec{
+		baseChain("in", nftables.ChainTypeFilter, *nftables.ChainHookInput, 0, []*nftables.Rule{lookup("s1", "c1", verdict(expr.VerdictJump, "sub1")), jump("new1")}),
+		{name: "sub1", rules: []*nftables.Rule{lookup("s2", "c2", verdict(expr.VerdictReturn, ""))}},
+		{name: "new1", rules: []*nftables.Rule{jump("new2")}},
+		{name: "new2", rules: []*nftables.Rule{lookup("s2", "c2", verdict(expr.VerdictAccept, ""))}},
+	}
+	return s
+}
+
+// TestPlanChunked: the core's plan committed one step a transaction (as
+// the policy table's full sync may cut a large one) is taken by the
+// kernel at every step, which checks each reference (a lookup of a set,
+// a counter, a jump, a delete of what a rule still uses), and ends in the
+// spec's table: a reconcile after it finds nothing to change.
+func TestPlanChunked(t *testing.T) {
+	onFakeAndKernel(t, func(t *testing.T, h *Handle, _ *nftables.Conn, _ *nftfake.Kernel) {
+		if _, err := h.reconcile(planSpec(false)); err != nil {
+			t.Fatal(err)
+		}
+		spec := planSpec(true)
+		have, err := h.dumpTable(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := spec.plan(have)
+		if n := len(p.chunks(0)); n != 1 {
+			t.Errorf("chunks(0) = %d transactions, want 1", n)
+		}
+		chunks := p.chunks(1)
+		if len(chunks) != len(p.steps) || len(chunks) < 10 {
+			t.Fatalf("chunks(1) = %d transactions of %d steps, want one a step (10 at least)", len(chunks), len(p.steps))
+		}
+		for i, c := range chunks {
+			tx := h.tx()
+			for _, st := range c {
+				if err := st.queue(tx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.commit(); err != nil {
+				t.Fatalf("step %d of %d: %v", i+1, len(chunks), err)
+			}
+		}
+		if changed, err := h.reconcile(planSpec(true)); err != nil || changed {
+			t.Errorf("reconcile after the steps = %t, %v; want nothing to change", changed, err)
 		}
 	})
 }

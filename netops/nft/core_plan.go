@@ -1,0 +1,344 @@
+package nft
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/google/nftables"
+)
+
+// The core's plan: what makes the kernel's table (a tableState) the
+// spec's, as steps in an order after any of which the table is whole, so
+// that a caller may commit them in several transactions (the policy
+// table's full sync, policy_full.go) as well as in one (reconcile):
+//
+//  A. the table, the missing sets (empty), counters and flowtables:
+//     nothing refers to them yet;
+//  B. the missing chains, made empty: nothing jumps to them yet (a base
+//     chain made empty accepts, as its hook did without it);
+//  C. the sets' elements, added and deleted (an interval set's, or a map
+//     whose values changed, flushed and filled again in one step): before
+//     any rule that comes with them looks them up, after the chains a
+//     verdict map's elements jump to;
+//  D. each chain's rules, one chain a step (flushed and filled, so no
+//     packet meets it half written): the new regular chains, then the
+//     regular chains whose rules differ, then the base chains, so a jump
+//     becomes live only once its target holds its rules; then the rules
+//     appended to others' chains;
+//  E. the chains the spec does not name, all flushed before any is
+//     deleted (one may jump to another), after D, which took every jump
+//     to them away;
+//  F. the counters, sets and flowtables the spec does not name, after the
+//     rules that used them.
+//
+// A table replaced whole (a set of another type, a flowtable on other
+// devices: mustReplace) is dropped in the first step; then the plan is
+// whole: its steps go in one transaction, or the table would be open
+// between them.
+
+// coreStep is one piece of a reconcile's transaction.
+type coreStep struct {
+	size  int // the estimated bytes of its messages
+	queue func(t *txn) error
+}
+
+// corePlan is the steps that make the kernel's table the spec's.
+type corePlan struct {
+	steps   []coreStep
+	changes int  // what reconcile reports: 0 when the table is the spec's
+	whole   bool // the table is replaced: one transaction
+}
+
+// The estimated sizes of the messages (for chunks, not for the kernel).
+const (
+	objSize  = 96   // a table, chain, set, counter or flowtable, its add or delete
+	ruleSize = 64   // a rule, without its expressions
+	exprSize = 48   // an expression
+	elemSize = 32   // an element, without its key and data
+	elemStep = 4096 // elements of one set a step (but an interval set's)
+)
+
+func (p *corePlan) add(size int, f func(t *txn) error) {
+	p.steps = append(p.steps, coreStep{size: size, queue: f})
+}
+
+// plan makes the plan of s over have (see above).
+func (s *tableSpec) plan(have *tableState) *corePlan {
+	p := &corePlan{}
+	if have.exists && s.owned && s.mustReplace(have) {
+		p.add(objSize, func(t *txn) error { dropTable(t.conn(), s.table); return nil })
+		have, p.changes, p.whole = &tableState{}, 1, true
+	}
+	if !have.exists {
+		p.add(objSize, func(t *txn) error { t.conn().AddTable(s.table); return nil })
+		p.changes++
+	}
+	s.planObjects(p, have)
+	var newRegular, newBase, differ, differBase []chainSpec
+	var appends []coreStep
+	for _, cs := range s.chains {
+		hc, ok := have.chains[cs.name]
+		same := cs.same
+		if same == nil {
+			same = sameRule
+		}
+		switch {
+		case cs.appendOnly:
+			if !ok {
+				p.add(objSize, func(t *txn) error { cs.add(t, s.table); return nil })
+			}
+			var rules []*nftables.Rule
+			for _, r := range cs.rules {
+				if !slices.ContainsFunc(have.rules[cs.name], func(hr *nftables.Rule) bool { return same(hr, r) }) {
+					rules = append(rules, r)
+				}
+			}
+			if !ok || len(rules) > 0 {
+				p.changes++
+			}
+			if len(rules) > 0 {
+				appends = append(appends, coreStep{size: rulesSize(rules), queue: func(t *txn) error {
+					ch := &nftables.Chain{Name: cs.name, Table: s.table}
+					for _, r := range rules {
+						r.Table, r.Chain = s.table, ch
+						t.conn().AddRule(r)
+					}
+					return nil
+				}})
+			}
+			continue
+		case !ok:
+			p.add(objSize, func(t *txn) error { cs.add(t, s.table); return nil })
+			if cs.hook != nil {
+				newBase = append(newBase, cs)
+			} else {
+				newRegular = append(newRegular, cs)
+			}
+		case !cs.sameChain(hc):
+			cs := cs
+			cs.replace = true
+			differBase = append(differBase, cs)
+		case slices.EqualFunc(have.rules[cs.name], cs.rules, same):
+			continue
+		case cs.hook != nil:
+			differBase = append(differBase, cs)
+		default:
+			differ = append(differ, cs)
+		}
+		p.changes++
+	}
+	for _, ss := range s.sets {
+		p.changes += ss.plan(p, have)
+	}
+	for _, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
+		for _, cs := range group {
+			p.add(objSize+rulesSize(cs.rules), func(t *txn) error { cs.fill(t, s.table); return nil })
+		}
+	}
+	p.steps = append(p.steps, appends...)
+	s.planExtra(p, have)
+	return p
+}
+
+// planObjects plans step A: the missing sets, counters and flowtables.
+func (s *tableSpec) planObjects(p *corePlan, have *tableState) {
+	for _, ss := range s.sets {
+		ss.set.Table = s.table
+		if _, ok := have.sets[ss.set.Name]; !ok {
+			p.add(objSize, func(t *txn) error {
+				if err := t.addSet(ss.set, nil); err != nil {
+					return fmt.Errorf("set %s: %w", ss.set.Name, err)
+				}
+				return nil
+			})
+			p.changes++
+		}
+	}
+	for _, name := range s.counters {
+		if !have.counters[name] {
+			p.add(objSize, func(t *txn) error {
+				t.conn().AddObj(&nftables.CounterObj{Table: s.table, Name: name})
+				return nil
+			})
+			p.changes++
+		}
+	}
+	for _, ft := range s.flowtables {
+		if _, ok := have.flowtables[ft.Name]; !ok {
+			p.add(objSize, func(t *txn) error { ft.Table = s.table; t.conn().AddFlowtable(ft); return nil })
+			p.changes++
+		}
+	}
+}
+
+// planExtra plans steps E and F: what the spec does not name, in a table
+// it owns, deleted.
+func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
+	if !s.owned {
+		return
+	}
+	named := make(map[string]bool, len(s.chains)+len(s.sets)+len(s.counters))
+	for _, cs := range s.chains {
+		named["chain "+cs.name] = true
+	}
+	for _, ss := range s.sets {
+		named["set "+ss.set.Name] = true
+	}
+	for _, name := range s.counters {
+		named["counter "+name] = true
+	}
+	var extra []string
+	for _, name := range sortedKeys(have.chains) {
+		if !named["chain "+name] {
+			extra = append(extra, name)
+		}
+	}
+	for _, name := range extra {
+		p.add(objSize, func(t *txn) error {
+			t.conn().FlushChain(&nftables.Chain{Name: name, Table: s.table})
+			return nil
+		})
+	}
+	for _, name := range extra {
+		p.add(objSize, func(t *txn) error {
+			t.conn().DelChain(&nftables.Chain{Name: name, Table: s.table})
+			return nil
+		})
+		p.changes++
+	}
+	if s.counters != nil {
+		for _, name := range sortedKeys(have.counters) {
+			if !named["counter "+name] {
+				p.add(objSize, func(t *txn) error {
+					t.conn().DeleteObject(&nftables.CounterObj{Table: s.table, Name: name})
+					return nil
+				})
+				p.changes++
+			}
+		}
+	}
+	for _, name := range sortedKeys(have.sets) {
+		if !named["set "+name] {
+			p.add(objSize, func(t *txn) error { t.conn().DelSet(&nftables.Set{Name: name, Table: s.table}); return nil })
+			p.changes++
+		}
+	}
+	for _, name := range sortedKeys(have.flowtables) {
+		if !slices.ContainsFunc(s.flowtables, func(ft *nftables.Flowtable) bool { return ft.Name == name }) {
+			p.add(objSize, func(t *txn) error {
+				t.conn().DelFlowtable(&nftables.Flowtable{Name: name, Table: s.table})
+				return nil
+			})
+			p.changes++
+		}
+	}
+}
+
+// plan plans what makes the set (made, if it was not in have: step A)
+// hold ss's elements (step C), and counts the changes.
+func (ss *setSpec) plan(p *corePlan, have *tableState) int {
+	set := ss.set
+	elemsOf := func(f func(c *nftables.Conn, s *nftables.Set, e []nftables.SetElement) error, es []nftables.SetElement) {
+		n := elemStep
+		if set.Interval {
+			n = len(es) // the kernel checks the intervals as one whole
+		}
+		for len(es) > 0 {
+			part := es[:min(n, len(es))]
+			es = es[len(part):]
+			p.add(elemsSize(part), func(t *txn) error {
+				if err := f(t.conn(), set, part); err != nil {
+					return fmt.Errorf("set %s: %w", set.Name, err)
+				}
+				return nil
+			})
+		}
+	}
+	addElems := (*nftables.Conn).SetAddElements
+	if _, ok := have.sets[set.Name]; !ok || ss.kept {
+		if len(ss.elems) == 0 {
+			return 0
+		}
+		elemsOf(addElems, ss.elems)
+		return 1
+	}
+	add, del, whole := diffElems(have.elems[set.Name], ss.elems)
+	if whole || (set.Interval && len(add)+len(del) > 0) {
+		elems := ss.elems
+		p.add(objSize+elemsSize(elems), func(t *txn) error {
+			t.conn().FlushSet(set)
+			if len(elems) == 0 {
+				return nil
+			}
+			if err := t.conn().SetAddElements(set, elems); err != nil {
+				return fmt.Errorf("set %s: %w", set.Name, err)
+			}
+			return nil
+		})
+		return 1
+	}
+	elemsOf((*nftables.Conn).SetDeleteElements, del)
+	elemsOf(addElems, add)
+	return len(add) + len(del)
+}
+
+// fill queues the chain's making (again, when it is there: a no-op but
+// for a base chain's policy), its flush (even when just made: two callers
+// racing leave one copy of each rule) and its rules; a chain of another
+// kind (replace) is deleted first.
+func (cs *chainSpec) fill(t *txn, table *nftables.Table) {
+	if cs.replace {
+		t.conn().DelChain(&nftables.Chain{Name: cs.name, Table: table})
+	}
+	ch := cs.add(t, table)
+	t.conn().FlushChain(ch)
+	for _, r := range cs.rules {
+		r.Table, r.Chain = table, ch
+		t.conn().AddRule(r)
+	}
+}
+
+// rulesSize is the estimated size of rules' messages.
+func rulesSize(rules []*nftables.Rule) int {
+	n := 0
+	for _, r := range rules {
+		n += ruleSize + exprSize*len(r.Exprs) + len(r.UserData)
+	}
+	return n
+}
+
+// elemsSize is the estimated size of elems' message.
+func elemsSize(elems []nftables.SetElement) int {
+	n := 0
+	for _, e := range elems {
+		n += elemSize + len(e.Key) + len(e.Val)
+	}
+	return n
+}
+
+// chunks cuts p's steps into transactions of at most max estimated bytes
+// each, in order (a step larger than max goes alone; a whole plan is one
+// transaction, as is every plan when max <= 0).
+func (p *corePlan) chunks(max int) [][]coreStep {
+	if p.whole || max <= 0 {
+		if len(p.steps) == 0 {
+			return nil
+		}
+		return [][]coreStep{p.steps}
+	}
+	var out [][]coreStep
+	var cur []coreStep
+	size := 0
+	for _, st := range p.steps {
+		if len(cur) > 0 && size+st.size > max {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, st)
+		size += st.size
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
