@@ -39,7 +39,6 @@ func (h *Handle) nftConn() (*nftables.Conn, error) {
 	}
 	if h.dial != nil {
 		opts = append(opts, nftables.WithTestDial(h.dial))
-		h.bigSndBuf = true // no socket buffers to raise
 	}
 	c, err := nftables.New(opts...)
 	if err != nil {

@@ -203,7 +203,12 @@ func exprKey(e expr.Any) (string, bool) {
 	case *expr.Verdict:
 		return fmt.Sprintf("verdict %d %s", e.Kind, e.Chain), true
 	case *expr.Ct:
-		return fmt.Sprintf("ct %d r%d dir %d set=%t", e.Key, reg(e.Register), e.Direction, e.SourceRegister), true
+		if e.SourceRegister || e.Register == 0 {
+			// `ct mark set`: google/nftables decodes no NFTA_CT_SREG, so
+			// a listed one has neither register (a load has its DREG).
+			return fmt.Sprintf("ct %d set", e.Key), true
+		}
+		return fmt.Sprintf("ct %d r%d dir %d", e.Key, reg(e.Register), e.Direction), true
 	case *expr.Objref:
 		return fmt.Sprintf("objref %d %s", e.Type, e.Name), true
 	case *expr.Limit:

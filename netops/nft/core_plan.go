@@ -47,6 +47,9 @@ type corePlan struct {
 	steps   []coreStep
 	changes int  // what reconcile reports: 0 when the table is the spec's
 	whole   bool // the table is replaced: one transaction
+	// objects: the number of steps up to the end of A (a caller's step
+	// that needs the sets goes there).
+	objects int
 }
 
 // The estimated sizes of the messages (for chunks, not for the kernel).
@@ -74,6 +77,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 		p.changes++
 	}
 	s.planObjects(p, have)
+	p.objects = len(p.steps)
 	var newRegular, newBase, differ, differBase []chainSpec
 	var appends []coreStep
 	for _, cs := range s.chains {

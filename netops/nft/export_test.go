@@ -18,7 +18,7 @@ func SetPolicyRcvBuf(t testing.TB, n int) {
 func (h *Handle) CommittedDespite(gen uint32, err error) error { return h.committedDespite(gen, err) }
 
 // PolicyGen is the table's generation as the Handle knows it.
-func (h *Handle) PolicyGen() uint32 { return h.policyGen }
+func (h *Handle) PolicyGen() uint32 { return policyOf(h).gen }
 
 // SetLogRates sets the flow log meters' rates (per source and rule, and
 // the node's; policy_logmeter.go) for the tables rendered until t ends.
@@ -49,4 +49,12 @@ func (h *Handle) ElemCount(table *nftables.Table, set string) (int, error) {
 	}
 	elems, err := h.dumpFamilyElems(table.Family, table.Name, set)
 	return len(elems), err
+}
+
+// SetPolicyChunk bounds the policy table's full sync transactions to n
+// estimated bytes until t ends.
+func SetPolicyChunk(t testing.TB, n int) {
+	old := policyChunk
+	policyChunk = n
+	t.Cleanup(func() { policyChunk = old })
 }

@@ -40,19 +40,8 @@ type Handle struct {
 
 	// tables: what each table learned about the kernel on this
 	// connection, one value of the table's own state type each (stateOf:
-	// masqState, portmapState).
+	// masqState, portmapState, policyTable).
 	tables map[any]any
-	// The policy table's, to move into a state type of its own with
-	// policy*.go. bigSndBuf: the send buffer was raised for its large
-	// transactions; policyFP: its chains as this Handle last wrote them
-	// (fingerprints), nil when unknown; policyObjs: its chains, sets and
-	// counters as this Handle last committed them, nil when unknown
-	// (policy_apply.go); policyGen: its generation (policy_gen.go), 0
-	// when unknown.
-	bigSndBuf  bool
-	policyFP   map[string]string
-	policyObjs *policyObjs
-	policyGen  uint32
 	// expiring: elements given a timeout (masquerade, port mappings, the
 	// source address check, the policy table's attached set), which
 	// Close waits out (see waitExpired).
@@ -144,7 +133,7 @@ func (h *Handle) reopen() {
 	if h.nft != nil {
 		_ = h.nft.CloseLasting()
 	}
-	h.nft, h.nfRaw, h.bigSndBuf = nil, nil, false
+	h.nft, h.nfRaw = nil, nil
 }
 
 // Path returns the namespace path the Handle was opened with ("" for the

@@ -128,7 +128,7 @@ func (h *Handle) DeletePolicy() error {
 		return nil
 	}
 	t.conn().DelTable(policyTableObj())
-	h.policyFP, h.policyObjs, h.policyGen = nil, nil, 0
+	policyOf(h).forget()
 	if err := t.commit(); err != nil {
 		return fmt.Errorf("delete the policy table in %s: %w", h.where(), classify(err))
 	}

@@ -1,12 +1,10 @@
 package nft
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/google/nftables"
-	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
@@ -16,13 +14,10 @@ type policyState struct {
 	exists bool
 	*policyObjs
 	pending4, pending6 map[netip.Addr]bool
-	attached           []netip.Addr // read for a full sync only
 }
 
-// policyObjs are the policy table's chains, sets and counters by name.
-// Only the agent's Handle makes or deletes them (a CNI call changes
-// elements), so after a commit the Handle knows them (Handle.policyObjs)
-// and reads them again only for a full sync or after a failure.
+// policyObjs are the policy table's chains, sets and counters by name
+// (policyTable.objs: what the Handle committed last).
 type policyObjs struct {
 	chains, sets, counters map[string]bool
 }
@@ -36,9 +31,10 @@ func newPolicyObjs() *policyObjs {
 // with pending its pending addresses (an element-only change needs neither
 // dump). The transaction updates st.policyObjs to what it leaves.
 func (h *Handle) readPolicy(objects, full, withPending bool) (*policyState, error) {
+	pt := policyOf(h)
 	st := &policyState{policyObjs: newPolicyObjs()}
 	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
-		h.policyObjs = nil
+		pt.objs = nil
 		return st, nil
 	}
 	st.exists = true
@@ -54,8 +50,8 @@ func (h *Handle) readPolicy(objects, full, withPending bool) (*policyState, erro
 	if !objects {
 		return st, nil
 	}
-	if h.policyObjs != nil && !full {
-		st.policyObjs = h.policyObjs
+	if pt.objs != nil && !full {
+		st.policyObjs = pt.objs
 		return st, nil
 	}
 	chains, err := h.nft.ListChainsOfTableFamily(policyFamily)
@@ -101,32 +97,27 @@ func (h *Handle) policyAddrs(name string, v6 bool) (map[netip.Addr]bool, error) 
 	return out, nil
 }
 
+// applyPolicy applies c: a full sync through the core (policy_full.go),
+// else the change c says, on what this Handle knows of the table.
 func (h *Handle) applyPolicy(c *PolicyChange) error {
+	if c.Full {
+		return h.syncPolicy(c)
+	}
 	t, err := h.begin()
 	if err != nil {
 		return err
 	}
-	objects := c.Full || c.Rules != nil || len(c.Sets)+len(c.DelSets) > 0
-	st, err := h.readPolicy(objects, c.Full, len(c.Resolved) > 0)
+	pt := policyOf(h)
+	objects := c.Rules != nil || len(c.Sets)+len(c.DelSets) > 0
+	st, err := h.readPolicy(objects, false, len(c.Resolved) > 0)
 	if err != nil {
 		return err
 	}
-	if !st.exists && !c.Full {
+	if !st.exists {
 		return fmt.Errorf("no policy table (a full sync makes it): %w", ErrNotFound)
 	}
 	if err := h.readGen(); err != nil {
 		return err
-	}
-	if c.Full && st.exists {
-		for _, v6 := range []bool{false, true} {
-			m, err := h.policyAddrs(PolicyAttached, v6)
-			if err != nil {
-				return err
-			}
-			for a := range m {
-				st.attached = append(st.attached, a)
-			}
-		}
 	}
 	if c.Rules != nil {
 		if err := checkPolicyRules(c.Rules); err != nil {
@@ -136,36 +127,34 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	if err := h.bigBatches(); err != nil {
 		return err
 	}
-	h.policyObjs = nil // until the commit: st.policyObjs changes as it is queued
-	if err := t.queuePolicy(c, st); err != nil {
+	pt.objs = nil // until the commit: st.policyObjs changes as it is queued
+	pxt := &policyTxn{txn: t, pt: pt}
+	if err := pxt.queuePolicy(c, st); err != nil {
 		t.abort()
-		h.policyFP, h.policyGen = nil, 0
+		pt.fp, pt.gen = nil, 0
 		return err
 	}
-	err = t.commit()
-	if errors.Is(err, unix.ENOBUFS) {
-		err = h.committedDespite(t.policyGen, err)
-	}
-	if err != nil {
-		h.policyFP, h.policyGen = nil, 0 // the kernel's chains are unknown again
+	if err := pxt.commitPolicy(); err != nil {
+		pt.fp, pt.gen = nil, 0 // the kernel's chains are unknown again
 		return err
 	}
-	h.policyGen = t.policyGen
+	pt.gen = pxt.gen
 	if objects {
-		h.policyObjs = st.policyObjs
+		pt.objs = st.policyObjs
 	}
 	if c.Rules != nil {
-		h.policyFP = t.policyFP
+		pt.fp = pxt.fp
 	}
-	if len(t.closed) > 0 {
-		if err := h.releaseUnattached(t.closed); err != nil {
+	if len(pxt.closed) > 0 {
+		if err := h.releaseUnattached(pxt.closed); err != nil {
 			return fmt.Errorf("release closed addresses: %w", err)
 		}
 	}
 	return nil
 }
 
-// queuePolicy queues c on t, st being the table as it is. The kernel
+// queuePolicy queues c (not a full sync: policy_full.go) on t, st being
+// the table as it is. The kernel
 // checks each message of a transaction against what the messages before
 // it made, so the steps come in this order:
 //
@@ -186,7 +175,7 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 //     then the counters no rule uses.
 //  9. The sets no rule uses any more (after 2 and 8, which dropped the
 //     rules that looked them up), the meter sets where nothing logs.
-func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
+func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 	cc := t.conn()
 	tb := cc.AddTable(policyTableObj())
 	for _, v6 := range []bool{false, true} {
@@ -203,12 +192,9 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	dels := map[string]bool{} // sets deleted last
 	if c.Rules != nil {
 		var counters []string
-		t.policyPrev = t.h.policyFP
-		if c.Full || !st.exists {
-			t.policyPrev = nil
-		}
+		t.prev = t.pt.fp
 		pc, counters = renderPolicy(c.Rules, func(chain, key string) bool {
-			return st.chains[chain] && t.policyPrev != nil && t.policyPrev[chain] == "src\n"+key
+			return st.chains[chain] && t.prev != nil && t.prev[chain] == "src\n"+key
 		})
 		for _, n := range counters {
 			keep[n] = true
@@ -222,7 +208,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 		}
 		// Chains this Handle wrote as they are now are left alone; the
 		// others are flushed (and refilled or deleted below).
-		t.policyFP = fingerprints(pc)
+		t.fp = fingerprints(pc)
 		for name := range st.chains {
 			if !t.policyKeeps(name) {
 				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
@@ -263,7 +249,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if err := t.policyElemChange(PolicyPending, policymodel.Addrs, addrElems(gone), false); err != nil {
 		return err
 	}
-	for _, a := range append(c.ToPending, st.attached...) {
+	for _, a := range c.ToPending {
 		if !resolved[a] {
 			resolved[a] = true // once
 			t.closed = append(t.closed, a)
@@ -293,23 +279,6 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 	for _, n := range c.DelSets {
 		dels[policySetName(string(n), false)], dels[policySetName(string(n), true)] = true, true
 	}
-	if c.Full {
-		want := map[string]bool{policySetName(PolicyPending, false): true, policySetName(PolicyPending, true): true,
-			policySetName(PolicyAttached, false): true, policySetName(PolicyAttached, true): true,
-			policyGuardSet: c.Guard != nil}
-		for _, n := range policyGenSets {
-			want[n] = true
-		}
-		for _, s := range policyLogSets() {
-			want[s.Name] = logOn(c.Rules.Log)
-		}
-		for _, s := range c.Sets {
-			want[policySetName(string(s.ID), false)], want[policySetName(string(s.ID), true)] = true, true
-		}
-		for n := range st.sets {
-			dels[n] = dels[n] || !want[n]
-		}
-	}
 	for n, del := range dels {
 		if del && st.sets[n] {
 			cc.DelSet(&nftables.Set{Table: tb, Name: n})
@@ -321,7 +290,7 @@ func (t *txn) queuePolicy(c *PolicyChange, st *policyState) error {
 
 // queuePolicyChains queues the base chains, the chains and rules of pc,
 // and the deletion of the chains no longer used (all were flushed).
-func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
+func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) {
 	cc := t.conn()
 	tb := policyTableObj()
 	want := map[string]bool{}
@@ -362,72 +331,12 @@ func (t *txn) queuePolicyChains(pc *policyChains, st *policyState) {
 	}
 }
 
-// committedDespite answers a transaction whose acks overflowed the
-// socket's receive buffer (ENOBUFS, err): the kernel applied the batch
-// whole or refused it whole, and the acks that would say which are lost.
-// So the table says: the connection, with what is left of the acks in it,
-// is closed and opened again, and the batch was committed if the table
-// holds the generation gen it wrote (every transaction writes a new one).
-// It returns nil if so, else err with what the table holds.
-func (h *Handle) committedDespite(gen uint32, err error) error {
-	h.reopen()
-	if _, cerr := h.nftConn(); cerr != nil {
-		return errors.Join(err, cerr)
-	}
-	h.policyGen = 0
-	if rerr := h.readGen(); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	if h.policyGen == gen {
-		return nil
-	}
-	return fmt.Errorf("%w: the acks overflowed, and the table holds generation %d, not the transaction's %d: it was not applied", err, h.policyGen, gen)
-}
-
-// policyRcvBuf is the receive buffer of the policy table's connection: the
-// kernel's acks of a batch, one per message, come back in one go. A batch
-// whose acks do not fit is read as committedDespite says.
-var policyRcvBuf = policySndBuf / 4
-
-// policySndBuf is the send buffer the policy table's transactions may
-// need: a full sync of a large cluster is one batch, which the kernel takes
-// in one sendmsg, and the default buffer (net.core.wmem_default, ~208 KiB)
-// refuses it with EMSGSIZE. nft raises it the same way (SO_SNDBUFFORCE).
-const policySndBuf = 64 << 20
-
-// bigBatches raises the connection's send buffer to policySndBuf (and its
-// receive buffer, for the acks), once.
-func (h *Handle) bigBatches() error {
-	if h.bigSndBuf {
-		return nil
-	}
-	rc, err := h.nfRaw.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, policySndBuf)
-		if serr == nil {
-			// The kernel's acks, one per message, come back in one go.
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, policyRcvBuf)
-		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("raise the nftables socket buffers: %w", serr)
-	}
-	h.bigSndBuf = true
-	return nil
-}
-
 // policyKeeps reports whether chain name is in the kernel as this change
 // wants it (written so by this Handle's last change of the rules).
-func (t *txn) policyKeeps(name string) bool {
-	if t.policyPrev == nil {
+func (t *policyTxn) policyKeeps(name string) bool {
+	if t.prev == nil {
 		return false
 	}
-	old, ok := t.policyPrev[name]
-	return ok && old == t.policyFP[name]
+	old, ok := t.prev[name]
+	return ok && old == t.fp[name]
 }

@@ -87,10 +87,11 @@ func nextGen(g uint32) uint32 {
 	return g + 1
 }
 
-// readGen reads the table's generation into h.policyGen when it is not
-// known (0: the table has none).
+// readGen reads the table's generation into its policyTable when it is
+// not known (0: the table has none).
 func (h *Handle) readGen() error {
-	if h.policyGen != 0 {
+	pt := policyOf(h)
+	if pt.gen != 0 {
 		return nil
 	}
 	elems, err := h.dumpElems(PolicyTable, policyGenSet)
@@ -99,7 +100,7 @@ func (h *Handle) readGen() error {
 	}
 	for _, e := range elems {
 		if len(e.key) == 4 {
-			h.policyGen = binaryutil.NativeEndian.Uint32(e.key) >> policyGenShift
+			pt.gen = binaryutil.NativeEndian.Uint32(e.key) >> policyGenShift
 		}
 	}
 	return nil
@@ -135,11 +136,11 @@ func renderGen(pc *policyChains) {
 	pc.add(allowChain("in"), append(ctMarkIn(policyMarkMask, policyGenESet), ctMarkFrom(policyMarkIn)...), []expr.Any{verdict(expr.VerdictAccept, "")})
 }
 
-// queueGen queues the generation after h.policyGen (readGen): the verdict
-// cache's sets and maps, made if missing, their elements replaced.
-func (t *txn) queueGen() error {
-	g := nextGen(t.h.policyGen)
-	t.policyGen = g
+// queueGen queues the generation after the one known (readGen): the
+// verdict cache's sets and maps, made if missing, their elements replaced.
+func (t *policyTxn) queueGen() error {
+	g := nextGen(t.pt.gen)
+	t.gen = g
 	gen := g << policyGenShift
 	mark := func(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
 	elems := map[string]nftables.SetElement{

@@ -2,7 +2,6 @@ package nft
 
 import (
 	"errors"
-	"net/netip"
 	"sync/atomic"
 
 	"github.com/google/nftables"
@@ -31,15 +30,6 @@ type txn struct {
 	h     *Handle
 	built bool                // the builder was handed out: commit flushes its queue
 	raw   []mdnetlink.Message // raw messages, each with the ack flag
-
-	// policyFP and policyPrev: the policy chains this transaction writes
-	// and those the Handle wrote last (policy_apply.go).
-	policyFP, policyPrev map[string]string
-	// policyGen: the policy table's generation this transaction writes.
-	policyGen uint32
-	// closed: addresses this transaction puts in the policy table's
-	// pending set for pods the model lost (PolicyChange.ToPending).
-	closed []netip.Addr
 }
 
 // errMixedTxn is commit's refusal of a txn with both kinds of changes.

@@ -1,0 +1,292 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
+)
+
+// The policy table's full sync (PolicyChange.Full: the agent's first
+// sync, its periodic resync, the sync after a failure) goes through the
+// core (core.go): the whole table is rendered as a tableSpec, the
+// kernel's is dumped (its chains and rules, sets and elements, counters),
+// and only the difference is sent. So a full sync of an unchanged model
+// sends nothing (the verdict cache's generation stays: no verdict
+// changed), one after a policy changed touches that policy's chains,
+// sets and counters (and the jumps to them), and one after someone
+// changed the table puts back what they changed.
+//
+// A large difference (a new node's first sync, a table an older cnibox
+// rendered, one that was flushed) is not one unbounded batch: the core's
+// plan (core_plan.go) orders it so that the table is whole after any
+// step (objects, empty chains, elements, each chain's rules, then what
+// goes), and it is cut into transactions of at most policyChunk
+// estimated bytes, each taking a new generation (so the verdict cache
+// judges every connection again after it) and resetting the fast path,
+// as every change of the table does. Between two of them the table
+// judges by whole chains, some already new, others not yet: as the
+// policies would between two of the agent's deltas. A table that must be
+// replaced whole (one of its sets of another type, which only someone
+// else makes) is one transaction, with what its pending and attached sets
+// held.
+//
+// The pending set: the model's addresses (Resolved) leave it in the last
+// step, once their sets and rules are in; the addresses the model lost
+// (ToPending) and those attached that it does not place enter it in the
+// first step after its sets exist; those then not attached leave it after
+// the commit (releaseUnattached).
+
+// policyChunk bounds a full sync's transactions (the core's estimate of
+// their bytes): well below policySndBuf, and a number of acks the
+// receive buffer holds.
+var policyChunk = 4 << 20
+
+// syncPolicy is a full sync (see above).
+func (h *Handle) syncPolicy(c *PolicyChange) error {
+	if err := checkPolicyRules(c.Rules); err != nil {
+		return err
+	}
+	if _, err := h.nftConn(); err != nil {
+		return err
+	}
+	pt := policyOf(h)
+	pc, counters := renderPolicy(c.Rules, nil)
+	spec := policySpec(c, pc, counters)
+	have, err := h.dumpTable(spec)
+	if err != nil {
+		pt.forget()
+		return fmt.Errorf("list the policy table: %w", err)
+	}
+	pend, err := h.pendingOf(c, have.exists)
+	if err != nil {
+		pt.forget()
+		return err
+	}
+	if have.exists && spec.mustReplace(have) {
+		// Dropped and made again: the kept sets keep what they held.
+		for i, ss := range spec.sets {
+			switch ss.set.Name {
+			case policySetName(PolicyPending, false), policySetName(PolicyPending, true):
+				spec.sets[i].elems = pend.pending.elems(ss.set.Name)
+			case policySetName(PolicyAttached, false), policySetName(PolicyAttached, true):
+				spec.sets[i].elems = pend.attached.elems(ss.set.Name)
+			}
+		}
+	}
+	if err := h.readGen(); err != nil {
+		pt.forget()
+		return err
+	}
+	p := spec.plan(have)
+	pend.queue(p)
+	chunks := p.chunks(policyChunk)
+	if len(chunks) == 0 && have.exists && pt.gen == 0 {
+		chunks = [][]coreStep{nil} // the table holds no generation: one is written
+	}
+	if len(chunks) > 0 {
+		if err := h.bigBatches(); err != nil {
+			return err
+		}
+	}
+	for _, steps := range chunks {
+		t := &policyTxn{txn: h.tx(), pt: pt}
+		err := func() error {
+			for _, st := range steps {
+				if err := st.queue(t.txn); err != nil {
+					return err
+				}
+			}
+			if err := t.queueGen(); err != nil {
+				return err
+			}
+			_, err := t.queueFastPathReset()
+			return err
+		}()
+		if err != nil {
+			t.abort()
+			pt.forget()
+			return err
+		}
+		if err := t.commitPolicy(); err != nil {
+			pt.forget() // what the steps before it committed is the kernel's
+			return err
+		}
+		pt.gen = t.gen
+	}
+	pt.fp = fingerprints(pc)
+	pt.objs = specObjs(spec)
+	if len(pend.closed) > 0 {
+		if err := h.releaseUnattached(pend.closed); err != nil {
+			return fmt.Errorf("release closed addresses: %w", err)
+		}
+	}
+	return nil
+}
+
+// policySpec is the policy table as c says (its rules rendered as pc,
+// with counters).
+func policySpec(c *PolicyChange, pc *policyChains, counters []string) *tableSpec {
+	tb := policyTableObj()
+	s := &tableSpec{table: tb, owned: true, what: "the policy table"}
+	slices.Sort(counters)
+	s.counters = slices.Compact(counters)
+	kept := func(set *nftables.Set) { s.sets = append(s.sets, setSpec{set: set, kept: true}) }
+	// First: the pending set (and the attached set beside it), so that
+	// the first steps make them (pendingChange).
+	for _, v6 := range []bool{false, true} {
+		kept(policySetObj(PolicyPending, policymodel.Addrs, "pods the agent has not resolved: dropped", v6))
+		kept(policySetObj(PolicyAttached, policymodel.Addrs, "pods between their CNI ADD and DEL", v6))
+	}
+	for _, n := range policyGenSets {
+		kept(policyGenObj(n)) // their elements: each transaction's generation
+	}
+	if logOn(c.Rules.Log) {
+		for _, set := range policyLogSets() {
+			kept(set) // the meters' elements are the kernel's
+		}
+	}
+	if c.Guard != nil {
+		var elems []nftables.SetElement
+		if c.Guard.All {
+			elems = append(elems, nftables.SetElement{Key: guardKey("")})
+		}
+		for _, ns := range c.Guard.Namespaces {
+			elems = append(elems, nftables.SetElement{Key: guardKey(ns)})
+		}
+		s.sets = append(s.sets, setSpec{set: policyGuardObj(), elems: elems})
+	}
+	for _, set := range c.Sets {
+		v4, v6 := policyElems(set.Kind, set.Elems())
+		for _, fam := range []struct {
+			v6    bool
+			elems []nftables.SetElement
+		}{{false, v4}, {true, v6}} {
+			obj := policySetObj(string(set.ID), set.Kind, policyComment(set.Key), fam.v6)
+			if set.Kind == policymodel.Pairs {
+				kept(obj) // its elements are the DNS proxy's
+				continue
+			}
+			s.sets = append(s.sets, setSpec{set: obj, elems: fam.elems})
+		}
+	}
+	for _, n := range pc.names {
+		s.chains = append(s.chains, chainSpec{name: n, rules: ruleList(pc.rules[n])})
+	}
+	for _, b := range policyBaseChains {
+		s.chains = append(s.chains, baseChain(b.name, nftables.ChainTypeFilter, b.hook, b.prio, ruleList(baseRules(b.to))))
+	}
+	return s
+}
+
+// specObjs are the chains, sets and counters of s, by name.
+func specObjs(s *tableSpec) *policyObjs {
+	o := newPolicyObjs()
+	for _, cs := range s.chains {
+		o.chains[cs.name] = true
+	}
+	for _, ss := range s.sets {
+		o.sets[ss.set.Name] = true
+	}
+	for _, n := range s.counters {
+		o.counters[n] = true
+	}
+	return o
+}
+
+// pendingChange is what a full sync does with the pending set.
+type pendingChange struct {
+	pending, attached addrSet
+	closed            []netip.Addr // into the pending set, then released if not attached
+	add, gone         []netip.Addr // added to and taken out of the pending set
+}
+
+// addrSet is the addresses of an address set's two family parts.
+type addrSet map[netip.Addr]bool
+
+// elems are the elements of a's addresses of set's family (set: its
+// nftables name, "-4" or "-6").
+func (a addrSet) elems(set string) []nftables.SetElement {
+	v6 := set[len(set)-1] == '6'
+	var out []netip.Addr
+	for x := range a {
+		if x.Is6() == v6 {
+			out = append(out, x)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	v4e, v6e := policyElems(policymodel.Addrs, addrElems(out))
+	if v6 {
+		return v6e
+	}
+	return v4e
+}
+
+// pendingOf reads the pending and attached sets (when the table exists)
+// and says what c does with the pending set: Resolved out, ToPending and
+// the attached addresses c does not resolve in (those not there yet).
+func (h *Handle) pendingOf(c *PolicyChange, exists bool) (*pendingChange, error) {
+	pc := &pendingChange{pending: addrSet{}, attached: addrSet{}}
+	if exists {
+		for _, v6 := range []bool{false, true} {
+			p, err := h.policyAddrs(PolicyPending, v6)
+			if err != nil {
+				return nil, err
+			}
+			a, err := h.policyAddrs(PolicyAttached, v6)
+			if err != nil {
+				return nil, err
+			}
+			for x := range p {
+				pc.pending[x] = true
+			}
+			for x := range a {
+				pc.attached[x] = true
+			}
+		}
+	}
+	resolved := map[netip.Addr]bool{}
+	for _, a := range c.Resolved {
+		if !resolved[a] && pc.pending[a] {
+			pc.gone = append(pc.gone, a)
+		}
+		resolved[a] = true
+	}
+	attached := make([]netip.Addr, 0, len(pc.attached))
+	for a := range pc.attached {
+		attached = append(attached, a)
+	}
+	slices.SortFunc(attached, netip.Addr.Compare)
+	for _, a := range append(slices.Clone(c.ToPending), attached...) {
+		if !resolved[a] {
+			resolved[a] = true // once
+			pc.closed = append(pc.closed, a)
+			if !pc.pending[a] {
+				pc.add = append(pc.add, a)
+			}
+		}
+	}
+	return pc, nil
+}
+
+// queue puts the pending set's changes into p: the closed addresses in
+// right after the sets are made (before the elements and rules that take
+// them out of the model's sets), the resolved ones out at the end (once
+// their sets and rules are in).
+func (pc *pendingChange) queue(p *corePlan) {
+	change := func(addrs []netip.Addr, add bool) coreStep {
+		elems := addrElems(addrs)
+		return coreStep{size: len(addrs) * (elemSize + 16), queue: func(t *txn) error {
+			return t.policyElemChange(PolicyPending, policymodel.Addrs, elems, add)
+		}}
+	}
+	if len(pc.add) > 0 {
+		p.steps = slices.Insert(p.steps, p.objects, change(pc.add, true))
+	}
+	if len(pc.gone) > 0 {
+		p.steps = append(p.steps, change(pc.gone, false))
+	}
+}
