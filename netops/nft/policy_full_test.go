@@ -47,7 +47,9 @@ func richPolicies(n int, port uint16) *nft.PolicyChange {
 // chain puts it back, in one transaction each. The full sync before
 // flushed and rewrote every chain and set at each call (the agent's
 // resync, every 5 minutes).
-func TestPolicyFullSyncUnchanged(t *testing.T) { labtest.OnNFT(t, "pfull", testPolicyFullSyncUnchanged) }
+func TestPolicyFullSyncUnchanged(t *testing.T) {
+	labtest.OnNFT(t, "pfull", testPolicyFullSyncUnchanged)
+}
 
 func testPolicyFullSyncUnchanged(t *testing.T, k *labtest.NFT) {
 	h := k.Handle
