@@ -16,15 +16,20 @@ import (
 //     nothing refers to them yet;
 //  B. the missing chains, made empty: nothing jumps to them yet (a base
 //     chain made empty accepts, as its hook did without it);
-//  C. the sets' elements, added and deleted (an interval set's, or a map
-//     whose values changed, flushed and filled again in one step): before
-//     any rule that comes with them looks them up, after the chains a
-//     verdict map's elements jump to;
+//  C. the elements added to the sets (an interval set's, or a map whose
+//     values changed, flushed and filled again in one step): before any
+//     rule that comes with them looks them up, after the chains a verdict
+//     map's elements jump to;
 //  D. each chain's rules, one chain a step (flushed and filled, so no
 //     packet meets it half written): the new regular chains, then the
 //     regular chains whose rules differ, then the base chains, so a jump
 //     becomes live only once its target holds its rules; then the rules
 //     appended to others' chains;
+//  D'. the elements deleted from the sets: after the rules, so that
+//     between two transactions a set holds what the old rules and the new
+//     ones look for (a pod leaving one set for another is in both a
+//     while, never in neither), and before E (a verdict map's element may
+//     jump to a chain that goes);
 //  E. the chains the spec does not name, all flushed before any is
 //     deleted (one may jump to another), after D, which took every jump
 //     to them away;
@@ -131,8 +136,11 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 		}
 		p.changes++
 	}
+	var dels []coreStep
 	for _, ss := range s.sets {
-		p.changes += ss.plan(p, have)
+		d, n := ss.plan(p, have)
+		dels = append(dels, d...)
+		p.changes += n
 	}
 	for _, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
 		for _, cs := range group {
@@ -140,6 +148,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 		}
 	}
 	p.steps = append(p.steps, appends...)
+	p.steps = append(p.steps, dels...)
 	s.planExtra(p, have)
 	return p
 }
@@ -239,32 +248,36 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 }
 
 // plan plans what makes the set (made, if it was not in have: step A)
-// hold ss's elements (step C), and counts the changes.
-func (ss *setSpec) plan(p *corePlan, have *tableState) int {
+// hold ss's elements: the additions, or the set flushed and filled again,
+// in p (step C), the deletions returned (step D'); and counts the
+// changes.
+func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes int) {
 	set := ss.set
-	elemsOf := func(f func(c *nftables.Conn, s *nftables.Set, e []nftables.SetElement) error, es []nftables.SetElement) {
+	elemsOf := func(f func(c *nftables.Conn, s *nftables.Set, e []nftables.SetElement) error, es []nftables.SetElement) []coreStep {
 		n := elemStep
 		if set.Interval {
 			n = len(es) // the kernel checks the intervals as one whole
 		}
+		var out []coreStep
 		for len(es) > 0 {
 			part := es[:min(n, len(es))]
 			es = es[len(part):]
-			p.add(elemsSize(part), func(t *txn) error {
+			out = append(out, coreStep{size: elemsSize(part), queue: func(t *txn) error {
 				if err := f(t.conn(), set, part); err != nil {
 					return fmt.Errorf("set %s: %w", set.Name, err)
 				}
 				return nil
-			})
+			}})
 		}
+		return out
 	}
 	addElems := (*nftables.Conn).SetAddElements
 	if _, ok := have.sets[set.Name]; !ok || ss.kept {
 		if len(ss.elems) == 0 {
-			return 0
+			return nil, 0
 		}
-		elemsOf(addElems, ss.elems)
-		return 1
+		p.steps = append(p.steps, elemsOf(addElems, ss.elems)...)
+		return nil, 1
 	}
 	add, del, whole := diffElems(have.elems[set.Name], ss.elems)
 	if whole || (set.Interval && len(add)+len(del) > 0) {
@@ -279,11 +292,10 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) int {
 			}
 			return nil
 		})
-		return 1
+		return nil, 1
 	}
-	elemsOf((*nftables.Conn).SetDeleteElements, del)
-	elemsOf(addElems, add)
-	return len(add) + len(del)
+	p.steps = append(p.steps, elemsOf(addElems, add)...)
+	return elemsOf((*nftables.Conn).SetDeleteElements, del), len(add) + len(del)
 }
 
 // fill queues the chain's making (again, when it is there: a no-op but
