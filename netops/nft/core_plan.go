@@ -55,6 +55,9 @@ type corePlan struct {
 	// objects: the number of steps up to the end of A (a caller's step
 	// that needs the sets goes there).
 	objects int
+	// head: the number of first steps that go in the first transaction
+	// whatever their size (0: none must).
+	head int
 }
 
 // The estimated sizes of the messages (for chunks, not for the kernel).
@@ -333,8 +336,9 @@ func elemsSize(elems []nftables.SetElement) int {
 }
 
 // chunks cuts p's steps into transactions of at most max estimated bytes
-// each, in order (a step larger than max goes alone; a whole plan is one
-// transaction, as is every plan when max <= 0).
+// each, in order (a step larger than max goes alone, the head's steps
+// together; a whole plan is one transaction, as is every plan when max <=
+// 0).
 func (p *corePlan) chunks(max int) [][]coreStep {
 	if p.whole || max <= 0 {
 		if len(p.steps) == 0 {
@@ -345,8 +349,8 @@ func (p *corePlan) chunks(max int) [][]coreStep {
 	var out [][]coreStep
 	var cur []coreStep
 	size := 0
-	for _, st := range p.steps {
-		if len(cur) > 0 && size+st.size > max {
+	for i, st := range p.steps {
+		if len(cur) > 0 && size+st.size > max && i >= p.head {
 			out = append(out, cur)
 			cur, size = nil, 0
 		}

@@ -37,8 +37,11 @@ import (
 // The pending set: the model's addresses (Resolved) leave it in the last
 // step, once their sets and rules are in; the addresses the model lost
 // (ToPending) and those attached that it does not place enter it in the
-// first step after its sets exist; those then not attached leave it after
-// the commit (releaseUnattached).
+// first transaction, right after the sets are made; those then not
+// attached leave it after the commit (releaseUnattached). The guard set's
+// elements change in that first transaction too, which makes every set
+// and counter the table lacks (a CNI ADD that finds the table finds its
+// guard, pending and attached sets: MarkPolicyPending).
 
 // policyChunk bounds a full sync's transactions (the core's estimate of
 // their bytes): well below policySndBuf, and a number of acks the
@@ -62,6 +65,9 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 		return fmt.Errorf("list the policy table: %w", err)
 	}
 	pend, err := h.pendingOf(c, have.exists)
+	if err == nil {
+		err = h.guardOf(c, have, pend)
+	}
 	if err != nil {
 		pt.forget()
 		return err
@@ -150,14 +156,7 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string) *tableSpec
 		}
 	}
 	if c.Guard != nil {
-		var elems []nftables.SetElement
-		if c.Guard.All {
-			elems = append(elems, nftables.SetElement{Key: guardKey("")})
-		}
-		for _, ns := range c.Guard.Namespaces {
-			elems = append(elems, nftables.SetElement{Key: guardKey(ns)})
-		}
-		s.sets = append(s.sets, setSpec{set: policyGuardObj(), elems: elems})
+		kept(policyGuardObj()) // its elements: pendingChange, in the first transaction
 	}
 	for _, set := range c.Sets {
 		v4, v6 := policyElems(set.Kind, set.Elems())
@@ -197,11 +196,43 @@ func specObjs(s *tableSpec) *policyObjs {
 	return o
 }
 
-// pendingChange is what a full sync does with the pending set.
+// pendingChange is what a full sync does with the pending set (and the
+// guard set).
 type pendingChange struct {
 	pending, attached addrSet
 	closed            []netip.Addr // into the pending set, then released if not attached
 	add, gone         []netip.Addr // added to and taken out of the pending set
+	guard             *PolicyGuard // the guard set's new elements (nil: as it is)
+}
+
+// guardOf reads the guard set's elements (when it is there) and notes in
+// pc c's guard if they differ from it.
+func (h *Handle) guardOf(c *PolicyChange, have *tableState, pc *pendingChange) error {
+	if c.Guard == nil {
+		return nil // no guard: the set goes with what the spec does not name
+	}
+	want := map[string]bool{}
+	if c.Guard.All {
+		want[string(guardKey(""))] = true
+	}
+	for _, ns := range c.Guard.Namespaces {
+		want[string(guardKey(ns))] = true
+	}
+	var elems []nftElem
+	if _, ok := have.sets[policyGuardSet]; ok {
+		var err error
+		if elems, err = h.dumpElems(PolicyTable, policyGuardSet); err != nil {
+			return err
+		}
+	}
+	same := len(elems) == len(want)
+	for _, e := range elems {
+		same = same && want[string(e.key)]
+	}
+	if !same {
+		pc.guard = c.Guard
+	}
+	return nil
 }
 
 // addrSet is the addresses of an address set's two family parts.
@@ -283,9 +314,15 @@ func (pc *pendingChange) queue(p *corePlan) {
 			return t.policyElemChange(PolicyPending, policymodel.Addrs, elems, add)
 		}}
 	}
-	if len(pc.add) > 0 {
-		p.steps = slices.Insert(p.steps, p.objects, change(pc.add, true))
+	var first []coreStep
+	if g := pc.guard; g != nil {
+		first = append(first, coreStep{size: (len(g.Namespaces) + 1) * (elemSize + 16), queue: func(t *txn) error { return t.queueGuard(g) }})
 	}
+	if len(pc.add) > 0 {
+		first = append(first, change(pc.add, true))
+	}
+	p.steps = slices.Insert(p.steps, p.objects, first...)
+	p.head = p.objects + len(first)
 	if len(pc.gone) > 0 {
 		p.steps = append(p.steps, change(pc.gone, false))
 	}
