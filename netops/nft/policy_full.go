@@ -83,15 +83,16 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 			}
 		}
 	}
-	if err := h.readGen(); err != nil {
+	genWhole, err := h.readGenWhole()
+	if err != nil {
 		pt.forget()
 		return err
 	}
 	p := spec.plan(have)
 	pend.queue(p)
 	chunks := p.chunks(policyChunk)
-	if len(chunks) == 0 && have.exists && pt.gen == 0 {
-		chunks = [][]coreStep{nil} // the table holds no generation: one is written
+	if len(chunks) == 0 && have.exists && !genWhole {
+		chunks = [][]coreStep{nil} // the verdict cache's sets are not whole: a generation is written
 	}
 	if len(chunks) > 0 {
 		if err := h.bigBatches(); err != nil {

@@ -44,7 +44,8 @@ func richPolicies(n int, port uint16) *nft.PolicyChange {
 // sends no transaction (the generation stays); one after a policy
 // changed rewrites that policy's chains only (every other rule keeps its
 // handle, every counter its count); one after someone deleted a rule of a
-// chain puts it back, in one transaction each. The full sync before
+// chain, or flushed a map of the verdict cache, puts it back (a new
+// generation), in one transaction each. The full sync before
 // flushed and rewrote every chain and set at each call (the agent's
 // resync, every 5 minutes).
 func TestPolicyFullSyncUnchanged(t *testing.T) {
@@ -123,6 +124,16 @@ func testPolicyFullSyncUnchanged(t *testing.T, k *labtest.NFT) {
 	must(t, c.Flush())
 	sync("a rule of fwd4 deleted", richPolicies(20, 2000), 1)
 	sync("a rule of fwd4 deleted, again", richPolicies(20, 2000), 0)
+
+	// Someone flushes a map of the verdict cache: a new generation.
+	gen = h.PolicyGen()
+	c.FlushSet(&nftables.Set{Table: table, Name: "mark-eg", IsMap: true, KeyType: nftables.TypeMark, DataType: nftables.TypeMark})
+	must(t, c.Flush())
+	sync("the verdict cache's map flushed", richPolicies(20, 2000), 1)
+	if h.PolicyGen() == gen {
+		t.Errorf("the verdict cache's map flushed: the generation stayed at %d", gen)
+	}
+	sync("the verdict cache's map flushed, again", richPolicies(20, 2000), 0)
 }
 
 // symDiff is what is in one of a and b only.

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 
@@ -106,6 +107,40 @@ func (h *Handle) readGen() error {
 	return nil
 }
 
+// genElems are the verdict cache's elements at generation g, by set.
+func genElems(g uint32) map[string]nftables.SetElement {
+	gen := g << policyGenShift
+	mark := func(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
+	return map[string]nftables.SetElement{
+		policyGenSet:  {Key: mark(gen)},
+		policyGenESet: {Key: mark(gen | policyMarkEgress)},
+		policyMarkEg:  {Key: mark(0), Val: mark(gen | policyMarkEgress)},
+		policyMarkIn:  {Key: mark(0), Val: mark(gen)},
+	}
+}
+
+// readGenWhole reads the table's generation (as readGen, whatever its
+// policyTable knew) and reports whether the verdict cache's four sets and
+// maps hold it and nothing else: a full sync writes a new generation
+// when they do not (someone flushed one).
+func (h *Handle) readGenWhole() (bool, error) {
+	pt := policyOf(h)
+	pt.gen = 0
+	if err := h.readGen(); err != nil || pt.gen == 0 {
+		return false, err
+	}
+	for n, want := range genElems(pt.gen) {
+		elems, err := h.dumpElems(PolicyTable, n)
+		if err != nil {
+			return false, fmt.Errorf("read the policy generation: %w", err)
+		}
+		if len(elems) != 1 || !bytes.Equal(elems[0].key, want.Key) || !bytes.Equal(elems[0].data, want.Val) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // ctMarkIn is "ct mark & mask @set".
 func ctMarkIn(mask uint32, set string) []expr.Any {
 	return []expr.Any{
@@ -141,14 +176,7 @@ func renderGen(pc *policyChains) {
 func (t *policyTxn) queueGen() error {
 	g := nextGen(t.pt.gen)
 	t.gen = g
-	gen := g << policyGenShift
-	mark := func(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
-	elems := map[string]nftables.SetElement{
-		policyGenSet:  {Key: mark(gen)},
-		policyGenESet: {Key: mark(gen | policyMarkEgress)},
-		policyMarkEg:  {Key: mark(0), Val: mark(gen | policyMarkEgress)},
-		policyMarkIn:  {Key: mark(0), Val: mark(gen)},
-	}
+	elems := genElems(g)
 	cc := t.conn()
 	for _, n := range policyGenSets {
 		s := policyGenObj(n)
