@@ -145,9 +145,10 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 		dels = append(dels, d...)
 		p.changes += n
 	}
-	for _, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
+	for i, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
+		made := i%2 == 0 // the new chains, made in B
 		for _, cs := range group {
-			p.add(objSize+rulesSize(cs.rules), func(t *txn) error { cs.fill(t, s.table); return nil })
+			p.add(objSize+rulesSize(cs.rules), func(t *txn) error { cs.fill(t, s.table, made); return nil })
 		}
 	}
 	p.steps = append(p.steps, appends...)
@@ -301,15 +302,18 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 	return elemsOf((*nftables.Conn).SetDeleteElements, del), len(add) + len(del)
 }
 
-// fill queues the chain's making (again, when it is there: a no-op but
-// for a base chain's policy), its flush (even when just made: two callers
-// racing leave one copy of each rule) and its rules; a chain of another
-// kind (replace) is deleted first.
-func (cs *chainSpec) fill(t *txn, table *nftables.Table) {
+// fill queues the chain's making unless made (B made it; a chain that is
+// there is made again: a no-op but for a base chain's policy), its flush
+// (even when just made: two callers racing leave one copy of each rule)
+// and its rules; a chain of another kind (replace) is deleted first.
+func (cs *chainSpec) fill(t *txn, table *nftables.Table, made bool) {
 	if cs.replace {
 		t.conn().DelChain(&nftables.Chain{Name: cs.name, Table: table})
 	}
-	ch := cs.add(t, table)
+	ch := &nftables.Chain{Name: cs.name, Table: table}
+	if !made {
+		ch = cs.add(t, table)
+	}
 	t.conn().FlushChain(ch)
 	for _, r := range cs.rules {
 		r.Table, r.Chain = table, ch
