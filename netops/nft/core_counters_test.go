@@ -216,12 +216,12 @@ func TestPlanChunked(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := spec.plan(have)
-		if n := len(p.chunks(0)); n != 1 {
-			t.Errorf("chunks(0) = %d transactions, want 1", n)
+		if n := len(p.chunks(0, 0)); n != 1 {
+			t.Errorf("chunks(0, 0) = %d transactions, want 1", n)
 		}
-		chunks := p.chunks(1)
+		chunks := p.chunks(1, 1)
 		if len(chunks) != len(p.steps) || len(chunks) < 10 {
-			t.Fatalf("chunks(1) = %d transactions of %d steps, want one a step (10 at least)", len(chunks), len(p.steps))
+			t.Fatalf("chunks(1, 1) = %d transactions of %d steps, want one a step (10 at least)", len(chunks), len(p.steps))
 		}
 		for i, c := range chunks {
 			tx := h.tx()

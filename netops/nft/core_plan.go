@@ -44,6 +44,7 @@ import (
 // coreStep is one piece of a reconcile's transaction.
 type coreStep struct {
 	size  int // the estimated bytes of its messages
+	msgs  int // how many messages it queues (each gets its ack)
 	queue func(t *txn) error
 }
 
@@ -69,19 +70,20 @@ const (
 	elemStep = 4096 // elements of one set a step (but an interval set's)
 )
 
-func (p *corePlan) add(size int, f func(t *txn) error) {
-	p.steps = append(p.steps, coreStep{size: size, queue: f})
+// add adds a step of msgs messages of size bytes (estimated).
+func (p *corePlan) add(msgs, size int, f func(t *txn) error) {
+	p.steps = append(p.steps, coreStep{size: size, msgs: msgs, queue: f})
 }
 
 // plan makes the plan of s over have (see above).
 func (s *tableSpec) plan(have *tableState) *corePlan {
 	p := &corePlan{}
 	if have.exists && s.owned && s.mustReplace(have) {
-		p.add(objSize, func(t *txn) error { dropTable(t.conn(), s.table); return nil })
+		p.add(1, objSize, func(t *txn) error { dropTable(t.conn(), s.table); return nil })
 		have, p.changes, p.whole = &tableState{}, 1, true
 	}
 	if !have.exists {
-		p.add(objSize, func(t *txn) error { t.conn().AddTable(s.table); return nil })
+		p.add(1, objSize, func(t *txn) error { t.conn().AddTable(s.table); return nil })
 		p.changes++
 	}
 	s.planObjects(p, have)
@@ -97,7 +99,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 		switch {
 		case cs.appendOnly:
 			if !ok {
-				p.add(objSize, func(t *txn) error { cs.add(t, s.table); return nil })
+				p.add(1, objSize, func(t *txn) error { cs.add(t, s.table); return nil })
 			}
 			var rules []*nftables.Rule
 			for _, r := range cs.rules {
@@ -109,7 +111,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 				p.changes++
 			}
 			if len(rules) > 0 {
-				appends = append(appends, coreStep{size: rulesSize(rules), queue: func(t *txn) error {
+				appends = append(appends, coreStep{size: rulesSize(rules), msgs: len(rules), queue: func(t *txn) error {
 					ch := &nftables.Chain{Name: cs.name, Table: s.table}
 					for _, r := range rules {
 						r.Table, r.Chain = s.table, ch
@@ -120,7 +122,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 			}
 			continue
 		case !ok:
-			p.add(objSize, func(t *txn) error { cs.add(t, s.table); return nil })
+			p.add(1, objSize, func(t *txn) error { cs.add(t, s.table); return nil })
 			if cs.hook != nil {
 				newBase = append(newBase, cs)
 			} else {
@@ -148,7 +150,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 	for i, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
 		made := i%2 == 0 // the new chains, made in B
 		for _, cs := range group {
-			p.add(objSize+rulesSize(cs.rules), func(t *txn) error { cs.fill(t, s.table, made); return nil })
+			p.add(3+len(cs.rules), objSize+rulesSize(cs.rules), func(t *txn) error { cs.fill(t, s.table, made); return nil })
 		}
 	}
 	p.steps = append(p.steps, appends...)
@@ -162,7 +164,7 @@ func (s *tableSpec) planObjects(p *corePlan, have *tableState) {
 	for _, ss := range s.sets {
 		ss.set.Table = s.table
 		if _, ok := have.sets[ss.set.Name]; !ok {
-			p.add(objSize, func(t *txn) error {
+			p.add(1, objSize, func(t *txn) error {
 				if err := t.addSet(ss.set, nil); err != nil {
 					return fmt.Errorf("set %s: %w", ss.set.Name, err)
 				}
@@ -173,7 +175,7 @@ func (s *tableSpec) planObjects(p *corePlan, have *tableState) {
 	}
 	for _, name := range s.counters {
 		if !have.counters[name] {
-			p.add(objSize, func(t *txn) error {
+			p.add(1, objSize, func(t *txn) error {
 				t.conn().AddObj(&nftables.CounterObj{Table: s.table, Name: name})
 				return nil
 			})
@@ -182,7 +184,7 @@ func (s *tableSpec) planObjects(p *corePlan, have *tableState) {
 	}
 	for _, ft := range s.flowtables {
 		if _, ok := have.flowtables[ft.Name]; !ok {
-			p.add(objSize, func(t *txn) error { ft.Table = s.table; t.conn().AddFlowtable(ft); return nil })
+			p.add(1, objSize, func(t *txn) error { ft.Table = s.table; t.conn().AddFlowtable(ft); return nil })
 			p.changes++
 		}
 	}
@@ -211,13 +213,13 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 		}
 	}
 	for _, name := range extra {
-		p.add(objSize, func(t *txn) error {
+		p.add(1, objSize, func(t *txn) error {
 			t.conn().FlushChain(&nftables.Chain{Name: name, Table: s.table})
 			return nil
 		})
 	}
 	for _, name := range extra {
-		p.add(objSize, func(t *txn) error {
+		p.add(1, objSize, func(t *txn) error {
 			t.conn().DelChain(&nftables.Chain{Name: name, Table: s.table})
 			return nil
 		})
@@ -226,7 +228,7 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 	if s.counters != nil {
 		for _, name := range sortedKeys(have.counters) {
 			if !named["counter "+name] {
-				p.add(objSize, func(t *txn) error {
+				p.add(1, objSize, func(t *txn) error {
 					t.conn().DeleteObject(&nftables.CounterObj{Table: s.table, Name: name})
 					return nil
 				})
@@ -236,13 +238,13 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 	}
 	for _, name := range sortedKeys(have.sets) {
 		if !named["set "+name] {
-			p.add(objSize, func(t *txn) error { t.conn().DelSet(&nftables.Set{Name: name, Table: s.table}); return nil })
+			p.add(1, objSize, func(t *txn) error { t.conn().DelSet(&nftables.Set{Name: name, Table: s.table}); return nil })
 			p.changes++
 		}
 	}
 	for _, name := range sortedKeys(have.flowtables) {
 		if !slices.ContainsFunc(s.flowtables, func(ft *nftables.Flowtable) bool { return ft.Name == name }) {
-			p.add(objSize, func(t *txn) error {
+			p.add(1, objSize, func(t *txn) error {
 				t.conn().DelFlowtable(&nftables.Flowtable{Name: name, Table: s.table})
 				return nil
 			})
@@ -266,7 +268,7 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 		for len(es) > 0 {
 			part := es[:min(n, len(es))]
 			es = es[len(part):]
-			out = append(out, coreStep{size: elemsSize(part), queue: func(t *txn) error {
+			out = append(out, coreStep{size: elemsSize(part), msgs: 1, queue: func(t *txn) error {
 				if err := f(t.conn(), set, part); err != nil {
 					return fmt.Errorf("set %s: %w", set.Name, err)
 				}
@@ -286,7 +288,7 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 	add, del, whole := diffElems(have.elems[set.Name], ss.elems)
 	if whole || (set.Interval && len(add)+len(del) > 0) {
 		elems := ss.elems
-		p.add(objSize+elemsSize(elems), func(t *txn) error {
+		p.add(2, objSize+elemsSize(elems), func(t *txn) error {
 			t.conn().FlushSet(set)
 			if len(elems) == 0 {
 				return nil
@@ -340,10 +342,10 @@ func elemsSize(elems []nftables.SetElement) int {
 }
 
 // chunks cuts p's steps into transactions of at most max estimated bytes
-// each, in order (a step larger than max goes alone, the head's steps
-// together; a whole plan is one transaction, as is every plan when max <=
-// 0).
-func (p *corePlan) chunks(max int) [][]coreStep {
+// and maxMsgs messages each, in order (a step larger goes alone, the
+// head's steps together; a whole plan is one transaction, as is every
+// plan when max <= 0).
+func (p *corePlan) chunks(max, maxMsgs int) [][]coreStep {
 	if p.whole || max <= 0 {
 		if len(p.steps) == 0 {
 			return nil
@@ -352,14 +354,15 @@ func (p *corePlan) chunks(max int) [][]coreStep {
 	}
 	var out [][]coreStep
 	var cur []coreStep
-	size := 0
+	size, msgs := 0, 0
 	for i, st := range p.steps {
-		if len(cur) > 0 && size+st.size > max && i >= p.head {
+		if len(cur) > 0 && (size+st.size > max || msgs+st.msgs > maxMsgs) && i >= p.head {
 			out = append(out, cur)
-			cur, size = nil, 0
+			cur, size, msgs = nil, 0, 0
 		}
 		cur = append(cur, st)
 		size += st.size
+		msgs += st.msgs
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)

@@ -58,3 +58,11 @@ func SetPolicyChunk(t testing.TB, n int) {
 	policyChunk = n
 	t.Cleanup(func() { policyChunk = old })
 }
+
+// SetPolicyChunkMsgs bounds the policy table's full sync transactions to
+// n messages until t ends.
+func SetPolicyChunkMsgs(t testing.TB, n int) {
+	old := policyChunkMsgs
+	policyChunkMsgs = n
+	t.Cleanup(func() { policyChunkMsgs = old })
+}

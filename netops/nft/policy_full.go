@@ -43,10 +43,16 @@ import (
 // and counter the table lacks (a CNI ADD that finds the table finds its
 // guard, pending and attached sets: MarkPolicyPending).
 
-// policyChunk bounds a full sync's transactions (the core's estimate of
-// their bytes): well below policySndBuf, and a number of acks the
-// receive buffer holds.
-var policyChunk = 4 << 20
+// policyChunk and policyChunkMsgs bound a full sync's transactions: the
+// core's estimate of their bytes, well below policySndBuf, and their
+// messages, each of which the kernel acks: 8,192 acks fit the receive
+// buffer (policyRcvBuf: ~1 KiB each as the kernel counts them), so a
+// transaction's acks overflow it only when one step is that large (a
+// chain of thousands of rules; then committedDespite reads the table).
+var (
+	policyChunk     = 4 << 20
+	policyChunkMsgs = 8192
+)
 
 // syncPolicy is a full sync (see above).
 func (h *Handle) syncPolicy(c *PolicyChange) error {
@@ -90,16 +96,17 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 	}
 	p := spec.plan(have)
 	pend.queue(p)
-	chunks := p.chunks(policyChunk)
+	chunks := p.chunks(policyChunk, policyChunkMsgs)
 	if len(chunks) == 0 && have.exists && !genWhole {
 		chunks = [][]coreStep{nil} // the verdict cache's sets are not whole: a generation is written
 	}
-	if len(chunks) > 0 {
+	for _, steps := range chunks {
+		// Each time: an overflow of the last one's acks opened another
+		// socket (committedDespite).
 		if err := h.bigBatches(); err != nil {
+			pt.forget()
 			return err
 		}
-	}
-	for _, steps := range chunks {
 		t := &policyTxn{txn: h.tx(), pt: pt}
 		err := func() error {
 			for _, st := range steps {
@@ -311,13 +318,13 @@ func (h *Handle) pendingOf(c *PolicyChange, exists bool) (*pendingChange, error)
 func (pc *pendingChange) queue(p *corePlan) {
 	change := func(addrs []netip.Addr, add bool) coreStep {
 		elems := addrElems(addrs)
-		return coreStep{size: len(addrs) * (elemSize + 16), queue: func(t *txn) error {
+		return coreStep{size: len(addrs) * (elemSize + 16), msgs: 2, queue: func(t *txn) error {
 			return t.policyElemChange(PolicyPending, policymodel.Addrs, elems, add)
 		}}
 	}
 	var first []coreStep
 	if g := pc.guard; g != nil {
-		first = append(first, coreStep{size: (len(g.Namespaces) + 1) * (elemSize + 16), queue: func(t *txn) error { return t.queueGuard(g) }})
+		first = append(first, coreStep{size: (len(g.Namespaces) + 1) * (elemSize + 16), msgs: 3, queue: func(t *txn) error { return t.queueGuard(g) }})
 	}
 	if len(pc.add) > 0 {
 		first = append(first, change(pc.add, true))

@@ -163,6 +163,7 @@ func TestPolicyFullSyncChunked(t *testing.T) { labtest.OnNFT(t, "pchunk", testPo
 func testPolicyFullSyncChunked(t *testing.T, k *labtest.NFT) {
 	h := k.Handle
 	nft.SetPolicyChunk(t, 16<<10)
+	nft.SetPolicyChunkMsgs(t, 400)
 	for _, step := range []struct {
 		what string
 		c    *nft.PolicyChange
