@@ -76,3 +76,29 @@ func TestPolicyAcksOverflowNotApplied(t *testing.T) {
 		t.Errorf("CommittedDespite(the table's generation) = %v, want nil", err)
 	}
 }
+
+// TestPolicyAcksOverflowChunked: a full sync cut into several
+// transactions whose acks each overflow the receive buffer: each is read
+// from the table, and the next goes on the new socket with its buffers
+// raised again (a first version sent it with the default send buffer,
+// which refused it: EMSGSIZE).
+func TestPolicyAcksOverflowChunked(t *testing.T) {
+	nstest.RequireRoot(t)
+	nft.SetPolicyRcvBuf(t, 4096)
+	nft.SetPolicyChunkMsgs(t, 2000)
+	h := openNS(t, "acksc").NFT()
+	const n = 300
+	before := nft.Transactions()
+	must(t, h.ApplyPolicy(manyPolicies(n)))
+	if got := nft.Transactions() - before; got < 2 {
+		t.Errorf("%d transactions, want the full sync cut in several", got)
+	}
+	counters, err := h.PolicyCounters()
+	must(t, err)
+	for i := range n {
+		id := policymodel.NewRuleID(fmt.Sprintf("np/t/p%d", i), policymodel.Ingress, 0)
+		if _, ok := counters[policymodel.CounterName(id.Key())]; !ok {
+			t.Fatalf("no counter of %s after the full sync", id)
+		}
+	}
+}
