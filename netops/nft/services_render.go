@@ -1,0 +1,369 @@
+package nft
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/svcmodel"
+)
+
+// The services table's rendering of one ServicePort (services.go draws
+// the table): its chains, sets and the frontend elements that lead to
+// them.
+
+// Registers of the per-ServicePort chains (32-bit ones, NFT_REG32_xx):
+// the endpoint (address . port) is loaded at regEP (the port after the
+// address), the client's address at regClient and its port after it, the
+// hash at regHash; NFT_REG_1 (8..11) is regEP's space, so scratch loads go
+// to register 1 only before the endpoint is.
+const (
+	regEP     = 8  // NFT_REG32_00
+	regClient = 16 // NFT_REG32_08
+	regHash   = 21 // NFT_REG32_13
+)
+
+// svcHashSeed is the jhash seed: fixed, so that every node hashes a flow
+// to the same slot.
+const svcHashSeed = 0x63626f78
+
+// fam is what differs between the families.
+type fam struct {
+	f                   svcmodel.Family
+	nfproto             byte
+	alen                uint32 // address length
+	saddr, daddr        uint32 // offsets in the network header
+	addrType            nftables.SetDatatype
+	ips, npAddrs, cidrs string
+	hairpin             string
+	suffix              string
+}
+
+var fam4 = fam{svcmodel.IPv4, unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr,
+	ServiceIPs4, svcNodePortAddrs4, svcClusterCIDRs4, svcHairpin4, "4"}
+
+var fam6 = fam{svcmodel.IPv6, unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr,
+	ServiceIPs6, svcNodePortAddrs6, svcClusterCIDRs6, svcHairpin6, "6"}
+
+func svcFam(f svcmodel.Family) fam {
+	if f == svcmodel.IPv6 {
+		return fam6
+	}
+	return fam4
+}
+
+// portReg is the register of the endpoint's port (after its address).
+func (f fam) portReg() uint32 { return regEP + f.alen/4 }
+
+// epType is the type of an endpoint: address . port.
+func (f fam) epType() nftables.SetDatatype {
+	return nftables.MustConcatSetType(f.addrType, nftables.TypeInetService)
+}
+
+// isFamily is `meta nfproto <f>`.
+func (f fam) isFamily() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
+	}
+}
+
+// load loads the source (or destination) address to reg.
+func (f fam) load(dst bool, reg uint32) *expr.Payload {
+	off := f.saddr
+	if dst {
+		off = f.daddr
+	}
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: f.alen}
+}
+
+// thPort loads the transport header's source or destination port to reg.
+func thPort(dst bool, reg uint32) *expr.Payload {
+	off := uint32(0)
+	if dst {
+		off = 2
+	}
+	return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: off, Len: 2}
+}
+
+// protoNum is p's IP protocol number.
+func protoNum(p svcmodel.Proto) byte {
+	switch p {
+	case svcmodel.UDP:
+		return unix.IPPROTO_UDP
+	case svcmodel.SCTP:
+		return unix.IPPROTO_SCTP
+	}
+	return unix.IPPROTO_TCP
+}
+
+// spKey identifies a ServicePort in the table's state.
+func spKey(sp *svcmodel.ServicePort) string {
+	return fmt.Sprintf("%s/%s/%d", sp.Name, sp.Protocol, sp.Family)
+}
+
+// spID is the short name of a ServicePort's objects: 13 characters of
+// base32 of a SHA-256 of its key (kube-proxy's servicePortChainName
+// shape).
+func spID(sp *svcmodel.ServicePort) string {
+	h := sha256.Sum256([]byte(spKey(sp)))
+	return strings.ToLower(base32.StdEncoding.EncodeToString(h[:])[:13])
+}
+
+// frontKey is one frontend element: its map and key.
+type frontKey struct{ set, key string }
+
+// frontClaim is a frontend element a ServicePort wants.
+type frontClaim struct {
+	fk    frontKey
+	chain string
+}
+
+// npKey is a NodePort: the key of service-nodeports.
+type npKey struct {
+	proto byte
+	port  uint16
+}
+
+func (k npKey) chain() string { return fmt.Sprintf("np-%d-%d", k.proto, k.port) }
+
+func (k npKey) elem() []byte { return []byte{k.proto, 0, 0, 0, byte(k.port >> 8), byte(k.port), 0, 0} }
+
+// spRender is one ServicePort's part of the table.
+type spRender struct {
+	chains    []chainSpec
+	sets      []setSpec
+	fronts    []frontClaim
+	nodeports []npKey      // served by ext (family sp.Family)
+	ext       string       // the external chain, "" without external frontends
+	eps       []netip.Addr // its endpoints' addresses (hairpin)
+}
+
+// addSet adds ss unless a set of its name is there (two chains of one
+// ServicePort may choose among the same endpoints).
+func (o *spRender) addSet(ss setSpec) {
+	for _, have := range o.sets {
+		if have.set.Name == ss.set.Name {
+			return
+		}
+	}
+	o.sets = append(o.sets, ss)
+}
+
+// renderer renders ServicePorts for one table.
+type renderer struct {
+	mark    uint32
+	hasCIDR map[svcmodel.Family]bool
+}
+
+// comment is a rule's comment: the ServicePort and what the rule does.
+func comment(sp *svcmodel.ServicePort, what string) []byte {
+	return userdata.AppendString(nil, userdata.TypeComment,
+		fmt.Sprintf("%s %s/%s: %s", sp.Name, sp.Protocol, strings.ToLower(svcFam(sp.Family).suffix), what))
+}
+
+func svcRule(c []byte, exprs ...expr.Any) *nftables.Rule {
+	return &nftables.Rule{Exprs: exprs, UserData: c}
+}
+
+// markMasq sets the masquerade bit.
+func (r *renderer) markMasq() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(^r.mark), Xor: binaryutil.NativeEndian.PutUint32(r.mark)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+	}
+}
+
+func gotoChain(name string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: name} }
+
+// render renders sp.
+func (r *renderer) render(sp *svcmodel.ServicePort) spRender {
+	f := svcFam(sp.Family)
+	id := spID(sp)
+	var out spRender
+	internal, external := sp.ClusterEndpoints, sp.ClusterEndpoints
+	if sp.InternalLocal {
+		internal = sp.LocalEndpoints
+	}
+	if sp.ExternalLocal {
+		external = sp.LocalEndpoints
+	}
+	var hasInternal, hasExternal, hasLB bool
+	for _, fe := range sp.Frontends {
+		switch fe.Kind {
+		case svcmodel.ClusterIP:
+			hasInternal = true
+		case svcmodel.LoadBalancer:
+			hasLB = true
+			hasExternal = true
+		default:
+			hasExternal = true
+		}
+	}
+	svc, ext, lb, epc := "svc-"+id, "ext-"+id, "lb-"+id, "epc-"+id
+	internalTag := "c"
+	if sp.InternalLocal {
+		internalTag = "l"
+	}
+	// The internal chain (also the cluster endpoints' when internal
+	// traffic is of the Cluster policy).
+	if hasInternal || (hasExternal && !sp.InternalLocal) {
+		var rules []*nftables.Rule
+		if r.hasCIDR[sp.Family] {
+			rules = append(rules, svcRule(comment(sp, "from outside the cluster: masquerade"),
+				append([]expr.Any{f.load(false, 1), &expr.Lookup{SourceRegister: 1, SetName: f.cidrs, Invert: true}}, r.markMasq()...)...))
+		}
+		rules = append(rules, r.endpoints(sp, f, internalTag, id, sortedEps(internal), &out)...)
+		out.chains = append(out.chains, chainSpec{name: svc, rules: rules})
+	}
+	if hasExternal {
+		cluster := svc
+		if sp.InternalLocal {
+			cluster = epc
+			out.chains = append(out.chains, chainSpec{name: epc, rules: r.endpoints(sp, f, "c", id, sortedEps(sp.ClusterEndpoints), &out)})
+		}
+		var rules []*nftables.Rule
+		if !sp.ExternalLocal {
+			rules = append(rules, svcRule(comment(sp, "external, policy Cluster: masquerade"), append(r.markMasq(), gotoChain(cluster))...))
+		} else {
+			if r.hasCIDR[sp.Family] {
+				rules = append(rules, svcRule(comment(sp, "external from a pod: policy Cluster"),
+					f.load(false, 1), &expr.Lookup{SourceRegister: 1, SetName: f.cidrs}, gotoChain(cluster)))
+			}
+			rules = append(rules, svcRule(comment(sp, "external from the node: masquerade, policy Cluster"),
+				append([]expr.Any{
+					&expr.Fib{Register: 1, FlagSADDR: true, ResultADDRTYPE: true},
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+				}, append(r.markMasq(), gotoChain(cluster))...)...))
+			rules = append(rules, r.endpoints(sp, f, "l", id, sortedEps(external), &out)...)
+		}
+		out.chains = append(out.chains, chainSpec{name: ext, rules: rules})
+		out.ext = ext
+	}
+	lbChain := ext
+	if hasLB && len(sp.SourceRanges) > 0 {
+		lbChain = lb
+		src := "src-" + id
+		allowed := append([]netip.Prefix(nil), sp.SourceRanges...)
+		for _, fe := range sp.Frontends {
+			if fe.Kind == svcmodel.LoadBalancer {
+				allowed = append(allowed, netip.PrefixFrom(fe.Addr, fe.Addr.BitLen())) // the VIP itself (hairpin)
+			}
+		}
+		out.sets = append(out.sets, setSpec{set: &nftables.Set{Name: src, KeyType: f.addrType, Interval: true},
+			elems: prefixIntervals(allowed, sp.Family == svcmodel.IPv6)})
+		out.chains = append(out.chains, chainSpec{name: lb, rules: []*nftables.Rule{
+			svcRule(comment(sp, "loadBalancerSourceRanges: others dropped"),
+				f.load(false, 1), &expr.Lookup{SourceRegister: 1, SetName: src, Invert: true}, &expr.Verdict{Kind: expr.VerdictDrop}),
+			svcRule(comment(sp, "loadBalancerSourceRanges: allowed"), gotoChain(ext)),
+		}})
+	}
+	proto := protoNum(sp.Protocol)
+	for _, fe := range sp.Frontends {
+		switch fe.Kind {
+		case svcmodel.NodePort:
+			out.nodeports = append(out.nodeports, npKey{proto, fe.Port})
+		case svcmodel.ClusterIP:
+			out.fronts = append(out.fronts, frontClaim{frontKey{f.ips, string(frontElem(fe.Addr, proto, fe.Port))}, svc})
+		case svcmodel.LoadBalancer:
+			out.fronts = append(out.fronts, frontClaim{frontKey{f.ips, string(frontElem(fe.Addr, proto, fe.Port))}, lbChain})
+		default:
+			out.fronts = append(out.fronts, frontClaim{frontKey{f.ips, string(frontElem(fe.Addr, proto, fe.Port))}, ext})
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, eps := range [][]svcmodel.Endpoint{sp.ClusterEndpoints, sp.LocalEndpoints} {
+		for _, e := range eps {
+			if a := e.Addr.Unmap(); !seen[a] {
+				seen[a] = true
+				out.eps = append(out.eps, a)
+			}
+		}
+	}
+	return out
+}
+
+// frontElem is the key of service-ips4/6: address . protocol . port.
+func frontElem(a netip.Addr, proto byte, port uint16) []byte {
+	k := append([]byte(nil), a.Unmap().AsSlice()...)
+	return append(k, proto, 0, 0, 0, byte(port>>8), byte(port), 0, 0)
+}
+
+// epData is a slot map's value: address . port.
+func epData(e svcmodel.Endpoint) []byte {
+	return append(append([]byte(nil), e.Addr.Unmap().AsSlice()...), byte(e.Port>>8), byte(e.Port), 0, 0)
+}
+
+// endpoints renders the rules that choose among eps (sorted) for traffic
+// of set tag ("c" cluster, "l" local) and DNAT to it, adding the sets
+// they use to out.
+func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, eps []svcmodel.Endpoint, out *spRender) []*nftables.Rule {
+	if len(eps) == 0 {
+		if !sp.HasEndpoints {
+			rej := &expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}
+			if sp.Protocol == svcmodel.TCP {
+				rej = &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}
+			}
+			return []*nftables.Rule{svcRule(comment(sp, "no endpoints: reject"), rej)}
+		}
+		return []*nftables.Rule{svcRule(comment(sp, "no endpoint for this traffic: drop"), &expr.Verdict{Kind: expr.VerdictDrop})}
+	}
+	natTo := &expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.nfproto), RegAddrMin: regEP, RegProtoMin: f.portReg(), Specified: true}
+	if len(eps) == 1 && sp.AffinityTimeout == 0 {
+		return []*nftables.Rule{svcRule(comment(sp, "endpoint "+eps[0].String()),
+			&expr.Immediate{Register: regEP, Data: eps[0].Addr.Unmap().AsSlice()},
+			&expr.Immediate{Register: f.portReg(), Data: be16(eps[0].Port)},
+			natTo)}
+	}
+	m := slotCount(len(eps))
+	slots := maglev(eps, m)
+	name := "sl-" + tag + "-" + id
+	elems := make([]nftables.SetElement, m)
+	for i, ep := range slots {
+		elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), Val: epData(eps[ep])}
+	}
+	out.addSet(setSpec{set: &nftables.Set{Name: name, KeyType: nftables.TypeInteger, DataType: f.epType(), IsMap: true},
+		elems: elems})
+	toSlot := []expr.Any{&expr.Lookup{SourceRegister: regHash, SetName: name, IsDestRegSet: true, DestRegister: regEP}, natTo}
+	what := fmt.Sprintf("%d endpoints by slot", len(eps))
+	if sp.AffinityTimeout == 0 {
+		return []*nftables.Rule{svcRule(comment(sp, what), append([]expr.Any{
+			f.load(false, regClient), thPort(false, regClient+f.alen/4),
+			&expr.Hash{SourceRegister: regClient, DestRegister: regHash, Length: f.alen + 4, Modulus: uint32(m), Seed: svcHashSeed, Type: expr.HashTypeJenkins},
+		}, toSlot...)...)}
+	}
+	// Session affinity: the client's slot, kept in af-x-ID for the
+	// timeout (each new connection renews it), then the slot's endpoint
+	// (in a chain of its own, pk-x-ID: nft lists a map looked up with
+	// another's value as no rule). A client without an entry hashes its
+	// address alone, so that one whose entry expired mostly finds its
+	// endpoint again; the slots keep their endpoints as Maglev does when
+	// others come and go.
+	// (nft 1.0.6 aborts listing the first rule, a lookup keyed by
+	// another map's value: its parser's bug, the kernel runs it.)
+	af := "af-" + tag + "-" + id
+	out.addSet(setSpec{set: &nftables.Set{Name: af, KeyType: f.addrType, DataType: nftables.TypeInteger, IsMap: true,
+		HasTimeout: true, Dynamic: true, Timeout: sp.AffinityTimeout}, kept: true})
+	update := &expr.Dynset{SrcRegKey: regClient, SrcRegData: regHash, SetName: af, Operation: uint32(unix.NFT_DYNSET_OP_UPDATE),
+		Timeout: sp.AffinityTimeout.Truncate(time.Millisecond)}
+	return []*nftables.Rule{
+		svcRule(comment(sp, "sessionAffinity ClientIP: the client's slot"), append([]expr.Any{
+			f.load(false, regClient), &expr.Lookup{SourceRegister: regClient, SetName: af, IsDestRegSet: true, DestRegister: regHash},
+			update}, toSlot...)...),
+		svcRule(comment(sp, "sessionAffinity ClientIP: a slot for the client"), append([]expr.Any{
+			f.load(false, regClient),
+			&expr.Hash{SourceRegister: regClient, DestRegister: regHash, Length: f.alen, Modulus: uint32(m), Seed: svcHashSeed, Type: expr.HashTypeJenkins},
+			update}, toSlot...)...),
+	}
+}

@@ -1,0 +1,292 @@
+package nft
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+
+	"github.com/cnibox/cnibox/internal/svcmodel"
+)
+
+// The services table's state: what a snapshot renders to, kept between
+// syncs so that Apply writes only what a change touches, and the whole
+// table as a spec of the core (Resync).
+
+// svcState is the table as one snapshot renders it.
+type svcState struct {
+	snap    *svcmodel.Snapshot
+	hasCIDR map[svcmodel.Family]bool
+	ports   map[string]*spState
+	// fronts: each frontend element's claims, ServicePort key -> chain
+	// (one in a valid cluster; two Services claiming one address and
+	// port: the first key wins, as ordered).
+	fronts map[frontKey]map[string]string
+	// nps: each NodePort's claims, ServicePort key -> family and chain.
+	nps map[npKey]map[string]npClaim
+	// hairpin: how many ServicePorts have each endpoint address.
+	hairpin map[netip.Addr]int
+}
+
+type spState struct {
+	sp *svcmodel.ServicePort
+	r  spRender
+}
+
+type npClaim struct {
+	f     svcmodel.Family
+	chain string
+}
+
+// renderer is the renderer of snap.
+func (s *Services) renderer(snap *svcmodel.Snapshot) *renderer {
+	r := &renderer{mark: s.opts.MasqMark, hasCIDR: map[svcmodel.Family]bool{}}
+	for _, p := range snap.ClusterCIDRs {
+		r.hasCIDR[svcmodel.FamilyOf(p.Addr())] = true
+	}
+	return r
+}
+
+// render renders all of snap.
+func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
+	r := s.renderer(snap)
+	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[string]*spState{},
+		fronts: map[frontKey]map[string]string{}, nps: map[npKey]map[string]npClaim{}, hairpin: map[netip.Addr]int{}}
+	for i := range snap.Ports {
+		sp := &snap.Ports[i]
+		st.claim(spKey(sp), &spState{sp: sp, r: r.render(sp)})
+	}
+	return st
+}
+
+// claim adds a ServicePort's state and its claims.
+func (st *svcState) claim(key string, ps *spState) {
+	st.ports[key] = ps
+	for _, fc := range ps.r.fronts {
+		if st.fronts[fc.fk] == nil {
+			st.fronts[fc.fk] = map[string]string{}
+		}
+		st.fronts[fc.fk][key] = fc.chain
+	}
+	for _, k := range ps.r.nodeports {
+		if st.nps[k] == nil {
+			st.nps[k] = map[string]npClaim{}
+		}
+		st.nps[k][key] = npClaim{ps.sp.Family, ps.r.ext}
+	}
+	for _, a := range ps.r.eps {
+		st.hairpin[a]++
+	}
+}
+
+// unclaim removes a ServicePort's state and its claims.
+func (st *svcState) unclaim(key string) {
+	ps := st.ports[key]
+	if ps == nil {
+		return
+	}
+	delete(st.ports, key)
+	for _, fc := range ps.r.fronts {
+		delete(st.fronts[fc.fk], key)
+		if len(st.fronts[fc.fk]) == 0 {
+			delete(st.fronts, fc.fk)
+		}
+	}
+	for _, k := range ps.r.nodeports {
+		delete(st.nps[k], key)
+		if len(st.nps[k]) == 0 {
+			delete(st.nps, k)
+		}
+	}
+	for _, a := range ps.r.eps {
+		if st.hairpin[a]--; st.hairpin[a] <= 0 {
+			delete(st.hairpin, a)
+		}
+	}
+}
+
+// front is the chain frontend element fk goes to ("" for none).
+func (st *svcState) front(fk frontKey) string {
+	claims := st.fronts[fk]
+	if len(claims) == 0 {
+		return ""
+	}
+	return claims[slices.Min(slices.Collect(maps.Keys(claims)))]
+}
+
+// npRules are the rules of NodePort k's chain: per family, its
+// ServicePort's external chain.
+func (st *svcState) npRules(k npKey) []*nftables.Rule {
+	claims := st.nps[k]
+	keys := slices.SortedFunc(maps.Keys(claims), func(a, b string) int {
+		return cmp.Or(cmp.Compare(claims[a].f, claims[b].f), cmp.Compare(a, b))
+	})
+	var rules []*nftables.Rule
+	for _, key := range keys {
+		c := claims[key]
+		rules = append(rules, &nftables.Rule{
+			Exprs:    append(svcFam(c.f).isFamily(), gotoChain(c.chain)),
+			UserData: userdata.AppendString(nil, userdata.TypeComment, st.ports[key].sp.Name.String()+" NodePort"),
+		})
+	}
+	return rules
+}
+
+// globalSets are the table's own sets and maps, with their elements.
+func (st *svcState) globalSets() []setSpec {
+	ipsKey4 := nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
+	ipsKey6 := nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
+	npKeyT := nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+	vmap := func(name string, key nftables.SetDatatype) *nftables.Set {
+		return &nftables.Set{Name: name, KeyType: key, DataType: nftables.TypeVerdict, IsMap: true, Concatenation: true}
+	}
+	ips := map[string][]nftables.SetElement{}
+	for _, fk := range slices.SortedFunc(maps.Keys(st.fronts), func(a, b frontKey) int { return cmp.Or(cmp.Compare(a.set, b.set), cmp.Compare(a.key, b.key)) }) {
+		ips[fk.set] = append(ips[fk.set], nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(st.front(fk))})
+	}
+	var nps []nftables.SetElement
+	for _, k := range st.npKeys() {
+		nps = append(nps, nftables.SetElement{Key: k.elem(), VerdictData: gotoChain(k.chain())})
+	}
+	var npa, cidrs, hp [2][]nftables.SetElement
+	for _, a := range st.snap.NodePortAddrs {
+		i := famIdx(a)
+		npa[i] = append(npa[i], nftables.SetElement{Key: a.Unmap().AsSlice()})
+	}
+	for i, v6 := range []bool{false, true} {
+		cidrs[i] = prefixIntervals(st.snap.ClusterCIDRs, v6)
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(st.hairpin), netip.Addr.Compare) {
+		i := famIdx(a)
+		hp[i] = append(hp[i], nftables.SetElement{Key: hairpinKey(a)})
+	}
+	return []setSpec{
+		{set: vmap(ServiceIPs4, ipsKey4), elems: ips[ServiceIPs4]},
+		{set: vmap(ServiceIPs6, ipsKey6), elems: ips[ServiceIPs6]},
+		{set: vmap(ServiceNodePorts, npKeyT), elems: nps},
+		{set: &nftables.Set{Name: svcNodePortAddrs4, KeyType: nftables.TypeIPAddr}, elems: npa[0]},
+		{set: &nftables.Set{Name: svcNodePortAddrs6, KeyType: nftables.TypeIP6Addr}, elems: npa[1]},
+		{set: &nftables.Set{Name: svcClusterCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: cidrs[0]},
+		{set: &nftables.Set{Name: svcClusterCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: cidrs[1]},
+		{set: &nftables.Set{Name: svcHairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr), Concatenation: true}, elems: hp[0]},
+		{set: &nftables.Set{Name: svcHairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr), Concatenation: true}, elems: hp[1]},
+	}
+}
+
+func famIdx(a netip.Addr) int {
+	if a.Unmap().Is4() {
+		return 0
+	}
+	return 1
+}
+
+// hairpinKey is a's element of the hairpin set: a . a.
+func hairpinKey(a netip.Addr) []byte {
+	b := a.Unmap().AsSlice()
+	return append(append([]byte(nil), b...), b...)
+}
+
+func (st *svcState) npKeys() []npKey {
+	return slices.SortedFunc(maps.Keys(st.nps), func(a, b npKey) int { return cmp.Or(cmp.Compare(a.proto, b.proto), cmp.Compare(a.port, b.port)) })
+}
+
+// baseChains are the hooked chains and the services chain.
+func (s *Services) baseChains() []chainSpec {
+	c := func(what string) []byte { return userdata.AppendString(nil, userdata.TypeComment, svcLabel+": "+what) }
+	jump := []*nftables.Rule{svcRule(c("Services"), &expr.Verdict{Kind: expr.VerdictJump, Chain: svcChainServices})}
+	var services []*nftables.Rule
+	for _, f := range []fam{fam4, fam6} {
+		services = append(services, svcRule(c("frontends "+f.ips),
+			append(f.isFamily(), f.load(true, regEP), &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: f.portReg()},
+				thPort(true, f.portReg()+1),
+				&expr.Lookup{SourceRegister: regEP, SetName: f.ips, IsDestRegSet: true, DestRegister: 0})...))
+	}
+	for _, f := range []fam{fam4, fam6} {
+		services = append(services, svcRule(c("NodePorts on @"+f.npAddrs),
+			append(f.isFamily(), f.load(true, 1), &expr.Lookup{SourceRegister: 1, SetName: f.npAddrs},
+				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: regEP}, thPort(true, regEP+1),
+				&expr.Lookup{SourceRegister: regEP, SetName: ServiceNodePorts, IsDestRegSet: true, DestRegister: 0})...))
+	}
+	m := s.opts.MasqMark
+	post := []*nftables.Rule{svcRule(c("marked: masquerade"),
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(m), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: binaryutil.NativeEndian.PutUint32(^m), Xor: make([]byte, 4)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+		&expr.Masq{})}
+	for _, f := range []fam{fam4, fam6} {
+		post = append(post, svcRule(c("hairpin: masquerade"),
+			append(append(ctStatusDNAT(), f.isFamily()...),
+				f.load(false, regEP), f.load(true, regEP+f.alen/4),
+				&expr.Lookup{SourceRegister: regEP, SetName: f.hairpin},
+				&expr.Masq{})...))
+	}
+	return []chainSpec{
+		baseChain("prerouting", nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump),
+		baseChain("output", nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump),
+		baseChain("postrouting", nftables.ChainTypeNAT, *nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource, post),
+		{name: svcChainServices, rules: services},
+	}
+}
+
+// spec is the whole table as st renders it.
+func (st *svcState) spec(s *Services) *tableSpec {
+	ts := &tableSpec{table: svcTable(), owned: true, what: "the services table", sets: st.globalSets(), chains: s.baseChains()}
+	for _, k := range st.npKeys() {
+		ts.chains = append(ts.chains, chainSpec{name: k.chain(), rules: st.npRules(k)})
+	}
+	for _, key := range slices.Sorted(maps.Keys(st.ports)) {
+		r := st.ports[key].r
+		ts.sets = append(ts.sets, r.sets...)
+		ts.chains = append(ts.chains, r.chains...)
+	}
+	return ts
+}
+
+// chosen are a ServicePort's endpoints (cluster and local).
+func chosen(sp *svcmodel.ServicePort) map[netip.AddrPort]bool {
+	out := map[netip.AddrPort]bool{}
+	for _, eps := range [][]svcmodel.Endpoint{sp.ClusterEndpoints, sp.LocalEndpoints} {
+		for _, e := range eps {
+			out[netip.AddrPortFrom(e.Addr.Unmap(), e.Port)] = true
+		}
+	}
+	return out
+}
+
+// goneUDP are the endpoints of st's UDP and SCTP ServicePorts that next
+// no longer has for them.
+func (st *svcState) goneUDP(next *svcState) []netip.AddrPort {
+	var gone []netip.AddrPort
+	for key, ps := range st.ports {
+		gone = append(gone, goneOf(ps.sp, next.ports[key])...)
+	}
+	slices.SortFunc(gone, netip.AddrPort.Compare)
+	return slices.Compact(gone)
+}
+
+// goneOf are the endpoints of old (UDP or SCTP) that next (nil: gone) no
+// longer has.
+func goneOf(old *svcmodel.ServicePort, next *spState) []netip.AddrPort {
+	if old.Protocol == svcmodel.TCP {
+		return nil
+	}
+	now := map[netip.AddrPort]bool{}
+	if next != nil {
+		now = chosen(next.sp)
+	}
+	var gone []netip.AddrPort
+	for ap := range chosen(old) {
+		if !now[ap] {
+			gone = append(gone, ap)
+		}
+	}
+	return gone
+}
