@@ -266,8 +266,9 @@ func (q *svcQueue) sets(old, ps *spState) error {
 			continue
 		}
 		if ss.kept {
-			// An affinity map: its clients' endpoints may have left.
-			if !slices.Equal(chosenOf(old), chosenOf(ps)) {
+			// An affinity map: its slots mean others when their count
+			// changes (else Maglev kept most of them).
+			if slotCount(len(chosen(old.sp))) != slotCount(len(chosen(ps.sp))) {
 				q.t.conn().FlushSet(ss.set)
 			}
 			continue
@@ -277,10 +278,6 @@ func (q *svcQueue) sets(old, ps *spState) error {
 		}
 	}
 	return nil
-}
-
-func chosenOf(ps *spState) []netip.AddrPort {
-	return slices.SortedFunc(maps.Keys(chosen(ps.sp)), netip.AddrPort.Compare)
 }
 
 // elems queues what makes set's elements (old) want.

@@ -344,9 +344,8 @@ func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, ep
 		}, toSlot...)...)}
 	}
 	// Session affinity: the client's slot, kept in af-x-ID for the
-	// timeout (each new connection renews it), then the slot's endpoint
-	// (in a chain of its own, pk-x-ID: nft lists a map looked up with
-	// another's value as no rule). A client without an entry hashes its
+	// timeout (each new connection renews it), then the slot's endpoint.
+	// A client without an entry hashes its
 	// address alone, so that one whose entry expired mostly finds its
 	// endpoint again; the slots keep their endpoints as Maglev does when
 	// others come and go.
