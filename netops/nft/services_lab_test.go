@@ -2,9 +2,11 @@ package nft_test
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cnibox/cnibox/internal/svcmodel"
 	"github.com/cnibox/cnibox/netops"
@@ -82,5 +84,97 @@ func TestServicesTraffic(t *testing.T) {
 		if got := nstest.SeenFrom(t, client.Path(), netip.AddrPortFrom(cip, 80)); got != masq {
 			t.Fatalf("after the change: seen from %v", got)
 		}
+	}
+}
+
+// udpWho answers each datagram on ap in the namespace with ap's address.
+func udpWho(t *testing.T, nsPath string, ap netip.AddrPort) {
+	var pc net.PacketConn
+	must(t, nstest.Run(t, nsPath, func() (err error) { pc, err = net.ListenPacket("udp", ap.String()); return err }))
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		b := make([]byte, 64)
+		for {
+			_, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(ap.Addr().String()), from)
+		}
+	}()
+}
+
+// TestServicesUDPConntrack: a UDP client keeps its socket (as a resolver
+// does); when the endpoint it was sent to leaves the Service, Apply has
+// its conntrack entry deleted (ClearConntrack), and the next datagram
+// reaches the other endpoint instead of the one that left.
+func TestServicesUDPConntrack(t *testing.T) {
+	l := labtest.New(t, 2)
+	a4, _ := labtest.PodAddrs(0)
+	b4, _ := labtest.PodAddrs(1)
+	client := openNS(t, "svcu")
+	_, _, err := l.Host.EnsureVeth(netops.VethOpts{HostName: "vout", PeerName: "eth0", Peer: client})
+	must(t, err)
+	hostOut, cli := netip.MustParseAddr("192.168.99.1"), netip.MustParseAddr("192.168.99.2")
+	must(t, l.Host.EnsureAddr("vout", netip.PrefixFrom(hostOut, 24), netops.AddrOpts{}))
+	must(t, client.EnsureAddr("eth0", netip.PrefixFrom(cli, 24), netops.AddrOpts{}))
+	must(t, client.EnsureRoute(netops.Route{GW: hostOut, Dev: "eth0"}))
+	must(t, l.Host.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"}))
+	epA, epB := netip.AddrPortFrom(a4.Addr(), 53), netip.AddrPortFrom(b4.Addr(), 53)
+	udpWho(t, l.Pods[0].Path(), epA)
+	udpWho(t, l.Pods[1].Path(), epB)
+	cip := netip.MustParseAddr("10.96.0.10")
+	eps := []svcmodel.Endpoint{{Addr: epA.Addr(), Port: 53, Ready: true}, {Addr: epB.Addr(), Port: 53, Ready: true}}
+	snap := func(eps []svcmodel.Endpoint) *svcmodel.Snapshot {
+		return &svcmodel.Snapshot{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24")},
+			Ports: []svcmodel.ServicePort{{Name: svcmodel.PortName{Namespace: "kube-system", Name: "dns"}, Family: svcmodel.IPv4, Protocol: svcmodel.UDP,
+				Frontends:        []svcmodel.Frontend{{Kind: svcmodel.ClusterIP, Addr: cip, Family: svcmodel.IPv4, Port: 53}},
+				ClusterEndpoints: eps, HasEndpoints: true}}}
+	}
+	var cleared []netip.AddrPort
+	s := nft.NewServices(l.Host.NFT(), nft.ServicesOptions{ClearConntrack: func(gone []netip.AddrPort) error {
+		cleared = append(cleared, gone...)
+		_, err := l.Host.DeleteConntrackTo(gone)
+		return err
+	}})
+	must(t, s.Apply(snap(eps)))
+	t.Cleanup(func() { s.Delete() })
+
+	// The client is routed to the node from outside (masqueraded: the
+	// answers come back through the node).
+	var c *net.UDPConn
+	must(t, nstest.Run(t, client.Path(), func() (err error) {
+		c, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(cli, 5353)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(cip, 53)))
+		return err
+	}))
+	t.Cleanup(func() { c.Close() })
+	ask := func() string {
+		t.Helper()
+		must(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+		_, err := c.Write([]byte("?"))
+		must(t, err)
+		b := make([]byte, 64)
+		n, err := c.Read(b)
+		must(t, err)
+		return string(b[:n])
+	}
+	first := ask()
+	if again := ask(); again != first {
+		t.Fatalf("one socket's datagrams reached %s, then %s", first, again)
+	}
+	var left, other []svcmodel.Endpoint
+	for _, e := range eps {
+		if e.Addr.String() == first {
+			left = append(left, e)
+		} else {
+			other = append(other, e)
+		}
+	}
+	must(t, s.Apply(snap(other)))
+	if len(cleared) != 1 || cleared[0] != netip.AddrPortFrom(left[0].Addr, 53) {
+		t.Errorf("ClearConntrack got %v, want the endpoint that left, %v", cleared, left)
+	}
+	if got := ask(); got != other[0].Addr.String() {
+		t.Errorf("after %s left, the client's next datagram reached %s, want %s", first, got, other[0].Addr)
 	}
 }
