@@ -269,8 +269,10 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 			part := es[:min(n, len(es))]
 			es = es[len(part):]
 			out = append(out, coreStep{size: elemsSize(part), msgs: 1, queue: func(t *txn) error {
-				if err := f(t.conn(), set, part); err != nil {
-					return fmt.Errorf("set %s: %w", set.Name, err)
+				for _, c := range chunkElems(part) { // messages under 64 KiB (txn.go)
+					if err := f(t.conn(), set, c); err != nil {
+						return fmt.Errorf("set %s: %w", set.Name, err)
+					}
 				}
 				return nil
 			}})
@@ -293,7 +295,7 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 			if len(elems) == 0 {
 				return nil
 			}
-			if err := t.conn().SetAddElements(set, elems); err != nil {
+			if err := t.setAddElements(set, elems); err != nil {
 				return fmt.Errorf("set %s: %w", set.Name, err)
 			}
 			return nil

@@ -46,6 +46,10 @@ type Handle struct {
 	// source address check, the policy table's attached set), which
 	// Close waits out (see waitExpired).
 	expiring []expiringElem
+	// quiet, when set, makes transactions quiet (txn_quiet.go), acked at
+	// their end by an add of this table: the services table's, while it
+	// writes.
+	quiet *nftables.Table
 }
 
 // stateOf returns the state of type T (a table's) that h keeps, made on

@@ -37,12 +37,13 @@ import (
 //		chain ext-ID { ... }     # external traffic (NodePort, externalIP, LB), its policy
 //		chain lb-ID { ip saddr != @src-ID drop; goto ext-ID }  # loadBalancerSourceRanges
 //		chain epc-ID { <cluster endpoints> }  # only when both policies are Local
-//		map sl-c-ID, sl-l-ID { type integer : ipv4_addr . inet_service }  # slots -> endpoint
+//		map slots4-00 .. slots4-ff { type integer . integer . integer : ipv4_addr . inet_service }  # table ID . slot -> endpoint
 //		map af-c-ID, af-l-ID { ... flags dynamic,timeout }  # sessionAffinity ClientIP
 //	}
 //
 // <endpoints> is one of: `dnat to E` (one endpoint), `dnat to jhash ip
-// saddr . th sport mod M map @sl-x-ID` (several: services_maglev.go),
+// saddr . th sport mod M` then a lookup of the ServicePort's slot table
+// ID . that slot in service-slots4/6 (several: services_maglev.go),
 // with session affinity a lookup of the client in af-x-ID first and an
 // update of it after; none: `reject` (TCP reset, else ICMP port
 // unreachable) when the Service has no endpoint at all, `drop` when it
@@ -72,8 +73,18 @@ const (
 	svcClusterCIDRs6  = "cluster-cidrs6"
 	svcHairpin4       = "hairpin4"
 	svcHairpin6       = "hairpin6"
-	svcChainServices  = "services"
-	svcLabel          = "cnibox services"
+	svcSlots4         = "slots4-"
+	svcSlots6         = "slots6-"
+	// svcSlotShards is how many slot maps a family has. A data map's
+	// every element is checked against every rule that looks it up, and
+	// each rule's binding walks it and the map's other bindings (the
+	// kernel's loop checks): one map for all ServicePorts is quadratic
+	// (5,000 Services x 4 endpoints: 29 s), a map each makes thousands of
+	// sets, which the kernel finds by name in a list. Shards of a few
+	// hundred ServicePorts keep both small.
+	svcSlotShards    = 256
+	svcChainServices = "services"
+	svcLabel         = "cnibox services"
 
 	// DefaultMasqMark is ServicesOptions.MasqMark's default, kube-proxy's
 	// (--masquerade-bit 14).
@@ -122,6 +133,7 @@ func (s *Services) Apply(snap *svcmodel.Snapshot) error {
 	if s.st == nil {
 		return s.Resync(snap)
 	}
+	defer s.quiet()()
 	if err := s.h.bigBatchesOpen(); err != nil {
 		return fmt.Errorf("apply services in %s: %w", s.h.where(), err)
 	}
@@ -144,6 +156,7 @@ func (s *Services) Resync(snap *svcmodel.Snapshot) error {
 	var old *svcState
 	old, s.st = s.st, nil
 	st := s.render(snap)
+	defer s.quiet()()
 	if err := s.h.bigBatchesOpen(); err != nil {
 		return fmt.Errorf("resync services in %s: %w", s.h.where(), err)
 	}
@@ -164,6 +177,14 @@ func (s *Services) Delete() error {
 		return fmt.Errorf("delete services table in %s: %w", s.h.where(), classify(err))
 	}
 	return nil
+}
+
+// quiet makes the Handle's transactions quiet (txn_quiet.go) until the
+// function it returns is called: a first sync is hundreds of thousands
+// of messages.
+func (s *Services) quiet() func() {
+	s.h.quiet = svcTable()
+	return func() { s.h.quiet = nil }
 }
 
 // clear hands the UDP endpoints that left to ClearConntrack.

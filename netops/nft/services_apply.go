@@ -123,6 +123,21 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 			}
 		}
 	}
+	// Their slots (the family's slot map).
+	for _, key := range changed {
+		var was, now []nftables.SetElement
+		var sp *svcmodel.ServicePort
+		if o := olds[key]; o != nil {
+			was, sp = o.r.slots, o.sp
+		}
+		if ps := st.ports[key]; ps != nil {
+			now, sp = ps.r.slots, ps.sp
+		}
+		if err := q.elems(slotMap(svcFam(sp.Family), slotShard(sp)), was, now); err != nil {
+			t.abort()
+			return nil, nil, err
+		}
+	}
 	// Chains, then their rules.
 	var fill []chainSpec
 	for _, key := range changed {
@@ -259,7 +274,7 @@ func (q *svcQueue) sets(old, ps *spState) error {
 				return err
 			}
 			if len(ss.elems) > 0 {
-				if err := q.t.conn().SetAddElements(ss.set, ss.elems); err != nil {
+				if err := q.t.setAddElements(ss.set, ss.elems); err != nil {
 					return err
 				}
 			}
@@ -291,7 +306,7 @@ func (q *svcQueue) elems(set *nftables.Set, old, want []nftables.SetElement) err
 		if len(want) == 0 {
 			return nil
 		}
-		return q.t.conn().SetAddElements(set, want)
+		return q.t.setAddElements(set, want)
 	}
 	byKey := make(map[string]nftables.SetElement, len(old))
 	for _, e := range old {
@@ -316,12 +331,12 @@ func (q *svcQueue) elems(set *nftables.Set, old, want []nftables.SetElement) err
 		}
 	}
 	if len(del) > 0 {
-		if err := q.t.conn().SetDeleteElements(set, del); err != nil {
+		if err := q.t.setDeleteElements(set, del); err != nil {
 			return err
 		}
 	}
 	if len(add) > 0 {
-		return q.t.conn().SetAddElements(set, add)
+		return q.t.setAddElements(set, add)
 	}
 	return nil
 }

@@ -1,10 +1,12 @@
 package nft
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +32,21 @@ const (
 	regEP     = 8  // NFT_REG32_00
 	regClient = 16 // NFT_REG32_08
 	regHash   = 21 // NFT_REG32_13
+	// regSlotKey: a slot map's key, table ID . slot (the hash), loaded
+	// over the client's address once it was hashed (and recorded).
+	regSlotKey = 19 // NFT_REG32_11
 )
+
+// slotShard is the slot map that holds sp's slots.
+func slotShard(sp *svcmodel.ServicePort) int { return int(slotTableID(sp, "")[0]) % svcSlotShards }
+
+func slotMapName(f fam, shard int) string { return fmt.Sprintf("%s%02x", f.slots, shard) }
+
+// slotTableID is the ID of a ServicePort's slot table for traffic of tag.
+func slotTableID(sp *svcmodel.ServicePort, tag string) []byte {
+	h := sha256.Sum256([]byte(spKey(sp) + "/" + tag))
+	return h[:8]
+}
 
 // svcHashSeed is the jhash seed: fixed, so that every node hashes a flow
 // to the same slot.
@@ -46,13 +62,14 @@ type fam struct {
 	ips, npAddrs, cidrs string
 	hairpin             string
 	suffix              string
+	slots               string
 }
 
 var fam4 = fam{svcmodel.IPv4, unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr,
-	ServiceIPs4, svcNodePortAddrs4, svcClusterCIDRs4, svcHairpin4, "4"}
+	ServiceIPs4, svcNodePortAddrs4, svcClusterCIDRs4, svcHairpin4, "4", svcSlots4}
 
 var fam6 = fam{svcmodel.IPv6, unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr,
-	ServiceIPs6, svcNodePortAddrs6, svcClusterCIDRs6, svcHairpin6, "6"}
+	ServiceIPs6, svcNodePortAddrs6, svcClusterCIDRs6, svcHairpin6, "6", svcSlots6}
 
 func svcFam(f svcmodel.Family) fam {
 	if f == svcmodel.IPv6 {
@@ -146,6 +163,8 @@ type spRender struct {
 	nodeports []npKey      // served by ext (family sp.Family)
 	ext       string       // the external chain, "" without external frontends
 	eps       []netip.Addr // its endpoints' addresses (hairpin)
+	// slots are its elements of the family's slot map.
+	slots []nftables.SetElement
 }
 
 // addSet adds ss unless a set of its name is there (two chains of one
@@ -328,14 +347,22 @@ func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, ep
 	}
 	m := slotCount(len(eps))
 	slots := maglev(eps, m)
-	name := "sl-" + tag + "-" + id
-	elems := make([]nftables.SetElement, m)
-	for i, ep := range slots {
-		elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), Val: epData(eps[ep])}
+	// The slots are elements of one of the family's slot maps (a shard),
+	// keyed by the slot table's ID (64 bits of a hash of the ServicePort
+	// and tag) and the slot (svcSlotShards says why).
+	tid := slotTableID(sp, tag)
+	if !slices.ContainsFunc(out.slots, func(e nftables.SetElement) bool { return bytes.HasPrefix(e.Key, tid) }) {
+		for i, ep := range slots {
+			key := append(slices.Clone(tid), binaryutil.NativeEndian.PutUint32(uint32(i))...)
+			out.slots = append(out.slots, nftables.SetElement{Key: key, Val: epData(eps[ep])})
+		}
 	}
-	out.addSet(setSpec{set: &nftables.Set{Name: name, KeyType: nftables.TypeInteger, DataType: f.epType(), IsMap: true},
-		elems: elems})
-	toSlot := []expr.Any{&expr.Lookup{SourceRegister: regHash, SetName: name, IsDestRegSet: true, DestRegister: regEP}, natTo}
+	toSlot := []expr.Any{
+		&expr.Immediate{Register: regSlotKey, Data: tid[:4]},
+		&expr.Immediate{Register: regSlotKey + 1, Data: tid[4:]},
+		&expr.Lookup{SourceRegister: regSlotKey, SetName: slotMapName(f, slotShard(sp)), IsDestRegSet: true, DestRegister: regEP},
+		natTo,
+	}
 	what := fmt.Sprintf("%d endpoints by slot", len(eps))
 	if sp.AffinityTimeout == 0 {
 		return []*nftables.Rule{svcRule(comment(sp, what), append([]expr.Any{

@@ -134,7 +134,7 @@ func TestServicesApplyIncremental(t *testing.T) {
 			for _, names := range rec.names {
 				for _, n := range names {
 					switch {
-					case n == ServicesTable, n == ServiceIPs4, n == ServiceNodePorts, n == svcHairpin4, n == svcClusterCIDRs4,
+					case n == ServicesTable, n == ServiceIPs4, n == ServiceNodePorts, n == svcHairpin4, n == svcClusterCIDRs4, strings.HasPrefix(n, svcSlots4), len(n) < 6,
 						strings.HasPrefix(n, "np-"), strings.Contains(n, id), strings.Contains(n, "/"+c.id+":"),
 						slices.Contains([]string{"payload", "lookup", "meta", "bitwise", "hash", "nat", "immediate", "cmp", "reject"}, n):
 					default:
@@ -199,7 +199,7 @@ func TestServicesResync(t *testing.T) {
 		}
 		must(c.SetDeleteElements(&nftables.Set{Table: tb, Name: ServiceIPs4}, []nftables.SetElement{{Key: frontElem(sp.Frontends[0].Addr, unix.IPPROTO_TCP, 80)}}))
 		c.FlushChain(&nftables.Chain{Table: tb, Name: "ext-" + id})
-		must(c.SetDeleteElements(&nftables.Set{Table: tb, Name: "sl-c-" + id}, []nftables.SetElement{{Key: []byte{0, 0, 0, 0}}}))
+		must(c.SetDeleteElements(&nftables.Set{Table: tb, Name: slotMapName(fam4, slotShard(sp))}, []nftables.SetElement{{Key: append(slotTableID(sp, "c"), 0, 0, 0, 0)}}))
 		must(c.Flush())
 		if got := dumpSvc(t, h, c); sameSvcDump(got, want) {
 			t.Fatal("the tampering changed nothing")

@@ -30,6 +30,12 @@ type txn struct {
 	h     *Handle
 	built bool                // the builder was handed out: commit flushes its queue
 	raw   []mdnetlink.Message // raw messages, each with the ack flag
+
+	// capture, when set, is a quiet transaction's builder, captured the
+	// batch it flushes, quiet the table acked last (txn_quiet.go).
+	capture  *nftables.Conn
+	captured []mdnetlink.Message
+	quiet    *nftables.Table
 }
 
 // errMixedTxn is commit's refusal of a txn with both kinds of changes.
@@ -56,7 +62,16 @@ func (h *Handle) beginChain(family uint8, table, chain string) (*txn, bool, erro
 }
 
 // tx starts a transaction on the connection, which the caller opened.
-func (h *Handle) tx() *txn { return &txn{h: h} }
+func (h *Handle) tx() *txn {
+	t := &txn{h: h}
+	if h.quiet != nil {
+		c, err := quietConn(&t.captured)
+		if err == nil {
+			t.capture, t.quiet = c, h.quiet
+		}
+	}
+	return t
+}
 
 // commitRaw sends msgs (each with the ack flag) as one transaction.
 func (h *Handle) commitRaw(msgs ...mdnetlink.Message) error {
@@ -67,6 +82,9 @@ func (h *Handle) commitRaw(msgs ...mdnetlink.Message) error {
 // Reads (GetRules, GetSetElements, ...) on it are sent at once, as always.
 func (t *txn) conn() *nftables.Conn {
 	t.built = true
+	if t.capture != nil {
+		return t.capture
+	}
 	return t.h.nft
 }
 
@@ -93,6 +111,8 @@ func (t *txn) commit() error {
 	case t.built && len(raw) > 0:
 		t.abort()
 		return errMixedTxn
+	case t.built && t.capture != nil:
+		return t.commitQuiet(t.quiet)
 	case t.built:
 		transactions.Add(1)
 		return t.h.nft.Flush()
@@ -112,6 +132,13 @@ var abortTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: "cnibox
 // exist, which makes the kernel reject the whole batch. A txn whose build
 // failed half-way aborts, so that the next commit does not carry the half.
 func (t *txn) abort() {
+	if t.capture != nil { // nothing was sent: the builder is dropped
+		t.capture, t.captured, t.built = nil, nil, false
+		if c, err := quietConn(&t.captured); err == nil {
+			t.capture = c
+		}
+		return
+	}
 	if !t.built {
 		t.raw = nil
 		return
@@ -171,4 +198,51 @@ func (t *txn) addBaseChain(table *nftables.Table, name string, typ nftables.Chai
 		Priority: prio,
 		Policy:   &policy,
 	})
+}
+
+// elemChunkBytes bounds the elements of one set element message: their
+// list is one netlink attribute, whose length is 16 bits; google/nftables
+// puts them all in one, and a list over 64 KiB reaches the kernel cut.
+const elemChunkBytes = 48 << 10
+
+// chunkElems splits elems into lists that each fit a message.
+func chunkElems(elems []nftables.SetElement) [][]nftables.SetElement {
+	var out [][]nftables.SetElement
+	start, size := 0, 0
+	for i, e := range elems {
+		n := len(e.Key) + len(e.Val) + len(e.KeyEnd) + len(e.Comment) + 48
+		if e.VerdictData != nil {
+			n += len(e.VerdictData.Chain) + 16
+		}
+		if size+n > elemChunkBytes && i > start {
+			out = append(out, elems[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(elems) {
+		out = append(out, elems[start:])
+	}
+	return out
+}
+
+// setAddElements queues the add of elems to s, in messages that fit.
+func (t *txn) setAddElements(s *nftables.Set, elems []nftables.SetElement) error {
+	for _, c := range chunkElems(elems) {
+		if err := t.conn().SetAddElements(s, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setDeleteElements queues the delete of elems from s, in messages that
+// fit.
+func (t *txn) setDeleteElements(s *nftables.Set, elems []nftables.SetElement) error {
+	for _, c := range chunkElems(elems) {
+		if err := t.conn().SetDeleteElements(s, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
