@@ -37,7 +37,7 @@ import (
 //		chain ext-ID { ... }     # external traffic (NodePort, externalIP, LB), its policy
 //		chain lb-ID { ip saddr != @src-ID drop; goto ext-ID }  # loadBalancerSourceRanges
 //		chain epc-ID { <cluster endpoints> }  # only when both policies are Local
-//		map slots4-00 .. slots4-ff { type integer . integer . integer : ipv4_addr . inet_service }  # table ID . slot -> endpoint
+//		map slots4-000 .. slots4-0ff { type integer . integer . integer : ipv4_addr . inet_service }  # table ID . slot -> endpoint
 //		map af-c-ID, af-l-ID { ... flags dynamic,timeout }  # sessionAffinity ClientIP
 //	}
 //

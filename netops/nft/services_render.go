@@ -38,9 +38,12 @@ const (
 )
 
 // slotShard is the slot map that holds sp's slots.
-func slotShard(sp *svcmodel.ServicePort) int { return int(slotTableID(sp, "")[0]) % svcSlotShards }
+func slotShard(sp *svcmodel.ServicePort) int {
+	id := slotTableID(sp, "")
+	return (int(id[0])<<8 | int(id[1])) % svcSlotShards
+}
 
-func slotMapName(f fam, shard int) string { return fmt.Sprintf("%s%02x", f.slots, shard) }
+func slotMapName(f fam, shard int) string { return fmt.Sprintf("%s%03x", f.slots, shard) }
 
 // slotTableID is the ID of a ServicePort's slot table for traffic of tag.
 func slotTableID(sp *svcmodel.ServicePort, tag string) []byte {

@@ -183,12 +183,12 @@ func (st *svcState) globalSets() []setSpec {
 		{set: &nftables.Set{Name: svcNodePortAddrs6, KeyType: nftables.TypeIP6Addr}, elems: npa[1]},
 		{set: &nftables.Set{Name: svcClusterCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: cidrs[0]},
 		{set: &nftables.Set{Name: svcClusterCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: cidrs[1]},
-		{set: &nftables.Set{Name: svcHairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}, elems: hp[0]},
-		{set: &nftables.Set{Name: svcHairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)}, elems: hp[1]},
+		{set: sized(&nftables.Set{Name: svcHairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}, len(hp[0])), elems: hp[0]},
+		{set: sized(&nftables.Set{Name: svcHairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)}, len(hp[1])), elems: hp[1]},
 	}
 	for i, f := range []fam{fam4, fam6} {
 		for sh := range svcSlotShards {
-			out = append(out, setSpec{set: slotMap(f, sh), elems: slots[i][sh]})
+			out = append(out, setSpec{set: sized(slotMap(f, sh), len(slots[i][sh])), elems: slots[i][sh]})
 		}
 	}
 	return out

@@ -12,7 +12,8 @@ import (
 
 // Quiet transactions: a batch of very many messages (the services
 // table's first sync: hundreds of thousands of chains, rules and sets)
-// sent with one ack, for its last message, instead of one per message.
+// sent with one ack, for its last message, instead of one per message,
+// and without the echo of each rule that google/nftables asks for.
 // The kernel queues every ack of a batch before the sender reads one, and
 // each costs the socket's receive buffer most of a kilobyte: 150,000 of
 // them overflow any buffer a node should give (ENOBUFS, and the outcome
@@ -60,7 +61,9 @@ func (t *txn) commitQuiet(table *nftables.Table) error {
 	msgs := t.captured
 	t.captured = nil
 	for i := range msgs {
-		msgs[i].Header.Flags &^= mdnetlink.Acknowledge
+		// Neither acks nor echoes (google/nftables asks the kernel to
+		// echo each rule added, for its handle: as many answers again).
+		msgs[i].Header.Flags &^= mdnetlink.Acknowledge | mdnetlink.Echo
 		msgs[i].Header.Sequence, msgs[i].Header.PID = 0, 0
 	}
 	msgs[len(msgs)-1].Header.Flags |= mdnetlink.Acknowledge
