@@ -42,11 +42,11 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		}
 		return next, st.goneUDP(next), nil
 	}
-	want := make(map[string]*svcmodel.ServicePort, len(snap.Ports))
+	want := make(map[spk]*svcmodel.ServicePort, len(snap.Ports))
 	for i := range snap.Ports {
 		want[spKey(&snap.Ports[i])] = &snap.Ports[i]
 	}
-	var changed []string
+	var changed []spk
 	for key, ps := range st.ports {
 		if sp, ok := want[key]; !ok || !spEqual(ps.sp, sp) {
 			changed = append(changed, key)
@@ -57,10 +57,10 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 			changed = append(changed, key)
 		}
 	}
-	slices.Sort(changed)
+	slices.SortFunc(changed, cmpSpk)
 
 	// What the changed ServicePorts touch, before.
-	olds := map[string]*spState{}
+	olds := map[spk]*spState{}
 	oldFront := map[frontKey]string{}
 	oldNP := map[npKey][]*nftables.Rule{}
 	oldHP := map[netip.Addr]int{}
@@ -243,7 +243,7 @@ func chainsByName(cs []chainSpec) map[string]chainSpec {
 }
 
 func sortedNPKeys(m map[npKey][]*nftables.Rule) []npKey {
-	st := &svcState{nps: map[npKey]map[string]npClaim{}}
+	st := &svcState{nps: map[npKey]map[spk]npClaim{}}
 	for k := range m {
 		st.nps[k] = nil
 	}

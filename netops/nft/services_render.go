@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"cmp"
 	"bytes"
 	"crypto/sha256"
 	"encoding/base32"
@@ -47,7 +48,7 @@ func slotMapName(f fam, shard int) string { return fmt.Sprintf("%s%03x", f.slots
 
 // slotTableID is the ID of a ServicePort's slot table for traffic of tag.
 func slotTableID(sp *svcmodel.ServicePort, tag string) []byte {
-	h := sha256.Sum256([]byte(spKey(sp) + "/" + tag))
+	h := sha256.Sum256([]byte(spKey(sp).String() + "/" + tag))
 	return h[:8]
 }
 
@@ -126,16 +127,27 @@ func protoNum(p svcmodel.Proto) byte {
 	return unix.IPPROTO_TCP
 }
 
-// spKey identifies a ServicePort in the table's state.
-func spKey(sp *svcmodel.ServicePort) string {
-	return fmt.Sprintf("%s/%s/%d", sp.Name, sp.Protocol, sp.Family)
+// spk identifies a ServicePort in the table's state.
+type spk struct {
+	name  svcmodel.PortName
+	proto svcmodel.Proto
+	fam   svcmodel.Family
+}
+
+func (k spk) String() string { return fmt.Sprintf("%s/%s/%d", k.name, k.proto, k.fam) }
+
+func spKey(sp *svcmodel.ServicePort) spk { return spk{sp.Name, sp.Protocol, sp.Family} }
+
+func cmpSpk(a, b spk) int {
+	return cmp.Or(cmp.Compare(a.name.Namespace, b.name.Namespace), cmp.Compare(a.name.Name, b.name.Name),
+		cmp.Compare(a.name.Port, b.name.Port), cmp.Compare(a.proto, b.proto), cmp.Compare(a.fam, b.fam))
 }
 
 // spID is the short name of a ServicePort's objects: 13 characters of
 // base32 of a SHA-256 of its key (kube-proxy's servicePortChainName
 // shape).
 func spID(sp *svcmodel.ServicePort) string {
-	h := sha256.Sum256([]byte(spKey(sp)))
+	h := sha256.Sum256([]byte(spKey(sp).String()))
 	return strings.ToLower(base32.StdEncoding.EncodeToString(h[:])[:13])
 }
 

@@ -22,13 +22,13 @@ import (
 type svcState struct {
 	snap    *svcmodel.Snapshot
 	hasCIDR map[svcmodel.Family]bool
-	ports   map[string]*spState
+	ports   map[spk]*spState
 	// fronts: each frontend element's claims, ServicePort key -> chain
 	// (one in a valid cluster; two Services claiming one address and
 	// port: the first key wins, as ordered).
-	fronts map[frontKey]map[string]string
+	fronts map[frontKey]map[spk]string
 	// nps: each NodePort's claims, ServicePort key -> family and chain.
-	nps map[npKey]map[string]npClaim
+	nps map[npKey]map[spk]npClaim
 	// hairpin: how many ServicePorts have each endpoint address.
 	hairpin map[netip.Addr]int
 }
@@ -55,8 +55,8 @@ func (s *Services) renderer(snap *svcmodel.Snapshot) *renderer {
 // render renders all of snap.
 func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 	r := s.renderer(snap)
-	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[string]*spState{},
-		fronts: map[frontKey]map[string]string{}, nps: map[npKey]map[string]npClaim{}, hairpin: map[netip.Addr]int{}}
+	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
+		fronts: map[frontKey]map[spk]string{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{}}
 	for i := range snap.Ports {
 		sp := &snap.Ports[i]
 		st.claim(spKey(sp), &spState{sp: sp, r: r.render(sp)})
@@ -65,17 +65,17 @@ func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 }
 
 // claim adds a ServicePort's state and its claims.
-func (st *svcState) claim(key string, ps *spState) {
+func (st *svcState) claim(key spk, ps *spState) {
 	st.ports[key] = ps
 	for _, fc := range ps.r.fronts {
 		if st.fronts[fc.fk] == nil {
-			st.fronts[fc.fk] = map[string]string{}
+			st.fronts[fc.fk] = map[spk]string{}
 		}
 		st.fronts[fc.fk][key] = fc.chain
 	}
 	for _, k := range ps.r.nodeports {
 		if st.nps[k] == nil {
-			st.nps[k] = map[string]npClaim{}
+			st.nps[k] = map[spk]npClaim{}
 		}
 		st.nps[k][key] = npClaim{ps.sp.Family, ps.r.ext}
 	}
@@ -85,7 +85,7 @@ func (st *svcState) claim(key string, ps *spState) {
 }
 
 // unclaim removes a ServicePort's state and its claims.
-func (st *svcState) unclaim(key string) {
+func (st *svcState) unclaim(key spk) {
 	ps := st.ports[key]
 	if ps == nil {
 		return
@@ -116,15 +116,15 @@ func (st *svcState) front(fk frontKey) string {
 	if len(claims) == 0 {
 		return ""
 	}
-	return claims[slices.Min(slices.Collect(maps.Keys(claims)))]
+	return claims[slices.MinFunc(slices.Collect(maps.Keys(claims)), cmpSpk)]
 }
 
 // npRules are the rules of NodePort k's chain: per family, its
 // ServicePort's external chain.
 func (st *svcState) npRules(k npKey) []*nftables.Rule {
 	claims := st.nps[k]
-	keys := slices.SortedFunc(maps.Keys(claims), func(a, b string) int {
-		return cmp.Or(cmp.Compare(claims[a].f, claims[b].f), cmp.Compare(a, b))
+	keys := slices.SortedFunc(maps.Keys(claims), func(a, b spk) int {
+		return cmp.Or(cmp.Compare(claims[a].f, claims[b].f), cmpSpk(a, b))
 	})
 	var rules []*nftables.Rule
 	for _, key := range keys {
@@ -155,7 +155,7 @@ func (st *svcState) globalSets() []setSpec {
 	}
 	var npa, cidrs, hp [2][]nftables.SetElement
 	var slots [2][svcSlotShards][]nftables.SetElement
-	for _, key := range slices.Sorted(maps.Keys(st.ports)) {
+	for _, key := range slices.SortedFunc(maps.Keys(st.ports), cmpSpk) {
 		ps := st.ports[key]
 		i := 1
 		if ps.sp.Family == svcmodel.IPv4 {
@@ -282,7 +282,7 @@ func (st *svcState) spec(s *Services) *tableSpec {
 	for _, k := range st.npKeys() {
 		ts.chains = append(ts.chains, chainSpec{name: k.chain(), rules: st.npRules(k)})
 	}
-	for _, key := range slices.Sorted(maps.Keys(st.ports)) {
+	for _, key := range slices.SortedFunc(maps.Keys(st.ports), cmpSpk) {
 		r := st.ports[key].r
 		ts.sets = append(ts.sets, r.sets...)
 		ts.chains = append(ts.chains, r.chains...)
