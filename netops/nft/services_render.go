@@ -1,8 +1,8 @@
 package nft
 
 import (
-	"cmp"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
