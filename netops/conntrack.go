@@ -5,63 +5,63 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// DeleteConntrackTo deletes the UDP and SCTP conntrack entries whose reply
-// comes from one of eps (a connection translated to that endpoint, or
-// made to it directly): the Services proxy's cleanup when endpoints leave
-// (nft.ServicesOptions.ClearConntrack), without which a UDP client keeps
-// sending to a dead endpoint (DNS to a CoreDNS that is gone) until its
-// entry times out. TCP entries are left: a TCP client learns of a dead
-// peer by itself. It returns how many entries went; none is no error.
-func (h *Handle) DeleteConntrackTo(eps []netip.AddrPort) (uint, error) {
-	if len(eps) == 0 {
+// FlushUDPConntrack deletes the conntrack entries of UDP flows whose
+// original destination port is one of ports, for IPv4 (v6 false) or IPv6.
+// A UDP "connection" that existed before a port mapping (say, packets to a
+// host port that nothing answered) would otherwise keep its old, un-NATed
+// path until it times out. It returns how many entries it deleted. The
+// conntrack table is dumped once, so the cost grows with the number of
+// tracked flows of the namespace, as with `conntrack -D`.
+func (h *Handle) FlushUDPConntrack(v6 bool, ports []uint16) (uint, error) {
+	if len(ports) == 0 {
 		return 0, nil
 	}
-	f := conntrackTo{eps: map[netip.AddrPort]bool{}}
-	fam4, fam6 := false, false
-	for _, ep := range eps {
-		ep = netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port())
-		f.eps[ep] = true
-		fam4, fam6 = fam4 || ep.Addr().Is4(), fam6 || ep.Addr().Is6()
+	var filters []netlink.CustomConntrackFilter
+	for _, p := range ports {
+		f := &netlink.ConntrackFilter{}
+		if err := f.AddProtocol(unix.IPPROTO_UDP); err != nil {
+			return 0, err
+		}
+		if err := f.AddPort(netlink.ConntrackOrigDstPort, p); err != nil {
+			return 0, err
+		}
+		filters = append(filters, f)
 	}
-	// A conntrack socket of the Handle's namespace (h.nlh speaks rtnetlink
-	// only: its conntrack requests would go to the caller's namespace).
-	fd, err := h.nsFD()
+	nfh, err := h.conntrackHandle()
 	if err != nil {
 		return 0, err
 	}
-	nlh, err := netlink.NewHandleAt(netns.NsHandle(fd), unix.NETLINK_NETFILTER)
-	if err != nil {
-		return 0, fmt.Errorf("open a conntrack socket in %s: %w", h.where(), err)
+	defer nfh.Close()
+	family := netlink.InetFamily(unix.AF_INET)
+	if v6 {
+		family = unix.AF_INET6
 	}
-	defer nlh.Close()
-	var n uint
-	for _, fam := range []struct {
-		on bool
-		f  netlink.InetFamily
-	}{{fam4, unix.AF_INET}, {fam6, unix.AF_INET6}} {
-		if !fam.on {
-			continue
-		}
-		k, err := nlh.ConntrackDeleteFilters(netlink.ConntrackTable, fam.f, f)
-		n += k
-		if err != nil {
-			return n, fmt.Errorf("delete the conntrack entries of %v in %s: %w", eps, h.where(), err)
-		}
+	n, err := nfh.ConntrackDeleteFilters(netlink.ConntrackTable, family, filters...)
+	if err != nil {
+		return n, fmt.Errorf("delete UDP conntrack entries of ports %v in %s: %w", ports, h.where(), err)
 	}
 	return n, nil
 }
 
-// conntrackTo matches UDP and SCTP flows whose reply source is one of eps.
-type conntrackTo struct{ eps map[netip.AddrPort]bool }
-
-func (c conntrackTo) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
-	if p := flow.Forward.Protocol; p != unix.IPPROTO_UDP && p != unix.IPPROTO_SCTP {
-		return false
+// RouteDev returns the name of the interface that the Handle's namespace
+// routes dst through (like `ip route get`).
+func (h *Handle) RouteDev(dst netip.Addr) (string, error) {
+	if !dst.IsValid() {
+		return "", fmt.Errorf("route to %v: invalid address", dst)
 	}
-	a, ok := netip.AddrFromSlice(flow.Reverse.SrcIP)
-	return ok && c.eps[netip.AddrPortFrom(a.Unmap(), flow.Reverse.SrcPort)]
+	rs, err := h.nlh.RouteGet(toIP(dst))
+	if err != nil {
+		return "", fmt.Errorf("route to %s in %s: %w", dst, h.where(), classify(err))
+	}
+	if len(rs) == 0 || rs[0].LinkIndex == 0 {
+		return "", fmt.Errorf("route to %s in %s: %w", dst, h.where(), ErrNotFound)
+	}
+	l, err := h.nlh.LinkByIndex(rs[0].LinkIndex)
+	if err != nil {
+		return "", fmt.Errorf("route to %s in %s: interface %d: %w", dst, h.where(), rs[0].LinkIndex, classify(err))
+	}
+	return l.Attrs().Name, nil
 }
