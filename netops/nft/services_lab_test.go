@@ -178,3 +178,105 @@ func TestServicesUDPConntrack(t *testing.T) {
 		t.Errorf("after %s left, the client's next datagram reached %s, want %s", first, got, other[0].Addr)
 	}
 }
+
+// tcpWho answers each connection on ap in the namespace with ap's address
+// (which backend answered), closing it.
+func tcpWho(t *testing.T, nsPath string, ap netip.AddrPort) {
+	var ln net.Listener
+	must(t, nstest.Run(t, nsPath, func() (err error) { ln, err = net.Listen("tcp", ap.String()); return err }))
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(ap.Addr().String()))
+			c.Close()
+		}
+	}()
+}
+
+// who connects from nsPath to to and returns what the server said.
+func who(t *testing.T, nsPath string, to netip.AddrPort) string {
+	t.Helper()
+	var c net.Conn
+	must(t, nstest.Run(t, nsPath, func() (err error) { c, err = net.DialTimeout("tcp", to.String(), 10*time.Second); return err }))
+	defer c.Close()
+	must(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	b := make([]byte, 64)
+	n, _ := c.Read(b)
+	return string(b[:n])
+}
+
+// TestServicesHairpinAffinity: a pod reaching its own Service lands on
+// itself masqueraded (else its own answer would come from its address,
+// not the Service's, and the connection fail), in both families; a
+// Service with sessionAffinity ClientIP sends a client's connections,
+// from new ports each, to one backend, and without it they spread.
+func TestServicesHairpinAffinity(t *testing.T) {
+	l := labtest.New(t, 2)
+	a4, a6 := labtest.PodAddrs(0)
+	b4, _ := labtest.PodAddrs(1)
+	must(t, l.Host.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"},
+		netops.SysctlSetting{Key: "net.ipv6.conf.all.forwarding", Value: "1"}))
+	srv4 := nstest.Serve(t, l.Pods[0].Path(), a4.Addr())
+	srv6 := nstest.Serve(t, l.Pods[0].Path(), a6.Addr())
+	wA, wB := netip.AddrPortFrom(a4.Addr(), 7070), netip.AddrPortFrom(b4.Addr(), 7070)
+	tcpWho(t, l.Pods[0].Path(), wA)
+	tcpWho(t, l.Pods[1].Path(), wB)
+	cip4, cip6 := netip.MustParseAddr("10.96.0.20"), netip.MustParseAddr("fd96::20")
+	aff, spread := netip.MustParseAddr("10.96.0.21"), netip.MustParseAddr("10.96.0.22")
+	ep := func(ap netip.AddrPort) svcmodel.Endpoint {
+		return svcmodel.Endpoint{Addr: ap.Addr(), Port: ap.Port(), Ready: true}
+	}
+	sp := func(name string, f svcmodel.Family, cip netip.Addr, eps ...netip.AddrPort) svcmodel.ServicePort {
+		p := svcmodel.ServicePort{Name: svcmodel.PortName{Namespace: "t", Name: name}, Family: f, Protocol: svcmodel.TCP,
+			Frontends: []svcmodel.Frontend{{Kind: svcmodel.ClusterIP, Addr: cip, Family: f, Port: 80}}, HasEndpoints: true}
+		for _, e := range eps {
+			p.ClusterEndpoints = append(p.ClusterEndpoints, ep(e))
+		}
+		return p
+	}
+	affinity := sp("aff", svcmodel.IPv4, aff, wA, wB)
+	affinity.AffinityTimeout = time.Hour
+	snap := &svcmodel.Snapshot{
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24"), netip.MustParsePrefix("fd00:99::/64")},
+		Ports: []svcmodel.ServicePort{sp("self", svcmodel.IPv4, cip4, srv4), sp("self", svcmodel.IPv6, cip6, srv6),
+			affinity, sp("spread", svcmodel.IPv4, spread, wA, wB)},
+	}
+	s := nft.NewServices(l.Host.NFT(), nft.ServicesOptions{})
+	must(t, s.Apply(snap))
+	t.Cleanup(func() { s.Delete() })
+
+	for _, c := range []struct {
+		to   netip.AddrPort
+		node netip.Addr
+	}{{netip.AddrPortFrom(cip4, 80), netip.MustParseAddr("10.99.0.1")}, {netip.AddrPortFrom(cip6, 80), netip.MustParseAddr("fd00:99::1")}} {
+		if got := nstest.SeenFrom(t, l.Pods[0].Path(), c.to); got != c.node {
+			t.Errorf("a pod through its own Service %v lands on itself seen from %v, want the node's %v (hairpin masquerade)", c.to, got, c.node)
+		}
+	}
+	// A client routed from outside (a pod of the bridge would get its
+	// answers bridged, past the node's conntrack).
+	client := openNS(t, "svca")
+	_, _, err := l.Host.EnsureVeth(netops.VethOpts{HostName: "vout", PeerName: "eth0", Peer: client})
+	must(t, err)
+	must(t, l.Host.EnsureAddr("vout", netip.MustParsePrefix("192.168.99.1/24"), netops.AddrOpts{}))
+	must(t, client.EnsureAddr("eth0", netip.MustParsePrefix("192.168.99.2/24"), netops.AddrOpts{}))
+	must(t, client.EnsureRoute(netops.Route{GW: netip.MustParseAddr("192.168.99.1"), Dev: "eth0"}))
+	seen := map[string]int{}
+	for range 12 {
+		seen[who(t, client.Path(), netip.AddrPortFrom(aff, 80))]++
+	}
+	if len(seen) != 1 {
+		t.Errorf("sessionAffinity ClientIP: one client's connections reached %v, want one backend", seen)
+	}
+	spreadSeen := map[string]int{}
+	for range 24 {
+		spreadSeen[who(t, client.Path(), netip.AddrPortFrom(spread, 80))]++
+	}
+	if len(spreadSeen) != 2 {
+		t.Errorf("without affinity 24 connections reached %v, want both backends", spreadSeen)
+	}
+}
