@@ -4,7 +4,6 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/cnibox/cnibox/internal/svcmodel"
 )
@@ -92,13 +91,4 @@ func sortedEps(eps []svcmodel.Endpoint) []svcmodel.Endpoint {
 		return int(a.Port) - int(b.Port)
 	})
 	return slices.CompactFunc(out, func(a, b svcmodel.Endpoint) bool { return a.Addr == b.Addr && a.Port == b.Port })
-}
-
-// epString names endpoints for comments and errors.
-func epString(eps []svcmodel.Endpoint) string {
-	s := make([]string, len(eps))
-	for i, e := range eps {
-		s[i] = e.String()
-	}
-	return strings.Join(s, ",")
 }
