@@ -86,10 +86,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) error {
 	releaseStartPages(log) // what the packages' initialisation touched; again after the first sync
-	// services.go: --service-proxy needs the table.
-	if err := checkServices(f); err != nil {
-		return err
-	}
 	health, wait, err := serveHealth(ctx, f, log)
 	if err != nil {
 		return err

@@ -14,39 +14,24 @@ import (
 	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/agent/services"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // newServicesTable makes the services table (table cnibox-services) on
-// the node's handle (its nftables side, h.NFT(); its conntrack side for
-// the table's ClearConntrack).
-//
-// LEAD — THE ONE CALL SITE OF netops/nft's Services: it is nil until the
-// svctable branch (nft.NewServices) is merged; then set it here, e.g.
-//
-//	var newServicesTable = func(h *netops.Handle) services.Table {
-//		return nft.NewServices(h.NFT(), nft.ServicesOptions{ClearConntrack: /* h's conntrack deletion */})
-//	}
-//
-// While it is nil, --service-proxy refuses to start (checkServices) and
-// --service-proxy=false removes nothing.
-var newServicesTable func(h *netops.Handle) services.Table
-
-// errNoServicesTable is --service-proxy in a build without the table.
-var errNoServicesTable = errors.New("--service-proxy: this cnibox-agent has no services table yet " +
-	"(netops/nft's Services is not linked: cmd/cnibox-agent/services.go's newServicesTable is nil); run kube-proxy and leave --service-proxy off")
+// the node's handle: its nftables side, and its conntrack side for the UDP
+// and SCTP entries of endpoints that left (kube-proxy's conntrack
+// cleanup).
+func newServicesTable(h *netops.Handle) services.Table {
+	return nft.NewServices(h.NFT(), nft.ServicesOptions{ClearConntrack: func(gone []netip.AddrPort) error {
+		_, err := h.DeleteConntrackTo(gone)
+		return err
+	}})
+}
 
 // validateNodePortAddresses checks --nodeport-addresses.
 func validateNodePortAddresses(s string) error {
 	_, err := services.ParseNodePortAddresses(s)
 	return err
-}
-
-// checkServices refuses --service-proxy when the build has no table.
-func checkServices(f *flags) error {
-	if f.svc.proxy && newServicesTable == nil {
-		return errNoServicesTable
-	}
-	return nil
 }
 
 // startServices serves the cluster's Services from the services table
@@ -58,9 +43,6 @@ func checkServices(f *flags) error {
 // takes it over).
 func startServices(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) (wait func(), err error) {
 	if !f.svc.proxy {
-		if newServicesTable == nil {
-			return func() {}, nil
-		}
 		h, err := netops.Open("")
 		if err != nil {
 			return nil, fmt.Errorf("--service-proxy=false: %w", err)
@@ -70,9 +52,6 @@ func startServices(ctx context.Context, f *flags, health *agent.Health, log *slo
 			return nil, fmt.Errorf("--service-proxy=false: remove the services table: %w", err)
 		}
 		return func() {}, nil
-	}
-	if err := checkServices(f); err != nil {
-		return nil, err
 	}
 	cidrs, err := clusterCIDRs(f)
 	if err != nil {

@@ -14,9 +14,6 @@ import (
 // cnibox-agent-kube (handoff_nokube.go), which checks the flag.
 func validateNodePortAddresses(string) error { return nil }
 
-// checkServices: the handoff happened before.
-func checkServices(*flags) error { return nil }
-
 // startServices: this build has no Kubernetes client, and Services live
 // in the API server (--service-proxy hands over to cnibox-agent-kube).
 func startServices(_ context.Context, f *flags, _ *agent.Health, _ *slog.Logger) (func(), error) {

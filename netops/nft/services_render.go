@@ -62,18 +62,27 @@ type fam struct {
 	nfproto             byte
 	alen                uint32 // address length
 	saddr, daddr        uint32 // offsets in the network header
-	addrType            nftables.SetDatatype
 	ips, npAddrs, cidrs string
 	hairpin             string
 	suffix              string
 	slots               string
 }
 
-var fam4 = fam{svcmodel.IPv4, unix.NFPROTO_IPV4, 4, 12, 16, nftables.TypeIPAddr,
+// fam4 and fam6 are plain data (no init code in a package every CNI call
+// links: TestNoInitCode); their address type is addrType's.
+var fam4 = fam{svcmodel.IPv4, unix.NFPROTO_IPV4, 4, 12, 16,
 	ServiceIPs4, svcNodePortAddrs4, svcClusterCIDRs4, svcHairpin4, "4", svcSlots4}
 
-var fam6 = fam{svcmodel.IPv6, unix.NFPROTO_IPV6, 16, 8, 24, nftables.TypeIP6Addr,
+var fam6 = fam{svcmodel.IPv6, unix.NFPROTO_IPV6, 16, 8, 24,
 	ServiceIPs6, svcNodePortAddrs6, svcClusterCIDRs6, svcHairpin6, "6", svcSlots6}
+
+// addrType is the family's address type of sets.
+func (f fam) addrType() nftables.SetDatatype {
+	if f.alen == 16 {
+		return nftables.TypeIP6Addr
+	}
+	return nftables.TypeIPAddr
+}
 
 func svcFam(f svcmodel.Family) fam {
 	if f == svcmodel.IPv6 {
@@ -87,7 +96,7 @@ func (f fam) portReg() uint32 { return regEP + f.alen/4 }
 
 // epType is the type of an endpoint: address . port.
 func (f fam) epType() nftables.SetDatatype {
-	return nftables.MustConcatSetType(f.addrType, nftables.TypeInetService)
+	return nftables.MustConcatSetType(f.addrType(), nftables.TypeInetService)
 }
 
 // isFamily is `meta nfproto <f>`.
@@ -295,7 +304,7 @@ func (r *renderer) render(sp *svcmodel.ServicePort) spRender {
 				allowed = append(allowed, netip.PrefixFrom(fe.Addr, fe.Addr.BitLen())) // the VIP itself (hairpin)
 			}
 		}
-		out.sets = append(out.sets, setSpec{set: &nftables.Set{Name: src, KeyType: f.addrType, Interval: true},
+		out.sets = append(out.sets, setSpec{set: &nftables.Set{Name: src, KeyType: f.addrType(), Interval: true},
 			elems: prefixIntervals(allowed, sp.Family == svcmodel.IPv6)})
 		out.chains = append(out.chains, chainSpec{name: lb, rules: []*nftables.Rule{
 			svcRule(comment(sp, "loadBalancerSourceRanges: others dropped"),
@@ -394,7 +403,7 @@ func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, ep
 	// (nft 1.0.6 aborts listing the first rule, a lookup keyed by
 	// another map's value: its parser's bug, the kernel runs it.)
 	af := "af-" + tag + "-" + id
-	out.addSet(setSpec{set: &nftables.Set{Name: af, KeyType: f.addrType, DataType: nftables.TypeInteger, IsMap: true,
+	out.addSet(setSpec{set: &nftables.Set{Name: af, KeyType: f.addrType(), DataType: nftables.TypeInteger, IsMap: true,
 		HasTimeout: true, Dynamic: true, Timeout: sp.AffinityTimeout}, kept: true})
 	update := &expr.Dynset{SrcRegKey: regClient, SrcRegData: regHash, SetName: af, Operation: uint32(unix.NFT_DYNSET_OP_UPDATE),
 		Timeout: sp.AffinityTimeout.Truncate(time.Millisecond)}
