@@ -117,7 +117,7 @@ func lastOf(p netip.Prefix) netip.Addr {
 	return a
 }
 
-// Refuse sets the Conflict of each pool that may not be allocated from:
+// Refuse sets the Conflict of each pool (without one yet) that may not be allocated from:
 // one whose block holds an address of reserved (the cluster's and the
 // Services' networks, the nodes' addresses: networks named, nodes as /32
 // and /128), or overlaps a block of a pool that comes before it (older,
@@ -133,7 +133,9 @@ func Refuse(pools []*Pool, reserved map[string][]netip.Prefix) {
 	}
 	slices.Sort(whats)
 	for i, p := range pools {
-		p.Conflict = ""
+		if p.Conflict != "" {
+			continue // (a block that does not parse: the caller's)
+		}
 	blocks:
 		for _, b := range p.Blocks {
 			for _, w := range whats {

@@ -1,0 +1,233 @@
+//go:build !nokube
+
+package lbipam
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is LoadBalancerIPPool's API.
+func GroupVersion() schema.GroupVersion {
+	return schema.GroupVersion{Group: "cnibox.io", Version: "v1alpha1"}
+}
+
+// Resource is LoadBalancerIPPool's plural, as the API paths name it.
+const Resource = "loadbalancerippools"
+
+// Class is cnibox's spec.loadBalancerClass: a Service of type
+// LoadBalancer whose class is unset or this is the controller's.
+const Class = "cnibox.io/lb"
+
+// Condition is the type of the condition the controller keeps on the
+// Services it serves (True: every address it asked for is given; False:
+// the reason and message say what is missing). It marks the Service's
+// ingress as the controller's.
+const Condition = "cnibox.io/LoadBalancerIPAllocated"
+
+// MetalLB's annotations, which the controller honours.
+const (
+	AnnotationIPs   = "metallb.universe.tf/loadBalancerIPs"
+	AnnotationShare = "metallb.universe.tf/allow-shared-ip"
+)
+
+// The conditions of a pool's status (Cilium's, in cnibox.io).
+const (
+	PoolConflict     = "cnibox.io/PoolConflict"
+	PoolIPsTotal     = "cnibox.io/IPsTotal"
+	PoolIPsAvailable = "cnibox.io/IPsAvailable"
+	PoolIPsUsed      = "cnibox.io/IPsUsed"
+)
+
+// LoadBalancerIPPool is the kind.
+type LoadBalancerIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PoolSpec   `json:"spec"`
+	Status            PoolStatus `json:"status,omitempty"`
+}
+
+// PoolSpec is what a pool says.
+type PoolSpec struct {
+	Blocks            []BlockSpec           `json:"blocks"`
+	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
+	Disabled          bool                  `json:"disabled,omitempty"`
+	AllowFirstLastIPs bool                  `json:"allowFirstLastIPs,omitempty"`
+}
+
+// PoolStatus is what the controller reports.
+type PoolStatus struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// LoadBalancerIPPoolList is a list of them.
+type LoadBalancerIPPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LoadBalancerIPPool `json:"items"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (p *LoadBalancerIPPool) DeepCopyObject() runtime.Object {
+	out := &LoadBalancerIPPool{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy()}
+	out.Spec = p.Spec
+	out.Spec.Blocks = slices.Clone(p.Spec.Blocks)
+	out.Spec.ServiceSelector = p.Spec.ServiceSelector.DeepCopy()
+	for _, c := range p.Status.Conditions {
+		out.Status.Conditions = append(out.Status.Conditions, *c.DeepCopy())
+	}
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *LoadBalancerIPPoolList) DeepCopyObject() runtime.Object {
+	out := &LoadBalancerIPPoolList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy()}
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*LoadBalancerIPPool))
+	}
+	return out
+}
+
+// svcObj is what the controller's informer keeps of a Service: what the
+// plan reads, and what it compares its writes with.
+type svcObj struct {
+	Service
+	UID, ResourceVersion string
+	// Cond is the controller's condition as the status has it (nil: none).
+	Cond *metav1.Condition
+	// Ingress is status.loadBalancer.ingress as it is (hostnames and all).
+	Ingress []corev1.LoadBalancerIngress
+}
+
+// GetObjectKind implements runtime.Object.
+func (s *svcObj) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object (sharing: nothing changes what
+// the informer holds).
+func (s *svcObj) DeepCopyObject() runtime.Object { out := *s; return &out }
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor.
+func (s *svcObj) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, ResourceVersion: s.ResourceVersion}
+}
+
+// serviceOf is what the controller reads of s.
+func serviceOf(s *corev1.Service) *svcObj {
+	sp := &s.Spec
+	out := &svcObj{Service: Service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels, Created: s.CreationTimestamp.Time},
+		UID: string(s.UID), ResourceVersion: s.ResourceVersion, Ingress: s.Status.LoadBalancer.Ingress}
+	out.Eligible = sp.Type == corev1.ServiceTypeLoadBalancer && (sp.LoadBalancerClass == nil || *sp.LoadBalancerClass == Class)
+	for i := range s.Status.Conditions {
+		if s.Status.Conditions[i].Type == Condition {
+			out.Cond = &s.Status.Conditions[i]
+			out.Ours = true
+		}
+	}
+	for _, in := range s.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			out.Holds = append(out.Holds, a.Unmap())
+		}
+	}
+	if !out.Eligible {
+		return out
+	}
+	for _, f := range sp.IPFamilies {
+		switch f {
+		case corev1.IPv4Protocol:
+			out.Families = append(out.Families, 4)
+		case corev1.IPv6Protocol:
+			out.Families = append(out.Families, 6)
+		}
+	}
+	if len(out.Families) == 0 { // (the API sets them; an old object may lack them)
+		out.Families = []int{4}
+	}
+	if p := sp.IPFamilyPolicy; p != nil {
+		out.Dual = *p != corev1.IPFamilyPolicySingleStack
+		out.Require = *p == corev1.IPFamilyPolicyRequireDualStack
+	}
+	var asked []string
+	if v := strings.TrimSpace(sp.LoadBalancerIP); v != "" {
+		asked = append(asked, v)
+	}
+	if v, ok := s.Annotations[AnnotationIPs]; ok {
+		asked = nil // (the annotation wins, as MetalLB reads them)
+		for _, a := range strings.Split(v, ",") {
+			asked = append(asked, strings.TrimSpace(a))
+		}
+	}
+	for _, a := range asked {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			out.BadRequest = "address " + a + " asked for (spec.loadBalancerIP or the annotation " + AnnotationIPs + "): not an IP address; write one address, or one of each family comma separated"
+			break
+		}
+		out.Requested = append(out.Requested, ip.Unmap())
+	}
+	out.SharingKey = s.Annotations[AnnotationShare]
+	for _, p := range sp.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = string(corev1.ProtocolTCP)
+		}
+		out.Ports = append(out.Ports, Port{Protocol: proto, Port: p.Port})
+	}
+	out.Local = sp.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	if len(sp.Selector) > 0 {
+		keys := make([]string, 0, len(sp.Selector))
+		for k, v := range sp.Selector {
+			keys = append(keys, k+"="+v)
+		}
+		slices.Sort(keys)
+		out.Selector = strings.Join(keys, ",")
+	}
+	return out
+}
+
+// slimService is serviceOf as an informer's transform (passing its own
+// output through).
+func slimService(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Service); ok {
+		return serviceOf(s), nil
+	}
+	return obj, nil
+}
+
+// poolOf reads an API pool; a block that does not parse (the schema let it
+// through, or an IPv6 start after its stop) is the pool's Conflict.
+func poolOf(o *LoadBalancerIPPool) (*Pool, error) {
+	p := &Pool{Name: o.Name, Created: o.CreationTimestamp.Time, Disabled: o.Spec.Disabled}
+	if o.Spec.ServiceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(o.Spec.ServiceSelector)
+		if err != nil {
+			return p, err
+		}
+		p.Selector = sel
+	}
+	for i, b := range o.Spec.Blocks {
+		blk, err := ParseBlock(b, o.Spec.AllowFirstLastIPs)
+		if err != nil {
+			return p, &blockError{i, err}
+		}
+		p.Blocks = append(p.Blocks, blk)
+	}
+	return p, nil
+}
+
+// blockError is a block of spec.blocks that does not parse.
+type blockError struct {
+	i   int
+	err error
+}
+
+func (e *blockError) Error() string {
+	return "spec.blocks[" + strconv.Itoa(e.i) + "]: " + e.err.Error()
+}
+func (e *blockError) Unwrap() error { return e.err }

@@ -1,0 +1,409 @@
+//go:build kube
+
+package lbipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/test/kube"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startAPI starts a dual-stack control plane with the pools' CRD.
+func startAPI(t *testing.T) (kubernetes.Interface, string) {
+	kc := kube.Start(t, []string{"KCP_SERVICE_CIDR=10.96.0.0/16,fd00:96::/112"})
+	cs := kube.Clientset(t, kc)
+	crd, err := os.ReadFile("../../deploy/kubernetes/loadbalancerippool-crd.yaml")
+	must(t, err)
+	kube.CreateCRD(t, cs, crd, "/apis/cnibox.io/v1alpha1/loadbalancerippools")
+	return cs, kc
+}
+
+func createPool(cs kubernetes.Interface, name, spec string) error {
+	return cs.CoreV1().RESTClient().Post().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools").
+		Body([]byte(`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"`+name+`"},"spec":`+spec+`}`)).
+		SetHeader("Content-Type", "application/json").Do(context.Background()).Error()
+}
+
+// lbService is a Service of type LoadBalancer on port.
+func lbService(name string, port int32, mod ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP}}}}
+	for _, m := range mod {
+		m(s)
+	}
+	return s
+}
+
+// ingress waits until Service name's ingress satisfies ok, and returns it.
+func ingress(t *testing.T, cs kubernetes.Interface, name string, ok func([]string) bool) []string {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		s, err := cs.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
+		must(t, err)
+		got = nil
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			got = append(got, in.IP)
+		}
+		if ok(got) {
+			return got
+		}
+	}
+	t.Fatalf("Service %s: ingress %v, never what the test waits for", name, got)
+	return nil
+}
+
+func some(ips []string) bool { return len(ips) > 0 }
+
+// warning waits for a Warning Event of reason on Service name whose
+// message holds text.
+func warning(t *testing.T, cs kubernetes.Interface, name, reason, text string) {
+	t.Helper()
+	var seen []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		evs, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		must(t, err)
+		seen = nil
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind == "Service" && e.InvolvedObject.Name == name {
+				seen = append(seen, e.Type+" "+e.Reason+": "+e.Message)
+				if e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Message, text) {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("Service %s: events %q, want a Warning %s with %q", name, seen, reason, text)
+}
+
+// runController runs the controller in the test until the test ends.
+func runController(t *testing.T, kc, node string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		err := Run(ctx, Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: node}, Every: 200 * time.Millisecond, CRDPoll: 200 * time.Millisecond,
+			ClusterNetworks: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+}
+
+// TestKubePoolSchema: the CRD's schema refuses a block that is both a cidr
+// and a range, a start without a stop, a range of two families, an IPv4
+// range backwards; it takes a cidr and a range of each family.
+func TestKubePoolSchema(t *testing.T) {
+	cs, _ := startAPI(t)
+	for spec, want := range map[string]string{
+		`{"blocks":[{"cidr":"192.0.2.0/24","start":"192.0.2.1","stop":"192.0.2.2"}]}`: "a block is a cidr, or a start and a stop",
+		`{"blocks":[{"start":"192.0.2.1"}]}`:                                          "a block is a cidr, or a start and a stop",
+		`{"blocks":[{"start":"192.0.2.1","stop":"2001:db8::1"}]}`:                     "of one family",
+		`{"blocks":[{"start":"192.0.2.20","stop":"192.0.2.3"}]}`:                      "start must not be after stop",
+		`{"blocks":[{"cidr":"192.0.2.0/33"}]}`:                                        "must be a CIDR",
+		`{"blocks":[{"start":"192.0.2.x","stop":"192.0.2.3"}]}`:                       "must be an address",
+		`{"blocks":[]}`: "should have at least 1 items",
+		`{"blocks":[{"cidr":"192.0.2.0/24"}],"serviceSelector":{"matchExpressions":[{"key":"a","operator":"In"}]}}`: "In and NotIn need values",
+	} {
+		err := createPool(cs, "bad", spec)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("pool %s: %v, want a refusal with %q", spec, err, want)
+		}
+	}
+	for i, spec := range []string{
+		`{"blocks":[{"cidr":"192.0.2.0/24"},{"cidr":"2001:db8::/64"}]}`,
+		`{"blocks":[{"start":"192.0.2.3","stop":"192.0.2.20"},{"start":"2001:db8::1","stop":"2001:db8::ff"}],"disabled":true,"allowFirstLastIPs":true}`,
+		`{"blocks":[{"start":"192.0.2.3","stop":"192.0.2.3"}],"serviceSelector":{"matchLabels":{"team":"a"}}}`,
+	} {
+		must(t, createPool(cs, fmt.Sprintf("good%d", i), spec))
+	}
+}
+
+// TestKubeLBIPAM: a Service of type LoadBalancer gets an address from a
+// pool, dual stack as it asks, shares one under MetalLB's rules, gets the
+// address it asks for unless another holds it (a Warning Event says why),
+// is told when the pool is exhausted, gives the address back when deleted
+// or no longer of type LoadBalancer; another class's Service is left
+// alone, and a pool overlapping another or the cluster network is marked
+// and gives nothing.
+func TestKubeLBIPAM(t *testing.T) {
+	cs, kc := startAPI(t)
+	ctx := context.Background()
+	must(t, createPool(cs, "a-v4", `{"blocks":[{"cidr":"192.0.2.0/29"}]}`)) // .1 - .6
+	must(t, createPool(cs, "b-v6", `{"blocks":[{"start":"2001:db8::10","stop":"2001:db8::11"}]}`))
+	must(t, createPool(cs, "c-overlap", `{"blocks":[{"cidr":"192.0.2.4/30"}]}`))
+	must(t, createPool(cs, "d-cluster", `{"blocks":[{"cidr":"10.244.7.0/24"}]}`))
+	runController(t, kc, "node-a")
+	svcs := cs.CoreV1().Services("default")
+	create := func(s *corev1.Service) {
+		t.Helper()
+		_, err := svcs.Create(ctx, s, metav1.CreateOptions{})
+		must(t, err)
+	}
+
+	create(lbService("first", 80))
+	if got := ingress(t, cs, "first", some); !slices.Equal(got, []string{"192.0.2.1"}) {
+		t.Errorf("first: %v, want 192.0.2.1 (the lowest of a-v4)", got)
+	}
+	policy := corev1.IPFamilyPolicyPreferDualStack
+	create(lbService("dual", 80, func(s *corev1.Service) {
+		s.Spec.IPFamilyPolicy, s.Spec.IPFamilies = &policy, []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	}))
+	if got := ingress(t, cs, "dual", func(ips []string) bool { return len(ips) == 2 }); !slices.Equal(got, []string{"2001:db8::10", "192.0.2.2"}) {
+		t.Errorf("dual: %v, want 2001:db8::10 then 192.0.2.2 (ipFamilies' order)", got)
+	}
+	share := func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationShare: "k"} }
+	create(lbService("web", 80, share))
+	create(lbService("web-tls", 443, share))
+	create(lbService("web-again", 80, share))
+	web := ingress(t, cs, "web", some)
+	if tls := ingress(t, cs, "web-tls", some); !slices.Equal(tls, web) {
+		t.Errorf("web-tls %v, web %v: the same key and other ports share", tls, web)
+	}
+	if again := ingress(t, cs, "web-again", some); slices.Equal(again, web) {
+		t.Errorf("web-again %v, web %v: the same port shares no address", again, web)
+	}
+
+	create(lbService("thief", 8080, func(s *corev1.Service) { s.Spec.LoadBalancerIP = web[0] }))
+	warning(t, cs, "thief", ReasonRefused, "held by default/web, default/web-tls and the two do not have the same metallb.universe.tf/allow-shared-ip key")
+	if s, _ := svcs.Get(ctx, "thief", metav1.GetOptions{}); len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("thief: %v, want no address", s.Status.LoadBalancer.Ingress)
+	}
+	create(lbService("asks", 80, func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationIPs: "192.0.2.6"} }))
+	if got := ingress(t, cs, "asks", some); !slices.Equal(got, []string{"192.0.2.6"}) {
+		t.Errorf("asks: %v, want the address of its annotation", got)
+	}
+	create(lbService("last", 80))
+	ingress(t, cs, "last", some) // (.5: the pool's last)
+	create(lbService("over", 80))
+	warning(t, cs, "over", ReasonExhausted, "a-v4")
+
+	other := "example.com/other"
+	create(lbService("theirs", 80, func(s *corev1.Service) { s.Spec.LoadBalancerClass = &other }))
+
+	// Released: "first"'s address goes to the Service that waits.
+	must(t, svcs.Delete(ctx, "first", metav1.DeleteOptions{}))
+	if got := ingress(t, cs, "over", some); !slices.Equal(got, []string{"192.0.2.1"}) {
+		t.Errorf("over: %v, want 192.0.2.1 once first is deleted", got)
+	}
+	// ... and on a change of type.
+	s, err := svcs.Get(ctx, "last", metav1.GetOptions{})
+	must(t, err)
+	s.Spec.Type = corev1.ServiceTypeClusterIP
+	for i := range s.Spec.Ports {
+		s.Spec.Ports[i].NodePort = 0
+	}
+	_, err = svcs.Update(ctx, s, metav1.UpdateOptions{})
+	must(t, err)
+	ingress(t, cs, "last", func(ips []string) bool { return len(ips) == 0 })
+	if s, _ := svcs.Get(ctx, "thief", metav1.GetOptions{}); len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("thief: %v: it asks for %s, held by web, and takes no other", s.Status.LoadBalancer.Ingress, web[0])
+	}
+	must(t, svcs.Delete(ctx, "web", metav1.DeleteOptions{}))
+	must(t, svcs.Delete(ctx, "web-tls", metav1.DeleteOptions{}))
+	if got := ingress(t, cs, "thief", some); !slices.Equal(got, web) {
+		t.Errorf("thief: %v, want %v, which it asks for, once web and web-tls are deleted", got, web)
+	}
+	if s, _ := svcs.Get(ctx, "theirs", metav1.GetOptions{}); len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("theirs (another class): %v, want it left alone", s.Status.LoadBalancer.Ingress)
+	}
+	for pool, want := range map[string]string{"c-overlap": "overlaps block 192.0.2.1-192.0.2.6 of pool a-v4", "d-cluster": "overlaps the cluster network 10.244.0.0/16", "a-v4": ""} {
+		var p LoadBalancerIPPool
+		must(t, cs.CoreV1().RESTClient().Get().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools/"+pool).Do(ctx).Into(&p))
+		var c *metav1.Condition
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == PoolConflict {
+				c = &p.Status.Conditions[i]
+			}
+		}
+		switch {
+		case c == nil:
+			t.Errorf("pool %s: no %s condition: %+v", pool, PoolConflict, p.Status)
+		case want == "" && c.Status != metav1.ConditionFalse, want != "" && (c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want)):
+			t.Errorf("pool %s: %+v, want %q", pool, c, want)
+		}
+	}
+}
+
+// TestLBIPAMAgent is one controller in a child process of
+// TestKubeLBIPAMFailover (skipped otherwise); each status write waits
+// LBIPAM_AGENT_DELAY first, so that a kill lands in the middle of a pass.
+func TestLBIPAMAgent(t *testing.T) {
+	kc := os.Getenv("LBIPAM_AGENT_KUBECONFIG")
+	if kc == "" {
+		t.Skip("run by TestKubeLBIPAMFailover")
+	}
+	delay, _ := time.ParseDuration(os.Getenv("LBIPAM_AGENT_DELAY"))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM)
+		<-ch
+		cancel()
+	}()
+	must(t, Run(ctx, Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: os.Getenv("LBIPAM_AGENT_NODE")},
+		Every: 200 * time.Millisecond, CRDPoll: 200 * time.Millisecond, BeforeWrite: func(string) { time.Sleep(delay) }}))
+}
+
+// TestKubeLBIPAMFailover: two controllers run at once, and the one that
+// leads is killed (SIGKILL: it gives nothing up) in the middle of
+// allocating, again and again, a new one started each time, while
+// Services keep coming and some go; at no version of the Services, as their watch
+// reports them one change at a time, do two Services hold one address,
+// no Service's address ever changes (each new leader rebuilds the
+// allocations from the Services' status), and in the end every Service
+// holds one.
+func TestKubeLBIPAMFailover(t *testing.T) {
+	cs, kc := startAPI(t)
+	ctx := context.Background()
+	must(t, createPool(cs, "pool", `{"blocks":[{"cidr":"192.0.2.0/26"}]}`)) // 62
+	svcs := cs.CoreV1().Services("default")
+	w, err := svcs.Watch(ctx, metav1.ListOptions{})
+	must(t, err)
+	defer func() { w.Stop() }()
+	held := map[string]string{} // address -> Service, at each change
+	holds := map[string][]string{}
+	first := map[string]string{} // the first address each Service held
+	var dups []string
+	apply := func(s *corev1.Service, deleted bool) {
+		for _, a := range holds[s.Name] {
+			delete(held, a)
+		}
+		holds[s.Name] = nil
+		if deleted {
+			return
+		}
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if o, ok := held[in.IP]; ok && o != s.Name {
+				dups = append(dups, fmt.Sprintf("%s held by %s and %s at version %s", in.IP, o, s.Name, s.ResourceVersion))
+			}
+			held[in.IP] = s.Name
+			holds[s.Name] = append(holds[s.Name], in.IP)
+			if f, ok := first[s.Name]; ok && f != in.IP {
+				dups = append(dups, fmt.Sprintf("%s moved from %s to %s at version %s: a new leader must keep what the Services hold", s.Name, f, in.IP, s.ResourceVersion))
+			}
+			first[s.Name] = in.IP
+		}
+	}
+	lastRV := ""
+	drain := func() {
+		for {
+			select {
+			case ev, open := <-w.ResultChan():
+				if !open { // (the server ends watches: go on from the last version seen)
+					w, err = svcs.Watch(ctx, metav1.ListOptions{ResourceVersion: lastRV})
+					must(t, err)
+					continue
+				}
+				if s, ok := ev.Object.(*corev1.Service); ok {
+					apply(s, ev.Type == "DELETED")
+					lastRV = s.ResourceVersion
+				} else {
+					t.Logf("watch: %s %v", ev.Type, ev.Object)
+				}
+			default:
+				return
+			}
+		}
+	}
+
+	agents := map[string]*exec.Cmd{}
+	n := 0
+	start := func() {
+		n++
+		node := fmt.Sprintf("node-%d", n)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestLBIPAMAgent$", "-test.v")
+		cmd.Env = append(os.Environ(), "LBIPAM_AGENT_KUBECONFIG="+kc, "LBIPAM_AGENT_NODE="+node, "LBIPAM_AGENT_DELAY=30ms")
+		out, err := os.Create(t.TempDir() + "/agent.log")
+		must(t, err)
+		cmd.Stdout, cmd.Stderr = out, out
+		must(t, cmd.Start())
+		agents[node] = cmd
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	leader := func() string {
+		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, LeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	start()
+	start()
+	total, kills := 0, 0
+	deleted := 0
+	for round := 0; round < 6; round++ {
+		if round > 0 { // a hole among the addresses given: filled, never closed by moving the others
+			deleted++
+			must(t, svcs.Delete(ctx, fmt.Sprintf("s%02d", 8*round-3), metav1.DeleteOptions{}))
+		}
+		for range 8 {
+			total++
+			_, err := svcs.Create(ctx, lbService(fmt.Sprintf("s%02d", total), 80), metav1.CreateOptions{})
+			must(t, err)
+		}
+		// Kill the leader once it wrote a few of this round's.
+		before := countHeld(holds)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			drain()
+			if countHeld(holds) >= before+2 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if l := leader(); agents[l] != nil {
+			must(t, agents[l].Process.Kill())
+			agents[l].Wait()
+			delete(agents, l)
+			kills++
+			start()
+		}
+	}
+	if kills < 4 {
+		t.Errorf("%d leaders killed, want at least 4", kills)
+	}
+	for deadline := time.Now().Add(time.Minute); countHeld(holds) < total-deleted && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		drain()
+	}
+	drain()
+	if countHeld(holds) != total-deleted {
+		t.Errorf("%d of %d Services hold an address: %v", countHeld(holds), total-deleted, holds)
+	}
+	for _, d := range dups {
+		t.Error(d)
+	}
+}
+
+func countHeld(holds map[string][]string) int {
+	n := 0
+	for _, h := range holds {
+		if len(h) > 0 {
+			n++
+		}
+	}
+	return n
+}
