@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	admv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/test/kube"
@@ -406,4 +408,58 @@ func countHeld(holds map[string][]string) int {
 		}
 	}
 	return n
+}
+
+// TestKubePoolPolicy: cnibox.yaml's policy cnibox-loadbalancerippool, with
+// its ConfigMap as the parameter, refuses a pool with a block in the
+// cluster network of net-conf.json (a cidr in it or holding it, a start or
+// a stop in it), naming the block and the network; it takes one outside.
+func TestKubePoolPolicy(t *testing.T) {
+	cs, _ := startAPI(t)
+	ctx := context.Background()
+	b, err := os.ReadFile("../../deploy/kubernetes/cnibox.yaml")
+	must(t, err)
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var meta struct {
+			Kind     string
+			Metadata metav1.ObjectMeta
+		}
+		if yaml.Unmarshal([]byte(doc), &meta) != nil {
+			continue
+		}
+		switch {
+		case meta.Kind == "ValidatingAdmissionPolicy" && meta.Metadata.Name == "cnibox-loadbalancerippool":
+			var p admv1.ValidatingAdmissionPolicy
+			must(t, yaml.UnmarshalStrict([]byte(doc), &p))
+			_, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
+			must(t, err)
+		case meta.Kind == "ValidatingAdmissionPolicyBinding" && meta.Metadata.Name == "cnibox-loadbalancerippool":
+			var p admv1.ValidatingAdmissionPolicyBinding
+			must(t, yaml.UnmarshalStrict([]byte(doc), &p))
+			_, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &p, metav1.CreateOptions{})
+			must(t, err)
+		case meta.Kind == "ConfigMap" && meta.Metadata.Name == "cnibox":
+			var cm corev1.ConfigMap
+			must(t, yaml.UnmarshalStrict([]byte(doc), &cm))
+			_, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, &cm, metav1.CreateOptions{})
+			must(t, err)
+		}
+	}
+	// The policy takes a moment to be in force.
+	var err2 error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err2 = createPool(cs, "inside", `{"blocks":[{"cidr":"10.244.3.0/24"}]}`); err2 != nil {
+			break
+		}
+		cs.CoreV1().RESTClient().Delete().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools/inside").Do(ctx)
+	}
+	if err2 == nil || !strings.Contains(err2.Error(), "spec.blocks: 10.244.3.0/24 overlaps the cluster network 10.244.0.0/16 of net-conf.json") {
+		t.Errorf("a pool in the cluster network: %v, want a refusal naming the block and the network", err2)
+	}
+	for _, spec := range []string{`{"blocks":[{"cidr":"10.0.0.0/8"}]}`, `{"blocks":[{"start":"10.244.255.250","stop":"10.245.0.5"}]}`} {
+		if err := createPool(cs, "holds", spec); err == nil || !strings.Contains(err.Error(), "overlaps the cluster network") {
+			t.Errorf("pool %s: %v, want refused", spec, err)
+		}
+	}
+	must(t, createPool(cs, "outside", `{"blocks":[{"cidr":"192.0.2.0/24"},{"start":"10.245.0.1","stop":"10.245.0.9"}]}`))
 }

@@ -109,6 +109,7 @@ type flags struct {
 	dnsResolvers           []netip.Addr
 	ipam                   clusterIPAMFlags // clusteripam.go
 	svc                    serviceFlags     // services_flags.go
+	lb                     lbIPAMFlags      // lbipam_flags.go
 
 	// set holds the names of the flags given on the command line or by
 	// FLANNELD_<FLAG>.
@@ -274,6 +275,7 @@ func (f *flags) flagSet(stderr io.Writer) *flag.FlagSet {
 	f.pod.register(fs)
 	f.ipam.register(fs)
 	f.svc.register(fs)
+	f.lb.register(fs)
 	return fs
 }
 
@@ -351,6 +353,9 @@ func (f *flags) validate() error {
 	}
 	if f.multiNetworkPolicies && (!f.pod.enabled() || f.pod.only) {
 		return fmt.Errorf("--multi-network-policies: the secondary networks' policies are written as the multi role's ADD reports a pod's networks, through the pod API: add --pod-api")
+	}
+	if err := f.lb.validate(); err != nil {
+		return err
 	}
 	if err := f.svc.validate(); err != nil {
 		return err

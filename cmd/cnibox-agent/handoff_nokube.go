@@ -21,7 +21,7 @@ const kubeBinary = "cnibox-agent-kube"
 // that name cnibox-agent keep working. It returns only on failure; nil
 // when nothing needs Kubernetes.
 func kubeHandoff(f *flags, args []string) error {
-	if !f.kubeSubnetMgr && !f.pod.enabled() && !f.ipam.needsKube() && !f.svc.proxy {
+	if !f.kubeSubnetMgr && !f.pod.enabled() && !f.ipam.needsKube() && !f.svc.proxy && !f.lb.on {
 		return nil
 	}
 	self, err := os.Executable()

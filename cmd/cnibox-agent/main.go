@@ -91,7 +91,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		return err
 	}
 	defer wait()
-	if f.kubeSubnetMgr || f.pod.enabled() || f.ipam.needsKube() || f.svc.proxy {
+	if f.kubeSubnetMgr || f.pod.enabled() || f.ipam.needsKube() || f.svc.proxy || f.lb.on {
 		if f.nodeName, err = resolveNodeName(ctx, f, env, log); err != nil {
 			return err
 		}
@@ -106,6 +106,12 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		return err
 	}
 	defer stopServices()
+	{
+		// (stopped first whichever way the agent ends: it gives the Lease up)
+		lctx, cancel := context.WithCancel(ctx)
+		wait := startLBIPAM(lctx, f, health, log) // lbipam.go: --lb-ipam
+		defer func() { cancel(); wait() }()
+	}
 	log.Debug("flanneld environment", "EVENT_QUEUE_DEPTH", env.eventQueueDepth, "CONT_WHEN_CACHE_NOT_READY", env.contWhenCacheNotReady)
 	if f.pod.enabled() || f.ipam.enabled() {
 		// The pod API stops with the agent, whichever way the agent ends

@@ -142,7 +142,7 @@ func TestChartDefaultsAreTheManifest(t *testing.T) {
 	}
 	sameObjects(t, "the chart with dhcp.enabled", chartObjects(t, "--set", "dhcp.enabled=true"), want)
 
-	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "staged-policies-crds.yaml", "multi-networkpolicy-crd.yaml", "egressgateway-crd.yaml"} {
+	for _, crd := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "staged-policies-crds.yaml", "multi-networkpolicy-crd.yaml", "egressgateway-crd.yaml", "loadbalancerippool-crd.yaml"} {
 		if readFile(t, filepath.Join(chartDir, "crds", crd)) != readFile(t, crd) {
 			t.Errorf("%s/crds/%s is not deploy/kubernetes/%s: copy it there", chartDir, crd, crd)
 		}
@@ -491,4 +491,27 @@ func TestChartServiceProxy(t *testing.T) {
 	if slices.ContainsFunc(load(t).ds.Spec.Template.Spec.Containers[0].Command, func(a string) bool { return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses") }) {
 		t.Error("the defaults turn the Services proxy on")
 	}
+}
+
+// TestChartLoadBalancerIPAM: loadBalancerIPAM.enabled turns on the agent's
+// LoadBalancer IPAM (--lb-ipam) and binds its ClusterRole and its Role of
+// the Lease; the defaults have neither.
+func TestChartLoadBalancerIPAM(t *testing.T) {
+	renderChart(t, "--set", "loadBalancerIPAM.enabled=true")
+	if cmd := load(t).ds.Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--lb-ipam") {
+		t.Errorf("agent command %v lacks --lb-ipam", cmd)
+	}
+	r := loadRBAC(t, "cnibox.yaml")
+	if _, ok := r.clusterRoles["cnibox-lb-ipam"]; !ok {
+		t.Error("loadBalancerIPAM.enabled: no ClusterRole cnibox-lb-ipam")
+	}
+	if _, ok := r.roles["cnibox-lb-ipam"]; !ok {
+		t.Error("loadBalancerIPAM.enabled: no Role cnibox-lb-ipam")
+	}
+	t.Run("RBAC", TestRBAC) // the roles' rules and bindings, exactly
+	renderChart(t)
+	if slices.Contains(load(t).ds.Spec.Template.Spec.Containers[0].Command, "--lb-ipam") {
+		t.Error("the defaults turn the LoadBalancer IPAM on")
+	}
+	t.Run("defaults/RBAC", TestRBAC)
 }

@@ -119,6 +119,23 @@ var (
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 	}
+	// the LoadBalancer IPAM (--lb-ipam, off by default; agent/lbipam):
+	// its informers of the Services and pools while it leads (the nodes:
+	// the cache's), the Services' networks, the status writes and the
+	// Warning Events ...
+	lbIPAMClusterRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services", "nodes"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"services/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"cnibox.io"}, Resources: []string{"loadbalancerippools"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"cnibox.io"}, Resources: []string{"loadbalancerippools/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	}
+	// ... and its Lease (agent/lbipam/lease.go), in the agent's namespace
+	lbIPAMRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"cnibox-lb-ipam"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+	}
 	// egress gateways (agent/egress: its informers and status write) ...
 	egressClusterRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"cnibox.io"}, Resources: []string{"egressgateways"}, Verbs: []string{"list", "watch"}},
@@ -168,6 +185,7 @@ func checkRBAC(t *testing.T, file, sa string, agentCmd []string) {
 		{"-policy", has("--kube-subnet-mgr") && !has("--network-policy=false"), policyRules, nil, ""},
 		{"-cluster-network-policies", has("--cluster-network-policies"), clusterPolicyRules, nil, ""},
 		{"-service-proxy", has("--service-proxy"), serviceProxyRules, nil, ""},
+		{"-lb-ipam", has("--lb-ipam"), lbIPAMClusterRules, lbIPAMRules, ""},
 		{"-egress", has("--kube-subnet-mgr"), egressClusterRules, egressRules, "cnibox-egress"},
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: "kube-system"}}

@@ -48,7 +48,7 @@ func start(t *testing.T) *cluster {
 	bin := kubeBin(t)
 	kc := kube.Start(t, []string{"KCP_CACHE=" + bin})
 	c := &cluster{t: t, kubectl: filepath.Join(bin, "kubectl"), kubeconfig: kc}
-	for _, f := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "egressgateway-crd.yaml", "cnibox.yaml", "cnibox-multus.yaml"} {
+	for _, f := range []string{"nad-crd.yaml", "whereabouts-crds.yaml", "egressgateway-crd.yaml", "loadbalancerippool-crd.yaml", "cnibox.yaml", "cnibox-multus.yaml"} {
 		c.must("apply", "-f", "../../deploy/kubernetes/"+f)
 	}
 	return c
@@ -309,6 +309,7 @@ func TestKubeAdmissionPolicy(t *testing.T) {
 				{"an owner", []string{"patch", "pod", "mine", "-n", "default", "--type=merge", "-p", `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"node-b","uid":"1"}]}}`}, false},
 				{"the pod's spec", []string{"patch", "pod", "mine", "-n", "default", "--type=merge", "-p", `{"spec":{"activeDeadlineSeconds":1}}`}, false},
 				{"the reclaim's Lease", []string{"create", "lease", "cnibox-whereabouts-reclaim", "-n", "kube-system"}, true},
+				{"the LB IPAM's Lease", []string{"create", "lease", "cnibox-lb-ipam", "-n", "kube-system"}, true},
 				{"another Lease", []string{"create", "lease", "kube-scheduler-2", "-n", "kube-system"}, false},
 				// egress (cnibox.yaml's agent: cnibox-multus has no right
 				// there), in order: an address's Lease held for node-a,
@@ -346,6 +347,7 @@ func TestKubeAdmissionPolicy(t *testing.T) {
 				}
 			}
 			c.must("delete", "lease", "cnibox-whereabouts-reclaim", "-n", "kube-system", "--ignore-not-found")
+			c.must("delete", "lease", "cnibox-lb-ipam", "-n", "kube-system", "--ignore-not-found")
 			c.must("delete", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", "--ignore-not-found")
 			if got := c.must("get", "pod", "mine", "-n", "default", "-o", "jsonpath={.metadata.labels.app} {.metadata.annotations.keep} {.metadata.finalizers}"); got != "web me" {
 				t.Errorf("pod mine after the refused patches: labels.app, annotations.keep, finalizers %q, want %q", got, "web me")

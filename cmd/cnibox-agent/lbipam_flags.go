@@ -1,0 +1,34 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+)
+
+// lbIPAMFlags configure the LoadBalancer IPAM (agent/lbipam,
+// docs/loadbalancer.md).
+type lbIPAMFlags struct {
+	on        bool
+	namespace string
+	renew     time.Duration
+}
+
+func (l *lbIPAMFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&l.on, "lb-ipam", false, "kube: give Services of type LoadBalancer (spec.loadBalancerClass unset or cnibox.io/lb) addresses from the LoadBalancerIPPools "+
+		"(deploy/kubernetes/loadbalancerippool-crd.yaml): one agent of the cluster at a time, elected on the Lease cnibox-lb-ipam (docs/loadbalancer.md) (cnibox)")
+	fs.StringVar(&l.namespace, "lb-ipam-namespace", "kube-system", "kube, with --lb-ipam: the namespace of the Lease cnibox-lb-ipam (cnibox)")
+	fs.DurationVar(&l.renew, "lb-ipam-renew", 2*time.Second, "kube, with --lb-ipam: how often the allocating agent renews its Lease, which lasts three times that: "+
+		"another agent takes over that long after the holder died (cnibox)")
+}
+
+// validate checks the flags.
+func (l *lbIPAMFlags) validate() error {
+	if l.renew < 100*time.Millisecond {
+		return fmt.Errorf("--lb-ipam-renew %s: use at least 100ms, e.g. 2s", l.renew)
+	}
+	if l.namespace == "" {
+		return fmt.Errorf("--lb-ipam-namespace is empty: name the Lease's namespace, e.g. kube-system")
+	}
+	return nil
+}
