@@ -236,8 +236,9 @@ func Plan(pools []*Pool, svcs []*Service) (map[string]Result, map[string]Usage) 
 }
 
 // keep claims and returns what s holds that it may keep: one address a
-// family it takes, in a usable pool, asked for when it asks, free of any
-// claim it may not share.
+// family it takes, in a pool that selects it (disabled or not: a disabled
+// pool gives nothing new and takes nothing back) and has no conflict,
+// asked for when it asks, free of any claim it may not share.
 func (p *planner) keep(s *Service) []netip.Addr {
 	ls := s.labels()
 	want := s.wanted()
@@ -250,7 +251,7 @@ func (p *planner) keep(s *Service) []netip.Addr {
 		if len(s.Requested) > 0 && !slices.Contains(s.Requested, a) {
 			continue
 		}
-		if pl, _ := p.poolOf(a, s, ls); pl == nil || !p.free(a, s) {
+		if !p.keeps(a, ls) || !p.free(a, s) {
 			continue
 		}
 		p.claim(a, s)
@@ -383,4 +384,12 @@ func sortFamilies(as []netip.Addr, fams []int) []netip.Addr {
 		return slices.Index(fams, family(a)) - slices.Index(fams, family(b))
 	})
 	return as
+}
+
+// keeps reports whether a Service of labels ls may keep a: a pool without
+// a conflict whose selector selects the Service holds it.
+func (p *planner) keeps(a netip.Addr, ls labels.Labels) bool {
+	return slices.ContainsFunc(p.pools, func(pl *Pool) bool {
+		return pl.Conflict == "" && (pl.Selector == nil || pl.Selector.Matches(ls)) && pl.holds(a)
+	})
 }

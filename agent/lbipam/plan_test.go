@@ -96,6 +96,8 @@ func TestPlan(t *testing.T) {
 	sel.Selector = labels.SelectorFromSet(labels.Set{"team": "b"})
 	off := pool("off", "203.0.113.0-203.0.113.5")
 	off.Disabled = true
+	late := pool("late", "192.0.2.2-192.0.2.3") // overlaps web, younger
+	late.Created = time.Unix(5, 0)
 	type want struct {
 		addrs  string // comma separated; "-" none
 		reason string
@@ -129,7 +131,9 @@ func TestPlan(t *testing.T) {
 		{"the selector (pools by age, then name)", []*Pool{web, sel}, []*Service{svc(1, "a", func(s *Service) { s.Labels = map[string]string{"team": "b"} }), svc(2, "b")},
 			map[string]want{"a": {"198.51.100.10", ""}, "b": {"192.0.2.1", ""}}},
 		{"a disabled pool", []*Pool{off}, []*Service{svc(1, "a")}, map[string]want{"a": {"-", ReasonNoPool}}},
-		{"a disabled pool keeps nothing", []*Pool{off, web}, []*Service{svc(1, "a", func(s *Service) { s.Holds = addrs("203.0.113.1") })},
+		{"a disabled pool takes nothing back", []*Pool{off, web}, []*Service{svc(1, "a", func(s *Service) { s.Holds = addrs("203.0.113.1") })},
+			map[string]want{"a": {"203.0.113.1", ""}}},
+		{"a pool in conflict keeps nothing", []*Pool{web, late}, []*Service{svc(1, "a", func(s *Service) { s.Holds = addrs("192.0.2.3") })},
 			map[string]want{"a": {"192.0.2.1", ""}}},
 		{"requested", []*Pool{web}, []*Service{svc(1, "a"), svc(2, "b", func(s *Service) { s.Requested = addrs("192.0.2.1") })},
 			map[string]want{"a": {"192.0.2.1", ""}, "b": {"-", ReasonRefused}}},
@@ -174,6 +178,9 @@ func TestPlan(t *testing.T) {
 			map[string]want{"was": {"-", ""}, "a": {"192.0.2.1", ""}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			for _, p := range c.pools {
+				p.Conflict = ""
+			}
 			Refuse(c.pools, nil)
 			got, _ := Plan(c.pools, c.svcs)
 			for name, w := range c.want {

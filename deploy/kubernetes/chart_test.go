@@ -488,7 +488,9 @@ func TestChartServiceProxy(t *testing.T) {
 	}
 	t.Run("RBAC", TestRBAC) // the role's rules and binding, exactly
 	renderChart(t)
-	if slices.ContainsFunc(load(t).ds.Spec.Template.Spec.Containers[0].Command, func(a string) bool { return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses") }) {
+	if slices.ContainsFunc(load(t).ds.Spec.Template.Spec.Containers[0].Command, func(a string) bool {
+		return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses")
+	}) {
 		t.Error("the defaults turn the Services proxy on")
 	}
 }
