@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,15 +103,16 @@ func warning(t *testing.T, cs kubernetes.Interface, name, reason, text string) {
 	t.Fatalf("Service %s: events %q, want a Warning %s with %q", name, seen, reason, text)
 }
 
-// runController runs the controller in the test until the test ends.
-func runController(t *testing.T, kc, node string) {
+// runController runs the controller in the test until the test ends,
+// its metrics in reg.
+func runController(t *testing.T, kc, node string, reg *prometheus.Registry) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
 		err := Run(ctx, Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: node}, Every: 200 * time.Millisecond, CRDPoll: 200 * time.Millisecond,
-			ClusterNetworks: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+			ClusterNetworks: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Register: reg.Register})
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -160,7 +162,8 @@ func TestKubeLBIPAM(t *testing.T) {
 	must(t, createPool(cs, "b-v6", `{"blocks":[{"start":"2001:db8::10","stop":"2001:db8::11"}]}`))
 	must(t, createPool(cs, "c-overlap", `{"blocks":[{"cidr":"192.0.2.4/30"}]}`))
 	must(t, createPool(cs, "d-cluster", `{"blocks":[{"cidr":"10.244.7.0/24"}]}`))
-	runController(t, kc, "node-a")
+	reg := prometheus.NewRegistry()
+	runController(t, kc, "node-a", reg)
 	svcs := cs.CoreV1().Services("default")
 	create := func(s *corev1.Service) {
 		t.Helper()
@@ -204,6 +207,15 @@ func TestKubeLBIPAM(t *testing.T) {
 	ingress(t, cs, "last", some) // (.5: the pool's last)
 	create(lbService("over", 80))
 	warning(t, cs, "over", ReasonExhausted, "a-v4")
+	for name, want := range map[string]float64{
+		`cnibox_agent_lb_ipam_pool_addresses_used{pool="a-v4"}`: 6, `cnibox_agent_lb_ipam_pool_addresses_free{pool="a-v4"}`: 0,
+		`cnibox_agent_lb_ipam_pool_addresses_used{pool="b-v6"}`: 1, `cnibox_agent_lb_ipam_pool_addresses_free{pool="b-v6"}`: 1,
+		`cnibox_agent_lb_ipam_leader`: 1, `cnibox_agent_lb_ipam_services_short`: 2, // over and thief
+	} {
+		if got := gauge(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
 
 	other := "example.com/other"
 	create(lbService("theirs", 80, func(s *corev1.Service) { s.Spec.LoadBalancerClass = &other }))
@@ -462,4 +474,27 @@ func TestKubePoolPolicy(t *testing.T) {
 		}
 	}
 	must(t, createPool(cs, "outside", `{"blocks":[{"cidr":"192.0.2.0/24"},{"start":"10.245.0.1","stop":"10.245.0.9"}]}`))
+}
+
+// gauge is the value of the gauge name{labels} in reg (-1: none).
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	must(t, err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			id := mf.GetName()
+			if len(m.GetLabel()) > 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+`="`+l.GetValue()+`"`)
+				}
+				id += "{" + strings.Join(ls, ",") + "}"
+			}
+			if id == name && m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
