@@ -1,0 +1,52 @@
+//go:build !nokube
+
+package lbipam
+
+import (
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestElectionFence: the holder writes only while its last renewal, from
+// when it was sent, is younger than the Lease's duration less a period;
+// another agent counts a Lease expired only once its record went unchanged
+// for the whole duration of its own clock; so the holder has stopped
+// writing a period before anyone may take over.
+func TestElectionFence(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	now := t0
+	e := &election{identity: "a", every: 2 * time.Second, duration: 6, now: func() time.Time { return now }}
+	if e.fresh() {
+		t.Error("fresh before any renewal")
+	}
+	e.sent = t0
+	for d, want := range map[time.Duration]bool{0: true, 3900 * time.Millisecond: true, 4 * time.Second: false, time.Minute: false} {
+		now = t0.Add(d)
+		if e.fresh() != want {
+			t.Errorf("%s after the renewal was sent: fresh %v, want %v", d, !want, want)
+		}
+	}
+
+	other := &election{identity: "b", every: 2 * time.Second, duration: 6}
+	holder, dur := "a", int32(6)
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7"}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur}}
+	// b first sees a's renewal long after it was sent: the count starts there.
+	seen := t0.Add(3 * time.Second)
+	for d, want := range map[time.Duration]bool{0: false, 6 * time.Second: false, 6001 * time.Millisecond: true} {
+		if got := other.expired(l, seen.Add(d)); got != want {
+			t.Errorf("%s after b first saw a's record: expired %v, want %v", d, got, want)
+		}
+	}
+	l.ResourceVersion = "8" // a renewed: the count starts again
+	if other.expired(l, seen.Add(7*time.Second)) || other.expired(l, seen.Add(12*time.Second)) {
+		t.Error("a renewed Lease counted expired before a whole duration passed since the renewal was seen")
+	}
+	empty := ""
+	l.Spec.HolderIdentity = &empty
+	if !other.expired(l, seen.Add(12*time.Second)) {
+		t.Error("a released Lease is not free at once")
+	}
+}
