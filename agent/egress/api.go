@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
 )
 
 // GroupVersion is EgressGateway's API.
@@ -56,11 +58,7 @@ type HeldIP struct {
 }
 
 // EgressGatewayList is a list of them.
-type EgressGatewayList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []EgressGateway `json:"items"`
-}
+type EgressGatewayList kubeapi.List[EgressGateway]
 
 // DeepCopyObject implements runtime.Object.
 func (g *EgressGateway) DeepCopyObject() runtime.Object {
@@ -81,9 +79,5 @@ func (g *EgressGateway) DeepCopyObject() runtime.Object {
 
 // DeepCopyObject implements runtime.Object.
 func (l *EgressGatewayList) DeepCopyObject() runtime.Object {
-	out := &EgressGatewayList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy()}
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*EgressGateway))
-	}
-	return out
+	return (*EgressGatewayList)(kubeapi.DeepCopyList((*kubeapi.List[EgressGateway])(l)))
 }

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cnibox/cnibox/agent/kubeapi"
 )
 
 // GroupVersion is LoadBalancerIPPool's API.
@@ -68,11 +70,7 @@ type PoolStatus struct {
 }
 
 // LoadBalancerIPPoolList is a list of them.
-type LoadBalancerIPPoolList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []LoadBalancerIPPool `json:"items"`
-}
+type LoadBalancerIPPoolList kubeapi.List[LoadBalancerIPPool]
 
 // DeepCopyObject implements runtime.Object.
 func (p *LoadBalancerIPPool) DeepCopyObject() runtime.Object {
@@ -88,11 +86,7 @@ func (p *LoadBalancerIPPool) DeepCopyObject() runtime.Object {
 
 // DeepCopyObject implements runtime.Object.
 func (l *LoadBalancerIPPoolList) DeepCopyObject() runtime.Object {
-	out := &LoadBalancerIPPoolList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy()}
-	for i := range l.Items {
-		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*LoadBalancerIPPool))
-	}
-	return out
+	return (*LoadBalancerIPPoolList)(kubeapi.DeepCopyList((*kubeapi.List[LoadBalancerIPPool])(l)))
 }
 
 // svcObj is what the controller's informer keeps of a Service: what the

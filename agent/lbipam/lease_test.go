@@ -35,9 +35,14 @@ func TestElectionFence(t *testing.T) {
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7"}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur}}
 	// b first sees a's renewal long after it was sent: the count starts there.
 	seen := t0.Add(3 * time.Second)
-	for d, want := range map[time.Duration]bool{0: false, 6 * time.Second: false, 6001 * time.Millisecond: true} {
-		if got := other.expired(l, seen.Add(d)); got != want {
-			t.Errorf("%s after b first saw a's record: expired %v, want %v", d, got, want)
+	// in this order: expired notes when it first saw the record (a map's
+	// order would start the count at a random step)
+	for _, c := range []struct {
+		d    time.Duration
+		want bool
+	}{{0, false}, {6 * time.Second, false}, {6001 * time.Millisecond, true}} {
+		if got := other.expired(l, seen.Add(c.d)); got != c.want {
+			t.Errorf("%s after b first saw a's record: expired %v, want %v", c.d, got, c.want)
 		}
 	}
 	l.ResourceVersion = "8" // a renewed: the count starts again

@@ -148,20 +148,24 @@ func (t *txn) abort() {
 	_ = t.h.nft.Flush() // ENOENT: nothing of it was applied
 }
 
-// sendBatch sends msgs between a batch begin and end on the raw socket
-// under the connection and collects one ack per message.
-func (h *Handle) sendBatch(msgs []mdnetlink.Message) error {
+// inBatch is msgs between an nftables batch begin and end.
+func inBatch(msgs []mdnetlink.Message) []mdnetlink.Message {
 	batch := make([]mdnetlink.Message, 0, len(msgs)+2)
 	batch = append(batch, mdnetlink.Message{
 		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_BEGIN, Flags: mdnetlink.Request},
 		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
 	})
 	batch = append(batch, msgs...)
-	batch = append(batch, mdnetlink.Message{
+	return append(batch, mdnetlink.Message{
 		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_END, Flags: mdnetlink.Request},
 		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
 	})
-	if _, err := h.nfRaw.SendMessages(batch); err != nil {
+}
+
+// sendBatch sends msgs between a batch begin and end on the raw socket
+// under the connection and collects one ack per message.
+func (h *Handle) sendBatch(msgs []mdnetlink.Message) error {
+	if _, err := h.nfRaw.SendMessages(inBatch(msgs)); err != nil {
 		return err
 	}
 	var errs []error

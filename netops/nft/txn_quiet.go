@@ -69,17 +69,7 @@ func (t *txn) commitQuiet(table *nftables.Table) error {
 	msgs[len(msgs)-1].Header.Flags |= mdnetlink.Acknowledge
 	transactions.Add(1)
 	h := t.h
-	batch := make([]mdnetlink.Message, 0, len(msgs)+2)
-	batch = append(batch, mdnetlink.Message{
-		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_BEGIN, Flags: mdnetlink.Request},
-		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
-	})
-	batch = append(batch, msgs...)
-	batch = append(batch, mdnetlink.Message{
-		Header: mdnetlink.Header{Type: unix.NFNL_MSG_BATCH_END, Flags: mdnetlink.Request},
-		Data:   nfgenmsg(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES),
-	})
-	sent, err := h.nfRaw.SendMessages(batch)
+	sent, err := h.nfRaw.SendMessages(inBatch(msgs))
 	if err != nil {
 		h.reopen()
 		return fmt.Errorf("send %d nftables messages: %w", len(msgs), err)
