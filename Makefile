@@ -21,7 +21,7 @@ TEST_DEBS  := iproute2 nftables iptables ipset iperf3 podman runc busybox-static
 # Elsewhere those tests skip unless firewalld is installed by hand.
 TEST_DEBS  += $(if $(filter systemd,$(shell cat /proc/1/comm 2>/dev/null)),,firewalld)
 
-.PHONY: build install test unit check e2e demo deps bench bench-scale bench-policy lint clean fuzz soak
+.PHONY: build install test unit check e2e demo deps bench bench-scale bench-policy bench-services lint clean fuzz soak
 
 # BINDIR: where build writes the binaries (make image builds each of
 # IMAGE_ARCHES into bin/linux-ARCH with GOARCH set).
@@ -392,6 +392,25 @@ bench-datapath: build
 	bash test/kube/control-plane.sh build >/dev/null
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchdatapath -agent-kube $(CURDIR)/bin/cnibox-agent-kube \
 		-kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_DATAPATH_ARGS)
+
+# bench-services: the Services proxy's control plane beside kube-proxy
+# v1.34.2 in nftables mode (built once into the control plane's cache by
+# test/kube/control-plane.sh; it execs nft: Debian's nftables), in one run
+# on one real control plane: 1,000, 10,000 and 30,000 ClusterIP Services x
+# 4 ready endpoints (API objects, no pods), each proxy alone in a fresh
+# node namespace: first sync, one change p50/p99 (a Service created to its
+# ClusterIP in the kernel's map), RSS after the first sync; the Markdown
+# table and the issue's goals on stdout. cnibox's side is reported
+# unavailable while bin/cnibox-agent-kube has no --service-proxy.
+# BENCH_SERVICES_ARGS='-n 1000 -samples 10' for a quick run; about 25
+# minutes in full. docs/benchmarks.md. Not in make test or CI.
+.PHONY: bench-services
+bench-services: build
+	@missing=$$(for p in etcd-server nftables openssl curl; do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	[ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null)
+	kube=$$(bash test/kube/control-plane.sh build kube-proxy) && \
+	$(GO) run ./test/benchservices -kube-proxy $$kube/kube-proxy -agent-kube $(CURDIR)/bin/cnibox-agent-kube \
+		-kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_SERVICES_ARGS)
 
 # bench-scale: one real agent among N simulated nodes (N=1000,5000) for the
 # etcd backend (leases written into etcd) and the kube backend (realistic

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cnibox/cnibox/test/internal/benchnode"
+)
+
+// runSide runs proxy p at the cluster's current number of Services on a
+// fresh node namespace: the first sync, the memory after it, then -samples
+// changes one at a time. It removes the samples from the API afterwards.
+func (c *cluster) runSide(p proxy) *result {
+	o := c.o
+	n := c.services
+	r := &result{Side: p.name(), Anchor: p.anchor(), Services: n}
+	if why := p.unavailable(); why != "" {
+		r.Unavailable = why
+		o.logf("%s at %d Services: unavailable: %s", p.name(), n, why)
+		return r
+	}
+	nd, err := c.newNode(p.tag(), n)
+	defer func() {
+		nd.close()
+		if err := c.cleanSamples(); err != nil {
+			o.logf("remove the samples: %v", err)
+		}
+	}()
+	if err == nil {
+		nd.watch, err = watchMap(nd.Path, p.target(), benchPrefix)
+	}
+	if err != nil {
+		r.Err = fmt.Sprintf("node namespace: %v", err)
+		return r
+	}
+	t0 := time.Now()
+	if err := p.start(c, nd); err != nil {
+		r.Err = fmt.Sprintf("start: %v", err)
+		return r
+	}
+	done, err := nd.watch.waitCount(n, o.timeout, nd.alive)
+	if err != nil {
+		r.Err = fmt.Sprintf("first sync: %v", err)
+		return r
+	}
+	r.SyncS = done.Sub(t0).Seconds()
+	pid := nd.proc.Pid()
+	m := benchnode.ReadMem(pid)
+	r.RSSMiB, r.PSSMiB = float64(m.RSS)/1024, float64(benchnode.PSS(pid))/1024
+	o.logf("%s at %d Services: first sync %s, RSS %.1f MiB (PSS %.1f)", p.name(), n, secs(r.SyncS), r.RSSMiB, r.PSSMiB)
+
+	var lat []float64
+	for range o.samples {
+		ms, err := c.oneChange(nd)
+		if err != nil {
+			r.Err = fmt.Sprintf("one change: %v", err)
+			break
+		}
+		lat = append(lat, ms)
+	}
+	r.Samples = len(lat)
+	r.ChangeP50, r.ChangeP99, r.ChangeMax = percentiles(lat)
+	if r.Samples > 0 {
+		o.logf("%s at %d Services: one change p50 %s p99 %s max %s (%d)", p.name(), n, msecs(r.ChangeP50), msecs(r.ChangeP99), msecs(r.ChangeMax), r.Samples)
+	}
+	if r.Err != "" {
+		o.logf("%s at %d Services: %s", p.name(), n, r.Err)
+	}
+	return r
+}
+
+// oneChange times one new Service in ms: from its create to its
+// ClusterIP's element in the map. Each change starts once the proxy has
+// committed nothing for -gap (kube-proxy's --min-sync-period holds a sync
+// back until a second after the last one started). Its EndpointSlice is
+// created first and, unless -pair, the proxy left -gap again to take it
+// in (a proxy may commit nothing for a slice of no Service, so the wait
+// is from the slice's create or the last commit, whichever is later):
+// one API event is timed. With -pair the slice and the Service are
+// created back to back and timed from the slice's create: kube-proxy then
+// syncs the slice at once and the Service a second later.
+func (c *cluster) oneChange(nd *node) (float64, error) {
+	o := c.o
+	k, ip, err := c.nextSample()
+	if err != nil {
+		return 0, err
+	}
+	if err := nd.watch.quiet(o.gap, time.Time{}, o.timeout); err != nil {
+		return 0, err
+	}
+	t1 := time.Now()
+	if err := c.createSampleSlice(k); err != nil {
+		return 0, err
+	}
+	if !o.pair {
+		if err := nd.watch.quiet(o.gap, time.Now(), o.timeout); err != nil {
+			return 0, err
+		}
+		t1 = time.Now()
+	}
+	if err := c.createSampleService(k); err != nil {
+		return 0, err
+	}
+	at, err := nd.watch.waitAddr(ip, o.timeout, nd.alive)
+	if err != nil {
+		return 0, err
+	}
+	return at.Sub(t1).Seconds() * 1000, nil
+}
