@@ -22,6 +22,7 @@ type result struct {
 	Samples     int     `json:"one_change_samples"` // how many changes were timed
 	RSSMiB      float64 `json:"rss_mib"`            // VmRSS after the first sync
 	PSSMiB      float64 `json:"pss_mib"`            // smaps_rollup's Pss then
+	Load        string  `json:"load"`               // the load average at the end of the row
 	Unavailable string  `json:"unavailable,omitempty"`
 	Err         string  `json:"error,omitempty"`
 }
@@ -108,15 +109,15 @@ func sizes(rs []*result) []int {
 // Services, then the anchor's over the other's (how many times faster,
 // how many times the memory).
 func writeTable(w io.Writer, rs []*result) {
-	fmt.Fprintln(w, "| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 | RSS after the first sync (PSS) |")
-	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 | RSS after the first sync (PSS) | load |")
+	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | --- |")
 	for _, n := range sizes(rs) {
 		for _, r := range rs {
 			if r.Services != n {
 				continue
 			}
 			if r.Unavailable != "" {
-				fmt.Fprintf(w, "| %s | %s | unavailable: %s | - | - | - |\n", thousands(n), r.Side, r.Unavailable)
+				fmt.Fprintf(w, "| %s | %s | unavailable: %s | - | - | - | |\n", thousands(n), r.Side, r.Unavailable)
 				continue
 			}
 			sync, p50, p99, mem := "-", "-", "-", "-"
@@ -130,13 +131,13 @@ func writeTable(w io.Writer, rs []*result) {
 			if r.Err != "" {
 				sync += " (failed: " + oneLine(r.Err) + ")"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", thousands(n), r.Side, sync, p50, p99, mem)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", thousands(n), r.Side, sync, p50, p99, mem, r.Load)
 		}
 		a, o := pair(rs, n)
 		if a == nil || o == nil || o.Unavailable != "" {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s / %s | %s | %s | %s | %s |\n", thousands(n), a.Side, o.Side,
+		fmt.Fprintf(w, "| %s | %s / %s | %s | %s | %s | %s | |\n", thousands(n), a.Side, o.Side,
 			ratio(a.SyncS, o.SyncS, a.synced() && o.synced()),
 			ratio(a.ChangeP50, o.ChangeP50, a.changed() && o.changed()),
 			ratio(a.ChangeP99, o.ChangeP99, a.changed() && o.changed()),

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/cnibox/cnibox/test/internal/benchnode"
@@ -14,6 +16,7 @@ func (c *cluster) runSide(p proxy) *result {
 	o := c.o
 	n := c.services
 	r := &result{Side: p.name(), Anchor: p.anchor(), Services: n}
+	defer func() { r.Load = loadavg() }()
 	if why := p.unavailable(); why != "" {
 		r.Unavailable = why
 		o.logf("%s at %d Services: unavailable: %s", p.name(), n, why)
@@ -106,4 +109,15 @@ func (c *cluster) oneChange(nd *node) (float64, error) {
 		return 0, err
 	}
 	return at.Sub(t1).Seconds() * 1000, nil
+}
+
+// loadavg is /proc/loadavg's three averages (the machine is shared: a
+// row taken under load says so).
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
