@@ -158,7 +158,7 @@ func (c *cluster) create(name string, ip netip.Addr, o int, labels map[string]st
 func (c *cluster) createSlice(name string, o int, labels map[string]string) error {
 	_, err := c.cs.DiscoveryV1().EndpointSlices(benchNS).Create(c.ctx, slice(name, o, labels), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("EndpointSlice %s: %w", name, err)
+		return fmt.Errorf("create EndpointSlice %s: %w", name, err)
 	}
 	return nil
 }
@@ -166,7 +166,7 @@ func (c *cluster) createSlice(name string, o int, labels map[string]string) erro
 func (c *cluster) createService(name string, ip netip.Addr, labels map[string]string) error {
 	_, err := c.cs.CoreV1().Services(benchNS).Create(c.ctx, service(name, ip, labels), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("Service %s: %w", name, err)
+		return fmt.Errorf("create Service %s: %w", name, err)
 	}
 	return nil
 }

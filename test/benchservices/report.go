@@ -12,19 +12,22 @@ import (
 // not run says why in Unavailable (no number is made up for it); one that
 // failed part way says so in Err, with what it measured before.
 type result struct {
-	Side        string  `json:"side"`
-	Anchor      bool    `json:"anchor"` // kube-proxy: the ratios' numerator
-	Services    int     `json:"services"`
-	SyncS       float64 `json:"first_sync_s"`       // process start to the map holding every Service
-	ChangeP50   float64 `json:"one_change_p50_ms"`  // create to the ClusterIP's element in the map
-	ChangeP99   float64 `json:"one_change_p99_ms"`  // nearest rank
-	ChangeMax   float64 `json:"one_change_max_ms"`  //
-	Samples     int     `json:"one_change_samples"` // how many changes were timed
-	RSSMiB      float64 `json:"rss_mib"`            // VmRSS after the first sync
-	PSSMiB      float64 `json:"pss_mib"`            // smaps_rollup's Pss then
-	Load        string  `json:"load"`               // the load average at the end of the row
-	Unavailable string  `json:"unavailable,omitempty"`
-	Err         string  `json:"error,omitempty"`
+	Side      string  `json:"side"`
+	Anchor    bool    `json:"anchor"` // kube-proxy: the ratios' numerator
+	Services  int     `json:"services"`
+	SyncS     float64 `json:"first_sync_s"`       // process start to the map holding every Service
+	ChangeP50 float64 `json:"one_change_p50_ms"`  // create to the ClusterIP's element in the map
+	ChangeP99 float64 `json:"one_change_p99_ms"`  // nearest rank
+	ChangeMax float64 `json:"one_change_max_ms"`  //
+	Samples   int     `json:"one_change_samples"` // how many changes were timed
+	RSSMiB    float64 `json:"rss_mib"`            // VmRSS after the first sync
+	PSSMiB    float64 `json:"pss_mib"`            // smaps_rollup's Pss then
+	Load      string  `json:"load"`               // the load average at the end of the row
+	// Overflows counts the notification socket's overflows during the
+	// row: its times after one are the last commit seen before a dump.
+	Overflows   int    `json:"overflows,omitempty"`
+	Unavailable string `json:"unavailable,omitempty"`
+	Err         string `json:"error,omitempty"`
 }
 
 func (r *result) synced() bool  { return r.Unavailable == "" && r.SyncS > 0 }
@@ -109,6 +112,12 @@ func sizes(rs []*result) []int {
 // Services, then the anchor's over the other's (how many times faster,
 // how many times the memory).
 func writeTable(w io.Writer, rs []*result) {
+	dagger := false
+	defer func() {
+		if dagger {
+			fmt.Fprintln(w, "\n† nftables notifications overflowed the watch's socket in that row: its times are the last commit seen before a dump of the map.")
+		}
+	}()
 	fmt.Fprintln(w, "| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 | RSS after the first sync (PSS) | load |")
 	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | --- |")
 	for _, n := range sizes(rs) {
@@ -123,6 +132,10 @@ func writeTable(w io.Writer, rs []*result) {
 			sync, p50, p99, mem := "-", "-", "-", "-"
 			if r.synced() {
 				sync = secs(r.SyncS)
+				if r.Overflows > 0 {
+					sync += " †"
+					dagger = true
+				}
 				mem = fmt.Sprintf("%.1f MiB (%.1f)", r.RSSMiB, r.PSSMiB)
 			}
 			if r.changed() {

@@ -93,6 +93,17 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// A row whose notifications overflowed says so, with a footnote.
+func TestTableOverflow(t *testing.T) {
+	var b bytes.Buffer
+	r := kp(30000, 250, 900, 2000, 700)
+	r.Overflows = 1
+	writeTable(&b, []*result{r})
+	if !strings.Contains(b.String(), "| 250.0 s † |") || !strings.Contains(b.String(), "\n† nftables notifications overflowed") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
 func TestThousandsAndSizes(t *testing.T) {
 	for n, want := range map[int]string{7: "7", 1000: "1,000", 30000: "30,000", 262144: "262,144"} {
 		if got := thousands(n); got != want {

@@ -24,6 +24,9 @@ func (c *cluster) runSide(p proxy) *result {
 	}
 	nd, err := c.newNode(p.tag(), n)
 	defer func() {
+		if nd != nil && nd.watch != nil {
+			r.Overflows = nd.watch.overflowed()
+		}
 		nd.close()
 		if err := c.cleanSamples(); err != nil {
 			o.logf("remove the samples: %v", err)
@@ -50,7 +53,7 @@ func (c *cluster) runSide(p proxy) *result {
 	pid := nd.proc.Pid()
 	m := benchnode.ReadMem(pid)
 	r.RSSMiB, r.PSSMiB = float64(m.RSS)/1024, float64(benchnode.PSS(pid))/1024
-	o.logf("%s at %d Services: first sync %s, RSS %.1f MiB (PSS %.1f)", p.name(), n, secs(r.SyncS), r.RSSMiB, r.PSSMiB)
+	o.logf("%s at %d Services: first sync %s, RSS %.1f MiB (PSS %.1f); %d notification overflows", p.name(), n, secs(r.SyncS), r.RSSMiB, r.PSSMiB, nd.watch.overflowed())
 
 	var lat []float64
 	for range o.samples {

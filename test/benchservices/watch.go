@@ -46,10 +46,14 @@ type mapWatch struct {
 	full    map[int]time.Time        // count wanted -> when inPfx first reached it
 	wantN   int
 	lastGen time.Time // when the last transaction was seen
+	lastMsg time.Time // when the last message (or overflow) was
 	gens    int
 	lost    bool // an overflow: since may be wrong until the next dump
-	err     error
-	wake    chan struct{}
+	// overflows counts the overflows (a row's times then come from a
+	// dump, to the last commit seen before it).
+	overflows int
+	err       error
+	wake      chan struct{}
 }
 
 // watchMap starts following ref in the namespace at ns, counting the
@@ -92,6 +96,8 @@ func (w *mapWatch) run() {
 			w.mu.Lock()
 			if errors.Is(err, unix.ENOBUFS) {
 				w.lost = true
+				w.overflows++
+				w.lastMsg = now
 			} else {
 				w.err = err
 			}
@@ -103,6 +109,7 @@ func (w *mapWatch) run() {
 			continue
 		}
 		w.mu.Lock()
+		w.lastMsg = now
 		for _, m := range msgs {
 			if m.Header.Type>>8 != unix.NFNL_SUBSYS_NFTABLES || len(m.Data) < 4 {
 				continue
@@ -268,15 +275,22 @@ func (w *mapWatch) dump() (map[netip.Addr]bool, error) {
 	return out, nil
 }
 
-// resync replaces what the notifications said with a dump, when an
-// overflow lost some of them; the addresses that arrived meanwhile get
-// the last commit's time.
+// settleDump is how long the notifications must have been silent before
+// a dump after an overflow: the transaction that overflowed the socket is
+// over, and the proxy is not slowed down by dumps during it.
+const settleDump = 100 * time.Millisecond
+
+// resync replaces what the notifications said with a dump, once they
+// have been silent for settleDump after an overflow lost some of them;
+// the addresses that arrived meanwhile get the last commit's time.
 func (w *mapWatch) resync() error {
 	w.mu.Lock()
-	lost, gen := w.lost, w.lastGen
-	w.lost = false
+	lost, gen, quiet := w.lost, w.lastGen, time.Since(w.lastMsg) >= settleDump
+	if lost && quiet {
+		w.lost = false
+	}
 	w.mu.Unlock()
-	if !lost {
+	if !lost || !quiet {
 		return nil
 	}
 	keys, err := w.dump()
@@ -297,6 +311,13 @@ func (w *mapWatch) resync() error {
 		w.apply(a, true, gen)
 	}
 	return nil
+}
+
+// overflowed is how many times the socket overflowed so far.
+func (w *mapWatch) overflowed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.overflows
 }
 
 // poll is how often a wait looks when nothing wakes it.
@@ -326,11 +347,21 @@ func (w *mapWatch) wait(what string, done func() (time.Time, bool), timeout time
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("%s: not in %s after %s", what, w.ref, timeout)
 		}
+		wait := poll
+		if w.isLost() {
+			wait = settleDump // the dump waits for silence, not for a message
+		}
 		select {
 		case <-w.wake:
-		case <-time.After(poll):
+		case <-time.After(wait):
 		}
 	}
+}
+
+func (w *mapWatch) isLost() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost
 }
 
 // waitCount waits until n addresses of the prefix are keys of the map,
