@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,10 @@ type cluster struct {
 	cs  kubernetes.Interface
 	kc  string // the kubeconfig the node namespace uses
 	ctx context.Context
+
+	closeOnce sync.Once
+	mu        sync.Mutex
+	node      *node // the node namespace of the proxy running now
 
 	services int // bench Services created so far (s-0 ... s-(services-1))
 	samples  int // sample Services created so far (names are never reused)
@@ -94,7 +99,17 @@ func newCluster(o *options) (*cluster, error) {
 	return c, c.populate()
 }
 
+// close stops the running proxy and removes its namespace, stops the
+// control plane and removes the bridge and the directory; once.
 func (c *cluster) close() {
+	c.closeOnce.Do(c.closeNow)
+}
+
+func (c *cluster) closeNow() {
+	c.mu.Lock()
+	nd := c.node
+	c.mu.Unlock()
+	nd.close()
 	exec.Command("bash", c.o.kcp, "stop", filepath.Join(c.dir, "kcp")).Run()
 	if c.h != nil {
 		c.h.DeleteLink(underlayBridge)

@@ -35,10 +35,12 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cnibox/cnibox/test/internal/privnet"
@@ -55,6 +57,7 @@ type options struct {
 	kpArgs    string
 	kcp       string
 	samples   int
+	sampleFor time.Duration
 	gap       time.Duration
 	workers   int
 	timeout   time.Duration
@@ -78,6 +81,7 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.StringVar(&o.kpArgs, "kube-proxy-args", "", "more flags for kube-proxy, space-separated")
 	fs.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
 	fs.IntVar(&o.samples, "samples", 50, "Services created one at a time and timed, per size and proxy")
+	fs.DurationVar(&o.sampleFor, "samples-time", 4*time.Minute, "stop timing changes of a row after this long, once 10 are timed (kube-proxy's sync takes seconds at 10,000 Services)")
 	fs.DurationVar(&o.gap, "gap", time.Second, "no transaction for this long before each timed change (kube-proxy's --min-sync-period)")
 	fs.IntVar(&o.workers, "workers", 32, "API requests at once when creating the Services")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up waiting for a first sync or one change after this long")
@@ -170,6 +174,16 @@ func runPrivate(o *options) int {
 	c, err := newCluster(o)
 	if c != nil {
 		defer c.close()
+		// make's Ctrl-C or a SIGTERM (passed on by the parent) stops the
+		// proxy and the control plane rather than leaving them running.
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			s := <-sig
+			fmt.Fprintf(os.Stderr, "bench-services: %v: stopping\n", s)
+			c.close()
+			os.Exit(1)
+		}()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-services:", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/test/internal/benchnode"
@@ -18,6 +19,7 @@ type node struct {
 	dir   string
 	proc  *benchnode.Proc
 	watch *mapWatch
+	once  sync.Once
 }
 
 // newNode makes a fresh node namespace for a run of the proxy tagged tag
@@ -33,6 +35,9 @@ func (c *cluster) newNode(tag string, n int) (*node, error) {
 		return nil, err
 	}
 	nd.NS = ns
+	c.mu.Lock()
+	c.node = nd
+	c.mu.Unlock()
 	if err != nil {
 		return nd, err
 	}
@@ -59,14 +64,17 @@ func (n *node) alive() error {
 	return n.proc.ExitError("the proxy", 3000)
 }
 
-// close stops the proxy and removes the namespace (its tables go with it).
+// close stops the proxy and removes the namespace (its tables go with
+// it); once (a signal's cleanup and the run's may both call it).
 func (n *node) close() {
 	if n == nil {
 		return
 	}
-	n.proc.Stop()
-	if n.watch != nil {
-		n.watch.close()
-	}
-	n.NS.Close()
+	n.once.Do(func() {
+		n.proc.Stop()
+		if n.watch != nil {
+			n.watch.close()
+		}
+		n.NS.Close()
+	})
 }

@@ -118,7 +118,7 @@ func writeTable(w io.Writer, rs []*result) {
 			fmt.Fprintln(w, "\n† nftables notifications overflowed the watch's socket in that row: its times are the last commit seen before a dump of the map.")
 		}
 	}()
-	fmt.Fprintln(w, "| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 | RSS after the first sync (PSS) | load |")
+	fmt.Fprintln(w, "| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 (changes timed) | RSS after the first sync (PSS) | load |")
 	fmt.Fprintln(w, "| ---: | --- | ---: | ---: | ---: | ---: | --- |")
 	for _, n := range sizes(rs) {
 		for _, r := range rs {
@@ -139,7 +139,7 @@ func writeTable(w io.Writer, rs []*result) {
 				mem = fmt.Sprintf("%.1f MiB (%.1f)", r.RSSMiB, r.PSSMiB)
 			}
 			if r.changed() {
-				p50, p99 = msecs(r.ChangeP50), msecs(r.ChangeP99)
+				p50, p99 = msecs(r.ChangeP50), fmt.Sprintf("%s (%d)", msecs(r.ChangeP99), r.Samples)
 			}
 			if r.Err != "" {
 				sync += " (failed: " + oneLine(r.Err) + ")"

@@ -75,12 +75,12 @@ func TestTable(t *testing.T) {
 	writeTable(&b, []*result{kp(1000, 1.29, 420, 800, 80.6), cb(1000, 0.12, 8.4, 15, 40), kp(10000, 21.5, 1200, 2500, 180), unavailable(10000)})
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	want := []string{
-		"| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 | RSS after the first sync (PSS) | load |",
+		"| Services x 4 endpoints | proxy | first sync | one change p50 | one change p99 (changes timed) | RSS after the first sync (PSS) | load |",
 		"| ---: | --- | ---: | ---: | ---: | ---: | --- |",
-		"| 1,000 | kube-proxy | 1.29 s | 420 ms | 800 ms | 80.6 MiB (0.0) | 0.50 |",
-		"| 1,000 | cnibox | 0.12 s | 8.4 ms | 15 ms | 40.0 MiB (0.0) | 0.50 |",
+		"| 1,000 | kube-proxy | 1.29 s | 420 ms | 800 ms (50) | 80.6 MiB (0.0) | 0.50 |",
+		"| 1,000 | cnibox | 0.12 s | 8.4 ms | 15 ms (50) | 40.0 MiB (0.0) | 0.50 |",
 		"| 1,000 | kube-proxy / cnibox | 10.8x | 50.0x | 53.3x | 2.0x | |",
-		"| 10,000 | kube-proxy | 21.5 s | 1200 ms | 2500 ms | 180.0 MiB (0.0) | 0.50 |",
+		"| 10,000 | kube-proxy | 21.5 s | 1200 ms | 2500 ms (50) | 180.0 MiB (0.0) | 0.50 |",
 		"| 10,000 | cnibox | unavailable: no --service-proxy | - | - | - | |",
 	}
 	if len(lines) != len(want) {

@@ -56,7 +56,12 @@ func (c *cluster) runSide(p proxy) *result {
 	o.logf("%s at %d Services: first sync %s, RSS %.1f MiB (PSS %.1f); %d notification overflows", p.name(), n, secs(r.SyncS), r.RSSMiB, r.PSSMiB, nd.watch.overflowed())
 
 	var lat []float64
-	for range o.samples {
+	start := time.Now()
+	for k := range o.samples {
+		if k >= 10 && time.Since(start) > o.sampleFor {
+			o.logf("%s at %d Services: %d changes timed in %s (-samples-time)", p.name(), n, k, time.Since(start).Round(time.Second))
+			break
+		}
 		ms, err := c.oneChange(nd)
 		if err != nil {
 			r.Err = fmt.Sprintf("one change: %v", err)
