@@ -171,19 +171,43 @@ func (c *cluster) create(name string, ip netip.Addr, o int, labels map[string]st
 }
 
 func (c *cluster) createSlice(name string, o int, labels map[string]string) error {
-	_, err := c.cs.DiscoveryV1().EndpointSlices(benchNS).Create(c.ctx, slice(name, o, labels), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	err := retry(func() error {
+		_, err := c.cs.DiscoveryV1().EndpointSlices(benchNS).Create(c.ctx, slice(name, o, labels), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("create EndpointSlice %s: %w", name, err)
 	}
 	return nil
 }
 
 func (c *cluster) createService(name string, ip netip.Addr, labels map[string]string) error {
-	_, err := c.cs.CoreV1().Services(benchNS).Create(c.ctx, service(name, ip, labels), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	err := retry(func() error {
+		_, err := c.cs.CoreV1().Services(benchNS).Create(c.ctx, service(name, ip, labels), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("create Service %s: %w", name, err)
 	}
 	return nil
+}
+
+// retry runs create until it succeeds or finds the object there (a
+// create whose answer was lost may have been done), up to 6 times over
+// about a minute: on a loaded machine etcd times out now and then
+// ("etcdserver: request timed out").
+func retry(create func() error) error {
+	var err error
+	for i := range 6 {
+		if err = create(); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			return err
+		}
+		time.Sleep(time.Duration(1<<i) * time.Second)
+	}
+	return err
 }
 
 // nextSample is the next sample's index and its ClusterIP.

@@ -58,6 +58,7 @@ type options struct {
 	kcp       string
 	samples   int
 	sampleFor time.Duration
+	minSample int
 	gap       time.Duration
 	workers   int
 	timeout   time.Duration
@@ -81,7 +82,8 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.StringVar(&o.kpArgs, "kube-proxy-args", "", "more flags for kube-proxy, space-separated")
 	fs.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
 	fs.IntVar(&o.samples, "samples", 50, "Services created one at a time and timed, per size and proxy")
-	fs.DurationVar(&o.sampleFor, "samples-time", 4*time.Minute, "stop timing changes of a row after this long, once 10 are timed (kube-proxy's sync takes seconds at 10,000 Services)")
+	fs.DurationVar(&o.sampleFor, "samples-time", 4*time.Minute, "stop timing changes of a row after this long, once -min-samples are timed (kube-proxy's sync takes seconds at 10,000 Services)")
+	fs.IntVar(&o.minSample, "min-samples", 10, "changes timed in a row at least, whatever -samples-time says")
 	fs.DurationVar(&o.gap, "gap", time.Second, "no transaction for this long before each timed change (kube-proxy's --min-sync-period)")
 	fs.IntVar(&o.workers, "workers", 32, "API requests at once when creating the Services")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up waiting for a first sync or one change after this long")

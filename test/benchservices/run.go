@@ -58,7 +58,7 @@ func (c *cluster) runSide(p proxy) *result {
 	var lat []float64
 	start := time.Now()
 	for k := range o.samples {
-		if k >= 10 && time.Since(start) > o.sampleFor {
+		if k >= o.minSample && time.Since(start) > o.sampleFor {
 			o.logf("%s at %d Services: %d changes timed in %s (-samples-time)", p.name(), n, k, time.Since(start).Round(time.Second))
 			break
 		}
