@@ -194,16 +194,15 @@ func (c *cluster) createService(name string, ip netip.Addr, labels map[string]st
 
 // retry runs create until it succeeds or finds the object there (a
 // create whose answer was lost may have been done), up to 6 times over
-// about a minute: on a loaded machine etcd times out now and then
-// ("etcdserver: request timed out").
+// about a minute, whatever the error: on a loaded machine etcd times out
+// now and then ("etcdserver: request timed out"), and the API server
+// answers a ClusterIP it could not allocate for that reason as an
+// invalid Service. An object the API really refuses fails 6 times.
 func retry(create func() error) error {
 	var err error
 	for i := range 6 {
 		if err = create(); err == nil || apierrors.IsAlreadyExists(err) {
 			return nil
-		}
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-			return err
 		}
 		time.Sleep(time.Duration(1<<i) * time.Second)
 	}
