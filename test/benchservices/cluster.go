@@ -193,20 +193,24 @@ func (c *cluster) createService(name string, ip netip.Addr, labels map[string]st
 }
 
 // retry runs create until it succeeds or finds the object there (a
-// create whose answer was lost may have been done), up to 6 times over
-// about a minute, whatever the error: on a loaded machine etcd times out
+// create whose answer was lost may have been done), for up to 3
+// minutes, whatever the error: on a loaded machine etcd times out
 // now and then ("etcdserver: request timed out"), and the API server
 // answers a ClusterIP it could not allocate for that reason as an
-// invalid Service. An object the API really refuses fails 6 times.
+// invalid Service. An object the API really refuses fails for 3
+// minutes.
 func retry(create func() error) error {
-	var err error
-	for i := range 6 {
-		if err = create(); err == nil || apierrors.IsAlreadyExists(err) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
+		err := create()
+		if err == nil || apierrors.IsAlreadyExists(err) {
 			return nil
 		}
-		time.Sleep(time.Duration(1<<i) * time.Second)
+		if time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
 	}
-	return err
 }
 
 // nextSample is the next sample's index and its ClusterIP.
