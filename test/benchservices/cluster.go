@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -149,9 +150,24 @@ func (c *cluster) grow(n int) (time.Duration, error) {
 	}
 	t0 := time.Now()
 	from := c.services
+	var done atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // progress, every 30 s
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(30 * time.Second):
+				c.o.logf("created %d of %d Services", from+int(done.Load()), n)
+			}
+		}
+	}()
 	err := policyload.Parallel(c.o.workers, n-from, func(j int) error {
 		i := from + j
-		return c.create(serviceName(i), benchIP(i), i, nil)
+		err := c.create(serviceName(i), benchIP(i), i, nil)
+		done.Add(1)
+		return err
 	})
 	if err != nil {
 		return 0, err
