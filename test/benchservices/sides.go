@@ -116,5 +116,11 @@ func (p cniboxProxy) start(c *cluster, n *node) error {
 	args := []string{"--kube-subnet-mgr", "--kubeconfig-file", c.kc, "--iface", "eth0", "--net-config-path", conf,
 		"--subnet-file", filepath.Join(n.dir, "subnet.env"), "--data-dir", filepath.Join(n.dir, "data"),
 		"--" + serviceProxyFlag}
+	// The pods' network, as kube-proxy is given it (--cluster-cidr), if
+	// the agent takes it.
+	usage, _ := exec.Command(p.bin, "--help").CombinedOutput()
+	if hasFlag(string(usage), "cluster-cidr") {
+		args = append(args, "--cluster-cidr="+clusterCIDR)
+	}
 	return n.start(p.bin, []string{"NODE_NAME=" + nodeName}, append(args, p.extra...)...)
 }
