@@ -402,8 +402,9 @@ bench-datapath: build
 # ClusterIP in the kernel's map), RSS after the first sync; the Markdown
 # table and the issue's goals on stdout. cnibox's side is reported
 # unavailable while bin/cnibox-agent-kube has no --service-proxy.
-# BENCH_SERVICES_ARGS='-n 1000 -samples 10' for a quick run; about 25
-# minutes in full. docs/benchmarks.md. Not in make test or CI.
+# BENCH_SERVICES_ARGS='-n 1000 -samples 10' for a quick run; in full
+# about an hour on 2 loaded cores (creating 30,000 Services alone took 30
+# minutes at load 7-10). docs/benchmarks.md. Not in make test or CI.
 .PHONY: bench-services
 bench-services: build
 	@missing=$$(for p in etcd-server nftables openssl curl; do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
