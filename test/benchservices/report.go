@@ -68,6 +68,9 @@ func secs(v float64) string {
 }
 
 func msecs(v float64) string {
+	if v >= 10000 {
+		return secs(v / 1000)
+	}
 	if v < 10 {
 		return fmt.Sprintf("%.1f ms", v)
 	}
