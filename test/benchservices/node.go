@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/cnibox/cnibox/netops"
@@ -56,12 +57,18 @@ func (n *node) start(bin string, env []string, args ...string) error {
 	return nil
 }
 
-// alive is nil while the proxy runs, else its end with its log's tail.
+// alive is nil while the proxy runs, else its end: its log's last line
+// first (the table shows the first line of an error), then the tail.
 func (n *node) alive() error {
 	if n.proc == nil {
 		return fmt.Errorf("the proxy was not started")
 	}
-	return n.proc.ExitError("the proxy", 3000)
+	err := n.proc.ExitError("the proxy", 3000)
+	if err == nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(n.proc.LogTail(3000)), "\n")
+	return fmt.Errorf("%s: %w", lines[len(lines)-1], err)
 }
 
 // close stops the proxy and removes the namespace (its tables go with

@@ -161,11 +161,11 @@ func writeTable(w io.Writer, rs []*result) {
 	}
 }
 
-// oneLine is the first line of s, at most 80 characters, with no '|'.
+// oneLine is the first line of s, at most 300 characters, with no '|'.
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > 80 {
-		s = s[:77] + "..."
+	if len(s) > 300 {
+		s = s[:297] + "..."
 	}
 	return strings.ReplaceAll(s, "|", "/")
 }
