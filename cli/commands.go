@@ -181,6 +181,16 @@ func commands(o Options) []*ucli.Command {
 					Action: withHost(inspectPolicy),
 				},
 				{
+					Name:  "services",
+					Usage: "the Services this node serves (cnibox-agent --service-proxy): each frontend and the endpoints its traffic goes to",
+					UsageText: "cnibox inspect services [--json]\n\n" +
+						"The kernel's table inet cnibox-services, read back: one line per frontend (ClusterIP, NodePort, external address) with\n" +
+						"its endpoints, or what it does without one (reject, drop), its session affinity and what it masquerades (docs/services.md).\n" +
+						"Example: cnibox inspect services --json",
+					Flags:  []ucli.Flag{jsonFlag},
+					Action: withHost(inspectServices),
+				},
+				{
 					Name:  "egress",
 					Usage: "the egress gateways as this node sees them: each address, its holder, this node's part, its pods here",
 					UsageText: "cnibox inspect egress [--data-dir DIR] [--json]\n\n" +

@@ -119,6 +119,7 @@ func (o Options) runDoctor(c *ucli.Context, host *netops.Handle) error {
 	}
 	d.at = checkSubject{}
 	d.checkOverlays(host, overlays)
+	d.checkServices(host) // doctor_services.go
 	d.checkRoleNodes(c)   // inspect_roles.go
 	d.checkClusterIPAM(c) // inspect_cluster.go
 	if !filtered {
