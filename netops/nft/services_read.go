@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"net/netip"
@@ -73,7 +72,7 @@ func (h *Handle) ReadServices() (*ServicesTableView, error) {
 		}
 		return nil, nil
 	}
-	r := &svcReader{h: h, elems: map[string][]nftElem{}, sets: map[string]*nftables.Set{}}
+	r := &svcReader{h: h, elems: map[string][]nftElem{}, sets: map[string]*nftables.Set{}, slotsOf: map[string]map[string][]nftElem{}}
 	v, err := r.read()
 	if err != nil {
 		return nil, fmt.Errorf("read the services table in %s: %w", h.where(), err)
@@ -86,6 +85,9 @@ type svcReader struct {
 	rules map[string][]*nftables.Rule
 	sets  map[string]*nftables.Set
 	elems map[string][]nftElem // by set, read once
+	// slotsOf: each slot map's elements by slot table ID (the key's first
+	// 8 bytes), indexed once.
+	slotsOf map[string]map[string][]nftElem
 }
 
 func (r *svcReader) setElems(name string) ([]nftElem, error) {
@@ -336,17 +338,27 @@ func (r *svcReader) walk(fe *ServiceFrontend, chain string, depth int) error {
 
 // slots sets fe's endpoints to those of slot table tid in slot map name.
 func (r *svcReader) slots(fe *ServiceFrontend, name string, tid []byte) error {
-	es, err := r.setElems(name)
-	if err != nil {
-		return err
+	byID, ok := r.slotsOf[name]
+	if !ok {
+		es, err := r.setElems(name)
+		if err != nil {
+			return err
+		}
+		byID = map[string][]nftElem{}
+		for _, e := range es {
+			if len(e.key) >= 8 {
+				byID[string(e.key[:8])] = append(byID[string(e.key[:8])], e)
+			}
+		}
+		r.slotsOf[name] = byID
 	}
 	alen := 4
 	if strings.HasPrefix(name, svcSlots6) {
 		alen = 16
 	}
 	seen := map[netip.AddrPort]bool{}
-	for _, e := range es {
-		if !bytes.HasPrefix(e.key, tid) || len(e.data) < alen+2 {
+	for _, e := range byID[string(tid)] {
+		if len(e.data) < alen+2 {
 			continue
 		}
 		fe.Slots++
