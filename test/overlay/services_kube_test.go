@@ -1,0 +1,280 @@
+//go:build kube
+
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/netops/nstest"
+)
+
+// TestKubeServiceProxy is the Services proxy end to end (issue 63,
+// docs/services.md): the built cnibox-agent with --service-proxy (and the
+// pod API alone beside it: no overlay) in a node namespace, reading a real
+// API server; a backend namespace with a TCP and a UDP server that answer
+// with the backend's name; a pod-like client (inside --cluster-cidr)
+// routed through the node. A ClusterIP Service and its EndpointSlice
+// created in the API reach the backend over TCP and UDP; the endpoint
+// removed from the slice, the ClusterIP refuses (kube-proxy's reject: TCP
+// RST, ICMP port unreachable); the Service deleted, its element leaves the
+// table's service-ips4 map. The agent's /healthz and /livez answer 200 once
+// it has synced.
+func TestKubeServiceProxy(t *testing.T) {
+	c := newCluster(t, 1)
+	cs, nodeCfg := c.startControlPlane()
+	n := c.nodes[0]
+	ctx := context.Background()
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}}}}, metav1.CreateOptions{})
+	must(t, err)
+
+	// The node forwards between the client and the backend.
+	nh := openH(t, n.ns)
+	must(t, nh.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"}))
+	backend := nstest.NewNS(t, "svc-be")
+	bh := openH(t, backend)
+	_, _, err = nh.EnsureVeth(netops.VethOpts{HostName: "svbe", PeerName: "eth0", Peer: bh})
+	must(t, err)
+	must(t, nh.EnsureAddr("svbe", netip.MustParsePrefix("192.168.79.1/24"), netops.AddrOpts{NoDAD: true}))
+	beAddr := netip.MustParseAddr("192.168.79.2")
+	must(t, bh.EnsureAddr("eth0", netip.PrefixFrom(beAddr, 24), netops.AddrOpts{NoDAD: true}))
+	must(t, bh.EnsureRoute(netops.Route{GW: netip.MustParseAddr("192.168.79.1"), Dev: "eth0"}))
+	client := nstest.NewNS(t, "svc-cl")
+	ch := openH(t, client)
+	_, _, err = nh.EnsureVeth(netops.VethOpts{HostName: "svcl", PeerName: "eth0", Peer: ch})
+	must(t, err)
+	must(t, nh.EnsureAddr("svcl", netip.MustParsePrefix("10.244.9.1/24"), netops.AddrOpts{NoDAD: true}))
+	must(t, ch.EnsureAddr("eth0", netip.MustParsePrefix("10.244.9.10/24"), netops.AddrOpts{NoDAD: true}))
+	must(t, ch.EnsureRoute(netops.Route{GW: netip.MustParseAddr("10.244.9.1"), Dev: "eth0"}))
+	const name = "backend-a"
+	serveName(t, backend, netip.AddrPortFrom(beAddr, 8080), name)
+
+	health := netip.AddrPortFrom(n.ip, 9666)
+	c.agentArgs = func(n *node) []string {
+		return []string{"--pod-api-only", "--socket", filepath.Join(t.TempDir(), "agent.sock"), "--kubeconfig-file", nodeCfg, "--node-name", n.name,
+			"--service-proxy", "--cluster-cidr", "10.244.0.0/16", "--health-addr", health.String()}
+	}
+	n.startAgent()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", n.log())
+		}
+	})
+	for _, p := range []string{"/healthz", "/livez"} {
+		until(t, "the agent's "+p+" answers 200", func() error { return get200("http://" + health.String() + p) })
+	}
+
+	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeClusterIP,
+		Ports: []corev1.ServicePort{
+			{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)},
+			{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(8080)},
+		}}}, metav1.CreateOptions{})
+	must(t, err)
+	cip := netip.MustParseAddr(svc.Spec.ClusterIP)
+	tcpFE, udpFE := netip.AddrPortFrom(cip, 80), netip.AddrPortFrom(cip, 53)
+	ready := true
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{beAddr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr("tcp"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))},
+			{Name: ptr("udp"), Protocol: ptr(corev1.ProtocolUDP), Port: ptr(int32(8080))},
+		},
+	}
+	slice, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{})
+	must(t, err)
+
+	answers := func(dial func() (string, error)) func() error {
+		return func() error {
+			got, err := dial()
+			if err != nil {
+				return err
+			}
+			if got != name {
+				return fmt.Errorf("answered %q, want %q", got, name)
+			}
+			return nil
+		}
+	}
+	until(t, fmt.Sprintf("the client reaches %s over TCP through ClusterIP %v", name, tcpFE),
+		answers(func() (string, error) { return askTCP(t, client, tcpFE) }))
+	until(t, fmt.Sprintf("the client reaches %s over UDP through ClusterIP %v", name, udpFE),
+		answers(func() (string, error) { return askUDP(t, client, udpFE) }))
+	if !inServiceIPs4(t, n.ns, cip) {
+		t.Errorf("ClusterIP %v serves but is not in map %s of table inet %s", cip, nft.ServiceIPs4, nft.ServicesTable)
+	}
+
+	// The endpoint leaves the slice: the Service has none and rejects.
+	slice.Endpoints = nil
+	_, err = cs.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+	must(t, err)
+	refused := func(dial func() (string, error)) func() error {
+		return func() error {
+			got, err := dial()
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				return nil
+			}
+			return fmt.Errorf("answered %q, err %v; want connection refused", got, err)
+		}
+	}
+	until(t, fmt.Sprintf("TCP to %v without endpoints is refused (RST)", tcpFE), refused(func() (string, error) { return askTCP(t, client, tcpFE) }))
+	until(t, fmt.Sprintf("UDP to %v without endpoints is refused (ICMP port unreachable)", udpFE), refused(func() (string, error) { return askUDP(t, client, udpFE) }))
+
+	// The Service deleted: its frontend leaves the table.
+	must(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+	until(t, fmt.Sprintf("ClusterIP %v leaves map %s", cip, nft.ServiceIPs4), func() error {
+		if inServiceIPs4(t, n.ns, cip) {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	for _, p := range []string{"/healthz", "/livez"} {
+		if err := get200("http://" + health.String() + p); err != nil {
+			t.Errorf("after the syncs: %v", err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// until waits (waitUntil) for ok to return nil; the failure names its
+// last error.
+func until(t *testing.T, what string, ok func() error) {
+	t.Helper()
+	waitUntil(t, what, func() (bool, string) {
+		if err := ok(); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+// serveName answers each TCP connection and each UDP datagram on ap, in
+// the namespace at ns, with name.
+func serveName(t *testing.T, ns string, ap netip.AddrPort, name string) {
+	var ln net.Listener
+	var pc net.PacketConn
+	must(t, nstest.Run(t, ns, func() (err error) {
+		if ln, err = net.Listen("tcp", ap.String()); err != nil {
+			return err
+		}
+		pc, err = net.ListenPacket("udp", ap.String())
+		return err
+	}))
+	t.Cleanup(func() { ln.Close(); pc.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(name))
+			c.Close()
+		}
+	}()
+	go func() {
+		b := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(name), from)
+		}
+	}()
+}
+
+// askTCP connects from the namespace at ns to to and returns what the
+// server said.
+func askTCP(t *testing.T, ns string, to netip.AddrPort) (string, error) {
+	var c net.Conn
+	err := nstest.Run(t, ns, func() (err error) { c, err = net.DialTimeout("tcp", to.String(), 2*time.Second); return err })
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return readAnswer(c)
+}
+
+// askUDP sends a datagram from the namespace at ns to to on a connected
+// socket and returns the answer (ECONNREFUSED on an ICMP port unreachable).
+func askUDP(t *testing.T, ns string, to netip.AddrPort) (string, error) {
+	var c net.Conn
+	if err := nstest.Run(t, ns, func() (err error) { c, err = net.Dial("udp", to.String()); return err }); err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("who")); err != nil {
+		return "", err
+	}
+	return readAnswer(c)
+}
+
+func readAnswer(c net.Conn) (string, error) {
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return "", err
+	}
+	b := make([]byte, 512)
+	k, err := c.Read(b)
+	return string(b[:k]), err
+}
+
+func get200(url string) error {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// inServiceIPs4 reports whether map service-ips4 of table inet
+// cnibox-services in the namespace at ns has an element for addr (the
+// key's first four bytes: ipv4_addr . inet_proto . inet_service).
+func inServiceIPs4(t *testing.T, ns string, addr netip.Addr) bool {
+	t.Helper()
+	f, err := os.Open(ns)
+	must(t, err)
+	defer f.Close()
+	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	must(t, err)
+	defer conn.CloseLasting()
+	// The agent keeps the table while it runs: a missing map is an error.
+	set, err := conn.GetSetByName(&nftables.Table{Name: nft.ServicesTable, Family: nftables.TableFamilyINet}, nft.ServiceIPs4)
+	if err != nil {
+		t.Fatalf("map %s of table inet %s in %s: %v", nft.ServiceIPs4, nft.ServicesTable, ns, err)
+	}
+	elems, err := conn.GetSetElements(set)
+	must(t, err)
+	a := addr.As4()
+	for _, e := range elems {
+		if len(e.Key) >= 4 && [4]byte(e.Key[:4]) == a {
+			return true
+		}
+	}
+	return false
+}
