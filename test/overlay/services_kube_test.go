@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -29,14 +30,24 @@ import (
 // TestKubeServiceProxy is the Services proxy end to end (issue 63,
 // docs/services.md): the built cnibox-agent with --service-proxy (and the
 // pod API alone beside it: no overlay) in a node namespace, reading a real
-// API server; a backend namespace with a TCP and a UDP server that answer
-// with the backend's name; a pod-like client (inside --cluster-cidr)
-// routed through the node. A ClusterIP Service and its EndpointSlice
-// created in the API reach the backend over TCP and UDP; the endpoint
-// removed from the slice, the ClusterIP refuses (kube-proxy's reject: TCP
-// RST, ICMP port unreachable); the Service deleted, its element leaves the
-// table's service-ips4 map. The agent's /healthz and /livez answer 200 once
-// it has synced.
+// API server; a backend namespace with two backends, a and b, each a TCP
+// and a UDP server that answer with their name and the client's address
+// they see; a pod-like client (inside --cluster-cidr) routed through the
+// node. A NodePort Service and its EndpointSlice created in the API:
+//   - the client reaches backend a through the ClusterIP over TCP and UDP,
+//     seen with its own address (not masqueraded: it is in the cluster);
+//   - a client off the cluster (the test, on the underlay) reaches it
+//     through the NodePort on the node's InternalIP, masqueraded to the
+//     node (kube-proxy masquerades there);
+//   - the slice moved to backend b: a UDP socket the client keeps (a
+//     resolver's) gets its next answers from b (the agent deleted the
+//     conntrack entry to a, which a's still-answering server would
+//     otherwise keep alive), TCP reaches b;
+//   - the slice emptied: the ClusterIP refuses (kube-proxy's reject: TCP
+//     RST, ICMP port unreachable), not a black hole;
+//   - the Service deleted: its ClusterIP leaves the table's service-ips4.
+//
+// The agent's /healthz and /livez answer 200 once it has synced.
 func TestKubeServiceProxy(t *testing.T) {
 	c := newCluster(t, 1)
 	cs, nodeCfg := c.startControlPlane()
@@ -55,17 +66,20 @@ func TestKubeServiceProxy(t *testing.T) {
 	must(t, err)
 	must(t, nh.EnsureAddr("svbe", netip.MustParsePrefix("192.168.79.1/24"), netops.AddrOpts{NoDAD: true}))
 	beAddr := netip.MustParseAddr("192.168.79.2")
+	beB := netip.MustParseAddr("192.168.79.3")
 	must(t, bh.EnsureAddr("eth0", netip.PrefixFrom(beAddr, 24), netops.AddrOpts{NoDAD: true}))
+	must(t, bh.EnsureAddr("eth0", netip.PrefixFrom(beB, 24), netops.AddrOpts{NoDAD: true}))
 	must(t, bh.EnsureRoute(netops.Route{GW: netip.MustParseAddr("192.168.79.1"), Dev: "eth0"}))
 	client := nstest.NewNS(t, "svc-cl")
 	ch := openH(t, client)
 	_, _, err = nh.EnsureVeth(netops.VethOpts{HostName: "svcl", PeerName: "eth0", Peer: ch})
 	must(t, err)
 	must(t, nh.EnsureAddr("svcl", netip.MustParsePrefix("10.244.9.1/24"), netops.AddrOpts{NoDAD: true}))
-	must(t, ch.EnsureAddr("eth0", netip.MustParsePrefix("10.244.9.10/24"), netops.AddrOpts{NoDAD: true}))
+	podIP := netip.MustParseAddr("10.244.9.10")
+	must(t, ch.EnsureAddr("eth0", netip.PrefixFrom(podIP, 24), netops.AddrOpts{NoDAD: true}))
 	must(t, ch.EnsureRoute(netops.Route{GW: netip.MustParseAddr("10.244.9.1"), Dev: "eth0"}))
-	const name = "backend-a"
-	serveName(t, backend, netip.AddrPortFrom(beAddr, 8080), name)
+	serveName(t, backend, netip.AddrPortFrom(beAddr, 8080), "backend-a")
+	serveName(t, backend, netip.AddrPortFrom(beB, 8080), "backend-b")
 
 	health := netip.AddrPortFrom(n.ip, 9666)
 	c.agentArgs = func(n *node) []string {
@@ -83,7 +97,7 @@ func TestKubeServiceProxy(t *testing.T) {
 	}
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
-		Type: corev1.ServiceTypeClusterIP,
+		Type: corev1.ServiceTypeNodePort,
 		Ports: []corev1.ServicePort{
 			{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)},
 			{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(8080)},
@@ -91,11 +105,15 @@ func TestKubeServiceProxy(t *testing.T) {
 	must(t, err)
 	cip := netip.MustParseAddr(svc.Spec.ClusterIP)
 	tcpFE, udpFE := netip.AddrPortFrom(cip, 80), netip.AddrPortFrom(cip, 53)
+	nodePort := netip.AddrPortFrom(n.ip, uint16(svc.Spec.Ports[0].NodePort))
 	ready := true
+	endpoint := func(a netip.Addr) []discoveryv1.Endpoint {
+		return []discoveryv1.Endpoint{{Addresses: []string{a.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}
+	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{beAddr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Endpoints:   endpoint(beAddr),
 		Ports: []discoveryv1.EndpointPort{
 			{Name: ptr("tcp"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))},
 			{Name: ptr("udp"), Protocol: ptr(corev1.ProtocolUDP), Port: ptr(int32(8080))},
@@ -104,25 +122,61 @@ func TestKubeServiceProxy(t *testing.T) {
 	slice, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{})
 	must(t, err)
 
-	answers := func(dial func() (string, error)) func() error {
+	// answers: dial's answer is want's.
+	answers := func(want string, dial func() (string, error)) func() error {
 		return func() error {
 			got, err := dial()
 			if err != nil {
 				return err
 			}
-			if got != name {
-				return fmt.Errorf("answered %q, want %q", got, name)
+			if got != want {
+				return fmt.Errorf("answered %q, want %q", got, want)
 			}
 			return nil
 		}
 	}
-	until(t, fmt.Sprintf("the client reaches %s over TCP through ClusterIP %v", name, tcpFE),
-		answers(func() (string, error) { return askTCP(t, client, tcpFE) }))
-	until(t, fmt.Sprintf("the client reaches %s over UDP through ClusterIP %v", name, udpFE),
-		answers(func() (string, error) { return askUDP(t, client, udpFE) }))
+	tcp := func(to netip.AddrPort) func() (string, error) {
+		return func() (string, error) { return askTCP(t, client, to) }
+	}
+	udp := func(to netip.AddrPort) func() (string, error) {
+		return func() (string, error) { return askUDP(t, client, to) }
+	}
+	fromPod := "backend-a " + podIP.String()
+	until(t, fmt.Sprintf("the client reaches backend a over TCP through ClusterIP %v (answer %q)", tcpFE, fromPod), answers(fromPod, tcp(tcpFE)))
+	until(t, fmt.Sprintf("the client reaches backend a over UDP through ClusterIP %v (answer %q)", udpFE, fromPod), answers(fromPod, udp(udpFE)))
 	if !inServiceIPs4(t, n.ns, cip) {
 		t.Errorf("ClusterIP %v serves but is not in map %s of table inet %s", cip, nft.ServiceIPs4, nft.ServicesTable)
 	}
+	// From off the cluster through the NodePort: masqueraded to the node's
+	// address towards the backend.
+	fromNode := "backend-a 192.168.79.1"
+	until(t, fmt.Sprintf("the underlay reaches backend a through NodePort %v (answer %q)", nodePort, fromNode), answers(fromNode, func() (string, error) {
+		c, err := net.DialTimeout("tcp", nodePort.String(), 2*time.Second)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return readAnswer(c)
+	}))
+
+	// The client keeps a UDP socket, as a resolver does; the endpoint moves
+	// to backend b.
+	var kept net.Conn
+	must(t, nstest.Run(t, client, func() (err error) { kept, err = net.Dial("udp", udpFE.String()); return err }))
+	defer kept.Close()
+	ask := func() (string, error) {
+		if _, err := kept.Write([]byte("who")); err != nil {
+			return "", err
+		}
+		return readAnswer(kept)
+	}
+	until(t, "the kept UDP socket reaches backend a", answers(fromPod, ask))
+	slice.Endpoints = endpoint(beB)
+	slice, err = cs.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
+	must(t, err)
+	fromPodB := "backend-b " + podIP.String()
+	until(t, "TCP reaches backend b once the slice names it", answers(fromPodB, tcp(tcpFE)))
+	until(t, "the kept UDP socket reaches backend b once the slice names it (the conntrack entry to a deleted)", answers(fromPodB, ask))
 
 	// The endpoint leaves the slice: the Service has none and rejects.
 	slice.Endpoints = nil
@@ -137,8 +191,8 @@ func TestKubeServiceProxy(t *testing.T) {
 			return fmt.Errorf("answered %q, err %v; want connection refused", got, err)
 		}
 	}
-	until(t, fmt.Sprintf("TCP to %v without endpoints is refused (RST)", tcpFE), refused(func() (string, error) { return askTCP(t, client, tcpFE) }))
-	until(t, fmt.Sprintf("UDP to %v without endpoints is refused (ICMP port unreachable)", udpFE), refused(func() (string, error) { return askUDP(t, client, udpFE) }))
+	until(t, fmt.Sprintf("TCP to %v without endpoints is refused (RST)", tcpFE), refused(tcp(tcpFE)))
+	until(t, fmt.Sprintf("UDP to %v without endpoints is refused (ICMP port unreachable)", udpFE), refused(udp(udpFE)))
 
 	// The Service deleted: its frontend leaves the table.
 	must(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -170,7 +224,7 @@ func until(t *testing.T, what string, ok func() error) {
 }
 
 // serveName answers each TCP connection and each UDP datagram on ap, in
-// the namespace at ns, with name.
+// the namespace at ns, with name and the client's address it sees.
 func serveName(t *testing.T, ns string, ap netip.AddrPort, name string) {
 	var ln net.Listener
 	var pc net.PacketConn
@@ -188,7 +242,7 @@ func serveName(t *testing.T, ns string, ap netip.AddrPort, name string) {
 			if err != nil {
 				return
 			}
-			_, _ = c.Write([]byte(name))
+			_, _ = io.WriteString(c, name+" "+c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String())
 			c.Close()
 		}
 	}()
@@ -199,7 +253,7 @@ func serveName(t *testing.T, ns string, ap netip.AddrPort, name string) {
 			if err != nil {
 				return
 			}
-			_, _ = pc.WriteTo([]byte(name), from)
+			_, _ = pc.WriteTo([]byte(name+" "+from.(*net.UDPAddr).AddrPort().Addr().Unmap().String()), from)
 		}
 	}()
 }
