@@ -43,9 +43,12 @@ import (
 //     resolver's) gets its next answers from b (the agent deleted the
 //     conntrack entry to a, which a's still-answering server would
 //     otherwise keep alive), TCP reaches b;
+//   - the agent stopped, the kernel keeps serving (the table stays); a new
+//     agent takes the table over;
 //   - the slice emptied: the ClusterIP refuses (kube-proxy's reject: TCP
 //     RST, ICMP port unreachable), not a black hole;
-//   - the Service deleted: its ClusterIP leaves the table's service-ips4.
+//   - the Service deleted: its ClusterIP leaves the table's service-ips4;
+//   - an agent with --service-proxy=false removes the table.
 //
 // The agent's /healthz and /livez answer 200 once it has synced.
 func TestKubeServiceProxy(t *testing.T) {
@@ -82,9 +85,10 @@ func TestKubeServiceProxy(t *testing.T) {
 	serveName(t, backend, netip.AddrPortFrom(beB, 8080), "backend-b")
 
 	health := netip.AddrPortFrom(n.ip, 9666)
+	proxy := true
 	c.agentArgs = func(n *node) []string {
 		return []string{"--pod-api-only", "--socket", filepath.Join(t.TempDir(), "agent.sock"), "--kubeconfig-file", nodeCfg, "--node-name", n.name,
-			"--service-proxy", "--cluster-cidr", "10.244.0.0/16", "--health-addr", health.String()}
+			fmt.Sprintf("--service-proxy=%t", proxy), "--cluster-cidr", "10.244.0.0/16", "--health-addr", health.String()}
 	}
 	n.startAgent()
 	t.Cleanup(func() {
@@ -144,7 +148,7 @@ func TestKubeServiceProxy(t *testing.T) {
 	fromPod := "backend-a " + podIP.String()
 	until(t, fmt.Sprintf("the client reaches backend a over TCP through ClusterIP %v (answer %q)", tcpFE, fromPod), answers(fromPod, tcp(tcpFE)))
 	until(t, fmt.Sprintf("the client reaches backend a over UDP through ClusterIP %v (answer %q)", udpFE, fromPod), answers(fromPod, udp(udpFE)))
-	if !inServiceIPs4(t, n.ns, cip) {
+	if in, _ := inServiceIPs4(t, n.ns, cip); !in {
 		t.Errorf("ClusterIP %v serves but is not in map %s of table inet %s", cip, nft.ServiceIPs4, nft.ServicesTable)
 	}
 	// From off the cluster through the NodePort: masqueraded to the node's
@@ -178,6 +182,13 @@ func TestKubeServiceProxy(t *testing.T) {
 	until(t, "TCP reaches backend b once the slice names it", answers(fromPodB, tcp(tcpFE)))
 	until(t, "the kept UDP socket reaches backend b once the slice names it (the conntrack entry to a deleted)", answers(fromPodB, ask))
 
+	// The agent stops: the kernel keeps serving from the table it left.
+	n.stopAgent()
+	if got, err := askTCP(t, client, tcpFE); got != fromPodB {
+		t.Errorf("with the agent stopped, TCP through %v answered %q (%v); want %q: the table stays", tcpFE, got, err, fromPodB)
+	}
+	n.startAgent() // the next agent takes it over: it follows the slice below
+
 	// The endpoint leaves the slice: the Service has none and rejects.
 	slice.Endpoints = nil
 	_, err = cs.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{})
@@ -197,8 +208,8 @@ func TestKubeServiceProxy(t *testing.T) {
 	// The Service deleted: its frontend leaves the table.
 	must(t, cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}))
 	until(t, fmt.Sprintf("ClusterIP %v leaves map %s", cip, nft.ServiceIPs4), func() error {
-		if inServiceIPs4(t, n.ns, cip) {
-			return errors.New("still there")
+		if in, ok := inServiceIPs4(t, n.ns, cip); !ok || in {
+			return fmt.Errorf("map there %v, element there %v; want the map without the element", ok, in)
 		}
 		return nil
 	})
@@ -207,6 +218,17 @@ func TestKubeServiceProxy(t *testing.T) {
 			t.Errorf("after the syncs: %v", err)
 		}
 	}
+
+	// An agent without the proxy removes the table.
+	n.stopAgent()
+	proxy = false
+	n.startAgent()
+	until(t, fmt.Sprintf("--service-proxy=false removes table inet %s", nft.ServicesTable), func() error {
+		if _, ok := inServiceIPs4(t, n.ns, cip); ok {
+			return errors.New("the table is still there")
+		}
+		return nil
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -308,8 +330,9 @@ func get200(url string) error {
 
 // inServiceIPs4 reports whether map service-ips4 of table inet
 // cnibox-services in the namespace at ns has an element for addr (the
-// key's first four bytes: ipv4_addr . inet_proto . inet_service).
-func inServiceIPs4(t *testing.T, ns string, addr netip.Addr) bool {
+// key's first four bytes: ipv4_addr . inet_proto . inet_service), and
+// whether the map is there at all.
+func inServiceIPs4(t *testing.T, ns string, addr netip.Addr) (in, ok bool) {
 	t.Helper()
 	f, err := os.Open(ns)
 	must(t, err)
@@ -317,18 +340,18 @@ func inServiceIPs4(t *testing.T, ns string, addr netip.Addr) bool {
 	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
 	must(t, err)
 	defer conn.CloseLasting()
-	// The agent keeps the table while it runs: a missing map is an error.
 	set, err := conn.GetSetByName(&nftables.Table{Name: nft.ServicesTable, Family: nftables.TableFamilyINet}, nft.ServiceIPs4)
-	if err != nil {
-		t.Fatalf("map %s of table inet %s in %s: %v", nft.ServiceIPs4, nft.ServicesTable, ns, err)
+	if errors.Is(err, syscall.ENOENT) {
+		return false, false
 	}
+	must(t, err)
 	elems, err := conn.GetSetElements(set)
 	must(t, err)
 	a := addr.As4()
 	for _, e := range elems {
 		if len(e.Key) >= 4 && [4]byte(e.Key[:4]) == a {
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, true
 }
