@@ -30,10 +30,11 @@ import (
 const annPrefix = "flannel.alpha.coreos.com/"
 
 // startControlPlane runs the control plane on the test's loopback and
-// proxies the API to the underlay, where the node namespaces reach it.
-func (c *cluster) startControlPlane() (kubernetes.Interface, string) {
+// proxies the API to the underlay, where the node namespaces reach it
+// (env is added to control-plane.sh's environment, e.g. KCP_SERVICE_CIDR).
+func (c *cluster) startControlPlane(env ...string) (kubernetes.Interface, string) {
 	t := c.t
-	kubeconfig := kube.Start(t, nil, "10.244.0.0/16", "24")
+	kubeconfig := kube.Start(t, env, "10.244.0.0/16", "24")
 
 	// The API listens on 127.0.0.1:16443 of this namespace; nodes reach it
 	// at 192.168.77.254:16443 through this proxy.

@@ -33,9 +33,11 @@ import (
 // API server; a backend namespace with two backends, a and b, each a TCP
 // and a UDP server that answer with their name and the client's address
 // they see; a pod-like client (inside --cluster-cidr) routed through the
-// node. A NodePort Service and its EndpointSlice created in the API:
-//   - the client reaches backend a through the ClusterIP over TCP and UDP,
-//     seen with its own address (not masqueraded: it is in the cluster);
+// node. A dual-stack NodePort Service and its EndpointSlices created in
+// the API:
+//   - the client reaches backend a through the ClusterIPs over TCP and UDP,
+//     IPv4 and IPv6, seen with its own address (not masqueraded: it is in
+//     the cluster);
 //   - a client off the cluster (the test, on the underlay) reaches it
 //     through the NodePort on the node's InternalIP, masqueraded to the
 //     node (kube-proxy masquerades there);
@@ -53,7 +55,7 @@ import (
 // The agent's /healthz and /livez answer 200 once it has synced.
 func TestKubeServiceProxy(t *testing.T) {
 	c := newCluster(t, 1)
-	cs, nodeCfg := c.startControlPlane()
+	cs, nodeCfg := c.startControlPlane("KCP_SERVICE_CIDR=10.96.0.0/16,fd00:96::/108")
 	n := c.nodes[0]
 	ctx := context.Background()
 	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
@@ -62,7 +64,8 @@ func TestKubeServiceProxy(t *testing.T) {
 
 	// The node forwards between the client and the backend.
 	nh := openH(t, n.ns)
-	must(t, nh.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"}))
+	must(t, nh.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"},
+		netops.SysctlSetting{Key: "net.ipv6.conf.all.forwarding", Value: "1"}))
 	backend := nstest.NewNS(t, "svc-be")
 	bh := openH(t, backend)
 	_, _, err = nh.EnsureVeth(netops.VethOpts{HostName: "svbe", PeerName: "eth0", Peer: bh})
@@ -73,6 +76,10 @@ func TestKubeServiceProxy(t *testing.T) {
 	must(t, bh.EnsureAddr("eth0", netip.PrefixFrom(beAddr, 24), netops.AddrOpts{NoDAD: true}))
 	must(t, bh.EnsureAddr("eth0", netip.PrefixFrom(beB, 24), netops.AddrOpts{NoDAD: true}))
 	must(t, bh.EnsureRoute(netops.Route{GW: netip.MustParseAddr("192.168.79.1"), Dev: "eth0"}))
+	be6 := netip.MustParseAddr("fd00:79::2")
+	must(t, nh.EnsureAddr("svbe", netip.MustParsePrefix("fd00:79::1/64"), netops.AddrOpts{NoDAD: true}))
+	must(t, bh.EnsureAddr("eth0", netip.PrefixFrom(be6, 64), netops.AddrOpts{NoDAD: true}))
+	must(t, bh.EnsureRoute(netops.Route{GW: netip.MustParseAddr("fd00:79::1"), Dev: "eth0"}))
 	client := nstest.NewNS(t, "svc-cl")
 	ch := openH(t, client)
 	_, _, err = nh.EnsureVeth(netops.VethOpts{HostName: "svcl", PeerName: "eth0", Peer: ch})
@@ -81,14 +88,19 @@ func TestKubeServiceProxy(t *testing.T) {
 	podIP := netip.MustParseAddr("10.244.9.10")
 	must(t, ch.EnsureAddr("eth0", netip.PrefixFrom(podIP, 24), netops.AddrOpts{NoDAD: true}))
 	must(t, ch.EnsureRoute(netops.Route{GW: netip.MustParseAddr("10.244.9.1"), Dev: "eth0"}))
+	pod6 := netip.MustParseAddr("fd00:10:244:9::10")
+	must(t, nh.EnsureAddr("svcl", netip.MustParsePrefix("fd00:10:244:9::1/64"), netops.AddrOpts{NoDAD: true}))
+	must(t, ch.EnsureAddr("eth0", netip.PrefixFrom(pod6, 64), netops.AddrOpts{NoDAD: true}))
+	must(t, ch.EnsureRoute(netops.Route{GW: netip.MustParseAddr("fd00:10:244:9::1"), Dev: "eth0"}))
 	serveName(t, backend, netip.AddrPortFrom(beAddr, 8080), "backend-a")
 	serveName(t, backend, netip.AddrPortFrom(beB, 8080), "backend-b")
+	serveName(t, backend, netip.AddrPortFrom(be6, 8080), "backend-a")
 
 	health := netip.AddrPortFrom(n.ip, 9666)
 	proxy := true
 	c.agentArgs = func(n *node) []string {
 		return []string{"--pod-api-only", "--socket", filepath.Join(t.TempDir(), "agent.sock"), "--kubeconfig-file", nodeCfg, "--node-name", n.name,
-			fmt.Sprintf("--service-proxy=%t", proxy), "--cluster-cidr", "10.244.0.0/16", "--health-addr", health.String()}
+			fmt.Sprintf("--service-proxy=%t", proxy), "--cluster-cidr", "10.244.0.0/16,fd00:10:244::/56", "--health-addr", health.String()}
 	}
 	n.startAgent()
 	t.Cleanup(func() {
@@ -101,7 +113,7 @@ func TestKubeServiceProxy(t *testing.T) {
 	}
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
-		Type: corev1.ServiceTypeNodePort,
+		Type: corev1.ServiceTypeNodePort, IPFamilyPolicy: ptr(corev1.IPFamilyPolicyRequireDualStack),
 		Ports: []corev1.ServicePort{
 			{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)},
 			{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(8080)},
@@ -123,7 +135,11 @@ func TestKubeServiceProxy(t *testing.T) {
 			{Name: ptr("udp"), Protocol: ptr(corev1.ProtocolUDP), Port: ptr(int32(8080))},
 		},
 	}
+	slice6 := slice.DeepCopy()
+	slice6.Name, slice6.AddressType, slice6.Endpoints = "web-6", discoveryv1.AddressTypeIPv6, endpoint(be6)
 	slice, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, slice6, metav1.CreateOptions{})
 	must(t, err)
 
 	// answers: dial's answer is want's.
@@ -148,6 +164,17 @@ func TestKubeServiceProxy(t *testing.T) {
 	fromPod := "backend-a " + podIP.String()
 	until(t, fmt.Sprintf("the client reaches backend a over TCP through ClusterIP %v (answer %q)", tcpFE, fromPod), answers(fromPod, tcp(tcpFE)))
 	until(t, fmt.Sprintf("the client reaches backend a over UDP through ClusterIP %v (answer %q)", udpFE, fromPod), answers(fromPod, udp(udpFE)))
+	// IPv6, the Service's second family: the same, from the pod's IPv6
+	// address.
+	if len(svc.Spec.ClusterIPs) != 2 {
+		t.Fatalf("Service web has ClusterIPs %v; want an IPv4 and an IPv6 one (KCP_SERVICE_CIDR)", svc.Spec.ClusterIPs)
+	}
+	cip6 := netip.MustParseAddr(svc.Spec.ClusterIPs[1])
+	fromPod6 := "backend-a " + pod6.String()
+	until(t, fmt.Sprintf("the client reaches backend a over TCP through ClusterIP [%v]:80 (answer %q)", cip6, fromPod6),
+		answers(fromPod6, tcp(netip.AddrPortFrom(cip6, 80))))
+	until(t, fmt.Sprintf("the client reaches backend a over UDP through ClusterIP [%v]:53 (answer %q)", cip6, fromPod6),
+		answers(fromPod6, udp(netip.AddrPortFrom(cip6, 53))))
 	if in, _ := inServiceIPs4(t, n.ns, cip); !in {
 		t.Errorf("ClusterIP %v serves but is not in map %s of table inet %s", cip, nft.ServiceIPs4, nft.ServicesTable)
 	}
