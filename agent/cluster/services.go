@@ -21,7 +21,8 @@ import (
 type Service struct {
 	Namespace, Name string
 	// Skip: the proxy leaves the Service alone: headless (clusterIP None),
-	// no cluster IP, or type ExternalName (kube-proxy's ShouldSkipService).
+	// no cluster IP, or type ExternalName (kube-proxy's ShouldSkipService),
+	// or labelled for another proxy (otherProxy).
 	Skip bool
 	// ClusterIPs are spec.clusterIPs (else spec.clusterIP), at most one a
 	// family, those that parse.
@@ -126,12 +127,28 @@ func (e *EndpointSlice) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion}
 }
 
+// The labels by which a Service is another proxy's (kube-proxy's
+// informers select "!service.kubernetes.io/service-proxy-name,
+// !service.kubernetes.io/headless": a Service handed to another
+// implementation, or marked headless for proxies, is left alone).
+const (
+	labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	labelHeadless         = "service.kubernetes.io/headless"
+)
+
+// otherProxy reports whether labels hand the Service to another proxy.
+func otherProxy(labels map[string]string) bool {
+	_, named := labels[labelServiceProxyName]
+	_, headless := labels[labelHeadless]
+	return named || headless
+}
+
 // ServiceFromAPI returns what the proxy reads of s. Addresses and ranges
 // that do not parse are left out.
 func ServiceFromAPI(s *corev1.Service) *Service {
 	out := &Service{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion}
 	sp := &s.Spec
-	if sp.ClusterIP == "" || sp.ClusterIP == corev1.ClusterIPNone || sp.Type == corev1.ServiceTypeExternalName {
+	if sp.ClusterIP == "" || sp.ClusterIP == corev1.ClusterIPNone || sp.Type == corev1.ServiceTypeExternalName || otherProxy(s.Labels) {
 		out.Skip = true
 		return out
 	}

@@ -125,6 +125,12 @@ func TestResolveSkips(t *testing.T) {
 		"ExternalName": svc(func(s *corev1.Service) {
 			s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.org"
 		}),
+		// kube-proxy's informers select these out (the e2e specs
+		// service.kubernetes.io/service-proxy-name and /headless)
+		"another proxy's": svc(func(s *corev1.Service) {
+			s.Labels = map[string]string{"service.kubernetes.io/service-proxy-name": "foo-bar"}
+		}),
+		"headless for proxies": svc(func(s *corev1.Service) { s.Labels = map[string]string{"service.kubernetes.io/headless": ""} }),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := resolve(s, slice("a", ep{addr: "10.0.0.1"})); len(got) != 0 {
