@@ -114,6 +114,26 @@ func (h *Health) Probes() http.Handler {
 	})
 }
 
+// ProxyMode is what /proxyMode answers on kube-proxy's metrics port: the
+// Services proxy programs nftables, as kube-proxy's nftables mode (tools
+// and the e2e specs read it to know which proxy's rules to expect).
+const ProxyMode = "nftables"
+
+// ProxyStatus answers what kube-proxy's metrics port does: /metrics (h's)
+// and /proxyMode; nothing else.
+func (h *Health) ProxyStatus() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/proxyMode":
+			fmt.Fprint(w, ProxyMode)
+		case "/metrics":
+			h.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
 // serverTimeouts bound what a client of the health endpoint holds: the
 // request's header, the whole request, the answer, and a kept-alive
 // connection between requests (a probe asks once; nobody needs more).

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,5 +151,29 @@ func TestHealthProxy(t *testing.T) {
 	h.SetRunning(false)
 	if c := code("/livez"); c != 503 {
 		t.Errorf("not running: /livez %d, want 503", c)
+	}
+}
+
+// TestProxyStatus: kube-proxy's metrics port answers /proxyMode with the
+// mode and /metrics with the agent's metrics, and nothing else (not the
+// probes: kube-proxy serves those on its healthz port).
+func TestProxyStatus(t *testing.T) {
+	h := &Health{Metrics: NewMetrics()}
+	h.SetRunning(true)
+	get := func(path string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ProxyStatus().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code, w.Body.String()
+	}
+	if c, b := get("/proxyMode"); c != 200 || b != "nftables" {
+		t.Errorf("/proxyMode: %d %q, want 200 nftables", c, b)
+	}
+	if c, b := get("/metrics"); c != 200 || !strings.Contains(b, "# TYPE") {
+		t.Errorf("/metrics: %d, %d bytes without a metric", c, len(b))
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/"} {
+		if c, _ := get(p); c != 404 {
+			t.Errorf("%s on the metrics port: %d, want 404", p, c)
+		}
 	}
 }

@@ -28,6 +28,15 @@ func serveHealth(ctx context.Context, f *flags, log *slog.Logger) (*agent.Health
 	if a := f.healthzAddr(); a != "" && a != f.healthAddr {
 		ls = append(ls, listen{"--healthz-ip/--healthz-port", a, false})
 	}
+	// kube-proxy's own ports, where the proxy replaces it
+	// (docs/services.md): its health and its metrics with /proxyMode
+	var proxyHealthz, proxyMetrics string
+	if f.svc.proxy {
+		proxyHealthz, proxyMetrics = f.svc.healthzAddr, f.svc.metricsAddr
+	}
+	if proxyHealthz != "" {
+		ls = append(ls, listen{"--proxy-healthz-addr", proxyHealthz, false})
+	}
 	var waits []func() error
 	stop := func() {
 		for _, w := range waits {
@@ -39,9 +48,15 @@ func serveHealth(ctx context.Context, f *flags, log *slog.Logger) (*agent.Health
 	}
 	h := &agent.Health{Metrics: agent.NewMetrics()}
 	h.SetRunning(true)
+	if proxyMetrics != "" {
+		ls = append(ls, listen{"--proxy-metrics-addr", proxyMetrics, true})
+	}
 	for _, l := range ls {
 		var hh http.Handler = h
-		if !l.metrics {
+		switch {
+		case l.flag == "--proxy-metrics-addr":
+			hh = h.ProxyStatus()
+		case !l.metrics:
 			hh = h.Probes()
 		}
 		w, err := agent.ServeHealth(ctx, l.addr, hh, log)

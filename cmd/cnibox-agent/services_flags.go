@@ -17,6 +17,9 @@ type serviceFlags struct {
 	// clusterCIDR is --cluster-cidr; cidrs, what validate read of it.
 	clusterCIDR string
 	cidrs       []netip.Prefix
+	// healthzAddr and metricsAddr are kube-proxy's ports, served with
+	// --service-proxy ("" : not served).
+	healthzAddr, metricsAddr string
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet) {
@@ -26,6 +29,10 @@ func (s *serviceFlags) register(fs *flag.FlagSet) {
 		"\"primary\" (the node's primary IPs, kube-proxy's nftables default) or comma-separated CIDRs (a family no CIDR names is served on all its addresses; "+
 		"0.0.0.0/0,::/0: every address) (cnibox)")
 	fs.DurationVar(&s.resync, "service-resync", 60*time.Second, "kube, with --service-proxy: how often the whole services table is compared with the Services and repaired (kube-proxy's --sync-period) (cnibox)")
+	fs.StringVar(&s.healthzAddr, "proxy-healthz-addr", "0.0.0.0:10256", "kube, with --service-proxy: where kube-proxy's /healthz and /livez are served "+
+		"(kube-proxy's --healthz-bind-address: load balancers' health checks and tools ask there); \"\": not served (cnibox)")
+	fs.StringVar(&s.metricsAddr, "proxy-metrics-addr", "127.0.0.1:10249", "kube, with --service-proxy: where kube-proxy's /metrics and /proxyMode are served "+
+		"(kube-proxy's --metrics-bind-address); \"\": not served (cnibox)")
 	fs.StringVar(&s.clusterCIDR, "cluster-cidr", "", "kube, with --service-proxy: the pods' networks, comma-separated CIDRs (traffic to a Service from elsewhere is masqueraded, as kube-proxy's --cluster-cidr); "+
 		"default: net-conf.json's Network and IPv6Network with --kube-subnet-mgr (cnibox)")
 }

@@ -3,6 +3,7 @@
 package overlay
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,6 +113,15 @@ func TestKubeServiceProxy(t *testing.T) {
 	for _, p := range []string{"/healthz", "/livez"} {
 		until(t, "the agent's "+p+" answers 200", func() error { return get200("http://" + health.String() + p) })
 	}
+	// kube-proxy's own ports, as the e2e spec "should check kube-proxy
+	// urls" asks them from the node: /healthz on 10256 with kube-proxy's
+	// body, /proxyMode on 10249
+	until(t, "kube-proxy's /healthz on the node's 10256 answers with lastUpdated", func() error {
+		return getBody(t, n.ns, netip.AddrPortFrom(n.ip, 10256), "/healthz", "lastUpdated")
+	})
+	until(t, "kube-proxy's /proxyMode on the node's loopback 10249 answers", func() error {
+		return getBody(t, n.ns, netip.MustParseAddrPort("127.0.0.1:10249"), "/proxyMode", "nftables")
+	})
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeNodePort, IPFamilyPolicy: ptr(corev1.IPFamilyPolicyRequireDualStack),
@@ -340,6 +351,36 @@ func readAnswer(c net.Conn) (string, error) {
 	b := make([]byte, 512)
 	k, err := c.Read(b)
 	return string(b[:k]), err
+}
+
+// getBody asks GET path of the HTTP server at to from the namespace at ns
+// (a node's loopback is reached only from inside) and wants a 200 whose
+// body holds want.
+func getBody(t *testing.T, ns string, to netip.AddrPort, path, want string) error {
+	var c net.Conn
+	if err := nstest.Run(t, ns, func() (err error) { c, err = net.DialTimeout("tcp", to.String(), 2*time.Second); return err }); err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, to); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+		return fmt.Errorf("GET %s%s: %s %q, want 200 with %q", to, path, resp.Status, body, want)
+	}
+	return nil
 }
 
 func get200(url string) error {
