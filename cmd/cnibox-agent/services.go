@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/netconf"
@@ -65,6 +67,7 @@ func startServices(ctx context.Context, f *flags, health *agent.Health, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("--service-proxy: %w", err)
 	}
+	setConntrackTimeouts(h, f, log)
 	cfg := services.WatchConfig{
 		Cache: f.kube.cache, Table: newServicesTable(h), Resync: f.svc.resync,
 		NodePorts: npa, IfaceAddrs: func() ([]netip.Addr, error) { return ifaceAddrs(h) },
@@ -128,4 +131,29 @@ func ifaceAddrs(h *netops.Handle) ([]netip.Addr, error) {
 		out = append(out, p.Addr())
 	}
 	return out, nil
+}
+
+// setConntrackTimeouts writes kube-proxy's conntrack TCP timeouts in the
+// node's namespace (the kernel keeps them per namespace), as kube-proxy
+// does at its start: 24 h for established connections (the kernel's 5 days
+// would keep dead ones), 1 h for CLOSE_WAIT (the kernel's 60 s ends
+// half-closed connections a Service's backend still answers). A kernel
+// without conntrack loaded yet has no such sysctl: said, and the start goes
+// on (kube-proxy's e2e spec "should set TCP CLOSE_WAIT timeout" reads
+// the entry's timeout).
+func setConntrackTimeouts(h *netops.Handle, f *flags, log *slog.Logger) {
+	for _, s := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"net.netfilter.nf_conntrack_tcp_timeout_established", f.svc.ctEstablished},
+		{"net.netfilter.nf_conntrack_tcp_timeout_close_wait", f.svc.ctCloseWait},
+	} {
+		if s.d <= 0 {
+			continue
+		}
+		if err := h.SetSysctl(s.key, strconv.Itoa(int(s.d/time.Second))); err != nil {
+			log.Warn("services: conntrack timeout not set", "sysctl", s.key, "err", err)
+		}
+	}
 }

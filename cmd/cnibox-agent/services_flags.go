@@ -20,6 +20,9 @@ type serviceFlags struct {
 	// healthzAddr and metricsAddr are kube-proxy's ports, served with
 	// --service-proxy ("" : not served).
 	healthzAddr, metricsAddr string
+	// ctEstablished and ctCloseWait are kube-proxy's conntrack TCP
+	// timeouts, written in the node's namespace (0: left alone).
+	ctEstablished, ctCloseWait time.Duration
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet) {
@@ -33,12 +36,19 @@ func (s *serviceFlags) register(fs *flag.FlagSet) {
 		"(kube-proxy's --healthz-bind-address: load balancers' health checks and tools ask there); \"\": not served (cnibox)")
 	fs.StringVar(&s.metricsAddr, "proxy-metrics-addr", "127.0.0.1:10249", "kube, with --service-proxy: where kube-proxy's /metrics and /proxyMode are served "+
 		"(kube-proxy's --metrics-bind-address); \"\": not served (cnibox)")
+	fs.DurationVar(&s.ctEstablished, "conntrack-tcp-timeout-established", 24*time.Hour, "kube, with --service-proxy: the node's "+
+		"net.netfilter.nf_conntrack_tcp_timeout_established, as kube-proxy's flag of that name sets it; 0: left alone (cnibox)")
+	fs.DurationVar(&s.ctCloseWait, "conntrack-tcp-timeout-close-wait", time.Hour, "kube, with --service-proxy: the node's "+
+		"net.netfilter.nf_conntrack_tcp_timeout_close_wait, as kube-proxy's flag of that name sets it; 0: left alone (cnibox)")
 	fs.StringVar(&s.clusterCIDR, "cluster-cidr", "", "kube, with --service-proxy: the pods' networks, comma-separated CIDRs (traffic to a Service from elsewhere is masqueraded, as kube-proxy's --cluster-cidr); "+
 		"default: net-conf.json's Network and IPv6Network with --kube-subnet-mgr (cnibox)")
 }
 
 // validate checks the proxy's flags.
 func (s *serviceFlags) validate() error {
+	if s.ctEstablished < 0 || s.ctCloseWait < 0 {
+		return fmt.Errorf("--conntrack-tcp-timeout-established %s, --conntrack-tcp-timeout-close-wait %s: use 0 (leave the node's) or a positive duration, e.g. 24h and 1h", s.ctEstablished, s.ctCloseWait)
+	}
 	if s.resync <= 0 {
 		return fmt.Errorf("--service-resync %s: use a period of at least 1s, e.g. 60s", s.resync)
 	}

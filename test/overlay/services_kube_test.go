@@ -122,6 +122,13 @@ func TestKubeServiceProxy(t *testing.T) {
 	until(t, "kube-proxy's /proxyMode on the node's loopback 10249 answers", func() error {
 		return getBody(t, n.ns, netip.MustParseAddrPort("127.0.0.1:10249"), "/proxyMode", "nftables")
 	})
+	// kube-proxy's conntrack timeouts in the node's namespace (the e2e
+	// spec "should set TCP CLOSE_WAIT timeout" reads an entry's)
+	for key, want := range map[string]string{"net.netfilter.nf_conntrack_tcp_timeout_close_wait": "3600", "net.netfilter.nf_conntrack_tcp_timeout_established": "86400"} {
+		if v, err := nh.Sysctl(key); err != nil || v != want {
+			t.Errorf("the node's %s = %q (%v), want kube-proxy's %s", key, v, err, want)
+		}
+	}
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeNodePort, IPFamilyPolicy: ptr(corev1.IPFamilyPolicyRequireDualStack),
