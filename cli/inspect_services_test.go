@@ -108,7 +108,7 @@ func TestInspectServices(t *testing.T) {
 		t.Errorf("inspect services --json: %+v", r)
 	}
 	for _, fe := range r.Frontends {
-		if fe.Kind == "ClusterIP" && fe.Port == 80 && (len(fe.Endpoints) != 2 || fe.Affinity != 10*time.Minute) {
+		if fe.Kind == "ClusterIP" && fe.Port == 80 && (len(fe.Endpoints) != 2 || fe.AffinitySeconds != 600) {
 			t.Errorf("inspect services --json, the ClusterIP: %+v", fe)
 		}
 	}

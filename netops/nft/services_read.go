@@ -43,8 +43,11 @@ type ServiceFrontend struct {
 	// NoEndpoints is "reject" or "drop" when there is no endpoint for
 	// this frontend's traffic.
 	NoEndpoints string `json:"noEndpoints,omitempty"`
-	// Affinity is sessionAffinity ClientIP's timeout; 0: none.
-	Affinity time.Duration `json:"affinity,omitempty"`
+	// Affinity is sessionAffinity ClientIP's timeout; 0: none. In JSON
+	// whole seconds (timeoutSeconds, as the Service spells it).
+	Affinity time.Duration `json:"-"`
+	// AffinitySeconds is Affinity for JSON.
+	AffinitySeconds int64 `json:"affinitySeconds,omitempty"`
 	// Masquerade says which of its traffic is masqueraded: "all",
 	// "from outside the cluster", "from the node", or "" (none: the
 	// client's address is kept).
@@ -177,6 +180,9 @@ func (r *svcReader) read() (*ServicesTableView, error) {
 			}
 			v.Frontends = append(v.Frontends, fe)
 		}
+	}
+	for i := range v.Frontends {
+		v.Frontends[i].AffinitySeconds = int64(v.Frontends[i].Affinity / time.Second)
 	}
 	slices.SortFunc(v.Frontends, func(a, b ServiceFrontend) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Protocol, b.Protocol),
