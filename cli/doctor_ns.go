@@ -30,7 +30,7 @@ func (d *doctor) checkNodeNS(self, init string) {
 	d.outsideNodeNS = true
 	link, _ := os.Readlink(self)
 	d.fail("namespace", "run doctor in the node's network namespace: nsenter --target 1 --net cnibox doctor, or in a pod with hostNetwork: true",
-		"doctor runs in network namespace %s, not the node's (PID 1's): the bridge, forwarding and veth checks below read this namespace, not the node's", orDash(link))
+		"doctor runs in network namespace %s, not the node's (%s): the bridge, forwarding and veth checks below read this namespace, not the node's", orDash(link), nodeNSName(init))
 }
 
 // nodeFix is fix, or, when doctor runs outside the node's namespace, the
@@ -41,4 +41,13 @@ func (d *doctor) nodeFix(fix string) string {
 		return "doctor reads another namespace than the node's: see the namespace check first"
 	}
 	return fix
+}
+
+// nodeNSName says which namespace stands for the node's: PID 1's, or the
+// file --node-netns named.
+func nodeNSName(path string) string {
+	if path == initNetNS {
+		return "PID 1's"
+	}
+	return path
 }

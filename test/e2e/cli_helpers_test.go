@@ -25,12 +25,16 @@ import (
 func (e *env) cliRun(args ...string) (stdout, stderr string, code int) {
 	e.t.Helper()
 	var out, errb bytes.Buffer
+	var extra []*os.File
 	if len(args) > 0 && args[0] == "doctor" && !slices.Contains(args, "--node-netns") {
 		// The test's namespace stands for the node (main_test.go), not
 		// PID 1's: doctor's namespace check compares with it.
-		args = append(args, "--node-netns", fmt.Sprintf("/proc/%d/ns/net", os.Getpid()))
+		ns := ownNetns(e.t)
+		extra = append(extra, ns)
+		args = append(args, "--node-netns", "/proc/self/fd/3")
 	}
 	cmd := exec.Command(cniboxBin(e.t), args...)
+	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	var ee *exec.ExitError
@@ -139,4 +143,17 @@ func pinBridgeMAC(t *testing.T, name string) {
 	if err := h.SetMAC(name, net.HardwareAddr{0x02, 0xcb, 0x0c, 0x11, 0x00, 0x01}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ownNetns is the namespace that stands for the node, as a file to hand
+// to a child as a descriptor (--node-netns /proc/self/fd/3): the one
+// TestMain's process started in. Not /proc/PID/ns/net: that is the
+// namespace of the process's first thread, which a test that entered a
+// pod's namespace on it may have left there (Go cannot end that thread).
+func ownNetns(t testing.TB) *os.File {
+	t.Helper()
+	if nodeNetns == nil {
+		t.Fatal("TestMain did not open the node's namespace")
+	}
+	return nodeNetns
 }

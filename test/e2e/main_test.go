@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 
 	"github.com/cnibox/cnibox/internal/testenv"
@@ -44,8 +45,15 @@ type cleanup struct{ m *testing.M }
 
 func (c cleanup) Run() int {
 	defer removeBuilt()
+	// the node's namespace, before any test enters another (ownNetns)
+	runtime.LockOSThread()
+	nodeNetns, _ = os.Open("/proc/thread-self/ns/net")
+	runtime.UnlockOSThread()
 	return c.m.Run()
 }
+
+// nodeNetns is this process's namespace as TestMain found it (ownNetns).
+var nodeNetns *os.File
 
 // prepare sets upstream.DirEnv and cnitoolEnv for the re-executed tests, or
 // prepErrEnv with what failed (each test that needs them fails with it). On

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,8 +68,18 @@ func kill9(t *testing.T, args ...string) {
 // bridges and stores, which this test has none of).
 func doctorCheck(t *testing.T, cnibox string, args ...string) (int, []map[string]string) {
 	t.Helper()
-	// This test's namespace stands for the node's (TestMain), not PID 1's.
-	cmd := exec.Command(cnibox, append([]string{"doctor", "--json", "--node-netns", fmt.Sprintf("/proc/%d/ns/net", os.Getpid())}, args...)...)
+	// This test's namespace stands for the node's (TestMain), not PID 1's;
+	// handed over as a descriptor (a /proc/PID path names another process
+	// where the test runs in a PID namespace of its own).
+	runtime.LockOSThread() // this thread's namespace (the process's first thread may be elsewhere)
+	ns, err := os.Open("/proc/thread-self/ns/net")
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	cmd := exec.Command(cnibox, append([]string{"doctor", "--json", "--node-netns", "/proc/self/fd/3"}, args...)...)
+	cmd.ExtraFiles = []*os.File{ns}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
