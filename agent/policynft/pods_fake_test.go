@@ -144,7 +144,13 @@ func TestPodTableRetried(t *testing.T) {
 		return map[string]policynft.PodTable{"t/a": {Netns: "/run/netns/a", Policy: podPolicy()}}
 	})
 	waitTable(t, pod, "written after three failures", podTableOf(t, podPolicy()))
-	if st := s.Stats(); st.PodFailed != 3 || st.PodTables != 1 {
+	// the syncer counts the write once the kernel holds the table: wait
+	// for the count, not only the table (fresh-test saw 0 written here)
+	st := s.Stats()
+	for deadline := time.Now().Add(time.Minute); st.PodTables == 0 && time.Now().Before(deadline); st = s.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	if st.PodFailed != 3 || st.PodTables != 1 {
 		t.Errorf("%d failed writes and %d written, want 3 and 1", st.PodFailed, st.PodTables)
 	}
 }
