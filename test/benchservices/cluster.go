@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/test/internal/benchnode"
 	"github.com/cnibox/cnibox/test/internal/policyload"
 )
 
@@ -80,21 +79,8 @@ func newCluster(o *options) (*cluster, error) {
 		return c, fmt.Errorf("start the control plane: %v\n%s", err, out)
 	}
 	o.logf("control plane up in %.1f s", time.Since(t0).Seconds())
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(kcp, "kubeconfig"))
-	if err != nil {
-		return c, err
-	}
-	rc.QPS, rc.Burst = 10000, 10000
-	if c.cs, err = kubernetes.NewForConfig(rc); err != nil {
-		return c, err
-	}
-	kc, err := os.ReadFile(filepath.Join(kcp, "kubeconfig"))
-	if err != nil {
-		return c, err
-	}
 	c.kc = filepath.Join(dir, "kubeconfig-node")
-	nodeKC := strings.ReplaceAll(string(kc), "127.0.0.1:"+apiPort, underlayGW.Addr().String()+":"+apiPort)
-	if err := os.WriteFile(c.kc, []byte(nodeKC), 0o600); err != nil {
+	if c.cs, err = benchnode.APIClients(kcp, c.kc, apiPort, underlayGW.Addr(), 10000); err != nil {
 		return c, err
 	}
 	return c, c.populate()
