@@ -282,10 +282,11 @@ func TestKubeAdmissionPolicy(t *testing.T) {
 				return `{"metadata":{"annotations":{"k8s.v1.cni.cncf.io/network-status":` + jsonString(v) + `}}}`
 			}
 			// The policy takes a moment to be in force after it is
-			// created: wait until it denies what it must deny.
+			// created: wait until it denies what it must deny (a server-side
+			// dry run: admission runs, nothing is written before then).
 			deadline := time.Now().Add(time.Minute)
 			for {
-				out, ok := c.run(token, "patch", "pod", "theirs", "-n", "default", "--type=merge", "-p", status("[]"))
+				out, ok := c.run(token, "patch", "pod", "theirs", "-n", "default", "--dry-run=server", "--type=merge", "-p", status("[]"))
 				if !ok && strings.Contains(out, "ValidatingAdmissionPolicy") {
 					break
 				}
@@ -399,20 +400,25 @@ func TestKubeNetworkStatusPolicy(t *testing.T) {
 	c.create(objects)
 	const key = "k8s.v1.cni.cncf.io/network-status"
 	forged := `{"metadata":{"annotations":{"` + key + `":` + jsonString(`[{"name":"default/m1","interface":"net1","ips":["192.0.2.99"]}]`) + `}}}`
-	// The policy takes a moment to be in force after it is created.
+	// The policy takes a moment to be in force after it is created: wait
+	// for it with the admin's patch as a server-side dry run (admission
+	// runs, nothing is written), then check the admin's real write.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out, ok := c.run("", "patch", "pod", "mine", "-n", "default", "--type=merge", "-p", forged)
+		out, ok := c.run("", "patch", "pod", "mine", "-n", "default", "--dry-run=server", "--type=merge", "-p", forged)
 		if !ok && strings.Contains(out, "ValidatingAdmissionPolicy") && strings.Contains(out, "cnibox-network-status") {
 			break
 		}
-		if ok {
-			t.Fatalf("the admin wrote pod mine's network-status: %s", out)
+		if !ok {
+			t.Fatalf("the admin's dry-run patch refused, not by the network-status policy: %s", out)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the network-status policy refuses nothing a minute after it was created: %s", out)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if out, ok := c.run("", "patch", "pod", "mine", "-n", "default", "--type=merge", "-p", forged); ok || !strings.Contains(out, "cnibox-network-status") {
+		t.Errorf("the admin's patch of pod mine's network-status: allowed %v: %s", ok, out)
 	}
 	// a namespace's editor (RBAC: patch and create pods in default)
 	c.create(`
