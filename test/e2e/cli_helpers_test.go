@@ -148,8 +148,12 @@ func pinBridgeMAC(t *testing.T, name string) {
 // ownNetns is the namespace that stands for the node, as a file to hand
 // to a child as a descriptor (--node-netns /proc/self/fd/3): the one
 // TestMain's process started in. Not /proc/PID/ns/net: that is the
-// namespace of the process's first thread, which a test that entered a
-// pod's namespace on it may have left there (Go cannot end that thread).
+// namespace of the process's first thread. nstest enters a pod's
+// namespace on a locked thread and lets its goroutine end without
+// unlocking, so the runtime ends the thread; when that thread is the
+// first one, the runtime cannot end it and parks it for good instead,
+// still in the pod's namespace (no goroutine runs on it again, so nothing
+// runs in the wrong namespace, but /proc/PID/ns/net names the pod's).
 func ownNetns(t testing.TB) *os.File {
 	t.Helper()
 	if nodeNetns == nil {
