@@ -35,7 +35,8 @@ const (
 	Namespaces
 	Nodes
 	// Services and EndpointSlices are the Services proxy's
-	// (agent/services).
+	// (agent/services), the domainNames resolvers' (agent/policy) and
+	// the LoadBalancer IPAM's (agent/lbipam).
 	Services
 	EndpointSlices
 	NodePods
@@ -117,6 +118,12 @@ type Config struct {
 	// reads every pod while its agent holds the reclaim's Lease, has an
 	// informer of Pods for that while.
 	ClusterPods bool
+	// LoadBalancer, if set, is what the LoadBalancer IPAM (agent/lbipam)
+	// keeps of each Service (Service.LoadBalancer; nil of one it has no
+	// part in), made once at the informer's transform, so that the
+	// elected IPAM reads the Services from the one informer the Services
+	// proxy and the NetworkPolicy watcher read.
+	LoadBalancer func(*corev1.Service) any
 }
 
 // New returns a cache of c's cluster, as NewWith.
@@ -133,7 +140,7 @@ func NewWith(cfg Config) *Cache {
 	if err != nil {
 		cfg.Log.Warn("cluster cache: no node name: it keeps no pod's UID and annotations (the pod API asks the API server)", "err", err)
 	}
-	return &Cache{cluster: cfg.Cluster, log: cfg.Log, keep: keep{node: node, nodeAnnotations: cfg.NodeAnnotations}, clusterPods: cfg.ClusterPods}
+	return &Cache{cluster: cfg.Cluster, log: cfg.Log, keep: keep{node: node, nodeAnnotations: cfg.NodeAnnotations, loadBalancer: cfg.LoadBalancer}, clusterPods: cfg.ClusterPods}
 }
 
 // resolve is the kind whose informer serves kind's readers: NodePods are
@@ -371,3 +378,7 @@ func (h *Handler) OnDelete(obj any) {
 // NodeAnnotations are the annotations the cache keeps of each Node
 // (Config.NodeAnnotations).
 func (c *Cache) NodeAnnotations() []string { return c.keep.nodeAnnotations }
+
+// KeepsLoadBalancers reports whether the cache keeps the LoadBalancer
+// IPAM's part of each Service (Config.LoadBalancer).
+func (c *Cache) KeepsLoadBalancers() bool { return c.keep.loadBalancer != nil }

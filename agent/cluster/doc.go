@@ -1,9 +1,10 @@
 // Package cluster is cnibox-agent's one informer cache of the cluster's
-// pods, namespaces and nodes, and of its Services and EndpointSlices (the
-// Services proxy's, services.go): every part of the agent that reads them
-// (the NetworkPolicy watcher, MultiNetworkPolicy, egress gateways, the pod
-// API, the cluster IPAM's reclaim, the overlay's peers, the Services
-// proxy) registers its handler on the same shared informer of each kind,
+// pods, namespaces and nodes, and of its Services and EndpointSlices
+// (services.go): every part of the agent that reads them (the
+// NetworkPolicy watcher, MultiNetworkPolicy, egress gateways, the pod API,
+// the cluster IPAM's reclaim, the overlay's peers, the Services proxy,
+// the domainNames resolvers, the LoadBalancer IPAM) registers its handler
+// on the same shared informer of each kind,
 // so the API server sees one list and one watch of each, and the agent
 // holds one slim copy of each object (objects.go), made once at the
 // informer's transform (slim.go), whatever the number of readers. An
@@ -20,7 +21,9 @@
 // pods, not the cluster's: a nil pointer elsewhere (BenchmarkPodMemory:
 // 297 B a pod held, 279 without the field, a size class up).
 // Of a Node it keeps besides the annotations the overlay's lease reads
-// (Config.NodeAnnotations).
+// (Config.NodeAnnotations); of a Service, the LoadBalancer IPAM's part
+// (Config.LoadBalancer), which that package makes, on an agent that runs
+// it.
 //
 // The cache (cache.go) links client-go and is left out of the etcd-only
 // agent (tag nokube); the types and their transform need k8s.io/api only.

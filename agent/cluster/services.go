@@ -17,7 +17,9 @@ import (
 // its addresses, ports and policies, already read as kube-proxy reads them
 // (ServiceFromAPI); not its selector, status conditions or annotations,
 // nor spec.trafficDistribution: the EndpointSlice controller writes it
-// into the slices' hints, which is where kube-proxy reads it.
+// into the slices' hints, which is where kube-proxy reads it. The
+// NetworkPolicy watcher reads the cluster DNS Service's ClusterIPs (its
+// trusted resolvers), the LoadBalancer IPAM its part (LoadBalancer).
 type Service struct {
 	Namespace, Name string
 	// Skip: the proxy leaves the Service alone: headless (clusterIP None),
@@ -25,7 +27,9 @@ type Service struct {
 	// or labelled for another proxy (otherProxy).
 	Skip bool
 	// ClusterIPs are spec.clusterIPs (else spec.clusterIP), at most one a
-	// family, those that parse.
+	// family, those that parse; a Service another proxy serves (Skip by
+	// its labels) has them too: the DNS resolvers the NetworkPolicy
+	// watcher trusts are its cluster IPs whoever proxies it.
 	ClusterIPs  []netip.Addr
 	Ports       []ServicePort
 	ExternalIPs []netip.Addr
@@ -44,7 +48,11 @@ type Service struct {
 	AffinitySeconds int32
 	// HealthCheckNodePort: of a LoadBalancer Service with ExternalLocal.
 	HealthCheckNodePort uint16
-	ResourceVersion     string
+	// LoadBalancer is what the LoadBalancer IPAM (agent/lbipam) keeps of
+	// the Service, made by Config.LoadBalancer at the informer's
+	// transform; nil without it, or for a Service the IPAM has no part in.
+	LoadBalancer    any
+	ResourceVersion string
 }
 
 // ServicePort is one port of a Service.
@@ -148,7 +156,7 @@ func otherProxy(labels map[string]string) bool {
 func ServiceFromAPI(s *corev1.Service) *Service {
 	out := &Service{Namespace: s.Namespace, Name: s.Name, ResourceVersion: s.ResourceVersion}
 	sp := &s.Spec
-	if sp.ClusterIP == "" || sp.ClusterIP == corev1.ClusterIPNone || sp.Type == corev1.ServiceTypeExternalName || otherProxy(s.Labels) {
+	if sp.ClusterIP == "" || sp.ClusterIP == corev1.ClusterIPNone || sp.Type == corev1.ServiceTypeExternalName {
 		out.Skip = true
 		return out
 	}
@@ -160,6 +168,10 @@ func ServiceFromAPI(s *corev1.Service) *Service {
 		if a, err := netip.ParseAddr(s); err == nil && !slices.ContainsFunc(out.ClusterIPs, sameFamily(a)) {
 			out.ClusterIPs = append(out.ClusterIPs, a.Unmap())
 		}
+	}
+	if otherProxy(s.Labels) {
+		out.Skip = true
+		return out
 	}
 	for _, p := range sp.Ports {
 		if p.Port < 1 || p.Port > 65535 {

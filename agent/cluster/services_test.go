@@ -68,3 +68,24 @@ func TestSlimServices(t *testing.T) {
 		t.Error("a node the autoscaler tainted is not leaving")
 	}
 }
+
+// TestSlimServiceReaders: the transform keeps the LoadBalancer IPAM's part
+// of a Service when the cache is made with one (Config.LoadBalancer), and
+// none without; a Service labelled for another proxy is skipped by the
+// proxy but keeps its cluster IPs, which the domainNames resolvers trust
+// whoever proxies the DNS Service.
+func TestSlimServiceReaders(t *testing.T) {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns",
+		Labels: map[string]string{labelServiceProxyName: "other"}},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}}}
+	got, _ := slim(s, keep{})
+	svc := got.(*Service)
+	if !svc.Skip || !reflect.DeepEqual(svc.ClusterIPs, []netip.Addr{netip.MustParseAddr("10.96.0.10")}) || svc.LoadBalancer != nil {
+		t.Errorf("another proxy's Service: skip %v, cluster IPs %v, load balancer %v; want true, [10.96.0.10], nil", svc.Skip, svc.ClusterIPs, svc.LoadBalancer)
+	}
+	seen := ""
+	got, _ = slim(s, keep{loadBalancer: func(s *corev1.Service) any { seen = s.Name; return s.Name }})
+	if lb := got.(*Service).LoadBalancer; lb != "kube-dns" || seen != "kube-dns" {
+		t.Errorf("with Config.LoadBalancer: %v, want what it made of the API Service (kube-dns)", lb)
+	}
+}

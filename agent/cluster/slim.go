@@ -106,11 +106,13 @@ func NodeFromAPI(n *corev1.Node) *Node {
 }
 
 // keep is what a cache keeps beyond what every cache keeps: the UID and
-// annotations of the pods of node (Pod.Local), and the node annotations
-// named (Node.Annotations).
+// annotations of the pods of node (Pod.Local), the node annotations
+// named (Node.Annotations), and the LoadBalancer IPAM's part of each
+// Service (Service.LoadBalancer).
 type keep struct {
 	node            string
 	nodeAnnotations []string
+	loadBalancer    func(*corev1.Service) any
 }
 
 // slim keeps of obj what the agent reads, once for every reader (the
@@ -140,7 +142,11 @@ func slim(obj any, k keep) (out any, bad error) {
 		}
 		return n, nil
 	case *corev1.Service:
-		return ServiceFromAPI(o), nil
+		out := ServiceFromAPI(o)
+		if k.loadBalancer != nil {
+			out.LoadBalancer = k.loadBalancer(o)
+		}
+		return out, nil
 	case *discoveryv1.EndpointSlice:
 		return EndpointSliceFromAPI(o), nil
 	}

@@ -185,13 +185,17 @@ func serviceOf(s *corev1.Service) *svcObj {
 	return out
 }
 
-// slimService is serviceOf as an informer's transform (passing its own
-// output through).
-func slimService(obj any) (any, error) {
-	if s, ok := obj.(*corev1.Service); ok {
-		return serviceOf(s), nil
+// ServiceView is what the controller keeps of s in the agent's informer
+// cache (cluster.Config.LoadBalancer, read back as Service.LoadBalancer):
+// a *svcObj, or nil for a Service the plan has no part in (not
+// Eligible, no condition of the controller's, no address in its status:
+// it neither holds nor claims one).
+func ServiceView(s *corev1.Service) any {
+	o := serviceOf(s)
+	if !o.Eligible && !o.Ours && len(o.Ingress) == 0 {
+		return nil
 	}
-	return obj, nil
+	return o
 }
 
 // poolOf reads an API pool; a block that does not parse (the schema let it

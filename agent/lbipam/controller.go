@@ -27,9 +27,10 @@ import (
 type Config struct {
 	kubeapi.Cluster
 	Log *slog.Logger
-	// Cache is the agent's informer cache (agent/cluster): the nodes'
-	// addresses and pod networks, which no pool may hold. nil: Run makes
-	// one of its own.
+	// Cache is the agent's informer cache (agent/cluster): the Services
+	// (their part of the controller's: the cache's Config.LoadBalancer
+	// must be ServiceView), and the nodes' addresses and pod networks,
+	// which no pool may hold. nil: Run makes one of its own.
 	Cache *cluster.Cache
 	// Namespace holds the Lease LeaseName (default kube-system).
 	Namespace string
@@ -72,11 +73,15 @@ type controller struct {
 
 // leading is what runs while this agent leads.
 type leading struct {
-	stop     context.CancelFunc
-	svcs     cache.Store
-	pools    cache.Store
-	synced   []func() bool
-	nodes    *cluster.Handler
+	stop   context.CancelFunc
+	pools  cache.Store
+	synced []func() bool
+	// svcs and nodes are the controller's readers of the cache's Services
+	// and nodes.
+	svcs, nodes *cluster.Handler
+	// listed: the Services were listed from the API server since this
+	// agent leads (fresh.go).
+	listed   bool
 	reserved []netip.Prefix // the Services' networks (ServiceCIDRs)
 }
 
@@ -99,6 +104,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.CRDPoll <= 0 {
 		cfg.CRDPoll = 30 * time.Second
+	}
+	if cfg.Cache != nil && !cfg.Cache.KeepsLoadBalancers() {
+		return fmt.Errorf("%s: the informer cache keeps no Service's part of the controller's (make it with cluster.Config.LoadBalancer lbipam.ServiceView)", what)
 	}
 	node, err := kubecore.NodeName(cfg.NodeName, what)
 	if err != nil {
@@ -135,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	if cfg.Cache == nil {
-		c.cfg.Cache = cluster.New(cfg.Cluster, cfg.Log)
+		c.cfg.Cache = cluster.NewWith(cluster.Config{Cluster: cfg.Cluster, Log: cfg.Log, LoadBalancer: ServiceView})
 		c.cfg.Cache.Start(ctx)
 	}
 	cfg.Log.Info("LoadBalancer IPAM: taking part in the election", "lease", cfg.Namespace+"/"+LeaseName, "identity", node)
@@ -216,9 +224,9 @@ func (c *controller) wake() {
 	}
 }
 
-// startLeading runs the informers of the Services and the pools (from a
-// new list: what the last leader wrote is all there), reads the Services'
-// networks, and registers on the cache's nodes.
+// startLeading runs the informer of the pools, and registers on the
+// cache's Services and nodes (the Services are listed once more before the
+// first plan: fresh.go).
 func (c *controller) startLeading(ctx context.Context) {
 	c.cfg.Log.Info("LoadBalancer IPAM: this agent leads: it allocates the Services' addresses", "identity", c.el.identity)
 	lctx, stop := context.WithCancel(ctx)
@@ -228,16 +236,19 @@ func (c *controller) startLeading(ctx context.Context) {
 		UpdateFunc: func(any, any) { c.wake() },
 		DeleteFunc: func(any) { c.wake() },
 	}
-	st, ctl := kubeapi.NewSlimInformer(c.core, "services", &corev1.Service{}, func() runtime.Object { return &corev1.ServiceList{} },
-		cache.InformerOptions{Handler: h, Transform: slimService})
-	l.svcs = st
-	go ctl.Run(lctx.Done())
-	l.synced = append(l.synced, ctl.HasSynced)
-	st, ctl = kubeapi.NewSlimInformer(c.poolc, Resource, &LoadBalancerIPPool{}, func() runtime.Object { return &LoadBalancerIPPoolList{} },
+	st, ctl := kubeapi.NewSlimInformer(c.poolc, Resource, &LoadBalancerIPPool{}, func() runtime.Object { return &LoadBalancerIPPoolList{} },
 		cache.InformerOptions{Handler: h, Transform: func(o any) (any, error) { return o, nil }})
 	l.pools = st
 	go ctl.Run(lctx.Done())
 	l.synced = append(l.synced, ctl.HasSynced)
+	if reg, err := c.cfg.Cache.Handle(cluster.Services, h); err != nil {
+		// (no informer could be made: no rest.Config; Run made one, so never)
+		c.cfg.Log.Warn("LoadBalancer IPAM: cannot read the Services", "err", err)
+		l.synced = append(l.synced, func() bool { return false })
+	} else {
+		l.svcs = reg
+		l.synced = append(l.synced, reg.HasSynced)
+	}
 	if reg, err := c.cfg.Cache.Handle(cluster.Nodes, h); err != nil {
 		c.cfg.Log.Warn("LoadBalancer IPAM: cannot read the nodes: their addresses are not kept out of the pools", "err", err)
 	} else {
@@ -257,8 +268,10 @@ func (c *controller) stopLeading() {
 	}
 	c.cfg.Log.Info("LoadBalancer IPAM: this agent no longer leads", "identity", c.el.identity)
 	c.lead.stop()
-	if c.lead.nodes != nil {
-		c.lead.nodes.Stop()
+	for _, h := range []*cluster.Handler{c.lead.svcs, c.lead.nodes} {
+		if h != nil {
+			h.Stop()
+		}
 	}
 	c.lead = nil
 	c.m.leader.Set(0)

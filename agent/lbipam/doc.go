@@ -16,9 +16,13 @@
 //     Services' status, so a controller that starts (or takes over from
 //     one that died) rebuilds them from the Services before it hands out
 //     anything.
-//   - api.go, controller.go, lease.go, events.go, metrics.go: the kind,
-//     the informers, the Lease, the status writes, the Events and the
-//     metrics (they link client-go: tag !nokube).
+//   - api.go, controller.go, sync.go, fresh.go, lease.go, events.go,
+//     metrics.go: the kind, the informer of the pools and the reading of
+//     the Services and nodes from the agent's informer cache
+//     (agent/cluster, which keeps ServiceView of each Service), the
+//     list of the Services at each takeover, the Lease, the status
+//     writes, the Events and the metrics (they link client-go: tag
+//     !nokube).
 //
 // No address is held by two Services that may not share it: the plan
 // keeps, of two such Services, the older's claim (creation time, then

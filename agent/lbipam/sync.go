@@ -25,15 +25,23 @@ import (
 // errNotFresh: the Lease is not fresh enough to write (sync stops).
 var errNotFresh = errors.New("the Lease is not fresh: writing nothing until it is renewed")
 
-// sync plans from what the informers hold (once every one has listed: the
-// allocations are the Services' status, read whole before anything is
-// handed out) and writes what differs.
+// sync plans from what the informers hold (once every one has listed, and
+// the Services once more from the API server: the allocations are the
+// Services' status, read whole and fresh before anything is handed out)
+// and writes what differs.
 func (c *controller) sync(ctx context.Context) {
 	l := c.lead
 	for _, ok := range l.synced {
 		if !ok() {
 			return
 		}
+	}
+	if !l.listed {
+		if err := c.listServices(ctx); err != nil {
+			c.cfg.Log.Warn("LoadBalancer IPAM: cannot list the Services: planning nothing until they are listed", "err", err)
+			return
+		}
+		l.listed = true
 	}
 	if time.Since(c.lastFull) > c.cfg.Resync {
 		l.reserved = c.serviceNetworks(ctx)
@@ -48,10 +56,14 @@ func (c *controller) sync(ctx context.Context) {
 	}
 	var svcs []*Service
 	views := map[string]*svcObj{}
-	for _, o := range l.svcs.List() {
-		s, ok := o.(*svcObj)
+	for _, o := range c.cfg.Cache.List(cluster.Services) {
+		cs, ok := o.(*cluster.Service)
 		if !ok {
 			continue
+		}
+		s, ok := cs.LoadBalancer.(*svcObj)
+		if !ok {
+			continue // (nil: no part in the plan)
 		}
 		if w := c.written[s.Key()]; w != nil && w.UID == s.UID && newer(w.ResourceVersion, s.ResourceVersion) {
 			s = w // (the informer has not seen this leader's last write yet)

@@ -3,21 +3,15 @@
 package policy
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
@@ -62,51 +56,103 @@ func ParseDNSService(s string) (ns, name string, err error) {
 	return ns, name, nil
 }
 
-// resolverInformers are the informers of the DNS Service and its
-// EndpointSlices (in its namespace, by name and by the
-// kubernetes.io/service-name label); on each of their events the watcher
-// sets the model's resolvers from both stores.
-func (w *watcher) resolverInformers(ctx context.Context, core rest.Interface, rc *rest.Config) ([]cache.InformerSynced, error) {
+// resolvers reads the DNS Service and its EndpointSlices (in its
+// namespace, by name and by the kubernetes.io/service-name label) from
+// the agent's informer cache, the Services and EndpointSlices the Services
+// proxy and the LoadBalancer IPAM read: one list and one watch of each
+// kind for the agent. It keeps of them the DNS Service's and its slices'
+// own, so that another Service's event costs a comparison; on a change of
+// those the watcher sets the model's resolvers.
+type resolvers struct {
+	w        *watcher
+	ns, name string
+	static   []netip.Addr
+	mu       sync.Mutex // serialises the two kinds' handlers
+	svc      *cluster.Service
+	slices   map[string]*cluster.EndpointSlice // by key
+}
+
+// resolverHandlers registers the resolvers' handlers on the cache (none
+// without a DNS Service: the static resolvers alone) and returns them.
+func (w *watcher) resolverHandlers() ([]*cluster.Handler, error) {
 	ns, name, err := ParseDNSService(w.cfg.DNSService)
 	if err != nil {
 		return nil, fmt.Errorf("the cluster DNS Service %w", err)
 	}
-	static := w.cfg.DNSResolvers
+	w.applyResolvers(w.cfg.DNSResolvers) // until the lists are in
 	if name == "" {
-		w.applyResolvers(static)
 		return nil, nil
 	}
-	disc, err := kubecore.GroupClient(rc, discoveryv1.SchemeGroupVersion, "/apis", &discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{})
-	if err != nil {
-		return nil, err
-	}
-	var svcs, eps cache.Store
-	update := func() {
-		if svcs != nil && eps != nil {
-			w.applyResolvers(append(slices.Clone(static), resolverAddrs(svcs.List(), eps.List())...))
+	r := &resolvers{w: w, ns: ns, name: name, static: w.cfg.DNSResolvers, slices: map[string]*cluster.EndpointSlice{}}
+	var out []*cluster.Handler
+	for kind, set := range map[cluster.Kind]func(any, bool) bool{cluster.Services: r.setService, cluster.EndpointSlices: r.setSlice} {
+		h, err := w.cfg.Cache.Handle(kind, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { r.on(o, true, set) },
+			UpdateFunc: func(_, o any) { r.on(o, true, set) },
+			DeleteFunc: func(o any) { r.on(o, false, set) },
+		})
+		if err != nil {
+			for _, h := range out {
+				h.Stop()
+			}
+			return nil, err
 		}
+		out = append(out, h)
 	}
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { update() },
-		UpdateFunc: func(any, any) { update() },
-		DeleteFunc: func(any) { update() },
+	return out, nil
+}
+
+// on hands o (there, or gone) to set, and sets the model's resolvers when
+// set reports a change of the DNS Service's.
+func (r *resolvers) on(o any, there bool, set func(any, bool) bool) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
 	}
-	svcs, svcCtl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: namespacedListWatch(core, ns, "services", func() runtime.Object { return &corev1.ServiceList{} },
-			func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name }),
-		ObjectType: &corev1.Service{},
-		Handler:    h,
-	})
-	eps, sliceCtl := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: namespacedListWatch(disc, ns, "endpointslices", func() runtime.Object { return &discoveryv1.EndpointSliceList{} },
-			func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + name }),
-		ObjectType: &discoveryv1.EndpointSlice{},
-		Handler:    h,
-	})
-	w.applyResolvers(static) // until the lists are in
-	go svcCtl.RunWithContext(ctx)
-	go sliceCtl.RunWithContext(ctx)
-	return []cache.InformerSynced{svcCtl.HasSynced, sliceCtl.HasSynced}, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !set(o, there) {
+		return
+	}
+	var svcs, eps []any
+	if r.svc != nil {
+		svcs = []any{r.svc}
+	}
+	for _, es := range r.slices {
+		eps = append(eps, es)
+	}
+	r.w.applyResolvers(append(slices.Clone(r.static), resolverAddrs(svcs, eps)...))
+}
+
+// setService keeps o if it is the DNS Service (r.mu held) and reports
+// whether that changed anything.
+func (r *resolvers) setService(o any, there bool) bool {
+	s, ok := o.(*cluster.Service)
+	if !ok || s.Namespace != r.ns || s.Name != r.name {
+		return false
+	}
+	if !there {
+		s = nil
+	}
+	r.svc = s
+	return true
+}
+
+// setSlice keeps o if it is a slice of the DNS Service, forgets it if it
+// is not (any more), and reports whether that changed anything (r.mu
+// held).
+func (r *resolvers) setSlice(o any, there bool) bool {
+	es, ok := o.(*cluster.EndpointSlice)
+	if !ok || es.Namespace != r.ns {
+		return false
+	}
+	key := es.Key()
+	if there && es.Service == r.name {
+		r.slices[key] = es
+		return true
+	}
+	_, had := r.slices[key]
+	delete(r.slices, key)
+	return had
 }
 
 // applyResolvers sets the model's resolvers; a change is handed to the
@@ -126,49 +172,22 @@ func (w *watcher) applyResolvers(addrs []netip.Addr) {
 }
 
 // resolverAddrs are the cluster IPs of svcs and the addresses of the
-// endpoints of slices, whatever their conditions: trust is who the
+// endpoints of slices (the cache's *cluster.Service and
+// *cluster.EndpointSlice), whatever their conditions: trust is who the
 // server is, not whether it is ready.
 func resolverAddrs(svcs, eps []any) []netip.Addr {
 	var out []netip.Addr
-	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a)
-		}
-	}
 	for _, o := range svcs {
-		if s, ok := o.(*corev1.Service); ok {
-			for _, ip := range s.Spec.ClusterIPs {
-				add(ip)
-			}
-			add(s.Spec.ClusterIP)
+		if s, ok := o.(*cluster.Service); ok {
+			out = append(out, s.ClusterIPs...)
 		}
 	}
 	for _, o := range eps {
-		if es, ok := o.(*discoveryv1.EndpointSlice); ok {
+		if es, ok := o.(*cluster.EndpointSlice); ok {
 			for _, ep := range es.Endpoints {
-				for _, ip := range ep.Addresses {
-					add(ip)
-				}
+				out = append(out, ep.Addr)
 			}
 		}
 	}
 	return out
-}
-
-// namespacedListWatch lists and watches resource in ns with opts as tweak
-// makes them.
-func namespacedListWatch(c rest.Interface, ns, resource string, newList func() runtime.Object, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			tweak(&opts)
-			out := newList()
-			err := c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
-			return out, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			tweak(&opts)
-			opts.Watch = true
-			return c.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
-		},
-	}
 }

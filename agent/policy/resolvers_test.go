@@ -11,6 +11,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cnibox/cnibox/agent/cluster"
 )
 
 // TestResolvers: the trusted resolvers are the DNS Service's cluster IPs
@@ -24,7 +26,7 @@ func TestResolvers(t *testing.T) {
 		{Addresses: []string{"10.244.1.5"}},
 		{Addresses: []string{"10.244.2.7"}, Conditions: discoveryv1.EndpointConditions{Ready: &notReady}},
 	}}
-	got := resolverAddrs([]any{svc}, []any{eps})
+	got := resolverAddrs([]any{cluster.ServiceFromAPI(svc)}, []any{cluster.EndpointSliceFromAPI(eps)})
 	e := NewEngine("n1")
 	if !e.SetResolvers(append(got, netip.MustParseAddr("169.254.20.10"), netip.MustParseAddr("::ffff:10.96.0.10"))) {
 		t.Fatal("SetResolvers on an empty model: no change")

@@ -59,8 +59,9 @@ type WatchConfig struct {
 	Log    *slog.Logger
 	Syncer Syncer
 	// Cache is the agent's informer cache of pods, namespaces and nodes
-	// (agent/cluster), which the watcher reads with the agent's other
-	// readers; nil: Watch makes one of its own, run while it runs.
+	// (and, with DomainNames, Services and EndpointSlices: the DNS
+	// Service's; agent/cluster), which the watcher reads with the agent's
+	// other readers; nil: Watch makes one of its own, run while it runs.
 	Cache *cluster.Cache
 	// NodeAddrs are the node's own addresses (traffic from them to the
 	// node's pods is always allowed).
@@ -92,7 +93,8 @@ type WatchConfig struct {
 	DNSResolvers []netip.Addr
 }
 
-// Watch reads pods, namespaces (and nodes) from the cache, and runs
+// Watch reads pods, namespaces (and nodes; with DomainNames the DNS
+// Service and its EndpointSlices) from the cache, and runs
 // informers of NetworkPolicies (and ClusterNetworkPolicies), until ctx
 // ends, feeding an Engine and handing its
 // deltas to the Syncer. It logs every issue of the model when the issues
@@ -153,7 +155,7 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 		w.e.SetFlowLog(cfg.FlowLogAll)
 	}
 	w.e.Hold() // through the first lists: one rebuild in start (hold.go)
-	core, err := kubecore.GroupClient(kubeapi.Protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Event{}, &corev1.Service{}, &corev1.ServiceList{})
+	core, err := kubecore.GroupClient(kubeapi.Protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Event{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -235,11 +237,14 @@ func watchOnce(ctx context.Context, cfg WatchConfig) error {
 	}
 	run(func() { w.rediscover(ctx, cancel, core, seen, rediscoverEvery) })
 	if cfg.DomainNames {
-		rs, err := w.resolverInformers(ctx, core, kubeapi.Protobuf(rc))
+		rs, err := w.resolverHandlers()
 		if err != nil {
 			return fmt.Errorf("%s: domainNames: %w", what, err)
 		}
-		synced = append(synced, rs...)
+		for _, h := range rs {
+			defer h.Stop()
+			synced = append(synced, h.HasSynced)
+		}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if err := ended(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/lbipam"
 	"github.com/cnibox/cnibox/agent/lease/kubelease"
 	"github.com/cnibox/cnibox/agent/netconf"
 )
@@ -31,24 +32,30 @@ func newKubeManager(_ context.Context, f *flags, cfg *netconf.Config, log *slog.
 }
 
 // kubeState is what the agent's Kubernetes features share: the one
-// informer cache of pods, namespaces and nodes (agent/cluster) that every
-// reader of them reads (the NetworkPolicy watcher, MultiNetworkPolicy,
-// egress gateways, the pod API, the cluster IPAM's reclaim, the overlay's
-// peers), so that the API server sees one list and one watch of each
-// kind, and the agent holds one slim copy of each object.
+// informer cache of pods, namespaces, nodes, Services and EndpointSlices
+// (agent/cluster) that every reader of them reads (the NetworkPolicy
+// watcher, MultiNetworkPolicy, egress gateways, the pod API, the cluster
+// IPAM's reclaim, the overlay's peers, the Services proxy, the
+// domainNames resolvers, the LoadBalancer IPAM), so that the API server
+// sees one list and one watch of each kind, and the agent holds one slim
+// copy of each object.
 type kubeState struct {
 	cache *cluster.Cache // nil before startKube: each feature makes its own
 }
 
 // startKube makes the informer cache, run until ctx ends (its informers
 // start with their first reader). It keeps this node's pods' UIDs and
-// annotations (the pod API's) and, with --kube-subnet-mgr, the overlay's
-// annotations of the nodes (--kube-annotation-prefix). The pod API reads
+// annotations (the pod API's), with --kube-subnet-mgr the overlay's
+// annotations of the nodes (--kube-annotation-prefix), and with --lb-ipam
+// the LoadBalancer IPAM's part of each Service. The pod API reads
 // the informer of every pod when a reader of every pod runs anyway (the
 // NetworkPolicy watcher and egress gateways beside the overlay,
 // MultiNetworkPolicy), else one of its node's pods alone.
 func startKube(ctx context.Context, f *flags, log *slog.Logger) error {
 	cfg := cluster.Config{Cluster: f.cluster(), Log: log, ClusterPods: clusterPodReaders(f)}
+	if f.lb.on {
+		cfg.LoadBalancer = lbipam.ServiceView // (the elected IPAM reads the Services of the cache)
+	}
 	if f.kubeSubnetMgr {
 		prefix := f.kubeAnnotationPrefix
 		if prefix == "" {
