@@ -44,6 +44,7 @@ func newExtLab(t *testing.T) *extLab {
 	must(t, l.out.EnsureRoute(netops.Route{GW: l.hostOut6, Dev: "eth0"}))
 	must(t, l.Host.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"},
 		netops.SysctlSetting{Key: "net.ipv6.conf.all.forwarding", Value: "1"}))
+	nstest.WaitIPv6LinkLocal(t, l.Host.Path(), "vout") // (the node forwards IPv6 to the client)
 	a4, a6 := labtest.PodAddrs(0)
 	_, b6 := labtest.PodAddrs(1)
 	l.srvA = nstest.Serve(t, l.Pods[0].Path(), a4.Addr())
@@ -147,9 +148,6 @@ func TestServicesSourceRanges(t *testing.T) {
 		{"IPv6", in6, outside6, netip.AddrPortFrom(lb6, 80), netip.AddrPortFrom(open6, 80), netip.AddrPortFrom(l.hostOut6, 30500), netip.AddrPortFrom(cip6, 80), l.masq6},
 	} {
 		t.Run(c.family, func(t *testing.T) {
-			// (First, so that the node knows the client's address as a
-			// neighbour: a first IPv6 connection from a new address may
-			// lose its SYN-ACK to neighbour discovery.)
 			for _, to := range []netip.AddrPort{c.np, c.cip, c.open} {
 				if got, err := seenFromAddr(t, l.out.Path(), c.outside, to); err != nil || got != c.masq {
 					t.Errorf("a client outside the ranges (%v) to %v, which they do not gate: seen from %v (%v), want %v", c.outside, to, got, err, c.masq)

@@ -164,6 +164,7 @@ func TestServicesSCTP(t *testing.T) {
 	must(t, l.Host.SetSysctls(netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: "1"},
 		netops.SysctlSetting{Key: "net.ipv6.conf.all.forwarding", Value: "1"}))
 
+	nstest.WaitIPv6LinkLocal(t, l.Host.Path(), "vout") // (the node forwards IPv6 to the client)
 	v4, v6 := svcmodel.IPv4, svcmodel.IPv6
 	ep := func(ap netip.AddrPort, local bool) svcmodel.Endpoint {
 		return svcmodel.Endpoint{Addr: ap.Addr(), Port: ap.Port(), Ready: true, Serving: true, Local: local}
