@@ -252,6 +252,9 @@ func parseFlagsEnv(args []string, stderr io.Writer, getenv func(string) string) 
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
+	if err := f.validateProxyMode(getenv); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 

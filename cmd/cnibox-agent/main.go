@@ -101,7 +101,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 	} else {
 		f.nodeName = nodeName(f.nodeName, env)
 	}
-	stopServices, err := startServices(ctx, f, health, log) // services.go: --service-proxy, or its table removed
+	stopServices, proxyDone, err := startServices(ctx, f, health, log) // services.go: --service-proxy, or its table removed
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 			return err
 		}
 		defer startMultusConf(ctx, &f.pod.multusConf, log)() // after the pod API: multi needs it
-		if f.pod.only || f.ipam.only {
+		if f.pod.only || f.ipam.only || f.svc.only {
 			health.SetRunning(true)
 			health.SetReady(true)
 			return wait()
@@ -145,6 +145,9 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 				log.Error("pod API", "err", err)
 			}
 		}()
+	}
+	if f.svc.only {
+		return proxyOnly(ctx, proxyDone, log)
 	}
 	o := agent.Options{
 		NodeName: f.nodeName,
@@ -216,6 +219,27 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 	defer m.Close()
 	o.Manager = m
 	return agent.Run(ctx, o)
+}
+
+// proxyOnly is the agent with --service-proxy-only (and neither the pod
+// API nor the cluster IPAM): no lease and no overlay, the node's pods
+// are another CNI's. It runs until ctx ends, or fails when the proxy
+// stopped on its own (the DaemonSet restarts it; the kernel keeps the
+// table meanwhile).
+func proxyOnly(ctx context.Context, proxyDone <-chan error, log *slog.Logger) error {
+	log.Info("services: the Services proxy alone (--service-proxy-only): no lease, no overlay")
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-proxyDone:
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("ended")
+		}
+		return fmt.Errorf("--service-proxy-only: the proxy stopped: %w", err)
+	}
 }
 
 // manager is what the kube backend constructor returns.

@@ -15,6 +15,7 @@ import (
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/netconf"
 	"github.com/cnibox/cnibox/agent/services"
+	"github.com/cnibox/cnibox/internal/svcmodel"
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/nft"
 )
@@ -42,55 +43,72 @@ func validateNodePortAddresses(s string) error {
 // are then health's, and its metrics in health's registry. Off, it
 // removes the table an earlier agent left. wait returns once the proxy
 // stopped; the table stays as its last sync left it (the next agent
-// takes it over).
-func startServices(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) (wait func(), err error) {
+// takes it over). done is closed when the proxy stops, after the
+// proxy's error if it failed (ctx's end is no error). With
+// --service-proxy-only the agent is ready once the first sync is in.
+func startServices(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) (wait func(), done <-chan error, err error) {
 	if !f.svc.proxy {
 		h, err := netops.Open("")
 		if err != nil {
-			return nil, fmt.Errorf("--service-proxy=false: %w", err)
+			return nil, nil, fmt.Errorf("--service-proxy=false: %w", err)
 		}
 		defer h.Close()
 		if err := newServicesTable(h).Delete(); err != nil {
-			return nil, fmt.Errorf("--service-proxy=false: remove the services table: %w", err)
+			return nil, nil, fmt.Errorf("--service-proxy=false: remove the services table: %w", err)
 		}
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	cidrs, err := clusterCIDRs(f)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	npa, err := services.ParseNodePortAddresses(f.svc.nodePortAddresses)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h, err := netops.Open("")
 	if err != nil {
-		return nil, fmt.Errorf("--service-proxy: %w", err)
+		return nil, nil, fmt.Errorf("--service-proxy: %w", err)
 	}
 	setConntrackTimeouts(h, f, log)
+	kp := kubeProxyLeftovers{h: h.NFT(), cleanup: f.svc.cleanupKubeProxy, log: log}
 	cfg := services.WatchConfig{
 		Cache: f.kube.cache, Table: newServicesTable(h), Resync: f.svc.resync,
 		NodePorts: npa, IfaceAddrs: func() ([]netip.Addr, error) { return ifaceAddrs(h) },
 		ClusterCIDRs: cidrs, Health: services.NewProxyHealth(f.svc.resync), Metrics: services.NewMetrics(), Log: log,
+		Synced: func(_ *svcmodel.Snapshot, full bool) {
+			if f.svc.only {
+				health.SetReady(true)
+			}
+			if full { // (the syncer's goroutine: h is not used elsewhere meanwhile)
+				kp.check()
+			}
+		},
 	}
 	if health != nil {
 		health.SetProxy(cfg.Health)
 		if err := cfg.Metrics.Register(health.Metrics.Register); err != nil {
 			h.Close()
-			return nil, fmt.Errorf("--service-proxy metrics: %w", err)
+			return nil, nil, fmt.Errorf("--service-proxy metrics: %w", err)
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	stopped := make(chan error, 1)
 	go func() {
-		defer close(done)
+		defer close(stopped)
 		defer h.Close()
 		if err := services.Watch(ctx, cfg); err != nil && ctx.Err() == nil {
 			log.Error("services: the proxy stopped; the kernel keeps the last services table", "err", err)
+			stopped <- err
 		}
 	}()
-	log.Info("services: serving Services", "cluster-cidr", cidrs, "nodeport-addresses", npa.String(), "resync", f.svc.resync)
-	return func() { cancel(); <-done }, nil
+	log.Info("services: serving Services", "cluster-cidr", cidrs, "nodeport-addresses", npa.String(), "resync", f.svc.resync,
+		"proxy-only", f.svc.only, "cleanup-kube-proxy", f.svc.cleanupKubeProxy)
+	return func() {
+		cancel()
+		for range stopped {
+		}
+	}, stopped, nil
 }
 
 // clusterCIDRs are --cluster-cidr, else net-conf.json's networks with

@@ -11,7 +11,14 @@ import (
 // serviceFlags configure the Services proxy (agent/services,
 // docs/services.md).
 type serviceFlags struct {
-	proxy             bool
+	proxy bool
+	// only is --service-proxy-only: the proxy alone, without the
+	// overlay (a node whose pod network is another CNI's); it turns
+	// proxy on.
+	only bool
+	// cleanupKubeProxy removes kube-proxy's leftovers after each full
+	// sync of the proxy (nft.CleanupKubeProxy).
+	cleanupKubeProxy  bool
 	nodePortAddresses string
 	resync            time.Duration
 	// clusterCIDR is --cluster-cidr; cidrs, what validate read of it.
@@ -28,6 +35,11 @@ type serviceFlags struct {
 func (s *serviceFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.proxy, "service-proxy", false, "kube: serve Services (ClusterIP, NodePort, externalIPs, LoadBalancer IPs) from the nftables table cnibox-services "+
 		"instead of kube-proxy, from the cluster's Services and EndpointSlices (docs/services.md) (cnibox)")
+	fs.BoolVar(&s.only, "service-proxy-only", false, "kube: serve only the Services proxy (--service-proxy without lease, overlay or pod API): "+
+		"a node whose pod network is another CNI's; needs --kubeconfig-file (or --kube-api-url) or in-cluster config, and --cluster-cidr (docs/services.md) (cnibox)")
+	fs.BoolVar(&s.cleanupKubeProxy, "cleanup-kube-proxy", false, "kube, with --service-proxy: once the proxy has written its table, and after each full resync, "+
+		"remove what kube-proxy left on the node as `kube-proxy --cleanup` does (tables ip/ip6 kube-proxy, its iptables-nft KUBE-* chains): "+
+		"moving a node off kube-proxy, whose DaemonSet is gone (docs/deploy.md) (cnibox)")
 	fs.StringVar(&s.nodePortAddresses, "nodeport-addresses", "primary", "kube, with --service-proxy: the node's addresses that serve NodePorts, as kube-proxy's flag: "+
 		"\"primary\" (the node's primary IPs, kube-proxy's nftables default) or comma-separated CIDRs (a family no CIDR names is served on all its addresses; "+
 		"0.0.0.0/0,::/0: every address) (cnibox)")
@@ -64,4 +76,39 @@ func (s *serviceFlags) validate() error {
 		s.cidrs = append(s.cidrs, p.Masked())
 	}
 	return validateNodePortAddresses(s.nodePortAddresses)
+}
+
+// validateProxyMode checks how the proxy runs beside the agent's other
+// features: --service-proxy-only turns --service-proxy on and needs a
+// way to the API server (getenv: in-cluster config's variables);
+// --service-proxy without the Kubernetes subnet manager or another
+// "-only" mode would run the overlay on etcd, so it asks for etcd to be
+// named (or for --service-proxy-only); --cleanup-kube-proxy needs the
+// proxy.
+func (f *flags) validateProxyMode(getenv func(string) string) error {
+	s := &f.svc
+	if s.only {
+		if f.set["service-proxy"] && !s.proxy {
+			return fmt.Errorf("--service-proxy-only with --service-proxy=false: the first serves Services, the second does not: drop one")
+		}
+		if f.kubeSubnetMgr {
+			return fmt.Errorf("--service-proxy-only with --kube-subnet-mgr: -only serves Services without the overlay: for both, use --service-proxy with --kube-subnet-mgr")
+		}
+		if f.kubeconfig == "" && f.kubeAPIURL == "" && (getenv("KUBERNETES_SERVICE_HOST") == "" || getenv("KUBERNETES_SERVICE_PORT") == "") {
+			return fmt.Errorf("--service-proxy-only: no API server to read Services from: give --kubeconfig-file PATH (or --kube-api-url URL), " +
+				"or run the agent in a pod, where in-cluster config reads $KUBERNETES_SERVICE_HOST, $KUBERNETES_SERVICE_PORT and the service account's token")
+		}
+		if len(s.cidrs) == 0 {
+			return fmt.Errorf("--service-proxy-only: the pods' networks are unknown without the overlay: give --cluster-cidr, the pod CIDRs of the cluster's CNI, e.g. 10.244.0.0/16,fd00:10:244::/56 (traffic to a Service from elsewhere is masqueraded)")
+		}
+		s.proxy = true
+	}
+	if s.cleanupKubeProxy && !s.proxy {
+		return fmt.Errorf("--cleanup-kube-proxy without --service-proxy: kube-proxy's rules are removed only where cnibox's proxy serves the Services instead: add --service-proxy (or run `cnibox cleanup kube-proxy` once kube-proxy is gone)")
+	}
+	if s.proxy && !s.only && !f.kubeSubnetMgr && !f.pod.only && !f.ipam.only && !f.set["etcd-endpoints"] {
+		return fmt.Errorf("--service-proxy without --kube-subnet-mgr runs the overlay on etcd at the default --etcd-endpoints %s: "+
+			"for the Services proxy alone (the pods' network is another CNI's), use --service-proxy-only; for the overlay on etcd, give --etcd-endpoints", f.etcdEndpoints)
+	}
+	return nil
 }

@@ -16,9 +16,9 @@ func validateNodePortAddresses(string) error { return nil }
 
 // startServices: this build has no Kubernetes client, and Services live
 // in the API server (--service-proxy hands over to cnibox-agent-kube).
-func startServices(_ context.Context, f *flags, _ *agent.Health, _ *slog.Logger) (func(), error) {
+func startServices(_ context.Context, f *flags, _ *agent.Health, _ *slog.Logger) (func(), <-chan error, error) {
 	if f.svc.proxy {
-		return nil, errors.New("--service-proxy: this cnibox-agent is built without the Kubernetes client (tag nokube)")
+		return nil, nil, errors.New("--service-proxy: this cnibox-agent is built without the Kubernetes client (tag nokube)")
 	}
-	return func() {}, nil
+	return func() {}, nil, nil
 }

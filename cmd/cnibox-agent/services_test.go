@@ -27,3 +27,55 @@ func TestServiceFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceProxyOnly: --service-proxy-only turns the proxy on without
+// the overlay, and each combination it cannot run with is an error naming
+// the flag and the fix; --service-proxy alone no longer falls to the etcd
+// lease path unasked.
+func TestServiceProxyOnly(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	cidr := []string{"--cluster-cidr", "10.244.0.0/16"}
+	f, err := parseFlagsEnv(append([]string{"--service-proxy-only", "--kubeconfig-file", "/etc/kube/node.conf"}, cidr...), &bytes.Buffer{}, noEnv)
+	if err != nil || !f.svc.proxy || !f.svc.only {
+		t.Fatalf("--service-proxy-only with a kubeconfig: proxy %v only %v, %v; want both on", f != nil && f.svc.proxy, f != nil && f.svc.only, err)
+	}
+	// in a pod: in-cluster config
+	if _, err := parseFlagsEnv(append([]string{"--service-proxy-only"}, cidr...), &bytes.Buffer{},
+		env("KUBERNETES_SERVICE_HOST", "10.96.0.1", "KUBERNETES_SERVICE_PORT", "443")); err != nil {
+		t.Errorf("--service-proxy-only in a pod: %v", err)
+	}
+	// the overlay on etcd, named, with the proxy
+	if _, err := parseFlagsEnv([]string{"--service-proxy", "--etcd-endpoints", "http://192.0.2.1:2379"}, &bytes.Buffer{}, noEnv); err != nil {
+		t.Errorf("--service-proxy with --etcd-endpoints: %v", err)
+	}
+	if _, err := parseFlagsEnv([]string{"--service-proxy"}, &bytes.Buffer{}, env("FLANNELD_ETCD_ENDPOINTS", "http://192.0.2.1:2379")); err != nil {
+		t.Errorf("--service-proxy with $FLANNELD_ETCD_ENDPOINTS: %v", err)
+	}
+	for _, c := range []struct {
+		args  []string
+		names []string // what the error must name
+	}{
+		{append([]string{"--service-proxy-only"}, cidr...), []string{"--service-proxy-only", "--kubeconfig-file", "KUBERNETES_SERVICE_HOST"}},
+		{[]string{"--service-proxy-only", "--kubeconfig-file", "k"}, []string{"--service-proxy-only", "--cluster-cidr"}},
+		{append([]string{"--service-proxy-only", "--kubeconfig-file", "k", "--kube-subnet-mgr"}, cidr...), []string{"--service-proxy-only", "--kube-subnet-mgr"}},
+		{append([]string{"--service-proxy-only", "--kubeconfig-file", "k", "--service-proxy=false"}, cidr...), []string{"--service-proxy=false"}},
+		{[]string{"--service-proxy", "--kubeconfig-file", "k"}, []string{"--service-proxy-only", "--etcd-endpoints"}},
+		{[]string{"--cleanup-kube-proxy", "--kube-subnet-mgr"}, []string{"--cleanup-kube-proxy", "--service-proxy"}},
+	} {
+		_, err := parseFlagsEnv(c.args, &bytes.Buffer{}, noEnv)
+		for _, n := range c.names {
+			if err == nil || !strings.Contains(err.Error(), n) {
+				t.Errorf("%q: %v; want an error naming %s", c.args, err, n)
+			}
+		}
+	}
+}
