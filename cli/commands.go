@@ -274,6 +274,7 @@ func commands(o Options) []*ucli.Command {
 			},
 			action: runFlows,
 		}.command(),
+		cleanupCommand(),
 		{
 			Name:  "gc",
 			Usage: "remove what pods that are gone left behind: records, reservations, host veths, masquerade entries, port mappings",

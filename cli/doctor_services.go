@@ -29,9 +29,11 @@ func (d *doctor) checkServices(host *netops.Handle) {
 		return
 	}
 	if len(kp) > 0 {
-		d.fail("services", d.nodeFix("run one proxy: to keep cnibox's, remove kube-proxy's DaemonSet, then run `kube-proxy --cleanup` on the node "+
-			"(it removes "+strings.Join(kp, ", ")+"); to keep kube-proxy, set cnibox-agent --service-proxy=false (the chart's serviceProxy.enabled=false), "+
-			"which removes table inet "+nft.ServicesTable+" (docs/deploy.md, docs/services.md)"),
+		d.fail("services", d.nodeFix("run one proxy (docs/deploy.md#from-kube-proxy-to-cnibox-and-back): to keep cnibox's, remove kube-proxy's DaemonSet "+
+			"(or nodeSelector it off this node), then run `cnibox cleanup kube-proxy` here (it removes "+strings.Join(kp, ", ")+" and the rest of kube-proxy's rules, "+
+			"as `kube-proxy --cleanup` does; cnibox-agent --cleanup-kube-proxy, the chart's serviceProxy.cleanupKubeProxy, does it at each full sync); "+
+			"to keep kube-proxy, set cnibox-agent --service-proxy=false (the chart's serviceProxy.enabled=false), which removes table inet "+nft.ServicesTable+
+			" (or `cnibox cleanup services` where no agent runs the proxy); established connections keep flowing either way"),
 			"two Service proxies on this node: kube-proxy's %s and cnibox-agent's table inet %s (%d frontends)", strings.Join(kp, ", "), nft.ServicesTable, n)
 		return
 	}

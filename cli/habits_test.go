@@ -196,7 +196,7 @@ func TestNoEscapeCodes(t *testing.T) {
 func TestReadCommandsTakeJSON(t *testing.T) {
 	notRead := []string{"cnibox", "cnibox completion", "cnibox install", "cnibox exec", "cnibox exec add",
 		"cnibox exec check", "cnibox exec del", "cnibox exec gc", "cnibox exec status", "cnibox inspect",
-		"cnibox overlay", "cnibox store"}
+		"cnibox overlay", "cnibox store", "cnibox cleanup"}
 	for p, flags := range commandPaths() {
 		if !slices.Contains(notRead, p) && !slices.Contains(flags, "--json") {
 			t.Errorf("%s reads the node but takes no --json (flags %v)", p, flags)

@@ -37,19 +37,29 @@ import (
 // kubeProxyTable is kube-proxy's nftables table (families ip and ip6).
 const kubeProxyTable = "kube-proxy"
 
-// kubeProxyChains are kube-proxy's chains of iptables-nft's tables by
-// table: names, and name prefixes (ending in '-').
-var kubeProxyChains = map[string][]string{
-	"nat": {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-PROXY-CANARY",
-		"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-"},
-	"filter": {"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY"},
-	"mangle": {"KUBE-PROXY-CANARY"},
+// kubeProxyTables are iptables-nft's tables that hold kube-proxy's
+// chains (kubeProxyChains).
+var kubeProxyTables = [...]string{"filter", "mangle", "nat"}
+
+// kubeProxyChains are kube-proxy's chains of iptables-nft's table: names,
+// and name prefixes (ending in '-').
+func kubeProxyChains(table string) []string {
+	switch table {
+	case "nat":
+		return []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-PROXY-CANARY",
+			"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-"}
+	case "filter":
+		return []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY"}
+	case "mangle":
+		return []string{"KUBE-PROXY-CANARY"}
+	}
+	return nil
 }
 
 // isKubeProxyChain reports whether chain of iptables-nft's table is
 // kube-proxy's.
 func isKubeProxyChain(table, chain string) bool {
-	for _, n := range kubeProxyChains[table] {
+	for _, n := range kubeProxyChains(table) {
 		if chain == n || strings.HasSuffix(n, "-") && strings.HasPrefix(chain, n) {
 			return true
 		}
@@ -81,7 +91,7 @@ func (l KubeProxyLeftover) String() string {
 }
 
 // kubeProxyFamilies are the families kube-proxy writes, with nft's names.
-var kubeProxyFamilies = []struct {
+var kubeProxyFamilies = [...]struct {
 	fam  nftables.TableFamily
 	name string
 }{{nftables.TableFamilyIPv4, "ip"}, {nftables.TableFamilyIPv6, "ip6"}}
@@ -108,7 +118,7 @@ func (h *Handle) KubeProxyLeftovers() ([]KubeProxyLeftover, error) {
 		if err != nil {
 			return nil, fmt.Errorf("look for kube-proxy's chains in %s: %w", h.where(), err)
 		}
-		for _, table := range sortedKeys(kubeProxyChains) {
+		for _, table := range kubeProxyTables {
 			var own []KubeProxyLeftover
 			for _, ch := range chains {
 				if ch.Table != nil && ch.Table.Name == table && isKubeProxyChain(table, ch.Name) {
