@@ -25,33 +25,36 @@ type cleanupReport struct {
 // cleanupCommand is `cnibox cleanup`.
 func cleanupCommand() *ucli.Command {
 	dry := &ucli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print what would be removed, remove nothing"}
+	force := &ucli.BoolFlag{Name: "force", Usage: "remove even though the other proxy does not serve here (no proxy is left: new connections to Services fail, established ones may lose their NAT)"}
 	return &ucli.Command{
 		Name:  "cleanup",
 		Usage: "remove a Service proxy's rules from the node: kube-proxy's leftovers, or cnibox-agent's services table",
-		UsageText: "cnibox cleanup kube-proxy|services [--dry-run] [--json]\n\n" +
+		UsageText: "cnibox cleanup kube-proxy|services [--dry-run] [--force] [--json]\n\n" +
 			"Moving a node between kube-proxy and cnibox-agent --service-proxy (docs/deploy.md).\n" +
 			"Example: cnibox cleanup kube-proxy --dry-run",
 		Subcommands: []*ucli.Command{
 			{
 				Name:  "kube-proxy",
 				Usage: "remove what kube-proxy left, as `kube-proxy --cleanup` does: tables ip/ip6 kube-proxy and its iptables-nft KUBE-* chains",
-				UsageText: "cnibox cleanup kube-proxy [--dry-run] [--json]\n\n" +
+				UsageText: "cnibox cleanup kube-proxy [--dry-run] [--force] [--json]\n\n" +
 					"kube-proxy leaves its rules when it stops; they keep serving the Services as they were. Run this once kube-proxy is gone\n" +
 					"from the node and cnibox-agent --service-proxy serves (cnibox inspect services): established connections keep flowing.\n" +
 					"The kubelet's chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY) stay; iptables-legacy and IPVS rules are not seen\n" +
-					"(run kube-proxy --cleanup for those). Nothing of kube-proxy's: says so, exit 0.\n" +
+					"(run kube-proxy --cleanup for those). Nothing of kube-proxy's: says so, exit 0. Without cnibox's services table on the node\n" +
+					"it refuses (exit 1) unless --force: no proxy would be left.\n" +
 					"Example: cnibox cleanup kube-proxy",
-				Flags:  []ucli.Flag{dry, jsonFlag},
+				Flags:  []ucli.Flag{dry, force, jsonFlag},
 				Action: withHost(cleanupKubeProxy),
 			},
 			{
 				Name:  "services",
 				Usage: "remove cnibox-agent's services table (table inet " + nft.ServicesTable + "), as cnibox-agent --service-proxy=false does",
-				UsageText: "cnibox cleanup services [--dry-run] [--json]\n\n" +
+				UsageText: "cnibox cleanup services [--dry-run] [--force] [--json]\n\n" +
 					"The way back to kube-proxy on a node whose agent no longer runs the proxy: start kube-proxy first, stop the agent's proxy,\n" +
-					"then remove the table (an agent that still runs with --service-proxy writes it again at its next sync).\n" +
+					"then remove the table (an agent that still runs with --service-proxy writes it again at its next sync). Without kube-proxy's\n" +
+					"tables on the node it refuses (exit 1) unless --force: no proxy would be left.\n" +
 					"Example: cnibox cleanup services",
-				Flags:  []ucli.Flag{dry, jsonFlag},
+				Flags:  []ucli.Flag{dry, force, jsonFlag},
 				Action: withHost(cleanupServices),
 			},
 		},
@@ -62,11 +65,18 @@ func cleanupKubeProxy(c *ucli.Context, host *netops.Handle) error {
 	h := host.NFT()
 	r := cleanupReport{What: "kube-proxy", DryRun: c.Bool("dry-run"), Removed: []string{}}
 	ls, err := h.KubeProxyLeftovers()
-	if err == nil && !r.DryRun {
-		ls, err = h.CleanupKubeProxy()
-	}
 	if err != nil {
 		return err
+	}
+	if len(ls) > 0 && !r.DryRun {
+		if _, ok, err := h.ServicesFrontendCount(); err != nil {
+			return err
+		} else if !ok && !c.Bool("force") {
+			return noOtherProxy("kube-proxy's rules", "table inet "+nft.ServicesTable+" (cnibox-agent --service-proxy) is not on this node")
+		}
+		if ls, err = h.CleanupKubeProxy(); err != nil {
+			return err
+		}
 	}
 	for _, l := range ls {
 		r.Removed = append(r.Removed, l.String())
@@ -83,6 +93,11 @@ func cleanupServices(c *ucli.Context, host *netops.Handle) error {
 	}
 	if ok {
 		if !r.DryRun {
+			if kp, err := h.KubeProxyTables(); err != nil {
+				return err
+			} else if len(kp) == 0 && !c.Bool("force") {
+				return noOtherProxy("table inet "+nft.ServicesTable, "kube-proxy's tables are not on this node (start kube-proxy first)")
+			}
 			if err := nft.NewServices(h, nft.ServicesOptions{}).Delete(); err != nil {
 				return err
 			}
@@ -90,6 +105,17 @@ func cleanupServices(c *ucli.Context, host *netops.Handle) error {
 		r.Removed = append(r.Removed, fmt.Sprintf("table inet %s (%d frontends)", nft.ServicesTable, n))
 	}
 	return show(c, r, printCleanup, nil)
+}
+
+// noOtherProxy is cleanup's refusal to remove what (the only proxy's
+// rules) while why (the other proxy is not there): the node's Services
+// would have no proxy, and when the removed rules hold the namespace's
+// last NAT chain of a family, the kernel unhooks NAT and established
+// connections through Services lose their translation (seen in
+// TestKubeProxyMigration: reset).
+func noOtherProxy(what, why string) error {
+	return fmt.Errorf("not removing %s: %s, so no proxy would serve the Services, and established connections may lose their NAT "+
+		"(docs/deploy.md#from-kube-proxy-to-cnibox-and-back); start the other proxy first, or give --force", what, why)
 }
 
 // printCleanup prints one line per object removed, or that there was none.

@@ -21,7 +21,8 @@ import (
 // namespace (the test's private one): --dry-run names what is there and
 // leaves it, the command removes it and says what, a second run says
 // there is nothing (exit 0), --json has the list; doctor's two-proxies
-// failure goes once kube-proxy's table is removed.
+// failure goes once kube-proxy's table is removed. Removing the only
+// proxy's rules is refused unless --force.
 func TestCleanup(t *testing.T) {
 	nstest.RequireRoot(t)
 	if !nstest.InPrivateNetns() {
@@ -30,26 +31,49 @@ func TestCleanup(t *testing.T) {
 	host, err := netops.Open("")
 	must(t, err)
 	defer host.Close()
-	run := func(action func(*ucli.Context, *netops.Handle) error, args ...string) string {
+	try := func(action func(*ucli.Context, *netops.Handle) error, args ...string) (string, error) {
 		t.Helper()
 		fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
 		fs.Bool("dry-run", false, "")
+		fs.Bool("force", false, "")
 		must(t, jsonFlag.Apply(fs))
 		must(t, fs.Parse(args))
 		app := ucli.NewApp()
 		var b bytes.Buffer
 		app.Writer = &b
-		must(t, action(ucli.NewContext(app, fs, nil), host))
-		return b.String()
+		err := action(ucli.NewContext(app, fs, nil), host)
+		return b.String(), err
+	}
+	run := func(action func(*ucli.Context, *netops.Handle) error, args ...string) string {
+		t.Helper()
+		out, err := try(action, args...)
+		must(t, err)
+		return out
+	}
+	c, err := nftables.New()
+	must(t, err)
+	addKubeProxy := func() {
+		c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "kube-proxy"})
+		must(t, c.Flush())
+	}
+
+	// Without cnibox's table, kube-proxy's rules are all the node has:
+	// refused, unless --force.
+	addKubeProxy()
+	if _, err := try(cleanupKubeProxy); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("cleanup kube-proxy without cnibox's table: %v; want a refusal naming --force", err)
+	}
+	if kp, _ := host.NFT().KubeProxyTables(); len(kp) != 1 {
+		t.Errorf("after the refusal kube-proxy's tables are %v, want still there", kp)
+	}
+	if out := run(cleanupKubeProxy, "--force"); out != "removed table ip kube-proxy\n" {
+		t.Errorf("cleanup kube-proxy --force: %q", out)
 	}
 
 	snap := &svcmodel.Snapshot{Ports: []svcmodel.ServicePort{{Name: svcmodel.PortName{Namespace: "shop", Name: "web"}, Family: svcmodel.IPv4, Protocol: svcmodel.TCP,
 		Frontends: []svcmodel.Frontend{{Kind: svcmodel.ClusterIP, Addr: netip.MustParseAddr("10.96.0.10"), Family: svcmodel.IPv4, Port: 80}}}}}
 	must(t, nft.NewServices(host.NFT(), nft.ServicesOptions{}).Apply(snap))
-	c, err := nftables.New()
-	must(t, err)
-	c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "kube-proxy"})
-	must(t, c.Flush())
+	addKubeProxy()
 	d := &doctor{}
 	d.checkServices(host)
 	if len(d.results) != 1 || d.results[0].Status != statusFail {
@@ -85,8 +109,12 @@ func TestCleanup(t *testing.T) {
 	if out := run(cleanupServices, "--dry-run"); !strings.HasPrefix(out, "would remove table inet "+nft.ServicesTable+" (1 frontends)") {
 		t.Errorf("cleanup services --dry-run: %q", out)
 	}
+	// without kube-proxy's tables: refused, unless --force
+	if _, err := try(cleanupServices); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("cleanup services without kube-proxy's tables: %v; want a refusal naming --force", err)
+	}
 	var r cleanupReport
-	must(t, json.Unmarshal([]byte(run(cleanupServices, "--json")), &r))
+	must(t, json.Unmarshal([]byte(run(cleanupServices, "--json", "--force")), &r))
 	if r.What != "services" || r.DryRun || len(r.Removed) != 1 {
 		t.Errorf("cleanup services --json: %+v", r)
 	}
