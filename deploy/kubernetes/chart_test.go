@@ -468,14 +468,15 @@ func TestChartMultiNetworkPolicies(t *testing.T) {
 }
 
 // TestChartServiceProxy: serviceProxy.enabled turns on the agent's
-// Services proxy (--service-proxy, with --nodeport-addresses when set) and
+// Services proxy (--service-proxy, with --nodeport-addresses and
+// --cleanup-kube-proxy when set) and
 // binds its ClusterRole; the defaults have neither, and the liveness probe
 // asks /livez (kube-proxy's liveness with the proxy, /healthz without).
 func TestChartServiceProxy(t *testing.T) {
-	renderChart(t, "--set", "serviceProxy.enabled=true,serviceProxy.nodePortAddresses=192.0.2.0/24")
+	renderChart(t, "--set", "serviceProxy.enabled=true,serviceProxy.nodePortAddresses=192.0.2.0/24,serviceProxy.cleanupKubeProxy=true")
 	m := load(t)
 	c := m.ds.Spec.Template.Spec.Containers[0]
-	for _, want := range []string{"--service-proxy", "--nodeport-addresses=192.0.2.0/24"} {
+	for _, want := range []string{"--service-proxy", "--nodeport-addresses=192.0.2.0/24", "--cleanup-kube-proxy"} {
 		if !slices.Contains(c.Command, want) {
 			t.Errorf("agent command %v lacks %s", c.Command, want)
 		}
@@ -489,7 +490,7 @@ func TestChartServiceProxy(t *testing.T) {
 	t.Run("RBAC", TestRBAC) // the role's rules and binding, exactly
 	renderChart(t)
 	if slices.ContainsFunc(load(t).ds.Spec.Template.Spec.Containers[0].Command, func(a string) bool {
-		return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses")
+		return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses") || strings.HasPrefix(a, "--cleanup-kube-proxy")
 	}) {
 		t.Error("the defaults turn the Services proxy on")
 	}
