@@ -163,7 +163,7 @@ func testKubeProxyMigration(t *testing.T, mode string) {
 	// kube-proxy comes back, cnibox's table is removed.
 	n.stopAgent()
 	must(t, echoes(connB, "b2"))
-	proxy = startKubeProxy(t, kp, n, nodeCfg, mode)
+	startKubeProxy(t, kp, n, nodeCfg, mode) // (stopped when the test ends)
 	until(t, "kube-proxy wrote its rules again", func() error {
 		if len(kubeProxyTables(t, nh)) == 0 {
 			return errors.New("none yet")
