@@ -151,7 +151,9 @@ e2e: deps build
 
 # test-kube: the overlay's Kubernetes backend against a real control plane
 # (test/kube/control-plane.sh; its first build takes ~8 minutes), the
-# policy watcher against one (both ClusterNetworkPolicy CRDs), then
+# policy watcher against one (both ClusterNetworkPolicy CRDs), the
+# agent's one informer cache (one watch per kind, also with the Services
+# proxy, the DNS resolvers and the LoadBalancer IPAM on it), then
 # test-rbac, test-whereabouts and test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
@@ -159,6 +161,7 @@ test-kube: deps build
 	$(GO) test -count=1 -p 1 -tags kube -run 'TestWatchKube' -v ./agent/policy/ ./agent/mnp/
 	$(GO) test -count=1 -tags kube -run 'TestKubeEgress$$|TestKubeEgressScopeWarning' -v ./agent/egress/
 	$(GO) test -count=1 -tags kube -run 'TestPolicyAdmitKube' -v ./roles/bridge/
+	$(GO) test -count=1 -tags kube -run 'TestKubeOneWatch$$|TestKubeOneServiceWatch' -v ./agent/cluster/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
