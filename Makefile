@@ -153,7 +153,8 @@ e2e: deps build
 # (test/kube/control-plane.sh; its first build takes ~8 minutes), the
 # policy watcher against one (both ClusterNetworkPolicy CRDs), the
 # agent's one informer cache (one watch per kind, also with the Services
-# proxy, the DNS resolvers and the LoadBalancer IPAM on it), then
+# proxy, the DNS resolvers and the LoadBalancer IPAM on it), the
+# LoadBalancer IPAM (allocation, failover, the pool admission policy), then
 # test-rbac, test-whereabouts and test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
@@ -162,6 +163,7 @@ test-kube: deps build
 	$(GO) test -count=1 -tags kube -run 'TestKubeEgress$$|TestKubeEgressScopeWarning' -v ./agent/egress/
 	$(GO) test -count=1 -tags kube -run 'TestPolicyAdmitKube' -v ./roles/bridge/
 	$(GO) test -count=1 -tags kube -run 'TestKubeOneWatch$$|TestKubeOneServiceWatch' -v ./agent/cluster/
+	$(GO) test -count=1 -tags kube -run 'TestKubeLBIPAM|TestKubePoolPolicy' -v ./agent/lbipam/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
