@@ -30,6 +30,12 @@ type Event struct {
 	Proto   uint8
 	Src     netip.AddrPort
 	Dst     netip.AddrPort
+	// Frontend is where the client sent the connection when a DNAT (a
+	// Service's: the services table's) sent it elsewhere, Dst: the
+	// original destination of its conntrack entry. Zero when the
+	// connection was not DNATed, or the packet is not of the original
+	// direction.
+	Frontend netip.AddrPort
 }
 
 // queueLen is how many events wait for the consumer at most: past it,
@@ -56,6 +62,9 @@ type Reader struct {
 	// lost counts the events dropped: the queue full, or the kernel's
 	// buffer overrun (ENOBUFS: it dropped an unknown number; counted once).
 	lost atomic.Uint64
+	// frontends: the kernel passes each message's conntrack entry
+	// (Event.Frontend is known).
+	frontends bool
 }
 
 // Open binds to the verdict log group in the namespace at nsPath ("": the
@@ -72,6 +81,10 @@ func Open(nsPath string) (*Reader, error) {
 		// the log within the second.
 		QThresh: qThresh,
 		Timeout: qTimeout,
+		// Each message carries the packet's conntrack entry: its
+		// original destination names the Service a DNATed connection
+		// went to (Event.Frontend).
+		Flags: nflog.FlagConntrack,
 	}
 	if nsPath != "" {
 		f, err := os.Open(nsPath)
@@ -85,20 +98,33 @@ func Open(nsPath string) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flow log: open NFLOG group %d: %w", policymodel.FlowLogGroup, err)
 	}
-	// Room for bursts while the agent is busy: past it the kernel drops
-	// and the reader counts ENOBUFS as lost. Not fatal where a limit
-	// (net.core.rmem_max) caps it: the kernel keeps its default.
-	_ = nf.Con.SetReadBuffer(readBuffer)
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Reader{nf: nf, events: make(chan Event, queueLen), stop: stop}
+	r := &Reader{nf: nf, events: make(chan Event, queueLen), stop: stop, frontends: true}
 	// Bind the group now, not in Run: a verdict the kernel logs before
 	// the bind reaches no one, and a connection's first packet is the
 	// only one an allowed connection logs. Events wait in the queue
 	// until Run reads them.
-	if err := nf.RegisterWithErrorFunc(ctx, r.hook, r.onErr(ctx)); err != nil {
+	err = nf.RegisterWithErrorFunc(ctx, r.hook, r.onErr(ctx))
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		// A kernel without CONFIG_NETFILTER_NETLINK_GLUE_CT cannot pass
+		// the conntrack entry: the log without it (no Frontend).
+		r.Close()
+		cfg.Flags = 0
+		if nf, err = nflog.Open(cfg); err != nil {
+			return nil, fmt.Errorf("flow log: open NFLOG group %d: %w", policymodel.FlowLogGroup, err)
+		}
+		ctx, stop = context.WithCancel(context.Background())
+		r = &Reader{nf: nf, events: make(chan Event, queueLen), stop: stop}
+		err = nf.RegisterWithErrorFunc(ctx, r.hook, r.onErr(ctx))
+	}
+	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("flow log: bind NFLOG group %d: %w", policymodel.FlowLogGroup, err)
 	}
+	// Room for bursts while the agent is busy: past it the kernel drops
+	// and the reader counts ENOBUFS as lost. Not fatal where a limit
+	// (net.core.rmem_max) caps it: the kernel keeps its default.
+	_ = nf.Con.SetReadBuffer(readBuffer)
 	return r, nil
 }
 
@@ -136,6 +162,12 @@ func (r *Reader) onErr(ctx context.Context) nflog.ErrorFunc {
 		return 0 // a message it could not read: go on
 	}
 }
+
+// Frontends reports whether the events carry the frontend of a DNATed
+// connection: the kernel passes the conntrack entry with each message
+// (CONFIG_NETFILTER_NETLINK_GLUE_CT, which Debian's kernels have); without
+// it Event.Frontend is always zero.
+func (r *Reader) Frontends() bool { return r.frontends }
 
 // Lost returns the number of events lost so far.
 func (r *Reader) Lost() uint64 { return r.lost.Load() }
@@ -206,5 +238,10 @@ func parse(a nflog.Attribute) (Event, bool) {
 		}
 	}
 	ev.Src, ev.Dst = netip.AddrPortFrom(src, sp), netip.AddrPortFrom(dst, dp)
+	if a.Ct != nil {
+		if fe, ok := origDst(*a.Ct); ok && fe.Addr().Unmap() != dst && origSrcIs(*a.Ct, src) {
+			ev.Frontend = netip.AddrPortFrom(fe.Addr().Unmap(), fe.Port())
+		}
+	}
 	return ev, true
 }

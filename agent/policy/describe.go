@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
+	"github.com/cnibox/cnibox/internal/svcmodel"
 )
 
 // A logged verdict names its rule by the rule's counter ID (the table's
@@ -43,7 +44,14 @@ type snapshot struct {
 	rulesGen uint64
 	rules    *counterIndex
 	pods     map[netip.Addr]PodRef
+	// serviceOf names the Service port of a frontend (WatchConfig's
+	// ServiceOf); nil: the flow log's service has the frontend only.
+	serviceOf ServiceNamer
 }
+
+// ServiceNamer names the Service port that the frontend (the original
+// destination of a connection of protocol proto, an IANA number) is.
+type ServiceNamer func(proto uint8, frontend netip.AddrPort) (svcmodel.PortName, bool)
 
 // snapshot takes the model and the pods of addrs.
 func (e *Engine) snapshot(addrs ...netip.Addr) *snapshot {

@@ -89,6 +89,7 @@ func (w *watcher) records(evs []loggedflows.Event) []flowlog.Record {
 	w.mu.Lock()
 	s := w.e.snapshot(addrs...)
 	w.mu.Unlock()
+	s.serviceOf = w.cfg.ServiceOf
 	w.stagedEval.begin(s.m.Generation)
 	out := make([]flowlog.Record, 0, len(evs))
 	for _, ev := range evs {
@@ -205,6 +206,7 @@ func (s *snapshot) record(ev loggedflows.Event) flowlog.Record {
 		Proto:     flowlog.ProtoNumber(ev.Proto),
 		Src:       flowlog.Endpoint{IP: ev.Src.Addr(), Port: ev.Src.Port(), Namespace: v.Src.Namespace, Pod: v.Src.Name},
 		Dst:       flowlog.Endpoint{IP: ev.Dst.Addr(), Port: ev.Dst.Port(), Namespace: v.Dst.Namespace, Pod: v.Dst.Name},
+		Service:   s.service(ev),
 	}
 	if ev.Allow {
 		rec.Verdict = flowlog.Allow
@@ -214,6 +216,22 @@ func (s *snapshot) record(ev loggedflows.Event) flowlog.Record {
 	}
 	rec.Policy = recordPolicy(v)
 	return rec
+}
+
+// service is the record's service of ev: the frontend its connection was
+// sent to before a DNAT, named when s.serviceOf knows it; nil when no
+// DNAT changed it.
+func (s *snapshot) service(ev loggedflows.Event) *flowlog.Service {
+	if !ev.Frontend.IsValid() {
+		return nil
+	}
+	out := &flowlog.Service{IP: ev.Frontend.Addr(), Port: ev.Frontend.Port()}
+	if s.serviceOf != nil {
+		if n, ok := s.serviceOf(ev.Proto, ev.Frontend); ok {
+			out.Namespace, out.Name, out.PortName = n.Namespace, n.Name, n.Port
+		}
+	}
+	return out
 }
 
 // recordPolicy is the record's policy of v.

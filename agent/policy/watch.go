@@ -78,6 +78,10 @@ type WatchConfig struct {
 	// cnibox.io/flow-log, and FlowLogAll everywhere.
 	FlowLog    FlowLogWriter
 	FlowLogAll FlowLogSetting
+	// ServiceOf, if set, names the Service port a frontend is, for the
+	// flow log's record of a connection to a Service (the agent's
+	// Services proxy: its last snapshot's FrontendOf).
+	ServiceOf ServiceNamer
 	// FlowLogCounts, if set, counts the logged verdicts by policy (the
 	// agent's metrics).
 	FlowLogCounts *loggedflows.Counts

@@ -81,6 +81,9 @@ func startPolicy(ctx context.Context, f *flags, health *agent.Health, log *slog.
 		// 82 MiB anonymous RSS before this).
 		Synced: func() { releaseStartPages(log) },
 	}
+	if f.svc.proxy {
+		cfg.ServiceOf = serviceOf // the flow log names a Service's connections
+	}
 	if err := flowLogTo(&cfg, f, log); err != nil {
 		stopDNS()
 		return err

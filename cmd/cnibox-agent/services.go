@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cnibox/cnibox/agent"
@@ -35,6 +36,21 @@ func newServicesTable(h *netops.Handle) services.Table {
 func validateNodePortAddresses(s string) error {
 	_, err := services.ParseNodePortAddresses(s)
 	return err
+}
+
+// servedServices is the snapshot the services table holds (the proxy's
+// last sync), from which the flow log names the Service a connection went
+// to (serviceOf).
+var servedServices atomic.Pointer[svcmodel.Snapshot]
+
+// serviceOf names the Service port the frontend is (policy's
+// ServiceNamer), from the proxy's last sync.
+func serviceOf(proto uint8, frontend netip.AddrPort) (svcmodel.PortName, bool) {
+	p, ok := map[uint8]svcmodel.Proto{6: svcmodel.TCP, 17: svcmodel.UDP, 132: svcmodel.SCTP}[proto]
+	if !ok {
+		return svcmodel.PortName{}, false
+	}
+	return servedServices.Load().FrontendOf(p, frontend)
 }
 
 // startServices serves the cluster's Services from the services table
@@ -76,7 +92,8 @@ func startServices(ctx context.Context, f *flags, health *agent.Health, log *slo
 		Cache: f.kube.cache, Table: newServicesTable(h), Resync: f.svc.resync,
 		NodePorts: npa, IfaceAddrs: func() ([]netip.Addr, error) { return ifaceAddrs(h) },
 		ClusterCIDRs: cidrs, Health: services.NewProxyHealth(f.svc.resync), Metrics: services.NewMetrics(), Log: log,
-		Synced: func(_ *svcmodel.Snapshot, full bool) {
+		Synced: func(snap *svcmodel.Snapshot, full bool) {
+			servedServices.Store(snap) // the flow log's Service names
 			if f.svc.only {
 				health.SetReady(true)
 			}

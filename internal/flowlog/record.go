@@ -81,6 +81,22 @@ type Endpoint struct {
 	Pod       string     `json:"pod,omitempty"`
 }
 
+// Service is the Service a connection went to: the frontend its client
+// sent it to (a ClusterIP, a NodePort on a node's address, an external or
+// load balancer IP), which the node's services table DNATed to the
+// record's Dst, and the Service port that frontend is, when the agent
+// serves Services (--service-proxy). Left out for a connection no DNAT
+// changed.
+type Service struct {
+	IP        netip.Addr `json:"ip"`
+	Port      uint16     `json:"port,omitempty"`
+	Namespace string     `json:"namespace,omitempty"`
+	Name      string     `json:"name,omitempty"`
+	// PortName is the Service port's name ("" for a Service's one
+	// unnamed port).
+	PortName string `json:"portName,omitempty"`
+}
+
 // The kinds of policy that decide a verdict.
 const (
 	KindNetworkPolicy              = "NetworkPolicy"
@@ -155,6 +171,7 @@ type Record struct {
 	Proto      Proto     `json:"proto,omitempty"`
 	Src        Endpoint  `json:"src,omitzero"`
 	Dst        Endpoint  `json:"dst,omitzero"`
+	Service    *Service  `json:"service,omitempty"`
 	Policy     *Policy   `json:"policy,omitempty"`
 	Reason     string    `json:"reason,omitempty"` // a deny no policy decided: ReasonInvalid
 	Suppressed *Summary  `json:"suppressed,omitempty"`

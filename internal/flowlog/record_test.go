@@ -32,6 +32,12 @@ func TestRecordJSON(t *testing.T) {
 		Src: Endpoint{IP: netip.MustParseAddr("10.88.1.5")},
 		Dst: Endpoint{IP: netip.MustParseAddr("192.0.2.1")},
 	}, {
+		Time: at, Node: "node-1", Verdict: Allow, Direction: Ingress, Proto: ProtoNumber(6),
+		Src:     Endpoint{IP: netip.MustParseAddr("10.88.1.5"), Port: 43124, Namespace: "shop", Pod: "web-0"},
+		Dst:     Endpoint{IP: netip.MustParseAddr("10.88.2.7"), Port: 5432, Namespace: "shop", Pod: "db-0"},
+		Service: &Service{IP: netip.MustParseAddr("10.96.0.40"), Port: 5432, Namespace: "shop", Name: "db", PortName: "pg"},
+		Policy:  &Policy{Kind: KindNetworkPolicy, Namespace: "shop", Name: "db-only", Rule: RuleIndex(0)},
+	}, {
 		Time: at, Node: "node-1", Verdict: Suppressed,
 		Suppressed: &Summary{Count: 7, Since: at.Add(-time.Second), Other: 2, Top: []Pair{
 			{Src: netip.MustParseAddr("10.88.1.5"), Dst: netip.MustParseAddr("10.88.2.7"), Count: 5}}},
@@ -46,6 +52,11 @@ func TestRecordJSON(t *testing.T) {
 			`"policy":{"kind":"ClusterNetworkPolicy","name":"no-internet","tier":"Admin","rule":"2"}}`,
 		`{"time":"2026-11-22T02:27:21.883Z","node":"node-1","verdict":"allow","direction":"egress","proto":"47",` +
 			`"src":{"ip":"10.88.1.5"},"dst":{"ip":"192.0.2.1"}}`,
+		`{"time":"2026-11-22T02:27:21.883Z","node":"node-1","verdict":"allow","direction":"ingress","proto":"TCP",` +
+			`"src":{"ip":"10.88.1.5","port":43124,"namespace":"shop","pod":"web-0"},` +
+			`"dst":{"ip":"10.88.2.7","port":5432,"namespace":"shop","pod":"db-0"},` +
+			`"service":{"ip":"10.96.0.40","port":5432,"namespace":"shop","name":"db","portName":"pg"},` +
+			`"policy":{"kind":"NetworkPolicy","namespace":"shop","name":"db-only","rule":"0"}}`,
 		`{"time":"2026-11-22T02:27:21.883Z","node":"node-1","verdict":"suppressed",` +
 			`"suppressed":{"count":7,"since":"2026-11-22T02:27:20.883Z","top":[{"src":"10.88.1.5","dst":"10.88.2.7","count":5}],"other":2}}`,
 	}
