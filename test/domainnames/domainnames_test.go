@@ -1,3 +1,5 @@
+//go:build !nokube
+
 // Package domainnames tests ClusterNetworkPolicy's domainNames peer end to
 // end on one node: the policy engine, its table (agent/policynft), the DNS
 // proxy (agent/fqdn) with the DNS table and its routing, a real dnsmasq

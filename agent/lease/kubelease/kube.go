@@ -1,3 +1,5 @@
+//go:build !nokube
+
 // Package kubelease is the Kubernetes lease backend of cnibox-agent
 // (--kube-subnet-mgr): a node's lease is its node.spec.podCIDR(s), which
 // kube-controller-manager's node IPAM controller assigns out of the cluster
