@@ -497,12 +497,14 @@ soak: build
 	CNIBOX_KUBE_ROUTER_BUILD=1 $(GO) test -count=1 -timeout 30m -run 'TestBinary$$' ./test/internal/kuberouter
 	$(MAKE) fuzz FUZZTIME=$(SOAK_FUZZTIME)
 
-# lint: go vet (with and without -tags kube) and staticcheck (pinned;
+# lint: go vet (plain, -tags kube, and -tags nokube: the lean agent's
+# build) and staticcheck (pinned;
 # fetched through the module proxy into the module cache on first use).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags kube ./...
+	$(GO) vet -tags nokube ./...
 	$(GO) run $(STATICCHECK) ./...
 
 clean:
