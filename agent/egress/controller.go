@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cnibox/cnibox/agent/addrhold"
 	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
 	"github.com/cnibox/cnibox/internal/kubecore"
@@ -111,9 +112,10 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-time.After(time.Second):
 		}
 	}
-	c := newController(cfg, node, uplink, clusterNets)
-	c.leases = &leases{c: coord, namespace: cfg.Namespace, node: node, duration: int32(max(cfg.Timing.Lease/time.Second, 1))}
+	leases := &addrhold.Leases{C: coord, Kind: leaseKind(cfg.Namespace), Node: node, Duration: int32(max(cfg.Timing.Lease/time.Second, 1))}
+	c := newController(cfg, node, uplink, clusterNets, leases)
 	c.gwc, c.core = gwc, core
+	c.nets = &addrhold.Networks{Core: core, Node: node, Host: cfg.Host, Uplink: uplink, Log: cfg.Log, What: "egress gateways"}
 	if cfg.Register != nil {
 		if err := cfg.Register(c.m); err != nil {
 			return fmt.Errorf("%s: metrics: %w", what, err)
@@ -127,7 +129,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log.Warn("egress gateways: cannot watch IPv4 forwarding; it is read every "+cfg.Recheck.String(), "err", err)
 	}
 	c.fwd = fwd
-	if err := c.publishNetworks(ctx); err != nil {
+	if err := c.nets.Publish(ctx); err != nil {
 		cfg.Log.Warn("egress gateways: cannot publish this node's networks; it will hold no egress address until it can", "err", err)
 	}
 	if cfg.Cache == nil {
@@ -200,72 +202,3 @@ func (c *controller) startInformers(ctx context.Context, gwc, coord rest.Interfa
 
 // keep is the identity transform.
 func keep(o any) (any, error) { return o, nil }
-
-// publishNetworks writes this node's uplink networks into its Node's
-// NetworksAnnotation (through nodes/status, as the overlay's annotations:
-// the right the agent has): none while the node does not forward IPv4
-// (forwarding), so that no node counts on it to hold an address.
-func (c *controller) publishNetworks(ctx context.Context) error {
-	nets, err := c.uplinkNetworks()
-	if err != nil {
-		return err
-	}
-	if !c.forwarding() {
-		nets = nil
-	}
-	v := FormatNetworks(nets)
-	if v == c.published {
-		return nil
-	}
-	c.published = v
-	ref := kubeapi.Ref{Resource: "nodes", Name: c.node}
-	err = kubeapi.PatchStatusMetadata(ctx, c.core, ref, map[string]any{"annotations": map[string]any{NetworksAnnotation: c.published}})
-	if err != nil {
-		c.published = "-" // (written again next time)
-	}
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("node %s: %w", c.node, err)
-	}
-	return err
-}
-
-// forwarding reports whether the node forwards IPv4 (net.ipv4.ip_forward),
-// turning it on when it can. The holder forwards the other nodes' pods'
-// traffic; a node without pods may not forward yet (the bridge role turns
-// it on with its first pod; kubeadm asks for it), and an agent in a
-// container without privileges cannot turn it on (/proc/sys is read-only
-// there): it says so, once a change.
-func (c *controller) forwarding() bool {
-	v, err := c.cfg.Host.Sysctl("net.ipv4.ip_forward")
-	if err == nil && v != "1" {
-		if err = c.cfg.Host.SetSysctl("net.ipv4.ip_forward", "1"); err == nil {
-			v = "1"
-		}
-	}
-	on := err == nil && v == "1"
-	if on != c.forwards {
-		c.forwards = on
-		if on {
-			c.cfg.Log.Info("egress gateways: this node forwards IPv4: it may hold egress addresses")
-		} else {
-			c.cfg.Log.Warn("egress gateways: this node does not forward IPv4 (net.ipv4.ip_forward=0) and the agent cannot turn it on: it holds no egress address until it does (set it on the node, as kubeadm requires; the bridge role sets it with the node's first pod)", "err", err)
-		}
-	}
-	return on
-}
-
-// uplinkNetworks are the IPv4 networks of the uplink's addresses (its
-// /32s, which include held egress addresses, left out).
-func (c *controller) uplinkNetworks() ([]netip.Prefix, error) {
-	ps, err := c.cfg.Host.Addrs(c.uplink)
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Prefix
-	for _, p := range ps {
-		if p.Addr().Is4() && p.Bits() < 32 {
-			out = append(out, p.Masked())
-		}
-	}
-	return out, nil
-}

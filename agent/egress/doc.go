@@ -11,10 +11,11 @@
 //     which pods use which address, which addresses this node may hold,
 //     its nftables rules (netops/nft EgressSpec) and routes to the holders
 //     (netops EgressRoute). Plain data in, plain data out.
-//   - claim.go: the decisions of the election of one address on its
-//     coordination Lease (take, renew, keep, release) and the fence: the
-//     times until which this node may keep the address on its uplink.
-//   - controller.go and lease.go: the informers (the gateways' and the
+//   - the election of one address on its coordination Lease (take, renew,
+//     keep, release) and the fence (the address on the uplink only while
+//     held, with a lifetime the kernel enforces) are agent/addrhold's,
+//     shared with the LoadBalancer announcer; lease.go names the Leases.
+//   - controller.go, loop.go and kernel.go: the informers (the gateways' and the
 //     Leases'; pods, namespaces and nodes are the agent's informer cache's,
 //     agent/cluster), the Lease calls, the kernel, the status.
 //

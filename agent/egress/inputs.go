@@ -5,8 +5,8 @@ package egress
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
+	"github.com/cnibox/cnibox/agent/addrhold"
 	"github.com/cnibox/cnibox/agent/cluster"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -73,23 +73,8 @@ func readNode(n *cluster.Node) Node {
 	return Node{Name: n.Name, Labels: n.Labels, Networks: ParseNetworks(n.EgressNetworks)}
 }
 
-// ParseNetworks reads NetworksAnnotation's value (comma-separated
-// prefixes; what does not parse is left out).
-func ParseNetworks(v string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range strings.Split(v, ",") {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
-			out = append(out, p.Masked())
-		}
-	}
-	return out
-}
+// ParseNetworks reads NetworksAnnotation's value (addrhold's).
+func ParseNetworks(v string) []netip.Prefix { return addrhold.ParseNetworks(v) }
 
-// FormatNetworks is NetworksAnnotation's value for ps.
-func FormatNetworks(ps []netip.Prefix) string {
-	ss := make([]string, 0, len(ps))
-	for _, p := range ps {
-		ss = append(ss, p.Masked().String())
-	}
-	return strings.Join(ss, ",")
-}
+// FormatNetworks is NetworksAnnotation's value for ps (addrhold's).
+func FormatNetworks(ps []netip.Prefix) string { return addrhold.FormatNetworks(ps) }

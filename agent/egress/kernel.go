@@ -6,68 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"time"
 
 	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/netops/announce"
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-// kernel is what the controller put in the node's kernel.
-type kernel struct {
-	// addrs: the egress addresses on the uplink, each with the renewal
-	// its lifetime was last refreshed for; refreshed: when.
-	addrs     map[netip.Addr]time.Time
-	refreshed map[netip.Addr]time.Time
-	warned    map[string]bool // the holders without a route, told once
-}
-
-// fence keeps the uplink's egress addresses to what this node holds:
-// an address it holds is added, or its lifetime refreshed once per
-// renewal while MayRefresh, and announced when it may have been gone; an
-// address it no longer holds is removed at once.
-func (c *controller) fence(now time.Time) {
-	for ip, cl := range c.claims {
-		p := netip.PrefixFrom(ip, 32)
-		_, has := c.k.addrs[ip]
-		switch {
-		case cl.Holding(now):
-			if c.k.addrs[ip].Equal(cl.sent) || !cl.MayRefresh(now) {
-				continue
-			}
-			if err := c.cfg.Host.EnsureAddrLifetime(c.uplink, p, c.cfg.Timing.Lifetime); err != nil {
-				c.cfg.Log.Error("egress gateways: cannot add an egress address to the uplink", "ip", ip, "uplink", c.uplink, "err", err)
-				continue
-			}
-			lapsed := !has || now.Sub(c.k.refreshed[ip]) >= c.cfg.Timing.Lifetime
-			c.k.addrs[ip], c.k.refreshed[ip] = cl.sent, now
-			if lapsed {
-				if err := announce.Addr(c.cfg.Host, c.uplink, ip); err != nil {
-					c.cfg.Log.Warn("egress gateways: cannot announce an egress address (gratuitous ARP); the LAN learns it at its next ARP request", "ip", ip, "err", err)
-				}
-			}
-		case has:
-			c.drop(ip)
-		}
-	}
-	for ip := range c.k.addrs {
-		if c.claims[ip] == nil {
-			c.drop(ip)
-		}
-	}
-}
-
-// drop removes ip from the uplink.
-func (c *controller) drop(ip netip.Addr) {
-	if err := c.cfg.Host.DeleteAddr(c.uplink, netip.PrefixFrom(ip, 32)); err != nil {
-		c.cfg.Log.Error("egress gateways: cannot remove an egress address from the uplink; the kernel removes it when its lifetime ends", "ip", ip, "err", err)
-	}
-	delete(c.k.addrs, ip)
-	delete(c.k.refreshed, ip)
-}
-
-// program writes the node's egress rules and routes for the plan.
+// program writes the node's egress rules and routes for the plan (the
+// addresses on the uplink are the election's fence's, agent/addrhold).
 func (c *controller) program() {
 	spec := nft.EgressSpec{Cluster: c.cluster, Uplink: c.uplink}
 	var routes []netops.EgressRoute
@@ -80,13 +26,13 @@ func (c *controller) program() {
 		case u.Holder != "" && u.Holder != c.node && len(u.Local) > 0 && table <= netops.EgressTableLast:
 			via, err := c.routeTo(u.Holder)
 			if err != nil {
-				if !c.k.warned[u.Holder] {
+				if !c.warned[u.Holder] {
 					c.cfg.Log.Warn("egress gateways: no route to the holder of an egress address; this node's pods leave from their node's address", "ip", u.IP, "holder", u.Holder, "err", err)
-					c.k.warned[u.Holder] = true
+					c.warned[u.Holder] = true
 				}
 				continue
 			}
-			delete(c.k.warned, u.Holder)
+			delete(c.warned, u.Holder)
 			spec.Rules = append(spec.Rules, nft.EgressRule{Name: name, EgressIP: u.IP, Sources: u.Local, Destinations: u.Destinations, Via: via.GW})
 			routes = append(routes, netops.EgressRoute{Table: table, Via: via.GW, Dev: via.Dev, OnLink: via.Onlink,
 				Throw: c.cluster, Destinations: u.Destinations, Sources: u.Local})

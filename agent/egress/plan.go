@@ -3,11 +3,11 @@ package egress
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/cnibox/cnibox/agent/addrhold"
 	"github.com/cnibox/cnibox/agent/cluster"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -170,7 +170,7 @@ func Make(in Inputs) Plan {
 		}
 	}
 	for ip, nodes := range eligible {
-		rankNodes(ip, nodes)
+		addrhold.Rank(ip, nodes)
 		p.Candidates[ip] = nodes
 		if i := slices.Index(nodes, in.Self); i >= 0 {
 			p.Eligible[ip] = i
@@ -232,26 +232,10 @@ func (n Node) canHold(g Gateway, ip netip.Addr) bool {
 	return slices.ContainsFunc(n.Networks, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
-// weight is the rendezvous weight of (a, b).
-func weight(a, b string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(a))
-	h.Write([]byte{0})
-	h.Write([]byte(b))
-	return h.Sum64()
-}
-
 // rendezvous picks the address of ips for key: the one of the highest
 // weight.
 func rendezvous(ips []netip.Addr, key string) netip.Addr {
 	return slices.MaxFunc(ips, func(a, b netip.Addr) int {
-		return cmp.Or(cmp.Compare(weight(a.String(), key), weight(b.String(), key)), a.Compare(b))
-	})
-}
-
-// rankNodes orders nodes for ip, the highest weight first.
-func rankNodes(ip netip.Addr, nodes []string) {
-	slices.SortFunc(nodes, func(a, b string) int {
-		return cmp.Or(cmp.Compare(weight(ip.String(), b), weight(ip.String(), a)), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(addrhold.Weight(a.String(), key), addrhold.Weight(b.String(), key)), a.Compare(b))
 	})
 }

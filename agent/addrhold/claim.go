@@ -1,4 +1,4 @@
-package egress
+package addrhold
 
 import (
 	"time"
@@ -161,6 +161,14 @@ func (c *Claim) Holding(now time.Time) bool {
 func (c *Claim) MayRefresh(now time.Time) bool {
 	return !c.sent.IsZero() && !now.Add(c.T.Lifetime+c.T.Late+c.T.Margin).After(c.sent.Add(c.T.Lease))
 }
+
+// Sent is when the last accepted take or renewal was sent (zero: not
+// held).
+func (c *Claim) Sent() time.Time { return c.sent }
+
+// SeenAt is when the version of the Lease last seen was first seen (this
+// node's clock): the start of the wait of a node that takes it over.
+func (c *Claim) SeenAt() time.Time { return c.seenAt }
 
 // Deadline is when Holding turns false (zero when not held).
 func (c *Claim) Deadline() time.Time {

@@ -1,0 +1,129 @@
+//go:build !nokube
+
+package addrhold
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+
+	"github.com/cnibox/cnibox/agent/cluster"
+	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/netops"
+)
+
+// NetworksAnnotation is the Node annotation in which each agent publishes
+// the IPv4 networks of its node's uplink: the networks an address of an
+// election may be held on.
+const NetworksAnnotation = cluster.EgressNetworksAnnotation
+
+// Networks publishes this node's uplink networks (NetworksAnnotation).
+// Owned by its caller's goroutine. Two of them (the egress gateways' and
+// the load balancers') write the same value.
+type Networks struct {
+	Core   rest.Interface // core/v1
+	Node   string
+	Host   *netops.Handle
+	Uplink string
+	Log    *slog.Logger
+	What   string // starts the log lines
+
+	published string // the value last written
+	forwards  bool   // the node forwards IPv4 (as last checked)
+	checked   bool
+}
+
+// Publish writes this node's uplink networks into its Node's
+// NetworksAnnotation (through nodes/status, as the overlay's annotations:
+// the right the agent has): none while the node does not forward IPv4
+// (forwarding), so that no node counts on it to hold an address.
+func (n *Networks) Publish(ctx context.Context) error {
+	nets, err := n.uplinkNetworks()
+	if err != nil {
+		return err
+	}
+	if !n.forwarding() {
+		nets = nil
+	}
+	v := FormatNetworks(nets)
+	if v == n.published {
+		return nil
+	}
+	n.published = v
+	ref := kubeapi.Ref{Resource: "nodes", Name: n.Node}
+	err = kubeapi.PatchStatusMetadata(ctx, n.Core, ref, map[string]any{"annotations": map[string]any{NetworksAnnotation: n.published}})
+	if err != nil {
+		n.published = "-" // (written again next time)
+	}
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s: %w", n.Node, err)
+	}
+	return err
+}
+
+// forwarding reports whether the node forwards IPv4 (net.ipv4.ip_forward),
+// turning it on when it can. The holder forwards traffic to other nodes'
+// pods; a node without pods may not forward yet (the bridge role turns it
+// on with its first pod; kubeadm asks for it), and an agent in a container
+// without privileges cannot turn it on (/proc/sys is read-only there): it
+// says so, once a change.
+func (n *Networks) forwarding() bool {
+	v, err := n.Host.Sysctl("net.ipv4.ip_forward")
+	if err == nil && v != "1" {
+		if err = n.Host.SetSysctl("net.ipv4.ip_forward", "1"); err == nil {
+			v = "1"
+		}
+	}
+	on := err == nil && v == "1"
+	if on != n.forwards || !n.checked {
+		n.forwards, n.checked = on, true
+		if on {
+			n.Log.Info(n.What + ": this node forwards IPv4: it may hold addresses")
+		} else {
+			n.Log.Warn(n.What+": this node does not forward IPv4 (net.ipv4.ip_forward=0) and the agent cannot turn it on: it holds no address until it does (set it on the node, as kubeadm requires; the bridge role sets it with the node's first pod)", "err", err)
+		}
+	}
+	return on
+}
+
+// uplinkNetworks are the IPv4 networks of the uplink's addresses (its
+// /32s, which include held addresses, left out).
+func (n *Networks) uplinkNetworks() ([]netip.Prefix, error) {
+	ps, err := n.Host.Addrs(n.Uplink)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() && p.Bits() < 32 {
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
+}
+
+// ParseNetworks reads NetworksAnnotation's value (comma-separated
+// prefixes; what does not parse is left out).
+func ParseNetworks(v string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range strings.Split(v, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// FormatNetworks is NetworksAnnotation's value for ps.
+func FormatNetworks(ps []netip.Prefix) string {
+	ss := make([]string, 0, len(ps))
+	for _, p := range ps {
+		ss = append(ss, p.Masked().String())
+	}
+	return strings.Join(ss, ",")
+}
