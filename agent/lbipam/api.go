@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -62,6 +63,17 @@ type PoolSpec struct {
 	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 	Disabled          bool                  `json:"disabled,omitempty"`
 	AllowFirstLastIPs bool                  `json:"allowFirstLastIPs,omitempty"`
+	// Announce says which nodes may answer on the LAN for the pool's
+	// addresses (agent/lbannounce); nil: every node.
+	Announce *AnnounceSpec `json:"announce,omitempty"`
+}
+
+// AnnounceSpec is spec.announce: MetalLB's L2Advertisement and Cilium's
+// L2 announcement policy folded into the pool (docs/loadbalancer.md).
+type AnnounceSpec struct {
+	// NodeSelector selects the nodes that may announce the addresses
+	// (nil: every node).
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 }
 
 // PoolStatus is what the controller reports.
@@ -78,6 +90,9 @@ func (p *LoadBalancerIPPool) DeepCopyObject() runtime.Object {
 	out.Spec = p.Spec
 	out.Spec.Blocks = slices.Clone(p.Spec.Blocks)
 	out.Spec.ServiceSelector = p.Spec.ServiceSelector.DeepCopy()
+	if a := p.Spec.Announce; a != nil {
+		out.Spec.Announce = &AnnounceSpec{NodeSelector: a.NodeSelector.DeepCopy()}
+	}
 	for _, c := range p.Status.Conditions {
 		out.Status.Conditions = append(out.Status.Conditions, *c.DeepCopy())
 	}
@@ -229,3 +244,41 @@ func (e *blockError) Error() string {
 	return "spec.blocks[" + strconv.Itoa(e.i) + "]: " + e.err.Error()
 }
 func (e *blockError) Unwrap() error { return e.err }
+
+// Announced is what the LoadBalancer announcer (agent/lbannounce) reads
+// of a pool: its addresses and the nodes that may announce them.
+type Announced struct {
+	Name     string
+	Blocks   []Block
+	Disabled bool
+	// Nodes selects the nodes that may announce its addresses
+	// (spec.announce.nodeSelector; absent: every node).
+	Nodes labels.Selector
+	// Invalid names what of the pool cannot be read ("" none): its
+	// addresses are not announced.
+	Invalid string
+}
+
+// ReadAnnounced reads o for the announcer.
+func ReadAnnounced(o *LoadBalancerIPPool) Announced {
+	a := Announced{Name: o.Name, Disabled: o.Spec.Disabled, Nodes: labels.Everything()}
+	p, err := poolOf(o)
+	if err != nil {
+		a.Invalid = err.Error()
+		return a
+	}
+	a.Blocks = p.Blocks
+	if an := o.Spec.Announce; an != nil && an.NodeSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(an.NodeSelector)
+		if err != nil {
+			a.Invalid = "spec.announce.nodeSelector: " + err.Error()
+			a.Nodes = labels.Nothing()
+			return a
+		}
+		a.Nodes = sel
+	}
+	return a
+}
+
+// Size is the number of addresses of a's blocks (a float, as Pool.Size).
+func (a Announced) Size() float64 { return (&Pool{Blocks: a.Blocks}).Size() }

@@ -360,6 +360,9 @@ func (f *flags) validate() error {
 	if err := f.lb.validate(); err != nil {
 		return err
 	}
+	if f.lb.announce && !f.kubeSubnetMgr {
+		return fmt.Errorf("--lb-announce: the addresses are held on the overlay's uplink, which --kube-subnet-mgr finds: add --kube-subnet-mgr")
+	}
 	if err := f.svc.validate(); err != nil {
 		return err
 	}

@@ -202,6 +202,9 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 			ectx, cancel := context.WithCancel(ctx)
 			wait := startEgress(ectx, f, health, o.NetConf.Network, log)
 			defer func() { cancel(); wait() }()
+			actx, acancel := context.WithCancel(ctx)
+			await := startLBAnnounce(actx, f, health, o.NetConf.Network, log) // lbannounce.go: --lb-announce
+			defer func() { acancel(); await() }()
 		}
 		return agent.Run(ctx, o)
 	}
