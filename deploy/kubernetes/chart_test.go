@@ -496,6 +496,25 @@ func TestChartServiceProxy(t *testing.T) {
 	}
 }
 
+// TestChartLoadBalancerAnnounce: loadBalancerAnnounce.enabled turns on the
+// agent's announcements (--lb-announce) and binds their ClusterRole (the
+// Leases are the egress Role's); the defaults have neither.
+func TestChartLoadBalancerAnnounce(t *testing.T) {
+	renderChart(t, "--set", "loadBalancerAnnounce.enabled=true")
+	if cmd := load(t).ds.Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--lb-announce") {
+		t.Errorf("agent command %v lacks --lb-announce", cmd)
+	}
+	if _, ok := loadRBAC(t, "cnibox.yaml").clusterRoles["cnibox-lb-announce"]; !ok {
+		t.Error("loadBalancerAnnounce.enabled: no ClusterRole cnibox-lb-announce")
+	}
+	t.Run("RBAC", TestRBAC) // the roles' rules and bindings, exactly
+	renderChart(t)
+	if slices.Contains(load(t).ds.Spec.Template.Spec.Containers[0].Command, "--lb-announce") {
+		t.Error("the defaults turn the LoadBalancer announcements on")
+	}
+	t.Run("defaults/RBAC", TestRBAC)
+}
+
 // TestChartLoadBalancerIPAM: loadBalancerIPAM.enabled turns on the agent's
 // LoadBalancer IPAM (--lb-ipam) and binds its ClusterRole and its Role of
 // the Lease; the defaults have neither.

@@ -136,6 +136,15 @@ var (
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"cnibox-lb-ipam"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 	}
+	// LoadBalancer announcements (--lb-announce, off by default;
+	// agent/lbannounce): the pools, the Services' addresses and their
+	// EndpointSlices (the nodes: the overlay's); its Leases are the egress
+	// Role's, in cnibox-egress
+	lbAnnounceClusterRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"cnibox.io"}, Resources: []string{"loadbalancerippools"}, Verbs: []string{"list", "watch"}},
+	}
 	// egress gateways (agent/egress: its informers and status write) ...
 	egressClusterRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{"cnibox.io"}, Resources: []string{"egressgateways"}, Verbs: []string{"list", "watch"}},
@@ -186,6 +195,7 @@ func checkRBAC(t *testing.T, file, sa string, agentCmd []string) {
 		{"-cluster-network-policies", has("--cluster-network-policies"), clusterPolicyRules, nil, ""},
 		{"-service-proxy", has("--service-proxy"), serviceProxyRules, nil, ""},
 		{"-lb-ipam", has("--lb-ipam"), lbIPAMClusterRules, lbIPAMRules, ""},
+		{"-lb-announce", has("--lb-announce"), lbAnnounceClusterRules, nil, ""},
 		{"-egress", has("--kube-subnet-mgr"), egressClusterRules, egressRules, "cnibox-egress"},
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: "kube-system"}}

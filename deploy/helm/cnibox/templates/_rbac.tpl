@@ -178,10 +178,10 @@ spec:
     reason: Forbidden
   - expression: >-
       request.resource.resource != 'leases' || object.metadata.name in ['cnibox-whereabouts-reclaim', 'cnibox-lb-ipam'] || (
-      object.metadata.name.startsWith('cnibox-egress-') && variables.node.size() == 1 && (
+      (object.metadata.name.startsWith('cnibox-egress-') || object.metadata.name.startsWith('cnibox-lb-')) && variables.node.size() == 1 && (
       object.spec.?holderIdentity.orValue('') == variables.node[0] ||
       (request.operation == 'UPDATE' && object.spec.?holderIdentity.orValue('') == '' && oldObject.spec.?holderIdentity.orValue('') == variables.node[0])))
-    message: "cnibox: the agent may write the Leases cnibox-whereabouts-reclaim and cnibox-lb-ipam and the Leases cnibox-egress-* holding them for its own node (or releasing its own), no other"
+    message: "cnibox: the agent may write the Leases cnibox-whereabouts-reclaim and cnibox-lb-ipam and the Leases cnibox-egress-* and cnibox-lb-* (the egress and LoadBalancer addresses) holding them for its own node (or releasing its own), no other"
     reason: Forbidden
 ---
 apiVersion: admissionregistration.k8s.io/v1
