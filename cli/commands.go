@@ -200,6 +200,16 @@ func commands(o Options) []*ucli.Command {
 					Action: inspectEgress,
 				},
 				{
+					Name:  "lb",
+					Usage: "the LoadBalancer pools (size, used, free), each address with its Services and the node that announces it on the LAN",
+					UsageText: "cnibox inspect lb [--data-dir DIR] [--json]\n\n" +
+						"What cnibox-agent --lb-announce last recorded in the store: the pools, every address a Service holds, its\n" +
+						"announcer (from the address's Lease) and this node's part (docs/loadbalancer.md).\n" +
+						"Example: cnibox inspect lb --json",
+					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
+					Action: inspectLB,
+				},
+				{
 					Name:  "topology",
 					Usage: "the node's bridges, their ports, the pods behind them, and the overlay with its peers",
 					UsageText: "cnibox inspect topology [--format text|dot|json] [--data-dir DIR]\n\n" +
