@@ -25,8 +25,8 @@ import (
 const infiniteLifetime uint32 = 0xffffffff
 
 // ErrEgressIPv6 is wrapped by the errors of the egress gateway's kernel
-// work (EnsureAddrLifetime, SyncEgressRoutes, netops/announce, netops/nft's
-// EnsureEgress) about an IPv6 address: IPv4 only for now.
+// work (SyncEgressRoutes, netops/nft's EnsureEgress) about an IPv6
+// address: IPv4 only for now.
 const ErrEgressIPv6 = kerr.ErrEgressIPv6
 
 // lifetimeSeconds is valid rounded up to whole seconds, at least 1.
@@ -35,23 +35,26 @@ func lifetimeSeconds(valid time.Duration) int {
 	return max(s, 1)
 }
 
-// EnsureAddrLifetime adds the IPv4 address p to the interface link, or
+// EnsureAddrLifetime adds the address p to the interface link, or
 // replaces it when it is there (RTM_NEWADDR with NLM_F_REPLACE), with a
 // valid and preferred lifetime of valid rounded up to whole seconds (at
 // least 1 s). The kernel removes the address by itself when its lifetime
-// runs out (within about 0.25 s of it), so a caller that stops refreshing
-// it (an agent that died) leaves no address behind; an address that was
-// there without a lifetime gets one. IPv6 is refused (ErrEgressIPv6).
+// runs out (within about 0.25 s of it, IPv4 in check_lifetime, IPv6 in
+// addrconf_verify), so a caller that stops refreshing it (an agent that
+// died) leaves no address behind; an address that was there without a
+// lifetime gets one. An IPv6 address skips duplicate address detection
+// (IFA_F_NODAD): it is in use at once, its uniqueness being the caller's
+// (an election) to keep.
 func (h *Handle) EnsureAddrLifetime(link string, p netip.Prefix, valid time.Duration) error {
-	if _, err := kerr.EgressIPv4("ensure address", p.Addr()); err != nil {
-		return fmt.Errorf("%w (on %q)", err, link)
-	}
 	ipnet, err := toIPNet(p)
 	if err != nil {
 		return fmt.Errorf("add address to %q: %w", link, err)
 	}
 	sec := lifetimeSeconds(valid)
 	a := &netlink.Addr{IPNet: ipnet, ValidLft: sec, PreferedLft: sec}
+	if p.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
 	err = h.withLinkIndex(link, func(idx int) error { return h.nlh.AddrReplace(indexOnly(idx), a) })
 	if err != nil {
 		return fmt.Errorf("add address %s to %q with a lifetime of %d s in %s: %w", p, link, sec, h.where(), classify(err))

@@ -2,7 +2,6 @@ package announce_test
 
 import (
 	"bytes"
-	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
+	"github.com/vishvananda/netlink"
 
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/netops/announce"
@@ -60,13 +60,52 @@ func TestAddr(t *testing.T) {
 	}
 }
 
-// TestAddrIPv6: an IPv6 address is refused with an error naming it.
+// TestAddrIPv6: an unsolicited neighbour advertisement sent on a veth in
+// one namespace moves the other end's neighbour entry for the address
+// (cached with another MAC, as the LAN has the previous holder's) to the
+// veth's MAC: what a router does with it.
 func TestAddrIPv6(t *testing.T) {
+	a := labtest.OpenNS(t, "ana6")
+	b := labtest.OpenNS(t, "anb6")
+	host, _, err := a.EnsureVeth(netops.VethOpts{HostName: "veth0", PeerName: "eth0", Peer: b})
+	labtest.Must(t, err)
+	nstest.WaitLinksUp(t, b.Path())
+	ip := netip.MustParseAddr("2001:db8::10")
+	old := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
+	nh := nstest.Netlink(t, b.Path())
+	eth0, err := nh.LinkByName("eth0")
+	labtest.Must(t, err)
+	labtest.Must(t, nh.NeighSet(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, Family: netlink.FAMILY_V6, State: netlink.NUD_STALE,
+		IP: ip.AsSlice(), HardwareAddr: old}))
+	mac := func() net.HardwareAddr {
+		ns, err := b.Neighs("eth0")
+		labtest.Must(t, err)
+		for _, n := range ns {
+			if n.IP == ip {
+				return n.MAC
+			}
+		}
+		return nil
+	}
+	if got := mac(); !bytes.Equal(got, old) {
+		t.Fatalf("the neighbour entry for %s before: %v, want %s", ip, got, old)
+	}
+	labtest.Must(t, announce.Addr(a, "veth0", ip))
+	var got net.HardwareAddr
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got = mac(); bytes.Equal(got, host.MAC) {
+			return
+		}
+	}
+	t.Errorf("the neighbour entry for %s after the advertisement: %v, want the announcer's %s", ip, got, host.MAC)
+}
+
+// TestAddrInvalid: what is no address is refused, naming the link.
+func TestAddrInvalid(t *testing.T) {
 	h, err := netops.Open("")
 	labtest.Must(t, err)
 	defer h.Close()
-	ip := netip.MustParseAddr("2001:db8::10")
-	if err := announce.Addr(h, "eth0", ip); !errors.Is(err, netops.ErrEgressIPv6) || !strings.Contains(err.Error(), ip.String()) {
-		t.Errorf("Addr(%s) = %v; want an error naming it, wrapping ErrEgressIPv6", ip, err)
+	if err := announce.Addr(h, "eth0", netip.Addr{}); err == nil || !strings.Contains(err.Error(), "eth0") {
+		t.Errorf("Addr(invalid) = %v; want an error naming the link", err)
 	}
 }
