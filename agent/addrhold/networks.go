@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,8 +19,8 @@ import (
 )
 
 // NetworksAnnotation is the Node annotation in which each agent publishes
-// the IPv4 networks of its node's uplink: the networks an address of an
-// election may be held on.
+// the networks of its node's uplink (IPv4 and IPv6): the networks an
+// address of an election may be held on.
 const NetworksAnnotation = cluster.EgressNetworksAnnotation
 
 // Networks publishes this node's uplink networks (NetworksAnnotation).
@@ -40,16 +41,18 @@ type Networks struct {
 
 // Publish writes this node's uplink networks into its Node's
 // NetworksAnnotation (through nodes/status, as the overlay's annotations:
-// the right the agent has): none while the node does not forward IPv4
-// (forwarding), so that no node counts on it to hold an address.
+// the right the agent has): the IPv4 ones while the node forwards IPv4
+// (forwarding), the IPv6 ones while it forwards IPv6 (read, never set:
+// forwarding turns off the acceptance of router advertisements, by which
+// a node may have its IPv6 default route), so that no node counts on one
+// that cannot forward to hold an address.
 func (n *Networks) Publish(ctx context.Context) error {
 	nets, err := n.uplinkNetworks()
 	if err != nil {
 		return err
 	}
-	if !n.forwarding() {
-		nets = nil
-	}
+	v4, v6 := n.forwarding(), n.forwarding6()
+	nets = slices.DeleteFunc(nets, func(p netip.Prefix) bool { return (p.Addr().Is4() && !v4) || (p.Addr().Is6() && !v6) })
 	v := FormatNetworks(nets)
 	if v == n.published {
 		return nil
@@ -64,6 +67,13 @@ func (n *Networks) Publish(ctx context.Context) error {
 		return fmt.Errorf("node %s: %w", n.Node, err)
 	}
 	return err
+}
+
+// forwarding6 reports whether the node forwards IPv6
+// (net.ipv6.conf.all.forwarding; false when it has no IPv6).
+func (n *Networks) forwarding6() bool {
+	v, err := n.Host.Sysctl("net.ipv6.conf.all.forwarding")
+	return err == nil && v == "1"
 }
 
 // forwarding reports whether the node forwards IPv4 (net.ipv4.ip_forward),
@@ -91,8 +101,9 @@ func (n *Networks) forwarding() bool {
 	return on
 }
 
-// uplinkNetworks are the IPv4 networks of the uplink's addresses (its
-// /32s, which include held addresses, left out).
+// uplinkNetworks are the networks of the uplink's addresses: IPv4 but
+// its /32s, IPv6 but its /128s and link-local (held addresses are /32 and
+// /128).
 func (n *Networks) uplinkNetworks() ([]netip.Prefix, error) {
 	ps, err := n.Host.Addrs(n.Uplink)
 	if err != nil {
@@ -100,7 +111,7 @@ func (n *Networks) uplinkNetworks() ([]netip.Prefix, error) {
 	}
 	var out []netip.Prefix
 	for _, p := range ps {
-		if p.Addr().Is4() && p.Bits() < 32 {
+		if p.Bits() < p.Addr().BitLen() && !p.Addr().IsLinkLocalUnicast() {
 			out = append(out, p.Masked())
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,6 +68,7 @@ const port = 8080
 var (
 	addrA = netip.MustParseAddr("192.168.77.200") // pool lb (nodes lb=true), Service a (Cluster)
 	addrB = netip.MustParseAddr("192.168.77.210") // pool any (every node), Service b (Local)
+	addrC = netip.MustParseAddr("2001:db8:77::200") // pool v6 (nodes lb=true), Service c (Cluster)
 )
 
 func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
@@ -81,16 +83,19 @@ func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
 	br, err := lan.EnsureBridge(netops.BridgeOpts{Name: "br0"})
 	must(t, err)
 	l := &lab{kc: kc, cs: cs, client: open("lbext")}
-	attach := func(h *netops.Handle, port string, addr netip.Prefix) {
+	attach := func(h *netops.Handle, port string, addr, addr6 netip.Prefix) {
 		_, _, err := lan.EnsureVeth(netops.VethOpts{HostName: port, PeerName: "eth0", Peer: h, MasterIndex: br.Index})
 		must(t, err)
 		must(t, h.EnsureAddr("eth0", addr, netops.AddrOpts{}))
+		must(t, h.EnsureAddr("eth0", addr6, netops.AddrOpts{NoDAD: true}))
 	}
-	attach(l.client, "ext", netip.MustParsePrefix("192.168.77.100/24"))
+	attach(l.client, "ext", netip.MustParsePrefix("192.168.77.100/24"), netip.MustParsePrefix("2001:db8:77::100/64"))
 	for i := 1; i <= 3; i++ {
 		n := &labNode{name: fmt.Sprintf("n%d", i), h: open(fmt.Sprintf("lbn%d", i))}
-		attach(n.h, n.name, netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 77, byte(10 + i)}), 24))
+		attach(n.h, n.name, netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 77, byte(10 + i)}), 24),
+			netip.MustParsePrefix(fmt.Sprintf("2001:db8:77::%d/64", 10+i)))
 		must(t, n.h.SetSysctl("net.ipv4.ip_forward", "1"))
+		must(t, n.h.SetSysctl("net.ipv6.conf.all.forwarding", "1"))
 		serveName(t, n)
 		_, err = cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{"lb": strconv.FormatBool(i <= 2)}},
@@ -106,7 +111,7 @@ func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
 func serveName(t *testing.T, n *labNode) {
 	var ln net.Listener
 	must(t, nstest.Run(t, n.h.Path(), func() (err error) {
-		ln, err = net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port))
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
 		return err
 	}))
 	t.Cleanup(func() { ln.Close() })
@@ -149,7 +154,7 @@ func (l *lab) holders(t *testing.T, addr netip.Addr) []string {
 			t.Errorf("addresses of %s: %v", n.name, err)
 			continue
 		}
-		if slices.Contains(ps, netip.PrefixFrom(addr, 32)) {
+		if slices.Contains(ps, netip.PrefixFrom(addr, addr.BitLen())) {
 			out = append(out, n.name)
 		}
 	}
@@ -172,8 +177,38 @@ func (l *lab) waitHolder(t *testing.T, addr netip.Addr, not string, among ...str
 			return l.node(hs[0])
 		}
 	}
-	t.Fatalf("%s: holders %v, the client reaches %q; want one of %v other than %q, reached", addr, hs, got, among, not)
+	t.Fatalf("%s: holders %v, the client reaches %q; want one of %v other than %q, reached; the agents record %s", addr, hs, got, among, not, l.recorded(addr))
 	return nil
+}
+
+// recorded is what each agent recorded of addr (cnibox inspect lb's).
+func (l *lab) recorded(addr netip.Addr) string {
+	var out []string
+	for _, n := range l.nodes {
+		s, err := store.OpenWith(store.Dir(n.data), store.Options{NoCreate: true})
+		if err != nil {
+			out = append(out, n.name+": "+err.Error())
+			continue
+		}
+		st, _, err := s.LB()
+		s.Close()
+		i := slices.IndexFunc(st.Addresses, func(a store.LBAddress) bool { return a.IP == addr })
+		if err != nil || i < 0 {
+			out = append(out, fmt.Sprintf("%s: nothing (%v)", n.name, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: %+v", n.name, st.Addresses[i]))
+	}
+	return strings.Join(out, "; ")
+}
+
+// revive brings a dead node back: its uplink up with its IPv6 address
+// (which the kernel removed with the link's going down).
+func (l *lab) revive(t *testing.T, n *labNode) {
+	t.Helper()
+	must(t, n.h.SetLinkUp("eth0"))
+	i := slices.Index(l.nodes, n) + 1
+	must(t, n.h.EnsureAddr("eth0", netip.MustParsePrefix(fmt.Sprintf("2001:db8:77::%d/64", 10+i)), netops.AddrOpts{NoDAD: true}))
 }
 
 func (l *lab) node(name string) *labNode {
@@ -182,9 +217,15 @@ func (l *lab) node(name string) *labNode {
 
 // watch checks, every 10 ms until the test ends, that at most one node
 // holds addr in its kernel, and, from the LAN (the client), that at most
-// one MAC answers an ARP request for it.
+// one MAC answers an ARP request (a neighbour solicitation) for it.
 func (l *lab) watch(t *testing.T, addr netip.Addr) (stop func()) {
-	return nstest.WatchOneHolder(t, nstest.NewARPProber(t, l.client.Path(), "eth0"), addr, 10*time.Millisecond, func() []string { return l.holders(t, addr) })
+	var p nstest.Prober
+	if addr.Is4() {
+		p = nstest.NewARPProber(t, l.client.Path(), "eth0")
+	} else {
+		p = nstest.NewNDPProber(t, l.client.Path(), "eth0")
+	}
+	return nstest.WatchOneHolder(t, p, addr, 10*time.Millisecond, func() []string { return l.holders(t, addr) })
 }
 
 func (l *lab) startAgent(t *testing.T, n *labNode) {
@@ -251,8 +292,11 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 // the LAN); the time from the death to the client's first connection
 // answered by the new announcer is logged (p50, p99, max). Service b
 // (Local) holds .210 with its one ready endpoint on n3: only n3 announces
-// it; the endpoint moves to n2: so does the address. The Services deleted:
-// no node holds either address. Run with -tags kube, as root, under
+// it; the endpoint moves to n2: so does the address. Service c holds
+// 2001:db8:77::200 of pool "v6" (n1 and n2): announced by unsolicited
+// neighbour advertisement, watched by NDP from the LAN, reached from the
+// client, moved twice by its holder's death. The Services deleted: no
+// node holds any of the addresses. Run with -tags kube, as root, under
 // flock /tmp/cnibox-kube.lock.
 func TestKubeLBAnnounce(t *testing.T) {
 	nstest.RequireRoot(t)
@@ -267,6 +311,7 @@ func TestKubeLBAnnounce(t *testing.T) {
 	for _, p := range []string{
 		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"lb"},"spec":{"blocks":[{"start":"192.168.77.200","stop":"192.168.77.209"}],"announce":{"nodeSelector":{"matchLabels":{"lb":"true"}}}}}`,
 		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"any"},"spec":{"blocks":[{"start":"192.168.77.210","stop":"192.168.77.219"}]}}`,
+		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"v6"},"spec":{"blocks":[{"start":"2001:db8:77::200","stop":"2001:db8:77::20f"}],"announce":{"nodeSelector":{"matchLabels":{"lb":"true"}}}}}`,
 	} {
 		must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools").Body([]byte(p)).SetHeader("Content-Type", "application/json").Do(ctx).Error())
 	}
@@ -283,9 +328,10 @@ func TestKubeLBAnnounce(t *testing.T) {
 			}
 		}
 	})
-	stopA, stopB := l.watch(t, addrA), l.watch(t, addrB)
+	stopA, stopB, stopC := l.watch(t, addrA), l.watch(t, addrB), l.watch(t, addrC)
 	defer stopA()
 	defer stopB()
+	defer stopC()
 	l.service(t, "a", addrA, corev1.ServiceExternalTrafficPolicyCluster)
 	holder := l.waitHolder(t, addrA, "", "n1", "n2")
 	l.waitRecorded(t, holder, addrA, holder.name)
@@ -306,7 +352,7 @@ func TestKubeLBAnnounce(t *testing.T) {
 		took = append(took, first.Sub(t0))
 		holder = l.waitHolder(t, addrA, old.name, "n1", "n2")
 		t.Logf("death %d: %s's agent killed and its uplink down; %s announces %s; the client's first connection answered by it %v after", i+1, old.name, holder.name, addrA, first.Sub(t0))
-		must(t, old.h.SetLinkUp("eth0"))
+		l.revive(t, old)
 		l.startAgent(t, old)
 		l.waitRecorded(t, old, addrA, holder.name)
 		if h := l.holders(t, addrA); !slices.Equal(h, []string{holder.name}) {
@@ -314,6 +360,24 @@ func TestKubeLBAnnounce(t *testing.T) {
 		}
 	}
 	logPercentiles(t, "from an announcer's death to the client's first connection answered by the next", took)
+
+	// IPv6: held by one of n1 and n2, announced by unsolicited neighbour
+	// advertisement; the client reaches it, and again after its holder's
+	// death (its neighbour entry moved by the new holder's advertisement).
+	l.service(t, "c", addrC, corev1.ServiceExternalTrafficPolicyCluster)
+	holder6 := l.waitHolder(t, addrC, "", "n1", "n2")
+	for i := range 2 {
+		old := holder6
+		t0 := time.Now()
+		l.stopAgent(old, syscall.SIGKILL)
+		must(t, old.h.SetLinkDown("eth0"))
+		first := l.firstAnswer(t, addrC, old.name, t0)
+		holder6 = l.waitHolder(t, addrC, old.name, "n1", "n2")
+		t.Logf("IPv6 death %d: %s's agent killed and its uplink down; %s announces %s; the client's first connection answered by it %v after", i+1, old.name, holder6.name, addrC, first.Sub(t0))
+		l.revive(t, old)
+		l.startAgent(t, old)
+		l.waitRecorded(t, old, addrC, holder6.name)
+	}
 
 	// externalTrafficPolicy Local: only the node with the ready endpoint.
 	l.service(t, "b", addrB, corev1.ServiceExternalTrafficPolicyLocal)
@@ -323,16 +387,16 @@ func TestKubeLBAnnounce(t *testing.T) {
 	l.waitHolder(t, addrB, "n3", "n2")
 
 	// The Services deleted: no node announces their addresses.
-	for _, s := range []string{"a", "b"} {
+	for _, s := range []string{"a", "b", "c"} {
 		must(t, cs.CoreV1().Services("default").Delete(ctx, s, metav1.DeleteOptions{}))
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		a, b := l.holders(t, addrA), l.holders(t, addrB)
-		if len(a)+len(b) == 0 {
+		a, b, c := l.holders(t, addrA), l.holders(t, addrB), l.holders(t, addrC)
+		if len(a)+len(b)+len(c) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after the Services' deletion: %s on %v, %s on %v", addrA, a, addrB, b)
+			t.Fatalf("a minute after the Services' deletion: %s on %v, %s on %v, %s on %v", addrA, a, addrB, b, addrC, c)
 		}
 	}
 	if got := l.answer(t, addrA, 500*time.Millisecond); got != "" {

@@ -63,11 +63,11 @@ type Plan struct {
 }
 
 // Candidates is what the election reads: every announced address (those
-// of a pool, IPv4) with its candidates.
+// of a pool) with its candidates.
 func (p Plan) Candidates() map[netip.Addr][]string {
 	out := map[netip.Addr][]string{}
 	for _, a := range p.Addresses {
-		if a.Pool != "" && a.IP.Is4() {
+		if a.Pool != "" {
 			out[a.IP] = a.Candidates
 		}
 	}
@@ -125,11 +125,6 @@ func Make(in Inputs) Plan {
 		}
 		pool := pools[i]
 		a.Pool = pool.Name
-		if !ip.Is4() {
-			a.Why = "an IPv6 address: not announced yet (docs/loadbalancer.md)"
-			p.Addresses = append(p.Addresses, a)
-			continue
-		}
 		var selected, onNet int
 		for _, n := range in.Nodes {
 			if n.Leaving || !pool.Nodes.Matches(labels.Set(n.Labels)) {

@@ -99,6 +99,22 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestPlanIPv6: an IPv6 address is announced by the nodes whose uplink
+// has its network, as an IPv4 one.
+func TestPlanIPv6(t *testing.T) {
+	v6 := netip.MustParsePrefix("2001:db8:77::/64")
+	nodes := []Node{
+		{Name: "n1", Networks: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24"), v6}},
+		{Name: "n2", Networks: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")}}, // forwards IPv4 only
+	}
+	ip := netip.MustParseAddr("2001:db8:77::200")
+	pools := []lbipam.Announced{{Name: "v6", Nodes: labels.Everything(), Blocks: []lbipam.Block{{First: ip, Last: netip.MustParseAddr("2001:db8:77::20f")}}}}
+	p := Make(Inputs{Pools: pools, Services: []Service{{Key: "default/c", IPs: []netip.Addr{ip}}}, Nodes: nodes})
+	if got := p.Candidates()[ip]; !slices.Equal(got, []string{"n1"}) {
+		t.Errorf("candidates of %s: %v, want [n1]", ip, got)
+	}
+}
+
 // TestPlanRankStable: the rank of the candidates of an address does not
 // depend on the order of the nodes, and differs between addresses (so
 // that several spread over the nodes).

@@ -60,10 +60,10 @@ func (p *ARPProber) Answers(target netip.Addr, window time.Duration) ([]string, 
 
 // WatchOneHolder checks until stop is called that addr has one holder at
 // most at every instant: holders (the hosts whose kernels have it, read
-// every `every`) never names two, and p (the LAN's view, asked in rounds
-// of 20 ms) never hears two MACs answer one request. Each breach fails
-// the test.
-func WatchOneHolder(t testing.TB, p *ARPProber, addr netip.Addr, every time.Duration, holders func() []string) (stop func()) {
+// every `every`) never names two, and p (the LAN's view, ARPProber or
+// NDPProber, asked in rounds of 20 ms) never hears two MACs answer one
+// request. Each breach fails the test.
+func WatchOneHolder(t testing.TB, p Prober, addr netip.Addr, every time.Duration, holders func() []string) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	// every pause until stop, a round; a round that returns false ends it
@@ -92,11 +92,11 @@ func WatchOneHolder(t testing.TB, p *ARPProber, addr netip.Addr, every time.Dura
 	rounds(0, func() bool {
 		macs, err := p.Answers(addr, 20*time.Millisecond)
 		if err != nil {
-			t.Errorf("ARP request for %s: %v", addr, err)
+			t.Errorf("ARP or NDP request for %s: %v", addr, err)
 			return false
 		}
 		if len(macs) > 1 {
-			t.Errorf("two MACs answer ARP for %s at once: %v", addr, macs)
+			t.Errorf("two MACs answer ARP or NDP for %s at once: %v", addr, macs)
 		}
 		return true
 	})
