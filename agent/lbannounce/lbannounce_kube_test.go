@@ -24,10 +24,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cnibox/cnibox/agent/cluster"
 	"github.com/cnibox/cnibox/agent/kubeapi"
+	"github.com/cnibox/cnibox/agent/services"
 	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
 	"github.com/cnibox/cnibox/store"
 	"github.com/cnibox/cnibox/test/kube"
@@ -97,6 +101,14 @@ func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
 		must(t, n.h.SetSysctl("net.ipv4.ip_forward", "1"))
 		must(t, n.h.SetSysctl("net.ipv6.conf.all.forwarding", "1"))
 		serveName(t, n)
+		_, err := n.h.EnsureBridge(netops.BridgeOpts{Name: "cni0"})
+		must(t, err)
+		must(t, n.h.EnsureAddr("cni0", netip.PrefixFrom(podRange(i).Addr().Next(), 24), netops.AddrOpts{}))
+		for j := 1; j <= 3; j++ {
+			if j != i {
+				must(t, n.h.EnsureRoute(netops.Route{Dst: podRange(j), GW: netip.AddrFrom4([4]byte{192, 168, 77, byte(10 + j)}), Dev: "eth0"}))
+			}
+		}
 		_, err = cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{"lb": strconv.FormatBool(i <= 2)}},
 		}, metav1.CreateOptions{})
@@ -104,6 +116,49 @@ func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
 		l.nodes = append(l.nodes, n)
 	}
 	return l
+}
+
+func podRange(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 24)
+}
+
+// addPod adds a pod namespace behind node n's bridge at 10.244.N.2 that
+// answers each connection with the client's address it sees (nstest.Serve)
+// and returns that address and port.
+func (l *lab) addPod(t *testing.T, n *labNode) netip.AddrPort {
+	t.Helper()
+	h, err := netops.Open(nstest.NewNS(t, "lbp"))
+	must(t, err)
+	t.Cleanup(func() { h.Close() })
+	br, err := n.h.LinkByName("cni0")
+	must(t, err)
+	_, _, err = n.h.EnsureVeth(netops.VethOpts{HostName: "vpod", PeerName: "eth0", Peer: h, MasterIndex: br.Index})
+	must(t, err)
+	i := slices.Index(l.nodes, n) + 1
+	addr := podRange(i).Addr().Next().Next()
+	must(t, h.EnsureAddr("eth0", netip.PrefixFrom(addr, 24), netops.AddrOpts{}))
+	must(t, h.EnsureRoute(netops.Route{GW: podRange(i).Addr().Next(), Dev: "eth0"}))
+	return nstest.Serve(t, h.Path(), addr)
+}
+
+// seen is the client address the pod behind addr saw the client's
+// connection to addr:80 come from ("" when it could not connect).
+func (l *lab) seen(t *testing.T, addr netip.Addr, timeout time.Duration) string {
+	var got string
+	_ = nstest.Run(t, l.client.Path(), func() error {
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(addr, 80).String(), timeout)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(timeout))
+		b, err := io.ReadAll(c)
+		if ap, perr := netip.ParseAddrPort(string(b)); perr == nil {
+			got = ap.Addr().Unmap().String()
+		}
+		return err
+	})
+	return got
 }
 
 // serveName answers each connection to port 8080 of any of n's addresses
@@ -202,13 +257,19 @@ func (l *lab) recorded(addr netip.Addr) string {
 	return strings.Join(out, "; ")
 }
 
-// revive brings a dead node back: its uplink up with its IPv6 address
-// (which the kernel removed with the link's going down).
+// revive brings a dead node back: its uplink up with its IPv6 address and
+// its routes to the other nodes' pods (which the kernel removed with the
+// link's going down).
 func (l *lab) revive(t *testing.T, n *labNode) {
 	t.Helper()
 	must(t, n.h.SetLinkUp("eth0"))
 	i := slices.Index(l.nodes, n) + 1
 	must(t, n.h.EnsureAddr("eth0", netip.MustParsePrefix(fmt.Sprintf("2001:db8:77::%d/64", 10+i)), netops.AddrOpts{NoDAD: true}))
+	for j := 1; j <= 3; j++ {
+		if j != i {
+			must(t, n.h.EnsureRoute(netops.Route{Dst: podRange(j), GW: netip.AddrFrom4([4]byte{192, 168, 77, byte(10 + j)}), Dev: "eth0"}))
+		}
+	}
 }
 
 func (l *lab) node(name string) *labNode {
@@ -273,8 +334,21 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 		<-ch
 		cancel()
 	}()
+	// The Services proxy beside it, on the same informer cache, as
+	// cnibox-agent --service-proxy --lb-announce runs them.
+	kc := kubeapi.Cluster{Kubeconfig: os.Getenv("LB_AGENT_KUBECONFIG"), NodeName: node}
+	c := cluster.New(kc, nil)
+	c.Start(ctx)
+	go func() {
+		err := services.Watch(ctx, services.WatchConfig{Cache: c, Table: nft.NewServices(h.NFT(), nft.ServicesOptions{}),
+			NodePorts: services.NodePortAddresses{Primary: true}, IfaceAddrs: func() ([]netip.Addr, error) { return nil, nil },
+			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+		if err != nil {
+			t.Errorf("the Services proxy: %v", err)
+		}
+	}()
 	must(t, Run(ctx, Config{
-		Cluster: kubeapi.Cluster{Kubeconfig: os.Getenv("LB_AGENT_KUBECONFIG"), NodeName: node},
+		Cluster: kc, Cache: c,
 		Host:    h, DataDir: os.Getenv("LB_AGENT_DATA"), CRDPoll: time.Second, Recheck: time.Hour,
 		Overlay: func() (string, bool) { return "eth0", true },
 	}))
@@ -295,8 +369,12 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 // it; the endpoint moves to n2: so does the address. Service c holds
 // 2001:db8:77::200 of pool "v6" (n1 and n2): announced by unsolicited
 // neighbour advertisement, watched by NDP from the LAN, reached from the
-// client, moved twice by its holder's death. The Services deleted: no
-// node holds any of the addresses. Run with -tags kube, as root, under
+// client, moved twice by its holder's death. Through the Services proxy
+// (agent/services, run beside each agent on its informer cache), with a
+// pod on n3 as the endpoint: Service web (Cluster) reached at its
+// announced address, masqueraded to the announcer's; weblocal (Local)
+// announced by n3 alone, the pod seeing the client's own address. The
+// Services deleted: no node holds any of the addresses. Run with -tags kube, as root, under
 // flock /tmp/cnibox-kube.lock.
 func TestKubeLBAnnounce(t *testing.T) {
 	nstest.RequireRoot(t)
@@ -386,8 +464,23 @@ func TestKubeLBAnnounce(t *testing.T) {
 	l.endpoints(t, "b", "n2")
 	l.waitHolder(t, addrB, "n3", "n2")
 
+	// Through the Services proxy: Service web's endpoint is a pod on n3.
+	// Cluster (192.168.77.201, pool lb): the announcer (n1 or n2) DNATs the
+	// client's connection to it, masqueraded to its own address; Local
+	// (192.168.77.211, pool any): n3 announces it and the pod sees the
+	// client's own address.
+	pod := l.addPod(t, l.node("n3"))
+	web := netip.MustParseAddr("192.168.77.201")
+	l.serviceTo(t, "web", web, corev1.ServiceExternalTrafficPolicyCluster, pod)
+	h := l.waitHolder(t, web, "", "n1", "n2")
+	l.waitSeenVia(t, web, "192.168.77."+strconv.Itoa(10+slices.Index(l.nodes, h)+1))
+	local := netip.MustParseAddr("192.168.77.211")
+	l.serviceTo(t, "weblocal", local, corev1.ServiceExternalTrafficPolicyLocal, pod)
+	l.waitHolder(t, local, "", "n3")
+	l.waitSeenVia(t, local, "192.168.77.100")
+
 	// The Services deleted: no node announces their addresses.
-	for _, s := range []string{"a", "b", "c"} {
+	for _, s := range []string{"a", "b", "c", "web", "weblocal"} {
 		must(t, cs.CoreV1().Services("default").Delete(ctx, s, metav1.DeleteOptions{}))
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
@@ -405,19 +498,60 @@ func TestKubeLBAnnounce(t *testing.T) {
 }
 
 // service creates Service name of type LoadBalancer with ip as its
-// ingress (the LoadBalancer IPAM's write, agent/lbipam, done here by hand).
+// ingress (the LoadBalancer IPAM's write, agent/lbipam, done here by hand),
+// on port 9999, which no one serves: the client's connections to port
+// 8080 of ip reach the announcing node's own server (serveName).
 func (l *lab) service(t *testing.T, name string, ip netip.Addr, policy corev1.ServiceExternalTrafficPolicy) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := l.cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: policy,
-			Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}}},
+			Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Port: 9999, Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	must(t, err)
 	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String()}}
 	_, err = l.cs.CoreV1().Services("default").UpdateStatus(ctx, s, metav1.UpdateOptions{})
 	must(t, err)
+}
+
+// serviceTo creates Service name of type LoadBalancer at ip (port 80)
+// with pod as its one ready endpoint (on n3).
+func (l *lab) serviceTo(t *testing.T, name string, ip netip.Addr, policy corev1.ServiceExternalTrafficPolicy, pod netip.AddrPort) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := l.cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: policy, Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(int32(pod.Port()))}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip.String()}}
+	_, err = l.cs.CoreV1().Services("default").UpdateStatus(ctx, s, metav1.UpdateOptions{})
+	must(t, err)
+	yes, node, port, proto := true, "n3", int32(pod.Port()), corev1.ProtocolTCP
+	empty := ""
+	_, err = l.cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{pod.Addr().String()}, NodeName: &node,
+			Conditions: discoveryv1.EndpointConditions{Ready: &yes}}},
+		Ports: []discoveryv1.EndpointPort{{Name: &empty, Port: &port, Protocol: &proto}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+}
+
+// waitSeenVia waits until a connection of the client to addr:80 reaches
+// the pod, which sees it come from from.
+func (l *lab) waitSeenVia(t *testing.T, addr netip.Addr, from string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got = l.seen(t, addr, time.Second); got == from {
+			return
+		}
+	}
+	t.Fatalf("the client's connection to %s:80: the pod sees it from %q, want %s", addr, got, from)
 }
 
 // endpoints makes Service name's EndpointSlice hold one ready endpoint on
