@@ -321,6 +321,11 @@ func TestKubeAdmissionPolicy(t *testing.T) {
 				{"another Lease in the egress namespace", []string{"create", "lease", "other", "-n", "cnibox-egress", "node-a"}, false},
 				{"an egress Lease handed to another node", []string{"replace", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", "node-b"}, false},
 				{"its egress Lease released", []string{"replace", "lease", "cnibox-egress-192-0-2-10", "-n", "cnibox-egress", ""}, sa.name == "cnibox"},
+				// a LoadBalancer address's Lease (--lb-announce), in the
+				// same namespace under the same rule
+				{"an LB address's Lease held for itself", []string{"create", "lease", "cnibox-lb-192-0-2-20", "-n", "cnibox-egress", "node-a"}, sa.name == "cnibox"},
+				{"an LB address's Lease held for another node", []string{"create", "lease", "cnibox-lb-192-0-2-21", "-n", "cnibox-egress", "node-b"}, false},
+				{"an LB address's Lease handed to another node", []string{"replace", "lease", "cnibox-lb-192-0-2-20", "-n", "cnibox-egress", "node-b"}, false},
 			} {
 				args := tc.args
 				if (args[0] == "create" || args[0] == "replace") && args[1] == "lease" {
