@@ -91,6 +91,37 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		return err
 	}
 	defer wait()
+	// The overlay's flags are judged before anything reaches the kernel
+	// (the services table's removal below is the first that does).
+	o := agent.Options{
+		Health: health,
+		Interface: agent.InterfaceOpts{
+			Ifaces: f.iface, Regexes: f.ifaceRegex, CanReach: f.ifaceCanReach,
+		},
+		SubnetFile:           f.subnetFile,
+		IPMasq:               f.ipMasq,
+		IPMasqNotFullyRandom: f.ipMasqFullyRandomDisable,
+		ForwardRules:         f.iptablesForwardRules,
+		BlackholeRoute:       f.blackholeRoute,
+		FastPath:             f.fastPath,
+		FastPathAfter:        uint64(f.fastPathPackets),
+		RulesResync:          f.resyncPeriod(),
+		DataDir:              f.dataDir,
+		TxChecksumOff:        f.txChecksumOff,
+		RenewMargin:          f.renewMarginDuration(),
+		ResyncInterval:       f.resyncInterval,
+		FirstSynced:          func() { releaseStartPages(log) },
+		Log:                  log,
+	}
+	if err := o.Interface.Compile(); err != nil {
+		return err
+	}
+	if o.Interface.PublicIP, err = parseIP("--public-ip", f.publicIP, true); err != nil {
+		return err
+	}
+	if o.Interface.PublicIPv6, err = parseIP("--public-ipv6", f.publicIPv6, false); err != nil {
+		return err
+	}
 	if f.kubeSubnetMgr || f.pod.enabled() || f.ipam.needsKube() || f.svc.proxy || f.lb.on {
 		if f.nodeName, err = resolveNodeName(ctx, f, env, log); err != nil {
 			return err
@@ -149,36 +180,7 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 	if f.svc.only {
 		return proxyOnly(ctx, proxyDone, log)
 	}
-	o := agent.Options{
-		NodeName: f.nodeName,
-		Health:   health,
-		Interface: agent.InterfaceOpts{
-			Ifaces: f.iface, Regexes: f.ifaceRegex, CanReach: f.ifaceCanReach,
-		},
-		SubnetFile:           f.subnetFile,
-		IPMasq:               f.ipMasq,
-		IPMasqNotFullyRandom: f.ipMasqFullyRandomDisable,
-		ForwardRules:         f.iptablesForwardRules,
-		BlackholeRoute:       f.blackholeRoute,
-		FastPath:             f.fastPath,
-		FastPathAfter:        uint64(f.fastPathPackets),
-		RulesResync:          f.resyncPeriod(),
-		DataDir:              f.dataDir,
-		TxChecksumOff:        f.txChecksumOff,
-		RenewMargin:          f.renewMarginDuration(),
-		ResyncInterval:       f.resyncInterval,
-		FirstSynced:          func() { releaseStartPages(log) },
-		Log:                  log,
-	}
-	if err := o.Interface.Compile(); err != nil {
-		return err
-	}
-	if o.Interface.PublicIP, err = parseIP("--public-ip", f.publicIP, true); err != nil {
-		return err
-	}
-	if o.Interface.PublicIPv6, err = parseIP("--public-ipv6", f.publicIPv6, false); err != nil {
-		return err
-	}
+	o.NodeName = f.nodeName
 	if f.kubeSubnetMgr {
 		b, err := os.ReadFile(f.netConfPath)
 		if err != nil {
