@@ -154,7 +154,8 @@ e2e: deps build
 # policy watcher against one (both ClusterNetworkPolicy CRDs), the
 # agent's one informer cache (one watch per kind, also with the Services
 # proxy, the DNS resolvers and the LoadBalancer IPAM on it), the
-# LoadBalancer IPAM (allocation, failover, the pool admission policy), then
+# LoadBalancer IPAM (allocation, failover, the pool admission policy) and
+# its announcement on the LAN (one announcer, failover), then
 # test-rbac, test-whereabouts and test-node.
 test-kube: deps build
 	bash test/kube/control-plane.sh build
@@ -164,6 +165,7 @@ test-kube: deps build
 	$(GO) test -count=1 -tags kube -run 'TestPolicyAdmitKube' -v ./roles/bridge/
 	$(GO) test -count=1 -tags kube -run 'TestKubeOneWatch$$|TestKubeOneServiceWatch' -v ./agent/cluster/
 	$(GO) test -count=1 -tags kube -run 'TestKubeLBIPAM|TestKubePoolPolicy' -v ./agent/lbipam/
+	$(GO) test -count=1 -tags kube -run '^TestKubeLBAnnounce$$' -v ./agent/lbannounce/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
 	$(MAKE) test-node
