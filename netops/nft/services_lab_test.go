@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/cnibox/cnibox/netops/internal/labtest"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/google/nftables"
 )
 
 // TestServicesTraffic: the services table in a "node" namespace (the lab's
@@ -240,10 +243,12 @@ func TestServicesHairpinAffinity(t *testing.T) {
 	}
 	affinity := sp("aff", svcmodel.IPv4, aff, wA, wB)
 	affinity.AffinityTimeout = time.Hour
+	short := sp("short", svcmodel.IPv4, netip.MustParseAddr("10.96.0.23"), wA, wB)
+	short.AffinityTimeout = time.Second
 	snap := &svcmodel.Snapshot{
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/24"), netip.MustParsePrefix("fd00:99::/64")},
 		Ports: []svcmodel.ServicePort{sp("self", svcmodel.IPv4, cip4, srv4), sp("self", svcmodel.IPv6, cip6, srv6),
-			affinity, sp("spread", svcmodel.IPv4, spread, wA, wB)},
+			affinity, short, sp("spread", svcmodel.IPv4, spread, wA, wB)},
 	}
 	s := nft.NewServices(l.Host.NFT(), nft.ServicesOptions{})
 	must(t, s.Apply(snap))
@@ -278,5 +283,55 @@ func TestServicesHairpinAffinity(t *testing.T) {
 	}
 	if len(spreadSeen) != 2 {
 		t.Errorf("without affinity 24 connections reached %v, want both backends", spreadSeen)
+	}
+	// Once a client's affinity has expired, its next connection is a new
+	// choice, as kube-proxy's (the spec "should have session affinity
+	// timeout work"): not its address's hash again, which would send it
+	// to the same backend for ever. Each round waits for the client's
+	// entry to expire; two backends, 30 rounds: 2^-29 to see one alone.
+	shortTo := netip.AddrPortFrom(short.Frontends[0].Addr, 80)
+	afterExpiry := map[string]int{}
+	for range 30 {
+		afterExpiry[who(t, client.Path(), shortTo)]++
+		if len(afterExpiry) == 2 {
+			break
+		}
+		waitAffinityExpired(t, l.Host.Path(), time.Second)
+	}
+	if len(afterExpiry) != 2 {
+		t.Errorf("sessionAffinity ClientIP with a 1 s timeout: a client's connections after each expiry reached %v, want both backends", afterExpiry)
+	}
+}
+
+// waitAffinityExpired waits until the services table's affinity map of
+// the Service whose timeout is timeout holds no client.
+func waitAffinityExpired(t *testing.T, nsPath string, timeout time.Duration) {
+	t.Helper()
+	ns, err := os.Open(nsPath)
+	must(t, err)
+	defer ns.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	must(t, err)
+	table := &nftables.Table{Name: "cnibox-services", Family: nftables.TableFamilyINet}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		sets, err := c.GetSets(table)
+		must(t, err)
+		var af *nftables.Set
+		for _, s := range sets {
+			if strings.HasPrefix(s.Name, "af-") && s.Timeout == timeout {
+				af = s
+			}
+		}
+		if af == nil {
+			t.Fatalf("no affinity map with a %v timeout in %v", timeout, nsPath)
+		}
+		els, err := c.GetSetElements(af)
+		must(t, err)
+		if len(els) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("affinity map %s still holds %d clients a minute on", af.Name, len(els))
+		}
 	}
 }

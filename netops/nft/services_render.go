@@ -396,10 +396,11 @@ func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, ep
 	}
 	// Session affinity: the client's slot, kept in af-x-ID for the
 	// timeout (each new connection renews it), then the slot's endpoint.
-	// A client without an entry hashes its
-	// address alone, so that one whose entry expired mostly finds its
-	// endpoint again; the slots keep their endpoints as Maglev does when
-	// others come and go.
+	// A client without an entry (new, or its entry expired) gets a new
+	// choice, its address and port hashed as without affinity: kube-proxy
+	// chooses afresh then too, and a hash of the address alone would send
+	// a client back to the same endpoint after every expiry (the spec
+	// "should have session affinity timeout work").
 	// (nft 1.0.6 aborts listing the first rule, a lookup keyed by
 	// another map's value: its parser's bug, the kernel runs it.)
 	af := "af-" + tag + "-" + id
@@ -412,8 +413,8 @@ func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, ep
 			f.load(false, regClient), &expr.Lookup{SourceRegister: regClient, SetName: af, IsDestRegSet: true, DestRegister: regHash},
 			update}, toSlot...)...),
 		svcRule(comment(sp, "sessionAffinity ClientIP: a slot for the client"), append([]expr.Any{
-			f.load(false, regClient),
-			&expr.Hash{SourceRegister: regClient, DestRegister: regHash, Length: f.alen, Modulus: uint32(m), Seed: svcHashSeed, Type: expr.HashTypeJenkins},
+			f.load(false, regClient), thPort(false, regClient+f.alen/4),
+			&expr.Hash{SourceRegister: regClient, DestRegister: regHash, Length: f.alen + 4, Modulus: uint32(m), Seed: svcHashSeed, Type: expr.HashTypeJenkins},
 			update}, toSlot...)...),
 	}
 }
