@@ -374,8 +374,11 @@ bench-overlay: build
 # 53): the floor (two namespaces on a bare veth pair; the two nodes over
 # their underlay), flanneld v0.28.9 with the reference plugins v1.9.1
 # (built once into the user's cache) and cnibox on vxlan and host-gw, and
-# cnibox on vxlan with 200 NetworkPolicies selecting the pods and the flow
-# log (deny) for their namespace; for same-node and cross-node pods: iperf3
+# on both with 200 NetworkPolicies selecting the pods and the flow log
+# (deny) for their namespace beside the policy anchor (issue 65): flanneld
+# + the reference plugins + kube-router v2.1.0's policy controller
+# (test/internal/kuberouter, built once; it execs ipset and iptables) with
+# the same 200 policies; for same-node and cross-node pods: iperf3
 # TCP (1 and 4 streams), TCP_RR p50/p99 and TCP_CRR (test/internal/netload:
 # netperf is not in Debian), UDP packets a second at 64 bytes. Two node
 # namespaces on a real control plane (test/kube/control-plane.sh), in a
@@ -395,7 +398,7 @@ bench-fastpath: deps build
 
 .PHONY: bench-datapath
 bench-datapath: build
-	@command -v etcd >/dev/null && command -v iperf3 >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 >/dev/null)
+	@command -v etcd >/dev/null && command -v iperf3 >/dev/null && command -v ipset >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 ipset >/dev/null)
 	bash test/kube/control-plane.sh build >/dev/null
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchdatapath -agent-kube $(CURDIR)/bin/cnibox-agent-kube \
 		-kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_DATAPATH_ARGS)

@@ -18,6 +18,10 @@ type config struct {
 	kind     kind
 	backend  string // net-conf.json's Backend.Type
 	policies bool   // -policies NetworkPolicies selecting the pods, flow log (deny) for their namespace
+	// kubeRouter runs kube-router's policy controller beside flanneld on
+	// each node (the policy anchor: flannel plus kube-router, as k3s runs
+	// them).
+	kubeRouter bool
 }
 
 var configs = []config{
@@ -27,11 +31,20 @@ var configs = []config{
 	{name: "cnibox-vxlan", title: "cnibox, vxlan", kind: cniboxKind, backend: "vxlan"},
 	{name: "cnibox-host-gw", title: "cnibox, host-gw", kind: cniboxKind, backend: "host-gw"},
 	{name: "cnibox-vxlan-policies", title: "cnibox, vxlan, policies + flow log (deny)", kind: cniboxKind, backend: "vxlan", policies: true},
+	{name: "cnibox-host-gw-policies", title: "cnibox, host-gw, policies + flow log (deny)", kind: cniboxKind, backend: "host-gw", policies: true},
+	{name: "flannel-vxlan-kube-router", title: "flanneld + reference plugins + kube-router, vxlan, policies", kind: flannelKind, backend: "vxlan", policies: true, kubeRouter: true},
+	{name: "flannel-host-gw-kube-router", title: "flanneld + reference plugins + kube-router, host-gw, policies", kind: flannelKind, backend: "host-gw", policies: true, kubeRouter: true},
 }
 
 // refPlugins are the reference plugins flannel's conflist runs (the
 // flannel plugin itself comes with flanneld).
 var refPlugins = []string{"bridge", "host-local", "portmap"}
+
+// The policy anchor's row that flanneld + kube-router with the NFQUEUE
+// controller would be, kube-network-policies v1.1 (flannel's own
+// netpol.enabled), is not here: it queues each new connection to user space
+// with nftables' queue expression, which this kernel lacks (CONFIG_NFT_QUEUE
+// is off: adding a rule with `queue` fails with ENOENT).
 
 func configNames() []string {
 	var out []string
@@ -44,6 +57,12 @@ func configNames() []string {
 func configByName(name string) config {
 	i := slices.IndexFunc(configs, func(c config) bool { return c.name == name })
 	return configs[i]
+}
+
+// needsKubeRouter reports whether any of the named configurations runs
+// kube-router.
+func needsKubeRouter(names []string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return configByName(n).kubeRouter })
 }
 
 // needsAnchor reports whether any of the named configurations runs

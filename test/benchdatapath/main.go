@@ -14,8 +14,12 @@
 //   - cnibox (cnibox-agent-kube --kube-subnet-mgr --ip-masq, NetworkPolicy
 //     on as in its manifest, and cnibox's flannel and portmap roles with the
 //     same conflist) on vxlan and host-gw;
-//   - cnibox on vxlan again with 200 NetworkPolicies selecting the pods and
-//     the flow log on (deny) for their namespace.
+//   - cnibox on vxlan and host-gw again with 200 NetworkPolicies selecting
+//     the pods and the flow log on (deny) for their namespace;
+//   - the policy anchor: flanneld + the reference plugins with kube-router
+//     v2.1.0's policy controller on each node (test/internal/kuberouter;
+//     --run-firewall with its router and service proxy off, as k3s runs it
+//     beside flannel), the same 200 NetworkPolicies, on vxlan and host-gw.
 //
 // For each, two pods on one node (same-node) and a pod on each node
 // (cross-node): TCP throughput with iperf3 (1 and 4 streams), TCP_RR
@@ -47,6 +51,7 @@ import (
 	"time"
 
 	"github.com/cnibox/cnibox/test/internal/flanneld"
+	"github.com/cnibox/cnibox/test/internal/kuberouter"
 	"github.com/cnibox/cnibox/test/internal/privnet"
 	"github.com/cnibox/cnibox/test/internal/upstream"
 )
@@ -196,6 +201,20 @@ func main() {
 		}
 		os.Setenv(flanneld.DirEnv, fdir)
 		os.Setenv(upstream.DirEnv, pdir)
+	}
+	if needsKubeRouter(o.configs) {
+		for _, tool := range []string{"ipset", "iptables-restore", "iptables-save"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				fmt.Fprintf(os.Stderr, "bench-datapath: kube-router needs %s (apt-get install ipset iptables)\n", tool)
+				os.Exit(2)
+			}
+		}
+		b, err := kuberouter.Binary()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-datapath: kube-router:", err)
+			os.Exit(1)
+		}
+		os.Setenv(kuberouter.BinaryEnv, b)
 	}
 	os.Exit(privnet.Reexec("bench-datapath", privateEnv+"=1"))
 }

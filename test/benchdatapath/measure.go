@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/nftables"
-
 	"github.com/cnibox/cnibox/netops"
 	"github.com/cnibox/cnibox/test/internal/netload"
 )
@@ -137,25 +135,5 @@ func serve(ports string) int {
 // policyChains counts the NetworkPolicy chains (n-...) of cnibox's policy
 // table in the namespace at path.
 func policyChains(path string) (int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.CloseLasting()
-	chains, err := conn.ListChains()
-	if err != nil {
-		return 0, err
-	}
-	k := 0
-	for _, ch := range chains {
-		if ch.Table.Name == "cnibox-policy" && strings.HasPrefix(ch.Name, "n-") {
-			k++
-		}
-	}
-	return k, nil
+	return countChains(path, "cnibox-policy", "n-", "")
 }

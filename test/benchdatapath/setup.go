@@ -74,9 +74,11 @@ type node struct {
 	dir        string
 	subnetFile string
 	agent      *benchnode.Proc
-	routes     *benchnode.PeerRoutes
-	cni        *libcni.CNIConfig
-	list       *libcni.NetworkConfigList
+	// policyAgent is kube-router's policy controller (c.kubeRouter).
+	policyAgent *benchnode.Proc
+	routes      *benchnode.PeerRoutes
+	cni         *libcni.CNIConfig
+	list        *libcni.NetworkConfigList
 }
 
 // run sets c up, measures its pairs and takes it down.
@@ -214,7 +216,7 @@ func (in *instance) upOverlay() ([]pair, error) {
 	ctx := e.ctx
 	in.kubeNS = fmt.Sprintf("dp-%d", in.seq)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.kubeNS}}
-	if in.c.policies {
+	if in.c.policies && in.c.kind == cniboxKind {
 		ns.Annotations = map[string]string{policy.FlowLogAnnotation: "deny"}
 	}
 	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
@@ -244,6 +246,11 @@ func (in *instance) upOverlay() ([]pair, error) {
 	for _, n := range in.nodes {
 		if err := in.startAgent(n, conf); err != nil {
 			return nil, err
+		}
+		if in.c.kubeRouter {
+			if err := in.startKubeRouter(n); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, n := range in.nodes {
@@ -386,11 +393,13 @@ func (in *instance) conflist(n *node) string {
 // stillRunning is an error if an agent ended during the measurements.
 func (in *instance) stillRunning() error {
 	for _, n := range in.nodes {
-		if n.agent == nil {
-			continue
-		}
-		if ended, err := n.agent.Exited(); ended {
-			return fmt.Errorf("%s's agent ended: %v\n%s", n.name, err, n.agent.LogTail(2000))
+		for _, p := range []*benchnode.Proc{n.agent, n.policyAgent} {
+			if p == nil {
+				continue
+			}
+			if ended, err := p.Exited(); ended {
+				return fmt.Errorf("%s's %s ended: %v\n%s", n.name, filepath.Base(p.Cmd.Path), err, p.LogTail(2000))
+			}
 		}
 	}
 	return nil
