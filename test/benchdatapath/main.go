@@ -106,7 +106,7 @@ func parseOptions() (*options, error) {
 	flag.IntVar(&o.runs, "runs", 2, "runs of each measurement per round")
 	flag.DurationVar(&o.dur, "time", 4*time.Second, "length of one run (iperf3: whole seconds)")
 	flag.BoolVar(&o.quick, "quick", false, "a quick run for development: -rounds 1 -runs 1 -time 2s unless given")
-	flag.IntVar(&o.policies, "policies", 200, "NetworkPolicies selecting the pods (cnibox-vxlan-policies)")
+	flag.IntVar(&o.policies, "policies", 200, "NetworkPolicies selecting the pods (the -policies and -kube-router configurations)")
 	flag.IntVar(&o.udpSize, "udp-size", 64, "UDP payload in bytes")
 	flag.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up waiting for a configuration to come up after this long")
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
