@@ -26,13 +26,21 @@ func (h *Handle) SetSysctl(key, value string) error {
 // SetSysctls writes several sysctls, in order, with one switch into the
 // Handle's namespace.
 func (h *Handle) SetSysctls(settings ...SysctlSetting) error {
+	return h.SetSysctlsAt("/proc/sys", settings...)
+}
+
+// SetSysctlsAt is SetSysctls through procSys, a mount of procfs's sys
+// directory other than /proc/sys (a container's /proc/sys is read-only; a
+// hostPath mount of the host's /proc/sys/net under procSys is not, and
+// its net entries are those of the writer's namespace, as /proc/sys's).
+func (h *Handle) SetSysctlsAt(procSys string, settings ...SysctlSetting) error {
 	paths := make([]string, len(settings))
 	for i, s := range settings {
 		p, err := sysctlPath(s.Key)
 		if err != nil {
 			return err
 		}
-		paths[i] = p
+		paths[i] = strings.TrimSuffix(procSys, "/") + strings.TrimPrefix(p, "/proc/sys")
 	}
 	return h.inNS(func() error {
 		for i, s := range settings {

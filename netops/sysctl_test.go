@@ -74,3 +74,27 @@ func TestSysctl(t *testing.T) {
 		t.Errorf("the machine's sysctls changed: ip_forward %s -> %s, lo disable_ipv6 %s -> %s", before, after, beforeLo, afterLo)
 	}
 }
+
+// TestSysctlAt: SetSysctlsAt writes through another path to procfs's sys
+// directory (the chart's /host/proc/sys), and its net entries are the
+// Handle's namespace's, not the machine's.
+func TestSysctlAt(t *testing.T) {
+	nstest.RequireRoot(t)
+	machine, err := netops.Open("")
+	must(t, err)
+	defer machine.Close()
+	before, err := machine.Sysctl("net.ipv4.ip_forward")
+	must(t, err)
+	h := openNS(t, "sca")
+	want := map[string]string{"0": "1", "1": "0"}[before]
+	must(t, h.SetSysctlsAt("/proc/self/root/proc/sys/", netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: want}))
+	if got, err := h.Sysctl("net.ipv4.ip_forward"); err != nil || got != want {
+		t.Errorf("the namespace's ip_forward after SetSysctlsAt = %q, %v; want %q", got, err, want)
+	}
+	if got, _ := machine.Sysctl("net.ipv4.ip_forward"); got != before {
+		t.Errorf("the machine's ip_forward changed to %q", got)
+	}
+	if err := h.SetSysctlsAt(t.TempDir(), netops.SysctlSetting{Key: "net.ipv4.ip_forward", Value: want}); err == nil {
+		t.Error("SetSysctlsAt through a directory that is not procfs's: no error")
+	}
+}

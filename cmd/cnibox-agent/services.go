@@ -187,8 +187,9 @@ func setConntrackTimeouts(h *netops.Handle, f *flags, log *slog.Logger) {
 		if s.d <= 0 {
 			continue
 		}
-		if err := h.SetSysctl(s.key, strconv.Itoa(int(s.d/time.Second))); err != nil {
-			log.Warn("services: conntrack timeout not set", "sysctl", s.key, "err", err)
+		if err := h.SetSysctlsAt(f.svc.procSys, netops.SysctlSetting{Key: s.key, Value: strconv.Itoa(int(s.d / time.Second))}); err != nil {
+			log.Warn("services: conntrack timeout not set (in a container, /proc/sys is read-only: mount the host's /proc/sys/net "+
+				"and pass --proc-sys-dir, as the chart does)", "sysctl", s.key, "proc-sys-dir", f.svc.procSys, "err", err)
 		}
 	}
 }

@@ -30,6 +30,9 @@ type serviceFlags struct {
 	// ctEstablished and ctCloseWait are kube-proxy's conntrack TCP
 	// timeouts, written in the node's namespace (0: left alone).
 	ctEstablished, ctCloseWait time.Duration
+	// procSys is where those are written: /proc/sys, or the chart's
+	// mount of the host's /proc/sys/net (a container's is read-only).
+	procSys string
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet) {
@@ -52,6 +55,9 @@ func (s *serviceFlags) register(fs *flag.FlagSet) {
 		"net.netfilter.nf_conntrack_tcp_timeout_established, as kube-proxy's flag of that name sets it; 0: left alone (cnibox)")
 	fs.DurationVar(&s.ctCloseWait, "conntrack-tcp-timeout-close-wait", time.Hour, "kube, with --service-proxy: the node's "+
 		"net.netfilter.nf_conntrack_tcp_timeout_close_wait, as kube-proxy's flag of that name sets it; 0: left alone (cnibox)")
+	fs.StringVar(&s.procSys, "proc-sys-dir", "/proc/sys", "kube, with --service-proxy: the procfs sys directory the conntrack timeouts are written through: "+
+		"a container's /proc/sys is read-only, so the chart mounts the host's /proc/sys/net at /host/proc/sys/net and passes /host/proc/sys "+
+		"(its net entries are the agent's namespace's, the node's) (cnibox)")
 	fs.StringVar(&s.clusterCIDR, "cluster-cidr", "", "kube, with --service-proxy: the pods' networks, comma-separated CIDRs (traffic to a Service from elsewhere is masqueraded, as kube-proxy's --cluster-cidr); "+
 		"default: net-conf.json's Network and IPv6Network with --kube-subnet-mgr (cnibox)")
 }

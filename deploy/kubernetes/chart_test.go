@@ -476,10 +476,19 @@ func TestChartServiceProxy(t *testing.T) {
 	renderChart(t, "--set", "serviceProxy.enabled=true,serviceProxy.nodePortAddresses=192.0.2.0/24,serviceProxy.cleanupKubeProxy=true")
 	m := load(t)
 	c := m.ds.Spec.Template.Spec.Containers[0]
-	for _, want := range []string{"--service-proxy", "--nodeport-addresses=192.0.2.0/24", "--cleanup-kube-proxy"} {
+	for _, want := range []string{"--service-proxy", "--nodeport-addresses=192.0.2.0/24", "--cleanup-kube-proxy", "--proc-sys-dir=/host/proc/sys"} {
 		if !slices.Contains(c.Command, want) {
 			t.Errorf("agent command %v lacks %s", c.Command, want)
 		}
+	}
+	// kube-proxy's conntrack timeouts: the container's /proc/sys is
+	// read-only, the host's /proc/sys/net mounted writable is not
+	if !slices.ContainsFunc(c.VolumeMounts, func(v corev1.VolumeMount) bool {
+		return v.Name == "proc-sys-net" && v.MountPath == "/host/proc/sys/net" && !v.ReadOnly
+	}) || !slices.ContainsFunc(m.ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "proc-sys-net" && v.HostPath != nil && v.HostPath.Path == "/proc/sys/net"
+	}) {
+		t.Errorf("serviceProxy.enabled: no writable mount of the host's /proc/sys/net at /host/proc/sys/net: %+v", c.VolumeMounts)
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("liveness probe %+v, want /livez", c.LivenessProbe)
@@ -490,7 +499,7 @@ func TestChartServiceProxy(t *testing.T) {
 	t.Run("RBAC", TestRBAC) // the role's rules and binding, exactly
 	renderChart(t)
 	if slices.ContainsFunc(load(t).ds.Spec.Template.Spec.Containers[0].Command, func(a string) bool {
-		return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses") || strings.HasPrefix(a, "--cleanup-kube-proxy")
+		return strings.HasPrefix(a, "--service-proxy") || strings.HasPrefix(a, "--nodeport-addresses") || strings.HasPrefix(a, "--cleanup-kube-proxy") || strings.HasPrefix(a, "--proc-sys-dir")
 	}) {
 		t.Error("the defaults turn the Services proxy on")
 	}
