@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -19,6 +20,17 @@ type Table interface {
 	Apply(*svcmodel.Snapshot) error
 	Resync(*svcmodel.Snapshot) error
 	Delete() error
+}
+
+// Checker is a Table whose periodic resync reads the kernel off the
+// sync loop (netops/nft's Services): BeginCheck, on the loop, starts a
+// check of the table against the snapshot applied last; run reads and
+// compares, on a goroutine of its own, while changes are applied; finish,
+// on the loop again, repairs what differs and no Apply wrote meanwhile
+// (a resync, then), and returns it; finish(false) only releases the
+// check. A Table without it is resynced on the loop (Resync).
+type Checker interface {
+	BeginCheck() (run func() error, finish func(repair bool) (repaired []string, err error))
 }
 
 // DefaultResync is --service-resync's default, kube-proxy's sync period.
@@ -108,8 +120,19 @@ func (s *Syncer) Run(ctx context.Context) error {
 		resync   = time.NewTimer(s.cfg.Resync)
 		retry    *time.Timer
 		late     []time.Time // the trigger times of changes a failed sync did not write
+		// The periodic check under way (a Checker's): its finish, its
+		// start, and where its run reports.
+		checking   func(bool) ([]string, error)
+		checkStart time.Time
+		checked    = make(chan error, 1)
 	)
 	defer resync.Stop()
+	defer func() { // (ctx ended: the check's read ends, its connection is released)
+		if checking != nil {
+			<-checked
+			_, _ = checking(false)
+		}
+	}()
 	for {
 		snap, ch := s.cfg.State.snapshot()
 		ch.triggers = append(late, ch.triggers...)
@@ -164,7 +187,36 @@ func (s *Syncer) Run(ctx context.Context) error {
 			return nil
 		case <-s.kick:
 		case <-resync.C:
-			full = true
+			c, ok := s.cfg.Table.(Checker)
+			if !ok || applied == nil {
+				full = true
+				break
+			}
+			run, finish := c.BeginCheck()
+			checking, checkStart = finish, time.Now()
+			go func() { checked <- run() }()
+		case err := <-checked:
+			finish := checking
+			checking = nil
+			repaired, ferr := finish(err == nil)
+			if err = errors.Join(err, ferr); err != nil {
+				s.cfg.Log.Error("services: the periodic check of the table failed; a full resync follows", "err", err)
+				in, ex := noLocal(applied.Ports)
+				s.cfg.Metrics.synced(checkStart, true, false, changes{}, in, ex)
+				full = true
+				break
+			}
+			if len(repaired) > 0 {
+				s.cfg.Log.Warn("services: the table differed from the Services (someone changed it); repaired",
+					"objects", len(repaired), "first", repaired[0])
+			}
+			in, ex := noLocal(applied.Ports)
+			s.cfg.Metrics.synced(checkStart, true, true, changes{}, in, ex)
+			s.cfg.Health.Updated()
+			if s.cfg.Synced != nil {
+				s.cfg.Synced(applied, true)
+			}
+			resync.Reset(s.cfg.Resync)
 		}
 	}
 }

@@ -114,6 +114,9 @@ type Services struct {
 	// st is what the table holds as the last Apply or Resync wrote it;
 	// nil when unknown (never written, or a transaction failed).
 	st *svcState
+	// touched, while a check is under way (services_check.go), names
+	// what Apply wrote since it began.
+	touched map[string]struct{}
 }
 
 // NewServices returns the services table of h's namespace; nothing is

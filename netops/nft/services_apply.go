@@ -113,7 +113,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 	}
 
 	t := s.h.tx()
-	q := &svcQueue{t: t, table: svcTable()}
+	q := &svcQueue{t: t, table: svcTable(), s: s}
 	// Sets and their elements.
 	for _, key := range changed {
 		if ps := st.ports[key]; ps != nil {
@@ -156,6 +156,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 			} else if slices.EqualFunc(oc.rules, cs.rules, sameRule) {
 				continue
 			}
+			s.touch("chain " + cs.name)
 			fill = append(fill, chainSpec{name: cs.name, rules: cs.rules, appendOnly: ok}) // appendOnly: existed, flush it
 		}
 	}
@@ -164,9 +165,11 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		switch or := oldNP[k]; {
 		case len(nr) == 0 || slices.EqualFunc(or, nr, sameRule):
 		case len(or) == 0:
+			s.touch("chain " + k.chain())
 			t.conn().AddChain(&nftables.Chain{Name: k.chain(), Table: q.table})
 			fill = append(fill, chainSpec{name: k.chain(), rules: nr})
 		default:
+			s.touch("chain " + k.chain())
 			fill = append(fill, chainSpec{name: k.chain(), rules: nr, appendOnly: true})
 		}
 	}
@@ -218,12 +221,14 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		}
 	}
 	for _, name := range dropChains {
+		s.touch("chain " + name)
 		t.conn().FlushChain(&nftables.Chain{Name: name, Table: q.table})
 	}
 	for _, name := range dropChains {
 		t.conn().DelChain(&nftables.Chain{Name: name, Table: q.table})
 	}
 	for _, name := range dropSets {
+		s.touch("set " + name)
 		t.conn().DelSet(&nftables.Set{Name: name, Table: q.table})
 	}
 	st.snap = snap
@@ -254,6 +259,7 @@ func sortedNPKeys(m map[npKey][]*nftables.Rule) []npKey {
 type svcQueue struct {
 	t     *txn
 	table *nftables.Table
+	s     *Services // (touch)
 }
 
 // sets queues ps's sets: new ones made with their elements, others'
@@ -270,6 +276,7 @@ func (q *svcQueue) sets(old, ps *spState) error {
 		ss.set.Table = q.table
 		hs, ok := have[ss.set.Name]
 		if !ok {
+			q.s.touch("set " + ss.set.Name)
 			if err := q.t.addSet(ss.set, nil); err != nil {
 				return err
 			}
@@ -284,6 +291,7 @@ func (q *svcQueue) sets(old, ps *spState) error {
 			// An affinity map: its slots mean others when their count
 			// changes (else Maglev kept most of them).
 			if slotCount(len(chosen(old.sp))) != slotCount(len(chosen(ps.sp))) {
+				q.s.touch("set " + ss.set.Name)
 				q.t.conn().FlushSet(ss.set)
 			}
 			continue
@@ -302,6 +310,7 @@ func (q *svcQueue) elems(set *nftables.Set, old, want []nftables.SetElement) err
 		if slices.EqualFunc(old, want, sameElem) {
 			return nil
 		}
+		q.s.touch("set " + set.Name)
 		q.t.conn().FlushSet(set)
 		if len(want) == 0 {
 			return nil
@@ -328,6 +337,11 @@ func (q *svcQueue) elems(set *nftables.Set, old, want []nftables.SetElement) err
 	for _, e := range old {
 		if _, ok := byKey[string(e.Key)]; ok {
 			del = append(del, nftables.SetElement{Key: e.Key})
+		}
+	}
+	if q.s.touched != nil {
+		for _, e := range slices.Concat(add, del) {
+			q.s.touch(elemName(set.Name, e.Key))
 		}
 	}
 	if len(del) > 0 {

@@ -1,0 +1,192 @@
+package nft
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+
+	"github.com/cnibox/cnibox/internal/svcmodel"
+)
+
+// The services table's periodic check (issue 63): a resync split in two,
+// so that the agent's sync loop is not held while the kernel's table is
+// read. At 10,000 Services a Resync dumps some 10,000 chains and 100,000
+// elements (seconds), and a change that came meanwhile waited for it.
+//
+//   - BeginCheck, on Apply's goroutine, notes the snapshot applied last
+//     and from then on has Apply note each object it writes (touched);
+//   - run, on any goroutine, reads the table on a connection of its own
+//     and compares it with that snapshot's rendering, listing what
+//     differs by object (drift); it reads nothing of the Services but its
+//     options, so Apply goes on meanwhile;
+//   - finish, on Apply's goroutine again, drops from the drift what Apply
+//     wrote meanwhile (the kernel then differed from the old snapshot
+//     because of a change, not of someone else's hand), and when
+//     something is left, resyncs (Resync: a dump and the repair, on the
+//     loop, only then). A full reconcile in between (Apply's after a
+//     failed transaction, a Resync) makes the check moot: it is dropped.
+//
+// The drift's vocabulary, shared with what Apply notes: "table", "chain
+// NAME", "set NAME" (the set itself, or every element of it), "elem NAME
+// KEY" (one element; an interval set's are the set's).
+
+// svcCheck is one check under way.
+type svcCheck struct {
+	h    *Handle // the check's own connection, on the Services' namespace
+	opts ServicesOptions
+	base *svcState // s.st when it began: another at finish, moot
+	snap *svcmodel.Snapshot
+	// drift is what run found different.
+	drift []string
+}
+
+// BeginCheck starts a check of the table against the snapshot applied
+// last (see above). run may be called on another goroutine, once, while
+// Apply, Resync and Delete go on; finish must be called on theirs after
+// run returned: with repair, it resyncs when the table differs in what no
+// Apply wrote since BeginCheck and returns what differed; without, it
+// only releases the check. With nothing applied yet, run reads nothing
+// and finish repairs nothing (the next Apply resyncs anyway). One check
+// at a time.
+func (s *Services) BeginCheck() (run func() error, finish func(repair bool) (repaired []string, err error)) {
+	if s.st == nil {
+		return func() error { return nil }, func(bool) ([]string, error) { return nil, nil }
+	}
+	c := &svcCheck{h: &Handle{path: s.h.path, nsFD: s.h.nsFD, dial: s.h.dial}, opts: s.opts, base: s.st, snap: s.st.snap}
+	s.touched = map[string]struct{}{}
+	return c.run, func(repair bool) ([]string, error) { return s.finishCheck(c, repair) }
+}
+
+// run reads the kernel's table and lists what differs from c.snap.
+func (c *svcCheck) run() error {
+	s := &Services{h: c.h, opts: c.opts}
+	spec := s.render(c.snap).spec(s)
+	if err := c.h.bigBatchesOpen(); err != nil {
+		return err
+	}
+	have, err := c.h.dumpTable(spec)
+	if err != nil {
+		return classify(err)
+	}
+	c.drift = specDrift(spec, have)
+	return nil
+}
+
+// finishCheck ends c (see BeginCheck).
+func (s *Services) finishCheck(c *svcCheck, repair bool) ([]string, error) {
+	touched := s.touched
+	s.touched = nil
+	_ = c.h.Close() // (its own socket; the namespace is s.h's)
+	if !repair || s.st == nil || s.st != c.base {
+		return nil, nil
+	}
+	var left []string
+	for _, d := range c.drift {
+		if !covered(d, touched) {
+			left = append(left, d)
+		}
+	}
+	if len(left) == 0 {
+		return nil, nil
+	}
+	return left, s.Resync(s.st.snap)
+}
+
+// covered reports whether Apply wrote what drift d names.
+func covered(d string, touched map[string]struct{}) bool {
+	if _, ok := touched[d]; ok {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(d, "elem "); ok {
+		set, _, _ := strings.Cut(rest, "\x00")
+		_, ok := touched["set "+set]
+		return ok
+	}
+	return false
+}
+
+// touch notes that Apply wrote what names (while a check is under way).
+func (s *Services) touch(names ...string) {
+	if s.touched == nil {
+		return
+	}
+	for _, n := range names {
+		s.touched[n] = struct{}{}
+	}
+}
+
+// elemName is the drift name of set's element key.
+func elemName(set string, key []byte) string { return "elem " + set + "\x00" + string(key) }
+
+// specDrift lists what of spec the kernel's table (have) lacks or holds
+// otherwise, and, the table being the spec's own, what it holds besides.
+func specDrift(spec *tableSpec, have *tableState) []string {
+	if !have.exists {
+		return []string{"table"}
+	}
+	var out []string
+	named := make(map[string]bool, len(spec.sets))
+	for _, ss := range spec.sets {
+		name := ss.set.Name
+		named[name] = true
+		hs, ok := have.sets[name]
+		switch {
+		case !ok || !sameSetType(hs, ss.set):
+			out = append(out, "set "+name)
+		case ss.kept:
+		case ss.set.Interval:
+			if add, del, whole := diffElems(have.elems[name], ss.elems); whole || len(add)+len(del) > 0 {
+				out = append(out, "set "+name)
+			}
+		default:
+			out = append(out, elemDrift(name, have.elems[name], ss.elems)...)
+		}
+	}
+	for name := range have.sets {
+		if !named[name] {
+			out = append(out, "set "+name)
+		}
+	}
+	chains := make(map[string]bool, len(spec.chains))
+	for _, cs := range spec.chains {
+		chains[cs.name] = true
+		hc, ok := have.chains[cs.name]
+		if !ok || !cs.sameChain(hc) || !slices.EqualFunc(have.rules[cs.name], cs.rules, sameRule) {
+			out = append(out, "chain "+cs.name)
+		}
+	}
+	for name := range have.chains {
+		if !chains[name] {
+			out = append(out, "chain "+name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// elemDrift lists the keys of a (not interval) set whose elements differ
+// between have and want: missing, extra, or with other data.
+func elemDrift(set string, have []nftElem, want []nftables.SetElement) []string {
+	wantBy := make(map[string]*nftables.SetElement, len(want))
+	for i := range want {
+		wantBy[string(want[i].Key)] = &want[i]
+	}
+	var out []string
+	for _, e := range have {
+		w, ok := wantBy[string(e.key)]
+		if !ok {
+			out = append(out, elemName(set, e.key))
+			continue
+		}
+		delete(wantBy, string(e.key))
+		if w.VerdictData != nil && w.VerdictData.Chain != e.jump || w.VerdictData == nil && !bytes.Equal(w.Val, e.data) {
+			out = append(out, elemName(set, e.key))
+		}
+	}
+	for k := range wantBy {
+		out = append(out, elemName(set, []byte(k)))
+	}
+	return out
+}
