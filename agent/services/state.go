@@ -46,6 +46,7 @@ type State struct {
 	triggers              []time.Time
 	svcChanges, epChanges int // since the last snapshot
 	last                  *svcmodel.Snapshot
+	seq                   uint64 // of last
 	notify                func()
 }
 
@@ -169,6 +170,7 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 	if !s.allDirty && len(s.dirty) == 0 {
 		return s.last, ch
 	}
+	partial := !s.allDirty
 	if s.allDirty {
 		for k := range s.services {
 			s.dirty[k] = struct{}{}
@@ -178,7 +180,7 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 		}
 		s.allDirty = false
 	}
-	changed := false
+	var changed []svcmodel.ServiceName
 	for k := range s.dirty {
 		ports := resolveService(s.services[k], s.sliceList(k), s.node)
 		i, found := slices.BinarySearchFunc(s.resolved, k, func(r resolvedService, k svcKey) int { return r.key.compare(k) })
@@ -189,7 +191,7 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 		if reflect.DeepEqual(ports, old) {
 			continue // (an update that changes nothing the proxy reads)
 		}
-		changed = true
+		changed = append(changed, svcmodel.ServiceName{Namespace: k.ns, Name: k.name})
 		s.nports += len(ports) - len(old)
 		switch {
 		case len(ports) == 0: // (found: old differs)
@@ -201,10 +203,11 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 		}
 	}
 	clear(s.dirty)
-	if !changed {
+	if len(changed) == 0 {
 		return s.last, ch
 	}
-	out := &svcmodel.Snapshot{Ports: make([]svcmodel.ServicePort, 0, s.nports)}
+	s.seq++
+	out := &svcmodel.Snapshot{Ports: make([]svcmodel.ServicePort, 0, s.nports), Seq: s.seq, Partial: partial, Changed: changed}
 	for _, r := range s.resolved {
 		out.Ports = append(out.Ports, r.ports...)
 	}

@@ -156,4 +156,19 @@ type Snapshot struct {
 	// ClusterCIDRs are the pods' networks: traffic from elsewhere to a
 	// ClusterIP is masqueraded (kube-proxy's detect-local).
 	ClusterCIDRs []netip.Prefix
+	// Seq numbers the snapshots of one watcher from 1 (0: not numbered).
+	// When Partial, Changed names the Services whose ports may differ
+	// from those of the snapshot numbered Seq-1 (the others' are equal),
+	// so that a renderer that applied that one last compares only those
+	// (a change of one Service in 30,000 costs that Service, not a walk
+	// of all). Anything else (Seq 0, not Partial, another snapshot
+	// applied last) is compared whole.
+	Seq     uint64
+	Partial bool
+	Changed []ServiceName
+}
+
+// ServiceName names a Service: namespace and name.
+type ServiceName struct {
+	Namespace, Name string
 }

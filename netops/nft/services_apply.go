@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -42,22 +43,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		}
 		return next, st.goneUDP(next), nil
 	}
-	want := make(map[spk]*svcmodel.ServicePort, len(snap.Ports))
-	for i := range snap.Ports {
-		want[spKey(&snap.Ports[i])] = &snap.Ports[i]
-	}
-	var changed []spk
-	for key, ps := range st.ports {
-		if sp, ok := want[key]; !ok || !spEqual(ps.sp, sp) {
-			changed = append(changed, key)
-		}
-	}
-	for key := range want {
-		if _, ok := st.ports[key]; !ok {
-			changed = append(changed, key)
-		}
-	}
-	slices.SortFunc(changed, cmpSpk)
+	want, changed := st.changed(snap)
 
 	// What the changed ServicePorts touch, before.
 	olds := map[spk]*spState{}
@@ -90,7 +76,8 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 			}
 			continue
 		}
-		ps := &spState{sp: sp, r: r.render(sp)}
+		cp := *sp
+		ps := &spState{sp: &cp, r: r.render(&cp)}
 		if old := olds[key]; old != nil {
 			gone = append(gone, goneOf(old.sp, ps)...)
 		}
@@ -237,6 +224,58 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 	}
 	slices.SortFunc(gone, netip.AddrPort.Compare)
 	return st, slices.Compact(gone), nil
+}
+
+// changed are the keys of the ServicePorts whose rendering may differ
+// between st and snap (sorted), with snap's ServicePorts of those keys
+// (want): of the Services snap.Changed names when snap follows the
+// snapshot st holds (svcmodel.Snapshot.Partial), else of all.
+func (st *svcState) changed(snap *svcmodel.Snapshot) (map[spk]*svcmodel.ServicePort, []spk) {
+	var changed []spk
+	partial := snap.Partial && snap.Seq != 0 && st.snap != nil && snap.Seq == st.snap.Seq+1
+	if !partial {
+		want := make(map[spk]*svcmodel.ServicePort, len(snap.Ports))
+		for i := range snap.Ports {
+			want[spKey(&snap.Ports[i])] = &snap.Ports[i]
+		}
+		for key, ps := range st.ports {
+			if sp, ok := want[key]; !ok || !spEqual(ps.sp, sp) {
+				changed = append(changed, key)
+			}
+		}
+		for key := range want {
+			if _, ok := st.ports[key]; !ok {
+				changed = append(changed, key)
+			}
+		}
+		slices.SortFunc(changed, cmpSpk)
+		return want, changed
+	}
+	want := map[spk]*svcmodel.ServicePort{}
+	seen := map[spk]bool{}
+	for _, sn := range snap.Changed {
+		// snap.Ports is sorted by name: the Service's are one run.
+		i, _ := slices.BinarySearchFunc(snap.Ports, sn, func(p svcmodel.ServicePort, sn svcmodel.ServiceName) int {
+			return cmp.Or(cmp.Compare(p.Name.Namespace, sn.Namespace), cmp.Compare(p.Name.Name, sn.Name))
+		})
+		for ; i < len(snap.Ports) && snap.Ports[i].Name.Namespace == sn.Namespace && snap.Ports[i].Name.Name == sn.Name; i++ {
+			sp := &snap.Ports[i]
+			key := spKey(sp)
+			want[key] = sp
+			if ps, ok := st.ports[key]; (!ok || !spEqual(ps.sp, sp)) && !seen[key] {
+				seen[key] = true
+				changed = append(changed, key)
+			}
+		}
+		for _, key := range st.bySvc[sn] {
+			if _, ok := want[key]; !ok && !seen[key] {
+				seen[key] = true
+				changed = append(changed, key)
+			}
+		}
+	}
+	slices.SortFunc(changed, cmpSpk)
+	return want, changed
 }
 
 func chainsByName(cs []chainSpec) map[string]chainSpec {

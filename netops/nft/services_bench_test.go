@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/svcmodel"
 	"github.com/cnibox/cnibox/netops/nstest"
 )
 
@@ -18,7 +19,7 @@ import (
 //	go test -run '^$' -bench ServicesApply -benchtime 3x ./netops/nft
 func BenchmarkServicesApply(b *testing.B) {
 	for _, n := range []int{1000, 10000, 30000} {
-		snap, other := manySnap(n, 4), manySnap(n, 4)
+		snap, other := sortedSnap(manySnap(n, 4)), sortedSnap(manySnap(n, 4))
 		other.Ports[n/2].ClusterEndpoints = other.Ports[n/2].ClusterEndpoints[1:]
 		b.Run(fmt.Sprintf("services=%d/first-sync", n), func(b *testing.B) {
 			h, err := Open(nstest.NewNS(b, "svcb"))
@@ -49,12 +50,15 @@ func BenchmarkServicesApply(b *testing.B) {
 				b.Fatal(err)
 			}
 			i := 0
+			changed := []svcmodel.ServiceName{{Namespace: "ns", Name: other.Ports[n/2].Name.Name}}
 			for b.Loop() {
-				next := other
+				next, prev := other, snap
 				if i%2 == 1 {
-					next = snap
+					next, prev = snap, other
 				}
 				i++
+				// (as the watcher numbers them: only the Service that changed is compared)
+				next.Seq, next.Partial, next.Changed = prev.Seq+1, true, changed
 				if err := s.Apply(next); err != nil {
 					b.Fatal(err)
 				}

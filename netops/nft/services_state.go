@@ -31,9 +31,14 @@ type svcState struct {
 	nps map[npKey]map[spk]npClaim
 	// hairpin: how many ServicePorts have each endpoint address.
 	hairpin map[netip.Addr]int
+	// bySvc: each Service's ServicePort keys (Apply's partial diff).
+	bySvc map[svcmodel.ServiceName][]spk
 }
 
 type spState struct {
+	// sp is a copy of the snapshot's (a pointer into the snapshot's
+	// array would keep every snapshot's array alive that an unchanged
+	// ServicePort was last rendered from).
 	sp *svcmodel.ServicePort
 	r  spRender
 }
@@ -56,10 +61,11 @@ func (s *Services) renderer(snap *svcmodel.Snapshot) *renderer {
 func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 	r := s.renderer(snap)
 	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
-		fronts: map[frontKey]map[spk]string{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{}}
+		fronts: map[frontKey]map[spk]string{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
+		bySvc: map[svcmodel.ServiceName][]spk{}}
 	for i := range snap.Ports {
-		sp := &snap.Ports[i]
-		st.claim(spKey(sp), &spState{sp: sp, r: r.render(sp)})
+		sp := snap.Ports[i]
+		st.claim(spKey(&sp), &spState{sp: &sp, r: r.render(&sp)})
 	}
 	return st
 }
@@ -67,6 +73,8 @@ func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 // claim adds a ServicePort's state and its claims.
 func (st *svcState) claim(key spk, ps *spState) {
 	st.ports[key] = ps
+	sn := svcOf(key)
+	st.bySvc[sn] = append(st.bySvc[sn], key)
 	for _, fc := range ps.r.fronts {
 		if st.fronts[fc.fk] == nil {
 			st.fronts[fc.fk] = map[spk]string{}
@@ -91,6 +99,12 @@ func (st *svcState) unclaim(key spk) {
 		return
 	}
 	delete(st.ports, key)
+	sn := svcOf(key)
+	if keys := slices.DeleteFunc(st.bySvc[sn], func(k spk) bool { return k == key }); len(keys) > 0 {
+		st.bySvc[sn] = keys
+	} else {
+		delete(st.bySvc, sn)
+	}
 	for _, fc := range ps.r.fronts {
 		delete(st.fronts[fc.fk], key)
 		if len(st.fronts[fc.fk]) == 0 {
@@ -108,6 +122,10 @@ func (st *svcState) unclaim(key spk) {
 			delete(st.hairpin, a)
 		}
 	}
+}
+
+func svcOf(k spk) svcmodel.ServiceName {
+	return svcmodel.ServiceName{Namespace: k.name.Namespace, Name: k.name.Name}
 }
 
 // front is the chain frontend element fk goes to ("" for none).

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -235,4 +236,92 @@ func sameSvcDump(a, b *svcDump) bool {
 		}
 	}
 	return true
+}
+
+// TestServicesApplyPartial: a snapshot that follows the one applied
+// (svcmodel.Snapshot.Partial) is compared in the Services it names only,
+// and the table is then as the snapshot says (a Resync finds nothing to
+// send); one that does not follow it is compared whole.
+func TestServicesApplyPartial(t *testing.T) {
+	k := nftfake.New()
+	h := OpenDial(k.Dial())
+	t.Cleanup(func() { h.Close() })
+	s := NewServices(h, ServicesOptions{})
+	// mk is manySnap sorted by name, as a watcher's, with change applied
+	// to the ServicePort of each name.
+	mk := func(change map[string]func(*svcmodel.ServicePort)) *svcmodel.Snapshot {
+		snap := sortedSnap(manySnap(300, 3))
+		for i := 0; i < len(snap.Ports); i++ {
+			if f := change[snap.Ports[i].Name.Name]; f != nil {
+				f(&snap.Ports[i])
+				if snap.Ports[i].Name.Name == "" {
+					snap.Ports = slices.Delete(snap.Ports, i, i+1)
+					i--
+				}
+			}
+		}
+		return snap
+	}
+	drop := func(sp *svcmodel.ServicePort) { sp.ClusterEndpoints = sp.ClusterEndpoints[1:] }
+	gone := func(sp *svcmodel.ServicePort) { sp.Name.Name = "" }
+	names := func(ns ...string) (out []svcmodel.ServiceName) {
+		for _, n := range ns {
+			out = append(out, svcmodel.ServiceName{Namespace: "ns", Name: n})
+		}
+		return out
+	}
+	eps := func(name string) int {
+		for _, ps := range s.st.ports {
+			if ps.sp.Name.Name == name {
+				return len(ps.sp.ClusterEndpoints)
+			}
+		}
+		return -1
+	}
+	snap := mk(nil)
+	snap.Seq = 1
+	if err := s.Apply(snap); err != nil {
+		t.Fatal(err)
+	}
+	next := mk(map[string]func(*svcmodel.ServicePort){"svc-7": drop, "svc-9": gone})
+	next.Seq, next.Partial, next.Changed = 2, true, names("svc-7", "svc-9")
+	if err := s.Apply(next); err != nil {
+		t.Fatal(err)
+	}
+	before := k.Batches()
+	if err := s.Resync(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Batches() - before; got != 0 {
+		t.Errorf("Resync after a partial Apply sent %d transactions, want 0: the Apply left the table other than the snapshot", got)
+	}
+	if eps("svc-7") != 2 || eps("svc-9") != -1 {
+		t.Errorf("after the partial Apply: svc-7 %d endpoints, svc-9 %d; want 2 and none", eps("svc-7"), eps("svc-9"))
+	}
+	// Only the named Services are compared: svc-8's change is not seen
+	// while the snapshot says only svc-7 changed.
+	third := mk(map[string]func(*svcmodel.ServicePort){"svc-8": drop, "svc-9": gone})
+	third.Seq, third.Partial, third.Changed = 3, true, names("svc-7")
+	if err := s.Apply(third); err != nil {
+		t.Fatal(err)
+	}
+	if eps("svc-7") != 3 || eps("svc-8") != 3 {
+		t.Errorf("after a partial Apply naming svc-7: svc-7 %d endpoints, svc-8 %d; want 3 (changed back) and 3 (not compared)", eps("svc-7"), eps("svc-8"))
+	}
+	// Not following the snapshot applied: compared whole.
+	third.Seq = 9
+	if err := s.Apply(third); err != nil {
+		t.Fatal(err)
+	}
+	if eps("svc-8") != 2 {
+		t.Errorf("a snapshot compared whole: svc-8 %d endpoints, want 2", eps("svc-8"))
+	}
+}
+
+// sortedSnap is snap with its ports sorted by name, as a watcher's.
+func sortedSnap(snap *svcmodel.Snapshot) *svcmodel.Snapshot {
+	slices.SortStableFunc(snap.Ports, func(a, b svcmodel.ServicePort) int {
+		return cmp.Or(cmp.Compare(a.Name.Namespace, b.Name.Namespace), cmp.Compare(a.Name.Name, b.Name.Name), cmp.Compare(a.Name.Port, b.Name.Port))
+	})
+	return snap
 }
