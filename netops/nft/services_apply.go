@@ -115,10 +115,10 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		var was, now []nftables.SetElement
 		var sp *svcmodel.ServicePort
 		if o := olds[key]; o != nil {
-			was, sp = o.r.slots, o.sp
+			was, sp = slotElems(o.r.slots), o.sp
 		}
 		if ps := st.ports[key]; ps != nil {
-			now, sp = ps.r.slots, ps.sp
+			now, sp = slotElems(ps.r.slots), ps.sp
 		}
 		if err := q.elems(slotMap(svcFam(sp.Family), slotShard(sp)), was, now); err != nil {
 			t.abort()

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/cnibox/cnibox/internal/svcmodel"
@@ -93,5 +94,24 @@ func BenchmarkServicesResync(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkServicesState: the heap the table's kept state (what Apply
+// compares a change with) holds at 10,000 Services x 4 endpoints, as
+// MiB/state; measured, not asserted (go test -run '^$' -bench
+// ServicesState -benchtime 1x ./netops/nft; with -memprofile for where).
+func BenchmarkServicesState(b *testing.B) {
+	snap := sortedSnap(manySnap(10000, 4))
+	s := NewServices(nil, ServicesOptions{})
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		st := s.render(snap)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(st)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/state")
 	}
 }

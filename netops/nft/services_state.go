@@ -26,13 +26,21 @@ type svcState struct {
 	// fronts: each frontend element's claims, ServicePort key -> chain
 	// (one in a valid cluster; two Services claiming one address and
 	// port: the first key wins, as ordered).
-	fronts map[frontKey]map[spk]string
+	fronts map[frontKey][]portChain
 	// nps: each NodePort's claims, ServicePort key -> family and chain.
 	nps map[npKey]map[spk]npClaim
 	// hairpin: how many ServicePorts have each endpoint address.
 	hairpin map[netip.Addr]int
 	// bySvc: each Service's ServicePort keys (Apply's partial diff).
 	bySvc map[svcmodel.ServiceName][]spk
+}
+
+// portChain is a ServicePort's claim of a frontend: its chain (a slice
+// of these per frontend, not a map: almost every frontend has one, and a
+// map each was a third of the table state's heap).
+type portChain struct {
+	key   spk
+	chain string
 }
 
 type spState struct {
@@ -61,7 +69,7 @@ func (s *Services) renderer(snap *svcmodel.Snapshot) *renderer {
 func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 	r := s.renderer(snap)
 	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
-		fronts: map[frontKey]map[spk]string{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
+		fronts: map[frontKey][]portChain{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
 		bySvc: map[svcmodel.ServiceName][]spk{}}
 	for i := range snap.Ports {
 		sp := snap.Ports[i]
@@ -76,10 +84,8 @@ func (st *svcState) claim(key spk, ps *spState) {
 	sn := svcOf(key)
 	st.bySvc[sn] = append(st.bySvc[sn], key)
 	for _, fc := range ps.r.fronts {
-		if st.fronts[fc.fk] == nil {
-			st.fronts[fc.fk] = map[spk]string{}
-		}
-		st.fronts[fc.fk][key] = fc.chain
+		claims := slices.DeleteFunc(st.fronts[fc.fk], func(c portChain) bool { return c.key == key })
+		st.fronts[fc.fk] = append(claims, portChain{key, fc.chain})
 	}
 	for _, k := range ps.r.nodeports {
 		if st.nps[k] == nil {
@@ -106,8 +112,9 @@ func (st *svcState) unclaim(key spk) {
 		delete(st.bySvc, sn)
 	}
 	for _, fc := range ps.r.fronts {
-		delete(st.fronts[fc.fk], key)
-		if len(st.fronts[fc.fk]) == 0 {
+		if claims := slices.DeleteFunc(st.fronts[fc.fk], func(c portChain) bool { return c.key == key }); len(claims) > 0 {
+			st.fronts[fc.fk] = claims
+		} else {
 			delete(st.fronts, fc.fk)
 		}
 	}
@@ -134,7 +141,7 @@ func (st *svcState) front(fk frontKey) string {
 	if len(claims) == 0 {
 		return ""
 	}
-	return claims[slices.MinFunc(slices.Collect(maps.Keys(claims)), cmpSpk)]
+	return slices.MinFunc(claims, func(a, b portChain) int { return cmpSpk(a.key, b.key) }).chain
 }
 
 // npRules are the rules of NodePort k's chain: per family, its
@@ -180,7 +187,7 @@ func (st *svcState) globalSets() []setSpec {
 			i = 0
 		}
 		sh := slotShard(ps.sp)
-		slots[i][sh] = append(slots[i][sh], ps.r.slots...)
+		slots[i][sh] = append(slots[i][sh], slotElems(ps.r.slots)...)
 	}
 	for _, a := range st.snap.NodePortAddrs {
 		i := famIdx(a)
