@@ -2,6 +2,7 @@ package services
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/cnibox/cnibox/agent/cluster"
@@ -46,5 +47,22 @@ func BenchmarkOneChange(b *testing.B) {
 		st.SetSlice(&es)
 		st.snapshot()
 		i++
+	}
+}
+
+// BenchmarkStateMemory: the heap the watcher's state holds at 10,000
+// Services x 4 endpoints (the slim Services and slices, their resolved
+// ports, the last snapshot), as MiB/state; measured, not asserted (with
+// -memprofile for where).
+func BenchmarkStateMemory(b *testing.B) {
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		st, _ := benchState(b, 10000)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(st)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/state")
 	}
 }

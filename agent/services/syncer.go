@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -162,6 +163,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 			}
 			if full {
 				resync.Reset(s.cfg.Resync)
+				if wrote {
+					// A full sync's transaction (the first: every chain,
+					// rule and element of the table in one batch) is a peak
+					// of the heap that the runtime keeps from the OS for
+					// minutes; what stays is the kept state.
+					debug.FreeOSMemory()
+				}
 			}
 			applied, full, failures = out, false, 0
 		} else {
