@@ -58,6 +58,10 @@ type tableSpec struct {
 	// not name deleted after the rules that used them. A counter there
 	// keeps its values.
 	counters []string
+	// marks, when not nil, is the table's set of chain marks
+	// (core_marks.go), one of sets (kept): a chain with a mark whose mark
+	// is in it is not dumped.
+	marks *nftables.Set
 	// what names the table in errors ("egress", "the fabric rules").
 	what string
 }
@@ -93,6 +97,9 @@ type chainSpec struct {
 	// replace (the plan's): the kernel's chain is of another kind, and is
 	// deleted before it is made again.
 	replace bool
+	// mark is the chain's mark (core_marks.go; a regular chain of a spec
+	// with a mark set), nil for none: its rules are dumped and compared.
+	mark []byte
 }
 
 // baseChain is a chainSpec of a base chain.

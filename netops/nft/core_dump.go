@@ -26,6 +26,12 @@ type tableState struct {
 	elems      map[string][]nftElem // of the spec's own (not kept) sets
 	flowtables map[string]*nftables.Flowtable
 	counters   map[string]bool // named counter objects, read when the spec has counters
+	// marks are the chain marks in the spec's mark set, by their first 8
+	// bytes (the chain's name's hash; core_marks.go).
+	marks map[string][][]byte
+	// uses are the chains' use counts (read when the spec has a mark
+	// set), wantUses the spec's (core_chains.go).
+	uses, wantUses map[string]uint32
 }
 
 // dumpTable reads what the kernel holds of s: a get of the table, then,
@@ -66,6 +72,9 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 			st.flowtables[ft.Name] = ft
 		}
 	}
+	if err := h.readMarks(s, st); err != nil {
+		return nil, fmt.Errorf("list the chain marks: %w", err)
+	}
 	if err := h.dumpSpecRules(s, st); err != nil {
 		return nil, err
 	}
@@ -94,8 +103,9 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 }
 
 // dumpSpecRules fills st.rules with the rules of the chains of s that
-// are there: one dump of the table's rules when s owns it and it has a
-// few chains, else one dump of each chain's (a shared table, iptables-nft's,
+// are there and not marked (core_marks.go): one dump of the table's rules
+// when s owns it and it has a few chains, else one dump of each chain's
+// (a shared table, iptables-nft's,
 // holds others' rules; and the kernel walks a table's rules from its first
 // at each part of a dump, ~32 KiB, so that one dump of a table of 70,000
 // rules took 5 s where a dump of each of its chains takes a fraction).
@@ -116,7 +126,7 @@ func (h *Handle) dumpSpecRules(s *tableSpec, st *tableState) error {
 		return nil
 	}
 	for _, cs := range s.chains {
-		if _, ok := st.chains[cs.name]; !ok {
+		if _, ok := st.chains[cs.name]; !ok || st.marked(&cs) {
 			continue
 		}
 		rules, err := h.dumpRules(s.table, cs.name)
@@ -135,6 +145,14 @@ const tableDumpChains = 64
 // dumpChains fills st.chains: every chain of the table when s owns it,
 // else those s names.
 func (h *Handle) dumpChains(s *tableSpec, st *tableState) error {
+	if s.owned && s.marks != nil {
+		chains, uses, err := h.dumpTableChains(s.table)
+		if err != nil {
+			return err
+		}
+		st.chains, st.uses = chains, uses
+		return nil
+	}
 	if s.owned {
 		chains, err := h.nft.ListChainsOfTableFamily(s.table.Family)
 		if err != nil {

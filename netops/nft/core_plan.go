@@ -89,7 +89,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 	s.planObjects(p, have)
 	p.objects = len(p.steps)
 	var newRegular, newBase, differ, differBase []chainSpec
-	var appends []coreStep
+	var appends, marks []coreStep
 	for _, cs := range s.chains {
 		hc, ok := have.chains[cs.name]
 		same := cs.same
@@ -132,7 +132,14 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 			cs := cs
 			cs.replace = true
 			differBase = append(differBase, cs)
+		case have.marked(&cs):
+			continue
 		case slices.EqualFunc(have.rules[cs.name], cs.rules, same):
+			if s.marks != nil && cs.mark != nil && cs.hook == nil {
+				// Equal, without its mark: given it (core_marks.go).
+				marks = append(marks, coreStep{size: 2 * objSize, msgs: 2, queue: func(t *txn) error { return s.queueMark(t, &cs, have) }})
+				p.changes++
+			}
 			continue
 		case cs.hook != nil:
 			differBase = append(differBase, cs)
@@ -150,12 +157,31 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 	for i, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
 		made := i%2 == 0 // the new chains, made in B
 		for _, cs := range group {
-			p.add(3+len(cs.rules), objSize+rulesSize(cs.rules), func(t *txn) error { cs.fill(t, s.table, made); return nil })
+			p.add(5+len(cs.rules), 3*objSize+rulesSize(cs.rules), func(t *txn) error {
+				cs.fill(t, s.table, made)
+				return s.queueMark(t, &cs, have) // in the same step: the mark tells what the chain holds
+			})
 		}
 	}
 	p.steps = append(p.steps, appends...)
+	p.steps = append(p.steps, marks...)
 	p.steps = append(p.steps, dels...)
 	s.planExtra(p, have)
+	if stale := s.staleMarks(have); len(stale) > 0 {
+		for len(stale) > 0 {
+			part := stale[:min(elemStep, len(stale))]
+			stale = stale[len(part):]
+			p.add(1, elemsSize(part), func(t *txn) error {
+				for _, c := range chunkElems(part) { // messages under 64 KiB (txn.go)
+					if err := t.conn().SetDeleteElements(s.marks, c); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		p.changes++
+	}
 	return p
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -36,6 +37,7 @@ func (h *Handle) dumpRules(table *nftables.Table, chain string) (map[string][]*n
 	}
 	m := pmMsg(unix.NFT_MSG_GETRULE, mdnetlink.Dump, attrs(as...))
 	m.Data[0] = byte(table.Family)
+	ruleDumps.Add(1)
 	msgs, err := h.nfRaw.Execute(m)
 	if errors.Is(err, unix.ENOENT) {
 		return map[string][]*nftables.Rule{}, nil
@@ -58,6 +60,10 @@ func (h *Handle) dumpRules(table *nftables.Table, chain string) (map[string][]*n
 	}
 	return out, nil
 }
+
+// ruleDumps counts the dumps of rules this process asked for (the
+// benchmarks report them).
+var ruleDumps atomic.Uint64
 
 // ruleOf names a listed rule's table and chain.
 type ruleOf struct{ table, chain string }

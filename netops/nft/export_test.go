@@ -66,3 +66,6 @@ func SetPolicyChunkMsgs(t testing.TB, n int) {
 	policyChunkMsgs = n
 	t.Cleanup(func() { policyChunkMsgs = old })
 }
+
+// RuleDumps is how many dumps of rules this process has asked for.
+func RuleDumps() uint64 { return ruleDumps.Load() }

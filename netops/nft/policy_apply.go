@@ -212,6 +212,9 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 		for name := range st.chains {
 			if !t.policyKeeps(name) {
 				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
+				if err := t.unmark(name, st); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -268,7 +271,9 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 		st.sets[n] = true
 	}
 	if pc != nil {
-		t.queuePolicyChains(pc, st)
+		if err := t.queuePolicyChains(pc, st); err != nil {
+			return err
+		}
 		for n := range st.counters {
 			if !keep[n] {
 				cc.DeleteObject(&nftables.CounterObj{Table: tb, Name: n})
@@ -289,8 +294,9 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 }
 
 // queuePolicyChains queues the base chains, the chains and rules of pc,
-// and the deletion of the chains no longer used (all were flushed).
-func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) {
+// and the deletion of the chains no longer used (all were flushed), with
+// the marks of the chains it fills (policy_marks.go).
+func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) error {
 	cc := t.conn()
 	tb := policyTableObj()
 	want := map[string]bool{}
@@ -319,6 +325,9 @@ func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) {
 		for _, e := range pc.rules[n] {
 			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
 		}
+		if err := t.remark(n, st); err != nil {
+			return err
+		}
 	}
 	for n := range st.chains {
 		if !want[n] {
@@ -329,6 +338,7 @@ func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) {
 	for n := range want {
 		st.chains[n] = true
 	}
+	return nil
 }
 
 // policyKeeps reports whether chain name is in the kernel as this change

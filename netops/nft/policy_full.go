@@ -64,7 +64,8 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 	}
 	pt := policyOf(h)
 	pc, counters := renderPolicy(c.Rules, nil)
-	spec := policySpec(c, pc, counters)
+	fps := fingerprints(pc)
+	spec := policySpec(c, pc, counters, fps)
 	have, err := h.dumpTable(spec)
 	if err != nil {
 		pt.forget()
@@ -131,7 +132,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 		}
 		pt.gen = t.gen
 	}
-	pt.fp = fingerprints(pc)
+	pt.fp = fps
 	pt.objs = specObjs(spec)
 	if len(pend.closed) > 0 {
 		if err := h.releaseUnattached(pend.closed); err != nil {
@@ -142,13 +143,15 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 }
 
 // policySpec is the policy table as c says (its rules rendered as pc,
-// with counters).
-func policySpec(c *PolicyChange, pc *policyChains, counters []string) *tableSpec {
+// with counters; fps their fingerprints, which make the chains' marks).
+func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[string]string) *tableSpec {
 	tb := policyTableObj()
 	s := &tableSpec{table: tb, owned: true, what: "the policy table"}
 	slices.Sort(counters)
 	s.counters = slices.Compact(counters)
 	kept := func(set *nftables.Set) { s.sets = append(s.sets, setSpec{set: set, kept: true}) }
+	s.marks = policyMarksObj()
+	kept(s.marks) // its elements: each chain's, written with it (core_marks.go)
 	// First: the pending set (and the attached set beside it), so that
 	// the first steps make them (pendingChange).
 	for _, v6 := range []bool{false, true} {
@@ -181,7 +184,7 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string) *tableSpec
 		}
 	}
 	for _, n := range pc.names {
-		s.chains = append(s.chains, chainSpec{name: n, rules: ruleList(pc.rules[n])})
+		s.chains = append(s.chains, chainSpec{name: n, rules: ruleList(pc.rules[n]), mark: chainMark(n, fps[n])})
 	}
 	for _, b := range policyBaseChains {
 		s.chains = append(s.chains, baseChain(b.name, nftables.ChainTypeFilter, b.hook, b.prio, ruleList(baseRules(b.to))))

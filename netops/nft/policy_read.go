@@ -115,7 +115,7 @@ func (h *Handle) PolicySetAddrs(name string) (addrs []netip.Addr, ok bool, err e
 
 // PolicySets returns the names of the policy table's address sets (without
 // the family suffix; the verdict cache's sets and maps and the flow log's
-// meters left out).
+// meters and the chain marks left out).
 func (h *Handle) PolicySets() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func (h *Handle) PolicySets() ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for n := range st.sets {
-		if slices.Contains(policyGenSets[:], n) || isPolicyLogSet(n) {
+		if slices.Contains(policyGenSets[:], n) || isPolicyLogSet(n) || n == policyMarksSet {
 			continue
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(n, "-4"), "-6")

@@ -49,6 +49,8 @@ type policyTxn struct {
 	// closed: addresses this transaction puts in the pending set for pods
 	// the model lost (PolicyChange.ToPending).
 	closed []netip.Addr
+	// marksFlushed: the chain marks' set is flushed (unmark).
+	marksFlushed bool
 }
 
 // committedDespite answers a transaction whose acks overflowed the

@@ -1,0 +1,53 @@
+package nft
+
+import "github.com/google/nftables"
+
+// The policy table's chain marks (core_marks.go): the full sync gives
+// each regular chain a mark made of its fingerprint (fingerprints), so
+// that a full sync of an unchanged table at the cap (32,000 chains) reads
+// the marks instead of every chain's rules. A delta that rewrites chains
+// keeps them true: it deletes the mark of each chain it flushes (that of
+// its fingerprint as this Handle last wrote it; the whole set when it
+// does not know them, as it then flushes every chain) and adds the mark
+// of each chain it fills.
+
+// policyMarksSet is the policy table's set of chain marks.
+const policyMarksSet = "marks"
+
+// policyMarksObj is the policy table's set of chain marks.
+func policyMarksObj() *nftables.Set { return markSetObj(policyTableObj(), policyMarksSet) }
+
+// unmark queues, in a delta, the deletion of the mark of chain name,
+// which it flushes (see above).
+func (t *policyTxn) unmark(name string, st *policyState) error {
+	if !st.sets[policyMarksSet] {
+		return nil
+	}
+	set := policyMarksObj()
+	if t.prev == nil {
+		if !t.marksFlushed {
+			t.conn().FlushSet(set)
+			t.marksFlushed = true
+		}
+		return nil
+	}
+	old, ok := t.prev[name]
+	if !ok {
+		return nil
+	}
+	e := []nftables.SetElement{{Key: chainMark(name, old)}}
+	// Added first, so that a mark that is not there is no error.
+	if err := t.conn().SetAddElements(set, e); err != nil {
+		return err
+	}
+	return t.conn().SetDeleteElements(set, e)
+}
+
+// remark queues, in a delta, the mark of chain name, which it fills.
+func (t *policyTxn) remark(name string, st *policyState) error {
+	fp, ok := t.fp[name]
+	if !st.sets[policyMarksSet] || !ok {
+		return nil
+	}
+	return t.conn().SetAddElements(policyMarksObj(), []nftables.SetElement{{Key: chainMark(name, fp)}})
+}
