@@ -84,6 +84,11 @@ func (st *tableState) marked(cs *chainSpec) bool {
 	if u, ok := st.uses[cs.name]; !ok || u != st.wantUses[cs.name] {
 		return false
 	}
+	return st.hasMark(cs)
+}
+
+// hasMark reports whether the kernel's mark set holds cs's mark.
+func (st *tableState) hasMark(cs *chainSpec) bool {
 	for _, m := range st.marks[string(cs.mark[:8])] {
 		if string(m) == string(cs.mark) {
 			return true

@@ -22,7 +22,8 @@ import (
 // before the delta (the agent's, after the next delta failed) rewrites
 // the chain instead of trusting the mark; a delta of a Handle that knows
 // nothing of the table (all chains flushed and refilled) leaves marks
-// after which a full sync sends nothing.
+// after which a full sync sends nothing; marks someone flushed are
+// written again (once) by the full sync, which finds the chains equal.
 func TestPolicyFullSyncMarks(t *testing.T) { labtest.OnNFT(t, "pmarks", testPolicyFullSyncMarks) }
 
 func testPolicyFullSyncMarks(t *testing.T, k *labtest.NFT) {
@@ -72,6 +73,14 @@ func testPolicyFullSyncMarks(t *testing.T, k *labtest.NFT) {
 	must(t, c.Flush())
 	sync("a rule appended to a policy chain", h, richPolicies(20, 1000), 1)
 	sync("a rule appended to a policy chain, again", h, richPolicies(20, 1000), 0)
+
+	// Someone flushes the marks (or an older cnibox wrote the table): the
+	// chains are compared rule by rule, found equal, and given their
+	// marks.
+	c.FlushSet(&nftables.Set{Table: table, Name: "marks", KeyType: nftables.TypeIP6Addr})
+	must(t, c.Flush())
+	sync("the marks flushed", h, richPolicies(20, 1000), 1)
+	sync("the marks flushed, again", h, richPolicies(20, 1000), 0)
 
 	// A delta moves policy 0's port; the full sync of the model before it
 	// puts it back.
