@@ -19,8 +19,7 @@ import (
 // of (or flushed).
 
 // dumpTableChains lists the chains of table, by name, with their use
-// counts (one dump of the family's chains: the kernel filters them by
-// table only from Linux 6.x).
+// counts (one dump of the family's chains, as ListChainsOfTableFamily).
 func (h *Handle) dumpTableChains(table *nftables.Table) (map[string]*nftables.Chain, map[string]uint32, error) {
 	m := pmMsg(unix.NFT_MSG_GETCHAIN, mdnetlink.Dump, nil)
 	m.Data[0] = byte(table.Family)
