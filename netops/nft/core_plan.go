@@ -159,7 +159,11 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 	for i, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
 		made := i%2 == 0 // the new chains, made in B
 		for _, cs := range group {
-			p.add(5+len(cs.rules), 3*objSize+rulesSize(cs.rules), func(t *txn) error {
+			msgs, size := 3+len(cs.rules), objSize+rulesSize(cs.rules)
+			if s.marks != nil && cs.mark != nil {
+				msgs, size = msgs+2, size+2*objSize // its marks
+			}
+			p.add(msgs, size, func(t *txn) error {
 				cs.fill(t, s.table, made)
 				return s.queueMark(t, &cs, have) // in the same step: the mark tells what the chain holds
 			})
