@@ -55,7 +55,9 @@ func TestInspectLB(t *testing.T) {
 			t.Errorf("the table lacks %q (exit %d):\n%s", want, code, out)
 		}
 	}
-	if !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool { return slices.Equal(strings.Fields(l), []string{"lan", "10", "2", "8", "in", "use"}) }) {
+	if !slices.ContainsFunc(strings.Split(out, "\n"), func(l string) bool {
+		return slices.Equal(strings.Fields(l), []string{"lan", "10", "2", "8", "in", "use"})
+	}) {
 		t.Errorf("pool lan: want size 10, used 2, free 8:\n%s", out)
 	}
 	out, _, _ = runApp("inspect", "lb", "--data-dir", dir, "--json")

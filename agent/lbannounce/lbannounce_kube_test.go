@@ -70,8 +70,8 @@ type labNode struct {
 const port = 8080
 
 var (
-	addrA = netip.MustParseAddr("192.168.77.200") // pool lb (nodes lb=true), Service a (Cluster)
-	addrB = netip.MustParseAddr("192.168.77.210") // pool any (every node), Service b (Local)
+	addrA = netip.MustParseAddr("192.168.77.200")   // pool lb (nodes lb=true), Service a (Cluster)
+	addrB = netip.MustParseAddr("192.168.77.210")   // pool any (every node), Service b (Local)
 	addrC = netip.MustParseAddr("2001:db8:77::200") // pool v6 (nodes lb=true), Service c (Cluster)
 )
 
@@ -349,7 +349,7 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 	}()
 	must(t, Run(ctx, Config{
 		Cluster: kc, Cache: c,
-		Host:    h, DataDir: os.Getenv("LB_AGENT_DATA"), CRDPoll: time.Second, Recheck: time.Hour,
+		Host: h, DataDir: os.Getenv("LB_AGENT_DATA"), CRDPoll: time.Second, Recheck: time.Hour,
 		Overlay: func() (string, bool) { return "eth0", true },
 	}))
 }
@@ -629,4 +629,3 @@ func logPercentiles(t *testing.T, what string, ds []time.Duration) {
 	p := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
 	t.Logf("%s, %d times: p50 %v, p99 %v, max %v", what, len(s), p(0.5), p(0.99), s[len(s)-1])
 }
-
