@@ -44,7 +44,8 @@ func lifetimeSeconds(valid time.Duration) int {
 // died) leaves no address behind; an address that was there without a
 // lifetime gets one. An IPv6 address skips duplicate address detection
 // (IFA_F_NODAD): it is in use at once, its uniqueness being the caller's
-// (an election) to keep.
+// (an election) to keep; and it is deprecated (preferred lifetime 0), so
+// that the kernel never chooses it as a source address by itself.
 func (h *Handle) EnsureAddrLifetime(link string, p netip.Prefix, valid time.Duration) error {
 	ipnet, err := toIPNet(p)
 	if err != nil {
@@ -53,7 +54,14 @@ func (h *Handle) EnsureAddrLifetime(link string, p netip.Prefix, valid time.Dura
 	sec := lifetimeSeconds(valid)
 	a := &netlink.Addr{IPNet: ipnet, ValidLft: sec, PreferedLft: sec}
 	if p.Addr().Is6() {
-		a.Flags = unix.IFA_F_NODAD
+		// Deprecated from the start (preferred lifetime 0): the
+		// kernel's source address selection (RFC 6724 rule 3) never
+		// picks it for the node's own connections nor for a
+		// masquerade, which an IPv6 address of the uplink's network
+		// would otherwise win against the node's own address (IPv4 has
+		// secondary addresses for that); it still receives, and a SNAT
+		// to it works.
+		a.Flags, a.PreferedLft = unix.IFA_F_NODAD, 0
 	}
 	err = h.withLinkIndex(link, func(idx int) error { return h.nlh.AddrReplace(indexOnly(idx), a) })
 	if err != nil {

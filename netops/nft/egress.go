@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -10,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/netops/internal/ifname"
-	"github.com/cnibox/cnibox/netops/internal/kerr"
 )
 
 // The egress gateway's table (issue 52): the pods an EgressGateway selects
@@ -18,10 +18,11 @@ import (
 // SNATs their traffic to the egress IP on its uplink; every other node
 // routes its selected pods' outbound traffic to the holder over the
 // overlay (netops.SyncEgressRoutes) and keeps their pod address on the
-// way, so that the holder sees, and SNATs, the pod's own address. One
-// table, family ip (IPv6 is not done yet: an IPv6 address in a spec is an
-// error wrapping ErrEgressIPv6), reconciled in one transaction when its
-// rules or sets differ (core.go):
+// way, so that the holder sees, and SNATs, the pod's own address. Two
+// tables of one name, family ip for the IPv4 egress addresses and family
+// ip6 for the IPv6 ones (issue 64: the same rules, `ip6 saddr`, `snat ip6
+// to`, `rt ip6 nexthop`), each reconciled in one transaction when its
+// rules or sets differ (core.go), each deleted when it has no rule:
 //
 //	table ip cnibox-egress {
 //		set cluster { type ipv4_addr; flags interval; elements = { 10.244.0.0/16, 10.96.0.0/12 } }
@@ -34,6 +35,11 @@ import (
 //			ip saddr @src-0 ip daddr @dst-0 oifname "eth0" snat ip to 192.0.2.10   # held here
 //			ip saddr @src-1 snat ip to ip saddr                                    # held elsewhere
 //		}
+//	}
+//	table ip6 cnibox-egress {                                                   # the same, ipv6_addr sets
+//		...
+//			ip6 saddr @src-0 oifname "eth0" snat ip6 to 2001:db8:1::10
+//			ip6 saddr @src-1 rt ip6 nexthop fd00:ee::2 snat ip6 to ip6 saddr
 //	}
 //
 // Why priority srcnat - 10, and why an identity SNAT (`snat ip to ip
@@ -76,9 +82,9 @@ const (
 // egressPriority is the chain's priority: srcnat - 10.
 const egressPriority = 90 // *nftables.ChainPriorityNATSource - 10
 
-// ErrEgressIPv6 is wrapped by EnsureEgress's error about an IPv6 address
-// (netops' value).
-const ErrEgressIPv6 = kerr.ErrEgressIPv6
+// ErrEgressFamily is wrapped by EnsureEgress's error about a rule whose
+// sources, destinations or next hop are not of its egress IP's family.
+var ErrEgressFamily = errors.New("not of the egress IP's address family")
 
 // EgressSpec is what the egress table holds.
 type EgressSpec struct {
@@ -123,21 +129,33 @@ type egressSet struct {
 	elems []nftables.SetElement
 }
 
-// egressTableObj is the table.
-func egressTableObj() *nftables.Table {
+// egressTableObj is the table of the family of v6.
+func egressTableObj(v6 bool) *nftables.Table {
+	if v6 {
+		return &nftables.Table{Name: EgressTable, Family: nftables.TableFamilyIPv6}
+	}
 	return &nftables.Table{Name: EgressTable, Family: nftables.TableFamilyIPv4}
 }
 
-// check validates s: IPv4 only, an uplink for a held rule.
+// check validates s: every address of a rule of its egress IP's family,
+// an uplink for a held rule. Cluster may hold both families (each table
+// takes its own).
 func (s EgressSpec) check() error {
 	for _, p := range s.Cluster {
-		if err := kerr.EgressIPv4Prefix("cluster network", p); err != nil {
-			return err
+		if !p.IsValid() {
+			return fmt.Errorf("cluster network %v: not a prefix", p)
 		}
 	}
 	for _, r := range s.Rules {
-		if _, err := kerr.EgressIPv4("egress IP of "+r.Name, r.EgressIP); err != nil {
-			return err
+		ip := r.EgressIP.Unmap()
+		if !ip.IsValid() {
+			return fmt.Errorf("egress IP of %s: %v is not an address", r.Name, r.EgressIP)
+		}
+		same := func(what string, a netip.Addr) error {
+			if a.Unmap().Is6() != ip.Is6() {
+				return fmt.Errorf("%s of %s %v (egress IP %s): %w", what, r.Name, a, ip, ErrEgressFamily)
+			}
+			return nil
 		}
 		if r.Held {
 			if err := ifname.Check("egress uplink", s.Uplink); err != nil {
@@ -145,22 +163,41 @@ func (s EgressSpec) check() error {
 			}
 		}
 		for _, a := range r.Sources {
-			if _, err := kerr.EgressIPv4("source of "+r.Name, a); err != nil {
+			if err := same("source", a); err != nil {
 				return err
 			}
 		}
 		for _, p := range r.Destinations {
-			if err := kerr.EgressIPv4Prefix("destination of "+r.Name, p); err != nil {
+			if !p.IsValid() {
+				return fmt.Errorf("destination of %s %v: not a prefix", r.Name, p)
+			}
+			if err := same("destination", p.Addr()); err != nil {
 				return err
 			}
 		}
 		if r.Via.IsValid() {
-			if _, err := kerr.EgressIPv4("next hop of "+r.Name, r.Via); err != nil {
+			if err := same("next hop", r.Via); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// family is the part of s whose egress IPs are of v6's family.
+func (s EgressSpec) family(v6 bool) EgressSpec {
+	out := EgressSpec{Uplink: s.Uplink}
+	for _, p := range s.Cluster {
+		if p.Addr().Unmap().Is6() == v6 {
+			out.Cluster = append(out.Cluster, p)
+		}
+	}
+	for _, r := range s.Rules {
+		if r.EgressIP.Unmap().Is6() == v6 {
+			out.Rules = append(out.Rules, r)
+		}
+	}
+	return out
 }
 
 // EnsureEgress makes the egress table hold s: when its rules or sets differ
@@ -173,23 +210,46 @@ func (h *Handle) EnsureEgress(s EgressSpec) (changed bool, err error) {
 	if err := s.check(); err != nil {
 		return false, fmt.Errorf("ensure egress: %w", err)
 	}
-	if len(s.Rules) == 0 {
-		return h.dropIfThere(egressTableObj(), egressChain)
-	}
-	changed, err = h.reconcile(egressTable{s}.spec())
-	if err != nil {
-		return false, fmt.Errorf("ensure egress (%d gateways) in %s: %w", len(s.Rules), h.where(), classify(err))
+	for _, v6 := range []bool{false, true} {
+		c, err := h.ensureEgressFamily(s.family(v6), v6)
+		if err != nil {
+			return changed, err
+		}
+		changed = changed || c
 	}
 	return changed, nil
 }
 
-// egressTable is the egress table as its spec says.
+// ensureEgressFamily makes the table of v6's family hold s (whose rules
+// are all of that family).
+func (h *Handle) ensureEgressFamily(s EgressSpec, v6 bool) (changed bool, err error) {
+	if len(s.Rules) == 0 {
+		return h.dropIfThere(egressTableObj(v6), egressChain)
+	}
+	changed, err = h.reconcile(egressTable{s}.spec())
+	if err != nil {
+		return false, fmt.Errorf("ensure egress (%d gateways, %s) in %s: %w", len(s.Rules), egressFamilyName(v6), h.where(), classify(err))
+	}
+	return changed, nil
+}
+
+// egressFamilyName names v6's family as nft does.
+func egressFamilyName(v6 bool) string {
+	if v6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// egressTable is the egress table of one family (its rules' egress IPs',
+// EgressSpec.family) as its spec says.
 type egressTable struct{ EgressSpec }
 
 // spec is the table: its sets and its one chain.
 func (e egressTable) spec() *tableSpec {
-	sets, rules := egressObjects(e.EgressSpec)
-	s := &tableSpec{table: egressTableObj(), owned: true, what: "egress",
+	v6 := len(e.Rules) > 0 && e.Rules[0].EgressIP.Unmap().Is6()
+	sets, rules := egressObjects(e.EgressSpec, v6)
+	s := &tableSpec{table: egressTableObj(v6), owned: true, what: "egress " + egressFamilyName(v6),
 		chains: []chainSpec{baseChain(egressChain, nftables.ChainTypeNAT, *nftables.ChainHookPostrouting, egressPriority, rules)}}
 	for _, es := range sets {
 		s.sets = append(s.sets, setSpec{set: es.set, elems: es.elems})
@@ -216,16 +276,20 @@ func (h *Handle) dropIfThere(table *nftables.Table, chain string) (deleted bool,
 // egressObjects are the table's sets (with their elements) and its rules
 // (without table and chain), each rule with a comment that says all it
 // does but the sets' elements.
-func egressObjects(s EgressSpec) ([]egressSet, []*nftables.Rule) {
-	table := egressTableObj()
+func egressObjects(s EgressSpec, v6 bool) ([]egressSet, []*nftables.Rule) {
+	table := egressTableObj(v6)
+	keyType, nfproto, nexthop := nftables.TypeIPAddr, byte(unix.NFPROTO_IPV4), expr.RtNexthop4
+	if v6 {
+		keyType, nfproto, nexthop = nftables.TypeIP6Addr, unix.NFPROTO_IPV6, expr.RtNexthop6
+	}
 	interval := func(name string, ps []netip.Prefix) egressSet {
-		return egressSet{&nftables.Set{Table: table, Name: name, KeyType: nftables.TypeIPAddr, Interval: true}, prefixIntervals(ps, false)}
+		return egressSet{&nftables.Set{Table: table, Name: name, KeyType: keyType, Interval: true}, prefixIntervals(ps, v6)}
 	}
 	sets := []egressSet{interval(egressCluster, s.Cluster)}
 	var rules []*nftables.Rule
 	rule := func(comment string, exprs ...[]expr.Any) { rules = append(rules, commentedRule(comment, exprs...)) }
 	lookup := func(src bool, set string) []expr.Any {
-		return append(ipAddrLoad(src), &expr.Lookup{SourceRegister: 1, SetName: set})
+		return append(ipAddrLoad(src, v6), &expr.Lookup{SourceRegister: 1, SetName: set})
 	}
 	rule(egressLabel+": to @"+egressCluster+": return", lookup(false, egressCluster), []expr.Any{&expr.Verdict{Kind: expr.VerdictReturn}})
 	for i, r := range s.Rules {
@@ -234,7 +298,7 @@ func egressObjects(s EgressSpec) ([]egressSet, []*nftables.Rule) {
 			name = name[:egressNameMax]
 		}
 		src := fmt.Sprintf("src-%d", i)
-		sets = append(sets, egressSet{&nftables.Set{Table: table, Name: src, KeyType: nftables.TypeIPAddr}, ipv4Elems(r.Sources)})
+		sets = append(sets, egressSet{&nftables.Set{Table: table, Name: src, KeyType: keyType}, egressAddrElems(r.Sources)})
 		match := lookup(true, src)
 		what := "from @" + src
 		if len(r.Destinations) > 0 {
@@ -250,35 +314,47 @@ func egressObjects(s EgressSpec) ([]egressSet, []*nftables.Rule) {
 					&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameKey(s.Uplink)},
 					&expr.Immediate{Register: 1, Data: egressIP.AsSlice()},
-					&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1},
+					&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(nfproto), RegAddrMin: 1},
 				})
 			continue
 		}
-		// snat ip to ip saddr: a binding that keeps the pod's address.
+		// snat ip to ip saddr (ip6: snat ip6 to ip6 saddr): a binding
+		// that keeps the pod's address.
 		if r.Via.IsValid() {
-			match = append(match, &expr.Rt{Register: 1, Key: expr.RtNexthop4},
+			match = append(match, &expr.Rt{Register: 1, Key: nexthop},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.Via.Unmap().AsSlice()})
 			what += " via " + r.Via.Unmap().String()
 		}
 		rule(fmt.Sprintf("%s %s: to the holder of %s: %s: keep the source (snat to ip saddr)", egressLabel, name, egressIP, what), match,
-			ipAddrLoad(true),
-			[]expr.Any{&expr.NAT{Type: expr.NATTypeSourceNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1}})
+			ipAddrLoad(true, v6),
+			[]expr.Any{&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(nfproto), RegAddrMin: 1}})
 	}
 	return sets, rules
 }
 
-// ipAddrLoad loads an IPv4 packet's source (src) or destination address
-// into register 1 in an ip table.
-func ipAddrLoad(src bool) []expr.Any {
-	off := uint32(16)
+// ipAddrLoad loads a packet's source (src) or destination address into
+// register 1 in an ip table (v6: an ip6 table).
+func ipAddrLoad(src, v6 bool) []expr.Any {
+	off, n := uint32(16), uint32(4)
 	if src {
 		off = 12
 	}
-	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4}}
+	if v6 {
+		off, n = 24, 16
+		if src {
+			off = 8
+		}
+	}
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}}
 }
 
-// ipv4Elems are the elements of a set of IPv4 addresses, each once.
-func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
+// ipv4Elems are the elements of a set of IPv4 addresses, each once (the
+// egress tables' and the tests' name for egressAddrElems).
+func ipv4Elems(addrs []netip.Addr) []nftables.SetElement { return egressAddrElems(addrs) }
+
+// egressAddrElems are the elements of a set of addresses of one family,
+// each once.
+func egressAddrElems(addrs []netip.Addr) []nftables.SetElement {
 	keys := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		keys = append(keys, a.Unmap())
@@ -292,15 +368,28 @@ func ipv4Elems(addrs []netip.Addr) []nftables.SetElement {
 	return out
 }
 
-// DeleteEgress removes the egress table. A missing table is not an error.
-func (h *Handle) DeleteEgress() error { return egressOne().drop(h) }
+// DeleteEgress removes the egress tables (ip and ip6). A missing table is
+// not an error.
+func (h *Handle) DeleteEgress() error {
+	return errors.Join(egressOne(false).drop(h), egressOne(true).drop(h))
+}
 
-// EgressRules returns the comments of the egress table's rules, in order
-// (nil when the table is not there), for checks and `cnibox inspect
-// egress`.
-func (h *Handle) EgressRules() ([]string, error) { return egressOne().comments(h) }
+// EgressRules returns the comments of the egress tables' rules, the ip
+// table's then the ip6 table's, in order (nil when neither is there), for
+// checks and `cnibox inspect egress`.
+func (h *Handle) EgressRules() ([]string, error) {
+	var out []string
+	for _, v6 := range []bool{false, true} {
+		c, err := egressOne(v6).comments(h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c...)
+	}
+	return out, nil
+}
 
-// egressOne is the table as a oneChain.
-func egressOne() oneChain {
-	return oneChain{table: egressTableObj(), chain: egressChain, what: "egress"}
+// egressOne is the table of v6's family as a oneChain.
+func egressOne(v6 bool) oneChain {
+	return oneChain{table: egressTableObj(v6), chain: egressChain, what: "egress " + egressFamilyName(v6)}
 }

@@ -204,22 +204,23 @@ func TestEnsureEgress(t *testing.T) {
 	}
 }
 
-// TestEgressIPv6: an IPv6 address anywhere in a spec is an error naming
-// it, before the kernel is asked.
-func TestEgressIPv6(t *testing.T) {
+// TestEgressFamily: a rule's sources, destinations and next hop are of its
+// egress IP's family, or the error names the address, before the kernel
+// is asked.
+func TestEgressFamily(t *testing.T) {
 	h, err := nft.Open("")
 	must(t, err)
 	defer h.Close()
 	ip6 := netip.MustParseAddr("2001:db8::10")
 	for _, s := range []nft.EgressSpec{
-		{Rules: []nft.EgressRule{{Name: "a", EgressIP: ip6, Held: true}}},
-		{Cluster: []netip.Prefix{netip.PrefixFrom(ip6, 64)}, Rules: []nft.EgressRule{{Name: "a", EgressIP: egressIP}}},
+		{Rules: []nft.EgressRule{{Name: "a", EgressIP: ip6, Sources: []netip.Addr{podAddr(0)}}}},
 		{Rules: []nft.EgressRule{{Name: "a", EgressIP: egressIP, Sources: []netip.Addr{ip6}}}},
 		{Rules: []nft.EgressRule{{Name: "a", EgressIP: egressIP, Destinations: []netip.Prefix{netip.PrefixFrom(ip6, 64)}}}},
+		{Rules: []nft.EgressRule{{Name: "a", EgressIP: ip6, Via: egressIP}}},
 	} {
 		_, err := h.EnsureEgress(s)
-		if !errors.Is(err, nft.ErrEgressIPv6) || !strings.Contains(err.Error(), "2001:db8::") {
-			t.Errorf("EnsureEgress(%+v) = %v; want an error naming the IPv6 address, wrapping ErrEgressIPv6", s, err)
+		if !errors.Is(err, nft.ErrEgressFamily) {
+			t.Errorf("EnsureEgress(%+v) = %v; want an error wrapping ErrEgressFamily", s, err)
 		}
 	}
 	if _, err := h.EnsureEgress(nft.EgressSpec{Rules: []nft.EgressRule{{Name: "a", EgressIP: egressIP, Held: true}}}); err == nil || !strings.Contains(err.Error(), "uplink") {
