@@ -7,8 +7,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/cnibox/cnibox/netops/internal/kerr"
 )
 
 // An egress gateway's address (issue 52) is held by one node at a time,
@@ -23,11 +21,6 @@ import (
 
 // infiniteLifetime is the kernel's INFINITY_LIFE_TIME: no lifetime.
 const infiniteLifetime uint32 = 0xffffffff
-
-// ErrEgressIPv6 is wrapped by the errors of the egress gateway's kernel
-// work (SyncEgressRoutes, netops/nft's EnsureEgress) about an IPv6
-// address: IPv4 only for now.
-const ErrEgressIPv6 = kerr.ErrEgressIPv6
 
 // lifetimeSeconds is valid rounded up to whole seconds, at least 1.
 func lifetimeSeconds(valid time.Duration) int {

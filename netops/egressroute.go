@@ -1,14 +1,13 @@
 package netops
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/cnibox/cnibox/netops/internal/kerr"
 )
 
 // EgressRoute is the routing of one egress IP that another node holds
@@ -48,9 +47,21 @@ type EgressRoute struct {
 	// destination that is also in Throw is thrown.
 	Destinations []netip.Prefix
 	// Sources are this node's pods that leave from the egress IP: one
-	// rule each, `from SRC/32 lookup Table priority EgressRulePriority`.
+	// rule each, `from SRC/32 (IPv6: /128) lookup Table priority EgressRulePriority`.
 	// A source is in one EgressRoute at most.
 	Sources []netip.Addr
+}
+
+// ErrEgressFamily is wrapped by SyncEgressRoutes' error about a source or
+// destination that is not of its EgressRoute's Via's family.
+var ErrEgressFamily = errors.New("not of the egress route's address family")
+
+// addrFamily is a's netlink family.
+func addrFamily(a netip.Addr) int {
+	if a.Unmap().Is6() {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
 }
 
 // EgressRulePriority is the priority of the egress rules: after the DNS
@@ -95,7 +106,7 @@ func (w egressRouteWant) matches(nr netlink.Route) bool {
 // route is w for netlink.
 func (w egressRouteWant) route() *netlink.Route {
 	dst, _ := toIPNet(w.dst)
-	nr := &netlink.Route{Family: netlink.FAMILY_V4, Table: w.table, Dst: dst}
+	nr := &netlink.Route{Family: addrFamily(w.dst.Addr()), Table: w.table, Dst: dst}
 	if w.throw {
 		nr.Type = unix.RTN_THROW
 		return nr
@@ -123,15 +134,15 @@ type egressRuleWant struct {
 // matches reports whether the kernel's rule nr is w (and nothing more).
 func (w egressRuleWant) matches(nr netlink.Rule) bool {
 	src, ok := fromIPNet(nr.Src)
-	return ok && src == netip.PrefixFrom(w.src, 32) && nr.Table == w.table && nr.Priority == EgressRulePriority &&
+	return ok && src == netip.PrefixFrom(w.src, w.src.BitLen()) && nr.Table == w.table && nr.Priority == EgressRulePriority &&
 		nr.Dst == nil && nr.Mark == 0 && nr.Mask == nil && nr.IifName == "" && nr.OifName == "" && !nr.Invert &&
 		nr.Tos == 0 && nr.IPProto == 0 && nr.Sport == nil && nr.Dport == nil && nr.UIDRange == nil
 }
 
 func (w egressRuleWant) rule() *netlink.Rule {
 	nr := netlink.NewRule()
-	nr.Src, _ = toIPNet(netip.PrefixFrom(w.src, 32))
-	nr.Family, nr.Table, nr.Priority = netlink.FAMILY_V4, w.table, EgressRulePriority
+	nr.Src, _ = toIPNet(netip.PrefixFrom(w.src, w.src.BitLen()))
+	nr.Family, nr.Table, nr.Priority = addrFamily(w.src), w.table, EgressRulePriority
 	return nr
 }
 
@@ -153,9 +164,15 @@ func (h *Handle) egressWants(want []EgressRoute) ([]egressRouteWant, []egressRul
 			return nil, nil, fmt.Errorf("%s: the table is in two egress routes", what)
 		}
 		tables[er.Table] = true
-		via, err := kerr.EgressIPv4(what+": via", er.Via)
-		if err != nil {
-			return nil, nil, err
+		via := er.Via.Unmap()
+		if !via.IsValid() {
+			return nil, nil, fmt.Errorf("%s: via: not an address", what)
+		}
+		same := func(kind string, a netip.Addr) error {
+			if a.Unmap().Is6() != via.Is6() {
+				return fmt.Errorf("%s: %s %v (via %s): %w", what, kind, a, via, ErrEgressFamily)
+			}
+			return nil
 		}
 		idx, _, err := h.linkIndex(er.Dev)
 		if err != nil {
@@ -163,8 +180,11 @@ func (h *Handle) egressWants(want []EgressRoute) ([]egressRouteWant, []egressRul
 		}
 		thrown := map[netip.Prefix]bool{}
 		for _, p := range er.Throw {
-			if err := kerr.EgressIPv4Prefix(what+": throw", p); err != nil {
-				return nil, nil, err
+			if !p.IsValid() {
+				return nil, nil, fmt.Errorf("%s: throw %v: not a prefix", what, p)
+			}
+			if p.Addr().Unmap().Is6() != via.Is6() {
+				continue // the other family's cluster network
 			}
 			if p = p.Masked(); !thrown[p] {
 				thrown[p] = true
@@ -174,9 +194,15 @@ func (h *Handle) egressWants(want []EgressRoute) ([]egressRouteWant, []egressRul
 		dsts := er.Destinations
 		if len(dsts) == 0 {
 			dsts = []netip.Prefix{netip.PrefixFrom(netip.IPv4Unspecified(), 0)}
+			if via.Is6() {
+				dsts = []netip.Prefix{netip.PrefixFrom(netip.IPv6Unspecified(), 0)}
+			}
 		}
 		for _, p := range dsts {
-			if err := kerr.EgressIPv4Prefix(what+": destination", p); err != nil {
+			if !p.IsValid() {
+				return nil, nil, fmt.Errorf("%s: destination %v: not a prefix", what, p)
+			}
+			if err := same("destination", p.Addr()); err != nil {
 				return nil, nil, err
 			}
 			if p = p.Masked(); !thrown[p] {
@@ -185,8 +211,8 @@ func (h *Handle) egressWants(want []EgressRoute) ([]egressRouteWant, []egressRul
 			}
 		}
 		for _, a := range er.Sources {
-			src, err := kerr.EgressIPv4(what+": source", a)
-			if err != nil {
+			src := a.Unmap()
+			if err := same("source", src); err != nil {
 				return nil, nil, err
 			}
 			if t, ok := srcs[src]; ok && t != er.Table {
@@ -201,14 +227,16 @@ func (h *Handle) egressWants(want []EgressRoute) ([]egressRouteWant, []egressRul
 	return routes, rules, nil
 }
 
-// SyncEgressRoutes makes the IPv4 rules at EgressRulePriority that look up
+// SyncEgressRoutes makes the rules (IPv4 and IPv6) at EgressRulePriority that look up
 // a table in [EgressTableFirst, EgressTableLast], and the routes of those
 // tables, exactly want: what is missing is added, what is not wanted is
 // removed, and nothing else is touched; a second call with the same want
 // changes nothing. Routes are added before the rules that lead to them and
 // rules removed before their routes, so that a selected pod's traffic
 // never meets an empty table (it would fall through to the main table and
-// leave from this node). IPv6 is refused (ErrEgressIPv6).
+// leave from this node). Each EgressRoute is of its Via's family: its
+// Sources and Destinations are too (or the error wraps ErrEgressFamily),
+// and only its Throw networks of that family are thrown.
 func (h *Handle) SyncEgressRoutes(want []EgressRoute) error {
 	routes, rules, err := h.egressWants(want)
 	if err != nil {
@@ -242,7 +270,9 @@ func (h *Handle) SyncEgressRoutes(want []EgressRoute) error {
 		if slices.ContainsFunc(rules, func(w egressRuleWant) bool { return w.matches(nr) }) {
 			continue
 		}
-		nr.Family = netlink.FAMILY_V4
+		if src, ok := fromIPNet(nr.Src); ok {
+			nr.Family = addrFamily(src.Addr())
+		}
 		if err := h.nlh.RuleDel(&nr); err != nil && !isNotFound(err) {
 			return fmt.Errorf("sync egress routes: delete rule %s in %s: %w", nr, h.where(), classify(err))
 		}
@@ -259,23 +289,38 @@ func (h *Handle) SyncEgressRoutes(want []EgressRoute) error {
 	return nil
 }
 
-// egressKernelRoutes returns the IPv4 routes of the egress tables.
+// egressKernelRoutes returns the routes (IPv4 and IPv6) of the egress
+// tables.
 func (h *Handle) egressKernelRoutes() ([]netlink.Route, error) {
-	all, err := retryDump(func() ([]netlink.Route, error) {
-		return h.nlh.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list routes in %s: %w", h.where(), classify(err))
+	var all []netlink.Route
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := retryDump(func() ([]netlink.Route, error) {
+			return h.nlh.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list routes in %s: %w", h.where(), classify(err))
+		}
+		for _, nr := range rs {
+			nr.Family = fam
+			all = append(all, nr)
+		}
 	}
 	return slices.DeleteFunc(all, func(nr netlink.Route) bool { return !egressTable(nr.Table) }), nil
 }
 
-// egressKernelRules returns the IPv4 rules at EgressRulePriority that look
-// up an egress table.
+// egressKernelRules returns the rules (IPv4 and IPv6) at
+// EgressRulePriority that look up an egress table.
 func (h *Handle) egressKernelRules() ([]netlink.Rule, error) {
-	all, err := retryDump(func() ([]netlink.Rule, error) { return h.nlh.RuleList(netlink.FAMILY_V4) })
-	if err != nil {
-		return nil, fmt.Errorf("list rules in %s: %w", h.where(), classify(err))
+	var all []netlink.Rule
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := retryDump(func() ([]netlink.Rule, error) { return h.nlh.RuleList(fam) })
+		if err != nil {
+			return nil, fmt.Errorf("list rules in %s: %w", h.where(), classify(err))
+		}
+		for _, nr := range rs {
+			nr.Family = fam
+			all = append(all, nr)
+		}
 	}
 	return slices.DeleteFunc(all, func(nr netlink.Rule) bool {
 		return nr.Priority != EgressRulePriority || !egressTable(nr.Table)

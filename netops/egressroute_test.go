@@ -197,7 +197,89 @@ func TestSyncEgressRoutes(t *testing.T) {
 	})
 }
 
-// TestSyncEgressRoutesRefuses: an IPv6 address, a table out of the range
+// TestSyncEgressRoutes6: an IPv6 egress route beside an IPv4 one, both
+// thrown the cluster networks of both families (each keeps its own): a
+// selected pod's IPv6 traffic to the outside goes to the holder's IPv6
+// overlay address, its IPv4 traffic by the IPv4 route, another pod's by
+// the main table; a second sync changes nothing; an empty sync removes
+// both families' rules and routes.
+func TestSyncEgressRoutes6(t *testing.T) {
+	l := labtest.New(t, 2)
+	h := l.Host
+	for _, dev := range []string{"up0", "ov0"} {
+		_, _, err := h.EnsureVeth(netops.VethOpts{HostName: dev, PeerName: "eth0", Peer: openNS(t, "erp6")})
+		must(t, err)
+	}
+	must(t, h.EnsureAddr("up0", netip.MustParsePrefix("2001:db8:e6::1/64"), netops.AddrOpts{NoDAD: true}))
+	main := netip.MustParseAddr("2001:db8:e6::fe")
+	must(t, h.EnsureRoute(netops.Route{Dst: netip.MustParsePrefix("::/0"), GW: main, Dev: "up0"}))
+	must(t, h.SetSysctl("net.ipv6.conf.all.forwarding", "1"))
+	must(t, h.SetSysctl("net.ipv4.ip_forward", "1"))
+	_, p0 := labtest.PodAddrs(0)
+	_, p1 := labtest.PodAddrs(1)
+	v4, _ := labtest.PodAddrs(0)
+	pod0, pod1 := p0.Addr(), p1.Addr()
+	outside := netip.MustParseAddr("2001:db8:77::7")
+	holder := netip.MustParseAddr("fd00:ee::2")
+	cluster := []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16"), netip.MustParsePrefix("fd00:99::/48")}
+	r6 := netops.EgressRoute{Table: 53100, Via: holder, Dev: "ov0", OnLink: true, Throw: cluster, Sources: []netip.Addr{pod0}}
+	r4 := netops.EgressRoute{Table: 53101, Via: netip.MustParseAddr("10.99.1.0"), Dev: "ov0", OnLink: true, Throw: cluster, Sources: []netip.Addr{v4.Addr()}}
+	must(t, h.SyncEgressRoutes([]netops.EgressRoute{r6, r4}))
+	if n := routingChanges6(t, h, func() { must(t, h.SyncEgressRoutes([]netops.EgressRoute{r6, r4})) }); n != 0 {
+		t.Errorf("a second sync changed %d routes or rules", n)
+	}
+	for _, hp := range []struct {
+		src, dst netip.Addr
+		dev      string
+		gw       netip.Addr
+	}{
+		{pod0, outside, "ov0", holder},
+		{pod0, pod1, "br0", netip.Addr{}}, // the cluster: thrown
+		{pod1, outside, "up0", main},
+		{v4.Addr(), netip.MustParseAddr("198.51.100.7"), "ov0", r4.Via},
+	} {
+		if dev, gw, err := routeFrom(t, h, "br0", hp.src, hp.dst); err != nil || dev != hp.dev || gw != hp.gw {
+			t.Errorf("from %s to %s: dev %s via %v (%v), want dev %s via %v", hp.src, hp.dst, dev, gw, err, hp.dev, hp.gw)
+		}
+	}
+	got, err := h.EgressRoutes()
+	must(t, err)
+	r6.Throw, r4.Throw = cluster[1:], cluster[:1]
+	if want := []netops.EgressRoute{r6, r4}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EgressRoutes = %+v, want %+v", got, want)
+	}
+	must(t, h.SyncEgressRoutes(nil))
+	if got, err := h.EgressRoutes(); err != nil || len(got) != 0 {
+		t.Errorf("EgressRoutes after an empty sync = %+v, %v; want none", got, err)
+	}
+	if dev, gw, err := routeFrom(t, h, "br0", pod0, outside); err != nil || dev != "up0" || gw != main {
+		t.Errorf("after an empty sync from %s to %s: dev %s via %v (%v), want up0 via %v", pod0, outside, dev, gw, err, main)
+	}
+}
+
+// routingChanges6 is routingChanges for IPv6 routes and rules.
+func routingChanges6(t *testing.T, h *netops.Handle, fn func()) int {
+	t.Helper()
+	ns, err := netns.GetFromPath(h.Path())
+	must(t, err)
+	defer ns.Close()
+	s, err := nl.SubscribeAt(ns, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_IPV6_ROUTE, unix.RTNLGRP_IPV6_RULE, unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV4_RULE)
+	must(t, err)
+	defer s.Close()
+	fn()
+	tv := unix.NsecToTimeval((200 * time.Millisecond).Nanoseconds())
+	must(t, s.SetReceiveTimeout(&tv))
+	n := 0
+	for {
+		if msgs, _, err := s.Receive(); err != nil {
+			return n
+		} else {
+			n += len(msgs)
+		}
+	}
+}
+
+// TestSyncEgressRoutesRefuses: a family mix, a table out of the range
 // or in two routes, a source in two routes and an unknown device are
 // errors, and nothing is changed.
 func TestSyncEgressRoutesRefuses(t *testing.T) {
@@ -216,9 +298,8 @@ func TestSyncEgressRoutesRefuses(t *testing.T) {
 		want []netops.EgressRoute
 		says string
 	}{
-		{"via IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Via = ip6 })}, ip6.String()},
+		{"via IPv6, sources IPv4", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Via = ip6 })}, "10.99.0.2"},
 		{"source IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Sources = []netip.Addr{ip6} })}, ip6.String()},
-		{"throw IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Throw = []netip.Prefix{netip.PrefixFrom(ip6, 64)} })}, ip6.String()},
 		{"destination IPv6", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Destinations = []netip.Prefix{netip.PrefixFrom(ip6, 64)} })}, ip6.String()},
 		{"table", []netops.EgressRoute{with(func(r *netops.EgressRoute) { r.Table = 100 })}, "53355"},
 		{"table twice", []netops.EgressRoute{ok, ok}, "two egress routes"},
@@ -229,8 +310,8 @@ func TestSyncEgressRoutesRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("%s: %v; want an error saying %q", tt.name, err, tt.says)
 		}
-		if strings.Contains(tt.name, "IPv6") && !errors.Is(err, netops.ErrEgressIPv6) {
-			t.Errorf("%s: %v does not wrap ErrEgressIPv6", tt.name, err)
+		if strings.Contains(tt.name, "IPv6") && !errors.Is(err, netops.ErrEgressFamily) {
+			t.Errorf("%s: %v does not wrap ErrEgressFamily", tt.name, err)
 		}
 	}
 	if rules, err := h.Rules(); err != nil || len(rules) != 0 {
