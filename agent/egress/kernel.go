@@ -24,7 +24,7 @@ func (c *controller) program() {
 		case u.Holder == c.node && len(u.Pods) > 0:
 			spec.Rules = append(spec.Rules, nft.EgressRule{Name: name, EgressIP: u.IP, Held: true, Sources: u.Pods, Destinations: u.Destinations})
 		case u.Holder != "" && u.Holder != c.node && len(u.Local) > 0 && table <= netops.EgressTableLast:
-			via, err := c.routeTo(u.Holder)
+			via, err := c.routeTo(u.Holder, u.IP.Is6())
 			if err != nil {
 				if !c.warned[u.Holder] {
 					c.cfg.Log.Warn("egress gateways: no route to the holder of an egress address; this node's pods leave from their node's address", "ip", u.IP, "holder", u.Holder, "err", err)
@@ -33,9 +33,10 @@ func (c *controller) program() {
 				continue
 			}
 			delete(c.warned, u.Holder)
+			throw := sameFamily(c.cluster, u.IP)
 			spec.Rules = append(spec.Rules, nft.EgressRule{Name: name, EgressIP: u.IP, Sources: u.Local, Destinations: u.Destinations, Via: via.GW})
 			routes = append(routes, netops.EgressRoute{Table: table, Via: via.GW, Dev: via.Dev, OnLink: via.Onlink,
-				Throw: c.cluster, Destinations: u.Destinations, Sources: u.Local})
+				Throw: throw, Destinations: u.Destinations, Sources: u.Local})
 			table++
 		}
 	}
@@ -50,22 +51,27 @@ func (c *controller) program() {
 	}
 }
 
-// routeTo is the main table's route to node's pod range: the way to that
-// node over the overlay (vxlan: via its VTEP address, onlink; host-gw:
-// via its address on the uplink). A backend whose route has no gateway
-// (wireguard) cannot carry traffic to outside addresses to another node.
-func (c *controller) routeTo(node string) (netops.Route, error) {
+// routeTo is the main table's route to node's pod range of v6's family:
+// the way to that node over the overlay (vxlan: via its VTEP address,
+// onlink; host-gw: via its address on the uplink). A backend whose route
+// has no gateway (wireguard) cannot carry traffic to outside addresses to
+// another node.
+func (c *controller) routeTo(node string, v6 bool) (netops.Route, error) {
 	o, _ := c.cfg.Cache.Get(cluster.Nodes, node)
 	n, _ := o.(*cluster.Node)
 	if n == nil {
 		return netops.Route{}, fmt.Errorf("node %s: unknown", node)
 	}
 	var cidr netip.Prefix
-	if i := slices.IndexFunc(n.PodCIDRs, func(p netip.Prefix) bool { return p.Addr().Is4() }); i >= 0 {
+	if i := slices.IndexFunc(n.PodCIDRs, func(p netip.Prefix) bool { return p.Addr().Is6() == v6 }); i >= 0 {
 		cidr = n.PodCIDRs[i]
 	}
 	if !cidr.IsValid() {
-		return netops.Route{}, fmt.Errorf("node %s has no IPv4 pod range (spec.podCIDRs)", node)
+		fam := "IPv4"
+		if v6 {
+			fam = "IPv6"
+		}
+		return netops.Route{}, fmt.Errorf("node %s has no %s pod range (spec.podCIDRs)", node, fam)
 	}
 	routes, err := c.cfg.Host.Routes("")
 	if err != nil {

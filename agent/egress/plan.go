@@ -28,8 +28,8 @@ type Gateway struct {
 }
 
 // Pod is the agent's pod (agent/cluster); the plan reads its namespace,
-// name, node, labels and IPv4 addresses (readPod keeps those only, and
-// leaves out hostNetwork pods, finished ones and those without one).
+// name, node, labels and addresses (readPod keeps those only, and leaves
+// out hostNetwork pods, finished ones and those without one).
 type Pod = cluster.Pod
 
 // Node is a node as the plan reads it: its labels, the networks of its
@@ -62,7 +62,7 @@ type Use struct {
 	Gateway      string
 	IP           netip.Addr
 	Holder       string         // "" none
-	Destinations []netip.Prefix // empty: everything outside the cluster
+	Destinations []netip.Prefix // of IP's family; empty: everything outside the cluster
 	Pods         []netip.Addr   // the addresses of every pod that leaves from IP (pods of any node)
 	Local        []netip.Addr   // this node's of them
 	LocalPods    []string       // their "namespace/name"
@@ -110,28 +110,27 @@ func Make(in Inputs) Plan {
 	key := func(g string, ip netip.Addr) string { return g + "/" + ip.String() }
 	for _, g := range gws {
 		for _, ip := range g.IPs {
-			uses[key(g.Name, ip)] = &Use{Gateway: g.Name, IP: ip, Holder: in.Holders[ip], Destinations: g.Destinations}
+			uses[key(g.Name, ip)] = &Use{Gateway: g.Name, IP: ip, Holder: in.Holders[ip], Destinations: sameFamily(g.Destinations, ip)}
 		}
 	}
-	// Each pod leaves by the first gateway (by name) that selects it, from
-	// one of its held addresses picked by rendezvous hashing (losing one
-	// address moves only its own pods).
+	// Each pod leaves by the first gateway (by name) that selects it, each
+	// of its addresses from one of the gateway's held addresses of its
+	// family picked by rendezvous hashing (losing one address moves only
+	// its own pods; a family the gateway holds no address of leaves as
+	// without a gateway).
 	for _, pod := range in.Pods {
 		for _, g := range gws {
 			if len(g.Invalid) > 0 || !g.selects(pod, in.Namespaces[pod.Namespace]) {
 				continue
 			}
-			var held []netip.Addr
-			for _, ip := range g.IPs {
-				if in.Holders[ip] != "" {
-					held = append(held, ip)
-				}
-			}
-			if len(held) > 0 {
-				for _, a := range pod.IPs {
-					if !a.Is4() {
-						continue
+			for _, a := range pod.IPs {
+				var held []netip.Addr
+				for _, ip := range g.IPs {
+					if in.Holders[ip] != "" && ip.Is6() == a.Is6() {
+						held = append(held, ip)
 					}
+				}
+				if len(held) > 0 {
 					u := uses[key(g.Name, rendezvous(held, a.String()))]
 					u.Pods = append(u.Pods, a)
 					if pod.Node == in.Self {
@@ -215,7 +214,7 @@ func condition(g Gateway, in Inputs, eligible map[netip.Addr][]string) Condition
 }
 
 // NetworksAnnotation is the Node annotation in which each agent publishes
-// the IPv4 networks of its node's uplink: the networks an egress address
+// the IPv4 and IPv6 networks of its node's uplink: the networks an egress address
 // may be held on.
 const NetworksAnnotation = cluster.EgressNetworksAnnotation
 
@@ -230,6 +229,17 @@ func (n Node) canHold(g Gateway, ip netip.Addr) bool {
 		return false
 	}
 	return slices.ContainsFunc(n.Networks, func(p netip.Prefix) bool { return p.Contains(ip) })
+}
+
+// sameFamily are the prefixes of ps of ip's family.
+func sameFamily(ps []netip.Prefix, ip netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is6() == ip.Is6() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // rendezvous picks the address of ips for key: the one of the highest

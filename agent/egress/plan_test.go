@@ -131,3 +131,57 @@ func TestRendezvousSpread(t *testing.T) {
 		t.Errorf("200 pods over two addresses: %v; want both used", n)
 	}
 }
+
+// TestMakeDualStack: a gateway with an IPv4 and an IPv6 address sends a
+// dual-stack pod's IPv4 address out by the IPv4 one and its IPv6 address
+// by the IPv6 one, each use with the destinations of its family; an
+// IPv6-only node network holds only the IPv6 address; a family without a
+// held address leaves that family of the pod out.
+func TestMakeDualStack(t *testing.T) {
+	v4, v6 := netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:e6::/64")
+	dst4, dst6 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:100::/48")
+	in := Inputs{
+		Self: "n1",
+		Gateways: []Gateway{{Name: "prod", PodSelector: labels.Everything(), NamespaceSelector: labels.Everything(), NodeSelector: labels.Everything(),
+			IPs: addrs("192.0.2.10", "2001:db8:e6::10"), Destinations: []netip.Prefix{dst4, dst6}}},
+		Pods: []Pod{
+			{Namespace: "p", Name: "web-1", Node: "n1", IPs: addrs("10.244.1.5", "fd00:244:0:1::5")},
+			{Namespace: "p", Name: "web-2", Node: "n2", IPs: addrs("fd00:244:0:2::5")},
+		},
+		Namespaces: map[string]map[string]string{"p": {}},
+		Nodes: map[string]Node{
+			"n1": {Name: "n1", Networks: []netip.Prefix{v4, v6}},
+			"n2": {Name: "n2", Networks: []netip.Prefix{v6}},
+		},
+		Holders: map[netip.Addr]string{netip.MustParseAddr("192.0.2.10"): "n1", netip.MustParseAddr("2001:db8:e6::10"): "n2"},
+	}
+	p := Make(in)
+	want := map[string]Use{
+		"192.0.2.10": {Gateway: "prod", IP: netip.MustParseAddr("192.0.2.10"), Holder: "n1", Destinations: []netip.Prefix{dst4},
+			Pods: addrs("10.244.1.5"), Local: addrs("10.244.1.5"), LocalPods: []string{"p/web-1"}},
+		"2001:db8:e6::10": {Gateway: "prod", IP: netip.MustParseAddr("2001:db8:e6::10"), Holder: "n2", Destinations: []netip.Prefix{dst6},
+			Pods: addrs("fd00:244:0:1::5", "fd00:244:0:2::5"), Local: addrs("fd00:244:0:1::5"), LocalPods: []string{"p/web-1"}},
+	}
+	for _, u := range p.Uses {
+		w := want[u.IP.String()]
+		if u.Holder != w.Holder || !slices.Equal(u.Destinations, w.Destinations) || !slices.Equal(u.Pods, w.Pods) ||
+			!slices.Equal(u.Local, w.Local) || !slices.Equal(u.LocalPods, w.LocalPods) {
+			t.Errorf("use of %s = %+v, want %+v", u.IP, u, w)
+		}
+	}
+	if c := p.Candidates[netip.MustParseAddr("192.0.2.10")]; !slices.Equal(c, []string{"n1"}) {
+		t.Errorf("candidates of the IPv4 address = %v, want [n1] (n2 has no IPv4 network)", c)
+	}
+	if c := p.Candidates[netip.MustParseAddr("2001:db8:e6::10")]; len(c) != 2 {
+		t.Errorf("candidates of the IPv6 address = %v, want n1 and n2", c)
+	}
+	delete(in.Holders, netip.MustParseAddr("2001:db8:e6::10"))
+	for _, u := range Make(in).Uses {
+		if u.IP.Is6() && len(u.Pods) != 0 {
+			t.Errorf("an IPv6 address without a holder has pods %v", u.Pods)
+		}
+		if u.IP.Is4() && !slices.Equal(u.Pods, addrs("10.244.1.5")) {
+			t.Errorf("the IPv4 address's pods = %v, want only the IPv4 one, its IPv6 family leaving as without a gateway", u.Pods)
+		}
+	}
+}
