@@ -16,7 +16,7 @@ import (
 // startEgress serves EgressGateways beside the overlay (--kube-subnet-mgr;
 // no flag: egress.Run waits until the API serves their CRD) until ctx
 // ends; wait returns once it has released what this node held.
-func startEgress(ctx context.Context, f *flags, health *agent.Health, network netip.Prefix, log *slog.Logger) (wait func()) {
+func startEgress(ctx context.Context, f *flags, health *agent.Health, networks []netip.Prefix, log *slog.Logger) (wait func()) {
 	done := make(chan struct{})
 	h, err := netops.Open("")
 	if err != nil {
@@ -28,7 +28,7 @@ func startEgress(ctx context.Context, f *flags, health *agent.Health, network ne
 		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Host: h, DataDir: f.dataDir,
 		Namespace: egress.LeaseNamespace,
 		Overlay: func() (string, []netip.Prefix, bool) {
-			return overlayUplink(f.dataDir, network)
+			return overlayUplink(f.dataDir, networks)
 		},
 	}
 	if health != nil && health.Metrics != nil {
@@ -45,10 +45,17 @@ func startEgress(ctx context.Context, f *flags, health *agent.Health, network ne
 }
 
 // overlayUplink reads the overlay agent's record for its uplink, once it
-// holds its lease; the cluster network is network (IPv4; none: no egress).
-func overlayUplink(dataDir string, network netip.Prefix) (string, []netip.Prefix, bool) {
-	if !network.IsValid() || !network.Addr().Is4() {
+// holds its lease; the cluster networks are networks (the IPv4 one first,
+// required; the IPv6 one in a dual-stack cluster; none: no egress).
+func overlayUplink(dataDir string, networks []netip.Prefix) (string, []netip.Prefix, bool) {
+	if len(networks) == 0 || !networks[0].IsValid() || !networks[0].Addr().Is4() {
 		return "", nil, false
+	}
+	var masked []netip.Prefix
+	for _, n := range networks {
+		if n.IsValid() {
+			masked = append(masked, n.Masked())
+		}
 	}
 	s, err := store.OpenWith(store.Dir(dataDir), store.Options{NoCreate: true})
 	if err != nil {
@@ -61,7 +68,7 @@ func overlayUplink(dataDir string, network netip.Prefix) (string, []netip.Prefix
 	}
 	for _, st := range states {
 		if st.Ready && !st.Stopped && st.Lease.Iface != "" {
-			return st.Lease.Iface, []netip.Prefix{network.Masked()}, true
+			return st.Lease.Iface, masked, true
 		}
 	}
 	return "", nil, false

@@ -13,6 +13,6 @@ import (
 // startEgress: this build has no Kubernetes client, and EgressGateways
 // live in the API server (--kube-subnet-mgr does not reach this build
 // either).
-func startEgress(context.Context, *flags, *agent.Health, netip.Prefix, *slog.Logger) func() {
+func startEgress(context.Context, *flags, *agent.Health, []netip.Prefix, *slog.Logger) func() {
 	return func() {}
 }

@@ -29,7 +29,7 @@ func startLBAnnounce(ctx context.Context, f *flags, health *agent.Health, networ
 	cfg := lbannounce.Config{
 		Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Host: h, DataDir: f.dataDir, Namespace: f.lb.announceNS,
 		Overlay: func() (string, bool) {
-			uplink, _, ok := overlayUplink(f.dataDir, network)
+			uplink, _, ok := overlayUplink(f.dataDir, []netip.Prefix{network})
 			return uplink, ok
 		},
 	}

@@ -202,7 +202,11 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 			// (stopped first whichever way the agent ends: it waits for
 			// its context)
 			ectx, cancel := context.WithCancel(ctx)
-			wait := startEgress(ectx, f, health, o.NetConf.Network, log)
+			nets := []netip.Prefix{o.NetConf.Network}
+			if o.NetConf.EnableIPv6 && o.NetConf.IPv6Network.IsValid() {
+				nets = append(nets, o.NetConf.IPv6Network) // IPv6 egress addresses (issue 64)
+			}
+			wait := startEgress(ectx, f, health, nets, log)
 			defer func() { cancel(); wait() }()
 			actx, acancel := context.WithCancel(ctx)
 			await := startLBAnnounce(actx, f, health, o.NetConf.Network, log) // lbannounce.go: --lb-announce
