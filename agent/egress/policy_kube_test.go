@@ -60,31 +60,41 @@ func createGateway(cs kubernetes.Interface, body string) error {
 }
 
 // refused: what cannot work is refused, the field named: by the schema
-// (IPv6, not an address, an unknown operator, a destination that is not a
-// CIDR) and by the admission policy (an address in net-conf.json's
-// cluster network; the policy takes a moment to be in force).
+// (not an address, an IPv6 address not written canonically, an unknown
+// operator, a destination that is not a CIDR, an address of a family no
+// destination has) and by the admission policy (an address in
+// net-conf.json's cluster networks, IPv4 and IPv6; the policy takes a
+// moment to be in force).
 func refused(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	gw := func(spec string) string {
 		return `{"apiVersion":"cnibox.io/v1alpha1","kind":"EgressGateway","metadata":{"name":"bad"},"spec":` + spec + `}`
 	}
 	for _, tc := range []struct{ spec, want string }{
-		{`{"egressIPs":["2001:db8::1"]}`, "spec.egressIPs[0]: Invalid value"},
-		{`{"egressIPs":["192.0.2.300"]}`, "must be one IPv4 address"},
+		{`{"egressIPs":["2001:DB8::1"]}`, "spec.egressIPs[0]: Invalid value"},
+		{`{"egressIPs":["192.0.2.300"]}`, "must be one IPv4 or IPv6 address"},
+		{`{"egressIPs":["fe80::1"]}`, "must be a unicast address a node can hold"},
+		{`{"egressIPs":["2001:db8:e6::10"],"destinationCIDRs":["198.51.100.0/24"]}`, "spec.destinationCIDRs: has no CIDR of the family"},
 		{`{"egressIPs":["127.0.0.1"]}`, "must be a unicast address a node can hold"},
 		{`{"egressIPs":[]}`, "spec.egressIPs"},
 		{`{"egressIPs":["192.0.2.10"],"podSelector":{"matchExpressions":[{"key":"a","operator":"Near","values":["x"]}]}}`, "spec.podSelector"},
-		{`{"egressIPs":["192.0.2.10"],"destinationCIDRs":["203.0.113.0"]}`, "must be an IPv4 CIDR"},
+		{`{"egressIPs":["192.0.2.10"],"destinationCIDRs":["203.0.113.0"]}`, "must be an IPv4 or IPv6 CIDR"},
 	} {
 		err := createGateway(cs, gw(tc.spec))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("gateway %s: %v; want refused with %q", tc.spec, err, tc.want)
 		}
 	}
-	want := "spec.egressIPs: 10.244.3.7 is inside the cluster network 10.244.0.0/16 of net-conf.json"
-	var err error
+	// A dual-stack net-conf.json: the IPv6 network is the cluster's too.
+	ctx := context.Background()
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "cnibox", metav1.GetOptions{})
+	must(t, err)
+	cm.Data["net-conf.json"] = strings.Replace(cm.Data["net-conf.json"], "{", `{"EnableIPv6": true, "IPv6Network": "fd00:10:244::/56",`, 1)
+	_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+	must(t, err)
+	want := "spec.egressIPs: 10.244.3.7, fd00:10:244:3::7 is inside the cluster network 10.244.0.0/16, fd00:10:244::/56 of net-conf.json"
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err = createGateway(cs, gw(`{"egressIPs":["192.0.2.10","10.244.3.7"]}`)); err != nil && strings.Contains(err.Error(), want) {
+		if err = createGateway(cs, gw(`{"egressIPs":["192.0.2.10","10.244.3.7","2001:db8:e6::10","fd00:10:244:3::7"]}`)); err != nil && strings.Contains(err.Error(), want) {
 			return
 		}
 		if err == nil {
