@@ -117,7 +117,8 @@ func newLab(t *testing.T, kc string, cs kubernetes.Interface) *lab {
 		}
 		_, err = cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{"egress": strconv.FormatBool(i <= 2)}},
-			Spec:       corev1.NodeSpec{PodCIDR: podRange(i).String(), PodCIDRs: []string{podRange(i).String()}},
+			// (dual stack: TestKubeEgress6 adds the IPv6 ranges' addresses)
+			Spec: corev1.NodeSpec{PodCIDR: podRange(i).String(), PodCIDRs: []string{podRange(i).String(), podRange6(i).String()}},
 		}, metav1.CreateOptions{})
 		must(t, err)
 		n.proxy = newAPIProxy(t)
@@ -275,7 +276,11 @@ func TestEgressNodeAgent(t *testing.T) {
 		// happens, or not at all)
 		Recheck: time.Hour,
 		Overlay: func() (string, []netip.Prefix, bool) {
-			return "eth0", []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, true
+			nets := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+			if os.Getenv("EGRESS_AGENT_IPV6") != "" {
+				nets = append(nets, cluster6)
+			}
+			return "eth0", nets, true
 		},
 	})
 	must(t, err)
