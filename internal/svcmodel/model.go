@@ -156,6 +156,13 @@ type Snapshot struct {
 	// ClusterCIDRs are the pods' networks: traffic from elsewhere to a
 	// ClusterIP is masqueraded (kube-proxy's detect-local).
 	ClusterCIDRs []netip.Prefix
+	// ServiceCIDRs are the cluster's Service ranges (the spec.cidrs of
+	// its networking.k8s.io/v1 ServiceCIDR objects, both families): a
+	// new connection to an address of them that is no ClusterIP is
+	// dropped, as kube-proxy's cluster-ips-check does (a connection to a
+	// ClusterIP on a port none of its Services has is rejected whatever
+	// this holds).
+	ServiceCIDRs []netip.Prefix
 	// Seq numbers the snapshots of one watcher from 1 (0: not numbered).
 	// When Partial, Changed names the Services whose ports may differ
 	// from those of the snapshot numbered Seq-1 (the others' are equal),

@@ -19,6 +19,8 @@ import (
 //		map service-ips6 { type ipv6_addr . inet_proto . inet_service : verdict }
 //		map service-nodeports { type inet_proto . inet_service : verdict }        # -> np-<proto>-<port>
 //		set nodeport-addrs4/6, cluster-cidrs4/6 (interval), hairpin4/6 (addr . addr)
+//		set cluster-ips4/6, service-cidrs4/6 (interval)   # the Service range's check:
+//		chain filter-forward, filter-output, cluster-ips-check   # services_clusterips.go
 //		chain prerouting { type nat hook prerouting priority dstnat; jump services }
 //		chain output { type nat hook output priority dstnat; jump services }
 //		chain services {

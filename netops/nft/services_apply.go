@@ -50,6 +50,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 	oldFront := map[frontKey]string{}
 	oldNP := map[npKey][]*nftables.Rule{}
 	oldHP := map[netip.Addr]int{}
+	oldCIP := map[netip.Addr]int{}
 	for _, key := range changed {
 		ps := st.ports[key]
 		if ps == nil {
@@ -64,6 +65,9 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		}
 		for _, a := range ps.r.eps {
 			oldHP[a] = st.hairpin[a]
+		}
+		for _, a := range ps.r.cips {
+			oldCIP[a] = st.cips[a]
 		}
 		st.unclaim(key)
 	}
@@ -94,6 +98,11 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		for _, a := range ps.r.eps {
 			if _, ok := oldHP[a]; !ok {
 				oldHP[a] = st.hairpin[a]
+			}
+		}
+		for _, a := range ps.r.cips {
+			if _, ok := oldCIP[a]; !ok {
+				oldCIP[a] = st.cips[a]
 			}
 		}
 		st.claim(key, ps)
@@ -175,7 +184,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		t.abort()
 		return nil, nil, err
 	}
-	if err := q.globals(st, snap, oldHP); err != nil {
+	if err := q.globals(st, snap, oldHP, oldCIP); err != nil {
 		t.abort()
 		return nil, nil, err
 	}
@@ -444,9 +453,9 @@ func (q *svcQueue) fronts(st *svcState, oldFront map[frontKey]string, oldNP map[
 	return q.elems(&nftables.Set{Name: ServiceNodePorts, IsMap: true, DataType: nftables.TypeVerdict}, old, want)
 }
 
-// globals queues the NodePort addresses, the cluster's networks and the
-// hairpin elements that changed.
-func (q *svcQueue) globals(st *svcState, snap *svcmodel.Snapshot, oldHP map[netip.Addr]int) error {
+// globals queues the NodePort addresses, the cluster's networks, the
+// Service ranges, and the hairpin and ClusterIP elements that changed.
+func (q *svcQueue) globals(st *svcState, snap *svcmodel.Snapshot, oldHP, oldCIP map[netip.Addr]int) error {
 	was := st.globalSetsOf(st.snap)
 	now := st.globalSetsOf(snap)
 	for i := range was {
@@ -470,13 +479,29 @@ func (q *svcQueue) globals(st *svcState, snap *svcmodel.Snapshot, oldHP map[neti
 			return err
 		}
 	}
+	var cip [2][2][]nftables.SetElement // family, old/new
+	for _, a := range slices.SortedFunc(maps.Keys(oldCIP), netip.Addr.Compare) {
+		had, has := oldCIP[a] > 0, st.cips[a] > 0
+		e := nftables.SetElement{Key: a.AsSlice()}
+		switch {
+		case had && !has:
+			cip[famIdx(a)][0] = append(cip[famIdx(a)][0], e)
+		case has && !had:
+			cip[famIdx(a)][1] = append(cip[famIdx(a)][1], e)
+		}
+	}
+	for i, name := range []string{svcClusterIPs4, svcClusterIPs6} {
+		if err := q.elems(&nftables.Set{Name: name}, cip[i][0], cip[i][1]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// globalSetsOf are the NodePort addresses' and the cluster networks'
-// sets of snap.
+// globalSetsOf are the NodePort addresses', the cluster networks' and
+// the Service ranges' sets of snap.
 func (st *svcState) globalSetsOf(snap *svcmodel.Snapshot) []setSpec {
 	sub := &svcState{snap: snap}
 	all := sub.globalSets()
-	return all[3:7]
+	return all[3:9]
 }

@@ -37,6 +37,7 @@ func traceSnap() *svcmodel.Snapshot {
 	return &svcmodel.Snapshot{
 		NodePortAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")},
 		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd01::/48")},
+		ServiceCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd96::/112")},
 		Ports: []svcmodel.ServicePort{
 			{Name: svcName("a", "web", "http"), Family: v4, Protocol: svcmodel.TCP,
 				Frontends: []svcmodel.Frontend{svcFE(svcmodel.ClusterIP, "10.96.0.10", 80, v4), svcFE(svcmodel.NodePort, "", 30080, v4),

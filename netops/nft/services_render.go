@@ -187,6 +187,7 @@ type spRender struct {
 	nodeports []npKey      // served by ext (family sp.Family)
 	ext       string       // the external chain, "" without external frontends
 	eps       []netip.Addr // its endpoints' addresses (hairpin)
+	cips      []netip.Addr // its ClusterIPs (cluster-ips4/6)
 	// slots are its slot tables, whose slots are its elements of the
 	// family's slot map (slotElems).
 	slots []slotTable
@@ -346,6 +347,9 @@ func (r *renderer) render(sp *svcmodel.ServicePort) spRender {
 			out.nodeports = append(out.nodeports, npKey{proto, fe.Port})
 		case svcmodel.ClusterIP:
 			out.fronts = append(out.fronts, frontClaim{frontKey{f.ips, string(frontElem(fe.Addr, proto, fe.Port))}, svc})
+			if a := fe.Addr.Unmap(); !slices.Contains(out.cips, a) {
+				out.cips = append(out.cips, a)
+			}
 		case svcmodel.LoadBalancer:
 			out.fronts = append(out.fronts, frontClaim{frontKey{f.ips, string(frontElem(fe.Addr, proto, fe.Port))}, lbChain})
 		default:

@@ -31,6 +31,8 @@ type svcState struct {
 	nps map[npKey]map[spk]npClaim
 	// hairpin: how many ServicePorts have each endpoint address.
 	hairpin map[netip.Addr]int
+	// cips: how many ServicePorts have each ClusterIP (cluster-ips4/6).
+	cips map[netip.Addr]int
 	// bySvc: each Service's ServicePort keys (Apply's partial diff).
 	bySvc map[svcmodel.ServiceName][]spk
 }
@@ -70,7 +72,7 @@ func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 	r := s.renderer(snap)
 	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
 		fronts: map[frontKey][]portChain{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
-		bySvc: map[svcmodel.ServiceName][]spk{}}
+		cips: map[netip.Addr]int{}, bySvc: map[svcmodel.ServiceName][]spk{}}
 	for i := range snap.Ports {
 		sp := snap.Ports[i]
 		st.claim(spKey(&sp), &spState{sp: &sp, r: r.render(&sp)})
@@ -95,6 +97,9 @@ func (st *svcState) claim(key spk, ps *spState) {
 	}
 	for _, a := range ps.r.eps {
 		st.hairpin[a]++
+	}
+	for _, a := range ps.r.cips {
+		st.cips[a]++
 	}
 }
 
@@ -127,6 +132,11 @@ func (st *svcState) unclaim(key spk) {
 	for _, a := range ps.r.eps {
 		if st.hairpin[a]--; st.hairpin[a] <= 0 {
 			delete(st.hairpin, a)
+		}
+	}
+	for _, a := range ps.r.cips {
+		if st.cips[a]--; st.cips[a] <= 0 {
+			delete(st.cips, a)
 		}
 	}
 }
@@ -178,7 +188,7 @@ func (st *svcState) globalSets() []setSpec {
 	for _, k := range st.npKeys() {
 		nps = append(nps, nftables.SetElement{Key: k.elem(), VerdictData: gotoChain(k.chain())})
 	}
-	var npa, cidrs, hp [2][]nftables.SetElement
+	var npa, cidrs, scidrs, hp, cips [2][]nftables.SetElement
 	var slots [2][svcSlotShards][]nftables.SetElement
 	for _, key := range slices.SortedFunc(maps.Keys(st.ports), cmpSpk) {
 		ps := st.ports[key]
@@ -195,10 +205,15 @@ func (st *svcState) globalSets() []setSpec {
 	}
 	for i, v6 := range []bool{false, true} {
 		cidrs[i] = prefixIntervals(st.snap.ClusterCIDRs, v6)
+		scidrs[i] = prefixIntervals(st.snap.ServiceCIDRs, v6)
 	}
 	for _, a := range slices.SortedFunc(maps.Keys(st.hairpin), netip.Addr.Compare) {
 		i := famIdx(a)
 		hp[i] = append(hp[i], nftables.SetElement{Key: hairpinKey(a)})
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(st.cips), netip.Addr.Compare) {
+		i := famIdx(a)
+		cips[i] = append(cips[i], nftables.SetElement{Key: a.AsSlice()})
 	}
 	out := []setSpec{
 		{set: sized(vmap(ServiceIPs4, ipsKey4), len(ips[ServiceIPs4])), elems: ips[ServiceIPs4]},
@@ -208,8 +223,12 @@ func (st *svcState) globalSets() []setSpec {
 		{set: &nftables.Set{Name: svcNodePortAddrs6, KeyType: nftables.TypeIP6Addr}, elems: npa[1]},
 		{set: &nftables.Set{Name: svcClusterCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: cidrs[0]},
 		{set: &nftables.Set{Name: svcClusterCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: cidrs[1]},
+		{set: &nftables.Set{Name: svcServiceCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: scidrs[0]},
+		{set: &nftables.Set{Name: svcServiceCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: scidrs[1]},
 		{set: sized(&nftables.Set{Name: svcHairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}, len(hp[0])), elems: hp[0]},
 		{set: sized(&nftables.Set{Name: svcHairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)}, len(hp[1])), elems: hp[1]},
+		{set: sized(&nftables.Set{Name: svcClusterIPs4, KeyType: nftables.TypeIPAddr}, len(cips[0])), elems: cips[0]},
+		{set: sized(&nftables.Set{Name: svcClusterIPs6, KeyType: nftables.TypeIP6Addr}, len(cips[1])), elems: cips[1]},
 	}
 	for i, f := range []fam{fam4, fam6} {
 		for sh := range svcSlotShards {
@@ -293,12 +312,12 @@ func (s *Services) baseChains() []chainSpec {
 				&expr.Lookup{SourceRegister: regEP, SetName: f.hairpin},
 				&expr.Masq{})...))
 	}
-	return []chainSpec{
+	return append([]chainSpec{
 		baseChain("prerouting", nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump),
 		baseChain("output", nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump),
 		baseChain("postrouting", nftables.ChainTypeNAT, *nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource, post),
 		{name: svcChainServices, rules: services},
-	}
+	}, clusterIPsCheck(c)...)
 }
 
 // spec is the whole table as st renders it.

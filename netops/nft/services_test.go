@@ -135,7 +135,7 @@ func TestServicesApplyIncremental(t *testing.T) {
 			for _, names := range rec.names {
 				for _, n := range names {
 					switch {
-					case n == ServicesTable, n == ServiceIPs4, n == ServiceNodePorts, n == svcHairpin4, n == svcClusterCIDRs4, strings.HasPrefix(n, svcSlots4), len(n) < 6,
+					case n == ServicesTable, n == ServiceIPs4, n == ServiceNodePorts, n == svcHairpin4, n == svcClusterCIDRs4, n == svcClusterIPs4, strings.HasPrefix(n, svcSlots4), len(n) < 6,
 						strings.HasPrefix(n, "np-"), strings.Contains(n, id), strings.Contains(n, "/"+c.id+":"),
 						slices.Contains([]string{"payload", "lookup", "meta", "bitwise", "hash", "nat", "immediate", "cmp", "reject"}, n):
 					default:

@@ -273,7 +273,10 @@ func (tr *svcTracer) rule(exprs []expr.Any) *expr.Verdict {
 			return &expr.Verdict{Kind: expr.VerdictAccept}
 		case *expr.Ct:
 			st := uint32(0)
-			if tr.res.verdict == "dnat" {
+			switch {
+			case e.Key == expr.CtKeySTATE:
+				st = expr.CtStateBitNEW // a connection's first packet
+			case tr.res.verdict == "dnat":
 				st = ctStatusDNATBit
 			}
 			tr.load(e.Register, binaryutil.NativeEndian.PutUint32(st))
@@ -286,14 +289,15 @@ func (tr *svcTracer) rule(exprs []expr.Any) *expr.Verdict {
 
 const ctStatusDNATBit = 1 << 5
 
-// trace runs p through the nat hooks: prerouting (or output, the same
-// chains), then postrouting with the destination translated.
+// trace runs p through the hooks: the nat prerouting (or output, the
+// same chains), the filter forward (or output) with the destination
+// translated, then the nat postrouting.
 func (d *svcDump) trace(p svcPkt, aff map[string]map[string][]byte) svcResult {
 	tr := &svcTracer{d: d, aff: aff, p: p}
 	tr.res.verdict = "accept"
-	hook := "prerouting"
+	hook, filter := "prerouting", svcChainFilterFwd
 	if p.fromNode {
-		hook = "output"
+		hook, filter = "output", svcChainFilterOut
 	}
 	tr.run(hook)
 	if tr.res.verdict == "drop" || tr.res.verdict == "reject" {
@@ -303,6 +307,14 @@ func (d *svcDump) trace(p svcPkt, aff map[string]map[string][]byte) svcResult {
 	if tr.res.verdict == "dnat" {
 		tr.p.dst = tr.res.to.Addr()
 	}
+	nat := tr.res
+	if tr.run(filter) {
+		if tr.res.verdict == "reject" || tr.res.verdict == "drop" {
+			tr.res.to, tr.res.masq = netip.AddrPort{}, false
+			return tr.res
+		}
+	}
+	tr.res = nat
 	tr.run("postrouting")
 	return tr.res
 }
@@ -427,4 +439,94 @@ func checkSvcTrace(t *testing.T, d *svcDump, snap *svcmodel.Snapshot) {
 	if n == 0 && len(snap.Ports) > 0 {
 		t.Fatal("nothing traced")
 	}
+}
+
+// TestServicesTraceServiceRange: a new connection to a ClusterIP on a
+// port none of its Services has is rejected, to an unallocated address
+// of the Service range dropped, from a pod and from the node, both
+// families; served frontends and NodePorts are not; Apply keeps the
+// ClusterIPs and the ranges as the snapshot changes.
+func TestServicesTraceServiceRange(t *testing.T) {
+	k := nftfake.New()
+	h := OpenDial(k.Dial())
+	t.Cleanup(func() { h.Close() })
+	snap := traceSnap()
+	s := NewServices(h, ServicesOptions{})
+	if err := s.Apply(snap); err != nil {
+		t.Fatal(err)
+	}
+	c, err := k.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod4, pod6 := netip.MustParseAddr("10.1.5.5"), netip.MustParseAddr("fd01::55")
+	type tc struct {
+		dst   string
+		port  uint16
+		proto byte
+		want  string
+	}
+	check := func(step string, cases []tc) {
+		t.Helper()
+		d := dumpSvc(t, h, c)
+		for _, x := range cases {
+			dst := netip.MustParseAddr(x.dst)
+			src := pod4
+			if dst.Is6() {
+				src = pod6
+			}
+			for _, fromNode := range []bool{false, true} {
+				r := d.trace(svcPkt{src: src, dst: dst, sport: 40000, dport: x.port, proto: x.proto, fromNode: fromNode}, map[string]map[string][]byte{})
+				if r.verdict != x.want {
+					t.Errorf("%s: %s port %d proto %d (from the node %t): %v, want %s", step, x.dst, x.port, x.proto, fromNode, r, x.want)
+				}
+			}
+		}
+	}
+	tcp, udp := byte(unix.IPPROTO_TCP), byte(unix.IPPROTO_UDP)
+	check("first", []tc{
+		{"10.96.0.10", 80, tcp, "dnat"},      // served
+		{"10.96.0.10", 81, tcp, "reject"},    // a port no Service has
+		{"10.96.0.10", 80, udp, "reject"},    // a protocol no Service has
+		{"10.96.0.11", 53, udp, "reject"},    // no endpoints (the Service's own reject)
+		{"10.96.0.99", 80, tcp, "drop"},      // unallocated
+		{"10.97.0.1", 80, tcp, "accept"},     // not the Service range
+		{"fd96::10", 80, tcp, "dnat"},        // served
+		{"fd96::a", 54, udp, "reject"},       // a port no Service has
+		{"fd96::99", 80, tcp, "drop"},        // unallocated
+		{"fd97::1", 80, tcp, "accept"},       // not the Service range
+		{"192.0.2.10", 30080, tcp, "dnat"},   // a NodePort
+		{"192.0.2.10", 31000, tcp, "accept"}, // not a NodePort: the node's own
+		{"198.51.100.7", 81, tcp, "accept"},  // an LB address is no ClusterIP
+	})
+	// a/one leaves, the v6 range goes: its ClusterIP is unallocated.
+	next := *snap
+	next.Ports = slices.DeleteFunc(slices.Clone(snap.Ports), func(sp svcmodel.ServicePort) bool { return sp.Name.Name == "one" })
+	next.ServiceCIDRs = snap.ServiceCIDRs[:1]
+	if err := s.Apply(&next); err != nil {
+		t.Fatal(err)
+	}
+	check("a/one deleted, no v6 range", []tc{
+		{"10.96.0.13", 9, unix.IPPROTO_SCTP, "drop"},
+		{"10.96.0.12", 81, tcp, "reject"},
+		{"fd96::99", 80, tcp, "accept"},
+		{"fd96::a", 54, udp, "reject"},
+	})
+	if err := s.Apply(snap); err != nil {
+		t.Fatal(err)
+	}
+	check("back", []tc{{"10.96.0.13", 9, unix.IPPROTO_SCTP, "dnat"}, {"10.96.0.13", 10, unix.IPPROTO_SCTP, "reject"}, {"fd96::99", 80, tcp, "drop"}})
+	// Someone deletes a ClusterIP's element: Resync puts it back.
+	if err := c.SetDeleteElements(&nftables.Set{Table: svcTable(), Name: svcClusterIPs4, KeyType: nftables.TypeIPAddr},
+		[]nftables.SetElement{{Key: netip.MustParseAddr("10.96.0.10").AsSlice()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("drifted", []tc{{"10.96.0.10", 81, tcp, "drop"}})
+	if err := s.Resync(snap); err != nil {
+		t.Fatal(err)
+	}
+	check("resynced", []tc{{"10.96.0.10", 81, tcp, "reject"}})
 }
