@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +40,9 @@ const (
 	// the LoadBalancer IPAM's (agent/lbipam).
 	Services
 	EndpointSlices
+	// ServiceCIDRs are the cluster's Service ranges
+	// (networking.k8s.io/v1), the Services proxy's check of the range.
+	ServiceCIDRs
 	NodePods
 	numKinds
 )
@@ -60,6 +64,8 @@ var kinds = [numKinds]struct {
 	Services:   {corev1.SchemeGroupVersion, "/api", "services", &corev1.Service{}, func() runtime.Object { return &corev1.ServiceList{} }},
 	EndpointSlices: {discoveryv1.SchemeGroupVersion, "/apis", "endpointslices", &discoveryv1.EndpointSlice{},
 		func() runtime.Object { return &discoveryv1.EndpointSliceList{} }},
+	ServiceCIDRs: {networkingv1.SchemeGroupVersion, "/apis", "servicecidrs", &networkingv1.ServiceCIDR{},
+		func() runtime.Object { return &networkingv1.ServiceCIDRList{} }},
 	NodePods: {corev1.SchemeGroupVersion, "/api", "pods", &corev1.Pod{}, func() runtime.Object { return &corev1.PodList{} }},
 }
 
@@ -216,7 +222,7 @@ func (c *Cache) informer(kind Kind) (cache.SharedIndexInformer, error) {
 }
 
 // Handle registers h for kind's objects (*Pod of Pods and NodePods,
-// *Namespace, *Node, *Service or *EndpointSlice, or a
+// *Namespace, *Node, *Service, *EndpointSlice or *ServiceCIDR, or a
 // cache.DeletedFinalStateUnknown holding one on a delete): h is handed
 // every object the informer holds (the informer's first list, or what it
 // holds when h comes later), then every change, on a goroutine of h's

@@ -3,11 +3,13 @@ package cluster
 import (
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -87,5 +89,19 @@ func TestSlimServiceReaders(t *testing.T) {
 	got, _ = slim(s, keep{loadBalancer: func(s *corev1.Service) any { seen = s.Name; return s.Name }})
 	if lb := got.(*Service).LoadBalancer; lb != "kube-dns" || seen != "kube-dns" {
 		t.Errorf("with Config.LoadBalancer: %v, want what it made of the API Service (kube-dns)", lb)
+	}
+}
+
+func TestServiceCIDRFromAPI(t *testing.T) {
+	in := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", ResourceVersion: "7"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/12", "fd00:10:96::1/112", "bad"}}}
+	got, _ := slim(in, keep{})
+	c, ok := got.(*ServiceCIDR)
+	if !ok {
+		t.Fatalf("slim: %T, want *ServiceCIDR", got)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112")}
+	if c.Key() != "kubernetes" || !slices.Equal(c.CIDRs, want) || c.ResourceVersion != "7" {
+		t.Errorf("%+v, want kubernetes %v", c, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/cnibox/cnibox/internal/agentapi"
 	"github.com/cnibox/cnibox/internal/policymodel"
@@ -149,6 +150,8 @@ func slim(obj any, k keep) (out any, bad error) {
 		return out, nil
 	case *discoveryv1.EndpointSlice:
 		return EndpointSliceFromAPI(o), nil
+	case *networkingv1.ServiceCIDR:
+		return ServiceCIDRFromAPI(o), nil
 	}
 	return obj, nil
 }

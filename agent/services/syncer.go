@@ -48,6 +48,9 @@ type Config struct {
 	NodePortAddrs func() (addrs []netip.Addr, all bool, err error)
 	// ClusterCIDRs are the pods' networks (Snapshot.ClusterCIDRs).
 	ClusterCIDRs []netip.Prefix
+	// ServiceCIDRs, if set, are the cluster's Service ranges
+	// (Snapshot.ServiceCIDRs), read at each sync.
+	ServiceCIDRs func() []netip.Prefix
 	// Health (nil: one of Resync's) is told of queued changes and syncs.
 	Health *ProxyHealth
 	// HealthChecks (nil: none) are synced with each snapshot.
@@ -229,11 +232,14 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 }
 
-// complete is snap with the node's NodePort addresses and the cluster
-// CIDRs (a copy: snap may be the one applied last).
+// complete is snap with the node's NodePort addresses, the cluster
+// CIDRs and the Service ranges (a copy: snap may be the one applied last).
 func (s *Syncer) complete(snap *svcmodel.Snapshot) (*svcmodel.Snapshot, error) {
 	out := *snap
 	out.ClusterCIDRs = s.cfg.ClusterCIDRs
+	if s.cfg.ServiceCIDRs != nil {
+		out.ServiceCIDRs = s.cfg.ServiceCIDRs()
+	}
 	s.all = false
 	if s.cfg.NodePortAddrs != nil {
 		addrs, all, err := s.cfg.NodePortAddrs()
@@ -252,7 +258,8 @@ func same(a, b *svcmodel.Snapshot) bool {
 		return a == b
 	}
 	return len(a.Ports) == len(b.Ports) && (len(a.Ports) == 0 || &a.Ports[0] == &b.Ports[0]) &&
-		slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
+		slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
+		slices.Equal(a.ServiceCIDRs, b.ServiceCIDRs)
 }
 
 // noLocal counts the ports with a Local policy and no local endpoint, by

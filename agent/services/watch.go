@@ -68,8 +68,9 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	hc := &HealthChecks{Healthy: cfg.Health.Healthy, Log: cfg.Log}
 	defer hc.Close()
 	syncer = NewSyncer(Config{Table: cfg.Table, State: w.state, Resync: cfg.Resync, NodePortAddrs: w.nodePortAddrs,
-		ClusterCIDRs: cfg.ClusterCIDRs, Health: cfg.Health, HealthChecks: hc, Metrics: cfg.Metrics, Log: cfg.Log, Synced: cfg.Synced})
+		ClusterCIDRs: cfg.ClusterCIDRs, ServiceCIDRs: w.serviceCIDRs, Health: cfg.Health, HealthChecks: hc, Metrics: cfg.Metrics, Log: cfg.Log, Synced: cfg.Synced})
 	var handlers []*cluster.Handler
+	var synced []cache.InformerSynced
 	defer func() {
 		for _, h := range handlers {
 			h.Stop()
@@ -78,17 +79,20 @@ func Watch(ctx context.Context, cfg WatchConfig) error {
 	for kind, h := range map[cluster.Kind]cache.ResourceEventHandler{
 		cluster.Nodes: handler(w.setNode, w.deleteNode), cluster.Services: handler(w.setService, w.deleteService),
 		cluster.EndpointSlices: handler(w.setSlice, w.deleteSlice),
+		cluster.ServiceCIDRs:   handler(w.setServiceCIDR, w.deleteServiceCIDR),
 	} {
 		reg, err := cfg.Cache.Handle(kind, h)
 		if err != nil {
 			return fmt.Errorf("services: %w", err)
 		}
 		handlers = append(handlers, reg)
+		if kind != cluster.ServiceCIDRs {
+			synced = append(synced, reg.HasSynced)
+		}
 	}
-	synced := make([]cache.InformerSynced, 0, len(handlers))
-	for _, h := range handlers {
-		synced = append(synced, h.HasSynced)
-	}
+	// (the first list of ServiceCIDRs is not waited for: a cluster
+	// without their API, before 1.33, is served without the check of
+	// the unallocated range.)
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // (ctx ended)
 	}
@@ -107,6 +111,8 @@ type watch struct {
 
 	mu   sync.Mutex
 	host []netip.Addr // this node's primary IPs
+	// cidrs are the ServiceCIDR objects' ranges, by name.
+	cidrs map[string][]netip.Prefix
 }
 
 // handler is a handler calling set for each object and del for each
@@ -189,4 +195,53 @@ func (w *watch) nodePortAddrs() ([]netip.Addr, bool, error) {
 	}
 	out, all := w.cfg.NodePorts.Resolve(w.hostIPs(), addrs)
 	return out, all, nil
+}
+
+func (w *watch) setServiceCIDR(obj any) {
+	c, ok := obj.(*cluster.ServiceCIDR)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	changed := !slices.Equal(w.cidrs[c.Name], c.CIDRs)
+	if w.cidrs == nil {
+		w.cidrs = map[string][]netip.Prefix{}
+	}
+	w.cidrs[c.Name] = c.CIDRs
+	w.mu.Unlock()
+	if changed {
+		w.state.Touch()
+	}
+}
+
+func (w *watch) deleteServiceCIDR(obj any) {
+	c, ok := obj.(*cluster.ServiceCIDR)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	_, had := w.cidrs[c.Name]
+	delete(w.cidrs, c.Name)
+	w.mu.Unlock()
+	if had {
+		w.state.Touch()
+	}
+}
+
+// serviceCIDRs is the Syncer's ServiceCIDRs: every ServiceCIDR's
+// ranges, sorted, once each (kube-proxy's OnServiceCIDRsChanged).
+func (w *watch) serviceCIDRs() []netip.Prefix {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []netip.Prefix
+	for _, ps := range w.cidrs {
+		out = append(out, ps...)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return slices.Compact(out)
 }
