@@ -114,10 +114,11 @@ var (
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 	}
 	// the Services proxy (--service-proxy, off by default): the Services
-	// and EndpointSlices of agent/cluster's cache (agent/services)
+	// EndpointSlices and ServiceCIDRs of agent/cluster's cache (agent/services)
 	serviceProxyRules = []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list", "watch"}},
 	}
 	// the LoadBalancer IPAM (--lb-ipam, off by default; agent/lbipam):
 	// its informers of the Services and pools while it leads (the nodes:
