@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cnibox/cnibox/agent/cluster"
@@ -142,4 +144,32 @@ func TestWatchKube(t *testing.T) {
 	if fmt.Sprint(npa) != "[192.0.2.1]" {
 		t.Errorf("NodePort addresses %v, want the node's primary IP [192.0.2.1] of the interfaces' 192.0.2.1 and 198.51.100.1", npa)
 	}
+
+	// The Service ranges: the API server's own ServiceCIDR and one
+	// created, then deleted, reach the snapshot.
+	extra := netip.MustParsePrefix("10.200.0.0/24")
+	waitCIDRs := func(what string, ok func([]netip.Prefix) bool) {
+		t.Helper()
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case cl := <-tab.calls:
+				if ok(cl.snap.ServiceCIDRs) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: no such snapshot within a minute", what)
+			}
+		}
+	}
+	_, err = cs.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{extra.String()}}}, metav1.CreateOptions{})
+	must(t, err)
+	waitCIDRs("a ServiceCIDR created", func(ps []netip.Prefix) bool {
+		return slices.Contains(ps, extra) && slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(cip) })
+	})
+	must(t, cs.NetworkingV1().ServiceCIDRs().Delete(ctx, "extra", metav1.DeleteOptions{}))
+	waitCIDRs("the ServiceCIDR deleted", func(ps []netip.Prefix) bool {
+		return !slices.Contains(ps, extra) && slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(cip) })
+	})
 }
