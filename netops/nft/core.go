@@ -62,6 +62,9 @@ type tableSpec struct {
 	// (core_marks.go), one of sets (kept): a chain with a mark whose mark
 	// is in it is not dumped.
 	marks *nftables.Set
+	// audit picks the marked chains whose rules are read all the same
+	// (core_marks.go): none when zero.
+	audit markAudit
 	// what names the table in errors ("egress", "the fabric rules").
 	what string
 }

@@ -32,6 +32,8 @@ type tableState struct {
 	// uses are the chains' use counts (read when the spec has a mark
 	// set), wantUses the spec's (core_chains.go).
 	uses, wantUses map[string]uint32
+	// audit is the spec's (core_marks.go).
+	audit markAudit
 }
 
 // dumpTable reads what the kernel holds of s: a get of the table, then,

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 
 	"github.com/google/nftables"
 )
@@ -30,10 +31,25 @@ import (
 // A chain's mark is trusted only if the kernel's use count of the chain
 // (NFTA_CHAIN_USE: its rules and the jumps to it) is the spec's: a rule
 // someone added to or deleted from a marked chain, or its flush, makes it
-// dumped and repaired as before. What it gives up: a rule someone replaced
-// by another in a marked chain (`nft replace rule`: the count stays) is
-// not seen by the full sync, nor a chain that another jump to it and one
-// rule fewer leave at its count. cnibox's own writes keep the marks true.
+// dumped and repaired as before. What the count does not see, a rule
+// someone replaced by another in a marked chain (`nft replace rule`: the
+// count stays), or a chain that another jump to it and one rule fewer
+// leave at its count, the audit does: a spec's audit (markAudit) picks a
+// slice of the marked chains (by their name's hash) whose rules are read
+// and compared all the same, and the table's owner moves it at each full
+// sync (the policy table: policy_marks.go), so such a change is repaired
+// within as many full syncs as there are slices. cnibox's own writes keep
+// the marks true.
+
+// markAudit picks, of a spec's marked chains, those whose rules a full
+// sync reads all the same (see above): those whose name's hash is slice
+// modulo of; of 1 picks all, of 0 none.
+type markAudit struct{ slice, of int }
+
+// picks reports whether a picks the chain of mark.
+func (a markAudit) picks(mark []byte) bool {
+	return a.of > 0 && len(mark) == markSize && binary.BigEndian.Uint64(mark[:8])%uint64(a.of) == uint64(a.slice)
+}
 
 // markSize is a mark's length: an IPv6 address's, the set's key type.
 const markSize = 16
@@ -65,6 +81,7 @@ func (h *Handle) readMarks(s *tableSpec, st *tableState) error {
 		return err
 	}
 	st.wantUses = s.chainUses()
+	st.audit = s.audit
 	st.marks = make(map[string][][]byte, len(elems))
 	for _, e := range elems {
 		if len(e.key) == markSize {
@@ -76,9 +93,9 @@ func (h *Handle) readMarks(s *tableSpec, st *tableState) error {
 
 // marked reports whether the kernel's chain cs is as cs wants it by its
 // mark (in the mark set) and its use count (the spec's: as many rules, and
-// as many jumps to it).
+// as many jumps to it), and is not one the audit picks.
 func (st *tableState) marked(cs *chainSpec) bool {
-	if cs.mark == nil || cs.hook != nil {
+	if cs.mark == nil || cs.hook != nil || st.audit.picks(cs.mark) {
 		return false
 	}
 	if u, ok := st.uses[cs.name]; !ok || u != st.wantUses[cs.name] {

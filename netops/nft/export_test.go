@@ -69,3 +69,16 @@ func SetPolicyChunkMsgs(t testing.TB, n int) {
 
 // RuleDumps is how many dumps of rules this process has asked for.
 func RuleDumps() uint64 { return ruleDumps.Load() }
+
+// PolicyAuditSlices is policyAuditSlices: a rule replaced in a marked
+// chain is put back within that many full syncs.
+const PolicyAuditSlices = policyAuditSlices
+
+// ChainRules are the rules of chain of table as the full sync reads them.
+func (h *Handle) ChainRules(table *nftables.Table, chain string) ([]*nftables.Rule, error) {
+	if _, err := h.nftConn(); err != nil {
+		return nil, err
+	}
+	rs, err := h.dumpRules(table, chain)
+	return rs[chain], err
+}

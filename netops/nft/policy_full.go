@@ -66,6 +66,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 	pc, counters := renderPolicy(c.Rules, nil)
 	fps := fingerprints(pc)
 	spec := policySpec(c, pc, counters, fps)
+	spec.audit = pt.policyAudit()
 	have, err := h.dumpTable(spec)
 	if err != nil {
 		pt.forget()
@@ -134,6 +135,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 	}
 	pt.fp = fps
 	pt.objs = specObjs(spec)
+	pt.audits++ // the next slice (policy_marks.go)
 	if len(pend.closed) > 0 {
 		if err := h.releaseUnattached(pend.closed); err != nil {
 			return fmt.Errorf("release closed addresses: %w", err)

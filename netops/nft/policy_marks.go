@@ -10,6 +10,14 @@ import "github.com/google/nftables"
 // its fingerprint as this Handle last wrote it; the whole set when it
 // does not know them, as it then flushes every chain) and adds the mark
 // of each chain it fills.
+//
+// What a mark does not see (a rule someone replaced in place: the chain's
+// use count stays) the audit does (core_marks.go): each full sync reads
+// the rules of one slice of the marked chains all the same, 1 of
+// policyAuditSlices, the next slice at the next full sync; a Handle's
+// first full sync reads them all. So a chain someone changed that way is
+// put back within policyAuditSlices full syncs (the agent's periodic
+// resync) of a Handle, and at the first full sync of a new one.
 
 // policyMarksSet is the policy table's set of chain marks.
 const policyMarksSet = "marks"
@@ -50,4 +58,18 @@ func (t *policyTxn) remark(name string, st *policyState) error {
 		return nil
 	}
 	return t.conn().SetAddElements(policyMarksObj(), []nftables.SetElement{{Key: chainMark(name, fp)}})
+}
+
+// policyAuditSlices is the number of slices of the marked chains the
+// full syncs read in turn (see above): at the cap (32,000 chains), some
+// 2,000 chains' rules at each.
+const policyAuditSlices = 16
+
+// policyAudit is the audit of pt's next full sync: all the marked chains
+// for the first, then each slice in turn.
+func (pt *policyTable) policyAudit() markAudit {
+	if pt.audits == 0 {
+		return markAudit{slice: 0, of: 1}
+	}
+	return markAudit{slice: (pt.audits - 1) % policyAuditSlices, of: policyAuditSlices}
 }

@@ -27,6 +27,9 @@ type policyTable struct {
 	objs *policyObjs
 	// gen: the table's generation (policy_gen.go), 0 when unknown.
 	gen uint32
+	// audits: the full syncs this Handle made, which pick the slice of
+	// the marked chains the next one reads all the same (policyAudit).
+	audits int
 }
 
 // policyOf is h's policyTable.
