@@ -37,7 +37,7 @@ type controller struct {
 	warned  map[string]bool   // the holders without a route, told once
 	status  map[string]string // the status last written of each gateway (JSON)
 
-	m         *metrics
+	m         *addrhold.Metrics
 	takeovers uint64
 
 	programmed Plan // the plan last written to the kernel, the status and the store
@@ -55,10 +55,9 @@ func newController(cfg Config, node, uplink string, cluster []netip.Prefix, leas
 	c.elect = addrhold.NewElection(addrhold.Config{T: cfg.Timing, Leases: leases, Fence: fence, Log: cfg.Log, What: "egress gateways",
 		OnTake: func(_ netip.Addr, _ string, lastSeen time.Time) {
 			c.takeovers++
-			c.m.takeovers.Inc()
-			c.m.takeover.Observe(time.Since(lastSeen).Seconds())
+			c.m.Took(lastSeen)
 		},
-		OnFailure: c.m.failures.Inc})
+		OnFailure: c.m.Failures.Inc})
 	return c
 }
 

@@ -83,7 +83,7 @@ type controller struct {
 	dirty   bool
 	written bool
 
-	m         *metrics
+	m         *addrhold.Metrics
 	takeovers uint64
 }
 
@@ -146,10 +146,9 @@ func Run(ctx context.Context, cfg Config) error {
 	c.elect = addrhold.NewElection(addrhold.Config{T: cfg.Timing, Leases: leases, Fence: fence, Log: cfg.Log, What: what,
 		OnTake: func(_ netip.Addr, _ string, lastSeen time.Time) {
 			c.takeovers++
-			c.m.takeovers.Inc()
-			c.m.takeover.Observe(time.Since(lastSeen).Seconds())
+			c.m.Took(lastSeen)
 		},
-		OnFailure: c.m.failures.Inc})
+		OnFailure: c.m.Failures.Inc})
 	c.nets = &addrhold.Networks{Core: core, Node: node, Host: cfg.Host, Uplink: uplink, Log: cfg.Log, What: what}
 	if cfg.Register != nil {
 		if err := cfg.Register(c.m); err != nil {
