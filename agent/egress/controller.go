@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -148,26 +147,10 @@ func Run(ctx context.Context, cfg Config) error {
 // waitCRD waits until the API serves EgressGateways and the agent may
 // list them; false when ctx ended first. It says once why it waits.
 func waitCRD(ctx context.Context, gwc rest.Interface, cfg Config) bool {
-	told := ""
-	for {
-		err := gwc.Get().Resource(Resource).Param("limit", "1").Do(ctx).Error()
-		if err == nil {
-			return true
-		}
-		why := "the API does not serve " + Resource + "." + GroupVersion().Group + " (apply deploy/kubernetes/egressgateway-crd.yaml to use them)"
-		if apierrors.IsForbidden(err) {
-			why = "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-egress grants it; flannel's manifest does not)"
-		}
-		if why != told {
-			cfg.Log.Info("egress gateways: not serving them: "+why+"; asking again every "+cfg.CRDPoll.String(), "err", err)
-			told = why
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(cfg.CRDPoll):
-		}
-	}
+	return kubeapi.WaitCRD(ctx, gwc, kubeapi.CRDWait{Resource: Resource, Poll: cfg.CRDPoll, Log: cfg.Log,
+		Waiting:   "egress gateways: not serving them: ",
+		NotServed: "the API does not serve " + Resource + "." + GroupVersion().Group + " (apply deploy/kubernetes/egressgateway-crd.yaml to use them)",
+		Forbidden: "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-egress grants it; flannel's manifest does not)"})
 }
 
 // startInformers runs the informers of the gateways and the Leases, and

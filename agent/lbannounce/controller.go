@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -181,26 +180,10 @@ func cmpOr(d, def time.Duration) time.Duration {
 // waitCRD waits until the API serves LoadBalancerIPPools and the agent may
 // list them; false when ctx ended first. It says once why it waits.
 func waitCRD(ctx context.Context, poolc rest.Interface, cfg Config) bool {
-	told := ""
-	for {
-		err := poolc.Get().Resource(lbipam.Resource).Param("limit", "1").Do(ctx).Error()
-		if err == nil {
-			return true
-		}
-		why := "the API does not serve " + lbipam.Resource + ".cnibox.io (apply deploy/kubernetes/loadbalancerippool-crd.yaml to use them)"
-		if apierrors.IsForbidden(err) {
-			why = "the agent may not list " + lbipam.Resource + ".cnibox.io (the chart's ClusterRole cnibox-lb-announce grants it, with loadBalancer.announce)"
-		}
-		if why != told {
-			cfg.Log.Info(what+": not serving: "+why+"; asking again every "+cfg.CRDPoll.String(), "err", err)
-			told = why
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(cfg.CRDPoll):
-		}
-	}
+	return kubeapi.WaitCRD(ctx, poolc, kubeapi.CRDWait{Resource: lbipam.Resource, Poll: cfg.CRDPoll, Log: cfg.Log,
+		Waiting:   what + ": not serving: ",
+		NotServed: "the API does not serve " + lbipam.Resource + ".cnibox.io (apply deploy/kubernetes/loadbalancerippool-crd.yaml to use them)",
+		Forbidden: "the agent may not list " + lbipam.Resource + ".cnibox.io (the chart's ClusterRole cnibox-lb-announce grants it, with loadBalancer.announce)"})
 }
 
 // startInformers runs the informers of the pools and the Leases and

@@ -13,7 +13,6 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	netv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -154,26 +153,10 @@ func Run(ctx context.Context, cfg Config) error {
 // waitCRD waits until the API serves LoadBalancerIPPools; false when ctx
 // ended first. It says once why it waits.
 func (c *controller) waitCRD(ctx context.Context) bool {
-	told := ""
-	for {
-		err := c.poolc.Get().Resource(Resource).Param("limit", "1").Do(ctx).Error()
-		if err == nil {
-			return true
-		}
-		why := "the API does not serve " + Resource + "." + GroupVersion().Group + " (apply deploy/kubernetes/loadbalancerippool-crd.yaml)"
-		if apierrors.IsForbidden(err) {
-			why = "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-lb-ipam grants it)"
-		}
-		if why != told {
-			c.cfg.Log.Info("LoadBalancer IPAM: waiting: "+why+"; asking again every "+c.cfg.CRDPoll.String(), "err", err)
-			told = why
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(c.cfg.CRDPoll):
-		}
-	}
+	return kubeapi.WaitCRD(ctx, c.poolc, kubeapi.CRDWait{Resource: Resource, Poll: c.cfg.CRDPoll, Log: c.cfg.Log,
+		Waiting:   "LoadBalancer IPAM: waiting: ",
+		NotServed: "the API does not serve " + Resource + "." + GroupVersion().Group + " (apply deploy/kubernetes/loadbalancerippool-crd.yaml)",
+		Forbidden: "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-lb-ipam grants it)"})
 }
 
 // loop renews (or waits for) the Lease every period and plans on every
