@@ -374,6 +374,12 @@ func (f *flags) validate() error {
 
 // healthzAddr is where --healthz-ip/--healthz-port serve ("" when the port
 // is 0).
+// noKernel: the agent serves the pod API or the cluster IPAM alone
+// (--pod-api-only, --cluster-ipam-only): another daemon owns the node's
+// network (the Multus-style DaemonSet runs such an agent without a
+// capability), so this one leaves every table, link and route alone.
+func (f *flags) noKernel() bool { return f.pod.only || f.ipam.only }
+
 func (f *flags) healthzAddr() string {
 	if f.healthzPort == 0 {
 		return ""

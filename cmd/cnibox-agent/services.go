@@ -57,13 +57,17 @@ func serviceOf(proto uint8, frontend netip.AddrPort) (svcmodel.PortName, bool) {
 // (--service-proxy) until ctx ends, beside the agent's other Kubernetes
 // features on the same informer cache; kube-proxy's /healthz and /livez
 // are then health's, and its metrics in health's registry. Off, it
-// removes the table an earlier agent left. wait returns once the proxy
+// removes the table an earlier agent left, unless it does no kernel work
+// (noKernel: the table is then another agent's). wait returns once the proxy
 // stopped; the table stays as its last sync left it (the next agent
 // takes it over). done is closed when the proxy stops, after the
 // proxy's error if it failed (ctx's end is no error). With
 // --service-proxy-only the agent is ready once the first sync is in.
 func startServices(ctx context.Context, f *flags, health *agent.Health, log *slog.Logger) (wait func(), done <-chan error, err error) {
 	if !f.svc.proxy {
+		if f.noKernel() {
+			return func() {}, nil, nil
+		}
 		h, err := netops.Open("")
 		if err != nil {
 			return nil, nil, fmt.Errorf("--service-proxy=false: %w", err)

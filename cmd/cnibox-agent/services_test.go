@@ -4,8 +4,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/cnibox/cnibox/agent"
+	"github.com/cnibox/cnibox/internal/svcmodel"
+	"github.com/cnibox/cnibox/netops"
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // TestServiceFlags: the proxy's flags, their defaults and their errors.
@@ -76,6 +84,50 @@ func TestServiceProxyOnly(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), n) {
 				t.Errorf("%q: %v; want an error naming %s", c.args, err, n)
 			}
+		}
+	}
+}
+
+// TestServicesTableLeftToItsOwner: an agent without --service-proxy
+// removes the services table an earlier agent of its own left, but an
+// agent that does no kernel work (--pod-api-only, --cluster-ipam-only:
+// the Multus-style DaemonSet's, run without a capability) leaves it to
+// the daemon that owns the node's network. Before, it tried to remove it
+// and, refused (no CAP_NET_ADMIN), exited: the DaemonSet never came up.
+func TestServicesTableLeftToItsOwner(t *testing.T) {
+	nstest.RequireRoot(t)
+	if !nstest.InPrivateNetns() {
+		t.Skip("not in the private namespace of nstest.MainInPrivateNetns: the test writes a services table")
+	}
+	h, err := netops.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	t.Cleanup(func() { _ = newServicesTable(h).Delete() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, c := range []struct {
+		args []string
+		kept bool
+	}{
+		{[]string{"--pod-api-only"}, true},
+		{[]string{"--cluster-ipam-only"}, true},
+		{nil, false}, // the overlay's agent: the table is its own
+	} {
+		if err := newServicesTable(h).Apply(&svcmodel.Snapshot{}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := parseFlags(c.args, &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		stop, _, err := startServices(context.Background(), f, &agent.Health{}, log)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		stop()
+		if _, ok, err := h.NFT().ServicesFrontendCount(); err != nil || ok != c.kept {
+			t.Errorf("%q: services table there %v (%v), want %v", c.args, ok, err, c.kept)
 		}
 	}
 }
