@@ -58,7 +58,8 @@ func runFlows(c *ucli.Context) error {
 
 // flowRow is a record as one line of the table: the time (local, to the
 // millisecond), verdict, direction, protocol, source, destination and the
-// deciding policy; a suppressed record says how many and its top pair.
+// deciding policy, then, for a connection through a Service, "via" and
+// the Service; a suppressed record says how many and its top pair.
 // The widths fit 100 columns for names of a usual length; a longer one
 // pushes the rest of its line, never cut.
 func flowRow(r *flowlog.Record) string {
@@ -78,7 +79,25 @@ func flowRow(r *flowlog.Record) string {
 	if r.Reason != "" {
 		why, dir = r.Reason, "-" // no policy, no direction: dropped before both (an INVALID packet)
 	}
-	return fmt.Sprintf("%-12s %-12s %-3s %-6s %-19s %-19s %s", ts, r.Verdict, dir, r.Proto, flowEnd(r.Src), flowEnd(r.Dst), why)
+	line := fmt.Sprintf("%-12s %-12s %-3s %-6s %-19s %-19s %s", ts, r.Verdict, dir, r.Proto, flowEnd(r.Src), flowEnd(r.Dst), why)
+	if r.Service != nil {
+		line += " via " + flowService(r.Service)
+	}
+	return line
+}
+
+// flowService is the Service a connection went to as svc/ns/name, with
+// :portname for a named port; the frontend ip:port when the agent could
+// not name it.
+func flowService(s *flowlog.Service) string {
+	if s.Name == "" {
+		return netip.AddrPortFrom(s.IP, s.Port).String()
+	}
+	name := "svc/" + s.Namespace + "/" + s.Name
+	if s.PortName != "" {
+		name += ":" + s.PortName
+	}
+	return name
 }
 
 // flowEnd is an endpoint as ns/pod:port, or ip:port outside the cluster.

@@ -109,6 +109,29 @@ func TestFlowsTable(t *testing.T) {
 	}
 }
 
+// TestFlowsService: a connection through a Service ends its line with
+// the Service, named or, when the agent could not name it, its frontend.
+func TestFlowsService(t *testing.T) {
+	ip := netip.MustParseAddr
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	rec := flowlog.Record{Time: t0, Node: "node-1", Verdict: flowlog.Allow, Direction: flowlog.Egress, Proto: "TCP",
+		Src:     flowlog.Endpoint{IP: ip("10.88.1.5"), Port: 43122, Namespace: "shop", Pod: "web-0"},
+		Dst:     flowlog.Endpoint{IP: ip("10.88.2.7"), Port: 5432, Namespace: "db", Pod: "pg-0"},
+		Policy:  &flowlog.Policy{Kind: flowlog.KindNetworkPolicy, Namespace: "shop", Name: "out", Rule: "0"},
+		Service: &flowlog.Service{IP: ip("10.96.0.20"), Port: 5432, Namespace: "db", Name: "pg", PortName: "sql"}}
+	unnamed := rec
+	unnamed.Service = &flowlog.Service{IP: ip("10.96.0.20"), Port: 5432}
+	out, errs, code := runApp("flows", "--file", writeFlows(t, rec, unnamed))
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	row := t0.Local().Format("15:04:05.000") + " allow        out TCP    shop/web-0:43122    db/pg-0:5432        np/shop/out#0 via "
+	want := flowsHeader + "\n" + row + "svc/db/pg:sql\n" + row + "10.96.0.20:5432\n"
+	if out != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+}
+
 // TestFlowsJSON: --json prints the records as they are in the file.
 func TestFlowsJSON(t *testing.T) {
 	path := writeFlows(t, testFlows()...)
