@@ -14,18 +14,7 @@ import (
 // inspectEgress shows the node's egress gateways as cnibox-agent last
 // recorded them: each address, its holder, this node's part, its pods.
 func inspectEgress(c *ucli.Context) error {
-	var st store.EgressState
-	var found bool
-	if err := readStore(c, func(s *store.Store) (err error) {
-		st, found, err = s.Egress()
-		return err
-	}); err != nil {
-		return err
-	}
-	if !found {
-		st.Gateways = []store.EgressGateway{}
-	}
-	return show(c, st, printEgress, nil)
+	return inspectView(c, (*store.Store).Egress, func(st *store.EgressState) { st.Gateways = []store.EgressGateway{} }, printEgress)
 }
 
 // printEgress prints one row per address of each gateway.
@@ -34,7 +23,7 @@ func printEgress(w io.Writer, st store.EgressState) error {
 		_, err := fmt.Fprintln(w, "no egress gateways recorded: cnibox-agent (--kube-subnet-mgr) serves them once deploy/kubernetes/egressgateway-crd.yaml is applied (docs/egress.md)")
 		return err
 	}
-	fmt.Fprintf(w, "node %s, uplink %s, %d takeovers since the agent started, as of %s\n\n", st.Node, st.Uplink, st.Takeovers, st.Updated.Local().Format("2006-01-02 15:04:05"))
+	printViewHead(w, st.Node, st.Uplink, st.Takeovers, st.Updated)
 	tw := newTable(w)
 	row(tw, "GATEWAY", "READY", "EGRESS IP", "HOLDER", "THIS NODE", "PODS", "PODS HERE")
 	for _, g := range st.Gateways {

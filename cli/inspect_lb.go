@@ -16,18 +16,7 @@ import (
 // (--lb-announce) last recorded them on this node: the pools (size, used,
 // free), each address with its Services and the node announcing it.
 func inspectLB(c *ucli.Context) error {
-	var st store.LBState
-	var found bool
-	if err := readStore(c, func(s *store.Store) (err error) {
-		st, found, err = s.LB()
-		return err
-	}); err != nil {
-		return err
-	}
-	if !found {
-		st.Pools, st.Addresses = []store.LBPool{}, []store.LBAddress{}
-	}
-	return show(c, st, printLB, nil)
+	return inspectView(c, (*store.Store).LB, func(st *store.LBState) { st.Pools, st.Addresses = []store.LBPool{}, []store.LBAddress{} }, printLB)
 }
 
 // printLB prints the pools, then one row per address.
@@ -36,7 +25,7 @@ func printLB(w io.Writer, st store.LBState) error {
 		_, err := fmt.Fprintln(w, "no load balancer addresses recorded: cnibox-agent --lb-announce records them once deploy/kubernetes/loadbalancerippool-crd.yaml is applied (docs/loadbalancer.md)")
 		return err
 	}
-	fmt.Fprintf(w, "node %s, uplink %s, %d takeovers since the agent started, as of %s\n\n", st.Node, st.Uplink, st.Takeovers, st.Updated.Local().Format("2006-01-02 15:04:05"))
+	printViewHead(w, st.Node, st.Uplink, st.Takeovers, st.Updated)
 	tw := newTable(w)
 	row(tw, "POOL", "SIZE", "USED", "FREE", "STATE")
 	for _, p := range st.Pools {

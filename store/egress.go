@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"net/netip"
 	"time"
 )
@@ -43,18 +42,12 @@ type EgressIP struct {
 	Pods int `json:"pods"`
 }
 
-var egressRecords = records[EgressState]{bucket: []byte("egress"), what: "egress state"}
+var egressRecords = nodeViews[EgressState, *EgressState]{records[EgressState]{bucket: []byte("egress"), what: "egress state"}}
+
+func (st *EgressState) stamp() (node string, updated *time.Time) { return st.Node, &st.Updated }
 
 // PutEgress records st, replacing the previous one. Updated is set to now.
-func (s *Store) PutEgress(st EgressState) error {
-	if st.Node == "" {
-		return fmt.Errorf("store: egress state needs the node's name")
-	}
-	st.Updated = time.Now()
-	return egressRecords.putKey(s, []byte("egress"), "egress", st)
-}
+func (s *Store) PutEgress(st EgressState) error { return egressRecords.put(s, st) }
 
 // Egress returns the recorded egress state.
-func (s *Store) Egress() (st EgressState, found bool, err error) {
-	return egressRecords.getKey(s, []byte("egress"))
-}
+func (s *Store) Egress() (st EgressState, found bool, err error) { return egressRecords.get(s) }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"net/netip"
 	"time"
 )
@@ -47,18 +46,12 @@ type LBAddress struct {
 	Why        string `json:"why,omitempty"` // why no node may announce it
 }
 
-var lbRecords = records[LBState]{bucket: []byte("lb"), what: "load balancer state"}
+var lbRecords = nodeViews[LBState, *LBState]{records[LBState]{bucket: []byte("lb"), what: "load balancer state"}}
+
+func (st *LBState) stamp() (node string, updated *time.Time) { return st.Node, &st.Updated }
 
 // PutLB records st, replacing the previous one. Updated is set to now.
-func (s *Store) PutLB(st LBState) error {
-	if st.Node == "" {
-		return fmt.Errorf("store: load balancer state needs the node's name")
-	}
-	st.Updated = time.Now()
-	return lbRecords.putKey(s, []byte("lb"), "lb", st)
-}
+func (s *Store) PutLB(st LBState) error { return lbRecords.put(s, st) }
 
 // LB returns the recorded load balancer state.
-func (s *Store) LB() (st LBState, found bool, err error) {
-	return lbRecords.getKey(s, []byte("lb"))
-}
+func (s *Store) LB() (st LBState, found bool, err error) { return lbRecords.get(s) }

@@ -20,6 +20,10 @@
 //   - networks.go: the node's uplink networks published in its Node's
 //     annotation cluster.EgressNetworksAnnotation (what node may hold what
 //     address).
+//   - member.go, clients.go: what a controller of one kind of addresses
+//     runs besides its plan (Member): the election, the fence, the
+//     networks, the metrics, the informers and the loop, and the record
+//     of its view for `cnibox inspect`.
 //
 // Exactly one node holds an address at a time. A holder keeps it only
 // while its last renewal is younger than the Lease's duration less a

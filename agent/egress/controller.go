@@ -10,12 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	coordv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cnibox/cnibox/agent/addrhold"
 	"github.com/cnibox/cnibox/agent/cluster"
@@ -75,23 +71,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Recheck == 0 {
 		cfg.Recheck = 30 * time.Second
 	}
-	node, err := kubecore.NodeName(cfg.NodeName, what)
+	k, err := addrhold.Connect(cfg.Cluster, what)
 	if err != nil {
 		return err
 	}
-	rc, err := cfg.Config(what)
-	if err != nil {
-		return err
-	}
-	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Node{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	gwc, err := kubecore.GroupClient(rc, GroupVersion(), "/apis", &EgressGateway{}, &EgressGatewayList{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	coord, err := kubecore.GroupClient(rc, coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{}, &coordv1.LeaseList{})
+	gwc, err := kubecore.GroupClient(k.REST, GroupVersion(), "/apis", &EgressGateway{}, &EgressGatewayList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -100,25 +84,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var uplink string
 	var clusterNets []netip.Prefix
-	for {
-		var ok bool
-		if uplink, clusterNets, ok = cfg.Overlay(); ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	if !addrhold.WaitFor(ctx, func() (ok bool) { uplink, clusterNets, ok = cfg.Overlay(); return ok }) {
+		return nil
 	}
-	leases := &addrhold.Leases{C: coord, Kind: leaseKind(cfg.Namespace), Node: node, Duration: int32(max(cfg.Timing.Lease/time.Second, 1))}
-	c := newController(cfg, node, uplink, clusterNets, leases)
-	c.gwc, c.core = gwc, core
-	c.nets = &addrhold.Networks{Core: core, Node: node, Host: cfg.Host, Uplink: uplink, Log: cfg.Log, What: "egress gateways"}
-	if cfg.Register != nil {
-		if err := cfg.Register(c.m); err != nil {
-			return fmt.Errorf("%s: metrics: %w", what, err)
-		}
+	c := newController(cfg, addrhold.MemberConfig{Clients: k, Kind: leaseKind(cfg.Namespace), Uplink: uplink,
+		Host: cfg.Host, T: cfg.Timing, Log: cfg.Log, What: what, Metrics: metricNames}, clusterNets)
+	c.gwc, c.core = gwc, k.Core
+	if err := c.Register(cfg.Register); err != nil {
+		return err
 	}
 	// (watched before the first read: a change in between is not missed)
 	fwd, err := cfg.Host.WatchForwarding(ctx, func(err error) {
@@ -127,22 +100,32 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		cfg.Log.Warn("egress gateways: cannot watch IPv4 forwarding; it is read every "+cfg.Recheck.String(), "err", err)
 	}
-	c.fwd = fwd
-	if err := c.nets.Publish(ctx); err != nil {
-		cfg.Log.Warn("egress gateways: cannot publish this node's networks; it will hold no egress address until it can", "err", err)
-	}
+	c.Forwarding = fwd
+	c.Publish(ctx, "it will hold no egress address until it can")
 	if cfg.Cache == nil {
 		cfg.Cache = cluster.New(cfg.Cluster, cfg.Log)
 		cfg.Cache.Start(ctx)
 		c.cfg.Cache = cfg.Cache
 	}
-	if err := c.startInformers(ctx, gwc, coord); err != nil {
+	if c.gws, err = c.Watch(ctx, addrhold.Watched{Cache: cfg.Cache, Kinds: []cluster.Kind{cluster.Pods, cluster.Namespaces, cluster.Nodes},
+		Client: gwc, Resource: Resource, Object: &EgressGateway{}, List: func() runtime.Object { return &EgressGatewayList{} }}); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	cfg.Log.Info("egress gateways: serving", "node", node, "uplink", uplink, "cluster", clusterNets)
-	c.loop(ctx)
+	cfg.Log.Info("egress gateways: serving", "node", k.Node, "uplink", uplink, "cluster", clusterNets)
+	c.Loop(ctx, cfg.Recheck, func(ctx context.Context, now time.Time, rechecked bool) {
+		// (every Recheck the kernel is checked against the plan again)
+		c.resync = c.resync || rechecked
+		c.step(ctx, now)
+	})
 	return nil
 }
+
+// metricNames are the controller's Prometheus metrics' (Config.Register).
+var metricNames = addrhold.MetricNames{Subsystem: "egress", Held: "addresses_held",
+	HeldHelp:      "Egress addresses this node holds.",
+	TakeoversHelp: "Egress addresses this node took over from another holder whose Lease expired.",
+	TakeoverHelp:  "From the last renewal this node saw of the previous holder to its own take of the Lease being accepted.",
+	FailsHelp:     "Writes of an egress Lease that failed (other than a conflict with another node's write)."}
 
 // waitCRD waits until the API serves EgressGateways and the agent may
 // list them; false when ctx ended first. It says once why it waits.
@@ -152,36 +135,3 @@ func waitCRD(ctx context.Context, gwc rest.Interface, cfg Config) bool {
 		NotServed: "the API does not serve " + Resource + "." + GroupVersion().Group + " (apply deploy/kubernetes/egressgateway-crd.yaml to use them)",
 		Forbidden: "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-egress grants it; flannel's manifest does not)"})
 }
-
-// startInformers runs the informers of the gateways and the Leases, and
-// registers on the cache's of pods, namespaces and nodes (until ctx ends);
-// each event marks the plan dirty.
-func (c *controller) startInformers(ctx context.Context, gwc, coord rest.Interface) error {
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.poke() },
-		UpdateFunc: func(any, any) { c.poke() },
-		DeleteFunc: func(any) { c.poke() },
-	}
-	for _, k := range []cluster.Kind{cluster.Pods, cluster.Namespaces, cluster.Nodes} {
-		reg, err := c.cfg.Cache.Handle(k, h)
-		if err != nil {
-			return err
-		}
-		context.AfterFunc(ctx, reg.Stop)
-		c.synced = append(c.synced, reg.HasSynced)
-	}
-	st, ctl := kubeapi.NewSlimInformer(gwc, Resource, &EgressGateway{}, func() runtime.Object { return &EgressGatewayList{} },
-		cache.InformerOptions{Handler: h, Transform: keep})
-	c.gws = st
-	go ctl.Run(ctx.Done())
-	c.synced = append(c.synced, ctl.HasSynced)
-	lw := cache.NewFilteredListWatchFromClient(coord, "leases", c.cfg.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = LeaseLabel })
-	st, ctl = cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &coordv1.Lease{}, Handler: h})
-	c.leaseStore = st
-	go ctl.Run(ctx.Done())
-	c.synced = append(c.synced, ctl.HasSynced)
-	return nil
-}
-
-// keep is the identity transform.
-func keep(o any) (any, error) { return o, nil }

@@ -15,15 +15,15 @@ import (
 // program writes the node's egress rules and routes for the plan (the
 // addresses on the uplink are the election's fence's, agent/addrhold).
 func (c *controller) program() {
-	spec := nft.EgressSpec{Cluster: c.cluster, Uplink: c.uplink}
+	spec := nft.EgressSpec{Cluster: c.cluster, Uplink: c.Uplink}
 	var routes []netops.EgressRoute
 	table := netops.EgressTableFirst
 	for _, u := range c.plan.Uses {
 		name := u.Gateway + "/" + u.IP.String()
 		switch {
-		case u.Holder == c.node && len(u.Pods) > 0:
+		case u.Holder == c.Node && len(u.Pods) > 0:
 			spec.Rules = append(spec.Rules, nft.EgressRule{Name: name, EgressIP: u.IP, Held: true, Sources: u.Pods, Destinations: u.Destinations})
-		case u.Holder != "" && u.Holder != c.node && len(u.Local) > 0 && table <= netops.EgressTableLast:
+		case u.Holder != "" && u.Holder != c.Node && len(u.Local) > 0 && table <= netops.EgressTableLast:
 			via, err := c.routeTo(u.Holder, u.IP.Is6())
 			if err != nil {
 				if !c.warned[u.Holder] {

@@ -17,108 +17,32 @@ import (
 
 // controller is Run's state, owned by its loop's goroutine but for the
 // informers (which only poke it) and the Lease writes (which report on
-// results, addrhold.Election).
+// results, addrhold.Election). The election's part is the Member's.
 type controller struct {
+	*addrhold.Member
 	cfg     Config
-	node    string
-	uplink  string
 	cluster []netip.Prefix
 	gwc     rest.Interface
 	core    rest.Interface
 
-	gws, leaseStore cache.Store // (pods, namespaces and nodes: cfg.Cache's)
-	synced          []cache.InformerSynced
-	kick            chan struct{}
-
-	elect   *addrhold.Election
-	holders map[netip.Addr]string
-	plan    Plan
-	dirty   bool
-	warned  map[string]bool   // the holders without a route, told once
-	status  map[string]string // the status last written of each gateway (JSON)
-
-	m         *addrhold.Metrics
-	takeovers uint64
+	gws    cache.Store // (pods, namespaces and nodes: cfg.Cache's)
+	plan   Plan
+	warned map[string]bool   // the holders without a route, told once
+	status map[string]string // the status last written of each gateway (JSON)
 
 	programmed Plan // the plan last written to the kernel, the status and the store
 	resync     bool // write it again even if it did not change
-
-	nets *addrhold.Networks
-	fwd  <-chan bool // changes of forwarding (nil: not watched)
 }
 
-func newController(cfg Config, node, uplink string, cluster []netip.Prefix, leases *addrhold.Leases) *controller {
-	c := &controller{cfg: cfg, node: node, uplink: uplink, cluster: cluster,
-		kick: make(chan struct{}, 1), holders: map[netip.Addr]string{},
-		status: map[string]string{}, m: newMetrics(), warned: map[string]bool{}}
-	fence := &addrhold.Fence{Host: cfg.Host, Link: uplink, T: cfg.Timing, Log: cfg.Log, What: "egress gateways"}
-	c.elect = addrhold.NewElection(addrhold.Config{T: cfg.Timing, Leases: leases, Fence: fence, Log: cfg.Log, What: "egress gateways",
-		OnTake: func(_ netip.Addr, _ string, lastSeen time.Time) {
-			c.takeovers++
-			c.m.Took(lastSeen)
-		},
-		OnFailure: c.m.Failures.Inc})
-	return c
-}
-
-// poke marks the plan dirty.
-func (c *controller) poke() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
-// tick is the loop's period: the election's decisions and the fence are
-// checked this often.
-const tick = 50 * time.Millisecond
-
-func (c *controller) loop(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	c.dirty = true
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	recheck := time.NewTicker(c.cfg.Recheck) // the networks and forwarding
-	defer recheck.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			c.elect.Shutdown()
-			return
-		case <-c.kick:
-			c.dirty = true
-		case r := <-c.elect.Results():
-			c.elect.Done(r)
-		case _, ok := <-c.fwd:
-			if !ok {
-				// (ctx ended, or the watch failed and said so: the
-				// recheck remains; nothing changed to publish)
-				c.fwd = nil
-				break
-			}
-			// (e.g. the bridge role turned it on with the node's first
-			// pod: the node may hold addresses from now on)
-			if err := c.nets.Publish(ctx); err != nil {
-				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
-			}
-		case <-recheck.C:
-			if err := c.nets.Publish(ctx); err != nil {
-				c.cfg.Log.Warn("egress gateways: cannot publish this node's networks", "err", err)
-			}
-			c.resync = true // the kernel checked against the plan again
-		case <-t.C:
-		}
-		c.step(ctx, time.Now())
-	}
+func newController(cfg Config, mc addrhold.MemberConfig, cluster []netip.Prefix) *controller {
+	return &controller{Member: addrhold.NewMember(mc), cfg: cfg, cluster: cluster,
+		status: map[string]string{}, warned: map[string]bool{}}
 }
 
 // step does what is due at now: read the Leases, decide, fence, and
 // reprogram the node when the plan changed.
 func (c *controller) step(ctx context.Context, now time.Time) {
-	c.elect.Read(c.leaseStore)
-	if c.dirty {
+	if c.Dirty {
 		c.plan = c.makePlan()
 	}
 	// The election of every address of every gateway (this node observes
@@ -127,11 +51,11 @@ func (c *controller) step(ctx context.Context, now time.Time) {
 	for _, ip := range c.plan.IPs() {
 		candidates[ip] = c.plan.Candidates[ip]
 	}
-	holders := c.elect.Step(ctx, now, candidates)
-	if c.dirty || c.resync || !maps.Equal(holders, c.holders) {
-		c.holders = holders
+	holders := c.Elect.Step(ctx, now, candidates)
+	if c.Dirty || c.resync || !maps.Equal(holders, c.Holders) {
+		c.Holders = holders
 		c.plan = c.makePlan()
-		c.dirty = false
+		c.Dirty = false
 		// Most events (any pod of the cluster changing) leave this node's
 		// plan as it was: the kernel, the status and the store are written
 		// only when it changed, and every Recheck (a rule removed under the
@@ -148,7 +72,7 @@ func (c *controller) step(ctx context.Context, now time.Time) {
 // makePlan plans from the informers' stores (the cache's too) and the
 // holders.
 func (c *controller) makePlan() Plan {
-	in := Inputs{Self: c.node, Holders: c.holders, Cluster: c.cluster,
+	in := Inputs{Self: c.Node, Holders: c.Holders, Cluster: c.cluster,
 		Namespaces: map[string]map[string]string{}, Nodes: map[string]Node{}}
 	for _, o := range c.gws.List() {
 		if g, ok := o.(*EgressGateway); ok {

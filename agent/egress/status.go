@@ -21,11 +21,11 @@ import (
 // whose agents publish their networks).
 func (c *controller) reporter() bool {
 	var hs []string
-	for _, h := range c.holders {
+	for _, h := range c.Holders {
 		hs = append(hs, h)
 	}
 	if len(hs) > 0 {
-		return slices.Min(hs) == c.node
+		return slices.Min(hs) == c.Node
 	}
 	return c.plan.Reporter
 }
@@ -52,7 +52,7 @@ func (c *controller) writeStatus(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			if h := c.holders[ip]; h != "" {
+			if h := c.Holders[ip]; h != "" {
 				want.EgressIPs = append(want.EgressIPs, HeldIP{EgressIP: s, Node: h})
 			}
 		}

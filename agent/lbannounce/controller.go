@@ -7,14 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	coordv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -65,25 +61,14 @@ type Config struct {
 	CRDPoll, Recheck time.Duration
 }
 
-// controller is Run's state, owned by its loop's goroutine.
+// controller is Run's state, owned by its loop's goroutine. The
+// election's part is the Member's.
 type controller struct {
-	cfg        Config
-	node       string
-	uplink     string
-	pools      cache.Store
-	leaseStore cache.Store
-	synced     []cache.InformerSynced
-	kick       chan struct{}
-
-	elect   *addrhold.Election
-	nets    *addrhold.Networks
+	*addrhold.Member
+	cfg     Config
+	pools   cache.Store
 	plan    Plan
-	holders map[netip.Addr]string
-	dirty   bool
 	written bool
-
-	m         *addrhold.Metrics
-	takeovers uint64
 }
 
 // Run announces the addresses this node is elected for until ctx ends: it
@@ -103,23 +88,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg.CRDPoll = cmpOr(cfg.CRDPoll, 30*time.Second)
 	cfg.Recheck = cmpOr(cfg.Recheck, 30*time.Second)
-	node, err := kubecore.NodeName(cfg.NodeName, what)
+	k, err := addrhold.Connect(cfg.Cluster, what)
 	if err != nil {
 		return err
 	}
-	rc, err := cfg.Config(what)
-	if err != nil {
-		return err
-	}
-	core, err := kubecore.GroupClient(rc, corev1.SchemeGroupVersion, "/api", &corev1.Node{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	poolc, err := kubecore.GroupClient(rc, lbipam.GroupVersion(), "/apis", &lbipam.LoadBalancerIPPool{}, &lbipam.LoadBalancerIPPoolList{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	coord, err := kubecore.GroupClient(rc, coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{}, &coordv1.LeaseList{})
+	poolc, err := kubecore.GroupClient(k.REST, lbipam.GroupVersion(), "/apis", &lbipam.LoadBalancerIPPool{}, &lbipam.LoadBalancerIPPoolList{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -127,48 +100,37 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	var uplink string
-	for {
-		var ok bool
-		if uplink, ok = cfg.Overlay(); ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	if !addrhold.WaitFor(ctx, func() (ok bool) { uplink, ok = cfg.Overlay(); return ok }) {
+		return nil
 	}
-	c := &controller{cfg: cfg, node: node, uplink: uplink, kick: make(chan struct{}, 1), m: newMetrics(), holders: map[netip.Addr]string{}}
-	leases := &addrhold.Leases{C: coord, Kind: addrhold.Kind{Prefix: LeasePrefix, Namespace: cfg.Namespace, Label: LeaseLabel},
-		Node: node, Duration: int32(max(cfg.Timing.Lease/time.Second, 1))}
-	fence := &addrhold.Fence{Host: cfg.Host, Link: uplink, T: cfg.Timing, Log: cfg.Log, What: what}
-	c.elect = addrhold.NewElection(addrhold.Config{T: cfg.Timing, Leases: leases, Fence: fence, Log: cfg.Log, What: what,
-		OnTake: func(_ netip.Addr, _ string, lastSeen time.Time) {
-			c.takeovers++
-			c.m.Took(lastSeen)
-		},
-		OnFailure: c.m.Failures.Inc})
-	c.nets = &addrhold.Networks{Core: core, Node: node, Host: cfg.Host, Uplink: uplink, Log: cfg.Log, What: what}
-	if cfg.Register != nil {
-		if err := cfg.Register(c.m); err != nil {
-			return fmt.Errorf("%s: metrics: %w", what, err)
-		}
+	c := &controller{cfg: cfg, Member: addrhold.NewMember(addrhold.MemberConfig{Clients: k,
+		Kind: addrhold.Kind{Prefix: LeasePrefix, Namespace: cfg.Namespace, Label: LeaseLabel}, Uplink: uplink,
+		Host: cfg.Host, T: cfg.Timing, Log: cfg.Log, What: what, Metrics: metricNames})}
+	if err := c.Register(cfg.Register); err != nil {
+		return err
 	}
-	if err := c.nets.Publish(ctx); err != nil {
-		cfg.Log.Warn(what+": cannot publish this node's networks; it announces nothing until it can", "err", err)
-	}
+	c.Publish(ctx, "it announces nothing until it can")
 	if cfg.Cache == nil {
 		cfg.Cache = cluster.New(cfg.Cluster, cfg.Log)
 		cfg.Cache.Start(ctx)
 		c.cfg.Cache = cfg.Cache
 	}
-	if err := c.startInformers(ctx, poolc, coord); err != nil {
+	if c.pools, err = c.Watch(ctx, addrhold.Watched{Cache: cfg.Cache, Kinds: []cluster.Kind{cluster.Services, cluster.EndpointSlices, cluster.Nodes},
+		Client: poolc, Resource: lbipam.Resource, Object: &lbipam.LoadBalancerIPPool{},
+		List: func() runtime.Object { return &lbipam.LoadBalancerIPPoolList{} }}); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	cfg.Log.Info(what+": serving", "node", node, "uplink", uplink, "leases", cfg.Namespace)
-	c.loop(ctx)
+	cfg.Log.Info(what+": serving", "node", k.Node, "uplink", uplink, "leases", cfg.Namespace)
+	c.Loop(ctx, cfg.Recheck, func(ctx context.Context, now time.Time, _ bool) { c.step(ctx, now) })
 	return nil
 }
+
+// metricNames are the controller's Prometheus metrics' (Config.Register).
+var metricNames = addrhold.MetricNames{Subsystem: "lb", Held: "addresses_announced",
+	HeldHelp:      "LoadBalancer addresses this node announces.",
+	TakeoversHelp: "LoadBalancer addresses this node took over from another announcer whose Lease expired.",
+	TakeoverHelp:  "From the last renewal this node saw of the previous announcer to its own take of the Lease being accepted.",
+	FailsHelp:     "Writes of a LoadBalancer address's Lease that failed (other than a conflict with another node's write)."}
 
 func cmpOr(d, def time.Duration) time.Duration {
 	if d == 0 {
@@ -186,96 +148,25 @@ func waitCRD(ctx context.Context, poolc rest.Interface, cfg Config) bool {
 		Forbidden: "the agent may not list " + lbipam.Resource + ".cnibox.io (the chart's ClusterRole cnibox-lb-announce grants it, with loadBalancer.announce)"})
 }
 
-// startInformers runs the informers of the pools and the Leases and
-// registers on the cache's Services, EndpointSlices and nodes; each event
-// marks the plan dirty.
-func (c *controller) startInformers(ctx context.Context, poolc, coord rest.Interface) error {
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.poke() },
-		UpdateFunc: func(any, any) { c.poke() },
-		DeleteFunc: func(any) { c.poke() },
-	}
-	for _, k := range []cluster.Kind{cluster.Services, cluster.EndpointSlices, cluster.Nodes} {
-		reg, err := c.cfg.Cache.Handle(k, h)
-		if err != nil {
-			return err
-		}
-		context.AfterFunc(ctx, reg.Stop)
-		c.synced = append(c.synced, reg.HasSynced)
-	}
-	st, ctl := kubeapi.NewSlimInformer(poolc, lbipam.Resource, &lbipam.LoadBalancerIPPool{}, func() runtime.Object { return &lbipam.LoadBalancerIPPoolList{} },
-		cache.InformerOptions{Handler: h, Transform: func(o any) (any, error) { return o, nil }})
-	c.pools = st
-	go ctl.Run(ctx.Done())
-	c.synced = append(c.synced, ctl.HasSynced)
-	lw := cache.NewFilteredListWatchFromClient(coord, "leases", c.cfg.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = LeaseLabel })
-	st, ctl = cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &coordv1.Lease{}, Handler: h})
-	c.leaseStore = st
-	go ctl.Run(ctx.Done())
-	c.synced = append(c.synced, ctl.HasSynced)
-	return nil
-}
-
-// poke marks the plan dirty.
-func (c *controller) poke() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
-// tick is the loop's period: the election's decisions and the fence are
-// checked this often.
-const tick = 50 * time.Millisecond
-
-func (c *controller) loop(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	c.dirty = true
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	recheck := time.NewTicker(c.cfg.Recheck)
-	defer recheck.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			c.elect.Shutdown()
-			return
-		case <-c.kick:
-			c.dirty = true
-		case r := <-c.elect.Results():
-			c.elect.Done(r)
-		case <-recheck.C:
-			if err := c.nets.Publish(ctx); err != nil {
-				c.cfg.Log.Warn(what+": cannot publish this node's networks", "err", err)
-			}
-		case <-t.C:
-		}
-		c.step(ctx, time.Now())
-	}
-}
-
 // step does what is due at now: read the Leases, plan when something
 // changed, take part in the election, fence, record.
 func (c *controller) step(ctx context.Context, now time.Time) {
-	c.elect.Read(c.leaseStore)
 	changed := false
-	if c.dirty {
+	if c.Dirty {
 		p := Make(c.inputs())
 		changed = !reflect.DeepEqual(p, c.plan)
-		c.plan, c.dirty = p, false
+		c.plan, c.Dirty = p, false
 	}
-	holders := c.elect.Step(ctx, now, c.plan.Candidates())
-	if changed || !c.written || !maps.Equal(holders, c.holders) {
-		c.holders = holders
+	holders := c.Elect.Step(ctx, now, c.plan.Candidates())
+	if changed || !c.written || !maps.Equal(holders, c.Holders) {
+		c.Holders = holders
 		c.record()
 	}
 }
 
 // inputs reads the plan's inputs from the informers.
 func (c *controller) inputs() Inputs {
-	in := Inputs{Self: c.node}
+	in := Inputs{Self: c.Node}
 	for _, o := range c.pools.List() {
 		if p, ok := o.(*lbipam.LoadBalancerIPPool); ok {
 			in.Pools = append(in.Pools, lbipam.ReadAnnounced(p))
