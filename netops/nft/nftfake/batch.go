@@ -51,33 +51,42 @@ func (tx *txn) apply(m netlink.Message) error {
 		return tx.newTable(x)
 	case unix.NFT_MSG_DELTABLE, msgDestroyTable:
 		return tx.delTable(x)
-	case unix.NFT_MSG_NEWCHAIN:
-		return tx.newChain(x)
-	case unix.NFT_MSG_DELCHAIN, msgDestroyChain:
-		return tx.delChain(x)
-	case unix.NFT_MSG_NEWRULE:
-		return tx.newRule(x)
-	case unix.NFT_MSG_DELRULE, msgDestroyRule:
-		return tx.delRule(x)
-	case unix.NFT_MSG_NEWSET:
-		return tx.newSet(x)
-	case unix.NFT_MSG_DELSET, msgDestroySet:
-		return tx.delSet(x)
-	case unix.NFT_MSG_NEWSETELEM:
-		return tx.newElems(x)
-	case unix.NFT_MSG_DELSETELEM, msgDestroySetElem:
-		return tx.delElems(x)
-	case unix.NFT_MSG_NEWOBJ:
-		return tx.newObj(x)
-	case unix.NFT_MSG_DELOBJ, msgDestroyObj:
-		return tx.delObj(x)
+	}
+	for _, k := range kinds {
+		if x.typ != k.new && x.typ != k.del && x.typ != k.destroy {
+			continue
+		}
+		t, err := tx.tableOf(x)
+		if err != nil {
+			return err
+		}
+		if x.typ == k.new {
+			return k.add(tx, t, x)
+		}
+		return k.remove(tx, t, x)
 	}
 	return tx.k.refuse(m, " in a batch")
 }
 
-// tableOf finds the table the message names in attribute attr.
-func (tx *txn) tableOf(x *msg, attr uint16) (*table, error) {
-	name, ok := x.a[attr]
+// kinds are the objects of a table a batch makes and deletes: their
+// messages (NEW, DEL, DESTROY) and how each is applied to the table the
+// message names.
+var kinds = [...]struct {
+	new, del, destroy int
+	add, remove       func(tx *txn, t *table, x *msg) error
+}{
+	{unix.NFT_MSG_NEWCHAIN, unix.NFT_MSG_DELCHAIN, msgDestroyChain, (*txn).newChain, (*txn).delChain},
+	{unix.NFT_MSG_NEWRULE, unix.NFT_MSG_DELRULE, msgDestroyRule, (*txn).newRule, (*txn).delRule},
+	{unix.NFT_MSG_NEWSET, unix.NFT_MSG_DELSET, msgDestroySet, (*txn).newSet, (*txn).delSet},
+	{unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM, msgDestroySetElem, (*txn).newElems, (*txn).delElems},
+	{unix.NFT_MSG_NEWOBJ, unix.NFT_MSG_DELOBJ, msgDestroyObj, (*txn).newObj, (*txn).delObj},
+}
+
+// tableOf finds the table a message about a table's object names (in
+// attribute 1: NFTA_CHAIN_TABLE, NFTA_RULE_TABLE, NFTA_SET_TABLE,
+// NFTA_SET_ELEM_LIST_TABLE, NFTA_OBJ_TABLE).
+func (tx *txn) tableOf(x *msg) (*table, error) {
+	name, ok := x.a[1]
 	if !ok {
 		return nil, errno(unix.EINVAL)
 	}
@@ -88,14 +97,15 @@ func (tx *txn) tableOf(x *msg, attr uint16) (*table, error) {
 	return t, nil
 }
 
+// Attributes golang.org/x/sys does not name (NFTA_TABLE_HANDLE, NFTA_TABLE_USERDATA);
+// the others are unix.NFTA_*.
 const (
-	tableName     = 1
-	tableFlags    = 2
+	tableHandle   = 4
 	tableUserdata = 6
 )
 
 func (tx *txn) newTable(x *msg) error {
-	name, ok := x.a[tableName]
+	name, ok := x.a[unix.NFTA_TABLE_NAME]
 	if !ok || x.family == unix.NFPROTO_UNSPEC {
 		return errno(unix.EINVAL)
 	}
@@ -103,30 +113,44 @@ func (tx *txn) newTable(x *msg) error {
 		if x.excl() {
 			return errno(unix.EEXIST)
 		}
-		if f, ok := x.a[tableFlags]; ok && be32(f) != t.flags {
+		if f, ok := x.a[unix.NFTA_TABLE_FLAGS]; ok && be32(f) != t.flags {
 			t.flags = be32(f)
 			tx.changed = true
 		}
 		return nil
 	}
 	tx.w.tableH++
-	tx.w.tables = append(tx.w.tables, &table{family: x.family, name: str(name), flags: be32(x.a[tableFlags]),
+	tx.w.tables = append(tx.w.tables, &table{family: x.family, name: str(name), flags: be32(x.a[unix.NFTA_TABLE_FLAGS]),
 		handle: tx.w.tableH, userdata: x.a[tableUserdata]})
 	tx.changed = true
 	return nil
 }
 
 func (tx *txn) delTable(x *msg) error {
-	name, byName := x.a[tableName]
-	h, byHandle := x.a[4]
+	_, byName := x.a[unix.NFTA_TABLE_NAME]
+	_, byHandle := x.a[tableHandle]
 	if !byName && !byHandle { // every table (of the family): nft flush ruleset
 		n := len(tx.w.tables)
 		tx.w.tables = slices.DeleteFunc(tx.w.tables, func(t *table) bool { return x.family == 0 || t.family == x.family })
 		tx.changed = tx.changed || n != len(tx.w.tables)
 		return nil
 	}
-	i := slices.IndexFunc(tx.w.tables, func(t *table) bool {
-		return t.family == x.family && (byName && t.name == str(name) || !byName && t.handle == be64(h))
+	return del(tx, x, &tx.w.tables, unix.NFTA_TABLE_NAME, tableHandle, func(t *table) bool { return t.family == x.family }, nil)
+}
+
+// del deletes from *objs the object x names, by attribute byName, else by
+// the handle in attribute byHandle, among those also keeps (nil: all):
+// EINVAL when x names none, ENOENT when there is none (nil for a
+// DESTROY), EBUSY while busy reports it in use (nil: never).
+func del[T interface{ key() (string, uint64) }](tx *txn, x *msg, objs *[]T, byName, byHandle uint16, also, busy func(T) bool) error {
+	name, hasName := x.a[byName]
+	h, hasHandle := x.a[byHandle]
+	if !hasName && !hasHandle {
+		return errno(unix.EINVAL)
+	}
+	i := slices.IndexFunc(*objs, func(o T) bool {
+		n, oh := o.key()
+		return (hasName && n == str(name) || !hasName && oh == be64(h)) && (also == nil || also(o))
 	})
 	if i < 0 {
 		if x.destroy() {
@@ -134,49 +158,40 @@ func (tx *txn) delTable(x *msg) error {
 		}
 		return errno(unix.ENOENT)
 	}
-	tx.w.tables = slices.Delete(tx.w.tables, i, i+1)
+	if busy != nil && busy((*objs)[i]) {
+		return errno(unix.EBUSY)
+	}
+	*objs = slices.Delete(*objs, i, i+1)
 	tx.changed = true
 	return nil
 }
 
+// Attributes golang.org/x/sys does not name (NFTA_CHAIN_FLAGS, NFTA_CHAIN_USERDATA).
 const (
-	chainTable    = 1
-	chainHandle   = 2
-	chainName     = 3
-	chainHook     = 4
-	chainPolicy   = 5
-	chainType     = 7
 	chainFlags    = 10
 	chainUserdata = 12
-
-	hookNum  = 1
-	hookPrio = 2
-	hookDev  = 3
 )
 
-func (tx *txn) newChain(x *msg) error {
-	t, err := tx.tableOf(x, chainTable)
-	if err != nil {
-		return err
-	}
-	if _, ok := x.a[chainHandle]; ok {
+func (tx *txn) newChain(t *table, x *msg) error {
+	if _, ok := x.a[unix.NFTA_CHAIN_HANDLE]; ok {
 		return tx.k.refuse(x.m, " by handle (a rename)")
 	}
-	name, ok := x.a[chainName]
+	name, ok := x.a[unix.NFTA_CHAIN_NAME]
 	if !ok || len(name) > 256 {
 		return errno(unix.EINVAL)
 	}
 	var hook map[uint16][]byte
-	if h, ok := x.a[chainHook]; ok {
+	if h, ok := x.a[unix.NFTA_CHAIN_HOOK]; ok {
+		var err error
 		if hook, err = attrs(h); err != nil {
 			return errno(unix.EINVAL)
 		}
-		if _, ok := hook[hookNum]; !ok {
+		if _, ok := hook[unix.NFTA_HOOK_HOOKNUM]; !ok {
 			return errno(unix.EINVAL)
 		}
 	}
-	_, hasPolicy := x.a[chainPolicy]
-	policy := be32(x.a[chainPolicy])
+	_, hasPolicy := x.a[unix.NFTA_CHAIN_POLICY]
+	policy := be32(x.a[unix.NFTA_CHAIN_POLICY])
 	if hasPolicy && policy != nfAccept && policy != nfDrop {
 		return errno(unix.EINVAL)
 	}
@@ -184,7 +199,7 @@ func (tx *txn) newChain(x *msg) error {
 		if x.excl() {
 			return errno(unix.EEXIST)
 		}
-		if hook != nil && (!c.base || be32(hook[hookNum]) != c.hooknum || int32(be32(hook[hookPrio])) != c.prio) {
+		if hook != nil && (!c.base || be32(hook[unix.NFTA_HOOK_HOOKNUM]) != c.hooknum || int32(be32(hook[unix.NFTA_HOOK_PRIORITY])) != c.prio) {
 			return errno(unix.EBUSY)
 		}
 		if hasPolicy {
@@ -198,9 +213,9 @@ func (tx *txn) newChain(x *msg) error {
 	}
 	c := &chain{name: str(name), userdata: x.a[chainUserdata]}
 	if hook != nil {
-		c.base, c.hooknum, c.prio, c.dev = true, be32(hook[hookNum]), int32(be32(hook[hookPrio])), hook[hookDev]
+		c.base, c.hooknum, c.prio, c.dev = true, be32(hook[unix.NFTA_HOOK_HOOKNUM]), int32(be32(hook[unix.NFTA_HOOK_PRIORITY])), hook[unix.NFTA_HOOK_DEV]
 		c.typ, c.policy = "filter", nfAccept
-		if ty, ok := x.a[chainType]; ok {
+		if ty, ok := x.a[unix.NFTA_CHAIN_TYPE]; ok {
 			c.typ = str(ty)
 		}
 		if hasPolicy {
@@ -216,38 +231,16 @@ func (tx *txn) newChain(x *msg) error {
 	return nil
 }
 
-func (tx *txn) delChain(x *msg) error {
-	t, err := tx.tableOf(x, chainTable)
-	if err != nil {
-		return err
-	}
-	i := -1
-	if name, ok := x.a[chainName]; ok {
-		i = slices.IndexFunc(t.chains, func(c *chain) bool { return c.name == str(name) })
-	} else if h, ok := x.a[chainHandle]; ok {
-		i = slices.IndexFunc(t.chains, func(c *chain) bool { return c.handle == be64(h) })
-	} else {
-		return errno(unix.EINVAL)
-	}
-	if i < 0 {
-		if x.destroy() {
-			return nil
+func (tx *txn) delChain(t *table, x *msg) error {
+	return del(tx, x, &t.chains, unix.NFTA_CHAIN_NAME, unix.NFTA_CHAIN_HANDLE, nil, func(c *chain) bool {
+		if x.flags&0x100 != 0 && len(c.rules) > 0 { // NLM_F_NONREC
+			return true
 		}
-		return errno(unix.ENOENT)
-	}
-	c := t.chains[i]
-	if x.flags&0x100 != 0 && len(c.rules) > 0 { // NLM_F_NONREC
-		return errno(unix.EBUSY)
-	}
-	saved := c.rules
-	c.rules = nil // its own rules go first
-	if t.chainUse(c.name) > 0 {
-		c.rules = saved
-		return errno(unix.EBUSY)
-	}
-	t.chains = slices.Delete(t.chains, i, i+1)
-	tx.changed = true
-	return nil
+		saved := c.rules
+		c.rules = nil // its own rules do not count
+		defer func() { c.rules = saved }()
+		return t.chainUse(c.name) > 0
+	})
 }
 
 // setName gives an anonymous set's template name ("__set%d") its number.

@@ -85,7 +85,7 @@ func (k *Kernel) tables(family uint8) []*table {
 func (k *Kernel) getTables(x *msg, dump bool) ([]netlink.Message, error) {
 	var out []netlink.Message
 	for _, t := range k.tables(x.family) {
-		if dump || t.name == str(x.a[tableName]) {
+		if dump || t.name == str(x.a[unix.NFTA_TABLE_NAME]) {
 			out = append(out, tableMsg(t, k.gen))
 		}
 	}
@@ -98,11 +98,11 @@ func (k *Kernel) getTables(x *msg, dump bool) ([]netlink.Message, error) {
 func (k *Kernel) getChains(x *msg, dump bool) ([]netlink.Message, error) {
 	var out []netlink.Message
 	for _, t := range k.tables(x.family) {
-		if !dump && t.name != str(x.a[chainTable]) {
+		if !dump && t.name != str(x.a[unix.NFTA_CHAIN_TABLE]) {
 			continue
 		}
 		for _, c := range t.chains {
-			if dump || c.name == str(x.a[chainName]) {
+			if dump || c.name == str(x.a[unix.NFTA_CHAIN_NAME]) {
 				out = append(out, chainMsg(t, c, k.gen))
 			}
 		}
@@ -114,8 +114,8 @@ func (k *Kernel) getChains(x *msg, dump bool) ([]netlink.Message, error) {
 }
 
 func (k *Kernel) getRules(x *msg, dump bool) ([]netlink.Message, error) {
-	tn, byTable := x.a[ruleTable]
-	cn, byChain := x.a[ruleChain]
+	tn, byTable := x.a[unix.NFTA_RULE_TABLE]
+	cn, byChain := x.a[unix.NFTA_RULE_CHAIN]
 	var out []netlink.Message
 	for _, t := range k.tables(x.family) {
 		if byTable && t.name != str(tn) {
@@ -126,7 +126,7 @@ func (k *Kernel) getRules(x *msg, dump bool) ([]netlink.Message, error) {
 				continue
 			}
 			for i, r := range c.rules {
-				if dump || r.handle == be64(x.a[ruleHandle]) {
+				if dump || r.handle == be64(x.a[unix.NFTA_RULE_HANDLE]) {
 					out = append(out, ruleMsg(t.family, t, c, i, k.gen))
 				}
 			}
@@ -139,7 +139,7 @@ func (k *Kernel) getRules(x *msg, dump bool) ([]netlink.Message, error) {
 }
 
 func (k *Kernel) getSets(x *msg, dump bool) ([]netlink.Message, error) {
-	tn, byTable := x.a[setTable]
+	tn, byTable := x.a[unix.NFTA_SET_TABLE]
 	if byTable && x.family != unix.NFPROTO_UNSPEC && k.w.table(x.family, str(tn)) == nil {
 		return nil, errno(unix.ENOENT) // the kernel checks the table before dumping
 	}
@@ -149,7 +149,7 @@ func (k *Kernel) getSets(x *msg, dump bool) ([]netlink.Message, error) {
 			continue
 		}
 		for _, s := range t.sets {
-			if dump || s.name == str(x.a[setName_]) {
+			if dump || s.name == str(x.a[unix.NFTA_SET_NAME]) {
 				out = append(out, setMsg(t, s, k.gen))
 			}
 		}
@@ -162,11 +162,11 @@ func (k *Kernel) getSets(x *msg, dump bool) ([]netlink.Message, error) {
 
 // elemSetOf finds the set a GETSETELEM names.
 func (k *Kernel) elemSetOf(x *msg) (*table, *set, error) {
-	t := k.w.table(x.family, str(x.a[listTable]))
+	t := k.w.table(x.family, str(x.a[unix.NFTA_SET_ELEM_LIST_TABLE]))
 	if t == nil {
 		return nil, nil, errno(unix.ENOENT)
 	}
-	s := t.set(str(x.a[listSet]))
+	s := t.set(str(x.a[unix.NFTA_SET_ELEM_LIST_SET]))
 	if s == nil {
 		return nil, nil, errno(unix.ENOENT)
 	}
@@ -189,7 +189,7 @@ func (k *Kernel) getElems(x *msg) [][]netlink.Message {
 	if err != nil {
 		return fail(err)
 	}
-	items, err := list(x.a[listElements])
+	items, err := list(x.a[unix.NFTA_SET_ELEM_LIST_ELEMENTS])
 	if err != nil || len(items) == 0 {
 		return fail(errno(unix.EINVAL))
 	}
@@ -199,11 +199,11 @@ func (k *Kernel) getElems(x *msg) [][]netlink.Message {
 		if err != nil {
 			return fail(errno(unix.EINVAL))
 		}
-		key, err := value(ea[elemKey], s.keyLen)
+		key, err := value(ea[unix.NFTA_SET_ELEM_KEY], s.keyLen)
 		if err != nil {
 			return fail(err)
 		}
-		_, e := s.elem(key, be32(ea[elemFlags]))
+		_, e := s.elem(key, be32(ea[unix.NFTA_SET_ELEM_FLAGS]))
 		if e == nil {
 			return fail(errno(unix.ENOENT))
 		}
@@ -218,8 +218,8 @@ func (k *Kernel) getElems(x *msg) [][]netlink.Message {
 }
 
 func (k *Kernel) getObjs(x *msg, dump bool) ([]netlink.Message, error) {
-	tn, byTable := x.a[objTable]
-	typ, byType := x.a[objType]
+	tn, byTable := x.a[unix.NFTA_OBJ_TABLE]
+	typ, byType := x.a[unix.NFTA_OBJ_TYPE]
 	reset := x.typ == unix.NFT_MSG_GETOBJ_RESET
 	var out []netlink.Message
 	for _, t := range k.tables(x.family) {
@@ -227,7 +227,7 @@ func (k *Kernel) getObjs(x *msg, dump bool) ([]netlink.Message, error) {
 			continue
 		}
 		for _, o := range t.objs {
-			if byType && o.typ != be32(typ) || !dump && o.name != str(x.a[objName]) {
+			if byType && o.typ != be32(typ) || !dump && o.name != str(x.a[unix.NFTA_OBJ_NAME]) {
 				continue
 			}
 			out = append(out, objMsg(t, o, k.gen))

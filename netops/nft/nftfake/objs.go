@@ -1,35 +1,25 @@
 package nftfake
 
 import (
-	"slices"
-
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // Named objects: counters (and any other type, kept as sent).
 
+// Attributes golang.org/x/sys does not name (NFTA_OBJ_HANDLE, NFTA_OBJ_USERDATA), and
+// NFT_OBJECT_COUNTER.
 const (
-	objTable    = 1
-	objName     = 2
-	objType     = 3
-	objData     = 4
 	objHandle   = 6
 	objUserdata = 8
 
-	objCounter     = 1
-	counterBytes   = 1
-	counterPackets = 2
+	objCounter = 1
 )
 
-func (tx *txn) newObj(x *msg) error {
-	t, err := tx.tableOf(x, objTable)
-	if err != nil {
-		return err
-	}
-	name, ok1 := x.a[objName]
-	typ, ok2 := x.a[objType]
-	data, ok3 := x.a[objData]
+func (tx *txn) newObj(t *table, x *msg) error {
+	name, ok1 := x.a[unix.NFTA_OBJ_NAME]
+	typ, ok2 := x.a[unix.NFTA_OBJ_TYPE]
+	data, ok3 := x.a[unix.NFTA_OBJ_DATA]
 	if !ok1 || !ok2 || !ok3 {
 		return errno(unix.EINVAL)
 	}
@@ -48,7 +38,7 @@ func (tx *txn) newObj(x *msg) error {
 		if err != nil {
 			return errno(unix.EINVAL)
 		}
-		o.bytes, o.packets = be64(ca[counterBytes]), be64(ca[counterPackets])
+		o.bytes, o.packets = be64(ca[unix.NFTA_COUNTER_BYTES]), be64(ca[unix.NFTA_COUNTER_PACKETS])
 	}
 	t.hgen++
 	o.handle = t.hgen
@@ -57,30 +47,8 @@ func (tx *txn) newObj(x *msg) error {
 	return nil
 }
 
-func (tx *txn) delObj(x *msg) error {
-	t, err := tx.tableOf(x, objTable)
-	if err != nil {
-		return err
-	}
-	typ := be32(x.a[objType])
-	i := -1
-	if name, ok := x.a[objName]; ok {
-		i = slices.IndexFunc(t.objs, func(o *obj) bool { return o.name == str(name) && o.typ == typ })
-	} else if h, ok := x.a[objHandle]; ok {
-		i = slices.IndexFunc(t.objs, func(o *obj) bool { return o.handle == be64(h) && o.typ == typ })
-	} else {
-		return errno(unix.EINVAL)
-	}
-	if i < 0 {
-		if x.destroy() {
-			return nil
-		}
-		return errno(unix.ENOENT)
-	}
-	if t.objUse(t.objs[i].name) > 0 {
-		return errno(unix.EBUSY)
-	}
-	t.objs = slices.Delete(t.objs, i, i+1)
-	tx.changed = true
-	return nil
+func (tx *txn) delObj(t *table, x *msg) error {
+	typ := be32(x.a[unix.NFTA_OBJ_TYPE])
+	return del(tx, x, &t.objs, unix.NFTA_OBJ_NAME, objHandle, func(o *obj) bool { return o.typ == typ },
+		func(o *obj) bool { return t.objUse(o.name) > 0 })
 }

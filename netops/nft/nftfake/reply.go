@@ -17,8 +17,8 @@ func reply(typ int, family uint8, gen uint32, as ...netlink.Attribute) netlink.M
 
 func tableMsg(t *table, gen uint32) netlink.Message {
 	as := []netlink.Attribute{
-		{Type: tableName, Data: cstr(t.name)},
-		{Type: tableFlags, Data: put32(t.flags)},
+		{Type: unix.NFTA_TABLE_NAME, Data: cstr(t.name)},
+		{Type: unix.NFTA_TABLE_FLAGS, Data: put32(t.flags)},
 		{Type: 3, Data: put32(tableUse(t))},
 		{Type: 4, Data: put64(t.handle)},
 	}
@@ -42,18 +42,18 @@ func tableUse(t *table) uint32 {
 
 func chainMsg(t *table, c *chain, gen uint32) netlink.Message {
 	as := []netlink.Attribute{
-		{Type: chainTable, Data: cstr(t.name)},
-		{Type: chainName, Data: cstr(c.name)},
-		{Type: chainHandle, Data: put64(c.handle)},
+		{Type: unix.NFTA_CHAIN_TABLE, Data: cstr(t.name)},
+		{Type: unix.NFTA_CHAIN_NAME, Data: cstr(c.name)},
+		{Type: unix.NFTA_CHAIN_HANDLE, Data: put64(c.handle)},
 	}
 	if c.base {
-		hook := []netlink.Attribute{{Type: hookNum, Data: put32(c.hooknum)}, {Type: hookPrio, Data: put32(uint32(c.prio))}}
+		hook := []netlink.Attribute{{Type: unix.NFTA_HOOK_HOOKNUM, Data: put32(c.hooknum)}, {Type: unix.NFTA_HOOK_PRIORITY, Data: put32(uint32(c.prio))}}
 		if c.dev != nil {
-			hook = append(hook, netlink.Attribute{Type: hookDev, Data: c.dev})
+			hook = append(hook, netlink.Attribute{Type: unix.NFTA_HOOK_DEV, Data: c.dev})
 		}
-		as = append(as, nest(chainHook, hook...),
-			netlink.Attribute{Type: chainPolicy, Data: put32(c.policy)},
-			netlink.Attribute{Type: chainType, Data: cstr(c.typ)},
+		as = append(as, nest(unix.NFTA_CHAIN_HOOK, hook...),
+			netlink.Attribute{Type: unix.NFTA_CHAIN_POLICY, Data: put32(c.policy)},
+			netlink.Attribute{Type: unix.NFTA_CHAIN_TYPE, Data: cstr(c.typ)},
 			netlink.Attribute{Type: chainFlags, Data: put32(1)}) // NFT_CHAIN_BASE
 	}
 	as = append(as, netlink.Attribute{Type: 6, Data: put32(uint32(len(c.rules) + t.chainUse(c.name)))}) // NFTA_CHAIN_USE
@@ -68,87 +68,87 @@ func chainMsg(t *table, c *chain, gen uint32) netlink.Message {
 func ruleMsg(family uint8, t *table, c *chain, i int, gen uint32) netlink.Message {
 	r := c.rules[i]
 	as := []netlink.Attribute{
-		{Type: ruleTable, Data: cstr(t.name)},
-		{Type: ruleChain, Data: cstr(c.name)},
-		{Type: ruleHandle, Data: put64(r.handle)},
+		{Type: unix.NFTA_RULE_TABLE, Data: cstr(t.name)},
+		{Type: unix.NFTA_RULE_CHAIN, Data: cstr(c.name)},
+		{Type: unix.NFTA_RULE_HANDLE, Data: put64(r.handle)},
 	}
 	if i > 0 {
-		as = append(as, netlink.Attribute{Type: rulePosition, Data: put64(c.rules[i-1].handle)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_RULE_POSITION, Data: put64(c.rules[i-1].handle)})
 	}
-	as = append(as, netlink.Attribute{Type: ruleExprs | netlink.Nested, Data: r.exprs})
+	as = append(as, netlink.Attribute{Type: unix.NFTA_RULE_EXPRESSIONS | netlink.Nested, Data: r.exprs})
 	if r.compat != nil {
-		as = append(as, netlink.Attribute{Type: ruleCompat | netlink.Nested, Data: r.compat})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_RULE_COMPAT | netlink.Nested, Data: r.compat})
 	}
 	if r.userdata != nil {
-		as = append(as, netlink.Attribute{Type: ruleUserdata, Data: r.userdata})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_RULE_USERDATA, Data: r.userdata})
 	}
 	return reply(unix.NFT_MSG_NEWRULE, family, gen, as...)
 }
 
 func setMsg(t *table, s *set, gen uint32) netlink.Message {
 	as := []netlink.Attribute{
-		{Type: setTable, Data: cstr(t.name)},
-		{Type: setName_, Data: cstr(s.name)},
+		{Type: unix.NFTA_SET_TABLE, Data: cstr(t.name)},
+		{Type: unix.NFTA_SET_NAME, Data: cstr(s.name)},
 		{Type: setHandle, Data: put64(s.handle)},
 	}
 	if s.flags != 0 {
-		as = append(as, netlink.Attribute{Type: setFlags, Data: put32(s.flags)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_FLAGS, Data: put32(s.flags)})
 	}
-	as = append(as, netlink.Attribute{Type: setKeyType, Data: put32(s.keyType)}, netlink.Attribute{Type: setKeyLen, Data: put32(s.keyLen)})
+	as = append(as, netlink.Attribute{Type: unix.NFTA_SET_KEY_TYPE, Data: put32(s.keyType)}, netlink.Attribute{Type: unix.NFTA_SET_KEY_LEN, Data: put32(s.keyLen)})
 	if s.flags&setMap != 0 {
-		as = append(as, netlink.Attribute{Type: setDataType, Data: put32(s.dataType)}, netlink.Attribute{Type: setDataLen, Data: put32(s.dataLen)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_DATA_TYPE, Data: put32(s.dataType)}, netlink.Attribute{Type: unix.NFTA_SET_DATA_LEN, Data: put32(s.dataLen)})
 	}
 	if s.flags&setObject != 0 {
-		as = append(as, netlink.Attribute{Type: setObjType, Data: put32(s.objType)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_OBJ_TYPE, Data: put32(s.objType)})
 	}
 	if s.timeout != 0 {
-		as = append(as, netlink.Attribute{Type: setTimeoutA, Data: put64(s.timeout)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_TIMEOUT, Data: put64(s.timeout)})
 	}
 	if s.gcInterval != 0 {
-		as = append(as, netlink.Attribute{Type: setGCInterval, Data: put32(s.gcInterval)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_GC_INTERVAL, Data: put32(s.gcInterval)})
 	}
 	if s.policy != nil && *s.policy != 0 {
-		as = append(as, netlink.Attribute{Type: setPolicy, Data: put32(*s.policy)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_POLICY, Data: put32(*s.policy)})
 	}
 	if s.userdata != nil {
-		as = append(as, netlink.Attribute{Type: setUserdata, Data: s.userdata})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_USERDATA, Data: s.userdata})
 	}
-	as = append(as, netlink.Attribute{Type: setDesc | netlink.Nested, Data: s.desc})
+	as = append(as, netlink.Attribute{Type: unix.NFTA_SET_DESC | netlink.Nested, Data: s.desc})
 	return reply(unix.NFT_MSG_NEWSET, t.family, gen, as...)
 }
 
 // elemAttr is one element as the kernel lists it, at now.
 func (k *Kernel) elemAttr(s *set, e *elem) netlink.Attribute {
-	as := []netlink.Attribute{nest(elemKey, netlink.Attribute{Type: dataValue, Data: e.key})}
+	as := []netlink.Attribute{nest(unix.NFTA_SET_ELEM_KEY, netlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.key})}
 	if e.keyEnd != nil {
-		as = append(as, nest(elemKeyEnd, netlink.Attribute{Type: dataValue, Data: e.keyEnd}))
+		as = append(as, nest(elemKeyEnd, netlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: e.keyEnd}))
 	}
 	if e.data != nil {
-		as = append(as, netlink.Attribute{Type: elemData | netlink.Nested, Data: e.data})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_DATA | netlink.Nested, Data: e.data})
 	}
 	if e.exprs != nil {
-		as = append(as, netlink.Attribute{Type: elemExpr | netlink.Nested, Data: e.exprs})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_EXPR | netlink.Nested, Data: e.exprs})
 	}
 	if e.objref != "" {
-		as = append(as, netlink.Attribute{Type: elemObjref, Data: cstr(e.objref)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_OBJREF, Data: cstr(e.objref)})
 	}
 	if e.flags != 0 {
-		as = append(as, netlink.Attribute{Type: elemFlags, Data: put32(e.flags)})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_FLAGS, Data: put32(e.flags)})
 	}
 	if s.flags&setTimeout != 0 {
 		if e.timeout != s.timeout {
-			as = append(as, netlink.Attribute{Type: elemTimeout, Data: put64(e.timeout)})
+			as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_TIMEOUT, Data: put64(e.timeout)})
 		}
 		if !e.expires.IsZero() {
 			left := e.expires.Sub(k.now()).Milliseconds()
 			if left < 0 {
 				left = 0
 			}
-			as = append(as, netlink.Attribute{Type: elemExpiration, Data: put64(uint64(left))})
+			as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_EXPIRATION, Data: put64(uint64(left))})
 		}
 	}
 	if e.userdata != nil {
-		as = append(as, netlink.Attribute{Type: elemUserdata, Data: e.userdata})
+		as = append(as, netlink.Attribute{Type: unix.NFTA_SET_ELEM_USERDATA, Data: e.userdata})
 	}
 	return netlink.Attribute{Type: unix.NFTA_LIST_ELEM | netlink.Nested, Data: mustAttrs(as...)}
 }
@@ -167,9 +167,9 @@ func (k *Kernel) elemMsgs(t *table, s *set, elems []*elem, gen uint32) []netlink
 			elems = elems[1:]
 		}
 		out = append(out, reply(unix.NFT_MSG_NEWSETELEM, t.family, gen,
-			netlink.Attribute{Type: listTable, Data: cstr(t.name)},
-			netlink.Attribute{Type: listSet, Data: cstr(s.name)},
-			nest(listElements, items...)))
+			netlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(t.name)},
+			netlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(s.name)},
+			nest(unix.NFTA_SET_ELEM_LIST_ELEMENTS, items...)))
 	}
 	return out
 }
@@ -177,14 +177,14 @@ func (k *Kernel) elemMsgs(t *table, s *set, elems []*elem, gen uint32) []netlink
 func objMsg(t *table, o *obj, gen uint32) netlink.Message {
 	data := o.data
 	if o.typ == objCounter {
-		data = mustAttrs(netlink.Attribute{Type: counterBytes, Data: put64(o.bytes)}, netlink.Attribute{Type: counterPackets, Data: put64(o.packets)})
+		data = mustAttrs(netlink.Attribute{Type: unix.NFTA_COUNTER_BYTES, Data: put64(o.bytes)}, netlink.Attribute{Type: unix.NFTA_COUNTER_PACKETS, Data: put64(o.packets)})
 	}
 	as := []netlink.Attribute{
-		{Type: objTable, Data: cstr(t.name)},
-		{Type: objName, Data: cstr(o.name)},
-		{Type: objType, Data: put32(o.typ)},
+		{Type: unix.NFTA_OBJ_TABLE, Data: cstr(t.name)},
+		{Type: unix.NFTA_OBJ_NAME, Data: cstr(o.name)},
+		{Type: unix.NFTA_OBJ_TYPE, Data: put32(o.typ)},
 		{Type: 5, Data: put32(uint32(t.objUse(o.name)))}, // NFTA_OBJ_USE
-		{Type: objData | netlink.Nested, Data: data},
+		{Type: unix.NFTA_OBJ_DATA | netlink.Nested, Data: data},
 		{Type: objHandle, Data: put64(o.handle)},
 	}
 	if o.userdata != nil {

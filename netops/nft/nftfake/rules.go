@@ -10,31 +10,20 @@ import (
 // Rules: NEWRULE (append, insert, at a position, replace) with what its
 // expressions refer to checked, and DELRULE (one, a chain's, a table's).
 
+// Attributes golang.org/x/sys does not name (NFTA_RULE_POSITION_ID, NFTA_RULE_CHAIN_ID).
 const (
-	ruleTable      = 1
-	ruleChain      = 2
-	ruleHandle     = 3
-	ruleExprs      = 4
-	ruleCompat     = 5
-	rulePosition   = 6
-	ruleUserdata   = 7
-	ruleID         = 9
 	rulePositionID = 10
 	ruleChainID    = 11
 )
 
-func (tx *txn) newRule(x *msg) error {
-	t, err := tx.tableOf(x, ruleTable)
-	if err != nil {
-		return err
-	}
+func (tx *txn) newRule(t *table, x *msg) error {
 	if _, ok := x.a[ruleChainID]; ok {
 		return tx.k.refuse(x.m, " with NFTA_RULE_CHAIN_ID")
 	}
 	if _, ok := x.a[rulePositionID]; ok {
 		return tx.k.refuse(x.m, " with NFTA_RULE_POSITION_ID")
 	}
-	cn, ok := x.a[ruleChain]
+	cn, ok := x.a[unix.NFTA_RULE_CHAIN]
 	if !ok {
 		return errno(unix.EINVAL)
 	}
@@ -44,7 +33,7 @@ func (tx *txn) newRule(x *msg) error {
 	}
 	at := -1 // where the new rule goes
 	replace := false
-	if h, ok := x.a[ruleHandle]; ok {
+	if h, ok := x.a[unix.NFTA_RULE_HANDLE]; ok {
 		i := slices.IndexFunc(c.rules, func(r *rule) bool { return r.handle == be64(h) })
 		switch {
 		case i < 0:
@@ -55,7 +44,7 @@ func (tx *txn) newRule(x *msg) error {
 			return errno(unix.EOPNOTSUPP)
 		}
 		at, replace = i, true
-	} else if p, ok := x.a[rulePosition]; ok {
+	} else if p, ok := x.a[unix.NFTA_RULE_POSITION]; ok {
 		i := slices.IndexFunc(c.rules, func(r *rule) bool { return r.handle == be64(p) })
 		if i < 0 {
 			return errno(unix.ENOENT)
@@ -69,8 +58,9 @@ func (tx *txn) newRule(x *msg) error {
 	} else {
 		at = 0
 	}
-	r := &rule{userdata: x.a[ruleUserdata], compat: x.a[ruleCompat]}
-	if r.exprs, err = tx.ruleExprs(t, x.family, r, x.a[ruleExprs]); err != nil {
+	r := &rule{userdata: x.a[unix.NFTA_RULE_USERDATA], compat: x.a[unix.NFTA_RULE_COMPAT]}
+	var err error
+	if r.exprs, err = tx.ruleExprs(t, x.family, r, x.a[unix.NFTA_RULE_EXPRESSIONS]); err != nil {
 		return err
 	}
 	t.hgen++
@@ -93,12 +83,8 @@ func (tx *txn) newRule(x *msg) error {
 }
 
 const (
-	verdictCode  = 1
-	verdictChain = 2
-	dataValue    = 1
-	dataVerdict  = 2
-	nftJump      = 0xfffffffd // NFT_JUMP
-	nftGoto      = 0xfffffffc // NFT_GOTO
+	nftJump = 0xfffffffd // NFT_JUMP
+	nftGoto = 0xfffffffc // NFT_GOTO
 )
 
 // ruleExprs checks a rule's expressions (what it jumps to, the sets and
@@ -179,7 +165,7 @@ func (tx *txn) verdict(t *table, r *rule, v []byte) error {
 	if err != nil {
 		return errno(unix.EINVAL)
 	}
-	vb, ok := da[dataVerdict]
+	vb, ok := da[unix.NFTA_DATA_VERDICT]
 	if !ok {
 		return nil
 	}
@@ -187,11 +173,11 @@ func (tx *txn) verdict(t *table, r *rule, v []byte) error {
 	if err != nil {
 		return errno(unix.EINVAL)
 	}
-	code := be32(va[verdictCode])
+	code := be32(va[unix.NFTA_VERDICT_CODE])
 	if code != nftJump && code != nftGoto {
 		return nil
 	}
-	cn, ok := va[verdictChain]
+	cn, ok := va[unix.NFTA_VERDICT_CHAIN]
 	if !ok {
 		return errno(unix.EINVAL)
 	}
@@ -212,20 +198,16 @@ func (tx *txn) verdict(t *table, r *rule, v []byte) error {
 // none).
 func jumpOf(v []byte) string {
 	da, _ := attrs(v)
-	va, _ := attrs(da[dataVerdict])
-	if c := be32(va[verdictCode]); c == nftJump || c == nftGoto {
-		return str(va[verdictChain])
+	va, _ := attrs(da[unix.NFTA_DATA_VERDICT])
+	if c := be32(va[unix.NFTA_VERDICT_CODE]); c == nftJump || c == nftGoto {
+		return str(va[unix.NFTA_VERDICT_CHAIN])
 	}
 	return ""
 }
 
-func (tx *txn) delRule(x *msg) error {
-	t, err := tx.tableOf(x, ruleTable)
-	if err != nil {
-		return err
-	}
+func (tx *txn) delRule(t *table, x *msg) error {
 	chains := t.chains
-	if cn, ok := x.a[ruleChain]; ok {
+	if cn, ok := x.a[unix.NFTA_RULE_CHAIN]; ok {
 		c := t.chain(str(cn))
 		if c == nil {
 			if x.destroy() {
@@ -234,13 +216,13 @@ func (tx *txn) delRule(x *msg) error {
 			return errno(unix.ENOENT)
 		}
 		chains = []*chain{c}
-	} else if _, ok := x.a[ruleHandle]; ok {
+	} else if _, ok := x.a[unix.NFTA_RULE_HANDLE]; ok {
 		return errno(unix.EINVAL)
 	}
-	if _, ok := x.a[ruleID]; ok {
+	if _, ok := x.a[unix.NFTA_RULE_ID]; ok {
 		return tx.k.refuse(x.m, " by NFTA_RULE_ID")
 	}
-	if h, ok := x.a[ruleHandle]; ok {
+	if h, ok := x.a[unix.NFTA_RULE_HANDLE]; ok {
 		c := chains[0]
 		i := slices.IndexFunc(c.rules, func(r *rule) bool { return r.handle == be64(h) })
 		if i < 0 {

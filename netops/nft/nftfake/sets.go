@@ -9,50 +9,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Attributes golang.org/x/sys does not name (NFTA_SET_HANDLE, NFTA_SET_EXPR,
+// NFTA_SET_EXPRESSIONS).
 const (
-	setTable      = 1
-	setName_      = 2
-	setFlags      = 3
-	setKeyType    = 4
-	setKeyLen     = 5
-	setDataType   = 6
-	setDataLen    = 7
-	setPolicy     = 8
-	setDesc       = 9
-	setID         = 10
-	setTimeoutA   = 11
-	setGCInterval = 12
-	setUserdata   = 13
-	setObjType    = 15
-	setHandle     = 16
-	setExpr       = 17
-	setExprs      = 18
+	setHandle = 16
+	setExpr   = 17
+	setExprs  = 18
 
 	nftDataVerdict = 0xffffff00 // NFT_DATA_VERDICT, a verdict map's data type
 )
 
-func (tx *txn) newSet(x *msg) error {
-	t, err := tx.tableOf(x, setTable)
-	if err != nil {
-		return err
-	}
-	name, ok := x.a[setName_]
+func (tx *txn) newSet(t *table, x *msg) error {
+	name, ok := x.a[unix.NFTA_SET_NAME]
 	if !ok || len(name) == 0 {
 		return errno(unix.EINVAL)
 	}
-	kl, ok := x.a[setKeyLen]
+	kl, ok := x.a[unix.NFTA_SET_KEY_LEN]
 	if !ok || be32(kl) == 0 || be32(kl) > 64 {
 		return errno(unix.EINVAL)
 	}
-	s := &set{name: str(name), id: be32(x.a[setID]), flags: be32(x.a[setFlags]), keyType: be32(x.a[setKeyType]), keyLen: be32(kl),
-		userdata: x.a[setUserdata], desc: x.a[setDesc], timeout: be64(x.a[setTimeoutA]), gcInterval: be32(x.a[setGCInterval])}
-	if dt, ok := x.a[setDataType]; ok {
-		s.hasData, s.dataType, s.dataLen = true, be32(dt), be32(x.a[setDataLen])
+	s := &set{name: str(name), id: be32(x.a[unix.NFTA_SET_ID]), flags: be32(x.a[unix.NFTA_SET_FLAGS]), keyType: be32(x.a[unix.NFTA_SET_KEY_TYPE]), keyLen: be32(kl),
+		userdata: x.a[unix.NFTA_SET_USERDATA], desc: x.a[unix.NFTA_SET_DESC], timeout: be64(x.a[unix.NFTA_SET_TIMEOUT]), gcInterval: be32(x.a[unix.NFTA_SET_GC_INTERVAL])}
+	if dt, ok := x.a[unix.NFTA_SET_DATA_TYPE]; ok {
+		s.hasData, s.dataType, s.dataLen = true, be32(dt), be32(x.a[unix.NFTA_SET_DATA_LEN])
 	}
-	if ot, ok := x.a[setObjType]; ok {
+	if ot, ok := x.a[unix.NFTA_SET_OBJ_TYPE]; ok {
 		s.hasObjType, s.objType = true, be32(ot)
 	}
-	if p, ok := x.a[setPolicy]; ok {
+	if p, ok := x.a[unix.NFTA_SET_POLICY]; ok {
 		v := be32(p)
 		s.policy = &v
 	}
@@ -95,69 +79,31 @@ func (tx *txn) newSet(x *msg) error {
 	return nil
 }
 
-func (tx *txn) delSet(x *msg) error {
-	t, err := tx.tableOf(x, setTable)
-	if err != nil {
-		return err
-	}
-	i := -1
-	if name, ok := x.a[setName_]; ok {
-		i = slices.IndexFunc(t.sets, func(s *set) bool { return s.name == str(name) })
-	} else if h, ok := x.a[setHandle]; ok {
-		i = slices.IndexFunc(t.sets, func(s *set) bool { return s.handle == be64(h) })
-	} else {
-		return errno(unix.EINVAL)
-	}
-	if i < 0 {
-		if x.destroy() {
-			return nil
-		}
-		return errno(unix.ENOENT)
-	}
-	if t.setUse(t.sets[i].name) > 0 {
-		return errno(unix.EBUSY)
-	}
-	t.sets = slices.Delete(t.sets, i, i+1)
-	tx.changed = true
-	return nil
+func (tx *txn) delSet(t *table, x *msg) error {
+	return del(tx, x, &t.sets, unix.NFTA_SET_NAME, setHandle, nil, func(s *set) bool { return t.setUse(s.name) > 0 })
 }
 
+// Attributes golang.org/x/sys does not name (NFTA_SET_ELEM_KEY_END,
+// NFTA_SET_ELEM_EXPRESSIONS).
 const (
-	listTable    = 1
-	listSet      = 2
-	listElements = 3
-	listSetID    = 4
-
-	elemKey        = 1
-	elemData       = 2
-	elemFlags      = 3
-	elemTimeout    = 4
-	elemExpiration = 5
-	elemUserdata   = 6
-	elemExpr       = 7
-	elemObjref     = 9
-	elemKeyEnd     = 10
-	elemExprs      = 11
+	elemKeyEnd = 10
+	elemExprs  = 11
 )
 
 // elemSet finds the set a NEWSETELEM/DELSETELEM names (by name or by the
 // ID of a set of this batch).
-func (tx *txn) elemSet(x *msg) (*table, *set, error) {
-	t, err := tx.tableOf(x, listTable)
-	if err != nil {
-		return nil, nil, err
-	}
+func (tx *txn) elemSet(t *table, x *msg) (*set, error) {
 	var s *set
-	if n, ok := x.a[listSet]; ok {
+	if n, ok := x.a[unix.NFTA_SET_ELEM_LIST_SET]; ok {
 		s = t.set(str(n))
 	}
-	if id, ok := x.a[listSetID]; ok && s == nil {
+	if id, ok := x.a[unix.NFTA_SET_ELEM_LIST_SET_ID]; ok && s == nil {
 		s = tx.setIDs[be32(id)]
 	}
 	if s == nil {
-		return t, nil, errno(unix.ENOENT)
+		return nil, errno(unix.ENOENT)
 	}
-	return t, s, nil
+	return s, nil
 }
 
 // bound reports whether s is a constant or anonymous set a rule uses
@@ -172,22 +118,22 @@ func value(b []byte, n uint32) ([]byte, error) {
 	if err != nil {
 		return nil, errno(unix.EINVAL)
 	}
-	v, ok := da[dataValue]
+	v, ok := da[unix.NFTA_DATA_VALUE]
 	if !ok || uint32(len(v)) != n {
 		return nil, errno(unix.EINVAL)
 	}
 	return v, nil
 }
 
-func (tx *txn) newElems(x *msg) error {
-	t, s, err := tx.elemSet(x)
+func (tx *txn) newElems(t *table, x *msg) error {
+	s, err := tx.elemSet(t, x)
 	if err != nil {
 		return err
 	}
 	if bound(t, s) {
 		return errno(unix.EBUSY)
 	}
-	items, err := list(x.a[listElements])
+	items, err := list(x.a[unix.NFTA_SET_ELEM_LIST_ELEMENTS])
 	if err != nil {
 		return errno(unix.EINVAL)
 	}
@@ -205,7 +151,7 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 	if err != nil {
 		return errno(unix.EINVAL)
 	}
-	e := &elem{flags: be32(ea[elemFlags]), userdata: ea[elemUserdata], exprs: ea[elemExpr]}
+	e := &elem{flags: be32(ea[unix.NFTA_SET_ELEM_FLAGS]), userdata: ea[unix.NFTA_SET_ELEM_USERDATA], exprs: ea[unix.NFTA_SET_ELEM_EXPR]}
 	if e.flags&^(elemIntervalEnd|elemCatchall) != 0 ||
 		e.flags&elemIntervalEnd != 0 && s.flags&setInterval == 0 {
 		return errno(unix.EINVAL)
@@ -213,7 +159,7 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 	if e.flags&elemCatchall != 0 {
 		return tx.k.refuse(x.m, " of a catch-all element")
 	}
-	if e.key, err = value(ea[elemKey], s.keyLen); err != nil {
+	if e.key, err = value(ea[unix.NFTA_SET_ELEM_KEY], s.keyLen); err != nil {
 		return err
 	}
 	if ke, ok := ea[elemKeyEnd]; ok {
@@ -221,7 +167,7 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 			return err
 		}
 	}
-	d, hasData := ea[elemData]
+	d, hasData := ea[unix.NFTA_SET_ELEM_DATA]
 	switch {
 	case s.flags&setMap != 0 && e.flags&elemIntervalEnd == 0 && !hasData,
 		s.flags&setMap == 0 && hasData:
@@ -237,14 +183,14 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 		}
 		e.data = d
 	}
-	if o, ok := ea[elemObjref]; ok {
+	if o, ok := ea[unix.NFTA_SET_ELEM_OBJREF]; ok {
 		if s.flags&setObject == 0 || t.obj(str(o), s.objType) == nil {
 			return errno(unix.ENOENT)
 		}
 		e.objref = str(o)
 	}
-	to, hasTimeout := ea[elemTimeout]
-	if (hasTimeout || ea[elemExpiration] != nil) && s.flags&setTimeout == 0 {
+	to, hasTimeout := ea[unix.NFTA_SET_ELEM_TIMEOUT]
+	if (hasTimeout || ea[unix.NFTA_SET_ELEM_EXPIRATION] != nil) && s.flags&setTimeout == 0 {
 		return errno(unix.EINVAL)
 	}
 	e.timeout = s.timeout
@@ -269,15 +215,15 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 	return nil
 }
 
-func (tx *txn) delElems(x *msg) error {
-	t, s, err := tx.elemSet(x)
+func (tx *txn) delElems(t *table, x *msg) error {
+	s, err := tx.elemSet(t, x)
 	if err != nil {
 		return err
 	}
 	if bound(t, s) {
 		return errno(unix.EBUSY)
 	}
-	b, ok := x.a[listElements]
+	b, ok := x.a[unix.NFTA_SET_ELEM_LIST_ELEMENTS]
 	if !ok { // flush
 		if len(s.elems) > 0 {
 			s.elems, tx.changed = nil, true
@@ -293,11 +239,11 @@ func (tx *txn) delElems(x *msg) error {
 		if err != nil {
 			return errno(unix.EINVAL)
 		}
-		key, err := value(ea[elemKey], s.keyLen)
+		key, err := value(ea[unix.NFTA_SET_ELEM_KEY], s.keyLen)
 		if err != nil {
 			return err
 		}
-		i, _ := s.elem(key, be32(ea[elemFlags]))
+		i, _ := s.elem(key, be32(ea[unix.NFTA_SET_ELEM_FLAGS]))
 		if i < 0 {
 			if x.destroy() {
 				continue

@@ -346,3 +346,9 @@ func mustAttrs(as ...netlink.Attribute) []byte {
 func nest(typ uint16, as ...netlink.Attribute) netlink.Attribute {
 	return netlink.Attribute{Type: typ | netlink.Nested, Data: mustAttrs(as...)}
 }
+
+// key is what a DEL finds an object by (del).
+func (t *table) key() (name string, handle uint64) { return t.name, t.handle }
+func (c *chain) key() (name string, handle uint64) { return c.name, c.handle }
+func (s *set) key() (name string, handle uint64)   { return s.name, s.handle }
+func (o *obj) key() (name string, handle uint64)   { return o.name, o.handle }

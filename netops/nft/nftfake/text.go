@@ -161,10 +161,10 @@ func (k *Kernel) writeSetOf(b *strings.Builder, s *set, detailed bool) {
 				fmt.Fprintf(b, " : jump %s", e.jump)
 			case e.data != nil:
 				da, _ := attrs(e.data)
-				if v, ok := da[dataValue]; ok {
+				if v, ok := da[unix.NFTA_DATA_VALUE]; ok {
 					fmt.Fprintf(b, " : %x", v)
 				} else {
-					fmt.Fprintf(b, " : verdict %s", verdictText(da[dataVerdict]))
+					fmt.Fprintf(b, " : verdict %s", verdictText(da[unix.NFTA_DATA_VERDICT]))
 				}
 			case e.objref != "":
 				fmt.Fprintf(b, " : %s", e.objref)
@@ -222,7 +222,7 @@ func exprText(family uint8, b []byte) string {
 		if name == "immediate" {
 			da, _ := attrs(e[2])
 			ia, _ := attrs(da[2])
-			if v, ok := ia[dataVerdict]; ok {
+			if v, ok := ia[unix.NFTA_DATA_VERDICT]; ok {
 				out = append(out, verdictText(v))
 				continue
 			}
@@ -242,7 +242,7 @@ func exprText(family uint8, b []byte) string {
 // verdictText is a verdict (NFTA_DATA_VERDICT's payload) as nft says it.
 func verdictText(v []byte) string {
 	va, _ := attrs(v)
-	code := int32(be32(va[verdictCode]))
+	code := int32(be32(va[unix.NFTA_VERDICT_CODE]))
 	switch code {
 	case 0:
 		return "drop"
@@ -253,9 +253,9 @@ func verdictText(v []byte) string {
 	case -2:
 		return "break"
 	case -3:
-		return "jump " + str(va[verdictChain])
+		return "jump " + str(va[unix.NFTA_VERDICT_CHAIN])
 	case -4:
-		return "goto " + str(va[verdictChain])
+		return "goto " + str(va[unix.NFTA_VERDICT_CHAIN])
 	case -5:
 		return "return"
 	}
