@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -102,7 +101,8 @@ func (h *Handle) nftGetExists(family uint8, msgType int, name string, attrs ...m
 }
 
 // nftGetChain gets chain name of table (of family) with one non-dump get:
-// its name, hook, priority and type; nil, nil when it is not there.
+// its name, hook, priority, type and policy (parseChain); nil, nil when
+// it is not there.
 // (google/nftables' ListChain is one get too, but loses the kernel's
 // ENOENT in its error.)
 func (h *Handle) nftGetChain(family uint8, table, name string) (*nftables.Chain, error) {
@@ -122,32 +122,12 @@ func (h *Handle) nftGetChain(family uint8, table, name string) (*nftables.Chain,
 	if err != nil || len(msgs) != 1 || len(msgs[0].Data) < 4 {
 		return nil, fmt.Errorf("get chain %s: %w (%d answers)", name, err, len(msgs))
 	}
-	ch := &nftables.Chain{Name: name, Table: &nftables.Table{Name: table, Family: nftables.TableFamily(family)}}
-	ad, err := mdnetlink.NewAttributeDecoder(msgs[0].Data[4:])
+	ch, _, _, err := parseChain(msgs[0].Data)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("get chain %s: %w", name, err)
 	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_CHAIN_TYPE:
-			ch.Type = nftables.ChainType(ad.String())
-		case unix.NFTA_CHAIN_HOOK:
-			ad.Nested(func(nd *mdnetlink.AttributeDecoder) error {
-				nd.ByteOrder = binary.BigEndian
-				for nd.Next() {
-					switch nd.Type() {
-					case unix.NFTA_HOOK_HOOKNUM:
-						ch.Hooknum = nftables.ChainHookRef(nftables.ChainHook(nd.Uint32()))
-					case unix.NFTA_HOOK_PRIORITY:
-						ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(int32(nd.Uint32())))
-					}
-				}
-				return nil
-			})
-		}
-	}
-	return ch, ad.Err()
+	ch.Name, ch.Table = name, &nftables.Table{Name: table, Family: nftables.TableFamily(family)}
+	return ch, nil
 }
 
 // nfgenmsg returns the nfnetlink header.
