@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	c := &controller{cfg: cfg, m: newMetrics(), poke: make(chan struct{}, 1),
 		written: map[string]*svcObj{}, reported: map[string]string{}, poolSt: map[string]string{}}
-	if c.core, err = kubecore.GroupClient(kubeapi.Protobuf(rc), corev1.SchemeGroupVersion, "/api", &corev1.Service{}, &corev1.ServiceList{}, &corev1.Event{}); err != nil {
+	if c.core, err = kubecore.GroupClient(writeRate(kubeapi.Protobuf(rc)), corev1.SchemeGroupVersion, "/api", &corev1.Service{}, &corev1.ServiceList{}, &corev1.Event{}); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if c.poolc, err = kubecore.GroupClient(rc, GroupVersion(), "/apis", &LoadBalancerIPPool{}, &LoadBalancerIPPoolList{}); err != nil {
@@ -148,6 +148,19 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Log.Info("LoadBalancer IPAM: taking part in the election", "lease", cfg.Namespace+"/"+LeaseName, "identity", node)
 	c.loop(ctx)
 	return nil
+}
+
+// writeRate is rc with client-go's rate limit raised where rc sets none
+// (its default, 5 requests a second with bursts of 10, held the writes of
+// 1,000 Services created at once to 5 a second: 200 s; make bench-lb):
+// the leader writes one status per Service (and an Event per problem),
+// one at a time. The Lease's client keeps its own limiter.
+func writeRate(rc *rest.Config) *rest.Config {
+	c := *rc
+	if c.QPS == 0 && c.RateLimiter == nil {
+		c.QPS, c.Burst = 100, 200
+	}
+	return &c
 }
 
 // waitCRD waits until the API serves LoadBalancerIPPools; false when ctx
