@@ -35,11 +35,22 @@ const Class = "cnibox.io/lb"
 // ingress as the controller's.
 const Condition = "cnibox.io/LoadBalancerIPAllocated"
 
-// MetalLB's annotations, which the controller honours.
-const (
-	AnnotationIPs   = "metallb.universe.tf/loadBalancerIPs"
-	AnnotationShare = "metallb.universe.tf/allow-shared-ip"
-)
+// annotation is the value of MetalLB's annotation name (one of the
+// constants above) on s: under metallb.io/ if there, else as named.
+func annotation(s *corev1.Service, name string) (string, bool) {
+	if v, ok := s.Annotations[AnnotationStable(name)]; ok {
+		return v, true
+	}
+	v, ok := s.Annotations[name]
+	return v, ok
+}
+
+// AnnotationStable is MetalLB's annotation name under its current prefix
+// metallb.io/ (metallb.universe.tf/ is the deprecated one).
+func AnnotationStable(name string) string {
+	_, rest, _ := strings.Cut(name, "/")
+	return "metallb.io/" + rest
+}
 
 // The conditions of a pool's status (Cilium's, in cnibox.io).
 const (
@@ -63,6 +74,10 @@ type PoolSpec struct {
 	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 	Disabled          bool                  `json:"disabled,omitempty"`
 	AllowFirstLastIPs bool                  `json:"allowFirstLastIPs,omitempty"`
+	// AutoAssign false: the pool's addresses go only to Services that ask
+	// for one (spec.loadBalancerIP, AnnotationIPs) or name the pool
+	// (AnnotationPool); nil: true (the CRD's default).
+	AutoAssign *bool `json:"autoAssign,omitempty"`
 	// Announce says which nodes may answer on the LAN for the pool's
 	// addresses (agent/lbannounce); nil: every node.
 	Announce *AnnounceSpec `json:"announce,omitempty"`
@@ -90,6 +105,10 @@ func (p *LoadBalancerIPPool) DeepCopyObject() runtime.Object {
 	out.Spec = p.Spec
 	out.Spec.Blocks = slices.Clone(p.Spec.Blocks)
 	out.Spec.ServiceSelector = p.Spec.ServiceSelector.DeepCopy()
+	if a := p.Spec.AutoAssign; a != nil {
+		v := *a
+		out.Spec.AutoAssign = &v
+	}
 	if a := p.Spec.Announce; a != nil {
 		out.Spec.Announce = &AnnounceSpec{NodeSelector: a.NodeSelector.DeepCopy()}
 	}
@@ -166,7 +185,7 @@ func serviceOf(s *corev1.Service) *svcObj {
 	if v := strings.TrimSpace(sp.LoadBalancerIP); v != "" {
 		asked = append(asked, v)
 	}
-	if v, ok := s.Annotations[AnnotationIPs]; ok {
+	if v, ok := annotation(s, AnnotationIPs); ok {
 		asked = nil // (the annotation wins, as MetalLB reads them)
 		for _, a := range strings.Split(v, ",") {
 			asked = append(asked, strings.TrimSpace(a))
@@ -180,7 +199,10 @@ func serviceOf(s *corev1.Service) *svcObj {
 		}
 		out.Requested = append(out.Requested, ip.Unmap())
 	}
-	out.SharingKey = s.Annotations[AnnotationShare]
+	out.SharingKey, _ = annotation(s, AnnotationShare)
+	if v, _ := annotation(s, AnnotationPool); strings.TrimSpace(v) != "" {
+		out.Pool = strings.TrimSpace(v)
+	}
 	for _, p := range sp.Ports {
 		proto := string(p.Protocol)
 		if proto == "" {
@@ -216,7 +238,8 @@ func ServiceView(s *corev1.Service) any {
 // poolOf reads an API pool; a block that does not parse (the schema let it
 // through, or an IPv6 start after its stop) is the pool's Conflict.
 func poolOf(o *LoadBalancerIPPool) (*Pool, error) {
-	p := &Pool{Name: o.Name, Created: o.CreationTimestamp.Time, Disabled: o.Spec.Disabled}
+	p := &Pool{Name: o.Name, Created: o.CreationTimestamp.Time, Disabled: o.Spec.Disabled,
+		Manual: o.Spec.AutoAssign != nil && !*o.Spec.AutoAssign}
 	if o.Spec.ServiceSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(o.Spec.ServiceSelector)
 		if err != nil {

@@ -264,6 +264,57 @@ func TestKubeLBIPAM(t *testing.T) {
 	}
 }
 
+// TestKubeLBIPAMAutoAssign: a pool of autoAssign false (the CRD's default
+// is true) gives nothing to a Service that does not ask (a NoPool Warning
+// Event saying why), an address to one naming it in MetalLB's current
+// annotation metallb.io/address-pool and the address asked for to one
+// asking; a Service naming a pool that does not exist is told so; the
+// writes are counted in cnibox_agent_lb_ipam_status_writes_total.
+func TestKubeLBIPAMAutoAssign(t *testing.T) {
+	cs, kc := startAPI(t)
+	ctx := context.Background()
+	must(t, createPool(cs, "auto", `{"blocks":[{"cidr":"198.51.100.0/30"}],"serviceSelector":{"matchLabels":{"pool":"auto"}}}`))
+	must(t, createPool(cs, "manual", `{"blocks":[{"cidr":"192.0.2.0/29"}],"autoAssign":false}`))
+	var p LoadBalancerIPPool
+	must(t, cs.CoreV1().RESTClient().Get().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools/auto").Do(ctx).Into(&p))
+	if p.Spec.AutoAssign == nil || !*p.Spec.AutoAssign {
+		t.Errorf("pool auto: spec.autoAssign %v, want the CRD's default true", p.Spec.AutoAssign)
+	}
+	reg := prometheus.NewRegistry()
+	runController(t, kc, "node-a", reg)
+	svcs := cs.CoreV1().Services("default")
+	for _, s := range []*corev1.Service{
+		lbService("plain", 80),
+		lbService("named", 80, func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationStable(AnnotationPool): "manual"} }),
+		lbService("asks", 80, func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationIPs: "192.0.2.5"} }),
+		lbService("nowhere", 80, func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationPool: "gone"} }),
+	} {
+		_, err := svcs.Create(ctx, s, metav1.CreateOptions{})
+		must(t, err)
+	}
+	if got := ingress(t, cs, "named", some); !slices.Equal(got, []string{"192.0.2.1"}) {
+		t.Errorf("named: %v, want 192.0.2.1 (the lowest of the pool it names)", got)
+	}
+	if got := ingress(t, cs, "asks", some); !slices.Equal(got, []string{"192.0.2.5"}) {
+		t.Errorf("asks: %v, want 192.0.2.5, which it asks for", got)
+	}
+	warning(t, cs, "plain", ReasonNoPool, "whose autoAssign is not false")
+	warning(t, cs, "nowhere", ReasonNoPool, "names pool gone, and there is no LoadBalancerIPPool of that name")
+	for _, name := range []string{"plain", "nowhere"} {
+		if s, _ := svcs.Get(ctx, name, metav1.GetOptions{}); len(s.Status.LoadBalancer.Ingress) != 0 {
+			t.Errorf("%s: %v, want no address", name, s.Status.LoadBalancer.Ingress)
+		}
+	}
+	// (each Service's status written once: an address, or the condition
+	// saying why not)
+	if got := gauge(t, reg, `cnibox_agent_lb_ipam_status_writes_total{result="ok"}`); got < 4 {
+		t.Errorf("status writes ok: %v, want at least 4", got)
+	}
+	if got := gauge(t, reg, `cnibox_agent_lb_ipam_services_short`); got != 2 {
+		t.Errorf("services_short: %v, want 2 (plain, nowhere)", got)
+	}
+}
+
 // TestLBIPAMAgent is one controller in a child process of
 // TestKubeLBIPAMFailover (skipped otherwise); each status write waits
 // LBIPAM_AGENT_DELAY first, so that a kill lands in the middle of a pass.
@@ -295,7 +346,7 @@ func TestLBIPAMAgent(t *testing.T) {
 func TestKubeLBIPAMFailover(t *testing.T) {
 	cs, kc := startAPI(t)
 	ctx := context.Background()
-	must(t, createPool(cs, "pool", `{"blocks":[{"cidr":"192.0.2.0/26"}]}`)) // 62
+	must(t, createPool(cs, "pool", `{"blocks":[{"cidr":"192.0.2.0/25"}]}`)) // 126
 	svcs := cs.CoreV1().Services("default")
 	w, err := svcs.Watch(ctx, metav1.ListOptions{})
 	must(t, err)
@@ -369,23 +420,27 @@ func TestKubeLBIPAMFailover(t *testing.T) {
 	}
 	start()
 	start()
+	// More Services a round than the leader has writes in flight
+	// (writers), so that a kill lands in the middle of a pass.
+	const perRound = 20
 	total, kills := 0, 0
 	deleted := 0
 	for round := 0; round < 6; round++ {
 		if round > 0 { // a hole among the addresses given: filled, never closed by moving the others
 			deleted++
-			must(t, svcs.Delete(ctx, fmt.Sprintf("s%02d", 8*round-3), metav1.DeleteOptions{}))
+			must(t, svcs.Delete(ctx, fmt.Sprintf("s%03d", perRound*round-3), metav1.DeleteOptions{}))
 		}
-		for range 8 {
+		for range perRound {
 			total++
-			_, err := svcs.Create(ctx, lbService(fmt.Sprintf("s%02d", total), 80), metav1.CreateOptions{})
+			_, err := svcs.Create(ctx, lbService(fmt.Sprintf("s%03d", total), 80), metav1.CreateOptions{})
 			must(t, err)
 		}
 		// Kill the leader once it wrote a few of this round's.
 		before := countHeld(holds)
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			drain()
-			if countHeld(holds) >= before+2 || time.Now().After(deadline) {
+			// (a live leader's: writes of a killed one may reach the watch late)
+			if countHeld(holds) >= before+2 && agents[leader()] != nil || time.Now().After(deadline) {
 				break
 			}
 		}
@@ -476,7 +531,8 @@ func TestKubePoolPolicy(t *testing.T) {
 	must(t, createPool(cs, "outside", `{"blocks":[{"cidr":"192.0.2.0/24"},{"start":"10.245.0.1","stop":"10.245.0.9"}]}`))
 }
 
-// gauge is the value of the gauge name{labels} in reg (-1: none).
+// gauge is the value of the gauge or counter name{labels} in reg (-1:
+// none).
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -493,6 +549,9 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 			}
 			if id == name && m.GetGauge() != nil {
 				return m.GetGauge().GetValue()
+			}
+			if id == name && m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -35,14 +35,17 @@ type Service struct {
 	Families      []int
 	Dual, Require bool
 	// Requested are the addresses asked for (spec.loadBalancerIP, the
-	// annotation metallb.universe.tf/loadBalancerIPs); BadRequest says why
+	// annotation AnnotationIPs); BadRequest says why
 	// what was asked for does not parse ("" it does).
 	Requested  []netip.Addr
 	BadRequest string
-	// SharingKey is metallb.universe.tf/allow-shared-ip ("": shares
-	// nothing).
+	// SharingKey is MetalLB's allow-shared-ip ("": shares nothing).
 	SharingKey string
-	Ports      []Port
+	// Pool is the pool the Service names (MetalLB's address-pool
+	// annotation, AnnotationPool; "" none): its addresses come from that
+	// pool only, whether the pool assigns automatically or not.
+	Pool  string
+	Ports []Port
 	// Local: externalTrafficPolicy Local; Selector: spec.selector written
 	// canonically (two Local Services share an address only with the same
 	// pods).
@@ -72,6 +75,16 @@ func (s *Service) wanted() []int {
 	}
 	return s.Families
 }
+
+// MetalLB's annotations, which the controller honours, each also under
+// MetalLB's current prefix metallb.io/ (AnnotationStable), which wins
+// where a Service has both, as in MetalLB.
+const (
+	AnnotationIPs   = "metallb.universe.tf/loadBalancerIPs"
+	AnnotationShare = "metallb.universe.tf/allow-shared-ip"
+	// AnnotationPool names the pool a Service takes its addresses from.
+	AnnotationPool = "metallb.universe.tf/address-pool"
+)
 
 // The reasons of a Problem (and of the Warning Events on the Service).
 const (
@@ -173,6 +186,8 @@ func (p *planner) poolOf(a netip.Addr, s *Service, ls labels.Labels) (*Pool, str
 			continue
 		}
 		switch {
+		case s.Pool != "" && pl.Name != s.Pool:
+			why = "it is in pool " + pl.Name + ", not in pool " + s.Pool + " which the Service's annotation " + AnnotationPool + " names"
 		case pl.usable(ls):
 			return pl, ""
 		case pl.Disabled:
@@ -251,7 +266,7 @@ func (p *planner) keep(s *Service) []netip.Addr {
 		if len(s.Requested) > 0 && !slices.Contains(s.Requested, a) {
 			continue
 		}
-		if !p.keeps(a, ls) || !p.free(a, s) {
+		if !p.keeps(a, s, ls) || !p.free(a, s) {
 			continue
 		}
 		p.claim(a, s)
@@ -300,13 +315,13 @@ func (p *planner) fill(s *Service, have []netip.Addr) Result {
 		needed := i == 0 || s.Require
 		var usable []*Pool
 		for _, pl := range p.pools {
-			if pl.usable(ls) && slices.ContainsFunc(pl.Blocks, func(b Block) bool { return family(b.First) == fam }) {
+			if pl.usable(ls) && pl.assigns(s) && slices.ContainsFunc(pl.Blocks, func(b Block) bool { return family(b.First) == fam }) {
 				usable = append(usable, pl)
 			}
 		}
 		if len(usable) == 0 {
 			if needed && prob == nil {
-				prob = &Problem{ReasonNoPool, fmt.Sprintf("no LoadBalancerIPPool gives IPv%d addresses to this Service (none has a block of the family, enabled, free of conflicts, whose serviceSelector selects it)", fam)}
+				prob = &Problem{ReasonNoPool, p.noPool(s, fam, ls)}
 			}
 			continue
 		}
@@ -357,6 +372,27 @@ func (p *planner) pick(s *Service, fam int, pools []*Pool) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// noPool says why no pool gives s an address of family fam.
+func (p *planner) noPool(s *Service, fam int, ls labels.Labels) string {
+	if s.Pool == "" {
+		return fmt.Sprintf("no LoadBalancerIPPool gives IPv%d addresses to this Service (none has a block of the family, enabled, free of conflicts, whose serviceSelector selects it and whose autoAssign is not false; a pool of autoAssign false gives only to Services that ask for one of its addresses or name it in the annotation %s)", fam, AnnotationPool)
+	}
+	named := "the Service's annotation " + AnnotationPool + " names pool " + s.Pool
+	i := slices.IndexFunc(p.pools, func(pl *Pool) bool { return pl.Name == s.Pool })
+	if i < 0 {
+		return named + ", and there is no LoadBalancerIPPool of that name: name one that kubectl get lbippools lists, or remove the annotation"
+	}
+	switch pl := p.pools[i]; {
+	case pl.Disabled:
+		return named + ", which is disabled"
+	case pl.Conflict != "":
+		return named + ", which is not allocated from: " + pl.Conflict
+	case !pl.usable(ls):
+		return named + ", whose serviceSelector does not select the Service"
+	}
+	return fmt.Sprintf("%s, which has no IPv%d block", named, fam)
+}
+
 // poolsOf names the pool of each address.
 func (p *planner) poolsOf(as []netip.Addr, s *Service, ls labels.Labels) []string {
 	var out []string
@@ -386,10 +422,12 @@ func sortFamilies(as []netip.Addr, fams []int) []netip.Addr {
 	return as
 }
 
-// keeps reports whether a Service of labels ls may keep a: a pool without
-// a conflict whose selector selects the Service holds it.
-func (p *planner) keeps(a netip.Addr, ls labels.Labels) bool {
+// keeps reports whether Service s (of labels ls) may keep a: a pool
+// without a conflict whose selector selects the Service holds it, the
+// pool s names if it names one (a pool that no longer assigns
+// automatically, like a disabled one, takes nothing back).
+func (p *planner) keeps(a netip.Addr, s *Service, ls labels.Labels) bool {
 	return slices.ContainsFunc(p.pools, func(pl *Pool) bool {
-		return pl.Conflict == "" && (pl.Selector == nil || pl.Selector.Matches(ls)) && pl.holds(a)
+		return pl.Conflict == "" && (pl.Selector == nil || pl.Selector.Matches(ls)) && pl.holds(a) && (s.Pool == "" || s.Pool == pl.Name)
 	})
 }

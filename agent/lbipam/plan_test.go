@@ -98,6 +98,9 @@ func TestPlan(t *testing.T) {
 	off.Disabled = true
 	late := pool("late", "192.0.2.2-192.0.2.3") // overlaps web, younger
 	late.Created = time.Unix(5, 0)
+	man := pool("man", "198.51.100.20-198.51.100.21") // autoAssign false
+	man.Manual, man.Created = true, time.Unix(-1, 0)  // (the oldest: first if it assigned)
+	named := func(p string) func(*Service) { return func(s *Service) { s.Pool = p } }
 	type want struct {
 		addrs  string // comma separated; "-" none
 		reason string
@@ -176,6 +179,25 @@ func TestPlan(t *testing.T) {
 		{"ours, no longer eligible: cleared", []*Pool{web}, []*Service{
 			svc(1, "was", func(s *Service) { s.Eligible, s.Ours, s.Holds = false, true, addrs("192.0.2.1") }), svc(2, "a")},
 			map[string]want{"was": {"-", ""}, "a": {"192.0.2.1", ""}}},
+		{"autoAssign false: not given unasked", []*Pool{man, web}, []*Service{svc(1, "a")},
+			map[string]want{"a": {"192.0.2.1", ""}}},
+		{"autoAssign false alone: no pool", []*Pool{man}, []*Service{svc(1, "a")},
+			map[string]want{"a": {"-", ReasonNoPool}}},
+		{"autoAssign false: an address asked for", []*Pool{man, web}, []*Service{svc(1, "a", func(s *Service) { s.Requested = addrs("198.51.100.21") })},
+			map[string]want{"a": {"198.51.100.21", ""}}},
+		{"autoAssign false: named", []*Pool{man, web}, []*Service{svc(1, "a", named("man")), svc(2, "b", named("man")), svc(3, "c", named("man"))},
+			map[string]want{"a": {"198.51.100.20", ""}, "b": {"198.51.100.21", ""}, "c": {"-", ReasonExhausted}}},
+		{"named: that pool only", []*Pool{web, six, man}, []*Service{svc(1, "a", named("six"), func(s *Service) { s.Families = []int{6} }),
+			svc(2, "b", named("six"))},
+			map[string]want{"a": {"2001:db8::10", ""}, "b": {"-", ReasonNoPool}}},
+		{"named: no such pool", []*Pool{web}, []*Service{svc(1, "a", named("nope"))},
+			map[string]want{"a": {"-", ReasonNoPool}}},
+		{"named: an address of another pool asked for", []*Pool{web, man}, []*Service{svc(1, "a", named("man"), func(s *Service) { s.Requested = addrs("192.0.2.1") })},
+			map[string]want{"a": {"-", ReasonRefused}}},
+		{"named: what it holds in another pool moves", []*Pool{web, man}, []*Service{svc(1, "a", named("man"), func(s *Service) { s.Holds = addrs("192.0.2.1") })},
+			map[string]want{"a": {"198.51.100.20", ""}}},
+		{"autoAssign turned false: kept", []*Pool{man}, []*Service{svc(1, "a", func(s *Service) { s.Holds = addrs("198.51.100.21") })},
+			map[string]want{"a": {"198.51.100.21", ""}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, p := range c.pools {
@@ -250,5 +272,32 @@ func TestPlanNeverTwice(t *testing.T) {
 		return r.Problem != nil && r.Problem.Reason == ReasonExhausted
 	}) {
 		t.Error("no Service told the pool is exhausted")
+	}
+}
+
+// TestPlanPoolMessages: why a Service gets nothing names the annotation,
+// the pool and the fix.
+func TestPlanPoolMessages(t *testing.T) {
+	man := pool("man", "198.51.100.20-198.51.100.21")
+	man.Manual = true
+	off := pool("off", "203.0.113.1-203.0.113.2")
+	off.Disabled = true
+	pools := []*Pool{man, off}
+	Refuse(pools, nil)
+	for _, c := range []struct {
+		s    *Service
+		want string
+	}{
+		{svc(1, "a"), "autoAssign is not false; a pool of autoAssign false gives only to Services that ask for one of its addresses or name it in the annotation metallb.universe.tf/address-pool"},
+		{svc(1, "a", func(s *Service) { s.Pool = "nope" }), "names pool nope, and there is no LoadBalancerIPPool of that name: name one that kubectl get lbippools lists, or remove the annotation"},
+		{svc(1, "a", func(s *Service) { s.Pool = "off" }), "names pool off, which is disabled"},
+		{svc(1, "a", func(s *Service) { s.Pool = "man"; s.Families = []int{6} }), "names pool man, which has no IPv6 block"},
+		{svc(1, "a", func(s *Service) { s.Pool = "off"; s.Requested = addrs("198.51.100.20") }), "address 198.51.100.20 asked for: it is in pool man, not in pool off which the Service's annotation metallb.universe.tf/address-pool names"},
+	} {
+		got, _ := Plan(pools, []*Service{c.s})
+		r := got[c.s.Key()]
+		if r.Problem == nil || !strings.Contains(r.Problem.Message, c.want) {
+			t.Errorf("%+v: problem %+v, want %q", c.s, r.Problem, c.want)
+		}
 	}
 }

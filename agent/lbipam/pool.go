@@ -53,6 +53,10 @@ type Pool struct {
 	// controller adds (NamespaceLabel, NameLabel).
 	Selector labels.Selector
 	Disabled bool
+	// Manual: spec.autoAssign false: the pool gives addresses only to
+	// the Services that ask for one of them or name the pool
+	// (AnnotationPool), as MetalLB's IPAddressPool autoAssign.
+	Manual bool
 	// Conflict says why the pool is not allocated from: one of its blocks
 	// overlaps an earlier pool's, the cluster's networks or a node's
 	// address (Refuse); "" none.
@@ -176,6 +180,15 @@ func (p *Pool) Size() float64 {
 // usable reports whether p may give an address to a Service of labels ls.
 func (p *Pool) usable(ls labels.Labels) bool {
 	return !p.Disabled && p.Conflict == "" && (p.Selector == nil || p.Selector.Matches(ls))
+}
+
+// assigns reports whether p may give s an address s did not ask for: s
+// names p, or names no pool and p assigns automatically.
+func (p *Pool) assigns(s *Service) bool {
+	if s.Pool != "" {
+		return s.Pool == p.Name
+	}
+	return !p.Manual
 }
 
 // block is the block of p that holds a, if any.

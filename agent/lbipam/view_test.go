@@ -36,3 +36,20 @@ func TestServiceView(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceAnnotations: MetalLB's annotations are read under both its
+// prefixes, metallb.io/ winning over metallb.universe.tf/ as in MetalLB.
+func TestServiceAnnotations(t *testing.T) {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s", Annotations: map[string]string{
+		"metallb.universe.tf/address-pool": "old", "metallb.io/address-pool": " new ",
+		"metallb.universe.tf/allow-shared-ip": "k",
+		"metallb.io/loadBalancerIPs":          "192.0.2.1, 2001:db8::1",
+	}}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "192.0.2.9"}}
+	o := serviceOf(s)
+	if o.Pool != "new" || o.SharingKey != "k" || len(o.Requested) != 2 || o.Requested[0].String() != "192.0.2.1" || o.Requested[1].String() != "2001:db8::1" {
+		t.Errorf("pool %q, key %q, requested %v: want new, k, [192.0.2.1 2001:db8::1]", o.Pool, o.SharingKey, o.Requested)
+	}
+	if got := AnnotationStable(AnnotationIPs); got != "metallb.io/loadBalancerIPs" {
+		t.Errorf("AnnotationStable: %s", got)
+	}
+}
