@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,7 +64,10 @@ type controller struct {
 	m     *metrics
 	poke  chan struct{}
 
-	lead     *leading           // nil while another agent leads
+	lead *leading // nil while another agent leads
+	// mu guards written and reported while sync's writers run
+	// (writes.go); the loop's goroutine alone touches them otherwise.
+	mu       sync.Mutex
 	written  map[string]*svcObj // each Service as this leader last wrote it
 	reported map[string]string  // the problem last reported of each Service
 	poolSt   map[string]string  // each pool's status as last written

@@ -18,14 +18,18 @@ import (
 // problem stays the same (the Event is named after the Service's UID and
 // the message: a new leader that reports it again finds it there).
 func (c *controller) warn(ctx context.Context, s *svcObj, p *Problem) {
+	c.mu.Lock()
 	if p == nil {
 		delete(c.reported, s.Key())
+		c.mu.Unlock()
 		return
 	}
 	if c.reported[s.Key()] == p.Message {
+		c.mu.Unlock()
 		return
 	}
 	c.reported[s.Key()] = p.Message
+	c.mu.Unlock()
 	sum := sha256.Sum256([]byte(s.UID + "\x00" + p.Message))
 	t := metav1.NewTime(time.Now())
 	msg := p.Message

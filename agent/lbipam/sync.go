@@ -79,22 +79,13 @@ func (c *controller) sync(ctx context.Context) {
 	}
 	results, usage := Plan(pools, svcs)
 	short := 0
-	for key, r := range results {
-		s := views[key]
+	for _, r := range results {
 		if r.Problem != nil {
 			short++
 		}
-		if err := c.writeService(ctx, s, r); err != nil {
-			if errors.Is(err, errNotFresh) {
-				return
-			}
-			c.cfg.Log.Warn("LoadBalancer IPAM: cannot write a Service's status", "service", key, "err", err)
-			c.wake()
-			continue
-		}
-		if s.Eligible {
-			c.warn(ctx, s, r.Problem)
-		}
+	}
+	if c.writeResults(ctx, views, results) {
+		return // (the Lease is not fresh)
 	}
 	c.m.set(usage, short)
 	for _, p := range pools {
@@ -182,15 +173,20 @@ func (c *controller) writeService(ctx context.Context, s *svcObj, r Result) erro
 	err = c.core.Patch(types.StrategicMergePatchType).Namespace(s.Namespace).Resource("services").Name(s.Name).
 		SubResource("status").Body(patch).Do(ctx).Into(out)
 	switch {
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
 		c.m.writes.WithLabelValues("conflict").Inc()
-		return nil // (changed or gone since: planned again from the informer's next event)
+		return nil // (gone since: what it held is free)
+	case apierrors.IsConflict(err):
+		c.m.writes.WithLabelValues("conflict").Inc()
+		return errConflict // (planned again from the informer's next event)
 	case err != nil:
 		c.m.writes.WithLabelValues("error").Inc()
 		return err
 	}
 	c.m.writes.WithLabelValues("ok").Inc()
+	c.mu.Lock()
 	c.written[s.Key()] = serviceOf(out)
+	c.mu.Unlock()
 	if len(r.Addrs) > 0 || len(s.Holds) > 0 {
 		c.cfg.Log.Info("LoadBalancer IPAM: wrote a Service's addresses", "service", s.Key(), "addresses", r.Addrs, "was", s.Holds)
 	}
