@@ -21,7 +21,7 @@ TEST_DEBS  := iproute2 nftables iptables ipset iperf3 podman runc busybox-static
 # Elsewhere those tests skip unless firewalld is installed by hand.
 TEST_DEBS  += $(if $(filter systemd,$(shell cat /proc/1/comm 2>/dev/null)),,firewalld)
 
-.PHONY: build install test unit check e2e demo deps bench bench-scale bench-policy bench-services lint clean fuzz soak
+.PHONY: build install test unit check e2e demo deps bench bench-scale bench-policy bench-services bench-lb lint clean fuzz soak
 
 # BINDIR: where build writes the binaries (make image builds each of
 # IMAGE_ARCHES into bin/linux-ARCH with GOARCH set).
@@ -178,6 +178,19 @@ test-kube: deps build
 bench-egress: deps
 	bash test/kube/control-plane.sh build
 	EGRESS_KILLS=20 $(GO) test -count=1 -timeout 20m -tags kube -run 'TestKubeEgress6?$$' -v ./agent/egress/
+
+# bench-lb: LoadBalancer Services (issue 64): the allocation by the real
+# agent's --lb-ipam on the test API server at 1,000 Services (a backlog at
+# the agent's start, 1,000 created at once, one at a time p50/p99, the
+# leader SIGKILLed; test/benchlb, BENCH_LB_ARGS passes flags), then the
+# announcers' failover over 20 deaths each for IPv4 and IPv6
+# (TestKubeLBAnnounce, LB_KILLS, LB_KILLS6). docs/benchmarks.md; about 15
+# minutes. Not in make test or CI.
+.PHONY: bench-lb
+bench-lb: deps build
+	bash test/kube/control-plane.sh build
+	$(GO) run ./test/benchlb -agent-kube $(CURDIR)/bin/cnibox-agent-kube -kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_LB_ARGS)
+	LB_KILLS=20 LB_KILLS6=20 flock /tmp/cnibox-kube.lock $(GO) test -count=1 -timeout 30m -tags kube -run '^TestKubeLBAnnounce$$' -v ./agent/lbannounce/
 
 # test-rbac: the manifests' RBAC (kubectl auth can-i as the agents' service
 # accounts) and admission policy (tokens bound to agent pods) on a real API

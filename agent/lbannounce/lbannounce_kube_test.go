@@ -65,6 +65,7 @@ type labNode struct {
 	done  chan struct{}
 	log   string
 	data  string
+	proxy *apiProxy // nil: the agent reaches the API server directly
 }
 
 const port = 8080
@@ -297,6 +298,9 @@ func (l *lab) startAgent(t *testing.T, n *labNode) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLBAnnounceNodeAgent$", "-test.v")
 	cmd.Env = append(os.Environ(), "LB_AGENT_NODE="+n.name, "LB_AGENT_NETNS="+n.h.Path(),
 		"LB_AGENT_KUBECONFIG="+l.kc, "LB_AGENT_DATA="+n.data)
+	if n.proxy != nil {
+		cmd.Env = append(cmd.Env, "LB_AGENT_API=https://"+n.proxy.addr)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	must(t, cmd.Start())
 	n.agent, n.done = cmd, make(chan struct{})
@@ -336,7 +340,7 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 	}()
 	// The Services proxy beside it, on the same informer cache, as
 	// cnibox-agent --service-proxy --lb-announce runs them.
-	kc := kubeapi.Cluster{Kubeconfig: os.Getenv("LB_AGENT_KUBECONFIG"), NodeName: node}
+	kc := kubeapi.Cluster{Kubeconfig: os.Getenv("LB_AGENT_KUBECONFIG"), APIURL: os.Getenv("LB_AGENT_API"), NodeName: node}
 	c := cluster.New(kc, nil)
 	c.Start(ctx)
 	go func() {
@@ -352,6 +356,48 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 		Host: h, DataDir: os.Getenv("LB_AGENT_DATA"), CRDPoll: time.Second, Recheck: time.Hour,
 		Overlay: func() (string, bool) { return "eth0", true },
 	}))
+}
+
+// startLab starts the API server (test/kube) with the pools' CRD, the
+// Leases' namespace and the pools "lb" (192.168.77.200-209, nodes
+// lb=true), "any" (192.168.77.210-219) and "v6" (2001:db8:77::200-20f,
+// nodes lb=true), the lab and an agent on each node (each through a proxy
+// of its own to the API server when proxied: apiProxy).
+func startLab(t *testing.T, proxied bool) *lab {
+	t.Helper()
+	nstest.RequireRoot(t)
+	kc := kube.Start(t, nil)
+	cs := kube.Clientset(t, kc)
+	ctx := context.Background()
+	crd, err := os.ReadFile("../../deploy/kubernetes/loadbalancerippool-crd.yaml")
+	must(t, err)
+	kube.CreateCRD(t, cs, crd, "/apis/cnibox.io/v1alpha1/loadbalancerippools")
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LeaseNamespace}}, metav1.CreateOptions{})
+	must(t, err)
+	for _, p := range []string{
+		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"lb"},"spec":{"blocks":[{"start":"192.168.77.200","stop":"192.168.77.209"}],"announce":{"nodeSelector":{"matchLabels":{"lb":"true"}}}}}`,
+		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"any"},"spec":{"blocks":[{"start":"192.168.77.210","stop":"192.168.77.219"}]}}`,
+		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"v6"},"spec":{"blocks":[{"start":"2001:db8:77::200","stop":"2001:db8:77::20f"}],"announce":{"nodeSelector":{"matchLabels":{"lb":"true"}}}}}`,
+	} {
+		must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools").Body([]byte(p)).SetHeader("Content-Type", "application/json").Do(ctx).Error())
+	}
+
+	l := newLab(t, kc, cs)
+	for _, n := range l.nodes {
+		if proxied {
+			n.proxy = newAPIProxy(t)
+		}
+		l.startAgent(t, n)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range l.nodes {
+				b, _ := os.ReadFile(n.log)
+				t.Logf("agent of %s:\n%s", n.name, b)
+			}
+		}
+	})
+	return l
 }
 
 // TestKubeLBAnnounce: load balancer announcements on a real API server
@@ -377,35 +423,8 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 // Services deleted: no node holds any of the addresses. Run with -tags kube, as root, under
 // flock /tmp/cnibox-kube.lock.
 func TestKubeLBAnnounce(t *testing.T) {
-	nstest.RequireRoot(t)
-	kc := kube.Start(t, nil)
-	cs := kube.Clientset(t, kc)
-	ctx := context.Background()
-	crd, err := os.ReadFile("../../deploy/kubernetes/loadbalancerippool-crd.yaml")
-	must(t, err)
-	kube.CreateCRD(t, cs, crd, "/apis/cnibox.io/v1alpha1/loadbalancerippools")
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LeaseNamespace}}, metav1.CreateOptions{})
-	must(t, err)
-	for _, p := range []string{
-		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"lb"},"spec":{"blocks":[{"start":"192.168.77.200","stop":"192.168.77.209"}],"announce":{"nodeSelector":{"matchLabels":{"lb":"true"}}}}}`,
-		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"any"},"spec":{"blocks":[{"start":"192.168.77.210","stop":"192.168.77.219"}]}}`,
-		`{"apiVersion":"cnibox.io/v1alpha1","kind":"LoadBalancerIPPool","metadata":{"name":"v6"},"spec":{"blocks":[{"start":"2001:db8:77::200","stop":"2001:db8:77::20f"}],"announce":{"nodeSelector":{"matchLabels":{"lb":"true"}}}}}`,
-	} {
-		must(t, cs.CoreV1().RESTClient().Post().AbsPath("/apis/cnibox.io/v1alpha1/loadbalancerippools").Body([]byte(p)).SetHeader("Content-Type", "application/json").Do(ctx).Error())
-	}
-
-	l := newLab(t, kc, cs)
-	for _, n := range l.nodes {
-		l.startAgent(t, n)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range l.nodes {
-				b, _ := os.ReadFile(n.log)
-				t.Logf("agent of %s:\n%s", n.name, b)
-			}
-		}
-	})
+	l := startLab(t, false)
+	cs, ctx := l.cs, context.Background()
 	stopA, stopB, stopC := l.watch(t, addrA), l.watch(t, addrB), l.watch(t, addrC)
 	defer stopA()
 	defer stopB()
