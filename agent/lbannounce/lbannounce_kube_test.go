@@ -65,7 +65,7 @@ type labNode struct {
 	done  chan struct{}
 	log   string
 	data  string
-	proxy *apiProxy // nil: the agent reaches the API server directly
+	proxy *kube.Proxy // nil: the agent reaches the API server directly
 }
 
 const port = 8080
@@ -299,7 +299,7 @@ func (l *lab) startAgent(t *testing.T, n *labNode) {
 	cmd.Env = append(os.Environ(), "LB_AGENT_NODE="+n.name, "LB_AGENT_NETNS="+n.h.Path(),
 		"LB_AGENT_KUBECONFIG="+l.kc, "LB_AGENT_DATA="+n.data)
 	if n.proxy != nil {
-		cmd.Env = append(cmd.Env, "LB_AGENT_API=https://"+n.proxy.addr)
+		cmd.Env = append(cmd.Env, "LB_AGENT_API=https://"+n.proxy.Addr)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	must(t, cmd.Start())
@@ -362,7 +362,7 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 // Leases' namespace and the pools "lb" (192.168.77.200-209, nodes
 // lb=true), "any" (192.168.77.210-219) and "v6" (2001:db8:77::200-20f,
 // nodes lb=true), the lab and an agent on each node (each through a proxy
-// of its own to the API server when proxied: apiProxy).
+// of its own to the API server when proxied: kube.Proxy).
 func startLab(t *testing.T, proxied bool) *lab {
 	t.Helper()
 	nstest.RequireRoot(t)
@@ -385,7 +385,7 @@ func startLab(t *testing.T, proxied bool) *lab {
 	l := newLab(t, kc, cs)
 	for _, n := range l.nodes {
 		if proxied {
-			n.proxy = newAPIProxy(t)
+			n.proxy = kube.NewProxy(t)
 		}
 		l.startAgent(t, n)
 	}

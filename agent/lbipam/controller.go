@@ -176,28 +176,18 @@ func (c *controller) waitCRD(ctx context.Context) bool {
 		Forbidden: "the agent may not list " + Resource + "." + GroupVersion().Group + " (bin/cnibox.yaml's ClusterRole cnibox-lb-ipam grants it)"})
 }
 
-// loop renews (or waits for) the Lease every period and plans on every
-// change while it leads.
+// loop takes part in the election (renew, in a goroutine of its own, so
+// that a long pass of writes never holds a renewal back: a leader whose
+// Lease lapsed in the middle of 1,000 writes would stop writing and hand
+// over) and plans on every change while it leads.
 func (c *controller) loop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.Every)
-	defer t.Stop()
-	var told string
-	step := func() {
-		held, err := c.el.step(ctx)
-		if s := fmt.Sprint(err); err != nil && s != told {
-			c.cfg.Log.Warn("LoadBalancer IPAM: the Lease", "err", err)
-			told = s
-		} else if err == nil {
-			told = ""
-		}
-		switch {
-		case held && c.lead == nil:
-			c.startLeading(ctx)
-		case !held && c.lead != nil:
-			c.stopLeading()
-		}
-	}
-	step()
+	held := make(chan bool, 1) // the election's last word
+	rctx, stopRenew := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		c.renew(rctx, held)
+	}()
 	for {
 		if c.lead != nil {
 			c.sync(ctx)
@@ -205,13 +195,47 @@ func (c *controller) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			c.stopLeading()
+			stopRenew()
+			<-renewed
 			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			c.el.release(rctx)
 			cancel()
 			return
-		case <-t.C:
-			step()
+		case h := <-held:
+			switch {
+			case h && c.lead == nil:
+				c.startLeading(ctx)
+			case !h && c.lead != nil:
+				c.stopLeading()
+			}
 		case <-c.poke:
+		}
+	}
+}
+
+// renew takes or renews the Lease every period until ctx ends, telling
+// held whether this agent holds it (the latest word only).
+func (c *controller) renew(ctx context.Context, held chan bool) {
+	t := time.NewTicker(c.cfg.Every)
+	defer t.Stop()
+	var told string
+	for {
+		h, err := c.el.step(ctx)
+		if s := fmt.Sprint(err); err != nil && s != told && ctx.Err() == nil {
+			c.cfg.Log.Warn("LoadBalancer IPAM: the Lease", "err", err)
+			told = s
+		} else if err == nil {
+			told = ""
+		}
+		select {
+		case <-held:
+		default:
+		}
+		held <- h
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -316,7 +316,8 @@ func TestKubeLBIPAMAutoAssign(t *testing.T) {
 }
 
 // TestLBIPAMAgent is one controller in a child process of
-// TestKubeLBIPAMFailover (skipped otherwise); each status write waits
+// TestKubeLBIPAMFailover and TestKubeLBIPAMCutOff (skipped otherwise),
+// through the proxy LBIPAM_AGENT_API if set; each status write waits
 // LBIPAM_AGENT_DELAY first, so that a kill lands in the middle of a pass.
 func TestLBIPAMAgent(t *testing.T) {
 	kc := os.Getenv("LBIPAM_AGENT_KUBECONFIG")
@@ -331,7 +332,7 @@ func TestLBIPAMAgent(t *testing.T) {
 		<-ch
 		cancel()
 	}()
-	must(t, Run(ctx, Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, NodeName: os.Getenv("LBIPAM_AGENT_NODE")},
+	must(t, Run(ctx, Config{Cluster: kubeapi.Cluster{Kubeconfig: kc, APIURL: os.Getenv("LBIPAM_AGENT_API"), NodeName: os.Getenv("LBIPAM_AGENT_NODE")},
 		Every: 200 * time.Millisecond, CRDPoll: 200 * time.Millisecond, BeforeWrite: func(string) { time.Sleep(delay) }}))
 }
 
@@ -348,76 +349,17 @@ func TestKubeLBIPAMFailover(t *testing.T) {
 	ctx := context.Background()
 	must(t, createPool(cs, "pool", `{"blocks":[{"cidr":"192.0.2.0/25"}]}`)) // 126
 	svcs := cs.CoreV1().Services("default")
-	w, err := svcs.Watch(ctx, metav1.ListOptions{})
-	must(t, err)
-	defer func() { w.Stop() }()
-	held := map[string]string{} // address -> Service, at each change
-	holds := map[string][]string{}
-	first := map[string]string{} // the first address each Service held
-	var dups []string
-	apply := func(s *corev1.Service, deleted bool) {
-		for _, a := range holds[s.Name] {
-			delete(held, a)
-		}
-		holds[s.Name] = nil
-		if deleted {
-			return
-		}
-		for _, in := range s.Status.LoadBalancer.Ingress {
-			if o, ok := held[in.IP]; ok && o != s.Name {
-				dups = append(dups, fmt.Sprintf("%s held by %s and %s at version %s", in.IP, o, s.Name, s.ResourceVersion))
-			}
-			held[in.IP] = s.Name
-			holds[s.Name] = append(holds[s.Name], in.IP)
-			if f, ok := first[s.Name]; ok && f != in.IP {
-				dups = append(dups, fmt.Sprintf("%s moved from %s to %s at version %s: a new leader must keep what the Services hold", s.Name, f, in.IP, s.ResourceVersion))
-			}
-			first[s.Name] = in.IP
-		}
-	}
-	lastRV := ""
-	drain := func() {
-		for {
-			select {
-			case ev, open := <-w.ResultChan():
-				if !open { // (the server ends watches: go on from the last version seen)
-					w, err = svcs.Watch(ctx, metav1.ListOptions{ResourceVersion: lastRV})
-					must(t, err)
-					continue
-				}
-				if s, ok := ev.Object.(*corev1.Service); ok {
-					apply(s, ev.Type == "DELETED")
-					lastRV = s.ResourceVersion
-				} else {
-					t.Logf("watch: %s %v", ev.Type, ev.Object)
-				}
-			default:
-				return
-			}
-		}
-	}
+	hw := watchHolds(t, cs)
+	holds, drain := hw.holds, hw.drain
 
 	agents := map[string]*exec.Cmd{}
 	n := 0
 	start := func() {
 		n++
 		node := fmt.Sprintf("node-%d", n)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestLBIPAMAgent$", "-test.v")
-		cmd.Env = append(os.Environ(), "LBIPAM_AGENT_KUBECONFIG="+kc, "LBIPAM_AGENT_NODE="+node, "LBIPAM_AGENT_DELAY=30ms")
-		out, err := os.Create(t.TempDir() + "/agent.log")
-		must(t, err)
-		cmd.Stdout, cmd.Stderr = out, out
-		must(t, cmd.Start())
-		agents[node] = cmd
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		agents[node] = startController(t, kc, node, nil)
 	}
-	leader := func() string {
-		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, LeaseName, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
+	leader := func() string { return leaseHolder(cs) }
 	start()
 	start()
 	// More Services a round than the leader has writes in flight
@@ -462,7 +404,7 @@ func TestKubeLBIPAMFailover(t *testing.T) {
 	if countHeld(holds) != total-deleted {
 		t.Errorf("%d of %d Services hold an address: %v", countHeld(holds), total-deleted, holds)
 	}
-	for _, d := range dups {
+	for _, d := range hw.dups {
 		t.Error(d)
 	}
 }

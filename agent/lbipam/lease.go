@@ -5,6 +5,7 @@ package lbipam
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -34,7 +35,16 @@ type election struct {
 
 	version string    // the record as last read ...
 	seenAt  time.Time // ... and when it changed
-	sent    time.Time // when the last renewal that succeeded was sent
+
+	// mu guards sent: the loop renews while sync's writers ask fresh.
+	mu   sync.Mutex
+	sent time.Time // when the last renewal that succeeded was sent
+}
+
+func (e *election) setSent(t time.Time) {
+	e.mu.Lock()
+	e.sent = t
+	e.mu.Unlock()
 }
 
 func (e *election) path() string {
@@ -43,6 +53,8 @@ func (e *election) path() string {
 
 // fresh reports whether this agent holds the Lease and may write.
 func (e *election) fresh() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.sent.IsZero() {
 		return false
 	}
@@ -65,7 +77,7 @@ func (e *election) step(ctx context.Context) (bool, error) {
 	}
 	mine := l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == e.identity
 	if !mine && !e.expired(l, sent) {
-		e.sent = time.Time{}
+		e.setSent(time.Time{})
 		return false, nil
 	}
 	if !mine {
@@ -94,13 +106,13 @@ func (e *election) write(ctx context.Context, l *coordv1.Lease, sent time.Time, 
 	}
 	err = req.Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		e.sent = time.Time{}
+		e.setSent(time.Time{})
 		return false, nil
 	}
 	if err != nil {
 		return e.lost(err)
 	}
-	e.sent = sent
+	e.setSent(sent)
 	return true, nil
 }
 
@@ -138,7 +150,7 @@ func (e *election) release(ctx context.Context) {
 	}
 	empty := ""
 	l.Spec.HolderIdentity = &empty
-	e.sent = time.Time{}
+	e.setSent(time.Time{})
 	if body, err := json.Marshal(l); err == nil {
 		_ = e.c.Put().AbsPath(e.path(), LeaseName).Body(body).SetHeader("Content-Type", "application/json").Do(ctx).Error()
 	}
