@@ -20,7 +20,10 @@ import (
 // there, and the cut-off node's kernel has dropped the address before or
 // when the other took it: never two holders at any observed moment (the
 // three kernels and ARP from the LAN every 10 ms). Once the partition
-// heals, the cut-off agent sees the new announcer and leaves it be.
+// heals, the cut-off agent sees the new announcer and leaves it be. The
+// agents' metrics say so: the new announcer's addresses_announced 1 and
+// takeovers_total at least 1, the cut-off one's lease_write_failures_total
+// counting its failed renewals (when reset) and, healed, announcing none.
 func TestKubeLBAnnounceCutOff(t *testing.T) {
 	l := startLab(t, true)
 	stop := l.watch(t, addrA)
@@ -63,8 +66,16 @@ func TestKubeLBAnnounceCutOff(t *testing.T) {
 			t.Fatalf("%s's agent ended while cut off: a cut-off is no death", old.name)
 		default:
 		}
+		// The metrics say it: the new announcer holds one address, taken
+		// over; the cut-off one's Lease writes failed.
+		l.waitMetric(t, holder, "cnibox_agent_lb_addresses_announced", func(v float64) bool { return v == 1 })
+		l.waitMetric(t, holder, "cnibox_agent_lb_takeovers_total", func(v float64) bool { return v >= 1 })
+		if how == kube.Reset {
+			l.waitMetric(t, old, "cnibox_agent_lb_lease_write_failures_total", func(v float64) bool { return v >= 1 })
+		}
 		old.proxy.Set(kube.Open)
 		l.waitRecorded(t, old, addrA, holder.name)
+		l.waitMetric(t, old, "cnibox_agent_lb_addresses_announced", func(v float64) bool { return v == 0 })
 		if h := l.holders(t, addrA); !slices.Equal(h, []string{holder.name}) {
 			t.Fatalf("after %s's partition healed: holders %v, want %s", old.name, h, holder.name)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -21,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -351,8 +354,15 @@ func TestLBAnnounceNodeAgent(t *testing.T) {
 			t.Errorf("the Services proxy: %v", err)
 		}
 	}()
+	// Its metrics on a port of 127.0.0.1, named in the data directory's
+	// file metrics-addr (lab.metric reads them).
+	reg := prometheus.NewRegistry()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go http.Serve(ln, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	must(t, os.WriteFile(filepath.Join(os.Getenv("LB_AGENT_DATA"), "metrics-addr"), []byte(ln.Addr().String()), 0o644))
 	must(t, Run(ctx, Config{
-		Cluster: kc, Cache: c,
+		Cluster: kc, Cache: c, Register: reg.Register,
 		Host: h, DataDir: os.Getenv("LB_AGENT_DATA"), CRDPoll: time.Second, Recheck: time.Hour,
 		Overlay: func() (string, bool) { return "eth0", true },
 	}))
@@ -637,6 +647,42 @@ func (l *lab) firstAnswer(t *testing.T, addr netip.Addr, old string, since time.
 	}
 	t.Fatalf("no node but %s answered at %s within a minute", old, addr)
 	return time.Time{}
+}
+
+// metric is the value of the metric name (no labels) that n's agent
+// serves now (-1: none, or the agent does not answer).
+func (l *lab) metric(t *testing.T, n *labNode, name string) float64 {
+	addr, err := os.ReadFile(filepath.Join(n.data, "metrics-addr"))
+	if err != nil {
+		return -1
+	}
+	resp, err := http.Get("http://" + string(addr) + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// waitMetric waits until the metric name of n's agent satisfies ok.
+func (l *lab) waitMetric(t *testing.T, n *labNode, name string, ok func(float64) bool) {
+	t.Helper()
+	var v float64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if v = l.metric(t, n, name); ok(v) {
+			return
+		}
+	}
+	t.Errorf("%s's agent: %s = %v, never what the test waits for", n.name, name, v)
 }
 
 func logPercentiles(t *testing.T, what string, ds []time.Duration) {
