@@ -108,7 +108,7 @@ func (w *watcher) wait(name string, timeout time.Duration) (time.Time, error) {
 	select {
 	case <-ch:
 	case <-time.After(timeout):
-		return time.Time{}, fmt.Errorf("Service %s has no address after %s", name, timeout)
+		return time.Time{}, fmt.Errorf("service %s has no address after %s", name, timeout)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
