@@ -133,6 +133,9 @@ func TestKubeConformance(t *testing.T) {
 	c.importImages(images...)
 	c.deployNetwork(config, manifest, ns, ds)
 	c.startNetpolAnchor(config)
+	if config == "services" {
+		c.startLB()
+	}
 	t.Logf("%s: cluster ready after %v", config, time.Since(start).Round(time.Second))
 	var res []specResult
 	focus, skip := conformanceFocus, conformanceSkip
@@ -143,7 +146,7 @@ func TestKubeConformance(t *testing.T) {
 		focus, skip = netpolFocus, netpolSkip
 	}
 	if svc {
-		focus = servicesFocus
+		focus, skip = servicesFocus, servicesSkip(config)
 	}
 	focus = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_FOCUS"), focus)
 	skip = cmp.Or(os.Getenv("CNIBOX_CONFORMANCE_SKIP"), skip)
