@@ -395,7 +395,14 @@ bench-overlay: build
 # TCP (1 and 4 streams), TCP_RR p50/p99 and TCP_CRR (test/internal/netload:
 # netperf is not in Debian), UDP packets a second at 64 bytes. Two node
 # namespaces on a real control plane (test/kube/control-plane.sh), in a
-# private network namespace; medians of -rounds x -runs, the load average
+# private network namespace. Through a Service (issue 63 item 3): cnibox
+# with its Services proxy (--service-proxy), cnibox's overlay with
+# kube-proxy v1.34.2 --proxy-mode nftables on each node (built once into
+# the control plane's cache; it execs nft inside the node's namespace),
+# and flanneld + the reference plugins with kube-proxy, on vxlan and
+# host-gw: TCP_RR and TCP_CRR through a ClusterIP from a pod and through a
+# NodePort from a client off the cluster, same node and across the overlay
+# (-configs services for those alone, pods for the rest). Medians of -rounds x -runs, the load average
 # before and after each configuration; -path-state DIR writes each path's
 # devices, offloads and base chains. BENCH_DATAPATH_ARGS='-quick' for a
 # run of a few minutes. docs/benchmarks.md. Not in make test or CI.
@@ -411,10 +418,11 @@ bench-fastpath: deps build
 
 .PHONY: bench-datapath
 bench-datapath: build
-	@command -v etcd >/dev/null && command -v iperf3 >/dev/null && command -v ipset >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 ipset >/dev/null)
+	@command -v etcd >/dev/null && command -v iperf3 >/dev/null && command -v ipset >/dev/null && command -v nft >/dev/null || (apt-get update -qq && apt-get install -y -qq etcd-server iperf3 ipset nftables >/dev/null)
 	bash test/kube/control-plane.sh build >/dev/null
+	kube=$$(bash test/kube/control-plane.sh build kube-proxy) && \
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) run ./test/benchdatapath -agent-kube $(CURDIR)/bin/cnibox-agent-kube \
-		-kcp $(CURDIR)/test/kube/control-plane.sh $(BENCH_DATAPATH_ARGS)
+		-kcp $(CURDIR)/test/kube/control-plane.sh -kube-proxy $$kube/kube-proxy $(BENCH_DATAPATH_ARGS)
 
 # bench-services: the Services proxy's control plane beside kube-proxy
 # v1.34.2 in nftables mode (built once into the control plane's cache by

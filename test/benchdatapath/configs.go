@@ -22,7 +22,19 @@ type config struct {
 	// each node (the policy anchor: flannel plus kube-router, as k3s runs
 	// them).
 	kubeRouter bool
+	// proxy is who serves the Services of a configuration that measures
+	// through them (services.go): cniboxProxy (the agent's
+	// --service-proxy) or kubeProxy (kube-proxy v1.34.2 in nftables mode
+	// on each node); "" measures pod to pod.
+	proxy string
 }
+
+// The Services proxies of the configurations that measure through a
+// ClusterIP and a NodePort.
+const (
+	cniboxProxy = "cnibox"
+	kubeProxy   = "kube-proxy"
+)
 
 var configs = []config{
 	{name: "floor", title: "floor", kind: floorKind},
@@ -34,6 +46,37 @@ var configs = []config{
 	{name: "cnibox-host-gw-policies", title: "cnibox, host-gw, policies + flow log (deny)", kind: cniboxKind, backend: "host-gw", policies: true},
 	{name: "flannel-vxlan-kube-router", title: "flanneld + reference plugins + kube-router, vxlan, policies", kind: flannelKind, backend: "vxlan", policies: true, kubeRouter: true},
 	{name: "flannel-host-gw-kube-router", title: "flanneld + reference plugins + kube-router, host-gw, policies", kind: flannelKind, backend: "host-gw", policies: true, kubeRouter: true},
+	// Through a Service (issue 63 item 3, issue 65 item 1's last part):
+	// cnibox's proxy, kube-proxy on cnibox's overlay (the proxy alone
+	// differs), kube-proxy beside flanneld (what an operator runs).
+	{name: "cnibox-vxlan-services", title: "cnibox + its Services proxy, vxlan", kind: cniboxKind, backend: "vxlan", proxy: cniboxProxy},
+	{name: "cnibox-vxlan-kube-proxy", title: "cnibox + kube-proxy (nftables), vxlan", kind: cniboxKind, backend: "vxlan", proxy: kubeProxy},
+	{name: "flannel-vxlan-kube-proxy", title: "flanneld + reference plugins + kube-proxy (nftables), vxlan", kind: flannelKind, backend: "vxlan", proxy: kubeProxy},
+	{name: "cnibox-host-gw-services", title: "cnibox + its Services proxy, host-gw", kind: cniboxKind, backend: "host-gw", proxy: cniboxProxy},
+	{name: "cnibox-host-gw-kube-proxy", title: "cnibox + kube-proxy (nftables), host-gw", kind: cniboxKind, backend: "host-gw", proxy: kubeProxy},
+	{name: "flannel-host-gw-kube-proxy", title: "flanneld + reference plugins + kube-proxy (nftables), host-gw", kind: flannelKind, backend: "host-gw", proxy: kubeProxy},
+}
+
+// podConfigs are the configurations that measure pod to pod.
+func podConfigs() []string {
+	var out []string
+	for _, c := range configs {
+		if c.proxy == "" {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// serviceConfigs are the configurations that measure through a Service.
+func serviceConfigs() []string {
+	var out []string
+	for _, c := range configs {
+		if c.proxy != "" {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }
 
 // refPlugins are the reference plugins flannel's conflist runs (the
@@ -65,6 +108,12 @@ func needsKubeRouter(names []string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return configByName(n).kubeRouter })
 }
 
+// needsKubeProxy reports whether any of the named configurations runs
+// kube-proxy.
+func needsKubeProxy(names []string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return configByName(n).proxy == kubeProxy })
+}
+
 // needsAnchor reports whether any of the named configurations runs
 // flanneld.
 func needsAnchor(names []string) bool {
@@ -82,7 +131,23 @@ const (
 	crossNode = "cross-node"
 )
 
-var pairKinds = []string{sameNode, crossNode}
+// The pairs of a configuration that measures through a Service: pod a
+// to a ClusterIP whose one endpoint is pod b (same node) or pod c (the
+// other node, across the overlay), and a client off the cluster (a
+// namespace on the underlay) to node 0's address at a NodePort whose one
+// endpoint is pod b on that node (same node) or pod c on the other
+// (across the overlay, masqueraded).
+const (
+	sameNodeClusterIP  = "same-node, ClusterIP"
+	crossNodeClusterIP = "cross-node, ClusterIP"
+	sameNodeNodePort   = "same-node, NodePort"
+	crossNodeNodePort  = "cross-node, NodePort"
+)
+
+var pairKinds = []string{sameNode, crossNode, sameNodeClusterIP, crossNodeClusterIP, sameNodeNodePort, crossNodeNodePort}
+
+// throughService reports whether pair kind pk goes through a Service.
+func throughService(pk string) bool { return pk != sameNode && pk != crossNode }
 
 // rowTitle is the name of a configuration's row for a pair kind; the
 // floor's two rows are two different paths.

@@ -19,10 +19,17 @@
 //   - the policy anchor: flanneld + the reference plugins with kube-router
 //     v2.1.0's policy controller on each node (test/internal/kuberouter;
 //     --run-firewall with its router and service proxy off, as k3s runs it
-//     beside flannel), the same 200 NetworkPolicies, on vxlan and host-gw.
+//     beside flannel), the same 200 NetworkPolicies, on vxlan and host-gw;
+//   - through a Service (services.go; issue 63 item 3): cnibox with its
+//     Services proxy (the agent's --service-proxy), cnibox's overlay with
+//     kube-proxy v1.34.2 in nftables mode on each node in place of it, and
+//     flanneld + the reference plugins with kube-proxy, on vxlan and
+//     host-gw: TCP_RR and TCP_CRR through a ClusterIP from a pod and
+//     through a NodePort from a client off the cluster, to a pod on the
+//     same node and to one across the overlay.
 //
-// For each, two pods on one node (same-node) and a pod on each node
-// (cross-node): TCP throughput with iperf3 (1 and 4 streams), TCP_RR
+// For each pod-to-pod configuration, two pods on one node (same-node) and
+// a pod on each node (cross-node): TCP throughput with iperf3 (1 and 4 streams), TCP_RR
 // (one-byte transactions on one connection: latency p50/p99 and rate),
 // TCP_CRR (connections a second) with test/internal/netload (netperf is not
 // in Debian), and UDP packets a second at 64 bytes (iperf3 -u -b 0).
@@ -44,6 +51,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -76,20 +84,23 @@ const (
 )
 
 type options struct {
-	agent    string
-	cnibox   string
-	kcp      string
-	configs  []string
-	rounds   int
-	runs     int
-	dur      time.Duration
-	quick    bool
-	policies int
-	udpSize  int
-	timeout  time.Duration
-	json     string
-	verbose  bool
-	pin      bool
+	agent  string
+	cnibox string
+	// kubeProxy is kube-proxy v1.34.2's binary (the kube-proxy
+	// configurations).
+	kubeProxy string
+	kcp       string
+	configs   []string
+	rounds    int
+	runs      int
+	dur       time.Duration
+	quick     bool
+	policies  int
+	udpSize   int
+	timeout   time.Duration
+	json      string
+	verbose   bool
+	pin       bool
 	// pathState is where each configuration's path state (pathstate.go)
 	// is written after it comes up ("": not written).
 	pathState string
@@ -101,7 +112,9 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&o.agent, "agent-kube", "bin/cnibox-agent-kube", "cnibox-agent-kube (make build)")
 	flag.StringVar(&o.cnibox, "bin", envStr("CNIBOX_BIN", "bin/cnibox"), "the cnibox binary (env CNIBOX_BIN)")
 	flag.StringVar(&o.kcp, "kcp", "test/kube/control-plane.sh", "the control-plane script")
-	flag.StringVar(&configs, "configs", strings.Join(configNames(), ","), "configurations to run, comma separated")
+	home, _ := os.UserHomeDir()
+	flag.StringVar(&o.kubeProxy, "kube-proxy", filepath.Join(home, ".cache/cnibox-kube/v1.34.2/kube-proxy"), "kube-proxy v1.34.2 (bash test/kube/control-plane.sh build kube-proxy), for the configurations it serves the Services of")
+	flag.StringVar(&configs, "configs", strings.Join(configNames(), ","), "configurations to run, comma separated; \"services\" stands for every configuration through a Service ("+strings.Join(serviceConfigs(), ", ")+"), \"pods\" for every other")
 	flag.IntVar(&o.rounds, "rounds", 3, "times every configuration is set up and measured, in turn")
 	flag.IntVar(&o.runs, "runs", 2, "runs of each measurement per round")
 	flag.DurationVar(&o.dur, "time", 4*time.Second, "length of one run (iperf3: whole seconds)")
@@ -129,7 +142,14 @@ func parseOptions() (*options, error) {
 	}
 	for _, c := range strings.Split(configs, ",") {
 		c = strings.TrimSpace(c)
-		if c == "" {
+		switch c {
+		case "":
+			continue
+		case "services":
+			o.configs = append(o.configs, serviceConfigs()...)
+			continue
+		case "pods":
+			o.configs = append(o.configs, podConfigs()...)
 			continue
 		}
 		if !slices.Contains(configNames(), c) {
@@ -201,6 +221,16 @@ func main() {
 		}
 		os.Setenv(flanneld.DirEnv, fdir)
 		os.Setenv(upstream.DirEnv, pdir)
+	}
+	if needsKubeProxy(o.configs) {
+		if _, err := os.Stat(o.kubeProxy); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-datapath: kube-proxy: %v (bash test/kube/control-plane.sh build kube-proxy)\n", err)
+			os.Exit(2)
+		}
+		if _, err := exec.LookPath("nft"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-datapath: kube-proxy's nftables mode execs nft, which is not installed (apt-get install nftables)")
+			os.Exit(2)
+		}
 	}
 	if needsKubeRouter(o.configs) {
 		for _, tool := range []string{"ipset", "iptables-restore", "iptables-save"} {

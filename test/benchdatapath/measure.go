@@ -37,27 +37,31 @@ func (s *sample) merge(t *sample) {
 }
 
 // measure runs every measurement of the pair -runs times, one after the
-// other, each run all of them in turn.
+// other, each run all of them in turn; through a Service, TCP_RR and
+// TCP_CRR only.
 func (in *instance) measure(p pair) (*sample, error) {
 	o := in.e.o
-	if err := in.reach(p.cli, p.ip, loadPort); err != nil {
+	to := p.loadTo()
+	if err := in.reach(p.cli, to.Addr(), to.Port()); err != nil {
 		return nil, err
 	}
+	svc := throughService(p.kind)
 	ip := netload.IPerf3{ClientNS: p.cli, ServerNS: p.srv, Server: p.ip, Secs: max(1, int(o.dur.Round(time.Second).Seconds())),
 		PinUDP: o.pin, ClientCPU: clientCPU, ServerCPU: serverCPU}
-	to := netip.AddrPortFrom(p.ip, loadPort)
 	s := &sample{}
 	for run := 1; run <= o.runs; run++ {
 		if err := in.e.ctx.Err(); err != nil {
 			return s, err
 		}
-		g1, err := ip.TCP(1)
-		if err != nil {
-			return s, fmt.Errorf("TCP, 1 stream: %w", err)
-		}
-		g4, err := ip.TCP(4)
-		if err != nil {
-			return s, fmt.Errorf("TCP, 4 streams: %w", err)
+		var g1, g4, pps float64
+		var err error
+		if !svc {
+			if g1, err = ip.TCP(1); err != nil {
+				return s, fmt.Errorf("TCP, 1 stream: %w", err)
+			}
+			if g4, err = ip.TCP(4); err != nil {
+				return s, fmt.Errorf("TCP, 4 streams: %w", err)
+			}
 		}
 		var rr netload.RRResult
 		var crr netload.CRRResult
@@ -81,17 +85,18 @@ func (in *instance) measure(p pair) (*sample, error) {
 		if err != nil {
 			return s, err
 		}
-		pps, err := ip.UDP(o.udpSize)
-		if err != nil {
-			return s, fmt.Errorf("UDP: %w", err)
+		if !svc {
+			if pps, err = ip.UDP(o.udpSize); err != nil {
+				return s, fmt.Errorf("UDP: %w", err)
+			}
+			s.TCP1 = append(s.TCP1, g1)
+			s.TCP4 = append(s.TCP4, g4)
+			s.UDP = append(s.UDP, pps)
 		}
-		s.TCP1 = append(s.TCP1, g1)
-		s.TCP4 = append(s.TCP4, g4)
 		s.RRP50 = append(s.RRP50, us(rr.P50))
 		s.RRP99 = append(s.RRP99, us(rr.P99))
 		s.RRRate = append(s.RRRate, rr.Rate())
 		s.CRR = append(s.CRR, crr.Rate())
-		s.UDP = append(s.UDP, pps)
 		in.logf("%s run %d: TCP %.2f / %.2f Gbit/s, RR p50 %.1f p99 %.1f µs (%.0f/s), CRR %.0f/s, UDP %.0f pps (load %s)",
 			p.kind, run, g1, g4, us(rr.P50), us(rr.P99), rr.Rate(), crr.Rate(), pps, loadavg())
 	}

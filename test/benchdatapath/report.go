@@ -109,7 +109,18 @@ func ratio(a, b float64, higher bool) float64 {
 	return b / a
 }
 
+// rows calls fn for each pod-to-pod row measured.
 func (r *report) rows(fn func(c config, pk string)) {
+	r.allRows(func(c config, pk string) {
+		if !throughService(pk) {
+			fn(c, pk)
+		}
+	})
+}
+
+// allRows calls fn for each row measured, pod to pod and through a
+// Service.
+func (r *report) allRows(fn func(c config, pk string)) {
 	for _, name := range r.done {
 		c := configByName(name)
 		for _, pk := range pairKinds {
@@ -136,8 +147,12 @@ func (r *report) print(took time.Duration) {
 		head += " " + m.name + " |"
 		sep += " --- |"
 	}
-	fmt.Println(head)
-	fmt.Println(sep)
+	n := 0
+	r.rows(func(config, string) { n++ })
+	if n > 0 {
+		fmt.Println(head)
+		fmt.Println(sep)
+	}
 	r.rows(func(c config, pk string) {
 		line := fmt.Sprintf("| %s | %s |", rowTitle(c, pk), pk)
 		for _, m := range metrics {
@@ -146,6 +161,7 @@ func (r *report) print(took time.Duration) {
 		}
 		fmt.Println(line)
 	})
+	r.printServices()
 
 	if r.samples["floor"] != nil {
 		fmt.Println("\nOf the floor (same-node rows: of the bare veth pair; cross-node: of the plain underlay; latency: the floor's over the row's, so below 1 is slower than the floor):")
@@ -203,7 +219,7 @@ var goals = []goal{
 		func(c config, pk string) bool { return c.kind == cniboxKind && c.backend == "vxlan" && pk == crossNode },
 		func(config) string { return "floor" }, []string{"TCP 1", "TCP 4"}, 0.90},
 	{"never behind flanneld + the reference plugins (same backend)",
-		func(c config, _ string) bool { return c.kind == cniboxKind && !c.policies },
+		func(c config, _ string) bool { return c.kind == cniboxKind && !c.policies && c.proxy == "" },
 		func(c config) string { return "flannel-" + c.backend }, nil, 1},
 	{"policies + flow log within 5% of none",
 		func(c config, _ string) bool { return c.kind == cniboxKind && c.policies },
@@ -288,7 +304,7 @@ func (r *report) writeJSON() error {
 	defer f.Close()
 	enc := json.NewEncoder(f)
 	var ferr error
-	r.rows(func(c config, pk string) {
+	r.allRows(func(c config, pk string) {
 		med := map[string]float64{}
 		for _, m := range metrics {
 			med[m.name], _ = r.value(c.name, pk, m)

@@ -43,11 +43,21 @@ func anchorDirs() ([2]string, error) {
 	return [2]string{fdir, pdir}, err
 }
 
-// pair is one measured path: from the namespace cli to ip in srv.
+// pair is one measured path: from the namespace cli to ip:port, served
+// in srv (through a Service, ip:port is the Service's frontend).
 type pair struct {
 	kind     string
 	cli, srv string // namespace paths
 	ip       netip.Addr
+	port     uint16 // 0: netload's port on the pod
+}
+
+// loadTo is where the pair's TCP_RR and TCP_CRR connect.
+func (p pair) loadTo() netip.AddrPort {
+	if p.port == 0 {
+		return netip.AddrPortFrom(p.ip, loadPort)
+	}
+	return netip.AddrPortFrom(p.ip, p.port)
 }
 
 // instance is one configuration set up: its namespaces, agents, pods and
@@ -76,9 +86,11 @@ type node struct {
 	agent      *benchnode.Proc
 	// policyAgent is kube-router's policy controller (c.kubeRouter).
 	policyAgent *benchnode.Proc
-	routes      *benchnode.PeerRoutes
-	cni         *libcni.CNIConfig
-	list        *libcni.NetworkConfigList
+	// proxy is kube-proxy (c.proxy == kubeProxy).
+	proxy  *benchnode.Proc
+	routes *benchnode.PeerRoutes
+	cni    *libcni.CNIConfig
+	list   *libcni.NetworkConfigList
 }
 
 // run sets c up, measures its pairs and takes it down.
@@ -252,6 +264,11 @@ func (in *instance) upOverlay() ([]pair, error) {
 				return nil, err
 			}
 		}
+		if in.c.proxy == kubeProxy {
+			if err := in.startKubeProxy(n); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, n := range in.nodes {
 		err := e.waitFor(n.name+"'s agent: subnet file and the peer's route", e.o.timeout, func() (bool, error) {
@@ -292,6 +309,9 @@ func (in *instance) upOverlay() ([]pair, error) {
 		if err := in.checkPolicies(paths["a"], pods["c"]); err != nil {
 			return nil, err
 		}
+	}
+	if in.c.proxy != "" {
+		return in.servicePairs(paths, pods)
 	}
 	return []pair{
 		{kind: sameNode, cli: paths["a"], srv: paths["b"], ip: pods["b"]},
@@ -360,6 +380,9 @@ func (in *instance) startAgent(n *node, conf string) error {
 		bin = in.e.o.agent
 		args = []string{"--kube-subnet-mgr", "--ip-masq", "--kubeconfig-file", in.e.kc, "--net-config-path", conf,
 			"--iface", "eth0", "--subnet-file", n.subnetFile, "--data-dir", n.dir, "--flow-log-file", flowLog(n)}
+		if in.c.proxy == cniboxProxy {
+			args = append(args, cniboxProxyArgs...)
+		}
 	}
 	p, err := benchnode.Start(benchnode.StartOpts{Bin: bin, Args: args, Env: []string{"NODE_NAME=" + n.name},
 		Log: filepath.Join(n.dir, "agent.log"), NS: n.Path})
@@ -393,7 +416,7 @@ func (in *instance) conflist(n *node) string {
 // stillRunning is an error if an agent ended during the measurements.
 func (in *instance) stillRunning() error {
 	for _, n := range in.nodes {
-		for _, p := range []*benchnode.Proc{n.agent, n.policyAgent} {
+		for _, p := range []*benchnode.Proc{n.agent, n.policyAgent, n.proxy} {
 			if p == nil {
 				continue
 			}
@@ -421,6 +444,10 @@ func (in *instance) close() {
 		zero := int64(0)
 		e.cs.CoreV1().Pods(in.kubeNS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		e.cs.NetworkingV1().NetworkPolicies(in.kubeNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		for _, svc := range []string{"dp-b", "dp-c"} {
+			e.cs.CoreV1().Services(in.kubeNS).Delete(ctx, svc, metav1.DeleteOptions{})
+		}
+		e.cs.DiscoveryV1().EndpointSlices(in.kubeNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		for _, name := range in.apiNodes {
 			if err := e.cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				fmt.Fprintf(os.Stderr, "bench-datapath: delete node %s: %v\n", name, err)
