@@ -101,6 +101,12 @@ type options struct {
 	json      string
 	verbose   bool
 	pin       bool
+	// ruleWalk is where each configuration's rule walk (rulewalk.go) is
+	// written after it comes up ("": not traced).
+	ruleWalk string
+	// noMeasure sets the configurations up (and writes their path state
+	// and rule walk) without measuring.
+	noMeasure bool
 	// pathState is where each configuration's path state (pathstate.go)
 	// is written after it comes up ("": not written).
 	pathState string
@@ -125,6 +131,8 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	flag.BoolVar(&o.verbose, "v", false, "log progress")
 	flag.StringVar(&o.pathState, "path-state", "", "write every configuration's path state (links, offloads, vxlan and bridge settings, qdiscs, routes, nftables base chains, sysctls, per namespace) into this directory, one file per configuration set up")
+	flag.StringVar(&o.ruleWalk, "rule-walk", "", "trace one connection of each pair with nftables' trace (nft monitor trace, in the node namespaces) once a configuration is up, and write the rules each packet was evaluated against, per node, into this directory (rulewalk.go)")
+	flag.BoolVar(&o.noMeasure, "no-measure", false, "set each configuration up, write its -path-state and -rule-walk, and measure nothing")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "bind TCP_RR's and TCP_CRR's client and server both to CPU 1, iperf3's UDP client to CPU 0 and its server to CPU 1 (unbound, where each side runs changes from run to run, and on a 2-vCPU VM a wake-up across vCPUs costs 20-30 µs: TCP_RR's p50 and UDP's rate come out bimodal)")
 	flag.Parse()
 	set := map[string]bool{}

@@ -118,7 +118,15 @@ func (e *env) run(c config) (map[string]*sample, error) {
 		}
 		fmt.Fprintf(os.Stderr, "%s: path state in %s\n", c.name, file)
 	}
+	if e.o.ruleWalk != "" && c.kind != floorKind {
+		if err := in.walkRules(pairs); err != nil {
+			return nil, fmt.Errorf("rule walk: %w", err)
+		}
+	}
 	out := map[string]*sample{}
+	if e.o.noMeasure {
+		return out, in.stillRunning()
+	}
 	for _, p := range pairs {
 		s, err := in.measure(p)
 		if err != nil {
