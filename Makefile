@@ -402,7 +402,9 @@ bench-overlay: build
 # and flanneld + the reference plugins with kube-proxy, on vxlan and
 # host-gw: TCP_RR and TCP_CRR through a ClusterIP from a pod and through a
 # NodePort from a client off the cluster, same node and across the overlay
-# (-configs services for those alone, pods for the rest). Medians of -rounds x -runs, the load average
+# (-configs services for those alone, pods for the rest; -rule-walk DIR
+# -no-measure counts the nftables rules each packet of a connection is
+# evaluated against, from the kernel's trace). Medians of -rounds x -runs, the load average
 # before and after each configuration; -path-state DIR writes each path's
 # devices, offloads and base chains. BENCH_DATAPATH_ARGS='-quick' for a
 # run of a few minutes. docs/benchmarks.md. Not in make test or CI.
