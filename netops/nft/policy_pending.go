@@ -104,10 +104,7 @@ func (t *txn) queueGuard(g *PolicyGuard) error {
 // the same window (the guard read before the batch: a table made in
 // between got the address attached, never pending). An ADD that sees the
 // table keeps the guarantee: attached, and pending where guarded, before
-// the pod has its addresses; then the conntrack entries of the addresses
-// are deleted (policy_conntrack.go: the verdict cache comes before the
-// pending check), so no connection of an earlier pod with the addresses
-// reaches the new one. A table deleted between the get and the
+// the pod has its addresses. A table deleted between the get and the
 // batch (the agent's policy turned off) makes the batch fail with ENOENT:
 // nothing is done, as without the table.
 func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) {
@@ -142,11 +139,6 @@ func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) 
 		return false, nil // the table went meanwhile
 	case err != nil:
 		return false, fmt.Errorf("mark %v pending in %s: %w", addrs, h.where(), classify(err))
-	}
-	// The earlier pod's connections go, now that nothing new can be
-	// cached for the addresses (policy_conntrack.go).
-	if _, err := h.flushConntrackOf(addrs); err != nil {
-		return false, fmt.Errorf("mark %v pending: %w", addrs, err)
 	}
 	return guarded, nil
 }

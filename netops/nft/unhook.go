@@ -71,13 +71,6 @@ func (h *Handle) UnhookPod(u PodUnhook) error {
 	if err != nil {
 		return fmt.Errorf("unhook pod %v in %s: %w", u.IPs, h.where(), classify(err))
 	}
-	if present[0]+present[1] > 0 {
-		// The pod was attached (the agent's policy table is there): its
-		// connections go with it (policy_conntrack.go). Best effort: the
-		// next ADD of the addresses deletes them again, and that is the
-		// delete the policy's guarantee rests on.
-		_, _ = h.flushConntrackOf(u.IPs)
-	}
 	got := 0
 	for _, n := range present[checked:] {
 		got += n
