@@ -159,6 +159,51 @@ type changes struct {
 	triggers            []time.Time
 }
 
+// mergeDirty is how many dirty Services snapshot resolves one by one,
+// each found (and inserted) in the sorted list; more are sorted and
+// merged with it in one pass (resolveMerge): inserting a first sync's
+// 10,000 Services one by one moved ~25 million entries.
+const mergeDirty = 64
+
+// resolveMerge resolves every dirty Service in one sorted pass over
+// s.resolved, empties s.dirty and returns the Services that changed.
+func (s *State) resolveMerge() []svcmodel.ServiceName {
+	keys := make([]svcKey, 0, len(s.dirty))
+	for k := range s.dirty {
+		keys = append(keys, k)
+	}
+	clear(s.dirty)
+	slices.SortFunc(keys, svcKey.compare)
+	var changed []svcmodel.ServiceName
+	out := make([]resolvedService, 0, len(s.resolved)+len(keys))
+	j := 0
+	for _, k := range keys {
+		for j < len(s.resolved) && s.resolved[j].key.compare(k) < 0 {
+			out = append(out, s.resolved[j])
+			j++
+		}
+		var old []svcmodel.ServicePort
+		if j < len(s.resolved) && s.resolved[j].key == k {
+			old = s.resolved[j].ports
+			j++
+		}
+		ports := resolveService(s.services[k], s.sliceList(k), s.node)
+		if reflect.DeepEqual(ports, old) {
+			if len(old) > 0 {
+				out = append(out, resolvedService{k, old})
+			}
+			continue
+		}
+		changed = append(changed, svcmodel.ServiceName{Namespace: k.ns, Name: k.name})
+		s.nports += len(ports) - len(old)
+		if len(ports) > 0 {
+			out = append(out, resolvedService{k, ports})
+		}
+	}
+	s.resolved = append(out, s.resolved[j:]...)
+	return changed
+}
+
 // snapshot resolves what changed and returns the ports of every Service
 // (NodePortAddrs and ClusterCIDRs are the syncer's), the same Snapshot as
 // last time when nothing changed.
@@ -181,6 +226,9 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 		s.allDirty = false
 	}
 	var changed []svcmodel.ServiceName
+	if len(s.dirty) > mergeDirty {
+		changed = s.resolveMerge()
+	}
 	for k := range s.dirty {
 		ports := resolveService(s.services[k], s.sliceList(k), s.node)
 		i, found := slices.BinarySearchFunc(s.resolved, k, func(r resolvedService, k svcKey) int { return r.key.compare(k) })

@@ -291,7 +291,7 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 // changes.
 func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes int) {
 	set := ss.set
-	elemsOf := func(f func(c *nftables.Conn, s *nftables.Set, e []nftables.SetElement) error, es []nftables.SetElement) []coreStep {
+	elemsOf := func(f func(t *txn, s *nftables.Set, e []nftables.SetElement) error, es []nftables.SetElement) []coreStep {
 		n := elemStep
 		if set.Interval {
 			n = len(es) // the kernel checks the intervals as one whole
@@ -301,17 +301,15 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 			part := es[:min(n, len(es))]
 			es = es[len(part):]
 			out = append(out, coreStep{size: elemsSize(part), msgs: 1, queue: func(t *txn) error {
-				for _, c := range chunkElems(part) { // messages under 64 KiB (txn.go)
-					if err := f(t.conn(), set, c); err != nil {
-						return fmt.Errorf("set %s: %w", set.Name, err)
-					}
+				if err := f(t, set, part); err != nil { // (in messages under 64 KiB: txn.go)
+					return fmt.Errorf("set %s: %w", set.Name, err)
 				}
 				return nil
 			}})
 		}
 		return out
 	}
-	addElems := (*nftables.Conn).SetAddElements
+	addElems := (*txn).setAddElements
 	if _, ok := have.sets[set.Name]; !ok || ss.kept {
 		if len(ss.elems) == 0 {
 			return nil, 0
@@ -335,7 +333,7 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 		return nil, 1
 	}
 	p.steps = append(p.steps, elemsOf(addElems, add)...)
-	return elemsOf((*nftables.Conn).SetDeleteElements, del), len(add) + len(del)
+	return elemsOf((*txn).setDeleteElements, del), len(add) + len(del)
 }
 
 // fill queues the chain's making unless made (B made it; a chain that is

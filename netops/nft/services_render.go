@@ -2,12 +2,14 @@ package nft
 
 import (
 	"bytes"
+	"encoding/binary"
 	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,7 +46,10 @@ func slotShard(sp *svcmodel.ServicePort) int {
 	return (int(id[0])<<8 | int(id[1])) % svcSlotShards
 }
 
-func slotMapName(f fam, shard int) string { return fmt.Sprintf("%s%03x", f.slots, shard) }
+func slotMapName(f fam, shard int) string {
+	const hex = "0123456789abcdef"
+	return f.slots + string([]byte{hex[shard>>8&0xf], hex[shard>>4&0xf], hex[shard&0xf]}) // (%03x)
+}
 
 // slotTableID is the ID of a ServicePort's slot table for traffic of tag.
 func slotTableID(sp *svcmodel.ServicePort, tag string) []byte {
@@ -143,7 +148,11 @@ type spk struct {
 	fam   svcmodel.Family
 }
 
-func (k spk) String() string { return fmt.Sprintf("%s/%s/%d", k.name, k.proto, k.fam) }
+// String is namespace/name:port/proto/family ("%s/%s/%d" of its fields,
+// written without fmt: a first sync hashes it twice a ServicePort).
+func (k spk) String() string {
+	return k.name.Namespace + "/" + k.name.Name + ":" + k.name.Port + "/" + string(k.proto) + "/" + strconv.Itoa(int(k.fam))
+}
 
 func spKey(sp *svcmodel.ServicePort) spk { return spk{sp.Name, sp.Protocol, sp.Family} }
 
@@ -205,14 +214,29 @@ type slotTable struct {
 
 // slotElems are ts's elements of the slot map.
 func slotElems(ts []slotTable) []nftables.SetElement {
+	return appendSlotElems(make([]nftables.SetElement, 0, slotLen(ts)), ts)
+}
+
+// slotLen is how many slots ts have.
+func slotLen(ts []slotTable) int {
 	n := 0
 	for _, t := range ts {
 		n += len(t.idx)
 	}
-	out := make([]nftables.SetElement, 0, n)
+	return n
+}
+
+// appendSlotElems appends ts's elements of the slot map to out, their
+// keys (table ID . slot) cut from one array per table: a first sync
+// makes 310,000 of them at 10,000 Services x 4 endpoints.
+func appendSlotElems(out []nftables.SetElement, ts []slotTable) []nftables.SetElement {
 	for _, t := range ts {
+		kl := len(t.tid) + 4
+		keys := make([]byte, kl*len(t.idx))
 		for i, ep := range t.idx {
-			key := append(slices.Clone(t.tid), binaryutil.NativeEndian.PutUint32(uint32(i))...)
+			key := keys[i*kl : (i+1)*kl : (i+1)*kl]
+			copy(key, t.tid)
+			binary.NativeEndian.PutUint32(key[len(t.tid):], uint32(i))
 			out = append(out, nftables.SetElement{Key: key, Val: t.data[ep]})
 		}
 	}
@@ -238,8 +262,9 @@ type renderer struct {
 
 // comment is a rule's comment: the ServicePort and what the rule does.
 func comment(sp *svcmodel.ServicePort, what string) []byte {
+	// (without fmt: a first sync writes 20,000 of them at 10,000 Services)
 	return userdata.AppendString(nil, userdata.TypeComment,
-		fmt.Sprintf("%s %s/%s: %s", sp.Name, sp.Protocol, strings.ToLower(svcFam(sp.Family).suffix), what))
+		sp.Name.Namespace+"/"+sp.Name.Name+":"+sp.Name.Port+" "+string(sp.Protocol)+"/"+svcFam(sp.Family).suffix+": "+what)
 }
 
 func svcRule(c []byte, exprs ...expr.Any) *nftables.Rule {
@@ -422,7 +447,7 @@ func (r *renderer) endpoints(sp *svcmodel.ServicePort, f fam, tag, id string, ep
 		&expr.Lookup{SourceRegister: regSlotKey, SetName: slotMapName(f, slotShard(sp)), IsDestRegSet: true, DestRegister: regEP},
 		natTo,
 	}
-	what := fmt.Sprintf("%d endpoints by slot", len(eps))
+	what := strconv.Itoa(len(eps)) + " endpoints by slot"
 	if sp.AffinityTimeout == 0 {
 		return []*nftables.Rule{svcRule(comment(sp, what), append([]expr.Any{
 			f.load(false, regClient), thPort(false, regClient+f.alen/4),

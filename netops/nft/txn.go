@@ -232,6 +232,9 @@ func chunkElems(elems []nftables.SetElement) [][]nftables.SetElement {
 
 // setAddElements queues the add of elems to s, in messages that fit.
 func (t *txn) setAddElements(s *nftables.Set, elems []nftables.SetElement) error {
+	if t.capture != nil && plainElems(elems) {
+		return t.quietAddElements(s, elems) // (services_wire.go)
+	}
 	for _, c := range chunkElems(elems) {
 		if err := t.conn().SetAddElements(s, c); err != nil {
 			return err

@@ -69,12 +69,11 @@ func (t *txn) commitQuiet(table *nftables.Table) error {
 	msgs[len(msgs)-1].Header.Flags |= mdnetlink.Acknowledge
 	transactions.Add(1)
 	h := t.h
-	sent, err := h.nfRaw.SendMessages(inBatch(msgs))
+	last, err := h.sendQuiet(msgs) // (services_wire.go)
 	if err != nil {
 		h.reopen()
 		return fmt.Errorf("send %d nftables messages: %w", len(msgs), err)
 	}
-	last := sent[len(sent)-2].Header.Sequence
 	// The kernel ran the batch in the send: its answers are all queued,
 	// and a read that waits is one for an answer that is not coming.
 	// (A test's in-memory kernel answers at once, and has no deadlines.)
