@@ -2,10 +2,10 @@ package nft
 
 import (
 	"bytes"
-	"encoding/binary"
 	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
