@@ -45,8 +45,10 @@ type cluster struct {
 	dir string
 	h   *netops.Handle
 	cs  kubernetes.Interface
-	kc  string // the kubeconfig the node namespace uses
-	ctx context.Context
+	// creators create the bench Services and their slices (creators.go).
+	creators []kubernetes.Interface
+	kc       string // the kubeconfig the node namespace uses
+	ctx      context.Context
 
 	closeOnce sync.Once
 	mu        sync.Mutex
@@ -81,6 +83,9 @@ func newCluster(o *options) (*cluster, error) {
 	o.logf("control plane up in %.1f s", time.Since(t0).Seconds())
 	c.kc = filepath.Join(dir, "kubeconfig-node")
 	if c.cs, err = benchnode.APIClients(kcp, c.kc, apiPort, underlayGW.Addr(), 10000); err != nil {
+		return c, err
+	}
+	if c.creators, err = creators(kcp, o.clients); err != nil {
 		return c, err
 	}
 	return c, c.populate()
@@ -166,15 +171,16 @@ func (c *cluster) grow(n int) (time.Duration, error) {
 // Service with its endpoints, not first without any). One that exists
 // already (a retried create) is kept.
 func (c *cluster) create(name string, ip netip.Addr, o int, labels map[string]string) error {
-	if err := c.createSlice(name, o, labels); err != nil {
+	cs := c.creator(o)
+	if err := c.createSlice(cs, name, o, labels); err != nil {
 		return err
 	}
-	return c.createService(name, ip, labels)
+	return c.createService(cs, name, ip, labels)
 }
 
-func (c *cluster) createSlice(name string, o int, labels map[string]string) error {
+func (c *cluster) createSlice(cs kubernetes.Interface, name string, o int, labels map[string]string) error {
 	err := retry(func() error {
-		_, err := c.cs.DiscoveryV1().EndpointSlices(benchNS).Create(c.ctx, slice(name, o, labels), metav1.CreateOptions{})
+		_, err := cs.DiscoveryV1().EndpointSlices(benchNS).Create(c.ctx, slice(name, o, labels), metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -183,9 +189,9 @@ func (c *cluster) createSlice(name string, o int, labels map[string]string) erro
 	return nil
 }
 
-func (c *cluster) createService(name string, ip netip.Addr, labels map[string]string) error {
+func (c *cluster) createService(cs kubernetes.Interface, name string, ip netip.Addr, labels map[string]string) error {
 	err := retry(func() error {
-		_, err := c.cs.CoreV1().Services(benchNS).Create(c.ctx, service(name, ip, labels), metav1.CreateOptions{})
+		_, err := cs.CoreV1().Services(benchNS).Create(c.ctx, service(name, ip, labels), metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -195,14 +201,14 @@ func (c *cluster) createService(name string, ip netip.Addr, labels map[string]st
 }
 
 // retry runs create until it succeeds or finds the object there (a
-// create whose answer was lost may have been done), for up to 3
+// create whose answer was lost may have been done), for up to 10
 // minutes, whatever the error: on a loaded machine etcd times out
 // now and then ("etcdserver: request timed out"), and the API server
 // answers a ClusterIP it could not allocate for that reason as an
 // invalid Service. An object the API really refuses fails for 3
 // minutes.
 func retry(create func() error) error {
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
 		err := create()
 		if err == nil || apierrors.IsAlreadyExists(err) {
@@ -230,11 +236,11 @@ var sampleLabels = map[string]string{sampleLabel: "1"}
 // createSampleSlice and createSampleService create sample k's objects
 // (labelled, for cleanSamples).
 func (c *cluster) createSampleSlice(k int) error {
-	return c.createSlice(sampleName(k), maxServices+k, sampleLabels)
+	return c.createSlice(c.cs, sampleName(k), maxServices+k, sampleLabels)
 }
 
 func (c *cluster) createSampleService(k int) error {
-	return c.createService(sampleName(k), sampleIP(k), sampleLabels)
+	return c.createService(c.cs, sampleName(k), sampleIP(k), sampleLabels)
 }
 
 // cleanSamples deletes the sample Services and their EndpointSlices.

@@ -61,6 +61,7 @@ type options struct {
 	minSample int
 	gap       time.Duration
 	workers   int
+	clients   int
 	timeout   time.Duration
 	json      string
 	quiet     bool
@@ -85,7 +86,8 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 	fs.DurationVar(&o.sampleFor, "samples-time", 4*time.Minute, "stop timing changes of a row after this long, once -min-samples are timed (kube-proxy's sync takes seconds at 10,000 Services)")
 	fs.IntVar(&o.minSample, "min-samples", 10, "changes timed in a row at least, whatever -samples-time says")
 	fs.DurationVar(&o.gap, "gap", time.Second, "no transaction for this long before each timed change (kube-proxy's --min-sync-period)")
-	fs.IntVar(&o.workers, "workers", 16, "API requests at once when creating the Services")
+	fs.IntVar(&o.workers, "workers", 48, "API requests at once when creating the Services")
+	fs.IntVar(&o.clients, "clients", 4, "API clients (connections, protobuf) creating the Services")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "give up waiting for a first sync or one change after this long")
 	fs.StringVar(&o.json, "json", "", "also write one JSON line per row to this file")
 	fs.BoolVar(&o.quiet, "q", false, "no progress on stderr")
@@ -106,8 +108,8 @@ func parseOptions(args []string, errOut io.Writer) (*options, error) {
 			return nil, fmt.Errorf("-proxies: %q is no proxy (kube-proxy, cnibox)", s)
 		}
 	}
-	if o.samples < 0 || o.workers < 1 {
-		return nil, fmt.Errorf("-samples must be >= 0 and -workers >= 1")
+	if o.samples < 0 || o.workers < 1 || o.clients < 1 {
+		return nil, fmt.Errorf("-samples must be >= 0, -workers and -clients >= 1")
 	}
 	return o, nil
 }
