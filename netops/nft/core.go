@@ -78,6 +78,13 @@ type setSpec struct {
 	// there, and elems, if any, are added (an element already there with
 	// the same data is no error).
 	kept bool
+	// late: the elements it lacks are added after the chains' rules, not
+	// before. Each rule that looks a map up from another chain makes the
+	// kernel walk the map's elements when it binds (checking their data
+	// against the rule's registers); an element added later is checked
+	// against the map's bindings in a list instead, a fraction of the
+	// walk's cost (the services table's slot maps: services_state.go).
+	late bool
 }
 
 // chainSpec is a chain with its rules (without table and chain: the

@@ -59,6 +59,9 @@ type corePlan struct {
 	// head: the number of first steps that go in the first transaction
 	// whatever their size (0: none must).
 	head int
+	// late: the element adds of sets with setSpec.late, queued after the
+	// chains' rules.
+	late []coreStep
 }
 
 // The estimated sizes of the messages (for chunks, not for the kernel).
@@ -169,6 +172,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 			})
 		}
 	}
+	p.steps = append(p.steps, p.late...)
 	p.steps = append(p.steps, appends...)
 	p.steps = append(p.steps, marks...)
 	p.steps = append(p.steps, dels...)
@@ -310,11 +314,15 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 		return out
 	}
 	addElems := (*txn).setAddElements
+	adds := &p.steps
+	if ss.late {
+		adds = &p.late
+	}
 	if _, ok := have.sets[set.Name]; !ok || ss.kept {
 		if len(ss.elems) == 0 {
 			return nil, 0
 		}
-		p.steps = append(p.steps, elemsOf(addElems, ss.elems)...)
+		*adds = append(*adds, elemsOf(addElems, ss.elems)...)
 		return nil, 1
 	}
 	add, del, whole := diffElems(have.elems[set.Name], ss.elems)
@@ -332,7 +340,7 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 		})
 		return nil, 1
 	}
-	p.steps = append(p.steps, elemsOf(addElems, add)...)
+	*adds = append(*adds, elemsOf(addElems, add)...)
 	return elemsOf((*txn).setDeleteElements, del), len(add) + len(del)
 }
 
