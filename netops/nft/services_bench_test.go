@@ -3,7 +3,9 @@ package nft
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cnibox/cnibox/internal/svcmodel"
 	"github.com/cnibox/cnibox/netops/nstest"
@@ -113,5 +115,55 @@ func BenchmarkServicesState(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		runtime.KeepAlive(st)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/state")
+	}
+}
+
+// BenchmarkServicesNewService: one Service created (its chain, its rule
+// and its frontend element: what make bench-services times end to end)
+// and deleted again, at 10,000 and 30,000 Services x 4 endpoints, on the
+// kernel in a namespace of its own (root); p50-ms and p99-ms are of the
+// creates' Apply, which is all but the kernel's commit (its validation
+// of the table: docs/benchmarks.md).
+//
+//	go test -run '^$' -bench 'ServicesNewService/services=30000' -benchtime 30x ./netops/nft
+func BenchmarkServicesNewService(b *testing.B) {
+	for _, n := range []int{10000, 30000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			with := sortedSnap(manySnap(n+1, 4))
+			k := len(with.Ports) / 2
+			without := &svcmodel.Snapshot{NodePortAddrs: with.NodePortAddrs, ClusterCIDRs: with.ClusterCIDRs,
+				Ports: slices.Delete(slices.Clone(with.Ports), k, k+1)}
+			changed := []svcmodel.ServiceName{{Namespace: "ns", Name: with.Ports[k].Name.Name}}
+			h, err := Open(nstest.NewNS(b, "svcb"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close()
+			s := NewServices(h, ServicesOptions{})
+			if err := s.Apply(without); err != nil {
+				b.Fatal(err)
+			}
+			var ms []float64
+			for b.Loop() {
+				with.Seq, with.Partial, with.Changed = without.Seq+1, true, changed
+				t0 := time.Now()
+				if err := s.Apply(with); err != nil {
+					b.Fatal(err)
+				}
+				ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
+				b.StopTimer()
+				without.Seq, without.Partial, without.Changed = with.Seq+1, true, changed
+				if err := s.Apply(without); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			if s.st == nil {
+				b.Fatal("Apply resynced")
+			}
+			slices.Sort(ms)
+			b.ReportMetric(ms[len(ms)/2], "p50-ms")
+			b.ReportMetric(ms[min(len(ms)-1, len(ms)*99/100)], "p99-ms")
+		})
 	}
 }
