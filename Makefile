@@ -242,8 +242,10 @@ test-node: deps image
 # controller (test/internal/kuberouter builds it once); services and
 # services-anchor (not in the default list) run the Services, Conntrack,
 # KubeProxy and Networking specs with cnibox's Services proxy and no
-# kube-proxy (the chart's serviceProxy.enabled, rendered by a real helm)
-# and on cnibox-vxlan with kube-proxy (nftables). The e2e
+# kube-proxy (the chart's serviceProxy.enabled, rendered by a real helm),
+# services also the LoadBalancers specs with cnibox's LoadBalancer IPAM and
+# announcements and a pool on the nodes' LAN, and on cnibox-vxlan with
+# kube-proxy (nftables). The e2e
 # binary, agnhost and CoreDNS are built once from the module proxy
 # (test/conformance/build.sh), the images written from them and Debian's
 # tools. JUnit reports in bin/conformance/CONFIG/; the last lines are the
