@@ -5,7 +5,11 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 PREFIX     ?= /usr/local
 CNI_BIN_DIR ?= /opt/cni/bin
 DESTDIR    ?=
-LDFLAGS    := -s -w -X main.version=$(VERSION)
+# --version's release (a v* tag's git describe, else internal/buildinfo's v0.0.0-dev) and commit
+RELEASE    ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null)
+COMMIT     ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; })
+LDFLAGS    := -s -w -X main.version=$(VERSION) -X github.com/cnibox/cnibox/internal/buildinfo.Release=$(RELEASE) \
+	-X github.com/cnibox/cnibox/internal/buildinfo.Commit=$(COMMIT)
 # urfave/cli's man/markdown generator (blackfriday) costs 0.5 ms of init per exec: left out.
 GOTAGS     := urfave_cli_no_docs
 GOTEST_FLAGS ?= -count=1 -timeout 14m

@@ -24,12 +24,9 @@ import (
 )
 
 // version is set at build time with -ldflags "-X main.version=..." (the
-// Makefile gives git describe's); release is the release this tree is of
-// or leads to (docs/cli.md, version), as kubectl prints its own beside
-// its commit.
+// Makefile gives git describe's); the release and the commit that
+// --version prints beside it are internal/buildinfo's.
 var version = "dev"
-
-const release = "0.1.0"
 
 // Every CNI call is a fresh process that lives milliseconds: sampling its
 // allocations for a heap profile nobody reads only costs stack unwinds (and
@@ -70,5 +67,5 @@ func run(argv []string) int {
 			Version:  version,
 		}, os.Stdout)
 	}
-	return cli.Run(argv, cli.Options{Version: version, Release: release, Registry: reg})
+	return cli.Run(argv, cli.Options{Version: version, Registry: reg})
 }

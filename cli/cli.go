@@ -8,19 +8,19 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/cnibox/cnibox/cniplug"
+	"github.com/cnibox/cnibox/internal/buildinfo"
 )
 
 // Options carries what the CLI needs from main.
 type Options struct {
-	// Version is the build's (git describe's, from the Makefile); Release
-	// the release the tree is of ("" for none: Version stands alone).
+	// Version is the build's (git describe's, from the Makefile); Release,
+	// when set, stands for internal/buildinfo's (tests).
 	Version, Release string
 	Registry         *cniplug.Registry
 }
@@ -181,44 +181,24 @@ func flagForm(c *ucli.Context, err error) string {
 	return ""
 }
 
-// versionInfo is what `cnibox version` prints: the release, the build
-// (git describe's), the commit and whether the tree had changes (from the
-// Go toolchain's stamp), as kubectl prints a release and a commit.
+// versionInfo is what `cnibox version` prints: the release and the commit
+// (internal/buildinfo, the same for cnibox-agent and cnibox-dhcp), as
+// kubectl prints a release and a commit, and the build (git describe's).
 type versionInfo struct {
-	Version      string   `json:"version"`
+	buildinfo.Info
 	Build        string   `json:"build,omitempty"`
-	Commit       string   `json:"commit,omitempty"`
-	Modified     bool     `json:"modified,omitempty"`
 	SpecVersions []string `json:"cniVersions"`
 }
 
 // printVersion is `cnibox version` and `cnibox --version`.
 func (o Options) printVersion(c *ucli.Context) error {
-	v := versionInfo{Version: o.Release, Build: o.Version, SpecVersions: cniplug.SupportedVersions}
-	if v.Version == "" {
-		v.Version, v.Build = o.Version, ""
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				v.Commit = s.Value
-			case "vcs.modified":
-				v.Modified = s.Value == "true"
-			}
-		}
+	v := versionInfo{Info: buildinfo.Get(), Build: o.Version, SpecVersions: cniplug.SupportedVersions}
+	if o.Release != "" {
+		v.Release = o.Release
 	}
 	return show(c, v, func(w io.Writer, v versionInfo) error {
-		fmt.Fprintf(w, "cnibox %s\n", v.Version)
-		if v.Build != "" {
-			fmt.Fprintf(w, "build: %s\n", v.Build)
-		}
-		if v.Commit != "" {
-			mod := ""
-			if v.Modified {
-				mod = " (with changes not committed)"
-			}
-			fmt.Fprintf(w, "commit: %s%s\n", v.Commit, mod)
+		if err := v.Info.Write(w, "cnibox", v.Build); err != nil {
+			return err
 		}
 		_, err := fmt.Fprintf(w, "CNI spec versions: %v\n", v.SpecVersions)
 		return err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cnibox/cnibox/internal/buildinfo"
 	"github.com/cnibox/cnibox/roles"
 	ucli "github.com/urfave/cli/v2"
 )
@@ -148,24 +149,29 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// TestVersionAndRoles: --version answers as version does; both read
-// commands take --json.
+// TestVersionAndRoles: --version answers as version does: the release
+// (internal/buildinfo's, v0.0.0-dev when the build set none) beside the
+// name, then the build and the commit, as kubectl prints a release and a
+// commit; both read commands take --json.
 func TestVersionAndRoles(t *testing.T) {
 	a, _, c1 := runApp("--version")
 	b, _, c2 := runApp("version")
-	if c1 != 0 || c2 != 0 || a != b || !strings.HasPrefix(a, "cnibox test\n") {
+	if c1 != 0 || c2 != 0 || a != b || !strings.HasPrefix(a, "cnibox "+buildinfo.DevRelease+"\nbuild: test\ncommit: ") {
 		t.Errorf("--version (exit %d) %q, version (exit %d) %q", c1, a, c2, b)
 	}
 	var v versionInfo
 	out, _, code := runApp("version", "--json")
-	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || v.Version != "test" || len(v.SpecVersions) == 0 {
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || v.Release != buildinfo.DevRelease || v.Build != "test" || len(v.SpecVersions) == 0 {
 		t.Errorf("version --json (exit %d, %v): %s", code, err, out)
 	}
-	// A release beside the build, as kubectl prints.
+	// The release the build set.
+	defer func(r, c string) { buildinfo.Release, buildinfo.Commit = r, c }(buildinfo.Release, buildinfo.Commit)
+	buildinfo.Release, buildinfo.Commit = "v0.2.0", "03de98e0123-dirty"
 	var b2 bytes.Buffer
-	app := newApp(Options{Version: "03de98e-dirty", Release: "0.1.0", Registry: roles.Registry()})
+	app := newApp(Options{Version: "03de98e-dirty", Registry: roles.Registry()})
 	app.Writer = &b2
-	if err := app.Run([]string{"cnibox", "--version"}); err != nil || !strings.HasPrefix(b2.String(), "cnibox 0.1.0\nbuild: 03de98e-dirty\n") {
+	if err := app.Run([]string{"cnibox", "--version"}); err != nil ||
+		!strings.HasPrefix(b2.String(), "cnibox v0.2.0\nbuild: 03de98e-dirty\ncommit: 03de98e0123 (with changes not committed)\n") {
 		t.Errorf("--version with a release (%v): %q", err, b2.String())
 	}
 	var roles []string

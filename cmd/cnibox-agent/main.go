@@ -30,9 +30,12 @@ import (
 	"github.com/cnibox/cnibox/agent/lease"
 	"github.com/cnibox/cnibox/agent/lease/etcdlease"
 	"github.com/cnibox/cnibox/agent/netconf"
+	"github.com/cnibox/cnibox/internal/buildinfo"
 )
 
-// version is set by the build (-X main.version=...).
+// version is set by the build (-X main.version=...: git describe's); the
+// release and the commit --version prints beside it are
+// internal/buildinfo's, as cnibox's.
 var version = "dev"
 
 func main() {
@@ -56,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.showVersion {
-		fmt.Fprintln(stdout, "cnibox-agent", version)
+		buildinfo.Get().Write(stdout, "cnibox-agent", version)
 		return 0
 	}
 	if err := kubeHandoff(f, args); err != nil { // handoff*.go: the lean etcd build execs the full one
