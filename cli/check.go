@@ -77,6 +77,9 @@ type checker struct {
 	// host is the node's namespace, whose interfaces the roles' ADDs need
 	// (check --node); nil: the node is not looked at.
 	host *netops.Handle
+	// env is the rest of the node its ADDs need: files, sockets, kernel
+	// features (check --node); nil: not looked at.
+	env *nodeEnv
 	// versions are the VERSION answers of the foreign plugins asked in
 	// this run, by type and cniVersion (nil: not kept).
 	versions map[string]pluginCheck
@@ -339,6 +342,7 @@ func (ck checker) plugin(list *libcni.NetworkConfigList, conf []byte, i int) []c
 		ipamTyp, _ = ipam["type"].(string)
 		if ir, ok := ck.reg.Lookup(ipamTyp); ok && ir.IPAM {
 			(*tree)["ipam"] = merge(knownTree(ir.Known), "type")
+			out = append(out, ck.envFindings(ipam, ir, "ipam.")...)
 		} else {
 			(*tree)["ipam"] = nil // another plugin's section is its own business
 		}

@@ -50,7 +50,7 @@ func (ck *checker) checkPlace(c *ucli.Context) (close func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("check --node: open the node's network namespace: %w", err)
 	}
-	ck.host = h
+	ck.host, ck.env = h, &nodeEnv{root: "/"}
 	return func() { h.Close() }, nil
 }
 
@@ -89,12 +89,13 @@ func (ck checker) binary(typ, field, cniVersion string) []checkFinding {
 
 // nodeFindings are what the node lacks that the ADD of role, with config
 // obj, needs there: the interfaces its NodeLinks name (a macvlan's master,
-// a host-device's device). Nothing when the node is not looked at.
+// a host-device's device), then envFindings. Nothing when the node is not
+// looked at.
 func (ck checker) nodeFindings(obj map[string]any, role *cniplug.Role) []checkFinding {
 	if ck.host == nil || role.Known == nil {
-		return nil
+		return ck.envFindings(obj, role, "")
 	}
-	var out []checkFinding
+	out := ck.envFindings(obj, role, "")
 	for _, nl := range role.Known.NodeLinks {
 		name, _ := obj[nl.Field].(string)
 		if in, _ := obj[nl.Unless].(bool); name == "" || (nl.Unless != "" && in) {
@@ -118,6 +119,22 @@ func (ck checker) nodeFindings(obj map[string]any, role *cniplug.Role) []checkFi
 				Message: fmt.Sprintf("the node's interface %q is down: pods get their interfaces, but no traffic flows", name),
 				Fix:     fmt.Sprintf("ip link set %s up", name)})
 		}
+	}
+	return out
+}
+
+// envFindings are the files, sockets and kernel features that the ADD of
+// role (a main role, or the IPAM role of obj, the ipam section, at prefix
+// "ipam.") needs and the node lacks (check_env.go). Nothing when the node
+// is not looked at.
+func (ck checker) envFindings(obj map[string]any, role *cniplug.Role, prefix string) []checkFinding {
+	if ck.env == nil || role.Known == nil {
+		return nil
+	}
+	out := ck.env.fileFindings(obj, role, prefix)
+	for _, f := range ck.env.kernelFindings(role, role.Name) {
+		f.Path = prefix + f.Path
+		out = append(out, f)
 	}
 	return out
 }

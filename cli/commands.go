@@ -55,14 +55,16 @@ func commands(o Options) []*ucli.Command {
 				"capabilities a chained role reads, the cniVersion each other plugin speaks (its VERSION answer).\n" +
 				"Errors name the field's path, the value and the fix; fields no plugin reads are warnings with the\n" +
 				"nearest known name. Plugins are looked up in --bin-dir, else $CNI_PATH. On a node (root, the bin dir\n" +
-				"there; --node) cnibox's roles must be in the bin dir and the interfaces the configs name (a macvlan\n" +
-				"master, a host-device device) on the node; off a node (a laptop, CI) cnibox's roles count as present.\n" +
+				"there; --node) cnibox's roles must be in the bin dir and what each ADD needs of the node there: the\n" +
+				"interfaces the configs name (a macvlan master, a host-device device), the files and daemons' sockets\n" +
+				"(dhcp's, cnibox-agent's, subnet.env) and the kernel's features (read from /sys/module, its config\n" +
+				"or /lib/modules; nothing is loaded); off a node (a laptop, CI) cnibox's roles count as present.\n" +
 				"Exit 0: clean (warnings allowed); 1: an error; 2: warnings only, with --strict.\n" +
 				"Example: cnibox check /etc/cni/net.d\n" +
 				"Example: cnibox check --strict --json examples/10-bridge.conflist",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "bin-dir", Value: "/opt/cni/bin", Usage: "the plugin directories, colon separated (default $CNI_PATH, else /opt/cni/bin)"},
-				&ucli.BoolFlag{Name: "node", Usage: "check as on a node: the roles must be in the bin dirs, the interfaces the configs name on the node (default: as root with a bin dir; else cnibox's roles count as present)"},
+				&ucli.BoolFlag{Name: "node", Usage: "check as on a node: the roles must be in the bin dirs, the interfaces, files, sockets and kernel features the configs need on the node (default: as root with a bin dir; else cnibox's roles count as present)"},
 				&ucli.BoolFlag{Name: "strict", Usage: "exit 2 when there are warnings and no errors"},
 				jsonFlag,
 			},

@@ -38,6 +38,12 @@ type Known struct {
 	// NodeLinks are the config fields that name an interface of the node
 	// that the role's ADD needs there (`cnibox check --node` looks).
 	NodeLinks []NodeLink
+	// NodeFiles are the config fields that name a file or a socket of the
+	// node that the role's ADD needs there (`cnibox check --node` looks).
+	NodeFiles []NodeFile
+	// Kernel are what the role's ADD needs of the node's kernel (`cnibox
+	// check --node` looks, reading what the kernel says of itself).
+	Kernel []KernelFeature
 
 	// HostVeth are the host ends of the role's veth pairs.
 	HostVeth *HostVeth

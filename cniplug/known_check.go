@@ -1,8 +1,8 @@
 package cniplug
 
 // What a role declares for `cnibox check` beyond its fields: the
-// capabilities it reads, the node's interfaces its ADD needs, and whether
-// it is a chained plugin.
+// capabilities it reads, the node's interfaces, files and kernel features
+// its ADD needs, and whether it is a chained plugin.
 
 // Capability is a runtime capability a role reads from runtimeConfig (the
 // CNI conventions' portMappings, bandwidth, ...). A runtime passes it only
@@ -43,4 +43,37 @@ type chainedVerbs interface{ NeedsPrevResult() bool }
 func (r *Role) Chained() bool {
 	v, ok := r.Verbs.(chainedVerbs)
 	return ok && v.NeedsPrevResult()
+}
+
+// NodeFile is a config field naming a file or a socket of the node that
+// the role's ADD needs there (dhcp's "daemonSocketPath", flannel's
+// "subnetFile"). The field is the role's own (an IPAM role's: of its ipam
+// section).
+type NodeFile struct {
+	// Field is the config field.
+	Field string
+	// Default is the path when the field is not set ("" = looked for only
+	// when set).
+	Default string
+	// Under is a directory the field's value names an entry of
+	// ("/sys/bus/pci/devices" for a PCI address; "" = the value is a path).
+	Under string
+	// Socket says that a daemon listens there: check connects to it.
+	Socket bool
+	// Later says that what writes it starts after the config is installed
+	// (the agent writes subnet.env): its absence is a warning.
+	Later bool
+	// Fails is what ADD does without it ("every ADD fails (CNI error 11)")
+	// and Fix how to make it, in the words of a finding.
+	Fails, Fix string
+}
+
+// KernelFeature is a part of the kernel a role's ADD needs: a link kind,
+// nf_tables.
+type KernelFeature struct {
+	// Module is the module's name (/sys/module, modules.builtin,
+	// modules.dep: "8021q").
+	Module string
+	// Config is its kernel config option ("CONFIG_VLAN_8021Q").
+	Config string
 }

@@ -9,6 +9,7 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	Kernel:   []cniplug.KernelFeature{{Module: "bridge", Config: "CONFIG_BRIDGE"}, {Module: "veth", Config: "CONFIG_VETH"}},
 	Config:   []any{(*Conf)(nil)},
 	HostVeth: &hostVeth,
 }

@@ -8,6 +8,7 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	Kernel:    []cniplug.KernelFeature{{Module: "dummy", Config: "CONFIG_DUMMY"}},
 	Config:    []any{(*lower.PodFields)(nil), (*lower.ModeField)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "dummy", Gateway: cniplug.GatewayNowhere, Facts: []string{}},
 }

@@ -8,6 +8,8 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	NodeFiles: []cniplug.NodeFile{{Field: "subnetFile", Default: FlannelSubnetFile, Later: true,
+		Fails: "ADD fails (CNI error 11) until cnibox-agent (or flanneld) writes it", Fix: "start cnibox-agent (or flanneld) on this node"}},
 	Config: []any{(*flannelConf)(nil)},
 	Parse:  parseOnly,
 

@@ -7,6 +7,10 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	NodeFiles: []cniplug.NodeFile{
+		{Field: "pciBusID", Under: "/sys/bus/pci/devices", Fails: "every ADD fails (no such PCI device)", Fix: "name a PCI address of the node (lspci -D lists them)"},
+		{Field: "kernelpath", Fails: "every ADD fails (no such device)", Fix: "name a device path of the node (/sys/class/net/NAME/device points at one)"},
+	},
 	Config:    []any{(*conf)(nil)},
 	Doc:       "host-device",
 	PodDevice: &cniplug.PodDevice{ExtraKind: "kind", Gateway: cniplug.GatewayOffNode},

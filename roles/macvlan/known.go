@@ -8,6 +8,7 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	Kernel:    []cniplug.KernelFeature{{Module: "macvlan", Config: "CONFIG_MACVLAN"}},
 	Config:    []any{(*lower.Conf)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "macvlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "mode"}},
 	NodeLinks: []cniplug.NodeLink{{Field: "master", Unless: "linkInContainer"}},

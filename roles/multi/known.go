@@ -11,6 +11,8 @@ import (
 // cnibox check: the fields of its config. The delegates are not looked
 // into here; each is checked as the network it is when its own file is.
 var known = cniplug.Known{
+	NodeFiles: []cniplug.NodeFile{{Field: "agentSocket", Socket: true,
+		Fails: "ADD fails (CNI error 11): cnibox-agent's pod API does not answer", Fix: "run cnibox-agent with --pod-api and --socket at that path on this node"}},
 	Config: []any{(*topJSON)(nil), (*multiK8sConf)(nil)},
 	Doc:    "multi",
 	Parse:  parseOnly,

@@ -8,6 +8,7 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	Kernel:    []cniplug.KernelFeature{{Module: "8021q", Config: "CONFIG_VLAN_8021Q"}},
 	Config:    []any{(*lower.PodFields)(nil), (*lower.MasterFields)(nil), (*vlanJSON)(nil)},
 	PodDevice: &cniplug.PodDevice{Link: "vlan", Gateway: cniplug.GatewayOffNode, Facts: []string{"master", "vlanId"}},
 	NodeLinks: []cniplug.NodeLink{{Field: "master", Unless: "linkInContainer"}},

@@ -7,6 +7,7 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	Kernel: []cniplug.KernelFeature{{Module: "vxlan", Config: "CONFIG_VXLAN"}},
 	Config: []any{(*conf)(nil), (*passedOn)(nil)},
 	Parse:  parseOnly,
 }

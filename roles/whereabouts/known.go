@@ -10,6 +10,8 @@ import (
 // known is what the role declares about itself for cnibox check, doctor,
 // gc and store rebuild (see cniplug.Known).
 var known = cniplug.Known{
+	NodeFiles: []cniplug.NodeFile{{Field: "agentSocket", Default: agentapi.DefaultSocket, Socket: true,
+		Fails: "every ADD fails (CNI error 11): cnibox-agent's cluster IPAM does not answer", Fix: "run cnibox-agent with --cluster-ipam on this node"}},
 	Config: []any{(*ipamJSON)(nil)},
 
 	AgentSocket: agentSocket,
