@@ -42,7 +42,7 @@ type Config struct {
 	// Register, if set, registers the controller's metrics.
 	Register func(prometheus.Collector) error
 	// CRDPoll is how often an API without the CRD is asked again
-	// (default 30 s).
+	// (default kubeapi.CRDPoll, 10 s).
 	CRDPoll time.Duration
 	// Recheck is how often the uplink's networks and forwarding are read
 	// again and the kernel checked against the plan (default 30 s); a
@@ -64,9 +64,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Timing == (Timing{}) {
 		cfg.Timing = DefaultTiming
-	}
-	if cfg.CRDPoll == 0 {
-		cfg.CRDPoll = 30 * time.Second
 	}
 	if cfg.Recheck == 0 {
 		cfg.Recheck = 30 * time.Second

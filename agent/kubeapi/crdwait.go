@@ -9,10 +9,15 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// CRDPoll is how often WaitCRD asks again by default: a CRD installed after
+// the agent is seen within 10 s, as the policy watcher's rediscovery and
+// MultiNetworkPolicy's wait see theirs (no restart).
+const CRDPoll = 10 * time.Second
+
 // CRDWait is what WaitCRD asks for and what it says while it waits.
 type CRDWait struct {
 	Resource string        // the custom resource's plural, listed on the REST client given
-	Poll     time.Duration // how often it asks again
+	Poll     time.Duration // how often it asks again (0: CRDPoll)
 	Log      *slog.Logger
 	// Waiting starts the log line ("egress gateways: not serving them: ");
 	// NotServed and Forbidden say why, when the API does not serve the
@@ -24,6 +29,9 @@ type CRDWait struct {
 // list it; false when ctx ended first. It says once why it waits, again
 // when the reason changes.
 func WaitCRD(ctx context.Context, c rest.Interface, w CRDWait) bool {
+	if w.Poll <= 0 {
+		w.Poll = CRDPoll
+	}
 	told := ""
 	for {
 		err := c.Get().Resource(w.Resource).Param("limit", "1").Do(ctx).Error()

@@ -56,7 +56,7 @@ type Config struct {
 	// Register, if set, registers the controller's metrics.
 	Register func(prometheus.Collector) error
 	// CRDPoll is how often an API without the pools' CRD is asked again
-	// (default 30 s); Recheck how often the uplink's networks are read
+	// (default kubeapi.CRDPoll, 10 s); Recheck how often the uplink's networks are read
 	// again (default 30 s).
 	CRDPoll, Recheck time.Duration
 }
@@ -86,7 +86,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Namespace == "" {
 		cfg.Namespace = LeaseNamespace
 	}
-	cfg.CRDPoll = cmpOr(cfg.CRDPoll, 30*time.Second)
 	cfg.Recheck = cmpOr(cfg.Recheck, 30*time.Second)
 	k, err := addrhold.Connect(cfg.Cluster, what)
 	if err != nil {

@@ -46,7 +46,7 @@ type Config struct {
 	// when nothing changed (default 30 s).
 	Resync time.Duration
 	// CRDPoll is how often an API without the CRD is asked again
-	// (default 30 s).
+	// (default kubeapi.CRDPoll, 10 s).
 	CRDPoll time.Duration
 	// BeforeWrite, if set, is called before each write of a Service's
 	// status (a test stops the controller there).
@@ -104,9 +104,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 30 * time.Second
-	}
-	if cfg.CRDPoll <= 0 {
-		cfg.CRDPoll = 30 * time.Second
 	}
 	if cfg.Cache != nil && !cfg.Cache.KeepsLoadBalancers() {
 		return fmt.Errorf("%s: the informer cache keeps no Service's part of the controller's (make it with cluster.Config.LoadBalancer lbipam.ServiceView)", what)
