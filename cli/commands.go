@@ -178,6 +178,7 @@ func commands(o Options) []*ucli.Command {
 					Usage: "the node's NetworkPolicy table: the policies (that select POD), per direction, each rule with its packet counter",
 					UsageText: "cnibox inspect policy [NS/POD] [--data-dir DIR] [--json]\n\n" +
 						"The kernel's table cnibox-policy and its counters, named by the index cnibox-agent keeps in the store.\n" +
+						"POD is NAMESPACE/NAME, or NAME in any namespace (as --pod takes it; one of several is an error).\n" +
 						"Example: cnibox inspect policy default/web-0",
 					Flags:  []ucli.Flag{dataDirFlag, jsonFlag},
 					Action: withHost(inspectPolicy),

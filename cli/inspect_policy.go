@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -56,15 +57,10 @@ func inspectPolicy(c *ucli.Context, host *netops.Handle) error {
 	if err != nil {
 		return err
 	}
-	for _, ep := range eps {
-		if podName(ep) == r.Pod {
-			for _, p := range ep.IPs {
-				r.Addrs = append(r.Addrs, p.Addr())
-			}
+	if r.Pod != "" {
+		if r.Pod, r.Addrs, err = policyPod(eps, r.Pod); err != nil {
+			return err
 		}
-	}
-	if r.Pod != "" && len(r.Addrs) == 0 {
-		return fmt.Errorf("pod %q: no endpoint record on this node (see cnibox inspect endpoints)", r.Pod)
 	}
 	h := host.NFT()
 	counters, err := h.PolicyCounters()
@@ -103,6 +99,34 @@ func inspectPolicy(c *ucli.Context, host *netops.Handle) error {
 		return err
 	}
 	return show(c, r, printPolicy, nil)
+}
+
+// policyPod finds pod, NAMESPACE/NAME or NAME in any namespace (as --pod
+// takes it in flows, inspect endpoints and doctor), among the node's
+// endpoint records: its full name and addresses, or an error that says
+// how to name it.
+func policyPod(eps []store.Endpoint, pod string) (string, []netip.Addr, error) {
+	var names []string
+	var addrs []netip.Addr
+	for _, ep := range eps {
+		if !podMatches(ep, pod) {
+			continue
+		}
+		if n := podName(ep); !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+		for _, p := range ep.IPs {
+			addrs = append(addrs, p.Addr())
+		}
+	}
+	switch {
+	case len(names) > 1:
+		slices.Sort(names)
+		return "", nil, fmt.Errorf("pod %q: pods of that name in %d namespaces (%s): give NAMESPACE/NAME", pod, len(names), strings.Join(names, ", "))
+	case len(addrs) == 0:
+		return "", nil, fmt.Errorf("pod %q: no endpoint record on this node (NAMESPACE/NAME, or NAME in any namespace; cnibox inspect endpoints lists them)", pod)
+	}
+	return names[0], addrs, nil
 }
 
 // policyDirs are the directions in the order inspect lists them.

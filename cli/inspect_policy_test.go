@@ -70,6 +70,9 @@ func TestInspectPolicy(t *testing.T) {
 			t.Errorf("inspect policy default/web lacks %q:\n%s", w, out)
 		}
 	}
+	if bare := run("web"); bare != out {
+		t.Errorf("inspect policy web (a bare name, as --pod takes it) differs from default/web:\n%s", bare)
+	}
 	if out := run("default/other"); strings.Contains(out, "np/default/web") {
 		t.Errorf("a policy that does not select default/other is shown:\n%s", out)
 	}
@@ -103,5 +106,33 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPolicyPod: inspect policy's POD is taken as --pod is everywhere:
+// NAMESPACE/NAME, or a bare NAME in any namespace; a name in several
+// namespaces is an error naming them and the fix, as is one that matches
+// nothing. (Before, a bare NAME matched nothing.)
+func TestPolicyPod(t *testing.T) {
+	a, b, c := netip.MustParsePrefix("10.77.0.2/24"), netip.MustParsePrefix("10.77.0.3/24"), netip.MustParsePrefix("10.77.0.4/24")
+	eps := []store.Endpoint{
+		{Network: "n", ContainerID: "c1", IfName: "eth0", PodNamespace: "default", PodName: "web", IPs: []netip.Prefix{a}},
+		{Network: "n", ContainerID: "c2", IfName: "eth0", PodNamespace: "shop", PodName: "db", IPs: []netip.Prefix{b}},
+		{Network: "n", ContainerID: "c3", IfName: "eth0", PodNamespace: "dev", PodName: "db", IPs: []netip.Prefix{c}},
+	}
+	for _, pod := range []string{"web", "default/web"} {
+		name, addrs, err := policyPod(eps, pod)
+		if err != nil || name != "default/web" || len(addrs) != 1 || addrs[0] != a.Addr() {
+			t.Errorf("%s: %q %v %v, want default/web [%v]", pod, name, addrs, err, a.Addr())
+		}
+	}
+	if _, _, err := policyPod(eps, "db"); err == nil || !strings.Contains(err.Error(), "dev/db, shop/db") || !strings.Contains(err.Error(), "give NAMESPACE/NAME") {
+		t.Errorf("db in two namespaces: %v, want an error naming both and the fix", err)
+	}
+	if name, _, err := policyPod(eps, "shop/db"); err != nil || name != "shop/db" {
+		t.Errorf("shop/db: %q %v", name, err)
+	}
+	if _, _, err := policyPod(eps, "cache"); err == nil || !strings.Contains(err.Error(), "NAME in any namespace") {
+		t.Errorf("cache: %v, want an error saying how --pod is taken", err)
 	}
 }
