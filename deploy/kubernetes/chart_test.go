@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -44,17 +45,79 @@ func helmBinary(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
+// renders are helm template's answers in this process, by its arguments:
+// the chart does not change while the tests run, and the same values are
+// rendered by several tests (the defaults by six), each a helm process.
+var renders struct {
+	mu   sync.Mutex
+	done map[string]*render
+}
+
+// render is one helm template run; done closes when out and err are set.
+type render struct {
+	done chan struct{}
+	out  string
+	err  error
+}
+
 // helmTemplate renders the chart as release cnibox in kube-system with
-// args (--set ...): its output, or helm's error with its stderr.
+// args (--set ...): its output, or helm's error with its stderr. Each
+// distinct args is rendered once per process (a file named by -f is read
+// once: the tests write each values file once).
 func helmTemplate(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	helm := helmBinary(t)
+	key := strings.Join(args, "\x00")
+	renders.mu.Lock()
+	if renders.done == nil {
+		renders.done = map[string]*render{}
+	}
+	r, ok := renders.done[key]
+	if !ok {
+		r = &render{done: make(chan struct{})}
+		renders.done[key] = r
+	}
+	renders.mu.Unlock()
+	if ok {
+		<-r.done
+		return r.out, r.err
+	}
+	defer close(r.done)
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(helmBinary(t), append([]string{"template", "cnibox", chartDir, "--namespace", "kube-system"}, args...)...)
+	cmd := exec.Command(helm, append([]string{"template", "cnibox", chartDir, "--namespace", "kube-system"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("helm template %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+		r.err = fmt.Errorf("helm template %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+		return "", r.err
 	}
-	return stdout.String(), nil
+	r.out = stdout.String()
+	return r.out, nil
+}
+
+// templates renders each of argss at once (helm processes side by side,
+// each waiting on its own start): the outputs, or the errors, in order.
+func templates(t *testing.T, argss ...[]string) ([]string, []error) {
+	t.Helper()
+	helmBinary(t) // skips or fails here, not in a goroutine
+	outs, errs := make([]string, len(argss)), make([]error, len(argss))
+	var wg sync.WaitGroup
+	for i, args := range argss {
+		wg.Go(func() { outs[i], errs[i] = helmTemplate(t, args...) })
+	}
+	wg.Wait()
+	return outs, errs
+}
+
+// mustTemplates is templates failing the test on any error.
+func mustTemplates(t *testing.T, argss ...[]string) []string {
+	t.Helper()
+	outs, errs := templates(t, argss...)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return outs
 }
 
 func mustTemplate(t *testing.T, args ...string) string {
@@ -190,11 +253,10 @@ func dropChecksum(objs map[string]any) (map[string]any, string) {
 func renderChart(t *testing.T, args ...string) {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{
-		"cnibox.yaml":        mustTemplate(t, append(args, "--set", "dhcp.enabled=false")...),
-		"cnibox-dhcp.yaml":   mustTemplate(t, append(args, "--set", "dhcp.enabled=true", "--show-only", "templates/dhcp.yaml")...),
-		"cnibox-multus.yaml": mustTemplate(t, append(args, "--set", "mode=multus,dhcp.enabled=false")...),
-	}
+	outs := mustTemplates(t, append(slices.Clip(args), "--set", "dhcp.enabled=false"),
+		append(slices.Clip(args), "--set", "dhcp.enabled=true", "--show-only", "templates/dhcp.yaml"),
+		append(slices.Clip(args), "--set", "mode=multus,dhcp.enabled=false"))
+	files := map[string]string{"cnibox.yaml": outs[0], "cnibox-dhcp.yaml": outs[1], "cnibox-multus.yaml": outs[2]}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -298,8 +360,14 @@ func TestChartConfigChecksum(t *testing.T) {
 		}
 		return s
 	}
+	changes := []string{"podCIDR=10.10.0.0/16", "backend.type=host-gw", "mtu=1400", "apiServer.host=192.0.2.1"}
+	argss := [][]string{nil, {"--set", "image.tag=v2,resources.limits.memory=1Gi"}}
+	for _, set := range changes {
+		argss = append(argss, []string{"--set", set})
+	}
+	templates(t, argss...) // at once; sum reads them back
 	base := sum()
-	for _, set := range []string{"podCIDR=10.10.0.0/16", "backend.type=host-gw", "mtu=1400", "apiServer.host=192.0.2.1"} {
+	for _, set := range changes {
 		if sum("--set", set) == base {
 			t.Errorf("--set %s changes the ConfigMap but not the checksum: helm upgrade would not roll the agents", set)
 		}
@@ -367,7 +435,12 @@ func TestChartValues(t *testing.T) {
 // TestChartSchema: values.schema.json refuses a misspelt key or a bad
 // value, and helm's message names the field.
 func TestChartSchema(t *testing.T) {
-	for _, c := range []struct{ set, field string }{
+	type refusal struct{ set, field string }
+	var (
+		argss [][]string
+		cases []refusal
+	)
+	for _, c := range []refusal{
 		{"backend.tpye=vxlan", "tpye"},
 		{"imgae.tag=v1", "imgae"},
 		{"backend.type=udp", "type"},
@@ -379,7 +452,12 @@ func TestChartSchema(t *testing.T) {
 		{"multus.nadTrustedNamespace=default", "nadTrustedNamespace"},
 		{"multus.nadTrustedNamespaces={Default}", "nadTrustedNamespaces"},
 	} {
-		_, err := helmTemplate(t, "--set", c.set)
+		argss = append(argss, []string{"--set", c.set})
+		cases = append(cases, c)
+	}
+	_, errs := templates(t, argss...)
+	for i, c := range cases {
+		err := errs[i]
 		if err == nil {
 			t.Errorf("--set %s: rendered; want the schema to refuse it", c.set)
 			continue
