@@ -29,6 +29,7 @@ import (
 // connection passes; a name no peer names, or another pod's lookup, opens
 // nothing for x/a; past its cap a pod learns nothing more.
 func TestPolicyDNS(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
 	xa, ya := l.pod("x/a"), l.pod("y/a")
 	n := newNode(t, l)

@@ -19,6 +19,7 @@ import (
 // a full sync of the table keeps what was learned; when the pair's TTL is
 // over, a new connection is denied again.
 func TestPolicyDomainPairs(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
 	xa, ya := l.pod("x/a"), l.pod("y/a")
 	n := newNode(t, l)

@@ -36,6 +36,7 @@ import (
 // the node as the target from a checked port, and the attacker on
 // another node, across the overlay (escape_overlay_test.go).
 func TestEscape(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []escapeConfig{{checked: true}, {checked: false}, {checked: true, node: true}, {overlay: true}} {
 		t.Run(cfg.String(), func(t *testing.T) {
 			t.Parallel()

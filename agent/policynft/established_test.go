@@ -66,6 +66,7 @@ func (e *echoConn) resent(msg string) bool {
 // connection that a new policy denies carries nothing more, and carries
 // again (TCP's resend gets through) once the policy is gone.
 func TestPolicyEstablished(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
 	n := newNode(t, l)
 	n.start()
@@ -89,6 +90,7 @@ func TestPolicyEstablished(t *testing.T) {
 // packet that was judged, not the rest), and a change of set elements only
 // (the client's labels) still cuts it at its next packet and opens it again.
 func TestPolicyVerdictCache(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
 	xa, ya := l.pod("x/a"), l.pod("y/a")
 	n := newNode(t, l)

@@ -140,6 +140,7 @@ func lineDiff(got, want string) string {
 // transaction is on its way is queued and committed as one transaction
 // after it, and the table is then the model's.
 func TestSyncerCoalescesTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b", "y/a")
 	w := &watched{node: newFakeNode(t, l)}
 	w.e.SetNetworkPolicy(fromB)
@@ -181,6 +182,7 @@ func TestSyncerCoalescesTable(t *testing.T) {
 // chain of their own to the table; the periodic full sync puts the table
 // back as the model says.
 func TestSyncerResyncRepairsTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b")
 	w := &watched{node: newFakeNode(t, l)}
 	w.e.SetNetworkPolicy(web(80))
@@ -246,6 +248,7 @@ func tableOfModel(t *testing.T, m *policymodel.Model) string {
 // sync (which rewrites every chain, to repair what someone changed)
 // leaves the same table.
 func TestPolicyRestartTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b", "y/a")
 	n := newFakeNode(t, l)
 	denyX := np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress, Ingress: []networkingv1.NetworkPolicyIngressRule{{
@@ -312,6 +315,7 @@ func TestPolicyRestartTable(t *testing.T) {
 // next agent's first sync empties the pending set; a DEL and an ADD
 // undone take the address out.
 func TestPolicyPendingTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "y/a", "x/new", "y/new")
 	xa, ya, xnew, ynew := l.pod("x/a"), l.pod("y/a"), l.pod("x/new"), l.pod("y/new")
 	allowAll := np("x", "allow-all", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
@@ -377,6 +381,7 @@ func TestPolicyPendingTable(t *testing.T) {
 // DEL came first leaves nothing pending; one that left the API while the
 // agent was down is put there by the next agent's first sync.
 func TestPolicyGonePodTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b", "x/c", "y/a")
 	xa, xb, xc, ya := l.pod("x/a"), l.pod("x/b"), l.pod("x/c"), l.pod("y/a")
 	deny := np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress})

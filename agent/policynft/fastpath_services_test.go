@@ -47,6 +47,7 @@ func udpWho(t *testing.T, nsPath string, ap netip.AddrPort) {
 // reach the other endpoint, not the one gone, whose stale flow the
 // flowtable would otherwise keep DNATing to.
 func TestServicesFastPath(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b")
 	yr := addRoutedPod(t, l, "y/r")
 	_, err := l.node.NFT().EnsureFastPath(nft.FastPathSpec{Devices: []string{"br0", "vr0"}})

@@ -109,6 +109,7 @@ func (f *forwardSeen) packets() uint64 {
 // elements only (the client's labels) cuts it again. On a kernel without
 // flowtables the test skips (make test-kernel runs it).
 func TestPolicyFastPath(t *testing.T) {
+	t.Parallel()
 	l, xa, yr := fastPathLab(t)
 	n := newNode(t, l)
 	client := map[string]string{"app": "client"}
@@ -174,6 +175,7 @@ func TestPolicyFastPath(t *testing.T) {
 // packet of an offloaded connection to the deleted pod meets the pending
 // set's drop (its counter counts it) instead of the flowtable.
 func TestPolicyFastPathDeletedPod(t *testing.T) {
+	t.Parallel()
 	l, xa, yr := fastPathLab(t)
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(np("x", "from-y", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,

@@ -20,6 +20,7 @@ import (
 // own address has no frontend. (The agent names the Service from the
 // frontend: agent/policy's TestFlowLogRecordService.)
 func TestFlowLogServices(t *testing.T) {
+	t.Parallel()
 	s := newSvcLab(t, "x/b", "x/a", "x/b")
 	r, err := loggedflows.Open(s.nodePath)
 	must(t, err)

@@ -18,6 +18,7 @@ import (
 // gets them; with the namespace's scope only, a connection between pods
 // of namespaces that do not log is not logged.
 func TestFlowLogVerdicts(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(web(80))
@@ -76,6 +77,7 @@ func TestFlowLogVerdicts(t *testing.T) {
 // reachable), and the kernel logs the default allow of the pods it
 // selects, and only theirs, for the agent to compare.
 func TestFlowLogStaged(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
 	n.e.SetFlowLog(policy.FlowLogSetting{})

@@ -105,6 +105,7 @@ func crossing(t *testing.T, from, to string, ps []nstest.RawPacket) []bool {
 // packets from the node itself (its output hook, which no policy judges)
 // reach the pods: the packets and the listeners are sound.
 func TestPolicyInvalidDropped(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/srv", "y/atk")
 	srv, atk := l.pod("x/srv"), l.pod("y/atk")
 	n := newNode(t, l)
@@ -149,6 +150,7 @@ func TestPolicyInvalidDropped(t *testing.T) {
 // to a closed port of the node. The node's own packets to itself are not
 // judged.
 func TestPolicyInvalidToNode(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "y/atk")
 	atk := l.pod("y/atk")
 	n := newNode(t, l)
@@ -184,6 +186,7 @@ func TestPolicyInvalidToNode(t *testing.T) {
 // isolates a's ingress or b's egress. An error about no connection
 // conntrack knows is INVALID: dropped, on c-invalid. IPv4 and IPv6.
 func TestPolicyRelated(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b")
 	a, b := l.pod("x/a"), l.pod("x/b")
 	n := newNode(t, l)

@@ -23,6 +23,7 @@ import (
 // makes it) keeps its link-local traffic from the node too. Before the
 // policies both connections work: the probes can tell.
 func TestPolicyLinkLocal(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/atk", "x/srv")
 	atk, srv := l.pod("x/atk"), l.pod("x/srv")
 	node := &labPod{ns: "node", name: "node", path: l.nodePath, ip: nodeAddr}

@@ -14,6 +14,7 @@ import (
 // under the policy and rule, and the store's index names the rule's
 // counter.
 func TestPolicyMetricsAndIndex(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
 	xa, ya := l.pod("x/a"), l.pod("y/a")
 	n := newNode(t, l)

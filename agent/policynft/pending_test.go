@@ -41,6 +41,7 @@ func startAgent(t *testing.T, l *lab, pods []*labPod, nps ...*networkingv1.Netwo
 // one in a namespace no policy could select is left open; without the
 // table nothing is marked.
 func TestPolicyPending(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a", "x/new", "y/new")
 	xa, ya, xnew, ynew := l.pod("x/a"), l.pod("y/a"), l.pod("x/new"), l.pod("y/new")
 	allowAll := np("x", "allow-all", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
@@ -116,6 +117,7 @@ func TestPolicyPending(t *testing.T) {
 // and a pod that left the API while the agent was down is closed by the
 // next agent's first sync until its DEL.
 func TestPolicyGonePod(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "x/c", "y/a")
 	xa, xb, xc, ya := l.pod("x/a"), l.pod("x/b"), l.pod("x/c"), l.pod("y/a")
 	deny := np("x", "deny", networkingv1.NetworkPolicySpec{PolicyTypes: ingress})

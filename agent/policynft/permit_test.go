@@ -24,6 +24,7 @@ import (
 // per model, the cache answering the rest. Before, Permit evaluated with
 // the watcher's lock held (issue 60, finding 5).
 func TestPermitOutsideLock(t *testing.T) {
+	t.Parallel()
 	nstest.RequireRoot(t)
 	path := nstest.NewNS(t, "pl")
 	sink, err := policynft.New(path)

@@ -75,6 +75,7 @@ func waitTable(t *testing.T, k *nftfake.Kernel, what, want string) {
 // table again, as the node's table's resync does. The watcher before
 // compared with what it had written and never put it back.
 func TestPodTableResyncRepairs(t *testing.T) {
+	t.Parallel()
 	pod := nftfake.New()
 	s := podSyncer(t, 20*time.Millisecond, map[string]*nftfake.Kernel{"/run/netns/a": pod}, nil)
 	s.SetPodSource(func() map[string]policynft.PodTable {
@@ -111,6 +112,7 @@ func TestPodTableResyncRepairs(t *testing.T) {
 // resync before rewrote every pod's table (deleted and made again) at
 // each period.
 func TestPodTableResyncLeavesEqual(t *testing.T) {
+	t.Parallel()
 	pod := nftfake.New()
 	s := podSyncer(t, 5*time.Millisecond, map[string]*nftfake.Kernel{"/run/netns/a": pod}, nil)
 	s.SetPodSource(func() map[string]policynft.PodTable {
@@ -136,6 +138,7 @@ func TestPodTableResyncLeavesEqual(t *testing.T) {
 // change and without a resync; the watcher before tried it again at the
 // next change only (or its 30 s tick).
 func TestPodTableRetried(t *testing.T) {
+	t.Parallel()
 	pod := nftfake.New()
 	var fails atomic.Int32
 	fails.Store(3)
@@ -158,6 +161,7 @@ func TestPodTableRetried(t *testing.T) {
 // TestPodTableUnchanged: a change of the input that leaves a pod's table
 // as it is writes nothing; one that takes its isolation away removes it.
 func TestPodTableUnchanged(t *testing.T) {
+	t.Parallel()
 	pod := nftfake.New()
 	s := podSyncer(t, 0, map[string]*nftfake.Kernel{"/run/netns/a": pod}, nil)
 	var p atomic.Pointer[nft.PodPolicy]

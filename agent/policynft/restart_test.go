@@ -19,6 +19,7 @@ import (
 // replaces it in one transaction: the deleted policy's chains, sets and
 // counters are gone, and traffic follows the new model.
 func TestPolicyRestart(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	xa, xb, ya := l.pod("x/a"), l.pod("x/b"), l.pod("y/a")
 	n := newNode(t, l)

@@ -29,6 +29,7 @@ func (l *fakeLab) ruleHandles(t *testing.T) func(*testing.T) []string {
 // TestPolicyAddRewritesLittleTable: a NetworkPolicy's arrival on a node
 // with 40 others rewrites the jumps of its bucket, not one per policy.
 func TestPolicyAddRewritesLittleTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "y/a")
 	n := newFakeNode(t, l)
 	before, after, gone := addRewrites(t, n, l.ruleHandles(t))
@@ -44,6 +45,7 @@ func TestPolicyAddRewritesLittleTable(t *testing.T) {
 // TestPolicyChangeRewritesItsChainsTable: a policy's change rewrites its
 // own chains; another policy's keep their rule handles.
 func TestPolicyChangeRewritesItsChainsTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b", "y/a")
 	n := newFakeNode(t, l)
 	db := np("x", "db", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "b"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
@@ -81,6 +83,7 @@ func TestPolicyChangeRewritesItsChainsTable(t *testing.T) {
 // change that takes a policy's last subject off the node takes the policy
 // out of the table.
 func TestPolicyDeltaElementsOnlyTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b", "y/a")
 	n := newFakeNode(t, l)
 	n.do(func(e *policy.Engine) policymodel.Delta {
@@ -126,6 +129,7 @@ func TestPolicyDeltaElementsOnlyTable(t *testing.T) {
 // change fails on what it remembered and the Sink's full sync puts the
 // whole table back.
 func TestPolicyTableGoneUnderItTable(t *testing.T) {
+	t.Parallel()
 	l := newFakeLab("x/a", "x/b", "y/a")
 	n := newFakeNode(t, l)
 	n.e.SetNetworkPolicy(web(80))

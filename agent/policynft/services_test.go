@@ -148,6 +148,7 @@ func pick[T any](v6 bool, a, b T) T {
 // that leads there; an ingress policy of the backend judges the client
 // pod itself (not masqueraded). Both families, TCP and UDP.
 func TestServicesPolicyAfterDNAT(t *testing.T) {
+	t.Parallel()
 	s := newSvcLab(t, "x/b", "x/a", "x/b", "y/a")
 	s.n.start()
 	xa, ya := s.pod("x/a"), s.pod("y/a")
@@ -217,6 +218,7 @@ func TestServicesPolicyAfterDNAT(t *testing.T) {
 // probes): a deny-all ingress policy refuses it, and one that allows only
 // the node's address does too. Both families.
 func TestServicesPolicyNodePort(t *testing.T) {
+	t.Parallel()
 	s := newSvcLab(t, "x/b", "x/b")
 	s.n.start()
 	var prev []*networkingv1.NetworkPolicy

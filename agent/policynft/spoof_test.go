@@ -26,6 +26,7 @@ import (
 // either (the policy's forward chains accept no node address). The node's
 // own traffic still reaches the victim.
 func TestPolicyForgedSource(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/victim", "x/attacker", "y/open")
 	victim, attacker, open := l.pod("x/victim"), l.pod("x/attacker"), l.pod("y/open")
 	h := l.node.NFT()

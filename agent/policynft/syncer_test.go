@@ -60,6 +60,7 @@ var fromB = np("x", "db", networkingv1.NetworkPolicySpec{PodSelector: *sel("app"
 // in the kernel is queued (Apply returns at once) and committed as one
 // transaction after it, and the table is then as the model says.
 func TestSyncerCoalesces(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	w := &watched{node: newNode(t, l)}
 	w.e.SetNetworkPolicy(fromB)
@@ -95,6 +96,7 @@ func TestSyncerCoalesces(t *testing.T) {
 // table (the forward hook's jumps gone: x/a is open to everything); the
 // periodic full sync puts it back and traffic follows the model again.
 func TestSyncerResyncRepairs(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b")
 	w := &watched{node: newNode(t, l)}
 	w.e.SetNetworkPolicy(web(80))

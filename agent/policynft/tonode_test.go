@@ -16,6 +16,7 @@ import (
 // x/b, closed to every connection in, still reaches the node (its own
 // ingress is not what it sends), while x/a cannot reach x/b.
 func TestPolicyToNode(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b")
 	node := &labPod{ns: "node", name: "node", path: l.nodePath, ip: nodeAddr}
 	serve(t, node, false)

@@ -93,6 +93,7 @@ func sctpPort(n int32) cnpv1.ClusterNetworkPolicyProtocol {
 // kernel has SCTP sockets: make test-kernel) SCTP between pods on one
 // bridge pass exactly when Model.Evaluate says so.
 func TestPolicyTraffic(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a", "y/b")
 	n := newNode(t, l)
 	n.start()
@@ -184,6 +185,7 @@ func TestPolicyTraffic(t *testing.T) {
 // follows; but the change that takes a policy's last subject off the node
 // takes the policy out of the node's table.
 func TestPolicyDeltaElementsOnly(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
 	n.do(func(e *policy.Engine) policymodel.Delta {
@@ -243,6 +245,7 @@ func web(p int) *networkingv1.NetworkPolicy {
 // TestPolicyChangeRewritesItsChains: a policy's change rewrites its own
 // chains; another policy's keep their rule handles, and traffic follows.
 func TestPolicyChangeRewritesItsChains(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
 	db := np("x", "db", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", "b"), Ingress: []networkingv1.NetworkPolicyIngressRule{{
@@ -282,6 +285,7 @@ func TestPolicyChangeRewritesItsChains(t *testing.T) {
 // TestPolicyAddRewritesLittle: a NetworkPolicy's arrival on a node with 40
 // others rewrites the jumps of its bucket, not one per policy of the node.
 func TestPolicyAddRewritesLittle(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
 	n := newNode(t, l)
 	_, _, gone := addRewrites(t, n, l.ruleHandles(t))
@@ -337,6 +341,7 @@ func (l *lab) ruleHandles(t *testing.T) func(*testing.T) []string {
 // flush ruleset`), the next change fails on what it remembered and the
 // Sink's full sync puts the whole table back, traffic as the model says.
 func TestPolicyTableGoneUnderIt(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/a", "x/b", "y/a")
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(web(80))

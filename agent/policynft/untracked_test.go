@@ -40,6 +40,7 @@ func notrackAll(t *testing.T, l *lab) {
 // policy stateless). IPv4 and IPv6 (neighbour discovery, which conntrack
 // never tracks, passes).
 func TestPolicyUntracked(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, "x/srv", "x/cli", "y/other")
 	srv, cli, other := l.pod("x/srv"), l.pod("x/cli"), l.pod("y/other")
 	n := newNode(t, l)
