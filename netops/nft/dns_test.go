@@ -33,6 +33,7 @@ import (
 // redirected; Ensure and Delete are idempotent. With br_netfilter on (the
 // agent turns it on) and off.
 func TestDNSRedirect(t *testing.T) {
+	t.Parallel()
 	for _, brnf := range []bool{true, false} {
 		t.Run(fmt.Sprintf("br_netfilter %v", brnf), func(t *testing.T) { testDNSRedirect(t, brnf) })
 	}

@@ -34,6 +34,7 @@ func podAddr6(i int) netip.Addr {
 // elsewhere keeps the pod's address (the overlay's IPv6 masquerade would
 // rewrite it) for the packets routed via the holder only.
 func TestEgressTraffic6(t *testing.T) {
+	t.Parallel()
 	l := labtest.New(t, 2)
 	server := openNS(t, "egs6")
 	_, _, err := l.Host.EnsureVeth(netops.VethOpts{HostName: egressUplink, PeerName: "eth0", Peer: server})

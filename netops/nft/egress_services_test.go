@@ -21,6 +21,7 @@ import (
 // Service whose endpoint is outside the cluster networks is traffic to
 // that address: it leaves through the gateway as any (docs/egress.md).
 func TestEgressServices(t *testing.T) {
+	t.Parallel()
 	l := newEgressLab(t)
 	// Pods of one bridge reach each other's Service through the node:
 	// br_netfilter runs the bridged answers through conntrack, as on a

@@ -80,6 +80,7 @@ func podAddr(i int) netip.Addr {
 // the one the connection keeps. Cluster destinations are untouched,
 // Destinations restrict a rule, unselected pods are masqueraded as before.
 func TestEgressTraffic(t *testing.T) {
+	t.Parallel()
 	l := newEgressLab(t)
 	// The held address is on the uplink (as the agent puts it there, with
 	// a lifetime), for the replies.
@@ -144,6 +145,7 @@ func TestEgressTraffic(t *testing.T) {
 // rewrites it; EgressRules lists the comments; an empty spec and
 // DeleteEgress (twice) remove it.
 func TestEnsureEgress(t *testing.T) {
+	t.Parallel()
 	h := openNS(t, "ege")
 	c := nftIn(t, h)
 	spec := nft.EgressSpec{Cluster: egressCluster, Uplink: "eth0", Rules: []nft.EgressRule{
@@ -208,6 +210,7 @@ func TestEnsureEgress(t *testing.T) {
 // egress IP's family, or the error names the address, before the kernel
 // is asked.
 func TestEgressFamily(t *testing.T) {
+	t.Parallel()
 	h, err := nft.Open("")
 	must(t, err)
 	defer h.Close()

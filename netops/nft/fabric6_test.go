@@ -58,6 +58,7 @@ func (l *azureLab) fabricNeighMAC(t *testing.T, ip netip.Addr) string {
 // pod that asks first (its solicitation names the NIC's MAC too) reaches the
 // fabric.
 func TestFabricIPv6(t *testing.T) {
+	t.Parallel()
 	t.Run("fabric asks first", func(t *testing.T) {
 		l := newDualStackLab(t)
 		if got := nstest.SeenFrom(t, l.fabric.Path(), nstest.Serve(t, l.pod.Path(), podIP6.Addr())); got != fabricG6.Addr() {

@@ -48,6 +48,7 @@ func newAzureLab(t *testing.T) *azureLab {
 }
 
 func TestEnsureUplinkAndFabric(t *testing.T) {
+	t.Parallel()
 	l := newAzureLab(t)
 	br, err := l.node.EnsureBridge(netops.BridgeOpts{Name: "azure0"})
 	must(t, err)
@@ -175,6 +176,7 @@ func TestEnsureUplinkAndFabric(t *testing.T) {
 // TestFabricRulesOnce: calls racing to install the fabric rules leave one
 // copy of each rule.
 func TestFabricRulesOnce(t *testing.T) {
+	t.Parallel()
 	node := openNS(t, "fr")
 	mac, _ := net.ParseMAC("00:0d:3a:51:c4:90")
 	errs := make(chan error)

@@ -173,6 +173,7 @@ func (w *forwardWatch) block(on bool) {
 // one bridge) is never offloaded. EnsureFastPath is idempotent, replaces
 // the table when the devices change, and an empty spec deletes it.
 func TestFastPath(t *testing.T) {
+	t.Parallel()
 	l := newFastLab(t)
 	n := l.Host.NFT()
 	changed, err := n.EnsureFastPath(nft.FastPathSpec{Devices: []string{"vout", "br0"}})
@@ -338,6 +339,7 @@ func BenchmarkFastPathReset(b *testing.B) {
 // packets stop reaching the forward hook) and goes on carrying data, with
 // its NAT, once it is.
 func TestFastPathPaths(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"masquerade", "host port", "vxlan"} {
 		t.Run(path, func(t *testing.T) {
 			l := newFastLab(t)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestMasqueradeTraffic(t *testing.T) {
+	t.Parallel()
 	l := labtest.New(t, 2)
 	// An "outside" namespace behind the host, routing back to the pods so
 	// that unmasqueraded traffic works too and shows its source.

@@ -9,7 +9,10 @@ import (
 )
 
 // TestMacSpoofPorts lists the ports with a MAC spoofing check.
-func TestMacSpoofPorts(t *testing.T) { labtest.OnNFT(t, "spoofls", testMacSpoofPorts) }
+func TestMacSpoofPorts(t *testing.T) {
+	t.Parallel()
+	labtest.OnNFT(t, "spoofls", testMacSpoofPorts)
+}
 
 func testMacSpoofPorts(t *testing.T, k *labtest.NFT) {
 	h := k.Handle

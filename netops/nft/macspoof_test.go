@@ -11,6 +11,7 @@ import (
 )
 
 func TestMacSpoofCheck(t *testing.T) {
+	t.Parallel()
 	l := labtest.New(t, 2)
 	pod0, err := l.Pods[0].LinkByName("eth0")
 	must(t, err)
@@ -52,6 +53,7 @@ func TestMacSpoofCheck(t *testing.T) {
 // TestMacSpoofCheckConcurrentDelete: a DEL and a GC removing the same port's
 // check at once both succeed (whichever loses the race finds it gone).
 func TestMacSpoofCheckConcurrentDelete(t *testing.T) {
+	t.Parallel()
 	l := labtest.New(t, 1)
 	pod0, err := l.Pods[0].LinkByName("eth0")
 	must(t, err)

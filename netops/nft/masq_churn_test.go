@@ -18,6 +18,7 @@ import (
 // this test guards HasMasq's way, a get of one element, more than it
 // reproduces the dump's miss).
 func TestHasMasqUnderChurn(t *testing.T) {
+	t.Parallel()
 	path := nstest.NewNS(t, "mqch")
 	h, err := netops.Open(path)
 	must(t, err)

@@ -13,6 +13,7 @@ import (
 // NFT_MSG_DESTROYSETELEM (and for a missing table): get each element, delete
 // those that exist.
 func TestDeleteMasqFallback(t *testing.T) {
+	t.Parallel()
 	h, err := Open(nstest.NewNS(t, "mqf"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,10 @@ import (
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-func TestMasq(t *testing.T) { labtest.OnNFT(t, "mq", testMasq) }
+func TestMasq(t *testing.T) {
+	t.Parallel()
+	labtest.OnNFT(t, "mq", testMasq)
+}
 
 func testMasq(t *testing.T, k *labtest.NFT) {
 	h := k.Handle
@@ -87,6 +90,7 @@ func testMasq(t *testing.T, k *labtest.NFT) {
 }
 
 func TestMasqChain(t *testing.T) {
+	t.Parallel()
 	a := nft.MasqChain("net1", netip.MustParsePrefix("10.1.0.0/24"))
 	tests := []struct {
 		network string

@@ -23,6 +23,7 @@ import (
 // own fields and passes, the one to 5556 does not (before, no rule could
 // read an untracked packet and the isolation dropped both).
 func TestPodPolicyInvalidUntracked(t *testing.T) {
+	t.Parallel()
 	peer, pod := openNS(t, "lo"), openNS(t, "lo")
 	_, _, err := peer.EnsureVeth(netops.VethOpts{HostName: "net1", PeerName: "net1", Peer: pod})
 	must(t, err)

@@ -72,6 +72,7 @@ func udpAnswered(t *testing.T, from string, ap netip.AddrPort) bool {
 // only; the table removed; eth0-like traffic on another interface never
 // judged.
 func TestPodPolicyTraffic(t *testing.T) {
+	t.Parallel()
 	peer, pod := openNS(t, "lo"), openNS(t, "lo")
 	_, _, err := peer.EnsureVeth(netops.VethOpts{HostName: "net1", PeerName: "net1", Peer: pod})
 	must(t, err)
@@ -187,7 +188,10 @@ func TestPodPolicyTraffic(t *testing.T) {
 
 // TestPodPolicyRefused: what the kernel would refuse is refused before it,
 // with the field named, and the table is left as it was.
-func TestPodPolicyRefused(t *testing.T) { labtest.OnNFT(t, "lo", testPodPolicyRefused) }
+func TestPodPolicyRefused(t *testing.T) {
+	t.Parallel()
+	labtest.OnNFT(t, "lo", testPodPolicyRefused)
+}
 
 func testPodPolicyRefused(t *testing.T, k *labtest.NFT) {
 	h := k.Handle

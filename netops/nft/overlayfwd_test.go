@@ -29,6 +29,7 @@ func nftIn(t *testing.T, h *netops.Handle) *nftables.Conn {
 // cnibox's own table; a second call changes nothing; rules that differ or
 // are gone are rewritten; prefixes off a byte boundary are matched right.
 func TestOverlayForward(t *testing.T) {
+	t.Parallel()
 	nets := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10::/56")}
 	check := func(t *testing.T, h *netops.Handle, want []string) {
 		t.Helper()
@@ -107,6 +108,7 @@ func TestOverlayForward(t *testing.T) {
 // with NotFullyRandom; a changed setting rewrites the table, the same
 // one does not.
 func TestOverlayMasqFullyRandom(t *testing.T) {
+	t.Parallel()
 	h := openNS(t, "omr")
 	nets := []nft.OverlayMasqNet{{Network: netip.MustParsePrefix("10.244.0.0/16"), Subnet: netip.MustParsePrefix("10.244.1.0/24")}}
 	c := nftIn(t, h)
@@ -151,6 +153,7 @@ func TestOverlayMasqFullyRandom(t *testing.T) {
 // the bridge's connected route to the same subnet (which keeps winning),
 // idempotently, and goes.
 func TestBlackholeRoute(t *testing.T) {
+	t.Parallel()
 	h := openNS(t, "obh")
 	peer := openNS(t, "obhp")
 	_, _, err := h.EnsureVeth(netops.VethOpts{HostName: "cni0", PeerName: "eth0", Peer: peer})

@@ -13,6 +13,7 @@ import (
 // Ported element's protocol and port sit where the tracer (and the
 // kernel's concatenation) read them.
 func TestPolicyElemKeys(t *testing.T) {
+	t.Parallel()
 	for _, a := range []netip.Addr{netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("fd00:9::2")} {
 		for _, kind := range []policymodel.SetKind{policymodel.Addrs, policymodel.Ported} {
 			e := policymodel.Elem{Prefix: netip.PrefixFrom(a, a.BitLen())}

@@ -54,6 +54,7 @@ func traceEgress(m *policymodel.Model, c policymodel.Conn) bool {
 // fingerprints (so a change of it is written to the kernel), and the
 // rendered rules decide every connection as Evaluate does.
 func TestPolicyClauseFields(t *testing.T) {
+	t.Parallel()
 	_, addrs := traceModel()
 	values := clauseFieldValues()
 	base := fieldsModel(policymodel.Clause{})
@@ -101,6 +102,7 @@ func TestPolicyClauseFields(t *testing.T) {
 // Evaluate's that the rendered rules agree with: two connections that
 // differ in that field alone are decided differently, by both.
 func TestPolicyConnFields(t *testing.T) {
+	t.Parallel()
 	_, addrs := traceModel()
 	var models []*policymodel.Model
 	for name, v := range clauseFieldValues() {

@@ -5,6 +5,7 @@ import "testing"
 // TestNextGen: generations never take 0 (a new connection's mark) and wrap
 // from the last to 1.
 func TestNextGen(t *testing.T) {
+	t.Parallel()
 	if g := nextGen(7); g != 8 {
 		t.Errorf("nextGen(7) = %d", g)
 	}

@@ -261,6 +261,7 @@ func (tr *tracer) run(chain string) bool {
 // c-invalid before any rule, on the input hook where a pod of the node
 // (the attached set) sends it, and judged as an untracked one otherwise.
 func TestPolicyRenderTrace(t *testing.T) {
+	t.Parallel()
 	m, addrs := traceModel()
 	pc, _ := renderPolicy(&m.Rules, nil)
 	sets := traceSets(m)
@@ -342,6 +343,7 @@ func traceSets(m *policymodel.Model) map[string]*policymodel.Set {
 // untracked echo request, or a discovery type conntrack does track, is
 // judged as Evaluate judges its connection.
 func TestPolicyRenderTraceDiscovery(t *testing.T) {
+	t.Parallel()
 	m, _ := traceModel()
 	pc, _ := renderPolicy(&m.Rules, nil)
 	sets := traceSets(m)
@@ -460,6 +462,7 @@ func traceModel() (*policymodel.Model, []netip.Addr) {
 // source and the rule's tag (for an untracked or INVALID packet, its own
 // source), then the node's.
 func TestPolicyRenderLogTrace(t *testing.T) {
+	t.Parallel()
 	m, addrs := traceModel()
 	sets := traceSets(m)
 	for _, log := range []policymodel.FlowLog{

@@ -23,6 +23,7 @@ import (
 // reach that machine, not the pod the elements point at. A host IP of the
 // node's own (192.168.99.1, fd00:98::1) is still forwarded to the pod.
 func TestPortMapsOnlyLocalDestinations(t *testing.T) {
+	t.Parallel()
 	l := labtest.New(t, 2) // pod 0 is the attacker, pod 1 the victim
 	attacker, victim := l.Pods[0].Path(), l.Pods[1].Path()
 	outside := openNS(t, "pmout") // the machine that really has the addresses

@@ -63,7 +63,10 @@ func checkPM(t *testing.T, h *nft.Handle, want ...nft.PortMaps) {
 	}
 }
 
-func TestPortMaps(t *testing.T) { labtest.OnNFT(t, "pm", testPortMaps) }
+func TestPortMaps(t *testing.T) {
+	t.Parallel()
+	labtest.OnNFT(t, "pm", testPortMaps)
+}
 
 func testPortMaps(t *testing.T, k *labtest.NFT) {
 	h := k.Handle
@@ -155,7 +158,10 @@ func testPortMaps(t *testing.T, k *labtest.NFT) {
 
 // TestPortMapsFlat: the table's chains and rules do not grow with the number
 // of pods; every pod is map elements only.
-func TestPortMapsFlat(t *testing.T) { labtest.OnNFT(t, "pmflat", testPortMapsFlat) }
+func TestPortMapsFlat(t *testing.T) {
+	t.Parallel()
+	labtest.OnNFT(t, "pmflat", testPortMapsFlat)
+}
 
 func testPortMapsFlat(t *testing.T, k *labtest.NFT) {
 	h := k.Handle
@@ -201,6 +207,7 @@ func pmChainsRules(t *testing.T, k *labtest.NFT) (chains, rules int) {
 // TestPortMapsConcurrentFirst: the first pods of a node, added at once from
 // several processes' worth of handles, all end up in one complete table.
 func TestPortMapsConcurrentFirst(t *testing.T) {
+	t.Parallel()
 	labtest.OnNFT(t, "pmconc", testPortMapsConcurrentFirst)
 }
 

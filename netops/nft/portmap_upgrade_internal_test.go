@@ -16,6 +16,7 @@ import (
 // node is fixed without a reboot; its sets and their elements stay; the
 // ADD after that takes the fast path and changes no rule.
 func TestPortMapsRewriteOlderRules(t *testing.T) {
+	t.Parallel()
 	onKernels(t, "pmold", testPortMapsRewriteOlderRules)
 }
 

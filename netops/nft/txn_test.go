@@ -12,7 +12,10 @@ import (
 // TestTxn commits through both builders of a txn, reuses one txn for a
 // second transaction (as the masquerade's retry after ENOENT does), and
 // checks that a txn with both kinds of changes is refused with nothing sent.
-func TestTxn(t *testing.T) { onKernels(t, "txn", testTxn) }
+func TestTxn(t *testing.T) {
+	t.Parallel()
+	onKernels(t, "txn", testTxn)
+}
 
 func testTxn(t *testing.T, h *Handle) {
 	table := &nftables.Table{Family: nftables.TableFamilyINet, Name: "txn-test"}

@@ -14,7 +14,10 @@ import (
 // leaves other pods' alone; a second DEL, or one for a pod that never had
 // them, finds nothing and fails nothing; when the addresses are not known
 // (or not the port's), the port's elements are found in the sets.
-func TestUnhookPod(t *testing.T) { labtest.OnNFT(t, "unh", testUnhookPod) }
+func TestUnhookPod(t *testing.T) {
+	t.Parallel()
+	labtest.OnNFT(t, "unh", testUnhookPod)
+}
 
 func testUnhookPod(t *testing.T, k *labtest.NFT) {
 	h := k.Handle
