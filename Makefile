@@ -518,7 +518,9 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $$budget -fuzzminimizetime 5s "$$pkg" || exit 1; \
 	done
 
-# soak: the long runs: a storm of SOAK_CALLS CNI calls, every fuzz target
+# soak: the long runs: a storm of SOAK_CALLS CNI calls, the chained crash
+# matrix's every fault point x runtime action (make test runs each point and
+# each action once: test/reliability crashPairs), every fuzz target
 # for SOAK_FUZZTIME, and the build of kube-router from the module proxy
 # (test/internal/kuberouter's TestBinary, which make test runs only on a
 # cached build).
@@ -526,7 +528,7 @@ SOAK_CALLS ?= 5000
 SOAK_FUZZTIME ?= 3m
 soak: build
 	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
-	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault CNIBOX_STORM_CALLS=$(SOAK_CALLS) \
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault CNIBOX_STORM_CALLS=$(SOAK_CALLS) CNIBOX_CRASH_MATRIX=full \
 		$(GO) test -count=1 -timeout 60m -v -run 'TestStorm|TestCrashConsistency|TestRebootReclaim' ./test/reliability
 	CNIBOX_KUBE_ROUTER_BUILD=1 $(GO) test -count=1 -timeout 30m -run 'TestBinary$$' ./test/internal/kuberouter
 	$(MAKE) fuzz FUZZTIME=$(SOAK_FUZZTIME)
