@@ -119,12 +119,18 @@ deps:
 # cores with warm caches (docs/reliability.md, The suites' time). -p 4: four
 # test binaries (or builds) at once on 2 cores, because much of the suite
 # waits (on the kernel's timers, etcd, podman, child processes) and with -p
-# 2 a third of the run had no test running and another third one.
+# 2 a third of the run had no test running and another third one. make
+# fuzz runs beside go test, one target at a time, for the same reason (its
+# output a block per target, as each ends): the run fails if either does.
 test: deps build
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build -tags faultpoints -o bin/cnibox-fault .
-	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault $(GO) test $(GOTEST_FLAGS) -race -p 4 ./...
-	$(MAKE) fuzz
+	@$(MAKE) -s --no-print-directory fuzz FUZZ_JOBS=1 & fuzz=$$!; trap 'kill $$fuzz 2>/dev/null || true' EXIT; \
+	echo "go test $(GOTEST_FLAGS) -race -p 4 ./... (make fuzz beside it)"; \
+	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault $(GO) test $(GOTEST_FLAGS) -race -p 4 ./...; tests=$$?; \
+	wait $$fuzz; fuzzed=$$?; trap - EXIT; \
+	[ $$fuzzed = 0 ] || echo "make fuzz failed (its target's output above)"; \
+	[ $$tests = 0 ] && [ $$fuzzed = 0 ]
 
 unit:
 	$(GO) test -count=1 ./cniplug/... ./store/... ./ipam/... ./roles/...
@@ -509,14 +515,20 @@ FUZZ_TARGETS := ./cniplug:FuzzInvoke:47000 ./roles/bridge:FuzzParseConf:53000 \
 	./agent/podapi:FuzzNADPolicy:20000 ./roles/portmap:FuzzParseConf:20000 \
 	./roles/dhcp/daemon:FuzzACK:33000 ./agent/policy:FuzzPolicyShapes:1000 \
 	./agent/fqdn:FuzzParseAnswer:83000 ./agent/policynft:FuzzEscape:50
+# FUZZ_JOBS targets at a time (much of a short run is a target's link and
+# its corpus's replay, one process each), each target's output printed as a
+# block when it ends; the first failure stops the rest. make soak runs one
+# at a time, so that each target has the cores for its whole FUZZTIME.
 FUZZTIME ?=
+FUZZ_JOBS ?= 2
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -I{} bash -c '\
+		t={}; pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		budget=$${n}x; [ -n "$(FUZZTIME)" ] && budget=$(FUZZTIME); \
-		echo "fuzz $$name ($$pkg) for $$budget"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $$budget -fuzzminimizetime 5s "$$pkg" || exit 1; \
-	done
+		out=$$(mktemp); rc=0; \
+		$(GO) test -run "^$$" -fuzz "^$$name\$$" -fuzztime $$budget -fuzzminimizetime 5s "$$pkg" >"$$out" 2>&1 || rc=$$?; \
+		echo "fuzz $$name ($$pkg) for $$budget"; cat "$$out"; rm -f "$$out"; \
+		[ $$rc = 0 ] || exit 255'
 
 # soak: the long runs: a storm of SOAK_CALLS CNI calls, the chained crash
 # matrix's every fault point x runtime action (make test runs each point and
@@ -531,7 +543,7 @@ soak: build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox CNIBOX_FAULT_BIN=$(CURDIR)/bin/cnibox-fault CNIBOX_STORM_CALLS=$(SOAK_CALLS) CNIBOX_CRASH_MATRIX=full \
 		$(GO) test -count=1 -timeout 60m -v -run 'TestStorm|TestCrashConsistency|TestRebootReclaim' ./test/reliability
 	CNIBOX_KUBE_ROUTER_BUILD=1 $(GO) test -count=1 -timeout 30m -run 'TestBinary$$' ./test/internal/kuberouter
-	$(MAKE) fuzz FUZZTIME=$(SOAK_FUZZTIME)
+	$(MAKE) fuzz FUZZTIME=$(SOAK_FUZZTIME) FUZZ_JOBS=1
 
 # lint: go vet (plain, -tags kube, and -tags nokube: the lean agent's
 # build) and staticcheck (pinned;
