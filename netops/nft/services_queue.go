@@ -175,35 +175,30 @@ func (q *svcQueue) globals(st *svcState, snap *svcmodel.Snapshot, oldHP, oldCIP 
 			return err
 		}
 	}
-	var hp [2][2][]nftables.SetElement // family, old/new
-	for _, a := range slices.SortedFunc(maps.Keys(oldHP), netip.Addr.Compare) {
-		had, has := oldHP[a] > 0, st.hairpin[a] > 0
-		e := nftables.SetElement{Key: hairpinKey(a)}
+	if err := q.counted(oldHP, st.hairpin, hairpinKey, svcHairpin4, svcHairpin6); err != nil {
+		return err
+	}
+	return q.counted(oldCIP, st.cips, netip.Addr.AsSlice, svcClusterIPs4, svcClusterIPs6)
+}
+
+// counted queues the elements of a pair of address sets (IPv4, IPv6)
+// kept from use counts: an address whose count fell to 0 leaves its
+// set, one whose count rose from 0 joins it; old holds every address
+// that had or has a count.
+func (q *svcQueue) counted(old, now map[netip.Addr]int, key func(netip.Addr) []byte, set4, set6 string) error {
+	var ch [2][2][]nftables.SetElement // family, old/new
+	for _, a := range slices.SortedFunc(maps.Keys(old), netip.Addr.Compare) {
+		had, has := old[a] > 0, now[a] > 0
+		e := nftables.SetElement{Key: key(a)}
 		switch {
 		case had && !has:
-			hp[famIdx(a)][0] = append(hp[famIdx(a)][0], e)
+			ch[famIdx(a)][0] = append(ch[famIdx(a)][0], e)
 		case has && !had:
-			hp[famIdx(a)][1] = append(hp[famIdx(a)][1], e)
+			ch[famIdx(a)][1] = append(ch[famIdx(a)][1], e)
 		}
 	}
-	for i, name := range []string{svcHairpin4, svcHairpin6} {
-		if err := q.elems(&nftables.Set{Name: name}, hp[i][0], hp[i][1]); err != nil {
-			return err
-		}
-	}
-	var cip [2][2][]nftables.SetElement // family, old/new
-	for _, a := range slices.SortedFunc(maps.Keys(oldCIP), netip.Addr.Compare) {
-		had, has := oldCIP[a] > 0, st.cips[a] > 0
-		e := nftables.SetElement{Key: a.AsSlice()}
-		switch {
-		case had && !has:
-			cip[famIdx(a)][0] = append(cip[famIdx(a)][0], e)
-		case has && !had:
-			cip[famIdx(a)][1] = append(cip[famIdx(a)][1], e)
-		}
-	}
-	for i, name := range []string{svcClusterIPs4, svcClusterIPs6} {
-		if err := q.elems(&nftables.Set{Name: name}, cip[i][0], cip[i][1]); err != nil {
+	for i, name := range []string{set4, set6} {
+		if err := q.elems(&nftables.Set{Name: name}, ch[i][0], ch[i][1]); err != nil {
 			return err
 		}
 	}
