@@ -64,7 +64,7 @@ func startCRINode(t *testing.T, conflist string, roles ...string) *criNode {
 	writeBusyboxImage(t, bb, busyboxRef)
 	n.ctr("images", "import", bb)
 
-	conn, err := grpc.Dial("unix://"+filepath.Join(n.dir, "containerd.sock"),
+	conn, err := grpc.NewClient("unix://"+filepath.Join(n.dir, "containerd.sock"),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func startVethPlugin(t *testing.T, n *node, resource string, devices ...string) 
 	go p.srv.Serve(ln) //nolint:errcheck // ends with Stop
 	t.Cleanup(func() { close(p.stop); p.srv.Stop() })
 
-	conn, err := grpc.Dial("unix://"+filepath.Join(dir, "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

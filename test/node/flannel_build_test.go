@@ -4,7 +4,6 @@ package node
 
 import (
 	"debug/elf"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,7 +193,7 @@ func checkStatic(t *testing.T, path string) {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			t.Fatal(fmt.Sprintf("%s is linked dynamically", path))
+			t.Fatalf("%s is linked dynamically", path)
 		}
 	}
 }

@@ -335,12 +335,6 @@ func (c *cluster) stopPings(what string, ps []*pinger) {
 	}
 }
 
-// dsPod is one pod of a DaemonSet as the rollout watch sees it.
-type dsPod struct {
-	node, image string
-	ready       bool
-}
-
 // watchRollout polls the DaemonSet's pods until the rollout is done and
 // returns the distinct states it saw (node -> image of its Ready pod),
 // logging each.
