@@ -377,7 +377,9 @@ func (f *flags) validate() error {
 // noKernel: the agent serves the pod API or the cluster IPAM alone
 // (--pod-api-only, --cluster-ipam-only): another daemon owns the node's
 // network (the Multus-style DaemonSet runs such an agent without a
-// capability), so this one leaves every table, link and route alone.
+// capability), so this one leaves every table, link and route alone; the
+// services table too when --service-proxy is off (on, the agent runs the
+// proxy and the table is its own).
 func (f *flags) noKernel() bool { return f.pod.only || f.ipam.only }
 
 func (f *flags) healthzAddr() string {
