@@ -63,8 +63,15 @@ func (s cniboxSide) start(c *cluster, n *node) error {
 // flowLogOf is the flow log of node n's agent (the flow log side).
 func flowLogOf(n *node) string { return filepath.Join(n.dir, "flows.log") }
 
+// policyChains counts the policies in the table, not its chains: a
+// NetworkPolicy is up to eight chains n-ID-{in,eg}{4,6}[u] (the u ones
+// judge untracked packets), all written in one transaction; counting
+// chains would call 200 policies there after 25.
 func (cniboxSide) policyChains(n *node) (int, error) {
-	return countChains(n, "cnibox-policy", "n-")
+	return countChains(n, "cnibox-policy", "n-", func(name string) string {
+		id, _, _ := strings.Cut(strings.TrimPrefix(name, "n-"), "-")
+		return id
+	})
 }
 
 func (cniboxSide) podKnown() func(*node, netip.Addr) (bool, error) { return nil }
@@ -83,7 +90,7 @@ func (s kubeRouterSide) start(c *cluster, n *node) error {
 }
 
 func (kubeRouterSide) policyChains(n *node) (int, error) {
-	return countChains(n, "filter", "KUBE-NWPLCY-")
+	return countChains(n, "filter", "KUBE-NWPLCY-", nil) // one chain a policy
 }
 
 // podKnown: the address is in one of kube-router's ipsets.
@@ -114,8 +121,10 @@ func (kubeRouterSide) podKnown() func(*node, netip.Addr) (bool, error) {
 	}
 }
 
-// countChains counts the chains of table whose name starts with prefix.
-func countChains(n *node, table, prefix string) (int, error) {
+// countChains counts the policies of table: its chains whose name starts
+// with prefix, those of one policy (policy: a chain's policy; nil: one
+// chain a policy) counted once.
+func countChains(n *node, table, prefix string, policy func(chain string) string) (int, error) {
 	f, err := os.Open(n.ns)
 	if err != nil {
 		return 0, err
@@ -130,11 +139,15 @@ func countChains(n *node, table, prefix string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	k := 0
+	seen := map[string]bool{}
 	for _, ch := range chains {
 		if ch.Table.Name == table && strings.HasPrefix(ch.Name, prefix) {
-			k++
+			if policy != nil {
+				seen[policy(ch.Name)] = true
+			} else {
+				seen[ch.Name] = true
+			}
 		}
 	}
-	return k, nil
+	return len(seen), nil
 }
