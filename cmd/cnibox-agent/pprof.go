@@ -3,16 +3,46 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	_ "net/http/pprof" // the profiles, on $CNIBOX_AGENT_PPROF only
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 )
 
 // With -tags cniboxprof (never in a release build), $CNIBOX_AGENT_PPROF=addr
 // serves net/http/pprof there, for the heap profiles of docs/benchmarks.md:
 // go tool pprof -sample_index=inuse_space http://addr/debug/pprof/heap.
+// $CNIBOX_AGENT_PROFILE_DIR=dir writes dir/cpu-PID.pprof (the agent's whole
+// life) and dir/heap-PID.pprof (at its end, after a GC), for agents a
+// bench starts in namespaces where no address of theirs is reachable.
 func init() {
 	if addr := os.Getenv("CNIBOX_AGENT_PPROF"); addr != "" {
 		go http.ListenAndServe(addr, nil) //nolint:errcheck // a debugging aid
+	}
+	dir := os.Getenv("CNIBOX_AGENT_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	name := func(kind string) string { return filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", kind, os.Getpid())) }
+	cpu, err := os.Create(name("cpu"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cnibox-agent: profile:", err)
+		return
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		fmt.Fprintln(os.Stderr, "cnibox-agent: profile:", err)
+		return
+	}
+	atExit = func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		runtime.GC()
+		if heap, err := os.Create(name("heap")); err == nil {
+			_ = pprof.WriteHeapProfile(heap)
+			heap.Close()
+		}
 	}
 }

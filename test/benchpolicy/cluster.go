@@ -100,6 +100,10 @@ func (c *cluster) close() {
 		c.h.DeleteLink(underlayBridge)
 		c.h.Close()
 	}
+	if os.Getenv("CNIBOX_BENCH_POLICY_KEEP") != "" { // the agents' logs, to read after a failure
+		fmt.Fprintln(os.Stderr, "bench-policy: kept", c.dir)
+		return
+	}
 	os.RemoveAll(c.dir)
 }
 
