@@ -32,7 +32,8 @@ type Config struct {
 	Namespace string
 	// Host is the node's network namespace.
 	Host *netops.Handle
-	// Overlay reports the node's uplink and the cluster's IPv4 network
+	// Overlay reports the node's uplink and the cluster's networks (IPv4,
+	// IPv6 or both: a single-stack IPv6 cluster is served as an IPv4 one)
 	// once the overlay agent has them (false: not yet).
 	Overlay func() (uplink string, cluster []netip.Prefix, ok bool)
 	Timing  Timing

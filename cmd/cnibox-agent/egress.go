@@ -12,7 +12,6 @@ import (
 	"github.com/cnibox/cnibox/agent"
 	"github.com/cnibox/cnibox/agent/egress"
 	"github.com/cnibox/cnibox/netops"
-	"github.com/cnibox/cnibox/store"
 )
 
 // startEgress serves EgressGateways beside the overlay (--kube-subnet-mgr;
@@ -57,34 +56,4 @@ func registerer(health *agent.Health) func(prometheus.Collector) error {
 		return nil
 	}
 	return health.Metrics.Register
-}
-
-// overlayUplink reads the overlay agent's record for its uplink, once it
-// holds its lease; the cluster networks are networks (the IPv4 one first,
-// required; the IPv6 one in a dual-stack cluster; none: no egress).
-func overlayUplink(dataDir string, networks []netip.Prefix) (string, []netip.Prefix, bool) {
-	if len(networks) == 0 || !networks[0].IsValid() || !networks[0].Addr().Is4() {
-		return "", nil, false
-	}
-	var masked []netip.Prefix
-	for _, n := range networks {
-		if n.IsValid() {
-			masked = append(masked, n.Masked())
-		}
-	}
-	s, err := store.OpenWith(store.Dir(dataDir), store.Options{NoCreate: true})
-	if err != nil {
-		return "", nil, false
-	}
-	defer s.Close()
-	states, err := s.Overlays()
-	if err != nil {
-		return "", nil, false
-	}
-	for _, st := range states {
-		if st.Ready && !st.Stopped && st.Lease.Iface != "" {
-			return st.Lease.Iface, masked, true
-		}
-	}
-	return "", nil, false
 }

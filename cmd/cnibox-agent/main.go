@@ -207,16 +207,14 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		if err := startPolicy(ctx, f, health, log); err != nil {
 			return err
 		}
-		if o.NetConf.EnableIPv4 {
+		if nets := egressNetworks(o.NetConf); len(nets) > 0 {
 			// (stopped first whichever way the agent ends: it waits for
-			// its context)
+			// its context; a single-stack IPv6 cluster too, issue 64)
 			ectx, cancel := context.WithCancel(ctx)
-			nets := []netip.Prefix{o.NetConf.Network}
-			if o.NetConf.EnableIPv6 && o.NetConf.IPv6Network.IsValid() {
-				nets = append(nets, o.NetConf.IPv6Network) // IPv6 egress addresses (issue 64)
-			}
 			wait := startEgress(ectx, f, health, nets, log)
 			defer func() { cancel(); wait() }()
+		}
+		if o.NetConf.EnableIPv4 {
 			actx, acancel := context.WithCancel(ctx)
 			await := startLBAnnounce(actx, f, health, o.NetConf.Network, log) // lbannounce.go: --lb-announce
 			defer func() { acancel(); await() }()
