@@ -75,6 +75,11 @@ type cluster struct {
 	agentArgs func(*node) []string
 	// netConf is a node's conflist (nil: the vxlan role's).
 	netConf func(*node) string
+	// kcpArgs are the control plane's cluster CIDR and node mask
+	// (kube.Start's; nil: 10.244.0.0/16 and 24).
+	kcpArgs []string
+	// v6Only: the pods have IPv6 addresses only (an IPv6-only network).
+	v6Only bool
 }
 
 // node is one machine of the cluster.
@@ -543,7 +548,7 @@ func (n *node) addPod(name string) (*pod, error) {
 			p.ip6 = a
 		}
 	}
-	if !p.ip.IsValid() {
+	if !p.ip.IsValid() && !(n.c.v6Only && p.ip6.IsValid()) {
 		return nil, fmt.Errorf("ADD result has no IPv4 address: %v", res)
 	}
 	return p, nil

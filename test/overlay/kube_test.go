@@ -34,7 +34,11 @@ const annPrefix = "flannel.alpha.coreos.com/"
 // (env is added to control-plane.sh's environment, e.g. KCP_SERVICE_CIDR).
 func (c *cluster) startControlPlane(env ...string) (kubernetes.Interface, string) {
 	t := c.t
-	kubeconfig := kube.Start(t, env, "10.244.0.0/16", "24")
+	args := c.kcpArgs
+	if args == nil {
+		args = []string{"10.244.0.0/16", "24"}
+	}
+	kubeconfig := kube.Start(t, env, args...)
 
 	// The API listens on 127.0.0.1:16443 of this namespace; nodes reach it
 	// at 192.168.77.254:16443 through this proxy.
