@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cnibox/cnibox/test/kube"
 )
 
 // applyEgressPolicy creates bin/cnibox.yaml's admission policy
@@ -102,4 +104,42 @@ func refused(t *testing.T, cs kubernetes.Interface) {
 		}
 	}
 	t.Errorf("a gateway with a cluster address, a minute after the policy was created: %v; want refused with %q", err, want)
+}
+
+// TestKubeEgressPolicyIPv6Only: the admission policy with a single-stack
+// IPv6 net-conf.json (issue 64: "EnableIPv4": false, no "Network"): an
+// address inside its IPv6 network is refused, naming that network alone;
+// an IPv4 address (no cluster network of its family) and an IPv6 one
+// outside pass.
+func TestKubeEgressPolicyIPv6Only(t *testing.T) {
+	cs, _ := kube.Client(t)
+	crd, err := os.ReadFile("../../deploy/kubernetes/egressgateway-crd.yaml")
+	must(t, err)
+	kube.CreateCRD(t, cs, crd, "/apis/cnibox.io/v1alpha1/egressgateways")
+	applyEgressPolicy(t, cs)
+	ctx := context.Background()
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "cnibox", metav1.GetOptions{})
+	must(t, err)
+	cm.Data["net-conf.json"] = `{"EnableIPv4": false, "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "vxlan"}}`
+	_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+	must(t, err)
+	gw := func(name, ips string) string {
+		return `{"apiVersion":"cnibox.io/v1alpha1","kind":"EgressGateway","metadata":{"name":"` + name + `"},"spec":{"egressIPs":[` + ips + `]}}`
+	}
+	want := "spec.egressIPs: fd00:10:244:3::7 is inside the cluster network fd00:10:244::/56 of net-conf.json"
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err = createGateway(cs, gw("bad", `"10.244.3.7","2001:db8:e6::10","fd00:10:244:3::7"`))
+		if err != nil && strings.Contains(err.Error(), want) {
+			break
+		}
+		if err == nil {
+			must(t, cs.CoreV1().RESTClient().Delete().AbsPath("/apis/cnibox.io/v1alpha1/egressgateways/bad").Do(ctx).Error())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a gateway with an address of the IPv6 cluster network, a minute after the policy was created: %v; want refused with %q", err, want)
+		}
+	}
+	if err := createGateway(cs, gw("good", `"10.244.3.7","2001:db8:e6::10"`)); err != nil {
+		t.Errorf("a gateway with an IPv4 address (no IPv4 cluster network) and an IPv6 one outside the cluster network: %v; want it made", err)
+	}
 }
