@@ -26,7 +26,8 @@ import (
 	"github.com/cnibox/cnibox/test/kube"
 )
 
-// The IPv6-only cluster of TestKubeEgressIPv6Only: the underlay's IPv6
+// The cluster of TestKubeEgressIPv6Only (and of its dual-stack twin,
+// TestKubeEgressVXLANDualStack): the underlay's IPv6
 // network 2001:db8:77::/64 (node<i> at ::1<i>, the server outside the
 // cluster at ::100 on the underlay's bridge), the pods in
 // fd00:10:244::/56 (a /64 each node, from the node IPAM controller),
@@ -36,7 +37,11 @@ var (
 	egress6Server = netip.MustParseAddr("2001:db8:77::100")
 )
 
-const v6OnlyNetConf = `{"EnableIPv4": false, "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "vxlan"}}`
+// The net-conf.json of each test: IPv6 only, and dual stack.
+const (
+	v6OnlyNetConf = `{"EnableIPv4": false, "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "vxlan"}}`
+	dualNetConf   = `{"Network": "10.244.0.0/16", "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "vxlan"}}`
+)
 
 func underlay6(i int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("2001:db8:77::%d", 10+i)) }
 
@@ -160,10 +165,23 @@ func macOf(t *testing.T, n *node, dev string) string {
 // eligible node, whose unsolicited neighbour advertisement updates a LAN
 // host's entry for it, and the pods follow; the gateway deleted: the pods leave
 // from their node again, no address, rule or route left.
-func TestKubeEgressIPv6Only(t *testing.T) {
+func TestKubeEgressIPv6Only(t *testing.T) { egressOverVXLAN6(t, false) }
+
+// TestKubeEgressVXLANDualStack: TestKubeEgressIPv6Only's IPv6 egress
+// address on a dual-stack vxlan cluster (flannel.1 and flannel-v6.1, the
+// pods with both families): a pod's IPv6 traffic crosses to the holder
+// over vxlan's IPv6 overlay, beside the IPv4 one.
+func TestKubeEgressVXLANDualStack(t *testing.T) { egressOverVXLAN6(t, true) }
+
+func egressOverVXLAN6(t *testing.T, dual bool) {
 	c := newCluster(t, 3)
-	c.v6Only = true
+	c.v6Only = !dual
 	c.kcpArgs = []string{"fd00:10:244::/56", "64"}
+	conf, key := v6OnlyNetConf, "flannel-v6.1" // (the store's key: the network's first device)
+	if dual {
+		c.kcpArgs = []string{"10.244.0.0/16,fd00:10:244::/56", "24"}
+		conf, key = dualNetConf, device
+	}
 	c.flannelConf() // (the manifest's conflist: the pods' default route via their bridge)
 	ul := openH(t, c.underlay)
 	nodad := netops.AddrOpts{NoDAD: true}
@@ -183,7 +201,7 @@ func TestKubeEgressIPv6Only(t *testing.T) {
 	// gives each node an IPv6 podCIDR out of the cluster CIDR)
 	cs, nodeCfg := c.startControlPlane()
 	netConf := filepath.Join(t.TempDir(), "net-conf.json")
-	must(t, os.WriteFile(netConf, []byte(v6OnlyNetConf), 0o644))
+	must(t, os.WriteFile(netConf, []byte(conf), 0o644))
 	c.agentArgs = func(n *node) []string {
 		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name}
 	}
@@ -215,9 +233,9 @@ func TestKubeEgressIPv6Only(t *testing.T) {
 	// The overlay: each agent holds an IPv6 lease on flannel-v6.1, and
 	// nothing of IPv4.
 	for _, n := range c.nodes {
-		eventually(t, n.name+"'s overlay ready on IPv6 only", func() string {
-			s, ok := n.stateOf("flannel-v6.1") // (the store's key: the network's one device)
-			if ok && s.Ready && s.Lease.Subnet6.IsValid() && !s.Lease.Subnet.IsValid() && s.Lease.Device6 == "flannel-v6.1" {
+		eventually(t, n.name+"'s overlay ready", func() string {
+			s, ok := n.stateOf(key)
+			if ok && s.Ready && s.Lease.Subnet6.IsValid() && s.Lease.Subnet.IsValid() == dual && s.Lease.Device6 == "flannel-v6.1" {
 				return ""
 			}
 			return fmt.Sprintf("store: %+v (found %v)", s, ok)
@@ -238,8 +256,8 @@ func TestKubeEgressIPv6Only(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ADD %s on %s: %v\nagent log:\n%s", p.name, p.node.name, err, p.node.log())
 		}
-		if pd.ip.IsValid() || !pd.ip6.IsValid() {
-			t.Fatalf("%s: ADD gave %v and %v; want an IPv6 address only", p.name, pd.ip, pd.ip6)
+		if pd.ip.IsValid() != dual || !pd.ip6.IsValid() {
+			t.Fatalf("%s: ADD gave %v and %v; want an IPv6 address (and an IPv4 one: %v)", p.name, pd.ip, pd.ip6, dual)
 		}
 		pods[p.name] = pd
 		o, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
@@ -248,6 +266,9 @@ func TestKubeEgressIPv6Only(t *testing.T) {
 		}, metav1.CreateOptions{})
 		must(t, err)
 		o.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: pd.ip6.String(), PodIPs: []corev1.PodIP{{IP: pd.ip6.String()}}}
+		if dual {
+			o.Status.PodIP, o.Status.PodIPs = pd.ip.String(), append([]corev1.PodIP{{IP: pd.ip.String()}}, o.Status.PodIPs...)
+		}
 		_, err = cs.CoreV1().Pods("default").UpdateStatus(ctx, o, metav1.UpdateOptions{})
 		must(t, err)
 	}
