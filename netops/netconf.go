@@ -10,30 +10,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WatchForwarding reports the namespace's IPv4 forwarding
-// (net.ipv4.ip_forward, which is net.ipv4.conf.all.forwarding) each time
-// the kernel announces a change of it, until ctx ends: an RTM_NEWNETCONF
-// on RTNLGRP_IPV4_NETCONF for every interface (NETCONFA_IFINDEX_ALL),
-// which a write of either sysctl sends when it changes the value. The
-// channel is closed then, or when the subscription fails (errs, optional,
-// receives why). It reports changes only: a caller reads the sysctl once
-// after it subscribed.
+// WatchForwarding reports the namespace's forwarding, IPv4's
+// (net.ipv4.ip_forward, which is net.ipv4.conf.all.forwarding) and IPv6's
+// (net.ipv6.conf.all.forwarding), each time the kernel announces a change
+// of either, until ctx ends: an RTM_NEWNETCONF on RTNLGRP_IPV4_NETCONF or
+// RTNLGRP_IPV6_NETCONF for every interface (NETCONFA_IFINDEX_ALL), which a
+// write of the sysctl sends when it changes the value. Each event is the
+// new value of the family that changed (a caller that needs to know which
+// reads the sysctls again). The channel is closed then, or when the
+// subscription fails (errs, optional, receives why). It reports changes
+// only: a caller reads the sysctls once after it subscribed.
 //
 // The egress controller uses it to see at once that the bridge role has
 // turned forwarding on with the node's first pod (an agent whose /proc/sys
-// is read-only cannot turn it on itself). vishvananda/netlink has no
+// is read-only cannot turn it on itself; IPv6's it never turns on), on a
+// single-stack IPv6 cluster as on an IPv4 one. vishvananda/netlink has no
 // netconf subscription, so the socket is its nl.Subscribe and the message
 // (struct netconfmsg, then attributes) is read here.
 func (h *Handle) WatchForwarding(ctx context.Context, errs func(error)) (<-chan bool, error) {
 	var s *nl.NetlinkSocket
 	var err error
 	if h.path == "" {
-		s, err = nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_NETCONF)
+		s, err = nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_NETCONF, unix.RTNLGRP_IPV6_NETCONF)
 	} else {
-		s, err = nl.SubscribeAt(h.ns, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_NETCONF)
+		s, err = nl.SubscribeAt(h.ns, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_NETCONF, unix.RTNLGRP_IPV6_NETCONF)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("watch IPv4 forwarding in %s: %w", h.where(), err)
+		return nil, fmt.Errorf("watch forwarding in %s: %w", h.where(), err)
 	}
 	updates := make(chan bool, 16)
 	done := make(chan struct{})
@@ -50,7 +53,7 @@ func (h *Handle) WatchForwarding(ctx context.Context, errs func(error)) (<-chan 
 				case <-done:
 				default:
 					if errs != nil {
-						errs(fmt.Errorf("watch IPv4 forwarding in %s: %w", h.where(), err))
+						errs(fmt.Errorf("watch forwarding in %s: %w", h.where(), err))
 					}
 				}
 				return
@@ -76,14 +79,15 @@ func (h *Handle) WatchForwarding(ctx context.Context, errs func(error)) (<-chan 
 const (
 	netconfaIfindex    = 1  // NETCONFA_IFINDEX
 	netconfaForwarding = 2  // NETCONFA_FORWARDING
-	netconfaIfindexAll = -1 // NETCONFA_IFINDEX_ALL: net.ipv4.conf.all
+	netconfaIfindexAll = -1 // NETCONFA_IFINDEX_ALL: net.ipv4.conf.all, net.ipv6.conf.all
 )
 
 // allForwarding reads an RTM_NEWNETCONF message's body: the forwarding
-// value when it is the one of every interface (net.ipv4.conf.all).
+// value when it is the one of every interface (net.ipv4.conf.all or
+// net.ipv6.conf.all).
 func allForwarding(typ uint16, data []byte) (on, ok bool) {
 	const netconfmsgLen = 4 // struct netconfmsg { __u8 ncm_family; }, aligned
-	if typ != unix.RTM_NEWNETCONF || len(data) < netconfmsgLen || data[0] != unix.AF_INET {
+	if typ != unix.RTM_NEWNETCONF || len(data) < netconfmsgLen || (data[0] != unix.AF_INET && data[0] != unix.AF_INET6) {
 		return false, false
 	}
 	attrs, err := nl.ParseRouteAttr(data[netconfmsgLen:])

@@ -7,13 +7,15 @@ import (
 )
 
 // TestWatchForwarding: in a namespace of the test's, writes of
-// net.ipv4.ip_forward that change it are reported, in order, and nothing
-// else is: not a write of the same value, nor a change of
-// net.ipv4.conf.default.forwarding (another interface's setting, on the
-// same group). The channel closes when ctx ends.
+// net.ipv4.ip_forward and net.ipv6.conf.all.forwarding that change them
+// are reported, in order, and nothing else is: not a write of the same
+// value, nor a change of net.ipv4.conf.default.forwarding or
+// net.ipv6.conf.default.forwarding (other interfaces' settings, on the
+// same groups). The channel closes when ctx ends.
 func TestWatchForwarding(t *testing.T) {
 	h := openNS(t, "fw")
 	must(t, h.SetSysctl("net.ipv4.ip_forward", "0"))
+	must(t, h.SetSysctl("net.ipv6.conf.all.forwarding", "0"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events, err := h.WatchForwarding(ctx, func(err error) { t.Errorf("watch: %v", err) })
@@ -40,6 +42,18 @@ func TestWatchForwarding(t *testing.T) {
 	must(t, h.SetSysctl("net.ipv4.conf.all.forwarding", "0"))
 	if next("conf.all.forwarding 1 -> 0") {
 		t.Fatal("conf.all.forwarding 1 -> 0: reported on (or the write of the same value was reported)")
+	}
+	// IPv6's (issue 64: a single-stack IPv6 node's, which the bridge role
+	// turns on with its first pod).
+	must(t, h.SetSysctl("net.ipv6.conf.default.forwarding", "1"))
+	must(t, h.SetSysctl("net.ipv6.conf.all.forwarding", "1"))
+	if !next("net.ipv6.conf.all.forwarding 0 -> 1") {
+		t.Fatal("net.ipv6.conf.all.forwarding 0 -> 1: reported off (or net.ipv6.conf.default.forwarding was reported)")
+	}
+	must(t, h.SetSysctl("net.ipv6.conf.all.forwarding", "1")) // (no change)
+	must(t, h.SetSysctl("net.ipv6.conf.all.forwarding", "0"))
+	if next("net.ipv6.conf.all.forwarding 1 -> 0") {
+		t.Fatal("net.ipv6.conf.all.forwarding 1 -> 0: reported on (or the write of the same value was reported)")
 	}
 	cancel()
 	deadline := time.After(30 * time.Second)

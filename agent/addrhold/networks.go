@@ -37,6 +37,8 @@ type Networks struct {
 	published string // the value last written
 	forwards  bool   // the node forwards IPv4 (as last checked)
 	checked   bool
+	forwards6 bool // the node forwards IPv6 (as last checked)
+	checked6  bool
 }
 
 // Publish writes this node's uplink networks into its Node's
@@ -70,10 +72,21 @@ func (n *Networks) Publish(ctx context.Context) error {
 }
 
 // forwarding6 reports whether the node forwards IPv6
-// (net.ipv6.conf.all.forwarding; false when it has no IPv6).
+// (net.ipv6.conf.all.forwarding; false when it has no IPv6), and says so
+// once a change: on a single-stack IPv6 cluster a node that does not
+// forward IPv6 holds nothing.
 func (n *Networks) forwarding6() bool {
 	v, err := n.Host.Sysctl("net.ipv6.conf.all.forwarding")
-	return err == nil && v == "1"
+	on := err == nil && v == "1"
+	if on != n.forwards6 || !n.checked6 {
+		n.forwards6, n.checked6 = on, true
+		if on {
+			n.Log.Info(n.What + ": this node forwards IPv6: it may hold IPv6 addresses")
+		} else {
+			n.Log.Info(n.What+": this node does not forward IPv6 (net.ipv6.conf.all.forwarding=0, which the agent never sets): it holds no IPv6 address until it does (set it on the node, as kubeadm requires of an IPv6 cluster; the bridge role sets it with the node's first IPv6 pod)", "err", err)
+		}
+	}
+	return on
 }
 
 // forwarding reports whether the node forwards IPv4 (net.ipv4.ip_forward),
@@ -93,9 +106,9 @@ func (n *Networks) forwarding() bool {
 	if on != n.forwards || !n.checked {
 		n.forwards, n.checked = on, true
 		if on {
-			n.Log.Info(n.What + ": this node forwards IPv4: it may hold addresses")
+			n.Log.Info(n.What + ": this node forwards IPv4: it may hold IPv4 addresses")
 		} else {
-			n.Log.Warn(n.What+": this node does not forward IPv4 (net.ipv4.ip_forward=0) and the agent cannot turn it on: it holds no address until it does (set it on the node, as kubeadm requires; the bridge role sets it with the node's first pod)", "err", err)
+			n.Log.Warn(n.What+": this node does not forward IPv4 (net.ipv4.ip_forward=0) and the agent cannot turn it on: it holds no IPv4 address until it does (set it on the node, as kubeadm requires; the bridge role sets it with the node's first pod)", "err", err)
 		}
 	}
 	return on

@@ -93,10 +93,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// (watched before the first read: a change in between is not missed)
 	fwd, err := cfg.Host.WatchForwarding(ctx, func(err error) {
-		cfg.Log.Warn("egress gateways: the watch of IPv4 forwarding ended; it is read every "+cfg.Recheck.String(), "err", err)
+		cfg.Log.Warn("egress gateways: the watch of forwarding (IPv4 and IPv6) ended; it is read every "+cfg.Recheck.String(), "err", err)
 	})
 	if err != nil {
-		cfg.Log.Warn("egress gateways: cannot watch IPv4 forwarding; it is read every "+cfg.Recheck.String(), "err", err)
+		cfg.Log.Warn("egress gateways: cannot watch forwarding (IPv4 and IPv6); it is read every "+cfg.Recheck.String(), "err", err)
 	}
 	c.Forwarding = fwd
 	c.Publish(ctx, "it will hold no egress address until it can")
