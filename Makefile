@@ -171,7 +171,7 @@ test-kube: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
 	$(GO) test -count=1 -p 1 -tags kube -run 'TestWatchKube' -v ./agent/policy/ ./agent/mnp/
-	$(GO) test -count=1 -tags kube -run 'TestKubeEgress$$|TestKubeEgressScopeWarning' -v ./agent/egress/
+	$(GO) test -count=1 -tags kube -run 'TestKubeEgress$$|TestKubeEgressScopeWarning|TestKubeEgressForwarding6|TestKubeEgressPolicyIPv6Only' -v ./agent/egress/
 	$(GO) test -count=1 -tags kube -run 'TestPolicyAdmitKube' -v ./roles/bridge/
 	$(GO) test -count=1 -tags kube -run 'TestKubeOneWatch$$|TestKubeOneServiceWatch' -v ./agent/cluster/
 	$(GO) test -count=1 -tags kube -run 'TestKubeLBIPAM|TestKubePoolPolicy' -v ./agent/lbipam/
