@@ -48,7 +48,7 @@ func cleanupCommand() *ucli.Command {
 			},
 			{
 				Name:  "services",
-				Usage: "remove cnibox-agent's services table (table inet " + nft.ServicesTable + "), as cnibox-agent --service-proxy=false does",
+				Usage: "remove cnibox-agent's services tables (table inet " + nft.ServicesTable + " and its shards " + nft.ServicesShardPrefix + "*), as cnibox-agent --service-proxy=false does",
 				UsageText: "cnibox cleanup services [--dry-run] [--force] [--json]\n\n" +
 					"The way back to kube-proxy on a node whose agent no longer runs the proxy: start kube-proxy first, stop the agent's proxy,\n" +
 					"then remove the table (an agent that still runs with --service-proxy writes it again at its next sync). Without kube-proxy's\n" +
@@ -92,6 +92,15 @@ func cleanupServices(c *ucli.Context, host *netops.Handle) error {
 		return err
 	}
 	if ok {
+		// (before the removal: what the report names)
+		tables, err := h.ServicesTablesIn()
+		if err != nil {
+			return err
+		}
+		shards := fmt.Sprintf("%d shard tables %s*", len(tables), nft.ServicesShardPrefix)
+		if len(tables) > 0 && tables[0] == nft.ServicesTable {
+			shards = fmt.Sprintf("%d shard tables %s*", len(tables)-1, nft.ServicesShardPrefix)
+		}
 		if !r.DryRun {
 			if kp, err := h.KubeProxyTables(); err != nil {
 				return err
@@ -102,7 +111,7 @@ func cleanupServices(c *ucli.Context, host *netops.Handle) error {
 				return err
 			}
 		}
-		r.Removed = append(r.Removed, fmt.Sprintf("table inet %s (%d frontends)", nft.ServicesTable, n))
+		r.Removed = append(r.Removed, fmt.Sprintf("table inet %s (%d frontends, in %s)", nft.ServicesTable, n, shards))
 	}
 	return show(c, r, printCleanup, nil)
 }

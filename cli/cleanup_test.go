@@ -106,7 +106,7 @@ func TestCleanup(t *testing.T) {
 		t.Errorf("cleanup kube-proxy again: %q", out)
 	}
 
-	if out := run(cleanupServices, "--dry-run"); !strings.HasPrefix(out, "would remove table inet "+nft.ServicesTable+" (1 frontends)") {
+	if out := run(cleanupServices, "--dry-run"); !strings.HasPrefix(out, "would remove table inet "+nft.ServicesTable+" (1 frontends, in 16 shard tables "+nft.ServicesShardPrefix+"*)") {
 		t.Errorf("cleanup services --dry-run: %q", out)
 	}
 	// without kube-proxy's tables: refused, unless --force

@@ -187,7 +187,7 @@ func commands(o Options) []*ucli.Command {
 					Name:  "services",
 					Usage: "the Services this node serves (cnibox-agent --service-proxy): each frontend and the endpoints its traffic goes to",
 					UsageText: "cnibox inspect services [--json]\n\n" +
-						"The kernel's table inet cnibox-services, read back: one line per frontend (ClusterIP, NodePort, external address) with\n" +
+						"The kernel's tables inet cnibox-services and cnibox-services-* (its shards), read back: one line per frontend (ClusterIP, NodePort, external address) with\n" +
 						"its endpoints, or what it does without one (reject, drop), its session affinity and what it masquerades (docs/services.md).\n" +
 						"Example: cnibox inspect services --json",
 					Flags:  []ucli.Flag{jsonFlag},

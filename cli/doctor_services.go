@@ -37,5 +37,5 @@ func (d *doctor) checkServices(host *netops.Handle) {
 			"two Service proxies on this node: kube-proxy's %s and cnibox-agent's table inet %s (%d frontends)", strings.Join(kp, ", "), nft.ServicesTable, n)
 		return
 	}
-	d.pass("services", "cnibox-agent --service-proxy serves %d frontends (table inet %s; `cnibox inspect services` lists them); no kube-proxy table", n, nft.ServicesTable)
+	d.pass("services", "cnibox-agent --service-proxy serves %d frontends (table inet %s and its shards %s*; `cnibox inspect services` lists them); no kube-proxy table", n, nft.ServicesTable, nft.ServicesShardPrefix)
 }

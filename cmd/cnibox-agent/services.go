@@ -21,7 +21,7 @@ import (
 	"github.com/cnibox/cnibox/netops/nft"
 )
 
-// newServicesTable makes the services table (table cnibox-services) on
+// newServicesTable makes the services tables (cnibox-services and its shards) on
 // the node's handle: its nftables side, and its conntrack side for the UDP
 // and SCTP entries of endpoints that left (kube-proxy's conntrack
 // cleanup).

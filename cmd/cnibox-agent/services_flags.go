@@ -36,7 +36,7 @@ type serviceFlags struct {
 }
 
 func (s *serviceFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&s.proxy, "service-proxy", false, "kube: serve Services (ClusterIP, NodePort, externalIPs, LoadBalancer IPs) from the nftables table cnibox-services "+
+	fs.BoolVar(&s.proxy, "service-proxy", false, "kube: serve Services (ClusterIP, NodePort, externalIPs, LoadBalancer IPs) from the nftables tables cnibox-services and cnibox-services-00..0f "+
 		"instead of kube-proxy, from the cluster's Services and EndpointSlices (docs/services.md) (cnibox)")
 	fs.BoolVar(&s.only, "service-proxy-only", false, "kube: serve only the Services proxy (--service-proxy without lease, overlay or pod API): "+
 		"a node whose pod network is another CNI's; needs --kubeconfig-file (or --kube-api-url) or in-cluster config, and --cluster-cidr (docs/services.md) (cnibox)")

@@ -31,8 +31,9 @@ import (
 //     while, never in neither), and before E (a verdict map's element may
 //     jump to a chain that goes);
 //  E. the chains the spec does not name, all flushed before any is
-//     deleted (one may jump to another), after D, which took every jump
-//     to them away;
+//     deleted (one may jump to another), and the verdict maps it does not
+//     name flushed too (an element may jump to one), after D, which took
+//     every jump to them away;
 //  F. the counters, sets and flowtables the spec does not name, after the
 //     rules that used them.
 //
@@ -254,6 +255,16 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 			return nil
 		})
 	}
+	// A verdict map the spec does not name may jump to them: it is
+	// flushed before they go (deleted in F).
+	for _, name := range sortedKeys(have.sets) {
+		if hs := have.sets[name]; len(extra) > 0 && !named["set "+name] && isVerdictMap(hs) {
+			p.add(1, objSize, func(t *txn) error {
+				t.conn().FlushSet(&nftables.Set{Name: name, Table: s.table})
+				return nil
+			})
+		}
+	}
 	for _, name := range extra {
 		p.add(1, objSize, func(t *txn) error {
 			t.conn().DelChain(&nftables.Chain{Name: name, Table: s.table})
@@ -287,6 +298,13 @@ func (s *tableSpec) planExtra(p *corePlan, have *tableState) {
 			p.changes++
 		}
 	}
+}
+
+// isVerdictMap reports whether a set read back from the kernel is a
+// verdict map (google/nftables reads a verdict map's data type into its
+// KeyType, and leaves DataType empty).
+func isVerdictMap(s *nftables.Set) bool {
+	return s.IsMap && (s.DataType.Name == nftables.TypeVerdict.Name || s.KeyType.Name == nftables.TypeVerdict.Name)
 }
 
 // plan plans what makes the set (made, if it was not in have: step A)

@@ -10,17 +10,26 @@ import (
 	"github.com/cnibox/cnibox/internal/svcmodel"
 )
 
-// The services table (issue 63): the data plane of the agent's Services
+// The services tables (issue 63): the data plane of the agent's Services
 // proxy, what kube-proxy's nftables mode does, written from a
-// svcmodel.Snapshot the agent's watcher resolved:
+// svcmodel.Snapshot the agent's watcher resolved. One main table and
+// svcShards shard tables, each Service's objects in the shard a hash of
+// its namespace and name picks (shardOf):
 //
-//	table inet cnibox-services {
+//	table inet cnibox-services {                      # the main table: no jump to a Service
+//		set hairpin4/6 (addr . addr), cluster-ips4/6, service-cidrs4/6 (interval)
+//		chain filter-forward, filter-output, cluster-ips-check   # services_clusterips.go
+//		chain postrouting { type nat hook postrouting priority srcnat
+//			meta mark & M != 0 meta mark set meta mark & ~M masquerade
+//			ct status dnat ip saddr . ip daddr @hairpin4 masquerade    # a pod to its own Service
+//			...
+//		}
+//	}
+//	table inet cnibox-services-00 .. cnibox-services-0f {   # the shards
 //		map service-ips4 { type ipv4_addr . inet_proto . inet_service : verdict }  # ClusterIP, externalIP, LB
 //		map service-ips6 { type ipv6_addr . inet_proto . inet_service : verdict }
 //		map service-nodeports { type inet_proto . inet_service : verdict }        # -> np-<proto>-<port>
-//		set nodeport-addrs4/6, cluster-cidrs4/6 (interval), hairpin4/6 (addr . addr)
-//		set cluster-ips4/6, service-cidrs4/6 (interval)   # the Service range's check:
-//		chain filter-forward, filter-output, cluster-ips-check   # services_clusterips.go
+//		set nodeport-addrs4/6, cluster-cidrs4/6 (interval)   # the same in every shard
 //		chain prerouting { type nat hook prerouting priority dstnat; jump services }
 //		chain output { type nat hook output priority dstnat; jump services }
 //		chain services {
@@ -29,19 +38,28 @@ import (
 //			ip daddr @nodeport-addrs4 meta l4proto . th dport vmap @service-nodeports
 //			ip6 daddr @nodeport-addrs6 meta l4proto . th dport vmap @service-nodeports
 //		}
-//		chain postrouting { type nat hook postrouting priority srcnat
-//			meta mark & M != 0 meta mark set meta mark & ~M masquerade
-//			ct status dnat ip saddr . ip daddr @hairpin4 masquerade    # a pod to its own Service
-//			...
-//		}
 //		# per ServicePort (one port of one Service in one family), ID a hash of it:
 //		chain svc-ID { [ip saddr != @cluster-cidrs4 meta mark set mark | M]; <endpoints> }   # internal traffic
 //		chain ext-ID { ... }     # external traffic (NodePort, externalIP, LB), its policy
 //		chain lb-ID { ip saddr != @src-ID drop; goto ext-ID }  # loadBalancerSourceRanges
 //		chain epc-ID { <cluster endpoints> }  # only when both policies are Local
-//		map slots4-000 .. slots4-0ff { type integer . integer . integer : ipv4_addr . inet_service }  # table ID . slot -> endpoint
+//		map slots4-000 .. slots4-00f { type integer . integer . integer : ipv4_addr . inet_service }  # table ID . slot -> endpoint
 //		map af-c-ID, af-l-ID { ... flags dynamic,timeout }  # sessionAffinity ClientIP
 //	}
+//
+// Why shards: a transaction that adds a jump or goto (a chain's rule, an
+// element of a verdict map) makes the kernel validate the whole table it
+// is in, from its base chains through every verdict map's elements and
+// their chains (nf_tables_validate, per table): at 30,000 Services in
+// one table that was 184 ms (p50) for a Service created, the same change
+// in a table of 1/16th the size a few ms. A packet's first one meets the
+// shards' nat chains one after the other (the first DNAT ends the walk:
+// nf_nat runs a hook's further nat chains only while the connection has
+// no binding), so a connection to no Service pays svcShards lookups of
+// each map, on its first packet only. A frontend claimed by ServicePorts
+// of two shards (two Services with one externalIP and port) is written
+// in the first claim's shard only, as one table wrote the first claim's;
+// a NodePort likewise, with the claims of that shard.
 //
 // <endpoints> is one of: `dnat to E` (one endpoint), `dnat to jhash ip
 // saddr . th sport mod M` then a lookup of the ServicePort's slot table
@@ -59,12 +77,16 @@ import (
 //
 // Apply writes the difference from the snapshot it applied last without
 // reading the kernel (a change of one Service is that Service's chains,
-// sets and map elements); Resync dumps the table and reconciles it on
-// the core (core.go), which repairs what someone changed; Apply resyncs
+// sets and map elements, in its shard); Resync dumps the tables and
+// reconciles them on the core (core.go), which repairs what someone
+// changed, and removes shard tables of another count; Apply resyncs
 // when it has no last snapshot or its transaction fails.
 const (
-	// ServicesTable is the services table's name (family inet).
+	// ServicesTable is the main services table's name (family inet).
 	ServicesTable = "cnibox-services"
+	// ServicesShardPrefix begins the shard tables' names (family inet):
+	// cnibox-services-00 .. cnibox-services-0f (ServicesTables).
+	ServicesShardPrefix = ServicesTable + "-"
 	// The frontend maps.
 	ServiceIPs4       = "service-ips4"
 	ServiceIPs6       = "service-ips6"
@@ -77,14 +99,21 @@ const (
 	svcHairpin6       = "hairpin6"
 	svcSlots4         = "slots4-"
 	svcSlots6         = "slots6-"
-	// svcSlotShards is how many slot maps a family has. A data map's
+	// svcShards is how many shard tables hold the Services (see above):
+	// at 30,000 Services a shard holds ~1,900, whose validation is what
+	// a Service created costs.
+	svcShards = 16
+	// svcSlotShards is how many slot maps a family has, over all shard
+	// tables (svcSlotShards/svcShards in each). A data map's
 	// every element is checked against every rule that looks it up, and
 	// each rule's binding walks it and the map's other bindings (the
 	// kernel's loop checks): one map for all ServicePorts is quadratic
 	// (5,000 Services x 4 endpoints: 29 s), a map each makes thousands of
 	// sets, which the kernel finds by name in a list. Shards of a few
 	// hundred ServicePorts keep both small.
-	svcSlotShards    = 256
+	svcSlotShards = 256
+	// svcSlotMaps is how many slot maps of a family a shard table has.
+	svcSlotMaps      = svcSlotShards / svcShards
 	svcChainServices = "services"
 	svcLabel         = "cnibox services"
 
@@ -154,7 +183,7 @@ func (s *Services) Apply(snap *svcmodel.Snapshot) error {
 	return s.clear(gone)
 }
 
-// Resync dumps the table and makes it hold snap, repairing whatever
+// Resync dumps the tables and makes them hold snap, repairing whatever
 // differs (a deleted element, a flushed chain, the table gone); when
 // nothing differs nothing is sent.
 func (s *Services) Resync(snap *svcmodel.Snapshot) error {
@@ -165,7 +194,10 @@ func (s *Services) Resync(snap *svcmodel.Snapshot) error {
 	if err := s.h.bigBatchesOpen(); err != nil {
 		return fmt.Errorf("resync services in %s: %w", s.h.where(), err)
 	}
-	if _, err := s.h.reconcile(st.spec(s)); err != nil {
+	if _, err := s.h.reconcile(st.specs(s)...); err != nil {
+		return fmt.Errorf("resync services in %s: %w", s.h.where(), classify(err))
+	}
+	if err := s.dropStale(); err != nil {
 		return fmt.Errorf("resync services in %s: %w", s.h.where(), classify(err))
 	}
 	s.st = st
@@ -175,13 +207,28 @@ func (s *Services) Resync(snap *svcmodel.Snapshot) error {
 	return s.clear(old.goneUDP(st))
 }
 
-// Delete removes the table; a missing one is no error.
+// Delete removes the tables (the main table and every shard); missing
+// ones are no error.
 func (s *Services) Delete() error {
 	s.st = nil
-	if err := s.h.deleteTable(svcTable()); err != nil {
-		return fmt.Errorf("delete services table in %s: %w", s.h.where(), classify(err))
+	if err := s.h.deleteServicesTables(); err != nil {
+		return fmt.Errorf("delete the services tables in %s: %w", s.h.where(), classify(err))
 	}
 	return nil
+}
+
+// dropStale deletes shard tables of another count of shards (an agent
+// of another build wrote them).
+func (s *Services) dropStale() error {
+	stale, err := s.h.staleShards()
+	if err != nil || len(stale) == 0 {
+		return err
+	}
+	t := s.h.tx()
+	for _, tb := range stale {
+		dropTable(t.conn(), tb)
+	}
+	return t.commit()
 }
 
 // quiet makes the Handle's transactions quiet (txn_quiet.go) until the

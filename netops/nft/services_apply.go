@@ -37,7 +37,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 	if !maps.Equal(r.hasCIDR, st.hasCIDR) {
 		// Every internal chain changes: the whole table is resynced.
 		next := s.render(snap)
-		if _, err := s.h.reconcile(next.spec(s)); err != nil {
+		if _, err := s.h.reconcile(next.specs(s)...); err != nil {
 			return nil, nil, err
 		}
 		return next, st.goneUDP(next), nil
@@ -46,8 +46,8 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 
 	// What the changed ServicePorts touch, before.
 	olds := map[spk]*spState{}
-	oldFront := map[frontKey]string{}
-	oldNP := map[npKey][]*nftables.Rule{}
+	oldFront := map[frontKey]frontAt{}
+	oldNP := map[npKey]npAt{}
 	oldHP := map[netip.Addr]int{}
 	oldCIP := map[netip.Addr]int{}
 	for _, key := range changed {
@@ -57,10 +57,10 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		}
 		olds[key] = ps
 		for _, fc := range ps.r.fronts {
-			oldFront[fc.fk] = st.front(fc.fk)
+			oldFront[fc.fk] = st.frontAt(fc.fk)
 		}
 		for _, k := range ps.r.nodeports {
-			oldNP[k] = st.npRules(k)
+			oldNP[k] = st.npAt(k)
 		}
 		for _, a := range ps.r.eps {
 			oldHP[a] = st.hairpin[a]
@@ -86,12 +86,12 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		}
 		for _, fc := range ps.r.fronts {
 			if _, ok := oldFront[fc.fk]; !ok {
-				oldFront[fc.fk] = st.front(fc.fk)
+				oldFront[fc.fk] = st.frontAt(fc.fk)
 			}
 		}
 		for _, k := range ps.r.nodeports {
 			if _, ok := oldNP[k]; !ok {
-				oldNP[k] = st.npRules(k)
+				oldNP[k] = st.npAt(k)
 			}
 		}
 		for _, a := range ps.r.eps {
@@ -108,11 +108,11 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 	}
 
 	t := s.h.tx()
-	q := &svcQueue{t: t, table: svcTable(), s: s}
+	q := &svcQueue{t: t, s: s}
 	// Sets and their elements.
 	for _, key := range changed {
 		if ps := st.ports[key]; ps != nil {
-			if err := q.sets(olds[key], ps); err != nil {
+			if err := q.in(shardTableOf(key)).sets(olds[key], ps); err != nil {
 				t.abort()
 				return nil, nil, err
 			}
@@ -128,13 +128,17 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		if ps := st.ports[key]; ps != nil {
 			now, sp = slotElems(ps.r.slots), ps.sp
 		}
-		if err := q.elems(slotMap(svcFam(sp.Family), slotShard(sp)), was, now); err != nil {
+		if err := q.in(shardTableOf(key)).elems(slotMap(svcFam(sp.Family), slotShard(sp)), was, now); err != nil {
 			t.abort()
 			return nil, nil, err
 		}
 	}
 	// Chains, then their rules.
-	var fill []chainSpec
+	type tableChain struct {
+		q  *svcQueue
+		cs chainSpec
+	}
+	var fill []tableChain
 	for _, key := range changed {
 		ps := st.ports[key]
 		if ps == nil {
@@ -144,37 +148,39 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		if o := olds[key]; o != nil {
 			old = chainsByName(o.r.chains)
 		}
+		sq := q.in(shardTableOf(key))
 		for _, cs := range ps.r.chains {
 			oc, ok := old[cs.name]
 			if !ok {
-				t.conn().AddChain(&nftables.Chain{Name: cs.name, Table: q.table})
+				t.conn().AddChain(&nftables.Chain{Name: cs.name, Table: sq.table})
 			} else if slices.EqualFunc(oc.rules, cs.rules, sameRule) {
 				continue
 			}
-			s.touch("chain " + cs.name)
-			fill = append(fill, chainSpec{name: cs.name, rules: cs.rules, appendOnly: ok}) // appendOnly: existed, flush it
+			s.touch("chain " + sq.name(cs.name))
+			fill = append(fill, tableChain{sq, chainSpec{name: cs.name, rules: cs.rules, appendOnly: ok}}) // appendOnly: existed, flush it
 		}
 	}
 	for _, k := range sortedNPKeys(oldNP) {
-		nr := st.npRules(k)
-		switch or := oldNP[k]; {
-		case len(nr) == 0 || slices.EqualFunc(or, nr, sameRule):
-		case len(or) == 0:
-			s.touch("chain " + k.chain())
-			t.conn().AddChain(&nftables.Chain{Name: k.chain(), Table: q.table})
-			fill = append(fill, chainSpec{name: k.chain(), rules: nr})
+		ns, nr := st.npAt(k).shard, st.npAt(k).rules
+		sq := q.in(shardTableOrNil(ns))
+		switch o := oldNP[k]; {
+		case len(nr) == 0 || o.shard == ns && slices.EqualFunc(o.rules, nr, sameRule):
+		case o.shard != ns:
+			s.touch("chain " + sq.name(k.chain()))
+			t.conn().AddChain(&nftables.Chain{Name: k.chain(), Table: sq.table})
+			fill = append(fill, tableChain{sq, chainSpec{name: k.chain(), rules: nr}})
 		default:
-			s.touch("chain " + k.chain())
-			fill = append(fill, chainSpec{name: k.chain(), rules: nr, appendOnly: true})
+			s.touch("chain " + sq.name(k.chain()))
+			fill = append(fill, tableChain{sq, chainSpec{name: k.chain(), rules: nr, appendOnly: true}})
 		}
 	}
-	for _, cs := range fill {
-		ch := &nftables.Chain{Name: cs.name, Table: q.table}
-		if cs.appendOnly {
+	for _, tc := range fill {
+		ch := &nftables.Chain{Name: tc.cs.name, Table: tc.q.table}
+		if tc.cs.appendOnly {
 			t.conn().FlushChain(ch)
 		}
-		for _, r := range cs.rules {
-			r.Table, r.Chain = q.table, ch
+		for _, r := range tc.cs.rules {
+			r.Table, r.Chain = tc.q.table, ch
 			t.conn().AddRule(r)
 		}
 	}
@@ -188,7 +194,11 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		return nil, nil, err
 	}
 	// Deletions: chains (all flushed first), NodePort chains, sets.
-	var dropChains, dropSets []string
+	type tableName struct {
+		q    *svcQueue
+		name string
+	}
+	var dropChains, dropSets []tableName
 	for _, key := range changed {
 		o := olds[key]
 		if o == nil {
@@ -198,33 +208,34 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		if ps := st.ports[key]; ps != nil {
 			now = ps.r
 		}
+		sq := q.in(shardTableOf(key))
 		keep := chainsByName(now.chains)
 		for _, cs := range o.r.chains {
 			if _, ok := keep[cs.name]; !ok {
-				dropChains = append(dropChains, cs.name)
+				dropChains = append(dropChains, tableName{sq, cs.name})
 			}
 		}
 		for _, ss := range o.r.sets {
 			if !slices.ContainsFunc(now.sets, func(n setSpec) bool { return n.set.Name == ss.set.Name }) {
-				dropSets = append(dropSets, ss.set.Name)
+				dropSets = append(dropSets, tableName{sq, ss.set.Name})
 			}
 		}
 	}
 	for _, k := range sortedNPKeys(oldNP) {
-		if len(oldNP[k]) > 0 && len(st.nps[k]) == 0 {
-			dropChains = append(dropChains, k.chain())
+		if o := oldNP[k]; o.shard >= 0 && st.npAt(k).shard != o.shard {
+			dropChains = append(dropChains, tableName{q.in(svcShardTable(o.shard)), k.chain()})
 		}
 	}
-	for _, name := range dropChains {
-		s.touch("chain " + name)
-		t.conn().FlushChain(&nftables.Chain{Name: name, Table: q.table})
+	for _, d := range dropChains {
+		s.touch("chain " + d.q.name(d.name))
+		t.conn().FlushChain(&nftables.Chain{Name: d.name, Table: d.q.table})
 	}
-	for _, name := range dropChains {
-		t.conn().DelChain(&nftables.Chain{Name: name, Table: q.table})
+	for _, d := range dropChains {
+		t.conn().DelChain(&nftables.Chain{Name: d.name, Table: d.q.table})
 	}
-	for _, name := range dropSets {
-		s.touch("set " + name)
-		t.conn().DelSet(&nftables.Set{Name: name, Table: q.table})
+	for _, d := range dropSets {
+		s.touch("set " + d.q.name(d.name))
+		t.conn().DelSet(&nftables.Set{Name: d.name, Table: d.q.table})
 	}
 	st.snap = snap
 	if err := t.commit(); err != nil {
@@ -232,6 +243,40 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 	}
 	slices.SortFunc(gone, netip.AddrPort.Compare)
 	return st, slices.Compact(gone), nil
+}
+
+// frontAt is where a frontend element is: its shard (-1: none) and
+// chain ("": none).
+type frontAt struct {
+	shard int
+	chain string
+}
+
+func (st *svcState) frontAt(fk frontKey) frontAt {
+	sh, c := st.front(fk)
+	return frontAt{sh, c}
+}
+
+// npAt is a NodePort's shard (-1: none) and its chain's rules there.
+type npAt struct {
+	shard int
+	rules []*nftables.Rule
+}
+
+func (st *svcState) npAt(k npKey) npAt {
+	sh, rules := st.np(k)
+	return npAt{sh, rules}
+}
+
+// shardTableOf is the shard table of a ServicePort.
+func shardTableOf(k spk) *nftables.Table { return svcShardTable(shardOfKey(k)) }
+
+// shardTableOrNil is shard i's table, nil for -1.
+func shardTableOrNil(i int) *nftables.Table {
+	if i < 0 {
+		return nil
+	}
+	return svcShardTable(i)
 }
 
 // changed are the keys of the ServicePorts whose rendering may differ
@@ -294,7 +339,7 @@ func chainsByName(cs []chainSpec) map[string]chainSpec {
 	return m
 }
 
-func sortedNPKeys(m map[npKey][]*nftables.Rule) []npKey {
+func sortedNPKeys(m map[npKey]npAt) []npKey {
 	st := &svcState{nps: map[npKey]map[spk]npClaim{}}
 	for k := range m {
 		st.nps[k] = nil

@@ -123,7 +123,7 @@ func BenchmarkServicesState(b *testing.B) {
 // and deleted again, at 10,000 and 30,000 Services x 4 endpoints, on the
 // kernel in a namespace of its own (root); p50-ms and p99-ms are of the
 // creates' Apply, which is all but the kernel's commit (its validation
-// of the table: docs/benchmarks.md).
+// of the Service's shard table: docs/benchmarks.md).
 //
 //	go test -run '^$' -bench 'ServicesNewService/services=30000' -benchtime 30x ./netops/nft
 func BenchmarkServicesNewService(b *testing.B) {

@@ -28,9 +28,10 @@ import (
 //     loop, only then). A full reconcile in between (Apply's after a
 //     failed transaction, a Resync) makes the check moot: it is dropped.
 //
-// The drift's vocabulary, shared with what Apply notes: "table", "chain
-// NAME", "set NAME" (the set itself, or every element of it), "elem NAME
-// KEY" (one element; an interval set's are the set's).
+// The drift's vocabulary, shared with what Apply notes: "table TABLE",
+// "chain TABLE/NAME", "set TABLE/NAME" (the set itself, or every element
+// of it), "elem TABLE/NAME KEY" (one element; an interval set's are the
+// set's); TABLE is the main table's or a shard's name.
 
 // svcCheck is one check under way.
 type svcCheck struct {
@@ -59,18 +60,28 @@ func (s *Services) BeginCheck() (run func() error, finish func(repair bool) (rep
 	return c.run, func(repair bool) ([]string, error) { return s.finishCheck(c, repair) }
 }
 
-// run reads the kernel's table and lists what differs from c.snap.
+// run reads the kernel's tables and lists what differs from c.snap.
 func (c *svcCheck) run() error {
 	s := &Services{h: c.h, opts: c.opts}
-	spec := s.render(c.snap).spec(s)
+	specs := s.render(c.snap).specs(s)
 	if err := c.h.bigBatchesOpen(); err != nil {
 		return err
 	}
-	have, err := c.h.dumpTable(spec)
+	c.drift = nil
+	for _, spec := range specs {
+		have, err := c.h.dumpTable(spec)
+		if err != nil {
+			return classify(err)
+		}
+		c.drift = append(c.drift, specDrift(spec, have)...)
+	}
+	stale, err := c.h.staleShards()
 	if err != nil {
 		return classify(err)
 	}
-	c.drift = specDrift(spec, have)
+	for _, tb := range stale {
+		c.drift = append(c.drift, "table "+tb.Name)
+	}
 	return nil
 }
 
@@ -124,8 +135,9 @@ func elemName(set string, key []byte) string { return "elem " + set + "\x00" + s
 // otherwise, and, the table being the spec's own, what it holds besides.
 func specDrift(spec *tableSpec, have *tableState) []string {
 	if !have.exists {
-		return []string{"table"}
+		return []string{"table " + spec.table.Name}
 	}
+	tn := spec.table.Name + "/"
 	var out []string
 	named := make(map[string]bool, len(spec.sets))
 	for _, ss := range spec.sets {
@@ -134,19 +146,19 @@ func specDrift(spec *tableSpec, have *tableState) []string {
 		hs, ok := have.sets[name]
 		switch {
 		case !ok || !sameSetType(hs, ss.set):
-			out = append(out, "set "+name)
+			out = append(out, "set "+tn+name)
 		case ss.kept:
 		case ss.set.Interval:
 			if add, del, whole := diffElems(have.elems[name], ss.elems); whole || len(add)+len(del) > 0 {
-				out = append(out, "set "+name)
+				out = append(out, "set "+tn+name)
 			}
 		default:
-			out = append(out, elemDrift(name, have.elems[name], ss.elems)...)
+			out = append(out, elemDrift(tn+name, have.elems[name], ss.elems)...)
 		}
 	}
 	for name := range have.sets {
 		if !named[name] {
-			out = append(out, "set "+name)
+			out = append(out, "set "+tn+name)
 		}
 	}
 	chains := make(map[string]bool, len(spec.chains))
@@ -154,12 +166,12 @@ func specDrift(spec *tableSpec, have *tableState) []string {
 		chains[cs.name] = true
 		hc, ok := have.chains[cs.name]
 		if !ok || !cs.sameChain(hc) || !slices.EqualFunc(have.rules[cs.name], cs.rules, sameRule) {
-			out = append(out, "chain "+cs.name)
+			out = append(out, "chain "+tn+cs.name)
 		}
 	}
 	for name := range have.chains {
 		if !chains[name] {
-			out = append(out, "chain "+name)
+			out = append(out, "chain "+tn+name)
 		}
 	}
 	slices.Sort(out)

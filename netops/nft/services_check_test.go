@@ -49,7 +49,7 @@ func TestServicesCheck(t *testing.T) {
 
 		sp := &snap.Ports[0]
 		id := spID(sp)
-		tb := svcTable()
+		tb := shardTableOf(spKey(sp))
 		tamper := func() {
 			must(c.SetDeleteElements(&nftables.Set{Table: tb, Name: ServiceIPs4}, []nftables.SetElement{{Key: frontElem(sp.Frontends[0].Addr, unix.IPPROTO_TCP, 80)}}))
 			c.FlushChain(&nftables.Chain{Table: tb, Name: "ext-" + id})
@@ -57,7 +57,7 @@ func TestServicesCheck(t *testing.T) {
 		}
 		tamper()
 		rep := check(nil)
-		if len(rep) != 2 || !slices.Contains(rep, "chain ext-"+id) || !strings.HasPrefix(rep[1], "elem "+ServiceIPs4+"\x00") {
+		if len(rep) != 2 || !slices.Contains(rep, "chain "+tb.Name+"/ext-"+id) || !strings.HasPrefix(rep[1], "elem "+tb.Name+"/"+ServiceIPs4+"\x00") {
 			t.Errorf("check after an element deleted and a chain flushed: repaired %q, want those two", rep)
 		}
 		if got := dumpSvc(t, h, c); !sameSvcDump(got, want) {
@@ -77,10 +77,11 @@ func TestServicesCheck(t *testing.T) {
 			t.Errorf("%d transactions, want 1 (the Apply's)", got)
 		}
 		// Both: only the drift is repaired, and the change stays.
-		must(c.SetDeleteElements(&nftables.Set{Table: tb, Name: ServiceIPs4}, []nftables.SetElement{{Key: frontElem(next.Ports[2].Frontends[0].Addr, unix.IPPROTO_UDP, 53)}}))
+		tb2 := shardTableOf(spKey(&next.Ports[2]))
+		must(c.SetDeleteElements(&nftables.Set{Table: tb2, Name: ServiceIPs4}, []nftables.SetElement{{Key: frontElem(next.Ports[2].Frontends[0].Addr, unix.IPPROTO_UDP, 53)}}))
 		must(c.Flush())
 		rep = check(func() { must(s.Apply(snap)) })
-		if len(rep) != 1 || !strings.HasPrefix(rep[0], "elem "+ServiceIPs4+"\x00") {
+		if len(rep) != 1 || !strings.HasPrefix(rep[0], "elem "+tb2.Name+"/"+ServiceIPs4+"\x00") {
 			t.Errorf("check with a change and an element deleted: repaired %q, want the element", rep)
 		}
 		if got := dumpSvc(t, h, c); !sameSvcDump(got, want) {

@@ -312,14 +312,15 @@ func waitAffinityExpired(t *testing.T, nsPath string, timeout time.Duration) {
 	defer ns.Close()
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
 	must(t, err)
-	table := &nftables.Table{Name: "cnibox-services", Family: nftables.TableFamilyINet}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		sets, err := c.GetSets(table)
-		must(t, err)
 		var af *nftables.Set
-		for _, s := range sets {
-			if strings.HasPrefix(s.Name, "af-") && s.Timeout == timeout {
-				af = s
+		for _, name := range nft.ServicesTables() {
+			sets, err := c.GetSets(&nftables.Table{Name: name, Family: nftables.TableFamilyINet})
+			must(t, err)
+			for _, s := range sets {
+				if strings.HasPrefix(s.Name, "af-") && s.Timeout == timeout {
+					af = s
+				}
 			}
 		}
 		if af == nil {

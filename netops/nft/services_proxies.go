@@ -9,25 +9,31 @@ import (
 // Which Service proxies the node runs, for `cnibox doctor`: the services
 // table's size, and kube-proxy's tables as nftables sees them.
 
-// ServicesFrontendCount is how many frontends the services table holds
-// (elements of service-ips4, service-ips6 and service-nodeports: one
-// per address, protocol and port, a NodePort once for all its
-// addresses and families); ok is false when there is no table. It reads
-// the frontend maps only, not the chains: cheap at any size.
+// ServicesFrontendCount is how many frontends the services tables hold
+// (elements of service-ips4, service-ips6 and service-nodeports in the
+// shards: one per address, protocol and port, a NodePort once for all
+// its addresses and families); ok is false when there is no table. It
+// reads the frontend maps only, not the chains: cheap at any size.
 func (h *Handle) ServicesFrontendCount() (n int, ok bool, err error) {
-	if _, err := h.nftConn(); err != nil {
+	names, err := h.ServicesTablesIn()
+	if err != nil || len(names) == 0 {
 		return 0, false, err
 	}
-	tb := svcTable()
-	if ok, err := h.nftTableExists(uint8(tb.Family), tb.Name); err != nil || !ok {
-		return 0, false, err
-	}
-	for _, set := range []string{ServiceIPs4, ServiceIPs6, ServiceNodePorts} {
-		es, err := h.dumpFamilyElems(tb.Family, tb.Name, set)
-		if err != nil {
-			return 0, true, fmt.Errorf("read the services table in %s: %w", h.where(), err)
+	for _, name := range names {
+		for _, set := range []string{ServiceIPs4, ServiceIPs6, ServiceNodePorts} {
+			has, err := h.nftSetExists(uint8(nftables.TableFamilyINet), name, set)
+			if err != nil || !has {
+				if err != nil {
+					return 0, true, fmt.Errorf("read the services table %s in %s: %w", name, h.where(), err)
+				}
+				continue
+			}
+			es, err := h.dumpFamilyElems(nftables.TableFamilyINet, name, set)
+			if err != nil {
+				return 0, true, fmt.Errorf("read the services table %s in %s: %w", name, h.where(), err)
+			}
+			n += len(es)
 		}
-		n += len(es)
 	}
 	return n, true, nil
 }

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -15,12 +16,22 @@ import (
 // queued on its transaction: sets, frontends and NodePorts, and the
 // table's global sets.
 
-// svcQueue queues element changes on one transaction.
+// svcQueue queues element changes on one transaction, in one table.
 type svcQueue struct {
 	t     *txn
 	table *nftables.Table
 	s     *Services // (touch)
 }
+
+// in is q in table tb.
+func (q *svcQueue) in(tb *nftables.Table) *svcQueue {
+	c := *q
+	c.table = tb
+	return &c
+}
+
+// name is what the check's drift calls object n of q's table.
+func (q *svcQueue) name(n string) string { return q.table.Name + "/" + n }
 
 // sets queues ps's sets: new ones made with their elements, others'
 // elements changed where they differ (an interval set filled again).
@@ -36,7 +47,7 @@ func (q *svcQueue) sets(old, ps *spState) error {
 		ss.set.Table = q.table
 		hs, ok := have[ss.set.Name]
 		if !ok {
-			q.s.touch("set " + ss.set.Name)
+			q.s.touch("set " + q.name(ss.set.Name))
 			if err := q.t.addSet(ss.set, nil); err != nil {
 				return err
 			}
@@ -51,7 +62,7 @@ func (q *svcQueue) sets(old, ps *spState) error {
 			// An affinity map: its slots mean others when their count
 			// changes (else Maglev kept most of them).
 			if slotCount(len(chosen(old.sp))) != slotCount(len(chosen(ps.sp))) {
-				q.s.touch("set " + ss.set.Name)
+				q.s.touch("set " + q.name(ss.set.Name))
 				q.t.conn().FlushSet(ss.set)
 			}
 			continue
@@ -70,7 +81,7 @@ func (q *svcQueue) elems(set *nftables.Set, old, want []nftables.SetElement) err
 		if slices.EqualFunc(old, want, sameElem) {
 			return nil
 		}
-		q.s.touch("set " + set.Name)
+		q.s.touch("set " + q.name(set.Name))
 		q.t.conn().FlushSet(set)
 		if len(want) == 0 {
 			return nil
@@ -101,7 +112,7 @@ func (q *svcQueue) elems(set *nftables.Set, old, want []nftables.SetElement) err
 	}
 	if q.s.touched != nil {
 		for _, e := range slices.Concat(add, del) {
-			q.s.touch(elemName(set.Name, e.Key))
+			q.s.touch(elemName(q.name(set.Name), e.Key))
 		}
 	}
 	if len(del) > 0 {
@@ -125,60 +136,80 @@ func sameElem(a, b nftables.SetElement) bool {
 	return a.VerdictData.Kind == b.VerdictData.Kind && a.VerdictData.Chain == b.VerdictData.Chain
 }
 
-// fronts queues the frontend elements whose chain changed, and the
-// NodePort elements that came or went.
-func (q *svcQueue) fronts(st *svcState, oldFront map[frontKey]string, oldNP map[npKey][]*nftables.Rule) error {
-	var old, want []nftables.SetElement
-	sets := map[string][2][]nftables.SetElement{}
-	for fk, oc := range oldFront {
-		nc := st.front(fk)
-		if oc == nc {
+// fronts queues the frontend elements whose chain or shard changed,
+// and the NodePort elements that came, went or moved.
+func (q *svcQueue) fronts(st *svcState, oldFront map[frontKey]frontAt, oldNP map[npKey]npAt) error {
+	type shardSet struct {
+		shard int
+		set   string
+	}
+	sets := map[shardSet][2][]nftables.SetElement{}
+	put := func(shard int, set string, i int, e nftables.SetElement) {
+		k := shardSet{shard, set}
+		p := sets[k]
+		p[i] = append(p[i], e)
+		sets[k] = p
+	}
+	for fk, o := range oldFront {
+		n := st.frontAt(fk)
+		if o == n {
 			continue
 		}
-		p := sets[fk.set]
-		if oc != "" {
-			p[0] = append(p[0], nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(oc)})
+		if o.chain != "" {
+			put(o.shard, fk.set, 0, nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(o.chain)})
 		}
-		if nc != "" {
-			p[1] = append(p[1], nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(nc)})
-		}
-		sets[fk.set] = p
-	}
-	for _, name := range slices.Sorted(maps.Keys(sets)) {
-		if err := q.elems(&nftables.Set{Name: name, IsMap: true, DataType: nftables.TypeVerdict}, sets[name][0], sets[name][1]); err != nil {
-			return err
+		if n.chain != "" {
+			put(n.shard, fk.set, 1, nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(n.chain)})
 		}
 	}
 	for _, k := range sortedNPKeys(oldNP) {
-		had, has := len(oldNP[k]) > 0, len(st.nps[k]) > 0
+		o, n := oldNP[k].shard, st.npAt(k).shard
+		if o == n {
+			continue
+		}
 		e := nftables.SetElement{Key: k.elem(), VerdictData: gotoChain(k.chain())}
-		switch {
-		case had && !has:
-			old = append(old, e)
-		case has && !had:
-			want = append(want, e)
+		if o >= 0 {
+			put(o, ServiceNodePorts, 0, e)
+		}
+		if n >= 0 {
+			put(n, ServiceNodePorts, 1, e)
 		}
 	}
-	if len(old)+len(want) == 0 {
-		return nil
-	}
-	return q.elems(&nftables.Set{Name: ServiceNodePorts, IsMap: true, DataType: nftables.TypeVerdict}, old, want)
-}
-
-// globals queues the NodePort addresses, the cluster's networks, the
-// Service ranges, and the hairpin and ClusterIP elements that changed.
-func (q *svcQueue) globals(st *svcState, snap *svcmodel.Snapshot, oldHP, oldCIP map[netip.Addr]int) error {
-	was := st.globalSetsOf(st.snap)
-	now := st.globalSetsOf(snap)
-	for i := range was {
-		if err := q.elems(now[i].set, was[i].elems, now[i].elems); err != nil {
+	keys := slices.SortedFunc(maps.Keys(sets), func(a, b shardSet) int {
+		return cmp.Or(cmp.Compare(a.shard, b.shard), cmp.Compare(a.set, b.set))
+	})
+	for _, k := range keys {
+		set := &nftables.Set{Name: k.set, IsMap: true, DataType: nftables.TypeVerdict}
+		if err := q.in(svcShardTable(k.shard)).elems(set, sets[k][0], sets[k][1]); err != nil {
 			return err
 		}
 	}
-	if err := q.counted(oldHP, st.hairpin, hairpinKey, svcHairpin4, svcHairpin6); err != nil {
+	return nil
+}
+
+// globals queues the NodePort addresses, the cluster's networks (in
+// every shard), the Service ranges, and the hairpin and ClusterIP
+// elements that changed (in the main table).
+func (q *svcQueue) globals(st *svcState, snap *svcmodel.Snapshot, oldHP, oldCIP map[netip.Addr]int) error {
+	for i := range svcShards {
+		was, now := shardGlobals(st.snap), shardGlobals(snap)
+		for j := range was {
+			if err := q.in(svcShardTable(i)).elems(now[j].set, was[j].elems, now[j].elems); err != nil {
+				return err
+			}
+		}
+	}
+	mq := q.in(svcTable())
+	was, now := serviceCIDRSets(st.snap), serviceCIDRSets(snap)
+	for i := range was {
+		if err := mq.elems(now[i].set, was[i].elems, now[i].elems); err != nil {
+			return err
+		}
+	}
+	if err := mq.counted(oldHP, st.hairpin, hairpinKey, svcHairpin4, svcHairpin6); err != nil {
 		return err
 	}
-	return q.counted(oldCIP, st.cips, netip.Addr.AsSlice, svcClusterIPs4, svcClusterIPs6)
+	return mq.counted(oldCIP, st.cips, netip.Addr.AsSlice, svcClusterIPs4, svcClusterIPs6)
 }
 
 // counted queues the elements of a pair of address sets (IPv4, IPv6)
@@ -203,12 +234,4 @@ func (q *svcQueue) counted(old, now map[netip.Addr]int, key func(netip.Addr) []b
 		}
 	}
 	return nil
-}
-
-// globalSetsOf are the NodePort addresses', the cluster networks' and
-// the Service ranges' sets of snap.
-func (st *svcState) globalSetsOf(snap *svcmodel.Snapshot) []setSpec {
-	sub := &svcState{snap: snap}
-	all := sub.globalSets()
-	return all[3:9]
 }

@@ -62,29 +62,41 @@ type ServicesTableView struct {
 	NodePortAddrs []netip.Addr      `json:"nodePortAddrs"`
 }
 
-// ReadServices reads the services table of h's namespace; nil, nil when
-// there is none.
+// ReadServices reads the services tables of h's namespace (the main
+// table and its shards, whatever their count); nil, nil when there are
+// none.
 func (h *Handle) ReadServices() (*ServicesTableView, error) {
-	if _, err := h.nftConn(); err != nil {
-		return nil, err
-	}
-	tb := svcTable()
-	if ok, err := h.nftTableExists(uint8(tb.Family), tb.Name); err != nil || !ok {
+	names, err := h.ServicesTablesIn()
+	if err != nil || len(names) == 0 {
 		if err != nil {
 			return nil, fmt.Errorf("read the services table in %s: %w", h.where(), err)
 		}
 		return nil, nil
 	}
-	r := &svcReader{h: h, elems: map[string][]nftElem{}, sets: map[string]*nftables.Set{}, slotsOf: map[string]map[string][]nftElem{}}
-	v, err := r.read()
-	if err != nil {
-		return nil, fmt.Errorf("read the services table in %s: %w", h.where(), err)
+	v := &ServicesTableView{Frontends: []ServiceFrontend{}, NodePortAddrs: []netip.Addr{}}
+	for _, name := range names {
+		r := &svcReader{h: h, table: &nftables.Table{Name: name, Family: nftables.TableFamilyINet},
+			elems: map[string][]nftElem{}, sets: map[string]*nftables.Set{}, slotsOf: map[string]map[string][]nftElem{}}
+		if err := r.read(v); err != nil {
+			return nil, fmt.Errorf("read the services table %s in %s: %w", name, h.where(), err)
+		}
 	}
+	for i := range v.Frontends {
+		v.Frontends[i].AffinitySeconds = int64(v.Frontends[i].Affinity / time.Second)
+	}
+	slices.SortFunc(v.Frontends, func(a, b ServiceFrontend) int {
+		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Protocol, b.Protocol),
+			cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)), a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+	})
+	slices.SortFunc(v.NodePortAddrs, netip.Addr.Compare)
+	v.NodePortAddrs = slices.Compact(v.NodePortAddrs)
 	return v, nil
 }
 
+// svcReader reads one of the services tables.
 type svcReader struct {
 	h     *Handle
+	table *nftables.Table
 	rules map[string][]*nftables.Rule
 	sets  map[string]*nftables.Set
 	elems map[string][]nftElem // by set, read once
@@ -93,11 +105,16 @@ type svcReader struct {
 	slotsOf map[string]map[string][]nftElem
 }
 
+// setElems are the elements of set name; none when the table has no
+// such set (the main table has no frontend maps).
 func (r *svcReader) setElems(name string) ([]nftElem, error) {
 	if es, ok := r.elems[name]; ok {
 		return es, nil
 	}
-	es, err := r.h.dumpFamilyElems(nftables.TableFamilyINet, ServicesTable, name)
+	if r.sets[name] == nil {
+		return nil, nil
+	}
+	es, err := r.h.dumpFamilyElems(r.table.Family, r.table.Name, name)
 	if err != nil {
 		return nil, err
 	}
@@ -105,23 +122,23 @@ func (r *svcReader) setElems(name string) ([]nftElem, error) {
 	return es, nil
 }
 
-func (r *svcReader) read() (*ServicesTableView, error) {
+// read adds the table's frontends and NodePort addresses to v.
+func (r *svcReader) read(v *ServicesTableView) error {
 	var err error
-	if r.rules, err = r.h.dumpRules(svcTable(), ""); err != nil {
-		return nil, err
+	if r.rules, err = r.h.dumpRules(r.table, ""); err != nil {
+		return err
 	}
-	sets, err := r.h.nft.GetSets(svcTable())
+	sets, err := r.h.nft.GetSets(r.table)
 	if err != nil {
-		return nil, fmt.Errorf("list sets: %w", err)
+		return fmt.Errorf("list sets: %w", err)
 	}
 	for _, s := range sets {
 		r.sets[s.Name] = s
 	}
-	v := &ServicesTableView{Frontends: []ServiceFrontend{}, NodePortAddrs: []netip.Addr{}}
 	for _, name := range []string{svcNodePortAddrs4, svcNodePortAddrs6} {
 		es, err := r.setElems(name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, e := range es {
 			if a, ok := netip.AddrFromSlice(e.key); ok {
@@ -132,7 +149,7 @@ func (r *svcReader) read() (*ServicesTableView, error) {
 	for _, f := range []fam{fam4, fam6} {
 		es, err := r.setElems(f.ips)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, e := range es {
 			if len(e.key) != int(f.alen)+8 || e.jump == "" {
@@ -142,14 +159,14 @@ func (r *svcReader) read() (*ServicesTableView, error) {
 			fe := ServiceFrontend{Family: int(f.f), Addr: a, Protocol: protoName(e.key[f.alen]),
 				Port: uint16(e.key[f.alen+4])<<8 | uint16(e.key[f.alen+5])}
 			if err := r.fill(&fe, e.jump); err != nil {
-				return nil, err
+				return err
 			}
 			v.Frontends = append(v.Frontends, fe)
 		}
 	}
 	nps, err := r.setElems(ServiceNodePorts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range nps {
 		if len(e.key) != 8 || e.jump == "" {
@@ -176,19 +193,12 @@ func (r *svcReader) read() (*ServicesTableView, error) {
 			}
 			fe := ServiceFrontend{Kind: "NodePort", Family: f, Protocol: protoName(e.key[0]), Port: uint16(e.key[4])<<8 | uint16(e.key[5])}
 			if err := r.fill(&fe, target); err != nil {
-				return nil, err
+				return err
 			}
 			v.Frontends = append(v.Frontends, fe)
 		}
 	}
-	for i := range v.Frontends {
-		v.Frontends[i].AffinitySeconds = int64(v.Frontends[i].Affinity / time.Second)
-	}
-	slices.SortFunc(v.Frontends, func(a, b ServiceFrontend) int {
-		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Family, b.Family), cmp.Compare(a.Protocol, b.Protocol),
-			cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)), a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
-	})
-	return v, nil
+	return nil
 }
 
 func kindOrder(k string) int {

@@ -40,10 +40,10 @@ const (
 	regSlotKey = 19 // NFT_REG32_11
 )
 
-// slotShard is the slot map that holds sp's slots.
+// slotShard is the slot map that holds sp's slots, in sp's shard table.
 func slotShard(sp *svcmodel.ServicePort) int {
 	id := slotTableID(sp, "")
-	return (int(id[0])<<8 | int(id[1])) % svcSlotShards
+	return (int(id[0])<<8 | int(id[1])) % svcSlotMaps
 }
 
 func slotMapName(f fam, shard int) string {

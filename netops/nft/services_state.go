@@ -145,78 +145,48 @@ func svcOf(k spk) svcmodel.ServiceName {
 	return svcmodel.ServiceName{Namespace: k.name.Namespace, Name: k.name.Name}
 }
 
-// front is the chain frontend element fk goes to ("" for none).
-func (st *svcState) front(fk frontKey) string {
+// front is the chain frontend element fk goes to ("" for none) and the
+// shard of the ServicePort that has it (its element's table; -1 for
+// none).
+func (st *svcState) front(fk frontKey) (int, string) {
 	claims := st.fronts[fk]
 	if len(claims) == 0 {
-		return ""
+		return -1, ""
 	}
-	return slices.MinFunc(claims, func(a, b portChain) int { return cmpSpk(a.key, b.key) }).chain
+	c := slices.MinFunc(claims, func(a, b portChain) int { return cmpSpk(a.key, b.key) })
+	return shardOfKey(c.key), c.chain
 }
 
-// npRules are the rules of NodePort k's chain: per family, its
-// ServicePort's external chain.
-func (st *svcState) npRules(k npKey) []*nftables.Rule {
+// np is NodePort k's shard (its first claim's: -1 for none) and the
+// rules of its chain there: per family, its ServicePort's external
+// chain (claims of other shards, two Services with one NodePort, are
+// left out).
+func (st *svcState) np(k npKey) (int, []*nftables.Rule) {
 	claims := st.nps[k]
+	if len(claims) == 0 {
+		return -1, nil
+	}
+	shard := shardOfKey(slices.MinFunc(slices.Collect(maps.Keys(claims)), cmpSpk))
 	keys := slices.SortedFunc(maps.Keys(claims), func(a, b spk) int {
 		return cmp.Or(cmp.Compare(claims[a].f, claims[b].f), cmpSpk(a, b))
 	})
 	var rules []*nftables.Rule
 	for _, key := range keys {
+		if shardOfKey(key) != shard {
+			continue
+		}
 		c := claims[key]
 		rules = append(rules, &nftables.Rule{
 			Exprs:    append(svcFam(c.f).isFamily(), gotoChain(c.chain)),
 			UserData: userdata.AppendString(nil, userdata.TypeComment, st.ports[key].sp.Name.String()+" NodePort"),
 		})
 	}
-	return rules
+	return shard, rules
 }
 
-// globalSets are the table's own sets and maps, with their elements.
-func (st *svcState) globalSets() []setSpec {
-	ipsKey4 := nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
-	ipsKey6 := nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
-	npKeyT := nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
-	vmap := func(name string, key nftables.SetDatatype) *nftables.Set {
-		return &nftables.Set{Name: name, KeyType: key, DataType: nftables.TypeVerdict, IsMap: true}
-	}
-	ips := map[string][]nftables.SetElement{}
-	for _, fk := range slices.SortedFunc(maps.Keys(st.fronts), func(a, b frontKey) int { return cmp.Or(cmp.Compare(a.set, b.set), cmp.Compare(a.key, b.key)) }) {
-		ips[fk.set] = append(ips[fk.set], nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(st.front(fk))})
-	}
-	var nps []nftables.SetElement
-	for _, k := range st.npKeys() {
-		nps = append(nps, nftables.SetElement{Key: k.elem(), VerdictData: gotoChain(k.chain())})
-	}
-	var npa, cidrs, scidrs, hp, cips [2][]nftables.SetElement
-	// The slot maps' elements, each map's sized first (310,000 slots at
-	// 10,000 Services x 4 endpoints: growing them was a fifth of a first
-	// sync's allocations).
-	var slots [2][svcSlotShards][]nftables.SetElement
-	var slotN [2][svcSlotShards]int
-	keys := slices.SortedFunc(maps.Keys(st.ports), cmpSpk)
-	shards := make([]uint16, len(keys))
-	for j, key := range keys {
-		ps := st.ports[key]
-		shards[j] = uint16(slotShard(ps.sp))
-		slotN[famIdxOf(ps.sp.Family)][shards[j]] += slotLen(ps.r.slots)
-	}
-	for j, key := range keys {
-		ps := st.ports[key]
-		i, sh := famIdxOf(ps.sp.Family), shards[j]
-		if slots[i][sh] == nil {
-			slots[i][sh] = make([]nftables.SetElement, 0, slotN[i][sh])
-		}
-		slots[i][sh] = appendSlotElems(slots[i][sh], ps.r.slots)
-	}
-	for _, a := range st.snap.NodePortAddrs {
-		i := famIdx(a)
-		npa[i] = append(npa[i], nftables.SetElement{Key: a.Unmap().AsSlice()})
-	}
-	for i, v6 := range []bool{false, true} {
-		cidrs[i] = prefixIntervals(st.snap.ClusterCIDRs, v6)
-		scidrs[i] = prefixIntervals(st.snap.ServiceCIDRs, v6)
-	}
+// mainSets are the main table's sets, with their elements.
+func (st *svcState) mainSets() []setSpec {
+	var hp, cips [2][]nftables.SetElement
 	for _, a := range slices.SortedFunc(maps.Keys(st.hairpin), netip.Addr.Compare) {
 		i := famIdx(a)
 		hp[i] = append(hp[i], nftables.SetElement{Key: hairpinKey(a)})
@@ -225,29 +195,100 @@ func (st *svcState) globalSets() []setSpec {
 		i := famIdx(a)
 		cips[i] = append(cips[i], nftables.SetElement{Key: a.AsSlice()})
 	}
-	out := []setSpec{
-		{set: sized(vmap(ServiceIPs4, ipsKey4), len(ips[ServiceIPs4])), elems: ips[ServiceIPs4]},
-		{set: sized(vmap(ServiceIPs6, ipsKey6), len(ips[ServiceIPs6])), elems: ips[ServiceIPs6]},
-		{set: vmap(ServiceNodePorts, npKeyT), elems: nps},
+	return append(serviceCIDRSets(st.snap),
+		setSpec{set: sized(&nftables.Set{Name: svcHairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}, len(hp[0])), elems: hp[0]},
+		setSpec{set: sized(&nftables.Set{Name: svcHairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)}, len(hp[1])), elems: hp[1]},
+		setSpec{set: sized(&nftables.Set{Name: svcClusterIPs4, KeyType: nftables.TypeIPAddr}, len(cips[0])), elems: cips[0]},
+		setSpec{set: sized(&nftables.Set{Name: svcClusterIPs6, KeyType: nftables.TypeIP6Addr}, len(cips[1])), elems: cips[1]},
+	)
+}
+
+// serviceCIDRSets are the Service ranges' sets of snap (main table).
+func serviceCIDRSets(snap *svcmodel.Snapshot) []setSpec {
+	return []setSpec{
+		{set: &nftables.Set{Name: svcServiceCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: prefixIntervals(snap.ServiceCIDRs, false)},
+		{set: &nftables.Set{Name: svcServiceCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: prefixIntervals(snap.ServiceCIDRs, true)},
+	}
+}
+
+// shardGlobals are the sets every shard has alike (the NodePort
+// addresses, the cluster's networks), with their elements, of snap.
+func shardGlobals(snap *svcmodel.Snapshot) []setSpec {
+	var npa, cidrs [2][]nftables.SetElement
+	for _, a := range snap.NodePortAddrs {
+		i := famIdx(a)
+		npa[i] = append(npa[i], nftables.SetElement{Key: a.Unmap().AsSlice()})
+	}
+	for i, v6 := range []bool{false, true} {
+		cidrs[i] = prefixIntervals(snap.ClusterCIDRs, v6)
+	}
+	return []setSpec{
 		{set: &nftables.Set{Name: svcNodePortAddrs4, KeyType: nftables.TypeIPAddr}, elems: npa[0]},
 		{set: &nftables.Set{Name: svcNodePortAddrs6, KeyType: nftables.TypeIP6Addr}, elems: npa[1]},
 		{set: &nftables.Set{Name: svcClusterCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: cidrs[0]},
 		{set: &nftables.Set{Name: svcClusterCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: cidrs[1]},
-		{set: &nftables.Set{Name: svcServiceCIDRs4, KeyType: nftables.TypeIPAddr, Interval: true}, elems: scidrs[0]},
-		{set: &nftables.Set{Name: svcServiceCIDRs6, KeyType: nftables.TypeIP6Addr, Interval: true}, elems: scidrs[1]},
-		{set: sized(&nftables.Set{Name: svcHairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr)}, len(hp[0])), elems: hp[0]},
-		{set: sized(&nftables.Set{Name: svcHairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr)}, len(hp[1])), elems: hp[1]},
-		{set: sized(&nftables.Set{Name: svcClusterIPs4, KeyType: nftables.TypeIPAddr}, len(cips[0])), elems: cips[0]},
-		{set: sized(&nftables.Set{Name: svcClusterIPs6, KeyType: nftables.TypeIP6Addr}, len(cips[1])), elems: cips[1]},
 	}
-	for i, f := range []fam{fam4, fam6} {
-		for sh := range svcSlotShards {
-			// (late: perf of a first sync at 10,000 Services x 4
-			// endpoints, 2 shards' maps bound by 40 rules each before
-			// their 1,200 elements: the kernel's walks were a quarter of
-			// the sync's CPU, nf_tables_bind_check_setelem and
-			// nft_hash_walk)
-			out = append(out, setSpec{set: sized(slotMap(f, sh), len(slots[i][sh])), elems: slots[i][sh], late: true})
+}
+
+// shardSets are each shard's own sets and maps, with their elements:
+// the frontend maps, the slot maps and shardGlobals.
+func (st *svcState) shardSets() [svcShards][]setSpec {
+	ipsKey4 := nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
+	ipsKey6 := nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
+	npKeyT := nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+	vmap := func(name string, key nftables.SetDatatype) *nftables.Set {
+		return &nftables.Set{Name: name, KeyType: key, DataType: nftables.TypeVerdict, IsMap: true}
+	}
+	var ips [svcShards]map[string][]nftables.SetElement
+	for _, fk := range slices.SortedFunc(maps.Keys(st.fronts), func(a, b frontKey) int { return cmp.Or(cmp.Compare(a.set, b.set), cmp.Compare(a.key, b.key)) }) {
+		sh, chain := st.front(fk)
+		if ips[sh] == nil {
+			ips[sh] = map[string][]nftables.SetElement{}
+		}
+		ips[sh][fk.set] = append(ips[sh][fk.set], nftables.SetElement{Key: []byte(fk.key), VerdictData: gotoChain(chain)})
+	}
+	var nps [svcShards][]nftables.SetElement
+	for _, k := range st.npKeys() {
+		sh, _ := st.np(k)
+		nps[sh] = append(nps[sh], nftables.SetElement{Key: k.elem(), VerdictData: gotoChain(k.chain())})
+	}
+	// The slot maps' elements, each map's sized first (310,000 slots at
+	// 10,000 Services x 4 endpoints: growing them was a fifth of a first
+	// sync's allocations).
+	var slots [svcShards][2][svcSlotMaps][]nftables.SetElement
+	var slotN [svcShards][2][svcSlotMaps]int
+	keys := slices.SortedFunc(maps.Keys(st.ports), cmpSpk)
+	where := make([][2]uint16, len(keys)) // shard table, slot map
+	for j, key := range keys {
+		ps := st.ports[key]
+		where[j] = [2]uint16{uint16(shardOfKey(key)), uint16(slotShard(ps.sp))}
+		slotN[where[j][0]][famIdxOf(ps.sp.Family)][where[j][1]] += slotLen(ps.r.slots)
+	}
+	for j, key := range keys {
+		ps := st.ports[key]
+		t, i, sh := where[j][0], famIdxOf(ps.sp.Family), where[j][1]
+		if slots[t][i][sh] == nil {
+			slots[t][i][sh] = make([]nftables.SetElement, 0, slotN[t][i][sh])
+		}
+		slots[t][i][sh] = appendSlotElems(slots[t][i][sh], ps.r.slots)
+	}
+	globals := shardGlobals(st.snap)
+	var out [svcShards][]setSpec
+	for t := range svcShards {
+		out[t] = append([]setSpec{
+			{set: sized(vmap(ServiceIPs4, ipsKey4), len(ips[t][ServiceIPs4])), elems: ips[t][ServiceIPs4]},
+			{set: sized(vmap(ServiceIPs6, ipsKey6), len(ips[t][ServiceIPs6])), elems: ips[t][ServiceIPs6]},
+			{set: vmap(ServiceNodePorts, npKeyT), elems: nps[t]},
+		}, globals...)
+		for i, f := range []fam{fam4, fam6} {
+			for sh := range svcSlotMaps {
+				// (late: perf of a first sync at 10,000 Services x 4
+				// endpoints, 2 shards' maps bound by 40 rules each before
+				// their 1,200 elements: the kernel's walks were a quarter of
+				// the sync's CPU, nf_tables_bind_check_setelem and
+				// nft_hash_walk)
+				out[t] = append(out[t], setSpec{set: sized(slotMap(f, sh), len(slots[t][i][sh])), elems: slots[t][i][sh], late: true})
+			}
 		}
 	}
 	return out
@@ -302,9 +343,14 @@ func (st *svcState) npKeys() []npKey {
 	return slices.SortedFunc(maps.Keys(st.nps), func(a, b npKey) int { return cmp.Or(cmp.Compare(a.proto, b.proto), cmp.Compare(a.port, b.port)) })
 }
 
-// baseChains are the hooked chains and the services chain.
-func (s *Services) baseChains() []chainSpec {
-	c := func(what string) []byte { return userdata.AppendString(nil, userdata.TypeComment, svcLabel+": "+what) }
+// svcComment is a table rule's comment.
+func svcComment(what string) []byte {
+	return userdata.AppendString(nil, userdata.TypeComment, svcLabel+": "+what)
+}
+
+// shardChains are a shard's hooked chains and its services chain.
+func shardChains() []chainSpec {
+	c := svcComment
 	jump := []*nftables.Rule{svcRule(c("Services"), &expr.Verdict{Kind: expr.VerdictJump, Chain: svcChainServices})}
 	var services []*nftables.Rule
 	for _, f := range []fam{fam4, fam6} {
@@ -319,6 +365,17 @@ func (s *Services) baseChains() []chainSpec {
 				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: regEP}, thPort(true, regEP+1),
 				&expr.Lookup{SourceRegister: regEP, SetName: ServiceNodePorts, IsDestRegSet: true, DestRegister: 0})...))
 	}
+	return []chainSpec{
+		baseChain("prerouting", nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump),
+		baseChain("output", nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump),
+		{name: svcChainServices, rules: services},
+	}
+}
+
+// mainChains are the main table's chains: postrouting's masquerade and
+// the Service range's check.
+func (s *Services) mainChains() []chainSpec {
+	c := svcComment
 	m := s.opts.MasqMark
 	post := []*nftables.Rule{svcRule(c("marked: masquerade"),
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
@@ -336,25 +393,29 @@ func (s *Services) baseChains() []chainSpec {
 				&expr.Masq{})...))
 	}
 	return append([]chainSpec{
-		baseChain("prerouting", nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump),
-		baseChain("output", nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump),
 		baseChain("postrouting", nftables.ChainTypeNAT, *nftables.ChainHookPostrouting, *nftables.ChainPriorityNATSource, post),
-		{name: svcChainServices, rules: services},
 	}, clusterIPsCheck(c)...)
 }
 
-// spec is the whole table as st renders it.
-func (st *svcState) spec(s *Services) *tableSpec {
-	ts := &tableSpec{table: svcTable(), owned: true, what: "the services table", sets: st.globalSets(), chains: s.baseChains()}
+// specs are the tables as st renders them: the main table, then the
+// shards in order.
+func (st *svcState) specs(s *Services) []*tableSpec {
+	out := []*tableSpec{{table: svcTable(), owned: true, what: "the services table", sets: st.mainSets(), chains: s.mainChains()}}
+	sets := st.shardSets()
+	for i := range svcShards {
+		out = append(out, &tableSpec{table: svcShardTable(i), owned: true, what: "the services table " + shardName(i),
+			sets: sets[i], chains: shardChains()})
+	}
 	for _, k := range st.npKeys() {
-		ts.chains = append(ts.chains, chainSpec{name: k.chain(), rules: st.npRules(k)})
+		sh, rules := st.np(k)
+		out[1+sh].chains = append(out[1+sh].chains, chainSpec{name: k.chain(), rules: rules})
 	}
 	for _, key := range slices.SortedFunc(maps.Keys(st.ports), cmpSpk) {
-		r := st.ports[key].r
+		r, ts := st.ports[key].r, out[1+shardOfKey(key)]
 		ts.sets = append(ts.sets, r.sets...)
 		ts.chains = append(ts.chains, r.chains...)
 	}
-	return ts
+	return out
 }
 
 // chosen are a ServicePort's endpoints (cluster and local).

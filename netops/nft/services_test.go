@@ -107,15 +107,19 @@ func TestServicesApplyIncremental(t *testing.T) {
 		}, "svc-8"},
 		{"a Service goes", func(s *svcmodel.Snapshot) { s.Ports = slices.Delete(s.Ports, 9, 10) }, "svc-9"},
 		{"no endpoints left", func(s *svcmodel.Snapshot) { s.Ports[10].ClusterEndpoints, s.Ports[10].HasEndpoints = nil, false }, "svc-10"},
+		// (its own shard's table only: the kernel validates that one)
+		{"a Service comes", func(s *svcmodel.Snapshot) { s.Ports = append(s.Ports, manySnap(301, 3).Ports[300]) }, "svc-300"},
 	}
 	for _, c := range changes {
 		t.Run(c.what, func(t *testing.T) {
 			next := manySnap(300, 3)
 			c.change(next)
 			sp := &snap.Ports[0]
-			for i := range snap.Ports {
-				if snap.Ports[i].Name.Name == c.id {
-					sp = &snap.Ports[i]
+			for _, ports := range [][]svcmodel.ServicePort{snap.Ports, next.Ports} {
+				for i := range ports {
+					if ports[i].Name.Name == c.id {
+						sp = &ports[i]
+					}
 				}
 			}
 			id := spID(sp)
@@ -135,7 +139,7 @@ func TestServicesApplyIncremental(t *testing.T) {
 			for _, names := range rec.names {
 				for _, n := range names {
 					switch {
-					case n == ServicesTable, n == ServiceIPs4, n == ServiceNodePorts, n == svcHairpin4, n == svcClusterCIDRs4, n == svcClusterIPs4, strings.HasPrefix(n, svcSlots4), len(n) < 6,
+					case n == ServicesTable, n == ServicesShardOf("ns", c.id), n == ServiceIPs4, n == ServiceNodePorts, n == svcHairpin4, n == svcClusterCIDRs4, n == svcClusterIPs4, strings.HasPrefix(n, svcSlots4), len(n) < 6,
 						strings.HasPrefix(n, "np-"), strings.Contains(n, id), strings.Contains(n, "/"+c.id+":"),
 						slices.Contains([]string{"payload", "lookup", "meta", "bitwise", "hash", "nat", "immediate", "cmp", "reject"}, n):
 					default:
@@ -143,8 +147,8 @@ func TestServicesApplyIncremental(t *testing.T) {
 					}
 				}
 			}
-			if len(rec.names) > 12 {
-				t.Errorf("%d messages for one Service's change, want a few", len(rec.names))
+			if len(rec.names) > 14 { // (a Service created: its chains, rules and elements, 13)
+				t.Errorf("%d messages for one Service's change, want a few: %q", len(rec.names), rec.names)
 			}
 			c2, err := k.Conn()
 			if err != nil {
@@ -191,7 +195,7 @@ func TestServicesResync(t *testing.T) {
 		}
 		sp := &snap.Ports[0]
 		id := spID(sp)
-		tb := svcTable()
+		tb := shardTableOf(spKey(sp))
 		must := func(err error) {
 			t.Helper()
 			if err != nil {
@@ -219,8 +223,13 @@ func TestServicesResync(t *testing.T) {
 
 // sameSvcDump compares two dumps by rules and elements.
 func sameSvcDump(a, b *svcDump) bool {
-	if len(a.chains) != len(b.chains) || len(a.elems) != len(b.elems) {
+	if len(a.chains) != len(b.chains) || len(a.elems) != len(b.elems) || len(a.shards) != len(b.shards) {
 		return false
+	}
+	for i := range a.shards {
+		if !sameSvcDump(a.shards[i], b.shards[i]) {
+			return false
+		}
 	}
 	for name, rules := range a.chains {
 		if !slices.EqualFunc(rules, b.chains[name], sameRule) {

@@ -22,23 +22,35 @@ import (
 // a connection's first packet, so that what a frontend leads to is
 // checked against the snapshot's semantics as a normal user.
 
-// svcTable read back from a kernel.
+// svcDump is one services table read back from a kernel: the main
+// table's, with its shards' (in order) in shards.
 type svcDump struct {
 	chains map[string][]*nftables.Rule
 	sets   map[string]*nftables.Set
 	elems  map[string][]nftables.SetElement
+	shards []*svcDump
 }
 
 func dumpSvc(t *testing.T, h *Handle, c *nftables.Conn) *svcDump {
 	t.Helper()
+	names := ServicesTables()
+	d := dumpSvcTable(t, h, c, names[0])
+	for _, n := range names[1:] {
+		d.shards = append(d.shards, dumpSvcTable(t, h, c, n))
+	}
+	return d
+}
+
+func dumpSvcTable(t *testing.T, h *Handle, c *nftables.Conn, name string) *svcDump {
+	t.Helper()
 	d := &svcDump{chains: map[string][]*nftables.Rule{}, sets: map[string]*nftables.Set{}, elems: map[string][]nftables.SetElement{}}
-	tb := svcTable()
+	tb := &nftables.Table{Name: name, Family: nftables.TableFamilyINet}
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ch := range chains {
-		if ch.Table.Name != ServicesTable {
+		if ch.Table.Name != name {
 			continue
 		}
 		rules, err := c.GetRules(tb, ch)
@@ -53,7 +65,7 @@ func dumpSvc(t *testing.T, h *Handle, c *nftables.Conn) *svcDump {
 	}
 	for _, s := range sets {
 		d.sets[s.Name] = s
-		el, err := h.dumpFamilyElems(nftables.TableFamilyINet, ServicesTable, s.Name)
+		el, err := h.dumpFamilyElems(nftables.TableFamilyINet, name, s.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,8 +301,9 @@ func (tr *svcTracer) rule(exprs []expr.Any) *expr.Verdict {
 
 const ctStatusDNATBit = 1 << 5
 
-// trace runs p through the hooks: the nat prerouting (or output, the
-// same chains), the filter forward (or output) with the destination
+// trace runs p through the hooks: the shards' nat prerouting (or
+// output, the same chains) one after the other until one translates or
+// ends it, the filter forward (or output) with the destination
 // translated, then the nat postrouting.
 func (d *svcDump) trace(p svcPkt, aff map[string]map[string][]byte) svcResult {
 	tr := &svcTracer{d: d, aff: aff, p: p}
@@ -299,7 +312,14 @@ func (d *svcDump) trace(p svcPkt, aff map[string]map[string][]byte) svcResult {
 	if p.fromNode {
 		hook, filter = "output", svcChainFilterOut
 	}
-	tr.run(hook)
+	for _, sh := range d.shards {
+		tr.d = sh
+		tr.run(hook)
+		if tr.res.verdict != "accept" {
+			break
+		}
+	}
+	tr.d = d
 	if tr.res.verdict == "drop" || tr.res.verdict == "reject" {
 		tr.res.masq = false
 		return tr.res

@@ -11,7 +11,7 @@
 //
 //   - first sync: from the proxy's start to the kernel's map of ClusterIPs
 //     holding all N Services (kube-proxy: ip table kube-proxy, map
-//     service-ips; cnibox: inet table cnibox-services, map service-ips4),
+//     service-ips; cnibox: inet tables cnibox-services-00.., map service-ips4),
 //     read from nftables' netlink notifications in the node namespace and
 //     checked with a dump of the map;
 //   - one change: a Service and its EndpointSlice created, from the first

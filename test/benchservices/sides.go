@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+
+	"github.com/cnibox/cnibox/netops/nft"
 )
 
 // proxy is one Service proxy under test, run in a node namespace of its
@@ -69,8 +71,9 @@ const serviceProxyFlag = "service-proxy"
 
 // cniboxProxy is cnibox-agent-kube with the Services proxy on
 // (--service-proxy), the overlay on the Kubernetes subnet manager as a
-// node runs it. Its ClusterIPs are elements of the inet table
-// cnibox-services' verdict map service-ips4 (issue 63's fixed names).
+// node runs it. Its ClusterIPs are elements of the verdict map
+// service-ips4 (issue 63's fixed names) of its shard tables
+// cnibox-services-00.. (each Service's in one).
 type cniboxProxy struct {
 	bin   string
 	extra []string // more flags (-agent-args)
@@ -105,7 +108,8 @@ func hasFlag(usage, name string) bool {
 }
 
 func (cniboxProxy) target() mapRef {
-	return mapRef{family: nftables.TableFamilyINet, table: "cnibox-services", set: "service-ips4"}
+	shards := nft.ServicesTables()[1:]
+	return mapRef{family: nftables.TableFamilyINet, table: shards[0], more: shards[1:], set: nft.ServiceIPs4}
 }
 
 func (p cniboxProxy) start(c *cluster, n *node) error {

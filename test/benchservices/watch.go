@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,17 +16,29 @@ import (
 
 // mapRef names the verdict map a proxy keeps its ClusterIPs in: the
 // first four bytes of an element's key are the IPv4 address (the key is
-// ipv4_addr . inet_proto . inet_service in both proxies).
+// ipv4_addr . inet_proto . inet_service in both proxies). A proxy whose
+// map is split over several tables (cnibox's shards) names the others
+// in more: a map of each, one map to the watch.
 type mapRef struct {
 	family nftables.TableFamily
 	table  string
 	set    string
+	more   []string
 }
 
 func (m mapRef) String() string {
 	fam := map[nftables.TableFamily]string{nftables.TableFamilyIPv4: "ip", nftables.TableFamilyINet: "inet"}[m.family]
+	if len(m.more) > 0 {
+		return fmt.Sprintf("%s %s (and %d more tables) map %s", fam, m.table, len(m.more), m.set)
+	}
 	return fmt.Sprintf("%s %s map %s", fam, m.table, m.set)
 }
+
+// tables are the tables of the map.
+func (m mapRef) tables() []string { return append([]string{m.table}, m.more...) }
+
+// isTable reports whether table is one of the map's.
+func (m mapRef) isTable(table string) bool { return slices.Contains(m.tables(), table) }
 
 // mapWatch follows one map in one network namespace from the kernel's
 // nftables notifications (the group nft monitor joins): which addresses
@@ -152,7 +165,7 @@ func (w *mapWatch) ours(data []byte) bool {
 	}
 	for ad.Next() {
 		if ad.Type() == unix.NFTA_TABLE_NAME {
-			return ad.String() == w.ref.table
+			return w.ref.isTable(ad.String())
 		}
 	}
 	return false
@@ -170,7 +183,7 @@ func (w *mapWatch) elements(data []byte, add bool, now time.Time) {
 		return
 	}
 	keys, table, set, err := decodeElems(data[4:])
-	if err != nil || table != w.ref.table || set != w.ref.set {
+	if err != nil || !w.ref.isTable(table) || set != w.ref.set {
 		return
 	}
 	for _, a := range keys {
@@ -255,21 +268,23 @@ func (w *mapWatch) dump() (map[netip.Addr]bool, error) {
 		return nil, err
 	}
 	defer conn.CloseLasting()
-	set, err := conn.GetSetByName(&nftables.Table{Name: w.ref.table, Family: w.ref.family}, w.ref.set)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return map[netip.Addr]bool{}, nil
+	out := map[netip.Addr]bool{}
+	for _, table := range w.ref.tables() {
+		set, err := conn.GetSetByName(&nftables.Table{Name: table, Family: w.ref.family}, w.ref.set)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %w", w.ref, err)
 		}
-		return nil, fmt.Errorf("%s: %w", w.ref, err)
-	}
-	els, err := conn.GetSetElements(set)
-	if err != nil {
-		return nil, fmt.Errorf("%s elements: %w", w.ref, err)
-	}
-	out := make(map[netip.Addr]bool, len(els))
-	for _, e := range els {
-		if len(e.Key) >= 4 {
-			out[netip.AddrFrom4([4]byte(e.Key[:4]))] = true
+		els, err := conn.GetSetElements(set)
+		if err != nil {
+			return nil, fmt.Errorf("%s elements: %w", w.ref, err)
+		}
+		for _, e := range els {
+			if len(e.Key) >= 4 {
+				out[netip.AddrFrom4([4]byte(e.Key[:4]))] = true
+			}
 		}
 	}
 	return out, nil

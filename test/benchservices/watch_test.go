@@ -73,6 +73,22 @@ func TestWatchKernelMaps(t *testing.T) {
 			if !has {
 				t.Errorf("after the dump %v is missing", benchIP(2))
 			}
+			if len(ref.more) == 0 {
+				return
+			}
+			// cnibox's map is one per shard table: a Service in another
+			// shard counts, from a notification and from a dump.
+			writeMap(t, ns, mapRef{family: ref.family, table: ref.more[len(ref.more)-1], set: ref.set}, benchIP(3))
+			if _, err := w.waitCount(3, 10*time.Second, alive); err != nil {
+				t.Fatalf("a Service in shard %s: %v", ref.more[len(ref.more)-1], err)
+			}
+			w.mu.Lock()
+			w.reset()
+			w.lost = true
+			w.mu.Unlock()
+			if _, err := w.waitCount(3, 10*time.Second, alive); err != nil {
+				t.Fatalf("a Service in shard %s, after a dump: %v", ref.more[len(ref.more)-1], err)
+			}
 		})
 	}
 }

@@ -199,7 +199,7 @@ func TestKubeServiceProxy(t *testing.T) {
 	until(t, fmt.Sprintf("the client reaches backend a over UDP through ClusterIP [%v]:53 (answer %q)", cip6, fromPod6),
 		answers(fromPod6, udp(netip.AddrPortFrom(cip6, 53))))
 	if in, _ := inServiceIPs4(t, n.ns, cip); !in {
-		t.Errorf("ClusterIP %v serves but is not in map %s of table inet %s", cip, nft.ServiceIPs4, nft.ServicesTable)
+		t.Errorf("ClusterIP %v serves but is not in map %s of the shard tables inet %s*", cip, nft.ServiceIPs4, nft.ServicesShardPrefix)
 	}
 	// From off the cluster through the NodePort: masqueraded to the node's
 	// address towards the backend.
@@ -409,10 +409,10 @@ func get200(url string) error {
 	return nil
 }
 
-// inServiceIPs4 reports whether map service-ips4 of table inet
-// cnibox-services in the namespace at ns has an element for addr (the
-// key's first four bytes: ipv4_addr . inet_proto . inet_service), and
-// whether the map is there at all.
+// inServiceIPs4 reports whether map service-ips4 of the services shard
+// tables (inet cnibox-services-00..) in the namespace at ns has an
+// element for addr (the key's first four bytes: ipv4_addr . inet_proto
+// . inet_service), and whether a shard's map is there at all.
 func inServiceIPs4(t *testing.T, ns string, addr netip.Addr) (in, ok bool) {
 	t.Helper()
 	f, err := os.Open(ns)
@@ -421,18 +421,21 @@ func inServiceIPs4(t *testing.T, ns string, addr netip.Addr) (in, ok bool) {
 	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
 	must(t, err)
 	defer conn.CloseLasting()
-	set, err := conn.GetSetByName(&nftables.Table{Name: nft.ServicesTable, Family: nftables.TableFamilyINet}, nft.ServiceIPs4)
-	if errors.Is(err, syscall.ENOENT) {
-		return false, false
-	}
-	must(t, err)
-	elems, err := conn.GetSetElements(set)
-	must(t, err)
 	a := addr.As4()
-	for _, e := range elems {
-		if len(e.Key) >= 4 && [4]byte(e.Key[:4]) == a {
-			return true, true
+	for _, table := range nft.ServicesTables()[1:] {
+		set, err := conn.GetSetByName(&nftables.Table{Name: table, Family: nftables.TableFamilyINet}, nft.ServiceIPs4)
+		if errors.Is(err, syscall.ENOENT) {
+			continue
+		}
+		must(t, err)
+		ok = true
+		elems, err := conn.GetSetElements(set)
+		must(t, err)
+		for _, e := range elems {
+			if len(e.Key) >= 4 && [4]byte(e.Key[:4]) == a {
+				return true, true
+			}
 		}
 	}
-	return false, true
+	return false, ok
 }

@@ -1,0 +1,208 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/svcmodel"
+)
+
+// TestServicesShards: each Service's frontends are elements of its own
+// shard's maps (ServicesShardOf) and of no other table's; the Services
+// spread over the shards; the main table has no frontend map.
+func TestServicesShards(t *testing.T) {
+	onKernels(t, "svcsh", func(t *testing.T, h *Handle) {
+		s := NewServices(h, ServicesOptions{})
+		snap := manySnap(64, 2)
+		if err := s.Apply(snap); err != nil {
+			t.Fatal(err)
+		}
+		names, err := h.ServicesTablesIn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(names, ServicesTables()) || len(names) != 1+svcShards {
+			t.Fatalf("tables %v, want %v", names, ServicesTables())
+		}
+		if ok, _ := h.nftSetExists(uint8(nftables.TableFamilyINet), ServicesTable, ServiceIPs4); ok {
+			t.Errorf("the main table has a map %s", ServiceIPs4)
+		}
+		used := map[string]bool{}
+		for _, sp := range snap.Ports {
+			want := ServicesShardOf(sp.Name.Namespace, sp.Name.Name)
+			used[want] = true
+			key := string(frontElem(sp.Frontends[0].Addr, unix.IPPROTO_TCP, sp.Frontends[0].Port))
+			for _, table := range names[1:] {
+				els, err := h.dumpFamilyElems(nftables.TableFamilyINet, table, ServiceIPs4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := slices.ContainsFunc(els, func(e nftElem) bool { return string(e.key) == key })
+				if in != (table == want) {
+					t.Errorf("%s's ClusterIP in %s's %s: %v, want %v", sp.Name, table, ServiceIPs4, in, table == want)
+				}
+			}
+		}
+		if len(used) < svcShards/2 {
+			t.Errorf("64 Services in %d shards, want them spread", len(used))
+		}
+		v, err := h.ReadServices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _, _ := h.ServicesFrontendCount(); v == nil || len(v.Frontends) != n || n != len(snap.Ports)+len(snapNodePorts(snap)) {
+			t.Errorf("inspect reads %d frontends, the count is %d, want %d", len(v.Frontends), n, len(snap.Ports)+len(snapNodePorts(snap)))
+		}
+	})
+}
+
+func snapNodePorts(snap *svcmodel.Snapshot) []svcmodel.Frontend {
+	var out []svcmodel.Frontend
+	for _, sp := range snap.Ports {
+		for _, fe := range sp.Frontends {
+			if fe.Kind == svcmodel.NodePort {
+				out = append(out, fe)
+			}
+		}
+	}
+	return out
+}
+
+// TestServicesShardsAdopt: an agent that finds the one-table layout of
+// before the shards (frontend maps and Service chains in the main table)
+// and a shard of another count makes the tables hold its snapshot: the
+// main table's old objects and the stale shard go; Delete then removes
+// every table of the proxy's.
+func TestServicesShardsAdopt(t *testing.T) {
+	onKernels(t, "svcad", func(t *testing.T, h *Handle) {
+		c, err := h.nftConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{ServicesTable, ServicesShardPrefix + "ff"} {
+			tb := c.AddTable(&nftables.Table{Name: name, Family: nftables.TableFamilyINet})
+			ch := c.AddChain(&nftables.Chain{Name: "svc-old", Table: tb})
+			c.AddRule(&nftables.Rule{Table: tb, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}})
+			m := &nftables.Set{Table: tb, Name: ServiceIPs4, IsMap: true, DataType: nftables.TypeVerdict,
+				KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)}
+			if err := c.AddSet(m, []nftables.SetElement{{Key: frontElem(addrPlus4(1), unix.IPPROTO_TCP, 80), VerdictData: gotoChain("svc-old")}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s := NewServices(h, ServicesOptions{})
+		snap := traceSnap()
+		if err := s.Apply(snap); err != nil {
+			t.Fatal(err)
+		}
+		names, err := h.ServicesTablesIn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(names, ServicesTables()) {
+			t.Errorf("after the first sync the tables are %v, want %v (the stale shard gone)", names, ServicesTables())
+		}
+		if ok, _ := h.nftSetExists(uint8(nftables.TableFamilyINet), ServicesTable, ServiceIPs4); ok {
+			t.Errorf("the main table kept its old map %s", ServiceIPs4)
+		}
+		if ok, _ := h.nftChainExists(uint8(nftables.TableFamilyINet), ServicesTable, "svc-old"); ok {
+			t.Error("the main table kept its old chain svc-old")
+		}
+		// A restarted agent (new Services) adopts the tables: nothing to send.
+		n := Transactions()
+		if err := NewServices(h, ServicesOptions{}).Resync(snap); err != nil {
+			t.Fatal(err)
+		}
+		if got := Transactions() - n; got != 0 {
+			t.Errorf("a restarted agent's first sync of the same snapshot sent %d transactions, want 0", got)
+		}
+		if err := s.Delete(); err != nil {
+			t.Fatal(err)
+		}
+		if names, err := h.ServicesTablesIn(); err != nil || len(names) != 0 {
+			t.Errorf("after Delete the tables are %v (%v), want none", names, err)
+		}
+		if err := s.Delete(); err != nil {
+			t.Errorf("Delete again: %v", err)
+		}
+	})
+}
+
+// TestServicesShardsClaims: an externalIP and port and a NodePort that
+// two Services of two shards claim are written in the first claim's
+// shard only; when that Service goes, Apply moves both to the other's
+// shard (and the tables are then as a resync would write them).
+func TestServicesShardsClaims(t *testing.T) {
+	onKernels(t, "svccl", func(t *testing.T, h *Handle) {
+		// two Service names of different shards, a before b
+		a, b := "a-0", ""
+		for i := 1; b == ""; i++ {
+			if n := fmt.Sprintf("b-%d", i); shardOf(svcmodel.ServiceName{Namespace: "ns", Name: n}) != shardOf(svcmodel.ServiceName{Namespace: "ns", Name: a}) {
+				b = n
+			}
+		}
+		port := func(name, cip string) svcmodel.ServicePort {
+			return svcmodel.ServicePort{Name: svcName("ns", name, ""), Family: svcmodel.IPv4, Protocol: svcmodel.TCP, HasEndpoints: true,
+				Frontends: []svcmodel.Frontend{svcFE(svcmodel.ClusterIP, cip, 80, svcmodel.IPv4),
+					svcFE(svcmodel.ExternalIP, "198.51.100.7", 80, svcmodel.IPv4), svcFE(svcmodel.NodePort, "", 30007, svcmodel.IPv4)},
+				ClusterEndpoints: []svcmodel.Endpoint{svcEP("10.64.0."+cip[len(cip)-1:], 8080)}}
+		}
+		both := &svcmodel.Snapshot{NodePortAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+			Ports: []svcmodel.ServicePort{port(a, "10.96.0.1"), port(b, "10.96.0.2")}}
+		onlyB := &svcmodel.Snapshot{NodePortAddrs: both.NodePortAddrs, Ports: both.Ports[1:],
+			Seq: 2, Partial: true, Changed: []svcmodel.ServiceName{{Namespace: "ns", Name: a}}}
+		both.Seq = 1
+		ext := string(frontElem(netip.MustParseAddr("198.51.100.7"), unix.IPPROTO_TCP, 80))
+		np := string(npKey{unix.IPPROTO_TCP, 30007}.elem())
+		where := func(set, key string) []string {
+			var out []string
+			for _, table := range ServicesTables()[1:] {
+				els, err := h.dumpFamilyElems(nftables.TableFamilyINet, table, set)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.ContainsFunc(els, func(e nftElem) bool { return string(e.key) == key }) {
+					out = append(out, table)
+				}
+			}
+			return out
+		}
+		s := NewServices(h, ServicesOptions{})
+		if err := s.Apply(both); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := where(ServiceIPs4, ext), []string{ServicesShardOf("ns", a)}; !slices.Equal(got, want) {
+			t.Errorf("the shared externalIP is in %v, want %v (the first claim's)", got, want)
+		}
+		if got, want := where(ServiceNodePorts, np), []string{ServicesShardOf("ns", a)}; !slices.Equal(got, want) {
+			t.Errorf("the shared NodePort is in %v, want %v", got, want)
+		}
+		if err := s.Apply(onlyB); err != nil {
+			t.Fatal(err)
+		}
+		if s.st == nil {
+			t.Fatal("Apply resynced")
+		}
+		if got, want := where(ServiceIPs4, ext), []string{ServicesShardOf("ns", b)}; !slices.Equal(got, want) {
+			t.Errorf("after %s went the externalIP is in %v, want %v", a, got, want)
+		}
+		if got, want := where(ServiceNodePorts, np), []string{ServicesShardOf("ns", b)}; !slices.Equal(got, want) {
+			t.Errorf("after %s went the NodePort is in %v, want %v", a, got, want)
+		}
+		n := Transactions()
+		if err := s.Resync(onlyB); err != nil {
+			t.Fatal(err)
+		}
+		if got := Transactions() - n; got != 0 {
+			t.Errorf("a resync after the move sent %d transactions, want 0 (Apply left the tables other than the snapshot)", got)
+		}
+	})
+}
