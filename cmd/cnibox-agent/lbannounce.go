@@ -14,8 +14,10 @@ import (
 
 // startLBAnnounce answers on the LAN for the LoadBalancer addresses this
 // node is elected for (--lb-announce) until ctx ends; wait returns once
-// it has released what it held.
-func startLBAnnounce(ctx context.Context, f *flags, health *agent.Health, network netip.Prefix, log *slog.Logger) (wait func()) {
+// it has released what it held. networks are the cluster's
+// (lbAnnounceNetworks): the announcer starts once the overlay holds its
+// lease on them.
+func startLBAnnounce(ctx context.Context, f *flags, health *agent.Health, networks []netip.Prefix, log *slog.Logger) (wait func()) {
 	if !f.lb.announce {
 		return func() {}
 	}
@@ -24,7 +26,7 @@ func startLBAnnounce(ctx context.Context, f *flags, health *agent.Health, networ
 			Cluster: f.cluster(), Cache: f.kube.cache, Log: log, Host: h, DataDir: f.dataDir, Namespace: f.lb.announceNS,
 			Register: registerer(health),
 			Overlay: func() (string, bool) {
-				uplink, _, ok := overlayUplink(f.dataDir, []netip.Prefix{network})
+				uplink, _, ok := overlayUplink(f.dataDir, networks)
 				return uplink, ok
 			},
 		})

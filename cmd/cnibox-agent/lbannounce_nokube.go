@@ -12,6 +12,6 @@ import (
 
 // startLBAnnounce: this build hands --kube-subnet-mgr (which
 // --lb-announce needs) over to cnibox-agent-kube before it gets here.
-func startLBAnnounce(context.Context, *flags, *agent.Health, netip.Prefix, *slog.Logger) func() {
+func startLBAnnounce(context.Context, *flags, *agent.Health, []netip.Prefix, *slog.Logger) func() {
 	return func() {}
 }

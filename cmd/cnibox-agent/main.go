@@ -214,9 +214,11 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 			wait := startEgress(ectx, f, health, nets, log)
 			defer func() { cancel(); wait() }()
 		}
-		if o.NetConf.EnableIPv4 {
+		if nets := lbAnnounceNetworks(o.NetConf); len(nets) > 0 {
+			// (IPv4, IPv6 or both: a single-stack IPv6 cluster's addresses
+			// are announced too, issue 64)
 			actx, acancel := context.WithCancel(ctx)
-			await := startLBAnnounce(actx, f, health, o.NetConf.Network, log) // lbannounce.go: --lb-announce
+			await := startLBAnnounce(actx, f, health, nets, log) // lbannounce.go: --lb-announce
 			defer func() { acancel(); await() }()
 		}
 		return agent.Run(ctx, o)
