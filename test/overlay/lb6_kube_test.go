@@ -15,7 +15,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cnibox/cnibox/agent/lbannounce"
 	"github.com/cnibox/cnibox/netops"
@@ -67,6 +69,33 @@ func waitLBHolder(t *testing.T, c *cluster, a netip.Addr, not string, among ...s
 	return nil
 }
 
+// waitLBService waits (a minute at most) until the client on the
+// underlay reaches the pod web through the Service's port 80 at the
+// address, held by holder: the holder's services table DNATs it to the
+// pod on node3 over vxlan's IPv6 overlay, masqueraded (Cluster) to an
+// address of the holder's.
+func waitLBService(t *testing.T, c *cluster, holder *node, web *pod) {
+	t.Helper()
+	h := openH(t, holder.ns)
+	var got string
+	var err error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got, err = askTCP(t, c.underlay, netip.AddrPortFrom(lb6IP, 80)); err != nil {
+			continue
+		}
+		from, ok := strings.CutPrefix(got, "web ")
+		a, perr := netip.ParseAddr(from)
+		if !ok || perr != nil {
+			continue
+		}
+		if ps, _ := h.Addrs(""); slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr() == a }) {
+			return
+		}
+	}
+	t.Fatalf("the client's connection to [%s]:80: %q (%v); want pod web's answer, seeing an address of %s's (the announcer, masqueraded)\n%s",
+		lb6IP, got, err, holder.name, netDump(holder.ns, c.nodes[2].ns, web.ns))
+}
+
 // TestKubeLBAnnounceIPv6Only: the LoadBalancer announcer on a single-stack
 // IPv6 cluster (net-conf.json with EnableIPv4 false, issue 64), the agents
 // the real binary with --kube-subnet-mgr --lb-announce over vxlan on
@@ -74,7 +103,10 @@ func waitLBHolder(t *testing.T, c *cluster, a netip.Addr, not string, among ...s
 // and node2 is held by one of them on its uplink, never node3, and the
 // client on the underlay reaches that node at it; at every instant at
 // most one node holds it and one MAC answers a neighbour solicitation for
-// it from the underlay (every 10 ms throughout). A LAN host that resolved
+// it from the underlay (every 10 ms throughout). With the Services proxy
+// beside it (--service-proxy), the client reaches a pod on node3 through
+// the single-stack IPv6 Service's port 80 at the address, masqueraded to
+// the holder's address, before and after the failover. A LAN host that resolved
 // it follows the holder's death (its agent SIGKILLed, its uplink down) to
 // the other node by that node's unsolicited neighbour advertisement, and
 // the client reaches the new holder. The Service deleted: no node holds
@@ -84,6 +116,7 @@ func TestKubeLBAnnounceIPv6Only(t *testing.T) {
 	c := newCluster(t, 3)
 	c.v6Only = true
 	c.kcpArgs = []string{"fd00:10:244::/56", "64"}
+	c.flannelConf() // (the manifest's conflist: the pods' default route via their bridge)
 	ul := openH(t, c.underlay)
 	nodad := netops.AddrOpts{NoDAD: true}
 	must(t, ul.EnsureAddr("br0", netip.MustParsePrefix("2001:db8:77::1/64"), nodad))
@@ -99,11 +132,13 @@ func TestKubeLBAnnounceIPv6Only(t *testing.T) {
 		serveName(t, n.ns, netip.AddrPortFrom(netip.IPv6Unspecified(), 8080), n.name)
 	}
 
-	cs, nodeCfg := c.startControlPlane()
+	// (an IPv6 Service range beside the IPv4 one the API server's own
+	// Service needs: the Service is single-stack IPv6)
+	cs, nodeCfg := c.startControlPlane("KCP_SERVICE_CIDR=10.96.0.0/16,fd00:96::/108")
 	netConf := filepath.Join(t.TempDir(), "net-conf.json")
 	must(t, os.WriteFile(netConf, []byte(v6OnlyNetConf), 0o644))
 	c.agentArgs = func(n *node) []string {
-		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name, "--lb-announce"}
+		return []string{"--kube-subnet-mgr", "--kubeconfig-file", nodeCfg, "--net-config-path", netConf, "--node-name", n.name, "--lb-announce", "--service-proxy"}
 	}
 	ctx := context.Background()
 	crd, err := os.ReadFile("../../deploy/kubernetes/loadbalancerippool-crd.yaml")
@@ -138,18 +173,40 @@ func TestKubeLBAnnounceIPv6Only(t *testing.T) {
 		})
 	}
 
+	// The Service's endpoint: a pod on node3 (not a candidate), with an
+	// IPv6 address only.
+	web, err := c.nodes[2].addPod("web")
+	if err != nil {
+		t.Fatalf("ADD web on node3: %v\nagent log:\n%s", err, c.nodes[2].log())
+	}
+	if web.ip.IsValid() || !web.ip6.IsValid() {
+		t.Fatalf("web: ADD gave %v and %v; want an IPv6 address alone", web.ip, web.ip6)
+	}
+	serveName(t, web.ns, netip.AddrPortFrom(web.ip6, 8080), "web")
+	node3 := "node3"
+	_, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web6-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web6"}},
+		AddressType: discoveryv1.AddressTypeIPv6,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{web.ip6.String()}, NodeName: &node3,
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr(""), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+
 	stop := nstest.WatchOneHolder(t, nstest.NewNDPProber(t, c.underlay, "br0"), lb6IP, 10*time.Millisecond, func() []string { return lbHolders(t, c, lb6IP) })
 	defer stop()
-	// A Service of type LoadBalancer holding the address (the IPAM's
-	// write, agent/lbipam, done here by hand).
+	// A Service of type LoadBalancer, single-stack IPv6, holding the
+	// address (the IPAM's write, agent/lbipam, done here by hand).
 	s, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web6"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web6"},
-			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}, metav1.CreateOptions{})
+			IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, IPFamilyPolicy: ptr(corev1.IPFamilyPolicySingleStack),
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
 	must(t, err)
 	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lb6IP.String()}}
 	_, err = cs.CoreV1().Services("default").UpdateStatus(ctx, s, metav1.UpdateOptions{})
 	must(t, err)
 	holder := waitLBHolder(t, c, lb6IP, "", "node1", "node2")
+	waitLBService(t, c, holder, web)
 
 	// A host of the LAN (the test's own namespace, on the underlay's
 	// bridge) resolves the address to the holder's MAC.
@@ -174,6 +231,7 @@ func TestKubeLBAnnounceIPv6Only(t *testing.T) {
 	must(t, openH(t, old.ns).SetLinkDown("eth0"))
 	holder = waitLBHolder(t, c, lb6IP, old.name, "node1", "node2")
 	t.Logf("%s died: %s holds %s", old.name, holder.name, lb6IP)
+	waitLBService(t, c, holder, web)
 	eventually(t, "the LAN host's neighbour entry of "+lb6IP.String()+" (an unsolicited advertisement from "+holder.name+")", func() string {
 		if mac := lanNeigh(t, self, lb6IP); mac != macOf(t, holder, "eth0") {
 			return fmt.Sprintf("%v, want %s's %v", mac, holder.name, macOf(t, holder, "eth0"))
