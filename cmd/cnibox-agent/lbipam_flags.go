@@ -23,7 +23,7 @@ func (l *lbIPAMFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.namespace, "lb-ipam-namespace", "kube-system", "kube, with --lb-ipam: the namespace of the Lease cnibox-lb-ipam (cnibox)")
 	fs.DurationVar(&l.renew, "lb-ipam-renew", 2*time.Second, "kube, with --lb-ipam: how often the allocating agent renews its Lease, which lasts three times that: "+
 		"another agent takes over that long after the holder died (cnibox)")
-	fs.BoolVar(&l.announce, "lb-announce", false, "kube, with --kube-subnet-mgr: answer on the LAN (ARP) for the LoadBalancerIPPools' addresses the Services hold: "+
+	fs.BoolVar(&l.announce, "lb-announce", false, "kube, with --kube-subnet-mgr: answer on the LAN (ARP for IPv4, NDP for IPv6) for the LoadBalancerIPPools' addresses the Services hold: "+
 		"one node at a time per address, elected on a Lease cnibox-lb-<address> among the nodes the pool's spec.announce.nodeSelector selects whose uplink network contains it "+
 		"(with a ready endpoint for externalTrafficPolicy Local) (docs/loadbalancer.md) (cnibox)")
 	fs.StringVar(&l.announceNS, "lb-announce-namespace", "cnibox-egress", "kube, with --lb-announce: the namespace of the Leases cnibox-lb-<address> (cnibox)")
