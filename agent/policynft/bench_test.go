@@ -82,7 +82,8 @@ func BenchmarkPolicyPodRelabel(b *testing.B) {
 		i++
 		p := &policy.Pod{Namespace: "ns1", Name: "p1", Node: "n2", IPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 1, 1, 2})},
 			Labels: map[string]string{"app": fmt.Sprintf("a%d", i%10), "tier": fmt.Sprint(i % 3)}}
-		must(b, s.Apply(e.Model(), e.SetPod(p)))
+		d := e.SetPod(p) // before Model: the model of the change
+		must(b, s.Apply(e.Model(), d))
 	}
 }
 
@@ -94,6 +95,7 @@ func BenchmarkPolicyChange(b *testing.B) {
 		i++
 		p := benchPolicy("ns0", 0)
 		p.Spec.Ingress[0].Ports = []networkingv1.NetworkPolicyPort{port(tcp, 80+i%2)}
-		must(b, s.Apply(e.Model(), e.SetNetworkPolicy(p)))
+		d := e.SetNetworkPolicy(p)
+		must(b, s.Apply(e.Model(), d))
 	}
 }

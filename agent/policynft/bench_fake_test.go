@@ -1,0 +1,133 @@
+package policynft_test
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/cnibox/cnibox/agent/policy"
+	"github.com/cnibox/cnibox/agent/policynft"
+	"github.com/cnibox/cnibox/netops/nft"
+	"github.com/cnibox/cnibox/netops/nft/nftfake"
+)
+
+// The cost of make bench-policy's burst on the engine and the syncer
+// alone, as any user (netops/nft/nftfake: the messages are built and
+// applied in memory; the kernel's own work and acks are not in it):
+//
+//	go test -run '^$' -bench 'PolicyBurst|PolicyFirstSync' -benchmem -count 5 ./agent/policynft
+
+// burstEngine is an engine on n1 in bench-policy's cluster (a third of
+// the pods on this node, as on its three nodes): namespaces bp0-bp9 of
+// 100 pods each with 200 NetworkPolicies of test/internal/policyload's
+// shape (backgroundPolicy), and namespace x, of 1,000 pods app=xK (K <
+// 200: each burst policy's ingress peer holds five), that no policy
+// selects yet.
+func burstEngine() *policy.Engine {
+	e := policy.NewEngine("n1")
+	e.SetNodeAddrs([]netip.Addr{nodeAddr, nodeAddr6})
+	pod := func(ns string, i int, labels map[string]string, ip netip.Addr) {
+		node := "n2"
+		if i%3 == 0 {
+			node = "n1"
+		}
+		e.SetPod(&policy.Pod{Namespace: ns, Name: fmt.Sprintf("p%d", i), Node: node, Labels: labels, IPs: []netip.Addr{ip}})
+	}
+	for i := range 10 {
+		e.SetNamespace(&policy.Namespace{Name: fmt.Sprintf("bp%d", i), Labels: map[string]string{"team": fmt.Sprintf("t%d", i%4)}})
+	}
+	for j := range 1000 {
+		k := j / 10
+		pod(fmt.Sprintf("bp%d", j%10), j, map[string]string{"app": fmt.Sprintf("a%d", k%10), "tier": fmt.Sprintf("t%d", (k/10)%3)},
+			netip.AddrFrom4([4]byte{10, 97, byte(j >> 8), byte(j)}))
+	}
+	for k := range 200 {
+		e.SetNetworkPolicy(backgroundPolicy(k))
+	}
+	e.SetNamespace(&policy.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}})
+	for i := range 1000 {
+		pod("x", i, map[string]string{"app": fmt.Sprintf("x%d", i%200)}, netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i)}))
+	}
+	return e
+}
+
+// backgroundPolicy is policyload.Policy's k-th of 10 namespaces: in bpK%10,
+// app=a(K/10%10) takes TCP 8000+K from tier=t(K%3) and namespaces
+// team=t(K%4), and sends TCP 9000+K to those namespaces.
+func backgroundPolicy(k int) *networkingv1.NetworkPolicy {
+	team := sel("team", fmt.Sprintf("t%d", k%4))
+	return np(fmt.Sprintf("bp%d", k%10), fmt.Sprintf("np%d", k), networkingv1.NetworkPolicySpec{
+		PodSelector: *sel("app", fmt.Sprintf("a%d", (k/10)%10)),
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: sel("tier", fmt.Sprintf("t%d", k%3))}, {NamespaceSelector: team}},
+			Ports: []networkingv1.NetworkPolicyPort{port(tcp, 8000+k)},
+		}},
+		Egress: []networkingv1.NetworkPolicyEgressRule{{
+			To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: team}}, Ports: []networkingv1.NetworkPolicyPort{port(tcp, 9000+k)},
+		}},
+	})
+}
+
+// BenchmarkPolicyBurst: bench-policy's 200 request/response policies
+// (burstPolicy) added one at a time to namespace x of 1,000 pods, each
+// change committed before the next (Apply before Run), on a table synced
+// with burstEngine's 200 other policies. One op is the 200 changes.
+func BenchmarkPolicyBurst(b *testing.B) {
+	const n = 200
+	ps := make([]*networkingv1.NetworkPolicy, n)
+	for k := range ps {
+		ps[k] = burstPolicy(k, n)
+	}
+	for range b.N {
+		b.StopTimer()
+		e := burstEngine()
+		s := policynft.NewOn(nft.OpenDial(nftfake.New().Dial()))
+		must(b, s.Full(e.Model()))
+		b.StartTimer()
+		for _, p := range ps {
+			d := e.SetNetworkPolicy(p) // before Model: the model of the change
+			must(b, s.Apply(e.Model(), d))
+		}
+		b.StopTimer()
+		if st := s.Stats(); st.Failed > 0 {
+			b.Fatalf("%d of %d transactions failed (each then a full sync)", st.Failed, st.Applied+st.Failed)
+		}
+		s.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPolicyFirstSync: the first sync of a restarted agent whose
+// engine holds burstEngine's 2,000 pods and 200 policies and the burst's
+// 200: the engine fed (pods, then policies held, as the watcher's first
+// list feeds it) and its model written to an empty table in one
+// transaction.
+func BenchmarkPolicyFirstSync(b *testing.B) {
+	const n = 200
+	ps := make([]*networkingv1.NetworkPolicy, n)
+	for k := range ps {
+		ps[k] = burstPolicy(k, n)
+	}
+	for range b.N {
+		b.StopTimer()
+		k := nftfake.New()
+		b.StartTimer()
+		e := burstEngine()
+		e.Hold()
+		for _, p := range ps {
+			e.SetNetworkPolicy(p)
+		}
+		d := e.Release()
+		s := policynft.NewOn(nft.OpenDial(k.Dial()))
+		must(b, s.Full(e.Model()))
+		b.StopTimer()
+		if got := len(e.Model().Rules.Ingress.NetworkPolicy); got < n {
+			b.Fatalf("%d policies in the model (delta %v), want at least %d", got, d.Rules, n)
+		}
+		s.Close()
+		b.StartTimer()
+	}
+}
