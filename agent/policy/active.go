@@ -11,13 +11,53 @@ import "github.com/cnibox/cnibox/internal/policymodel"
 // such a policy has rules and sets in the node's model (at 5,000 nodes a
 // node holds a few of the cluster's policies' subjects; the others' peer
 // sets were most of the agent's memory and of its table).
+//
+// It is memoised per compiled policy (a changed policy is a new one)
+// until the node's pods of the policy's namespace change (localChanged)
+// or, for a cluster's policy, any pod of the node or namespace's labels:
+// every rebuild asked it of every policy, each a walk of the node's pods
+// (planCaps: 2 s of bench-policy's profile).
 func (e *Engine) selectsLocal(c *compiled) bool {
+	if v, ok := e.selMemo[c]; ok {
+		return v
+	}
+	v := false
 	for _, p := range e.localPods {
 		if c.subject.matches(p, e.namespaces[p.Namespace], e.node) {
-			return true
+			v = true
+			break
 		}
 	}
-	return false
+	if e.selMemo == nil {
+		e.selMemo = map[*compiled]bool{}
+	}
+	e.selMemo[c] = v
+	return v
+}
+
+// localChanged drops what selectsLocal memoised of the policies whose
+// subject may hold a pod of namespace ns ("": of any namespace, a
+// namespace's labels changed; the cluster's policies read them): the
+// node's pods there changed.
+func (e *Engine) localChanged(ns string) {
+	for c := range e.selMemo {
+		if c.subject.ns == "" || (ns != "" && c.subject.ns == ns) {
+			delete(e.selMemo, c)
+		}
+	}
+}
+
+// pruneSelMemo drops what selectsLocal memoised of policies replaced or
+// gone, once they are as many as those that are not.
+func (e *Engine) pruneSelMemo() {
+	if len(e.selMemo) <= 2*(len(e.policies)+len(e.staged)) {
+		return
+	}
+	for c := range e.selMemo {
+		if e.policies[c.id] != c && e.staged[c.id] != c {
+			delete(e.selMemo, c)
+		}
+	}
 }
 
 // reactivate rebuilds the model when a change of this node's pods (of

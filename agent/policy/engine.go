@@ -33,6 +33,8 @@ type Engine struct {
 	staged     map[string]*compiled // evaluated, never enforced (staged.go)
 	defs       map[policymodel.SetID]*setDef
 	active     map[string]bool // the policies that select a pod of this node
+	// selMemo: selectsLocal of each policy, as far as known (active.go).
+	selMemo map[*compiled]bool
 	// The sets a pod may be in: those of its namespace (byNS), and those
 	// of any namespace (anyNS) that its namespace's labels let in
 	// (nsCands, filled on demand, dropped when the labels change).
@@ -88,6 +90,9 @@ func (e *Engine) SetPod(p *Pod) policymodel.Delta {
 	}
 	e.nsPods[p.Namespace][p.Name] = p
 	e.indexIPs(old, p)
+	if p.Node == e.node || (old != nil && old.Node == e.node) {
+		e.localChanged(p.Namespace)
+	}
 	switch {
 	case p.Node == e.node:
 		e.localForWrite()
@@ -143,6 +148,7 @@ func (e *Engine) DeletePod(namespace, name string) policymodel.Delta {
 	}
 	if old.Node == e.node {
 		e.localForWrite()
+		e.localChanged(namespace)
 	}
 	delete(e.localPods, old.Key())
 	delete(e.local, old.Key())
@@ -186,6 +192,7 @@ func (e *Engine) relabel(name string, old, ns *Namespace) policymodel.Delta {
 		return d
 	}
 	delete(e.nsCands, name)
+	e.localChanged("")
 	for id, def := range e.defs {
 		if def.nsSel == nil {
 			continue

@@ -54,9 +54,9 @@ func namespaceIssueID(ns string) string { return "ns/" + ns }
 // nsCaps is the engine's state of the namespace and node caps.
 type nsCaps struct {
 	lim capLimits
-	// shape is each namespace's clauses and sets, over all its policies
-	// (the same on every node), kept until one of them changes.
-	shape map[string][2]int
+	// counts is what each namespace's policies add up to, kept between
+	// rebuilds and changed by the policies that changed since (count).
+	counts map[string]*nsCount
 	// kept are the closed namespaces, as they were measured, kept until
 	// one of their policies changes (forget): a closed namespace's sets
 	// are not in the model, and measuring them again would fill them.
@@ -69,6 +69,89 @@ type nsCaps struct {
 	elems   map[string]int
 	node    int
 	recheck bool
+}
+
+// nsCount is a namespace's policies added up: the clauses and the sets
+// (by how many of them hold each) of all of them (the shape, the same on
+// every node) and of those that select a pod of this node (act...: what
+// the measure sizes). A rebuild counts what changed since the last one
+// (a policy added, replaced or gone, or its subject's first pod here
+// come or last gone), not every policy of the namespace again: at
+// bench-policy's 200 policies added to one namespace one at a time, the
+// namespace was measured again from its policies 200 times.
+type nsCount struct {
+	policies            map[string]countedPolicy // by ID, as counted
+	clauses, actClauses int
+	refs, actRefs       map[policymodel.SetID]int
+	defs                map[policymodel.SetID]*setDef // of actRefs' sets
+}
+
+// countedPolicy is a policy as its namespace's count holds it.
+type countedPolicy struct {
+	c      *compiled
+	active bool
+}
+
+func newNSCount() *nsCount {
+	return &nsCount{policies: map[string]countedPolicy{}, refs: map[policymodel.SetID]int{},
+		actRefs: map[policymodel.SetID]int{}, defs: map[policymodel.SetID]*setDef{}}
+}
+
+// count brings namespace ns's count to its policies pcs as they are now,
+// active being those that select a pod of this node.
+func (c *nsCaps) count(ns string, pcs []*compiled, active map[string]bool) *nsCount {
+	n := c.counts[ns]
+	if n == nil {
+		n = newNSCount()
+		c.counts[ns] = n
+	}
+	for _, pc := range pcs {
+		now := countedPolicy{c: pc, active: active[pc.id]}
+		was, ok := n.policies[pc.id]
+		if ok && was == now {
+			continue
+		}
+		if ok {
+			n.tally(was, -1)
+		}
+		n.tally(now, 1)
+		n.policies[pc.id] = now
+	}
+	if len(n.policies) > len(pcs) { // some are gone (IDs are unique)
+		ids := make(map[string]bool, len(pcs))
+		for _, pc := range pcs {
+			ids[pc.id] = true
+		}
+		for id, was := range n.policies {
+			if !ids[id] {
+				n.tally(was, -1)
+				delete(n.policies, id)
+			}
+		}
+	}
+	return n
+}
+
+// tally adds (sign 1) or takes away (-1) policy cp's clauses and sets.
+func (n *nsCount) tally(cp countedPolicy, sign int) {
+	n.clauses += sign * cp.c.clauses
+	for id := range cp.c.defs {
+		if n.refs[id] += sign; n.refs[id] == 0 {
+			delete(n.refs, id)
+		}
+	}
+	if !cp.active {
+		return
+	}
+	n.actClauses += sign * cp.c.clauses
+	for id, def := range cp.c.defs {
+		if n.actRefs[id] += sign; n.actRefs[id] == 0 {
+			delete(n.actRefs, id)
+			delete(n.defs, id)
+		} else if sign > 0 {
+			n.defs[id] = def // a set's key defines it: any holder's def
+		}
+	}
 }
 
 // nsLocal is what a namespace's policies cost on this node: the clauses
@@ -107,9 +190,9 @@ type capPlan struct {
 	open   []*nsLocal
 }
 
-// forget drops what is kept of namespace ns: one of its policies changed.
+// forget drops what is kept of closed namespace ns: one of its policies
+// changed (its count follows at its next measure).
 func (c *nsCaps) forget(ns string) {
-	delete(c.shape, ns)
 	delete(c.kept, ns)
 }
 
@@ -117,11 +200,12 @@ func (c *nsCaps) forget(ns string) {
 // decides which namespaces are closed.
 func (e *Engine) planCaps() *capPlan {
 	c := &e.caps
-	if c.shape == nil {
-		c.shape, c.kept = map[string][2]int{}, map[string]*nsLocal{}
+	if c.counts == nil {
+		c.counts, c.kept = map[string]*nsCount{}, map[string]*nsLocal{}
 	}
 	p := &capPlan{active: map[string]bool{}, byNS: map[string][]*compiled{}, closed: map[string]*policymodel.Issue{},
 		filled: map[policymodel.SetID]*policymodel.Set{}}
+	e.pruneSelMemo()
 	for _, ps := range []map[string]*compiled{e.policies, e.staged} {
 		for id, pc := range ps {
 			if e.selectsLocal(pc) {
@@ -135,6 +219,11 @@ func (e *Engine) planCaps() *capPlan {
 	for ns := range c.kept {
 		if p.byNS[ns] == nil {
 			delete(c.kept, ns) // its policies are gone
+		}
+	}
+	for ns := range c.counts {
+		if p.byNS[ns] == nil {
+			delete(c.counts, ns)
 		}
 	}
 	var cands []*nsLocal
@@ -161,45 +250,27 @@ func (e *Engine) planCaps() *capPlan {
 // measure measures namespace ns's policies: their clauses and sets (all
 // of them) against the namespace's caps, then the elements of the sets
 // of those that select a pod of this node, filling the new ones (kept in
-// p.filled) no further than the cap.
+// p.filled) no further than the cap. What the policies add up to is
+// their count (nsCount), brought up to date first.
 func (e *Engine) measure(ns string, p *capPlan) *nsLocal {
 	lim := e.caps.lim
 	l := &nsLocal{ns: ns, sets: map[policymodel.SetID]int{}, fresh: true}
-	shape, ok := e.caps.shape[ns]
-	if !ok {
-		ids := map[policymodel.SetID]bool{}
-		for _, pc := range p.byNS[ns] {
-			shape[0] += pc.clauses
-			for id := range pc.defs {
-				ids[id] = true
-			}
-		}
-		shape[1] = len(ids)
-		e.caps.shape[ns] = shape
-	}
+	n := e.caps.count(ns, p.byNS[ns], p.active)
 	switch {
-	case shape[0] > lim.nsClauses:
-		l.issue, l.own = nsIssue(ns, "clauses", shape[0], lim.nsClauses), true
+	case n.clauses > lim.nsClauses:
+		l.issue, l.own = nsIssue(ns, "clauses", n.clauses, lim.nsClauses), true
 		return l
-	case shape[1] > lim.nsSets:
-		l.issue, l.own = nsIssue(ns, "sets", shape[1], lim.nsSets), true
+	case len(n.refs) > lim.nsSets:
+		l.issue, l.own = nsIssue(ns, "sets", len(n.refs), lim.nsSets), true
 		return l
 	}
-	for _, pc := range p.byNS[ns] {
-		if !p.active[pc.id] {
-			continue
-		}
-		l.clauses += pc.clauses
-		for id, def := range pc.defs {
-			if _, ok := l.sets[id]; ok {
-				continue
-			}
-			n, ok := e.sizeOf(id, def, p, lim.nsElems-l.elems)
-			l.sets[id], l.elems = n, l.elems+n
-			if !ok {
-				l.issue, l.own = nsIssue(ns, "elements", l.elems, lim.nsElems), true
-				return l
-			}
+	l.clauses = n.actClauses
+	for id, def := range n.defs {
+		size, ok := e.sizeOf(id, def, p, lim.nsElems-l.elems)
+		l.sets[id], l.elems = size, l.elems+size
+		if !ok {
+			l.issue, l.own = nsIssue(ns, "elements", l.elems, lim.nsElems), true
+			return l
 		}
 	}
 	return l

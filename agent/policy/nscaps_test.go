@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -281,5 +282,91 @@ func TestNamedPortsOneSet(t *testing.T) {
 	_, _, clauses := modelCost(m)
 	if ported != 1 || clauses != 4 {
 		t.Errorf("%d Ported sets and %d clauses, want 1 and 4 (one clause per peer)", ported, clauses)
+	}
+}
+
+// planText is what plan decides, as text: the active policies, the
+// closed namespaces and on which cap, the open ones' measures.
+func planText(p *capPlan) string {
+	var b strings.Builder
+	b.WriteString("active")
+	for _, id := range slices.Sorted(maps.Keys(p.active)) {
+		b.WriteString(" " + id)
+	}
+	for _, ns := range slices.Sorted(maps.Keys(p.closed)) {
+		fmt.Fprintf(&b, "\nclosed %s %s", ns, p.closed[ns].Field)
+	}
+	open := slices.Clone(p.open)
+	slices.SortFunc(open, func(a, b *nsLocal) int { return strings.Compare(a.ns, b.ns) })
+	for _, l := range open {
+		fmt.Fprintf(&b, "\nopen %s clauses %d elems %d sets", l.ns, l.clauses, l.elems)
+		for _, id := range slices.Sorted(maps.Keys(l.sets)) {
+			fmt.Fprintf(&b, " %s:%d", id, l.sets[id])
+		}
+	}
+	return b.String()
+}
+
+// TestNamespaceCountIncremental: the caps' plan of an engine that counted
+// each change as it came (nsCount, the selectsLocal it memoised) is the
+// plan of the same engine measured afresh, after each of a run of
+// changes: policies added one at a time to a namespace until it passes
+// its cap of sets and closes, one replaced, some deleted (it opens
+// again), a staged one, a pod leaving the node and coming back (a
+// policy's only subject), a namespace relabelled, a policy of another
+// namespace.
+func TestNamespaceCountIncremental(t *testing.T) {
+	lim := defaultCapLimits
+	lim.nsSets = 9
+	e := feed(lim, testCluster(nil, nil))
+	peerPolicy := func(name, pod string, first, n int) *nv1.NetworkPolicy {
+		var peers []nv1.NetworkPolicyPeer
+		for i := range n {
+			peers = append(peers, nv1.NetworkPolicyPeer{PodSelector: sel("k", fmt.Sprint(first+i))})
+		}
+		return np("x", name, nv1.NetworkPolicySpec{PodSelector: *sel("pod", pod), Ingress: []nv1.NetworkPolicyIngressRule{{From: peers}}})
+	}
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"add p0", func() { e.SetNetworkPolicy(peerPolicy("p0", "a", 0, 2)) }},
+		{"add p1", func() { e.SetNetworkPolicy(peerPolicy("p1", "b", 2, 2)) }},
+		{"add p2 shared sets", func() { e.SetNetworkPolicy(peerPolicy("p2", "a", 0, 3)) }},
+		{"add p3", func() { e.SetNetworkPolicy(peerPolicy("p3", "c", 10, 2)) }},
+		{"add p4 past the cap", func() { e.SetNetworkPolicy(peerPolicy("p4", "a", 20, 4)) }},
+		{"replace p4", func() { e.SetNetworkPolicy(peerPolicy("p4", "b", 30, 1)) }},
+		{"delete p3", func() { e.DeleteNetworkPolicy("x", "p3") }},
+		{"delete p2", func() { e.DeleteNetworkPolicy("x", "p2") }},
+		{"staged", func() { e.SetStagedNetworkPolicy(peerPolicy("s0", "c", 40, 1)) }},
+		{"x/b leaves", func() {
+			p := PodFromAPI(apiPod("x", "b"))
+			p.Node = "n2"
+			e.SetPod(p)
+		}},
+		{"x/b back", func() { e.SetPod(PodFromAPI(apiPod("x", "b"))) }},
+		{"x/c deleted", func() { e.DeletePod("x", "c") }},
+		{"relabel y", func() { e.SetNamespace(&Namespace{Name: "y", Labels: map[string]string{"ns": "y", "k": "1"}}) }},
+		{"y's own", func() { e.SetNetworkPolicy(yOwn) }},
+		{"delete p0 p1 p4", func() {
+			for _, n := range []string{"p0", "p1", "p4"} {
+				e.DeleteNetworkPolicy("x", n)
+			}
+		}},
+	}
+	closedOnce := false
+	for _, s := range steps {
+		s.change()
+		caps, memo := e.caps, e.selMemo
+		e.caps, e.selMemo = nsCaps{lim: caps.lim}, nil
+		want := planText(e.planCaps())
+		e.caps, e.selMemo = caps, memo
+		if got := planText(e.planCaps()); got != want {
+			t.Errorf("after %s, the counted plan:\n%s\nwant (measured afresh):\n%s", s.name, got, want)
+		}
+		closedOnce = closedOnce || strings.Contains(want, "closed x sets")
+	}
+	if !closedOnce {
+		t.Error("x never passed its cap of sets: the run does not try the closed namespace")
 	}
 }
