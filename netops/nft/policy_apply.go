@@ -193,9 +193,10 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if c.Rules != nil {
 		var counters []string
 		t.prev = t.pt.fp
-		pc, counters = renderPolicy(c.Rules, func(chain, key string) bool {
-			return st.chains[chain] && t.prev != nil && t.prev[chain] == "src\n"+key
-		})
+		pc, counters = renderPolicyKeys(c.Rules, func(chain, key string) bool {
+			return st.chains[chain] && t.prev != nil && t.prev[chain] == key
+		}, t.pt.rulesKeys)
+		t.pt.rulesKeys = pc.keysUsed
 		for _, n := range counters {
 			keep[n] = true
 			if !st.counters[n] {
@@ -212,10 +213,11 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 		for name := range st.chains {
 			if !t.policyKeeps(name) {
 				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})
-				if err := t.unmark(name, st); err != nil {
-					return err
-				}
+				t.unmark(name, st)
 			}
+		}
+		if err := t.queueUnmarks(); err != nil {
+			return err
 		}
 	}
 	for _, s := range c.Sets {
@@ -322,12 +324,14 @@ func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) error {
 		if chains[n] == nil {
 			continue
 		}
+		pc.twinRules(n) // a twin written: its chain changed
 		for _, e := range pc.rules[n] {
 			cc.AddRule(&nftables.Rule{Table: tb, Chain: chains[n], Exprs: e})
 		}
-		if err := t.remark(n, st); err != nil {
-			return err
-		}
+		t.remark(n, st)
+	}
+	if err := t.queueRemarks(); err != nil {
+		return err
 	}
 	for n := range st.chains {
 		if !want[n] {

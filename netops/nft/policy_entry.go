@@ -154,17 +154,49 @@ func untrackedDiscovery() [][]expr.Any {
 
 // renderUntracked adds the untracked twin of each walk chain of names (of
 // one family) to pc, with the fingerprint key of its chain if it has one.
+// A twin's rules are its chain's, each made untracked (untrackedRule): a
+// delta renders them only for the twins it writes (twinRules), those
+// whose chain changed, as one fingerprint tells both apart
+// (fingerprints: a twin's is its chain's).
 func renderUntracked(pc *policyChains, names []string, v6 bool) {
 	for _, n := range names {
 		twin := untrackedChain(n)
 		pc.add(twin)
+		if pc.twins == nil {
+			pc.twins = map[string]twinOf{}
+		}
+		pc.twins[twin] = twinOf{chain: n, v6: v6}
 		if k, ok := pc.keys[n]; ok {
 			pc.keys[twin] = k
 		}
-		for _, r := range pc.rules[n] {
-			pc.add(twin, untrackedRule(r, v6))
+		if pc.keep == nil { // a full sync writes them all
+			pc.twinRules(twin)
 		}
 	}
+}
+
+// twinOf is the walk chain an untracked twin is made of, and its family.
+type twinOf struct {
+	chain string
+	v6    bool
+}
+
+// twinRules renders the rules of twin, an untracked twin, if they are
+// not yet (a twin's chain never changes once rendered).
+func (pc *policyChains) twinRules(twin string) {
+	t, ok := pc.twins[twin]
+	if !ok || pc.twinsDone[twin] {
+		return
+	}
+	if pc.twinsDone == nil {
+		pc.twinsDone = map[string]bool{}
+	}
+	pc.twinsDone[twin] = true
+	rules := make([][]expr.Any, 0, len(pc.rules[t.chain]))
+	for _, r := range pc.rules[t.chain] {
+		rules = append(rules, untrackedRule(r, t.v6))
+	}
+	pc.rules[twin] = rules
 }
 
 // untrackedRule is r with each conntrack load replaced by the packet's

@@ -12,13 +12,20 @@ import (
 // chains a change of the rules leaves as they are (policyKeeps).
 
 // fingerprints are the chains' rules as text (base chains: their hook), to
-// tell which chains a change of the rules leaves as they are.
+// tell which chains a change of the rules leaves as they are. An
+// untracked twin's is its chain's (its rules are a function of its
+// chain's: untrackedRule), so a twin is written when its chain is, and
+// its rules are rendered only then (twinRules).
 func fingerprints(pc *policyChains) map[string]string {
 	fp := make(map[string]string, len(pc.names)+len(policyBaseChains))
 	var b strings.Builder
 	for _, n := range pc.names {
 		if k, ok := pc.keys[n]; ok {
-			fp[n] = "src\n" + k
+			fp[n] = k // "src\n" and its source
+			continue
+		}
+		if t, ok := pc.twins[n]; ok {
+			fp[n] = "twin\n" + fp[t.chain] // its chain comes first (renderUntracked)
 			continue
 		}
 		b.Reset()

@@ -25,39 +25,51 @@ const policyMarksSet = "marks"
 // policyMarksObj is the policy table's set of chain marks.
 func policyMarksObj() *nftables.Set { return markSetObj(policyTableObj(), policyMarksSet) }
 
-// unmark queues, in a delta, the deletion of the mark of chain name,
-// which it flushes (see above).
-func (t *policyTxn) unmark(name string, st *policyState) error {
+// unmark notes, in a delta, the deletion of the mark of chain name,
+// which it flushes (see above): queueUnmarks queues them all.
+func (t *policyTxn) unmark(name string, st *policyState) {
 	if !st.sets[policyMarksSet] {
-		return nil
+		return
 	}
-	set := policyMarksObj()
 	if t.prev == nil {
 		if !t.marksFlushed {
-			t.conn().FlushSet(set)
+			t.conn().FlushSet(policyMarksObj())
 			t.marksFlushed = true
 		}
-		return nil
+		return
 	}
-	old, ok := t.prev[name]
-	if !ok {
-		return nil
+	if old, ok := t.prev[name]; ok {
+		t.unmarks = append(t.unmarks, nftables.SetElement{Key: chainMark(name, old)})
 	}
-	e := []nftables.SetElement{{Key: chainMark(name, old)}}
-	// Added first, so that a mark that is not there is no error.
-	if err := t.conn().SetAddElements(set, e); err != nil {
-		return err
-	}
-	return t.conn().SetDeleteElements(set, e)
 }
 
-// remark queues, in a delta, the mark of chain name, which it fills.
-func (t *policyTxn) remark(name string, st *policyState) error {
-	fp, ok := t.fp[name]
-	if !st.sets[policyMarksSet] || !ok {
+// queueUnmarks queues the deletion of the marks unmark noted, in two
+// messages whatever their number (one per chain and step was half the
+// messages of a policy's delta): added first, so that a mark that is not
+// there is no error.
+func (t *policyTxn) queueUnmarks() error {
+	if len(t.unmarks) == 0 {
 		return nil
 	}
-	return t.conn().SetAddElements(policyMarksObj(), []nftables.SetElement{{Key: chainMark(name, fp)}})
+	if err := t.conn().SetAddElements(policyMarksObj(), t.unmarks); err != nil {
+		return err
+	}
+	return t.conn().SetDeleteElements(policyMarksObj(), t.unmarks)
+}
+
+// remark notes, in a delta, the mark of chain name, which it fills:
+// queueRemarks queues them all, in one message.
+func (t *policyTxn) remark(name string, st *policyState) {
+	if fp, ok := t.fp[name]; ok && st.sets[policyMarksSet] {
+		t.remarks = append(t.remarks, nftables.SetElement{Key: chainMark(name, fp)})
+	}
+}
+
+func (t *policyTxn) queueRemarks() error {
+	if len(t.remarks) == 0 {
+		return nil
+	}
+	return t.conn().SetAddElements(policyMarksObj(), t.remarks)
 }
 
 // policyAuditSlices is the number of slices of the marked chains the

@@ -200,6 +200,14 @@ type policyChains struct {
 	// rendered when the kernel does not have them as they are (keep).
 	keys map[string]string
 	keep func(chain, key string) bool
+	// rulesKeys: rulesKey of the policies as a render before made them
+	// (nil: none), and keysUsed those of this render (policyTable).
+	rulesKeys, keysUsed map[*policymodel.Policy]string
+	// twins: the untracked twins (policy_entry.go) by name, each with
+	// the chain it is made of; twinsDone: those whose rules are
+	// rendered (twinRules).
+	twins     map[string]twinOf
+	twinsDone map[string]bool
 	// ids: policymodel.ShortID of the policies' and rules' IDs, each
 	// computed once per render.
 	ids map[string]string
@@ -276,7 +284,12 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 				ch := d.chain("n", pc.short(p.ID))
 				pc.add(bc, append(d.self(string(p.Subject), false), verdict(expr.VerdictJump, ch)))
 				pc.add(ch)
-				key := d.name + d.fam() + "|" + logKey(pc.log.Allow, pc.log.Staged) + "|" + rulesKey(pc, p.Rules)
+				rk, ok := pc.rulesKeys[p]
+				if !ok {
+					rk = rulesKey(pc, p.Rules)
+				}
+				pc.keysUsed[p] = rk
+				key := "src\n" + d.name + d.fam() + "|" + logKey(pc.log.Allow, pc.log.Staged) + "|" + rk
 				pc.keys[ch] = key
 				if pc.keep != nil && pc.keep(ch, key) {
 					continue // in the kernel as it is: not rendered
@@ -417,16 +430,23 @@ func logKey(s policymodel.LogScope, staged policymodel.SetID) string {
 
 // renderPolicy is every regular chain of r with its rules, and the
 // counters the rules use. keep (may be nil) says which of the chains made
-// from their source alone (policyChains.keys) the kernel has as they are:
-// those are named but not rendered.
+// from their source alone (policyChains.keys, their fingerprints) the
+// kernel has as they are: those are named but not rendered.
 func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*policyChains, []string) {
+	return renderPolicyKeys(r, keep, nil)
+}
+
+// renderPolicyKeys is renderPolicy with the rulesKeys of a render before
+// (policyTable.rulesKeys); the returned chains' keysUsed are this one's.
+func renderPolicyKeys(r *policymodel.Rules, keep func(chain, key string) bool, rulesKeys map[*policymodel.Policy]string) (*policyChains, []string) {
 	if keep != nil {
 		// A chain made from its source is kept only with its untracked
 		// twin (policy_entry.go): one is not rendered without the other.
 		kept := keep
 		keep = func(chain, key string) bool { return kept(chain, key) && kept(untrackedChain(chain), key) }
 	}
-	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log}
+	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log,
+		rulesKeys: rulesKeys, keysUsed: make(map[*policymodel.Policy]string, len(rulesKeys))}
 	renderGen(pc)
 	for _, v6 := range []bool{false, true} {
 		renderLinkLocal(pc, v6) // policy_linklocal.go: first in fwd6

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // policyTable is what the policy table learned about the kernel on one
@@ -30,6 +33,11 @@ type policyTable struct {
 	// audits: the full syncs this Handle made, which pick the slice of
 	// the marked chains the next one reads all the same (policyAudit).
 	audits int
+	// rulesKeys: rulesKey of each policy of the last rules rendered (a
+	// model's policy never changes: a new one replaces it), so that a
+	// change renders the keys of the policies it brings, not of every
+	// policy of the node again (a third of a delta's render at 400).
+	rulesKeys map[*policymodel.Policy]string
 }
 
 // policyOf is h's policyTable.
@@ -52,8 +60,11 @@ type policyTxn struct {
 	// closed: addresses this transaction puts in the pending set for pods
 	// the model lost (PolicyChange.ToPending).
 	closed []netip.Addr
-	// marksFlushed: the chain marks' set is flushed (unmark).
-	marksFlushed bool
+	// marksFlushed: the chain marks' set is flushed (unmark); unmarks
+	// and remarks: the marks of the chains flushed and filled, queued
+	// together (queueUnmarks, queueRemarks).
+	marksFlushed     bool
+	unmarks, remarks []nftables.SetElement
 }
 
 // committedDespite answers a transaction whose acks overflowed the
