@@ -11,6 +11,7 @@ import (
 	"github.com/cnibox/cnibox/agent/policynft"
 	"github.com/cnibox/cnibox/netops/nft"
 	"github.com/cnibox/cnibox/netops/nft/nftfake"
+	"github.com/cnibox/cnibox/netops/nstest"
 )
 
 // The cost of make bench-policy's burst on the engine and the syncer
@@ -76,6 +77,21 @@ func backgroundPolicy(k int) *networkingv1.NetworkPolicy {
 // change committed before the next (Apply before Run), on a table synced
 // with burstEngine's 200 other policies. One op is the 200 changes.
 func BenchmarkPolicyBurst(b *testing.B) {
+	benchBurst(b, func() *policynft.Syncer { return policynft.NewOn(nft.OpenDial(nftfake.New().Dial())) })
+}
+
+// BenchmarkPolicyBurstKernel: BenchmarkPolicyBurst on this kernel, in a
+// namespace of its own (root): the kernel's work and its acks too.
+func BenchmarkPolicyBurstKernel(b *testing.B) {
+	nstest.RequireRoot(b)
+	benchBurst(b, func() *policynft.Syncer {
+		s, err := policynft.New(nstest.NewNS(b, "pburst"))
+		must(b, err)
+		return s
+	})
+}
+
+func benchBurst(b *testing.B, syncer func() *policynft.Syncer) {
 	const n = 200
 	ps := make([]*networkingv1.NetworkPolicy, n)
 	for k := range ps {
@@ -84,7 +100,7 @@ func BenchmarkPolicyBurst(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		e := burstEngine()
-		s := policynft.NewOn(nft.OpenDial(nftfake.New().Dial()))
+		s := syncer()
 		must(b, s.Full(e.Model()))
 		b.StartTimer()
 		for _, p := range ps {
