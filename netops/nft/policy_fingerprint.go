@@ -25,7 +25,9 @@ func fingerprints(pc *policyChains) map[string]string {
 			continue
 		}
 		if t, ok := pc.twins[n]; ok {
-			fp[n] = "twin\n" + fp[t.chain] // its chain comes first (renderUntracked)
+			// Its chain's, the same string (its chain comes first:
+			// renderUntracked); a mark holds the chain's name too.
+			fp[n] = fp[t.chain]
 			continue
 		}
 		b.Reset()
