@@ -344,14 +344,18 @@ func (e *Engine) rebuild() policymodel.Delta {
 		case old != nil:
 			s := e.fill(id, def, plan)
 			e.own[id] = true
-			for _, x := range old.Elems() {
-				if !s.Has(x) {
-					d.Note(id, x, false)
-				}
-			}
+			came := 0
 			for _, x := range s.Elems() {
 				if !old.Has(x) {
 					d.Note(id, x, true)
+					came++
+				}
+			}
+			if old.Len() != s.Len()-came { // some left (else: as many, all of them still in)
+				for _, x := range old.Elems() {
+					if !s.Has(x) {
+						d.Note(id, x, false)
+					}
 				}
 			}
 			sets[id] = s

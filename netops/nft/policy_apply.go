@@ -301,7 +301,7 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 func (t *policyTxn) queuePolicyChains(pc *policyChains, st *policyState) error {
 	cc := t.conn()
 	tb := policyTableObj()
-	want := map[string]bool{}
+	want := make(map[string]bool, len(pc.names)+len(policyBaseChains))
 	chains := map[string]*nftables.Chain{}
 	for _, n := range pc.names {
 		want[n] = true

@@ -445,8 +445,10 @@ func renderPolicyKeys(r *policymodel.Rules, keep func(chain, key string) bool, r
 		kept := keep
 		keep = func(chain, key string) bool { return kept(chain, key) && kept(untrackedChain(chain), key) }
 	}
-	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, keep: keep, ids: map[string]string{}, log: r.Log,
-		rulesKeys: rulesKeys, keysUsed: make(map[*policymodel.Policy]string, len(rulesKeys))}
+	n := len(rulesKeys) // the policies of the render before: the maps' sizes, about
+	pc := &policyChains{rules: make(map[string][][]expr.Any, 8*n+300), keys: make(map[string]string, 8*n), keep: keep,
+		ids: make(map[string]string, 2*n), log: r.Log, rulesKeys: rulesKeys, keysUsed: make(map[*policymodel.Policy]string, n),
+		twins: make(map[string]twinOf, 4*n+150)}
 	renderGen(pc)
 	for _, v6 := range []bool{false, true} {
 		renderLinkLocal(pc, v6) // policy_linklocal.go: first in fwd6
