@@ -3,6 +3,7 @@ package policynft_test
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -100,6 +101,7 @@ func benchBurst(b *testing.B, syncer func() *policynft.Syncer) {
 		ps[k] = burstPolicy(k, n)
 	}
 	var cpu time.Duration
+	var heap float64
 	for range b.N {
 		b.StopTimer()
 		e := burstEngine()
@@ -113,6 +115,11 @@ func benchBurst(b *testing.B, syncer func() *policynft.Syncer) {
 		}
 		cpu += cpuTime() - c0
 		b.StopTimer()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap = float64(ms.HeapAlloc) / (1 << 20)
+		runtime.KeepAlive(e)
 		if st := s.Stats(); st.Failed > 0 {
 			b.Fatalf("%d of %d transactions failed (each then a full sync)", st.Failed, st.Applied+st.Failed)
 		}
@@ -120,6 +127,7 @@ func benchBurst(b *testing.B, syncer func() *policynft.Syncer) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(heap, "heap-MiB") // live after the last burst: the engine's and the syncer's
 }
 
 // cpuTime is the CPU time the process used so far (user and system, all
