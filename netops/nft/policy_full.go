@@ -109,7 +109,9 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 			pt.forget()
 			return err
 		}
+		h.quiet = policyTableObj() // one ack a transaction, no echoes (policy_apply.go)
 		t := &policyTxn{txn: h.tx(), pt: pt}
+		h.quiet = nil
 		err := func() error {
 			for _, st := range steps {
 				if err := st.queue(t.txn); err != nil {
