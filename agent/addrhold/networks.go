@@ -34,11 +34,8 @@ type Networks struct {
 	Log    *slog.Logger
 	What   string // starts the log lines
 
-	published string // the value last written
-	forwards  bool   // the node forwards IPv4 (as last checked)
-	checked   bool
-	forwards6 bool // the node forwards IPv6 (as last checked)
-	checked6  bool
+	published  string  // the value last written
+	fwd4, fwd6 fwdNote // whether the node forwards IPv4, IPv6 (as last checked and said)
 }
 
 // Publish writes this node's uplink networks into its Node's
@@ -77,14 +74,24 @@ func (n *Networks) Publish(ctx context.Context) error {
 // forward IPv6 holds nothing.
 func (n *Networks) forwarding6() bool {
 	v, err := n.Host.Sysctl("net.ipv6.conf.all.forwarding")
-	on := err == nil && v == "1"
-	if on != n.forwards6 || !n.checked6 {
-		n.forwards6, n.checked6 = on, true
-		if on {
-			n.Log.Info(n.What + ": this node forwards IPv6: it may hold IPv6 addresses")
-		} else {
-			n.Log.Info(n.What+": this node does not forward IPv6 (net.ipv6.conf.all.forwarding=0, which the agent never sets): it holds no IPv6 address until it does (set it on the node, as kubeadm requires of an IPv6 cluster; the bridge role sets it with the node's first IPv6 pod)", "err", err)
-		}
+	return n.note(&n.fwd6, err == nil && v == "1", err, slog.LevelInfo, "IPv6",
+		"net.ipv6.conf.all.forwarding=0, which the agent never sets", "as kubeadm requires of an IPv6 cluster; the bridge role sets it with the node's first IPv6 pod")
+}
+
+// fwdNote is what the log last said of a family's forwarding.
+type fwdNote struct{ on, said bool }
+
+// note logs, once a change, whether the node forwards family (off: at
+// level off, with why and the fix), and returns on.
+func (n *Networks) note(s *fwdNote, on bool, err error, off slog.Level, family, why, fix string) bool {
+	if on == s.on && s.said {
+		return on
+	}
+	s.on, s.said = on, true
+	if on {
+		n.Log.Info(n.What + ": this node forwards " + family + ": it may hold " + family + " addresses")
+	} else {
+		n.Log.Log(context.Background(), off, n.What+": this node does not forward "+family+" ("+why+"): it holds no "+family+" address until it does (set it on the node, "+fix+")", "err", err)
 	}
 	return on
 }
@@ -102,16 +109,8 @@ func (n *Networks) forwarding() bool {
 			v = "1"
 		}
 	}
-	on := err == nil && v == "1"
-	if on != n.forwards || !n.checked {
-		n.forwards, n.checked = on, true
-		if on {
-			n.Log.Info(n.What + ": this node forwards IPv4: it may hold IPv4 addresses")
-		} else {
-			n.Log.Warn(n.What+": this node does not forward IPv4 (net.ipv4.ip_forward=0) and the agent cannot turn it on: it holds no IPv4 address until it does (set it on the node, as kubeadm requires; the bridge role sets it with the node's first pod)", "err", err)
-		}
-	}
-	return on
+	return n.note(&n.fwd4, err == nil && v == "1", err, slog.LevelWarn, "IPv4",
+		"net.ipv4.ip_forward=0, and the agent cannot turn it on", "as kubeadm requires; the bridge role sets it with the node's first pod")
 }
 
 // uplinkNetworks are the networks of the uplink's addresses: IPv4 but
