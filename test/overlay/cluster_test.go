@@ -77,6 +77,7 @@ type cluster struct {
 	netConf func(*node) string
 	// kcpArgs are the control plane's cluster CIDR and node mask
 	// (kube.Start's; nil: 10.244.0.0/16 and 24).
+	//lint:ignore U1000 set and read by the tests built with -tags kube (kube_test.go)
 	kcpArgs []string
 	// v6Only: the pods have IPv6 addresses only (an IPv6-only network).
 	v6Only bool
