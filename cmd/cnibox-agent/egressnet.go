@@ -7,11 +7,13 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// egressNetworks are the cluster networks the egress gateways are served
-// for, from net-conf.json: the IPv4 one when EnableIPv4, the IPv6 one when
-// EnableIPv6 (issue 64: a single-stack IPv6 cluster has egress as an IPv4
-// one does); none: the agent serves no egress gateways.
-func egressNetworks(c *netconf.Config) []netip.Prefix {
+// overlayNetworks are the cluster networks the egress gateways and the
+// LoadBalancer announcer (--lb-announce) are served for, from
+// net-conf.json: the IPv4 one when EnableIPv4, the IPv6 one when
+// EnableIPv6 (issue 64: a single-stack IPv6 cluster has both as an IPv4
+// one does; they started only with EnableIPv4); none: the agent serves
+// neither.
+func overlayNetworks(c *netconf.Config) []netip.Prefix {
 	var nets []netip.Prefix
 	if c == nil {
 		return nil
@@ -26,7 +28,7 @@ func egressNetworks(c *netconf.Config) []netip.Prefix {
 }
 
 // overlayUplink reads the overlay agent's record for its uplink, once it
-// holds its lease; the cluster networks are networks (egressNetworks':
+// holds its lease; the cluster networks are networks (overlayNetworks':
 // IPv4, IPv6 or both; none: no egress).
 func overlayUplink(dataDir string, networks []netip.Prefix) (string, []netip.Prefix, bool) {
 	var masked []netip.Prefix

@@ -9,10 +9,11 @@ import (
 	"github.com/cnibox/cnibox/store"
 )
 
-// TestEgressNetworks: the egress gateways are served for every family
-// net-conf.json enables, an IPv6-only network's (issue 64) as an IPv4
-// one's, and their cluster networks are those.
-func TestEgressNetworks(t *testing.T) {
+// TestOverlayNetworks: the egress gateways and the LoadBalancer
+// announcer are served for every family net-conf.json enables, an
+// IPv6-only network's (issue 64: both started only with EnableIPv4) as an
+// IPv4 one's, whatever the backend, and their cluster networks are those.
+func TestOverlayNetworks(t *testing.T) {
 	for _, tc := range []struct {
 		name, conf string
 		want       []string
@@ -22,6 +23,8 @@ func TestEgressNetworks(t *testing.T) {
 			[]string{"10.244.0.0/16", "fd00:10:244::/56"}},
 		{"IPv6 only", `{"EnableIPv4": false, "EnableIPv6": true, "IPv6Network": "fd00:10:244::/56", "Backend": {"Type": "vxlan"}}`,
 			[]string{"fd00:10:244::/56"}},
+		{"IPv6 only, the host-gw backend", `{"EnableIPv4": false, "EnableIPv6": true, "IPv6Network": "2001:db8:244::/48", "Backend": {"Type": "host-gw"}}`,
+			[]string{"2001:db8:244::/48"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := netconf.Parse([]byte(tc.conf))
@@ -32,13 +35,13 @@ func TestEgressNetworks(t *testing.T) {
 			for _, s := range tc.want {
 				want = append(want, netip.MustParsePrefix(s))
 			}
-			if got := egressNetworks(c); !slices.Equal(got, want) {
-				t.Errorf("egressNetworks = %v, want %v (no egress gateways served at all if empty)", got, want)
+			if got := overlayNetworks(c); !slices.Equal(got, want) {
+				t.Errorf("overlayNetworks = %v, want %v (no egress gateway, no LoadBalancer address served at all if empty)", got, want)
 			}
 		})
 	}
-	if got := egressNetworks(nil); got != nil {
-		t.Errorf("egressNetworks(nil) = %v, want none", got)
+	if got := overlayNetworks(nil); got != nil {
+		t.Errorf("overlayNetworks(nil) = %v, want none", got)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // startLBAnnounce answers on the LAN for the LoadBalancer addresses this
 // node is elected for (--lb-announce) until ctx ends; wait returns once
 // it has released what it held. networks are the cluster's
-// (lbAnnounceNetworks): the announcer starts once the overlay holds its
+// (overlayNetworks): the announcer starts once the overlay holds its
 // lease on them.
 func startLBAnnounce(ctx context.Context, f *flags, health *agent.Health, networks []netip.Prefix, log *slog.Logger) (wait func()) {
 	if !f.lb.announce {

@@ -207,16 +207,14 @@ func runAgent(ctx context.Context, f *flags, env flannelEnv, log *slog.Logger) e
 		if err := startPolicy(ctx, f, health, log); err != nil {
 			return err
 		}
-		if nets := egressNetworks(o.NetConf); len(nets) > 0 {
-			// (stopped first whichever way the agent ends: it waits for
-			// its context; a single-stack IPv6 cluster too, issue 64)
+		if nets := overlayNetworks(o.NetConf); len(nets) > 0 {
+			// Egress gateways and LoadBalancer addresses, IPv4, IPv6 or
+			// both (a single-stack IPv6 cluster too, issue 64); each
+			// stopped first whichever way the agent ends: it waits for its
+			// context.
 			ectx, cancel := context.WithCancel(ctx)
 			wait := startEgress(ectx, f, health, nets, log)
 			defer func() { cancel(); wait() }()
-		}
-		if nets := lbAnnounceNetworks(o.NetConf); len(nets) > 0 {
-			// (IPv4, IPv6 or both: a single-stack IPv6 cluster's addresses
-			// are announced too, issue 64)
 			actx, acancel := context.WithCancel(ctx)
 			await := startLBAnnounce(actx, f, health, nets, log) // lbannounce.go: --lb-announce
 			defer func() { acancel(); await() }()
