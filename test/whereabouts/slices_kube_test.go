@@ -273,7 +273,7 @@ func TestKubeNodeSlices(t *testing.T) {
 	// the next address of node1's IPPool. (Only cnibox's DELs run on node1
 	// meanwhile: a node runs whereabouts' node slices or cnibox's, not
 	// both.)
-	wb := plugin{path: wbBin, argv0: "whereabouts"}
+	wb := plugin{path: wbBin, argv0: "whereabouts", quietDel: true}
 	blue := nets[0]
 	slice1 := sliceOf[blue.name]["node1"]
 	out, err := wb.call(ctx, "ADD", "by-whereabouts", "default/by-whereabouts", conf(blue, ""), "NODENAME=node1")
