@@ -419,11 +419,13 @@ func labelsOf(ns *Namespace) map[string]string {
 // policies isolates in dir (the enforced ones; for the staged model, those
 // and the staged ones, keyed with prefix).
 func (e *Engine) isolatedDef(dir policymodel.Direction, prefix string, policies ...map[string]*compiled) *setDef {
-	subjects := map[string][]podSel{} // by namespace: NetworkPolicies are namespaced
+	// By namespace (NetworkPolicies are namespaced), each the compiled
+	// policy's own selector (a compiled policy is never changed: replaced).
+	subjects := make(map[string][]*podSel, len(e.nsPods))
 	for _, ps := range policies {
 		for _, c := range ps {
 			if c.isolates[dir] {
-				subjects[c.subject.ns] = append(subjects[c.subject.ns], c.subject)
+				subjects[c.subject.ns] = append(subjects[c.subject.ns], &c.subject)
 			}
 		}
 	}

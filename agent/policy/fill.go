@@ -14,9 +14,18 @@ func (e *Engine) fill(id policymodel.SetID, def *setDef, plan *capPlan) *policym
 }
 
 // fillUpTo is fill that stops, false, once the set holds more than limit
-// elements (limit < 0: no limit).
+// elements (limit < 0: no limit). The set is sized as the model's set of
+// that ID, if any (a derived set, of this node's pods, is filled again at
+// each rebuild, mostly with what it held).
 func (e *Engine) fillUpTo(id policymodel.SetID, def *setDef, limit int) (*policymodel.Set, bool) {
-	s := &policymodel.Set{ID: id, Kind: def.kind, Key: def.key}
+	hint := 0
+	if old := e.m.Sets[id]; old != nil {
+		hint = old.Len()
+		if limit >= 0 {
+			hint = min(hint, limit+1)
+		}
+	}
+	s := policymodel.NewSetSized(id, def.kind, def.key, hint)
 	over := func() bool { return limit >= 0 && s.Len() > limit }
 	for _, p := range def.static {
 		if s.Add(policymodel.Elem{Prefix: p}); over() {
@@ -34,12 +43,14 @@ func (e *Engine) fillUpTo(id policymodel.SetID, def *setDef, limit int) (*policy
 	if def.match == nil {
 		return s, true
 	}
+	var buf []policymodel.Elem // one pod's elements, reused
 	add := func(pods map[string]*Pod) bool {
 		for _, p := range pods {
 			if def.local && p.Node != e.node {
 				continue
 			}
-			for _, x := range def.elems(p, e.namespaces[p.Namespace], e.node) {
+			buf = def.appendElems(buf[:0], p, e.namespaces[p.Namespace], e.node)
+			for _, x := range buf {
 				s.Add(x)
 			}
 			if over() {

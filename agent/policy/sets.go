@@ -194,10 +194,14 @@ func staticSetDef(ps []netip.Prefix) *setDef {
 
 // elems returns what p (in ns, on node) puts in the set.
 func (d *setDef) elems(p *Pod, ns *Namespace, node string) []policymodel.Elem {
+	return d.appendElems(nil, p, ns, node)
+}
+
+// appendElems appends to out what p (in ns, on node) puts in the set.
+func (d *setDef) appendElems(out []policymodel.Elem, p *Pod, ns *Namespace, node string) []policymodel.Elem {
 	if d.match == nil || p == nil || !d.match(p, ns, node) {
-		return nil
+		return out
 	}
-	var out []policymodel.Elem
 	for _, a := range p.IPs {
 		pfx := netip.PrefixFrom(a, a.BitLen())
 		if d.kind != policymodel.Ported {
