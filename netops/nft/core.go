@@ -67,6 +67,11 @@ type tableSpec struct {
 	audit markAudit
 	// what names the table in errors ("egress", "the fabric rules").
 	what string
+	// once: the spec is planned once and each step queued once (the
+	// policy table's full sync, in several transactions): a chain's step
+	// drops its rules once queued, so that the rules of a transaction
+	// sent are not kept through the next ones.
+	once bool
 }
 
 // setSpec is a set or map with its elements.

@@ -92,9 +92,12 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 	}
 	s.planObjects(p, have)
 	p.objects = len(p.steps)
-	var newRegular, newBase, differ, differBase []chainSpec
+	// The steps hold the spec's chains by pointer (a copy of each, in each
+	// closure, was a tenth of a policy full sync's heap).
+	var newRegular, newBase, differ, differBase []*chainSpec
 	var appends, marks []coreStep
-	for _, cs := range s.chains {
+	for i := range s.chains {
+		cs := &s.chains[i]
 		hc, ok := have.chains[cs.name]
 		same := cs.same
 		if same == nil {
@@ -133,17 +136,17 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 				newRegular = append(newRegular, cs)
 			}
 		case !cs.sameChain(hc):
-			cs := cs
+			cs := *cs // the spec's own stays as it is
 			cs.replace = true
-			differBase = append(differBase, cs)
-		case have.marked(&cs):
+			differBase = append(differBase, &cs)
+		case have.marked(cs):
 			continue
 		case slices.EqualFunc(have.rules[cs.name], cs.rules, same):
-			if s.marks != nil && cs.mark != nil && cs.hook == nil && !have.hasMark(&cs) {
+			if s.marks != nil && cs.mark != nil && cs.hook == nil && !have.hasMark(cs) {
 				// Equal, without its mark: given it (core_marks.go; a
 				// chain with its mark and another use count, some jump
 				// the spec does not know, is dumped at each sync).
-				marks = append(marks, coreStep{size: 2 * objSize, msgs: 2, queue: func(t *txn) error { return s.queueMark(t, &cs, have) }})
+				marks = append(marks, coreStep{size: 2 * objSize, msgs: 2, queue: func(t *txn) error { return s.queueMark(t, cs, have) }})
 				p.changes++
 			}
 			continue
@@ -160,7 +163,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 		dels = append(dels, d...)
 		p.changes += n
 	}
-	for i, group := range [][]chainSpec{newRegular, differ, newBase, differBase} {
+	for i, group := range [][]*chainSpec{newRegular, differ, newBase, differBase} {
 		made := i%2 == 0 // the new chains, made in B
 		for _, cs := range group {
 			msgs, size := 3+len(cs.rules), objSize+rulesSize(cs.rules)
@@ -169,7 +172,10 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 			}
 			p.add(msgs, size, func(t *txn) error {
 				cs.fill(t, s.table, made)
-				return s.queueMark(t, &cs, have) // in the same step: the mark tells what the chain holds
+				if s.once {
+					cs.rules = nil // queued: its messages hold them now
+				}
+				return s.queueMark(t, cs, have) // in the same step: the mark tells what the chain holds
 			})
 		}
 	}

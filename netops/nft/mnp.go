@@ -274,8 +274,10 @@ func podPolicySpec(tb *nftables.Table, p *PodPolicy) *tableSpec {
 // ruleList is a chain's rules of exprs.
 func ruleList(exprs [][]expr.Any) []*nftables.Rule {
 	out := make([]*nftables.Rule, len(exprs))
+	rules := make([]nftables.Rule, len(exprs)) // one allocation for the chain's
 	for i, e := range exprs {
-		out[i] = &nftables.Rule{Exprs: e}
+		rules[i].Exprs = e
+		out[i] = &rules[i]
 	}
 	return out
 }

@@ -67,6 +67,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 	fps := fingerprints(pc)
 	spec := policySpec(c, pc, counters, fps)
 	spec.audit = pt.policyAudit()
+	spec.once = true // each chain's rules dropped once queued: a transaction sent keeps none
 	have, err := h.dumpTable(spec)
 	if err != nil {
 		pt.forget()
@@ -102,7 +103,8 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 	if len(chunks) == 0 && have.exists && !genWhole {
 		chunks = [][]coreStep{nil} // the verdict cache's sets are not whole: a generation is written
 	}
-	for _, steps := range chunks {
+	for i, steps := range chunks {
+		chunks[i] = nil // the steps die with their transaction, and what they hold
 		// Each time: an overflow of the last one's acks opened another
 		// socket (committedDespite).
 		if err := h.bigBatches(); err != nil {
