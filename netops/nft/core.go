@@ -115,6 +115,34 @@ type chainSpec struct {
 	// mark is the chain's mark (core_marks.go; a regular chain of a spec
 	// with a mark set), nil for none: its rules are dumped and compared.
 	mark []byte
+	// lazy, when set, makes the rules (rules is nil) each time they are
+	// needed, and they die once queued: a chain whose rules are a function
+	// of another's (the policy table's untracked twins) costs no memory
+	// until its step. Not for an appendOnly chain.
+	lazy *lazyRules
+}
+
+// lazyRules are a chain's rules made on demand: n rules of exprs
+// expressions in all (a step's size), made by make.
+type lazyRules struct {
+	n, exprs int
+	make     func() []*nftables.Rule
+}
+
+// ruleSet is the chain's rules (made, if lazy).
+func (cs *chainSpec) ruleSet() []*nftables.Rule {
+	if cs.lazy != nil {
+		return cs.lazy.make()
+	}
+	return cs.rules
+}
+
+// ruleCount is the number of the chain's rules, and their estimated size.
+func (cs *chainSpec) ruleCount() (n, size int) {
+	if l := cs.lazy; l != nil {
+		return l.n, ruleSize*l.n + exprSize*l.exprs
+	}
+	return len(cs.rules), rulesSize(cs.rules)
 }
 
 // baseChain is a chainSpec of a base chain.

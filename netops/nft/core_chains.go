@@ -96,8 +96,9 @@ func parseChain(b []byte) (ch *nftables.Chain, table string, use uint32, err err
 func (s *tableSpec) chainUses() map[string]uint32 {
 	uses := make(map[string]uint32, len(s.chains))
 	for _, cs := range s.chains {
-		uses[cs.name] += uint32(len(cs.rules))
-		for _, r := range cs.rules {
+		rules := cs.ruleSet()
+		uses[cs.name] += uint32(len(rules))
+		for _, r := range rules {
 			for _, e := range r.Exprs {
 				if v, ok := e.(*expr.Verdict); ok && v.Chain != "" && (v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto) {
 					uses[v.Chain]++

@@ -141,7 +141,7 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 			differBase = append(differBase, &cs)
 		case have.marked(cs):
 			continue
-		case slices.EqualFunc(have.rules[cs.name], cs.rules, same):
+		case slices.EqualFunc(have.rules[cs.name], cs.ruleSet(), same):
 			if s.marks != nil && cs.mark != nil && cs.hook == nil && !have.hasMark(cs) {
 				// Equal, without its mark: given it (core_marks.go; a
 				// chain with its mark and another use count, some jump
@@ -166,14 +166,15 @@ func (s *tableSpec) plan(have *tableState) *corePlan {
 	for i, group := range [][]*chainSpec{newRegular, differ, newBase, differBase} {
 		made := i%2 == 0 // the new chains, made in B
 		for _, cs := range group {
-			msgs, size := 3+len(cs.rules), objSize+rulesSize(cs.rules)
+			n, size := cs.ruleCount()
+			msgs, size := 3+n, objSize+size
 			if s.marks != nil && cs.mark != nil {
 				msgs, size = msgs+2, size+2*objSize // its marks
 			}
 			p.add(msgs, size, func(t *txn) error {
 				cs.fill(t, s.table, made)
 				if s.once {
-					cs.rules = nil // queued: its messages hold them now
+					cs.rules, cs.lazy = nil, nil // queued: its messages hold them now
 				}
 				return s.queueMark(t, cs, have) // in the same step: the mark tells what the chain holds
 			})
@@ -381,7 +382,7 @@ func (cs *chainSpec) fill(t *txn, table *nftables.Table, made bool) {
 		ch = cs.add(t, table)
 	}
 	t.conn().FlushChain(ch)
-	for _, r := range cs.rules {
+	for _, r := range cs.ruleSet() {
 		r.Table, r.Chain = table, ch
 		t.conn().AddRule(r)
 	}

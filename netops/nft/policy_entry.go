@@ -3,6 +3,7 @@ package nft
 import (
 	"slices"
 
+	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
@@ -169,10 +170,28 @@ func renderUntracked(pc *policyChains, names []string, v6 bool) {
 		if k, ok := pc.keys[n]; ok {
 			pc.keys[twin] = k
 		}
-		if pc.keep == nil { // a full sync writes them all
+		if pc.keep == nil && !pc.lazyTwins { // a full sync writes them all
 			pc.twinRules(twin)
 		}
 	}
+}
+
+// twinLazy is the rules of a twin of a chain of rules, made as the twin
+// is queued (chainSpec.lazy): a full sync keeps no second copy of the
+// walk's rules.
+func twinLazy(rules [][]expr.Any, v6 bool) *lazyRules {
+	l := &lazyRules{n: len(rules)}
+	for _, r := range rules {
+		l.exprs += len(r)
+	}
+	l.make = func() []*nftables.Rule {
+		out := make([][]expr.Any, len(rules))
+		for i, r := range rules {
+			out[i] = untrackedRule(r, v6)
+		}
+		return ruleList(out)
+	}
+	return l
 }
 
 // twinOf is the walk chain an untracked twin is made of, and its family.

@@ -63,7 +63,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 		return err
 	}
 	pt := policyOf(h)
-	pc, counters := renderPolicy(c.Rules, nil)
+	pc, counters := renderPolicyFull(c.Rules)
 	fps := fingerprints(pc)
 	spec := policySpec(c, pc, counters, fps)
 	spec.audit = pt.policyAudit()
@@ -189,8 +189,15 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[st
 			s.sets = append(s.sets, setSpec{set: obj, elems: fam.elems})
 		}
 	}
+	s.chains = slices.Grow(s.chains, len(pc.names)+len(policyBaseChains))
 	for _, n := range pc.names {
-		s.chains = append(s.chains, chainSpec{name: n, rules: ruleList(pc.rules[n]), mark: chainMark(n, fps[n])})
+		cs := chainSpec{name: n, mark: chainMark(n, fps[n])}
+		if t, ok := pc.twins[n]; ok && pc.lazyTwins {
+			cs.lazy = twinLazy(pc.rules[t.chain], t.v6) // its rules made as it is queued
+		} else {
+			cs.rules = ruleList(pc.rules[n])
+		}
+		s.chains = append(s.chains, cs)
 	}
 	for _, b := range policyBaseChains {
 		s.chains = append(s.chains, baseChain(b.name, nftables.ChainTypeFilter, b.hook, b.prio, ruleList(baseRules(b.to))))

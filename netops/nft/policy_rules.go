@@ -208,6 +208,9 @@ type policyChains struct {
 	// rendered (twinRules).
 	twins     map[string]twinOf
 	twinsDone map[string]bool
+	// lazyTwins: the twins' rules are not rendered here but as each twin
+	// is queued (a full sync: policySpec's lazy chains), from its chain's.
+	lazyTwins bool
 	// ids: policymodel.ShortID of the policies' and rules' IDs, each
 	// computed once per render.
 	ids map[string]string
@@ -439,6 +442,16 @@ func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*pol
 // renderPolicyKeys is renderPolicy with the rulesKeys of a render before
 // (policyTable.rulesKeys); the returned chains' keysUsed are this one's.
 func renderPolicyKeys(r *policymodel.Rules, keep func(chain, key string) bool, rulesKeys map[*policymodel.Policy]string) (*policyChains, []string) {
+	return renderPolicyWith(r, keep, rulesKeys, false)
+}
+
+// renderPolicyFull is renderPolicy(r, nil) for a full sync: the twins'
+// rules are left to policySpec (lazyTwins).
+func renderPolicyFull(r *policymodel.Rules) (*policyChains, []string) {
+	return renderPolicyWith(r, nil, nil, true)
+}
+
+func renderPolicyWith(r *policymodel.Rules, keep func(chain, key string) bool, rulesKeys map[*policymodel.Policy]string, lazyTwins bool) (*policyChains, []string) {
 	if keep != nil {
 		// A chain made from its source is kept only with its untracked
 		// twin (policy_entry.go): one is not rendered without the other.
@@ -448,7 +461,7 @@ func renderPolicyKeys(r *policymodel.Rules, keep func(chain, key string) bool, r
 	n := len(rulesKeys) // the policies of the render before: the maps' sizes, about
 	pc := &policyChains{rules: make(map[string][][]expr.Any, 8*n+300), keys: make(map[string]string, 8*n), keep: keep,
 		ids: make(map[string]string, 2*n), log: r.Log, rulesKeys: rulesKeys, keysUsed: make(map[*policymodel.Policy]string, n),
-		twins: make(map[string]twinOf, 4*n+150)}
+		twins: make(map[string]twinOf, 4*n+150), lazyTwins: lazyTwins}
 	renderGen(pc)
 	for _, v6 := range []bool{false, true} {
 		renderLinkLocal(pc, v6) // policy_linklocal.go: first in fwd6
