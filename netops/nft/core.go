@@ -90,6 +90,26 @@ type setSpec struct {
 	// against the map's bindings in a list instead, a fraction of the
 	// walk's cost (the services table's slot maps: services_state.go).
 	late bool
+	// lazy, when set, makes the elements (elems is nil) where they are
+	// needed, a step's part at a time, and they die once queued: the
+	// policy table's address sets in a full sync, which the model holds
+	// already. Its elements hold no verdicts; not for an interval set.
+	lazy *lazyElems
+}
+
+// lazyElems are a set's n elements made on demand (about size bytes in
+// all): make returns those from lo to hi, in an order that stays.
+type lazyElems struct {
+	n, size int
+	make    func(lo, hi int) []nftables.SetElement
+}
+
+// elemSet is the set's elements (made, if lazy).
+func (ss *setSpec) elemSet() []nftables.SetElement {
+	if l := ss.lazy; l != nil {
+		return l.make(0, l.n)
+	}
+	return ss.elems
 }
 
 // chainSpec is a chain with its rules (without table and chain: the

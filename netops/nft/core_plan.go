@@ -344,15 +344,28 @@ func (ss *setSpec) plan(p *corePlan, have *tableState) (dels []coreStep, changes
 		adds = &p.late
 	}
 	if _, ok := have.sets[set.Name]; !ok || ss.kept {
-		if len(ss.elems) == 0 {
+		if l := ss.lazy; l != nil && !set.Interval {
+			for lo := 0; lo < l.n; lo += elemStep {
+				lo, hi := lo, min(lo+elemStep, l.n)
+				*adds = append(*adds, coreStep{size: l.size * (hi - lo) / l.n, msgs: 1, queue: func(t *txn) error {
+					if err := addElems(t, set, l.make(lo, hi)); err != nil { // (in messages under 64 KiB: txn.go)
+						return fmt.Errorf("set %s: %w", set.Name, err)
+					}
+					return nil
+				}})
+			}
+			return nil, min(l.n, 1)
+		}
+		elems := ss.elemSet()
+		if len(elems) == 0 {
 			return nil, 0
 		}
-		*adds = append(*adds, elemsOf(addElems, ss.elems)...)
+		*adds = append(*adds, elemsOf(addElems, elems)...)
 		return nil, 1
 	}
-	add, del, whole := diffElems(have.elems[set.Name], ss.elems)
+	elems := ss.elemSet()
+	add, del, whole := diffElems(have.elems[set.Name], elems)
 	if whole || (set.Interval && len(add)+len(del) > 0) {
-		elems := ss.elems
 		p.add(2, objSize+elemsSize(elems), func(t *txn) error {
 			t.conn().FlushSet(set)
 			if len(elems) == 0 {

@@ -176,17 +176,20 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[st
 		kept(policyGuardObj()) // its elements: pendingChange, in the first transaction
 	}
 	for _, set := range c.Sets {
-		v4, v6 := policyElems(set.Kind, set.Elems())
-		for _, fam := range []struct {
-			v6    bool
-			elems []nftables.SetElement
-		}{{false, v4}, {true, v6}} {
-			obj := policySetObj(string(set.ID), set.Kind, policyComment(set.Key), fam.v6)
-			if set.Kind == policymodel.Pairs {
+		var cidrs [2][]nftables.SetElement
+		if set.Kind == policymodel.CIDRs { // intervals: made of all the prefixes at once
+			cidrs[0], cidrs[1] = policyElems(set.Kind, set.Elems())
+		}
+		for i, v6 := range []bool{false, true} {
+			obj := policySetObj(string(set.ID), set.Kind, policyComment(set.Key), v6)
+			switch set.Kind {
+			case policymodel.Pairs:
 				kept(obj) // its elements are the DNS proxy's
-				continue
+			case policymodel.CIDRs:
+				s.sets = append(s.sets, setSpec{set: obj, elems: cidrs[i]})
+			default: // made from the model's set as they are queued
+				s.sets = append(s.sets, setSpec{set: obj, lazy: lazyPolicyElems(set, v6)})
 			}
-			s.sets = append(s.sets, setSpec{set: obj, elems: fam.elems})
 		}
 	}
 	s.chains = slices.Grow(s.chains, len(pc.names)+len(policyBaseChains))
@@ -203,6 +206,36 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[st
 		s.chains = append(s.chains, baseChain(b.name, nftables.ChainTypeFilter, b.hook, b.prio, ruleList(baseRules(b.to))))
 	}
 	return s
+}
+
+// lazyPolicyElems are the elements of the family (v6 or not) of set, an
+// address set (Addrs, Ported), made as they are queued: the model holds
+// them already, and a full sync keeps no second copy of every set.
+func lazyPolicyElems(set *policymodel.Set, v6 bool) *lazyElems {
+	family := func() []policymodel.Elem {
+		var out []policymodel.Elem
+		for _, e := range set.Elems() { // sorted: the same order each time
+			if e.Prefix.Addr().Is6() == v6 {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	fam := family()
+	l := &lazyElems{n: len(fam)}
+	if len(fam) > 0 {
+		l.size = len(fam) * (elemSize + len(policyElemKey(fam[0], set.Kind == policymodel.Ported)))
+	}
+	l.make = func(lo, hi int) []nftables.SetElement {
+		fam := family()
+		fam = fam[min(lo, len(fam)):min(hi, len(fam))]
+		out := make([]nftables.SetElement, len(fam))
+		for i, e := range fam {
+			out[i].Key = policyElemKey(e, set.Kind == policymodel.Ported)
+		}
+		return out
+	}
+	return l
 }
 
 // specObjs are the chains, sets and counters of s, by name.
