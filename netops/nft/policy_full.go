@@ -177,8 +177,13 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[st
 	}
 	for _, set := range c.Sets {
 		var cidrs [2][]nftables.SetElement
-		if set.Kind == policymodel.CIDRs { // intervals: made of all the prefixes at once
+		var lazy [2]*lazyElems
+		switch set.Kind {
+		case policymodel.CIDRs: // intervals: made of all the prefixes at once
 			cidrs[0], cidrs[1] = policyElems(set.Kind, set.Elems())
+		case policymodel.Pairs:
+		default:
+			lazy[0], lazy[1] = lazyPolicyElems(set)
 		}
 		for i, v6 := range []bool{false, true} {
 			obj := policySetObj(string(set.ID), set.Kind, policyComment(set.Key), v6)
@@ -188,7 +193,7 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[st
 			case policymodel.CIDRs:
 				s.sets = append(s.sets, setSpec{set: obj, elems: cidrs[i]})
 			default: // made from the model's set as they are queued
-				s.sets = append(s.sets, setSpec{set: obj, lazy: lazyPolicyElems(set, v6)})
+				s.sets = append(s.sets, setSpec{set: obj, lazy: lazy[i]})
 			}
 		}
 	}
@@ -208,34 +213,36 @@ func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[st
 	return s
 }
 
-// lazyPolicyElems are the elements of the family (v6 or not) of set, an
-// address set (Addrs, Ported), made as they are queued: the model holds
-// them already, and a full sync keeps no second copy of every set.
-func lazyPolicyElems(set *policymodel.Set, v6 bool) *lazyElems {
-	family := func() []policymodel.Elem {
-		var out []policymodel.Elem
-		for _, e := range set.Elems() { // sorted: the same order each time
-			if e.Prefix.Addr().Is6() == v6 {
-				out = append(out, e)
+// lazyPolicyElems are the elements of each family of set, an address
+// set (Addrs, Ported), made as they are queued: the model holds them
+// already, and a full sync keeps no second copy of every set. Its sorted
+// elements hold the family's in a row (netip sorts IPv4 before IPv6).
+func lazyPolicyElems(set *policymodel.Set) (v4, v6 *lazyElems) {
+	all := set.Elems()
+	n4, _ := slices.BinarySearchFunc(all, true, func(e policymodel.Elem, _ bool) int {
+		if e.Prefix.Addr().Is6() {
+			return 1
+		}
+		return -1
+	})
+	ported := set.Kind == policymodel.Ported
+	family := func(off, n int) *lazyElems {
+		l := &lazyElems{n: n}
+		if n > 0 {
+			l.size = n * (elemSize + len(policyElemKey(all[off], ported)))
+		}
+		l.make = func(lo, hi int) []nftables.SetElement {
+			all := set.Elems() // the same, in the same order
+			part := all[min(off+lo, len(all)):min(off+hi, off+n, len(all))]
+			out := make([]nftables.SetElement, len(part))
+			for i, e := range part {
+				out[i].Key = policyElemKey(e, ported)
 			}
+			return out
 		}
-		return out
+		return l
 	}
-	fam := family()
-	l := &lazyElems{n: len(fam)}
-	if len(fam) > 0 {
-		l.size = len(fam) * (elemSize + len(policyElemKey(fam[0], set.Kind == policymodel.Ported)))
-	}
-	l.make = func(lo, hi int) []nftables.SetElement {
-		fam := family()
-		fam = fam[min(lo, len(fam)):min(hi, len(fam))]
-		out := make([]nftables.SetElement, len(fam))
-		for i, e := range fam {
-			out[i].Key = policyElemKey(e, set.Kind == policymodel.Ported)
-		}
-		return out
-	}
-	return l
+	return family(0, n4), family(n4, len(all)-n4)
 }
 
 // specObjs are the chains, sets and counters of s, by name.
