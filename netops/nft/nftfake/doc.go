@@ -27,7 +27,8 @@
 //     constant, concatenated keys), anonymous sets bound to their rule; a
 //     NEWSET without NLM_F_CREATE asserts the set (ENOENT when missing);
 //     elements added (a clash of data is EEXIST; without NLM_F_EXCL an
-//     existing element is kept and its timeout updated), deleted,
+//     existing element is kept and its timeout updated, as from Linux
+//     6.10; Kernel.KeepTimeouts: left as it is, as before), deleted,
 //     destroyed (DESTROYSETELEM ignores missing elements, not a missing
 //     set or table: each DESTROY* ignores a missing object of its kind
 //     only),

@@ -22,10 +22,25 @@ type Kernel struct {
 	skew      time.Duration // what Advance added to the clock
 	unmodeled []error       // messages refused as not modeled (Err)
 	batches   int           // committed batches
+	// keepTimeout: an element added again keeps its timeout (KeepTimeouts).
+	keepTimeout bool
 }
 
-// New returns an empty Kernel.
+// New returns an empty Kernel: a kernel of Linux 6.10 or later, whose
+// NEWSETELEM of an existing element updates its timeout.
 func New() *Kernel { return &Kernel{w: &world{}, gen: 1} }
+
+// KeepTimeouts makes k a kernel before Linux 6.10 ("netfilter:
+// nf_tables: set element timeout update support"): an element added again
+// without NLM_F_EXCL is left as it is, its timeout and expiry too (Debian
+// 12's 6.1). The product's expiry by timeout checks for this and deletes
+// instead (portmap, masquerade). It returns k.
+func (k *Kernel) KeepTimeouts() *Kernel {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keepTimeout = true
+	return k
+}
 
 // Dial returns a new socket on k, for nftables.WithTestDial (or
 // nltest.Dial): each call is one socket with its own queue of replies.

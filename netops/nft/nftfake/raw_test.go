@@ -3,6 +3,7 @@ package nftfake_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
@@ -177,6 +178,9 @@ func TestDifferentialRaw(t *testing.T) {
 	}
 	defer kr.Close()
 	k := nftfake.New()
+	if !kernelAtLeast(t, 6, 10) { // the fake as the kernel it is compared with
+		k.KeepTimeouts()
+	}
 	fc, _ := k.Conn()
 	fr := nltest.Dial(k.Dial())
 	for _, s := range steps[:3] { // the table, its sets and elements
@@ -210,4 +214,19 @@ func TestDifferentialRaw(t *testing.T) {
 	if err := k.Err(); err != nil {
 		t.Error(err)
 	}
+}
+
+// kernelAtLeast says whether the running kernel's release is major.minor
+// or later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", unix.ByteSliceToString(u.Release[:]), err)
+	}
+	return ma > major || ma == major && mi >= minor
 }
