@@ -1,0 +1,116 @@
+package nft
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cnibox/cnibox/internal/svcmodel"
+	"github.com/cnibox/cnibox/netops/nstest"
+)
+
+// BenchmarkServicesFirstSync: one first sync of 10,000 Services x 4
+// endpoints, on the kernel (root), in a fresh namespace (fresh: no table
+// before it, nothing deleted before it: the agent's start) or in one
+// whose tables of the same Services were deleted just before, outside
+// the timer (after-delete: BenchmarkServicesApply's first-sync, where the
+// kernel's release of the old tables may still run), split into where
+// its wall time went, so that a loaded machine does not hide a wait: the
+// sync runs on one locked OS thread, whose schedstat gives its time on
+// a CPU and its time runnable but waiting for one (run delay); the rest
+// of the wall time the thread was blocked (in the kernel's commit: RCU
+// grace periods, a worker's flush, a mutex; or the Go runtime's futex
+// waits: the collector). Per op: blocked-ms, thread-cpu-ms (of which
+// thread-sys-ms in the kernel), rundelay-ms, nvcsw (the thread's
+// voluntary context switches) and proc-cpu-ms (the process's user + system: the collector
+// and the rest of the runtime too).
+//
+//	go test -run '^$' -bench ServicesFirstSync -benchtime 5x ./netops/nft
+func BenchmarkServicesFirstSync(b *testing.B) {
+	snap := sortedSnap(manySnap(10000, 4))
+	b.Run("fresh", func(b *testing.B) { firstSyncSplit(b, snap, false) })
+	b.Run("after-delete", func(b *testing.B) { firstSyncSplit(b, snap, true) })
+}
+
+// firstSyncSplit times b.N first syncs of snap, each in a namespace of
+// its own, the tables written and deleted there first when again.
+func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again bool) {
+	var blocked, cpu, delay, wall time.Duration
+	var nvcsw, pcpu int64
+	var sys time.Duration
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for b.Loop() {
+		b.StopTimer()
+		h, err := Open(nstest.NewNS(b, "svcf"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := NewServices(h, ServicesOptions{})
+		if again {
+			if err := s.Apply(snap); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Delete(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		b.StartTimer()
+		c0, d0, r0, p0 := threadSched(b), time.Now(), threadUsage(b), processCPU()
+		if err := s.Apply(snap); err != nil {
+			b.Fatal(err)
+		}
+		w := time.Since(d0)
+		c1, r1, p1 := threadSched(b), threadUsage(b), processCPU()
+		b.StopTimer()
+		h.Close()
+		wall += w
+		cpu += c1.cpu - c0.cpu
+		delay += c1.delay - c0.delay
+		blocked += w - (c1.cpu - c0.cpu) - (c1.delay - c0.delay)
+		nvcsw += r1.Nvcsw - r0.Nvcsw
+		sys += time.Duration(r1.Stime.Nano() - r0.Stime.Nano())
+		pcpu += p1 - p0
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+	b.ReportMetric(ms(wall), "wall-ms")
+	b.ReportMetric(ms(blocked), "blocked-ms")
+	b.ReportMetric(ms(cpu), "thread-cpu-ms")
+	b.ReportMetric(ms(sys), "thread-sys-ms")
+	b.ReportMetric(ms(delay), "rundelay-ms")
+	b.ReportMetric(float64(nvcsw)/n, "nvcsw")
+	b.ReportMetric(float64(pcpu)/1e6/n, "proc-cpu-ms")
+}
+
+// schedstat is a thread's /proc/thread-self/schedstat: its time on a
+// CPU and its time runnable on a run queue.
+type schedstat struct{ cpu, delay time.Duration }
+
+func threadSched(b *testing.B) schedstat {
+	raw, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var s schedstat
+	var slices int64
+	if _, err := fmt.Sscan(string(raw), &s.cpu, &s.delay, &slices); err != nil {
+		b.Fatalf("/proc/thread-self/schedstat %q: %v", raw, err)
+	}
+	return s
+}
+
+// threadUsage is the calling thread's rusage: its time in the kernel,
+// its voluntary context switches.
+func threadUsage(b *testing.B) syscall.Rusage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru
+}
