@@ -24,8 +24,8 @@ import (
 // of the wall time the thread was blocked (in the kernel's commit: RCU
 // grace periods, a worker's flush, a mutex; or the Go runtime's futex
 // waits: the collector). Per op: blocked-ms, thread-cpu-ms (of which
-// thread-sys-ms in the kernel), rundelay-ms, nvcsw (the thread's
-// voluntary context switches) and proc-cpu-ms (the process's user + system: the collector
+// thread-sys-ms in the kernel), rundelay-ms, nvcsw and nivcsw (the
+// thread's voluntary and involuntary context switches) and proc-cpu-ms (the process's user + system: the collector
 // and the rest of the runtime too).
 //
 //	go test -run '^$' -bench ServicesFirstSync -benchtime 5x ./netops/nft
@@ -39,7 +39,7 @@ func BenchmarkServicesFirstSync(b *testing.B) {
 // its own, the tables written and deleted there first when again.
 func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again bool) {
 	var blocked, cpu, delay, wall time.Duration
-	var nvcsw, pcpu int64
+	var nvcsw, nivcsw, pcpu int64
 	var sys time.Duration
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -73,6 +73,7 @@ func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again bool) {
 		delay += c1.delay - c0.delay
 		blocked += w - (c1.cpu - c0.cpu) - (c1.delay - c0.delay)
 		nvcsw += r1.Nvcsw - r0.Nvcsw
+		nivcsw += r1.Nivcsw - r0.Nivcsw
 		sys += time.Duration(r1.Stime.Nano() - r0.Stime.Nano())
 		pcpu += p1 - p0
 		b.StartTimer()
@@ -85,6 +86,7 @@ func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again bool) {
 	b.ReportMetric(ms(sys), "thread-sys-ms")
 	b.ReportMetric(ms(delay), "rundelay-ms")
 	b.ReportMetric(float64(nvcsw)/n, "nvcsw")
+	b.ReportMetric(float64(nivcsw)/n, "nivcsw")
 	b.ReportMetric(float64(pcpu)/1e6/n, "proc-cpu-ms")
 }
 
@@ -106,7 +108,7 @@ func threadSched(b *testing.B) schedstat {
 }
 
 // threadUsage is the calling thread's rusage: its time in the kernel,
-// its voluntary context switches.
+// its context switches.
 func threadUsage(b *testing.B) syscall.Rusage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
