@@ -46,6 +46,9 @@ func (tx *txn) apply(m netlink.Message) error {
 		return errno(unix.EINVAL)
 	}
 	x := &msg{m: m, typ: int(m.Header.Type) & 0xff, family: m.Data[0], flags: m.Header.Flags, a: a}
+	if x.destroy() && tx.k.before63 {
+		return errno(unix.EINVAL) // a command that kernel does not know
+	}
 	switch x.typ {
 	case unix.NFT_MSG_NEWTABLE:
 		return tx.newTable(x)

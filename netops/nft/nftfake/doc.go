@@ -28,7 +28,7 @@
 //     NEWSET without NLM_F_CREATE asserts the set (ENOENT when missing);
 //     elements added (a clash of data is EEXIST; without NLM_F_EXCL an
 //     existing element is kept and its timeout updated, as from Linux
-//     6.10; Kernel.KeepTimeouts: left as it is, as before), deleted,
+//     6.10; Kernel.Release models an older kernel), deleted,
 //     destroyed (DESTROYSETELEM ignores missing elements, not a missing
 //     set or table: each DESTROY* ignores a missing object of its kind
 //     only),

@@ -22,23 +22,27 @@ type Kernel struct {
 	skew      time.Duration // what Advance added to the clock
 	unmodeled []error       // messages refused as not modeled (Err)
 	batches   int           // committed batches
-	// keepTimeout: an element added again keeps its timeout (KeepTimeouts).
-	keepTimeout bool
+	// before63, before610: the kernel modeled is older than Linux 6.3
+	// (no DESTROY* messages) or 6.10 (no element timeout update): Release.
+	before63, before610 bool
 }
 
-// New returns an empty Kernel: a kernel of Linux 6.10 or later, whose
-// NEWSETELEM of an existing element updates its timeout.
+// New returns an empty Kernel: a kernel of Linux 6.10 or later.
 func New() *Kernel { return &Kernel{w: &world{}, gen: 1} }
 
-// KeepTimeouts makes k a kernel before Linux 6.10 ("netfilter:
-// nf_tables: set element timeout update support"): an element added again
-// without NLM_F_EXCL is left as it is, its timeout and expiry too (Debian
-// 12's 6.1). The product's expiry by timeout checks for this and deletes
-// instead (portmap, masquerade). It returns k.
-func (k *Kernel) KeepTimeouts() *Kernel {
+// Release makes k a kernel of Linux major.minor where that differs from
+// the newest: before 6.3 ("netfilter: nf_tables: add DESTROY command")
+// every DESTROY* message is EINVAL; before 6.10 ("netfilter: nf_tables:
+// set element timeout update support") an element added again without
+// NLM_F_EXCL is left as it is, its timeout and expiry too. Debian 12's
+// 6.1 lacks both; netops/nft checks for each and falls back (the
+// masquerade's delete, portmap's and the masquerade's expiry). It
+// returns k.
+func (k *Kernel) Release(major, minor int) *Kernel {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.keepTimeout = true
+	older := func(ma, mi int) bool { return major < ma || major == ma && minor < mi }
+	k.before63, k.before610 = older(6, 3), older(6, 10)
 	return k
 }
 

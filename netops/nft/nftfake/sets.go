@@ -204,7 +204,7 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 		if !bytes.Equal(old.data, e.data) || old.objref != e.objref || x.excl() {
 			return errno(unix.EEXIST)
 		}
-		if hasTimeout && !tx.k.keepTimeout { // 6.10 on updates an element's timeout
+		if hasTimeout && !tx.k.before610 { // 6.10 on updates an element's timeout
 			old.timeout, old.expires = e.timeout, e.expires
 			tx.changed = true
 		}
