@@ -154,16 +154,17 @@ func (al *Allocator) writeBatch(ctx context.Context, pool string, b *batch, ops 
 		}
 		st.attempts++
 		t0 := time.Now()
-		p, err := al.batchPool(ctx, pool, ops, attempt > 0)
+		np, changed, err := al.readApply(ctx, pool, ops, attempt > 0)
+		if err == nil && attempt == 0 && missedRelease(ops) {
+			// The cache may not have seen a write whose outcome its
+			// caller never learnt (an ADD that timed out and landed):
+			// a release that finds nothing asks the API itself.
+			np, changed, err = al.readApply(ctx, pool, ops, true)
+		}
 		st.read += time.Since(t0)
 		if errors.Is(err, ErrNotFound) { // only releases, of a pool that is gone
 			return ops
 		}
-		if err != nil {
-			fail(err)
-			return ops
-		}
-		np, changed, err := apply(p, ops)
 		if err != nil {
 			fail(err)
 			return ops
@@ -184,6 +185,26 @@ func (al *Allocator) writeBatch(ctx context.Context, pool string, b *batch, ops 
 	}
 	fail(&agentapi.Error{Reason: agentapi.ReasonUnavailable, Msg: fmt.Sprintf("IPPool %s: still changed by other writers after %d attempts", pool, maxAttempts)})
 	return ops
+}
+
+// readApply reads the pool (from the cache unless fresh) and applies the
+// ops to a copy of it.
+func (al *Allocator) readApply(ctx context.Context, pool string, ops []*op, fresh bool) (*Pool, bool, error) {
+	p, err := al.batchPool(ctx, pool, ops, fresh)
+	if err != nil {
+		return nil, false, err
+	}
+	return apply(p, ops)
+}
+
+// missedRelease reports whether a release of ops found nothing to remove.
+func missedRelease(ops []*op) bool {
+	for _, o := range ops {
+		if o.release && !o.found {
+			return true
+		}
+	}
+	return false
 }
 
 // batchPool reads the pool (from the cache unless fresh); a batch with a

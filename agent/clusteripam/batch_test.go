@@ -2,6 +2,7 @@ package clusteripam
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -77,5 +78,49 @@ func idle(t *testing.T, al *Allocator, pool string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool %s: the writer is still busy after 30 s", pool)
 		}
+	}
+}
+
+// lagging answers cached reads with the pool as it was when the test
+// froze it: an informer that has not seen the last writes yet (its watch
+// broken while the API server did not answer).
+type lagging struct {
+	*Etcd
+	frozen *Pool
+}
+
+func (l *lagging) GetPool(ctx context.Context, name string, fresh bool) (*Pool, error) {
+	if !fresh && l.frozen != nil {
+		return l.frozen.clone(), nil
+	}
+	return l.Etcd.GetPool(ctx, name, fresh)
+}
+
+// A release whose address the cache does not show yet is written all the
+// same: the ADD's write landed after its caller gave up (the API server
+// stalled), the agent's cache has not seen it, and the queued release
+// (or the runtime's DEL) must not call it done on the cache's word.
+func TestReleaseUnseenByCache(t *testing.T) {
+	l := &lagging{Etcd: etcdBackend(t)}
+	al := &Allocator{B: l, Node: "n1"}
+	ctx := ctxT(t)
+	const rng, pool = "10.21.0.0/24", "10.21.0.0-24"
+	if _, err := al.Add(ctx, req("c0", "ns/p0", rng)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Etcd.GetPool(ctx, pool, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.frozen = p // the cache stops here
+	if _, err := al.Add(ctx, req("c1", "ns/p1", rng)); err != nil {
+		t.Fatal(err)
+	}
+	if err := al.Del(ctx, req("c1", "ns/p1", rng)); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, al, pool)
+	if got := allocations(t, l, pool); len(got) != 1 || got[netip.MustParseAddr("10.21.0.1")] != "ns/p0" {
+		t.Fatalf("after c1's DEL with a cache that never saw c1: %v, want only 10.21.0.1 of ns/p0", got)
 	}
 }
