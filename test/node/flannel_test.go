@@ -71,8 +71,9 @@ func withBackend(t *testing.T, manifest []byte, typ string) string {
 }
 
 // TestKubeNodeFlannel is the move from flannel to cnibox and back, on
-// three nodes, once per backend (flannelBackends), each on a cluster of
-// its own (flanneld reads the backend at its start): (a) flannel's
+// three nodes, on vxlan (the manifest as fetched; host-gw, one line
+// changed, is TestKubeNodeFlannelHelm's, so that each backend and each
+// way of installing flannel runs once): (a) flannel's
 // manifest with a real flanneld brings the nodes Ready and pods on
 // different nodes reach each other; (b) with pings running between pods on
 // different nodes, `kubectl set image` moves the DaemonSet to cnibox's
@@ -97,6 +98,9 @@ func TestKubeNodeFlannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range flannelBackends {
+		if b.typ != "vxlan" {
+			continue
+		}
 		t.Run(b.typ, func(t *testing.T) {
 			manifest := withBackend(t, manifest, b.typ)
 			moveFlannel(t, b, flannelDeploy{

@@ -142,10 +142,10 @@ func TestKubeNodeHelm(t *testing.T) {
 // value), then helm upgrade --reuse-values with its image values
 // (flannel.image and flannel.flannel_cni.image) pointed at cnibox's image,
 // and back to flannel's: every pod keeps its address and its pings through
-// both moves, each node its lease (moveFlannel's checks). One backend,
-// host-gw (a value the chart must pass on: vxlan is its default): what
-// differs by backend is TestKubeNodeFlannel's, which runs both with the
-// same checks; a second cluster here (~225 s) would repeat them.
+// both moves, each node its lease (moveFlannel's checks). On host-gw (a
+// value the chart must pass on: vxlan is its default), the backend
+// TestKubeNodeFlannel, on vxlan, leaves to it: the same checks, each
+// backend once (a cluster is ~225 s).
 func TestKubeNodeFlannelHelm(t *testing.T) {
 	bin := env(t, "CNIBOX_HELM", "helm v3 (deploy/helm/helm.sh)")
 	cniboxTar := env(t, "CNIBOX_IMAGE_TAR", "make image's archive (bin/cnibox-image.tar)")
