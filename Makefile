@@ -166,8 +166,15 @@ e2e: deps build
 # proxy, the DNS resolvers and the LoadBalancer IPAM on it), the
 # LoadBalancer IPAM (allocation, failover, the pool admission policy) and
 # its announcement on the LAN (one announcer, failover), then
-# test-rbac, test-whereabouts and test-node.
-test-kube: deps build
+# test-rbac, test-whereabouts (all of these: test-kube-api, on an API
+# server of the host's loopback, one at a time) and test-node (kubelets,
+# each cluster in namespaces of its own: .ci/run runs it beside
+# test-kube-api).
+.PHONY: test-kube test-kube-api
+test-kube: test-kube-api
+	$(MAKE) test-node
+
+test-kube-api: deps build
 	bash test/kube/control-plane.sh build
 	CNIBOX_BIN=$(CURDIR)/bin/cnibox $(GO) test $(GOTEST_FLAGS) -tags kube -run TestKube -v ./test/overlay/
 	$(GO) test -count=1 -p 1 -tags kube -run 'TestWatchKube' -v ./agent/policy/ ./agent/mnp/
@@ -178,7 +185,6 @@ test-kube: deps build
 	$(GO) test -count=1 -tags kube -run '^TestKubeLBAnnounce$$' -v ./agent/lbannounce/
 	$(MAKE) test-rbac
 	$(MAKE) test-whereabouts
-	$(MAKE) test-node
 
 # bench-egress: TestKubeEgress and TestKubeEgress6 (an IPv6 address) with
 # 20 deaths of the holder node each (its agent SIGKILLed and its uplink

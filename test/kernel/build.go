@@ -46,6 +46,39 @@ var diskTools = []string{"/usr/bin/etcd", "/usr/lib/cni"}
 // through $CNIBOX_REF_UPSTREAM.
 var upstreamPlugins = []string{"bridge", "dummy", "tap"}
 
+// selectPackages lists the packages with tests that patterns name, and
+// the -test.run of those whose pattern carries one (PATTERN:REGEXP);
+// patterns whose directory is missing are left out.
+func selectPackages(patterns []string) ([]string, map[string]string, error) {
+	var existing []string
+	runs := map[string]string{} // a pattern's own -test.run, by pattern
+	for _, p := range patterns {
+		p, run, _ := strings.Cut(p, ":")
+		dir := strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/")
+		if _, err := os.Stat(dir); err == nil {
+			existing = append(existing, p)
+			if run != "" {
+				runs[p] = run
+			}
+		}
+	}
+	pkgs, err := testPackages(existing)
+	if err != nil {
+		return nil, nil, err
+	}
+	pkgRun := map[string]string{} // by package
+	for pat, run := range runs {
+		ps, err := testPackages([]string{pat})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, p := range ps {
+			pkgRun[p] = run
+		}
+	}
+	return pkgs, pkgRun, nil
+}
+
 // testPackages lists the packages matching patterns that have tests;
 // patterns that match nothing (a tree being moved) are left out.
 func testPackages(patterns []string) ([]string, error) {
@@ -84,14 +117,7 @@ func buildDisk(o options) (string, []string, error) {
 	if len(patterns) == 0 {
 		patterns = defaultPatterns
 	}
-	var existing []string
-	for _, p := range patterns {
-		dir := strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/")
-		if _, err := os.Stat(dir); err == nil {
-			existing = append(existing, p)
-		}
-	}
-	pkgs, err := testPackages(existing)
+	pkgs, pkgRun, err := selectPackages(patterns)
 	if err != nil {
 		return "", nil, err
 	}
@@ -182,7 +208,7 @@ func buildDisk(o options) (string, []string, error) {
 			if dir == "" {
 				dir = "."
 			}
-			fmt.Fprintf(&list, "%s %s %s\n", dir, testBinaryName(p), guestSkips[p])
+			fmt.Fprintf(&list, "%s %s %s %s\n", dir, testBinaryName(p), orDash(guestSkips[p]), orDash(pkgRun[p]))
 		}
 		if err := os.WriteFile(filepath.Join(stage, file), []byte(list.String()), 0o644); err != nil {
 			return "", nil, err
@@ -211,11 +237,19 @@ func buildDisk(o options) (string, []string, error) {
 	if out, err := mk.CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("mkfs.ext4: %w: %s", err, out)
 	}
-	runs := slices.Clone(pkgs)
+	order := slices.Clone(pkgs)
 	for _, p := range fwd {
-		runs = append(runs, p+forwardingSuffix)
+		order = append(order, p+forwardingSuffix)
 	}
-	return img, runs, nil
+	return img, order, nil
+}
+
+// orDash is s, or "-" for none (a field of the guest's package lists).
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // copySources copies the repository's files (not .git, bin, or built

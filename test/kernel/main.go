@@ -14,7 +14,7 @@
 // br_netfilter on (forwarding.go), streams the console and exits with the
 // tests' status.
 //
-//	go run ./test/kernel [-kernel /boot/vmlinuz-VER] [-run REGEXP] [-bench REGEXP] [-pkgs 'PATTERN ...'] [-forwarding-pkgs 'PATTERN ...'|none]
+//	go run ./test/kernel [-kernel /boot/vmlinuz-VER] [-run REGEXP] [-bench REGEXP] [-pkgs 'PATTERN[:REGEXP] ...'] [-forwarding-pkgs 'PATTERN ...'|none]
 package main
 
 import (
@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&o.kernel, "kernel", os.Getenv("KERNEL"), "kernel image to boot (default: the newest /boot/vmlinuz-*-cloud-amd64; env KERNEL)")
 	flag.StringVar(&o.cache, "cache", defaultCache(), "directory for the build and the cached initramfs pieces")
 	flag.StringVar(&o.cnibox, "cnibox", "", "cnibox binary to test (default: build one)")
-	flag.StringVar(&pkgs, "pkgs", "", "package patterns to test, space separated (default: every package with tests under netops, roles, agent, and test/e2e, test/reliability)")
+	flag.StringVar(&pkgs, "pkgs", "", "package patterns to test, space separated (default: every package with tests under netops, roles, agent, and test/e2e, test/reliability); PATTERN:REGEXP runs only that pattern's tests matching REGEXP")
 	flag.StringVar(&fwd, "forwarding-pkgs", strings.Join(forwardingPatterns, " "), "package patterns run a second time with the VM's forwarding and br_netfilter on, of those -pkgs selects (\"none\": no second pass)")
 	flag.StringVar(&o.run, "run", "", "run only the tests matching this regexp (-test.run)")
 	flag.StringVar(&o.bench, "bench", "", "run the benchmarks matching this regexp (-test.bench; with -run '^$' for them alone)")

@@ -66,13 +66,17 @@ for n in iptables ip6tables iptables-save ip6tables-save iptables-restore ip6tab
 [ -d /t/flanneld ] && export CNIBOX_FLANNELD_DIR=/t/flanneld
 export CNIBOX_TEST_KERNEL=1 CNIBOX_BIN=/t/bin/cnibox CNIBOX_FAULT_BIN=/t/bin/cnibox-fault CNIBOX_REF_UPSTREAM=/t/upstream
 args=$(cat /t/testargs)
-# runpkgs LIST [SUFFIX]: every test binary of LIST, its status reported as
-# the package's directory followed by SUFFIX.
+# runpkgs LIST [SUFFIX]: every test binary of LIST (a line each: its
+# directory, its binary, a -test.skip and a -test.run of its own, "-" for
+# none; its own run wins over -run's), its status reported as the
+# package's directory followed by SUFFIX.
 runpkgs() {
-	while read -r dir bin skip; do
-		echo "=== package $dir$2"
+	while read -r dir bin skip run; do
+		[ "$skip" = - ] && skip=
+		[ "$run" = - ] && run=
+		echo "=== package $dir$2${run:+ (-run $run)}"
 		start=$(date +%s)
-		(cd "/t/src/$dir" && "/t/tests/$bin" -test.v -test.count=1 -test.timeout=45m ${skip:+-test.skip=$skip} $args < /dev/null 2>&1)
+		(cd "/t/src/$dir" && "/t/tests/$bin" -test.v -test.count=1 -test.timeout=45m ${skip:+"-test.skip=$skip"} $args ${run:+"-test.run=$run"} < /dev/null 2>&1)
 		rc=$?
 		echo "` + markStatus + ` $dir$2 $rc $(($(date +%s) - start))"
 	done < "$1"
