@@ -155,6 +155,15 @@ func (s *Syncer) Run(ctx context.Context) error {
 			}
 			in, ex := noLocal(out.Ports)
 			s.cfg.Metrics.synced(start, full, err == nil, ch, in, ex)
+			if full && err == nil {
+				// The first at Info: when the node began to serve
+				// every Service (kube-proxy logs its syncs at V(2)).
+				log := s.cfg.Log.Debug
+				if applied == nil {
+					log = s.cfg.Log.Info
+				}
+				log("services: full sync written", "ports", len(out.Ports), "took", time.Since(start).Round(time.Millisecond))
+			}
 		}
 		if err == nil {
 			s.cfg.Health.Updated()

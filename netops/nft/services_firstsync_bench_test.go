@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/cnibox/cnibox/internal/svcmodel"
 	"github.com/cnibox/cnibox/netops/nstest"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkServicesFirstSync: one first sync of 10,000 Services x 4
@@ -31,13 +34,17 @@ import (
 //	go test -run '^$' -bench ServicesFirstSync -benchtime 5x ./netops/nft
 func BenchmarkServicesFirstSync(b *testing.B) {
 	snap := sortedSnap(manySnap(10000, 4))
-	b.Run("fresh", func(b *testing.B) { firstSyncSplit(b, snap, false) })
-	b.Run("after-delete", func(b *testing.B) { firstSyncSplit(b, snap, true) })
+	b.Run("fresh", func(b *testing.B) { firstSyncSplit(b, snap, false, false) })
+	b.Run("after-delete", func(b *testing.B) { firstSyncSplit(b, snap, true, false) })
+	// with a reader of nftables' notifications in the namespace (what
+	// `nft monitor` joins, and make bench-services' watch): the kernel
+	// then builds a message for every object of the commit
+	b.Run("listener", func(b *testing.B) { firstSyncSplit(b, snap, false, true) })
 }
 
 // firstSyncSplit times b.N first syncs of snap, each in a namespace of
 // its own, the tables written and deleted there first when again.
-func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again bool) {
+func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again, listen bool) {
 	var blocked, cpu, delay, wall time.Duration
 	var nvcsw, nivcsw, pcpu int64
 	var sys time.Duration
@@ -45,9 +52,13 @@ func firstSyncSplit(b *testing.B, snap *svcmodel.Snapshot, again bool) {
 	defer runtime.UnlockOSThread()
 	for b.Loop() {
 		b.StopTimer()
-		h, err := Open(nstest.NewNS(b, "svcf"))
+		ns := nstest.NewNS(b, "svcf")
+		h, err := Open(ns)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if listen {
+			drainNotifications(b, ns)
 		}
 		s := NewServices(h, ServicesOptions{})
 		if again {
@@ -115,4 +126,27 @@ func threadUsage(b *testing.B) syscall.Rusage {
 		b.Fatal(err)
 	}
 	return ru
+}
+
+// drainNotifications joins nftables' notification group in the namespace
+// at ns and reads it until the benchmark ends.
+func drainNotifications(b *testing.B, ns string) {
+	f, err := os.Open(ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f.Fd()), Groups: 1 << (unix.NFNLGRP_NFTABLES - 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = c.SetReadBuffer(64 << 20)
+	b.Cleanup(func() { c.Close() })
+	go func() {
+		for {
+			if _, err := c.Receive(); err != nil && !errors.Is(err, unix.ENOBUFS) {
+				return // closed
+			}
+		}
+	}()
 }
