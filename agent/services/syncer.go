@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cnibox/cnibox/internal/gcburst"
 	"github.com/cnibox/cnibox/internal/svcmodel"
 )
 
@@ -146,7 +147,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if wrote {
 			start := time.Now()
 			if full {
+				end := gcburst.Begin() // one transaction of every object: see gcburst
 				err = s.cfg.Table.Resync(out)
+				end()
 			} else {
 				err = s.cfg.Table.Apply(out)
 			}

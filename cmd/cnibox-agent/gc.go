@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+
+	"github.com/cnibox/cnibox/internal/gcburst"
 )
 
 // agentGCPercent: the agent's live heap is about 1 MB, so the Go runtime's
@@ -55,7 +57,7 @@ func tuneGCAfterEachCycle(percent int) {
 		if s[0].Value.Kind() == metrics.KindUint64 {
 			if p := gcPercentFor(s[0].Value.Uint64()); p != percent {
 				percent = p
-				debug.SetGCPercent(p)
+				gcburst.Set(p) // (not during a full sync's burst: gcburst)
 			}
 		}
 		tuneGCAfterEachCycle(percent)
