@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if c.netc, err = kubecore.GroupClient(rc, netv1.SchemeGroupVersion, "/apis", &netv1.ServiceCIDR{}, &netv1.ServiceCIDRList{}); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	coord, err := kubecore.GroupClient(rc, coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{})
+	coord, err := kubecore.GroupClient(leaseRate(rc, cfg.Every), coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -160,6 +160,20 @@ func writeRate(rc *rest.Config) *rest.Config {
 	c := *rc
 	if c.QPS == 0 && c.RateLimiter == nil {
 		c.QPS, c.Burst = 100, 200
+	}
+	return &c
+}
+
+// leaseRate is rc with a rate limit that never holds a renewal back where
+// rc sets none: a step is a GET and a PUT every period, and client-go's
+// default (5 a second, bursts of 10) throttled --lb-ipam-renew 200ms to a
+// step every 400 ms, half the Lease's margin lost to the agent's own
+// limiter (TestLeaseRate).
+func leaseRate(rc *rest.Config, every time.Duration) *rest.Config {
+	c := *rc
+	if c.QPS == 0 && c.RateLimiter == nil {
+		c.QPS = float32(max(5, 4*float64(time.Second)/float64(max(every, time.Millisecond))))
+		c.Burst = max(10, int(c.QPS))
 	}
 	return &c
 }

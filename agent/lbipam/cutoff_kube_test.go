@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -84,6 +85,95 @@ func (h *holdWatch) drain() {
 	}
 }
 
+// leaseWatch follows the Lease LeaseName's versions: who held it, when it
+// was renewed and taken, as the holders wrote them (the test's processes
+// share one clock).
+type leaseWatch struct {
+	t      *testing.T
+	cs     kubernetes.Interface
+	w      watch.Interface
+	lastRV string
+	recs   []leaseRec
+}
+
+type leaseRec struct {
+	holder         string
+	renew, acquire time.Time
+	duration       time.Duration
+}
+
+func watchLease(t *testing.T, cs kubernetes.Interface) *leaseWatch {
+	lw := &leaseWatch{t: t, cs: cs}
+	lw.open()
+	t.Cleanup(func() { lw.w.Stop() })
+	return lw
+}
+
+func (lw *leaseWatch) open() {
+	w, err := lw.cs.CoordinationV1().Leases("kube-system").Watch(context.Background(),
+		metav1.ListOptions{FieldSelector: "metadata.name=" + LeaseName, ResourceVersion: lw.lastRV})
+	must(lw.t, err)
+	lw.w = w
+}
+
+// drain records what the watch has reported so far.
+func (lw *leaseWatch) drain() {
+	for {
+		select {
+		case ev, open := <-lw.w.ResultChan():
+			if !open {
+				lw.open()
+				continue
+			}
+			l, ok := ev.Object.(*coordv1.Lease)
+			if !ok {
+				lw.t.Logf("Lease watch: %s %v", ev.Type, ev.Object)
+				continue
+			}
+			lw.lastRV = l.ResourceVersion
+			r := leaseRec{}
+			if l.Spec.HolderIdentity != nil {
+				r.holder = *l.Spec.HolderIdentity
+			}
+			if l.Spec.RenewTime != nil {
+				r.renew = l.Spec.RenewTime.Time
+			}
+			if l.Spec.AcquireTime != nil {
+				r.acquire = l.Spec.AcquireTime.Time
+			}
+			if l.Spec.LeaseDurationSeconds != nil {
+				r.duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+			}
+			lw.recs = append(lw.recs, r)
+		default:
+			return
+		}
+	}
+}
+
+// retaken judges the Lease having gone back to old after index from of
+// the versions seen: it waits for that version, then reports the gap
+// between the last renewal by the holder before and old's taking it, and
+// whether the holder before had let it lapse (the gap longer than its
+// duration: a machine too loaded to renew in time, which the election
+// allows) or old took a Lease its holder kept renewing (a bug).
+func (lw *leaseWatch) retaken(from int, old string) (gap time.Duration, lapsed bool, ok bool) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		lw.drain()
+		for i := max(from, 1); i < len(lw.recs); i++ {
+			r, prev := lw.recs[i], lw.recs[i-1]
+			if r.holder == old && prev.holder != old {
+				if prev.holder == "" { // released: free at once
+					return 0, true, true
+				}
+				gap = r.acquire.Sub(prev.renew)
+				return gap, gap > prev.duration, true
+			}
+		}
+	}
+	return 0, false, false
+}
+
 // startController runs a controller in a child process (TestLBIPAMAgent)
 // as node, through proxy p if not nil, until the test ends.
 func startController(t *testing.T, kc, node string, p *kube.Proxy) *exec.Cmd {
@@ -123,6 +213,7 @@ func TestKubeLBIPAMCutOff(t *testing.T) {
 	must(t, createPool(cs, "pool", `{"blocks":[{"cidr":"192.0.2.0/25"}]}`)) // 126
 	svcs := cs.CoreV1().Services("default")
 	hw := watchHolds(t, cs)
+	lw := watchLease(t, cs)
 	proxies := map[string]*kube.Proxy{"node-1": kube.NewProxy(t), "node-2": kube.NewProxy(t)}
 	for node, p := range proxies {
 		startController(t, kc, node, p)
@@ -169,11 +260,23 @@ func TestKubeLBIPAMCutOff(t *testing.T) {
 			}
 		}
 		waitAll(fmt.Sprintf("%s cut off", old))
+		lw.drain()
+		healed := len(lw.recs)
 		proxies[old].Set(kube.Open)
 		create(5)
 		waitAll(fmt.Sprintf("%s's partition healed", old))
 		if l := leaseHolder(cs); l == old {
-			t.Errorf("%s leads again after its partition healed: the other held the Lease", old)
+			// The other may have let the Lease lapse on a loaded machine
+			// (the test's Lease lasts a second): old may then take it. What
+			// it must never do is take a Lease the other kept renewing.
+			switch gap, lapsed, seen := lw.retaken(healed, old); {
+			case !seen:
+				t.Errorf("%s leads again after its partition healed, and the Lease's watch never showed it taking the Lease", old)
+			case lapsed:
+				t.Logf("%s leads again after its partition healed: the other's last renewal was %v before (longer than the Lease's duration: it had lapsed)", old, gap)
+			default:
+				t.Errorf("%s leads again after its partition healed, taking the Lease %v after the other's last renewal, within the Lease's duration: it took a Lease its holder kept", old, gap)
+			}
 		}
 	}
 	hw.drain()

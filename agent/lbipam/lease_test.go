@@ -8,6 +8,7 @@ import (
 
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // TestElectionFence: the holder writes only while its last renewal, from
@@ -53,5 +54,24 @@ func TestElectionFence(t *testing.T) {
 	l.Spec.HolderIdentity = &empty
 	if !other.expired(l, seen.Add(12*time.Second)) {
 		t.Error("a released Lease is not free at once")
+	}
+}
+
+// TestLeaseRate: the Lease's client lets a step (a GET and a PUT) through
+// every renewal period with room to spare, at the shortest period the
+// agent accepts (--lb-ipam-renew 100ms) and at the default; a limit the
+// operator's configuration sets is kept.
+func TestLeaseRate(t *testing.T) {
+	for _, every := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 2 * time.Second} {
+		c := leaseRate(&rest.Config{}, every)
+		if perStep := float64(c.QPS) * every.Seconds(); perStep < 2*2 {
+			t.Errorf("renewing every %s: %.1f requests a second (%.1f a period), want room for two steps of 2 requests a period", every, c.QPS, perStep)
+		}
+		if float64(c.Burst) < float64(c.QPS) {
+			t.Errorf("renewing every %s: burst %d below the rate %.1f", every, c.Burst, c.QPS)
+		}
+	}
+	if c := leaseRate(&rest.Config{QPS: 3, Burst: 4}, 200*time.Millisecond); c.QPS != 3 || c.Burst != 4 {
+		t.Errorf("the configuration's limit 3/4 became %.1f/%d", c.QPS, c.Burst)
 	}
 }
