@@ -41,11 +41,15 @@ func (o *observed) expired(l *lease, now time.Time) bool {
 }
 
 // lease takes or renews the Lease; false when another agent holds it and
-// it has not expired.
+// it has not expired. It gives up after the Lease's duration: a request
+// the API server never answers (a connection gone silent) must not stop
+// the reclaim's next rounds.
 func (r *Reclaimer) lease(ctx context.Context) (bool, error) {
 	path := fmt.Sprintf("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", r.Kube.namespace, LeaseName)
 	now := metav1.NewMicroTime(r.Now())
 	dur := max(int32(3*r.Interval/time.Second), 1) // a Lease of 0 s would always look expired
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(dur)*time.Second)
+	defer cancel()
 	var l lease
 	b, err := r.core.Get().AbsPath(path).DoRaw(ctx)
 	if apierrors.IsNotFound(err) {

@@ -3,11 +3,18 @@
 package clusteripam
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/cnibox/cnibox/internal/kubecore"
 )
 
 // Two agents whose clocks differ by an hour: A holds the reclaim Lease and
@@ -75,5 +82,41 @@ func TestLeaseExpiryFirstSight(t *testing.T) {
 	l.Spec.HolderIdentity = &empty
 	if !(&observed{}).expired(&l, now) {
 		t.Error("a released Lease (holderIdentity \"\") is not free")
+	}
+}
+
+// TestReclaimLeaseGivesUp: taking or renewing the reclaim Lease against
+// an API server that never answers returns (not holding, with an error)
+// rather than hanging, so the reclaim's next round is tried.
+func TestReclaimLeaseGivesUp(t *testing.T) {
+	hung := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hung)
+	c, err := kubecore.Client(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reclaimer{Kube: &Kube{namespace: "kube-system"}, Identity: "a", Interval: 200 * time.Millisecond, Now: time.Now, core: c}
+	done := make(chan error, 1)
+	go func() {
+		held, err := r.lease(context.Background())
+		if held {
+			err = errors.New("holds the Lease with no answer from the API server")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("taking the Lease with no answer from the API server returned no error")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("taking the Lease from an API server that never answers still waits a minute later (the Lease lasts 1 s)")
 	}
 }

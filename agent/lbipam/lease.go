@@ -61,8 +61,13 @@ func (e *election) fresh() bool {
 	return e.now().Sub(e.sent) < time.Duration(e.duration)*time.Second-e.every
 }
 
-// step takes or renews the Lease: true when this agent holds it now.
+// step takes or renews the Lease: true when this agent holds it now. A
+// step gives up after the Lease's duration: a renewal later than that is
+// of no use, and a request the API server never answers (a connection
+// gone silent) must not stop the next renewals.
 func (e *election) step(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(e.duration, 1))*time.Second)
+	defer cancel()
 	sent := e.now()
 	now := metav1.NewMicroTime(sent)
 	l := &coordv1.Lease{}

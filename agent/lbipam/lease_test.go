@@ -3,12 +3,18 @@
 package lbipam
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cnibox/cnibox/internal/kubecore"
 )
 
 // TestElectionFence: the holder writes only while its last renewal, from
@@ -73,5 +79,41 @@ func TestLeaseRate(t *testing.T) {
 	}
 	if c := leaseRate(&rest.Config{QPS: 3, Burst: 4}, 200*time.Millisecond); c.QPS != 3 || c.Burst != 4 {
 		t.Errorf("the configuration's limit 3/4 became %.1f/%d", c.QPS, c.Burst)
+	}
+}
+
+// TestStepGivesUp: a step against an API server that never answers
+// returns (not holding, with an error) rather than hanging, so the next
+// renewal is tried.
+func TestStepGivesUp(t *testing.T) {
+	hung := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hung)
+	c, err := kubecore.GroupClient(&rest.Config{Host: srv.URL}, coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &election{c: c, namespace: "kube-system", identity: "a", every: 200 * time.Millisecond, duration: 1, now: time.Now}
+	done := make(chan error, 1)
+	go func() {
+		h, err := e.step(context.Background())
+		if h {
+			err = errors.New("holds the Lease with no answer from the API server")
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a step with no answer from the API server returned no error")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a step against an API server that never answers still waits a minute later (the Lease lasts 1 s)")
 	}
 }
