@@ -138,6 +138,11 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 	}
 	pt.objs = nil // until the commit: st.policyObjs changes as it is queued
 	pxt := &policyTxn{txn: t, pt: pt}
+	defer func() {
+		if pt.scratch != nil {
+			pt.scratch.empty() // queued: its chains are in the messages
+		}
+	}()
 	if err := pxt.queuePolicy(c, st); err != nil {
 		t.abort()
 		pt.fp, pt.gen = nil, 0
@@ -152,7 +157,7 @@ func (h *Handle) applyPolicy(c *PolicyChange) error {
 		pt.objs = st.policyObjs
 	}
 	if c.Rules != nil {
-		pt.fp = pxt.fp
+		pt.setFP(pxt.fp)
 	}
 	if len(pxt.closed) > 0 {
 		if err := h.releaseUnattached(pxt.closed); err != nil {
@@ -202,10 +207,11 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if c.Rules != nil {
 		var counters []string
 		t.prev = t.pt.fp
-		pc, counters = renderPolicyKeys(c.Rules, func(chain, key string) bool {
+		pc, counters = renderPolicyInto(t.pt.scratch, c.Rules, func(chain, key string) bool {
 			return st.chains[chain] && t.prev != nil && t.prev[chain] == key
-		}, t.pt.rulesKeys)
-		t.pt.rulesKeys = pc.keysUsed
+		}, t.pt.rulesKeys, t.pt.keysSpare, false)
+		t.pt.scratch = pc
+		t.pt.keysSpare, t.pt.rulesKeys = t.pt.rulesKeys, pc.keysUsed
 		for _, n := range counters {
 			keep[n] = true
 			if !st.counters[n] {
@@ -218,7 +224,7 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 		}
 		// Chains this Handle wrote as they are now are left alone; the
 		// others are flushed (and refilled or deleted below).
-		t.fp = fingerprints(pc)
+		t.fp = fingerprintsInto(pc, t.pt.spareFP())
 		for name := range st.chains {
 			if !t.policyKeeps(name) {
 				cc.FlushChain(&nftables.Chain{Table: tb, Name: name})

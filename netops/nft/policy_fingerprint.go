@@ -17,7 +17,15 @@ import (
 // chain's: untrackedRule), so a twin is written when its chain is, and
 // its rules are rendered only then (twinRules).
 func fingerprints(pc *policyChains) map[string]string {
-	fp := make(map[string]string, len(pc.names)+len(policyBaseChains))
+	return fingerprintsInto(pc, nil)
+}
+
+// fingerprintsInto is fingerprints into fp (cleared; nil: a new map).
+func fingerprintsInto(pc *policyChains, fp map[string]string) map[string]string {
+	if fp == nil {
+		fp = make(map[string]string, len(pc.names)+len(policyBaseChains))
+	}
+	clear(fp)
 	var b strings.Builder
 	for _, n := range pc.names {
 		if k, ok := pc.keys[n]; ok {
@@ -31,13 +39,14 @@ func fingerprints(pc *policyChains) map[string]string {
 			continue
 		}
 		b.Reset()
+		b.WriteString("chain\n")
 		for _, r := range pc.rules[n] {
 			for _, e := range r {
 				fingerprint(&b, e)
 			}
 			b.WriteByte('\n')
 		}
-		fp[n] = "chain\n" + b.String()
+		fp[n] = b.String()
 	}
 	for _, bc := range policyBaseChains {
 		fp[bc.name] = fmt.Sprintf("base %v %d -> %s4 %s6", bc.hook, bc.prio, bc.to, bc.to)

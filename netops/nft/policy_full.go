@@ -137,7 +137,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 		}
 		pt.gen = t.gen
 	}
-	pt.fp = fps
+	pt.setFP(fps)
 	pt.objs = specObjs(spec)
 	pt.audits++ // the next slice (policy_marks.go)
 	if len(pend.closed) > 0 {
