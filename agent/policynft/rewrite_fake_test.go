@@ -143,3 +143,27 @@ func TestPolicyTableGoneUnderItTable(t *testing.T) {
 	n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(web(80)) })
 	checkTable(t, l, n.e.Model())
 }
+
+// TestPolicySelectorChangeTable: a policy that keeps its name and rules
+// but selects other pods (its subject set changes) has the jump to its
+// chain rewritten in its bucket's chain (made from its policies' subjects
+// and chains: policy_rules.go), both directions; the table after each
+// change is the model's.
+func TestPolicySelectorChangeTable(t *testing.T) {
+	t.Parallel()
+	l := newFakeLab("x/a", "x/b", "y/a")
+	n := newFakeNode(t, l)
+	pol := func(app string) *networkingv1.NetworkPolicy {
+		return np("x", "web", networkingv1.NetworkPolicySpec{PodSelector: *sel("app", app),
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{Ports: []networkingv1.NetworkPolicyPort{port(tcp, 80)}}},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{port(tcp, 53)}}}})
+	}
+	n.e.SetNetworkPolicy(pol("a"))
+	n.start()
+	checkTable(t, l, n.e.Model())
+	for _, app := range []string{"b", "a"} {
+		n.do(func(e *policy.Engine) policymodel.Delta { return e.SetNetworkPolicy(pol(app)) })
+		checkTable(t, l, n.e.Model())
+	}
+}

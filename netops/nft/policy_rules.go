@@ -288,6 +288,8 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 			b := npBucket(pc.short(p.ID))
 			buckets[b] = append(buckets[b], p)
 		}
+		srcKey := "src\n" + d.name + d.fam() + "|" + logKey(pc.log.Allow, pc.log.Staged) + "|"
+		var bk strings.Builder
 		for b, ps := range buckets {
 			if len(ps) == 0 {
 				continue
@@ -295,16 +297,35 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 			bc := fmt.Sprintf("np%d-%s%s", b, d.name, d.fam())
 			pc.add(np, []expr.Any{verdict(expr.VerdictJump, bc)})
 			pc.add(bc)
-			for _, p := range ps {
-				ch := d.chain("n", pc.short(p.ID))
-				pc.add(bc, append(d.self(string(p.Subject), false), verdict(expr.VerdictJump, ch)))
+			// A bucket's chain is made from its policies' subjects and
+			// chains alone: a delta renders the jumps of the buckets it
+			// changes, not of every policy of the node.
+			bk.Reset()
+			bk.WriteString("bucket\n")
+			bk.WriteString(d.name)
+			bk.WriteString(d.fam())
+			chains := make([]string, len(ps))
+			for i, p := range ps {
+				chains[i] = d.chain("n", pc.short(p.ID))
+				bk.WriteByte('|')
+				bk.WriteString(string(p.Subject))
+				bk.WriteByte(' ')
+				bk.WriteString(chains[i])
+			}
+			pc.keys[bc] = bk.String()
+			renderJumps := pc.keep == nil || !pc.keep(bc, pc.keys[bc])
+			for i, p := range ps {
+				ch := chains[i]
+				if renderJumps {
+					pc.add(bc, append(d.self(string(p.Subject), false), verdict(expr.VerdictJump, ch)))
+				}
 				pc.add(ch)
 				rk, ok := pc.rulesKeys[p]
 				if !ok {
 					rk = rulesKey(pc, p.Rules)
 				}
 				pc.keysUsed[p] = rk
-				key := "src\n" + d.name + d.fam() + "|" + logKey(pc.log.Allow, pc.log.Staged) + "|" + rk
+				key := srcKey + rk
 				pc.keys[ch] = key
 				if pc.keep != nil && pc.keep(ch, key) {
 					continue // in the kernel as it is: not rendered
