@@ -4,17 +4,14 @@ package clusteripam
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/internal/kubecore/kubecoretest"
 )
 
 // Two agents whose clocks differ by an hour: A holds the reclaim Lease and
@@ -89,34 +86,16 @@ func TestLeaseExpiryFirstSight(t *testing.T) {
 // an API server that never answers returns (not holding, with an error)
 // rather than hanging, so the reclaim's next round is tried.
 func TestReclaimLeaseGivesUp(t *testing.T) {
-	hung := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hung:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(hung)
-	c, err := kubecore.Client(&rest.Config{Host: srv.URL})
+	c, err := kubecore.Client(kubecoretest.Silent(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Reclaimer{Kube: &Kube{namespace: "kube-system"}, Identity: "a", Interval: 200 * time.Millisecond, Now: time.Now, core: c}
-	done := make(chan error, 1)
-	go func() {
+	kubecoretest.GivesUp(t, "taking the reclaim Lease (it lasts 1 s)", time.Minute, func() error {
 		held, err := r.lease(context.Background())
 		if held {
-			err = errors.New("holds the Lease with no answer from the API server")
+			return nil // holding with no answer: reported as no error
 		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("taking the Lease with no answer from the API server returned no error")
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("taking the Lease from an API server that never answers still waits a minute later (the Lease lasts 1 s)")
-	}
+		return err
+	})
 }

@@ -4,9 +4,6 @@ package lbipam
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cnibox/cnibox/internal/kubecore"
+	"github.com/cnibox/cnibox/internal/kubecore/kubecoretest"
 )
 
 // TestElectionFence: the holder writes only while its last renewal, from
@@ -86,34 +84,16 @@ func TestLeaseRate(t *testing.T) {
 // returns (not holding, with an error) rather than hanging, so the next
 // renewal is tried.
 func TestStepGivesUp(t *testing.T) {
-	hung := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hung:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(hung)
-	c, err := kubecore.GroupClient(&rest.Config{Host: srv.URL}, coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{})
+	c, err := kubecore.GroupClient(kubecoretest.Silent(t), coordv1.SchemeGroupVersion, "/apis", &coordv1.Lease{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &election{c: c, namespace: "kube-system", identity: "a", every: 200 * time.Millisecond, duration: 1, now: time.Now}
-	done := make(chan error, 1)
-	go func() {
+	kubecoretest.GivesUp(t, "a step of the election (its Lease lasts 1 s)", time.Minute, func() error {
 		h, err := e.step(context.Background())
 		if h {
-			err = errors.New("holds the Lease with no answer from the API server")
+			return nil // holding with no answer: reported as no error
 		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("a step with no answer from the API server returned no error")
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("a step against an API server that never answers still waits a minute later (the Lease lasts 1 s)")
-	}
+		return err
+	})
 }
