@@ -23,7 +23,7 @@ import (
 func (h *Handle) dumpTableChains(table *nftables.Table) (map[string]*nftables.Chain, map[string]uint32, error) {
 	m := pmMsg(unix.NFT_MSG_GETCHAIN, mdnetlink.Dump, nil)
 	m.Data[0] = byte(table.Family)
-	msgs, err := h.nfRaw.Execute(m)
+	msgs, err := h.dump(m)
 	chains, uses := map[string]*nftables.Chain{}, map[string]uint32{}
 	if errors.Is(err, unix.ENOENT) {
 		return chains, uses, nil

@@ -54,7 +54,7 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 	}
 	st.exists = true
 	if s.owned || len(s.sets) > 0 {
-		sets, err := h.nft.GetSets(s.table)
+		sets, err := consistently(h, func() ([]*nftables.Set, error) { return h.nft.GetSets(s.table) })
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +66,7 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 		return nil, err
 	}
 	if len(s.flowtables) > 0 { // (a flowtable someone adds to a table without one stays)
-		fts, err := h.nft.ListFlowtables(s.table)
+		fts, err := consistently(h, func() ([]*nftables.Flowtable, error) { return h.nft.ListFlowtables(s.table) })
 		if err != nil && !errors.Is(err, unix.ENOENT) {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (h *Handle) dumpTable(s *tableSpec) (*tableState, error) {
 		return nil, err
 	}
 	if s.counters != nil {
-		objs, err := h.nft.GetObjects(s.table)
+		objs, err := consistently(h, func() ([]nftables.Obj, error) { return h.nft.GetObjects(s.table) })
 		if err != nil {
 			return nil, fmt.Errorf("list counters: %w", err)
 		}
@@ -156,7 +156,7 @@ func (h *Handle) dumpChains(s *tableSpec, st *tableState) error {
 		return nil
 	}
 	if s.owned {
-		chains, err := h.nft.ListChainsOfTableFamily(s.table.Family)
+		chains, err := consistently(h, func() ([]*nftables.Chain, error) { return h.nft.ListChainsOfTableFamily(s.table.Family) })
 		if err != nil {
 			return err
 		}

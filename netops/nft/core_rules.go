@@ -38,7 +38,7 @@ func (h *Handle) dumpRules(table *nftables.Table, chain string) (map[string][]*n
 	m := pmMsg(unix.NFT_MSG_GETRULE, mdnetlink.Dump, attrs(as...))
 	m.Data[0] = byte(table.Family)
 	ruleDumps.Add(1)
-	msgs, err := h.nfRaw.Execute(m)
+	msgs, err := h.dump(m)
 	if errors.Is(err, unix.ENOENT) {
 		return map[string][]*nftables.Rule{}, nil
 	}

@@ -241,7 +241,7 @@ func ifnameElems(names []string) []nftables.SetElement {
 // the table or the flowtable is not there. The kernel drops a device that
 // goes away from a flowtable: this is what it hooks now.
 func (h *Handle) fastPathDevices() ([]string, error) {
-	fts, err := h.nft.ListFlowtables(fastPathTableObj())
+	fts, err := consistently(h, func() ([]*nftables.Flowtable, error) { return h.nft.ListFlowtables(fastPathTableObj()) })
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, nil

@@ -135,7 +135,7 @@ func fwChain(p fwPlace, name string) *nftables.Chain {
 // fwRules lists the rules of a chain of p; a missing table or chain has
 // none.
 func (h *Handle) fwRules(p fwPlace, chain string) ([]*nftables.Rule, error) {
-	rules, err := h.nft.GetRules(p.table, fwChain(p, chain))
+	rules, err := consistently(h, func() ([]*nftables.Rule, error) { return h.nft.GetRules(p.table, fwChain(p, chain)) })
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}

@@ -114,7 +114,7 @@ func (h *Handle) KubeProxyLeftovers() ([]KubeProxyLeftover, error) {
 		}
 	}
 	for _, f := range kubeProxyFamilies {
-		chains, err := h.nft.ListChainsOfTableFamily(f.fam)
+		chains, err := consistently(h, func() ([]*nftables.Chain, error) { return h.nft.ListChainsOfTableFamily(f.fam) })
 		if err != nil {
 			return nil, fmt.Errorf("look for kube-proxy's chains in %s: %w", h.where(), err)
 		}
@@ -190,7 +190,7 @@ func (h *Handle) CleanupKubeProxy() ([]KubeProxyLeftover, error) {
 func (h *Handle) kubeProxyJumps(fam nftables.TableFamily, famName, table string) ([]KubeProxyLeftover, error) {
 	m := famMsg(fam, unix.NFT_MSG_GETRULE, attrs(mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(table)}))
 	m.Header.Flags |= mdnetlink.Dump
-	msgs, err := h.nfRaw.Execute(m)
+	msgs, err := h.dump(m)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}

@@ -303,7 +303,7 @@ func (h *Handle) MasqEntries() ([]MasqEntry, error) {
 		if !ok {
 			continue
 		}
-		elems, err := h.nft.GetSetElements(s)
+		elems, err := consistently(h, func() ([]nftables.SetElement, error) { return noRepeats(h.nft.GetSetElements(s)) })
 		if err != nil {
 			return nil, fmt.Errorf("list masquerade entries in %s: %w", h.where(), err)
 		}

@@ -136,7 +136,7 @@ func (h *Handle) HasPodPolicy() (bool, error) {
 }
 
 func (h *Handle) tableExists(tb *nftables.Table) (bool, error) {
-	tbs, err := h.nft.ListTablesOfFamily(tb.Family)
+	tbs, err := consistently(h, func() ([]*nftables.Table, error) { return h.nft.ListTablesOfFamily(tb.Family) })
 	if err != nil {
 		return false, err
 	}

@@ -336,20 +336,34 @@ func (h *Handle) dumpFamilyElems(family nftables.TableFamily, table, set string)
 		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(set)},
 	))
 	m.Data[0] = byte(family)
-	msgs, err := h.nfRaw.Execute(m)
+	out, err := consistently(h, func() ([]nftElem, error) {
+		msgs, err := h.dump(m)
+		if err != nil {
+			return nil, err
+		}
+		var out []nftElem
+		seen := newKeysSeen(len(msgs) * 8)
+		for _, m := range msgs {
+			_, es, err := parseNftElems(m.Data)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range es {
+				// A repeat is a walk reordered by a resize (dump.go):
+				// a set holds one element per key.
+				if seen.repeat(e.key, e.intervalEnd) {
+					return nil, errDumpInterrupted
+				}
+			}
+			out = append(out, es...)
+		}
+		return out, nil
+	})
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list elements of %s: %w", set, err)
-	}
-	var out []nftElem
-	for _, m := range msgs {
-		_, es, err := parseNftElems(m.Data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, es...)
 	}
 	return out, nil
 }

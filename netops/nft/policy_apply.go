@@ -54,7 +54,7 @@ func (h *Handle) readPolicy(objects, full, withPending bool) (*policyState, erro
 		st.policyObjs = pt.objs
 		return st, nil
 	}
-	chains, err := h.nft.ListChainsOfTableFamily(policyFamily)
+	chains, err := consistently(h, func() ([]*nftables.Chain, error) { return h.nft.ListChainsOfTableFamily(policyFamily) })
 	if err != nil {
 		return nil, fmt.Errorf("list chains: %w", err)
 	}
@@ -63,14 +63,14 @@ func (h *Handle) readPolicy(objects, full, withPending bool) (*policyState, erro
 			st.chains[c.Name] = true
 		}
 	}
-	sets, err := h.nft.GetSets(policyTableObj())
+	sets, err := consistently(h, func() ([]*nftables.Set, error) { return h.nft.GetSets(policyTableObj()) })
 	if err != nil {
 		return nil, fmt.Errorf("list sets: %w", err)
 	}
 	for _, s := range sets {
 		st.sets[s.Name] = true
 	}
-	objs, err := h.nft.GetObjects(policyTableObj())
+	objs, err := consistently(h, func() ([]nftables.Obj, error) { return h.nft.GetObjects(policyTableObj()) })
 	if err != nil {
 		return nil, fmt.Errorf("list counters: %w", err)
 	}

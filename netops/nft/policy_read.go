@@ -32,7 +32,7 @@ func (h *Handle) PolicyCounters() (map[string]PolicyCounter, error) {
 	if tb, _ := h.nft.ListTableOfFamily(PolicyTable, policyFamily); tb == nil {
 		return out, nil
 	}
-	objs, err := h.nft.GetObjects(policyTableObj())
+	objs, err := consistently(h, func() ([]nftables.Obj, error) { return h.nft.GetObjects(policyTableObj()) })
 	if err != nil {
 		return nil, fmt.Errorf("read the policy counters in %s: %w", h.where(), err)
 	}
@@ -52,7 +52,7 @@ func (h *Handle) PolicyRuleHandles() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
 	}
-	msgs, err := h.nfRaw.Execute(pmMsg(unix.NFT_MSG_GETRULE, mdnetlink.Dump, attrs(
+	msgs, err := h.dump(pmMsg(unix.NFT_MSG_GETRULE, mdnetlink.Dump, attrs(
 		mdnetlink.Attribute{Type: unix.NFTA_RULE_TABLE, Data: cstr(PolicyTable)},
 	)))
 	if errors.Is(err, unix.ENOENT) {

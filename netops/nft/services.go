@@ -187,24 +187,33 @@ func (s *Services) Apply(snap *svcmodel.Snapshot) error {
 // differs (a deleted element, a flushed chain, the table gone); when
 // nothing differs nothing is sent.
 func (s *Services) Resync(snap *svcmodel.Snapshot) error {
+	_, err := s.resync(snap)
+	return err
+}
+
+// resync is Resync; it also reports whether the kernel's tables had to
+// change.
+func (s *Services) resync(snap *svcmodel.Snapshot) (changed bool, err error) {
 	var old *svcState
 	old, s.st = s.st, nil
 	st := s.render(snap)
 	defer s.quiet()()
 	if err := s.h.bigBatchesOpen(); err != nil {
-		return fmt.Errorf("resync services in %s: %w", s.h.where(), err)
+		return false, fmt.Errorf("resync services in %s: %w", s.h.where(), err)
 	}
-	if _, err := s.h.reconcile(st.specs(s)...); err != nil {
-		return fmt.Errorf("resync services in %s: %w", s.h.where(), classify(err))
+	changed, err = s.h.reconcile(st.specs(s)...)
+	if err != nil {
+		return false, fmt.Errorf("resync services in %s: %w", s.h.where(), classify(err))
 	}
-	if err := s.dropStale(); err != nil {
-		return fmt.Errorf("resync services in %s: %w", s.h.where(), classify(err))
+	dropped, err := s.dropStale()
+	if err != nil {
+		return false, fmt.Errorf("resync services in %s: %w", s.h.where(), classify(err))
 	}
 	s.st = st
 	if old == nil {
-		return nil
+		return changed || dropped, nil
 	}
-	return s.clear(old.goneUDP(st))
+	return changed || dropped, s.clear(old.goneUDP(st))
 }
 
 // Delete removes the tables (the main table and every shard); missing
@@ -219,16 +228,16 @@ func (s *Services) Delete() error {
 
 // dropStale deletes shard tables of another count of shards (an agent
 // of another build wrote them).
-func (s *Services) dropStale() error {
+func (s *Services) dropStale() (dropped bool, err error) {
 	stale, err := s.h.staleShards()
 	if err != nil || len(stale) == 0 {
-		return err
+		return false, err
 	}
 	t := s.h.tx()
 	for _, tb := range stale {
 		dropTable(t.conn(), tb)
 	}
-	return t.commit()
+	return true, t.commit()
 }
 
 // quiet makes the Handle's transactions quiet (txn_quiet.go) until the

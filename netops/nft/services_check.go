@@ -25,7 +25,8 @@ import (
 //     wrote meanwhile (the kernel then differed from the old snapshot
 //     because of a change, not of someone else's hand), and when
 //     something is left, resyncs (Resync: a dump and the repair, on the
-//     loop, only then). A full reconcile in between (Apply's after a
+//     loop, only then; what it repaired only when the resync changed
+//     something). A full reconcile in between (Apply's after a
 //     failed transaction, a Resync) makes the check moot: it is dropped.
 //
 // The drift's vocabulary, shared with what Apply notes: "table TABLE",
@@ -47,7 +48,8 @@ type svcCheck struct {
 // last (see above). run may be called on another goroutine, once, while
 // Apply, Resync and Delete go on; finish must be called on theirs after
 // run returned: with repair, it resyncs when the table differs in what no
-// Apply wrote since BeginCheck and returns what differed; without, it
+// Apply wrote since BeginCheck and returns what differed, when the resync
+// found the table so (else nothing); without, it
 // only releases the check. With nothing applied yet, run reads nothing
 // and finish repairs nothing (the next Apply resyncs anyway). One check
 // at a time.
@@ -102,7 +104,16 @@ func (s *Services) finishCheck(c *svcCheck, repair bool) ([]string, error) {
 	if len(left) == 0 {
 		return nil, nil
 	}
-	return left, s.Resync(s.st.snap)
+	// The resync reads the table again, on the loop, with no write of
+	// Apply beside: when it finds nothing to change, what the check saw
+	// was its read's (a dump that crossed a resize or a commit of
+	// someone else's that came and went), not the table's, and nothing
+	// is reported repaired.
+	changed, err := s.resync(s.st.snap)
+	if err != nil || !changed {
+		return nil, err
+	}
+	return left, nil
 }
 
 // covered reports whether Apply wrote what drift d names.

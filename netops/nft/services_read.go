@@ -128,7 +128,7 @@ func (r *svcReader) read(v *ServicesTableView) error {
 	if r.rules, err = r.h.dumpRules(r.table, ""); err != nil {
 		return err
 	}
-	sets, err := r.h.nft.GetSets(r.table)
+	sets, err := consistently(r.h, func() ([]*nftables.Set, error) { return r.h.nft.GetSets(r.table) })
 	if err != nil {
 		return fmt.Errorf("list sets: %w", err)
 	}

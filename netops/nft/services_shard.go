@@ -65,7 +65,7 @@ func (h *Handle) ServicesTablesIn() ([]string, error) {
 	if _, err := h.nftConn(); err != nil {
 		return nil, err
 	}
-	tbs, err := h.nft.ListTablesOfFamily(nftables.TableFamilyINet)
+	tbs, err := consistently(h, func() ([]*nftables.Table, error) { return h.nft.ListTablesOfFamily(nftables.TableFamilyINet) })
 	if err != nil {
 		return nil, fmt.Errorf("list the tables in %s: %w", h.where(), err)
 	}
