@@ -245,6 +245,11 @@ func ack(m netlink.Message, err error) netlink.Message {
 // batch applies msgs as one transaction and returns the datagrams of its
 // echoes and acks.
 func (k *Kernel) batch(msgs []netlink.Message) [][]netlink.Message {
+	if len(msgs) == 0 {
+		// An empty batch commits nothing and answers nothing (the
+		// kernel takes and drops its commit mutex: a barrier).
+		return nil
+	}
 	tx := &txn{k: k, w: k.w.clone(), now: k.now(), setIDs: map[uint32]*set{}, gen: k.gen + 1}
 	var acks [][]netlink.Message
 	failed := false

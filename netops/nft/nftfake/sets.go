@@ -199,6 +199,7 @@ func (tx *txn) newElem(t *table, s *set, x *msg, it []byte) error {
 	}
 	if e.timeout > 0 {
 		e.expires = tx.now.Add(time.Duration(e.timeout) * time.Millisecond)
+		tx.w.expiring = true
 	}
 	if _, old := s.elem(e.key, e.flags); old != nil {
 		if !bytes.Equal(old.data, e.data) || old.objref != e.objref || x.excl() {

@@ -13,6 +13,9 @@ import (
 type world struct {
 	tables []*table
 	tableH uint64 // the last table handle given
+	// expiring says that some element may have a timeout: expire walks
+	// the elements only then (it runs before every request).
+	expiring bool
 }
 
 type table struct {
@@ -95,7 +98,7 @@ type obj struct {
 }
 
 func (w *world) clone() *world {
-	c := &world{tableH: w.tableH, tables: make([]*table, len(w.tables))}
+	c := &world{tableH: w.tableH, expiring: w.expiring, tables: make([]*table, len(w.tables))}
 	for i, t := range w.tables {
 		c.tables[i] = t.clone()
 	}
@@ -130,11 +133,23 @@ func (t *table) clone() *table {
 
 // expire drops the elements whose timeout has passed at now.
 func (w *world) expire(now time.Time) {
+	if !w.expiring {
+		return
+	}
+	left := false
 	for _, t := range w.tables {
 		for _, s := range t.sets {
-			s.elems = slices.DeleteFunc(s.elems, func(e *elem) bool { return !e.expires.IsZero() && !now.Before(e.expires) })
+			s.elems = slices.DeleteFunc(s.elems, func(e *elem) bool {
+				if e.expires.IsZero() {
+					return false
+				}
+				gone := !now.Before(e.expires)
+				left = left || !gone
+				return gone
+			})
 		}
 	}
+	w.expiring = left
 }
 
 func (w *world) table(family uint8, name string) *table {
