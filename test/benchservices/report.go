@@ -20,9 +20,13 @@ type result struct {
 	ChangeP99 float64 `json:"one_change_p99_ms"`  // nearest rank
 	ChangeMax float64 `json:"one_change_max_ms"`  //
 	Samples   int     `json:"one_change_samples"` // how many changes were timed
-	RSSMiB    float64 `json:"rss_mib"`            // VmRSS after the first sync
-	PSSMiB    float64 `json:"pss_mib"`            // smaps_rollup's Pss then
-	Load      string  `json:"load"`               // the load average at the end of the row
+	// APIP50 and APIP99: of each change, the Service's create call to the
+	// API server's answer (the part of the change no proxy can shorten).
+	APIP50 float64 `json:"api_create_p50_ms,omitempty"`
+	APIP99 float64 `json:"api_create_p99_ms,omitempty"`
+	RSSMiB float64 `json:"rss_mib"` // VmRSS after the first sync
+	PSSMiB float64 `json:"pss_mib"` // smaps_rollup's Pss then
+	Load   string  `json:"load"`    // the load average at the end of the row
 	// Overflows counts the notification socket's overflows during the
 	// row: its times after one are the last commit seen before a dump.
 	Overflows   int    `json:"overflows,omitempty"`
