@@ -110,6 +110,11 @@ type options struct {
 	// pathState is where each configuration's path state (pathstate.go)
 	// is written after it comes up ("": not written).
 	pathState string
+	// pairs, if set, are the only pair kinds measured (-pairs).
+	pairs []string
+	// perf is where a system-wide perf profile of each TCP_CRR run is
+	// written ("": none; -perf).
+	perf string
 }
 
 func parseOptions() (*options, error) {
@@ -133,6 +138,9 @@ func parseOptions() (*options, error) {
 	flag.StringVar(&o.pathState, "path-state", "", "write every configuration's path state (links, offloads, vxlan and bridge settings, qdiscs, routes, nftables base chains, sysctls, per namespace) into this directory, one file per configuration set up")
 	flag.StringVar(&o.ruleWalk, "rule-walk", "", "trace one connection of each pair with nftables' trace (nft monitor trace, in the node namespaces) once a configuration is up, and write the rules each packet was evaluated against, per node, into this directory (rulewalk.go)")
 	flag.BoolVar(&o.noMeasure, "no-measure", false, "set each configuration up, write its -path-state and -rule-walk, and measure nothing")
+	var pairs string
+	flag.StringVar(&pairs, "pairs", "", "measure only these pairs, by the rows' names, separated by ';' (the names hold commas): "+strings.Join(pairKinds, "; "))
+	flag.StringVar(&o.perf, "perf", "", "record a system-wide profile (perf record -a -g) of each TCP_CRR run into this directory, one file per configuration, pair, round and run (perf.go)")
 	flag.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "bind TCP_RR's and TCP_CRR's client and server both to CPU 1, iperf3's UDP client to CPU 0 and its server to CPU 1 (unbound, where each side runs changes from run to run, and on a 2-vCPU VM a wake-up across vCPUs costs 20-30 µs: TCP_RR's p50 and UDP's rate come out bimodal)")
 	flag.Parse()
 	set := map[string]bool{}
@@ -164,6 +172,15 @@ func parseOptions() (*options, error) {
 			return nil, fmt.Errorf("-configs: no configuration %q (have %s)", c, strings.Join(configNames(), ", "))
 		}
 		o.configs = append(o.configs, c)
+	}
+	for _, p := range strings.Split(pairs, ";") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(pairKinds, p) {
+			return nil, fmt.Errorf("-pairs: no pair %q (have %s)", p, strings.Join(pairKinds, "; "))
+		}
+		o.pairs = append(o.pairs, p)
 	}
 	if o.rounds < 1 || o.runs < 1 || o.dur < time.Second || o.policies < 1 {
 		return nil, fmt.Errorf("-rounds, -runs and -policies want at least 1, -time at least 1s")

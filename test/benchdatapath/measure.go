@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -65,25 +66,31 @@ func (in *instance) measure(p pair) (*sample, error) {
 		}
 		var rr netload.RRResult
 		var crr netload.CRRResult
-		err = netops.InNetns(p.cli, func() error {
-			if o.pin {
-				restore, err := netload.PinThread(serverCPU)
-				if err != nil {
-					return err
+		// in the client's namespace, bound to -pin's CPU
+		pinned := func(f func() error) error {
+			return netops.InNetns(p.cli, func() error {
+				if o.pin {
+					restore, err := netload.PinThread(serverCPU)
+					if err != nil {
+						return err
+					}
+					defer restore()
 				}
-				defer restore()
-			}
-			var err error
-			if rr, err = netload.RR(to, o.dur); err != nil {
-				return fmt.Errorf("TCP_RR: %w", err)
-			}
-			if crr, err = netload.CRR(to, o.dur); err != nil {
-				return fmt.Errorf("TCP_CRR: %w", err)
-			}
-			return nil
-		})
+				return f()
+			})
+		}
+		if err := pinned(func() (err error) { rr, err = netload.RR(to, o.dur); return err }); err != nil {
+			return s, fmt.Errorf("TCP_RR: %w", err)
+		}
+		// (perf started here, not on the pinned thread: it would inherit
+		// the CPU its profile measures)
+		stop, err := in.perfRecord(p, run)
 		if err != nil {
 			return s, err
+		}
+		err = pinned(func() (err error) { crr, err = netload.CRR(to, o.dur); return err })
+		if err = errors.Join(err, stop()); err != nil {
+			return s, fmt.Errorf("TCP_CRR: %w", err)
 		}
 		if !svc {
 			if pps, err = ip.UDP(o.udpSize); err != nil {

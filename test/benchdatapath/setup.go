@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -128,6 +129,9 @@ func (e *env) run(c config) (map[string]*sample, error) {
 		return out, in.stillRunning()
 	}
 	for _, p := range pairs {
+		if len(e.o.pairs) > 0 && !slices.Contains(e.o.pairs, p.kind) {
+			continue
+		}
 		s, err := in.measure(p)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", p.kind, err)
