@@ -23,8 +23,8 @@ func benchState(b *testing.B, n int) (*State, []*cluster.EndpointSlice) {
 		st.SetSlice(es)
 		slices = append(slices, es)
 	}
-	if snap, _ := st.snapshot(); len(snap.Ports) != n || len(snap.Ports[0].ClusterEndpoints) != 4 {
-		b.Fatalf("%d ports, want %d", len(snap.Ports), n)
+	if snap, _ := st.snapshot(); snap.Len() != n || len(snap.Flat()[0].ClusterEndpoints) != 4 {
+		b.Fatalf("%d ports, want %d", snap.Len(), n)
 	}
 	return st, slices
 }

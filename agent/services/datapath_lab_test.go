@@ -200,7 +200,7 @@ func (l *dataLab) until(t *testing.T, what string, ok func(*svcmodel.Snapshot) b
 
 // portOf is the port of the Service ns/name of family f in snap.
 func portOf(snap *svcmodel.Snapshot, name string, f svcmodel.Family) (svcmodel.ServicePort, bool) {
-	for _, p := range snap.Ports {
+	for _, p := range snap.Flat() {
 		if p.Name.Name == name && p.Family == f {
 			return p, true
 		}

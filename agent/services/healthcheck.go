@@ -37,15 +37,14 @@ type hcServer struct {
 	https     []*http.Server
 }
 
-// Sync opens the health checks of ports' Services, on addrs (all: on
+// Sync opens the health checks of snap's Services, on addrs (all: on
 // every address instead), closes those of the Services gone, and sets
 // each one's count of local endpoints. A port that cannot be opened is
 // logged and tried again at the next Sync; err says so too.
-func (h *HealthChecks) Sync(ports []svcmodel.ServicePort, addrs []netip.Addr, all bool) error {
+func (h *HealthChecks) Sync(snap *svcmodel.Snapshot, addrs []netip.Addr, all bool) error {
 	want := map[svcKey]uint16{}
 	local := map[svcKey]map[netip.Addr]bool{}
-	for i := range ports {
-		p := &ports[i]
+	for p := range snap.All() {
 		if p.HealthCheckNodePort == 0 {
 			continue
 		}

@@ -59,7 +59,7 @@ func TestHealthChecksCount(t *testing.T) {
 		}
 		return resp.StatusCode, body, nil
 	}
-	if err := hc.Sync(ports(port), lo, false); err != nil {
+	if err := hc.Sync(&svcmodel.Snapshot{Ports: ports(port)}, lo, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/", "/healthz"} {
@@ -67,7 +67,7 @@ func TestHealthChecksCount(t *testing.T) {
 			t.Errorf("GET %s: %d %v (%v), want 200 with localEndpoints 2 (10.0.0.1 once, 10.0.0.3; not the terminating 10.0.0.2)", path, code, body, err)
 		}
 	}
-	if err := hc.Sync(ports(moved), lo, false); err != nil {
+	if err := hc.Sync(&svcmodel.Snapshot{Ports: ports(moved)}, lo, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := ask(port, "/"); err == nil {

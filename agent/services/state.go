@@ -38,7 +38,6 @@ type State struct {
 	// resolved are the Services that serve ports, sorted by key (a
 	// slice, not a map: the snapshot walks it whole at each change).
 	resolved []resolvedService
-	nports   int // of resolved
 	dirty    map[svcKey]struct{}
 	allDirty bool
 	// triggers are the trigger times of the slices changed since the
@@ -195,7 +194,6 @@ func (s *State) resolveMerge() []svcmodel.ServiceName {
 			continue
 		}
 		changed = append(changed, svcmodel.ServiceName{Namespace: k.ns, Name: k.name})
-		s.nports += len(ports) - len(old)
 		if len(ports) > 0 {
 			out = append(out, resolvedService{k, ports})
 		}
@@ -240,7 +238,6 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 			continue // (an update that changes nothing the proxy reads)
 		}
 		changed = append(changed, svcmodel.ServiceName{Namespace: k.ns, Name: k.name})
-		s.nports += len(ports) - len(old)
 		switch {
 		case len(ports) == 0: // (found: old differs)
 			s.resolved = slices.Delete(s.resolved, i, i+1)
@@ -255,9 +252,11 @@ func (s *State) snapshot() (*svcmodel.Snapshot, changes) {
 		return s.last, ch
 	}
 	s.seq++
-	out := &svcmodel.Snapshot{Ports: make([]svcmodel.ServicePort, 0, s.nports), Seq: s.seq, Partial: partial, Changed: changed}
-	for _, r := range s.resolved {
-		out.Ports = append(out.Ports, r.ports...)
+	// Each Service's ports are a run of the snapshot, shared with the
+	// snapshots before it (resolveService made them; nobody changes them).
+	out := &svcmodel.Snapshot{Parts: make([][]svcmodel.ServicePort, len(s.resolved)), Seq: s.seq, Partial: partial, Changed: changed}
+	for i, r := range s.resolved {
+		out.Parts[i] = r.ports
 	}
 	s.last = out
 	return out, ch

@@ -159,7 +159,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			if err != nil {
 				err = fmt.Errorf("%s: %w", map[bool]string{true: "resync", false: "apply"}[full], err)
 			}
-			in, ex := noLocal(out.Ports)
+			in, ex := noLocal(out)
 			s.cfg.Metrics.synced(start, full, err == nil, ch, in, ex)
 			if full && err == nil {
 				// The first at Info: when the node began to serve
@@ -168,11 +168,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 				if applied == nil {
 					log = s.cfg.Log.Info
 				}
-				log("services: full sync written", "ports", len(out.Ports), "took", time.Since(start).Round(time.Millisecond))
+				log("services: full sync written", "ports", out.Len(), "took", time.Since(start).Round(time.Millisecond))
 			} else if err == nil {
 				// Where a change's time goes, for a debug log at 3 a.m.:
 				// the snapshot, its completion, the table's write.
-				s.cfg.Log.Debug("services: changes written", "ports", len(out.Ports), "changed", len(out.Changed),
+				s.cfg.Log.Debug("services: changes written", "ports", out.Len(), "changed", len(out.Changed),
 					"snapshot", tookSnap.Round(time.Microsecond), "build", tookBuild.Round(time.Microsecond),
 					"write", time.Since(start).Round(time.Microsecond))
 			}
@@ -180,7 +180,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		if err == nil {
 			s.cfg.Health.Updated()
 			if wrote && s.cfg.HealthChecks != nil {
-				_ = s.cfg.HealthChecks.Sync(out.Ports, out.NodePortAddrs, s.all) // (logged there; tried again at the next write)
+				_ = s.cfg.HealthChecks.Sync(out, out.NodePortAddrs, s.all) // (logged there; tried again at the next write)
 			}
 			if wrote && s.cfg.Synced != nil {
 				s.cfg.Synced(out, full)
@@ -233,7 +233,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 			repaired, ferr := finish(err == nil)
 			if err = errors.Join(err, ferr); err != nil {
 				s.cfg.Log.Error("services: the periodic check of the table failed; a full resync follows", "err", err)
-				in, ex := noLocal(applied.Ports)
+				in, ex := noLocal(applied)
 				s.cfg.Metrics.synced(checkStart, true, false, changes{}, in, ex)
 				full = true
 				break
@@ -242,7 +242,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 				s.cfg.Log.Warn("services: the table differed from the Services (someone changed it); repaired",
 					"objects", len(repaired), "first", repaired[0])
 			}
-			in, ex := noLocal(applied.Ports)
+			in, ex := noLocal(applied)
 			s.cfg.Metrics.synced(checkStart, true, true, changes{}, in, ex)
 			s.cfg.Health.Updated()
 			if s.cfg.Synced != nil {
@@ -278,17 +278,15 @@ func same(a, b *svcmodel.Snapshot) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return len(a.Ports) == len(b.Ports) && (len(a.Ports) == 0 || &a.Ports[0] == &b.Ports[0]) &&
-		slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
+	return a.SamePorts(b) && slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
 		slices.Equal(a.ServiceCIDRs, b.ServiceCIDRs)
 }
 
 // noLocal counts the ports with a Local policy and no local endpoint, by
 // the traffic that policy is for (kube-proxy's
 // sync_proxy_rules_no_local_endpoints_total).
-func noLocal(ports []svcmodel.ServicePort) (internal, external int) {
-	for i := range ports {
-		p := &ports[i]
+func noLocal(snap *svcmodel.Snapshot) (internal, external int) {
+	for p := range snap.All() {
 		if len(p.LocalEndpoints) > 0 || !p.HasEndpoints {
 			continue
 		}

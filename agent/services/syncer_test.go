@@ -100,7 +100,7 @@ func service(n int, name string) (*cluster.Service, *cluster.EndpointSlice) {
 
 // has reports whether snap serves the Service ns/name.
 func has(snap *svcmodel.Snapshot, name string) bool {
-	for _, p := range snap.Ports {
+	for _, p := range snap.Flat() {
 		if p.Name.Name == name {
 			return true
 		}
@@ -129,7 +129,7 @@ func startSyncer(t *testing.T, tab Table, cfg Config) (*State, *Syncer) {
 func TestSyncerCoalesces(t *testing.T) {
 	tab := newRecTable()
 	st, _ := startSyncer(t, tab, Config{Resync: time.Hour})
-	if c := tab.next(t); !c.full || len(c.snap.Ports) != 0 {
+	if c := tab.next(t); !c.full || c.snap.Len() != 0 {
 		t.Fatalf("first call %+v, want a Resync of nothing", c)
 	}
 	gate := make(chan struct{})
@@ -152,8 +152,8 @@ func TestSyncerCoalesces(t *testing.T) {
 	tab.mu.Unlock()
 	close(gate)
 	c := tab.next(t)
-	if c.full || len(c.snap.Ports) != 51 {
-		t.Errorf("the burst's sync: full %v, %d ports; want an Apply of 51", c.full, len(c.snap.Ports))
+	if c.full || c.snap.Len() != 51 {
+		t.Errorf("the burst's sync: full %v, %d ports; want an Apply of 51", c.full, c.snap.Len())
 	}
 	again := *s0
 	again.ResourceVersion = "2"
@@ -175,8 +175,8 @@ func TestSyncerResyncs(t *testing.T) {
 	st.SetService(s0)
 	st.SetSlice(e0)
 	c := tab.until(t, func(c call) bool { return c.full && has(c.snap, "s0") })
-	if len(c.snap.Ports[0].ClusterEndpoints) != 1 {
-		t.Errorf("resync's snapshot %+v, want s0 with its endpoint", c.snap.Ports)
+	if len(c.snap.Flat()[0].ClusterEndpoints) != 1 {
+		t.Errorf("resync's snapshot %+v, want s0 with its endpoint", c.snap.Flat())
 	}
 }
 
@@ -340,7 +340,7 @@ func TestHealthChecks(t *testing.T) {
 	localEP := svcmodel.Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), Port: 80, Ready: true, Local: true}
 	sync := func(eps ...svcmodel.Endpoint) {
 		t.Helper()
-		if err := hc.Sync([]svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port, LocalEndpoints: eps}}, lo, false); err != nil {
+		if err := hc.Sync(&svcmodel.Snapshot{Ports: []svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port, LocalEndpoints: eps}}}, lo, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,7 +360,7 @@ func TestHealthChecks(t *testing.T) {
 		return resp.StatusCode, body, resp.Header
 	}
 	// No NodePort address: served on none (not on every one).
-	if err := hc.Sync([]svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port}}, nil, false); err != nil {
+	if err := hc.Sync(&svcmodel.Snapshot{Ports: []svcmodel.ServicePort{{Name: name, Family: svcmodel.IPv4, HealthCheckNodePort: port}}}, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := http.Get(url); err == nil {

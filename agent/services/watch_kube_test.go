@@ -30,7 +30,7 @@ func must(t *testing.T, err error) {
 
 // port is the port of the Service svc/web in snap, if any.
 func port(snap *svcmodel.Snapshot) (svcmodel.ServicePort, bool) {
-	for _, p := range snap.Ports {
+	for _, p := range snap.Flat() {
 		if p.Name.Namespace == "svc" && p.Name.Name == "web" {
 			return p, true
 		}

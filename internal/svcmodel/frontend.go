@@ -17,8 +17,7 @@ func (s *Snapshot) FrontendOf(proto Proto, dst netip.AddrPort) (name PortName, o
 	}
 	a := dst.Addr().Unmap()
 	nodePort := slices.ContainsFunc(s.NodePortAddrs, func(n netip.Addr) bool { return n.Unmap() == a })
-	for i := range s.Ports {
-		sp := &s.Ports[i]
+	for sp := range s.All() {
 		if sp.Protocol != proto || sp.Family != FamilyOf(a) {
 			continue
 		}

@@ -148,8 +148,11 @@ type ServicePort struct {
 
 // Snapshot is everything the node serves.
 type Snapshot struct {
-	// Ports, sorted by Name then Family.
+	// Ports, then Parts, are the ServicePorts, sorted by Name then
+	// Family: read them with Len, All and Service (snapshot.go says why
+	// there are two).
 	Ports []ServicePort
+	Parts [][]ServicePort
 	// NodePortAddrs are the node's addresses that serve NodePorts
 	// (--nodeport-addresses resolved against the node's interfaces).
 	NodePortAddrs []netip.Addr

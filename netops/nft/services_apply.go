@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -287,9 +286,9 @@ func (st *svcState) changed(snap *svcmodel.Snapshot) (map[spk]*svcmodel.ServiceP
 	var changed []spk
 	partial := snap.Partial && snap.Seq != 0 && st.snap != nil && snap.Seq == st.snap.Seq+1
 	if !partial {
-		want := make(map[spk]*svcmodel.ServicePort, len(snap.Ports))
-		for i := range snap.Ports {
-			want[spKey(&snap.Ports[i])] = &snap.Ports[i]
+		want := make(map[spk]*svcmodel.ServicePort, snap.Len())
+		for sp := range snap.All() {
+			want[spKey(sp)] = sp
 		}
 		for key, ps := range st.ports {
 			if sp, ok := want[key]; !ok || !spEqual(ps.sp, sp) {
@@ -307,12 +306,7 @@ func (st *svcState) changed(snap *svcmodel.Snapshot) (map[spk]*svcmodel.ServiceP
 	want := map[spk]*svcmodel.ServicePort{}
 	seen := map[spk]bool{}
 	for _, sn := range snap.Changed {
-		// snap.Ports is sorted by name: the Service's are one run.
-		i, _ := slices.BinarySearchFunc(snap.Ports, sn, func(p svcmodel.ServicePort, sn svcmodel.ServiceName) int {
-			return cmp.Or(cmp.Compare(p.Name.Namespace, sn.Namespace), cmp.Compare(p.Name.Name, sn.Name))
-		})
-		for ; i < len(snap.Ports) && snap.Ports[i].Name.Namespace == sn.Namespace && snap.Ports[i].Name.Name == sn.Name; i++ {
-			sp := &snap.Ports[i]
+		for sp := range snap.Service(sn) {
 			key := spKey(sp)
 			want[key] = sp
 			if ps, ok := st.ports[key]; (!ok || !spEqual(ps.sp, sp)) && !seen[key] {

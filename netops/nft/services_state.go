@@ -73,8 +73,8 @@ func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
 		fronts: map[frontKey][]portChain{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
 		cips: map[netip.Addr]int{}, bySvc: map[svcmodel.ServiceName][]spk{}}
-	for i := range snap.Ports {
-		sp := snap.Ports[i]
+	for p := range snap.All() {
+		sp := *p
 		st.claim(spKey(&sp), &spState{sp: &sp, r: r.render(&sp)})
 	}
 	return st

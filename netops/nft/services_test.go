@@ -250,8 +250,15 @@ func sameSvcDump(a, b *svcDump) bool {
 // TestServicesApplyPartial: a snapshot that follows the one applied
 // (svcmodel.Snapshot.Partial) is compared in the Services it names only,
 // and the table is then as the snapshot says (a Resync finds nothing to
-// send); one that does not follow it is compared whole.
+// send); one that does not follow it is compared whole. Each snapshot
+// holds its ports in one slice, then in runs of one Service each (the
+// watcher's form, svcmodel's snapshot.go).
 func TestServicesApplyPartial(t *testing.T) {
+	t.Run("flat", func(t *testing.T) { testServicesApplyPartial(t, false) })
+	t.Run("runs", func(t *testing.T) { testServicesApplyPartial(t, true) })
+}
+
+func testServicesApplyPartial(t *testing.T, runs bool) {
 	k := nftfake.New()
 	h := OpenDial(k.Dial())
 	t.Cleanup(func() { h.Close() })
@@ -268,6 +275,17 @@ func TestServicesApplyPartial(t *testing.T) {
 					i--
 				}
 			}
+		}
+		if runs {
+			for i := 0; i < len(snap.Ports); {
+				j := i + 1
+				for j < len(snap.Ports) && snap.Ports[j].Name.Name == snap.Ports[i].Name.Name {
+					j++
+				}
+				snap.Parts = append(snap.Parts, snap.Ports[i:j])
+				i = j
+			}
+			snap.Ports = nil
 		}
 		return snap
 	}
