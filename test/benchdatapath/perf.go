@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,7 +34,10 @@ func (in *instance) perfRecord(p pair, run int) (stop func() error, err error) {
 	}
 	return func() error {
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		if err := cmd.Wait(); err != nil {
+		// (perf writes its file and ends by SIGINT again: an ending by
+		// that signal is its success)
+		var ee *exec.ExitError
+		if err := cmd.Wait(); err != nil && !(errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT) {
 			return fmt.Errorf("perf record %s: %w", file, err)
 		}
 		in.logf("perf profile of TCP_CRR in %s", file)
