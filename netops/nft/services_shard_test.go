@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -205,4 +206,38 @@ func TestServicesShardsClaims(t *testing.T) {
 			t.Errorf("a resync after the move sent %d transactions, want 0 (Apply left the tables other than the snapshot)", got)
 		}
 	})
+}
+
+// TestServicesShardSpecsAlone: a shard's rendering made alone (the
+// periodic check's, one table at a time) is the one the whole rendering
+// holds for it: the same sets with the same elements, the same chains
+// with the same rules, for every shard (NodePorts, several endpoints and
+// affinity among the Services).
+func TestServicesShardSpecsAlone(t *testing.T) {
+	snap := sortedSnap(manySnap(400, 3))
+	s := NewServices(nil, ServicesOptions{})
+	st := s.render(snap)
+	whole := st.specs(s)
+	if len(whole) != 1+svcShards {
+		t.Fatalf("%d tables, want %d", len(whole), 1+svcShards)
+	}
+	if got := st.mainSpec(s); !reflect.DeepEqual(got, whole[0]) {
+		t.Error("the main table's rendering alone differs from the whole's")
+	}
+	for i := range svcShards {
+		alone := st.shardSpecs(i)
+		if len(alone) != 1 {
+			t.Fatalf("shard %d alone: %d tables", i, len(alone))
+		}
+		w, a := whole[1+i], alone[0]
+		if a.table.Name != w.table.Name || len(a.sets) != len(w.sets) || len(a.chains) != len(w.chains) {
+			t.Fatalf("shard %d alone: table %s, %d sets, %d chains; the whole's %s, %d, %d", i, a.table.Name, len(a.sets), len(a.chains), w.table.Name, len(w.sets), len(w.chains))
+		}
+		if !reflect.DeepEqual(a.sets, w.sets) || !reflect.DeepEqual(a.chains, w.chains) {
+			t.Errorf("shard %d alone differs from the whole rendering's", i)
+		}
+		if len(w.chains) <= len(shardChains()) {
+			t.Errorf("shard %d holds no Service's chain: the test shows nothing", i)
+		}
+	}
 }

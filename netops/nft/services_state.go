@@ -243,8 +243,10 @@ func shardGlobals(snap *svcmodel.Snapshot) []setSpec {
 }
 
 // shardSets are each shard's own sets and maps, with their elements:
-// the frontend maps, the slot maps and shardGlobals.
-func (st *svcState) shardSets() [svcShards][]setSpec {
+// the frontend maps, the slot maps and shardGlobals; with only >= 0,
+// shard only's alone (the others' left empty).
+func (st *svcState) shardSets(only int) [svcShards][]setSpec {
+	skip := func(sh int) bool { return only >= 0 && sh != only }
 	ipsKey4 := nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
 	ipsKey6 := nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
 	npKeyT := nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
@@ -254,6 +256,9 @@ func (st *svcState) shardSets() [svcShards][]setSpec {
 	var ips [svcShards]map[string][]nftables.SetElement
 	for _, fk := range slices.SortedFunc(maps.Keys(st.fronts), func(a, b frontKey) int { return cmp.Or(cmp.Compare(a.set, b.set), cmp.Compare(a.key, b.key)) }) {
 		sh, chain := st.front(fk)
+		if skip(sh) {
+			continue
+		}
 		if ips[sh] == nil {
 			ips[sh] = map[string][]nftables.SetElement{}
 		}
@@ -262,6 +267,9 @@ func (st *svcState) shardSets() [svcShards][]setSpec {
 	var nps [svcShards][]nftables.SetElement
 	for _, k := range st.npKeys() {
 		sh, _ := st.np(k)
+		if skip(sh) {
+			continue
+		}
 		nps[sh] = append(nps[sh], nftables.SetElement{Key: k.elem(), VerdictData: gotoChain(k.chain())})
 	}
 	// The slot maps' elements, each map's sized first (310,000 slots at
@@ -279,6 +287,9 @@ func (st *svcState) shardSets() [svcShards][]setSpec {
 	for j, key := range keys {
 		ps := st.ports[key]
 		t, i, sh := where[j][0], famIdxOf(ps.sp.Family), where[j][1]
+		if skip(int(t)) {
+			continue
+		}
 		if slots[t][i][sh] == nil {
 			slots[t][i][sh] = make([]nftables.SetElement, 0, slotN[t][i][sh])
 		}
@@ -287,6 +298,9 @@ func (st *svcState) shardSets() [svcShards][]setSpec {
 	globals := shardGlobals(st.snap)
 	var out [svcShards][]setSpec
 	for t := range svcShards {
+		if skip(t) {
+			continue
+		}
 		out[t] = append([]setSpec{
 			{set: sized(vmap(ServiceIPs4, ipsKey4), len(ips[t][ServiceIPs4])), elems: ips[t][ServiceIPs4]},
 			{set: sized(vmap(ServiceIPs6, ipsKey6), len(ips[t][ServiceIPs6])), elems: ips[t][ServiceIPs6]},
@@ -412,20 +426,41 @@ func (s *Services) mainChains() []chainSpec {
 // specs are the tables as st renders them: the main table, then the
 // shards in order.
 func (st *svcState) specs(s *Services) []*tableSpec {
-	out := []*tableSpec{{table: svcTable(), owned: true, what: "the services table", sets: st.mainSets(), chains: s.mainChains()}}
-	sets := st.shardSets()
+	return append([]*tableSpec{st.mainSpec(s)}, st.shardSpecs(-1)...)
+}
+
+// mainSpec is the main table as st renders it.
+func (st *svcState) mainSpec(s *Services) *tableSpec {
+	return &tableSpec{table: svcTable(), owned: true, what: "the services table", sets: st.mainSets(), chains: s.mainChains()}
+}
+
+// shardSpecs are the shards as st renders them, in order; with only >=
+// 0, shard only's alone (a check holds one shard's rendering at a time:
+// all of them at 30,000 Services are some 200 MB).
+func (st *svcState) shardSpecs(only int) []*tableSpec {
+	var out []*tableSpec
+	at := map[int]*tableSpec{}
+	sets := st.shardSets(only)
 	for i := range svcShards {
-		out = append(out, &tableSpec{table: svcShardTable(i), owned: true, what: "the services table " + shardName(i),
-			sets: sets[i], chains: shardChains()})
+		if only >= 0 && i != only {
+			continue
+		}
+		at[i] = &tableSpec{table: svcShardTable(i), owned: true, what: "the services table " + shardName(i),
+			sets: sets[i], chains: shardChains()}
+		out = append(out, at[i])
 	}
 	for _, k := range st.npKeys() {
 		sh, rules := st.np(k)
-		out[1+sh].chains = append(out[1+sh].chains, chainSpec{name: k.chain(), rules: rules})
+		if ts := at[sh]; ts != nil {
+			ts.chains = append(ts.chains, chainSpec{name: k.chain(), rules: rules})
+		}
 	}
 	for _, key := range slices.SortedFunc(maps.Keys(st.ports), cmpSpk) {
-		r, ts := st.ports[key].r, out[1+shardOfKey(key)]
-		ts.sets = append(ts.sets, r.sets...)
-		ts.chains = append(ts.chains, r.chains...)
+		if ts := at[shardOfKey(key)]; ts != nil {
+			r := st.ports[key].r
+			ts.sets = append(ts.sets, r.sets...)
+			ts.chains = append(ts.chains, r.chains...)
+		}
 	}
 	return out
 }
