@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"testing"
@@ -115,6 +116,51 @@ func BenchmarkServicesState(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		runtime.KeepAlive(st)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/state")
+	}
+}
+
+// BenchmarkServicesCheckHeap: the heap the periodic check holds beside
+// the agent's own state at 30,000 Services x 4 endpoints, as MiB: the
+// whole rendering with one shard's specs (before) and the outline of the
+// kept state with the largest shard's chains, sets and specs (the check:
+// outline, renderShard). Measured, not asserted
+// (go test -run '^$' -bench ServicesCheckHeap -benchtime 1x ./netops/nft).
+func BenchmarkServicesCheckHeap(b *testing.B) {
+	snap := sortedSnap(manySnap(30000, 4))
+	s := NewServices(nil, ServicesOptions{})
+	held := func(build func() any) float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		v := build()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(v)
+		return float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+	}
+	for b.Loop() {
+		whole := held(func() any {
+			st := s.render(snap)
+			return []any{st, st.shardSpecs(0)}
+		})
+		kept := s.render(snap)
+		r := s.renderer(snap)
+		var ol *svcState
+		outlineMiB := held(func() any {
+			ol = outline(r, snap, slices.Collect(maps.Values(kept.ports)))
+			return ol
+		})
+		var shard float64
+		for i := range svcShards {
+			shard = max(shard, held(func() any {
+				ol.renderShard(r, i)
+				return ol.shardSpecs(i)
+			}))
+			ol.renderShard(nil, i)
+		}
+		b.ReportMetric(whole, "MiB-whole")
+		b.ReportMetric(outlineMiB+shard, "MiB-outline+shard")
+		runtime.KeepAlive(kept)
 	}
 }
 

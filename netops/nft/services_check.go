@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 
@@ -40,6 +41,9 @@ type svcCheck struct {
 	opts ServicesOptions
 	base *svcState // s.st when it began: another at finish, moot
 	snap *svcmodel.Snapshot
+	// ports are base's ServicePorts' states when it began (Apply
+	// changes base's maps in place, never a state it holds).
+	ports []*spState
 	// drift is what run found different.
 	drift []string
 }
@@ -57,7 +61,8 @@ func (s *Services) BeginCheck() (run func() error, finish func(repair bool) (rep
 	if s.st == nil {
 		return func() error { return nil }, func(bool) ([]string, error) { return nil, nil }
 	}
-	c := &svcCheck{h: &Handle{path: s.h.path, nsFD: s.h.nsFD, dial: s.h.dial}, opts: s.opts, base: s.st, snap: s.st.snap}
+	c := &svcCheck{h: &Handle{path: s.h.path, nsFD: s.h.nsFD, dial: s.h.dial}, opts: s.opts, base: s.st, snap: s.st.snap,
+		ports: slices.Collect(maps.Values(s.st.ports))}
 	s.touched = map[string]struct{}{}
 	return c.run, func(repair bool) ([]string, error) { return s.finishCheck(c, repair) }
 }
@@ -65,17 +70,22 @@ func (s *Services) BeginCheck() (run func() error, finish func(repair bool) (rep
 // run reads the kernel's tables and lists what differs from c.snap.
 func (c *svcCheck) run() error {
 	s := &Services{h: c.h, opts: c.opts}
-	st := s.render(c.snap)
+	r := s.renderer(c.snap)
+	st := outline(r, c.snap, c.ports)
 	if err := c.h.bigBatchesOpen(); err != nil {
 		return err
 	}
 	c.drift = nil
-	// One table's rendering at a time, dropped once compared: at 30,000
-	// Services the whole was some 200 MB more heap for the check's
-	// length, and the agent's collector ran every half second.
+	// One table's rendering at a time, dropped once compared, and of the
+	// ServicePorts' chains and sets only the shard's own: at 30,000
+	// Services the whole rendering was some 200 MB of heap more for the
+	// check's length (docs/benchmarks.md, one change at 30,000).
 	for i := -1; i < svcShards; i++ {
-		spec := st.mainSpec(s)
-		if i >= 0 {
+		var spec *tableSpec
+		if i < 0 {
+			spec = st.mainSpec(s)
+		} else {
+			st.renderShard(r, i)
 			spec = st.shardSpecs(i)[0]
 		}
 		have, err := c.h.dumpTable(spec)
@@ -83,6 +93,9 @@ func (c *svcCheck) run() error {
 			return classify(err)
 		}
 		c.drift = append(c.drift, specDrift(spec, have)...)
+		if i >= 0 {
+			st.renderShard(nil, i)
+		}
 	}
 	stale, err := c.h.staleShards()
 	if err != nil {
@@ -92,6 +105,38 @@ func (c *svcCheck) run() error {
 		c.drift = append(c.drift, "table "+tb.Name)
 	}
 	return nil
+}
+
+// outline is the state of snap whose ServicePorts' states are ports'
+// but for their chains and sets: what the main table and the shards' maps
+// are made of (claims, slot tables), read from ports and shared with
+// them (no write changes those), without rendering anything again;
+// renderShard adds a shard's chains and sets, rendered anew (a write
+// sets its own rules' and sets' table: the check must not read those).
+func outline(r *renderer, snap *svcmodel.Snapshot, ports []*spState) *svcState {
+	st := newSvcState(snap, r)
+	for _, ps := range ports {
+		pr := ps.r
+		pr.chains, pr.sets = nil, nil
+		st.claim(spKey(ps.sp), &spState{sp: ps.sp, r: pr})
+	}
+	return st
+}
+
+// renderShard renders the chains and sets of shard's ServicePorts into
+// st with r, or with r nil drops them again.
+func (st *svcState) renderShard(r *renderer, shard int) {
+	for key, ps := range st.ports {
+		if shardOfKey(key) != shard {
+			continue
+		}
+		if r == nil {
+			ps.r.chains, ps.r.sets = nil, nil
+			continue
+		}
+		pr := r.render(ps.sp)
+		ps.r.chains, ps.r.sets = pr.chains, pr.sets
+	}
 }
 
 // finishCheck ends c (see BeginCheck).

@@ -2,10 +2,12 @@ package nft
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -239,5 +241,63 @@ func TestServicesShardSpecsAlone(t *testing.T) {
 		if len(w.chains) <= len(shardChains()) {
 			t.Errorf("shard %d holds no Service's chain: the test shows nothing", i)
 		}
+	}
+}
+
+// TestServicesCheckRendersAShardAtATime: the periodic check's rendering,
+// the outline of the kept state and one shard's chains and sets at a
+// time, makes the same tables as the whole rendering, holds no other
+// shard's chains, and leaves the kept state as it was.
+func TestServicesCheckRendersAShardAtATime(t *testing.T) {
+	snap := manySnap(400, 3)
+	for i := range snap.Ports { // sets of their own: affinity, source ranges
+		sp := &snap.Ports[i]
+		if i%3 == 0 {
+			sp.AffinityTimeout = 3 * time.Hour
+		}
+		if i%5 == 0 {
+			sp.Frontends = append(sp.Frontends, svcFE(svcmodel.LoadBalancer, fmt.Sprintf("198.51.100.%d", 1+i%250), 80, svcmodel.IPv4))
+			sp.SourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+		}
+	}
+	snap = sortedSnap(snap)
+	s := NewServices(nil, ServicesOptions{})
+	kept := s.render(snap)
+	whole := kept.specs(s)
+	r := s.renderer(snap)
+	st := outline(r, snap, slices.Collect(maps.Values(kept.ports)))
+	if got := st.mainSpec(s); !reflect.DeepEqual(got, whole[0]) {
+		t.Error("the main table from the outline differs from the whole rendering's")
+	}
+	held := func() (n int) {
+		for _, ps := range st.ports {
+			n += len(ps.r.chains) + len(ps.r.sets)
+		}
+		return n
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("the outline holds %d chains and sets of ServicePorts", n)
+	}
+	for i := range svcShards {
+		st.renderShard(r, i)
+		for key, ps := range st.ports {
+			if shardOfKey(key) != i && len(ps.r.chains)+len(ps.r.sets) > 0 {
+				t.Fatalf("shard %d rendered: %v of shard %d holds chains", i, key, shardOfKey(key))
+			}
+		}
+		a := st.shardSpecs(i)[0]
+		if !reflect.DeepEqual(a, whole[1+i]) {
+			t.Errorf("shard %d from the outline differs from the whole rendering's", i)
+		}
+		if len(a.chains) <= len(shardChains()) || len(a.sets) <= 3+len(shardGlobals(snap))+2*svcSlotMaps {
+			t.Errorf("shard %d holds no Service's chain or set: the test shows nothing", i)
+		}
+		st.renderShard(nil, i)
+		if n := held(); n != 0 {
+			t.Fatalf("shard %d dropped: %d chains and sets of ServicePorts left", i, n)
+		}
+	}
+	if !reflect.DeepEqual(kept.specs(s), whole) {
+		t.Error("the kept state's rendering changed under the check's")
 	}
 }

@@ -70,14 +70,19 @@ func (s *Services) renderer(snap *svcmodel.Snapshot) *renderer {
 // render renders all of snap.
 func (s *Services) render(snap *svcmodel.Snapshot) *svcState {
 	r := s.renderer(snap)
-	st := &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
-		fronts: map[frontKey][]portChain{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
-		cips: map[netip.Addr]int{}, bySvc: map[svcmodel.ServiceName][]spk{}}
+	st := newSvcState(snap, r)
 	for p := range snap.All() {
 		sp := *p
 		st.claim(spKey(&sp), &spState{sp: &sp, r: r.render(&sp)})
 	}
 	return st
+}
+
+// newSvcState is an empty state of snap for r's renderings.
+func newSvcState(snap *svcmodel.Snapshot, r *renderer) *svcState {
+	return &svcState{snap: snap, hasCIDR: r.hasCIDR, ports: map[spk]*spState{},
+		fronts: map[frontKey][]portChain{}, nps: map[npKey]map[spk]npClaim{}, hairpin: map[netip.Addr]int{},
+		cips: map[netip.Addr]int{}, bySvc: map[svcmodel.ServiceName][]spk{}}
 }
 
 // claim adds a ServicePort's state and its claims.
