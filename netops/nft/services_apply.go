@@ -42,6 +42,7 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		return next, st.goneUDP(next), nil
 	}
 	want, changed := st.changed(snap)
+	wasHooked := st.hooked
 
 	// What the changed ServicePorts touch, before.
 	olds := map[spk]*spState{}
@@ -181,6 +182,28 @@ func (s *Services) applyDiff(snap *svcmodel.Snapshot) (*svcState, []netip.AddrPo
 		for _, r := range tc.cs.rules {
 			r.Table, r.Chain = tc.q.table, ch
 			t.conn().AddRule(r)
+		}
+	}
+	// The base chains of shards that got their first frontend or
+	// NodePort, or lost their last (shardChains).
+	for sh := range svcShards {
+		was, now := wasHooked[sh] > 0, st.hooked[sh] > 0
+		if was == now {
+			continue
+		}
+		sq := q.in(svcShardTable(sh))
+		for _, cs := range shardChains(true) {
+			if cs.hook == nil {
+				continue
+			}
+			s.touch("chain " + sq.name(cs.name))
+			if now {
+				cs.fill(t, sq.table, false)
+				continue
+			}
+			ch := &nftables.Chain{Name: cs.name, Table: sq.table}
+			t.conn().FlushChain(ch)
+			t.conn().DelChain(ch)
 		}
 	}
 	// The frontend, NodePort and global elements.

@@ -202,6 +202,10 @@ type spRender struct {
 	slots []slotTable
 }
 
+// hooks reports whether the ServicePort has a frontend or a NodePort
+// element (its shard then needs its base chains).
+func (o *spRender) hooks() bool { return len(o.fronts)+len(o.nodeports) > 0 }
+
 // slotTable is one slot table of a ServicePort, kept compact: a table of
 // 10,000 Services x 4 endpoints has 310,000 slots, which held as
 // nftables.SetElements took 49 MiB of the agent's heap (a heap profile

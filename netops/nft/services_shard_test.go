@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnibox/cnibox/internal/svcmodel"
+	"github.com/cnibox/cnibox/netops/nft/nftfake"
 )
 
 // TestServicesShards: each Service's frontends are elements of its own
@@ -238,7 +239,7 @@ func TestServicesShardSpecsAlone(t *testing.T) {
 		if !reflect.DeepEqual(a.sets, w.sets) || !reflect.DeepEqual(a.chains, w.chains) {
 			t.Errorf("shard %d alone differs from the whole rendering's", i)
 		}
-		if len(w.chains) <= len(shardChains()) {
+		if len(w.chains) <= len(shardChains(true)) {
 			t.Errorf("shard %d holds no Service's chain: the test shows nothing", i)
 		}
 	}
@@ -289,7 +290,7 @@ func TestServicesCheckRendersAShardAtATime(t *testing.T) {
 		if !reflect.DeepEqual(a, whole[1+i]) {
 			t.Errorf("shard %d from the outline differs from the whole rendering's", i)
 		}
-		if len(a.chains) <= len(shardChains()) || len(a.sets) <= 3+len(shardGlobals(snap))+2*svcSlotMaps {
+		if len(a.chains) <= len(shardChains(true)) || len(a.sets) <= 3+len(shardGlobals(snap))+2*svcSlotMaps {
 			t.Errorf("shard %d holds no Service's chain or set: the test shows nothing", i)
 		}
 		st.renderShard(nil, i)
@@ -299,5 +300,85 @@ func TestServicesCheckRendersAShardAtATime(t *testing.T) {
 	}
 	if !reflect.DeepEqual(kept.specs(s), whole) {
 		t.Error("the kept state's rendering changed under the check's")
+	}
+}
+
+// TestServicesShardHooksFollowTheirServices: a shard has its nat base
+// chains while one of its Services has a frontend or a NodePort, and
+// none without (each new connection walks every hooked shard's): Apply
+// adds them with a shard's first such Service and removes them with its
+// last, and a full resync after each Apply finds the tables as it would
+// write them.
+func TestServicesShardHooksFollowTheirServices(t *testing.T) {
+	k := nftfake.New()
+	h := OpenDial(k.Dial())
+	t.Cleanup(func() { h.Close() })
+	s := NewServices(h, ServicesOptions{})
+	all := manySnap(40, 1).Ports
+	// two Services of two shards, and a third of the first one's shard
+	var a, b, c svcmodel.ServicePort
+	sa := shardOfKey(spKey(&all[0]))
+	a, n := all[0], 0
+	for i := 1; i < len(all) && n < 2; i++ {
+		switch sh := shardOfKey(spKey(&all[i])); {
+		case sh != sa && b.Name.Name == "":
+			b, n = all[i], n+1
+		case sh == sa && c.Name.Name == "":
+			c, n = all[i], n+1
+		}
+	}
+	if n < 2 {
+		t.Fatal("manySnap(40) has no two Services of one shard and one of another")
+	}
+	sb := shardOfKey(spKey(&b))
+	hooked := func() (out []int) {
+		for i := range svcShards {
+			spec := &tableSpec{table: svcShardTable(i), owned: true}
+			have, err := h.dumpTable(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, pre := have.chains["prerouting"]
+			_, post := have.chains["output"]
+			if pre != post {
+				t.Fatalf("shard %d: prerouting %v, output %v", i, pre, post)
+			}
+			if pre {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	steps := []struct {
+		what  string
+		ports []svcmodel.ServicePort
+		want  []int
+	}{
+		{"one Service", []svcmodel.ServicePort{a}, []int{sa}},
+		{"one of another shard comes", []svcmodel.ServicePort{a, b}, []int{sa, sb}},
+		{"a second of the first shard", []svcmodel.ServicePort{a, b, c}, []int{sa, sb}},
+		{"the first shard's first goes", []svcmodel.ServicePort{b, c}, []int{sa, sb}},
+		{"the first shard's last goes", []svcmodel.ServicePort{b}, []int{sb}},
+		{"a headless-like one (no frontend) in the first shard", []svcmodel.ServicePort{b, func() svcmodel.ServicePort {
+			p := a
+			p.Frontends = nil
+			return p
+		}()}, []int{sb}},
+		{"none", nil, nil},
+	}
+	for _, st := range steps {
+		snap := sortedSnap(&svcmodel.Snapshot{NodePortAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.64.0.0/10")}, Ports: slices.Clone(st.ports)})
+		if err := s.Apply(snap); err != nil {
+			t.Fatalf("%s: %v", st.what, err)
+		}
+		want := slices.Clone(st.want)
+		slices.Sort(want)
+		if got := hooked(); !slices.Equal(got, want) {
+			t.Errorf("%s: shards with base chains %v, want %v", st.what, got, want)
+		}
+		if changed, err := s.resync(snap); err != nil || changed {
+			t.Errorf("%s: a resync after Apply changed the tables (%v, %v): Apply left them otherwise than a full sync writes them", st.what, changed, err)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func (st *svcState) shardSpecs(only int) []*tableSpec {
 			continue
 		}
 		at[i] = &tableSpec{table: svcShardTable(i), owned: true, what: "the services table " + shardName(i),
-			sets: sets[i], chains: shardChains()}
+			sets: sets[i], chains: shardChains(st.hooked[i] > 0)}
 		out = append(out, at[i])
 	}
 	for _, k := range st.npKeys() {

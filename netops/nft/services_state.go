@@ -35,6 +35,9 @@ type svcState struct {
 	cips map[netip.Addr]int
 	// bySvc: each Service's ServicePort keys (Apply's partial diff).
 	bySvc map[svcmodel.ServiceName][]spk
+	// hooked: each shard's count of ServicePorts with a frontend or a
+	// NodePort; only a shard with one has its base chains (shardChains).
+	hooked [svcShards]int
 }
 
 // portChain is a ServicePort's claim of a frontend: its chain (a slice
@@ -90,6 +93,9 @@ func (st *svcState) claim(key spk, ps *spState) {
 	st.ports[key] = ps
 	sn := svcOf(key)
 	st.bySvc[sn] = append(st.bySvc[sn], key)
+	if ps.r.hooks() {
+		st.hooked[shardOfKey(key)]++
+	}
 	for _, fc := range ps.r.fronts {
 		claims := slices.DeleteFunc(st.fronts[fc.fk], func(c portChain) bool { return c.key == key })
 		st.fronts[fc.fk] = append(claims, portChain{key, fc.chain})
@@ -115,6 +121,9 @@ func (st *svcState) unclaim(key spk) {
 		return
 	}
 	delete(st.ports, key)
+	if ps.r.hooks() {
+		st.hooked[shardOfKey(key)]--
+	}
 	sn := svcOf(key)
 	if keys := slices.DeleteFunc(st.bySvc[sn], func(k spk) bool { return k == key }); len(keys) > 0 {
 		st.bySvc[sn] = keys
@@ -380,7 +389,13 @@ func svcComment(what string) []byte {
 }
 
 // shardChains are a shard's hooked chains and its services chain.
-func shardChains() []chainSpec {
+// shardChains are a shard's chains: its Services chain, and with hooked
+// (a ServicePort of the shard has a frontend or a NodePort) the base
+// chains that jump to it. A shard without is not hooked at all: every
+// new connection (and on vxlan every new outer flow) walks each hooked
+// shard's nat chains, 16 of them when all were (docs/benchmarks.md, the
+// profile of the connection-rate row).
+func shardChains(hooked bool) []chainSpec {
 	c := svcComment
 	jump := []*nftables.Rule{svcRule(c("Services"), &expr.Verdict{Kind: expr.VerdictJump, Chain: svcChainServices})}
 	var services []*nftables.Rule
@@ -396,11 +411,13 @@ func shardChains() []chainSpec {
 				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: regEP}, thPort(true, regEP+1),
 				&expr.Lookup{SourceRegister: regEP, SetName: ServiceNodePorts, IsDestRegSet: true, DestRegister: 0})...))
 	}
-	return []chainSpec{
-		baseChain("prerouting", nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump),
-		baseChain("output", nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump),
-		{name: svcChainServices, rules: services},
+	chains := []chainSpec{{name: svcChainServices, rules: services}}
+	if hooked {
+		chains = append(chains,
+			baseChain("prerouting", nftables.ChainTypeNAT, *nftables.ChainHookPrerouting, *nftables.ChainPriorityNATDest, jump),
+			baseChain("output", nftables.ChainTypeNAT, *nftables.ChainHookOutput, *nftables.ChainPriorityNATDest, jump))
 	}
+	return chains
 }
 
 // mainChains are the main table's chains: postrouting's masquerade and
