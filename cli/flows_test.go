@@ -203,8 +203,7 @@ func TestFlowsFollow(t *testing.T) {
 	}()
 	// Write a staged-deny record every 100 ms until the follower, which
 	// started at the file's end at some moment, shows one (30 s at most).
-	stop := make(chan struct{})
-	go every(stop, 100*time.Millisecond, func() { w.Write(recs[2]) })
+	stop := every(100*time.Millisecond, func() { w.Write(recs[2]) })
 	timeout := time.AfterFunc(30*time.Second, cancel)
 	defer timeout.Stop()
 	sc := bufio.NewScanner(pr)
@@ -212,7 +211,7 @@ func TestFlowsFollow(t *testing.T) {
 	if sc.Scan() {
 		first = sc.Text()
 	}
-	close(stop)
+	stop()
 	cancel()
 	go io.Copy(io.Discard, pr)
 	if err := <-done; err != nil {

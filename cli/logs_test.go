@@ -24,19 +24,26 @@ func callRecord(container, msg string) string {
 	return rec + "}\n"
 }
 
-// every calls f every d until stop is closed: a writer a follower must
-// see, however late it started.
-func every(stop <-chan struct{}, d time.Duration, f func()) {
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-			f()
+// every runs f every d on a goroutine of its own until the stop it
+// returns is called; stop returns once f has ended and will not run again
+// (a writer left running once wrote after its test had ended, into the
+// test's directory while it was being removed).
+func every(d time.Duration, f func()) (stop func()) {
+	quit, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				f()
+			}
 		}
-	}
+	}()
+	return func() { close(quit); <-ended }
 }
 
 // appendLine appends line to the log at path (t.Error on failure: it
@@ -114,9 +121,7 @@ func TestLogsFollow(t *testing.T) {
 	// writeUntil appends a record of container every 100 ms until the
 	// follower, which started at the file's end at some moment, shows one.
 	writeUntil := func(container string) string {
-		stop := make(chan struct{})
-		defer close(stop)
-		go every(stop, 100*time.Millisecond, func() { appendLine(t, path, callRecord(container, "ok")) })
+		defer every(100*time.Millisecond, func() { appendLine(t, path, callRecord(container, "ok")) })()
 		for lines.Scan() {
 			if l := lines.Text(); l != logsHeader {
 				return l
