@@ -31,7 +31,7 @@ const (
 func init() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(agentGCPercent)
-		tuneGCAfterEachCycle(agentGCPercent)
+		tuneGCAfterEachCycle()
 	}
 }
 
@@ -47,19 +47,18 @@ func gcPercentFor(live uint64) int {
 // it (large enough not to share a tiny block with other objects).
 type gcSentinel [64]byte
 
-// tuneGCAfterEachCycle sets the GC percent (now: percent) from the live
-// heap after every collection, one cleanup at a time: idle, it costs
-// nothing (no timer).
-func tuneGCAfterEachCycle(percent int) {
+// tuneGCAfterEachCycle sets the GC percent from the live heap after every
+// collection, one cleanup at a time: idle, it costs nothing (no timer).
+func tuneGCAfterEachCycle() {
 	runtime.AddCleanup(new(gcSentinel), func(struct{}) {
 		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		metrics.Read(s)
 		if s[0].Value.Kind() == metrics.KindUint64 {
-			if p := gcPercentFor(s[0].Value.Uint64()); p != percent {
-				percent = p
-				gcburst.Set(p) // (not during a full sync's burst: gcburst)
-			}
+			live := s[0].Value.Uint64()
+			// (during a full sync's burst, this percent is put back at
+			// its end and the burst's own is sized to live: gcburst)
+			gcburst.Tune(live, gcPercentFor(live))
 		}
-		tuneGCAfterEachCycle(percent)
+		tuneGCAfterEachCycle()
 	}, struct{}{})
 }

@@ -25,9 +25,9 @@ func TestBurst(t *testing.T) {
 		t.Fatalf("in a burst over 10 MB live: GC percent %d, want %d", p, MaxPercent)
 	}
 	end2 := Begin()
-	Set(15)
+	Tune(10<<20, 15)
 	if p := get(); p != MaxPercent {
-		t.Fatalf("Set in a burst changed the percent to %d", p)
+		t.Fatalf("Tune in a burst over 10 MB live changed the percent to %d", p)
 	}
 	end1()
 	end1() // once
@@ -38,9 +38,9 @@ func TestBurst(t *testing.T) {
 	if p := get(); p != 15 {
 		t.Fatalf("after the bursts: GC percent %d, want 15 (set during them)", p)
 	}
-	Set(12)
+	Tune(200<<20, 12)
 	if p := get(); p != 12 {
-		t.Fatalf("Set outside a burst: %d, want 12", p)
+		t.Fatalf("Tune outside a burst: %d, want 12", p)
 	}
 }
 
@@ -75,9 +75,34 @@ func TestBurstSizedToTheHeap(t *testing.T) {
 	if p := get(); p != 400 {
 		t.Errorf("a percent of 400 before the burst became %d", p)
 	}
-	Set(30) // ignored: the burst changed nothing, so there is nothing to put back either
+	Tune(128<<20, 30) // ignored: the burst changed nothing, so there is nothing to put back either
 	end()
 	if p := get(); p != 400 {
 		t.Errorf("after a burst that changed nothing: %d, want 400", p)
+	}
+}
+
+// A burst's percent follows its live heap: a first sync that begins over a
+// small heap and grows it gives the heap Headroom, not a doubling, once
+// it is large; the tuner's own percent is still what its end puts back.
+func TestBurstFollowsItsHeap(t *testing.T) {
+	orig := debug.SetGCPercent(50)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	withLive(t, 20<<20)
+	end := Begin()
+	if p := get(); p != MaxPercent {
+		t.Fatalf("a burst over 20 MiB: %d, want %d", p, MaxPercent)
+	}
+	Tune(256<<20, 10)
+	if p := get(); p != MinPercent {
+		t.Errorf("the burst's heap at 256 MiB: %d, want %d", p, MinPercent)
+	}
+	Tune(100<<20, 10)
+	if p := get(); p != 64 {
+		t.Errorf("the burst's heap at 100 MiB: %d, want 64", p)
+	}
+	end()
+	if p := get(); p != 10 {
+		t.Errorf("after the burst: %d, want the tuner's 10", p)
 	}
 }
