@@ -9,6 +9,13 @@ version=${HELM_VERSION:-v3.22.0}
 dir=${XDG_CACHE_HOME:-$HOME/.cache}/cnibox-helm/$version
 if [ ! -x "$dir/helm" ]; then
 	mkdir -p "$(dirname "$dir")"
+	# One build at a time: a second caller (make test builds helm in the
+	# background while its tests run, and a test may ask for it meanwhile)
+	# waits for the first's build instead of building it again.
+	exec 9>"$(dirname "$dir")/.lock-$version"
+	flock 9
+fi
+if [ ! -x "$dir/helm" ]; then
 	tmp=$(mktemp -d "$(dirname "$dir")/.build-XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
 	echo "helm.sh: building helm $version into $dir (once; it needs the Go module proxy)" >&2
