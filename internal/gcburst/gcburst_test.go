@@ -15,7 +15,7 @@ func withLive(t *testing.T, n uint64) {
 }
 
 // A burst runs at its percent; a percent set meanwhile is the one put back
-// when the last of overlapping bursts ends; outside a burst Set sets it.
+// when the last of overlapping bursts ends; outside a burst Tune sets it.
 func TestBurst(t *testing.T) {
 	withLive(t, 10<<20) // a small heap: Go's default
 	orig := debug.SetGCPercent(20)
