@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // With -tags cniboxprof (never in a release build), $CNIBOX_AGENT_PPROF=addr
@@ -17,7 +18,10 @@ import (
 // go tool pprof -sample_index=inuse_space http://addr/debug/pprof/heap.
 // $CNIBOX_AGENT_PROFILE_DIR=dir writes dir/cpu-PID.pprof (the agent's whole
 // life) and dir/heap-PID.pprof (at its end, after a GC), for agents a
-// bench starts in namespaces where no address of theirs is reachable.
+// bench starts in namespaces where no address of theirs is reachable;
+// with $CNIBOX_AGENT_TRACE set too, dir/trace-PID.out, the execution
+// trace of its life (go tool trace -pprof=sched|sync|net|syscall: where
+// its goroutines waited).
 func init() {
 	if addr := os.Getenv("CNIBOX_AGENT_PPROF"); addr != "" {
 		go http.ListenAndServe(addr, nil) //nolint:errcheck // a debugging aid
@@ -36,7 +40,20 @@ func init() {
 		fmt.Fprintln(os.Stderr, "cnibox-agent: profile:", err)
 		return
 	}
+	var tr *os.File
+	if os.Getenv("CNIBOX_AGENT_TRACE") != "" {
+		if tr, err = os.Create(name("trace")); err == nil {
+			err = trace.Start(tr)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cnibox-agent: trace:", err)
+		}
+	}
 	atExit = func() {
+		if tr != nil {
+			trace.Stop()
+			tr.Close()
+		}
 		pprof.StopCPUProfile()
 		cpu.Close()
 		runtime.GC()

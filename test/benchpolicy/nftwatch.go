@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,21 +16,27 @@ import (
 
 // nftWatch listens to one node namespace's nftables notifications (the
 // group nft monitor joins): the time of each committed transaction (its
-// NEWGEN message), and the first time an address it is told to look for
-// appears in a set element's notification. iptables-nft's commits are
-// nftables transactions too. A receive buffer overrun counts as a commit
-// at the time it is noticed (what it lost is then checked by reading the
-// kernel).
+// NEWGEN message), the first time an address it is told to look for
+// appears in a set element's notification, and the chains each table has
+// (NEWCHAIN and DELCHAIN: a wait counts them without dumping the table,
+// which, run while the agents write, took their CPU in proportion to the
+// table's size). iptables-nft's commits are nftables transactions too. A
+// receive buffer overrun counts as a commit at the time it is noticed
+// (what it lost is then checked by reading the kernel).
 type nftWatch struct {
 	conn *netlink.Conn
 
-	mu    sync.Mutex
-	gens  int       // transactions seen
-	last  time.Time // when the last one was seen
-	look  map[[4]byte]time.Time
-	wake  chan struct{}
-	err   error
-	close func()
+	mu   sync.Mutex
+	gens int       // transactions seen
+	last time.Time // when the last one was seen
+	look map[[4]byte]time.Time
+	// chains: the chains of each table the notifications named; lost: a
+	// receive buffer overrun lost some (then the kernel is read).
+	chains map[string]map[string]bool
+	lost   bool
+	wake   chan struct{}
+	err    error
+	close  func()
 }
 
 func watchNFT(ns string) (*nftWatch, error) {
@@ -52,7 +59,7 @@ func watchNFT(ns string) (*nftWatch, error) {
 			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
 		})
 	}
-	w := &nftWatch{conn: conn, look: map[[4]byte]time.Time{}, wake: make(chan struct{}, 1)}
+	w := &nftWatch{conn: conn, look: map[[4]byte]time.Time{}, chains: map[string]map[string]bool{}, wake: make(chan struct{}, 1)}
 	w.close = func() { conn.Close() }
 	go w.run()
 	return w, nil
@@ -64,6 +71,9 @@ func (w *nftWatch) run() {
 		now := time.Now()
 		if err != nil {
 			if errors.Is(err, unix.ENOBUFS) {
+				w.mu.Lock()
+				w.lost = true
+				w.mu.Unlock()
 				w.commit(now)
 				continue
 			}
@@ -80,6 +90,8 @@ func (w *nftWatch) run() {
 			switch m.Header.Type & 0xff {
 			case unix.NFT_MSG_NEWGEN:
 				w.commit(now)
+			case unix.NFT_MSG_NEWCHAIN, unix.NFT_MSG_DELCHAIN:
+				w.noteChain(m.Data, m.Header.Type&0xff == unix.NFT_MSG_NEWCHAIN)
 			case unix.NFT_MSG_NEWSETELEM:
 				w.mu.Lock()
 				for ip, t := range w.look {
@@ -91,6 +103,58 @@ func (w *nftWatch) run() {
 			}
 		}
 	}
+}
+
+// noteChain notes a chain's notification (data: the nfgenmsg header,
+// then the chain's attributes).
+func (w *nftWatch) noteChain(data []byte, added bool) {
+	if len(data) < 4 {
+		return
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return
+	}
+	var table, name string
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_CHAIN_TABLE:
+			table = ad.String()
+		case unix.NFTA_CHAIN_NAME:
+			name = ad.String()
+		}
+	}
+	if ad.Err() != nil || table == "" || name == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.chains[table] == nil {
+		w.chains[table] = map[string]bool{}
+	}
+	if added {
+		w.chains[table][name] = true
+	} else {
+		delete(w.chains[table], name)
+	}
+}
+
+// countChains is countChains' answer from the notifications: the
+// distinct keys of table's chains named with prefix; ok is false once an
+// overrun lost some.
+func (w *nftWatch) countChains(table, prefix string, key func(string) string) (n int, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lost {
+		return 0, false
+	}
+	seen := map[string]bool{}
+	for name := range w.chains[table] {
+		if strings.HasPrefix(name, prefix) {
+			seen[key(name)] = true
+		}
+	}
+	return len(seen), true
 }
 
 func (w *nftWatch) commit(now time.Time) {
