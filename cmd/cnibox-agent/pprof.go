@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 )
 
 // With -tags cniboxprof (never in a release build), $CNIBOX_AGENT_PPROF=addr
@@ -23,6 +24,12 @@ import (
 // trace of its life (go tool trace -pprof=sched|sync|net|syscall: where
 // its goroutines waited).
 func init() {
+	// $CNIBOX_AGENT_MEMPROFILERATE: the heap profile's sampling (1: every
+	// allocation), set for the agent alone, not for the control plane
+	// that GODEBUG would reach too.
+	if r, err := strconv.Atoi(os.Getenv("CNIBOX_AGENT_MEMPROFILERATE")); err == nil && r > 0 {
+		runtime.MemProfileRate = r
+	}
 	if addr := os.Getenv("CNIBOX_AGENT_PPROF"); addr != "" {
 		go http.ListenAndServe(addr, nil) //nolint:errcheck // a debugging aid
 	}
