@@ -49,8 +49,12 @@ func init() {
 	}
 	var tr *os.File
 	if os.Getenv("CNIBOX_AGENT_TRACE") != "" {
-		if tr, err = os.Create(name("trace")); err == nil {
-			err = trace.Start(tr)
+		tr, err = os.Create(filepath.Join(dir, fmt.Sprintf("trace-%d.out", os.Getpid())))
+		if err == nil {
+			if err = trace.Start(tr); err != nil {
+				tr.Close()
+				tr = nil
+			}
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "cnibox-agent: trace:", err)
