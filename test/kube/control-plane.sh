@@ -103,8 +103,18 @@ contexts:
   context: {cluster: test, user: admin}
 current-context: test
 KC
+  # Debian's etcd (3.4.23) is older than the 3.4.31 the API server asks
+  # before it requests watch progress from etcd: its watch cache of a
+  # resource then only moves when that resource is written, or at etcd's
+  # periodic progress notification (every 10 minutes by default). A watch
+  # without a resourceVersion waits for the cache to reach etcd's current
+  # revision and fails after 3 s ("Too large resource version") while
+  # other resources move it: a quiet resource's informers never started
+  # (TestKubeLBIPAMCutOff, CI at d28b6d0). Progress every 500 ms keeps each
+  # cache within that wait, as the progress requests of a newer etcd do.
   setsid etcd --data-dir "$d/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --experimental-watch-progress-notify-interval=500ms \
     >"$d/etcd.log" 2>&1 &
   echo $! >"$d/etcd.pid"
   setsid "$CACHE/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
