@@ -174,7 +174,7 @@ var icmpv6Discovery = [2]byte{133, 137}
 // podPolicySpec is the table of p (which isolates something).
 func podPolicySpec(tb *nftables.Table, p *PodPolicy) *tableSpec {
 	spec := &tableSpec{table: tb, owned: true, what: "the multi-network policy table"}
-	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]string{}, ids: map[string]string{}}
+	pc := &policyChains{rules: map[string][][]expr.Any{}, keys: map[string]chainFP{}, ids: map[string]string{}}
 	counters := map[string]bool{}
 	var in, out [][]expr.Any
 	nd := []expr.Any{

@@ -207,7 +207,7 @@ func (t *policyTxn) queuePolicy(c *PolicyChange, st *policyState) error {
 	if c.Rules != nil {
 		var counters []string
 		t.prev = t.pt.fp
-		pc, counters = renderPolicyInto(t.pt.scratch, c.Rules, func(chain, key string) bool {
+		pc, counters = renderPolicyInto(t.pt.scratch, c.Rules, func(chain string, key chainFP) bool {
 			return st.chains[chain] && t.prev != nil && t.prev[chain] == key
 		}, t.pt.rulesKeys, t.pt.keysSpare, false)
 		t.pt.scratch = pc

@@ -12,10 +12,12 @@ type policyChains struct {
 	names []string
 	rules map[string][][]expr.Any
 	// keys: the fingerprints of the chains made from their source alone
-	// (a NetworkPolicy's own chains: its rules as text), which are only
-	// rendered when the kernel does not have them as they are (keep).
-	keys map[string]string
-	keep func(chain, key string) bool
+	// (a NetworkPolicy's own chains: of its rules as text), which are
+	// only rendered when the kernel does not have them as they are
+	// (keep); kbuf: room for the text hashed (fpOf).
+	keys map[string]chainFP
+	keep func(chain string, key chainFP) bool
+	kbuf []byte
 	// rulesKeys: rulesKey of the policies as a render before made them
 	// (nil: none), and keysUsed those of this render (policyTable).
 	rulesKeys, keysUsed map[*policymodel.Policy]string

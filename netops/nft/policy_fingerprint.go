@@ -1,40 +1,41 @@
 package nft
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/google/nftables/expr"
 )
 
-// The policy chains' fingerprints: their rules as text, to tell which
-// chains a change of the rules leaves as they are (policyKeeps).
+// The policy chains' fingerprints: a hash of their rules as text, to tell
+// which chains a change of the rules leaves as they are (policyKeeps).
 
-// fingerprints are the chains' rules as text (base chains: their hook), to
-// tell which chains a change of the rules leaves as they are. An
-// untracked twin's is its chain's (its rules are a function of its
-// chain's: untrackedRule), so a twin is written when its chain is, and
-// its rules are rendered only then (twinRules).
-func fingerprints(pc *policyChains) map[string]string {
+// fingerprints are the chains' rules as text (base chains: their hook),
+// hashed (chainFP), to tell which chains a change of the rules leaves as
+// they are. An untracked twin's is its chain's (its rules are a function
+// of its chain's: untrackedRule), so a twin is written when its chain is,
+// and its rules are rendered only then (twinRules).
+func fingerprints(pc *policyChains) map[string]chainFP {
 	return fingerprintsInto(pc, nil)
 }
 
 // fingerprintsInto is fingerprints into fp (cleared; nil: a new map).
-func fingerprintsInto(pc *policyChains, fp map[string]string) map[string]string {
+func fingerprintsInto(pc *policyChains, fp map[string]chainFP) map[string]chainFP {
 	if fp == nil {
-		fp = make(map[string]string, len(pc.names)+len(policyBaseChains))
+		fp = make(map[string]chainFP, len(pc.names)+len(policyBaseChains))
 	}
 	clear(fp)
-	var b strings.Builder
+	var b bytes.Buffer
 	for _, n := range pc.names {
 		if k, ok := pc.keys[n]; ok {
-			fp[n] = k // "src\n" and its source
+			fp[n] = k // of "src\n" and its source
 			continue
 		}
 		if t, ok := pc.twins[n]; ok {
-			// Its chain's, the same string (its chain comes first:
-			// renderUntracked); a mark holds the chain's name too.
+			// Its chain's (its chain comes first: renderUntracked); a
+			// mark holds the chain's name too.
 			fp[n] = fp[t.chain]
 			continue
 		}
@@ -46,10 +47,11 @@ func fingerprintsInto(pc *policyChains, fp map[string]string) map[string]string 
 			}
 			b.WriteByte('\n')
 		}
-		fp[n] = b.String()
+		sum := sha256.Sum256(b.Bytes())
+		fp[n] = chainFP(sum[:16])
 	}
 	for _, bc := range policyBaseChains {
-		fp[bc.name] = fmt.Sprintf("base %v %d -> %s4 %s6", bc.hook, bc.prio, bc.to, bc.to)
+		fp[bc.name], _ = fpOf(nil, fmt.Sprintf("base %v %d -> %s4 %s6", bc.hook, bc.prio, bc.to, bc.to))
 	}
 	return fp
 }
@@ -57,7 +59,7 @@ func fingerprintsInto(pc *policyChains, fp map[string]string) map[string]string 
 // fingerprint writes e to b: the fields the policy rules set, for the
 // expressions they use (fmt's reflection for any other; it took 40% of a
 // policy change's time at 200 policies).
-func fingerprint(b *strings.Builder, e expr.Any) {
+func fingerprint(b *bytes.Buffer, e expr.Any) {
 	u := func(vs ...uint64) {
 		for _, v := range vs {
 			b.WriteString(strconv.FormatUint(v, 16))

@@ -150,7 +150,7 @@ func (h *Handle) syncPolicy(c *PolicyChange) error {
 
 // policySpec is the policy table as c says (its rules rendered as pc,
 // with counters; fps their fingerprints, which make the chains' marks).
-func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[string]string) *tableSpec {
+func policySpec(c *PolicyChange, pc *policyChains, counters []string, fps map[string]chainFP) *tableSpec {
 	tb := policyTableObj()
 	s := &tableSpec{table: tb, owned: true, what: "the policy table"}
 	slices.Sort(counters)

@@ -244,7 +244,7 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 				bk.WriteByte(' ')
 				bk.WriteString(chains[i])
 			}
-			pc.keys[bc] = bk.String()
+			pc.keys[bc], pc.kbuf = fpOf(pc.kbuf, bk.String())
 			renderJumps := pc.keep == nil || !pc.keep(bc, pc.keys[bc])
 			for i, p := range ps {
 				ch := chains[i]
@@ -257,7 +257,8 @@ func (d policyDir) render(pc *policyChains, t *policymodel.Tiers) {
 					rk = rulesKey(pc, p.Rules)
 				}
 				pc.keysUsed[p] = rk
-				key := srcKey + rk
+				var key chainFP
+				key, pc.kbuf = fpOf(pc.kbuf, srcKey, rk)
 				pc.keys[ch] = key
 				if pc.keep != nil && pc.keep(ch, key) {
 					continue // in the kernel as it is: not rendered
@@ -400,13 +401,13 @@ func logKey(s policymodel.LogScope, staged policymodel.SetID) string {
 // counters the rules use. keep (may be nil) says which of the chains made
 // from their source alone (policyChains.keys, their fingerprints) the
 // kernel has as they are: those are named but not rendered.
-func renderPolicy(r *policymodel.Rules, keep func(chain, key string) bool) (*policyChains, []string) {
+func renderPolicy(r *policymodel.Rules, keep func(chain string, key chainFP) bool) (*policyChains, []string) {
 	return renderPolicyKeys(r, keep, nil)
 }
 
 // renderPolicyKeys is renderPolicy with the rulesKeys of a render before
 // (policyTable.rulesKeys); the returned chains' keysUsed are this one's.
-func renderPolicyKeys(r *policymodel.Rules, keep func(chain, key string) bool, rulesKeys map[*policymodel.Policy]string) (*policyChains, []string) {
+func renderPolicyKeys(r *policymodel.Rules, keep func(chain string, key chainFP) bool, rulesKeys map[*policymodel.Policy]string) (*policyChains, []string) {
 	return renderPolicyWith(r, keep, rulesKeys, false)
 }
 
@@ -416,7 +417,7 @@ func renderPolicyFull(r *policymodel.Rules) (*policyChains, []string) {
 	return renderPolicyWith(r, nil, nil, true)
 }
 
-func renderPolicyWith(r *policymodel.Rules, keep func(chain, key string) bool, rulesKeys map[*policymodel.Policy]string, lazyTwins bool) (*policyChains, []string) {
+func renderPolicyWith(r *policymodel.Rules, keep func(chain string, key chainFP) bool, rulesKeys map[*policymodel.Policy]string, lazyTwins bool) (*policyChains, []string) {
 	return renderPolicyInto(nil, r, keep, rulesKeys, nil, lazyTwins)
 }
 
@@ -424,12 +425,12 @@ func renderPolicyWith(r *policymodel.Rules, keep func(chain, key string) bool, r
 // new ones), keysUsed into used (cleared; nil: a new map): a delta renders
 // every chain's name again, and new maps of ~3,500 chains were a third of
 // its bytes (policyTable.scratch).
-func renderPolicyInto(reuse *policyChains, r *policymodel.Rules, keep func(chain, key string) bool, rulesKeys, used map[*policymodel.Policy]string, lazyTwins bool) (*policyChains, []string) {
+func renderPolicyInto(reuse *policyChains, r *policymodel.Rules, keep func(chain string, key chainFP) bool, rulesKeys, used map[*policymodel.Policy]string, lazyTwins bool) (*policyChains, []string) {
 	if keep != nil {
 		// A chain made from its source is kept only with its untracked
 		// twin (policy_entry.go): one is not rendered without the other.
 		kept := keep
-		keep = func(chain, key string) bool { return kept(chain, key) && kept(untrackedChain(chain), key) }
+		keep = func(chain string, key chainFP) bool { return kept(chain, key) && kept(untrackedChain(chain), key) }
 	}
 	n := len(rulesKeys) // the policies of the render before: the maps' sizes, about
 	if used == nil {
@@ -438,7 +439,7 @@ func renderPolicyInto(reuse *policyChains, r *policymodel.Rules, keep func(chain
 	clear(used)
 	pc := reuse
 	if pc == nil {
-		pc = &policyChains{rules: make(map[string][][]expr.Any, 8*n+300), keys: make(map[string]string, 8*n),
+		pc = &policyChains{rules: make(map[string][][]expr.Any, 8*n+300), keys: make(map[string]chainFP, 8*n),
 			ids: make(map[string]string, 2*n), twins: make(map[string]twinOf, 4*n+150)}
 	} else {
 		pc.empty()

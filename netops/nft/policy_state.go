@@ -24,7 +24,7 @@ type policyTable struct {
 	bufs bool
 	// fp: the chains as this Handle last wrote them (fingerprints), nil
 	// when unknown.
-	fp map[string]string
+	fp map[string]chainFP
 	// objs: the chains, sets and counters as this Handle last committed
 	// them, nil when unknown (policy_apply.go).
 	objs *policyObjs
@@ -46,12 +46,12 @@ type policyTable struct {
 	// bytes; kept full between deltas, they held 1.9 MiB of chains.
 	scratch   *policyChains
 	keysSpare map[*policymodel.Policy]string
-	fpSpare   map[string]string
+	fpSpare   map[string]chainFP
 }
 
 // spareFP is a map for a delta's fingerprints: not fp, which the delta
 // compares with. Handed out once.
-func (pt *policyTable) spareFP() map[string]string {
+func (pt *policyTable) spareFP() map[string]chainFP {
 	m := pt.fpSpare
 	pt.fpSpare = nil
 	return m
@@ -60,9 +60,9 @@ func (pt *policyTable) spareFP() map[string]string {
 // setFP makes fp, a new map or spareFP's (never fp itself), the chains as
 // this Handle wrote them, keeping the map it replaces for the next delta
 // (spareFP).
-func (pt *policyTable) setFP(fp map[string]string) {
+func (pt *policyTable) setFP(fp map[string]chainFP) {
 	if pt.fp != nil {
-		clear(pt.fp) // its room kept, not its strings
+		clear(pt.fp) // its room kept
 		pt.fpSpare = pt.fp
 	}
 	pt.fp = fp
@@ -82,7 +82,7 @@ type policyTxn struct {
 	pt *policyTable
 	// fp and prev: the chains this transaction writes and those the
 	// Handle wrote last.
-	fp, prev map[string]string
+	fp, prev map[string]chainFP
 	// gen: the generation this transaction writes.
 	gen uint32
 	// closed: addresses this transaction puts in the pending set for pods
