@@ -19,7 +19,9 @@ import (
 // cniboxprof; each namespace has its own loopback, so every node's agent
 // serves on the same address); otherwise it does nothing. A failure is
 // reported on stderr (what says whose harness), not returned: the profile
-// is an aside of the benchmark. Read it with go tool pprof
+// is an aside of the benchmark. The agent collects its garbage first
+// (gc=1): a profile's in-use bytes are those of the last collection, which
+// may have run in the middle of a transaction. Read it with go tool pprof
 // -sample_index=inuse_space.
 func SaveHeap(what, ns, name string) {
 	dir, addr := os.Getenv("CNIBOX_BENCH_HEAP_DIR"), os.Getenv("CNIBOX_AGENT_PPROF")
@@ -37,7 +39,7 @@ func SaveHeap(what, ns, name string) {
 	}
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: dial}}
 	err := func() error {
-		resp, err := client.Get("http://" + addr + "/debug/pprof/heap")
+		resp, err := client.Get("http://" + addr + "/debug/pprof/heap?gc=1")
 		if err != nil {
 			return err
 		}
