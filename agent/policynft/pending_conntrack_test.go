@@ -17,17 +17,16 @@ import (
 
 // TestPolicyPendingStaleConntrack: a connection of an address's earlier
 // pod, allowed and cached at the table's generation, must not reach the
-// next pod that gets the address while it is pending (a CNI ADD marks it
-// pending without starting a new generation). Here x/a's veth goes
-// without a DEL (the pod died; the agent has not heard), a new pod of x
-// gets its address and MAC, and the ADD marks it pending: the old
+// next pod that gets the address while it is pending. Here x/a's veth
+// goes without a DEL (the pod died; the agent has not heard), a new pod of
+// x gets its address and MAC, and the ADD marks it pending: the old
 // connection's next packet is dropped by the pending set (its counter
 // counts it) and never reaches the new pod (which would answer with a
-// reset). It guards the order of the entry chain (netops/nft/policy_entry.go:
-// the pending check before the verdict cache): with the cache first and
-// nothing deleting the address's conntrack entries, the new pod resets the
-// old connection and c-pending counts nothing (docs/benchmarks.md, "The
-// per-packet cuts").
+// reset). The entry chain checks the verdict cache before the pending set
+// (netops/nft/policy_entry.go), so it guards the ADD's emptying of the
+// cache's gen set in its batch (genFlushMsg): without it the new pod
+// resets the old connection and c-pending counts nothing
+// (docs/benchmarks.md, "The per-packet cuts").
 func TestPolicyPendingStaleConntrack(t *testing.T) {
 	l := newLab(t, "x/a", "y/a")
 	xa, ya := l.pod("x/a"), l.pod("y/a")

@@ -26,9 +26,9 @@ import (
 //		chain fwd4 {
 //			ct state invalid counter name invalid drop   # policy_entry.go
 //			ct state untracked goto fwd4u   # the untracked twin: packet fields
+//			ct mark & 0xfffff000 @gen accept   # both allowed at this generation
 //			ct original saddr @pending-4 counter name pending drop
 //			ct reply saddr @pending-4 counter name pending drop
-//			ct mark & 0xfffff000 @gen accept   # both allowed at this generation
 //			goto egress4                # the egress walk, then the ingress walk
 //		}
 //		chain input4 { the same without the reply's pending check, the

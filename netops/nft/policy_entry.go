@@ -54,12 +54,12 @@ import (
 //	chain fwd4 {
 //		ct state invalid [log "cnibox:d:invalid"] counter name c-invalid drop
 //		ct state untracked goto fwd4u
-//		<pending>; <verdict cache>; goto egress4
+//		<verdict cache>; <pending>; goto egress4
 //	}
 //	chain input4 {
 //		ct state invalid ip saddr @attached-4 [log] counter name c-invalid drop
 //		ct state invalid,untracked goto input4u   # invalid: not an attached pod's
-//		<pending>; <verdict cache>; goto egress4
+//		<verdict cache>; <pending>; goto egress4
 //	}
 //	chain fwd6u { icmpv6 type { 130-136, 143 } accept   # ND, MLD (fwd4u: none)
 //		ip6 saddr @pending-6 counter name c-pending drop; ip6 daddr @pending-6 ...
@@ -79,13 +79,16 @@ func untrackedChain(c string) string { return c + untrackedSuffix }
 // (fam "4", "6"): fwd<fam> for a forwarded packet (a pod's to a pod or
 // beyond, or to a pod), input<fam> for a pod's to the node. Both drop what
 // conntrack calls invalid and send the untracked to their twins (above);
-// then drop what a pending address sends or receives, accept a connection
-// that both walks allowed at this generation (policy_gen.go), and else
-// walk egress, then ingress (allow-eg<fam> goes on to it): both
+// then accept a connection that both walks allowed at this generation
+// (policy_gen.go), drop what a pending address sends or receives, and
+// else walk egress, then ingress (allow-eg<fam> goes on to it): both
 // directions in one base chain, so a cached packet costs one hook, the two
-// state checks, the pending lookups and one compare. On the input hook the
-// ingress walk meets only the node's addresses, which no set holds: it
-// ends in the default allow.
+// state checks and one lookup. The cache may come before the pending
+// check because an ADD that marks an address pending empties the cache's
+// gen set in the same batch (genFlushMsg): an earlier pod's connection at
+// that address, cached before, is judged again, and dropped there. On the
+// input hook the ingress walk meets only the node's addresses, which no
+// set holds: it ends in the default allow.
 func renderEntries(pc *policyChains, v6 bool) {
 	d := policyDir{v6: v6}
 	fam := d.fam()
@@ -101,9 +104,9 @@ func renderEntries(pc *policyChains, v6 bool) {
 
 	fwd, input := "fwd"+fam, "input"+fam
 	pc.add(fwd, d.invalidRules(pc, invalid)...)
-	pc.add(fwd, toTwin(expr.CtStateBitUNTRACKED, fwd), pending(0), pending(1), cached, walk)
+	pc.add(fwd, toTwin(expr.CtStateBitUNTRACKED, fwd), cached, pending(0), pending(1), walk)
 	pc.add(input, d.invalidRules(pc, slices.Concat(invalid, d.inSet(0, PolicyAttached, false)))...)
-	pc.add(input, toTwin(expr.CtStateBitINVALID|expr.CtStateBitUNTRACKED, input), pending(0), cached, walk)
+	pc.add(input, toTwin(expr.CtStateBitINVALID|expr.CtStateBitUNTRACKED, input), cached, pending(0), walk)
 
 	// The twins: ND and MLD, then the pending set by the packet's
 	// addresses, then the untracked walk.

@@ -89,13 +89,14 @@ func nextGen(g uint32) uint32 {
 }
 
 // readGen reads the table's generation into its policyTable when it is
-// not known (0: the table has none).
+// not known (0: the table has none), from the set gen-e: a pod's ADD
+// empties gen (genFlushMsg), never gen-e.
 func (h *Handle) readGen() error {
 	pt := policyOf(h)
 	if pt.gen != 0 {
 		return nil
 	}
-	elems, err := h.dumpElems(PolicyTable, policyGenSet)
+	elems, err := h.dumpElems(PolicyTable, policyGenESet)
 	if err != nil {
 		return fmt.Errorf("read the policy generation: %w", err)
 	}
@@ -122,7 +123,7 @@ func genElems(g uint32) map[string]nftables.SetElement {
 // readGenWhole reads the table's generation (as readGen, whatever its
 // policyTable knew) and reports whether the verdict cache's four sets and
 // maps hold it and nothing else: a full sync writes a new generation
-// when they do not (someone flushed one).
+// when they do not (someone flushed one, or a pod's ADD emptied gen).
 func (h *Handle) readGenWhole() (bool, error) {
 	pt := policyOf(h)
 	pt.gen = 0

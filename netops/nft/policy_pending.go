@@ -158,9 +158,10 @@ func (h *Handle) policyGuarded(ns string) (bool, error) {
 	return false, nil
 }
 
-// pendingMsgs are MarkPolicyPending's element messages for addrs: none
-// without the table; else the attached set's, and the pending set's when
-// the guard names the pod's namespace (guarded).
+// pendingMsgs are MarkPolicyPending's messages for addrs: none without
+// the table; else the attached set's elements, the pending set's when the
+// guard names the pod's namespace (guarded), and the verdict cache's gen
+// set flushed (genFlushMsg).
 func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
 	if !table {
 		return nil
@@ -169,7 +170,25 @@ func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
 	if guarded {
 		msgs = append(msgs, addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
 	}
-	return msgs
+	return append(msgs, genFlushMsg())
+}
+
+// genFlushMsg empties the verdict cache's gen set, in an ADD's batch: the
+// entry chains accept a cached connection before they check the pending
+// set (policy_entry.go), so a connection an earlier pod at one of the new
+// pod's addresses left in conntrack, cached at the current generation,
+// must find no generation to match until the agent writes the next one
+// (it always does after a pod event); meanwhile every packet is judged,
+// and a pending address's dropped. The ADD never writes a generation of
+// its own: the agent's next could then be the same value, and a
+// connection judged by the rules before the agent's change would stay
+// cached after it. The agent reads its generation from gen-e, which the
+// ADD leaves alone (readGen).
+func genFlushMsg() mdnetlink.Message {
+	return pmMsg(unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, attrs(
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(PolicyTable)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(policyGenSet)},
+	))
 }
 
 // UnmarkPolicyPending takes addrs out of the attached and pending sets, in

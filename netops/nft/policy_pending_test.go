@@ -5,14 +5,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/nftables/binaryutil"
 	mdnetlink "github.com/mdlayher/netlink"
 
 	"github.com/cnibox/cnibox/internal/policymodel"
 )
 
 // TestPendingMsgs: without the policy table MarkPolicyPending has nothing
-// to send; with it, the attached set's elements of each family, and the
-// pending set's when guarded.
+// to send; with it, the attached set's elements of each family, the
+// pending set's when guarded, and the verdict cache's gen set emptied.
 func TestPendingMsgs(t *testing.T) {
 	addrs := []netip.Addr{netip.MustParseAddr("10.11.0.5"), netip.MustParseAddr("fd11::5")}
 	sets := func(msgs []mdnetlink.Message) []string {
@@ -33,8 +34,8 @@ func TestPendingMsgs(t *testing.T) {
 	}{
 		{"no table", false, false, nil},
 		{"no table, guarded", false, true, nil},
-		{"table", true, false, []string{"attached-4", "attached-6"}},
-		{"table, guarded", true, true, []string{"attached-4", "attached-6", "pending-4", "pending-6"}},
+		{"table", true, false, []string{"attached-4", "attached-6", "gen"}},
+		{"table, guarded", true, true, []string{"attached-4", "attached-6", "pending-4", "pending-6", "gen"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := sets(pendingMsgs(tc.table, tc.guarded, addrs)); !slices.Equal(got, tc.want) {
@@ -107,4 +108,65 @@ func testPolicyPendingNoTable(t *testing.T, h *Handle) {
 	sent("guarded ADD undone", 1, func() error { return h.UnmarkPolicyPending(addrs) })
 	in(PolicyAttached, nil)
 	in(PolicyPending, nil)
+}
+
+// TestPolicyAddEmptiesCache: a pod's ADD empties the verdict cache's gen
+// set (the entry chains accept a cached connection before the pending
+// check: an earlier pod's connection at the new pod's address must be
+// judged again), leaves the rest of the generation alone, and the agent
+// goes on from its generation: its next delta writes the one after, and so
+// does a full sync of a Handle that knew nothing (a restarted agent),
+// which reads it from gen-e, not from the emptied gen (a random one there
+// could be a cached connection's).
+func TestPolicyAddEmptiesCache(t *testing.T) { onKernels(t, "pac", testPolicyAddEmptiesCache) }
+
+func testPolicyAddEmptiesCache(t *testing.T, h *Handle) {
+	addrs := []netip.Addr{netip.MustParseAddr("10.11.0.5"), netip.MustParseAddr("fd11::5")}
+	rules := &policymodel.Rules{NodeAddrs: "node"}
+	sets := []*policymodel.Set{policymodel.NewSet("node", policymodel.Addrs, "", policymodel.AddrElem(netip.MustParseAddr("10.11.0.1")))}
+	gen := func(set string) []uint32 {
+		t.Helper()
+		elems, err := h.dumpElems(PolicyTable, set)
+		if err != nil {
+			t.Fatalf("list %s: %v", set, err)
+		}
+		var out []uint32
+		for _, e := range elems {
+			out = append(out, binaryutil.NativeEndian.Uint32(e.key)>>policyGenShift)
+		}
+		return out
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(h.ApplyPolicy(&PolicyChange{Full: true, Rules: rules, Sets: sets, Guard: &PolicyGuard{All: true}}))
+	g := gen(policyGenSet)
+	if len(g) != 1 || !slices.Equal(gen(policyGenESet), g) {
+		t.Fatalf("after the first sync: gen %v, gen-e %v; want one generation in both", g, gen(policyGenESet))
+	}
+	if _, err := h.MarkPolicyPending("x", addrs); err != nil {
+		t.Fatal(err)
+	}
+	if got := gen(policyGenSet); len(got) != 0 {
+		t.Errorf("after an ADD: gen %v, want empty (nothing cached until the agent's next generation)", got)
+	}
+	if got := gen(policyGenESet); !slices.Equal(got, g) {
+		t.Errorf("after an ADD: gen-e %v, want %v as it was", got, g)
+	}
+	must(h.ApplyPolicy(&PolicyChange{Resolved: addrs}))
+	if got, want := gen(policyGenSet), []uint32{nextGen(g[0])}; !slices.Equal(got, want) {
+		t.Errorf("the agent's delta after the ADD: gen %v, want %v (the one after its own)", got, want)
+	}
+	g = gen(policyGenSet)
+	if _, err := h.MarkPolicyPending("x", addrs); err != nil {
+		t.Fatal(err)
+	}
+	policyOf(h).forget() // an agent that knows nothing of the table
+	must(h.ApplyPolicy(&PolicyChange{Full: true, Rules: rules, Sets: sets, Guard: &PolicyGuard{All: true}, Resolved: addrs}))
+	if got, want := gen(policyGenSet), []uint32{nextGen(g[0])}; !slices.Equal(got, want) {
+		t.Errorf("a restarted agent's full sync after an ADD: gen %v, want %v (the one after the table's)", got, want)
+	}
 }
