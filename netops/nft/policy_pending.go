@@ -159,9 +159,9 @@ func (h *Handle) policyGuarded(ns string) (bool, error) {
 }
 
 // pendingMsgs are MarkPolicyPending's messages for addrs: none without
-// the table; else the attached set's elements, the pending set's when the
-// guard names the pod's namespace (guarded), and the verdict cache's gen
-// set flushed (genFlushMsg).
+// the table; else the attached set's elements and, when the guard names
+// the pod's namespace (guarded), the pending set's and the verdict cache's
+// gen set emptied (genFlushMsg).
 func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
 	if !table {
 		return nil
@@ -169,17 +169,21 @@ func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
 	msgs := addrMsgs(PolicyAttached, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)
 	if guarded {
 		msgs = append(msgs, addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
+		msgs = append(msgs, genFlushMsg())
 	}
-	return append(msgs, genFlushMsg())
+	return msgs
 }
 
-// genFlushMsg empties the verdict cache's gen set, in an ADD's batch: the
-// entry chains accept a cached connection before they check the pending
-// set (policy_entry.go), so a connection an earlier pod at one of the new
-// pod's addresses left in conntrack, cached at the current generation,
-// must find no generation to match until the agent writes the next one
-// (it always does after a pod event); meanwhile every packet is judged,
-// and a pending address's dropped. The ADD never writes a generation of
+// genFlushMsg empties the verdict cache's gen set, in the batch of an ADD
+// that marks addresses pending: the entry chains accept a cached
+// connection before they check the pending set (policy_entry.go), so a
+// connection an earlier pod at one of the new pod's addresses left in
+// conntrack, cached at the current generation, must find no generation to
+// match until the agent writes the next one (it does when it takes the
+// addresses out of the pending set: a transaction, so a generation);
+// meanwhile every packet is judged, and a pending address's dropped. An
+// ADD that marks nothing pending leaves the cache alone: no policy could
+// select its pod, and the agent may have nothing to write for it. The ADD never writes a generation of
 // its own: the agent's next could then be the same value, and a
 // connection judged by the rules before the agent's change would stay
 // cached after it. The agent reads its generation from gen-e, which the
