@@ -20,7 +20,7 @@ import (
 
 // notTheModels are the policy table's sets whose elements are not the
 // model's (agent/policynft's fake tests say why).
-var notTheModels = regexp.MustCompile(`(?m)^\t(set|map) (gen|gen-e|mark-eg|mark-in|attached-4|attached-6) \{\n(\t\t.*\n)*?\t\}\n`)
+var notTheModels = regexp.MustCompile(`(?m)^\t(set|map) (gen|gen-f|gen-e|mark-eg|mark-in|attached-4|attached-6) \{\n(\t\t.*\n)*?\t\}\n`)
 
 func policyTable(k *nftfake.Kernel) string {
 	return notTheModels.ReplaceAllString(k.Table(nftables.TableFamilyINet, nft.PolicyTable), "\t$1 $2\n")

@@ -88,7 +88,7 @@ func newFakeNode(t *testing.T, l *fakeLab, pods ...*labPod) *node {
 // model's: the generation, which a new table starts at random
 // (netops/nft/policy_gen.go), and the attached pods, which CNI ADDs and
 // DELs write.
-var notTheModels = regexp.MustCompile(`(?m)^\t(set|map) (gen|gen-e|mark-eg|mark-in|attached-4|attached-6) \{\n(\t\t.*\n)*?\t\}\n`)
+var notTheModels = regexp.MustCompile(`(?m)^\t(set|map) (gen|gen-f|gen-e|mark-eg|mark-in|attached-4|attached-6) \{\n(\t\t.*\n)*?\t\}\n`)
 
 // policyTable is the policy table of k, canonical, without the elements
 // of notTheModels.

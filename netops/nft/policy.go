@@ -26,9 +26,10 @@ import (
 //		chain fwd4 {
 //			ct state invalid counter name invalid drop   # policy_entry.go
 //			ct state untracked goto fwd4u   # the untracked twin: packet fields
-//			ct mark & 0xfffff000 @gen accept   # both allowed at this generation
+//			ct mark & 0xfffff000 @gen-f accept # both allowed at this generation
 //			ct original saddr @pending-4 counter name pending drop
 //			ct reply saddr @pending-4 counter name pending drop
+//			ct mark & 0xfffff000 @gen accept   # the same, once an ADD emptied gen-f
 //			goto egress4                # the egress walk, then the ingress walk
 //		}
 //		chain input4 { the same without the reply's pending check, the
@@ -51,7 +52,7 @@ import (
 //		(ingress4 likewise, its allow goto allow-in, which marks and
 //		accepts; the node's own addresses have no accept: its own traffic
 //		never meets the forward hook, see render)
-//		sets gen, gen-e, maps mark-eg, mark-in   # the verdict cache (policy_gen.go)
+//		sets gen, gen-f, gen-e, maps mark-eg, mark-in   # the verdict cache (policy_gen.go)
 //		chain fwd4u, input4u, egress4u, n-<policy>-eg4u, ...   # each walk
 //			chain's twin for untracked packets (policy_entry.go)
 //	}

@@ -54,12 +54,12 @@ import (
 //	chain fwd4 {
 //		ct state invalid [log "cnibox:d:invalid"] counter name c-invalid drop
 //		ct state untracked goto fwd4u
-//		<verdict cache>; <pending>; goto egress4
+//		<verdict cache: gen-f>; <pending>; <verdict cache: gen>; goto egress4
 //	}
 //	chain input4 {
 //		ct state invalid ip saddr @attached-4 [log] counter name c-invalid drop
 //		ct state invalid,untracked goto input4u   # invalid: not an attached pod's
-//		<verdict cache>; <pending>; goto egress4
+//		<verdict cache: gen-f>; <pending>; <verdict cache: gen>; goto egress4
 //	}
 //	chain fwd6u { icmpv6 type { 130-136, 143 } accept   # ND, MLD (fwd4u: none)
 //		ip6 saddr @pending-6 counter name c-pending drop; ip6 daddr @pending-6 ...
@@ -80,21 +80,24 @@ func untrackedChain(c string) string { return c + untrackedSuffix }
 // beyond, or to a pod), input<fam> for a pod's to the node. Both drop what
 // conntrack calls invalid and send the untracked to their twins (above);
 // then accept a connection that both walks allowed at this generation
-// (policy_gen.go), drop what a pending address sends or receives, and
-// else walk egress, then ingress (allow-eg<fam> goes on to it): both
-// directions in one base chain, so a cached packet costs one hook, the two
-// state checks and one lookup. The cache may come before the pending
-// check because an ADD that marks an address pending empties the cache's
-// gen set in the same batch (genFlushMsg): an earlier pod's connection at
-// that address, cached before, is judged again, and dropped there. On the
-// input hook the ingress walk meets only the node's addresses, which no
-// set holds: it ends in the default allow.
+// (policy_gen.go: gen-f), drop what a pending address sends or receives,
+// accept such a connection again (gen), and else walk egress, then
+// ingress (allow-eg<fam> goes on to it): both directions in one base
+// chain, so a cached packet costs one hook, the two state checks and one
+// lookup. The cache may come before the pending check because an ADD that
+// marks an address pending empties gen-f in the same batch (genFlushMsg):
+// until the agent's next generation, an earlier pod's connection at that
+// address, cached before, meets the pending set, and the node's other
+// cached connections pay the pending lookups before gen accepts them. On
+// the input hook the ingress walk meets only the node's addresses, which
+// no set holds: it ends in the default allow.
 func renderEntries(pc *policyChains, v6 bool) {
 	d := policyDir{v6: v6}
 	fam := d.fam()
 	pending := func(dir uint32) []expr.Any {
 		return append(d.inSet(dir, PolicyPending, false), countAnd(counterName(PolicyPending), verdict(expr.VerdictDrop, ""))...)
 	}
+	cachedFast := append(ctMarkIn(policyMarkMask, policyGenFastSet), verdict(expr.VerdictAccept, ""))
 	cached := append(ctMarkIn(policyMarkMask, policyGenSet), verdict(expr.VerdictAccept, ""))
 	walk := []expr.Any{verdict(expr.VerdictGoto, "egress"+fam)}
 	invalid := ctState(expr.CtStateBitINVALID)
@@ -104,9 +107,9 @@ func renderEntries(pc *policyChains, v6 bool) {
 
 	fwd, input := "fwd"+fam, "input"+fam
 	pc.add(fwd, d.invalidRules(pc, invalid)...)
-	pc.add(fwd, toTwin(expr.CtStateBitUNTRACKED, fwd), cached, pending(0), pending(1), walk)
+	pc.add(fwd, toTwin(expr.CtStateBitUNTRACKED, fwd), cachedFast, pending(0), pending(1), cached, walk)
 	pc.add(input, d.invalidRules(pc, slices.Concat(invalid, d.inSet(0, PolicyAttached, false)))...)
-	pc.add(input, toTwin(expr.CtStateBitINVALID|expr.CtStateBitUNTRACKED, input), cached, pending(0), walk)
+	pc.add(input, toTwin(expr.CtStateBitINVALID|expr.CtStateBitUNTRACKED, input), cachedFast, pending(0), cached, walk)
 
 	// The twins: ND and MLD, then the pending set by the packet's
 	// addresses, then the untracked walk.

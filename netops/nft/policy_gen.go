@@ -28,13 +28,18 @@ import (
 // generation. One base chain judges both directions of a packet (the
 // egress walk goes on to the ingress walk), so:
 //
-//	chain fwd4     { ... ct mark & 0xfffff000 @gen accept; goto egress4 }  # B at G
+//	chain fwd4     { ... ct mark & 0xfffff000 @gen-f accept; <pending>
+//	                 ct mark & 0xfffff000 @gen accept; goto egress4 }  # B at G
 //	chain allow-eg4 { ct mark set ct mark & 0xfff map @mark-eg; goto ingress4 }
 //	chain allow-in { ct mark & 0xfffff000 @gen-e ct mark set ct mark & 0xfff map @mark-in; accept }
-//	set gen { G<<13 }, set gen-e { G<<13 | 1<<12 }
+//	set gen, gen-f { G<<13 }, set gen-e { G<<13 | 1<<12 }
 //	map mark-eg { 0 : G<<13 | 1<<12 }, map mark-in { 0 : G<<13 }
 //
-// The chains never change: a new generation is four elements replaced, in
+// gen-f and gen hold the same element; a CNI ADD that marks addresses
+// pending empties gen-f (genFlushMsg): until the agent's next generation,
+// cached packets pay the pending check before gen accepts them.
+//
+// The chains never change: a new generation is five elements replaced, in
 // the transaction of the change (a rule rewritten instead made the kernel
 // validate the whole table's jumps at every pod event). The maps hold the
 // new mark for the other bits' value 0 only (nftables cannot OR two
@@ -53,15 +58,16 @@ const (
 	policyGenShift   = 13
 	policyGenMax     = 1<<(32-policyGenShift) - 1
 
-	policyGenSet  = "gen"     // G<<13
-	policyGenESet = "gen-e"   // G<<13 | E
-	policyMarkEg  = "mark-eg" // 0 -> G<<13 | E
-	policyMarkIn  = "mark-in" // 0 -> G<<13
+	policyGenSet     = "gen"     // G<<13
+	policyGenFastSet = "gen-f"   // G<<13, before the pending check; an ADD empties it
+	policyGenESet    = "gen-e"   // G<<13 | E
+	policyMarkEg     = "mark-eg" // 0 -> G<<13 | E
+	policyMarkIn     = "mark-in" // 0 -> G<<13
 )
 
 // policyGenSets are the verdict cache's sets and maps, their elements
 // replaced by every transaction.
-var policyGenSets = [...]string{policyGenSet, policyGenESet, policyMarkEg, policyMarkIn}
+var policyGenSets = [...]string{policyGenSet, policyGenFastSet, policyGenESet, policyMarkEg, policyMarkIn}
 
 // allowChain is the name of the allow chain of dir ("eg4", "eg6", "in").
 func allowChain(dir string) string { return "allow-" + dir }
@@ -89,14 +95,13 @@ func nextGen(g uint32) uint32 {
 }
 
 // readGen reads the table's generation into its policyTable when it is
-// not known (0: the table has none), from the set gen-e: a pod's ADD
-// empties gen (genFlushMsg), never gen-e.
+// not known (0: the table has none).
 func (h *Handle) readGen() error {
 	pt := policyOf(h)
 	if pt.gen != 0 {
 		return nil
 	}
-	elems, err := h.dumpElems(PolicyTable, policyGenESet)
+	elems, err := h.dumpElems(PolicyTable, policyGenSet)
 	if err != nil {
 		return fmt.Errorf("read the policy generation: %w", err)
 	}
@@ -113,17 +118,18 @@ func genElems(g uint32) map[string]nftables.SetElement {
 	gen := g << policyGenShift
 	mark := func(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
 	return map[string]nftables.SetElement{
-		policyGenSet:  {Key: mark(gen)},
-		policyGenESet: {Key: mark(gen | policyMarkEgress)},
-		policyMarkEg:  {Key: mark(0), Val: mark(gen | policyMarkEgress)},
-		policyMarkIn:  {Key: mark(0), Val: mark(gen)},
+		policyGenSet:     {Key: mark(gen)},
+		policyGenFastSet: {Key: mark(gen)},
+		policyGenESet:    {Key: mark(gen | policyMarkEgress)},
+		policyMarkEg:     {Key: mark(0), Val: mark(gen | policyMarkEgress)},
+		policyMarkIn:     {Key: mark(0), Val: mark(gen)},
 	}
 }
 
 // readGenWhole reads the table's generation (as readGen, whatever its
 // policyTable knew) and reports whether the verdict cache's four sets and
 // maps hold it and nothing else: a full sync writes a new generation
-// when they do not (someone flushed one, or a pod's ADD emptied gen).
+// when they do not (someone flushed one, or a pod's ADD emptied gen-f).
 func (h *Handle) readGenWhole() (bool, error) {
 	pt := policyOf(h)
 	pt.gen = 0

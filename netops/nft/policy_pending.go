@@ -130,9 +130,14 @@ func (h *Handle) MarkPolicyPending(ns string, addrs []netip.Addr) (bool, error) 
 	}
 	err = h.commitRaw(msgs...)
 	if errors.Is(err, unix.ENOENT) && guarded {
-		// A table without the attached set (written by an older agent,
-		// until the new one's first sync).
-		err = h.commitRaw(addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
+		// A table an older agent wrote (until the new one's first sync):
+		// without the set gen-f (its entry chains check the pending set
+		// first, so nothing needs emptying), or without the attached set
+		// too.
+		err = h.commitRaw(msgs[:len(msgs)-1]...)
+		if errors.Is(err, unix.ENOENT) {
+			err = h.commitRaw(addrMsgs(PolicyPending, addrs, unix.NFT_MSG_NEWSETELEM, mdnetlink.Create|mdnetlink.Acknowledge)...)
+		}
 	}
 	switch {
 	case errors.Is(err, unix.ENOENT):
@@ -160,8 +165,8 @@ func (h *Handle) policyGuarded(ns string) (bool, error) {
 
 // pendingMsgs are MarkPolicyPending's messages for addrs: none without
 // the table; else the attached set's elements and, when the guard names
-// the pod's namespace (guarded), the pending set's and the verdict cache's
-// gen set emptied (genFlushMsg).
+// the pod's namespace (guarded), the pending set's and, last, the verdict
+// cache's gen-f set emptied (genFlushMsg).
 func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
 	if !table {
 		return nil
@@ -174,24 +179,22 @@ func pendingMsgs(table, guarded bool, addrs []netip.Addr) []mdnetlink.Message {
 	return msgs
 }
 
-// genFlushMsg empties the verdict cache's gen set, in the batch of an ADD
-// that marks addresses pending: the entry chains accept a cached
-// connection before they check the pending set (policy_entry.go), so a
-// connection an earlier pod at one of the new pod's addresses left in
-// conntrack, cached at the current generation, must find no generation to
-// match until the agent writes the next one (it does when it takes the
-// addresses out of the pending set: a transaction, so a generation);
-// meanwhile every packet is judged, and a pending address's dropped. An
-// ADD that marks nothing pending leaves the cache alone: no policy could
-// select its pod, and the agent may have nothing to write for it. The ADD never writes a generation of
-// its own: the agent's next could then be the same value, and a
-// connection judged by the rules before the agent's change would stay
-// cached after it. The agent reads its generation from gen-e, which the
-// ADD leaves alone (readGen).
+// genFlushMsg empties the verdict cache's gen-f set, in the batch of an
+// ADD that marks addresses pending: the entry chains accept a connection
+// cached at the current generation by gen-f before they check the pending
+// set, and by gen after it (policy_entry.go), so once gen-f is empty an
+// earlier pod's connection at one of the new pod's addresses meets the
+// pending set, and the node's other cached connections pay that check and
+// are accepted by gen, as before gen-f, until the agent writes the next
+// generation (it does when it takes the addresses out of the pending set:
+// a transaction, so a generation). An ADD that marks nothing pending
+// leaves gen-f alone. The ADD never writes a generation of its own: the
+// agent's next could then be the same value, and a connection judged by
+// the rules before the agent's change would stay cached after it.
 func genFlushMsg() mdnetlink.Message {
 	return pmMsg(unix.NFT_MSG_DELSETELEM, mdnetlink.Acknowledge, attrs(
 		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: cstr(PolicyTable)},
-		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(policyGenSet)},
+		mdnetlink.Attribute{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: cstr(policyGenFastSet)},
 	))
 }
 
