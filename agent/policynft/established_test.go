@@ -87,8 +87,9 @@ func TestPolicyEstablished(t *testing.T) {
 
 // TestPolicyVerdictCache: an allowed connection's packets after its first
 // are accepted by the verdict cache (the allowing rule's counter counts the
-// packet that was judged, not the rest), and a change of set elements only
-// (the client's labels) still cuts it at its next packet and opens it again.
+// packet that was judged, not the rest), still after another pod's ADD
+// emptied the cache's first set, and a change of set elements only (the
+// client's labels) still cuts it at its next packet and opens it again.
 func TestPolicyVerdictCache(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, "x/a", "y/a")
@@ -129,6 +130,23 @@ func TestPolicyVerdictCache(t *testing.T) {
 	if got := ruleCount(); got != 1 {
 		t.Errorf("the allowing rule counted %d packets over %d round trips, want 1 (the SYN; the cache accepts the rest)", got, echoes)
 	}
+	// Another pod's ADD marks its address pending and empties gen-f
+	// (netops/nft genFlushMsg): until the agent's next generation the
+	// connection's packets pay the pending check and are accepted by gen
+	// after it, not walked (the rule counts none of them) nor dropped.
+	other := netip.MustParseAddr("10.99.0.250")
+	if marked, err := h.MarkPolicyPending("x", []netip.Addr{other}); err != nil || !marked {
+		t.Fatalf("MarkPolicyPending(x, %s) = %v, %v; want marked", other, marked, err)
+	}
+	for i := range echoes {
+		if !c.echo(fmt.Sprint("p", i), 5*time.Second) {
+			t.Fatalf("echo %d after another pod's ADD: the allowed connection does not carry data", i)
+		}
+	}
+	if got := ruleCount(); got != 1 {
+		t.Errorf("after another pod's ADD the allowing rule counted %d packets, want 1: the cache's gen after the pending check accepts the rest", got)
+	}
+	must(t, h.UnmarkPolicyPending([]netip.Addr{other}))
 	n.do(func(e *policy.Engine) policymodel.Delta {
 		return e.SetPod(ya.apiPod(map[string]string{"app": "other"}))
 	})
