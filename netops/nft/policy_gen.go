@@ -127,7 +127,7 @@ func genElems(g uint32) map[string]nftables.SetElement {
 }
 
 // readGenWhole reads the table's generation (as readGen, whatever its
-// policyTable knew) and reports whether the verdict cache's four sets and
+// policyTable knew) and reports whether the verdict cache's five sets and
 // maps hold it and nothing else: a full sync writes a new generation
 // when they do not (someone flushed one, or a pod's ADD emptied gen-f).
 func (h *Handle) readGenWhole() (bool, error) {
