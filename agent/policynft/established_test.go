@@ -24,13 +24,21 @@ type echoConn struct {
 	c net.Conn
 }
 
+// dialEcho opens an echoConn from from to to's IPv4 address.
 func dialEcho(t *testing.T, from, to *labPod) *echoConn {
 	t.Helper()
-	nstest.ServeEcho(t, to.path, netip.AddrPortFrom(to.ip, 82), false)
+	return dialEchoAt(t, from, to, to.ip)
+}
+
+// dialEchoAt is dialEcho to addr, one of to's addresses.
+func dialEchoAt(t *testing.T, from, to *labPod, addr netip.Addr) *echoConn {
+	t.Helper()
+	ap := netip.AddrPortFrom(addr, 82)
+	nstest.ServeEcho(t, to.path, ap, false)
 	e := &echoConn{t: t}
 	must(t, nstest.Run(t, from.path, func() error {
 		var err error
-		e.c, err = net.DialTimeout("tcp", fmt.Sprintf("%s:82", to.ip), 5*time.Second)
+		e.c, err = net.DialTimeout("tcp", ap.String(), 5*time.Second)
 		return err
 	}))
 	t.Cleanup(func() { e.c.Close() })

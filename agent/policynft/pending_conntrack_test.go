@@ -23,20 +23,30 @@ import (
 // connection's next packet is dropped by the pending set (its counter
 // counts it) and never reaches the new pod (which would answer with a
 // reset). The entry chain checks the verdict cache before the pending set
-// (netops/nft/policy_entry.go), so it guards the ADD's emptying of the
-// cache's gen set in its batch (genFlushMsg): without it the new pod
-// resets the old connection and c-pending counts nothing
-// (docs/benchmarks.md, "The per-packet cuts").
+// (netops/nft/policy_entry.go: gen-f, then pending, then gen), so it
+// guards the ADD's emptying of gen-f in its batch (genFlushMsg): without
+// it the new pod resets the old connection and c-pending counts nothing
+// (docs/benchmarks.md, "The per-packet cuts"), in both families (fwd4's
+// and fwd6's entry chains; each fails alone with the flush taken out).
 func TestPolicyPendingStaleConntrack(t *testing.T) {
+	t.Run("ipv4", func(t *testing.T) { testPolicyPendingStaleConntrack(t, false) })
+	t.Run("ipv6", func(t *testing.T) { testPolicyPendingStaleConntrack(t, true) })
+}
+
+func testPolicyPendingStaleConntrack(t *testing.T, v6 bool) {
 	l := newLab(t, "x/a", "y/a")
 	xa, ya := l.pod("x/a"), l.pod("y/a")
+	to, bits := xa.ip, 24
+	if v6 {
+		to, bits = xa.ip6, 64
+	}
 	n := newNode(t, l)
 	n.e.SetNetworkPolicy(np("x", "from-y", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{
 			From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("ns", "y")}},
 		}}}))
 	n.start()
-	c := dialEcho(t, ya, xa)
+	c := dialEchoAt(t, ya, xa, to)
 	for i := range 5 {
 		if !c.echo(fmt.Sprint(i), allowWait) {
 			t.Fatalf("echo %d: the allowed connection does not carry data", i)
@@ -62,7 +72,7 @@ func TestPolicyPendingStaleConntrack(t *testing.T) {
 	if marked, err := h.MarkPolicyPending("x", []netip.Addr{xa.ip, xa.ip6}); err != nil || !marked {
 		t.Fatalf("MarkPolicyPending(x) = %v, %v; want marked", marked, err)
 	}
-	must(t, nh.EnsureAddr("eth0", netip.PrefixFrom(xa.ip, 24), netops.AddrOpts{}))
+	must(t, nh.EnsureAddr("eth0", netip.PrefixFrom(to, bits), netops.AddrOpts{NoDAD: true}))
 
 	pending := func() uint64 {
 		cs, err := h.PolicyCounters()
