@@ -89,15 +89,7 @@ func TestKubeCNPConformance(t *testing.T) {
 	c.importImages(images...)
 	step(t, "cnp: the CRD, then cnibox with --cluster-network-policies", func() {
 		c.apply(string(crdData))
-		// (kubectl wait fails while the CRD has no conditions yet)
-		c.poll("the CRD established", func() error {
-			out, err := c.kubectl("get", "crd/clusternetworkpolicies.policy.networking.k8s.io",
-				"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-			if err == nil && out != "True" {
-				err = fmt.Errorf("Established %q", out)
-			}
-			return err
-		})
+		c.crdEstablished("clusternetworkpolicies.policy.networking.k8s.io")
 		c.apply(manifest)
 		c.must("wait", "--for=condition=Ready", "node", "--all", c.timeout())
 		c.must("-n", "kube-system", "rollout", "status", "ds/cnibox", c.timeout())

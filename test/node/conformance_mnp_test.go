@@ -233,19 +233,6 @@ func mnpManifest(t *testing.T, manifest string) string {
 	return strings.TrimRight(manifest, "\n") + "\n---\n" + string(rbac)
 }
 
-// crdEstablished waits until the CRD name is established (kubectl wait
-// fails while a new CRD has no conditions yet).
-func (c *cluster) crdEstablished(name string) {
-	c.t.Helper()
-	c.poll("the CRD "+name+" established", func() error {
-		out, err := c.kubectl("get", "crd/"+name, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-		if err == nil && out != "True" {
-			err = fmt.Errorf("Established %q", out)
-		}
-		return err
-	})
-}
-
 // secondaryNetworks checks that the install step put cni-conf.json into
 // multi on node n, as mnpSecondary asks.
 func (c *cluster) secondaryNetworks(n *node) {

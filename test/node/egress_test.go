@@ -140,7 +140,7 @@ func TestKubeNodeEgress(t *testing.T) {
 	if out, err := c.kubectlIn(string(crd), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply -f egressgateway-crd.yaml: %v\n%s", err, out)
 	}
-	c.must("wait", "--for=condition=Established", "crd/egressgateways.cnibox.io", c.timeout())
+	c.crdEstablished("egressgateways.cnibox.io")
 	if out, err := c.kubectlIn(d.yaml, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply -f the manifest: %v\n%s", err, out)
 	}

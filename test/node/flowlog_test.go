@@ -47,7 +47,7 @@ func TestKubeNodeFlowLog(t *testing.T) {
 	if out, err := c.kubectlIn(string(crds), "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply -f staged-policies-crds.yaml: %v\n%s", err, out)
 	}
-	c.must("wait", "--for=condition=Established", "crd/stagednetworkpolicies.cnibox.io", c.timeout())
+	c.crdEstablished("stagednetworkpolicies.cnibox.io")
 	// The log rotates every MiB and keeps 50 files, for the flood's tail.
 	manifest := withAgentEnv(t, d.yaml, "FLANNELD_FLOW_LOG_MAX_SIZE", strconv.Itoa(floodMaxSize), "FLANNELD_FLOW_LOG_MAX_FILES", strconv.Itoa(floodMaxFiles),
 		"FLANNELD_FLOW_LOG_RATE", strconv.Itoa(floodLogRate))

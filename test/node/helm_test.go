@@ -99,7 +99,7 @@ func TestKubeNodeHelm(t *testing.T) {
 			t.Fatalf("the node did not pull %s from the registry: it has\n%s", d.image, images)
 		}
 		for _, crd := range []string{"network-attachment-definitions.k8s.cni.cncf.io", "ippools.whereabouts.cni.cncf.io"} {
-			n.must("wait", "--for=condition=Established", "crd/"+crd, n.timeout())
+			n.crdEstablished(crd)
 		}
 		cidr = podCIDR(t, n, d)
 	})
